@@ -1,0 +1,460 @@
+package opledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// ClaimOptions tune a claim.
+type ClaimOptions struct {
+	// Worker names the claimer in the attempt and timeline. Default: the
+	// Ledger's worker name.
+	Worker string
+	// Lease overrides the Ledger's lease duration for this claim.
+	Lease time.Duration
+	// Intent, if set, records the operation first when its key is new, with
+	// the same rules as Record, in the same transaction as the claim: one
+	// round trip to the store instead of two. Its Key must equal the key
+	// being claimed.
+	Intent *Intent
+}
+
+// Claim is a held claim on an operation: the right to make one attempt.
+type Claim struct {
+	// AttemptID identifies the attempt (a ULID).
+	AttemptID string `json:"attempt_id"`
+	// FencingToken must accompany Dispatch and Report; a newer claim makes
+	// it stale.
+	FencingToken int64 `json:"fencing_token"`
+	// LeaseExpiresAt is when the claim lapses, by the store's clock.
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// IdempotencyKey is the destination idempotency key: the same on every
+	// attempt of this version.
+	IdempotencyKey string `json:"destination_idempotency_key"`
+	// Protected is true when this attempt retries an uncertain one under the
+	// destination's idempotency key.
+	Protected bool `json:"protected"`
+	// Operation is the operation as claimed.
+	Operation *Operation `json:"operation"`
+}
+
+// need returns nil when the key has a row, and otherwise the error a
+// request for it gets: a StateError from its tombstone, or ErrNotFound.
+func (t *txn) need(op string) error {
+	if t.op != nil {
+		return nil
+	}
+	ts, err := t.tx.GetTombstone(t.ctx, t.tenant, t.key)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%s %s: %w", op, t.key, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	t.tombstone = ts
+	return &StateError{Op: op, Key: t.key, State: State(ts.State), Operation: tombstoneOperation(ts)}
+}
+
+// Claim atomically claims a pending, due operation for one attempt. Exactly
+// one of several concurrent claims wins; the others get a *StateError
+// (ErrInProgress). Claiming a succeeded operation returns a *StateError
+// matching ErrAlreadySucceeded whose Operation carries the saved result:
+// nothing must be sent again. A pending operation whose NotBefore is still
+// ahead is refused with ErrNotDue. An expired lease found on the way is
+// settled first, as ExpireLeases would.
+func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Claim, error) {
+	var fp string
+	if opts.Intent != nil {
+		in := *opts.Intent
+		if in.Key != key {
+			return nil, invalidInput("intent key differs from the claimed key")
+		}
+		var err error
+		if fp, err = in.normalize(); err != nil {
+			return nil, err
+		}
+		opts.Intent = &in
+	}
+	worker := opts.Worker
+	if worker == "" {
+		worker = l.worker
+	}
+	if len(worker) > maxNameLength {
+		return nil, invalidInput("worker name is longer than %d bytes", maxNameLength)
+	}
+	lease := opts.Lease
+	if lease <= 0 {
+		lease = l.opts.Lease
+	}
+	if opts.Intent == nil {
+		// Refuse without taking the write lock when a plain read already
+		// shows the operation cannot be claimed. The claim itself is
+		// still decided by the conditional write below.
+		if err := l.precheckClaim(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	var claim *Claim
+	op, err := l.mutate(ctx, key, func(t *txn) error {
+		if opts.Intent != nil {
+			if err := t.record(opts.Intent, fp, worker); err != nil {
+				return err
+			}
+		}
+		if err := t.need("claim"); err != nil {
+			return err
+		}
+		if err := t.settleExpiredLease(); err != nil {
+			return err
+		}
+		if State(t.op.State) != StatePending || t.op.NotBefore.After(t.now) {
+			if t.dirty {
+				// Keep what was decided on the way (a recorded intent, a
+				// settled lease) and refuse after the commit.
+				t.after = t.refuse("claim")
+				return nil
+			}
+			return t.refuse("claim")
+		}
+		a := &store.Attempt{
+			ID: ulid.Make().String(), Tenant: t.tenant, Key: t.key, Number: t.op.AttemptCount + 1,
+			FencingToken: t.op.FencingToken + 1, Worker: worker, Protected: t.op.Protected,
+			ClaimedAt: t.now, LeaseExpiresAt: t.now.Add(lease),
+		}
+		if err := t.tx.InsertAttempt(t.ctx, a); err != nil {
+			return err
+		}
+		t.op.AttemptCount = a.Number
+		t.op.FencingToken = a.FencingToken
+		t.op.CurrentAttemptID = a.ID
+		t.op.Dispatched = false
+		evidence := fmt.Sprintf("attempt %d, fencing token %d, lease until %s", a.Number, a.FencingToken, a.LeaseExpiresAt.Format(time.RFC3339Nano))
+		if a.Protected {
+			evidence += ", protected retry under the destination idempotency key"
+		}
+		t.move(StateInProgress, worker, a.ID, "claimed", evidence)
+		t.op.LeaseExpiresAt = a.LeaseExpiresAt
+		claim = &Claim{AttemptID: a.ID, FencingToken: a.FencingToken, LeaseExpiresAt: a.LeaseExpiresAt,
+			IdempotencyKey: DestinationIdempotencyKey(t.tenant, t.key, t.op.Version), Protected: a.Protected}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	claim.Operation = op
+	return claim, nil
+}
+
+// precheckClaim returns the refusal a claim of key would get, judging from
+// a read outside any write transaction; nil when the claim may succeed.
+func (l *Ledger) precheckClaim(ctx context.Context, key string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	return l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		row, err := r.GetOperation(ctx, l.tenant, key)
+		if err != nil {
+			return nil // unknown here: let the transaction decide
+		}
+		now, err := l.now(ctx, r)
+		if err != nil {
+			return err
+		}
+		switch State(row.State) {
+		case StatePending:
+			if !row.NotBefore.After(now) {
+				return nil
+			}
+		case StateInProgress:
+			if row.LeaseExpiresAt.Before(now) {
+				return nil
+			}
+		}
+		return &StateError{Op: "claim", Key: key, State: State(row.State), Operation: toOperation(row)}
+	})
+}
+
+// settleExpiredLease applies lease expiry to an in_progress operation whose
+// lease has ended: not dispatched → pending (the attempt is abandoned);
+// dispatched → uncertain, never pending.
+func (t *txn) settleExpiredLease() error {
+	if State(t.op.State) != StateInProgress || !t.op.LeaseExpiresAt.Before(t.now) {
+		return nil
+	}
+	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, t.op.CurrentAttemptID)
+	if err != nil {
+		return fmt.Errorf("settle lease of %s: %w", t.key, err)
+	}
+	a.FinishedAt = t.now
+	if t.op.Dispatched {
+		a.Outcome = AttemptLeaseExpired
+		t.move(StateUncertain, ActorSystem, a.ID, "lease expired after dispatch",
+			"the call may have reached the destination; worker "+a.Worker+" never reported")
+	} else {
+		a.Outcome = AttemptAbandoned
+		t.move(StatePending, ActorSystem, a.ID, "lease expired before dispatch",
+			"nothing was sent; worker "+a.Worker+" abandoned the attempt")
+		t.op.NotBefore = t.now
+	}
+	return t.tx.UpdateAttempt(t.ctx, a)
+}
+
+// ExpireLeases settles every expired lease in the store, across tenants:
+// operations not yet dispatched return to pending, dispatched ones become
+// uncertain. It returns how many it settled. opledger serve runs it
+// periodically; a library user runs it from a ticker.
+func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		var ids []store.OperationID
+		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+			now, err := l.now(ctx, r)
+			if err != nil {
+				return err
+			}
+			ids, err = r.ExpiredLeases(ctx, now, 200)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("expire leases: %w", err)
+		}
+		settled := 0
+		for _, id := range ids {
+			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
+			_, err := tl.mutate(ctx, id.Key, func(t *txn) error {
+				if t.op == nil {
+					return nil
+				}
+				before := t.op.State
+				if err := t.settleExpiredLease(); err != nil {
+					return err
+				}
+				if t.op.State != before {
+					settled++
+				}
+				return nil
+			})
+			if err != nil {
+				return total, fmt.Errorf("expire lease of %s: %w", id.Key, err)
+			}
+		}
+		total += settled
+		if len(ids) < 200 || settled == 0 {
+			return total, nil
+		}
+	}
+}
+
+// checkAttempt verifies that attemptID with token holds the operation. It
+// returns the attempt row (nil if unknown) and whether it is current.
+func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool, error) {
+	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, attemptID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, fmt.Errorf("attempt %s of %s: %w", attemptID, t.key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	current := State(t.op.State) == StateInProgress && t.op.CurrentAttemptID == attemptID &&
+		t.op.FencingToken == token && a.FencingToken == token
+	return a, current, nil
+}
+
+func (t *txn) stale(attemptID string, token int64) error {
+	return &StaleError{Key: t.key, AttemptID: attemptID, FencingToken: token, Current: t.op.FencingToken, Operation: toOperation(t.op)}
+}
+
+// Dispatch marks the recovery point: from now on the external call may have
+// started, so a lost lease makes the operation uncertain instead of pending.
+// Call it immediately before the external call. A stale token, or a lease
+// that has already run out, is refused with a *StaleError: do not call the
+// destination then.
+func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int64) (*Operation, error) {
+	return l.mutate(ctx, key, func(t *txn) error {
+		if err := t.need("dispatch"); err != nil {
+			return err
+		}
+		a, current, err := t.checkAttempt(attemptID, token)
+		if err != nil {
+			return err
+		}
+		if current && t.op.LeaseExpiresAt.Before(t.now) {
+			// Too late: another worker may claim it any moment. Settle
+			// the lease now (not dispatched: back to pending).
+			if err := t.settleExpiredLease(); err != nil {
+				return err
+			}
+			t.after = t.stale(attemptID, token)
+			return nil
+		}
+		if !current {
+			return t.stale(attemptID, token)
+		}
+		if t.op.Dispatched {
+			return nil // repeated dispatch mark of the same attempt
+		}
+		a.DispatchedAt = t.now
+		if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
+			return err
+		}
+		t.op.Dispatched = true
+		if t.op.FirstDispatchedAt.IsZero() {
+			t.op.FirstDispatchedAt = t.now
+		}
+		t.dirty = true
+		t.note(a.Worker, a.ID, "dispatched", "external call may start")
+		return nil
+	})
+}
+
+// Report is what an attempt learned from its external call.
+type Report struct {
+	Outcome Outcome
+	// DestinationRef identifies the effect at the destination; required
+	// with OutcomeSucceeded.
+	DestinationRef string
+	// Response is the destination's answer to save and replay (JSON).
+	Response json.RawMessage
+	// Error is a safe description of the failure: no secrets, no personal
+	// data. It is shown to operators.
+	Error string
+	// RetryAfter is the destination's Retry-After for retryable outcomes.
+	RetryAfter time.Duration
+}
+
+const maxErrorLength = 1000
+
+func (r *Report) validate() error {
+	if !r.Outcome.Valid() {
+		return invalidInput("outcome must be succeeded, rejected, retryable or uncertain")
+	}
+	if r.Outcome == OutcomeSucceeded && r.DestinationRef == "" {
+		return invalidInput("a succeeded outcome needs a destination_ref")
+	}
+	if len(r.DestinationRef) > maxNameLength {
+		return invalidInput("destination_ref is longer than %d bytes", maxNameLength)
+	}
+	if len(r.Response) > 0 && !json.Valid(r.Response) {
+		return invalidInput("response is not valid JSON")
+	}
+	if r.RetryAfter < 0 {
+		return invalidInput("retry_after must not be negative")
+	}
+	if len(r.Error) > maxErrorLength {
+		r.Error = r.Error[:maxErrorLength]
+	}
+	return nil
+}
+
+// Report records an attempt's outcome. From the current attempt it moves
+// the operation: succeeded → succeeded; rejected → failed (rejected);
+// retryable → pending after backoff, or failed (exhausted) past the retry
+// policy; uncertain → uncertain.
+//
+// A report from an attempt that no longer holds the operation moves nothing
+// but is kept as evidence, and the call returns a *StaleError
+// (ErrStaleFencingToken) carrying the operation. Two stale reports still
+// count: a late success resolves an uncertain or held operation, and a late
+// success whose reference differs from the confirmed one is recorded as a
+// duplicate-effect incident.
+func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64, r Report) (*Operation, error) {
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return l.mutate(ctx, key, func(t *txn) error {
+		if err := t.need("report"); err != nil {
+			return err
+		}
+		a, current, err := t.checkAttempt(attemptID, token)
+		if err != nil {
+			return err
+		}
+		if !current {
+			return t.staleReport(a, token, &r)
+		}
+		a.Outcome = string(r.Outcome)
+		a.FinishedAt = t.now
+		a.DestinationRef = r.DestinationRef
+		a.Response = r.Response
+		a.Error = r.Error
+		if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
+			return err
+		}
+		switch r.Outcome {
+		case OutcomeSucceeded:
+			t.succeed(r.DestinationRef, r.Response)
+			t.move(StateSucceeded, a.Worker, a.ID, "succeeded", "destination ref "+r.DestinationRef)
+		case OutcomeRejected:
+			t.op.LastError = r.Error
+			t.op.Response = r.Response // the decision is replayed like a success
+			t.move(StateFailed, a.Worker, a.ID, "rejected", r.Error)
+			t.op.FailureKind = string(FailureRejected)
+		case OutcomeRetryable:
+			t.op.LastError = r.Error
+			policy := l.retryPolicy(t.op.Destination)
+			notBefore, exhausted := policy.next(t.op.AttemptCount, t.op.CreatedAt, t.now, r.RetryAfter)
+			if exhausted != "" {
+				t.move(StateFailed, a.Worker, a.ID, "exhausted",
+					fmt.Sprintf("%s after %d attempts; last error: %s", exhausted, t.op.AttemptCount, r.Error))
+				t.op.FailureKind = string(FailureExhausted)
+				return nil
+			}
+			t.op.Protected = false
+			t.move(StatePending, a.Worker, a.ID, "retryable",
+				fmt.Sprintf("%s; next attempt not before %s", r.Error, notBefore.Format(time.RFC3339Nano)))
+			t.op.NotBefore = notBefore
+		case OutcomeUncertain:
+			t.op.LastError = r.Error
+			t.move(StateUncertain, a.Worker, a.ID, "uncertain", r.Error)
+		}
+		return nil
+	})
+}
+
+// succeed sets the confirmed result.
+func (t *txn) succeed(ref string, response json.RawMessage) {
+	t.op.DestinationRef = ref
+	t.op.Response = response
+	t.op.LastError = ""
+	t.op.Protected = false
+}
+
+// staleReport keeps a report from an attempt that lost the operation.
+func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
+	a.Stale = true
+	if a.FinishedAt.IsZero() {
+		a.FinishedAt = t.now
+	}
+	a.Outcome = string(r.Outcome)
+	a.DestinationRef = r.DestinationRef
+	a.Response = r.Response
+	a.Error = r.Error
+	if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
+		return err
+	}
+	evidence := fmt.Sprintf("late %s report from attempt %d (fencing token %d, current %d)", r.Outcome, a.Number, token, t.op.FencingToken)
+	if r.DestinationRef != "" {
+		evidence += ", destination ref " + r.DestinationRef
+	}
+	state := State(t.op.State)
+	switch {
+	case r.Outcome == OutcomeSucceeded && state.Unresolved():
+		t.succeed(r.DestinationRef, r.Response)
+		t.move(StateSucceeded, a.Worker, a.ID, "late success resolved", evidence)
+	case r.Outcome == OutcomeSucceeded && state == StateSucceeded && t.op.DestinationRef != r.DestinationRef:
+		t.op.DuplicateEffects++
+		t.dirty = true
+		t.note(a.Worker, a.ID, "duplicate effect", evidence+" differs from confirmed ref "+t.op.DestinationRef)
+	default:
+		t.note(a.Worker, a.ID, "stale report kept as evidence", evidence)
+	}
+	t.after = t.stale(a.ID, token)
+	return nil
+}

@@ -1,0 +1,118 @@
+package opledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the ledger returns for a refused request
+// matches one of these with errors.Is; the typed errors below carry details.
+var (
+	// ErrNotFound: no operation (and no tombstone) has this key in this tenant.
+	ErrNotFound = errors.New("operation not found")
+	// ErrFingerprintMismatch: the key is known with other content. The stored
+	// operation is untouched; a correction needs Revise or a new key.
+	ErrFingerprintMismatch = errors.New("fingerprint mismatch: same key, different content")
+	// ErrInvalidState: the transition is not allowed from the current state.
+	ErrInvalidState = errors.New("transition not allowed in current state")
+	// ErrInProgress: another attempt holds the operation's lease.
+	ErrInProgress = errors.New("operation is in progress")
+	// ErrAlreadySucceeded: the operation already succeeded; the error's
+	// Operation carries the saved reference and response to replay.
+	ErrAlreadySucceeded = errors.New("operation already succeeded")
+	// ErrNotDue: the operation is pending but may not be claimed before its
+	// not_before time.
+	ErrNotDue = errors.New("operation not due yet")
+	// ErrStaleFencingToken: the attempt no longer holds the operation; its
+	// report was kept as evidence but moved nothing.
+	ErrStaleFencingToken = errors.New("stale fencing token")
+	// ErrInvalidKey: the key does not match the key syntax.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidInput: a field of a request is missing or malformed.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrReasonRequired: an operator decision came without a reason.
+	ErrReasonRequired = errors.New("a reason is required")
+)
+
+// StateError reports a request the operation's current state does not allow.
+// It matches ErrInvalidState, and also ErrInProgress, ErrAlreadySucceeded or
+// ErrNotDue when the state says so.
+type StateError struct {
+	Op        string     // what was attempted: "claim", "approve", ...
+	Key       string     // the operation's key
+	State     State      // the state that refused it
+	Operation *Operation // the operation as it is now
+}
+
+func (e *StateError) Error() string {
+	msg := fmt.Sprintf("%s %s: operation is %s", e.Op, e.Key, e.State)
+	if e.State == StatePending && e.Operation != nil && e.Operation.NotBefore != nil {
+		msg += " until " + e.Operation.NotBefore.Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	return msg
+}
+
+// Is matches ErrInvalidState and the sentinel of the refusing state.
+func (e *StateError) Is(target error) bool {
+	switch target {
+	case ErrInvalidState:
+		return true
+	case ErrInProgress:
+		return e.State == StateInProgress
+	case ErrAlreadySucceeded:
+		return e.State == StateSucceeded
+	case ErrNotDue:
+		return e.State == StatePending
+	}
+	return false
+}
+
+// MismatchError reports a key recorded with a different fingerprint.
+type MismatchError struct {
+	Key        string
+	Stored     string // fingerprint on record
+	Given      string // fingerprint of the refused request
+	State      State  // state of the stored operation
+	Tombstoned bool   // the stored record is a tombstone
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s",
+		e.Key, e.Stored, e.State, e.Given)
+}
+
+// Is matches ErrFingerprintMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrFingerprintMismatch }
+
+// StaleError reports a dispatch or outcome from an attempt that no longer
+// holds the operation. Its report, if any, has been recorded as evidence.
+type StaleError struct {
+	Key          string
+	AttemptID    string
+	FencingToken int64      // the token the caller sent
+	Current      int64      // the operation's current token
+	Operation    *Operation // the operation after the evidence was recorded
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("%s: attempt %s with fencing token %d no longer holds the operation (current token %d, state %s)",
+		e.Key, e.AttemptID, e.FencingToken, e.Current, e.Operation.State)
+}
+
+// Is matches ErrStaleFencingToken.
+func (e *StaleError) Is(target error) bool { return target == ErrStaleFencingToken }
+
+// KeyError explains why a key was refused. It never repeats the key, which
+// may be exactly the personal data the check keeps out of logs.
+type KeyError struct {
+	Reason string
+}
+
+func (e *KeyError) Error() string { return "invalid key: " + e.Reason }
+
+// Is matches ErrInvalidKey.
+func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
+
+func invalidInput(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
+}

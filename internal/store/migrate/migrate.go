@@ -1,0 +1,58 @@
+// Package migrate reads the numbered SQL migrations a store embeds.
+//
+// Migration files are named NNN_description.sql. Both stores carry the same
+// version numbers; a test in each store checks that they match.
+//
+// Allowed imports: the standard library only.
+package migrate
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one numbered schema change.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Load returns the migrations in dir of fsys, ordered by version.
+func Load(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	var out []Migration
+	seen := map[int]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %q: name must be NNN_description.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %q: bad version number", name)
+		}
+		if prev, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrations %q and %q share version %d", prev, name, v)
+		}
+		seen[v] = name
+		b, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("read migration %q: %w", name, err)
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}

@@ -1,0 +1,616 @@
+// Package sqlitestore is the embedded SQLite driver of opledger, built on the
+// pure-Go modernc.org/sqlite so that `go install` needs no C toolchain.
+//
+// The database runs in WAL mode with synchronous=FULL: a claim or an outcome
+// that a power cut rolls back after the caller was told it was durable could
+// turn into a duplicate effect, so every commit is fsynced. NORMAL is an
+// explicit opt-in (Options.SynchronousNormal) for throwaway ledgers.
+//
+// All writes go through one connection (one writer, as SQLite allows anyway)
+// and every write transaction starts with BEGIN IMMEDIATE, so a transaction
+// never has to upgrade a read lock and never fails half-way with SQLITE_BUSY.
+// Reads use a separate pool and run concurrently with the writer. Several
+// processes may share one file: they queue on SQLite's lock, waiting up to
+// the busy timeout.
+//
+// Allowed imports: internal/store, internal/store/migrate, the SQLite driver.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/migrate"
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune the SQLite store.
+type Options struct {
+	// SynchronousNormal trades the durability of the last commits on power
+	// loss for speed. Never use it for a ledger whose effects matter.
+	SynchronousNormal bool
+	// BusyTimeout is how long a writer waits for another process's lock.
+	// Zero means 10 seconds.
+	BusyTimeout time.Duration
+}
+
+// Store is a SQLite-backed store.Store.
+type Store struct {
+	path   string
+	writer *sql.DB
+	reader *sql.DB
+}
+
+// Open opens (creating if needed) the SQLite database at path. It does not
+// migrate; call Migrate.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite: empty path")
+	}
+	busy := opts.BusyTimeout
+	if busy == 0 {
+		busy = 10 * time.Second
+	}
+	sync := "FULL"
+	if opts.SynchronousNormal {
+		sync = "NORMAL"
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+sync+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	base := "file:" + path + "?" + q.Encode()
+
+	writer, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	// One writer connection: SQLite allows one writer at a time anyway, and
+	// queueing in the pool is cheaper than spinning on SQLITE_BUSY.
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+
+	reader, err := sql.Open("sqlite", base)
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	reader.SetMaxOpenConns(8)
+	reader.SetMaxIdleConns(8)
+
+	s := &Store{path: path, writer: writer, reader: reader}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Name returns "sqlite".
+func (s *Store) Name() string { return "sqlite" }
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Ping checks that the database file can be read.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.writer.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Close closes both connection pools.
+func (s *Store) Close() error {
+	return errors.Join(s.reader.Close(), s.writer.Close())
+}
+
+// Migrate applies the embedded migrations that the database lacks.
+func (s *Store) Migrate(ctx context.Context) error {
+	migs, err := migrate.Load(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	return s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		t := tx.(*sqlTx)
+		if _, err := t.q.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+		var current int
+		if err := t.q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		for _, m := range migs {
+			if m.Version <= current {
+				continue
+			}
+			if _, err := t.q.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.Name, err)
+			}
+			if _, err := t.q.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.Version, m.Name, toMicros(time.Now())); err != nil {
+				return fmt.Errorf("record migration %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// MigrationVersions lists the versions of the embedded migrations.
+func MigrationVersions() ([]int, error) {
+	migs, err := migrate.Load(migrationsFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(migs))
+	for i, m := range migs {
+		out[i] = m.Version
+	}
+	return out, nil
+}
+
+// Update runs fn in a BEGIN IMMEDIATE transaction on the writer connection.
+func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", mapErr(err))
+	}
+	if err := fn(ctx, &sqlTx{sqlReader{q: tx}}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", mapErr(err))
+	}
+	return nil
+}
+
+// View runs fn against the read pool.
+func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+	return fn(ctx, &sqlReader{q: s.reader})
+}
+
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type sqlReader struct {
+	q   querier
+	now time.Time
+}
+
+type sqlTx struct{ sqlReader }
+
+func toMicros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func mapErr(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+			return fmt.Errorf("%w: %v", store.ErrConflict, err)
+		}
+	}
+	return err
+}
+
+// Now reads the clock of the machine the database file lives on, which for
+// an embedded database is this process's machine. It is fixed per
+// transaction.
+func (r *sqlReader) Now(context.Context) (time.Time, error) {
+	if r.now.IsZero() {
+		r.now = time.Now().UTC().Truncate(time.Microsecond)
+	}
+	return r.now, nil
+}
+
+const opColumns = `tenant, key, action, destination, version, fingerprint, payload, sensitive_fields,
+	owner, source_event, requires_approval, approved_by, state, failure_kind, dispatched,
+	first_dispatched_at, attempt_count, fencing_token, current_attempt_id, lease_expires_at,
+	not_before, review_by, unresolved_since, protected, destination_ref, response, last_error,
+	duplicate_effects, revision, created_at, updated_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanOperation(sc scanner) (*store.Operation, error) {
+	var (
+		op                                                store.Operation
+		sensitive                                         string
+		reqApproval, dispatched, protected                int
+		firstDisp, lease, notBefore, reviewBy, unresolved int64
+		created, updated                                  int64
+	)
+	err := sc.Scan(&op.Tenant, &op.Key, &op.Action, &op.Destination, &op.Version, &op.Fingerprint,
+		&op.Payload, &sensitive, &op.Owner, &op.SourceEvent, &reqApproval, &op.ApprovedBy, &op.State,
+		&op.FailureKind, &dispatched, &firstDisp, &op.AttemptCount, &op.FencingToken,
+		&op.CurrentAttemptID, &lease, &notBefore, &reviewBy, &unresolved, &protected,
+		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
+		&created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(sensitive), &op.SensitiveFields); err != nil {
+		return nil, fmt.Errorf("decode sensitive_fields of %s: %w", op.Key, err)
+	}
+	op.RequiresApproval = reqApproval != 0
+	op.Dispatched = dispatched != 0
+	op.Protected = protected != 0
+	op.FirstDispatchedAt = fromMicros(firstDisp)
+	op.LeaseExpiresAt = fromMicros(lease)
+	op.NotBefore = fromMicros(notBefore)
+	op.ReviewBy = fromMicros(reviewBy)
+	op.UnresolvedSince = fromMicros(unresolved)
+	op.CreatedAt = fromMicros(created)
+	op.UpdatedAt = fromMicros(updated)
+	return &op, nil
+}
+
+func opArgs(op *store.Operation) ([]any, error) {
+	sensitive := op.SensitiveFields
+	if sensitive == nil {
+		sensitive = []string{}
+	}
+	sb, err := json.Marshal(sensitive)
+	if err != nil {
+		return nil, err
+	}
+	payload := op.Payload
+	if payload == nil {
+		payload = []byte("null")
+	}
+	return []any{op.Tenant, op.Key, op.Action, op.Destination, op.Version, op.Fingerprint,
+		payload, string(sb), op.Owner, op.SourceEvent, boolInt(op.RequiresApproval), op.ApprovedBy,
+		op.State, op.FailureKind, boolInt(op.Dispatched), toMicros(op.FirstDispatchedAt),
+		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, toMicros(op.LeaseExpiresAt),
+		toMicros(op.NotBefore), toMicros(op.ReviewBy), toMicros(op.UnresolvedSince),
+		boolInt(op.Protected), op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
+		op.Revision, toMicros(op.CreatedAt), toMicros(op.UpdatedAt)}, nil
+}
+
+func (r *sqlReader) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
+	row := r.q.QueryRowContext(ctx, `SELECT `+opColumns+` FROM operations WHERE tenant = ? AND key = ?`, tenant, key)
+	op, err := scanOperation(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get operation: %w", err)
+	}
+	return op, nil
+}
+
+func (r *sqlReader) GetTombstone(ctx context.Context, tenant, key string) (*store.Tombstone, error) {
+	var t store.Tombstone
+	var created, finished, compacted int64
+	err := r.q.QueryRowContext(ctx, `SELECT tenant, key, fingerprint, state, failure_kind, destination_ref,
+		created_at, finished_at, compacted_at FROM tombstones WHERE tenant = ? AND key = ?`, tenant, key).
+		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &created, &finished, &compacted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get tombstone: %w", err)
+	}
+	t.CreatedAt, t.FinishedAt, t.CompactedAt = fromMicros(created), fromMicros(finished), fromMicros(compacted)
+	return &t, nil
+}
+
+const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
+	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale`
+
+func scanAttempt(sc scanner) (*store.Attempt, error) {
+	var a store.Attempt
+	var protected, stale int
+	var claimed, lease, dispatched, finished int64
+	if err := sc.Scan(&a.ID, &a.Tenant, &a.Key, &a.Number, &a.FencingToken, &a.Worker, &protected,
+		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &stale); err != nil {
+		return nil, err
+	}
+	a.Protected, a.Stale = protected != 0, stale != 0
+	a.ClaimedAt, a.LeaseExpiresAt = fromMicros(claimed), fromMicros(lease)
+	a.DispatchedAt, a.FinishedAt = fromMicros(dispatched), fromMicros(finished)
+	return &a, nil
+}
+
+func (r *sqlReader) GetAttempt(ctx context.Context, tenant, key, id string) (*store.Attempt, error) {
+	a, err := scanAttempt(r.q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE id = ? AND tenant = ? AND key = ?`, id, tenant, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get attempt: %w", err)
+	}
+	return a, nil
+}
+
+func (r *sqlReader) ListAttempts(ctx context.Context, tenant, key string) ([]*store.Attempt, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE tenant = ? AND key = ? ORDER BY number, id`, tenant, key)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func (r *sqlReader) ListTimeline(ctx context.Context, tenant, key string) ([]*store.TimelineEntry, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence
+		FROM timeline WHERE tenant = ? AND key = ? ORDER BY id`, tenant, key)
+	if err != nil {
+		return nil, fmt.Errorf("list timeline: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.TimelineEntry
+	for rows.Next() {
+		var e store.TimelineEntry
+		var at int64
+		if err := rows.Scan(&e.ID, &e.Tenant, &e.Key, &at, &e.Actor, &e.AttemptID, &e.Event, &e.FromState, &e.ToState, &e.Evidence); err != nil {
+			return nil, fmt.Errorf("list timeline: %w", err)
+		}
+		e.At = fromMicros(at)
+		out = append(out, &e)
+	}
+	return out, rows.Err()
+}
+
+func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*store.Operation, error) {
+	var where []string
+	args := []any{p.Tenant}
+	where = append(where, "tenant = ?")
+	if len(p.States) > 0 {
+		where = append(where, "state IN (?"+strings.Repeat(", ?", len(p.States)-1)+")")
+		for _, s := range p.States {
+			args = append(args, s)
+		}
+	}
+	if p.Owner != "" {
+		where = append(where, "owner = ?")
+		args = append(args, p.Owner)
+	}
+	if p.Destination != "" {
+		where = append(where, "destination = ?")
+		args = append(args, p.Destination)
+	}
+	if !p.AfterCreatedAt.IsZero() {
+		c := toMicros(p.AfterCreatedAt)
+		where = append(where, "(created_at < ? OR (created_at = ? AND key < ?))")
+		args = append(args, c, c, p.AfterKey)
+	}
+	args = append(args, p.Limit)
+	rows, err := r.q.QueryContext(ctx, `SELECT `+opColumns+` FROM operations WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY created_at DESC, key DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list operations: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Operation
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list operations: %w", err)
+		}
+		out = append(out, op)
+	}
+	return out, rows.Err()
+}
+
+func (r *sqlReader) ids(ctx context.Context, what, query string, args ...any) ([]store.OperationID, error) {
+	rows, err := r.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []store.OperationID
+	for rows.Next() {
+		var id store.OperationID
+		if err := rows.Scan(&id.Tenant, &id.Key); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+func (r *sqlReader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
+	return r.ids(ctx, "list expired leases", `SELECT tenant, key FROM operations
+		WHERE state = 'in_progress' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`, toMicros(now), limit)
+}
+
+func (r *sqlReader) DueOperations(ctx context.Context, tenant string, destinations []string, now time.Time, limit int) ([]store.OperationID, error) {
+	q := `SELECT tenant, key FROM operations WHERE tenant = ? AND state = 'pending' AND not_before <= ?`
+	args := []any{tenant, toMicros(now)}
+	if len(destinations) > 0 {
+		q += ` AND destination IN (?` + strings.Repeat(", ?", len(destinations)-1) + `)`
+		for _, d := range destinations {
+			args = append(args, d)
+		}
+	}
+	q += ` ORDER BY not_before LIMIT ?`
+	args = append(args, limit)
+	return r.ids(ctx, "list due operations", q, args...)
+}
+
+func (r *sqlReader) FinalBefore(ctx context.Context, t time.Time, limit int) ([]store.OperationID, error) {
+	return r.ids(ctx, "list final operations", `SELECT tenant, key FROM operations
+		WHERE state IN ('succeeded', 'failed') AND updated_at < ? ORDER BY updated_at LIMIT ?`, toMicros(t), limit)
+}
+
+func (r *sqlReader) CountByState(ctx context.Context, tenant string) (map[string]int, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT state, COUNT(*) FROM operations WHERE tenant = ? GROUP BY state`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("count operations: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, fmt.Errorf("count operations: %w", err)
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+func (t *sqlTx) InsertOperation(ctx context.Context, op *store.Operation) error {
+	args, err := opArgs(op)
+	if err != nil {
+		return err
+	}
+	_, err = t.q.ExecContext(ctx, `INSERT INTO operations (`+opColumns+`) VALUES (`+placeholders(len(args))+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("insert operation: %w", mapErr(err))
+	}
+	return nil
+}
+
+func placeholders(n int) string {
+	return "?" + strings.Repeat(", ?", n-1)
+}
+
+func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRevision int64) error {
+	args, err := opArgs(op)
+	if err != nil {
+		return err
+	}
+	cols := strings.Split(opColumns, ",")
+	sets := make([]string, 0, len(cols))
+	for _, c := range cols[2:] { // tenant and key never change
+		sets = append(sets, strings.TrimSpace(c)+" = ?")
+	}
+	args = append(args[2:], op.Tenant, op.Key, prevRevision)
+	res, err := t.q.ExecContext(ctx, `UPDATE operations SET `+strings.Join(sets, ", ")+
+		` WHERE tenant = ? AND key = ? AND revision = ?`, args...)
+	if err != nil {
+		return fmt.Errorf("update operation: %w", mapErr(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("update operation: %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)
+	}
+	return nil
+}
+
+func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string) error {
+	for _, q := range []string{
+		`DELETE FROM timeline WHERE tenant = ? AND key = ?`,
+		`DELETE FROM attempts WHERE tenant = ? AND key = ?`,
+		`DELETE FROM operations WHERE tenant = ? AND key = ?`,
+	} {
+		if _, err := t.q.ExecContext(ctx, q, tenant, key); err != nil {
+			return fmt.Errorf("delete operation: %w", err)
+		}
+	}
+	return nil
+}
+
+func (t *sqlTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
+	_, err := t.q.ExecContext(ctx, `INSERT INTO attempts (`+attemptColumns+`) VALUES (`+placeholders(16)+`)`,
+		a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, boolInt(a.Protected), toMicros(a.ClaimedAt),
+		toMicros(a.LeaseExpiresAt), toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome,
+		a.DestinationRef, a.Response, a.Error, boolInt(a.Stale))
+	if err != nil {
+		return fmt.Errorf("insert attempt: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (t *sqlTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
+	res, err := t.q.ExecContext(ctx, `UPDATE attempts SET dispatched_at = ?, finished_at = ?, outcome = ?,
+		destination_ref = ?, response = ?, error = ?, stale = ?, lease_expires_at = ? WHERE id = ?`,
+		toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
+		boolInt(a.Stale), toMicros(a.LeaseExpiresAt), a.ID)
+	if err != nil {
+		return fmt.Errorf("update attempt: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("update attempt %s: %w", a.ID, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *sqlTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) error {
+	res, err := t.q.ExecContext(ctx, `INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
+	if err != nil {
+		return fmt.Errorf("append timeline: %w", err)
+	}
+	if id, err := res.LastInsertId(); err == nil {
+		e.ID = id
+	}
+	return nil
+}
+
+func (t *sqlTx) UpsertTombstone(ctx context.Context, ts *store.Tombstone) error {
+	_, err := t.q.ExecContext(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
+		created_at, finished_at, compacted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state,
+		failure_kind = excluded.failure_kind, destination_ref = excluded.destination_ref, created_at = excluded.created_at,
+		finished_at = excluded.finished_at, compacted_at = excluded.compacted_at`,
+		ts.Tenant, ts.Key, ts.Fingerprint, ts.State, ts.FailureKind, ts.DestinationRef,
+		toMicros(ts.CreatedAt), toMicros(ts.FinishedAt), toMicros(ts.CompactedAt))
+	if err != nil {
+		return fmt.Errorf("write tombstone: %w", err)
+	}
+	return nil
+}
+
+func (t *sqlTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (int, error) {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM tombstones WHERE compacted_at < ?`, toMicros(before))
+	if err != nil {
+		return 0, fmt.Errorf("delete tombstones: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}

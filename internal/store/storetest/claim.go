@@ -1,0 +1,330 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+func testClaim(t *testing.T, h Harness) {
+	t.Run("Pending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.claimed(t, "k1")
+		require.EqualValues(t, 1, c.FencingToken)
+		require.Len(t, c.AttemptID, 26, "a ULID")
+		require.Equal(t, opledger.DestinationIdempotencyKey("default", "k1", 1), c.IdempotencyKey)
+		require.Equal(t, opledger.StateInProgress, c.Operation.State)
+		require.False(t, c.Operation.Dispatched)
+		require.Equal(t, 1, c.Operation.AttemptCount)
+		require.WithinDuration(t, c.Operation.UpdatedAt.Add(10*time.Second), c.LeaseExpiresAt, time.Millisecond)
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		require.Equal(t, c.AttemptID, attempts[0].ID)
+		require.Equal(t, "test-worker", attempts[0].Worker)
+	})
+
+	t.Run("SecondClaimRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.claimed(t, "k1")
+		_, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Worker: "other"})
+		require.ErrorIs(t, err, opledger.ErrInProgress)
+		var se *opledger.StateError
+		require.True(t, errors.As(err, &se))
+		require.Equal(t, opledger.StateInProgress, se.State)
+		require.Contains(t, err.Error(), "in_progress")
+	})
+
+	t.Run("Unknown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, err := b.ledger.Claim(b.ctx, "nope", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrNotFound)
+	})
+
+	t.Run("SucceededReplays", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateSucceeded)
+		_, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrAlreadySucceeded)
+		var se *opledger.StateError
+		require.True(t, errors.As(err, &se))
+		require.Equal(t, "REF-k1", se.Operation.DestinationRef)
+		require.JSONEq(t, `{"id":1}`, string(se.Operation.Response))
+		// A repeated Record replays too.
+		op, created, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, "REF-k1", op.DestinationRef)
+	})
+
+	t.Run("NotDue", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503", RetryAfter: time.Minute})
+		require.Equal(t, opledger.StatePending, op.State)
+		_, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrNotDue)
+		b.clock.Advance(time.Minute + time.Millisecond)
+		c2, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, c2.FencingToken)
+		require.Equal(t, c.IdempotencyKey, c2.IdempotencyKey, "stable across attempts")
+	})
+
+	t.Run("InlineIntent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Intent: &in})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateInProgress, c.Operation.State)
+		require.Equal(t, []string{"recorded", "claimed"}, b.events(t, "k1"))
+		// Same intent again: in progress. Other content: mismatch.
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Intent: &in})
+		require.ErrorIs(t, err, opledger.ErrInProgress)
+		other := intent("k1")
+		other.Payload = json.RawMessage(`{"units":3}`)
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Intent: &other})
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		wrong := intent("k2")
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Intent: &wrong})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	})
+}
+
+func testReport(t *testing.T, h Harness) {
+	t.Run("Succeeded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		_, err := b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "succeeded needs a ref")
+		op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H42", Response: []byte(`{"id":"H42"}`)})
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, "H42", op.DestinationRef)
+		require.Nil(t, op.LeaseExpiresAt)
+		require.Equal(t, []string{"recorded", "claimed", "dispatched", "succeeded"}, b.events(t, "k1"))
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, "succeeded", attempts[0].Outcome)
+		require.NotNil(t, attempts[0].DispatchedAt)
+	})
+
+	t.Run("Rejected", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		op := b.inState(t, "k1", opledger.StateFailed)
+		require.Equal(t, opledger.FailureRejected, op.FailureKind)
+		require.Equal(t, "422 invalid field", op.LastError)
+		require.Equal(t, 1, op.AttemptCount)
+	})
+
+	t.Run("RetryableThenExhausted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h) // MaxAttempts 3
+		_, _, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		var op *opledger.Operation
+		for i := 1; i <= 3; i++ {
+			c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+			require.NoError(t, err, "attempt %d", i)
+			op = b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503 unavailable"})
+			if i < 3 {
+				require.Equal(t, opledger.StatePending, op.State)
+				require.NotNil(t, op.NotBefore)
+				require.False(t, op.NotBefore.After(op.UpdatedAt.Add(time.Duration(1<<(i-1))*time.Second)), "full jitter stays under the ceiling")
+				b.clock.Advance(time.Minute)
+			}
+		}
+		require.Equal(t, opledger.StateFailed, op.State)
+		require.Equal(t, opledger.FailureExhausted, op.FailureKind)
+		require.Equal(t, 3, op.AttemptCount)
+		require.Equal(t, "503 unavailable", op.LastError)
+		require.Equal(t, "ops", op.Owner)
+	})
+
+	t.Run("Uncertain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		op := b.inState(t, "k1", opledger.StateUncertain)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.NotNil(t, op.UnresolvedSince)
+		_, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "uncertain is never claimed without reconciliation")
+	})
+
+	t.Run("BadOutcome", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		_, err := b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: "done"})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		_, err = b.ledger.Report(b.ctx, "k1", "01HUNKNOWNATTEMPT000000000", c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain})
+		require.ErrorIs(t, err, opledger.ErrNotFound)
+		b.requireState(t, "k1", opledger.StateInProgress)
+	})
+}
+
+func testLease(t *testing.T, h Harness) {
+	t.Run("NotDispatchedReturnsToPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.claimed(t, "k1")
+		n, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "lease still running")
+		b.clock.Advance(11 * time.Second)
+		n, err = b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		op := b.requireState(t, "k1", opledger.StatePending)
+		require.False(t, op.Dispatched)
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.AttemptAbandoned, attempts[0].Outcome)
+		c2, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		require.Greater(t, c2.FencingToken, c.FencingToken)
+	})
+
+	t.Run("DispatchedBecomesUncertain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.dispatched(t, "k1")
+		b.clock.Advance(11 * time.Second)
+		n, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		op := b.requireState(t, "k1", opledger.StateUncertain)
+		require.NotNil(t, op.UnresolvedSince)
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.AttemptLeaseExpired, attempts[0].Outcome)
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "never back to pending")
+	})
+
+	t.Run("ClaimSettlesExpiredLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.claimed(t, "k1")
+		b.dispatched(t, "k2")
+		b.clock.Advance(11 * time.Second)
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err, "undispatched expired claim is reclaimable at once")
+		require.EqualValues(t, 2, c.FencingToken)
+		_, err = b.ledger.Claim(b.ctx, "k2", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+		b.requireState(t, "k2", opledger.StateUncertain)
+	})
+
+	t.Run("DispatchAfterLeaseRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.claimed(t, "k1")
+		b.clock.Advance(11 * time.Second)
+		_, err := b.ledger.Dispatch(b.ctx, "k1", c.AttemptID, c.FencingToken)
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken, "too late to start the call")
+		b.requireState(t, "k1", opledger.StatePending)
+	})
+}
+
+func testFencing(t *testing.T, h Harness) {
+	t.Run("StaleDispatchAndReport", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		old := b.claimed(t, "k1")
+		b.clock.Advance(11 * time.Second)
+		fresh, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Worker: "w2"})
+		require.NoError(t, err)
+
+		_, err = b.ledger.Dispatch(b.ctx, "k1", old.AttemptID, old.FencingToken)
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		_, err = b.ledger.Dispatch(b.ctx, "k1", fresh.AttemptID, old.FencingToken)
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken, "the right attempt with the wrong token")
+
+		_, err = b.ledger.Report(b.ctx, "k1", old.AttemptID, old.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "late"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		var se *opledger.StaleError
+		require.True(t, errors.As(err, &se))
+		require.Equal(t, fresh.FencingToken, se.Current)
+		op := b.requireState(t, "k1", opledger.StateInProgress)
+		require.Equal(t, fresh.AttemptID, op.CurrentAttemptID)
+
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.True(t, attempts[0].Stale, "kept as evidence")
+		require.Equal(t, "rejected", attempts[0].Outcome)
+		require.Contains(t, b.events(t, "k1"), "stale report kept as evidence")
+
+		_, err = b.ledger.Dispatch(b.ctx, "k1", fresh.AttemptID, fresh.FencingToken)
+		require.NoError(t, err)
+	})
+
+	t.Run("LateSuccessResolvesUncertain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.clock.Advance(11 * time.Second)
+		_, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		b.requireState(t, "k1", opledger.StateUncertain)
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H42"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op := b.requireState(t, "k1", opledger.StateSucceeded)
+		require.Equal(t, "H42", op.DestinationRef)
+		require.Contains(t, b.events(t, "k1"), "late success resolved")
+	})
+
+	t.Run("LateSuccessResolvesHeld", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		_, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{})
+		require.NoError(t, err)
+		b.requireState(t, "k1", opledger.StateHeld)
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H42"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op := b.requireState(t, "k1", opledger.StateSucceeded)
+		require.Nil(t, op.ReviewBy)
+	})
+
+	t.Run("DifferentRefIsDuplicateEffect", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		old := b.dispatched(t, "k1")
+		b.clock.Advance(11 * time.Second)
+		_, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked CRM, nothing there"})
+		require.NoError(t, err)
+		fresh, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		b.report(t, "k1", fresh, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H43"})
+
+		// The first attempt's effect shows up after all.
+		_, err = b.ledger.Report(b.ctx, "k1", old.AttemptID, old.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H42"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op := b.requireState(t, "k1", opledger.StateSucceeded)
+		require.Equal(t, "H43", op.DestinationRef, "the confirmed ref stays")
+		require.Equal(t, 1, op.DuplicateEffects)
+		require.Contains(t, b.events(t, "k1"), "duplicate effect")
+
+		// The same ref again is no incident.
+		_, err = b.ledger.Report(b.ctx, "k1", fresh.AttemptID, fresh.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H43"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op = b.requireState(t, "k1", opledger.StateSucceeded)
+		require.Equal(t, 1, op.DuplicateEffects)
+	})
+}

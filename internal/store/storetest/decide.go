@@ -1,0 +1,237 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+func testReconcile(t *testing.T, h Harness) {
+	cases := []struct {
+		name    string
+		finding opledger.Finding
+		advance time.Duration
+		want    opledger.State
+		event   string
+	}{
+		{"FoundMatching", opledger.Finding{Found: true, Matches: true, DestinationRef: "H42"}, 0, opledger.StateSucceeded, "lookup found the effect"},
+		{"FoundOther", opledger.Finding{Found: true, DestinationRef: "H99"}, 0, opledger.StateHeld, "lookup found other content"},
+		{"AbsentWithinDelay", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute}, 0, opledger.StateUncertain, "lookup empty within visibility delay"},
+		{"AbsentAfterDelay", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute}, 2 * time.Minute, opledger.StatePending, "lookup proved absence"},
+		{"ProtectedInsideRetention", opledger.Finding{ProtectionRetention: 24 * time.Hour}, time.Hour, opledger.StatePending, "protected retry"},
+		{"ProtectionExpired", opledger.Finding{ProtectionRetention: 24 * time.Hour}, 25 * time.Hour, opledger.StateHeld, "protection expired"},
+		{"NonAuthoritativeAbsent", opledger.Finding{}, 0, opledger.StateHeld, "cannot be decided automatically"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, h)
+			b.inState(t, "k1", opledger.StateUncertain)
+			b.clock.Advance(tc.advance)
+			op, err := b.ledger.Reconcile(b.ctx, "k1", tc.finding)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, op.State)
+			require.Contains(t, b.events(t, "k1"), tc.event)
+			switch tc.want {
+			case opledger.StateSucceeded:
+				require.Equal(t, "H42", op.DestinationRef)
+				require.Nil(t, op.UnresolvedSince)
+			case opledger.StateHeld:
+				require.NotNil(t, op.ReviewBy)
+				require.Equal(t, "ops", op.Owner)
+				require.NotNil(t, op.UnresolvedSince)
+			case opledger.StatePending:
+				c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+				require.NoError(t, err)
+				require.Equal(t, tc.name == "ProtectedInsideRetention", c.Protected)
+				attempts, err := b.ledger.Attempts(b.ctx, "k1")
+				require.NoError(t, err)
+				require.Equal(t, c.Protected, attempts[1].Protected, "recorded as protected")
+			}
+		})
+	}
+
+	t.Run("OnlyUncertain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StatePending)
+		_, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true, DestinationRef: "x"})
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+		_, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "a match needs its ref")
+	})
+}
+
+func testResolve(t *testing.T, h Harness) {
+	t.Run("ReasonRequired", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateHeld)
+		for _, kind := range []opledger.DecisionKind{opledger.DecisionMarkSucceeded, opledger.DecisionAuthorizeRetry, opledger.DecisionCancel} {
+			_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: kind, DestinationRef: "H1", Reason: "  "})
+			require.ErrorIs(t, err, opledger.ErrReasonRequired, kind)
+		}
+		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, Reason: "found it"})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "mark succeeded needs the ref")
+		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: "shrug", Reason: "x"})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		b.requireState(t, "k1", opledger.StateHeld)
+	})
+
+	t.Run("MarkSucceeded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateHeld)
+		b.clock.Advance(90 * time.Second)
+		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "H42", Reason: "found H42 in the CRM", Operator: "maria"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, "H42", op.DestinationRef)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		last := tl[len(tl)-1]
+		require.Equal(t, "maria", last.Actor)
+		require.Contains(t, last.Evidence, "found H42 in the CRM")
+		require.Contains(t, last.Evidence, "recovery time 1m30s")
+	})
+
+	t.Run("AuthorizeRetry", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateFailed)
+		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "field fixed at the CRM"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State)
+		require.Empty(t, op.FailureKind)
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+	})
+
+	t.Run("Cancel", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateAwaitingApproval)
+		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateFailed, op.State)
+		require.Equal(t, opledger.FailureCancelled, op.FailureKind)
+	})
+}
+
+func testApproveRevise(t *testing.T, h Harness) {
+	t.Run("ApproveExactContent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		op := b.inState(t, "k1", opledger.StateAwaitingApproval)
+		_, err := b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: "sha256:00", Approver: "lead"})
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "approver required")
+		approved, err := b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lead"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, approved.State)
+		require.Equal(t, "lead", approved.ApprovedBy)
+	})
+
+	t.Run("ReviseBeforeDispatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		old := b.inState(t, "k1", opledger.StatePending)
+		_, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 1})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "version must grow")
+		op, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateAwaitingApproval, op.State)
+		require.NotEqual(t, old.Fingerprint, op.Fingerprint)
+		require.NotEqual(t, old.IdempotencyKey(), op.IdempotencyKey(), "new version, new destination key")
+		// The old approval no longer fits.
+		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 1, Fingerprint: old.Fingerprint, Approver: "lead"})
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		// Recording the old content again is now a mismatch, never a silent revert.
+		_, _, err = b.ledger.Record(b.ctx, intent("k1"))
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		op, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
+		require.NoError(t, err)
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		require.JSONEq(t, `{"units":3}`, string(c.Operation.Payload), "executes the approved content")
+	})
+
+	t.Run("ReviseAfterDispatchRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+		b.requireState(t, "k1", opledger.StatePending)
+		_, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "pending but dispatched before")
+	})
+}
+
+// testTransitionTable tries every event in every state and checks that
+// exactly the transitions of DESIGN.md section 3 are allowed.
+func testTransitionTable(t *testing.T, h Harness) {
+	type event struct {
+		name    string
+		allowed []opledger.State
+		do      func(b *bundle, key string, op *opledger.Operation) error
+	}
+	decide := func(kind opledger.DecisionKind) func(*bundle, string, *opledger.Operation) error {
+		return func(b *bundle, key string, _ *opledger.Operation) error {
+			_, err := b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: kind, DestinationRef: "H1", Reason: "table test"})
+			return err
+		}
+	}
+	S := opledger.States
+	events := []event{
+		{"claim", []opledger.State{opledger.StatePending}, func(b *bundle, key string, _ *opledger.Operation) error {
+			_, err := b.ledger.Claim(b.ctx, key, opledger.ClaimOptions{})
+			return err
+		}},
+		{"approve", []opledger.State{opledger.StateAwaitingApproval}, func(b *bundle, key string, op *opledger.Operation) error {
+			_, err := b.ledger.Approve(b.ctx, key, opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "a"})
+			return err
+		}},
+		{"revise", []opledger.State{opledger.StateAwaitingApproval, opledger.StatePending}, func(b *bundle, key string, _ *opledger.Operation) error {
+			_, err := b.ledger.Revise(b.ctx, key, opledger.Revision{Payload: json.RawMessage(`{"v":9}`), Version: 9})
+			return err
+		}},
+		{"reconcile", []opledger.State{opledger.StateUncertain}, func(b *bundle, key string, _ *opledger.Operation) error {
+			_, err := b.ledger.Reconcile(b.ctx, key, opledger.Finding{Found: true, Matches: true, DestinationRef: "H1"})
+			return err
+		}},
+		{"hold", []opledger.State{opledger.StateUncertain}, func(b *bundle, key string, _ *opledger.Operation) error {
+			_, err := b.ledger.Hold(b.ctx, key, "lookups keep failing")
+			return err
+		}},
+		{"mark_succeeded", []opledger.State{opledger.StateHeld, opledger.StateUncertain, opledger.StateFailed}, decide(opledger.DecisionMarkSucceeded)},
+		{"authorize_retry", []opledger.State{opledger.StateHeld, opledger.StateUncertain, opledger.StateFailed}, decide(opledger.DecisionAuthorizeRetry)},
+		{"cancel", []opledger.State{opledger.StateHeld, opledger.StateUncertain, opledger.StatePending, opledger.StateAwaitingApproval}, decide(opledger.DecisionCancel)},
+	}
+	b := setup(t, h)
+	for _, ev := range events {
+		for _, s := range S {
+			key := "table:" + ev.name + ":" + string(s)
+			op := b.inState(t, key, s)
+			err := ev.do(b, key, op)
+			allowed := false
+			for _, a := range ev.allowed {
+				allowed = allowed || a == s
+			}
+			if allowed {
+				require.NoError(t, err, "%s from %s", ev.name, s)
+				continue
+			}
+			require.ErrorIs(t, err, opledger.ErrInvalidState, "%s from %s must be refused", ev.name, s)
+			require.Contains(t, err.Error(), string(s), "the error names the current state")
+			after := b.requireState(t, key, s)
+			require.Equal(t, op.UpdatedAt, after.UpdatedAt, "%s from %s changed nothing", ev.name, s)
+		}
+	}
+}

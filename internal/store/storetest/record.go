@@ -1,0 +1,153 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+func testRecord(t *testing.T, h Harness) {
+	t.Run("NewIsPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		op, created, err := b.ledger.Record(b.ctx, intent("intake:I17:create"))
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Equal(t, opledger.StatePending, op.State)
+		require.EqualValues(t, 1, op.Version)
+		require.Equal(t, "default", op.Tenant)
+		require.Regexp(t, `^sha256:[0-9a-f]{64}$`, op.Fingerprint)
+		require.Equal(t, []string{"recorded"}, b.events(t, "intake:I17:create"))
+	})
+
+	t.Run("RepeatReturnsStored", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		first, _, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		in := intent("k1")
+		in.Payload = json.RawMessage(`{ "units": 2.0, "submission": "S-847" }`) // same content, other spelling
+		again, created, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, first.Fingerprint, again.Fingerprint)
+		require.Equal(t, first.CreatedAt, again.CreatedAt)
+		require.Len(t, b.events(t, "k1"), 1, "a repeat writes nothing")
+	})
+
+	t.Run("OtherContentRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		first, _, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		in := intent("k1")
+		in.Payload = json.RawMessage(`{"submission":"S-847","units":3}`)
+		_, _, err = b.ledger.Record(b.ctx, in)
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		var me *opledger.MismatchError
+		require.True(t, errors.As(err, &me))
+		require.Equal(t, first.Fingerprint, me.Stored)
+		require.NotEqual(t, me.Stored, me.Given)
+		stored, err := b.ledger.Get(b.ctx, "k1")
+		require.NoError(t, err)
+		require.JSONEq(t, string(first.Payload), string(stored.Payload), "original kept")
+		require.Equal(t, first.UpdatedAt, stored.UpdatedAt)
+
+		// Another action, destination or version is other content too.
+		for _, change := range []func(*opledger.Intent){
+			func(i *opledger.Intent) { i.Action = "crm.update" },
+			func(i *opledger.Intent) { i.Destination = "erp" },
+			func(i *opledger.Intent) { i.Version = 2 },
+		} {
+			in := intent("k1")
+			change(&in)
+			_, _, err := b.ledger.Record(b.ctx, in)
+			require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		}
+	})
+
+	t.Run("ApprovalRequired", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		op := b.inState(t, "k1", opledger.StateAwaitingApproval)
+		require.Equal(t, opledger.StateAwaitingApproval, op.State)
+	})
+
+	t.Run("BadInput", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		cases := map[string]func(*opledger.Intent){
+			"email key":   func(i *opledger.Intent) { i.Key = "customer:ana@example.com" },
+			"empty key":   func(i *opledger.Intent) { i.Key = "" },
+			"space":       func(i *opledger.Intent) { i.Key = "a b" },
+			"no action":   func(i *opledger.Intent) { i.Action = "" },
+			"no dest":     func(i *opledger.Intent) { i.Destination = "" },
+			"bad json":    func(i *opledger.Intent) { i.Payload = json.RawMessage(`{"a":`) },
+			"neg version": func(i *opledger.Intent) { i.Version = -1 },
+		}
+		for name, change := range cases {
+			in := intent("k1")
+			change(&in)
+			_, _, err := b.ledger.Record(b.ctx, in)
+			require.Error(t, err, name)
+			require.True(t, errors.Is(err, opledger.ErrInvalidKey) || errors.Is(err, opledger.ErrInvalidInput), "%s: %v", name, err)
+		}
+		_, _, err := b.ledger.Record(b.ctx, opledger.Intent{Key: "x@y", Action: "a", Destination: "d"})
+		require.ErrorContains(t, err, "personal data")
+		page, err := b.ledger.List(b.ctx, opledger.ListOptions{})
+		require.NoError(t, err)
+		require.Empty(t, page.Items, "nothing recorded from bad input")
+	})
+
+	t.Run("SensitiveFieldsMasked", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		in.Payload = json.RawMessage(`{"customer":{"email":"ana@example.com","name":"Ana"},"units":2}`)
+		in.SensitiveFields = []string{"customer.email"}
+		op, _, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		require.Contains(t, string(op.Payload), "ana@example.com", "stored in full")
+		out, err := json.Marshal(op)
+		require.NoError(t, err)
+		require.NotContains(t, string(out), "ana@example.com", "never shown")
+		require.Contains(t, string(out), `"Ana"`)
+		page, err := b.ledger.List(b.ctx, opledger.ListOptions{})
+		require.NoError(t, err)
+		out, err = json.Marshal(page)
+		require.NoError(t, err)
+		require.NotContains(t, string(out), "ana@example.com")
+	})
+}
+
+func testTenants(t *testing.T, h Harness) {
+	b := setup(t, h)
+	acme, err := b.ledger.WithTenant("acme")
+	require.NoError(t, err)
+	_, err = b.ledger.WithTenant("bad tenant")
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+
+	_, _, err = acme.Record(b.ctx, intent("k1"))
+	require.NoError(t, err)
+	_, err = b.ledger.Get(b.ctx, "k1")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "default tenant cannot see acme's key")
+	_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+	require.ErrorIs(t, err, opledger.ErrNotFound)
+
+	// The same key in another tenant is another operation, even with other content.
+	in := intent("k1")
+	in.Payload = json.RawMessage(`{"other":true}`)
+	op, created, err := b.ledger.Record(b.ctx, in)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, "default", op.Tenant)
+	require.NotEqual(t, op.IdempotencyKey(), opledger.DestinationIdempotencyKey("acme", "k1", 1))
+	page, err := acme.List(b.ctx, opledger.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	require.Equal(t, "acme", page.Items[0].Tenant)
+}

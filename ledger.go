@@ -1,0 +1,331 @@
+package opledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
+)
+
+// DefaultDSN is the store opened when none is given: a SQLite file in the
+// working directory.
+const DefaultDSN = "sqlite:opledger.db"
+
+// DefaultTenant is the tenant of a Ledger that was not given one.
+const DefaultTenant = "default"
+
+// Options configure a Ledger. The zero value is usable: every field has a
+// documented default.
+type Options struct {
+	// Tenant scopes every operation of the returned Ledger. Default "default".
+	// Use WithTenant for other tenants on the same store.
+	Tenant string
+	// Worker names this process in attempts and the timeline. Default
+	// hostname:pid.
+	Worker string
+	// Lease is how long a claim holds an operation. Default 30 seconds.
+	Lease time.Duration
+	// RetryPolicy applies to retryable outcomes of destinations that have no
+	// policy in DestinationRetryPolicies. Default DefaultRetryPolicy.
+	RetryPolicy *RetryPolicy
+	// DestinationRetryPolicies are per-destination retry policies.
+	DestinationRetryPolicies map[string]RetryPolicy
+	// HoldReviewAfter sets review_by when an operation becomes held.
+	// Default 24 hours.
+	HoldReviewAfter time.Duration
+	// Retention is how long final operations keep their full record before
+	// compaction to a tombstone. Default 30 days.
+	Retention time.Duration
+	// TombstoneRetention is how long tombstones are kept. Default 400 days.
+	TombstoneRetention time.Duration
+	// Clock maps a reading of the store's clock to the time the ledger uses.
+	// Nil means the store's clock as it is. Tests and the simulator use it
+	// to move time forward without sleeping.
+	Clock func(storeNow time.Time) time.Time
+	// SQLiteSynchronousNormal opts a SQLite store out of synchronous=FULL.
+	// A commit lost to a power cut can then become a duplicate effect.
+	SQLiteSynchronousNormal bool
+}
+
+// Ledger records operations and moves them through their states. A Ledger
+// is safe for concurrent use. It is scoped to one tenant; WithTenant returns
+// a Ledger for another tenant sharing the same store.
+type Ledger struct {
+	*shared
+	tenant string
+}
+
+// shared is what all tenant views of one opened ledger have in common.
+type shared struct {
+	store  store.Store
+	opts   Options
+	worker string
+}
+
+// Open opens the store named by dsn, applies pending migrations and returns
+// a Ledger for opts.Tenant. dsn is "sqlite:PATH" (an empty dsn means
+// DefaultDSN) or a "postgres://" URL.
+func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
+	if dsn == "" {
+		dsn = DefaultDSN
+	}
+	opts = withDefaults(opts)
+	if err := validateTenant(opts.Tenant); err != nil {
+		return nil, err
+	}
+	if err := opts.RetryPolicy.validate(); err != nil {
+		return nil, err
+	}
+	st, err := openStore(ctx, dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrate %s store: %w", st.Name(), err)
+	}
+	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker}, tenant: opts.Tenant}, nil
+}
+
+func openStore(ctx context.Context, dsn string, opts Options) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		path := strings.TrimPrefix(dsn, "sqlite:")
+		path = strings.TrimPrefix(path, "//")
+		return sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return openPostgres(ctx, dsn)
+	}
+	return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres:// (got %q)", ErrInvalidInput, redactDSN(dsn))
+}
+
+// redactDSN hides a password in a DSN for error messages.
+func redactDSN(dsn string) string {
+	if i := strings.Index(dsn, "@"); i >= 0 {
+		if j := strings.Index(dsn, "://"); j >= 0 && j < i {
+			return dsn[:j+3] + "…" + dsn[i:]
+		}
+	}
+	return dsn
+}
+
+func withDefaults(o Options) Options {
+	if o.Tenant == "" {
+		o.Tenant = DefaultTenant
+	}
+	if o.Worker == "" {
+		host, _ := os.Hostname()
+		o.Worker = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.RetryPolicy == nil {
+		p := DefaultRetryPolicy
+		o.RetryPolicy = &p
+	}
+	if o.HoldReviewAfter <= 0 {
+		o.HoldReviewAfter = 24 * time.Hour
+	}
+	if o.Retention <= 0 {
+		o.Retention = 30 * 24 * time.Hour
+	}
+	if o.TombstoneRetention <= 0 {
+		o.TombstoneRetention = 400 * 24 * time.Hour
+	}
+	return o
+}
+
+// WithTenant returns a Ledger for another tenant on the same store. Closing
+// any of them closes the store for all.
+func (l *Ledger) WithTenant(tenant string) (*Ledger, error) {
+	if err := validateTenant(tenant); err != nil {
+		return nil, err
+	}
+	return &Ledger{shared: l.shared, tenant: tenant}, nil
+}
+
+// Tenant is the tenant this Ledger acts for.
+func (l *Ledger) Tenant() string { return l.tenant }
+
+// StoreName is "sqlite" or "postgres".
+func (l *Ledger) StoreName() string { return l.store.Name() }
+
+// Ping checks that the store is reachable.
+func (l *Ledger) Ping(ctx context.Context) error { return l.store.Ping(ctx) }
+
+// Close closes the store.
+func (l *Ledger) Close() error { return l.store.Close() }
+
+// now reads the store's clock through the configured Clock.
+func (s *shared) now(ctx context.Context, r store.Reader) (time.Time, error) {
+	t, err := r.Now(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read store clock: %w", err)
+	}
+	if s.opts.Clock != nil {
+		t = s.opts.Clock(t).UTC().Truncate(time.Microsecond)
+	}
+	return t, nil
+}
+
+// txn is one decision about one operation inside a store transaction. The
+// decision is made in Go on the row as read; the write is conditional on the
+// row's revision, so two racing decisions cannot both land.
+type txn struct {
+	ctx    context.Context
+	tx     store.Tx
+	now    time.Time
+	tenant string
+	// holdReview is how long a held operation waits for its owner.
+	holdReview time.Duration
+	key        string
+	op         *store.Operation // nil when the key has no row
+	// tombstone is set when the key has no row but a tombstone.
+	tombstone *store.Tombstone
+	prevRev   int64
+	inserted  bool
+	dirty     bool
+	timeline  []*store.TimelineEntry
+	// after is returned to the caller once the transaction has committed:
+	// refusals that still record evidence.
+	after error
+}
+
+// maxConflictRetries bounds how often a decision is re-made after losing a
+// race; each retry sees the winner's write.
+const maxConflictRetries = 20
+
+// mutate runs decide on the operation named key in a write transaction and
+// commits whatever it changed. A decide that returns an error rolls back.
+func (l *Ledger) mutate(ctx context.Context, key string, decide func(t *txn) error) (*Operation, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var result *Operation
+	var after error
+	for range maxConflictRetries {
+		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			t := &txn{ctx: ctx, tx: tx, tenant: l.tenant, key: key, holdReview: l.opts.HoldReviewAfter}
+			now, err := l.now(ctx, tx)
+			if err != nil {
+				return err
+			}
+			t.now = now
+			op, err := tx.GetOperation(ctx, l.tenant, key)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				return err
+			default:
+				t.op = op
+				t.prevRev = op.Revision
+			}
+			if err := decide(t); err != nil {
+				return err
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			switch {
+			case t.op != nil:
+				result = toOperation(t.op)
+			case t.tombstone != nil:
+				result = tombstoneOperation(t.tombstone)
+			}
+			after = t.after
+			return nil
+		})
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if after != nil {
+			return result, after
+		}
+		return result, nil
+	}
+	return nil, fmt.Errorf("%s: gave up after %d write conflicts: %w", key, maxConflictRetries, store.ErrConflict)
+}
+
+// flush writes the operation row and the timeline entries.
+func (t *txn) flush() error {
+	if t.op == nil || (!t.dirty && len(t.timeline) == 0) {
+		return nil
+	}
+	t.op.UpdatedAt = t.now
+	if t.inserted {
+		t.op.Revision = 1
+		t.op.CreatedAt = t.now
+		if err := t.tx.InsertOperation(t.ctx, t.op); err != nil {
+			return err
+		}
+	} else {
+		t.op.Revision = t.prevRev + 1
+		if err := t.tx.UpdateOperation(t.ctx, t.op, t.prevRev); err != nil {
+			return err
+		}
+	}
+	for _, e := range t.timeline {
+		if err := t.tx.AppendTimeline(t.ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// move changes the operation's state and records why.
+func (t *txn) move(to State, actor, attemptID, event, evidence string) {
+	from := State(t.op.State)
+	t.op.State = string(to)
+	if to.Unresolved() && !from.Unresolved() {
+		t.op.UnresolvedSince = t.now
+	}
+	if !to.Unresolved() {
+		t.op.UnresolvedSince = time.Time{}
+	}
+	if to != StateHeld {
+		t.op.ReviewBy = time.Time{}
+	}
+	if to != StateInProgress {
+		t.op.LeaseExpiresAt = time.Time{}
+	}
+	if to != StateFailed {
+		t.op.FailureKind = ""
+	}
+	if to != StatePending {
+		t.op.NotBefore = time.Time{}
+	}
+	t.dirty = true
+	t.timeline = append(t.timeline, &store.TimelineEntry{
+		Tenant: t.tenant, Key: t.key, At: t.now, Actor: actor, AttemptID: attemptID,
+		Event: event, FromState: string(from), ToState: string(to), Evidence: evidence,
+	})
+}
+
+// note records evidence without a state change.
+func (t *txn) note(actor, attemptID, event, evidence string) {
+	t.timeline = append(t.timeline, &store.TimelineEntry{
+		Tenant: t.tenant, Key: t.key, At: t.now, Actor: actor, AttemptID: attemptID,
+		Event: event, Evidence: evidence,
+	})
+}
+
+// refuse builds the StateError for the operation's current state.
+func (t *txn) refuse(op string) error {
+	return &StateError{Op: op, Key: t.key, State: State(t.op.State), Operation: toOperation(t.op)}
+}
+
+// Actors named in the timeline besides workers and operators.
+const (
+	ActorSystem     = "system"
+	ActorReconciler = "reconciler"
+)

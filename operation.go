@@ -1,0 +1,305 @@
+package opledger
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// State is the state of an operation (DESIGN.md section 3).
+type State string
+
+// The states of an operation.
+const (
+	// StateAwaitingApproval: recorded; this version must be approved first.
+	StateAwaitingApproval State = "awaiting_approval"
+	// StatePending: may be claimed now or at NotBefore.
+	StatePending State = "pending"
+	// StateInProgress: claimed under a lease and a fencing token.
+	StateInProgress State = "in_progress"
+	// StateUncertain: the call may have taken effect; nobody knows yet.
+	StateUncertain State = "uncertain"
+	// StateHeld: automation cannot decide; waits for its owner by ReviewBy.
+	StateHeld State = "held"
+	// StateSucceeded: effect confirmed, reference and response saved. Final.
+	StateSucceeded State = "succeeded"
+	// StateFailed: no effect and no further automatic attempt. Final.
+	StateFailed State = "failed"
+)
+
+// States lists every state, in the order of the state table.
+var States = []State{StateAwaitingApproval, StatePending, StateInProgress, StateUncertain, StateHeld, StateSucceeded, StateFailed}
+
+// Valid reports whether s is one of the states.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Unresolved reports whether the state waits for reconciliation or a person.
+func (s State) Unresolved() bool { return s == StateUncertain || s == StateHeld }
+
+// Final reports whether no automatic transition leaves the state.
+func (s State) Final() bool { return s == StateSucceeded || s == StateFailed }
+
+// FailureKind says why a failed operation failed.
+type FailureKind string
+
+// The kinds of failure.
+const (
+	FailureRejected  FailureKind = "rejected"  // refused by the destination before any effect
+	FailureExhausted FailureKind = "exhausted" // retry limit or deadline reached
+	FailureCancelled FailureKind = "cancelled" // an operator cancelled it
+)
+
+// Outcome is what an attempt reports.
+type Outcome string
+
+// The outcomes an attempt can report.
+const (
+	// OutcomeSucceeded: the effect is confirmed; a destination reference is required.
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeRejected: refused before any effect (bad input, permission).
+	OutcomeRejected Outcome = "rejected"
+	// OutcomeRetryable: failed before any effect (429, 503, refused connection).
+	OutcomeRetryable Outcome = "retryable"
+	// OutcomeUncertain: the call may have taken effect (timeout or reset after
+	// dispatch, 5xx after dispatch).
+	OutcomeUncertain Outcome = "uncertain"
+)
+
+// Valid reports whether o is one of the four outcomes.
+func (o Outcome) Valid() bool {
+	switch o {
+	case OutcomeSucceeded, OutcomeRejected, OutcomeRetryable, OutcomeUncertain:
+		return true
+	}
+	return false
+}
+
+// Attempt outcomes set by the ledger itself rather than reported.
+const (
+	// AttemptAbandoned: the lease expired before dispatch; nothing was sent.
+	AttemptAbandoned = "abandoned"
+	// AttemptLeaseExpired: the lease expired after dispatch; the operation
+	// became uncertain.
+	AttemptLeaseExpired = "lease_expired"
+)
+
+// Intent is what a caller asks the ledger to record: one intended business
+// change under a stable key.
+type Intent struct {
+	// Key identifies the operation within its tenant, e.g. "intake:I17:create".
+	Key string `json:"key"`
+	// Action names the change, e.g. "crm.create_inquiry".
+	Action string `json:"action"`
+	// Destination names the external system, e.g. "crm".
+	Destination string `json:"destination"`
+	// Payload is the approved content, any JSON value.
+	Payload json.RawMessage `json:"payload"`
+	// Version of the content; 0 means 1.
+	Version int64 `json:"version"`
+	// Owner is who decides when automation cannot, e.g. "ops-team".
+	Owner string `json:"owner,omitempty"`
+	// SourceEvent is the event that produced the intent, if any.
+	SourceEvent string `json:"source_event,omitempty"`
+	// RequiresApproval records the operation as awaiting_approval.
+	RequiresApproval bool `json:"requires_approval,omitempty"`
+	// SensitiveFields are dotted paths into the payload ("customer.email")
+	// whose values are stored but never shown in lists, logs or the API.
+	SensitiveFields []string `json:"sensitive_fields,omitempty"`
+}
+
+// Operation is an operation as the ledger knows it.
+type Operation struct {
+	Tenant           string          `json:"tenant"`
+	Key              string          `json:"key"`
+	Action           string          `json:"action"`
+	Destination      string          `json:"destination"`
+	Version          int64           `json:"version"`
+	Fingerprint      string          `json:"fingerprint"`
+	Payload          json.RawMessage `json:"payload"`
+	SensitiveFields  []string        `json:"sensitive_fields"`
+	Owner            string          `json:"owner"`
+	SourceEvent      string          `json:"source_event"`
+	RequiresApproval bool            `json:"requires_approval"`
+	ApprovedBy       string          `json:"approved_by"`
+
+	State       State       `json:"state"`
+	FailureKind FailureKind `json:"failure_kind"`
+	// Dispatched is true once the current (or last) attempt may have
+	// started its external call.
+	Dispatched        bool       `json:"dispatched"`
+	FirstDispatchedAt *time.Time `json:"first_dispatched_at"`
+	AttemptCount      int        `json:"attempt_count"`
+	FencingToken      int64      `json:"fencing_token"`
+	CurrentAttemptID  string     `json:"current_attempt_id"`
+	LeaseExpiresAt    *time.Time `json:"lease_expires_at"`
+	NotBefore         *time.Time `json:"not_before"`
+	ReviewBy          *time.Time `json:"review_by"`
+	// UnresolvedSince is when the operation last entered uncertain or held.
+	UnresolvedSince *time.Time `json:"unresolved_since"`
+	// Protected is true when the next attempt is a retry under the
+	// destination's idempotency key.
+	Protected bool `json:"protected"`
+
+	DestinationRef string          `json:"destination_ref"`
+	Response       json.RawMessage `json:"response"`
+	LastError      string          `json:"last_error"`
+	// DuplicateEffects counts late successes whose reference differed from
+	// the confirmed one: each is a second effect at the destination.
+	DuplicateEffects int `json:"duplicate_effects"`
+	// Tombstoned is true when only the compacted record is left.
+	Tombstoned bool `json:"tombstoned,omitempty"`
+
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// IdempotencyKey is the destination idempotency key of the operation's
+// current version.
+func (o *Operation) IdempotencyKey() string {
+	return DestinationIdempotencyKey(o.Tenant, o.Key, o.Version)
+}
+
+// MarshalJSON encodes the operation with its sensitive payload fields
+// masked, so that an operation written to a log or an API response never
+// carries them. Code that needs the real payload reads the Payload field.
+func (o Operation) MarshalJSON() ([]byte, error) {
+	type plain Operation
+	p := plain(o)
+	p.Payload = MaskPayload(o.Payload, o.SensitiveFields)
+	return json.Marshal(p)
+}
+
+// Mask is the value that replaces a sensitive field.
+const Mask = "***"
+
+// MaskPayload returns payload with the values at the dotted paths replaced
+// by Mask. A payload that is not a JSON object, or a path that is absent,
+// is left as it is.
+func MaskPayload(payload json.RawMessage, paths []string) json.RawMessage {
+	if len(paths) == 0 || len(payload) == 0 {
+		return payload
+	}
+	var doc any
+	if err := json.Unmarshal(payload, &doc); err != nil {
+		return payload
+	}
+	for _, p := range paths {
+		maskPath(doc, strings.Split(p, "."))
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return payload
+	}
+	return out
+}
+
+func maskPath(node any, path []string) {
+	obj, ok := node.(map[string]any)
+	if !ok || len(path) == 0 {
+		return
+	}
+	v, ok := obj[path[0]]
+	if !ok {
+		return
+	}
+	if len(path) == 1 {
+		obj[path[0]] = Mask
+		return
+	}
+	if arr, ok := v.([]any); ok {
+		for _, el := range arr {
+			maskPath(el, path[1:])
+		}
+		return
+	}
+	maskPath(v, path[1:])
+}
+
+// Attempt is one technical try at an operation.
+type Attempt struct {
+	ID             string     `json:"id"`
+	Number         int        `json:"number"`
+	FencingToken   int64      `json:"fencing_token"`
+	Worker         string     `json:"worker"`
+	Protected      bool       `json:"protected"`
+	ClaimedAt      time.Time  `json:"claimed_at"`
+	LeaseExpiresAt time.Time  `json:"lease_expires_at"`
+	DispatchedAt   *time.Time `json:"dispatched_at"`
+	FinishedAt     *time.Time `json:"finished_at"`
+	// Outcome is the reported Outcome, or AttemptAbandoned or
+	// AttemptLeaseExpired, or empty while the attempt is open.
+	Outcome        string `json:"outcome"`
+	DestinationRef string `json:"destination_ref"`
+	Error          string `json:"error"`
+	// Stale is true when the report arrived after the attempt lost the
+	// operation; it was kept as evidence.
+	Stale bool `json:"stale"`
+}
+
+// TimelineEntry is one step in an operation's history.
+type TimelineEntry struct {
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	AttemptID string    `json:"attempt_id,omitempty"`
+	Event     string    `json:"event"`
+	From      State     `json:"from,omitempty"`
+	To        State     `json:"to,omitempty"`
+	Evidence  string    `json:"evidence,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func toOperation(r *store.Operation) *Operation {
+	return &Operation{
+		Tenant: r.Tenant, Key: r.Key, Action: r.Action, Destination: r.Destination,
+		Version: r.Version, Fingerprint: r.Fingerprint, Payload: json.RawMessage(r.Payload),
+		SensitiveFields: r.SensitiveFields, Owner: r.Owner, SourceEvent: r.SourceEvent,
+		RequiresApproval: r.RequiresApproval, ApprovedBy: r.ApprovedBy,
+		State: State(r.State), FailureKind: FailureKind(r.FailureKind), Dispatched: r.Dispatched,
+		FirstDispatchedAt: timePtr(r.FirstDispatchedAt), AttemptCount: r.AttemptCount,
+		FencingToken: r.FencingToken, CurrentAttemptID: r.CurrentAttemptID,
+		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), NotBefore: timePtr(r.NotBefore),
+		ReviewBy: timePtr(r.ReviewBy), UnresolvedSince: timePtr(r.UnresolvedSince),
+		Protected: r.Protected, DestinationRef: r.DestinationRef, Response: json.RawMessage(r.Response),
+		LastError: r.LastError, DuplicateEffects: r.DuplicateEffects,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+func tombstoneOperation(t *store.Tombstone) *Operation {
+	return &Operation{
+		Tenant: t.Tenant, Key: t.Key, Fingerprint: t.Fingerprint, State: State(t.State),
+		FailureKind: FailureKind(t.FailureKind), DestinationRef: t.DestinationRef,
+		Tombstoned: true, CreatedAt: t.CreatedAt, UpdatedAt: t.FinishedAt,
+	}
+}
+
+func toAttempt(a *store.Attempt) *Attempt {
+	return &Attempt{
+		ID: a.ID, Number: a.Number, FencingToken: a.FencingToken, Worker: a.Worker,
+		Protected: a.Protected, ClaimedAt: a.ClaimedAt, LeaseExpiresAt: a.LeaseExpiresAt,
+		DispatchedAt: timePtr(a.DispatchedAt), FinishedAt: timePtr(a.FinishedAt), Outcome: a.Outcome,
+		DestinationRef: a.DestinationRef, Error: a.Error, Stale: a.Stale,
+	}
+}
+
+func toTimelineEntry(e *store.TimelineEntry) *TimelineEntry {
+	return &TimelineEntry{
+		At: e.At, Actor: e.Actor, AttemptID: e.AttemptID, Event: e.Event,
+		From: State(e.FromState), To: State(e.ToState), Evidence: e.Evidence,
+	}
+}

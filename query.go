@@ -1,0 +1,169 @@
+package opledger
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// Get returns the operation with key. A compacted operation comes back from
+// its tombstone with Tombstoned set. Unknown keys return ErrNotFound.
+func (l *Ledger) Get(ctx context.Context, key string) (*Operation, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var op *Operation
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		row, err := r.GetOperation(ctx, l.tenant, key)
+		if err == nil {
+			op = toOperation(row)
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		ts, err := r.GetTombstone(ctx, l.tenant, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("get %s: %w", key, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		op = tombstoneOperation(ts)
+		return nil
+	})
+	return op, err
+}
+
+// Attempts returns the attempts of an operation, oldest first.
+func (l *Ledger) Attempts(ctx context.Context, key string) ([]*Attempt, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var out []*Attempt
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		rows, err := r.ListAttempts(ctx, l.tenant, key)
+		for _, a := range rows {
+			out = append(out, toAttempt(a))
+		}
+		return err
+	})
+	return out, err
+}
+
+// Timeline returns the timeline of an operation, oldest first.
+func (l *Ledger) Timeline(ctx context.Context, key string) ([]*TimelineEntry, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var out []*TimelineEntry
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		rows, err := r.ListTimeline(ctx, l.tenant, key)
+		for _, e := range rows {
+			out = append(out, toTimelineEntry(e))
+		}
+		return err
+	})
+	return out, err
+}
+
+// ListOptions filter a list of operations.
+type ListOptions struct {
+	States      []State
+	Owner       string
+	Destination string
+	// Limit is the page size: default 50, at most 500.
+	Limit int
+	// Cursor continues a previous page (Page.NextCursor).
+	Cursor string
+}
+
+// Page is one page of operations, newest first.
+type Page struct {
+	Items []*Operation `json:"items"`
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
+// MaxListLimit is the largest page List returns.
+const MaxListLimit = 500
+
+// List returns operations newest first, filtered and paged.
+func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
+	p := store.ListParams{Tenant: l.tenant, Owner: o.Owner, Destination: o.Destination, Limit: o.Limit}
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	if p.Limit > MaxListLimit {
+		return nil, invalidInput("limit is at most %d", MaxListLimit)
+	}
+	for _, s := range o.States {
+		if !s.Valid() {
+			return nil, invalidInput("unknown state %q", s)
+		}
+		p.States = append(p.States, string(s))
+	}
+	if o.Cursor != "" {
+		at, key, err := decodeCursor(o.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		p.AfterCreatedAt, p.AfterKey = at, key
+	}
+	page := &Page{Items: []*Operation{}}
+	// Fetch one more than asked to know whether a next page exists.
+	p.Limit++
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		rows, err := r.ListOperations(ctx, p)
+		if err != nil {
+			return err
+		}
+		for i, row := range rows {
+			if i == p.Limit-1 {
+				last := rows[i-1]
+				page.NextCursor = encodeCursor(last.CreatedAt, last.Key)
+				break
+			}
+			page.Items = append(page.Items, toOperation(row))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+func encodeCursor(at time.Time, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "|" + key))
+}
+
+func decodeCursor(c string) (time.Time, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		micros, key, ok := strings.Cut(string(b), "|")
+		if v, perr := strconv.ParseInt(micros, 10, 64); ok && perr == nil && v > 0 && ValidateKey(key) == nil {
+			return time.UnixMicro(v).UTC(), key, nil
+		}
+	}
+	return time.Time{}, "", invalidInput("cursor is not one this server issued")
+}
+
+// CountByState counts the tenant's operations in each state.
+func (l *Ledger) CountByState(ctx context.Context) (map[State]int, error) {
+	out := map[State]int{}
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		m, err := r.CountByState(ctx, l.tenant)
+		for k, v := range m {
+			out[State(k)] = v
+		}
+		return err
+	})
+	return out, err
+}

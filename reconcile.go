@@ -1,0 +1,124 @@
+package opledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Finding is what the reconciler learned about an uncertain operation at
+// its destination. A Finding with neither Found nor Authoritative means no
+// lookup was possible.
+type Finding struct {
+	// Found: a lookup at the destination found the effect.
+	Found bool
+	// Matches: the found record has the intended content.
+	Matches bool
+	// DestinationRef of the found record.
+	DestinationRef string
+	// Authoritative: the lookup's "not found" proves absence (after
+	// VisibilityDelay).
+	Authoritative bool
+	// VisibilityDelay is how long after dispatch a new record may still be
+	// invisible to lookups.
+	VisibilityDelay time.Duration
+	// ProtectionRetention, when positive, says the destination honours its
+	// idempotency key for this long after the first dispatch.
+	ProtectionRetention time.Duration
+	// Evidence is a safe summary of what was seen, for the timeline.
+	Evidence string
+}
+
+// Reconcile applies what a lookup or a destination's declared protection
+// says about an uncertain operation (DESIGN.md section 3):
+//
+//   - found with matching content → succeeded, with the found reference;
+//   - found with other content → held for its owner;
+//   - authoritatively absent once the visibility delay since the first
+//     dispatch has passed → pending; before that it stays uncertain;
+//   - otherwise, while the destination idempotency key's retention window
+//     (from the first dispatch) is open → pending, the next attempt marked
+//     protected;
+//   - otherwise (no lookup, no protection, retention passed) → held.
+//
+// Any other state is refused with a *StateError.
+func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operation, error) {
+	if f.Found && f.Matches && f.DestinationRef == "" {
+		return nil, invalidInput("a matching record needs its destination_ref")
+	}
+	if len(f.Evidence) > maxReasonLength || len(f.DestinationRef) > maxNameLength {
+		return nil, invalidInput("evidence or destination_ref too long")
+	}
+	return l.mutate(ctx, key, func(t *txn) error {
+		if err := t.need("reconcile"); err != nil {
+			return err
+		}
+		if State(t.op.State) != StateUncertain {
+			return t.refuse("reconcile")
+		}
+		ev := f.Evidence
+		since := t.op.FirstDispatchedAt
+		if since.IsZero() {
+			since = t.op.UpdatedAt
+		}
+		switch {
+		case f.Found && f.Matches:
+			t.succeed(f.DestinationRef, nil)
+			t.move(StateSucceeded, ActorReconciler, "", "lookup found the effect",
+				join("destination ref "+f.DestinationRef, ev))
+		case f.Found:
+			t.hold(ActorReconciler, "lookup found other content",
+				join("destination ref "+f.DestinationRef+" does not match the intent", ev))
+		case f.Authoritative && t.now.Before(since.Add(f.VisibilityDelay)):
+			t.note(ActorReconciler, "", "lookup empty within visibility delay",
+				join(fmt.Sprintf("absence counts only after %s", since.Add(f.VisibilityDelay).Format(time.RFC3339)), ev))
+		case f.Authoritative:
+			t.move(StatePending, ActorReconciler, "", "lookup proved absence",
+				join("authoritative lookup found nothing after the visibility delay", ev))
+			t.op.NotBefore = t.now
+		case f.ProtectionRetention > 0 && t.now.Before(since.Add(f.ProtectionRetention)):
+			t.op.Protected = true
+			t.move(StatePending, ActorReconciler, "", "protected retry",
+				join(fmt.Sprintf("destination idempotency key honoured until %s", since.Add(f.ProtectionRetention).Format(time.RFC3339)), ev))
+			t.op.NotBefore = t.now
+		case f.ProtectionRetention > 0:
+			t.hold(ActorReconciler, "protection expired",
+				join("the destination idempotency key's retention window has passed; a retry could duplicate the effect", ev))
+		default:
+			t.hold(ActorReconciler, "cannot be decided automatically",
+				join("no lookup and no duplicate protection at the destination", ev))
+		}
+		return nil
+	})
+}
+
+// Hold moves an uncertain operation to held for its owner, with the reason
+// automation gave up (for example: lookups keep failing).
+func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, error) {
+	if reason == "" {
+		return nil, ErrReasonRequired
+	}
+	return l.mutate(ctx, key, func(t *txn) error {
+		if err := t.need("hold"); err != nil {
+			return err
+		}
+		if State(t.op.State) != StateUncertain {
+			return t.refuse("hold")
+		}
+		t.hold(ActorReconciler, "held", reason)
+		return nil
+	})
+}
+
+// hold moves the operation to held with its review deadline.
+func (t *txn) hold(actor, event, evidence string) {
+	t.move(StateHeld, actor, "", event, evidence)
+	t.op.ReviewBy = t.now.Add(t.holdReview)
+}
+
+func join(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}

@@ -1,0 +1,106 @@
+package opledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// Maximum sizes of the text fields of an intent.
+const (
+	maxNameLength   = 200
+	maxReasonLength = 2000
+)
+
+// normalize checks an intent and returns its fingerprint.
+func (in *Intent) normalize() (string, error) {
+	if err := ValidateKey(in.Key); err != nil {
+		return "", err
+	}
+	if in.Action == "" || len(in.Action) > maxNameLength {
+		return "", invalidInput("action is required (at most %d bytes)", maxNameLength)
+	}
+	if in.Destination == "" || len(in.Destination) > maxNameLength {
+		return "", invalidInput("destination is required (at most %d bytes)", maxNameLength)
+	}
+	if len(in.Owner) > maxNameLength || len(in.SourceEvent) > maxNameLength {
+		return "", invalidInput("owner and source_event are at most %d bytes", maxNameLength)
+	}
+	if in.Version == 0 {
+		in.Version = 1
+	}
+	if in.Version < 0 {
+		return "", invalidInput("version must be positive")
+	}
+	if len(in.Payload) == 0 {
+		in.Payload = json.RawMessage("null")
+	}
+	for _, f := range in.SensitiveFields {
+		if f == "" || len(f) > maxNameLength {
+			return "", invalidInput("sensitive_fields entries must be non-empty dotted paths")
+		}
+	}
+	return Fingerprint(in.Action, in.Destination, in.Payload, in.Version)
+}
+
+// Record records an intent. A new key is recorded as pending, or as
+// awaiting_approval when the intent requires approval, and created is true.
+// A repeat (same key, same fingerprint) returns the operation as it is now,
+// with created false, whatever its state: a repeat of a succeeded operation
+// carries the saved reference and response. The same key with another
+// fingerprint is refused with a *MismatchError (ErrFingerprintMismatch) and
+// the stored operation is untouched. A repeat of a compacted key is
+// recognised from its tombstone.
+func (l *Ledger) Record(ctx context.Context, in Intent) (op *Operation, created bool, err error) {
+	fp, err := in.normalize()
+	if err != nil {
+		return nil, false, err
+	}
+	op, err = l.mutate(ctx, in.Key, func(t *txn) error {
+		err := t.record(&in, fp, l.worker)
+		created = t.inserted
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return op, created, nil
+}
+
+// record is the record transition; on a known key it checks the fingerprint.
+func (t *txn) record(in *Intent, fp, actor string) error {
+	if t.op != nil {
+		if t.op.Fingerprint != fp {
+			return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: fp, State: State(t.op.State)}
+		}
+		return nil
+	}
+	ts, err := t.tx.GetTombstone(t.ctx, t.tenant, t.key)
+	if err == nil {
+		if ts.Fingerprint != fp {
+			return &MismatchError{Key: t.key, Stored: ts.Fingerprint, Given: fp, State: State(ts.State), Tombstoned: true}
+		}
+		t.tombstone = ts
+		return nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	state := StatePending
+	if in.RequiresApproval {
+		state = StateAwaitingApproval
+	}
+	t.op = &store.Operation{
+		Tenant: t.tenant, Key: t.key, Action: in.Action, Destination: in.Destination,
+		Version: in.Version, Fingerprint: fp, Payload: in.Payload,
+		SensitiveFields: slices.Clone(in.SensitiveFields), Owner: in.Owner, SourceEvent: in.SourceEvent,
+		RequiresApproval: in.RequiresApproval,
+	}
+	t.inserted = true
+	t.move(state, actor, "", "recorded", "version "+strconv.FormatInt(in.Version, 10)+", "+fp)
+	return nil
+}

@@ -1,0 +1,178 @@
+package opledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DecisionKind is an operator's decision about an operation.
+type DecisionKind string
+
+// The operator decisions.
+const (
+	// DecisionMarkSucceeded: the operator confirmed the effect at the
+	// destination (needs the reference). From held, uncertain or failed.
+	DecisionMarkSucceeded DecisionKind = "mark_succeeded"
+	// DecisionAuthorizeRetry: the operator allows one more attempt. From
+	// held, uncertain or failed.
+	DecisionAuthorizeRetry DecisionKind = "authorize_retry"
+	// DecisionCancel: the operation will not happen. From held, uncertain,
+	// pending or awaiting_approval.
+	DecisionCancel DecisionKind = "cancel"
+)
+
+// Decision is an operator's decision with its reason.
+type Decision struct {
+	Kind DecisionKind `json:"decision"`
+	// DestinationRef is required with DecisionMarkSucceeded.
+	DestinationRef string `json:"destination_ref,omitempty"`
+	// Reason is required: it is what the next person reads.
+	Reason string `json:"reason"`
+	// Operator names who decided. Default "operator".
+	Operator string `json:"operator,omitempty"`
+}
+
+var decisionFrom = map[DecisionKind][]State{
+	DecisionMarkSucceeded:  {StateHeld, StateUncertain, StateFailed},
+	DecisionAuthorizeRetry: {StateHeld, StateUncertain, StateFailed},
+	DecisionCancel:         {StateHeld, StateUncertain, StatePending, StateAwaitingApproval},
+}
+
+// Resolve records an operator's decision. Every decision needs a reason
+// (ErrReasonRequired); a decision the current state does not allow is
+// refused with a *StateError. The time from entering uncertain or held to
+// the decision is recorded as the operator recovery time.
+func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operation, error) {
+	allowed, ok := decisionFrom[d.Kind]
+	if !ok {
+		return nil, invalidInput("decision must be mark_succeeded, authorize_retry or cancel")
+	}
+	if strings.TrimSpace(d.Reason) == "" {
+		return nil, fmt.Errorf("%s: %w", d.Kind, ErrReasonRequired)
+	}
+	if len(d.Reason) > maxReasonLength || len(d.Operator) > maxNameLength || len(d.DestinationRef) > maxNameLength {
+		return nil, invalidInput("reason, operator or destination_ref too long")
+	}
+	if d.Kind == DecisionMarkSucceeded && d.DestinationRef == "" {
+		return nil, invalidInput("mark_succeeded needs the destination_ref the operator found")
+	}
+	if d.Operator == "" {
+		d.Operator = "operator"
+	}
+	return l.mutate(ctx, key, func(t *txn) error {
+		if err := t.need(string(d.Kind)); err != nil {
+			return err
+		}
+		from := State(t.op.State)
+		if !contains(allowed, from) {
+			return t.refuse(string(d.Kind))
+		}
+		evidence := d.Reason
+		if !t.op.UnresolvedSince.IsZero() {
+			evidence += fmt.Sprintf(" (recovery time %s)", t.now.Sub(t.op.UnresolvedSince).Round(time.Second))
+		}
+		switch d.Kind {
+		case DecisionMarkSucceeded:
+			t.succeed(d.DestinationRef, json.RawMessage(nil))
+			t.move(StateSucceeded, d.Operator, "", "operator marked succeeded",
+				"destination ref "+d.DestinationRef+"; "+evidence)
+		case DecisionAuthorizeRetry:
+			t.op.Protected = false
+			t.move(StatePending, d.Operator, "", "operator authorized retry", evidence)
+			t.op.NotBefore = t.now
+		case DecisionCancel:
+			t.move(StateFailed, d.Operator, "", "operator cancelled", evidence)
+			t.op.FailureKind = string(FailureCancelled)
+		}
+		return nil
+	})
+}
+
+func contains(states []State, s State) bool {
+	for _, v := range states {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Approval approves exactly one version of an operation's content.
+type Approval struct {
+	Version     int64  `json:"version"`
+	Fingerprint string `json:"fingerprint"`
+	Approver    string `json:"approver"`
+}
+
+// Approve moves an awaiting_approval operation to pending when the approval
+// names exactly its current version and fingerprint. Approving content the
+// operation no longer has is refused with a *MismatchError.
+func (l *Ledger) Approve(ctx context.Context, key string, a Approval) (*Operation, error) {
+	if a.Approver == "" || len(a.Approver) > maxNameLength {
+		return nil, invalidInput("approver is required (at most %d bytes)", maxNameLength)
+	}
+	return l.mutate(ctx, key, func(t *txn) error {
+		if err := t.need("approve"); err != nil {
+			return err
+		}
+		if State(t.op.State) != StateAwaitingApproval {
+			return t.refuse("approve")
+		}
+		if a.Version != t.op.Version || a.Fingerprint != t.op.Fingerprint {
+			return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: a.Fingerprint, State: State(t.op.State)}
+		}
+		t.op.ApprovedBy = a.Approver
+		t.move(StatePending, a.Approver, "", "approved",
+			fmt.Sprintf("version %d, %s", a.Version, a.Fingerprint))
+		t.op.NotBefore = t.now
+		return nil
+	})
+}
+
+// Revision is new content for an operation that has never been dispatched.
+type Revision struct {
+	Payload json.RawMessage `json:"payload"`
+	Version int64           `json:"version"`
+	// Actor names who revised it. Default "operator".
+	Actor string `json:"actor,omitempty"`
+}
+
+// Revise replaces the content of an operation that is awaiting approval, or
+// pending and never dispatched, with a new, higher version; the operation
+// then awaits approval of that version. After any dispatch the content is
+// fixed (a *StateError): a correction is then a new operation with its own
+// key.
+func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (*Operation, error) {
+	if r.Actor == "" {
+		r.Actor = "operator"
+	}
+	if len(r.Payload) == 0 {
+		r.Payload = json.RawMessage("null")
+	}
+	return l.mutate(ctx, key, func(t *txn) error {
+		if err := t.need("revise"); err != nil {
+			return err
+		}
+		st := State(t.op.State)
+		if !(st == StateAwaitingApproval || (st == StatePending && t.op.FirstDispatchedAt.IsZero())) {
+			return t.refuse("revise")
+		}
+		if r.Version <= t.op.Version {
+			return invalidInput("revise needs a version above the current %d", t.op.Version)
+		}
+		fp, err := Fingerprint(t.op.Action, t.op.Destination, r.Payload, r.Version)
+		if err != nil {
+			return err
+		}
+		t.op.Payload = r.Payload
+		t.op.Version = r.Version
+		t.op.Fingerprint = fp
+		t.op.RequiresApproval = true
+		t.op.ApprovedBy = ""
+		t.move(StateAwaitingApproval, r.Actor, "", "revised", fmt.Sprintf("version %d, %s", r.Version, fp))
+		return nil
+	})
+}

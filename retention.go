@@ -1,0 +1,89 @@
+package opledger
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// CompactResult counts what Compact did.
+type CompactResult struct {
+	// Tombstoned operations lost their full record and kept a tombstone.
+	Tombstoned int
+	// Forgotten tombstones passed their own retention and were deleted.
+	Forgotten int
+}
+
+// Compact applies retention across all tenants: succeeded and failed
+// operations last updated more than Options.Retention ago are reduced to a
+// tombstone (key, fingerprint, final state, reference, dates) and their
+// attempts and timeline deleted; tombstones older than
+// Options.TombstoneRetention are deleted. A repeat of a tombstoned key is
+// still recognised by Record and Claim. Unresolved operations are never
+// compacted.
+func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
+	var res CompactResult
+	for {
+		var ids []store.OperationID
+		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+			now, err := l.now(ctx, r)
+			if err != nil {
+				return err
+			}
+			ids, err = r.FinalBefore(ctx, now.Add(-l.opts.Retention), 200)
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("compact: %w", err)
+		}
+		done := 0
+		for _, id := range ids {
+			compacted := false
+			err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+				now, err := l.now(ctx, tx)
+				if err != nil {
+					return err
+				}
+				op, err := tx.GetOperation(ctx, id.Tenant, id.Key)
+				if err != nil {
+					return err
+				}
+				if !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) {
+					return nil // changed since listed
+				}
+				if err := tx.UpsertTombstone(ctx, &store.Tombstone{
+					Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
+					FailureKind: op.FailureKind, DestinationRef: op.DestinationRef,
+					CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
+				}); err != nil {
+					return err
+				}
+				compacted = true
+				return tx.DeleteOperation(ctx, op.Tenant, op.Key)
+			})
+			if err != nil {
+				return res, fmt.Errorf("compact %s: %w", id.Key, err)
+			}
+			if compacted {
+				done++
+			}
+		}
+		res.Tombstoned += done
+		if len(ids) < 200 || done == 0 {
+			break
+		}
+	}
+	err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		now, err := l.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		res.Forgotten, err = tx.DeleteTombstonesBefore(ctx, now.Add(-l.opts.TombstoneRetention))
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("forget tombstones: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,79 @@
+package opledger
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy decides when a retryable outcome is tried again and when the
+// operation is exhausted. Only OutcomeRetryable is ever retried
+// automatically.
+type RetryPolicy struct {
+	// MaxAttempts is the most attempts an operation gets, counting the first.
+	MaxAttempts int
+	// InitialDelay is the backoff ceiling after the first attempt.
+	InitialDelay time.Duration
+	// MaxDelay caps the backoff ceiling.
+	MaxDelay time.Duration
+	// Deadline bounds the whole life of the operation from its recording: no
+	// attempt is scheduled after created_at + Deadline. Zero means none.
+	Deadline time.Duration
+}
+
+// DefaultRetryPolicy: 5 attempts, backoff from 1 s capped at 5 min, within 24 h.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialDelay: time.Second, MaxDelay: 5 * time.Minute, Deadline: 24 * time.Hour}
+
+func (p *RetryPolicy) validate() error {
+	if p.MaxAttempts < 1 {
+		return invalidInput("retry policy: max attempts must be at least 1")
+	}
+	if p.InitialDelay < 0 || p.MaxDelay < 0 || p.Deadline < 0 {
+		return invalidInput("retry policy: delays must not be negative")
+	}
+	return nil
+}
+
+// Ceiling is the exponential backoff ceiling after attempt n (1-based):
+// InitialDelay·2^(n-1), capped at MaxDelay.
+func (p RetryPolicy) Ceiling(n int) time.Duration {
+	d := p.InitialDelay
+	for i := 1; i < n && d < p.MaxDelay; i++ {
+		d *= 2
+	}
+	if p.MaxDelay > 0 && d > p.MaxDelay {
+		d = p.MaxDelay
+	}
+	return d
+}
+
+// Backoff is the delay before the attempt after attempt n: "full jitter",
+// uniformly random in [0, Ceiling(n)], never less than retryAfter (the
+// destination's Retry-After).
+func (p RetryPolicy) Backoff(n int, retryAfter time.Duration) time.Duration {
+	var d time.Duration
+	if c := p.Ceiling(n); c > 0 {
+		d = rand.N(c + 1)
+	}
+	return max(d, retryAfter)
+}
+
+// next decides the fate of an operation after its attempt n was retryable:
+// the time of the next attempt, or exhausted with the reason.
+func (p RetryPolicy) next(n int, created, now time.Time, retryAfter time.Duration) (notBefore time.Time, exhausted string) {
+	if n >= p.MaxAttempts {
+		return time.Time{}, fmt.Sprintf("attempt limit %d reached", p.MaxAttempts)
+	}
+	at := now.Add(p.Backoff(n, retryAfter))
+	if p.Deadline > 0 && at.After(created.Add(p.Deadline)) {
+		return time.Time{}, fmt.Sprintf("next attempt would pass the deadline of %s", p.Deadline)
+	}
+	return at, ""
+}
+
+func (l *Ledger) retryPolicy(destination string) RetryPolicy {
+	if p, ok := l.opts.DestinationRetryPolicies[destination]; ok {
+		return p
+	}
+	return *l.opts.RetryPolicy
+}
