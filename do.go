@@ -70,7 +70,7 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 		actErr = Uncertain(errors.New("action succeeded without a destination reference"))
 	}
 	if actErr != nil {
-		report = Report{Error: actErr.Error()}
+		report = Report{Error: safeErrorText(actErr)}
 		report.Outcome, report.RetryAfter = OutcomeOf(actErr)
 	}
 	// The outcome must be recorded even if the caller gave up meanwhile.
@@ -102,6 +102,16 @@ func (e *AttemptError) Error() string {
 
 // Unwrap returns the action's error.
 func (e *AttemptError) Unwrap() error { return e.Err }
+
+// safeErrorText is the error text recorded for operators: the action's own
+// message, without the classification prefix.
+func safeErrorText(err error) string {
+	var c *classified
+	if errors.As(err, &c) && c == err {
+		return c.err.Error()
+	}
+	return err.Error()
+}
 
 // classified marks an action error with its outcome.
 type classified struct {

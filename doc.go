@@ -1,0 +1,52 @@
+// Package opledger is an operation ledger for automations: it lets a
+// workflow retry an external side effect (create a CRM record, send an
+// e-mail, charge a card) without doing it twice, and keeps every uncertain
+// outcome visible until a lookup at the destination, a protection the
+// destination documents, or a named person settles it.
+//
+// # Operations and attempts
+//
+// An operation is one intended business change under a stable key chosen
+// by the caller ("intake:I17:create"), unique per tenant. Its content
+// (action, destination, payload, version) has a fingerprint: the SHA-256 of
+// its RFC 8785 canonical JSON. Recording the same key with the same
+// fingerprint is a repeat and returns the stored operation; the same key
+// with other content is refused with ErrFingerprintMismatch. Each try is an
+// Attempt with its own ULID, never a new operation.
+//
+// # States
+//
+// An operation is awaiting_approval, pending, in_progress, uncertain, held,
+// succeeded or failed; see State and docs/state_machine.md. Claim takes a
+// pending operation atomically under a lease and a fencing token; Dispatch
+// marks the moment the external call may start; Report records the
+// outcome. A lease that expires before dispatch returns the operation to
+// pending; after dispatch it makes the operation uncertain, never pending.
+// Reconcile applies a lookup or the destination's idempotency protection to
+// an uncertain operation; Resolve records an operator's decision, always
+// with a reason.
+//
+// # Running an action
+//
+// Do wraps the whole protocol around a function:
+//
+//	op, err := ledger.Do(ctx, opledger.Intent{Key: "intake:I17:create", ...},
+//		func(ctx context.Context, call opledger.Call) (opledger.Result, error) {
+//			// call the destination, sending call.IdempotencyKey if it takes one
+//		})
+//
+// Classify the function's errors with Rejected, Retryable and Uncertain.
+//
+// # Storage
+//
+// Open takes a DSN: "sqlite:PATH" for the embedded default (WAL,
+// synchronous=FULL) or a "postgres://" URL for several processes and
+// machines. Every time the ledger compares against comes from the store's
+// clock.
+//
+// # Housekeeping
+//
+// ExpireLeases settles lapsed claims; Compact reduces old final operations
+// to tombstones that still recognise a very late repeat. opledger serve runs
+// both; an embedding program runs them from a ticker.
+package opledger

@@ -1,0 +1,133 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/opledger/opledger"
+)
+
+// openExample opens a ledger on a SQLite file in a fresh temporary
+// directory.
+func openExample() (*opledger.Ledger, func()) {
+	dir, err := os.MkdirTemp("", "opledger-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := opledger.Open(context.Background(), "sqlite:"+filepath.Join(dir, "ledger.db"), opledger.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return l, func() { l.Close(); os.RemoveAll(dir) }
+}
+
+// Do runs an action at most once per key: the repeat replays the saved
+// result instead of calling the CRM again.
+func ExampleLedger_Do() {
+	ctx := context.Background()
+	ledger, done := openExample()
+	defer done()
+
+	calls := 0
+	createInquiry := func(ctx context.Context, call opledger.Call) (opledger.Result, error) {
+		calls++ // a real action calls the CRM here, sending call.IdempotencyKey
+		return opledger.Result{Ref: "H42", Response: json.RawMessage(`{"id":"H42"}`)}, nil
+	}
+	intent := opledger.Intent{
+		Key:         "intake:I17:create",
+		Action:      "crm.create_inquiry",
+		Destination: "crm",
+		Payload:     json.RawMessage(`{"submission":"847"}`),
+	}
+	for range 2 {
+		op, err := ledger.Do(ctx, intent, createInquiry)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(op.State, op.DestinationRef)
+	}
+	fmt.Println("calls to the CRM:", calls)
+
+	// The same key with other content is not a retry.
+	intent.Payload = json.RawMessage(`{"submission":"848"}`)
+	_, err := ledger.Do(ctx, intent, createInquiry)
+	fmt.Println(errors.Is(err, opledger.ErrFingerprintMismatch))
+	// Output:
+	// succeeded H42
+	// succeeded H42
+	// calls to the CRM: 1
+	// true
+}
+
+// A lost response leaves the operation uncertain; a lookup at the
+// destination settles it without sending anything again.
+func ExampleLedger_Reconcile() {
+	ctx := context.Background()
+	ledger, done := openExample()
+	defer done()
+
+	intent := opledger.Intent{Key: "intake:I18:create", Action: "crm.create_inquiry", Destination: "crm",
+		Payload: json.RawMessage(`{"submission":"848"}`), Owner: "intake-team"}
+	op, err := ledger.Do(ctx, intent, func(ctx context.Context, call opledger.Call) (opledger.Result, error) {
+		// The CRM created H43, but the connection dropped before the answer.
+		return opledger.Result{}, opledger.Uncertain(errors.New("read: connection reset after request was written"))
+	})
+	fmt.Println(op.State, errors.Is(err, opledger.ErrInvalidState))
+
+	// Retrying now is refused: nobody knows whether H43 exists.
+	_, err = ledger.Claim(ctx, intent.Key, opledger.ClaimOptions{})
+	fmt.Println(err)
+
+	// The reconciler looked the record up by its external reference.
+	op, err = ledger.Reconcile(ctx, intent.Key, opledger.Finding{Found: true, Matches: true, DestinationRef: "H43"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(op.State, op.DestinationRef)
+	// Output:
+	// uncertain false
+	// claim intake:I18:create: operation is uncertain
+	// succeeded H43
+}
+
+// The protocol step by step, for workers that do not run their action
+// inside Do (for example, over the HTTP API).
+func ExampleLedger_Claim() {
+	ctx := context.Background()
+	ledger, done := openExample()
+	defer done()
+
+	_, created, err := ledger.Record(ctx, opledger.Intent{Key: "mail:welcome:u17", Action: "email.send",
+		Destination: "mailer", Payload: json.RawMessage(`{"template":"welcome"}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("created:", created)
+
+	claim, err := ledger.Claim(ctx, "mail:welcome:u17", opledger.ClaimOptions{Worker: "worker-1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = ledger.Claim(ctx, "mail:welcome:u17", opledger.ClaimOptions{Worker: "worker-2"})
+	fmt.Println("second claim:", errors.Is(err, opledger.ErrInProgress))
+
+	// The recovery point: from here on a lost worker means "uncertain".
+	if _, err := ledger.Dispatch(ctx, "mail:welcome:u17", claim.AttemptID, claim.FencingToken); err != nil {
+		log.Fatal(err)
+	}
+	op, err := ledger.Report(ctx, "mail:welcome:u17", claim.AttemptID, claim.FencingToken,
+		opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "msg-981"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(op.State, op.DestinationRef, op.AttemptCount)
+	// Output:
+	// created: true
+	// second claim: true
+	// succeeded msg-981 1
+}

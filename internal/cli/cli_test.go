@@ -1,0 +1,107 @@
+package cli_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "opledger-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "opledger")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/opledger")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build opledger: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run executes the built binary and returns stdout, stderr and exit code.
+func run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "OPLEDGER_DB=")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
+	out, errOut, code := run(t, "demo", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "records created at the CRM: 4 ")
+	require.Contains(t, out, "attempts sent to the CRM:   6")
+	require.Contains(t, out, "refused: same key, different content")
+	require.Contains(t, out, "refused: operation is uncertain")
+	require.Regexp(t, `DEMO-MAIL-017\s+held`, out)
+	require.Regexp(t, `DEMO-OP-021\s+failed \(rejected\)`, out)
+	require.NotContains(t, out, "demo@example.invalid", "sensitive fields never printed")
+
+	// Running the demo again on the same ledger replays: no new effects.
+	out, errOut, code = run(t, "demo", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "records created at the CRM: 0 ")
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "m.db")
+	out, errOut, code := run(t, "migrate", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "sqlite store is up to date\n", out)
+	_, _, code = run(t, "migrate", "--db", dsn)
+	require.Equal(t, 0, code, "migrating twice is fine")
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"migrate", "--nope"}, 2, "unknown flag: --nope"},
+		{[]string{"version", "extra"}, 2, "unknown command"},
+		{[]string{"migrate", "--db", "mysql://x"}, 1, "dsn must start with sqlite: or postgres://"},
+		{[]string{"migrate", "--db", "sqlite:/nonexistent-dir/x/y.db"}, 1, "sqlite"},
+	}
+	for _, tc := range cases {
+		out, errOut, code := run(t, tc.args...)
+		require.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		require.Empty(t, out)
+		require.Contains(t, errOut, tc.msg)
+		require.Regexp(t, `^opledger: `, errOut, "one-line message first")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	out, _, code := run(t, "version")
+	require.Equal(t, 0, code)
+	require.Equal(t, "opledger dev\n", out)
+}

@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+)
+
+func newDemoCmd() *cobra.Command {
+	var dsn string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Walk through the awkward cases on a fresh ledger",
+		Long: `demo records operations against simulated destinations (a CRM with lookup, an
+e-mail provider without one) and shows what the ledger does in each awkward case:
+a repeat, a changed "retry", a lost response, a 503, a rejected request and a
+worker that crashes after dispatch. It prints every step and the final ledger.
+
+Without --db it uses a fresh SQLite file in a temporary directory.`,
+		Example: `  opledger demo
+  opledger demo --db sqlite:demo.db`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dsn == "" {
+				dir, err := os.MkdirTemp("", "opledger-demo-")
+				if err != nil {
+					return err
+				}
+				dsn = "sqlite:" + filepath.Join(dir, "demo.db")
+			}
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), dsn)
+		},
+	}
+	cmd.Flags().StringVar(&dsn, "db", "", "ledger store (default: a fresh SQLite file)")
+	return cmd
+}
+
+// demoCRM is a simulated CRM: it creates records, can lose the response
+// after committing, and can be looked up by external reference.
+type demoCRM struct {
+	mu       sync.Mutex
+	records  map[string]string // idempotency key → record id
+	attempts atomic.Int64
+	effects  atomic.Int64
+	lookups  atomic.Int64
+}
+
+// create makes the record unless the key already made one; fault "lost"
+// commits and then loses the answer, "503" refuses before any effect,
+// "422" rejects the content.
+func (c *demoCRM) create(key, fault string) (string, error) {
+	c.attempts.Add(1)
+	switch fault {
+	case "503":
+		return "", opledger.Retryable(errors.New("503 service unavailable"), 0)
+	case "422":
+		return "", opledger.Rejected(errors.New("422 units must be a whole number"))
+	}
+	c.mu.Lock()
+	id, ok := c.records[key]
+	if !ok {
+		c.effects.Add(1)
+		id = fmt.Sprintf("CRM-%d", c.effects.Load())
+		c.records[key] = id
+	}
+	c.mu.Unlock()
+	if fault == "lost" {
+		return "", opledger.Uncertain(errors.New("read: connection reset after the request was written"))
+	}
+	return id, nil
+}
+
+func (c *demoCRM) lookup(key string) (string, bool) {
+	c.lookups.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.records[key]
+	return id, ok
+}
+
+func runDemo(ctx context.Context, out io.Writer, dsn string) error {
+	var offset atomic.Int64 // the demo's clock, moved forward instead of waiting
+	ledger, err := opledger.Open(ctx, dsn, opledger.Options{
+		Worker: "demo-worker",
+		Lease:  10 * time.Second,
+		Clock:  func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
+		RetryPolicy: &opledger.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Second, MaxDelay: time.Minute,
+			Deadline: time.Hour},
+	})
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	crm := &demoCRM{records: map[string]string{}}
+	var emailsSent atomic.Int64
+
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	order := func(key string, units int) opledger.Intent {
+		return opledger.Intent{Key: key, Action: "crm.prepare_order", Destination: "crm", Owner: "ops-team",
+			Payload:         json.RawMessage(fmt.Sprintf(`{"order":"DEMO-ORDER-017","units":%d,"customer":{"email":"demo@example.invalid"}}`, units)),
+			SensitiveFields: []string{"customer.email"}}
+	}
+	send := func(in opledger.Intent, fault string) (*opledger.Operation, error) {
+		return ledger.Do(ctx, in, func(ctx context.Context, call opledger.Call) (opledger.Result, error) {
+			id, err := crm.create(call.IdempotencyKey, fault)
+			if err != nil {
+				return opledger.Result{}, err
+			}
+			return opledger.Result{Ref: id, Response: json.RawMessage(`{"id":"` + id + `"}`)}, nil
+		})
+	}
+	show := func(step string, op *opledger.Operation, err error) {
+		var se *opledger.StateError
+		switch {
+		case op != nil && op.State == opledger.StateSucceeded:
+			say("   %-9s → succeeded, ref %s (attempts so far: %d)", step, op.DestinationRef, op.AttemptCount)
+		case errors.Is(err, opledger.ErrFingerprintMismatch):
+			say("   %-9s → refused: same key, different content; the original is kept", step)
+		case errors.As(err, &se):
+			say("   %-9s → refused: operation is %s", step, se.State)
+		case op != nil && op.LastError != "":
+			say("   %-9s → %s (%s)", step, op.State, op.LastError)
+		case op != nil:
+			say("   %-9s → %s", step, op.State)
+		default:
+			say("   %-9s → error: %v", step, err)
+		}
+	}
+
+	say("opledger demo: ledger at %s\n", dsn)
+
+	say("1. Normal: send, then repeat")
+	op, err := send(order("DEMO-OP-017", 2), "")
+	show("send", op, err)
+	op, err = send(order("DEMO-OP-017", 2), "")
+	show("repeat", op, err)
+	say("   the repeat replayed the saved result; the CRM was not called again\n")
+
+	say("2. Changed data: send 2 units, then \"retry\" 3 units under the same key")
+	op, err = send(order("DEMO-OP-018", 2), "")
+	show("send", op, err)
+	op, err = send(order("DEMO-OP-018", 3), "")
+	show("retry", op, err)
+	say("")
+
+	say("3. Lost response: the CRM commits, the answer never arrives")
+	op, err = send(order("DEMO-OP-019", 2), "lost")
+	show("send", op, err)
+	op, err = send(order("DEMO-OP-019", 2), "")
+	show("retry", op, err)
+	ref, found := crm.lookup(opledger.DestinationIdempotencyKey(ledger.Tenant(), "DEMO-OP-019", 1))
+	op, err = ledger.Reconcile(ctx, "DEMO-OP-019", opledger.Finding{Found: found, Matches: found, DestinationRef: ref, Authoritative: true,
+		Evidence: "lookup by external reference"})
+	show("verify", op, err)
+	op, err = send(order("DEMO-OP-019", 2), "")
+	show("retry", op, err)
+	say("")
+
+	say("4. 503, then success")
+	op, err = send(order("DEMO-OP-020", 2), "503")
+	show("send", op, err)
+	offset.Add(int64(time.Minute)) // past the backoff
+	op, err = send(order("DEMO-OP-020", 2), "")
+	show("retry", op, err)
+	say("")
+
+	say("5. Rejected: the CRM refuses the content")
+	op, err = send(order("DEMO-OP-021", 2), "422")
+	show("send", op, err)
+	say("   failed (rejected) goes to the exception queue at once: repair the cause first\n")
+
+	say("6. A worker crashes after dispatching an e-mail; the provider has no lookup")
+	mail := opledger.Intent{Key: "DEMO-MAIL-017", Action: "email.send", Destination: "mailer", Owner: "ops-team",
+		Payload: json.RawMessage(`{"template":"order-ready","order":"DEMO-ORDER-017"}`)}
+	claim, err := ledger.Claim(ctx, mail.Key, opledger.ClaimOptions{Intent: &mail})
+	if err == nil {
+		if _, err := ledger.Dispatch(ctx, mail.Key, claim.AttemptID, claim.FencingToken); err != nil {
+			return err
+		}
+		emailsSent.Add(1) // the provider accepted the message; then the worker died
+		say("   claim, dispatch, the provider accepts the message, the worker dies")
+		offset.Add(int64(time.Minute))
+		if _, err := ledger.ExpireLeases(ctx); err != nil {
+			return err
+		}
+		op, err = ledger.Get(ctx, mail.Key)
+		show("lease", op, err)
+		op, err = ledger.Reconcile(ctx, mail.Key, opledger.Finding{Evidence: "mailer offers no lookup and no idempotency key"})
+	} else {
+		op = nil
+	}
+	show("reconcile", op, err)
+	if op != nil && op.ReviewBy != nil {
+		say("   held for %s, to review by %s; nothing is resent", op.Owner, op.ReviewBy.Format(time.RFC3339))
+	}
+	say("")
+
+	say("Counters (each answers a different question):")
+	say("   attempts sent to the CRM:   %d", crm.attempts.Load())
+	say("   records created at the CRM: %d  (one per order, whatever the retries)", crm.effects.Load())
+	say("   lookups at the CRM:         %d", crm.lookups.Load())
+	say("   e-mails accepted:           %d", emailsSent.Load())
+	say("")
+	page, err := ledger.List(ctx, opledger.ListOptions{Limit: 50})
+	if err != nil {
+		return err
+	}
+	say("The ledger:")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "   KEY\tSTATE\tATTEMPTS\tREF\tOWNER")
+	for i := len(page.Items) - 1; i >= 0; i-- {
+		op := page.Items[i]
+		state := string(op.State)
+		if op.FailureKind != "" {
+			state += " (" + string(op.FailureKind) + ")"
+		}
+		fmt.Fprintf(tw, "   %s\t%s\t%d\t%s\t%s\n", op.Key, state, op.AttemptCount, dash(op.DestinationRef), op.Owner)
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

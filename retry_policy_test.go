@@ -1,0 +1,24 @@
+package opledger_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+func TestRetryPolicy(t *testing.T) {
+	t.Parallel()
+	p := opledger.RetryPolicy{MaxAttempts: 10, InitialDelay: time.Second, MaxDelay: 30 * time.Second}
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 5: 16 * time.Second, 6: 30 * time.Second, 40: 30 * time.Second} {
+		require.Equal(t, want, p.Ceiling(n), "ceiling after attempt %d", n)
+	}
+	for range 1000 {
+		d := p.Backoff(3, 0)
+		require.GreaterOrEqual(t, d, time.Duration(0))
+		require.LessOrEqual(t, d, 4*time.Second)
+		require.GreaterOrEqual(t, p.Backoff(3, 7*time.Second), 7*time.Second, "Retry-After is a floor")
+	}
+}
