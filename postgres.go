@@ -2,11 +2,16 @@ package opledger
 
 import (
 	"context"
-	"errors"
 
 	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/pgstore"
 )
 
+// openPostgres opens the PostgreSQL store named by a postgres:// DSN.
 func openPostgres(ctx context.Context, dsn string) (store.Store, error) {
-	return nil, errors.New("open postgres: the PostgreSQL store is not built yet")
+	s, err := pgstore.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }

@@ -1,0 +1,668 @@
+// Package pgstore is the PostgreSQL driver of opledger, built on pgx v5 and
+// its connection pool, for several servers and workers on several machines
+// sharing one ledger.
+//
+// Its responsibility is storage only: it maps the rows of package store to
+// tables and back and runs transactions; the state machine stays in the root
+// package. Every write transaction runs at READ COMMITTED. Inside it the
+// operation row is read with SELECT … FOR UPDATE, so decisions about one
+// operation queue on its row lock instead of failing, and the write is still
+// a compare-and-set on the row's revision (UPDATE … WHERE revision = $prev).
+// Lost races, unique violations, serialization failures and deadlocks all
+// surface as store.ErrConflict so the caller re-reads and decides again.
+//
+// Times come from the database's clock (now()), are stored as timestamptz
+// with microsecond precision, and are returned in UTC; NULL stands for Go's
+// zero time. The schema is taken from the connection's search_path (pass
+// search_path in the DSN to use another schema than public). No advisory
+// locks and no LISTEN/NOTIFY are used, so Postgres-compatible distributed SQL
+// engines remain possible.
+//
+// Allowed imports: internal/store, internal/store/migrate, and pgx v5
+// (pgx, pgconn, pgtype, pgxpool).
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/migrate"
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+var _ store.Store = (*Store)(nil)
+
+// DefaultMaxConns is the pool size of a store whose DSN does not set
+// pool_max_conns. It is kept modest so that several stores (or several
+// processes) fit within PostgreSQL's default max_connections of 100.
+const DefaultMaxConns = 16
+
+// Store is a PostgreSQL-backed store.Store. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to the PostgreSQL database named by dsn, a postgres:// URL
+// or a key=value connection string. Pool settings (pool_max_conns, …) and
+// runtime parameters such as search_path may be given in the DSN. Open
+// checks that the server answers but does not migrate; call Migrate.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	s := &Store{pool: pool}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Name returns "postgres".
+func (s *Store) Name() string { return "postgres" }
+
+// Ping checks that the server answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connection pool, waiting for connections in use to be
+// returned.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Migrate applies the embedded migrations that the database lacks. Several
+// processes may call it at once: each migration transaction locks
+// schema_migrations (EXCLUSIVE mode, which plain reads do not wait for), so
+// exactly one applies each version and the others then find it applied.
+func (s *Store) Migrate(ctx context.Context) error {
+	migs, err := migrate.Load(migrationsFS, "migrations")
+	if err != nil {
+		return err
+	}
+	for try := 1; ; try++ {
+		err := s.migrateOnce(ctx, migs)
+		// Two first-ever CREATE TABLE IF NOT EXISTS racing each other:
+		// the loser fails on the catalog's unique index once the winner
+		// commits. The table exists now; try again.
+		if err != nil && try < 5 && isCatalogRace(err) {
+			continue
+		}
+		return err
+	}
+}
+
+func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return fmt.Errorf("begin migration: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE schema_migrations IN EXCLUSIVE MODE`); err != nil {
+		return fmt.Errorf("lock schema_migrations: %w", err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	for _, m := range migs {
+		if m.Version <= current {
+			continue
+		}
+		// No arguments: pgx sends it with the simple protocol, which
+		// allows several statements in one string.
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("apply migration %s: %w", m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("record migration %s: %w", m.Name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit migration: %w", err)
+	}
+	return nil
+}
+
+// isCatalogRace reports a concurrent CREATE TABLE IF NOT EXISTS collision.
+func isCatalogRace(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07")
+}
+
+// MigrationVersions lists the versions of the embedded migrations. They
+// must equal sqlitestore's.
+func MigrationVersions() ([]int, error) {
+	migs, err := migrate.Load(migrationsFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(migs))
+	for i, m := range migs {
+		out[i] = m.Version
+	}
+	return out, nil
+}
+
+// Update runs fn in a READ COMMITTED transaction and commits it when fn
+// returns nil.
+func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return fmt.Errorf("begin: %w", mapErr(err))
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := fn(ctx, &pgTx{reader{q: tx, inTx: true}}); err != nil {
+		return err
+	}
+	committed = true
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", mapErr(err))
+	}
+	return nil
+}
+
+// View runs fn against the pool; each statement runs on its own.
+func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+	return fn(ctx, &reader{q: s.pool})
+}
+
+// querier is what *pgxpool.Pool and pgx.Tx have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+type reader struct {
+	q    querier
+	inTx bool
+	now  time.Time
+}
+
+type pgTx struct{ reader }
+
+// mapErr turns the PostgreSQL errors that mean "lost a race" into
+// store.ErrConflict, keeping the original in the chain.
+func mapErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505", // unique_violation
+			"40001", // serialization_failure
+			"40P01": // deadlock_detected
+			return fmt.Errorf("%w: %w", store.ErrConflict, err)
+		}
+	}
+	return err
+}
+
+// ts converts a Go time to a nullable timestamptz; the zero time is NULL.
+func ts(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
+}
+
+// fromTS converts a timestamptz to UTC; NULL is the zero time.
+func fromTS(v pgtype.Timestamptz) time.Time {
+	if !v.Valid || v.InfinityModifier != pgtype.Finite {
+		return time.Time{}
+	}
+	return v.Time.UTC().Truncate(time.Microsecond)
+}
+
+// Now reads the database's clock. Inside a transaction it is read once and
+// stays fixed; outside, each call reads the current statement time.
+func (r *reader) Now(ctx context.Context) (time.Time, error) {
+	if r.inTx && !r.now.IsZero() {
+		return r.now, nil
+	}
+	var v pgtype.Timestamptz
+	if err := r.q.QueryRow(ctx, `SELECT now()`).Scan(&v); err != nil {
+		return time.Time{}, fmt.Errorf("read clock: %w", mapErr(err))
+	}
+	now := fromTS(v)
+	if r.inTx {
+		r.now = now
+	}
+	return now, nil
+}
+
+const opColumns = `tenant, key, action, destination, version, fingerprint, payload, sensitive_fields,
+	owner, source_event, requires_approval, approved_by, state, failure_kind, dispatched,
+	first_dispatched_at, attempt_count, fencing_token, current_attempt_id, lease_expires_at,
+	not_before, review_by, unresolved_since, protected, destination_ref, response, last_error,
+	duplicate_effects, revision, created_at, updated_at`
+
+// opColumnList is opColumns split into names.
+var opColumnList = func() []string {
+	cols := strings.Split(opColumns, ",")
+	for i, c := range cols {
+		cols[i] = strings.TrimSpace(c)
+	}
+	return cols
+}()
+
+// updateOperationSQL sets every column but tenant and key ($1, $2) and
+// checks the previous revision (the last parameter).
+var updateOperationSQL = func() string {
+	sets := make([]string, 0, len(opColumnList)-2)
+	for i, c := range opColumnList[2:] {
+		sets = append(sets, c+" = $"+strconv.Itoa(i+3))
+	}
+	return `UPDATE operations SET ` + strings.Join(sets, ", ") +
+		` WHERE tenant = $1 AND key = $2 AND revision = $` + strconv.Itoa(len(opColumnList)+1)
+}()
+
+var insertOperationSQL = `INSERT INTO operations (` + opColumns + `) VALUES (` + placeholders(1, len(opColumnList)) + `)`
+
+// placeholders returns "$from, …, $(from+n-1)".
+func placeholders(from, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = "$" + strconv.Itoa(from+i)
+	}
+	return strings.Join(ps, ", ")
+}
+
+func scanOperation(row pgx.Row) (*store.Operation, error) {
+	var (
+		op                                                store.Operation
+		firstDisp, lease, notBefore, reviewBy, unresolved pgtype.Timestamptz
+		created, updated                                  pgtype.Timestamptz
+	)
+	err := row.Scan(&op.Tenant, &op.Key, &op.Action, &op.Destination, &op.Version, &op.Fingerprint,
+		&op.Payload, &op.SensitiveFields, &op.Owner, &op.SourceEvent, &op.RequiresApproval, &op.ApprovedBy,
+		&op.State, &op.FailureKind, &op.Dispatched, &firstDisp, &op.AttemptCount, &op.FencingToken,
+		&op.CurrentAttemptID, &lease, &notBefore, &reviewBy, &unresolved, &op.Protected,
+		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
+		&created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	if op.SensitiveFields == nil {
+		op.SensitiveFields = []string{}
+	}
+	op.FirstDispatchedAt = fromTS(firstDisp)
+	op.LeaseExpiresAt = fromTS(lease)
+	op.NotBefore = fromTS(notBefore)
+	op.ReviewBy = fromTS(reviewBy)
+	op.UnresolvedSince = fromTS(unresolved)
+	op.CreatedAt = fromTS(created)
+	op.UpdatedAt = fromTS(updated)
+	return &op, nil
+}
+
+// opArgs returns the values of opColumns, in order.
+func opArgs(op *store.Operation) []any {
+	sensitive := op.SensitiveFields
+	if sensitive == nil {
+		sensitive = []string{}
+	}
+	payload := op.Payload
+	if payload == nil {
+		payload = []byte("null")
+	}
+	return []any{op.Tenant, op.Key, op.Action, op.Destination, op.Version, op.Fingerprint,
+		payload, sensitive, op.Owner, op.SourceEvent, op.RequiresApproval, op.ApprovedBy,
+		op.State, op.FailureKind, op.Dispatched, ts(op.FirstDispatchedAt),
+		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, ts(op.LeaseExpiresAt),
+		ts(op.NotBefore), ts(op.ReviewBy), ts(op.UnresolvedSince),
+		op.Protected, op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
+		op.Revision, ts(op.CreatedAt), ts(op.UpdatedAt)}
+}
+
+// GetOperation reads one operation. Inside a write transaction it locks the
+// row (FOR UPDATE) until the transaction ends, so that every decision about
+// an operation, including retention's delete, sees the latest committed row.
+func (r *reader) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
+	q := `SELECT ` + opColumns + ` FROM operations WHERE tenant = $1 AND key = $2`
+	if r.inTx {
+		q += ` FOR UPDATE`
+	}
+	op, err := scanOperation(r.q.QueryRow(ctx, q, tenant, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get operation: %w", mapErr(err))
+	}
+	return op, nil
+}
+
+// GetTombstone reads the tombstone of a key.
+func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.Tombstone, error) {
+	var t store.Tombstone
+	var created, finished, compacted pgtype.Timestamptz
+	err := r.q.QueryRow(ctx, `SELECT tenant, key, fingerprint, state, failure_kind, destination_ref,
+		created_at, finished_at, compacted_at FROM tombstones WHERE tenant = $1 AND key = $2`, tenant, key).
+		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &created, &finished, &compacted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get tombstone: %w", mapErr(err))
+	}
+	t.CreatedAt, t.FinishedAt, t.CompactedAt = fromTS(created), fromTS(finished), fromTS(compacted)
+	return &t, nil
+}
+
+const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
+	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale`
+
+func scanAttempt(row pgx.Row) (*store.Attempt, error) {
+	var a store.Attempt
+	var claimed, lease, dispatched, finished pgtype.Timestamptz
+	if err := row.Scan(&a.ID, &a.Tenant, &a.Key, &a.Number, &a.FencingToken, &a.Worker, &a.Protected,
+		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &a.Stale); err != nil {
+		return nil, err
+	}
+	a.ClaimedAt, a.LeaseExpiresAt = fromTS(claimed), fromTS(lease)
+	a.DispatchedAt, a.FinishedAt = fromTS(dispatched), fromTS(finished)
+	return &a, nil
+}
+
+// GetAttempt reads one attempt of an operation.
+func (r *reader) GetAttempt(ctx context.Context, tenant, key, id string) (*store.Attempt, error) {
+	a, err := scanAttempt(r.q.QueryRow(ctx, `SELECT `+attemptColumns+` FROM attempts
+		WHERE id = $1 AND tenant = $2 AND key = $3`, id, tenant, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get attempt: %w", mapErr(err))
+	}
+	return a, nil
+}
+
+// ListAttempts lists the attempts of an operation, oldest first.
+func (r *reader) ListAttempts(ctx context.Context, tenant, key string) ([]*store.Attempt, error) {
+	rows, err := r.q.Query(ctx, `SELECT `+attemptColumns+` FROM attempts
+		WHERE tenant = $1 AND key = $2 ORDER BY number, id`, tenant, key)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list attempts: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// ListTimeline lists the timeline of an operation, oldest first.
+func (r *reader) ListTimeline(ctx context.Context, tenant, key string) ([]*store.TimelineEntry, error) {
+	rows, err := r.q.Query(ctx, `SELECT id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence
+		FROM timeline WHERE tenant = $1 AND key = $2 ORDER BY id`, tenant, key)
+	if err != nil {
+		return nil, fmt.Errorf("list timeline: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.TimelineEntry
+	for rows.Next() {
+		var e store.TimelineEntry
+		var at pgtype.Timestamptz
+		if err := rows.Scan(&e.ID, &e.Tenant, &e.Key, &at, &e.Actor, &e.AttemptID, &e.Event, &e.FromState, &e.ToState, &e.Evidence); err != nil {
+			return nil, fmt.Errorf("list timeline: %w", err)
+		}
+		e.At = fromTS(at)
+		out = append(out, &e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list timeline: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// ListOperations lists a tenant's operations newest first, filtered and
+// paged by (created_at, key).
+func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*store.Operation, error) {
+	args := []any{p.Tenant}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := []string{"tenant = $1"}
+	if len(p.States) > 0 {
+		where = append(where, "state = ANY("+arg(p.States)+")")
+	}
+	if p.Owner != "" {
+		where = append(where, "owner = "+arg(p.Owner))
+	}
+	if p.Destination != "" {
+		where = append(where, "destination = "+arg(p.Destination))
+	}
+	if !p.AfterCreatedAt.IsZero() {
+		where = append(where, "(created_at, key) < ("+arg(ts(p.AfterCreatedAt))+", "+arg(p.AfterKey)+")")
+	}
+	q := `SELECT ` + opColumns + ` FROM operations WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at DESC, key DESC LIMIT ` + arg(p.Limit)
+	rows, err := r.q.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list operations: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Operation
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list operations: %w", err)
+		}
+		out = append(out, op)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list operations: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+func (r *reader) ids(ctx context.Context, what, query string, args ...any) ([]store.OperationID, error) {
+	rows, err := r.q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, mapErr(err))
+	}
+	defer rows.Close()
+	var out []store.OperationID
+	for rows.Next() {
+		var id store.OperationID
+		if err := rows.Scan(&id.Tenant, &id.Key); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, mapErr(err))
+	}
+	return out, nil
+}
+
+// ExpiredLeases lists in_progress operations whose lease ended before now.
+func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
+	return r.ids(ctx, "list expired leases", `SELECT tenant, key FROM operations
+		WHERE state = 'in_progress' AND lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2`, ts(now), limit)
+}
+
+// DueOperations lists a tenant's pending operations whose not_before has
+// passed (or is unset), oldest first. It is a plain indexed read; the claim
+// itself is the conditional update made by the caller.
+func (r *reader) DueOperations(ctx context.Context, tenant string, destinations []string, now time.Time, limit int) ([]store.OperationID, error) {
+	// The COALESCE expression is the one operations_due indexes.
+	q := `SELECT tenant, key FROM operations WHERE tenant = $1 AND state = 'pending'
+		AND COALESCE(not_before, '-infinity'::timestamptz) <= $2`
+	args := []any{tenant, ts(now), limit}
+	if len(destinations) > 0 {
+		q += ` AND destination = ANY($4)`
+		args = append(args, destinations)
+	}
+	q += ` ORDER BY COALESCE(not_before, '-infinity'::timestamptz) LIMIT $3`
+	return r.ids(ctx, "list due operations", q, args...)
+}
+
+// FinalBefore lists succeeded and failed operations last updated before t.
+func (r *reader) FinalBefore(ctx context.Context, t time.Time, limit int) ([]store.OperationID, error) {
+	return r.ids(ctx, "list final operations", `SELECT tenant, key FROM operations
+		WHERE state IN ('succeeded', 'failed') AND updated_at < $1 ORDER BY updated_at LIMIT $2`, ts(t), limit)
+}
+
+// CountByState counts a tenant's operations by state.
+func (r *reader) CountByState(ctx context.Context, tenant string) (map[string]int, error) {
+	rows, err := r.q.Query(ctx, `SELECT state, COUNT(*) FROM operations WHERE tenant = $1 GROUP BY state`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("count operations: %w", mapErr(err))
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, fmt.Errorf("count operations: %w", err)
+		}
+		out[s] = int(n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count operations: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// InsertOperation inserts a new operation; store.ErrConflict if the key
+// exists.
+func (t *pgTx) InsertOperation(ctx context.Context, op *store.Operation) error {
+	if _, err := t.q.Exec(ctx, insertOperationSQL, opArgs(op)...); err != nil {
+		return fmt.Errorf("insert operation: %w", mapErr(err))
+	}
+	return nil
+}
+
+// UpdateOperation writes op if its stored revision still equals
+// prevRevision; otherwise store.ErrConflict.
+func (t *pgTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRevision int64) error {
+	args := append(opArgs(op), prevRevision)
+	tag, err := t.q.Exec(ctx, updateOperationSQL, args...)
+	if err != nil {
+		return fmt.Errorf("update operation: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)
+	}
+	return nil
+}
+
+// DeleteOperation removes an operation with its attempts and timeline.
+func (t *pgTx) DeleteOperation(ctx context.Context, tenant, key string) error {
+	for _, q := range []string{
+		`DELETE FROM timeline WHERE tenant = $1 AND key = $2`,
+		`DELETE FROM attempts WHERE tenant = $1 AND key = $2`,
+		`DELETE FROM operations WHERE tenant = $1 AND key = $2`,
+	} {
+		if _, err := t.q.Exec(ctx, q, tenant, key); err != nil {
+			return fmt.Errorf("delete operation: %w", mapErr(err))
+		}
+	}
+	return nil
+}
+
+// InsertAttempt inserts a new attempt.
+func (t *pgTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO attempts (`+attemptColumns+`) VALUES (`+placeholders(1, 16)+`)`,
+		a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, a.Protected, ts(a.ClaimedAt),
+		ts(a.LeaseExpiresAt), ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome,
+		a.DestinationRef, a.Response, a.Error, a.Stale)
+	if err != nil {
+		return fmt.Errorf("insert attempt: %w", mapErr(err))
+	}
+	return nil
+}
+
+// UpdateAttempt writes the mutable fields of an attempt; store.ErrNotFound
+// if it does not exist.
+func (t *pgTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
+	tag, err := t.q.Exec(ctx, `UPDATE attempts SET dispatched_at = $1, finished_at = $2, outcome = $3,
+		destination_ref = $4, response = $5, error = $6, stale = $7, lease_expires_at = $8 WHERE id = $9`,
+		ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
+		a.Stale, ts(a.LeaseExpiresAt), a.ID)
+	if err != nil {
+		return fmt.Errorf("update attempt: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("update attempt %s: %w", a.ID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// AppendTimeline appends an entry and sets its ID.
+func (t *pgTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) error {
+	err := t.q.QueryRow(ctx, `INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+		e.Tenant, e.Key, ts(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence).Scan(&e.ID)
+	if err != nil {
+		return fmt.Errorf("append timeline: %w", mapErr(err))
+	}
+	return nil
+}
+
+// UpsertTombstone writes or replaces the tombstone of a key.
+func (t *pgTx) UpsertTombstone(ctx context.Context, tb *store.Tombstone) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
+		created_at, finished_at, compacted_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (tenant, key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state,
+		failure_kind = excluded.failure_kind, destination_ref = excluded.destination_ref, created_at = excluded.created_at,
+		finished_at = excluded.finished_at, compacted_at = excluded.compacted_at`,
+		tb.Tenant, tb.Key, tb.Fingerprint, tb.State, tb.FailureKind, tb.DestinationRef,
+		ts(tb.CreatedAt), ts(tb.FinishedAt), ts(tb.CompactedAt))
+	if err != nil {
+		return fmt.Errorf("write tombstone: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DeleteTombstonesBefore removes tombstones compacted before t.
+func (t *pgTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (int, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM tombstones WHERE compacted_at < $1`, ts(before))
+	if err != nil {
+		return 0, fmt.Errorf("delete tombstones: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,457 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/pgstore"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
+	"github.com/opledger/opledger/internal/store/storetest"
+)
+
+// defaultTestDSN is used when OPLEDGER_TEST_POSTGRES is unset.
+const defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+func baseDSN() string {
+	if dsn := os.Getenv("OPLEDGER_TEST_POSTGRES"); dsn != "" {
+		return dsn
+	}
+	return defaultTestDSN
+}
+
+var (
+	reachOnce sync.Once
+	reachErr  error
+)
+
+// requirePostgres skips the test when no server answers, loudly, or fails
+// it under CI=true, where a missing server is a broken pipeline and not a
+// reason to pass.
+func requirePostgres(t *testing.T) {
+	t.Helper()
+	reachOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, baseDSN())
+		if err != nil {
+			reachErr = err
+			if os.Getenv("CI") != "true" {
+				fmt.Fprintf(os.Stderr, "\n*** POSTGRES TESTS SKIPPED: no server at %s: %v ***\n"+
+					"*** set OPLEDGER_TEST_POSTGRES or start PostgreSQL to run them ***\n\n", redact(baseDSN()), err)
+			}
+			return
+		}
+		reachErr = conn.Close(ctx)
+	})
+	if reachErr == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("PostgreSQL is required under CI=true but %s is unreachable: %v", redact(baseDSN()), reachErr)
+	}
+	t.Skipf("POSTGRES TESTS SKIPPED: %s is unreachable (%v); set OPLEDGER_TEST_POSTGRES or start PostgreSQL", redact(baseDSN()), reachErr)
+}
+
+// redact hides a password in a URL DSN.
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return dsn
+}
+
+// adminExec runs one statement on a connection of its own.
+func adminExec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, baseDSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// newSchemaDSN creates an empty schema owned by t, dropped with everything
+// in it when t ends, and returns the base DSN with search_path set to it.
+func newSchemaDSN(t *testing.T) string {
+	t.Helper()
+	requirePostgres(t)
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	schema := "opltest_" + hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, adminExec(ctx, "CREATE SCHEMA "+schema), "create test schema")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := adminExec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop test schema %s: %v", schema, err)
+		}
+	})
+	return withSearchPath(t, baseDSN(), schema)
+}
+
+func withSearchPath(t *testing.T, dsn, schema string) string {
+	t.Helper()
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		t.Fatalf("OPLEDGER_TEST_POSTGRES must be a postgres:// URL, got %q", redact(dsn))
+	}
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	requirePostgres(t)
+	storetest.Run(t, storetest.Harness{NewDSN: newSchemaDSN})
+}
+
+func TestMigrationVersionsMatchSQLite(t *testing.T) {
+	t.Parallel()
+	pg, err := pgstore.MigrationVersions()
+	require.NoError(t, err)
+	lite, err := sqlitestore.MigrationVersions()
+	require.NoError(t, err)
+	require.NotEmpty(t, pg)
+	require.Equal(t, lite, pg, "pgstore and sqlitestore must carry the same migration versions")
+}
+
+// openStore opens and migrates a store on a fresh schema.
+func openStore(t *testing.T) (*pgstore.Store, string) {
+	t.Helper()
+	dsn := newSchemaDSN(t)
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx))
+	return s, dsn
+}
+
+func TestConcurrentMigrate(t *testing.T) {
+	t.Parallel()
+	dsn := newSchemaDSN(t)
+	ctx := context.Background()
+	const n = 6
+	stores := make([]*pgstore.Store, n)
+	for i := range stores {
+		s, err := pgstore.Open(ctx, dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		stores[i] = s
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Migrate(ctx)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "migrator %d", i)
+	}
+	require.NoError(t, stores[0].Migrate(ctx), "migrating again is a no-op")
+
+	versions, err := pgstore.MigrationVersions()
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
+	require.NoError(t, err)
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	require.Equal(t, versions, applied, "each version applied exactly once")
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx := context.Background()
+
+	var now time.Time
+	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
+		now, err = r.Now(ctx)
+		return err
+	}))
+	require.Equal(t, time.UTC, now.Location())
+	require.Equal(t, now, now.Truncate(time.Microsecond))
+	require.WithinDuration(t, time.Now(), now, time.Minute, "the database's clock")
+
+	t0 := now.Add(-time.Hour)
+	full := &store.Operation{
+		Tenant: "t1", Key: "full", Action: "crm.create", Destination: "crm", Version: 3,
+		Fingerprint: "sha256:abc", Payload: []byte(`{"a":1}`), SensitiveFields: []string{"a", "b.c"},
+		Owner: "ops", SourceEvent: "ev1", RequiresApproval: true, ApprovedBy: "boss",
+		State: "in_progress", FailureKind: "", Dispatched: true, FirstDispatchedAt: t0.Add(time.Second),
+		AttemptCount: 2, FencingToken: 7, CurrentAttemptID: "A1", LeaseExpiresAt: t0.Add(2 * time.Second),
+		NotBefore: t0.Add(3 * time.Second), ReviewBy: t0.Add(4 * time.Second), UnresolvedSince: t0.Add(5 * time.Second),
+		Protected: true, DestinationRef: "REF", Response: []byte(`{"id":9}`), LastError: "boom",
+		DuplicateEffects: 1, Revision: 1, CreatedAt: t0, UpdatedAt: t0.Add(6 * time.Second),
+	}
+	bare := &store.Operation{
+		Tenant: "t1", Key: "bare", Action: "crm.create", Destination: "email", Version: 1,
+		Fingerprint: "sha256:def", State: "pending", Revision: 1, CreatedAt: t0, UpdatedAt: t0,
+	}
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		n1, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		time.Sleep(2 * time.Millisecond)
+		n2, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		require.Equal(t, n1, n2, "fixed within a transaction")
+		if err := tx.InsertOperation(ctx, full); err != nil {
+			return err
+		}
+		return tx.InsertOperation(ctx, bare)
+	}))
+
+	err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertOperation(ctx, bare)
+	})
+	require.ErrorIs(t, err, store.ErrConflict, "duplicate key")
+
+	var got, gotBare *store.Operation
+	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
+		if got, err = r.GetOperation(ctx, "t1", "full"); err != nil {
+			return err
+		}
+		gotBare, err = r.GetOperation(ctx, "t1", "bare")
+		return err
+	}))
+	require.Equal(t, full, got)
+	require.Equal(t, []byte("null"), gotBare.Payload)
+	require.Equal(t, []string{}, gotBare.SensitiveFields)
+	require.Nil(t, gotBare.Response)
+	require.True(t, gotBare.NotBefore.IsZero())
+	require.True(t, gotBare.LeaseExpiresAt.IsZero())
+
+	// Compare-and-set on the revision.
+	bare.Payload, bare.SensitiveFields = []byte("null"), []string{}
+	bare.Revision = 2
+	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.UpdateOperation(ctx, bare, 5)
+	})
+	require.ErrorIs(t, err, store.ErrConflict, "stale revision")
+	bare.Owner = "alice"
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.UpdateOperation(ctx, bare, 1)
+	}))
+
+	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		_, err := r.GetOperation(ctx, "t1", "nope")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = r.GetOperation(ctx, "t2", "full")
+		require.ErrorIs(t, err, store.ErrNotFound, "tenants do not see each other")
+
+		due, err := r.DueOperations(ctx, "t1", nil, now, 10)
+		require.NoError(t, err)
+		require.Equal(t, []store.OperationID{{Tenant: "t1", Key: "bare"}}, due, "an unset not_before is due")
+		due, err = r.DueOperations(ctx, "t1", []string{"crm"}, now, 10)
+		require.NoError(t, err)
+		require.Empty(t, due)
+
+		expired, err := r.ExpiredLeases(ctx, now, 10)
+		require.NoError(t, err)
+		require.Equal(t, []store.OperationID{{Tenant: "t1", Key: "full"}}, expired)
+
+		counts, err := r.CountByState(ctx, "t1")
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"pending": 1, "in_progress": 1}, counts)
+
+		ops, err := r.ListOperations(ctx, store.ListParams{Tenant: "t1", States: []string{"pending"}, Owner: "alice", Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, ops, 1)
+		require.Equal(t, "bare", ops[0].Key)
+		require.EqualValues(t, 2, ops[0].Revision)
+		return nil
+	}))
+
+	// Attempts, timeline, tombstones.
+	a := &store.Attempt{ID: "A1", Tenant: "t1", Key: "full", Number: 1, FencingToken: 7, Worker: "w",
+		ClaimedAt: t0, LeaseExpiresAt: t0.Add(time.Minute)}
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertAttempt(ctx, a); err != nil {
+			return err
+		}
+		a.FinishedAt, a.Outcome, a.Response, a.Stale = t0.Add(time.Second), "succeeded", []byte(`{}`), true
+		if err := tx.UpdateAttempt(ctx, a); err != nil {
+			return err
+		}
+		e1 := &store.TimelineEntry{Tenant: "t1", Key: "full", At: t0, Actor: "w", Event: "claimed"}
+		e2 := &store.TimelineEntry{Tenant: "t1", Key: "full", At: t0, Actor: "w", Event: "dispatched"}
+		if err := tx.AppendTimeline(ctx, e1); err != nil {
+			return err
+		}
+		if err := tx.AppendTimeline(ctx, e2); err != nil {
+			return err
+		}
+		require.Greater(t, e2.ID, e1.ID)
+		err := tx.UpdateAttempt(ctx, &store.Attempt{ID: "missing"})
+		require.ErrorIs(t, err, store.ErrNotFound)
+		return nil
+	}))
+	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		got, err := r.GetAttempt(ctx, "t1", "full", "A1")
+		require.NoError(t, err)
+		require.Equal(t, a, got)
+		tl, err := r.ListTimeline(ctx, "t1", "full")
+		require.NoError(t, err)
+		require.Len(t, tl, 2)
+		require.Equal(t, "claimed", tl[0].Event)
+		require.Equal(t, t0, tl[0].At)
+		return nil
+	}))
+
+	tb := &store.Tombstone{Tenant: "t1", Key: "full", Fingerprint: "sha256:abc", State: "succeeded",
+		DestinationRef: "REF", CreatedAt: t0, FinishedAt: t0.Add(time.Second), CompactedAt: t0.Add(2 * time.Second)}
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.UpsertTombstone(ctx, tb); err != nil {
+			return err
+		}
+		tb.CompactedAt = t0.Add(3 * time.Second)
+		if err := tx.UpsertTombstone(ctx, tb); err != nil {
+			return err
+		}
+		return tx.DeleteOperation(ctx, "t1", "full")
+	}))
+	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		got, err := r.GetTombstone(ctx, "t1", "full")
+		require.NoError(t, err)
+		require.Equal(t, tb, got)
+		_, err = r.GetOperation(ctx, "t1", "full")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		attempts, err := r.ListAttempts(ctx, "t1", "full")
+		require.NoError(t, err)
+		require.Empty(t, attempts)
+		return nil
+	}))
+	var forgotten int
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		forgotten, err = tx.DeleteTombstonesBefore(ctx, now)
+		return err
+	}))
+	require.Equal(t, 1, forgotten)
+}
+
+// TestUpdateRollsBack checks that an error from fn discards the writes.
+func TestUpdateRollsBack(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		if err := tx.InsertOperation(ctx, &store.Operation{Tenant: "t", Key: "k", Action: "a", Destination: "d",
+			Version: 1, Fingerprint: "f", State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now}); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		_, err := r.GetOperation(ctx, "t", "k")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		return nil
+	}))
+}
+
+// TestSchemaIsolation checks that the DSN's search_path is honoured: two
+// stores on two schemas of one database see nothing of each other.
+func TestSchemaIsolation(t *testing.T) {
+	t.Parallel()
+	s1, _ := openStore(t)
+	s2, _ := openStore(t)
+	ctx := context.Background()
+	require.NoError(t, s1.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		return tx.InsertOperation(ctx, &store.Operation{Tenant: "t", Key: "k", Action: "a", Destination: "d",
+			Version: 1, Fingerprint: "f", State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now})
+	}))
+	require.NoError(t, s2.View(ctx, func(ctx context.Context, r store.Reader) error {
+		counts, err := r.CountByState(ctx, "t")
+		require.NoError(t, err)
+		require.Empty(t, counts)
+		return nil
+	}))
+	require.Equal(t, "postgres", s1.Name())
+}
+
+// TestTxReadWaitsForWriter checks that a write transaction's read of an
+// operation waits for another transaction that read it for writing, and
+// then sees that transaction's write: a decision such as retention's delete
+// is never made on a row that is being changed.
+func TestTxReadWaitsForWriter(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	ctx := context.Background()
+	var op *store.Operation
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		op = &store.Operation{Tenant: "t", Key: "k", Action: "a", Destination: "d", Version: 1,
+			Fingerprint: "f", State: "failed", Revision: 1, CreatedAt: now, UpdatedAt: now}
+		return tx.InsertOperation(ctx, op)
+	}))
+
+	locked := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			row, err := tx.GetOperation(ctx, "t", "k")
+			if err != nil {
+				return err
+			}
+			close(locked)
+			time.Sleep(200 * time.Millisecond)
+			row.State, row.Revision = "pending", 2
+			return tx.UpdateOperation(ctx, row, 1)
+		})
+	}()
+	<-locked
+	var seen *store.Operation
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		seen, err = tx.GetOperation(ctx, "t", "k")
+		return err
+	}))
+	require.NoError(t, <-done)
+	require.Equal(t, "pending", seen.State, "the read waited for the writer")
+	require.EqualValues(t, 2, seen.Revision)
+}
