@@ -102,9 +102,21 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 		}
 	}
 	var claim *Claim
-	op, err := l.mutate(ctx, key, func(t *txn) error {
-		if opts.Intent != nil {
-			if err := t.record(opts.Intent, fp, worker); err != nil {
+	op, err := l.mutate(ctx, key, claimDecision(worker, lease, opts.Intent, fp, &claim))
+	if err != nil {
+		return nil, err
+	}
+	claim.Operation = op
+	return claim, nil
+}
+
+// claimDecision is the claim transition: it records intent first when set
+// and the key is new, settles an expired lease, and claims a pending, due
+// operation, leaving the claim in *out.
+func claimDecision(worker string, lease time.Duration, intent *Intent, fp string, out **Claim) func(t *txn) error {
+	return func(t *txn) error {
+		if intent != nil {
+			if err := t.record(intent, fp, worker); err != nil {
 				return err
 			}
 		}
@@ -141,15 +153,77 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 		}
 		t.move(StateInProgress, worker, a.ID, "claimed", evidence)
 		t.op.LeaseExpiresAt = a.LeaseExpiresAt
-		claim = &Claim{AttemptID: a.ID, FencingToken: a.FencingToken, LeaseExpiresAt: a.LeaseExpiresAt,
+		*out = &Claim{AttemptID: a.ID, FencingToken: a.FencingToken, LeaseExpiresAt: a.LeaseExpiresAt,
 			IdempotencyKey: DestinationIdempotencyKey(t.tenant, t.key, t.op.Version), Protected: a.Protected}
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	claim.Operation = op
-	return claim, nil
+}
+
+// ErrNothingDue: ClaimNext found no pending operation that is due.
+var ErrNothingDue = errors.New("no operation is due")
+
+// ClaimNextOptions select what ClaimNext may claim.
+type ClaimNextOptions struct {
+	// Worker and Lease as in ClaimOptions.
+	Worker string
+	Lease  time.Duration
+	// Destinations limits the claim to these destinations; empty means any.
+	Destinations []string
+	// AllTenants claims across every tenant instead of the Ledger's own.
+	AllTenants bool
+}
+
+// ClaimNext claims the pending operation that has been due longest: the
+// work-queue form of Claim. Concurrent callers take different operations
+// (on PostgreSQL the candidate row is locked with FOR UPDATE SKIP LOCKED;
+// SQLite has a single writer). It returns ErrNothingDue when nothing is due.
+// Claim.Operation.Tenant tells the tenant when AllTenants is set.
+func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, error) {
+	worker := opts.Worker
+	if worker == "" {
+		worker = l.worker
+	}
+	lease := opts.Lease
+	if lease <= 0 {
+		lease = l.opts.Lease
+	}
+	tenant := l.tenant
+	if opts.AllTenants {
+		tenant = ""
+	}
+	for range maxConflictRetries {
+		var claim *Claim
+		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			now, err := l.now(ctx, tx)
+			if err != nil {
+				return err
+			}
+			ids, err := tx.LockDue(ctx, store.DueParams{Tenant: tenant, Destinations: opts.Destinations, Now: now, Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				return ErrNothingDue
+			}
+			op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, claimDecision(worker, lease, nil, "", &claim))
+			if err != nil {
+				return err
+			}
+			if refusal != nil {
+				return store.ErrConflict // changed since selected: look again
+			}
+			claim.Operation = op
+			return nil
+		})
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return claim, nil
+	}
+	return nil, fmt.Errorf("claim next: gave up after %d write conflicts: %w", maxConflictRetries, store.ErrConflict)
 }
 
 // precheckClaim returns the refusal a claim of key would get, judging from

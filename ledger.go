@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -105,14 +106,18 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 	return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres:// (got %q)", ErrInvalidInput, redactDSN(dsn))
 }
 
-// redactDSN hides a password in a DSN for error messages.
+// redactDSN hides passwords in a DSN for error messages.
 func redactDSN(dsn string) string {
-	if i := strings.Index(dsn, "@"); i >= 0 {
-		if j := strings.Index(dsn, "://"); j >= 0 && j < i {
-			return dsn[:j+3] + "…" + dsn[i:]
-		}
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		return "(unparsable dsn)"
 	}
-	return dsn
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 func withDefaults(o Options) Options {
@@ -212,35 +217,9 @@ func (l *Ledger) mutate(ctx context.Context, key string, decide func(t *txn) err
 	var after error
 	for range maxConflictRetries {
 		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			t := &txn{ctx: ctx, tx: tx, tenant: l.tenant, key: key, holdReview: l.opts.HoldReviewAfter}
-			now, err := l.now(ctx, tx)
-			if err != nil {
-				return err
-			}
-			t.now = now
-			op, err := tx.GetOperation(ctx, l.tenant, key)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-			case err != nil:
-				return err
-			default:
-				t.op = op
-				t.prevRev = op.Revision
-			}
-			if err := decide(t); err != nil {
-				return err
-			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			switch {
-			case t.op != nil:
-				result = toOperation(t.op)
-			case t.tombstone != nil:
-				result = tombstoneOperation(t.tombstone)
-			}
-			after = t.after
-			return nil
+			var err error
+			result, after, err = l.decideIn(ctx, tx, l.tenant, key, decide)
+			return err
 		})
 		if errors.Is(err, store.ErrConflict) {
 			continue
@@ -254,6 +233,40 @@ func (l *Ledger) mutate(ctx context.Context, key string, decide func(t *txn) err
 		return result, nil
 	}
 	return nil, fmt.Errorf("%s: gave up after %d write conflicts: %w", key, maxConflictRetries, store.ErrConflict)
+}
+
+// decideIn runs decide on one operation inside the transaction tx and
+// writes what it changed. It returns the operation as decided and the
+// refusal to report after the commit, if any.
+func (l *Ledger) decideIn(ctx context.Context, tx store.Tx, tenant, key string, decide func(t *txn) error) (op *Operation, refusal, err error) {
+	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter}
+	// Read the row first: on stores that lock it, the clock is then read
+	// after any earlier writer finished, so times never go back.
+	row, err := tx.GetOperation(ctx, tenant, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return nil, nil, err
+	default:
+		t.op = row
+		t.prevRev = row.Revision
+	}
+	if t.now, err = l.now(ctx, tx); err != nil {
+		return nil, nil, err
+	}
+	if err := decide(t); err != nil {
+		return nil, nil, err
+	}
+	if err := t.flush(); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case t.op != nil:
+		return toOperation(t.op), t.after, nil
+	case t.tombstone != nil:
+		return tombstoneOperation(t.tombstone), t.after, nil
+	}
+	return nil, t.after, nil
 }
 
 // flush writes the operation row and the timeline entries.

@@ -2,8 +2,11 @@ package opledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/opledger/opledger/internal/store"
 )
 
 // Finding is what the reconciler learned about an uncertain operation at
@@ -121,4 +124,63 @@ func join(a, b string) string {
 		return a
 	}
 	return a + "; " + b
+}
+
+// ReconcileQueue returns up to limit uncertain operations of every tenant
+// whose next reconciliation is due (see DeferReconcile), longest waiting
+// first. Use WithTenant(op.Tenant) to act on each.
+func (l *Ledger) ReconcileQueue(ctx context.Context, limit int) ([]*Operation, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []*Operation
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		now, err := l.now(ctx, r)
+		if err != nil {
+			return err
+		}
+		ids, err := r.UncertainDue(ctx, now, limit)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			row, err := r.GetOperation(ctx, id.Tenant, id.Key)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // compacted or gone meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			if State(row.State) == StateUncertain {
+				out = append(out, toOperation(row))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeferReconcile keeps an uncertain operation uncertain and schedules its
+// next reconciliation after delay, recording why (for example: the lookup
+// failed). The reconciler uses it to back off; it never resends anything.
+func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Duration, evidence string) (*Operation, error) {
+	if delay < 0 {
+		return nil, invalidInput("delay must not be negative")
+	}
+	if len(evidence) > maxReasonLength {
+		evidence = evidence[:maxReasonLength]
+	}
+	return l.mutate(ctx, key, func(t *txn) error {
+		if err := t.need("defer reconcile"); err != nil {
+			return err
+		}
+		if State(t.op.State) != StateUncertain {
+			return t.refuse("defer reconcile")
+		}
+		t.op.NotBefore = t.now.Add(delay)
+		t.dirty = true
+		t.note(ActorReconciler, "", "reconcile deferred",
+			join("next check at "+t.op.NotBefore.Format(time.RFC3339), evidence))
+		return nil
+	})
 }

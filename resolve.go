@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/opledger/opledger/internal/store"
 )
 
 // DecisionKind is an operator's decision about an operation.
@@ -72,7 +74,12 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 		}
 		evidence := d.Reason
 		if !t.op.UnresolvedSince.IsZero() {
-			evidence += fmt.Sprintf(" (recovery time %s)", t.now.Sub(t.op.UnresolvedSince).Round(time.Second))
+			waited := t.now.Sub(t.op.UnresolvedSince)
+			evidence += fmt.Sprintf(" (recovery time %s)", waited.Round(time.Second))
+			if err := t.tx.AppendRecovery(t.ctx, &store.Recovery{Tenant: t.tenant, Key: t.key,
+				Decision: string(d.Kind), At: t.now, Waited: waited}); err != nil {
+				return err
+			}
 		}
 		switch d.Kind {
 		case DecisionMarkSucceeded:

@@ -2,6 +2,7 @@ package opledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/opledger/opledger/internal/store"
@@ -54,14 +55,31 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 				}
 				if err := tx.UpsertTombstone(ctx, &store.Tombstone{
 					Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
-					FailureKind: op.FailureKind, DestinationRef: op.DestinationRef,
+					FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
 					CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
 				}); err != nil {
 					return err
 				}
+				// Keep the attempt totals: they must never go down.
+				attempts, err := tx.ListAttempts(ctx, op.Tenant, op.Key)
+				if err != nil {
+					return err
+				}
+				byOutcome := map[string]int{}
+				for _, a := range attempts {
+					byOutcome[a.Outcome]++
+				}
+				for outcome, n := range byOutcome {
+					if err := tx.AddCompactedAttempts(ctx, op.Tenant, op.Destination, outcome, n); err != nil {
+						return err
+					}
+				}
 				compacted = true
-				return tx.DeleteOperation(ctx, op.Tenant, op.Key)
+				return tx.DeleteOperation(ctx, op.Tenant, op.Key, op.Revision)
 			})
+			if errors.Is(err, store.ErrConflict) {
+				continue // changed meanwhile; the next run looks again
+			}
 			if err != nil {
 				return res, fmt.Errorf("compact %s: %w", id.Key, err)
 			}

@@ -105,9 +105,60 @@ type Tombstone struct {
 	State          string
 	FailureKind    string
 	DestinationRef string
-	CreatedAt      time.Time
-	FinishedAt     time.Time
-	CompactedAt    time.Time
+	// DuplicateEffects carries the operation's duplicate-effect count.
+	DuplicateEffects int
+	CreatedAt        time.Time
+	FinishedAt       time.Time
+	CompactedAt      time.Time
+}
+
+// DueParams selects pending operations that may be claimed now.
+type DueParams struct {
+	// Tenant limits the search; "" searches all tenants.
+	Tenant string
+	// Destinations limits the search; empty means all.
+	Destinations []string
+	Now          time.Time
+	Limit        int
+}
+
+// Token is an API bearer token; only the SHA-256 of its secret is stored.
+type Token struct {
+	ID        string
+	Tenant    string
+	Name      string
+	Hash      string
+	CreatedAt time.Time
+	RevokedAt time.Time
+}
+
+// Recovery is one operator decision on an uncertain or held operation.
+type Recovery struct {
+	Tenant   string
+	Key      string
+	Decision string
+	At       time.Time
+	Waited   time.Duration
+}
+
+// AttemptCount counts attempts of one destination with one outcome.
+type AttemptCount struct {
+	Destination string
+	Outcome     string
+	Count       int
+}
+
+// Stats are the counted figures of DESIGN.md section 10.
+type Stats struct {
+	ByState          map[string]int
+	Attempts         []AttemptCount
+	ConfirmedEffects int
+	DuplicateEffects int
+	Recoveries       int
+	RecoveryTotal    time.Duration
+	RecoveryP90      time.Duration
+	// RecoveryBuckets[i] counts recoveries that waited at most buckets[i].
+	RecoveryBuckets []int
 }
 
 // OperationID names an operation within the store.
@@ -143,13 +194,23 @@ type Reader interface {
 	ListTimeline(ctx context.Context, tenant, key string) ([]*TimelineEntry, error)
 	// ExpiredLeases lists in_progress operations whose lease ended before now.
 	ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]OperationID, error)
-	// DueOperations lists pending operations of a tenant whose not_before has
-	// passed, oldest first, optionally for some destinations only.
-	DueOperations(ctx context.Context, tenant string, destinations []string, now time.Time, limit int) ([]OperationID, error)
+	// DueOperations lists pending operations whose not_before has passed,
+	// oldest first.
+	DueOperations(ctx context.Context, p DueParams) ([]OperationID, error)
+	// UncertainDue lists uncertain operations of all tenants whose next
+	// reconciliation time (not_before) has passed or is unset.
+	UncertainDue(ctx context.Context, now time.Time, limit int) ([]OperationID, error)
 	// FinalBefore lists succeeded and failed operations last updated before t.
 	FinalBefore(ctx context.Context, t time.Time, limit int) ([]OperationID, error)
 	// CountByState counts a tenant's operations by state.
 	CountByState(ctx context.Context, tenant string) (map[string]int, error)
+	// TokenByHash finds an API token by the SHA-256 of its secret.
+	TokenByHash(ctx context.Context, hash string) (*Token, error)
+	// ListTokens lists the tokens of a tenant ("" for all), oldest first.
+	ListTokens(ctx context.Context, tenant string) ([]*Token, error)
+	// Stats aggregates the figures of DESIGN.md section 10 for a tenant
+	// ("" for all tenants).
+	Stats(ctx context.Context, tenant string, buckets []time.Duration) (*Stats, error)
 }
 
 // Tx is a read-write transaction.
@@ -161,8 +222,13 @@ type Tx interface {
 	// prevRevision; otherwise ErrConflict. op.Revision must already hold the
 	// new revision.
 	UpdateOperation(ctx context.Context, op *Operation, prevRevision int64) error
-	// DeleteOperation removes an operation with its attempts and timeline.
-	DeleteOperation(ctx context.Context, tenant, key string) error
+	// LockDue selects like DueOperations and locks the rows for this
+	// transaction; concurrent transactions skip locked rows (FOR UPDATE
+	// SKIP LOCKED where the store has it).
+	LockDue(ctx context.Context, p DueParams) ([]OperationID, error)
+	// DeleteOperation removes an operation with its attempts and timeline
+	// if its revision is still revision; otherwise ErrConflict.
+	DeleteOperation(ctx context.Context, tenant, key string, revision int64) error
 	InsertAttempt(ctx context.Context, a *Attempt) error
 	UpdateAttempt(ctx context.Context, a *Attempt) error
 	AppendTimeline(ctx context.Context, e *TimelineEntry) error
@@ -170,6 +236,16 @@ type Tx interface {
 	UpsertTombstone(ctx context.Context, t *Tombstone) error
 	// DeleteTombstonesBefore removes tombstones compacted before t.
 	DeleteTombstonesBefore(ctx context.Context, t time.Time) (int, error)
+	InsertToken(ctx context.Context, t *Token) error
+	// RevokeToken sets revoked_at on an active token; ErrNotFound if there
+	// is none with that id.
+	RevokeToken(ctx context.Context, id string, at time.Time) error
+	// AppendRecovery records an operator decision on an unresolved
+	// operation and how long it had waited.
+	AppendRecovery(ctx context.Context, r *Recovery) error
+	// AddCompactedAttempts carries attempt counts of compacted operations
+	// into the running totals, so that totals never go down.
+	AddCompactedAttempts(ctx context.Context, tenant, destination, outcome string, n int) error
 }
 
 // Store is a storage driver.

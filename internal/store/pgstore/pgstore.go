@@ -252,7 +252,7 @@ func (r *reader) Now(ctx context.Context) (time.Time, error) {
 		return r.now, nil
 	}
 	var v pgtype.Timestamptz
-	if err := r.q.QueryRow(ctx, `SELECT now()`).Scan(&v); err != nil {
+	if err := r.q.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&v); err != nil {
 		return time.Time{}, fmt.Errorf("read clock: %w", mapErr(err))
 	}
 	now := fromTS(v)
@@ -368,15 +368,17 @@ func (r *reader) GetOperation(ctx context.Context, tenant, key string) (*store.O
 func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.Tombstone, error) {
 	var t store.Tombstone
 	var created, finished, compacted pgtype.Timestamptz
+	var dup int32
 	err := r.q.QueryRow(ctx, `SELECT tenant, key, fingerprint, state, failure_kind, destination_ref,
-		created_at, finished_at, compacted_at FROM tombstones WHERE tenant = $1 AND key = $2`, tenant, key).
-		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &created, &finished, &compacted)
+		duplicate_effects, created_at, finished_at, compacted_at FROM tombstones WHERE tenant = $1 AND key = $2`, tenant, key).
+		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &dup, &created, &finished, &compacted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get tombstone: %w", mapErr(err))
 	}
+	t.DuplicateEffects = int(dup)
 	t.CreatedAt, t.FinishedAt, t.CompactedAt = fromTS(created), fromTS(finished), fromTS(compacted)
 	return &t, nil
 }
@@ -523,20 +525,47 @@ func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([
 		WHERE state = 'in_progress' AND lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2`, ts(now), limit)
 }
 
-// DueOperations lists a tenant's pending operations whose not_before has
-// passed (or is unset), oldest first. It is a plain indexed read; the claim
-// itself is the conditional update made by the caller.
-func (r *reader) DueOperations(ctx context.Context, tenant string, destinations []string, now time.Time, limit int) ([]store.OperationID, error) {
-	// The COALESCE expression is the one operations_due indexes.
-	q := `SELECT tenant, key FROM operations WHERE tenant = $1 AND state = 'pending'
-		AND COALESCE(not_before, '-infinity'::timestamptz) <= $2`
-	args := []any{tenant, ts(now), limit}
-	if len(destinations) > 0 {
-		q += ` AND destination = ANY($4)`
-		args = append(args, destinations)
+// dueQuery selects pending operations whose not_before has passed (or is
+// unset), oldest first; the COALESCE expression is the one the due indexes
+// cover.
+func dueQuery(p store.DueParams) (string, []any) {
+	q := `SELECT tenant, key FROM operations WHERE state = 'pending'
+		AND COALESCE(not_before, '-infinity'::timestamptz) <= $1`
+	args := []any{ts(p.Now)}
+	if p.Tenant != "" {
+		args = append(args, p.Tenant)
+		q += ` AND tenant = $` + strconv.Itoa(len(args))
 	}
-	q += ` ORDER BY COALESCE(not_before, '-infinity'::timestamptz) LIMIT $3`
+	if len(p.Destinations) > 0 {
+		args = append(args, p.Destinations)
+		q += ` AND destination = ANY($` + strconv.Itoa(len(args)) + `)`
+	}
+	args = append(args, p.Limit)
+	q += ` ORDER BY COALESCE(not_before, '-infinity'::timestamptz) LIMIT $` + strconv.Itoa(len(args))
+	return q, args
+}
+
+// DueOperations lists pending operations that may be claimed now. It is a
+// plain indexed read; the claim is the caller's conditional update.
+func (r *reader) DueOperations(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
+	q, args := dueQuery(p)
 	return r.ids(ctx, "list due operations", q, args...)
+}
+
+// LockDue selects due operations and locks their rows for this transaction
+// with FOR UPDATE SKIP LOCKED, so concurrent workers take different rows
+// instead of queueing on the same one.
+func (t *pgTx) LockDue(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
+	q, args := dueQuery(p)
+	return t.ids(ctx, "lock due operations", q+` FOR UPDATE SKIP LOCKED`, args...)
+}
+
+// UncertainDue lists uncertain operations of all tenants whose next
+// reconciliation time has passed or is unset.
+func (r *reader) UncertainDue(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
+	return r.ids(ctx, "list uncertain operations", `SELECT tenant, key FROM operations
+		WHERE state = 'uncertain' AND COALESCE(not_before, '-infinity'::timestamptz) <= $1
+		ORDER BY COALESCE(not_before, '-infinity'::timestamptz) LIMIT $2`, ts(now), limit)
 }
 
 // FinalBefore lists succeeded and failed operations last updated before t.
@@ -590,12 +619,19 @@ func (t *pgTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRev
 	return nil
 }
 
-// DeleteOperation removes an operation with its attempts and timeline.
-func (t *pgTx) DeleteOperation(ctx context.Context, tenant, key string) error {
+// DeleteOperation removes an operation with its attempts and timeline if
+// its revision is still revision; otherwise store.ErrConflict.
+func (t *pgTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
+	tag, err := t.q.Exec(ctx, `DELETE FROM operations WHERE tenant = $1 AND key = $2 AND revision = $3`, tenant, key, revision)
+	if err != nil {
+		return fmt.Errorf("delete operation: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("delete operation %s: %w", key, store.ErrConflict)
+	}
 	for _, q := range []string{
 		`DELETE FROM timeline WHERE tenant = $1 AND key = $2`,
 		`DELETE FROM attempts WHERE tenant = $1 AND key = $2`,
-		`DELETE FROM operations WHERE tenant = $1 AND key = $2`,
 	} {
 		if _, err := t.q.Exec(ctx, q, tenant, key); err != nil {
 			return fmt.Errorf("delete operation: %w", mapErr(err))
@@ -646,11 +682,12 @@ func (t *pgTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) error
 // UpsertTombstone writes or replaces the tombstone of a key.
 func (t *pgTx) UpsertTombstone(ctx context.Context, tb *store.Tombstone) error {
 	_, err := t.q.Exec(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
-		created_at, finished_at, compacted_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		duplicate_effects, created_at, finished_at, compacted_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (tenant, key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state,
-		failure_kind = excluded.failure_kind, destination_ref = excluded.destination_ref, created_at = excluded.created_at,
+		failure_kind = excluded.failure_kind, destination_ref = excluded.destination_ref,
+		duplicate_effects = excluded.duplicate_effects, created_at = excluded.created_at,
 		finished_at = excluded.finished_at, compacted_at = excluded.compacted_at`,
-		tb.Tenant, tb.Key, tb.Fingerprint, tb.State, tb.FailureKind, tb.DestinationRef,
+		tb.Tenant, tb.Key, tb.Fingerprint, tb.State, tb.FailureKind, tb.DestinationRef, tb.DuplicateEffects,
 		ts(tb.CreatedAt), ts(tb.FinishedAt), ts(tb.CompactedAt))
 	if err != nil {
 		return fmt.Errorf("write tombstone: %w", mapErr(err))
@@ -665,4 +702,170 @@ func (t *pgTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (in
 		return 0, fmt.Errorf("delete tombstones: %w", mapErr(err))
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// TokenByHash finds an API token by the SHA-256 of its secret.
+func (r *reader) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
+	rows, err := r.tokens(ctx, `WHERE hash = $1`, hash)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return rows[0], nil
+}
+
+// ListTokens lists the tokens of a tenant ("" for all), oldest first.
+func (r *reader) ListTokens(ctx context.Context, tenant string) ([]*store.Token, error) {
+	if tenant == "" {
+		return r.tokens(ctx, `ORDER BY created_at, id`)
+	}
+	return r.tokens(ctx, `WHERE tenant = $1 ORDER BY created_at, id`, tenant)
+}
+
+func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*store.Token, error) {
+	rows, err := r.q.Query(ctx, `SELECT id, tenant, name, hash, created_at, revoked_at FROM tokens `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read tokens: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Token
+	for rows.Next() {
+		var t store.Token
+		var created, revoked pgtype.Timestamptz
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &created, &revoked); err != nil {
+			return nil, fmt.Errorf("read tokens: %w", err)
+		}
+		t.CreatedAt, t.RevokedAt = fromTS(created), fromTS(revoked)
+		out = append(out, &t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read tokens: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// InsertToken stores a new token.
+func (t *pgTx) InsertToken(ctx context.Context, tok *store.Token) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO tokens (id, tenant, name, hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
+		tok.ID, tok.Tenant, tok.Name, tok.Hash, ts(tok.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("insert token: %w", mapErr(err))
+	}
+	return nil
+}
+
+// RevokeToken sets revoked_at on an active token.
+func (t *pgTx) RevokeToken(ctx context.Context, id string, at time.Time) error {
+	tag, err := t.q.Exec(ctx, `UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, ts(at), id)
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// AppendRecovery records an operator decision on an unresolved operation.
+func (t *pgTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES ($1, $2, $3, $4, $5)`,
+		rec.Tenant, rec.Key, rec.Decision, ts(rec.At), rec.Waited.Microseconds())
+	if err != nil {
+		return fmt.Errorf("record recovery: %w", mapErr(err))
+	}
+	return nil
+}
+
+// AddCompactedAttempts carries attempt counts into the running totals.
+func (t *pgTx) AddCompactedAttempts(ctx context.Context, tenant, destination, outcome string, n int) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO compacted_attempts (tenant, destination, outcome, count) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (tenant, destination, outcome) DO UPDATE SET count = compacted_attempts.count + excluded.count`,
+		tenant, destination, outcome, n)
+	if err != nil {
+		return fmt.Errorf("carry attempt counts: %w", mapErr(err))
+	}
+	return nil
+}
+
+// Stats aggregates the figures of DESIGN.md section 10 for a tenant ("" for
+// all tenants).
+func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Duration) (*store.Stats, error) {
+	st := &store.Stats{ByState: map[string]int{}}
+	// $1 = '' selects every tenant.
+	rows, err := r.q.Query(ctx, `SELECT state, COUNT(*), COALESCE(SUM(duplicate_effects), 0)
+		FROM operations WHERE ($1 = '' OR tenant = $1) GROUP BY state`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", mapErr(err))
+	}
+	for rows.Next() {
+		var state string
+		var n, dup int64
+		if err := rows.Scan(&state, &n, &dup); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		st.ByState[state] = int(n)
+		st.DuplicateEffects += int(dup)
+		if state == "succeeded" {
+			st.ConfirmedEffects += int(n)
+		}
+	}
+	rows.Close()
+	var tombSucceeded, tombDup int64
+	if err := r.q.QueryRow(ctx, `SELECT COUNT(*) FILTER (WHERE state = 'succeeded'), COALESCE(SUM(duplicate_effects), 0)
+		FROM tombstones WHERE ($1 = '' OR tenant = $1)`, tenant).Scan(&tombSucceeded, &tombDup); err != nil {
+		return nil, fmt.Errorf("stats: %w", mapErr(err))
+	}
+	st.ConfirmedEffects += int(tombSucceeded)
+	st.DuplicateEffects += int(tombDup)
+
+	rows, err = r.q.Query(ctx, `SELECT destination, outcome, SUM(n)::bigint FROM (
+			SELECT o.destination AS destination, a.outcome AS outcome, COUNT(*) AS n
+			FROM attempts a JOIN operations o ON o.tenant = a.tenant AND o.key = a.key
+			WHERE ($1 = '' OR a.tenant = $1) GROUP BY o.destination, a.outcome
+			UNION ALL
+			SELECT destination, outcome, count AS n FROM compacted_attempts WHERE ($1 = '' OR tenant = $1)
+		) t GROUP BY destination, outcome ORDER BY destination, outcome`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", mapErr(err))
+	}
+	for rows.Next() {
+		var c store.AttemptCount
+		var n int64
+		if err := rows.Scan(&c.Destination, &c.Outcome, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		c.Count = int(n)
+		st.Attempts = append(st.Attempts, c)
+	}
+	rows.Close()
+
+	var count, total int64
+	if err := r.q.QueryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(waited), 0)::bigint FROM recoveries WHERE ($1 = '' OR tenant = $1)`,
+		tenant).Scan(&count, &total); err != nil {
+		return nil, fmt.Errorf("stats: %w", mapErr(err))
+	}
+	st.Recoveries = int(count)
+	st.RecoveryTotal = time.Duration(total) * time.Microsecond
+	if count > 0 {
+		var p90 int64
+		if err := r.q.QueryRow(ctx, `SELECT waited FROM recoveries WHERE ($1 = '' OR tenant = $1)
+			ORDER BY waited LIMIT 1 OFFSET $2`, tenant, (count*9+9)/10-1).Scan(&p90); err != nil {
+			return nil, fmt.Errorf("stats: %w", mapErr(err))
+		}
+		st.RecoveryP90 = time.Duration(p90) * time.Microsecond
+	}
+	st.RecoveryBuckets = make([]int, len(buckets))
+	for i, b := range buckets {
+		var n int64
+		if err := r.q.QueryRow(ctx, `SELECT COUNT(*) FROM recoveries WHERE ($1 = '' OR tenant = $1) AND waited <= $2`,
+			tenant, b.Microseconds()).Scan(&n); err != nil {
+			return nil, fmt.Errorf("stats: %w", mapErr(err))
+		}
+		st.RecoveryBuckets[i] = int(n)
+	}
+	return st, nil
 }

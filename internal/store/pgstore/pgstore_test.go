@@ -271,10 +271,10 @@ func TestRoundTrip(t *testing.T) {
 		_, err = r.GetOperation(ctx, "t2", "full")
 		require.ErrorIs(t, err, store.ErrNotFound, "tenants do not see each other")
 
-		due, err := r.DueOperations(ctx, "t1", nil, now, 10)
+		due, err := r.DueOperations(ctx, store.DueParams{Tenant: "t1", Now: now, Limit: 10})
 		require.NoError(t, err)
 		require.Equal(t, []store.OperationID{{Tenant: "t1", Key: "bare"}}, due, "an unset not_before is due")
-		due, err = r.DueOperations(ctx, "t1", []string{"crm"}, now, 10)
+		due, err = r.DueOperations(ctx, store.DueParams{Tenant: "t1", Destinations: []string{"crm"}, Now: now, Limit: 10})
 		require.NoError(t, err)
 		require.Empty(t, due)
 
@@ -340,7 +340,9 @@ func TestRoundTrip(t *testing.T) {
 		if err := tx.UpsertTombstone(ctx, tb); err != nil {
 			return err
 		}
-		return tx.DeleteOperation(ctx, "t1", "full")
+		err := tx.DeleteOperation(ctx, "t1", "full", 99)
+		require.ErrorIs(t, err, store.ErrConflict, "a moved revision is not deleted")
+		return tx.DeleteOperation(ctx, "t1", "full", 1)
 	}))
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
 		got, err := r.GetTombstone(ctx, "t1", "full")

@@ -323,8 +323,9 @@ func (r *sqlReader) GetTombstone(ctx context.Context, tenant, key string) (*stor
 	var t store.Tombstone
 	var created, finished, compacted int64
 	err := r.q.QueryRowContext(ctx, `SELECT tenant, key, fingerprint, state, failure_kind, destination_ref,
-		created_at, finished_at, compacted_at FROM tombstones WHERE tenant = ? AND key = ?`, tenant, key).
-		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &created, &finished, &compacted)
+		duplicate_effects, created_at, finished_at, compacted_at FROM tombstones WHERE tenant = ? AND key = ?`, tenant, key).
+		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &t.DuplicateEffects,
+			&created, &finished, &compacted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -463,18 +464,38 @@ func (r *sqlReader) ExpiredLeases(ctx context.Context, now time.Time, limit int)
 		WHERE state = 'in_progress' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`, toMicros(now), limit)
 }
 
-func (r *sqlReader) DueOperations(ctx context.Context, tenant string, destinations []string, now time.Time, limit int) ([]store.OperationID, error) {
-	q := `SELECT tenant, key FROM operations WHERE tenant = ? AND state = 'pending' AND not_before <= ?`
-	args := []any{tenant, toMicros(now)}
-	if len(destinations) > 0 {
-		q += ` AND destination IN (?` + strings.Repeat(", ?", len(destinations)-1) + `)`
-		for _, d := range destinations {
+func dueQuery(p store.DueParams) (string, []any) {
+	q := `SELECT tenant, key FROM operations WHERE state = 'pending' AND not_before <= ?`
+	args := []any{toMicros(p.Now)}
+	if p.Tenant != "" {
+		q += ` AND tenant = ?`
+		args = append(args, p.Tenant)
+	}
+	if len(p.Destinations) > 0 {
+		q += ` AND destination IN (?` + strings.Repeat(", ?", len(p.Destinations)-1) + `)`
+		for _, d := range p.Destinations {
 			args = append(args, d)
 		}
 	}
 	q += ` ORDER BY not_before LIMIT ?`
-	args = append(args, limit)
+	return q, append(args, p.Limit)
+}
+
+func (r *sqlReader) DueOperations(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
+	q, args := dueQuery(p)
 	return r.ids(ctx, "list due operations", q, args...)
+}
+
+// LockDue needs no row locks on SQLite: the write transaction already holds
+// the database's only write lock.
+func (t *sqlTx) LockDue(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
+	q, args := dueQuery(p)
+	return t.ids(ctx, "lock due operations", q, args...)
+}
+
+func (r *sqlReader) UncertainDue(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
+	return r.ids(ctx, "list uncertain operations", `SELECT tenant, key FROM operations
+		WHERE state = 'uncertain' AND not_before <= ? ORDER BY not_before LIMIT ?`, toMicros(now), limit)
 }
 
 func (r *sqlReader) FinalBefore(ctx context.Context, t time.Time, limit int) ([]store.OperationID, error) {
@@ -542,11 +563,17 @@ func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRe
 	return nil
 }
 
-func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string) error {
+func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM operations WHERE tenant = ? AND key = ? AND revision = ?`, tenant, key, revision)
+	if err != nil {
+		return fmt.Errorf("delete operation: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("delete operation %s: %w", key, store.ErrConflict)
+	}
 	for _, q := range []string{
 		`DELETE FROM timeline WHERE tenant = ? AND key = ?`,
 		`DELETE FROM attempts WHERE tenant = ? AND key = ?`,
-		`DELETE FROM operations WHERE tenant = ? AND key = ?`,
 	} {
 		if _, err := t.q.ExecContext(ctx, q, tenant, key); err != nil {
 			return fmt.Errorf("delete operation: %w", err)
@@ -594,11 +621,12 @@ func (t *sqlTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) erro
 
 func (t *sqlTx) UpsertTombstone(ctx context.Context, ts *store.Tombstone) error {
 	_, err := t.q.ExecContext(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
-		created_at, finished_at, compacted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		duplicate_effects, created_at, finished_at, compacted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state,
-		failure_kind = excluded.failure_kind, destination_ref = excluded.destination_ref, created_at = excluded.created_at,
+		failure_kind = excluded.failure_kind, destination_ref = excluded.destination_ref,
+		duplicate_effects = excluded.duplicate_effects, created_at = excluded.created_at,
 		finished_at = excluded.finished_at, compacted_at = excluded.compacted_at`,
-		ts.Tenant, ts.Key, ts.Fingerprint, ts.State, ts.FailureKind, ts.DestinationRef,
+		ts.Tenant, ts.Key, ts.Fingerprint, ts.State, ts.FailureKind, ts.DestinationRef, ts.DuplicateEffects,
 		toMicros(ts.CreatedAt), toMicros(ts.FinishedAt), toMicros(ts.CompactedAt))
 	if err != nil {
 		return fmt.Errorf("write tombstone: %w", err)
@@ -613,4 +641,163 @@ func (t *sqlTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (i
 	}
 	n, _ := res.RowsAffected()
 	return int(n), nil
+}
+
+func (r *sqlReader) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
+	rows, err := r.tokens(ctx, `WHERE hash = ?`, hash)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return rows[0], nil
+}
+
+func (r *sqlReader) ListTokens(ctx context.Context, tenant string) ([]*store.Token, error) {
+	if tenant == "" {
+		return r.tokens(ctx, `ORDER BY created_at, id`)
+	}
+	return r.tokens(ctx, `WHERE tenant = ? ORDER BY created_at, id`, tenant)
+}
+
+func (r *sqlReader) tokens(ctx context.Context, where string, args ...any) ([]*store.Token, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, name, hash, created_at, revoked_at FROM tokens `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Token
+	for rows.Next() {
+		var t store.Token
+		var created, revoked int64
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &created, &revoked); err != nil {
+			return nil, fmt.Errorf("read tokens: %w", err)
+		}
+		t.CreatedAt, t.RevokedAt = fromMicros(created), fromMicros(revoked)
+		out = append(out, &t)
+	}
+	return out, rows.Err()
+}
+
+func (t *sqlTx) InsertToken(ctx context.Context, tok *store.Token) error {
+	_, err := t.q.ExecContext(ctx, `INSERT INTO tokens (id, tenant, name, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
+		tok.ID, tok.Tenant, tok.Name, tok.Hash, toMicros(tok.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("insert token: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (t *sqlTx) RevokeToken(ctx context.Context, id string, at time.Time) error {
+	res, err := t.q.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at = 0`, toMicros(at), id)
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *sqlTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
+	_, err := t.q.ExecContext(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES (?, ?, ?, ?, ?)`,
+		rec.Tenant, rec.Key, rec.Decision, toMicros(rec.At), rec.Waited.Microseconds())
+	if err != nil {
+		return fmt.Errorf("record recovery: %w", err)
+	}
+	return nil
+}
+
+func (t *sqlTx) AddCompactedAttempts(ctx context.Context, tenant, destination, outcome string, n int) error {
+	_, err := t.q.ExecContext(ctx, `INSERT INTO compacted_attempts (tenant, destination, outcome, count) VALUES (?, ?, ?, ?)
+		ON CONFLICT (tenant, destination, outcome) DO UPDATE SET count = count + excluded.count`, tenant, destination, outcome, n)
+	if err != nil {
+		return fmt.Errorf("carry attempt counts: %w", err)
+	}
+	return nil
+}
+
+// tenantFilter returns a condition on column col that selects one tenant,
+// or every tenant when tenant is "".
+func tenantFilter(col, tenant string) (string, []any) {
+	if tenant == "" {
+		return "1 = 1", nil
+	}
+	return col + " = ?", []any{tenant}
+}
+
+func (r *sqlReader) Stats(ctx context.Context, tenant string, buckets []time.Duration) (*store.Stats, error) {
+	st := &store.Stats{ByState: map[string]int{}}
+	cond, args := tenantFilter("tenant", tenant)
+	rows, err := r.q.QueryContext(ctx, `SELECT state, COUNT(*), COALESCE(SUM(duplicate_effects), 0) FROM operations WHERE `+cond+` GROUP BY state`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for rows.Next() {
+		var state string
+		var n, dup int
+		if err := rows.Scan(&state, &n, &dup); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		st.ByState[state] = n
+		st.DuplicateEffects += dup
+		if state == "succeeded" {
+			st.ConfirmedEffects += n
+		}
+	}
+	rows.Close()
+	var tombSucceeded, tombDup int
+	if err := r.q.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN state = 'succeeded' THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(duplicate_effects), 0) FROM tombstones WHERE `+cond, args...).Scan(&tombSucceeded, &tombDup); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	st.ConfirmedEffects += tombSucceeded
+	st.DuplicateEffects += tombDup
+
+	acond, aargs := tenantFilter("a.tenant", tenant)
+	ccond, cargs := tenantFilter("tenant", tenant)
+	rows, err = r.q.QueryContext(ctx, `SELECT destination, outcome, SUM(n) FROM (
+			SELECT o.destination AS destination, a.outcome AS outcome, COUNT(*) AS n
+			FROM attempts a JOIN operations o ON o.tenant = a.tenant AND o.key = a.key
+			WHERE `+acond+` GROUP BY o.destination, a.outcome
+			UNION ALL
+			SELECT destination, outcome, count AS n FROM compacted_attempts WHERE `+ccond+`
+		) GROUP BY destination, outcome ORDER BY destination, outcome`, append(aargs, cargs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for rows.Next() {
+		var c store.AttemptCount
+		if err := rows.Scan(&c.Destination, &c.Outcome, &c.Count); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		st.Attempts = append(st.Attempts, c)
+	}
+	rows.Close()
+
+	var total int64
+	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(waited), 0) FROM recoveries WHERE `+cond, args...).
+		Scan(&st.Recoveries, &total); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	st.RecoveryTotal = time.Duration(total) * time.Microsecond
+	if st.Recoveries > 0 {
+		var p90 int64
+		if err := r.q.QueryRowContext(ctx, `SELECT waited FROM recoveries WHERE `+cond+` ORDER BY waited LIMIT 1 OFFSET ?`,
+			append(args, (st.Recoveries*9+9)/10-1)...).Scan(&p90); err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		st.RecoveryP90 = time.Duration(p90) * time.Microsecond
+	}
+	st.RecoveryBuckets = make([]int, len(buckets))
+	for i, b := range buckets {
+		if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM recoveries WHERE `+cond+` AND waited <= ?`,
+			append(args, b.Microseconds())...).Scan(&st.RecoveryBuckets[i]); err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+	}
+	return st, nil
 }

@@ -51,6 +51,10 @@ func Run(t *testing.T, h Harness) {
 		{"Tombstones", testTombstones},
 		{"Paging", testPaging},
 		{"Do", testDo},
+		{"ClaimNext", testClaimNext},
+		{"ReconcileQueue", testReconcileQueue},
+		{"Tokens", testTokens},
+		{"Stats", testStats},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

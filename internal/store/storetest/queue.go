@@ -1,0 +1,231 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// testClaimNext checks the work-queue claim: due order, destination and
+// tenant filters, and that concurrent workers never take the same operation.
+func testClaimNext(t *testing.T, h Harness) {
+	t.Run("OrderAndFilters", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.ErrorIs(t, err, opledger.ErrNothingDue)
+
+		for i, dest := range []string{"crm", "email", "crm"} {
+			in := intent(fmt.Sprintf("q%d", i))
+			in.Destination = dest
+			_, _, err := b.ledger.Record(b.ctx, in)
+			require.NoError(t, err)
+			b.clock.Advance(time.Millisecond)
+		}
+		acme, err := b.ledger.WithTenant("acme")
+		require.NoError(t, err)
+		_, _, err = acme.Record(b.ctx, intent("acme1"))
+		require.NoError(t, err)
+
+		c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{Destinations: []string{"email"}})
+		require.NoError(t, err)
+		require.Equal(t, "q1", c.Operation.Key)
+		c, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "q0", c.Operation.Key, "oldest due first")
+		c, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "q2", c.Operation.Key)
+		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.ErrorIs(t, err, opledger.ErrNothingDue, "other tenants are not ours")
+		c, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{AllTenants: true})
+		require.NoError(t, err)
+		require.Equal(t, "acme", c.Operation.Tenant)
+
+		// Not yet due operations wait.
+		_, _, err = b.ledger.Record(b.ctx, intent("later"))
+		require.NoError(t, err)
+		cl, err := b.ledger.Claim(b.ctx, "later", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		b.report(t, "later", cl, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "429", RetryAfter: time.Hour})
+		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.ErrorIs(t, err, opledger.ErrNothingDue)
+		b.clock.Advance(2 * time.Hour)
+		c, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "later", c.Operation.Key)
+	})
+
+	t.Run("ConcurrentWorkers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		const n, workers = 300, 8
+		for i := range n {
+			_, _, err := b.ledger.Record(b.ctx, intent(fmt.Sprintf("job:%03d", i)))
+			require.NoError(t, err)
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{Worker: fmt.Sprintf("w%d", w)})
+					if errors.Is(err, opledger.ErrNothingDue) {
+						return
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					seen[c.Operation.Key]++
+					mu.Unlock()
+					if _, err := b.ledger.Report(b.ctx, c.Operation.Key, c.AttemptID, c.FencingToken,
+						opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-" + c.Operation.Key}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.Len(t, seen, n)
+		for k, v := range seen {
+			require.Equal(t, 1, v, "claims of %s", k)
+		}
+	})
+}
+
+func testReconcileQueue(t *testing.T, h Harness) {
+	b := setup(t, h)
+	b.inState(t, "u1", opledger.StateUncertain)
+	b.clock.Advance(time.Millisecond)
+	b.inState(t, "u2", opledger.StateUncertain)
+	b.inState(t, "p1", opledger.StatePending)
+	acme, err := b.ledger.WithTenant("acme")
+	require.NoError(t, err)
+	ab := &bundle{ctx: b.ctx, ledger: acme, clock: b.clock}
+	ab.inState(t, "u3", opledger.StateUncertain)
+
+	queue, err := b.ledger.ReconcileQueue(b.ctx, 10)
+	require.NoError(t, err)
+	var keys []string
+	for _, op := range queue {
+		keys = append(keys, op.Tenant+"/"+op.Key)
+	}
+	require.ElementsMatch(t, []string{"default/u1", "default/u2", "acme/u3"}, keys, "every tenant's uncertain work")
+
+	op, err := b.ledger.DeferReconcile(b.ctx, "u1", time.Minute, "lookup: 502 from the CRM")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateUncertain, op.State)
+	require.Contains(t, b.events(t, "u1"), "reconcile deferred")
+	queue, err = b.ledger.ReconcileQueue(b.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, queue, 2, "u1 waits for its next check")
+	b.clock.Advance(2 * time.Minute)
+	queue, err = b.ledger.ReconcileQueue(b.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, queue, 3)
+
+	_, err = b.ledger.DeferReconcile(b.ctx, "p1", time.Minute, "x")
+	require.ErrorIs(t, err, opledger.ErrInvalidState)
+	// Once decided, the next-check time no longer matters.
+	op, err = b.ledger.Reconcile(b.ctx, "u1", opledger.Finding{Found: true, Matches: true, DestinationRef: "H1"})
+	require.NoError(t, err)
+	require.Nil(t, op.NotBefore)
+}
+
+func testTokens(t *testing.T, h Harness) {
+	b := setup(t, h)
+	acme, err := b.ledger.WithTenant("acme")
+	require.NoError(t, err)
+	secret, info, err := acme.CreateToken(b.ctx, "n8n")
+	require.NoError(t, err)
+	require.Regexp(t, `^opl_[A-Za-z0-9_-]{43}$`, secret)
+	require.Equal(t, "acme", info.Tenant)
+	other, _, err := b.ledger.CreateToken(b.ctx, "")
+	require.NoError(t, err)
+	require.NotEqual(t, secret, other)
+
+	tenant, err := b.ledger.Authenticate(b.ctx, secret)
+	require.NoError(t, err)
+	require.Equal(t, "acme", tenant)
+	_, err = b.ledger.Authenticate(b.ctx, secret+"x")
+	require.ErrorIs(t, err, opledger.ErrUnauthorized)
+
+	list, err := acme.Tokens(b.ctx, false)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	all, err := acme.Tokens(b.ctx, true)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+
+	require.NoError(t, b.ledger.RevokeToken(b.ctx, info.ID))
+	_, err = b.ledger.Authenticate(b.ctx, secret)
+	require.ErrorIs(t, err, opledger.ErrUnauthorized, "revoked")
+	require.ErrorIs(t, b.ledger.RevokeToken(b.ctx, info.ID), opledger.ErrNotFound, "already revoked")
+	list, err = acme.Tokens(b.ctx, false)
+	require.NoError(t, err)
+	require.NotNil(t, list[0].RevokedAt)
+}
+
+func testStats(t *testing.T, h Harness) {
+	b := setup(t, h, func(o *opledger.Options) { o.Retention = 24 * time.Hour })
+	b.inState(t, "s1", opledger.StateSucceeded)
+	b.inState(t, "s2", opledger.StateSucceeded)
+	b.inState(t, "f1", opledger.StateFailed)
+	b.inState(t, "h1", opledger.StateHeld)
+	b.inState(t, "u1", opledger.StateUncertain)
+	b.inState(t, "p1", opledger.StatePending)
+	b.inState(t, "i1", opledger.StateInProgress)
+	acme, err := b.ledger.WithTenant("acme")
+	require.NoError(t, err)
+	(&bundle{ctx: b.ctx, ledger: acme, clock: b.clock}).inState(t, "x", opledger.StateSucceeded)
+
+	b.clock.Advance(10 * time.Minute)
+	_, err = b.ledger.Resolve(b.ctx, "h1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "H1", Reason: "found it"})
+	require.NoError(t, err)
+
+	st, err := b.ledger.Stats(b.ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, 3, st.ConfirmedEffects) // s1, s2, h1
+	require.Equal(t, 1, st.Unresolved)       // u1
+	require.Equal(t, 1, st.OperationsByState[opledger.StatePending])
+	require.Equal(t, 0, st.OperationsByState[opledger.StateAwaitingApproval], "every state listed")
+	require.Contains(t, st.OperationsByState, opledger.StateAwaitingApproval)
+	require.Equal(t, 6, st.AttemptsTotal, "s1 s2 f1 h1 u1 i1")
+	require.Equal(t, 1, st.Recoveries)
+	require.InDelta(t, 600, st.RecoveryMeanSeconds, 1)
+	require.InDelta(t, 600, st.RecoveryP90Seconds, 1)
+	require.Equal(t, []int{0, 0, 1, 1, 1, 1, 1}, st.RecoveryBuckets)
+
+	all, err := b.ledger.Stats(b.ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, 4, all.ConfirmedEffects)
+
+	// Compaction keeps the totals.
+	b.clock.Advance(48 * time.Hour)
+	res, err := b.ledger.Compact(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, res.Tombstoned) // s1 s2 f1 h1 and acme's x
+	after, err := b.ledger.Stats(b.ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, st.ConfirmedEffects, after.ConfirmedEffects)
+	require.Equal(t, st.AttemptsTotal, after.AttemptsTotal)
+	require.Equal(t, st.Attempts, after.Attempts)
+	require.Equal(t, st.Recoveries, after.Recoveries)
+}

@@ -1,0 +1,87 @@
+package opledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// RecoveryBuckets are the upper bounds of the operator recovery time
+// histogram.
+var RecoveryBuckets = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour,
+	4 * time.Hour, 24 * time.Hour, 72 * time.Hour}
+
+// AttemptCount counts the attempts of one destination that ended with one
+// outcome ("open" for attempts still running).
+type AttemptCount struct {
+	Destination string `json:"destination"`
+	Outcome     string `json:"outcome"`
+	Count       int    `json:"count"`
+}
+
+// Stats are the figures of DESIGN.md section 10. Each answers a different
+// question, so none is derived from another.
+type Stats struct {
+	// OperationsByState counts operations in each state (all states present).
+	OperationsByState map[State]int `json:"operations_by_state"`
+	// Unresolved counts uncertain and held operations.
+	Unresolved int `json:"unresolved"`
+	// Attempts counts technical attempts by destination and outcome; the
+	// attempts of compacted operations are included.
+	Attempts      []AttemptCount `json:"attempts"`
+	AttemptsTotal int            `json:"attempts_total"`
+	// ConfirmedEffects counts operations whose effect is confirmed
+	// (succeeded), including compacted ones.
+	ConfirmedEffects int `json:"confirmed_effects"`
+	// DuplicateEffects counts late successes with a second reference.
+	DuplicateEffects int `json:"duplicate_effects"`
+	// Recoveries counts operator decisions on uncertain or held operations.
+	Recoveries int `json:"recoveries"`
+	// RecoveryMeanSeconds and RecoveryP90Seconds summarise operator recovery
+	// time: from entering uncertain or held to the decision.
+	RecoveryMeanSeconds  float64 `json:"recovery_mean_seconds"`
+	RecoveryP90Seconds   float64 `json:"recovery_p90_seconds"`
+	RecoveryTotalSeconds float64 `json:"recovery_total_seconds"`
+	// RecoveryBuckets[i] counts recoveries that took at most
+	// RecoveryBuckets[i] (cumulative, as in a Prometheus histogram).
+	RecoveryBuckets []int `json:"recovery_buckets"`
+}
+
+// Stats returns the Ledger's tenant's figures, or every tenant's together
+// when allTenants is true.
+func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
+	tenant := l.tenant
+	if allTenants {
+		tenant = ""
+	}
+	var st *store.Stats
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
+		st, err = r.Stats(ctx, tenant, RecoveryBuckets)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &Stats{OperationsByState: map[State]int{}, Attempts: []AttemptCount{},
+		ConfirmedEffects: st.ConfirmedEffects, DuplicateEffects: st.DuplicateEffects,
+		Recoveries: st.Recoveries, RecoveryBuckets: st.RecoveryBuckets,
+		RecoveryP90Seconds: st.RecoveryP90.Seconds(), RecoveryTotalSeconds: st.RecoveryTotal.Seconds()}
+	for _, s := range States {
+		out.OperationsByState[s] = st.ByState[string(s)]
+	}
+	out.Unresolved = out.OperationsByState[StateUncertain] + out.OperationsByState[StateHeld]
+	for _, a := range st.Attempts {
+		outcome := a.Outcome
+		if outcome == "" {
+			outcome = "open"
+		}
+		out.Attempts = append(out.Attempts, AttemptCount{Destination: a.Destination, Outcome: outcome, Count: a.Count})
+		out.AttemptsTotal += a.Count
+	}
+	if st.Recoveries > 0 {
+		out.RecoveryMeanSeconds = st.RecoveryTotal.Seconds() / float64(st.Recoveries)
+	}
+	return out, nil
+}
