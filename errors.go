@@ -62,7 +62,9 @@ func (e *StateError) Is(target error) bool {
 	case ErrAlreadySucceeded:
 		return e.State == StateSucceeded
 	case ErrNotDue:
-		return e.State == StatePending
+		// Only a claim refuses a pending operation, and only for its
+		// not_before.
+		return e.Op == "claim" && e.State == StatePending
 	}
 	return false
 }

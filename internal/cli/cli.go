@@ -8,6 +8,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -85,7 +86,7 @@ named person settles it.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemoCmd(), newMigrateCmd(), newVersionCmd())
+	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newTokensCmd(), newVersionCmd())
 	return root
 }
 
@@ -131,4 +132,15 @@ func newMigrateCmd() *cobra.Command {
 	}
 	addDBFlag(cmd, &dsn)
 	return cmd
+}
+
+// writeJSONLines writes one JSON document per line.
+func writeJSONLines[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }

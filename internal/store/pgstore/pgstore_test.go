@@ -2,13 +2,7 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"net/url"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,107 +14,15 @@ import (
 	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/internal/store/storetest"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
-// defaultTestDSN is used when OPLEDGER_TEST_POSTGRES is unset.
-const defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-func baseDSN() string {
-	if dsn := os.Getenv("OPLEDGER_TEST_POSTGRES"); dsn != "" {
-		return dsn
-	}
-	return defaultTestDSN
-}
-
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
-
-// requirePostgres skips the test when no server answers, loudly, or fails
-// it under CI=true, where a missing server is a broken pipeline and not a
-// reason to pass.
-func requirePostgres(t *testing.T) {
-	t.Helper()
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, baseDSN())
-		if err != nil {
-			reachErr = err
-			if os.Getenv("CI") != "true" {
-				fmt.Fprintf(os.Stderr, "\n*** POSTGRES TESTS SKIPPED: no server at %s: %v ***\n"+
-					"*** set OPLEDGER_TEST_POSTGRES or start PostgreSQL to run them ***\n\n", redact(baseDSN()), err)
-			}
-			return
-		}
-		reachErr = conn.Close(ctx)
-	})
-	if reachErr == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("PostgreSQL is required under CI=true but %s is unreachable: %v", redact(baseDSN()), reachErr)
-	}
-	t.Skipf("POSTGRES TESTS SKIPPED: %s is unreachable (%v); set OPLEDGER_TEST_POSTGRES or start PostgreSQL", redact(baseDSN()), reachErr)
-}
-
-// redact hides a password in a URL DSN.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return dsn
-}
-
-// adminExec runs one statement on a connection of its own.
-func adminExec(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, baseDSN())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
-
-// newSchemaDSN creates an empty schema owned by t, dropped with everything
-// in it when t ends, and returns the base DSN with search_path set to it.
-func newSchemaDSN(t *testing.T) string {
-	t.Helper()
-	requirePostgres(t)
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	schema := "opltest_" + hex.EncodeToString(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, adminExec(ctx, "CREATE SCHEMA "+schema), "create test schema")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := adminExec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop test schema %s: %v", schema, err)
-		}
-	})
-	return withSearchPath(t, baseDSN(), schema)
-}
-
-func withSearchPath(t *testing.T, dsn, schema string) string {
-	t.Helper()
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		t.Fatalf("OPLEDGER_TEST_POSTGRES must be a postgres:// URL, got %q", redact(dsn))
-	}
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// newSchemaDSN is testdb.PostgresDSN for the storetest harness.
+func newSchemaDSN(t *testing.T) string { return testdb.PostgresDSN(t) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	requirePostgres(t)
+	testdb.RequirePostgres(t)
 	storetest.Run(t, storetest.Harness{NewDSN: newSchemaDSN})
 }
 

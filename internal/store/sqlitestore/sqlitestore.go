@@ -54,6 +54,13 @@ type Store struct {
 	path   string
 	writer *sql.DB
 	reader *sql.DB
+	// wconn is the one writer connection, held for the store's life so
+	// that its prepared statements stay valid; wlock admits one write
+	// transaction at a time and honours the caller's context while waiting.
+	wconn      *sql.Conn
+	wlock      chan struct{}
+	writeStmts *stmtCache
+	readStmts  *stmtCache
 }
 
 // Open opens (creating if needed) the SQLite database at path. It does not
@@ -96,7 +103,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	reader.SetMaxOpenConns(8)
 	reader.SetMaxIdleConns(8)
 
-	s := &Store{path: path, writer: writer, reader: reader}
+	wconn, err := writer.Conn(ctx)
+	if err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	s := &Store{path: path, writer: writer, reader: reader, wconn: wconn, wlock: make(chan struct{}, 1),
+		writeStmts: newStmtCache(wconn), readStmts: newStmtCache(reader)}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -112,7 +126,7 @@ func (s *Store) Path() string { return s.path }
 
 // Ping checks that the database file can be read.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.writer.PingContext(ctx); err != nil {
+	if err := s.reader.PingContext(ctx); err != nil {
 		return fmt.Errorf("ping sqlite %s: %w", s.path, err)
 	}
 	return nil
@@ -120,7 +134,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
-	return errors.Join(s.reader.Close(), s.writer.Close())
+	return errors.Join(s.readStmts.close(), s.writeStmts.close(), s.wconn.Close(), s.reader.Close(), s.writer.Close())
 }
 
 // Migrate applies the embedded migrations that the database lacks.
@@ -143,7 +157,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if m.Version <= current {
 				continue
 			}
-			if _, err := t.q.ExecContext(ctx, m.SQL); err != nil {
+			// A migration holds several statements: run it unprepared.
+			if _, err := t.q.(*cachedQuerier).plain.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("apply migration %s: %w", m.Name, err)
 			}
 			if _, err := t.q.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
@@ -170,11 +185,17 @@ func MigrationVersions() ([]int, error) {
 
 // Update runs fn in a BEGIN IMMEDIATE transaction on the writer connection.
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	select {
+	case s.wlock <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("begin: %w", ctx.Err())
+	}
+	defer func() { <-s.wlock }()
+	tx, err := s.wconn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
 	}
-	if err := fn(ctx, &sqlTx{sqlReader{q: tx}}); err != nil {
+	if err := fn(ctx, &sqlTx{sqlReader{q: &cachedQuerier{cache: s.writeStmts, tx: tx, plain: tx}}}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -186,7 +207,7 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 
 // View runs fn against the read pool.
 func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
-	return fn(ctx, &sqlReader{q: s.reader})
+	return fn(ctx, &sqlReader{q: &cachedQuerier{cache: s.readStmts, plain: s.reader}})
 }
 
 type querier interface {

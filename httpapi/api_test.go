@@ -1,0 +1,447 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/server"
+)
+
+// observer is a slog handler that records which status each route
+// answered, so a test can check every documented status was produced.
+type observer struct {
+	mu   sync.Mutex
+	seen map[string]bool // "METHOD /pattern STATUS"
+}
+
+func (o *observer) Enabled(context.Context, slog.Level) bool { return true }
+func (o *observer) WithAttrs([]slog.Attr) slog.Handler       { return o }
+func (o *observer) WithGroup(string) slog.Handler            { return o }
+func (o *observer) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "request" {
+		return nil
+	}
+	var route string
+	var status int64
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "route":
+			route = a.Value.String()
+		case "status":
+			status = a.Value.Int64()
+		}
+		return true
+	})
+	o.mu.Lock()
+	o.seen[route+" "+strconv.FormatInt(status, 10)] = true
+	o.mu.Unlock()
+	return nil
+}
+
+// offsetClock moves the ledger's time forward without sleeping.
+type offsetClock struct{ d atomic.Int64 }
+
+func (c *offsetClock) advance(d time.Duration)   { c.d.Add(int64(d)) }
+func (c *offsetClock) now(t time.Time) time.Time { return t.Add(time.Duration(c.d.Load())) }
+
+type apiBundle struct {
+	url        string
+	ledger     *opledger.Ledger
+	acme       *client.Client
+	other      *client.Client
+	token      string
+	otherToken string
+	clock      *offsetClock
+	obs        *observer
+}
+
+// startAPI runs a real server on a loopback port over a fresh store.
+func startAPI(t *testing.T, dsn string, obs *observer) *apiBundle {
+	t.Helper()
+	ctx := context.Background()
+	clock := &offsetClock{}
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Clock: clock.now, Lease: 10 * time.Second,
+		RetryPolicy: &opledger.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Second, MaxDelay: time.Minute}})
+	require.NoError(t, err)
+	acmeLedger, err := l.WithTenant("acme")
+	require.NoError(t, err)
+	acmeToken, _, err := acmeLedger.CreateToken(ctx, "test")
+	require.NoError(t, err)
+	otherLedger, err := l.WithTenant("other")
+	require.NoError(t, err)
+	otherToken, _, err := otherLedger.CreateToken(ctx, "test")
+	require.NoError(t, err)
+
+	var log *slog.Logger
+	if obs != nil {
+		log = slog.New(obs)
+	} else {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Logger: log, SweepInterval: time.Hour})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-done)
+		require.NoError(t, l.Close())
+	})
+	return &apiBundle{url: srv.URL(), ledger: acmeLedger, token: acmeToken, otherToken: otherToken, clock: clock, obs: obs,
+		acme: client.New(srv.URL(), acmeToken, nil), other: client.New(srv.URL(), otherToken, nil)}
+}
+
+// raw sends a request and returns the status and body.
+func (b *apiBundle) raw(t *testing.T, method, path, token string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, b.url+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, data
+}
+
+func problemKind(t *testing.T, body []byte) string {
+	t.Helper()
+	var p httpapi.Problem
+	require.NoError(t, json.Unmarshal(body, &p), string(body))
+	return strings.TrimPrefix(p.Type, httpapi.ProblemTypeBase)
+}
+
+func intent(units int) client.Intent {
+	return client.Intent{Action: "crm.create", Destination: "crm", Owner: "ops",
+		Payload: json.RawMessage(`{"units":` + strconv.Itoa(units) + `,"email":"ana@example.invalid"}`), SensitiveFields: []string{"email"}}
+}
+
+// TestAPI drives every route to every documented status code on both
+// stores, then checks the OpenAPI document against what was observed.
+func TestAPI(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			obs := &observer{seen: map[string]bool{}}
+			b := startAPI(t, st.NewDSN(t), obs)
+			exerciseAPI(t, b)
+			requireDocumentedStatuses(t, obs)
+		})
+	}
+}
+
+func exerciseAPI(t *testing.T, b *apiBundle) {
+	ctx := context.Background()
+	tok := b.token
+	big := []byte(`{"action":"a","destination":"d","payload":"` + strings.Repeat("x", 1<<20) + `"}`)
+	expect := func(method, path string, body []byte, want int, kind string) []byte {
+		t.Helper()
+		status, data := b.raw(t, method, path, tok, body)
+		require.Equal(t, want, status, "%s %s: %s", method, path, data)
+		if kind != "" {
+			require.Equal(t, kind, problemKind(t, data))
+		}
+		return data
+	}
+
+	// Authentication on every authenticated route.
+	for _, pattern := range httpapi.Routes() {
+		method, path, _ := strings.Cut(pattern, " ")
+		if path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/v1/openapi.json" {
+			continue
+		}
+		path = strings.NewReplacer("{key}", "k1", "{id}", "01J000000000000000000000AA").Replace(path)
+		for _, token := range []string{"", "opl_wrong"} {
+			status, data := b.raw(t, method, path, token, []byte(`{}`))
+			require.Equal(t, http.StatusUnauthorized, status, "%s %s without a valid token", method, path)
+			require.Equal(t, "unauthorized", problemKind(t, data))
+		}
+	}
+
+	// Record.
+	op, created, err := b.acme.Record(ctx, "order:17:prepare", intent(2))
+	require.NoError(t, err)
+	require.True(t, created)
+	require.NotContains(t, mustJSON(t, op), "ana@example.invalid", "sensitive field masked")
+	_, created, err = b.acme.Record(ctx, "order:17:prepare", intent(2))
+	require.NoError(t, err)
+	require.False(t, created)
+	_, _, err = b.acme.Record(ctx, "order:17:prepare", intent(3))
+	require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+	var ce *client.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, http.StatusUnprocessableEntity, ce.Status)
+	require.Equal(t, opledger.StatePending, ce.Problem.State, "the state in the body")
+	expect("PUT", "/v1/operations/ana%40example.com", []byte(`{"action":"a","destination":"d"}`), 400, "invalid_key")
+	data := expect("PUT", "/v1/operations/k1", []byte("{\"action\":\"a\",\n\"destination\":}"), 400, "invalid_json")
+	require.Contains(t, string(data), "line 2")
+	expect("PUT", "/v1/operations/k1", []byte(`{"action":"a","destination":"d","colour":"red"}`), 400, "invalid_json")
+	expect("PUT", "/v1/operations/k1", []byte(`{"action":"a","destination":"d","payload":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`}`), 400, "invalid_json")
+	expect("PUT", "/v1/operations/k1", big, 413, "payload_too_large")
+	expect("PUT", "/v1/operations/k1", []byte(`{"action":"a"}`), 400, "invalid_input")
+
+	// Get and list.
+	d, err := b.acme.Get(ctx, "order:17:prepare")
+	require.NoError(t, err)
+	require.Len(t, d.Timeline, 1)
+	expect("GET", "/v1/operations/nope", nil, 404, "not_found")
+	expect("GET", "/v1/operations/-bad", nil, 400, "invalid_key")
+	page, err := b.acme.List(ctx, opledger.ListOptions{States: []opledger.State{opledger.StatePending}})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	expect("GET", "/v1/operations?limit=abc", nil, 400, "invalid_input")
+	expect("GET", "/v1/operations?state=done", nil, 400, "invalid_input")
+
+	// Claim, dispatch, outcome.
+	c, err := b.acme.Claim(ctx, "order:17:prepare", client.ClaimRequest{Worker: "w1"})
+	require.NoError(t, err)
+	_, err = b.acme.Claim(ctx, "order:17:prepare", client.ClaimRequest{Worker: "w2"})
+	require.ErrorIs(t, err, opledger.ErrInProgress)
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, http.StatusConflict, ce.Status)
+	require.Equal(t, opledger.StateInProgress, ce.Problem.State)
+	expect("POST", "/v1/operations/nope/claim", []byte(`{}`), 404, "not_found")
+	expect("POST", "/v1/operations/order:17:prepare/claim", []byte(`{"worker":`), 400, "invalid_json")
+	expect("POST", "/v1/operations/order:17:prepare/claim", big, 413, "payload_too_large")
+	other := intent(3)
+	_, err = b.acme.Claim(ctx, "order:17:prepare", client.ClaimRequest{Intent: &other})
+	require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+
+	attemptPath := "/v1/operations/order:17:prepare/attempts/" + c.AttemptID
+	expect("POST", attemptPath+"/dispatch", []byte(`{"fencing_token":99}`), 409, "stale_fencing_token")
+	expect("POST", "/v1/operations/order:17:prepare/attempts/01J000000000000000000000AA/dispatch", []byte(`{"fencing_token":1}`), 404, "not_found")
+	expect("POST", attemptPath+"/dispatch", []byte(`{"fencing_token":"one"}`), 400, "invalid_json")
+	expect("POST", attemptPath+"/dispatch", big, 413, "payload_too_large")
+	_, err = b.acme.Dispatch(ctx, "order:17:prepare", c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	expect("POST", attemptPath+"/outcome", []byte(`{"fencing_token":1,"outcome":"done"}`), 400, "invalid_input")
+	expect("POST", attemptPath+"/outcome", big, 413, "payload_too_large")
+	expect("POST", "/v1/operations/order:17:prepare/attempts/01J000000000000000000000AA/outcome", []byte(`{"fencing_token":1,"outcome":"uncertain"}`), 404, "not_found")
+	res, err := b.acme.Report(ctx, "order:17:prepare", c.AttemptID, client.Report{FencingToken: c.FencingToken,
+		Outcome: opledger.OutcomeSucceeded, DestinationRef: "CRM-1", Response: json.RawMessage(`{"id":"CRM-1"}`)})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateSucceeded, res.State)
+	require.False(t, res.StaleReport)
+	res, err = b.acme.Report(ctx, "order:17:prepare", c.AttemptID, client.Report{FencingToken: c.FencingToken,
+		Outcome: opledger.OutcomeSucceeded, DestinationRef: "CRM-2"})
+	require.NoError(t, err, "a stale report answers 200")
+	require.True(t, res.StaleReport)
+	require.Equal(t, 1, res.DuplicateEffects, "a second ref is a duplicate effect")
+
+	// A repeat claim replays the saved result.
+	_, err = b.acme.Claim(ctx, "order:17:prepare", client.ClaimRequest{})
+	var replay *client.ReplayError
+	require.ErrorAs(t, err, &replay)
+	require.Equal(t, "CRM-1", replay.Operation.DestinationRef)
+	require.JSONEq(t, `{"id":"CRM-1"}`, string(replay.Operation.Response))
+
+	// Reconcile.
+	in := intent(4)
+	c, err = b.acme.Claim(ctx, "order:18:prepare", client.ClaimRequest{Intent: &in})
+	require.NoError(t, err)
+	_, err = b.acme.Dispatch(ctx, "order:18:prepare", c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	_, err = b.acme.Report(ctx, "order:18:prepare", c.AttemptID, client.Report{FencingToken: c.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	require.NoError(t, err)
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"visibility_delay_seconds":-1}`), 400, "invalid_input")
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", big, 413, "payload_too_large")
+	expect("POST", "/v1/operations/nope/reconcile", []byte(`{}`), 404, "not_found")
+	op, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup"})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateHeld, op.State)
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{}`), 409, "invalid_state")
+
+	// Resolve.
+	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":""}`), 400, "reason_required")
+	expect("POST", "/v1/operations/order:18:prepare/resolve", big, 413, "payload_too_large")
+	expect("POST", "/v1/operations/nope/resolve", []byte(`{"decision":"cancel","reason":"x"}`), 404, "not_found")
+	op, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "CRM-9", Reason: "found in CRM", Operator: "maria"})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateSucceeded, op.State)
+	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":"x"}`), 409, "invalid_state")
+
+	// Approve and revise.
+	appr := intent(5)
+	appr.RequiresApproval = true
+	op, _, err = b.acme.Record(ctx, "order:19:prepare", appr)
+	require.NoError(t, err)
+	expect("POST", "/v1/operations/order:19:prepare/approve", []byte(`{"version":1,"fingerprint":"sha256:00","approver":"lead"}`), 409, "fingerprint_mismatch")
+	expect("POST", "/v1/operations/order:19:prepare/approve", []byte(`{"version":1,"fingerprint":"x"}`), 400, "invalid_input")
+	expect("POST", "/v1/operations/order:19:prepare/approve", big, 413, "payload_too_large")
+	expect("POST", "/v1/operations/nope/approve", []byte(`{"version":1,"fingerprint":"x","approver":"a"}`), 404, "not_found")
+	expect("POST", "/v1/operations/order:19:prepare/revise", []byte(`{"payload":{"units":6},"version":1}`), 400, "invalid_input")
+	expect("POST", "/v1/operations/order:19:prepare/revise", big, 413, "payload_too_large")
+	expect("POST", "/v1/operations/nope/revise", []byte(`{"payload":{},"version":2}`), 404, "not_found")
+	op, err = b.acme.Revise(ctx, "order:19:prepare", opledger.Revision{Payload: json.RawMessage(`{"units":6}`), Version: 2})
+	require.NoError(t, err)
+	op, err = b.acme.Approve(ctx, "order:19:prepare", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lead"})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+	expect("POST", "/v1/operations/order:19:prepare/approve", []byte(`{"version":2,"fingerprint":"`+op.Fingerprint+`","approver":"lead"}`), 409, "invalid_state")
+	c, err = b.acme.Claim(ctx, "order:19:prepare", client.ClaimRequest{})
+	require.NoError(t, err)
+	_, err = b.acme.Dispatch(ctx, "order:19:prepare", c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	expect("POST", "/v1/operations/order:19:prepare/revise", []byte(`{"payload":{"units":7},"version":3}`), 409, "in_progress")
+
+	// Stats, health, metrics, the document.
+	stats, err := b.acme.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, stats.ConfirmedEffects)
+	require.Equal(t, 1, stats.DuplicateEffects)
+	require.Equal(t, 1, stats.Recoveries)
+	expect("GET", "/healthz", nil, 200, "")
+	expect("GET", "/readyz", nil, 200, "")
+	metrics := string(expect("GET", "/metrics", nil, 200, ""))
+	require.Contains(t, metrics, `opledger_operations{state="in_progress"} 1`)
+	require.Contains(t, metrics, `opledger_duplicate_effects_total 1`)
+	require.Contains(t, metrics, `opledger_attempts_total{destination="crm",outcome="succeeded"} 1`)
+	require.NotContains(t, metrics, "order:", "no keys in metrics")
+	doc := expect("GET", "/v1/openapi.json", nil, 200, "")
+	require.JSONEq(t, string(httpapi.OpenAPI), string(doc))
+	expect("GET", "/v1/nothing-here", nil, 404, "not_found")
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// requireDocumentedStatuses checks that every (route, status) pair in the
+// OpenAPI document was produced by the test.
+func requireDocumentedStatuses(t *testing.T, obs *observer) {
+	t.Helper()
+	for _, want := range documentedStatuses(t) {
+		if want == "GET /readyz 503" {
+			continue // TestReadyzUnavailable
+		}
+		require.True(t, obs.seen[want], "documented but never produced: %s", want)
+	}
+}
+
+// documentedStatuses lists "METHOD /pattern STATUS" for every response in
+// the OpenAPI document.
+func documentedStatuses(t *testing.T) []string {
+	t.Helper()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]json.RawMessage `json:"responses"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(httpapi.OpenAPI, &doc))
+	var out []string
+	for path, methods := range doc.Paths {
+		for method, op := range methods {
+			for status := range op.Responses {
+				out = append(out, strings.ToUpper(method)+" "+path+" "+status)
+			}
+		}
+	}
+	return out
+}
+
+// TestOpenAPIMatchesRoutes: every documented route exists and every route
+// is documented; docs/openapi.json is the served document.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(httpapi.OpenAPI, &doc))
+	require.Equal(t, "3.1.0", doc.OpenAPI)
+	var documented []string
+	for path, methods := range doc.Paths {
+		for method := range methods {
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+		}
+	}
+	require.ElementsMatch(t, httpapi.Routes(), documented)
+	docsCopy, err := os.ReadFile("../docs/openapi.json")
+	require.NoError(t, err)
+	require.Equal(t, string(httpapi.OpenAPI), string(docsCopy), "docs/openapi.json must equal httpapi/openapi.json (python3 httpapi/openapi.py)")
+}
+
+// TestTenantIsolation tries every route with another tenant's token and
+// gets 404, never data.
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			b := startAPI(t, st.NewDSN(t), nil)
+			ctx := context.Background()
+			in := intent(2)
+			c, err := b.acme.Claim(ctx, "secret:1", client.ClaimRequest{Intent: &in, Worker: "acme-worker"})
+			require.NoError(t, err)
+			key := url.PathEscape("secret:1")
+			bodies := map[string]string{
+				"claim": `{}`, "reconcile": `{}`, "approve": `{"version":1,"fingerprint":"x","approver":"a"}`,
+				"revise": `{"payload":{},"version":2}`, "resolve": `{"decision":"cancel","reason":"x"}`,
+			}
+			check := func(method, path, body string) {
+				t.Helper()
+				status, data := b.rawAs(t, b.other, method, path, []byte(body))
+				require.Equal(t, http.StatusNotFound, status, "%s %s: %s", method, path, data)
+				require.Equal(t, "not_found", problemKind(t, data))
+				require.NotContains(t, string(data), "crm.create")
+				require.NotContains(t, string(data), `"state"`)
+				require.NotContains(t, string(data), `"operation"`)
+			}
+			check("GET", "/v1/operations/"+key, "")
+			for action, body := range bodies {
+				check("POST", "/v1/operations/"+key+"/"+action, body)
+			}
+			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/dispatch", `{"fencing_token":1}`)
+			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/outcome", `{"fencing_token":1,"outcome":"succeeded","destination_ref":"x"}`)
+
+			// The same key recorded by the other tenant is a different operation.
+			_, created, err := b.other.Record(ctx, "secret:1", intent(9))
+			require.NoError(t, err)
+			require.True(t, created)
+			page, err := b.other.List(ctx, opledger.ListOptions{})
+			require.NoError(t, err)
+			require.Len(t, page.Items, 1)
+			require.Equal(t, "other", page.Items[0].Tenant)
+			stats, err := b.other.Stats(ctx)
+			require.NoError(t, err)
+			require.Zero(t, stats.AttemptsTotal)
+
+			// And acme's operation was not touched by any of it.
+			d, err := b.acme.Get(ctx, "secret:1")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateInProgress, d.State)
+			require.Len(t, d.Attempts, 1)
+		})
+	}
+}
+
+func (b *apiBundle) rawAs(t *testing.T, _ *client.Client, method, path string, body []byte) (int, []byte) {
+	t.Helper()
+	return b.raw(t, method, path, b.otherToken, body)
+}

@@ -1,0 +1,180 @@
+// Package httpapi serves the opledger HTTP API (DESIGN.md section 8) over a
+// *opledger.Ledger: JSON in and out, RFC 9457 problem details for errors,
+// bearer tokens that each belong to one tenant.
+//
+// Allowed imports: opledger, the standard library, prometheus client.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger"
+)
+
+// Authenticator maps a bearer token to the tenant it belongs to. It returns
+// an error matching opledger.ErrUnauthorized for unknown or revoked tokens.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (tenant string, err error)
+}
+
+// Options configure the API handler.
+type Options struct {
+	// Auth checks bearer tokens. Required.
+	Auth Authenticator
+	// MaxBodyBytes bounds request bodies; larger ones get 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxJSONDepth bounds JSON nesting; deeper bodies get 400. Default 32.
+	MaxJSONDepth int
+	// Logger receives one line per request. Default slog.Default().
+	Logger *slog.Logger
+}
+
+type server struct {
+	ledger  *opledger.Ledger
+	opts    Options
+	log     *slog.Logger
+	metrics http.Handler
+}
+
+// New returns the API handler. Routes outside /v1/ are not served.
+func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
+	if opts.Auth == nil {
+		return nil, errors.New("httpapi: Options.Auth is required")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.MaxJSONDepth <= 0 {
+		opts.MaxJSONDepth = 32
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &server{ledger: l, opts: opts, log: opts.Logger, metrics: metricsHandler(l, opts.Logger)}
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		h := http.Handler(rt.handler)
+		if !rt.public {
+			h = s.authenticated(rt.handler)
+		}
+		mux.Handle(rt.pattern, h)
+	}
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, nil)
+	})
+	return s.withRequestID(s.logged(mux)), nil
+}
+
+// route is one API route: its ServeMux pattern and handler. Public routes
+// need no token.
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+	public  bool
+}
+
+// Routes lists every route pattern the handler serves ("METHOD /path"),
+// for the OpenAPI check and documentation.
+func Routes() []string {
+	var out []string
+	for _, rt := range (&server{}).routes() {
+		out = append(out, rt.pattern)
+	}
+	return out
+}
+
+type ctxKey int
+
+const (
+	ctxRequestID ctxKey = iota
+	ctxTenant
+)
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(ctxRequestID).(string)
+	return id
+}
+
+// withRequestID gives each request an id (the caller's X-Request-Id if it is
+// sane) and echoes it in the response.
+func (s *server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 64 || opledger.ValidateKey(id) != nil {
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// logged writes one log line per request: method, route pattern (never the
+// raw path, which holds keys), status, duration, request id, tenant.
+func (s *server) logged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		s.log.InfoContext(r.Context(), "request", "request_id", requestID(r.Context()), "method", r.Method,
+			"route", r.Pattern, "status", rec.status, "duration_ms", time.Since(start).Milliseconds())
+	})
+}
+
+// authenticated checks the bearer token and scopes the ledger to its
+// tenant. It also bounds the request body.
+func (s *server) authenticated(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="opledger"`)
+			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token>", nil)
+			return
+		}
+		tenant, err := s.opts.Auth.Authenticate(r.Context(), token)
+		if err != nil {
+			if errors.Is(err, opledger.ErrUnauthorized) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="opledger", error="invalid_token"`)
+				writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "the token is unknown or revoked", nil)
+				return
+			}
+			s.writeError(w, r, err)
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), ctxTenant, tenant)))
+	})
+}
+
+// tenantLedger is the ledger scoped to the request's tenant.
+func (s *server) tenantLedger(r *http.Request) (*opledger.Ledger, error) {
+	tenant, _ := r.Context().Value(ctxTenant).(string)
+	return s.ledger.WithTenant(tenant)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

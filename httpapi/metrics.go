@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/opledger/opledger"
+)
+
+// ledgerCollector reads the ledger's figures from the store at scrape time,
+// so every server sharing a store reports the same durable totals. Labels
+// carry destination names, outcomes and states only: never keys or payload.
+type ledgerCollector struct {
+	ledger *opledger.Ledger
+	log    *slog.Logger
+
+	attempts, confirmed, duplicates, operations, recovery, up *prometheus.Desc
+}
+
+func newLedgerCollector(l *opledger.Ledger, log *slog.Logger) *ledgerCollector {
+	return &ledgerCollector{
+		ledger: l,
+		log:    log,
+		attempts: prometheus.NewDesc("opledger_attempts_total",
+			"Technical attempts by destination and outcome.", []string{"destination", "outcome"}, nil),
+		confirmed: prometheus.NewDesc("opledger_confirmed_effects_total",
+			"Operations whose external effect is confirmed (succeeded).", nil, nil),
+		duplicates: prometheus.NewDesc("opledger_duplicate_effects_total",
+			"Duplicate effects detected: late successes carrying a second destination reference.", nil, nil),
+		operations: prometheus.NewDesc("opledger_operations",
+			"Operations in the ledger by state.", []string{"state"}, nil),
+		recovery: prometheus.NewDesc("opledger_operator_recovery_seconds",
+			"Time from an operation entering uncertain or held to an operator's decision.", nil, nil),
+		up: prometheus.NewDesc("opledger_store_up",
+			"1 when the last scrape could read the store.", nil, nil),
+	}
+}
+
+func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.attempts, c.confirmed, c.duplicates, c.operations, c.recovery, c.up} {
+		ch <- d
+	}
+}
+
+func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.ledger.Stats(ctx, true)
+	if err != nil {
+		c.log.Error("metrics: read stats", "error", err)
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	for _, a := range st.Attempts {
+		ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(a.Count), a.Destination, a.Outcome)
+	}
+	ch <- prometheus.MustNewConstMetric(c.confirmed, prometheus.CounterValue, float64(st.ConfirmedEffects))
+	ch <- prometheus.MustNewConstMetric(c.duplicates, prometheus.CounterValue, float64(st.DuplicateEffects))
+	for _, s := range opledger.States {
+		ch <- prometheus.MustNewConstMetric(c.operations, prometheus.GaugeValue, float64(st.OperationsByState[s]), string(s))
+	}
+	buckets := map[float64]uint64{}
+	for i, b := range opledger.RecoveryBuckets {
+		buckets[b.Seconds()] = uint64(st.RecoveryBuckets[i])
+	}
+	ch <- prometheus.MustNewConstHistogram(c.recovery, uint64(st.Recoveries), st.RecoveryTotalSeconds, buckets)
+}
+
+// metricsHandler serves /metrics: the ledger's figures plus the Go runtime's.
+func metricsHandler(l *opledger.Ledger, log *slog.Logger) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newLedgerCollector(l, log), prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
+}

@@ -1,0 +1,435 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger"
+)
+
+func (s *server) routes() []route {
+	return []route{
+		{"PUT /v1/operations/{key}", s.putOperation, false},
+		{"GET /v1/operations/{key}", s.getOperation, false},
+		{"GET /v1/operations", s.listOperations, false},
+		{"POST /v1/operations/{key}/claim", s.claim, false},
+		{"POST /v1/operations/{key}/attempts/{id}/dispatch", s.dispatch, false},
+		{"POST /v1/operations/{key}/attempts/{id}/outcome", s.outcome, false},
+		{"POST /v1/operations/{key}/reconcile", s.reconcile, false},
+		{"POST /v1/operations/{key}/approve", s.approve, false},
+		{"POST /v1/operations/{key}/revise", s.revise, false},
+		{"POST /v1/operations/{key}/resolve", s.resolve, false},
+		{"GET /v1/stats", s.stats, false},
+		{"GET /v1/openapi.json", s.openapi, true},
+		{"GET /healthz", s.healthz, true},
+		{"GET /readyz", s.readyz, true},
+		{"GET /metrics", s.serveMetrics, true},
+	}
+}
+
+// intentBody is the body of PUT /v1/operations/{key}; the key comes from
+// the path.
+type intentBody struct {
+	Action           string          `json:"action"`
+	Destination      string          `json:"destination"`
+	Payload          json.RawMessage `json:"payload"`
+	Version          int64           `json:"version"`
+	Owner            string          `json:"owner"`
+	SourceEvent      string          `json:"source_event"`
+	RequiresApproval bool            `json:"requires_approval"`
+	SensitiveFields  []string        `json:"sensitive_fields"`
+}
+
+func (b intentBody) intent(key string) opledger.Intent {
+	return opledger.Intent{Key: key, Action: b.Action, Destination: b.Destination, Payload: b.Payload,
+		Version: b.Version, Owner: b.Owner, SourceEvent: b.SourceEvent, RequiresApproval: b.RequiresApproval,
+		SensitiveFields: b.SensitiveFields}
+}
+
+func (s *server) putOperation(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body intentBody
+	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, created, err := l.Record(r.Context(), body.intent(r.PathValue("key")))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, op)
+}
+
+// operationDetail is GET /v1/operations/{key}: the operation with its
+// attempts and timeline.
+type operationDetail struct {
+	*opledger.Operation
+	Attempts []*opledger.Attempt       `json:"attempts"`
+	Timeline []*opledger.TimelineEntry `json:"timeline"`
+}
+
+// MarshalJSON merges the operation's (masked) fields with the lists.
+func (d operationDetail) MarshalJSON() ([]byte, error) {
+	return mergeJSON(d.Operation, map[string]any{"attempts": d.Attempts, "timeline": d.Timeline})
+}
+
+// mergeJSON encodes op and adds extra top-level fields.
+func mergeJSON(op *opledger.Operation, extra map[string]any) ([]byte, error) {
+	b, err := json.Marshal(op)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = raw
+	}
+	return json.Marshal(m)
+}
+
+func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	key := r.PathValue("key")
+	op, err := l.Get(r.Context(), key)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d := operationDetail{Operation: op, Attempts: []*opledger.Attempt{}, Timeline: []*opledger.TimelineEntry{}}
+	if a, err := l.Attempts(r.Context(), key); err != nil {
+		s.writeError(w, r, err)
+		return
+	} else if a != nil {
+		d.Attempts = a
+	}
+	if tl, err := l.Timeline(r.Context(), key); err != nil {
+		s.writeError(w, r, err)
+		return
+	} else if tl != nil {
+		d.Timeline = tl
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	opts := opledger.ListOptions{Owner: q.Get("owner"), Destination: q.Get("destination"), Cursor: q.Get("cursor")}
+	for _, st := range strings.Split(q.Get("state"), ",") {
+		if st = strings.TrimSpace(st); st != "" {
+			opts.States = append(opts.States, opledger.State(st))
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "limit must be a positive integer"})
+			return
+		}
+		opts.Limit = n
+	}
+	page, err := l.List(r.Context(), opts)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+type claimBody struct {
+	Worker       string      `json:"worker"`
+	LeaseSeconds float64     `json:"lease_seconds"`
+	Intent       *intentBody `json:"intent"`
+}
+
+func seconds(v float64, field string) (time.Duration, error) {
+	if v < 0 || v > 7*24*3600 {
+		return 0, &decodeError{http.StatusBadRequest, "invalid_input", field + " must be between 0 and 604800"}
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+func (s *server) claim(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body claimBody
+	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	lease, err := seconds(body.LeaseSeconds, "lease_seconds")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	key := r.PathValue("key")
+	opts := opledger.ClaimOptions{Worker: body.Worker, Lease: lease}
+	if body.Intent != nil {
+		in := body.Intent.intent(key)
+		opts.Intent = &in
+	}
+	c, err := l.Claim(r.Context(), key, opts)
+	var se *opledger.StateError
+	if errors.As(err, &se) && se.State == opledger.StateSucceeded {
+		// A repeat: the saved result, nothing to send.
+		writeJSON(w, http.StatusOK, struct {
+			Replayed  bool                `json:"replayed"`
+			Operation *opledger.Operation `json:"operation"`
+		}{true, se.Operation})
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, c)
+}
+
+type dispatchBody struct {
+	FencingToken int64 `json:"fencing_token"`
+}
+
+func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body dispatchBody
+	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := l.Dispatch(r.Context(), r.PathValue("key"), r.PathValue("id"), body.FencingToken)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, op)
+}
+
+type outcomeBody struct {
+	FencingToken      int64           `json:"fencing_token"`
+	Outcome           string          `json:"outcome"`
+	DestinationRef    string          `json:"destination_ref"`
+	Response          json.RawMessage `json:"response"`
+	Error             string          `json:"error"`
+	RetryAfterSeconds float64         `json:"retry_after_seconds"`
+}
+
+// outcome answers 200 with the operation's new state. A stale report is
+// recorded as evidence and also answers 200, with "stale_report": true and
+// the operation as it is.
+func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body outcomeBody
+	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	after, err := seconds(body.RetryAfterSeconds, "retry_after_seconds")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := l.Report(r.Context(), r.PathValue("key"), r.PathValue("id"), body.FencingToken, opledger.Report{
+		Outcome: opledger.Outcome(body.Outcome), DestinationRef: body.DestinationRef, Response: body.Response,
+		Error: body.Error, RetryAfter: after})
+	var stale *opledger.StaleError
+	if errors.As(err, &stale) {
+		writeMerged(w, http.StatusOK, stale.Operation, map[string]any{"stale_report": true})
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeMerged(w, http.StatusOK, op, map[string]any{"stale_report": false})
+}
+
+func writeMerged(w http.ResponseWriter, status int, op *opledger.Operation, extra map[string]any) {
+	b, err := mergeJSON(op, extra)
+	if err != nil {
+		http.Error(w, "encode response", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+type reconcileBody struct {
+	Found                      bool    `json:"found"`
+	Matches                    bool    `json:"matches"`
+	DestinationRef             string  `json:"destination_ref"`
+	Authoritative              bool    `json:"authoritative"`
+	Evidence                   string  `json:"evidence"`
+	VisibilityDelaySeconds     float64 `json:"visibility_delay_seconds"`
+	ProtectionRetentionSeconds float64 `json:"protection_retention_seconds"`
+}
+
+func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body reconcileBody
+	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	delay, err := seconds(body.VisibilityDelaySeconds, "visibility_delay_seconds")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if body.ProtectionRetentionSeconds < 0 || body.ProtectionRetentionSeconds > 400*24*3600 {
+		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "protection_retention_seconds out of range"})
+		return
+	}
+	op, err := l.Reconcile(r.Context(), r.PathValue("key"), opledger.Finding{Found: body.Found, Matches: body.Matches,
+		DestinationRef: body.DestinationRef, Authoritative: body.Authoritative, Evidence: body.Evidence,
+		VisibilityDelay: delay, ProtectionRetention: time.Duration(body.ProtectionRetentionSeconds * float64(time.Second))})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, op)
+}
+
+func (s *server) approve(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body opledger.Approval
+	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := l.Approve(r.Context(), r.PathValue("key"), body)
+	var me *opledger.MismatchError
+	if errors.As(err, &me) {
+		// Approving content the operation does not have is a conflict with
+		// its current content, not a new intent.
+		writeProblem(w, r, http.StatusConflict, "fingerprint_mismatch", err.Error(), &Problem{State: me.State})
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, op)
+}
+
+func (s *server) revise(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body opledger.Revision
+	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := l.Revise(r.Context(), r.PathValue("key"), body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, op)
+}
+
+func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body opledger.Decision
+	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := l.Resolve(r.Context(), r.PathValue("key"), body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, op)
+}
+
+func (s *server) stats(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := l.Stats(r.Context(), false)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 when the store answers, 503 otherwise.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := s.ledger.Ping(ctx); err != nil {
+		s.log.WarnContext(r.Context(), "readiness: store unreachable", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", "the store does not answer", nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "store": s.ledger.StoreName()})
+}
+
+func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) { s.metrics.ServeHTTP(w, r) }
+
+func (s *server) openapi(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(OpenAPI)
+}

@@ -1,0 +1,112 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/opledger/opledger"
+)
+
+// ProblemTypeBase prefixes every problem type; the suffix is stable
+// (fingerprint_mismatch, in_progress, ...) and is what clients match on.
+const ProblemTypeBase = "https://opledger.dev/problems/"
+
+// Problem is an RFC 9457 problem detail.
+type Problem struct {
+	Type      string         `json:"type"`
+	Title     string         `json:"title"`
+	Status    int            `json:"status"`
+	Detail    string         `json:"detail,omitempty"`
+	Instance  string         `json:"instance,omitempty"`
+	State     opledger.State `json:"state,omitempty"`
+	RequestID string         `json:"request_id,omitempty"`
+	// Operation is the operation as it is now, where the refusal concerns one.
+	Operation *opledger.Operation `json:"operation,omitempty"`
+}
+
+var titles = map[string]string{
+	"fingerprint_mismatch": "Same key, different content",
+	"in_progress":          "Operation is in progress",
+	"not_due":              "Operation is not due yet",
+	"invalid_state":        "Not allowed in the operation's current state",
+	"stale_fencing_token":  "Stale fencing token",
+	"not_found":            "Not found",
+	"invalid_key":          "Invalid key",
+	"invalid_input":        "Invalid input",
+	"invalid_json":         "Invalid JSON",
+	"reason_required":      "A reason is required",
+	"unauthorized":         "Missing or unknown bearer token",
+	"payload_too_large":    "Request body too large",
+	"method_not_allowed":   "Method not allowed",
+	"unsupported_media":    "Unsupported media type",
+	"internal":             "Internal error",
+	"unavailable":          "Store unavailable",
+}
+
+// writeProblem writes a problem response.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, kind, detail string, p *Problem) {
+	if p == nil {
+		p = &Problem{}
+	}
+	p.Type = ProblemTypeBase + kind
+	p.Title = titles[kind]
+	p.Status = status
+	p.Detail = detail
+	p.Instance = r.URL.Path
+	p.RequestID = requestID(r.Context())
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeError maps a ledger error to its status and problem type. Errors it
+// does not know are 500s, logged with the request id and never shown.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		de       *decodeError
+		se       *opledger.StateError
+		me       *opledger.MismatchError
+		stale    *opledger.StaleError
+		p        = &Problem{}
+		status   int
+		kind     string
+		showText = true
+	)
+	switch {
+	case errors.As(err, &de):
+		status, kind = de.status, de.kind
+	case errors.As(err, &me):
+		status, kind = http.StatusUnprocessableEntity, "fingerprint_mismatch"
+		p.State = me.State
+	case errors.As(err, &stale):
+		status, kind = http.StatusConflict, "stale_fencing_token"
+		p.State, p.Operation = stale.Operation.State, stale.Operation
+	case errors.As(err, &se):
+		status, kind = http.StatusConflict, "invalid_state"
+		switch {
+		case errors.Is(err, opledger.ErrInProgress):
+			kind = "in_progress"
+		case errors.Is(err, opledger.ErrNotDue):
+			kind = "not_due"
+		}
+		p.State, p.Operation = se.State, se.Operation
+	case errors.Is(err, opledger.ErrNotFound):
+		status, kind = http.StatusNotFound, "not_found"
+	case errors.Is(err, opledger.ErrInvalidKey):
+		status, kind = http.StatusBadRequest, "invalid_key"
+	case errors.Is(err, opledger.ErrReasonRequired):
+		status, kind = http.StatusBadRequest, "reason_required"
+	case errors.Is(err, opledger.ErrInvalidInput):
+		status, kind = http.StatusBadRequest, "invalid_input"
+	default:
+		status, kind, showText = http.StatusInternalServerError, "internal", false
+		s.log.ErrorContext(r.Context(), "request failed", "request_id", requestID(r.Context()),
+			"method", r.Method, "route", r.Pattern, "error", err)
+	}
+	detail := "the request failed; the server log has the details under this request_id"
+	if showText {
+		detail = err.Error()
+	}
+	writeProblem(w, r, status, kind, detail, p)
+}

@@ -1,0 +1,99 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// maxCachedStatements bounds the statement cache: queries built from
+// filters come in a few shapes, never unboundedly many.
+const maxCachedStatements = 256
+
+// stmtCache keeps one prepared statement per SQL text, so that SQLite
+// parses each query once instead of on every call (parsing was the largest
+// single cost of a claim before the cache).
+type stmtCache struct {
+	prepare func(ctx context.Context, query string) (*sql.Stmt, error)
+	mu      sync.Mutex
+	m       map[string]*sql.Stmt
+}
+
+// preparer is what *sql.DB and *sql.Conn have in common.
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+func newStmtCache(p preparer) *stmtCache {
+	return &stmtCache{prepare: p.PrepareContext, m: map[string]*sql.Stmt{}}
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[query]; ok {
+		return st, true
+	}
+	if len(c.m) >= maxCachedStatements {
+		return nil, false
+	}
+	st, err := c.prepare(ctx, query)
+	if err != nil {
+		return nil, false // the unprepared call reports the error
+	}
+	c.m[query] = st
+	return st, true
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first error
+	for _, st := range c.m {
+		if err := st.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	c.m = nil
+	return first
+}
+
+// cachedQuerier runs queries through the statement cache, inside tx when
+// it is set.
+type cachedQuerier struct {
+	cache *stmtCache
+	tx    *sql.Tx  // nil outside a transaction
+	plain querier // the pool or the transaction, for uncached calls
+}
+
+func (q *cachedQuerier) stmt(ctx context.Context, query string) (*sql.Stmt, bool) {
+	st, ok := q.cache.get(ctx, query)
+	if !ok {
+		return nil, false
+	}
+	if q.tx != nil {
+		st = q.tx.StmtContext(ctx, st)
+	}
+	return st, true
+}
+
+func (q *cachedQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st, ok := q.stmt(ctx, query); ok {
+		return st.ExecContext(ctx, args...)
+	}
+	return q.plain.ExecContext(ctx, query, args...)
+}
+
+func (q *cachedQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st, ok := q.stmt(ctx, query); ok {
+		return st.QueryContext(ctx, args...)
+	}
+	return q.plain.QueryContext(ctx, query, args...)
+}
+
+func (q *cachedQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st, ok := q.stmt(ctx, query); ok {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return q.plain.QueryRowContext(ctx, query, args...)
+}

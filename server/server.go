@@ -1,0 +1,172 @@
+// Package server runs opledger's HTTP server: the API of package httpapi,
+// health and metrics endpoints, and the background loops that keep the
+// ledger moving (lease expiry, retention), with a graceful shutdown that
+// loses no acknowledged write.
+//
+// Allowed imports: opledger and its public packages, the standard library.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/httpapi"
+)
+
+// Config configures a server. Zero values take the documented defaults.
+type Config struct {
+	// Addr is the listen address. Default 127.0.0.1:8080.
+	Addr string
+	// Logger receives request and lifecycle logs. Default slog.Default().
+	Logger *slog.Logger
+	// API tunes the API handler (body and JSON limits). Auth is filled in
+	// from the ledger's tokens.
+	API httpapi.Options
+	// SweepInterval is how often expired leases are settled. Default 5 s.
+	SweepInterval time.Duration
+	// CompactInterval is how often retention runs. Default 1 h.
+	CompactInterval time.Duration
+	// ShutdownTimeout bounds the wait for in-flight requests after a stop
+	// signal. Default 30 s.
+	ShutdownTimeout time.Duration
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
+	// each connection. Defaults 10 s, 30 s, 60 s, 120 s.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:8080"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	def(&c.SweepInterval, 5*time.Second)
+	def(&c.CompactInterval, time.Hour)
+	def(&c.ShutdownTimeout, 30*time.Second)
+	def(&c.ReadHeaderTimeout, 10*time.Second)
+	def(&c.ReadTimeout, 30*time.Second)
+	def(&c.WriteTimeout, 60*time.Second)
+	def(&c.IdleTimeout, 120*time.Second)
+}
+
+// Server is a running opledger server.
+type Server struct {
+	cfg      Config
+	ledger   *opledger.Ledger
+	http     *http.Server
+	listener net.Listener
+}
+
+// New listens on cfg.Addr and prepares the server; Run serves.
+func New(l *opledger.Ledger, cfg Config) (*Server, error) {
+	cfg.defaults()
+	cfg.API.Auth = l
+	if cfg.API.Logger == nil {
+		cfg.API.Logger = cfg.Logger
+	}
+	api, err := httpapi.New(l, cfg.API)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	hs := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return &Server{cfg: cfg, ledger: l, http: hs, listener: ln}, nil
+}
+
+// Addr is the address the server listens on (useful with port 0).
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// URL is the server's base URL.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Run serves until ctx is cancelled, then shuts down: it stops accepting
+// connections, lets in-flight requests finish (each write is committed
+// before its response is sent, so every acknowledged write is durable),
+// stops the background loops and returns.
+func (s *Server) Run(ctx context.Context) error {
+	log := s.cfg.Logger
+	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.every(loops, s.cfg.SweepInterval, "expire leases", func(ctx context.Context) error {
+			n, err := s.ledger.ExpireLeases(ctx)
+			if n > 0 {
+				log.Info("settled expired leases", "count", n)
+			}
+			return err
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		s.every(loops, s.cfg.CompactInterval, "compact", func(ctx context.Context) error {
+			res, err := s.ledger.Compact(ctx)
+			if res.Tombstoned+res.Forgotten > 0 {
+				log.Info("retention", "tombstoned", res.Tombstoned, "forgotten", res.Forgotten)
+			}
+			return err
+		})
+	}()
+
+	served := make(chan error, 1)
+	go func() { served <- s.http.Serve(s.listener) }()
+	log.Info("serving", "url", s.URL(), "store", s.ledger.StoreName())
+
+	var err error
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		log.Info("shutting down: finishing in-flight requests")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		err = s.http.Shutdown(sctx)
+		cancel()
+		<-served
+	}
+	stopLoops()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	log.Info("stopped")
+	return err
+}
+
+// every runs fn now and then every interval until ctx ends, logging errors.
+func (s *Server) every(ctx context.Context, interval time.Duration, what string, fn func(context.Context) error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Error(what, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
