@@ -80,13 +80,16 @@ ledger of its state and attempts, lets one worker at a time claim it, replays
 saved results to repeats, refuses "retries" that change the content, and keeps
 every uncertain outcome visible until a lookup, a documented protection or a
 named person settles it.`,
+		Example: `  opledger demo
+  opledger serve --db sqlite:opledger.db
+  opledger ops list --state held,uncertain,failed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newTokensCmd(), newVersionCmd())
+	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newTokensCmd(), newOpsCmd(), newVersionCmd())
 	return root
 }
 
@@ -102,9 +105,10 @@ func addDBFlag(cmd *cobra.Command, dsn *string) {
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the opledger version",
-		Args:  noArgs,
+		Use:     "version",
+		Short:   "Print the opledger version",
+		Example: "  opledger version",
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(cmd.OutOrStdout(), "opledger", Version)
 			return nil
@@ -143,4 +147,13 @@ func writeJSONLines[T any](w io.Writer, items []T) error {
 		}
 	}
 	return nil
+}
+
+func envToken() string { return os.Getenv("OPLEDGER_TOKEN") }
+
+func defaultOperator() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "operator"
 }

@@ -78,6 +78,9 @@ func newTokensCmd() *cobra.Command {
 		Short: "Create, list and revoke API tokens",
 		Long: `Each API token belongs to one tenant and sees only that tenant's operations.
 Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
+		Example: `  opledger tokens create --tenant acme --name n8n
+  opledger tokens list
+  opledger tokens revoke tok_3f9a1c2b7d4e`,
 	}
 	var dsn, tenant, name string
 	create := &cobra.Command{

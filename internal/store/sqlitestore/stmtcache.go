@@ -62,7 +62,7 @@ func (c *stmtCache) close() error {
 // it is set.
 type cachedQuerier struct {
 	cache *stmtCache
-	tx    *sql.Tx  // nil outside a transaction
+	tx    *sql.Tx // nil outside a transaction
 	plain querier // the pool or the transaction, for uncached calls
 }
 

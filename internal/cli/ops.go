@@ -1,0 +1,505 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+)
+
+// opsBackend is where the ops commands read and decide: a store opened
+// directly (--db) or a server (--server, --token).
+type opsBackend interface {
+	List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error)
+	Show(ctx context.Context, key string) (*opsDetail, error)
+	Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error)
+	Close() error
+}
+
+type opsDetail struct {
+	Operation *opledger.Operation       `json:"operation"`
+	Attempts  []*opledger.Attempt       `json:"attempts"`
+	Timeline  []*opledger.TimelineEntry `json:"timeline"`
+}
+
+type ledgerBackend struct{ l *opledger.Ledger }
+
+func (b ledgerBackend) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
+	return b.l.List(ctx, o)
+}
+
+func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error) {
+	op, err := b.l.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	a, err := b.l.Attempts(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	tl, err := b.l.Timeline(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &opsDetail{Operation: op, Attempts: a, Timeline: tl}, nil
+}
+
+func (b ledgerBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error) {
+	return b.l.Resolve(ctx, key, d)
+}
+
+func (b ledgerBackend) Close() error { return b.l.Close() }
+
+type serverBackend struct{ c *client.Client }
+
+func (b serverBackend) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
+	return b.c.List(ctx, o)
+}
+
+func (b serverBackend) Show(ctx context.Context, key string) (*opsDetail, error) {
+	d, err := b.c.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	out := &opsDetail{Operation: &d.Operation}
+	for i := range d.Attempts {
+		out.Attempts = append(out.Attempts, &d.Attempts[i])
+	}
+	for i := range d.Timeline {
+		out.Timeline = append(out.Timeline, &d.Timeline[i])
+	}
+	return out, nil
+}
+
+func (b serverBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error) {
+	return b.c.Resolve(ctx, key, d)
+}
+
+func (b serverBackend) Close() error { return nil }
+
+// backendFlags are the flags that choose where ops commands act.
+type backendFlags struct {
+	dsn, server, token, tenant string
+}
+
+func (f *backendFlags) add(cmd *cobra.Command) {
+	addDBFlag(cmd, &f.dsn)
+	cmd.Flags().StringVar(&f.server, "server", "", "act through a server's API instead of the store (URL)")
+	cmd.Flags().StringVar(&f.token, "token", "", "API token for --server (env OPLEDGER_TOKEN)")
+	cmd.Flags().StringVar(&f.tenant, "tenant", opledger.DefaultTenant, "tenant, with --db (a token implies its tenant)")
+}
+
+func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
+	if f.server != "" {
+		token := f.token
+		if token == "" {
+			token = envToken()
+		}
+		if token == "" {
+			return nil, usageError{errors.New("--server needs --token or OPLEDGER_TOKEN")}
+		}
+		return serverBackend{client.New(f.server, token, nil)}, nil
+	}
+	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant})
+	if err != nil {
+		return nil, err
+	}
+	return ledgerBackend{l}, nil
+}
+
+func newOpsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ops",
+		Short: "Inspect operations and record operator decisions",
+		Long: `ops works against a store directly (--db) or through a server (--server URL
+--token T). Decisions (resolve, retry, cancel) always need --reason: it is what the
+next person reads in the timeline.`,
+		Example: `  opledger ops list --state held,uncertain,failed
+  opledger ops show intake:I17:create
+  opledger ops resolve intake:I17:create --succeeded --ref H42 --reason "found H42 in the CRM"`,
+	}
+	cmd.AddCommand(newOpsListCmd(), newOpsShowCmd(), newOpsResolveCmd(), newOpsDecisionCmd("retry", opledger.DecisionAuthorizeRetry),
+		newOpsDecisionCmd("cancel", opledger.DecisionCancel))
+	return cmd
+}
+
+func newOpsListCmd() *cobra.Command {
+	var (
+		bf                  backendFlags
+		states, owner, dest string
+		limit               int
+		asJSON              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List operations, newest first",
+		Example: `  opledger ops list --state held,uncertain,failed
+  opledger ops list --owner ops-team --json | jq .key
+  opledger ops list --server http://127.0.0.1:8080 --token $TOKEN --state held`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o := opledger.ListOptions{Owner: owner, Destination: dest, Limit: limit}
+			for _, s := range strings.Split(states, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					if !opledger.State(s).Valid() {
+						return usageError{fmt.Errorf("--state: unknown state %q (states: %s)", s, stateNames())}
+					}
+					o.States = append(o.States, opledger.State(s))
+				}
+			}
+			b, err := bf.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			page, err := b.List(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSONLines(out, page.Items)
+			}
+			return writeOpsTable(out, page.Items)
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().StringVar(&states, "state", "", "comma-separated states, e.g. held,uncertain,failed")
+	cmd.Flags().StringVar(&owner, "owner", "", "only this owner's operations")
+	cmd.Flags().StringVar(&dest, "destination", "", "only this destination's operations")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many (max 500)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
+	return cmd
+}
+
+func stateNames() string {
+	var out []string
+	for _, s := range opledger.States {
+		out = append(out, string(s))
+	}
+	return strings.Join(out, ", ")
+}
+
+func writeOpsTable(w io.Writer, ops []*opledger.Operation) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tSTATE\tDESTINATION\tATTEMPTS\tOWNER\tREVIEW BY\tAGE\tREF")
+	now := time.Now()
+	for _, op := range ops {
+		state := string(op.State)
+		if op.FailureKind != "" {
+			state += " (" + string(op.FailureKind) + ")"
+		}
+		review := "-"
+		if op.ReviewBy != nil {
+			review = op.ReviewBy.Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", op.Key, state, op.Destination, op.AttemptCount,
+			dash(op.Owner), review, age(now.Sub(op.CreatedAt)), dash(op.DestinationRef))
+	}
+	return tw.Flush()
+}
+
+func age(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func newOpsShowCmd() *cobra.Command {
+	var (
+		bf     backendFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "show KEY",
+		Short: "Show an operation, its attempts and timeline, and the replay decision record",
+		Example: `  opledger ops show intake:I17:create
+  opledger ops show intake:I17:create --json`,
+		Args: exactlyOneKey,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := bf.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			d, err := b.Show(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			rec := decisionRecord(d)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(struct {
+					*opsDetail
+					Decision replayDecision `json:"replay_decision"`
+				}{d, rec})
+			}
+			return writeShow(out, d, rec)
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON document")
+	return cmd
+}
+
+func exactlyOneKey(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageError{errors.New("give exactly one operation key")}
+	}
+	if err := opledger.ValidateKey(args[0]); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+// replayDecision is the record an operator needs before replaying
+// anything: what was intended, what is known, what may happen next.
+type replayDecision struct {
+	OperationKey       string `json:"operation_key"`
+	ApprovedVersion    string `json:"approved_version"`
+	CurrentAttempt     string `json:"current_attempt"`
+	LastConfirmedStep  string `json:"last_confirmed_step"`
+	DestinationRef     string `json:"destination_reference"`
+	Result             string `json:"result"`
+	DuplicateProtected string `json:"deduplication_support"`
+	NextDecision       string `json:"next_decision"`
+	Reason             string `json:"reason"`
+}
+
+func decisionRecord(d *opsDetail) replayDecision {
+	op := d.Operation
+	r := replayDecision{OperationKey: op.Key, DestinationRef: dash(op.DestinationRef)}
+	r.ApprovedVersion = fmt.Sprintf("version %d, %s", op.Version, op.Fingerprint)
+	if op.ApprovedBy != "" {
+		r.ApprovedVersion += ", approved by " + op.ApprovedBy
+	} else if op.State == opledger.StateAwaitingApproval {
+		r.ApprovedVersion += ", not approved yet"
+	}
+	r.CurrentAttempt = "none"
+	if n := len(d.Attempts); n > 0 {
+		a := d.Attempts[n-1]
+		outcome := a.Outcome
+		if outcome == "" {
+			outcome = "open"
+			if a.DispatchedAt != nil {
+				outcome += ", dispatched"
+			}
+		}
+		r.CurrentAttempt = fmt.Sprintf("#%d %s (worker %s, %s)", a.Number, a.ID, a.Worker, outcome)
+	}
+	r.LastConfirmedStep = "recorded"
+	for _, e := range d.Timeline {
+		r.LastConfirmedStep = e.Event + " at " + e.At.Format(time.RFC3339)
+	}
+	switch op.State {
+	case opledger.StateSucceeded:
+		r.Result = "succeeded"
+	case opledger.StateFailed:
+		r.Result = "failed (" + string(op.FailureKind) + ")"
+	case opledger.StateUncertain, opledger.StateHeld, opledger.StateInProgress:
+		r.Result = "uncertain"
+		if op.State == opledger.StateInProgress && !op.Dispatched {
+			r.Result = "not sent yet"
+		}
+	default:
+		r.Result = "not sent yet"
+	}
+	if op.Protected {
+		r.DuplicateProtected = "idempotency key " + op.IdempotencyKey() + " (next attempt is a protected retry)"
+	} else {
+		r.DuplicateProtected = "as declared by destination " + op.Destination + " (see its configuration); key " + op.IdempotencyKey()
+	}
+	r.NextDecision, r.Reason = nextDecision(op)
+	return r
+}
+
+func nextDecision(op *opledger.Operation) (string, string) {
+	owner := op.Owner
+	if owner == "" {
+		owner = "the operator"
+	}
+	switch op.State {
+	case opledger.StateAwaitingApproval:
+		return "approve or revise", fmt.Sprintf("version %d must be approved before any attempt", op.Version)
+	case opledger.StatePending:
+		if op.NotBefore != nil && op.NotBefore.After(time.Now()) {
+			return "wait", "retry scheduled, not before " + op.NotBefore.Format(time.RFC3339)
+		}
+		return "a worker claims it", "it is due now"
+	case opledger.StateInProgress:
+		lease := "-"
+		if op.LeaseExpiresAt != nil {
+			lease = op.LeaseExpiresAt.Format(time.RFC3339)
+		}
+		return "wait for the worker", "it holds the lease until " + lease + "; if it vanishes the lease decides"
+	case opledger.StateUncertain:
+		return "reconcile, do not resend", "the call may have taken effect: look it up at " + op.Destination + " or retry only under its documented protection"
+	case opledger.StateHeld:
+		review := ""
+		if op.ReviewBy != nil {
+			review = " by " + op.ReviewBy.Format(time.RFC3339)
+		}
+		return owner + " decides" + review, "automation cannot tell whether the effect happened: mark succeeded with the reference found, authorize a retry, or cancel"
+	case opledger.StateFailed:
+		switch op.FailureKind {
+		case opledger.FailureCancelled:
+			return "none", "cancelled by an operator"
+		case opledger.FailureExhausted:
+			return owner + " decides", "retries exhausted (" + op.LastError + "): check the destination, then authorize a retry or cancel"
+		}
+		return owner + " decides", "the destination refused the content (" + op.LastError + "): repair it, then authorize a retry or cancel"
+	case opledger.StateSucceeded:
+		return "none", "effect confirmed; repeats replay reference " + op.DestinationRef
+	}
+	return "-", "-"
+}
+
+func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
+	op := d.Operation
+	fmt.Fprintf(w, "%s  %s", op.Key, op.State)
+	if op.FailureKind != "" {
+		fmt.Fprintf(w, " (%s)", op.FailureKind)
+	}
+	fmt.Fprintf(w, "\n  action %s → %s, owner %s\n", op.Action, op.Destination, dash(op.Owner))
+	payload, _ := json.Marshal(op) // masks sensitive fields
+	var masked struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	_ = json.Unmarshal(payload, &masked)
+	fmt.Fprintf(w, "  payload %s\n", masked.Payload)
+	if op.LastError != "" {
+		fmt.Fprintf(w, "  last error: %s\n", op.LastError)
+	}
+	if op.DuplicateEffects > 0 {
+		fmt.Fprintf(w, "  DUPLICATE EFFECTS DETECTED: %d\n", op.DuplicateEffects)
+	}
+	fmt.Fprintln(w, "\nAttempts:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tID\tWORKER\tCLAIMED\tDISPATCHED\tOUTCOME\tREF")
+	for _, a := range d.Attempts {
+		disp := "-"
+		if a.DispatchedAt != nil {
+			disp = a.DispatchedAt.Format("15:04:05.000")
+		}
+		outcome := dash(a.Outcome)
+		if a.Stale {
+			outcome += " (stale)"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.ID, a.Worker, a.ClaimedAt.Format("15:04:05.000"), disp, outcome, dash(a.DestinationRef))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nTimeline:")
+	for _, e := range d.Timeline {
+		move := ""
+		if e.To != "" {
+			move = fmt.Sprintf(" [%s → %s]", dash(string(e.From)), e.To)
+		}
+		fmt.Fprintf(w, "  %s  %-12s %s%s", e.At.Format("2006-01-02 15:04:05.000"), e.Actor, e.Event, move)
+		if e.Evidence != "" {
+			fmt.Fprintf(w, ": %s", e.Evidence)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "\nReplay decision record:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, row := range [][2]string{
+		{"operation key", rec.OperationKey}, {"approved version", rec.ApprovedVersion},
+		{"current attempt", rec.CurrentAttempt}, {"last confirmed step", rec.LastConfirmedStep},
+		{"destination reference", rec.DestinationRef}, {"result", rec.Result},
+		{"deduplication support", rec.DuplicateProtected}, {"next decision", rec.NextDecision}, {"reason", rec.Reason},
+	} {
+		fmt.Fprintf(tw, "  %s:\t%s\n", row[0], row[1])
+	}
+	return tw.Flush()
+}
+
+func newOpsResolveCmd() *cobra.Command {
+	var (
+		bf                  backendFlags
+		succeeded           bool
+		ref, reason, opName string
+	)
+	cmd := &cobra.Command{
+		Use:     "resolve KEY --succeeded --ref REF --reason TEXT",
+		Short:   "Mark an operation succeeded with the reference found at the destination",
+		Example: `  opledger ops resolve intake:I17:create --succeeded --ref H42 --reason "found H42 in the CRM, matches submission 847"`,
+		Args:    exactlyOneKey,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !succeeded {
+				return usageError{errors.New("resolve needs --succeeded (to retry or cancel use 'ops retry' or 'ops cancel')")}
+			}
+			if ref == "" {
+				return usageError{errors.New("--ref is required: the reference of the effect found at the destination")}
+			}
+			return decide(cmd, &bf, args[0], opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: ref, Reason: reason, Operator: opName})
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().BoolVar(&succeeded, "succeeded", false, "the effect happened")
+	cmd.Flags().StringVar(&ref, "ref", "", "destination reference of the effect")
+	addReasonFlags(cmd, &reason, &opName)
+	return cmd
+}
+
+func addReasonFlags(cmd *cobra.Command, reason, operator *string) {
+	cmd.Flags().StringVar(reason, "reason", "", "why (required): what you checked and found")
+	cmd.Flags().StringVar(operator, "operator", defaultOperator(), "who decides (default: $USER)")
+}
+
+func newOpsDecisionCmd(name string, kind opledger.DecisionKind) *cobra.Command {
+	var (
+		bf             backendFlags
+		reason, opName string
+	)
+	short := map[opledger.DecisionKind]string{
+		opledger.DecisionAuthorizeRetry: "Authorize one more attempt of a held, uncertain or failed operation",
+		opledger.DecisionCancel:         "Cancel an operation that has not succeeded",
+	}[kind]
+	cmd := &cobra.Command{
+		Use:     name + " KEY --reason TEXT",
+		Short:   short,
+		Example: fmt.Sprintf(`  opledger ops %s intake:I17:create --reason "checked the CRM: no record, safe to send again"`, name),
+		Args:    exactlyOneKey,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return decide(cmd, &bf, args[0], opledger.Decision{Kind: kind, Reason: reason, Operator: opName})
+		},
+	}
+	bf.add(cmd)
+	addReasonFlags(cmd, &reason, &opName)
+	return cmd
+}
+
+func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decision) error {
+	if strings.TrimSpace(d.Reason) == "" {
+		return usageError{errors.New("--reason is required: write what you checked and why this is the right decision")}
+	}
+	b, err := bf.open(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	op, err := b.Resolve(cmd.Context(), key, d)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", op.Key, op.State)
+	return nil
+}

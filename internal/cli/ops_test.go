@@ -1,0 +1,118 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestOps drives the ops commands of the built binary against a store and
+// against a server, including their refusals.
+func TestOps(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ops.db")
+	_, errOut, code := run(t, "demo", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+
+	out, errOut, code := run(t, "ops", "list", "--db", dsn, "--state", "held,failed")
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	require.Regexp(t, `^KEY\s+STATE\s+DESTINATION`, lines[0])
+	require.Contains(t, out, "DEMO-MAIL-017")
+	require.Contains(t, out, "failed (rejected)")
+
+	out, _, code = run(t, "ops", "list", "--db", dsn, "--json")
+	require.Equal(t, 0, code)
+	var n int
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var op map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &op), line)
+		require.NotContains(t, line, "demo@example.invalid", "sensitive fields masked")
+		n++
+	}
+	require.Equal(t, 6, n)
+
+	out, errOut, code = run(t, "ops", "show", "DEMO-MAIL-017", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{"Timeline:", "lease expired after dispatch", "Replay decision record:",
+		"operation key:", "approved version:", "current attempt:", "last confirmed step:", "destination reference:",
+		"result:                 uncertain", "deduplication support:", "next decision:          ops-team decides", "reason:"} {
+		require.Contains(t, out, want)
+	}
+	out, _, code = run(t, "ops", "show", "DEMO-OP-017", "--db", dsn, "--json")
+	require.Equal(t, 0, code)
+	var shown struct {
+		Decision map[string]string `json:"replay_decision"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &shown))
+	require.Equal(t, "succeeded", shown.Decision["result"])
+	require.NotContains(t, out, "demo@example.invalid")
+
+	// Refusals: no reason, no ref, unknown key, wrong state.
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"ops", "retry", "DEMO-MAIL-017"}, 2, "--reason is required"},
+		{[]string{"ops", "cancel", "DEMO-MAIL-017", "--reason", " "}, 2, "--reason is required"},
+		{[]string{"ops", "resolve", "DEMO-MAIL-017", "--succeeded", "--reason", "x"}, 2, "--ref is required"},
+		{[]string{"ops", "resolve", "DEMO-MAIL-017", "--ref", "M1", "--reason", "x"}, 2, "needs --succeeded"},
+		{[]string{"ops", "show", "nope"}, 1, "not found"},
+		{[]string{"ops", "show", "a@b"}, 2, "personal data"},
+		{[]string{"ops", "retry", "DEMO-OP-017", "--reason", "x"}, 1, "operation is succeeded"},
+		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, 2, "--token"},
+	} {
+		args := append(tc.args, "--db", dsn)
+		out, errOut, code := run(t, args...)
+		require.Equal(t, tc.code, code, "%v: %s%s", tc.args, out, errOut)
+		require.Contains(t, errOut, tc.msg, tc.args)
+	}
+
+	out, errOut, code = run(t, "ops", "resolve", "DEMO-MAIL-017", "--db", dsn, "--succeeded", "--ref", "MSG-1", "--reason", "provider log shows MSG-1 delivered", "--operator", "maria")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "DEMO-MAIL-017 is now succeeded\n", out)
+	out, errOut, code = run(t, "ops", "retry", "DEMO-OP-021", "--db", dsn, "--reason", "units fixed upstream")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "DEMO-OP-021 is now pending\n", out)
+
+	// The same through a server.
+	out, errOut, code = run(t, "tokens", "create", "--db", dsn, "--tenant", "default")
+	require.Equal(t, 0, code, errOut)
+	token := strings.TrimSpace(out)
+	url, _ := startServe(t, dsn)
+	out, errOut, code = run(t, "ops", "list", "--server", url, "--token", token, "--state", "pending")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "DEMO-OP-021")
+	out, errOut, code = run(t, "ops", "cancel", "DEMO-OP-021", "--server", url, "--token", token, "--reason", "order withdrawn")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "DEMO-OP-021 is now failed\n", out)
+	out, errOut, code = run(t, "ops", "show", "DEMO-OP-021", "--server", url, "--token", token)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "operator cancelled")
+	require.Contains(t, out, "order withdrawn")
+	_, errOut, code = run(t, "ops", "list", "--server", url, "--token", "opl_wrong")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "unauthorized")
+	resp, err := http.Get(url + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{}, {"version"}, {"tokens"}, {"ops"}, {"serve"}, {"tokens", "create"}, {"tokens", "list"}, {"tokens", "revoke"}, {"migrate"},
+		{"demo"}, {"ops", "list"}, {"ops", "show"}, {"ops", "resolve"}, {"ops", "retry"}, {"ops", "cancel"}} {
+		out, _, code := run(t, append(args, "--help")...)
+		require.Equal(t, 0, code, args)
+		require.Contains(t, out, "Examples:", "%v --help has examples", args)
+	}
+	out, _, code := run(t, "completion", "bash")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "bash completion")
+}
