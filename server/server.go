@@ -1,5 +1,5 @@
 // Package server runs opledger's HTTP server: the API of package httpapi,
-// health and metrics endpoints, and the background loops that keep the
+// health and metrics endpoints, the operator console at /, and the background loops that keep the
 // ledger moving (lease expiry, retention), with a graceful shutdown that
 // loses no acknowledged write.
 //
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/console"
 	"github.com/opledger/opledger/httpapi"
 )
 
@@ -33,6 +34,11 @@ type Config struct {
 	SweepInterval time.Duration
 	// CompactInterval is how often retention runs. Default 1 h.
 	CompactInterval time.Duration
+	// SampleInterval is how often the console's chart samples the
+	// counters. Default 1 min.
+	SampleInterval time.Duration
+	// SecureCookie marks the console's session cookie Secure (behind HTTPS).
+	SecureCookie bool
 	// ShutdownTimeout bounds the wait for in-flight requests after a stop
 	// signal. Default 30 s.
 	ShutdownTimeout time.Duration
@@ -55,6 +61,7 @@ func (c *Config) defaults() {
 	}
 	def(&c.SweepInterval, 5*time.Second)
 	def(&c.CompactInterval, time.Hour)
+	def(&c.SampleInterval, time.Minute)
 	def(&c.ShutdownTimeout, 30*time.Second)
 	def(&c.ReadHeaderTimeout, 10*time.Second)
 	def(&c.ReadTimeout, 30*time.Second)
@@ -64,6 +71,7 @@ func (c *Config) defaults() {
 
 // Server is a running opledger server.
 type Server struct {
+	console  *console.Console
 	cfg      Config
 	ledger   *opledger.Ledger
 	http     *http.Server
@@ -81,19 +89,28 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	con, err := console.New(l, console.Options{Logger: cfg.Logger, SecureCookie: cfg.SecureCookie})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics"} {
+		mux.Handle(p, api)
+	}
+	mux.Handle("/", con)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	hs := &http.Server{
-		Handler:           api,
+		Handler:           mux,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	return &Server{cfg: cfg, ledger: l, http: hs, listener: ln}, nil
+	return &Server{cfg: cfg, ledger: l, http: hs, listener: ln, console: con}, nil
 }
 
 // Addr is the address the server listens on (useful with port 0).
@@ -110,7 +127,11 @@ func (s *Server) Run(ctx context.Context) error {
 	log := s.cfg.Logger
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		s.every(loops, s.cfg.SampleInterval, "sample counters", s.console.Sample)
+	}()
 	go func() {
 		defer wg.Done()
 		s.every(loops, s.cfg.SweepInterval, "expire leases", func(ctx context.Context) error {

@@ -1,0 +1,416 @@
+// Package console is opledger's operator console: server-rendered HTML
+// (html/template, files embedded with go:embed) with a few lines of
+// progressive JavaScript, served by opledger serve at /.
+//
+// Sign-in takes an API token and keeps it in an HttpOnly, SameSite=Strict
+// cookie; every POST carries a CSRF token derived from it, so a page on
+// another site can neither read the session nor forge a decision.
+//
+// Allowed imports: opledger, the standard library.
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opledger/opledger"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// CookieName is the session cookie.
+const CookieName = "opledger_session"
+
+// Options configure the console.
+type Options struct {
+	// SecureCookie marks the session cookie Secure (set it behind HTTPS).
+	SecureCookie bool
+	// Logger receives errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Console serves the operator pages.
+type Console struct {
+	ledger *opledger.Ledger
+	opts   Options
+	log    *slog.Logger
+	pages  map[string]*template.Template
+	mux    *http.ServeMux
+
+	mu      sync.Mutex
+	samples map[string][]Sample // per tenant
+}
+
+// Sample is one reading of the headline counters, for the dashboard chart.
+type Sample struct {
+	At               time.Time
+	Unresolved       int
+	Attempts         int
+	ConfirmedEffects int
+}
+
+// maxSamples bounds the chart's history (a day at one sample a minute).
+const maxSamples = 24 * 60
+
+// New builds the console over l.
+func New(l *opledger.Ledger, opts Options) (*Console, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Console{ledger: l, opts: opts, log: opts.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
+		samples: map[string][]Sample{}}
+	funcs := template.FuncMap{
+		"ts":       formatTime,
+		"ago":      ago,
+		"dash":     func(s string) string { return orDash(s) },
+		"stateCSS": func(s opledger.State) string { return "state-" + string(s) },
+		"pathKey":  url.PathEscape,
+	}
+	for _, page := range []string{"login", "queue", "operation", "dashboard", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		c.pages[page] = t
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	c.mux.HandleFunc("GET /login", c.loginPage)
+	c.mux.HandleFunc("POST /login", c.login)
+	c.mux.HandleFunc("POST /logout", c.signedIn(c.logout))
+	c.mux.HandleFunc("GET /{$}", c.signedIn(c.queue))
+	c.mux.HandleFunc("GET /operations/{key}", c.signedIn(c.operation))
+	c.mux.HandleFunc("POST /operations/{key}/resolve", c.signedIn(c.resolve))
+	c.mux.HandleFunc("GET /dashboard", c.signedIn(c.dashboard))
+	return c, nil
+}
+
+// ServeHTTP serves the console.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	c.mux.ServeHTTP(w, r)
+}
+
+// Sample reads the counters of every tenant that has a token, for the
+// dashboard chart. The server calls it once a minute.
+func (c *Console) Sample(ctx context.Context) error {
+	toks, err := c.ledger.Tokens(ctx, true)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, t := range toks {
+		if seen[t.Tenant] {
+			continue
+		}
+		seen[t.Tenant] = true
+		l, err := c.ledger.WithTenant(t.Tenant)
+		if err != nil {
+			return err
+		}
+		st, err := l.Stats(ctx, false)
+		if err != nil {
+			return err
+		}
+		c.record(t.Tenant, Sample{At: time.Now(), Unresolved: st.Unresolved, Attempts: st.AttemptsTotal, ConfirmedEffects: st.ConfirmedEffects})
+	}
+	return nil
+}
+
+func (c *Console) record(tenant string, s Sample) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	list := append(c.samples[tenant], s)
+	if len(list) > maxSamples {
+		list = list[len(list)-maxSamples:]
+	}
+	c.samples[tenant] = list
+}
+
+// session is the signed-in operator's view of the request.
+type session struct {
+	token  string
+	tenant string
+	ledger *opledger.Ledger
+	csrf   string
+}
+
+// csrfToken derives the form token from the session token: a cross-site
+// page cannot read the HttpOnly cookie, so it cannot compute it.
+func csrfToken(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("opledger console csrf"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session)
+
+// signedIn resolves the session cookie, sends strangers to the sign-in page
+// and checks the CSRF token of every POST.
+func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ck, err := r.Cookie(CookieName)
+		if err != nil || ck.Value == "" {
+			c.toLogin(w, r)
+			return
+		}
+		tenant, err := c.ledger.Authenticate(r.Context(), ck.Value)
+		if errors.Is(err, opledger.ErrUnauthorized) {
+			c.toLogin(w, r)
+			return
+		}
+		if err != nil {
+			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			return
+		}
+		l, err := c.ledger.WithTenant(tenant)
+		if err != nil {
+			c.fail(w, r, http.StatusInternalServerError, "Unknown tenant.", err)
+			return
+		}
+		s := &session{token: ck.Value, tenant: tenant, ledger: l, csrf: csrfToken(ck.Value)}
+		if r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil {
+				c.fail(w, r, http.StatusBadRequest, "The form could not be read.", nil)
+				return
+			}
+			if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.csrf)) {
+				c.fail(w, r, http.StatusForbidden, "This form has expired or did not come from the console. Reload the page and try again.", nil)
+				return
+			}
+		}
+		next(w, r, s)
+	}
+}
+
+func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		c.fail(w, r, http.StatusUnauthorized, "Sign in first.", nil)
+		return
+	}
+	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+}
+
+// render writes a page with status.
+func (c *Console) render(w http.ResponseWriter, status int, page string, data map[string]any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := c.pages[page].Execute(w, data); err != nil {
+		c.log.Error("console: render", "page", page, "error", err)
+	}
+}
+
+// fail renders an error page; err, if any, goes to the log only.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
+	if err != nil {
+		c.log.Error("console", "path_pattern", r.Pattern, "error", err)
+	}
+	c.render(w, status, "error", map[string]any{"Title": http.StatusText(status), "Message": msg})
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, http.StatusOK, "login", map[string]any{"Title": "Sign in", "Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+// safeNext keeps redirects on this site.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "The form could not be read.", nil)
+		return
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	next := safeNext(r.PostForm.Get("next"))
+	if _, err := c.ledger.Authenticate(r.Context(), token); err != nil {
+		status, msg := http.StatusUnauthorized, "That token is unknown or revoked."
+		if !errors.Is(err, opledger.ErrUnauthorized) {
+			status, msg = http.StatusServiceUnavailable, "The ledger's store does not answer."
+			c.log.Error("console: sign in", "error", err)
+		}
+		c.render(w, status, "login", map[string]any{"Title": "Sign in", "Next": next, "Error": msg})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie, MaxAge: 12 * 3600})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie, MaxAge: -1})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// queue is the exception queue: uncertain, held and failed operations,
+// the most urgent review first.
+func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
+	page, err := s.ledger.List(r.Context(), opledger.ListOptions{
+		States: []opledger.State{opledger.StateUncertain, opledger.StateHeld, opledger.StateFailed}, Limit: opledger.MaxListLimit})
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	items := page.Items
+	// Held first by review time, then uncertain, then failed; oldest first within.
+	rank := map[opledger.State]int{opledger.StateHeld: 0, opledger.StateUncertain: 1, opledger.StateFailed: 2}
+	sort.SliceStable(items, func(i, j int) bool {
+		a, b := items[i], items[j]
+		if a.ReviewBy != nil && b.ReviewBy != nil && !a.ReviewBy.Equal(*b.ReviewBy) {
+			return a.ReviewBy.Before(*b.ReviewBy)
+		}
+		if (a.ReviewBy != nil) != (b.ReviewBy != nil) {
+			return a.ReviewBy != nil
+		}
+		if rank[a.State] != rank[b.State] {
+			return rank[a.State] < rank[b.State]
+		}
+		return a.CreatedAt.Before(b.CreatedAt)
+	})
+	c.render(w, http.StatusOK, "queue", map[string]any{"Title": "Exception queue", "Tenant": s.tenant, "CSRF": s.csrf,
+		"Items": items, "More": page.NextCursor != "", "Now": time.Now()})
+}
+
+func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) {
+	c.showOperation(w, r, s, http.StatusOK, "", r.URL.Query().Get("done"))
+}
+
+func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *session, status int, formErr, notice string) {
+	key := r.PathValue("key")
+	op, err := s.ledger.Get(r.Context(), key)
+	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
+		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
+		return
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	attempts, err := s.ledger.Attempts(r.Context(), key)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	timeline, err := s.ledger.Timeline(r.Context(), key)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	masked := string(opledger.MaskPayload(op.Payload, op.SensitiveFields))
+	canSucceed := op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed
+	canCancel := op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval
+	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op,
+		"Payload": masked, "Attempts": attempts, "Timeline": timeline, "CanSucceed": canSucceed, "CanRetry": canSucceed,
+		"CanCancel": canCancel, "FormError": formErr, "Notice": notice})
+}
+
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
+	key := r.PathValue("key")
+	d := opledger.Decision{
+		Kind:           opledger.DecisionKind(r.PostForm.Get("decision")),
+		DestinationRef: strings.TrimSpace(r.PostForm.Get("ref")),
+		Reason:         strings.TrimSpace(r.PostForm.Get("reason")),
+		Operator:       strings.TrimSpace(r.PostForm.Get("operator")),
+	}
+	if d.Operator == "" {
+		d.Operator = "console"
+	}
+	op, err := s.ledger.Resolve(r.Context(), key, d)
+	var se *opledger.StateError
+	switch {
+	case errors.Is(err, opledger.ErrReasonRequired):
+		c.showOperation(w, r, s, http.StatusBadRequest, "Write a reason: what you checked and why this decision is right.", "")
+		return
+	case errors.As(err, &se):
+		c.showOperation(w, r, s, http.StatusConflict, "The operation is "+string(se.State)+" now; that decision no longer applies.", "")
+		return
+	case errors.Is(err, opledger.ErrInvalidInput):
+		c.showOperation(w, r, s, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "invalid input: "), "")
+		return
+	case errors.Is(err, opledger.ErrNotFound):
+		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
+		return
+	case err != nil:
+		c.fail(w, r, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
+		return
+	}
+	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key)+"?done="+url.QueryEscape("Recorded: "+string(op.State)), http.StatusSeeOther)
+}
+
+func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) {
+	st, err := s.ledger.Stats(r.Context(), false)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	c.mu.Lock()
+	samples := append([]Sample(nil), c.samples[s.tenant]...)
+	c.mu.Unlock()
+	c.render(w, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard", "Tenant": s.tenant, "CSRF": s.csrf,
+		"Stats": st, "States": opledger.States, "Chart": chart(samples)})
+}
+
+func formatTime(t any) string {
+	switch v := t.(type) {
+	case time.Time:
+		if v.IsZero() {
+			return "-"
+		}
+		return v.UTC().Format("2006-01-02 15:04:05 UTC")
+	case *time.Time:
+		if v == nil {
+			return "-"
+		}
+		return v.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	return "-"
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + " min"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + " h"
+	}
+	return strconv.Itoa(int(d.Hours()/24)) + " days"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
