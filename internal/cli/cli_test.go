@@ -1,11 +1,16 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,10 +56,13 @@ func run(t *testing.T, args ...string) (string, string, int) {
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
-	out, errOut, code := run(t, "demo", "--db", dsn)
+	out, errOut, code := run(t, "demo", "--db", dsn, "--no-serve")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "records created at the CRM: 4 ")
-	require.Contains(t, out, "attempts sent to the CRM:   6")
+	require.Contains(t, out, "records created at the CRM: 5 ")
+	require.Contains(t, out, "attempts sent to the CRM:   8")
+	for _, state := range []string{"awaiting_approval", "pending", "in_progress", "uncertain", "held", "succeeded", "failed"} {
+		require.Regexp(t, `DEMO-\S+\s+`+state, out, "the demo shows a %s operation", state)
+	}
 	require.Contains(t, out, "refused: same key, different content")
 	require.Contains(t, out, "refused: operation is uncertain")
 	require.Regexp(t, `DEMO-MAIL-017\s+held`, out)
@@ -62,7 +70,7 @@ func TestDemo(t *testing.T) {
 	require.NotContains(t, out, "demo@example.invalid", "sensitive fields never printed")
 
 	// Running the demo again on the same ledger replays: no new effects.
-	out, errOut, code = run(t, "demo", "--db", dsn)
+	out, errOut, code = run(t, "demo", "--db", dsn, "--no-serve")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "records created at the CRM: 0 ")
 }
@@ -104,4 +112,48 @@ func TestVersion(t *testing.T) {
 	out, _, code := run(t, "version")
 	require.Equal(t, 0, code)
 	require.Equal(t, "opledger dev\n", out)
+}
+
+// TestDemoServes: after the walk-through the demo serves the ledger and
+// prints the console address and a token that works.
+func TestDemoServes(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "demo", "--addr", "127.0.0.1:0")
+	cmd.Dir = t.TempDir()
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var consoleURL, token string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && (consoleURL == "" || token == "") {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "Console:  "); ok {
+			consoleURL = strings.Fields(v)[0]
+		}
+		if v, ok := strings.CutPrefix(line, "Token:    "); ok {
+			token = strings.TrimSpace(v)
+		}
+	}
+	require.NotEmpty(t, consoleURL)
+	require.NotEmpty(t, token)
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+
+	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(consoleURL, "/")+"/v1/operations?state=held,uncertain,failed", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, key := range []string{"DEMO-MAIL-017", "DEMO-OP-021", "DEMO-OP-023"} {
+		require.Contains(t, string(body), key, "the exception queue is live")
+	}
+	resp, err = http.Get(consoleURL + "login")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the console is served")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "Ctrl-C stops the demo cleanly")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,10 +17,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/server"
 )
 
 func newDemoCmd() *cobra.Command {
-	var dsn string
+	var (
+		dsn, addr string
+		noServe   bool
+	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Walk through the awkward cases on a fresh ledger",
@@ -28,9 +33,14 @@ e-mail provider without one) and shows what the ledger does in each awkward case
 a repeat, a changed "retry", a lost response, a 503, a rejected request and a
 worker that crashes after dispatch. It prints every step and the final ledger.
 
+Then it serves the ledger (API and console) and prints the console's address
+and a token, so you can open the exception queue it just filled; Ctrl-C stops
+it. --no-serve stops after the walk-through.
+
 Without --db it uses a fresh SQLite file in a temporary directory.`,
 		Example: `  opledger demo
-  opledger demo --db sqlite:demo.db`,
+  opledger demo --no-serve
+  opledger demo --db sqlite:demo.db --addr 127.0.0.1:9090`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dsn == "" {
@@ -40,10 +50,15 @@ Without --db it uses a fresh SQLite file in a temporary directory.`,
 				}
 				dsn = "sqlite:" + filepath.Join(dir, "demo.db")
 			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), dsn)
+			if noServe {
+				addr = ""
+			}
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), dsn, addr)
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "db", "", "ledger store (default: a fresh SQLite file)")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address of the server started after the walk-through")
+	cmd.Flags().BoolVar(&noServe, "no-serve", false, "stop after the walk-through")
 	return cmd
 }
 
@@ -67,6 +82,8 @@ func (c *demoCRM) create(key, fault string) (string, error) {
 		return "", opledger.Retryable(errors.New("503 service unavailable"), 0)
 	case "422":
 		return "", opledger.Rejected(errors.New("422 units must be a whole number"))
+	case "429":
+		return "", opledger.Retryable(errors.New("429 too many requests"), 30*time.Minute)
 	}
 	c.mu.Lock()
 	id, ok := c.records[key]
@@ -90,7 +107,9 @@ func (c *demoCRM) lookup(key string) (string, bool) {
 	return id, ok
 }
 
-func runDemo(ctx context.Context, out io.Writer, dsn string) error {
+// runDemo runs the walk-through on dsn and, when addr is set, serves the
+// ledger there until ctx ends.
+func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	var offset atomic.Int64 // the demo's clock, moved forward instead of waiting
 	ledger, err := opledger.Open(ctx, dsn, opledger.Options{
 		Worker: "demo-worker",
@@ -207,6 +226,33 @@ func runDemo(ctx context.Context, out io.Writer, dsn string) error {
 	}
 	say("")
 
+	say("7. The other states, for the exception queue")
+	seed := func(key string, units int, approval bool) opledger.Intent {
+		in := order(key, units)
+		in.RequiresApproval = approval
+		return in
+	}
+	if _, _, err := ledger.Record(ctx, seed("DEMO-OP-022", 5, true)); err != nil {
+		return err
+	}
+	say("   DEMO-OP-022 waits for approval of its content")
+	lost := seed("DEMO-OP-023", 1, false)
+	if op, err := send(lost, "lost"); op != nil && op.State == opledger.StateUncertain {
+		say("   DEMO-OP-023 lost its response: uncertain until the reconciler or a person settles it")
+	} else if err != nil && !errors.Is(err, opledger.ErrInvalidState) {
+		var ae *opledger.AttemptError
+		if !errors.As(err, &ae) {
+			return err
+		}
+	}
+	if op, _ := send(seed("DEMO-OP-025", 3, false), "429"); op != nil && op.State == opledger.StatePending {
+		say("   DEMO-OP-025 was told 429 with Retry-After: 30 min; it is pending until then")
+	}
+	if _, err := ledger.Claim(ctx, "DEMO-OP-024", opledger.ClaimOptions{Intent: ptr(seed("DEMO-OP-024", 4, false)), Lease: time.Hour}); err == nil {
+		say("   DEMO-OP-024 is claimed by a worker right now (in progress)")
+	}
+	say("")
+
 	say("Counters (each answers a different question):")
 	say("   attempts sent to the CRM:   %d", crm.attempts.Load())
 	say("   records created at the CRM: %d  (one per order, whatever the retries)", crm.effects.Load())
@@ -228,7 +274,24 @@ func runDemo(ctx context.Context, out io.Writer, dsn string) error {
 		}
 		fmt.Fprintf(tw, "   %s\t%s\t%d\t%s\t%s\n", op.Key, state, op.AttemptCount, dash(op.DestinationRef), op.Owner)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil || addr == "" {
+		return err
+	}
+	token, _, err := ledger.CreateToken(ctx, "demo")
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(ledger, server.Config{Addr: addr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	say("")
+	say("Console:  %s/   (sign in with the token below)", srv.URL())
+	say("API:      %s/v1/operations", srv.URL())
+	say("Token:    %s", token)
+	say("Try:      opledger ops list --server %s --token %s --state held,uncertain,failed", srv.URL(), token)
+	say("Serving until Ctrl-C.")
+	return srv.Run(ctx)
 }
 
 func dash(s string) string {
@@ -237,3 +300,5 @@ func dash(s string) string {
 	}
 	return s
 }
+
+func ptr[T any](v T) *T { return &v }
