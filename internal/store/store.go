@@ -183,6 +183,7 @@ type ListParams struct {
 // Reader is the read side of the store, usable inside and outside a
 // transaction.
 type Reader interface {
+	EventReader
 	// Now returns the store's clock. Inside a transaction it is read once
 	// and stays fixed for the transaction.
 	Now(ctx context.Context) (time.Time, error)
@@ -216,6 +217,7 @@ type Reader interface {
 // Tx is a read-write transaction.
 type Tx interface {
 	Reader
+	EventTx
 	// InsertOperation inserts a new row; ErrConflict if the key exists.
 	InsertOperation(ctx context.Context, op *Operation) error
 	// UpdateOperation writes op if the stored revision still equals

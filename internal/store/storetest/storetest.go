@@ -55,6 +55,9 @@ func Run(t *testing.T, h Harness) {
 		{"ReconcileQueue", testReconcileQueue},
 		{"Tokens", testTokens},
 		{"Stats", testStats},
+		{"Events", testEvents},
+		{"Workflows", testWorkflows},
+		{"Release", testRelease},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,723 @@
+package opledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// Event is an inbound notification (a webhook) as it arrived. It is
+// identified by (Source, EventID) within the tenant; each arrival is a
+// delivery. Authenticate it (package webhook) before handing it to
+// ReceiveEvent: a known event id proves nothing about who sent it.
+type Event struct {
+	// Source names the sender, e.g. "stripe" or "forms". Key syntax.
+	Source string `json:"source"`
+	// EventID is the sender's id of the event, the same on every
+	// delivery. Key syntax: no personal data.
+	EventID string `json:"event_id"`
+	// DeliveryID is the sender's id of this arrival, if it has one.
+	DeliveryID string `json:"delivery_id,omitempty"`
+	// Type selects the mapping rule, e.g. "submission.accepted".
+	Type string `json:"type"`
+	// OccurredAt is when the sender says the event happened.
+	OccurredAt time.Time `json:"occurred_at,omitzero"`
+	// Payload is the event's data, any JSON value (usually an object).
+	Payload json.RawMessage `json:"payload"`
+}
+
+// EventStatus is what became of an event.
+type EventStatus string
+
+// The statuses of a recorded event.
+const (
+	// EventApplied: the rule's intents were recorded, or matched operations
+	// already recorded with the same content.
+	EventApplied EventStatus = "applied"
+	// EventOutOfOrder: the event is older than one already applied to the
+	// same object; it was recorded and flagged, not applied.
+	EventOutOfOrder EventStatus = "out_of_order"
+	// EventConflict: an intent collided with an operation of other content
+	// and the rule gives no way to correct it; nothing was applied and a
+	// person must decide. Reason says which key.
+	EventConflict EventStatus = "conflict"
+	// EventUnmapped: no rule matches the event's source and type.
+	EventUnmapped EventStatus = "unmapped"
+)
+
+// EventRecord is an event as the ledger recorded it.
+type EventRecord struct {
+	Tenant     string     `json:"tenant"`
+	Source     string     `json:"source"`
+	EventID    string     `json:"event_id"`
+	Type       string     `json:"type"`
+	OccurredAt *time.Time `json:"occurred_at"`
+	// PayloadSHA256 is the hex SHA-256 of the first delivery's payload; the
+	// payload itself is not kept.
+	PayloadSHA256 string `json:"payload_sha256"`
+	// Rule is the matching rule's name, empty when none matched.
+	Rule   string      `json:"rule"`
+	Status EventStatus `json:"status"`
+	// OutOfOrder is Status == EventOutOfOrder.
+	OutOfOrder bool `json:"out_of_order"`
+	// Reason explains any status but applied.
+	Reason string `json:"reason,omitempty"`
+	// ObjectKey and OrderValue are the object and its ordering value, when
+	// the rule declares them.
+	ObjectKey  string `json:"object_key,omitempty"`
+	OrderValue string `json:"order_value,omitempty"`
+	// OperationKeys are the operations the event produced or matched.
+	OperationKeys []string  `json:"operation_keys"`
+	ReceivedAt    time.Time `json:"received_at"`
+}
+
+// Delivery is one arrival of an event.
+type Delivery struct {
+	ID         int64     `json:"id"`
+	DeliveryID string    `json:"delivery_id,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+	// Duplicate is true for every arrival after the first.
+	Duplicate bool `json:"duplicate"`
+	// PayloadDiffers is true when this arrival's payload is not the one
+	// the first delivery carried. The first delivery's mapping stands.
+	PayloadDiffers bool `json:"payload_differs,omitempty"`
+}
+
+// EventResult answers ReceiveEvent.
+type EventResult struct {
+	// Duplicate is true when the event had been received before: only the
+	// delivery was recorded, nothing else changed.
+	Duplicate bool `json:"duplicate"`
+	// OutOfOrder is true when the event was flagged, not applied.
+	OutOfOrder bool        `json:"out_of_order"`
+	Status     EventStatus `json:"status"`
+	Reason     string      `json:"reason,omitempty"`
+	// Event is the recorded event.
+	Event *EventRecord `json:"event"`
+	// Delivery is this arrival.
+	Delivery *Delivery `json:"delivery"`
+	// Operations are the operations the event produced (on a duplicate:
+	// the ones the first delivery produced), as they are now.
+	Operations []*Operation `json:"operations"`
+}
+
+// Limits of an event's fields.
+const (
+	// MaxEventPayload is the largest event payload accepted, in bytes.
+	MaxEventPayload = 1 << 20
+)
+
+// validate checks an event's identifying fields.
+func (ev *Event) validate() error {
+	if err := ValidateKey(ev.Source); err != nil {
+		return invalidInput("source: %s", strings.TrimPrefix(err.Error(), "invalid key: "))
+	}
+	if err := ValidateKey(ev.EventID); err != nil {
+		return invalidInput("event_id: %s", strings.TrimPrefix(err.Error(), "invalid key: "))
+	}
+	if len(ev.Source)+1+len(ev.EventID) > maxNameLength {
+		return invalidInput("source and event_id together are at most %d bytes", maxNameLength-1)
+	}
+	if ev.DeliveryID != "" {
+		if err := ValidateKey(ev.DeliveryID); err != nil {
+			return invalidInput("delivery_id: %s", strings.TrimPrefix(err.Error(), "invalid key: "))
+		}
+	}
+	if ev.Type == "" || len(ev.Type) > maxNameLength {
+		return invalidInput("type is required (at most %d bytes)", maxNameLength)
+	}
+	if len(ev.Payload) > MaxEventPayload {
+		return invalidInput("payload is larger than %d bytes", MaxEventPayload)
+	}
+	if len(ev.Payload) == 0 {
+		ev.Payload = json.RawMessage("null")
+	}
+	if !json.Valid(ev.Payload) {
+		return invalidInput("payload is not valid JSON")
+	}
+	return nil
+}
+
+func payloadDigest(p []byte) string {
+	sum := sha256.Sum256(p)
+	return hex.EncodeToString(sum[:])
+}
+
+// ActorEvent prefixes the timeline actor of changes an event made:
+// "event:<source>:<event_id>".
+const ActorEvent = "event"
+
+// ReceiveEvent records one arrival of an event and, on its first arrival,
+// what the rules make of it, all in one transaction:
+//
+//   - A new (source, event_id) is recorded with its delivery, and the
+//     matching rule's intents are recorded as operations (or matched to
+//     operations already recorded with the same content).
+//   - A repeat (same event id, any delivery id) records only the delivery
+//     and returns the operations the first arrival produced; it creates
+//     nothing, even when two deliveries arrive at once.
+//   - An event older than one already applied to the same object (the
+//     rule's object and order_by) is recorded with status out_of_order and
+//     not applied.
+//   - A newer version of an object whose operation has the same key but
+//     other content is a correction: an operation not yet dispatched is
+//     revised (and awaits approval again); one that may have reached its
+//     destination gets an update operation under the rule's update_key,
+//     which requires approval. Without update_key, or without an object
+//     order, the event is recorded with status conflict for a person.
+//
+// rules may be nil: every event is then recorded as unmapped. A rule that
+// cannot map the event (a missing field, a produced key that is invalid)
+// refuses it with a *RuleError (ErrInvalidInput) and records nothing.
+func (l *Ledger) ReceiveEvent(ctx context.Context, rules *Rules, ev Event) (*EventResult, error) {
+	if err := ev.validate(); err != nil {
+		return nil, err
+	}
+	digest := payloadDigest(ev.Payload)
+	// Map outside the transaction: it depends on the event and the rules
+	// only. It is used only if the event turns out to be new.
+	mapping, mapErr := rules.mapEvent(&ev)
+	for range maxConflictRetries {
+		var res *EventResult
+		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			res, err = l.receiveIn(ctx, tx, &ev, digest, mapping, mapErr)
+			return err
+		})
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	return nil, fmt.Errorf("receive event %s: gave up after %d write conflicts: %w", ev.EventID, maxConflictRetries, store.ErrConflict)
+}
+
+// receiveIn is one try of ReceiveEvent inside a write transaction.
+func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest string, mapping *Mapping, mapErr error) (*EventResult, error) {
+	existing, err := tx.GetEvent(ctx, l.tenant, ev.Source, ev.EventID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	now, err := l.now(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	d := &store.Delivery{Tenant: l.tenant, Source: ev.Source, EventID: ev.EventID, DeliveryID: ev.DeliveryID,
+		ReceivedAt: now, PayloadSHA256: digest}
+	if existing != nil {
+		d.Duplicate = true
+		if err := tx.InsertDelivery(ctx, d); err != nil {
+			return nil, err
+		}
+		ops, err := l.operationsIn(ctx, tx, existing.Operations)
+		if err != nil {
+			return nil, err
+		}
+		rec := toEventRecord(existing)
+		return &EventResult{Duplicate: true, OutOfOrder: rec.OutOfOrder, Status: rec.Status, Reason: rec.Reason,
+			Event: rec, Delivery: toDelivery(d, existing.PayloadSHA256), Operations: ops}, nil
+	}
+	if mapErr != nil {
+		return nil, mapErr
+	}
+	row := &store.Event{Tenant: l.tenant, Source: ev.Source, EventID: ev.EventID, Type: ev.Type,
+		OccurredAt: ev.OccurredAt.UTC().Truncate(time.Microsecond), PayloadSHA256: digest, Rule: mapping.Rule,
+		ObjectKey: mapping.ObjectKey, OrderValue: mapping.OrderValue, Operations: []string{}, ReceivedAt: now}
+	// The event row goes in first: of two deliveries racing, the second
+	// stops here on the unique key, rolls back and is retried as a
+	// duplicate.
+	plan, err := l.planEvent(ctx, tx, row, mapping)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.InsertEvent(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := tx.InsertDelivery(ctx, d); err != nil {
+		return nil, err
+	}
+	ops, err := l.applyPlan(ctx, tx, row, plan)
+	if err != nil {
+		return nil, err
+	}
+	rec := toEventRecord(row)
+	return &EventResult{OutOfOrder: rec.OutOfOrder, Status: rec.Status, Reason: rec.Reason,
+		Event: rec, Delivery: toDelivery(d, digest), Operations: ops}, nil
+}
+
+// eventStep is what applying an event does to one operation.
+type eventStep struct {
+	kind   string // "record", "same", "revise", "update"
+	intent Intent // the intent to record (kind record or update)
+	fp     string
+	key    string // the operation the step concerns
+	// version is the new version of a revise.
+	version int64
+}
+
+// eventPlan is the decided effect of a new event.
+type eventPlan struct {
+	steps  []eventStep
+	object *store.EventObject // nil when the rule declares no object
+	objNew bool
+	objRev int64
+}
+
+// planEvent decides what a new event does, reading the ledger inside the
+// transaction but writing nothing, and sets the event row's status,
+// reason and operation keys. Writing only after every intent has been
+// decided makes an event all-or-nothing: a conflict on one intent applies
+// none.
+func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m *Mapping) (*eventPlan, error) {
+	plan := &eventPlan{}
+	if m.Rule == "" {
+		row.Status, row.Reason = string(EventUnmapped), "no rule maps events of this source and type"
+		return plan, nil
+	}
+	var obj *store.EventObject
+	newer := false
+	if m.ObjectKey != "" {
+		o, err := tx.GetEventObject(ctx, l.tenant, row.Source, m.ObjectKey)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			obj = o
+		}
+		if obj != nil {
+			switch c := compareOrder(m.OrderValue, obj.OrderValue); {
+			case c < 0:
+				row.Status = string(EventOutOfOrder)
+				row.Reason = fmt.Sprintf("older than event %s already applied to %s (order %s < %s); not applied",
+					obj.EventID, m.ObjectKey, m.OrderValue, obj.OrderValue)
+				return plan, nil
+			case c > 0:
+				newer = true
+			}
+		}
+	}
+	conflict := func(reason string) (*eventPlan, error) {
+		row.Status, row.Reason = string(EventConflict), reason
+		row.Operations = []string{}
+		return &eventPlan{}, nil
+	}
+	for i, in := range m.Intents {
+		fp, err := in.normalize()
+		if err != nil {
+			return nil, &RuleError{Rule: m.Rule, Field: fmt.Sprintf("operations[%d]", i), Err: err}
+		}
+		current, err := l.contentAt(ctx, tx, in.Key)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case current == nil:
+			plan.steps = append(plan.steps, eventStep{kind: "record", intent: in, fp: fp, key: in.Key})
+			row.Operations = append(row.Operations, in.Key)
+			continue
+		case current.sameContent(in):
+			plan.steps = append(plan.steps, eventStep{kind: "same", key: in.Key})
+			row.Operations = append(row.Operations, in.Key)
+			continue
+		case !newer && m.Updates[i] != nil:
+			// The same version again under another event id: it matches
+			// the update operation an earlier event already produced.
+			up := *m.Updates[i]
+			if _, err := up.normalize(); err != nil {
+				return nil, &RuleError{Rule: m.Rule, Field: fmt.Sprintf("operations[%d].update_key", i), Err: err}
+			}
+			have, err := l.contentAt(ctx, tx, up.Key)
+			if err != nil {
+				return nil, err
+			}
+			if obj != nil && have != nil && have.sameContent(up) {
+				plan.steps = append(plan.steps, eventStep{kind: "same", key: up.Key})
+				row.Operations = append(row.Operations, up.Key)
+				continue
+			}
+			fallthrough
+		case !newer:
+			why := "the rule declares no object order"
+			switch {
+			case obj != nil:
+				why = fmt.Sprintf("the event is not newer than event %s already applied to %s", obj.EventID, m.ObjectKey)
+			case m.ObjectKey != "":
+				why = "no earlier event for " + m.ObjectKey + " is recorded"
+			}
+			return conflict(fmt.Sprintf("operation %s is recorded with other content and %s; a person must decide", in.Key, why))
+		case current.revisable():
+			plan.steps = append(plan.steps, eventStep{kind: "revise", intent: in, key: in.Key, version: current.version + 1})
+			row.Operations = append(row.Operations, in.Key)
+			continue
+		}
+		// A correction of an operation that may have reached its
+		// destination: a new, explicitly keyed operation needing approval.
+		if m.Updates[i] == nil {
+			return conflict(fmt.Sprintf("operation %s (%s) may already have reached its destination and rule %q declares no update_key; a person must decide",
+				in.Key, current.state, m.Rule))
+		}
+		up := *m.Updates[i]
+		upFP, err := up.normalize()
+		if err != nil {
+			return nil, &RuleError{Rule: m.Rule, Field: fmt.Sprintf("operations[%d].update_key", i), Err: err}
+		}
+		have, err := l.contentAt(ctx, tx, up.Key)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case have == nil:
+			plan.steps = append(plan.steps, eventStep{kind: "update", intent: up, fp: upFP, key: up.Key})
+		case have.sameContent(up):
+			plan.steps = append(plan.steps, eventStep{kind: "same", key: up.Key})
+		default:
+			return conflict(fmt.Sprintf("update operation %s is recorded with other content; a person must decide", up.Key))
+		}
+		row.Operations = append(row.Operations, up.Key)
+	}
+	row.Status = string(EventApplied)
+	if m.ObjectKey != "" && (obj == nil || newer) {
+		plan.object = &store.EventObject{Tenant: l.tenant, Source: row.Source, ObjectKey: m.ObjectKey,
+			OrderValue: m.OrderValue, EventID: row.EventID}
+		plan.objNew = obj == nil
+		if obj != nil {
+			plan.objRev = obj.Revision
+		}
+	}
+	return plan, nil
+}
+
+// applyPlan writes what planEvent decided and returns the operations.
+func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, plan *eventPlan) ([]*Operation, error) {
+	actor := ActorEvent + ":" + row.Source + ":" + row.EventID
+	for _, st := range plan.steps {
+		var decide func(t *txn) error
+		switch st.kind {
+		case "record", "update":
+			in, fp := st.intent, st.fp
+			decide = func(t *txn) error {
+				if err := t.record(&in, fp, actor); err != nil {
+					return err
+				}
+				if st.kind == "update" {
+					t.note(actor, "", "correction", "update of a newer version of "+row.ObjectKey+" (order "+row.OrderValue+"); requires approval")
+				}
+				return nil
+			}
+		case "revise":
+			payload, version := st.intent.Payload, st.version
+			decide = func(t *txn) error {
+				return t.revise(payload, version, actor, "newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
+			}
+		default:
+			continue // same content: nothing to write
+		}
+		_, refusal, err := l.decideIn(ctx, tx, l.tenant, st.key, decide)
+		if err != nil {
+			return nil, err
+		}
+		if refusal != nil {
+			return nil, refusal
+		}
+	}
+	if o := plan.object; o != nil {
+		o.UpdatedAt = row.ReceivedAt
+		if plan.objNew {
+			o.Revision = 1
+			if err := tx.InsertEventObject(ctx, o); err != nil {
+				return nil, err
+			}
+		} else {
+			o.Revision = plan.objRev + 1
+			if err := tx.UpdateEventObject(ctx, o, plan.objRev); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return l.operationsIn(ctx, tx, row.Operations)
+}
+
+// storedContent is the content of an operation (or its tombstone) as far
+// as an event needs to compare it.
+type storedContent struct {
+	action, destination string
+	version             int64
+	fingerprint         string
+	state               State
+	neverDispatched     bool
+}
+
+// contentAt reads the operation or tombstone at key; nil when neither
+// exists.
+func (l *Ledger) contentAt(ctx context.Context, tx store.Tx, key string) (*storedContent, error) {
+	row, err := tx.GetOperation(ctx, l.tenant, key)
+	if err == nil {
+		return &storedContent{action: row.Action, destination: row.Destination, version: row.Version,
+			fingerprint: row.Fingerprint, state: State(row.State), neverDispatched: row.FirstDispatchedAt.IsZero()}, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	ts, err := tx.GetTombstone(ctx, l.tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &storedContent{fingerprint: ts.Fingerprint, state: State(ts.State), version: -1}, nil
+}
+
+// sameContent reports whether in has the stored content, at whatever
+// version the operation has reached (a revision raises the version).
+func (c *storedContent) sameContent(in Intent) bool {
+	if c.version < 0 { // tombstone: only the fingerprint is left
+		fp, err := Fingerprint(in.Action, in.Destination, in.Payload, in.Version)
+		return err == nil && fp == c.fingerprint
+	}
+	if in.Action != c.action || in.Destination != c.destination {
+		return false
+	}
+	fp, err := Fingerprint(in.Action, in.Destination, in.Payload, c.version)
+	return err == nil && fp == c.fingerprint
+}
+
+// revisable reports whether Revise may still change the content.
+func (c *storedContent) revisable() bool {
+	return c.version > 0 && (c.state == StateAwaitingApproval || (c.state == StatePending && c.neverDispatched))
+}
+
+// revise is the revise transition of Ledger.Revise, usable inside a larger
+// transaction: the content of an operation that is awaiting approval, or
+// pending and never dispatched, is replaced by a new, higher version that
+// must be approved.
+func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) error {
+	if err := t.need("revise"); err != nil {
+		return err
+	}
+	st := State(t.op.State)
+	if !(st == StateAwaitingApproval || (st == StatePending && t.op.FirstDispatchedAt.IsZero())) {
+		return t.refuse("revise")
+	}
+	if version <= t.op.Version {
+		return invalidInput("revise needs a version above the current %d", t.op.Version)
+	}
+	fp, err := Fingerprint(t.op.Action, t.op.Destination, payload, version)
+	if err != nil {
+		return err
+	}
+	t.op.Payload = payload
+	t.op.Version = version
+	t.op.Fingerprint = fp
+	t.op.RequiresApproval = true
+	t.op.ApprovedBy = ""
+	t.move(StateAwaitingApproval, actor, "", "revised", join(fmt.Sprintf("version %d, %s", version, fp), why))
+	return nil
+}
+
+// operationsIn reads operations (or their tombstones) by key.
+func (l *Ledger) operationsIn(ctx context.Context, r store.Reader, keys []string) ([]*Operation, error) {
+	out := []*Operation{}
+	for _, k := range keys {
+		row, err := r.GetOperation(ctx, l.tenant, k)
+		if err == nil {
+			out = append(out, toOperation(row))
+			continue
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		ts, err := r.GetTombstone(ctx, l.tenant, k)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // forgotten after its tombstone retention
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tombstoneOperation(ts))
+	}
+	return out, nil
+}
+
+func toEventRecord(e *store.Event) *EventRecord {
+	ops := e.Operations
+	if ops == nil {
+		ops = []string{}
+	}
+	return &EventRecord{Tenant: e.Tenant, Source: e.Source, EventID: e.EventID, Type: e.Type,
+		OccurredAt: timePtr(e.OccurredAt), PayloadSHA256: e.PayloadSHA256, Rule: e.Rule,
+		Status: EventStatus(e.Status), OutOfOrder: e.Status == string(EventOutOfOrder), Reason: e.Reason,
+		ObjectKey: e.ObjectKey, OrderValue: e.OrderValue, OperationKeys: ops, ReceivedAt: e.ReceivedAt}
+}
+
+func toDelivery(d *store.Delivery, firstDigest string) *Delivery {
+	return &Delivery{ID: d.ID, DeliveryID: d.DeliveryID, ReceivedAt: d.ReceivedAt, Duplicate: d.Duplicate,
+		PayloadDiffers: d.PayloadSHA256 != firstDigest}
+}
+
+// EventDetail is an event with its deliveries and operations.
+type EventDetail struct {
+	Event      *EventRecord `json:"event"`
+	Deliveries []*Delivery  `json:"deliveries"`
+	Operations []*Operation `json:"operations"`
+}
+
+// GetEvent returns a recorded event with every delivery and the operations
+// it produced, as they are now. Unknown events return ErrNotFound.
+func (l *Ledger) GetEvent(ctx context.Context, source, eventID string) (*EventDetail, error) {
+	if ValidateKey(source) != nil || ValidateKey(eventID) != nil {
+		return nil, invalidInput("source and event_id must satisfy the key syntax")
+	}
+	var out *EventDetail
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		e, err := r.GetEvent(ctx, l.tenant, source, eventID)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("get event %s/%s: %w", source, eventID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		ds, err := r.ListDeliveries(ctx, l.tenant, source, eventID)
+		if err != nil {
+			return err
+		}
+		ops, err := l.operationsIn(ctx, r, e.Operations)
+		if err != nil {
+			return err
+		}
+		out = &EventDetail{Event: toEventRecord(e), Deliveries: []*Delivery{}, Operations: ops}
+		for _, d := range ds {
+			out.Deliveries = append(out.Deliveries, toDelivery(d, e.PayloadSHA256))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// EventListOptions filter a list of events.
+type EventListOptions struct {
+	Source string
+	Status EventStatus
+	// Limit is the page size: default 50, at most MaxListLimit.
+	Limit int
+	// Cursor continues a previous page (EventPage.NextCursor).
+	Cursor string
+}
+
+// EventPage is one page of events, newest first.
+type EventPage struct {
+	Items      []*EventRecord `json:"items"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// ListEvents returns recorded events newest first, filtered and paged.
+func (l *Ledger) ListEvents(ctx context.Context, o EventListOptions) (*EventPage, error) {
+	p := store.EventListParams{Tenant: l.tenant, Source: o.Source, Status: string(o.Status), Limit: o.Limit}
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	if p.Limit > MaxListLimit {
+		return nil, invalidInput("limit is at most %d", MaxListLimit)
+	}
+	switch o.Status {
+	case "", EventApplied, EventOutOfOrder, EventConflict, EventUnmapped:
+	default:
+		return nil, invalidInput("unknown event status %q", o.Status)
+	}
+	if o.Cursor != "" {
+		at, source, id, err := decodeEventCursor(o.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		p.AfterReceivedAt, p.AfterSource, p.AfterEventID = at, source, id
+	}
+	page := &EventPage{Items: []*EventRecord{}}
+	p.Limit++
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		rows, err := r.ListEvents(ctx, p)
+		if err != nil {
+			return err
+		}
+		for i, row := range rows {
+			if i == p.Limit-1 {
+				last := rows[i-1]
+				page.NextCursor = encodeEventCursor(last.ReceivedAt, last.Source, last.EventID)
+				break
+			}
+			page.Items = append(page.Items, toEventRecord(row))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+func encodeEventCursor(at time.Time, source, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "|" + source + "|" + id))
+}
+
+func decodeEventCursor(c string) (time.Time, string, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		parts := strings.SplitN(string(b), "|", 3)
+		if len(parts) == 3 && ValidateKey(parts[1]) == nil && ValidateKey(parts[2]) == nil {
+			if v, perr := strconv.ParseInt(parts[0], 10, 64); perr == nil && v > 0 {
+				return time.UnixMicro(v).UTC(), parts[1], parts[2], nil
+			}
+		}
+	}
+	return time.Time{}, "", "", invalidInput("cursor is not one this server issued")
+}
+
+// EventStats are the event figures of DESIGN.md section 10.
+type EventStats struct {
+	// Events counts distinct events received.
+	Events int `json:"events"`
+	// EventsByStatus counts events by status (all statuses present).
+	EventsByStatus map[EventStatus]int `json:"events_by_status"`
+	// Deliveries counts every arrival, the first ones included.
+	Deliveries int `json:"deliveries"`
+	// DuplicateDeliveries counts arrivals of an event already received.
+	DuplicateDeliveries int `json:"duplicate_deliveries"`
+}
+
+// EventStats returns the tenant's event figures, or every tenant's
+// together when allTenants is true.
+func (l *Ledger) EventStats(ctx context.Context, allTenants bool) (*EventStats, error) {
+	tenant := l.tenant
+	if allTenants {
+		tenant = ""
+	}
+	var c *store.EventCounts
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
+		c, err = r.EventCounts(ctx, tenant)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("event stats: %w", err)
+	}
+	out := &EventStats{EventsByStatus: map[EventStatus]int{}, Deliveries: c.Deliveries, DuplicateDeliveries: c.DuplicateDeliveries}
+	for _, s := range []EventStatus{EventApplied, EventOutOfOrder, EventConflict, EventUnmapped} {
+		out.EventsByStatus[s] = c.ByStatus[string(s)]
+	}
+	for _, n := range c.ByStatus {
+		out.Events += n
+	}
+	return out, nil
+}

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Event is one row of the events table: an inbound notification, unique by
+// (tenant, source, event_id). Only a digest of its payload is kept: the
+// payload's content lives on in the operations it produced.
+type Event struct {
+	Tenant     string
+	Source     string
+	EventID    string
+	Type       string
+	OccurredAt time.Time
+	// PayloadSHA256 is the hex SHA-256 of the first delivery's payload.
+	PayloadSHA256 string
+	// Rule is the mapping rule that matched, "" when none did.
+	Rule string
+	// Status is applied, out_of_order, conflict or unmapped.
+	Status string
+	// Reason explains a status other than applied.
+	Reason string
+	// ObjectKey and OrderValue identify the object the event concerns and
+	// its position in that object's history, when the rule declares them.
+	ObjectKey  string
+	OrderValue string
+	// Operations are the keys of the operations the event produced (or
+	// matched), in the rule's order.
+	Operations []string
+	ReceivedAt time.Time
+}
+
+// Delivery is one row of the deliveries table: one arrival of an event.
+type Delivery struct {
+	ID         int64
+	Tenant     string
+	Source     string
+	EventID    string
+	DeliveryID string
+	ReceivedAt time.Time
+	// Duplicate is true for every arrival after the first.
+	Duplicate bool
+	// PayloadSHA256 is the hex SHA-256 of this arrival's payload.
+	PayloadSHA256 string
+}
+
+// EventObject is one row of the event_objects table: the newest applied
+// position of an object that mapping rules track for ordering.
+type EventObject struct {
+	Tenant     string
+	Source     string
+	ObjectKey  string
+	OrderValue string
+	// EventID is the event that set OrderValue.
+	EventID   string
+	Revision  int64
+	UpdatedAt time.Time
+}
+
+// Workflow is one row of the workflows table.
+type Workflow struct {
+	Tenant string
+	Key    string
+	// Fingerprint is of the steps as first recorded.
+	Fingerprint string
+	// Definition is the JSON step definitions, including revisions and
+	// pre-approvals made since.
+	Definition []byte
+	Owner      string
+	// CurrentStep is the index of the first step that has not succeeded,
+	// as of the last advance; CurrentKey is that step's operation key.
+	CurrentStep int
+	CurrentKey  string
+	// Done is true once every step succeeded.
+	Done      bool
+	Revision  int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// EventListParams filter and page a list of events, newest first.
+type EventListParams struct {
+	Tenant string
+	Source string
+	Status string
+	// AfterReceivedAt, AfterSource and AfterEventID are the position of the
+	// last row of the previous page; zero AfterReceivedAt means the first page.
+	AfterReceivedAt time.Time
+	AfterSource     string
+	AfterEventID    string
+	Limit           int
+}
+
+// EventCounts are the event figures of DESIGN.md section 10.
+type EventCounts struct {
+	// ByStatus counts events by status.
+	ByStatus map[string]int
+	// Deliveries counts every arrival, the first ones included.
+	Deliveries int
+	// DuplicateDeliveries counts arrivals of an event already received.
+	DuplicateDeliveries int
+}
+
+// EventReader is the read side of events, deliveries, tracked objects and
+// workflows. It is part of Reader.
+type EventReader interface {
+	// GetEvent reads one event; ErrNotFound if unknown.
+	GetEvent(ctx context.Context, tenant, source, eventID string) (*Event, error)
+	// ListEvents lists events newest first.
+	ListEvents(ctx context.Context, p EventListParams) ([]*Event, error)
+	// ListDeliveries lists the arrivals of an event, oldest first.
+	ListDeliveries(ctx context.Context, tenant, source, eventID string) ([]*Delivery, error)
+	// GetEventObject reads the tracked position of an object; ErrNotFound
+	// if none.
+	GetEventObject(ctx context.Context, tenant, source, objectKey string) (*EventObject, error)
+	// EventCounts counts a tenant's events and deliveries ("" for all
+	// tenants).
+	EventCounts(ctx context.Context, tenant string) (*EventCounts, error)
+	// GetWorkflow reads a workflow; ErrNotFound if unknown. Inside a write
+	// transaction stores that lock rows lock it until the transaction ends.
+	GetWorkflow(ctx context.Context, tenant, key string) (*Workflow, error)
+	// WorkflowsReady lists workflows of all tenants that are not done and
+	// whose current step has succeeded (the next step is due to be
+	// recorded), ordered by (tenant, key) and starting after the position
+	// after (zero value: from the start).
+	WorkflowsReady(ctx context.Context, after OperationID, limit int) ([]OperationID, error)
+}
+
+// EventTx is the write side of events and workflows. It is part of Tx.
+type EventTx interface {
+	// InsertEvent inserts a new event; ErrConflict if (tenant, source,
+	// event_id) exists.
+	InsertEvent(ctx context.Context, e *Event) error
+	// InsertDelivery appends an arrival and sets its ID.
+	InsertDelivery(ctx context.Context, d *Delivery) error
+	// InsertEventObject inserts a tracked object; ErrConflict if it exists.
+	InsertEventObject(ctx context.Context, o *EventObject) error
+	// UpdateEventObject writes o if the stored revision still equals
+	// prevRevision; otherwise ErrConflict. o.Revision must already hold the
+	// new revision.
+	UpdateEventObject(ctx context.Context, o *EventObject, prevRevision int64) error
+	// InsertWorkflow inserts a new workflow; ErrConflict if the key exists.
+	InsertWorkflow(ctx context.Context, w *Workflow) error
+	// UpdateWorkflow writes w if the stored revision still equals
+	// prevRevision; otherwise ErrConflict. w.Revision must already hold the
+	// new revision.
+	UpdateWorkflow(ctx context.Context, w *Workflow, prevRevision int64) error
+}

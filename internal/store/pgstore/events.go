@@ -1,0 +1,271 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+const eventColumns = `tenant, source, event_id, type, occurred_at, payload_sha256, rule, status, reason,
+	object_key, order_value, operations, received_at`
+
+func scanEvent(row pgx.Row) (*store.Event, error) {
+	var e store.Event
+	var occurred, received pgtype.Timestamptz
+	if err := row.Scan(&e.Tenant, &e.Source, &e.EventID, &e.Type, &occurred, &e.PayloadSHA256, &e.Rule,
+		&e.Status, &e.Reason, &e.ObjectKey, &e.OrderValue, &e.Operations, &received); err != nil {
+		return nil, err
+	}
+	if e.Operations == nil {
+		e.Operations = []string{}
+	}
+	e.OccurredAt, e.ReceivedAt = fromTS(occurred), fromTS(received)
+	return &e, nil
+}
+
+// GetEvent reads one event.
+func (r *reader) GetEvent(ctx context.Context, tenant, source, eventID string) (*store.Event, error) {
+	e, err := scanEvent(r.q.QueryRow(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE tenant = $1 AND source = $2 AND event_id = $3`, tenant, source, eventID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get event: %w", mapErr(err))
+	}
+	return e, nil
+}
+
+// ListEvents lists a tenant's events newest first, filtered and paged by
+// (received_at, source, event_id).
+func (r *reader) ListEvents(ctx context.Context, p store.EventListParams) ([]*store.Event, error) {
+	args := []any{p.Tenant}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := []string{"tenant = $1"}
+	if p.Source != "" {
+		where = append(where, "source = "+arg(p.Source))
+	}
+	if p.Status != "" {
+		where = append(where, "status = "+arg(p.Status))
+	}
+	if !p.AfterReceivedAt.IsZero() {
+		where = append(where, "(received_at, source, event_id) < ("+arg(ts(p.AfterReceivedAt))+", "+
+			arg(p.AfterSource)+", "+arg(p.AfterEventID)+")")
+	}
+	q := `SELECT ` + eventColumns + ` FROM events WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY received_at DESC, source DESC, event_id DESC LIMIT ` + arg(p.Limit)
+	rows, err := r.q.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// ListDeliveries lists the arrivals of an event, oldest first.
+func (r *reader) ListDeliveries(ctx context.Context, tenant, source, eventID string) ([]*store.Delivery, error) {
+	rows, err := r.q.Query(ctx, `SELECT id, tenant, source, event_id, delivery_id, received_at, duplicate, payload_sha256
+		FROM deliveries WHERE tenant = $1 AND source = $2 AND event_id = $3 ORDER BY id`, tenant, source, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Delivery
+	for rows.Next() {
+		var d store.Delivery
+		var received pgtype.Timestamptz
+		if err := rows.Scan(&d.ID, &d.Tenant, &d.Source, &d.EventID, &d.DeliveryID, &received, &d.Duplicate, &d.PayloadSHA256); err != nil {
+			return nil, fmt.Errorf("list deliveries: %w", err)
+		}
+		d.ReceivedAt = fromTS(received)
+		out = append(out, &d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// GetEventObject reads the tracked position of an object. Inside a write
+// transaction it locks the row, so decisions about one object queue.
+func (r *reader) GetEventObject(ctx context.Context, tenant, source, objectKey string) (*store.EventObject, error) {
+	q := `SELECT tenant, source, object_key, order_value, event_id, revision, updated_at
+		FROM event_objects WHERE tenant = $1 AND source = $2 AND object_key = $3`
+	if r.inTx {
+		q += ` FOR UPDATE`
+	}
+	var o store.EventObject
+	var updated pgtype.Timestamptz
+	err := r.q.QueryRow(ctx, q, tenant, source, objectKey).
+		Scan(&o.Tenant, &o.Source, &o.ObjectKey, &o.OrderValue, &o.EventID, &o.Revision, &updated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get event object: %w", mapErr(err))
+	}
+	o.UpdatedAt = fromTS(updated)
+	return &o, nil
+}
+
+// EventCounts counts events by status and deliveries ("" for all tenants).
+func (r *reader) EventCounts(ctx context.Context, tenant string) (*store.EventCounts, error) {
+	out := &store.EventCounts{ByStatus: map[string]int{}}
+	rows, err := r.q.Query(ctx, `SELECT status, COUNT(*) FROM events WHERE ($1 = '' OR tenant = $1) GROUP BY status`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("count events: %w", mapErr(err))
+	}
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("count events: %w", err)
+		}
+		out.ByStatus[s] = int(n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count events: %w", mapErr(err))
+	}
+	var total, dup int64
+	if err := r.q.QueryRow(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE duplicate) FROM deliveries
+		WHERE ($1 = '' OR tenant = $1)`, tenant).Scan(&total, &dup); err != nil {
+		return nil, fmt.Errorf("count deliveries: %w", mapErr(err))
+	}
+	out.Deliveries, out.DuplicateDeliveries = int(total), int(dup)
+	return out, nil
+}
+
+const workflowColumns = `tenant, key, fingerprint, definition, owner, current_step, current_key, done,
+	revision, created_at, updated_at`
+
+// GetWorkflow reads a workflow. Inside a write transaction it locks the row
+// (FOR UPDATE), so advances and revisions of one workflow queue.
+func (r *reader) GetWorkflow(ctx context.Context, tenant, key string) (*store.Workflow, error) {
+	q := `SELECT ` + workflowColumns + ` FROM workflows WHERE tenant = $1 AND key = $2`
+	if r.inTx {
+		q += ` FOR UPDATE`
+	}
+	var w store.Workflow
+	var current int32
+	var created, updated pgtype.Timestamptz
+	err := r.q.QueryRow(ctx, q, tenant, key).Scan(&w.Tenant, &w.Key, &w.Fingerprint, &w.Definition, &w.Owner,
+		&current, &w.CurrentKey, &w.Done, &w.Revision, &created, &updated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get workflow: %w", mapErr(err))
+	}
+	w.CurrentStep = int(current)
+	w.CreatedAt, w.UpdatedAt = fromTS(created), fromTS(updated)
+	return &w, nil
+}
+
+// WorkflowsReady lists open workflows of all tenants whose current step
+// has succeeded, by (tenant, key) after the position after.
+func (r *reader) WorkflowsReady(ctx context.Context, after store.OperationID, limit int) ([]store.OperationID, error) {
+	return r.ids(ctx, "list ready workflows", `SELECT w.tenant, w.key FROM workflows w
+		WHERE NOT w.done AND w.current_key <> '' AND (w.tenant, w.key) > ($1, $2) AND (
+			EXISTS (SELECT 1 FROM operations o WHERE o.tenant = w.tenant AND o.key = w.current_key AND o.state = 'succeeded')
+			OR EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant = w.tenant AND t.key = w.current_key AND t.state = 'succeeded'))
+		ORDER BY w.tenant, w.key LIMIT $3`, after.Tenant, after.Key, limit)
+}
+
+// InsertEvent inserts a new event; store.ErrConflict if it exists.
+func (t *pgTx) InsertEvent(ctx context.Context, e *store.Event) error {
+	ops := e.Operations
+	if ops == nil {
+		ops = []string{}
+	}
+	_, err := t.q.Exec(ctx, `INSERT INTO events (`+eventColumns+`) VALUES (`+placeholders(1, 13)+`)`,
+		e.Tenant, e.Source, e.EventID, e.Type, ts(e.OccurredAt), e.PayloadSHA256, e.Rule, e.Status, e.Reason,
+		e.ObjectKey, e.OrderValue, ops, ts(e.ReceivedAt))
+	if err != nil {
+		return fmt.Errorf("insert event: %w", mapErr(err))
+	}
+	return nil
+}
+
+// InsertDelivery appends an arrival and sets its ID.
+func (t *pgTx) InsertDelivery(ctx context.Context, d *store.Delivery) error {
+	err := t.q.QueryRow(ctx, `INSERT INTO deliveries (tenant, source, event_id, delivery_id, received_at, duplicate, payload_sha256)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, d.Tenant, d.Source, d.EventID, d.DeliveryID,
+		ts(d.ReceivedAt), d.Duplicate, d.PayloadSHA256).Scan(&d.ID)
+	if err != nil {
+		return fmt.Errorf("insert delivery: %w", mapErr(err))
+	}
+	return nil
+}
+
+// InsertEventObject inserts a tracked object; store.ErrConflict if it exists.
+func (t *pgTx) InsertEventObject(ctx context.Context, o *store.EventObject) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO event_objects (tenant, source, object_key, order_value, event_id, revision, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, o.Tenant, o.Source, o.ObjectKey, o.OrderValue, o.EventID, o.Revision, ts(o.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("insert event object: %w", mapErr(err))
+	}
+	return nil
+}
+
+// UpdateEventObject writes o if its revision is still prevRevision.
+func (t *pgTx) UpdateEventObject(ctx context.Context, o *store.EventObject, prevRevision int64) error {
+	tag, err := t.q.Exec(ctx, `UPDATE event_objects SET order_value = $1, event_id = $2, revision = $3, updated_at = $4
+		WHERE tenant = $5 AND source = $6 AND object_key = $7 AND revision = $8`,
+		o.OrderValue, o.EventID, o.Revision, ts(o.UpdatedAt), o.Tenant, o.Source, o.ObjectKey, prevRevision)
+	if err != nil {
+		return fmt.Errorf("update event object: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("update event object: %w", store.ErrConflict)
+	}
+	return nil
+}
+
+// InsertWorkflow inserts a new workflow; store.ErrConflict if it exists.
+func (t *pgTx) InsertWorkflow(ctx context.Context, w *store.Workflow) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO workflows (`+workflowColumns+`) VALUES (`+placeholders(1, 11)+`)`,
+		w.Tenant, w.Key, w.Fingerprint, w.Definition, w.Owner, int32(w.CurrentStep), w.CurrentKey, w.Done,
+		w.Revision, ts(w.CreatedAt), ts(w.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("insert workflow: %w", mapErr(err))
+	}
+	return nil
+}
+
+// UpdateWorkflow writes w if its revision is still prevRevision.
+func (t *pgTx) UpdateWorkflow(ctx context.Context, w *store.Workflow, prevRevision int64) error {
+	tag, err := t.q.Exec(ctx, `UPDATE workflows SET fingerprint = $1, definition = $2, owner = $3, current_step = $4,
+		current_key = $5, done = $6, revision = $7, updated_at = $8 WHERE tenant = $9 AND key = $10 AND revision = $11`,
+		w.Fingerprint, w.Definition, w.Owner, int32(w.CurrentStep), w.CurrentKey, w.Done, w.Revision,
+		ts(w.UpdatedAt), w.Tenant, w.Key, prevRevision)
+	if err != nil {
+		return fmt.Errorf("update workflow: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("update workflow %s: %w", w.Key, store.ErrConflict)
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+const eventColumns = `tenant, source, event_id, type, occurred_at, payload_sha256, rule, status, reason,
+	object_key, order_value, operations, received_at`
+
+func scanEvent(sc scanner) (*store.Event, error) {
+	var e store.Event
+	var occurred, received int64
+	var ops string
+	if err := sc.Scan(&e.Tenant, &e.Source, &e.EventID, &e.Type, &occurred, &e.PayloadSHA256, &e.Rule,
+		&e.Status, &e.Reason, &e.ObjectKey, &e.OrderValue, &ops, &received); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(ops), &e.Operations); err != nil {
+		return nil, fmt.Errorf("decode operations of event %s: %w", e.EventID, err)
+	}
+	if e.Operations == nil {
+		e.Operations = []string{}
+	}
+	e.OccurredAt, e.ReceivedAt = fromMicros(occurred), fromMicros(received)
+	return &e, nil
+}
+
+// GetEvent reads one event.
+func (r *sqlReader) GetEvent(ctx context.Context, tenant, source, eventID string) (*store.Event, error) {
+	e, err := scanEvent(r.q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE tenant = ? AND source = ? AND event_id = ?`, tenant, source, eventID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get event: %w", err)
+	}
+	return e, nil
+}
+
+// ListEvents lists a tenant's events newest first, filtered and paged by
+// (received_at, source, event_id).
+func (r *sqlReader) ListEvents(ctx context.Context, p store.EventListParams) ([]*store.Event, error) {
+	where := []string{"tenant = ?"}
+	args := []any{p.Tenant}
+	if p.Source != "" {
+		where = append(where, "source = ?")
+		args = append(args, p.Source)
+	}
+	if p.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, p.Status)
+	}
+	if !p.AfterReceivedAt.IsZero() {
+		c := toMicros(p.AfterReceivedAt)
+		where = append(where, "(received_at < ? OR (received_at = ? AND (source < ? OR (source = ? AND event_id < ?))))")
+		args = append(args, c, c, p.AfterSource, p.AfterSource, p.AfterEventID)
+	}
+	args = append(args, p.Limit)
+	rows, err := r.q.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY received_at DESC, source DESC, event_id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ListDeliveries lists the arrivals of an event, oldest first.
+func (r *sqlReader) ListDeliveries(ctx context.Context, tenant, source, eventID string) ([]*store.Delivery, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, source, event_id, delivery_id, received_at, duplicate, payload_sha256
+		FROM deliveries WHERE tenant = ? AND source = ? AND event_id = ? ORDER BY id`, tenant, source, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Delivery
+	for rows.Next() {
+		var d store.Delivery
+		var received int64
+		var dup int
+		if err := rows.Scan(&d.ID, &d.Tenant, &d.Source, &d.EventID, &d.DeliveryID, &received, &dup, &d.PayloadSHA256); err != nil {
+			return nil, fmt.Errorf("list deliveries: %w", err)
+		}
+		d.ReceivedAt, d.Duplicate = fromMicros(received), dup != 0
+		out = append(out, &d)
+	}
+	return out, rows.Err()
+}
+
+// GetEventObject reads the tracked position of an object. The write
+// transaction already holds SQLite's only write lock.
+func (r *sqlReader) GetEventObject(ctx context.Context, tenant, source, objectKey string) (*store.EventObject, error) {
+	var o store.EventObject
+	var updated int64
+	err := r.q.QueryRowContext(ctx, `SELECT tenant, source, object_key, order_value, event_id, revision, updated_at
+		FROM event_objects WHERE tenant = ? AND source = ? AND object_key = ?`, tenant, source, objectKey).
+		Scan(&o.Tenant, &o.Source, &o.ObjectKey, &o.OrderValue, &o.EventID, &o.Revision, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get event object: %w", err)
+	}
+	o.UpdatedAt = fromMicros(updated)
+	return &o, nil
+}
+
+// EventCounts counts events by status and deliveries ("" for all tenants).
+func (r *sqlReader) EventCounts(ctx context.Context, tenant string) (*store.EventCounts, error) {
+	out := &store.EventCounts{ByStatus: map[string]int{}}
+	cond, args := tenantFilter("tenant", tenant)
+	rows, err := r.q.QueryContext(ctx, `SELECT status, COUNT(*) FROM events WHERE `+cond+` GROUP BY status`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count events: %w", err)
+	}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("count events: %w", err)
+		}
+		out.ByStatus[s] = n
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("count events: %w", err)
+	}
+	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(duplicate), 0) FROM deliveries WHERE `+cond, args...).
+		Scan(&out.Deliveries, &out.DuplicateDeliveries); err != nil {
+		return nil, fmt.Errorf("count deliveries: %w", err)
+	}
+	return out, nil
+}
+
+const workflowColumns = `tenant, key, fingerprint, definition, owner, current_step, current_key, done,
+	revision, created_at, updated_at`
+
+// GetWorkflow reads a workflow.
+func (r *sqlReader) GetWorkflow(ctx context.Context, tenant, key string) (*store.Workflow, error) {
+	var w store.Workflow
+	var done int
+	var created, updated int64
+	err := r.q.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows WHERE tenant = ? AND key = ?`, tenant, key).
+		Scan(&w.Tenant, &w.Key, &w.Fingerprint, &w.Definition, &w.Owner, &w.CurrentStep, &w.CurrentKey, &done,
+			&w.Revision, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get workflow: %w", err)
+	}
+	w.Done = done != 0
+	w.CreatedAt, w.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &w, nil
+}
+
+// WorkflowsReady lists open workflows of all tenants whose current step
+// has succeeded, by (tenant, key) after the position after.
+func (r *sqlReader) WorkflowsReady(ctx context.Context, after store.OperationID, limit int) ([]store.OperationID, error) {
+	return r.ids(ctx, "list ready workflows", `SELECT w.tenant, w.key FROM workflows w
+		WHERE w.done = 0 AND w.current_key != '' AND (w.tenant > ? OR (w.tenant = ? AND w.key > ?)) AND (
+			EXISTS (SELECT 1 FROM operations o WHERE o.tenant = w.tenant AND o.key = w.current_key AND o.state = 'succeeded')
+			OR EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant = w.tenant AND t.key = w.current_key AND t.state = 'succeeded'))
+		ORDER BY w.tenant, w.key LIMIT ?`, after.Tenant, after.Tenant, after.Key, limit)
+}
+
+// InsertEvent inserts a new event; store.ErrConflict if it exists.
+func (t *sqlTx) InsertEvent(ctx context.Context, e *store.Event) error {
+	ops := e.Operations
+	if ops == nil {
+		ops = []string{}
+	}
+	ob, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encode event operations: %w", err)
+	}
+	_, err = t.q.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`) VALUES (`+placeholders(13)+`)`,
+		e.Tenant, e.Source, e.EventID, e.Type, toMicros(e.OccurredAt), e.PayloadSHA256, e.Rule, e.Status, e.Reason,
+		e.ObjectKey, e.OrderValue, string(ob), toMicros(e.ReceivedAt))
+	if err != nil {
+		return fmt.Errorf("insert event: %w", mapErr(err))
+	}
+	return nil
+}
+
+// InsertDelivery appends an arrival and sets its ID.
+func (t *sqlTx) InsertDelivery(ctx context.Context, d *store.Delivery) error {
+	res, err := t.q.ExecContext(ctx, `INSERT INTO deliveries (tenant, source, event_id, delivery_id, received_at, duplicate, payload_sha256)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, d.Tenant, d.Source, d.EventID, d.DeliveryID, toMicros(d.ReceivedAt),
+		boolInt(d.Duplicate), d.PayloadSHA256)
+	if err != nil {
+		return fmt.Errorf("insert delivery: %w", mapErr(err))
+	}
+	if id, err := res.LastInsertId(); err == nil {
+		d.ID = id
+	}
+	return nil
+}
+
+// InsertEventObject inserts a tracked object; store.ErrConflict if it exists.
+func (t *sqlTx) InsertEventObject(ctx context.Context, o *store.EventObject) error {
+	_, err := t.q.ExecContext(ctx, `INSERT INTO event_objects (tenant, source, object_key, order_value, event_id, revision, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, o.Tenant, o.Source, o.ObjectKey, o.OrderValue, o.EventID, o.Revision, toMicros(o.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("insert event object: %w", mapErr(err))
+	}
+	return nil
+}
+
+// UpdateEventObject writes o if its revision is still prevRevision.
+func (t *sqlTx) UpdateEventObject(ctx context.Context, o *store.EventObject, prevRevision int64) error {
+	res, err := t.q.ExecContext(ctx, `UPDATE event_objects SET order_value = ?, event_id = ?, revision = ?, updated_at = ?
+		WHERE tenant = ? AND source = ? AND object_key = ? AND revision = ?`,
+		o.OrderValue, o.EventID, o.Revision, toMicros(o.UpdatedAt), o.Tenant, o.Source, o.ObjectKey, prevRevision)
+	if err != nil {
+		return fmt.Errorf("update event object: %w", mapErr(err))
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("update event object: %w", store.ErrConflict)
+	}
+	return nil
+}
+
+// InsertWorkflow inserts a new workflow; store.ErrConflict if it exists.
+func (t *sqlTx) InsertWorkflow(ctx context.Context, w *store.Workflow) error {
+	_, err := t.q.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`) VALUES (`+placeholders(11)+`)`,
+		w.Tenant, w.Key, w.Fingerprint, w.Definition, w.Owner, w.CurrentStep, w.CurrentKey, boolInt(w.Done),
+		w.Revision, toMicros(w.CreatedAt), toMicros(w.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("insert workflow: %w", mapErr(err))
+	}
+	return nil
+}
+
+// UpdateWorkflow writes w if its revision is still prevRevision.
+func (t *sqlTx) UpdateWorkflow(ctx context.Context, w *store.Workflow, prevRevision int64) error {
+	res, err := t.q.ExecContext(ctx, `UPDATE workflows SET fingerprint = ?, definition = ?, owner = ?, current_step = ?,
+		current_key = ?, done = ?, revision = ?, updated_at = ? WHERE tenant = ? AND key = ? AND revision = ?`,
+		w.Fingerprint, w.Definition, w.Owner, w.CurrentStep, w.CurrentKey, boolInt(w.Done), w.Revision,
+		toMicros(w.UpdatedAt), w.Tenant, w.Key, prevRevision)
+	if err != nil {
+		return fmt.Errorf("update workflow: %w", mapErr(err))
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("update workflow %s: %w", w.Key, store.ErrConflict)
+	}
+	return nil
+}

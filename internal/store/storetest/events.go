@@ -1,0 +1,470 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// testRules are the mapping rules the event tests use.
+const testRules = `
+rules:
+  - name: intake-accepted
+    source: forms
+    type: submission.accepted
+    operations:
+      - key: "intake:{data.submission_id}:create"
+        action: crm.create_inquiry
+        destination: crm
+        owner: intake-team
+        payload:
+          submission: "{data.submission_id}"
+          units: "{data.units}"
+          applicant: "{data.applicant}"
+        sensitive_fields: [applicant.email]
+  # Each payment notification is its own action, even for the same order.
+  - name: order-paid
+    source: shop
+    type: orders/paid
+    operations:
+      - key: "shop:payment:{event.id}:receipt"
+        action: email.send_receipt
+        destination: email
+        payload: {order: "{data.id}", amount: "{data.amount}"}
+  # One sync operation per order; newer versions correct it.
+  - name: order-updated
+    source: shop
+    type: orders/updated
+    object: {kind: order, id: data.id, order_by: data.version}
+    operations:
+      - key: "shop:order:{data.id}:sync"
+        action: erp.upsert_order
+        destination: erp
+        owner: erp-team
+        payload: {order: "{data.id}", version: "{data.version}", lines: "{data.lines}"}
+        update_key: "shop:order:{data.id}:update:v{data.version}"
+        update_action: erp.update_order
+  # The same, without a way to correct a dispatched operation.
+  - name: ticket-updated
+    source: desk
+    type: ticket.updated
+    object: {id: data.id, order_by: event.occurred_at}
+    operations:
+      - key: "desk:ticket:{data.id}:sync"
+        action: crm.sync_ticket
+        destination: crm
+        payload: {ticket: "{data.id}", status: "{data.status}"}
+`
+
+func mustRules(t *testing.T) *opledger.Rules {
+	t.Helper()
+	r, err := opledger.ParseRules([]byte(testRules))
+	require.NoError(t, err)
+	return r
+}
+
+// submission is a submission.accepted event.
+func submission(id, delivery, submissionID string, units int) opledger.Event {
+	return opledger.Event{Source: "forms", EventID: id, DeliveryID: delivery, Type: "submission.accepted",
+		Payload: json.RawMessage(fmt.Sprintf(`{"submission_id":%q,"units":%d,"applicant":{"name":"Ana","email":"ana@example.com"}}`, submissionID, units))}
+}
+
+// orderUpdate is an orders/updated event for order 1001.
+func orderUpdate(id string, version int, lines string) opledger.Event {
+	return opledger.Event{Source: "shop", EventID: id, Type: "orders/updated",
+		Payload: json.RawMessage(fmt.Sprintf(`{"id":1001,"version":%d,"lines":%s}`, version, lines))}
+}
+
+// runOnce claims, dispatches and reports success for key; it returns the
+// operation as claimed (the content that was sent).
+func (b *bundle) runOnce(t *testing.T, key, ref string) *opledger.Operation {
+	t.Helper()
+	c, err := b.ledger.Claim(b.ctx, key, opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Dispatch(b.ctx, key, c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	b.report(t, key, c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref, Response: json.RawMessage(`{"id":"` + ref + `"}`)})
+	return c.Operation
+}
+
+// drain runs every due operation once, each with its own effect, and
+// returns the keys it ran.
+func (b *bundle) drain(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	for {
+		c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		if errors.Is(err, opledger.ErrNothingDue) {
+			return keys
+		}
+		require.NoError(t, err)
+		key := c.Operation.Key
+		_, err = b.ledger.Dispatch(b.ctx, key, c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		b.report(t, key, c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "REF-" + key})
+		keys = append(keys, key)
+	}
+}
+
+func opKeys(ops []*opledger.Operation) []string {
+	out := []string{}
+	for _, op := range ops {
+		out = append(out, op.Key)
+	}
+	return out
+}
+
+func testEvents(t *testing.T, h Harness) {
+	t.Run("DuplicateDeliveries", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		const events = 10
+		for i := range events {
+			id := fmt.Sprintf("evt-%02d", i)
+			sub := fmt.Sprintf("S-%02d", i)
+			// Two deliveries at the same moment, then a late third one.
+			var wg sync.WaitGroup
+			results := make([]*opledger.EventResult, 3)
+			errs := make([]error, 3)
+			for d := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[d], errs[d] = b.ledger.ReceiveEvent(b.ctx, rules, submission(id, fmt.Sprintf("dlv-%d", d), sub, 2))
+				}()
+			}
+			wg.Wait()
+			results[2], errs[2] = b.ledger.ReceiveEvent(b.ctx, rules, submission(id, "dlv-2", sub, 2))
+			firsts := 0
+			for d, r := range results {
+				require.NoError(t, errs[d])
+				if !r.Duplicate {
+					firsts++
+				}
+				require.Equal(t, opledger.EventApplied, r.Status)
+				require.Equal(t, []string{"intake:" + sub + ":create"}, opKeys(r.Operations), "every delivery answers with the first one's operations")
+			}
+			require.Equal(t, 1, firsts, "one event, whatever the timing")
+			require.True(t, results[2].Duplicate)
+		}
+
+		detail, err := b.ledger.GetEvent(b.ctx, "forms", "evt-00")
+		require.NoError(t, err)
+		require.Len(t, detail.Deliveries, 3)
+		require.False(t, detail.Deliveries[0].Duplicate)
+		require.True(t, detail.Deliveries[1].Duplicate)
+		require.True(t, detail.Deliveries[2].Duplicate)
+		require.Equal(t, "dlv-2", detail.Deliveries[2].DeliveryID)
+		require.Equal(t, "forms:evt-00", detail.Operations[0].SourceEvent)
+		out, err := json.Marshal(detail)
+		require.NoError(t, err)
+		require.NotContains(t, string(out), "ana@example.com", "sensitive fields masked")
+
+		page, err := b.ledger.List(b.ctx, opledger.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, page.Items, events, "one operation per event")
+		ran := b.drain(t)
+		require.Len(t, ran, events)
+
+		// A delivery after the effect replays the saved result.
+		again, err := b.ledger.ReceiveEvent(b.ctx, rules, submission("evt-00", "dlv-3", "S-00", 2))
+		require.NoError(t, err)
+		require.True(t, again.Duplicate)
+		require.Equal(t, opledger.StateSucceeded, again.Operations[0].State)
+		require.Equal(t, "REF-intake:S-00:create", again.Operations[0].DestinationRef)
+
+		es, err := b.ledger.EventStats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, events, es.Events)
+		require.Equal(t, events, es.EventsByStatus[opledger.EventApplied])
+		require.Equal(t, 3*events+1, es.Deliveries)
+		require.Equal(t, 2*events+1, es.DuplicateDeliveries)
+		st, err := b.ledger.Stats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, events, st.ConfirmedEffects, "one effect per event")
+		require.Equal(t, events, st.AttemptsTotal)
+	})
+
+	t.Run("PayloadDiffersOnDuplicate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		first, err := b.ledger.ReceiveEvent(b.ctx, rules, submission("evt-1", "d1", "S-1", 2))
+		require.NoError(t, err)
+		require.False(t, first.Delivery.PayloadDiffers)
+		other, err := b.ledger.ReceiveEvent(b.ctx, rules, submission("evt-1", "d2", "S-1", 9))
+		require.NoError(t, err)
+		require.True(t, other.Duplicate)
+		require.True(t, other.Delivery.PayloadDiffers, "a body that changed under the same event id is flagged")
+		op, err := b.ledger.Get(b.ctx, "intake:S-1:create")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"submission":"S-1","units":2,"applicant":{"name":"Ana","email":"ana@example.com"}}`, string(op.Payload), "the first mapping stands")
+	})
+
+	t.Run("TwoEventIDsOneOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		// Two payments of one order: different event ids, both legitimate,
+		// and the rule makes each its own operation.
+		for _, id := range []string{"pay-1", "pay-2"} {
+			r, err := b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "shop", EventID: id, Type: "orders/paid",
+				Payload: json.RawMessage(`{"id":1001,"amount":"49.00"}`)})
+			require.NoError(t, err)
+			require.False(t, r.Duplicate)
+			require.Equal(t, []string{"shop:payment:" + id + ":receipt"}, opKeys(r.Operations))
+		}
+		require.ElementsMatch(t, []string{"shop:payment:pay-1:receipt", "shop:payment:pay-2:receipt"}, b.drain(t), "both executed")
+
+		// Two update notifications with different ids but the same version
+		// and content: this rule maps both to one operation.
+		for _, id := range []string{"upd-a", "upd-b"} {
+			r, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate(id, 1, `[{"sku":"A","qty":2}]`))
+			require.NoError(t, err)
+			require.False(t, r.Duplicate, "a different event id is a different event")
+			require.Equal(t, opledger.EventApplied, r.Status)
+			require.Equal(t, []string{"shop:order:1001:sync"}, opKeys(r.Operations))
+		}
+		require.Equal(t, []string{"shop:order:1001:sync"}, b.drain(t))
+		es, err := b.ledger.EventStats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, 4, es.Events)
+		require.Zero(t, es.DuplicateDeliveries)
+	})
+
+	t.Run("OutOfOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		v2, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2", 2, `[{"sku":"A","qty":3}]`))
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventApplied, v2.Status)
+		require.Equal(t, "order:1001", v2.Event.ObjectKey)
+		require.Equal(t, "2", v2.Event.OrderValue)
+
+		v1, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-1", 1, `[{"sku":"A","qty":2}]`))
+		require.NoError(t, err)
+		require.False(t, v1.Duplicate)
+		require.True(t, v1.OutOfOrder)
+		require.Equal(t, opledger.EventOutOfOrder, v1.Status)
+		require.Contains(t, v1.Reason, "upd-2")
+		require.Empty(t, v1.Operations, "not applied")
+		op, err := b.ledger.Get(b.ctx, "shop:order:1001:sync")
+		require.NoError(t, err)
+		require.EqualValues(t, 1, op.Version)
+		require.JSONEq(t, `{"order":1001,"version":2,"lines":[{"sku":"A","qty":3}]}`, string(op.Payload), "the newer content stays")
+		require.Equal(t, opledger.StatePending, op.State)
+
+		// A repeat of the late event is a duplicate, still flagged.
+		again, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-1", 1, `[{"sku":"A","qty":2}]`))
+		require.NoError(t, err)
+		require.True(t, again.Duplicate)
+		require.True(t, again.OutOfOrder)
+
+		page, err := b.ledger.ListEvents(b.ctx, opledger.EventListOptions{Status: opledger.EventOutOfOrder})
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1)
+		require.Equal(t, "upd-1", page.Items[0].EventID)
+		require.True(t, page.Items[0].OutOfOrder)
+		es, err := b.ledger.EventStats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, 1, es.EventsByStatus[opledger.EventOutOfOrder])
+	})
+
+	t.Run("CorrectionBeforeDispatchRevises", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		_, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-1", 1, `[{"sku":"A","qty":2}]`))
+		require.NoError(t, err)
+		r, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2", 2, `[{"sku":"A","qty":5}]`))
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventApplied, r.Status)
+		require.Equal(t, []string{"shop:order:1001:sync"}, opKeys(r.Operations), "the same operation, revised")
+		op := r.Operations[0]
+		require.Equal(t, opledger.StateAwaitingApproval, op.State, "a revision waits for approval")
+		require.EqualValues(t, 2, op.Version)
+		require.JSONEq(t, `{"order":1001,"version":2,"lines":[{"sku":"A","qty":5}]}`, string(op.Payload))
+		require.Contains(t, b.events(t, op.Key), "revised")
+		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.ErrorIs(t, err, opledger.ErrNothingDue, "not executable before approval")
+
+		// A third version before approval revises again.
+		r, err = b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-3", 3, `[{"sku":"A","qty":6}]`))
+		require.NoError(t, err)
+		op = r.Operations[0]
+		require.EqualValues(t, 3, op.Version)
+		_, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch, "approve exactly the current version")
+		_, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 3, Fingerprint: op.Fingerprint, Approver: "lea"})
+		require.NoError(t, err)
+		sent := b.runOnce(t, op.Key, "ERP-1")
+		require.JSONEq(t, `{"order":1001,"version":3,"lines":[{"sku":"A","qty":6}]}`, string(sent.Payload), "the approved content is executed")
+	})
+
+	t.Run("CorrectionAfterDispatchNeedsApprovedUpdate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		_, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-1", 1, `[{"sku":"A","qty":2}]`))
+		require.NoError(t, err)
+		b.runOnce(t, "shop:order:1001:sync", "ERP-1")
+
+		r, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2", 2, `[{"sku":"A","qty":5}]`))
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventApplied, r.Status)
+		require.Equal(t, []string{"shop:order:1001:update:v2"}, opKeys(r.Operations))
+		up := r.Operations[0]
+		require.Equal(t, opledger.StateAwaitingApproval, up.State)
+		require.Equal(t, "erp.update_order", up.Action)
+		require.Equal(t, "erp-team", up.Owner)
+		require.JSONEq(t, `{"order":1001,"version":2,"lines":[{"sku":"A","qty":5}]}`, string(up.Payload))
+		orig, err := b.ledger.Get(b.ctx, "shop:order:1001:sync")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateSucceeded, orig.State, "the dispatched original is never changed")
+		require.EqualValues(t, 1, orig.Version)
+
+		// The same correction under another event id maps to the same update.
+		r, err = b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2b", 2, `[{"sku":"A","qty":5}]`))
+		require.NoError(t, err)
+		require.Equal(t, []string{"shop:order:1001:update:v2"}, opKeys(r.Operations))
+
+		_, err = b.ledger.Approve(b.ctx, up.Key, opledger.Approval{Version: up.Version, Fingerprint: up.Fingerprint, Approver: "lea"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"shop:order:1001:update:v2"}, b.drain(t))
+
+		// Without an update_key the correction is recorded as a conflict
+		// for a person, never dropped.
+		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		ticket := func(id, status string, at time.Time) opledger.Event {
+			return opledger.Event{Source: "desk", EventID: id, Type: "ticket.updated", OccurredAt: at,
+				Payload: json.RawMessage(`{"id":"T7","status":"` + status + `"}`)}
+		}
+		_, err = b.ledger.ReceiveEvent(b.ctx, rules, ticket("tk-1", "open", t0))
+		require.NoError(t, err)
+		b.runOnce(t, "desk:ticket:T7:sync", "CRM-T7")
+		c, err := b.ledger.ReceiveEvent(b.ctx, rules, ticket("tk-2", "closed", t0.Add(time.Hour)))
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventConflict, c.Status)
+		require.Contains(t, c.Reason, "update_key")
+		require.Empty(t, c.Operations)
+		page, err := b.ledger.ListEvents(b.ctx, opledger.EventListOptions{Status: opledger.EventConflict})
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1, "visible for a person")
+		// Out of order by occurred_at.
+		late, err := b.ledger.ReceiveEvent(b.ctx, rules, ticket("tk-0", "new", t0.Add(-time.Hour)))
+		require.NoError(t, err)
+		require.True(t, late.OutOfOrder)
+	})
+
+	t.Run("ConflictWithoutOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		_, err := b.ledger.ReceiveEvent(b.ctx, rules, submission("evt-1", "", "S-1", 2))
+		require.NoError(t, err)
+		r, err := b.ledger.ReceiveEvent(b.ctx, rules, submission("evt-2", "", "S-1", 3))
+		require.NoError(t, err)
+		require.False(t, r.Duplicate)
+		require.Equal(t, opledger.EventConflict, r.Status)
+		require.Contains(t, r.Reason, "intake:S-1:create")
+		require.Empty(t, r.Event.OperationKeys)
+		op, err := b.ledger.Get(b.ctx, "intake:S-1:create")
+		require.NoError(t, err)
+		require.Contains(t, string(op.Payload), `"units":2`, "original kept")
+		require.Len(t, b.events(t, op.Key), 1, "nothing written to the operation")
+	})
+
+	t.Run("RefusedAndUnmapped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		// A field the key needs is missing: refused, nothing recorded.
+		_, err := b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "forms", EventID: "evt-1", Type: "submission.accepted",
+			Payload: json.RawMessage(`{"units":2,"applicant":{}}`)})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		var re *opledger.RuleError
+		require.True(t, errors.As(err, &re))
+		require.Equal(t, "intake-accepted", re.Rule)
+		require.Contains(t, err.Error(), "data.submission_id is missing")
+		// A produced key with personal data: refused, the value not echoed.
+		_, err = b.ledger.ReceiveEvent(b.ctx, rules, submission("evt-2", "", "ana@example.com", 1))
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		require.Contains(t, err.Error(), `rule "intake-accepted": operations[0].key: the produced key is invalid`)
+		require.NotContains(t, err.Error(), "ana@example.com")
+		// Bad identifiers.
+		for _, ev := range []opledger.Event{
+			{Source: "forms", EventID: "", Type: "x"},
+			{Source: "", EventID: "e", Type: "x"},
+			{Source: "forms", EventID: "e", Type: ""},
+			{Source: "forms", EventID: "a@b", Type: "x"},
+			{Source: "forms", EventID: "e", Type: "x", Payload: json.RawMessage(`{`)},
+		} {
+			_, err := b.ledger.ReceiveEvent(b.ctx, rules, ev)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		}
+		es, err := b.ledger.EventStats(b.ctx, false)
+		require.NoError(t, err)
+		require.Zero(t, es.Events)
+		require.Zero(t, es.Deliveries, "a refused event records no delivery")
+
+		// No rule for the type: recorded, nothing produced.
+		r, err := b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "forms", EventID: "evt-3", Type: "submission.withdrawn"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventUnmapped, r.Status)
+		require.Empty(t, r.Operations)
+		r, err = b.ledger.ReceiveEvent(b.ctx, nil, opledger.Event{Source: "forms", EventID: "evt-4", Type: "submission.accepted"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventUnmapped, r.Status, "no rules at all")
+		_, err = b.ledger.GetEvent(b.ctx, "forms", "nope")
+		require.ErrorIs(t, err, opledger.ErrNotFound)
+	})
+
+	t.Run("TenantsAndPaging", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		acme, err := b.ledger.WithTenant("acme")
+		require.NoError(t, err)
+		for i := range 5 {
+			_, err := b.ledger.ReceiveEvent(b.ctx, rules, submission(fmt.Sprintf("evt-%d", i), "", fmt.Sprintf("S-%d", i), 1))
+			require.NoError(t, err)
+			b.clock.Advance(time.Millisecond)
+		}
+		r, err := acme.ReceiveEvent(b.ctx, rules, submission("evt-0", "", "S-0", 1))
+		require.NoError(t, err)
+		require.False(t, r.Duplicate, "the same event id in another tenant is another event")
+		require.Equal(t, "acme", r.Operations[0].Tenant)
+
+		var seen []string
+		cursor := ""
+		for {
+			page, err := b.ledger.ListEvents(b.ctx, opledger.EventListOptions{Limit: 2, Cursor: cursor})
+			require.NoError(t, err)
+			for _, e := range page.Items {
+				seen = append(seen, e.EventID)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+		require.Equal(t, []string{"evt-4", "evt-3", "evt-2", "evt-1", "evt-0"}, seen, "newest first")
+		all, err := b.ledger.EventStats(b.ctx, true)
+		require.NoError(t, err)
+		require.Equal(t, 6, all.Events)
+		mine, err := acme.EventStats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, 1, mine.Events)
+		_, err = b.ledger.ListEvents(b.ctx, opledger.EventListOptions{Cursor: "garbage"})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	})
+}

@@ -1,0 +1,485 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// taskThenEmail is the two-step workflow of the issue: create a CRM task,
+// then e-mail a link to it.
+func taskThenEmail() opledger.WorkflowSpec {
+	return opledger.WorkflowSpec{
+		Owner: "campaign-team",
+		Steps: []opledger.WorkflowStep{
+			{Name: "create_task", Action: "crm.create_task", Destination: "crm",
+				Payload: json.RawMessage(`{"campaign":"C-17","title":"Follow up"}`)},
+			{Name: "send_email", Action: "email.send", Destination: "email",
+				Payload: json.RawMessage(`{"template":"follow-up","task":"{steps.create_task.ref}","task_url":"{steps.create_task.response.url}","note":"literal {braces} stay"}`)},
+		},
+	}
+}
+
+// stepStates lists the states of a workflow's steps.
+func stepStates(w *opledger.Workflow) []opledger.StepState {
+	var out []opledger.StepState
+	for _, s := range w.Steps {
+		out = append(out, s.State)
+	}
+	return out
+}
+
+// succeedStep claims, dispatches and reports success for a step.
+func (b *bundle) succeedStep(t *testing.T, key, ref string) *opledger.Operation {
+	t.Helper()
+	c, err := b.ledger.Claim(b.ctx, key, opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Dispatch(b.ctx, key, c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	b.report(t, key, c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref,
+		Response: json.RawMessage(`{"id":"` + ref + `","url":"https://crm.example/tasks/` + ref + `"}`)})
+	return c.Operation
+}
+
+func testWorkflows(t *testing.T, h Harness) {
+	t.Run("PutSemantics", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		w, created, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Equal(t, opledger.WorkflowRunning, w.Status)
+		require.Equal(t, "create_task", w.CurrentStep)
+		require.Equal(t, []opledger.StepState{"pending", opledger.StepWaiting}, stepStates(w))
+		require.Equal(t, "wf:C-17/create_task", w.Steps[0].Key)
+		require.Equal(t, "create_task", w.Steps[1].WaitingFor)
+		require.Regexp(t, `^sha256:[0-9a-f]{64}$`, w.Fingerprint)
+		op, err := b.ledger.Get(b.ctx, "wf:C-17/create_task")
+		require.NoError(t, err)
+		require.Equal(t, "campaign-team", op.Owner)
+		_, err = b.ledger.Get(b.ctx, "wf:C-17/send_email")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "a waiting step is not an operation yet")
+
+		again, created, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
+		require.NoError(t, err)
+		require.False(t, created, "same steps: a repeat")
+		require.Equal(t, w.Fingerprint, again.Fingerprint)
+
+		other := taskThenEmail()
+		other.Steps[0].Payload = json.RawMessage(`{"campaign":"C-17","title":"Call back"}`)
+		_, _, err = b.ledger.PutWorkflow(b.ctx, "wf:C-17", other)
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		var me *opledger.MismatchError
+		require.True(t, errors.As(err, &me))
+		require.Equal(t, w.Fingerprint, me.Stored)
+
+		got, err := b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, w.Fingerprint, got.Fingerprint)
+		_, err = b.ledger.GetWorkflow(b.ctx, "wf:nope")
+		require.ErrorIs(t, err, opledger.ErrNotFound)
+
+		bad := map[string]func(*opledger.WorkflowSpec){
+			"no steps":      func(s *opledger.WorkflowSpec) { s.Steps = nil },
+			"same name":     func(s *opledger.WorkflowSpec) { s.Steps[1].Name = "create_task" },
+			"slash in name": func(s *opledger.WorkflowSpec) { s.Steps[1].Name = "a/b" },
+			"later ref":     func(s *opledger.WorkflowSpec) { s.Steps[0].Payload = json.RawMessage(`{"x":"{steps.send_email.ref}"}`) },
+			"unknown ref":   func(s *opledger.WorkflowSpec) { s.Steps[1].Payload = json.RawMessage(`{"x":"{steps.nope.ref}"}`) },
+			"bad ref field": func(s *opledger.WorkflowSpec) {
+				s.Steps[1].Payload = json.RawMessage(`{"x":"{steps.create_task.secret}"}`)
+			},
+			"no action":      func(s *opledger.WorkflowSpec) { s.Steps[0].Action = "" },
+			"bad json":       func(s *opledger.WorkflowSpec) { s.Steps[0].Payload = json.RawMessage(`{`) },
+			"personal email": func(s *opledger.WorkflowSpec) { s.Steps[0].Name = "ana@example.com" },
+		}
+		for name, change := range bad {
+			spec := taskThenEmail()
+			change(&spec)
+			_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:bad", spec)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, name)
+		}
+		_, _, err = b.ledger.PutWorkflow(b.ctx, "wf:bad@x", taskThenEmail())
+		require.ErrorIs(t, err, opledger.ErrInvalidKey)
+		_, err = b.ledger.GetWorkflow(b.ctx, "wf:bad")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded from bad input")
+	})
+
+	t.Run("ConcurrentPut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		const n = 8
+		var wg sync.WaitGroup
+		createdCount := make([]bool, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, createdCount[i], errs[i] = b.ledger.PutWorkflow(b.ctx, "wf:race", taskThenEmail())
+			}()
+		}
+		wg.Wait()
+		created := 0
+		for i := range n {
+			require.NoError(t, errs[i])
+			if createdCount[i] {
+				created++
+			}
+		}
+		require.Equal(t, 1, created)
+		require.Equal(t, []string{"recorded", "workflow step recorded"}, b.events(t, "wf:race/create_task"))
+	})
+
+	t.Run("StepsInOrderWithFrozenRefs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
+		require.NoError(t, err)
+		c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "wf:C-17/create_task", c.Operation.Key)
+		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.ErrorIs(t, err, opledger.ErrNothingDue, "step 2 waits for step 1")
+		_, err = b.ledger.Dispatch(b.ctx, c.Operation.Key, c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		b.report(t, c.Operation.Key, c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "T-9",
+			Response: json.RawMessage(`{"id":"T-9","url":"https://crm.example/tasks/T-9"}`)})
+
+		w, err := b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowRunning, w.Status)
+		require.Equal(t, "send_email", w.CurrentStep)
+		require.Contains(t, w.Reason, "due to be recorded")
+
+		w, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf:C-17/create_task")
+		require.NoError(t, err)
+		require.Equal(t, []opledger.StepState{"succeeded", "pending"}, stepStates(w))
+		email, err := b.ledger.Get(b.ctx, "wf:C-17/send_email")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"template":"follow-up","task":"T-9","task_url":"https://crm.example/tasks/T-9","note":"literal {braces} stay"}`,
+			string(email.Payload), "refs resolved once, when the step is recorded")
+		none, err := b.ledger.AdvanceWorkflowOf(b.ctx, "intake:I17:create")
+		require.NoError(t, err)
+		require.Nil(t, none, "not a workflow step")
+
+		sent := b.succeedStep(t, "wf:C-17/send_email", "MSG-1")
+		require.Equal(t, email.Fingerprint, sent.Fingerprint, "the stored content is what runs")
+		n, err := b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		w, err = b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowSucceeded, w.Status)
+		require.Empty(t, w.CurrentStep)
+		n, err = b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing left to advance")
+	})
+
+	t.Run("ResumeAfterApproverChangedWaitingStep", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
+		require.NoError(t, err)
+		// The approver rewrites the e-mail while step 1 is still running.
+		w, err := b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
+			Payload: json.RawMessage(`{"template":"follow-up-v2","task":"{steps.create_task.ref}"}`), Version: 2, Actor: "lea"})
+		require.NoError(t, err)
+		require.Equal(t, "lea", w.Steps[1].RevisedBy)
+		require.True(t, w.Steps[1].RequiresApproval)
+		_, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{Payload: json.RawMessage(`{}`), Version: 2})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "a revision needs a higher version")
+
+		b.succeedStep(t, "wf:C-17/create_task", "T-9")
+		// The process dies here; on restart the workflow is resumed.
+		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowAwaitingApproval, w.Status)
+		require.Equal(t, []opledger.StepState{"succeeded", "awaiting_approval"}, stepStates(w))
+		step2 := w.Steps[1].Operation
+		require.EqualValues(t, 2, step2.Version)
+		require.JSONEq(t, `{"template":"follow-up-v2","task":"T-9"}`, string(step2.Payload))
+		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.ErrorIs(t, err, opledger.ErrNothingDue, "step 2 waits for approval; step 1 is not repeated")
+		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, 1, w.Steps[0].Operation.AttemptCount, "resuming again repeats nothing")
+
+		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{Version: 2, Fingerprint: step2.Fingerprint, Approver: "lea"})
+		require.NoError(t, err)
+		sent := b.succeedStep(t, "wf:C-17/send_email", "MSG-1")
+		require.JSONEq(t, `{"template":"follow-up-v2","task":"T-9"}`, string(sent.Payload), "the approved content is sent")
+		attempts, err := b.ledger.Attempts(b.ctx, "wf:C-17/create_task")
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+	})
+
+	t.Run("ResumeAfterApproverChangedRecordedStep", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
+		require.NoError(t, err)
+		b.succeedStep(t, "wf:C-17/create_task", "T-9")
+		w, err := b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, w.Steps[1].Operation.State)
+
+		w, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
+			Payload: json.RawMessage(`{"template":"follow-up-v2","task":"T-9"}`), Version: 2, Actor: "lea"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowAwaitingApproval, w.Status)
+		require.Contains(t, w.Reason, "send_email awaits approval of version 2")
+
+		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, []opledger.StepState{"succeeded", "awaiting_approval"}, stepStates(w))
+		require.Equal(t, 1, w.Steps[0].Operation.AttemptCount, "step 1 is not repeated")
+		require.EqualValues(t, 2, w.Steps[1].Operation.Version)
+
+		// Once dispatched, content is fixed.
+		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{
+			Version: 2, Fingerprint: w.Steps[1].Operation.Fingerprint, Approver: "lea"})
+		require.NoError(t, err)
+		c, err := b.ledger.Claim(b.ctx, "wf:C-17/send_email", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = b.ledger.Dispatch(b.ctx, "wf:C-17/send_email", c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		_, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{Payload: json.RawMessage(`{}`), Version: 3})
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+	})
+
+	t.Run("HeldStepHoldsWorkflow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		spec := taskThenEmail()
+		spec.Steps[1].Payload = json.RawMessage(`{"template":"follow-up","task":"{steps.create_task.ref}"}`)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", spec)
+		require.NoError(t, err)
+		c, err := b.ledger.Claim(b.ctx, "wf:C-17/create_task", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = b.ledger.Dispatch(b.ctx, "wf:C-17/create_task", c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		b.report(t, "wf:C-17/create_task", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after write"})
+		w, err := b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowRunning, w.Status)
+		require.Contains(t, w.Reason, "uncertain")
+		_, err = b.ledger.Reconcile(b.ctx, "wf:C-17/create_task", opledger.Finding{Evidence: "CRM offers no lookup"})
+		require.NoError(t, err)
+
+		w, err = b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowHeld, w.Status)
+		require.Equal(t, "create_task", w.CurrentStep)
+		require.Contains(t, w.Reason, "step create_task is held for campaign-team")
+		require.Contains(t, w.Reason, "CRM offers no lookup")
+		require.Equal(t, opledger.StepWaiting, w.Steps[1].State)
+		n, err := b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "a held step holds the workflow")
+
+		_, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+			DestinationRef: "T-42", Reason: "found the task in the CRM by hand", Operator: "lea"})
+		require.NoError(t, err)
+		n, err = b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		w, err = b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowRunning, w.Status)
+		require.Equal(t, opledger.StatePending, w.Steps[1].Operation.State)
+		require.JSONEq(t, `{"template":"follow-up","task":"T-42"}`, string(w.Steps[1].Operation.Payload), "the operator's ref is used")
+	})
+
+	t.Run("UnfillableStepIsVisible", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
+		require.NoError(t, err)
+		b.inState(t, "unrelated", opledger.StatePending)
+		_, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "campaign stopped"})
+		require.NoError(t, err)
+		w, err := b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowFailed, w.Status)
+		require.Contains(t, w.Reason, "create_task failed (cancelled)")
+		// An operator confirms the task exists after all, without a
+		// response: {steps.create_task.response.url} cannot be filled.
+		_, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+			DestinationRef: "T-42", Reason: "created by hand"})
+		require.NoError(t, err)
+		n, err := b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		_, err = b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		var se *opledger.StepError
+		require.True(t, errors.As(err, &se))
+		require.Equal(t, "send_email", se.Step)
+		w, err = b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowHeld, w.Status)
+		require.Contains(t, w.Reason, "steps.create_task.response")
+		again, created, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
+		require.NoError(t, err, "a repeat still answers")
+		require.False(t, created)
+		require.Equal(t, opledger.WorkflowHeld, again.Status)
+
+		_, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
+			Payload: json.RawMessage(`{"template":"follow-up","task":"{steps.create_task.ref}"}`), Version: 2, Actor: "lea"})
+		require.NoError(t, err)
+		n, err = b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		op, err := b.ledger.Get(b.ctx, "wf:C-17/send_email")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateAwaitingApproval, op.State)
+		require.JSONEq(t, `{"template":"follow-up","task":"T-42"}`, string(op.Payload))
+	})
+
+	t.Run("PreApprovedStep", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		yes := true
+		spec := opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
+			{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)},
+			{Name: "b", Action: "email.send", Destination: "email", Payload: json.RawMessage(`{"body":"Hello"}`), RequiresApproval: &yes},
+			{Name: "c", Action: "email.send", Destination: "email", Payload: json.RawMessage(`{"ref":"{steps.a.ref}"}`), RequiresApproval: &yes},
+		}}
+		w, _, err := b.ledger.PutWorkflow(b.ctx, "wf:pre", spec)
+		require.NoError(t, err)
+		fp := w.Steps[1].Fingerprint
+		require.NotEmpty(t, fp, "a waiting step without placeholders shows its future fingerprint")
+		require.Empty(t, w.Steps[2].Fingerprint)
+
+		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "b", opledger.Approval{Version: 1, Fingerprint: "sha256:0", Approver: "lea"})
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "c", opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"})
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "content not known yet")
+		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "zz", opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"})
+		require.ErrorIs(t, err, opledger.ErrNotFound)
+		w, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "b", opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"})
+		require.NoError(t, err)
+		require.Equal(t, "lea", w.Steps[1].PreApprovedBy)
+
+		b.succeedStep(t, "wf:pre/a", "A-1")
+		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:pre")
+		require.NoError(t, err)
+		op := w.Steps[1].Operation
+		require.Equal(t, opledger.StatePending, op.State, "approved ahead of its turn")
+		require.Equal(t, "lea", op.ApprovedBy)
+		require.Equal(t, fp, op.Fingerprint)
+		require.Equal(t, []string{"recorded", "workflow step recorded", "approved"}, b.events(t, "wf:pre/b"))
+
+		b.succeedStep(t, "wf:pre/b", "M-1")
+		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:pre")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowAwaitingApproval, w.Status)
+		require.JSONEq(t, `{"ref":"A-1"}`, string(w.Steps[2].Operation.Payload))
+	})
+
+	t.Run("TaskThenEmailAfterLostResponse", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		yes := true
+		spec := taskThenEmail()
+		spec.Steps[1].RequiresApproval = &yes
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", spec)
+		require.NoError(t, err)
+		// The worker creates the task, the response is lost and the
+		// process dies: the lease runs out after dispatch.
+		c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{Lease: time.Second})
+		require.NoError(t, err)
+		_, err = b.ledger.Dispatch(b.ctx, c.Operation.Key, c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		b.clock.Advance(time.Minute)
+		n, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		b.requireState(t, "wf:C-17/create_task", opledger.StateUncertain)
+		n, err = b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "no e-mail while the task is uncertain")
+		// On restart the reconciler finds the task by lookup: no second task.
+		_, err = b.ledger.Reconcile(b.ctx, "wf:C-17/create_task", opledger.Finding{Found: true, Matches: true, DestinationRef: "T-9"})
+		require.NoError(t, err)
+		n, err = b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "the lookup gave no response: the url cannot be filled")
+		w, err := b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowHeld, w.Status)
+		require.Contains(t, w.Reason, "step send_email cannot be recorded")
+		// The approver drops the url and approves the body.
+		w, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
+			Payload: json.RawMessage(`{"template":"follow-up","task":"{steps.create_task.ref}"}`), Version: 2, Actor: "lea"})
+		require.NoError(t, err)
+		_, err = b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		op, err := b.ledger.Get(b.ctx, "wf:C-17/send_email")
+		require.NoError(t, err)
+		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lea"})
+		require.NoError(t, err)
+		sent := b.drain(t)
+		require.Equal(t, []string{"wf:C-17/send_email"}, sent, "the e-mail is sent once; the task is not created again")
+		attempts, err := b.ledger.Attempts(b.ctx, "wf:C-17/create_task")
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		_, err = b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		w, err = b.ledger.GetWorkflow(b.ctx, "wf:C-17")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowSucceeded, w.Status)
+		st, err := b.ledger.Stats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, 2, st.ConfirmedEffects)
+	})
+
+	t.Run("ManyStepsTenantsAndMasking", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		var steps []opledger.WorkflowStep
+		for i := range 5 {
+			p := `{"n":` + fmt.Sprint(i) + `,"email":"ana@example.com"}`
+			if i > 0 {
+				p = fmt.Sprintf(`{"n":%d,"prev":"{steps.s%d.ref}","email":"ana@example.com"}`, i, i-1)
+			}
+			steps = append(steps, opledger.WorkflowStep{Name: fmt.Sprintf("s%d", i), Action: "a", Destination: "d",
+				Payload: json.RawMessage(p), SensitiveFields: []string{"email"}})
+		}
+		acme, err := b.ledger.WithTenant("acme")
+		require.NoError(t, err)
+		_, _, err = acme.PutWorkflow(b.ctx, "wf:m", opledger.WorkflowSpec{Steps: steps})
+		require.NoError(t, err)
+		_, err = b.ledger.GetWorkflow(b.ctx, "wf:m")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "tenants see nothing of each other")
+		for i := range 5 {
+			c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{AllTenants: true})
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprintf("wf:m/s%d", i), c.Operation.Key)
+			if i > 0 {
+				require.Contains(t, string(c.Operation.Payload), fmt.Sprintf(`"prev":"R%d"`, i-1))
+			}
+			_, err = acme.Dispatch(b.ctx, c.Operation.Key, c.AttemptID, c.FencingToken)
+			require.NoError(t, err)
+			_, err = acme.Report(b.ctx, c.Operation.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: fmt.Sprintf("R%d", i)})
+			require.NoError(t, err)
+			n, err := b.ledger.AdvanceWorkflows(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		}
+		w, err := acme.GetWorkflow(b.ctx, "wf:m")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowSucceeded, w.Status)
+		out, err := json.Marshal(w)
+		require.NoError(t, err)
+		require.NotContains(t, string(out), "ana@example.com", "sensitive fields masked")
+	})
+}

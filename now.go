@@ -1,0 +1,23 @@
+package opledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// Now is the ledger's current time: the store's clock (now() on
+// PostgreSQL) mapped through Options.Clock. Every lease, backoff, retention
+// window and visibility delay is measured against it, so code that compares
+// against those times (a reconciler deciding whether a visibility delay has
+// passed) reads the time here, not from its own machine.
+func (l *Ledger) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
+		now, err = l.now(ctx, r)
+		return err
+	})
+	return now, err
+}

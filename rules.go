@@ -1,0 +1,433 @@
+package opledger
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Rule maps one type of inbound event to one or more operation intents
+// (DESIGN.md section 5). Rules are usually written in YAML and read with
+// ParseRules or LoadRules; see docs/events-and-workflows.md.
+//
+// Templates take values from the event: "{data.…}" is the event payload,
+// "{event.source}", "{event.id}", "{event.type}" and "{event.occurred_at}"
+// (RFC 3339) describe the event itself.
+type Rule struct {
+	// Name identifies the rule in errors and on recorded events.
+	Name string `yaml:"name" json:"name"`
+	// Source limits the rule to events of one source; empty matches any.
+	Source string `yaml:"source,omitempty" json:"source,omitempty"`
+	// Type is the event type the rule maps, e.g. "submission.accepted".
+	Type string `yaml:"type" json:"type"`
+	// Object, when set, names the object the event concerns and its
+	// ordering, so that out-of-order events are flagged and newer versions
+	// become corrections instead of conflicts.
+	Object *ObjectRule `yaml:"object,omitempty" json:"object,omitempty"`
+	// Operations are the intents the event produces, in order.
+	Operations []OperationRule `yaml:"operations" json:"operations"`
+}
+
+// ObjectRule identifies the object an event concerns and orders its
+// events.
+type ObjectRule struct {
+	// Kind groups objects across rules ("order"); default the rule's name.
+	Kind string `yaml:"kind,omitempty" json:"kind,omitempty"`
+	// ID is a path ("data.order.id") or a template ("{data.shop}-{data.id}")
+	// giving the object's identifier. It must satisfy the key syntax.
+	ID string `yaml:"id" json:"id"`
+	// OrderBy is the path of the ordering value: "event.occurred_at", or a
+	// version or timestamp in the payload ("data.version"). Numbers compare
+	// as numbers, RFC 3339 times as times, anything else as text.
+	OrderBy string `yaml:"order_by" json:"order_by"`
+}
+
+// OperationRule is the template of one operation intent.
+type OperationRule struct {
+	// Key is the operation key template, e.g. "intake:{data.submission_id}:create".
+	// The produced key must satisfy ValidateKey.
+	Key         string `yaml:"key" json:"key"`
+	Action      string `yaml:"action" json:"action"`
+	Destination string `yaml:"destination" json:"destination"`
+	Owner       string `yaml:"owner,omitempty" json:"owner,omitempty"`
+	// RequiresApproval records the operation as awaiting_approval.
+	RequiresApproval bool `yaml:"requires_approval,omitempty" json:"requires_approval,omitempty"`
+	// Payload is the payload template: any YAML value whose strings may
+	// hold placeholders. A string that is exactly one placeholder
+	// ("{data.customer}") takes the value at that path with its type.
+	Payload any `yaml:"payload,omitempty" json:"payload,omitempty"`
+	// SensitiveFields are dotted paths into the produced payload that are
+	// stored but never shown.
+	SensitiveFields []string `yaml:"sensitive_fields,omitempty" json:"sensitive_fields,omitempty"`
+	// UpdateKey is the key template of the update operation that a newer
+	// version of the object produces once the original operation may have
+	// reached its destination, e.g. "order:{data.id}:update:v{data.version}".
+	// Update operations always require approval. Without UpdateKey such a
+	// correction is recorded as a conflict for a person to handle.
+	UpdateKey string `yaml:"update_key,omitempty" json:"update_key,omitempty"`
+	// UpdateAction is the action of update operations; default Action.
+	UpdateAction string `yaml:"update_action,omitempty" json:"update_action,omitempty"`
+}
+
+// rulesDocument is the YAML layout of a rules file.
+type rulesDocument struct {
+	Rules []Rule `yaml:"rules"`
+}
+
+// Rules is a compiled, immutable set of mapping rules, safe for concurrent
+// use. The first rule whose source and type match an event applies.
+type Rules struct {
+	list []*compiledRule
+}
+
+// RuleError reports a rule that is malformed, or that cannot map a given
+// event (a missing field, a produced key that is invalid). It names the
+// rule and the field, never the event's values. It matches
+// ErrInvalidInput.
+type RuleError struct {
+	Rule  string // the rule's name
+	Field string // e.g. "operations[0].key"
+	Err   error
+}
+
+// Error names the rule, the field and the cause.
+func (e *RuleError) Error() string {
+	msg := fmt.Sprintf("rule %q", e.Rule)
+	if e.Field != "" {
+		msg += ": " + e.Field
+	}
+	return msg + ": " + e.Err.Error()
+}
+
+// Unwrap returns the underlying cause.
+func (e *RuleError) Unwrap() error { return e.Err }
+
+// Is matches ErrInvalidInput.
+func (e *RuleError) Is(target error) bool { return target == ErrInvalidInput }
+
+// eventRoots are the roots event templates may use.
+var eventRoots = []string{"data", "event"}
+
+type compiledRule struct {
+	Rule
+	kind    string
+	objID   *tmpl
+	orderBy []string
+	ops     []compiledOpRule
+}
+
+type compiledOpRule struct {
+	OperationRule
+	key       *tmpl
+	updateKey *tmpl
+	payload   *valueTmpl
+}
+
+// ParseRules reads mapping rules from YAML:
+//
+//	rules:
+//	  - name: intake-accepted
+//	    type: submission.accepted
+//	    operations:
+//	      - key: "intake:{data.submission_id}:create"
+//	        action: crm.create_inquiry
+//	        destination: crm
+//	        payload: {submission: "{data.submission_id}"}
+//
+// Decoding is strict: unknown fields are refused.
+func ParseRules(data []byte) (*Rules, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var doc rulesDocument
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, invalidInput("rules: the document is empty")
+		}
+		return nil, invalidInput("rules: %v", err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, invalidInput("rules: only one YAML document is allowed")
+	}
+	return NewRules(doc.Rules...)
+}
+
+// LoadRules reads mapping rules from a YAML file (see ParseRules).
+func LoadRules(path string) (*Rules, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read rules: %w", err)
+	}
+	r, err := ParseRules(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// NewRules checks and compiles rules given in Go.
+func NewRules(rules ...Rule) (*Rules, error) {
+	out := &Rules{}
+	seen := map[string]bool{}
+	for i, r := range rules {
+		if r.Name == "" {
+			return nil, &RuleError{Rule: fmt.Sprintf("#%d", i+1), Field: "name", Err: errors.New("is required")}
+		}
+		if seen[r.Name] {
+			return nil, &RuleError{Rule: r.Name, Err: errors.New("name is used by another rule")}
+		}
+		seen[r.Name] = true
+		c, err := compileRule(r)
+		if err != nil {
+			return nil, err
+		}
+		out.list = append(out.list, c)
+	}
+	return out, nil
+}
+
+func compileRule(r Rule) (*compiledRule, error) {
+	fail := func(field string, err error) error { return &RuleError{Rule: r.Name, Field: field, Err: err} }
+	if len(r.Name) > maxNameLength {
+		return nil, fail("name", fmt.Errorf("is longer than %d bytes", maxNameLength))
+	}
+	if r.Type == "" || len(r.Type) > maxNameLength {
+		return nil, fail("type", fmt.Errorf("is required (at most %d bytes)", maxNameLength))
+	}
+	if len(r.Operations) == 0 {
+		return nil, fail("operations", errors.New("at least one operation is required"))
+	}
+	c := &compiledRule{Rule: r}
+	if o := r.Object; o != nil {
+		c.kind = o.Kind
+		if c.kind == "" {
+			c.kind = r.Name
+		}
+		if ValidateKey(c.kind) != nil || strings.Contains(c.kind, "/") {
+			return nil, fail("object.kind", errors.New("must satisfy the key syntax"))
+		}
+		src := o.ID
+		if src == "" {
+			return nil, fail("object.id", errors.New("is required"))
+		}
+		if !strings.Contains(src, "{") {
+			src = "{" + src + "}"
+		}
+		t, err := parseTemplate(src, eventRoots, true)
+		if err != nil {
+			return nil, fail("object.id", err)
+		}
+		if len(t.placeholders()) == 0 {
+			return nil, fail("object.id", errors.New("must take a value from the event"))
+		}
+		c.objID = t
+		if o.OrderBy == "" {
+			return nil, fail("object.order_by", errors.New("is required: without an order, newer and older events cannot be told apart"))
+		}
+		if c.orderBy, err = parsePath(strings.Trim(o.OrderBy, "{}"), eventRoots); err != nil {
+			return nil, fail("object.order_by", err)
+		}
+	}
+	for i, op := range r.Operations {
+		field := func(f string) string { return fmt.Sprintf("operations[%d].%s", i, f) }
+		co := compiledOpRule{OperationRule: op}
+		if op.Action == "" || len(op.Action) > maxNameLength || len(op.UpdateAction) > maxNameLength {
+			return nil, fail(field("action"), fmt.Errorf("is required (at most %d bytes)", maxNameLength))
+		}
+		if op.Destination == "" || len(op.Destination) > maxNameLength {
+			return nil, fail(field("destination"), fmt.Errorf("is required (at most %d bytes)", maxNameLength))
+		}
+		if len(op.Owner) > maxNameLength {
+			return nil, fail(field("owner"), fmt.Errorf("is longer than %d bytes", maxNameLength))
+		}
+		if op.Key == "" {
+			return nil, fail(field("key"), errors.New("is required"))
+		}
+		var err error
+		if co.key, err = parseTemplate(op.Key, eventRoots, true); err != nil {
+			return nil, fail(field("key"), err)
+		}
+		if op.UpdateKey != "" {
+			if co.updateKey, err = parseTemplate(op.UpdateKey, eventRoots, true); err != nil {
+				return nil, fail(field("update_key"), err)
+			}
+			if op.UpdateKey == op.Key {
+				return nil, fail(field("update_key"), errors.New("must differ from key"))
+			}
+		}
+		if co.payload, err = compileValue(op.Payload, eventRoots, true); err != nil {
+			return nil, fail(field("payload"), err)
+		}
+		for _, f := range op.SensitiveFields {
+			if f == "" || len(f) > maxNameLength {
+				return nil, fail(field("sensitive_fields"), errors.New("entries must be non-empty dotted paths"))
+			}
+		}
+		c.ops = append(c.ops, co)
+	}
+	return c, nil
+}
+
+// List returns the rules as given, in matching order.
+func (r *Rules) List() []Rule {
+	if r == nil {
+		return nil
+	}
+	out := make([]Rule, len(r.list))
+	for i, c := range r.list {
+		out[i] = c.Rule
+	}
+	return out
+}
+
+// match returns the first rule for the event's source and type, or nil.
+func (r *Rules) match(source, typ string) *compiledRule {
+	if r == nil {
+		return nil
+	}
+	for _, c := range r.list {
+		if c.Type == typ && (c.Source == "" || c.Source == source) {
+			return c
+		}
+	}
+	return nil
+}
+
+// Mapping is what a rule makes of one event, before the ledger is
+// consulted.
+type Mapping struct {
+	// Rule is the matching rule's name; empty when no rule matched.
+	Rule string `json:"rule,omitempty"`
+	// ObjectKey is "<kind>:<id>" when the rule declares an object.
+	ObjectKey string `json:"object_key,omitempty"`
+	// OrderValue is the object's ordering value in this event.
+	OrderValue string `json:"order_value,omitempty"`
+	// Intents are the operation intents, in the rule's order.
+	Intents []Intent `json:"intents"`
+	// Updates[i] is the update operation that intent i becomes when it
+	// corrects an operation that may already have reached its
+	// destination; nil when the rule declares no update_key. Update
+	// operations always require approval.
+	Updates []*Intent `json:"updates"`
+}
+
+// Map applies the rules to an event without recording anything: the
+// matching rule's name, the object and the intents it produces. An event
+// no rule matches gives an empty Mapping. A rule that cannot map the event
+// returns a *RuleError.
+func (r *Rules) Map(ev Event) (*Mapping, error) {
+	if err := ev.validate(); err != nil {
+		return nil, err
+	}
+	return r.mapEvent(&ev)
+}
+
+func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
+	c := r.match(ev.Source, ev.Type)
+	if c == nil {
+		return &Mapping{Intents: []Intent{}, Updates: []*Intent{}}, nil
+	}
+	ctx, err := ev.templateContext()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(field string, err error) error { return &RuleError{Rule: c.Name, Field: field, Err: err} }
+	m := &Mapping{Rule: c.Name, Intents: []Intent{}, Updates: []*Intent{}}
+	if c.objID != nil {
+		id, err := c.objID.renderString(ctx)
+		if err != nil {
+			return nil, fail("object.id", err)
+		}
+		m.ObjectKey = c.kind + ":" + id
+		if err := ValidateKey(m.ObjectKey); err != nil {
+			return nil, fail("object.id", fmt.Errorf("the produced object key is invalid: %w", err))
+		}
+		v, err := lookupPath(ctx, c.orderBy)
+		if err != nil {
+			return nil, fail("object.order_by", err)
+		}
+		if m.OrderValue, err = scalarText(v, c.orderBy); err != nil {
+			return nil, fail("object.order_by", err)
+		}
+		if len(m.OrderValue) > maxNameLength {
+			return nil, fail("object.order_by", fmt.Errorf("the value is longer than %d bytes", maxNameLength))
+		}
+	}
+	for i, op := range c.ops {
+		field := func(f string) string { return fmt.Sprintf("operations[%d].%s", i, f) }
+		key, err := op.key.renderString(ctx)
+		if err != nil {
+			return nil, fail(field("key"), err)
+		}
+		if err := ValidateKey(key); err != nil {
+			return nil, fail(field("key"), fmt.Errorf("the produced key is invalid: %w", err))
+		}
+		payload, err := op.payload.renderJSON(ctx)
+		if err != nil {
+			return nil, fail(field("payload"), err)
+		}
+		in := Intent{
+			Key: key, Action: op.Action, Destination: op.Destination, Payload: payload,
+			Owner: op.Owner, SourceEvent: ev.Source + ":" + ev.EventID,
+			RequiresApproval: op.RequiresApproval, SensitiveFields: append([]string(nil), op.SensitiveFields...),
+		}
+		var update *Intent
+		if op.updateKey != nil {
+			up := in
+			if up.Key, err = op.updateKey.renderString(ctx); err != nil {
+				return nil, fail(field("update_key"), err)
+			}
+			if err := ValidateKey(up.Key); err != nil {
+				return nil, fail(field("update_key"), fmt.Errorf("the produced key is invalid: %w", err))
+			}
+			if up.Key == in.Key {
+				return nil, fail(field("update_key"), errors.New("produced the same key as key"))
+			}
+			if op.UpdateAction != "" {
+				up.Action = op.UpdateAction
+			}
+			up.RequiresApproval = true
+			up.SensitiveFields = append([]string(nil), op.SensitiveFields...)
+			update = &up
+		}
+		m.Intents = append(m.Intents, in)
+		m.Updates = append(m.Updates, update)
+	}
+	return m, nil
+}
+
+// templateContext is what event templates can read.
+func (ev *Event) templateContext() (map[string]any, error) {
+	data, err := decodeJSON(ev.Payload)
+	if err != nil {
+		return nil, invalidInput("event payload is not valid JSON")
+	}
+	meta := map[string]any{"source": ev.Source, "id": ev.EventID, "type": ev.Type}
+	if !ev.OccurredAt.IsZero() {
+		meta["occurred_at"] = ev.OccurredAt.UTC().Format(time.RFC3339Nano)
+	}
+	return map[string]any{"data": data, "event": meta}, nil
+}
+
+// compareOrder compares two ordering values: as numbers when both are
+// numbers, as times when both are RFC 3339 times, otherwise as text.
+func compareOrder(a, b string) int {
+	if x, ok := new(big.Rat).SetString(a); ok {
+		if y, ok := new(big.Rat).SetString(b); ok {
+			return x.Cmp(y)
+		}
+	}
+	if x, err := time.Parse(time.RFC3339Nano, a); err == nil {
+		if y, err := time.Parse(time.RFC3339Nano, b); err == nil {
+			return x.Compare(y)
+		}
+	}
+	return strings.Compare(a, b)
+}

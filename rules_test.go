@@ -1,0 +1,159 @@
+package opledger_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+const ruleYAML = `
+rules:
+  - name: intake
+    source: forms
+    type: submission.accepted
+    object: {kind: submission, id: "{data.submission_id}", order_by: event.occurred_at}
+    operations:
+      - key: "intake:{data.submission_id}:create"
+        action: crm.create_inquiry
+        destination: crm
+        owner: intake-team
+        requires_approval: true
+        payload:
+          submission: "{data.submission_id}"
+          units: "{data.units}"
+          first_line: "{data.lines.0}"
+          label: "S{data.submission_id} x{data.units} {{literal}}"
+          applicant: "{data.applicant}"
+          fixed: [1, true, null, "plain"]
+          when: "{event.occurred_at}"
+        sensitive_fields: [applicant.email]
+        update_key: "intake:{data.submission_id}:update:{data.rev}"
+`
+
+func TestParseRulesAndMap(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.ParseRules([]byte(ruleYAML))
+	require.NoError(t, err)
+	require.Len(t, rules.List(), 1)
+	at := time.Date(2026, 3, 1, 9, 30, 0, 0, time.FixedZone("CET", 3600))
+	m, err := rules.Map(opledger.Event{Source: "forms", EventID: "e1", Type: "submission.accepted", OccurredAt: at,
+		Payload: json.RawMessage(`{"submission_id":"847","units":2,"rev":3,"lines":[{"sku":"A"}],"applicant":{"name":"Ana","email":"ana@example.com"}}`)})
+	require.NoError(t, err)
+	require.Equal(t, "intake", m.Rule)
+	require.Equal(t, "submission:847", m.ObjectKey)
+	require.Equal(t, "2026-03-01T08:30:00Z", m.OrderValue)
+	require.Len(t, m.Intents, 1)
+	in := m.Intents[0]
+	require.Equal(t, "intake:847:create", in.Key)
+	require.Equal(t, "crm.create_inquiry", in.Action)
+	require.Equal(t, "intake-team", in.Owner)
+	require.True(t, in.RequiresApproval)
+	require.Equal(t, "forms:e1", in.SourceEvent)
+	require.Equal(t, []string{"applicant.email"}, in.SensitiveFields)
+	require.JSONEq(t, `{"submission":"847","units":2,"first_line":{"sku":"A"},"label":"S847 x2 {literal}",
+		"applicant":{"name":"Ana","email":"ana@example.com"},"fixed":[1,true,null,"plain"],"when":"2026-03-01T08:30:00Z"}`, string(in.Payload),
+		"a whole placeholder keeps its JSON type")
+	require.Equal(t, "intake:847:update:3", m.Updates[0].Key)
+	require.True(t, m.Updates[0].RequiresApproval)
+
+	// No rule for the type: an empty mapping.
+	m, err = rules.Map(opledger.Event{Source: "forms", EventID: "e2", Type: "other"})
+	require.NoError(t, err)
+	require.Empty(t, m.Rule)
+	require.Empty(t, m.Intents)
+	// The source must match too.
+	m, err = rules.Map(opledger.Event{Source: "shop", EventID: "e2", Type: "submission.accepted"})
+	require.NoError(t, err)
+	require.Empty(t, m.Rule)
+}
+
+func TestMapRefusals(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.ParseRules([]byte(ruleYAML))
+	require.NoError(t, err)
+	at := time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC)
+	cases := []struct {
+		name, payload, want string
+		noTime              bool
+	}{
+		{"missing field", `{"units":2,"rev":1,"lines":[1]}`, `object.id: data.submission_id is missing`, false},
+		{"not a scalar in a key", `{"submission_id":{"a":1},"units":2,"rev":1,"lines":[1]}`, `data.submission_id is not a string, number or boolean`, false},
+		{"null in a key", `{"submission_id":null,"units":2,"rev":1,"lines":[1]}`, `data.submission_id is null`, false},
+		{"index out of range", `{"submission_id":"1","units":2,"rev":1,"lines":[],"applicant":{}}`, `data.lines.0 is missing`, false},
+		{"personal data in the key", `{"submission_id":"ana@example.com","units":2,"rev":1,"lines":[1]}`, `object.id: the produced object key is invalid`, false},
+		{"space in the key", `{"submission_id":"a b","units":2,"rev":1,"lines":[1]}`, `the produced object key is invalid`, false},
+		{"no occurred_at to order by", `{"submission_id":"1","units":2,"rev":1,"lines":[1]}`, `object.order_by: event.occurred_at is missing`, true},
+		{"payload not an object", `[1,2]`, `object.id: data.submission_id is missing`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev := opledger.Event{Source: "forms", EventID: "e1", Type: "submission.accepted", OccurredAt: at, Payload: json.RawMessage(tc.payload)}
+			if tc.noTime {
+				ev.OccurredAt = time.Time{}
+			}
+			_, err := rules.Map(ev)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			var re *opledger.RuleError
+			require.True(t, errors.As(err, &re), "%v", err)
+			require.Equal(t, "intake", re.Rule)
+			require.Contains(t, err.Error(), tc.want)
+			require.NotContains(t, err.Error(), "ana@example.com", "values never appear in errors")
+			require.NotContains(t, err.Error(), "a b")
+		})
+	}
+}
+
+func TestParseRulesRefusesBadRules(t *testing.T) {
+	t.Parallel()
+	op := "\n    operations:\n      - {key: \"k:{data.id}\", action: a, destination: d}"
+	cases := map[string]struct{ yaml, want string }{
+		"unknown field":        {"rules:\n  - name: r\n    type: t\n    colour: red" + op, "field colour not found"},
+		"unknown op field":     {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, retry: 3}", "field retry not found"},
+		"empty":                {"", "empty"},
+		"two documents":        {"rules: []\n---\nrules: []", "one YAML document"},
+		"no name":              {"rules:\n  - type: t" + op, `rule "#1": name: is required`},
+		"same name twice":      {"rules:\n  - name: r\n    type: t" + op + "\n  - name: r\n    type: u" + op, "name is used by another rule"},
+		"no type":              {"rules:\n  - name: r" + op, "type: is required"},
+		"no operations":        {"rules:\n  - name: r\n    type: t", "at least one operation"},
+		"no action":            {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, destination: d}", "operations[0].action"},
+		"no key":               {"rules:\n  - name: r\n    type: t\n    operations:\n      - {action: a, destination: d}", "operations[0].key: is required"},
+		"unknown root":         {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{payload.id}\", action: a, destination: d}", "must start with data, event"},
+		"unclosed brace":       {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{data.id\", action: a, destination: d}", "unclosed '{'"},
+		"bad payload template": {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: {x: \"{data..id}\"}}", "payload: x: placeholder"},
+		"order without id":     {"rules:\n  - name: r\n    type: t\n    object: {order_by: data.v}" + op, "object.id: is required"},
+		"id without order":     {"rules:\n  - name: r\n    type: t\n    object: {id: data.id}" + op, "object.order_by: is required"},
+		"update key = key":     {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{data.id}\", update_key: \"k:{data.id}\", action: a, destination: d}", "must differ from key"},
+		"bad object kind":      {"rules:\n  - name: r\n    type: t\n    object: {kind: \"a b\", id: data.id, order_by: data.v}" + op, "object.kind"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := opledger.ParseRules([]byte(tc.yaml))
+			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestNewRulesInGo(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.NewRules(opledger.Rule{Name: "paid", Type: "orders/paid", Operations: []opledger.OperationRule{{
+		Key: "pay:{event.id}", Action: "email.send", Destination: "email",
+		Payload: map[string]any{"order": "{data.id}", "tags": []any{"{event.type}"}},
+	}}})
+	require.NoError(t, err)
+	m, err := rules.Map(opledger.Event{Source: "shop", EventID: "p1", Type: "orders/paid", Payload: json.RawMessage(`{"id":12345678901234567890}`)})
+	require.NoError(t, err)
+	require.Equal(t, "pay:p1", m.Intents[0].Key)
+	require.JSONEq(t, `{"order":12345678901234567890,"tags":["orders/paid"]}`, string(m.Intents[0].Payload), "big numbers stay exact")
+	require.Nil(t, m.Updates[0])
+	_, err = rules.Map(opledger.Event{Source: "shop", EventID: strings.Repeat("x", 300), Type: "orders/paid"})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+}

@@ -1,0 +1,322 @@
+package opledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Templates fill keys and payloads from an event or from earlier workflow
+// steps. A placeholder is a dotted path in braces, "{data.submission_id}":
+// object fields by name, array elements by index ("{data.items.0.sku}").
+// A string that is exactly one placeholder takes the value at the path
+// whatever its JSON type; a placeholder inside other text must name a
+// string, number or boolean. Errors name the path, never the value.
+
+// tmplPart is a literal or a placeholder of a template.
+type tmplPart struct {
+	lit  string
+	path []string // nil for a literal
+}
+
+// tmpl is a parsed string template.
+type tmpl struct {
+	src   string
+	parts []tmplPart
+}
+
+// parseTemplate parses s. In strict mode (mapping rules) every '{' starts a
+// placeholder whose first segment must be one of roots, and "{{" and "}}"
+// stand for literal braces. In lenient mode (workflow payloads, which carry
+// arbitrary caller text) only "{root.…}" with a known root is a
+// placeholder; any other brace is literal text.
+func parseTemplate(s string, roots []string, strict bool) (*tmpl, error) {
+	t := &tmpl{src: s}
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			t.parts = append(t.parts, tmplPart{lit: lit.String()})
+			lit.Reset()
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if strict && (c == '{' || c == '}') && i+1 < len(s) && s[i+1] == c {
+			lit.WriteByte(c)
+			i++
+			continue
+		}
+		if c == '}' && strict {
+			return nil, fmt.Errorf("unmatched '}' at byte %d (write }} for a literal brace)", i)
+		}
+		if c != '{' {
+			lit.WriteByte(c)
+			continue
+		}
+		end := strings.IndexByte(s[i+1:], '}')
+		if end < 0 {
+			if strict {
+				return nil, fmt.Errorf("unclosed '{' at byte %d (write {{ for a literal brace)", i)
+			}
+			lit.WriteString(s[i:])
+			break
+		}
+		inner := s[i+1 : i+1+end]
+		path, err := parsePath(inner, roots)
+		if err != nil {
+			if strict {
+				return nil, err
+			}
+			lit.WriteByte(c)
+			continue
+		}
+		flush()
+		t.parts = append(t.parts, tmplPart{path: path})
+		i += end + 1
+	}
+	flush()
+	return t, nil
+}
+
+// parsePath checks a dotted path and its root.
+func parsePath(p string, roots []string) ([]string, error) {
+	if p == "" {
+		return nil, fmt.Errorf("empty placeholder {}")
+	}
+	segs := strings.Split(p, ".")
+	for _, seg := range segs {
+		if seg == "" {
+			return nil, fmt.Errorf("placeholder {%s} has an empty path segment", p)
+		}
+		for j := 0; j < len(seg); j++ {
+			c := seg[j]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+				return nil, fmt.Errorf("placeholder {%s}: path segments may contain letters, digits, _ and -", p)
+			}
+		}
+	}
+	for _, r := range roots {
+		if segs[0] == r {
+			return segs, nil
+		}
+	}
+	return nil, fmt.Errorf("placeholder {%s} must start with %s", p, strings.Join(roots, ", "))
+}
+
+// placeholders lists the paths a template uses.
+func (t *tmpl) placeholders() [][]string {
+	var out [][]string
+	for _, p := range t.parts {
+		if p.path != nil {
+			out = append(out, p.path)
+		}
+	}
+	return out
+}
+
+// whole reports whether the template is exactly one placeholder.
+func (t *tmpl) whole() bool { return len(t.parts) == 1 && t.parts[0].path != nil }
+
+// renderString fills the template; every placeholder must be a scalar.
+func (t *tmpl) renderString(ctx map[string]any) (string, error) {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.path == nil {
+			b.WriteString(p.lit)
+			continue
+		}
+		v, err := lookupPath(ctx, p.path)
+		if err != nil {
+			return "", err
+		}
+		s, err := scalarText(v, p.path)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+	}
+	return b.String(), nil
+}
+
+// renderValue fills the template as a JSON value: a whole placeholder keeps
+// the type of its value, anything else is a string.
+func (t *tmpl) renderValue(ctx map[string]any) (any, error) {
+	if t.whole() {
+		return lookupPath(ctx, t.parts[0].path)
+	}
+	return t.renderString(ctx)
+}
+
+// lookupPath finds the value at path in ctx.
+func lookupPath(ctx map[string]any, path []string) (any, error) {
+	var cur any = ctx
+	for i, seg := range path {
+		switch node := cur.(type) {
+		case map[string]any:
+			v, ok := node[seg]
+			if !ok {
+				return nil, fmt.Errorf("%s is missing", strings.Join(path[:i+1], "."))
+			}
+			cur = v
+		case []any:
+			n, err := strconv.Atoi(seg)
+			if err != nil || n < 0 || n >= len(node) {
+				return nil, fmt.Errorf("%s is missing (index out of range or not a number)", strings.Join(path[:i+1], "."))
+			}
+			cur = node[n]
+		default:
+			return nil, fmt.Errorf("%s is missing (%s is not an object)", strings.Join(path[:i+1], "."), strings.Join(path[:i], "."))
+		}
+	}
+	return cur, nil
+}
+
+// scalarText renders a string, number or boolean as text.
+func scalarText(v any, path []string) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case json.Number:
+		return x.String(), nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	case int:
+		return strconv.Itoa(x), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
+	case nil:
+		return "", fmt.Errorf("%s is null", strings.Join(path, "."))
+	}
+	return "", fmt.Errorf("%s is not a string, number or boolean", strings.Join(path, "."))
+}
+
+// valueTmpl is a JSON value whose strings may be templates.
+type valueTmpl struct {
+	node any // map[string]*valueTmpl, []*valueTmpl, *tmpl, or a JSON scalar
+}
+
+// compileValue turns a decoded JSON or YAML value into a value template.
+func compileValue(v any, roots []string, strict bool) (*valueTmpl, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]*valueTmpl, len(x))
+		for k, el := range x {
+			c, err := compileValue(el, roots, strict)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			m[k] = c
+		}
+		return &valueTmpl{node: m}, nil
+	case []any:
+		l := make([]*valueTmpl, len(x))
+		for i, el := range x {
+			c, err := compileValue(el, roots, strict)
+			if err != nil {
+				return nil, fmt.Errorf("%d: %w", i, err)
+			}
+			l[i] = c
+		}
+		return &valueTmpl{node: l}, nil
+	case string:
+		t, err := parseTemplate(x, roots, strict)
+		if err != nil {
+			return nil, err
+		}
+		if len(t.placeholders()) == 0 {
+			return &valueTmpl{node: t.src}, nil
+		}
+		return &valueTmpl{node: t}, nil
+	case map[any]any:
+		return nil, fmt.Errorf("object keys must be strings")
+	}
+	return &valueTmpl{node: v}, nil
+}
+
+// placeholders lists every path the value template uses.
+func (v *valueTmpl) placeholders() [][]string {
+	switch x := v.node.(type) {
+	case map[string]*valueTmpl:
+		var out [][]string
+		for _, el := range x {
+			out = append(out, el.placeholders()...)
+		}
+		return out
+	case []*valueTmpl:
+		var out [][]string
+		for _, el := range x {
+			out = append(out, el.placeholders()...)
+		}
+		return out
+	case *tmpl:
+		return x.placeholders()
+	}
+	return nil
+}
+
+// render fills the value template.
+func (v *valueTmpl) render(ctx map[string]any) (any, error) {
+	switch x := v.node.(type) {
+	case map[string]*valueTmpl:
+		out := make(map[string]any, len(x))
+		// In key order, so that the first error is always the same one.
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			el := x[k]
+			r, err := el.render(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []*valueTmpl:
+		out := make([]any, len(x))
+		for i, el := range x {
+			r, err := el.render(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	case *tmpl:
+		return x.renderValue(ctx)
+	}
+	return v.node, nil
+}
+
+// renderJSON fills the value template and encodes the result.
+func (v *valueTmpl) renderJSON(ctx map[string]any) (json.RawMessage, error) {
+	r, err := v.render(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode payload: %w", err)
+	}
+	return out, nil
+}
+
+// decodeJSON decodes JSON keeping numbers exact (json.Number).
+func decodeJSON(raw []byte) (any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after the JSON value")
+	}
+	return v, nil
+}

@@ -1,0 +1,922 @@
+package opledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// A workflow is an ordered list of steps, each an operation keyed
+// "<workflow key>/<step name>" (DESIGN.md section 5). A step is recorded
+// as an operation only once the step before it has succeeded; until then
+// it exists only in the workflow's definition and shows as "waiting". This
+// needs no extra operation state, keeps waiting steps out of every work
+// queue, and lets a step's payload use earlier steps' results
+// ("{steps.create_task.ref}"): they are resolved once, when the step is
+// recorded, and frozen in the operation's content like any other payload.
+
+// MaxWorkflowSteps is the largest number of steps a workflow may have.
+const MaxWorkflowSteps = 100
+
+// WorkflowStep is one step of a workflow as submitted.
+type WorkflowStep struct {
+	// Name is unique within the workflow: letters, digits and . _ : -.
+	Name        string `json:"name"`
+	Action      string `json:"action"`
+	Destination string `json:"destination"`
+	// Payload is the step's content, any JSON. Strings may use the results
+	// of earlier steps: "{steps.<name>.ref}" (the destination reference),
+	// "{steps.<name>.response.<path>}", "{steps.<name>.key}", and
+	// "{workflow.key}". A string that is exactly one placeholder takes the
+	// value with its JSON type. Other braces are plain text.
+	Payload json.RawMessage `json:"payload"`
+	// Version of the content; 0 means 1.
+	Version int64 `json:"version,omitempty"`
+	// RequiresApproval overrides the workflow's RequiresApproval.
+	RequiresApproval *bool `json:"requires_approval,omitempty"`
+	// Owner overrides the workflow's Owner.
+	Owner string `json:"owner,omitempty"`
+	// SensitiveFields are payload paths stored but never shown.
+	SensitiveFields []string `json:"sensitive_fields,omitempty"`
+}
+
+// WorkflowSpec is a workflow as submitted to PutWorkflow.
+type WorkflowSpec struct {
+	Steps []WorkflowStep `json:"steps"`
+	// Owner decides for every step when automation cannot.
+	Owner string `json:"owner,omitempty"`
+	// RequiresApproval makes every step (unless it says otherwise) wait
+	// for approval of its exact content.
+	RequiresApproval bool `json:"requires_approval,omitempty"`
+	// SourceEvent is the event that started the workflow, if any.
+	SourceEvent string `json:"source_event,omitempty"`
+}
+
+// WorkflowStatus is computed from the states of a workflow's steps.
+type WorkflowStatus string
+
+// The statuses of a workflow.
+const (
+	// WorkflowRunning: the current step is pending, in progress, uncertain
+	// (waiting for reconciliation), or due to be recorded.
+	WorkflowRunning WorkflowStatus = "running"
+	// WorkflowAwaitingApproval: the current step waits for approval.
+	WorkflowAwaitingApproval WorkflowStatus = "awaiting_approval"
+	// WorkflowHeld: the current step is held for its owner, or cannot be
+	// recorded; Reason says why.
+	WorkflowHeld WorkflowStatus = "held"
+	// WorkflowSucceeded: every step succeeded.
+	WorkflowSucceeded WorkflowStatus = "succeeded"
+	// WorkflowFailed: the current step failed (rejected, exhausted or
+	// cancelled). An operator's authorize_retry or mark_succeeded on the
+	// step lets the workflow go on.
+	WorkflowFailed WorkflowStatus = "failed"
+)
+
+// StepState is the state of a workflow step: the state of its operation,
+// or StepWaiting before the operation is recorded.
+type StepState string
+
+// StepWaiting: the step's operation is not recorded yet; it will be once
+// the step before it has succeeded.
+const StepWaiting StepState = "waiting"
+
+// Workflow is a workflow with the state of each step.
+type Workflow struct {
+	Tenant string `json:"tenant"`
+	Key    string `json:"key"`
+	// Fingerprint is of the steps as first submitted: a PutWorkflow with
+	// other steps is refused. Revisions of a step do not change it.
+	Fingerprint string         `json:"fingerprint"`
+	Status      WorkflowStatus `json:"status"`
+	// Reason explains the status in a sentence an operator can act on.
+	Reason string `json:"reason"`
+	// CurrentStep is the first step that has not succeeded.
+	CurrentStep string                `json:"current_step,omitempty"`
+	Owner       string                `json:"owner"`
+	SourceEvent string                `json:"source_event,omitempty"`
+	Steps       []*WorkflowStepStatus `json:"steps"`
+	CreatedAt   time.Time             `json:"created_at"`
+	UpdatedAt   time.Time             `json:"updated_at"`
+}
+
+// WorkflowStepStatus is one step of a workflow as it is now.
+type WorkflowStepStatus struct {
+	Name string `json:"name"`
+	// Key is the step's operation key, "<workflow>/<step>".
+	Key   string    `json:"key"`
+	State StepState `json:"state"`
+	// WaitingFor names the step that must succeed first, while waiting.
+	WaitingFor  string `json:"waiting_for,omitempty"`
+	Action      string `json:"action"`
+	Destination string `json:"destination"`
+	Version     int64  `json:"version"`
+	// Fingerprint is the operation's, or for a waiting step without
+	// placeholders the one it will have (which PreApprove may name).
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Payload is the operation's payload, or the waiting step's template;
+	// sensitive fields masked.
+	Payload          json.RawMessage `json:"payload"`
+	RequiresApproval bool            `json:"requires_approval"`
+	// PreApprovedBy names who approved a waiting step's exact content.
+	PreApprovedBy string `json:"pre_approved_by,omitempty"`
+	// RevisedBy names who revised a waiting step's content.
+	RevisedBy string `json:"revised_by,omitempty"`
+	// Operation is the step's operation once recorded.
+	Operation *Operation `json:"operation,omitempty"`
+}
+
+// StepError reports a workflow step that cannot be recorded, for example
+// because its payload uses a field an earlier step's response lacks. It
+// matches ErrInvalidInput; it names paths, never values.
+type StepError struct {
+	Workflow string
+	Step     string
+	Err      error
+}
+
+// Error names the workflow, the step and the cause.
+func (e *StepError) Error() string {
+	return fmt.Sprintf("workflow %s step %s: %v", e.Workflow, e.Step, e.Err)
+}
+
+// Unwrap returns the underlying cause.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Is matches ErrInvalidInput.
+func (e *StepError) Is(target error) bool { return target == ErrInvalidInput }
+
+// workflowRoots are the roots workflow payload templates may use.
+var workflowRoots = []string{"steps", "workflow"}
+
+// workflowDef is the stored definition of a workflow.
+type workflowDef struct {
+	Steps       []stepDef `json:"steps"`
+	SourceEvent string    `json:"source_event,omitempty"`
+}
+
+// stepDef is the stored definition of one step, with the revisions and
+// pre-approvals made while it was waiting.
+type stepDef struct {
+	Name             string          `json:"name"`
+	Action           string          `json:"action"`
+	Destination      string          `json:"destination"`
+	Payload          json.RawMessage `json:"payload"`
+	Version          int64           `json:"version"`
+	RequiresApproval bool            `json:"requires_approval"`
+	Owner            string          `json:"owner,omitempty"`
+	SensitiveFields  []string        `json:"sensitive_fields,omitempty"`
+	RevisedBy        string          `json:"revised_by,omitempty"`
+	PreApproval      *Approval       `json:"pre_approval,omitempty"`
+}
+
+// WorkflowStepKey is the operation key of a workflow's step.
+func WorkflowStepKey(workflowKey, step string) string { return workflowKey + "/" + step }
+
+// SplitWorkflowStepKey splits an operation key into workflow key and step
+// name at its last '/'; ok is false for a key without '/'.
+func SplitWorkflowStepKey(opKey string) (workflowKey, step string, ok bool) {
+	i := strings.LastIndexByte(opKey, '/')
+	if i <= 0 || i == len(opKey)-1 {
+		return "", "", false
+	}
+	return opKey[:i], opKey[i+1:], true
+}
+
+// validateStepName checks a step name: key syntax without '/'.
+func validateStepName(name string) error {
+	if name == "" {
+		return invalidInput("every step needs a name")
+	}
+	if strings.Contains(name, "/") {
+		return invalidInput("step name must not contain '/'")
+	}
+	if err := ValidateKey(name); err != nil {
+		return invalidInput("step name: %s", strings.TrimPrefix(err.Error(), "invalid key: "))
+	}
+	return nil
+}
+
+// compileStepPayload parses a step payload's templates and checks that they
+// only use steps before index i.
+func compileStepPayload(payload json.RawMessage, steps []stepDef, i int) (*valueTmpl, error) {
+	v, err := decodeJSON(payload)
+	if err != nil {
+		return nil, invalidInput("step %s: payload is not valid JSON", steps[i].Name)
+	}
+	vt, err := compileValue(v, workflowRoots, false)
+	if err != nil {
+		return nil, invalidInput("step %s: payload: %v", steps[i].Name, err)
+	}
+	for _, p := range vt.placeholders() {
+		ref := strings.Join(p, ".")
+		if p[0] == "workflow" {
+			if len(p) != 2 || p[1] != "key" {
+				return nil, invalidInput("step %s: {%s}: only {workflow.key} is known", steps[i].Name, ref)
+			}
+			continue
+		}
+		if len(p) < 3 {
+			return nil, invalidInput("step %s: {%s}: write {steps.<name>.ref}, {steps.<name>.key} or {steps.<name>.response.<path>}", steps[i].Name, ref)
+		}
+		earlier := slices.IndexFunc(steps[:i], func(s stepDef) bool { return s.Name == p[1] })
+		if earlier < 0 {
+			return nil, invalidInput("step %s: {%s} does not name an earlier step", steps[i].Name, ref)
+		}
+		switch {
+		case p[2] == "ref" && len(p) == 3, p[2] == "key" && len(p) == 3, p[2] == "response":
+		default:
+			return nil, invalidInput("step %s: {%s}: write {steps.<name>.ref}, {steps.<name>.key} or {steps.<name>.response.<path>}", steps[i].Name, ref)
+		}
+	}
+	return vt, nil
+}
+
+// normalizeSpec checks a submitted workflow and returns its definition and
+// fingerprint.
+func normalizeSpec(key string, spec WorkflowSpec) (*workflowDef, string, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, "", err
+	}
+	if len(spec.Steps) == 0 || len(spec.Steps) > MaxWorkflowSteps {
+		return nil, "", invalidInput("a workflow has 1 to %d steps", MaxWorkflowSteps)
+	}
+	if len(spec.Owner) > maxNameLength || len(spec.SourceEvent) > maxNameLength {
+		return nil, "", invalidInput("owner and source_event are at most %d bytes", maxNameLength)
+	}
+	def := &workflowDef{SourceEvent: spec.SourceEvent}
+	type fpStep struct {
+		Name        string          `json:"name"`
+		Action      string          `json:"action"`
+		Destination string          `json:"destination"`
+		Payload     json.RawMessage `json:"payload"`
+		Version     int64           `json:"version"`
+	}
+	var fpSteps []fpStep
+	for _, s := range spec.Steps {
+		if err := validateStepName(s.Name); err != nil {
+			return nil, "", err
+		}
+		if slices.ContainsFunc(def.Steps, func(d stepDef) bool { return d.Name == s.Name }) {
+			return nil, "", invalidInput("step name %s is used twice", s.Name)
+		}
+		in := Intent{Key: WorkflowStepKey(key, s.Name), Action: s.Action, Destination: s.Destination,
+			Payload: s.Payload, Version: s.Version, Owner: s.Owner, SensitiveFields: s.SensitiveFields}
+		if _, err := in.normalize(); err != nil { // syntax of every field
+			return nil, "", fmt.Errorf("step %s: %w", s.Name, err)
+		}
+		d := stepDef{Name: s.Name, Action: in.Action, Destination: in.Destination, Payload: in.Payload,
+			Version: in.Version, RequiresApproval: spec.RequiresApproval, Owner: s.Owner,
+			SensitiveFields: slices.Clone(s.SensitiveFields)}
+		if s.RequiresApproval != nil {
+			d.RequiresApproval = *s.RequiresApproval
+		}
+		def.Steps = append(def.Steps, d)
+		if _, err := compileStepPayload(d.Payload, def.Steps, len(def.Steps)-1); err != nil {
+			return nil, "", err
+		}
+		fpSteps = append(fpSteps, fpStep{Name: d.Name, Action: d.Action, Destination: d.Destination, Payload: d.Payload, Version: d.Version})
+	}
+	doc, err := json.Marshal(struct {
+		Steps []fpStep `json:"steps"`
+	}{fpSteps})
+	if err != nil {
+		return nil, "", fmt.Errorf("encode workflow fingerprint: %w", err)
+	}
+	canon, err := jcs.Transform(doc)
+	if err != nil {
+		return nil, "", invalidInput("workflow cannot be canonicalized: %v", err)
+	}
+	sum := sha256.Sum256(canon)
+	return def, "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// PutWorkflow records a workflow with PUT semantics, in one transaction
+// with its first step's operation. A new key is recorded and created is
+// true. A repeat with the same steps (same fingerprint) returns the
+// workflow as it is now, after recording any step that has become due
+// (as ResumeWorkflow). The same key with other steps is refused with a
+// *MismatchError (ErrFingerprintMismatch) and nothing changes.
+func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec) (w *Workflow, created bool, err error) {
+	def, fp, err := normalizeSpec(key, spec)
+	if err != nil {
+		return nil, false, err
+	}
+	err = l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+		row, err := tx.GetWorkflow(ctx, l.tenant, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			b, err := json.Marshal(def)
+			if err != nil {
+				return fmt.Errorf("encode workflow: %w", err)
+			}
+			now, err := l.now(ctx, tx)
+			if err != nil {
+				return err
+			}
+			row = &store.Workflow{Tenant: l.tenant, Key: key, Fingerprint: fp, Definition: b, Owner: spec.Owner,
+				CurrentKey: WorkflowStepKey(key, def.Steps[0].Name), Revision: 1, CreatedAt: now, UpdatedAt: now}
+			if err := tx.InsertWorkflow(ctx, row); err != nil {
+				return err
+			}
+			created = true
+		case err != nil:
+			return err
+		case row.Fingerprint != fp:
+			cur, err := l.workflowIn(ctx, tx, row)
+			if err != nil {
+				return err
+			}
+			return &MismatchError{Key: key, Stored: row.Fingerprint, Given: fp, State: State(cur.Status)}
+		}
+		// A repeat whose next step cannot be recorded still answers with
+		// the workflow: its status says why.
+		var se *StepError
+		if err := l.advanceIn(ctx, tx, row); err != nil && (created || !errors.As(err, &se)) {
+			return err
+		}
+		w, err = l.workflowIn(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return w, created, nil
+}
+
+// workflowTxn runs fn in a write transaction, again after a lost race.
+func (l *Ledger) workflowTxn(ctx context.Context, key string, fn func(ctx context.Context, tx store.Tx) error) error {
+	for range maxConflictRetries {
+		err := l.store.Update(ctx, fn)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("workflow %s: gave up after %d write conflicts: %w", key, maxConflictRetries, store.ErrConflict)
+}
+
+// getWorkflowRow reads a workflow row and its definition.
+func (l *Ledger) getWorkflowRow(ctx context.Context, r store.Reader, key string) (*store.Workflow, *workflowDef, error) {
+	row, err := r.GetWorkflow(ctx, l.tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, fmt.Errorf("workflow %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	def, err := decodeDef(row)
+	if err != nil {
+		return nil, nil, err
+	}
+	return row, def, nil
+}
+
+func decodeDef(row *store.Workflow) (*workflowDef, error) {
+	var def workflowDef
+	if err := json.Unmarshal(row.Definition, &def); err != nil {
+		return nil, fmt.Errorf("decode workflow %s: %w", row.Key, err)
+	}
+	return &def, nil
+}
+
+// stepOperation reads a step's operation or tombstone; nil if neither.
+func (l *Ledger) stepOperation(ctx context.Context, r store.Reader, key string) (*Operation, error) {
+	row, err := r.GetOperation(ctx, l.tenant, key)
+	if err == nil {
+		return toOperation(row), nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	ts, err := r.GetTombstone(ctx, l.tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tombstoneOperation(ts), nil
+}
+
+// stepContext is what a step's payload template can read: the results of
+// the steps before it.
+func stepContext(key string, def *workflowDef, ops []*Operation) map[string]any {
+	steps := map[string]any{}
+	for i, op := range ops {
+		if op == nil {
+			continue
+		}
+		s := map[string]any{"ref": op.DestinationRef, "key": op.Key}
+		if resp, err := decodeJSON(op.Response); err == nil && resp != nil {
+			s["response"] = resp
+		}
+		steps[def.Steps[i].Name] = s
+	}
+	return map[string]any{"steps": steps, "workflow": map[string]any{"key": key}}
+}
+
+// stepIntent renders step i into the intent it is recorded as.
+func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operation) (Intent, string, error) {
+	s := def.Steps[i]
+	vt, err := compileStepPayload(s.Payload, def.Steps, i)
+	if err != nil {
+		return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: err}
+	}
+	payload := s.Payload // as submitted, byte for byte, when there is nothing to fill
+	if len(vt.placeholders()) > 0 {
+		if payload, err = vt.renderJSON(stepContext(row.Key, def, earlier)); err != nil {
+			return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: fmt.Errorf("payload: %w", err)}
+		}
+	}
+	owner := s.Owner
+	if owner == "" {
+		owner = row.Owner
+	}
+	in := Intent{Key: WorkflowStepKey(row.Key, s.Name), Action: s.Action, Destination: s.Destination,
+		Payload: payload, Version: s.Version, Owner: owner, SourceEvent: def.SourceEvent,
+		RequiresApproval: s.RequiresApproval, SensitiveFields: slices.Clone(s.SensitiveFields)}
+	fp, err := in.normalize()
+	if err != nil {
+		return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: err}
+	}
+	return in, fp, nil
+}
+
+// advanceIn records the first step that is due and not recorded, skipping
+// steps that succeeded, and updates the workflow row's position. Steps
+// already recorded are never recorded again or changed.
+func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow) error {
+	def, err := decodeDef(row)
+	if err != nil {
+		return err
+	}
+	prevRev := row.Revision
+	before := *row
+	ops := make([]*Operation, len(def.Steps))
+	row.Done = true
+	for i, s := range def.Steps {
+		key := WorkflowStepKey(row.Key, s.Name)
+		op, err := l.stepOperation(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		if op == nil {
+			in, fp, err := stepIntent(row, def, i, ops[:i])
+			if err != nil {
+				return err
+			}
+			pre := s.PreApproval
+			evidence := fmt.Sprintf("step %d of %d of workflow %s", i+1, len(def.Steps), row.Key)
+			if i > 0 {
+				evidence += "; step " + def.Steps[i-1].Name + " succeeded"
+			}
+			_, refusal, err := l.decideIn(ctx, tx, l.tenant, key, func(t *txn) error {
+				if err := t.record(&in, fp, l.worker); err != nil {
+					return err
+				}
+				t.note(l.worker, "", "workflow step recorded", evidence)
+				if pre != nil && State(t.op.State) == StateAwaitingApproval && pre.Version == in.Version && pre.Fingerprint == fp {
+					t.op.ApprovedBy = pre.Approver
+					t.move(StatePending, pre.Approver, "", "approved",
+						fmt.Sprintf("version %d, %s (approved while the step was waiting)", pre.Version, pre.Fingerprint))
+					t.op.NotBefore = t.now
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if refusal != nil {
+				return refusal
+			}
+		} else if op.State == StateSucceeded {
+			ops[i] = op
+			continue
+		}
+		row.Done = false
+		row.CurrentStep, row.CurrentKey = i, key
+		break
+	}
+	if row.Done {
+		row.CurrentStep, row.CurrentKey = len(def.Steps), ""
+	}
+	if row.Done == before.Done && row.CurrentStep == before.CurrentStep && row.CurrentKey == before.CurrentKey {
+		return nil
+	}
+	now, err := l.now(ctx, tx)
+	if err != nil {
+		return err
+	}
+	row.Revision, row.UpdatedAt = prevRev+1, now
+	return tx.UpdateWorkflow(ctx, row, prevRev)
+}
+
+// ResumeWorkflow brings a workflow forward after a crash, a restart, an
+// operator's decision or a reconciliation: steps that succeeded are
+// skipped (never repeated), the next step is recorded if the step before
+// it has succeeded, and nothing recorded is changed — each step runs with
+// its stored, approved content. It returns the workflow with its steps'
+// states. It is idempotent; the executor also calls it (or
+// AdvanceWorkflowOf) after a step succeeds.
+func (l *Ledger) ResumeWorkflow(ctx context.Context, key string) (*Workflow, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var w *Workflow
+	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+		row, _, err := l.getWorkflowRow(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		if err := l.advanceIn(ctx, tx, row); err != nil {
+			return err
+		}
+		w, err = l.workflowIn(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// AdvanceWorkflowOf resumes the workflow that the operation opKey is a
+// step of, if any: call it after an operation succeeded (by an attempt, a
+// reconciliation or an operator). It returns nil and no error when opKey
+// is not a workflow step.
+func (l *Ledger) AdvanceWorkflowOf(ctx context.Context, opKey string) (*Workflow, error) {
+	wkey, _, ok := SplitWorkflowStepKey(opKey)
+	if !ok || ValidateKey(wkey) != nil {
+		return nil, nil
+	}
+	w, err := l.ResumeWorkflow(ctx, wkey)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return w, err
+}
+
+// AdvanceWorkflows resumes, across tenants, every workflow whose current
+// step has succeeded, and returns how many moved on. opledger serve runs it
+// periodically so that a step that succeeded by reconciliation or by an
+// operator's decision still leads to the next one. Workflows whose next
+// step cannot be recorded (a *StepError) are skipped: their status says
+// why.
+func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
+	const batch = 200
+	total := 0
+	var after store.OperationID
+	for {
+		var ids []store.OperationID
+		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+			var err error
+			ids, err = r.WorkflowsReady(ctx, after, batch)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("advance workflows: %w", err)
+		}
+		for _, id := range ids {
+			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
+			_, err := tl.ResumeWorkflow(ctx, id.Key)
+			var se *StepError
+			switch {
+			case errors.As(err, &se):
+				continue
+			case err != nil:
+				return total, fmt.Errorf("advance workflow %s: %w", id.Key, err)
+			}
+			total++
+		}
+		if len(ids) < batch {
+			return total, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// GetWorkflow returns a workflow with the state of each step and a status
+// computed from them. Unknown keys return ErrNotFound.
+func (l *Ledger) GetWorkflow(ctx context.Context, key string) (*Workflow, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var w *Workflow
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		row, _, err := l.getWorkflowRow(ctx, r, key)
+		if err != nil {
+			return err
+		}
+		w, err = l.workflowIn(ctx, r, row)
+		return err
+	})
+	return w, err
+}
+
+// workflowIn builds the workflow view of row, reading its steps with r.
+func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Workflow) (*Workflow, error) {
+	def, err := decodeDef(row)
+	if err != nil {
+		return nil, err
+	}
+	w := &Workflow{Tenant: row.Tenant, Key: row.Key, Fingerprint: row.Fingerprint, Status: WorkflowSucceeded,
+		Reason: "every step succeeded", Owner: row.Owner, SourceEvent: def.SourceEvent, Steps: []*WorkflowStepStatus{},
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	ops := make([]*Operation, len(def.Steps))
+	decided := false
+	for i, s := range def.Steps {
+		key := WorkflowStepKey(row.Key, s.Name)
+		op, err := l.stepOperation(ctx, r, key)
+		if err != nil {
+			return nil, err
+		}
+		ops[i] = op
+		st := &WorkflowStepStatus{Name: s.Name, Key: key}
+		w.Steps = append(w.Steps, st)
+		if op != nil {
+			st.State, st.Operation = StepState(op.State), op
+			st.Action, st.Destination, st.Version, st.Fingerprint = op.Action, op.Destination, op.Version, op.Fingerprint
+			st.Payload, st.RequiresApproval = MaskPayload(op.Payload, op.SensitiveFields), op.RequiresApproval
+			if op.Tombstoned {
+				st.Action, st.Destination = s.Action, s.Destination
+			}
+		} else {
+			st.State = StepWaiting
+			st.Action, st.Destination, st.Version = s.Action, s.Destination, s.Version
+			st.Payload, st.RequiresApproval = MaskPayload(s.Payload, s.SensitiveFields), s.RequiresApproval
+			st.RevisedBy = s.RevisedBy
+			if s.PreApproval != nil {
+				st.PreApprovedBy = s.PreApproval.Approver
+			}
+			if vt, err := compileStepPayload(s.Payload, def.Steps, i); err == nil && len(vt.placeholders()) == 0 {
+				st.Fingerprint, _ = Fingerprint(s.Action, s.Destination, s.Payload, s.Version)
+			}
+			if i > 0 {
+				st.WaitingFor = def.Steps[i-1].Name
+			}
+		}
+		if decided {
+			continue
+		}
+		if op != nil && op.State == StateSucceeded {
+			continue
+		}
+		decided = true
+		w.CurrentStep = s.Name
+		if op == nil {
+			st.WaitingFor = ""
+			if _, _, err := stepIntent(row, def, i, ops[:i]); err != nil {
+				w.Status, w.Reason = WorkflowHeld, fmt.Sprintf("step %s cannot be recorded: %v; revise the step", s.Name, errors.Unwrap(err))
+			} else {
+				w.Status, w.Reason = WorkflowRunning, fmt.Sprintf("step %s is due to be recorded; resume the workflow", s.Name)
+			}
+			continue
+		}
+		w.Status, w.Reason, err = l.stepStatus(ctx, r, s.Name, op)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// stepStatus says what the current step's operation means for its
+// workflow.
+func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op *Operation) (WorkflowStatus, string, error) {
+	switch op.State {
+	case StateAwaitingApproval:
+		return WorkflowAwaitingApproval, fmt.Sprintf("step %s awaits approval of version %d (%s)", name, op.Version, op.Fingerprint), nil
+	case StatePending:
+		msg := fmt.Sprintf("step %s is pending", name)
+		if op.NotBefore != nil {
+			msg += " (not before " + op.NotBefore.Format(time.RFC3339) + ")"
+		}
+		return WorkflowRunning, msg, nil
+	case StateInProgress:
+		return WorkflowRunning, fmt.Sprintf("step %s is in progress (attempt %d)", name, op.AttemptCount), nil
+	case StateUncertain:
+		return WorkflowRunning, fmt.Sprintf("step %s is uncertain: the reconciler is checking whether it took effect", name), nil
+	case StateHeld:
+		msg := fmt.Sprintf("step %s is held for %s", name, ownerOrNobody(op.Owner))
+		if op.ReviewBy != nil {
+			msg += " (review by " + op.ReviewBy.Format(time.RFC3339) + ")"
+		}
+		tl, err := r.ListTimeline(ctx, l.tenant, op.Key)
+		if err != nil {
+			return "", "", err
+		}
+		for j := len(tl) - 1; j >= 0; j-- {
+			if tl[j].ToState == string(StateHeld) {
+				msg += ": " + join(tl[j].Event, tl[j].Evidence)
+				break
+			}
+		}
+		return WorkflowHeld, msg, nil
+	case StateFailed:
+		msg := fmt.Sprintf("step %s failed (%s)", name, op.FailureKind)
+		if op.LastError != "" {
+			msg += ": " + op.LastError
+		}
+		return WorkflowFailed, msg, nil
+	}
+	return WorkflowRunning, fmt.Sprintf("step %s is %s", name, op.State), nil
+}
+
+func ownerOrNobody(owner string) string {
+	if owner == "" {
+		return "its owner (none is set)"
+	}
+	return owner
+}
+
+// findStep returns the index of a step by name.
+func findStep(key string, def *workflowDef, step string) (int, error) {
+	i := slices.IndexFunc(def.Steps, func(s stepDef) bool { return s.Name == step })
+	if i < 0 {
+		return 0, fmt.Errorf("workflow %s step %s: %w", key, step, ErrNotFound)
+	}
+	return i, nil
+}
+
+// ReviseWorkflowStep gives a step new content under a higher version; the
+// step then awaits approval of exactly that content. A step already
+// recorded is revised like Revise (only before any dispatch: afterwards a
+// *StateError). A waiting step's definition is revised: it will be
+// recorded with the new content, awaiting approval, once its turn comes;
+// its payload may use the same placeholders as at PutWorkflow. The
+// workflow's fingerprint (of the steps as submitted) does not change.
+func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Revision) (*Workflow, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if r.Actor == "" {
+		r.Actor = "operator"
+	}
+	if len(r.Actor) > maxNameLength {
+		return nil, invalidInput("actor is longer than %d bytes", maxNameLength)
+	}
+	if len(r.Payload) == 0 {
+		r.Payload = json.RawMessage("null")
+	}
+	if !json.Valid(r.Payload) {
+		return nil, invalidInput("payload is not valid JSON")
+	}
+	var w *Workflow
+	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+		row, def, err := l.getWorkflowRow(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		i, err := findStep(key, def, step)
+		if err != nil {
+			return err
+		}
+		opKey := WorkflowStepKey(key, step)
+		op, err := l.stepOperation(ctx, tx, opKey)
+		if err != nil {
+			return err
+		}
+		if op != nil {
+			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
+				return t.revise(r.Payload, r.Version, r.Actor, "step "+step+" of workflow "+key)
+			})
+			if err != nil {
+				return err
+			}
+			if refusal != nil {
+				return refusal
+			}
+		} else {
+			s := &def.Steps[i]
+			if r.Version <= s.Version {
+				return invalidInput("revise needs a version above the current %d", s.Version)
+			}
+			old := *s
+			s.Payload, s.Version, s.RequiresApproval, s.PreApproval, s.RevisedBy = r.Payload, r.Version, true, nil, r.Actor
+			if _, err := compileStepPayload(s.Payload, def.Steps, i); err != nil {
+				*s = old
+				return err
+			}
+			if err := l.writeDef(ctx, tx, row, def); err != nil {
+				return err
+			}
+		}
+		w, err = l.workflowIn(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// ApproveWorkflowStep approves exactly one version and fingerprint of a
+// step. A recorded step is approved like Approve. A waiting step whose
+// payload uses no placeholders can be approved ahead of its turn (its
+// fingerprint is shown by GetWorkflow): it is then recorded as pending,
+// approved, provided its content is still the approved one. A waiting step
+// whose payload depends on earlier steps can only be approved once
+// recorded (ErrInvalidState).
+func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Approval) (*Workflow, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if a.Approver == "" || len(a.Approver) > maxNameLength {
+		return nil, invalidInput("approver is required (at most %d bytes)", maxNameLength)
+	}
+	var w *Workflow
+	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+		row, def, err := l.getWorkflowRow(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		i, err := findStep(key, def, step)
+		if err != nil {
+			return err
+		}
+		opKey := WorkflowStepKey(key, step)
+		op, err := l.stepOperation(ctx, tx, opKey)
+		if err != nil {
+			return err
+		}
+		if op != nil {
+			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error { return t.approve(a) })
+			if err != nil {
+				return err
+			}
+			if refusal != nil {
+				return refusal
+			}
+		} else {
+			s := &def.Steps[i]
+			vt, err := compileStepPayload(s.Payload, def.Steps, i)
+			if err != nil {
+				return err
+			}
+			if len(vt.placeholders()) > 0 {
+				return fmt.Errorf("%w: workflow %s step %s: its content depends on earlier steps; approve it once it is recorded",
+					ErrInvalidState, key, step)
+			}
+			fp, err := Fingerprint(s.Action, s.Destination, s.Payload, s.Version)
+			if err != nil {
+				return err
+			}
+			if a.Version != s.Version || a.Fingerprint != fp {
+				return &MismatchError{Key: opKey, Stored: fp, Given: a.Fingerprint, State: State(StepWaiting)}
+			}
+			s.PreApproval = &a
+			if err := l.writeDef(ctx, tx, row, def); err != nil {
+				return err
+			}
+		}
+		w, err = l.workflowIn(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// writeDef stores a changed definition.
+func (l *Ledger) writeDef(ctx context.Context, tx store.Tx, row *store.Workflow, def *workflowDef) error {
+	b, err := json.Marshal(def)
+	if err != nil {
+		return fmt.Errorf("encode workflow: %w", err)
+	}
+	now, err := l.now(ctx, tx)
+	if err != nil {
+		return err
+	}
+	prev := row.Revision
+	row.Definition, row.Revision, row.UpdatedAt = b, prev+1, now
+	return tx.UpdateWorkflow(ctx, row, prev)
+}
+
+// approve is the approve transition of Ledger.Approve, usable inside a
+// larger transaction.
+func (t *txn) approve(a Approval) error {
+	if err := t.need("approve"); err != nil {
+		return err
+	}
+	if State(t.op.State) != StateAwaitingApproval {
+		return t.refuse("approve")
+	}
+	if a.Version != t.op.Version || a.Fingerprint != t.op.Fingerprint {
+		return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: a.Fingerprint, State: State(t.op.State)}
+	}
+	t.op.ApprovedBy = a.Approver
+	t.move(StatePending, a.Approver, "", "approved", fmt.Sprintf("version %d, %s", a.Version, a.Fingerprint))
+	t.op.NotBefore = t.now
+	return nil
+}
