@@ -76,6 +76,12 @@ type apiBundle struct {
 // startAPI runs a real server on a loopback port over a fresh store.
 func startAPI(t *testing.T, dsn string, obs *observer) *apiBundle {
 	t.Helper()
+	return startAPIWith(t, dsn, obs, httpapi.Options{})
+}
+
+// startAPIWith is startAPI with API options (rules, webhooks).
+func startAPIWith(t *testing.T, dsn string, obs *observer, api httpapi.Options) *apiBundle {
+	t.Helper()
 	ctx := context.Background()
 	clock := &offsetClock{}
 	l, err := opledger.Open(ctx, dsn, opledger.Options{Clock: clock.now, Lease: 10 * time.Second,
@@ -96,7 +102,7 @@ func startAPI(t *testing.T, dsn string, obs *observer) *apiBundle {
 	} else {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Logger: log, SweepInterval: time.Hour})
+	srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Logger: log, SweepInterval: time.Hour, API: api})
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -113,8 +119,17 @@ func startAPI(t *testing.T, dsn string, obs *observer) *apiBundle {
 // raw sends a request and returns the status and body.
 func (b *apiBundle) raw(t *testing.T, method, path, token string, body []byte) (int, []byte) {
 	t.Helper()
+	return b.rawWith(t, method, path, token, body, nil)
+}
+
+// rawWith is raw with extra headers.
+func (b *apiBundle) rawWith(t *testing.T, method, path, token string, body []byte, hdr http.Header) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, b.url+path, bytes.NewReader(body))
 	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -146,8 +161,9 @@ func TestAPI(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			obs := &observer{seen: map[string]bool{}}
-			b := startAPI(t, st.NewDSN(t), obs)
+			b := startAPIWith(t, st.NewDSN(t), obs, apiOptions(t))
 			exerciseAPI(t, b)
+			exerciseEventsAndWorkflows(t, b)
 			requireDocumentedStatuses(t, obs)
 		})
 	}
@@ -170,10 +186,11 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	// Authentication on every authenticated route.
 	for _, pattern := range httpapi.Routes() {
 		method, path, _ := strings.Cut(pattern, " ")
-		if path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/v1/openapi.json" {
+		if path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/v1/openapi.json" || strings.HasPrefix(path, "/v1/webhooks/") {
 			continue
 		}
-		path = strings.NewReplacer("{key}", "k1", "{id}", "01J000000000000000000000AA").Replace(path)
+		path = strings.NewReplacer("{key}", "k1", "{id}", "01J000000000000000000000AA", "{source}", "forms",
+			"{event_id}", "e1", "{step}", "s1").Replace(path)
 		for _, token := range []string{"", "opl_wrong"} {
 			status, data := b.raw(t, method, path, token, []byte(`{}`))
 			require.Equal(t, http.StatusUnauthorized, status, "%s %s without a valid token", method, path)
@@ -419,6 +436,21 @@ func TestTenantIsolation(t *testing.T) {
 			}
 			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/dispatch", `{"fencing_token":1}`)
 			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/outcome", `{"fencing_token":1,"outcome":"succeeded","destination_ref":"x"}`)
+
+			// Events and workflows too.
+			_, err = b.ledger.ReceiveEvent(ctx, nil, opledger.Event{Source: "forms", EventID: "evt-9", Type: "t", Payload: json.RawMessage(`{"a":1}`)})
+			require.NoError(t, err)
+			_, _, err = b.ledger.PutWorkflow(ctx, "wf-secret", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "one", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"a":1}`)}}})
+			require.NoError(t, err)
+			check("GET", "/v1/events/forms/evt-9", "")
+			check("GET", "/v1/workflows/wf-secret", "")
+			check("POST", "/v1/workflows/wf-secret/resume", "")
+			check("POST", "/v1/workflows/wf-secret/steps/one/approve", `{"version":1,"fingerprint":"x","approver":"a"}`)
+			check("POST", "/v1/workflows/wf-secret/steps/one/revise", `{"payload":{},"version":2}`)
+			status, data := b.rawAs(t, b.other, "GET", "/v1/events", nil)
+			require.Equal(t, http.StatusOK, status)
+			require.NotContains(t, string(data), "evt-9")
 
 			// The same key recorded by the other tenant is a different operation.
 			_, created, err := b.other.Record(ctx, "secret:1", intent(9))

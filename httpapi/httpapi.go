@@ -35,6 +35,10 @@ type Options struct {
 	MaxJSONDepth int
 	// Logger receives one line per request. Default slog.Default().
 	Logger *slog.Logger
+	// Rules map events to operations; nil records events unmapped.
+	Rules *opledger.Rules
+	// Webhooks are the providers that post to /v1/webhooks/{source}.
+	Webhooks map[string]WebhookSource
 }
 
 type server struct {

@@ -20,6 +20,7 @@ type ledgerCollector struct {
 	log    *slog.Logger
 
 	attempts, confirmed, duplicates, operations, recovery, up *prometheus.Desc
+	events, deliveries, duplicateDeliveries                   *prometheus.Desc
 }
 
 func newLedgerCollector(l *opledger.Ledger, log *slog.Logger) *ledgerCollector {
@@ -36,13 +37,20 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger) *ledgerCollector {
 			"Operations in the ledger by state.", []string{"state"}, nil),
 		recovery: prometheus.NewDesc("opledger_operator_recovery_seconds",
 			"Time from an operation entering uncertain or held to an operator's decision.", nil, nil),
+		events: prometheus.NewDesc("opledger_events_received_total",
+			"Distinct inbound events received, by status (applied, out_of_order, conflict, unmapped).", []string{"status"}, nil),
+		deliveries: prometheus.NewDesc("opledger_deliveries_total",
+			"Every arrival of an inbound event, first ones included.", nil, nil),
+		duplicateDeliveries: prometheus.NewDesc("opledger_duplicate_deliveries_total",
+			"Arrivals of an event already received: recorded, never acted on again.", nil, nil),
 		up: prometheus.NewDesc("opledger_store_up",
 			"1 when the last scrape could read the store.", nil, nil),
 	}
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.attempts, c.confirmed, c.duplicates, c.operations, c.recovery, c.up} {
+	for _, d := range []*prometheus.Desc{c.attempts, c.confirmed, c.duplicates, c.operations, c.recovery, c.up,
+		c.events, c.deliveries, c.duplicateDeliveries} {
 		ch <- d
 	}
 }
@@ -51,12 +59,21 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := c.ledger.Stats(ctx, true)
+	var ev *opledger.EventStats
+	if err == nil {
+		ev, err = c.ledger.EventStats(ctx, true)
+	}
 	if err != nil {
 		c.log.Error("metrics: read stats", "error", err)
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	for status, n := range ev.EventsByStatus {
+		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(n), string(status))
+	}
+	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.CounterValue, float64(ev.Deliveries))
+	ch <- prometheus.MustNewConstMetric(c.duplicateDeliveries, prometheus.CounterValue, float64(ev.DuplicateDeliveries))
 	for _, a := range st.Attempts {
 		ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(a.Count), a.Destination, a.Outcome)
 	}

@@ -15,7 +15,7 @@ too_large = problem("Body larger than the limit (payload_too_large)")
 def op(summary, params, responses, reqbody=None, security=True, opid=None):
     o = {"summary": summary, "operationId": opid, "parameters": params, "responses": dict(responses)}
     if reqbody: o["requestBody"] = reqbody
-    if not security: o["security"] = []
+    if not security: o["security"] = []; return o
     else:
         o["responses"].setdefault("401", unauthorized)
         if reqbody or params:
@@ -78,6 +78,23 @@ schemas = {
    "attempts_total": t("integer"), "confirmed_effects": t("integer"), "duplicate_effects": t("integer"), "recoveries": t("integer"),
    "recovery_mean_seconds": t("number"), "recovery_p90_seconds": t("number"), "recovery_total_seconds": t("number"),
    "recovery_buckets": {"type": "array", "items": t("integer")}}},
+ "Event": {"type": "object", "additionalProperties": False, "required": ["source", "event_id", "type"], "properties": {
+   "source": t("string"), "event_id": t("string"), "delivery_id": t("string"), "type": t("string"),
+   "occurred_at": {"type": "string", "format": "date-time"}, "payload": {"description": "The event's JSON body."}}},
+ "EventResult": {"type": "object", "properties": {"duplicate": t("boolean"), "out_of_order": t("boolean"),
+   "status": {"type": "string", "enum": ["applied", "out_of_order", "conflict", "unmapped"]}, "reason": t("string"),
+   "event": {"type": "object"}, "delivery": {"type": "object"}, "operations": {"type": "array", "items": ref("Operation")}}},
+ "EventDetail": {"type": "object", "properties": {"event": {"type": "object"}, "deliveries": {"type": "array", "items": {"type": "object"}},
+   "operations": {"type": "array", "items": ref("Operation")}}},
+ "EventPage": {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "object"}}, "next_cursor": t("string")}},
+ "WorkflowSpec": {"type": "object", "additionalProperties": False, "required": ["steps"], "properties": {
+   "steps": {"type": "array", "items": {"type": "object", "required": ["name", "action", "destination"], "properties": {
+     "name": t("string"), "action": t("string"), "destination": t("string"),
+     "payload": {"description": "JSON; strings may use {steps.<name>.ref}, {steps.<name>.response.<path>}, {workflow.key}"},
+     "version": t("integer"), "requires_approval": t("boolean"), "owner": t("string"), "sensitive_fields": {"type": "array", "items": t("string")}}}},
+   "owner": t("string"), "requires_approval": t("boolean"), "source_event": t("string")}},
+ "Workflow": {"type": "object", "properties": {"key": t("string"), "status": {"type": "string", "enum": ["running", "awaiting_approval", "held", "succeeded", "failed"]},
+   "reason": t("string"), "steps": {"type": "array", "items": {"type": "object"}}}},
  "Problem": {"type": "object", "required": ["type", "title", "status"], "properties": {
    "type": {"type": "string", "description": "https://opledger.dev/problems/ + a stable suffix: fingerprint_mismatch, in_progress, not_due, invalid_state, stale_fencing_token, not_found, invalid_key, invalid_input, invalid_json, reason_required, unauthorized, payload_too_large, unavailable, internal"},
    "title": t("string"), "status": t("integer"), "detail": t("string"), "instance": t("string"), "state": state, "request_id": t("string"),
@@ -114,6 +131,36 @@ paths = {
  "/v1/operations/{key}/resolve": {"post": op("Record an operator decision (reason required)", [key], {
     "200": js("The new state", ref("Operation")), "404": problem("Unknown key"), "409": problem("Decision not allowed in this state (invalid_state)")},
     body(ref("ResolveRequest")), opid="resolveOperation")},
+ "/v1/events": {
+   "post": op("Receive an inbound event (dedup by source + event_id)", [], {"201": js("New event, mapped to its operations", ref("EventResult")),
+      "200": js("Duplicate delivery: recorded; the operations the first produced; nothing created", ref("EventResult")),
+      "422": problem("A mapping rule cannot map the event (mapping_failed); nothing recorded")}, body(ref("Event")), opid="receiveEvent"),
+   "get": op("List events, newest first", [{"name": "source", "in": "query", "schema": t("string")}, {"name": "status", "in": "query", "schema": t("string")},
+      {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}}, {"name": "cursor", "in": "query", "schema": t("string")}],
+      {"200": js("A page", ref("EventPage"))}, opid="listEvents")},
+ "/v1/events/{source}/{event_id}": {"get": op("An event with its deliveries and operations", [
+    {"name": "source", "in": "path", "required": True, "schema": t("string")}, {"name": "event_id", "in": "path", "required": True, "schema": t("string")}],
+    {"200": js("The event", ref("EventDetail")), "404": problem("Unknown event (not_found)")}, opid="getEvent")},
+ "/v1/webhooks/{source}": {"post": op("A provider's signed webhook (Stripe-Signature or X-Shopify-Hmac-Sha256); no bearer token", [
+    {"name": "source", "in": "path", "required": True, "schema": t("string")}],
+    {"201": js("New event", ref("EventResult")), "200": js("Duplicate delivery", ref("EventResult")),
+     "400": problem("No event id or type in the webhook (invalid_input)"), "401": problem("Missing, bad or stale signature (unauthorized); nothing recorded"),
+     "404": problem("No webhook source with that name (not_found)"), "413": problem("Body too large (payload_too_large)"),
+     "422": problem("A mapping rule cannot map the event (mapping_failed)")},
+    {"required": True, "content": {"application/json": {"schema": {"description": "The provider's raw event"}}}}, security=False, opid="receiveWebhook")},
+ "/v1/workflows/{key}": {
+   "put": op("Record a workflow (first step recorded at once, later steps when the previous succeeds)", [key],
+      {"201": js("Recorded", ref("Workflow")), "200": js("Repeat: the workflow as it is", ref("Workflow")),
+       "422": problem("Same key, other steps (fingerprint_mismatch)")}, body(ref("WorkflowSpec")), opid="putWorkflow"),
+   "get": op("A workflow with its steps' states", [key], {"200": js("The workflow", ref("Workflow")), "404": problem("Unknown workflow (not_found)")}, opid="getWorkflow")},
+ "/v1/workflows/{key}/resume": {"post": op("Resume: record the next step if the previous succeeded; succeeded steps are skipped", [key],
+    {"200": js("The workflow", ref("Workflow")), "404": problem("Unknown workflow (not_found)")}, opid="resumeWorkflow")},
+ "/v1/workflows/{key}/steps/{step}/approve": {"post": op("Approve exactly this version of a step", [key, {"name": "step", "in": "path", "required": True, "schema": t("string")}],
+    {"200": js("The workflow", ref("Workflow")), "404": problem("Unknown workflow or step (not_found)"), "409": problem("Not awaiting approval, or other content")},
+    body(ref("ApproveRequest")), opid="approveWorkflowStep")},
+ "/v1/workflows/{key}/steps/{step}/revise": {"post": op("Revise a step's content before it is dispatched; it then awaits approval", [key, {"name": "step", "in": "path", "required": True, "schema": t("string")}],
+    {"200": js("The workflow", ref("Workflow")), "404": problem("Unknown workflow or step (not_found)"), "409": problem("Already dispatched (invalid_state)")},
+    body(ref("ReviseRequest")), opid="reviseWorkflowStep")},
  "/v1/stats": {"get": op("The tenant's figures", [], {"200": js("Figures", ref("Stats"))}, opid="getStats")},
  "/v1/openapi.json": {"get": op("This document", [], {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}, security=False, opid="getOpenAPI")},
  "/healthz": {"get": op("Liveness", [], {"200": js("Alive", {"type": "object"})}, security=False, opid="healthz")},

@@ -24,6 +24,15 @@ func (s *server) routes() []route {
 		{"POST /v1/operations/{key}/approve", s.approve, false},
 		{"POST /v1/operations/{key}/revise", s.revise, false},
 		{"POST /v1/operations/{key}/resolve", s.resolve, false},
+		{"POST /v1/events", s.receiveEvent, false},
+		{"GET /v1/events", s.listEvents, false},
+		{"GET /v1/events/{source}/{event_id}", s.getEvent, false},
+		{"POST /v1/webhooks/{source}", s.webhookIn, true},
+		{"PUT /v1/workflows/{key}", s.putWorkflow, false},
+		{"GET /v1/workflows/{key}", s.getWorkflow, false},
+		{"POST /v1/workflows/{key}/resume", s.resumeWorkflow, false},
+		{"POST /v1/workflows/{key}/steps/{step}/approve", s.approveStep, false},
+		{"POST /v1/workflows/{key}/steps/{step}/revise", s.reviseStep, false},
 		{"GET /v1/stats", s.stats, false},
 		{"GET /v1/openapi.json", s.openapi, true},
 		{"GET /healthz", s.healthz, true},
@@ -408,7 +417,12 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	ev, err := l.EventStats(r.Context(), false)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statsBody{Stats: st, Events: ev})
 }
 
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -432,4 +446,10 @@ func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) { s.metric
 func (s *server) openapi(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(OpenAPI)
+}
+
+// statsBody is GET /v1/stats: the operation figures and the event figures.
+type statsBody struct {
+	*opledger.Stats
+	Events *opledger.EventStats `json:"events"`
 }

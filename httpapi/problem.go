@@ -42,6 +42,7 @@ var titles = map[string]string{
 	"unsupported_media":    "Unsupported media type",
 	"internal":             "Internal error",
 	"unavailable":          "Store unavailable",
+	"mapping_failed":       "No mapping rule could map the event",
 }
 
 // writeProblem writes a problem response.

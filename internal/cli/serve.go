@@ -29,9 +29,9 @@ func newLogger(w io.Writer, json bool, level string) (*slog.Logger, error) {
 
 func newServeCmd() *cobra.Command {
 	var (
-		dsn, addr, level string
-		logJSON          bool
-		maxBody          int64
+		dsn, addr, level, configPath string
+		logJSON                      bool
+		maxBody                      int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,20 +43,30 @@ API request needs a bearer token: create one with 'opledger tokens create'.
 SIGTERM or Ctrl-C stops accepting connections and lets in-flight requests
 finish; every write a client got an answer for is already committed.`,
 		Example: `  opledger serve --addr 127.0.0.1:8080 --db sqlite:opledger.db
-  opledger serve --db postgres://opledger@db:5432/opledger --log-json`,
+  opledger serve --db postgres://opledger@db:5432/opledger --log-json
+  STRIPE_WEBHOOK_SECRET=whsec_… opledger serve --config opledger.yaml`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(cmd.ErrOrStderr(), logJSON, level)
 			if err != nil {
 				return err
 			}
+			cfg := server.Config{Addr: addr, Logger: log}
+			if configPath != "" {
+				fc, err := server.LoadConfig(configPath)
+				if err != nil {
+					return err
+				}
+				if cfg.API, err = fc.APIOptions(); err != nil {
+					return err
+				}
+			}
+			cfg.API.MaxBodyBytes = maxBody
 			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{})
 			if err != nil {
 				return err
 			}
 			defer l.Close()
-			cfg := server.Config{Addr: addr, Logger: log}
-			cfg.API.MaxBodyBytes = maxBody
 			srv, err := server.New(l, cfg)
 			if err != nil {
 				return err
@@ -66,6 +76,7 @@ finish; every write a client got an answer for is already committed.`,
 	}
 	addDBFlag(cmd, &dsn)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML file naming destinations, event rules and webhook sources (docs/configuration.md)")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write logs as JSON lines")
 	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (larger: 413)")

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/webhook"
 )
 
 // startServe runs 'opledger serve' on a free loopback port and returns its
@@ -27,6 +30,12 @@ import (
 func startServe(t *testing.T, dsn string) (string, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn)
+	return serveURL(t, cmd), cmd
+}
+
+// serveURL starts a serve command and returns the URL it reports.
+func serveURL(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -36,11 +45,11 @@ func startServe(t *testing.T, dsn string) (string, *exec.Cmd) {
 	for sc.Scan() {
 		if m := urlRe.FindStringSubmatch(sc.Text()); m != nil {
 			go func() { _, _ = io.Copy(io.Discard, stderr) }()
-			return m[1], cmd
+			return m[1]
 		}
 	}
 	t.Fatalf("serve never reported its address")
-	return "", nil
+	return ""
 }
 
 // TestServeSIGTERM sends SIGTERM while clients are writing: in-flight
@@ -123,4 +132,66 @@ func TestServeSIGTERM(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 		})
 	}
+}
+
+// TestServeConfig: --config loads event rules and a webhook source whose
+// secret comes from the environment; a signed webhook becomes an
+// operation, an unsigned one is 401. A broken config stops serve with a
+// one-line error.
+func TestServeConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(`
+rules:
+  - name: paid
+    source: stripe
+    type: invoice.paid
+    operations:
+      - key: "stripe:{data.data.object.id}:receipt"
+        action: email.send_receipt
+        destination: email
+        payload: {invoice: "{data.data.object.id}"}
+`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "opledger.yaml"), []byte(`
+rules: rules.yaml
+webhooks:
+  stripe:
+    tenant: acme
+    scheme: stripe
+    secret_env: TEST_STRIPE_SECRET
+    tolerance: 5m
+`), 0o644))
+	dsn := "sqlite:" + filepath.Join(dir, "l.db")
+	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--config", filepath.Join(dir, "opledger.yaml"))
+	cmd.Env = append(os.Environ(), "TEST_STRIPE_SECRET=whsec_cli_test")
+	url := serveURL(t, cmd)
+
+	body := []byte(`{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_9"}}}`)
+	post := func(sig string) int {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/webhooks/stripe", bytes.NewReader(body))
+		if sig != "" {
+			req.Header.Set(webhook.StripeHeader, sig)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, post(""))
+	require.Equal(t, http.StatusCreated, post(webhook.SignStripe([]byte("whsec_cli_test"), time.Now(), body)))
+	require.Equal(t, http.StatusOK, post(webhook.SignStripe([]byte("whsec_cli_test"), time.Now(), body)), "a duplicate delivery")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+	out, errOut, code := run(t, "ops", "show", "stripe:in_9:receipt", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "pending")
+
+	// Broken configurations.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("rulez: x\n"), 0o644))
+	_, errOut, code = run(t, "serve", "--db", dsn, "--config", filepath.Join(dir, "bad.yaml"))
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "field rulez not found")
+	_, errOut, code = run(t, "serve", "--db", dsn, "--config", filepath.Join(dir, "opledger.yaml"))
+	require.Equal(t, 1, code, "the secret's variable is unset")
+	require.Contains(t, errOut, "TEST_STRIPE_SECRET")
 }

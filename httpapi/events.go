@@ -1,0 +1,264 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/webhook"
+)
+
+// WebhookSource is a provider that posts its webhooks straight to
+// POST /v1/webhooks/{source}: the signature authenticates it, and its events
+// belong to Tenant.
+type WebhookSource struct {
+	Tenant string
+	Verify *webhook.Verifier
+	Scheme webhook.Scheme
+}
+
+func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var ev opledger.Event
+	if err := decode(r, s.opts.MaxJSONDepth, &ev); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.intake(w, r, l, ev)
+}
+
+// intake records an event and answers 201 for a new event, 200 for a
+// duplicate delivery (with the operations the first produced).
+func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledger, ev opledger.Event) {
+	res, err := l.ReceiveEvent(r.Context(), s.opts.Rules, ev)
+	var re *opledger.RuleError
+	if errors.As(err, &re) {
+		writeProblem(w, r, http.StatusUnprocessableEntity, "mapping_failed", err.Error(), nil)
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, res)
+}
+
+// webhookIn takes a provider's webhook: the signature over the raw body is
+// checked first, independently of any dedup; a bad or missing signature is
+// 401 and records nothing.
+func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
+	src, ok := s.opts.Webhooks[r.PathValue("source")]
+	if !ok {
+		writeProblem(w, r, http.StatusNotFound, "not_found", "no webhook source with that name is configured", nil)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("request body is larger than %d bytes", mbe.Limit), nil)
+			return
+		}
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input", "read request body: "+err.Error(), nil)
+		return
+	}
+	if err := src.Verify.Verify(r.Header, body); err != nil {
+		w.Header().Set("WWW-Authenticate", `Signature realm="opledger"`)
+		writeProblem(w, r, http.StatusUnauthorized, "unauthorized", err.Error(), nil)
+		return
+	}
+	ev, err := providerEvent(src.Scheme, r.PathValue("source"), r.Header, body)
+	if err != nil {
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
+		return
+	}
+	l, err := s.ledger.WithTenant(src.Tenant)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.intake(w, r, l, ev)
+}
+
+// providerEvent reads the event identity from a provider's webhook: Stripe
+// puts it in the body (id, type, created), Shopify in headers.
+func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []byte) (opledger.Event, error) {
+	ev := opledger.Event{Source: source, Payload: body}
+	switch scheme {
+	case webhook.SchemeStripe:
+		var env struct {
+			ID      string `json:"id"`
+			Type    string `json:"type"`
+			Created int64  `json:"created"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			return ev, fmt.Errorf("the webhook body is not a JSON event: %w", err)
+		}
+		ev.EventID, ev.Type = env.ID, env.Type
+		if env.Created > 0 {
+			ev.OccurredAt = time.Unix(env.Created, 0).UTC()
+		}
+		ev.DeliveryID = h.Get("X-Request-Id")
+	case webhook.SchemeShopify:
+		ev.EventID = h.Get("X-Shopify-Event-Id")
+		if ev.EventID == "" {
+			ev.EventID = h.Get("X-Shopify-Webhook-Id")
+		}
+		ev.DeliveryID = h.Get("X-Shopify-Webhook-Id")
+		ev.Type = h.Get("X-Shopify-Topic")
+		if t, err := time.Parse(time.RFC3339Nano, h.Get("X-Shopify-Triggered-At")); err == nil {
+			ev.OccurredAt = t.UTC()
+		}
+	default:
+		return ev, fmt.Errorf("unknown webhook scheme %q", scheme)
+	}
+	if ev.EventID == "" || ev.Type == "" {
+		return ev, errors.New("the webhook carries no event id or type")
+	}
+	return ev, nil
+}
+
+func (s *server) getEvent(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d, err := l.GetEvent(r.Context(), r.PathValue("source"), r.PathValue("event_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	o := opledger.EventListOptions{Source: q.Get("source"), Status: opledger.EventStatus(q.Get("status")), Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "limit must be a positive integer"})
+			return
+		}
+		o.Limit = n
+	}
+	page, err := l.ListEvents(r.Context(), o)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var spec opledger.WorkflowSpec
+	if err := decode(r, s.opts.MaxJSONDepth, &spec); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wf, created, err := l.PutWorkflow(r.Context(), r.PathValue("key"), spec)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, wf)
+}
+
+func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wf, err := l.GetWorkflow(r.Context(), r.PathValue("key"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wf)
+}
+
+func (s *server) resumeWorkflow(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wf, err := l.ResumeWorkflow(r.Context(), r.PathValue("key"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wf)
+}
+
+func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var a opledger.Approval
+	if err := decode(r, s.opts.MaxJSONDepth, &a); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wf, err := l.ApproveWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), a)
+	var me *opledger.MismatchError
+	if errors.As(err, &me) {
+		writeProblem(w, r, http.StatusConflict, "fingerprint_mismatch", err.Error(), &Problem{State: me.State})
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wf)
+}
+
+func (s *server) reviseStep(w http.ResponseWriter, r *http.Request) {
+	l, err := s.tenantLedger(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var rev opledger.Revision
+	if err := decode(r, s.opts.MaxJSONDepth, &rev); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wf, err := l.ReviseWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), rev)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wf)
+}

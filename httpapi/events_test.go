@@ -1,0 +1,163 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/webhook"
+)
+
+var testWebhookSecret = []byte("whsec_test_only")
+
+const testRules = `
+rules:
+  - name: intake-accepted
+    source: forms
+    type: submission.accepted
+    operations:
+      - key: "intake:{data.submission_id}:create"
+        action: crm.create_inquiry
+        destination: crm
+        owner: intake-team
+        payload:
+          submission: "{data.submission_id}"
+  - name: stripe-paid
+    source: stripe
+    type: invoice.paid
+    operations:
+      - key: "stripe:{data.data.object.id}:receipt"
+        action: email.send_receipt
+        destination: email
+        payload:
+          invoice: "{data.data.object.id}"
+`
+
+// apiOptions are the event rules and webhook sources of the test server.
+func apiOptions(t *testing.T) httpapi.Options {
+	t.Helper()
+	rules, err := opledger.ParseRules([]byte(testRules))
+	require.NoError(t, err)
+	v, err := webhook.NewWithSecrets(webhook.Config{Scheme: webhook.SchemeStripe}, testWebhookSecret)
+	require.NoError(t, err)
+	return httpapi.Options{Rules: rules, Webhooks: map[string]httpapi.WebhookSource{
+		"stripe": {Tenant: "acme", Verify: v, Scheme: webhook.SchemeStripe}}}
+}
+
+// exerciseEventsAndWorkflows drives the event, webhook and workflow routes
+// to each documented status.
+func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
+	ctx := context.Background()
+	tok := b.token
+	big := []byte(`{"source":"forms","event_id":"e","type":"t","payload":"` + strings.Repeat("x", 1<<20) + `"}`)
+	expect := func(method, path, token string, body []byte, hdr http.Header, want int, kind string) []byte {
+		t.Helper()
+		status, data := b.rawWith(t, method, path, token, body, hdr)
+		require.Equal(t, want, status, "%s %s: %s", method, path, data)
+		if kind != "" {
+			require.Equal(t, kind, problemKind(t, data))
+		}
+		return data
+	}
+
+	// Events: new, duplicate (the same operations, nothing created), refusals.
+	ev := []byte(`{"source":"forms","event_id":"evt-1","delivery_id":"d1","type":"submission.accepted","payload":{"submission_id":"847"}}`)
+	var first, again opledger.EventResult
+	require.NoError(t, json.Unmarshal(expect("POST", "/v1/events", tok, ev, nil, 201, ""), &first))
+	require.Len(t, first.Operations, 1)
+	require.Equal(t, "intake:847:create", first.Operations[0].Key)
+	ev2 := strings.Replace(string(ev), `"d1"`, `"d2"`, 1)
+	require.NoError(t, json.Unmarshal(expect("POST", "/v1/events", tok, []byte(ev2), nil, 200, ""), &again))
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Operations[0].Key, again.Operations[0].Key)
+	expect("POST", "/v1/events", tok, []byte(`{"source":"forms","event_id":"evt-2","type":"submission.accepted","payload":{}}`), nil, 422, "mapping_failed")
+	expect("POST", "/v1/events", tok, []byte(`{"source":"forms","type":"x"}`), nil, 400, "invalid_input")
+	expect("POST", "/v1/events", tok, big, nil, 413, "payload_too_large")
+	expect("GET", "/v1/events?source=forms", tok, nil, nil, 200, "")
+	expect("GET", "/v1/events?limit=x", tok, nil, nil, 400, "invalid_input")
+	detail := expect("GET", "/v1/events/forms/evt-1", tok, nil, nil, 200, "")
+	require.Contains(t, string(detail), `"d2"`, "both deliveries recorded")
+	expect("GET", "/v1/events/forms/nope", tok, nil, nil, 404, "not_found")
+	expect("GET", "/v1/events/a@b/evt-1", tok, nil, nil, 400, "")
+
+	// Webhooks: the signature comes first; a bad one records nothing.
+	hook := []byte(`{"id":"evt_stripe_1","type":"invoice.paid","created":1764500000,"data":{"object":{"id":"in_17"}}}`)
+	sign := func(body []byte, secret []byte) http.Header {
+		return http.Header{webhook.StripeHeader: {webhook.SignStripe(secret, time.Now(), body)}}
+	}
+	expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, []byte("wrong")), 401, "unauthorized")
+	expect("POST", "/v1/webhooks/stripe", "", hook, nil, 401, "unauthorized")
+	_, err := b.ledger.GetEvent(ctx, "stripe", "evt_stripe_1")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "an unauthenticated webhook records nothing")
+	expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret), 201, "")
+	expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret), 200, "")
+	expect("POST", "/v1/webhooks/github", "", hook, nil, 404, "not_found")
+	noID := []byte(`{"type":"invoice.paid"}`)
+	expect("POST", "/v1/webhooks/stripe", "", noID, sign(noID, testWebhookSecret), 400, "invalid_input")
+	unmapped := []byte(`{"id":"evt_stripe_2","type":"invoice.paid","data":{}}`)
+	expect("POST", "/v1/webhooks/stripe", "", unmapped, sign(unmapped, testWebhookSecret), 422, "mapping_failed")
+	expect("POST", "/v1/webhooks/stripe", "", big, sign(big, testWebhookSecret), 413, "payload_too_large")
+	op, err := b.ledger.Get(ctx, "stripe:in_17:receipt")
+	require.NoError(t, err, "the signed webhook became an operation")
+	require.Equal(t, opledger.StatePending, op.State)
+
+	// Workflows.
+	wf := []byte(`{"owner":"ops","steps":[{"name":"task","action":"crm.create_task","destination":"crm","payload":{"t":1}},
+		{"name":"email","action":"email.send","destination":"email","payload":{"task":"{steps.task.ref}"}}]}`)
+	var created opledger.Workflow
+	require.NoError(t, json.Unmarshal(expect("PUT", "/v1/workflows/wf-17", tok, wf, nil, 201, ""), &created))
+	expect("PUT", "/v1/workflows/wf-17", tok, wf, nil, 200, "")
+	expect("PUT", "/v1/workflows/wf-17", tok, []byte(`{"steps":[{"name":"task","action":"crm.create_task","destination":"crm","payload":{"t":2}}]}`), nil, 422, "fingerprint_mismatch")
+	expect("PUT", "/v1/workflows/wf-17", tok, []byte(`{"steps":[]}`), nil, 400, "invalid_input")
+	expect("PUT", "/v1/workflows/wf-17", tok, big, nil, 413, "payload_too_large")
+	expect("GET", "/v1/workflows/wf-17", tok, nil, nil, 200, "")
+	expect("GET", "/v1/workflows/nope", tok, nil, nil, 404, "not_found")
+	expect("GET", "/v1/workflows/a@b", tok, nil, nil, 400, "invalid_key")
+	expect("POST", "/v1/workflows/wf-17/resume", tok, nil, nil, 200, "")
+	expect("POST", "/v1/workflows/nope/resume", tok, nil, nil, 404, "not_found")
+	expect("POST", "/v1/workflows/a@b/resume", tok, nil, nil, 400, "invalid_key")
+
+	// Step 2 revised while it waits: it will need approval; step 1 is dispatched, fixed.
+	expect("POST", "/v1/workflows/wf-17/steps/email/revise", tok, []byte(`{"payload":{"task":"{steps.task.ref}","cc":"lead"},"version":2}`), nil, 200, "")
+	expect("POST", "/v1/workflows/wf-17/steps/email/revise", tok, []byte(`{"payload":{},"version":1}`), nil, 400, "invalid_input")
+	expect("POST", "/v1/workflows/wf-17/steps/nope/revise", tok, []byte(`{"payload":{},"version":2}`), nil, 404, "not_found")
+	expect("POST", "/v1/workflows/wf-17/steps/email/revise", tok, big, nil, 413, "payload_too_large")
+	c, err := b.ledger.Claim(ctx, "wf-17/task", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Dispatch(ctx, "wf-17/task", c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	expect("POST", "/v1/workflows/wf-17/steps/task/revise", tok, []byte(`{"payload":{"t":3},"version":2}`), nil, 409, "")
+	expect("POST", "/v1/workflows/wf-17/steps/task/approve", tok, []byte(`{"version":1,"fingerprint":"x","approver":"lead"}`), nil, 409, "")
+	expect("POST", "/v1/workflows/wf-17/steps/nope/approve", tok, []byte(`{"version":1,"fingerprint":"x","approver":"lead"}`), nil, 404, "not_found")
+	expect("POST", "/v1/workflows/wf-17/steps/task/approve", tok, []byte(`{"version":1}`), nil, 400, "invalid_input")
+	expect("POST", "/v1/workflows/wf-17/steps/task/approve", tok, big, nil, 413, "payload_too_large")
+	_, err = b.ledger.Report(ctx, "wf-17/task", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "T-1"})
+	require.NoError(t, err)
+	var resumed opledger.Workflow
+	require.NoError(t, json.Unmarshal(expect("POST", "/v1/workflows/wf-17/resume", tok, nil, nil, 200, ""), &resumed))
+	step, err := b.ledger.Get(ctx, "wf-17/email")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateAwaitingApproval, step.State, "the revised step waits for approval")
+	require.JSONEq(t, `{"task":"T-1","cc":"lead"}`, string(step.Payload), "earlier refs filled in once")
+	expect("POST", "/v1/workflows/wf-17/steps/email/approve", tok,
+		[]byte(`{"version":2,"fingerprint":"`+step.Fingerprint+`","approver":"lead"}`), nil, 200, "")
+	attempts, err := b.ledger.Attempts(ctx, "wf-17/task")
+	require.NoError(t, err)
+	require.Len(t, attempts, 1, "step 1 was not repeated")
+
+	// The stats carry the event figures.
+	stats := expect("GET", "/v1/stats", tok, nil, nil, 200, "")
+	var st struct {
+		Events opledger.EventStats `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal(stats, &st))
+	require.Equal(t, 2, st.Events.Events)
+	require.Equal(t, 2, st.Events.DuplicateDeliveries)
+}
