@@ -332,3 +332,44 @@ func (c *Client) Stats(ctx context.Context) (*opledger.Stats, error) {
 	}
 	return &st, nil
 }
+
+// ReceiveEvent posts an inbound event; duplicate is true for a repeated
+// delivery (nothing created).
+func (c *Client) ReceiveEvent(ctx context.Context, ev opledger.Event) (*opledger.EventResult, error) {
+	var res opledger.EventResult
+	if _, err := c.do(ctx, http.MethodPost, "/v1/events", ev, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// ListEvents returns a page of events, newest first.
+func (c *Client) ListEvents(ctx context.Context, o opledger.EventListOptions) (*opledger.EventPage, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"source": o.Source, "status": string(o.Status), "cursor": o.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	path := "/v1/events"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var page opledger.EventPage
+	if _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// GetEvent returns an event with its deliveries and operations.
+func (c *Client) GetEvent(ctx context.Context, source, eventID string) (*opledger.EventDetail, error) {
+	var d opledger.EventDetail
+	if _, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(source)+"/"+url.PathEscape(eventID), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}

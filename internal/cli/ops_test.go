@@ -107,7 +107,7 @@ func TestOps(t *testing.T) {
 func TestHelpHasExamples(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{}, {"version"}, {"tokens"}, {"ops"}, {"serve"}, {"tokens", "create"}, {"tokens", "list"}, {"tokens", "revoke"}, {"migrate"},
-		{"demo"}, {"ops", "list"}, {"ops", "show"}, {"ops", "resolve"}, {"ops", "retry"}, {"ops", "cancel"}} {
+		{"demo"}, {"events"}, {"events", "list"}, {"events", "show"}, {"ops", "list"}, {"ops", "show"}, {"ops", "resolve"}, {"ops", "retry"}, {"ops", "cancel"}} {
 		out, _, code := run(t, append(args, "--help")...)
 		require.Equal(t, 0, code, args)
 		require.Contains(t, out, "Examples:", "%v --help has examples", args)

@@ -185,6 +185,17 @@ webhooks:
 	out, errOut, code := run(t, "ops", "show", "stripe:in_9:receipt", "--db", dsn, "--tenant", "acme")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "pending")
+	out, errOut, code = run(t, "events", "list", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `stripe\s+evt_1\s+invoice.paid\s+applied\s+1`, out)
+	out, errOut, code = run(t, "events", "show", "stripe", "evt_1", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "Deliveries (2):")
+	require.Contains(t, out, "duplicate")
+	require.Contains(t, out, "stripe:in_9:receipt")
+	_, errOut, code = run(t, "events", "show", "stripe", "--db", dsn)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "give the source and the event id")
 
 	// Broken configurations.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("rulez: x\n"), 0o644))

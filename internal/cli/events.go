@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+)
+
+// eventsSource reads events from a store or a server.
+type eventsSource interface {
+	ListEvents(ctx context.Context, o opledger.EventListOptions) (*opledger.EventPage, error)
+	GetEvent(ctx context.Context, source, eventID string) (*opledger.EventDetail, error)
+}
+
+func (f *backendFlags) openEvents(ctx context.Context) (eventsSource, func() error, error) {
+	if f.server != "" {
+		b, err := f.open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b.(serverBackend).c, b.Close, nil
+	}
+	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant})
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, l.Close, nil
+}
+
+var _ eventsSource = (*client.Client)(nil)
+
+func newEventsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Inspect inbound events and their deliveries",
+		Example: `  opledger events list --source stripe
+  opledger events show stripe evt_1Q2w3E`,
+	}
+	var (
+		bf             backendFlags
+		source, status string
+		limit          int
+		asJSON         bool
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List events, newest first",
+		Example: `  opledger events list --status out_of_order
+  opledger events list --server http://127.0.0.1:8080 --token $TOKEN --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			src, closeFn, err := bf.openEvents(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			page, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Source: source, Status: opledger.EventStatus(status), Limit: limit})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSONLines(cmd.OutOrStdout(), page.Items)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SOURCE\tEVENT\tTYPE\tSTATUS\tOPERATIONS\tRECEIVED")
+			for _, e := range page.Items {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.Source, e.EventID, e.Type, e.Status, len(e.OperationKeys), e.ReceivedAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	bf.add(list)
+	list.Flags().StringVar(&source, "source", "", "only this source")
+	list.Flags().StringVar(&status, "status", "", "applied, out_of_order, conflict or unmapped")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many (max 500)")
+	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
+
+	var sbf backendFlags
+	show := &cobra.Command{
+		Use:     "show SOURCE EVENT_ID",
+		Short:   "Show an event, every delivery of it, and the operations it produced",
+		Example: `  opledger events show forms evt-1`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usageError{fmt.Errorf("give the source and the event id")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, closeFn, err := sbf.openEvents(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			d, err := src.GetEvent(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return writeEvent(cmd.OutOrStdout(), d)
+		},
+	}
+	sbf.add(show)
+	cmd.AddCommand(list, show)
+	return cmd
+}
+
+func writeEvent(w io.Writer, d *opledger.EventDetail) error {
+	e := d.Event
+	fmt.Fprintf(w, "%s/%s  %s  %s\n", e.Source, e.EventID, e.Type, e.Status)
+	if e.OutOfOrder {
+		fmt.Fprintln(w, "  OUT OF ORDER: recorded, not applied over a newer event")
+	}
+	if e.Reason != "" {
+		fmt.Fprintf(w, "  %s\n", e.Reason)
+	}
+	fmt.Fprintf(w, "\nDeliveries (%d):\n", len(d.Deliveries))
+	for _, dl := range d.Deliveries {
+		dup := "first"
+		if dl.Duplicate {
+			dup = "duplicate"
+		}
+		fmt.Fprintf(w, "  %s  %s  %s\n", dl.ReceivedAt.Format(time.RFC3339Nano), dash(dl.DeliveryID), dup)
+	}
+	fmt.Fprintf(w, "\nOperations (%d):\n", len(d.Operations))
+	return writeOpsTable(w, d.Operations)
+}
