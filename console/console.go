@@ -84,7 +84,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		"stateCSS": func(s opledger.State) string { return "state-" + string(s) },
 		"pathKey":  url.PathEscape,
 	}
-	for _, page := range []string{"login", "queue", "operation", "dashboard", "error"} {
+	for _, page := range []string{"login", "queue", "operation", "dashboard", "error", "events", "event", "workflow"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -103,6 +103,10 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /operations/{key}", c.signedIn(c.operation))
 	c.mux.HandleFunc("POST /operations/{key}/resolve", c.signedIn(c.resolve))
 	c.mux.HandleFunc("GET /dashboard", c.signedIn(c.dashboard))
+	c.mux.HandleFunc("GET /events", c.signedIn(c.events))
+	c.mux.HandleFunc("GET /events/{source}/{id}", c.signedIn(c.event))
+	c.mux.HandleFunc("GET /workflows", c.signedIn(c.workflowLookup))
+	c.mux.HandleFunc("GET /workflows/{key}", c.signedIn(c.workflow))
 	return c, nil
 }
 
@@ -326,11 +330,17 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 		return
 	}
 	masked := string(opledger.MaskPayload(op.Payload, op.SensitiveFields))
+	workflowKey, _, isStep := opledger.SplitWorkflowStepKey(op.Key)
+	if isStep {
+		if _, err := s.ledger.GetWorkflow(r.Context(), workflowKey); err != nil {
+			isStep = false
+		}
+	}
 	canSucceed := op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed
 	canCancel := op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval
 	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op,
 		"Payload": masked, "Attempts": attempts, "Timeline": timeline, "CanSucceed": canSucceed, "CanRetry": canSucceed,
-		"CanCancel": canCancel, "FormError": formErr, "Notice": notice})
+		"CanCancel": canCancel, "FormError": formErr, "Notice": notice, "Workflow": map[bool]string{true: workflowKey}[isStep]})
 }
 
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
@@ -413,4 +423,61 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
+	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: opledger.MaxListLimit,
+		Source: r.URL.Query().Get("source"), Cursor: r.URL.Query().Get("cursor")})
+	if errors.Is(err, opledger.ErrInvalidInput) {
+		c.fail(w, r, http.StatusBadRequest, "That filter is not valid.", nil)
+		return
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	st, err := s.ledger.EventStats(r.Context(), false)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	c.render(w, http.StatusOK, "events", map[string]any{"Title": "Events", "Tenant": s.tenant, "CSRF": s.csrf,
+		"Items": page.Items, "Next": page.NextCursor, "Stats": st})
+}
+
+func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := s.ledger.GetEvent(r.Context(), r.PathValue("source"), r.PathValue("id"))
+	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidInput) || errors.Is(err, opledger.ErrInvalidKey) {
+		c.fail(w, r, http.StatusNotFound, "No event has that source and id.", nil)
+		return
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	c.render(w, http.StatusOK, "event", map[string]any{"Title": d.Event.Source + "/" + d.Event.EventID, "Tenant": s.tenant,
+		"CSRF": s.csrf, "D": d})
+}
+
+func (c *Console) workflowLookup(w http.ResponseWriter, r *http.Request, s *session) {
+	key := strings.TrimSpace(r.URL.Query().Get("key"))
+	if key == "" {
+		c.render(w, http.StatusOK, "workflow", map[string]any{"Title": "Workflows", "Tenant": s.tenant, "CSRF": s.csrf})
+		return
+	}
+	http.Redirect(w, r, "/workflows/"+url.PathEscape(key), http.StatusSeeOther)
+}
+
+func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
+	wf, err := s.ledger.GetWorkflow(r.Context(), r.PathValue("key"))
+	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
+		c.render(w, http.StatusNotFound, "workflow", map[string]any{"Title": "Workflows", "Tenant": s.tenant, "CSRF": s.csrf,
+			"Missing": r.PathValue("key")})
+		return
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	c.render(w, http.StatusOK, "workflow", map[string]any{"Title": wf.Key, "Tenant": s.tenant, "CSRF": s.csrf, "W": wf})
 }

@@ -74,6 +74,14 @@ func (b *bundle) seed(t *testing.T) {
 	c = mk("order:17:prepare", "erp", `{"units":2}`)
 	_, err = b.ledger.Report(ctx, "order:17:prepare", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422 units must be positive"})
 	require.NoError(t, err)
+	for _, d := range []string{"d1", "d2"} {
+		_, err = b.ledger.ReceiveEvent(ctx, nil, opledger.Event{Source: "forms", EventID: "evt-847", DeliveryID: d, Type: "submission.accepted", Payload: json.RawMessage(`{"submission_id":"847"}`)})
+		require.NoError(t, err)
+	}
+	_, _, err = b.ledger.PutWorkflow(ctx, "wf-17", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
+		{Name: "task", Action: "crm.create_task", Destination: "crm", Payload: json.RawMessage(`{"t":1}`)},
+		{Name: "email", Action: "email.send", Destination: "email", Payload: json.RawMessage(`{"task":"{steps.task.ref}"}`)}}})
+	require.NoError(t, err)
 	c = mk("order:16:prepare", "erp", `{"units":1}`)
 	_, err = b.ledger.Report(ctx, "order:16:prepare", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "ERP-16"})
 	require.NoError(t, err)
@@ -185,6 +193,20 @@ func TestConsole(t *testing.T) {
 	require.Regexp(t, `2\s+confirmed effects`, text(`div.counters`))
 	requireAccessible(t, ctx)
 	screenshot(t, ctx, "dashboard")
+
+	// Events with their deliveries; workflows with their steps.
+	do(chromedp.Navigate(b.url+"/events"), chromedp.WaitVisible(`table.queue`))
+	require.Contains(t, text(`main`), "2 deliveries, 1 of them duplicates")
+	do(chromedp.Click(`a[href="/events/forms/evt-847"]`), chromedp.WaitVisible(`h2`))
+	require.Contains(t, text(`main`), "duplicate")
+	requireAccessible(t, ctx)
+	do(chromedp.Navigate(b.url+"/workflows"), chromedp.WaitVisible(`#wfkey`), chromedp.SendKeys(`#wfkey`, "wf-17"),
+		chromedp.Submit(`#wfkey`), chromedp.WaitVisible(`ol.steps`))
+	steps := text(`ol.steps`)
+	require.Contains(t, steps, "task")
+	require.Contains(t, steps, "waits for task")
+	requireAccessible(t, ctx)
+	screenshot(t, ctx, "workflow")
 
 	// Readable on a phone: nothing wider than the screen.
 	do(chromedp.EmulateViewport(390, 844), chromedp.Navigate(b.url+"/"), chromedp.WaitVisible(`table.queue`))
