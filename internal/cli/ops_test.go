@@ -107,7 +107,7 @@ func TestOps(t *testing.T) {
 func TestHelpHasExamples(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{}, {"version"}, {"tokens"}, {"ops"}, {"serve"}, {"tokens", "create"}, {"tokens", "list"}, {"tokens", "revoke"}, {"migrate"},
-		{"demo"}, {"events"}, {"events", "list"}, {"events", "show"}, {"ops", "list"}, {"ops", "show"}, {"ops", "resolve"}, {"ops", "retry"}, {"ops", "cancel"}} {
+		{"demo"}, {"bench"}, {"events"}, {"events", "list"}, {"events", "show"}, {"ops", "list"}, {"ops", "show"}, {"ops", "resolve"}, {"ops", "retry"}, {"ops", "cancel"}} {
 		out, _, code := run(t, append(args, "--help")...)
 		require.Equal(t, 0, code, args)
 		require.Contains(t, out, "Examples:", "%v --help has examples", args)
@@ -115,4 +115,28 @@ func TestHelpHasExamples(t *testing.T) {
 	out, _, code := run(t, "completion", "bash")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "bash completion")
+}
+
+// TestBench runs a short bench on a fresh SQLite ledger and checks the
+// JSON cells; figures are not asserted (they are measurements).
+func TestBench(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := run(t, "bench", "--duration", "300ms", "--concurrency", "1,2", "--json")
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2)
+	for i, line := range lines {
+		var cell map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &cell))
+		for _, field := range []string{"mode", "store", "concurrency", "ops", "ops_per_sec", "p50_ms", "p99_ms", "floor_ops_per_sec", "ratio_to_floor", "rss_mb"} {
+			require.Contains(t, cell, field)
+		}
+		require.EqualValues(t, []int{1, 2}[i], cell["concurrency"])
+		require.Equal(t, "sqlite", cell["store"])
+		require.Positive(t, cell["ops"], "protected operations completed")
+		require.Positive(t, cell["floor_ops_per_sec"])
+	}
+	_, errOut, code = run(t, "bench", "--concurrency", "0")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--concurrency")
 }

@@ -1,0 +1,366 @@
+// Package bench measures opledger: closed-loop protected operations (intent
+// recorded and claimed in one transaction, a no-op action, the outcome
+// recorded) against the floor of one plain INSERT per operation on the same
+// store, in the same run. opledger bench is its command line.
+//
+// Allowed imports: opledger and its public packages, the SQL drivers.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+	"github.com/opledger/opledger/server"
+)
+
+// Mode is what a protected operation goes through.
+type Mode string
+
+// The modes.
+const (
+	// ModeLibrary calls the ledger in process: Claim with the intent inline, then Report.
+	ModeLibrary Mode = "library"
+	// ModeHTTP goes through the HTTP API on loopback: claim with the intent inline, then outcome.
+	ModeHTTP Mode = "http"
+)
+
+// Config is one bench run.
+type Config struct {
+	// DSN of the store; empty means a fresh SQLite file. A postgres DSN gets
+	// a fresh schema, dropped afterwards.
+	DSN         string
+	Concurrency []int
+	Duration    time.Duration
+	Mode        Mode
+	// Progress, if set, is told the elapsed fraction of the run (0..1).
+	Progress func(done, total time.Duration)
+}
+
+// Cell is the result for one concurrency.
+type Cell struct {
+	Mode            Mode    `json:"mode"`
+	Store           string  `json:"store"`
+	Concurrency     int     `json:"concurrency"`
+	Ops             int64   `json:"ops"`
+	OpsPerSec       float64 `json:"ops_per_sec"`
+	P50ms           float64 `json:"p50_ms"`
+	P99ms           float64 `json:"p99_ms"`
+	FloorOps        int64   `json:"floor_ops"`
+	FloorOpsPerSec  float64 `json:"floor_ops_per_sec"`
+	FloorP99ms      float64 `json:"floor_p99_ms"`
+	RatioToFloor    float64 `json:"ratio_to_floor"`
+	RSSMB           float64 `json:"rss_mb"`
+	DurationSeconds float64 `json:"duration_seconds"`
+}
+
+// Run measures every concurrency of cfg and returns one cell each.
+func Run(ctx context.Context, cfg Config) ([]Cell, error) {
+	if cfg.Duration <= 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	if len(cfg.Concurrency) == 0 {
+		cfg.Concurrency = []int{1, 8, 32}
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeLibrary
+	}
+	if cfg.Mode != ModeLibrary && cfg.Mode != ModeHTTP {
+		return nil, fmt.Errorf("mode must be library or http (got %q)", cfg.Mode)
+	}
+	dsn, cleanup, err := freshStore(ctx, cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "bench"})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	floor, err := newFloor(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer floor.close()
+
+	op, stop, err := protectedOp(ctx, l, cfg.Mode)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	total := time.Duration(len(cfg.Concurrency)) * 2 * cfg.Duration
+	var elapsed time.Duration
+	var cells []Cell
+	for _, c := range cfg.Concurrency {
+		fops, flat, err := loop(ctx, c, cfg.Duration, floor.insert, func(d time.Duration) {
+			if cfg.Progress != nil {
+				cfg.Progress(elapsed+d, total)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("floor at c=%d: %w", c, err)
+		}
+		elapsed += cfg.Duration
+		ops, lat, err := loop(ctx, c, cfg.Duration, op, func(d time.Duration) {
+			if cfg.Progress != nil {
+				cfg.Progress(elapsed+d, total)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("protected operations at c=%d: %w", c, err)
+		}
+		elapsed += cfg.Duration
+		secs := cfg.Duration.Seconds()
+		cell := Cell{Mode: cfg.Mode, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
+			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: fops, FloorOpsPerSec: float64(fops) / secs,
+			FloorP99ms: quantile(flat, 0.99), RSSMB: rssMB(), DurationSeconds: secs}
+		if cell.FloorOpsPerSec > 0 {
+			cell.RatioToFloor = cell.OpsPerSec / cell.FloorOpsPerSec
+		}
+		cells = append(cells, cell)
+	}
+	return cells, nil
+}
+
+// loop runs fn closed-loop on c goroutines for d and returns the count
+// and the latencies.
+func loop(ctx context.Context, c int, d time.Duration, fn func(ctx context.Context, worker int, seq int64) error, tick func(time.Duration)) (int64, []time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		n    atomic.Int64
+		mu   sync.Mutex
+		lats []time.Duration
+		wg   sync.WaitGroup
+		errs = make(chan error, c)
+	)
+	start := time.Now()
+	for w := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var local []time.Duration
+			for seq := int64(0); ctx.Err() == nil; seq++ {
+				t0 := time.Now()
+				if err := fn(ctx, w, seq); err != nil {
+					if ctx.Err() != nil {
+						break // the run ended mid-operation: not counted
+					}
+					errs <- err
+					return
+				}
+				local = append(local, time.Since(t0))
+				n.Add(1)
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			mu.Unlock()
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			close(errs)
+			if err := <-errs; err != nil {
+				return 0, nil, err
+			}
+			return n.Load(), lats, nil
+		case <-t.C:
+			tick(min(time.Since(start), d))
+		}
+	}
+}
+
+func quantile(lats []time.Duration, q float64) float64 {
+	if len(lats) == 0 {
+		return 0
+	}
+	slices.Sort(lats)
+	i := int(float64(len(lats)-1) * q)
+	return float64(lats[i].Microseconds()) / 1000
+}
+
+// protectedOp returns the function that runs one protected operation.
+func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode) (func(context.Context, int, int64) error, func(), error) {
+	run := randomHex(4)
+	payload := json.RawMessage(`{"units":2,"order":"BENCH"}`)
+	var next atomic.Int64
+	keyOf := func(int, int64) string { return "bench:" + run + ":" + strconv.FormatInt(next.Add(1), 10) }
+	switch mode {
+	case ModeLibrary:
+		return func(ctx context.Context, w int, seq int64) error {
+			key := keyOf(w, seq)
+			c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: payload}})
+			if err != nil {
+				return err
+			}
+			_, err = l.Report(context.WithoutCancel(ctx), key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
+			return err
+		}, func() {}, nil
+	case ModeHTTP:
+		token, _, err := l.CreateToken(ctx, "bench")
+		if err != nil {
+			return nil, nil, err
+		}
+		srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return nil, nil, err
+		}
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() { _ = srv.Run(sctx); close(done) }()
+		cl := client.New(srv.URL(), token, nil)
+		in := client.Intent{Action: "noop", Destination: "bench", Payload: payload}
+		return func(ctx context.Context, w int, seq int64) error {
+				key := keyOf(w, seq)
+				c, err := cl.Claim(ctx, key, client.ClaimRequest{Intent: &in})
+				if err != nil {
+					return err
+				}
+				_, err = cl.Report(context.WithoutCancel(ctx), key, c.AttemptID, client.Report{FencingToken: c.FencingToken,
+					Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
+				return err
+			}, func() {
+				cancel()
+				<-done
+			}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown mode %q", mode)
+}
+
+// floor inserts one row per call into a plain table of the same store,
+// with the store's durability settings.
+type floor struct {
+	insert func(ctx context.Context, worker int, seq int64) error
+	close  func()
+}
+
+func newFloor(ctx context.Context, dsn string) (*floor, error) {
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		q := url.Values{}
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+		db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode()+"&_txlock=immediate")
+		if err != nil {
+			return nil, err
+		}
+		db.SetMaxOpenConns(1) // SQLite has one writer
+		if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, k TEXT NOT NULL, v TEXT NOT NULL)`); err != nil {
+			db.Close()
+			return nil, err
+		}
+		st, err := db.PrepareContext(ctx, `INSERT INTO bench_floor (k, v) VALUES (?, ?)`)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		return &floor{insert: func(ctx context.Context, w int, seq int64) error {
+			_, err := st.ExecContext(ctx, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), `{"units":2,"order":"BENCH"}`)
+			return err
+		}, close: func() { st.Close(); db.Close() }}, nil
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, k text NOT NULL, v text NOT NULL)`); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &floor{insert: func(ctx context.Context, w int, seq int64) error {
+		_, err := pool.Exec(ctx, `INSERT INTO bench_floor (k, v) VALUES ($1, $2)`, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), `{"units":2,"order":"BENCH"}`)
+		return err
+	}, close: pool.Close}, nil
+}
+
+// freshStore returns the DSN of an empty store and how to remove it.
+func freshStore(ctx context.Context, dsn string) (string, func(), error) {
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", "opledger-bench-")
+		if err != nil {
+			return "", nil, err
+		}
+		return "sqlite:" + filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
+	}
+	if strings.HasPrefix(dsn, "sqlite:") {
+		path := strings.TrimPrefix(dsn, "sqlite:")
+		if _, err := os.Stat(path); err == nil {
+			return "", nil, fmt.Errorf("bench needs a fresh ledger: %s exists", path)
+		}
+		return dsn, func() { os.Remove(path); os.Remove(path + "-wal"); os.Remove(path + "-shm") }, nil
+	}
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return "", nil, errors.New("dsn must start with sqlite: or postgres://")
+	}
+	schema := "opledger_bench_" + randomHex(6)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return "", nil, fmt.Errorf("create bench schema: %w", err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), func() {
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(context.Background())
+		}
+	}, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// rssMB is the process's resident memory, from /proc (0 where unavailable).
+func rssMB() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
