@@ -1,0 +1,445 @@
+package destination
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/opledger/opledger"
+)
+
+// Config is a destinations file (docs/destinations.md):
+//
+//	destinations:
+//	  - name: crm
+//	    url: https://crm.example.com/api/inquiries
+//	    ...
+type Config struct {
+	Destinations []HTTPConfig `yaml:"destinations"`
+}
+
+// HTTPConfig configures one HTTP destination. Only Name, URL and Ref are
+// required; see docs/destinations.md for every field with examples.
+type HTTPConfig struct {
+	// Name is what operations carry in Intent.Destination.
+	Name string `yaml:"name"`
+	// Method of the call: POST (default), PUT, PATCH, DELETE or GET.
+	Method string `yaml:"method"`
+	// URL is a text/template over the operation (see the template data in
+	// docs/destinations.md). Its scheme and host must be literal.
+	URL string `yaml:"url"`
+	// Headers are sent with every request, lookups included. A value may
+	// reference environment variables as ${NAME}; headers that carry
+	// credentials (Authorization, *-Key, *-Token, ...) must take their
+	// value from one: secrets are never read from the file.
+	Headers map[string]string `yaml:"headers"`
+	// Body is a text/template over the operation. Empty: the stored
+	// payload is sent as it is (not for GET).
+	Body string `yaml:"body"`
+	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
+	// answer, e.g. /id.
+	Ref string `yaml:"ref"`
+	// Timeout bounds one call or lookup. Default 10s.
+	Timeout Duration `yaml:"timeout"`
+	// Idempotency declares the destination's idempotency key.
+	Idempotency *IdempotencyConfig `yaml:"idempotency"`
+	// Lookup declares how to find an effect and compare it with the intent.
+	Lookup *LookupConfig `yaml:"lookup"`
+	// UniqueReference declares that a duplicate create is refused.
+	UniqueReference *UniqueReferenceConfig `yaml:"unique_reference"`
+	// Retry is the destination's retry policy; unset fields take
+	// opledger.DefaultRetryPolicy's values. Without it, the ledger's
+	// default policy (opledger.Options.RetryPolicy) applies.
+	Retry *RetryConfig `yaml:"retry"`
+}
+
+// IdempotencyConfig declares an idempotency key.
+type IdempotencyConfig struct {
+	// Header carries the key, e.g. Idempotency-Key. Leave it empty when
+	// the body template sends {{.IdempotencyKey}} in a field instead.
+	Header string `yaml:"header"`
+	// Retention is how long the destination remembers a key. Required.
+	Retention Duration `yaml:"retention"`
+}
+
+// LookupConfig declares a lookup by external reference.
+type LookupConfig struct {
+	// Method of the lookup request. Default GET.
+	Method string `yaml:"method"`
+	// URL is a text/template over the operation, like HTTPConfig.URL.
+	URL string `yaml:"url"`
+	// Body is an optional text/template for search endpoints that take one.
+	Body string `yaml:"body"`
+	// Headers are added to (or replace) the destination's headers.
+	Headers map[string]string `yaml:"headers"`
+	// Results points at the array of found records in the answer ("" for
+	// an answer that is itself the array). Unset: the answer is the record
+	// itself, and 404 means "not found".
+	Results *string `yaml:"results"`
+	// Ref points at the reference inside a found record. Default: the
+	// destination's Ref.
+	Ref string `yaml:"ref"`
+	// Authoritative: "not found" proves absence once VisibilityDelay has
+	// passed since the last dispatch.
+	Authoritative bool `yaml:"authoritative"`
+	// VisibilityDelay is how long a new record may stay invisible.
+	VisibilityDelay Duration `yaml:"visibility_delay"`
+	// Match lists the fields a found record must share with the intent.
+	// At least one is required.
+	Match []MatchConfig `yaml:"match"`
+}
+
+// MatchConfig compares one field of a found record with the intent: the
+// value at Record must equal the payload's value at Payload, or the text
+// of the Value template.
+type MatchConfig struct {
+	// Record is a JSON pointer into the found record.
+	Record string `yaml:"record"`
+	// Payload is a JSON pointer into the operation's payload.
+	Payload string `yaml:"payload"`
+	// Value is a text/template over the operation, e.g. "{{.Key}}".
+	Value string `yaml:"value"`
+}
+
+// UniqueReferenceConfig declares a unique external reference.
+type UniqueReferenceConfig struct {
+	// ConflictStatus answers a duplicate create. Default 409.
+	ConflictStatus int `yaml:"conflict_status"`
+}
+
+// RetryConfig is a retry policy; unset fields take the defaults of
+// opledger.DefaultRetryPolicy.
+type RetryConfig struct {
+	MaxAttempts  *int      `yaml:"max_attempts"`
+	InitialDelay *Duration `yaml:"initial_delay"`
+	MaxDelay     *Duration `yaml:"max_delay"`
+	// Deadline bounds the operation's life from its recording; "0s" means
+	// no deadline.
+	Deadline *Duration `yaml:"deadline"`
+}
+
+// Policy returns the retry policy with defaults filled in.
+func (r *RetryConfig) Policy() opledger.RetryPolicy {
+	p := opledger.DefaultRetryPolicy
+	if r == nil {
+		return p
+	}
+	if r.MaxAttempts != nil {
+		p.MaxAttempts = *r.MaxAttempts
+	}
+	if r.InitialDelay != nil {
+		p.InitialDelay = time.Duration(*r.InitialDelay)
+	}
+	if r.MaxDelay != nil {
+		p.MaxDelay = time.Duration(*r.MaxDelay)
+	}
+	if r.Deadline != nil {
+		p.Deadline = time.Duration(*r.Deadline)
+	}
+	return p
+}
+
+// Duration is a time.Duration written with its unit ("10s", "24h").
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration; a bare number is refused, since "10"
+// could mean seconds or nanoseconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: a duration like 10s or 24h is expected", n.Line)
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
+			return fmt.Errorf("line %d: duration %q needs a unit, e.g. %ss", n.Line, n.Value, n.Value)
+		}
+		return fmt.Errorf("line %d: %q is not a duration like 10s or 24h", n.Line, n.Value)
+	}
+	if v < 0 {
+		return fmt.Errorf("line %d: duration %q is negative", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration with its unit.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// LoadOptions tune Load and NewHTTP.
+type LoadOptions struct {
+	// LookupEnv resolves ${NAME} references in header values. Default
+	// os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
+	// Transport sends the requests. Default: a clone of
+	// http.DefaultTransport for each destination.
+	Transport http.RoundTripper
+	// Now is the clock for Retry-After dates. Default time.Now.
+	Now func() time.Time
+}
+
+// LoadFile reads a destinations file; see Load.
+func LoadFile(path string, opts LoadOptions) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read destinations: %w", err)
+	}
+	s, err := Load(data, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Load parses a destinations file and builds its HTTP destinations. The
+// YAML is decoded strictly: an unknown field is an error naming its line.
+// Every problem found is reported, each with its line. Header values that
+// reference environment variables are resolved now; a missing variable is
+// an error. Resolved values are kept out of every error and log.
+func Load(data []byte, opts LoadOptions) (*Set, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty: it needs a destinations list")
+		}
+		return nil, fmt.Errorf("decode destinations: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("the file holds more than one YAML document")
+	}
+	if len(cfg.Destinations) == 0 {
+		return nil, errors.New("no destinations: the file needs a non-empty destinations list")
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("decode destinations: %w", err)
+	}
+	entries := destinationNodes(&root)
+
+	var errs []error
+	var ds []Destination
+	seen := map[string]int{}
+	for i, c := range cfg.Destinations {
+		var node *yaml.Node
+		if i < len(entries) {
+			node = entries[i]
+		}
+		label := fmt.Sprintf("destination %d", i+1)
+		if c.Name != "" {
+			label = "destination " + c.Name
+		}
+		if first, dup := seen[c.Name]; dup && c.Name != "" {
+			errs = append(errs, fmt.Errorf("line %d: %s: the name is already used at line %d", lineOf(node, "name"), label, first))
+			continue
+		}
+		seen[c.Name] = lineOf(node, "name")
+		h, problems := build(c, opts)
+		sort.SliceStable(problems, func(a, b int) bool {
+			return lineOf(node, problems[a].path...) < lineOf(node, problems[b].path...)
+		})
+		for _, p := range problems {
+			errs = append(errs, fmt.Errorf("line %d: %s: %s: %s", lineOf(node, p.path...), label, strings.Join(p.path, "."), p.msg))
+		}
+		if h != nil {
+			ds = append(ds, h)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return NewSet(ds...)
+}
+
+// NewHTTP builds one HTTP destination from its configuration, with the
+// same checks as Load.
+func NewHTTP(c HTTPConfig, opts LoadOptions) (*HTTP, error) {
+	h, problems := build(c, opts)
+	if len(problems) > 0 {
+		errs := make([]error, len(problems))
+		for i, p := range problems {
+			errs[i] = fmt.Errorf("destination %s: %s: %s", c.Name, strings.Join(p.path, "."), p.msg)
+		}
+		return nil, errors.Join(errs...)
+	}
+	return h, nil
+}
+
+// problem is one configuration error at a field path.
+type problem struct {
+	path []string
+	msg  string
+}
+
+// destinationNodes returns the mapping nodes of the destinations list.
+func destinationNodes(root *yaml.Node) []*yaml.Node {
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil
+	}
+	seq := child(root.Content[0], "destinations")
+	if seq == nil || seq.Kind != yaml.SequenceNode {
+		return nil
+	}
+	return seq.Content
+}
+
+// child returns the value node of key in a mapping node.
+func child(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// lineOf returns the line of the deepest node on path below n (a mapping
+// key or a sequence index), or n's own line.
+func lineOf(n *yaml.Node, path ...string) int {
+	if n == nil {
+		return 0
+	}
+	line := n.Line
+	cur := n
+	for _, p := range path {
+		var next *yaml.Node
+		switch cur.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(cur.Content); i += 2 {
+				if cur.Content[i].Value == p {
+					line = cur.Content[i].Line
+					next = cur.Content[i+1]
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(p); err == nil && i >= 0 && i < len(cur.Content) {
+				next = cur.Content[i]
+				line = next.Line
+			}
+		}
+		if next == nil {
+			break
+		}
+		cur = next
+	}
+	return line
+}
+
+// envRef is a ${NAME} reference in a header value.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces the ${NAME} references in v. It reports whether v had
+// any, and an error naming (never showing) a variable that is unset or
+// empty.
+func expandEnv(v string, lookup func(string) (string, bool)) (string, bool, error) {
+	refs := envRef.FindAllStringSubmatch(v, -1)
+	if strings.Count(v, "${") != len(refs) {
+		return "", false, errors.New("malformed ${NAME} reference")
+	}
+	var missing error
+	out := envRef.ReplaceAllStringFunc(v, func(m string) string {
+		name := m[2 : len(m)-1]
+		val, ok := lookup(name)
+		if !ok || val == "" {
+			missing = fmt.Errorf("environment variable %s is not set", name)
+		}
+		return val
+	})
+	if missing != nil {
+		return "", true, missing
+	}
+	return out, len(refs) > 0, nil
+}
+
+// sensitiveHeader reports whether a header carries a credential and must
+// therefore take its value from the environment.
+func sensitiveHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "proxy-authorization", "cookie":
+		return true
+	}
+	for _, w := range []string{"token", "secret", "key", "auth", "password", "passwd", "signature", "credential", "session"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// validHeaderName reports whether name is an HTTP field name (RFC 9110 token).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// resolveHeaders checks and resolves a header map. idem is the idempotency
+// header, which opledger sets itself.
+func resolveHeaders(in map[string]string, idem string, lookup func(string) (string, bool), at []string) (http.Header, []problem) {
+	out := http.Header{}
+	var probs []problem
+	names := make([]string, 0, len(in))
+	for name := range in {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		raw := in[name]
+		path := append(append([]string(nil), at...), name)
+		switch {
+		case !validHeaderName(name):
+			probs = append(probs, problem{path, "not a valid header name"})
+			continue
+		case idem != "" && strings.EqualFold(name, idem):
+			probs = append(probs, problem{path, "is the idempotency header, which opledger sets for each operation; remove it from headers"})
+			continue
+		case strings.Contains(raw, "{{"):
+			probs = append(probs, problem{path, "header values are not templates; only ${NAME} environment references are expanded"})
+			continue
+		case strings.EqualFold(name, "Host") || strings.EqualFold(name, "Content-Length"):
+			probs = append(probs, problem{path, "is set by the HTTP client and cannot be configured"})
+			continue
+		}
+		val, hasRef, err := expandEnv(raw, lookup)
+		if err != nil {
+			probs = append(probs, problem{path, err.Error()})
+			continue
+		}
+		if sensitiveHeader(name) && !hasRef {
+			probs = append(probs, problem{path, "carries a credential, so its value must come from an environment variable " +
+				`(e.g. "Bearer ${CRM_TOKEN}"); secrets are never read from this file`})
+			continue
+		}
+		if strings.ContainsAny(val, "\r\n") {
+			probs = append(probs, problem{path, "the value (after expansion) contains a line break"})
+			continue
+		}
+		out.Set(name, val)
+	}
+	return out, probs
+}

@@ -1,0 +1,252 @@
+package destination_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+)
+
+// env is a LookupEnv over a map.
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+const exampleYAML = `
+destinations:
+  # Idempotency key and an authoritative lookup.
+  - name: crm
+    url: https://crm.example.com/api/inquiries
+    headers:
+      Authorization: Bearer ${CRM_TOKEN}
+      X-Source: opledger
+    body: |
+      {"external_ref": {{json .Key}}, "submission": {{json .Payload.submission}}}
+    ref: /id
+    timeout: 5s
+    idempotency:
+      header: Idempotency-Key
+      retention: 24h
+    lookup:
+      url: https://crm.example.com/api/inquiries?external_ref={{urlquery .Key}}
+      results: /items
+      authoritative: true
+      visibility_delay: 30s
+      match:
+        - record: /external_ref
+          value: "{{.Key}}"
+        - record: /submission
+          payload: /submission
+    retry:
+      max_attempts: 3
+      initial_delay: 2s  # the rest take the defaults
+
+  # Unique external reference: a duplicate create answers 409.
+  - name: tickets
+    method: put
+    url: https://tickets.example.com/v2/tickets/{{pathescape .Key}}
+    headers:
+      X-Api-Key: ${TICKETS_KEY}
+    ref: /ticket/number
+    unique_reference:
+      conflict_status: 409
+    lookup:
+      url: https://tickets.example.com/v2/tickets/{{pathescape .Key}}
+      ref: /ticket/number
+      match:
+        - record: /ticket/subject
+          payload: /subject
+
+  # Nothing declared: every uncertain outcome is held for a person.
+  - name: email
+    url: https://mail.example.com/send
+    headers:
+      Authorization: Basic ${MAIL_BASIC}
+    ref: /message_id
+`
+
+var exampleEnv = map[string]string{"CRM_TOKEN": "crm-s3cret", "TICKETS_KEY": "tk-s3cret", "MAIL_BASIC": "bWFpbDpzM2NyZXQ="}
+
+func TestLoadExample(t *testing.T) {
+	t.Parallel()
+	set, err := destination.Load([]byte(exampleYAML), destination.LoadOptions{LookupEnv: env(exampleEnv)})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, set.Close()) })
+	require.Equal(t, []string{"crm", "email", "tickets"}, set.Names())
+
+	crm, ok := set.Get("crm")
+	require.True(t, ok)
+	require.Equal(t, destination.Capabilities{
+		IdempotencyKey: &destination.IdempotencyKey{Header: "Idempotency-Key", Retention: 24 * time.Hour},
+		Lookup:         &destination.Lookup{Authoritative: true, VisibilityDelay: 30 * time.Second},
+	}, crm.Capabilities())
+	require.Equal(t, "idempotency key kept 24h0m0s, authoritative lookup (visibility delay 30s)", crm.Capabilities().String())
+
+	tickets, _ := set.Get("tickets")
+	require.Equal(t, &destination.UniqueReference{ConflictStatus: 409}, tickets.Capabilities().UniqueReference)
+	require.False(t, tickets.Capabilities().Lookup.Authoritative)
+
+	email, _ := set.Get("email")
+	require.True(t, email.Capabilities().None())
+	require.Equal(t, "none", email.Capabilities().String())
+
+	policies := set.RetryPolicies()
+	require.Equal(t, opledger.RetryPolicy{MaxAttempts: 3, InitialDelay: 2 * time.Second, MaxDelay: 5 * time.Minute, Deadline: 24 * time.Hour}, policies["crm"])
+	require.NotContains(t, policies, "email", "no retry section: the ledger's default applies")
+	require.NotContains(t, policies, "tickets")
+}
+
+func TestLoadFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "destinations.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(exampleYAML), 0o600))
+	set, err := destination.LoadFile(path, destination.LoadOptions{LookupEnv: env(exampleEnv)})
+	require.NoError(t, err)
+	require.NoError(t, set.Close())
+
+	_, err = destination.LoadFile(filepath.Join(t.TempDir(), "missing.yaml"), destination.LoadOptions{})
+	require.ErrorContains(t, err, "read destinations")
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("destinations:\n  - name: x\n    urll: https://x\n"), 0o600))
+	_, err = destination.LoadFile(bad, destination.LoadOptions{})
+	require.ErrorContains(t, err, bad+": ")
+	require.ErrorContains(t, err, "line 3: field urll not found")
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"empty", "", []string{"the file is empty"}},
+		{"no destinations", "destinations: []\n", []string{"no destinations"}},
+		{"unknown top-level field", "destination:\n  - name: crm\n", []string{"line 1: field destination not found"}},
+		{"unknown field", base + "    retries: 3\n", []string{"line 5: field retries not found"}},
+		{"unknown nested field", base + "    lookup:\n      url: https://crm.example.com/x\n      authorative: true\n", []string{"line 7: field authorative not found"}},
+		{"duration without unit", base + "    timeout: 10\n", []string{"line 5", `duration "10" needs a unit, e.g. 10s`}},
+		{"bad duration", base + "    timeout: soon\n", []string{"line 5", `"soon" is not a duration`}},
+		{"two documents", base + "---\n" + base, []string{"more than one YAML document"}},
+		{"missing fields", "destinations:\n  - method: TRACE\n", []string{
+			"line 2: destination 1: name: is required",
+			"line 2: destination 1: method: must be POST, PUT, PATCH, DELETE or GET",
+			"destination 1: url: is required",
+			"destination 1: ref: is required",
+		}},
+		{"duplicate name", base + base[len("destinations:\n"):], []string{"line 5: destination crm: the name is already used at line 2"}},
+		{"templated host", "destinations:\n  - name: crm\n    url: https://{{.Payload.host}}/x\n    ref: /id\n",
+			[]string{"line 3: destination crm: url: the scheme and host must be written out"}},
+		{"not http", "destinations:\n  - name: crm\n    url: ftp://crm.example.com/x\n    ref: /id\n",
+			[]string{"url: must start with http:// or https://"}},
+		{"secret in url", "destinations:\n  - name: crm\n    url: https://crm.example.com/x?key=${KEY}\n    ref: /id\n",
+			[]string{"url: environment references are only expanded in headers"}},
+		{"bad template", "destinations:\n  - name: crm\n    url: https://crm.example.com/{{.Key\n    ref: /id\n",
+			[]string{"url: parse template"}},
+		{"bad pointer", "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: id\n",
+			[]string{"line 4: destination crm: ref: JSON pointer \"id\" must start with /"}},
+		{"literal secret", base + "    headers:\n      Authorization: Bearer abc123\n",
+			[]string{"line 6: destination crm: headers.Authorization: carries a credential, so its value must come from an environment variable"}},
+		{"literal api key", base + "    headers:\n      X-Api-Key: abc123\n", []string{"headers.X-Api-Key: carries a credential"}},
+		{"missing variable", base + "    headers:\n      Authorization: Bearer ${NOPE}\n",
+			[]string{"headers.Authorization: environment variable NOPE is not set"}},
+		{"malformed reference", base + "    headers:\n      X-Source: ${oops\n", []string{"malformed ${NAME} reference"}},
+		{"templated header", base + "    headers:\n      X-Customer: \"{{.Payload.id}}\"\n", []string{"header values are not templates"}},
+		{"idempotency header in headers", base + "    headers:\n      Idempotency-Key: ${K}\n    idempotency:\n      header: Idempotency-Key\n      retention: 1h\n",
+			[]string{"headers.Idempotency-Key: is the idempotency header"}},
+		{"idempotency without retention", base + "    idempotency:\n      header: Idempotency-Key\n",
+			[]string{"line 5: destination crm: idempotency.retention: is required"}},
+		{"idempotency without header", base + "    idempotency:\n      retention: 1h\n",
+			[]string{"idempotency.header: is required unless the body template sends {{.IdempotencyKey}}"}},
+		{"lookup without match", base + "    lookup:\n      url: https://crm.example.com/x\n",
+			[]string{"line 5: destination crm: lookup.match: needs at least one entry"}},
+		{"match without side", base + "    lookup:\n      url: https://crm.example.com/x\n      match:\n        - record: /a\n",
+			[]string{"line 8: destination crm: lookup.match.0: needs exactly one of payload"}},
+		{"unique reference without lookup", base + "    unique_reference: {}\n", []string{"unique_reference: needs a lookup"}},
+		{"unique reference not 4xx", base + "    unique_reference:\n      conflict_status: 200\n    lookup:\n      url: https://crm.example.com/x\n      match: [{record: /a, payload: /a}]\n",
+			[]string{"unique_reference.conflict_status: must be a 4xx status"}},
+		{"bad retry", base + "    retry:\n      max_attempts: 0\n", []string{"line 5: destination crm: retry: max attempts must be at least 1"}},
+		{"get with body", "destinations:\n  - name: crm\n    method: GET\n    url: https://crm.example.com/x\n    body: x\n    ref: /id\n",
+			[]string{"line 5: destination crm: body: a GET request has no body"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := destination.Load([]byte(tc.yaml), destination.LoadOptions{LookupEnv: env(map[string]string{"K": "v"})})
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestLoadNeverShowsSecrets(t *testing.T) {
+	t.Parallel()
+	doc := `
+destinations:
+  - name: crm
+    url: https://crm.example.com/x
+    headers:
+      Authorization: Bearer ${CRM_TOKEN}
+      X-Api-Key: ${EMPTY}
+    ref: nope
+`
+	_, err := destination.Load([]byte(doc), destination.LoadOptions{LookupEnv: env(map[string]string{"CRM_TOKEN": "crm-s3cret", "EMPTY": ""})})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "environment variable EMPTY is not set")
+	require.NotContains(t, err.Error(), "crm-s3cret")
+}
+
+func TestNewHTTP(t *testing.T) {
+	t.Parallel()
+	h, err := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: "http://127.0.0.1:1/x", Ref: "/id",
+		Headers: map[string]string{"Authorization": "Bearer ${T}"}}, destination.LoadOptions{LookupEnv: env(map[string]string{"T": "tok"})})
+	require.NoError(t, err)
+	require.Equal(t, "crm", h.Name())
+	require.NoError(t, h.Close())
+
+	_, err = destination.NewHTTP(destination.HTTPConfig{Name: "crm"}, destination.LoadOptions{})
+	require.ErrorContains(t, err, "destination crm: url: is required")
+	require.ErrorContains(t, err, "destination crm: ref: is required")
+}
+
+func TestSetRules(t *testing.T) {
+	t.Parallel()
+	a := &stubDest{name: "a"}
+	_, err := destination.NewSet(a, &stubDest{name: "a"})
+	require.ErrorContains(t, err, "configured twice")
+	_, err = destination.NewSet(&stubDest{name: "x@y"})
+	require.ErrorContains(t, err, "personal data")
+	_, err = destination.NewSet(&stubDest{name: "a", caps: destination.Capabilities{Lookup: &destination.Lookup{}}})
+	require.ErrorContains(t, err, "declares a lookup but has no Lookup method")
+	_, err = destination.NewSet(&stubDest{name: "a", caps: destination.Capabilities{IdempotencyKey: &destination.IdempotencyKey{Header: "K"}}})
+	require.ErrorContains(t, err, "retention must be positive")
+	s, err := destination.NewSet(a)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Len())
+	require.Empty(t, s.RetryPolicies())
+	_, ok := s.Get("b")
+	require.False(t, ok)
+}
+
+type stubDest struct {
+	name string
+	caps destination.Capabilities
+}
+
+func (s *stubDest) Name() string                           { return s.name }
+func (s *stubDest) Capabilities() destination.Capabilities { return s.caps }
+func (s *stubDest) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	return opledger.Result{}, nil
+}

@@ -1,0 +1,282 @@
+// Package destination describes the external systems operations act on
+// (DESIGN.md section 6): what each one guarantees, how to call it, how to
+// look an effect up there, and how to classify the result of an HTTP call
+// as rejected, retryable or uncertain.
+//
+// # Capabilities
+//
+// A destination declares its guarantees in Capabilities, and the reconciler
+// uses only what is declared:
+//
+//   - an idempotency key (header and retention): an uncertain attempt may be
+//     retried, marked protected, while the retention window that opened at
+//     the first dispatch is still open;
+//   - a lookup by external reference (authoritative or not, with a
+//     visibility delay): an uncertain operation becomes succeeded (the
+//     record matches), held (other content) or pending (authoritatively
+//     absent after the delay);
+//   - a unique external reference (a conflict status): a duplicate create
+//     fails at the destination; the conflict means "exists, look it up";
+//   - none: every uncertain outcome is held for a person.
+//
+// # Implementations
+//
+// A Go program implements Destination (and Lookuper when it declares a
+// lookup) directly. HTTP destinations are configured in YAML instead: see
+// Load, HTTPConfig and docs/destinations.md. SendHTTP classifies any HTTP
+// call for code that talks to a destination itself.
+//
+// Allowed imports: opledger, the standard library, a YAML decoder.
+package destination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger"
+)
+
+// Destination is an external system that operations act on.
+type Destination interface {
+	// Name is the name operations carry in Intent.Destination.
+	Name() string
+	// Capabilities declares what the destination guarantees.
+	Capabilities() Capabilities
+	// Call performs the external call of one attempt with the operation's
+	// stored, approved payload (call.Operation.Payload). A destination
+	// with an idempotency key sends call.IdempotencyKey on every attempt.
+	// Errors are classified with opledger.Rejected, opledger.Retryable and
+	// opledger.Uncertain; an unclassified error is judged by
+	// opledger.OutcomeOf (uncertain unless the connection never opened).
+	// A Result without a Ref counts as uncertain. Error texts are shown to
+	// operators: they must carry no secrets and no payload data.
+	Call(ctx context.Context, call opledger.Call) (opledger.Result, error)
+}
+
+// Lookuper is implemented by destinations that declare Capabilities.Lookup.
+type Lookuper interface {
+	// Lookup searches the destination for the effect of op and compares
+	// what it finds with op's payload. An error means the lookup itself
+	// failed (the reconciler backs off and, after repeated failures, holds
+	// the operation); "nothing found" is a LookupResult, not an error.
+	Lookup(ctx context.Context, op *opledger.Operation) (LookupResult, error)
+}
+
+// RetryPolicyProvider is implemented by destinations with a retry policy
+// of their own; the others use the ledger's default.
+type RetryPolicyProvider interface {
+	// RetryPolicy returns the destination's policy, or nil for the default.
+	RetryPolicy() *opledger.RetryPolicy
+}
+
+// LookupResult is what a lookup found.
+type LookupResult struct {
+	// Found: the destination has a record for the operation.
+	Found bool
+	// Matches: the record has the intended content. Only meaningful with
+	// Found.
+	Matches bool
+	// Ref is the found record's reference (required with Matches).
+	Ref string
+	// Evidence is a short, safe summary for the timeline: no secrets, no
+	// payload values.
+	Evidence string
+}
+
+// Capabilities are what a destination guarantees. The zero value declares
+// nothing: every uncertain outcome is then held for a person.
+type Capabilities struct {
+	// IdempotencyKey, when set, says the destination deduplicates requests
+	// carrying the same key for Retention after their first use.
+	IdempotencyKey *IdempotencyKey
+	// Lookup, when set, says the destination can be searched for an effect
+	// by its external reference; the destination implements Lookuper.
+	Lookup *Lookup
+	// UniqueReference, when set, says a duplicate create is refused by the
+	// destination with ConflictStatus.
+	UniqueReference *UniqueReference
+}
+
+// IdempotencyKey declares a destination idempotency key.
+type IdempotencyKey struct {
+	// Header is the request header that carries the key, e.g.
+	// "Idempotency-Key". Empty when the key travels in the body.
+	Header string
+	// Retention is how long the destination remembers a key after its
+	// first use. A protected retry is only made inside this window,
+	// counted from the operation's first dispatch. Must be positive.
+	Retention time.Duration
+}
+
+// Lookup declares a lookup by external reference.
+type Lookup struct {
+	// Authoritative: "not found" proves the effect did not happen (once
+	// VisibilityDelay has passed since the last dispatch). A lookup that is
+	// not authoritative can confirm an effect but never its absence.
+	Authoritative bool
+	// VisibilityDelay is how long after a create the record may still be
+	// missing from lookups (search indexes, replicas).
+	VisibilityDelay time.Duration
+}
+
+// UniqueReference declares that the destination enforces a unique external
+// reference: a second create with the same reference is refused.
+type UniqueReference struct {
+	// ConflictStatus is the HTTP status of that refusal, usually 409. A Go
+	// destination that is not called over HTTP may leave it zero and
+	// return an error matching ErrExists instead.
+	ConflictStatus int
+}
+
+// None reports whether nothing is declared.
+func (c Capabilities) None() bool {
+	return c.IdempotencyKey == nil && c.Lookup == nil && c.UniqueReference == nil
+}
+
+// Validate checks the declared values.
+func (c Capabilities) Validate() error {
+	var errs []error
+	if k := c.IdempotencyKey; k != nil && k.Retention <= 0 {
+		errs = append(errs, errors.New("idempotency key retention must be positive"))
+	}
+	if l := c.Lookup; l != nil && l.VisibilityDelay < 0 {
+		errs = append(errs, errors.New("lookup visibility delay must not be negative"))
+	}
+	if u := c.UniqueReference; u != nil && u.ConflictStatus != 0 && (u.ConflictStatus < 400 || u.ConflictStatus > 499) {
+		errs = append(errs, fmt.Errorf("unique reference conflict status %d is not a 4xx status", u.ConflictStatus))
+	}
+	return errors.Join(errs...)
+}
+
+// String describes the capabilities in a few words, for logs and evidence.
+func (c Capabilities) String() string {
+	var parts []string
+	if k := c.IdempotencyKey; k != nil {
+		parts = append(parts, "idempotency key kept "+k.Retention.String())
+	}
+	if l := c.Lookup; l != nil {
+		s := "lookup"
+		if l.Authoritative {
+			s = "authoritative lookup"
+		}
+		if l.VisibilityDelay > 0 {
+			s += " (visibility delay " + l.VisibilityDelay.String() + ")"
+		}
+		parts = append(parts, s)
+	}
+	if c.UniqueReference != nil {
+		parts = append(parts, "unique external reference")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ErrExists is matched by the error of a call that the destination refused
+// because the record already exists (a unique external reference
+// conflict). Such a call is uncertain, not rejected: the existing record may
+// be this operation's own effect, so the reconciler looks it up; and its
+// absence from a lookup is then never taken as proof that nothing happened.
+var ErrExists = errors.New("the destination reports that the record already exists")
+
+// Set is the destinations a process is configured with, by name.
+type Set struct {
+	byName map[string]Destination
+	names  []string
+}
+
+// NewSet collects destinations. Names must be unique, capabilities valid,
+// and a destination that declares a lookup must implement Lookuper.
+func NewSet(ds ...Destination) (*Set, error) {
+	s := &Set{byName: make(map[string]Destination, len(ds))}
+	for _, d := range ds {
+		name := d.Name()
+		if err := opledger.ValidateKey(name); err != nil {
+			return nil, fmt.Errorf("destination name %q: %w", name, err)
+		}
+		if _, dup := s.byName[name]; dup {
+			return nil, fmt.Errorf("destination %s is configured twice", name)
+		}
+		caps := d.Capabilities()
+		if err := caps.Validate(); err != nil {
+			return nil, fmt.Errorf("destination %s: %w", name, err)
+		}
+		if _, ok := d.(Lookuper); caps.Lookup != nil && !ok {
+			return nil, fmt.Errorf("destination %s declares a lookup but has no Lookup method", name)
+		}
+		if p, ok := d.(RetryPolicyProvider); ok {
+			if err := validatePolicy(p.RetryPolicy()); err != nil {
+				return nil, fmt.Errorf("destination %s: %w", name, err)
+			}
+		}
+		s.byName[name] = d
+		s.names = append(s.names, name)
+	}
+	sort.Strings(s.names)
+	return s, nil
+}
+
+// Get returns the destination called name.
+func (s *Set) Get(name string) (Destination, bool) {
+	d, ok := s.byName[name]
+	return d, ok
+}
+
+// Names lists the destination names, sorted.
+func (s *Set) Names() []string { return append([]string(nil), s.names...) }
+
+// Len is the number of destinations.
+func (s *Set) Len() int { return len(s.names) }
+
+// RetryPolicies returns the destinations' own retry policies by name, for
+// opledger.Options.DestinationRetryPolicies. Destinations without one are
+// absent and use the ledger's default.
+func (s *Set) RetryPolicies() map[string]opledger.RetryPolicy {
+	out := map[string]opledger.RetryPolicy{}
+	for name, d := range s.byName {
+		if p, ok := d.(RetryPolicyProvider); ok {
+			if rp := p.RetryPolicy(); rp != nil {
+				out[name] = *rp
+			}
+		}
+	}
+	return out
+}
+
+// Close closes every destination that holds resources (an io.Closer), for
+// example the idle connections of HTTP destinations.
+func (s *Set) Close() error {
+	var errs []error
+	for _, name := range s.names {
+		if c, ok := s.byName[name].(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close destination %s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validatePolicy mirrors the checks opledger.Open makes on a policy, so a
+// bad one is reported with its destination's name.
+func validatePolicy(p *opledger.RetryPolicy) error {
+	if p == nil {
+		return nil
+	}
+	if p.MaxAttempts < 1 {
+		return errors.New("retry: max attempts must be at least 1")
+	}
+	if p.InitialDelay < 0 || p.MaxDelay < 0 || p.Deadline < 0 {
+		return errors.New("retry: delays must not be negative")
+	}
+	if p.MaxDelay > 0 && p.InitialDelay > p.MaxDelay {
+		return errors.New("retry: initial delay is above max delay")
+	}
+	return nil
+}

@@ -1,0 +1,594 @@
+package destination
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/opledger/opledger"
+)
+
+// HTTP is a destination called over HTTP, built from an HTTPConfig by Load
+// or NewHTTP. It is safe for concurrent use. Its resolved header values
+// (credentials) appear in no error, log or method result.
+type HTTP struct {
+	name       string
+	caps       Capabilities
+	method     string
+	url        *template.Template
+	origin     string
+	body       *template.Template // nil: send the payload as it is
+	sendBody   bool
+	headers    http.Header
+	ref        pointer
+	timeout    time.Duration
+	client     *http.Client
+	policy     HTTPPolicy
+	idemHeader string
+	lookup     *httpLookup
+	retry      *opledger.RetryPolicy // nil: the ledger's default
+}
+
+// httpLookup is a configured lookup.
+type httpLookup struct {
+	method  string
+	url     *template.Template
+	origin  string
+	body    *template.Template
+	headers http.Header
+	results *pointer // nil: the answer is the record
+	ref     pointer
+	match   []matchRule
+}
+
+// matchRule compares one field of a found record with the intent.
+type matchRule struct {
+	record  pointer
+	payload *pointer
+	value   *template.Template
+}
+
+// DefaultTimeout bounds a call or lookup of an HTTP destination without a
+// configured timeout.
+const DefaultTimeout = 10 * time.Second
+
+// Size limits for answers: what is read, and what is saved as the
+// operation's response.
+const (
+	maxAnswerBytes = 1 << 20
+	maxSavedBytes  = 64 << 10
+)
+
+// build checks c and builds the destination; it returns every problem.
+func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
+	var probs []problem
+	add := func(msg string, path ...string) { probs = append(probs, problem{path, msg}) }
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &HTTP{name: c.Name, timeout: DefaultTimeout, policy: HTTPPolicy{Now: opts.Now}}
+
+	if c.Name == "" {
+		add("is required", "name")
+	} else if err := opledger.ValidateKey(c.Name); err != nil {
+		add(strings.TrimPrefix(err.Error(), "invalid key: "), "name")
+	}
+	h.method = strings.ToUpper(c.Method)
+	if h.method == "" {
+		h.method = http.MethodPost
+	}
+	switch h.method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodGet:
+	default:
+		add("must be POST, PUT, PATCH, DELETE or GET", "method")
+	}
+	var err error
+	if h.url, h.origin, err = urlTemplate("url", c.URL); err != nil {
+		add(err.Error(), "url")
+	}
+	switch {
+	case c.Body != "" && h.method == http.MethodGet:
+		add("a GET request has no body", "body")
+	case c.Body != "":
+		if h.body, err = newTemplate("body", c.Body); err != nil {
+			add(err.Error(), "body")
+		}
+		h.sendBody = true
+	default:
+		h.sendBody = h.method != http.MethodGet && h.method != http.MethodDelete
+	}
+	if c.Ref == "" {
+		add("is required: the JSON pointer to the effect's reference in the answer, e.g. /id", "ref")
+	} else if h.ref, err = parsePointer(c.Ref); err != nil {
+		add(err.Error(), "ref")
+	}
+	if c.Timeout > 0 {
+		h.timeout = time.Duration(c.Timeout)
+	}
+
+	if k := c.Idempotency; k != nil {
+		switch {
+		case k.Header != "" && !validHeaderName(k.Header):
+			add("not a valid header name", "idempotency", "header")
+		case k.Header == "" && !strings.Contains(c.Body, ".IdempotencyKey"):
+			add("is required unless the body template sends {{.IdempotencyKey}}", "idempotency", "header")
+		}
+		if k.Retention <= 0 {
+			add("is required: how long the destination remembers a key, e.g. 24h", "idempotency", "retention")
+		}
+		h.idemHeader = k.Header
+		h.caps.IdempotencyKey = &IdempotencyKey{Header: k.Header, Retention: time.Duration(k.Retention)}
+	}
+
+	var hp []problem
+	h.headers, hp = resolveHeaders(c.Headers, h.idemHeader, opts.LookupEnv, []string{"headers"})
+	probs = append(probs, hp...)
+	if h.headers.Get("User-Agent") == "" {
+		h.headers.Set("User-Agent", "opledger")
+	}
+
+	if u := c.UniqueReference; u != nil {
+		status := u.ConflictStatus
+		if status == 0 {
+			status = http.StatusConflict
+		}
+		if status < 400 || status > 499 {
+			add("must be a 4xx status", "unique_reference", "conflict_status")
+		}
+		if c.Lookup == nil {
+			add("needs a lookup: a conflict says a record exists, and only a lookup tells whether it is this operation's", "unique_reference")
+		}
+		h.caps.UniqueReference = &UniqueReference{ConflictStatus: status}
+		h.policy.ExistsStatus = status
+	}
+
+	if l := c.Lookup; l != nil {
+		lk, lp := buildLookup(l, h, opts.LookupEnv)
+		probs = append(probs, lp...)
+		h.lookup = lk
+		h.caps.Lookup = &Lookup{Authoritative: l.Authoritative, VisibilityDelay: time.Duration(l.VisibilityDelay)}
+	}
+
+	if c.Retry != nil {
+		p := c.Retry.Policy()
+		if err := validatePolicy(&p); err != nil {
+			add(strings.TrimPrefix(err.Error(), "retry: "), "retry")
+		}
+		h.retry = &p
+	}
+
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	transport := opts.Transport
+	if transport == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	h.client = &http.Client{
+		Transport: transport,
+		// A redirect after a side effect is an answer to record, not a
+		// second request to make.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return h, nil
+}
+
+func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)) (*httpLookup, []problem) {
+	var probs []problem
+	add := func(msg string, path ...string) {
+		probs = append(probs, problem{append([]string{"lookup"}, path...), msg})
+	}
+	lk := &httpLookup{method: strings.ToUpper(l.Method), ref: h.ref}
+	if lk.method == "" {
+		lk.method = http.MethodGet
+	}
+	switch lk.method {
+	case http.MethodGet, http.MethodPost:
+	default:
+		add("must be GET or POST", "method")
+	}
+	var err error
+	if lk.url, lk.origin, err = urlTemplate("lookup.url", l.URL); err != nil {
+		add(err.Error(), "url")
+	}
+	if l.Body != "" {
+		if lk.method == http.MethodGet {
+			add("a GET request has no body", "body")
+		} else if lk.body, err = newTemplate("lookup.body", l.Body); err != nil {
+			add(err.Error(), "body")
+		}
+	}
+	extra, hp := resolveHeaders(l.Headers, h.idemHeader, lookupEnv, []string{"lookup", "headers"})
+	probs = append(probs, hp...)
+	lk.headers = h.headers.Clone()
+	for k, v := range extra {
+		lk.headers[k] = v
+	}
+	if l.Results != nil {
+		p, err := parsePointer(*l.Results)
+		if err != nil {
+			add(err.Error(), "results")
+		}
+		lk.results = &p
+	}
+	if l.Ref != "" {
+		if lk.ref, err = parsePointer(l.Ref); err != nil {
+			add(err.Error(), "ref")
+		}
+	}
+	if len(l.Match) == 0 {
+		add("needs at least one entry: without a comparison, any record found would be trusted blindly", "match")
+	}
+	for i, m := range l.Match {
+		at := []string{"match", strconv.Itoa(i)}
+		var r matchRule
+		if m.Record == "" {
+			add("is required: a JSON pointer into the found record", append(at, "record")...)
+		} else if r.record, err = parsePointer(m.Record); err != nil {
+			add(err.Error(), append(at, "record")...)
+		}
+		switch {
+		case (m.Payload == "") == (m.Value == ""):
+			add("needs exactly one of payload (a JSON pointer into the payload) or value (a template)", at...)
+		case m.Payload != "":
+			p, err := parsePointer(m.Payload)
+			if err != nil {
+				add(err.Error(), append(at, "payload")...)
+			}
+			r.payload = &p
+		default:
+			if r.value, err = newTemplate("lookup.match.value", m.Value); err != nil {
+				add(err.Error(), append(at, "value")...)
+			}
+		}
+		lk.match = append(lk.match, r)
+	}
+	return lk, probs
+}
+
+// templateFuncs are the functions templates may call besides the
+// text/template built-ins (urlquery among them).
+var templateFuncs = template.FuncMap{
+	// json encodes a value as JSON, e.g. {"email": {{json .Payload.email}}}.
+	"json": func(v any) (string, error) {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return "", err
+		}
+		return strings.TrimSuffix(b.String(), "\n"), nil
+	},
+	// pathescape escapes a value for one URL path segment.
+	"pathescape": func(v any) string {
+		s, ok := scalarString(v)
+		if !ok {
+			s = fmt.Sprint(v)
+		}
+		return url.PathEscape(s)
+	},
+}
+
+func newTemplate(name, text string) (*template.Template, error) {
+	t, err := template.New(name).Option("missingkey=error").Funcs(templateFuncs).Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	return t, nil
+}
+
+// urlTemplate parses a URL template whose scheme and host are literal, so
+// that no payload can send a request elsewhere. It returns the template
+// and its origin (scheme://host).
+func urlTemplate(name, text string) (*template.Template, string, error) {
+	if text == "" {
+		return nil, "", errors.New("is required")
+	}
+	if strings.Contains(text, "${") {
+		return nil, "", errors.New("environment references are only expanded in headers; put credentials there")
+	}
+	scheme, rest, ok := strings.Cut(text, "://")
+	if !ok || (scheme != "http" && scheme != "https") {
+		return nil, "", errors.New("must start with http:// or https://")
+	}
+	hostEnd := strings.IndexAny(rest, "/?#")
+	if hostEnd < 0 {
+		hostEnd = len(rest)
+	}
+	host := rest[:hostEnd]
+	if host == "" || strings.Contains(host, "{{") || strings.Contains(host, "@") {
+		return nil, "", errors.New("the scheme and host must be written out, without template actions or user info")
+	}
+	t, err := newTemplate(name, text)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, scheme + "://" + host, nil
+}
+
+// templateData is what templates see.
+type templateData struct {
+	Tenant         string
+	Key            string
+	Action         string
+	Destination    string
+	Version        int64
+	IdempotencyKey string
+	// Payload is the stored, approved payload, decoded.
+	Payload any
+}
+
+func newTemplateData(op *opledger.Operation) (*templateData, error) {
+	d := &templateData{Tenant: op.Tenant, Key: op.Key, Action: op.Action, Destination: op.Destination,
+		Version: op.Version, IdempotencyKey: op.IdempotencyKey()}
+	if len(op.Payload) > 0 {
+		v, err := decodeJSON(op.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("decode payload: %w", err)
+		}
+		d.Payload = v
+	}
+	return d, nil
+}
+
+func render(t *template.Template, d *templateData) (string, error) {
+	var b strings.Builder
+	if err := t.Execute(&b, d); err != nil {
+		return "", fmt.Errorf("render %s: %w", t.Name(), err)
+	}
+	return b.String(), nil
+}
+
+// newRequest renders a request. Its errors are configuration or payload
+// problems found before anything was sent.
+func newRequest(ctx context.Context, method string, urlT *template.Template, origin string, bodyT *template.Template, rawBody []byte, headers http.Header, d *templateData) (*http.Request, error) {
+	u, err := render(urlT, d)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := url.Parse(u)
+	if err != nil || parsed.Scheme+"://"+parsed.Host != origin {
+		return nil, fmt.Errorf("render %s: the result is not a URL on %s", urlT.Name(), origin)
+	}
+	var body io.Reader
+	switch {
+	case bodyT != nil:
+		s, err := render(bodyT, d)
+		if err != nil {
+			return nil, err
+		}
+		body = strings.NewReader(s)
+	case rawBody != nil:
+		body = bytes.NewReader(rawBody)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, parsed.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header = headers.Clone()
+	if body != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
+	return req, nil
+}
+
+// Name is the destination's name.
+func (h *HTTP) Name() string { return h.name }
+
+// Capabilities are the declared capabilities.
+func (h *HTTP) Capabilities() Capabilities { return h.caps }
+
+// RetryPolicy is the destination's retry policy, or nil when the file
+// sets none and the ledger's default applies.
+func (h *HTTP) RetryPolicy() *opledger.RetryPolicy {
+	if h.retry == nil {
+		return nil
+	}
+	p := *h.retry
+	return &p
+}
+
+// Close closes idle connections.
+func (h *HTTP) Close() error {
+	h.client.CloseIdleConnections()
+	return nil
+}
+
+// Call sends the operation to the destination. A request that cannot be
+// built from the payload is rejected (nothing was sent); the answer is
+// classified by SendHTTP; a 2xx answer without a reference at the
+// configured pointer is uncertain (something probably happened, but what
+// cannot be confirmed). The idempotency key, if declared, is sent on every
+// attempt.
+func (h *HTTP) Call(ctx context.Context, call opledger.Call) (opledger.Result, error) {
+	d, err := newTemplateData(call.Operation)
+	if err != nil {
+		return opledger.Result{}, opledger.Rejected(err)
+	}
+	if call.IdempotencyKey != "" {
+		d.IdempotencyKey = call.IdempotencyKey
+	}
+	var raw []byte
+	if h.sendBody && h.body == nil {
+		raw = call.Operation.Payload
+		if raw == nil {
+			raw = []byte("null")
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	req, err := newRequest(ctx, h.method, h.url, h.origin, h.body, raw, h.headers, d)
+	if err != nil {
+		return opledger.Result{}, opledger.Rejected(err)
+	}
+	if h.idemHeader != "" {
+		req.Header.Set(h.idemHeader, d.IdempotencyKey)
+	}
+	resp, err := SendHTTP(h.client, req, h.policy)
+	if resp == nil {
+		return opledger.Result{}, err
+	}
+	defer resp.Body.Close()
+	answer, readErr := readAnswer(resp)
+	if err != nil {
+		return opledger.Result{Response: savable(answer)}, err
+	}
+	if readErr != nil {
+		return opledger.Result{}, opledger.Uncertain(fmt.Errorf("%s %s: %s, reading the answer failed: %w",
+			req.Method, req.URL.Host, resp.Status, readErr))
+	}
+	ref, err := refAt(answer, h.ref)
+	if err != nil {
+		return opledger.Result{Response: savable(answer)}, opledger.Uncertain(fmt.Errorf("%s %s: %s, but %w",
+			req.Method, req.URL.Host, resp.Status, err))
+	}
+	return opledger.Result{Ref: ref, Response: savable(answer)}, nil
+}
+
+// Lookup searches the destination for op's effect and compares the record
+// found with the intent. 404 means "not found" when the answer is a single
+// record; an empty results array means "not found" for a search. More than
+// one record is reported as found with other content: the operation is
+// then held, since the destination may hold a duplicate.
+func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation) (LookupResult, error) {
+	l := h.lookup
+	if l == nil {
+		return LookupResult{}, errors.New("destination " + h.name + " has no lookup")
+	}
+	d, err := newTemplateData(op)
+	if err != nil {
+		return LookupResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	req, err := newRequest(ctx, l.method, l.url, l.origin, l.body, nil, l.headers, d)
+	if err != nil {
+		return LookupResult{}, err
+	}
+	where := req.Method + " " + req.URL.Host
+	resp, err := SendHTTP(h.client, req, HTTPPolicy{Now: h.policy.Now})
+	if resp == nil {
+		return LookupResult{}, fmt.Errorf("lookup: %s", ErrorText(err))
+	}
+	defer resp.Body.Close()
+	if err != nil {
+		if resp.StatusCode == http.StatusNotFound && l.results == nil {
+			return LookupResult{Evidence: "lookup " + where + ": 404, no record"}, nil
+		}
+		return LookupResult{}, fmt.Errorf("lookup: %s", ErrorText(err))
+	}
+	answer, err := readAnswer(resp)
+	if err != nil {
+		return LookupResult{}, fmt.Errorf("lookup %s: read the answer: %w", where, err)
+	}
+	doc, err := decodeJSON(answer)
+	if err != nil {
+		return LookupResult{}, fmt.Errorf("lookup %s: the answer is not JSON", where)
+	}
+	record := doc
+	if l.results != nil {
+		v, ok := l.results.get(doc)
+		list, isList := v.([]any)
+		if !ok || !isList {
+			return LookupResult{}, fmt.Errorf("lookup %s: no array of results at %q", where, l.results.String())
+		}
+		switch len(list) {
+		case 0:
+			return LookupResult{Evidence: "lookup " + where + ": no record"}, nil
+		case 1:
+			record = list[0]
+		default:
+			return LookupResult{Found: true, Evidence: fmt.Sprintf(
+				"lookup %s: %d records carry this operation's reference; the destination may hold a duplicate", where, len(list))}, nil
+		}
+	}
+	refV, ok := l.ref.get(record)
+	ref, isScalar := scalarString(refV)
+	if !ok || !isScalar || ref == "" {
+		return LookupResult{}, fmt.Errorf("lookup %s: the record found has no reference at %q", where, l.ref.String())
+	}
+	var differ []string
+	for _, m := range l.match {
+		if !m.matches(record, d) {
+			differ = append(differ, m.record.String())
+		}
+	}
+	if len(differ) > 0 {
+		return LookupResult{Found: true, Ref: ref, Evidence: fmt.Sprintf(
+			"lookup %s: record %s differs from the intent at %s", where, ref, strings.Join(differ, ", "))}, nil
+	}
+	return LookupResult{Found: true, Matches: true, Ref: ref,
+		Evidence: "lookup " + where + ": record " + ref + " matches the intent"}, nil
+}
+
+// matches compares the record's field with the intent.
+func (m matchRule) matches(record any, d *templateData) bool {
+	got, ok := m.record.get(record)
+	if !ok {
+		return false
+	}
+	if m.payload != nil {
+		want, ok := m.payload.get(d.Payload)
+		return ok && jsonEqual(want, got)
+	}
+	want, err := render(m.value, d)
+	if err != nil {
+		return false
+	}
+	s, ok := scalarString(got)
+	return ok && s == want
+}
+
+// readAnswer reads at most maxAnswerBytes of an answer.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxAnswerBytes {
+		return nil, fmt.Errorf("the answer is larger than %d bytes", maxAnswerBytes)
+	}
+	return b, nil
+}
+
+// refAt extracts the reference at p from a JSON answer.
+func refAt(answer []byte, p pointer) (string, error) {
+	doc, err := decodeJSON(answer)
+	if err != nil {
+		return "", errors.New("the answer is not JSON")
+	}
+	v, ok := p.get(doc)
+	if !ok {
+		return "", fmt.Errorf("the answer has no reference at %q", p.String())
+	}
+	s, ok := scalarString(v)
+	if !ok || s == "" {
+		return "", fmt.Errorf("the value at %q is not a reference", p.String())
+	}
+	return s, nil
+}
+
+// savable returns the answer if it can be saved as the operation's
+// response: valid JSON of modest size.
+func savable(answer []byte) json.RawMessage {
+	if len(answer) == 0 || len(answer) > maxSavedBytes || !json.Valid(answer) {
+		return nil
+	}
+	return json.RawMessage(answer)
+}

@@ -1,0 +1,256 @@
+package destination_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/fakedest"
+)
+
+// operation builds an operation as the ledger would hand it over.
+func operation(key, payload string) *opledger.Operation {
+	return &opledger.Operation{Tenant: "default", Key: key, Action: "crm.create", Destination: "crm",
+		Version: 1, Payload: json.RawMessage(payload)}
+}
+
+func call(op *opledger.Operation) opledger.Call {
+	return opledger.Call{Operation: op, AttemptID: "A1", IdempotencyKey: op.IdempotencyKey()}
+}
+
+// crmConfig is a destination on a fakedest server.
+func crmConfig(url string) destination.HTTPConfig {
+	results := "/items"
+	return destination.HTTPConfig{
+		Name: "crm", URL: url + "/records", Ref: "/id",
+		Headers:     map[string]string{"Authorization": "Bearer ${CRM_TOKEN}"},
+		Body:        `{"external_ref": {{json .Key}}, "name": {{json .Payload.name}}, "units": {{json .Payload.units}}}`,
+		Idempotency: &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(24 * 3600e9)},
+		Lookup: &destination.LookupConfig{
+			URL: url + "/records?external_ref={{urlquery .Key}}", Results: &results, Authoritative: true,
+			Match: []destination.MatchConfig{{Record: "/external_ref", Value: "{{.Key}}"}, {Record: "/units", Payload: "/units"}},
+		},
+	}
+}
+
+func newHTTP(t *testing.T, c destination.HTTPConfig) *destination.HTTP {
+	t.Helper()
+	h, err := destination.NewHTTP(c, destination.LoadOptions{LookupEnv: env(map[string]string{"CRM_TOKEN": "crm-s3cret"})})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, h.Close()) })
+	return h
+}
+
+// capture is a destination server that records what it received.
+type capture struct {
+	mu      sync.Mutex
+	headers http.Header
+	body    string
+	method  string
+	path    string
+	status  int
+	answer  string
+}
+
+func (c *capture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	c.mu.Lock()
+	c.headers, c.body, c.method, c.path = r.Header.Clone(), string(b), r.Method, r.URL.RequestURI()
+	status, answer := c.status, c.answer
+	c.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, answer)
+}
+
+func TestHTTPCall(t *testing.T) {
+	t.Parallel()
+	c := &capture{status: 201, answer: `{"id": 4711, "state": "open"}`}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	h := newHTTP(t, crmConfig(srv.URL))
+	op := operation("intake:I17:create", `{"name": "Ada \"the\" <first>", "units": 2}`)
+
+	res, err := h.Call(context.Background(), call(op))
+	require.NoError(t, err)
+	require.Equal(t, "4711", res.Ref, "a number reference becomes text")
+	require.JSONEq(t, `{"id": 4711, "state": "open"}`, string(res.Response))
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Equal(t, http.MethodPost, c.method)
+	require.Equal(t, "/records", c.path)
+	require.JSONEq(t, `{"external_ref": "intake:I17:create", "name": "Ada \"the\" <first>", "units": 2}`, c.body)
+	require.Equal(t, "Bearer crm-s3cret", c.headers.Get("Authorization"))
+	require.Equal(t, op.IdempotencyKey(), c.headers.Get("Idempotency-Key"))
+	require.Equal(t, "application/json", c.headers.Get("Content-Type"))
+	require.Equal(t, "opledger", c.headers.Get("User-Agent"))
+}
+
+func TestHTTPCallPayloadAsBody(t *testing.T) {
+	t.Parallel()
+	c := &capture{status: 200, answer: `{"message_id": "m-1"}`}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	h := newHTTP(t, destination.HTTPConfig{Name: "email", Method: "put", URL: srv.URL + "/send/{{pathescape .Payload.to}}", Ref: "/message_id"})
+	res, err := h.Call(context.Background(), call(operation("mail:1", `{"to": "a b/c", "n": 1}`)))
+	require.NoError(t, err)
+	require.Equal(t, "m-1", res.Ref)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Equal(t, http.MethodPut, c.method)
+	require.Equal(t, "/send/a%20b%2Fc", c.path)
+	require.JSONEq(t, `{"to": "a b/c", "n": 1}`, c.body, "no body template: the stored payload as it is")
+	require.Empty(t, c.headers.Get("Idempotency-Key"), "no key declared, none sent")
+}
+
+func TestHTTPCallOutcomes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		status int
+		answer string
+		want   opledger.Outcome
+		ref    string
+		saved  bool
+	}{
+		{"no reference in a 2xx", 201, `{"state": "open"}`, opledger.OutcomeUncertain, "", true},
+		{"not JSON", 200, `created`, opledger.OutcomeUncertain, "", false},
+		{"object reference", 200, `{"id": {"a": 1}}`, opledger.OutcomeUncertain, "", true},
+		{"rejected keeps the answer", 422, `{"error": "email invalid"}`, opledger.OutcomeRejected, "", true},
+		{"server error", 502, `<html>bad gateway</html>`, opledger.OutcomeUncertain, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(&capture{status: tc.status, answer: tc.answer})
+			t.Cleanup(srv.Close)
+			h := newHTTP(t, crmConfig(srv.URL))
+			res, err := h.Call(context.Background(), call(operation("k1", `{"name": "Ada", "units": 2}`)))
+			require.Error(t, err)
+			got, _ := opledger.OutcomeOf(err)
+			require.Equal(t, tc.want, got, "%v", err)
+			require.Equal(t, tc.saved, res.Response != nil)
+			require.NotContains(t, err.Error(), "Ada")
+			require.NotContains(t, err.Error(), "crm-s3cret")
+		})
+	}
+}
+
+func TestHTTPCallRejectsBadPayloadBeforeSending(t *testing.T) {
+	t.Parallel()
+	fd := fakedest.New(t, fakedest.Options{})
+	h := newHTTP(t, crmConfig(fd.URL()))
+	_, err := h.Call(context.Background(), call(operation("k1", `{"name": "Ada"}`)))
+	got, _ := opledger.OutcomeOf(err)
+	require.Equal(t, opledger.OutcomeRejected, got)
+	require.ErrorContains(t, err, `map has no entry for key "units"`)
+	require.Zero(t, fd.Creates(), "nothing was sent")
+}
+
+func TestHTTPCallConflictMeansExists(t *testing.T) {
+	t.Parallel()
+	fd := fakedest.New(t, fakedest.Options{Unique: true})
+	cfg := crmConfig(fd.URL())
+	cfg.UniqueReference = &destination.UniqueReferenceConfig{}
+	cfg.Idempotency = nil
+	h := newHTTP(t, cfg)
+	op := operation("k1", `{"name": "Ada", "units": 2}`)
+	_, err := h.Call(context.Background(), call(op))
+	require.NoError(t, err)
+	_, err = h.Call(context.Background(), call(op))
+	got, _ := opledger.OutcomeOf(err)
+	require.Equal(t, opledger.OutcomeUncertain, got, "the record exists: look it up, do not fail")
+	require.ErrorIs(t, err, destination.ErrExists)
+	require.Equal(t, 1, fd.Effects())
+
+	// Without a unique reference declared, the same 409 is a refusal.
+	plain := crmConfig(fd.URL())
+	plain.Name = "crm2"
+	_, err = newHTTP(t, plain).Call(context.Background(), call(op))
+	got, _ = opledger.OutcomeOf(err)
+	require.Equal(t, opledger.OutcomeRejected, got)
+	require.False(t, errors.Is(err, destination.ErrExists))
+}
+
+func TestHTTPLookup(t *testing.T) {
+	t.Parallel()
+	fd := fakedest.New(t, fakedest.Options{})
+	h := newHTTP(t, crmConfig(fd.URL()))
+	ctx := context.Background()
+	op := operation("intake:I17:create", `{"name": "Ada", "units": 2}`)
+
+	res, err := h.Lookup(ctx, op)
+	require.NoError(t, err)
+	require.Equal(t, destination.LookupResult{Evidence: "lookup GET " + strings.TrimPrefix(fd.URL(), "http://") + ": no record"}, res)
+
+	_, err = h.Call(ctx, call(op))
+	require.NoError(t, err)
+	res, err = h.Lookup(ctx, op)
+	require.NoError(t, err)
+	require.True(t, res.Found)
+	require.True(t, res.Matches)
+	require.Equal(t, "R1", res.Ref)
+	require.Contains(t, res.Evidence, "record R1 matches the intent")
+
+	// Same reference, other content: found, no match.
+	other := operation("intake:I17:create", `{"name": "Ada", "units": 3.0}`)
+	res, err = h.Lookup(ctx, other)
+	require.NoError(t, err)
+	require.True(t, res.Found)
+	require.False(t, res.Matches)
+	require.Contains(t, res.Evidence, "differs from the intent at /units")
+	require.NotContains(t, res.Evidence, "Ada", "evidence names fields, never values")
+
+	// Numbers compare by value.
+	res, err = h.Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2.0}`))
+	require.NoError(t, err)
+	require.True(t, res.Matches)
+
+	// Two records with one reference: a possible duplicate, never a match.
+	fd.Put("intake:I17:create", map[string]any{"units": json.Number("2")})
+	res, err = h.Lookup(ctx, op)
+	require.NoError(t, err)
+	require.True(t, res.Found)
+	require.False(t, res.Matches)
+	require.Contains(t, res.Evidence, "2 records")
+
+	// A failing lookup is an error, not "not found".
+	fd.FailLookups(1)
+	_, err = h.Lookup(ctx, op)
+	require.ErrorContains(t, err, "lookup: GET")
+	require.ErrorContains(t, err, "502 Bad Gateway")
+}
+
+func TestHTTPLookupSingleRecord(t *testing.T) {
+	t.Parallel()
+	fd := fakedest.New(t, fakedest.Options{})
+	ctx := context.Background()
+	cfg := destination.HTTPConfig{Name: "crm", URL: fd.URL() + "/records", Ref: "/id",
+		Lookup: &destination.LookupConfig{URL: fd.URL() + "/records/{{pathescape .Payload.id}}",
+			Match: []destination.MatchConfig{{Record: "/name", Payload: "/name"}}}}
+	h := newHTTP(t, cfg)
+	res, err := h.Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`))
+	require.NoError(t, err)
+	require.False(t, res.Found, "404 on a single-record lookup means not found")
+
+	fd.Put("", map[string]any{"name": "Ada"})
+	res, err = h.Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`))
+	require.NoError(t, err)
+	require.Equal(t, destination.LookupResult{Found: true, Matches: true, Ref: "R1",
+		Evidence: "lookup GET " + strings.TrimPrefix(fd.URL(), "http://") + ": record R1 matches the intent"}, res)
+
+	// A record without a reference cannot be trusted.
+	cfg.Name, cfg.Lookup.Ref = "crm2", "/missing"
+	_, err = newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`))
+	require.ErrorContains(t, err, `has no reference at "/missing"`)
+}

@@ -1,0 +1,255 @@
+package destination
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/opledger/opledger"
+)
+
+// HTTPPolicy tunes how SendHTTP and ClassifyStatus read a destination's
+// answers.
+type HTTPPolicy struct {
+	// ExistsStatus is the status with which a destination that enforces a
+	// unique external reference refuses a duplicate create (usually 409).
+	// That answer means "already exists": it is uncertain and matches
+	// ErrExists. Zero means the destination has no unique reference, and a
+	// 409 is rejected like any other refusal.
+	ExistsStatus int
+	// Now is the clock used for a Retry-After date when the response has
+	// no Date header. Default time.Now.
+	Now func() time.Time
+}
+
+// StatusError is a destination's answer with a status other than 2xx.
+type StatusError struct {
+	// Method and Host of the request; never the path or query, which may
+	// carry payload data.
+	Method, Host string
+	// StatusCode and Status ("422 Unprocessable Entity") of the answer.
+	StatusCode int
+	Status     string
+	// RetryAfter is the parsed Retry-After header, zero if absent.
+	RetryAfter time.Duration
+	// Exists: the status is the destination's "already exists" conflict.
+	Exists bool
+}
+
+func (e *StatusError) Error() string {
+	msg := e.Method + " " + e.Host + ": " + e.Status
+	if e.RetryAfter > 0 {
+		msg += " (retry after " + e.RetryAfter.String() + ")"
+	}
+	if e.Exists {
+		msg += ": " + ErrExists.Error()
+	}
+	return msg
+}
+
+// Is matches ErrExists for the destination's conflict status.
+func (e *StatusError) Is(target error) bool { return e.Exists && target == ErrExists }
+
+// SendError is a request that got no answer.
+type SendError struct {
+	// Method and Host of the request; never the path or query.
+	Method, Host string
+	// Written: the whole request was handed to the network, so the
+	// destination may have acted on it.
+	Written bool
+	// Err is the transport's error, without the URL.
+	Err error
+}
+
+func (e *SendError) Error() string {
+	what := "not sent"
+	if e.Written {
+		what = "sent, no answer"
+	}
+	return e.Method + " " + e.Host + ": " + what + ": " + e.Err.Error()
+}
+
+// Unwrap returns the transport's error.
+func (e *SendError) Unwrap() error { return e.Err }
+
+// SendHTTP sends req with client and classifies the result for the ledger:
+//
+//   - a 2xx answer returns the response and a nil error;
+//   - any other answer returns the response (body open) together with the
+//     classified *StatusError of ClassifyStatus;
+//   - no answer returns a *SendError classified by whether the request was
+//     written: retryable when it provably never left (connection refused,
+//     DNS failure, no connection at all, a write that failed), uncertain
+//     when it may have reached the destination (a timeout, reset or
+//     cancellation after the request was written).
+//
+// The caller closes resp.Body whenever resp is not nil. Whether the request
+// was written is read from net/http/httptrace (GotConn, WroteRequest); a
+// request whose write neither finished nor failed before the error counts
+// as written. SendHTTP also makes a request with a body non-replayable, so
+// that net/http never silently resends it on a fresh connection: every send
+// is an attempt on record. Redirects should not be followed for side
+// effects; clients made by this package return 3xx answers as they are.
+func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Response, error) {
+	tr := &writeTrace{}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), tr.clientTrace()))
+	if req.Body != nil && req.Body != http.NoBody {
+		// net/http resends a request on a reused connection that died
+		// only if it can rewind the body (GetBody) and deems the request
+		// replayable. Without GetBody it never does.
+		req.GetBody = nil
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL may carry payload data
+		}
+		se := &SendError{Method: req.Method, Host: req.URL.Host, Written: tr.mayHaveReached(), Err: err}
+		if se.Written {
+			return nil, opledger.Uncertain(se)
+		}
+		return nil, opledger.Retryable(se, 0)
+	}
+	if err := ClassifyStatus(resp, p); err != nil {
+		return resp, err
+	}
+	return resp, nil
+}
+
+// ClassifyStatus classifies a destination's answer by its status: nil for
+// 2xx, otherwise a *StatusError marked as
+//
+//   - uncertain for p.ExistsStatus (matching ErrExists), for 500, 502, 504
+//     and any other 5xx or unexpected status: the destination may have
+//     acted;
+//   - retryable for 429, 503, 408 and 425, with the Retry-After header
+//     (seconds or an HTTP date): the destination did not act;
+//   - rejected for the other 4xx (400, 401, 403, 404, 409, 422, ...) and
+//     for 501 and 505: refused before any effect, repair the cause first.
+func ClassifyStatus(resp *http.Response, p HTTPPolicy) error {
+	code := resp.StatusCode
+	if code >= 200 && code <= 299 {
+		return nil
+	}
+	host := ""
+	method := ""
+	if resp.Request != nil {
+		method = resp.Request.Method
+		if resp.Request.URL != nil {
+			host = resp.Request.URL.Host
+		}
+	}
+	status := resp.Status
+	if status == "" {
+		status = strconv.Itoa(code) + " " + http.StatusText(code)
+	}
+	se := &StatusError{Method: method, Host: host, StatusCode: code, Status: status}
+	switch {
+	case p.ExistsStatus != 0 && code == p.ExistsStatus:
+		se.Exists = true
+		return opledger.Uncertain(se)
+	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable,
+		code == http.StatusRequestTimeout, code == http.StatusTooEarly:
+		now := time.Now
+		if p.Now != nil {
+			now = p.Now
+		}
+		se.RetryAfter = ParseRetryAfter(resp.Header, now())
+		return opledger.Retryable(se, se.RetryAfter)
+	case code == http.StatusNotImplemented, code == http.StatusHTTPVersionNotSupported:
+		return opledger.Rejected(se)
+	case code >= 400 && code <= 499:
+		return opledger.Rejected(se)
+	}
+	// 500, 502, 504, other 5xx, and 1xx or 3xx as a final answer.
+	return opledger.Uncertain(se)
+}
+
+// maxRetryAfter bounds a Retry-After so that absurd values cannot overflow;
+// the retry policy's deadline decides whether such a wait is acceptable.
+const maxRetryAfter = 366 * 24 * time.Hour
+
+// ParseRetryAfter reads a Retry-After header (RFC 9110 section 10.2.3): a
+// number of seconds, or an HTTP date. A date is measured from the
+// response's Date header when there is one (so the two clocks involved are
+// both the destination's), otherwise from now. Missing, malformed or past
+// values give zero.
+func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		if secs > int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		return time.Duration(secs) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		now = date
+	}
+	d := at.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	return min(d, maxRetryAfter)
+}
+
+// writeTrace records how far a request got. net/http may try a request
+// on more than one connection, so the hooks count.
+type writeTrace struct {
+	conns     atomic.Int32 // connections obtained: writing may start on each
+	wrote     atomic.Int32 // requests written completely
+	writeFail atomic.Int32 // writes that failed
+}
+
+func (w *writeTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { w.conns.Add(1) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err != nil {
+				w.writeFail.Add(1)
+			} else {
+				w.wrote.Add(1)
+			}
+		},
+	}
+}
+
+// mayHaveReached reports whether the destination may have received a whole
+// request. Without a connection nothing left; a write that failed delivered
+// an incomplete request, which a server cannot act on. A write that
+// finished, or whose end was not observed, may have reached it.
+func (w *writeTrace) mayHaveReached() bool {
+	conns := w.conns.Load()
+	if conns == 0 {
+		return false
+	}
+	return w.wrote.Load() > 0 || w.writeFail.Load() < conns
+}
+
+// ErrorText is an error's text for operators and timelines, without the
+// outcome mark that opledger's classification puts in front
+// ("retryable: ...").
+func ErrorText(err error) string {
+	s := err.Error()
+	for _, o := range []opledger.Outcome{opledger.OutcomeRejected, opledger.OutcomeRetryable, opledger.OutcomeUncertain} {
+		if rest, ok := strings.CutPrefix(s, string(o)+": "); ok {
+			return rest
+		}
+	}
+	return s
+}

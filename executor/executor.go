@@ -1,0 +1,380 @@
+// Package executor runs the operations of configured destinations: a pool
+// of workers that claim due operations of every tenant
+// (opledger.Ledger.ClaimNext), mark the dispatch, call the destination and
+// report the outcome. It settles expired leases on the way, and shuts down
+// gracefully: it stops claiming first, lets calls in flight finish, and
+// gives back (opledger.Ledger.Release) any claim it has not dispatched, so
+// that no claim is left for its lease to expire.
+//
+// RunOnce makes one attempt synchronously; tests and simulations use it to
+// drive the executor step by step.
+//
+// Logs carry the tenant, destination, attempt id, outcome and state, never
+// operation keys, idempotency keys, payloads or credentials.
+//
+// Allowed imports: opledger, opledger/destination, the standard library.
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+)
+
+// ErrStopping is the cause with which the executor cancels what it must
+// interrupt when it stops.
+var ErrStopping = errors.New("executor stopping")
+
+// Config configures an Executor. Zero values take the documented defaults.
+type Config struct {
+	// Destinations are the destinations whose operations this executor
+	// runs. Required.
+	Destinations *destination.Set
+	// Workers is the number of concurrent attempts. Default 4.
+	Workers int
+	// Worker names this executor in attempts and timelines; each worker
+	// goroutine appends "/<n>". Default "executor@<host>:<pid>".
+	Worker string
+	// Lease is how long a claim holds an operation. Default 30 s.
+	Lease time.Duration
+	// CallTimeout bounds one destination call; it must be shorter than
+	// Lease so that the report arrives while the claim still holds.
+	// Default two thirds of Lease.
+	CallTimeout time.Duration
+	// PollInterval is how long a worker waits after finding nothing due.
+	// Default 1 s.
+	PollInterval time.Duration
+	// SweepInterval is how often expired leases are settled. Default 5 s;
+	// negative disables the sweep (when something else runs
+	// Ledger.ExpireLeases).
+	SweepInterval time.Duration
+	// Logger receives one line per attempt and per problem. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Executor runs attempts for configured destinations. Start and Stop run
+// the worker pool; RunOnce makes one attempt.
+type Executor struct {
+	ledger *opledger.Ledger
+	dests  *destination.Set
+	names  []string
+	cfg    Config
+	log    *slog.Logger
+
+	mu          sync.Mutex
+	started     bool
+	stopped     bool
+	stopClaims  context.CancelCauseFunc
+	cancelCalls context.CancelCauseFunc
+	wg          sync.WaitGroup
+
+	// stopping is closed when Stop begins.
+	stopping chan struct{}
+	// Test hooks: beforeDispatch runs between claim and dispatch,
+	// afterSweep after each lease sweep.
+	beforeDispatch func(stop context.Context)
+	afterSweep     func(settled int, err error)
+}
+
+// New returns an executor for l; it runs nothing until Start or RunOnce.
+func New(l *opledger.Ledger, cfg Config) (*Executor, error) {
+	if cfg.Destinations == nil || cfg.Destinations.Len() == 0 {
+		return nil, errors.New("executor: no destinations configured")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Worker == "" {
+		host, _ := os.Hostname()
+		cfg.Worker = "executor@" + host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = cfg.Lease * 2 / 3
+	}
+	if cfg.CallTimeout >= cfg.Lease {
+		return nil, fmt.Errorf("executor: call timeout %s must be shorter than the lease %s", cfg.CallTimeout, cfg.Lease)
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Executor{ledger: l, dests: cfg.Destinations, names: cfg.Destinations.Names(), cfg: cfg,
+		log: cfg.Logger.With("component", "executor"), stopping: make(chan struct{})}, nil
+}
+
+// run is the pair of contexts one attempt runs under.
+type run struct {
+	// stop is cancelled when no new attempt may start: a claim not yet
+	// dispatched is then given back.
+	stop context.Context
+	// calls is cancelled when calls in flight must end.
+	calls context.Context
+}
+
+// RunOnce claims one due operation of the configured destinations and
+// makes its attempt: dispatch, call, report. It returns the operation as
+// the report left it, or nil when nothing was due (or the claim was given
+// back because ctx ended before dispatch). Cancelling ctx during the call
+// cancels the call; the outcome is reported regardless.
+func (e *Executor) RunOnce(ctx context.Context) (*opledger.Operation, error) {
+	return e.step(run{stop: ctx, calls: ctx}, e.cfg.Worker)
+}
+
+// Start starts the worker pool and the lease sweep. Cancelling ctx stops
+// claiming, like Stop, but only Stop waits for the workers and can cancel
+// calls in flight; call Stop in any case. An executor starts once.
+func (e *Executor) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return errors.New("executor: already started")
+	}
+	e.started = true
+	stop, stopClaims := context.WithCancelCause(ctx)
+	calls, cancelCalls := context.WithCancelCause(context.WithoutCancel(ctx))
+	e.stopClaims, e.cancelCalls = stopClaims, cancelCalls
+	r := run{stop: stop, calls: calls}
+	for i := range e.cfg.Workers {
+		e.wg.Add(1)
+		go e.work(r, e.cfg.Worker+"/"+strconv.Itoa(i+1))
+	}
+	if e.cfg.SweepInterval > 0 {
+		e.wg.Add(1)
+		go e.sweep(stop)
+	}
+	e.log.Info("executor started", "workers", e.cfg.Workers, "destinations", strings.Join(e.names, ","))
+	return nil
+}
+
+// Stop shuts the executor down: no new claim is made, a claim not yet
+// dispatched is given back (the operation is pending again at once), and
+// calls in flight run to their end and are reported. If ctx ends first,
+// the calls still in flight are cancelled with ErrStopping as the cause,
+// reported (as uncertain, or retryable if the request never left), and
+// Stop returns ctx's error once they are. Stop returns when every worker
+// goroutine has ended.
+func (e *Executor) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started || e.stopped {
+		e.mu.Unlock()
+		return nil
+	}
+	e.stopped = true
+	e.mu.Unlock()
+
+	e.stopClaims(ErrStopping)
+	close(e.stopping)
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("stop executor: calls in flight cancelled: %w", context.Cause(ctx))
+		e.cancelCalls(fmt.Errorf("%w: %w", ErrStopping, context.Cause(ctx)))
+		<-done
+	}
+	e.cancelCalls(ErrStopping)
+	e.log.Info("executor stopped")
+	return err
+}
+
+// work is one worker goroutine: attempts until nothing is due, then a
+// pause, until stopped.
+func (e *Executor) work(r run, worker string) {
+	defer e.wg.Done()
+	timer := time.NewTimer(e.cfg.PollInterval)
+	defer timer.Stop()
+	for {
+		for r.stop.Err() == nil {
+			op, err := e.step(r, worker)
+			if err != nil {
+				e.log.Error("attempt failed", "worker", worker, "error", err)
+			}
+			if op == nil || err != nil {
+				break // nothing due, or a problem: pause before the next try
+			}
+		}
+		timer.Reset(e.cfg.PollInterval)
+		select {
+		case <-r.stop.Done():
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// sweep settles expired leases periodically.
+func (e *Executor) sweep(stop context.Context) {
+	defer e.wg.Done()
+	t := time.NewTicker(e.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop.Done():
+			return
+		case <-t.C:
+			n, err := e.ledger.ExpireLeases(stop)
+			switch {
+			case err != nil && stop.Err() == nil:
+				e.log.Error("expire leases", "error", err)
+			case n > 0:
+				e.log.Info("settled expired leases", "count", n)
+			}
+			if e.afterSweep != nil {
+				e.afterSweep(n, err)
+			}
+		}
+	}
+}
+
+// step claims one operation and makes its attempt.
+func (e *Executor) step(r run, worker string) (*opledger.Operation, error) {
+	if r.stop.Err() != nil {
+		return nil, nil
+	}
+	// Store writes run to completion even when stopping: a claim whose
+	// result went unseen would be left for its lease.
+	bg := context.WithoutCancel(r.stop)
+	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
+		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true})
+	if errors.Is(err, opledger.ErrNothingDue) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim next: %w", err)
+	}
+	return e.attempt(r, bg, c)
+}
+
+// attempt dispatches, calls and reports one claimed operation.
+func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim) (*opledger.Operation, error) {
+	op := c.Operation
+	log := e.log.With("tenant", op.Tenant, "destination", op.Destination, "attempt_id", c.AttemptID)
+	tl, err := e.ledger.WithTenant(op.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("attempt %s: %w", c.AttemptID, err)
+	}
+	if e.beforeDispatch != nil {
+		e.beforeDispatch(r.stop)
+	}
+	dest, ok := e.dests.Get(op.Destination)
+	if !ok {
+		return nil, e.release(bg, tl, c, log, "destination "+op.Destination+" is not configured in this executor")
+	}
+	if cause := context.Cause(r.stop); cause != nil {
+		return nil, e.release(bg, tl, c, log, "given back before dispatch: "+cause.Error())
+	}
+	if _, err := tl.Dispatch(bg, op.Key, c.AttemptID, c.FencingToken); err != nil {
+		if errors.Is(err, opledger.ErrStaleFencingToken) {
+			log.Warn("claim lost before dispatch; nothing was sent")
+			return nil, nil
+		}
+		// Nothing was sent. Whether the mark landed is unknown: give the
+		// claim back, or, if it did land, report that nothing went out.
+		err = fmt.Errorf("dispatch attempt %s: %w", c.AttemptID, err)
+		_, rerr := tl.Release(bg, op.Key, c.AttemptID, c.FencingToken, "dispatch mark failed; nothing was sent")
+		if errors.Is(rerr, opledger.ErrAlreadyDispatched) {
+			_, rerr = tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
+				Error: "the call was not made: recording the dispatch failed"})
+		}
+		if rerr != nil && !errors.Is(rerr, opledger.ErrStaleFencingToken) {
+			err = errors.Join(err, fmt.Errorf("settle attempt %s: %w", c.AttemptID, rerr))
+		}
+		return nil, e.redact(op.Key, err)
+	}
+
+	callCtx, cancel := context.WithTimeout(r.calls, e.cfg.CallTimeout)
+	res, callErr := dest.Call(callCtx, opledger.Call{Operation: op, AttemptID: c.AttemptID,
+		IdempotencyKey: c.IdempotencyKey, Protected: c.Protected})
+	cancel()
+	report := reportFor(res, callErr, context.Cause(r.calls))
+
+	after, err := tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, report)
+	var stale *opledger.StaleError
+	if errors.As(err, &stale) {
+		log.Warn("late report kept as evidence", "outcome", report.Outcome, "state", stale.Operation.State)
+		return stale.Operation, nil
+	}
+	if err != nil {
+		return nil, e.redact(op.Key, fmt.Errorf("report attempt %s: %w", c.AttemptID, err))
+	}
+	log.Info("attempt reported", "outcome", report.Outcome, "state", after.State, "protected", c.Protected,
+		"attempt", after.AttemptCount)
+	return after, nil
+}
+
+// release gives back a claim that was not dispatched.
+func (e *Executor) release(bg context.Context, tl *opledger.Ledger, c *opledger.Claim, log *slog.Logger, reason string) error {
+	if _, err := tl.Release(bg, c.Operation.Key, c.AttemptID, c.FencingToken, reason); err != nil {
+		if errors.Is(err, opledger.ErrStaleFencingToken) {
+			return nil // the lease already ran out and was settled
+		}
+		return e.redact(c.Operation.Key, fmt.Errorf("release attempt %s: %w", c.AttemptID, err))
+	}
+	log.Info("claim given back before dispatch", "reason", reason)
+	return nil
+}
+
+// redact removes an operation key from an error meant for logs.
+func (e *Executor) redact(key string, err error) error {
+	if err == nil || !strings.Contains(err.Error(), key) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), key, "<key>"))
+}
+
+// maxRefLength is the longest destination reference the ledger stores.
+const maxRefLength = 200
+
+// reportFor turns a call's result into the report for the ledger.
+func reportFor(res opledger.Result, err error, stopCause error) opledger.Report {
+	switch {
+	case err != nil:
+	case res.Ref == "":
+		err = opledger.Uncertain(errors.New("the destination answered without a reference"))
+	case len(res.Ref) > maxRefLength:
+		err = opledger.Uncertain(fmt.Errorf("the destination's reference is longer than %d bytes", maxRefLength))
+	default:
+		return opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: res.Ref, Response: validJSON(res.Response)}
+	}
+	outcome, after := opledger.OutcomeOf(err)
+	text := destination.ErrorText(err)
+	if stopCause != nil {
+		text += " (call cancelled: " + stopCause.Error() + ")"
+	}
+	r := opledger.Report{Outcome: outcome, Error: text, RetryAfter: after}
+	if outcome == opledger.OutcomeRejected {
+		r.Response = validJSON(res.Response) // why it was refused, for the operator
+	}
+	return r
+}
+
+func validJSON(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,276 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/executor"
+	"github.com/opledger/opledger/internal/testrig"
+)
+
+// slow is a Go destination whose calls wait until released or cancelled.
+type slow struct {
+	started chan struct{}
+	release chan struct{}
+	n       atomic.Int32
+	mu      sync.Mutex
+	ctxErr  []error
+}
+
+func newSlow() *slow {
+	return &slow{started: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (s *slow) Name() string                           { return "slow" }
+func (s *slow) Capabilities() destination.Capabilities { return destination.Capabilities{} }
+func (s *slow) Call(ctx context.Context, _ opledger.Call) (opledger.Result, error) {
+	n := s.n.Add(1)
+	s.started <- struct{}{}
+	select {
+	case <-s.release:
+		s.mu.Lock()
+		s.ctxErr = append(s.ctxErr, ctx.Err())
+		s.mu.Unlock()
+		return opledger.Result{Ref: "S" + strconv.Itoa(int(n))}, nil
+	case <-ctx.Done():
+		return opledger.Result{}, context.Cause(ctx)
+	}
+}
+
+func withSlow(s *slow) func(*testrig.Options) {
+	return func(o *testrig.Options) { o.Extra = []destination.Destination{s} }
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	_, err := executor.New(nil, executor.Config{})
+	require.ErrorContains(t, err, "no destinations")
+	set, err := destination.NewSet(newSlow())
+	require.NoError(t, err)
+	_, err = executor.New(nil, executor.Config{Destinations: set, Lease: time.Second, CallTimeout: time.Second})
+	require.ErrorContains(t, err, "must be shorter than the lease")
+}
+
+// Stop lets a call in flight finish, uncancelled, and reports it.
+func TestStopFinishesCallsInFlight(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		s := newSlow()
+		r := testrig.New(t, newDSN, withSlow(s))
+		r.Record("slow:1", "slow", `{}`)
+		require.NoError(t, r.Exec.Start(r.Ctx))
+		<-s.started
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- r.Exec.Stop(context.Background()) }()
+		<-r.Exec.StopBegun()
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned (%v) while a call was in flight", err)
+		default:
+		}
+		close(s.release)
+		require.NoError(t, <-stopped)
+
+		op := r.Get("slow:1")
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, "S1", op.DestinationRef)
+		s.mu.Lock()
+		require.Equal(t, []error{nil}, s.ctxErr, "the call was not cancelled")
+		s.mu.Unlock()
+		require.NoError(t, r.Exec.Stop(r.Ctx), "a second Stop is harmless")
+		require.Error(t, r.Exec.Start(r.Ctx), "an executor starts once")
+	})
+}
+
+// A claim that is not dispatched when shutdown begins is given back at
+// once, not left for its lease.
+func TestStopGivesBackUndispatchedClaim(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:S1:create", "crm", `{"units": 1}`)
+		claimed := make(chan struct{})
+		r.Exec.SetBeforeDispatch(func(stop context.Context) {
+			close(claimed)
+			<-stop.Done() // shutdown begins while the claim is held
+		})
+		require.NoError(t, r.Exec.Start(r.Ctx))
+		<-claimed
+		require.NoError(t, r.Exec.Stop(context.Background()))
+
+		op := r.Get("intake:S1:create")
+		require.Equal(t, opledger.StatePending, op.State, "due again at once")
+		require.Nil(t, op.LeaseExpiresAt)
+		require.False(t, op.Dispatched)
+		attempts := r.Attempts("intake:S1:create")
+		require.Len(t, attempts, 1)
+		require.Equal(t, opledger.AttemptAbandoned, attempts[0].Outcome)
+		require.Contains(t, r.Evidence("intake:S1:create", "released before dispatch"), "executor stopping")
+		require.Zero(t, r.Server.Creates(), "nothing was sent")
+
+		r.Exec.SetBeforeDispatch(nil)
+		require.Equal(t, opledger.StateSucceeded, r.Step().State)
+		require.Equal(t, 1, r.Server.Effects())
+	})
+}
+
+// When Stop's context ends first, calls in flight are cancelled with
+// ErrStopping as the cause and reported: uncertain, never lost.
+func TestStopDeadlineCancelsCalls(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		s := newSlow()
+		r := testrig.New(t, newDSN, withSlow(s))
+		r.Record("slow:2", "slow", `{}`)
+		require.NoError(t, r.Exec.Start(r.Ctx))
+		<-s.started
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := r.Exec.Stop(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+
+		op := r.Get("slow:2")
+		require.Equal(t, opledger.StateUncertain, op.State, "the call may have acted")
+		require.Contains(t, op.LastError, executor.ErrStopping.Error())
+	})
+}
+
+// The pool runs many operations concurrently, each exactly once.
+func TestPoolRunsEachOperationOnce(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Executor.Workers = 4 })
+		const n = 40
+		for i := range n {
+			r.Record(fmt.Sprintf("bulk:%02d", i), "crm-key", `{"units": 1}`)
+		}
+		arrivals := r.Server.Arrivals()
+		require.NoError(t, r.Exec.Start(r.Ctx))
+		for range n {
+			<-arrivals
+		}
+		require.NoError(t, r.Exec.Stop(context.Background()))
+		require.Equal(t, n, r.Server.Creates())
+		require.Equal(t, n, r.Server.Effects())
+		for i := range n {
+			op := r.Get(fmt.Sprintf("bulk:%02d", i))
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			require.Equal(t, 1, op.AttemptCount)
+		}
+	})
+}
+
+// The executor settles leases of workers that died: dispatched → uncertain.
+func TestSweepSettlesExpiredLeases(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Executor.SweepInterval = time.Millisecond })
+		r.Record("crash:1", "crm", `{"units": 1}`)
+		c, err := r.Ledger.Claim(r.Ctx, "crash:1", opledger.ClaimOptions{Worker: "dead-worker"})
+		require.NoError(t, err)
+		_, err = r.Ledger.Dispatch(r.Ctx, "crash:1", c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		r.Clock.Advance(time.Minute)
+
+		settled := make(chan int, 1)
+		r.Exec.SetAfterSweep(func(n int, err error) {
+			if err == nil && n > 0 {
+				select {
+				case settled <- n:
+				default:
+				}
+			}
+		})
+		require.NoError(t, r.Exec.Start(r.Ctx))
+		require.Equal(t, 1, <-settled)
+		require.NoError(t, r.Exec.Stop(context.Background()))
+		require.Equal(t, opledger.StateUncertain, r.Get("crash:1").State, "dispatched: never back to pending")
+		require.Zero(t, r.Server.Creates())
+	})
+}
+
+// RunOnce with a context that ends before dispatch gives the claim back.
+func TestRunOnceCancelledBeforeDispatch(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:S2:create", "crm", `{"units": 1}`)
+		ctx, cancel := context.WithCancel(context.Background())
+		r.Exec.SetBeforeDispatch(func(context.Context) { cancel() })
+		op, err := r.Exec.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Nil(t, op)
+		require.Equal(t, opledger.StatePending, r.Get("intake:S2:create").State)
+		require.Zero(t, r.Server.Creates())
+	})
+}
+
+// A lease that runs out before dispatch: nothing is sent.
+func TestLeaseLostBeforeDispatch(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:S3:create", "crm", `{"units": 1}`)
+		r.Exec.SetBeforeDispatch(func(context.Context) { r.Clock.Advance(time.Minute) })
+		op, err := r.Exec.RunOnce(r.Ctx)
+		require.NoError(t, err)
+		require.Nil(t, op)
+		require.Equal(t, opledger.StatePending, r.Get("intake:S3:create").State)
+		require.Zero(t, r.Server.Creates())
+	})
+}
+
+// lateDest succeeds, but only after its lease has expired and the
+// operation became uncertain: the late success still settles it.
+type lateDest struct{ r *testrig.Rig }
+
+func (d *lateDest) Name() string                           { return "late" }
+func (d *lateDest) Capabilities() destination.Capabilities { return destination.Capabilities{} }
+func (d *lateDest) Call(ctx context.Context, c opledger.Call) (opledger.Result, error) {
+	d.r.Clock.Advance(time.Minute)
+	if _, err := d.r.Ledger.ExpireLeases(ctx); err != nil {
+		return opledger.Result{}, err
+	}
+	return opledger.Result{Ref: "L1"}, nil
+}
+
+func TestLateSuccessAfterLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		d := &lateDest{}
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{d} })
+		d.r = r
+		r.Record("late:1", "late", `{}`)
+		op, err := r.Exec.RunOnce(r.Ctx)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, "L1", op.DestinationRef)
+		require.Contains(t, r.Events("late:1"), "late success resolved")
+	})
+}
+
+// Errors from the destination never carry the payload or the credential.
+func TestErrorsCarryNoPayload(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:S4:create", "crm", `{"units": "secret-units-value"}`)
+		op := r.Step()
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		r.Record("intake:S5:create", "crm", `{"unitz": 1}`)
+		op = r.Step()
+		require.Equal(t, opledger.StateFailed, op.State, "the body template cannot be rendered: rejected before sending")
+		require.Contains(t, op.LastError, `map has no entry for key "units"`)
+		require.NotContains(t, r.Logs(), "secret-units-value")
+	})
+}

@@ -1,0 +1,12 @@
+package executor
+
+import "context"
+
+// SetBeforeDispatch installs a hook that runs between claim and dispatch.
+func (e *Executor) SetBeforeDispatch(f func(stop context.Context)) { e.beforeDispatch = f }
+
+// SetAfterSweep installs a hook that runs after each lease sweep.
+func (e *Executor) SetAfterSweep(f func(settled int, err error)) { e.afterSweep = f }
+
+// StopBegun is closed once Stop has stopped the claiming.
+func (e *Executor) StopBegun() <-chan struct{} { return e.stopping }

@@ -1,0 +1,325 @@
+// Package testrig wires a ledger, a simulated destination server
+// (internal/fakedest), destinations loaded from YAML, an executor and a
+// reconciler for tests that drive them step by step on a test clock, on
+// SQLite and PostgreSQL alike.
+//
+// Every rig captures the executor's and reconciler's logs and fails its
+// test if they ever contain an operation key, an idempotency key or a
+// credential.
+//
+// Allowed imports: opledger and its packages, internal test helpers,
+// testing helpers.
+package testrig
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/executor"
+	"github.com/opledger/opledger/internal/fakedest"
+	"github.com/opledger/opledger/internal/store/storetest"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/reconciler"
+)
+
+// Token is the credential the destinations send; it must never be logged.
+const Token = "rig-s3cret-token"
+
+// Destinations is the YAML of the rig's destinations; @URL@ stands for the
+// fake server's URL.
+//
+//   - crm: authoritative lookup, visibility delay 30 s;
+//   - crm-key: idempotency key kept 1 h, no lookup;
+//   - crm-search: a lookup that is not authoritative, no key;
+//   - tickets: unique external reference (409) and an authoritative lookup;
+//   - email: nothing declared.
+//
+// All retry up to 3 attempts, backoff from 1 s capped at 10 s, within 1 h.
+const Destinations = `
+destinations:
+  - name: crm
+    url: @URL@/records
+    headers:
+      Authorization: Bearer ${RIG_TOKEN}
+    body: '{"external_ref": {{json .Key}}, "units": {{json .Payload.units}}}'
+    ref: /id
+    lookup:
+      url: @URL@/records?external_ref={{urlquery .Key}}
+      results: /items
+      authoritative: true
+      visibility_delay: 30s
+      match:
+        - record: /external_ref
+          value: "{{.Key}}"
+        - record: /units
+          payload: /units
+    retry: {max_attempts: 3, initial_delay: 1s, max_delay: 10s, deadline: 1h}
+
+  - name: crm-key
+    url: @URL@/records
+    headers:
+      Authorization: Bearer ${RIG_TOKEN}
+    body: '{"external_ref": {{json .Key}}, "units": {{json .Payload.units}}}'
+    ref: /id
+    idempotency:
+      header: Idempotency-Key
+      retention: 1h
+    retry: {max_attempts: 3, initial_delay: 1s, max_delay: 10s, deadline: 1h}
+
+  - name: crm-search
+    url: @URL@/records
+    body: '{"external_ref": {{json .Key}}, "units": {{json .Payload.units}}}'
+    ref: /id
+    lookup:
+      url: @URL@/records?external_ref={{urlquery .Key}}
+      results: /items
+      visibility_delay: 30s
+      match:
+        - record: /units
+          payload: /units
+    retry: {max_attempts: 3, initial_delay: 1s, max_delay: 10s, deadline: 1h}
+
+  - name: tickets
+    url: @URL@/records
+    body: '{"external_ref": {{json .Key}}, "units": {{json .Payload.units}}}'
+    ref: /id
+    unique_reference:
+      conflict_status: 409
+    lookup:
+      url: @URL@/records?external_ref={{urlquery .Key}}
+      results: /items
+      authoritative: true
+      visibility_delay: 30s
+      match:
+        - record: /units
+          payload: /units
+    retry: {max_attempts: 3, initial_delay: 1s, max_delay: 10s, deadline: 1h}
+
+  - name: email
+    url: @URL@/records
+    headers:
+      Authorization: Bearer ${RIG_TOKEN}
+    ref: /id
+    retry: {max_attempts: 3, initial_delay: 1s, max_delay: 10s, deadline: 1h}
+`
+
+// Options tune a rig.
+type Options struct {
+	// Server configures the fake destination (Dedup is always on).
+	Server fakedest.Options
+	// YAML replaces Destinations.
+	YAML string
+	// Executor and Reconciler are adjusted before they are built; their
+	// Destinations and Logger are filled in.
+	Executor   executor.Config
+	Reconciler reconciler.Config
+	// Extra destinations implemented in Go, added to the YAML ones.
+	Extra []destination.Destination
+}
+
+// Rig is a ledger with everything around it.
+type Rig struct {
+	t      *testing.T
+	Ctx    context.Context
+	Ledger *opledger.Ledger
+	Clock  *storetest.Clock
+	Server *fakedest.Server
+	Set    *destination.Set
+	Exec   *executor.Executor
+	Rec    *reconciler.Reconciler
+
+	logs    *logBuffer
+	mu      sync.Mutex
+	secrets []string
+}
+
+// ForEachStore runs fn as a parallel subtest on SQLite and on PostgreSQL.
+func ForEachStore(t *testing.T, fn func(t *testing.T, newDSN func(testing.TB) string)) {
+	t.Helper()
+	for _, s := range testdb.Stores() {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, s.NewDSN)
+		})
+	}
+}
+
+// New builds a rig on a fresh store from newDSN.
+func New(t *testing.T, newDSN func(testing.TB) string, adjust ...func(*Options)) *Rig {
+	t.Helper()
+	var o Options
+	for _, a := range adjust {
+		a(&o)
+	}
+	ctx := context.Background()
+	o.Server.Dedup = true
+	srv := fakedest.New(t, o.Server)
+	yaml := o.YAML
+	if yaml == "" {
+		yaml = Destinations
+	}
+	set, err := destination.Load([]byte(strings.ReplaceAll(yaml, "@URL@", srv.URL())), destination.LoadOptions{
+		LookupEnv: func(name string) (string, bool) { return Token, name == "RIG_TOKEN" },
+	})
+	require.NoError(t, err)
+	if len(o.Extra) > 0 {
+		all := o.Extra
+		for _, n := range set.Names() {
+			d, _ := set.Get(n)
+			all = append(all, d)
+		}
+		set, err = destination.NewSet(all...)
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { require.NoError(t, set.Close()) })
+
+	clock := &storetest.Clock{}
+	policies := set.RetryPolicies()
+	// Tests need no durability across power cuts: spare SQLite the fsyncs.
+	l, err := opledger.Open(ctx, newDSN(t), opledger.Options{Worker: "rig", Lease: 10 * time.Second, Clock: clock.Func,
+		DestinationRetryPolicies: policies, SQLiteSynchronousNormal: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ec := o.Executor
+	ec.Destinations, ec.Logger = set, logger
+	if ec.Worker == "" {
+		ec.Worker = "rig-executor"
+	}
+	if ec.Workers == 0 {
+		ec.Workers = 1
+	}
+	if ec.Lease == 0 {
+		ec.Lease = 10 * time.Second
+	}
+	if ec.SweepInterval == 0 {
+		ec.SweepInterval = -1
+	}
+	exec, err := executor.New(l, ec)
+	require.NoError(t, err)
+	rc := o.Reconciler
+	rc.Destinations, rc.Logger = set, logger
+	if rc.RecheckInterval == 0 {
+		rc.RecheckInterval = 10 * time.Second
+	}
+	rec, err := reconciler.New(l, rc)
+	require.NoError(t, err)
+
+	r := &Rig{t: t, Ctx: ctx, Ledger: l, Clock: clock, Server: srv, Set: set, Exec: exec, Rec: rec, logs: logs,
+		secrets: []string{Token}}
+	t.Cleanup(func() {
+		out := logs.String()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, s := range r.secrets {
+			require.NotContains(t, out, s, "logs must never carry keys or credentials")
+		}
+	})
+	return r
+}
+
+// Record records an operation for destination with payload and returns it.
+// Its key and idempotency key join the strings the logs must not contain.
+func (r *Rig) Record(key, dest, payload string) *opledger.Operation {
+	r.t.Helper()
+	op, created, err := r.Ledger.Record(r.Ctx, opledger.Intent{Key: key, Action: "create", Destination: dest,
+		Payload: json.RawMessage(payload), Owner: "ops-team"})
+	require.NoError(r.t, err)
+	require.True(r.t, created)
+	r.mu.Lock()
+	r.secrets = append(r.secrets, key, op.IdempotencyKey())
+	r.mu.Unlock()
+	return op
+}
+
+// Step makes one executor attempt; nil when nothing was due.
+func (r *Rig) Step() *opledger.Operation {
+	r.t.Helper()
+	op, err := r.Exec.RunOnce(r.Ctx)
+	require.NoError(r.t, err)
+	return op
+}
+
+// Reconcile runs one reconciler pass.
+func (r *Rig) Reconcile() reconciler.Pass {
+	r.t.Helper()
+	pass, err := r.Rec.RunOnce(r.Ctx)
+	require.NoError(r.t, err)
+	require.Zero(r.t, pass.Errors)
+	return pass
+}
+
+// Get returns the stored operation.
+func (r *Rig) Get(key string) *opledger.Operation {
+	r.t.Helper()
+	op, err := r.Ledger.Get(r.Ctx, key)
+	require.NoError(r.t, err)
+	return op
+}
+
+// Attempts returns the operation's attempts.
+func (r *Rig) Attempts(key string) []*opledger.Attempt {
+	r.t.Helper()
+	a, err := r.Ledger.Attempts(r.Ctx, key)
+	require.NoError(r.t, err)
+	return a
+}
+
+// Events lists the timeline events of key.
+func (r *Rig) Events(key string) []string {
+	r.t.Helper()
+	tl, err := r.Ledger.Timeline(r.Ctx, key)
+	require.NoError(r.t, err)
+	out := make([]string, len(tl))
+	for i, e := range tl {
+		out[i] = e.Event
+	}
+	return out
+}
+
+// Evidence returns the evidence of the last timeline entry with event.
+func (r *Rig) Evidence(key, event string) string {
+	r.t.Helper()
+	tl, err := r.Ledger.Timeline(r.Ctx, key)
+	require.NoError(r.t, err)
+	for i := len(tl) - 1; i >= 0; i-- {
+		if tl[i].Event == event {
+			return tl[i].Evidence
+		}
+	}
+	r.t.Fatalf("no %q in the timeline of %s", event, key)
+	return ""
+}
+
+// Logs returns what was logged so far.
+func (r *Rig) Logs() string { return r.logs.String() }
+
+// logBuffer is a concurrency-safe log sink.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,406 @@
+// Package reconciler takes uncertain operations out of uncertainty. For
+// each operation that opledger.Ledger.ReconcileQueue says is due, it
+// applies DESIGN.md's table with what the operation's destination declares
+// (package destination):
+//
+//   - a lookup finds the record with the intended content → succeeded,
+//     with the destination's reference;
+//   - a lookup finds other content (or several records) → held;
+//   - an authoritative lookup finds nothing once the visibility delay since
+//     the last dispatch has passed → pending, retried;
+//   - a lookup finds nothing within that delay → stays uncertain, checked
+//     again later;
+//   - the destination's idempotency key is still inside its retention
+//     window (from the first dispatch) → pending, the retry marked
+//     protected;
+//   - otherwise (no lookup, no protection, retention passed) → held for
+//     its owner, with a review deadline.
+//
+// A lookup that fails is tried again with exponential backoff
+// (Ledger.DeferReconcile) and, after MaxLookupFailures failures since the
+// operation became uncertain, the operation is held. Nothing is ever
+// resent because a lookup failed.
+//
+// Allowed imports: opledger, opledger/destination, the standard library.
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+)
+
+// Config configures a Reconciler. Zero values take the documented defaults.
+type Config struct {
+	// Destinations declare what each destination guarantees. Required.
+	// Uncertain operations of other destinations are left for whoever
+	// reconciles them (checked again every UnknownRecheck).
+	Destinations *destination.Set
+	// Interval is the pause between passes over the queue. Default 5 s.
+	Interval time.Duration
+	// BatchSize is how many operations one pass takes. Default 100.
+	BatchSize int
+	// Concurrency is how many operations are examined at once. Default 4.
+	Concurrency int
+	// LookupTimeout bounds one lookup. Default 30 s.
+	LookupTimeout time.Duration
+	// LookupBackoff is the wait after the first failed lookup; it doubles
+	// with each further failure up to MaxLookupBackoff. Defaults 10 s and
+	// 15 min.
+	LookupBackoff, MaxLookupBackoff time.Duration
+	// MaxLookupFailures is how many failed lookups, since the operation
+	// became uncertain, hold it for a person. Default 8.
+	MaxLookupFailures int
+	// RecheckInterval is how often a lookup that found nothing is repeated
+	// while the destination's visibility delay runs. Default 1 min.
+	RecheckInterval time.Duration
+	// UnknownRecheck is how long an operation of a destination that is not
+	// configured here waits before it is looked at again. Default 10 min.
+	UnknownRecheck time.Duration
+	// Logger receives one line per decision. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Reconciler applies lookups and declared protections to uncertain
+// operations of every tenant.
+type Reconciler struct {
+	ledger *opledger.Ledger
+	dests  *destination.Set
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New returns a reconciler for l.
+func New(l *opledger.Ledger, cfg Config) (*Reconciler, error) {
+	if cfg.Destinations == nil {
+		return nil, errors.New("reconciler: no destinations configured")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Interval, 5*time.Second)
+	def(&cfg.LookupTimeout, 30*time.Second)
+	def(&cfg.LookupBackoff, 10*time.Second)
+	def(&cfg.MaxLookupBackoff, 15*time.Minute)
+	def(&cfg.RecheckInterval, time.Minute)
+	def(&cfg.UnknownRecheck, 10*time.Minute)
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 100
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.MaxLookupFailures <= 0 {
+		cfg.MaxLookupFailures = 8
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Reconciler{ledger: l, dests: cfg.Destinations, cfg: cfg, log: cfg.Logger.With("component", "reconciler")}, nil
+}
+
+// Decision is what one examination of an uncertain operation led to.
+type Decision string
+
+// The decisions.
+const (
+	// Succeeded: a lookup found the intended record.
+	Succeeded Decision = "succeeded"
+	// Held: a person must decide (other content, no means of deciding,
+	// retention passed, lookups kept failing).
+	Held Decision = "held"
+	// Retry: the operation is pending again, protected or after proven
+	// absence.
+	Retry Decision = "retry"
+	// Wait: still uncertain; looked at again later (visibility delay,
+	// failed lookup, unknown destination).
+	Wait Decision = "wait"
+	// Skipped: someone else decided meanwhile.
+	Skipped Decision = "skipped"
+)
+
+// Pass summarizes one pass over the queue.
+type Pass struct {
+	// Examined counts the operations taken from the queue.
+	Examined int
+	// Decisions counts what they led to.
+	Decisions map[Decision]int
+	// Errors counts operations that could not be examined (the store
+	// failed); they stay due.
+	Errors int
+}
+
+// Run reconciles until ctx ends, pausing Interval between passes (none
+// when a pass found a full batch). It returns nil when ctx ends.
+func (r *Reconciler) Run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		pass, err := r.RunOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			r.log.Error("reconcile pass", "error", err)
+		}
+		if err == nil && pass.Errors == 0 && pass.Examined == r.cfg.BatchSize {
+			timer.Reset(0) // more are waiting
+			continue
+		}
+		timer.Reset(r.cfg.Interval)
+	}
+}
+
+// RunOnce examines the uncertain operations that are due, at most
+// BatchSize, and returns what became of them.
+func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
+	pass := Pass{Decisions: map[Decision]int{}}
+	ops, err := r.ledger.ReconcileQueue(ctx, r.cfg.BatchSize)
+	if err != nil {
+		return pass, fmt.Errorf("read reconcile queue: %w", err)
+	}
+	pass.Examined = len(ops)
+	work := make(chan *opledger.Operation)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range min(r.cfg.Concurrency, len(ops)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for op := range work {
+				d, err := r.Reconcile(ctx, op)
+				mu.Lock()
+				if err != nil {
+					pass.Errors++
+					if ctx.Err() == nil {
+						r.log.Error("reconcile", "tenant", op.Tenant, "destination", op.Destination, "error", redact(op.Key, err))
+					}
+				} else {
+					pass.Decisions[d]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, op := range ops {
+		work <- op
+	}
+	close(work)
+	wg.Wait()
+	return pass, nil
+}
+
+// maxEvidence bounds the evidence a lookup adds to the timeline.
+const maxEvidence = 1000
+
+// lookupFailedMark starts the evidence of a deferral after a failed
+// lookup; failures are counted by it in the timeline.
+const lookupFailedMark = "lookup failed: "
+
+// Reconcile examines one uncertain operation (as returned by
+// Ledger.ReconcileQueue) and records the decision in the ledger.
+func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Decision, error) {
+	tl, err := r.ledger.WithTenant(op.Tenant)
+	if err != nil {
+		return "", err
+	}
+	log := r.log.With("tenant", op.Tenant, "destination", op.Destination)
+	dest, ok := r.dests.Get(op.Destination)
+	if !ok {
+		return r.wait(ctx, tl, op, r.cfg.UnknownRecheck,
+			"destination "+op.Destination+" is not configured in this reconciler; it declares nothing here")
+	}
+	caps := dest.Capabilities()
+	var f opledger.Finding
+	if k := caps.IdempotencyKey; k != nil {
+		f.ProtectionRetention = k.Retention
+	}
+	// A destination that refused a create as a duplicate said the record
+	// exists: a lookup that cannot see it proves nothing.
+	exists := strings.Contains(op.LastError, destination.ErrExists.Error())
+
+	if lk := caps.Lookup; lk != nil {
+		lctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
+		res, err := dest.(destination.Lookuper).Lookup(lctx, op)
+		cancel()
+		if err == nil && res.Found && res.Matches && res.Ref == "" {
+			err = errors.New("the lookup matched a record without a reference")
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			return r.lookupFailed(ctx, tl, op, err)
+		}
+		f.Found, f.Matches, f.DestinationRef, f.Evidence = res.Found, res.Matches, res.Ref, res.Evidence
+		if !res.Found {
+			f.Authoritative = lk.Authoritative && !exists
+			f.VisibilityDelay = lk.VisibilityDelay
+			if exists {
+				f.Evidence = join(f.Evidence, "the destination had answered that the record exists, so its absence proves nothing")
+			}
+			wait, err := r.visibilityWait(ctx, tl, op, lk.VisibilityDelay)
+			if err != nil {
+				return "", err
+			}
+			if wait > 0 {
+				return r.wait(ctx, tl, op, min(wait, r.cfg.RecheckInterval), join(f.Evidence,
+					fmt.Sprintf("nothing found, but a record may stay invisible for %s after the last dispatch", lk.VisibilityDelay)))
+			}
+		}
+	} else if f.ProtectionRetention <= 0 {
+		f.Evidence = "destination " + op.Destination + " declares no lookup and no idempotency key"
+	}
+
+	if len(f.Evidence) > maxEvidence {
+		f.Evidence = f.Evidence[:maxEvidence]
+	}
+	after, err := tl.Reconcile(ctx, op.Key, f)
+	switch {
+	case errors.Is(err, opledger.ErrInvalidState):
+		return Skipped, nil
+	case errors.Is(err, opledger.ErrInvalidInput):
+		return r.lookupFailed(ctx, tl, op, err)
+	case err != nil:
+		return "", fmt.Errorf("reconcile: %w", err)
+	}
+	var d Decision
+	switch after.State {
+	case opledger.StateSucceeded:
+		d = Succeeded
+	case opledger.StateHeld:
+		d = Held
+	case opledger.StatePending:
+		d = Retry
+	case opledger.StateUncertain:
+		// The ledger's own visibility check kept it uncertain.
+		return r.wait(ctx, tl, op, r.cfg.RecheckInterval, "lookup found nothing within the visibility delay")
+	default:
+		d = Skipped
+	}
+	log.Info("reconciled", "decision", d, "state", after.State, "protected", after.Protected, "capabilities", caps.String())
+	return d, nil
+}
+
+// visibilityWait returns how much of the visibility delay is left, counted
+// from the last dispatch: a later attempt may have created the record just
+// now, however long ago the first one was.
+func (r *Reconciler) visibilityWait(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, delay time.Duration) (time.Duration, error) {
+	if delay <= 0 {
+		return 0, nil
+	}
+	attempts, err := tl.Attempts(ctx, op.Key)
+	if err != nil {
+		return 0, fmt.Errorf("read attempts: %w", err)
+	}
+	var last time.Time
+	for _, a := range attempts {
+		if a.DispatchedAt != nil && a.DispatchedAt.After(last) {
+			last = *a.DispatchedAt
+		}
+	}
+	if last.IsZero() && op.FirstDispatchedAt != nil {
+		last = *op.FirstDispatchedAt
+	}
+	if last.IsZero() {
+		last = op.UpdatedAt
+	}
+	now, err := tl.Now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return last.Add(delay).Sub(now), nil
+}
+
+// lookupFailed backs off after a failed lookup, or holds the operation
+// once lookups have failed MaxLookupFailures times.
+func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, lookupErr error) (Decision, error) {
+	text := destination.ErrorText(lookupErr)
+	if len(text) > 300 {
+		text = text[:300]
+	}
+	failures, err := r.lookupFailures(ctx, tl, op)
+	if err != nil {
+		return "", err
+	}
+	failures++
+	if failures >= r.cfg.MaxLookupFailures {
+		_, err := tl.Hold(ctx, op.Key, fmt.Sprintf("%d lookups failed since the operation became uncertain; nothing was resent; last error: %s", failures, text))
+		if errors.Is(err, opledger.ErrInvalidState) {
+			return Skipped, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("hold: %w", err)
+		}
+		r.log.Warn("held after failed lookups", "tenant", op.Tenant, "destination", op.Destination, "failures", failures)
+		return Held, nil
+	}
+	delay := r.cfg.LookupBackoff
+	for i := 1; i < failures && delay < r.cfg.MaxLookupBackoff; i++ {
+		delay *= 2
+	}
+	delay = min(delay, r.cfg.MaxLookupBackoff)
+	return r.wait(ctx, tl, op, delay, fmt.Sprintf("%s%s (failure %d of %d)", lookupFailedMark, text, failures, r.cfg.MaxLookupFailures))
+}
+
+// lookupFailures counts the failed lookups recorded since the operation
+// last became uncertain.
+func (r *Reconciler) lookupFailures(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation) (int, error) {
+	timeline, err := tl.Timeline(ctx, op.Key)
+	if err != nil {
+		return 0, fmt.Errorf("read timeline: %w", err)
+	}
+	n := 0
+	for i := len(timeline) - 1; i >= 0; i-- {
+		e := timeline[i]
+		if e.To == opledger.StateUncertain {
+			break
+		}
+		if e.Event == "reconcile deferred" && strings.Contains(e.Evidence, lookupFailedMark) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// wait keeps the operation uncertain and schedules its next examination.
+func (r *Reconciler) wait(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, delay time.Duration, evidence string) (Decision, error) {
+	_, err := tl.DeferReconcile(ctx, op.Key, delay, evidence)
+	if errors.Is(err, opledger.ErrInvalidState) {
+		return Skipped, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("defer reconcile: %w", err)
+	}
+	r.log.Debug("reconcile deferred", "tenant", op.Tenant, "destination", op.Destination, "delay", delay)
+	return Wait, nil
+}
+
+func join(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// redact removes an operation key from an error meant for logs.
+func redact(key string, err error) string {
+	return strings.ReplaceAll(err.Error(), key, "<key>")
+}

@@ -1,0 +1,256 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/fakedest"
+	"github.com/opledger/opledger/internal/testrig"
+	"github.com/opledger/opledger/reconciler"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const payload = `{"units": 2}`
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	_, err := reconciler.New(nil, reconciler.Config{})
+	require.ErrorContains(t, err, "no destinations")
+}
+
+// A failing lookup backs off exponentially and ends in held; nothing is
+// ever resent because of it.
+func TestLookupFailuresBackOffThenHold(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) {
+			o.Reconciler.MaxLookupFailures = 3
+			o.Reconciler.LookupBackoff = 10 * time.Second
+		})
+		r.Record("intake:L1:create", "crm", payload)
+		r.Server.Fail(fakedest.LoseResponse)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		r.Server.FailLookups(100)
+
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		op := r.Get("intake:L1:create")
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.Equal(t, 10*time.Second, op.NotBefore.Sub(op.UpdatedAt))
+		require.Contains(t, r.Evidence("intake:L1:create", "reconcile deferred"), "lookup failed: lookup: GET")
+		require.Contains(t, r.Evidence("intake:L1:create", "reconcile deferred"), "(failure 1 of 3)")
+		require.Zero(t, r.Reconcile().Examined, "backing off")
+
+		r.Clock.Advance(11 * time.Second)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		op = r.Get("intake:L1:create")
+		require.Equal(t, 20*time.Second, op.NotBefore.Sub(op.UpdatedAt), "the backoff doubles")
+
+		r.Clock.Advance(21 * time.Second)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Held])
+		op = r.Get("intake:L1:create")
+		require.Equal(t, opledger.StateHeld, op.State)
+		require.NotNil(t, op.ReviewBy)
+		require.Contains(t, r.Evidence("intake:L1:create", "held"), "3 lookups failed since the operation became uncertain; nothing was resent")
+		require.Equal(t, 3, r.Server.Lookups())
+		require.Nil(t, r.Step())
+		require.Equal(t, 1, r.Server.Creates())
+	})
+}
+
+// The failure count starts again each time the operation becomes
+// uncertain.
+func TestLookupFailuresCountPerUncertainSpell(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) {
+			o.Reconciler.MaxLookupFailures = 2
+			o.Reconciler.LookupBackoff = time.Second
+		})
+		r.Record("intake:L2:create", "crm", payload)
+		r.Server.Fail(fakedest.DropBeforeCommit)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		r.Server.FailLookups(1)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		r.Clock.Advance(31 * time.Second)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Retry], "absent after the delay")
+
+		r.Server.Fail(fakedest.DropBeforeCommit)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		r.Server.FailLookups(1)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait], "one failure in this spell, not two")
+	})
+}
+
+// Absence counts from the last dispatch, not the first: an earlier attempt
+// long ago must not make a fresh record's invisibility look like proof.
+func TestVisibilityDelayCountsFromLastDispatch(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:V1:create", "crm", payload)
+		r.Server.Fail(fakedest.Unavailable)
+		require.Equal(t, opledger.StatePending, r.Step().State) // first dispatch
+		r.Clock.Advance(time.Minute)                            // far beyond the 30 s delay
+
+		r.Server.HideNew()
+		r.Server.Fail(fakedest.LoseResponse)
+		require.Equal(t, opledger.StateUncertain, r.Step().State) // second dispatch: created, invisible
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait], "the second dispatch was just now")
+		require.Equal(t, opledger.StateUncertain, r.Get("intake:V1:create").State)
+
+		r.Server.Reveal()
+		r.Clock.Advance(31 * time.Second)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Succeeded])
+		require.Equal(t, 2, r.Server.Creates())
+		require.Equal(t, 1, r.Server.Effects())
+	})
+}
+
+// A destination with a unique external reference answers a duplicate
+// create with 409: the record exists, so it is looked up, and a lookup that
+// cannot see it proves nothing.
+func TestConflictMeansExists(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		setup := func(t *testing.T) *testrig.Rig {
+			r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Server.Unique = true })
+			r.Record("ticket:T1:open", "tickets", payload)
+			r.Server.HideNew()
+			r.Server.Fail(fakedest.LoseResponse)
+			require.Equal(t, opledger.StateUncertain, r.Step().State) // created, invisible
+			require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+			r.Clock.Advance(31 * time.Second)
+			require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Retry], "authoritatively absent, as far as the lookup knows")
+			op := r.Step()
+			require.Equal(t, opledger.StateUncertain, op.State, "409: exists, not rejected")
+			require.Contains(t, op.LastError, "409 Conflict")
+			return r
+		}
+
+		t.Run("Visible", func(t *testing.T) {
+			r := setup(t)
+			r.Server.Reveal()
+			require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Succeeded])
+			require.Equal(t, "R1", r.Get("ticket:T1:open").DestinationRef)
+			require.Equal(t, 1, r.Server.Effects())
+		})
+
+		t.Run("NeverVisible", func(t *testing.T) {
+			r := setup(t)
+			require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait], "inside the visibility delay of the last dispatch")
+			r.Clock.Advance(31 * time.Second)
+			require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Held], "no retry loop against a record that exists")
+			require.Contains(t, r.Evidence("ticket:T1:open", "cannot be decided automatically"), "absence proves nothing")
+			require.Nil(t, r.Step())
+			require.Equal(t, 2, r.Server.Creates())
+			require.Equal(t, 1, r.Server.Effects())
+		})
+	})
+}
+
+// A lookup that is not authoritative never proves absence.
+func TestNonAuthoritativeLookupHolds(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:N1:create", "crm-search", payload)
+		r.Server.Fail(fakedest.DropBeforeCommit)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		r.Clock.Advance(31 * time.Second)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Held])
+		require.Nil(t, r.Step())
+		require.Equal(t, 1, r.Server.Creates())
+	})
+}
+
+// A record with other content is held for its owner, never overwritten.
+func TestMismatchHolds(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:M1:create", "crm", payload)
+		r.Server.Fail(fakedest.DropBeforeCommit)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		r.Server.Put("intake:M1:create", map[string]any{"units": 5})
+
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Held])
+		op := r.Get("intake:M1:create")
+		require.Equal(t, opledger.StateHeld, op.State)
+		require.Contains(t, r.Evidence("intake:M1:create", "lookup found other content"), "differs from the intent at /units")
+		require.Empty(t, op.DestinationRef)
+	})
+}
+
+// An operation of a destination this reconciler does not know is left for
+// whoever reconciles it, and looked at again later.
+func TestUnknownDestinationWaits(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("legacy:1", "legacy", `{}`)
+		c, err := r.Ledger.Claim(r.Ctx, "legacy:1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = r.Ledger.Dispatch(r.Ctx, "legacy:1", c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		_, err = r.Ledger.Report(r.Ctx, "legacy:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		require.NoError(t, err)
+
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		op := r.Get("legacy:1")
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.Equal(t, 10*time.Minute, op.NotBefore.Sub(op.UpdatedAt))
+		require.Contains(t, r.Evidence("legacy:1", "reconcile deferred"), "not configured in this reconciler")
+	})
+}
+
+// A decision made elsewhere in the meantime wins.
+func TestDecidedElsewhereIsSkipped(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("mail:D1", "email", `{}`)
+		r.Server.Fail(fakedest.LoseResponse)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		queue, err := r.Ledger.ReconcileQueue(r.Ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, queue, 1)
+		_, err = r.Ledger.Resolve(r.Ctx, "mail:D1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+			DestinationRef: "MSG-1", Reason: "seen in the provider's log"})
+		require.NoError(t, err)
+		d, err := r.Rec.Reconcile(r.Ctx, queue[0])
+		require.NoError(t, err)
+		require.Equal(t, reconciler.Skipped, d)
+		require.Equal(t, opledger.StateSucceeded, r.Get("mail:D1").State)
+	})
+}
+
+// A pass examines a batch concurrently; Run stops when its context ends.
+func TestBatches(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Reconciler.BatchSize = 8 })
+		for i := range 12 {
+			key := fmt.Sprintf("mail:B%02d", i)
+			r.Record(key, "email", `{}`)
+			r.Server.Fail(fakedest.LoseResponse)
+			require.Equal(t, opledger.StateUncertain, r.Step().State)
+		}
+		require.Equal(t, 8, r.Reconcile().Decisions[reconciler.Held])
+		require.Equal(t, 4, r.Reconcile().Decisions[reconciler.Held])
+		require.Zero(t, r.Reconcile().Examined)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.NoError(t, r.Rec.Run(ctx))
+	})
+}
