@@ -37,8 +37,9 @@ type Finding struct {
 //
 //   - found with matching content → succeeded, with the found reference;
 //   - found with other content → held for its owner;
-//   - authoritatively absent once the visibility delay since the first
-//     dispatch has passed → pending; before that it stays uncertain;
+//   - authoritatively absent once the visibility delay since the latest
+//     dispatch has passed → pending; before that it stays uncertain, its
+//     next check due when the delay ends;
 //   - otherwise, while the destination idempotency key's retention window
 //     (from the first dispatch) is open → pending, the next attempt marked
 //     protected;
@@ -60,9 +61,15 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 			return t.refuse("reconcile")
 		}
 		ev := f.Evidence
+		// The key's retention runs from its first use; a new record's
+		// invisibility from the latest call that could have made it.
 		since := t.op.FirstDispatchedAt
 		if since.IsZero() {
 			since = t.op.UpdatedAt
+		}
+		lastCall, err := t.lastDispatch()
+		if err != nil {
+			return err
 		}
 		switch {
 		case f.Found && f.Matches:
@@ -72,9 +79,12 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		case f.Found:
 			t.hold(ActorReconciler, "lookup found other content",
 				join("destination ref "+f.DestinationRef+" does not match the intent", ev))
-		case f.Authoritative && t.now.Before(since.Add(f.VisibilityDelay)):
+		case f.Authoritative && t.now.Before(lastCall.Add(f.VisibilityDelay)):
+			visible := lastCall.Add(f.VisibilityDelay)
+			t.op.NotBefore = visible // the next check is worth making then
+			t.dirty = true
 			t.note(ActorReconciler, "", "lookup empty within visibility delay",
-				join(fmt.Sprintf("absence counts only after %s", since.Add(f.VisibilityDelay).Format(time.RFC3339)), ev))
+				join(fmt.Sprintf("absence counts only after %s", visible.Format(time.RFC3339)), ev))
 		case f.Authoritative:
 			t.move(StatePending, ActorReconciler, "", "lookup proved absence",
 				join("authoritative lookup found nothing after the visibility delay", ev))
@@ -93,6 +103,25 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		}
 		return nil
 	})
+}
+
+// lastDispatch is when the latest attempt that may have reached the
+// destination was dispatched (or, lacking any, the last update).
+func (t *txn) lastDispatch() (time.Time, error) {
+	attempts, err := t.tx.ListAttempts(t.ctx, t.tenant, t.key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var last time.Time
+	for _, a := range attempts {
+		if a.DispatchedAt.After(last) {
+			last = a.DispatchedAt
+		}
+	}
+	if last.IsZero() {
+		last = t.op.UpdatedAt
+	}
+	return last, nil
 }
 
 // Hold moves an uncertain operation to held for its owner, with the reason

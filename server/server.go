@@ -18,7 +18,10 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/console"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/executor"
 	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/reconciler"
 )
 
 // Config configures a server. Zero values take the documented defaults.
@@ -34,6 +37,12 @@ type Config struct {
 	SweepInterval time.Duration
 	// CompactInterval is how often retention runs. Default 1 h.
 	CompactInterval time.Duration
+	// Destinations, when set, are executed by a worker pool (the executor)
+	// and their uncertain operations reconciled by the reconciler. Open the
+	// ledger with Options.DestinationRetryPolicies from the same set.
+	Destinations *destination.Set
+	// Workers is the executor's pool size. Default 4.
+	Workers int
 	// SampleInterval is how often the console's chart samples the
 	// counters. Default 1 min.
 	SampleInterval time.Duration
@@ -71,11 +80,13 @@ func (c *Config) defaults() {
 
 // Server is a running opledger server.
 type Server struct {
-	console  *console.Console
-	cfg      Config
-	ledger   *opledger.Ledger
-	http     *http.Server
-	listener net.Listener
+	console    *console.Console
+	executor   *executor.Executor
+	reconciler *reconciler.Reconciler
+	cfg        Config
+	ledger     *opledger.Ledger
+	http       *http.Server
+	listener   net.Listener
 }
 
 // New listens on cfg.Addr and prepares the server; Run serves.
@@ -110,7 +121,20 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	return &Server{cfg: cfg, ledger: l, http: hs, listener: ln, console: con}, nil
+	srv := &Server{cfg: cfg, ledger: l, http: hs, listener: ln, console: con}
+	if cfg.Destinations != nil && cfg.Destinations.Len() > 0 {
+		// The server settles expired leases itself.
+		if srv.executor, err = executor.New(l, executor.Config{Destinations: cfg.Destinations, Workers: cfg.Workers,
+			SweepInterval: -1, Logger: cfg.Logger}); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		if srv.reconciler, err = reconciler.New(l, reconciler.Config{Destinations: cfg.Destinations, Logger: cfg.Logger}); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	return srv, nil
 }
 
 // Addr is the address the server listens on (useful with port 0).
@@ -127,11 +151,34 @@ func (s *Server) Run(ctx context.Context) error {
 	log := s.cfg.Logger
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		s.every(loops, s.cfg.SampleInterval, "sample counters", s.console.Sample)
 	}()
+	go func() {
+		defer wg.Done()
+		s.every(loops, s.cfg.SweepInterval, "advance workflows", func(ctx context.Context) error {
+			_, err := s.ledger.AdvanceWorkflows(ctx)
+			return err
+		})
+	}()
+	if s.reconciler != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.reconciler.Run(loops); err != nil && loops.Err() == nil {
+				log.Error("reconciler stopped", "error", err)
+			}
+		}()
+	}
+	if s.executor != nil {
+		if err := s.executor.Start(loops); err != nil {
+			stopLoops()
+			wg.Wait()
+			return err
+		}
+	}
 	go func() {
 		defer wg.Done()
 		s.every(loops, s.cfg.SweepInterval, "expire leases", func(ctx context.Context) error {
@@ -166,6 +213,12 @@ func (s *Server) Run(ctx context.Context) error {
 		err = s.http.Shutdown(sctx)
 		cancel()
 		<-served
+	}
+	if s.executor != nil {
+		// Give back claims not yet dispatched; let calls in flight end.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		err = errors.Join(err, s.executor.Stop(sctx))
+		cancel()
 	}
 	stopLoops()
 	wg.Wait()

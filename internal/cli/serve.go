@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/server"
 )
 
@@ -32,6 +33,7 @@ func newServeCmd() *cobra.Command {
 		dsn, addr, level, configPath string
 		logJSON                      bool
 		maxBody                      int64
+		workers                      int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -51,7 +53,8 @@ finish; every write a client got an answer for is already committed.`,
 			if err != nil {
 				return err
 			}
-			cfg := server.Config{Addr: addr, Logger: log}
+			cfg := server.Config{Addr: addr, Logger: log, Workers: workers}
+			var opts opledger.Options
 			if configPath != "" {
 				fc, err := server.LoadConfig(configPath)
 				if err != nil {
@@ -60,9 +63,15 @@ finish; every write a client got an answer for is already committed.`,
 				if cfg.API, err = fc.APIOptions(); err != nil {
 					return err
 				}
+				if p := fc.DestinationsPath(); p != "" {
+					if cfg.Destinations, err = destination.LoadFile(p, destination.LoadOptions{}); err != nil {
+						return fmt.Errorf("config destinations: %w", err)
+					}
+					opts.DestinationRetryPolicies = cfg.Destinations.RetryPolicies()
+				}
 			}
 			cfg.API.MaxBodyBytes = maxBody
-			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{})
+			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
 				return err
 			}
@@ -80,6 +89,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write logs as JSON lines")
 	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (larger: 413)")
+	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor (with destinations in --config)")
 	return cmd
 }
 

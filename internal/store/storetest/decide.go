@@ -55,6 +55,33 @@ func testReconcile(t *testing.T, h Harness) {
 		})
 	}
 
+	t.Run("VisibilityFromLatestDispatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+		b.clock.Advance(time.Hour) // the first call was long ago
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = b.ledger.Dispatch(b.ctx, "k1", c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "the latest call may still be invisible: no resend")
+		require.NotNil(t, op.NotBefore)
+		queue, err := b.ledger.ReconcileQueue(b.ctx, 10)
+		require.NoError(t, err)
+		require.Empty(t, queue, "next check when the delay ends")
+		b.clock.Advance(2 * time.Minute)
+		queue, err = b.ledger.ReconcileQueue(b.ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, queue, 1)
+		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State)
+	})
+
 	t.Run("OnlyUncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
