@@ -23,14 +23,9 @@ type WebhookSource struct {
 }
 
 func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var ev opledger.Event
-	if err := decode(r, s.opts.MaxJSONDepth, &ev); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &ev)
+	if !ok {
 		return
 	}
 	s.intake(w, r, l, ev)
@@ -132,9 +127,8 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 }
 
 func (s *server) getEvent(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, nil)
+	if !ok {
 		return
 	}
 	d, err := l.GetEvent(r.Context(), r.PathValue("source"), r.PathValue("event_id"))
@@ -146,9 +140,8 @@ func (s *server) getEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, nil)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
@@ -170,14 +163,9 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var spec opledger.WorkflowSpec
-	if err := decode(r, s.opts.MaxJSONDepth, &spec); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &spec)
+	if !ok {
 		return
 	}
 	wf, created, err := l.PutWorkflow(r.Context(), r.PathValue("key"), spec)
@@ -193,9 +181,8 @@ func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, nil)
+	if !ok {
 		return
 	}
 	wf, err := l.GetWorkflow(r.Context(), r.PathValue("key"))
@@ -207,9 +194,8 @@ func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) resumeWorkflow(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, nil)
+	if !ok {
 		return
 	}
 	wf, err := l.ResumeWorkflow(r.Context(), r.PathValue("key"))
@@ -221,14 +207,9 @@ func (s *server) resumeWorkflow(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var a opledger.Approval
-	if err := decode(r, s.opts.MaxJSONDepth, &a); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &a)
+	if !ok {
 		return
 	}
 	wf, err := l.ApproveWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), a)
@@ -245,14 +226,9 @@ func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) reviseStep(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var rev opledger.Revision
-	if err := decode(r, s.opts.MaxJSONDepth, &rev); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &rev)
+	if !ok {
 		return
 	}
 	wf, err := l.ReviseWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), rev)

@@ -171,10 +171,20 @@ func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 	})
 }
 
-// tenantLedger is the ledger scoped to the request's tenant.
-func (s *server) tenantLedger(r *http.Request) (*opledger.Ledger, error) {
+// begin returns the ledger scoped to the request's tenant and, when body is
+// not nil, decodes the request body into it. On failure it has written the
+// problem response and returns false.
+func (s *server) begin(w http.ResponseWriter, r *http.Request, body any) (*opledger.Ledger, bool) {
 	tenant, _ := r.Context().Value(ctxTenant).(string)
-	return s.ledger.WithTenant(tenant)
+	l, err := s.ledger.WithTenant(tenant)
+	if err == nil && body != nil {
+		err = decode(r, s.opts.MaxJSONDepth, body)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return nil, false
+	}
+	return l, true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -61,14 +61,9 @@ func (b intentBody) intent(key string) opledger.Intent {
 }
 
 func (s *server) putOperation(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body intentBody
-	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &body)
+	if !ok {
 		return
 	}
 	op, created, err := l.Record(r.Context(), body.intent(r.PathValue("key")))
@@ -117,9 +112,8 @@ func mergeJSON(op *opledger.Operation, extra map[string]any) ([]byte, error) {
 }
 
 func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, nil)
+	if !ok {
 		return
 	}
 	key := r.PathValue("key")
@@ -145,9 +139,8 @@ func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, nil)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
@@ -187,14 +180,9 @@ func seconds(v float64, field string) (time.Duration, error) {
 }
 
 func (s *server) claim(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body claimBody
-	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &body)
+	if !ok {
 		return
 	}
 	lease, err := seconds(body.LeaseSeconds, "lease_seconds")
@@ -230,14 +218,9 @@ type dispatchBody struct {
 }
 
 func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body dispatchBody
-	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &body)
+	if !ok {
 		return
 	}
 	op, err := l.Dispatch(r.Context(), r.PathValue("key"), r.PathValue("id"), body.FencingToken)
@@ -261,14 +244,9 @@ type outcomeBody struct {
 // recorded as evidence and also answers 200, with "stale_report": true and
 // the operation as it is.
 func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body outcomeBody
-	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &body)
+	if !ok {
 		return
 	}
 	after, err := seconds(body.RetryAfterSeconds, "retry_after_seconds")
@@ -313,14 +291,9 @@ type reconcileBody struct {
 }
 
 func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body reconcileBody
-	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &body)
+	if !ok {
 		return
 	}
 	delay, err := seconds(body.VisibilityDelaySeconds, "visibility_delay_seconds")
@@ -343,14 +316,9 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) approve(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body opledger.Approval
-	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &body)
+	if !ok {
 		return
 	}
 	op, err := l.Approve(r.Context(), r.PathValue("key"), body)
@@ -369,14 +337,9 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) revise(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body opledger.Revision
-	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &body)
+	if !ok {
 		return
 	}
 	op, err := l.Revise(r.Context(), r.PathValue("key"), body)
@@ -388,14 +351,9 @@ func (s *server) revise(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body opledger.Decision
-	if err := decode(r, s.opts.MaxJSONDepth, &body); err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, &body)
+	if !ok {
 		return
 	}
 	op, err := l.Resolve(r.Context(), r.PathValue("key"), body)
@@ -407,9 +365,8 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {
-	l, err := s.tenantLedger(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, ok := s.begin(w, r, nil)
+	if !ok {
 		return
 	}
 	st, err := l.Stats(r.Context(), false)
