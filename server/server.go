@@ -33,7 +33,8 @@ type Config struct {
 	// API tunes the API handler (body and JSON limits). Auth is filled in
 	// from the ledger's tokens.
 	API httpapi.Options
-	// SweepInterval is how often expired leases are settled. Default 5 s.
+	// SweepInterval is how often expired leases are settled, workflows
+	// advanced and the reconciler's queue examined. Default 5 s.
 	SweepInterval time.Duration
 	// CompactInterval is how often retention runs. Default 1 h.
 	CompactInterval time.Duration
@@ -43,6 +44,8 @@ type Config struct {
 	Destinations *destination.Set
 	// Workers is the executor's pool size. Default 4.
 	Workers int
+	// Lease is how long the executor's claims hold. Default 30 s.
+	Lease time.Duration
 	// SampleInterval is how often the console's chart samples the
 	// counters. Default 1 min.
 	SampleInterval time.Duration
@@ -125,11 +128,12 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 	if cfg.Destinations != nil && cfg.Destinations.Len() > 0 {
 		// The server settles expired leases itself.
 		if srv.executor, err = executor.New(l, executor.Config{Destinations: cfg.Destinations, Workers: cfg.Workers,
-			SweepInterval: -1, Logger: cfg.Logger}); err != nil {
+			Lease: cfg.Lease, SweepInterval: -1, Logger: cfg.Logger}); err != nil {
 			ln.Close()
 			return nil, err
 		}
-		if srv.reconciler, err = reconciler.New(l, reconciler.Config{Destinations: cfg.Destinations, Logger: cfg.Logger}); err != nil {
+		if srv.reconciler, err = reconciler.New(l, reconciler.Config{Destinations: cfg.Destinations, Interval: cfg.SweepInterval,
+			Logger: cfg.Logger}); err != nil {
 			ln.Close()
 			return nil, err
 		}

@@ -34,6 +34,7 @@ func newServeCmd() *cobra.Command {
 		logJSON                      bool
 		maxBody                      int64
 		workers                      int
+		lease, sweep                 time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -53,7 +54,7 @@ finish; every write a client got an answer for is already committed.`,
 			if err != nil {
 				return err
 			}
-			cfg := server.Config{Addr: addr, Logger: log, Workers: workers}
+			cfg := server.Config{Addr: addr, Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep}
 			var opts opledger.Options
 			if configPath != "" {
 				fc, err := server.LoadConfig(configPath)
@@ -90,6 +91,8 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (larger: 413)")
 	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor (with destinations in --config)")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold")
+	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled")
 	return cmd
 }
 

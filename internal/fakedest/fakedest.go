@@ -48,6 +48,9 @@ const (
 	Invalid
 	// InternalAfterCommit creates the record, then answers 500.
 	InternalAfterCommit
+	// Hang creates the record, then holds the connection without an answer
+	// until the caller goes away (a caller killed mid-call).
+	Hang
 )
 
 // Record is a created record.
@@ -270,6 +273,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	switch fault {
+	case Hang:
+		<-r.Context().Done()
 	case LoseResponse, DropBeforeCommit:
 		hijackClose(w)
 	case Unavailable:
