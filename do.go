@@ -96,6 +96,7 @@ type AttemptError struct {
 	Err     error   // the action's error
 }
 
+// Error describes the error.
 func (e *AttemptError) Error() string {
 	return fmt.Sprintf("%s: attempt %s, operation is %s: %v", e.Key, e.Outcome, e.State, e.Err)
 }

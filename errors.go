@@ -44,6 +44,7 @@ type StateError struct {
 	Operation *Operation // the operation as it is now
 }
 
+// Error describes the error.
 func (e *StateError) Error() string {
 	msg := fmt.Sprintf("%s %s: operation is %s", e.Op, e.Key, e.State)
 	if e.State == StatePending && e.Operation != nil && e.Operation.NotBefore != nil {
@@ -78,6 +79,7 @@ type MismatchError struct {
 	Tombstoned bool   // the stored record is a tombstone
 }
 
+// Error describes the error.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s",
 		e.Key, e.Stored, e.State, e.Given)
@@ -96,6 +98,7 @@ type StaleError struct {
 	Operation    *Operation // the operation after the evidence was recorded
 }
 
+// Error describes the error.
 func (e *StaleError) Error() string {
 	return fmt.Sprintf("%s: attempt %s with fencing token %d no longer holds the operation (current token %d, state %s)",
 		e.Key, e.AttemptID, e.FencingToken, e.Current, e.Operation.State)
@@ -110,6 +113,7 @@ type KeyError struct {
 	Reason string
 }
 
+// Error describes the error.
 func (e *KeyError) Error() string { return "invalid key: " + e.Reason }
 
 // Is matches ErrInvalidKey.

@@ -51,6 +51,7 @@ type Error struct {
 	Problem httpapi.Problem
 }
 
+// Error describes the error.
 func (e *Error) Error() string {
 	if e.Problem.Detail != "" {
 		return fmt.Sprintf("%s (HTTP %d): %s", e.Kind(), e.Status, e.Problem.Detail)
@@ -218,6 +219,7 @@ type ClaimRequest struct {
 // succeeded; nothing must be sent. It matches opledger.ErrAlreadySucceeded.
 type ReplayError struct{ Operation *opledger.Operation }
 
+// Error describes the error.
 func (e *ReplayError) Error() string {
 	return "operation " + e.Operation.Key + " already succeeded with ref " + e.Operation.DestinationRef
 }

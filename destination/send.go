@@ -41,6 +41,7 @@ type StatusError struct {
 	Exists bool
 }
 
+// Error describes the error.
 func (e *StatusError) Error() string {
 	msg := e.Method + " " + e.Host + ": " + e.Status
 	if e.RetryAfter > 0 {
@@ -66,6 +67,7 @@ type SendError struct {
 	Err error
 }
 
+// Error describes the error.
 func (e *SendError) Error() string {
 	what := "not sent"
 	if e.Written {
