@@ -473,10 +473,16 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		case OutcomeRetryable:
 			t.op.LastError = r.Error
 			policy := l.retryPolicy(t.op.Destination)
-			notBefore, exhausted := policy.next(t.op.AttemptCount, t.op.CreatedAt, t.now, r.RetryAfter)
+			// Attempts given back before any call (abandoned, released)
+			// used none of the destination's patience.
+			tried, err := t.triedAttempts()
+			if err != nil {
+				return err
+			}
+			notBefore, exhausted := policy.next(tried, t.op.CreatedAt, t.now, r.RetryAfter)
 			if exhausted != "" {
 				t.move(StateFailed, a.Worker, a.ID, "exhausted",
-					fmt.Sprintf("%s after %d attempts; last error: %s", exhausted, t.op.AttemptCount, r.Error))
+					fmt.Sprintf("%s after %d attempts; last error: %s", exhausted, tried, r.Error))
 				t.op.FailureKind = string(FailureExhausted)
 				return nil
 			}
@@ -490,6 +496,22 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		}
 		return nil
 	})
+}
+
+// triedAttempts counts the attempts that reached a call: every attempt
+// but those abandoned or released before dispatch.
+func (t *txn) triedAttempts() (int, error) {
+	attempts, err := t.tx.ListAttempts(t.ctx, t.tenant, t.key)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, a := range attempts {
+		if a.Outcome != AttemptAbandoned {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // succeed sets the confirmed result.

@@ -153,6 +153,34 @@ func testReport(t *testing.T, h Harness) {
 		require.Equal(t, "ops", op.Owner)
 	})
 
+	t.Run("AbandonedAttemptsDoNotCount", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h) // MaxAttempts 3
+		_, _, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		for range 2 { // two workers die before calling anything
+			_, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			b.clock.Advance(11 * time.Second)
+			_, err = b.ledger.ExpireLeases(b.ctx)
+			require.NoError(t, err)
+		}
+		for i := 1; i <= 3; i++ {
+			c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = b.ledger.Dispatch(b.ctx, "k1", c.AttemptID, c.FencingToken)
+			require.NoError(t, err)
+			op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+			if i < 3 {
+				require.Equal(t, opledger.StatePending, op.State, "call %d of 3", i)
+				b.clock.Advance(time.Minute)
+				continue
+			}
+			require.Equal(t, opledger.StateFailed, op.State)
+			require.Equal(t, 5, op.AttemptCount, "every attempt is on record")
+		}
+	})
+
 	t.Run("Uncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
