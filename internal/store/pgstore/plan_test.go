@@ -1,0 +1,255 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// recorder passes statements through to q and keeps their text and
+// arguments, so that the test explains exactly what the store sends.
+type recorder struct {
+	q     querier
+	label string
+	calls []recordedCall
+}
+
+type recordedCall struct {
+	label string
+	sql   string
+	args  []any
+}
+
+func (r *recorder) keep(sql string, args []any) {
+	r.calls = append(r.calls, recordedCall{label: r.label, sql: sql, args: append([]any(nil), args...)})
+}
+
+func (r *recorder) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.keep(sql, args)
+	return r.q.Exec(ctx, sql, args...)
+}
+
+func (r *recorder) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r.keep(sql, args)
+	return r.q.Query(ctx, sql, args...)
+}
+
+func (r *recorder) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	r.keep(sql, args)
+	return r.q.QueryRow(ctx, sql, args...)
+}
+
+// planNode is the part of EXPLAIN (FORMAT JSON) the test reads.
+type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	RelationName string     `json:"Relation Name"`
+	IndexName    string     `json:"Index Name"`
+	Plans        []planNode `json:"Plans"`
+}
+
+func (n planNode) walk(fn func(planNode)) {
+	fn(n)
+	for _, c := range n.Plans {
+		c.walk(fn)
+	}
+}
+
+// TestClaimPathUsesIndexes checks, with EXPLAIN on a table of 100,000
+// operations after ANALYZE, that the statements on the claim path use an
+// index and never scan a table sequentially, and that the queue queries
+// (due, uncertain, expired leases) take their order from an index instead
+// of sorting every match. The statements are the ones the store really
+// sends, captured from its reader and transaction; both the plan for the
+// actual values and the generic plan of the prepared statement (which pgx
+// reuses) are checked.
+func TestClaimPathUsesIndexes(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.PostgresDSN(t)
+	ctx := context.Background()
+	s, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Migrate(ctx))
+	const tenant = "plan"
+	require.NoError(t, LoadSynthetic(ctx, dsn, tenant, 100_000, true))
+	// A few due operations of the tenant, and a backlog of another one
+	// that a claim of this tenant must not wade through.
+	_, err = InsertDue(ctx, dsn, tenant, "due:", 20)
+	require.NoError(t, err)
+	_, err = InsertDue(ctx, dsn, "busy", "due:", 20000)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "ANALYZE operations")
+	require.NoError(t, err)
+
+	rec := &recorder{q: s.pool}
+	r := &reader{q: rec}
+	now, err := r.Now(ctx)
+	require.NoError(t, err)
+	rec.calls = nil // the clock read is no query on a table
+	step := func(label string, fn func() error) {
+		t.Helper()
+		rec.label = label
+		require.NoError(t, fn(), label)
+	}
+	step("GetOperation", func() error { _, err := r.GetOperation(ctx, tenant, "bulk:00004242"); return err })
+	step("GetAttempt", func() error { _, err := r.GetAttempt(ctx, tenant, "bulk:00004242", "bulk-00004242"); return err })
+	step("DueOperations/tenant", func() error {
+		_, err := r.DueOperations(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})
+		return err
+	})
+	step("DueOperations/all_tenants", func() error {
+		_, err := r.DueOperations(ctx, store.DueParams{Now: now, Limit: 1})
+		return err
+	})
+	step("DueOperations/destinations", func() error {
+		_, err := r.DueOperations(ctx, store.DueParams{Tenant: tenant, Destinations: []string{"crm"}, Now: now, Limit: 1})
+		return err
+	})
+	step("UncertainDue", func() error { _, err := r.UncertainDue(ctx, now, 100); return err })
+	step("ExpiredLeases", func() error { _, err := r.ExpiredLeases(ctx, now, 200); return err })
+
+	// Inside a write transaction, rolled back: the locking forms.
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	txRec := &recorder{q: tx}
+	w := &pgTx{reader{q: txRec, inTx: true}}
+	txStep := func(label string, fn func() error) {
+		t.Helper()
+		txRec.label = label
+		require.NoError(t, fn(), label)
+	}
+	txStep("LockDue/tenant", func() error {
+		_, err := w.LockDue(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})
+		return err
+	})
+	txStep("LockDue/all_tenants", func() error {
+		_, err := w.LockDue(ctx, store.DueParams{Now: now, Limit: 1})
+		return err
+	})
+	var op *store.Operation
+	txStep("GetOperation/for_update", func() error { op, err = w.GetOperation(ctx, tenant, "due:00000001"); return err })
+	txStep("UpdateOperation", func() error {
+		prev := op.Revision
+		op.Revision++
+		return w.UpdateOperation(ctx, op, prev)
+	})
+	require.NoError(t, tx.Rollback(ctx))
+
+	calls := append(rec.calls, txRec.calls...)
+	require.Len(t, calls, 11, "one statement per step")
+	for i, c := range calls {
+		ordered := strings.Contains(c.sql, "ORDER BY")
+		custom := explainPlan(t, conn, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...)
+		checkPlan(t, c.label+" (custom plan)", custom, ordered, wantIndex[c.label])
+		if !strings.HasPrefix(strings.TrimSpace(c.sql), "SELECT") {
+			continue
+		}
+		// The generic plan, as a prepared statement reused many times
+		// may get it.
+		name := fmt.Sprintf("plan_check_%d", i)
+		_, err := conn.Exec(ctx, "PREPARE "+name+" AS "+c.sql)
+		require.NoError(t, err, c.label)
+		_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+		require.NoError(t, err)
+		generic := explainPlan(t, conn, "EXPLAIN (FORMAT JSON) EXECUTE "+name+"("+executeLiterals(t, c.args)+")")
+		_, err = conn.Exec(ctx, "RESET plan_cache_mode")
+		require.NoError(t, err)
+		checkPlan(t, c.label+" (generic plan)", generic, ordered, wantIndex[c.label])
+	}
+}
+
+func explainPlan(t *testing.T, conn *pgx.Conn, sql string, args ...any) planNode {
+	t.Helper()
+	var raw []byte
+	require.NoError(t, conn.QueryRow(context.Background(), sql, args...).Scan(&raw), sql)
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &out))
+	require.Len(t, out, 1)
+	return out[0].Plan
+}
+
+// wantIndex names the indexes each statement is built for (migrations 001
+// and 002); the plan must use one of them. A tenant's claim uses
+// operations_due, so that another tenant's backlog of due operations is
+// never read.
+var wantIndex = map[string][]string{
+	"GetOperation":               {"operations_pkey"},
+	"GetOperation/for_update":    {"operations_pkey"},
+	"UpdateOperation":            {"operations_pkey"},
+	"GetAttempt":                 {"attempts_pkey", "attempts_operation"},
+	"DueOperations/tenant":       {"operations_due"},
+	"DueOperations/destinations": {"operations_due"},
+	"LockDue/tenant":             {"operations_due"},
+	"DueOperations/all_tenants":  {"operations_due_all"},
+	"LockDue/all_tenants":        {"operations_due_all"},
+	"UncertainDue":               {"operations_uncertain"},
+	"ExpiredLeases":              {"operations_lease"},
+}
+
+// checkPlan fails on a sequential scan, on a plan that uses none of the
+// indexes want, and on a sort in a query that must take its order from an
+// index.
+func checkPlan(t *testing.T, label string, plan planNode, ordered bool, want []string) {
+	t.Helper()
+	var nodes, indexes []string
+	plan.walk(func(n planNode) {
+		nodes = append(nodes, n.NodeType)
+		if n.IndexName != "" {
+			indexes = append(indexes, n.IndexName)
+		}
+		require.NotEqual(t, "Seq Scan", n.NodeType, "%s: sequential scan of %s", label, n.RelationName)
+		if ordered {
+			require.NotContains(t, n.NodeType, "Sort", "%s: sorts its matches instead of reading them in index order", label)
+		}
+	})
+	require.True(t, slices.ContainsFunc(indexes, func(ix string) bool { return slices.Contains(want, ix) }),
+		"%s: uses %v, none of %v (plan: %v)", label, indexes, want, nodes)
+	t.Logf("%-40s %v using %v", label, nodes, indexes)
+}
+
+// executeLiterals renders the arguments of a captured statement as SQL literals
+// for EXECUTE.
+func executeLiterals(t *testing.T, args []any) string {
+	t.Helper()
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = quoteLiteral(v)
+		case int:
+			out[i] = fmt.Sprint(v)
+		case []string:
+			q := make([]string, len(v))
+			for j, s := range v {
+				q[j] = quoteLiteral(s)
+			}
+			out[i] = "ARRAY[" + strings.Join(q, ", ") + "]::text[]"
+		case pgtype.Timestamptz:
+			require.True(t, v.Valid, "argument %d: a NULL timestamp", i)
+			out[i] = quoteLiteral(v.Time.UTC().Format(time.RFC3339Nano)) + "::timestamptz"
+		default:
+			t.Fatalf("argument %d: no literal for %T", i, a)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

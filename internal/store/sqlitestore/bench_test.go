@@ -1,0 +1,158 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
+)
+
+// benchTenant owns both the preloaded operations and the claimed ones, so
+// that the tenant's due index holds everything the table holds.
+const benchTenant = "bench"
+
+// BenchmarkClaim measures claims on an empty SQLite file and on one that
+// already holds 1,000,000 recorded operations (sqlitestore.SyntheticMix,
+// with one attempt and three timeline entries each), loaded with SQL. Each
+// round inserts b.N due operations and claims each once: next
+// (Ledger.ClaimNext for the tenant), next_all_tenants, key (Ledger.Claim
+// of a named key) and next_parallel (ClaimNext from 4×GOMAXPROCS
+// goroutines; SQLite has one writer, so this shows queueing, not
+// parallelism).
+//
+// sync=full is the default configuration, an fsync per commit;
+// sync=normal (Options.SQLiteSynchronousNormal) leaves the fsync to WAL
+// checkpoints so that the figures show the work of the statements.
+//
+//	go test -run '^$' -bench BenchmarkClaim -benchtime 2000x ./internal/store/sqlitestore/
+func BenchmarkClaim(b *testing.B) {
+	// Both tables are built first and every variant then runs on each in
+	// turn, so that the two figures of a pair are taken moments apart.
+	fixtures := []*claimFixture{newClaimFixture(b, 0), newClaimFixture(b, 1_000_000)}
+	modes := []struct {
+		name  string
+		claim func(f *claimFixture, l *opledger.Ledger, i int, prefix string) error
+	}{
+		{"next", func(f *claimFixture, l *opledger.Ledger, _ int, _ string) error {
+			_, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{})
+			return err
+		}},
+		{"next_all_tenants", func(f *claimFixture, l *opledger.Ledger, _ int, _ string) error {
+			_, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{AllTenants: true})
+			return err
+		}},
+		{"key", func(f *claimFixture, l *opledger.Ledger, i int, prefix string) error {
+			_, err := l.Claim(f.ctx, fmt.Sprintf("%s%08d", prefix, i+1), opledger.ClaimOptions{})
+			return err
+		}},
+		{"next_parallel", nil},
+	}
+	for _, sync := range []string{"full", "normal"} {
+		for _, m := range modes {
+			b.Run("sync="+sync+"/"+m.name, func(b *testing.B) {
+				for _, f := range fixtures {
+					l := f.ledgers[sync]
+					b.Run(fmt.Sprintf("rows=%d", f.rows), func(b *testing.B) {
+						if m.claim != nil {
+							f.round(b, func(i int, prefix string) error { return m.claim(f, l, i, prefix) })
+							return
+						}
+						f.prepare(b)
+						b.SetParallelism(4)
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								if _, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{}); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						})
+						b.StopTimer()
+					})
+				}
+			})
+		}
+	}
+}
+
+type claimFixture struct {
+	ctx  context.Context
+	path string
+	// ledgers by synchronous mode: "full" (the default) and "normal".
+	ledgers map[string]*opledger.Ledger
+	rows    int
+	rounds  int
+}
+
+func newClaimFixture(b *testing.B, rows int) *claimFixture {
+	b.Helper()
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "ledger.db")
+	f := &claimFixture{ctx: ctx, path: path, ledgers: map[string]*opledger.Ledger{}, rows: rows}
+	for mode, normal := range map[string]bool{"full": false, "normal": true} {
+		l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{Tenant: benchTenant, Worker: "bench",
+			Lease: time.Hour, SQLiteSynchronousNormal: normal})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		f.ledgers[mode] = l
+	}
+	if rows > 0 {
+		start := time.Now()
+		if err := sqlitestore.LoadSynthetic(ctx, path, benchTenant, rows, true); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("loaded %d operations (%s) with attempts and timeline in %s", rows, sqlitestore.SyntheticMix, time.Since(start).Round(time.Millisecond))
+	}
+	return f
+}
+
+// prepare empties the file of earlier rounds' operations, inserts b.N due
+// operations and resets the timer. It returns their key prefix.
+func (f *claimFixture) prepare(b *testing.B) string {
+	b.Helper()
+	b.StopTimer()
+	f.rounds++
+	db, err := sql.Open("sqlite", "file:"+f.path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`DELETE FROM operations WHERE key LIKE 'claim%'`,
+		`DELETE FROM attempts WHERE key LIKE 'claim%'`,
+		`DELETE FROM timeline WHERE key LIKE 'claim%'`,
+	} {
+		if _, err := db.ExecContext(f.ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	prefix := fmt.Sprintf("claim%d:", f.rounds)
+	if _, err := sqlitestore.InsertDue(f.ctx, f.path, benchTenant, prefix, b.N); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	b.StartTimer()
+	return prefix
+}
+
+// round claims b.N operations one after the other with claim.
+func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) error) {
+	prefix := f.prepare(b)
+	for i := range b.N {
+		if err := claim(i, prefix); err != nil {
+			if errors.Is(err, opledger.ErrNothingDue) {
+				b.Fatalf("claim %d of %d: nothing due", i+1, b.N)
+			}
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+}
