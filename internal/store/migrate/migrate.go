@@ -56,3 +56,16 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
 }
+
+// Versions lists the versions of the migrations in dir of fsys, in order.
+func Versions(fsys fs.FS, dir string) ([]int, error) {
+	migs, err := Load(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(migs))
+	for i, m := range migs {
+		out[i] = m.Version
+	}
+	return out, nil
+}

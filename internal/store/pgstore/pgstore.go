@@ -162,17 +162,7 @@ func isCatalogRace(err error) bool {
 
 // MigrationVersions lists the versions of the embedded migrations. They
 // must equal sqlitestore's.
-func MigrationVersions() ([]int, error) {
-	migs, err := migrate.Load(migrationsFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int, len(migs))
-	for i, m := range migs {
-		out[i] = m.Version
-	}
-	return out, nil
-}
+func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, "migrations") }
 
 // Update runs fn in a READ COMMITTED transaction and commits it when fn
 // returns nil.

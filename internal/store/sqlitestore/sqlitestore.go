@@ -171,17 +171,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 }
 
 // MigrationVersions lists the versions of the embedded migrations.
-func MigrationVersions() ([]int, error) {
-	migs, err := migrate.Load(migrationsFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int, len(migs))
-	for i, m := range migs {
-		out[i] = m.Version
-	}
-	return out, nil
-}
+func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, "migrations") }
 
 // Update runs fn in a BEGIN IMMEDIATE transaction on the writer connection.
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
