@@ -83,6 +83,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if err := opts.RetryPolicy.validate(); err != nil {
 		return nil, err
 	}
+	for name, p := range opts.DestinationRetryPolicies {
+		if err := p.validate(); err != nil {
+			return nil, fmt.Errorf("destination %q: %w", name, err)
+		}
+	}
 	st, err := openStore(ctx, dsn, opts)
 	if err != nil {
 		return nil, err

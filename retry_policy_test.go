@@ -22,3 +22,20 @@ func TestRetryPolicy(t *testing.T) {
 		require.GreaterOrEqual(t, p.Backoff(3, 7*time.Second), 7*time.Second, "Retry-After is a floor")
 	}
 }
+
+func TestOpenRefusesInvalidRetryPolicies(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + t.TempDir() + "/l.db"
+	_, err := opledger.Open(t.Context(), dsn, opledger.Options{RetryPolicy: &opledger.RetryPolicy{MaxAttempts: 0}})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	_, err = opledger.Open(t.Context(), dsn, opledger.Options{DestinationRetryPolicies: map[string]opledger.RetryPolicy{
+		"crm": {MaxAttempts: 3, InitialDelay: -time.Second},
+	}})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.ErrorContains(t, err, `destination "crm"`)
+	l, err := opledger.Open(t.Context(), dsn, opledger.Options{DestinationRetryPolicies: map[string]opledger.RetryPolicy{
+		"crm": {MaxAttempts: 3, InitialDelay: time.Second},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+}
