@@ -152,6 +152,10 @@ type route struct {
 	credHdr   string
 }
 
+// maxNameLength keeps "proxy:<name>:<48 hex digits>" within
+// opledger.MaxKeyLength.
+const maxNameLength = opledger.MaxKeyLength - len("proxy:") - len(":") - 48
+
 // destinationName is the ledger destination of an upstream's operations.
 func destinationName(upstream string) string { return "proxy:" + upstream }
 
@@ -162,6 +166,9 @@ func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
 	}
 	if err := opledger.ValidateKey(u.Name); err != nil {
 		return nil, fmt.Errorf("upstream name %q: %w", u.Name, err)
+	}
+	if len(u.Name) > maxNameLength {
+		return nil, fmt.Errorf("upstream name %q is longer than %d bytes: operation keys carry it", u.Name, maxNameLength)
 	}
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("upstream %s: %s", u.Name, fmt.Sprintf(format, args...))
