@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,34 +22,17 @@ import (
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/fakedest"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/proxy"
 	"github.com/opledger/opledger/reconciler"
 )
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type bundle struct {
 	ledger *opledger.Ledger
 	proxy  *proxy.Proxy
 	url    string
 	up     *fakedest.Server
-	logs   *syncBuffer
+	logs   *testrig.LogBuffer
 }
 
 // setup starts a fake upstream, a ledger on the store and the proxy in
@@ -67,7 +49,7 @@ func setup(t *testing.T, st testdb.Store, opts fakedest.Options, tune func(u *pr
 	l, err := opledger.Open(context.Background(), st.NewDSN(t), opledger.Options{DestinationRetryPolicies: policies})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	logs := &syncBuffer{}
+	logs := &testrig.LogBuffer{}
 	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
@@ -108,15 +90,22 @@ func (a answer) problem(t *testing.T) httpapi.Problem {
 // empty.
 func (b *bundle) send(t *testing.T, method, path, key, auth, body string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, b.url+path, strings.NewReader(body))
-	require.NoError(t, err)
+	h := http.Header{"Content-Type": {"application/json"}}
 	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+		h.Set("Idempotency-Key", key)
 	}
 	if auth != "" {
-		req.Header.Set("Authorization", auth)
+		h.Set("Authorization", auth)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	return b.sendWith(t, method, path, h, body)
+}
+
+// sendWith makes a request through the proxy with the headers h.
+func (b *bundle) sendWith(t *testing.T, method, path string, h http.Header, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, b.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header = h
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -639,4 +628,21 @@ func ExampleNew() {
 	// 201 {"id":"INV-1"} replayed: false
 	// 201 {"id":"INV-1"} replayed: true
 	// invoices created: 1
+}
+
+// A configured credential header scopes the keys instead of Authorization.
+func TestCredentialHeaderScope(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) { u.CredentialHeader = "X-Api-Key" })
+		send := func(apiKey, auth string) answer {
+			return b.sendWith(t, http.MethodPost, "/records",
+				http.Header{"Idempotency-Key": {"k"}, "X-Api-Key": {apiKey}, "Authorization": {auth}}, body1)
+		}
+		require.Empty(t, send("key-A", "Bearer one").header.Get(proxy.HeaderReplayed))
+		require.Equal(t, "true", send("key-A", "Bearer two").header.Get(proxy.HeaderReplayed), "Authorization does not scope here")
+		require.Empty(t, send("key-B", "Bearer one").header.Get(proxy.HeaderReplayed), "another X-Api-Key is another scope")
+		require.Equal(t, 2, b.up.Creates())
+		require.Equal(t, "key-B", b.up.CreateHeaders()[1].Get("X-Api-Key"), "forwarded untouched")
+	})
 }

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,25 +16,8 @@ import (
 
 	"github.com/opledger/opledger/internal/fakedest"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 )
-
-// lockedBuffer collects a process's log while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type proxied struct {
 	status int
@@ -70,7 +51,7 @@ func TestProxyCommand(t *testing.T) {
 			t.Parallel()
 			up := fakedest.New(t, fakedest.Options{})
 			dsn := st.NewDSN(t)
-			logs := &lockedBuffer{}
+			logs := &testrig.LogBuffer{}
 			cmd := exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", up.URL(), "--db", dsn)
 			base := startedURL(t, cmd, logs)
 
