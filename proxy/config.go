@@ -23,8 +23,8 @@ const (
 	// DefaultMaxBodyBytes is the largest request body buffered (1 MiB).
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultMaxResponseBytes is the largest upstream answer saved for
-	// replay (8 MiB); a larger one is returned once and saved without body.
-	DefaultMaxResponseBytes = 8 << 20
+	// replay (1 MiB); a larger one is returned once and saved without body.
+	DefaultMaxResponseBytes = 1 << 20
 	// DefaultTimeout bounds one forwarded request.
 	DefaultTimeout = 30 * time.Second
 	// DefaultCredentialHeader scopes keys per caller.

@@ -190,8 +190,11 @@ func (p *Proxy) forward(rt *route, w http.ResponseWriter, r *http.Request, log *
 	defer cancel()
 	out, err := http.NewRequestWithContext(callCtx, r.Method, rt.target(r.URL.Path, r.URL.RawQuery).String(), bytes.NewReader(body))
 	if err != nil {
-		p.report(ctx, w, r, log, claim, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "build the upstream request: " + err.Error()})
-		writeProblem(w, r, http.StatusInternalServerError, "internal", "the request could not be forwarded", nil)
+		// Nothing was sent: give the attempt back as retryable.
+		if _, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: opledger.OutcomeRetryable,
+			Error: "build the upstream request: " + err.Error()}); ok {
+			writeProblem(w, r, http.StatusInternalServerError, "internal", "the request could not be forwarded; nothing was sent", nil)
+		}
 		return
 	}
 	out.Header = forwardHeaders(r.Header)

@@ -646,3 +646,44 @@ func TestCredentialHeaderScope(t *testing.T) {
 		require.Equal(t, "key-B", b.up.CreateHeaders()[1].Get("X-Api-Key"), "forwarded untouched")
 	})
 }
+
+// An answer over max_response_bytes reaches the first caller whole and is
+// replayed without its body, marked.
+func TestLargeAnswerSavedWithoutBody(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) { u.MaxResponseBytes = 10 })
+		first := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, http.StatusCreated, first.status)
+		require.JSONEq(t, `{"id":"R1","external_ref":"order-17","amount":120}`, string(first.body))
+		again := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, http.StatusCreated, again.status)
+		require.Equal(t, "true", again.header.Get(proxy.HeaderBodyOmitted))
+		require.Empty(t, again.body)
+		require.Equal(t, 1, b.up.Creates())
+		require.Equal(t, opledger.StateSucceeded, b.only(t).State)
+	})
+}
+
+// An upstream that refuses the connection never got the request: 502,
+// pending, and a repeat may forward again.
+func TestUnreachableUpstreamIsRetryable(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{}, func(u *proxy.Upstream, up *fakedest.Server) {
+			dead := httptest.NewServer(http.NotFoundHandler())
+			u.URL = dead.URL
+			dead.Close()
+		})
+		for attempt := 1; attempt <= 2; attempt++ {
+			a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+			require.Equal(t, http.StatusBadGateway, a.status)
+			p := a.problem(t)
+			require.Equal(t, httpapi.ProblemTypeBase+"upstream_unreachable", p.Type)
+			require.Equal(t, opledger.StatePending, p.State)
+			op := b.only(t)
+			require.Equal(t, opledger.StatePending, op.State)
+			require.Equal(t, attempt, op.AttemptCount, "each repeat is a new attempt")
+		}
+	})
+}
