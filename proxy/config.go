@@ -114,7 +114,10 @@ type Upstream struct {
 //
 // See docs/proxy.md for every field.
 type FileConfig struct {
-	Tenant    string     `yaml:"tenant"`
+	// Tenant is the ledger tenant of the proxy's operations. Default
+	// opledger.DefaultTenant.
+	Tenant string `yaml:"tenant"`
+	// Upstreams are the APIs behind the proxy. At least one.
 	Upstreams []Upstream `yaml:"upstreams"`
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,13 @@ type bundle struct {
 // front of the upstream; tune adjusts the upstream's configuration.
 func setup(t *testing.T, st testdb.Store, opts fakedest.Options, tune func(u *proxy.Upstream, up *fakedest.Server)) *bundle {
 	t.Helper()
+	return setupClock(t, st, opts, tune, nil)
+}
+
+// setupClock is setup with the ledger's clock mapped by clock.
+func setupClock(t *testing.T, st testdb.Store, opts fakedest.Options, tune func(u *proxy.Upstream, up *fakedest.Server),
+	clock func(time.Time) time.Time) *bundle {
+	t.Helper()
 	up := fakedest.New(t, opts)
 	u := proxy.Upstream{Name: "crm", URL: up.URL()}
 	if tune != nil {
@@ -46,7 +54,7 @@ func setup(t *testing.T, st testdb.Store, opts fakedest.Options, tune func(u *pr
 	}
 	policies, err := proxy.RetryPolicies([]proxy.Upstream{u})
 	require.NoError(t, err)
-	l, err := opledger.Open(context.Background(), st.NewDSN(t), opledger.Options{DestinationRetryPolicies: policies})
+	l, err := opledger.Open(context.Background(), st.NewDSN(t), opledger.Options{DestinationRetryPolicies: policies, Clock: clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	logs := &testrig.LogBuffer{}
@@ -685,5 +693,26 @@ func TestUnreachableUpstreamIsRetryable(t *testing.T) {
 			require.Equal(t, opledger.StatePending, op.State)
 			require.Equal(t, attempt, op.AttemptCount, "each repeat is a new attempt")
 		}
+	})
+}
+
+// Once the upstream's idempotency key retention has passed, a lost
+// response is held: no re-forward, protected or not.
+func TestProtectionExpiredHolds(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		var offset atomic.Int64
+		clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
+		b := setupClock(t, st, fakedest.Options{Dedup: true}, func(u *proxy.Upstream, _ *fakedest.Server) {
+			u.Idempotency = &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(time.Hour)}
+		}, clock)
+		b.up.Fail(fakedest.LoseResponse)
+		require.Equal(t, http.StatusBadGateway, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+		offset.Store(int64(2 * time.Hour))
+		require.Equal(t, 1, b.reconcile(t).Decisions[reconciler.Held])
+		a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, http.StatusConflict, a.status)
+		require.Equal(t, opledger.StateHeld, a.problem(t).State)
+		require.Equal(t, 1, b.up.Creates())
 	})
 }
