@@ -107,8 +107,12 @@ func requestPayload(r *http.Request, body []byte) (json.RawMessage, error) {
 	sum := sha256.Sum256(body)
 	req := request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 		BodySHA256: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
+	// A JSON body is kept for lookup templates when the fingerprint can
+	// canonicalize it; the digest above covers the body either way.
 	if len(body) > 0 && json.Valid(body) {
-		req.Body = body
+		if _, err := opledger.Fingerprint(Action, "body", body, 1); err == nil {
+			req.Body = body
+		}
 	}
 	return json.Marshal(req)
 }
@@ -158,6 +162,8 @@ func (p *Proxy) refused(w http.ResponseWriter, r *http.Request, log *slog.Logger
 			}
 			writeProblem(w, r, http.StatusConflict, "invalid_state", stateDetail(se.State), &httpapi.Problem{State: se.State})
 		}
+	case errors.Is(err, opledger.ErrInvalidInput):
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
 	default:
 		p.internal(w, r, log, err)
 	}

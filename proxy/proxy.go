@@ -71,7 +71,8 @@ type Config struct {
 	// Upstreams are the APIs behind the proxy. At least one.
 	Upstreams []Upstream
 	// Logger receives one line per protected request and the reconciler's
-	// decisions; never keys, bodies or credentials. Default slog.Default().
+	// decisions; never the callers' keys, bodies, paths or credentials
+	// (operations are named by their digest keys). Default slog.Default().
 	Logger *slog.Logger
 	// Transport sends the forwarded requests and lookups. Default: a clone
 	// of http.DefaultTransport.

@@ -716,3 +716,16 @@ func TestProtectionExpiredHolds(t *testing.T) {
 		require.Equal(t, 1, b.up.Creates())
 	})
 }
+
+// A JSON body the fingerprint cannot canonicalize is still protected by
+// its digest.
+func TestUncanonicalJSONBody(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Stores()[0], fakedest.Options{}, nil)
+	const huge = `{"external_ref":"x","n":1e400}`
+	first := b.send(t, http.MethodPost, "/records", "key-1", token, huge)
+	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+	again := b.send(t, http.MethodPost, "/records", "key-1", token, huge)
+	require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+	require.Equal(t, 1, b.up.Creates())
+}
