@@ -729,3 +729,39 @@ func TestUncanonicalJSONBody(t *testing.T) {
 	require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
 	require.Equal(t, 1, b.up.Creates())
 }
+
+// A forward that outlives its lease (a proxy that hung or died after
+// sending) makes the operation uncertain, never pending: repeats get 409.
+// The late answer still resolves it, through the fencing rules.
+func TestLeaseExpiryDuringForward(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		var offset atomic.Int64
+		clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
+		b := setupClock(t, st, fakedest.Options{}, nil, clock)
+		arrived := b.up.Arrivals()
+		b.up.Fail(fakedest.Block)
+		done := make(chan answer, 1)
+		go func() { done <- b.send(t, http.MethodPost, "/records", "key-1", token, body1) }()
+		<-arrived
+		offset.Store(int64(proxy.DefaultTimeout + 2*time.Minute))
+		n, err := b.ledger.ExpireLeases(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, opledger.StateUncertain, b.only(t).State, "dispatched: uncertain, never pending")
+		a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, http.StatusConflict, a.status)
+		require.Equal(t, opledger.StateUncertain, a.problem(t).State)
+
+		b.up.Release()
+		first := <-done
+		require.Equal(t, http.StatusCreated, first.status)
+		op := b.only(t)
+		require.Equal(t, opledger.StateSucceeded, op.State, "the late success resolved the uncertain operation")
+		require.Equal(t, "R1", op.DestinationRef)
+		again := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+		require.Equal(t, first.body, again.body, "the late answer was saved")
+		require.Equal(t, 1, b.up.Creates())
+	})
+}
