@@ -567,6 +567,11 @@ func readAnswer(resp *http.Response) ([]byte, error) {
 	return b, nil
 }
 
+// RefOf reads the effect's reference from a 2xx answer of this
+// destination, at the JSON pointer configured as its Ref. It fails when
+// the answer is not JSON or has no scalar there.
+func (h *HTTP) RefOf(answer []byte) (string, error) { return refAt(answer, h.ref) }
+
 // refAt extracts the reference at p from a JSON answer.
 func refAt(answer []byte, p pointer) (string, error) {
 	doc, err := decodeJSON(answer)

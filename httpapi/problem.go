@@ -43,6 +43,21 @@ var titles = map[string]string{
 	"internal":             "Internal error",
 	"unavailable":          "Store unavailable",
 	"mapping_failed":       "No mapping rule could map the event",
+	// Kinds of the Idempotency-Key proxy (package proxy).
+	"idempotency_key_required": "Idempotency-Key header required",
+	"invalid_idempotency_key":  "Invalid Idempotency-Key header",
+	"upstream_response_lost":   "The upstream's response was lost",
+	"upstream_unreachable":     "The upstream could not be reached",
+	"no_upstream":              "No upstream for this path",
+}
+
+// WriteProblem writes an RFC 9457 problem response of the stable kind
+// (the suffix of ProblemTypeBase, e.g. "fingerprint_mismatch") with its
+// title. p may carry the state and operation; nil means none. Other
+// handlers of the project (package proxy) use it so that every surface
+// answers with the same problem types.
+func WriteProblem(w http.ResponseWriter, r *http.Request, status int, kind, detail string, p *Problem) {
+	writeProblem(w, r, status, kind, detail, p)
 }
 
 // writeProblem writes a problem response.

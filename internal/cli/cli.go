@@ -82,6 +82,7 @@ every uncertain outcome visible until a lookup, a documented protection or a
 named person settles it.`,
 		Example: `  opledger demo
   opledger serve --db sqlite:opledger.db
+  opledger proxy --upstream https://crm.example.com/api --db sqlite:proxy.db
   opledger ops list --state held,uncertain,failed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -89,7 +90,7 @@ named person settles it.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newTokensCmd(), newOpsCmd(), newEventsCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newProxyCmd(), newTokensCmd(), newOpsCmd(), newEventsCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }
 

@@ -36,19 +36,27 @@ func startServe(t *testing.T, dsn string) (string, *exec.Cmd) {
 // serveURL starts a serve command and returns the URL it reports.
 func serveURL(t *testing.T, cmd *exec.Cmd) string {
 	t.Helper()
+	return startedURL(t, cmd, io.Discard)
+}
+
+// startedURL starts a serve or proxy command, returns the URL it reports
+// and copies the rest of its log to logs.
+func startedURL(t *testing.T, cmd *exec.Cmd, logs io.Writer) string {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	urlRe := regexp.MustCompile(`msg=serving url=(http://\S+)`)
+	urlRe := regexp.MustCompile(`msg=(?:serving|proxying) (?:\S+ )*?url=(http://\S+)`)
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
+		_, _ = fmt.Fprintln(logs, sc.Text())
 		if m := urlRe.FindStringSubmatch(sc.Text()); m != nil {
-			go func() { _, _ = io.Copy(io.Discard, stderr) }()
+			go func() { _, _ = io.Copy(logs, stderr) }()
 			return m[1]
 		}
 	}
-	t.Fatalf("serve never reported its address")
+	t.Fatalf("%s never reported its address", cmd.Args[1])
 	return ""
 }
 

@@ -51,6 +51,10 @@ const (
 	// Hang creates the record, then holds the connection without an answer
 	// until the caller goes away (a caller killed mid-call).
 	Hang
+	// Block creates the record, then holds the answer until Release (or
+	// until the caller goes away): a request in flight for as long as a
+	// test needs.
+	Block
 )
 
 // Record is a created record.
@@ -94,7 +98,9 @@ type Server struct {
 	creates int
 	lookups int
 	keys    []string
+	headers []http.Header
 	seen    chan struct{}
+	release chan struct{}
 }
 
 // Options configure a Server.
@@ -107,7 +113,8 @@ type Options struct {
 
 // New starts a fake destination on 127.0.0.1; it is closed when t ends.
 func New(t interface{ Cleanup(func()) }, opts Options) *Server {
-	s := &Server{dedup: opts.Dedup, unique: opts.Unique, byKey: map[string]*Record{}, retryAfter: "1"}
+	s := &Server{dedup: opts.Dedup, unique: opts.Unique, byKey: map[string]*Record{}, retryAfter: "1",
+		release: make(chan struct{}, 1024)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /records", s.create)
 	mux.HandleFunc("GET /records", s.search)
@@ -197,6 +204,16 @@ func (s *Server) Keys() []string {
 	return append([]string(nil), s.keys...)
 }
 
+// CreateHeaders lists the request headers of every create, in order.
+func (s *Server) CreateHeaders() []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]http.Header(nil), s.headers...)
+}
+
+// Release lets one create held by Block answer.
+func (s *Server) Release() { s.release <- struct{}{} }
+
 // Records returns copies of the records.
 func (s *Server) Records() []Record {
 	s.mu.Lock()
@@ -242,6 +259,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.creates++
 	s.keys = append(s.keys, key)
+	s.headers = append(s.headers, r.Header.Clone())
 	if s.seen != nil {
 		s.seen <- struct{}{}
 	}
@@ -275,6 +293,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	switch fault {
 	case Hang:
 		<-r.Context().Done()
+	case Block:
+		select {
+		case <-s.release:
+			writeJSON(w, status, answer)
+		case <-r.Context().Done():
+		}
 	case LoseResponse, DropBeforeCommit:
 		hijackClose(w)
 	case Unavailable:

@@ -138,7 +138,7 @@ type Rig struct {
 	Exec   *executor.Executor
 	Rec    *reconciler.Reconciler
 
-	logs    *logBuffer
+	logs    *LogBuffer
 	mu      sync.Mutex
 	secrets []string
 }
@@ -191,7 +191,7 @@ func New(t *testing.T, newDSN func(testing.TB) string, adjust ...func(*Options))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
 
-	logs := &logBuffer{}
+	logs := &LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ec := o.Executor
 	ec.Destinations, ec.Logger = set, logger
@@ -306,19 +306,20 @@ func (r *Rig) Evidence(key, event string) string {
 // Logs returns what was logged so far.
 func (r *Rig) Logs() string { return r.logs.String() }
 
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
+// LogBuffer is a concurrency-safe log sink: a process or logger writes to
+// it while the test reads what was written.
+type LogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
+func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *logBuffer) String() string {
+func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/proxy"
+)
+
+func newProxyCmd() *cobra.Command {
+	var (
+		dsn, listen, upstream, configPath, level string
+		logJSON                                  bool
+		maxBody                                  int64
+		timeout, reconcileEvery, shutdown        time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Run the Idempotency-Key proxy in front of an HTTP API",
+		Long: `proxy protects an API that has no idempotency support, without changing the
+automation that calls it. Every POST and PATCH must carry an Idempotency-Key
+header (IETF draft-ietf-httpapi-idempotency-key-header). The first request is
+recorded in the ledger, forwarded once and its answer saved; a repeat with the
+same key and request gets the saved answer with "Idempotent-Replayed: true";
+the same key with another method, path or body gets 422; a repeat while the
+first is in flight gets 409. A response lost after the request was sent makes
+the operation uncertain (502 or 504): the reconciler, running inside the
+proxy, applies the upstream's declared lookup or idempotency key, or holds the
+operation for a person. Nothing is forwarded twice without such a protection.
+Other methods pass straight through.
+
+Keys are scoped per upstream and per caller credential (a SHA-256 of the
+Authorization header); the caller's Authorization reaches the upstream
+untouched and is never stored or logged.
+
+--upstream proxies one API with the defaults; --config names a YAML file with
+several upstreams by path prefix and their capabilities (docs/proxy.md).
+SIGTERM or Ctrl-C stops accepting connections and lets in-flight requests
+finish and record their outcome.`,
+		Example: `  opledger proxy --upstream https://crm.example.com/api --db sqlite:proxy.db
+  opledger proxy --listen 127.0.0.1:8081 --config proxy.yaml --db postgres://opledger@db:5432/opledger
+  curl -X POST -H 'Idempotency-Key: order-17' -d '{"amount":120}' http://127.0.0.1:8081/invoices`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(cmd.ErrOrStderr(), logJSON, level)
+			if err != nil {
+				return err
+			}
+			var fc proxy.FileConfig
+			switch {
+			case upstream != "" && configPath != "":
+				return usageError{errors.New("give either --upstream or --config, not both")}
+			case upstream != "":
+				fc.Upstreams = []proxy.Upstream{{Name: "upstream", URL: upstream, MaxBodyBytes: maxBody,
+					Timeout: destination.Duration(timeout)}}
+			case configPath != "":
+				c, err := proxy.LoadConfig(configPath)
+				if err != nil {
+					return err
+				}
+				fc = *c
+			default:
+				return usageError{errors.New("--upstream URL or --config FILE is required")}
+			}
+			policies, err := proxy.RetryPolicies(fc.Upstreams)
+			if err != nil {
+				return err
+			}
+			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{Tenant: fc.Tenant, DestinationRetryPolicies: policies})
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			p, err := proxy.New(l, proxy.Config{Upstreams: fc.Upstreams, Logger: log, ReconcileInterval: reconcileEvery})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
+			return p.Run(cmd.Context(), ln, shutdown)
+		},
+	}
+	addDBFlag(cmd, &dsn)
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "listen address")
+	cmd.Flags().StringVar(&upstream, "upstream", "", "base URL of the one API to protect")
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML file with upstreams by path prefix and their capabilities (docs/proxy.md)")
+	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body (larger: 413); with --upstream")
+	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for its answer (then: uncertain, 504); with --upstream")
+	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled")
+	cmd.Flags().DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write logs as JSON lines")
+	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

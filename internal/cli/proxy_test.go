@@ -1,0 +1,167 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/internal/fakedest"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
+)
+
+type proxied struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// postThrough posts body to url with an Idempotency-Key and a bearer token.
+func postThrough(t *testing.T, url, key, body string) proxied {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer cli_SECRET_token")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return proxied{resp.StatusCode, resp.Header, string(data)}
+}
+
+// TestProxyCommand runs 'opledger proxy --upstream' as a process: first
+// call, replay, mismatch, a lost response, and SIGTERM while a request is
+// in flight (it finishes, the process exits 0, the ledger has it).
+func TestProxyCommand(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			up := fakedest.New(t, fakedest.Options{})
+			dsn := st.NewDSN(t)
+			logs := &testrig.LogBuffer{}
+			cmd := exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", up.URL(), "--db", dsn)
+			base := startedURL(t, cmd, logs)
+
+			first := postThrough(t, base+"/records", "order-17", `{"external_ref":"o17","amount":1}`)
+			require.Equal(t, http.StatusCreated, first.status, first.body)
+			again := postThrough(t, base+"/records", "order-17", `{"external_ref":"o17","amount":1}`)
+			require.Equal(t, http.StatusCreated, again.status)
+			require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+			require.Equal(t, first.body, again.body)
+			other := postThrough(t, base+"/records", "order-17", `{"external_ref":"o17","amount":2}`)
+			require.Equal(t, http.StatusUnprocessableEntity, other.status)
+			require.Contains(t, other.body, "fingerprint_mismatch")
+
+			up.Fail(fakedest.LoseResponse)
+			lost := postThrough(t, base+"/records", "order-18", `{"external_ref":"o18"}`)
+			require.Equal(t, http.StatusBadGateway, lost.status)
+			require.Contains(t, lost.body, `"state":"uncertain"`)
+			require.Equal(t, 2, up.Creates())
+
+			// SIGTERM while a request is in flight.
+			arrived := up.Arrivals()
+			up.Fail(fakedest.Block)
+			done := make(chan proxied, 1)
+			go func() { done <- postThrough(t, base+"/records", "order-19", `{"external_ref":"o19"}`) }()
+			<-arrived
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			up.Release()
+			require.Equal(t, http.StatusCreated, (<-done).status, "the in-flight request finishes")
+			require.NoError(t, cmd.Wait(), "proxy exits 0 after SIGTERM")
+
+			out, errOut, code := run(t, "ops", "list", "--db", dsn, "--json")
+			require.Equal(t, 0, code, errOut)
+			require.Equal(t, 3, strings.Count(out, `"destination":"proxy:upstream"`), out)
+			require.Equal(t, 2, strings.Count(out, `"state":"succeeded"`), out)
+			require.Equal(t, 1, strings.Count(out, `"state":"uncertain"`), out)
+			for _, secret := range []string{"cli_SECRET", "order-1", "o17"} {
+				require.NotContains(t, out, secret)
+				require.NotContains(t, logs.String(), secret)
+			}
+			require.Contains(t, logs.String(), "msg=forwarded")
+		})
+	}
+}
+
+// TestProxyConfig: a config file with an upstream under a prefix that
+// declares a lookup; the reconciler inside the proxy settles a lost
+// response and a repeat gets 200 with the ref. Broken invocations are
+// usage errors.
+func TestProxyConfig(t *testing.T) {
+	t.Parallel()
+	up := fakedest.New(t, fakedest.Options{})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "proxy.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(`
+upstreams:
+  - name: crm
+    prefix: /crm/
+    url: `+up.URL()+`
+    lookup:
+      url: "`+up.URL()+`/records?external_ref={{urlquery .Payload.body.external_ref}}"
+      results: /items
+      authoritative: true
+      match:
+        - record: /external_ref
+          payload: /body/external_ref
+`), 0o644))
+	dsn := testdb.SQLiteDSN(t)
+	cmd := exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--config", cfg, "--db", dsn, "--reconcile-interval", "50ms")
+	base := startedURL(t, cmd, io.Discard)
+
+	up.Fail(fakedest.LoseResponse)
+	lost := postThrough(t, base+"/crm/records", "k1", `{"external_ref":"x1"}`)
+	require.Equal(t, http.StatusBadGateway, lost.status, lost.body)
+	var got proxied
+	deadline := time.Now().Add(30 * time.Second)
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for ; ; <-poll.C {
+		got = postThrough(t, base+"/crm/records", "k1", `{"external_ref":"x1"}`)
+		if got.status != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		require.Contains(t, got.body, `"state":"uncertain"`)
+		retry := got.header.Get("Retry-After")
+		require.NotEmpty(t, retry)
+	}
+	require.Equal(t, http.StatusOK, got.status, got.body)
+	var res struct {
+		State          string `json:"state"`
+		DestinationRef string `json:"destination_ref"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(got.body), &res))
+	require.Equal(t, "succeeded", res.State)
+	require.Equal(t, "R1", res.DestinationRef)
+	require.Equal(t, 1, up.Creates())
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+
+	_, errOut, code := run(t, "proxy", "--db", dsn)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--upstream URL or --config FILE is required")
+	_, errOut, code = run(t, "proxy", "--db", dsn, "--upstream", up.URL(), "--config", cfg)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "not both")
+	require.NoError(t, os.WriteFile(cfg, []byte("upstreams:\n  - name: crm\n    url: "+up.URL()+"\n    prefx: /x\n"), 0o644))
+	_, errOut, code = run(t, "proxy", "--db", dsn, "--config", cfg)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "field prefx not found")
+	out, _, code := run(t, "proxy", "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "opledger proxy --upstream https://crm.example.com/api")
+	require.Contains(t, out, "Idempotent-Replayed")
+}

@@ -1,0 +1,260 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+)
+
+// Defaults of an Upstream.
+const (
+	// DefaultMaxBodyBytes is the largest request body buffered (1 MiB).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxResponseBytes is the largest upstream answer saved for
+	// replay (1 MiB); a larger one is returned once and saved without body.
+	DefaultMaxResponseBytes = 1 << 20
+	// DefaultTimeout bounds one forwarded request.
+	DefaultTimeout = 30 * time.Second
+	// DefaultCredentialHeader scopes keys per caller.
+	DefaultCredentialHeader = "Authorization"
+	// DefaultRef is where the effect's reference is read from a 2xx JSON
+	// answer.
+	DefaultRef = "/id"
+	// DefaultMaxAttempts is how many forwards an operation may get after
+	// retryable answers (429, 503, refused connections) before it is
+	// failed (exhausted).
+	DefaultMaxAttempts = 100
+)
+
+// DefaultProtectedMethods are the methods recorded in the ledger when an
+// upstream names none.
+var DefaultProtectedMethods = []string{http.MethodPost, http.MethodPatch}
+
+// Upstream configures one API behind the proxy. Name and URL are required.
+// Idempotency, Lookup and UniqueReference declare what the upstream
+// guarantees (DESIGN.md section 6), exactly as for a destination in
+// docs/destinations.md; the reconciler uses only what is declared.
+type Upstream struct {
+	// Name identifies the upstream; its operations have the destination
+	// "proxy:" + Name. Key syntax (letters, digits, . _ : / -).
+	Name string `yaml:"name"`
+	// Prefix routes requests whose path starts with it to this upstream and
+	// is removed before forwarding. Default "/". The longest match wins.
+	Prefix string `yaml:"prefix"`
+	// URL is the upstream's base URL; the path after Prefix is appended.
+	URL string `yaml:"url"`
+	// ProtectedMethods go through the ledger. Default POST and PATCH.
+	// Other methods are passed through as a plain reverse proxy.
+	ProtectedMethods []string `yaml:"protected_methods"`
+	// AllowMissingKey passes a protected request without an
+	// Idempotency-Key header through unprotected instead of refusing it
+	// with 400.
+	AllowMissingKey bool `yaml:"allow_missing_key"`
+	// MaxBodyBytes bounds a protected request's body (larger: 413).
+	// Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxResponseBytes bounds the answer saved for replay. Default
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// CredentialHeader is the request header whose SHA-256 scopes the
+	// callers' keys. Default Authorization. Requests without it share the
+	// upstream's anonymous scope.
+	CredentialHeader string `yaml:"credential_header"`
+	// Timeout bounds one forwarded request; a request that gets no answer
+	// in time after it was written is uncertain (504). Default 30 s.
+	Timeout destination.Duration `yaml:"timeout"`
+	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
+	// answer. Default /id. Answers without one are recorded under the
+	// attempt id.
+	Ref string `yaml:"ref"`
+	// Idempotency declares that the upstream honours an idempotency key
+	// header. The proxy then sends the ledger's derived key (never the
+	// caller's) and may re-forward an uncertain request under it inside
+	// the retention window.
+	Idempotency *destination.IdempotencyConfig `yaml:"idempotency"`
+	// Lookup declares how the reconciler finds an effect whose response
+	// was lost. Its templates see the operation's payload: method, path
+	// and, for a JSON request body, body (e.g. /body/external_ref).
+	Lookup *destination.LookupConfig `yaml:"lookup"`
+	// UniqueReference declares that a duplicate create is refused with a
+	// conflict status; it needs a Lookup.
+	UniqueReference *destination.UniqueReferenceConfig `yaml:"unique_reference"`
+	// Retry overrides the retry policy for retryable answers. Default:
+	// DefaultMaxAttempts attempts, no delay beyond the upstream's
+	// Retry-After, no deadline (the caller decides when to retry).
+	Retry *destination.RetryConfig `yaml:"retry"`
+}
+
+// FileConfig is the YAML file of opledger proxy --config:
+//
+//	tenant: default            # ledger tenant of the proxy's operations
+//	upstreams:
+//	  - name: crm
+//	    prefix: /crm/
+//	    url: https://crm.example.com/api
+//	    protected_methods: [POST, PATCH]
+//	    max_body_bytes: 1048576
+//	    credential_header: Authorization
+//	    timeout: 30s
+//	    ref: /id
+//	    idempotency: {header: Idempotency-Key, retention: 24h}
+//	    lookup: {...}          # as in docs/destinations.md
+//
+// See docs/proxy.md for every field.
+type FileConfig struct {
+	// Tenant is the ledger tenant of the proxy's operations. Default
+	// opledger.DefaultTenant.
+	Tenant string `yaml:"tenant"`
+	// Upstreams are the APIs behind the proxy. At least one.
+	Upstreams []Upstream `yaml:"upstreams"`
+}
+
+// LoadConfig reads a proxy configuration file. Unknown fields are errors
+// naming their line.
+func LoadConfig(path string) (*FileConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read proxy config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c FileConfig
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("proxy config %s is empty: it needs an upstreams list", path)
+		}
+		return nil, fmt.Errorf("proxy config %s: %w", path, err)
+	}
+	if len(c.Upstreams) == 0 {
+		return nil, fmt.Errorf("proxy config %s: no upstreams: the file needs a non-empty upstreams list", path)
+	}
+	return &c, nil
+}
+
+// route is a checked, ready upstream.
+type route struct {
+	Upstream
+	dest      *destination.HTTP
+	base      *url.URL
+	protected map[string]bool
+	timeout   time.Duration
+	policy    opledger.RetryPolicy
+	idemHdr   string
+	credHdr   string
+}
+
+// maxNameLength keeps "proxy:<name>:<48 hex digits>" within
+// opledger.MaxKeyLength.
+const maxNameLength = opledger.MaxKeyLength - len("proxy:") - len(":") - 48
+
+// destinationName is the ledger destination of an upstream's operations.
+func destinationName(upstream string) string { return "proxy:" + upstream }
+
+// build checks u and prepares its route.
+func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
+	if u.Name == "" {
+		return nil, errors.New("upstream: name is required")
+	}
+	if err := opledger.ValidateKey(u.Name); err != nil {
+		return nil, fmt.Errorf("upstream name %q: %w", u.Name, err)
+	}
+	if len(u.Name) > maxNameLength {
+		return nil, fmt.Errorf("upstream name %q is longer than %d bytes: operation keys carry it", u.Name, maxNameLength)
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("upstream %s: %s", u.Name, fmt.Sprintf(format, args...))
+	}
+	base, err := url.Parse(u.URL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fail("url must be an absolute http:// or https:// URL")
+	}
+	if base.RawQuery != "" || base.Fragment != "" {
+		return nil, fail("url must not carry a query or fragment")
+	}
+	if u.Prefix == "" {
+		u.Prefix = "/"
+	}
+	if !strings.HasPrefix(u.Prefix, "/") {
+		return nil, fail("prefix %q must start with /", u.Prefix)
+	}
+	if u.MaxBodyBytes == 0 {
+		u.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if u.MaxResponseBytes == 0 {
+		u.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if u.MaxBodyBytes < 0 || u.MaxResponseBytes < 0 {
+		return nil, fail("max_body_bytes and max_response_bytes must be positive")
+	}
+	if u.CredentialHeader == "" {
+		u.CredentialHeader = DefaultCredentialHeader
+	}
+	if u.Ref == "" {
+		u.Ref = DefaultRef
+	}
+	methods := u.ProtectedMethods
+	if len(methods) == 0 {
+		methods = DefaultProtectedMethods
+	}
+	r := &route{Upstream: u, base: base, protected: map[string]bool{}, credHdr: http.CanonicalHeaderKey(u.CredentialHeader)}
+	for _, m := range methods {
+		m = strings.ToUpper(m)
+		if !slices.Contains([]string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}, m) {
+			return nil, fail("protected method %q: only POST, PUT, PATCH and DELETE can be protected", m)
+		}
+		r.protected[m] = true
+	}
+	r.timeout = time.Duration(u.Timeout)
+	if r.timeout <= 0 {
+		r.timeout = DefaultTimeout
+	}
+	retry := u.Retry
+	if retry == nil {
+		attempts, none := DefaultMaxAttempts, destination.Duration(0)
+		retry = &destination.RetryConfig{MaxAttempts: &attempts, InitialDelay: &none, MaxDelay: &none, Deadline: &none}
+	}
+	// The capabilities, lookup and retry policy are a destination's: the
+	// same checks and the same reconciler apply.
+	r.dest, err = destination.NewHTTP(destination.HTTPConfig{
+		Name: destinationName(u.Name), URL: u.URL, Ref: u.Ref, Timeout: destination.Duration(r.timeout),
+		Idempotency: u.Idempotency, Lookup: u.Lookup, UniqueReference: u.UniqueReference, Retry: retry,
+	}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+	}
+	r.policy = *r.dest.RetryPolicy()
+	if u.Idempotency != nil {
+		r.idemHdr = u.Idempotency.Header
+	}
+	return r, nil
+}
+
+// target is the upstream URL for a request path under the route's prefix.
+func (r *route) target(path, rawQuery string) *url.URL {
+	rest := strings.TrimPrefix(path, strings.TrimSuffix(r.Prefix, "/"))
+	u := *r.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strings.TrimPrefix(rest, "/")
+	u.RawPath = ""
+	u.RawQuery = rawQuery
+	return &u
+}
+
+// matches reports whether path is under the route's prefix.
+func (r *route) matches(path string) bool {
+	if r.Prefix == "/" {
+		return true
+	}
+	return path == strings.TrimSuffix(r.Prefix, "/") || strings.HasPrefix(path, strings.TrimSuffix(r.Prefix, "/")+"/")
+}

@@ -1,0 +1,408 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/httpapi"
+)
+
+// request is the payload of a proxied operation: what the fingerprint
+// covers. It never holds a header, so no credential is stored.
+type request struct {
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	Query  string `json:"query,omitempty"`
+	// BodySHA256 makes the fingerprint cover the body byte for byte.
+	BodySHA256 string `json:"body_sha256"`
+	// Body is the request body when it is JSON, for lookup templates.
+	Body json.RawMessage `json:"body,omitempty"`
+	// BodyBytes is the body's length.
+	BodyBytes int `json:"body_bytes"`
+}
+
+// sensitiveFields are stored but never shown in the API, console or logs:
+// the body and the query may carry personal data.
+var sensitiveFields = []string{"body", "query"}
+
+// saved is the upstream answer kept as the operation's response and
+// replayed byte for byte.
+type saved struct {
+	Status      int         `json:"status"`
+	Header      http.Header `json:"header"`
+	Body        []byte      `json:"body"`
+	BodyOmitted bool        `json:"body_omitted,omitempty"`
+}
+
+// reconciled is the answer to a repeat of an operation whose own answer
+// was lost and that the reconciler (or an operator) confirmed.
+type reconciled struct {
+	State          opledger.State `json:"state"`
+	DestinationRef string         `json:"destination_ref"`
+	Detail         string         `json:"detail"`
+}
+
+// protect handles a request of a protected method.
+func (p *Proxy) protect(rt *route, w http.ResponseWriter, r *http.Request) {
+	log := p.log.With("upstream", rt.Name, "method", r.Method)
+	values := r.Header.Values(HeaderIdempotencyKey)
+	if len(values) == 0 {
+		if rt.AllowMissingKey {
+			log.Info("no Idempotency-Key: passed through unprotected")
+			p.passThrough(rt, w, r)
+			return
+		}
+		writeProblem(w, r, http.StatusBadRequest, "idempotency_key_required",
+			"a "+r.Method+" through this proxy needs an Idempotency-Key header: send the same key when you retry the same request", nil)
+		return
+	}
+	callerKey, err := parseKey(values)
+	if err != nil {
+		writeProblem(w, r, http.StatusBadRequest, "invalid_idempotency_key", err.Error(), nil)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large",
+				"the request body is larger than "+strconv.FormatInt(rt.MaxBodyBytes, 10)+" bytes", nil)
+			return
+		}
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input", "the request body could not be read", nil)
+		return
+	}
+	key := rt.operationKey(rt.scopeDigest(r), callerKey)
+	log = log.With("operation", key)
+	payload, err := requestPayload(r, body)
+	if err != nil {
+		p.internal(w, r, log, err)
+		return
+	}
+	in := opledger.Intent{Key: key, Action: Action, Destination: destinationName(rt.Name), Payload: payload,
+		SensitiveFields: sensitiveFields}
+	claim, err := p.ledger.Claim(r.Context(), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
+		Lease: rt.timeout + time.Minute})
+	if err != nil {
+		p.refused(w, r, log, err)
+		return
+	}
+	p.forward(rt, w, r, log, claim, body)
+}
+
+// requestPayload builds the operation's payload from the request.
+func requestPayload(r *http.Request, body []byte) (json.RawMessage, error) {
+	sum := sha256.Sum256(body)
+	req := request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		BodySHA256: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
+	// A JSON body is kept for lookup templates when the fingerprint can
+	// canonicalize it; the digest above covers the body either way.
+	if len(body) > 0 && json.Valid(body) {
+		if _, err := opledger.Fingerprint(Action, "body", body, 1); err == nil {
+			req.Body = body
+		}
+	}
+	return json.Marshal(req)
+}
+
+// refused answers a request the ledger did not let through: a replay, a
+// mismatch, or a state that forbids a new forward.
+func (p *Proxy) refused(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var (
+		me *opledger.MismatchError
+		se *opledger.StateError
+	)
+	switch {
+	case errors.As(err, &me):
+		log.Info("refused: same key, other request")
+		writeProblem(w, r, http.StatusUnprocessableEntity, "fingerprint_mismatch",
+			"this Idempotency-Key was used for a different request (method, path or body); the first request is kept, nothing was forwarded. Use a new key for a new request",
+			&httpapi.Problem{State: me.State})
+	case errors.As(err, &se):
+		op := se.Operation
+		switch {
+		case op != nil && (op.State == opledger.StateSucceeded || op.State == opledger.StateFailed) && len(op.Response) > 0:
+			if err := replay(w, op); err != nil {
+				p.internal(w, r, log, err)
+				return
+			}
+			log.Info("replayed", "state", op.State)
+		case op != nil && op.State == opledger.StateSucceeded:
+			log.Info("replayed a reconciled result")
+			writeReconciled(w, op)
+		case se.State == opledger.StateInProgress:
+			w.Header().Set("Retry-After", strconv.Itoa(p.cfg.InFlightRetryAfter))
+			writeProblem(w, r, http.StatusConflict, "in_progress",
+				"the first request with this Idempotency-Key is still being forwarded; retry later", &httpapi.Problem{State: se.State})
+		case errors.Is(err, opledger.ErrNotDue):
+			retry := p.cfg.InFlightRetryAfter
+			if op != nil && op.NotBefore != nil {
+				if now, nerr := p.ledger.Now(r.Context()); nerr == nil {
+					retry = max(1, int(op.NotBefore.Sub(now).Round(time.Second)/time.Second))
+				}
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(retry))
+			writeProblem(w, r, http.StatusConflict, "not_due",
+				"the upstream asked for a pause before this request is sent again; retry after Retry-After", &httpapi.Problem{State: se.State})
+		default:
+			if se.State == opledger.StateUncertain {
+				w.Header().Set("Retry-After", strconv.Itoa(int(p.cfg.ReconcileInterval.Round(time.Second)/time.Second)+1))
+			}
+			writeProblem(w, r, http.StatusConflict, "invalid_state", stateDetail(se.State), &httpapi.Problem{State: se.State})
+		}
+	case errors.Is(err, opledger.ErrInvalidInput):
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
+	default:
+		p.internal(w, r, log, err)
+	}
+}
+
+// stateDetail explains a state that forbids forwarding a repeat.
+func stateDetail(s opledger.State) string {
+	switch s {
+	case opledger.StateUncertain:
+		return "the upstream may or may not have acted on the first request with this Idempotency-Key (its response was lost); the reconciler is finding out. Nothing is forwarded again until it knows; retry later"
+	case opledger.StateHeld:
+		return "whether the upstream acted on the first request with this Idempotency-Key cannot be decided automatically; the operation waits for a person (opledger ops list --state held). Nothing is forwarded again"
+	case opledger.StateFailed:
+		return "the first request with this Idempotency-Key failed and will not be forwarded again (retries exhausted or cancelled); use a new key"
+	}
+	return "the operation behind this Idempotency-Key is " + string(s)
+}
+
+// forward sends the claimed request to the upstream and records the
+// outcome. It finishes even if the caller goes away: a request that may
+// have reached the upstream must have its answer recorded.
+func (p *Proxy) forward(rt *route, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, body []byte) {
+	ctx := context.WithoutCancel(r.Context())
+	key := claim.Operation.Key
+	if _, err := p.ledger.Dispatch(ctx, key, claim.AttemptID, claim.FencingToken); err != nil {
+		p.refused(w, r, log, err)
+		return
+	}
+	callCtx, cancel := context.WithTimeout(ctx, rt.timeout)
+	defer cancel()
+	out, err := http.NewRequestWithContext(callCtx, r.Method, rt.target(r.URL.Path, r.URL.RawQuery).String(), bytes.NewReader(body))
+	if err != nil {
+		// Nothing was sent: give the attempt back as retryable.
+		if _, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: opledger.OutcomeRetryable,
+			Error: "build the upstream request: " + err.Error()}); ok {
+			writeProblem(w, r, http.StatusInternalServerError, "internal", "the request could not be forwarded; nothing was sent", nil)
+		}
+		return
+	}
+	out.Header = forwardHeaders(r.Header)
+	if rt.idemHdr != "" {
+		out.Header.Set(rt.idemHdr, claim.IdempotencyKey)
+	}
+	resp, sendErr := destination.SendHTTP(p.client, out, destination.HTTPPolicy{ExistsStatus: existsStatus(rt)})
+	if resp == nil {
+		p.lost(ctx, w, r, log, claim, sendErr)
+		return
+	}
+	defer resp.Body.Close()
+	answer, readErr := io.ReadAll(io.LimitReader(resp.Body, rt.MaxResponseBytes+1))
+	if readErr != nil {
+		p.lost(ctx, w, r, log, claim, opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: readErr}))
+		return
+	}
+	s := &saved{Status: resp.StatusCode, Header: responseHeaders(resp.Header), Body: answer}
+	rest := io.Reader(nil)
+	if int64(len(answer)) > rt.MaxResponseBytes {
+		s.Body, s.BodyOmitted, rest = nil, true, io.MultiReader(bytes.NewReader(answer), resp.Body)
+	}
+	outcome, retryAfter := opledger.OutcomeSucceeded, time.Duration(0)
+	if sendErr != nil {
+		outcome, retryAfter = opledger.OutcomeOf(sendErr)
+	}
+	rep := opledger.Report{Outcome: outcome, RetryAfter: retryAfter}
+	switch outcome {
+	case opledger.OutcomeSucceeded, opledger.OutcomeRejected:
+		if rep.Response, err = json.Marshal(s); err != nil {
+			p.internal(w, r, log, err)
+			return
+		}
+		if outcome == opledger.OutcomeSucceeded {
+			rep.DestinationRef = p.refOf(rt, answer, claim)
+		} else {
+			rep.Error = errorText(sendErr)
+		}
+	default:
+		rep.Error = errorText(sendErr)
+	}
+	op, ok := p.report(ctx, w, r, log, claim, rep)
+	if !ok {
+		return
+	}
+	log.Info("forwarded", "status", resp.StatusCode, "outcome", outcome, "state", op.State, "protected", claim.Protected)
+	if outcome == opledger.OutcomeUncertain {
+		w.Header().Set(HeaderState, string(op.State))
+	}
+	writeAnswer(w, s.Status, s.Header, answer, rest)
+}
+
+// refOf is the effect's reference: read from the answer at the upstream's
+// Ref, or the attempt id when the answer has none.
+func (p *Proxy) refOf(rt *route, answer []byte, claim *opledger.Claim) string {
+	if ref, err := rt.dest.RefOf(answer); err == nil && len(ref) <= 200 {
+		return ref
+	}
+	return "attempt:" + claim.AttemptID
+}
+
+func existsStatus(rt *route) int {
+	if c := rt.dest.Capabilities().UniqueReference; c != nil {
+		return c.ConflictStatus
+	}
+	return 0
+}
+
+// lost records a request that got no answer and tells the caller.
+func (p *Proxy) lost(ctx context.Context, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, sendErr error) {
+	outcome, retryAfter := opledger.OutcomeOf(sendErr)
+	op, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: outcome, RetryAfter: retryAfter, Error: errorText(sendErr)})
+	if !ok {
+		return
+	}
+	log.Info("no answer from the upstream", "outcome", outcome, "state", op.State, "timeout", isTimeout(sendErr))
+	if outcome != opledger.OutcomeUncertain {
+		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable",
+			"the upstream could not be reached; nothing was sent, so retrying with the same Idempotency-Key is safe",
+			&httpapi.Problem{State: op.State})
+		return
+	}
+	status, what := http.StatusBadGateway, "the connection to the upstream broke"
+	if isTimeout(sendErr) {
+		status, what = http.StatusGatewayTimeout, "the upstream did not answer in time"
+	}
+	w.Header().Set(HeaderState, string(op.State))
+	writeProblem(w, r, status, "upstream_response_lost",
+		what+" after the request was sent, so it may or may not have acted. The operation is "+string(op.State)+
+			": the reconciler will look it up or hold it for a person. A retry with the same Idempotency-Key gets the result once it is known; it is never forwarded again unprotected",
+		&httpapi.Problem{State: op.State})
+}
+
+// report records the attempt's outcome. On failure it answers 500 and
+// returns false.
+func (p *Proxy) report(ctx context.Context, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, rep opledger.Report) (*opledger.Operation, bool) {
+	op, err := p.ledger.Report(ctx, claim.Operation.Key, claim.AttemptID, claim.FencingToken, rep)
+	if err != nil {
+		var stale *opledger.StaleError
+		if errors.As(err, &stale) {
+			op = stale.Operation
+		} else {
+			p.internal(w, r, log, err)
+			return nil, false
+		}
+	}
+	return op, true
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// internal answers 500 for a ledger failure, logged without details of the
+// request.
+func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	log.Error("request failed", "error", err)
+	writeProblem(w, r, http.StatusInternalServerError, "internal",
+		"the ledger could not record the request; nothing was forwarded unless the log says otherwise", nil)
+}
+
+// replay writes a saved answer again.
+func replay(w http.ResponseWriter, op *opledger.Operation) error {
+	var s saved
+	if err := json.Unmarshal(op.Response, &s); err != nil {
+		return errors.New("the saved response of " + op.Key + " is not a proxy response")
+	}
+	w.Header().Set(HeaderReplayed, "true")
+	if s.BodyOmitted {
+		w.Header().Set(HeaderBodyOmitted, "true")
+	}
+	writeAnswer(w, s.Status, s.Header, s.Body, nil)
+	return nil
+}
+
+// writeReconciled answers a repeat of an operation confirmed without its
+// original answer (by a lookup or an operator).
+func writeReconciled(w http.ResponseWriter, op *opledger.Operation) {
+	w.Header().Set(HeaderReplayed, "true")
+	w.Header().Set(HeaderState, string(op.State))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(reconciled{State: op.State, DestinationRef: op.DestinationRef,
+		Detail: "the upstream's original response was lost; the reconciler confirmed the effect under this reference"})
+}
+
+// writeAnswer writes an upstream answer: body, then rest if not nil.
+func writeAnswer(w http.ResponseWriter, status int, h http.Header, body []byte, rest io.Reader) {
+	for k, vs := range h {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	if rest == nil {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	w.WriteHeader(status)
+	if rest != nil {
+		_, _ = io.Copy(w, rest)
+		return
+	}
+	_, _ = w.Write(body)
+}
+
+// hopByHop are the headers that concern one connection (RFC 9110 section
+// 7.6.1), never forwarded or saved.
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// dropHopByHop removes hop-by-hop headers, including those named by
+// Connection.
+func dropHopByHop(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for _, name := range bytes.Split([]byte(v), []byte(",")) {
+			h.Del(string(bytes.TrimSpace(name)))
+		}
+	}
+	for _, name := range hopByHop {
+		h.Del(name)
+	}
+}
+
+// forwardHeaders are the caller's headers as sent upstream: everything but
+// hop-by-hop headers and the caller's Idempotency-Key (which is the
+// proxy's, and may carry personal data). Authorization passes untouched.
+func forwardHeaders(in http.Header) http.Header {
+	h := in.Clone()
+	dropHopByHop(h)
+	h.Del(HeaderIdempotencyKey)
+	return h
+}
+
+// responseHeaders are the upstream's headers as saved and replayed.
+func responseHeaders(in http.Header) http.Header {
+	h := in.Clone()
+	dropHopByHop(h)
+	h.Del("Content-Length")
+	return h
+}
+
+// writeProblem writes a problem with httpapi's stable types.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, kind, detail string, p *httpapi.Problem) {
+	httpapi.WriteProblem(w, r, status, kind, detail, p)
+}

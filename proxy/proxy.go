@@ -1,0 +1,285 @@
+// Package proxy is opledger's Idempotency-Key proxy: an HTTP reverse proxy
+// that protects APIs without idempotency support, with no change to the
+// automation calling them or to the API.
+//
+// Towards the caller it applies the IETF "The Idempotency-Key HTTP Header
+// Field" draft (draft-ietf-httpapi-idempotency-key-header): a protected
+// request (POST and PATCH by default) must carry an Idempotency-Key; the
+// first one is recorded in the ledger, forwarded once, and its answer saved;
+// a repeat with the same key and the same method, path and body gets the
+// saved answer byte for byte with "Idempotent-Replayed: true"; the same key
+// with another request is refused with 422, and a repeat while the first is
+// still in flight with 409 and Retry-After.
+//
+// Towards the upstream it applies the ledger's uncertainty handling: a
+// response lost after the request was written makes the operation
+// uncertain (the caller gets 502 or 504), and the reconciler then applies
+// the upstream's declared lookup or idempotency key, or holds the operation
+// for a person. A request is never forwarded a second time without such a
+// protection. Answers that decide the request (2xx and 4xx rejections) are
+// replayed; 429 and 503 are passed through and a later repeat may forward
+// again.
+//
+// Keys are scoped per upstream and per caller credential (a SHA-256 of the
+// Authorization header or a configured one): two accounts using the same
+// key never meet. Operation keys are digests, so neither the caller's key
+// nor any credential is stored or logged in clear.
+//
+// Allowed imports: opledger and its public packages, the standard library,
+// a YAML decoder.
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/reconciler"
+)
+
+// Header names of the protocol.
+const (
+	// HeaderIdempotencyKey carries the caller's key.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderReplayed marks a saved answer sent again.
+	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderState tells the ledger state of the operation behind an answer
+	// that is not final (an upstream 5xx) or a replayed reconciliation.
+	HeaderState = "Opledger-State"
+	// HeaderBodyOmitted marks a replay whose body was too large to save.
+	HeaderBodyOmitted = "Opledger-Body-Omitted"
+)
+
+// MaxKeyLength is the longest Idempotency-Key value accepted.
+const MaxKeyLength = 255
+
+// Action is the action of every operation the proxy records.
+const Action = "http.request"
+
+// Config configures a Proxy. Zero values take the documented defaults.
+type Config struct {
+	// Upstreams are the APIs behind the proxy. At least one.
+	Upstreams []Upstream
+	// Logger receives one line per protected request and the reconciler's
+	// decisions; never the callers' keys, bodies, paths or credentials
+	// (operations are named by their digest keys). Default slog.Default().
+	Logger *slog.Logger
+	// Transport sends the forwarded requests and lookups. Default: a clone
+	// of http.DefaultTransport.
+	Transport http.RoundTripper
+	// Worker names the proxy in attempts and the timeline. Default "proxy".
+	Worker string
+	// ReconcileInterval is how often uncertain operations are examined and
+	// expired leases settled by Run. Default 5 s.
+	ReconcileInterval time.Duration
+	// InFlightRetryAfter is the Retry-After, in seconds, of a 409 for a
+	// request still in flight or not yet settled. Default 1.
+	InFlightRetryAfter int
+}
+
+// Proxy is an http.Handler in front of the configured upstreams. It is safe
+// for concurrent use.
+type Proxy struct {
+	ledger     *opledger.Ledger
+	routes     []*route
+	dests      *destination.Set
+	reconciler *reconciler.Reconciler
+	client     *http.Client
+	log        *slog.Logger
+	cfg        Config
+}
+
+// New checks cfg and returns a proxy recording in l. Open l with
+// Options.DestinationRetryPolicies set to RetryPolicies(cfg.Upstreams), so
+// that retryable answers follow the upstreams' policies.
+func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
+	if len(cfg.Upstreams) == 0 {
+		return nil, errors.New("proxy: no upstream configured")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Worker == "" {
+		cfg.Worker = "proxy"
+	}
+	if cfg.ReconcileInterval <= 0 {
+		cfg.ReconcileInterval = 5 * time.Second
+	}
+	if cfg.InFlightRetryAfter <= 0 {
+		cfg.InFlightRetryAfter = 1
+	}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	routes, err := buildRoutes(cfg.Upstreams, destination.LoadOptions{Transport: transport})
+	if err != nil {
+		return nil, err
+	}
+	ds := make([]destination.Destination, len(routes))
+	for i, r := range routes {
+		ds[i] = r.dest
+	}
+	set, err := destination.NewSet(ds...)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ledger: l, routes: routes, dests: set, cfg: cfg, log: cfg.Logger.With("component", "proxy"),
+		client: &http.Client{
+			Transport: transport,
+			// A redirect is the upstream's answer, passed to the caller.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}}
+	p.reconciler, err = reconciler.New(l, reconciler.Config{Destinations: set, Interval: cfg.ReconcileInterval, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// RetryPolicies returns the retry policy of each upstream by destination
+// name, for opledger.Options.DestinationRetryPolicies.
+func RetryPolicies(upstreams []Upstream) (map[string]opledger.RetryPolicy, error) {
+	routes, err := buildRoutes(upstreams, destination.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]opledger.RetryPolicy, len(routes))
+	for _, r := range routes {
+		out[destinationName(r.Name)] = r.policy
+		_ = r.dest.Close()
+	}
+	return out, nil
+}
+
+func buildRoutes(upstreams []Upstream, opts destination.LoadOptions) ([]*route, error) {
+	var routes []*route
+	seen := map[string]bool{}
+	for _, u := range upstreams {
+		r, err := u.build(opts)
+		if err != nil {
+			return nil, err
+		}
+		if seen["name "+r.Name] || seen["prefix "+r.Prefix] {
+			return nil, fmt.Errorf("upstream %s: its name or prefix %s is already used", r.Name, r.Prefix)
+		}
+		seen["name "+r.Name], seen["prefix "+r.Prefix] = true, true
+		routes = append(routes, r)
+	}
+	// Longest prefix first.
+	sort.SliceStable(routes, func(i, j int) bool { return len(routes[i].Prefix) > len(routes[j].Prefix) })
+	return routes, nil
+}
+
+// Close releases the upstreams' idle connections.
+func (p *Proxy) Close() error {
+	p.client.CloseIdleConnections()
+	return p.dests.Close()
+}
+
+// ReconcileOnce runs one pass of the reconciler over the uncertain
+// operations that are due (Run does it every ReconcileInterval).
+func (p *Proxy) ReconcileOnce(ctx context.Context) (reconciler.Pass, error) {
+	return p.reconciler.RunOnce(ctx)
+}
+
+// ServeHTTP routes the request to its upstream: protected methods through
+// the ledger, the others straight through.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := p.route(r.URL.Path)
+	if rt == nil {
+		writeProblem(w, r, http.StatusNotFound, "no_upstream", "no upstream is configured for this path", nil)
+		return
+	}
+	if !rt.protected[r.Method] {
+		p.passThrough(rt, w, r)
+		return
+	}
+	p.protect(rt, w, r)
+}
+
+func (p *Proxy) route(path string) *route {
+	for _, r := range p.routes {
+		if r.matches(path) {
+			return r
+		}
+	}
+	return nil
+}
+
+// passThrough forwards a request without the ledger.
+func (p *Proxy) passThrough(rt *route, w http.ResponseWriter, r *http.Request) {
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = rt.target(pr.In.URL.Path, pr.In.URL.RawQuery)
+			pr.Out.Host = ""
+			pr.Out.Header.Del(HeaderIdempotencyKey)
+			pr.SetXForwarded()
+		},
+		Transport: p.client.Transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.log.Warn("pass-through failed", "upstream", rt.Name, "method", r.Method, "error", errorText(err))
+			writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable", "the upstream did not answer", nil)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// scopeDigest is the SHA-256 of the caller's credential, or "anonymous".
+func (rt *route) scopeDigest(r *http.Request) string {
+	cred := r.Header.Values(rt.credHdr)
+	if len(cred) == 0 {
+		return "anonymous"
+	}
+	sum := sha256.Sum256([]byte(strings.Join(cred, "\n")))
+	return hex.EncodeToString(sum[:])
+}
+
+// operationKey is the ledger key of a caller's Idempotency-Key: scoped by
+// upstream and credential, and a digest, so that neither the caller's key
+// (which may carry personal data) nor the credential is stored.
+func (rt *route) operationKey(scope, callerKey string) string {
+	h := sha256.New()
+	h.Write([]byte("opledger-proxy\x00"))
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(callerKey))
+	return "proxy:" + rt.Name + ":" + hex.EncodeToString(h.Sum(nil)[:24])
+}
+
+// parseKey reads the Idempotency-Key header: an sf-string per the draft
+// ("abc"), or a bare token as many clients send it.
+func parseKey(values []string) (string, error) {
+	if len(values) != 1 {
+		return "", errors.New("send exactly one Idempotency-Key header")
+	}
+	v := strings.TrimSpace(values[0])
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	if v == "" {
+		return "", errors.New("the Idempotency-Key header is empty")
+	}
+	if len(v) > MaxKeyLength {
+		return "", fmt.Errorf("the Idempotency-Key is longer than %d bytes", MaxKeyLength)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e || v[i] == '"' || v[i] == '\\' {
+			return "", errors.New("the Idempotency-Key must be printable ASCII without quotes or backslashes")
+		}
+	}
+	return v, nil
+}
+
+// errorText is an error's text without the outcome mark.
+func errorText(err error) string { return destination.ErrorText(err) }

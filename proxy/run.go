@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Run serves the proxy on ln until ctx ends. Meanwhile it runs the
+// reconciler over uncertain operations and settles expired leases (a
+// proxy that died mid-forward leaves its operation in_progress until then:
+// uncertain, never pending, since the request may have been sent). When ctx
+// ends it stops accepting connections, lets in-flight requests finish and
+// record their outcome for up to shutdownTimeout (default 30 s), stops the
+// background loops and returns nil.
+func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
+	if shutdownTimeout <= 0 {
+		shutdownTimeout = 30 * time.Second
+	}
+	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := p.reconciler.Run(loops); err != nil && loops.Err() == nil {
+			p.log.Error("reconciler stopped", "error", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(p.cfg.ReconcileInterval)
+		defer t.Stop()
+		for {
+			if n, err := p.ledger.ExpireLeases(loops); err != nil && loops.Err() == nil {
+				p.log.Error("expire leases", "error", err)
+			} else if n > 0 {
+				p.log.Info("settled expired leases", "count", n)
+			}
+			select {
+			case <-loops.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	hs := &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	p.log.Info("proxying", "url", "http://"+ln.Addr().String(), "upstreams", len(p.routes), "store", p.ledger.StoreName())
+
+	var err error
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		p.log.Info("shutting down: finishing in-flight requests")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		err = hs.Shutdown(sctx)
+		cancel()
+		<-served
+	}
+	stopLoops()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	p.log.Info("stopped")
+	return err
+}
