@@ -63,7 +63,7 @@ type Tally struct {
 // Case is one row of the case file.
 type Case struct {
 	// Line is the row's line in the file (1 is the header).
-	Line int `json:"line"`
+	Line int      `json:"line"`
 	ID   string   `json:"id"`
 	Kind CaseKind `json:"kind"`
 	// Destination is the simulated destination.
