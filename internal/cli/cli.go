@@ -89,7 +89,7 @@ named person settles it.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newTokensCmd(), newOpsCmd(), newEventsCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newTokensCmd(), newOpsCmd(), newEventsCmd(), newBenchCmd(), newLabCmd(), newVersionCmd())
 	return root
 }
 

@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/lab"
+)
+
+func newLabCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Play the interactive scenarios and run the case file against the real ledger",
+		Long: `lab shows what the ledger does when things go wrong, against simulated
+destinations (a CRM with a lookup, an e-mail provider without one, a payment
+provider with idempotency keys) and the real ledger.
+
+  lab scenario NAME  plays one interactive scenario step by step
+  lab run FILE       runs every case of a case file and compares the counters`,
+		Example: `  opledger lab scenario lost-response
+  opledger lab run lab/cases.csv
+  opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd())
+	return cmd
+}
+
+func newLabScenarioCmd() *cobra.Command {
+	var (
+		dsn    string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scenario normal|changed-data|lost-response",
+		Short: "Play an interactive scenario and print each step, the counters and the state",
+		Long: `scenario plays the script of one interactive scenario on the order "prepare 2
+units of DEMO-ORDER-017" (operation key DEMO-OP-017), sent to a simulated CRM:
+
+  normal         send, then repeat: the repeat is answered from the ledger
+  changed-data   send 2 units, then "retry" with 3: refused, the original kept
+  lost-response  the CRM acts but its answer is lost: retry (held back),
+                 verify (a lookup finds the record), retry (the confirmed result)
+
+After each step it prints the three counters — attempts (requests the
+automation sent to opledger, answered from the ledger or not), actions (records
+the CRM created) and verifications (lookups at the CRM) — the operation's state
+and one sentence on what happened.
+
+The steps run on the real ledger named by --db, under a tenant of their own
+("lab-" and random hex), so they never touch other operations.`,
+		Example: `  opledger lab scenario lost-response
+  opledger lab scenario changed-data --db sqlite:opledger.db
+  opledger lab scenario normal --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("name one scenario: %s", strings.Join(lab.ScenarioNames(), ", "))}
+			}
+			if _, ok := lab.FindScenario(args[0]); !ok {
+				return usageError{fmt.Errorf("unknown scenario %q (want %s)", args[0], strings.Join(lab.ScenarioNames(), ", "))}
+			}
+			return nil
+		},
+		ValidArgs: lab.ScenarioNames(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			l, err := opledger.Open(ctx, dsn, opledger.Options{})
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			p, err := lab.NewPlayground(ctx, l, args[0])
+			if err != nil {
+				return err
+			}
+			steps, err := p.Replay(ctx)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if werr := writeJSONLines(out, steps); werr != nil {
+					return werr
+				}
+				return err
+			}
+			s := p.Scenario()
+			fmt.Fprintf(out, "%s — %s\n%s\n(operation %s in tenant %s)\n\n", s.Title, s.Name, s.Summary, lab.OperationKey, p.Tenant())
+			for _, r := range steps {
+				fmt.Fprintf(out, "%d. %s\n   attempts %d · actions %d · verifications %d · state %s\n   %s\n",
+					r.N, r.Label, r.Counters.Attempts, r.Counters.Actions, r.Counters.Verifications, r.State, r.Explanation)
+			}
+			return err
+		},
+	}
+	addDBFlag(cmd, &dsn)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and step")
+	return cmd
+}
+
+func newLabRunCmd() *cobra.Command {
+	var (
+		dsn    string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run every case of a case file against the real ledger and compare the counters",
+		Long: `run reads a case file (CSV, see docs/lab.md "The case file"), plays every case
+on a fresh ledger — a new SQLite file in a temporary directory, or with --db a
+new schema on that PostgreSQL server, dropped afterwards — and prints, per case,
+the expected and observed counters (attempts, actions, verifications, events,
+deliveries) and final state.
+
+Crashes and concurrent workers run for real: workers are goroutines claiming
+against the real store; a crash is a worker that stops at its crash point and
+never reports, its lease expiring when the lab clock is advanced.
+
+Exit status: 0 when every case is as expected, 1 when any differs, 2 when the
+file is malformed (the message names the line).`,
+		Example: `  opledger lab run lab/cases.csv
+  opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test
+  opledger lab run lab/cases.csv --json | jq 'select(.pass | not)'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{errors.New("name one case file, e.g. lab/cases.csv")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			cases, err := lab.ParseCases(f)
+			f.Close()
+			if err != nil {
+				return usageError{fmt.Errorf("%s: %w", args[0], err)}
+			}
+			opts := lab.RunOptions{DSN: dsn}
+			if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+				bar := progressbar.NewOptions(len(cases), progressbar.OptionSetWriter(f),
+					progressbar.OptionSetDescription("lab run"), progressbar.OptionClearOnFinish())
+				opts.Progress = func(done, _ int) { _ = bar.Set(done) }
+				defer bar.Finish()
+			}
+			results, err := lab.RunCases(cmd.Context(), cases, opts)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeJSONLines(out, results); err != nil {
+					return err
+				}
+			} else if err := printCaseTable(out, results); err != nil {
+				return err
+			}
+			var failed []string
+			for _, r := range results {
+				if !r.Pass {
+					failed = append(failed, r.Case.ID)
+				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d cases differ from what %s expects: %s", len(failed), len(results), args[0], strings.Join(failed, ", "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dsn, "db", "", "PostgreSQL server to run on, a fresh schema per case (default: a fresh SQLite file per case)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and case")
+	return cmd
+}
+
+// printCaseTable prints expected/observed per counter, one case a line,
+// and the differences of failed cases below.
+func printCaseTable(w io.Writer, results []lab.CaseResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\tkind\tattempts\tactions\tverifications\tevents\tdeliveries\tstate\tresult")
+	pair := func(want, got int) string {
+		if want == got {
+			return fmt.Sprintf("%d/%d", want, got)
+		}
+		return fmt.Sprintf("%d/%d ✗", want, got)
+	}
+	for _, r := range results {
+		want, got := r.Case.Want, r.Got
+		state := want.State + "/" + got.State
+		if want.State == got.State {
+			state = want.State
+		} else {
+			state = "want " + want.State + ", got " + orNone(got.State) + " ✗"
+		}
+		result := "ok"
+		if !r.Pass {
+			result = "DIFFERS"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Case.ID, r.Case.Kind,
+			pair(want.Attempts, got.Attempts), pair(want.Actions, got.Actions), pair(want.Verifications, got.Verifications),
+			pair(want.Events, got.Events), pair(want.Deliveries, got.Deliveries), state, result)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(counters are expected/observed)")
+	for _, r := range results {
+		if r.Pass {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s (line %d): %s\n", r.Case.ID, r.Case.Line, strings.Join(r.Differences, "; "))
+		for _, s := range r.Steps {
+			fmt.Fprintf(w, "  %s → %s: %s\n", s.Step, s.State, s.Explanation)
+		}
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
