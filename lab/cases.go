@@ -34,8 +34,9 @@ const (
 	DestEmail DestinationKind = "email"
 	// DestPayment honours idempotency keys for 24 hours (NewPayment).
 	DestPayment DestinationKind = "payment"
-	// DestWebhook: the operations come from webhook deliveries
-	// ("deliver event …" steps) and act on a CRM.
+	// DestWebhook: the operation comes from webhook deliveries ("deliver
+	// event …" steps, a WebhookSource with a mapping rule) and acts on a
+	// CRM.
 	DestWebhook DestinationKind = "webhook"
 )
 
@@ -122,7 +123,9 @@ const (
 	// at the same moment.
 	StepWorkers StepVerb = "workers"
 	// StepDeliver: "deliver event ID" — the webhook source delivers event
-	// ID; on a new event the automation sends the operation it asks for.
+	// ID to the ledger; the first delivery records the operation its rule
+	// asks for (pending: a "run" step carries it out), a repeat is
+	// recorded as a duplicate delivery and nothing else.
 	StepDeliver StepVerb = "deliver"
 	// StepWorkflow: "workflow N [approval]" — record a workflow of N steps
 	// (each one operation at the destination), optionally requiring

@@ -63,7 +63,7 @@ type world struct {
 
 	offset   *atomic.Int64 // lab clock: nanoseconds ahead of real time
 	attempts atomic.Int64
-	delivery atomic.Int64
+	webhook  *WebhookSource // created by the first "deliver event"
 	workflow bool
 }
 
@@ -433,24 +433,34 @@ func (w *world) workers(ctx context.Context, n int) (string, error) {
 		n, sent, w.dest.Name(), busy, replayed, other, made), nil
 }
 
-// deliver hands event id to the ledger; on a new event the automation
-// sends the operation it asks for.
+// deliver has the webhook source deliver event id to the ledger: the
+// first delivery of an event records the operation its rule asks for
+// (pending, for a worker to "run"); a repeated delivery is recorded as a
+// duplicate and records nothing.
 func (w *world) deliver(ctx context.Context, id string) (string, error) {
-	n := w.delivery.Add(1)
+	if w.webhook == nil {
+		rules, err := opledger.NewRules(opledger.Rule{Name: "order-accepted", Source: webhookSource, Type: "order.accepted",
+			Operations: []opledger.OperationRule{{Key: OperationKey, Action: "order.prepare", Destination: w.dest.Name(), Owner: "lab",
+				Payload: map[string]any{"order": "{data.order}", "units": "{data.units}"}}}})
+		if err != nil {
+			return "", err
+		}
+		w.webhook = NewWebhookSource(WebhookOptions{Source: webhookSource, Type: "order.accepted", Now: w.now, Rules: rules})
+	}
 	payload, _ := json.Marshal(map[string]any{"order": OrderRef, "units": DefaultUnits})
-	res, err := w.ledger.ReceiveEvent(ctx, nil, opledger.Event{Source: webhookSource, EventID: id,
-		DeliveryID: fmt.Sprintf("%s-delivery-%d", id, n), Type: "order.accepted", OccurredAt: w.now(), Payload: payload})
+	w.webhook.Emit(id, payload) // a known id queues another delivery of it
+	res, err := w.webhook.DeliverNext(ctx, w.ledger)
 	if err != nil {
 		return "", err
 	}
 	if res.Duplicate {
-		return fmt.Sprintf("Event %s arrived again: the delivery was recorded as a duplicate and nothing was done.", id), nil
+		return fmt.Sprintf("Event %s arrived again: the ledger recorded the delivery as a duplicate and recorded nothing else.", id), nil
 	}
-	msg, err := w.send(ctx, DefaultUnits)
-	if err != nil {
-		return "", err
+	keys := make([]string, len(res.Operations))
+	for i, op := range res.Operations {
+		keys[i] = op.Key + " (" + string(op.State) + ")"
 	}
-	return fmt.Sprintf("Event %s arrived for the first time; the automation sent the operation. %s", id, msg), nil
+	return fmt.Sprintf("Event %s arrived for the first time; its rule recorded %s.", id, strings.Join(keys, ", ")), nil
 }
 
 // putWorkflow records the workflow of n steps.
