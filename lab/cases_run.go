@@ -26,6 +26,11 @@ type RunOptions struct {
 	DSN string
 	// Progress, if set, is called after each case with how many are done.
 	Progress func(done, total int)
+	// WorkerCommand, if set, runs every crash step in a worker process:
+	// the command (e.g. {os.Executable(), "lab", "worker"}) plus RunWorker's
+	// flags, killed with SIGKILL at its crash point. Empty: a crash is the
+	// same steps in process, abandoned at the crash point.
+	WorkerCommand []string
 }
 
 // CaseResult is the outcome of one case.
@@ -59,7 +64,7 @@ func RunCases(ctx context.Context, cases []Case, o RunOptions) ([]CaseResult, er
 		if err != nil {
 			return results, err
 		}
-		r := RunCase(ctx, dsn, c)
+		r := RunCase(ctx, dsn, c, o)
 		cleanup()
 		results = append(results, r)
 		if o.Progress != nil {
@@ -74,8 +79,8 @@ func RunCases(ctx context.Context, cases []Case, o RunOptions) ([]CaseResult, er
 var caseRetryPolicy = opledger.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Second, MaxDelay: 10 * time.Second, Deadline: 72 * time.Hour}
 
 // RunCase runs one case on the (empty) store dsn and compares what it
-// observed with what the case expects.
-func RunCase(ctx context.Context, dsn string, c Case) CaseResult {
+// observed with what the case expects. Only o.WorkerCommand is used.
+func RunCase(ctx context.Context, dsn string, c Case, o RunOptions) CaseResult {
 	res := CaseResult{Case: c}
 	fail := func(err error) CaseResult {
 		res.Error = err.Error()
@@ -84,7 +89,8 @@ func RunCase(ctx context.Context, dsn string, c Case) CaseResult {
 	}
 	offset := new(atomic.Int64)
 	policy := caseRetryPolicy
-	w := &world{dsn: dsn, tenant: "lab", offset: offset}
+	w := &world{dsn: dsn, tenant: "lab", offset: offset, spawn: o.WorkerCommand}
+	defer w.close()
 	w.opts = opledger.Options{Tenant: w.tenant, Worker: "lab-automation", Lease: 30 * time.Second, RetryPolicy: &policy,
 		Clock: func(t time.Time) time.Time { return t.Add(time.Duration(offset.Load())) }}
 	l, err := opledger.Open(ctx, dsn, w.opts)

@@ -27,7 +27,7 @@ func TestCaseFile(t *testing.T) {
 			t.Parallel()
 			for _, c := range cases {
 				t.Run(c.ID, func(t *testing.T) {
-					r := lab.RunCase(context.Background(), s.NewDSN(t), c)
+					r := lab.RunCase(context.Background(), s.NewDSN(t), c, lab.RunOptions{})
 					t.Log("\n" + stepsText(r.Steps))
 					require.Empty(t, r.Error)
 					require.True(t, r.Pass, "case %s (line %d): %s\nsteps:\n%s", c.ID, c.Line,

@@ -65,6 +65,20 @@ type world struct {
 	attempts atomic.Int64
 	webhook  *WebhookSource // created by the first "deliver event"
 	workflow bool
+
+	// spawn, when set, is the command of a worker process (RunWorker)
+	// that crash steps run in and kill.
+	spawn   []string
+	destURL string   // the destination served over HTTP, for spawn
+	closers []func() // run by close
+}
+
+// close releases what the world started besides the ledger.
+func (w *world) close() {
+	for _, c := range w.closers {
+		c()
+	}
+	w.closers = nil
 }
 
 // now is the lab's clock.
@@ -292,10 +306,15 @@ func explainVerify(dest string, caps destination.Capabilities, d reconciler.Deci
 	return "Someone else decided meanwhile; nothing changed."
 }
 
-// crash is a worker that takes the operation and stops for good at point.
+// crash is a worker that takes the operation and stops for good at point:
+// a process killed there when w.spawn is set, else the same steps in
+// process, abandoned there.
 func (w *world) crash(ctx context.Context, point CrashPoint) (string, error) {
+	if len(w.spawn) > 0 {
+		return w.crashProcess(ctx, point)
+	}
 	if point == CrashBeforeClaim {
-		return "The worker died before it reached opledger: nothing was recorded or sent.", nil
+		return crashText(point, w.dest.Name()), nil
 	}
 	var (
 		c   *opledger.Claim
@@ -319,17 +338,17 @@ func (w *world) crash(ctx context.Context, point CrashPoint) (string, error) {
 		return "", err
 	}
 	if point == CrashAfterClaim {
-		return "The worker claimed the operation and died before sending anything; its lease will expire.", nil
+		return crashText(point, w.dest.Name()), nil
 	}
 	if _, err := w.ledger.Dispatch(ctx, c.Operation.Key, c.AttemptID, c.FencingToken); err != nil {
 		return "", err
 	}
 	if point == CrashAfterDispatch {
-		return "The worker marked the dispatch and died before calling: nothing was sent, but the ledger cannot know that.", nil
+		return crashText(point, w.dest.Name()), nil
 	}
 	res, callErr := w.dest.Call(ctx, opledger.Call{Operation: c.Operation, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected})
 	if point == CrashAfterEffect {
-		return fmt.Sprintf("The %s acted and the worker died before reporting: only the %s knows the effect happened.", w.dest.Name(), w.dest.Name()), nil
+		return crashText(point, w.dest.Name()), nil
 	}
 	report := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: res.Ref, Response: res.Response}
 	if callErr != nil {
@@ -339,7 +358,7 @@ func (w *world) crash(ctx context.Context, point CrashPoint) (string, error) {
 	if _, err := w.ledger.Report(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, report); err != nil {
 		return "", err
 	}
-	return "The worker reported the outcome and then died: nothing was lost.", nil
+	return crashText(point, w.dest.Name()), nil
 }
 
 // restart closes the ledger and opens it again on the same store.

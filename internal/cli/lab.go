@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ provider with idempotency keys) and the real ledger.
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd())
+	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd(), newLabWorkerCmd())
 	return cmd
 }
 
@@ -107,8 +108,9 @@ The steps run on the real ledger named by --db, under a tenant of their own
 
 func newLabRunCmd() *cobra.Command {
 	var (
-		dsn    string
-		asJSON bool
+		dsn       string
+		asJSON    bool
+		inProcess bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -119,9 +121,13 @@ new schema on that PostgreSQL server, dropped afterwards — and prints, per cas
 the expected and observed counters (attempts, actions, verifications, events,
 deliveries) and final state.
 
-Crashes and concurrent workers run for real: workers are goroutines claiming
-against the real store; a crash is a worker that stops at its crash point and
-never reports, its lease expiring when the lab clock is advanced.
+Crashes and concurrent workers run for real. Concurrent workers are goroutines
+claiming against the real store. A crash is a separate worker process (this
+binary, re-executed) that claims, dispatches and calls the destination (served
+over HTTP on loopback) up to its crash point, where it is killed with SIGKILL:
+it never reports, and its lease expires when the lab clock is advanced.
+--crash-in-process plays crashes in this process instead (a worker that stops
+at the crash point and is abandoned).
 
 Exit status: 0 when every case is as expected, 1 when any differs, 2 when the
 file is malformed (the message names the line).`,
@@ -145,6 +151,13 @@ file is malformed (the message names the line).`,
 				return usageError{fmt.Errorf("%s: %w", args[0], err)}
 			}
 			opts := lab.RunOptions{DSN: dsn}
+			if !inProcess {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this executable for the worker processes: %w", err)
+				}
+				opts.WorkerCommand = []string{exe, "lab", "worker"}
+			}
 			if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 				bar := progressbar.NewOptions(len(cases), progressbar.OptionSetWriter(f),
 					progressbar.OptionSetDescription("lab run"), progressbar.OptionClearOnFinish())
@@ -177,6 +190,42 @@ file is malformed (the message names the line).`,
 	}
 	cmd.Flags().StringVar(&dsn, "db", "", "PostgreSQL server to run on, a fresh schema per case (default: a fresh SQLite file per case)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and case")
+	cmd.Flags().BoolVar(&inProcess, "crash-in-process", false, "play crash steps in this process instead of killing a worker process")
+	return cmd
+}
+
+// newLabWorkerCmd is the hidden worker process of "lab run": one attempt,
+// killed by its parent at the crash point.
+func newLabWorkerCmd() *cobra.Command {
+	var (
+		a             lab.WorkerArgs
+		crash, intent string
+	)
+	cmd := &cobra.Command{
+		Use:    "worker",
+		Short:  "A worker process for lab run's crash steps (internal)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if a.Crash, err = lab.ParseCrashPoint(crash); err != nil {
+				return usageError{err}
+			}
+			if intent != "" {
+				a.Intent = new(opledger.Intent)
+				if err := json.Unmarshal([]byte(intent), a.Intent); err != nil {
+					return usageError{fmt.Errorf("--intent: %w", err)}
+				}
+			}
+			return lab.RunWorker(cmd.Context(), a, cmd.OutOrStdout(), cmd.InOrStdin())
+		},
+	}
+	cmd.Flags().StringVar(&a.DSN, "db", "", "ledger store")
+	cmd.Flags().StringVar(&a.Tenant, "tenant", "lab", "tenant")
+	cmd.Flags().StringVar(&a.URL, "url", "", "the destination's create endpoint")
+	cmd.Flags().StringVar(&crash, "crash", "", "crash point")
+	cmd.Flags().StringVar(&intent, "intent", "", "intent to record and claim (JSON); default: claim the next due operation")
+	cmd.Flags().DurationVar(&a.ClockOffset, "clock-offset", 0, "lab clock offset")
 	return cmd
 }
 

@@ -37,6 +37,34 @@ func TestLabRun(t *testing.T) {
 	require.Empty(t, errOut, "no progress bar when stderr is not a terminal")
 }
 
+// TestLabRunCrashProcess: a crash step runs in a worker process that is
+// killed at its crash point, and the case still passes.
+func TestLabRunCrashProcess(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	var row string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "restart-before-recording-success,") {
+			row = l
+		}
+	}
+	require.NotEmpty(t, row)
+	out, errOut, code := run(t, "lab", "run", "--json", writeFile(t, []string{lines[0], row}))
+	require.Equal(t, 0, code, errOut)
+	var r struct {
+		Pass  bool `json:"pass"`
+		Steps []struct {
+			Step, State, Explanation string
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.True(t, r.Pass)
+	require.Equal(t, "crash after_effect", r.Steps[0].Step)
+	require.Regexp(t, `worker process \d+ killed with SIGKILL at after_effect`, r.Steps[0].Explanation)
+	require.Equal(t, "in_progress", r.Steps[0].State, "the killed worker never reported")
+	require.Equal(t, "uncertain", r.Steps[2].State, "its dispatched lease expired into uncertain")
+}
+
 func TestLabRunWrongExpectation(t *testing.T) {
 	t.Parallel()
 	lines := caseFile(t)
