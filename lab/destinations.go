@@ -56,6 +56,7 @@ type base struct {
 	faults   []Fault
 	counters Counters
 	effects  map[string]int
+	refs     map[string][]string
 	seq      int
 }
 
@@ -66,7 +67,7 @@ func newBase(name, def string, now func() time.Time) base {
 	if now == nil {
 		now = time.Now
 	}
-	return base{name: name, now: now, effects: map[string]int{}}
+	return base{name: name, now: now, effects: map[string]int{}, refs: map[string][]string{}}
 }
 
 // Name is the destination's name, what operations carry in
@@ -102,11 +103,20 @@ func (b *base) EffectsFor(key string) int {
 	return b.effects[key]
 }
 
+// RefsFor lists the references of the effects made for one operation key,
+// in the order they were made.
+func (b *base) RefsFor(key string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.refs[key]...)
+}
+
 // resetLocked clears the common state; the caller holds mu.
 func (b *base) resetLocked() {
 	b.faults = nil
 	b.counters = Counters{}
 	b.effects = map[string]int{}
+	b.refs = map[string][]string{}
 	b.seq = 0
 }
 
@@ -116,10 +126,11 @@ func (b *base) nextRef() string {
 	return b.name + "-" + strconv.Itoa(b.seq)
 }
 
-// effect counts one effect for key; the caller holds mu.
-func (b *base) effect(key string) {
+// effect counts one effect for key, made under ref; the caller holds mu.
+func (b *base) effect(key, ref string) {
 	b.counters.Effects++
 	b.effects[key]++
+	b.refs[key] = append(b.refs[key], ref)
 }
 
 // serve counts the call, applies the next fault around commit, and returns

@@ -93,7 +93,7 @@ func (c *CRM) create(r request) answer {
 		}
 		rec := &crmRecord{ID: c.nextRef(), ExternalRef: r.externalRef, Key: r.key, Payload: r.payload, created: c.now()}
 		c.records[r.externalRef] = rec
-		c.effect(r.key)
+		c.effect(r.key, rec.ID)
 		return jsonAnswer(http.StatusCreated, rec)
 	})
 }

@@ -49,8 +49,9 @@ func (e *Email) Call(_ context.Context, call opledger.Call) (opledger.Result, er
 // send serves one message; the caller holds mu.
 func (e *Email) send(r request) answer {
 	return e.serve(func() answer {
-		e.effect(r.key)
-		return jsonAnswer(http.StatusCreated, map[string]string{"id": e.nextRef(), "key": r.key})
+		ref := e.nextRef()
+		e.effect(r.key, ref)
+		return jsonAnswer(http.StatusCreated, map[string]string{"id": ref, "key": r.key})
 	})
 }
 

@@ -91,8 +91,9 @@ func (p *Payment) charge(r request) answer {
 				}
 			}
 		}
-		p.effect(r.key)
-		a := jsonAnswer(http.StatusCreated, map[string]any{"id": p.nextRef(), "key": r.key, "payload": r.payload})
+		ref := p.nextRef()
+		p.effect(r.key, ref)
+		a := jsonAnswer(http.StatusCreated, map[string]any{"id": ref, "key": r.key, "payload": r.payload})
 		if r.idemKey != "" {
 			p.keys[r.idemKey] = &paymentKey{payload: r.payload, answer: a, first: now}
 		}

@@ -275,6 +275,7 @@ func TestPaymentIdempotencyKey(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "payment-2", res.Ref, "after the retention the key is forgotten")
 			require.Equal(t, 2, pay.EffectsFor("charge:1"))
+			require.Equal(t, []string{"payment-1", "payment-2"}, pay.RefsFor("charge:1"))
 
 			// No key: every call charges.
 			noKey := call(operation("payment", "charge:2", `{"amount": 1}`))

@@ -69,11 +69,16 @@ func NewWebhookSource(o WebhookOptions) *WebhookSource {
 // delivery. Emitting a known id again queues a delivery of the original
 // event (a duplicate), whatever payload is given.
 func (w *WebhookSource) Emit(eventID string, payload json.RawMessage) opledger.Event {
+	return w.EmitType(eventID, w.typ, payload)
+}
+
+// EmitType is Emit with an event type other than the source's.
+func (w *WebhookSource) EmitType(eventID, typ string, payload json.RawMessage) opledger.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ev, ok := w.events[eventID]
 	if !ok {
-		ev = opledger.Event{Source: w.source, EventID: eventID, Type: w.typ, OccurredAt: w.now(), Payload: payload}
+		ev = opledger.Event{Source: w.source, EventID: eventID, Type: typ, OccurredAt: w.now(), Payload: payload}
 		w.events[eventID] = ev
 		w.order = append(w.order, eventID)
 	}
