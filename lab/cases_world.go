@@ -37,6 +37,7 @@ type simDestination interface {
 	destination.Destination
 	Inject(faults ...Fault)
 	Counters() Counters
+	EffectsFor(key string) int
 }
 
 // StepOutcome is what one step did, in a sentence.
@@ -251,6 +252,8 @@ func (w *world) explainDo(op *opledger.Operation, err error, calls, made, units 
 		return fmt.Sprintf("The attempt ended %s; the operation is %s.", attempt.Outcome, attempt.State), nil
 	case err != nil:
 		return "", err
+	case made > 0 && w.dest.EffectsFor(op.Key) > made:
+		return fmt.Sprintf("opledger sent it again and the %s acted again (%s): a second effect for the same operation — a duplicate.", w.dest.Name(), op.DestinationRef), nil
 	case made > 0:
 		return fmt.Sprintf("opledger recorded the operation and sent it once; the %s confirmed %s.", w.dest.Name(), op.DestinationRef), nil
 	case calls > 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/lab"
+	"github.com/opledger/opledger/lab/sim"
 )
 
 func newLabCmd() *cobra.Command {
@@ -26,14 +28,16 @@ destinations (a CRM with a lookup, an e-mail provider without one, a payment
 provider with idempotency keys) and the real ledger.
 
   lab scenario NAME  plays one interactive scenario step by step
-  lab run FILE       runs every case of a case file and compares the counters`,
+  lab run FILE       runs every case of a case file and compares the counters
+  lab sim            runs the deterministic simulation for many seeds`,
 		Example: `  opledger lab scenario lost-response
   opledger lab run lab/cases.csv
-  opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test --json`,
+  opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test --json
+  opledger lab sim --seeds 50`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd(), newLabWorkerCmd())
+	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd(), newLabSimCmd(), newLabWorkerCmd())
 	return cmd
 }
 
@@ -158,11 +162,9 @@ file is malformed (the message names the line).`,
 				}
 				opts.WorkerCommand = []string{exe, "lab", "worker"}
 			}
-			if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-				bar := progressbar.NewOptions(len(cases), progressbar.OptionSetWriter(f),
-					progressbar.OptionSetDescription("lab run"), progressbar.OptionClearOnFinish())
-				opts.Progress = func(done, _ int) { _ = bar.Set(done) }
-				defer bar.Finish()
+			if set, finish := progress(cmd, len(cases), "lab run"); set != nil {
+				opts.Progress = func(done, _ int) { set(done) }
+				defer finish()
 			}
 			results, err := lab.RunCases(cmd.Context(), cases, opts)
 			if err != nil {
@@ -227,6 +229,115 @@ func newLabWorkerCmd() *cobra.Command {
 	cmd.Flags().StringVar(&intent, "intent", "", "intent to record and claim (JSON); default: claim the next due operation")
 	cmd.Flags().DurationVar(&a.ClockOffset, "clock-offset", 0, "lab clock offset")
 	return cmd
+}
+
+// progress returns a progress bar's setter and finisher when stderr is a
+// terminal (as bench does), and nils when it is piped.
+func progress(cmd *cobra.Command, total int, desc string) (func(done int), func()) {
+	f, ok := cmd.ErrOrStderr().(*os.File)
+	if !ok || !isatty.IsTerminal(f.Fd()) {
+		return nil, nil
+	}
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(f),
+		progressbar.OptionSetDescription(desc), progressbar.OptionClearOnFinish())
+	return func(done int) { _ = bar.Set(done) }, func() { _ = bar.Finish() }
+}
+
+func newLabSimCmd() *cobra.Command {
+	var (
+		seeds, workers, ops int
+		seed                int64
+		strict, asJSON      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the deterministic simulation (package lab/sim) for many seeds and check its invariants",
+		Long: `sim runs the deterministic simulation of package lab/sim: simulated workers, the
+real reconciler and the lab's destinations against the real ledger on a fresh
+SQLite store, on a simulated clock, with faults, crashes and duplicate
+deliveries chosen by a seed. One seed is one exact run (same trace digest).
+
+--seeds N runs seeds 1…N; --seed S runs only seed S (to replay a failure).
+Each run's invariants are checked. Violations of known bugs (sim.KnownBugs)
+are reported but fail the command only with --strict.
+
+Exit status: 0 when no run broke an invariant (other than known bugs), 1
+otherwise.`,
+		Example: `  opledger lab sim --seeds 100
+  opledger lab sim --seed 17 --workers 4 --ops 30
+  opledger lab sim --seeds 20 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if seeds < 1 || workers < 1 || ops < 1 {
+				return usageError{errors.New("--seeds, --workers and --ops must be at least 1")}
+			}
+			list := make([]int64, 0, seeds)
+			if cmd.Flags().Changed("seed") {
+				list = append(list, seed)
+			} else {
+				for s := 1; s <= seeds; s++ {
+					list = append(list, int64(s))
+				}
+			}
+			set, finish := progress(cmd, len(list), "lab sim")
+			out := cmd.OutOrStdout()
+			var failed, known []int64
+			for i, s := range list {
+				rep, err := sim.Run(cmd.Context(), sim.Config{Seed: s, Workers: workers, Operations: ops})
+				if err != nil {
+					if finish != nil {
+						finish()
+					}
+					return fmt.Errorf("seed %d: %w", s, err)
+				}
+				if set != nil {
+					set(i + 1)
+				}
+				switch {
+				case len(rep.Unknown()) > 0 || (strict && !rep.OK()):
+					failed = append(failed, s)
+				case !rep.OK():
+					known = append(known, s)
+				}
+				if asJSON {
+					b, err := json.Marshal(rep)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(out, string(b))
+				} else if rep.OK() {
+					fmt.Fprint(out, strings.SplitAfter(rep.String(), "\n")[0])
+				} else {
+					fmt.Fprint(out, rep.String())
+				}
+			}
+			if finish != nil {
+				finish()
+			}
+			if !asJSON {
+				fmt.Fprintf(out, "%d seeds: %d broke an invariant, %d hit only known bugs\n", len(list), len(failed), len(known))
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d seeds broke an invariant: %s", len(failed), len(list), joinSeeds(failed))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&seeds, "seeds", 100, "run seeds 1…N")
+	cmd.Flags().Int64Var(&seed, "seed", 0, "run only this seed (replay)")
+	cmd.Flags().IntVar(&workers, "workers", 3, "simulated workers per run")
+	cmd.Flags().IntVar(&ops, "ops", 20, "operations per run")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail on violations of known bugs too")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON report per line and seed")
+	return cmd
+}
+
+func joinSeeds(seeds []int64) string {
+	parts := make([]string, len(seeds))
+	for i, s := range seeds {
+		parts[i] = strconv.FormatInt(s, 10)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printCaseTable prints expected/observed per counter, one case a line,

@@ -144,3 +144,32 @@ func TestLabScenario(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "unknown scenario \"nope\"")
 }
+
+func TestLabSim(t *testing.T) {
+	t.Parallel()
+	digest := func() string {
+		out, errOut, code := run(t, "lab", "sim", "--seed", "3", "--ops", "8", "--json")
+		require.Equal(t, 0, code, errOut)
+		var rep struct {
+			Seed       int64  `json:"seed"`
+			Operations int    `json:"operations"`
+			Digest     string `json:"digest"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &rep))
+		require.Equal(t, int64(3), rep.Seed)
+		require.Equal(t, 8, rep.Operations)
+		require.Len(t, rep.Digest, 64)
+		return rep.Digest
+	}
+	require.Equal(t, digest(), digest(), "one seed, one run")
+
+	out, errOut, code := run(t, "lab", "sim", "--seeds", "2", "--ops", "5")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^seed 1: `, out)
+	require.Regexp(t, `(?m)^seed 2: `, out)
+	require.Contains(t, out, "2 seeds: 0 broke an invariant")
+
+	_, errOut, code = run(t, "lab", "sim", "--seeds", "0")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "must be at least 1")
+}
