@@ -121,21 +121,15 @@ func RunWorker(ctx context.Context, a WorkerArgs, out io.Writer, wait io.Reader)
 	if a.Crash == CrashAfterEffect {
 		return stop(a.Crash)
 	}
-	report := opledger.Report{Outcome: opledger.OutcomeSucceeded, Response: answer}
-	var rec struct {
-		ID string `json:"id"`
-	}
+	res := opledger.Result{Response: answer}
 	if callErr == nil {
-		if json.Unmarshal(answer, &rec) != nil || rec.ID == "" {
-			callErr = opledger.Uncertain(errors.New("answer without a reference"))
+		var rec struct {
+			ID string `json:"id"`
 		}
-		report.DestinationRef = rec.ID
+		_ = json.Unmarshal(answer, &rec)
+		res.Ref = rec.ID
 	}
-	if callErr != nil {
-		report = opledger.Report{Error: callErr.Error()}
-		report.Outcome, report.RetryAfter = opledger.OutcomeOf(callErr)
-	}
-	if _, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, report); err != nil {
+	if _, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, reportOf(res, callErr)); err != nil {
 		return err
 	}
 	return stop(a.Crash)

@@ -145,6 +145,9 @@ file is malformed (the message names the line).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dsn != "" && !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+				return usageError{errors.New("--db takes a postgres:// URL (each case gets a fresh schema there); without it each case gets a fresh SQLite file")}
+			}
 			f, err := os.Open(args[0])
 			if err != nil {
 				return usageError{err}
