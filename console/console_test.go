@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -347,4 +348,49 @@ func TestConsoleLab(t *testing.T) {
 	require.Equal(t, [4]string{"0", "0", "0", "not recorded yet"}, counters())
 	do(chromedp.Click(`#lost-response-replay`), chromedp.WaitVisible(`#lost-response-steps li:nth-child(4)`))
 	require.Equal(t, [4]string{"3", "1", "1", "succeeded"}, counters())
+}
+
+// TestLabCSRF: the lab's buttons are POST forms like the others: without
+// the CSRF token nothing is played.
+func TestLabCSRF(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	hc := &http.Client{Jar: jar}
+	resp, err := hc.PostForm(b.url+"/login", url.Values{"token": {b.token}, "next": {"/lab"}})
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), `id="lost-response-attempts">0<`)
+
+	resp, err = hc.PostForm(b.url+"/lab/lost-response", url.Values{"step": {"send"}, "csrf": {"0000"}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	resp, err = hc.Get(b.url + "/lab")
+	require.NoError(t, err)
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(page), `id="lost-response-attempts">0<`, "nothing was played")
+	require.Contains(t, string(page), `id="lost-response-actions">0<`)
+
+	// With the page's token the step is played.
+	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(string(page))
+	require.Len(t, csrf, 2)
+	resp, err = hc.PostForm(b.url+"/lab/lost-response", url.Values{"step": {"send"}, "csrf": {csrf[1]}})
+	require.NoError(t, err)
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), `id="lost-response-actions">1<`)
+
+	for path, step := range map[string]string{"/lab/nope": "send", "/lab/lost-response": "jump"} {
+		resp, err = hc.PostForm(b.url+path, url.Values{"step": {step}, "csrf": {csrf[1]}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Contains(t, []int{http.StatusNotFound, http.StatusBadRequest}, resp.StatusCode, path)
+	}
 }
