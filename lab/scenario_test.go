@@ -108,3 +108,31 @@ func TestPlaygroundResetCancels(t *testing.T) {
 	require.Equal(t, opledger.StateFailed, op.State)
 	require.Equal(t, opledger.FailureCancelled, op.FailureKind)
 }
+
+// TestPlaygroundConcurrentSteps: steps pressed at once (two browser tabs)
+// are played one at a time; the CRM still acts once.
+func TestPlaygroundConcurrentSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	p, err := lab.NewPlayground(ctx, l, "normal")
+	require.NoError(t, err)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, err := p.Step(ctx, "send")
+			errs <- err
+		}()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, lab.ScenarioCounters{Attempts: 8, Actions: 1}, p.Counters())
+	h := p.History()
+	require.Len(t, h, 8)
+	for i, r := range h {
+		require.Equal(t, i+1, r.N)
+	}
+}
