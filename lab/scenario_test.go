@@ -11,12 +11,19 @@ import (
 	"github.com/opledger/opledger/lab"
 )
 
+// openLedger opens a ledger on a fresh SQLite file, closed when t ends.
+func openLedger(t *testing.T) *opledger.Ledger {
+	t.Helper()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	return l
+}
+
 func TestScenarios(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	l := openLedger(t)
 
 	type want struct {
 		action                          string
@@ -84,7 +91,7 @@ func TestScenarios(t *testing.T) {
 			require.ErrorIs(t, err, lab.ErrUnknownAction)
 		})
 	}
-	_, err = lab.NewPlayground(ctx, l, "nope")
+	_, err := lab.NewPlayground(ctx, l, "nope")
 	require.Error(t, err)
 }
 
@@ -93,9 +100,7 @@ func TestScenarios(t *testing.T) {
 func TestPlaygroundResetCancels(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	l := openLedger(t)
 	p, err := lab.NewPlayground(ctx, l, "lost-response")
 	require.NoError(t, err)
 	_, err = p.Step(ctx, "send")
@@ -114,9 +119,7 @@ func TestPlaygroundResetCancels(t *testing.T) {
 func TestPlaygroundConcurrentSteps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	l := openLedger(t)
 	p, err := lab.NewPlayground(ctx, l, "normal")
 	require.NoError(t, err)
 	errs := make(chan error, 8)
