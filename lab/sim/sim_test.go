@@ -3,9 +3,11 @@ package sim_test
 import (
 	"context"
 	"flag"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ var (
 	seedFlag    = flag.Int64("seed", -1, "run only this seed (replay)")
 	seedsFlag   = flag.Int("seeds", 200, "number of seeds TestSim runs, from 1")
 	workersFlag = flag.Int("workers", 3, "simulated workers per run")
-	opsFlag     = flag.Int("ops", 20, "operations per run")
+	opsFlag     = flag.Int("ops", 12, "operations per run")
 	traceFlag   = flag.Bool("simtrace", false, "log the trace of each run")
 	strictFlag  = flag.Bool("strict", false, "fail on violations of known bugs too (sim.KnownBugs)")
 )
@@ -37,13 +39,32 @@ func TestSim(t *testing.T) {
 	}
 	dir := t.TempDir()
 	start := time.Now()
+	// Seeds are independent: run as many at once as there are CPUs, and
+	// judge them in seed order.
+	reports := make([]*sim.Report, len(seeds))
+	errs := make([]error, len(seeds))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				reports[i], errs[i] = sim.Run(context.Background(), sim.Config{Seed: seeds[i], Workers: *workersFlag,
+					Operations: *opsFlag, Dir: dir, KeepTrace: *traceFlag})
+			}
+		}()
+	}
+	for i := range seeds {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 	failed := 0
 	known := map[sim.Invariant]int{}
 	knownSeeds := 0
-	for _, seed := range seeds {
-		rep, err := sim.Run(context.Background(), sim.Config{Seed: seed, Workers: *workersFlag, Operations: *opsFlag,
-			Dir: dir, KeepTrace: *traceFlag})
-		require.NoError(t, err, "seed %d", seed)
+	for i, rep := range reports {
+		require.NoError(t, errs[i], "seed %d", seeds[i])
 		if *traceFlag {
 			t.Log("\n" + strings.Join(rep.Trace, "\n"))
 		}
