@@ -63,6 +63,10 @@ const (
 	maxDrainRounds = 300
 )
 
+// testHookBeforeCheck, set by tests only, tampers with a finished run to
+// show that the invariants catch it.
+var testHookBeforeCheck func(ctx context.Context, w *world)
+
 // epoch is the simulated clock's start.
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -144,7 +148,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		dsn = "sqlite:" + filepath.Join(dir, fmt.Sprintf("sim-%d.db", cfg.Seed))
 	}
-	w.report.Store = strings.SplitN(dsn, ":", 2)[0]
 	policy := opledger.RetryPolicy{MaxAttempts: 5, Deadline: 24 * time.Hour}
 	l, err := opledger.Open(ctx, dsn, opledger.Options{
 		Worker: "sim", Lease: Lease, RetryPolicy: &policy,
@@ -157,6 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer l.Close()
 	w.ledger = l
+	w.report.Store = l.StoreName()
 
 	now := func() time.Time { return w.now }
 	crm := lab.NewCRM(lab.CRMOptions{Now: now, VisibilityDelay: VisibilityDelay})
@@ -185,6 +189,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if err := w.drain(ctx); err != nil {
 		return nil, w.fail(err)
+	}
+	if testHookBeforeCheck != nil {
+		testHookBeforeCheck(ctx, w)
 	}
 	if err := w.check(ctx); err != nil {
 		return nil, w.fail(err)

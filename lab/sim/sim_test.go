@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/lab/sim"
 )
 
@@ -20,7 +21,7 @@ var (
 	seedFlag    = flag.Int64("seed", -1, "run only this seed (replay)")
 	seedsFlag   = flag.Int("seeds", 200, "number of seeds TestSim runs, from 1")
 	workersFlag = flag.Int("workers", 3, "simulated workers per run")
-	opsFlag     = flag.Int("ops", 12, "operations per run")
+	opsFlag     = flag.Int("ops", 10, "operations per run")
 	traceFlag   = flag.Bool("simtrace", false, "log the trace of each run")
 	strictFlag  = flag.Bool("strict", false, "fail on violations of known bugs too (sim.KnownBugs)")
 )
@@ -112,4 +113,15 @@ func TestSimIsDeterministic(t *testing.T) {
 	require.Equal(t, a, b)
 	c := run(8)
 	require.NotEqual(t, a.Digest, c.Digest, "another seed, another schedule")
+}
+
+// The simulation runs on PostgreSQL too (skipped without a server).
+func TestSimPostgres(t *testing.T) {
+	t.Parallel()
+	for seed := int64(1); seed <= 3; seed++ {
+		rep, err := sim.Run(context.Background(), sim.Config{Seed: seed, Operations: 10, DSN: testdb.PostgresDSN(t)})
+		require.NoError(t, err)
+		require.Equal(t, "postgres", rep.Store)
+		require.Empty(t, rep.Unknown(), "%s", rep)
+	}
 }
