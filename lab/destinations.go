@@ -133,6 +133,28 @@ func (b *base) effect(key, ref string) {
 	b.refs[key] = append(b.refs[key], ref)
 }
 
+// do answers one create with serve under the lock; a request that could
+// not be read is answered 400 (and counted as an attempt).
+func (b *base) do(r request, readErr error, serve func(request) answer) answer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if readErr != nil {
+		b.counters.Attempts++
+		return errorAnswer(http.StatusBadRequest, readErr.Error())
+	}
+	return serve(r)
+}
+
+// mux serves POST /records with serve.
+func (b *base) mux(serve func(request) answer) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /records", func(w http.ResponseWriter, req *http.Request) {
+		r, err := readRequest(req)
+		writeAnswer(w, b.do(r, err, serve))
+	})
+	return mux
+}
+
 // serve counts the call, applies the next fault around commit, and returns
 // the answer. commit makes the effect (or refuses it) and answers; it runs
 // under mu. The caller holds mu.

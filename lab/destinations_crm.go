@@ -65,21 +65,7 @@ func (c *CRM) policy() destination.HTTPPolicy {
 // Call creates the record in process, with the injected fault if any.
 func (c *CRM) Call(_ context.Context, call opledger.Call) (opledger.Result, error) {
 	r, err := callRequest(call)
-	c.mu.Lock()
-	var a answer
-	if err != nil {
-		a = c.invalid(err)
-	} else {
-		a = c.create(r)
-	}
-	c.mu.Unlock()
-	return c.result(a, c.policy())
-}
-
-// invalid answers a request that cannot be read; the caller holds mu.
-func (b *base) invalid(err error) answer {
-	b.counters.Attempts++
-	return errorAnswer(http.StatusBadRequest, err.Error())
+	return c.result(c.do(r, err, c.create), c.policy())
 }
 
 // create serves one create; the caller holds mu.
@@ -145,19 +131,7 @@ func (c *CRM) Reset() {
 // Handler serves the CRM over HTTP: POST /records creates, GET
 // /records?external_ref=X searches the visible records.
 func (c *CRM) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /records", func(w http.ResponseWriter, req *http.Request) {
-		r, err := readRequest(req)
-		c.mu.Lock()
-		var a answer
-		if err != nil {
-			a = c.invalid(err)
-		} else {
-			a = c.create(r)
-		}
-		c.mu.Unlock()
-		writeAnswer(w, a)
-	})
+	mux := c.mux(c.create)
 	mux.HandleFunc("GET /records", func(w http.ResponseWriter, req *http.Request) {
 		c.mu.Lock()
 		items := []*crmRecord{}

@@ -35,15 +35,7 @@ func (e *Email) Capabilities() destination.Capabilities { return destination.Cap
 // Call sends the message in process, with the injected fault if any.
 func (e *Email) Call(_ context.Context, call opledger.Call) (opledger.Result, error) {
 	r, err := callRequest(call)
-	e.mu.Lock()
-	var a answer
-	if err != nil {
-		a = e.invalid(err)
-	} else {
-		a = e.send(r)
-	}
-	e.mu.Unlock()
-	return e.result(a, destination.HTTPPolicy{})
+	return e.result(e.do(r, err, e.send), destination.HTTPPolicy{})
 }
 
 // send serves one message; the caller holds mu.
@@ -63,19 +55,4 @@ func (e *Email) Reset() {
 }
 
 // Handler serves the Email over HTTP: POST /records sends.
-func (e *Email) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /records", func(w http.ResponseWriter, req *http.Request) {
-		r, err := readRequest(req)
-		e.mu.Lock()
-		var a answer
-		if err != nil {
-			a = e.invalid(err)
-		} else {
-			a = e.send(r)
-		}
-		e.mu.Unlock()
-		writeAnswer(w, a)
-	})
-	return mux
-}
+func (e *Email) Handler() http.Handler { return e.mux(e.send) }

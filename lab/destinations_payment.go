@@ -62,15 +62,7 @@ func (p *Payment) Capabilities() destination.Capabilities {
 // Call charges in process, with the injected fault if any.
 func (p *Payment) Call(_ context.Context, call opledger.Call) (opledger.Result, error) {
 	r, err := callRequest(call)
-	p.mu.Lock()
-	var a answer
-	if err != nil {
-		a = p.invalid(err)
-	} else {
-		a = p.charge(r)
-	}
-	p.mu.Unlock()
-	return p.result(a, destination.HTTPPolicy{})
+	return p.result(p.do(r, err, p.charge), destination.HTTPPolicy{})
 }
 
 // charge serves one charge; the caller holds mu.
@@ -111,19 +103,4 @@ func (p *Payment) Reset() {
 
 // Handler serves the Payment over HTTP: POST /records charges, reading
 // the Idempotency-Key header.
-func (p *Payment) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /records", func(w http.ResponseWriter, req *http.Request) {
-		r, err := readRequest(req)
-		p.mu.Lock()
-		var a answer
-		if err != nil {
-			a = p.invalid(err)
-		} else {
-			a = p.charge(r)
-		}
-		p.mu.Unlock()
-		writeAnswer(w, a)
-	})
-	return mux
-}
+func (p *Payment) Handler() http.Handler { return p.mux(p.charge) }

@@ -45,18 +45,7 @@ var Faults = []Fault{FaultLostResponse, FaultTimeoutBeforeCommit, Fault5xxBefore
 
 // ParseFault reads a fault name as written in the constants ("none" and
 // "" are FaultNone).
-func ParseFault(s string) (Fault, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "none" {
-		return FaultNone, nil
-	}
-	for _, f := range Faults {
-		if string(f) == s {
-			return f, nil
-		}
-	}
-	return FaultNone, fmt.Errorf("unknown fault %q (want none, %s)", s, joinNames(Faults))
-}
+func ParseFault(s string) (Fault, error) { return parseName("fault", s, Faults) }
 
 // Commits reports whether the fault lets the effect happen.
 func (f Fault) Commits() bool {
@@ -101,18 +90,7 @@ const (
 var CrashPoints = []CrashPoint{CrashBeforeClaim, CrashAfterClaim, CrashAfterDispatch, CrashAfterEffect, CrashAfterReport}
 
 // ParseCrashPoint reads a crash point name ("none" and "" are CrashNone).
-func ParseCrashPoint(s string) (CrashPoint, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "none" {
-		return CrashNone, nil
-	}
-	for _, c := range CrashPoints {
-		if string(c) == s {
-			return c, nil
-		}
-	}
-	return CrashNone, fmt.Errorf("unknown crash point %q (want none, %s)", s, joinNames(CrashPoints))
-}
+func ParseCrashPoint(s string) (CrashPoint, error) { return parseName("crash point", s, CrashPoints) }
 
 // String is the crash point's name, "none" for CrashNone.
 func (c CrashPoint) String() string {
@@ -122,10 +100,18 @@ func (c CrashPoint) String() string {
 	return string(c)
 }
 
-func joinNames[T ~string](vs []T) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
+// parseName finds s among names; "" and "none" are the zero value.
+func parseName[T ~string](what, s string, names []T) (T, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "none" {
+		return "", nil
+	}
+	parts := make([]string, len(names))
+	for i, v := range names {
+		if string(v) == s {
+			return v, nil
+		}
 		parts[i] = string(v)
 	}
-	return strings.Join(parts, ", ")
+	return "", fmt.Errorf("unknown %s %q (want none, %s)", what, s, strings.Join(parts, ", "))
 }
