@@ -246,8 +246,12 @@ func (w *world) checkProtection(key, dest string, op *opledger.Operation, attemp
 		if !a.Protected || !called || at.Before(end) {
 			continue
 		}
-		w.violate(ProtectionExpired, key, "protected attempt %d (dispatched %s, called %s) reached the payment %s after the key's retention ended",
-			a.Number, since(a.DispatchedAt), at.Sub(epoch), at.Sub(end))
+		how := "claimed and dispatched after the retention ended"
+		if a.DispatchedAt != nil && a.DispatchedAt.Before(end) {
+			how = "dispatched inside the retention, called after it"
+		}
+		w.violate(ProtectionExpired, key, "protected attempt %d %s (dispatched %s, called +%s, %s late)",
+			a.Number, how, since(a.DispatchedAt), at.Sub(epoch), at.Sub(end))
 		found = true
 	}
 	return found

@@ -37,6 +37,9 @@ type Report struct {
 
 	// Calls the workers made to destinations.
 	Calls int `json:"calls"`
+	// LateCalls are calls made after their attempt's lease had expired (a
+	// worker paused between dispatch mark and call).
+	LateCalls int `json:"late_calls"`
 	// DispatchedAttempts are the ledger's attempts with a dispatch mark.
 	DispatchedAttempts int `json:"dispatched_attempts"`
 	// DispatchedNotCalled are attempts whose worker crashed between the
@@ -112,8 +115,8 @@ func (r *Report) String() string {
 		r.Seed, verdict, r.Workers, r.Operations, r.Store, r.SimulatedTime, r.Digest)
 	fmt.Fprintf(&b, "  states: %s\n", counts(r.States))
 	fmt.Fprintf(&b, "  faults: %s; crashes: %s\n", counts(r.Faults), counts(r.Crashes))
-	fmt.Fprintf(&b, "  calls %d, dispatched attempts %d (%d crashed before the call), stale reports %d\n",
-		r.Calls, r.DispatchedAttempts, r.DispatchedNotCalled, r.StaleReports)
+	fmt.Fprintf(&b, "  calls %d (%d after their lease), dispatched attempts %d (%d crashed before the call), stale reports %d\n",
+		r.Calls, r.LateCalls, r.DispatchedAttempts, r.DispatchedNotCalled, r.StaleReports)
 	fmt.Fprintf(&b, "  effects %d, confirmed %d, duplicates detected by the ledger %d\n", r.Effects, r.ConfirmedEffects, r.DuplicatesDetected)
 	fmt.Fprintf(&b, "  events %d, deliveries %d (%d duplicates)\n", r.Events, r.Deliveries, r.DuplicateDeliveries)
 	for _, v := range r.Violations {

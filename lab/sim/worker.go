@@ -109,6 +109,9 @@ func (w *world) step(ctx context.Context, wk *worker, faults bool) error {
 		wk.res, wk.callErr = d.Call(ctx, opledger.Call{Operation: c.Operation, AttemptID: c.AttemptID,
 			IdempotencyKey: c.IdempotencyKey, Protected: c.Protected})
 		w.report.Calls++
+		if w.now.After(c.LeaseExpiresAt) {
+			w.report.LateCalls++
+		}
 		w.callAt[c.AttemptID] = w.now
 		w.log("%s called %s: fault=%s effect=%t outcome=%s", wk.id(), c.Operation.Key, fault,
 			d.EffectsFor(c.Operation.Key) > before, outcomeOf(wk.callErr))
