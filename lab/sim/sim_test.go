@@ -26,15 +26,20 @@ var (
 	strictFlag  = flag.Bool("strict", false, "fail on violations of known bugs too (sim.KnownBugs)")
 )
 
-// TestSim runs the simulation for many seeds (or one, with -seed) and
+// TestSim runs the simulation for many seeds (200, 50 with -short; or one,
+// with -seed) and
 // fails on any violation that is not a known bug, printing how to replay
 // the seed. Known bugs are counted and logged.
 func TestSim(t *testing.T) {
-	seeds := make([]int64, 0, *seedsFlag)
+	n := *seedsFlag
+	if testing.Short() && n > 50 {
+		n = 50
+	}
+	seeds := make([]int64, 0, n)
 	if *seedFlag >= 0 {
 		seeds = append(seeds, *seedFlag)
 	} else {
-		for s := 1; s <= *seedsFlag; s++ {
+		for s := 1; s <= n; s++ {
 			seeds = append(seeds, int64(s))
 		}
 	}
