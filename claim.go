@@ -430,7 +430,10 @@ func (r *Report) validate() error {
 // Report records an attempt's outcome. From the current attempt it moves
 // the operation: succeeded → succeeded; rejected → failed (rejected);
 // retryable → pending after backoff, or failed (exhausted) past the retry
-// policy; uncertain → uncertain.
+// policy; uncertain → uncertain. A retryable outcome of a protected attempt
+// (a retry of an uncertain one) leaves the earlier attempt unexplained: the
+// operation returns to uncertain, due for reconciliation after the
+// backoff, or is held past the retry policy.
 //
 // A report from an attempt that no longer holds the operation moves nothing
 // but is kept as evidence, and the call returns a *StaleError
@@ -480,6 +483,24 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 				return err
 			}
 			notBefore, exhausted := policy.next(tried, t.op.CreatedAt, t.now, r.RetryAfter)
+			if a.Protected {
+				// This attempt retried an uncertain one under the
+				// destination's key and did nothing itself; what the
+				// uncertain attempt did is still unknown. Only the
+				// reconciler may release it again, while the key's
+				// retention lasts: an ordinary retry could come after
+				// the retention and duplicate the effect.
+				t.op.Protected = false
+				if exhausted != "" {
+					t.hold(a.Worker, "exhausted while uncertain", fmt.Sprintf(
+						"%s after %d attempts; an earlier attempt may have taken effect; last error: %s", exhausted, tried, r.Error))
+					return nil
+				}
+				t.move(StateUncertain, a.Worker, a.ID, "protected retry not done",
+					fmt.Sprintf("%s; an earlier attempt may have taken effect; reconcile again not before %s", r.Error, notBefore.Format(time.RFC3339Nano)))
+				t.op.NotBefore = notBefore
+				return nil
+			}
 			if exhausted != "" {
 				t.move(StateFailed, a.Worker, a.ID, "exhausted",
 					fmt.Sprintf("%s after %d attempts; last error: %s", exhausted, tried, r.Error))

@@ -6,7 +6,7 @@
 // cookie; every POST carries a CSRF token derived from it, so a page on
 // another site can neither read the session nor forge a decision.
 //
-// Allowed imports: opledger, the standard library.
+// Allowed imports: opledger, opledger/lab (the lab page), the standard library.
 package console
 
 import (
@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/lab"
 )
 
 //go:embed templates/*.html
@@ -56,7 +57,8 @@ type Console struct {
 	mux    *http.ServeMux
 
 	mu      sync.Mutex
-	samples map[string][]Sample // per tenant
+	samples map[string][]Sample        // per tenant
+	labs    map[string]*lab.Playground // per tenant and scenario
 }
 
 // Sample is one reading of the headline counters, for the dashboard chart.
@@ -76,7 +78,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Console{ledger: l, opts: opts, log: opts.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
-		samples: map[string][]Sample{}}
+		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}}
 	funcs := template.FuncMap{
 		"ts":       formatTime,
 		"ago":      ago,
@@ -84,7 +86,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		"stateCSS": func(s opledger.State) string { return "state-" + string(s) },
 		"pathKey":  url.PathEscape,
 	}
-	for _, page := range []string{"login", "queue", "operation", "dashboard", "error", "events", "event", "workflow"} {
+	for _, page := range []string{"login", "queue", "operation", "dashboard", "error", "events", "event", "workflow", "lab"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -107,6 +109,8 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /events/{source}/{id}", c.signedIn(c.event))
 	c.mux.HandleFunc("GET /workflows", c.signedIn(c.workflowLookup))
 	c.mux.HandleFunc("GET /workflows/{key}", c.signedIn(c.workflow))
+	c.mux.HandleFunc("GET /lab", c.signedIn(c.labPage))
+	c.mux.HandleFunc("POST /lab/{scenario}", c.signedIn(c.labAction))
 	return c, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -287,4 +289,108 @@ func TestCSRF(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.False(t, errors.Is(err, http.ErrUseLastResponse))
+}
+
+// TestConsoleLab plays the lost-response scenario on the lab page and
+// checks the three counters, the state and the explanations after each
+// step, then Replay and Reset.
+func TestConsoleLab(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	ctx := browser(t)
+	do := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, steps...))
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		require.NoError(t, err)
+		return strings.TrimSpace(v)
+	}
+	counters := func() [4]string {
+		t.Helper()
+		return [4]string{text(`#lost-response-attempts`), text(`#lost-response-actions`), text(`#lost-response-verifications`), text(`#lost-response-state`)}
+	}
+
+	do(chromedp.Navigate(b.url+"/login"), chromedp.WaitVisible(`#token`),
+		chromedp.SetValue(`#token`, b.token), chromedp.Submit(`#token`), chromedp.WaitVisible(`table.queue, p.empty`))
+	do(chromedp.Click(`nav a[href="/lab"]`), chromedp.WaitVisible(`#lost-response`))
+	require.Equal(t, [4]string{"0", "0", "0", "not recorded yet"}, counters())
+	require.Contains(t, text(`main`), "every send, repeat and retry counts", "the page says what an attempt is")
+	requireAccessible(t, ctx)
+
+	for i, tc := range []struct {
+		button string
+		want   [4]string
+		says   string
+	}{
+		{"send", [4]string{"1", "1", "0", "uncertain"}, "never confirmed"},
+		{"retry", [4]string{"2", "1", "0", "uncertain"}, "Held back"},
+		{"verify", [4]string{"2", "1", "1", "succeeded"}, "found record"},
+		{"retry", [4]string{"3", "1", "1", "succeeded"}, "Answered from the ledger"},
+	} {
+		n := strconv.Itoa(i + 1)
+		do(chromedp.Click(`#lost-response-`+tc.button), chromedp.WaitVisible(`#lost-response-steps li:nth-child(`+n+`)`))
+		require.Equal(t, tc.want, counters(), "after step %s (%s)", n, tc.button)
+		require.Contains(t, text(`#lost-response-steps li:nth-child(`+n+`)`), tc.says)
+	}
+	// The other scenarios are untouched.
+	require.Equal(t, "0", text(`#normal-attempts`))
+	screenshot(t, ctx, "lab")
+
+	// The operation is in the real ledger, in a lab tenant of its own.
+	page, err := b.ledger.List(context.Background(), opledger.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, page.Items, "the signed-in tenant's operations are not touched")
+
+	do(chromedp.Click(`#lost-response-reset`), chromedp.WaitVisible(`#lost-response p.empty`))
+	require.Equal(t, [4]string{"0", "0", "0", "not recorded yet"}, counters())
+	do(chromedp.Click(`#lost-response-replay`), chromedp.WaitVisible(`#lost-response-steps li:nth-child(4)`))
+	require.Equal(t, [4]string{"3", "1", "1", "succeeded"}, counters())
+}
+
+// TestLabCSRF: the lab's buttons are POST forms like the others: without
+// the CSRF token nothing is played.
+func TestLabCSRF(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	hc := &http.Client{Jar: jar}
+	resp, err := hc.PostForm(b.url+"/login", url.Values{"token": {b.token}, "next": {"/lab"}})
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), `id="lost-response-attempts">0<`)
+
+	resp, err = hc.PostForm(b.url+"/lab/lost-response", url.Values{"step": {"send"}, "csrf": {"0000"}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	resp, err = hc.Get(b.url + "/lab")
+	require.NoError(t, err)
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(page), `id="lost-response-attempts">0<`, "nothing was played")
+	require.Contains(t, string(page), `id="lost-response-actions">0<`)
+
+	// With the page's token the step is played.
+	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(string(page))
+	require.Len(t, csrf, 2)
+	resp, err = hc.PostForm(b.url+"/lab/lost-response", url.Values{"step": {"send"}, "csrf": {csrf[1]}})
+	require.NoError(t, err)
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), `id="lost-response-actions">1<`)
+
+	for path, step := range map[string]string{"/lab/nope": "send", "/lab/lost-response": "jump"} {
+		resp, err = hc.PostForm(b.url+path, url.Values{"step": {step}, "csrf": {csrf[1]}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Contains(t, []int{http.StatusNotFound, http.StatusBadRequest}, resp.StatusCode, path)
+	}
 }

@@ -1,0 +1,394 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/lab"
+	"github.com/opledger/opledger/lab/sim"
+)
+
+func newLabCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Play the interactive scenarios and run the case file against the real ledger",
+		Long: `lab shows what the ledger does when things go wrong, against simulated
+destinations (a CRM with a lookup, an e-mail provider without one, a payment
+provider with idempotency keys) and the real ledger.
+
+  lab scenario NAME  plays one interactive scenario step by step
+  lab run FILE       runs every case of a case file and compares the counters
+  lab sim            runs the deterministic simulation for many seeds`,
+		Example: `  opledger lab scenario lost-response
+  opledger lab run lab/cases.csv
+  opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test --json
+  opledger lab sim --seeds 50`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd(), newLabSimCmd(), newLabWorkerCmd())
+	return cmd
+}
+
+func newLabScenarioCmd() *cobra.Command {
+	var (
+		dsn    string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scenario normal|changed-data|lost-response",
+		Short: "Play an interactive scenario and print each step, the counters and the state",
+		Long: `scenario plays the script of one interactive scenario on the order "prepare 2
+units of DEMO-ORDER-017" (operation key DEMO-OP-017), sent to a simulated CRM:
+
+  normal         send, then repeat: the repeat is answered from the ledger
+  changed-data   send 2 units, then "retry" with 3: refused, the original kept
+  lost-response  the CRM acts but its answer is lost: retry (held back),
+                 verify (a lookup finds the record), retry (the confirmed result)
+
+After each step it prints the three counters — attempts (requests the
+automation sent to opledger, answered from the ledger or not), actions (records
+the CRM created) and verifications (lookups at the CRM) — the operation's state
+and one sentence on what happened.
+
+The steps run on the real ledger named by --db, under a tenant of their own
+("lab-" and random hex), so they never touch other operations.`,
+		Example: `  opledger lab scenario lost-response
+  opledger lab scenario changed-data --db sqlite:opledger.db
+  opledger lab scenario normal --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("name one scenario: %s", strings.Join(lab.ScenarioNames(), ", "))}
+			}
+			if _, ok := lab.FindScenario(args[0]); !ok {
+				return usageError{fmt.Errorf("unknown scenario %q (want %s)", args[0], strings.Join(lab.ScenarioNames(), ", "))}
+			}
+			return nil
+		},
+		ValidArgs: lab.ScenarioNames(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			l, err := opledger.Open(ctx, dsn, opledger.Options{})
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			p, err := lab.NewPlayground(ctx, l, args[0])
+			if err != nil {
+				return err
+			}
+			steps, err := p.Replay(ctx)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if werr := writeJSONLines(out, steps); werr != nil {
+					return werr
+				}
+				return err
+			}
+			s := p.Scenario()
+			fmt.Fprintf(out, "%s — %s\n%s\n(operation %s in tenant %s)\n\n", s.Title, s.Name, s.Summary, lab.OperationKey, p.Tenant())
+			for _, r := range steps {
+				fmt.Fprintf(out, "%d. %s\n   attempts %d · actions %d · verifications %d · state %s\n   %s\n",
+					r.N, r.Label, r.Counters.Attempts, r.Counters.Actions, r.Counters.Verifications, r.State, r.Explanation)
+			}
+			return err
+		},
+	}
+	addDBFlag(cmd, &dsn)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and step")
+	return cmd
+}
+
+func newLabRunCmd() *cobra.Command {
+	var (
+		dsn       string
+		asJSON    bool
+		inProcess bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run every case of a case file against the real ledger and compare the counters",
+		Long: `run reads a case file (CSV, see docs/lab.md "The case file"), plays every case
+on a fresh ledger — a new SQLite file in a temporary directory, or with --db a
+new schema on that PostgreSQL server, dropped afterwards — and prints, per case,
+the expected and observed counters (attempts, actions, verifications, events,
+deliveries) and final state.
+
+Crashes and concurrent workers run for real. Concurrent workers are goroutines
+claiming against the real store. A crash is a separate worker process (this
+binary, re-executed) that claims, dispatches and calls the destination (served
+over HTTP on loopback) up to its crash point, where it is killed with SIGKILL:
+it never reports, and its lease expires when the lab clock is advanced.
+--crash-in-process plays crashes in this process instead (a worker that stops
+at the crash point and is abandoned).
+
+Exit status: 0 when every case is as expected, 1 when any differs, 2 when the
+file is malformed (the message names the line).`,
+		Example: `  opledger lab run lab/cases.csv
+  opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test
+  opledger lab run lab/cases.csv --json | jq 'select(.pass | not)'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{errors.New("name one case file, e.g. lab/cases.csv")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dsn != "" && !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+				return usageError{errors.New("--db takes a postgres:// URL (each case gets a fresh schema there); without it each case gets a fresh SQLite file")}
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			cases, err := lab.ParseCases(f)
+			f.Close()
+			if err != nil {
+				return usageError{fmt.Errorf("%s: %w", args[0], err)}
+			}
+			opts := lab.RunOptions{DSN: dsn}
+			if !inProcess {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this executable for the worker processes: %w", err)
+				}
+				opts.WorkerCommand = []string{exe, "lab", "worker"}
+			}
+			if set, finish := progress(cmd, len(cases), "lab run"); set != nil {
+				opts.Progress = func(done, _ int) { set(done) }
+				defer finish()
+			}
+			results, err := lab.RunCases(cmd.Context(), cases, opts)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeJSONLines(out, results); err != nil {
+					return err
+				}
+			} else if err := printCaseTable(out, results); err != nil {
+				return err
+			}
+			var failed []string
+			for _, r := range results {
+				if !r.Pass {
+					failed = append(failed, r.Case.ID)
+				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d cases differ from what %s expects: %s", len(failed), len(results), args[0], strings.Join(failed, ", "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dsn, "db", "", "PostgreSQL server to run on, a fresh schema per case (default: a fresh SQLite file per case)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and case")
+	cmd.Flags().BoolVar(&inProcess, "crash-in-process", false, "play crash steps in this process instead of killing a worker process")
+	return cmd
+}
+
+// newLabWorkerCmd is the hidden worker process of "lab run": one attempt,
+// killed by its parent at the crash point.
+func newLabWorkerCmd() *cobra.Command {
+	var (
+		a             lab.WorkerArgs
+		crash, intent string
+	)
+	cmd := &cobra.Command{
+		Use:    "worker",
+		Short:  "A worker process for lab run's crash steps (internal)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if a.Crash, err = lab.ParseCrashPoint(crash); err != nil {
+				return usageError{err}
+			}
+			if intent != "" {
+				a.Intent = new(opledger.Intent)
+				if err := json.Unmarshal([]byte(intent), a.Intent); err != nil {
+					return usageError{fmt.Errorf("--intent: %w", err)}
+				}
+			}
+			return lab.RunWorker(cmd.Context(), a, cmd.OutOrStdout(), cmd.InOrStdin())
+		},
+	}
+	cmd.Flags().StringVar(&a.DSN, "db", "", "ledger store")
+	cmd.Flags().StringVar(&a.Tenant, "tenant", "lab", "tenant")
+	cmd.Flags().StringVar(&a.URL, "url", "", "the destination's create endpoint")
+	cmd.Flags().StringVar(&crash, "crash", "", "crash point")
+	cmd.Flags().StringVar(&intent, "intent", "", "intent to record and claim (JSON); default: claim the next due operation")
+	cmd.Flags().DurationVar(&a.ClockOffset, "clock-offset", 0, "lab clock offset")
+	return cmd
+}
+
+// progress returns a progress bar's setter and finisher when stderr is a
+// terminal (as bench does), and nils when it is piped.
+func progress(cmd *cobra.Command, total int, desc string) (func(done int), func()) {
+	f, ok := cmd.ErrOrStderr().(*os.File)
+	if !ok || !isatty.IsTerminal(f.Fd()) {
+		return nil, nil
+	}
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(f),
+		progressbar.OptionSetDescription(desc), progressbar.OptionClearOnFinish())
+	return func(done int) { _ = bar.Set(done) }, func() { _ = bar.Finish() }
+}
+
+func newLabSimCmd() *cobra.Command {
+	var (
+		seeds, workers, ops int
+		seed                int64
+		strict, asJSON      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the deterministic simulation (package lab/sim) for many seeds and check its invariants",
+		Long: `sim runs the deterministic simulation of package lab/sim: simulated workers, the
+real reconciler and the lab's destinations against the real ledger on a fresh
+SQLite store, on a simulated clock, with faults, crashes and duplicate
+deliveries chosen by a seed. One seed is one exact run (same trace digest).
+
+--seeds N runs seeds 1…N; --seed S runs only seed S (to replay a failure).
+Each run's invariants are checked. Violations of known bugs (sim.KnownBugs)
+are reported but fail the command only with --strict.
+
+Exit status: 0 when no run broke an invariant (other than known bugs), 1
+otherwise.`,
+		Example: `  opledger lab sim --seeds 100
+  opledger lab sim --seed 17 --workers 4 --ops 30
+  opledger lab sim --seeds 20 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if seeds < 1 || workers < 1 || ops < 1 {
+				return usageError{errors.New("--seeds, --workers and --ops must be at least 1")}
+			}
+			list := make([]int64, 0, seeds)
+			if cmd.Flags().Changed("seed") {
+				list = append(list, seed)
+			} else {
+				for s := 1; s <= seeds; s++ {
+					list = append(list, int64(s))
+				}
+			}
+			set, finish := progress(cmd, len(list), "lab sim")
+			out := cmd.OutOrStdout()
+			var failed, known []int64
+			for i, s := range list {
+				rep, err := sim.Run(cmd.Context(), sim.Config{Seed: s, Workers: workers, Operations: ops})
+				if err != nil {
+					if finish != nil {
+						finish()
+					}
+					return fmt.Errorf("seed %d: %w", s, err)
+				}
+				if set != nil {
+					set(i + 1)
+				}
+				switch {
+				case len(rep.Unknown()) > 0 || (strict && !rep.OK()):
+					failed = append(failed, s)
+				case !rep.OK():
+					known = append(known, s)
+				}
+				if asJSON {
+					b, err := json.Marshal(rep)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(out, string(b))
+				} else if rep.OK() {
+					fmt.Fprint(out, strings.SplitAfter(rep.String(), "\n")[0])
+				} else {
+					fmt.Fprint(out, rep.String())
+				}
+			}
+			if finish != nil {
+				finish()
+			}
+			if !asJSON {
+				fmt.Fprintf(out, "%d seeds: %d broke an invariant, %d hit only known bugs\n", len(list), len(failed), len(known))
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d seeds broke an invariant: %s", len(failed), len(list), joinSeeds(failed))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&seeds, "seeds", 100, "run seeds 1…N")
+	cmd.Flags().Int64Var(&seed, "seed", 0, "run only this seed (replay)")
+	cmd.Flags().IntVar(&workers, "workers", 3, "simulated workers per run")
+	cmd.Flags().IntVar(&ops, "ops", 20, "operations per run")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail on violations of known bugs too")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON report per line and seed")
+	return cmd
+}
+
+func joinSeeds(seeds []int64) string {
+	parts := make([]string, len(seeds))
+	for i, s := range seeds {
+		parts[i] = strconv.FormatInt(s, 10)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printCaseTable prints expected/observed per counter, one case a line,
+// and the differences of failed cases below.
+func printCaseTable(w io.Writer, results []lab.CaseResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\tkind\tattempts\tactions\tverifications\tevents\tdeliveries\tstate\tresult")
+	pair := func(want, got int) string {
+		if want == got {
+			return fmt.Sprintf("%d/%d", want, got)
+		}
+		return fmt.Sprintf("%d/%d ✗", want, got)
+	}
+	for _, r := range results {
+		want, got := r.Case.Want, r.Got
+		state := want.State + "/" + got.State
+		if want.State == got.State {
+			state = want.State
+		} else {
+			state = "want " + want.State + ", got " + orNone(got.State) + " ✗"
+		}
+		result := "ok"
+		if !r.Pass {
+			result = "DIFFERS"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Case.ID, r.Case.Kind,
+			pair(want.Attempts, got.Attempts), pair(want.Actions, got.Actions), pair(want.Verifications, got.Verifications),
+			pair(want.Events, got.Events), pair(want.Deliveries, got.Deliveries), state, result)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(counters are expected/observed)")
+	for _, r := range results {
+		if r.Pass {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s (line %d): %s\n", r.Case.ID, r.Case.Line, strings.Join(r.Differences, "; "))
+		for _, s := range r.Steps {
+			fmt.Fprintf(w, "  %s → %s: %s\n", s.Step, s.State, s.Explanation)
+		}
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}

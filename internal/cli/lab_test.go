@@ -1,0 +1,175 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// caseFile reads lab/cases.csv and returns its header and rows.
+func caseFile(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../../lab/cases.csv")
+	require.NoError(t, err)
+	return strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+}
+
+func writeFile(t *testing.T, lines []string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cases.csv")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	return path
+}
+
+func TestLabRun(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	path, err := filepath.Abs("../../lab/cases.csv")
+	require.NoError(t, err)
+	out, errOut, code := run(t, "lab", "run", path)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `lost-response\s+interactive\s+3/3\s+1/1\s+1/1\s+0/0\s+0/0\s+succeeded\s+ok`, out)
+	require.Equal(t, len(lines)-1, strings.Count(out, " ok\n"), "one line per case:\n%s", out)
+	require.Empty(t, errOut, "no progress bar when stderr is not a terminal")
+}
+
+// TestLabRunCrashProcess: a crash step runs in a worker process that is
+// killed at its crash point, and the case still passes.
+func TestLabRunCrashProcess(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	var row string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "restart-before-recording-success,") {
+			row = l
+		}
+	}
+	require.NotEmpty(t, row)
+	out, errOut, code := run(t, "lab", "run", "--json", writeFile(t, []string{lines[0], row}))
+	require.Equal(t, 0, code, errOut)
+	var r struct {
+		Pass  bool `json:"pass"`
+		Steps []struct {
+			Step, State, Explanation string
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.True(t, r.Pass)
+	require.Equal(t, "crash after_effect", r.Steps[0].Step)
+	require.Regexp(t, `worker process \d+ killed with SIGKILL at after_effect`, r.Steps[0].Explanation)
+	require.Equal(t, "in_progress", r.Steps[0].State, "the killed worker never reported")
+	require.Equal(t, "uncertain", r.Steps[2].State, "its dispatched lease expired into uncertain")
+}
+
+func TestLabRunWrongExpectation(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	require.True(t, strings.HasPrefix(lines[1], "normal,interactive,crm,none,send; retry,2,1,"), lines[1])
+	// The normal case makes one action; expect two.
+	lines[1] = strings.Replace(lines[1], "send; retry,2,1,", "send; retry,2,2,", 1)
+	out, errOut, code := run(t, "lab", "run", writeFile(t, lines[:3]))
+	require.Equal(t, 1, code, errOut)
+	require.Regexp(t, `normal\s+interactive\s+2/2\s+2/1 ✗.*DIFFERS`, out)
+	require.Regexp(t, `changed-data\s.*\sok`, out)
+	require.Contains(t, out, "normal (line 2): actions: want 2, got 1")
+	require.Regexp(t, `^opledger: 1 of 2 cases differ from what \S+cases.csv expects: normal\n$`, errOut)
+
+	// JSON says the same.
+	out, _, code = run(t, "lab", "run", "--json", writeFile(t, lines[:2]))
+	require.Equal(t, 1, code)
+	var r struct {
+		Pass bool `json:"pass"`
+		Got  struct {
+			Actions int `json:"actions"`
+		} `json:"got"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.False(t, r.Pass)
+	require.Equal(t, 1, r.Got.Actions)
+}
+
+func TestLabRunMalformed(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	for name, tc := range map[string]struct {
+		lines []string
+		says  string
+	}{
+		"unknown step":   {[]string{lines[0], lines[1], strings.Replace(lines[2], "send; retry units=3", "send; jump", 1)}, "line 3: steps: step 2 \"jump\": unknown step"},
+		"bad count":      {[]string{lines[0], strings.Replace(lines[1], "send; retry,2,", "send; retry,two,", 1)}, "line 2: attempts: \"two\" is not a count"},
+		"missing column": {[]string{lines[0], "normal,interactive,crm"}, "line 2: 3 fields, want 15"},
+		"bad header":     {[]string{"id,kind", lines[1]}, "line 1: the header must be exactly id,kind,destination"},
+		"unknown fault":  {[]string{lines[0], strings.Replace(lines[1], "crm,none,", "crm,meteor,", 1)}, "line 2: faults: unknown fault \"meteor\""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, errOut, code := run(t, "lab", "run", writeFile(t, tc.lines))
+			require.Equal(t, 2, code, errOut)
+			require.Empty(t, out)
+			require.Contains(t, errOut, tc.says)
+		})
+	}
+	_, errOut, code := run(t, "lab", "run", "no-such-file.csv")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "no-such-file.csv")
+}
+
+func TestLabScenario(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "lab.db")
+	out, errOut, code := run(t, "lab", "scenario", "lost-response", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?s)1\. Send 2 units\n\s+attempts 1 · actions 1 · verifications 0 · state uncertain`, out)
+	require.Regexp(t, `(?s)2\. Retry\n\s+attempts 2 · actions 1 · verifications 0 · state uncertain\n\s+Held back`, out)
+	require.Regexp(t, `(?s)3\. Verify at the CRM\n\s+attempts 2 · actions 1 · verifications 1 · state succeeded`, out)
+	require.Regexp(t, `(?s)4\. Retry\n\s+attempts 3 · actions 1 · verifications 1 · state succeeded`, out)
+
+	out, errOut, code = run(t, "lab", "scenario", "changed-data", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	steps := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, steps, 2)
+	var last struct {
+		Counters struct{ Attempts, Actions int }
+		State    string
+	}
+	require.NoError(t, json.Unmarshal([]byte(steps[1]), &last))
+	require.Equal(t, 2, last.Counters.Attempts)
+	require.Equal(t, 1, last.Counters.Actions)
+
+	_, errOut, code = run(t, "lab", "scenario", "nope")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "unknown scenario \"nope\"")
+}
+
+func TestLabSim(t *testing.T) {
+	t.Parallel()
+	digest := func() string {
+		out, errOut, code := run(t, "lab", "sim", "--seed", "3", "--ops", "8", "--json")
+		require.Equal(t, 0, code, errOut)
+		var rep struct {
+			Seed       int64  `json:"seed"`
+			Operations int    `json:"operations"`
+			Digest     string `json:"digest"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &rep))
+		require.Equal(t, int64(3), rep.Seed)
+		require.Equal(t, 8, rep.Operations)
+		require.Len(t, rep.Digest, 64)
+		return rep.Digest
+	}
+	require.Equal(t, digest(), digest(), "one seed, one run")
+
+	out, errOut, code := run(t, "lab", "sim", "--seeds", "2", "--ops", "5")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^seed 1: `, out)
+	require.Regexp(t, `(?m)^seed 2: `, out)
+	require.Contains(t, out, "2 seeds: 0 broke an invariant")
+
+	_, errOut, code = run(t, "lab", "sim", "--seeds", "0")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "must be at least 1")
+}

@@ -1,0 +1,41 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// The invariants bite: effects made behind the ledger's back are caught.
+func TestInvariantsCatchTampering(t *testing.T) {
+	testHookBeforeCheck = func(ctx context.Context, w *world) {
+		for _, key := range w.order {
+			op, err := w.ledger.Get(ctx, key)
+			require.NoError(t, err)
+			// A resend without the idempotency key, as a careless
+			// worker would make it.
+			// The CRM refuses a known reference (409), which is its
+			// protection; the others make a second effect.
+			_, err = w.dests[w.keys[key]].Call(ctx, opledger.Call{Operation: op})
+			if w.keys[key] != "crm" {
+				require.NoError(t, err)
+			}
+		}
+	}
+	defer func() { testHookBeforeCheck = nil }()
+	rep, err := Run(context.Background(), Config{Seed: 3, Operations: 12, Dir: t.TempDir()})
+	require.NoError(t, err)
+	require.False(t, rep.OK())
+	verr := rep.Err()
+	for _, inv := range []Invariant{UnprotectedResend, CounterMismatch, DuplicateEffect} {
+		require.True(t, errors.Is(verr, inv), "%s not reported:\n%s", inv, rep)
+	}
+	require.Contains(t, rep.String(), "replay: go test ./lab/sim -run 'TestSim$' -seed 3")
+	js, err := rep.JSON()
+	require.NoError(t, err)
+	require.Contains(t, string(js), `"invariant": "counter_mismatch"`)
+}
