@@ -41,6 +41,10 @@ type Claim struct {
 	// Protected is true when this attempt retries an uncertain one under the
 	// destination's idempotency key.
 	Protected bool `json:"protected"`
+	// ProtectedUntil, on a protected claim, is when the destination may
+	// forget its idempotency key: do not start the call at or after it
+	// (report OutcomeRetryable, nothing sent, instead).
+	ProtectedUntil time.Time `json:"protected_until,omitzero"`
 	// Operation is the operation as claimed.
 	Operation *Operation `json:"operation"`
 }
@@ -126,6 +130,7 @@ func claimDecision(worker string, lease time.Duration, intent *Intent, fp string
 		if err := t.settleExpiredLease(); err != nil {
 			return err
 		}
+		t.expireProtection("claimed")
 		if State(t.op.State) != StatePending || t.op.NotBefore.After(t.now) {
 			if t.dirty {
 				// Keep what was decided on the way (a recorded intent, a
@@ -154,9 +159,36 @@ func claimDecision(worker string, lease time.Duration, intent *Intent, fp string
 		t.move(StateInProgress, worker, a.ID, "claimed", evidence)
 		t.op.LeaseExpiresAt = a.LeaseExpiresAt
 		*out = &Claim{AttemptID: a.ID, FencingToken: a.FencingToken, LeaseExpiresAt: a.LeaseExpiresAt,
-			IdempotencyKey: DestinationIdempotencyKey(t.tenant, t.key, t.op.Version), Protected: a.Protected}
+			IdempotencyKey: DestinationIdempotencyKey(t.tenant, t.key, t.op.Version), Protected: a.Protected,
+			ProtectedUntil: t.op.ProtectedUntil}
 		return nil
 	}
+}
+
+// protectionExpired tells whether a protected retry's window has closed:
+// the destination may have forgotten its idempotency key, so a retry now
+// could repeat the effect.
+func (t *txn) protectionExpired() bool {
+	return t.op.Protected && !t.op.ProtectedUntil.IsZero() && !t.now.Before(t.op.ProtectedUntil)
+}
+
+// expireProtection holds a pending or in-progress protected retry whose
+// window closed before the retry could be step ("claimed", "dispatched").
+func (t *txn) expireProtection(step string) {
+	if !t.protectionExpired() || (State(t.op.State) != StatePending && State(t.op.State) != StateInProgress) {
+		return
+	}
+	until := t.op.ProtectedUntil
+	t.unprotect()
+	t.hold(ActorSystem, "protection expired",
+		fmt.Sprintf("the destination idempotency key's retention ended at %s before the protected retry was %s; nothing was sent, and a retry could duplicate the effect",
+			until.Format(time.RFC3339), step))
+}
+
+// unprotect ends the protection of the next attempt.
+func (t *txn) unprotect() {
+	t.op.Protected = false
+	t.op.ProtectedUntil = time.Time{}
 }
 
 // ErrNothingDue: ClaimNext found no pending operation that is due.
@@ -198,28 +230,44 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 			if err != nil {
 				return err
 			}
-			ids, err := tx.LockDue(ctx, store.DueParams{Tenant: tenant, Destinations: opts.Destinations, Now: now, Limit: 1})
-			if err != nil {
-				return err
+			// A due operation can turn out unclaimable and be moved on
+			// the way (a protected retry whose window closed is held):
+			// keep that and take the next one.
+			moved := false
+			for range maxConflictRetries {
+				ids, err := tx.LockDue(ctx, store.DueParams{Tenant: tenant, Destinations: opts.Destinations, Now: now, Limit: 1})
+				if err != nil {
+					return err
+				}
+				if len(ids) == 0 {
+					if moved {
+						return nil // commit what was moved; nothing to claim
+					}
+					return ErrNothingDue
+				}
+				op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, claimDecision(worker, lease, nil, "", &claim))
+				if err != nil {
+					return err
+				}
+				if refusal == nil {
+					claim.Operation = op
+					return nil
+				}
+				if op == nil || op.State == StatePending {
+					return store.ErrConflict // changed since selected: look again
+				}
+				moved = true
 			}
-			if len(ids) == 0 {
-				return ErrNothingDue
-			}
-			op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, claimDecision(worker, lease, nil, "", &claim))
-			if err != nil {
-				return err
-			}
-			if refusal != nil {
-				return store.ErrConflict // changed since selected: look again
-			}
-			claim.Operation = op
-			return nil
+			return nil // commit what was moved; the caller asks again
 		})
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
 		if err != nil {
 			return nil, err
+		}
+		if claim == nil {
+			return nil, ErrNothingDue
 		}
 		return claim, nil
 	}
@@ -374,6 +422,18 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 		if t.op.Dispatched {
 			return nil // repeated dispatch mark of the same attempt
 		}
+		if a.Protected && t.protectionExpired() {
+			// The claim came in time but the call would not: give the
+			// attempt up unsent and hold the operation.
+			a.Outcome = AttemptAbandoned
+			a.FinishedAt = t.now
+			if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
+				return err
+			}
+			t.expireProtection("dispatched")
+			t.after = t.refuse("dispatch")
+			return nil
+		}
 		a.DispatchedAt = t.now
 		if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
 			return err
@@ -490,7 +550,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 				// reconciler may release it again, while the key's
 				// retention lasts: an ordinary retry could come after
 				// the retention and duplicate the effect.
-				t.op.Protected = false
+				t.unprotect()
 				if exhausted != "" {
 					t.hold(a.Worker, "exhausted while uncertain", fmt.Sprintf(
 						"%s after %d attempts; an earlier attempt may have taken effect; last error: %s", exhausted, tried, r.Error))
@@ -507,7 +567,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 				t.op.FailureKind = string(FailureExhausted)
 				return nil
 			}
-			t.op.Protected = false
+			t.unprotect()
 			t.move(StatePending, a.Worker, a.ID, "retryable",
 				fmt.Sprintf("%s; next attempt not before %s", r.Error, notBefore.Format(time.RFC3339Nano)))
 			t.op.NotBefore = notBefore
@@ -540,7 +600,7 @@ func (t *txn) succeed(ref string, response json.RawMessage) {
 	t.op.DestinationRef = ref
 	t.op.Response = response
 	t.op.LastError = ""
-	t.op.Protected = false
+	t.unprotect()
 }
 
 // staleReport keeps a report from an attempt that lost the operation.

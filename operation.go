@@ -148,6 +148,10 @@ type Operation struct {
 	// Protected is true when the next attempt is a retry under the
 	// destination's idempotency key.
 	Protected bool `json:"protected"`
+	// ProtectedUntil, on a protected operation, is when the destination's
+	// idempotency-key retention ends: the protected retry is neither
+	// claimed nor dispatched after it (the operation is held instead).
+	ProtectedUntil *time.Time `json:"protected_until,omitempty"`
 
 	DestinationRef string          `json:"destination_ref"`
 	Response       json.RawMessage `json:"response"`
@@ -274,7 +278,8 @@ func toOperation(r *store.Operation) *Operation {
 		FencingToken: r.FencingToken, CurrentAttemptID: r.CurrentAttemptID,
 		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), NotBefore: timePtr(r.NotBefore),
 		ReviewBy: timePtr(r.ReviewBy), UnresolvedSince: timePtr(r.UnresolvedSince),
-		Protected: r.Protected, DestinationRef: r.DestinationRef, Response: json.RawMessage(r.Response),
+		Protected: r.Protected, ProtectedUntil: timePtr(r.ProtectedUntil),
+		DestinationRef: r.DestinationRef, Response: json.RawMessage(r.Response),
 		LastError: r.LastError, DuplicateEffects: r.DuplicateEffects,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 // A protected retry that gets a retryable answer (429, 503) has still not
@@ -87,4 +88,114 @@ func TestRetryableProtectedRetryStaysUncertain(t *testing.T) {
 	op, err = l.Reconcile(ctx, key, retention)
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)
+}
+
+// A protected retry released inside the key's retention must not be made
+// after it, however late the claim or the dispatch mark comes (found by
+// lab/sim): the operation is held instead and nothing is sent. On both
+// stores, through Claim, ClaimNext and Dispatch.
+func TestProtectedRetryWindowIsEnforced(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var mu sync.Mutex
+			now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			advance := func(d time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				now = now.Add(d)
+			}
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: func(time.Time) time.Time {
+				mu.Lock()
+				defer mu.Unlock()
+				return now
+			}})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			retention := opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"}
+			// protectedRetry leaves key pending for a protected retry whose
+			// window closes 10 minutes after its first dispatch.
+			protectedRetry := func(key string) time.Time {
+				t.Helper()
+				_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "payment.charge", Destination: "payment", Payload: json.RawMessage(`{"amount":5}`)})
+				require.NoError(t, err)
+				c, err := l.Claim(ctx, key, opledger.ClaimOptions{})
+				require.NoError(t, err)
+				op, err := l.Dispatch(ctx, key, c.AttemptID, c.FencingToken)
+				require.NoError(t, err)
+				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
+				require.NoError(t, err)
+				op, err = l.Reconcile(ctx, key, retention)
+				require.NoError(t, err)
+				require.Equal(t, opledger.StatePending, op.State)
+				require.True(t, op.Protected)
+				require.NotNil(t, op.ProtectedUntil)
+				require.Equal(t, op.FirstDispatchedAt.Add(10*time.Minute), *op.ProtectedUntil)
+				return *op.ProtectedUntil
+			}
+			requireHeld := func(key string, err error, step string) {
+				t.Helper()
+				var se *opledger.StateError
+				require.ErrorAs(t, err, &se)
+				require.Equal(t, opledger.StateHeld, se.State)
+				op, err := l.Get(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, opledger.StateHeld, op.State)
+				require.False(t, op.Protected)
+				require.Nil(t, op.ProtectedUntil)
+				tl, err := l.Timeline(ctx, key)
+				require.NoError(t, err)
+				last := tl[len(tl)-1]
+				require.Equal(t, "protection expired", last.Event)
+				require.Contains(t, last.Evidence, "before the protected retry was "+step)
+			}
+
+			// Inside the window the claim is protected and carries the deadline.
+			until := protectedRetry("inside")
+			c, err := l.Claim(ctx, "inside", opledger.ClaimOptions{Lease: 20 * time.Minute})
+			require.NoError(t, err)
+			require.True(t, c.Protected)
+			require.Equal(t, until, c.ProtectedUntil)
+			// The dispatch mark comes after the window: refused, held, the
+			// attempt abandoned.
+			advance(11 * time.Minute)
+			_, err = l.Dispatch(ctx, "inside", c.AttemptID, c.FencingToken)
+			requireHeld("inside", err, "dispatched")
+			attempts, err := l.Attempts(ctx, "inside")
+			require.NoError(t, err)
+			require.Equal(t, opledger.AttemptAbandoned, attempts[len(attempts)-1].Outcome)
+			require.Nil(t, attempts[len(attempts)-1].DispatchedAt)
+
+			// The claim itself comes after the window.
+			protectedRetry("late-claim")
+			advance(11 * time.Minute)
+			_, err = l.Claim(ctx, "late-claim", opledger.ClaimOptions{})
+			requireHeld("late-claim", err, "claimed")
+
+			// ClaimNext holds an expired one it finds, keeps looking, and
+			// commits the hold even when nothing else is due.
+			protectedRetry("late-next")
+			advance(11 * time.Minute)
+			_, err = l.ClaimNext(ctx, opledger.ClaimNextOptions{})
+			require.ErrorIs(t, err, opledger.ErrNothingDue)
+			op, err := l.Get(ctx, "late-next")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State)
+
+			protectedRetry("late-next-2")
+			advance(11 * time.Minute)
+			_, _, err = l.Record(ctx, opledger.Intent{Key: "plain", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
+			require.NoError(t, err)
+			next, err := l.ClaimNext(ctx, opledger.ClaimNextOptions{})
+			require.NoError(t, err)
+			require.Equal(t, "plain", next.Operation.Key)
+			_, err = l.ClaimNext(ctx, opledger.ClaimNextOptions{})
+			require.ErrorIs(t, err, opledger.ErrNothingDue)
+			op, err = l.Get(ctx, "late-next-2")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State)
+		})
+	}
 }

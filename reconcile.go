@@ -91,6 +91,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 			t.op.NotBefore = t.now
 		case f.ProtectionRetention > 0 && t.now.Before(since.Add(f.ProtectionRetention)):
 			t.op.Protected = true
+			t.op.ProtectedUntil = since.Add(f.ProtectionRetention)
 			t.move(StatePending, ActorReconciler, "", "protected retry",
 				join(fmt.Sprintf("destination idempotency key honoured until %s", since.Add(f.ProtectionRetention).Format(time.RFC3339)), ev))
 			t.op.NotBefore = t.now

@@ -87,7 +87,7 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 			t.move(StateSucceeded, d.Operator, "", "operator marked succeeded",
 				"destination ref "+d.DestinationRef+"; "+evidence)
 		case DecisionAuthorizeRetry:
-			t.op.Protected = false
+			t.unprotect()
 			t.move(StatePending, d.Operator, "", "operator authorized retry", evidence)
 			t.op.NotBefore = t.now
 		case DecisionCancel:

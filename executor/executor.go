@@ -292,6 +292,13 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim) (*opled
 			log.Warn("claim lost before dispatch; nothing was sent")
 			return nil, nil
 		}
+		var se *opledger.StateError
+		if errors.As(err, &se) {
+			// The ledger moved the operation instead (a protected retry
+			// whose window closed is held): nothing was sent.
+			log.Warn("dispatch refused; nothing was sent", "state", se.State)
+			return nil, nil
+		}
 		// Nothing was sent. Whether the mark landed is unknown: give the
 		// claim back, or, if it did land, report that nothing went out.
 		err = fmt.Errorf("dispatch attempt %s: %w", c.AttemptID, err)
@@ -306,6 +313,15 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim) (*opled
 		return nil, e.redact(op.Key, err)
 	}
 
+	if c.Protected && !c.ProtectedUntil.IsZero() {
+		if now, err := tl.Now(bg); err != nil || !now.Before(c.ProtectedUntil) {
+			// The destination may have forgotten its key: a call now
+			// would be unprotected. Send nothing; the reconciler holds it.
+			after, rerr := tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
+				Error: "the protection window closed before the call; nothing was sent"})
+			return after, errors.Join(err, rerr)
+		}
+	}
 	callCtx, cancel := context.WithTimeout(r.calls, e.cfg.CallTimeout)
 	res, callErr := dest.Call(callCtx, opledger.Call{Operation: op, AttemptID: c.AttemptID,
 		IdempotencyKey: c.IdempotencyKey, Protected: c.Protected})

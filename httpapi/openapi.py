@@ -40,6 +40,7 @@ schemas = {
    "failure_kind": {"type": "string", "enum": ["", "rejected", "exhausted", "cancelled"]}, "dispatched": t("boolean"),
    "first_dispatched_at": ts, "attempt_count": t("integer"), "fencing_token": t("integer"), "current_attempt_id": t("string"),
    "lease_expires_at": ts, "not_before": ts, "review_by": ts, "unresolved_since": ts, "protected": t("boolean"),
+   "protected_until": {"type": "string", "format": "date-time", "description": "On a protected operation: when the destination's idempotency-key retention ends; the protected retry is not made after it."},
    "destination_ref": t("string"), "response": {"description": "Saved destination response (JSON) replayed to repeats."},
    "last_error": t("string"), "duplicate_effects": t("integer"), "tombstoned": t("boolean"),
    "created_at": {"type": "string", "format": "date-time"}, "updated_at": {"type": "string", "format": "date-time"}}},
@@ -57,7 +58,9 @@ schemas = {
    "intent": {"allOf": [ref("Intent")], "description": "Record the operation first if the key is new, in the same transaction."}}},
  "Claim": {"type": "object", "required": ["attempt_id", "fencing_token", "lease_expires_at", "destination_idempotency_key", "operation"], "properties": {
    "attempt_id": t("string"), "fencing_token": t("integer"), "lease_expires_at": {"type": "string", "format": "date-time"},
-   "destination_idempotency_key": t("string"), "protected": t("boolean"), "operation": ref("Operation")}},
+   "destination_idempotency_key": t("string"), "protected": t("boolean"),
+   "protected_until": {"type": "string", "format": "date-time", "description": "On a protected claim: do not start the call at or after this time."},
+   "operation": ref("Operation")}},
  "Replay": {"type": "object", "properties": {"replayed": {"const": True}, "operation": ref("Operation")}},
  "DispatchRequest": {"type": "object", "additionalProperties": False, "required": ["fencing_token"], "properties": {"fencing_token": t("integer")}},
  "OutcomeRequest": {"type": "object", "additionalProperties": False, "required": ["fencing_token", "outcome"], "properties": {

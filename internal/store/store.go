@@ -52,6 +52,8 @@ type Operation struct {
 	ReviewBy          time.Time
 	UnresolvedSince   time.Time
 	Protected         bool
+	// ProtectedUntil is when the protection of a protected retry ends.
+	ProtectedUntil time.Time
 
 	DestinationRef   string
 	Response         []byte

@@ -43,7 +43,8 @@ type Report struct {
 	// DispatchedAttempts are the ledger's attempts with a dispatch mark.
 	DispatchedAttempts int `json:"dispatched_attempts"`
 	// DispatchedNotCalled are attempts whose worker crashed between the
-	// dispatch mark and the call.
+	// dispatch mark and the call, or skipped the call because the claim's
+	// protection window (Claim.ProtectedUntil) had closed.
 	DispatchedNotCalled int `json:"dispatched_not_called"`
 	// StaleReports are reports refused for a stale fencing token (kept as
 	// evidence).

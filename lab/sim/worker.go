@@ -78,6 +78,11 @@ func (w *world) step(ctx context.Context, wk *worker, faults bool) error {
 			wk.reset()
 			return nil
 		}
+		if se := (*opledger.StateError)(nil); errors.As(err, &se) {
+			w.log("%s dispatch of %s refused: %s; nothing sent", wk.id(), c.Operation.Key, se.State)
+			wk.reset()
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("%s: dispatch %s: %w", wk.id(), c.Operation.Key, err)
 		}
@@ -90,6 +95,15 @@ func (w *world) step(ctx context.Context, wk *worker, faults bool) error {
 			return nil
 		}
 		c := wk.claim
+		if c.Protected && !c.ProtectedUntil.IsZero() && !w.now.Before(c.ProtectedUntil) {
+			// What every worker must do: a protected call is not started
+			// once the destination may have forgotten the key.
+			w.report.DispatchedNotCalled++
+			wk.res, wk.callErr = opledger.Result{}, opledger.Retryable(errors.New("the protection window closed before the call; nothing was sent"), 0)
+			w.log("%s skipped the call of %s: protection window closed", wk.id(), c.Operation.Key)
+			wk.state, wk.didWork = called, true
+			return nil
+		}
 		d := w.dests[c.Operation.Destination]
 		fault := lab.FaultNone
 		if faults && w.rng.Float64() < w.cfg.FaultRate {

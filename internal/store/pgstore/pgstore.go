@@ -256,7 +256,7 @@ const opColumns = `tenant, key, action, destination, version, fingerprint, paylo
 	owner, source_event, requires_approval, approved_by, state, failure_kind, dispatched,
 	first_dispatched_at, attempt_count, fencing_token, current_attempt_id, lease_expires_at,
 	not_before, review_by, unresolved_since, protected, destination_ref, response, last_error,
-	duplicate_effects, revision, created_at, updated_at`
+	duplicate_effects, revision, created_at, updated_at, protected_until`
 
 // opColumnList is opColumns split into names.
 var opColumnList = func() []string {
@@ -293,14 +293,14 @@ func scanOperation(row pgx.Row) (*store.Operation, error) {
 	var (
 		op                                                store.Operation
 		firstDisp, lease, notBefore, reviewBy, unresolved pgtype.Timestamptz
-		created, updated                                  pgtype.Timestamptz
+		created, updated, protectedUntil                  pgtype.Timestamptz
 	)
 	err := row.Scan(&op.Tenant, &op.Key, &op.Action, &op.Destination, &op.Version, &op.Fingerprint,
 		&op.Payload, &op.SensitiveFields, &op.Owner, &op.SourceEvent, &op.RequiresApproval, &op.ApprovedBy,
 		&op.State, &op.FailureKind, &op.Dispatched, &firstDisp, &op.AttemptCount, &op.FencingToken,
 		&op.CurrentAttemptID, &lease, &notBefore, &reviewBy, &unresolved, &op.Protected,
 		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
-		&created, &updated)
+		&created, &updated, &protectedUntil)
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +314,7 @@ func scanOperation(row pgx.Row) (*store.Operation, error) {
 	op.UnresolvedSince = fromTS(unresolved)
 	op.CreatedAt = fromTS(created)
 	op.UpdatedAt = fromTS(updated)
+	op.ProtectedUntil = fromTS(protectedUntil)
 	return &op, nil
 }
 
@@ -333,7 +334,7 @@ func opArgs(op *store.Operation) []any {
 		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, ts(op.LeaseExpiresAt),
 		ts(op.NotBefore), ts(op.ReviewBy), ts(op.UnresolvedSince),
 		op.Protected, op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
-		op.Revision, ts(op.CreatedAt), ts(op.UpdatedAt)}
+		op.Revision, ts(op.CreatedAt), ts(op.UpdatedAt), ts(op.ProtectedUntil)}
 }
 
 // GetOperation reads one operation. Inside a write transaction it locks the

@@ -259,7 +259,7 @@ const opColumns = `tenant, key, action, destination, version, fingerprint, paylo
 	owner, source_event, requires_approval, approved_by, state, failure_kind, dispatched,
 	first_dispatched_at, attempt_count, fencing_token, current_attempt_id, lease_expires_at,
 	not_before, review_by, unresolved_since, protected, destination_ref, response, last_error,
-	duplicate_effects, revision, created_at, updated_at`
+	duplicate_effects, revision, created_at, updated_at, protected_until`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -269,14 +269,14 @@ func scanOperation(sc scanner) (*store.Operation, error) {
 		sensitive                                         string
 		reqApproval, dispatched, protected                int
 		firstDisp, lease, notBefore, reviewBy, unresolved int64
-		created, updated                                  int64
+		created, updated, protectedUntil                  int64
 	)
 	err := sc.Scan(&op.Tenant, &op.Key, &op.Action, &op.Destination, &op.Version, &op.Fingerprint,
 		&op.Payload, &sensitive, &op.Owner, &op.SourceEvent, &reqApproval, &op.ApprovedBy, &op.State,
 		&op.FailureKind, &dispatched, &firstDisp, &op.AttemptCount, &op.FencingToken,
 		&op.CurrentAttemptID, &lease, &notBefore, &reviewBy, &unresolved, &protected,
 		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
-		&created, &updated)
+		&created, &updated, &protectedUntil)
 	if err != nil {
 		return nil, err
 	}
@@ -293,6 +293,7 @@ func scanOperation(sc scanner) (*store.Operation, error) {
 	op.UnresolvedSince = fromMicros(unresolved)
 	op.CreatedAt = fromMicros(created)
 	op.UpdatedAt = fromMicros(updated)
+	op.ProtectedUntil = fromMicros(protectedUntil)
 	return &op, nil
 }
 
@@ -315,7 +316,7 @@ func opArgs(op *store.Operation) ([]any, error) {
 		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, toMicros(op.LeaseExpiresAt),
 		toMicros(op.NotBefore), toMicros(op.ReviewBy), toMicros(op.UnresolvedSince),
 		boolInt(op.Protected), op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
-		op.Revision, toMicros(op.CreatedAt), toMicros(op.UpdatedAt)}, nil
+		op.Revision, toMicros(op.CreatedAt), toMicros(op.UpdatedAt), toMicros(op.ProtectedUntil)}, nil
 }
 
 func (r *sqlReader) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
