@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -17,6 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/lab"
+	"github.com/opledger/opledger/reconciler"
 	"github.com/opledger/opledger/server"
 )
 
@@ -28,14 +30,15 @@ func newDemoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Walk through the awkward cases on a fresh ledger",
-		Long: `demo records operations against simulated destinations (a CRM with lookup, an
-e-mail provider without one) and shows what the ledger does in each awkward case:
+		Long: `demo records operations against the lab's simulated destinations (a CRM with
+lookup, an e-mail provider without one) and shows what the ledger does in each awkward case:
 a repeat, a changed "retry", a lost response, a 503, a rejected request and a
 worker that crashes after dispatch. It prints every step and the final ledger.
 
 Then it serves the ledger (API and console) and prints the console's address
-and a token, so you can open the exception queue it just filled; Ctrl-C stops
-it. --no-serve stops after the walk-through.
+and a token, so you can open the exception queue it just filled; the server's
+executor and reconciler work on the same simulated destinations (approve
+DEMO-OP-022 and the CRM acts). Ctrl-C stops it. --no-serve stops after the walk-through.
 
 Without --db it uses a fresh SQLite file in a temporary directory.`,
 		Example: `  opledger demo
@@ -62,51 +65,6 @@ Without --db it uses a fresh SQLite file in a temporary directory.`,
 	return cmd
 }
 
-// demoCRM is a simulated CRM: it creates records, can lose the response
-// after committing, and can be looked up by external reference.
-type demoCRM struct {
-	mu       sync.Mutex
-	records  map[string]string // idempotency key → record id
-	attempts atomic.Int64
-	effects  atomic.Int64
-	lookups  atomic.Int64
-}
-
-// create makes the record unless the key already made one; fault "lost"
-// commits and then loses the answer, "503" refuses before any effect,
-// "422" rejects the content.
-func (c *demoCRM) create(key, fault string) (string, error) {
-	c.attempts.Add(1)
-	switch fault {
-	case "503":
-		return "", opledger.Retryable(errors.New("503 service unavailable"), 0)
-	case "422":
-		return "", opledger.Rejected(errors.New("422 units must be a whole number"))
-	case "429":
-		return "", opledger.Retryable(errors.New("429 too many requests"), 30*time.Minute)
-	}
-	c.mu.Lock()
-	id, ok := c.records[key]
-	if !ok {
-		c.effects.Add(1)
-		id = fmt.Sprintf("CRM-%d", c.effects.Load())
-		c.records[key] = id
-	}
-	c.mu.Unlock()
-	if fault == "lost" {
-		return "", opledger.Uncertain(errors.New("read: connection reset after the request was written"))
-	}
-	return id, nil
-}
-
-func (c *demoCRM) lookup(key string) (string, bool) {
-	c.lookups.Add(1)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	id, ok := c.records[key]
-	return id, ok
-}
-
 // runDemo runs the walk-through on dsn and, when addr is set, serves the
 // ledger there until ctx ends.
 func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
@@ -122,8 +80,19 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 		return err
 	}
 	defer ledger.Close()
-	crm := &demoCRM{records: map[string]string{}}
-	var emailsSent atomic.Int64
+	// The lab's simulated destinations, on the demo's clock.
+	demoNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	crm := lab.NewCRM(lab.CRMOptions{Name: "crm", Now: demoNow})
+	mailer := lab.NewEmail(lab.EmailOptions{Name: "mailer", Now: demoNow})
+	dests, err := destination.NewSet(crm, mailer)
+	if err != nil {
+		return err
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	rec, err := reconciler.New(ledger, reconciler.Config{Destinations: dests, Logger: quiet})
+	if err != nil {
+		return err
+	}
 
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	order := func(key string, units int) opledger.Intent {
@@ -131,14 +100,17 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 			Payload:         json.RawMessage(fmt.Sprintf(`{"order":"DEMO-ORDER-017","units":%d,"customer":{"email":"demo@example.invalid"}}`, units)),
 			SensitiveFields: []string{"customer.email"}}
 	}
-	send := func(in opledger.Intent, fault string) (*opledger.Operation, error) {
-		return ledger.Do(ctx, in, func(ctx context.Context, call opledger.Call) (opledger.Result, error) {
-			id, err := crm.create(call.IdempotencyKey, fault)
-			if err != nil {
-				return opledger.Result{}, err
-			}
-			return opledger.Result{Ref: id, Response: json.RawMessage(`{"id":"` + id + `"}`)}, nil
-		})
+	send := func(in opledger.Intent, fault lab.Fault) (*opledger.Operation, error) {
+		if fault != lab.FaultNone {
+			crm.Inject(fault)
+		}
+		return ledger.Do(ctx, in, crm.Call)
+	}
+	verify := func(key string) (*opledger.Operation, error) {
+		if _, err := rec.RunOnce(ctx); err != nil {
+			return nil, err
+		}
+		return ledger.Get(ctx, key)
 	}
 	show := func(step string, op *opledger.Operation, err error) {
 		var se *opledger.StateError
@@ -161,42 +133,40 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	say("opledger demo: ledger at %s\n", dsn)
 
 	say("1. Normal: send, then repeat")
-	op, err := send(order("DEMO-OP-017", 2), "")
+	op, err := send(order("DEMO-OP-017", 2), lab.FaultNone)
 	show("send", op, err)
-	op, err = send(order("DEMO-OP-017", 2), "")
+	op, err = send(order("DEMO-OP-017", 2), lab.FaultNone)
 	show("repeat", op, err)
 	say("   the repeat replayed the saved result; the CRM was not called again\n")
 
 	say("2. Changed data: send 2 units, then \"retry\" 3 units under the same key")
-	op, err = send(order("DEMO-OP-018", 2), "")
+	op, err = send(order("DEMO-OP-018", 2), lab.FaultNone)
 	show("send", op, err)
-	op, err = send(order("DEMO-OP-018", 3), "")
+	op, err = send(order("DEMO-OP-018", 3), lab.FaultNone)
 	show("retry", op, err)
 	say("")
 
 	say("3. Lost response: the CRM commits, the answer never arrives")
-	op, err = send(order("DEMO-OP-019", 2), "lost")
+	op, err = send(order("DEMO-OP-019", 2), lab.FaultLostResponse)
 	show("send", op, err)
-	op, err = send(order("DEMO-OP-019", 2), "")
+	op, err = send(order("DEMO-OP-019", 2), lab.FaultNone)
 	show("retry", op, err)
-	ref, found := crm.lookup(opledger.DestinationIdempotencyKey(ledger.Tenant(), "DEMO-OP-019", 1))
-	op, err = ledger.Reconcile(ctx, "DEMO-OP-019", opledger.Finding{Found: found, Matches: found, DestinationRef: ref, Authoritative: true,
-		Evidence: "lookup by external reference"})
+	op, err = verify("DEMO-OP-019")
 	show("verify", op, err)
-	op, err = send(order("DEMO-OP-019", 2), "")
+	op, err = send(order("DEMO-OP-019", 2), lab.FaultNone)
 	show("retry", op, err)
 	say("")
 
 	say("4. 503, then success")
-	op, err = send(order("DEMO-OP-020", 2), "503")
+	op, err = send(order("DEMO-OP-020", 2), lab.Fault5xxBeforeCommit)
 	show("send", op, err)
 	offset.Add(int64(time.Minute)) // past the backoff
-	op, err = send(order("DEMO-OP-020", 2), "")
+	op, err = send(order("DEMO-OP-020", 2), lab.FaultNone)
 	show("retry", op, err)
 	say("")
 
 	say("5. Rejected: the CRM refuses the content")
-	op, err = send(order("DEMO-OP-021", 2), "422")
+	op, err = send(order("DEMO-OP-021", 2), lab.FaultValidation)
 	show("send", op, err)
 	say("   failed (rejected) goes to the exception queue at once: repair the cause first\n")
 
@@ -208,7 +178,9 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 		if _, err := ledger.Dispatch(ctx, mail.Key, claim.AttemptID, claim.FencingToken); err != nil {
 			return err
 		}
-		emailsSent.Add(1) // the provider accepted the message; then the worker died
+		if _, err := mailer.Call(ctx, opledger.Call{Operation: claim.Operation, AttemptID: claim.AttemptID}); err != nil {
+			return err
+		}
 		say("   claim, dispatch, the provider accepts the message, the worker dies")
 		offset.Add(int64(time.Minute))
 		if _, err := ledger.ExpireLeases(ctx); err != nil {
@@ -216,7 +188,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 		}
 		op, err = ledger.Get(ctx, mail.Key)
 		show("lease", op, err)
-		op, err = ledger.Reconcile(ctx, mail.Key, opledger.Finding{Evidence: "mailer offers no lookup and no idempotency key"})
+		op, err = verify(mail.Key)
 	} else {
 		op = nil
 	}
@@ -237,16 +209,19 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	}
 	say("   DEMO-OP-022 waits for approval of its content")
 	lost := seed("DEMO-OP-023", 1, false)
-	if op, err := send(lost, "lost"); op != nil && op.State == opledger.StateUncertain {
+	if op, err := send(lost, lab.FaultLostResponse); op != nil && op.State == opledger.StateUncertain {
 		say("   DEMO-OP-023 lost its response: uncertain until the reconciler or a person settles it")
+		if addr != "" {
+			say("   (the server started below runs the reconciler: watch a lookup confirm it)")
+		}
 	} else if err != nil && !errors.Is(err, opledger.ErrInvalidState) {
 		var ae *opledger.AttemptError
 		if !errors.As(err, &ae) {
 			return err
 		}
 	}
-	if op, _ := send(seed("DEMO-OP-025", 3, false), "429"); op != nil && op.State == opledger.StatePending {
-		say("   DEMO-OP-025 was told 429 with Retry-After: 30 min; it is pending until then")
+	if op, _ := send(seed("DEMO-OP-025", 3, false), lab.Fault429); op != nil && op.State == opledger.StatePending {
+		say("   DEMO-OP-025 was told 429 with Retry-After: %d s; it is pending until then", lab.RetryAfterSeconds)
 	}
 	if _, err := ledger.Claim(ctx, "DEMO-OP-024", opledger.ClaimOptions{Intent: ptr(seed("DEMO-OP-024", 4, false)), Lease: time.Hour}); err == nil {
 		say("   DEMO-OP-024 is claimed by a worker right now (in progress)")
@@ -254,10 +229,11 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	say("")
 
 	say("Counters (each answers a different question):")
-	say("   attempts sent to the CRM:   %d", crm.attempts.Load())
-	say("   records created at the CRM: %d  (one per order, whatever the retries)", crm.effects.Load())
-	say("   lookups at the CRM:         %d", crm.lookups.Load())
-	say("   e-mails accepted:           %d", emailsSent.Load())
+	counts := crm.Counters()
+	say("   attempts sent to the CRM:   %d", counts.Attempts)
+	say("   records created at the CRM: %d  (one per order, whatever the retries)", counts.Effects)
+	say("   lookups at the CRM:         %d", counts.Lookups)
+	say("   e-mails accepted:           %d", mailer.Counters().Effects)
 	say("")
 	page, err := ledger.List(ctx, opledger.ListOptions{Limit: 50})
 	if err != nil {
@@ -281,7 +257,9 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(ledger, server.Config{Addr: addr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// The server executes and reconciles on the same simulated
+	// destinations: approve DEMO-OP-022 in the console and the CRM acts.
+	srv, err := server.New(ledger, server.Config{Addr: addr, Logger: quiet, Destinations: dests})
 	if err != nil {
 		return err
 	}
