@@ -52,6 +52,10 @@ type Options struct {
 	// SQLiteSynchronousNormal opts a SQLite store out of synchronous=FULL.
 	// A commit lost to a power cut can then become a duplicate effect.
 	SQLiteSynchronousNormal bool
+	// MigrationProgress, if set, is told after each schema migration Open
+	// applies: done of total pending migrations, and the last one's name.
+	// opledger migrate draws its progress bar with it.
+	MigrationProgress func(done, total int, name string)
 }
 
 // Ledger records operations and moves them through their states. A Ledger
@@ -92,7 +96,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := st.Migrate(ctx); err != nil {
+	if err := st.Migrate(ctx, opts.MigrationProgress); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("migrate %s store: %w", st.Name(), err)
 	}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -122,16 +123,43 @@ func newMigrateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the ledger's tables",
+		Long: `migrate applies the schema migrations the store lacks, in one transaction
+per store, and says which it applied. On a terminal it draws a progress bar
+(one step per migration); piped, it prints only the result. Every other
+command also migrates when it opens a store: run migrate first to upgrade a
+large ledger at a time of your choosing.`,
 		Example: `  opledger migrate --db sqlite:opledger.db
   opledger migrate --db postgres://opledger@db.internal:5432/opledger`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{})
+			var (
+				applied      []string
+				setBar       func(int)
+				finishBar    func()
+				barRequested bool
+			)
+			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{MigrationProgress: func(done, total int, name string) {
+				if !barRequested {
+					barRequested = true
+					setBar, finishBar = progress(cmd, total, "migrate")
+				}
+				if setBar != nil {
+					setBar(done)
+				}
+				applied = append(applied, name)
+			}})
+			if finishBar != nil {
+				finishBar()
+			}
 			if err != nil {
 				return err
 			}
 			defer l.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "%s store is up to date\n", l.StoreName())
+			out := cmd.OutOrStdout()
+			if len(applied) > 0 {
+				fmt.Fprintf(out, "%s store: applied %d migrations (%s)\n", l.StoreName(), len(applied), strings.Join(applied, ", "))
+			}
+			fmt.Fprintf(out, "%s store is up to date\n", l.StoreName())
 			return nil
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 )
 
@@ -82,9 +83,41 @@ func TestMigrate(t *testing.T) {
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "m.db")
 	out, errOut, code := run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "sqlite store is up to date\n", out)
-	_, _, code = run(t, "migrate", "--db", dsn)
+	require.Regexp(t, `^sqlite store: applied \d+ migrations \(001_init.sql, .*\)\nsqlite store is up to date\n$`, out)
+	require.Empty(t, errOut, "no progress bar when stderr is piped")
+	out, _, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, "migrating twice is fine")
+	require.Equal(t, "sqlite store is up to date\n", out, "nothing left to apply")
+}
+
+// TestProgressOnTerminal: long commands draw a progress bar when stderr is
+// a terminal (here a pseudo-terminal) and stay quiet when it is piped
+// (TestMigrate, TestLab*).
+func TestProgressOnTerminal(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"migrate", "--db", "sqlite:" + filepath.Join(t.TempDir(), "m.db")},
+		{"lab", "run", "--crash-in-process", filepath.Join("..", "..", "lab", "cases.csv")},
+	} {
+		ptmx, tty, err := pty.Open()
+		require.NoError(t, err)
+		cmd := exec.Command(binary, args...)
+		var stdout bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, tty
+		require.NoError(t, cmd.Start())
+		terminal := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(ptmx) // ends with EIO once the tty side is closed
+			terminal <- b
+		}()
+		require.NoError(t, cmd.Wait(), "%v", args)
+		require.NoError(t, tty.Close())
+		drawn := <-terminal
+		require.NoError(t, ptmx.Close())
+		require.Contains(t, string(drawn), args[0], "%v draws a progress bar on a terminal", args)
+		require.Contains(t, string(drawn), "%", "%v draws a progress bar on a terminal", args)
+		require.NotContains(t, stdout.String(), "%|", "the bar stays off stdout")
+	}
 }
 
 func TestErrors(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/opledger/opledger/internal/store/migrate"
 )
 
 // ErrNotFound is returned when a row does not exist.
@@ -259,8 +261,9 @@ type Store interface {
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 	// View runs fn with a reader outside any write transaction.
 	View(ctx context.Context, fn func(ctx context.Context, r Reader) error) error
-	// Migrate brings the schema to the newest version.
-	Migrate(ctx context.Context) error
+	// Migrate brings the schema to the newest version, telling progress
+	// (which may be nil) after each migration it applies.
+	Migrate(ctx context.Context, progress migrate.Progress) error
 	// Ping checks that the store is reachable.
 	Ping(ctx context.Context) error
 	// Name is the driver's name, "sqlite" or "postgres".

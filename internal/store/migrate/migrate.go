@@ -22,6 +22,17 @@ type Migration struct {
 	SQL     string
 }
 
+// Progress is told, after each migration a store applies, how many of the
+// pending migrations are applied (done of total) and the last one's name.
+type Progress func(done, total int, name string)
+
+// Report calls p, if set.
+func (p Progress) Report(done, total int, name string) {
+	if p != nil {
+		p(done, total, name)
+	}
+}
+
 // Load returns the migrations in dir of fsys, ordered by version.
 func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
@@ -68,4 +79,15 @@ func Versions(fsys fs.FS, dir string) ([]int, error) {
 		out[i] = m.Version
 	}
 	return out, nil
+}
+
+// After returns the migrations of migs newer than version current.
+func After(migs []Migration, current int) []Migration {
+	var out []Migration
+	for _, m := range migs {
+		if m.Version > current {
+			out = append(out, m)
+		}
+	}
+	return out
 }

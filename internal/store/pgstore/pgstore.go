@@ -101,13 +101,13 @@ func (s *Store) Close() error {
 // processes may call it at once: each migration transaction locks
 // schema_migrations (EXCLUSIVE mode, which plain reads do not wait for), so
 // exactly one applies each version and the others then find it applied.
-func (s *Store) Migrate(ctx context.Context) error {
+func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	if err != nil {
 		return err
 	}
 	for try := 1; ; try++ {
-		err := s.migrateOnce(ctx, migs)
+		err := s.migrateOnce(ctx, migs, progress)
 		// Two first-ever CREATE TABLE IF NOT EXISTS racing each other:
 		// the loser fails on the catalog's unique index once the winner
 		// commits. The table exists now; try again.
@@ -118,7 +118,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 }
 
-func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration) error {
+func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration, progress migrate.Progress) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return fmt.Errorf("begin migration: %w", err)
@@ -135,10 +135,8 @@ func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration) error
 	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	for _, m := range migs {
-		if m.Version <= current {
-			continue
-		}
+	pending := migrate.After(migs, current)
+	for i, m := range pending {
 		// No arguments: pgx sends it with the simple protocol, which
 		// allows several statements in one string.
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
@@ -147,6 +145,7 @@ func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration) error
 		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 			return fmt.Errorf("record migration %s: %w", m.Name, err)
 		}
+		progress.Report(i+1, len(pending), m.Name)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit migration: %w", err)

@@ -44,7 +44,7 @@ func openStore(t *testing.T) (*pgstore.Store, string) {
 	s, err := pgstore.Open(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Migrate(ctx, nil))
 	return s, dsn
 }
 
@@ -66,14 +66,14 @@ func TestConcurrentMigrate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.Migrate(ctx)
+			errs[i] = s.Migrate(ctx, nil)
 		}()
 	}
 	wg.Wait()
 	for i, err := range errs {
 		require.NoError(t, err, "migrator %d", i)
 	}
-	require.NoError(t, stores[0].Migrate(ctx), "migrating again is a no-op")
+	require.NoError(t, stores[0].Migrate(ctx, nil), "migrating again is a no-op")
 
 	versions, err := pgstore.MigrationVersions()
 	require.NoError(t, err)

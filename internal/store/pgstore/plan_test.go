@@ -81,7 +81,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	s, err := Open(ctx, dsn)
 	require.NoError(t, err)
 	defer s.Close()
-	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Migrate(ctx, nil))
 	const tenant = "plan"
 	require.NoError(t, LoadSynthetic(ctx, dsn, tenant, 100_000, true))
 	// A few due operations of the tenant, and a backlog of another one

@@ -81,7 +81,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	s, err := Open(ctx, path, Options{SynchronousNormal: true})
 	require.NoError(t, err)
 	defer s.Close()
-	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Migrate(ctx, nil))
 	const tenant = "plan"
 	require.NoError(t, LoadSynthetic(ctx, path, tenant, 10_000, true))
 	// A few due operations of the tenant, and a backlog of another one

@@ -138,7 +138,7 @@ func (s *Store) Close() error {
 }
 
 // Migrate applies the embedded migrations that the database lacks.
-func (s *Store) Migrate(ctx context.Context) error {
+func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	if err != nil {
 		return err
@@ -153,10 +153,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := t.q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
-		for _, m := range migs {
-			if m.Version <= current {
-				continue
-			}
+		pending := migrate.After(migs, current)
+		for i, m := range pending {
 			// A migration holds several statements: run it unprepared.
 			if _, err := t.q.(*cachedQuerier).plain.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("apply migration %s: %w", m.Name, err)
@@ -165,6 +163,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 				m.Version, m.Name, toMicros(time.Now())); err != nil {
 				return fmt.Errorf("record migration %s: %w", m.Name, err)
 			}
+			progress.Report(i+1, len(pending), m.Name)
 		}
 		return nil
 	})
