@@ -140,9 +140,7 @@ func claimDecision(worker string, lease time.Duration, intent *Intent, fp string
 			FencingToken: t.op.FencingToken + 1, Worker: worker, Protected: t.op.Protected,
 			ClaimedAt: t.now, LeaseExpiresAt: t.now.Add(lease),
 		}
-		if err := t.tx.InsertAttempt(t.ctx, a); err != nil {
-			return err
-		}
+		t.queue(store.Write{InsertAttempt: a})
 		t.op.AttemptCount = a.Number
 		t.op.FencingToken = a.FencingToken
 		t.op.CurrentAttemptID = a.ID
@@ -262,6 +260,9 @@ func (t *txn) settleExpiredLease() error {
 	if State(t.op.State) != StateInProgress || !t.op.LeaseExpiresAt.Before(t.now) {
 		return nil
 	}
+	if err := t.writeQueued(); err != nil {
+		return err
+	}
 	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, t.op.CurrentAttemptID)
 	if err != nil {
 		return fmt.Errorf("settle lease of %s: %w", t.key, err)
@@ -329,6 +330,9 @@ func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 // checkAttempt verifies that attemptID with token holds the operation. It
 // returns the attempt row (nil if unknown) and whether it is current.
 func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool, error) {
+	if err := t.writeQueued(); err != nil {
+		return nil, false, err
+	}
 	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, attemptID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, fmt.Errorf("attempt %s of %s: %w", attemptID, t.key, ErrNotFound)
@@ -458,9 +462,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		a.DestinationRef = r.DestinationRef
 		a.Response = r.Response
 		a.Error = r.Error
-		if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
-			return err
-		}
+		t.queue(store.Write{UpdateAttempt: a})
 		switch r.Outcome {
 		case OutcomeSucceeded:
 			t.succeed(r.DestinationRef, r.Response)
@@ -501,6 +503,9 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 // triedAttempts counts the attempts that reached a call: every attempt
 // but those abandoned or released before dispatch.
 func (t *txn) triedAttempts() (int, error) {
+	if err := t.writeQueued(); err != nil {
+		return 0, err
+	}
 	attempts, err := t.tx.ListAttempts(t.ctx, t.tenant, t.key)
 	if err != nil {
 		return 0, err

@@ -198,6 +198,10 @@ type txn struct {
 	inserted  bool
 	dirty     bool
 	timeline  []*store.TimelineEntry
+	// queued are attempt writes held back until flush, so that they reach
+	// the store together with the operation's write (one round trip on
+	// PostgreSQL). Reads of attempts write them first (writeQueued).
+	queued []store.Write
 	// after is returned to the caller once the transaction has committed:
 	// refusals that still record evidence.
 	after error
@@ -269,30 +273,38 @@ func (l *Ledger) decideIn(ctx context.Context, tx store.Tx, tenant, key string, 
 	return nil, t.after, nil
 }
 
-// flush writes the operation row and the timeline entries.
+// flush writes the queued attempt writes, the operation row and the
+// timeline entries, in that order, as one batch.
 func (t *txn) flush() error {
+	ws := t.queued
+	t.queued = nil
 	if t.op == nil || (!t.dirty && len(t.timeline) == 0) {
-		return nil
+		return store.WriteAll(t.ctx, t.tx, ws)
 	}
 	t.op.UpdatedAt = t.now
 	if t.inserted {
 		t.op.Revision = 1
 		t.op.CreatedAt = t.now
-		if err := t.tx.InsertOperation(t.ctx, t.op); err != nil {
-			return err
-		}
+		ws = append(ws, store.Write{InsertOperation: t.op})
 	} else {
 		t.op.Revision = t.prevRev + 1
-		if err := t.tx.UpdateOperation(t.ctx, t.op, t.prevRev); err != nil {
-			return err
-		}
+		ws = append(ws, store.Write{UpdateOperation: t.op, PrevRevision: t.prevRev})
 	}
 	for _, e := range t.timeline {
-		if err := t.tx.AppendTimeline(t.ctx, e); err != nil {
-			return err
-		}
+		ws = append(ws, store.Write{AppendTimeline: e})
 	}
-	return nil
+	return store.WriteAll(t.ctx, t.tx, ws)
+}
+
+// queue holds an attempt write back until flush.
+func (t *txn) queue(w store.Write) { t.queued = append(t.queued, w) }
+
+// writeQueued writes the queued attempt writes now; every read of attempts
+// inside a decision calls it first, so that it sees them.
+func (t *txn) writeQueued() error {
+	ws := t.queued
+	t.queued = nil
+	return store.WriteAll(t.ctx, t.tx, ws)
 }
 
 // move changes the operation's state and records why.

@@ -147,38 +147,54 @@ func (s *Store) runBatch(batch []*writeReq) {
 	}
 	tx := rawTx{q}
 	results := make([]writeResult, len(batch))
-	for i, r := range batch {
+	if len(batch) == 1 {
+		// A caller alone needs no savepoint: its error rolls back the
+		// whole transaction.
+		r := batch[0]
 		if err := r.ctx.Err(); err != nil {
-			results[i].err = fmt.Errorf("begin: %w", err)
-			continue
+			results[0].err = fmt.Errorf("begin: %w", err)
+		} else {
+			results[0] = runFn(r, &sqlTx{sqlReader{q: q}})
 		}
-		if _, err := q.ExecContext(bctx, `SAVEPOINT w`); err != nil {
-			s.abort(tx, batch, results, i, fmt.Errorf("begin: %w", mapErr(err)))
+		if results[0].err != nil || results[0].panicked != nil {
+			_ = tx.Rollback()
+			r.done <- results[0]
 			return
 		}
-		res := runFn(r, &sqlTx{sqlReader{q: q}})
-		end := `RELEASE w`
-		if res.err != nil || res.panicked != nil {
-			end = `ROLLBACK TO w`
-		}
-		if _, err := q.ExecContext(bctx, end); err != nil {
-			// SQLite rolled the whole transaction back under us (an I/O
-			// error, a full disk): nothing of this batch survives.
-			if res.err == nil && res.panicked == nil {
-				res.err = fmt.Errorf("commit: %w", mapErr(err))
+	} else {
+		for i, r := range batch {
+			if err := r.ctx.Err(); err != nil {
+				results[i].err = fmt.Errorf("begin: %w", err)
+				continue
 			}
-			results[i] = res
-			s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %v", errBatchAborted, err))
-			return
-		}
-		if end != `RELEASE w` {
-			if _, err := q.ExecContext(bctx, `RELEASE w`); err != nil {
+			if _, err := q.ExecContext(bctx, `SAVEPOINT w`); err != nil {
+				s.abort(tx, batch, results, i, fmt.Errorf("begin: %w", mapErr(err)))
+				return
+			}
+			res := runFn(r, &sqlTx{sqlReader{q: q}})
+			end := `RELEASE w`
+			if res.err != nil || res.panicked != nil {
+				end = `ROLLBACK TO w`
+			}
+			if _, err := q.ExecContext(bctx, end); err != nil {
+				// SQLite rolled the whole transaction back under us (an
+				// I/O error, a full disk): nothing of this batch survives.
+				if res.err == nil && res.panicked == nil {
+					res.err = fmt.Errorf("commit: %w", mapErr(err))
+				}
 				results[i] = res
 				s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %v", errBatchAborted, err))
 				return
 			}
+			if end != `RELEASE w` {
+				if _, err := q.ExecContext(bctx, `RELEASE w`); err != nil {
+					results[i] = res
+					s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %v", errBatchAborted, err))
+					return
+				}
+			}
+			results[i] = res
 		}
-		results[i] = res
 	}
 	if err := tx.Commit(); err != nil {
 		_ = tx.Rollback() // SQLite may leave the transaction open (SQLITE_BUSY)
