@@ -263,6 +263,7 @@ func (t *txn) settleExpiredLease() error {
 	if err := t.writeQueued(); err != nil {
 		return err
 	}
+	t.prefetched, t.prefetchedID = nil, "" // the attempt is written below
 	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, t.op.CurrentAttemptID)
 	if err != nil {
 		return fmt.Errorf("settle lease of %s: %w", t.key, err)
@@ -333,7 +334,17 @@ func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool,
 	if err := t.writeQueued(); err != nil {
 		return nil, false, err
 	}
-	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, attemptID)
+	var a *store.Attempt
+	var err error
+	if t.prefetchedID != "" && t.prefetchedID == attemptID {
+		a, err = t.prefetched, nil
+		if a == nil {
+			err = store.ErrNotFound
+		}
+	} else {
+		a, err = t.tx.GetAttempt(t.ctx, t.tenant, t.key, attemptID)
+	}
+	t.prefetched, t.prefetchedID = nil, "" // used once: later reads see later writes
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, fmt.Errorf("attempt %s of %s: %w", attemptID, t.key, ErrNotFound)
 	}
@@ -355,7 +366,7 @@ func (t *txn) stale(attemptID string, token int64) error {
 // that has already run out, is refused with a *StaleError: do not call the
 // destination then.
 func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int64) (*Operation, error) {
-	return l.mutate(ctx, key, func(t *txn) error {
+	return l.mutateAttempt(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("dispatch"); err != nil {
 			return err
 		}
@@ -446,7 +457,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
-	return l.mutate(ctx, key, func(t *txn) error {
+	return l.mutateAttempt(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("report"); err != nil {
 			return err
 		}

@@ -65,3 +65,12 @@ func WriteEach(ctx context.Context, tx Tx, ws []Write) error {
 	}
 	return nil
 }
+
+// OperationAttemptGetter is implemented by transactions that can read an
+// operation and one of its attempts in one round trip.
+type OperationAttemptGetter interface {
+	// GetOperationAndAttempt is Tx.GetOperation (locking the row where the
+	// store locks it) followed by Tx.GetAttempt. The attempt is nil when it
+	// does not exist; a missing operation is ErrNotFound.
+	GetOperationAndAttempt(ctx context.Context, tenant, key, attemptID string) (*Operation, *Attempt, error)
+}

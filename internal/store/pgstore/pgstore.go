@@ -44,8 +44,9 @@ import (
 var migrationsFS embed.FS
 
 var (
-	_ store.Store        = (*Store)(nil)
-	_ store.WriteBatcher = (*pgTx)(nil)
+	_ store.Store                  = (*Store)(nil)
+	_ store.WriteBatcher           = (*pgTx)(nil)
+	_ store.OperationAttemptGetter = (*pgTx)(nil)
 )
 
 // DefaultMaxConns is the pool size of a store whose DSN does not set
@@ -369,30 +370,79 @@ func (r *reader) GetOperation(ctx context.Context, tenant, key string) (*store.O
 // after the lock is granted and after any earlier writer of the row has
 // committed: times of one operation never go back.
 func (r *reader) getOperationAndClock(ctx context.Context, q, tenant, key string) (*store.Operation, error) {
+	op, _, err := r.pipelinedGet(ctx, q, tenant, key, "")
+	return op, err
+}
+
+// GetOperationAndAttempt reads and locks the operation and reads one of its
+// attempts in one round trip (with BEGIN and the clock where still due).
+// The attempt is read after the operation's lock is granted, and attempts
+// change only under that lock.
+func (t *pgTx) GetOperationAndAttempt(ctx context.Context, tenant, key, attemptID string) (*store.Operation, *store.Attempt, error) {
+	if t.c == nil {
+		op, err := t.GetOperation(ctx, tenant, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := t.GetAttempt(ctx, tenant, key, attemptID)
+		if errors.Is(err, store.ErrNotFound) {
+			return op, nil, nil
+		}
+		return op, a, err
+	}
+	return t.pipelinedGet(ctx, `SELECT `+opColumns+` FROM operations WHERE tenant = $1 AND key = $2 FOR UPDATE`, tenant, key, attemptID)
+}
+
+// pipelinedGet sends BEGIN (if not sent), the pending writes, the operation
+// query q, the clock (if not read yet) and the attempt (if attemptID is
+// set) in one round trip.
+func (r *reader) pipelinedGet(ctx context.Context, q, tenant, key, attemptID string) (*store.Operation, *store.Attempt, error) {
 	p := r.c.pipeline()
 	p.b.Queue(q, tenant, key)
-	p.b.Queue(`SELECT clock_timestamp()`)
+	readClock := r.now.IsZero()
+	if readClock {
+		p.b.Queue(`SELECT clock_timestamp()`)
+	}
+	if attemptID != "" {
+		p.b.Queue(getAttemptSQL, attemptID, tenant, key)
+	}
 	br, err := p.send(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer br.Close()
 	op, opErr := scanOperation(br.QueryRow())
 	if opErr != nil && !errors.Is(opErr, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("get operation: %w", mapErr(opErr))
+		return nil, nil, fmt.Errorf("get operation: %w", mapErr(opErr))
 	}
-	var v pgtype.Timestamptz
-	if err := br.QueryRow().Scan(&v); err != nil {
-		return nil, fmt.Errorf("read clock: %w", mapErr(err))
+	var now time.Time
+	if readClock {
+		var v pgtype.Timestamptz
+		if err := br.QueryRow().Scan(&v); err != nil {
+			return nil, nil, fmt.Errorf("read clock: %w", mapErr(err))
+		}
+		now = fromTS(v)
+	}
+	var a *store.Attempt
+	if attemptID != "" {
+		a, err = scanAttempt(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			a, err = nil, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("get attempt: %w", mapErr(err))
+		}
 	}
 	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("get operation: %w", mapErr(err))
+		return nil, nil, fmt.Errorf("get operation: %w", mapErr(err))
 	}
-	r.now = fromTS(v)
+	if readClock {
+		r.now = now
+	}
 	if opErr != nil {
-		return nil, store.ErrNotFound
+		return nil, nil, store.ErrNotFound
 	}
-	return op, nil
+	return op, a, nil
 }
 
 // GetTombstone reads the tombstone of a key.
@@ -417,6 +467,8 @@ func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.T
 const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
 	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale`
 
+const getAttemptSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE id = $1 AND tenant = $2 AND key = $3`
+
 func scanAttempt(row pgx.Row) (*store.Attempt, error) {
 	var a store.Attempt
 	var claimed, lease, dispatched, finished pgtype.Timestamptz
@@ -431,8 +483,7 @@ func scanAttempt(row pgx.Row) (*store.Attempt, error) {
 
 // GetAttempt reads one attempt of an operation.
 func (r *reader) GetAttempt(ctx context.Context, tenant, key, id string) (*store.Attempt, error) {
-	a, err := scanAttempt(r.q.QueryRow(ctx, `SELECT `+attemptColumns+` FROM attempts
-		WHERE id = $1 AND tenant = $2 AND key = $3`, id, tenant, key))
+	a, err := scanAttempt(r.q.QueryRow(ctx, getAttemptSQL, id, tenant, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
