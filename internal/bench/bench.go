@@ -343,7 +343,16 @@ func newFloor(ctx context.Context, dsn string) (*floor, error) {
 			return err
 		}, batched: b.insert, close: func() { st.Close(); db.Close() }}, nil
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	// The same pool size as the ledger's store: pgxpool's own default (4 on
+	// this machine class) would queue 32 callers on 4 connections.
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		pcfg.MaxConns = pgstore.DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -441,7 +450,8 @@ func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 		return "", nil, errors.New("dsn must start with sqlite: or postgres://")
 	}
 	schema := "opledger_bench_" + randomHex(6)
-	conn, err := pgx.Connect(ctx, dsn)
+	admin := withoutPoolParams(dsn)
+	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		return "", nil, err
 	}
@@ -457,12 +467,30 @@ func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String(), func() {
-		c, err := pgx.Connect(context.Background(), dsn)
+		c, err := pgx.Connect(context.Background(), admin)
 		if err == nil {
 			_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 			c.Close(context.Background())
 		}
 	}, nil
+}
+
+// withoutPoolParams drops pgxpool's settings (pool_max_conns, …) from dsn
+// for a single connection, which would send them to the server as runtime
+// parameters.
+func withoutPoolParams(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 func randomHex(n int) string {

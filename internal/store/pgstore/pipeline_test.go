@@ -65,16 +65,38 @@ func TestWriteBatchIsHeldUntilNextStatementOrCommit(t *testing.T) {
 		return nil
 	}))
 
-	// The revision check passes with the right previous revision.
+	// The revision check passes with the right previous revision; the
+	// timeline entries of one transition keep their order.
 	next := *op
 	next.State, next.Revision = "in_progress", 2
+	var entries []*store.TimelineEntry
+	ws := []store.Write{{InsertAttempt: attempt}, {UpdateOperation: &next, PrevRevision: 1}}
+	for _, ev := range []string{"first", "second", "third"} {
+		e := &store.TimelineEntry{Tenant: "t", Key: "k", At: op.CreatedAt, Actor: "w", Event: ev}
+		entries = append(entries, e)
+		ws = append(ws, store.Write{AppendTimeline: e})
+	}
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		return store.WriteAll(ctx, tx, []store.Write{{InsertAttempt: attempt}, {UpdateOperation: &next, PrevRevision: 1}})
+		return store.WriteAll(ctx, tx, ws)
 	}))
+	require.Less(t, entries[0].ID, entries[1].ID)
+	require.Less(t, entries[1].ID, entries[2].ID)
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
 		got, err := r.GetOperation(ctx, "t", "k")
 		require.NoError(t, err)
 		require.Equal(t, "in_progress", got.State)
+		attempts, err := r.ListAttempts(ctx, "t", "k")
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		tl, err := r.ListTimeline(ctx, "t", "k")
+		require.NoError(t, err)
+		require.Len(t, tl, 4)
+		for i, ev := range []string{"recorded", "first", "second", "third"} {
+			require.Equal(t, ev, tl[i].Event)
+			if i > 0 {
+				require.Equal(t, entries[i-1].ID, tl[i].ID)
+			}
+		}
 		return nil
 	}))
 }
