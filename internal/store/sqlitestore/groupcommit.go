@@ -96,17 +96,7 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 		case res := <-r.done:
 			return res.unwrap()
 		case s.wlock <- struct{}{}:
-			// Leader: commit what is queued (fn among it, unless an
-			// earlier leader already did).
-			for {
-				select {
-				case res := <-r.done:
-					<-s.wlock
-					return res.unwrap()
-				default:
-				}
-				s.runBatch(s.group.take())
-			}
+			return s.lead(r)
 		case <-ctx.Done():
 			if s.group.withdraw(r) {
 				return fmt.Errorf("begin: %w", ctx.Err())
@@ -114,6 +104,27 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 			// A leader has fn already: its outcome is coming.
 			return (<-r.done).unwrap()
 		}
+	}
+}
+
+// lead commits what is queued, batch after batch, until r has its outcome
+// (r is among them, unless an earlier leader already answered it). The
+// caller has taken wlock; lead gives it back, even when it panics.
+func (s *Store) lead(r *writeReq) error {
+	defer func() { <-s.wlock }()
+	for {
+		select {
+		case res := <-r.done:
+			return res.unwrap()
+		default:
+		}
+		batch := s.group.take()
+		if len(batch) == 0 {
+			// Only a leader that died half-way (a panic outside any write
+			// function) can have taken r without answering it.
+			return errors.New("begin: write request lost by a failed group commit")
+		}
+		s.runBatch(batch)
 	}
 }
 
