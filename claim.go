@@ -145,9 +145,7 @@ func claimDecision(worker string, lease time.Duration, intent *Intent, fp string
 			FencingToken: t.op.FencingToken + 1, Worker: worker, Protected: t.op.Protected,
 			ClaimedAt: t.now, LeaseExpiresAt: t.now.Add(lease),
 		}
-		if err := t.tx.InsertAttempt(t.ctx, a); err != nil {
-			return err
-		}
+		t.queue(store.Write{InsertAttempt: a})
 		t.op.AttemptCount = a.Number
 		t.op.FencingToken = a.FencingToken
 		t.op.CurrentAttemptID = a.ID
@@ -310,6 +308,10 @@ func (t *txn) settleExpiredLease() error {
 	if State(t.op.State) != StateInProgress || !t.op.LeaseExpiresAt.Before(t.now) {
 		return nil
 	}
+	if err := t.writeQueued(); err != nil {
+		return err
+	}
+	t.prefetched, t.prefetchedID = nil, "" // the attempt is written below
 	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, t.op.CurrentAttemptID)
 	if err != nil {
 		return fmt.Errorf("settle lease of %s: %w", t.key, err)
@@ -377,7 +379,20 @@ func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 // checkAttempt verifies that attemptID with token holds the operation. It
 // returns the attempt row (nil if unknown) and whether it is current.
 func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool, error) {
-	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, attemptID)
+	if err := t.writeQueued(); err != nil {
+		return nil, false, err
+	}
+	var a *store.Attempt
+	var err error
+	if t.prefetchedID != "" && t.prefetchedID == attemptID {
+		a, err = t.prefetched, nil
+		if a == nil {
+			err = store.ErrNotFound
+		}
+	} else {
+		a, err = t.tx.GetAttempt(t.ctx, t.tenant, t.key, attemptID)
+	}
+	t.prefetched, t.prefetchedID = nil, "" // used once: later reads see later writes
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, fmt.Errorf("attempt %s of %s: %w", attemptID, t.key, ErrNotFound)
 	}
@@ -399,7 +414,7 @@ func (t *txn) stale(attemptID string, token int64) error {
 // that has already run out, is refused with a *StaleError: do not call the
 // destination then.
 func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int64) (*Operation, error) {
-	return l.mutate(ctx, key, func(t *txn) error {
+	return l.mutateAttempt(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("dispatch"); err != nil {
 			return err
 		}
@@ -505,7 +520,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
-	return l.mutate(ctx, key, func(t *txn) error {
+	return l.mutateAttempt(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("report"); err != nil {
 			return err
 		}
@@ -521,9 +536,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		a.DestinationRef = r.DestinationRef
 		a.Response = r.Response
 		a.Error = r.Error
-		if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
-			return err
-		}
+		t.queue(store.Write{UpdateAttempt: a})
 		switch r.Outcome {
 		case OutcomeSucceeded:
 			t.succeed(r.DestinationRef, r.Response)
@@ -582,6 +595,9 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 // triedAttempts counts the attempts that reached a call: every attempt
 // but those abandoned or released before dispatch.
 func (t *txn) triedAttempts() (int, error) {
+	if err := t.writeQueued(); err != nil {
+		return 0, err
+	}
 	attempts, err := t.tx.ListAttempts(t.ctx, t.tenant, t.key)
 	if err != nil {
 		return 0, err

@@ -207,6 +207,15 @@ type txn struct {
 	inserted  bool
 	dirty     bool
 	timeline  []*store.TimelineEntry
+	// queued are attempt writes held back until flush, so that they reach
+	// the store together with the operation's write (one round trip on
+	// PostgreSQL). Reads of attempts write them first (writeQueued).
+	queued []store.Write
+	// prefetched is the attempt read with the operation (nil: there is no
+	// such attempt) when prefetchedID is set; checkAttempt uses it once, and
+	// any attempt write before that discards it.
+	prefetched   *store.Attempt
+	prefetchedID string
 	// after is returned to the caller once the transaction has committed:
 	// refusals that still record evidence.
 	after error
@@ -219,6 +228,13 @@ const maxConflictRetries = 20
 // mutate runs decide on the operation named key in a write transaction and
 // commits whatever it changed. A decide that returns an error rolls back.
 func (l *Ledger) mutate(ctx context.Context, key string, decide func(t *txn) error) (*Operation, error) {
+	return l.mutateAttempt(ctx, key, "", decide)
+}
+
+// mutateAttempt is mutate for a decision about attempt attemptID of the
+// operation: where the store can, the attempt is read in the same round
+// trip as the operation.
+func (l *Ledger) mutateAttempt(ctx context.Context, key, attemptID string, decide func(t *txn) error) (*Operation, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
@@ -227,7 +243,7 @@ func (l *Ledger) mutate(ctx context.Context, key string, decide func(t *txn) err
 	for range maxConflictRetries {
 		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			var err error
-			result, after, err = l.decideIn(ctx, tx, l.tenant, key, decide)
+			result, after, err = l.decideWith(ctx, tx, l.tenant, key, attemptID, decide)
 			return err
 		})
 		if errors.Is(err, store.ErrConflict) {
@@ -248,10 +264,25 @@ func (l *Ledger) mutate(ctx context.Context, key string, decide func(t *txn) err
 // writes what it changed. It returns the operation as decided and the
 // refusal to report after the commit, if any.
 func (l *Ledger) decideIn(ctx context.Context, tx store.Tx, tenant, key string, decide func(t *txn) error) (op *Operation, refusal, err error) {
+	return l.decideWith(ctx, tx, tenant, key, "", decide)
+}
+
+// decideWith is decideIn that also reads attempt attemptID (if not "")
+// with the operation where the store offers that in one round trip.
+func (l *Ledger) decideWith(ctx context.Context, tx store.Tx, tenant, key, attemptID string, decide func(t *txn) error) (op *Operation, refusal, err error) {
 	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter}
 	// Read the row first: on stores that lock it, the clock is then read
 	// after any earlier writer finished, so times never go back.
-	row, err := tx.GetOperation(ctx, tenant, key)
+	var row *store.Operation
+	if g, ok := tx.(store.OperationAttemptGetter); ok && attemptID != "" {
+		var a *store.Attempt
+		row, a, err = g.GetOperationAndAttempt(ctx, tenant, key, attemptID)
+		if err == nil {
+			t.prefetched, t.prefetchedID = a, attemptID
+		}
+	} else {
+		row, err = tx.GetOperation(ctx, tenant, key)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -278,30 +309,44 @@ func (l *Ledger) decideIn(ctx context.Context, tx store.Tx, tenant, key string, 
 	return nil, t.after, nil
 }
 
-// flush writes the operation row and the timeline entries.
+// flush writes the queued attempt writes, the operation row and the
+// timeline entries, in that order, as one batch.
 func (t *txn) flush() error {
+	ws := t.queued
+	t.queued = nil
 	if t.op == nil || (!t.dirty && len(t.timeline) == 0) {
-		return nil
+		return store.WriteAll(t.ctx, t.tx, ws)
 	}
 	t.op.UpdatedAt = t.now
 	if t.inserted {
 		t.op.Revision = 1
 		t.op.CreatedAt = t.now
-		if err := t.tx.InsertOperation(t.ctx, t.op); err != nil {
-			return err
-		}
+		ws = append(ws, store.Write{InsertOperation: t.op})
 	} else {
 		t.op.Revision = t.prevRev + 1
-		if err := t.tx.UpdateOperation(t.ctx, t.op, t.prevRev); err != nil {
-			return err
-		}
+		ws = append(ws, store.Write{UpdateOperation: t.op, PrevRevision: t.prevRev})
 	}
 	for _, e := range t.timeline {
-		if err := t.tx.AppendTimeline(t.ctx, e); err != nil {
-			return err
-		}
+		ws = append(ws, store.Write{AppendTimeline: e})
 	}
-	return nil
+	return store.WriteAll(t.ctx, t.tx, ws)
+}
+
+// queue holds an attempt write back until flush.
+func (t *txn) queue(w store.Write) {
+	t.prefetched, t.prefetchedID = nil, ""
+	t.queued = append(t.queued, w)
+}
+
+// writeQueued writes the queued attempt writes now; every read of attempts
+// inside a decision calls it first, so that it sees them.
+func (t *txn) writeQueued() error {
+	if len(t.queued) > 0 {
+		t.prefetched, t.prefetchedID = nil, ""
+	}
+	ws := t.queued
+	t.queued = nil
+	return store.WriteAll(t.ctx, t.tx, ws)
 }
 
 // move changes the operation's state and records why.

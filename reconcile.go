@@ -109,6 +109,9 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 // lastDispatch is when the latest attempt that may have reached the
 // destination was dispatched (or, lacking any, the last update).
 func (t *txn) lastDispatch() (time.Time, error) {
+	if err := t.writeQueued(); err != nil {
+		return time.Time{}, err
+	}
 	attempts, err := t.tx.ListAttempts(t.ctx, t.tenant, t.key)
 	if err != nil {
 		return time.Time{}, err

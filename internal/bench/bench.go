@@ -1,9 +1,13 @@
 // Package bench measures opledger: closed-loop protected operations (intent
 // recorded and claimed in one transaction, a no-op action, the outcome
 // recorded) against the floor of one plain INSERT per operation on the same
-// store, in the same run. opledger bench is its command line.
+// store, in the same run. On SQLite it also measures a second reference,
+// the batched floor: the same plain INSERTs from concurrent callers written
+// in shared transactions (group commit), the best a single-writer database
+// can do with one fsync per commit. opledger bench is its command line.
 //
-// Allowed imports: opledger and its public packages, the SQL drivers.
+// Allowed imports: opledger and its public packages, the SQL drivers, and
+// the synthetic loaders of internal/store/sqlitestore and pgstore.
 package bench
 
 import (
@@ -31,6 +35,8 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/client"
+	"github.com/opledger/opledger/internal/store/pgstore"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/server"
 )
 
@@ -53,23 +59,33 @@ type Config struct {
 	Concurrency []int
 	Duration    time.Duration
 	Mode        Mode
+	// Preload is how many operations (of the mix sqlitestore.SyntheticMix
+	// describes, each with its history) the ledger holds before measuring.
+	Preload int
 	// Progress, if set, is told the elapsed fraction of the run (0..1).
 	Progress func(done, total time.Duration)
 }
 
 // Cell is the result for one concurrency.
 type Cell struct {
-	Mode            Mode    `json:"mode"`
-	Store           string  `json:"store"`
-	Concurrency     int     `json:"concurrency"`
-	Ops             int64   `json:"ops"`
-	OpsPerSec       float64 `json:"ops_per_sec"`
-	P50ms           float64 `json:"p50_ms"`
-	P99ms           float64 `json:"p99_ms"`
-	FloorOps        int64   `json:"floor_ops"`
-	FloorOpsPerSec  float64 `json:"floor_ops_per_sec"`
-	FloorP99ms      float64 `json:"floor_p99_ms"`
-	RatioToFloor    float64 `json:"ratio_to_floor"`
+	Mode           Mode    `json:"mode"`
+	Store          string  `json:"store"`
+	Concurrency    int     `json:"concurrency"`
+	Ops            int64   `json:"ops"`
+	OpsPerSec      float64 `json:"ops_per_sec"`
+	P50ms          float64 `json:"p50_ms"`
+	P99ms          float64 `json:"p99_ms"`
+	FloorOps       int64   `json:"floor_ops"`
+	FloorOpsPerSec float64 `json:"floor_ops_per_sec"`
+	FloorP99ms     float64 `json:"floor_p99_ms"`
+	RatioToFloor   float64 `json:"ratio_to_floor"`
+	// The batched floor (SQLite only): plain INSERTs from the same number
+	// of concurrent callers, batched into shared transactions.
+	BatchedFloorOpsPerSec float64 `json:"batched_floor_ops_per_sec,omitempty"`
+	BatchedFloorP99ms     float64 `json:"batched_floor_p99_ms,omitempty"`
+	RatioToBatchedFloor   float64 `json:"ratio_to_batched_floor,omitempty"`
+	// Preload is how many operations the ledger held before measuring.
+	Preload         int     `json:"preload"`
 	RSSMB           float64 `json:"rss_mb"`
 	DurationSeconds float64 `json:"duration_seconds"`
 }
@@ -98,6 +114,11 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		return nil, err
 	}
 	defer l.Close()
+	if cfg.Preload > 0 {
+		if err := preload(ctx, dsn, cfg.Preload); err != nil {
+			return nil, fmt.Errorf("preload %d operations: %w", cfg.Preload, err)
+		}
+	}
 	floor, err := newFloor(ctx, dsn)
 	if err != nil {
 		return nil, err
@@ -110,38 +131,70 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 	}
 	defer stop()
 
-	total := time.Duration(len(cfg.Concurrency)) * 2 * cfg.Duration
+	total := time.Duration(len(cfg.Concurrency)) * time.Duration(Phases(cfg.DSN)) * cfg.Duration
 	var elapsed time.Duration
-	var cells []Cell
-	for _, c := range cfg.Concurrency {
-		fops, flat, err := loop(ctx, c, cfg.Duration, floor.insert, func(d time.Duration) {
+	measure := func(c int, fn func(context.Context, int, int64) error) (int64, []time.Duration, error) {
+		n, lat, err := loop(ctx, c, cfg.Duration, fn, func(d time.Duration) {
 			if cfg.Progress != nil {
 				cfg.Progress(elapsed+d, total)
 			}
 		})
+		elapsed += cfg.Duration
+		return n, lat, err
+	}
+	var cells []Cell
+	for _, c := range cfg.Concurrency {
+		fops, flat, err := measure(c, floor.insert)
 		if err != nil {
 			return nil, fmt.Errorf("floor at c=%d: %w", c, err)
 		}
-		elapsed += cfg.Duration
-		ops, lat, err := loop(ctx, c, cfg.Duration, op, func(d time.Duration) {
-			if cfg.Progress != nil {
-				cfg.Progress(elapsed+d, total)
+		var bops int64
+		var blat []time.Duration
+		if floor.batched != nil {
+			if bops, blat, err = measure(c, floor.batched); err != nil {
+				return nil, fmt.Errorf("batched floor at c=%d: %w", c, err)
 			}
-		})
+		}
+		ops, lat, err := measure(c, op)
 		if err != nil {
 			return nil, fmt.Errorf("protected operations at c=%d: %w", c, err)
 		}
-		elapsed += cfg.Duration
 		secs := cfg.Duration.Seconds()
 		cell := Cell{Mode: cfg.Mode, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
 			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: fops, FloorOpsPerSec: float64(fops) / secs,
-			FloorP99ms: quantile(flat, 0.99), RSSMB: rssMB(), DurationSeconds: secs}
+			FloorP99ms: quantile(flat, 0.99), Preload: cfg.Preload, RSSMB: rssMB(), DurationSeconds: secs}
 		if cell.FloorOpsPerSec > 0 {
 			cell.RatioToFloor = cell.OpsPerSec / cell.FloorOpsPerSec
+		}
+		if floor.batched != nil {
+			cell.BatchedFloorOpsPerSec = float64(bops) / secs
+			cell.BatchedFloorP99ms = quantile(blat, 0.99)
+			if bops > 0 {
+				cell.RatioToBatchedFloor = cell.OpsPerSec / cell.BatchedFloorOpsPerSec
+			}
 		}
 		cells = append(cells, cell)
 	}
 	return cells, nil
+}
+
+// Phases is how many measurements each concurrency takes on the store named
+// by dsn: the floor and the protected operations, and on SQLite the batched
+// floor too.
+func Phases(dsn string) int {
+	if dsn == "" || strings.HasPrefix(dsn, "sqlite:") {
+		return 3
+	}
+	return 2
+}
+
+// preload fills the ledger at dsn with n operations of the default tenant,
+// with SQL, as the store benchmarks do.
+func preload(ctx context.Context, dsn string, n int) error {
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		return sqlitestore.LoadSynthetic(ctx, path, opledger.DefaultTenant, n, true)
+	}
+	return pgstore.LoadSynthetic(ctx, dsn, opledger.DefaultTenant, n, true)
 }
 
 // loop runs fn closed-loop on c goroutines for d and returns the count
@@ -258,7 +311,10 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode) (func(conte
 // with the store's durability settings.
 type floor struct {
 	insert func(ctx context.Context, worker int, seq int64) error
-	close  func()
+	// batched, where set, inserts the same rows with concurrent callers'
+	// INSERTs sharing transactions.
+	batched func(ctx context.Context, worker int, seq int64) error
+	close   func()
 }
 
 func newFloor(ctx context.Context, dsn string) (*floor, error) {
@@ -281,12 +337,22 @@ func newFloor(ctx context.Context, dsn string) (*floor, error) {
 			db.Close()
 			return nil, err
 		}
+		b := &batchedInsert{db: db, st: st, lock: make(chan struct{}, 1)}
 		return &floor{insert: func(ctx context.Context, w int, seq int64) error {
 			_, err := st.ExecContext(ctx, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), `{"units":2,"order":"BENCH"}`)
 			return err
-		}, close: func() { st.Close(); db.Close() }}, nil
+		}, batched: b.insert, close: func() { st.Close(); db.Close() }}, nil
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	// The same pool size as the ledger's store: pgxpool's own default (4 on
+	// this machine class) would queue 32 callers on 4 connections.
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		pcfg.MaxConns = pgstore.DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +364,70 @@ func newFloor(ctx context.Context, dsn string) (*floor, error) {
 		_, err := pool.Exec(ctx, `INSERT INTO bench_floor (k, v) VALUES ($1, $2)`, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), `{"units":2,"order":"BENCH"}`)
 		return err
 	}, close: pool.Close}, nil
+}
+
+// batchedInsert is the batched floor: the plain INSERT of the floor, with
+// every INSERT queued while a commit is in flight written in the next shared
+// transaction by whichever caller takes the writer first. Each caller
+// returns once the COMMIT covering its row has returned.
+type batchedInsert struct {
+	db    *sql.DB
+	st    *sql.Stmt
+	lock  chan struct{}
+	mu    sync.Mutex
+	queue []*batchedRow
+}
+
+type batchedRow struct {
+	k    string
+	done chan error
+}
+
+func (b *batchedInsert) insert(_ context.Context, w int, seq int64) error {
+	r := &batchedRow{k: strconv.Itoa(w) + ":" + strconv.FormatInt(seq, 10), done: make(chan error, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, r)
+	b.mu.Unlock()
+	select {
+	case err := <-r.done:
+		return err
+	case b.lock <- struct{}{}:
+	}
+	defer func() { <-b.lock }()
+	for {
+		select {
+		case err := <-r.done:
+			return err
+		default:
+		}
+		b.mu.Lock()
+		batch := b.queue
+		b.queue = nil
+		b.mu.Unlock()
+		err := b.write(batch)
+		for _, q := range batch {
+			q.done <- err
+		}
+	}
+}
+
+func (b *batchedInsert) write(batch []*batchedRow) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	ctx := context.Background()
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	st := tx.StmtContext(ctx, b.st)
+	for _, r := range batch {
+		if _, err := st.ExecContext(ctx, r.k, `{"units":2,"order":"BENCH"}`); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // freshStore returns the DSN of an empty store and how to remove it.
@@ -320,7 +450,8 @@ func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 		return "", nil, errors.New("dsn must start with sqlite: or postgres://")
 	}
 	schema := "opledger_bench_" + randomHex(6)
-	conn, err := pgx.Connect(ctx, dsn)
+	admin := withoutPoolParams(dsn)
+	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		return "", nil, err
 	}
@@ -336,12 +467,30 @@ func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String(), func() {
-		c, err := pgx.Connect(context.Background(), dsn)
+		c, err := pgx.Connect(context.Background(), admin)
 		if err == nil {
 			_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 			c.Close(context.Background())
 		}
 	}, nil
+}
+
+// withoutPoolParams drops pgxpool's settings (pool_max_conns, …) from dsn
+// for a single connection, which would send them to the server as runtime
+// parameters.
+func withoutPoolParams(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 func randomHex(n int) string {

@@ -20,6 +20,7 @@ func newBenchCmd() *cobra.Command {
 		dsn, conc, mode string
 		dur             time.Duration
 		asJSON          bool
+		preload         int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -28,13 +29,22 @@ func newBenchCmd() *cobra.Command {
 transaction, a no-op action, the outcome recorded; every write durable) on a fresh
 ledger, after measuring the floor of one plain INSERT per operation on the same
 store in the same run, at each concurrency. Without --db it uses a fresh SQLite
-file; a postgres DSN gets a fresh schema, dropped afterwards.`,
+file; a postgres DSN gets a fresh schema, dropped afterwards. On SQLite it also
+measures the batched floor: the same INSERTs from concurrent callers sharing
+transactions (one fsync for many rows), the reference for group commit.
+--preload N first fills the ledger with N operations (a realistic mix of
+states, each with its attempt and timeline) so that the run measures a ledger
+that has been in use.`,
 		Example: `  opledger bench
   opledger bench --db postgres://postgres@127.0.0.1:5432/test --concurrency 1,8,32 --duration 10s
-  opledger bench --mode http --json`,
+  opledger bench --mode http --json
+  opledger bench --preload 1000000 --concurrency 32`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode)}
+			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode), Preload: preload}
+			if preload < 0 {
+				return usageError{fmt.Errorf("--preload must not be negative")}
+			}
 			for _, f := range strings.Split(conc, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))
 				if err != nil || n < 1 || n > 1024 {
@@ -46,7 +56,7 @@ file; a postgres DSN gets a fresh schema, dropped afterwards.`,
 				return usageError{fmt.Errorf("--duration must be positive, e.g. 10s")}
 			}
 			if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-				bar := progressbar.NewOptions64(int64(time.Duration(len(cfg.Concurrency))*2*dur/time.Millisecond),
+				bar := progressbar.NewOptions64(int64(time.Duration(len(cfg.Concurrency)*bench.Phases(dsn))*dur/time.Millisecond),
 					progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("bench"), progressbar.OptionClearOnFinish())
 				cfg.Progress = func(done, _ time.Duration) { _ = bar.Set64(int64(done / time.Millisecond)) }
 				defer bar.Finish()
@@ -60,10 +70,14 @@ file; a postgres DSN gets a fresh schema, dropped afterwards.`,
 				return writeJSONLines(out, cells)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "mode\tstore\tc\tops/s\tp50 ms\tp99 ms\tfloor ops/s\tfloor p99 ms\tratio\trss MB\t")
+			fmt.Fprintln(tw, "mode\tstore\tc\tops/s\tp50 ms\tp99 ms\tfloor ops/s\tfloor p99 ms\tratio\tbatched floor ops/s\tbatched ratio\tpreload\trss MB\t")
 			for _, c := range cells {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.0f\t\n", c.Mode, c.Store, c.Concurrency,
-					c.OpsPerSec, c.P50ms, c.P99ms, c.FloorOpsPerSec, c.FloorP99ms, c.RatioToFloor, c.RSSMB)
+				batched, bratio := "-", "-"
+				if c.BatchedFloorOpsPerSec > 0 {
+					batched, bratio = fmt.Sprintf("%.0f", c.BatchedFloorOpsPerSec), fmt.Sprintf("%.2f", c.RatioToBatchedFloor)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%d\t%.0f\t\n", c.Mode, c.Store, c.Concurrency,
+					c.OpsPerSec, c.P50ms, c.P99ms, c.FloorOpsPerSec, c.FloorP99ms, c.RatioToFloor, batched, bratio, c.Preload, c.RSSMB)
 			}
 			return tw.Flush()
 		},
@@ -73,5 +87,6 @@ file; a postgres DSN gets a fresh schema, dropped afterwards.`,
 	cmd.Flags().DurationVar(&dur, "duration", 10*time.Second, "measuring time per cell (floor and protected each)")
 	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process) or http (API on loopback)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
+	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
 	return cmd
 }

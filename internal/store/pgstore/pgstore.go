@@ -43,7 +43,11 @@ import (
 //go:embed migrations/*.sql
 var migrationsFS embed.FS
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store                  = (*Store)(nil)
+	_ store.WriteBatcher           = (*pgTx)(nil)
+	_ store.OperationAttemptGetter = (*pgTx)(nil)
+)
 
 // DefaultMaxConns is the pool size of a store whose DSN does not set
 // pool_max_conns. It is kept modest so that several stores (or several
@@ -164,23 +168,23 @@ func isCatalogRace(err error) bool {
 func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, "migrations") }
 
 // Update runs fn in a READ COMMITTED transaction and commits it when fn
-// returns nil.
+// returns nil. The transaction holds one pooled connection; BEGIN is sent
+// with its first statements (see connTx).
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
-	if err := fn(ctx, &pgTx{reader{q: tx, inTx: true}}); err != nil {
+	// A connection still inside a transaction (a failed ROLLBACK, a panic
+	// in fn) is destroyed by the pool on release, never reused.
+	defer conn.Release()
+	c := &connTx{conn: conn}
+	if err := fn(ctx, &pgTx{reader{q: c, inTx: true, c: c}}); err != nil {
+		c.rollback(context.WithoutCancel(ctx))
 		return err
 	}
-	committed = true
-	if err := tx.Commit(ctx); err != nil {
+	if err := c.commit(ctx); err != nil {
+		c.rollback(context.WithoutCancel(ctx))
 		return fmt.Errorf("commit: %w", mapErr(err))
 	}
 	return nil
@@ -202,6 +206,9 @@ type reader struct {
 	q    querier
 	inTx bool
 	now  time.Time
+	// c is the write transaction's connection, for pipelined statements;
+	// nil outside Update.
+	c *connTx
 }
 
 type pgTx struct{ reader }
@@ -344,6 +351,9 @@ func (r *reader) GetOperation(ctx context.Context, tenant, key string) (*store.O
 	if r.inTx {
 		q += ` FOR UPDATE`
 	}
+	if r.c != nil && r.now.IsZero() {
+		return r.getOperationAndClock(ctx, q, tenant, key)
+	}
 	op, err := scanOperation(r.q.QueryRow(ctx, q, tenant, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
@@ -352,6 +362,87 @@ func (r *reader) GetOperation(ctx context.Context, tenant, key string) (*store.O
 		return nil, fmt.Errorf("get operation: %w", mapErr(err))
 	}
 	return op, nil
+}
+
+// getOperationAndClock is the first read of a write transaction that has
+// not read the clock yet: BEGIN (if not sent), the row lock and the clock
+// in one round trip. PostgreSQL runs them in order, so the clock is read
+// after the lock is granted and after any earlier writer of the row has
+// committed: times of one operation never go back.
+func (r *reader) getOperationAndClock(ctx context.Context, q, tenant, key string) (*store.Operation, error) {
+	op, _, err := r.pipelinedGet(ctx, q, tenant, key, "")
+	return op, err
+}
+
+// GetOperationAndAttempt reads and locks the operation and reads one of its
+// attempts in one round trip (with BEGIN and the clock where still due).
+// The attempt is read after the operation's lock is granted, and attempts
+// change only under that lock.
+func (t *pgTx) GetOperationAndAttempt(ctx context.Context, tenant, key, attemptID string) (*store.Operation, *store.Attempt, error) {
+	if t.c == nil {
+		op, err := t.GetOperation(ctx, tenant, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := t.GetAttempt(ctx, tenant, key, attemptID)
+		if errors.Is(err, store.ErrNotFound) {
+			return op, nil, nil
+		}
+		return op, a, err
+	}
+	return t.pipelinedGet(ctx, `SELECT `+opColumns+` FROM operations WHERE tenant = $1 AND key = $2 FOR UPDATE`, tenant, key, attemptID)
+}
+
+// pipelinedGet sends BEGIN (if not sent), the pending writes, the operation
+// query q, the clock (if not read yet) and the attempt (if attemptID is
+// set) in one round trip.
+func (r *reader) pipelinedGet(ctx context.Context, q, tenant, key, attemptID string) (*store.Operation, *store.Attempt, error) {
+	p := r.c.pipeline()
+	p.b.Queue(q, tenant, key)
+	readClock := r.now.IsZero()
+	if readClock {
+		p.b.Queue(`SELECT clock_timestamp()`)
+	}
+	if attemptID != "" {
+		p.b.Queue(getAttemptSQL, attemptID, tenant, key)
+	}
+	br, err := p.send(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer br.Close()
+	op, opErr := scanOperation(br.QueryRow())
+	if opErr != nil && !errors.Is(opErr, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("get operation: %w", mapErr(opErr))
+	}
+	var now time.Time
+	if readClock {
+		var v pgtype.Timestamptz
+		if err := br.QueryRow().Scan(&v); err != nil {
+			return nil, nil, fmt.Errorf("read clock: %w", mapErr(err))
+		}
+		now = fromTS(v)
+	}
+	var a *store.Attempt
+	if attemptID != "" {
+		a, err = scanAttempt(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			a, err = nil, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("get attempt: %w", mapErr(err))
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, fmt.Errorf("get operation: %w", mapErr(err))
+	}
+	if readClock {
+		r.now = now
+	}
+	if opErr != nil {
+		return nil, nil, store.ErrNotFound
+	}
+	return op, a, nil
 }
 
 // GetTombstone reads the tombstone of a key.
@@ -376,6 +467,8 @@ func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.T
 const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
 	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale`
 
+const getAttemptSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE id = $1 AND tenant = $2 AND key = $3`
+
 func scanAttempt(row pgx.Row) (*store.Attempt, error) {
 	var a store.Attempt
 	var claimed, lease, dispatched, finished pgtype.Timestamptz
@@ -390,8 +483,7 @@ func scanAttempt(row pgx.Row) (*store.Attempt, error) {
 
 // GetAttempt reads one attempt of an operation.
 func (r *reader) GetAttempt(ctx context.Context, tenant, key, id string) (*store.Attempt, error) {
-	a, err := scanAttempt(r.q.QueryRow(ctx, `SELECT `+attemptColumns+` FROM attempts
-		WHERE id = $1 AND tenant = $2 AND key = $3`, id, tenant, key))
+	a, err := scanAttempt(r.q.QueryRow(ctx, getAttemptSQL, id, tenant, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -589,24 +681,22 @@ func (r *reader) CountByState(ctx context.Context, tenant string) (map[string]in
 // InsertOperation inserts a new operation; store.ErrConflict if the key
 // exists.
 func (t *pgTx) InsertOperation(ctx context.Context, op *store.Operation) error {
-	if _, err := t.q.Exec(ctx, insertOperationSQL, opArgs(op)...); err != nil {
-		return fmt.Errorf("insert operation: %w", mapErr(err))
-	}
-	return nil
+	return insertOperationWrite(op).run(ctx, t.q)
+}
+
+func insertOperationWrite(op *store.Operation) pgWrite {
+	return pgWrite{what: "insert operation", sql: insertOperationSQL, args: opArgs(op)}
 }
 
 // UpdateOperation writes op if its stored revision still equals
 // prevRevision; otherwise store.ErrConflict.
 func (t *pgTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRevision int64) error {
-	args := append(opArgs(op), prevRevision)
-	tag, err := t.q.Exec(ctx, updateOperationSQL, args...)
-	if err != nil {
-		return fmt.Errorf("update operation: %w", mapErr(err))
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)
-	}
-	return nil
+	return updateOperationWrite(op, prevRevision).run(ctx, t.q)
+}
+
+func updateOperationWrite(op *store.Operation, prevRevision int64) pgWrite {
+	return pgWrite{what: "update operation", sql: updateOperationSQL, args: append(opArgs(op), prevRevision),
+		none: fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)}
 }
 
 // DeleteOperation removes an operation with its attempts and timeline if
@@ -632,41 +722,40 @@ func (t *pgTx) DeleteOperation(ctx context.Context, tenant, key string, revision
 
 // InsertAttempt inserts a new attempt.
 func (t *pgTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO attempts (`+attemptColumns+`) VALUES (`+placeholders(1, 16)+`)`,
-		a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, a.Protected, ts(a.ClaimedAt),
-		ts(a.LeaseExpiresAt), ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome,
-		a.DestinationRef, a.Response, a.Error, a.Stale)
-	if err != nil {
-		return fmt.Errorf("insert attempt: %w", mapErr(err))
-	}
-	return nil
+	return insertAttemptWrite(a).run(ctx, t.q)
+}
+
+func insertAttemptWrite(a *store.Attempt) pgWrite {
+	return pgWrite{what: "insert attempt", sql: `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 16) + `)`,
+		args: []any{a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, a.Protected, ts(a.ClaimedAt),
+			ts(a.LeaseExpiresAt), ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome,
+			a.DestinationRef, a.Response, a.Error, a.Stale}}
 }
 
 // UpdateAttempt writes the mutable fields of an attempt; store.ErrNotFound
 // if it does not exist.
 func (t *pgTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
-	tag, err := t.q.Exec(ctx, `UPDATE attempts SET dispatched_at = $1, finished_at = $2, outcome = $3,
+	return updateAttemptWrite(a).run(ctx, t.q)
+}
+
+func updateAttemptWrite(a *store.Attempt) pgWrite {
+	return pgWrite{what: "update attempt", sql: `UPDATE attempts SET dispatched_at = $1, finished_at = $2, outcome = $3,
 		destination_ref = $4, response = $5, error = $6, stale = $7, lease_expires_at = $8 WHERE id = $9`,
-		ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
-		a.Stale, ts(a.LeaseExpiresAt), a.ID)
-	if err != nil {
-		return fmt.Errorf("update attempt: %w", mapErr(err))
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("update attempt %s: %w", a.ID, store.ErrNotFound)
-	}
-	return nil
+		args: []any{ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
+			a.Stale, ts(a.LeaseExpiresAt), a.ID},
+		none: fmt.Errorf("update attempt %s: %w", a.ID, store.ErrNotFound)}
 }
 
 // AppendTimeline appends an entry and sets its ID.
 func (t *pgTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) error {
-	err := t.q.QueryRow(ctx, `INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
+	return appendTimelineWrite(e).run(ctx, t.q)
+}
+
+func appendTimelineWrite(e *store.TimelineEntry) pgWrite {
+	return pgWrite{what: "append timeline", sql: `INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-		e.Tenant, e.Key, ts(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence).Scan(&e.ID)
-	if err != nil {
-		return fmt.Errorf("append timeline: %w", mapErr(err))
-	}
-	return nil
+		args: []any{e.Tenant, e.Key, ts(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence},
+		scan: []any{&e.ID}}
 }
 
 // UpsertTombstone writes or replaces the tombstone of a key.

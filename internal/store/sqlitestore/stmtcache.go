@@ -58,42 +58,52 @@ func (c *stmtCache) close() error {
 	return first
 }
 
-// cachedQuerier runs queries through the statement cache, inside tx when
-// it is set.
+// cachedQuerier runs queries through the statement cache. Write
+// transactions are plain BEGIN … COMMIT statements on the writer
+// connection, whose statements the cache holds; no sql.Tx is involved (its
+// StmtContext would prepare each cached statement again on every call).
 type cachedQuerier struct {
 	cache *stmtCache
-	tx    *sql.Tx // nil outside a transaction
-	plain querier // the pool or the transaction, for uncached calls
+	plain querier // the pool or the writer connection, for uncached calls
+	// detach runs statements without the caller's cancellation: in a
+	// shared transaction an interrupted statement would make SQLite roll
+	// back every caller's writes.
+	detach bool
+}
+
+func (q *cachedQuerier) context(ctx context.Context) context.Context {
+	if q.detach {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 func (q *cachedQuerier) stmt(ctx context.Context, query string) (*sql.Stmt, bool) {
+	ctx = q.context(ctx)
 	st, ok := q.cache.get(ctx, query)
 	if !ok {
 		return nil, false
-	}
-	if q.tx != nil {
-		st = q.tx.StmtContext(ctx, st)
 	}
 	return st, true
 }
 
 func (q *cachedQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if st, ok := q.stmt(ctx, query); ok {
-		return st.ExecContext(ctx, args...)
+		return st.ExecContext(q.context(ctx), args...)
 	}
-	return q.plain.ExecContext(ctx, query, args...)
+	return q.plain.ExecContext(q.context(ctx), query, args...)
 }
 
 func (q *cachedQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if st, ok := q.stmt(ctx, query); ok {
-		return st.QueryContext(ctx, args...)
+		return st.QueryContext(q.context(ctx), args...)
 	}
-	return q.plain.QueryContext(ctx, query, args...)
+	return q.plain.QueryContext(q.context(ctx), query, args...)
 }
 
 func (q *cachedQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	if st, ok := q.stmt(ctx, query); ok {
-		return st.QueryRowContext(ctx, args...)
+		return st.QueryRowContext(q.context(ctx), args...)
 	}
-	return q.plain.QueryRowContext(ctx, query, args...)
+	return q.plain.QueryRowContext(q.context(ctx), query, args...)
 }

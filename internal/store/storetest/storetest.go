@@ -58,6 +58,7 @@ func Run(t *testing.T, h Harness) {
 		{"Events", testEvents},
 		{"Workflows", testWorkflows},
 		{"Release", testRelease},
+		{"ProtectedOperations", testProtectedOperations},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

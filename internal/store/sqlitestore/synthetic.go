@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// This file is compiled into the tests of package sqlitestore only. Its
-// exported helpers are used by the plan test here and by the benchmarks of
-// package sqlitestore_test.
+// The loaders below write a ledger that has run for a while directly with
+// SQL. They serve the plan tests and benchmarks of package sqlitestore and
+// opledger bench --preload; nothing in the ledger itself calls them.
 
 // SyntheticMix describes the operations LoadSynthetic writes, per 100 rows:
 // what a ledger that has run for a while holds.

@@ -1,0 +1,121 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// The benchmarks of the hot paths. The store benchmarks run on both stores
+// with their durable defaults; for figures against the plain-INSERT floor
+// use opledger bench (docs/performance.md).
+//
+//	go test -run '^$' -bench . -benchtime 2000x .
+
+var benchPayload = json.RawMessage(`{"units":2,"order":"BENCH","lines":[{"sku":"A-1","qty":1},{"sku":"B-2","qty":3}]}`)
+
+func BenchmarkFingerprint(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := opledger.Fingerprint("crm.create_record", "crm", benchPayload, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkValidateKey(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := opledger.ValidateKey("order:2026-11-30:ACME-000123:create"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func openBenchLedger(b *testing.B, st testdb.Store) *opledger.Ledger {
+	b.Helper()
+	l, err := opledger.Open(context.Background(), st.NewDSN(b), opledger.Options{Worker: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	return l
+}
+
+// BenchmarkClaim claims a new key with its intent inline (record + claim in
+// one transaction), serially and from parallel callers.
+func BenchmarkClaim(b *testing.B) {
+	for _, st := range testdb.Stores() {
+		for _, par := range []bool{false, true} {
+			name := st.Name
+			if par {
+				name += "/parallel"
+			}
+			b.Run(name, func(b *testing.B) {
+				l := openBenchLedger(b, st)
+				ctx := context.Background()
+				var n atomic.Int64
+				claim := func() error {
+					key := "bench:" + strconv.FormatInt(n.Add(1), 10)
+					_, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: benchPayload}})
+					return err
+				}
+				b.ResetTimer()
+				if !par {
+					for b.Loop() {
+						if err := claim(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return
+				}
+				b.SetParallelism(4) // 4 × GOMAXPROCS callers
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := claim(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkReport records a success outcome for a claimed operation; the
+// claims are made before the timer starts.
+func BenchmarkReport(b *testing.B) {
+	for _, st := range testdb.Stores() {
+		b.Run(st.Name, func(b *testing.B) {
+			l := openBenchLedger(b, st)
+			ctx := context.Background()
+			type claimed struct {
+				key string
+				c   *opledger.Claim
+			}
+			claims := make([]claimed, b.N)
+			for i := range claims {
+				key := fmt.Sprintf("bench:%d", i)
+				c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: benchPayload}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				claims[i] = claimed{key, c}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				c := claims[i]
+				if _, err := l.Report(ctx, c.key, c.c.AttemptID, c.c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "ref"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,263 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// maxBatch bounds how many write functions share one transaction, so that
+// one commit never holds a caller back behind an unbounded queue.
+const maxBatch = 128
+
+// errBatchAborted is returned to the callers whose writes were lost because
+// the shared transaction broke under another caller's write or at COMMIT.
+var errBatchAborted = errors.New("shared write transaction aborted")
+
+// writeReq is one caller's Update waiting for, or inside, a group commit.
+type writeReq struct {
+	ctx  context.Context
+	fn   func(context.Context, store.Tx) error
+	done chan writeResult // buffered: the leader never blocks on it
+}
+
+type writeResult struct {
+	err error
+	// panicked holds what fn panicked with; the caller re-panics with it
+	// in its own goroutine.
+	panicked any
+	stack    []byte
+}
+
+// groupCommit gathers concurrent write transactions into shared ones: the
+// first caller to take the writer (the leader) runs every queued write
+// function in one BEGIN IMMEDIATE … COMMIT, each inside its own SAVEPOINT,
+// and releases each caller only after that COMMIT has returned. A caller
+// whose function fails is rolled back to its savepoint and gets its own
+// error; the others are unaffected. Callers that arrive while a commit is
+// in flight form the next batch, so a caller alone waits for no one.
+type groupCommit struct {
+	mu    sync.Mutex
+	queue []*writeReq
+	// commits counts shared transactions begun, for tests and profiling.
+	commits atomic.Int64
+}
+
+// enqueue adds r to the next batch.
+func (g *groupCommit) enqueue(r *writeReq) {
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	g.mu.Unlock()
+}
+
+// withdraw removes r if no leader has taken it yet.
+func (g *groupCommit) withdraw(r *writeReq) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, q := range g.queue {
+		if q == r {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// take removes up to maxBatch queued requests.
+func (g *groupCommit) take() []*writeReq {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := min(len(g.queue), maxBatch)
+	batch := make([]*writeReq, n)
+	copy(batch, g.queue)
+	g.queue = append(g.queue[:0], g.queue[n:]...)
+	return batch
+}
+
+// Update runs fn in a BEGIN IMMEDIATE transaction on the writer connection,
+// possibly shared with concurrent callers' functions (group commit): fn runs
+// inside its own savepoint, sees the writes of the functions committed
+// before it in the same transaction, and Update returns only once the
+// COMMIT covering fn's writes has returned (with synchronous=FULL, once they
+// are on disk). An error from fn rolls back fn's writes alone.
+func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	r := &writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}
+	s.group.enqueue(r)
+	for {
+		select {
+		case res := <-r.done:
+			return res.unwrap()
+		case s.wlock <- struct{}{}:
+			return s.lead(r)
+		case <-ctx.Done():
+			if s.group.withdraw(r) {
+				return fmt.Errorf("begin: %w", ctx.Err())
+			}
+			// A leader has fn already: its outcome is coming.
+			return (<-r.done).unwrap()
+		}
+	}
+}
+
+// lead commits what is queued, batch after batch, until r has its outcome
+// (r is among them, unless an earlier leader already answered it). The
+// caller has taken wlock; lead gives it back, even when it panics.
+func (s *Store) lead(r *writeReq) error {
+	defer func() { <-s.wlock }()
+	for {
+		select {
+		case res := <-r.done:
+			return res.unwrap()
+		default:
+		}
+		batch := s.group.take()
+		if len(batch) == 0 {
+			// Only a leader that died half-way (a panic outside any write
+			// function) can have taken r without answering it.
+			return errors.New("begin: write request lost by a failed group commit")
+		}
+		s.runBatch(batch)
+	}
+}
+
+func (res writeResult) unwrap() error {
+	if res.panicked != nil {
+		panic(fmt.Sprintf("%v\n\nwrite function panicked inside a group commit:\n%s", res.panicked, res.stack))
+	}
+	return res.err
+}
+
+// runBatch runs batch in one transaction and answers every request. The
+// caller holds wlock.
+func (s *Store) runBatch(batch []*writeReq) {
+	if len(batch) == 0 {
+		return
+	}
+	// The transaction belongs to no single caller: one caller's
+	// cancellation must not roll back the others' writes.
+	bctx := context.Background()
+	s.group.commits.Add(1)
+	// BEGIN and COMMIT go to the connection as plain statements rather
+	// than through database/sql's Tx: Tx.StmtContext prepares a statement
+	// that was prepared on a Conn all over again, on every call, so the
+	// statement cache only works outside sql.Tx.
+	q := &cachedQuerier{cache: s.writeStmts, plain: s.wconn, detach: true}
+	if _, err := q.ExecContext(bctx, `BEGIN IMMEDIATE`); err != nil {
+		for _, r := range batch {
+			r.done <- writeResult{err: fmt.Errorf("begin: %w", mapErr(err))}
+		}
+		return
+	}
+	tx := rawTx{q}
+	results := make([]writeResult, len(batch))
+	if len(batch) == 1 {
+		// A caller alone needs no savepoint: its error rolls back the
+		// whole transaction.
+		r := batch[0]
+		if err := r.ctx.Err(); err != nil {
+			results[0].err = fmt.Errorf("begin: %w", err)
+		} else {
+			results[0] = runFn(r, &sqlTx{sqlReader{q: q}})
+		}
+		if results[0].err != nil || results[0].panicked != nil {
+			_ = tx.Rollback()
+			r.done <- results[0]
+			return
+		}
+	} else {
+		for i, r := range batch {
+			if err := r.ctx.Err(); err != nil {
+				results[i].err = fmt.Errorf("begin: %w", err)
+				continue
+			}
+			if _, err := q.ExecContext(bctx, `SAVEPOINT w`); err != nil {
+				s.abort(tx, batch, results, i, fmt.Errorf("begin: %w", mapErr(err)))
+				return
+			}
+			res := runFn(r, &sqlTx{sqlReader{q: q}})
+			end := `RELEASE w`
+			if res.err != nil || res.panicked != nil {
+				end = `ROLLBACK TO w`
+			}
+			if _, err := q.ExecContext(bctx, end); err != nil {
+				// SQLite rolled the whole transaction back under us (an
+				// I/O error, a full disk): nothing of this batch survives.
+				if res.err == nil && res.panicked == nil {
+					res.err = fmt.Errorf("commit: %w", mapErr(err))
+				}
+				results[i] = res
+				s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %v", errBatchAborted, err))
+				return
+			}
+			if end != `RELEASE w` {
+				if _, err := q.ExecContext(bctx, `RELEASE w`); err != nil {
+					results[i] = res
+					s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %v", errBatchAborted, err))
+					return
+				}
+			}
+			results[i] = res
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		_ = tx.Rollback() // SQLite may leave the transaction open (SQLITE_BUSY)
+		err = fmt.Errorf("commit: %w", mapErr(err))
+		for i := range results {
+			if results[i].err == nil && results[i].panicked == nil {
+				results[i].err = err
+			}
+		}
+	}
+	for i, r := range batch {
+		r.done <- results[i]
+	}
+}
+
+// abort rolls back a broken batch: the requests before next that had
+// succeeded get err (their writes are gone), those from next on were not run
+// and go through a new transaction.
+func (s *Store) abort(tx rawTx, batch []*writeReq, results []writeResult, next int, err error) {
+	_ = tx.Rollback()
+	for i := range next {
+		if results[i].err == nil && results[i].panicked == nil {
+			results[i].err = err
+		}
+		batch[i].done <- results[i]
+	}
+	s.runBatch(batch[next:])
+}
+
+// runFn runs one caller's function, turning a panic into a result that the
+// caller re-raises.
+func runFn(r *writeReq, tx *sqlTx) (res writeResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = writeResult{panicked: p, stack: debug.Stack()}
+		}
+	}()
+	return writeResult{err: r.fn(r.ctx, tx)}
+}
+
+// rawTx ends a transaction begun with a plain BEGIN on the writer.
+type rawTx struct{ q *cachedQuerier }
+
+// Commit runs COMMIT.
+func (t rawTx) Commit() error {
+	_, err := t.q.ExecContext(context.Background(), `COMMIT`)
+	return err
+}
+
+// Rollback runs ROLLBACK; it fails harmlessly when SQLite has already
+// rolled the transaction back.
+func (t rawTx) Rollback() error {
+	_, err := t.q.ExecContext(context.Background(), `ROLLBACK`)
+	return err
+}

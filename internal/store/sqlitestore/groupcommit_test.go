@@ -1,0 +1,224 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+func openTestStore(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, s.Migrate(ctx))
+	return s
+}
+
+// waitQueued blocks until n write requests wait in the group-commit queue.
+func waitQueued(s *Store, n int) {
+	for {
+		s.group.mu.Lock()
+		l := len(s.group.queue)
+		s.group.mu.Unlock()
+		if l >= n {
+			return
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func insertToken(ctx context.Context, tx store.Tx, id, hash string) error {
+	return tx.InsertToken(ctx, &store.Token{ID: id, Tenant: "t", Name: id, Hash: hash, CreatedAt: time.Now()})
+}
+
+func tokenIDs(t *testing.T, s *Store) map[string]bool {
+	t.Helper()
+	var toks []*store.Token
+	require.NoError(t, s.View(context.Background(), func(ctx context.Context, r store.Reader) error {
+		var err error
+		toks, err = r.ListTokens(ctx, "t")
+		return err
+	}))
+	out := map[string]bool{}
+	for _, tok := range toks {
+		out[tok.ID] = true
+	}
+	return out
+}
+
+// TestGroupCommitIsolatesCallers queues many write functions behind the
+// writer so that they share one transaction, and checks that each caller
+// gets exactly its own outcome: failures, conflicts and a panic roll back
+// their own writes only, later functions see earlier ones' writes, and the
+// committed data is exactly what was acknowledged.
+func TestGroupCommitIsolatesCallers(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t)
+	ctx := context.Background()
+	before := s.group.commits.Load()
+
+	const n = 64
+	s.wlock <- struct{}{} // hold the writer: every caller queues
+	errs := make([]error, n)
+	panics := make([]any, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { panics[i] = recover() }()
+			id := fmt.Sprintf("tok-%02d", i)
+			errs[i] = s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+				switch i % 5 {
+				case 0: // writes, then fails
+					if err := insertToken(ctx, tx, id, "h-"+id); err != nil {
+						return err
+					}
+					return fmt.Errorf("boom %d", i)
+				case 1: // all race for one unique hash: the first wins
+					return insertToken(ctx, tx, id, "shared")
+				case 2: // reads its own write back
+					if err := insertToken(ctx, tx, id, "h-"+id); err != nil {
+						return err
+					}
+					tok, err := tx.TokenByHash(ctx, "h-"+id)
+					if err != nil {
+						return err
+					}
+					if tok.ID != id {
+						return fmt.Errorf("read back %s, want %s", tok.ID, id)
+					}
+					return nil
+				case 3:
+					if i == 3 {
+						if err := insertToken(ctx, tx, id, "h-"+id); err != nil {
+							return err
+						}
+						panic("panic in write function")
+					}
+					return insertToken(ctx, tx, id, "h-"+id)
+				default:
+					return insertToken(ctx, tx, id, "h-"+id)
+				}
+			})
+		}()
+	}
+	waitQueued(s, n)
+	<-s.wlock
+	wg.Wait()
+
+	require.Equal(t, before+1, s.group.commits.Load(), "all queued callers share one transaction")
+	got := tokenIDs(t, s)
+	sharedWinner := ""
+	for i := range n {
+		id := fmt.Sprintf("tok-%02d", i)
+		switch {
+		case i == 3:
+			require.Contains(t, fmt.Sprint(panics[i]), "panic in write function")
+			require.False(t, got[id], "a panicking function's write must be rolled back")
+			continue
+		case i%5 == 0:
+			require.EqualError(t, errs[i], fmt.Sprintf("boom %d", i))
+			require.False(t, got[id], "a failed function's write must be rolled back")
+			continue
+		case i%5 == 1 && errs[i] != nil:
+			require.ErrorIs(t, errs[i], store.ErrConflict)
+			require.False(t, got[id])
+			continue
+		case i%5 == 1:
+			require.Empty(t, sharedWinner, "two callers won the same unique hash")
+			sharedWinner = id
+		}
+		require.NoError(t, errs[i], id)
+		require.Nil(t, panics[i])
+		require.True(t, got[id], "acknowledged write %s is missing", id)
+	}
+	require.NotEmpty(t, sharedWinner)
+}
+
+// TestGroupCommitWithdrawsCancelledCaller: a caller whose context ends
+// while it still waits in the queue leaves it without writing.
+func TestGroupCommitWithdrawsCancelledCaller(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t)
+	s.wlock <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return insertToken(ctx, tx, "cancelled", "h-cancelled")
+		})
+	}()
+	waitQueued(s, 1)
+	cancel()
+	err := <-done
+	<-s.wlock
+	require.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return insertToken(ctx, tx, "after", "h-after")
+	}))
+	require.Equal(t, map[string]bool{"after": true}, tokenIDs(t, s))
+}
+
+// TestGroupCommitConcurrentAcknowledgements runs many concurrent callers
+// with a mix of successes and failures; every acknowledged write, and no
+// other, is in the database afterwards.
+func TestGroupCommitConcurrentAcknowledgements(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t)
+	const workers, each = 16, 40
+	errFail := errors.New("refused")
+	acked := make([][]string, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range each {
+				id := fmt.Sprintf("w%02d-%03d", w, j)
+				fail := (w+j)%3 == 0
+				err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+					if err := insertToken(ctx, tx, id, "h-"+id); err != nil {
+						return err
+					}
+					if fail {
+						return errFail
+					}
+					return nil
+				})
+				if fail {
+					if !errors.Is(err, errFail) {
+						t.Errorf("%s: got %v, want its own error", id, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("%s: %v", id, err)
+					continue
+				}
+				acked[w] = append(acked[w], id)
+			}
+		}()
+	}
+	wg.Wait()
+	want := map[string]bool{}
+	for _, ids := range acked {
+		for _, id := range ids {
+			want[id] = true
+		}
+	}
+	require.Equal(t, want, tokenIDs(t, s))
+	t.Logf("%d callers, %d transactions", workers*each, s.group.commits.Load())
+}
