@@ -161,8 +161,11 @@ func join(a, b string) string {
 
 // ReconcileQueue returns up to limit uncertain operations of every tenant
 // whose next reconciliation is due (see DeferReconcile), longest waiting
-// first. Use WithTenant(op.Tenant) to act on each.
-func (l *Ledger) ReconcileQueue(ctx context.Context, limit int) ([]*Operation, error) {
+// first. With destinations it returns only operations of those
+// destinations, so that reconcilers knowing different destinations (an
+// opledger serve and an opledger proxy) can share a store. Use
+// WithTenant(op.Tenant) to act on each.
+func (l *Ledger) ReconcileQueue(ctx context.Context, limit int, destinations ...string) ([]*Operation, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -172,7 +175,7 @@ func (l *Ledger) ReconcileQueue(ctx context.Context, limit int) ([]*Operation, e
 		if err != nil {
 			return err
 		}
-		ids, err := r.UncertainDue(ctx, now, limit)
+		ids, err := r.UncertainDue(ctx, store.DueParams{Now: now, Limit: limit, Destinations: destinations})
 		if err != nil {
 			return err
 		}

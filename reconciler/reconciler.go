@@ -40,8 +40,9 @@ import (
 // Config configures a Reconciler. Zero values take the documented defaults.
 type Config struct {
 	// Destinations declare what each destination guarantees. Required.
-	// Uncertain operations of other destinations are left for whoever
-	// reconciles them (checked again every UnknownRecheck).
+	// RunOnce takes only the uncertain operations of these destinations
+	// from the store; the others are left for whoever reconciles them
+	// (Reconcile, called with one, waits UnknownRecheck).
 	Destinations *destination.Set
 	// Interval is the pause between passes over the queue. Default 5 s.
 	Interval time.Duration
@@ -169,7 +170,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // BatchSize, and returns what became of them.
 func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 	pass := Pass{Decisions: map[Decision]int{}}
-	ops, err := r.ledger.ReconcileQueue(ctx, r.cfg.BatchSize)
+	// Only the destinations this reconciler knows: another process (an
+	// opledger proxy, a serve with other destinations) may share the store.
+	ops, err := r.ledger.ReconcileQueue(ctx, r.cfg.BatchSize, r.cfg.Destinations.Names()...)
 	if err != nil {
 		return pass, fmt.Errorf("read reconcile queue: %w", err)
 	}

@@ -202,9 +202,10 @@ type Reader interface {
 	// DueOperations lists pending operations whose not_before has passed,
 	// oldest first.
 	DueOperations(ctx context.Context, p DueParams) ([]OperationID, error)
-	// UncertainDue lists uncertain operations of all tenants whose next
-	// reconciliation time (not_before) has passed or is unset.
-	UncertainDue(ctx context.Context, now time.Time, limit int) ([]OperationID, error)
+	// UncertainDue lists uncertain operations whose next reconciliation
+	// time has passed or is unset, of p.Tenant ("" for all) and
+	// p.Destinations (empty for all), longest waiting first.
+	UncertainDue(ctx context.Context, p DueParams) ([]OperationID, error)
 	// FinalBefore lists succeeded and failed operations last updated before t.
 	FinalBefore(ctx context.Context, t time.Time, limit int) ([]OperationID, error)
 	// CountByState counts a tenant's operations by state.

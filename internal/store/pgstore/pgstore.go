@@ -607,11 +607,11 @@ func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([
 		WHERE state = 'in_progress' AND lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2`, ts(now), limit)
 }
 
-// dueQuery selects pending operations whose not_before has passed (or is
-// unset), oldest first; the COALESCE expression is the one the due indexes
-// cover.
-func dueQuery(p store.DueParams) (string, []any) {
-	q := `SELECT tenant, key FROM operations WHERE state = 'pending'
+// dueQuery selects operations in state (a constant, never input) whose
+// not_before has passed (or is unset), oldest first; the COALESCE
+// expression is the one the due and uncertain indexes cover.
+func dueQuery(state string, p store.DueParams) (string, []any) {
+	q := `SELECT tenant, key FROM operations WHERE state = '` + state + `'
 		AND COALESCE(not_before, '-infinity'::timestamptz) <= $1`
 	args := []any{ts(p.Now)}
 	if p.Tenant != "" {
@@ -630,7 +630,7 @@ func dueQuery(p store.DueParams) (string, []any) {
 // DueOperations lists pending operations that may be claimed now. It is a
 // plain indexed read; the claim is the caller's conditional update.
 func (r *reader) DueOperations(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
-	q, args := dueQuery(p)
+	q, args := dueQuery("pending", p)
 	return r.ids(ctx, "list due operations", q, args...)
 }
 
@@ -638,16 +638,15 @@ func (r *reader) DueOperations(ctx context.Context, p store.DueParams) ([]store.
 // with FOR UPDATE SKIP LOCKED, so concurrent workers take different rows
 // instead of queueing on the same one.
 func (t *pgTx) LockDue(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
-	q, args := dueQuery(p)
+	q, args := dueQuery("pending", p)
 	return t.ids(ctx, "lock due operations", q+` FOR UPDATE SKIP LOCKED`, args...)
 }
 
 // UncertainDue lists uncertain operations of all tenants whose next
 // reconciliation time has passed or is unset.
-func (r *reader) UncertainDue(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
-	return r.ids(ctx, "list uncertain operations", `SELECT tenant, key FROM operations
-		WHERE state = 'uncertain' AND COALESCE(not_before, '-infinity'::timestamptz) <= $1
-		ORDER BY COALESCE(not_before, '-infinity'::timestamptz) LIMIT $2`, ts(now), limit)
+func (r *reader) UncertainDue(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
+	q, args := dueQuery("uncertain", p)
+	return r.ids(ctx, "list uncertain operations", q, args...)
 }
 
 // FinalBefore lists succeeded and failed operations last updated before t.

@@ -120,7 +120,11 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		_, err := r.DueOperations(ctx, store.DueParams{Tenant: tenant, Destinations: []string{"crm"}, Now: now, Limit: 1})
 		return err
 	})
-	step("UncertainDue", func() error { _, err := r.UncertainDue(ctx, now, 100); return err })
+	step("UncertainDue", func() error { _, err := r.UncertainDue(ctx, store.DueParams{Now: now, Limit: 100}); return err })
+	step("UncertainDue/destinations", func() error {
+		_, err := r.UncertainDue(ctx, store.DueParams{Now: now, Limit: 100, Destinations: []string{"crm"}})
+		return err
+	})
 	step("ExpiredLeases", func() error { _, err := r.ExpiredLeases(ctx, now, 200); return err })
 
 	// Inside a write transaction, rolled back: the locking forms.
@@ -152,7 +156,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 
 	calls := append(rec.calls, txRec.calls...)
-	require.Len(t, calls, 11, "one statement per step")
+	require.Len(t, calls, len(wantIndex), "one statement per step")
 	for i, c := range calls {
 		ordered := strings.Contains(c.sql, "ORDER BY")
 		custom := explainPlan(t, conn, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...)
@@ -201,6 +205,7 @@ var wantIndex = map[string][]string{
 	"DueOperations/all_tenants":  {"operations_due_all"},
 	"LockDue/all_tenants":        {"operations_due_all"},
 	"UncertainDue":               {"operations_uncertain"},
+	"UncertainDue/destinations":  {"operations_uncertain"},
 	"ExpiredLeases":              {"operations_lease"},
 }
 

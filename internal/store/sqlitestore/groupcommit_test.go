@@ -21,7 +21,7 @@ func openTestStore(t *testing.T) *Store {
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
-	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Migrate(ctx, nil))
 	return s
 }
 

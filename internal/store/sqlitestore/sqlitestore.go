@@ -462,8 +462,10 @@ func (r *sqlReader) ExpiredLeases(ctx context.Context, now time.Time, limit int)
 		WHERE state = 'in_progress' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`, toMicros(now), limit)
 }
 
-func dueQuery(p store.DueParams) (string, []any) {
-	q := `SELECT tenant, key FROM operations WHERE state = 'pending' AND not_before <= ?`
+// dueQuery selects operations in state (a constant, never input) whose
+// not_before has passed, oldest first.
+func dueQuery(state string, p store.DueParams) (string, []any) {
+	q := `SELECT tenant, key FROM operations WHERE state = '` + state + `' AND not_before <= ?`
 	args := []any{toMicros(p.Now)}
 	if p.Tenant != "" {
 		q += ` AND tenant = ?`
@@ -480,20 +482,20 @@ func dueQuery(p store.DueParams) (string, []any) {
 }
 
 func (r *sqlReader) DueOperations(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
-	q, args := dueQuery(p)
+	q, args := dueQuery("pending", p)
 	return r.ids(ctx, "list due operations", q, args...)
 }
 
 // LockDue needs no row locks on SQLite: the write transaction already holds
 // the database's only write lock.
 func (t *sqlTx) LockDue(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
-	q, args := dueQuery(p)
+	q, args := dueQuery("pending", p)
 	return t.ids(ctx, "lock due operations", q, args...)
 }
 
-func (r *sqlReader) UncertainDue(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
-	return r.ids(ctx, "list uncertain operations", `SELECT tenant, key FROM operations
-		WHERE state = 'uncertain' AND not_before <= ? ORDER BY not_before LIMIT ?`, toMicros(now), limit)
+func (r *sqlReader) UncertainDue(ctx context.Context, p store.DueParams) ([]store.OperationID, error) {
+	q, args := dueQuery("uncertain", p)
+	return r.ids(ctx, "list uncertain operations", q, args...)
 }
 
 func (r *sqlReader) FinalBefore(ctx context.Context, t time.Time, limit int) ([]store.OperationID, error) {

@@ -129,6 +129,27 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	}
 	require.ElementsMatch(t, []string{"default/u1", "default/u2", "acme/u3"}, keys, "every tenant's uncertain work")
 
+	// An uncertain e-mail: a reconciler that knows only the CRM never sees
+	// it, one that knows the e-mail provider sees only it.
+	mail := intent("m1")
+	mail.Destination = "email"
+	_, _, err = b.ledger.Record(b.ctx, mail)
+	require.NoError(t, err)
+	c, err := b.ledger.Claim(b.ctx, "m1", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Dispatch(b.ctx, "m1", c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	b.report(t, "m1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after write"})
+	queue, err = b.ledger.ReconcileQueue(b.ctx, 10, "crm")
+	require.NoError(t, err)
+	require.Len(t, queue, 3, "only the CRM's")
+	queue, err = b.ledger.ReconcileQueue(b.ctx, 10, "email", "sms")
+	require.NoError(t, err)
+	require.Len(t, queue, 1)
+	require.Equal(t, "m1", queue[0].Key)
+	_, err = b.ledger.Reconcile(b.ctx, "m1", opledger.Finding{Evidence: "no lookup"})
+	require.NoError(t, err)
+
 	op, err := b.ledger.DeferReconcile(b.ctx, "u1", time.Minute, "lookup: 502 from the CRM")
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateUncertain, op.State)
