@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,19 +24,9 @@ import (
 func TestRetryableProtectedRetryStaysUncertain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	advance := func(d time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(d)
-	}
-	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{
-		Clock: func(time.Time) time.Time {
-			mu.Lock()
-			defer mu.Unlock()
-			return now
-		}})
+	clock := newManualClock()
+	advance := clock.Advance
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Clock: clock.Map})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
 
@@ -100,18 +89,9 @@ func TestProtectedRetryWindowIsEnforced(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			var mu sync.Mutex
-			now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-			advance := func(d time.Duration) {
-				mu.Lock()
-				defer mu.Unlock()
-				now = now.Add(d)
-			}
-			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: func(time.Time) time.Time {
-				mu.Lock()
-				defer mu.Unlock()
-				return now
-			}})
+			clock := newManualClock()
+			advance := clock.Advance
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map})
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, l.Close()) })
 			retention := opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"}
