@@ -52,8 +52,10 @@ type base struct {
 	name string
 	now  func() time.Time
 
-	mu       sync.Mutex
-	faults   []Fault
+	mu     sync.Mutex
+	faults []Fault
+	// current is the fault of the call being served, for commit.
+	current  Fault
 	counters Counters
 	effects  map[string]int
 	refs     map[string][]string
@@ -177,9 +179,11 @@ func (b *base) serve(commit func() answer) answer {
 	case FaultValidation:
 		return errorAnswer(http.StatusUnprocessableEntity, "injected: validation failed, nothing was done")
 	}
+	b.current = f
 	a := commit()
+	b.current = FaultNone
 	switch f {
-	case FaultLostResponse:
+	case FaultLostResponse, FaultDelayedVisibility:
 		return answer{noAnswer: true}
 	case Fault5xxAfterCommit:
 		return errorAnswer(http.StatusInternalServerError, "injected: internal error after the commit")

@@ -40,7 +40,8 @@ type crmRecord struct {
 	ExternalRef string          `json:"external_ref"`
 	Key         string          `json:"key"`
 	Payload     json.RawMessage `json:"payload"`
-	created     time.Time
+	// visibleAt is when lookups start to find the record.
+	visibleAt time.Time
 }
 
 // NewCRM returns an empty CRM.
@@ -77,7 +78,11 @@ func (c *CRM) create(r request) answer {
 		if _, ok := c.records[r.externalRef]; ok {
 			return errorAnswer(http.StatusConflict, "a record with this external_ref exists")
 		}
-		rec := &crmRecord{ID: c.nextRef(), ExternalRef: r.externalRef, Key: r.key, Payload: r.payload, created: c.now()}
+		lag := c.delay
+		if c.current == FaultDelayedVisibility {
+			lag = max(lag, LaggingVisibility)
+		}
+		rec := &crmRecord{ID: c.nextRef(), ExternalRef: r.externalRef, Key: r.key, Payload: r.payload, visibleAt: c.now().Add(lag)}
 		c.records[r.externalRef] = rec
 		c.effect(r.key, rec.ID)
 		return jsonAnswer(http.StatusCreated, rec)
@@ -88,7 +93,7 @@ func (c *CRM) create(r request) answer {
 func (c *CRM) find(ref string) *crmRecord {
 	c.counters.Lookups++
 	rec, ok := c.records[ref]
-	if !ok || c.now().Before(rec.created.Add(c.delay)) {
+	if !ok || c.now().Before(rec.visibleAt) {
 		return nil
 	}
 	return rec

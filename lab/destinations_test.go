@@ -237,6 +237,47 @@ func TestCRMUniqueReferenceAndLookup(t *testing.T) {
 	}
 }
 
+// FaultDelayedVisibility: the CRM's index lags longer than it declares, so
+// its authoritative "not found" is wrong for a while; the unique reference
+// still refuses the resend.
+func TestCRMDelayedVisibility(t *testing.T) {
+	t.Parallel()
+	for _, via := range []string{"in-process", "http"} {
+		t.Run(via, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clk := newClock()
+			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now}) // declares no delay
+			var d interface {
+				destination.Destination
+				destination.Lookuper
+			} = crm
+			if via == "http" {
+				d = serveHTTP(t, crm, clk.Now)
+			}
+			op := operation("crm", "lead:8", `{"amount": 5}`)
+			crm.Inject(lab.FaultDelayedVisibility)
+			_, err := d.Call(ctx, call(op))
+			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err), "the answer is lost")
+			require.Equal(t, 1, crm.EffectsFor("lead:8"), "the record was made")
+
+			clk.Add(lab.LaggingVisibility - time.Second)
+			found, err := d.Lookup(ctx, op)
+			require.NoError(t, err)
+			require.False(t, found.Found, "the lagging index does not show it yet")
+			_, err = d.Call(ctx, call(op))
+			require.ErrorIs(t, err, destination.ErrExists, "the unique reference refuses the resend")
+			require.Equal(t, 1, crm.EffectsFor("lead:8"))
+
+			clk.Add(time.Second)
+			found, err = d.Lookup(ctx, op)
+			require.NoError(t, err)
+			require.True(t, found.Found)
+			require.True(t, found.Matches)
+		})
+	}
+}
+
 // The payment replays a known key with the same parameters, refuses it with
 // other ones, and forgets it after the retention: a resend is then a second
 // charge.

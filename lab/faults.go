@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Fault is what a destination does to one call instead of (or besides)
@@ -34,14 +35,26 @@ const (
 	// FaultValidation: 422 Unprocessable Entity, nothing happened:
 	// rejected.
 	FaultValidation Fault = "validation"
+	// FaultDelayedVisibility: the effect is committed and the answer lost,
+	// as with FaultLostResponse, and at the CRM the new record stays
+	// invisible to lookups for LaggingVisibility, longer than the CRM
+	// declares (a search index that lags): for a while its authoritative
+	// "not found" is wrong. What keeps the effect single then is the CRM's
+	// unique reference, which refuses the resend. Elsewhere it is
+	// FaultLostResponse.
+	FaultDelayedVisibility Fault = "delayed_visibility"
 )
+
+// LaggingVisibility is how long a record made under FaultDelayedVisibility
+// stays invisible to lookups.
+const LaggingVisibility = 5 * time.Minute
 
 // RetryAfterSeconds is the Retry-After a Fault429 answer carries.
 const RetryAfterSeconds = 2
 
 // Faults lists every fault but FaultNone.
 var Faults = []Fault{FaultLostResponse, FaultTimeoutBeforeCommit, Fault5xxBeforeCommit,
-	Fault5xxAfterCommit, Fault429, FaultValidation}
+	Fault5xxAfterCommit, Fault429, FaultValidation, FaultDelayedVisibility}
 
 // ParseFault reads a fault name as written in the constants ("none" and
 // "" are FaultNone).
@@ -49,7 +62,7 @@ func ParseFault(s string) (Fault, error) { return parseName("fault", s, Faults) 
 
 // Commits reports whether the fault lets the effect happen.
 func (f Fault) Commits() bool {
-	return f == FaultNone || f == FaultLostResponse || f == Fault5xxAfterCommit
+	return f == FaultNone || f == FaultLostResponse || f == Fault5xxAfterCommit || f == FaultDelayedVisibility
 }
 
 // String is the fault's name, "none" for FaultNone.
