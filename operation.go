@@ -1,7 +1,9 @@
 package opledger
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,12 +176,119 @@ func (o *Operation) IdempotencyKey() string {
 
 // MarshalJSON encodes the operation with its sensitive payload fields
 // masked, so that an operation written to a log or an API response never
-// carries them. Code that needs the real payload reads the Payload field.
+// carries them. The saved response is masked too wherever it repeats the
+// value of a sensitive field (destinations often echo what they were
+// sent). Code that needs the real payload or response reads the fields.
 func (o Operation) MarshalJSON() ([]byte, error) {
 	type plain Operation
 	p := plain(o)
 	p.Payload = MaskPayload(o.Payload, o.SensitiveFields)
+	p.Response = maskEchoes(o.Response, o.Payload, o.SensitiveFields)
 	return json.Marshal(p)
+}
+
+// maskEchoes replaces by Mask every string or number in doc equal to a
+// value found at one of the sensitive paths of payload (a value that is an
+// object or an array contributes its leaves). Doc is returned unchanged
+// when there is nothing to mask or it is not JSON.
+func maskEchoes(doc, payload json.RawMessage, paths []string) json.RawMessage {
+	if len(paths) == 0 || len(doc) == 0 || len(payload) == 0 {
+		return doc
+	}
+	var p any
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return doc
+	}
+	secrets := map[string]bool{}
+	for _, path := range paths {
+		for _, v := range valuesAt(p, strings.Split(path, ".")) {
+			collectLeaves(v, secrets)
+		}
+	}
+	if len(secrets) == 0 {
+		return doc
+	}
+	var d any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
+		return doc
+	}
+	changed := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, el := range x {
+				x[k] = walk(el)
+			}
+		case []any:
+			for i, el := range x {
+				x[i] = walk(el)
+			}
+		case string:
+			if secrets[x] {
+				changed = true
+				return Mask
+			}
+		case json.Number:
+			if secrets[x.String()] {
+				changed = true
+				return Mask
+			}
+		}
+		return v
+	}
+	d = walk(d)
+	if !changed {
+		return doc
+	}
+	out, err := json.Marshal(d)
+	if err != nil {
+		return doc
+	}
+	return out
+}
+
+// valuesAt returns the values at path in node, through arrays.
+func valuesAt(node any, path []string) []any {
+	if len(path) == 0 {
+		return []any{node}
+	}
+	switch x := node.(type) {
+	case map[string]any:
+		if v, ok := x[path[0]]; ok {
+			return valuesAt(v, path[1:])
+		}
+	case []any:
+		var out []any
+		for _, el := range x {
+			out = append(out, valuesAt(el, path)...)
+		}
+		return out
+	}
+	return nil
+}
+
+// collectLeaves adds the strings and numbers in v (as their JSON text) to
+// set. Empty strings are not secrets.
+func collectLeaves(v any, set map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, el := range x {
+			collectLeaves(el, set)
+		}
+	case []any:
+		for _, el := range x {
+			collectLeaves(el, set)
+		}
+	case string:
+		if x != "" {
+			set[x] = true
+		}
+	case float64:
+		set[strconv.FormatFloat(x, 'f', -1, 64)] = true
+	}
 }
 
 // Mask is the value that replaces a sensitive field.

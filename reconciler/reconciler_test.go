@@ -192,7 +192,8 @@ func TestMismatchHolds(t *testing.T) {
 }
 
 // An operation of a destination this reconciler does not know is left for
-// whoever reconciles it, and looked at again later.
+// whoever reconciles it: a pass does not take it from the store, and asked
+// about it directly the reconciler looks at it again later.
 func TestUnknownDestinationWaits(t *testing.T) {
 	t.Parallel()
 	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
@@ -205,8 +206,16 @@ func TestUnknownDestinationWaits(t *testing.T) {
 		_, err = r.Ledger.Report(r.Ctx, "legacy:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 		require.NoError(t, err)
 
-		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		pass := r.Reconcile()
+		require.Zero(t, pass.Examined, "not this reconciler's destination")
 		op := r.Get("legacy:1")
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.Nil(t, op.NotBefore, "untouched by the pass")
+
+		d, err := r.Rec.Reconcile(r.Ctx, op)
+		require.NoError(t, err)
+		require.Equal(t, reconciler.Wait, d)
+		op = r.Get("legacy:1")
 		require.Equal(t, opledger.StateUncertain, op.State)
 		require.Equal(t, 10*time.Minute, op.NotBefore.Sub(op.UpdatedAt))
 		require.Contains(t, r.Evidence("legacy:1", "reconcile deferred"), "not configured in this reconciler")
