@@ -55,7 +55,7 @@ func (t *txn) need(op string) error {
 	if t.op != nil {
 		return nil
 	}
-	ts, err := t.tx.GetTombstone(t.ctx, t.tenant, t.key)
+	ts, err := t.getTombstone()
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%s %s: %w", op, t.key, ErrNotFound)
 	}
@@ -106,10 +106,33 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 		}
 	}
 	var claim *Claim
-	op, err := l.mutate(ctx, key, claimDecision(worker, lease, opts.Intent, fp, &claim))
+	var last *txn
+	decide := claimDecision(worker, lease, opts.Intent, fp, &claim)
+	capture := func(t *txn) error {
+		last = t
+		return decide(t)
+	}
+	if opts.Intent != nil {
+		// Most claims with an intent are of a new key: record and claim
+		// it without reading, on the condition that the key is new.
+		op, after, done, err := l.speculate(ctx, key, snapshot{}, decide)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			if after != nil {
+				return nil, after
+			}
+			claim.Operation = op
+			return claim, nil
+		}
+		claim = nil
+	}
+	op, err := l.mutate(ctx, key, capture)
 	if err != nil {
 		return nil, err
 	}
+	l.snapshots.keep(last, nil)
 	claim.Operation = op
 	return claim, nil
 }
@@ -223,6 +246,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 	}
 	for range maxConflictRetries {
 		var claim *Claim
+		var last *txn
 		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			now, err := l.now(ctx, tx)
 			if err != nil {
@@ -243,7 +267,11 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 					}
 					return ErrNothingDue
 				}
-				op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, claimDecision(worker, lease, nil, "", &claim))
+				decide := claimDecision(worker, lease, nil, "", &claim)
+				op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, func(t *txn) error {
+					last = t
+					return decide(t)
+				})
 				if err != nil {
 					return err
 				}
@@ -267,6 +295,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 		if claim == nil {
 			return nil, ErrNothingDue
 		}
+		l.snapshots.keep(last, nil)
 		return claim, nil
 	}
 	return nil, fmt.Errorf("claim next: gave up after %d write conflicts: %w", maxConflictRetries, store.ErrConflict)
@@ -312,7 +341,7 @@ func (t *txn) settleExpiredLease() error {
 		return err
 	}
 	t.prefetched, t.prefetchedID = nil, "" // the attempt is written below
-	a, err := t.tx.GetAttempt(t.ctx, t.tenant, t.key, t.op.CurrentAttemptID)
+	a, err := t.getAttempt(t.op.CurrentAttemptID)
 	if err != nil {
 		return fmt.Errorf("settle lease of %s: %w", t.key, err)
 	}
@@ -327,7 +356,7 @@ func (t *txn) settleExpiredLease() error {
 			"nothing was sent; worker "+a.Worker+" abandoned the attempt")
 		t.op.NotBefore = t.now
 	}
-	return t.tx.UpdateAttempt(t.ctx, a)
+	return t.updateAttempt(a)
 }
 
 // ExpireLeases settles every expired lease in the store, across tenants:
@@ -390,7 +419,7 @@ func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool,
 			err = store.ErrNotFound
 		}
 	} else {
-		a, err = t.tx.GetAttempt(t.ctx, t.tenant, t.key, attemptID)
+		a, err = t.getAttempt(attemptID)
 	}
 	t.prefetched, t.prefetchedID = nil, "" // used once: later reads see later writes
 	if errors.Is(err, store.ErrNotFound) {
@@ -414,7 +443,7 @@ func (t *txn) stale(attemptID string, token int64) error {
 // that has already run out, is refused with a *StaleError: do not call the
 // destination then.
 func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int64) (*Operation, error) {
-	return l.mutateAttempt(ctx, key, attemptID, func(t *txn) error {
+	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("dispatch"); err != nil {
 			return err
 		}
@@ -442,7 +471,7 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 			// attempt up unsent and hold the operation.
 			a.Outcome = AttemptAbandoned
 			a.FinishedAt = t.now
-			if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
+			if err := t.updateAttempt(a); err != nil {
 				return err
 			}
 			t.expireProtection("dispatched")
@@ -450,7 +479,7 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 			return nil
 		}
 		a.DispatchedAt = t.now
-		if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
+		if err := t.updateAttempt(a); err != nil {
 			return err
 		}
 		t.op.Dispatched = true
@@ -520,7 +549,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
-	return l.mutateAttempt(ctx, key, attemptID, func(t *txn) error {
+	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("report"); err != nil {
 			return err
 		}
@@ -598,7 +627,7 @@ func (t *txn) triedAttempts() (int, error) {
 	if err := t.writeQueued(); err != nil {
 		return 0, err
 	}
-	attempts, err := t.tx.ListAttempts(t.ctx, t.tenant, t.key)
+	attempts, err := t.listAttempts()
 	if err != nil {
 		return 0, err
 	}
@@ -629,7 +658,7 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	a.DestinationRef = r.DestinationRef
 	a.Response = r.Response
 	a.Error = r.Error
-	if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
+	if err := t.updateAttempt(a); err != nil {
 		return err
 	}
 	evidence := fmt.Sprintf("late %s report from attempt %d (fencing token %d, current %d)", r.Outcome, a.Number, token, t.op.FencingToken)

@@ -71,6 +71,8 @@ type shared struct {
 	store  store.Store
 	opts   Options
 	worker string
+	// snapshots are this ledger's own claims as it last wrote them.
+	snapshots *snapshots
 }
 
 // Open opens the store named by dsn, applies pending migrations and returns
@@ -100,7 +102,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 		st.Close()
 		return nil, fmt.Errorf("migrate %s store: %w", st.Name(), err)
 	}
-	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker}, tenant: opts.Tenant}, nil
+	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots()}, tenant: opts.Tenant}, nil
 }
 
 func openStore(ctx context.Context, dsn string, opts Options) (store.Store, error) {
@@ -183,10 +185,15 @@ func (s *shared) now(ctx context.Context, r store.Reader) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read store clock: %w", err)
 	}
+	return s.clock(t), nil
+}
+
+// clock maps a reading of the store's clock through the configured Clock.
+func (s *shared) clock(t time.Time) time.Time {
 	if s.opts.Clock != nil {
-		t = s.opts.Clock(t).UTC().Truncate(time.Microsecond)
+		return s.opts.Clock(t).UTC().Truncate(time.Microsecond)
 	}
-	return t, nil
+	return t
 }
 
 // txn is one decision about one operation inside a store transaction. The
@@ -219,6 +226,11 @@ type txn struct {
 	// after is returned to the caller once the transaction has committed:
 	// refusals that still record evidence.
 	after error
+	// spec is set when the decision is made on a snapshot instead of in a
+	// store transaction (tx is then nil).
+	spec *speculation
+	// attempts are the attempt rows written, in order.
+	attempts []*store.Attempt
 }
 
 // maxConflictRetries bounds how often a decision is re-made after losing a
@@ -315,7 +327,7 @@ func (t *txn) flush() error {
 	ws := t.queued
 	t.queued = nil
 	if t.op == nil || (!t.dirty && len(t.timeline) == 0) {
-		return store.WriteAll(t.ctx, t.tx, ws)
+		return t.writeAll(ws)
 	}
 	t.op.UpdatedAt = t.now
 	if t.inserted {
@@ -329,7 +341,7 @@ func (t *txn) flush() error {
 	for _, e := range t.timeline {
 		ws = append(ws, store.Write{AppendTimeline: e})
 	}
-	return store.WriteAll(t.ctx, t.tx, ws)
+	return t.writeAll(ws)
 }
 
 // queue holds an attempt write back until flush.
@@ -346,7 +358,7 @@ func (t *txn) writeQueued() error {
 	}
 	ws := t.queued
 	t.queued = nil
-	return store.WriteAll(t.ctx, t.tx, ws)
+	return t.writeAll(ws)
 }
 
 // move changes the operation's state and records why.

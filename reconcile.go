@@ -112,7 +112,7 @@ func (t *txn) lastDispatch() (time.Time, error) {
 	if err := t.writeQueued(); err != nil {
 		return time.Time{}, err
 	}
-	attempts, err := t.tx.ListAttempts(t.ctx, t.tenant, t.key)
+	attempts, err := t.listAttempts()
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -79,7 +79,7 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		}
 		return nil
 	}
-	ts, err := t.tx.GetTombstone(t.ctx, t.tenant, t.key)
+	ts, err := t.getTombstone()
 	if err == nil {
 		if ts.Fingerprint != fp {
 			return &MismatchError{Key: t.key, Stored: ts.Fingerprint, Given: fp, State: State(ts.State), Tombstoned: true}

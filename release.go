@@ -26,7 +26,7 @@ func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64
 	if len(reason) > maxReasonLength {
 		reason = reason[:maxReasonLength]
 	}
-	return l.mutate(ctx, key, func(t *txn) error {
+	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("release"); err != nil {
 			return err
 		}
@@ -42,7 +42,7 @@ func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64
 		}
 		a.Outcome = AttemptAbandoned
 		a.FinishedAt = t.now
-		if err := t.tx.UpdateAttempt(t.ctx, a); err != nil {
+		if err := t.updateAttempt(a); err != nil {
 			return err
 		}
 		t.move(StatePending, a.Worker, a.ID, "released before dispatch",

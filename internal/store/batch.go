@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 )
 
 // Write is one write of a batch: exactly one of its pointer fields is set.
@@ -73,4 +75,73 @@ type OperationAttemptGetter interface {
 	// store locks it) followed by Tx.GetAttempt. The attempt is nil when it
 	// does not exist; a missing operation is ErrNotFound.
 	GetOperationAndAttempt(ctx context.Context, tenant, key, attemptID string) (*Operation, *Attempt, error)
+}
+
+// ConditionalWriter is implemented by stores that can write a transition
+// decided without reading in the transaction: on a snapshot the caller
+// kept of the operation (or on the assumption that its key is new), made
+// valid by conditions on the writes. Stores use it to write the
+// transitions of concurrent callers in shared transactions.
+type ConditionalWriter interface {
+	// WriteConditional calls decide with the store's clock, read inside the
+	// transaction the writes go into, and writes what decide returns,
+	// atomically: all of it or, when a condition fails, none of it and
+	// ErrConflict. The writes must hold exactly one operation write, the
+	// condition of all the others: an InsertOperation fails when the key
+	// has a row or a tombstone, an UpdateOperation when the stored revision
+	// is not PrevRevision. An error from decide is returned as it is, with
+	// nothing written. decide may be called more than once (each call must
+	// decide afresh from the time it is given) and must not block.
+	//
+	// The transaction may be shared with other callers' writes; each
+	// caller's writes stay atomic and independent of the others', and
+	// WriteConditional returns only once its writes are durable. Timeline
+	// IDs are not set.
+	WriteConditional(ctx context.Context, decide func(now time.Time) ([]Write, error)) error
+}
+
+// ErrNoOperationWrite is returned by WriteConditional when the writes do
+// not hold exactly one operation write.
+var ErrNoOperationWrite = errors.New("conditional write needs exactly one operation write")
+
+// OperationWrite returns the one operation write of ws, or
+// ErrNoOperationWrite.
+func OperationWrite(ws []Write) (Write, error) {
+	var found []Write
+	for _, w := range ws {
+		if w.InsertOperation != nil || w.UpdateOperation != nil {
+			found = append(found, w)
+		}
+	}
+	if len(found) != 1 {
+		return Write{}, ErrNoOperationWrite
+	}
+	return found[0], nil
+}
+
+// WriteConditionalIn is WriteConditional inside the transaction tx, for
+// stores that write it with their ordinary transactions.
+func WriteConditionalIn(ctx context.Context, tx Tx, decide func(now time.Time) ([]Write, error)) error {
+	now, err := tx.Now(ctx)
+	if err != nil {
+		return err
+	}
+	ws, err := decide(now)
+	if err != nil {
+		return err
+	}
+	w, err := OperationWrite(ws)
+	if err != nil {
+		return err
+	}
+	if op := w.InsertOperation; op != nil {
+		_, err := tx.GetTombstone(ctx, op.Tenant, op.Key)
+		if err == nil {
+			return fmt.Errorf("insert operation %s: tombstone: %w", op.Key, ErrConflict)
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return WriteEach(ctx, tx, ws)
 }

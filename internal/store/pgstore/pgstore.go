@@ -56,7 +56,8 @@ const DefaultMaxConns = 16
 
 // Store is a PostgreSQL-backed store.Store. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	group *groupWriter
 }
 
 // Open connects to the PostgreSQL database named by dsn, a postgres:// URL
@@ -76,6 +77,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{pool: pool}
+	s.group = newGroupWriter(s)
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -97,6 +99,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes the connection pool, waiting for connections in use to be
 // returned.
 func (s *Store) Close() error {
+	s.group.close()
 	s.pool.Close()
 	return nil
 }
@@ -724,8 +727,10 @@ func (t *pgTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 	return insertAttemptWrite(a).run(ctx, t.q)
 }
 
+var insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 16) + `)`
+
 func insertAttemptWrite(a *store.Attempt) pgWrite {
-	return pgWrite{what: "insert attempt", sql: `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 16) + `)`,
+	return pgWrite{what: "insert attempt", sql: insertAttemptSQL,
 		args: []any{a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, a.Protected, ts(a.ClaimedAt),
 			ts(a.LeaseExpiresAt), ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome,
 			a.DestinationRef, a.Response, a.Error, a.Stale}}

@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"Workflows", testWorkflows},
 		{"Release", testRelease},
 		{"ProtectedOperations", testProtectedOperations},
+		{"Speculation", testSpeculation},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

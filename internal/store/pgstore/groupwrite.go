@@ -1,0 +1,399 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// Group commit of conditional writes.
+//
+// WriteConditional queues the caller's decision. A few committer
+// goroutines, each on its own pooled connection, take whatever is queued
+// (up to maxGroup decisions) and write it in one transaction of two round
+// trips, however many callers it serves:
+//
+//  1. BEGIN and the clock;
+//  2. every caller's writes as one statement each, then COMMIT.
+//
+// A caller's statement is a chain of data-modifying CTEs led by its
+// operation write, which carries the condition (ON CONFLICT DO NOTHING and
+// no tombstone for an insert, the previous revision for an update); the
+// caller's other writes select from it, so when the condition fails none
+// of them happens and the statement reports zero rows: that caller gets
+// store.ErrConflict and the others are untouched. Any other failure aborts
+// the shared transaction; its callers are then written again one by one,
+// so that each gets its own outcome. A caller returns once the COMMIT
+// covering its writes has returned (synchronous_commit stays on).
+
+// committers is how many shared transactions may be in flight at once.
+// More overlap round trips with the server's work; fewer make larger
+// groups. The pool must have room for them beside ordinary transactions.
+const committers = 4
+
+// maxGroup bounds the callers of one shared transaction.
+const maxGroup = 64
+
+// errClosed is returned by WriteConditional after Close.
+var errClosed = errors.New("postgres store is closed")
+
+// condRequest is one caller's queued decision.
+type condRequest struct {
+	decide func(time.Time) ([]store.Write, error)
+	// state is requestQueued until a committer takes the request or its
+	// caller gives up waiting for that.
+	state atomic.Int32
+	err   error
+	done  chan struct{}
+}
+
+const (
+	requestQueued int32 = iota
+	requestTaken
+	requestAbandoned
+)
+
+// groupWriter runs the committers of a store.
+type groupWriter struct {
+	s     *Store
+	queue chan *condRequest
+	start sync.Once
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	// closed is set by close; later requests fail with errClosed.
+	closed atomic.Bool
+}
+
+func newGroupWriter(s *Store) *groupWriter {
+	return &groupWriter{s: s, queue: make(chan *condRequest, 4*maxGroup), stop: make(chan struct{})}
+}
+
+// WriteConditional implements store.ConditionalWriter with group commit.
+// A caller whose ctx ends while its decision is still queued leaves
+// without writing; once a committer has taken it, the caller waits for the
+// outcome, so that an error never hides a committed write.
+func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time) ([]store.Write, error)) error {
+	g := s.group
+	if g.closed.Load() {
+		return errClosed
+	}
+	g.start.Do(func() {
+		for range committers {
+			g.wg.Add(1)
+			go g.commit()
+		}
+	})
+	r := &condRequest{decide: decide, done: make(chan struct{})}
+	select {
+	case g.queue <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.stop:
+		return errClosed
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(requestQueued, requestAbandoned) {
+			return ctx.Err()
+		}
+		<-r.done
+		return r.err
+	}
+}
+
+// close stops the committers once they have written what they took; the
+// requests still queued fail with errClosed.
+func (g *groupWriter) close() {
+	if g.closed.Swap(true) {
+		return
+	}
+	close(g.stop)
+	g.wg.Wait()
+	for {
+		select {
+		case r := <-g.queue:
+			if r.state.CompareAndSwap(requestQueued, requestTaken) {
+				r.finish(errClosed)
+			}
+		default:
+			return
+		}
+	}
+}
+
+func (r *condRequest) finish(err error) {
+	r.err = err
+	close(r.done)
+}
+
+// commit is one committer: it takes a group of queued requests and writes
+// them, until the store closes.
+func (g *groupWriter) commit() {
+	defer g.wg.Done()
+	group := make([]*condRequest, 0, maxGroup)
+	for {
+		group = group[:0]
+		select {
+		case r := <-g.queue:
+			group = g.take(group, r)
+		case <-g.stop:
+			return
+		}
+	drain:
+		for len(group) < maxGroup {
+			select {
+			case r := <-g.queue:
+				group = g.take(group, r)
+			default:
+				break drain
+			}
+		}
+		if len(group) > 0 {
+			g.write(group)
+		}
+	}
+}
+
+// take adds r to group unless its caller has given up.
+func (g *groupWriter) take(group []*condRequest, r *condRequest) []*condRequest {
+	if r.state.CompareAndSwap(requestQueued, requestTaken) {
+		return append(group, r)
+	}
+	return group
+}
+
+// groupTimeout bounds one shared transaction. Its statements run without
+// any caller's cancellation: one caller giving up must not abort the
+// others' writes.
+const groupTimeout = time.Minute
+
+// write writes group in one transaction and tells every caller its
+// outcome; if the transaction fails as a whole, each caller is written
+// again on its own.
+func (g *groupWriter) write(group []*condRequest) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	errs, err := g.transaction(ctx, group)
+	if err != nil && len(group) > 1 {
+		for _, r := range group {
+			g.write([]*condRequest{r})
+		}
+		return
+	}
+	for i, r := range group {
+		if err != nil {
+			r.finish(err)
+		} else {
+			r.finish(errs[i])
+		}
+	}
+}
+
+// transaction runs one shared transaction for group. It returns each
+// caller's own outcome (nil, store.ErrConflict or decide's error) when the
+// transaction committed, and an error when it did not.
+func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]error, error) {
+	conn, err := g.s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", mapErr(err))
+	}
+	defer conn.Release()
+	c := &connTx{conn: conn}
+	var b pgx.Batch
+	b.Queue(beginSQL)
+	b.Queue(`SELECT clock_timestamp()`)
+	c.begun = true
+	br := conn.SendBatch(ctx, &b)
+	_, err = br.Exec()
+	var clock pgtype.Timestamptz
+	if err == nil {
+		err = br.QueryRow().Scan(&clock)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		c.rollback(ctx)
+		return nil, fmt.Errorf("begin: %w", mapErr(err))
+	}
+	now := fromTS(clock)
+
+	errs := make([]error, len(group))
+	var stmts pgx.Batch
+	var sent []int // indexes into group of the statements queued
+	for i, r := range group {
+		ws, err := r.decide(now)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		sql, args, err := conditionalStatement(ws)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		stmts.Queue(sql, args...)
+		sent = append(sent, i)
+	}
+	stmts.Queue(`COMMIT`)
+	br = conn.SendBatch(ctx, &stmts)
+	for _, i := range sent {
+		var n int64
+		if err := br.QueryRow().Scan(&n); err != nil {
+			_ = br.Close()
+			c.rollback(ctx)
+			return nil, fmt.Errorf("conditional write: %w", mapErr(err))
+		}
+		if n != 1 {
+			errs[i] = fmt.Errorf("conditional write: %w", store.ErrConflict)
+		}
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && tag.String() != "COMMIT" {
+		err = pgx.ErrTxCommitRollback
+	}
+	if err != nil {
+		c.rollback(ctx)
+		return nil, fmt.Errorf("commit: %w", mapErr(err))
+	}
+	c.begun = false
+	return errs, nil
+}
+
+// opColumnTypes are the types of opColumns, in order, for parameters that
+// PostgreSQL cannot type from a target column.
+var opColumnTypes = []string{"text", "text", "text", "text", "bigint", "text", "bytea", "text[]",
+	"text", "text", "boolean", "text", "text", "text", "boolean",
+	"timestamptz", "integer", "bigint", "text", "timestamptz",
+	"timestamptz", "timestamptz", "timestamptz", "boolean", "text", "bytea", "text",
+	"integer", "bigint", "timestamptz", "timestamptz", "timestamptz"}
+
+var attemptColumnTypes = []string{"text", "text", "text", "integer", "bigint", "text", "boolean", "timestamptz",
+	"timestamptz", "timestamptz", "timestamptz", "text", "text", "bytea", "text", "boolean"}
+
+const timelineColumns = `tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence`
+
+var timelineColumnTypes = []string{"text", "text", "timestamptz", "text", "text", "text", "text", "text", "text"}
+
+// conditionalSQL caches the statement of each shape of write set.
+var conditionalSQL sync.Map // shape string → string
+
+// conditionalStatement returns one statement that performs ws, as
+// store.ConditionalWriter describes, and selects the number of operation
+// rows it wrote: 1, or 0 when the condition failed and nothing was
+// written.
+func conditionalStatement(ws []store.Write) (string, []any, error) {
+	ow, err := store.OperationWrite(ws)
+	if err != nil {
+		return "", nil, err
+	}
+	var shape strings.Builder
+	var args []any
+	if ow.InsertOperation != nil {
+		shape.WriteByte('I')
+		args = opArgs(ow.InsertOperation)
+	} else {
+		shape.WriteByte('U')
+		args = append(opArgs(ow.UpdateOperation), ow.PrevRevision)
+	}
+	for _, w := range ws {
+		switch {
+		case w.InsertAttempt != nil:
+			shape.WriteByte('a')
+			args = append(args, insertAttemptWrite(w.InsertAttempt).args...)
+		case w.UpdateAttempt != nil:
+			shape.WriteByte('u')
+			args = append(args, updateAttemptWrite(w.UpdateAttempt).args...)
+		case w.AppendTimeline != nil:
+			shape.WriteByte('t')
+			args = append(args, appendTimelineWrite(w.AppendTimeline).args...)
+		case w.InsertOperation != nil, w.UpdateOperation != nil:
+		default:
+			return "", nil, errors.New("conditional write: empty write")
+		}
+	}
+	key := shape.String()
+	if sql, ok := conditionalSQL.Load(key); ok {
+		return sql.(string), args, nil
+	}
+	sql := buildConditionalSQL(key)
+	conditionalSQL.Store(key, sql)
+	return sql, args, nil
+}
+
+// buildConditionalSQL builds the statement of a shape: I or U (the
+// operation write), then a (insert attempt), u (update attempt) and t
+// (timeline entry) in the order of their arguments. Timeline entries are
+// inserted in their order, so their IDs keep it.
+func buildConditionalSQL(shape string) string {
+	next := 1
+	params := func(n int, types []string) []string {
+		ps := make([]string, n)
+		for i := range ps {
+			ps[i] = "$" + strconv.Itoa(next+i)
+			if types != nil {
+				ps[i] += "::" + types[i]
+			}
+		}
+		next += n
+		return ps
+	}
+	var b strings.Builder
+	b.WriteString("WITH op AS (")
+	if shape[0] == 'I' {
+		ps := params(len(opColumnList), opColumnTypes)
+		fmt.Fprintf(&b, `INSERT INTO operations (%s) SELECT %s
+			WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE tenant = $1 AND key = $2)
+			ON CONFLICT (tenant, key) DO NOTHING RETURNING 1`, opColumns, strings.Join(ps, ", "))
+	} else {
+		ps := params(len(opColumnList)+1, nil)
+		sets := make([]string, 0, len(opColumnList)-2)
+		for i, c := range opColumnList[2:] {
+			sets = append(sets, c+" = "+ps[i+2])
+		}
+		fmt.Fprintf(&b, `UPDATE operations SET %s WHERE tenant = $1 AND key = $2 AND revision = %s RETURNING 1`,
+			strings.Join(sets, ", "), ps[len(ps)-1])
+	}
+	b.WriteString(")")
+	var timeline []string
+	for i, k := range shape[1:] {
+		switch k {
+		case 'a':
+			ps := params(len(attemptColumnTypes), attemptColumnTypes)
+			fmt.Fprintf(&b, ",\nw%d AS (INSERT INTO attempts (%s) SELECT %s FROM op)", i, attemptColumns, strings.Join(ps, ", "))
+		case 'u':
+			ps := params(9, nil)
+			fmt.Fprintf(&b, `,
+w%d AS (UPDATE attempts SET dispatched_at = %s, finished_at = %s, outcome = %s, destination_ref = %s,
+	response = %s, error = %s, stale = %s, lease_expires_at = %s FROM op WHERE id = %s)`,
+				i, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ps[7], ps[8])
+		case 't':
+			ps := params(len(timelineColumnTypes), timelineColumnTypes)
+			timeline = append(timeline, "("+strings.Join(ps, ", ")+", "+strconv.Itoa(len(timeline))+")")
+		}
+	}
+	if len(timeline) > 0 {
+		fmt.Fprintf(&b, `,
+tl AS (INSERT INTO timeline (%[1]s) SELECT %[1]s FROM (VALUES %[2]s) AS v(%[1]s, ord) CROSS JOIN op ORDER BY v.ord)`,
+			timelineColumns, strings.Join(timeline, ", "))
+	}
+	b.WriteString("\nSELECT count(*) FROM op")
+	return b.String()
+}
+
+var _ store.ConditionalWriter = (*Store)(nil)

@@ -1,0 +1,124 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// newOp is a pending operation row for the group writer tests.
+func newOp(key string, now time.Time) *store.Operation {
+	return &store.Operation{Tenant: "t", Key: key, Action: "a", Destination: "d", Version: 1, Fingerprint: "f",
+		State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now}
+}
+
+// request builds a queued request whose decision inserts key with a
+// timeline entry carrying evidence, or updates it from revision prev when
+// prev > 0.
+func request(key, evidence string, prev int64) *condRequest {
+	r := &condRequest{done: make(chan struct{})}
+	r.decide = func(now time.Time) ([]store.Write, error) {
+		op := newOp(key, now)
+		w := store.Write{InsertOperation: op}
+		if prev > 0 {
+			op.Revision = prev + 1
+			w = store.Write{UpdateOperation: op, PrevRevision: prev}
+		}
+		e := &store.TimelineEntry{Tenant: "t", Key: key, At: now, Actor: "w", Event: "e", Evidence: evidence}
+		return []store.Write{w, {AppendTimeline: e}}, nil
+	}
+	r.state.Store(requestTaken)
+	return r
+}
+
+// TestGroupIsolatesCallers writes one group in which one caller's condition
+// fails and another's statement fails outright (a NUL byte, which
+// PostgreSQL's text refuses), aborting the shared transaction: every other
+// caller must still be written, each caller must get its own outcome, and
+// nothing of the failing callers may remain.
+func TestGroupIsolatesCallers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx, nil))
+
+	group := []*condRequest{
+		request("k1", "fine", 0),
+		request("k2", "bad \x00 byte", 0),
+		request("missing", "conflict", 1),
+		request("k4", "fine", 0),
+	}
+	s.group.write(group)
+	for _, r := range group {
+		<-r.done
+	}
+	require.NoError(t, group[0].err)
+	require.Error(t, group[1].err)
+	require.False(t, errors.Is(group[1].err, store.ErrConflict), "a failing statement is not a lost race: %v", group[1].err)
+	require.ErrorIs(t, group[2].err, store.ErrConflict)
+	require.NoError(t, group[3].err)
+
+	err = s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		for key, want := range map[string]int{"k1": 1, "k2": 0, "missing": 0, "k4": 1} {
+			_, err := r.GetOperation(ctx, "t", key)
+			if want == 0 {
+				require.ErrorIs(t, err, store.ErrNotFound, key)
+			} else {
+				require.NoError(t, err, key)
+			}
+			tl, err := r.ListTimeline(ctx, "t", key)
+			require.NoError(t, err)
+			require.Len(t, tl, want, key)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+
+	// A second insert of k1 is a lost race and writes nothing; an update
+	// from the right revision goes through.
+	again := []*condRequest{request("k1", "again", 0), request("k4", "updated", 1)}
+	s.group.write(again)
+	require.ErrorIs(t, again[0].err, store.ErrConflict)
+	require.NoError(t, again[1].err)
+	err = s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		tl, err := r.ListTimeline(ctx, "t", "k1")
+		require.NoError(t, err)
+		require.Len(t, tl, 1)
+		op, err := r.GetOperation(ctx, "t", "k4")
+		require.NoError(t, err)
+		require.Equal(t, int64(2), op.Revision)
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// TestTombstoneBlocksConditionalInsert: a key with a tombstone is not new.
+func TestTombstoneBlocksConditionalInsert(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx, nil))
+	now := time.Now().UTC()
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.UpsertTombstone(ctx, &store.Tombstone{Tenant: "t", Key: "gone", Fingerprint: "f", State: "succeeded",
+			CreatedAt: now, FinishedAt: now, CompactedAt: now})
+	}))
+	err = s.WriteConditional(ctx, request("gone", "x", 0).decide)
+	require.ErrorIs(t, err, store.ErrConflict)
+	err = s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		_, err := r.GetOperation(ctx, "t", "gone")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		return nil
+	})
+	require.NoError(t, err)
+}
