@@ -119,3 +119,31 @@ func BenchmarkReport(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLifecycle runs whole protected operations (claim of a new key
+// with its intent inline, then a success report) from 16 parallel callers:
+// the path opledger bench measures, without its durability settings.
+func BenchmarkLifecycle(b *testing.B) {
+	for _, st := range testdb.Stores() {
+		b.Run(st.Name, func(b *testing.B) {
+			l := openBenchLedger(b, st)
+			ctx := context.Background()
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(8) // 8 × GOMAXPROCS callers
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					key := "bench:" + strconv.FormatInt(n.Add(1), 10)
+					c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: benchPayload}})
+					if err == nil {
+						_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "ref"})
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

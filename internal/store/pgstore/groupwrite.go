@@ -39,7 +39,7 @@ import (
 // committers is how many shared transactions may be in flight at once.
 // More overlap round trips with the server's work; fewer make larger
 // groups. The pool must have room for them beside ordinary transactions.
-const committers = 4
+const committers = 2
 
 // maxGroup bounds the callers of one shared transaction.
 const maxGroup = 64
