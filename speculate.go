@@ -1,8 +1,10 @@
 package opledger
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -151,7 +153,18 @@ func (s *snapshots) keep(t *txn, prev *store.Attempt) {
 			break
 		}
 	}
-	s.m[k] = snapshot{op: t.op, attempt: a}
+	s.m[k] = snapshot{op: ownRow(t.op), attempt: a}
+}
+
+// ownRow copies op with slices of its own: the row a transition returned
+// shares them with its caller (the intent's payload, the Operation
+// returned), who may reuse them, and a snapshot is written back whole.
+func ownRow(op *store.Operation) *store.Operation {
+	c := *op
+	c.Payload = bytes.Clone(op.Payload)
+	c.Response = bytes.Clone(op.Response)
+	c.SensitiveFields = slices.Clone(op.SensitiveFields)
+	return &c
 }
 
 // speculate makes decide on snap (snap.op nil: the key is new) and has the

@@ -119,6 +119,21 @@ func testSpeculation(t *testing.T, h Harness) {
 		require.Empty(t, b.events(t, in.Key), "nothing was written for the compacted key")
 	})
 
+	t.Run("CallerReusesBuffers", func(t *testing.T) {
+		b := setup(t, h)
+		in := intent("spec:buffers")
+		payload := []byte(`{"submission":"S-847","units":2}`)
+		in.Payload = payload
+		c, err := b.ledger.Claim(b.ctx, in.Key, opledger.ClaimOptions{Intent: &in})
+		require.NoError(t, err)
+		copy(payload, `{"submission":"XXXXX","units":9}`) // the caller's buffer is reused
+		c.Operation.Payload[2] = 'Z'                     // and so is what it was given
+		b.report(t, in.Key, c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-4"})
+		op, err := b.ledger.Get(b.ctx, in.Key)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"submission":"S-847","units":2}`, string(op.Payload), "the report wrote the recorded payload back")
+	})
+
 	t.Run("StaleSnapshot", func(t *testing.T) {
 		b := setup(t, h)
 		// Another process on the same store.
