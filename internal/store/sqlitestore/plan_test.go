@@ -127,7 +127,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	var txCalls []recordedCall
 	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		txRec := &recorder{q: tx.(*sqlTx).q}
-		w := &sqlTx{sqlReader{q: txRec}}
+		w := &sqlTx{sqlReader: sqlReader{q: txRec}}
 		step(txRec, "LockDue/tenant", func() error {
 			_, err := w.LockDue(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})
 			return err
