@@ -167,7 +167,9 @@ func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) erro
 // Besides ns/op and allocations it reports wal-bytes/op, the bytes the two
 // commits append to the WAL (every page a transaction changes is written
 // once per commit, 4 KiB and a 24-byte frame header each), and
-// wal-pages/op. A read transaction held open on another connection keeps
+// wal-pages/op, and cpu-µs/op, the CPU time the process spent per
+// operation (user and system; less sensitive than ns/op to other work on
+// the machine, though not immune). A read transaction held open on another connection keeps
 // checkpoints from restarting the WAL, so that the growth of its frame
 // count is exactly what the operations wrote. Unlike ns/op, these do not
 // depend on the noise of a shared machine.
@@ -225,6 +227,7 @@ func BenchmarkLifecycleWrites(b *testing.B) {
 		return log
 	}
 	before := frames()
+	cpuBefore, cpuOK := processCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -233,6 +236,9 @@ func BenchmarkLifecycleWrites(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	if cpuAfter, ok := processCPU(); ok && cpuOK {
+		b.ReportMetric(float64(cpuAfter-cpuBefore)/float64(b.N), "cpu-µs/op")
+	}
 	grown := float64(frames() - before)
 	b.ReportMetric(grown*(4096+24)/float64(b.N), "wal-bytes/op")
 	b.ReportMetric(grown/float64(b.N), "wal-pages/op")
