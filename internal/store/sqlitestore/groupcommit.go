@@ -165,7 +165,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 		if err := r.ctx.Err(); err != nil {
 			results[0].err = fmt.Errorf("begin: %w", err)
 		} else {
-			results[0] = runFn(r, &sqlTx{sqlReader{q: q}})
+			results[0] = runFn(r, &sqlTx{sqlReader: sqlReader{q: q}})
 		}
 		if results[0].err != nil || results[0].panicked != nil {
 			_ = tx.Rollback()
@@ -182,7 +182,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 				s.abort(tx, batch, results, i, fmt.Errorf("begin: %w", mapErr(err)))
 				return
 			}
-			res := runFn(r, &sqlTx{sqlReader{q: q}})
+			res := runFn(r, &sqlTx{sqlReader: sqlReader{q: q}})
 			end := `RELEASE w`
 			if res.err != nil || res.panicked != nil {
 				end = `ROLLBACK TO w`

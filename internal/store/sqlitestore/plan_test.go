@@ -47,13 +47,15 @@ func (r *recorder) QueryRowContext(ctx context.Context, query string, args ...an
 	return r.q.QueryRowContext(ctx, query, args...)
 }
 
-// wantIndex names the indexes each statement is built for (migrations 001
-// and 002); its plan must search the table through one of them.
+// wantIndex names the indexes each statement is built for (migrations 001,
+// 002 and 005); its plan must search the table through one of them.
 var wantIndex = map[string][]string{
 	"GetOperation":               {"PRIMARY KEY"},
 	"GetOperation/in_tx":         {"PRIMARY KEY"},
 	"UpdateOperation":            {"PRIMARY KEY"},
-	"GetAttempt":                 {"sqlite_autoindex_attempts_1", "attempts_operation"},
+	"GetAttempt":                 {"PRIMARY KEY", "attempts_operation"},
+	"ListAttempts":               {"attempts_operation"},
+	"ListTimeline":               {"timeline_operation"},
 	"DueOperations/tenant":       {"operations_due"},
 	"DueOperations/destinations": {"operations_due"},
 	"LockDue/tenant":             {"operations_due"},
@@ -104,6 +106,8 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	}
 	step(rec, "GetOperation", func() error { _, err := r.GetOperation(ctx, tenant, "bulk:00004242"); return err })
 	step(rec, "GetAttempt", func() error { _, err := r.GetAttempt(ctx, tenant, "bulk:00004242", "bulk-00004242"); return err })
+	step(rec, "ListAttempts", func() error { _, err := r.ListAttempts(ctx, tenant, "bulk:00004242"); return err })
+	step(rec, "ListTimeline", func() error { _, err := r.ListTimeline(ctx, tenant, "bulk:00004242"); return err })
 	step(rec, "DueOperations/tenant", func() error {
 		_, err := r.DueOperations(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})
 		return err
@@ -127,7 +131,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	var txCalls []recordedCall
 	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		txRec := &recorder{q: tx.(*sqlTx).q}
-		w := &sqlTx{sqlReader{q: txRec}}
+		w := &sqlTx{sqlReader: sqlReader{q: txRec}}
 		step(txRec, "LockDue/tenant", func() error {
 			_, err := w.LockDue(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})
 			return err

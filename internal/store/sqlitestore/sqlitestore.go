@@ -197,7 +197,15 @@ type sqlReader struct {
 	now time.Time
 }
 
-type sqlTx struct{ sqlReader }
+type sqlTx struct {
+	sqlReader
+	// stored holds, for the operations this transaction has read or
+	// written, their rows as they are now in the database, so that
+	// UpdateOperation can set only the columns that change (see there).
+	// Transactions touch one operation or a few: a slice searched in
+	// order.
+	stored []*storedOp
+}
 
 func toMicros(t time.Time) int64 {
 	if t.IsZero() {
@@ -250,6 +258,13 @@ const opColumns = `tenant, key, action, destination, version, fingerprint, paylo
 type scanner interface{ Scan(dest ...any) error }
 
 func scanOperation(sc scanner) (*store.Operation, error) {
+	op, _, err := scanOperationRaw(sc)
+	return op, err
+}
+
+// scanOperationRaw is scanOperation that also returns the sensitive_fields
+// column as stored (JSON text).
+func scanOperationRaw(sc scanner) (*store.Operation, string, error) {
 	var (
 		op                                                store.Operation
 		sensitive                                         string
@@ -264,10 +279,10 @@ func scanOperation(sc scanner) (*store.Operation, error) {
 		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
 		&created, &updated, &protectedUntil)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := json.Unmarshal([]byte(sensitive), &op.SensitiveFields); err != nil {
-		return nil, fmt.Errorf("decode sensitive_fields of %s: %w", op.Key, err)
+		return nil, "", fmt.Errorf("decode sensitive_fields of %s: %w", op.Key, err)
 	}
 	op.RequiresApproval = reqApproval != 0
 	op.Dispatched = dispatched != 0
@@ -280,7 +295,7 @@ func scanOperation(sc scanner) (*store.Operation, error) {
 	op.CreatedAt = fromMicros(created)
 	op.UpdatedAt = fromMicros(updated)
 	op.ProtectedUntil = fromMicros(protectedUntil)
-	return &op, nil
+	return &op, sensitive, nil
 }
 
 func opArgs(op *store.Operation) ([]any, error) {
@@ -306,14 +321,32 @@ func opArgs(op *store.Operation) ([]any, error) {
 }
 
 func (r *sqlReader) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
+	op, _, err := r.getOperation(ctx, tenant, key)
+	return op, err
+}
+
+// getOperation is GetOperation that also returns the sensitive_fields
+// column as stored.
+func (r *sqlReader) getOperation(ctx context.Context, tenant, key string) (*store.Operation, string, error) {
 	row := r.q.QueryRowContext(ctx, `SELECT `+opColumns+` FROM operations WHERE tenant = ? AND key = ?`, tenant, key)
-	op, err := scanOperation(row)
+	op, sensitive, err := scanOperationRaw(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.ErrNotFound
+		return nil, "", store.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get operation: %w", err)
+		return nil, "", fmt.Errorf("get operation: %w", err)
 	}
+	return op, sensitive, nil
+}
+
+// GetOperation reads the operation and keeps a copy of the row for
+// UpdateOperation.
+func (t *sqlTx) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
+	op, sensitive, err := t.getOperation(ctx, tenant, key)
+	if err != nil {
+		return nil, err
+	}
+	t.keep(op, sensitive)
 	return op, nil
 }
 
@@ -530,6 +563,7 @@ func (t *sqlTx) InsertOperation(ctx context.Context, op *store.Operation) error 
 	if err != nil {
 		return fmt.Errorf("insert operation: %w", mapErr(err))
 	}
+	t.keep(op, args[opSensitiveArg].(string))
 	return nil
 }
 
@@ -537,19 +571,25 @@ func placeholders(n int) string {
 	return "?" + strings.Repeat(", ?", n-1)
 }
 
+// UpdateOperation sets only the columns whose values differ from the row
+// this transaction last read or wrote, when it has that row at
+// prevRevision. SQLite rewrites the entries of every index that covers a
+// column of the SET list (or whose WHERE clause reads one), whether or not
+// the value changes: setting all columns rewrote all seven indexes of
+// operations on every transition. The copy is exact for as long as the
+// transaction runs: it holds the database's write lock, every write this
+// transaction makes to the row goes through UpdateOperation (which
+// refreshes the copy) or DeleteOperation (which drops it), and the
+// revision check in the WHERE clause still guards the write. Without a copy
+// (an update of a row this transaction never read) every column is set.
 func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRevision int64) error {
 	args, err := opArgs(op)
 	if err != nil {
 		return err
 	}
-	cols := strings.Split(opColumns, ",")
-	sets := make([]string, 0, len(cols))
-	for _, c := range cols[2:] { // tenant and key never change
-		sets = append(sets, strings.TrimSpace(c)+" = ?")
-	}
-	args = append(args[2:], op.Tenant, op.Key, prevRevision)
-	res, err := t.q.ExecContext(ctx, `UPDATE operations SET `+strings.Join(sets, ", ")+
-		` WHERE tenant = ? AND key = ? AND revision = ?`, args...)
+	sensitive := args[opSensitiveArg].(string)
+	query, args := updateOperationSQL(t.find(op.Tenant, op.Key, prevRevision), op, sensitive, args, prevRevision)
+	res, err := t.q.ExecContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("update operation: %w", mapErr(err))
 	}
@@ -560,6 +600,7 @@ func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRe
 	if n != 1 {
 		return fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)
 	}
+	t.keep(op, sensitive)
 	return nil
 }
 
@@ -571,6 +612,7 @@ func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revisio
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return fmt.Errorf("delete operation %s: %w", key, store.ErrConflict)
 	}
+	t.forget(tenant, key)
 	for _, q := range []string{
 		`DELETE FROM timeline WHERE tenant = ? AND key = ?`,
 		`DELETE FROM attempts WHERE tenant = ? AND key = ?`,

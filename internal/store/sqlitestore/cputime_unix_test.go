@@ -1,0 +1,15 @@
+//go:build unix
+
+package sqlitestore_test
+
+import "syscall"
+
+// processCPU returns the CPU time (user and system) the process has used,
+// in microseconds, and true; false where it cannot be read.
+func processCPU() (int64, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000, true
+}
