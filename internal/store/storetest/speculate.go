@@ -127,7 +127,7 @@ func testSpeculation(t *testing.T, h Harness) {
 		c, err := b.ledger.Claim(b.ctx, in.Key, opledger.ClaimOptions{Intent: &in})
 		require.NoError(t, err)
 		copy(payload, `{"submission":"XXXXX","units":9}`) // the caller's buffer is reused
-		c.Operation.Payload[2] = 'Z'                     // and so is what it was given
+		c.Operation.Payload[2] = 'Z'                      // and so is what it was given
 		b.report(t, in.Key, c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-4"})
 		op, err := b.ledger.Get(b.ctx, in.Key)
 		require.NoError(t, err)
