@@ -34,10 +34,18 @@ measures the batched floor: the same INSERTs from concurrent callers sharing
 transactions (one fsync for many rows), the reference for group commit.
 --preload N first fills the ledger with N operations (a realistic mix of
 states, each with its attempt and timeline) so that the run measures a ledger
-that has been in use.`,
+that has been in use.
+
+--mode chooses what a protected operation goes through: library (the ledger
+in process: claim with the intent inline, then report), http (the HTTP API on
+loopback, the same two calls) or proxy (one POST with a fresh Idempotency-Key
+through the Idempotency-Key proxy on loopback, in front of a loopback upstream
+that answers at once; the run fails unless the upstream received exactly one
+request per protected operation).`,
 		Example: `  opledger bench
   opledger bench --db postgres://postgres@127.0.0.1:5432/test --concurrency 1,8,32 --duration 10s
   opledger bench --mode http --json
+  opledger bench --mode proxy --concurrency 1,8,32 --duration 5s
   opledger bench --preload 1000000 --concurrency 32`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,7 +93,7 @@ that has been in use.`,
 	cmd.Flags().StringVar(&dsn, "db", "", "store to measure (default: a fresh SQLite file)")
 	cmd.Flags().StringVar(&conc, "concurrency", "1,8,32", "comma-separated concurrencies")
 	cmd.Flags().DurationVar(&dur, "duration", 10*time.Second, "measuring time per cell (floor and protected each)")
-	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process) or http (API on loopback)")
+	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process), http (API on loopback) or proxy (Idempotency-Key proxy on loopback)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
 	return cmd
