@@ -632,16 +632,4 @@ func randomHex(n int) string {
 }
 
 // rssMB is the process's resident memory, from /proc (0 where unavailable).
-func rssMB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
+func rssMB() float64 { return procStatusMB(os.Getpid(), "VmRSS") }
