@@ -60,6 +60,14 @@ const (
 	HeaderBodyOmitted = "Opledger-Body-Omitted"
 )
 
+// MaxIdleConnsPerUpstream is how many idle connections the default
+// transport keeps to each upstream. net/http's default is 2: with more
+// concurrent callers than that, every request beyond the second closes its
+// connection after the answer and the next one opens a new one (a TCP
+// connect, and a TLS handshake for https), so the proxy's throughput would
+// be bounded by connection setup rather than by the ledger or the upstream.
+const MaxIdleConnsPerUpstream = 64
+
 // MaxKeyLength is the longest Idempotency-Key value accepted.
 const MaxKeyLength = 255
 
@@ -75,7 +83,8 @@ type Config struct {
 	// (operations are named by their digest keys). Default slog.Default().
 	Logger *slog.Logger
 	// Transport sends the forwarded requests and lookups. Default: a clone
-	// of http.DefaultTransport.
+	// of http.DefaultTransport keeping MaxIdleConnsPerUpstream idle
+	// connections to each upstream.
 	Transport http.RoundTripper
 	// Worker names the proxy in attempts and the timeline. Default "proxy".
 	Worker string
@@ -120,7 +129,10 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 	}
 	transport := cfg.Transport
 	if transport == nil {
-		transport = http.DefaultTransport.(*http.Transport).Clone()
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = MaxIdleConnsPerUpstream
+		tr.MaxIdleConns = max(tr.MaxIdleConns, MaxIdleConnsPerUpstream*len(cfg.Upstreams))
+		transport = tr
 	}
 	routes, err := buildRoutes(cfg.Upstreams, destination.LoadOptions{Transport: transport})
 	if err != nil {

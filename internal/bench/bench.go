@@ -6,11 +6,16 @@
 // in shared transactions (group commit), the best a single-writer database
 // can do with one fsync per commit. opledger bench is its command line.
 //
+// Modes: library (the ledger in process), http (the HTTP API on loopback),
+// proxy (the Idempotency-Key proxy on loopback in front of a trivial
+// upstream).
+//
 // Allowed imports: opledger and its public packages, the SQL drivers, and
 // the synthetic loaders of internal/store/sqlitestore and pgstore.
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -20,6 +25,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -37,6 +44,7 @@ import (
 	"github.com/opledger/opledger/client"
 	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
+	"github.com/opledger/opledger/proxy"
 	"github.com/opledger/opledger/server"
 )
 
@@ -49,7 +57,14 @@ const (
 	ModeLibrary Mode = "library"
 	// ModeHTTP goes through the HTTP API on loopback: claim with the intent inline, then outcome.
 	ModeHTTP Mode = "http"
+	// ModeProxy sends one POST with a fresh Idempotency-Key through the
+	// Idempotency-Key proxy (package proxy) on loopback, in front of a
+	// loopback upstream that answers 200 with a tiny JSON body at once.
+	ModeProxy Mode = "proxy"
 )
+
+// Modes are the valid modes, in the order the command line lists them.
+var Modes = []Mode{ModeLibrary, ModeHTTP, ModeProxy}
 
 // Config is one bench run.
 type Config struct {
@@ -84,6 +99,10 @@ type Cell struct {
 	BatchedFloorOpsPerSec float64 `json:"batched_floor_ops_per_sec,omitempty"`
 	BatchedFloorP99ms     float64 `json:"batched_floor_p99_ms,omitempty"`
 	RatioToBatchedFloor   float64 `json:"ratio_to_batched_floor,omitempty"`
+	// UpstreamRequests (proxy mode) is how many requests the upstream
+	// received while the protected operations were measured: exactly Ops,
+	// or the run fails (a request forwarded twice, or not at all).
+	UpstreamRequests int64 `json:"upstream_requests,omitempty"`
 	// Preload is how many operations the ledger held before measuring.
 	Preload         int     `json:"preload"`
 	RSSMB           float64 `json:"rss_mb"`
@@ -101,15 +120,26 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModeLibrary
 	}
-	if cfg.Mode != ModeLibrary && cfg.Mode != ModeHTTP {
-		return nil, fmt.Errorf("mode must be library or http (got %q)", cfg.Mode)
+	if !slices.Contains(Modes, cfg.Mode) {
+		return nil, fmt.Errorf("mode must be library, http or proxy (got %q)", cfg.Mode)
 	}
 	dsn, cleanup, err := freshStore(ctx, cfg.DSN)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "bench"})
+	opts := opledger.Options{Worker: "bench"}
+	var up *upstream
+	if cfg.Mode == ModeProxy {
+		if up, err = startUpstream(); err != nil {
+			return nil, err
+		}
+		defer up.close()
+		if opts.DestinationRetryPolicies, err = proxy.RetryPolicies(up.proxyUpstreams()); err != nil {
+			return nil, err
+		}
+	}
+	l, err := opledger.Open(ctx, dsn, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +155,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 	}
 	defer floor.close()
 
-	op, stop, err := protectedOp(ctx, l, cfg.Mode)
+	op, stop, err := protectedOp(ctx, l, cfg.Mode, slices.Max(cfg.Concurrency), up)
 	if err != nil {
 		return nil, err
 	}
@@ -155,14 +185,24 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 				return nil, fmt.Errorf("batched floor at c=%d: %w", c, err)
 			}
 		}
+		var forwarded int64
+		if up != nil {
+			forwarded = up.requests.Load()
+		}
 		ops, lat, err := measure(c, op)
 		if err != nil {
 			return nil, fmt.Errorf("protected operations at c=%d: %w", c, err)
 		}
+		if up != nil {
+			forwarded = up.requests.Load() - forwarded
+			if forwarded != ops {
+				return nil, fmt.Errorf("proxy at c=%d: the upstream received %d requests for %d protected operations", c, forwarded, ops)
+			}
+		}
 		secs := cfg.Duration.Seconds()
 		cell := Cell{Mode: cfg.Mode, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
 			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: fops, FloorOpsPerSec: float64(fops) / secs,
-			FloorP99ms: quantile(flat, 0.99), Preload: cfg.Preload, RSSMB: rssMB(), DurationSeconds: secs}
+			FloorP99ms: quantile(flat, 0.99), UpstreamRequests: forwarded, Preload: cfg.Preload, RSSMB: rssMB(), DurationSeconds: secs}
 		if cell.FloorOpsPerSec > 0 {
 			cell.RatioToFloor = cell.OpsPerSec / cell.FloorOpsPerSec
 		}
@@ -259,8 +299,9 @@ func quantile(lats []time.Duration, q float64) float64 {
 	return float64(lats[i].Microseconds()) / 1000
 }
 
-// protectedOp returns the function that runs one protected operation.
-func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode) (func(context.Context, int, int64) error, func(), error) {
+// protectedOp returns the function that runs one protected operation, for
+// up to maxConc callers at once; up is the upstream of the proxy mode.
+func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, maxConc int, up *upstream) (func(context.Context, int, int64) error, func(), error) {
 	run := randomHex(4)
 	payload := json.RawMessage(`{"units":2,"order":"BENCH"}`)
 	var next atomic.Int64
@@ -288,7 +329,7 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode) (func(conte
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
 		go func() { _ = srv.Run(sctx); close(done) }()
-		cl := client.New(srv.URL(), token, nil)
+		cl := client.New(srv.URL(), token, httpClient(maxConc))
 		in := client.Intent{Action: "noop", Destination: "bench", Payload: payload}
 		return func(ctx context.Context, w int, seq int64) error {
 				key := keyOf(w, seq)
@@ -303,8 +344,99 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode) (func(conte
 				cancel()
 				<-done
 			}, nil
+	case ModeProxy:
+		p, err := proxy.New(l, proxy.Config{Upstreams: up.proxyUpstreams(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return nil, nil, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			p.Close()
+			return nil, nil, err
+		}
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() { _ = p.Run(sctx, ln, 0); close(done) }()
+		target := "http://" + ln.Addr().String() + "/orders"
+		hc := httpClient(maxConc)
+		return func(ctx context.Context, w int, seq int64) error {
+				// Not cancelled when the measurement ends: a request the
+				// proxy has forwarded is always answered and counted, so
+				// that the upstream's count must equal the bench's.
+				req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, target, bytes.NewReader(payload))
+				if err != nil {
+					return err
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(proxy.HeaderIdempotencyKey, keyOf(w, seq))
+				resp, err := hc.Do(req)
+				if err != nil {
+					return err
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					return err
+				}
+				if resp.StatusCode != http.StatusOK || resp.Header.Get(proxy.HeaderReplayed) != "" {
+					return fmt.Errorf("proxy answered %s (replayed: %q): %s", resp.Status, resp.Header.Get(proxy.HeaderReplayed), body)
+				}
+				return nil
+			}, func() {
+				cancel()
+				<-done
+				hc.CloseIdleConnections()
+				p.Close()
+			}, nil
 	}
 	return nil, nil, fmt.Errorf("unknown mode %q", mode)
+}
+
+// httpClient is the bench's HTTP client: it keeps an idle connection for
+// each of up to conc concurrent callers, so that the bench measures the
+// server, not TCP connects (net/http keeps 2 per host by default).
+func httpClient(conc int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(conc, 2)
+	tr.MaxIdleConns = max(tr.MaxIdleConns, conc)
+	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
+}
+
+// upstream is the API behind the proxy in proxy mode: it answers every
+// request at once with 200 and a tiny JSON body, and counts the requests.
+type upstream struct {
+	url      string
+	requests atomic.Int64
+	srv      *http.Server
+	done     chan struct{}
+}
+
+func startUpstream() (*upstream, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	u := &upstream{url: "http://" + ln.Addr().String(), done: make(chan struct{})}
+	answer := []byte(`{"id":"bench"}`)
+	u.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		u.requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	})}
+	go func() { _ = u.srv.Serve(ln); close(u.done) }()
+	return u, nil
+}
+
+// proxyUpstreams is the proxy's configuration: this upstream, with the
+// defaults.
+func (u *upstream) proxyUpstreams() []proxy.Upstream {
+	return []proxy.Upstream{{Name: "bench", URL: u.url}}
+}
+
+func (u *upstream) close() {
+	_ = u.srv.Close()
+	<-u.done
 }
 
 // floor inserts one row per call into a plain table of the same store,
@@ -500,16 +632,4 @@ func randomHex(n int) string {
 }
 
 // rssMB is the process's resident memory, from /proc (0 where unavailable).
-func rssMB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
+func rssMB() float64 { return procStatusMB(os.Getpid(), "VmRSS") }

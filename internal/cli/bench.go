@@ -21,6 +21,7 @@ func newBenchCmd() *cobra.Command {
 		dur             time.Duration
 		asJSON          bool
 		preload         int
+		serveRSS        int64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -34,11 +35,27 @@ measures the batched floor: the same INSERTs from concurrent callers sharing
 transactions (one fsync for many rows), the reference for group commit.
 --preload N first fills the ledger with N operations (a realistic mix of
 states, each with its attempt and timeline) so that the run measures a ledger
-that has been in use.`,
+that has been in use.
+
+--mode chooses what a protected operation goes through: library (the ledger
+in process: claim with the intent inline, then report), http (the HTTP API on
+loopback, the same two calls) or proxy (one POST with a fresh Idempotency-Key
+through the Idempotency-Key proxy on loopback, in front of a loopback upstream
+that answers at once; the run fails unless the upstream received exactly one
+request per protected operation).
+
+--serve-rss N (with --mode http) measures the memory of the server instead:
+it starts 'opledger serve' (this executable) as a child process on a fresh
+ledger and a free loopback port, runs N protected operations through its API
+at the first --concurrency, and reports the child's resident memory (VmRSS)
+after N/2 and after N operations, the growth between them and its peak, then
+stops it with SIGTERM.`,
 		Example: `  opledger bench
   opledger bench --db postgres://postgres@127.0.0.1:5432/test --concurrency 1,8,32 --duration 10s
   opledger bench --mode http --json
-  opledger bench --preload 1000000 --concurrency 32`,
+  opledger bench --mode proxy --concurrency 1,8,32 --duration 5s
+  opledger bench --preload 1000000 --concurrency 32
+  opledger bench --mode http --serve-rss 1000000 --concurrency 32`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode), Preload: preload}
@@ -54,6 +71,12 @@ that has been in use.`,
 			}
 			if dur <= 0 {
 				return usageError{fmt.Errorf("--duration must be positive, e.g. 10s")}
+			}
+			if cmd.Flags().Changed("serve-rss") {
+				if mode != string(bench.ModeHTTP) || preload != 0 || serveRSS < 2 {
+					return usageError{fmt.Errorf("--serve-rss N takes --mode http, no --preload, and N of at least 2")}
+				}
+				return benchServeRSS(cmd, bench.ServeRSSConfig{DSN: dsn, Ops: serveRSS, Concurrency: cfg.Concurrency[0]}, asJSON)
 			}
 			if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 				bar := progressbar.NewOptions64(int64(time.Duration(len(cfg.Concurrency)*bench.Phases(dsn))*dur/time.Millisecond),
@@ -85,8 +108,32 @@ that has been in use.`,
 	cmd.Flags().StringVar(&dsn, "db", "", "store to measure (default: a fresh SQLite file)")
 	cmd.Flags().StringVar(&conc, "concurrency", "1,8,32", "comma-separated concurrencies")
 	cmd.Flags().DurationVar(&dur, "duration", 10*time.Second, "measuring time per cell (floor and protected each)")
-	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process) or http (API on loopback)")
+	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process), http (API on loopback) or proxy (Idempotency-Key proxy on loopback)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
+	cmd.Flags().Int64Var(&serveRSS, "serve-rss", 0, "with --mode http: run N operations through a child 'opledger serve' and report its memory")
 	return cmd
+}
+
+// benchServeRSS runs bench --serve-rss and prints its one result.
+func benchServeRSS(cmd *cobra.Command, cfg bench.ServeRSSConfig, asJSON bool) error {
+	if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		bar := progressbar.NewOptions64(cfg.Ops, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("bench"),
+			progressbar.OptionClearOnFinish())
+		cfg.Progress = func(done, _ int64) { _ = bar.Set64(done) }
+		defer bar.Finish()
+	}
+	r, err := bench.ServeRSS(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		return writeJSONLines(out, []*bench.ServeRSSResult{r})
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tstore\tc\tops\tops/s\tp50 ms\tp99 ms\tserve rss MB at N/2\tat N\tgrowth %\tpeak MB\t")
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.Mode, r.Store, r.Concurrency, r.Ops,
+		r.OpsPerSec, r.P50ms, r.P99ms, r.RSSHalfMB, r.RSSEndMB, r.RSSGrowthPct, r.RSSPeakMB)
+	return tw.Flush()
 }

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,4 +140,47 @@ func TestBench(t *testing.T) {
 	_, errOut, code = run(t, "bench", "--concurrency", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--concurrency")
+}
+
+// TestBenchServeRSS runs bench --serve-rss with a small N: the child serve
+// (this test's built binary) takes exactly N operations through its API,
+// both memory readings are there, and the child stopped cleanly on SIGTERM
+// (the command fails otherwise).
+func TestBenchServeRSS(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "rss.db")
+	out, errOut, code := run(t, "bench", "--mode", "http", "--serve-rss", "2000", "--concurrency", "4", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	var r struct {
+		Mode         string  `json:"mode"`
+		Store        string  `json:"store"`
+		Concurrency  int     `json:"concurrency"`
+		Ops          int64   `json:"ops"`
+		RSSHalfMB    float64 `json:"rss_half_mb"`
+		RSSEndMB     float64 `json:"rss_end_mb"`
+		RSSGrowthPct float64 `json:"rss_growth_pct"`
+		RSSPeakMB    float64 `json:"rss_peak_mb"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	require.Equal(t, "http", r.Mode)
+	require.Equal(t, "sqlite", r.Store)
+	require.Equal(t, 4, r.Concurrency)
+	require.EqualValues(t, 2000, r.Ops)
+	require.Positive(t, r.RSSHalfMB)
+	require.Positive(t, r.RSSEndMB)
+	require.GreaterOrEqual(t, r.RSSPeakMB, r.RSSEndMB)
+	require.InDelta(t, (r.RSSEndMB-r.RSSHalfMB)/r.RSSHalfMB*100, r.RSSGrowthPct, 1e-9)
+	_, err := os.Stat(strings.TrimPrefix(dsn, "sqlite:"))
+	require.True(t, os.IsNotExist(err), "the bench's ledger is removed afterwards")
+
+	for _, args := range [][]string{
+		{"--serve-rss", "1000"},                    // library mode
+		{"--mode", "http", "--serve-rss", "1"},     // too few
+		{"--mode", "proxy", "--serve-rss", "1000"}, // not the API
+		{"--mode", "http", "--serve-rss", "1000", "--preload", "10"},
+	} {
+		_, errOut, code = run(t, append([]string{"bench"}, args...)...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		require.Contains(t, errOut, "--serve-rss N takes --mode http")
+	}
 }

@@ -1,0 +1,104 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/proxy"
+)
+
+// TestUpstreamConnectionsReused: the default transport keeps an idle
+// connection to the upstream for each of n concurrent requests (n ≤
+// proxy.MaxIdleConnsPerUpstream), so a second burst of n concurrent
+// requests opens no new connections. With net/http's default of 2 idle
+// connections per host it would open n-2.
+func TestUpstreamConnectionsReused(t *testing.T) {
+	t.Parallel()
+	const n = 16
+	var (
+		conns atomic.Int64
+		burst sync.WaitGroup
+	)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		// Every request of a burst is held until all n have arrived, so
+		// the burst needs n upstream connections at once.
+		burst.Done()
+		burst.Wait()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"R"}`)
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+
+	u := []proxy.Upstream{{Name: "crm", URL: up.URL}}
+	policies, err := proxy.RetryPolicies(u)
+	require.NoError(t, err)
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{DestinationRetryPolicies: policies})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	p, err := proxy.New(l, proxy.Config{Upstreams: u, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+
+	send := func(round int) {
+		burst.Add(n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, err := http.NewRequest(http.MethodPost, srv.URL+"/records", strings.NewReader(`{"n":1}`))
+				if !assertNoError(t, err) {
+					return
+				}
+				req.Header.Set("Idempotency-Key", fmt.Sprintf("k-%d-%d", round, i))
+				resp, err := http.DefaultClient.Do(req)
+				if !assertNoError(t, err) {
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	send(1)
+	require.EqualValues(t, n, conns.Load(), "the first burst needs n connections")
+	send(2)
+	// Slack for a connection not yet back in the idle pool when the next
+	// burst starts; without idle connections kept it would be n-2.
+	require.LessOrEqual(t, conns.Load()-n, int64(n/4), "the second burst reuses the first one's connections")
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
