@@ -222,3 +222,16 @@ func TestGroupCommitConcurrentAcknowledgements(t *testing.T) {
 	require.Equal(t, want, tokenIDs(t, s))
 	t.Logf("%d callers, %d transactions", workers*each, s.group.commits.Load())
 }
+
+// TestTemporaryStorage: the writer keeps its savepoint journals in memory,
+// while the readers spill large sorts to temporary files, so that a query
+// over the whole ledger (Stats) does not hold it all in memory.
+func TestTemporaryStorage(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	var writer, reader int
+	require.NoError(t, s.wconn.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&writer))
+	require.NoError(t, s.reader.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&reader))
+	require.Equal(t, 2, writer, "writer: MEMORY")
+	require.NotEqual(t, 2, reader, "readers: not MEMORY")
+}

@@ -85,14 +85,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "foreign_keys(1)")
+	base := "file:" + path + "?" + q.Encode()
+
 	// Savepoints of the group commit keep a copy of each page they change
 	// (the statement journal); in memory rather than a temporary file. It
 	// holds nothing needed after a crash: the WAL alone makes a commit
-	// durable.
-	q.Add("_pragma", "temp_store(MEMORY)")
-	base := "file:" + path + "?" + q.Encode()
-
-	writer, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	// durable. Only the writer: the readers' temporary storage is where a
+	// large sort (Stats groups every attempt of the ledger) spills, and in
+	// memory it would grow with the ledger.
+	writer, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=temp_store(MEMORY)")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
