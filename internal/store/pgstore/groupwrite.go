@@ -54,7 +54,9 @@ type condRequest struct {
 	// caller gives up waiting for that.
 	state atomic.Int32
 	err   error
-	done  chan struct{}
+	// panicked is what decide panicked with, re-raised by the caller.
+	panicked any
+	done     chan struct{}
 }
 
 const (
@@ -101,36 +103,45 @@ func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time)
 	case <-g.stop:
 		return errClosed
 	}
+	var gaveUp error
 	select {
 	case <-r.done:
-		return r.err
 	case <-ctx.Done():
-		if r.state.CompareAndSwap(requestQueued, requestAbandoned) {
-			return ctx.Err()
-		}
-		<-r.done
-		return r.err
+		gaveUp = ctx.Err()
+	case <-g.stop:
+		gaveUp = errClosed
 	}
+	if gaveUp != nil && r.state.CompareAndSwap(requestQueued, requestAbandoned) {
+		return gaveUp
+	}
+	<-r.done
+	if r.panicked != nil {
+		panic(r.panicked) // decide's panic, in the caller's goroutine
+	}
+	return r.err
 }
 
 // close stops the committers once they have written what they took; the
-// requests still queued fail with errClosed.
+// callers of requests still queued give up with errClosed.
 func (g *groupWriter) close() {
 	if g.closed.Swap(true) {
 		return
 	}
+	g.start.Do(func() {}) // no committer starts after this
 	close(g.stop)
 	g.wg.Wait()
-	for {
-		select {
-		case r := <-g.queue:
-			if r.state.CompareAndSwap(requestQueued, requestTaken) {
-				r.finish(errClosed)
-			}
-		default:
-			return
+}
+
+// decideAt calls decide, turning a panic into an error for the group and
+// keeping it for the caller.
+func (r *condRequest) decideAt(now time.Time) (ws []store.Write, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.panicked = p
+			err = fmt.Errorf("conditional write: decision panicked: %v", p)
 		}
-	}
+	}()
+	return r.decide(now)
 }
 
 func (r *condRequest) finish(err error) {
@@ -234,7 +245,7 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 	var stmts pgx.Batch
 	var sent []int // indexes into group of the statements queued
 	for i, r := range group {
-		ws, err := r.decide(now)
+		ws, err := r.decideAt(now)
 		if err != nil {
 			errs[i] = err
 			continue

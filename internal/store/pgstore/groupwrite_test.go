@@ -122,3 +122,21 @@ func TestTombstoneBlocksConditionalInsert(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// TestDecisionPanicReachesCaller: a decision that panics in a committer
+// panics in its caller's goroutine, as in an ordinary transaction, and
+// the store goes on writing; after Close, callers get an error at once.
+func TestDecisionPanicReachesCaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx, nil))
+	require.PanicsWithValue(t, "boom", func() {
+		_ = s.WriteConditional(ctx, func(time.Time) ([]store.Write, error) { panic("boom") })
+	})
+	require.NoError(t, s.WriteConditional(ctx, request("after", "fine", 0).decide))
+	require.NoError(t, s.Close())
+	err = s.WriteConditional(ctx, request("closed", "x", 0).decide)
+	require.ErrorIs(t, err, errClosed)
+}
