@@ -104,7 +104,10 @@ type Cell struct {
 	// or the run fails (a request forwarded twice, or not at all).
 	UpstreamRequests int64 `json:"upstream_requests,omitempty"`
 	// Preload is how many operations the ledger held before measuring.
-	Preload         int     `json:"preload"`
+	Preload int `json:"preload"`
+	// WarmUpOps is how many unmeasured protected operations ran on a fresh
+	// PostgreSQL ledger before it was analyzed (see warmUp).
+	WarmUpOps       int64   `json:"warm_up_ops,omitempty"`
 	RSSMB           float64 `json:"rss_mb"`
 	DurationSeconds float64 `json:"duration_seconds"`
 }
@@ -160,6 +163,12 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		return nil, err
 	}
 	defer stop()
+	var warmed int64
+	if cfg.Preload == 0 && !strings.HasPrefix(dsn, "sqlite:") {
+		if warmed, err = warmUp(ctx, dsn, op); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
 
 	total := time.Duration(len(cfg.Concurrency)) * time.Duration(Phases(cfg.DSN)) * cfg.Duration
 	var elapsed time.Duration
@@ -202,7 +211,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		secs := cfg.Duration.Seconds()
 		cell := Cell{Mode: cfg.Mode, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
 			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: fops, FloorOpsPerSec: float64(fops) / secs,
-			FloorP99ms: quantile(flat, 0.99), UpstreamRequests: forwarded, Preload: cfg.Preload, RSSMB: rssMB(), DurationSeconds: secs}
+			FloorP99ms: quantile(flat, 0.99), UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs}
 		if cell.FloorOpsPerSec > 0 {
 			cell.RatioToFloor = cell.OpsPerSec / cell.FloorOpsPerSec
 		}
@@ -235,6 +244,56 @@ func preload(ctx context.Context, dsn string, n int) error {
 		return sqlitestore.LoadSynthetic(ctx, path, opledger.DefaultTenant, n, true)
 	}
 	return pgstore.LoadSynthetic(ctx, dsn, opledger.DefaultTenant, n, true)
+}
+
+// warmUpOps is how many protected operations run, unmeasured, on a fresh
+// PostgreSQL ledger before it is analyzed.
+const warmUpOps = 2000
+
+// warmUp brings a fresh PostgreSQL ledger to the state every deployment
+// reaches within its first minute: it runs warmUpOps protected operations
+// and ANALYZEs the tables, as autovacuum does once the first rows are
+// written. Without statistics, the plans PostgreSQL caches for the
+// statements while the tables are nearly empty may look an operation up
+// through a list index instead of the primary key, and keep that plan
+// (scanning ever more entries) until statistics arrive; a run of a few
+// seconds would measure only that first minute. It returns the operations
+// run.
+func warmUp(ctx context.Context, dsn string, op func(context.Context, int, int64) error) (int64, error) {
+	const workers = 8
+	var next atomic.Int64
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				seq := next.Add(1)
+				if seq > warmUpOps {
+					return
+				}
+				if err := op(ctx, w, seq); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	conn, err := pgx.Connect(ctx, withoutPoolParams(dsn))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ANALYZE operations; ANALYZE attempts; ANALYZE timeline; ANALYZE tombstones`); err != nil {
+		return 0, err
+	}
+	return warmUpOps, nil
 }
 
 // loop runs fn closed-loop on c goroutines for d and returns the count

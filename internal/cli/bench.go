@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,11 +18,11 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		dsn, conc, mode string
-		dur             time.Duration
-		asJSON          bool
-		preload         int
-		serveRSS        int64
+		dsn, conc, mode, cpuProfile string
+		dur                         time.Duration
+		asJSON                      bool
+		preload                     int
+		serveRSS                    int64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -49,12 +50,17 @@ it starts 'opledger serve' (this executable) as a child process on a fresh
 ledger and a free loopback port, runs N protected operations through its API
 at the first --concurrency, and reports the child's resident memory (VmRSS)
 after N/2 and after N operations, the growth between them and its peak, then
-stops it with SIGTERM.`,
+stops it with SIGTERM.
+
+--cpu-profile FILE records where the bench process spends its CPU (the
+ledger, and the HTTP server or proxy of those modes) for go tool pprof; the
+database server's own CPU is not in it.`,
 		Example: `  opledger bench
   opledger bench --db postgres://postgres@127.0.0.1:5432/test --concurrency 1,8,32 --duration 10s
   opledger bench --mode http --json
   opledger bench --mode proxy --concurrency 1,8,32 --duration 5s
   opledger bench --preload 1000000 --concurrency 32
+  opledger bench --mode http --concurrency 32 --cpu-profile cpu.out   # then: go tool pprof -top cpu.out
   opledger bench --mode http --serve-rss 1000000 --concurrency 32`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -84,6 +90,17 @@ stops it with SIGTERM.`,
 				cfg.Progress = func(done, _ time.Duration) { _ = bar.Set64(int64(done / time.Millisecond)) }
 				defer bar.Finish()
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpu-profile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpu-profile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			cells, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -111,6 +128,7 @@ stops it with SIGTERM.`,
 	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process), http (API on loopback) or proxy (Idempotency-Key proxy on loopback)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
+	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the bench process (ledger, HTTP server and proxy included) to this file, for go tool pprof")
 	cmd.Flags().Int64Var(&serveRSS, "serve-rss", 0, "with --mode http: run N operations through a child 'opledger serve' and report its memory")
 	return cmd
 }

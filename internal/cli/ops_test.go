@@ -140,6 +140,14 @@ func TestBench(t *testing.T) {
 	_, errOut, code = run(t, "bench", "--concurrency", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--concurrency")
+
+	profile := filepath.Join(t.TempDir(), "cpu.out")
+	_, errOut, code = run(t, "bench", "--duration", "300ms", "--concurrency", "2", "--cpu-profile", profile)
+	require.Equal(t, 0, code, errOut)
+	data, err := os.ReadFile(profile)
+	require.NoError(t, err)
+	require.Greater(t, len(data), 2)
+	require.Equal(t, []byte{0x1f, 0x8b}, data[:2], "a gzipped pprof profile")
 }
 
 // TestBenchServeRSS runs bench --serve-rss with a small N: the child serve
