@@ -283,6 +283,7 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 		return nil, fmt.Errorf("commit: %w", mapErr(err))
 	}
 	c.begun = false
+	g.s.committed(len(group))
 	return errs, nil
 }
 

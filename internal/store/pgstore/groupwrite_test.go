@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -139,4 +140,31 @@ func TestDecisionPanicReachesCaller(t *testing.T) {
 	require.NoError(t, s.Close())
 	err = s.WriteConditional(ctx, request("closed", "x", 0).decide)
 	require.ErrorIs(t, err, errClosed)
+}
+
+// TestFirstAnalyze: a new ledger's tables are analyzed by the store once
+// it has committed analyzeAfter writes, and not before; the catalog shows
+// it (ANALYZE sets pg_class.reltuples, -1 until then).
+func TestFirstAnalyze(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx, nil))
+	// Autovacuum must not analyze the table during the test.
+	_, err = s.pool.Exec(ctx, `ALTER TABLE operations SET (autovacuum_enabled = false)`)
+	require.NoError(t, err)
+	tuples := func() float64 {
+		var n float64
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'operations'::regclass`).Scan(&n))
+		return n
+	}
+	for i := range analyzeAfter - 1 {
+		require.NoError(t, s.WriteConditional(ctx, request(fmt.Sprintf("a%04d", i), "x", 0).decide))
+	}
+	require.Less(t, tuples(), 0.0, "not analyzed before analyzeAfter writes")
+	require.NoError(t, s.WriteConditional(ctx, request("last", "x", 0).decide))
+	s.analyze.close() // waits for the check the last write started
+	require.EqualValues(t, analyzeAfter, tuples())
 }

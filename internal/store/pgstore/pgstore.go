@@ -56,8 +56,9 @@ const DefaultMaxConns = 16
 
 // Store is a PostgreSQL-backed store.Store. It is safe for concurrent use.
 type Store struct {
-	pool  *pgxpool.Pool
-	group *groupWriter
+	pool    *pgxpool.Pool
+	group   *groupWriter
+	analyze *firstAnalyze
 }
 
 // Open connects to the PostgreSQL database named by dsn, a postgres:// URL
@@ -76,7 +77,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, analyze: newFirstAnalyze()}
 	s.group = newGroupWriter(s)
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
@@ -100,6 +101,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // returned.
 func (s *Store) Close() error {
 	s.group.close()
+	s.analyze.close()
 	s.pool.Close()
 	return nil
 }
@@ -190,6 +192,7 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 		c.rollback(context.WithoutCancel(ctx))
 		return fmt.Errorf("commit: %w", mapErr(err))
 	}
+	s.committed(1)
 	return nil
 }
 
