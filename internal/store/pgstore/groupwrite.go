@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/opledger/opledger/internal/store"
@@ -221,19 +220,19 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 		return nil, fmt.Errorf("begin: %w", mapErr(err))
 	}
 	defer conn.Release()
+	// BEGIN and the clock in one round trip, as pipelinedGet sends them;
+	// the callers' statements go out as the transaction's pending writes,
+	// ahead of COMMIT, in the second.
 	c := &connTx{conn: conn}
-	var b pgx.Batch
-	b.Queue(beginSQL)
-	b.Queue(`SELECT clock_timestamp()`)
-	c.begun = true
-	br := conn.SendBatch(ctx, &b)
-	_, err = br.Exec()
+	p := c.pipeline()
+	p.b.Queue(`SELECT clock_timestamp()`)
+	br, err := p.send(ctx)
 	var clock pgtype.Timestamptz
 	if err == nil {
 		err = br.QueryRow().Scan(&clock)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		c.rollback(ctx)
@@ -242,47 +241,27 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 	now := fromTS(clock)
 
 	errs := make([]error, len(group))
-	var stmts pgx.Batch
-	var sent []int // indexes into group of the statements queued
+	written := make([]int64, len(group)) // operation rows each statement wrote
 	for i, r := range group {
 		ws, err := r.decideAt(now)
-		if err != nil {
-			errs[i] = err
-			continue
+		if err == nil {
+			var sql string
+			var args []any
+			if sql, args, err = conditionalStatement(ws); err == nil {
+				c.pending = append(c.pending, pgWrite{what: "conditional write", sql: sql, args: args, scan: []any{&written[i]}})
+			}
 		}
-		sql, args, err := conditionalStatement(ws)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		stmts.Queue(sql, args...)
-		sent = append(sent, i)
+		errs[i] = err
 	}
-	stmts.Queue(`COMMIT`)
-	br = conn.SendBatch(ctx, &stmts)
-	for _, i := range sent {
-		var n int64
-		if err := br.QueryRow().Scan(&n); err != nil {
-			_ = br.Close()
-			c.rollback(ctx)
-			return nil, fmt.Errorf("conditional write: %w", mapErr(err))
-		}
-		if n != 1 {
-			errs[i] = fmt.Errorf("conditional write: %w", store.ErrConflict)
-		}
-	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && tag.String() != "COMMIT" {
-		err = pgx.ErrTxCommitRollback
-	}
-	if err != nil {
+	if err := c.commit(ctx); err != nil {
 		c.rollback(ctx)
 		return nil, fmt.Errorf("commit: %w", mapErr(err))
 	}
-	c.begun = false
+	for i, n := range written {
+		if errs[i] == nil && n != 1 {
+			errs[i] = fmt.Errorf("conditional write: %w", store.ErrConflict)
+		}
+	}
 	g.s.committed(len(group))
 	return errs, nil
 }
