@@ -260,29 +260,7 @@ const warmUpOps = 2000
 // seconds would measure only that first minute. It returns the operations
 // run.
 func warmUp(ctx context.Context, dsn string, op func(context.Context, int, int64) error) (int64, error) {
-	const workers = 8
-	var next atomic.Int64
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				seq := next.Add(1)
-				if seq > warmUpOps {
-					return
-				}
-				if err := op(ctx, w, seq); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if _, err := loopN(ctx, 8, warmUpOps, func(ctx context.Context) error { return op(ctx, 0, 0) }, func() {}); err != nil {
 		return 0, err
 	}
 	conn, err := pgx.Connect(ctx, withoutPoolParams(dsn))
@@ -388,17 +366,9 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, maxConc int
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
 		go func() { _ = srv.Run(sctx); close(done) }()
-		cl := client.New(srv.URL(), token, httpClient(maxConc))
-		in := client.Intent{Action: "noop", Destination: "bench", Payload: payload}
+		viaAPI := apiOperation(client.New(srv.URL(), token, httpClient(maxConc)), payload)
 		return func(ctx context.Context, w int, seq int64) error {
-				key := keyOf(w, seq)
-				c, err := cl.Claim(ctx, key, client.ClaimRequest{Intent: &in})
-				if err != nil {
-					return err
-				}
-				_, err = cl.Report(context.WithoutCancel(ctx), key, c.AttemptID, client.Report{FencingToken: c.FencingToken,
-					Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
-				return err
+				return viaAPI(ctx, keyOf(w, seq))
 			}, func() {
 				cancel()
 				<-done
@@ -449,6 +419,23 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, maxConc int
 			}, nil
 	}
 	return nil, nil, fmt.Errorf("unknown mode %q", mode)
+}
+
+// apiOperation returns one protected operation through the HTTP API of cl:
+// claim of key with the intent inline, then a success outcome. The outcome
+// is sent even when ctx ends after the claim, so that no claim is left
+// open.
+func apiOperation(cl *client.Client, payload json.RawMessage) func(ctx context.Context, key string) error {
+	in := client.Intent{Action: "noop", Destination: "bench", Payload: payload}
+	return func(ctx context.Context, key string) error {
+		c, err := cl.Claim(ctx, key, client.ClaimRequest{Intent: &in})
+		if err != nil {
+			return err
+		}
+		_, err = cl.Report(context.WithoutCancel(ctx), key, c.AttemptID, client.Report{FencingToken: c.FencingToken,
+			Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
+		return err
+	}
 }
 
 // httpClient is the bench's HTTP client: it keeps an idle connection for

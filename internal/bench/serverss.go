@@ -100,19 +100,11 @@ func ServeRSS(ctx context.Context, cfg ServeRSSConfig) (*ServeRSSResult, error) 
 	}
 	defer child.kill()
 
-	cl := client.New(child.url, token, httpClient(cfg.Concurrency))
+	viaAPI := apiOperation(client.New(child.url, token, httpClient(cfg.Concurrency)), json.RawMessage(`{"units":2,"order":"BENCH"}`))
 	run := randomHex(4)
-	in := client.Intent{Action: "noop", Destination: "bench", Payload: json.RawMessage(`{"units":2,"order":"BENCH"}`)}
 	var key atomic.Int64
 	op := func(ctx context.Context) error {
-		k := "bench:" + run + ":" + strconv.FormatInt(key.Add(1), 10)
-		c, err := cl.Claim(ctx, k, client.ClaimRequest{Intent: &in})
-		if err != nil {
-			return err
-		}
-		_, err = cl.Report(ctx, k, c.AttemptID, client.Report{FencingToken: c.FencingToken,
-			Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
-		return err
+		return viaAPI(ctx, "bench:"+run+":"+strconv.FormatInt(key.Add(1), 10))
 	}
 	var done atomic.Int64
 	progress := func() {
