@@ -259,13 +259,6 @@ const opColumns = `tenant, key, action, destination, version, fingerprint, paylo
 type scanner interface{ Scan(dest ...any) error }
 
 func scanOperation(sc scanner) (*store.Operation, error) {
-	op, _, err := scanOperationRaw(sc)
-	return op, err
-}
-
-// scanOperationRaw is scanOperation that also returns the sensitive_fields
-// column as stored (JSON text).
-func scanOperationRaw(sc scanner) (*store.Operation, string, error) {
 	var (
 		op                                                store.Operation
 		sensitive                                         string
@@ -280,10 +273,10 @@ func scanOperationRaw(sc scanner) (*store.Operation, string, error) {
 		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
 		&created, &updated, &protectedUntil)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := json.Unmarshal([]byte(sensitive), &op.SensitiveFields); err != nil {
-		return nil, "", fmt.Errorf("decode sensitive_fields of %s: %w", op.Key, err)
+		return nil, fmt.Errorf("decode sensitive_fields of %s: %w", op.Key, err)
 	}
 	op.RequiresApproval = reqApproval != 0
 	op.Dispatched = dispatched != 0
@@ -296,7 +289,7 @@ func scanOperationRaw(sc scanner) (*store.Operation, string, error) {
 	op.CreatedAt = fromMicros(created)
 	op.UpdatedAt = fromMicros(updated)
 	op.ProtectedUntil = fromMicros(protectedUntil)
-	return &op, sensitive, nil
+	return &op, nil
 }
 
 func opArgs(op *store.Operation) ([]any, error) {
@@ -322,32 +315,29 @@ func opArgs(op *store.Operation) ([]any, error) {
 }
 
 func (r *sqlReader) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
-	op, _, err := r.getOperation(ctx, tenant, key)
-	return op, err
-}
-
-// getOperation is GetOperation that also returns the sensitive_fields
-// column as stored.
-func (r *sqlReader) getOperation(ctx context.Context, tenant, key string) (*store.Operation, string, error) {
 	row := r.q.QueryRowContext(ctx, `SELECT `+opColumns+` FROM operations WHERE tenant = ? AND key = ?`, tenant, key)
-	op, sensitive, err := scanOperationRaw(row)
+	op, err := scanOperation(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, "", store.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("get operation: %w", err)
+		return nil, fmt.Errorf("get operation: %w", err)
 	}
-	return op, sensitive, nil
+	return op, nil
 }
 
 // GetOperation reads the operation and keeps a copy of the row for
 // UpdateOperation.
 func (t *sqlTx) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
-	op, sensitive, err := t.getOperation(ctx, tenant, key)
+	op, err := t.sqlReader.GetOperation(ctx, tenant, key)
 	if err != nil {
 		return nil, err
 	}
-	t.keep(op, sensitive)
+	args, err := opArgs(op)
+	if err != nil {
+		return nil, err
+	}
+	t.keep(op, args)
 	return op, nil
 }
 
@@ -564,7 +554,7 @@ func (t *sqlTx) InsertOperation(ctx context.Context, op *store.Operation) error 
 	if err != nil {
 		return fmt.Errorf("insert operation: %w", mapErr(err))
 	}
-	t.keep(op, args[opSensitiveArg].(string))
+	t.keep(op, args)
 	return nil
 }
 
@@ -588,8 +578,8 @@ func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRe
 	if err != nil {
 		return err
 	}
-	sensitive := args[opSensitiveArg].(string)
-	query, args := updateOperationSQL(t.find(op.Tenant, op.Key, prevRevision), op, sensitive, args, prevRevision)
+	stored := args
+	query, args := updateOperationSQL(t.find(op.Tenant, op.Key, prevRevision), op, args, prevRevision)
 	res, err := t.q.ExecContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("update operation: %w", mapErr(err))
@@ -601,7 +591,7 @@ func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRe
 	if n != 1 {
 		return fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)
 	}
-	t.keep(op, sensitive)
+	t.keep(op, stored)
 	return nil
 }
 

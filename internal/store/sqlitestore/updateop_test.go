@@ -80,12 +80,12 @@ func TestUpdateOperationSetsChangedColumns(t *testing.T) {
 	for _, col := range opColumnNames[2:] {
 		fn, ok := change[col]
 		require.True(t, ok, "no change for column %s", col)
-		tx.keep(&base, baseArgs[opSensitiveArg].(string))
+		tx.keep(&base, baseArgs)
 		op := base
 		fn(&op)
 		args, err := opArgs(&op)
 		require.NoError(t, err)
-		query, qargs := updateOperationSQL(tx.find("t", "k", 3), &op, args[opSensitiveArg].(string), args, 3)
+		query, qargs := updateOperationSQL(tx.find("t", "k", 3), &op, args, 3)
 		require.Equal(t, []string{col}, setList(query), col)
 		require.Len(t, qargs, 4, col)
 	}
@@ -97,12 +97,12 @@ func TestUpdateOperationSetsChangedColumns(t *testing.T) {
 	op.LeaseExpiresAt = at.In(time.FixedZone("x", 3600))
 	args, err := opArgs(&op)
 	require.NoError(t, err)
-	query, _ := updateOperationSQL(tx.find("t", "k", 3), &op, args[opSensitiveArg].(string), args, 3)
+	query, _ := updateOperationSQL(tx.find("t", "k", 3), &op, args, 3)
 	require.Empty(t, setList(query), query)
 	require.Contains(t, query, "SET revision = revision WHERE")
 
 	// No kept row at the expected revision: every column.
-	query, qargs := updateOperationSQL(tx.find("t", "k", 2), &op, args[opSensitiveArg].(string), args, 2)
+	query, qargs := updateOperationSQL(tx.find("t", "k", 2), &op, args, 2)
 	require.Equal(t, opColumnNames[2:], setList(query))
 	require.Len(t, qargs, len(opColumnNames)-2+3)
 }
