@@ -187,10 +187,6 @@ func (l *Ledger) speculate(ctx context.Context, key string, snap snapshot, decid
 			row := *snap.op
 			t.op, t.prevRev = &row, row.Revision
 		}
-		if snap.attempt != nil {
-			a := *snap.attempt
-			t.prefetched, t.prefetchedID = &a, a.ID
-		}
 		refused = decide(t)
 		if refused == nil {
 			refused = t.flush()
@@ -220,10 +216,7 @@ func (l *Ledger) transition(ctx context.Context, key, attemptID string, decide f
 			return nil, err
 		}
 		if done {
-			if after != nil {
-				return op, after
-			}
-			return op, nil
+			return op, after
 		}
 	}
 	return l.mutateAttempt(ctx, key, attemptID, decide)

@@ -37,12 +37,10 @@ type firstAnalyze struct {
 	wg              sync.WaitGroup
 }
 
-func newFirstAnalyze() *firstAnalyze { return &firstAnalyze{} }
-
 // committed counts n committed writes and starts the check in the
 // background when they reach analyzeAfter.
 func (s *Store) committed(n int) {
-	a := s.analyze
+	a := &s.analyze
 	if a.writes.Add(int64(n)) < analyzeAfter {
 		return
 	}

@@ -13,6 +13,18 @@ import (
 	"github.com/opledger/opledger/internal/testdb"
 )
 
+// openMigrated opens a store on a fresh schema, migrated, closed when the
+// test ends.
+func openMigrated(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx, nil))
+	return s
+}
+
 // newOp is a pending operation row for the group writer tests.
 func newOp(key string, now time.Time) *store.Operation {
 	return &store.Operation{Tenant: "t", Key: key, Action: "a", Destination: "d", Version: 1, Fingerprint: "f",
@@ -46,10 +58,7 @@ func request(key, evidence string, prev int64) *condRequest {
 func TestGroupIsolatesCallers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, testdb.PostgresDSN(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx, nil))
+	s := openMigrated(t)
 
 	group := []*condRequest{
 		request("k1", "fine", 0),
@@ -67,7 +76,7 @@ func TestGroupIsolatesCallers(t *testing.T) {
 	require.ErrorIs(t, group[2].err, store.ErrConflict)
 	require.NoError(t, group[3].err)
 
-	err = s.View(ctx, func(ctx context.Context, r store.Reader) error {
+	err := s.View(ctx, func(ctx context.Context, r store.Reader) error {
 		for key, want := range map[string]int{"k1": 1, "k2": 0, "missing": 0, "k4": 1} {
 			_, err := r.GetOperation(ctx, "t", key)
 			if want == 0 {
@@ -105,16 +114,13 @@ func TestGroupIsolatesCallers(t *testing.T) {
 func TestTombstoneBlocksConditionalInsert(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, testdb.PostgresDSN(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx, nil))
+	s := openMigrated(t)
 	now := time.Now().UTC()
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		return tx.UpsertTombstone(ctx, &store.Tombstone{Tenant: "t", Key: "gone", Fingerprint: "f", State: "succeeded",
 			CreatedAt: now, FinishedAt: now, CompactedAt: now})
 	}))
-	err = s.WriteConditional(ctx, request("gone", "x", 0).decide)
+	err := s.WriteConditional(ctx, request("gone", "x", 0).decide)
 	require.ErrorIs(t, err, store.ErrConflict)
 	err = s.View(ctx, func(ctx context.Context, r store.Reader) error {
 		_, err := r.GetOperation(ctx, "t", "gone")
@@ -130,15 +136,13 @@ func TestTombstoneBlocksConditionalInsert(t *testing.T) {
 func TestDecisionPanicReachesCaller(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, testdb.PostgresDSN(t))
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(ctx, nil))
+	s := openMigrated(t)
 	require.PanicsWithValue(t, "boom", func() {
 		_ = s.WriteConditional(ctx, func(time.Time) ([]store.Write, error) { panic("boom") })
 	})
 	require.NoError(t, s.WriteConditional(ctx, request("after", "fine", 0).decide))
 	require.NoError(t, s.Close())
-	err = s.WriteConditional(ctx, request("closed", "x", 0).decide)
+	err := s.WriteConditional(ctx, request("closed", "x", 0).decide)
 	require.ErrorIs(t, err, errClosed)
 }
 
@@ -148,12 +152,9 @@ func TestDecisionPanicReachesCaller(t *testing.T) {
 func TestFirstAnalyze(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, testdb.PostgresDSN(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx, nil))
+	s := openMigrated(t)
 	// Autovacuum must not analyze the table during the test.
-	_, err = s.pool.Exec(ctx, `ALTER TABLE operations SET (autovacuum_enabled = false)`)
+	_, err := s.pool.Exec(ctx, `ALTER TABLE operations SET (autovacuum_enabled = false)`)
 	require.NoError(t, err)
 	tuples := func() float64 {
 		var n float64

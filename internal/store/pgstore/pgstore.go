@@ -58,7 +58,7 @@ const DefaultMaxConns = 16
 type Store struct {
 	pool    *pgxpool.Pool
 	group   *groupWriter
-	analyze *firstAnalyze
+	analyze firstAnalyze
 }
 
 // Open connects to the PostgreSQL database named by dsn, a postgres:// URL
@@ -77,7 +77,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool, analyze: newFirstAnalyze()}
+	s := &Store{pool: pool}
 	s.group = newGroupWriter(s)
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
