@@ -243,3 +243,28 @@ func BenchmarkLifecycleWrites(b *testing.B) {
 	b.ReportMetric(grown*(4096+24)/float64(b.N), "wal-bytes/op")
 	b.ReportMetric(grown/float64(b.N), "wal-pages/op")
 }
+
+// BenchmarkStats measures Ledger.Stats, which /metrics, /v1/stats and the
+// console read, across every tenant of a file holding 100,000 and then
+// 1,000,000 operations (sqlitestore.SyntheticMix, one attempt each). It
+// reads every live operation and attempt, so its time grows with the
+// ledger (docs/scaling.md).
+//
+//	go test -run '^$' -bench BenchmarkStats -benchtime 3x ./internal/store/sqlitestore/
+func BenchmarkStats(b *testing.B) {
+	for _, rows := range []int{100_000, 1_000_000} {
+		f := newClaimFixture(b, rows)
+		l := f.ledgers["full"]
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			for b.Loop() {
+				st, err := l.Stats(f.ctx, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st.AttemptsTotal != rows {
+					b.Fatalf("%d attempts counted, want %d", st.AttemptsTotal, rows)
+				}
+			}
+		})
+	}
+}
