@@ -247,8 +247,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			}
 		}
 		secs := cfg.Duration.Seconds()
-		opsPerSec := float64(ops) / secs
-		cell := Cell{Mode: cfg.Mode, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: opsPerSec,
+		cell := Cell{Mode: cfg.Mode, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
 			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: floor.ops, FloorOpsPerSec: float64(floor.ops) / secs,
 			FloorP99ms: quantile(floor.lat, 0.99), RatioToFloor: ratio(ops, floor.ops),
 			ReferenceOpsPerSec: float64(reference.ops) / secs, ReferenceP99ms: quantile(reference.lat, 0.99), RatioToReference: ratio(ops, reference.ops),
@@ -275,13 +274,13 @@ type measurement struct {
 	lat []time.Duration
 }
 
-// ratio is ops over reference (measured for the same duration), or 0 when
-// the reference completed none.
-func ratio(ops, reference int64) float64 {
-	if reference == 0 {
+// ratio is ops over the operations a baseline completed in the same
+// duration, or 0 when it completed none.
+func ratio(ops, baselineOps int64) float64 {
+	if baselineOps == 0 {
 		return 0
 	}
-	return float64(ops) / float64(reference)
+	return float64(ops) / float64(baselineOps)
 }
 
 // Phases is how many measurements each concurrency takes on the store named
@@ -574,7 +573,6 @@ const (
 	sqliteReferenceTable    = `CREATE TABLE IF NOT EXISTS bench_reference (k TEXT PRIMARY KEY, state TEXT NOT NULL, worker TEXT NOT NULL, claimed_at INTEGER NOT NULL, result TEXT, completed_at INTEGER)`
 	sqliteReferenceClaim    = `INSERT INTO bench_reference (k, state, worker, claimed_at) VALUES (?, 'claimed', ?, ?) ON CONFLICT (k) DO NOTHING`
 	sqliteReferenceComplete = `UPDATE bench_reference SET state = 'done', result = ?, completed_at = ? WHERE k = ? AND state = 'claimed'`
-	sqliteReferenceCount    = `SELECT count(*), count(*) FILTER (WHERE state = 'done') FROM bench_reference`
 )
 
 // The same on PostgreSQL.
@@ -582,8 +580,10 @@ const (
 	pgReferenceTable    = `CREATE TABLE IF NOT EXISTS bench_reference (k text PRIMARY KEY, state text NOT NULL, worker text NOT NULL, claimed_at timestamptz NOT NULL, result text, completed_at timestamptz)`
 	pgReferenceClaim    = `INSERT INTO bench_reference (k, state, worker, claimed_at) VALUES ($1, 'claimed', $2, $3) ON CONFLICT (k) DO NOTHING`
 	pgReferenceComplete = `UPDATE bench_reference SET state = 'done', result = $1, completed_at = $2 WHERE k = $3 AND state = 'claimed'`
-	pgReferenceCount    = `SELECT count(*), count(*) FILTER (WHERE state = 'done') FROM bench_reference`
 )
+
+// referenceCount counts the rows of bench_reference, and those done.
+const referenceCount = `SELECT count(*), count(*) FILTER (WHERE state = 'done') FROM bench_reference`
 
 // The values the baselines write: the floor's row, and the result the
 // reference records at completion.
@@ -647,9 +647,16 @@ func newSQLiteBaselines(ctx context.Context, path string) (_ *baselines, err err
 	if err != nil {
 		return nil, err
 	}
+	var stmts []*sql.Stmt
+	closeAll := func() {
+		for _, st := range stmts {
+			st.Close()
+		}
+		db.Close()
+	}
 	defer func() {
 		if err != nil {
-			db.Close() // closes the statements prepared on it too
+			closeAll()
 		}
 	}()
 	for _, ddl := range []string{`CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, k TEXT NOT NULL, v TEXT NOT NULL)`, sqliteReferenceTable} {
@@ -659,7 +666,9 @@ func newSQLiteBaselines(ctx context.Context, path string) (_ *baselines, err err
 	}
 	prepare := func(query string) (st *sql.Stmt) {
 		if err == nil {
-			st, err = db.PrepareContext(ctx, query)
+			if st, err = db.PrepareContext(ctx, query); err == nil {
+				stmts = append(stmts, st)
+			}
 		}
 		return st
 	}
@@ -701,10 +710,10 @@ func newSQLiteBaselines(ctx context.Context, path string) (_ *baselines, err err
 			return nil
 		},
 		countReference: func(ctx context.Context) (rows, done int64, err error) {
-			err = db.QueryRowContext(ctx, sqliteReferenceCount).Scan(&rows, &done)
+			err = db.QueryRowContext(ctx, referenceCount).Scan(&rows, &done)
 			return rows, done, err
 		},
-		close: func() { db.Close() },
+		close: closeAll,
 	}, nil
 }
 
@@ -756,7 +765,7 @@ func newPostgresBaselines(ctx context.Context, dsn string) (*baselines, error) {
 			return nil
 		},
 		countReference: func(ctx context.Context) (rows, done int64, err error) {
-			err = pool.QueryRow(ctx, pgReferenceCount).Scan(&rows, &done)
+			err = pool.QueryRow(ctx, referenceCount).Scan(&rows, &done)
 			return rows, done, err
 		},
 		close: pool.Close,
