@@ -1,10 +1,14 @@
 // Package bench measures opledger: closed-loop protected operations (intent
 // recorded and claimed in one transaction, a no-op action, the outcome
 // recorded) against the floor of one plain INSERT per operation on the same
-// store, in the same run. On SQLite it also measures a second reference,
-// the batched floor: the same plain INSERTs from concurrent callers written
-// in shared transactions (group commit), the best a single-writer database
-// can do with one fsync per commit. opledger bench is its command line.
+// store, in the same run. On SQLite it also measures the batched floor: the
+// same plain INSERTs from concurrent callers written in shared transactions
+// (group commit), the best a single-writer database can do with one fsync
+// per commit. And it measures the reference workloads of the issue that set
+// the targets: a naive claim + complete per operation in two durable
+// transactions without opledger (the reference), and on SQLite the same
+// with concurrent callers' writes batched into shared transactions (the
+// batched reference). opledger bench is its command line.
 //
 // Modes: library (the ledger in process), http (the HTTP API on loopback),
 // proxy (the Idempotency-Key proxy on loopback in front of a trivial
@@ -99,6 +103,20 @@ type Cell struct {
 	BatchedFloorOpsPerSec float64 `json:"batched_floor_ops_per_sec,omitempty"`
 	BatchedFloorP99ms     float64 `json:"batched_floor_p99_ms,omitempty"`
 	RatioToBatchedFloor   float64 `json:"ratio_to_batched_floor,omitempty"`
+	// The reference: a naive claim + complete per operation without
+	// opledger, in two durable transactions (an INSERT of the claimed row,
+	// then an UPDATE of it to done), from the same number of callers. On
+	// SQLite through the floor's single connection, each statement its own
+	// transaction ("single writer"); on PostgreSQL on the floor's pool.
+	ReferenceOpsPerSec float64 `json:"reference_ops_per_sec"`
+	ReferenceP99ms     float64 `json:"reference_p99_ms"`
+	RatioToReference   float64 `json:"ratio_to_reference"`
+	// The batched reference (SQLite only): the reference's claims and
+	// completes from the same number of concurrent callers, batched into
+	// shared transactions as the batched floor's INSERTs are.
+	BatchedReferenceOpsPerSec float64 `json:"batched_reference_ops_per_sec,omitempty"`
+	BatchedReferenceP99ms     float64 `json:"batched_reference_p99_ms,omitempty"`
+	RatioToBatchedReference   float64 `json:"ratio_to_batched_reference,omitempty"`
 	// UpstreamRequests (proxy mode) is how many requests the upstream
 	// received while the protected operations were measured: exactly Ops,
 	// or the run fails (a request forwarded twice, or not at all).
@@ -152,11 +170,11 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			return nil, fmt.Errorf("preload %d operations: %w", cfg.Preload, err)
 		}
 	}
-	floor, err := newFloor(ctx, dsn)
+	base, err := newBaselines(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
-	defer floor.close()
+	defer base.close()
 
 	op, stop, err := protectedOp(ctx, l, cfg.Mode, slices.Max(cfg.Concurrency), up)
 	if err != nil {
@@ -181,18 +199,38 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		elapsed += cfg.Duration
 		return n, lat, err
 	}
-	var cells []Cell
+	var (
+		cells         []Cell
+		referenceRows int64 // the reference operations of the run so far, one row each
+	)
 	for _, c := range cfg.Concurrency {
-		fops, flat, err := measure(c, floor.insert)
-		if err != nil {
-			return nil, fmt.Errorf("floor at c=%d: %w", c, err)
-		}
-		var bops int64
-		var blat []time.Duration
-		if floor.batched != nil {
-			if bops, blat, err = measure(c, floor.batched); err != nil {
-				return nil, fmt.Errorf("batched floor at c=%d: %w", c, err)
+		var floor, batchedFloor, reference, batchedReference measurement
+		for _, phase := range []struct {
+			name string
+			fn   func(context.Context, int, int64) error
+			into *measurement
+		}{
+			{"floor", base.floor, &floor},
+			{"batched floor", base.batchedFloor, &batchedFloor},
+			{"reference", base.reference, &reference},
+			{"batched reference", base.batchedReference, &batchedReference},
+		} {
+			if phase.fn == nil {
+				continue
 			}
+			ops, lat, err := measure(c, phase.fn)
+			if err != nil {
+				return nil, fmt.Errorf("%s at c=%d: %w", phase.name, c, err)
+			}
+			*phase.into = measurement{ops: ops, lat: lat}
+		}
+		referenceRows += reference.ops + batchedReference.ops
+		rows, done, err := base.countReference(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reference at c=%d: %w", c, err)
+		}
+		if rows != referenceRows || done != referenceRows {
+			return nil, fmt.Errorf("reference at c=%d: bench_reference holds %d rows, %d of them done, for %d reference operations", c, rows, done, referenceRows)
 		}
 		var forwarded int64
 		if up != nil {
@@ -210,31 +248,49 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		}
 		secs := cfg.Duration.Seconds()
 		cell := Cell{Mode: cfg.Mode, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
-			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: fops, FloorOpsPerSec: float64(fops) / secs,
-			FloorP99ms: quantile(flat, 0.99), UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs}
-		if cell.FloorOpsPerSec > 0 {
-			cell.RatioToFloor = cell.OpsPerSec / cell.FloorOpsPerSec
+			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: floor.ops, FloorOpsPerSec: float64(floor.ops) / secs,
+			FloorP99ms: quantile(floor.lat, 0.99), RatioToFloor: ratio(ops, floor.ops),
+			ReferenceOpsPerSec: float64(reference.ops) / secs, ReferenceP99ms: quantile(reference.lat, 0.99), RatioToReference: ratio(ops, reference.ops),
+			UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs}
+		if base.batchedFloor != nil {
+			cell.BatchedFloorOpsPerSec = float64(batchedFloor.ops) / secs
+			cell.BatchedFloorP99ms = quantile(batchedFloor.lat, 0.99)
+			cell.RatioToBatchedFloor = ratio(ops, batchedFloor.ops)
 		}
-		if floor.batched != nil {
-			cell.BatchedFloorOpsPerSec = float64(bops) / secs
-			cell.BatchedFloorP99ms = quantile(blat, 0.99)
-			if bops > 0 {
-				cell.RatioToBatchedFloor = cell.OpsPerSec / cell.BatchedFloorOpsPerSec
-			}
+		if base.batchedReference != nil {
+			cell.BatchedReferenceOpsPerSec = float64(batchedReference.ops) / secs
+			cell.BatchedReferenceP99ms = quantile(batchedReference.lat, 0.99)
+			cell.RatioToBatchedReference = ratio(ops, batchedReference.ops)
 		}
 		cells = append(cells, cell)
 	}
 	return cells, nil
 }
 
+// measurement is what one phase of a cell counted: the operations completed
+// and their latencies.
+type measurement struct {
+	ops int64
+	lat []time.Duration
+}
+
+// ratio is ops over the operations a baseline completed in the same
+// duration, or 0 when it completed none.
+func ratio(ops, baselineOps int64) float64 {
+	if baselineOps == 0 {
+		return 0
+	}
+	return float64(ops) / float64(baselineOps)
+}
+
 // Phases is how many measurements each concurrency takes on the store named
-// by dsn: the floor and the protected operations, and on SQLite the batched
-// floor too.
+// by dsn: the floor, the reference and the protected operations, and on
+// SQLite the batched floor and the batched reference too.
 func Phases(dsn string) int {
 	if dsn == "" || strings.HasPrefix(dsn, "sqlite:") {
-		return 3
+		return 5
 	}
-	return 2
+	return 3
 }
 
 // preload fills the ledger at dsn with n operations of the default tenant,
@@ -485,42 +541,191 @@ func (u *upstream) close() {
 	<-u.done
 }
 
-// floor inserts one row per call into a plain table of the same store,
-// with the store's durability settings.
-type floor struct {
-	insert func(ctx context.Context, worker int, seq int64) error
-	// batched, where set, inserts the same rows with concurrent callers'
-	// INSERTs sharing transactions.
-	batched func(ctx context.Context, worker int, seq int64) error
-	close   func()
+// baselines are what the protected operations are measured against, on the
+// same store and with its durability settings: the floor (one plain INSERT
+// per operation), the reference (a naive claim + complete per operation, in
+// two durable transactions, no opledger code involved) and, on SQLite, the
+// batched floor and the batched reference (the same writes from concurrent
+// callers batched into shared transactions).
+type baselines struct {
+	floor func(ctx context.Context, worker int, seq int64) error
+	// batchedFloor (SQLite only) inserts the floor's rows with concurrent
+	// callers' INSERTs sharing transactions.
+	batchedFloor func(ctx context.Context, worker int, seq int64) error
+	// reference claims a fresh key (INSERT of a claimed row into
+	// bench_reference) and completes it (UPDATE of that row to done), each
+	// statement its own transaction. An operation that has begun is
+	// finished even when ctx ends, so that no row stays claimed.
+	reference func(ctx context.Context, worker int, seq int64) error
+	// batchedReference (SQLite only) runs the reference's claim and
+	// complete as two writes of the batcher, one after the other.
+	batchedReference func(ctx context.Context, worker int, seq int64) error
+	// countReference returns how many rows bench_reference holds and how
+	// many of them are done.
+	countReference func(ctx context.Context) (rows, done int64, err error)
+	close          func()
 }
 
-func newFloor(ctx context.Context, dsn string) (*floor, error) {
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		q := url.Values{}
-		q.Add("_pragma", "busy_timeout(10000)")
-		q.Add("_pragma", "journal_mode(WAL)")
-		q.Add("_pragma", "synchronous(FULL)")
-		db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode()+"&_txlock=immediate")
-		if err != nil {
-			return nil, err
-		}
-		db.SetMaxOpenConns(1) // SQLite has one writer
-		if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, k TEXT NOT NULL, v TEXT NOT NULL)`); err != nil {
-			db.Close()
-			return nil, err
-		}
-		st, err := db.PrepareContext(ctx, `INSERT INTO bench_floor (k, v) VALUES (?, ?)`)
-		if err != nil {
-			db.Close()
-			return nil, err
-		}
-		b := &batchedInsert{db: db, st: st, lock: make(chan struct{}, 1)}
-		return &floor{insert: func(ctx context.Context, w int, seq int64) error {
-			_, err := st.ExecContext(ctx, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), `{"units":2,"order":"BENCH"}`)
-			return err
-		}, batched: b.insert, close: func() { st.Close(); db.Close() }}, nil
+// The statements of the reference on SQLite. k is the primary key, so that
+// the claim inserts one row or none and the complete updates one row or
+// none.
+const (
+	sqliteReferenceTable    = `CREATE TABLE IF NOT EXISTS bench_reference (k TEXT PRIMARY KEY, state TEXT NOT NULL, worker TEXT NOT NULL, claimed_at INTEGER NOT NULL, result TEXT, completed_at INTEGER)`
+	sqliteReferenceClaim    = `INSERT INTO bench_reference (k, state, worker, claimed_at) VALUES (?, 'claimed', ?, ?) ON CONFLICT (k) DO NOTHING`
+	sqliteReferenceComplete = `UPDATE bench_reference SET state = 'done', result = ?, completed_at = ? WHERE k = ? AND state = 'claimed'`
+)
+
+// The same on PostgreSQL.
+const (
+	pgReferenceTable    = `CREATE TABLE IF NOT EXISTS bench_reference (k text PRIMARY KEY, state text NOT NULL, worker text NOT NULL, claimed_at timestamptz NOT NULL, result text, completed_at timestamptz)`
+	pgReferenceClaim    = `INSERT INTO bench_reference (k, state, worker, claimed_at) VALUES ($1, 'claimed', $2, $3) ON CONFLICT (k) DO NOTHING`
+	pgReferenceComplete = `UPDATE bench_reference SET state = 'done', result = $1, completed_at = $2 WHERE k = $3 AND state = 'claimed'`
+)
+
+// referenceCount counts the rows of bench_reference, and those done.
+const referenceCount = `SELECT count(*), count(*) FILTER (WHERE state = 'done') FROM bench_reference`
+
+// The values the baselines write: the floor's row, and the result the
+// reference records at completion.
+const (
+	floorValue      = `{"units":2,"order":"BENCH"}`
+	referenceResult = `{"destination_ref":"noop"}`
+)
+
+// errNoRowChanged is the error of a reference statement that inserted or
+// updated no row: a claim of a key already claimed, or a complete of a key
+// not claimed.
+var errNoRowChanged = errors.New("no row changed")
+
+// changedOneRow returns the error of a statement that must change exactly
+// one row, given what it returned.
+func changedOneRow(n int64, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return errNoRowChanged
+	case n != 1:
+		return fmt.Errorf("%d rows changed, want 1", n)
 	}
+	return nil
+}
+
+// referenceKeys hands out the reference's keys: fresh in every phase and
+// cell of a run.
+type referenceKeys struct{ next atomic.Int64 }
+
+func (r *referenceKeys) key() string { return "ref:" + strconv.FormatInt(r.next.Add(1), 10) }
+
+func workerName(w int) string { return "bench-" + strconv.Itoa(w) }
+
+func newBaselines(ctx context.Context, dsn string) (*baselines, error) {
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		return newSQLiteBaselines(ctx, path)
+	}
+	return newPostgresBaselines(ctx, dsn)
+}
+
+// openSQLiteWriter opens the SQLite file at path as the baselines use it:
+// one connection (SQLite has one writer), WAL, synchronous=FULL, write
+// transactions begun IMMEDIATE.
+func openSQLiteWriter(path string) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode()+"&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+func newSQLiteBaselines(ctx context.Context, path string) (_ *baselines, err error) {
+	db, err := openSQLiteWriter(path)
+	if err != nil {
+		return nil, err
+	}
+	var stmts []*sql.Stmt
+	closeAll := func() {
+		for _, st := range stmts {
+			st.Close()
+		}
+		db.Close()
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	for _, ddl := range []string{`CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, k TEXT NOT NULL, v TEXT NOT NULL)`, sqliteReferenceTable} {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			return nil, err
+		}
+	}
+	prepare := func(query string) (st *sql.Stmt) {
+		if err == nil {
+			if st, err = db.PrepareContext(ctx, query); err == nil {
+				stmts = append(stmts, st)
+			}
+		}
+		return st
+	}
+	insert := prepare(`INSERT INTO bench_floor (k, v) VALUES (?, ?)`)
+	claim := prepare(sqliteReferenceClaim)
+	complete := prepare(sqliteReferenceComplete)
+	if err != nil {
+		return nil, err
+	}
+	b := newBatcher(db)
+	var keys referenceKeys
+	return &baselines{
+		floor: func(ctx context.Context, w int, seq int64) error {
+			_, err := insert.ExecContext(ctx, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), floorValue)
+			return err
+		},
+		batchedFloor: func(_ context.Context, w int, seq int64) error {
+			return b.write(insert, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), floorValue)
+		},
+		reference: func(ctx context.Context, w int, _ int64) error {
+			ctx = context.WithoutCancel(ctx)
+			k := keys.key()
+			if err := changedOneRow(rowsAffected(claim.ExecContext(ctx, k, workerName(w), time.Now().UnixMicro()))); err != nil {
+				return fmt.Errorf("claim %s: %w", k, err)
+			}
+			if err := changedOneRow(rowsAffected(complete.ExecContext(ctx, referenceResult, time.Now().UnixMicro(), k))); err != nil {
+				return fmt.Errorf("complete %s: %w", k, err)
+			}
+			return nil
+		},
+		batchedReference: func(_ context.Context, w int, _ int64) error {
+			k := keys.key()
+			if err := b.write(claim, k, workerName(w), time.Now().UnixMicro()); err != nil {
+				return fmt.Errorf("claim %s: %w", k, err)
+			}
+			if err := b.write(complete, referenceResult, time.Now().UnixMicro(), k); err != nil {
+				return fmt.Errorf("complete %s: %w", k, err)
+			}
+			return nil
+		},
+		countReference: func(ctx context.Context) (rows, done int64, err error) {
+			err = db.QueryRowContext(ctx, referenceCount).Scan(&rows, &done)
+			return rows, done, err
+		},
+		close: closeAll,
+	}, nil
+}
+
+// rowsAffected is what res says it changed, or err.
+func rowsAffected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func newPostgresBaselines(ctx context.Context, dsn string) (*baselines, error) {
 	// The same pool size as the ledger's store: pgxpool's own default (4 on
 	// this machine class) would queue 32 callers on 4 connections.
 	pcfg, err := pgxpool.ParseConfig(dsn)
@@ -534,47 +739,81 @@ func newFloor(ctx context.Context, dsn string) (*floor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, k text NOT NULL, v text NOT NULL)`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, k text NOT NULL, v text NOT NULL); `+pgReferenceTable); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	return &floor{insert: func(ctx context.Context, w int, seq int64) error {
-		_, err := pool.Exec(ctx, `INSERT INTO bench_floor (k, v) VALUES ($1, $2)`, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), `{"units":2,"order":"BENCH"}`)
-		return err
-	}, close: pool.Close}, nil
+	exec := func(ctx context.Context, query string, args ...any) error {
+		tag, err := pool.Exec(ctx, query, args...)
+		return changedOneRow(tag.RowsAffected(), err)
+	}
+	var keys referenceKeys
+	return &baselines{
+		floor: func(ctx context.Context, w int, seq int64) error {
+			_, err := pool.Exec(ctx, `INSERT INTO bench_floor (k, v) VALUES ($1, $2)`, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), floorValue)
+			return err
+		},
+		reference: func(ctx context.Context, w int, _ int64) error {
+			ctx = context.WithoutCancel(ctx)
+			k := keys.key()
+			if err := exec(ctx, pgReferenceClaim, k, workerName(w), time.Now()); err != nil {
+				return fmt.Errorf("claim %s: %w", k, err)
+			}
+			if err := exec(ctx, pgReferenceComplete, referenceResult, time.Now(), k); err != nil {
+				return fmt.Errorf("complete %s: %w", k, err)
+			}
+			return nil
+		},
+		countReference: func(ctx context.Context) (rows, done int64, err error) {
+			err = pool.QueryRow(ctx, referenceCount).Scan(&rows, &done)
+			return rows, done, err
+		},
+		close: pool.Close,
+	}, nil
 }
 
-// batchedInsert is the batched floor: the plain INSERT of the floor, with
-// every INSERT queued while a commit is in flight written in the next shared
-// transaction by whichever caller takes the writer first. Each caller
-// returns once the COMMIT covering its row has returned.
-type batchedInsert struct {
+// batcher is the group commit of the SQLite baselines: every write queued
+// while a commit is in flight is written in the next shared transaction by
+// whichever caller takes the writer first, and each caller returns once the
+// COMMIT covering its write has returned. A write is one statement that
+// must change exactly one row. One that changes none wrote nothing: that is
+// its caller's error alone, and the other writes of its batch commit. Any
+// other failure (of a statement, or of BEGIN or COMMIT) rolls the batch
+// back and is the error of each of its callers.
+type batcher struct {
 	db    *sql.DB
-	st    *sql.Stmt
-	lock  chan struct{}
+	lock  chan struct{} // held by the caller writing batches
 	mu    sync.Mutex
-	queue []*batchedRow
+	queue []*batchedWrite
 }
 
-type batchedRow struct {
-	k    string
-	done chan error
+// batchedWrite is one caller's statement, queued or in a batch.
+type batchedWrite struct {
+	st   *sql.Stmt
+	args []any
+	done chan error // buffered: the writer never blocks on it
 }
 
-func (b *batchedInsert) insert(_ context.Context, w int, seq int64) error {
-	r := &batchedRow{k: strconv.Itoa(w) + ":" + strconv.FormatInt(seq, 10), done: make(chan error, 1)}
+func newBatcher(db *sql.DB) *batcher {
+	return &batcher{db: db, lock: make(chan struct{}, 1)}
+}
+
+// write runs st, prepared on the batcher's database, with args in a shared
+// transaction, and returns once that transaction has committed or failed.
+func (b *batcher) write(st *sql.Stmt, args ...any) error {
+	w := &batchedWrite{st: st, args: args, done: make(chan error, 1)}
 	b.mu.Lock()
-	b.queue = append(b.queue, r)
+	b.queue = append(b.queue, w)
 	b.mu.Unlock()
 	select {
-	case err := <-r.done:
+	case err := <-w.done:
 		return err
 	case b.lock <- struct{}{}:
 	}
 	defer func() { <-b.lock }()
 	for {
 		select {
-		case err := <-r.done:
+		case err := <-w.done:
 			return err
 		default:
 		}
@@ -582,25 +821,46 @@ func (b *batchedInsert) insert(_ context.Context, w int, seq int64) error {
 		batch := b.queue
 		b.queue = nil
 		b.mu.Unlock()
-		err := b.write(batch)
-		for _, q := range batch {
-			q.done <- err
-		}
+		b.commit(batch)
 	}
 }
 
-func (b *batchedInsert) write(batch []*batchedRow) error {
+// commit writes batch in one transaction and answers each of its writes.
+func (b *batcher) commit(batch []*batchedWrite) {
 	if len(batch) == 0 {
-		return nil
+		return
 	}
-	ctx := context.Background()
+	errs := make([]error, len(batch))
+	err := b.commitErrs(batch, errs)
+	for i, w := range batch {
+		if errs[i] == nil {
+			errs[i] = err
+		}
+		w.done <- errs[i]
+	}
+}
+
+// commitErrs writes batch in one transaction, setting errs[i] for a write
+// that changed no row, and returns the error that failed the whole batch.
+func (b *batcher) commitErrs(batch []*batchedWrite, errs []error) error {
+	ctx := context.Background() // the transaction belongs to no single caller
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	st := tx.StmtContext(ctx, b.st)
-	for _, r := range batch {
-		if _, err := st.ExecContext(ctx, r.k, `{"units":2,"order":"BENCH"}`); err != nil {
+	inTx := map[*sql.Stmt]*sql.Stmt{}
+	for i, w := range batch {
+		st, ok := inTx[w.st]
+		if !ok {
+			st = tx.StmtContext(ctx, w.st)
+			inTx[w.st] = st
+		}
+		err := changedOneRow(rowsAffected(st.ExecContext(ctx, w.args...)))
+		if errors.Is(err, errNoRowChanged) {
+			errs[i] = err
+			continue
+		}
+		if err != nil {
 			_ = tx.Rollback()
 			return err
 		}

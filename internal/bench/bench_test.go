@@ -2,7 +2,12 @@ package bench
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +73,169 @@ func TestWarmUpAnalyzes(t *testing.T) {
 	var tuples float64
 	require.NoError(t, conn.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'operations'::regclass`).Scan(&tuples))
 	require.EqualValues(t, warmUpOps, tuples, "operations analyzed")
+}
+
+// TestRunMeasuresReferences: a short run at c=4 measures the reference on
+// both stores and the batched reference on SQLite alone (Run itself fails
+// unless bench_reference holds one done row per reference operation).
+func TestRunMeasuresReferences(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			dsn := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
+			if store == "postgres" {
+				testdb.RequirePostgres(t)
+				dsn = testdb.PostgresBase() // Run makes a fresh schema of its own
+			}
+			cells, err := Run(context.Background(), Config{DSN: dsn, Concurrency: []int{4}, Duration: 150 * time.Millisecond})
+			require.NoError(t, err)
+			require.Len(t, cells, 1)
+			c := cells[0]
+			require.Equal(t, store, c.Store)
+			require.Positive(t, c.Ops)
+			require.Positive(t, c.ReferenceOpsPerSec)
+			require.Positive(t, c.ReferenceP99ms)
+			require.InDelta(t, c.OpsPerSec/c.ReferenceOpsPerSec, c.RatioToReference, 1e-9)
+			if store == "sqlite" {
+				require.Positive(t, c.BatchedReferenceOpsPerSec)
+				require.Positive(t, c.BatchedReferenceP99ms)
+				require.InDelta(t, c.OpsPerSec/c.BatchedReferenceOpsPerSec, c.RatioToBatchedReference, 1e-9)
+			} else {
+				require.Zero(t, c.BatchedReferenceOpsPerSec, "no batched reference on PostgreSQL")
+				require.Zero(t, c.RatioToBatchedReference)
+			}
+		})
+	}
+}
+
+// TestReferencesLeaveEveryRowDone runs the reference (and on SQLite the
+// batched reference) closed-loop at c=4 on a fresh store, then reads
+// bench_reference directly: one row per operation counted, each done with
+// its result and completion time.
+func TestReferencesLeaveEveryRowDone(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := st.NewDSN(t)
+			base, err := newBaselines(ctx, dsn)
+			require.NoError(t, err)
+			defer base.close()
+			ops, _, err := loop(ctx, 4, 200*time.Millisecond, base.reference, func(time.Duration) {})
+			require.NoError(t, err)
+			require.Positive(t, ops)
+			if st.Name == "sqlite" {
+				require.NotNil(t, base.batchedReference)
+				batched, _, err := loop(ctx, 4, 200*time.Millisecond, base.batchedReference, func(time.Duration) {})
+				require.NoError(t, err)
+				require.Positive(t, batched)
+				ops += batched
+			} else {
+				require.Nil(t, base.batchedReference)
+			}
+
+			const count = `SELECT count(*), count(*) FILTER (WHERE state = 'done' AND result = '` + referenceResult + `'
+				AND completed_at IS NOT NULL AND completed_at >= claimed_at) FROM bench_reference`
+			var rows, done int64
+			if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+				db, err := sql.Open("sqlite", "file:"+path)
+				require.NoError(t, err)
+				defer db.Close()
+				require.NoError(t, db.QueryRowContext(ctx, count).Scan(&rows, &done))
+			} else {
+				conn, err := pgx.Connect(ctx, dsn)
+				require.NoError(t, err)
+				defer conn.Close(ctx)
+				require.NoError(t, conn.QueryRow(ctx, count).Scan(&rows, &done))
+			}
+			require.Equal(t, ops, rows, "one row per reference operation counted")
+			require.Equal(t, rows, done, "every row done")
+		})
+	}
+}
+
+// TestBatcherIsolatesCallersErrors: in one shared transaction, a claim of a
+// key already claimed and a complete of a key never claimed are their
+// callers' errors, and the other callers' writes commit; a statement that
+// fails outright fails every caller of its batch, and none of its writes
+// commit.
+func TestBatcherIsolatesCallersErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := openSQLiteWriter(filepath.Join(t.TempDir(), "bench.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, sqliteReferenceTable)
+	require.NoError(t, err)
+	claim, err := db.PrepareContext(ctx, sqliteReferenceClaim)
+	require.NoError(t, err)
+	complete, err := db.PrepareContext(ctx, sqliteReferenceComplete)
+	require.NoError(t, err)
+	_, err = claim.ExecContext(ctx, "taken", "first", 1)
+	require.NoError(t, err)
+	b := newBatcher(db)
+
+	write := func(st *sql.Stmt, args ...any) *batchedWrite {
+		return &batchedWrite{st: st, args: args, done: make(chan error, 1)}
+	}
+	batch := []*batchedWrite{
+		write(claim, "a", "w1", 2),
+		write(claim, "taken", "w2", 2),
+		write(complete, referenceResult, 3, "never-claimed"),
+		write(claim, "c", "w3", 2),
+		write(complete, referenceResult, 3, "a"),
+	}
+	b.commit(batch)
+	want := []error{nil, errNoRowChanged, errNoRowChanged, nil, nil}
+	for i, w := range batch {
+		require.Equal(t, want[i], <-w.done, "write %d", i)
+	}
+	state := func(k string) (state, worker string) {
+		err := db.QueryRowContext(ctx, `SELECT state, worker FROM bench_reference WHERE k = ?`, k).Scan(&state, &worker)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", ""
+		}
+		require.NoError(t, err)
+		return state, worker
+	}
+	for k, want := range map[string][2]string{"a": {"done", "w1"}, "taken": {"claimed", "first"}, "c": {"claimed", "w3"}, "never-claimed": {"", ""}} {
+		s, w := state(k)
+		require.Equal(t, want, [2]string{s, w}, k)
+	}
+
+	// worker is NOT NULL: that claim fails as a statement, and takes its
+	// whole batch with it.
+	batch = []*batchedWrite{write(claim, "d", "w1", 4), write(claim, "e", nil, 4)}
+	b.commit(batch)
+	for i, w := range batch {
+		require.Error(t, <-w.done, "write %d", i)
+	}
+	s, _ := state("d")
+	require.Empty(t, s, "the failed batch's writes are rolled back")
+
+	// Through write: callers queued while another holds the writer share
+	// the next transaction; the one whose claim conflicts gets its error,
+	// the others their rows.
+	b.lock <- struct{}{}
+	keys := []string{"f", "taken", "g"}
+	errs := make([]chan error, len(keys))
+	for i, k := range keys {
+		errs[i] = make(chan error, 1)
+		go func() { errs[i] <- b.write(claim, k, "w"+strconv.Itoa(i), 5) }()
+	}
+	for queued := 0; queued < len(keys); runtime.Gosched() {
+		b.mu.Lock()
+		queued = len(b.queue)
+		b.mu.Unlock()
+	}
+	<-b.lock
+	require.NoError(t, <-errs[0])
+	require.ErrorIs(t, <-errs[1], errNoRowChanged)
+	require.NoError(t, <-errs[2])
+	for _, k := range []string{"f", "g"} {
+		s, _ := state(k)
+		require.Equal(t, "claimed", s, k)
+	}
 }

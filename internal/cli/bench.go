@@ -26,14 +26,24 @@ func newBenchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure protected operations against plain INSERTs on the same store",
+		Short: "Measure protected operations against plain INSERTs and a naive claim + complete on the same store",
 		Long: `bench runs closed-loop protected operations (intent recorded and claimed in one
 transaction, a no-op action, the outcome recorded; every write durable) on a fresh
 ledger, after measuring the floor of one plain INSERT per operation on the same
 store in the same run, at each concurrency. Without --db it uses a fresh SQLite
 file; a postgres DSN gets a fresh schema, dropped afterwards. On SQLite it also
 measures the batched floor: the same INSERTs from concurrent callers sharing
-transactions (one fsync for many rows), the reference for group commit.
+transactions (one fsync for many rows), the yardstick for group commit.
+
+It also measures the reference workloads the targets are stated against, with
+no opledger code: the reference, a naive claim + complete per operation in two
+durable transactions (an INSERT of a claimed row, then an UPDATE of it to
+done; on SQLite through one connection, each statement its own transaction,
+the single writer; on PostgreSQL on the floor's pool), and on SQLite the
+batched reference, the same claims and completes from concurrent callers
+batched into shared transactions. Each concurrency measures the floors, then
+the references, then the protected operations, each for --duration.
+
 --preload N first fills the ledger with N operations (a realistic mix of
 states, each with its attempt and timeline) so that the run measures a ledger
 that has been in use.
@@ -110,21 +120,28 @@ database server's own CPU is not in it.`,
 				return writeJSONLines(out, cells)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "mode\tstore\tc\tops/s\tp50 ms\tp99 ms\tfloor ops/s\tfloor p99 ms\tratio\tbatched floor ops/s\tbatched ratio\tpreload\trss MB\t")
+			fmt.Fprintln(tw, "mode\tstore\tc\tops/s\tp50 ms\tp99 ms\tfloor ops/s\tfloor p99 ms\tratio\tbatched floor ops/s\tbatched ratio\t"+
+				"reference ops/s\treference p99 ms\treference ratio\tbatched reference ops/s\tbatched reference p99 ms\tbatched reference ratio\tpreload\trss MB\t")
 			for _, c := range cells {
 				batched, bratio := "-", "-"
 				if c.BatchedFloorOpsPerSec > 0 {
 					batched, bratio = fmt.Sprintf("%.0f", c.BatchedFloorOpsPerSec), fmt.Sprintf("%.2f", c.RatioToBatchedFloor)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%d\t%.0f\t\n", c.Mode, c.Store, c.Concurrency,
-					c.OpsPerSec, c.P50ms, c.P99ms, c.FloorOpsPerSec, c.FloorP99ms, c.RatioToFloor, batched, bratio, c.Preload, c.RSSMB)
+				bref, brefP99, brefRatio := "-", "-", "-"
+				if c.BatchedReferenceOpsPerSec > 0 {
+					bref, brefP99, brefRatio = fmt.Sprintf("%.0f", c.BatchedReferenceOpsPerSec), fmt.Sprintf("%.2f", c.BatchedReferenceP99ms),
+						fmt.Sprintf("%.2f", c.RatioToBatchedReference)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t%.0f\t\n", c.Mode, c.Store, c.Concurrency,
+					c.OpsPerSec, c.P50ms, c.P99ms, c.FloorOpsPerSec, c.FloorP99ms, c.RatioToFloor, batched, bratio,
+					c.ReferenceOpsPerSec, c.ReferenceP99ms, c.RatioToReference, bref, brefP99, brefRatio, c.Preload, c.RSSMB)
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "db", "", "store to measure (default: a fresh SQLite file)")
 	cmd.Flags().StringVar(&conc, "concurrency", "1,8,32", "comma-separated concurrencies")
-	cmd.Flags().DurationVar(&dur, "duration", 10*time.Second, "measuring time per cell (floor and protected each)")
+	cmd.Flags().DurationVar(&dur, "duration", 10*time.Second, "measuring time per phase of each concurrency (floors, references and protected operations each)")
 	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process), http (API on loopback) or proxy (Idempotency-Key proxy on loopback)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")

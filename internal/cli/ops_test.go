@@ -129,13 +129,17 @@ func TestBench(t *testing.T) {
 	for i, line := range lines {
 		var cell map[string]any
 		require.NoError(t, json.Unmarshal([]byte(line), &cell))
-		for _, field := range []string{"mode", "store", "concurrency", "ops", "ops_per_sec", "p50_ms", "p99_ms", "floor_ops_per_sec", "ratio_to_floor", "rss_mb"} {
+		for _, field := range []string{"mode", "store", "concurrency", "ops", "ops_per_sec", "p50_ms", "p99_ms", "floor_ops_per_sec", "ratio_to_floor",
+			"batched_floor_ops_per_sec", "reference_ops_per_sec", "reference_p99_ms", "ratio_to_reference",
+			"batched_reference_ops_per_sec", "batched_reference_p99_ms", "ratio_to_batched_reference", "rss_mb"} {
 			require.Contains(t, cell, field)
 		}
 		require.EqualValues(t, []int{1, 2}[i], cell["concurrency"])
 		require.Equal(t, "sqlite", cell["store"])
 		require.Positive(t, cell["ops"], "protected operations completed")
 		require.Positive(t, cell["floor_ops_per_sec"])
+		require.Positive(t, cell["reference_ops_per_sec"])
+		require.Positive(t, cell["batched_reference_ops_per_sec"])
 	}
 	_, errOut, code = run(t, "bench", "--concurrency", "0")
 	require.Equal(t, 2, code)
