@@ -164,7 +164,7 @@ func claimDecision(worker string, lease time.Duration, intent *Intent, fp string
 			return t.refuse("claim")
 		}
 		a := &store.Attempt{
-			ID: ulid.Make().String(), Tenant: t.tenant, Key: t.key, Number: t.op.AttemptCount + 1,
+			ID: ulid.Make().String(), Tenant: t.tenant, Key: t.key, Destination: t.op.Destination, Number: t.op.AttemptCount + 1,
 			FencingToken: t.op.FencingToken + 1, Worker: worker, Protected: t.op.Protected,
 			ClaimedAt: t.now, LeaseExpiresAt: t.now.Add(lease),
 		}

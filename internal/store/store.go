@@ -69,9 +69,13 @@ type Operation struct {
 
 // Attempt is one row of the attempts table: one technical try at an operation.
 type Attempt struct {
-	ID             string
-	Tenant         string
-	Key            string
+	ID     string
+	Tenant string
+	Key    string
+	// Destination is the operation's, which never changes once recorded:
+	// kept on the attempt so that counting attempts by destination reads
+	// the attempts alone.
+	Destination    string
 	Number         int
 	FencingToken   int64
 	Worker         string

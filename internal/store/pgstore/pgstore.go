@@ -471,7 +471,7 @@ func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.T
 }
 
 const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
-	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale`
+	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination`
 
 const getAttemptSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE id = $1 AND tenant = $2 AND key = $3`
 
@@ -479,7 +479,7 @@ func scanAttempt(row pgx.Row) (*store.Attempt, error) {
 	var a store.Attempt
 	var claimed, lease, dispatched, finished pgtype.Timestamptz
 	if err := row.Scan(&a.ID, &a.Tenant, &a.Key, &a.Number, &a.FencingToken, &a.Worker, &a.Protected,
-		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &a.Stale); err != nil {
+		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &a.Stale, &a.Destination); err != nil {
 		return nil, err
 	}
 	a.ClaimedAt, a.LeaseExpiresAt = fromTS(claimed), fromTS(lease)
@@ -730,13 +730,13 @@ func (t *pgTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 	return insertAttemptWrite(a).run(ctx, t.q)
 }
 
-var insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 16) + `)`
+var insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 17) + `)`
 
 func insertAttemptWrite(a *store.Attempt) pgWrite {
 	return pgWrite{what: "insert attempt", sql: insertAttemptSQL,
 		args: []any{a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, a.Protected, ts(a.ClaimedAt),
 			ts(a.LeaseExpiresAt), ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome,
-			a.DestinationRef, a.Response, a.Error, a.Stale}}
+			a.DestinationRef, a.Response, a.Error, a.Stale, a.Destination}}
 }
 
 // UpdateAttempt writes the mutable fields of an attempt; store.ErrNotFound
@@ -880,25 +880,34 @@ func (t *pgTx) AddCompactedAttempts(ctx context.Context, tenant, destination, ou
 func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Duration) (*store.Stats, error) {
 	st := &store.Stats{ByState: map[string]int{}}
 	// $1 = '' selects every tenant.
-	rows, err := r.q.Query(ctx, `SELECT state, COUNT(*), COALESCE(SUM(duplicate_effects), 0)
-		FROM operations WHERE ($1 = '' OR tenant = $1) GROUP BY state`, tenant)
+	// The counts can come from the state index alone, the duplicates from
+	// the partial index of operations that have any (migration 006).
+	rows, err := r.q.Query(ctx, `SELECT state, COUNT(*) FROM operations WHERE ($1 = '' OR tenant = $1) GROUP BY state`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", mapErr(err))
 	}
 	for rows.Next() {
 		var state string
-		var n, dup int64
-		if err := rows.Scan(&state, &n, &dup); err != nil {
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("stats: %w", err)
 		}
 		st.ByState[state] = int(n)
-		st.DuplicateEffects += int(dup)
 		if state == "succeeded" {
 			st.ConfirmedEffects += int(n)
 		}
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("stats: %w", mapErr(err))
+	}
+	var dup int64
+	if err := r.q.QueryRow(ctx, `SELECT COALESCE(SUM(duplicate_effects), 0)::bigint FROM operations
+		WHERE ($1 = '' OR tenant = $1) AND duplicate_effects > 0`, tenant).Scan(&dup); err != nil {
+		return nil, fmt.Errorf("stats: %w", mapErr(err))
+	}
+	st.DuplicateEffects += int(dup)
 	var tombSucceeded, tombDup int64
 	if err := r.q.QueryRow(ctx, `SELECT COUNT(*) FILTER (WHERE state = 'succeeded'), COALESCE(SUM(duplicate_effects), 0)
 		FROM tombstones WHERE ($1 = '' OR tenant = $1)`, tenant).Scan(&tombSucceeded, &tombDup); err != nil {
@@ -908,9 +917,8 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 	st.DuplicateEffects += int(tombDup)
 
 	rows, err = r.q.Query(ctx, `SELECT destination, outcome, SUM(n)::bigint FROM (
-			SELECT o.destination AS destination, a.outcome AS outcome, COUNT(*) AS n
-			FROM attempts a JOIN operations o ON o.tenant = a.tenant AND o.key = a.key
-			WHERE ($1 = '' OR a.tenant = $1) GROUP BY o.destination, a.outcome
+			SELECT destination, outcome, COUNT(*) AS n
+			FROM attempts WHERE ($1 = '' OR tenant = $1) GROUP BY destination, outcome
 			UNION ALL
 			SELECT destination, outcome, count AS n FROM compacted_attempts WHERE ($1 = '' OR tenant = $1)
 		) t GROUP BY destination, outcome ORDER BY destination, outcome`, tenant)

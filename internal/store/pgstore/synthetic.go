@@ -58,11 +58,11 @@ func LoadSynthetic(ctx context.Context, dsn, tenant string, n int, history bool)
 	if history {
 		stmts = append(stmts,
 			`INSERT INTO attempts (id, tenant, key, number, fencing_token, worker, claimed_at, lease_expires_at,
-				dispatched_at, finished_at, outcome, destination_ref)
+				dispatched_at, finished_at, outcome, destination_ref, destination)
 			SELECT current_attempt_id, tenant, key, 1, 1, 'bulk-worker', created_at, created_at + interval '30 seconds',
 				first_dispatched_at, CASE WHEN state <> 'in_progress' THEN updated_at END,
 				CASE state WHEN 'succeeded' THEN 'succeeded' WHEN 'failed' THEN 'rejected' WHEN 'pending' THEN 'retryable'
-					WHEN 'in_progress' THEN '' ELSE 'uncertain' END, destination_ref
+					WHEN 'in_progress' THEN '' ELSE 'uncertain' END, destination_ref, destination
 			FROM operations WHERE tenant = $1 AND key LIKE 'bulk:%'`,
 			`INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
 			SELECT tenant, key, created_at + s.n * interval '1 second', 'bulk-worker', CASE WHEN s.n > 0 THEN current_attempt_id ELSE '' END,

@@ -80,7 +80,7 @@ func TestMigration005KeepsRows(t *testing.T) {
 	defer s.Close()
 	var applied []string
 	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, []string{"005_lighter_writes.sql"}, applied)
+	require.Equal(t, []string{"005_lighter_writes.sql", "006_stats_without_join.sql"}, applied)
 
 	// Rows and ids survive.
 	var tl []*store.TimelineEntry
@@ -101,7 +101,7 @@ func TestMigration005KeepsRows(t *testing.T) {
 	require.Equal(t, []int64{1, 4}, []int64{tl[0].ID, tl[1].ID})
 	require.Equal(t, []string{"e1", "e4"}, []string{tl[0].Event, tl[1].Event})
 	require.Len(t, attempts, 1)
-	require.Equal(t, &store.Attempt{ID: "att-a", Tenant: "t", Key: "a", Number: 1, FencingToken: 1, Worker: "w",
+	require.Equal(t, &store.Attempt{ID: "att-a", Tenant: "t", Key: "a", Destination: "dest", Number: 1, FencingToken: 1, Worker: "w",
 		ClaimedAt: fromMicros(1), LeaseExpiresAt: fromMicros(2), Outcome: "succeeded", Response: []byte{1}}, attempts[0])
 	read("b")
 	require.Len(t, tl, 1)
@@ -138,7 +138,7 @@ func TestMigration005KeepsRows(t *testing.T) {
 			}
 			ids = append(ids, e.ID)
 		}
-		return tx.InsertAttempt(ctx, &store.Attempt{ID: "att-a2", Tenant: "t", Key: "a", Number: 2, FencingToken: 2,
+		return tx.InsertAttempt(ctx, &store.Attempt{ID: "att-a2", Tenant: "t", Key: "a", Destination: "dest", Number: 2, FencingToken: 2,
 			Worker: "w", ClaimedAt: now, LeaseExpiresAt: now})
 	}))
 	require.Equal(t, []int64{5, 6}, ids, "the largest id left plus one, then on")

@@ -354,5 +354,18 @@ func testFencing(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
 		op = b.requireState(t, "k1", opledger.StateSucceeded)
 		require.Equal(t, 1, op.DuplicateEffects)
+
+		// Stats counts it, for the tenant and across tenants; another
+		// tenant's ledger sees none.
+		for _, all := range []bool{false, true} {
+			st, err := b.ledger.Stats(b.ctx, all)
+			require.NoError(t, err)
+			require.Equal(t, 1, st.DuplicateEffects, "all tenants: %v", all)
+		}
+		other, err := b.ledger.WithTenant("other")
+		require.NoError(t, err)
+		st, err := other.Stats(b.ctx, false)
+		require.NoError(t, err)
+		require.Zero(t, st.DuplicateEffects)
 	})
 }

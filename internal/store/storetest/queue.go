@@ -229,6 +229,21 @@ func testStats(t *testing.T, h Harness) {
 	require.Equal(t, 0, st.OperationsByState[opledger.StateAwaitingApproval], "every state listed")
 	require.Contains(t, st.OperationsByState, opledger.StateAwaitingApproval)
 	require.Equal(t, 6, st.AttemptsTotal, "s1 s2 f1 h1 u1 i1")
+	for _, a := range st.Attempts {
+		require.Equal(t, intent("any").Destination, a.Destination, "attempts count under their operation's destination: %+v", a)
+	}
+	mail := intent("m1")
+	mail.Destination = "email"
+	_, _, err = b.ledger.Record(b.ctx, mail)
+	require.NoError(t, err)
+	c, err := b.ledger.Claim(b.ctx, "m1", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	b.report(t, "m1", c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "M1"})
+	st, err = b.ledger.Stats(b.ctx, false)
+	require.NoError(t, err)
+	require.Contains(t, st.Attempts, opledger.AttemptCount{Destination: "email", Outcome: "succeeded", Count: 1})
+	require.Equal(t, 7, st.AttemptsTotal)
+	require.Equal(t, 4, st.ConfirmedEffects)
 	require.Equal(t, 1, st.Recoveries)
 	require.InDelta(t, 600, st.RecoveryMeanSeconds, 1)
 	require.InDelta(t, 600, st.RecoveryP90Seconds, 1)
@@ -236,13 +251,13 @@ func testStats(t *testing.T, h Harness) {
 
 	all, err := b.ledger.Stats(b.ctx, true)
 	require.NoError(t, err)
-	require.Equal(t, 4, all.ConfirmedEffects)
+	require.Equal(t, 5, all.ConfirmedEffects)
 
 	// Compaction keeps the totals.
 	b.clock.Advance(48 * time.Hour)
 	res, err := b.ledger.Compact(b.ctx)
 	require.NoError(t, err)
-	require.Equal(t, 5, res.Tombstoned) // s1 s2 f1 h1 and acme's x
+	require.Equal(t, 6, res.Tombstoned) // s1 s2 f1 h1 m1 and acme's x
 	after, err := b.ledger.Stats(b.ctx, false)
 	require.NoError(t, err)
 	require.Equal(t, st.ConfirmedEffects, after.ConfirmedEffects)
