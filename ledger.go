@@ -73,6 +73,8 @@ type shared struct {
 	worker string
 	// snapshots are this ledger's own claims as it last wrote them.
 	snapshots *snapshots
+	// checkedTokens are the API tokens Authenticate found active lately.
+	checkedTokens checkedTokens
 }
 
 // Open opens the store named by dsn, applies pending migrations and returns

@@ -172,8 +172,10 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 	list.Flags().BoolVar(&listJSON, "json", false, "JSON lines for scripts")
 
 	revoke := &cobra.Command{
-		Use:     "revoke TOKEN_ID",
-		Short:   "Revoke a token by its id (tok_…)",
+		Use:   "revoke TOKEN_ID",
+		Short: "Revoke a token by its id (tok_…)",
+		Long: `Revoke a token by its id (tok_…). Running servers stop accepting it within
+a second: each trusts a token it has found active for that long.`,
 		Example: `  opledger tokens revoke tok_3f9a1c2b7d4e --db sqlite:opledger.db`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 || !strings.HasPrefix(args[0], "tok_") {

@@ -1,0 +1,84 @@
+package opledger_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// twoProcesses opens one SQLite ledger twice, as a server and the command
+// line beside it would: the server's clock moves only when told.
+func twoProcesses(t *testing.T) (server, cli *opledger.Ledger, clock *manualClock) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
+	clock = newManualClock()
+	server, err := opledger.Open(ctx, dsn, opledger.Options{Clock: clock.Map})
+	require.NoError(t, err)
+	t.Cleanup(func() { server.Close() })
+	cli, err = opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme"})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	return server, cli, clock
+}
+
+// A token revoked by another process keeps working on a server that found
+// it active until TokenCheckValidity has passed, and not a moment longer.
+func TestRevokedElsewhereStopsWithinCheckValidity(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	server, cli, clock := twoProcesses(t)
+	secret, info, err := cli.CreateToken(ctx, "n8n")
+	require.NoError(t, err)
+
+	tenant, err := server.Authenticate(ctx, secret)
+	require.NoError(t, err, "a new token works at once")
+	require.Equal(t, "acme", tenant)
+	require.NoError(t, cli.RevokeToken(ctx, info.ID))
+
+	clock.Advance(opledger.TokenCheckValidity - time.Millisecond)
+	tenant, err = server.Authenticate(ctx, secret)
+	require.NoError(t, err, "still trusted from the last check")
+	require.Equal(t, "acme", tenant)
+
+	clock.Advance(time.Millisecond)
+	_, err = server.Authenticate(ctx, secret)
+	require.ErrorIs(t, err, opledger.ErrUnauthorized)
+	_, err = server.Authenticate(ctx, secret)
+	require.ErrorIs(t, err, opledger.ErrUnauthorized, "a revoked token is not remembered as active")
+}
+
+// Revoking through the Ledger that checks the token takes effect at once.
+func TestRevokedHereStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	server, _, _ := twoProcesses(t)
+	secret, info, err := server.CreateToken(ctx, "zapier")
+	require.NoError(t, err)
+	_, err = server.Authenticate(ctx, secret)
+	require.NoError(t, err)
+	require.NoError(t, server.RevokeToken(ctx, info.ID))
+	_, err = server.Authenticate(ctx, secret)
+	require.ErrorIs(t, err, opledger.ErrUnauthorized)
+}
+
+// A clock set back does not stretch the trust in a token checked at a
+// later time.
+func TestClockSetBackChecksAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	server, cli, clock := twoProcesses(t)
+	secret, info, err := cli.CreateToken(ctx, "cron")
+	require.NoError(t, err)
+	_, err = server.Authenticate(ctx, secret)
+	require.NoError(t, err)
+	require.NoError(t, cli.RevokeToken(ctx, info.ID))
+	clock.Advance(-time.Hour)
+	_, err = server.Authenticate(ctx, secret)
+	require.ErrorIs(t, err, opledger.ErrUnauthorized)
+}
