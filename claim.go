@@ -24,6 +24,14 @@ type ClaimOptions struct {
 	// round trip to the store instead of two. Its Key must equal the key
 	// being claimed.
 	Intent *Intent
+	// Dispatch marks the attempt dispatched in the claim's own write, as a
+	// Dispatch call right after it would: for a caller that starts the
+	// external call as soon as the claim returns (the proxy does). It
+	// saves one durable write. From the claim on, an interrupted attempt
+	// becomes uncertain when its lease expires, never pending, exactly as
+	// after Dispatch; a caller that then does not make the call reports
+	// OutcomeRetryable with nothing sent.
+	Dispatch bool
 }
 
 // Claim is a held claim on an operation: the right to make one attempt.
@@ -107,7 +115,7 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 	}
 	var claim *Claim
 	var last *txn
-	decide := claimDecision(worker, lease, opts.Intent, fp, &claim)
+	decide := claimDecision(worker, lease, opts.Intent, fp, opts.Dispatch, &claim)
 	capture := func(t *txn) error {
 		last = t
 		return decide(t)
@@ -139,8 +147,9 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 
 // claimDecision is the claim transition: it records intent first when set
 // and the key is new, settles an expired lease, and claims a pending, due
-// operation, leaving the claim in *out.
-func claimDecision(worker string, lease time.Duration, intent *Intent, fp string, out **Claim) func(t *txn) error {
+// operation, marking the attempt dispatched when dispatch is set, leaving
+// the claim in *out.
+func claimDecision(worker string, lease time.Duration, intent *Intent, fp string, dispatch bool, out **Claim) func(t *txn) error {
 	return func(t *txn) error {
 		if intent != nil {
 			if err := t.record(intent, fp, worker); err != nil {
@@ -179,6 +188,11 @@ func claimDecision(worker string, lease time.Duration, intent *Intent, fp string
 		}
 		t.move(StateInProgress, worker, a.ID, "claimed", evidence)
 		t.op.LeaseExpiresAt = a.LeaseExpiresAt
+		if dispatch {
+			// The attempt's insert is queued, not yet written: it carries
+			// the mark.
+			t.markDispatched(a)
+		}
 		*out = &Claim{AttemptID: a.ID, FencingToken: a.FencingToken, LeaseExpiresAt: a.LeaseExpiresAt,
 			IdempotencyKey: DestinationIdempotencyKey(t.tenant, t.key, t.op.Version), Protected: a.Protected,
 			ProtectedUntil: t.op.ProtectedUntil}
@@ -267,7 +281,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 					}
 					return ErrNothingDue
 				}
-				decide := claimDecision(worker, lease, nil, "", &claim)
+				decide := claimDecision(worker, lease, nil, "", false, &claim)
 				op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, func(t *txn) error {
 					last = t
 					return decide(t)
@@ -478,18 +492,21 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 			t.after = t.refuse("dispatch")
 			return nil
 		}
-		a.DispatchedAt = t.now
-		if err := t.updateAttempt(a); err != nil {
-			return err
-		}
-		t.op.Dispatched = true
-		if t.op.FirstDispatchedAt.IsZero() {
-			t.op.FirstDispatchedAt = t.now
-		}
-		t.dirty = true
-		t.note(a.Worker, a.ID, "dispatched", "external call may start")
-		return nil
+		t.markDispatched(a)
+		return t.updateAttempt(a)
 	})
+}
+
+// markDispatched records that the external call of a, the current
+// attempt, may start.
+func (t *txn) markDispatched(a *store.Attempt) {
+	a.DispatchedAt = t.now
+	t.op.Dispatched = true
+	if t.op.FirstDispatchedAt.IsZero() {
+		t.op.FirstDispatchedAt = t.now
+	}
+	t.dirty = true
+	t.note(a.Worker, a.ID, "dispatched", "external call may start")
 }
 
 // Report is what an attempt learned from its external call.

@@ -93,8 +93,11 @@ func (p *Proxy) protect(rt *route, w http.ResponseWriter, r *http.Request) {
 	}
 	in := opledger.Intent{Key: key, Action: Action, Destination: destinationName(rt.Name), Payload: payload,
 		SensitiveFields: sensitiveFields}
+	// The claim carries the dispatch mark: forward sends at once, so
+	// from the claim on an interrupted request is uncertain, never re-sent
+	// unchecked.
 	claim, err := p.ledger.Claim(r.Context(), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
-		Lease: rt.timeout + time.Minute})
+		Lease: rt.timeout + time.Minute, Dispatch: true})
 	if err != nil {
 		p.refused(w, r, log, err)
 		return
@@ -187,11 +190,6 @@ func stateDetail(s opledger.State) string {
 // have reached the upstream must have its answer recorded.
 func (p *Proxy) forward(rt *route, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, body []byte) {
 	ctx := context.WithoutCancel(r.Context())
-	key := claim.Operation.Key
-	if _, err := p.ledger.Dispatch(ctx, key, claim.AttemptID, claim.FencingToken); err != nil {
-		p.refused(w, r, log, err)
-		return
-	}
 	callCtx, cancel := context.WithTimeout(ctx, rt.timeout)
 	defer cancel()
 	out, err := http.NewRequestWithContext(callCtx, r.Method, rt.target(r.URL.Path, r.URL.RawQuery).String(), bytes.NewReader(body))

@@ -100,6 +100,42 @@ func testClaim(t *testing.T, h Harness) {
 		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Intent: &wrong})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 	})
+
+	// ClaimOptions.Dispatch writes the dispatch mark with the claim: for a
+	// new key claimed with its intent (decided without reading) and for a
+	// recorded one, the same as a Dispatch call right after the claim.
+	t.Run("WithDispatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("new")
+		_, _, err := b.ledger.Record(b.ctx, intent("recorded"))
+		require.NoError(t, err)
+		claims := map[string]opledger.ClaimOptions{"new": {Intent: &in, Dispatch: true}, "recorded": {Dispatch: true}}
+		for key, opts := range claims {
+			c, err := b.ledger.Claim(b.ctx, key, opts)
+			require.NoError(t, err, key)
+			require.True(t, c.Operation.Dispatched, key)
+			op := b.requireState(t, key, opledger.StateInProgress)
+			require.True(t, op.Dispatched, "%s: read back", key)
+			require.Equal(t, []string{"recorded", "claimed", "dispatched"}, b.events(t, key))
+			attempts, err := b.ledger.Attempts(b.ctx, key)
+			require.NoError(t, err)
+			require.Len(t, attempts, 1)
+			require.NotNil(t, attempts[0].DispatchedAt, key)
+			// A Dispatch call afterwards changes nothing.
+			_, err = b.ledger.Dispatch(b.ctx, key, c.AttemptID, c.FencingToken)
+			require.NoError(t, err, key)
+			require.Equal(t, []string{"recorded", "claimed", "dispatched"}, b.events(t, key))
+		}
+		// Interrupted: uncertain when the lease expires, never pending.
+		b.clock.Advance(11 * time.Second)
+		n, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		for key := range claims {
+			b.requireState(t, key, opledger.StateUncertain)
+		}
+	})
 }
 
 func testReport(t *testing.T, h Harness) {
