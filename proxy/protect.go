@@ -95,8 +95,10 @@ func (p *Proxy) protect(rt *route, w http.ResponseWriter, r *http.Request) {
 		SensitiveFields: sensitiveFields}
 	// The claim carries the dispatch mark: forward sends at once, so
 	// from the claim on an interrupted request is uncertain, never re-sent
-	// unchecked.
-	claim, err := p.ledger.Claim(r.Context(), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
+	// unchecked. It runs to its end even if the caller goes away, as
+	// forward does: a claim committed but reported as cancelled would leave
+	// a request marked dispatched that was never sent.
+	claim, err := p.ledger.Claim(context.WithoutCancel(r.Context()), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
 		Lease: rt.timeout + time.Minute, Dispatch: true})
 	if err != nil {
 		p.refused(w, r, log, err)
