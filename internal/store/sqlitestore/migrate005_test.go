@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -36,6 +37,24 @@ func migrateTo(t *testing.T, path string, last int) {
 	}
 }
 
+// atVersion creates a database file migrated up to version last and opens
+// it without the store, returning its path, the connection (closed when the
+// test ends; close it before opening the store) and a runner of statements
+// that fails the test on error.
+func atVersion(t *testing.T, last int) (string, *sql.DB, func(q string, args ...any)) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	migrateTo(t, path, last)
+	db, err := openRawDB(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return path, db, func(q string, args ...any) {
+		t.Helper()
+		_, err := db.ExecContext(context.Background(), q, args...)
+		require.NoError(t, err, q)
+	}
+}
+
 // TestMigration005KeepsRows migrates a version-4 database holding
 // operations, attempts and timeline entries to 005: every row survives
 // with its id, the dropped index and the AUTOINCREMENT bookkeeping are
@@ -43,17 +62,7 @@ func migrateTo(t *testing.T, path string, last int) {
 func TestMigration005KeepsRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	migrateTo(t, path, 4)
-
-	db, err := openRawDB(path)
-	require.NoError(t, err)
-	defer db.Close()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.ExecContext(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	path, db, exec := atVersion(t, 4)
 	for _, k := range []string{"a", "b"} {
 		exec(`INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload, state,
 			revision, created_at, updated_at) VALUES ('t', ?, 'act', 'dest', 1, 'fp', X'7B7D', 'in_progress', 1, 1, 1)`, k)

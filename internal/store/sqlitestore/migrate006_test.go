@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,17 +17,7 @@ import (
 func TestMigration006CopiesDestinations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	migrateTo(t, path, 5)
-
-	db, err := openRawDB(path)
-	require.NoError(t, err)
-	defer db.Close()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.ExecContext(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
+	path, db, exec := atVersion(t, 5)
 	for _, op := range []struct{ key, dest string }{{"a", "crm"}, {"b", "email"}} {
 		exec(`INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload, state,
 			revision, duplicate_effects, created_at, updated_at) VALUES ('t', ?, 'act', ?, 1, 'fp', X'7B7D', 'succeeded', 1, ?, 1, 1)`,
