@@ -617,6 +617,22 @@ type referenceKeys struct{ next atomic.Int64 }
 
 func (r *referenceKeys) key() string { return "ref:" + strconv.FormatInt(r.next.Add(1), 10) }
 
+// operation runs one reference operation on a fresh key: claim, then
+// complete.
+func (r *referenceKeys) operation(claim, complete func(k string) error) error {
+	k := r.key()
+	if err := claim(k); err != nil {
+		return fmt.Errorf("claim %s: %w", k, err)
+	}
+	if err := complete(k); err != nil {
+		return fmt.Errorf("complete %s: %w", k, err)
+	}
+	return nil
+}
+
+// floorKey is the floor's row key of a worker's seq-th call.
+func floorKey(w int, seq int64) string { return strconv.Itoa(w) + ":" + strconv.FormatInt(seq, 10) }
+
 func workerName(w int) string { return "bench-" + strconv.Itoa(w) }
 
 func newBaselines(ctx context.Context, dsn string) (*baselines, error) {
@@ -682,32 +698,26 @@ func newSQLiteBaselines(ctx context.Context, path string) (_ *baselines, err err
 	var keys referenceKeys
 	return &baselines{
 		floor: func(ctx context.Context, w int, seq int64) error {
-			_, err := insert.ExecContext(ctx, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), floorValue)
+			_, err := insert.ExecContext(ctx, floorKey(w, seq), floorValue)
 			return err
 		},
 		batchedFloor: func(_ context.Context, w int, seq int64) error {
-			return b.write(insert, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), floorValue)
+			return b.write(insert, floorKey(w, seq), floorValue)
 		},
 		reference: func(ctx context.Context, w int, _ int64) error {
 			ctx = context.WithoutCancel(ctx)
-			k := keys.key()
-			if err := changedOneRow(rowsAffected(claim.ExecContext(ctx, k, workerName(w), time.Now().UnixMicro()))); err != nil {
-				return fmt.Errorf("claim %s: %w", k, err)
-			}
-			if err := changedOneRow(rowsAffected(complete.ExecContext(ctx, referenceResult, time.Now().UnixMicro(), k))); err != nil {
-				return fmt.Errorf("complete %s: %w", k, err)
-			}
-			return nil
+			return keys.operation(func(k string) error {
+				return changedOneRow(rowsAffected(claim.ExecContext(ctx, k, workerName(w), time.Now().UnixMicro())))
+			}, func(k string) error {
+				return changedOneRow(rowsAffected(complete.ExecContext(ctx, referenceResult, time.Now().UnixMicro(), k)))
+			})
 		},
 		batchedReference: func(_ context.Context, w int, _ int64) error {
-			k := keys.key()
-			if err := b.write(claim, k, workerName(w), time.Now().UnixMicro()); err != nil {
-				return fmt.Errorf("claim %s: %w", k, err)
-			}
-			if err := b.write(complete, referenceResult, time.Now().UnixMicro(), k); err != nil {
-				return fmt.Errorf("complete %s: %w", k, err)
-			}
-			return nil
+			return keys.operation(func(k string) error {
+				return b.write(claim, k, workerName(w), time.Now().UnixMicro())
+			}, func(k string) error {
+				return b.write(complete, referenceResult, time.Now().UnixMicro(), k)
+			})
 		},
 		countReference: func(ctx context.Context) (rows, done int64, err error) {
 			err = db.QueryRowContext(ctx, referenceCount).Scan(&rows, &done)
@@ -750,19 +760,16 @@ func newPostgresBaselines(ctx context.Context, dsn string) (*baselines, error) {
 	var keys referenceKeys
 	return &baselines{
 		floor: func(ctx context.Context, w int, seq int64) error {
-			_, err := pool.Exec(ctx, `INSERT INTO bench_floor (k, v) VALUES ($1, $2)`, strconv.Itoa(w)+":"+strconv.FormatInt(seq, 10), floorValue)
+			_, err := pool.Exec(ctx, `INSERT INTO bench_floor (k, v) VALUES ($1, $2)`, floorKey(w, seq), floorValue)
 			return err
 		},
 		reference: func(ctx context.Context, w int, _ int64) error {
 			ctx = context.WithoutCancel(ctx)
-			k := keys.key()
-			if err := exec(ctx, pgReferenceClaim, k, workerName(w), time.Now()); err != nil {
-				return fmt.Errorf("claim %s: %w", k, err)
-			}
-			if err := exec(ctx, pgReferenceComplete, referenceResult, time.Now(), k); err != nil {
-				return fmt.Errorf("complete %s: %w", k, err)
-			}
-			return nil
+			return keys.operation(func(k string) error {
+				return exec(ctx, pgReferenceClaim, k, workerName(w), time.Now())
+			}, func(k string) error {
+				return exec(ctx, pgReferenceComplete, referenceResult, time.Now(), k)
+			})
 		},
 		countReference: func(ctx context.Context) (rows, done int64, err error) {
 			err = pool.QueryRow(ctx, referenceCount).Scan(&rows, &done)
