@@ -338,7 +338,11 @@ func (t *txn) flush() error {
 		ws = append(ws, store.Write{InsertOperation: t.op})
 	} else {
 		t.op.Revision = t.prevRev + 1
-		ws = append(ws, store.Write{UpdateOperation: t.op, PrevRevision: t.prevRev})
+		w := store.Write{UpdateOperation: t.op, PrevRevision: t.prevRev}
+		if t.spec != nil {
+			w.Previous = t.spec.base
+		}
+		ws = append(ws, w)
 	}
 	for _, e := range t.timeline {
 		ws = append(ws, store.Write{AppendTimeline: e})

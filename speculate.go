@@ -37,6 +37,9 @@ type speculation struct {
 	attempt *store.Attempt
 	// writes are the decision's writes, in order.
 	writes []store.Write
+	// base is the snapshot's operation row, as stored at the revision
+	// the decision starts from (nil: the key is new).
+	base *store.Operation
 }
 
 // getTombstone reads the tombstone of the key. A speculation assumes
@@ -182,7 +185,7 @@ func (l *Ledger) speculate(ctx context.Context, key string, snap snapshot, decid
 	var refused error
 	err = cw.WriteConditional(ctx, func(now time.Time) ([]store.Write, error) {
 		t = &txn{ctx: ctx, tenant: l.tenant, key: key, holdReview: l.opts.HoldReviewAfter,
-			now: l.clock(now), spec: &speculation{attempt: snap.attempt}}
+			now: l.clock(now), spec: &speculation{attempt: snap.attempt, base: snap.op}}
 		if snap.op != nil {
 			row := *snap.op
 			t.op, t.prevRev = &row, row.Revision

@@ -16,7 +16,14 @@ type Write struct {
 	// PrevRevision, as Tx.UpdateOperation does.
 	UpdateOperation *Operation
 	PrevRevision    int64
-	AppendTimeline  *TimelineEntry
+	// Previous, when set with UpdateOperation, is the operation as the
+	// writer knows it is stored at PrevRevision, without having read it in
+	// this transaction (a snapshot of its own earlier write). A store may
+	// then write only the columns that differ from it: the revision
+	// condition still guards the write, and every write of an operation
+	// row changes its revision.
+	Previous       *Operation
+	AppendTimeline *TimelineEntry
 }
 
 // WriteBatcher is implemented by transactions that can send several writes

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,7 +164,9 @@ func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) erro
 // BenchmarkLifecycleWrites measures the write path of one protected
 // operation, as opledger bench runs it: Ledger.Claim with the intent inline
 // (record and claim in one transaction), then Ledger.Report of a success,
-// one caller at a time, on a real file with the default synchronous=FULL.
+// on a real file with the default synchronous=FULL: c=1 one caller at a
+// time (every write its own transaction), c=32 from 32 goroutines (their
+// writes share transactions through group commit).
 //
 // Besides ns/op and allocations it reports wal-bytes/op, the bytes the two
 // commits append to the WAL (every page a transaction changes is written
@@ -174,8 +178,14 @@ func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) erro
 // count is exactly what the operations wrote. Unlike ns/op, these do not
 // depend on the noise of a shared machine.
 //
-//	go test -run '^$' -bench BenchmarkLifecycleWrites -benchtime 2000x ./internal/store/sqlitestore/
+//	go test -run '^$' -bench BenchmarkLifecycleWrites -benchtime 4000x ./internal/store/sqlitestore/
 func BenchmarkLifecycleWrites(b *testing.B) {
+	for _, callers := range []int{1, 32} {
+		b.Run(fmt.Sprintf("c=%d", callers), func(b *testing.B) { benchmarkLifecycleWrites(b, callers) })
+	}
+}
+
+func benchmarkLifecycleWrites(b *testing.B, callers int) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "ledger.db")
 	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{Tenant: benchTenant, Worker: "bench", Lease: time.Hour})
@@ -184,10 +194,9 @@ func BenchmarkLifecycleWrites(b *testing.B) {
 	}
 	defer l.Close()
 	payload := json.RawMessage(`{"units":2,"order":"BENCH"}`)
-	seq := 0
+	var seq atomic.Int64
 	op := func() error {
-		seq++
-		key := "life:" + strconv.Itoa(seq)
+		key := "life:" + strconv.FormatInt(seq.Add(1), 10)
 		c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: payload}})
 		if err != nil {
 			return err
@@ -230,10 +239,22 @@ func BenchmarkLifecycleWrites(b *testing.B) {
 	cpuBefore, cpuOK := processCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
-		if err := op(); err != nil {
-			b.Fatal(err)
+	if callers == 1 {
+		for range b.N {
+			if err := op(); err != nil {
+				b.Fatal(err)
+			}
 		}
+	} else {
+		b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := op(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
 	}
 	b.StopTimer()
 	if cpuAfter, ok := processCPU(); ok && cpuOK {

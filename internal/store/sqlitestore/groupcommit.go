@@ -1,12 +1,15 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -21,9 +24,12 @@ var errBatchAborted = errors.New("shared write transaction aborted")
 
 // writeReq is one caller's Update waiting for, or inside, a group commit.
 type writeReq struct {
-	ctx  context.Context
-	fn   func(context.Context, store.Tx) error
-	done chan writeResult // buffered: the leader never blocks on it
+	ctx context.Context
+	fn  func(context.Context, store.Tx) error
+	// decide is set for a conditional write (WriteConditional), which can
+	// run without a savepoint; fn then runs it inside one.
+	decide func(now time.Time) ([]store.Write, error)
+	done   chan writeResult // buffered: the leader never blocks on it
 }
 
 type writeResult struct {
@@ -39,8 +45,9 @@ type writeResult struct {
 // function in one BEGIN IMMEDIATE … COMMIT, each inside its own SAVEPOINT,
 // and releases each caller only after that COMMIT has returned. A caller
 // whose function fails is rolled back to its savepoint and gets its own
-// error; the others are unaffected. Callers that arrive while a commit is
-// in flight form the next batch, so a caller alone waits for no one.
+// error; the others are unaffected. Conditional writes run first and
+// without savepoints (runConditional). Callers that arrive while a commit
+// is in flight form the next batch, so a caller alone waits for no one.
 type groupCommit struct {
 	mu    sync.Mutex
 	queue []*writeReq
@@ -86,10 +93,16 @@ func (g *groupCommit) take() []*writeReq {
 // COMMIT covering fn's writes has returned (with synchronous=FULL, once they
 // are on disk). An error from fn rolls back fn's writes alone.
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	return s.submit(&writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)})
+}
+
+// submit queues r for the next group commit and waits for its outcome,
+// leading the commit when the writer is free.
+func (s *Store) submit(r *writeReq) error {
+	ctx := r.ctx
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	r := &writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}
 	s.group.enqueue(r)
 	for {
 		select {
@@ -124,7 +137,7 @@ func (s *Store) lead(r *writeReq) error {
 			// function) can have taken r without answering it.
 			return errors.New("begin: write request lost by a failed group commit")
 		}
-		s.runBatch(batch)
+		s.runBatch(batch, false)
 	}
 }
 
@@ -136,10 +149,20 @@ func (res writeResult) unwrap() error {
 }
 
 // runBatch runs batch in one transaction and answers every request. The
-// caller holds wlock.
-func (s *Store) runBatch(batch []*writeReq) {
+// caller holds wlock. Unless careful, the batch's conditional writes run
+// first and without savepoints; if one of them fails in a way only its
+// savepoint could undo, nothing has been answered yet, and the batch runs
+// again, carefully.
+func (s *Store) runBatch(batch []*writeReq, careful bool) {
 	if len(batch) == 0 {
 		return
+	}
+	if !careful && len(batch) > 1 {
+		// Writes queued together are concurrent: any order is one they
+		// could have arrived in.
+		slices.SortStableFunc(batch, func(a, b *writeReq) int {
+			return cmp.Compare(boolInt(a.decide == nil), boolInt(b.decide == nil))
+		})
 	}
 	// The transaction belongs to no single caller: one caller's
 	// cancellation must not roll back the others' writes.
@@ -176,6 +199,15 @@ func (s *Store) runBatch(batch []*writeReq) {
 		for i, r := range batch {
 			if err := r.ctx.Err(); err != nil {
 				results[i].err = fmt.Errorf("begin: %w", err)
+				continue
+			}
+			if r.decide != nil && !careful {
+				var undo bool
+				if results[i], undo = runConditional(r, &sqlTx{sqlReader: sqlReader{q: q}}); undo {
+					_ = tx.Rollback()
+					s.runBatch(batch, true)
+					return
+				}
 				continue
 			}
 			if _, err := q.ExecContext(bctx, `SAVEPOINT w`); err != nil {
@@ -232,7 +264,7 @@ func (s *Store) abort(tx rawTx, batch []*writeReq, results []writeResult, next i
 		}
 		batch[i].done <- results[i]
 	}
-	s.runBatch(batch[next:])
+	s.runBatch(batch[next:], true)
 }
 
 // runFn runs one caller's function, turning a panic into a result that the
