@@ -125,30 +125,3 @@ func OperationWrite(ws []Write) (Write, error) {
 	}
 	return found[0], nil
 }
-
-// WriteConditionalIn is WriteConditional inside the transaction tx, for
-// stores that write it with their ordinary transactions.
-func WriteConditionalIn(ctx context.Context, tx Tx, decide func(now time.Time) ([]Write, error)) error {
-	now, err := tx.Now(ctx)
-	if err != nil {
-		return err
-	}
-	ws, err := decide(now)
-	if err != nil {
-		return err
-	}
-	w, err := OperationWrite(ws)
-	if err != nil {
-		return err
-	}
-	if op := w.InsertOperation; op != nil {
-		_, err := tx.GetTombstone(ctx, op.Tenant, op.Key)
-		if err == nil {
-			return fmt.Errorf("insert operation %s: tombstone: %w", op.Key, ErrConflict)
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-	}
-	return WriteEach(ctx, tx, ws)
-}
