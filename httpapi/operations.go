@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,24 +94,34 @@ func (d operationDetail) MarshalJSON() ([]byte, error) {
 	return mergeJSON(d.Operation, map[string]any{"attempts": d.Attempts, "timeline": d.Timeline})
 }
 
-// mergeJSON encodes op and adds extra top-level fields.
+// mergeJSON encodes op and adds extra top-level fields (none of them a
+// field of the operation) after its own, in the order of their names. The operation's encoding is extended in place
+// rather than decoded and encoded again: an outcome's answer is on the
+// hot path of the API.
 func mergeJSON(op *opledger.Operation, extra map[string]any) ([]byte, error) {
 	b, err := json.Marshal(op)
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("operation encoded as %.20q, not an object", b)
 	}
-	for k, v := range extra {
-		raw, err := json.Marshal(v)
+	out := b[:len(b)-1]
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		raw, err := json.Marshal(extra[k])
 		if err != nil {
 			return nil, err
 		}
-		m[k] = raw
+		name, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, name...), ':'), raw...)
 	}
-	return json.Marshal(m)
+	return append(out, '}'), nil
 }
 
 func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
