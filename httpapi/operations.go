@@ -95,9 +95,9 @@ func (d operationDetail) MarshalJSON() ([]byte, error) {
 }
 
 // mergeJSON encodes op and adds extra top-level fields (none of them a
-// field of the operation) after its own, in the order of their names. The operation's encoding is extended in place
-// rather than decoded and encoded again: an outcome's answer is on the
-// hot path of the API.
+// field of the operation) after its own, in the order of their names. The
+// operation's encoding is extended in place rather than decoded and
+// encoded again: an outcome's answer is on the hot path of the API.
 func mergeJSON(op *opledger.Operation, extra map[string]any) ([]byte, error) {
 	b, err := json.Marshal(op)
 	if err != nil {

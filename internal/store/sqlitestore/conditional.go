@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/opledger/opledger/internal/store"
@@ -33,15 +31,16 @@ func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time)
 // out a statement that breaks a constraint, leaving the transaction open.
 func runConditional(r *writeReq, tx *sqlTx) (res writeResult, undo bool) {
 	var p progress
-	defer func() {
-		if v := recover(); v != nil {
-			res, undo = writeResult{panicked: v, stack: debug.Stack()}, p.ran
-		}
-	}()
-	if err := writeConditional(r.ctx, tx, r.decide, &p); err != nil {
-		return writeResult{err: err}, p.wrote || (p.ran && !errors.Is(err, store.ErrConflict))
+	res = runFn(r.ctx, func(ctx context.Context, tx store.Tx) error {
+		return writeConditional(ctx, tx.(*sqlTx), r.decide, &p)
+	}, tx)
+	switch {
+	case res.panicked != nil:
+		return res, p.ran
+	case res.err != nil:
+		return res, p.wrote || (p.ran && !errors.Is(res.err, store.ErrConflict))
 	}
-	return writeResult{}, false
+	return res, false
 }
 
 // progress is how far writeConditional went.
@@ -134,17 +133,8 @@ func (t *sqlTx) insertNewOperation(ctx context.Context, op *store.Operation) err
 // appendTimelines appends entries in one statement, without setting their
 // IDs (conditional writes do not report them).
 func (t *sqlTx) appendTimelines(ctx context.Context, entries []*store.TimelineEntry) error {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence) VALUES `)
-	args := make([]any, 0, 9*len(entries))
-	for i, e := range entries {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
-	}
-	if _, err := t.q.ExecContext(ctx, b.String(), args...); err != nil {
+	q, args := appendTimelineSQL(entries)
+	if _, err := t.q.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("append timeline: %w", err)
 	}
 	return nil

@@ -188,7 +188,7 @@ func (s *Store) runBatch(batch []*writeReq, careful bool) {
 		if err := r.ctx.Err(); err != nil {
 			results[0].err = fmt.Errorf("begin: %w", err)
 		} else {
-			results[0] = runFn(r, &sqlTx{sqlReader: sqlReader{q: q}})
+			results[0] = runFn(r.ctx, r.fn, &sqlTx{sqlReader: sqlReader{q: q}})
 		}
 		if results[0].err != nil || results[0].panicked != nil {
 			_ = tx.Rollback()
@@ -214,7 +214,7 @@ func (s *Store) runBatch(batch []*writeReq, careful bool) {
 				s.abort(tx, batch, results, i, fmt.Errorf("begin: %w", mapErr(err)))
 				return
 			}
-			res := runFn(r, &sqlTx{sqlReader: sqlReader{q: q}})
+			res := runFn(r.ctx, r.fn, &sqlTx{sqlReader: sqlReader{q: q}})
 			end := `RELEASE w`
 			if res.err != nil || res.panicked != nil {
 				end = `ROLLBACK TO w`
@@ -267,15 +267,15 @@ func (s *Store) abort(tx rawTx, batch []*writeReq, results []writeResult, next i
 	s.runBatch(batch[next:], true)
 }
 
-// runFn runs one caller's function, turning a panic into a result that the
+// runFn runs a caller's function, turning a panic into a result that the
 // caller re-raises.
-func runFn(r *writeReq, tx *sqlTx) (res writeResult) {
+func runFn(ctx context.Context, fn func(context.Context, store.Tx) error, tx *sqlTx) (res writeResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			res = writeResult{panicked: p, stack: debug.Stack()}
 		}
 	}()
-	return writeResult{err: r.fn(r.ctx, tx)}
+	return writeResult{err: fn(ctx, tx)}
 }
 
 // rawTx ends a transaction begun with a plain BEGIN on the writer.

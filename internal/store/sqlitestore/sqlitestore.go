@@ -642,8 +642,8 @@ func (t *sqlTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
 }
 
 func (t *sqlTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) error {
-	res, err := t.q.ExecContext(ctx, `INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
+	q, args := appendTimelineSQL([]*store.TimelineEntry{e})
+	res, err := t.q.ExecContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("append timeline: %w", err)
 	}
@@ -651,6 +651,22 @@ func (t *sqlTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) erro
 		e.ID = id
 	}
 	return nil
+}
+
+// appendTimelineSQL is the INSERT of entries, one row each, and its
+// arguments.
+func appendTimelineSQL(entries []*store.TimelineEntry) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence) VALUES `)
+	args := make([]any, 0, 9*len(entries))
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
+	}
+	return b.String(), args
 }
 
 func (t *sqlTx) UpsertTombstone(ctx context.Context, ts *store.Tombstone) error {
