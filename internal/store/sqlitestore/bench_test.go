@@ -2,7 +2,9 @@ package sqlitestore_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,12 +182,14 @@ func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) erro
 //
 //	go test -run '^$' -bench BenchmarkLifecycleWrites -benchtime 4000x ./internal/store/sqlitestore/
 func BenchmarkLifecycleWrites(b *testing.B) {
-	for _, callers := range []int{1, 32} {
-		b.Run(fmt.Sprintf("c=%d", callers), func(b *testing.B) { benchmarkLifecycleWrites(b, callers) })
+	for _, keys := range []string{"sequential", "random"} {
+		for _, callers := range []int{1, 32} {
+			b.Run(fmt.Sprintf("keys=%s/c=%d", keys, callers), func(b *testing.B) { benchmarkLifecycleWrites(b, callers, keys == "random") })
+		}
 	}
 }
 
-func benchmarkLifecycleWrites(b *testing.B, callers int) {
+func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "ledger.db")
 	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{Tenant: benchTenant, Worker: "bench", Lease: time.Hour})
@@ -197,6 +201,10 @@ func benchmarkLifecycleWrites(b *testing.B, callers int) {
 	var seq atomic.Int64
 	op := func() error {
 		key := "life:" + strconv.FormatInt(seq.Add(1), 10)
+		if randomKeys {
+			sum := sha256.Sum256([]byte(key))
+			key = "life:" + hex.EncodeToString(sum[:24])
+		}
 		c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: payload}})
 		if err != nil {
 			return err

@@ -126,6 +126,9 @@ func (t *sqlTx) insertNewOperation(ctx context.Context, op *store.Operation) err
 	} else if n != 1 {
 		return fmt.Errorf("insert operation %s: tombstone: %w", op.Key, store.ErrConflict)
 	}
+	if id, err := res.LastInsertId(); err == nil {
+		t.rememberID(op.Tenant, op.Key, id)
+	}
 	t.keep(op, args)
 	return nil
 }
@@ -133,7 +136,7 @@ func (t *sqlTx) insertNewOperation(ctx context.Context, op *store.Operation) err
 // appendTimelines appends entries in one statement, without setting their
 // IDs (conditional writes do not report them).
 func (t *sqlTx) appendTimelines(ctx context.Context, entries []*store.TimelineEntry) error {
-	q, args := appendTimelineSQL(entries)
+	q, args := t.appendTimelineSQL(entries)
 	if _, err := t.q.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("append timeline: %w", err)
 	}

@@ -89,7 +89,7 @@ func TestMigration005KeepsRows(t *testing.T) {
 	defer s.Close()
 	var applied []string
 	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, []string{"005_lighter_writes.sql", "006_stats_without_join.sql"}, applied)
+	require.Equal(t, []string{"005_lighter_writes.sql", "006_stats_without_join.sql", "007_operation_ids.sql"}, applied)
 
 	// Rows and ids survive.
 	var tl []*store.TimelineEntry

@@ -48,11 +48,11 @@ func (r *recorder) QueryRowContext(ctx context.Context, query string, args ...an
 }
 
 // wantIndex names the indexes each statement is built for (migrations 001,
-// 002 and 005); its plan must search the table through one of them.
+// 002, 005 and 007); its plan must search the table through one of them.
 var wantIndex = map[string][]string{
-	"GetOperation":               {"PRIMARY KEY"},
-	"GetOperation/in_tx":         {"PRIMARY KEY"},
-	"UpdateOperation":            {"PRIMARY KEY"},
+	"GetOperation":               {"operations_key"},
+	"GetOperation/in_tx":         {"operations_key"},
+	"UpdateOperation":            {"operations_key"},
 	"GetAttempt":                 {"PRIMARY KEY", "attempts_operation"},
 	"ListAttempts":               {"attempts_operation"},
 	"ListTimeline":               {"timeline_operation"},

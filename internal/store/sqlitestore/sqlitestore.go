@@ -207,6 +207,40 @@ type sqlTx struct {
 	// Transactions touch one operation or a few: a slice searched in
 	// order.
 	stored []*storedOp
+	// rowIDs are the row ids of the operations this transaction inserted or
+	// updated, so that their attempts and timeline entries can name them
+	// without looking them up (operationRef).
+	rowIDs []operationRowID
+}
+
+type operationRowID struct {
+	tenant, key string
+	id          int64
+}
+
+// rememberID records the row id of an operation written in this
+// transaction.
+func (t *sqlTx) rememberID(tenant, key string, id int64) {
+	for i, k := range t.rowIDs {
+		if k.tenant == tenant && k.key == key {
+			t.rowIDs[i].id = id
+			return
+		}
+	}
+	t.rowIDs = append(t.rowIDs, operationRowID{tenant, key, id})
+}
+
+// operationRef is the SQL expression of an operation's row id and its
+// arguments: the id itself when this transaction wrote the operation, a
+// lookup otherwise (which yields NULL, and fails the NOT NULL column it
+// fills, when there is no such operation).
+func (t *sqlTx) operationRef(tenant, key string) (string, []any) {
+	for _, k := range t.rowIDs {
+		if k.tenant == tenant && k.key == key {
+			return "?", []any{k.id}
+		}
+	}
+	return "(" + operationID + ")", []any{tenant, key}
 }
 
 func toMicros(t time.Time) int64 {
@@ -359,6 +393,13 @@ func (r *sqlReader) GetTombstone(ctx context.Context, tenant, key string) (*stor
 	return &t, nil
 }
 
+// operationID selects the row id of the operation with the tenant and key
+// of its two parameters. Attempts and timeline entries are found through
+// it (migration 007): ids grow in the order operations are recorded, so
+// that the entries of operations recorded together share index pages,
+// however scattered their keys are.
+const operationID = `SELECT id FROM operations WHERE tenant = ? AND key = ?`
+
 const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
 	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination`
 
@@ -388,7 +429,7 @@ func (r *sqlReader) GetAttempt(ctx context.Context, tenant, key, id string) (*st
 }
 
 func (r *sqlReader) ListAttempts(ctx context.Context, tenant, key string) ([]*store.Attempt, error) {
-	rows, err := r.q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE tenant = ? AND key = ? ORDER BY number, id`, tenant, key)
+	rows, err := r.q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE operation_id = (`+operationID+`) ORDER BY number, id`, tenant, key)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
 	}
@@ -406,7 +447,7 @@ func (r *sqlReader) ListAttempts(ctx context.Context, tenant, key string) ([]*st
 
 func (r *sqlReader) ListTimeline(ctx context.Context, tenant, key string) ([]*store.TimelineEntry, error) {
 	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence
-		FROM timeline WHERE tenant = ? AND key = ? ORDER BY id`, tenant, key)
+		FROM timeline WHERE operation_id = (`+operationID+`) ORDER BY id`, tenant, key)
 	if err != nil {
 		return nil, fmt.Errorf("list timeline: %w", err)
 	}
@@ -551,9 +592,12 @@ func (t *sqlTx) InsertOperation(ctx context.Context, op *store.Operation) error 
 	if err != nil {
 		return err
 	}
-	_, err = t.q.ExecContext(ctx, `INSERT INTO operations (`+opColumns+`) VALUES (`+placeholders(len(args))+`)`, args...)
+	res, err := t.q.ExecContext(ctx, `INSERT INTO operations (`+opColumns+`) VALUES (`+placeholders(len(args))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("insert operation: %w", mapErr(err))
+	}
+	if id, err := res.LastInsertId(); err == nil {
+		t.rememberID(op.Tenant, op.Key, id)
 	}
 	t.keep(op, args)
 	return nil
@@ -581,35 +625,36 @@ func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRe
 	}
 	stored := args
 	query, args := updateOperationSQL(t.find(op.Tenant, op.Key, prevRevision), op, args, prevRevision)
-	res, err := t.q.ExecContext(ctx, query, args...)
+	var id int64
+	err = t.q.QueryRowContext(ctx, query+` RETURNING id`, args...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)
+	}
 	if err != nil {
 		return fmt.Errorf("update operation: %w", mapErr(err))
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("update operation: %w", err)
-	}
-	if n != 1 {
-		return fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)
-	}
+	t.rememberID(op.Tenant, op.Key, id)
 	t.keep(op, stored)
 	return nil
 }
 
 func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
-	res, err := t.q.ExecContext(ctx, `DELETE FROM operations WHERE tenant = ? AND key = ? AND revision = ?`, tenant, key, revision)
+	var id int64
+	err := t.q.QueryRowContext(ctx, `DELETE FROM operations WHERE tenant = ? AND key = ? AND revision = ? RETURNING id`,
+		tenant, key, revision).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("delete operation %s: %w", key, store.ErrConflict)
+	}
 	if err != nil {
 		return fmt.Errorf("delete operation: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("delete operation %s: %w", key, store.ErrConflict)
-	}
 	t.forget(tenant, key)
+	t.rowIDs = slices.DeleteFunc(t.rowIDs, func(k operationRowID) bool { return k.tenant == tenant && k.key == key })
 	for _, q := range []string{
-		`DELETE FROM timeline WHERE tenant = ? AND key = ?`,
-		`DELETE FROM attempts WHERE tenant = ? AND key = ?`,
+		`DELETE FROM timeline WHERE operation_id = ?`,
+		`DELETE FROM attempts WHERE operation_id = ?`,
 	} {
-		if _, err := t.q.ExecContext(ctx, q, tenant, key); err != nil {
+		if _, err := t.q.ExecContext(ctx, q, id); err != nil {
 			return fmt.Errorf("delete operation: %w", err)
 		}
 	}
@@ -617,10 +662,11 @@ func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revisio
 }
 
 func (t *sqlTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO attempts (`+attemptColumns+`) VALUES (`+placeholders(17)+`)`,
-		a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, boolInt(a.Protected), toMicros(a.ClaimedAt),
-		toMicros(a.LeaseExpiresAt), toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome,
-		a.DestinationRef, a.Response, a.Error, boolInt(a.Stale), a.Destination)
+	ref, args := t.operationRef(a.Tenant, a.Key)
+	_, err := t.q.ExecContext(ctx, `INSERT INTO attempts (operation_id, `+attemptColumns+`) VALUES (`+ref+`, `+placeholders(17)+`)`,
+		append(args, a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, boolInt(a.Protected), toMicros(a.ClaimedAt),
+			toMicros(a.LeaseExpiresAt), toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome,
+			a.DestinationRef, a.Response, a.Error, boolInt(a.Stale), a.Destination)...)
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", mapErr(err))
 	}
@@ -642,7 +688,7 @@ func (t *sqlTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
 }
 
 func (t *sqlTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) error {
-	q, args := appendTimelineSQL([]*store.TimelineEntry{e})
+	q, args := t.appendTimelineSQL([]*store.TimelineEntry{e})
 	res, err := t.q.ExecContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("append timeline: %w", err)
@@ -655,16 +701,17 @@ func (t *sqlTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) erro
 
 // appendTimelineSQL is the INSERT of entries, one row each, and its
 // arguments.
-func appendTimelineSQL(entries []*store.TimelineEntry) (string, []any) {
+func (t *sqlTx) appendTimelineSQL(entries []*store.TimelineEntry) (string, []any) {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence) VALUES `)
-	args := make([]any, 0, 9*len(entries))
+	b.WriteString(`INSERT INTO timeline (operation_id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence) VALUES `)
+	args := make([]any, 0, 11*len(entries))
 	for i, e := range entries {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
+		ref, refArgs := t.operationRef(e.Tenant, e.Key)
+		b.WriteString("(" + ref + ", ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(append(args, refArgs...), e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
 	}
 	return b.String(), args
 }

@@ -72,15 +72,15 @@ func LoadSynthetic(ctx context.Context, path, tenant string, n int, history bool
 	FROM g`, day, hour, second), []any{tenant, n, now}}}
 	if history {
 		stmts = append(stmts,
-			stmt{fmt.Sprintf(`INSERT INTO attempts (id, tenant, key, number, fencing_token, worker, claimed_at, lease_expires_at,
+			stmt{fmt.Sprintf(`INSERT INTO attempts (operation_id, id, tenant, key, number, fencing_token, worker, claimed_at, lease_expires_at,
 				dispatched_at, finished_at, outcome, destination_ref, destination)
-			SELECT current_attempt_id, tenant, key, 1, 1, 'bulk-worker', created_at, created_at + 30 * %[1]d,
+			SELECT id, current_attempt_id, tenant, key, 1, 1, 'bulk-worker', created_at, created_at + 30 * %[1]d,
 				first_dispatched_at, CASE WHEN state <> 'in_progress' THEN updated_at ELSE 0 END,
 				CASE state WHEN 'succeeded' THEN 'succeeded' WHEN 'failed' THEN 'rejected' WHEN 'pending' THEN 'retryable'
 					WHEN 'in_progress' THEN '' ELSE 'uncertain' END, destination_ref, destination
 			FROM operations WHERE tenant = ?1 AND key LIKE 'bulk:%%'`, second), []any{tenant}},
-			stmt{fmt.Sprintf(`INSERT INTO timeline (tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
-			SELECT tenant, key, created_at + s.n * %[1]d, 'bulk-worker', CASE WHEN s.n > 0 THEN current_attempt_id ELSE '' END,
+			stmt{fmt.Sprintf(`INSERT INTO timeline (operation_id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
+			SELECT id, tenant, key, created_at + s.n * %[1]d, 'bulk-worker', CASE WHEN s.n > 0 THEN current_attempt_id ELSE '' END,
 				CASE s.n WHEN 0 THEN 'recorded' WHEN 1 THEN 'claimed' ELSE state END,
 				CASE s.n WHEN 0 THEN '' WHEN 1 THEN 'pending' ELSE 'in_progress' END,
 				CASE s.n WHEN 0 THEN 'pending' WHEN 1 THEN 'in_progress' ELSE state END, 'synthetic'

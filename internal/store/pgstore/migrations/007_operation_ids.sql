@@ -1,0 +1,12 @@
+-- The PostgreSQL side of SQLite's migration 007 (operations keyed by a row
+-- id, their attempts and timeline entries found through it), which changes
+-- nothing here; the version exists so that both stores carry the same
+-- ones.
+--
+-- SQLite stored each operation in the b-tree of its (tenant, key), so
+-- keys in no particular order scattered every operation's row, and its
+-- history's index entries, over pages of their own. A PostgreSQL table is
+-- a heap: new rows go where there is room, whatever their key, and only
+-- the indexes on (tenant, key) are ordered by it. `opledger bench` at
+-- c=32 measured no difference between keys in order and random keys on
+-- PostgreSQL (docs/performance.md, "SQLite: random keys").
