@@ -70,6 +70,18 @@ const (
 // Modes are the valid modes, in the order the command line lists them.
 var Modes = []Mode{ModeLibrary, ModeHTTP, ModeProxy}
 
+// Keys is how the protected operations' keys follow each other.
+type Keys string
+
+const (
+	// KeysSequential numbers the operations of a run: each key sorts
+	// near the one before it, as keys built from a counter or a time do.
+	KeysSequential Keys = "sequential"
+	// KeysRandom gives each operation 24 random bytes in hex, as UUIDs
+	// and hashes do: consecutive keys sort anywhere.
+	KeysRandom Keys = "random"
+)
+
 // Config is one bench run.
 type Config struct {
 	// DSN of the store; empty means a fresh SQLite file. A postgres DSN gets
@@ -78,6 +90,10 @@ type Config struct {
 	Concurrency []int
 	Duration    time.Duration
 	Mode        Mode
+	// Keys is the order of the operations' keys (default KeysSequential).
+	// The proxy mode sends them as Idempotency-Keys, which the proxy
+	// hashes into operation keys either way.
+	Keys Keys
 	// Preload is how many operations (of the mix sqlitestore.SyntheticMix
 	// describes, each with its history) the ledger holds before measuring.
 	Preload int
@@ -88,6 +104,7 @@ type Config struct {
 // Cell is the result for one concurrency.
 type Cell struct {
 	Mode           Mode    `json:"mode"`
+	Keys           Keys    `json:"keys"`
 	Store          string  `json:"store"`
 	Concurrency    int     `json:"concurrency"`
 	Ops            int64   `json:"ops"`
@@ -144,6 +161,12 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 	if !slices.Contains(Modes, cfg.Mode) {
 		return nil, fmt.Errorf("mode must be library, http or proxy (got %q)", cfg.Mode)
 	}
+	if cfg.Keys == "" {
+		cfg.Keys = KeysSequential
+	}
+	if cfg.Keys != KeysSequential && cfg.Keys != KeysRandom {
+		return nil, fmt.Errorf("keys must be sequential or random (got %q)", cfg.Keys)
+	}
 	dsn, cleanup, err := freshStore(ctx, cfg.DSN)
 	if err != nil {
 		return nil, err
@@ -176,7 +199,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 	}
 	defer base.close()
 
-	op, stop, err := protectedOp(ctx, l, cfg.Mode, slices.Max(cfg.Concurrency), up)
+	op, stop, err := protectedOp(ctx, l, cfg.Mode, cfg.Keys, slices.Max(cfg.Concurrency), up)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +270,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			}
 		}
 		secs := cfg.Duration.Seconds()
-		cell := Cell{Mode: cfg.Mode, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
+		cell := Cell{Mode: cfg.Mode, Keys: cfg.Keys, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
 			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: floor.ops, FloorOpsPerSec: float64(floor.ops) / secs,
 			FloorP99ms: quantile(floor.lat, 0.99), RatioToFloor: ratio(ops, floor.ops),
 			ReferenceOpsPerSec: float64(reference.ops) / secs, ReferenceP99ms: quantile(reference.lat, 0.99), RatioToReference: ratio(ops, reference.ops),
@@ -393,12 +416,16 @@ func quantile(lats []time.Duration, q float64) float64 {
 }
 
 // protectedOp returns the function that runs one protected operation, for
-// up to maxConc callers at once; up is the upstream of the proxy mode.
-func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, maxConc int, up *upstream) (func(context.Context, int, int64) error, func(), error) {
+// up to maxConc callers at once, with keys in the order keys names; up is
+// the upstream of the proxy mode.
+func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, keys Keys, maxConc int, up *upstream) (func(context.Context, int, int64) error, func(), error) {
 	run := randomHex(4)
 	payload := json.RawMessage(`{"units":2,"order":"BENCH"}`)
 	var next atomic.Int64
 	keyOf := func(int, int64) string { return "bench:" + run + ":" + strconv.FormatInt(next.Add(1), 10) }
+	if keys == KeysRandom {
+		keyOf = func(int, int64) string { return "bench:" + randomHex(24) }
+	}
 	switch mode {
 	case ModeLibrary:
 		return func(ctx context.Context, w int, seq int64) error {

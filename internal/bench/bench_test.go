@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,6 +42,53 @@ func TestProxyMode(t *testing.T) {
 	}
 }
 
+// TestRandomKeys: with KeysRandom every protected operation gets a key of
+// 48 random hex digits, which follow each other in no order; with
+// KeysSequential the keys of a run share a prefix and count up.
+func TestRandomKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "bench.db"), opledger.Options{Worker: "bench"})
+	require.NoError(t, err)
+	defer l.Close()
+	keysOf := func(keys Keys) []string {
+		t.Helper()
+		op, stop, err := protectedOp(ctx, l, ModeLibrary, keys, 1, nil)
+		require.NoError(t, err)
+		defer stop()
+		before, err := l.List(ctx, opledger.ListOptions{Limit: opledger.MaxListLimit})
+		require.NoError(t, err)
+		for i := range 20 {
+			require.NoError(t, op(ctx, 0, int64(i)))
+		}
+		page, err := l.List(ctx, opledger.ListOptions{Limit: opledger.MaxListLimit})
+		require.NoError(t, err)
+		seen := map[string]bool{}
+		for _, o := range before.Items {
+			seen[o.Key] = true
+		}
+		var out []string
+		for _, o := range page.Items {
+			if !seen[o.Key] {
+				out = append(out, o.Key)
+			}
+		}
+		require.Len(t, out, 20)
+		slices.Reverse(out) // List is newest first
+		return out
+	}
+	random := keysOf(KeysRandom)
+	for _, k := range random {
+		require.Regexp(t, `^bench:[0-9a-f]{48}$`, k)
+	}
+	require.False(t, slices.IsSorted(random), "random keys are in no order: %v", random)
+	sequential := keysOf(KeysSequential)
+	prefix := sequential[0][:strings.LastIndex(sequential[0], ":")+1]
+	for i, k := range sequential {
+		require.Equal(t, prefix+strconv.Itoa(i+1), k)
+	}
+}
+
 func TestUnknownMode(t *testing.T) {
 	t.Parallel()
 	_, err := Run(context.Background(), Config{Mode: "grpc"})
@@ -57,7 +105,7 @@ func TestWarmUpAnalyzes(t *testing.T) {
 	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "bench"})
 	require.NoError(t, err)
 	defer l.Close()
-	op, stop, err := protectedOp(ctx, l, ModeLibrary, 8, nil)
+	op, stop, err := protectedOp(ctx, l, ModeLibrary, KeysSequential, 8, nil)
 	require.NoError(t, err)
 	defer stop()
 	n, err := warmUp(ctx, dsn, op)

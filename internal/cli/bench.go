@@ -18,11 +18,11 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		dsn, conc, mode, cpuProfile string
-		dur                         time.Duration
-		asJSON                      bool
-		preload                     int
-		serveRSS                    int64
+		dsn, conc, mode, keys, cpuProfile string
+		dur                               time.Duration
+		asJSON                            bool
+		preload                           int
+		serveRSS                          int64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -48,6 +48,10 @@ the references, then the protected operations, each for --duration.
 states, each with its attempt and timeline) so that the run measures a ledger
 that has been in use.
 
+--keys random gives every operation a key of random hex, as UUIDs and hashes
+are, instead of a counter (sequential, the default): keys that sort anywhere
+spread a store's writes over more pages.
+
 --mode chooses what a protected operation goes through: library (the ledger
 in process: claim with the intent inline, then report), http (the HTTP API on
 loopback, the same two calls) or proxy (one POST with a fresh Idempotency-Key
@@ -70,13 +74,17 @@ database server's own CPU is not in it.`,
   opledger bench --mode http --json
   opledger bench --mode proxy --concurrency 1,8,32 --duration 5s
   opledger bench --preload 1000000 --concurrency 32
+  opledger bench --keys random --concurrency 32
   opledger bench --mode http --concurrency 32 --cpu-profile cpu.out   # then: go tool pprof -top cpu.out
   opledger bench --mode http --serve-rss 1000000 --concurrency 32`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode), Preload: preload}
+			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode), Keys: bench.Keys(keys), Preload: preload}
 			if preload < 0 {
 				return usageError{fmt.Errorf("--preload must not be negative")}
+			}
+			if cfg.Keys != bench.KeysSequential && cfg.Keys != bench.KeysRandom {
+				return usageError{fmt.Errorf("--keys takes sequential or random (got %q)", keys)}
 			}
 			for _, f := range strings.Split(conc, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -89,8 +97,8 @@ database server's own CPU is not in it.`,
 				return usageError{fmt.Errorf("--duration must be positive, e.g. 10s")}
 			}
 			if cmd.Flags().Changed("serve-rss") {
-				if mode != string(bench.ModeHTTP) || preload != 0 || serveRSS < 2 {
-					return usageError{fmt.Errorf("--serve-rss N takes --mode http, no --preload, and N of at least 2")}
+				if mode != string(bench.ModeHTTP) || preload != 0 || cmd.Flags().Changed("keys") || serveRSS < 2 {
+					return usageError{fmt.Errorf("--serve-rss N takes --mode http, no --preload or --keys, and N of at least 2")}
 				}
 				return benchServeRSS(cmd, bench.ServeRSSConfig{DSN: dsn, Ops: serveRSS, Concurrency: cfg.Concurrency[0]}, asJSON)
 			}
@@ -120,7 +128,7 @@ database server's own CPU is not in it.`,
 				return writeJSONLines(out, cells)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "mode\tstore\tc\tops/s\tp50 ms\tp99 ms\tfloor ops/s\tfloor p99 ms\tratio\tbatched floor ops/s\tbatched ratio\t"+
+			fmt.Fprintln(tw, "mode\tkeys\tstore\tc\tops/s\tp50 ms\tp99 ms\tfloor ops/s\tfloor p99 ms\tratio\tbatched floor ops/s\tbatched ratio\t"+
 				"reference ops/s\treference p99 ms\treference ratio\tbatched reference ops/s\tbatched reference p99 ms\tbatched reference ratio\tpreload\trss MB\t")
 			for _, c := range cells {
 				batched, bratio := "-", "-"
@@ -132,7 +140,7 @@ database server's own CPU is not in it.`,
 					bref, brefP99, brefRatio = fmt.Sprintf("%.0f", c.BatchedReferenceOpsPerSec), fmt.Sprintf("%.2f", c.BatchedReferenceP99ms),
 						fmt.Sprintf("%.2f", c.RatioToBatchedReference)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t%.0f\t\n", c.Mode, c.Store, c.Concurrency,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t%.0f\t\n", c.Mode, c.Keys, c.Store, c.Concurrency,
 					c.OpsPerSec, c.P50ms, c.P99ms, c.FloorOpsPerSec, c.FloorP99ms, c.RatioToFloor, batched, bratio,
 					c.ReferenceOpsPerSec, c.ReferenceP99ms, c.RatioToReference, bref, brefP99, brefRatio, c.Preload, c.RSSMB)
 			}
@@ -143,6 +151,7 @@ database server's own CPU is not in it.`,
 	cmd.Flags().StringVar(&conc, "concurrency", "1,8,32", "comma-separated concurrencies")
 	cmd.Flags().DurationVar(&dur, "duration", 10*time.Second, "measuring time per phase of each concurrency (floors, references and protected operations each)")
 	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process), http (API on loopback) or proxy (Idempotency-Key proxy on loopback)")
+	cmd.Flags().StringVar(&keys, "keys", "sequential", "order of the operations' keys: sequential (a counter) or random (as UUIDs are)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
 	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the bench process (ledger, HTTP server and proxy included) to this file, for go tool pprof")

@@ -129,7 +129,7 @@ func TestBench(t *testing.T) {
 	for i, line := range lines {
 		var cell map[string]any
 		require.NoError(t, json.Unmarshal([]byte(line), &cell))
-		for _, field := range []string{"mode", "store", "concurrency", "ops", "ops_per_sec", "p50_ms", "p99_ms", "floor_ops_per_sec", "ratio_to_floor",
+		for _, field := range []string{"mode", "keys", "store", "concurrency", "ops", "ops_per_sec", "p50_ms", "p99_ms", "floor_ops_per_sec", "ratio_to_floor",
 			"batched_floor_ops_per_sec", "reference_ops_per_sec", "reference_p99_ms", "ratio_to_reference",
 			"batched_reference_ops_per_sec", "batched_reference_p99_ms", "ratio_to_batched_reference", "rss_mb"} {
 			require.Contains(t, cell, field)
@@ -144,6 +144,16 @@ func TestBench(t *testing.T) {
 	_, errOut, code = run(t, "bench", "--concurrency", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--concurrency")
+	_, errOut, code = run(t, "bench", "--keys", "uuid")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `--keys takes sequential or random (got "uuid")`)
+
+	out, errOut, code = run(t, "bench", "--duration", "300ms", "--concurrency", "2", "--keys", "random", "--json")
+	require.Equal(t, 0, code, errOut)
+	var cell map[string]any
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &cell))
+	require.Equal(t, "random", cell["keys"])
+	require.Positive(t, cell["ops"])
 
 	profile := filepath.Join(t.TempDir(), "cpu.out")
 	_, errOut, code = run(t, "bench", "--duration", "300ms", "--concurrency", "2", "--cpu-profile", profile)
@@ -190,6 +200,7 @@ func TestBenchServeRSS(t *testing.T) {
 		{"--mode", "http", "--serve-rss", "1"},     // too few
 		{"--mode", "proxy", "--serve-rss", "1000"}, // not the API
 		{"--mode", "http", "--serve-rss", "1000", "--preload", "10"},
+		{"--mode", "http", "--serve-rss", "1000", "--keys", "random"},
 	} {
 		_, errOut, code = run(t, append([]string{"bench"}, args...)...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)
