@@ -126,10 +126,7 @@ func (t *sqlTx) insertNewOperation(ctx context.Context, op *store.Operation) err
 	} else if n != 1 {
 		return fmt.Errorf("insert operation %s: tombstone: %w", op.Key, store.ErrConflict)
 	}
-	if id, err := res.LastInsertId(); err == nil {
-		t.rememberID(op.Tenant, op.Key, id)
-	}
-	t.keep(op, args)
+	t.inserted(op, args, res)
 	return nil
 }
 

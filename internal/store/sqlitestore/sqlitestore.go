@@ -230,6 +230,15 @@ func (t *sqlTx) rememberID(tenant, key string, id int64) {
 	t.rowIDs = append(t.rowIDs, operationRowID{tenant, key, id})
 }
 
+// inserted records what the INSERT of op (args being opArgs(op)) stored:
+// the row, and the row id it was given.
+func (t *sqlTx) inserted(op *store.Operation, args []any, res sql.Result) {
+	if id, err := res.LastInsertId(); err == nil {
+		t.rememberID(op.Tenant, op.Key, id)
+	}
+	t.keep(op, args)
+}
+
 // operationRef is the SQL expression of an operation's row id and its
 // arguments: the id itself when this transaction wrote the operation, a
 // lookup otherwise (which yields NULL, and fails the NOT NULL column it
@@ -596,10 +605,7 @@ func (t *sqlTx) InsertOperation(ctx context.Context, op *store.Operation) error 
 	if err != nil {
 		return fmt.Errorf("insert operation: %w", mapErr(err))
 	}
-	if id, err := res.LastInsertId(); err == nil {
-		t.rememberID(op.Tenant, op.Key, id)
-	}
-	t.keep(op, args)
+	t.inserted(op, args, res)
 	return nil
 }
 
@@ -649,7 +655,6 @@ func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revisio
 		return fmt.Errorf("delete operation: %w", err)
 	}
 	t.forget(tenant, key)
-	t.rowIDs = slices.DeleteFunc(t.rowIDs, func(k operationRowID) bool { return k.tenant == tenant && k.key == key })
 	for _, q := range []string{
 		`DELETE FROM timeline WHERE operation_id = ?`,
 		`DELETE FROM attempts WHERE operation_id = ?`,

@@ -57,9 +57,10 @@ func (t *sqlTx) find(tenant, key string, rev int64) *storedOp {
 	return nil
 }
 
-// forget drops the kept row of a deleted operation.
+// forget drops the kept row and the row id of a deleted operation.
 func (t *sqlTx) forget(tenant, key string) {
 	t.stored = slices.DeleteFunc(t.stored, func(s *storedOp) bool { return s.tenant == tenant && s.key == key })
+	t.rowIDs = slices.DeleteFunc(t.rowIDs, func(k operationRowID) bool { return k.tenant == tenant && k.key == key })
 }
 
 // updateOperationSQL returns the UPDATE of op, checked against revision
