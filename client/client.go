@@ -213,6 +213,11 @@ type ClaimRequest struct {
 	LeaseSeconds float64 `json:"lease_seconds,omitempty"`
 	// Intent records the operation first when the key is new.
 	Intent *Intent `json:"intent,omitempty"`
+	// Dispatch marks the attempt dispatched in the claim's own write
+	// (opledger.ClaimOptions.Dispatch), for a caller that starts the
+	// external call as soon as the claim returns: one request and one
+	// durable write fewer than Claim then Dispatch.
+	Dispatch bool `json:"dispatch,omitempty"`
 }
 
 // ReplayError carries the saved result of an operation that already

@@ -275,12 +275,20 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.Equal(t, "CRM-1", replay.Operation.DestinationRef)
 	require.JSONEq(t, `{"id":"CRM-1"}`, string(replay.Operation.Response))
 
-	// Reconcile.
+	// Reconcile, after a claim that was dispatched in its own write: the
+	// claim answers with the operation dispatched, the attempt carries
+	// the time, and an uncertain outcome needs no Dispatch call first.
+	expect("POST", "/v1/operations/order:18:prepare/claim", []byte(`{"dispatch":"yes"}`), 400, "invalid_json")
 	in := intent(4)
-	c, err = b.acme.Claim(ctx, "order:18:prepare", client.ClaimRequest{Intent: &in})
+	c, err = b.acme.Claim(ctx, "order:18:prepare", client.ClaimRequest{Intent: &in, Dispatch: true})
 	require.NoError(t, err)
-	_, err = b.acme.Dispatch(ctx, "order:18:prepare", c.AttemptID, c.FencingToken)
+	require.True(t, c.Operation.Dispatched)
+	require.NotNil(t, c.Operation.FirstDispatchedAt)
+	detail, err := b.acme.Get(ctx, "order:18:prepare")
 	require.NoError(t, err)
+	require.Len(t, detail.Attempts, 1)
+	require.NotNil(t, detail.Attempts[0].DispatchedAt)
+	require.True(t, c.Operation.FirstDispatchedAt.Equal(*detail.Attempts[0].DispatchedAt))
 	_, err = b.acme.Report(ctx, "order:18:prepare", c.AttemptID, client.Report{FencingToken: c.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 	require.NoError(t, err)
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"visibility_delay_seconds":-1}`), 400, "invalid_input")

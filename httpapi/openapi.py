@@ -55,7 +55,8 @@ schemas = {
    "description": "true when the attempt no longer held the operation: the report was kept as evidence only."}}}]},
  "Page": {"type": "object", "required": ["items", "next_cursor"], "properties": {"items": {"type": "array", "items": ref("Operation")}, "next_cursor": t("string")}},
  "ClaimRequest": {"type": "object", "additionalProperties": False, "properties": {"worker": t("string"), "lease_seconds": {"type": "number", "minimum": 0},
-   "intent": {"allOf": [ref("Intent")], "description": "Record the operation first if the key is new, in the same transaction."}}},
+   "intent": {"allOf": [ref("Intent")], "description": "Record the operation first if the key is new, in the same transaction."},
+   "dispatch": {"type": "boolean", "description": "Mark the attempt dispatched in the same transaction, as a dispatch call right after the claim would: for a caller that starts the external call at once."}}},
  "Claim": {"type": "object", "required": ["attempt_id", "fencing_token", "lease_expires_at", "destination_idempotency_key", "operation"], "properties": {
    "attempt_id": t("string"), "fencing_token": t("integer"), "lease_expires_at": {"type": "string", "format": "date-time"},
    "destination_idempotency_key": t("string"), "protected": t("boolean"),

@@ -183,6 +183,7 @@ type claimBody struct {
 	Worker       string      `json:"worker"`
 	LeaseSeconds float64     `json:"lease_seconds"`
 	Intent       *intentBody `json:"intent"`
+	Dispatch     bool        `json:"dispatch"`
 }
 
 func seconds(v float64, field string) (time.Duration, error) {
@@ -204,7 +205,7 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.PathValue("key")
-	opts := opledger.ClaimOptions{Worker: body.Worker, Lease: lease}
+	opts := opledger.ClaimOptions{Worker: body.Worker, Lease: lease, Dispatch: body.Dispatch}
 	if body.Intent != nil {
 		in := body.Intent.intent(key)
 		opts.Intent = &in
