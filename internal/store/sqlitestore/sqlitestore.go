@@ -203,40 +203,21 @@ type sqlTx struct {
 	sqlReader
 	// stored holds, for the operations this transaction has read or
 	// written, their rows as they are now in the database, so that
-	// UpdateOperation can set only the columns that change (see there).
+	// UpdateOperation can set only the columns that change (see there),
+	// and the row ids of those it wrote (operationRef).
 	// Transactions touch one operation or a few: a slice searched in
 	// order.
 	stored []*storedOp
-	// rowIDs are the row ids of the operations this transaction inserted or
-	// updated, so that their attempts and timeline entries can name them
-	// without looking them up (operationRef).
-	rowIDs []operationRowID
-}
-
-type operationRowID struct {
-	tenant, key string
-	id          int64
-}
-
-// rememberID records the row id of an operation written in this
-// transaction.
-func (t *sqlTx) rememberID(tenant, key string, id int64) {
-	for i, k := range t.rowIDs {
-		if k.tenant == tenant && k.key == key {
-			t.rowIDs[i].id = id
-			return
-		}
-	}
-	t.rowIDs = append(t.rowIDs, operationRowID{tenant, key, id})
 }
 
 // inserted records what the INSERT of op (args being opArgs(op)) stored:
 // the row, and the row id it was given.
 func (t *sqlTx) inserted(op *store.Operation, args []any, res sql.Result) {
-	if id, err := res.LastInsertId(); err == nil {
-		t.rememberID(op.Tenant, op.Key, id)
+	id, err := res.LastInsertId()
+	if err != nil {
+		id = 0 // not known: operationRef looks it up
 	}
-	t.keep(op, args)
+	t.keep(op, args, id)
 }
 
 // operationRef is the SQL expression of an operation's row id and its
@@ -244,9 +225,9 @@ func (t *sqlTx) inserted(op *store.Operation, args []any, res sql.Result) {
 // lookup otherwise (which yields NULL, and fails the NOT NULL column it
 // fills, when there is no such operation).
 func (t *sqlTx) operationRef(tenant, key string) (string, []any) {
-	for _, k := range t.rowIDs {
-		if k.tenant == tenant && k.key == key {
-			return "?", []any{k.id}
+	for _, s := range t.stored {
+		if s.tenant == tenant && s.key == key && s.id != 0 {
+			return "?", []any{s.id}
 		}
 	}
 	return "(" + operationID + ")", []any{tenant, key}
@@ -381,7 +362,7 @@ func (t *sqlTx) GetOperation(ctx context.Context, tenant, key string) (*store.Op
 	if err != nil {
 		return nil, err
 	}
-	t.keep(op, args)
+	t.keep(op, args, 0)
 	return op, nil
 }
 
@@ -639,8 +620,7 @@ func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRe
 	if err != nil {
 		return fmt.Errorf("update operation: %w", mapErr(err))
 	}
-	t.rememberID(op.Tenant, op.Key, id)
-	t.keep(op, stored)
+	t.keep(op, stored, id)
 	return nil
 }
 

@@ -19,17 +19,22 @@ var opColumnNames = func() []string {
 }()
 
 // storedOp is an operation row as a transaction last read or wrote it: its
-// values as opArgs stores them.
+// values as opArgs stores them, and its row id once the transaction has
+// written it (0 until then), so that its attempts and timeline entries can
+// name the id without looking it up (operationRef).
 type storedOp struct {
 	tenant, key string
 	revision    int64
 	args        []any
+	id          int64
 }
 
-// keep records the row now stored for op, args being opArgs(op). The byte
-// slices are copied: the caller goes on changing op.
-func (t *sqlTx) keep(op *store.Operation, args []any) {
-	c := &storedOp{tenant: op.Tenant, key: op.Key, revision: op.Revision, args: slices.Clone(args)}
+// keep records the row now stored for op, args being opArgs(op), and its
+// row id (0 when the caller does not know it: an id kept before for the
+// same operation stays). The byte slices are copied: the caller goes on
+// changing op.
+func (t *sqlTx) keep(op *store.Operation, args []any, id int64) {
+	c := &storedOp{tenant: op.Tenant, key: op.Key, revision: op.Revision, args: slices.Clone(args), id: id}
 	for i, v := range c.args {
 		if b, ok := v.([]byte); ok {
 			c.args[i] = bytes.Clone(b)
@@ -37,6 +42,9 @@ func (t *sqlTx) keep(op *store.Operation, args []any) {
 	}
 	for i, s := range t.stored {
 		if s.tenant == op.Tenant && s.key == op.Key {
+			if c.id == 0 {
+				c.id = s.id
+			}
 			t.stored[i] = c
 			return
 		}
@@ -57,10 +65,9 @@ func (t *sqlTx) find(tenant, key string, rev int64) *storedOp {
 	return nil
 }
 
-// forget drops the kept row and the row id of a deleted operation.
+// forget drops the kept row of a deleted operation, with its row id.
 func (t *sqlTx) forget(tenant, key string) {
 	t.stored = slices.DeleteFunc(t.stored, func(s *storedOp) bool { return s.tenant == tenant && s.key == key })
-	t.rowIDs = slices.DeleteFunc(t.rowIDs, func(k operationRowID) bool { return k.tenant == tenant && k.key == key })
 }
 
 // updateOperationSQL returns the UPDATE of op, checked against revision

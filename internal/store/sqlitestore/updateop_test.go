@@ -80,7 +80,7 @@ func TestUpdateOperationSetsChangedColumns(t *testing.T) {
 	for _, col := range opColumnNames[2:] {
 		fn, ok := change[col]
 		require.True(t, ok, "no change for column %s", col)
-		tx.keep(&base, baseArgs)
+		tx.keep(&base, baseArgs, 0)
 		op := base
 		fn(&op)
 		args, err := opArgs(&op)
@@ -184,4 +184,53 @@ func TestUpdateOperationPartialWrites(t *testing.T) {
 	require.Equal(t, want.State, read.State)
 	require.Equal(t, "team", read.Owner)
 	require.Equal(t, int64(2), read.Revision)
+}
+
+// TestOperationRefNamesWrittenRows: a transaction names the row id of an
+// operation it inserted or updated, keeps it across a later read of the
+// same operation, looks up the others, and forgets a deleted one's.
+func TestOperationRefNamesWrittenRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Migrate(ctx, nil))
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	newOp := func(key string) *store.Operation {
+		return &store.Operation{Tenant: "t", Key: key, Action: "a", Destination: "d", Version: 1, Fingerprint: "f",
+			Payload: []byte("{}"), State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now}
+	}
+	lookup := "(" + operationID + ")"
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertOperation(ctx, newOp("old"))
+	}))
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, st store.Tx) error {
+		tx := st.(*sqlTx)
+		ref, args := tx.operationRef("t", "old")
+		require.Equal(t, lookup, ref, "not written by this transaction")
+		require.Equal(t, []any{"t", "old"}, args)
+
+		require.NoError(t, tx.InsertOperation(ctx, newOp("new")))
+		ref, args = tx.operationRef("t", "new")
+		require.Equal(t, "?", ref)
+		require.Equal(t, []any{int64(2)}, args)
+		_, err := tx.GetOperation(ctx, "t", "new")
+		require.NoError(t, err)
+		ref, _ = tx.operationRef("t", "new")
+		require.Equal(t, "?", ref, "a read keeps the id")
+
+		old, err := tx.GetOperation(ctx, "t", "old")
+		require.NoError(t, err)
+		old.Revision, old.State = 2, "in_progress"
+		require.NoError(t, tx.UpdateOperation(ctx, old, 1))
+		ref, args = tx.operationRef("t", "old")
+		require.Equal(t, "?", ref)
+		require.Equal(t, []any{int64(1)}, args)
+
+		require.NoError(t, tx.DeleteOperation(ctx, "t", "new", 1))
+		ref, _ = tx.operationRef("t", "new")
+		require.Equal(t, lookup, ref, "a deleted operation's id is forgotten")
+		return nil
+	}))
 }
