@@ -77,7 +77,7 @@ func writeConditional(ctx context.Context, tx *sqlTx, decide func(now time.Time)
 			if err != nil {
 				return err
 			}
-			tx.keep(prev, args, 0)
+			tx.keep(prev, args, rowRef{})
 		}
 		err = tx.UpdateOperation(ctx, op, ow.PrevRevision)
 	}

@@ -34,7 +34,7 @@ func condEntry(key, event string, at time.Time) *store.TimelineEntry {
 // that they share transactions, and checks each caller's outcome and what
 // was stored. Conditional writes run without savepoints: a failed
 // condition must leave nothing behind, and one that fails after its
-// operation's write (here, an attempt ID that already exists) must make
+// operation's write (here, the same attempt inserted twice) must make
 // the batch run again with savepoints, so that only its own writes are
 // lost. Updates carry the stored row (Write.Previous) and set only the
 // columns that differ from it; the row read back must still be whole.
@@ -53,8 +53,7 @@ func testConditionalWritesShareBatch(t *testing.T, withBrokenWrite bool) {
 	ctx := context.Background()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
-	// Kept rows for the updates, and an attempt whose ID the broken write
-	// reuses.
+	// Kept rows for the updates, and a taken key with its attempt.
 	const n = 40
 	kept := map[string]*store.Operation{}
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -70,7 +69,7 @@ func testConditionalWritesShareBatch(t *testing.T, withBrokenWrite bool) {
 		if err := tx.InsertOperation(ctx, condOp("taken", 1, at)); err != nil {
 			return err
 		}
-		return tx.InsertAttempt(ctx, condAttempt("taken", "dup-id", at))
+		return tx.InsertAttempt(ctx, condAttempt("taken", "taken/1", at))
 	}))
 
 	before := s.group.commits.Load()
@@ -95,10 +94,11 @@ func testConditionalWritesShareBatch(t *testing.T, withBrokenWrite bool) {
 				errs[i] = s.WriteConditional(ctx, func(now time.Time) ([]store.Write, error) {
 					decides[i].Add(1)
 					if i == 1 && withBrokenWrite {
-						// A new key, but an attempt ID that exists: fails after
-						// the operation's insert.
+						// A new key, but its attempt twice: fails after the
+						// operation's insert.
 						return []store.Write{{InsertOperation: condOp(key, 1, now)},
-							{InsertAttempt: condAttempt(key, "dup-id", now)}, {AppendTimeline: condEntry(key, "claimed", now)}}, nil
+							{InsertAttempt: condAttempt(key, key+"/1", now)}, {InsertAttempt: condAttempt(key, key+"/1", now)},
+							{AppendTimeline: condEntry(key, "claimed", now)}}, nil
 					}
 					return []store.Write{{InsertAttempt: condAttempt("taken", key+"/1", now)},
 						{InsertOperation: condOp("taken", 1, now)}, {AppendTimeline: condEntry("taken", "claimed", now)}}, nil

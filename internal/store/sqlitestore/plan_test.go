@@ -48,14 +48,15 @@ func (r *recorder) QueryRowContext(ctx context.Context, query string, args ...an
 }
 
 // wantIndex names the indexes each statement is built for (migrations 001,
-// 002, 005 and 007); its plan must search the table through one of them.
+// 002, 005, 007 and 008); its plan must search the table through one of
+// them.
 var wantIndex = map[string][]string{
 	"GetOperation":               {"operations_key"},
 	"GetOperation/in_tx":         {"operations_key"},
 	"UpdateOperation":            {"operations_key"},
-	"GetAttempt":                 {"PRIMARY KEY", "attempts_operation"},
-	"ListAttempts":               {"attempts_operation"},
-	"ListTimeline":               {"timeline_operation"},
+	"GetAttempt":                 {"PRIMARY KEY (operation_id=? AND id=?)"},
+	"ListAttempts":               {"PRIMARY KEY (operation_id=?)"},
+	"ListTimeline":               {"PRIMARY KEY (operation_id=?)"},
 	"DueOperations/tenant":       {"operations_due"},
 	"DueOperations/destinations": {"operations_due"},
 	"LockDue/tenant":             {"operations_due"},
@@ -65,6 +66,12 @@ var wantIndex = map[string][]string{
 	"UncertainDue/destinations":  {"operations_uncertain"},
 	"ExpiredLeases":              {"operations_lease"},
 }
+
+// sortsOneOperation are the statements allowed to sort their matches: they
+// read the history of one operation, whose attempts are stored in id order
+// (migration 008) and listed in number order, and an operation has a
+// handful of attempts (its retry policy's MaxAttempts).
+var sortsOneOperation = map[string]bool{"ListAttempts": true}
 
 var errRollback = errors.New("roll back")
 
@@ -184,7 +191,7 @@ func checkQueryPlan(t *testing.T, db *sql.DB, c recordedCall) {
 		if strings.HasPrefix(d, "SCAN ") && !strings.Contains(d, " USING ") {
 			t.Errorf("%s: scans a table: %q (plan %q)", c.label, d, details)
 		}
-		if strings.Contains(c.sql, "ORDER BY") && strings.Contains(d, "TEMP B-TREE FOR ORDER BY") {
+		if strings.Contains(c.sql, "ORDER BY") && strings.Contains(d, "TEMP B-TREE FOR ORDER BY") && !sortsOneOperation[c.label] {
 			t.Errorf("%s: sorts its matches instead of reading them in index order (plan %q)", c.label, details)
 		}
 		if (strings.Contains(d, "USING INDEX ") || strings.Contains(d, "USING COVERING INDEX ") || strings.Contains(d, "USING PRIMARY KEY")) &&

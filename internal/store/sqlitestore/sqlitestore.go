@@ -204,20 +204,22 @@ type sqlTx struct {
 	// stored holds, for the operations this transaction has read or
 	// written, their rows as they are now in the database, so that
 	// UpdateOperation can set only the columns that change (see there),
-	// and the row ids of those it wrote (operationRef).
+	// and the rowRef of those it wrote (operationRef, appendTimelineSQL).
 	// Transactions touch one operation or a few: a slice searched in
 	// order.
 	stored []*storedOp
 }
 
 // inserted records what the INSERT of op (args being opArgs(op)) stored:
-// the row, and the row id it was given.
+// the row, and the row id it was given. A new operation has no timeline
+// entries: a deleted operation's went with it, and a new row id is larger
+// than any other in the table, or reuses the id of a deleted operation.
 func (t *sqlTx) inserted(op *store.Operation, args []any, res sql.Result) {
 	id, err := res.LastInsertId()
 	if err != nil {
 		id = 0 // not known: operationRef looks it up
 	}
-	t.keep(op, args, id)
+	t.keep(op, args, rowRef{id: id})
 }
 
 // operationRef is the SQL expression of an operation's row id and its
@@ -225,10 +227,8 @@ func (t *sqlTx) inserted(op *store.Operation, args []any, res sql.Result) {
 // lookup otherwise (which yields NULL, and fails the NOT NULL column it
 // fills, when there is no such operation).
 func (t *sqlTx) operationRef(tenant, key string) (string, []any) {
-	for _, s := range t.stored {
-		if s.tenant == tenant && s.key == key && s.id != 0 {
-			return "?", []any{s.id}
-		}
+	if s := t.written(tenant, key); s != nil {
+		return "?", []any{s.id}
 	}
 	return "(" + operationID + ")", []any{tenant, key}
 }
@@ -362,7 +362,7 @@ func (t *sqlTx) GetOperation(ctx context.Context, tenant, key string) (*store.Op
 	if err != nil {
 		return nil, err
 	}
-	t.keep(op, args, 0)
+	t.keep(op, args, rowRef{})
 	return op, nil
 }
 
@@ -408,7 +408,7 @@ func scanAttempt(sc scanner) (*store.Attempt, error) {
 }
 
 func (r *sqlReader) GetAttempt(ctx context.Context, tenant, key, id string) (*store.Attempt, error) {
-	a, err := scanAttempt(r.q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE id = ? AND tenant = ? AND key = ?`, id, tenant, key))
+	a, err := scanAttempt(r.q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE operation_id = (`+operationID+`) AND id = ?`, tenant, key, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -436,8 +436,8 @@ func (r *sqlReader) ListAttempts(ctx context.Context, tenant, key string) ([]*st
 }
 
 func (r *sqlReader) ListTimeline(ctx context.Context, tenant, key string) ([]*store.TimelineEntry, error) {
-	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence
-		FROM timeline WHERE operation_id = (`+operationID+`) ORDER BY id`, tenant, key)
+	rows, err := r.q.QueryContext(ctx, `SELECT seq, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence
+		FROM timeline WHERE operation_id = (`+operationID+`) ORDER BY seq`, tenant, key)
 	if err != nil {
 		return nil, fmt.Errorf("list timeline: %w", err)
 	}
@@ -612,15 +612,15 @@ func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRe
 	}
 	stored := args
 	query, args := updateOperationSQL(t.find(op.Tenant, op.Key, prevRevision), op, args, prevRevision)
-	var id int64
-	err = t.q.QueryRowContext(ctx, query+` RETURNING id`, args...).Scan(&id)
+	var ref rowRef
+	err = t.q.QueryRowContext(ctx, query+` RETURNING id, (`+lastSeq+`)`, args...).Scan(&ref.id, &ref.lastSeq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("update operation: %w", mapErr(err))
 	}
-	t.keep(op, stored, id)
+	t.keep(op, stored, ref)
 	return nil
 }
 
@@ -659,10 +659,11 @@ func (t *sqlTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 }
 
 func (t *sqlTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
+	ref, args := t.operationRef(a.Tenant, a.Key)
 	res, err := t.q.ExecContext(ctx, `UPDATE attempts SET dispatched_at = ?, finished_at = ?, outcome = ?,
-		destination_ref = ?, response = ?, error = ?, stale = ?, lease_expires_at = ? WHERE id = ?`,
-		toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
-		boolInt(a.Stale), toMicros(a.LeaseExpiresAt), a.ID)
+		destination_ref = ?, response = ?, error = ?, stale = ?, lease_expires_at = ? WHERE operation_id = `+ref+` AND id = ?`,
+		append([]any{toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
+			boolInt(a.Stale), toMicros(a.LeaseExpiresAt)}, append(args, a.ID)...)...)
 	if err != nil {
 		return fmt.Errorf("update attempt: %w", err)
 	}
@@ -674,29 +675,46 @@ func (t *sqlTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
 
 func (t *sqlTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) error {
 	q, args := t.appendTimelineSQL([]*store.TimelineEntry{e})
-	res, err := t.q.ExecContext(ctx, q, args...)
-	if err != nil {
+	if err := t.q.QueryRowContext(ctx, q+` RETURNING seq`, args...).Scan(&e.ID); err != nil {
 		return fmt.Errorf("append timeline: %w", err)
-	}
-	if id, err := res.LastInsertId(); err == nil {
-		e.ID = id
 	}
 	return nil
 }
 
+// lastSeq is the largest seq of the timeline entries of the operation row
+// being written (0 when it has none), for RETURNING.
+const lastSeq = `SELECT COALESCE(MAX(seq), 0) FROM timeline WHERE operation_id = operations.id`
+
 // appendTimelineSQL is the INSERT of entries, one row each, and its
-// arguments.
+// arguments. An entry's seq follows the largest of its operation's: known
+// when this transaction wrote the operation (its rowRef, advanced here),
+// looked up otherwise. Entries of one operation looked up in the same
+// statement add 1, 2, … to the largest seq, so that their seqs differ
+// however SQLite orders the lookups and the inserts.
 func (t *sqlTx) appendTimelineSQL(entries []*store.TimelineEntry) (string, []any) {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO timeline (operation_id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence) VALUES `)
-	args := make([]any, 0, 11*len(entries))
+	b.WriteString(`INSERT INTO timeline (operation_id, seq, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence) VALUES `)
+	args := make([]any, 0, 13*len(entries))
 	for i, e := range entries {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		ref, refArgs := t.operationRef(e.Tenant, e.Key)
-		b.WriteString("(" + ref + ", ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(append(args, refArgs...), e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
+		if s := t.written(e.Tenant, e.Key); s != nil {
+			s.lastSeq++
+			b.WriteString("(?, ?, ")
+			args = append(args, s.id, s.lastSeq)
+		} else {
+			n := 1
+			for _, prev := range entries[:i] {
+				if prev.Tenant == e.Tenant && prev.Key == e.Key {
+					n++
+				}
+			}
+			b.WriteString("((" + operationID + "), (SELECT COALESCE(MAX(seq), 0) + ? FROM timeline WHERE operation_id = (" + operationID + ")), ")
+			args = append(args, e.Tenant, e.Key, n, e.Tenant, e.Key)
+		}
+		b.WriteString("?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
 	}
 	return b.String(), args
 }

@@ -79,8 +79,8 @@ func LoadSynthetic(ctx context.Context, path, tenant string, n int, history bool
 				CASE state WHEN 'succeeded' THEN 'succeeded' WHEN 'failed' THEN 'rejected' WHEN 'pending' THEN 'retryable'
 					WHEN 'in_progress' THEN '' ELSE 'uncertain' END, destination_ref, destination
 			FROM operations WHERE tenant = ?1 AND key LIKE 'bulk:%%'`, second), []any{tenant}},
-			stmt{fmt.Sprintf(`INSERT INTO timeline (operation_id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
-			SELECT id, tenant, key, created_at + s.n * %[1]d, 'bulk-worker', CASE WHEN s.n > 0 THEN current_attempt_id ELSE '' END,
+			stmt{fmt.Sprintf(`INSERT INTO timeline (operation_id, seq, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence)
+			SELECT id, s.n + 1, tenant, key, created_at + s.n * %[1]d, 'bulk-worker', CASE WHEN s.n > 0 THEN current_attempt_id ELSE '' END,
 				CASE s.n WHEN 0 THEN 'recorded' WHEN 1 THEN 'claimed' ELSE state END,
 				CASE s.n WHEN 0 THEN '' WHEN 1 THEN 'pending' ELSE 'in_progress' END,
 				CASE s.n WHEN 0 THEN 'pending' WHEN 1 THEN 'in_progress' ELSE state END, 'synthetic'

@@ -19,22 +19,28 @@ var opColumnNames = func() []string {
 }()
 
 // storedOp is an operation row as a transaction last read or wrote it: its
-// values as opArgs stores them, and its row id once the transaction has
-// written it (0 until then), so that its attempts and timeline entries can
-// name the id without looking it up (operationRef).
+// values as opArgs stores them, and, once the transaction has written it,
+// where its history goes (rowRef), so that its attempts and timeline
+// entries need no lookup (operationRef, appendTimelineSQL).
 type storedOp struct {
 	tenant, key string
 	revision    int64
 	args        []any
-	id          int64
+	rowRef
 }
 
-// keep records the row now stored for op, args being opArgs(op), and its
-// row id (0 when the caller does not know it: an id kept before for the
+// rowRef is what a write of an operation row tells about it: its row id
+// (0 when not known) and the largest seq of its timeline entries.
+type rowRef struct {
+	id, lastSeq int64
+}
+
+// keep records the row now stored for op, args being opArgs(op), and ref
+// (a zero ref when the caller does not know it: a ref kept before for the
 // same operation stays). The byte slices are copied: the caller goes on
 // changing op.
-func (t *sqlTx) keep(op *store.Operation, args []any, id int64) {
-	c := &storedOp{tenant: op.Tenant, key: op.Key, revision: op.Revision, args: slices.Clone(args), id: id}
+func (t *sqlTx) keep(op *store.Operation, args []any, ref rowRef) {
+	c := &storedOp{tenant: op.Tenant, key: op.Key, revision: op.Revision, args: slices.Clone(args), rowRef: ref}
 	for i, v := range c.args {
 		if b, ok := v.([]byte); ok {
 			c.args[i] = bytes.Clone(b)
@@ -43,13 +49,24 @@ func (t *sqlTx) keep(op *store.Operation, args []any, id int64) {
 	for i, s := range t.stored {
 		if s.tenant == op.Tenant && s.key == op.Key {
 			if c.id == 0 {
-				c.id = s.id
+				c.rowRef = s.rowRef
 			}
 			t.stored[i] = c
 			return
 		}
 	}
 	t.stored = append(t.stored, c)
+}
+
+// written returns the kept row of an operation whose row id this
+// transaction knows, or nil.
+func (t *sqlTx) written(tenant, key string) *storedOp {
+	for _, s := range t.stored {
+		if s.tenant == tenant && s.key == key && s.id != 0 {
+			return s
+		}
+	}
+	return nil
 }
 
 // find returns the kept row of an operation if it is at revision rev.
@@ -65,7 +82,7 @@ func (t *sqlTx) find(tenant, key string, rev int64) *storedOp {
 	return nil
 }
 
-// forget drops the kept row of a deleted operation, with its row id.
+// forget drops the kept row of a deleted operation, with its rowRef.
 func (t *sqlTx) forget(tenant, key string) {
 	t.stored = slices.DeleteFunc(t.stored, func(s *storedOp) bool { return s.tenant == tenant && s.key == key })
 }

@@ -80,7 +80,7 @@ func TestUpdateOperationSetsChangedColumns(t *testing.T) {
 	for _, col := range opColumnNames[2:] {
 		fn, ok := change[col]
 		require.True(t, ok, "no change for column %s", col)
-		tx.keep(&base, baseArgs, 0)
+		tx.keep(&base, baseArgs, rowRef{})
 		op := base
 		fn(&op)
 		args, err := opArgs(&op)

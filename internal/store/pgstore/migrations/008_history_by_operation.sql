@@ -1,0 +1,10 @@
+-- The PostgreSQL side of SQLite's migration 008 (attempts and timeline
+-- entries keyed by their operation's row id, without a separate index),
+-- which changes nothing here; the version exists so that both stores carry
+-- the same ones.
+--
+-- Keying PostgreSQL's attempts and timeline by their operation was tried
+-- in session 5 and dropped (docs/performance.md): a PostgreSQL table is a
+-- heap with every index beside it, so a primary key on the operation
+-- saves only the cheap index entries (a serial key appends at the right
+-- edge of its index), and c=1 got slower.
