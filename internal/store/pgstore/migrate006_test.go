@@ -58,7 +58,14 @@ func TestMigration006CopiesDestinations(t *testing.T) {
 	defer s.Close()
 	var applied []string
 	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, []string{"006_stats_without_join.sql", "007_operation_ids.sql", "008_history_by_operation.sql"}, applied)
+	var want []string // every migration after 005
+	for _, m := range migs {
+		if m.Version > 5 {
+			want = append(want, m.Name)
+		}
+	}
+	require.Equal(t, want, applied)
+	require.Equal(t, "006_stats_without_join.sql", applied[0])
 
 	dest := map[string]string{}
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {

@@ -37,6 +37,21 @@ func migrateTo(t *testing.T, path string, last int) {
 	}
 }
 
+// migrationsAfter names the embedded migrations newer than version last:
+// those Migrate applies to a database at that version.
+func migrationsAfter(t *testing.T, last int) []string {
+	t.Helper()
+	migs, err := migrate.Load(migrationsFS, "migrations")
+	require.NoError(t, err)
+	var names []string
+	for _, m := range migs {
+		if m.Version > last {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
 // atVersion creates a database file migrated up to version last and opens
 // it without the store, returning its path, the connection (closed when the
 // test ends; close it before opening the store) and a runner of statements
@@ -89,7 +104,8 @@ func TestMigration005KeepsRows(t *testing.T) {
 	defer s.Close()
 	var applied []string
 	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, []string{"005_lighter_writes.sql", "006_stats_without_join.sql", "007_operation_ids.sql", "008_history_by_operation.sql"}, applied)
+	require.Equal(t, migrationsAfter(t, 4), applied)
+	require.Equal(t, "005_lighter_writes.sql", applied[0])
 
 	// Rows and ids survive.
 	var tl []*store.TimelineEntry

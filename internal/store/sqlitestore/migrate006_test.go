@@ -36,7 +36,8 @@ func TestMigration006CopiesDestinations(t *testing.T) {
 	defer s.Close()
 	var applied []string
 	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, []string{"006_stats_without_join.sql", "007_operation_ids.sql", "008_history_by_operation.sql"}, applied)
+	require.Equal(t, migrationsAfter(t, 5), applied)
+	require.Equal(t, "006_stats_without_join.sql", applied[0])
 
 	// Read from the table: the attempt whose operation is gone has no
 	// operation to be listed with.

@@ -49,7 +49,8 @@ func TestMigration008KeysHistoryByOperation(t *testing.T) {
 	defer s.Close()
 	var applied []string
 	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, []string{"008_history_by_operation.sql"}, applied)
+	require.Equal(t, migrationsAfter(t, 7), applied)
+	require.Equal(t, "008_history_by_operation.sql", applied[0])
 
 	var attempts []*store.Attempt
 	var tl []*store.TimelineEntry
@@ -175,4 +176,58 @@ func TestTimelineSeqs(t *testing.T) {
 	require.Equal(t, []string{"recorded", "claimed", "succeeded", "note 1", "note 2", "note 3"}, events)
 	require.Equal(t, []int64{1, 2, 3}, seqs[:3])
 	require.IsIncreasing(t, seqs)
+}
+
+// TestMigration009AscendingListIndexes migrates a version-8 database to
+// 009: the two list indexes are ascending, and listing still goes newest
+// first, page after page, with ties on created_at broken by key.
+func TestMigration009AscendingListIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path, db, exec := atVersion(t, 8)
+	// created_at 1, 2, 2, 2, 3 (keys b, c, d of the tie), two states.
+	for i, k := range []string{"a", "b", "c", "d", "e"} {
+		created := []int{1, 2, 2, 2, 3}[i]
+		state := []string{"held", "succeeded", "held", "succeeded", "held"}[i]
+		exec(`INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload, state,
+			revision, created_at, updated_at) VALUES ('t', ?, 'act', 'dest', 1, 'fp', X'7B7D', ?, 1, ?, ?)`, k, state, created, created)
+	}
+	require.NoError(t, db.Close())
+
+	s, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	var applied []string
+	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
+	require.Equal(t, migrationsAfter(t, 8), applied)
+	require.Equal(t, "009_ascending_list_indexes.sql", applied[0])
+
+	var n int
+	require.NoError(t, s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master
+		WHERE name IN ('operations_tenant_created', 'operations_tenant_state_created') AND sql NOT LIKE '%DESC%'`).Scan(&n))
+	require.Equal(t, 2, n)
+
+	list := func(states []string) (keys []string) {
+		t.Helper()
+		p := store.ListParams{Tenant: "t", States: states, Limit: 2}
+		for {
+			var page []*store.Operation
+			require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+				var err error
+				page, err = r.ListOperations(ctx, p)
+				return err
+			}))
+			for _, op := range page {
+				keys = append(keys, op.Key)
+			}
+			if len(page) < p.Limit {
+				return keys
+			}
+			last := page[len(page)-1]
+			p.AfterCreatedAt, p.AfterKey = last.CreatedAt, last.Key
+		}
+	}
+	require.Equal(t, []string{"e", "d", "c", "b", "a"}, list(nil))
+	require.Equal(t, []string{"e", "c", "a"}, list([]string{"held"}))
+	require.Equal(t, []string{"d", "b"}, list([]string{"succeeded"}))
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -65,6 +66,9 @@ var wantIndex = map[string][]string{
 	"UncertainDue":               {"operations_uncertain"},
 	"UncertainDue/destinations":  {"operations_uncertain"},
 	"ExpiredLeases":              {"operations_lease"},
+	"ListOperations/tenant":      {"operations_tenant_created"},
+	"ListOperations/cursor":      {"operations_tenant_created (tenant=? AND created_at<?)"},
+	"ListOperations/state":       {"operations_tenant_state_created"},
 }
 
 // sortsOneOperation are the statements allowed to sort their matches: they
@@ -133,6 +137,18 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		return err
 	})
 	step(rec, "ExpiredLeases", func() error { _, err := r.ExpiredLeases(ctx, now, 200); return err })
+	step(rec, "ListOperations/tenant", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, Limit: 50})
+		return err
+	})
+	step(rec, "ListOperations/cursor", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, AfterCreatedAt: now.Add(-time.Hour), AfterKey: "bulk:00004242", Limit: 50})
+		return err
+	})
+	step(rec, "ListOperations/state", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"held"}, Limit: 50})
+		return err
+	})
 
 	// Inside a write transaction, rolled back.
 	var txCalls []recordedCall

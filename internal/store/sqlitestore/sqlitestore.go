@@ -475,7 +475,9 @@ func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*
 	}
 	if !p.AfterCreatedAt.IsZero() {
 		c := toMicros(p.AfterCreatedAt)
-		where = append(where, "(created_at < ? OR (created_at = ? AND key < ?))")
+		// created_at <= ? bounds the index range; the rest picks the
+		// operations after the cursor within it.
+		where = append(where, "created_at <= ? AND (created_at < ? OR key < ?)")
 		args = append(args, c, c, p.AfterKey)
 	}
 	args = append(args, p.Limit)
