@@ -1,16 +1,22 @@
 package sqlitestore_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,7 +184,9 @@ func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) erro
 // the machine, though not immune). A read transaction held open on another connection keeps
 // checkpoints from restarting the WAL, so that the growth of its frame
 // count is exactly what the operations wrote. Unlike ns/op, these do not
-// depend on the noise of a shared machine.
+// depend on the noise of a shared machine. It also logs the commits and
+// the WAL frames per commit of each b-tree (logFramesByBtree): which
+// tables and indexes a commit's pages belong to.
 //
 //	go test -run '^$' -bench BenchmarkLifecycleWrites -benchtime 4000x ./internal/store/sqlitestore/
 func BenchmarkLifecycleWrites(b *testing.B) {
@@ -244,6 +252,7 @@ func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 		return log
 	}
 	before := frames()
+	walStart := walSize(b, path)
 	cpuBefore, cpuOK := processCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -271,6 +280,74 @@ func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 	grown := float64(frames() - before)
 	b.ReportMetric(grown*(4096+24)/float64(b.N), "wal-bytes/op")
 	b.ReportMetric(grown/float64(b.N), "wal-pages/op")
+	logFramesByBtree(b, pin, path, walStart)
+}
+
+// walSize is the size of the WAL of the database at path.
+func walSize(b *testing.B, path string) int64 {
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// logFramesByBtree logs, in one line, how many commits the frames
+// appended to the WAL since offset from make (no checkpoint has copied
+// them: a reader pins them) and how many frames per commit each b-tree
+// wrote, its leaf and interior pages together, naming pages with the
+// dbstat table. A page that changed b-tree during the run (freed and
+// reused) counts for its b-tree at the end. Runs of fewer than ten
+// commits (the benchmark's first, b.N = 1) are not logged: benchmarks keep
+// only the last ten lines of their log.
+func logFramesByBtree(b *testing.B, db *sql.DB, path string, from int64) {
+	const pageSize, header = 4096, 24
+	rows, err := db.Query(`SELECT name, pageno FROM dbstat`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := map[uint32]string{}
+	for rows.Next() {
+		var name string
+		var page uint32
+		if err := rows.Scan(&name, &page); err != nil {
+			b.Fatal(err)
+		}
+		names[page] = name
+	}
+	if err := rows.Close(); err != nil {
+		b.Fatal(err)
+	}
+	names[1] = "page 1" // the header: page count, free list
+	wal, err := os.ReadFile(path + "-wal")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Frames follow the WAL's 32-byte header back to back; a frame whose
+	// second word (the database size) is not zero ends a commit.
+	counts := map[string]int{}
+	commits, frames := 0, 0
+	for off := max(from, 32); off+header+pageSize <= int64(len(wal)); off += header + pageSize {
+		name, ok := names[binary.BigEndian.Uint32(wal[off:])]
+		if !ok {
+			name = "free"
+		}
+		counts[name]++
+		frames++
+		if binary.BigEndian.Uint32(wal[off+4:]) != 0 {
+			commits++
+		}
+	}
+	if commits < 10 {
+		return
+	}
+	keys := slices.SortedFunc(maps.Keys(counts), func(x, y string) int { return cmp.Compare(counts[y], counts[x]) })
+	var out strings.Builder
+	fmt.Fprintf(&out, "%d commits, %.1f frames each:", commits, float64(frames)/float64(commits))
+	for _, k := range keys {
+		fmt.Fprintf(&out, " %s %.2f", k, float64(counts[k])/float64(commits))
+	}
+	b.Log(out.String())
 }
 
 // BenchmarkStats measures Ledger.Stats, which /metrics, /v1/stats and the
