@@ -52,6 +52,21 @@ func migrationsAfter(t *testing.T, last int) []string {
 	return names
 }
 
+// openMigrated opens the store on the database file at path, at version
+// last, and migrates it: it must apply every newer migration, the first
+// being first. The store is closed when the test ends.
+func openMigrated(t *testing.T, path string, last int, first string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	var applied []string
+	require.NoError(t, s.Migrate(context.Background(), func(_, _ int, name string) { applied = append(applied, name) }))
+	require.Equal(t, migrationsAfter(t, last), applied)
+	require.Equal(t, first, applied[0])
+	return s
+}
+
 // atVersion creates a database file migrated up to version last and opens
 // it without the store, returning its path, the connection (closed when the
 // test ends; close it before opening the store) and a runner of statements
@@ -99,13 +114,7 @@ func TestMigration005KeepsRows(t *testing.T) {
 	require.Equal(t, int64(5), seq)
 	require.NoError(t, db.Close())
 
-	s, err := Open(ctx, path, Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	var applied []string
-	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, migrationsAfter(t, 4), applied)
-	require.Equal(t, "005_lighter_writes.sql", applied[0])
+	s := openMigrated(t, path, 4, "005_lighter_writes.sql")
 
 	// Rows and ids survive.
 	var tl []*store.TimelineEntry
@@ -168,7 +177,7 @@ func TestMigration005KeepsRows(t *testing.T) {
 			Worker: "w", ClaimedAt: now, LeaseExpiresAt: now})
 	}))
 	require.Equal(t, []int64{3, 5}, ids, "each operation's largest id plus one")
-	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+	err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		return tx.InsertAttempt(ctx, &store.Attempt{ID: "att-a2", Tenant: "t", Key: "a", Number: 3, FencingToken: 3,
 			Worker: "w", ClaimedAt: now, LeaseExpiresAt: now})
 	})

@@ -34,13 +34,7 @@ func TestMigration007NumbersOperations(t *testing.T) {
 		VALUES ('att-gone', 't', 'gone', 1, 1, 'w', 1, 2)`)
 	require.NoError(t, db.Close())
 
-	s, err := Open(ctx, path, Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	var applied []string
-	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, migrationsAfter(t, 6), applied)
-	require.Equal(t, "007_operation_ids.sql", applied[0])
+	s := openMigrated(t, path, 6, "007_operation_ids.sql")
 
 	query := func(q string, args ...any) map[string]int64 {
 		t.Helper()
@@ -122,7 +116,7 @@ func TestMigration007NumbersOperations(t *testing.T) {
 	}))
 	require.Equal(t, int64(4), query(`SELECT key, id FROM operations WHERE key = '0-new'`)["0-new"])
 	require.Equal(t, int64(4), query(`SELECT id, operation_id FROM attempts WHERE id = 'att-new'`)["att-new"])
-	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error { return tx.InsertOperation(ctx, newOp) })
+	err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error { return tx.InsertOperation(ctx, newOp) })
 	require.ErrorIs(t, err, store.ErrConflict, "(tenant, key) stays unique")
 	// An entry for an operation this transaction did not write looks its
 	// id up; one for no operation at all fails.

@@ -44,13 +44,7 @@ func TestMigration008KeysHistoryByOperation(t *testing.T) {
 	}
 	require.NoError(t, db.Close())
 
-	s, err := Open(ctx, path, Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	var applied []string
-	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, migrationsAfter(t, 7), applied)
-	require.Equal(t, "008_history_by_operation.sql", applied[0])
+	s := openMigrated(t, path, 7, "008_history_by_operation.sql")
 
 	var attempts []*store.Attempt
 	var tl []*store.TimelineEntry
@@ -194,13 +188,7 @@ func TestMigration009AscendingListIndexes(t *testing.T) {
 	}
 	require.NoError(t, db.Close())
 
-	s, err := Open(ctx, path, Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	var applied []string
-	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	require.Equal(t, migrationsAfter(t, 8), applied)
-	require.Equal(t, "009_ascending_list_indexes.sql", applied[0])
+	s := openMigrated(t, path, 8, "009_ascending_list_indexes.sql")
 
 	var n int
 	require.NoError(t, s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master
