@@ -1,6 +1,6 @@
 -- The two indexes that list a tenant's operations newest first, kept in
--- ascending order (docs/performance.md, "SQLite and PostgreSQL: list
--- indexes in ascending order").
+-- ascending order (docs/performance.md, "SQLite: list indexes in
+-- ascending order").
 --
 -- Created as (…, created_at DESC, key DESC), they took every new operation
 -- at their left edge. An index b-tree splits a full page by sharing its
