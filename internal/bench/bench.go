@@ -82,6 +82,9 @@ const (
 	KeysRandom Keys = "random"
 )
 
+// Valid reports whether k is one of the key orders.
+func (k Keys) Valid() bool { return k == KeysSequential || k == KeysRandom }
+
 // Config is one bench run.
 type Config struct {
 	// DSN of the store; empty means a fresh SQLite file. A postgres DSN gets
@@ -164,7 +167,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 	if cfg.Keys == "" {
 		cfg.Keys = KeysSequential
 	}
-	if cfg.Keys != KeysSequential && cfg.Keys != KeysRandom {
+	if !cfg.Keys.Valid() {
 		return nil, fmt.Errorf("keys must be sequential or random (got %q)", cfg.Keys)
 	}
 	dsn, cleanup, err := freshStore(ctx, cfg.DSN)

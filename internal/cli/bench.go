@@ -83,7 +83,7 @@ database server's own CPU is not in it.`,
 			if preload < 0 {
 				return usageError{fmt.Errorf("--preload must not be negative")}
 			}
-			if cfg.Keys != bench.KeysSequential && cfg.Keys != bench.KeysRandom {
+			if !cfg.Keys.Valid() {
 				return usageError{fmt.Errorf("--keys takes sequential or random (got %q)", keys)}
 			}
 			for _, f := range strings.Split(conc, ",") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -114,10 +113,7 @@ func TestUpdateOperationSetsChangedColumns(t *testing.T) {
 func TestUpdateOperationPartialWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	require.NoError(t, s.Migrate(ctx, nil))
+	s := openTestStore(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	op := &store.Operation{Tenant: "t", Key: "k", Action: "a", Destination: "d", Version: 1, Fingerprint: "f",
 		Payload: []byte(`{}`), State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now, NotBefore: now}
@@ -152,6 +148,7 @@ func TestUpdateOperationPartialWrites(t *testing.T) {
 	}))
 	var read *store.Operation
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
 		read, err = r.GetOperation(ctx, "t", "k")
 		return err
 	}))
@@ -178,6 +175,7 @@ func TestUpdateOperationPartialWrites(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
 		read, err = r.GetOperation(ctx, "t", "k")
 		return err
 	}))
@@ -192,10 +190,7 @@ func TestUpdateOperationPartialWrites(t *testing.T) {
 func TestOperationRefNamesWrittenRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	require.NoError(t, s.Migrate(ctx, nil))
+	s := openTestStore(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	newOp := func(key string) *store.Operation {
 		return &store.Operation{Tenant: "t", Key: key, Action: "a", Destination: "d", Version: 1, Fingerprint: "f",
