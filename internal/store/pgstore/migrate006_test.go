@@ -21,26 +21,7 @@ import (
 func TestMigration006CopiesDestinations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := conn.Exec(ctx, q, args...)
-		require.NoError(t, err, q)
-	}
-	// The schema as Migrate left it when 005 was the newest migration.
-	migs, err := migrate.Load(migrationsFS, "migrations")
-	require.NoError(t, err)
-	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for _, m := range migs {
-		if m.Version > 5 {
-			break
-		}
-		exec(m.SQL)
-		exec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
-	}
+	dsn, conn, exec := schemaAtVersion(t, 5)
 	for i, op := range []struct{ key, dest string }{{"a", "crm"}, {"b", "email"}} {
 		exec(`INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload, state,
 			revision, duplicate_effects, created_at, updated_at) VALUES ('t', $1, 'act', $2, 1, 'fp', '\x7b7d', 'succeeded', 1, $3, now(), now())`,
@@ -53,19 +34,7 @@ func TestMigration006CopiesDestinations(t *testing.T) {
 	exec(`INSERT INTO attempts (id, tenant, key, number, fencing_token, worker, claimed_at, lease_expires_at, outcome)
 		VALUES ('att-gone', 't', 'gone', 1, 1, 'w', now(), now(), 'rejected')`)
 
-	s, err := Open(ctx, dsn)
-	require.NoError(t, err)
-	defer s.Close()
-	var applied []string
-	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
-	var want []string // every migration after 005
-	for _, m := range migs {
-		if m.Version > 5 {
-			want = append(want, m.Name)
-		}
-	}
-	require.Equal(t, want, applied)
-	require.Equal(t, "006_stats_without_join.sql", applied[0])
+	s := migrateFrom(t, dsn, 5, "006_stats_without_join.sql")
 
 	dest := map[string]string{}
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
@@ -102,4 +71,57 @@ func TestMigration006CopiesDestinations(t *testing.T) {
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Contains(t, strings.Join(lines, "\n"), "operations_duplicates")
+}
+
+// schemaAtVersion creates a schema as Migrate left it when version last
+// was the newest migration, and returns its DSN, a connection to it
+// (closed when the test ends) and a runner of statements that fails the
+// test on error.
+func schemaAtVersion(t *testing.T, last int) (string, *pgx.Conn, func(q string, args ...any)) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := conn.Exec(ctx, q, args...)
+		require.NoError(t, err, q)
+	}
+	migs, err := migrate.Load(migrationsFS, "migrations")
+	require.NoError(t, err)
+	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+	for _, m := range migs {
+		if m.Version > last {
+			break
+		}
+		exec(m.SQL)
+		exec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+	}
+	return dsn, conn, exec
+}
+
+// migrateFrom opens the store on the schema at dsn, at version last, and
+// migrates it: it must apply every newer migration, the first being first.
+// The store is closed when the test ends.
+func migrateFrom(t *testing.T, dsn string, last int, first string) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	var applied []string
+	require.NoError(t, s.Migrate(ctx, func(_, _ int, name string) { applied = append(applied, name) }))
+	migs, err := migrate.Load(migrationsFS, "migrations")
+	require.NoError(t, err)
+	var want []string
+	for _, m := range migs {
+		if m.Version > last {
+			want = append(want, m.Name)
+		}
+	}
+	require.Equal(t, want, applied)
+	require.Equal(t, first, applied[0])
+	return s
 }

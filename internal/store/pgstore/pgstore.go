@@ -27,6 +27,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -556,6 +557,11 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 	where := []string{"tenant = $1"}
 	if len(p.States) > 0 {
 		where = append(where, "state = ANY("+arg(p.States)+")")
+		if !slices.Contains(p.States, succeeded) {
+			// Spelled out so that a generic plan, which cannot look
+			// into the array, may read operations_not_succeeded.
+			where = append(where, notSucceeded)
+		}
 	}
 	if p.Owner != "" {
 		where = append(where, "owner = "+arg(p.Owner))
@@ -609,9 +615,18 @@ func (r *reader) ids(ctx context.Context, what, query string, args ...any) ([]st
 
 // ExpiredLeases lists in_progress operations whose lease ended before now.
 func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
+	// In the order of operations_not_succeeded (the caller settles them
+	// all, whatever the order), whose entries hold lease_expires_at.
 	return r.ids(ctx, "list expired leases", `SELECT tenant, key FROM operations
-		WHERE state = 'in_progress' AND lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2`, ts(now), limit)
+		WHERE state = 'in_progress' AND `+notSucceeded+` AND lease_expires_at < $1 LIMIT $2`, ts(now), limit)
 }
+
+// succeeded is the state that operations_not_succeeded leaves out, and
+// notSucceeded the condition of that index.
+const (
+	succeeded    = "succeeded"
+	notSucceeded = "state <> 'succeeded'"
+)
 
 // dueQuery selects operations in state (a constant, never input) whose
 // not_before has passed (or is unset), oldest first; the COALESCE
@@ -663,22 +678,48 @@ func (r *reader) FinalBefore(ctx context.Context, t time.Time, limit int) ([]sto
 
 // CountByState counts a tenant's operations by state.
 func (r *reader) CountByState(ctx context.Context, tenant string) (map[string]int, error) {
-	rows, err := r.q.Query(ctx, `SELECT state, COUNT(*) FROM operations WHERE tenant = $1 GROUP BY state`, tenant)
+	out, err := r.countByState(ctx, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("count operations: %w", mapErr(err))
+		return nil, fmt.Errorf("count operations: %w", err)
+	}
+	return out, nil
+}
+
+// countByState counts a tenant's operations ("" for all tenants) by state:
+// all but the succeeded ones from operations_not_succeeded, then, in the
+// same statement (the same snapshot), all of them; the succeeded ones are
+// the rest. A state with no operation is left out.
+func (r *reader) countByState(ctx context.Context, tenant string) (map[string]int, error) {
+	cond := "tenant = $1"
+	if tenant == "" {
+		cond = "$1 = ''"
+	}
+	rows, err := r.q.Query(ctx, `SELECT state, COUNT(*) FROM operations WHERE `+cond+` AND `+notSucceeded+` GROUP BY state
+		UNION ALL SELECT NULL, COUNT(*) FROM operations WHERE `+cond, tenant)
+	if err != nil {
+		return nil, mapErr(err)
 	}
 	defer rows.Close()
 	out := map[string]int{}
+	rest := 0
 	for rows.Next() {
-		var s string
+		var state pgtype.Text
 		var n int64
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, fmt.Errorf("count operations: %w", err)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, err
 		}
-		out[s] = int(n)
+		if state.Valid {
+			out[state.String] = int(n)
+			rest -= int(n)
+		} else {
+			rest += int(n)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count operations: %w", mapErr(err))
+		return nil, mapErr(err)
+	}
+	if rest > 0 {
+		out[succeeded] = rest
 	}
 	return out, nil
 }
@@ -878,30 +919,15 @@ func (t *pgTx) AddCompactedAttempts(ctx context.Context, tenant, destination, ou
 // Stats aggregates the figures of DESIGN.md section 10 for a tenant ("" for
 // all tenants).
 func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Duration) (*store.Stats, error) {
-	st := &store.Stats{ByState: map[string]int{}}
-	// $1 = '' selects every tenant.
-	// The counts can come from the state index alone, the duplicates from
-	// the partial index of operations that have any (migration 006).
-	rows, err := r.q.Query(ctx, `SELECT state, COUNT(*) FROM operations WHERE ($1 = '' OR tenant = $1) GROUP BY state`, tenant)
+	// The counts come from operations_not_succeeded and a count of all
+	// the tenant's operations, the duplicates from the partial index of
+	// operations that have any (migration 006).
+	byState, err := r.countByState(ctx, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("stats: %w", mapErr(err))
+		return nil, fmt.Errorf("stats: %w", err)
 	}
-	for rows.Next() {
-		var state string
-		var n int64
-		if err := rows.Scan(&state, &n); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("stats: %w", err)
-		}
-		st.ByState[state] = int(n)
-		if state == "succeeded" {
-			st.ConfirmedEffects += int(n)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("stats: %w", mapErr(err))
-	}
+	st := &store.Stats{ByState: byState, ConfirmedEffects: byState[succeeded]}
+	// $1 = '' selects every tenant.
 	var dup int64
 	if err := r.q.QueryRow(ctx, `SELECT COALESCE(SUM(duplicate_effects), 0)::bigint FROM operations
 		WHERE ($1 = '' OR tenant = $1) AND duplicate_effects > 0`, tenant).Scan(&dup); err != nil {
@@ -916,7 +942,7 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 	st.ConfirmedEffects += int(tombSucceeded)
 	st.DuplicateEffects += int(tombDup)
 
-	rows, err = r.q.Query(ctx, `SELECT destination, outcome, SUM(n)::bigint FROM (
+	rows, err := r.q.Query(ctx, `SELECT destination, outcome, SUM(n)::bigint FROM (
 			SELECT destination, outcome, COUNT(*) AS n
 			FROM attempts WHERE ($1 = '' OR tenant = $1) GROUP BY destination, outcome
 			UNION ALL

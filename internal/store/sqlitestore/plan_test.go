@@ -65,10 +65,12 @@ var wantIndex = map[string][]string{
 	"LockDue/all_tenants":        {"operations_due_all"},
 	"UncertainDue":               {"operations_uncertain"},
 	"UncertainDue/destinations":  {"operations_uncertain"},
-	"ExpiredLeases":              {"operations_lease"},
+	"ExpiredLeases":              {"COVERING INDEX operations_not_succeeded (state=?)"},
 	"ListOperations/tenant":      {"operations_tenant_created"},
 	"ListOperations/cursor":      {"operations_tenant_created (tenant=? AND created_at<?)"},
-	"ListOperations/state":       {"operations_tenant_state_created"},
+	"ListOperations/state":       {"operations_not_succeeded (state=? AND tenant=?)"},
+	"ListOperations/succeeded":   {"operations_tenant_created (tenant=?)"},
+	"CountByState":               {"operations_not_succeeded", "operations_tenant_created (tenant=?)"},
 }
 
 // sortsOneOperation are the statements allowed to sort their matches: they
@@ -149,6 +151,11 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"held"}, Limit: 50})
 		return err
 	})
+	step(rec, "ListOperations/succeeded", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"succeeded"}, Limit: 50})
+		return err
+	})
+	step(rec, "CountByState", func() error { _, err := r.CountByState(ctx, tenant); return err })
 
 	// Inside a write transaction, rolled back.
 	var txCalls []recordedCall

@@ -464,6 +464,9 @@ func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*
 		for _, s := range p.States {
 			args = append(args, s)
 		}
+		if !slices.Contains(p.States, succeeded) {
+			where = append(where, notSucceeded)
+		}
 	}
 	if p.Owner != "" {
 		where = append(where, "owner = ?")
@@ -516,8 +519,11 @@ func (r *sqlReader) ids(ctx context.Context, what, query string, args ...any) ([
 }
 
 func (r *sqlReader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
+	// In the order of operations_not_succeeded (the caller settles them
+	// all, whatever the order), which holds lease_expires_at: the
+	// running leases it skips cost no row reads.
 	return r.ids(ctx, "list expired leases", `SELECT tenant, key FROM operations
-		WHERE state = 'in_progress' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`, toMicros(now), limit)
+		WHERE state = 'in_progress' AND `+notSucceeded+` AND lease_expires_at < ? LIMIT ?`, toMicros(now), limit)
 }
 
 // dueQuery selects operations in state (a constant, never input) whose
@@ -562,21 +568,64 @@ func (r *sqlReader) FinalBefore(ctx context.Context, t time.Time, limit int) ([]
 }
 
 func (r *sqlReader) CountByState(ctx context.Context, tenant string) (map[string]int, error) {
-	rows, err := r.q.QueryContext(ctx, `SELECT state, COUNT(*) FROM operations WHERE tenant = ? GROUP BY state`, tenant)
+	out, err := r.countByState(ctx, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("count operations: %w", err)
 	}
+	return out, nil
+}
+
+// succeeded is the state that operations_not_succeeded leaves out, and
+// notSucceeded the condition of that index, which a statement must spell
+// as the index does for SQLite to read the index.
+const (
+	succeeded    = "succeeded"
+	notSucceeded = "state <> 'succeeded'"
+)
+
+// countByStateSQL counts the operations matching cond by state, but the
+// succeeded ones, then, in a row whose state is NULL, all of them: one
+// statement, so that both counts come from the same snapshot. It names
+// the index: without statistics (the store runs no ANALYZE) SQLite would
+// rather read a tenant's rows through operations_tenant_created.
+func countByStateSQL(cond string) string {
+	return `SELECT state, COUNT(*) FROM operations INDEXED BY operations_not_succeeded
+		WHERE ` + cond + ` AND ` + notSucceeded + ` GROUP BY state
+		UNION ALL SELECT NULL, COUNT(*) FROM operations WHERE ` + cond
+}
+
+// countByState counts a tenant's operations ("" for all tenants) by state,
+// from operations_not_succeeded and one count of them all: the succeeded
+// ones are the rest. A state with no operation is left out.
+func (r *sqlReader) countByState(ctx context.Context, tenant string) (map[string]int, error) {
+	cond, args := tenantFilter("tenant", tenant)
+	rows, err := r.q.QueryContext(ctx, countByStateSQL(cond), append(slices.Clone(args), args...)...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
 	out := map[string]int{}
+	rest := 0
 	for rows.Next() {
-		var s string
+		var state sql.NullString
 		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, fmt.Errorf("count operations: %w", err)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, err
 		}
-		out[s] = n
+		if state.Valid {
+			out[state.String] = n
+			rest -= n
+		} else {
+			rest += n
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if rest > 0 {
+		out[succeeded] = rest
+	}
+	return out, nil
 }
 
 func (t *sqlTx) InsertOperation(ctx context.Context, op *store.Operation) error {
@@ -829,11 +878,6 @@ func tenantFilter(col, tenant string) (string, []any) {
 	return col + " = ?", []any{tenant}
 }
 
-// statsStatesSQL counts the operations matching cond by state.
-func statsStatesSQL(cond string) string {
-	return `SELECT state, COUNT(*) FROM operations WHERE ` + cond + ` GROUP BY state`
-}
-
 // statsDuplicatesSQL sums the duplicate effects of the operations matching
 // cond. It names the partial index: without statistics (the store runs no
 // ANALYZE) SQLite would rather range over the primary key, which reads
@@ -844,31 +888,16 @@ func statsDuplicatesSQL(cond string) string {
 }
 
 func (r *sqlReader) Stats(ctx context.Context, tenant string, buckets []time.Duration) (*store.Stats, error) {
-	st := &store.Stats{ByState: map[string]int{}}
 	cond, args := tenantFilter("tenant", tenant)
-	// The counts come from the state index, the duplicates from the
-	// partial index of operations that have any (migration 006): neither
-	// reads the operation rows.
-	rows, err := r.q.QueryContext(ctx, statsStatesSQL(cond), args...)
+	// The counts come from operations_not_succeeded and a count of the
+	// tenant's index entries, the duplicates from the partial index of
+	// operations that have any (migration 006): none reads the operation
+	// rows.
+	byState, err := r.countByState(ctx, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	for rows.Next() {
-		var state string
-		var n int
-		if err := rows.Scan(&state, &n); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("stats: %w", err)
-		}
-		st.ByState[state] = n
-		if state == "succeeded" {
-			st.ConfirmedEffects += n
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
-	}
+	st := &store.Stats{ByState: byState, ConfirmedEffects: byState[succeeded]}
 	var dup int
 	if err := r.q.QueryRowContext(ctx, statsDuplicatesSQL(cond), args...).Scan(&dup); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
@@ -882,7 +911,7 @@ func (r *sqlReader) Stats(ctx context.Context, tenant string, buckets []time.Dur
 	st.ConfirmedEffects += tombSucceeded
 	st.DuplicateEffects += tombDup
 
-	rows, err = r.q.QueryContext(ctx, `SELECT destination, outcome, SUM(n) FROM (
+	rows, err := r.q.QueryContext(ctx, `SELECT destination, outcome, SUM(n) FROM (
 			SELECT destination, outcome, COUNT(*) AS n FROM attempts WHERE `+cond+` GROUP BY destination, outcome
 			UNION ALL
 			SELECT destination, outcome, count AS n FROM compacted_attempts WHERE `+cond+`

@@ -228,6 +228,39 @@ func testStats(t *testing.T, h Harness) {
 	require.Equal(t, 1, st.OperationsByState[opledger.StatePending])
 	require.Equal(t, 0, st.OperationsByState[opledger.StateAwaitingApproval], "every state listed")
 	require.Contains(t, st.OperationsByState, opledger.StateAwaitingApproval)
+	// Stores may count the succeeded operations as the rest of the
+	// tenant's, and list them by another index than the other states.
+	byState := map[opledger.State]int{opledger.StateSucceeded: 3, opledger.StateFailed: 1, opledger.StateUncertain: 1,
+		opledger.StatePending: 1, opledger.StateInProgress: 1}
+	counts, err := b.ledger.CountByState(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, byState, counts)
+	for st, n := range st.OperationsByState {
+		require.Equal(t, byState[st], n, "Stats of %s", st)
+	}
+	for _, tc := range []struct {
+		states []opledger.State
+		keys   []string
+	}{
+		{[]opledger.State{opledger.StateSucceeded}, []string{"s1", "s2", "h1"}},
+		{[]opledger.State{opledger.StatePending, opledger.StateSucceeded}, []string{"s1", "s2", "h1", "p1"}},
+		{[]opledger.State{opledger.StateInProgress, opledger.StateFailed, opledger.StateUncertain}, []string{"f1", "u1", "i1"}},
+	} {
+		var keys []string
+		opts := opledger.ListOptions{States: tc.states, Limit: 2}
+		for {
+			page, err := b.ledger.List(b.ctx, opts)
+			require.NoError(t, err)
+			for _, op := range page.Items {
+				keys = append(keys, op.Key)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			opts.Cursor = page.NextCursor
+		}
+		require.ElementsMatch(t, tc.keys, keys, "list of %v, page after page", tc.states)
+	}
 	require.Equal(t, 6, st.AttemptsTotal, "s1 s2 f1 h1 u1 i1")
 	for _, a := range st.Attempts {
 		require.Equal(t, intent("any").Destination, a.Destination, "attempts count under their operation's destination: %+v", a)
