@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -127,24 +128,7 @@ database server's own CPU is not in it.`,
 			if asJSON {
 				return writeJSONLines(out, cells)
 			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "mode\tkeys\tstore\tc\tops/s\tp50 ms\tp99 ms\tfloor ops/s\tfloor p99 ms\tratio\tbatched floor ops/s\tbatched ratio\t"+
-				"reference ops/s\treference p99 ms\treference ratio\tbatched reference ops/s\tbatched reference p99 ms\tbatched reference ratio\tpreload\trss MB\t")
-			for _, c := range cells {
-				batched, bratio := "-", "-"
-				if c.BatchedFloorOpsPerSec > 0 {
-					batched, bratio = fmt.Sprintf("%.0f", c.BatchedFloorOpsPerSec), fmt.Sprintf("%.2f", c.RatioToBatchedFloor)
-				}
-				bref, brefP99, brefRatio := "-", "-", "-"
-				if c.BatchedReferenceOpsPerSec > 0 {
-					bref, brefP99, brefRatio = fmt.Sprintf("%.0f", c.BatchedReferenceOpsPerSec), fmt.Sprintf("%.2f", c.BatchedReferenceP99ms),
-						fmt.Sprintf("%.2f", c.RatioToBatchedReference)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%d\t%.0f\t\n", c.Mode, c.Keys, c.Store, c.Concurrency,
-					c.OpsPerSec, c.P50ms, c.P99ms, c.FloorOpsPerSec, c.FloorP99ms, c.RatioToFloor, batched, bratio,
-					c.ReferenceOpsPerSec, c.ReferenceP99ms, c.RatioToReference, bref, brefP99, brefRatio, c.Preload, c.RSSMB)
-			}
-			return tw.Flush()
+			return writeBenchTable(out, cells)
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "db", "", "store to measure (default: a fresh SQLite file)")
@@ -157,6 +141,46 @@ database server's own CPU is not in it.`,
 	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the bench process (ledger, HTTP server and proxy included) to this file, for go tool pprof")
 	cmd.Flags().Int64Var(&serveRSS, "serve-rss", 0, "with --mode http: run N operations through a child 'opledger serve' and report its memory")
 	return cmd
+}
+
+// writeBenchTable prints the cells of one run: a line naming what was
+// measured, then, for each concurrency, the protected operations and each
+// workload they are compared with, one per row, with the protected
+// operations' throughput divided by that workload's.
+func writeBenchTable(w io.Writer, cells []bench.Cell) error {
+	if len(cells) == 0 {
+		return nil
+	}
+	first := cells[0]
+	ledger := "an empty ledger"
+	if first.Preload > 0 {
+		ledger = fmt.Sprintf("a ledger of %d operations", first.Preload)
+	}
+	fmt.Fprintf(w, "opledger bench: %s mode, %s store, %s keys, %s\n\n", first.Mode, first.Store, first.Keys, ledger)
+	reference := "reference: claim + complete, two transactions"
+	if first.BatchedReferenceOpsPerSec > 0 {
+		reference = "reference: claim + complete, single writer"
+	}
+	width := len(reference)
+	line := func(c, name, opsPerSec, p50, p99, ratio, rss string) {
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("%4s  %-*s  %8s  %7s  %7s  %11s  %6s", c, width, name, opsPerSec, p50, p99, ratio, rss), " "))
+	}
+	line("c", "workload", "ops/s", "p50 ms", "p99 ms", "protected ÷", "rss MB")
+	for _, c := range cells {
+		n := strconv.Itoa(c.Concurrency)
+		line(n, "protected operations", fmt.Sprintf("%.0f", c.OpsPerSec), fmt.Sprintf("%.2f", c.P50ms),
+			fmt.Sprintf("%.2f", c.P99ms), "", fmt.Sprintf("%.0f", c.RSSMB))
+		row := func(name string, opsPerSec, p99ms, ratio float64) {
+			if opsPerSec > 0 {
+				line(n, name, fmt.Sprintf("%.0f", opsPerSec), "", fmt.Sprintf("%.2f", p99ms), fmt.Sprintf("%.2f", ratio), "")
+			}
+		}
+		row("floor: one plain INSERT", c.FloorOpsPerSec, c.FloorP99ms, c.RatioToFloor)
+		row("batched floor", c.BatchedFloorOpsPerSec, c.BatchedFloorP99ms, c.RatioToBatchedFloor)
+		row(reference, c.ReferenceOpsPerSec, c.ReferenceP99ms, c.RatioToReference)
+		row("batched reference", c.BatchedReferenceOpsPerSec, c.BatchedReferenceP99ms, c.RatioToBatchedReference)
+	}
+	return nil
 }
 
 // benchServeRSS runs bench --serve-rss and prints its one result.

@@ -155,9 +155,20 @@ func TestBench(t *testing.T) {
 	require.Equal(t, "random", cell["keys"])
 	require.Positive(t, cell["ops"])
 
+	// Without --json: a line naming the run, then each workload of each
+	// concurrency on its own row, compared with the protected operations.
 	profile := filepath.Join(t.TempDir(), "cpu.out")
-	_, errOut, code = run(t, "bench", "--duration", "300ms", "--concurrency", "2", "--cpu-profile", profile)
+	out, errOut, code = run(t, "bench", "--duration", "300ms", "--concurrency", "2", "--cpu-profile", profile)
 	require.Equal(t, 0, code, errOut)
+	lines = strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Equal(t, "opledger bench: library mode, sqlite store, sequential keys, an empty ledger", lines[0])
+	require.Empty(t, lines[1])
+	require.Regexp(t, `^\s+c\s+workload\s+ops/s\s+p50 ms\s+p99 ms\s+protected ÷\s+rss MB$`, lines[2])
+	require.Len(t, lines, 8, "the header and five workloads at c=2:\n%s", out)
+	require.Regexp(t, `^\s+2\s+protected operations\s+\d+\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+$`, lines[3])
+	for i, name := range []string{"floor: one plain INSERT", "batched floor", "reference: claim \\+ complete, single writer", "batched reference"} {
+		require.Regexp(t, `^\s+2\s+`+name+`\s+\d+\s+\d+\.\d\d\s+\d+\.\d\d$`, lines[4+i])
+	}
 	data, err := os.ReadFile(profile)
 	require.NoError(t, err)
 	require.Greater(t, len(data), 2)
