@@ -235,8 +235,8 @@ func testStats(t *testing.T, h Harness) {
 	counts, err := b.ledger.CountByState(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, byState, counts)
-	for st, n := range st.OperationsByState {
-		require.Equal(t, byState[st], n, "Stats of %s", st)
+	for state, n := range st.OperationsByState {
+		require.Equal(t, byState[state], n, "Stats of %s", state)
 	}
 	for _, tc := range []struct {
 		states []opledger.State
