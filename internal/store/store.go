@@ -275,3 +275,22 @@ type Store interface {
 	Name() string
 	Close() error
 }
+
+// StateSucceeded is the state that the stores' index by state leaves out
+// (migration 010): nearly every operation ends in it, so CountByState and
+// Stats count it as the rest of the operations (WithSucceeded).
+const StateSucceeded = "succeeded"
+
+// WithSucceeded completes counts by state read from an index without the
+// succeeded operations: all is the count of every operation in the same
+// snapshot, and the succeeded ones are those the other states leave. As a
+// GROUP BY would, it leaves out the state when none is succeeded.
+func WithSucceeded(byState map[string]int, all int) map[string]int {
+	for _, n := range byState {
+		all -= n
+	}
+	if all > 0 {
+		byState[StateSucceeded] = all
+	}
+	return byState
+}

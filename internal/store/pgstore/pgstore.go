@@ -564,12 +564,10 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 	default:
 		where = append(where, "state = ANY("+arg(p.States)+")")
 	}
-	if len(p.States) > 0 {
-		if !slices.Contains(p.States, succeeded) {
-			// Spelled out so that a generic plan, which cannot look
-			// into the array, may read operations_not_succeeded.
-			where = append(where, notSucceeded)
-		}
+	if len(p.States) > 0 && !slices.Contains(p.States, store.StateSucceeded) {
+		// Spelled out so that a generic plan, which cannot look into the
+		// array, may read operations_not_succeeded.
+		where = append(where, notSucceeded)
 	}
 	if p.Owner != "" {
 		where = append(where, "owner = "+arg(p.Owner))
@@ -629,12 +627,9 @@ func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([
 		WHERE state = 'in_progress' AND `+notSucceeded+` AND lease_expires_at < $1 LIMIT $2`, ts(now), limit)
 }
 
-// succeeded is the state that operations_not_succeeded leaves out, and
-// notSucceeded the condition of that index.
-const (
-	succeeded    = "succeeded"
-	notSucceeded = "state <> 'succeeded'"
-)
+// notSucceeded is the condition of operations_not_succeeded, which leaves
+// out store.StateSucceeded.
+const notSucceeded = "state <> 'succeeded'"
 
 // dueQuery selects operations in state (a constant, never input) whose
 // not_before has passed (or is unset), oldest first; the COALESCE
@@ -708,8 +703,7 @@ func (r *reader) countByState(ctx context.Context, tenant string) (map[string]in
 		return nil, mapErr(err)
 	}
 	defer rows.Close()
-	out := map[string]int{}
-	rest := 0
+	byState, all := map[string]int{}, 0
 	for rows.Next() {
 		var state pgtype.Text
 		var n int64
@@ -717,19 +711,15 @@ func (r *reader) countByState(ctx context.Context, tenant string) (map[string]in
 			return nil, err
 		}
 		if state.Valid {
-			out[state.String] = int(n)
-			rest -= int(n)
+			byState[state.String] = int(n)
 		} else {
-			rest += int(n)
+			all = int(n)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, mapErr(err)
 	}
-	if rest > 0 {
-		out[succeeded] = rest
-	}
-	return out, nil
+	return store.WithSucceeded(byState, all), nil
 }
 
 // InsertOperation inserts a new operation; store.ErrConflict if the key
@@ -934,7 +924,7 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	st := &store.Stats{ByState: byState, ConfirmedEffects: byState[succeeded]}
+	st := &store.Stats{ByState: byState, ConfirmedEffects: byState[store.StateSucceeded]}
 	// $1 = '' selects every tenant.
 	var dup int64
 	if err := r.q.QueryRow(ctx, `SELECT COALESCE(SUM(duplicate_effects), 0)::bigint FROM operations

@@ -464,7 +464,7 @@ func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*
 		for _, s := range p.States {
 			args = append(args, s)
 		}
-		if !slices.Contains(p.States, succeeded) {
+		if !slices.Contains(p.States, store.StateSucceeded) {
 			where = append(where, notSucceeded)
 		}
 	}
@@ -575,13 +575,10 @@ func (r *sqlReader) CountByState(ctx context.Context, tenant string) (map[string
 	return out, nil
 }
 
-// succeeded is the state that operations_not_succeeded leaves out, and
-// notSucceeded the condition of that index, which a statement must spell
-// as the index does for SQLite to read the index.
-const (
-	succeeded    = "succeeded"
-	notSucceeded = "state <> 'succeeded'"
-)
+// notSucceeded is the condition of operations_not_succeeded (it leaves
+// out store.StateSucceeded), which a statement must spell as the index
+// does for SQLite to read the index.
+const notSucceeded = "state <> 'succeeded'"
 
 // countByStateSQL counts the operations matching cond by state, but the
 // succeeded ones, then, in a row whose state is NULL, all of them: one
@@ -604,8 +601,7 @@ func (r *sqlReader) countByState(ctx context.Context, tenant string) (map[string
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]int{}
-	rest := 0
+	byState, all := map[string]int{}, 0
 	for rows.Next() {
 		var state sql.NullString
 		var n int
@@ -613,19 +609,15 @@ func (r *sqlReader) countByState(ctx context.Context, tenant string) (map[string
 			return nil, err
 		}
 		if state.Valid {
-			out[state.String] = n
-			rest -= n
+			byState[state.String] = n
 		} else {
-			rest += n
+			all = n
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if rest > 0 {
-		out[succeeded] = rest
-	}
-	return out, nil
+	return store.WithSucceeded(byState, all), nil
 }
 
 func (t *sqlTx) InsertOperation(ctx context.Context, op *store.Operation) error {
@@ -897,7 +889,7 @@ func (r *sqlReader) Stats(ctx context.Context, tenant string, buckets []time.Dur
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	st := &store.Stats{ByState: byState, ConfirmedEffects: byState[succeeded]}
+	st := &store.Stats{ByState: byState, ConfirmedEffects: byState[store.StateSucceeded]}
 	var dup int
 	if err := r.q.QueryRowContext(ctx, statsDuplicatesSQL(cond), args...).Scan(&dup); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
