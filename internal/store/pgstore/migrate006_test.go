@@ -116,10 +116,8 @@ func migrateFrom(t *testing.T, dsn string, last int, first string) *Store {
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	require.NoError(t, err)
 	var want []string
-	for _, m := range migs {
-		if m.Version > last {
-			want = append(want, m.Name)
-		}
+	for _, m := range migrate.After(migs, last) {
+		want = append(want, m.Name)
 	}
 	require.Equal(t, want, applied)
 	require.Equal(t, first, applied[0])

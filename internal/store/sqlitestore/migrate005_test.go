@@ -44,10 +44,8 @@ func migrationsAfter(t *testing.T, last int) []string {
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	require.NoError(t, err)
 	var names []string
-	for _, m := range migs {
-		if m.Version > last {
-			names = append(names, m.Name)
-		}
+	for _, m := range migrate.After(migs, last) {
+		names = append(names, m.Name)
 	}
 	return names
 }
