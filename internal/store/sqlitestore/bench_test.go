@@ -23,6 +23,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 // benchTenant owns both the preloaded operations and the claimed ones, so
@@ -253,7 +254,7 @@ func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 	}
 	before := frames()
 	walStart := walSize(b, path)
-	cpuBefore, cpuOK := processCPU()
+	cpuBefore, cpuOK := testdb.ProcessCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
 	if callers == 1 {
@@ -274,7 +275,7 @@ func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 		})
 	}
 	b.StopTimer()
-	if cpuAfter, ok := processCPU(); ok && cpuOK {
+	if cpuAfter, ok := testdb.ProcessCPU(); ok && cpuOK {
 		b.ReportMetric(float64(cpuAfter-cpuBefore)/float64(b.N), "cpu-µs/op")
 	}
 	grown := float64(frames() - before)
