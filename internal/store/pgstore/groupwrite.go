@@ -368,11 +368,11 @@ func buildConditionalSQL(shape string) string {
 			ps := params(len(attemptColumnTypes), attemptColumnTypes)
 			fmt.Fprintf(&b, ",\nw%d AS (INSERT INTO attempts (%s) SELECT %s FROM op)", i, attemptColumns, strings.Join(ps, ", "))
 		case 'u':
-			ps := params(9, nil)
+			ps := params(11, nil)
 			fmt.Fprintf(&b, `,
 w%d AS (UPDATE attempts SET dispatched_at = %s, finished_at = %s, outcome = %s, destination_ref = %s,
-	response = %s, error = %s, stale = %s, lease_expires_at = %s FROM op WHERE id = %s)`,
-				i, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ps[7], ps[8])
+	response = %s, error = %s, stale = %s, lease_expires_at = %s FROM op WHERE tenant = %s AND key = %s AND id = %s)`,
+				i, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ps[7], ps[8], ps[9], ps[10])
 		case 't':
 			ps := params(len(timelineColumnTypes), timelineColumnTypes)
 			timeline = append(timeline, "("+strings.Join(ps, ", ")+", "+strconv.Itoa(len(timeline))+")")

@@ -786,9 +786,9 @@ func (t *pgTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
 
 func updateAttemptWrite(a *store.Attempt) pgWrite {
 	return pgWrite{what: "update attempt", sql: `UPDATE attempts SET dispatched_at = $1, finished_at = $2, outcome = $3,
-		destination_ref = $4, response = $5, error = $6, stale = $7, lease_expires_at = $8 WHERE id = $9`,
+		destination_ref = $4, response = $5, error = $6, stale = $7, lease_expires_at = $8 WHERE tenant = $9 AND key = $10 AND id = $11`,
 		args: []any{ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
-			a.Stale, ts(a.LeaseExpiresAt), a.ID},
+			a.Stale, ts(a.LeaseExpiresAt), a.Tenant, a.Key, a.ID},
 		none: fmt.Errorf("update attempt %s: %w", a.ID, store.ErrNotFound)}
 }
 

@@ -108,6 +108,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	}
 	step("GetOperation", func() error { _, err := r.GetOperation(ctx, tenant, "bulk:00004242"); return err })
 	step("GetAttempt", func() error { _, err := r.GetAttempt(ctx, tenant, "bulk:00004242", "bulk-00004242"); return err })
+	step("ListTimeline", func() error { _, err := r.ListTimeline(ctx, tenant, "bulk:00004242"); return err })
 	step("DueOperations/tenant", func() error {
 		_, err := r.DueOperations(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})
 		return err
@@ -161,6 +162,15 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		op.Revision++
 		return w.UpdateOperation(ctx, op, prev)
 	})
+	txStep("UpdateAttempt", func() error {
+		a, err := w.GetAttempt(ctx, tenant, "bulk:00004242", "bulk-00004242")
+		if err != nil {
+			return err
+		}
+		txRec.calls = txRec.calls[:len(txRec.calls)-1] // the read is checked above
+		a.Outcome = "succeeded"
+		return w.UpdateAttempt(ctx, a)
+	})
 	require.NoError(t, tx.Rollback(ctx))
 
 	calls := append(rec.calls, txRec.calls...)
@@ -198,15 +208,18 @@ func explainPlan(t *testing.T, conn *pgx.Conn, sql string, args ...any) planNode
 	return out[0].Plan
 }
 
-// wantIndex names the indexes each statement is built for (migrations 001
-// and 002); the plan must use one of them. A tenant's claim uses
+// wantIndex names the indexes each statement is built for; the plan must
+// use one of them. Since migration 011 the primary keys of attempts and
+// timeline begin with the operation's (tenant, key). A tenant's claim uses
 // operations_due, so that another tenant's backlog of due operations is
 // never read.
 var wantIndex = map[string][]string{
 	"GetOperation":               {"operations_pkey"},
 	"GetOperation/for_update":    {"operations_pkey"},
 	"UpdateOperation":            {"operations_pkey"},
-	"GetAttempt":                 {"attempts_pkey", "attempts_operation"},
+	"GetAttempt":                 {"attempts_pkey"},
+	"ListTimeline":               {"timeline_pkey"},
+	"UpdateAttempt":              {"attempts_pkey"},
 	"DueOperations/tenant":       {"operations_due"},
 	"DueOperations/destinations": {"operations_due"},
 	"LockDue/tenant":             {"operations_due"},

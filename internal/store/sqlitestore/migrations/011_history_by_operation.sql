@@ -1,0 +1,4 @@
+-- The SQLite side of PostgreSQL's migration 011 (attempts and timeline
+-- keyed by their operation, without a separate index), which SQLite's
+-- migration 008 already did here; the version exists so that both stores
+-- carry the same ones.
