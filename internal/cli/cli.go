@@ -157,7 +157,11 @@ large ledger at a time of your choosing.`,
 			defer l.Close()
 			out := cmd.OutOrStdout()
 			if len(applied) > 0 {
-				fmt.Fprintf(out, "%s store: applied %d migrations (%s)\n", l.StoreName(), len(applied), strings.Join(applied, ", "))
+				noun := "migrations"
+				if len(applied) == 1 {
+					noun = "migration"
+				}
+				fmt.Fprintf(out, "%s store: applied %d %s (%s)\n", l.StoreName(), len(applied), noun, strings.Join(applied, ", "))
 			}
 			fmt.Fprintf(out, "%s store is up to date\n", l.StoreName())
 			return nil

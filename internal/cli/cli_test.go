@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
 )
 
 var binary string
@@ -88,6 +90,17 @@ func TestMigrate(t *testing.T) {
 	out, _, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, "migrating twice is fine")
 	require.Equal(t, "sqlite store is up to date\n", out, "nothing left to apply")
+
+	// One migration left to apply (SQLite's 011 changes nothing, so it can
+	// be forgotten and applied again): the count is singular.
+	db, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite:"))
+	require.NoError(t, err)
+	_, err = db.Exec(`DELETE FROM schema_migrations WHERE version = 11`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	out, errOut, code = run(t, "migrate", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "sqlite store: applied 1 migration (011_history_by_operation.sql)\nsqlite store is up to date\n", out)
 }
 
 // TestProgressOnTerminal: long commands draw a progress bar when stderr is
