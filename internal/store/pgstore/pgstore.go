@@ -27,7 +27,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -555,19 +554,18 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 		return "$" + strconv.Itoa(len(args))
 	}
 	where := []string{"tenant = $1"}
-	switch len(p.States) {
-	case 0:
-	case 1:
-		// A state compared with one value, not ANY(…), so that the
-		// planner can read that state's part of an index in order.
-		where = append(where, "state = "+arg(p.States[0]))
-	default:
-		where = append(where, "state = ANY("+arg(p.States)+")")
-	}
-	if len(p.States) > 0 && !slices.Contains(p.States, store.StateSucceeded) {
-		// Spelled out so that a generic plan, which cannot look into the
-		// array, may read operations_not_succeeded.
-		where = append(where, notSucceeded)
+	if len(p.States) > 0 {
+		states, err := stateLiterals(p.States)
+		if err != nil {
+			return nil, fmt.Errorf("list operations: %w", err)
+		}
+		if len(states) == 1 {
+			// One state compared with one value, so that the planner
+			// reads that state's part of an index in order.
+			where = append(where, "state = "+states[0])
+		} else {
+			where = append(where, "state IN ("+strings.Join(states, ", ")+")")
+		}
 	}
 	if p.Owner != "" {
 		where = append(where, "owner = "+arg(p.Owner))
@@ -599,6 +597,30 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 	return out, nil
 }
 
+// stateLiterals returns states as SQL string literals. ListOperations
+// writes them into its statement rather than passing them as parameters,
+// so that every plan sees which states it reads: when succeeded is not
+// among them, the planner proves from the literals that
+// operations_not_succeeded holds them all, and estimates their rows from
+// the column's statistics. With parameters, a generic plan could only
+// read that index with the index's condition spelled out beside them, and
+// custom plans then counted that condition a second time: one tenth of
+// the rows, enough to list the uncertain operations through
+// operations_uncertain and sort every one of them (125 ms for a page on a
+// ledger of 1,000,000 operations, 0.4 ms from operations_not_succeeded).
+// A state name is lower-case letters and underscores; anything else is
+// refused, never quoted.
+func stateLiterals(states []string) ([]string, error) {
+	out := make([]string, len(states))
+	for i, s := range states {
+		if s == "" || strings.TrimLeft(s, "abcdefghijklmnopqrstuvwxyz_") != "" {
+			return nil, fmt.Errorf("%q is not a state name", s)
+		}
+		out[i] = "'" + s + "'"
+	}
+	return out, nil
+}
+
 func (r *reader) ids(ctx context.Context, what, query string, args ...any) ([]store.OperationID, error) {
 	rows, err := r.q.Query(ctx, query, args...)
 	if err != nil {
@@ -622,9 +644,10 @@ func (r *reader) ids(ctx context.Context, what, query string, args ...any) ([]st
 // ExpiredLeases lists in_progress operations whose lease ended before now.
 func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
 	// In the order of operations_not_succeeded (the caller settles them
-	// all, whatever the order), whose entries hold lease_expires_at.
+	// all, whatever the order), whose entries hold lease_expires_at; the
+	// literal state tells the planner that the index holds them.
 	return r.ids(ctx, "list expired leases", `SELECT tenant, key FROM operations
-		WHERE state = 'in_progress' AND `+notSucceeded+` AND lease_expires_at < $1 LIMIT $2`, ts(now), limit)
+		WHERE state = 'in_progress' AND lease_expires_at < $1 LIMIT $2`, ts(now), limit)
 }
 
 // notSucceeded is the condition of operations_not_succeeded, which leaves

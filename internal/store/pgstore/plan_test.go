@@ -56,6 +56,7 @@ type planNode struct {
 	NodeType     string     `json:"Node Type"`
 	RelationName string     `json:"Relation Name"`
 	IndexName    string     `json:"Index Name"`
+	PlanRows     float64    `json:"Plan Rows"`
 	Plans        []planNode `json:"Plans"`
 }
 
@@ -194,6 +195,56 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		require.NoError(t, err)
 		checkPlan(t, c.label+" (generic plan)", generic, ordered, wantIndex[c.label])
 	}
+}
+
+// TestListByStateEstimates checks that the planner estimates how many of
+// a tenant's operations a list by state reads to within a factor of three
+// of the truth, for the states of operations_not_succeeded: a tenth of it,
+// as when the index's condition was spelled out beside a state parameter,
+// made the planner list the uncertain operations of a large ledger through
+// operations_uncertain and sort them all (stateLiterals).
+func TestListByStateEstimates(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.PostgresDSN(t)
+	ctx := context.Background()
+	s, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Migrate(ctx, nil))
+	const tenant = "plan"
+	require.NoError(t, LoadSynthetic(ctx, dsn, tenant, 100_000, false))
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	rec := &recorder{q: s.pool}
+	r := &reader{q: rec}
+	states := [][]string{{"uncertain"}, {"held"}, {"failed"}, {"in_progress"}, {"held", "uncertain"}}
+	for _, st := range states {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: st, Limit: 50})
+		require.NoError(t, err)
+	}
+	require.Len(t, rec.calls, len(states))
+	for i, c := range rec.calls {
+		var actual int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM operations WHERE tenant = $1 AND state = ANY($2)`,
+			tenant, states[i]).Scan(&actual))
+		require.Positive(t, actual)
+		estimated := -1.0
+		explainPlan(t, conn, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).walk(func(n planNode) {
+			if n.RelationName == "operations" {
+				estimated = n.PlanRows
+			}
+		})
+		require.Positive(t, estimated, "%v: no scan of operations", states[i])
+		require.True(t, estimated >= float64(actual)/3 && estimated <= float64(actual)*3,
+			"%v: the planner expects %.0f operations where there are %d", states[i], estimated, actual)
+		t.Logf("%v: %.0f estimated, %d there", states[i], estimated, actual)
+	}
+	// The states are written into the statement: anything but a state
+	// name is refused, never quoted.
+	_, err = r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"held", "x' OR '1'='1"}, Limit: 5})
+	require.ErrorContains(t, err, `"x' OR '1'='1" is not a state name`)
 }
 
 func explainPlan(t *testing.T, conn *pgx.Conn, sql string, args ...any) planNode {
