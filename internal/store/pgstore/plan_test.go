@@ -60,6 +60,25 @@ type planNode struct {
 	Plans        []planNode `json:"Plans"`
 }
 
+// syntheticStore opens a migrated store on a fresh schema that holds
+// 100,000 operations of tenant (LoadSynthetic, with their history or
+// without), and a connection to it for EXPLAIN; both close when the test
+// ends.
+func syntheticStore(t *testing.T, tenant string, history bool) (*Store, string, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	s, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, s.Migrate(ctx, nil))
+	require.NoError(t, LoadSynthetic(ctx, dsn, tenant, 100_000, history))
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return s, dsn, conn
+}
+
 func (n planNode) walk(fn func(planNode)) {
 	fn(n)
 	for _, c := range n.Plans {
@@ -77,23 +96,15 @@ func (n planNode) walk(fn func(planNode)) {
 // reuses) are checked.
 func TestClaimPathUsesIndexes(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.PostgresDSN(t)
 	ctx := context.Background()
-	s, err := Open(ctx, dsn)
-	require.NoError(t, err)
-	defer s.Close()
-	require.NoError(t, s.Migrate(ctx, nil))
 	const tenant = "plan"
-	require.NoError(t, LoadSynthetic(ctx, dsn, tenant, 100_000, true))
+	s, dsn, conn := syntheticStore(t, tenant, true)
 	// A few due operations of the tenant, and a backlog of another one
 	// that a claim of this tenant must not wade through.
-	_, err = InsertDue(ctx, dsn, tenant, "due:", 20)
+	_, err := InsertDue(ctx, dsn, tenant, "due:", 20)
 	require.NoError(t, err)
 	_, err = InsertDue(ctx, dsn, "busy", "due:", 20000)
 	require.NoError(t, err)
-	conn, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "ANALYZE operations")
 	require.NoError(t, err)
 
@@ -205,17 +216,9 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 // operations_uncertain and sort them all (stateLiterals).
 func TestListByStateEstimates(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.PostgresDSN(t)
 	ctx := context.Background()
-	s, err := Open(ctx, dsn)
-	require.NoError(t, err)
-	defer s.Close()
-	require.NoError(t, s.Migrate(ctx, nil))
 	const tenant = "plan"
-	require.NoError(t, LoadSynthetic(ctx, dsn, tenant, 100_000, false))
-	conn, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
+	s, _, conn := syntheticStore(t, tenant, false)
 
 	rec := &recorder{q: s.pool}
 	r := &reader{q: rec}
@@ -243,7 +246,7 @@ func TestListByStateEstimates(t *testing.T) {
 	}
 	// The states are written into the statement: anything but a state
 	// name is refused, never quoted.
-	_, err = r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"held", "x' OR '1'='1"}, Limit: 5})
+	_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"held", "x' OR '1'='1"}, Limit: 5})
 	require.ErrorContains(t, err, `"x' OR '1'='1" is not a state name`)
 }
 
