@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -77,28 +76,7 @@ func benchmarkLifecycleWrites(b *testing.B, callers int) {
 	}
 	lsnBefore := walLSN()
 	serverBefore, serverOK := testdb.PostgresServerCPU()
-	clientBefore, clientOK := testdb.ProcessCPU()
-	b.ReportAllocs()
-	b.ResetTimer()
-	if callers == 1 {
-		for range b.N {
-			if err := op(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	} else {
-		b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := op(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	b.StopTimer()
-	clientAfter, clientAfterOK := testdb.ProcessCPU()
+	testdb.RunCallers(b, callers, op)
 	serverAfter, serverAfterOK := testdb.PostgresServerCPU()
 	var wal float64
 	if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)`, lsnBefore).Scan(&wal); err != nil {
@@ -107,8 +85,5 @@ func benchmarkLifecycleWrites(b *testing.B, callers int) {
 	b.ReportMetric(wal/float64(b.N), "wal-bytes/op")
 	if serverOK && serverAfterOK {
 		b.ReportMetric(float64(serverAfter-serverBefore)/float64(b.N), "server-cpu-µs/op")
-	}
-	if clientOK && clientAfterOK {
-		b.ReportMetric(float64(clientAfter-clientBefore)/float64(b.N), "cpu-µs/op")
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -254,30 +253,7 @@ func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 	}
 	before := frames()
 	walStart := walSize(b, path)
-	cpuBefore, cpuOK := testdb.ProcessCPU()
-	b.ReportAllocs()
-	b.ResetTimer()
-	if callers == 1 {
-		for range b.N {
-			if err := op(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	} else {
-		b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := op(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	b.StopTimer()
-	if cpuAfter, ok := testdb.ProcessCPU(); ok && cpuOK {
-		b.ReportMetric(float64(cpuAfter-cpuBefore)/float64(b.N), "cpu-µs/op")
-	}
+	testdb.RunCallers(b, callers, op)
 	grown := float64(frames() - before)
 	b.ReportMetric(grown*(4096+24)/float64(b.N), "wal-bytes/op")
 	b.ReportMetric(grown/float64(b.N), "wal-pages/op")
