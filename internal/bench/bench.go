@@ -418,12 +418,28 @@ func quantile(lats []time.Duration, q float64) float64 {
 	return float64(lats[i].Microseconds()) / 1000
 }
 
+// benchPayload is the intent payload of every protected operation the
+// bench runs.
+var benchPayload = json.RawMessage(`{"units":2,"order":"BENCH"}`)
+
+// ProtectedOperation runs one protected operation on l, as the library
+// mode does: a claim of key with its intent inline (a no-op action), then
+// a success report, which runs to its end even if ctx is cancelled. The
+// store benchmarks run it too.
+func ProtectedOperation(ctx context.Context, l *opledger.Ledger, key string) error {
+	c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: benchPayload}})
+	if err != nil {
+		return err
+	}
+	_, err = l.Report(context.WithoutCancel(ctx), key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
+	return err
+}
+
 // protectedOp returns the function that runs one protected operation, for
 // up to maxConc callers at once, with keys in the order keys names; up is
 // the upstream of the proxy mode.
 func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, keys Keys, maxConc int, up *upstream) (func(context.Context, int, int64) error, func(), error) {
 	run := randomHex(4)
-	payload := json.RawMessage(`{"units":2,"order":"BENCH"}`)
 	var next atomic.Int64
 	keyOf := func(int, int64) string { return "bench:" + run + ":" + strconv.FormatInt(next.Add(1), 10) }
 	if keys == KeysRandom {
@@ -432,13 +448,7 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, keys Keys, 
 	switch mode {
 	case ModeLibrary:
 		return func(ctx context.Context, w int, seq int64) error {
-			key := keyOf(w, seq)
-			c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: payload}})
-			if err != nil {
-				return err
-			}
-			_, err = l.Report(context.WithoutCancel(ctx), key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
-			return err
+			return ProtectedOperation(ctx, l, keyOf(w, seq))
 		}, func() {}, nil
 	case ModeHTTP:
 		token, _, err := l.CreateToken(ctx, "bench")
@@ -452,7 +462,7 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, keys Keys, 
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
 		go func() { _ = srv.Run(sctx); close(done) }()
-		viaAPI := apiOperation(client.New(srv.URL(), token, httpClient(maxConc)), payload)
+		viaAPI := apiOperation(client.New(srv.URL(), token, httpClient(maxConc)), benchPayload)
 		return func(ctx context.Context, w int, seq int64) error {
 				return viaAPI(ctx, keyOf(w, seq))
 			}, func() {
@@ -478,7 +488,7 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, keys Keys, 
 				// Not cancelled when the measurement ends: a request the
 				// proxy has forwarded is always answered and counted, so
 				// that the upstream's count must equal the bench's.
-				req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, target, bytes.NewReader(payload))
+				req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, target, bytes.NewReader(benchPayload))
 				if err != nil {
 					return err
 				}

@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/bench"
 	"github.com/opledger/opledger/internal/testdb"
 )
 
@@ -50,17 +50,8 @@ func benchmarkLifecycleWrites(b *testing.B, callers int) {
 		b.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	payload := json.RawMessage(`{"units":2,"order":"BENCH"}`)
 	var seq atomic.Int64
-	op := func() error {
-		key := "life:" + strconv.FormatInt(seq.Add(1), 10)
-		c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: payload}})
-		if err != nil {
-			return err
-		}
-		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
-		return err
-	}
+	op := func() error { return bench.ProtectedOperation(ctx, l, "life:"+strconv.FormatInt(seq.Add(1), 10)) }
 	// The pool's connections and the statements they prepare.
 	for range 2 * callers {
 		if err := op(); err != nil {

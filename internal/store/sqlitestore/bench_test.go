@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/bench"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/internal/testdb"
 )
@@ -205,7 +205,6 @@ func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	payload := json.RawMessage(`{"units":2,"order":"BENCH"}`)
 	var seq atomic.Int64
 	op := func() error {
 		key := "life:" + strconv.FormatInt(seq.Add(1), 10)
@@ -213,12 +212,7 @@ func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 			sum := sha256.Sum256([]byte(key))
 			key = "life:" + hex.EncodeToString(sum[:24])
 		}
-		c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: payload}})
-		if err != nil {
-			return err
-		}
-		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "noop"})
-		return err
+		return bench.ProtectedOperation(ctx, l, key)
 	}
 	pin, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
