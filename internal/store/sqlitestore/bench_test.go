@@ -249,10 +249,13 @@ func benchmarkLifecycleWrites(b *testing.B, callers int, randomKeys bool) {
 	walStart := walSize(b, path)
 	testdb.RunCallers(b, callers, op)
 	grown := float64(frames() - before)
-	b.ReportMetric(grown*(4096+24)/float64(b.N), "wal-bytes/op")
+	b.ReportMetric(grown*(walPageSize+walFrameHeader)/float64(b.N), "wal-bytes/op")
 	b.ReportMetric(grown/float64(b.N), "wal-pages/op")
 	logFramesByBtree(b, pin, path, walStart)
 }
+
+// A WAL frame is a page of the database and its header.
+const walPageSize, walFrameHeader = 4096, 24
 
 // walSize is the size of the WAL of the database at path.
 func walSize(b *testing.B, path string) int64 {
@@ -264,7 +267,7 @@ func walSize(b *testing.B, path string) int64 {
 }
 
 // logFramesByBtree logs, in one line, how many commits the frames
-// appended to the WAL since offset from make (no checkpoint has copied
+// appended to the WAL since offset from (no checkpoint has copied
 // them: a reader pins them) and how many frames per commit each b-tree
 // wrote, its leaf and interior pages together, naming pages with the
 // dbstat table. A page that changed b-tree during the run (freed and
@@ -272,7 +275,6 @@ func walSize(b *testing.B, path string) int64 {
 // commits (the benchmark's first, b.N = 1) are not logged: benchmarks keep
 // only the last ten lines of their log.
 func logFramesByBtree(b *testing.B, db *sql.DB, path string, from int64) {
-	const pageSize, header = 4096, 24
 	rows, err := db.Query(`SELECT name, pageno FROM dbstat`)
 	if err != nil {
 		b.Fatal(err)
@@ -298,7 +300,7 @@ func logFramesByBtree(b *testing.B, db *sql.DB, path string, from int64) {
 	// second word (the database size) is not zero ends a commit.
 	counts := map[string]int{}
 	commits, frames := 0, 0
-	for off := max(from, 32); off+header+pageSize <= int64(len(wal)); off += header + pageSize {
+	for off := max(from, 32); off+walFrameHeader+walPageSize <= int64(len(wal)); off += walFrameHeader + walPageSize {
 		name, ok := names[binary.BigEndian.Uint32(wal[off:])]
 		if !ok {
 			name = "free"
