@@ -25,6 +25,9 @@ import (
 const (
 	groupKillAcks   = 100
 	groupKillRounds = 10
+	// groupKillDeadline bounds one child's run: a failure bound for a
+	// child that hangs, not a measurement.
+	groupKillDeadline = 2 * time.Minute
 )
 
 // TestGroupCommitSurvivesKill kills (SIGKILL) a real child process while
@@ -155,8 +158,11 @@ func killGroupChild(t *testing.T, dsn string, round int, claimed map[string]stri
 			_ = child.Wait()
 		}
 	}()
+	watchdog := time.AfterFunc(groupKillDeadline, func() { _ = child.Process.Kill() })
+	defer watchdog.Stop()
 
 	finished := 0
+	var childErrors []string
 	sc := bufio.NewScanner(stdout)
 	read := func(line string) {
 		f := strings.Fields(line)
@@ -166,18 +172,23 @@ func killGroupChild(t *testing.T, dsn string, round int, claimed map[string]stri
 		case len(f) == 2 && f[0] == "DONE":
 			done[f[1]] = true
 			finished++
+		case len(f) > 0 && f[0] == "ERROR":
+			childErrors = append(childErrors, line)
 		}
 	}
 	for finished < groupKillAcks && sc.Scan() {
 		read(sc.Text())
 	}
-	require.Equal(t, groupKillAcks, finished, "the child of round %d stopped before finishing %d operations", round, groupKillAcks)
+	require.Empty(t, childErrors, "the child of round %d failed", round)
+	require.Equal(t, groupKillAcks, finished, "the child of round %d stopped, or did not finish %d operations within %s", round, groupKillAcks, groupKillDeadline)
+	watchdog.Stop()
 	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
 	killed = true
 	// Lines written before the kill are still in the pipe.
 	for sc.Scan() {
 		read(sc.Text())
 	}
+	require.Empty(t, childErrors, "the child of round %d failed", round)
 	err = child.Wait()
 	require.Error(t, err)
 	ws := child.ProcessState.Sys().(syscall.WaitStatus)
