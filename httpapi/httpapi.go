@@ -39,7 +39,17 @@ type Options struct {
 	Rules *opledger.Rules
 	// Webhooks are the providers that post to /v1/webhooks/{source}.
 	Webhooks map[string]WebhookSource
+	// MetricsMaxAge is how long /metrics serves the ledger's figures it
+	// read last before it reads them again. Reading them counts every
+	// operation still in the ledger (docs/scaling.md), so scrapes within
+	// MetricsMaxAge of a read, and scrapes that arrive while one runs,
+	// share that read, however many scrapers there are. Zero means
+	// DefaultMetricsMaxAge; a negative value reads on every scrape.
+	MetricsMaxAge time.Duration
 }
+
+// DefaultMetricsMaxAge is the default of Options.MetricsMaxAge.
+const DefaultMetricsMaxAge = 10 * time.Second
 
 type server struct {
 	ledger  *opledger.Ledger
@@ -62,7 +72,10 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &server{ledger: l, opts: opts, log: opts.Logger, metrics: metricsHandler(l, opts.Logger)}
+	if opts.MetricsMaxAge == 0 {
+		opts.MetricsMaxAge = DefaultMetricsMaxAge
+	}
+	s := &server{ledger: l, opts: opts, log: opts.Logger, metrics: metricsHandler(l, opts.Logger, opts.MetricsMaxAge)}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)

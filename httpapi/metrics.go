@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,21 +13,42 @@ import (
 	"github.com/opledger/opledger"
 )
 
-// ledgerCollector reads the ledger's figures from the store at scrape time,
-// so every server sharing a store reports the same durable totals. Labels
-// carry destination names, outcomes and states only: never keys or payload.
+// ledgerCollector reads the ledger's figures from the store, so every
+// server sharing a store reports the same durable totals. A read counts
+// every operation still in the ledger, so scrapes share one: a scrape
+// within maxAge of the last successful read serves its figures, and
+// concurrent scrapes wait for the one read in progress. Labels carry
+// destination names, outcomes and states only: never keys or payload.
 type ledgerCollector struct {
 	ledger *opledger.Ledger
 	log    *slog.Logger
+	maxAge time.Duration
+	now    func() time.Time
 
-	attempts, confirmed, duplicates, operations, recovery, up *prometheus.Desc
-	events, deliveries, duplicateDeliveries                   *prometheus.Desc
+	// mu is held across a read, so that scrapes arriving meanwhile use
+	// its figures instead of reading again.
+	mu   sync.Mutex
+	last *ledgerFigures
+	// reads counts the reads of the store (under mu), for tests.
+	reads int
+
+	attempts, confirmed, duplicates, operations, recovery, up, age *prometheus.Desc
+	events, deliveries, duplicateDeliveries                        *prometheus.Desc
 }
 
-func newLedgerCollector(l *opledger.Ledger, log *slog.Logger) *ledgerCollector {
+// ledgerFigures is one read of the ledger's figures.
+type ledgerFigures struct {
+	stats  *opledger.Stats
+	events *opledger.EventStats
+	readAt time.Time
+}
+
+func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration) *ledgerCollector {
 	return &ledgerCollector{
 		ledger: l,
 		log:    log,
+		maxAge: maxAge,
+		now:    time.Now,
 		attempts: prometheus.NewDesc("opledger_attempts_total",
 			"Technical attempts by destination and outcome.", []string{"destination", "outcome"}, nil),
 		confirmed: prometheus.NewDesc("opledger_confirmed_effects_total",
@@ -44,31 +66,55 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger) *ledgerCollector {
 		duplicateDeliveries: prometheus.NewDesc("opledger_duplicate_deliveries_total",
 			"Arrivals of an event already received: recorded, never acted on again.", nil, nil),
 		up: prometheus.NewDesc("opledger_store_up",
-			"1 when the last scrape could read the store.", nil, nil),
+			"1 when the ledger's figures in this scrape could be read from the store, 0 when reading them failed.", nil, nil),
+		age: prometheus.NewDesc("opledger_figures_age_seconds",
+			"Age of the ledger's figures in this scrape: scrapes share one read for up to the server's metrics max age.", nil, nil),
 	}
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.attempts, c.confirmed, c.duplicates, c.operations, c.recovery, c.up,
+	for _, d := range []*prometheus.Desc{c.attempts, c.confirmed, c.duplicates, c.operations, c.recovery, c.up, c.age,
 		c.events, c.deliveries, c.duplicateDeliveries} {
 		ch <- d
 	}
 }
 
-func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
+// figures returns the last read's figures if they are younger than maxAge,
+// and otherwise reads them again. A failed read is not kept: the next
+// scrape tries again.
+func (c *ledgerCollector) figures() (*ledgerFigures, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil && c.now().Sub(c.last.readAt) < c.maxAge {
+		return c.last, nil
+	}
+	c.last = nil
+	c.reads++
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	readAt := c.now()
 	st, err := c.ledger.Stats(ctx, true)
-	var ev *opledger.EventStats
-	if err == nil {
-		ev, err = c.ledger.EventStats(ctx, true)
+	if err != nil {
+		return nil, err
 	}
+	ev, err := c.ledger.EventStats(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	c.last = &ledgerFigures{stats: st, events: ev, readAt: readAt}
+	return c.last, nil
+}
+
+func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
+	f, err := c.figures()
 	if err != nil {
 		c.log.Error("metrics: read stats", "error", err)
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
 	}
+	st, ev := f.stats, f.events
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, c.now().Sub(f.readAt).Seconds())
 	for status, n := range ev.EventsByStatus {
 		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(n), string(status))
 	}
@@ -89,9 +135,10 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(c.recovery, uint64(st.Recoveries), st.RecoveryTotalSeconds, buckets)
 }
 
-// metricsHandler serves /metrics: the ledger's figures plus the Go runtime's.
-func metricsHandler(l *opledger.Ledger, log *slog.Logger) http.Handler {
+// metricsHandler serves /metrics: the ledger's figures, read at most once
+// per maxAge (negative: on every scrape), plus the Go runtime's.
+func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newLedgerCollector(l, log), prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(newLedgerCollector(l, log, maxAge), prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
 }

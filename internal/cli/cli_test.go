@@ -145,6 +145,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"version", "extra"}, 2, "unknown command"},
 		{[]string{"migrate", "--db", "mysql://x"}, 1, "dsn must start with sqlite: or postgres://"},
 		{[]string{"migrate", "--db", "sqlite:/nonexistent-dir/x/y.db"}, 1, "sqlite"},
+		{[]string{"serve", "--metrics-max-age", "-1s"}, 2, "--metrics-max-age must be 0 (read on every scrape) or more, got -1s"},
 	}
 	for _, tc := range cases {
 		out, errOut, code := run(t, tc.args...)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/server"
 )
 
@@ -34,7 +35,7 @@ func newServeCmd() *cobra.Command {
 		logJSON                      bool
 		maxBody                      int64
 		workers                      int
-		lease, sweep                 time.Duration
+		lease, sweep, metricsMaxAge  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -54,6 +55,9 @@ finish; every write a client got an answer for is already committed.`,
 			if err != nil {
 				return err
 			}
+			if metricsMaxAge < 0 {
+				return usageError{fmt.Errorf("--metrics-max-age must be 0 (read on every scrape) or more, got %s", metricsMaxAge)}
+			}
 			cfg := server.Config{Addr: addr, Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep}
 			var opts opledger.Options
 			if configPath != "" {
@@ -72,6 +76,10 @@ finish; every write a client got an answer for is already committed.`,
 				}
 			}
 			cfg.API.MaxBodyBytes = maxBody
+			cfg.API.MetricsMaxAge = metricsMaxAge
+			if metricsMaxAge == 0 {
+				cfg.API.MetricsMaxAge = -1 // every scrape; zero in Options means the default
+			}
 			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
 				return err
@@ -90,6 +98,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write logs as JSON lines")
 	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (larger: 413)")
+	cmd.Flags().DurationVar(&metricsMaxAge, "metrics-max-age", httpapi.DefaultMetricsMaxAge, "how often /metrics reads the ledger's figures at most; scrapes in between share the last read (0: every scrape)")
 	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor (with destinations in --config)")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold")
 	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled")
