@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -14,6 +15,15 @@ type CompactResult struct {
 	Tombstoned int
 	// Forgotten tombstones passed their own retention and were deleted.
 	Forgotten int
+	// DeliveriesCompacted are arrivals of inbound events older than the
+	// retention period, deleted and kept as counts.
+	DeliveriesCompacted int
+	// EventsForgotten are inbound events older than the tombstone
+	// retention, deleted with their deliveries and kept as counts.
+	EventsForgotten int
+	// EventObjectsForgotten are tracked objects (an ordering rule's newest
+	// position of an object) not updated for the tombstone retention.
+	EventObjectsForgotten int
 }
 
 // Compact applies retention across all tenants: succeeded and failed
@@ -23,6 +33,14 @@ type CompactResult struct {
 // Options.TombstoneRetention are deleted. A repeat of a tombstoned key is
 // still recognised by Record and Claim. Unresolved operations are never
 // compacted.
+//
+// Inbound events follow the same periods: deliveries received more than
+// Options.Retention ago are deleted (an event keeps the newer ones, and
+// is still recognised when it arrives again); events received more than
+// Options.TombstoneRetention ago are deleted with their deliveries, and
+// so are the positions of tracked objects not updated for that long.
+// EventStats keeps counting what was deleted, so its totals never go
+// down.
 func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 	var res CompactResult
 	for {
@@ -103,5 +121,49 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("forget tombstones: %w", err)
 	}
+	for _, step := range []struct {
+		name   string
+		count  *int
+		period time.Duration
+		run    func(tx store.Tx, ctx context.Context, before time.Time, limit int) (int, error)
+	}{
+		{"compact deliveries", &res.DeliveriesCompacted, l.opts.Retention, store.Tx.CompactDeliveriesBefore},
+		{"forget events", &res.EventsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventsBefore},
+		{"forget event objects", &res.EventObjectsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventObjectsBefore},
+	} {
+		if err := l.compactBatches(ctx, step.period, step.count, step.run); err != nil {
+			return res, fmt.Errorf("%s: %w", step.name, err)
+		}
+	}
 	return res, nil
+}
+
+// eventRetentionBatch bounds the rows one transaction of event retention
+// deletes, so that a first run over a large backlog never holds the
+// store's writer for long.
+const eventRetentionBatch = 1000
+
+// compactBatches runs one step of event retention in transactions of up to
+// eventRetentionBatch rows older than period, until a transaction finds
+// fewer, adding the rows to *count.
+func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count *int,
+	run func(tx store.Tx, ctx context.Context, before time.Time, limit int) (int, error)) error {
+	for {
+		var n int
+		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			now, err := l.now(ctx, tx)
+			if err != nil {
+				return err
+			}
+			n, err = run(tx, ctx, now.Add(-period), eventRetentionBatch)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		*count += n
+		if n < eventRetentionBatch {
+			return nil
+		}
+	}
 }

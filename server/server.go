@@ -197,8 +197,10 @@ func (s *Server) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.every(loops, s.cfg.CompactInterval, "compact", func(ctx context.Context) error {
 			res, err := s.ledger.Compact(ctx)
-			if res.Tombstoned+res.Forgotten > 0 {
-				log.Info("retention", "tombstoned", res.Tombstoned, "forgotten", res.Forgotten)
+			if res.Tombstoned+res.Forgotten+res.DeliveriesCompacted+res.EventsForgotten+res.EventObjectsForgotten > 0 {
+				log.Info("retention", "tombstoned", res.Tombstoned, "forgotten", res.Forgotten,
+					"deliveries_compacted", res.DeliveriesCompacted, "events_forgotten", res.EventsForgotten,
+					"event_objects_forgotten", res.EventObjectsForgotten)
 			}
 			return err
 		})

@@ -147,4 +147,17 @@ type EventTx interface {
 	// prevRevision; otherwise ErrConflict. w.Revision must already hold the
 	// new revision.
 	UpdateWorkflow(ctx context.Context, w *Workflow, prevRevision int64) error
+	// CompactDeliveriesBefore deletes up to limit deliveries received
+	// before t, oldest first, adding them to their tenants' compacted
+	// delivery counts (which EventCounts includes); it returns how many it
+	// deleted. Transactions running it at once never count one twice.
+	CompactDeliveriesBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	// ForgetEventsBefore deletes up to limit events received before t,
+	// oldest first, with every delivery they still have, adding both to
+	// the compacted counts (events by their status); it returns the events
+	// deleted. Transactions running it at once never count one twice.
+	ForgetEventsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	// ForgetEventObjectsBefore deletes up to limit tracked objects last
+	// updated before t; it returns how many it deleted.
+	ForgetEventObjectsBefore(ctx context.Context, t time.Time, limit int) (int, error)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -155,6 +156,28 @@ func (r *reader) EventCounts(ctx context.Context, tenant string) (*store.EventCo
 		return nil, fmt.Errorf("count deliveries: %w", mapErr(err))
 	}
 	out.Deliveries, out.DuplicateDeliveries = int(total), int(dup)
+	// What retention deleted (ForgetEventsBefore, CompactDeliveriesBefore).
+	rows, err = r.q.Query(ctx, `SELECT status, SUM(events)::bigint, SUM(deliveries)::bigint, SUM(duplicate_deliveries)::bigint
+		FROM compacted_events WHERE ($1 = '' OR tenant = $1) GROUP BY status`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("count compacted events: %w", mapErr(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		var events, deliveries, duplicates int64
+		if err := rows.Scan(&s, &events, &deliveries, &duplicates); err != nil {
+			return nil, fmt.Errorf("count compacted events: %w", err)
+		}
+		if events > 0 {
+			out.ByStatus[s] += int(events)
+		}
+		out.Deliveries += int(deliveries)
+		out.DuplicateDeliveries += int(duplicates)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count compacted events: %w", mapErr(err))
+	}
 	return out, nil
 }
 
@@ -268,4 +291,72 @@ func (t *pgTx) UpdateWorkflow(ctx context.Context, w *store.Workflow, prevRevisi
 		return fmt.Errorf("update workflow %s: %w", w.Key, store.ErrConflict)
 	}
 	return nil
+}
+
+// foldCountsSQL adds the counts of rows named counts (tenant, status,
+// events, deliveries, duplicates) to compacted_events.
+const foldCountsSQL = `INSERT INTO compacted_events (tenant, status, events, deliveries, duplicate_deliveries)
+	SELECT tenant, status, SUM(events), SUM(deliveries), SUM(duplicates) FROM counts GROUP BY tenant, status
+	ON CONFLICT (tenant, status) DO UPDATE SET events = compacted_events.events + excluded.events,
+		deliveries = compacted_events.deliveries + excluded.deliveries,
+		duplicate_deliveries = compacted_events.duplicate_deliveries + excluded.duplicate_deliveries`
+
+// CompactDeliveriesBefore folds and deletes the oldest deliveries received
+// before t. Only the rows this statement deleted are counted, and rows
+// another transaction holds are skipped, so compactions running at once
+// never count a delivery twice.
+func (t *pgTx) CompactDeliveriesBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := t.q.QueryRow(ctx, `WITH batch AS (
+			SELECT id FROM deliveries WHERE received_at < $1 ORDER BY received_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+		), gone AS (
+			DELETE FROM deliveries d USING batch WHERE d.id = batch.id RETURNING d.tenant, d.duplicate
+		), counts AS (
+			SELECT tenant, ''::text AS status, 0::bigint AS events, COUNT(*) AS deliveries,
+				COUNT(*) FILTER (WHERE duplicate) AS duplicates FROM gone GROUP BY tenant
+		), folded AS (`+foldCountsSQL+`)
+		SELECT COUNT(*) FROM gone`, ts(before), limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("compact deliveries: %w", mapErr(err))
+	}
+	return int(n), nil
+}
+
+// ForgetEventsBefore folds and deletes the oldest events received before t
+// and their deliveries, counting only what this statement deleted.
+func (t *pgTx) ForgetEventsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := t.q.QueryRow(ctx, `WITH batch AS (
+			SELECT tenant, source, event_id FROM events WHERE received_at < $1
+			ORDER BY received_at, tenant, source, event_id LIMIT $2 FOR UPDATE SKIP LOCKED
+		), gone_events AS (
+			DELETE FROM events e USING batch b
+			WHERE e.tenant = b.tenant AND e.source = b.source AND e.event_id = b.event_id
+			RETURNING e.tenant, e.status
+		), gone_deliveries AS (
+			DELETE FROM deliveries d USING batch b
+			WHERE d.tenant = b.tenant AND d.source = b.source AND d.event_id = b.event_id
+			RETURNING d.tenant, d.duplicate
+		), counts AS (
+			SELECT tenant, status, COUNT(*) AS events, 0::bigint AS deliveries, 0::bigint AS duplicates
+			FROM gone_events GROUP BY tenant, status
+			UNION ALL
+			SELECT tenant, '', 0, COUNT(*), COUNT(*) FILTER (WHERE duplicate) FROM gone_deliveries GROUP BY tenant
+		), folded AS (`+foldCountsSQL+`)
+		SELECT COUNT(*) FROM gone_events`, ts(before), limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("forget events: %w", mapErr(err))
+	}
+	return int(n), nil
+}
+
+// ForgetEventObjectsBefore deletes the tracked objects last updated before t.
+func (t *pgTx) ForgetEventObjectsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM event_objects WHERE (tenant, source, object_key) IN (
+		SELECT tenant, source, object_key FROM event_objects WHERE updated_at < $1 ORDER BY updated_at LIMIT $2
+		FOR UPDATE SKIP LOCKED)`, ts(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("forget event objects: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -145,6 +146,28 @@ func (r *sqlReader) EventCounts(ctx context.Context, tenant string) (*store.Even
 		Scan(&out.Deliveries, &out.DuplicateDeliveries); err != nil {
 		return nil, fmt.Errorf("count deliveries: %w", err)
 	}
+	// What retention deleted (ForgetEventsBefore, CompactDeliveriesBefore).
+	rows, err = r.q.QueryContext(ctx, `SELECT status, SUM(events), SUM(deliveries), SUM(duplicate_deliveries)
+		FROM compacted_events WHERE `+cond+` GROUP BY status`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count compacted events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		var events, deliveries, duplicates int
+		if err := rows.Scan(&s, &events, &deliveries, &duplicates); err != nil {
+			return nil, fmt.Errorf("count compacted events: %w", err)
+		}
+		if events > 0 {
+			out.ByStatus[s] += events
+		}
+		out.Deliveries += deliveries
+		out.DuplicateDeliveries += duplicates
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count compacted events: %w", err)
+	}
 	return out, nil
 }
 
@@ -261,4 +284,64 @@ func (t *sqlTx) UpdateWorkflow(ctx context.Context, w *store.Workflow, prevRevis
 		return fmt.Errorf("update workflow %s: %w", w.Key, store.ErrConflict)
 	}
 	return nil
+}
+
+// foldDeliveriesSQL adds the deliveries that match cond to their tenants'
+// compacted counts, under the empty status.
+const foldDeliveriesSQL = `INSERT INTO compacted_events (tenant, status, deliveries, duplicate_deliveries)
+	SELECT tenant, '', COUNT(*), SUM(duplicate) FROM deliveries WHERE %s GROUP BY tenant
+	ON CONFLICT (tenant, status) DO UPDATE SET deliveries = deliveries + excluded.deliveries,
+		duplicate_deliveries = duplicate_deliveries + excluded.duplicate_deliveries`
+
+// CompactDeliveriesBefore folds and deletes the oldest deliveries received
+// before t. The store's one writer runs it, so the batch its statements
+// select is the same in each.
+func (t *sqlTx) CompactDeliveriesBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	const batch = `id IN (SELECT id FROM deliveries WHERE received_at < ? ORDER BY received_at, id LIMIT ?)`
+	if _, err := t.q.ExecContext(ctx, fmt.Sprintf(foldDeliveriesSQL, batch), toMicros(before), limit); err != nil {
+		return 0, fmt.Errorf("compact deliveries: %w", err)
+	}
+	res, err := t.q.ExecContext(ctx, `DELETE FROM deliveries WHERE `+batch, toMicros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("compact deliveries: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// ForgetEventsBefore folds and deletes the oldest events received before t
+// and their deliveries.
+func (t *sqlTx) ForgetEventsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	const batch = `(tenant, source, event_id) IN (SELECT tenant, source, event_id FROM events
+		WHERE received_at < ? ORDER BY received_at, tenant, source, event_id LIMIT ?)`
+	args := []any{toMicros(before), limit}
+	for _, q := range []string{
+		fmt.Sprintf(foldDeliveriesSQL, batch),
+		`INSERT INTO compacted_events (tenant, status, events)
+			SELECT tenant, status, COUNT(*) FROM events WHERE ` + batch + ` GROUP BY tenant, status
+			ON CONFLICT (tenant, status) DO UPDATE SET events = events + excluded.events`,
+		`DELETE FROM deliveries WHERE ` + batch,
+	} {
+		if _, err := t.q.ExecContext(ctx, q, args...); err != nil {
+			return 0, fmt.Errorf("forget events: %w", err)
+		}
+	}
+	res, err := t.q.ExecContext(ctx, `DELETE FROM events WHERE `+batch, args...)
+	if err != nil {
+		return 0, fmt.Errorf("forget events: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// ForgetEventObjectsBefore deletes the tracked objects last updated before t.
+func (t *sqlTx) ForgetEventObjectsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM event_objects WHERE (tenant, source, object_key) IN (
+		SELECT tenant, source, object_key FROM event_objects WHERE updated_at < ? ORDER BY updated_at LIMIT ?)`,
+		toMicros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("forget event objects: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }

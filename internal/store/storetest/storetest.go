@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"Tokens", testTokens},
 		{"Stats", testStats},
 		{"Events", testEvents},
+		{"EventRetention", testEventRetention},
 		{"Workflows", testWorkflows},
 		{"Release", testRelease},
 		{"ProtectedOperations", testProtectedOperations},
