@@ -455,13 +455,21 @@ func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operati
 // advanceIn records the first step that is due and not recorded, skipping
 // steps that succeeded, and updates the workflow row's position. Steps
 // already recorded are never recorded again or changed.
-func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow) error {
+func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow) (err error) {
+	if row.Done {
+		return nil // every step succeeded; none is recorded again, whatever retention removed
+	}
 	def, err := decodeDef(row)
 	if err != nil {
 		return err
 	}
 	prevRev := row.Revision
 	before := *row
+	defer func() {
+		if err != nil {
+			*row = before // the caller may still show the workflow as it was
+		}
+	}()
 	ops := make([]*Operation, len(def.Steps))
 	row.Done = true
 	for i, s := range def.Steps {
@@ -469,6 +477,9 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 		op, err := l.stepOperation(ctx, tx, key)
 		if err != nil {
 			return err
+		}
+		if op == nil && stepSucceededBefore(&before, i) {
+			continue // succeeded, and its tombstone has passed retention: never recorded again
 		}
 		if op == nil {
 			in, fp, err := stepIntent(row, def, i, ops[:i])
@@ -519,6 +530,15 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 	}
 	row.Revision, row.UpdatedAt = prevRev+1, now
 	return tx.UpdateWorkflow(ctx, row, prevRev)
+}
+
+// stepSucceededBefore reports whether the workflow row records step i as
+// succeeded: the row moves past a step only once it has succeeded, and a
+// succeeded operation stays succeeded. A step so recorded whose operation
+// and tombstone have both passed retention is still a step that
+// succeeded, not one to record again.
+func stepSucceededBefore(row *store.Workflow, i int) bool {
+	return row.Done || i < row.CurrentStep
 }
 
 // ResumeWorkflow brings a workflow forward after a crash, a restart, an
@@ -643,14 +663,19 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 		ops[i] = op
 		st := &WorkflowStepStatus{Name: s.Name, Key: key}
 		w.Steps = append(w.Steps, st)
-		if op != nil {
+		switch {
+		case op == nil && stepSucceededBefore(row, i):
+			// Succeeded; its record has passed retention.
+			st.State = StepState(StateSucceeded)
+			st.Action, st.Destination, st.Version = s.Action, s.Destination, s.Version
+		case op != nil:
 			st.State, st.Operation = StepState(op.State), op
 			st.Action, st.Destination, st.Version, st.Fingerprint = op.Action, op.Destination, op.Version, op.Fingerprint
 			st.Payload, st.RequiresApproval = MaskPayload(op.Payload, op.SensitiveFields), op.RequiresApproval
 			if op.Tombstoned {
 				st.Action, st.Destination = s.Action, s.Destination
 			}
-		} else {
+		default:
 			st.State = StepWaiting
 			st.Action, st.Destination, st.Version = s.Action, s.Destination, s.Version
 			st.Payload, st.RequiresApproval = MaskPayload(s.Payload, s.SensitiveFields), s.RequiresApproval
@@ -668,7 +693,7 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 		if decided {
 			continue
 		}
-		if op != nil && op.State == StateSucceeded {
+		if st.State == StepState(StateSucceeded) {
 			continue
 		}
 		decided = true

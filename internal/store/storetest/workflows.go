@@ -183,6 +183,60 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.Zero(t, n, "nothing left to advance")
 	})
 
+	t.Run("RetentionNeverRepeatsSteps", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h, func(o *opledger.Options) {
+			o.Retention = retention
+			o.TombstoneRetention = tombstoneRetention
+		})
+		// wf:R-1 stops after its first step; wf:R-2 finishes.
+		for _, key := range []string{"wf:R-1", "wf:R-2"} {
+			_, _, err := b.ledger.PutWorkflow(b.ctx, key, taskThenEmail())
+			require.NoError(t, err)
+			b.succeedStep(t, key+"/create_task", "T-"+key)
+			_, err = b.ledger.ResumeWorkflow(b.ctx, key)
+			require.NoError(t, err)
+		}
+		b.succeedStep(t, "wf:R-2/send_email", "MSG-2")
+		_, err := b.ledger.ResumeWorkflow(b.ctx, "wf:R-2")
+		require.NoError(t, err)
+
+		// The succeeded steps' operations become tombstones, then the
+		// tombstones pass their own retention.
+		b.clock.Advance(retention + day)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, res.Tombstoned)
+		b.clock.Advance(tombstoneRetention + day)
+		res, err = b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, res.Forgotten)
+
+		for _, key := range []string{"wf:R-1", "wf:R-2"} {
+			w, err := b.ledger.ResumeWorkflow(b.ctx, key)
+			require.NoError(t, err)
+			_, err = b.ledger.Get(b.ctx, key+"/create_task")
+			require.ErrorIs(t, err, opledger.ErrNotFound, "%s: a succeeded step is never recorded again", key)
+			require.Equal(t, opledger.StepState(opledger.StateSucceeded), w.Steps[0].State, key)
+			require.Nil(t, w.Steps[0].Operation, key)
+		}
+		w, err := b.ledger.GetWorkflow(b.ctx, "wf:R-1")
+		require.NoError(t, err)
+		require.Equal(t, []opledger.StepState{"succeeded", "pending"}, stepStates(w))
+		require.Equal(t, "send_email", w.CurrentStep)
+		w, err = b.ledger.GetWorkflow(b.ctx, "wf:R-2")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowSucceeded, w.Status)
+		require.Equal(t, []opledger.StepState{"succeeded", "succeeded"}, stepStates(w))
+		n, err := b.ledger.AdvanceWorkflows(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.NoError(t, err, "wf:R-1's pending e-mail")
+		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.ErrorIs(t, err, opledger.ErrNothingDue, "nothing else to run")
+	})
+
 	t.Run("ResumeAfterApproverChangedWaitingStep", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
