@@ -24,6 +24,9 @@ type CompactResult struct {
 	// EventObjectsForgotten are tracked objects (an ordering rule's newest
 	// position of an object) not updated for the tombstone retention.
 	EventObjectsForgotten int
+	// WorkflowsForgotten are workflows finished (every step succeeded)
+	// more than the tombstone retention ago.
+	WorkflowsForgotten int
 }
 
 // Compact applies retention across all tenants: succeeded and failed
@@ -40,7 +43,8 @@ type CompactResult struct {
 // Options.TombstoneRetention ago are deleted with their deliveries, and
 // so are the positions of tracked objects not updated for that long.
 // EventStats keeps counting what was deleted, so its totals never go
-// down.
+// down. Workflows whose every step succeeded are deleted once they have
+// been finished for Options.TombstoneRetention; the others are kept.
 func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 	var res CompactResult
 	for {
@@ -130,6 +134,7 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 		{"compact deliveries", &res.DeliveriesCompacted, l.opts.Retention, store.Tx.CompactDeliveriesBefore},
 		{"forget events", &res.EventsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventsBefore},
 		{"forget event objects", &res.EventObjectsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventObjectsBefore},
+		{"forget workflows", &res.WorkflowsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetWorkflowsBefore},
 	} {
 		if err := l.compactBatches(ctx, step.period, step.count, step.run); err != nil {
 			return res, fmt.Errorf("%s: %w", step.name, err)
@@ -138,14 +143,14 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 	return res, nil
 }
 
-// eventRetentionBatch bounds the rows one transaction of event retention
-// deletes, so that a first run over a large backlog never holds the
+// retentionBatch bounds the rows one transaction of event and
+// workflow retention deletes, so that a first run over a large backlog never holds the
 // store's writer for long.
-const eventRetentionBatch = 1000
+const retentionBatch = 1000
 
-// compactBatches runs one step of event retention in transactions of up to
-// eventRetentionBatch rows older than period, until a transaction finds
-// fewer, adding the rows to *count.
+// compactBatches runs one step of event or workflow retention in
+// transactions of up to retentionBatch rows older than period, until
+// a transaction finds fewer, adding the rows to *count.
 func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count *int,
 	run func(tx store.Tx, ctx context.Context, before time.Time, limit int) (int, error)) error {
 	for {
@@ -155,14 +160,14 @@ func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count
 			if err != nil {
 				return err
 			}
-			n, err = run(tx, ctx, now.Add(-period), eventRetentionBatch)
+			n, err = run(tx, ctx, now.Add(-period), retentionBatch)
 			return err
 		})
 		if err != nil {
 			return err
 		}
 		*count += n
-		if n < eventRetentionBatch {
+		if n < retentionBatch {
 			return nil
 		}
 	}

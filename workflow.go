@@ -456,9 +456,6 @@ func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operati
 // steps that succeeded, and updates the workflow row's position. Steps
 // already recorded are never recorded again or changed.
 func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow) (err error) {
-	if row.Done {
-		return nil // every step succeeded; none is recorded again, whatever retention removed
-	}
 	def, err := decodeDef(row)
 	if err != nil {
 		return err

@@ -197,10 +197,10 @@ func (s *Server) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.every(loops, s.cfg.CompactInterval, "compact", func(ctx context.Context) error {
 			res, err := s.ledger.Compact(ctx)
-			if res.Tombstoned+res.Forgotten+res.DeliveriesCompacted+res.EventsForgotten+res.EventObjectsForgotten > 0 {
+			if res != (opledger.CompactResult{}) {
 				log.Info("retention", "tombstoned", res.Tombstoned, "forgotten", res.Forgotten,
 					"deliveries_compacted", res.DeliveriesCompacted, "events_forgotten", res.EventsForgotten,
-					"event_objects_forgotten", res.EventObjectsForgotten)
+					"event_objects_forgotten", res.EventObjectsForgotten, "workflows_forgotten", res.WorkflowsForgotten)
 			}
 			return err
 		})

@@ -100,7 +100,7 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, db.Close())
 	out, errOut, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "sqlite store: applied 1 migration (012_event_retention.sql)\nsqlite store is up to date\n", out)
+	require.Equal(t, "sqlite store: applied 1 migration (012_retention_of_events_and_workflows.sql)\nsqlite store is up to date\n", out)
 }
 
 // TestProgressOnTerminal: long commands draw a progress bar when stderr is

@@ -160,4 +160,7 @@ type EventTx interface {
 	// ForgetEventObjectsBefore deletes up to limit tracked objects last
 	// updated before t; it returns how many it deleted.
 	ForgetEventObjectsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	// ForgetWorkflowsBefore deletes up to limit finished (done) workflows
+	// last updated before t; it returns how many it deleted.
+	ForgetWorkflowsBefore(ctx context.Context, t time.Time, limit int) (int, error)
 }

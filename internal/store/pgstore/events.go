@@ -360,3 +360,14 @@ func (t *pgTx) ForgetEventObjectsBefore(ctx context.Context, before time.Time, l
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// ForgetWorkflowsBefore deletes the finished workflows last updated before t.
+func (t *pgTx) ForgetWorkflowsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM workflows WHERE (tenant, key) IN (
+		SELECT tenant, key FROM workflows WHERE done AND updated_at < $1 ORDER BY updated_at LIMIT $2
+		FOR UPDATE SKIP LOCKED)`, ts(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("forget workflows: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -345,3 +345,15 @@ func (t *sqlTx) ForgetEventObjectsBefore(ctx context.Context, before time.Time, 
 	n, _ := res.RowsAffected()
 	return int(n), nil
 }
+
+// ForgetWorkflowsBefore deletes the finished workflows last updated before t.
+func (t *sqlTx) ForgetWorkflowsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM workflows WHERE (tenant, key) IN (
+		SELECT tenant, key FROM workflows WHERE done = 1 AND updated_at < ? ORDER BY updated_at LIMIT ?)`,
+		toMicros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("forget workflows: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}

@@ -189,7 +189,13 @@ func testWorkflows(t *testing.T, h Harness) {
 			o.Retention = retention
 			o.TombstoneRetention = tombstoneRetention
 		})
-		// wf:R-1 stops after its first step; wf:R-2 finishes.
+		compact := func() opledger.CompactResult {
+			t.Helper()
+			res, err := b.ledger.Compact(b.ctx)
+			require.NoError(t, err)
+			return res
+		}
+		// Day 0: both workflows' first steps succeed.
 		for _, key := range []string{"wf:R-1", "wf:R-2"} {
 			_, _, err := b.ledger.PutWorkflow(b.ctx, key, taskThenEmail())
 			require.NoError(t, err)
@@ -197,20 +203,15 @@ func testWorkflows(t *testing.T, h Harness) {
 			_, err = b.ledger.ResumeWorkflow(b.ctx, key)
 			require.NoError(t, err)
 		}
+		b.clock.Advance(retention + day) // day 31: the first steps become tombstones
+		require.Equal(t, opledger.CompactResult{Tombstoned: 2}, compact())
+		b.clock.Advance(169 * day) // day 200: wf:R-2 finishes; wf:R-1 never does
 		b.succeedStep(t, "wf:R-2/send_email", "MSG-2")
-		_, err := b.ledger.ResumeWorkflow(b.ctx, "wf:R-2")
+		w, err := b.ledger.ResumeWorkflow(b.ctx, "wf:R-2")
 		require.NoError(t, err)
-
-		// The succeeded steps' operations become tombstones, then the
-		// tombstones pass their own retention.
-		b.clock.Advance(retention + day)
-		res, err := b.ledger.Compact(b.ctx)
-		require.NoError(t, err)
-		require.Equal(t, 3, res.Tombstoned)
-		b.clock.Advance(tombstoneRetention + day)
-		res, err = b.ledger.Compact(b.ctx)
-		require.NoError(t, err)
-		require.Equal(t, 3, res.Forgotten)
+		require.Equal(t, opledger.WorkflowSucceeded, w.Status)
+		b.clock.Advance(232 * day) // day 432: the first steps' tombstones pass their retention
+		require.Equal(t, opledger.CompactResult{Tombstoned: 1, Forgotten: 2}, compact())
 
 		for _, key := range []string{"wf:R-1", "wf:R-2"} {
 			w, err := b.ledger.ResumeWorkflow(b.ctx, key)
@@ -220,7 +221,7 @@ func testWorkflows(t *testing.T, h Harness) {
 			require.Equal(t, opledger.StepState(opledger.StateSucceeded), w.Steps[0].State, key)
 			require.Nil(t, w.Steps[0].Operation, key)
 		}
-		w, err := b.ledger.GetWorkflow(b.ctx, "wf:R-1")
+		w, err = b.ledger.GetWorkflow(b.ctx, "wf:R-1")
 		require.NoError(t, err)
 		require.Equal(t, []opledger.StepState{"succeeded", "pending"}, stepStates(w))
 		require.Equal(t, "send_email", w.CurrentStep)
@@ -231,10 +232,20 @@ func testWorkflows(t *testing.T, h Harness) {
 		n, err := b.ledger.AdvanceWorkflows(b.ctx)
 		require.NoError(t, err)
 		require.Zero(t, n)
-		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
-		require.NoError(t, err, "wf:R-1's pending e-mail")
+		c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "wf:R-1/send_email", c.Operation.Key)
 		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
 		require.ErrorIs(t, err, opledger.ErrNothingDue, "nothing else to run")
+
+		// A finished workflow goes once it has been finished for the
+		// tombstone retention; an unfinished one stays.
+		b.clock.Advance(200 * day) // day 632
+		require.Equal(t, opledger.CompactResult{WorkflowsForgotten: 1}, compact())
+		_, err = b.ledger.GetWorkflow(b.ctx, "wf:R-2")
+		require.ErrorIs(t, err, opledger.ErrNotFound)
+		_, err = b.ledger.GetWorkflow(b.ctx, "wf:R-1")
+		require.NoError(t, err)
 	})
 
 	t.Run("ResumeAfterApproverChangedWaitingStep", func(t *testing.T) {

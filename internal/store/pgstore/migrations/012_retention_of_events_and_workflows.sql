@@ -1,0 +1,19 @@
+-- Retention of inbound events and finished workflows (Ledger.Compact):
+-- deliveries older than the retention period are deleted; events, tracked
+-- objects and finished workflows older than the tombstone retention too.
+-- What the events and deliveries counted moves here, so that the totals of
+-- EventCounts never go down. Deliveries folded while their event stays are
+-- counted under the empty status; a forgotten event under its own status,
+-- with the deliveries it still had.
+CREATE TABLE IF NOT EXISTS compacted_events (
+    tenant               text COLLATE "C" NOT NULL,
+    status               text   NOT NULL,
+    events               bigint NOT NULL DEFAULT 0,
+    deliveries           bigint NOT NULL DEFAULT 0,
+    duplicate_deliveries bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, status)
+);
+CREATE INDEX IF NOT EXISTS deliveries_received ON deliveries (received_at);
+CREATE INDEX IF NOT EXISTS events_received_all ON events (received_at);
+CREATE INDEX IF NOT EXISTS event_objects_updated ON event_objects (updated_at);
+CREATE INDEX IF NOT EXISTS workflows_done ON workflows (updated_at) WHERE done;
