@@ -286,10 +286,11 @@ func (t *sqlTx) UpdateWorkflow(ctx context.Context, w *store.Workflow, prevRevis
 	return nil
 }
 
-// foldDeliveriesSQL adds the deliveries that match cond to their tenants'
-// compacted counts, under the empty status.
+// foldDeliveriesSQL adds the deliveries that match the condition (the
+// second %s) to their tenants' compacted counts, under the empty status;
+// the first %s may name the index to read them by.
 const foldDeliveriesSQL = `INSERT INTO compacted_events (tenant, status, deliveries, duplicate_deliveries)
-	SELECT tenant, '', COUNT(*), SUM(duplicate) FROM deliveries WHERE %s GROUP BY tenant
+	SELECT tenant, '', COUNT(*), SUM(duplicate) FROM deliveries %s WHERE %s GROUP BY tenant
 	ON CONFLICT (tenant, status) DO UPDATE SET deliveries = deliveries + excluded.deliveries,
 		duplicate_deliveries = duplicate_deliveries + excluded.duplicate_deliveries`
 
@@ -298,7 +299,7 @@ const foldDeliveriesSQL = `INSERT INTO compacted_events (tenant, status, deliver
 // select is the same in each.
 func (t *sqlTx) CompactDeliveriesBefore(ctx context.Context, before time.Time, limit int) (int, error) {
 	const batch = `id IN (SELECT id FROM deliveries WHERE received_at < ? ORDER BY received_at, id LIMIT ?)`
-	if _, err := t.q.ExecContext(ctx, fmt.Sprintf(foldDeliveriesSQL, batch), toMicros(before), limit); err != nil {
+	if _, err := t.q.ExecContext(ctx, fmt.Sprintf(foldDeliveriesSQL, "", batch), toMicros(before), limit); err != nil {
 		return 0, fmt.Errorf("compact deliveries: %w", err)
 	}
 	res, err := t.q.ExecContext(ctx, `DELETE FROM deliveries WHERE `+batch, toMicros(before), limit)
@@ -310,17 +311,19 @@ func (t *sqlTx) CompactDeliveriesBefore(ctx context.Context, before time.Time, l
 }
 
 // ForgetEventsBefore folds and deletes the oldest events received before t
-// and their deliveries.
+// and their deliveries. The deliveries are read by their event: without
+// ANALYZE statistics SQLite would rather range over every delivery of the
+// tenant.
 func (t *sqlTx) ForgetEventsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
 	const batch = `(tenant, source, event_id) IN (SELECT tenant, source, event_id FROM events
 		WHERE received_at < ? ORDER BY received_at, tenant, source, event_id LIMIT ?)`
 	args := []any{toMicros(before), limit}
 	for _, q := range []string{
-		fmt.Sprintf(foldDeliveriesSQL, batch),
+		fmt.Sprintf(foldDeliveriesSQL, "INDEXED BY deliveries_event", batch),
 		`INSERT INTO compacted_events (tenant, status, events)
 			SELECT tenant, status, COUNT(*) FROM events WHERE ` + batch + ` GROUP BY tenant, status
 			ON CONFLICT (tenant, status) DO UPDATE SET events = events + excluded.events`,
-		`DELETE FROM deliveries WHERE ` + batch,
+		`DELETE FROM deliveries INDEXED BY deliveries_event WHERE ` + batch,
 	} {
 		if _, err := t.q.ExecContext(ctx, q, args...); err != nil {
 			return 0, fmt.Errorf("forget events: %w", err)
