@@ -143,9 +143,9 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 	return res, nil
 }
 
-// retentionBatch bounds the rows one transaction of event and
-// workflow retention deletes, so that a first run over a large backlog never holds the
-// store's writer for long.
+// retentionBatch bounds the rows one transaction of event and workflow
+// retention deletes, so that a first run over a large backlog never holds
+// the store's writer for long.
 const retentionBatch = 1000
 
 // compactBatches runs one step of event or workflow retention in
