@@ -18,6 +18,15 @@ const (
 	day                = 24 * time.Hour
 )
 
+// setupRetention is setup with the default retention periods spelled out,
+// for tests that move the clock past them.
+func setupRetention(t *testing.T, h Harness) *bundle {
+	return setup(t, h, func(o *opledger.Options) {
+		o.Retention = retention
+		o.TombstoneRetention = tombstoneRetention
+	})
+}
+
 // testEventRetention: Compact deletes deliveries after the retention
 // period and events and tracked objects after the tombstone retention,
 // while EventStats keeps counting them; an event keeps being recognised
@@ -25,10 +34,7 @@ const (
 func testEventRetention(t *testing.T, h Harness) {
 	t.Run("Periods", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h, func(o *opledger.Options) {
-			o.Retention = retention
-			o.TombstoneRetention = tombstoneRetention
-		})
+		b := setupRetention(t, h)
 		rules := mustRules(t)
 		receive := func(e opledger.Event) *opledger.EventResult {
 			t.Helper()
@@ -109,10 +115,7 @@ func testEventRetention(t *testing.T, h Harness) {
 
 	t.Run("ConcurrentCompactions", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h, func(o *opledger.Options) {
-			o.Retention = retention
-			o.TombstoneRetention = tombstoneRetention
-		})
+		b := setupRetention(t, h)
 		rules := mustRules(t)
 		// More deliveries than one batch of retention, from 16 callers.
 		const events, deliveriesEach = 50, 25

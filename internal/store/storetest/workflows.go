@@ -185,10 +185,7 @@ func testWorkflows(t *testing.T, h Harness) {
 
 	t.Run("RetentionNeverRepeatsSteps", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, h, func(o *opledger.Options) {
-			o.Retention = retention
-			o.TombstoneRetention = tombstoneRetention
-		})
+		b := setupRetention(t, h)
 		compact := func() opledger.CompactResult {
 			t.Helper()
 			res, err := b.ledger.Compact(b.ctx)
