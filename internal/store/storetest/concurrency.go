@@ -79,10 +79,7 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 }
 
 func testTombstones(t *testing.T, h Harness) {
-	b := setup(t, h, func(o *opledger.Options) {
-		o.Retention = 30 * 24 * time.Hour
-		o.TombstoneRetention = 400 * 24 * time.Hour
-	})
+	b := setupRetention(t, h)
 	b.inState(t, "done", opledger.StateSucceeded)
 	b.inState(t, "rejected", opledger.StateFailed)
 	b.inState(t, "open", opledger.StateHeld)
