@@ -238,6 +238,12 @@ type ClaimNextOptions struct {
 	Destinations []string
 	// AllTenants claims across every tenant instead of the Ledger's own.
 	AllTenants bool
+	// Dispatch marks the attempt dispatched in the claim's own write, as in
+	// ClaimOptions: for a worker that makes the external call as soon as
+	// ClaimNext returns, one durable write fewer than ClaimNext then
+	// Dispatch. A worker that then does not make the call reports
+	// OutcomeRetryable with nothing sent.
+	Dispatch bool
 }
 
 // ClaimNext claims the pending operation that has been due longest: the
@@ -281,7 +287,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 					}
 					return ErrNothingDue
 				}
-				decide := claimDecision(worker, lease, nil, "", false, &claim)
+				decide := claimDecision(worker, lease, nil, "", opts.Dispatch, &claim)
 				op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, func(t *txn) error {
 					last = t
 					return decide(t)

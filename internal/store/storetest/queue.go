@@ -62,6 +62,31 @@ func testClaimNext(t *testing.T, h Harness) {
 		require.Equal(t, "later", c.Operation.Key)
 	})
 
+	// ClaimNext with Dispatch: the same as ClaimNext, then Dispatch.
+	t.Run("WithDispatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.Record(b.ctx, intent("next"))
+		require.NoError(t, err)
+		c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{Dispatch: true})
+		require.NoError(t, err)
+		require.Equal(t, "next", c.Operation.Key)
+		require.True(t, c.Operation.Dispatched)
+		op := b.requireState(t, "next", opledger.StateInProgress)
+		require.True(t, op.Dispatched, "read back")
+		require.Equal(t, []string{"recorded", "claimed", "dispatched"}, b.events(t, "next"))
+		attempts, err := b.ledger.Attempts(b.ctx, "next")
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		require.NotNil(t, attempts[0].DispatchedAt)
+		// Interrupted: uncertain when the lease expires, never pending.
+		b.clock.Advance(11 * time.Second)
+		n, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		b.requireState(t, "next", opledger.StateUncertain)
+	})
+
 	t.Run("ConcurrentWorkers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
