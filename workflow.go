@@ -132,7 +132,9 @@ type WorkflowStepStatus struct {
 	PreApprovedBy string `json:"pre_approved_by,omitempty"`
 	// RevisedBy names who revised a waiting step's content.
 	RevisedBy string `json:"revised_by,omitempty"`
-	// Operation is the step's operation once recorded.
+	// Operation is the step's operation once recorded (a tombstone after
+	// retention). It is nil for a step that succeeded and whose tombstone
+	// has passed its own retention: its State is still succeeded.
 	Operation *Operation `json:"operation,omitempty"`
 }
 
