@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -192,4 +193,83 @@ func BenchmarkStats(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCompactEvents measures the first retention run over a backlog of
+// inbound events: each round loads events and twice as many deliveries
+// (half of them duplicates), all received 500 days ago, with SQL, then
+// times one Ledger.Compact, which deletes the deliveries (past Retention)
+// and the events (past TombstoneRetention) in transactions of 1,000 rows
+// and carries their counts. It fails unless EventStats is the same before
+// and after.
+//
+//	go test -run '^$' -bench BenchmarkCompactEvents -benchtime 1x ./internal/store/pgstore/
+func BenchmarkCompactEvents(b *testing.B) {
+	testdb.RequirePostgres(b)
+	for _, events := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
+			ctx := context.Background()
+			for range b.N {
+				b.StopTimer()
+				dsn := testdb.PostgresDSN(b)
+				l, err := opledger.Open(ctx, dsn, opledger.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				conn, err := pgx.Connect(ctx, dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, q := range []string{
+					`INSERT INTO events (tenant, source, event_id, type, payload_sha256, status, received_at)
+					SELECT 'default', 'bench', 'evt-' || i, 'bench', 'h', 'applied', now() - interval '500 days' + i * interval '1 microsecond'
+					FROM generate_series(1, $1::int) i`,
+					`INSERT INTO deliveries (tenant, source, event_id, received_at, duplicate, payload_sha256)
+					SELECT 'default', 'bench', 'evt-' || ((i - 1) % $1::int + 1), now() - interval '500 days' + i * interval '1 microsecond', i > $1::int, 'h'
+					FROM generate_series(1, 2 * $1::int) i`,
+				} {
+					if _, err := conn.Exec(ctx, q, events); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := conn.Exec(ctx, `ANALYZE events; ANALYZE deliveries`); err != nil {
+					b.Fatal(err)
+				}
+				conn.Close(ctx)
+				compactEvents(b, l, events)
+				l.Close()
+			}
+		})
+	}
+}
+
+// compactEvents times one Compact over events events and twice as many
+// deliveries, all past both retention periods, and checks what it did.
+func compactEvents(b *testing.B, l *opledger.Ledger, events int) {
+	ctx := context.Background()
+	before, err := l.EventStats(ctx, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if before.Events != events || before.Deliveries != 2*events {
+		b.Fatalf("loaded %d events and %d deliveries, want %d and %d", before.Events, before.Deliveries, events, 2*events)
+	}
+	b.StartTimer()
+	res, err := l.Compact(ctx)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.EventsForgotten != events || res.DeliveriesCompacted != 2*events {
+		b.Fatalf("compacted %+v, want %d events and %d deliveries", res, events, 2*events)
+	}
+	after, err := l.EventStats(ctx, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if after.Events != before.Events || after.Deliveries != before.Deliveries ||
+		after.DuplicateDeliveries != before.DuplicateDeliveries || !maps.Equal(after.EventsByStatus, before.EventsByStatus) {
+		b.Fatalf("totals moved: %+v before, %+v after", *before, *after)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*3*events), "ns/row")
 }
