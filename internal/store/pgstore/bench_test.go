@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/store/pgstore"
+	"github.com/opledger/opledger/internal/store/storetest"
 	"github.com/opledger/opledger/internal/testdb"
 )
 
@@ -236,40 +236,9 @@ func BenchmarkCompactEvents(b *testing.B) {
 					b.Fatal(err)
 				}
 				conn.Close(ctx)
-				compactEvents(b, l, events)
+				storetest.TimeCompactEvents(b, l, events)
 				l.Close()
 			}
 		})
 	}
-}
-
-// compactEvents times one Compact over events events and twice as many
-// deliveries, all past both retention periods, and checks what it did.
-func compactEvents(b *testing.B, l *opledger.Ledger, events int) {
-	ctx := context.Background()
-	before, err := l.EventStats(ctx, true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if before.Events != events || before.Deliveries != 2*events {
-		b.Fatalf("loaded %d events and %d deliveries, want %d and %d", before.Events, before.Deliveries, events, 2*events)
-	}
-	b.StartTimer()
-	res, err := l.Compact(ctx)
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if res.EventsForgotten != events || res.DeliveriesCompacted != 2*events {
-		b.Fatalf("compacted %+v, want %d events and %d deliveries", res, events, 2*events)
-	}
-	after, err := l.EventStats(ctx, true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if after.Events != before.Events || after.Deliveries != before.Deliveries ||
-		after.DuplicateDeliveries != before.DuplicateDeliveries || !maps.Equal(after.EventsByStatus, before.EventsByStatus) {
-		b.Fatalf("totals moved: %+v before, %+v after", *before, *after)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*3*events), "ns/row")
 }
