@@ -337,15 +337,19 @@ func replay(w http.ResponseWriter, op *opledger.Operation) error {
 	return nil
 }
 
-// writeReconciled answers a repeat of an operation confirmed without its
-// original answer (by a lookup or an operator).
+// writeReconciled answers a repeat of a succeeded operation whose original
+// answer the ledger does not have: confirmed by a lookup or an operator, or
+// compacted by retention.
 func writeReconciled(w http.ResponseWriter, op *opledger.Operation) {
+	detail := "the upstream's original response was lost; the reconciler confirmed the effect under this reference"
+	if op.Tombstoned {
+		detail = "the upstream's original response has passed the ledger's retention period; the effect is recorded under this reference"
+	}
 	w.Header().Set(HeaderReplayed, "true")
 	w.Header().Set(HeaderState, string(op.State))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_ = json.NewEncoder(w).Encode(reconciled{State: op.State, DestinationRef: op.DestinationRef,
-		Detail: "the upstream's original response was lost; the reconciler confirmed the effect under this reference"})
+	_ = json.NewEncoder(w).Encode(reconciled{State: op.State, DestinationRef: op.DestinationRef, Detail: detail})
 }
 
 // writeAnswer writes an upstream answer: body, then rest if not nil.

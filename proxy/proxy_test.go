@@ -717,6 +717,47 @@ func TestProtectionExpiredHolds(t *testing.T) {
 	})
 }
 
+// After retention has compacted the operations, repeats are still not
+// forwarded: a success answers with its reference, a decided rejection
+// with its state; other content is still refused.
+func TestRepeatAfterRetention(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		var offset atomic.Int64
+		clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
+		b := setupClock(t, st, fakedest.Options{}, nil, clock)
+		require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+		b.up.Fail(fakedest.Invalid)
+		require.Equal(t, http.StatusUnprocessableEntity, b.send(t, http.MethodPost, "/records", "key-2", token, body1).status)
+
+		offset.Store(int64(31 * 24 * time.Hour))
+		res, err := b.ledger.Compact(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 2, res.Tombstoned)
+
+		a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+		require.Equal(t, "true", a.header.Get(proxy.HeaderReplayed))
+		var got struct {
+			State          string `json:"state"`
+			DestinationRef string `json:"destination_ref"`
+			Detail         string `json:"detail"`
+		}
+		require.NoError(t, json.Unmarshal(a.body, &got))
+		require.Equal(t, "succeeded", got.State)
+		require.Equal(t, "R1", got.DestinationRef)
+		require.Contains(t, got.Detail, "retention period")
+
+		a = b.send(t, http.MethodPost, "/records", "key-2", token, body1)
+		require.Equal(t, http.StatusConflict, a.status)
+		require.Equal(t, opledger.StateFailed, a.problem(t).State)
+		a = b.send(t, http.MethodPost, "/records", "key-1", token, body2)
+		require.Equal(t, http.StatusUnprocessableEntity, a.status)
+		require.Equal(t, httpapi.ProblemTypeBase+"fingerprint_mismatch", a.problem(t).Type)
+		require.Equal(t, 2, b.up.Creates(), "nothing forwarded again")
+	})
+}
+
 // A JSON body the fingerprint cannot canonicalize is still protected by
 // its digest.
 func TestUncanonicalJSONBody(t *testing.T) {
