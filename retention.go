@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/opledger/opledger/internal/store"
@@ -27,6 +28,13 @@ type CompactResult struct {
 	// WorkflowsForgotten are workflows finished (every step succeeded)
 	// more than the tombstone retention ago.
 	WorkflowsForgotten int
+}
+
+// LogValue makes a CompactResult one group of counts in a log line.
+func (r CompactResult) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("tombstoned", r.Tombstoned), slog.Int("forgotten", r.Forgotten),
+		slog.Int("deliveries_compacted", r.DeliveriesCompacted), slog.Int("events_forgotten", r.EventsForgotten),
+		slog.Int("event_objects_forgotten", r.EventObjectsForgotten), slog.Int("workflows_forgotten", r.WorkflowsForgotten))
 }
 
 // Compact applies retention across all tenants: succeeded and failed

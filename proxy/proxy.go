@@ -91,6 +91,10 @@ type Config struct {
 	// ReconcileInterval is how often uncertain operations are examined and
 	// expired leases settled by Run. Default 5 s.
 	ReconcileInterval time.Duration
+	// CompactInterval is how often Run applies retention (Ledger.Compact):
+	// saved answers are kept for the ledger's Retention, then reduced to
+	// tombstones. Default 1 h.
+	CompactInterval time.Duration
 	// InFlightRetryAfter is the Retry-After, in seconds, of a 409 for a
 	// request still in flight or not yet settled. Default 1.
 	InFlightRetryAfter int
@@ -123,6 +127,9 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 	}
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = 5 * time.Second
+	}
+	if cfg.CompactInterval <= 0 {
+		cfg.CompactInterval = time.Hour
 	}
 	if cfg.InFlightRetryAfter <= 0 {
 		cfg.InFlightRetryAfter = 1

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -755,6 +756,33 @@ func TestRepeatAfterRetention(t *testing.T) {
 		require.Equal(t, http.StatusUnprocessableEntity, a.status)
 		require.Equal(t, httpapi.ProblemTypeBase+"fingerprint_mismatch", a.problem(t).Type)
 		require.Equal(t, 2, b.up.Creates(), "nothing forwarded again")
+	})
+}
+
+// Run applies retention while it serves: an answer older than the
+// retention period is reduced to a tombstone, and the log says so.
+func TestRunAppliesRetention(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		var offset atomic.Int64
+		clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
+		b := setupClock(t, st, fakedest.Options{}, nil, clock)
+		require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+		key := b.only(t).Key
+		offset.Store(int64(31 * 24 * time.Hour))
+
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- b.proxy.Run(ctx, ln, time.Second) }()
+		require.Eventually(t, func() bool {
+			op, err := b.ledger.Get(context.Background(), key)
+			return err == nil && op.Tombstoned
+		}, 30*time.Second, 10*time.Millisecond, "Run compacts at start")
+		cancel()
+		require.NoError(t, <-done)
+		require.Contains(t, b.logs.String(), "compacted.tombstoned=1")
 	})
 }
 

@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/opledger/opledger"
 )
 
 // Run serves the proxy on ln until ctx ends. Meanwhile it runs the
-// reconciler over uncertain operations and settles expired leases (a
-// proxy that died mid-forward leaves its operation in_progress until then:
-// uncertain, never pending, since the request may have been sent). When ctx
+// reconciler over uncertain operations, settles expired leases (a proxy
+// that died mid-forward leaves its operation in_progress until then:
+// uncertain, never pending, since the request may have been sent) and
+// applies retention every CompactInterval. When ctx
 // ends it stops accepting connections, lets in-flight requests finish and
 // record their outcome for up to shutdownTimeout (default 30 s), stops the
 // background loops and returns nil.
@@ -23,7 +26,7 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	}
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		if err := p.reconciler.Run(loops); err != nil && loops.Err() == nil {
@@ -32,20 +35,23 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	}()
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(p.cfg.ReconcileInterval)
-		defer t.Stop()
-		for {
-			if n, err := p.ledger.ExpireLeases(loops); err != nil && loops.Err() == nil {
-				p.log.Error("expire leases", "error", err)
-			} else if n > 0 {
+		p.every(loops, p.cfg.ReconcileInterval, "expire leases", func(ctx context.Context) error {
+			n, err := p.ledger.ExpireLeases(ctx)
+			if n > 0 {
 				p.log.Info("settled expired leases", "count", n)
 			}
-			select {
-			case <-loops.Done():
-				return
-			case <-t.C:
+			return err
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		p.every(loops, p.cfg.CompactInterval, "compact", func(ctx context.Context) error {
+			res, err := p.ledger.Compact(ctx)
+			if res != (opledger.CompactResult{}) {
+				p.log.Info("retention", "compacted", res)
 			}
-		}
+			return err
+		})
 	}()
 	hs := &http.Server{
 		Handler:           p,
@@ -74,4 +80,21 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	}
 	p.log.Info("stopped")
 	return err
+}
+
+// every runs fn now and then every interval until ctx ends, logging its
+// errors.
+func (p *Proxy) every(ctx context.Context, interval time.Duration, what string, fn func(context.Context) error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error(what, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

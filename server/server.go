@@ -198,9 +198,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.every(loops, s.cfg.CompactInterval, "compact", func(ctx context.Context) error {
 			res, err := s.ledger.Compact(ctx)
 			if res != (opledger.CompactResult{}) {
-				log.Info("retention", "tombstoned", res.Tombstoned, "forgotten", res.Forgotten,
-					"deliveries_compacted", res.DeliveriesCompacted, "events_forgotten", res.EventsForgotten,
-					"event_objects_forgotten", res.EventObjectsForgotten, "workflows_forgotten", res.WorkflowsForgotten)
+				log.Info("retention", "compacted", res)
 			}
 			return err
 		})
