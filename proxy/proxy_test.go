@@ -35,19 +35,17 @@ type bundle struct {
 	url    string
 	up     *fakedest.Server
 	logs   *testrig.LogBuffer
+	// offset is how far the ledger's clock runs ahead of the store's.
+	offset *atomic.Int64
 }
 
 // setup starts a fake upstream, a ledger on the store and the proxy in
-// front of the upstream; tune adjusts the upstream's configuration.
+// front of the upstream; tune adjusts the upstream's configuration. The
+// ledger's clock runs b.offset ahead of the store's.
 func setup(t *testing.T, st testdb.Store, opts fakedest.Options, tune func(u *proxy.Upstream, up *fakedest.Server)) *bundle {
 	t.Helper()
-	return setupClock(t, st, opts, tune, nil)
-}
-
-// setupClock is setup with the ledger's clock mapped by clock.
-func setupClock(t *testing.T, st testdb.Store, opts fakedest.Options, tune func(u *proxy.Upstream, up *fakedest.Server),
-	clock func(time.Time) time.Time) *bundle {
-	t.Helper()
+	offset := &atomic.Int64{}
+	clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
 	up := fakedest.New(t, opts)
 	u := proxy.Upstream{Name: "crm", URL: up.URL()}
 	if tune != nil {
@@ -65,7 +63,7 @@ func setupClock(t *testing.T, st testdb.Store, opts fakedest.Options, tune func(
 	t.Cleanup(func() { p.Close() })
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
-	return &bundle{ledger: l, proxy: p, url: srv.URL, up: up, logs: logs}
+	return &bundle{ledger: l, proxy: p, url: srv.URL, up: up, logs: logs, offset: offset}
 }
 
 // lookupByExternalRef declares the fake upstream's search as an
@@ -702,14 +700,12 @@ func TestUnreachableUpstreamIsRetryable(t *testing.T) {
 func TestProtectionExpiredHolds(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st testdb.Store) {
-		var offset atomic.Int64
-		clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
-		b := setupClock(t, st, fakedest.Options{Dedup: true}, func(u *proxy.Upstream, _ *fakedest.Server) {
+		b := setup(t, st, fakedest.Options{Dedup: true}, func(u *proxy.Upstream, _ *fakedest.Server) {
 			u.Idempotency = &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(time.Hour)}
-		}, clock)
+		})
 		b.up.Fail(fakedest.LoseResponse)
 		require.Equal(t, http.StatusBadGateway, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
-		offset.Store(int64(2 * time.Hour))
+		b.offset.Store(int64(2 * time.Hour))
 		require.Equal(t, 1, b.reconcile(t).Decisions[reconciler.Held])
 		a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
 		require.Equal(t, http.StatusConflict, a.status)
@@ -724,14 +720,12 @@ func TestProtectionExpiredHolds(t *testing.T) {
 func TestRepeatAfterRetention(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st testdb.Store) {
-		var offset atomic.Int64
-		clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
-		b := setupClock(t, st, fakedest.Options{}, nil, clock)
+		b := setup(t, st, fakedest.Options{}, nil)
 		require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
 		b.up.Fail(fakedest.Invalid)
 		require.Equal(t, http.StatusUnprocessableEntity, b.send(t, http.MethodPost, "/records", "key-2", token, body1).status)
 
-		offset.Store(int64(31 * 24 * time.Hour))
+		b.offset.Store(int64(31 * 24 * time.Hour))
 		res, err := b.ledger.Compact(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, 2, res.Tombstoned)
@@ -764,12 +758,10 @@ func TestRepeatAfterRetention(t *testing.T) {
 func TestRunAppliesRetention(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st testdb.Store) {
-		var offset atomic.Int64
-		clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
-		b := setupClock(t, st, fakedest.Options{}, nil, clock)
+		b := setup(t, st, fakedest.Options{}, nil)
 		require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
 		key := b.only(t).Key
-		offset.Store(int64(31 * 24 * time.Hour))
+		b.offset.Store(int64(31 * 24 * time.Hour))
 
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -805,15 +797,13 @@ func TestUncanonicalJSONBody(t *testing.T) {
 func TestLeaseExpiryDuringForward(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st testdb.Store) {
-		var offset atomic.Int64
-		clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
-		b := setupClock(t, st, fakedest.Options{}, nil, clock)
+		b := setup(t, st, fakedest.Options{}, nil)
 		arrived := b.up.Arrivals()
 		b.up.Fail(fakedest.Block)
 		done := make(chan answer, 1)
 		go func() { done <- b.send(t, http.MethodPost, "/records", "key-1", token, body1) }()
 		<-arrived
-		offset.Store(int64(proxy.DefaultTimeout + 2*time.Minute))
+		b.offset.Store(int64(proxy.DefaultTimeout + 2*time.Minute))
 		n, err := b.ledger.ExpireLeases(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
