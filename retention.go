@@ -28,13 +28,17 @@ type CompactResult struct {
 	// WorkflowsForgotten are workflows finished (every step succeeded)
 	// more than the tombstone retention ago.
 	WorkflowsForgotten int
+	// SessionsExpired are console sessions (OpenSession) past their
+	// expiry, deleted.
+	SessionsExpired int
 }
 
 // LogValue makes a CompactResult one group of counts in a log line.
 func (r CompactResult) LogValue() slog.Value {
 	return slog.GroupValue(slog.Int("tombstoned", r.Tombstoned), slog.Int("forgotten", r.Forgotten),
 		slog.Int("deliveries_compacted", r.DeliveriesCompacted), slog.Int("events_forgotten", r.EventsForgotten),
-		slog.Int("event_objects_forgotten", r.EventObjectsForgotten), slog.Int("workflows_forgotten", r.WorkflowsForgotten))
+		slog.Int("event_objects_forgotten", r.EventObjectsForgotten), slog.Int("workflows_forgotten", r.WorkflowsForgotten),
+		slog.Int("sessions_expired", r.SessionsExpired))
 }
 
 // Compact applies retention across all tenants: succeeded and failed
@@ -53,6 +57,7 @@ func (r CompactResult) LogValue() slog.Value {
 // EventStats keeps counting what was deleted, so its totals never go
 // down. Workflows whose every step succeeded are deleted once they have
 // been finished for Options.TombstoneRetention; the others are kept.
+// Expired console sessions (OpenSession) are deleted.
 func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 	var res CompactResult
 	for {
@@ -143,6 +148,7 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 		{"forget events", &res.EventsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventsBefore},
 		{"forget event objects", &res.EventObjectsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventObjectsBefore},
 		{"forget workflows", &res.WorkflowsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetWorkflowsBefore},
+		{"delete expired sessions", &res.SessionsExpired, 0, store.Tx.DeleteSessionsBefore},
 	} {
 		if err := l.compactBatches(ctx, step.period, step.count, step.run); err != nil {
 			return res, fmt.Errorf("%s: %w", step.name, err)
@@ -156,7 +162,7 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 // the store's writer for long.
 const retentionBatch = 1000
 
-// compactBatches runs one step of event or workflow retention in
+// compactBatches runs one step of event, workflow or session retention in
 // transactions of up to retentionBatch rows older than period, until
 // a transaction finds fewer, adding the rows to *count.
 func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count *int,

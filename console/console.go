@@ -2,9 +2,12 @@
 // (html/template, files embedded with go:embed) with a few lines of
 // progressive JavaScript, served by opledger serve at /.
 //
-// Sign-in takes an API token and keeps it in an HttpOnly, SameSite=Strict
-// cookie; every POST carries a CSRF token derived from it, so a page on
-// another site can neither read the session nor forge a decision.
+// Sign-in takes an API token and opens a session of its tenant
+// (opledger.Ledger.OpenSession) for SessionDuration; the browser keeps the
+// session's secret, never the token, in an HttpOnly, SameSite=Strict
+// cookie. Signing out closes the session, and revoking the token ends it.
+// Every POST carries a CSRF token derived from the session secret, so a
+// page on another site can neither read the session nor forge a decision.
 //
 // Allowed imports: opledger, opledger/lab (the lab page), the standard library.
 package console
@@ -39,6 +42,9 @@ var staticFS embed.FS
 
 // CookieName is the session cookie.
 const CookieName = "opledger_session"
+
+// SessionDuration is how long a console sign-in lasts.
+const SessionDuration = 12 * time.Hour
 
 // Options configure the console.
 type Options struct {
@@ -161,16 +167,16 @@ func (c *Console) record(tenant string, s Sample) {
 
 // session is the signed-in operator's view of the request.
 type session struct {
-	token  string
+	secret string
 	tenant string
 	ledger *opledger.Ledger
 	csrf   string
 }
 
-// csrfToken derives the form token from the session token: a cross-site
+// csrfToken derives the form token from the session secret: a cross-site
 // page cannot read the HttpOnly cookie, so it cannot compute it.
-func csrfToken(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
+func csrfToken(secret string) string {
+	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte("opledger console csrf"))
 	return hex.EncodeToString(m.Sum(nil))
 }
@@ -186,7 +192,7 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 			c.toLogin(w, r)
 			return
 		}
-		tenant, err := c.ledger.Authenticate(r.Context(), ck.Value)
+		tenant, err := c.ledger.SessionTenant(r.Context(), ck.Value)
 		if errors.Is(err, opledger.ErrUnauthorized) {
 			c.toLogin(w, r)
 			return
@@ -200,7 +206,7 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 			c.fail(w, r, http.StatusInternalServerError, "Unknown tenant.", err)
 			return
 		}
-		s := &session{token: ck.Value, tenant: tenant, ledger: l, csrf: csrfToken(ck.Value)}
+		s := &session{secret: ck.Value, tenant: tenant, ledger: l, csrf: csrfToken(ck.Value)}
 		if r.Method == http.MethodPost {
 			if err := r.ParseForm(); err != nil {
 				c.fail(w, r, http.StatusBadRequest, "The form could not be read.", nil)
@@ -259,7 +265,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	next := safeNext(r.PostForm.Get("next"))
-	if _, err := c.ledger.Authenticate(r.Context(), token); err != nil {
+	secret, _, err := c.ledger.OpenSession(r.Context(), token, SessionDuration)
+	if err != nil {
 		status, msg := http.StatusUnauthorized, "That token is unknown or revoked."
 		if !errors.Is(err, opledger.ErrUnauthorized) {
 			status, msg = http.StatusServiceUnavailable, "The ledger's store does not answer."
@@ -268,12 +275,17 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, status, "login", map[string]any{"Title": "Sign in", "Next": next, "Error": msg})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie, MaxAge: 12 * 3600})
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: secret, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie, MaxAge: int(SessionDuration / time.Second)})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
+// logout closes the session and clears the cookie.
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	if err := c.ledger.CloseSession(r.Context(), s.secret); err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer; you are still signed in.", err)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie, MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)

@@ -291,6 +291,73 @@ func TestCSRF(t *testing.T) {
 	require.False(t, errors.Is(err, http.ErrUseLastResponse))
 }
 
+// TestSessions: signing in keeps a session secret in the cookie, never
+// the API token; signing out ends the session on the server, so a copy of
+// the cookie stops working too; revoking the token ends its sessions.
+func TestSessions(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	signIn := func(t *testing.T) *http.Cookie {
+		t.Helper()
+		hc := &http.Client{CheckRedirect: noRedirect}
+		resp, err := hc.PostForm(b.url+"/login", url.Values{"token": {b.token}, "next": {"/"}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		for _, c := range resp.Cookies() {
+			if c.Name == console.CookieName {
+				return c
+			}
+		}
+		t.Fatal("no session cookie")
+		return nil
+	}
+	// get fetches path with the cookie and returns the status and body.
+	get := func(t *testing.T, ck *http.Cookie, path string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, b.url+path, nil)
+		require.NoError(t, err)
+		req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+		resp, err := (&http.Client{CheckRedirect: noRedirect}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+
+	ck := signIn(t)
+	require.Regexp(t, `^opls_`, ck.Value)
+	require.NotContains(t, ck.Value, b.token, "the cookie never holds the API token")
+	require.Equal(t, int(console.SessionDuration/time.Second), ck.MaxAge)
+	status, body := get(t, ck, "/")
+	require.Equal(t, http.StatusOK, status)
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, m, "the page carries its CSRF token")
+
+	req, err := http.NewRequest(http.MethodPost, b.url+"/logout", strings.NewReader(url.Values{"csrf": {m[1]}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
+	resp, err := (&http.Client{CheckRedirect: noRedirect}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/login", resp.Header.Get("Location"))
+	status, _ = get(t, ck, "/")
+	require.Equal(t, http.StatusSeeOther, status, "a copy of the cookie kept after signing out no longer works")
+
+	ck = signIn(t)
+	status, _ = get(t, ck, "/dashboard")
+	require.Equal(t, http.StatusOK, status)
+	toks, err := b.ledger.Tokens(context.Background(), false)
+	require.NoError(t, err)
+	require.NoError(t, b.ledger.RevokeToken(context.Background(), toks[0].ID))
+	status, _ = get(t, ck, "/dashboard")
+	require.Equal(t, http.StatusSeeOther, status, "revoking the token ends the session")
+}
+
 // TestConsoleLab plays the lost-response scenario on the lab page and
 // checks the three counters, the state and the explanations after each
 // step, then Replay and Reset.

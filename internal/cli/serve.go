@@ -32,7 +32,7 @@ func newLogger(w io.Writer, json bool, level string) (*slog.Logger, error) {
 func newServeCmd() *cobra.Command {
 	var (
 		dsn, addr, level, configPath string
-		logJSON                      bool
+		logJSON, secureCookie        bool
 		maxBody                      int64
 		workers                      int
 		lease, sweep, metricsMaxAge  time.Duration
@@ -58,7 +58,7 @@ finish; every write a client got an answer for is already committed.`,
 			if metricsMaxAge < 0 {
 				return usageError{fmt.Errorf("--metrics-max-age must be 0 (read on every scrape) or more, got %s", metricsMaxAge)}
 			}
-			cfg := server.Config{Addr: addr, Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep}
+			cfg := server.Config{Addr: addr, Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep, SecureCookie: secureCookie}
 			var opts opledger.Options
 			if configPath != "" {
 				fc, err := server.LoadConfig(configPath)
@@ -99,6 +99,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (larger: 413)")
 	cmd.Flags().DurationVar(&metricsMaxAge, "metrics-max-age", httpapi.DefaultMetricsMaxAge, "how often /metrics reads the ledger's figures at most; scrapes in between share the last read (0: every scrape)")
+	cmd.Flags().BoolVar(&secureCookie, "secure-cookie", false, "mark the console's session cookie Secure: set it when browsers reach the server over HTTPS")
 	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor (with destinations in --config)")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold")
 	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,4 +214,41 @@ webhooks:
 	_, errOut, code = run(t, "serve", "--db", dsn, "--config", filepath.Join(dir, "opledger.yaml"))
 	require.Equal(t, 1, code, "the secret's variable is unset")
 	require.Contains(t, errOut, "TEST_STRIPE_SECRET")
+}
+
+// TestServeConsoleSession: with --secure-cookie the console's session
+// cookie is Secure, and a session lives in the ledger, so it outlasts a
+// restart of the server.
+func TestServeConsoleSession(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLiteDSN(t)
+	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	token := strings.TrimSpace(out)
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	serve := func() (string, *exec.Cmd) {
+		cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--secure-cookie")
+		return serveURL(t, cmd), cmd
+	}
+
+	base, cmd := serve()
+	resp, err := hc.PostForm(base+"/login", url.Values{"token": {token}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	cookies := resp.Cookies()
+	require.Len(t, cookies, 1)
+	require.True(t, cookies[0].Secure, "--secure-cookie")
+	require.True(t, cookies[0].HttpOnly)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+
+	base, _ = serve()
+	req, err := http.NewRequest(http.MethodGet, base+"/dashboard", nil)
+	require.NoError(t, err)
+	req.AddCookie(&http.Cookie{Name: cookies[0].Name, Value: cookies[0].Value})
+	resp, err = hc.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the session outlasts the restart")
 }

@@ -140,6 +140,18 @@ type Token struct {
 	RevokedAt time.Time
 }
 
+// Session is a console sign-in; only the SHA-256 of its secret is stored.
+type Session struct {
+	Hash      string
+	TokenID   string
+	Tenant    string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	// TokenRevokedAt is when the session's token was revoked (zero while
+	// it is active); read, never written.
+	TokenRevokedAt time.Time
+}
+
 // Recovery is one operator decision on an uncertain or held operation.
 type Recovery struct {
 	Tenant   string
@@ -218,6 +230,10 @@ type Reader interface {
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 	// ListTokens lists the tokens of a tenant ("" for all), oldest first.
 	ListTokens(ctx context.Context, tenant string) ([]*Token, error)
+	// SessionByHash finds a session by the SHA-256 of its secret, with
+	// the revocation time of its token; ErrNotFound if there is no such
+	// session or its token is gone.
+	SessionByHash(ctx context.Context, hash string) (*Session, error)
 	// Stats aggregates the figures of DESIGN.md section 10 for a tenant
 	// ("" for all tenants).
 	Stats(ctx context.Context, tenant string, buckets []time.Duration) (*Stats, error)
@@ -251,6 +267,12 @@ type Tx interface {
 	// RevokeToken sets revoked_at on an active token; ErrNotFound if there
 	// is none with that id.
 	RevokeToken(ctx context.Context, id string, at time.Time) error
+	InsertSession(ctx context.Context, s *Session) error
+	// DeleteSession removes the session with hash, if there is one.
+	DeleteSession(ctx context.Context, hash string) error
+	// DeleteSessionsBefore removes up to limit sessions that expired
+	// before t and returns how many it removed.
+	DeleteSessionsBefore(ctx context.Context, t time.Time, limit int) (int, error)
 	// AppendRecovery records an operator decision on an unresolved
 	// operation and how long it had waited.
 	AppendRecovery(ctx context.Context, r *Recovery) error

@@ -918,6 +918,53 @@ func (t *pgTx) RevokeToken(ctx context.Context, id string, at time.Time) error {
 	return nil
 }
 
+// SessionByHash finds a session by the SHA-256 of its secret, with the
+// revocation time of its token.
+func (r *reader) SessionByHash(ctx context.Context, hash string) (*store.Session, error) {
+	var s store.Session
+	var created, expires, revoked pgtype.Timestamptz
+	err := r.q.QueryRow(ctx, `SELECT s.hash, s.token_id, s.tenant, s.created_at, s.expires_at, t.revoked_at
+		FROM sessions s JOIN tokens t ON t.id = s.token_id WHERE s.hash = $1`, hash).
+		Scan(&s.Hash, &s.TokenID, &s.Tenant, &created, &expires, &revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", mapErr(err))
+	}
+	s.CreatedAt, s.ExpiresAt, s.TokenRevokedAt = fromTS(created), fromTS(expires), fromTS(revoked)
+	return &s, nil
+}
+
+// InsertSession stores a new session.
+func (t *pgTx) InsertSession(ctx context.Context, s *store.Session) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO sessions (hash, token_id, tenant, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
+		s.Hash, s.TokenID, s.Tenant, ts(s.CreatedAt), ts(s.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("insert session: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DeleteSession removes a session, if it exists.
+func (t *pgTx) DeleteSession(ctx context.Context, hash string) error {
+	if _, err := t.q.Exec(ctx, `DELETE FROM sessions WHERE hash = $1`, hash); err != nil {
+		return fmt.Errorf("delete session: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DeleteSessionsBefore removes up to limit sessions that expired before
+// before, skipping rows another transaction holds.
+func (t *pgTx) DeleteSessionsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM sessions WHERE hash IN (
+		SELECT hash FROM sessions WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, ts(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired sessions: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // AppendRecovery records an operator decision on an unresolved operation.
 func (t *pgTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
 	_, err := t.q.Exec(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES ($1, $2, $3, $4, $5)`,

@@ -843,6 +843,48 @@ func (t *sqlTx) RevokeToken(ctx context.Context, id string, at time.Time) error 
 	return nil
 }
 
+func (r *sqlReader) SessionByHash(ctx context.Context, hash string) (*store.Session, error) {
+	var s store.Session
+	var created, expires, revoked int64
+	err := r.q.QueryRowContext(ctx, `SELECT s.hash, s.token_id, s.tenant, s.created_at, s.expires_at, t.revoked_at
+		FROM sessions s JOIN tokens t ON t.id = s.token_id WHERE s.hash = ?`, hash).
+		Scan(&s.Hash, &s.TokenID, &s.Tenant, &created, &expires, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	s.CreatedAt, s.ExpiresAt, s.TokenRevokedAt = fromMicros(created), fromMicros(expires), fromMicros(revoked)
+	return &s, nil
+}
+
+func (t *sqlTx) InsertSession(ctx context.Context, s *store.Session) error {
+	_, err := t.q.ExecContext(ctx, `INSERT INTO sessions (hash, token_id, tenant, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		s.Hash, s.TokenID, s.Tenant, toMicros(s.CreatedAt), toMicros(s.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("insert session: %w", mapErr(err))
+	}
+	return nil
+}
+
+func (t *sqlTx) DeleteSession(ctx context.Context, hash string) error {
+	if _, err := t.q.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash); err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
+
+func (t *sqlTx) DeleteSessionsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM sessions WHERE hash IN (
+		SELECT hash FROM sessions WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`, toMicros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired sessions: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
 func (t *sqlTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
 	_, err := t.q.ExecContext(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES (?, ?, ?, ?, ?)`,
 		rec.Tenant, rec.Key, rec.Decision, toMicros(rec.At), rec.Waited.Microseconds())

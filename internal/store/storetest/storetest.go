@@ -54,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"ClaimNext", testClaimNext},
 		{"ReconcileQueue", testReconcileQueue},
 		{"Tokens", testTokens},
+		{"Sessions", testSessions},
 		{"Stats", testStats},
 		{"Events", testEvents},
 		{"EventRetention", testEventRetention},
