@@ -697,17 +697,19 @@ type EventStats struct {
 }
 
 // EventStats returns the tenant's event figures, or every tenant's
-// together when allTenants is true.
+// together when allTenants is true. Concurrent calls share reads as
+// Stats' do, and each still gets figures read after it was made.
 func (l *Ledger) EventStats(ctx context.Context, allTenants bool) (*EventStats, error) {
 	tenant := l.tenant
 	if allTenants {
 		tenant = ""
 	}
-	var c *store.EventCounts
-	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-		var err error
-		c, err = r.EventCounts(ctx, tenant)
-		return err
+	c, err := l.eventStatsReads.do(ctx, tenant, func(ctx context.Context) (c *store.EventCounts, err error) {
+		err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+			c, err = r.EventCounts(ctx, tenant)
+			return err
+		})
+		return c, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("event stats: %w", err)

@@ -75,6 +75,10 @@ type shared struct {
 	snapshots *snapshots
 	// checkedTokens are the API tokens Authenticate found active lately.
 	checkedTokens checkedTokens
+	// statsReads and eventStatsReads share concurrent reads of the
+	// figures, by tenant ("" for all).
+	statsReads      sharedReads[*store.Stats]
+	eventStatsReads sharedReads[*store.EventCounts]
 }
 
 // Open opens the store named by dsn, applies pending migrations and returns

@@ -2,6 +2,7 @@ package opledger
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/opledger/opledger/internal/store"
@@ -49,24 +50,29 @@ type Stats struct {
 }
 
 // Stats returns the Ledger's tenant's figures, or every tenant's together
-// when allTenants is true.
+// when allTenants is true. Each call counts everything still in the
+// ledger, so concurrent calls for the same figures share reads: a call
+// made while a read is in progress waits for the next read, which all
+// calls arriving meanwhile share. Every call still gets figures read
+// after it was made.
 func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 	tenant := l.tenant
 	if allTenants {
 		tenant = ""
 	}
-	var st *store.Stats
-	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-		var err error
-		st, err = r.Stats(ctx, tenant, RecoveryBuckets)
-		return err
+	st, err := l.statsReads.do(ctx, tenant, func(ctx context.Context) (st *store.Stats, err error) {
+		err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+			st, err = r.Stats(ctx, tenant, RecoveryBuckets)
+			return err
+		})
+		return st, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	out := &Stats{OperationsByState: map[State]int{}, Attempts: []AttemptCount{},
 		ConfirmedEffects: st.ConfirmedEffects, DuplicateEffects: st.DuplicateEffects,
-		Recoveries: st.Recoveries, RecoveryBuckets: st.RecoveryBuckets,
+		Recoveries: st.Recoveries, RecoveryBuckets: slices.Clone(st.RecoveryBuckets),
 		RecoveryP90Seconds: st.RecoveryP90.Seconds(), RecoveryTotalSeconds: st.RecoveryTotal.Seconds()}
 	for _, s := range States {
 		out.OperationsByState[s] = st.ByState[string(s)]
