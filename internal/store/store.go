@@ -261,7 +261,10 @@ type Tx interface {
 	AppendTimeline(ctx context.Context, e *TimelineEntry) error
 	// UpsertTombstone writes or replaces the tombstone of a key.
 	UpsertTombstone(ctx context.Context, t *Tombstone) error
-	// DeleteTombstonesBefore removes tombstones compacted before t.
+	// DeleteTombstonesBefore removes tombstones compacted before t, but
+	// for the current step of a workflow not done (a failed step): that
+	// tombstone is what shows the workflow failed, and keeps the step from
+	// being recorded again.
 	DeleteTombstonesBefore(ctx context.Context, t time.Time) (int, error)
 	InsertToken(ctx context.Context, t *Token) error
 	// RevokeToken sets revoked_at on an active token; ErrNotFound if there

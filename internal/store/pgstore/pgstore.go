@@ -845,9 +845,12 @@ func (t *pgTx) UpsertTombstone(ctx context.Context, tb *store.Tombstone) error {
 	return nil
 }
 
-// DeleteTombstonesBefore removes tombstones compacted before t.
+// DeleteTombstonesBefore removes tombstones compacted before t, but for
+// the current step of a workflow not done.
 func (t *pgTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (int, error) {
-	tag, err := t.q.Exec(ctx, `DELETE FROM tombstones WHERE compacted_at < $1`, ts(before))
+	tag, err := t.q.Exec(ctx, `DELETE FROM tombstones WHERE compacted_at < $1
+		AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND NOT w.done)`,
+		ts(before))
 	if err != nil {
 		return 0, fmt.Errorf("delete tombstones: %w", mapErr(err))
 	}

@@ -77,6 +77,8 @@ var wantIndex = map[string][]string{
 	"ForgetEventsBefore":       {"deliveries_event", "events_received_all", "PRIMARY KEY (tenant=? AND source=? AND event_id=?)"},
 	"ForgetEventObjectsBefore": {"event_objects_updated", "PRIMARY KEY (tenant=? AND source=? AND object_key=?)"},
 	"ForgetWorkflowsBefore":    {"workflows_done", "PRIMARY KEY (tenant=? AND key=?)"},
+	"DeleteTombstonesBefore":   {"tombstones_compacted", "workflows_open (tenant=? AND current_key=?)"},
+	"DeleteSessionsBefore":     {"sessions_expires"},
 }
 
 // readsTableBy names, for some steps, the index every search of a table
@@ -198,6 +200,8 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		step(txRec, "ForgetEventsBefore", func() error { _, err := w.ForgetEventsBefore(ctx, now, 1000); return err })
 		step(txRec, "ForgetEventObjectsBefore", func() error { _, err := w.ForgetEventObjectsBefore(ctx, now, 1000); return err })
 		step(txRec, "ForgetWorkflowsBefore", func() error { _, err := w.ForgetWorkflowsBefore(ctx, now, 1000); return err })
+		step(txRec, "DeleteTombstonesBefore", func() error { _, err := w.DeleteTombstonesBefore(ctx, now); return err })
+		step(txRec, "DeleteSessionsBefore", func() error { _, err := w.DeleteSessionsBefore(ctx, now, 1000); return err })
 		txCalls = txRec.calls
 		return errRollback
 	})

@@ -778,7 +778,9 @@ func (t *sqlTx) UpsertTombstone(ctx context.Context, ts *store.Tombstone) error 
 }
 
 func (t *sqlTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (int, error) {
-	res, err := t.q.ExecContext(ctx, `DELETE FROM tombstones WHERE compacted_at < ?`, toMicros(before))
+	res, err := t.q.ExecContext(ctx, `DELETE FROM tombstones WHERE compacted_at < ?
+		AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND w.done = 0)`,
+		toMicros(before))
 	if err != nil {
 		return 0, fmt.Errorf("delete tombstones: %w", err)
 	}

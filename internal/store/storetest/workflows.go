@@ -245,6 +245,46 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.NoError(t, err)
 	})
 
+	t.Run("RetentionKeepsFailedStep", func(t *testing.T) {
+		t.Parallel()
+		b := setupRetention(t, h)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:F-1", taskThenEmail())
+		require.NoError(t, err)
+		c, err := b.ledger.Claim(b.ctx, "wf:F-1/create_task", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = b.ledger.Dispatch(b.ctx, "wf:F-1/create_task", c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		b.report(t, "wf:F-1/create_task", c, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422 campaign closed"})
+		b.inState(t, "plain:failed", opledger.StateFailed)
+		w, err := b.ledger.GetWorkflow(b.ctx, "wf:F-1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowFailed, w.Status)
+
+		b.clock.Advance(retention + day)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, opledger.CompactResult{Tombstoned: 2}, res)
+		forgotten := 0
+		for range 2 { // past the tombstone retention, and long after it
+			b.clock.Advance(tombstoneRetention + day)
+			res, err = b.ledger.Compact(b.ctx)
+			require.NoError(t, err)
+			require.Zero(t, res.WorkflowsForgotten, "a failed workflow is kept")
+			forgotten += res.Forgotten
+			w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:F-1")
+			require.NoError(t, err)
+			require.Equal(t, opledger.WorkflowFailed, w.Status, "the workflow still shows that it failed")
+			require.Equal(t, []opledger.StepState{"failed", "waiting"}, stepStates(w))
+			require.NotNil(t, w.Steps[0].Operation)
+			require.True(t, w.Steps[0].Operation.Tombstoned, "the failed step's tombstone stays while its workflow does")
+			_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+			require.ErrorIs(t, err, opledger.ErrNothingDue, "the failed step is not recorded again")
+		}
+		require.Equal(t, 1, forgotten, "the tombstone of the operation outside any workflow went")
+		_, err = b.ledger.Get(b.ctx, "plain:failed")
+		require.ErrorIs(t, err, opledger.ErrNotFound)
+	})
+
 	t.Run("ResumeAfterApproverChangedWaitingStep", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
