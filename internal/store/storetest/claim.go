@@ -202,10 +202,7 @@ func testReport(t *testing.T, h Harness) {
 			require.NoError(t, err)
 		}
 		for i := 1; i <= 3; i++ {
-			c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
-			require.NoError(t, err)
-			_, err = b.ledger.Dispatch(b.ctx, "k1", c.AttemptID, c.FencingToken)
-			require.NoError(t, err)
+			c := b.claimDispatched(t, "k1")
 			op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
 			if i < 3 {
 				require.Equal(t, opledger.StatePending, op.State, "call %d of 3", i)

@@ -61,10 +61,7 @@ func testReconcile(t *testing.T, h Harness) {
 		c := b.dispatched(t, "k1")
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
 		b.clock.Advance(time.Hour) // the first call was long ago
-		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
-		require.NoError(t, err)
-		_, err = b.ledger.Dispatch(b.ctx, "k1", c.AttemptID, c.FencingToken)
-		require.NoError(t, err)
+		c = b.claimDispatched(t, "k1")
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
 		require.NoError(t, err)

@@ -86,10 +86,7 @@ func orderUpdate(id string, version int, lines string) opledger.Event {
 // operation as claimed (the content that was sent).
 func (b *bundle) runOnce(t *testing.T, key, ref string) *opledger.Operation {
 	t.Helper()
-	c, err := b.ledger.Claim(b.ctx, key, opledger.ClaimOptions{})
-	require.NoError(t, err)
-	_, err = b.ledger.Dispatch(b.ctx, key, c.AttemptID, c.FencingToken)
-	require.NoError(t, err)
+	c := b.claimDispatched(t, key)
 	b.report(t, key, c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref, Response: json.RawMessage(`{"id":"` + ref + `"}`)})
 	return c.Operation
 }

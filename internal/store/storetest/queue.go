@@ -160,10 +160,7 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	mail.Destination = "email"
 	_, _, err = b.ledger.Record(b.ctx, mail)
 	require.NoError(t, err)
-	c, err := b.ledger.Claim(b.ctx, "m1", opledger.ClaimOptions{})
-	require.NoError(t, err)
-	_, err = b.ledger.Dispatch(b.ctx, "m1", c.AttemptID, c.FencingToken)
-	require.NoError(t, err)
+	c := b.claimDispatched(t, "m1")
 	b.report(t, "m1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after write"})
 	queue, err = b.ledger.ReconcileQueue(b.ctx, 10, "crm")
 	require.NoError(t, err)

@@ -121,6 +121,16 @@ func (b *bundle) claimed(t *testing.T, key string) *opledger.Claim {
 	return c
 }
 
+// claimDispatched claims key, already recorded, and dispatches the claim.
+func (b *bundle) claimDispatched(t *testing.T, key string) *opledger.Claim {
+	t.Helper()
+	c, err := b.ledger.Claim(b.ctx, key, opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Dispatch(b.ctx, key, c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	return c
+}
+
 // dispatched records, claims and dispatches key.
 func (b *bundle) dispatched(t *testing.T, key string) *opledger.Claim {
 	t.Helper()

@@ -39,10 +39,7 @@ func stepStates(w *opledger.Workflow) []opledger.StepState {
 // succeedStep claims, dispatches and reports success for a step.
 func (b *bundle) succeedStep(t *testing.T, key, ref string) *opledger.Operation {
 	t.Helper()
-	c, err := b.ledger.Claim(b.ctx, key, opledger.ClaimOptions{})
-	require.NoError(t, err)
-	_, err = b.ledger.Dispatch(b.ctx, key, c.AttemptID, c.FencingToken)
-	require.NoError(t, err)
+	c := b.claimDispatched(t, key)
 	b.report(t, key, c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref,
 		Response: json.RawMessage(`{"id":"` + ref + `","url":"https://crm.example/tasks/` + ref + `"}`)})
 	return c.Operation
@@ -250,10 +247,7 @@ func testWorkflows(t *testing.T, h Harness) {
 		b := setupRetention(t, h)
 		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:F-1", taskThenEmail())
 		require.NoError(t, err)
-		c, err := b.ledger.Claim(b.ctx, "wf:F-1/create_task", opledger.ClaimOptions{})
-		require.NoError(t, err)
-		_, err = b.ledger.Dispatch(b.ctx, "wf:F-1/create_task", c.AttemptID, c.FencingToken)
-		require.NoError(t, err)
+		c := b.claimDispatched(t, "wf:F-1/create_task")
 		b.report(t, "wf:F-1/create_task", c, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422 campaign closed"})
 		b.inState(t, "plain:failed", opledger.StateFailed)
 		w, err := b.ledger.GetWorkflow(b.ctx, "wf:F-1")
@@ -349,10 +343,7 @@ func testWorkflows(t *testing.T, h Harness) {
 		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{
 			Version: 2, Fingerprint: w.Steps[1].Operation.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
-		c, err := b.ledger.Claim(b.ctx, "wf:C-17/send_email", opledger.ClaimOptions{})
-		require.NoError(t, err)
-		_, err = b.ledger.Dispatch(b.ctx, "wf:C-17/send_email", c.AttemptID, c.FencingToken)
-		require.NoError(t, err)
+		b.claimDispatched(t, "wf:C-17/send_email")
 		_, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{Payload: json.RawMessage(`{}`), Version: 3})
 		require.ErrorIs(t, err, opledger.ErrInvalidState)
 	})
@@ -364,10 +355,7 @@ func testWorkflows(t *testing.T, h Harness) {
 		spec.Steps[1].Payload = json.RawMessage(`{"template":"follow-up","task":"{steps.create_task.ref}"}`)
 		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", spec)
 		require.NoError(t, err)
-		c, err := b.ledger.Claim(b.ctx, "wf:C-17/create_task", opledger.ClaimOptions{})
-		require.NoError(t, err)
-		_, err = b.ledger.Dispatch(b.ctx, "wf:C-17/create_task", c.AttemptID, c.FencingToken)
-		require.NoError(t, err)
+		c := b.claimDispatched(t, "wf:C-17/create_task")
 		b.report(t, "wf:C-17/create_task", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after write"})
 		w, err := b.ledger.GetWorkflow(b.ctx, "wf:C-17")
 		require.NoError(t, err)
