@@ -35,15 +35,9 @@ func (l *Ledger) OpenSession(ctx context.Context, token string, ttl time.Duratio
 	}
 	secret = SessionPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		tok, err := tx.TokenByHash(ctx, hashToken(token))
-		if errors.Is(err, store.ErrNotFound) {
-			return ErrUnauthorized
-		}
+		tok, err := activeToken(ctx, tx, hashToken(token))
 		if err != nil {
 			return err
-		}
-		if !tok.RevokedAt.IsZero() {
-			return ErrUnauthorized
 		}
 		now, err := l.now(ctx, tx)
 		if err != nil {

@@ -182,15 +182,9 @@ func (l *Ledger) Authenticate(ctx context.Context, secret string) (string, error
 	}
 	var tenant string
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-		t, err := r.TokenByHash(ctx, hash)
-		if errors.Is(err, store.ErrNotFound) {
-			return ErrUnauthorized
-		}
+		t, err := activeToken(ctx, r, hash)
 		if err != nil {
 			return err
-		}
-		if !t.RevokedAt.IsZero() {
-			return ErrUnauthorized
 		}
 		tenant = t.Tenant
 		return nil
@@ -200,4 +194,20 @@ func (l *Ledger) Authenticate(ctx context.Context, secret string) (string, error
 	}
 	l.checkedTokens.remember(hash, tenant, now)
 	return tenant, nil
+}
+
+// activeToken reads the token whose secret has the SHA-256 hash:
+// ErrUnauthorized if there is none or it is revoked.
+func activeToken(ctx context.Context, r store.Reader, hash string) (*store.Token, error) {
+	t, err := r.TokenByHash(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !t.RevokedAt.IsZero() {
+		return nil, ErrUnauthorized
+	}
+	return t, nil
 }
