@@ -175,23 +175,13 @@ func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) erro
 // 1,000,000 operations (pgstore.SyntheticMix, one attempt each). It reads
 // every live operation and attempt, so its time grows with the ledger
 // (docs/scaling.md).
+// Each size runs with one caller and with 16 at once
+// (storetest.BenchStats), whose concurrent calls share reads.
 //
 //	go test -run '^$' -bench BenchmarkStats -benchtime 3x ./internal/store/pgstore/
 func BenchmarkStats(b *testing.B) {
 	for _, rows := range []int{100_000, 1_000_000} {
-		f := newClaimFixture(b, rows)
-		l := f.ledgers["sync"]
-		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
-			for b.Loop() {
-				st, err := l.Stats(f.ctx, true)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if st.AttemptsTotal != rows {
-					b.Fatalf("%d attempts counted, want %d", st.AttemptsTotal, rows)
-				}
-			}
-		})
+		storetest.BenchStats(b, newClaimFixture(b, rows).ledgers["sync"], rows)
 	}
 }
 
