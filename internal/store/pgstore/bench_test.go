@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -19,17 +18,11 @@ import (
 // that the tenant's due index holds everything the table holds.
 const benchTenant = "bench"
 
-// BenchmarkClaim measures claims on an empty table and on one that already
-// holds 1,000,000 recorded operations (pgstore.SyntheticMix, with one
-// attempt and three timeline entries each), loaded with SQL. Each round
-// inserts b.N due operations and claims each once:
-//
-//   - next: Ledger.ClaimNext for the tenant, the work-queue claim (FOR
-//     UPDATE SKIP LOCKED);
-//   - next_all_tenants: ClaimNext across tenants;
-//   - key: Ledger.Claim of a named key;
-//   - next_parallel: ClaimNext from 4×GOMAXPROCS goroutines at once (ns/op
-//     is then wall time per claim, the inverse of throughput).
+// BenchmarkClaim measures claims (storetest.BenchClaim: next, which takes
+// its row FOR UPDATE SKIP LOCKED, next_all_tenants, key and next_parallel)
+// on an empty table and on one that already holds 1,000,000 recorded
+// operations (pgstore.SyntheticMix, with one attempt and three timeline
+// entries each), loaded with SQL.
 //
 // commit=sync is the default configuration: every claim waits for its WAL
 // flush. commit=async runs the same claims with synchronous_commit=off, so
@@ -40,53 +33,9 @@ const benchTenant = "bench"
 //
 //	go test -run '^$' -bench BenchmarkClaim -benchtime 2000x ./internal/store/pgstore/
 func BenchmarkClaim(b *testing.B) {
-	// Both tables are built first and every variant then runs on each in
-	// turn, so that the two figures of a pair are taken moments apart.
-	fixtures := []*claimFixture{newClaimFixture(b, 0), newClaimFixture(b, 1_000_000)}
-	modes := []struct {
-		name  string
-		claim func(f *claimFixture, l *opledger.Ledger, i int, prefix string) error
-	}{
-		{"next", func(f *claimFixture, l *opledger.Ledger, _ int, _ string) error {
-			_, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{})
-			return err
-		}},
-		{"next_all_tenants", func(f *claimFixture, l *opledger.Ledger, _ int, _ string) error {
-			_, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{AllTenants: true})
-			return err
-		}},
-		{"key", func(f *claimFixture, l *opledger.Ledger, i int, prefix string) error {
-			_, err := l.Claim(f.ctx, fmt.Sprintf("%s%08d", prefix, i+1), opledger.ClaimOptions{})
-			return err
-		}},
-		{"next_parallel", nil},
-	}
-	for _, commit := range []string{"sync", "async"} {
-		for _, m := range modes {
-			b.Run("commit="+commit+"/"+m.name, func(b *testing.B) {
-				for _, f := range fixtures {
-					l := f.ledgers[commit]
-					b.Run(fmt.Sprintf("rows=%d", f.rows), func(b *testing.B) {
-						if m.claim != nil {
-							f.round(b, func(i int, prefix string) error { return m.claim(f, l, i, prefix) })
-							return
-						}
-						f.prepare(b)
-						b.SetParallelism(4)
-						b.RunParallel(func(pb *testing.PB) {
-							for pb.Next() {
-								if _, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{}); err != nil {
-									b.Error(err)
-									return
-								}
-							}
-						})
-						b.StopTimer()
-					})
-				}
-			})
-		}
-	}
+	// Both tables are built first.
+	storetest.BenchClaim(b, "commit", []string{"sync", "async"},
+		[]storetest.ClaimFixture{newClaimFixture(b, 0), newClaimFixture(b, 1_000_000)})
 }
 
 type claimFixture struct {
@@ -122,9 +71,13 @@ func newClaimFixture(b *testing.B, rows int) *claimFixture {
 	return f
 }
 
-// prepare empties the table of earlier rounds' operations, inserts b.N due
+func (f *claimFixture) Rows() int { return f.rows }
+
+func (f *claimFixture) Ledger(setting string) *opledger.Ledger { return f.ledgers[setting] }
+
+// Prepare empties the table of earlier rounds' operations, inserts b.N due
 // operations and resets the timer. It returns their key prefix.
-func (f *claimFixture) prepare(b *testing.B) string {
+func (f *claimFixture) Prepare(b *testing.B) string {
 	b.Helper()
 	b.StopTimer()
 	f.rounds++
@@ -154,20 +107,6 @@ func (f *claimFixture) prepare(b *testing.B) string {
 	b.ResetTimer()
 	b.StartTimer()
 	return prefix
-}
-
-// round claims b.N operations one after the other with claim.
-func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) error) {
-	prefix := f.prepare(b)
-	for i := range b.N {
-		if err := claim(i, prefix); err != nil {
-			if errors.Is(err, opledger.ErrNothingDue) {
-				b.Fatalf("claim %d of %d: nothing due", i+1, b.N)
-			}
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
 }
 
 // BenchmarkStats measures Ledger.Stats, which /metrics, /v1/stats and the

@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -30,14 +29,11 @@ import (
 // that the tenant's due index holds everything the table holds.
 const benchTenant = "bench"
 
-// BenchmarkClaim measures claims on an empty SQLite file and on one that
+// BenchmarkClaim measures claims (storetest.BenchClaim: next,
+// next_all_tenants, key and next_parallel, which on SQLite's one writer
+// shows queueing, not parallelism) on an empty SQLite file and on one that
 // already holds 1,000,000 recorded operations (sqlitestore.SyntheticMix,
-// with one attempt and three timeline entries each), loaded with SQL. Each
-// round inserts b.N due operations and claims each once: next
-// (Ledger.ClaimNext for the tenant), next_all_tenants, key (Ledger.Claim
-// of a named key) and next_parallel (ClaimNext from 4×GOMAXPROCS
-// goroutines; SQLite has one writer, so this shows queueing, not
-// parallelism).
+// with one attempt and three timeline entries each), loaded with SQL.
 //
 // sync=full is the default configuration, an fsync per commit;
 // sync=normal (Options.SQLiteSynchronousNormal) leaves the fsync to WAL
@@ -45,53 +41,9 @@ const benchTenant = "bench"
 //
 //	go test -run '^$' -bench BenchmarkClaim -benchtime 2000x ./internal/store/sqlitestore/
 func BenchmarkClaim(b *testing.B) {
-	// Both tables are built first and every variant then runs on each in
-	// turn, so that the two figures of a pair are taken moments apart.
-	fixtures := []*claimFixture{newClaimFixture(b, 0), newClaimFixture(b, 1_000_000)}
-	modes := []struct {
-		name  string
-		claim func(f *claimFixture, l *opledger.Ledger, i int, prefix string) error
-	}{
-		{"next", func(f *claimFixture, l *opledger.Ledger, _ int, _ string) error {
-			_, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{})
-			return err
-		}},
-		{"next_all_tenants", func(f *claimFixture, l *opledger.Ledger, _ int, _ string) error {
-			_, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{AllTenants: true})
-			return err
-		}},
-		{"key", func(f *claimFixture, l *opledger.Ledger, i int, prefix string) error {
-			_, err := l.Claim(f.ctx, fmt.Sprintf("%s%08d", prefix, i+1), opledger.ClaimOptions{})
-			return err
-		}},
-		{"next_parallel", nil},
-	}
-	for _, sync := range []string{"full", "normal"} {
-		for _, m := range modes {
-			b.Run("sync="+sync+"/"+m.name, func(b *testing.B) {
-				for _, f := range fixtures {
-					l := f.ledgers[sync]
-					b.Run(fmt.Sprintf("rows=%d", f.rows), func(b *testing.B) {
-						if m.claim != nil {
-							f.round(b, func(i int, prefix string) error { return m.claim(f, l, i, prefix) })
-							return
-						}
-						f.prepare(b)
-						b.SetParallelism(4)
-						b.RunParallel(func(pb *testing.PB) {
-							for pb.Next() {
-								if _, err := l.ClaimNext(f.ctx, opledger.ClaimNextOptions{}); err != nil {
-									b.Error(err)
-									return
-								}
-							}
-						})
-						b.StopTimer()
-					})
-				}
-			})
-		}
-	}
+	// Both tables are built first.
+	storetest.BenchClaim(b, "sync", []string{"full", "normal"},
+		[]storetest.ClaimFixture{newClaimFixture(b, 0), newClaimFixture(b, 1_000_000)})
 }
 
 type claimFixture struct {
@@ -127,9 +79,13 @@ func newClaimFixture(b *testing.B, rows int) *claimFixture {
 	return f
 }
 
-// prepare empties the file of earlier rounds' operations, inserts b.N due
+func (f *claimFixture) Rows() int { return f.rows }
+
+func (f *claimFixture) Ledger(setting string) *opledger.Ledger { return f.ledgers[setting] }
+
+// Prepare empties the file of earlier rounds' operations, inserts b.N due
 // operations and resets the timer. It returns their key prefix.
-func (f *claimFixture) prepare(b *testing.B) string {
+func (f *claimFixture) Prepare(b *testing.B) string {
 	b.Helper()
 	b.StopTimer()
 	f.rounds++
@@ -154,20 +110,6 @@ func (f *claimFixture) prepare(b *testing.B) string {
 	b.ResetTimer()
 	b.StartTimer()
 	return prefix
-}
-
-// round claims b.N operations one after the other with claim.
-func (f *claimFixture) round(b *testing.B, claim func(i int, prefix string) error) {
-	prefix := f.prepare(b)
-	for i := range b.N {
-		if err := claim(i, prefix); err != nil {
-			if errors.Is(err, opledger.ErrNothingDue) {
-				b.Fatalf("claim %d of %d: nothing due", i+1, b.N)
-			}
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
 }
 
 // BenchmarkLifecycleWrites measures the write path of one protected
