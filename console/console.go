@@ -62,6 +62,9 @@ type Console struct {
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
 
+	// queueLimit bounds the operations of each state the queue shows.
+	queueLimit int
+
 	mu      sync.Mutex
 	samples map[string][]Sample        // per tenant
 	labs    map[string]*lab.Playground // per tenant and scenario
@@ -84,7 +87,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Console{ledger: l, opts: opts, log: opts.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
-		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}}
+		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}, queueLimit: opledger.MaxListLimit}
 	funcs := template.FuncMap{
 		"ts":       formatTime,
 		"ago":      ago,
@@ -291,16 +294,24 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// queue is the exception queue: uncertain, held and failed operations,
-// the most urgent review first.
+// queue is the exception queue: held, uncertain and failed operations,
+// the most urgent review first. Each state is read on its own, up to
+// queueLimit operations each, so that a burst of failures never pushes a
+// held or uncertain operation out of the page.
 func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
-	page, err := s.ledger.List(r.Context(), opledger.ListOptions{
-		States: []opledger.State{opledger.StateUncertain, opledger.StateHeld, opledger.StateFailed}, Limit: opledger.MaxListLimit})
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
-		return
+	var items []*opledger.Operation
+	var more []string // states with more operations than shown
+	for _, st := range []opledger.State{opledger.StateHeld, opledger.StateUncertain, opledger.StateFailed} {
+		page, err := s.ledger.List(r.Context(), opledger.ListOptions{States: []opledger.State{st}, Limit: c.queueLimit})
+		if err != nil {
+			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			return
+		}
+		items = append(items, page.Items...)
+		if page.NextCursor != "" {
+			more = append(more, string(st))
+		}
 	}
-	items := page.Items
 	// Held first by review time, then uncertain, then failed; oldest first within.
 	rank := map[opledger.State]int{opledger.StateHeld: 0, opledger.StateUncertain: 1, opledger.StateFailed: 2}
 	sort.SliceStable(items, func(i, j int) bool {
@@ -317,7 +328,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		return a.CreatedAt.Before(b.CreatedAt)
 	})
 	c.render(w, http.StatusOK, "queue", map[string]any{"Title": "Exception queue", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Items": items, "More": page.NextCursor != "", "Now": time.Now()})
+		"Items": items, "More": strings.Join(more, ", "), "Limit": c.queueLimit, "Now": time.Now()})
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) {

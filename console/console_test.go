@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -356,6 +358,75 @@ func TestSessions(t *testing.T) {
 	require.NoError(t, b.ledger.RevokeToken(context.Background(), toks[0].ID))
 	status, _ = get(t, ck, "/dashboard")
 	require.Equal(t, http.StatusSeeOther, status, "revoking the token ends the session")
+}
+
+// TestQueueShowsEveryState: the queue reads each state on its own, so a
+// burst of newer failures never hides an older held or uncertain
+// operation; the caption says which states have more than shown.
+func TestQueueShowsEveryState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Tenant: "acme", Worker: "worker-7"})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Close()) }()
+	token, _, err := l.CreateToken(ctx, "console")
+	require.NoError(t, err)
+	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	c.SetQueueLimit(2)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+
+	// dispatched claims a new operation and marks its dispatch.
+	dispatched := func(key string) *opledger.Claim {
+		t.Helper()
+		cl, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)}})
+		require.NoError(t, err)
+		_, err = l.Dispatch(ctx, key, cl.AttemptID, cl.FencingToken)
+		require.NoError(t, err)
+		return cl
+	}
+	report := func(key string, cl *opledger.Claim, r opledger.Report) {
+		t.Helper()
+		_, err := l.Report(ctx, key, cl.AttemptID, cl.FencingToken, r)
+		require.NoError(t, err)
+	}
+	// The oldest: one held, one uncertain; then four failures.
+	cl := dispatched("old:held")
+	report("old:held", cl, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	_, err = l.Reconcile(ctx, "old:held", opledger.Finding{Evidence: "no lookup"})
+	require.NoError(t, err)
+	cl = dispatched("old:uncertain")
+	report("old:uncertain", cl, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	for i := range 4 {
+		key := fmt.Sprintf("new:failed:%d", i)
+		report(key, dispatched(key), opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422"})
+	}
+
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.PostForm(srv.URL+"/login", url.Values{"token": {token}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+	require.NoError(t, err)
+	for _, ck := range resp.Cookies() {
+		req.AddCookie(ck)
+	}
+	resp, err = hc.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	page := string(body)
+	for _, key := range []string{"old:held", "old:uncertain", "new:failed:3", "new:failed:2"} {
+		require.Contains(t, page, key)
+	}
+	for _, key := range []string{"new:failed:1", "new:failed:0"} {
+		require.NotContains(t, page, key, "only the newest two failures")
+	}
+	require.Contains(t, page, "4 operations need attention (of the failed operations, only the newest 2 per state are shown")
+	require.Less(t, strings.Index(page, "old:held"), strings.Index(page, "old:uncertain"), "held first")
 }
 
 // TestConsoleLab plays the lost-response scenario on the lab page and
