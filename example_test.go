@@ -95,6 +95,49 @@ func ExampleLedger_Reconcile() {
 	// succeeded H43
 }
 
+// An owner's work list: the held operations, earliest review first, and
+// how many are past their review time.
+func ExampleLedger_List() {
+	ctx := context.Background()
+	ledger, done := openExample()
+	defer done()
+
+	for _, key := range []string{"mail:welcome:u17", "mail:welcome:u18"} {
+		op, err := ledger.Do(ctx, opledger.Intent{Key: key, Action: "email.send", Destination: "email",
+			Payload: json.RawMessage(`{"template":"welcome"}`), Owner: "ops-team"},
+			func(ctx context.Context, call opledger.Call) (opledger.Result, error) {
+				return opledger.Result{}, opledger.Uncertain(errors.New("timeout after the request was sent"))
+			})
+		fmt.Println(op.Key, op.State, err != nil)
+	}
+	// The provider offers no lookup: the reconciler hands u18, then u17,
+	// to their owner.
+	for _, key := range []string{"mail:welcome:u18", "mail:welcome:u17"} {
+		if _, err := ledger.Hold(ctx, key, "the provider has no message lookup"); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	page, err := ledger.List(ctx, opledger.ListOptions{Order: opledger.OrderReview})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, op := range page.Items {
+		fmt.Println(op.Key, op.State, op.Owner)
+	}
+	stats, err := ledger.Stats(ctx, false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("overdue reviews:", stats.ReviewsOverdue)
+	// Output:
+	// mail:welcome:u17 uncertain true
+	// mail:welcome:u18 uncertain true
+	// mail:welcome:u18 held ops-team
+	// mail:welcome:u17 held ops-team
+	// overdue reviews: 0
+}
+
 // The protocol step by step, for workers that do not run their action
 // inside Do (for example, over the HTTP API).
 func ExampleLedger_Claim() {

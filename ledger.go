@@ -77,7 +77,7 @@ type shared struct {
 	checkedTokens checkedTokens
 	// statsReads and eventStatsReads share concurrent reads of the
 	// figures, by tenant ("" for all).
-	statsReads      sharedReads[*store.Stats]
+	statsReads      sharedReads[*statsRead]
 	eventStatsReads sharedReads[*store.EventCounts]
 }
 

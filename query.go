@@ -78,13 +78,28 @@ type ListOptions struct {
 	States      []State
 	Owner       string
 	Destination string
+	// Order is the order of the list: OrderNewest when empty.
+	Order Order
 	// Limit is the page size: default 50, at most 500.
 	Limit int
-	// Cursor continues a previous page (Page.NextCursor).
+	// Cursor continues a previous page (Page.NextCursor) of the same
+	// Order.
 	Cursor string
 }
 
-// Page is one page of operations, newest first.
+// Order is the order List returns operations in.
+type Order string
+
+const (
+	// OrderNewest lists operations newest first, by creation.
+	OrderNewest Order = "newest"
+	// OrderReview lists held operations only, earliest review_by first:
+	// the order in which their owners have to decide. States must be
+	// empty or exactly [StateHeld].
+	OrderReview Order = "review"
+)
+
+// Page is one page of operations, in the order asked for.
 type Page struct {
 	Items []*Operation `json:"items"`
 	// NextCursor fetches the next page; empty on the last page.
@@ -94,7 +109,8 @@ type Page struct {
 // MaxListLimit is the largest page List returns.
 const MaxListLimit = 500
 
-// List returns operations newest first, filtered and paged.
+// List returns operations filtered and paged: newest first, or the held
+// ones by review time (OrderReview).
 func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	p := store.ListParams{Tenant: l.tenant, Owner: o.Owner, Destination: o.Destination, Limit: o.Limit}
 	if p.Limit <= 0 {
@@ -109,12 +125,22 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 		}
 		p.States = append(p.States, string(s))
 	}
+	switch o.Order {
+	case "", OrderNewest:
+	case OrderReview:
+		if len(o.States) > 1 || len(o.States) == 1 && o.States[0] != StateHeld {
+			return nil, invalidInput("order %q lists held operations only: leave the state out or give only %q", OrderReview, StateHeld)
+		}
+		p.ByReview = true
+	default:
+		return nil, invalidInput("unknown order %q: use %q or %q", o.Order, OrderNewest, OrderReview)
+	}
 	if o.Cursor != "" {
-		at, key, err := decodeCursor(o.Cursor)
+		at, key, err := decodeCursor(o.Cursor, p.ByReview)
 		if err != nil {
 			return nil, err
 		}
-		p.AfterCreatedAt, p.AfterKey = at, key
+		p.AfterAt, p.AfterKey = at, key
 	}
 	page := &Page{Items: []*Operation{}}
 	// Fetch one more than asked to know whether a next page exists.
@@ -127,7 +153,11 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 		for i, row := range rows {
 			if i == p.Limit-1 {
 				last := rows[i-1]
-				page.NextCursor = encodeCursor(last.CreatedAt, last.Key)
+				at := last.CreatedAt
+				if p.ByReview {
+					at = last.ReviewBy
+				}
+				page.NextCursor = encodeCursor(at, last.Key, p.ByReview)
 				break
 			}
 			page.Items = append(page.Items, toOperation(row))
@@ -140,19 +170,28 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	return page, nil
 }
 
-func encodeCursor(at time.Time, key string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "|" + key))
+// reviewCursor marks the cursors of OrderReview, so that a cursor of one
+// order is refused by the other instead of starting at a wrong place.
+const reviewCursor = "r"
+
+func encodeCursor(at time.Time, key string, byReview bool) string {
+	c := strconv.FormatInt(at.UnixMicro(), 10) + "|" + key
+	if byReview {
+		c = reviewCursor + c
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(c))
 }
 
-func decodeCursor(c string) (time.Time, string, error) {
+func decodeCursor(c string, byReview bool) (time.Time, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err == nil {
-		micros, key, ok := strings.Cut(string(b), "|")
-		if v, perr := strconv.ParseInt(micros, 10, 64); ok && perr == nil && v > 0 && ValidateKey(key) == nil {
+		s, review := strings.CutPrefix(string(b), reviewCursor)
+		micros, key, ok := strings.Cut(s, "|")
+		if v, perr := strconv.ParseInt(micros, 10, 64); ok && review == byReview && perr == nil && v > 0 && ValidateKey(key) == nil {
 			return time.UnixMicro(v).UTC(), key, nil
 		}
 	}
-	return time.Time{}, "", invalidInput("cursor is not one this server issued")
+	return time.Time{}, "", invalidInput("cursor is not one this server issued for this order")
 }
 
 // CountByState counts the tenant's operations in each state.

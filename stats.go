@@ -28,6 +28,9 @@ type Stats struct {
 	OperationsByState map[State]int `json:"operations_by_state"`
 	// Unresolved counts uncertain and held operations.
 	Unresolved int `json:"unresolved"`
+	// ReviewsOverdue counts held operations whose review_by has passed:
+	// their owners have not decided in time.
+	ReviewsOverdue int `json:"reviews_overdue"`
 	// Attempts counts technical attempts by destination and outcome; the
 	// attempts of compacted operations are included.
 	Attempts      []AttemptCount `json:"attempts"`
@@ -60,9 +63,17 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 	if allTenants {
 		tenant = ""
 	}
-	st, err := l.statsReads.do(ctx, tenant, func(ctx context.Context) (st *store.Stats, err error) {
+	st, err := l.statsReads.do(ctx, tenant, func(ctx context.Context) (st *statsRead, err error) {
+		st = &statsRead{}
 		err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-			st, err = r.Stats(ctx, tenant, RecoveryBuckets)
+			if st.Stats, err = r.Stats(ctx, tenant, RecoveryBuckets); err != nil {
+				return err
+			}
+			now, err := l.now(ctx, r)
+			if err != nil {
+				return err
+			}
+			st.reviewsOverdue, err = r.CountOverdueReviews(ctx, tenant, now)
 			return err
 		})
 		return st, err
@@ -71,6 +82,7 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 		return nil, err
 	}
 	out := &Stats{OperationsByState: map[State]int{}, Attempts: []AttemptCount{},
+		ReviewsOverdue:   st.reviewsOverdue,
 		ConfirmedEffects: st.ConfirmedEffects, DuplicateEffects: st.DuplicateEffects,
 		Recoveries: st.Recoveries, RecoveryBuckets: slices.Clone(st.RecoveryBuckets),
 		RecoveryP90Seconds: st.RecoveryP90.Seconds(), RecoveryTotalSeconds: st.RecoveryTotal.Seconds()}
@@ -90,4 +102,10 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 		out.RecoveryMeanSeconds = st.RecoveryTotal.Seconds() / float64(st.Recoveries)
 	}
 	return out, nil
+}
+
+// statsRead is what one read of Stats gets from the store.
+type statsRead struct {
+	*store.Stats
+	reviewsOverdue int
 }

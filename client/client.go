@@ -188,7 +188,7 @@ func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Pa
 	if len(states) > 0 {
 		q.Set("state", strings.Join(states, ","))
 	}
-	for k, v := range map[string]string{"owner": o.Owner, "destination": o.Destination, "cursor": o.Cursor} {
+	for k, v := range map[string]string{"owner": o.Owner, "destination": o.Destination, "order": string(o.Order), "cursor": o.Cursor} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -297,25 +297,38 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 // queue is the exception queue: held, uncertain and failed operations,
 // the most urgent review first. Each state is read on its own, up to
 // queueLimit operations each, so that a burst of failures never pushes a
-// held or uncertain operation out of the page.
+// held or uncertain operation out of the page; the held ones are read by
+// review time, so that those shown are the ones due first.
 func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
-	var items []*opledger.Operation
+	now, err := s.ledger.Now(r.Context())
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	var rows []queueRow
 	var more []string // states with more operations than shown
-	for _, st := range []opledger.State{opledger.StateHeld, opledger.StateUncertain, opledger.StateFailed} {
-		page, err := s.ledger.List(r.Context(), opledger.ListOptions{States: []opledger.State{st}, Limit: c.queueLimit})
+	for _, o := range []opledger.ListOptions{
+		{Order: opledger.OrderReview},
+		{States: []opledger.State{opledger.StateUncertain}},
+		{States: []opledger.State{opledger.StateFailed}},
+	} {
+		o.Limit = c.queueLimit
+		page, err := s.ledger.List(r.Context(), o)
 		if err != nil {
 			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
-		items = append(items, page.Items...)
-		if page.NextCursor != "" {
-			more = append(more, string(st))
+		for _, op := range page.Items {
+			rows = append(rows, queueRow{Operation: op, Overdue: op.ReviewBy != nil && op.ReviewBy.Before(now)})
+		}
+		if page.NextCursor != "" && len(page.Items) > 0 {
+			more = append(more, string(page.Items[0].State))
 		}
 	}
 	// Held first by review time, then uncertain, then failed; oldest first within.
 	rank := map[opledger.State]int{opledger.StateHeld: 0, opledger.StateUncertain: 1, opledger.StateFailed: 2}
-	sort.SliceStable(items, func(i, j int) bool {
-		a, b := items[i], items[j]
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
 		if a.ReviewBy != nil && b.ReviewBy != nil && !a.ReviewBy.Equal(*b.ReviewBy) {
 			return a.ReviewBy.Before(*b.ReviewBy)
 		}
@@ -328,7 +341,14 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		return a.CreatedAt.Before(b.CreatedAt)
 	})
 	c.render(w, http.StatusOK, "queue", map[string]any{"Title": "Exception queue", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Items": items, "More": strings.Join(more, ", "), "Limit": c.queueLimit, "Now": time.Now()})
+		"Items": rows, "More": strings.Join(more, ", "), "Limit": c.queueLimit})
+}
+
+// queueRow is an operation of the exception queue.
+type queueRow struct {
+	*opledger.Operation
+	// Overdue is true for a held operation whose review time has passed.
+	Overdue bool
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) {

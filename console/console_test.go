@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,7 +367,9 @@ func TestSessions(t *testing.T) {
 func TestQueueShowsEveryState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Tenant: "acme", Worker: "worker-7"})
+	var offset atomic.Int64 // moves the ledger's time forward
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Tenant: "acme", Worker: "worker-7",
+		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, l.Close()) }()
 	token, _, err := l.CreateToken(ctx, "console")
@@ -391,17 +394,27 @@ func TestQueueShowsEveryState(t *testing.T) {
 		_, err := l.Report(ctx, key, cl.AttemptID, cl.FencingToken, r)
 		require.NoError(t, err)
 	}
-	// The oldest: one held, one uncertain; then four failures.
-	cl := dispatched("old:held")
-	report("old:held", cl, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-	_, err = l.Reconcile(ctx, "old:held", opledger.Finding{Evidence: "no lookup"})
-	require.NoError(t, err)
-	cl = dispatched("old:uncertain")
-	report("old:uncertain", cl, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	held := func(key string) {
+		t.Helper()
+		report(key, dispatched(key), opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		_, err = l.Reconcile(ctx, key, opledger.Finding{Evidence: "no lookup"})
+		require.NoError(t, err)
+	}
+	// The oldest: one held, one uncertain; an hour later two more held,
+	// then four failures. Newest first, the two later holds would hide
+	// the first, whose review is due first.
+	held("old:held")
+	report("old:uncertain", dispatched("old:uncertain"), opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	offset.Add(int64(time.Hour))
+	held("new:held:0")
+	held("new:held:1")
 	for i := range 4 {
 		key := fmt.Sprintf("new:failed:%d", i)
 		report(key, dispatched(key), opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422"})
 	}
+	// old:held's review time (24 h after it was held) has passed; the
+	// others' has not.
+	offset.Add(int64(23*time.Hour + 30*time.Minute))
 
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := hc.PostForm(srv.URL+"/login", url.Values{"token": {token}})
@@ -412,21 +425,32 @@ func TestQueueShowsEveryState(t *testing.T) {
 	for _, ck := range resp.Cookies() {
 		req.AddCookie(ck)
 	}
-	resp, err = hc.Do(req)
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	page := string(body)
-	for _, key := range []string{"old:held", "old:uncertain", "new:failed:3", "new:failed:2"} {
+	get := func(path string) string {
+		t.Helper()
+		req.URL.Path = path
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		return string(body)
+	}
+	page := get("/")
+	for _, key := range []string{"old:held", "new:held:0", "old:uncertain", "new:failed:3", "new:failed:2"} {
 		require.Contains(t, page, key)
 	}
+	require.NotContains(t, page, "new:held:1", "only the two held operations due first")
 	for _, key := range []string{"new:failed:1", "new:failed:0"} {
 		require.NotContains(t, page, key, "only the newest two failures")
 	}
-	require.Contains(t, page, "4 operations need attention (of the failed operations, only the newest 2 per state are shown")
-	require.Less(t, strings.Index(page, "old:held"), strings.Index(page, "old:uncertain"), "held first")
+	require.Contains(t, page, "5 operations need attention (of the held, failed operations, only 2 per state are shown: the held ones due first")
+	require.Less(t, strings.Index(page, "old:held"), strings.Index(page, "new:held:0"), "earliest review first")
+	require.Less(t, strings.Index(page, "new:held:0"), strings.Index(page, "old:uncertain"), "held first")
+	require.Equal(t, 1, strings.Count(page, `<span class="badge overdue">overdue</span>`), "old:held only")
+	require.Regexp(t, `old:held</a></th>(?s:.)*?overdue(?s:.)*?new:held:0`, page, "the badge is on old:held's row")
+
+	require.Regexp(t, `<span class="n">1</span><span class="l">held past their review time</span>`, get("/dashboard"))
 }
 
 // TestConsoleLab plays the lost-response scenario on the lab page and

@@ -485,3 +485,65 @@ func (b *apiBundle) rawAs(t *testing.T, _ *client.Client, method, path string, b
 	t.Helper()
 	return b.raw(t, method, path, b.otherToken, body)
 }
+
+// TestReviewsOverdue: the held operations by review time (order=review),
+// the refusals of the order parameter, and the count of overdue reviews
+// in /v1/stats and /metrics.
+func TestReviewsOverdue(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			b := startAPI(t, st.NewDSN(t), nil)
+			ctx := context.Background()
+			// later:1 is recorded first but held an hour after soon:1.
+			for _, key := range []string{"later:1", "soon:1"} {
+				in := intent(1)
+				c, err := b.acme.Claim(ctx, key, client.ClaimRequest{Intent: &in, Dispatch: true})
+				require.NoError(t, err)
+				_, err = b.acme.Report(ctx, key, c.AttemptID, client.Report{FencingToken: c.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+				require.NoError(t, err)
+			}
+			for _, key := range []string{"soon:1", "later:1"} {
+				_, err := b.acme.Reconcile(ctx, key, client.Finding{Evidence: "no lookup"})
+				require.NoError(t, err)
+				b.clock.advance(time.Hour)
+			}
+
+			page, err := b.acme.List(ctx, opledger.ListOptions{Order: opledger.OrderReview, Limit: 1})
+			require.NoError(t, err)
+			require.Len(t, page.Items, 1)
+			require.Equal(t, "soon:1", page.Items[0].Key)
+			page, err = b.acme.List(ctx, opledger.ListOptions{Order: opledger.OrderReview, Limit: 1, Cursor: page.NextCursor})
+			require.NoError(t, err)
+			require.Len(t, page.Items, 1)
+			require.Equal(t, "later:1", page.Items[0].Key)
+			require.Empty(t, page.NextCursor)
+			for _, q := range []string{"order=oldest", "order=review&state=uncertain", "order=review&cursor=" + url.QueryEscape(mustNewestCursor(t, b))} {
+				status, body := b.raw(t, "GET", "/v1/operations?"+q, b.token, nil)
+				require.Equal(t, http.StatusBadRequest, status, "%s: %s", q, body)
+				require.Equal(t, "invalid_input", problemKind(t, body), q)
+			}
+
+			stats, err := b.acme.Stats(ctx)
+			require.NoError(t, err)
+			require.Zero(t, stats.ReviewsOverdue)
+			b.clock.advance(22*time.Hour + 30*time.Minute) // 24.5 h after soon:1 was held, 23.5 h after later:1
+			stats, err = b.acme.Stats(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, stats.ReviewsOverdue)
+			status, body := b.raw(t, "GET", "/metrics", "", nil)
+			require.Equal(t, http.StatusOK, status)
+			require.Contains(t, string(body), "\nopledger_reviews_overdue 1\n")
+		})
+	}
+}
+
+// mustNewestCursor returns a cursor of the newest-first order.
+func mustNewestCursor(t *testing.T, b *apiBundle) string {
+	t.Helper()
+	page, err := b.acme.List(context.Background(), opledger.ListOptions{Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.NextCursor)
+	return page.NextCursor
+}

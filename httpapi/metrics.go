@@ -33,7 +33,7 @@ type ledgerCollector struct {
 	reads int
 
 	attempts, confirmed, duplicates, operations, recovery, up, age *prometheus.Desc
-	events, deliveries, duplicateDeliveries                        *prometheus.Desc
+	reviewsOverdue, events, deliveries, duplicateDeliveries        *prometheus.Desc
 }
 
 // ledgerFigures is one read of the ledger's figures.
@@ -57,6 +57,8 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 			"Duplicate effects detected: late successes carrying a second destination reference.", nil, nil),
 		operations: prometheus.NewDesc("opledger_operations",
 			"Operations in the ledger by state.", []string{"state"}, nil),
+		reviewsOverdue: prometheus.NewDesc("opledger_reviews_overdue",
+			"Held operations whose review time has passed: their owners have not decided in time.", nil, nil),
 		recovery: prometheus.NewDesc("opledger_operator_recovery_seconds",
 			"Time from an operation entering uncertain or held to an operator's decision.", nil, nil),
 		events: prometheus.NewDesc("opledger_events_received_total",
@@ -73,8 +75,8 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.attempts, c.confirmed, c.duplicates, c.operations, c.recovery, c.up, c.age,
-		c.events, c.deliveries, c.duplicateDeliveries} {
+	for _, d := range []*prometheus.Desc{c.attempts, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.recovery,
+		c.up, c.age, c.events, c.deliveries, c.duplicateDeliveries} {
 		ch <- d
 	}
 }
@@ -128,6 +130,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range opledger.States {
 		ch <- prometheus.MustNewConstMetric(c.operations, prometheus.GaugeValue, float64(st.OperationsByState[s]), string(s))
 	}
+	ch <- prometheus.MustNewConstMetric(c.reviewsOverdue, prometheus.GaugeValue, float64(st.ReviewsOverdue))
 	buckets := map[float64]uint64{}
 	for i, b := range opledger.RecoveryBuckets {
 		buckets[b.Seconds()] = uint64(st.RecoveryBuckets[i])

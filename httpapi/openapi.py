@@ -78,7 +78,7 @@ schemas = {
    "decision": {"type": "string", "enum": ["mark_succeeded", "authorize_retry", "cancel"]}, "destination_ref": t("string"),
    "reason": {"type": "string", "minLength": 1}, "operator": t("string")}},
  "Stats": {"type": "object", "properties": {"operations_by_state": {"type": "object", "additionalProperties": t("integer")},
-   "unresolved": t("integer"), "attempts": {"type": "array", "items": {"type": "object", "properties": {"destination": t("string"), "outcome": t("string"), "count": t("integer")}}},
+   "unresolved": t("integer"), "reviews_overdue": t("integer"), "attempts": {"type": "array", "items": {"type": "object", "properties": {"destination": t("string"), "outcome": t("string"), "count": t("integer")}}},
    "attempts_total": t("integer"), "confirmed_effects": t("integer"), "duplicate_effects": t("integer"), "recoveries": t("integer"),
    "recovery_mean_seconds": t("number"), "recovery_p90_seconds": t("number"), "recovery_total_seconds": t("number"),
    "recovery_buckets": {"type": "array", "items": t("integer")}}},
@@ -109,9 +109,11 @@ paths = {
    "put": op("Record an intent", [key], {"201": js("Recorded", ref("Operation")), "200": js("Repeat with the same fingerprint: the operation as it is", ref("Operation")),
       "422": problem("Same key, different content (fingerprint_mismatch); the stored operation is untouched")}, body(ref("Intent")), opid="recordOperation"),
    "get": op("Get an operation with its attempts and timeline", [key], {"200": js("The operation", ref("OperationDetail")), "404": problem("Unknown key (not_found)")}, opid="getOperation")},
- "/v1/operations": {"get": op("List operations, newest first", [
+ "/v1/operations": {"get": op("List operations, newest first, or the held ones by review time", [
     {"name": "state", "in": "query", "schema": t("string"), "description": "Comma-separated states"},
     {"name": "owner", "in": "query", "schema": t("string")}, {"name": "destination", "in": "query", "schema": t("string")},
+    {"name": "order", "in": "query", "schema": {"type": "string", "enum": ["newest", "review"], "default": "newest"},
+     "description": "newest: newest first. review: held operations only, earliest review_by first (state empty or held)"},
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}},
     {"name": "cursor", "in": "query", "schema": t("string")}], {"200": js("A page", ref("Page"))}, opid="listOperations")},
  "/v1/operations/{key}/claim": {"post": op("Claim an operation for one attempt", [key], {

@@ -157,7 +157,8 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	opts := opledger.ListOptions{Owner: q.Get("owner"), Destination: q.Get("destination"), Cursor: q.Get("cursor")}
+	opts := opledger.ListOptions{Owner: q.Get("owner"), Destination: q.Get("destination"), Cursor: q.Get("cursor"),
+		Order: opledger.Order(q.Get("order"))}
 	for _, st := range strings.Split(q.Get("state"), ",") {
 		if st = strings.TrimSpace(st); st != "" {
 			opts.States = append(opts.States, opledger.State(st))

@@ -136,18 +136,23 @@ func newOpsListCmd() *cobra.Command {
 	var (
 		bf                  backendFlags
 		states, owner, dest string
+		order               string
 		limit               int
 		asJSON              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List operations, newest first",
+		Short: "List operations, newest first, or the held ones by review time",
 		Example: `  opledger ops list --state held,uncertain,failed
+  opledger ops list --order review
   opledger ops list --owner ops-team --json | jq .key
   opledger ops list --server http://127.0.0.1:8080 --token $TOKEN --state held`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := opledger.ListOptions{Owner: owner, Destination: dest, Limit: limit}
+			o := opledger.ListOptions{Owner: owner, Destination: dest, Limit: limit, Order: opledger.Order(order)}
+			if o.Order != opledger.OrderNewest && o.Order != opledger.OrderReview {
+				return usageError{fmt.Errorf("--order: unknown order %q (orders: %s, %s)", order, opledger.OrderNewest, opledger.OrderReview)}
+			}
 			for _, s := range strings.Split(states, ",") {
 				if s = strings.TrimSpace(s); s != "" {
 					if !opledger.State(s).Valid() {
@@ -162,6 +167,9 @@ func newOpsListCmd() *cobra.Command {
 			}
 			defer b.Close()
 			page, err := b.List(cmd.Context(), o)
+			if errors.Is(err, opledger.ErrInvalidInput) {
+				return usageError{err} // flags the ledger refuses together, such as --order review --state failed
+			}
 			if err != nil {
 				return err
 			}
@@ -176,6 +184,8 @@ func newOpsListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&states, "state", "", "comma-separated states, e.g. held,uncertain,failed")
 	cmd.Flags().StringVar(&owner, "owner", "", "only this owner's operations")
 	cmd.Flags().StringVar(&dest, "destination", "", "only this destination's operations")
+	cmd.Flags().StringVar(&order, "order", string(opledger.OrderNewest),
+		"newest: newest first; review: held operations only, earliest review first")
 	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many (max 500)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 	return cmd

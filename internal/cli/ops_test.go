@@ -27,6 +27,12 @@ func TestOps(t *testing.T) {
 	require.Contains(t, out, "DEMO-MAIL-017")
 	require.Contains(t, out, "failed (rejected)")
 
+	out, errOut, code = run(t, "ops", "list", "--db", dsn, "--order", "review")
+	require.Equal(t, 0, code, errOut)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out) // only the held e-mail
+	require.Regexp(t, `^DEMO-MAIL-017\s+held\s`, lines[1])
+
 	out, _, code = run(t, "ops", "list", "--db", dsn, "--json")
 	require.Equal(t, 0, code)
 	var n int
@@ -68,6 +74,8 @@ func TestOps(t *testing.T) {
 		{[]string{"ops", "show", "a@b"}, 2, "personal data"},
 		{[]string{"ops", "retry", "DEMO-OP-017", "--reason", "x"}, 1, "operation is succeeded"},
 		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, 2, "--token"},
+		{[]string{"ops", "list", "--order", "oldest"}, 2, `--order: unknown order "oldest"`},
+		{[]string{"ops", "list", "--order", "review", "--state", "failed"}, 2, `order "review" lists held operations only`},
 	} {
 		args := append(tc.args, "--db", dsn)
 		out, errOut, code := run(t, args...)

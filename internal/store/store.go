@@ -187,17 +187,23 @@ type OperationID struct {
 	Key    string
 }
 
-// ListParams filters and pages a list of operations, newest first.
+// ListParams filters and pages a list of operations: newest first by
+// (created_at, key), or, with ByReview, the held operations by (review_by,
+// key), earliest review first.
 type ListParams struct {
 	Tenant      string
 	States      []string
 	Owner       string
 	Destination string
-	// After is the position of the last row of the previous page; zero
-	// CreatedAt means the first page.
-	AfterCreatedAt time.Time
-	AfterKey       string
-	Limit          int
+	// ByReview lists held operations only (States is not read), earliest
+	// review first, from the index of held operations by review time.
+	ByReview bool
+	// AfterAt and AfterKey are the position of the last row of the
+	// previous page: its created_at (its review_by with ByReview) and its
+	// key. Zero AfterAt means the first page.
+	AfterAt  time.Time
+	AfterKey string
+	Limit    int
 }
 
 // Reader is the read side of the store, usable inside and outside a
@@ -237,6 +243,9 @@ type Reader interface {
 	// Stats aggregates the figures of DESIGN.md section 10 for a tenant
 	// ("" for all tenants).
 	Stats(ctx context.Context, tenant string, buckets []time.Duration) (*Stats, error)
+	// CountOverdueReviews counts the held operations of a tenant ("" for
+	// all) whose review_by is before now.
+	CountOverdueReviews(ctx context.Context, tenant string, now time.Time) (int, error)
 }
 
 // Tx is a read-write transaction.

@@ -546,7 +546,7 @@ func (r *reader) ListTimeline(ctx context.Context, tenant, key string) ([]*store
 }
 
 // ListOperations lists a tenant's operations newest first, filtered and
-// paged by (created_at, key).
+// paged by (created_at, key), or its held operations by (review_by, key).
 func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*store.Operation, error) {
 	args := []any{p.Tenant}
 	arg := func(v any) string {
@@ -554,7 +554,12 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 		return "$" + strconv.Itoa(len(args))
 	}
 	where := []string{"tenant = $1"}
-	if len(p.States) > 0 {
+	order := "created_at DESC, key DESC"
+	if p.ByReview {
+		// The literal lets the planner use operations_held_review.
+		where = append(where, "state = 'held'")
+		order = "review_by, key"
+	} else if len(p.States) > 0 {
 		states, err := stateLiterals(p.States)
 		if err != nil {
 			return nil, fmt.Errorf("list operations: %w", err)
@@ -573,11 +578,15 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 	if p.Destination != "" {
 		where = append(where, "destination = "+arg(p.Destination))
 	}
-	if !p.AfterCreatedAt.IsZero() {
-		where = append(where, "(created_at, key) < ("+arg(ts(p.AfterCreatedAt))+", "+arg(p.AfterKey)+")")
+	switch {
+	case p.AfterAt.IsZero():
+	case p.ByReview:
+		where = append(where, "(review_by, key) > ("+arg(ts(p.AfterAt))+", "+arg(p.AfterKey)+")")
+	default:
+		where = append(where, "(created_at, key) < ("+arg(ts(p.AfterAt))+", "+arg(p.AfterKey)+")")
 	}
 	q := `SELECT ` + opColumns + ` FROM operations WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY created_at DESC, key DESC LIMIT ` + arg(p.Limit)
+		` ORDER BY ` + order + ` LIMIT ` + arg(p.Limit)
 	rows, err := r.q.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list operations: %w", mapErr(err))
@@ -595,6 +604,20 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 		return nil, fmt.Errorf("list operations: %w", mapErr(err))
 	}
 	return out, nil
+}
+
+// CountOverdueReviews counts the held operations whose review_by has
+// passed, from operations_held_review.
+func (r *reader) CountOverdueReviews(ctx context.Context, tenant string, now time.Time) (int, error) {
+	q, args := `SELECT COUNT(*) FROM operations WHERE state = 'held' AND review_by < $1`, []any{ts(now)}
+	if tenant != "" {
+		q, args = q+` AND tenant = $2`, append(args, tenant)
+	}
+	var n int
+	if err := r.q.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count overdue reviews: %w", mapErr(err))
+	}
+	return n, nil
 }
 
 // stateLiterals returns states as SQL string literals. ListOperations

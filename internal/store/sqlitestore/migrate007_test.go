@@ -92,8 +92,8 @@ func TestMigration007NumbersOperations(t *testing.T) {
 	require.Zero(t, schema(`SELECT COUNT(*) FROM sqlite_master WHERE name = 'operations_new'`))
 	require.Zero(t, schema(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'operations' AND sql LIKE '%WITHOUT ROWID%'`))
 	require.Equal(t, 1, schema(`SELECT COUNT(*) FROM sqlite_master WHERE name = 'operations_key' AND sql LIKE 'CREATE UNIQUE INDEX%'`))
-	require.Equal(t, 8, schema(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'operations' AND sql IS NOT NULL`),
-		"operations_key and the eight indexes of migrations 001, 002 and 006, two of which 010 replaces by one")
+	require.Equal(t, 9, schema(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'operations' AND sql IS NOT NULL`),
+		"operations_key and the eight indexes of migrations 001, 002 and 006, two of which 010 replaces by one, and 014's")
 	var check string
 	require.NoError(t, s.reader.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check))
 	require.Equal(t, "ok", check)

@@ -214,7 +214,7 @@ func TestMigration009AscendingListIndexes(t *testing.T) {
 				return keys
 			}
 			last := page[len(page)-1]
-			p.AfterCreatedAt, p.AfterKey = last.CreatedAt, last.Key
+			p.AfterAt, p.AfterKey = last.CreatedAt, last.Key
 		}
 	}
 	require.Equal(t, []string{"e", "d", "c", "b", "a"}, list(nil))

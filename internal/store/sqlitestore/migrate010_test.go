@@ -104,7 +104,7 @@ func TestMigration010IndexesAllButSucceeded(t *testing.T) {
 				return keys
 			}
 			last := page[len(page)-1]
-			p.AfterCreatedAt, p.AfterKey = last.CreatedAt, last.Key
+			p.AfterAt, p.AfterKey = last.CreatedAt, last.Key
 		}
 	}
 	require.Equal(t, []string{"h", "g", "f", "e", "d", "c", "b", "a"}, list())

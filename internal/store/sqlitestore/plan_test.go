@@ -71,6 +71,11 @@ var wantIndex = map[string][]string{
 	"ListOperations/state":       {"operations_not_succeeded (state=? AND tenant=?)"},
 	"ListOperations/succeeded":   {"operations_tenant_created (tenant=?)"},
 	"CountByState":               {"operations_not_succeeded", "operations_tenant_created (tenant=?)"},
+	// The held operations by review time (migration 014).
+	"ListOperations/review":        {"operations_held_review (tenant=?)"},
+	"ListOperations/review_cursor": {"operations_held_review (tenant=? AND review_by>?)"},
+	"CountOverdueReviews":          {"operations_held_review (tenant=? AND review_by<?)"},
+	"CountOverdueReviews/all":      {"operations_held_review"},
 	// Retention (migration 012): each runs several statements, every one
 	// of them through an index.
 	"CompactDeliveriesBefore":  {"deliveries_received", "INTEGER PRIMARY KEY"},
@@ -159,7 +164,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		return err
 	})
 	step(rec, "ListOperations/cursor", func() error {
-		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, AfterCreatedAt: now.Add(-time.Hour), AfterKey: "bulk:00004242", Limit: 50})
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, AfterAt: now.Add(-time.Hour), AfterKey: "bulk:00004242", Limit: 50})
 		return err
 	})
 	step(rec, "ListOperations/state", func() error {
@@ -171,6 +176,16 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		return err
 	})
 	step(rec, "CountByState", func() error { _, err := r.CountByState(ctx, tenant); return err })
+	step(rec, "ListOperations/review", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, ByReview: true, Limit: 50})
+		return err
+	})
+	step(rec, "ListOperations/review_cursor", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, ByReview: true, AfterAt: now, AfterKey: "held:1", Limit: 50})
+		return err
+	})
+	step(rec, "CountOverdueReviews", func() error { _, err := r.CountOverdueReviews(ctx, tenant, now); return err })
+	step(rec, "CountOverdueReviews/all", func() error { _, err := r.CountOverdueReviews(ctx, "", now); return err })
 
 	// Inside a write transaction, rolled back.
 	var txCalls []recordedCall

@@ -459,7 +459,15 @@ func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*
 	var where []string
 	args := []any{p.Tenant}
 	where = append(where, "tenant = ?")
-	if len(p.States) > 0 {
+	// from names the index of held operations by review time: without
+	// statistics (the store runs no ANALYZE) SQLite could rather read them
+	// through operations_not_succeeded and sort them.
+	from, order := "operations", "created_at DESC, key DESC"
+	switch {
+	case p.ByReview:
+		from, order = "operations INDEXED BY operations_held_review", "review_by, key"
+		where = append(where, heldOnly)
+	case len(p.States) > 0:
 		where = append(where, "state IN (?"+strings.Repeat(", ?", len(p.States)-1)+")")
 		for _, s := range p.States {
 			args = append(args, s)
@@ -476,16 +484,20 @@ func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*
 		where = append(where, "destination = ?")
 		args = append(args, p.Destination)
 	}
-	if !p.AfterCreatedAt.IsZero() {
-		c := toMicros(p.AfterCreatedAt)
-		// created_at <= ? bounds the index range; the rest picks the
+	if !p.AfterAt.IsZero() {
+		c := toMicros(p.AfterAt)
+		// The first comparison bounds the index range; the rest picks the
 		// operations after the cursor within it.
-		where = append(where, "created_at <= ? AND (created_at < ? OR key < ?)")
+		if p.ByReview {
+			where = append(where, "review_by >= ? AND (review_by > ? OR key > ?)")
+		} else {
+			where = append(where, "created_at <= ? AND (created_at < ? OR key < ?)")
+		}
 		args = append(args, c, c, p.AfterKey)
 	}
 	args = append(args, p.Limit)
-	rows, err := r.q.QueryContext(ctx, `SELECT `+opColumns+` FROM operations WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, key DESC LIMIT ?`, args...)
+	rows, err := r.q.QueryContext(ctx, `SELECT `+opColumns+` FROM `+from+` WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY `+order+` LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list operations: %w", err)
 	}
@@ -499,6 +511,19 @@ func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*
 		out = append(out, op)
 	}
 	return out, rows.Err()
+}
+
+// CountOverdueReviews counts the held operations whose review_by has
+// passed, from the index of held operations by review time.
+func (r *sqlReader) CountOverdueReviews(ctx context.Context, tenant string, now time.Time) (int, error) {
+	cond, args := tenantFilter("tenant", tenant)
+	var n int
+	err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM operations INDEXED BY operations_held_review
+		WHERE `+cond+` AND `+heldOnly+` AND review_by < ?`, append(args, toMicros(now))...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count overdue reviews: %w", err)
+	}
+	return n, nil
 }
 
 func (r *sqlReader) ids(ctx context.Context, what, query string, args ...any) ([]store.OperationID, error) {
@@ -579,6 +604,10 @@ func (r *sqlReader) CountByState(ctx context.Context, tenant string) (map[string
 // out store.StateSucceeded), which a statement must spell as the index
 // does for SQLite to read the index.
 const notSucceeded = "state <> 'succeeded'"
+
+// heldOnly is the condition of operations_held_review (migration 014),
+// written as a literal so that SQLite can use that index.
+const heldOnly = "state = 'held'"
 
 // countByStateSQL counts the operations matching cond by state, but the
 // succeeded ones, then, in a row whose state is NULL, all of them: one
