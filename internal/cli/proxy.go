@@ -19,6 +19,7 @@ func newProxyCmd() *cobra.Command {
 		logJSON                                  bool
 		maxBody                                  int64
 		timeout, reconcileEvery, shutdown        time.Duration
+		lf                                       ledgerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -72,7 +73,11 @@ finish and record their outcome.`,
 			if err != nil {
 				return err
 			}
-			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{Tenant: fc.Tenant, DestinationRetryPolicies: policies})
+			opts := opledger.Options{Tenant: fc.Tenant, DestinationRetryPolicies: policies}
+			if err := lf.apply(&opts); err != nil {
+				return err
+			}
+			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
 				return err
 			}
@@ -96,6 +101,7 @@ finish and record their outcome.`,
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body (larger: 413); with --upstream")
 	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for its answer (then: uncertain, 504); with --upstream")
 	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled")
+	lf.add(cmd)
 	cmd.Flags().DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write logs as JSON lines")
 	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")

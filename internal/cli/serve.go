@@ -36,6 +36,7 @@ func newServeCmd() *cobra.Command {
 		maxBody                      int64
 		workers                      int
 		lease, sweep, metricsMaxAge  time.Duration
+		lf                           ledgerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -60,6 +61,9 @@ finish; every write a client got an answer for is already committed.`,
 			}
 			cfg := server.Config{Addr: addr, Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep, SecureCookie: secureCookie}
 			var opts opledger.Options
+			if err := lf.apply(&opts); err != nil {
+				return err
+			}
 			if configPath != "" {
 				fc, err := server.LoadConfig(configPath)
 				if err != nil {
@@ -102,6 +106,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().BoolVar(&secureCookie, "secure-cookie", false, "mark the console's session cookie Secure: set it when browsers reach the server over HTTPS")
 	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor (with destinations in --config)")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold")
+	lf.add(cmd)
 	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled")
 	return cmd
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/webhook"
 )
@@ -251,4 +252,38 @@ func TestServeConsoleSession(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the session outlasts the restart")
+}
+
+// TestServeLedgerFlags: --hold-review sets the review time of the
+// operations serve holds; retention flags must be positive.
+func TestServeLedgerFlags(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLiteDSN(t)
+	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	base := serveURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--hold-review", "90m"))
+	c := client.New(base, strings.TrimSpace(out), nil)
+	ctx := context.Background()
+	in := client.Intent{Action: "email.send", Destination: "email", Payload: []byte(`{"template":"welcome"}`), Owner: "ops-team"}
+	claim, err := c.Claim(ctx, "mail:welcome:u1", client.ClaimRequest{Intent: &in, Dispatch: true})
+	require.NoError(t, err)
+	_, err = c.Report(ctx, "mail:welcome:u1", claim.AttemptID, client.Report{FencingToken: claim.FencingToken,
+		Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	require.NoError(t, err)
+	op, err := c.Reconcile(ctx, "mail:welcome:u1", client.Finding{Evidence: "no lookup"})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateHeld, op.State)
+	require.NotNil(t, op.ReviewBy)
+	require.Equal(t, 90*time.Minute, op.ReviewBy.Sub(op.UpdatedAt), "review_by is --hold-review after the hold")
+
+	for _, args := range [][]string{
+		{"serve", "--hold-review", "0s"},
+		{"serve", "--retention", "-24h"},
+		{"proxy", "--upstream", "http://127.0.0.1:1", "--tombstone-retention", "0s"},
+	} {
+		out, errOut, code := run(t, append(args, "--db", dsn)...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		require.Empty(t, out)
+		require.Regexp(t, `^opledger: --[a-z-]+ must be more than 0, got -?[0-9hms.]+\n`, errOut, args)
+	}
 }

@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+)
+
+// ledgerFlags are the ledger's time limits that the long-running commands
+// (serve, proxy) let an operator set; docs/configuration.md explains each.
+type ledgerFlags struct {
+	holdReview, retention, tombstoneRetention time.Duration
+}
+
+func (f *ledgerFlags) add(cmd *cobra.Command) {
+	cmd.Flags().DurationVar(&f.holdReview, "hold-review", 24*time.Hour,
+		"time a held operation's owner has to decide (its review_by); after it the operation counts as an overdue review")
+	cmd.Flags().DurationVar(&f.retention, "retention", 30*24*time.Hour,
+		"how long finished operations keep their full record before compaction to a tombstone (720h: 30 days)")
+	cmd.Flags().DurationVar(&f.tombstoneRetention, "tombstone-retention", 400*24*time.Hour,
+		"how long tombstones recognise a late repeat, and inbound events and finished workflows are kept (9600h: 400 days)")
+}
+
+// apply sets the flags on o, refusing durations that are not positive.
+func (f *ledgerFlags) apply(o *opledger.Options) error {
+	for _, fl := range []struct {
+		name string
+		d    time.Duration
+	}{{"hold-review", f.holdReview}, {"retention", f.retention}, {"tombstone-retention", f.tombstoneRetention}} {
+		if fl.d <= 0 {
+			return usageError{fmt.Errorf("--%s must be more than 0, got %s", fl.name, fl.d)}
+		}
+	}
+	o.HoldReviewAfter, o.Retention, o.TombstoneRetention = f.holdReview, f.retention, f.tombstoneRetention
+	return nil
+}
