@@ -21,6 +21,17 @@ const DefaultDSN = "sqlite:opledger.db"
 // DefaultTenant is the tenant of a Ledger that was not given one.
 const DefaultTenant = "default"
 
+// The defaults of Options' time limits.
+const (
+	// DefaultHoldReviewAfter is Options.HoldReviewAfter when unset: 24 hours.
+	DefaultHoldReviewAfter = 24 * time.Hour
+	// DefaultRetention is Options.Retention when unset: 30 days.
+	DefaultRetention = 30 * 24 * time.Hour
+	// DefaultTombstoneRetention is Options.TombstoneRetention when unset:
+	// 400 days.
+	DefaultTombstoneRetention = 400 * 24 * time.Hour
+)
+
 // Options configure a Ledger. The zero value is usable: every field has a
 // documented default.
 type Options struct {
@@ -38,12 +49,13 @@ type Options struct {
 	// DestinationRetryPolicies are per-destination retry policies.
 	DestinationRetryPolicies map[string]RetryPolicy
 	// HoldReviewAfter sets review_by when an operation becomes held.
-	// Default 24 hours.
+	// Default DefaultHoldReviewAfter.
 	HoldReviewAfter time.Duration
 	// Retention is how long final operations keep their full record before
-	// compaction to a tombstone. Default 30 days.
+	// compaction to a tombstone. Default DefaultRetention.
 	Retention time.Duration
-	// TombstoneRetention is how long tombstones are kept. Default 400 days.
+	// TombstoneRetention is how long tombstones are kept. Default
+	// DefaultTombstoneRetention.
 	TombstoneRetention time.Duration
 	// Clock maps a reading of the store's clock to the time the ledger uses.
 	// Nil means the store's clock as it is. Tests and the simulator use it
@@ -153,13 +165,13 @@ func withDefaults(o Options) Options {
 		o.RetryPolicy = &p
 	}
 	if o.HoldReviewAfter <= 0 {
-		o.HoldReviewAfter = 24 * time.Hour
+		o.HoldReviewAfter = DefaultHoldReviewAfter
 	}
 	if o.Retention <= 0 {
-		o.Retention = 30 * 24 * time.Hour
+		o.Retention = DefaultRetention
 	}
 	if o.TombstoneRetention <= 0 {
-		o.TombstoneRetention = 400 * 24 * time.Hour
+		o.TombstoneRetention = DefaultTombstoneRetention
 	}
 	return o
 }
