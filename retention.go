@@ -95,7 +95,9 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 				}); err != nil {
 					return err
 				}
-				// Keep the attempt totals: they must never go down.
+				// The tombstone carries the operation's effects into the
+				// running totals; keep the attempt totals too: neither
+				// may go down.
 				attempts, err := tx.ListAttempts(ctx, op.Tenant, op.Key)
 				if err != nil {
 					return err

@@ -36,9 +36,11 @@ type Stats struct {
 	Attempts      []AttemptCount `json:"attempts"`
 	AttemptsTotal int            `json:"attempts_total"`
 	// ConfirmedEffects counts operations whose effect is confirmed
-	// (succeeded), including compacted ones.
+	// (succeeded), including compacted ones, even after their tombstones
+	// are forgotten: it never goes down.
 	ConfirmedEffects int `json:"confirmed_effects"`
-	// DuplicateEffects counts late successes with a second reference.
+	// DuplicateEffects counts late successes with a second reference,
+	// including those of compacted operations; it never goes down.
 	DuplicateEffects int `json:"duplicate_effects"`
 	// Recoveries counts operator decisions on uncertain or held operations.
 	Recoveries int `json:"recoveries"`

@@ -268,12 +268,17 @@ type Tx interface {
 	InsertAttempt(ctx context.Context, a *Attempt) error
 	UpdateAttempt(ctx context.Context, a *Attempt) error
 	AppendTimeline(ctx context.Context, e *TimelineEntry) error
-	// UpsertTombstone writes or replaces the tombstone of a key.
+	// UpsertTombstone writes or replaces the tombstone of a key, and
+	// carries its effects (a confirmed effect if it succeeded, its
+	// duplicate effects) into the running totals Stats counts compacted
+	// operations from; a replaced tombstone's effects are taken out.
 	UpsertTombstone(ctx context.Context, t *Tombstone) error
 	// DeleteTombstonesBefore removes tombstones compacted before t, but
 	// for the current step of a workflow not done (a failed step): that
 	// tombstone is what shows the workflow failed, and keeps the step from
-	// being recorded again.
+	// being recorded again. The effects of a removed tombstone that are
+	// not in the running totals yet (it was written by an earlier
+	// release) are carried into them: Stats never goes down.
 	DeleteTombstonesBefore(ctx context.Context, t time.Time) (int, error)
 	InsertToken(ctx context.Context, t *Token) error
 	// RevokeToken sets revoked_at on an active token; ErrNotFound if there

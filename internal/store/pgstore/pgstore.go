@@ -852,32 +852,80 @@ func appendTimelineWrite(e *store.TimelineEntry) pgWrite {
 		scan: []any{&e.ID}}
 }
 
-// UpsertTombstone writes or replaces the tombstone of a key.
+// UpsertTombstone writes the tombstone of a key, replacing any it has,
+// and carries its effects into compacted_effects (migration 015).
 func (t *pgTx) UpsertTombstone(ctx context.Context, tb *store.Tombstone) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
-		duplicate_effects, created_at, finished_at, compacted_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-		ON CONFLICT (tenant, key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state,
-		failure_kind = excluded.failure_kind, destination_ref = excluded.destination_ref,
-		duplicate_effects = excluded.duplicate_effects, created_at = excluded.created_at,
-		finished_at = excluded.finished_at, compacted_at = excluded.compacted_at`,
-		tb.Tenant, tb.Key, tb.Fingerprint, tb.State, tb.FailureKind, tb.DestinationRef, tb.DuplicateEffects,
-		ts(tb.CreatedAt), ts(tb.FinishedAt), ts(tb.CompactedAt))
-	if err != nil {
-		return fmt.Errorf("write tombstone: %w", mapErr(err))
+	for {
+		tag, err := t.q.Exec(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
+			duplicate_effects, created_at, finished_at, compacted_at, counted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true)
+			ON CONFLICT (tenant, key) DO NOTHING`,
+			tb.Tenant, tb.Key, tb.Fingerprint, tb.State, tb.FailureKind, tb.DestinationRef, tb.DuplicateEffects,
+			ts(tb.CreatedAt), ts(tb.FinishedAt), ts(tb.CompactedAt))
+		if err != nil {
+			return fmt.Errorf("write tombstone: %w", mapErr(err))
+		}
+		if tag.RowsAffected() == 1 {
+			return t.addEffects(ctx, tb.Tenant, tb.State, tb.DuplicateEffects, 1)
+		}
+		// The key has a tombstone already (no operation is recorded under
+		// such a key, so compaction does not meet one): take it out with
+		// its effects, then write the new one.
+		var state string
+		var dup int
+		var counted bool
+		if err := t.q.QueryRow(ctx, `DELETE FROM tombstones WHERE tenant = $1 AND key = $2
+			RETURNING state, duplicate_effects, counted`, tb.Tenant, tb.Key).Scan(&state, &dup, &counted); err != nil {
+			return fmt.Errorf("replace tombstone: %w", mapErr(err))
+		}
+		if counted {
+			if err := t.addEffects(ctx, tb.Tenant, state, dup, -1); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// addEffects adds sign times the effects of a compacted operation (its
+// state and duplicate effects) to the tenant's totals.
+func (t *pgTx) addEffects(ctx context.Context, tenant, state string, duplicates, sign int) error {
+	confirmed := 0
+	if state == store.StateSucceeded {
+		confirmed = 1
+	}
+	if confirmed == 0 && duplicates == 0 {
+		return nil
+	}
+	if _, err := t.q.Exec(ctx, `INSERT INTO compacted_effects (tenant, confirmed, duplicates) VALUES ($1, $2, $3)
+		ON CONFLICT (tenant) DO UPDATE SET confirmed = compacted_effects.confirmed + excluded.confirmed,
+		duplicates = compacted_effects.duplicates + excluded.duplicates`,
+		tenant, sign*confirmed, sign*duplicates); err != nil {
+		return fmt.Errorf("carry effect counts: %w", mapErr(err))
 	}
 	return nil
 }
 
 // DeleteTombstonesBefore removes tombstones compacted before t, but for
-// the current step of a workflow not done.
+// the current step of a workflow not done. The effects of those not yet
+// counted (written by an earlier release) join compacted_effects in the
+// same statement.
 func (t *pgTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (int, error) {
-	tag, err := t.q.Exec(ctx, `DELETE FROM tombstones WHERE compacted_at < $1
-		AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND NOT w.done)`,
-		ts(before))
+	var n int
+	err := t.q.QueryRow(ctx, `WITH gone AS (
+			DELETE FROM tombstones WHERE compacted_at < $1
+			AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND NOT w.done)
+			RETURNING tenant, state, duplicate_effects, counted
+		), carried AS (
+			INSERT INTO compacted_effects (tenant, confirmed, duplicates)
+			SELECT tenant, COUNT(*) FILTER (WHERE state = 'succeeded'), SUM(duplicate_effects) FROM gone
+			WHERE NOT counted GROUP BY tenant ORDER BY tenant -- one lock order for concurrent runs
+			ON CONFLICT (tenant) DO UPDATE SET confirmed = compacted_effects.confirmed + excluded.confirmed,
+			duplicates = compacted_effects.duplicates + excluded.duplicates
+		)
+		SELECT count(*) FROM gone`, ts(before)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("delete tombstones: %w", mapErr(err))
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // TokenByHash finds an API token by the SHA-256 of its secret.
@@ -1030,13 +1078,18 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 		return nil, fmt.Errorf("stats: %w", mapErr(err))
 	}
 	st.DuplicateEffects += int(dup)
-	var tombSucceeded, tombDup int64
-	if err := r.q.QueryRow(ctx, `SELECT COUNT(*) FILTER (WHERE state = 'succeeded'), COALESCE(SUM(duplicate_effects), 0)
-		FROM tombstones WHERE ($1 = '' OR tenant = $1)`, tenant).Scan(&tombSucceeded, &tombDup); err != nil {
+	// Compacted operations: the running totals, and the tombstones not
+	// counted in them yet (migration 015).
+	var compactedConfirmed, compactedDup int64
+	if err := r.q.QueryRow(ctx, `SELECT COALESCE(SUM(confirmed), 0)::bigint, COALESCE(SUM(duplicates), 0)::bigint FROM (
+			SELECT confirmed, duplicates FROM compacted_effects WHERE ($1 = '' OR tenant = $1)
+			UNION ALL
+			SELECT (state = 'succeeded')::int, duplicate_effects FROM tombstones WHERE ($1 = '' OR tenant = $1) AND NOT counted
+		) c`, tenant).Scan(&compactedConfirmed, &compactedDup); err != nil {
 		return nil, fmt.Errorf("stats: %w", mapErr(err))
 	}
-	st.ConfirmedEffects += int(tombSucceeded)
-	st.DuplicateEffects += int(tombDup)
+	st.ConfirmedEffects += int(compactedConfirmed)
+	st.DuplicateEffects += int(compactedDup)
 
 	rows, err := r.q.Query(ctx, `SELECT destination, outcome, SUM(n)::bigint FROM (
 			SELECT destination, outcome, COUNT(*) AS n

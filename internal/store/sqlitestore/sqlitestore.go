@@ -791,25 +791,72 @@ func (t *sqlTx) appendTimelineSQL(entries []*store.TimelineEntry) (string, []any
 	return b.String(), args
 }
 
+// UpsertTombstone writes the tombstone of a key, replacing any it has,
+// and carries its effects into compacted_effects (migration 015).
 func (t *sqlTx) UpsertTombstone(ctx context.Context, ts *store.Tombstone) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
-		duplicate_effects, created_at, finished_at, compacted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (tenant, key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state,
-		failure_kind = excluded.failure_kind, destination_ref = excluded.destination_ref,
-		duplicate_effects = excluded.duplicate_effects, created_at = excluded.created_at,
-		finished_at = excluded.finished_at, compacted_at = excluded.compacted_at`,
-		ts.Tenant, ts.Key, ts.Fingerprint, ts.State, ts.FailureKind, ts.DestinationRef, ts.DuplicateEffects,
-		toMicros(ts.CreatedAt), toMicros(ts.FinishedAt), toMicros(ts.CompactedAt))
-	if err != nil {
-		return fmt.Errorf("write tombstone: %w", err)
+	for {
+		res, err := t.q.ExecContext(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
+			duplicate_effects, created_at, finished_at, compacted_at, counted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+			ON CONFLICT (tenant, key) DO NOTHING`,
+			ts.Tenant, ts.Key, ts.Fingerprint, ts.State, ts.FailureKind, ts.DestinationRef, ts.DuplicateEffects,
+			toMicros(ts.CreatedAt), toMicros(ts.FinishedAt), toMicros(ts.CompactedAt))
+		if err != nil {
+			return fmt.Errorf("write tombstone: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("write tombstone: %w", err)
+		} else if n == 1 {
+			return t.addEffects(ctx, ts.Tenant, ts.State, ts.DuplicateEffects, 1)
+		}
+		// The key has a tombstone already (no operation is recorded under
+		// such a key, so compaction does not meet one): take it out with
+		// its effects, then write the new one.
+		var state string
+		var dup, counted int
+		if err := t.q.QueryRowContext(ctx, `DELETE FROM tombstones WHERE tenant = ? AND key = ?
+			RETURNING state, duplicate_effects, counted`, ts.Tenant, ts.Key).Scan(&state, &dup, &counted); err != nil {
+			return fmt.Errorf("replace tombstone: %w", err)
+		}
+		if counted == 1 {
+			if err := t.addEffects(ctx, ts.Tenant, state, dup, -1); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// addEffects adds sign times the effects of a compacted operation (its
+// state and duplicate effects) to the tenant's totals.
+func (t *sqlTx) addEffects(ctx context.Context, tenant, state string, duplicates, sign int) error {
+	confirmed := 0
+	if state == store.StateSucceeded {
+		confirmed = 1
+	}
+	if confirmed == 0 && duplicates == 0 {
+		return nil
+	}
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO compacted_effects (tenant, confirmed, duplicates) VALUES (?, ?, ?)
+		ON CONFLICT (tenant) DO UPDATE SET confirmed = confirmed + excluded.confirmed, duplicates = duplicates + excluded.duplicates`,
+		tenant, sign*confirmed, sign*duplicates); err != nil {
+		return fmt.Errorf("carry effect counts: %w", err)
 	}
 	return nil
 }
 
+// DeleteTombstonesBefore removes tombstones compacted before t, but for
+// the current step of a workflow not done. The effects of those not yet
+// counted (written by an earlier release) join compacted_effects first.
 func (t *sqlTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (int, error) {
-	res, err := t.q.ExecContext(ctx, `DELETE FROM tombstones WHERE compacted_at < ?
-		AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND w.done = 0)`,
-		toMicros(before))
+	const old = `compacted_at < ?
+		AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND w.done = 0)`
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO compacted_effects (tenant, confirmed, duplicates)
+		SELECT tenant, SUM(state = 'succeeded'), SUM(duplicate_effects) FROM tombstones
+		WHERE counted = 0 AND `+old+` GROUP BY tenant
+		ON CONFLICT (tenant) DO UPDATE SET confirmed = confirmed + excluded.confirmed, duplicates = duplicates + excluded.duplicates`,
+		toMicros(before)); err != nil {
+		return 0, fmt.Errorf("carry effect counts: %w", err)
+	}
+	res, err := t.q.ExecContext(ctx, `DELETE FROM tombstones WHERE `+old, toMicros(before))
 	if err != nil {
 		return 0, fmt.Errorf("delete tombstones: %w", err)
 	}
@@ -943,6 +990,20 @@ func tenantFilter(col, tenant string) (string, []any) {
 	return col + " = ?", []any{tenant}
 }
 
+// statsCompactedSQL sums the confirmed and duplicate effects of the
+// compacted operations of the tenants matching cond (given twice): the
+// running totals, and the tombstones not counted in them yet, which only
+// a process of an earlier release writes (migration 015), through their
+// partial index.
+func statsCompactedSQL(cond string) string {
+	return `SELECT COALESCE(SUM(confirmed), 0), COALESCE(SUM(duplicates), 0) FROM (
+			SELECT confirmed, duplicates FROM compacted_effects WHERE ` + cond + `
+			UNION ALL
+			SELECT state = 'succeeded', duplicate_effects FROM tombstones INDEXED BY tombstones_uncounted
+			WHERE ` + cond + ` AND counted = 0
+		)`
+}
+
 // statsDuplicatesSQL sums the duplicate effects of the operations matching
 // cond. It names the partial index: without statistics (the store runs no
 // ANALYZE) SQLite would rather range over the primary key, which reads
@@ -968,13 +1029,15 @@ func (r *sqlReader) Stats(ctx context.Context, tenant string, buckets []time.Dur
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	st.DuplicateEffects += dup
-	var tombSucceeded, tombDup int
-	if err := r.q.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN state = 'succeeded' THEN 1 ELSE 0 END), 0),
-		COALESCE(SUM(duplicate_effects), 0) FROM tombstones WHERE `+cond, args...).Scan(&tombSucceeded, &tombDup); err != nil {
+	// Compacted operations: the running totals, and the tombstones not
+	// counted in them yet (migration 015).
+	var compactedConfirmed, compactedDup int
+	if err := r.q.QueryRowContext(ctx, statsCompactedSQL(cond), append(slices.Clone(args), args...)...).
+		Scan(&compactedConfirmed, &compactedDup); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	st.ConfirmedEffects += tombSucceeded
-	st.DuplicateEffects += tombDup
+	st.ConfirmedEffects += compactedConfirmed
+	st.DuplicateEffects += compactedDup
 
 	rows, err := r.q.QueryContext(ctx, `SELECT destination, outcome, SUM(n) FROM (
 			SELECT destination, outcome, COUNT(*) AS n FROM attempts WHERE `+cond+` GROUP BY destination, outcome

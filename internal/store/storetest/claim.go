@@ -400,5 +400,20 @@ func testFencing(t *testing.T, h Harness) {
 		st, err := other.Stats(b.ctx, false)
 		require.NoError(t, err)
 		require.Zero(t, st.DuplicateEffects)
+
+		// Compaction keeps the count, and so does forgetting the
+		// tombstone.
+		for _, wait := range []time.Duration{opledger.DefaultRetention, opledger.DefaultTombstoneRetention} {
+			b.clock.Advance(wait + time.Hour)
+			res, err := b.ledger.Compact(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Tombstoned+res.Forgotten, "after %v", wait)
+			for _, all := range []bool{false, true} {
+				st, err := b.ledger.Stats(b.ctx, all)
+				require.NoError(t, err)
+				require.Equal(t, 1, st.DuplicateEffects, "after %v, all tenants: %v", wait, all)
+				require.Equal(t, 1, st.ConfirmedEffects, "after %v, all tenants: %v", wait, all)
+			}
+		}
 	})
 }

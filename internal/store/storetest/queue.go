@@ -319,4 +319,17 @@ func testStats(t *testing.T, h Harness) {
 	require.Equal(t, st.AttemptsTotal, after.AttemptsTotal)
 	require.Equal(t, st.Attempts, after.Attempts)
 	require.Equal(t, st.Recoveries, after.Recoveries)
+
+	// So does forgetting the tombstones: the totals never go down.
+	b.clock.Advance(opledger.DefaultTombstoneRetention + 24*time.Hour)
+	res, err = b.ledger.Compact(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 6, res.Forgotten)
+	forgotten, err := b.ledger.Stats(b.ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, st.ConfirmedEffects, forgotten.ConfirmedEffects)
+	require.Equal(t, st.Attempts, forgotten.Attempts)
+	allForgotten, err := b.ledger.Stats(b.ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, all.ConfirmedEffects, allForgotten.ConfirmedEffects, "every tenant's")
 }
