@@ -92,6 +92,9 @@ const (
 	// AttemptLeaseExpired: the lease expired after dispatch; the operation
 	// became uncertain.
 	AttemptLeaseExpired = "lease_expired"
+	// AttemptOpen is how Stats counts attempts still running: claimed, with
+	// no outcome yet.
+	AttemptOpen = "open"
 )
 
 // Intent is what a caller asks the ledger to record: one intended business

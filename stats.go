@@ -14,7 +14,7 @@ var RecoveryBuckets = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Mi
 	4 * time.Hour, 24 * time.Hour, 72 * time.Hour}
 
 // AttemptCount counts the attempts of one destination that ended with one
-// outcome ("open" for attempts still running).
+// outcome (AttemptOpen for attempts still running).
 type AttemptCount struct {
 	Destination string `json:"destination"`
 	Outcome     string `json:"outcome"`
@@ -95,7 +95,7 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 	for _, a := range st.Attempts {
 		outcome := a.Outcome
 		if outcome == "" {
-			outcome = "open"
+			outcome = AttemptOpen
 		}
 		out.Attempts = append(out.Attempts, AttemptCount{Destination: a.Destination, Outcome: outcome, Count: a.Count})
 		out.AttemptsTotal += a.Count

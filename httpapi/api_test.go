@@ -344,6 +344,10 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.Contains(t, metrics, `opledger_operations{state="in_progress"} 1`)
 	require.Contains(t, metrics, `opledger_duplicate_effects_total 1`)
 	require.Contains(t, metrics, `opledger_attempts_total{destination="crm",outcome="succeeded"} 1`)
+	// order:19's attempt is running: a gauge counts it, not the counter,
+	// which must never go down when the attempt ends.
+	require.Contains(t, metrics, `opledger_attempts_open{destination="crm"} 1`)
+	require.NotContains(t, metrics, `outcome="open"`)
 	require.NotContains(t, metrics, "order:", "no keys in metrics")
 	doc := expect("GET", "/v1/openapi.json", nil, 200, "")
 	require.JSONEq(t, string(httpapi.OpenAPI), string(doc))

@@ -32,8 +32,8 @@ type ledgerCollector struct {
 	// reads counts the reads of the store (under mu), for tests.
 	reads int
 
-	attempts, confirmed, duplicates, operations, recovery, up, age *prometheus.Desc
-	reviewsOverdue, events, deliveries, duplicateDeliveries        *prometheus.Desc
+	attempts, attemptsOpen, confirmed, duplicates, operations, recovery, up, age *prometheus.Desc
+	reviewsOverdue, events, deliveries, duplicateDeliveries                      *prometheus.Desc
 }
 
 // ledgerFigures is one read of the ledger's figures.
@@ -50,7 +50,9 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 		maxAge: maxAge,
 		now:    time.Now,
 		attempts: prometheus.NewDesc("opledger_attempts_total",
-			"Technical attempts by destination and outcome.", []string{"destination", "outcome"}, nil),
+			"Technical attempts that ended, by destination and outcome.", []string{"destination", "outcome"}, nil),
+		attemptsOpen: prometheus.NewDesc("opledger_attempts_open",
+			"Technical attempts still running (claimed, no outcome yet), by destination.", []string{"destination"}, nil),
 		confirmed: prometheus.NewDesc("opledger_confirmed_effects_total",
 			"Operations whose external effect is confirmed (succeeded).", nil, nil),
 		duplicates: prometheus.NewDesc("opledger_duplicate_effects_total",
@@ -75,7 +77,7 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.attempts, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.recovery,
+	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.recovery,
 		c.up, c.age, c.events, c.deliveries, c.duplicateDeliveries} {
 		ch <- d
 	}
@@ -122,7 +124,13 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.CounterValue, float64(ev.Deliveries))
 	ch <- prometheus.MustNewConstMetric(c.duplicateDeliveries, prometheus.CounterValue, float64(ev.DuplicateDeliveries))
+	// An attempt is counted once it has ended: a counter must never go
+	// down, and an attempt leaves "open" when it ends.
 	for _, a := range st.Attempts {
+		if a.Outcome == opledger.AttemptOpen {
+			ch <- prometheus.MustNewConstMetric(c.attemptsOpen, prometheus.GaugeValue, float64(a.Count), a.Destination)
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(a.Count), a.Destination, a.Outcome)
 	}
 	ch <- prometheus.MustNewConstMetric(c.confirmed, prometheus.CounterValue, float64(st.ConfirmedEffects))
