@@ -645,7 +645,8 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 }
 
 // triedAttempts counts the attempts that reached a call: every attempt
-// but those abandoned or released before dispatch.
+// but those abandoned or released before dispatch, unless a late report
+// of theirs says they made the call anyway.
 func (t *txn) triedAttempts() (int, error) {
 	if err := t.writeQueued(); err != nil {
 		return 0, err
@@ -656,7 +657,7 @@ func (t *txn) triedAttempts() (int, error) {
 	}
 	n := 0
 	for _, a := range attempts {
-		if a.Outcome != AttemptAbandoned {
+		if a.Outcome != AttemptAbandoned || a.LateOutcome != "" {
 			n++
 		}
 	}
@@ -675,9 +676,15 @@ func (t *txn) succeed(ref string, response json.RawMessage) {
 func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	a.Stale = true
 	if a.FinishedAt.IsZero() {
+		// The report ends the attempt.
 		a.FinishedAt = t.now
+		a.Outcome = string(r.Outcome)
+	} else {
+		// The attempt had ended (its lease expired, or it had reported):
+		// what it ended with stays, so that counts of attempts by outcome
+		// never go down, and the report is kept beside it.
+		a.LateOutcome = string(r.Outcome)
 	}
-	a.Outcome = string(r.Outcome)
 	a.DestinationRef = r.DestinationRef
 	a.Response = r.Response
 	a.Error = r.Error

@@ -351,14 +351,19 @@ type Attempt struct {
 	LeaseExpiresAt time.Time  `json:"lease_expires_at"`
 	DispatchedAt   *time.Time `json:"dispatched_at"`
 	FinishedAt     *time.Time `json:"finished_at"`
-	// Outcome is the reported Outcome, or AttemptAbandoned or
-	// AttemptLeaseExpired, or empty while the attempt is open.
+	// Outcome is what the attempt ended with: the reported Outcome, or
+	// AttemptAbandoned or AttemptLeaseExpired; empty while it is open. It
+	// does not change once set.
 	Outcome        string `json:"outcome"`
 	DestinationRef string `json:"destination_ref"`
 	Error          string `json:"error"`
 	// Stale is true when the report arrived after the attempt lost the
 	// operation; it was kept as evidence.
 	Stale bool `json:"stale"`
+	// LateOutcome is the outcome of a stale report that arrived after the
+	// attempt had ended (its lease expired, or it had reported already),
+	// kept as evidence beside Outcome.
+	LateOutcome string `json:"late_outcome"`
 }
 
 // TimelineEntry is one step in an operation's history.
@@ -410,7 +415,7 @@ func toAttempt(a *store.Attempt) *Attempt {
 		ID: a.ID, Number: a.Number, FencingToken: a.FencingToken, Worker: a.Worker,
 		Protected: a.Protected, ClaimedAt: a.ClaimedAt, LeaseExpiresAt: a.LeaseExpiresAt,
 		DispatchedAt: timePtr(a.DispatchedAt), FinishedAt: timePtr(a.FinishedAt), Outcome: a.Outcome,
-		DestinationRef: a.DestinationRef, Error: a.Error, Stale: a.Stale,
+		DestinationRef: a.DestinationRef, Error: a.Error, Stale: a.Stale, LateOutcome: a.LateOutcome,
 	}
 }
 

@@ -46,7 +46,7 @@ schemas = {
    "created_at": {"type": "string", "format": "date-time"}, "updated_at": {"type": "string", "format": "date-time"}}},
  "Attempt": {"type": "object", "properties": {"id": t("string"), "number": t("integer"), "fencing_token": t("integer"), "worker": t("string"),
    "protected": t("boolean"), "claimed_at": {"type": "string", "format": "date-time"}, "lease_expires_at": {"type": "string", "format": "date-time"},
-   "dispatched_at": ts, "finished_at": ts, "outcome": t("string"), "destination_ref": t("string"), "error": t("string"), "stale": t("boolean")}},
+   "dispatched_at": ts, "finished_at": ts, "outcome": t("string"), "destination_ref": t("string"), "error": t("string"), "stale": t("boolean"), "late_outcome": t("string")}},
  "TimelineEntry": {"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}, "actor": t("string"), "attempt_id": t("string"),
    "event": t("string"), "from": t("string"), "to": t("string"), "evidence": t("string")}},
  "OperationDetail": {"allOf": [ref("Operation"), {"type": "object", "properties": {"attempts": {"type": "array", "items": ref("Attempt")},

@@ -91,19 +91,18 @@ func TestMigrate(t *testing.T) {
 	require.Equal(t, 0, code, "migrating twice is fine")
 	require.Equal(t, "sqlite store is up to date\n", out, "nothing left to apply")
 
-	// One migration left to apply (015, the newest, undone by hand): the
+	// One migration left to apply (016, the newest, undone by hand): the
 	// count is singular.
 	db, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite:"))
 	require.NoError(t, err)
-	for _, q := range []string{`DROP INDEX tombstones_uncounted`, `ALTER TABLE tombstones DROP COLUMN counted`,
-		`DROP TABLE compacted_effects`, `DELETE FROM schema_migrations WHERE version = 15`} {
+	for _, q := range []string{`ALTER TABLE attempts DROP COLUMN late_outcome`, `DELETE FROM schema_migrations WHERE version = 16`} {
 		_, err = db.Exec(q)
 		require.NoError(t, err, q)
 	}
 	require.NoError(t, db.Close())
 	out, errOut, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "sqlite store: applied 1 migration (015_compacted_effects.sql)\nsqlite store is up to date\n", out)
+	require.Equal(t, "sqlite store: applied 1 migration (016_late_outcome.sql)\nsqlite store is up to date\n", out)
 }
 
 // TestProgressOnTerminal: long commands draw a progress bar when stderr is

@@ -413,6 +413,9 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		if a.Stale {
 			outcome += " (stale)"
 		}
+		if a.LateOutcome != "" {
+			outcome += ", late report " + a.LateOutcome
+		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.ID, a.Worker, a.ClaimedAt.Format("15:04:05.000"), disp, outcome, dash(a.DestinationRef))
 	}
 	tw.Flush()

@@ -89,6 +89,9 @@ type Attempt struct {
 	Response       []byte
 	Error          string
 	Stale          bool
+	// LateOutcome is the outcome of a report that arrived after the attempt
+	// had ended; Outcome stays what the attempt ended with.
+	LateOutcome string
 }
 
 // TimelineEntry is one row of the timeline table.

@@ -173,9 +173,9 @@ func (w *world) check(ctx context.Context) error {
 				w.violate(FailedWithEffect, key, "failed (%s) but %s made %d effects (%v); last error: %s", op.FailureKind, dest, eff, refs, op.LastError)
 			}
 		case opledger.StateHeld, opledger.StateUncertain:
-			// A stale report overwrites the outcome lease_expired of its
-			// attempt (the timeline keeps the expiry): a stale attempt
-			// counts as evidence too.
+			// An attempt that reported after it lost the operation without
+			// having ended (stale, its outcome the report's) counts as
+			// evidence too.
 			if !slices.ContainsFunc(attempts, func(a *opledger.Attempt) bool {
 				return a.Outcome == string(opledger.OutcomeUncertain) || a.Outcome == opledger.AttemptLeaseExpired || a.Stale
 			}) {

@@ -275,7 +275,7 @@ var opColumnTypes = []string{"text", "text", "text", "text", "bigint", "text", "
 	"integer", "bigint", "timestamptz", "timestamptz", "timestamptz"}
 
 var attemptColumnTypes = []string{"text", "text", "text", "integer", "bigint", "text", "boolean", "timestamptz",
-	"timestamptz", "timestamptz", "timestamptz", "text", "text", "bytea", "text", "boolean", "text"}
+	"timestamptz", "timestamptz", "timestamptz", "text", "text", "bytea", "text", "boolean", "text", "text"}
 
 const timelineColumns = `tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence`
 
@@ -368,11 +368,12 @@ func buildConditionalSQL(shape string) string {
 			ps := params(len(attemptColumnTypes), attemptColumnTypes)
 			fmt.Fprintf(&b, ",\nw%d AS (INSERT INTO attempts (%s) SELECT %s FROM op)", i, attemptColumns, strings.Join(ps, ", "))
 		case 'u':
-			ps := params(11, nil)
+			ps := params(12, nil)
 			fmt.Fprintf(&b, `,
 w%d AS (UPDATE attempts SET dispatched_at = %s, finished_at = %s, outcome = %s, destination_ref = %s,
-	response = %s, error = %s, stale = %s, lease_expires_at = %s FROM op WHERE tenant = %s AND key = %s AND id = %s)`,
-				i, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ps[7], ps[8], ps[9], ps[10])
+	response = %s, error = %s, stale = %s, lease_expires_at = %s, late_outcome = %s FROM op
+	WHERE tenant = %s AND key = %s AND id = %s)`,
+				i, ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ps[7], ps[8], ps[9], ps[10], ps[11])
 		case 't':
 			ps := params(len(timelineColumnTypes), timelineColumnTypes)
 			timeline = append(timeline, "("+strings.Join(ps, ", ")+", "+strconv.Itoa(len(timeline))+")")

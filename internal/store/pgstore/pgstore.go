@@ -471,7 +471,7 @@ func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.T
 }
 
 const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
-	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination`
+	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination, late_outcome`
 
 const getAttemptSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE id = $1 AND tenant = $2 AND key = $3`
 
@@ -479,7 +479,8 @@ func scanAttempt(row pgx.Row) (*store.Attempt, error) {
 	var a store.Attempt
 	var claimed, lease, dispatched, finished pgtype.Timestamptz
 	if err := row.Scan(&a.ID, &a.Tenant, &a.Key, &a.Number, &a.FencingToken, &a.Worker, &a.Protected,
-		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &a.Stale, &a.Destination); err != nil {
+		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &a.Stale, &a.Destination,
+		&a.LateOutcome); err != nil {
 		return nil, err
 	}
 	a.ClaimedAt, a.LeaseExpiresAt = fromTS(claimed), fromTS(lease)
@@ -817,13 +818,13 @@ func (t *pgTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 	return insertAttemptWrite(a).run(ctx, t.q)
 }
 
-var insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 17) + `)`
+var insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 18) + `)`
 
 func insertAttemptWrite(a *store.Attempt) pgWrite {
 	return pgWrite{what: "insert attempt", sql: insertAttemptSQL,
 		args: []any{a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, a.Protected, ts(a.ClaimedAt),
 			ts(a.LeaseExpiresAt), ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome,
-			a.DestinationRef, a.Response, a.Error, a.Stale, a.Destination}}
+			a.DestinationRef, a.Response, a.Error, a.Stale, a.Destination, a.LateOutcome}}
 }
 
 // UpdateAttempt writes the mutable fields of an attempt; store.ErrNotFound
@@ -834,9 +835,10 @@ func (t *pgTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
 
 func updateAttemptWrite(a *store.Attempt) pgWrite {
 	return pgWrite{what: "update attempt", sql: `UPDATE attempts SET dispatched_at = $1, finished_at = $2, outcome = $3,
-		destination_ref = $4, response = $5, error = $6, stale = $7, lease_expires_at = $8 WHERE tenant = $9 AND key = $10 AND id = $11`,
+		destination_ref = $4, response = $5, error = $6, stale = $7, lease_expires_at = $8, late_outcome = $9
+		WHERE tenant = $10 AND key = $11 AND id = $12`,
 		args: []any{ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
-			a.Stale, ts(a.LeaseExpiresAt), a.Tenant, a.Key, a.ID},
+			a.Stale, ts(a.LeaseExpiresAt), a.LateOutcome, a.Tenant, a.Key, a.ID},
 		none: fmt.Errorf("update attempt %s: %w", a.ID, store.ErrNotFound)}
 }
 

@@ -391,14 +391,15 @@ func (r *sqlReader) GetTombstone(ctx context.Context, tenant, key string) (*stor
 const operationID = `SELECT id FROM operations WHERE tenant = ? AND key = ?`
 
 const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
-	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination`
+	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination, late_outcome`
 
 func scanAttempt(sc scanner) (*store.Attempt, error) {
 	var a store.Attempt
 	var protected, stale int
 	var claimed, lease, dispatched, finished int64
 	if err := sc.Scan(&a.ID, &a.Tenant, &a.Key, &a.Number, &a.FencingToken, &a.Worker, &protected,
-		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &stale, &a.Destination); err != nil {
+		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &stale, &a.Destination,
+		&a.LateOutcome); err != nil {
 		return nil, err
 	}
 	a.Protected, a.Stale = protected != 0, stale != 0
@@ -720,10 +721,10 @@ func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revisio
 
 func (t *sqlTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 	ref, args := t.operationRef(a.Tenant, a.Key)
-	_, err := t.q.ExecContext(ctx, `INSERT INTO attempts (operation_id, `+attemptColumns+`) VALUES (`+ref+`, `+placeholders(17)+`)`,
+	_, err := t.q.ExecContext(ctx, `INSERT INTO attempts (operation_id, `+attemptColumns+`) VALUES (`+ref+`, `+placeholders(18)+`)`,
 		append(args, a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, boolInt(a.Protected), toMicros(a.ClaimedAt),
 			toMicros(a.LeaseExpiresAt), toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome,
-			a.DestinationRef, a.Response, a.Error, boolInt(a.Stale), a.Destination)...)
+			a.DestinationRef, a.Response, a.Error, boolInt(a.Stale), a.Destination, a.LateOutcome)...)
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", mapErr(err))
 	}
@@ -733,9 +734,9 @@ func (t *sqlTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 func (t *sqlTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
 	ref, args := t.operationRef(a.Tenant, a.Key)
 	res, err := t.q.ExecContext(ctx, `UPDATE attempts SET dispatched_at = ?, finished_at = ?, outcome = ?,
-		destination_ref = ?, response = ?, error = ?, stale = ?, lease_expires_at = ? WHERE operation_id = `+ref+` AND id = ?`,
+		destination_ref = ?, response = ?, error = ?, stale = ?, lease_expires_at = ?, late_outcome = ? WHERE operation_id = `+ref+` AND id = ?`,
 		append([]any{toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
-			boolInt(a.Stale), toMicros(a.LeaseExpiresAt)}, append(args, a.ID)...)...)
+			boolInt(a.Stale), toMicros(a.LeaseExpiresAt), a.LateOutcome}, append(args, a.ID)...)...)
 	if err != nil {
 		return fmt.Errorf("update attempt: %w", err)
 	}

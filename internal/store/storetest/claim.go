@@ -214,6 +214,37 @@ func testReport(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("AbandonedAttemptWithLateReportCounts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h) // MaxAttempts 3
+		_, _, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		lost, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		b.clock.Advance(11 * time.Second)
+		_, err = b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		// Abandoned, yet its worker reports a call after all: the attempt
+		// keeps its outcome, and counts towards the limit.
+		_, err = b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		for i := 1; i <= 2; i++ {
+			c := b.claimDispatched(t, "k1")
+			op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+			if i < 2 {
+				require.Equal(t, opledger.StatePending, op.State, "call %d of 3", i+1)
+				b.clock.Advance(time.Minute)
+				continue
+			}
+			require.Equal(t, opledger.StateFailed, op.State, "the third call")
+			require.Equal(t, opledger.FailureExhausted, op.FailureKind)
+		}
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.AttemptAbandoned, attempts[0].Outcome)
+		require.Equal(t, "retryable", attempts[0].LateOutcome)
+	})
+
 	t.Run("Uncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
@@ -325,7 +356,8 @@ func testFencing(t *testing.T, h Harness) {
 		attempts, err := b.ledger.Attempts(b.ctx, "k1")
 		require.NoError(t, err)
 		require.True(t, attempts[0].Stale, "kept as evidence")
-		require.Equal(t, "rejected", attempts[0].Outcome)
+		require.Equal(t, opledger.AttemptAbandoned, attempts[0].Outcome, "what the attempt ended with, when w2 claimed")
+		require.Equal(t, "rejected", attempts[0].LateOutcome, "the report, beside it")
 		require.Contains(t, b.events(t, "k1"), "stale report kept as evidence")
 
 		_, err = b.ledger.Dispatch(b.ctx, "k1", fresh.AttemptID, fresh.FencingToken)
@@ -345,6 +377,19 @@ func testFencing(t *testing.T, h Harness) {
 		op := b.requireState(t, "k1", opledger.StateSucceeded)
 		require.Equal(t, "H42", op.DestinationRef)
 		require.Contains(t, b.events(t, "k1"), "late success resolved")
+
+		// The attempt keeps the outcome it ended with, so that no count of
+		// attempts by outcome goes down; the late report stands beside it.
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		require.Equal(t, opledger.AttemptLeaseExpired, attempts[0].Outcome)
+		require.Equal(t, "succeeded", attempts[0].LateOutcome)
+		require.True(t, attempts[0].Stale)
+		require.Equal(t, "H42", attempts[0].DestinationRef)
+		st, err := b.ledger.Stats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, []opledger.AttemptCount{{Destination: intent("k1").Destination, Outcome: opledger.AttemptLeaseExpired, Count: 1}}, st.Attempts)
 	})
 
 	t.Run("LateSuccessResolvesHeld", func(t *testing.T) {
