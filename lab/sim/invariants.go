@@ -63,6 +63,13 @@ const (
 	// destinations made = the sum of per-operation effects; (4) confirmed
 	// effects (succeeded operations) ≤ effects made.
 	CounterMismatch Invariant = "counter_mismatch"
+	// FiguresWentDown: a total of Stats or EventStats (attempts that
+	// ended, by destination and outcome; confirmed and duplicate effects;
+	// operator recoveries; events by status, deliveries, duplicate
+	// deliveries) was lower than at an earlier read of the same run. Read
+	// after every step: the totals are Prometheus counters in /metrics,
+	// which must never go down.
+	FiguresWentDown Invariant = "figures_went_down"
 )
 
 // KnownBugs are the invariants the ledger is known to break and that are
@@ -74,7 +81,7 @@ var KnownBugs = map[Invariant]string{}
 
 // Invariants lists every invariant.
 var Invariants = []Invariant{DuplicateEffect, UnprotectedResend, ResendWithoutReconciliation, ProtectionExpired,
-	SucceededWithoutRef, SucceededWithoutEffect, FailedWithEffect, Unsettled, EventMismatch, CounterMismatch}
+	SucceededWithoutRef, SucceededWithoutEffect, FailedWithEffect, Unsettled, EventMismatch, CounterMismatch, FiguresWentDown}
 
 // Error names the invariant.
 func (i Invariant) Error() string { return "invariant " + string(i) + " violated" }
@@ -285,4 +292,37 @@ func (w *world) checkTimeline(key, dest string, timeline []*opledger.TimelineEnt
 			unresolved = false
 		}
 	}
+}
+
+// checkTotals reads the totals that must never go down and reports any
+// lower than at the last read (FiguresWentDown).
+func (w *world) checkTotals(ctx context.Context) error {
+	st, err := w.ledger.Stats(ctx, false)
+	if err != nil {
+		return err
+	}
+	es, err := w.ledger.EventStats(ctx, false)
+	if err != nil {
+		return err
+	}
+	totals := map[string]int{"confirmed effects": st.ConfirmedEffects, "duplicate effects": st.DuplicateEffects,
+		"recoveries": st.Recoveries, "deliveries": es.Deliveries, "duplicate deliveries": es.DuplicateDeliveries}
+	for _, a := range st.Attempts {
+		if a.Outcome != opledger.AttemptOpen {
+			totals["attempts to "+a.Destination+" that ended "+a.Outcome] = a.Count
+		}
+	}
+	for i, n := range st.RecoveryBuckets {
+		totals[fmt.Sprintf("recoveries within %s", opledger.RecoveryBuckets[i])] = n
+	}
+	for status, n := range es.EventsByStatus {
+		totals["events "+string(status)] = n
+	}
+	for name, was := range w.totals {
+		if totals[name] < was {
+			w.violate(FiguresWentDown, "", "%s went down from %d to %d", name, was, totals[name])
+		}
+	}
+	w.totals = totals
+	return nil
 }

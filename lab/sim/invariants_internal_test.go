@@ -39,3 +39,17 @@ func TestInvariantsCatchTampering(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(js), `"invariant": "counter_mismatch"`)
 }
+
+// A total lower than at an earlier read is caught: here the last read is
+// made to have counted one confirmed effect more than there is.
+func TestFiguresWentDownIsCaught(t *testing.T) {
+	testHookBeforeCheck = func(ctx context.Context, w *world) {
+		w.totals["confirmed effects"]++
+		require.NoError(t, w.checkTotals(ctx))
+	}
+	defer func() { testHookBeforeCheck = nil }()
+	rep, err := Run(context.Background(), Config{Seed: 3, Operations: 12, Dir: t.TempDir()})
+	require.NoError(t, err)
+	require.True(t, errors.Is(rep.Err(), FiguresWentDown), "not reported:\n%s", rep)
+	require.Contains(t, rep.String(), "confirmed effects went down")
+}

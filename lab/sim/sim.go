@@ -92,6 +92,8 @@ type world struct {
 	order []string
 	// callAt is when each attempt's call reached its destination.
 	callAt map[string]time.Time
+	// totals are the figures of the last checkTotals.
+	totals map[string]int
 }
 
 // simDest is what the simulation needs of a lab destination.
@@ -291,6 +293,9 @@ func (w *world) faultPhase(ctx context.Context) error {
 			}
 			w.advance(clockJumps[i])
 		}
+		if err := w.checkTotals(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -389,6 +394,9 @@ func (w *world) drain(ctx context.Context) error {
 			if !busy {
 				break
 			}
+		}
+		if err := w.checkTotals(ctx); err != nil {
+			return err
 		}
 		counts, err := w.ledger.CountByState(ctx)
 		if err != nil {
