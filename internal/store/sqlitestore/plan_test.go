@@ -233,11 +233,12 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	}
 }
 
-// checkQueryPlan runs EXPLAIN QUERY PLAN on one captured statement.
-func checkQueryPlan(t *testing.T, db *sql.DB, c recordedCall) {
+// queryPlan runs EXPLAIN QUERY PLAN on a statement and returns the
+// details of its steps.
+func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) []string {
 	t.Helper()
-	rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+c.sql, c.args...)
-	require.NoError(t, err, c.label)
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	require.NoError(t, err, query)
 	var details []string
 	for rows.Next() {
 		var id, parent, notUsed int
@@ -247,6 +248,13 @@ func checkQueryPlan(t *testing.T, db *sql.DB, c recordedCall) {
 	}
 	require.NoError(t, rows.Err())
 	require.NoError(t, rows.Close())
+	return details
+}
+
+// checkQueryPlan runs EXPLAIN QUERY PLAN on one captured statement.
+func checkQueryPlan(t *testing.T, db *sql.DB, c recordedCall) {
+	t.Helper()
+	details := queryPlan(t, db, c.sql, c.args...)
 	require.NotEmpty(t, details, c.label)
 	want := wantIndex[c.label]
 	used := false
