@@ -78,6 +78,10 @@ type ListOptions struct {
 	States      []State
 	Owner       string
 	Destination string
+	// DuplicateEffects lists only operations with duplicate effects
+	// (Operation.DuplicateEffects > 0): the incidents to look into at
+	// their destinations.
+	DuplicateEffects bool
 	// Order is the order of the list: OrderNewest when empty.
 	Order Order
 	// Limit is the page size: default 50, at most 500.
@@ -112,7 +116,8 @@ const MaxListLimit = 500
 // List returns operations filtered and paged: newest first, or the held
 // ones by review time (OrderReview).
 func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
-	p := store.ListParams{Tenant: l.tenant, Owner: o.Owner, Destination: o.Destination, Limit: o.Limit}
+	p := store.ListParams{Tenant: l.tenant, Owner: o.Owner, Destination: o.Destination, Duplicates: o.DuplicateEffects,
+		Limit: o.Limit}
 	if p.Limit <= 0 {
 		p.Limit = 50
 	}

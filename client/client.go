@@ -196,6 +196,9 @@ func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Pa
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
+	if o.DuplicateEffects {
+		q.Set("duplicate_effects", "true")
+	}
 	var page opledger.Page
 	path := "/v1/operations"
 	if len(q) > 0 {

@@ -429,12 +429,27 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) 
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
+	// The operations with duplicate effects, newest first: each is an
+	// incident to look into at its destination. Compacted ones are only
+	// counted.
+	duplicates := &opledger.Page{}
+	if st.DuplicateEffects > 0 {
+		if duplicates, err = s.ledger.List(r.Context(), opledger.ListOptions{DuplicateEffects: true, Limit: dashboardDuplicates}); err != nil {
+			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			return
+		}
+	}
 	c.mu.Lock()
 	samples := append([]Sample(nil), c.samples[s.tenant]...)
 	c.mu.Unlock()
 	c.render(w, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Stats": st, "States": opledger.States, "Chart": chart(samples)})
+		"Stats": st, "States": opledger.States, "Chart": chart(samples),
+		"Duplicates": duplicates.Items, "MoreDuplicates": duplicates.NextCursor != ""})
 }
+
+// dashboardDuplicates bounds the operations with duplicate effects the
+// dashboard lists.
+const dashboardDuplicates = 20
 
 func formatTime(t any) string {
 	switch v := t.(type) {

@@ -405,7 +405,20 @@ func TestQueueShowsEveryState(t *testing.T) {
 	// the first, whose review is due first.
 	held("old:held")
 	report("old:uncertain", dispatched("old:uncertain"), opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	lost := dispatched("old:dup")
 	offset.Add(int64(time.Hour))
+	// old:dup's worker lost its lease; an operator authorized a retry,
+	// which succeeded, and then the first call's success came in: the
+	// destination acted twice.
+	_, err = l.ExpireLeases(ctx)
+	require.NoError(t, err)
+	_, err = l.Resolve(ctx, "old:dup", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "not in the CRM"})
+	require.NoError(t, err)
+	retry, err := l.Claim(ctx, "old:dup", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	report("old:dup", retry, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "CRM-2"})
+	_, err = l.Report(ctx, "old:dup", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "CRM-1"})
+	require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
 	held("new:held:0")
 	held("new:held:1")
 	for i := range 4 {
@@ -450,7 +463,12 @@ func TestQueueShowsEveryState(t *testing.T) {
 	require.Equal(t, 1, strings.Count(page, `<span class="badge overdue">overdue</span>`), "old:held only")
 	require.Regexp(t, `old:held</a></th>(?s:.)*?overdue(?s:.)*?new:held:0`, page, "the badge is on old:held's row")
 
-	require.Regexp(t, `<span class="n">1</span><span class="l">held past their review time</span>`, get("/dashboard"))
+	dashboard := get("/dashboard")
+	require.Regexp(t, `<span class="n">1</span><span class="l">held past their review time</span>`, dashboard)
+	// The dashboard lists the operations with duplicate effects.
+	require.Regexp(t, `<span class="n">1</span><span class="l">duplicate effects detected</span>`, dashboard)
+	require.Contains(t, dashboard, `<a href="/operations/old:dup">old:dup</a>`)
+	require.NotContains(t, page, "old:dup", "succeeded: not in the exception queue")
 }
 
 // TestConsoleLab plays the lost-response scenario on the lab page and

@@ -340,6 +340,15 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.Equal(t, 1, stats.Recoveries)
 	expect("GET", "/healthz", nil, 200, "")
 	expect("GET", "/readyz", nil, 200, "")
+	// The one operation with a duplicate effect, listed alone.
+	var dups opledger.Page
+	require.NoError(t, json.Unmarshal(expect("GET", "/v1/operations?duplicate_effects=true", nil, 200, ""), &dups))
+	require.Len(t, dups.Items, 1)
+	require.Equal(t, 1, dups.Items[0].DuplicateEffects)
+	dupPage, err := b.acme.List(ctx, opledger.ListOptions{DuplicateEffects: true})
+	require.NoError(t, err)
+	require.Equal(t, dups.Items[0].Key, dupPage.Items[0].Key, "the client passes the filter")
+	expect("GET", "/v1/operations?duplicate_effects=maybe", nil, 400, "invalid_input")
 	metrics := string(expect("GET", "/metrics", nil, 200, ""))
 	require.Contains(t, metrics, `opledger_operations{state="in_progress"} 1`)
 	require.Contains(t, metrics, `opledger_duplicate_effects_total 1`)

@@ -114,6 +114,8 @@ paths = {
     {"name": "owner", "in": "query", "schema": t("string")}, {"name": "destination", "in": "query", "schema": t("string")},
     {"name": "order", "in": "query", "schema": {"type": "string", "enum": ["newest", "review"], "default": "newest"},
      "description": "newest: newest first. review: held operations only, earliest review_by first (state empty or held)"},
+    {"name": "duplicate_effects", "in": "query", "schema": {"type": "boolean", "default": False},
+     "description": "true: only operations with duplicate effects (the destination acted more than once)"},
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}},
     {"name": "cursor", "in": "query", "schema": t("string")}], {"200": js("A page", ref("Page"))}, opid="listOperations")},
  "/v1/operations/{key}/claim": {"post": op("Claim an operation for one attempt", [key], {

@@ -172,6 +172,14 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.Limit = n
 	}
+	if v := q.Get("duplicate_effects"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "duplicate_effects must be true or false"})
+			return
+		}
+		opts.DuplicateEffects = b
+	}
 	page, err := l.List(r.Context(), opts)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -138,18 +138,20 @@ func newOpsListCmd() *cobra.Command {
 		states, owner, dest string
 		order               string
 		limit               int
-		asJSON              bool
+		asJSON, duplicates  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List operations, newest first, or the held ones by review time",
 		Example: `  opledger ops list --state held,uncertain,failed
   opledger ops list --order review
+  opledger ops list --duplicate-effects
   opledger ops list --owner ops-team --json | jq .key
   opledger ops list --server http://127.0.0.1:8080 --token $TOKEN --state held`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := opledger.ListOptions{Owner: owner, Destination: dest, Limit: limit, Order: opledger.Order(order)}
+			o := opledger.ListOptions{Owner: owner, Destination: dest, Limit: limit, Order: opledger.Order(order),
+				DuplicateEffects: duplicates}
 			if o.Order != opledger.OrderNewest && o.Order != opledger.OrderReview {
 				return usageError{fmt.Errorf("--order: unknown order %q (orders: %s, %s)", order, opledger.OrderNewest, opledger.OrderReview)}
 			}
@@ -186,6 +188,7 @@ func newOpsListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dest, "destination", "", "only this destination's operations")
 	cmd.Flags().StringVar(&order, "order", string(opledger.OrderNewest),
 		"newest: newest first; review: held operations only, earliest review first")
+	cmd.Flags().BoolVar(&duplicates, "duplicate-effects", false, "only operations whose destination acted more than once")
 	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many (max 500)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 	return cmd

@@ -33,6 +33,10 @@ func TestOps(t *testing.T) {
 	require.Len(t, lines, 2, out) // only the held e-mail
 	require.Regexp(t, `^DEMO-MAIL-017\s+held\s`, lines[1])
 
+	out, errOut, code = run(t, "ops", "list", "--db", dsn, "--duplicate-effects")
+	require.Equal(t, 0, code, errOut)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 1, "the demo's destinations never act twice: the header alone\n%s", out)
+
 	out, _, code = run(t, "ops", "list", "--db", dsn, "--json")
 	require.Equal(t, 0, code)
 	var n int

@@ -198,6 +198,9 @@ type ListParams struct {
 	States      []string
 	Owner       string
 	Destination string
+	// Duplicates lists only operations with duplicate effects, through
+	// the partial index of those (migration 006).
+	Duplicates bool
 	// ByReview lists held operations only (States is not read), earliest
 	// review first, from the index of held operations by review time.
 	ByReview bool

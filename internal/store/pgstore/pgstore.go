@@ -573,6 +573,10 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 			where = append(where, "state IN ("+strings.Join(states, ", ")+")")
 		}
 	}
+	if p.Duplicates {
+		// The predicate of operations_duplicates, as a literal.
+		where = append(where, "duplicate_effects > 0")
+	}
 	if p.Owner != "" {
 		where = append(where, "owner = "+arg(p.Owner))
 	}

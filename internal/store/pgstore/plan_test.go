@@ -147,6 +147,10 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"succeeded"}, Limit: 50})
 		return err
 	})
+	step("ListOperations/duplicates", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, Duplicates: true, Limit: 50})
+		return err
+	})
 
 	// Inside a write transaction, rolled back: the locking forms.
 	tx, err := s.pool.Begin(ctx)
@@ -188,7 +192,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	calls := append(rec.calls, txRec.calls...)
 	require.Len(t, calls, len(wantIndex), "one statement per step")
 	for i, c := range calls {
-		ordered := strings.Contains(c.sql, "ORDER BY")
+		ordered := strings.Contains(c.sql, "ORDER BY") && !sortsFew[c.label]
 		custom := explainPlan(t, conn, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...)
 		checkPlan(t, c.label+" (custom plan)", custom, ordered, wantIndex[c.label])
 		if !strings.HasPrefix(strings.TrimSpace(c.sql), "SELECT") {
@@ -284,7 +288,13 @@ var wantIndex = map[string][]string{
 	"ExpiredLeases":              {"operations_not_succeeded"},
 	"ListOperations/state":       {"operations_not_succeeded"},
 	"ListOperations/succeeded":   {"operations_tenant_created"},
+	"ListOperations/duplicates":  {"operations_duplicates"},
 }
+
+// sortsFew are the statements allowed to sort their matches, because
+// there are few: the operations with duplicate effects, read through their
+// partial index, are each an incident of a destination acting twice.
+var sortsFew = map[string]bool{"ListOperations/duplicates": true}
 
 // checkPlan fails on a sequential scan, on a plan that uses none of the
 // indexes want, and on a sort in a query that must take its order from an

@@ -468,12 +468,20 @@ func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*
 	case p.ByReview:
 		from, order = "operations INDEXED BY operations_held_review", "review_by, key"
 		where = append(where, heldOnly)
-	case len(p.States) > 0:
+	case p.Duplicates:
+		// A handful of incidents among all the operations: found through
+		// their own index, then sorted.
+		from = "operations INDEXED BY operations_duplicates"
+	}
+	if p.Duplicates {
+		where = append(where, "duplicate_effects > 0")
+	}
+	if len(p.States) > 0 && !p.ByReview {
 		where = append(where, "state IN (?"+strings.Repeat(", ?", len(p.States)-1)+")")
 		for _, s := range p.States {
 			args = append(args, s)
 		}
-		if !slices.Contains(p.States, store.StateSucceeded) {
+		if !slices.Contains(p.States, store.StateSucceeded) && !p.Duplicates {
 			where = append(where, notSucceeded)
 		}
 	}

@@ -446,18 +446,41 @@ func testFencing(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Zero(t, st.DuplicateEffects)
 
+		// The list of operations with duplicate effects has k1 alone.
+		b.inState(t, "k2", opledger.StateSucceeded)
+		for _, o := range []opledger.ListOptions{{DuplicateEffects: true}, {DuplicateEffects: true, Limit: 1},
+			{DuplicateEffects: true, States: []opledger.State{opledger.StateSucceeded}}} {
+			page, err := b.ledger.List(b.ctx, o)
+			require.NoError(t, err)
+			require.Len(t, page.Items, 1, "%+v", o)
+			require.Equal(t, "k1", page.Items[0].Key)
+			require.Empty(t, page.NextCursor)
+		}
+		for _, o := range []opledger.ListOptions{{DuplicateEffects: true, States: []opledger.State{opledger.StateFailed}},
+			{DuplicateEffects: true, Order: opledger.OrderReview}} {
+			page, err := b.ledger.List(b.ctx, o)
+			require.NoError(t, err)
+			require.Empty(t, page.Items, "%+v", o)
+		}
+		page, err := other.List(b.ctx, opledger.ListOptions{DuplicateEffects: true})
+		require.NoError(t, err)
+		require.Empty(t, page.Items, "another tenant's")
+		all, err := b.ledger.List(b.ctx, opledger.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, all.Items, 2, "without the filter")
+
 		// Compaction keeps the count, and so does forgetting the
 		// tombstone.
 		for _, wait := range []time.Duration{opledger.DefaultRetention, opledger.DefaultTombstoneRetention} {
 			b.clock.Advance(wait + time.Hour)
 			res, err := b.ledger.Compact(b.ctx)
 			require.NoError(t, err)
-			require.Equal(t, 1, res.Tombstoned+res.Forgotten, "after %v", wait)
+			require.Equal(t, 2, res.Tombstoned+res.Forgotten, "after %v: k1 and k2", wait)
 			for _, all := range []bool{false, true} {
 				st, err := b.ledger.Stats(b.ctx, all)
 				require.NoError(t, err)
 				require.Equal(t, 1, st.DuplicateEffects, "after %v, all tenants: %v", wait, all)
-				require.Equal(t, 1, st.ConfirmedEffects, "after %v, all tenants: %v", wait, all)
+				require.Equal(t, 2, st.ConfirmedEffects, "after %v, all tenants: %v", wait, all)
 			}
 		}
 	})
