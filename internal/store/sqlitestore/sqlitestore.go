@@ -460,17 +460,18 @@ func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*
 	var where []string
 	args := []any{p.Tenant}
 	where = append(where, "tenant = ?")
-	// from names the index of held operations by review time: without
-	// statistics (the store runs no ANALYZE) SQLite could rather read them
-	// through operations_not_succeeded and sort them.
+	// from names the index of held operations by review time, or of the
+	// operations with duplicate effects: without statistics (the store
+	// runs no ANALYZE) SQLite could rather read the held ones through
+	// operations_not_succeeded and sort them, and the others through an
+	// index holding every operation of the tenant.
 	from, order := "operations", "created_at DESC, key DESC"
 	switch {
 	case p.ByReview:
 		from, order = "operations INDEXED BY operations_held_review", "review_by, key"
 		where = append(where, heldOnly)
 	case p.Duplicates:
-		// A handful of incidents among all the operations: found through
-		// their own index, then sorted.
+		// A handful of incidents among all the operations, sorted.
 		from = "operations INDEXED BY operations_duplicates"
 	}
 	if p.Duplicates {
