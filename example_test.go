@@ -174,3 +174,26 @@ func ExampleLedger_Claim() {
 	// second claim: true
 	// succeeded msg-981 1
 }
+
+// Maintain does the ledger's periodic work (settling the leases of
+// workers that died, applying retention) for a program that embeds the
+// library without opledger serve or opledger proxy, until its context
+// ends.
+func ExampleLedger_Maintain() {
+	ledger, done := openExample()
+	defer done()
+
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		ledger.Maintain(ctx, opledger.MaintainOptions{}) // every 5 s and every hour
+		close(stopped)
+	}()
+
+	// ... the program's own work ...
+
+	stop()
+	<-stopped
+	fmt.Println("maintenance stopped")
+	// Output: maintenance stopped
+}

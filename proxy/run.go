@@ -26,7 +26,7 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	}
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		if err := p.reconciler.Run(loops); err != nil && loops.Err() == nil {
@@ -35,23 +35,8 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	}()
 	go func() {
 		defer wg.Done()
-		p.every(loops, p.cfg.ReconcileInterval, "expire leases", func(ctx context.Context) error {
-			n, err := p.ledger.ExpireLeases(ctx)
-			if n > 0 {
-				p.log.Info("settled expired leases", "count", n)
-			}
-			return err
-		})
-	}()
-	go func() {
-		defer wg.Done()
-		p.every(loops, p.cfg.CompactInterval, "compact", func(ctx context.Context) error {
-			res, err := p.ledger.Compact(ctx)
-			if res != (opledger.CompactResult{}) {
-				p.log.Info("retention", "compacted", res)
-			}
-			return err
-		})
+		p.ledger.Maintain(loops, opledger.MaintainOptions{LeaseSweep: p.cfg.ReconcileInterval, CompactInterval: p.cfg.CompactInterval,
+			Logger: p.log})
 	}()
 	hs := &http.Server{
 		Handler:           p,
@@ -80,21 +65,4 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	}
 	p.log.Info("stopped")
 	return err
-}
-
-// every runs fn now and then every interval until ctx ends, logging its
-// errors.
-func (p *Proxy) every(ctx context.Context, interval time.Duration, what string, fn func(context.Context) error) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			p.log.Error(what, "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

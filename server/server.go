@@ -155,7 +155,7 @@ func (s *Server) Run(ctx context.Context) error {
 	log := s.cfg.Logger
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		s.every(loops, s.cfg.SampleInterval, "sample counters", s.console.Sample)
@@ -185,23 +185,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	go func() {
 		defer wg.Done()
-		s.every(loops, s.cfg.SweepInterval, "expire leases", func(ctx context.Context) error {
-			n, err := s.ledger.ExpireLeases(ctx)
-			if n > 0 {
-				log.Info("settled expired leases", "count", n)
-			}
-			return err
-		})
-	}()
-	go func() {
-		defer wg.Done()
-		s.every(loops, s.cfg.CompactInterval, "compact", func(ctx context.Context) error {
-			res, err := s.ledger.Compact(ctx)
-			if res != (opledger.CompactResult{}) {
-				log.Info("retention", "compacted", res)
-			}
-			return err
-		})
+		s.ledger.Maintain(loops, opledger.MaintainOptions{LeaseSweep: s.cfg.SweepInterval, CompactInterval: s.cfg.CompactInterval,
+			Logger: log})
 	}()
 
 	served := make(chan error, 1)

@@ -1,0 +1,93 @@
+package opledger
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Default intervals of Maintain.
+const (
+	// DefaultLeaseSweep is how often Maintain settles expired leases.
+	DefaultLeaseSweep = 5 * time.Second
+	// DefaultCompactInterval is how often Maintain applies retention.
+	DefaultCompactInterval = time.Hour
+)
+
+// MaintainOptions set how often Maintain does each of its jobs.
+type MaintainOptions struct {
+	// LeaseSweep is how often expired leases are settled (ExpireLeases).
+	// Zero means DefaultLeaseSweep.
+	LeaseSweep time.Duration
+	// CompactInterval is how often retention is applied (Compact). Zero
+	// means DefaultCompactInterval.
+	CompactInterval time.Duration
+	// Logger gets a line for each run that changed something and for
+	// each error. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Maintain does the ledger's periodic work until ctx ends: it settles
+// expired leases (ExpireLeases), so that a worker that died leaves no
+// operation in_progress for ever, and applies retention (Compact). Each
+// job runs at once and then at its interval; an error is logged and the
+// job runs again at its next turn. Maintain returns when ctx has ended
+// and both jobs have stopped.
+//
+// opledger serve and opledger proxy run it; a program that embeds the
+// library without either runs it in a goroutine of its own. Several
+// processes may maintain one store at the same time: each lease is
+// settled once, and each operation compacted once.
+func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
+	if o.LeaseSweep <= 0 {
+		o.LeaseSweep = DefaultLeaseSweep
+	}
+	if o.CompactInterval <= 0 {
+		o.CompactInterval = DefaultCompactInterval
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		every(ctx, o.LeaseSweep, log, "expire leases", func(ctx context.Context) error {
+			n, err := l.ExpireLeases(ctx)
+			if n > 0 {
+				log.Info("settled expired leases", "count", n)
+			}
+			return err
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		every(ctx, o.CompactInterval, log, "compact", func(ctx context.Context) error {
+			res, err := l.Compact(ctx)
+			if res != (CompactResult{}) {
+				log.Info("retention", "compacted", res)
+			}
+			return err
+		})
+	}()
+	wg.Wait()
+}
+
+// every runs fn at once and then every interval until ctx ends, logging
+// its errors (but not those after ctx ended) as what.
+func every(ctx context.Context, interval time.Duration, log *slog.Logger, what string, fn func(context.Context) error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			log.Error(what, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

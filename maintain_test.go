@@ -1,0 +1,68 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
+)
+
+// TestMaintain: Maintain settles a lease that ended after dispatch and
+// compacts an operation past retention, on both stores, logs what it did,
+// and returns once its context ends.
+func TestMaintain(t *testing.T) {
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var offset atomic.Int64
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Lease: 10 * time.Second, Retention: time.Hour,
+				Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, l.Close()) }()
+			intent := func(key string) *opledger.Intent {
+				return &opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)}
+			}
+			lost, err := l.Claim(ctx, "k:lost", opledger.ClaimOptions{Intent: intent("k:lost"), Dispatch: true})
+			require.NoError(t, err)
+			done, err := l.Claim(ctx, "k:done", opledger.ClaimOptions{Intent: intent("k:done")})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "k:done", done.AttemptID, done.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+			require.NoError(t, err)
+			offset.Add(int64(2 * time.Hour)) // k:lost's lease and k:done's retention are over
+
+			var logs testrig.LogBuffer
+			mctx, stop := context.WithCancel(ctx)
+			stopped := make(chan struct{})
+			go func() {
+				l.Maintain(mctx, opledger.MaintainOptions{LeaseSweep: time.Millisecond, CompactInterval: time.Millisecond,
+					Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				close(stopped)
+			}()
+			require.Eventually(t, func() bool {
+				op, err := l.Get(ctx, "k:lost")
+				gone, err2 := l.Get(ctx, "k:done")
+				return err == nil && err2 == nil && op.State == opledger.StateUncertain && gone.Tombstoned
+			}, 10*time.Second, time.Millisecond, "the lease settled and the old operation compacted")
+			stop()
+			<-stopped
+
+			attempts, err := l.Attempts(ctx, "k:lost")
+			require.NoError(t, err)
+			require.Equal(t, lost.AttemptID, attempts[0].ID)
+			require.Equal(t, opledger.AttemptLeaseExpired, attempts[0].Outcome)
+			out := logs.String()
+			require.Contains(t, out, "settled expired leases")
+			require.Contains(t, out, "compacted.tombstoned=1")
+			require.NotContains(t, out, "level=ERROR")
+		})
+	}
+}
