@@ -93,7 +93,7 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// CompactInterval is how often Run applies retention (Ledger.Compact):
 	// saved answers are kept for the ledger's Retention, then reduced to
-	// tombstones. Default 1 h.
+	// tombstones. Default opledger.DefaultCompactInterval (1 h).
 	CompactInterval time.Duration
 	// InFlightRetryAfter is the Retry-After, in seconds, of a 409 for a
 	// request still in flight or not yet settled. Default 1.
@@ -129,7 +129,7 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 		cfg.ReconcileInterval = 5 * time.Second
 	}
 	if cfg.CompactInterval <= 0 {
-		cfg.CompactInterval = time.Hour
+		cfg.CompactInterval = opledger.DefaultCompactInterval
 	}
 	if cfg.InFlightRetryAfter <= 0 {
 		cfg.InFlightRetryAfter = 1

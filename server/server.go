@@ -36,7 +36,8 @@ type Config struct {
 	// SweepInterval is how often expired leases are settled, workflows
 	// advanced and the reconciler's queue examined. Default 5 s.
 	SweepInterval time.Duration
-	// CompactInterval is how often retention runs. Default 1 h.
+	// CompactInterval is how often retention runs. Default
+	// opledger.DefaultCompactInterval (1 h).
 	CompactInterval time.Duration
 	// Destinations, when set, are executed by a worker pool (the executor)
 	// and their uncertain operations reconciled by the reconciler. Open the
@@ -72,7 +73,7 @@ func (c *Config) defaults() {
 		c.Logger = slog.Default()
 	}
 	def(&c.SweepInterval, 5*time.Second)
-	def(&c.CompactInterval, time.Hour)
+	def(&c.CompactInterval, opledger.DefaultCompactInterval)
 	def(&c.SampleInterval, time.Minute)
 	def(&c.ShutdownTimeout, 30*time.Second)
 	def(&c.ReadHeaderTimeout, 10*time.Second)
