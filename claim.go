@@ -679,21 +679,35 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		// The report ends the attempt.
 		a.FinishedAt = t.now
 		a.Outcome = string(r.Outcome)
+		a.DestinationRef = r.DestinationRef
+		a.Response = r.Response
+		a.Error = r.Error
 	} else {
 		// The attempt had ended (its lease expired, or it had reported):
 		// what it ended with stays, so that counts of attempts by outcome
-		// never go down, and the report is kept beside it.
+		// never go down and its own error still explains it. The report
+		// is kept beside it, and fills only what the ending left empty;
+		// the timeline entry below carries all of it.
 		a.LateOutcome = string(r.Outcome)
+		if a.DestinationRef == "" {
+			a.DestinationRef = r.DestinationRef
+		}
+		if len(a.Response) == 0 {
+			a.Response = r.Response
+		}
+		if a.Error == "" {
+			a.Error = r.Error
+		}
 	}
-	a.DestinationRef = r.DestinationRef
-	a.Response = r.Response
-	a.Error = r.Error
 	if err := t.updateAttempt(a); err != nil {
 		return err
 	}
 	evidence := fmt.Sprintf("late %s report from attempt %d (fencing token %d, current %d)", r.Outcome, a.Number, token, t.op.FencingToken)
 	if r.DestinationRef != "" {
 		evidence += ", destination ref " + r.DestinationRef
+	}
+	if r.Error != "" {
+		evidence += ", error " + r.Error
 	}
 	state := State(t.op.State)
 	switch {

@@ -362,7 +362,8 @@ type Attempt struct {
 	Stale bool `json:"stale"`
 	// LateOutcome is the outcome of a stale report that arrived after the
 	// attempt had ended (its lease expired, or it had reported already),
-	// kept as evidence beside Outcome.
+	// kept as evidence beside Outcome; of several, the latest. Such a
+	// report fills DestinationRef and Error only where they were empty.
 	LateOutcome string `json:"late_outcome"`
 }
 

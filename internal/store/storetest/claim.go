@@ -392,6 +392,39 @@ func testFencing(t *testing.T, h Harness) {
 		require.Equal(t, []opledger.AttemptCount{{Destination: intent("k1").Destination, Outcome: opledger.AttemptLeaseExpired, Count: 1}}, st.Attempts)
 	})
 
+	t.Run("LateReportKeepsWhatTheAttemptEndedWith", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		// The worker learns later that the call went through.
+		_, err := b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken,
+			opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H42", Response: json.RawMessage(`{"id":"H42"}`)})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op := b.requireState(t, "k1", opledger.StateSucceeded)
+		require.Equal(t, "H42", op.DestinationRef)
+		// And then, wrongly, that it failed.
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken,
+			opledger.Report{Outcome: opledger.OutcomeRejected, Error: "400 after all"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		b.requireState(t, "k1", opledger.StateSucceeded)
+
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		a := attempts[0]
+		require.Equal(t, string(opledger.OutcomeUncertain), a.Outcome, "what the attempt ended with")
+		require.Equal(t, "timeout", a.Error, "the attempt's own error still explains its ending")
+		require.Equal(t, "H42", a.DestinationRef, "filled by the late report: the attempt had none")
+		require.Equal(t, string(opledger.OutcomeRejected), a.LateOutcome, "the latest late report")
+		require.Contains(t, b.events(t, "k1"), "late success resolved")
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		last := tl[len(tl)-1]
+		require.Equal(t, "stale report kept as evidence", last.Event)
+		require.Contains(t, last.Evidence, "error 400 after all", "the timeline keeps what the attempt row does not")
+	})
+
 	t.Run("LateSuccessResolvesHeld", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
