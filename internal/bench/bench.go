@@ -100,11 +100,20 @@ type Config struct {
 	// Preload is how many operations (of the mix sqlitestore.SyntheticMix
 	// describes, each with its history) the ledger holds before measuring.
 	Preload int
+	// Rounds is how many times each concurrency is measured, every phase
+	// each time, one round after the other; its cell then gives the median
+	// of the rounds' figures (see Cell). Zero means 1.
+	Rounds int
 	// Progress, if set, is told the elapsed fraction of the run (0..1).
 	Progress func(done, total time.Duration)
 }
 
-// Cell is the result for one concurrency.
+// Cell is the result for one concurrency. Measured in several rounds
+// (Config.Rounds), every rate, latency and ratio is the median of the
+// rounds' figures, each ratio being computed within its round, so that a
+// machine whose speed drifts between rounds still compares workloads it
+// ran at the same speed; Ops, FloorOps and UpstreamRequests are the sums
+// over the rounds, and RSSMB is read after the last.
 type Cell struct {
 	Mode           Mode    `json:"mode"`
 	Keys           Keys    `json:"keys"`
@@ -148,6 +157,11 @@ type Cell struct {
 	WarmUpOps       int64   `json:"warm_up_ops,omitempty"`
 	RSSMB           float64 `json:"rss_mb"`
 	DurationSeconds float64 `json:"duration_seconds"`
+	// Rounds is how many rounds the cell's figures are the medians of.
+	Rounds int `json:"rounds"`
+	// RatioToFloorRounds are the rounds' own ratios to the floor, in the
+	// order they ran, when there was more than one.
+	RatioToFloorRounds []float64 `json:"ratio_to_floor_rounds,omitempty"`
 }
 
 // Run measures every concurrency of cfg and returns one cell each.
@@ -169,6 +183,9 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 	}
 	if !cfg.Keys.Valid() {
 		return nil, fmt.Errorf("keys must be sequential or random (got %q)", cfg.Keys)
+	}
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = 1
 	}
 	dsn, cleanup, err := freshStore(ctx, cfg.DSN)
 	if err != nil {
@@ -214,7 +231,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		}
 	}
 
-	total := time.Duration(len(cfg.Concurrency)) * time.Duration(Phases(cfg.DSN)) * cfg.Duration
+	total := time.Duration(len(cfg.Concurrency)*cfg.Rounds*Phases(cfg.DSN)) * cfg.Duration
 	var elapsed time.Duration
 	measure := func(c int, fn func(context.Context, int, int64) error) (int64, []time.Duration, error) {
 		n, lat, err := loop(ctx, c, cfg.Duration, fn, func(d time.Duration) {
@@ -225,11 +242,9 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		elapsed += cfg.Duration
 		return n, lat, err
 	}
-	var (
-		cells         []Cell
-		referenceRows int64 // the reference operations of the run so far, one row each
-	)
-	for _, c := range cfg.Concurrency {
+	var referenceRows int64 // the reference operations of the run so far, one row each
+	// round measures every phase of concurrency c once.
+	round := func(c int) (Cell, error) {
 		var floor, batchedFloor, reference, batchedReference measurement
 		for _, phase := range []struct {
 			name string
@@ -246,17 +261,17 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			}
 			ops, lat, err := measure(c, phase.fn)
 			if err != nil {
-				return nil, fmt.Errorf("%s at c=%d: %w", phase.name, c, err)
+				return Cell{}, fmt.Errorf("%s at c=%d: %w", phase.name, c, err)
 			}
 			*phase.into = measurement{ops: ops, lat: lat}
 		}
 		referenceRows += reference.ops + batchedReference.ops
 		rows, done, err := base.countReference(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("reference at c=%d: %w", c, err)
+			return Cell{}, fmt.Errorf("reference at c=%d: %w", c, err)
 		}
 		if rows != referenceRows || done != referenceRows {
-			return nil, fmt.Errorf("reference at c=%d: bench_reference holds %d rows, %d of them done, for %d reference operations", c, rows, done, referenceRows)
+			return Cell{}, fmt.Errorf("reference at c=%d: bench_reference holds %d rows, %d of them done, for %d reference operations", c, rows, done, referenceRows)
 		}
 		var forwarded int64
 		if up != nil {
@@ -264,12 +279,12 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		}
 		ops, lat, err := measure(c, op)
 		if err != nil {
-			return nil, fmt.Errorf("protected operations at c=%d: %w", c, err)
+			return Cell{}, fmt.Errorf("protected operations at c=%d: %w", c, err)
 		}
 		if up != nil {
 			forwarded = up.requests.Load() - forwarded
 			if forwarded != ops {
-				return nil, fmt.Errorf("proxy at c=%d: the upstream received %d requests for %d protected operations", c, forwarded, ops)
+				return Cell{}, fmt.Errorf("proxy at c=%d: the upstream received %d requests for %d protected operations", c, forwarded, ops)
 			}
 		}
 		secs := cfg.Duration.Seconds()
@@ -277,7 +292,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: floor.ops, FloorOpsPerSec: float64(floor.ops) / secs,
 			FloorP99ms: quantile(floor.lat, 0.99), RatioToFloor: ratio(ops, floor.ops),
 			ReferenceOpsPerSec: float64(reference.ops) / secs, ReferenceP99ms: quantile(reference.lat, 0.99), RatioToReference: ratio(ops, reference.ops),
-			UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs}
+			UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs, Rounds: 1}
 		if base.batchedFloor != nil {
 			cell.BatchedFloorOpsPerSec = float64(batchedFloor.ops) / secs
 			cell.BatchedFloorP99ms = quantile(batchedFloor.lat, 0.99)
@@ -288,9 +303,72 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			cell.BatchedReferenceP99ms = quantile(batchedReference.lat, 0.99)
 			cell.RatioToBatchedReference = ratio(ops, batchedReference.ops)
 		}
-		cells = append(cells, cell)
+		return cell, nil
+	}
+	var cells []Cell
+	for _, c := range cfg.Concurrency {
+		rounds := make([]Cell, 0, cfg.Rounds)
+		for range cfg.Rounds {
+			cell, err := round(c)
+			if err != nil {
+				return nil, err
+			}
+			rounds = append(rounds, cell)
+		}
+		cells = append(cells, medianCell(rounds))
 	}
 	return cells, nil
+}
+
+// medianCell combines the rounds of one concurrency as Cell describes.
+func medianCell(rounds []Cell) Cell {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	cell := rounds[len(rounds)-1] // what does not vary by round, and RSSMB
+	cell.Rounds = len(rounds)
+	cell.Ops, cell.FloorOps, cell.UpstreamRequests = 0, 0, 0
+	for _, r := range rounds {
+		cell.Ops += r.Ops
+		cell.FloorOps += r.FloorOps
+		cell.UpstreamRequests += r.UpstreamRequests
+		cell.RatioToFloorRounds = append(cell.RatioToFloorRounds, r.RatioToFloor)
+	}
+	for _, f := range []func(*Cell) *float64{
+		func(c *Cell) *float64 { return &c.OpsPerSec },
+		func(c *Cell) *float64 { return &c.P50ms },
+		func(c *Cell) *float64 { return &c.P99ms },
+		func(c *Cell) *float64 { return &c.FloorOpsPerSec },
+		func(c *Cell) *float64 { return &c.FloorP99ms },
+		func(c *Cell) *float64 { return &c.RatioToFloor },
+		func(c *Cell) *float64 { return &c.BatchedFloorOpsPerSec },
+		func(c *Cell) *float64 { return &c.BatchedFloorP99ms },
+		func(c *Cell) *float64 { return &c.RatioToBatchedFloor },
+		func(c *Cell) *float64 { return &c.ReferenceOpsPerSec },
+		func(c *Cell) *float64 { return &c.ReferenceP99ms },
+		func(c *Cell) *float64 { return &c.RatioToReference },
+		func(c *Cell) *float64 { return &c.BatchedReferenceOpsPerSec },
+		func(c *Cell) *float64 { return &c.BatchedReferenceP99ms },
+		func(c *Cell) *float64 { return &c.RatioToBatchedReference },
+	} {
+		values := make([]float64, len(rounds))
+		for i := range rounds {
+			values[i] = *f(&rounds[i])
+		}
+		*f(&cell) = median(values)
+	}
+	return cell
+}
+
+// median is the middle of values, or the mean of the two middle ones when
+// there is an even number of them. It sorts values.
+func median(values []float64) float64 {
+	slices.Sort(values)
+	n := len(values)
+	if n%2 == 1 {
+		return values[n/2]
+	}
+	return (values[n/2-1] + values[n/2]) / 2
 }
 
 // measurement is what one phase of a cell counted: the operations completed

@@ -287,3 +287,53 @@ func TestBatcherIsolatesCallersErrors(t *testing.T) {
 		require.Equal(t, "claimed", s, k)
 	}
 }
+
+// TestMedianCell: rounds combine into one cell whose rates, latencies and
+// ratios are the medians of the rounds' (the mean of the middle two for an
+// even number), whose counts are sums, and which lists each round's ratio
+// to the floor in the order they ran.
+func TestMedianCell(t *testing.T) {
+	t.Parallel()
+	round := func(ops int64, opsPerSec, ratio, p99, rss float64) Cell {
+		return Cell{Mode: ModeLibrary, Store: "sqlite", Concurrency: 8, Ops: ops, OpsPerSec: opsPerSec, P99ms: p99,
+			FloorOps: 2 * ops, RatioToFloor: ratio, ReferenceOpsPerSec: opsPerSec / 2, RSSMB: rss, Rounds: 1, UpstreamRequests: ops}
+	}
+	got := medianCell([]Cell{round(100, 1000, 0.5, 9, 30), round(300, 3000, 0.2, 3, 31), round(200, 2000, 0.4, 5, 32)})
+	require.Equal(t, 3, got.Rounds)
+	require.EqualValues(t, 600, got.Ops)
+	require.EqualValues(t, 1200, got.FloorOps)
+	require.EqualValues(t, 600, got.UpstreamRequests)
+	require.Equal(t, 2000.0, got.OpsPerSec)
+	require.Equal(t, 0.4, got.RatioToFloor, "the median ratio, not the ratio of the medians")
+	require.Equal(t, 5.0, got.P99ms)
+	require.Equal(t, 1000.0, got.ReferenceOpsPerSec)
+	require.Equal(t, []float64{0.5, 0.2, 0.4}, got.RatioToFloorRounds)
+	require.Equal(t, 32.0, got.RSSMB, "read after the last round")
+	require.Equal(t, 8, got.Concurrency)
+
+	even := medianCell([]Cell{round(1, 1000, 0.5, 9, 30), round(1, 3000, 0.2, 3, 31)})
+	require.Equal(t, 2000.0, even.OpsPerSec)
+	require.InDelta(t, 0.35, even.RatioToFloor, 1e-12)
+
+	one := round(5, 50, 0.1, 1, 20)
+	require.Equal(t, one, medianCell([]Cell{one}), "a single round is its own cell")
+}
+
+// TestRunRounds: with Rounds set, Run measures each concurrency that many
+// times and returns one cell for it.
+func TestRunRounds(t *testing.T) {
+	t.Parallel()
+	cells, err := Run(context.Background(), Config{
+		DSN:         "sqlite:" + filepath.Join(t.TempDir(), "bench.db"),
+		Concurrency: []int{2},
+		Duration:    100 * time.Millisecond,
+		Rounds:      2,
+	})
+	require.NoError(t, err)
+	require.Len(t, cells, 1)
+	c := cells[0]
+	require.Equal(t, 2, c.Rounds)
+	require.Len(t, c.RatioToFloorRounds, 2)
+	require.InDelta(t, (c.RatioToFloorRounds[0]+c.RatioToFloorRounds[1])/2, c.RatioToFloor, 1e-12)
+	require.Positive(t, c.Ops)
+}

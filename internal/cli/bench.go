@@ -22,7 +22,7 @@ func newBenchCmd() *cobra.Command {
 		dsn, conc, mode, keys, cpuProfile string
 		dur                               time.Duration
 		asJSON                            bool
-		preload                           int
+		preload, rounds                   int
 		serveRSS                          int64
 	)
 	cmd := &cobra.Command{
@@ -44,6 +44,12 @@ the single writer; on PostgreSQL on the floor's pool), and on SQLite the
 batched reference, the same claims and completes from concurrent callers
 batched into shared transactions. Each concurrency measures the floors, then
 the references, then the protected operations, each for --duration.
+
+--rounds N measures each concurrency N times, one round after the other, and
+reports the median of the rounds' figures: each ratio is computed within its
+round, so a machine whose speed drifts (a shared VM) still compares
+workloads it ran at the same speed. JSON also lists each round's ratio to the
+floor (ratio_to_floor_rounds).
 
 --preload N first fills the ledger with N operations (a realistic mix of
 states, each with its attempt and timeline) so that the run measures a ledger
@@ -75,14 +81,18 @@ database server's own CPU is not in it.`,
   opledger bench --mode http --json
   opledger bench --mode proxy --concurrency 1,8,32 --duration 5s
   opledger bench --preload 1000000 --concurrency 32
+  opledger bench --rounds 3 --concurrency 1,32 --duration 5s           # medians of 3 rounds
   opledger bench --keys random --concurrency 32
   opledger bench --mode http --concurrency 32 --cpu-profile cpu.out   # then: go tool pprof -top cpu.out
   opledger bench --mode http --serve-rss 1000000 --concurrency 32`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode), Keys: bench.Keys(keys), Preload: preload}
+			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode), Keys: bench.Keys(keys), Preload: preload, Rounds: rounds}
 			if preload < 0 {
 				return usageError{fmt.Errorf("--preload must not be negative")}
+			}
+			if rounds < 1 || rounds > 100 {
+				return usageError{fmt.Errorf("--rounds takes a whole number from 1 to 100 (got %d)", rounds)}
 			}
 			if !cfg.Keys.Valid() {
 				return usageError{fmt.Errorf("--keys takes sequential or random (got %q)", keys)}
@@ -98,13 +108,13 @@ database server's own CPU is not in it.`,
 				return usageError{fmt.Errorf("--duration must be positive, e.g. 10s")}
 			}
 			if cmd.Flags().Changed("serve-rss") {
-				if mode != string(bench.ModeHTTP) || preload != 0 || cmd.Flags().Changed("keys") || serveRSS < 2 {
-					return usageError{fmt.Errorf("--serve-rss N takes --mode http, no --preload or --keys, and N of at least 2")}
+				if mode != string(bench.ModeHTTP) || preload != 0 || cmd.Flags().Changed("keys") || cmd.Flags().Changed("rounds") || serveRSS < 2 {
+					return usageError{fmt.Errorf("--serve-rss N takes --mode http, no --preload, --keys or --rounds, and N of at least 2")}
 				}
 				return benchServeRSS(cmd, bench.ServeRSSConfig{DSN: dsn, Ops: serveRSS, Concurrency: cfg.Concurrency[0]}, asJSON)
 			}
 			if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-				bar := progressbar.NewOptions64(int64(time.Duration(len(cfg.Concurrency)*bench.Phases(dsn))*dur/time.Millisecond),
+				bar := progressbar.NewOptions64(int64(time.Duration(len(cfg.Concurrency)*rounds*bench.Phases(dsn))*dur/time.Millisecond),
 					progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("bench"), progressbar.OptionClearOnFinish())
 				cfg.Progress = func(done, _ time.Duration) { _ = bar.Set64(int64(done / time.Millisecond)) }
 				defer bar.Finish()
@@ -138,6 +148,7 @@ database server's own CPU is not in it.`,
 	cmd.Flags().StringVar(&keys, "keys", "sequential", "order of the operations' keys: sequential (a counter) or random (as UUIDs are)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
+	cmd.Flags().IntVar(&rounds, "rounds", 1, "measure each concurrency this many times and report the medians")
 	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the bench process (ledger, HTTP server and proxy included) to this file, for go tool pprof")
 	cmd.Flags().Int64Var(&serveRSS, "serve-rss", 0, "with --mode http: run N operations through a child 'opledger serve' and report its memory")
 	return cmd
@@ -156,7 +167,11 @@ func writeBenchTable(w io.Writer, cells []bench.Cell) error {
 	if first.Preload > 0 {
 		ledger = fmt.Sprintf("a ledger of %d operations", first.Preload)
 	}
-	fmt.Fprintf(w, "opledger bench: %s mode, %s store, %s keys, %s\n\n", first.Mode, first.Store, first.Keys, ledger)
+	rounds := ""
+	if first.Rounds > 1 {
+		rounds = fmt.Sprintf(", medians of %d rounds", first.Rounds)
+	}
+	fmt.Fprintf(w, "opledger bench: %s mode, %s store, %s keys, %s%s\n\n", first.Mode, first.Store, first.Keys, ledger, rounds)
 	reference := "reference: claim + complete, two transactions"
 	if first.BatchedReferenceOpsPerSec > 0 {
 		reference = "reference: claim + complete, single writer"

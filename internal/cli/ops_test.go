@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,6 +160,24 @@ func TestBench(t *testing.T) {
 	_, errOut, code = run(t, "bench", "--keys", "uuid")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `--keys takes sequential or random (got "uuid")`)
+	_, errOut, code = run(t, "bench", "--rounds", "0")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--rounds takes a whole number from 1 to 100 (got 0)")
+
+	// --rounds: one cell per concurrency, the median of its rounds, with
+	// each round's own ratio to the floor.
+	out, errOut, code = run(t, "bench", "--duration", "200ms", "--concurrency", "2", "--rounds", "3", "--json")
+	require.Equal(t, 0, code, errOut)
+	var rounds struct {
+		Rounds             int       `json:"rounds"`
+		RatioToFloor       float64   `json:"ratio_to_floor"`
+		RatioToFloorRounds []float64 `json:"ratio_to_floor_rounds"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &rounds), out)
+	require.Equal(t, 3, rounds.Rounds)
+	require.Len(t, rounds.RatioToFloorRounds, 3)
+	sorted := slices.Sorted(slices.Values(rounds.RatioToFloorRounds))
+	require.Equal(t, sorted[1], rounds.RatioToFloor, "the median of the rounds' ratios")
 
 	out, errOut, code = run(t, "bench", "--duration", "300ms", "--concurrency", "2", "--keys", "random", "--json")
 	require.Equal(t, 0, code, errOut)
@@ -224,6 +243,7 @@ func TestBenchServeRSS(t *testing.T) {
 		{"--mode", "proxy", "--serve-rss", "1000"}, // not the API
 		{"--mode", "http", "--serve-rss", "1000", "--preload", "10"},
 		{"--mode", "http", "--serve-rss", "1000", "--keys", "random"},
+		{"--mode", "http", "--serve-rss", "1000", "--rounds", "3"},
 	} {
 		_, errOut, code = run(t, append([]string{"bench"}, args...)...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)
