@@ -679,25 +679,23 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		// The report ends the attempt.
 		a.FinishedAt = t.now
 		a.Outcome = string(r.Outcome)
-		a.DestinationRef = r.DestinationRef
-		a.Response = r.Response
-		a.Error = r.Error
 	} else {
 		// The attempt had ended (its lease expired, or it had reported):
 		// what it ended with stays, so that counts of attempts by outcome
-		// never go down and its own error still explains it. The report
-		// is kept beside it, and fills only what the ending left empty;
-		// the timeline entry below carries all of it.
+		// never go down, and the report is kept beside it.
 		a.LateOutcome = string(r.Outcome)
-		if a.DestinationRef == "" {
-			a.DestinationRef = r.DestinationRef
-		}
-		if len(a.Response) == 0 {
-			a.Response = r.Response
-		}
-		if a.Error == "" {
-			a.Error = r.Error
-		}
+	}
+	// The report fills what the attempt does not have yet (all of it, on
+	// an attempt still open), so that an ending's own error still explains
+	// it; the timeline entry below carries the whole report.
+	if a.DestinationRef == "" {
+		a.DestinationRef = r.DestinationRef
+	}
+	if len(a.Response) == 0 {
+		a.Response = r.Response
+	}
+	if a.Error == "" {
+		a.Error = r.Error
 	}
 	if err := t.updateAttempt(a); err != nil {
 		return err
