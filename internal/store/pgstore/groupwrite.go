@@ -20,7 +20,11 @@ import (
 // WriteConditional queues the caller's decision. A few committer
 // goroutines, each on its own pooled connection, take whatever is queued
 // (up to maxGroup decisions) and write it in one transaction of two round
-// trips, however many callers it serves:
+// trips, however many callers it serves. A caller alone in
+// WriteConditional writes its decision itself, the same way, as a group of
+// one: it has no one to share a commit with, and the hand-off to a
+// committer and back would cost two goroutine wake-ups per transition. A
+// transaction:
 //
 //  1. BEGIN and the clock;
 //  2. every caller's writes as one statement each, then COMMIT.
@@ -35,9 +39,10 @@ import (
 // so that each gets its own outcome. A caller returns once the COMMIT
 // covering its writes has returned (synchronous_commit stays on).
 
-// committers is how many shared transactions may be in flight at once.
-// More overlap round trips with the server's work; fewer make larger
-// groups. The pool must have room for them beside ordinary transactions.
+// committers is how many shared transactions may be in flight at once,
+// besides the one of a caller writing alone. More overlap round trips with
+// the server's work; fewer make larger groups. The pool must have room for
+// them beside ordinary transactions.
 const committers = 2
 
 // maxGroup bounds the callers of one shared transaction.
@@ -73,6 +78,10 @@ type groupWriter struct {
 	wg    sync.WaitGroup
 	// closed is set by close; later requests fail with errClosed.
 	closed atomic.Bool
+	// callers counts the callers inside WriteConditional. One alone writes
+	// its decision itself: handing it to a committer and back would cost
+	// two goroutine wake-ups for a group of one.
+	callers atomic.Int32
 }
 
 func newGroupWriter(s *Store) *groupWriter {
@@ -82,7 +91,8 @@ func newGroupWriter(s *Store) *groupWriter {
 // WriteConditional implements store.ConditionalWriter with group commit.
 // A caller whose ctx ends while its decision is still queued leaves
 // without writing; once a committer has taken it, the caller waits for the
-// outcome, so that an error never hides a committed write.
+// outcome, so that an error never hides a committed write. A caller alone
+// writes its decision itself, in the same kind of transaction.
 func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time) ([]store.Write, error)) error {
 	g := s.group
 	if g.closed.Load() {
@@ -95,6 +105,18 @@ func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time)
 		}
 	})
 	r := &condRequest{decide: decide, done: make(chan struct{})}
+	defer g.callers.Add(-1)
+	if g.callers.Add(1) == 1 {
+		// Alone: write the group of one here. Like a queued request, it
+		// is not written once its ctx has ended, and its statements run
+		// without ctx once begun.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r.state.Store(requestTaken)
+		g.write([]*condRequest{r})
+		return r.outcome()
+	}
 	select {
 	case g.queue <- r:
 	case <-ctx.Done():
@@ -114,6 +136,11 @@ func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time)
 		return gaveUp
 	}
 	<-r.done
+	return r.outcome()
+}
+
+// outcome is what the caller of a finished request gets.
+func (r *condRequest) outcome() error {
 	if r.panicked != nil {
 		panic(r.panicked) // decide's panic, in the caller's goroutine
 	}

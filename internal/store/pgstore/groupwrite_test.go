@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,9 +133,70 @@ func TestTombstoneBlocksConditionalInsert(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestDecisionPanicReachesCaller: a decision that panics in a committer
-// panics in its caller's goroutine, as in an ordinary transaction, and
-// the store goes on writing; after Close, callers get an error at once.
+// TestLoneCallerWritesItself: a caller alone in WriteConditional runs its
+// decision in its own goroutine, not a committer's; while it writes, the
+// next caller is queued and written by a committer without waiting for it;
+// a decision that panics in a committer panics in its caller's goroutine;
+// a lone caller whose ctx has ended writes nothing.
+func TestLoneCallerWritesItself(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openMigrated(t)
+	inCommitter := func() bool {
+		buf := make([]byte, 64<<10)
+		return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*groupWriter).commit")
+	}
+
+	alone := request("alone", "fine", 0)
+	entered, release := make(chan bool), make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before Close, which waits for the committers, when the test fails early
+	aloneDone := make(chan error, 1)
+	go func() {
+		aloneDone <- s.WriteConditional(ctx, func(now time.Time) ([]store.Write, error) {
+			entered <- inCommitter()
+			<-release
+			return alone.decide(now)
+		})
+	}()
+	require.False(t, <-entered, "a lone caller's decision runs in its own goroutine")
+
+	queued := request("queued", "fine", 0)
+	var queuedInCommitter bool
+	require.NoError(t, s.WriteConditional(ctx, func(now time.Time) ([]store.Write, error) {
+		queuedInCommitter = inCommitter()
+		return queued.decide(now)
+	}))
+	require.True(t, queuedInCommitter, "a caller that is not alone is written by a committer")
+	require.PanicsWithValue(t, "queued boom", func() {
+		_ = s.WriteConditional(ctx, func(time.Time) ([]store.Write, error) { panic("queued boom") })
+	})
+	unblock()
+	require.NoError(t, <-aloneDone)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, s.WriteConditional(cancelled, request("cancelled", "x", 0).decide), context.Canceled)
+
+	err := s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		for key, want := range map[string]bool{"alone": true, "queued": true, "cancelled": false} {
+			_, err := r.GetOperation(ctx, "t", key)
+			if want {
+				require.NoError(t, err, key)
+			} else {
+				require.ErrorIs(t, err, store.ErrNotFound, key)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// TestDecisionPanicReachesCaller: a decision that panics panics in its
+// caller's goroutine, as in an ordinary transaction (here a lone caller's;
+// TestLoneCallerWritesItself panics in a committer), and the store goes on
+// writing; after Close, callers get an error at once.
 func TestDecisionPanicReachesCaller(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
