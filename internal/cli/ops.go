@@ -406,7 +406,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	}
 	fmt.Fprintln(w, "\nAttempts:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tID\tWORKER\tCLAIMED\tDISPATCHED\tOUTCOME\tREF")
+	fmt.Fprintln(tw, "  #\tID\tWORKER\tCLAIMED\tDISPATCHED\tOUTCOME\tREF\tERROR")
 	for _, a := range d.Attempts {
 		disp := "-"
 		if a.DispatchedAt != nil {
@@ -419,7 +419,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		if a.LateOutcome != "" {
 			outcome += ", late report " + a.LateOutcome
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.ID, a.Worker, a.ClaimedAt.Format("15:04:05.000"), disp, outcome, dash(a.DestinationRef))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.ID, a.Worker, a.ClaimedAt.Format("15:04:05.000"), disp, outcome, dash(a.DestinationRef), dash(a.Error))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nTimeline:")

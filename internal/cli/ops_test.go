@@ -56,6 +56,12 @@ func TestOps(t *testing.T) {
 		"result:                 uncertain", "deduplication support:", "next decision:          ops-team decides", "reason:"} {
 		require.Contains(t, out, want)
 	}
+	// Each attempt's own error, beside its outcome: the first attempt of
+	// DEMO-OP-020 was refused for the moment, the second succeeded.
+	out, errOut, code = run(t, "ops", "show", "DEMO-OP-020", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^  1 .* retryable +- +POST crm: 503 Service Unavailable$`, out)
+	require.Regexp(t, `(?m)^  2 .* succeeded +crm-\d+ +-$`, out)
 	out, _, code = run(t, "ops", "show", "DEMO-OP-017", "--db", dsn, "--json")
 	require.Equal(t, 0, code)
 	var shown struct {
