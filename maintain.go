@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/opledger/opledger/internal/periodic"
 )
 
 // Default intervals of Maintain.
@@ -54,7 +56,7 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		every(ctx, o.LeaseSweep, log, "expire leases", func(ctx context.Context) error {
+		periodic.Run(ctx, o.LeaseSweep, log, "expire leases", func(ctx context.Context) error {
 			n, err := l.ExpireLeases(ctx)
 			if n > 0 {
 				log.Info("settled expired leases", "count", n)
@@ -64,7 +66,7 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 	}()
 	go func() {
 		defer wg.Done()
-		every(ctx, o.CompactInterval, log, "compact", func(ctx context.Context) error {
+		periodic.Run(ctx, o.CompactInterval, log, "compact", func(ctx context.Context) error {
 			res, err := l.Compact(ctx)
 			if res != (CompactResult{}) {
 				log.Info("retention", "compacted", res)
@@ -73,21 +75,4 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 		})
 	}()
 	wg.Wait()
-}
-
-// every runs fn at once and then every interval until ctx ends, logging
-// its errors (but not those after ctx ended) as what.
-func every(ctx context.Context, interval time.Duration, log *slog.Logger, what string, fn func(context.Context) error) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			log.Error(what, "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

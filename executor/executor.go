@@ -29,6 +29,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/periodic"
 )
 
 // ErrStopping is the cause with which the executor cancels what it must
@@ -54,9 +55,9 @@ type Config struct {
 	// PollInterval is how long a worker waits after finding nothing due.
 	// Default 1 s.
 	PollInterval time.Duration
-	// SweepInterval is how often expired leases are settled. Default 5 s;
-	// negative disables the sweep (when something else runs
-	// Ledger.ExpireLeases).
+	// SweepInterval is how often expired leases are settled, the first
+	// time when the executor starts. Default 5 s; negative disables the
+	// sweep (when something else runs Ledger.ExpireLeases).
 	SweepInterval time.Duration
 	// Logger receives one line per attempt and per problem. Default
 	// slog.Default().
@@ -226,28 +227,19 @@ func (e *Executor) work(r run, worker string) {
 	}
 }
 
-// sweep settles expired leases periodically.
+// sweep settles expired leases at once and then periodically.
 func (e *Executor) sweep(stop context.Context) {
 	defer e.wg.Done()
-	t := time.NewTicker(e.cfg.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop.Done():
-			return
-		case <-t.C:
-			n, err := e.ledger.ExpireLeases(stop)
-			switch {
-			case err != nil && stop.Err() == nil:
-				e.log.Error("expire leases", "error", err)
-			case n > 0:
-				e.log.Info("settled expired leases", "count", n)
-			}
-			if e.afterSweep != nil {
-				e.afterSweep(n, err)
-			}
+	periodic.Run(stop, e.cfg.SweepInterval, e.log, "expire leases", func(ctx context.Context) error {
+		n, err := e.ledger.ExpireLeases(ctx)
+		if n > 0 {
+			e.log.Info("settled expired leases", "count", n)
 		}
-	}
+		if e.afterSweep != nil {
+			e.afterSweep(n, err)
+		}
+		return err
+	})
 }
 
 // step claims one operation and makes its attempt.

@@ -21,6 +21,7 @@ import (
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/executor"
 	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/periodic"
 	"github.com/opledger/opledger/reconciler"
 )
 
@@ -159,11 +160,11 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		s.every(loops, s.cfg.SampleInterval, "sample counters", s.console.Sample)
+		periodic.Run(loops, s.cfg.SampleInterval, log, "sample counters", s.console.Sample)
 	}()
 	go func() {
 		defer wg.Done()
-		s.every(loops, s.cfg.SweepInterval, "advance workflows", func(ctx context.Context) error {
+		periodic.Run(loops, s.cfg.SweepInterval, log, "advance workflows", func(ctx context.Context) error {
 			_, err := s.ledger.AdvanceWorkflows(ctx)
 			return err
 		})
@@ -217,20 +218,4 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return err
-}
-
-// every runs fn now and then every interval until ctx ends, logging errors.
-func (s *Server) every(ctx context.Context, interval time.Duration, what string, fn func(context.Context) error) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Error(what, "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
