@@ -5,39 +5,21 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger/internal/periodic"
+	"github.com/opledger/opledger/internal/testrig"
 )
-
-// logBuffer is a log destination safe for the job's goroutine and the test.
-type logBuffer struct {
-	mu sync.Mutex
-	sb strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.sb.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.sb.String()
-}
 
 // TestRunAtOnceThenAtInterval: the first run does not wait for the
 // interval, the next ones come at it, an error is logged under the job's
 // name, and Run returns once ctx ends.
 func TestRunAtOnceThenAtInterval(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs testrig.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	runs := make(chan int)
 	returned := make(chan struct{})
@@ -81,7 +63,7 @@ func TestRunAtOnceThenAtInterval(t *testing.T) {
 // not logged.
 func TestRunQuietAfterCancel(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs testrig.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	periodic.Run(ctx, time.Hour, slog.New(slog.NewTextHandler(&logs, nil)), "the job", func(ctx context.Context) error {
 		cancel()
