@@ -78,9 +78,8 @@ type groupWriter struct {
 	wg    sync.WaitGroup
 	// closed is set by close; later requests fail with errClosed.
 	closed atomic.Bool
-	// callers counts the callers inside WriteConditional. One alone writes
-	// its decision itself: handing it to a committer and back would cost
-	// two goroutine wake-ups for a group of one.
+	// callers counts the callers inside WriteConditional; one alone
+	// writes its decision itself.
 	callers atomic.Int32
 }
 
