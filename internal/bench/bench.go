@@ -104,7 +104,8 @@ type Config struct {
 	// each time, one round after the other; its cell then gives the median
 	// of the rounds' figures (see Cell). Zero means 1.
 	Rounds int
-	// Progress, if set, is told the elapsed fraction of the run (0..1).
+	// Progress, if set, is told how much of the run's measuring time has
+	// passed and how long it is in all.
 	Progress func(done, total time.Duration)
 }
 
@@ -231,7 +232,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		}
 	}
 
-	total := time.Duration(len(cfg.Concurrency)*cfg.Rounds*Phases(cfg.DSN)) * cfg.Duration
+	total := time.Duration(len(cfg.Concurrency)*cfg.Rounds*phases(cfg.DSN)) * cfg.Duration
 	var elapsed time.Duration
 	measure := func(c int, fn func(context.Context, int, int64) error) (int64, []time.Duration, error) {
 		n, lat, err := loop(ctx, c, cfg.Duration, fn, func(d time.Duration) {
@@ -387,10 +388,10 @@ func ratio(ops, baselineOps int64) float64 {
 	return float64(ops) / float64(baselineOps)
 }
 
-// Phases is how many measurements each concurrency takes on the store named
+// phases is how many measurements each concurrency takes on the store named
 // by dsn: the floor, the reference and the protected operations, and on
 // SQLite the batched floor and the batched reference too.
-func Phases(dsn string) int {
+func phases(dsn string) int {
 	if dsn == "" || strings.HasPrefix(dsn, "sqlite:") {
 		return 5
 	}

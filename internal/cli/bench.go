@@ -114,10 +114,20 @@ database server's own CPU is not in it.`,
 				return benchServeRSS(cmd, bench.ServeRSSConfig{DSN: dsn, Ops: serveRSS, Concurrency: cfg.Concurrency[0]}, asJSON)
 			}
 			if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-				bar := progressbar.NewOptions64(int64(time.Duration(len(cfg.Concurrency)*rounds*bench.Phases(dsn))*dur/time.Millisecond),
-					progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("bench"), progressbar.OptionClearOnFinish())
-				cfg.Progress = func(done, _ time.Duration) { _ = bar.Set64(int64(done / time.Millisecond)) }
-				defer bar.Finish()
+				// Drawn from the first report, which says how long the run is.
+				var bar *progressbar.ProgressBar
+				cfg.Progress = func(done, total time.Duration) {
+					if bar == nil {
+						bar = progressbar.NewOptions64(int64(total/time.Millisecond),
+							progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("bench"), progressbar.OptionClearOnFinish())
+					}
+					_ = bar.Set64(int64(done / time.Millisecond))
+				}
+				defer func() {
+					if bar != nil {
+						_ = bar.Finish()
+					}
+				}()
 			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
