@@ -453,7 +453,7 @@ func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool,
 	return a, current, nil
 }
 
-func (t *txn) stale(attemptID string, token int64) error {
+func (t *txn) stale(attemptID string, token int64) *StaleError {
 	return &StaleError{Key: t.key, AttemptID: attemptID, FencingToken: token, Current: t.op.FencingToken, Operation: toOperation(t.op)}
 }
 
@@ -564,7 +564,9 @@ func (r *Report) validate() error {
 //
 // A report from an attempt that no longer holds the operation moves nothing
 // but is kept as evidence, and the call returns a *StaleError
-// (ErrStaleFencingToken) carrying the operation. Two stale reports still
+// (ErrStaleFencingToken) carrying the operation, with Recorded set. A
+// token that is not the attempt's own is refused with a *StaleError and
+// nothing recorded. Two stale reports still
 // count: a late success resolves an uncertain or held operation, and a late
 // success whose reference differs from the confirmed one is recorded as a
 // duplicate-effect incident.
@@ -581,6 +583,10 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 			return err
 		}
 		if !current {
+			if token != a.FencingToken {
+				// Not this attempt's token: not its report.
+				return t.stale(attemptID, token)
+			}
 			return t.staleReport(a, token, &r)
 		}
 		a.Outcome = string(r.Outcome)
@@ -719,6 +725,8 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	default:
 		t.note(a.Worker, a.ID, "stale report kept as evidence", evidence)
 	}
-	t.after = t.stale(a.ID, token)
+	se := t.stale(a.ID, token)
+	se.Recorded = true
+	t.after = se
 	return nil
 }

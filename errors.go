@@ -88,14 +88,20 @@ func (e *MismatchError) Error() string {
 // Is matches ErrFingerprintMismatch.
 func (e *MismatchError) Is(target error) bool { return target == ErrFingerprintMismatch }
 
-// StaleError reports a dispatch or outcome from an attempt that no longer
-// holds the operation. Its report, if any, has been recorded as evidence.
+// StaleError reports a dispatch, release or outcome from an attempt that
+// no longer holds the operation, or with a fencing token that is not its
+// attempt's. An outcome from the attempt itself (its own token) has been
+// recorded as evidence (Recorded); anything else was refused unrecorded.
 type StaleError struct {
 	Key          string
 	AttemptID    string
 	FencingToken int64      // the token the caller sent
 	Current      int64      // the operation's current token
 	Operation    *Operation // the operation after the evidence was recorded
+	// Recorded is true when Report kept the attempt's late report as
+	// evidence. A token that is not the attempt's own is never recorded:
+	// whoever sent it did not make that attempt.
+	Recorded bool
 }
 
 // Error describes the error.

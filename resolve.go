@@ -141,6 +141,8 @@ func (l *Ledger) Approve(ctx context.Context, key string, a Approval) (*Operatio
 
 // Revision is new content for an operation that has never been dispatched.
 type Revision struct {
+	// Payload is the new content, required: JSON null says "no payload"
+	// explicitly, an absent one is refused rather than taken for null.
 	Payload json.RawMessage `json:"payload"`
 	Version int64           `json:"version"`
 	// Actor names who revised it. Default "operator".
@@ -153,33 +155,25 @@ type Revision struct {
 // fixed (a *StateError): a correction is then a new operation with its own
 // key.
 func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (*Operation, error) {
+	if err := r.normalize(); err != nil {
+		return nil, err
+	}
+	return l.mutate(ctx, key, func(t *txn) error { return t.revise(r.Payload, r.Version, r.Actor, "") })
+}
+
+// normalize checks a revision and fills its default actor.
+func (r *Revision) normalize() error {
 	if r.Actor == "" {
 		r.Actor = "operator"
 	}
-	if len(r.Payload) == 0 {
-		r.Payload = json.RawMessage("null")
+	if len(r.Actor) > maxNameLength {
+		return invalidInput("actor is at most %d bytes", maxNameLength)
 	}
-	return l.mutate(ctx, key, func(t *txn) error {
-		if err := t.need("revise"); err != nil {
-			return err
-		}
-		st := State(t.op.State)
-		if !(st == StateAwaitingApproval || (st == StatePending && t.op.FirstDispatchedAt.IsZero())) {
-			return t.refuse("revise")
-		}
-		if r.Version <= t.op.Version {
-			return invalidInput("revise needs a version above the current %d", t.op.Version)
-		}
-		fp, err := Fingerprint(t.op.Action, t.op.Destination, r.Payload, r.Version)
-		if err != nil {
-			return err
-		}
-		t.op.Payload = r.Payload
-		t.op.Version = r.Version
-		t.op.Fingerprint = fp
-		t.op.RequiresApproval = true
-		t.op.ApprovedBy = ""
-		t.move(StateAwaitingApproval, r.Actor, "", "revised", fmt.Sprintf("version %d, %s", r.Version, fp))
-		return nil
-	})
+	if len(r.Payload) == 0 {
+		return invalidInput("revise needs the new payload (JSON null for none)")
+	}
+	if !json.Valid(r.Payload) {
+		return invalidInput("payload is not valid JSON")
+	}
+	return nil
 }

@@ -783,17 +783,8 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	if r.Actor == "" {
-		r.Actor = "operator"
-	}
-	if len(r.Actor) > maxNameLength {
-		return nil, invalidInput("actor is longer than %d bytes", maxNameLength)
-	}
-	if len(r.Payload) == 0 {
-		r.Payload = json.RawMessage("null")
-	}
-	if !json.Valid(r.Payload) {
-		return nil, invalidInput("payload is not valid JSON")
+	if err := r.normalize(); err != nil {
+		return nil, err
 	}
 	var w *Workflow
 	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {

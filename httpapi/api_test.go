@@ -198,6 +198,12 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 		}
 	}
 
+	// The scheme's name in any case; the token itself exactly.
+	status, _ := b.rawWith(t, "GET", "/v1/stats", "", nil, http.Header{"Authorization": {"bearer " + tok}})
+	require.Equal(t, http.StatusOK, status)
+	status, _ = b.rawWith(t, "GET", "/v1/stats", "", nil, http.Header{"Authorization": {"Basic " + tok}})
+	require.Equal(t, http.StatusUnauthorized, status)
+
 	// Record.
 	op, created, err := b.acme.Record(ctx, "order:17:prepare", intent(2))
 	require.NoError(t, err)
@@ -216,6 +222,14 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	data := expect("PUT", "/v1/operations/k1", []byte("{\"action\":\"a\",\n\"destination\":}"), 400, "invalid_json")
 	require.Contains(t, string(data), "line 2")
 	expect("PUT", "/v1/operations/k1", []byte(`{"action":"a","destination":"d","colour":"red"}`), 400, "invalid_json")
+	for _, body := range []string{`{"action":"a","destination":"d"}}`, `{"action":"a","destination":"d"}]`, `{"action":"a","destination":"d"} x`} {
+		data := expect("PUT", "/v1/operations/k1", []byte(body), 400, "invalid_json")
+		require.Contains(t, string(data), "after the JSON object at byte 32", body)
+	}
+	for _, body := range []string{`null`, `[]`, `"x"`, ` 7`} {
+		data := expect("POST", "/v1/operations/order:17:prepare/claim", []byte(body), 400, "invalid_json")
+		require.Contains(t, string(data), "must be a JSON object", body)
+	}
 	expect("PUT", "/v1/operations/k1", []byte(`{"action":"a","destination":"d","payload":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`}`), 400, "invalid_json")
 	expect("PUT", "/v1/operations/k1", big, 413, "payload_too_large")
 	expect("PUT", "/v1/operations/k1", []byte(`{"action":"a"}`), 400, "invalid_input")
@@ -251,6 +265,10 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", attemptPath+"/dispatch", []byte(`{"fencing_token":99}`), 409, "stale_fencing_token")
 	expect("POST", "/v1/operations/order:17:prepare/attempts/01J000000000000000000000AA/dispatch", []byte(`{"fencing_token":1}`), 404, "not_found")
 	expect("POST", attemptPath+"/dispatch", []byte(`{"fencing_token":"one"}`), 400, "invalid_json")
+	data = expect("POST", attemptPath+"/dispatch", []byte(`{}`), 400, "invalid_input")
+	require.Contains(t, string(data), "fencing_token is required")
+	data = expect("POST", attemptPath+"/outcome", []byte(`{"outcome":"uncertain"}`), 400, "invalid_input")
+	require.Contains(t, string(data), "fencing_token is required")
 	expect("POST", attemptPath+"/dispatch", big, 413, "payload_too_large")
 	_, err = b.acme.Dispatch(ctx, "order:17:prepare", c.AttemptID, c.FencingToken)
 	require.NoError(t, err)
@@ -291,6 +309,14 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.True(t, c.Operation.FirstDispatchedAt.Equal(*detail.Attempts[0].DispatchedAt))
 	_, err = b.acme.Report(ctx, "order:18:prepare", c.AttemptID, client.Report{FencingToken: c.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 	require.NoError(t, err)
+	// A success with a token no claim of this attempt issued is refused,
+	// not kept as a late report: the operation stays uncertain.
+	expect("POST", "/v1/operations/order:18:prepare/attempts/"+c.AttemptID+"/outcome",
+		[]byte(`{"fencing_token":999,"outcome":"succeeded","destination_ref":"FAKE"}`), 409, "stale_fencing_token")
+	detail, err = b.acme.Get(ctx, "order:18:prepare")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateUncertain, detail.State)
+	require.Empty(t, detail.Attempts[0].DestinationRef)
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"visibility_delay_seconds":-1}`), 400, "invalid_input")
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/nope/reconcile", []byte(`{}`), 404, "not_found")
@@ -320,6 +346,13 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/operations/order:19:prepare/revise", []byte(`{"payload":{"units":6},"version":1}`), 400, "invalid_input")
 	expect("POST", "/v1/operations/order:19:prepare/revise", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/nope/revise", []byte(`{"payload":{},"version":2}`), 404, "not_found")
+	data = expect("POST", "/v1/operations/order:19:prepare/revise", []byte(`{"version":2}`), 400, "invalid_input")
+	require.Contains(t, string(data), "needs the new payload")
+	expect("POST", "/v1/operations/order:19:prepare/revise", []byte(`{"payload":{},"version":2,"actor":"`+strings.Repeat("a", 201)+`"}`), 400, "invalid_input")
+	detail, err = b.acme.Get(ctx, "order:19:prepare")
+	require.NoError(t, err)
+	require.Equal(t, op.Fingerprint, detail.Fingerprint, "refused revisions change nothing")
+	require.Equal(t, op.Version, detail.Version)
 	op, err = b.acme.Revise(ctx, "order:19:prepare", opledger.Revision{Payload: json.RawMessage(`{"units":6}`), Version: 2})
 	require.NoError(t, err)
 	op, err = b.acme.Approve(ctx, "order:19:prepare", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lead"})
@@ -331,6 +364,16 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	_, err = b.acme.Dispatch(ctx, "order:19:prepare", c.AttemptID, c.FencingToken)
 	require.NoError(t, err)
 	expect("POST", "/v1/operations/order:19:prepare/revise", []byte(`{"payload":{"units":7},"version":3}`), 409, "in_progress")
+
+	// A route's path with another method: 405 with Allow; no route: 404.
+	status, data = b.raw(t, "DELETE", "/v1/operations/order:19:prepare", tok, nil)
+	require.Equal(t, http.StatusMethodNotAllowed, status)
+	require.Equal(t, "method_not_allowed", problemKind(t, data))
+	require.Contains(t, string(data), "this route takes GET, PUT")
+	status, data = b.raw(t, "POST", "/healthz", "", nil)
+	require.Equal(t, http.StatusMethodNotAllowed, status)
+	require.Equal(t, "method_not_allowed", problemKind(t, data))
+	expect("GET", "/v1/no/such/thing", nil, 404, "not_found")
 
 	// Stats, health, metrics, the document.
 	stats, err := b.acme.Stats(ctx)

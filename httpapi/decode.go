@@ -20,8 +20,9 @@ type decodeError struct {
 func (e *decodeError) Error() string { return e.msg }
 
 // decode reads the whole body (bounded by the body limit) and decodes it
-// into v strictly: unknown fields, trailing data, too deep nesting and
-// malformed JSON are refused with their position.
+// into v strictly: the body must be one JSON object; unknown fields,
+// trailing data, too deep nesting and malformed JSON are refused with
+// their position.
 func decode(r *http.Request, maxDepth int, v any) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -32,8 +33,14 @@ func decode(r *http.Request, maxDepth int, v any) error {
 		}
 		return &decodeError{http.StatusBadRequest, "invalid_json", "read request body: " + err.Error()}
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		return &decodeError{http.StatusBadRequest, "invalid_json", "request body is empty; send a JSON object"}
+	}
+	if trimmed[0] != '{' {
+		// null would decode into v as nothing at all, and an array or a
+		// scalar as a type error without a field to name.
+		return &decodeError{http.StatusBadRequest, "invalid_json", "request body must be a JSON object"}
 	}
 	if d := depth(body); d > maxDepth {
 		return &decodeError{http.StatusBadRequest, "invalid_json", fmt.Sprintf("JSON nests deeper than %d levels", maxDepth)}
@@ -43,9 +50,11 @@ func decode(r *http.Request, maxDepth int, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return &decodeError{http.StatusBadRequest, "invalid_json", describeJSONError(err, body)}
 	}
-	if dec.More() {
+	// Anything but white space after the object is refused (dec.More
+	// would let a stray '}' or ']' through).
+	if end := dec.InputOffset(); len(bytes.TrimSpace(body[end:])) > 0 {
 		return &decodeError{http.StatusBadRequest, "invalid_json",
-			fmt.Sprintf("unexpected data after the JSON object at byte %d", dec.InputOffset())}
+			fmt.Sprintf("unexpected data after the JSON object at byte %d", end)}
 	}
 	return nil
 }

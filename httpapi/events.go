@@ -106,7 +106,12 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 		if env.Created > 0 {
 			ev.OccurredAt = time.Unix(env.Created, 0).UTC()
 		}
-		ev.DeliveryID = h.Get("X-Request-Id")
+		// Stripe sends no delivery id; a proxy's X-Request-Id serves as
+		// one when it is shaped like one, and is ignored otherwise rather
+		// than refusing a signed event over a header it does not sign.
+		if id := h.Get("X-Request-Id"); opledger.ValidateKey(id) == nil {
+			ev.DeliveryID = id
+		}
 	case webhook.SchemeShopify:
 		ev.EventID = h.Get("X-Shopify-Event-Id")
 		if ev.EventID == "" {

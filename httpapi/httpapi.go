@@ -84,10 +84,29 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 		}
 		mux.Handle(rt.pattern, h)
 	}
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, nil)
-	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { noRoute(mux, w, r) })
 	return s.withRequestID(s.logged(mux)), nil
+}
+
+// noRoute answers a request no route took: 405 with Allow when the path
+// has routes for other methods, 404 otherwise, both as problems. (With a
+// catch-all pattern registered, ServeMux no longer tells the two apart.)
+func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed",
+			r.Method+" is not allowed here; this route takes "+strings.Join(allowed, ", "), nil)
+		return
+	}
+	writeProblem(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, nil)
 }
 
 // route is one API route: its ServeMux pattern and handler. Public routes
@@ -161,8 +180,9 @@ func (s *server) logged(next http.Handler) http.Handler {
 // tenant. It also bounds the request body.
 func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" {
+		// The scheme's name is case-insensitive (RFC 9110, section 11.1).
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="opledger"`)
 			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token>", nil)
 			return

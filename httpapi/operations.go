@@ -237,7 +237,16 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 }
 
 type dispatchBody struct {
-	FencingToken int64 `json:"fencing_token"`
+	FencingToken *int64 `json:"fencing_token"`
+}
+
+// fencingToken is a request's fencing token, which dispatch and outcome
+// requests must carry: a report without one cannot say which claim made it.
+func fencingToken(token *int64) (int64, error) {
+	if token == nil {
+		return 0, &decodeError{http.StatusBadRequest, "invalid_input", "fencing_token is required: send the token the claim returned"}
+	}
+	return *token, nil
 }
 
 func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
@@ -246,7 +255,12 @@ func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	op, err := l.Dispatch(r.Context(), r.PathValue("key"), r.PathValue("id"), body.FencingToken)
+	token, err := fencingToken(body.FencingToken)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := l.Dispatch(r.Context(), r.PathValue("key"), r.PathValue("id"), token)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -255,7 +269,7 @@ func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
 }
 
 type outcomeBody struct {
-	FencingToken      int64           `json:"fencing_token"`
+	FencingToken      *int64          `json:"fencing_token"`
 	Outcome           string          `json:"outcome"`
 	DestinationRef    string          `json:"destination_ref"`
 	Response          json.RawMessage `json:"response"`
@@ -263,13 +277,19 @@ type outcomeBody struct {
 	RetryAfterSeconds float64         `json:"retry_after_seconds"`
 }
 
-// outcome answers 200 with the operation's new state. A stale report is
+// outcome answers 200 with the operation's new state. A stale report (from
+// an attempt that no longer holds the operation, with its own token) is
 // recorded as evidence and also answers 200, with "stale_report": true and
-// the operation as it is.
+// the operation as it is; a token that is not the attempt's is a 409.
 func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 	var body outcomeBody
 	l, ok := s.begin(w, r, &body)
 	if !ok {
+		return
+	}
+	token, err := fencingToken(body.FencingToken)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	after, err := seconds(body.RetryAfterSeconds, "retry_after_seconds")
@@ -277,11 +297,11 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	op, err := l.Report(r.Context(), r.PathValue("key"), r.PathValue("id"), body.FencingToken, opledger.Report{
+	op, err := l.Report(r.Context(), r.PathValue("key"), r.PathValue("id"), token, opledger.Report{
 		Outcome: opledger.Outcome(body.Outcome), DestinationRef: body.DestinationRef, Response: body.Response,
 		Error: body.Error, RetryAfter: after})
 	var stale *opledger.StaleError
-	if errors.As(err, &stale) {
+	if errors.As(err, &stale) && stale.Recorded {
 		writeMerged(w, http.StatusOK, stale.Operation, map[string]any{"stale_report": true})
 		return
 	}

@@ -364,6 +364,44 @@ func testFencing(t *testing.T, h Harness) {
 		require.NoError(t, err)
 	})
 
+	t.Run("ReportWithAnotherTokenRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.clock.Advance(11 * time.Second)
+		_, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		before, err := b.ledger.Get(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, before.State)
+		eventsBefore := b.events(t, "k1")
+		// No claim ever issued token 0 or 99: a success claimed with them
+		// is not the attempt's report, and must neither resolve the
+		// operation nor be kept as its evidence.
+		for _, token := range []int64{0, c.FencingToken + 98} {
+			_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, token, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "FAKE"})
+			require.ErrorIs(t, err, opledger.ErrStaleFencingToken, "token %d", token)
+			var se *opledger.StaleError
+			require.True(t, errors.As(err, &se))
+			require.False(t, se.Recorded, "token %d", token)
+		}
+		after, err := b.ledger.Get(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, before, after, "nothing written")
+		require.Equal(t, eventsBefore, b.events(t, "k1"))
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Empty(t, attempts[0].DestinationRef)
+		require.Empty(t, attempts[0].LateOutcome)
+
+		// The attempt's own token is still heard.
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H42"})
+		var se *opledger.StaleError
+		require.True(t, errors.As(err, &se))
+		require.True(t, se.Recorded)
+		b.requireState(t, "k1", opledger.StateSucceeded)
+	})
+
 	t.Run("LateSuccessResolvesUncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
