@@ -117,7 +117,9 @@ type Intent struct {
 	// RequiresApproval records the operation as awaiting_approval.
 	RequiresApproval bool `json:"requires_approval,omitempty"`
 	// SensitiveFields are dotted paths into the payload ("customer.email")
-	// whose values are stored but never shown in lists, logs or the API.
+	// whose values are stored but never shown in lists, logs or the API. A
+	// path reaches into every element of an array on its way (the payload
+	// itself may be one), and also names a member spelled with the dots.
 	SensitiveFields []string `json:"sensitive_fields,omitempty"`
 }
 
@@ -204,9 +206,7 @@ func maskEchoes(doc, payload json.RawMessage, paths []string) json.RawMessage {
 	}
 	secrets := map[string]bool{}
 	for _, path := range paths {
-		for _, v := range valuesAt(p, strings.Split(path, ".")) {
-			collectLeaves(v, secrets)
-		}
+		atPath(p, strings.Split(path, "."), func(obj map[string]any, key string) { collectLeaves(obj[key], secrets) })
 	}
 	if len(secrets) == 0 {
 		return doc
@@ -253,26 +253,6 @@ func maskEchoes(doc, payload json.RawMessage, paths []string) json.RawMessage {
 	return out
 }
 
-// valuesAt returns the values at path in node, through arrays.
-func valuesAt(node any, path []string) []any {
-	if len(path) == 0 {
-		return []any{node}
-	}
-	switch x := node.(type) {
-	case map[string]any:
-		if v, ok := x[path[0]]; ok {
-			return valuesAt(v, path[1:])
-		}
-	case []any:
-		var out []any
-		for _, el := range x {
-			out = append(out, valuesAt(el, path)...)
-		}
-		return out
-	}
-	return nil
-}
-
 // collectLeaves adds the strings and numbers in v (as their JSON text) to
 // set. Empty strings are not secrets.
 func collectLeaves(v any, set map[string]bool) {
@@ -298,8 +278,9 @@ func collectLeaves(v any, set map[string]bool) {
 const Mask = "***"
 
 // MaskPayload returns payload with the values at the dotted paths replaced
-// by Mask. A payload that is not a JSON object, or a path that is absent,
-// is left as it is.
+// by Mask, wherever atPath finds them (through arrays, the payload's own
+// included, and in members whose names contain dots). A payload that is
+// not JSON, or a path that is absent, is left as it is.
 func MaskPayload(payload json.RawMessage, paths []string) json.RawMessage {
 	if len(paths) == 0 || len(payload) == 0 {
 		return payload
@@ -309,7 +290,7 @@ func MaskPayload(payload json.RawMessage, paths []string) json.RawMessage {
 		return payload
 	}
 	for _, p := range paths {
-		maskPath(doc, strings.Split(p, "."))
+		atPath(doc, strings.Split(p, "."), func(obj map[string]any, key string) { obj[key] = Mask })
 	}
 	out, err := json.Marshal(doc)
 	if err != nil {
@@ -318,26 +299,30 @@ func MaskPayload(payload json.RawMessage, paths []string) json.RawMessage {
 	return out
 }
 
-func maskPath(node any, path []string) {
-	obj, ok := node.(map[string]any)
-	if !ok || len(path) == 0 {
-		return
-	}
-	v, ok := obj[path[0]]
-	if !ok {
-		return
-	}
-	if len(path) == 1 {
-		obj[path[0]] = Mask
-		return
-	}
-	if arr, ok := v.([]any); ok {
-		for _, el := range arr {
-			maskPath(el, path[1:])
+// atPath calls fn with the object and member name of every value in node
+// that path (a dotted path, split) names. An array on the way stands for
+// each of its elements, at the top as below it, and a member whose own
+// name contains dots ("customer.email") matches the steps it spells, as
+// well as nested members do.
+func atPath(node any, path []string, fn func(obj map[string]any, key string)) {
+	switch x := node.(type) {
+	case []any:
+		for _, el := range x {
+			atPath(el, path, fn)
 		}
-		return
+	case map[string]any:
+		for i := 1; i <= len(path); i++ {
+			key := strings.Join(path[:i], ".")
+			v, ok := x[key]
+			switch {
+			case !ok:
+			case i == len(path):
+				fn(x, key)
+			default:
+				atPath(v, path[i:], fn)
+			}
+		}
 	}
-	maskPath(v, path[1:])
 }
 
 // Attempt is one technical try at an operation.

@@ -41,3 +41,41 @@ func TestMarshalMasksSensitiveEchoesInResponse(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"response":{"id":"R1","echo":`)
 }
+
+// Sensitive paths are masked wherever the payload's shape puts them: in an
+// array at the top or on the way, in a member whose name holds the dots,
+// and nested below one.
+func TestMaskPayloadShapes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		payload string
+		paths   []string
+		want    string
+	}{
+		{`[{"email":"e@x.invalid","n":1},{"email":"f@x.invalid"}]`, []string{"email"},
+			`[{"email":"***","n":1},{"email":"***"}]`},
+		{`{"customer.email":"e@x.invalid","customer":{"email":"f@x.invalid","id":7}}`, []string{"customer.email"},
+			`{"customer":{"email":"***","id":7},"customer.email":"***"}`},
+		{`{"a.b":{"c":"s1"},"a":{"b.c":"s2","b":{"c":"s3"}}}`, []string{"a.b.c"},
+			`{"a":{"b":{"c":"***"},"b.c":"***"},"a.b":{"c":"***"}}`},
+		{`{"rows":[[{"iban":"DE89"}],[{"iban":"FR76"}]],"keep":"x"}`, []string{"rows.iban"},
+			`{"keep":"x","rows":[[{"iban":"***"}],[{"iban":"***"}]]}`},
+		{`{"card":["4111","4242"]}`, []string{"card"}, `{"card":"***"}`},
+		{`{"absent":1}`, []string{"email"}, `{"absent":1}`},
+		{`"just a string"`, []string{"email"}, `"just a string"`},
+	}
+	for _, c := range cases {
+		got := opledger.MaskPayload(json.RawMessage(c.payload), c.paths)
+		require.JSONEq(t, c.want, string(got), c.payload)
+	}
+
+	// What the payload hides, an echo in the response does not show either.
+	op := opledger.Operation{
+		Payload:         json.RawMessage(`[{"customer.email":"erin@example.invalid"}]`),
+		SensitiveFields: []string{"customer.email"},
+		Response:        json.RawMessage(`{"to":"erin@example.invalid"}`),
+	}
+	b, err := json.Marshal(op)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "erin@example.invalid")
+}
