@@ -81,13 +81,20 @@ func Versions(fsys fs.FS, dir string) ([]int, error) {
 	return out, nil
 }
 
-// After returns the migrations of migs newer than version current.
-func After(migs []Migration, current int) []Migration {
+// Pending returns the migrations of migs newer than version current, the
+// schema version a store is at. A store at a version newer than every
+// migration of migs was migrated by a newer release, whose schema this one
+// does not know how to use: that is an error, not "up to date".
+func Pending(migs []Migration, current int) ([]Migration, error) {
+	if n := len(migs); n > 0 && current > migs[n-1].Version {
+		return nil, fmt.Errorf("the store's schema is at version %d, newer than this opledger knows (%d): "+
+			"a newer release migrated it; run that release or a later one", current, migs[n-1].Version)
+	}
 	var out []Migration
 	for _, m := range migs {
 		if m.Version > current {
 			out = append(out, m)
 		}
 	}
-	return out
+	return out, nil
 }

@@ -116,7 +116,9 @@ func migrateFrom(t *testing.T, dsn string, last int, first string) *Store {
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	require.NoError(t, err)
 	var want []string
-	for _, m := range migrate.After(migs, last) {
+	pending, err := migrate.Pending(migs, last)
+	require.NoError(t, err)
+	for _, m := range pending {
 		want = append(want, m.Name)
 	}
 	require.Equal(t, want, applied)

@@ -144,7 +144,10 @@ func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration, progr
 	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	pending := migrate.After(migs, current)
+	pending, err := migrate.Pending(migs, current)
+	if err != nil {
+		return err
+	}
 	for i, m := range pending {
 		// No arguments: pgx sends it with the simple protocol, which
 		// allows several statements in one string.

@@ -359,3 +359,18 @@ func TestTxReadWaitsForWriter(t *testing.T) {
 	require.Equal(t, "pending", seen.State, "the read waited for the writer")
 	require.EqualValues(t, 2, seen.Revision)
 }
+
+// TestNewerSchemaRefused: a store a newer release has migrated is refused,
+// not taken for up to date and written with a schema this one does not know.
+func TestNewerSchemaRefused(t *testing.T) {
+	t.Parallel()
+	s, dsn := openStore(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (999, '999_from_the_future.sql')`)
+	require.NoError(t, err)
+	err = s.Migrate(ctx, nil)
+	require.ErrorContains(t, err, "schema is at version 999, newer than this opledger knows")
+}

@@ -44,7 +44,9 @@ func migrationsAfter(t *testing.T, last int) []string {
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	require.NoError(t, err)
 	var names []string
-	for _, m := range migrate.After(migs, last) {
+	pending, err := migrate.Pending(migs, last)
+	require.NoError(t, err)
+	for _, m := range pending {
 		names = append(names, m.Name)
 	}
 	return names

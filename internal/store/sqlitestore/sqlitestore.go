@@ -67,6 +67,18 @@ type Store struct {
 	readStmts  *stmtCache
 }
 
+// fileURI is the SQLite URI of the file at path, whatever its name holds:
+// SQLite decodes %HH escapes in a URI and ends its path at '?' or '#', so
+// those three are escaped, and an absolute path gets an empty authority
+// ("file://" + path), so that one starting with "//" is not read as a host.
+func fileURI(path string) string {
+	escaped := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	if strings.HasPrefix(path, "/") {
+		return "file://" + escaped
+	}
+	return "file:" + escaped
+}
+
 // Open opens (creating if needed) the SQLite database at path. It does not
 // migrate; call Migrate.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
@@ -86,7 +98,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "foreign_keys(1)")
-	base := "file:" + path + "?" + q.Encode()
+	base := fileURI(path) + "?" + q.Encode()
 
 	// Savepoints of the group commit keep a copy of each page they change
 	// (the statement journal); in memory rather than a temporary file. It
@@ -163,7 +175,10 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 		if err := t.q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
-		pending := migrate.After(migs, current)
+		pending, err := migrate.Pending(migs, current)
+		if err != nil {
+			return err
+		}
 		for i, m := range pending {
 			// A migration holds several statements: run it unprepared.
 			cq := t.q.(*cachedQuerier)
