@@ -132,21 +132,22 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return openPostgres(ctx, dsn)
 	}
-	return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres:// (got %q)", ErrInvalidInput, redactDSN(dsn))
-}
-
-// redactDSN hides passwords in a DSN for error messages.
-func redactDSN(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil || u.Scheme == "" {
-		return "(unparsable dsn)"
+		return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres:// (got no scheme; for a SQLite file give sqlite:PATH)", ErrInvalidInput)
 	}
+	return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres://, in lower case (got %q)", ErrInvalidInput, redactDSN(dsn, u))
+}
+
+// redactDSN hides the passwords of dsn, parsed as u, for error messages,
+// keeping its scheme as it was typed (u has it in lower case).
+func redactDSN(dsn string, u *url.URL) string {
 	q := u.Query()
 	if q.Has("password") {
 		q.Set("password", "xxxxx")
 		u.RawQuery = q.Encode()
 	}
-	return u.Redacted()
+	return dsn[:len(u.Scheme)] + u.Redacted()[len(u.Scheme):]
 }
 
 func withDefaults(o Options) Options {

@@ -1,0 +1,27 @@
+package opledger_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// TestOpenRefusesUnknownDSN: a DSN naming no store is refused with what to
+// give instead, as typed, and without its passwords.
+func TestOpenRefusesUnknownDSN(t *testing.T) {
+	t.Parallel()
+	for dsn, want := range map[string]string{
+		"/tmp/ledger.db":                          "got no scheme; for a SQLite file give sqlite:PATH",
+		"SQLITE:/tmp/ledger.db":                   `in lower case (got "SQLITE:/tmp/ledger.db")`,
+		"mysql://ann:secret@db/x?password=hidden": `(got "mysql://ann:xxxxx@db/x?password=xxxxx")`,
+	} {
+		_, err := opledger.Open(context.Background(), dsn, opledger.Options{})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, dsn)
+		require.ErrorContains(t, err, want, dsn)
+		require.NotContains(t, err.Error(), "secret")
+		require.NotContains(t, err.Error(), "hidden")
+	}
+}
