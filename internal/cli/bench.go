@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -88,6 +89,9 @@ database server's own CPU is not in it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode), Keys: bench.Keys(keys), Preload: preload, Rounds: rounds}
+			if !slices.Contains(bench.Modes, cfg.Mode) {
+				return usageError{fmt.Errorf("--mode takes library, http or proxy (got %q)", mode)}
+			}
 			if preload < 0 {
 				return usageError{fmt.Errorf("--preload must not be negative")}
 			}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -51,23 +52,148 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "opledger: "+err.Error())
 	var ue usageError
-	if errors.As(err, &ue) || isFlagError(cmd, err) {
+	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		return ExitUsage
 	}
 	return ExitError
 }
 
-// isFlagError tells an unknown command (reported against a command that
-// cannot run) from failures of a command that ran.
-func isFlagError(cmd *cobra.Command, _ error) bool {
-	return cmd == nil || !cmd.Runnable()
+// noArgs is cobra.NoArgs reporting a usage error on one line, with the
+// nearest subcommand when there is one: opledger tokens revok →
+// unknown command "revok" for "opledger tokens" (did you mean "revoke"?).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which only its own check sets
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return usageError{errors.New(msg)}
 }
 
-// noArgs is cobra.NoArgs reporting a usage error.
-func noArgs(cmd *cobra.Command, args []string) error {
-	if err := cobra.NoArgs(cmd, args); err != nil {
+// settleCommandTree gives the whole tree, cobra's completion command
+// included, one way of refusing what it was given: a command with
+// subcommands and nothing of its own to run prints its help when called
+// alone and refuses anything else as an unknown command (noArgs), and every
+// error of a positional-argument check is a usage error. Without it cobra
+// prints the help of "opledger tokens revok" and exits 0.
+func settleCommandTree(cmd *cobra.Command) {
+	if cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = noArgs
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var ue usageError
+			if err != nil && !errors.As(err, &ue) {
+				return usageError{err}
+			}
+			return err
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		settleCommandTree(sub)
+	}
+}
+
+// refusedInput makes the ledger's refusal of a value the command line gave
+// (opledger.ErrInvalidInput or ErrInvalidKey, from the store or a server) a
+// usage error. It is applied to the calls that pass flags and arguments to
+// the ledger, never to configuration files, whose mistakes are failures (1).
+func refusedInput(err error) error {
+	if errors.Is(err, opledger.ErrInvalidInput) || errors.Is(err, opledger.ErrInvalidKey) {
 		return usageError{err}
+	}
+	return err
+}
+
+// checkCommonFlags refuses, before a command runs, a --db or --tenant that
+// no store would take: the ledger's own messages name neither flag.
+func checkCommonFlags(cmd *cobra.Command, _ []string) error {
+	if f := cmd.Flags().Lookup("db"); f != nil {
+		name := "--db"
+		if !f.Changed && os.Getenv("OPLEDGER_DB") != "" {
+			name = "OPLEDGER_DB"
+		}
+		if err := checkDSN(name, f.Value.String()); err != nil {
+			return err
+		}
+	}
+	if f := cmd.Flags().Lookup("tenant"); f != nil && f.Value.String() != "" {
+		if err := opledger.ValidateKey(f.Value.String()); err != nil {
+			reason := err.Error()
+			var ke *opledger.KeyError
+			if errors.As(err, &ke) {
+				reason = ke.Reason
+			}
+			return usageError{fmt.Errorf("--tenant takes a name in the operation key syntax: %s", reason)}
+		}
+	}
+	return nil
+}
+
+// checkDSN refuses a DSN that names no store opledger opens, saying what to
+// give instead. It repeats no more of the value than a SQLite path or a
+// scheme: a DSN may hold a password. Empty is the command's default.
+func checkDSN(name, dsn string) error {
+	if dsn == "" {
+		return nil
+	}
+	const takes = "takes sqlite:PATH or postgres://USER@HOST:PORT/DB"
+	for _, prefix := range []string{"sqlite:", "postgres://", "postgresql://"} {
+		if strings.HasPrefix(dsn, prefix) {
+			return nil
+		}
+	}
+	scheme, rest, found := strings.Cut(dsn, ":")
+	switch {
+	case found && strings.EqualFold(scheme, "sqlite"):
+		return usageError{fmt.Errorf("%s %s, the scheme in lower case: give sqlite:%s", name, takes, rest)}
+	case found && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")):
+		return usageError{fmt.Errorf("%s %s: a PostgreSQL DSN starts with postgres:// in lower case", name, takes)}
+	case !found || !isScheme(scheme):
+		return usageError{fmt.Errorf("%s %s: for the SQLite file %s give sqlite:%s", name, takes, dsn, dsn)}
+	}
+	return usageError{fmt.Errorf("%s %s (got a %s: DSN)", name, takes, scheme)}
+}
+
+// isScheme reports whether s can be a URL scheme (RFC 3986).
+func isScheme(s string) bool {
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// positiveFlags refuses, as usage errors, values of the named int, int64
+// or duration flags below 1 (numbers) or not above 0 (durations), which
+// the packages behind them would silently replace by their defaults.
+func positiveFlags(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
+		f := cmd.Flags().Lookup(name)
+		switch f.Value.Type() {
+		case "duration":
+			if d, _ := cmd.Flags().GetDuration(name); d <= 0 {
+				return usageError{fmt.Errorf("--%s must be more than 0, got %s", name, d)}
+			}
+		case "int", "int64":
+			if n, _ := strconv.ParseInt(f.Value.String(), 10, 64); n < 1 {
+				return usageError{fmt.Errorf("--%s must be at least 1, got %d", name, n)}
+			}
+		default:
+			panic("positiveFlags: --" + name + " is a " + f.Value.Type())
+		}
 	}
 	return nil
 }
@@ -85,13 +211,16 @@ named person settles it.`,
   opledger serve --db sqlite:opledger.db
   opledger proxy --upstream https://crm.example.com/api --db sqlite:proxy.db
   opledger ops list --state held,uncertain,failed`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: checkCommonFlags,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newProxyCmd(), newTokensCmd(), newOpsCmd(), newEventsCmd(), newLabCmd(), newBenchCmd(), newVersionCmd())
+	root.InitDefaultCompletionCmd()
+	settleCommandTree(root)
 	return root
 }
 

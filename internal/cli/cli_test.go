@@ -145,7 +145,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
 		{[]string{"migrate", "--nope"}, 2, "unknown flag: --nope"},
 		{[]string{"version", "extra"}, 2, "unknown command"},
-		{[]string{"migrate", "--db", "mysql://x"}, 1, "dsn must start with sqlite: or postgres://"},
+		{[]string{"migrate", "--db", "mysql://x"}, 2, `--db takes sqlite:PATH or postgres://USER@HOST:PORT/DB (got a mysql: DSN)`},
 		{[]string{"migrate", "--db", "sqlite:/nonexistent-dir/x/y.db"}, 1, "sqlite"},
 		{[]string{"serve", "--metrics-max-age", "-1s"}, 2, "--metrics-max-age must be 0 (read on every scrape) or more, got -1s"},
 	}

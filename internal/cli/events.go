@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -56,6 +59,12 @@ func newEventsCmd() *cobra.Command {
   opledger events list --server http://127.0.0.1:8080 --token $TOKEN --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status != "" && !slices.Contains(eventStatuses, opledger.EventStatus(status)) {
+				return usageError{fmt.Errorf("--status: unknown status %q (statuses: %s)", status, eventStatusNames())}
+			}
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
 			src, closeFn, err := bf.openEvents(cmd.Context())
 			if err != nil {
 				return err
@@ -63,7 +72,7 @@ func newEventsCmd() *cobra.Command {
 			defer closeFn()
 			page, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Source: source, Status: opledger.EventStatus(status), Limit: limit})
 			if err != nil {
-				return err
+				return refusedInput(err)
 			}
 			if asJSON {
 				return writeJSONLines(cmd.OutOrStdout(), page.Items)
@@ -78,8 +87,8 @@ func newEventsCmd() *cobra.Command {
 	}
 	bf.add(list)
 	list.Flags().StringVar(&source, "source", "", "only this source")
-	list.Flags().StringVar(&status, "status", "", "applied, out_of_order, conflict or unmapped")
-	list.Flags().IntVar(&limit, "limit", 100, "at most this many (max 500)")
+	list.Flags().StringVar(&status, "status", "", "only this status: applied, out_of_order, conflict or unmapped")
+	list.Flags().IntVar(&limit, "limit", 100, limitUsage)
 	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 
 	var sbf backendFlags
@@ -100,8 +109,16 @@ func newEventsCmd() *cobra.Command {
 			}
 			defer closeFn()
 			d, err := src.GetEvent(cmd.Context(), args[0], args[1])
+			if errors.Is(err, opledger.ErrNotFound) {
+				// The ledger's sentinel says "operation not found".
+				where := ""
+				if sbf.server == "" {
+					where = fmt.Sprintf(" in tenant %q", sbf.tenant)
+				}
+				return fmt.Errorf("event %s/%s not found%s", args[0], args[1], where)
+			}
 			if err != nil {
-				return err
+				return refusedInput(err)
 			}
 			return writeEvent(cmd.OutOrStdout(), d)
 		},
@@ -109,6 +126,17 @@ func newEventsCmd() *cobra.Command {
 	sbf.add(show)
 	cmd.AddCommand(list, show)
 	return cmd
+}
+
+// eventStatuses are the statuses --status takes.
+var eventStatuses = []opledger.EventStatus{opledger.EventApplied, opledger.EventOutOfOrder, opledger.EventConflict, opledger.EventUnmapped}
+
+func eventStatusNames() string {
+	var out []string
+	for _, s := range eventStatuses {
+		out = append(out, string(s))
+	}
+	return strings.Join(out, ", ")
 }
 
 func writeEvent(w io.Writer, d *opledger.EventDetail) error {

@@ -34,8 +34,6 @@ provider with idempotency keys) and the real ledger.
   opledger lab run lab/cases.csv
   opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test --json
   opledger lab sim --seeds 50`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd(), newLabSimCmd(), newLabWorkerCmd())
 	return cmd

@@ -17,11 +17,11 @@ type ledgerFlags struct {
 
 func (f *ledgerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.holdReview, "hold-review", opledger.DefaultHoldReviewAfter,
-		"time a held operation's owner has to decide (its review_by); after it the operation counts as an overdue review")
+		"time a held operation's owner has to decide (its review_by); after it the operation counts as an overdue review; more than 0")
 	cmd.Flags().DurationVar(&f.retention, "retention", opledger.DefaultRetention,
-		"how long finished operations keep their full record before compaction to a tombstone (720h: 30 days)")
+		"how long finished operations keep their full record before compaction to a tombstone, more than 0 (720h: 30 days)")
 	cmd.Flags().DurationVar(&f.tombstoneRetention, "tombstone-retention", opledger.DefaultTombstoneRetention,
-		"how long tombstones recognise a late repeat, and inbound events and finished workflows are kept (9600h: 400 days)")
+		"how long tombstones recognise a late repeat, and inbound events and finished workflows are kept, more than 0 (9600h: 400 days)")
 }
 
 // apply sets the flags on o, refusing durations that are not positive.

@@ -163,17 +163,17 @@ func newOpsListCmd() *cobra.Command {
 					o.States = append(o.States, opledger.State(s))
 				}
 			}
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
 			b, err := bf.open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer b.Close()
 			page, err := b.List(cmd.Context(), o)
-			if errors.Is(err, opledger.ErrInvalidInput) {
-				return usageError{err} // flags the ledger refuses together, such as --order review --state failed
-			}
 			if err != nil {
-				return err
+				return refusedInput(err) // such as --order review --state failed
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -189,9 +189,21 @@ func newOpsListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&order, "order", string(opledger.OrderNewest),
 		"newest: newest first; review: held operations only, earliest review first")
 	cmd.Flags().BoolVar(&duplicates, "duplicate-effects", false, "only operations whose destination acted more than once")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many (max 500)")
+	cmd.Flags().IntVar(&limit, "limit", 100, limitUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 	return cmd
+}
+
+// limitUsage is the help of the list commands' --limit.
+var limitUsage = fmt.Sprintf("at most this many, 1 to %d", opledger.MaxListLimit)
+
+// checkLimit refuses a --limit the ledger would replace by its default
+// (0 or less) or refuse (more than opledger.MaxListLimit).
+func checkLimit(limit int) error {
+	if limit < 1 || limit > opledger.MaxListLimit {
+		return usageError{fmt.Errorf("--limit takes a whole number from 1 to %d (got %d)", opledger.MaxListLimit, limit)}
+	}
+	return nil
 }
 
 func stateNames() string {
@@ -477,7 +489,7 @@ func newOpsResolveCmd() *cobra.Command {
 
 func addReasonFlags(cmd *cobra.Command, reason, operator *string) {
 	cmd.Flags().StringVar(reason, "reason", "", "why (required): what you checked and found")
-	cmd.Flags().StringVar(operator, "operator", defaultOperator(), "who decides (default: $USER)")
+	cmd.Flags().StringVar(operator, "operator", defaultOperator(), "who decides (env USER)")
 }
 
 func newOpsDecisionCmd(name string, kind opledger.DecisionKind) *cobra.Command {
@@ -514,7 +526,7 @@ func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decisio
 	defer b.Close()
 	op, err := b.Resolve(cmd.Context(), key, d)
 	if err != nil {
-		return err
+		return refusedInput(err)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", op.Key, op.State)
 	return nil

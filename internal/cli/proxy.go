@@ -53,6 +53,9 @@ finish and record their outcome.`,
 			if err != nil {
 				return err
 			}
+			if err := positiveFlags(cmd, "max-body-bytes", "timeout", "reconcile-interval", "shutdown-timeout"); err != nil {
+				return err
+			}
 			var fc proxy.FileConfig
 			switch {
 			case upstream != "" && configPath != "":
@@ -98,11 +101,11 @@ finish and record their outcome.`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "listen address")
 	cmd.Flags().StringVar(&upstream, "upstream", "", "base URL of the one API to protect")
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file with upstreams by path prefix and their capabilities (docs/proxy.md)")
-	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body (larger: 413); with --upstream")
-	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for its answer (then: uncertain, 504); with --upstream")
-	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled")
+	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body, in bytes, at least 1 (larger: 413); with --upstream")
+	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for its answer, more than 0 (then: uncertain, 504); with --upstream")
+	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled, more than 0")
 	lf.add(cmd)
-	cmd.Flags().DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	cmd.Flags().DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM, more than 0")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write logs as JSON lines")
 	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	return cmd

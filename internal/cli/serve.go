@@ -56,6 +56,9 @@ finish; every write a client got an answer for is already committed.`,
 			if err != nil {
 				return err
 			}
+			if err := positiveFlags(cmd, "workers", "lease", "sweep-interval", "max-body-bytes"); err != nil {
+				return err
+			}
 			if metricsMaxAge < 0 {
 				return usageError{fmt.Errorf("--metrics-max-age must be 0 (read on every scrape) or more, got %s", metricsMaxAge)}
 			}
@@ -101,13 +104,13 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file naming destinations, event rules and webhook sources (docs/configuration.md)")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write logs as JSON lines")
 	cmd.Flags().StringVar(&level, "log-level", "info", "debug, info, warn or error")
-	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (larger: 413)")
-	cmd.Flags().DurationVar(&metricsMaxAge, "metrics-max-age", httpapi.DefaultMetricsMaxAge, "how often /metrics reads the ledger's figures at most; scrapes in between share the last read (0: every scrape)")
+	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted, in bytes, at least 1 (larger: 413)")
+	cmd.Flags().DurationVar(&metricsMaxAge, "metrics-max-age", httpapi.DefaultMetricsMaxAge, "how often /metrics reads the ledger's figures at most, 0 or more; scrapes in between share the last read (0: every scrape)")
 	cmd.Flags().BoolVar(&secureCookie, "secure-cookie", false, "mark the console's session cookie Secure: set it when browsers reach the server over HTTPS")
-	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor (with destinations in --config)")
-	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold")
+	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor, at least 1 (with destinations in --config)")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold, more than 0")
 	lf.add(cmd)
-	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled")
+	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled, more than 0")
 	return cmd
 }
 
@@ -139,7 +142,7 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 			defer l.Close()
 			secret, _, err := l.CreateToken(cmd.Context(), name)
 			if err != nil {
-				return err
+				return refusedInput(err) // a --name too long
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), secret)
 			return nil

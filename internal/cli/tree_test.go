@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEveryParentRefusesUnknownSubcommands walks the whole command tree, so
+// that a parent command added later is held to the same rule: alone it
+// prints its help (0); with an unknown subcommand it is a usage error (2).
+func TestEveryParentRefusesUnknownSubcommands(t *testing.T) {
+	var parents [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		if c.HasSubCommands() {
+			parents = append(parents, path)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub, append(append([]string{}, path...), sub.Name()))
+		}
+	}
+	walk(newRoot(nil, nil), nil)
+	require.GreaterOrEqual(t, len(parents), 6, "root, tokens, ops, events, lab, completion: %v", parents)
+	for _, path := range parents {
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, ExitOK, Main(path, &stdout, &stderr), "%v alone: %s", path, stderr.String())
+		require.Contains(t, stdout.String(), "Usage:", "%v alone prints its help", path)
+
+		stdout.Reset()
+		stderr.Reset()
+		require.Equal(t, ExitUsage, Main(append(path, "no-such-command"), &stdout, &stderr), "%v no-such-command: %s", path, stdout.String())
+		want := `opledger: unknown command "no-such-command" for "` + strings.Join(append([]string{"opledger"}, path...), " ") + `"`
+		require.Equal(t, want, strings.SplitN(stderr.String(), "\n", 2)[0])
+	}
+}

@@ -1,0 +1,116 @@
+package cli_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestUnknownSubcommand: every command with subcommands prints its help
+// when called alone and refuses anything else as an unknown command (2),
+// with a one-line message, instead of printing its help and exiting 0.
+func TestUnknownSubcommand(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"tokens", "revok", "tok_1"}, `unknown command "revok" for "opledger tokens" (did you mean "revoke"?)`},
+		{[]string{"ops", "lst"}, `unknown command "lst" for "opledger ops" (did you mean "list"?)`},
+		{[]string{"events", "nope"}, `unknown command "nope" for "opledger events"`},
+		{[]string{"lab", "nope"}, `unknown command "nope" for "opledger lab"`},
+		{[]string{"completion", "nope"}, `unknown command "nope" for "opledger completion"`},
+		{[]string{"completion", "bash", "extra"}, `unknown command "extra" for "opledger completion bash"`},
+		{[]string{"serv"}, `unknown command "serv" for "opledger" (did you mean "serve"?)`},
+	} {
+		out, errOut, code := run(t, tc.args...)
+		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
+		require.Empty(t, out, tc.args)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		require.Equal(t, "opledger: "+tc.msg, lines[0], tc.args)
+		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
+	}
+	for _, parent := range []string{"tokens", "ops", "events", "lab"} {
+		out, errOut, code := run(t, parent)
+		require.Equal(t, 0, code, "%s alone: %s", parent, errOut)
+		require.Contains(t, out, "Available Commands:", "%s alone prints its help", parent)
+	}
+}
+
+// TestUsageErrors: a flag value that no run could take is a usage error
+// (2) naming the flag, whether the CLI or the ledger finds it wrong, and
+// is never replaced by a default.
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "u.db")
+	db := func(args ...string) []string { return append(args, "--db", dsn) }
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		// Refused by the CLI before the ledger sees them.
+		{db("events", "list", "--status", "bogus"), `--status: unknown status "bogus" (statuses: applied, out_of_order, conflict, unmapped)`},
+		{[]string{"bench", "--mode", "bogus"}, `--mode takes library, http or proxy (got "bogus")`},
+		{db("ops", "list", "--tenant", "a b"), "--tenant takes a name in the operation key syntax: key may contain only letters"},
+		{db("tokens", "create", "--tenant", "x@y"), "--tenant takes a name in the operation key syntax: keys must carry no personal data"},
+		{db("events", "list", "--tenant", ""), ""}, // an empty tenant is the default tenant: not an error
+		{db("ops", "list", "--limit", "-5"), "--limit takes a whole number from 1 to 500 (got -5)"},
+		{db("ops", "list", "--limit", "0"), "--limit takes a whole number from 1 to 500 (got 0)"},
+		{db("events", "list", "--limit", "501"), "--limit takes a whole number from 1 to 500 (got 501)"},
+		{db("serve", "--workers", "0"), "--workers must be at least 1, got 0"},
+		{db("serve", "--workers", "-3"), "--workers must be at least 1, got -3"},
+		{db("serve", "--lease", "0"), "--lease must be more than 0, got 0s"},
+		{db("serve", "--sweep-interval", "0"), "--sweep-interval must be more than 0, got 0s"},
+		{db("serve", "--sweep-interval", "-1s"), "--sweep-interval must be more than 0, got -1s"},
+		{db("serve", "--max-body-bytes", "-1"), "--max-body-bytes must be at least 1, got -1"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--timeout", "0"), "--timeout must be more than 0, got 0s"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--timeout", "-5s"), "--timeout must be more than 0, got -5s"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--max-body-bytes", "0"), "--max-body-bytes must be at least 1, got 0"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "0"), "--reconcile-interval must be more than 0, got 0s"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "-1s"), "--reconcile-interval must be more than 0, got -1s"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--shutdown-timeout", "-1s"), "--shutdown-timeout must be more than 0, got -1s"},
+		// Refused by the ledger: still the caller's wrong use.
+		{db("events", "show", "a b", "evt"), "source and event_id must satisfy the key syntax"},
+		{db("tokens", "create", "--tenant", "acme", "--name", strings.Repeat("n", 300)), "token name is longer than"},
+		// A --db that names no store, with what to give instead; a
+		// password is never repeated.
+		{[]string{"migrate", "--db", "/tmp/x.db"}, "--db takes sqlite:PATH or postgres://USER@HOST:PORT/DB: for the SQLite file /tmp/x.db give sqlite:/tmp/x.db"},
+		{[]string{"migrate", "--db", "SQLITE:/tmp/x.db"}, "--db takes sqlite:PATH or postgres://USER@HOST:PORT/DB, the scheme in lower case: give sqlite:/tmp/x.db"},
+		{[]string{"ops", "list", "--db", "Postgres://u:secret@h/db"}, "a PostgreSQL DSN starts with postgres:// in lower case"},
+		{[]string{"tokens", "list", "--db", "mysql://u:secret@h/db"}, "(got a mysql: DSN)"},
+		{[]string{"bench", "--db", "x.db"}, "give sqlite:x.db"},
+	} {
+		out, errOut, code := run(t, tc.args...)
+		if tc.msg == "" {
+			require.Equal(t, 0, code, "%v: %s", tc.args, errOut)
+			continue
+		}
+		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
+		require.Empty(t, out, tc.args)
+		first, _, _ := strings.Cut(errOut, "\n")
+		require.True(t, strings.HasPrefix(first, "opledger: "), errOut)
+		require.Contains(t, first, tc.msg, tc.args)
+		require.NotContains(t, errOut, "secret", "a DSN's password is never printed")
+	}
+}
+
+// TestEventNotFound: a missing event is reported as an event, not as an
+// operation, from the store and through a server.
+func TestEventNotFound(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "e.db")
+	_, errOut, code := run(t, "events", "show", "forms", "evt-1", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 1, code, errOut)
+	require.Equal(t, "opledger: event forms/evt-1 not found in tenant \"acme\"\n", errOut)
+
+	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	url, _ := startServe(t, dsn)
+	_, errOut, code = run(t, "events", "show", "forms", "evt-1", "--server", url, "--token", strings.TrimSpace(out))
+	require.Equal(t, 1, code, errOut)
+	require.Equal(t, "opledger: event forms/evt-1 not found\n", errOut)
+	_, errOut, code = run(t, "events", "list", "--server", url, "--token", strings.TrimSpace(out), "--limit", "0")
+	require.Equal(t, 2, code, errOut)
+}
