@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,6 +37,11 @@ const (
 	// retryable answers (429, 503, refused connections) before it is
 	// failed (exhausted).
 	DefaultMaxAttempts = 100
+	// DefaultUpstreamName is the name opledger proxy --upstream gives its
+	// one upstream unless told another (--name). Operation keys carry the
+	// name, so it never changes: a proxy that shares its store with another
+	// one must give each upstream its own name.
+	DefaultUpstreamName = "upstream"
 )
 
 // DefaultProtectedMethods are the methods recorded in the ledger when an
@@ -48,7 +54,11 @@ var DefaultProtectedMethods = []string{http.MethodPost, http.MethodPatch}
 // docs/destinations.md; the reconciler uses only what is declared.
 type Upstream struct {
 	// Name identifies the upstream; its operations have the destination
-	// "proxy:" + Name. Key syntax (letters, digits, . _ : / -).
+	// "proxy:" + Name and keys "proxy:" + Name + ":" + a digest. Key syntax
+	// (letters, digits, . _ : / -). Keys are scoped by the name, not by
+	// the URL: proxies that share a store must give different upstreams
+	// different names, and renaming an upstream makes its earlier keys
+	// unknown to it (their requests would be forwarded again).
 	Name string `yaml:"name"`
 	// Prefix routes requests whose path starts with it to this upstream and
 	// is removed before forwarding. Default "/". The longest match wins.
@@ -63,21 +73,25 @@ type Upstream struct {
 	// with 400.
 	AllowMissingKey bool `yaml:"allow_missing_key"`
 	// MaxBodyBytes bounds a protected request's body (larger: 413).
-	// Default DefaultMaxBodyBytes.
+	// 0 means DefaultMaxBodyBytes; negative is refused.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
-	// MaxResponseBytes bounds the answer saved for replay. Default
-	// DefaultMaxResponseBytes.
+	// MaxResponseBytes bounds the answer saved for replay. 0 means
+	// DefaultMaxResponseBytes; negative is refused. A larger 2xx answer is
+	// passed whole to the first caller and its reference read from the
+	// whole of it, but only its status and headers are saved.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// CredentialHeader is the request header whose SHA-256 scopes the
 	// callers' keys. Default Authorization. Requests without it share the
 	// upstream's anonymous scope.
 	CredentialHeader string `yaml:"credential_header"`
 	// Timeout bounds one forwarded request; a request that gets no answer
-	// in time after it was written is uncertain (504). Default 30 s.
+	// in time after it was written is uncertain (504). 0 means
+	// DefaultTimeout (30 s); negative is refused.
 	Timeout destination.Duration `yaml:"timeout"`
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
-	// answer. Default /id. Answers without one are recorded under the
-	// attempt id.
+	// answer. Default /id. Answers without one (not JSON, nothing there,
+	// not a string, number or boolean, or longer than 200 bytes) are
+	// recorded under the attempt id.
 	Ref string `yaml:"ref"`
 	// Idempotency declares that the upstream honours an idempotency key
 	// header. The proxy then sends the ledger's derived key (never the
@@ -153,6 +167,14 @@ type route struct {
 	policy    opledger.RetryPolicy
 	idemHdr   string
 	credHdr   string
+	// prefix is the Prefix without its trailing slash, in segments
+	// ("/crm/" is ["", "crm"]); nil for "/".
+	prefix []string
+	// ref is Ref parsed, for reading it from an answer too large to hold.
+	ref []string
+	// identity is the upstream's base URL without credentials, saved with
+	// its answers to detect another upstream under the same name.
+	identity string
 }
 
 // maxNameLength keeps "proxy:<name>:<48 hex digits>" within
@@ -189,14 +211,22 @@ func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
 	if !strings.HasPrefix(u.Prefix, "/") {
 		return nil, fail("prefix %q must start with /", u.Prefix)
 	}
+	// 0 is "not set" and takes the default; a negative value is a
+	// mistake, never silently replaced.
+	if u.MaxBodyBytes < 0 {
+		return nil, fail("max_body_bytes is %d: it must be positive (0 or absent means the default, %d)", u.MaxBodyBytes, DefaultMaxBodyBytes)
+	}
+	if u.MaxResponseBytes < 0 {
+		return nil, fail("max_response_bytes is %d: it must be positive (0 or absent means the default, %d)", u.MaxResponseBytes, DefaultMaxResponseBytes)
+	}
+	if u.Timeout < 0 {
+		return nil, fail("timeout is %s: it must be positive (0 or absent means the default, %s)", time.Duration(u.Timeout), DefaultTimeout)
+	}
 	if u.MaxBodyBytes == 0 {
 		u.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if u.MaxResponseBytes == 0 {
 		u.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if u.MaxBodyBytes < 0 || u.MaxResponseBytes < 0 {
-		return nil, fail("max_body_bytes and max_response_bytes must be positive")
 	}
 	if u.CredentialHeader == "" {
 		u.CredentialHeader = DefaultCredentialHeader
@@ -217,9 +247,13 @@ func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
 		r.protected[m] = true
 	}
 	r.timeout = time.Duration(u.Timeout)
-	if r.timeout <= 0 {
+	if r.timeout == 0 {
 		r.timeout = DefaultTimeout
 	}
+	if u.Prefix != "/" {
+		r.prefix = strings.Split(strings.TrimSuffix(u.Prefix, "/"), "/")
+	}
+	r.identity = identity(base)
 	retry := u.Retry
 	if retry == nil {
 		attempts, none := DefaultMaxAttempts, destination.Duration(0)
@@ -235,26 +269,62 @@ func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
 		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 	}
 	r.policy = *r.dest.RetryPolicy()
+	// destination.NewHTTP has checked the pointer.
+	r.ref = parsePointer(u.Ref)
 	if u.Idempotency != nil {
 		r.idemHdr = u.Idempotency.Header
 	}
 	return r, nil
 }
 
-// target is the upstream URL for a request path under the route's prefix.
-func (r *route) target(path, rawQuery string) *url.URL {
-	rest := strings.TrimPrefix(path, strings.TrimSuffix(r.Prefix, "/"))
+// identity names the API at base for the collision check of saved
+// answers: host, port unless the scheme's default, and path, without
+// scheme, credentials or a trailing slash, so that moving an upstream from
+// http to https or adding a slash changes nothing.
+func identity(base *url.URL) string {
+	host, port := strings.ToLower(base.Hostname()), base.Port()
+	if port != "" && !(base.Scheme == "http" && port == "80") && !(base.Scheme == "https" && port == "443") {
+		host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return host + strings.TrimSuffix(base.EscapedPath(), "/")
+}
+
+// target is the upstream URL of a request: rest is the escaped path after
+// the route's prefix (as split returns it), appended to the base URL's
+// escaped path exactly as received, so that an escaped slash (%2F) or any
+// other escape reaches the upstream unchanged.
+func (r *route) target(rest, rawQuery string) *url.URL {
 	u := *r.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strings.TrimPrefix(rest, "/")
-	u.RawPath = ""
+	esc := strings.TrimSuffix(r.base.EscapedPath(), "/") + "/" + strings.TrimPrefix(rest, "/")
+	if p, err := url.PathUnescape(esc); err == nil {
+		u.Path, u.RawPath = p, esc
+	} else {
+		// Not reached: both parts are escaped paths.
+		u.Path, u.RawPath = esc, ""
+	}
 	u.RawQuery = rawQuery
 	return &u
 }
 
-// matches reports whether path is under the route's prefix.
-func (r *route) matches(path string) bool {
-	if r.Prefix == "/" {
-		return true
+// split reports whether the escaped path escPath is under the route's
+// prefix and returns the escaped rest. Segments are compared unescaped,
+// one by one: /crm%2Frecords is one segment, "crm/records", and not under
+// the prefix /crm/.
+func (r *route) split(escPath string) (string, bool) {
+	if r.prefix == nil {
+		return escPath, true
 	}
-	return path == strings.TrimSuffix(r.Prefix, "/") || strings.HasPrefix(path, strings.TrimSuffix(r.Prefix, "/")+"/")
+	segs := strings.Split(escPath, "/")
+	if len(segs) < len(r.prefix) {
+		return "", false
+	}
+	for i, want := range r.prefix {
+		got, err := url.PathUnescape(segs[i])
+		if err != nil || got != want {
+			return "", false
+		}
+	}
+	return strings.Join(segs[len(r.prefix):], "/"), true
 }

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opledger/opledger"
@@ -23,8 +25,9 @@ import (
 // covers. It never holds a header, so no credential is stored.
 type request struct {
 	Method string `json:"method"`
-	Path   string `json:"path"`
-	Query  string `json:"query,omitempty"`
+	// Path is the path as received: see fingerprintPath.
+	Path  string `json:"path"`
+	Query string `json:"query,omitempty"`
 	// BodySHA256 makes the fingerprint cover the body byte for byte.
 	BodySHA256 string `json:"body_sha256"`
 	// Body is the request body when it is JSON, for lookup templates.
@@ -44,6 +47,12 @@ type saved struct {
 	Header      http.Header `json:"header"`
 	Body        []byte      `json:"body"`
 	BodyOmitted bool        `json:"body_omitted,omitempty"`
+	// Upstream is the identity of the API that gave the answer (host and
+	// base path, see identity). It is outside the fingerprint, so keys and
+	// fingerprints stay as they were; a proxy that finds another upstream
+	// here refuses to replay the answer (see errOtherUpstream). Answers
+	// saved before it was recorded have none and are replayed.
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // reconciled is the answer to a repeat of an operation whose own answer
@@ -54,14 +63,15 @@ type reconciled struct {
 	Detail         string         `json:"detail"`
 }
 
-// protect handles a request of a protected method.
-func (p *Proxy) protect(rt *route, w http.ResponseWriter, r *http.Request) {
+// protect handles a request of a protected method; rest is the escaped
+// path after the route's prefix.
+func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.Request) {
 	log := p.log.With("upstream", rt.Name, "method", r.Method)
 	values := r.Header.Values(HeaderIdempotencyKey)
 	if len(values) == 0 {
 		if rt.AllowMissingKey {
 			log.Info("no Idempotency-Key: passed through unprotected")
-			p.passThrough(rt, w, r)
+			p.passThrough(rt, rest, w, r)
 			return
 		}
 		writeProblem(w, r, http.StatusBadRequest, "idempotency_key_required",
@@ -101,16 +111,16 @@ func (p *Proxy) protect(rt *route, w http.ResponseWriter, r *http.Request) {
 	claim, err := p.ledger.Claim(context.WithoutCancel(r.Context()), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
 		Lease: rt.timeout + time.Minute, Dispatch: true})
 	if err != nil {
-		p.refused(w, r, log, err)
+		p.refused(rt, w, r, log, err)
 		return
 	}
-	p.forward(rt, w, r, log, claim, body)
+	p.forward(rt, rest, w, r, log, claim, body)
 }
 
 // requestPayload builds the operation's payload from the request.
 func requestPayload(r *http.Request, body []byte) (json.RawMessage, error) {
 	sum := sha256.Sum256(body)
-	req := request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+	req := request{Method: r.Method, Path: fingerprintPath(r.URL), Query: r.URL.RawQuery,
 		BodySHA256: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
 	// A JSON body is kept for lookup templates when the fingerprint can
 	// canonicalize it; the digest above covers the body either way.
@@ -122,9 +132,35 @@ func requestPayload(r *http.Request, body []byte) (json.RawMessage, error) {
 	return json.Marshal(req)
 }
 
+// fingerprintPath is the path recorded in the operation's payload, and so
+// covered by its fingerprint. A path received with percent-escapes is
+// recorded in its escaped form, the form forwarded, so that /files/a%2Fb
+// and /files/a/b are different requests. A path received without any
+// percent-escape is recorded, as before escaped paths were kept, as
+// r.URL.Path (then the same text as received): the fingerprints of such
+// requests did not change, and a retry of one recorded by an earlier
+// version is still recognised as the same request. (A retry, across that
+// upgrade, of a request whose path had escapes gets 422: refused, never
+// forwarded twice.) The two forms cannot meet: a path received without
+// escapes holds no '%', an escaped one always does.
+func fingerprintPath(u *url.URL) string {
+	received := u.RawPath // set whenever the path was not received in Go's own escaping
+	if received == "" {
+		received = u.EscapedPath()
+	}
+	if !strings.Contains(received, "%") {
+		return u.Path
+	}
+	return u.EscapedPath()
+}
+
+// errOtherUpstream: the saved answer came from another API than this
+// upstream's: see saved.Upstream.
+var errOtherUpstream = errors.New("the saved answer came from another upstream")
+
 // refused answers a request the ledger did not let through: a replay, a
 // mismatch, or a state that forbids a new forward.
-func (p *Proxy) refused(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var (
 		me *opledger.MismatchError
 		se *opledger.StateError
@@ -139,7 +175,11 @@ func (p *Proxy) refused(w http.ResponseWriter, r *http.Request, log *slog.Logger
 		op := se.Operation
 		switch {
 		case op != nil && (op.State == opledger.StateSucceeded || op.State == opledger.StateFailed) && len(op.Response) > 0:
-			if err := replay(w, op); err != nil {
+			if err := replay(w, op, rt.identity); err != nil {
+				if errors.Is(err, errOtherUpstream) {
+					p.otherUpstream(w, r, log, rt, op)
+					return
+				}
 				p.internal(w, r, log, err)
 				return
 			}
@@ -187,14 +227,38 @@ func stateDetail(s opledger.State) string {
 	return "the operation behind this Idempotency-Key is " + string(s)
 }
 
+// otherUpstream refuses to replay an answer saved by a proxy forwarding to
+// another API under the same upstream name: two proxies sharing a store
+// with the same name (both --upstream, named "upstream" by default), or
+// this upstream's url changed. Nothing is forwarded.
+func (p *Proxy) otherUpstream(w http.ResponseWriter, r *http.Request, log *slog.Logger, rt *route, op *opledger.Operation) {
+	var s saved
+	_ = json.Unmarshal(op.Response, &s)
+	log.Error("refused: the saved answer came from another upstream under the same name; give each upstream of a shared store its own name",
+		"saved_by", s.Upstream, "this_upstream", rt.identity)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusInternalServerError)
+	_ = json.NewEncoder(w).Encode(httpapi.Problem{
+		Type:   httpapi.ProblemTypeBase + "upstream_conflict",
+		Title:  "The key was recorded for another upstream",
+		Status: http.StatusInternalServerError,
+		Detail: "the request recorded under this Idempotency-Key was answered by another API than this proxy's upstream " +
+			"(a proxy sharing this ledger uses the same upstream name for another URL, or the upstream's url was changed); " +
+			"its answer is not replayed and nothing was forwarded. The proxy's operator must give each upstream its own name",
+		Instance: r.URL.Path,
+		State:    op.State,
+	})
+}
+
 // forward sends the claimed request to the upstream and records the
 // outcome. It finishes even if the caller goes away: a request that may
-// have reached the upstream must have its answer recorded.
-func (p *Proxy) forward(rt *route, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, body []byte) {
+// have reached the upstream must have its answer recorded. rest is the
+// escaped path after the route's prefix.
+func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, body []byte) {
 	ctx := context.WithoutCancel(r.Context())
 	callCtx, cancel := context.WithTimeout(ctx, rt.timeout)
 	defer cancel()
-	out, err := http.NewRequestWithContext(callCtx, r.Method, rt.target(r.URL.Path, r.URL.RawQuery).String(), bytes.NewReader(body))
+	out, err := http.NewRequestWithContext(callCtx, r.Method, rt.target(rest, r.URL.RawQuery).String(), bytes.NewReader(body))
 	if err != nil {
 		// Nothing was sent: give the attempt back as retryable.
 		if _, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: opledger.OutcomeRetryable,
@@ -218,14 +282,19 @@ func (p *Proxy) forward(rt *route, w http.ResponseWriter, r *http.Request, log *
 		p.lost(ctx, w, r, log, claim, opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: readErr}))
 		return
 	}
-	s := &saved{Status: resp.StatusCode, Header: responseHeaders(resp.Header), Body: answer}
-	rest := io.Reader(nil)
-	if int64(len(answer)) > rt.MaxResponseBytes {
-		s.Body, s.BodyOmitted, rest = nil, true, io.MultiReader(bytes.NewReader(answer), resp.Body)
+	s := &saved{Status: resp.StatusCode, Header: responseHeaders(resp.Header), Body: answer, Upstream: rt.identity}
+	oversized := int64(len(answer)) > rt.MaxResponseBytes
+	more := io.Reader(nil)
+	if oversized {
+		s.Body, s.BodyOmitted, more = nil, true, io.MultiReader(bytes.NewReader(answer), resp.Body)
 	}
 	outcome, retryAfter := opledger.OutcomeSucceeded, time.Duration(0)
 	if sendErr != nil {
 		outcome, retryAfter = opledger.OutcomeOf(sendErr)
+	}
+	if oversized && outcome == opledger.OutcomeSucceeded {
+		p.forwardLarge(ctx, rt, w, log, claim, out, s, answer, resp.Body)
+		return
 	}
 	rep := opledger.Report{Outcome: outcome, RetryAfter: retryAfter}
 	switch outcome {
@@ -250,7 +319,90 @@ func (p *Proxy) forward(rt *route, w http.ResponseWriter, r *http.Request, log *
 	if outcome == opledger.OutcomeUncertain {
 		w.Header().Set(HeaderState, string(op.State))
 	}
-	writeAnswer(w, s.Status, s.Header, answer, rest)
+	writeAnswer(w, s.Status, s.Header, answer, more)
+}
+
+// forwardLarge finishes a forward whose 2xx answer is larger than
+// MaxResponseBytes: head is its first bytes, already read, body the rest.
+// The answer is passed to the caller as it arrives, and its reference read
+// from the whole of it on the way (scanRef holds neither); only then is the
+// outcome recorded, with the status and headers as the saved answer, not
+// the body. The caller's answer ends only after that: if the upstream's
+// body breaks off (then the operation is uncertain, as for a smaller
+// answer) or the ledger cannot record the outcome (then it stays
+// in_progress and becomes uncertain when its lease ends), the connection
+// to the caller is broken off, so that no caller takes a partial or
+// unrecorded answer for a complete one.
+func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWriter, log *slog.Logger, claim *opledger.Claim,
+	out *http.Request, s *saved, head []byte, body io.Reader) {
+	for k, vs := range s.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(s.Status)
+	up := &readErrors{r: body}
+	in := io.TeeReader(io.MultiReader(bytes.NewReader(head), up), &lenientWriter{w: w})
+	ref, found := scanRef(in, rt.ref)
+	_, _ = io.Copy(io.Discard, in) // whatever follows the document, or the rest of what is not JSON
+	rep := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref}
+	if up.err != nil {
+		lost := opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: up.err})
+		rep = opledger.Report{Outcome: opledger.OutcomeUncertain, Error: errorText(lost)}
+	} else {
+		if !found {
+			rep.DestinationRef = "attempt:" + claim.AttemptID
+		}
+		var err error
+		if rep.Response, err = json.Marshal(s); err != nil {
+			log.Error("could not record the outcome; breaking off the answer", "error", err)
+			panic(http.ErrAbortHandler)
+		}
+	}
+	op, err := p.ledger.Report(ctx, claim.Operation.Key, claim.AttemptID, claim.FencingToken, rep)
+	var stale *opledger.StaleError
+	if errors.As(err, &stale) {
+		op, err = stale.Operation, nil
+	}
+	if err != nil {
+		log.Error("could not record the outcome; breaking off the answer", "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	log.Info("forwarded", "status", s.Status, "outcome", rep.Outcome, "state", op.State, "protected", claim.Protected, "body_omitted", true)
+	if up.err != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// readErrors keeps the first error of r other than io.EOF.
+type readErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErrors) Read(b []byte) (int, error) {
+	n, err := e.r.Read(b)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+// lenientWriter writes to w until a write fails, then discards: a caller
+// that went away must not stop the proxy from reading the upstream's
+// answer to its end.
+type lenientWriter struct {
+	w      io.Writer
+	failed bool
+}
+
+func (l *lenientWriter) Write(b []byte) (int, error) {
+	if !l.failed {
+		if _, err := l.w.Write(b); err != nil {
+			l.failed = true
+		}
+	}
+	return len(b), nil
 }
 
 // refOf is the effect's reference: read from the answer at the upstream's
@@ -323,11 +475,15 @@ func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logge
 		"the ledger could not record the request; nothing was forwarded unless the log says otherwise", nil)
 }
 
-// replay writes a saved answer again.
-func replay(w http.ResponseWriter, op *opledger.Operation) error {
+// replay writes a saved answer again, unless it came from another API
+// than the upstream named identity (errOtherUpstream).
+func replay(w http.ResponseWriter, op *opledger.Operation, identity string) error {
 	var s saved
 	if err := json.Unmarshal(op.Response, &s); err != nil {
 		return errors.New("the saved response of " + op.Key + " is not a proxy response")
+	}
+	if s.Upstream != "" && s.Upstream != identity {
+		return errOtherUpstream
 	}
 	w.Header().Set(HeaderReplayed, "true")
 	if s.BodyOmitted {

@@ -20,9 +20,14 @@
 // replayed; 429 and 503 are passed through and a later repeat may forward
 // again.
 //
-// Keys are scoped per upstream and per caller credential (a SHA-256 of the
-// Authorization header or a configured one): two accounts using the same
-// key never meet. Operation keys are digests, so neither the caller's key
+// Keys are scoped per upstream name and per caller credential (a SHA-256
+// of the Authorization header or a configured one): two accounts using the
+// same key never meet. Proxies sharing a store must give different
+// upstreams different names; a saved answer that came from another API
+// under the same name is never replayed.
+//
+// Paths are forwarded as received, percent-escapes included, and the
+// fingerprint covers them in that form. Operation keys are digests, so neither the caller's key
 // nor any credential is stored or logged in clear.
 //
 // Allowed imports: opledger and its public packages, the standard library,
@@ -74,7 +79,8 @@ const MaxKeyLength = 255
 // Action is the action of every operation the proxy records.
 const Action = "http.request"
 
-// Config configures a Proxy. Zero values take the documented defaults.
+// Config configures a Proxy. Zero values take the documented defaults;
+// negative durations and counts are refused by New.
 type Config struct {
 	// Upstreams are the APIs behind the proxy. At least one.
 	Upstreams []Upstream
@@ -89,14 +95,16 @@ type Config struct {
 	// Worker names the proxy in attempts and the timeline. Default "proxy".
 	Worker string
 	// ReconcileInterval is how often uncertain operations are examined and
-	// expired leases settled by Run. Default 5 s.
+	// expired leases settled by Run. 0 means 5 s; negative is refused.
 	ReconcileInterval time.Duration
 	// CompactInterval is how often Run applies retention (Ledger.Compact):
 	// saved answers are kept for the ledger's Retention, then reduced to
-	// tombstones. Default opledger.DefaultCompactInterval (1 h).
+	// tombstones. 0 means opledger.DefaultCompactInterval (1 h); negative
+	// is refused.
 	CompactInterval time.Duration
 	// InFlightRetryAfter is the Retry-After, in seconds, of a 409 for a
-	// request still in flight or not yet settled. Default 1.
+	// request still in flight or not yet settled. 0 means 1; negative is
+	// refused.
 	InFlightRetryAfter int
 }
 
@@ -125,13 +133,23 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 	if cfg.Worker == "" {
 		cfg.Worker = "proxy"
 	}
-	if cfg.ReconcileInterval <= 0 {
+	// 0 is "not set" and takes the default; a negative value is a mistake,
+	// never silently replaced.
+	switch {
+	case cfg.ReconcileInterval < 0:
+		return nil, fmt.Errorf("proxy: the reconcile interval is %s: it must be positive (0 means the default, 5s)", cfg.ReconcileInterval)
+	case cfg.CompactInterval < 0:
+		return nil, fmt.Errorf("proxy: the compact interval is %s: it must be positive (0 means the default, %s)", cfg.CompactInterval, opledger.DefaultCompactInterval)
+	case cfg.InFlightRetryAfter < 0:
+		return nil, fmt.Errorf("proxy: InFlightRetryAfter is %d: it must be positive (0 means the default, 1)", cfg.InFlightRetryAfter)
+	}
+	if cfg.ReconcileInterval == 0 {
 		cfg.ReconcileInterval = 5 * time.Second
 	}
-	if cfg.CompactInterval <= 0 {
+	if cfg.CompactInterval == 0 {
 		cfg.CompactInterval = opledger.DefaultCompactInterval
 	}
-	if cfg.InFlightRetryAfter <= 0 {
+	if cfg.InFlightRetryAfter == 0 {
 		cfg.InFlightRetryAfter = 1
 	}
 	transport := cfg.Transport
@@ -214,33 +232,38 @@ func (p *Proxy) ReconcileOnce(ctx context.Context) (reconciler.Pass, error) {
 
 // ServeHTTP routes the request to its upstream: protected methods through
 // the ledger, the others straight through.
+// The path is routed and forwarded in its escaped form, as received:
+// /files/a%2Fb reaches the upstream as /files/a%2Fb, not /files/a/b.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt := p.route(r.URL.Path)
+	rt, rest := p.route(r.URL.EscapedPath())
 	if rt == nil {
 		writeProblem(w, r, http.StatusNotFound, "no_upstream", "no upstream is configured for this path", nil)
 		return
 	}
 	if !rt.protected[r.Method] {
-		p.passThrough(rt, w, r)
+		p.passThrough(rt, rest, w, r)
 		return
 	}
-	p.protect(rt, w, r)
+	p.protect(rt, rest, w, r)
 }
 
-func (p *Proxy) route(path string) *route {
+// route returns the upstream of an escaped path and the escaped rest of
+// the path after its prefix.
+func (p *Proxy) route(escPath string) (*route, string) {
 	for _, r := range p.routes {
-		if r.matches(path) {
-			return r
+		if rest, ok := r.split(escPath); ok {
+			return r, rest
 		}
 	}
-	return nil
+	return nil, ""
 }
 
-// passThrough forwards a request without the ledger.
-func (p *Proxy) passThrough(rt *route, w http.ResponseWriter, r *http.Request) {
+// passThrough forwards a request without the ledger; rest is the escaped
+// path after the route's prefix.
+func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *http.Request) {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = rt.target(pr.In.URL.Path, pr.In.URL.RawQuery)
+			pr.Out.URL = rt.target(rest, pr.In.URL.RawQuery)
 			pr.Out.Host = ""
 			pr.Out.Header.Del(HeaderIdempotencyKey)
 			pr.SetXForwarded()

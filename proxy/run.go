@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,10 +19,15 @@ import (
 // uncertain, never pending, since the request may have been sent) and
 // applies retention every CompactInterval. When ctx
 // ends it stops accepting connections, lets in-flight requests finish and
-// record their outcome for up to shutdownTimeout (default 30 s), stops the
-// background loops and returns nil.
+// record their outcome for up to shutdownTimeout (0 means 30 s; a negative
+// one is refused before anything is served), stops the background loops
+// and returns nil.
 func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
-	if shutdownTimeout <= 0 {
+	if shutdownTimeout < 0 {
+		_ = ln.Close() // as Serve would on return
+		return fmt.Errorf("proxy: the shutdown timeout is %s: it must be positive (0 means the default, 30s)", shutdownTimeout)
+	}
+	if shutdownTimeout == 0 {
 		shutdownTimeout = 30 * time.Second
 	}
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))

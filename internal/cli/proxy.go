@@ -15,11 +15,11 @@ import (
 
 func newProxyCmd() *cobra.Command {
 	var (
-		dsn, listen, upstream, configPath, level string
-		logJSON                                  bool
-		maxBody                                  int64
-		timeout, reconcileEvery, shutdown        time.Duration
-		lf                                       ledgerFlags
+		dsn, listen, upstream, name, configPath, level string
+		logJSON                                        bool
+		maxBody                                        int64
+		timeout, reconcileEvery, shutdown              time.Duration
+		lf                                             ledgerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -36,9 +36,10 @@ proxy, applies the upstream's declared lookup or idempotency key, or holds the
 operation for a person. Nothing is forwarded twice without such a protection.
 Other methods pass straight through.
 
-Keys are scoped per upstream and per caller credential (a SHA-256 of the
-Authorization header); the caller's Authorization reaches the upstream
-untouched and is never stored or logged.
+Keys are scoped per upstream name and per caller credential (a SHA-256 of
+the Authorization header); the caller's Authorization reaches the upstream
+untouched and is never stored or logged. Proxies that share a store must give
+their upstreams different names (--name with --upstream).
 
 --upstream proxies one API with the defaults; --config names a YAML file with
 several upstreams by path prefix and their capabilities (docs/proxy.md).
@@ -60,8 +61,10 @@ finish and record their outcome.`,
 			switch {
 			case upstream != "" && configPath != "":
 				return usageError{errors.New("give either --upstream or --config, not both")}
+			case cmd.Flags().Changed("name") && configPath != "":
+				return usageError{errors.New("--name names the --upstream; with --config, name each upstream in the file")}
 			case upstream != "":
-				fc.Upstreams = []proxy.Upstream{{Name: "upstream", URL: upstream, MaxBodyBytes: maxBody,
+				fc.Upstreams = []proxy.Upstream{{Name: name, URL: upstream, MaxBodyBytes: maxBody,
 					Timeout: destination.Duration(timeout)}}
 			case configPath != "":
 				c, err := proxy.LoadConfig(configPath)
@@ -100,6 +103,7 @@ finish and record their outcome.`,
 	addDBFlag(cmd, &dsn)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "listen address")
 	cmd.Flags().StringVar(&upstream, "upstream", "", "base URL of the one API to protect")
+	cmd.Flags().StringVar(&name, "name", proxy.DefaultUpstreamName, "with --upstream: the upstream's name, which scopes its keys; proxies sharing a store need different names, and an upstream with operations must keep its name")
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file with upstreams by path prefix and their capabilities (docs/proxy.md)")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body, in bytes, at least 1 (larger: 413); with --upstream")
 	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for its answer, more than 0 (then: uncertain, 504); with --upstream")

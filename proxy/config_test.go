@@ -1,0 +1,69 @@
+package proxy_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/proxy"
+)
+
+// A negative limit or duration is refused with an error naming it; 0 (or
+// absent) is the documented default.
+func TestNegativeSettingsRefused(t *testing.T) {
+	t.Parallel()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	const url = "http://127.0.0.1:1"
+	for _, c := range []struct {
+		u    proxy.Upstream
+		want string
+	}{
+		{proxy.Upstream{Timeout: destination.Duration(-time.Second)}, "timeout is -1s: it must be positive (0 or absent means the default, 30s)"},
+		{proxy.Upstream{MaxBodyBytes: -1}, "max_body_bytes is -1: it must be positive"},
+		{proxy.Upstream{MaxResponseBytes: -5}, "max_response_bytes is -5: it must be positive"},
+	} {
+		c.u.Name, c.u.URL = "crm", url
+		_, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{c.u}})
+		require.ErrorContains(t, err, c.want)
+		_, err = proxy.RetryPolicies([]proxy.Upstream{c.u})
+		require.ErrorContains(t, err, c.want)
+	}
+	up := []proxy.Upstream{{Name: "crm", URL: url}}
+	_, err = proxy.New(l, proxy.Config{Upstreams: up, ReconcileInterval: -time.Second})
+	require.ErrorContains(t, err, "reconcile interval is -1s: it must be positive")
+	_, err = proxy.New(l, proxy.Config{Upstreams: up, CompactInterval: -time.Second})
+	require.ErrorContains(t, err, "compact interval is -1s")
+	_, err = proxy.New(l, proxy.Config{Upstreams: up, InFlightRetryAfter: -1})
+	require.ErrorContains(t, err, "InFlightRetryAfter is -1")
+
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "crm", URL: url, Timeout: 0, MaxBodyBytes: 0}}})
+	require.NoError(t, err, "0 is the default")
+	defer p.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	err = p.Run(context.Background(), ln, -time.Second)
+	require.ErrorContains(t, err, "shutdown timeout is -1s: it must be positive")
+	_, err = net.Dial("tcp", ln.Addr().String())
+	require.Error(t, err, "the listener is closed")
+
+	// The same rule in a configuration file.
+	path := filepath.Join(t.TempDir(), "proxy.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("upstreams:\n  - name: crm\n    url: "+url+"\n    max_body_bytes: -1\n"), 0o644))
+	fc, err := proxy.LoadConfig(path)
+	require.NoError(t, err)
+	_, err = proxy.RetryPolicies(fc.Upstreams)
+	require.ErrorContains(t, err, "upstream crm: max_body_bytes is -1")
+	require.NoError(t, os.WriteFile(path, []byte("upstreams:\n  - name: crm\n    url: "+url+"\n    timeout: -5s\n"), 0o644))
+	_, err = proxy.LoadConfig(path)
+	require.ErrorContains(t, err, "negative")
+}

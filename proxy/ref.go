@@ -1,0 +1,356 @@
+package proxy
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// maxRefBytes is the longest reference recorded; a longer value is no
+// reference and the attempt id is recorded instead.
+const maxRefBytes = 200
+
+// maxScanDepth bounds the nesting of a scanned answer, as encoding/json
+// does.
+const maxScanDepth = 10000
+
+// parsePointer splits an RFC 6901 JSON pointer checked by
+// destination.NewHTTP into its unescaped tokens: "" is the whole document.
+func parsePointer(s string) []string {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(strings.TrimPrefix(s, "/"), "/")
+	for i, p := range parts {
+		parts[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+	}
+	return parts
+}
+
+// scanRef reads one JSON document from in, to its end, and returns the
+// string, number or boolean at the pointer tokens as destination.HTTP's
+// RefOf would (a later duplicate key replaces an earlier one). It holds
+// only the bytes of the reference and of the object keys on the pointer's
+// way, never the document, so an answer of any size can be searched as it
+// streams by. ok is false when the document is not JSON or has no
+// reference there of at most maxRefBytes bytes.
+func scanRef(in io.Reader, tokens []string) (ref string, ok bool) {
+	s := &refScanner{in: bufio.NewReaderSize(in, 32<<10), tokens: tokens}
+	if err := s.value(0, true); err != nil {
+		return "", false
+	}
+	if c, err := s.skipSpace(); err != io.EOF || c != 0 {
+		return "", false // more than one value, or a read error
+	}
+	return s.ref, s.found
+}
+
+type refScanner struct {
+	in     *bufio.Reader
+	tokens []string
+	ref    string
+	found  bool
+}
+
+var errNotJSON = errors.New("not JSON")
+
+// skipSpace returns the next byte that is not JSON whitespace.
+func (s *refScanner) skipSpace() (byte, error) {
+	for {
+		c, err := s.in.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c, nil
+		}
+	}
+}
+
+// value reads one value at depth; onPath tells that the keys and indexes
+// leading to it are the pointer's first depth tokens.
+func (s *refScanner) value(depth int, onPath bool) error {
+	if depth > maxScanDepth {
+		return errNotJSON
+	}
+	target := onPath && depth == len(s.tokens)
+	if onPath {
+		// This value replaces whatever an earlier duplicate key held.
+		s.ref, s.found = "", false
+	}
+	c, err := s.skipSpace()
+	if err != nil {
+		return errNotJSON
+	}
+	switch {
+	case c == '{':
+		return s.object(depth, onPath && !target)
+	case c == '[':
+		return s.array(depth, onPath && !target)
+	case c == '"':
+		limit := 0
+		if target {
+			// An escape takes at most 6 bytes for each byte it stands for.
+			limit = 6*maxRefBytes + 2
+		}
+		raw, fits, err := s.str(limit)
+		if err != nil || !target || !fits {
+			return err
+		}
+		var v string
+		if json.Unmarshal(raw, &v) == nil && v != "" && len(v) <= maxRefBytes {
+			s.ref, s.found = v, true
+		}
+		return nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		raw, err := s.number(c)
+		if err == nil && target && len(raw) <= maxRefBytes {
+			s.ref, s.found = string(raw), true
+		}
+		return err
+	case c == 't':
+		return s.literal("rue", target, "true")
+	case c == 'f':
+		return s.literal("alse", target, "false")
+	case c == 'n':
+		return s.literal("ull", false, "")
+	}
+	return errNotJSON
+}
+
+// object reads an object after its '{'; onPath tells that its members
+// may lie on the pointer's way.
+func (s *refScanner) object(depth int, onPath bool) error {
+	c, err := s.skipSpace()
+	if err != nil {
+		return errNotJSON
+	}
+	if c == '}' {
+		return nil
+	}
+	for {
+		if c != '"' {
+			return errNotJSON
+		}
+		limit := 0
+		if onPath {
+			limit = 6*len(s.tokens[depth]) + 2
+		}
+		raw, fits, err := s.str(limit)
+		if err != nil {
+			return err
+		}
+		member := false
+		if onPath && fits {
+			var k string
+			member = json.Unmarshal(raw, &k) == nil && k == s.tokens[depth]
+		}
+		if c, err = s.skipSpace(); err != nil || c != ':' {
+			return errNotJSON
+		}
+		if err := s.value(depth+1, member); err != nil {
+			return err
+		}
+		if c, err = s.skipSpace(); err != nil {
+			return errNotJSON
+		}
+		if c == '}' {
+			return nil
+		}
+		if c != ',' {
+			return errNotJSON
+		}
+		if c, err = s.skipSpace(); err != nil {
+			return errNotJSON
+		}
+	}
+}
+
+// array reads an array after its '['.
+func (s *refScanner) array(depth int, onPath bool) error {
+	want := -1
+	if onPath {
+		if i, ok := arrayIndex(s.tokens[depth]); ok {
+			want = i
+		}
+	}
+	c, err := s.skipSpace()
+	if err != nil {
+		return errNotJSON
+	}
+	if c == ']' {
+		return nil
+	}
+	_ = s.in.UnreadByte()
+	for i := 0; ; i++ {
+		if err := s.value(depth+1, i == want); err != nil {
+			return err
+		}
+		if c, err = s.skipSpace(); err != nil {
+			return errNotJSON
+		}
+		if c == ']' {
+			return nil
+		}
+		if c != ',' {
+			return errNotJSON
+		}
+	}
+}
+
+// arrayIndex parses an RFC 6901 array index: digits, no leading zero.
+func arrayIndex(tok string) (int, bool) {
+	if tok == "" || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(tok)
+	return n, err == nil
+}
+
+// str reads a string after its opening quote. It returns the string as
+// written, quotes included, when it has at most limit bytes (fits), and
+// keeps nothing when limit is 0.
+func (s *refScanner) str(limit int) (raw []byte, fits bool, err error) {
+	fits = limit > 0
+	keep := func(c byte) {
+		if fits {
+			if len(raw) >= limit {
+				fits, raw = false, nil
+				return
+			}
+			raw = append(raw, c)
+		}
+	}
+	keep('"')
+	for {
+		c, err := s.in.ReadByte()
+		if err != nil || c < 0x20 {
+			return nil, false, errNotJSON
+		}
+		keep(c)
+		switch c {
+		case '"':
+			return raw, fits, nil
+		case '\\':
+			e, err := s.in.ReadByte()
+			if err != nil {
+				return nil, false, errNotJSON
+			}
+			keep(e)
+			switch e {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				for range 4 {
+					h, err := s.in.ReadByte()
+					if err != nil || !isHex(h) {
+						return nil, false, errNotJSON
+					}
+					keep(h)
+				}
+			default:
+				return nil, false, errNotJSON
+			}
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// number reads a number whose first byte is first, as written (up to
+// maxRefBytes+1 bytes are kept).
+func (s *refScanner) number(first byte) ([]byte, error) {
+	raw := []byte{first}
+	keep := func(c byte) {
+		if len(raw) <= maxRefBytes {
+			raw = append(raw, c)
+		}
+	}
+	// digits reads one or more digits when atLeastOne, else zero or more,
+	// and unreads the byte after them.
+	digits := func(atLeastOne bool) error {
+		n := 0
+		for {
+			c, err := s.in.ReadByte()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return errNotJSON
+			}
+			if c < '0' || c > '9' {
+				_ = s.in.UnreadByte()
+				break
+			}
+			keep(c)
+			n++
+		}
+		if atLeastOne && n == 0 {
+			return errNotJSON
+		}
+		return nil
+	}
+	// next reads the next byte if it is one of set.
+	next := func(set string) bool {
+		c, err := s.in.ReadByte()
+		if err != nil {
+			return false
+		}
+		if strings.IndexByte(set, c) < 0 {
+			_ = s.in.UnreadByte()
+			return false
+		}
+		keep(c)
+		return true
+	}
+	c := first
+	if first == '-' {
+		b, err := s.in.ReadByte()
+		if err != nil || b < '0' || b > '9' {
+			return nil, errNotJSON
+		}
+		keep(b)
+		c = b
+	}
+	if c != '0' {
+		if err := digits(false); err != nil {
+			return nil, err
+		}
+	}
+	if next(".") {
+		if err := digits(true); err != nil {
+			return nil, err
+		}
+	}
+	if next("eE") {
+		next("+-")
+		if err := digits(true); err != nil {
+			return nil, err
+		}
+	}
+	return raw, nil
+}
+
+// literal reads the rest of true, false or null; a target true or false is
+// the reference as text.
+func (s *refScanner) literal(rest string, target bool, text string) error {
+	for i := 0; i < len(rest); i++ {
+		c, err := s.in.ReadByte()
+		if err != nil || c != rest[i] {
+			return errNotJSON
+		}
+	}
+	if target {
+		s.ref, s.found = text, true
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/destination"
+)
+
+// scanRef reads the same reference as destination.HTTP's RefOf, which the
+// proxy uses for answers it holds whole.
+func TestScanRefAgreesWithRefOf(t *testing.T) {
+	t.Parallel()
+	docs := []string{
+		`{"id":"R1"}`, ` {"id" : "R1"} `, `{"id":12}`, `{"id":-1.5e+3}`, `{"id":true}`, `{"id":false}`,
+		`{"id":null}`, `{"id":""}`, `{"id":{}}`, `{"id":[1]}`, `{"ID":"x"}`, `{}`, `[]`, `"R"`, `7`,
+		`{"id":"a\"b\\c\u00e9\ud83d\ude00\n"}`, `{"i\u0064":"escaped key"}`, `{"id":"` + strings.Repeat("r", 200) + `"}`,
+		`{"id":"` + strings.Repeat("r", 201) + `"}`, `{"id":"` + strings.Repeat(`\u0041`, 200) + `"}`,
+		`{"id":"` + strings.Repeat(`\u0041`, 201) + `"}`, `{"id":` + strings.Repeat("9", 201) + `}`,
+		`{"id":"x","id":"y"}`, `{"id":"x","id":null}`, `{"a":{"b":1},"a":{"c":2}}`, `{"a":{"b":1},"a":{"b":2}}`,
+		`{"a":[{"b":"zero"},{"b":"one"}]}`, `{"a":{"1":"key"}}`, `{"a":[0,1]}`, `{"a/b":{"~":"tilde"}}`,
+		`{"id":"x"} {"id":"y"}`, `{"id":"x",}`, `{"id":"x"`, `{"id":01}`, `{"id":1.}`, `{"id":-}`, `{"id":tru}`,
+		`{"id":"tab	in"}`, `{"id":"\x"}`, `{"id":"\u12"}`, `not json`, ``, `  `, `{"id":"\xff"}`,
+		`[{"id":1}]`, `{"id":1e5}`, `{"id":0}`, `{"id":-0.0E-0}`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	}
+	for _, ptr := range []string{"/id", "", "/a/b", "/a/1/b", "/a/1", "/a~1b/~0", "/0/id"} {
+		rt, err := Upstream{Name: "x", URL: "http://127.0.0.1:1", Ref: ptr}.build(destination.LoadOptions{})
+		require.NoError(t, err)
+		for _, doc := range docs {
+			want, werr := rt.dest.RefOf([]byte(doc))
+			wantOK := werr == nil && len(want) <= maxRefBytes
+			if !wantOK {
+				want = ""
+			}
+			got, ok := scanRef(iotest.OneByteReader(strings.NewReader(doc)), rt.ref)
+			require.Equal(t, wantOK, ok, "pointer %q, doc %.80q", ptr, doc)
+			require.Equal(t, want, got, "pointer %q, doc %.80q", ptr, doc)
+		}
+	}
+}
