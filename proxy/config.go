@@ -170,8 +170,6 @@ type route struct {
 	// prefix is the Prefix without its trailing slash, in segments
 	// ("/crm/" is ["", "crm"]); nil for "/".
 	prefix []string
-	// ref is Ref parsed, for reading it from an answer too large to hold.
-	ref []string
 	// identity is the upstream's base URL without credentials, saved with
 	// its answers to detect another upstream under the same name.
 	identity string
@@ -269,8 +267,6 @@ func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
 		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 	}
 	r.policy = *r.dest.RetryPolicy()
-	// destination.NewHTTP has checked the pointer.
-	r.ref = parsePointer(u.Ref)
 	if u.Idempotency != nil {
 		r.idemHdr = u.Idempotency.Header
 	}

@@ -325,7 +325,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 // forwardLarge finishes a forward whose 2xx answer is larger than
 // MaxResponseBytes: head is its first bytes, already read, body the rest.
 // The answer is passed to the caller as it arrives, and its reference read
-// from the whole of it on the way (scanRef holds neither); only then is the
+// from the whole of it on the way (ScanRef holds neither); only then is the
 // outcome recorded, with the status and headers as the saved answer, not
 // the body. The caller's answer ends only after that: if the upstream's
 // body breaks off (then the operation is uncertain, as for a smaller
@@ -343,7 +343,7 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	w.WriteHeader(s.Status)
 	up := &readErrors{r: body}
 	in := io.TeeReader(io.MultiReader(bytes.NewReader(head), up), &lenientWriter{w: w})
-	ref, found := scanRef(in, rt.ref)
+	ref, found := rt.dest.ScanRef(in)
 	_, _ = io.Copy(io.Discard, in) // whatever follows the document, or the rest of what is not JSON
 	rep := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref}
 	if up.err != nil {

@@ -1,38 +1,33 @@
-package proxy
+package destination
 
 import (
 	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
-	"strconv"
 	"strings"
 )
 
-// maxRefBytes is the longest reference recorded; a longer value is no
-// reference and the attempt id is recorded instead.
+// maxRefBytes is the longest reference ScanRef reads (the ledger's limit
+// on a reference); a longer value is no reference.
 const maxRefBytes = 200
 
 // maxScanDepth bounds the nesting of a scanned answer, as encoding/json
 // does.
 const maxScanDepth = 10000
 
-// parsePointer splits an RFC 6901 JSON pointer checked by
-// destination.NewHTTP into its unescaped tokens: "" is the whole document.
-func parsePointer(s string) []string {
-	if s == "" {
-		return nil
-	}
-	parts := strings.Split(strings.TrimPrefix(s, "/"), "/")
-	for i, p := range parts {
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
-	}
-	return parts
-}
+// ScanRef reads one JSON answer from r, to its end, and returns the
+// reference at the destination's ref pointer as RefOf does for an answer
+// held whole (a string, number or boolean; a later duplicate key replaces
+// an earlier one). It holds only the bytes of the reference and of the
+// object keys on the pointer's way, never the answer, so an answer of any
+// size can be searched as it streams by. ok is false when the answer is
+// not one JSON document, or has no reference there of at most
+// maxRefBytes bytes.
+func (h *HTTP) ScanRef(r io.Reader) (ref string, ok bool) { return scanRef(r, h.ref.tokens) }
 
 // scanRef reads one JSON document from in, to its end, and returns the
-// string, number or boolean at the pointer tokens as destination.HTTP's
-// RefOf would (a later duplicate key replaces an earlier one). It holds
+// string, number or boolean at the pointer tokens as RefOf would (a later duplicate key replaces an earlier one). It holds
 // only the bytes of the reference and of the object keys on the pointer's
 // way, never the document, so an answer of any size can be searched as it
 // streams by. ok is false when the document is not JSON or has no
@@ -199,20 +194,6 @@ func (s *refScanner) array(depth int, onPath bool) error {
 			return errNotJSON
 		}
 	}
-}
-
-// arrayIndex parses an RFC 6901 array index: digits, no leading zero.
-func arrayIndex(tok string) (int, bool) {
-	if tok == "" || (len(tok) > 1 && tok[0] == '0') {
-		return 0, false
-	}
-	for i := 0; i < len(tok); i++ {
-		if tok[i] < '0' || tok[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.Atoi(tok)
-	return n, err == nil
 }
 
 // str reads a string after its opening quote. It returns the string as

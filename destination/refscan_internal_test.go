@@ -1,4 +1,4 @@
-package proxy
+package destination
 
 import (
 	"strings"
@@ -6,12 +6,10 @@ import (
 	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/opledger/opledger/destination"
 )
 
-// scanRef reads the same reference as destination.HTTP's RefOf, which the
-// proxy uses for answers it holds whole.
+// ScanRef reads the same reference as RefOf, which the proxy uses for
+// answers it holds whole.
 func TestScanRefAgreesWithRefOf(t *testing.T) {
 	t.Parallel()
 	docs := []string{
@@ -27,15 +25,16 @@ func TestScanRefAgreesWithRefOf(t *testing.T) {
 		`[{"id":1}]`, `{"id":1e5}`, `{"id":0}`, `{"id":-0.0E-0}`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
 	}
 	for _, ptr := range []string{"/id", "", "/a/b", "/a/1/b", "/a/1", "/a~1b/~0", "/0/id"} {
-		rt, err := Upstream{Name: "x", URL: "http://127.0.0.1:1", Ref: ptr}.build(destination.LoadOptions{})
+		p, err := parsePointer(ptr)
 		require.NoError(t, err)
+		h := &HTTP{ref: p}
 		for _, doc := range docs {
-			want, werr := rt.dest.RefOf([]byte(doc))
+			want, werr := h.RefOf([]byte(doc))
 			wantOK := werr == nil && len(want) <= maxRefBytes
 			if !wantOK {
 				want = ""
 			}
-			got, ok := scanRef(iotest.OneByteReader(strings.NewReader(doc)), rt.ref)
+			got, ok := h.ScanRef(iotest.OneByteReader(strings.NewReader(doc)))
 			require.Equal(t, wantOK, ok, "pointer %q, doc %.80q", ptr, doc)
 			require.Equal(t, want, got, "pointer %q, doc %.80q", ptr, doc)
 		}
