@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"strconv"
@@ -68,6 +69,12 @@ type Options struct {
 	// applies: done of total pending migrations, and the last one's name.
 	// opledger migrate draws its progress bar with it.
 	MigrationProgress func(done, total int, name string)
+	// ExistingOnly refuses to create a SQLite ledger: a file that does not
+	// exist is an error (ErrInvalidInput) instead of a new, empty ledger.
+	// Tools that only read or decide on an existing ledger set it, so that
+	// a mistyped path fails rather than shows nothing. (A PostgreSQL DSN
+	// names a database and schema that must exist anyway.)
+	ExistingOnly bool
 }
 
 // Ledger records operations and moves them through their states. A Ledger
@@ -128,6 +135,11 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(dsn, "sqlite:")
 		path = strings.TrimPrefix(path, "//")
+		if opts.ExistingOnly {
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%w: no ledger at %s: the file does not exist (a command that writes, such as serve or migrate, creates it)", ErrInvalidInput, path)
+			}
+		}
 		return sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return openPostgres(ctx, dsn)

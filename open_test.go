@@ -2,6 +2,9 @@ package opledger_test
 
 import (
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,4 +27,24 @@ func TestOpenRefusesUnknownDSN(t *testing.T) {
 		require.NotContains(t, err.Error(), "secret")
 		require.NotContains(t, err.Error(), "hidden")
 	}
+}
+
+// TestOpenExistingOnly: a tool that only reads a ledger does not create an
+// empty one at a mistyped path.
+func TestOpenExistingOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	_, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{ExistingOnly: true})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.ErrorContains(t, err, "no ledger at "+path)
+	_, statErr := os.Stat(path)
+	require.ErrorIs(t, statErr, fs.ErrNotExist, "nothing created")
+
+	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{ExistingOnly: true})
+	require.NoError(t, err, "an existing ledger opens")
+	require.NoError(t, l.Close())
 }

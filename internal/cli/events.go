@@ -30,9 +30,9 @@ func (f *backendFlags) openEvents(ctx context.Context) (eventsSource, func() err
 		}
 		return b.(serverBackend).c, b.Close, nil
 	}
-	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant})
+	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant, ExistingOnly: true})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, refusedInput(err)
 	}
 	return l, l.Close, nil
 }

@@ -109,9 +109,9 @@ func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 		}
 		return serverBackend{client.New(f.server, token, nil)}, nil
 	}
-	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant})
+	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant, ExistingOnly: true})
 	if err != nil {
-		return nil, err
+		return nil, refusedInput(err)
 	}
 	return ledgerBackend{l}, nil
 }

@@ -159,10 +159,9 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 		Example: `  opledger tokens list --db sqlite:opledger.db [--tenant acme] [--json]`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := opledger.Options{Tenant: tenant}
-			l, err := opledger.Open(cmd.Context(), dsn, opts)
+			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{Tenant: tenant, ExistingOnly: true})
 			if err != nil {
-				return err
+				return refusedInput(err)
 			}
 			defer l.Close()
 			toks, err := l.Tokens(cmd.Context(), tenant == "")
@@ -202,9 +201,9 @@ a second: each trusts a token it has found active for that long.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{})
+			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{ExistingOnly: true})
 			if err != nil {
-				return err
+				return refusedInput(err)
 			}
 			defer l.Close()
 			if err := l.RevokeToken(cmd.Context(), args[0]); err != nil {

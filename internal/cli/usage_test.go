@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,7 +47,10 @@ func TestUnknownSubcommand(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "u.db")
+	_, errOut, code := run(t, "migrate", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
 	db := func(args ...string) []string { return append(args, "--db", dsn) }
+	missing := "sqlite:" + filepath.Join(t.TempDir(), "mistyped.db")
 	for _, tc := range []struct {
 		args []string
 		msg  string
@@ -82,6 +87,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ops", "list", "--db", "Postgres://u:secret@h/db"}, "a PostgreSQL DSN starts with postgres:// in lower case"},
 		{[]string{"tokens", "list", "--db", "mysql://u:secret@h/db"}, "(got a mysql: DSN)"},
 		{[]string{"bench", "--db", "x.db"}, "give sqlite:x.db"},
+		// Commands that read or decide create no ledger at a mistyped path.
+		{[]string{"ops", "list", "--db", missing}, "no ledger at " + strings.TrimPrefix(missing, "sqlite:")},
+		{[]string{"ops", "show", "k1", "--db", missing}, "no ledger at"},
+		{[]string{"events", "list", "--db", missing}, "no ledger at"},
+		{[]string{"tokens", "list", "--db", missing}, "no ledger at"},
+		{[]string{"tokens", "revoke", "tok_1", "--db", missing}, "no ledger at"},
 	} {
 		out, errOut, code := run(t, tc.args...)
 		if tc.msg == "" {
@@ -95,6 +106,8 @@ func TestUsageErrors(t *testing.T) {
 		require.Contains(t, first, tc.msg, tc.args)
 		require.NotContains(t, errOut, "secret", "a DSN's password is never printed")
 	}
+	_, err := os.Stat(strings.TrimPrefix(missing, "sqlite:"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "no ledger created at the mistyped path")
 }
 
 // TestEventNotFound: a missing event is reported as an event, not as an
@@ -102,7 +115,9 @@ func TestUsageErrors(t *testing.T) {
 func TestEventNotFound(t *testing.T) {
 	t.Parallel()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "e.db")
-	_, errOut, code := run(t, "events", "show", "forms", "evt-1", "--db", dsn, "--tenant", "acme")
+	_, errOut, code := run(t, "migrate", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	_, errOut, code = run(t, "events", "show", "forms", "evt-1", "--db", dsn, "--tenant", "acme")
 	require.Equal(t, 1, code, errOut)
 	require.Equal(t, "opledger: event forms/evt-1 not found in tenant \"acme\"\n", errOut)
 
