@@ -220,6 +220,7 @@ named person settles it.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDemoCmd(), newMigrateCmd(), newServeCmd(), newProxyCmd(), newTokensCmd(), newOpsCmd(), newEventsCmd(), newLabCmd(), newBenchCmd(), newVersionCmd())
 	root.InitDefaultCompletionCmd()
+	root.SetHelpCommand(newHelpCmd(root))
 	settleCommandTree(root)
 	return root
 }
@@ -318,4 +319,20 @@ func defaultOperator() string {
 		return u
 	}
 	return "operator"
+}
+
+// newHelpCmd is cobra's help command, except that a topic naming no
+// command is a usage error rather than the root's help and exit 0.
+func newHelpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(_ *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return usageError{fmt.Errorf("no help topic %q: 'opledger help' lists the commands", strings.Join(args, " "))}
+			}
+			return target.Help()
+		},
+	}
 }

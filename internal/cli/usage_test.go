@@ -26,6 +26,8 @@ func TestUnknownSubcommand(t *testing.T) {
 		{[]string{"completion", "nope"}, `unknown command "nope" for "opledger completion"`},
 		{[]string{"completion", "bash", "extra"}, `unknown command "extra" for "opledger completion bash"`},
 		{[]string{"serv"}, `unknown command "serv" for "opledger" (did you mean "serve"?)`},
+		{[]string{"help", "bogus"}, `no help topic "bogus": 'opledger help' lists the commands`},
+		{[]string{"help", "tokens", "revok"}, `no help topic "tokens revok": 'opledger help' lists the commands`},
 	} {
 		out, errOut, code := run(t, tc.args...)
 		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
@@ -34,6 +36,9 @@ func TestUnknownSubcommand(t *testing.T) {
 		require.Equal(t, "opledger: "+tc.msg, lines[0], tc.args)
 		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
 	}
+	out, errOut, code := run(t, "help", "ops", "list")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "opledger ops list", "help on a command is that command's help")
 	for _, parent := range []string{"tokens", "ops", "events", "lab"} {
 		out, errOut, code := run(t, parent)
 		require.Equal(t, 0, code, "%s alone: %s", parent, errOut)
