@@ -2,6 +2,7 @@ package opledger
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -35,10 +36,11 @@ func (p *RetryPolicy) validate() error {
 }
 
 // Ceiling is the exponential backoff ceiling after attempt n (1-based):
-// InitialDelay·2^(n-1), capped at MaxDelay.
+// InitialDelay·2^(n-1), capped at MaxDelay (no cap when it is 0, short of
+// overflowing a Duration).
 func (p RetryPolicy) Ceiling(n int) time.Duration {
 	d := p.InitialDelay
-	for i := 1; i < n && d < p.MaxDelay; i++ {
+	for i := 1; i < n && (p.MaxDelay <= 0 || d < p.MaxDelay) && d <= math.MaxInt64/2; i++ {
 		d *= 2
 	}
 	if p.MaxDelay > 0 && d > p.MaxDelay {

@@ -21,6 +21,12 @@ func TestRetryPolicy(t *testing.T) {
 		require.LessOrEqual(t, d, 4*time.Second)
 		require.GreaterOrEqual(t, p.Backoff(3, 7*time.Second), 7*time.Second, "Retry-After is a floor")
 	}
+
+	// MaxDelay 0 is no cap: the ceiling still doubles, up to what a
+	// Duration holds.
+	uncapped := opledger.RetryPolicy{MaxAttempts: 100, InitialDelay: time.Second}
+	require.Equal(t, 32*time.Second, uncapped.Ceiling(6))
+	require.Greater(t, uncapped.Ceiling(80), 100*365*24*time.Hour, "no overflow into a negative delay")
 }
 
 func TestOpenRefusesInvalidRetryPolicies(t *testing.T) {
