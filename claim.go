@@ -162,7 +162,12 @@ func claimDecision(worker string, lease time.Duration, intent *Intent, fp string
 		if err := t.settleExpiredLease(); err != nil {
 			return err
 		}
-		t.expireProtection("claimed")
+		if State(t.op.State) == StatePending {
+			// Only a retry not yet claimed: one in progress belongs to its
+			// attempt, whose dispatch or lease decides (another caller's
+			// refused claim must not move it).
+			t.expireProtection("claimed")
+		}
 		if State(t.op.State) != StatePending || t.op.NotBefore.After(t.now) {
 			if t.dirty {
 				// Keep what was decided on the way (a recorded intent, a
@@ -564,12 +569,12 @@ func (r *Report) validate() error {
 //
 // A report from an attempt that no longer holds the operation moves nothing
 // but is kept as evidence, and the call returns a *StaleError
-// (ErrStaleFencingToken) carrying the operation, with Recorded set. A
-// token that is not the attempt's own is refused with a *StaleError and
-// nothing recorded. Two stale reports still
-// count: a late success resolves an uncertain or held operation, and a late
-// success whose reference differs from the confirmed one is recorded as a
-// duplicate-effect incident.
+// (ErrStaleFencingToken) carrying the operation, with Recorded set. A token
+// that is not the attempt's own is refused with a *StaleError and nothing
+// recorded. Two stale reports still count: a late success resolves an
+// uncertain, held or pending operation, and a late success whose reference
+// differs from the confirmed one is recorded as a duplicate-effect
+// incident.
 func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64, r Report) (*Operation, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
@@ -715,7 +720,10 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	}
 	state := State(t.op.State)
 	switch {
-	case r.Outcome == OutcomeSucceeded && state.Unresolved():
+	case r.Outcome == OutcomeSucceeded && (state.Unresolved() || state == StatePending):
+		// Pending too (a retry authorized, absence wrongly proven, a
+		// retryable answer): the effect exists, and the retry not yet
+		// claimed would repeat it.
 		t.succeed(r.DestinationRef, r.Response)
 		t.move(StateSucceeded, a.Worker, a.ID, "late success resolved", evidence)
 	case r.Outcome == OutcomeSucceeded && state == StateSucceeded && t.op.DestinationRef != r.DestinationRef:

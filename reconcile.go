@@ -86,6 +86,10 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 			t.note(ActorReconciler, "", "lookup empty within visibility delay",
 				join(fmt.Sprintf("absence counts only after %s", visible.Format(time.RFC3339)), ev))
 		case f.Authoritative:
+			// Absence is proven: a plain retry is safe, and the protection
+			// of an earlier protected attempt no longer applies (its end
+			// would otherwise hold the retry).
+			t.unprotect()
 			t.move(StatePending, ActorReconciler, "", "lookup proved absence",
 				join("authoritative lookup found nothing after the visibility delay", ev))
 			t.op.NotBefore = t.now

@@ -402,6 +402,25 @@ func testFencing(t *testing.T, h Harness) {
 		b.requireState(t, "k1", opledger.StateSucceeded)
 	})
 
+	// A retry authorized, then the first attempt's success arrives before
+	// the retry is claimed: the operation is succeeded, and nothing is
+	// sent again.
+	t.Run("LateSuccessResolvesPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
+		require.NoError(t, err)
+		b.requireState(t, "k1", opledger.StatePending)
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op := b.requireState(t, "k1", opledger.StateSucceeded)
+		require.Equal(t, "R1", op.DestinationRef)
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing left to claim")
+	})
+
 	t.Run("LateSuccessResolvesUncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)

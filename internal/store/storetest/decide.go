@@ -79,6 +79,54 @@ func testReconcile(t *testing.T, h Harness) {
 		require.Equal(t, opledger.StatePending, op.State)
 	})
 
+	// A protected retry whose outcome was lost again, then proven absent
+	// after its protection ended: the retry is a plain one, claimed, not
+	// held for the protection that no longer matters.
+	t.Run("AbsenceEndsProtection", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateUncertain)
+		_, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: 10 * time.Minute})
+		require.NoError(t, err)
+		c := b.claimDispatched(t, "k1")
+		require.True(t, c.Protected)
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout again"})
+		b.clock.Advance(20 * time.Minute)
+		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State)
+		require.False(t, op.Protected)
+		require.Nil(t, op.ProtectedUntil)
+		c, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err, "not held: the protection ended with the proof of absence")
+		require.False(t, c.Protected)
+	})
+
+	// A protected retry dispatched in time is its attempt's: when its
+	// protection ends during the call, another caller's claim is refused
+	// and moves nothing.
+	t.Run("ProtectionEndsDuringCall", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateUncertain)
+		_, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: 10 * time.Minute})
+		require.NoError(t, err)
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Lease: time.Hour, Dispatch: true})
+		require.NoError(t, err)
+		require.True(t, c.Protected)
+		b.clock.Advance(11 * time.Minute)
+		in := intent("k1")
+		for _, opts := range []opledger.ClaimOptions{{}, {Intent: &in}} {
+			_, err = b.ledger.Claim(b.ctx, "k1", opts)
+			require.ErrorIs(t, err, opledger.ErrInProgress)
+		}
+		op := b.requireState(t, "k1", opledger.StateInProgress)
+		require.Equal(t, c.AttemptID, op.CurrentAttemptID)
+		require.NotContains(t, b.events(t, "k1"), "protection expired")
+		op = b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H7"})
+		require.Equal(t, opledger.StateSucceeded, op.State)
+	})
+
 	t.Run("OnlyUncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
