@@ -705,7 +705,7 @@ func (l *Ledger) EventStats(ctx context.Context, allTenants bool) (*EventStats, 
 		tenant = ""
 	}
 	c, err := l.eventStatsReads.do(ctx, tenant, func(ctx context.Context) (c *store.EventCounts, err error) {
-		err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		err = l.store.ViewSnapshot(ctx, func(ctx context.Context, r store.Reader) error { // counts that add up, as in Stats
 			c, err = r.EventCounts(ctx, tenant)
 			return err
 		})

@@ -67,7 +67,9 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 	}
 	st, err := l.statsReads.do(ctx, tenant, func(ctx context.Context) (st *statsRead, err error) {
 		st = &statsRead{}
-		err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		// One snapshot: a compaction committed between two of its counts
+		// would count its operations both live and compacted.
+		err = l.store.ViewSnapshot(ctx, func(ctx context.Context, r store.Reader) error {
 			if st.Stats, err = r.Stats(ctx, tenant, RecoveryBuckets); err != nil {
 				return err
 			}

@@ -309,8 +309,15 @@ type Store interface {
 	// Update runs fn in a read-write transaction and commits it when fn
 	// returns nil. Conflicts surface as ErrConflict.
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
-	// View runs fn with a reader outside any write transaction.
+	// View runs fn with a reader outside any write transaction. Each of
+	// its reads sees the latest commits, so two reads may disagree about
+	// a write committed between them.
 	View(ctx context.Context, fn func(ctx context.Context, r Reader) error) error
+	// ViewSnapshot runs fn with a reader whose reads all see one snapshot
+	// of the store, as of its first read: figures made of several counts
+	// (Stats) add up even while retention moves operations into
+	// tombstones.
+	ViewSnapshot(ctx context.Context, fn func(ctx context.Context, r Reader) error) error
 	// Migrate brings the schema to the newest version, telling progress
 	// (which may be nil) after each migration it applies.
 	Migrate(ctx context.Context, progress migrate.Progress) error

@@ -204,6 +204,20 @@ func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader)
 	return fn(ctx, &reader{q: s.pool})
 }
 
+// ViewSnapshot implements store.Store with a read-only REPEATABLE READ
+// transaction: every statement sees the snapshot of the first.
+func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin snapshot: %w", mapErr(err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(ctx, &reader{q: tx}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // querier is what *pgxpool.Pool and pgx.Tx have in common.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

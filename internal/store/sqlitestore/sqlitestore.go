@@ -21,6 +21,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -201,6 +202,31 @@ func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, 
 // View runs fn against the read pool.
 func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
 	return fn(ctx, &sqlReader{q: &cachedQuerier{cache: s.readStmts, plain: s.reader}})
+}
+
+// ViewSnapshot implements store.Store with a read transaction on one
+// reader connection: in WAL mode its first read fixes the snapshot every
+// later read sees. Its statements are prepared on that connection, not
+// taken from the readers' cache.
+func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+	conn, err := s.reader.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("snapshot connection: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+		return fmt.Errorf("begin snapshot: %w", err)
+	}
+	err = fn(ctx, &sqlReader{q: conn})
+	// A read transaction has nothing to keep: ROLLBACK ends it either way.
+	if _, rbErr := conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`); rbErr != nil {
+		// Never hand the pool a connection still in a transaction.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		if err == nil {
+			err = fmt.Errorf("end snapshot: %w", rbErr)
+		}
+	}
+	return err
 }
 
 type querier interface {

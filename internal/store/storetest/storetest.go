@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"Tokens", testTokens},
 		{"Sessions", testSessions},
 		{"Stats", testStats},
+		{"StatsDuringCompact", testStatsDuringCompact},
 		{"Reviews", testReviews},
 		{"Events", testEvents},
 		{"EventRetention", testEventRetention},
