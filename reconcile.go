@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/opledger/opledger/internal/store"
@@ -135,8 +136,12 @@ func (t *txn) lastDispatch() (time.Time, error) {
 // Hold moves an uncertain operation to held for its owner, with the reason
 // automation gave up (for example: lookups keep failing).
 func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, error) {
+	reason = strings.TrimSpace(reason)
 	if reason == "" {
 		return nil, ErrReasonRequired
+	}
+	if len(reason) > maxReasonLength {
+		reason = reason[:maxReasonLength]
 	}
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("hold"); err != nil {

@@ -147,7 +147,9 @@ func testResolve(t *testing.T, h Harness) {
 			_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: kind, DestinationRef: "H1", Reason: "  "})
 			require.ErrorIs(t, err, opledger.ErrReasonRequired, kind)
 		}
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, Reason: "found it"})
+		_, err := b.ledger.Hold(b.ctx, "k1", " \t ")
+		require.ErrorIs(t, err, opledger.ErrReasonRequired, "a hold's reason is not blank either")
+		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, Reason: "found it"})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, "mark succeeded needs the ref")
 		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: "shrug", Reason: "x"})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
