@@ -2,6 +2,7 @@ package destination
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -93,19 +94,26 @@ func (e *SendError) Unwrap() error { return e.Err }
 // The caller closes resp.Body whenever resp is not nil. Whether the request
 // was written is read from net/http/httptrace (GotConn, WroteRequest); a
 // request whose write neither finished nor failed before the error counts
-// as written. SendHTTP also makes a request with a body non-replayable, so
-// that net/http never silently resends it on a fresh connection: every send
-// is an attempt on record. Redirects should not be followed for side
+// as written. SendHTTP also makes a request non-replayable, so that
+// net/http never silently resends it on a fresh connection: every send is
+// an attempt on record. (Not a POST, PUT or PATCH without a body that
+// carries an Idempotency-Key header: net/http may send that one again,
+// under the same key.) Redirects should not be followed for side
 // effects; clients made by this package return 3xx answers as they are.
 func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Response, error) {
 	tr := &writeTrace{}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), tr.clientTrace()))
-	if req.Body != nil && req.Body != http.NoBody {
-		// net/http resends a request on a reused connection that died
-		// only if it can rewind the body (GetBody) and deems the request
-		// replayable. Without GetBody it never does.
-		req.GetBody = nil
+	// net/http resends a request on a reused connection that died after
+	// the request was written when it deems the request replayable: a
+	// body it can rewind (GetBody), or none at all, for GET, HEAD and
+	// OPTIONS and for any method with an Idempotency-Key header. A body it
+	// cannot rewind makes it never do so. A method that usually has no
+	// body gets an empty one, which net/http still sends as no body.
+	if (req.Body == nil || req.Body == http.NoBody) && methodLacksBody(req.Method) {
+		req.Body = io.NopCloser(strings.NewReader(""))
+		req.ContentLength = 0
 	}
+	req.GetBody = nil
 	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -254,4 +262,15 @@ func ErrorText(err error) string {
 		}
 	}
 	return s
+}
+
+// methodLacksBody lists the methods net/http sends an empty body with as
+// no body at all (it probes the body first), so that an empty, unrewindable
+// body changes nothing on the wire.
+func methodLacksBody(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		return true
+	}
+	return false
 }

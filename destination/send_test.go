@@ -3,10 +3,12 @@ package destination_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,6 +184,45 @@ func TestSendHTTPTransportErrors(t *testing.T) {
 		requireOutcome(t, err, opledger.OutcomeUncertain, true)
 		require.ErrorIs(t, err, context.Canceled)
 	})
+}
+
+// A bodyless request whose reused connection dies after the destination
+// read it is not sent again behind the ledger's back: net/http would for a
+// GET or DELETE (with an idempotency header) it deems replayable.
+func TestSendHTTPNeverResendsBodyless(t *testing.T) {
+	t.Parallel()
+	for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodHead, http.MethodOptions} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			var drops atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/warm" {
+					w.WriteHeader(http.StatusOK)
+					return
+				}
+				drops.Add(1)
+				if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+					_ = conn.Close()
+				}
+			}))
+			t.Cleanup(srv.Close)
+			client := newClient(t)
+			warm, err := http.NewRequest(method, srv.URL+"/warm", nil)
+			require.NoError(t, err)
+			resp, err := destination.SendHTTP(client, warm, destination.HTTPPolicy{})
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			require.NoError(t, resp.Body.Close()) // the connection goes back to the pool
+
+			req, err := http.NewRequest(method, srv.URL+"/act/k1", nil)
+			require.NoError(t, err)
+			req.Header.Set("Idempotency-Key", "opl-k1-v1")
+			resp, err = destination.SendHTTP(client, req, destination.HTTPPolicy{})
+			require.Nil(t, resp)
+			requireOutcome(t, err, opledger.OutcomeUncertain, true)
+			require.Equal(t, int32(1), drops.Load(), "sent once, on the reused connection")
+		})
+	}
 }
 
 func requireOutcome(t *testing.T, err error, want opledger.Outcome, written bool) {
