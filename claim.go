@@ -655,6 +655,15 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 	})
 }
 
+// retryLimit says why the policy allows the operation no further attempt
+// now (empty when it does), and how many attempts reached a call so far.
+func (t *txn) retryLimit(policy RetryPolicy) (exhausted string, tried int, err error) {
+	if tried, err = t.triedAttempts(); err != nil {
+		return "", 0, err
+	}
+	return policy.limit(tried, t.op.CreatedAt, t.now), tried, nil
+}
+
 // triedAttempts counts the attempts that reached a call: every attempt
 // but those abandoned or released before dispatch, unless a late report
 // of theirs says they made the call anyway.

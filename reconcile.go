@@ -89,12 +89,36 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		case f.Authoritative:
 			// Absence is proven: a plain retry is safe, and the protection
 			// of an earlier protected attempt no longer applies (its end
-			// would otherwise hold the retry).
+			// would otherwise hold the retry). The retry is one of the
+			// destination's attempts like any other: its policy's attempt
+			// limit and deadline apply.
 			t.unprotect()
+			exhausted, tried, err := t.retryLimit(l.retryPolicy(t.op.Destination))
+			if err != nil {
+				return err
+			}
+			if exhausted != "" {
+				t.move(StateFailed, ActorReconciler, "", "exhausted",
+					join(fmt.Sprintf("authoritative lookup found nothing after the visibility delay; %s after %d attempts", exhausted, tried), ev))
+				t.op.FailureKind = string(FailureExhausted)
+				return nil
+			}
 			t.move(StatePending, ActorReconciler, "", "lookup proved absence",
 				join("authoritative lookup found nothing after the visibility delay", ev))
 			t.op.NotBefore = t.now
 		case f.ProtectionRetention > 0 && t.now.Before(since.Add(f.ProtectionRetention)):
+			// A protected retry is an attempt too: past the policy's
+			// attempt limit or deadline the operation is held (an earlier
+			// attempt may have taken effect).
+			exhausted, tried, err := t.retryLimit(l.retryPolicy(t.op.Destination))
+			if err != nil {
+				return err
+			}
+			if exhausted != "" {
+				t.hold(ActorReconciler, "exhausted while uncertain",
+					join(fmt.Sprintf("%s after %d attempts; an earlier attempt may have taken effect", exhausted, tried), ev))
+				return nil
+			}
 			t.op.Protected = true
 			t.op.ProtectedUntil = since.Add(f.ProtectionRetention)
 			t.move(StatePending, ActorReconciler, "", "protected retry",

@@ -63,14 +63,23 @@ func (p RetryPolicy) Backoff(n int, retryAfter time.Duration) time.Duration {
 // next decides the fate of an operation after its attempt n was retryable:
 // the time of the next attempt, or exhausted with the reason.
 func (p RetryPolicy) next(n int, created, now time.Time, retryAfter time.Duration) (notBefore time.Time, exhausted string) {
-	if n >= p.MaxAttempts {
-		return time.Time{}, fmt.Sprintf("attempt limit %d reached", p.MaxAttempts)
-	}
 	at := now.Add(p.Backoff(n, retryAfter))
-	if p.Deadline > 0 && at.After(created.Add(p.Deadline)) {
-		return time.Time{}, fmt.Sprintf("next attempt would pass the deadline of %s", p.Deadline)
+	if why := p.limit(n, created, at); why != "" {
+		return time.Time{}, why
 	}
 	return at, ""
+}
+
+// limit says why no attempt may follow attempt n at time at, of an
+// operation recorded at created; empty when one may.
+func (p RetryPolicy) limit(n int, created, at time.Time) string {
+	if n >= p.MaxAttempts {
+		return fmt.Sprintf("attempt limit %d reached", p.MaxAttempts)
+	}
+	if p.Deadline > 0 && at.After(created.Add(p.Deadline)) {
+		return fmt.Sprintf("next attempt would pass the deadline of %s", p.Deadline)
+	}
+	return ""
 }
 
 func (l *Ledger) retryPolicy(destination string) RetryPolicy {

@@ -102,6 +102,38 @@ func testReconcile(t *testing.T, h Harness) {
 		require.False(t, c.Protected)
 	})
 
+	// Retries the reconciler releases are the destination's attempts too:
+	// past its policy's attempt limit a protected retry is held (an earlier
+	// attempt may have taken effect) and a proven absence fails the
+	// operation as exhausted, instead of trying for as long as lookups or
+	// the key's retention allow.
+	t.Run("RetryPolicyBoundsReconciledRetries", func(t *testing.T) {
+		t.Parallel()
+		policy := func(o *opledger.Options) {
+			o.RetryPolicy = &opledger.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, MaxDelay: time.Minute}
+		}
+		for _, tc := range []struct {
+			finding opledger.Finding
+			want    opledger.State
+			event   string
+		}{
+			{opledger.Finding{ProtectionRetention: time.Hour}, opledger.StateHeld, "exhausted while uncertain"},
+			{opledger.Finding{Authoritative: true}, opledger.StateFailed, "exhausted"},
+		} {
+			b := setup(t, h, policy)
+			b.inState(t, "k1", opledger.StateUncertain)
+			op, err := b.ledger.Reconcile(b.ctx, "k1", tc.finding)
+			require.NoError(t, err)
+			require.Equal(t, opledger.StatePending, op.State, "the first retry is within the policy")
+			c := b.claimDispatched(t, "k1")
+			b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout again"})
+			op, err = b.ledger.Reconcile(b.ctx, "k1", tc.finding)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, op.State, "two attempts made: no third")
+			require.Contains(t, b.events(t, "k1"), tc.event)
+		}
+	})
+
 	// A protected retry dispatched in time is its attempt's: when its
 	// protection ends during the call, another caller's claim is refused
 	// and moves nothing.
