@@ -324,6 +324,7 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim) (*opled
 	var stale *opledger.StaleError
 	if errors.As(err, &stale) {
 		log.Warn("late report kept as evidence", "outcome", report.Outcome, "state", stale.Operation.State)
+		advanceWorkflow(bg, tl, stale.Operation, log)
 		return stale.Operation, nil
 	}
 	if err != nil {
@@ -331,7 +332,20 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim) (*opled
 	}
 	log.Info("attempt reported", "outcome", report.Outcome, "state", after.State, "protected", c.Protected,
 		"attempt", after.AttemptCount)
+	advanceWorkflow(bg, tl, after, log)
 	return after, nil
+}
+
+// advanceWorkflow records the next step of the workflow op is a step of,
+// once op has succeeded, rather than leaving it to the server's periodic
+// sweep. A failure is logged: the sweep still advances the workflow.
+func advanceWorkflow(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, log *slog.Logger) {
+	if op.State != opledger.StateSucceeded {
+		return
+	}
+	if _, err := tl.AdvanceWorkflowOf(ctx, op.Key); err != nil {
+		log.Error("advance workflow", "error", err)
+	}
 }
 
 // release gives back a claim that was not dispatched.

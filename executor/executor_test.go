@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -272,5 +273,28 @@ func TestErrorsCarryNoPayload(t *testing.T) {
 		require.Equal(t, opledger.StateFailed, op.State, "the body template cannot be rendered: rejected before sending")
 		require.Contains(t, op.LastError, `map has no entry for key "units"`)
 		require.NotContains(t, r.Logs(), "secret-units-value")
+	})
+}
+
+// TestWorkflowAdvancesOnSuccess: the executor records a workflow's next
+// step as soon as it reports the previous one succeeded, without the
+// server's periodic sweep (which the rig does not run).
+func TestWorkflowAdvancesOnSuccess(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		_, _, err := r.Ledger.PutWorkflow(r.Ctx, "wf:W1", opledger.WorkflowSpec{Owner: "ops-team", Steps: []opledger.WorkflowStep{
+			{Name: "one", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":1}`)},
+			{Name: "two", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":2}`)},
+		}})
+		require.NoError(t, err)
+		op := r.Step()
+		require.NotNil(t, op)
+		require.Equal(t, "wf:W1/one", op.Key)
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		op = r.Step()
+		require.NotNil(t, op, "the second step was recorded when the first succeeded")
+		require.Equal(t, "wf:W1/two", op.Key)
+		require.Equal(t, opledger.StateSucceeded, op.State)
 	})
 }

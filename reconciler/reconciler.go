@@ -285,6 +285,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	switch after.State {
 	case opledger.StateSucceeded:
 		d = Succeeded
+		// The next step of a workflow, if this is one, now rather than
+		// at the server's next sweep (which still advances it if this
+		// fails).
+		if _, err := tl.AdvanceWorkflowOf(ctx, op.Key); err != nil {
+			log.Error("advance workflow", "error", err)
+		}
 	case opledger.StateHeld:
 		d = Held
 	case opledger.StatePending:

@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -261,5 +262,27 @@ func TestBatches(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		require.NoError(t, r.Rec.Run(ctx))
+	})
+}
+
+// TestWorkflowAdvancesOnReconciledSuccess: a workflow step settled by a
+// lookup leads to the next step at once, without the server's periodic
+// sweep (which the rig does not run).
+func TestWorkflowAdvancesOnReconciledSuccess(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		_, _, err := r.Ledger.PutWorkflow(r.Ctx, "wf:W2", opledger.WorkflowSpec{Owner: "ops-team", Steps: []opledger.WorkflowStep{
+			{Name: "create", Action: "create", Destination: "crm", Payload: json.RawMessage(payload)},
+			{Name: "notify", Action: "send", Destination: "email", Payload: json.RawMessage(`{"record":"{steps.create.ref}"}`)},
+		}})
+		require.NoError(t, err)
+		r.Server.Fail(fakedest.LoseResponse)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Succeeded])
+		op := r.Step()
+		require.NotNil(t, op, "the next step was recorded when the lookup settled the first")
+		require.Equal(t, "wf:W2/notify", op.Key)
+		require.Equal(t, opledger.StateSucceeded, op.State)
 	})
 }
