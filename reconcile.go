@@ -129,7 +129,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 				join("the destination idempotency key's retention window has passed; a retry could duplicate the effect", ev))
 		default:
 			t.hold(ActorReconciler, "cannot be decided automatically",
-				join("no lookup and no duplicate protection at the destination", ev))
+				join("no lookup that proves absence and no duplicate protection at the destination", ev))
 		}
 		return nil
 	})
