@@ -304,7 +304,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 			return
 		}
 		if outcome == opledger.OutcomeSucceeded {
-			rep.DestinationRef = p.refOf(rt, answer, claim)
+			rep.DestinationRef = refOf(rt, bytes.NewReader(answer), claim)
 		} else {
 			rep.Error = errorText(sendErr)
 		}
@@ -335,24 +335,17 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 // unrecorded answer for a complete one.
 func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWriter, log *slog.Logger, claim *opledger.Claim,
 	out *http.Request, s *saved, head []byte, body io.Reader) {
-	for k, vs := range s.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
+	addHeaders(w, s.Header)
 	w.WriteHeader(s.Status)
 	up := &readErrors{r: body}
 	in := io.TeeReader(io.MultiReader(bytes.NewReader(head), up), &lenientWriter{w: w})
-	ref, found := rt.dest.ScanRef(in)
+	ref := refOf(rt, in, claim)
 	_, _ = io.Copy(io.Discard, in) // whatever follows the document, or the rest of what is not JSON
 	rep := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref}
 	if up.err != nil {
 		lost := opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: up.err})
 		rep = opledger.Report{Outcome: opledger.OutcomeUncertain, Error: errorText(lost)}
 	} else {
-		if !found {
-			rep.DestinationRef = "attempt:" + claim.AttemptID
-		}
 		var err error
 		if rep.Response, err = json.Marshal(s); err != nil {
 			log.Error("could not record the outcome; breaking off the answer", "error", err)
@@ -406,9 +399,11 @@ func (l *lenientWriter) Write(b []byte) (int, error) {
 }
 
 // refOf is the effect's reference: read from the answer at the upstream's
-// Ref, or the attempt id when the answer has none.
-func (p *Proxy) refOf(rt *route, answer []byte, claim *opledger.Claim) string {
-	if ref, err := rt.dest.RefOf(answer); err == nil && len(ref) <= 200 {
+// Ref as it streams by (ScanRef, which keeps nothing else of it, so a
+// saved answer and one too large to save are read the same way), or the
+// attempt id when the answer has none.
+func refOf(rt *route, answer io.Reader, claim *opledger.Claim) string {
+	if ref, ok := rt.dest.ScanRef(answer); ok {
 		return ref
 	}
 	return "attempt:" + claim.AttemptID
@@ -508,13 +503,18 @@ func writeReconciled(w http.ResponseWriter, op *opledger.Operation) {
 	_ = json.NewEncoder(w).Encode(reconciled{State: op.State, DestinationRef: op.DestinationRef, Detail: detail})
 }
 
-// writeAnswer writes an upstream answer: body, then rest if not nil.
-func writeAnswer(w http.ResponseWriter, status int, h http.Header, body []byte, rest io.Reader) {
+// addHeaders adds the headers of a saved or forwarded answer to w's.
+func addHeaders(w http.ResponseWriter, h http.Header) {
 	for k, vs := range h {
 		for _, v := range vs {
 			w.Header().Add(k, v)
 		}
 	}
+}
+
+// writeAnswer writes an upstream answer: body, then rest if not nil.
+func writeAnswer(w http.ResponseWriter, status int, h http.Header, body []byte, rest io.Reader) {
+	addHeaders(w, h)
 	if rest == nil {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	}
