@@ -376,7 +376,7 @@ func buildConditionalSQL(shape string) string {
 		ps := params(len(opColumnList), opColumnTypes)
 		fmt.Fprintf(&b, `INSERT INTO operations (%s) SELECT %s
 			WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE tenant = $1 AND key = $2)
-			ON CONFLICT (tenant, key) DO NOTHING RETURNING 1`, opColumns, strings.Join(ps, ", "))
+			ON CONFLICT (tenant, key) DO NOTHING RETURNING tenant AS op_tenant, key AS op_key`, opColumns, strings.Join(ps, ", "))
 	} else {
 		ps := params(len(opColumnList)+1, nil)
 		sets := make([]string, 0, len(opColumnList)-2)
@@ -411,6 +411,13 @@ tl AS (INSERT INTO timeline (%[1]s) SELECT %[1]s FROM (VALUES %[2]s) AS v(%[1]s,
 			timelineColumns, strings.Join(timeline, ", "))
 	}
 	b.WriteString("\nSELECT count(*) FROM op")
+	if shape[0] == 'I' {
+		// The tombstone check above reads the statement's snapshot; a
+		// compaction of the key that committed while the insert waited
+		// on the row it deleted is not in it. opledger_no_tombstone
+		// looks again with a fresh snapshot and aborts if so.
+		b.WriteString(" WHERE opledger_no_tombstone(op_tenant, op_key)")
+	}
 	return b.String()
 }
 
