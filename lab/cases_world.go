@@ -297,6 +297,8 @@ func explainVerify(dest string, caps destination.Capabilities, d reconciler.Deci
 		return fmt.Sprintf("The %s's idempotency key is still remembered, so a retry under the same key is safe: the operation is pending, marked protected.", dest)
 	case d == reconciler.Retry:
 		return fmt.Sprintf("An authoritative lookup at the %s found nothing: the attempt had no effect, so the operation is pending again.", dest)
+	case d == reconciler.Failed:
+		return fmt.Sprintf("An authoritative lookup at the %s found nothing: the attempt had no effect, but its retry policy allows no further attempt, so the operation failed.", dest)
 	case d == reconciler.Held && looked && strings.Contains(op.LastError, destination.ErrExists.Error()):
 		return fmt.Sprintf("The %s refused the resend as a duplicate, yet its lookup does not show the record: it contradicts itself, so the operation is held for its owner.", dest)
 	case d == reconciler.Held && looked:

@@ -122,6 +122,10 @@ const (
 	// Retry: the operation is pending again, protected or after proven
 	// absence.
 	Retry Decision = "retry"
+	// Failed: a lookup proved absence, but the destination's retry
+	// policy allows no further attempt (attempt limit or deadline): the
+	// operation failed, exhausted, and nothing is sent again.
+	Failed Decision = "failed"
 	// Wait: still uncertain; looked at again later (visibility delay,
 	// failed lookup, unknown destination).
 	Wait Decision = "wait"
@@ -295,6 +299,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 		d = Held
 	case opledger.StatePending:
 		d = Retry
+	case opledger.StateFailed:
+		d = Failed
 	case opledger.StateUncertain:
 		// The ledger's own visibility check kept it uncertain.
 		return r.wait(ctx, tl, op, r.cfg.RecheckInterval, "lookup found nothing within the visibility delay")

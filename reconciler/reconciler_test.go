@@ -174,6 +174,29 @@ func TestNonAuthoritativeLookupHolds(t *testing.T) {
 	})
 }
 
+// Proven absence past the retry policy's deadline fails the operation,
+// exhausted, and the pass says so; nothing is sent again.
+func TestProvenAbsencePastDeadlineFails(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:X1:create", "crm", payload)
+		r.Server.Fail(fakedest.DropBeforeCommit)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		creates := r.Server.Creates()
+		r.Clock.Advance(2 * time.Hour) // crm's deadline is 1h
+
+		pass := r.Reconcile()
+		require.Equal(t, map[reconciler.Decision]int{reconciler.Failed: 1}, pass.Decisions)
+		op := r.Get("intake:X1:create")
+		require.Equal(t, opledger.StateFailed, op.State)
+		require.Equal(t, opledger.FailureExhausted, op.FailureKind)
+		require.Contains(t, r.Evidence("intake:X1:create", "exhausted"), "authoritative lookup found nothing")
+		require.Nil(t, r.Step())
+		require.Equal(t, creates, r.Server.Creates(), "nothing sent again")
+	})
+}
+
 // A record with other content is held for its owner, never overwritten.
 func TestMismatchHolds(t *testing.T) {
 	t.Parallel()

@@ -339,7 +339,7 @@ func (w *world) reconcile(ctx context.Context) error {
 
 func decisions(m map[reconciler.Decision]int) string {
 	var parts []string
-	for _, d := range []reconciler.Decision{reconciler.Succeeded, reconciler.Held, reconciler.Retry, reconciler.Wait, reconciler.Skipped} {
+	for _, d := range []reconciler.Decision{reconciler.Succeeded, reconciler.Held, reconciler.Retry, reconciler.Failed, reconciler.Wait, reconciler.Skipped} {
 		if m[d] > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", d, m[d]))
 		}
