@@ -120,6 +120,8 @@ type Intent struct {
 	// whose values are stored but never shown in lists, logs or the API. A
 	// path reaches into every element of an array on its way (the payload
 	// itself may be one), and also names a member spelled with the dots.
+	// They are not part of the fingerprint: a repeat that names fields
+	// the recorded operation lacks adds them; none is ever removed.
 	SensitiveFields []string `json:"sensitive_fields,omitempty"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -50,8 +51,9 @@ func (in *Intent) normalize() (string, error) {
 // Record records an intent. A new key is recorded as pending, or as
 // awaiting_approval when the intent requires approval, and created is true.
 // A repeat (same key, same fingerprint) returns the operation as it is now,
-// with created false, whatever its state: a repeat of a succeeded operation
-// carries the saved reference and response. The same key with another
+// with created false, whatever its state (adding any sensitive fields it
+// names that the operation lacks: see Intent.SensitiveFields): a repeat
+// of a succeeded operation carries the saved reference and response. The same key with another
 // fingerprint is refused with a *MismatchError (ErrFingerprintMismatch) and
 // the stored operation is untouched. A repeat of a compacted key is
 // recognised from its tombstone.
@@ -77,6 +79,7 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		if t.op.Fingerprint != fp {
 			return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: fp, State: State(t.op.State)}
 		}
+		t.addSensitiveFields(in.SensitiveFields, actor)
 		return nil
 	}
 	ts, err := t.getTombstone()
@@ -103,4 +106,24 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 	t.inserted = true
 	t.move(state, actor, "", "recorded", "version "+strconv.FormatInt(in.Version, 10)+", "+fp)
 	return nil
+}
+
+// addSensitiveFields adds to a recorded operation the sensitive fields a
+// repeat names that it does not have yet. They are not part of the
+// fingerprint, so a repeat may mark a field the first recording forgot;
+// one that names fewer unmasks nothing.
+func (t *txn) addSensitiveFields(fields []string, actor string) {
+	var added []string
+	for _, f := range fields {
+		if !slices.Contains(t.op.SensitiveFields, f) && !slices.Contains(added, f) {
+			added = append(added, f)
+		}
+	}
+	if len(added) == 0 {
+		return
+	}
+	t.op.SensitiveFields = append(slices.Clone(t.op.SensitiveFields), added...)
+	t.dirty = true
+	t.note(actor, "", "sensitive fields added",
+		"a repeat marked "+strings.Join(added, ", ")+" sensitive; masked from now on")
 }

@@ -122,6 +122,36 @@ func testRecord(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.NotContains(t, string(out), "ana@example.com")
 	})
+
+	// A repeat may mark a field the first recording forgot; a repeat that
+	// names fewer unmasks nothing, and one that adds none writes nothing.
+	t.Run("RepeatAddsSensitiveFields", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		in.Payload = json.RawMessage(`{"customer":{"email":"ana@example.com","phone":"555-0100"},"units":2}`)
+		_, _, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+
+		in.SensitiveFields = []string{"customer.email", "customer.phone", "customer.email"}
+		op, created, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, []string{"customer.email", "customer.phone"}, op.SensitiveFields)
+		require.Equal(t, []string{"recorded", "sensitive fields added"}, b.events(t, "k1"))
+
+		in.SensitiveFields = nil
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Intent: &in})
+		require.NoError(t, err)
+		require.Equal(t, []string{"customer.email", "customer.phone"}, c.Operation.SensitiveFields, "never unmasked")
+		require.Equal(t, []string{"recorded", "sensitive fields added", "claimed"}, b.events(t, "k1"))
+		page, err := b.ledger.List(b.ctx, opledger.ListOptions{})
+		require.NoError(t, err)
+		out, err := json.Marshal(page)
+		require.NoError(t, err)
+		require.NotContains(t, string(out), "ana@example.com")
+		require.NotContains(t, string(out), "555-0100")
+	})
 }
 
 func testTenants(t *testing.T, h Harness) {
