@@ -572,9 +572,9 @@ func (r *Report) validate() error {
 // (ErrStaleFencingToken) carrying the operation, with Recorded set. A token
 // that is not the attempt's own is refused with a *StaleError and nothing
 // recorded. Two stale reports still count: a late success resolves an
-// uncertain, held or pending operation, and a late success whose reference
-// differs from the confirmed one is recorded as a duplicate-effect
-// incident.
+// uncertain, held, pending or failed operation, and a late success whose
+// reference differs from the confirmed one is recorded as a
+// duplicate-effect incident.
 func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64, r Report) (*Operation, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
@@ -729,10 +729,15 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	}
 	state := State(t.op.State)
 	switch {
-	case r.Outcome == OutcomeSucceeded && (state.Unresolved() || state == StatePending):
+	case r.Outcome == OutcomeSucceeded && (state.Unresolved() || state == StatePending || state == StateFailed):
 		// Pending too (a retry authorized, absence wrongly proven, a
 		// retryable answer): the effect exists, and the retry not yet
-		// claimed would repeat it.
+		// claimed would repeat it. Failed too (cancelled by an operator,
+		// exhausted): the destination acted all the same, and an
+		// operation left failed would invite doing it again by hand.
+		if state == StateFailed {
+			evidence += "; the operation had failed (" + t.op.FailureKind + "), but the destination acted"
+		}
 		t.succeed(r.DestinationRef, r.Response)
 		t.move(StateSucceeded, a.Worker, a.ID, "late success resolved", evidence)
 	case r.Outcome == OutcomeSucceeded && state == StateSucceeded && t.op.DestinationRef != r.DestinationRef:

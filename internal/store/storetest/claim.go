@@ -496,6 +496,36 @@ func testFencing(t *testing.T, h Harness) {
 		require.Nil(t, op.ReviewBy)
 	})
 
+	// An operator cancelled the uncertain operation, and then the attempt
+	// reports that the destination acted: the effect exists, so the
+	// operation is succeeded, not failed (a failed one invites doing it
+	// again by hand), and the confirmed effect is counted.
+	t.Run("LateSuccessResolvesCancelled", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew", Operator: "ana"})
+		require.NoError(t, err)
+		op := b.requireState(t, "k1", opledger.StateFailed)
+		require.Equal(t, opledger.FailureCancelled, op.FailureKind)
+
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H42"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op = b.requireState(t, "k1", opledger.StateSucceeded)
+		require.Equal(t, "H42", op.DestinationRef)
+		require.Empty(t, op.FailureKind)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		last := tl[len(tl)-1]
+		require.Equal(t, "late success resolved", last.Event)
+		require.Equal(t, opledger.StateFailed, last.From)
+		require.Contains(t, last.Evidence, "had failed (cancelled), but the destination acted")
+		st, err := b.ledger.Stats(b.ctx, false)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, st.ConfirmedEffects)
+	})
+
 	t.Run("DifferentRefIsDuplicateEffect", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
