@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/lab"
@@ -253,9 +254,17 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, http.StatusOK, "login", map[string]any{"Title": "Sign in", "Next": safeNext(r.URL.Query().Get("next"))})
 }
 
-// safeNext keeps redirects on this site.
+// safeNext keeps redirects on this site: a path of its own, or "/". A
+// backslash or a control character anywhere is refused, not only at the
+// start: browsers read "\\" as "/" and drop tabs and newlines, and
+// http.Redirect cleans the path ("/x/../\\evil.com" becomes
+// "/\\evil.com"), so either could turn a path into another site.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" {
 		return "/"
 	}
 	return next
@@ -383,8 +392,9 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 			isStep = false
 		}
 	}
-	canSucceed := op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed
-	canCancel := op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval
+	// A compacted operation is only its tombstone: no decision applies.
+	canSucceed := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed)
+	canCancel := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval)
 	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op,
 		"Payload": masked, "Attempts": attempts, "Timeline": timeline, "CanSucceed": canSucceed, "CanRetry": canSucceed,
 		"CanCancel": canCancel, "FormError": formErr, "Notice": notice, "Workflow": map[bool]string{true: workflowKey}[isStep]})
@@ -407,13 +417,16 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	case errors.Is(err, opledger.ErrReasonRequired):
 		c.showOperation(w, r, s, http.StatusBadRequest, "Write a reason: what you checked and why this decision is right.", "")
 		return
+	case errors.As(err, &se) && se.Operation != nil && se.Operation.Tombstoned:
+		c.showOperation(w, r, s, http.StatusConflict, "The operation was compacted: only its tombstone is left, and no decision applies to it.", "")
+		return
 	case errors.As(err, &se):
 		c.showOperation(w, r, s, http.StatusConflict, "The operation is "+string(se.State)+" now; that decision no longer applies.", "")
 		return
 	case errors.Is(err, opledger.ErrInvalidInput):
 		c.showOperation(w, r, s, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "invalid input: "), "")
 		return
-	case errors.Is(err, opledger.ErrNotFound):
+	case errors.Is(err, opledger.ErrNotFound), errors.Is(err, opledger.ErrInvalidKey):
 		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
 		return
 	case err != nil:
@@ -488,8 +501,9 @@ func orDash(s string) string {
 }
 
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
+	source := r.URL.Query().Get("source")
 	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: opledger.MaxListLimit,
-		Source: r.URL.Query().Get("source"), Cursor: r.URL.Query().Get("cursor")})
+		Source: source, Cursor: r.URL.Query().Get("cursor")})
 	if errors.Is(err, opledger.ErrInvalidInput) {
 		c.fail(w, r, http.StatusBadRequest, "That filter is not valid.", nil)
 		return
@@ -504,7 +518,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	c.render(w, http.StatusOK, "events", map[string]any{"Title": "Events", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Items": page.Items, "Next": page.NextCursor, "Stats": st})
+		"Items": page.Items, "Next": page.NextCursor, "Source": source, "Stats": st})
 }
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {

@@ -255,11 +255,19 @@ func TestCSRF(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/login?next=%2F", resp.Header.Get("Location"))
 
-	resp, err = hc.PostForm(b.url+"/login", url.Values{"token": {b.token}, "next": {"//evil.example/"}})
+	// Paths that a browser, or http.Redirect's cleaning, would turn into
+	// another site.
+	for _, next := range []string{"//evil.example/", "/x/../\\evil.example", "/\t/evil.example", "/\\evil.example", "https://evil.example/", "/a\nb"} {
+		resp, err = hc.PostForm(b.url+"/login", url.Values{"token": {b.token}, "next": {next}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Equal(t, "/", resp.Header.Get("Location"), "no open redirect for %q", next)
+	}
+	resp, err = hc.PostForm(b.url+"/login", url.Values{"token": {b.token}, "next": {"/operations/intake:I17:create?x=1"}})
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	require.Equal(t, "/", resp.Header.Get("Location"), "no open redirect")
+	require.Equal(t, "/operations/intake:I17:create?x=1", resp.Header.Get("Location"), "a path of this site is kept")
 	var session *http.Cookie
 	for _, c := range resp.Cookies() {
 		if c.Name == console.CookieName {
@@ -573,4 +581,93 @@ func TestLabCSRF(t *testing.T) {
 		resp.Body.Close()
 		require.Contains(t, []int{http.StatusNotFound, http.StatusBadRequest}, resp.StatusCode, path)
 	}
+}
+
+// TestDecisionEdges: a compacted operation offers no decision and a
+// decision posted for it says why it does not apply; a key that cannot be
+// one is not found (not a store failure); and the next page of a filtered
+// event list keeps the filter.
+func TestDecisionEdges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var offset atomic.Int64 // moves the ledger's time forward
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Tenant: "acme", Retention: time.Hour,
+		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Close()) }()
+	token, _, err := l.CreateToken(ctx, "console")
+	require.NoError(t, err)
+	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+
+	for _, key := range []string{"gone:1", "live:1"} {
+		_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+	}
+	_, err = l.Resolve(ctx, "gone:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
+	require.NoError(t, err)
+	offset.Add(int64(2 * time.Hour))
+	res, err := l.Compact(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Tombstoned)
+	// One page of events (opledger.MaxListLimit) and one more, of source
+	// s1, newer than three of source s2.
+	for i := range opledger.MaxListLimit + 4 {
+		source := "s1"
+		if i < 3 {
+			source = "s2"
+		}
+		_, err = l.ReceiveEvent(ctx, nil, opledger.Event{Source: source, EventID: fmt.Sprintf("e%d", i), Type: "t", Payload: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+	}
+
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.PostForm(srv.URL+"/login", url.Values{"token": {token}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	get := func(path string) string {
+		t.Helper()
+		resp, err := hc.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		return string(body)
+	}
+	post := func(path string, form url.Values) (int, string) {
+		t.Helper()
+		resp, err := hc.PostForm(srv.URL+path, form)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+
+	page := get("/operations/gone:1")
+	require.NotContains(t, page, `id="decide-succeeded"`, "a tombstone offers no decision")
+	require.NotContains(t, page, "Authorize retry")
+	require.Contains(t, page, "Compacted on retention")
+	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	require.Len(t, csrf, 2)
+	code, body := post("/operations/gone:1/resolve", url.Values{"csrf": {csrf[1]}, "decision": {"mark_succeeded"}, "ref": {"R1"}, "reason": {"seen"}})
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, body, "The operation was compacted")
+	require.Contains(t, get("/operations/live:1"), "Cancel", "a live pending operation still can be cancelled")
+
+	code, body = post("/operations/a@b/resolve", url.Values{"csrf": {csrf[1]}, "decision": {"cancel"}, "reason": {"x"}})
+	require.Equal(t, http.StatusNotFound, code)
+	require.Contains(t, body, "No operation has that key.")
+
+	page = get("/events?source=s1")
+	next := regexp.MustCompile(`href="(/events\?[^"]*cursor=[^"]+)"`).FindStringSubmatch(page)
+	require.Len(t, next, 2, "a next page")
+	page = get(strings.ReplaceAll(next[1], "&amp;", "&"))
+	require.Contains(t, page, "s1/e3")
+	require.NotContains(t, page, "s2/e", "the next page keeps the source filter")
 }
