@@ -355,6 +355,13 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 			case obj != nil:
 				why = fmt.Sprintf("the event is not newer than event %s already applied to %s", obj.EventID, m.ObjectKey)
 			case m.ObjectKey != "":
+				// The object was read before the operation: an event that
+				// wrote both may have committed in between.
+				if _, err := tx.GetEventObject(ctx, l.tenant, row.Source, m.ObjectKey); err == nil {
+					return nil, errPlanOutdated
+				} else if !errors.Is(err, store.ErrNotFound) {
+					return nil, err
+				}
 				why = "no earlier event for " + m.ObjectKey + " is recorded"
 			}
 			return conflict(fmt.Sprintf("operation %s is recorded with other content and %s; a person must decide", in.Key, why))
@@ -400,6 +407,14 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 	return plan, nil
 }
 
+// errPlanOutdated: an operation or the event's object is not as
+// planEvent read it, or was read between the writes of one transaction.
+// planEvent's reads take no locks, so on PostgreSQL a concurrent
+// transaction (another event for the same object, a claim) can commit
+// between them and before the plan's writes; the event is then planned
+// again from what is there now.
+var errPlanOutdated = fmt.Errorf("an operation changed while the event was planned: %w", store.ErrConflict)
+
 // applyPlan writes what planEvent decided and returns the operations.
 func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, plan *eventPlan) ([]*Operation, error) {
 	actor := ActorEvent + ":" + row.Source + ":" + row.EventID
@@ -409,8 +424,14 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 		case "record", "update":
 			in, fp := st.intent, st.fp
 			decide = func(t *txn) error {
+				if t.op != nil {
+					return errPlanOutdated // planned for a new key
+				}
 				if err := t.record(&in, fp, actor); err != nil {
 					return err
+				}
+				if t.tombstone != nil {
+					return errPlanOutdated
 				}
 				if st.kind == "update" {
 					t.note(actor, "", "correction", "update of a newer version of "+row.ObjectKey+" (order "+row.OrderValue+"); requires approval")
@@ -420,6 +441,9 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 		case "revise":
 			payload, version := st.intent.Payload, st.version
 			decide = func(t *txn) error {
+				if t.op == nil || t.op.Version != version-1 || !contentOf(t.op).revisable() {
+					return errPlanOutdated // planned for a revisable operation at the version before
+				}
 				return t.revise(payload, version, actor, "newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
 			}
 		default:
@@ -465,8 +489,7 @@ type storedContent struct {
 func (l *Ledger) contentAt(ctx context.Context, tx store.Tx, key string) (*storedContent, error) {
 	row, err := tx.GetOperation(ctx, l.tenant, key)
 	if err == nil {
-		return &storedContent{action: row.Action, destination: row.Destination, version: row.Version,
-			fingerprint: row.Fingerprint, state: State(row.State), neverDispatched: row.FirstDispatchedAt.IsZero()}, nil
+		return contentOf(row), nil
 	}
 	if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -479,6 +502,12 @@ func (l *Ledger) contentAt(ctx context.Context, tx store.Tx, key string) (*store
 		return nil, err
 	}
 	return &storedContent{fingerprint: ts.Fingerprint, state: State(ts.State), version: -1}, nil
+}
+
+// contentOf is the content of an operation row.
+func contentOf(row *store.Operation) *storedContent {
+	return &storedContent{action: row.Action, destination: row.Destination, version: row.Version,
+		fingerprint: row.Fingerprint, state: State(row.State), neverDispatched: row.FirstDispatchedAt.IsZero()}
 }
 
 // sameContent reports whether in has the stored content, at whatever

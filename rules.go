@@ -360,6 +360,17 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 			return nil, fail("object.order_by", fmt.Errorf("the value is longer than %d bytes", maxNameLength))
 		}
 	}
+	// producedBy names the field that produced each key: two operations
+	// of one event with the same key would be one operation written
+	// twice, the second time with other content.
+	producedBy := map[string]string{}
+	produced := func(key, field string) error {
+		if other, ok := producedBy[key]; ok {
+			return fail(field, fmt.Errorf("produced the same key as %s", other))
+		}
+		producedBy[key] = field
+		return nil
+	}
 	for i, op := range c.ops {
 		field := func(f string) string { return fmt.Sprintf("operations[%d].%s", i, f) }
 		key, err := op.key.renderString(ctx)
@@ -368,6 +379,9 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 		}
 		if err := ValidateKey(key); err != nil {
 			return nil, fail(field("key"), fmt.Errorf("the produced key is invalid: %w", err))
+		}
+		if err := produced(key, field("key")); err != nil {
+			return nil, err
 		}
 		payload, err := op.payload.renderJSON(ctx)
 		if err != nil {
@@ -387,8 +401,8 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 			if err := ValidateKey(up.Key); err != nil {
 				return nil, fail(field("update_key"), fmt.Errorf("the produced key is invalid: %w", err))
 			}
-			if up.Key == in.Key {
-				return nil, fail(field("update_key"), errors.New("produced the same key as key"))
+			if err := produced(up.Key, field("update_key")); err != nil {
+				return nil, err
 			}
 			if op.UpdateAction != "" {
 				up.Action = op.UpdateAction

@@ -110,6 +110,39 @@ func TestMapRefusals(t *testing.T) {
 	}
 }
 
+// Two operations of one event that produce the same key would be one
+// operation written twice; the event is refused, naming both.
+func TestMapRefusesOneKeyTwice(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: twice
+    source: forms
+    type: t
+    operations:
+      - {key: "k:{data.a}", action: a, destination: d, payload: {n: 1}}
+      - {key: "k:{data.b}", action: a, destination: d, payload: {n: 2}, update_key: "k:{data.u}"}
+      - {key: "k:{data.c}", action: a, destination: d, payload: {n: 3}, update_key: "u:{data.c}"}
+`))
+	require.NoError(t, err)
+	cases := []struct{ payload, want string }{
+		{`{"a":"1","b":"1","c":"3","u":"u"}`, `rule "twice": operations[1].key: produced the same key as operations[0].key`},
+		{`{"a":"1","b":"2","c":"1","u":"u"}`, `rule "twice": operations[2].key: produced the same key as operations[0].key`},
+		{`{"a":"1","b":"2","c":"3","u":"1"}`, `rule "twice": operations[1].update_key: produced the same key as operations[0].key`},
+		{`{"a":"1","b":"2","c":"3","u":"2"}`, `rule "twice": operations[1].update_key: produced the same key as operations[1].key`},
+		{`{"a":"1","b":"2","c":"3","u":"u"}`, ``},
+	}
+	for _, tc := range cases {
+		_, err := rules.Map(opledger.Event{Source: "forms", EventID: "e1", Type: "t", Payload: json.RawMessage(tc.payload)})
+		if tc.want == "" {
+			require.NoError(t, err, tc.payload)
+			continue
+		}
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, tc.payload)
+		require.EqualError(t, err, tc.want, tc.payload)
+	}
+}
+
 func TestParseRulesRefusesBadRules(t *testing.T) {
 	t.Parallel()
 	op := "\n    operations:\n      - {key: \"k:{data.id}\", action: a, destination: d}"

@@ -276,6 +276,40 @@ func testEvents(t *testing.T, h Harness) {
 		require.Equal(t, 1, es.EventsByStatus[opledger.EventOutOfOrder])
 	})
 
+	// Versions of a new object arriving at once: on PostgreSQL the events
+	// plan concurrently, each finding neither the object nor its
+	// operation, and all but the first to commit find both when they
+	// write. None may be refused: each is planned again, applied (a
+	// revision) or out of order, and the newest version's content wins.
+	t.Run("ConcurrentVersionsOfNewObject", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		const versions = 6
+		for round := range 8 {
+			var wg sync.WaitGroup
+			results := make([]*opledger.EventResult, versions)
+			errs := make([]error, versions)
+			for v := range versions {
+				wg.Go(func() {
+					results[v], errs[v] = b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "shop", EventID: fmt.Sprintf("r%d-v%d", round, v+1),
+						Type: "orders/updated", Payload: json.RawMessage(fmt.Sprintf(`{"id":"R%d","version":%d,"lines":[]}`, round, v+1))})
+				})
+			}
+			wg.Wait()
+			for v := range versions {
+				require.NoError(t, errs[v], "round %d, version %d", round, v+1)
+				require.Contains(t, []opledger.EventStatus{opledger.EventApplied, opledger.EventOutOfOrder}, results[v].Status)
+			}
+			op, err := b.ledger.Get(b.ctx, fmt.Sprintf("shop:order:R%d:sync", round))
+			require.NoError(t, err)
+			require.JSONEq(t, fmt.Sprintf(`{"order":"R%d","version":%d,"lines":[]}`, round, versions), string(op.Payload), "round %d", round)
+		}
+		es, err := b.ledger.EventStats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, 8*versions, es.Events, "every event recorded")
+	})
+
 	t.Run("CorrectionBeforeDispatchRevises", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
