@@ -127,6 +127,10 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/workflows/nope/resume", tok, nil, nil, 404, "not_found")
 	expect("POST", "/v1/workflows/a@b/resume", tok, nil, nil, 400, "invalid_key")
 
+	// Step 2's content depends on step 1: it cannot be approved before
+	// it is recorded.
+	expect("POST", "/v1/workflows/wf-17/steps/email/approve", tok, []byte(`{"version":1,"fingerprint":"sha256:00","approver":"lead"}`), nil, 409, "invalid_state")
+
 	// Step 2 revised while it waits: it will need approval; step 1 is dispatched, fixed.
 	expect("POST", "/v1/workflows/wf-17/steps/email/revise", tok, []byte(`{"payload":{"task":"{steps.task.ref}","cc":"lead"},"version":2}`), nil, 200, "")
 	expect("POST", "/v1/workflows/wf-17/steps/email/revise", tok, []byte(`{"payload":{},"version":1}`), nil, 400, "invalid_input")

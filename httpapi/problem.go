@@ -107,6 +107,10 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			kind = "not_due"
 		}
 		p.State, p.Operation = se.State, se.Operation
+	case errors.Is(err, opledger.ErrInvalidState):
+		// A refusal that carries no operation (a workflow step not
+		// recorded yet).
+		status, kind = http.StatusConflict, "invalid_state"
 	case errors.Is(err, opledger.ErrNotFound):
 		status, kind = http.StatusNotFound, "not_found"
 	case errors.Is(err, opledger.ErrInvalidKey):
