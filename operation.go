@@ -1,7 +1,6 @@
 package opledger
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -120,7 +119,8 @@ type Intent struct {
 	// whose values are stored but never shown in lists, logs or the API. A
 	// path reaches into every element of an array on its way (the payload
 	// itself may be one), and also names a member spelled with the dots.
-	// They are not part of the fingerprint: a repeat that names fields
+	// The saved response is masked at the same paths, and wherever it
+	// repeats a sensitive value. They are not part of the fingerprint: a repeat that names fields
 	// the recorded operation lacks adds them; none is ever removed.
 	SensitiveFields []string `json:"sensitive_fields,omitempty"`
 }
@@ -183,15 +183,30 @@ func (o *Operation) IdempotencyKey() string {
 
 // MarshalJSON encodes the operation with its sensitive payload fields
 // masked, so that an operation written to a log or an API response never
-// carries them. The saved response is masked too wherever it repeats the
-// value of a sensitive field (destinations often echo what they were
-// sent). Code that needs the real payload or response reads the fields.
+// carries them. The saved response is masked too: at the same paths
+// (destinations often answer in the shape they were sent), and wherever
+// it repeats the value of a sensitive field. Code that needs the real
+// payload or response reads the fields.
 func (o Operation) MarshalJSON() ([]byte, error) {
 	type plain Operation
 	p := plain(o)
 	p.Payload = MaskPayload(o.Payload, o.SensitiveFields)
-	p.Response = maskEchoes(o.Response, o.Payload, o.SensitiveFields)
+	p.Response = maskEchoes(MaskPayload(o.Response, o.SensitiveFields), o.Payload, o.SensitiveFields)
 	return json.Marshal(p)
+}
+
+// numberText is the text by which numbers are compared for echoes: an
+// integer as written (exact however long), any other number in its
+// shortest float form, so that 1.10 echoes 1.1.
+func numberText(n json.Number) string {
+	if !strings.ContainsAny(string(n), ".eE") {
+		return string(n)
+	}
+	f, err := n.Float64()
+	if err != nil {
+		return string(n)
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
 // maskEchoes replaces by Mask every string or number in doc equal to a
@@ -202,8 +217,8 @@ func maskEchoes(doc, payload json.RawMessage, paths []string) json.RawMessage {
 	if len(paths) == 0 || len(doc) == 0 || len(payload) == 0 {
 		return doc
 	}
-	var p any
-	if err := json.Unmarshal(payload, &p); err != nil {
+	p, err := decodeJSON(payload) // numbers exact: see numberText
+	if err != nil || p == nil {
 		return doc
 	}
 	secrets := map[string]bool{}
@@ -213,10 +228,8 @@ func maskEchoes(doc, payload json.RawMessage, paths []string) json.RawMessage {
 	if len(secrets) == 0 {
 		return doc
 	}
-	var d any
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if err := dec.Decode(&d); err != nil {
+	d, err := decodeJSON(doc)
+	if err != nil || d == nil {
 		return doc
 	}
 	changed := false
@@ -237,7 +250,7 @@ func maskEchoes(doc, payload json.RawMessage, paths []string) json.RawMessage {
 				return Mask
 			}
 		case json.Number:
-			if secrets[x.String()] {
+			if secrets[numberText(x)] {
 				changed = true
 				return Mask
 			}
@@ -271,8 +284,8 @@ func collectLeaves(v any, set map[string]bool) {
 		if x != "" {
 			set[x] = true
 		}
-	case float64:
-		set[strconv.FormatFloat(x, 'f', -1, 64)] = true
+	case json.Number:
+		set[numberText(x)] = true
 	}
 }
 
@@ -287,8 +300,10 @@ func MaskPayload(payload json.RawMessage, paths []string) json.RawMessage {
 	if len(paths) == 0 || len(payload) == 0 {
 		return payload
 	}
-	var doc any
-	if err := json.Unmarshal(payload, &doc); err != nil {
+	// Numbers stay as they were written: decoded as float64, a long
+	// one would be shown rounded.
+	doc, err := decodeJSON(payload)
+	if err != nil || doc == nil {
 		return payload
 	}
 	for _, p := range paths {

@@ -79,3 +79,29 @@ func TestMaskPayloadShapes(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "erin@example.invalid")
 }
+
+// Numbers are shown as they were written, however long, and a long
+// integer that is sensitive is masked where the response echoes it; the
+// response is masked at the payload's sensitive paths too.
+func TestMaskKeepsNumbersAndMasksResponsePaths(t *testing.T) {
+	t.Parallel()
+	op := opledger.Operation{
+		Key:             "k",
+		Payload:         json.RawMessage(`{"acct":12345678901234567891,"order":98765432109876543219,"price":1.10,"customer":{"email":"e@x.invalid"}}`),
+		SensitiveFields: []string{"acct", "customer"},
+		Response: json.RawMessage(`{"id":"R1","account":12345678901234567891,"acct_str":"12345678901234567891","near":12345678901234567890,` +
+			`"price":1.1,"customer":{"id":7,"tier":"gold"},"order":98765432109876543219}`),
+	}
+	b, err := json.Marshal(op)
+	require.NoError(t, err)
+	var got struct {
+		Payload  json.RawMessage `json:"payload"`
+		Response json.RawMessage `json:"response"`
+	}
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.JSONEq(t, `{"acct":"***","order":98765432109876543219,"price":1.10,"customer":"***"}`, string(got.Payload))
+	require.Contains(t, string(got.Payload), `98765432109876543219`, "not rounded")
+	require.JSONEq(t, `{"id":"R1","account":"***","acct_str":"***","near":12345678901234567890,"price":1.1,"customer":"***","order":98765432109876543219}`,
+		string(got.Response), "echoes masked exactly, the sensitive path masked, the rest as written")
+	require.Contains(t, string(got.Response), `12345678901234567890`)
+}

@@ -37,8 +37,10 @@ type request struct {
 }
 
 // sensitiveFields are stored but never shown in the API, console or logs:
-// the body and the query may carry personal data.
-var sensitiveFields = []string{"body", "query"}
+// the body and the query may carry personal data. They are masked in the
+// saved answer too (see Operation.MarshalJSON), whose body is at the same
+// path; its Set-Cookie header is a credential.
+var sensitiveFields = []string{"body", "query", "header.Set-Cookie"}
 
 // saved is the upstream answer kept as the operation's response and
 // replayed byte for byte.

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -583,6 +584,57 @@ func TestPrefixRouting(t *testing.T) {
 	require.ErrorContains(t, err, "only POST, PUT, PATCH and DELETE")
 	_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL()}, {Name: "x", Prefix: "/y", URL: crm.URL()}}})
 	require.ErrorContains(t, err, "already used")
+}
+
+// The saved answer is replayed whole, but shown (API, CLI, logs) with its
+// body and its Set-Cookie masked, as the request's body is: an upstream
+// that echoes personal data or opens a session must not leak either.
+func TestSavedAnswerMasked(t *testing.T) {
+	t.Parallel()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Set-Cookie", "session=SECRET-SESSION-123; HttpOnly")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"C1","echo":%s}`, body)
+	}))
+	defer api.Close()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "crm", URL: api.URL}}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer p.Close()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	b := &bundle{ledger: l, proxy: p, url: srv.URL}
+
+	const body = `{"email":"jane@example.invalid"}`
+	first := b.send(t, http.MethodPost, "/contacts", "k1", token, body)
+	require.Equal(t, http.StatusCreated, first.status)
+	again := b.send(t, http.MethodPost, "/contacts", "k1", token, body)
+	require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+	require.Equal(t, first.body, again.body, "replayed whole")
+	require.Equal(t, "session=SECRET-SESSION-123; HttpOnly", again.header.Get("Set-Cookie"))
+
+	op := b.only(t)
+	shown, err := json.Marshal(op)
+	require.NoError(t, err)
+	require.NotContains(t, string(shown), "SECRET-SESSION")
+	require.NotContains(t, string(shown), "jane@example.invalid")
+	require.NotContains(t, string(shown), base64.StdEncoding.EncodeToString(first.body), "the saved body, as stored")
+	var view struct {
+		Response struct {
+			Status int                        `json:"status"`
+			Body   string                     `json:"body"`
+			Header map[string]json.RawMessage `json:"header"`
+		} `json:"response"`
+	}
+	require.NoError(t, json.Unmarshal(shown, &view))
+	require.Equal(t, http.StatusCreated, view.Response.Status, "what is not sensitive is shown")
+	require.Equal(t, opledger.Mask, view.Response.Body)
+	require.JSONEq(t, `"***"`, string(view.Response.Header["Set-Cookie"]))
+	require.JSONEq(t, `["application/json"]`, string(view.Response.Header["Content-Type"]))
 }
 
 func ExampleNew() {
