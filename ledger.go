@@ -70,9 +70,11 @@ type Options struct {
 	// opledger migrate draws its progress bar with it.
 	MigrationProgress func(done, total int, name string)
 	// ExistingOnly refuses to create a SQLite ledger: a file that does not
-	// exist is an error (ErrInvalidInput) instead of a new, empty ledger.
-	// Tools that only read or decide on an existing ledger set it, so that
-	// a mistyped path fails rather than shows nothing. (A PostgreSQL DSN
+	// exist, or that exists but holds no ledger (an empty file, another
+	// application's database), is an error (ErrInvalidInput) instead of a
+	// new, empty ledger, and such a file is left untouched. Tools that
+	// only read or decide on an existing ledger set it, so that a
+	// mistyped path fails rather than shows nothing. (A PostgreSQL DSN
 	// names a database and schema that must exist anyway.)
 	ExistingOnly bool
 }
@@ -136,8 +138,14 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 		path := strings.TrimPrefix(dsn, "sqlite:")
 		path = strings.TrimPrefix(path, "//")
 		if opts.ExistingOnly {
-			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			holds, err := sqlitestore.HoldsLedger(ctx, path)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
 				return nil, fmt.Errorf("%w: no ledger at %s: the file does not exist (a command that writes, such as serve or migrate, creates it)", ErrInvalidInput, path)
+			case err != nil:
+				return nil, fmt.Errorf("%w: no ledger at %s: %w", ErrInvalidInput, path, err)
+			case !holds:
+				return nil, fmt.Errorf("%w: no ledger at %s: the file is not an opledger ledger (it holds no schema_migrations table); it was left as it is", ErrInvalidInput, path)
 			}
 		}
 		return sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})

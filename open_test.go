@@ -2,6 +2,7 @@ package opledger_test
 
 import (
 	"context"
+	"database/sql"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,6 +41,31 @@ func TestOpenExistingOnly(t *testing.T) {
 	require.ErrorContains(t, err, "no ledger at "+path)
 	_, statErr := os.Stat(path)
 	require.ErrorIs(t, statErr, fs.ErrNotExist, "nothing created")
+
+	// A file that is not a ledger is refused and left as it was: empty,
+	// another application's database, not a database at all.
+	other := filepath.Join(t.TempDir(), "other.db")
+	db, err := sql.Open("sqlite", other)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	text := filepath.Join(t.TempDir(), "notes.db")
+	require.NoError(t, os.WriteFile(text, []byte("not a database, only some notes\n"), 0o644))
+	for _, p := range []string{other, empty, text} {
+		before, err := os.ReadFile(p)
+		require.NoError(t, err)
+		_, err = opledger.Open(ctx, "sqlite:"+p, opledger.Options{ExistingOnly: true})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, p)
+		require.ErrorContains(t, err, "no ledger at "+p)
+		after, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.Equal(t, before, after, "%s left as it was", p)
+		_, statErr := os.Stat(p + "-wal")
+		require.ErrorIs(t, statErr, fs.ErrNotExist, "%s: no WAL file made", p)
+	}
 
 	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
 	require.NoError(t, err)

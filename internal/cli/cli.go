@@ -256,8 +256,9 @@ func newMigrateCmd() *cobra.Command {
 		Long: `migrate applies the schema migrations the store lacks, in one transaction
 per store, and says which it applied. On a terminal it draws a progress bar
 (one step per migration); piped, it prints only the result. Every other
-command also migrates when it opens a store: run migrate first to upgrade a
-large ledger at a time of your choosing.`,
+command also migrates a ledger when it opens it (those that only read or
+decide never make a ledger of a file that holds none): run migrate first
+to upgrade a large ledger at a time of your choosing.`,
 		Example: `  opledger migrate --db sqlite:opledger.db
   opledger migrate --db postgres://opledger@db.internal:5432/opledger`,
 		Args: noArgs,

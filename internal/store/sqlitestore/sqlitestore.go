@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -78,6 +79,27 @@ func fileURI(path string) string {
 		return "file://" + escaped
 	}
 	return "file:" + escaped
+}
+
+// HoldsLedger reports whether the existing SQLite file at path holds an
+// opledger ledger (its schema_migrations table), reading it without
+// writing anything: an empty file, or another application's database,
+// does not. Open and Migrate would make either one a ledger.
+func HoldsLedger(ctx context.Context, path string) (bool, error) {
+	if _, err := os.Stat(path); err != nil {
+		return false, err
+	}
+	db, err := sql.Open("sqlite", fileURI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return false, fmt.Errorf("open sqlite %s read-only: %w", path, err)
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("read sqlite %s: %w", path, err)
+	}
+	return n == 1, nil
 }
 
 // Open opens (creating if needed) the SQLite database at path. It does not
