@@ -98,8 +98,8 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 	if worker == "" {
 		worker = l.worker
 	}
-	if len(worker) > maxNameLength {
-		return nil, invalidInput("worker name is longer than %d bytes", maxNameLength)
+	if err := checkWorker(worker); err != nil {
+		return nil, err
 	}
 	lease := opts.Lease
 	if lease <= 0 {
@@ -260,6 +260,9 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 	worker := opts.Worker
 	if worker == "" {
 		worker = l.worker
+	}
+	if err := checkWorker(worker); err != nil {
+		return nil, err
 	}
 	lease := opts.Lease
 	if lease <= 0 {
@@ -547,15 +550,16 @@ func (r *Report) validate() error {
 	if len(r.DestinationRef) > maxNameLength {
 		return invalidInput("destination_ref is longer than %d bytes", maxNameLength)
 	}
+	if err := checkText("destination_ref", r.DestinationRef); err != nil {
+		return err
+	}
 	if len(r.Response) > 0 && !json.Valid(r.Response) {
 		return invalidInput("response is not valid JSON")
 	}
 	if r.RetryAfter < 0 {
 		return invalidInput("retry_after must not be negative")
 	}
-	if len(r.Error) > maxErrorLength {
-		r.Error = r.Error[:maxErrorLength]
-	}
+	r.Error = keepableText(r.Error, maxErrorLength)
 	return nil
 }
 

@@ -135,6 +135,9 @@ func (ev *Event) validate() error {
 	if ev.Type == "" || len(ev.Type) > maxNameLength {
 		return invalidInput("type is required (at most %d bytes)", maxNameLength)
 	}
+	if err := checkText("type", ev.Type); err != nil {
+		return err
+	}
 	if len(ev.Payload) > MaxEventPayload {
 		return invalidInput("payload is larger than %d bytes", MaxEventPayload)
 	}

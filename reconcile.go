@@ -54,6 +54,10 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 	if len(f.Evidence) > maxReasonLength || len(f.DestinationRef) > maxNameLength {
 		return nil, invalidInput("evidence or destination_ref too long")
 	}
+	if err := checkText("destination_ref", f.DestinationRef); err != nil {
+		return nil, err
+	}
+	f.Evidence = keepableText(f.Evidence, maxReasonLength)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("reconcile"); err != nil {
 			return err
@@ -164,9 +168,7 @@ func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, erro
 	if reason == "" {
 		return nil, ErrReasonRequired
 	}
-	if len(reason) > maxReasonLength {
-		reason = reason[:maxReasonLength]
-	}
+	reason = keepableText(reason, maxReasonLength)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("hold"); err != nil {
 			return err
@@ -236,9 +238,7 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 	if delay < 0 {
 		return nil, invalidInput("delay must not be negative")
 	}
-	if len(evidence) > maxReasonLength {
-		evidence = evidence[:maxReasonLength]
-	}
+	evidence = keepableText(evidence, maxReasonLength)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("defer reconcile"); err != nil {
 			return err

@@ -44,6 +44,12 @@ func (in *Intent) normalize() (string, error) {
 		if f == "" || len(f) > maxNameLength {
 			return "", invalidInput("sensitive_fields entries must be non-empty dotted paths")
 		}
+		if err := checkText("sensitive_fields", f); err != nil {
+			return "", err
+		}
+	}
+	if err := checkText("action", in.Action, "destination", in.Destination, "owner", in.Owner, "source_event", in.SourceEvent); err != nil {
+		return "", err
 	}
 	return Fingerprint(in.Action, in.Destination, in.Payload, in.Version)
 }

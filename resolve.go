@@ -58,6 +58,9 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 	if len(d.Reason) > maxReasonLength || len(d.Operator) > maxNameLength || len(d.DestinationRef) > maxNameLength {
 		return nil, invalidInput("reason, operator or destination_ref too long")
 	}
+	if err := checkText("reason", d.Reason, "operator", d.Operator, "destination_ref", d.DestinationRef); err != nil {
+		return nil, err
+	}
 	if d.Kind == DecisionMarkSucceeded && d.DestinationRef == "" {
 		return nil, invalidInput("mark_succeeded needs the destination_ref the operator found")
 	}
@@ -121,6 +124,9 @@ func (l *Ledger) Approve(ctx context.Context, key string, a Approval) (*Operatio
 	if a.Approver == "" || len(a.Approver) > maxNameLength {
 		return nil, invalidInput("approver is required (at most %d bytes)", maxNameLength)
 	}
+	if err := checkText("approver", a.Approver); err != nil {
+		return nil, err
+	}
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("approve"); err != nil {
 			return err
@@ -168,6 +174,9 @@ func (r *Revision) normalize() error {
 	}
 	if len(r.Actor) > maxNameLength {
 		return invalidInput("actor is at most %d bytes", maxNameLength)
+	}
+	if err := checkText("actor", r.Actor); err != nil {
+		return err
 	}
 	if len(r.Payload) == 0 {
 		return invalidInput("revise needs the new payload (JSON null for none)")

@@ -44,6 +44,9 @@ func (l *Ledger) CreateToken(ctx context.Context, name string) (secret string, i
 	if len(name) > maxNameLength {
 		return "", nil, invalidInput("token name is longer than %d bytes", maxNameLength)
 	}
+	if err := checkText("token name", name); err != nil {
+		return "", nil, err
+	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", nil, fmt.Errorf("create token: %w", err)

@@ -256,6 +256,9 @@ func normalizeSpec(key string, spec WorkflowSpec) (*workflowDef, string, error) 
 	if len(spec.Owner) > maxNameLength || len(spec.SourceEvent) > maxNameLength {
 		return nil, "", invalidInput("owner and source_event are at most %d bytes", maxNameLength)
 	}
+	if err := checkText("owner", spec.Owner, "source_event", spec.SourceEvent); err != nil {
+		return nil, "", err
+	}
 	def := &workflowDef{SourceEvent: spec.SourceEvent}
 	type fpStep struct {
 		Name        string          `json:"name"`
@@ -848,6 +851,9 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 	}
 	if a.Approver == "" || len(a.Approver) > maxNameLength {
 		return nil, invalidInput("approver is required (at most %d bytes)", maxNameLength)
+	}
+	if err := checkText("approver", a.Approver); err != nil {
+		return nil, err
 	}
 	var w *Workflow
 	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {

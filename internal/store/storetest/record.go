@@ -3,7 +3,9 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -121,6 +123,44 @@ func testRecord(t *testing.T, h Harness) {
 		out, err = json.Marshal(page)
 		require.NoError(t, err)
 		require.NotContains(t, string(out), "ana@example.com")
+	})
+
+	// PostgreSQL's text takes neither NUL bytes nor invalid UTF-8: names
+	// and reasons holding them are refused as bad input on every store,
+	// and a report's error text is kept with them replaced (refusing it
+	// would lose the outcome), cut without splitting a character.
+	t.Run("TextAStoreCannotKeep", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		for name, change := range map[string]func(*opledger.Intent){
+			"action":           func(i *opledger.Intent) { i.Action = "a\x00b" },
+			"owner":            func(i *opledger.Intent) { i.Owner = "o\xff" },
+			"sensitive_fields": func(i *opledger.Intent) { i.SensitiveFields = []string{"x\x00"} },
+		} {
+			in := intent("k-" + name)
+			change(&in)
+			_, _, err := b.ledger.Record(b.ctx, in)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, name)
+			require.ErrorContains(t, err, name+" must be UTF-8 text without NUL bytes")
+		}
+		_, err := b.ledger.ReceiveEvent(b.ctx, nil, opledger.Event{Source: "s", EventID: "e1", Type: "t\x00", Payload: json.RawMessage(`{}`)})
+		require.ErrorContains(t, err, "type must be UTF-8 text without NUL bytes")
+
+		c := b.dispatched(t, "k1")
+		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x\x00y"})
+		require.ErrorContains(t, err, "reason must be UTF-8 text without NUL bytes")
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R\x00"})
+		require.ErrorContains(t, err, "destination_ref must be UTF-8 text without NUL bytes")
+		long := "bad \x00 byte \xff, then " + strings.Repeat("é", 600) // 1,221 bytes
+		op, err := b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: long})
+		require.NoError(t, err, "the outcome is recorded")
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.True(t, utf8.ValidString(op.LastError))
+		require.LessOrEqual(t, len(op.LastError), 1000)
+		require.True(t, strings.HasPrefix(op.LastError, "bad \uFFFD byte \uFFFD, then éé"), op.LastError[:30])
+		op, err = b.ledger.Hold(b.ctx, "k1", "checked \x00 by hand")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateHeld, op.State)
 	})
 
 	// A repeat may mark a field the first recording forgot; a repeat that

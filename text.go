@@ -1,0 +1,51 @@
+package opledger
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Text that the ledger stores.
+//
+// PostgreSQL's text takes neither NUL bytes nor invalid UTF-8 (SQLite
+// would store both, so the two stores would differ). Names and reasons a
+// caller gives are refused with a specific error when they hold either;
+// texts that record what happened elsewhere (a destination's error, a
+// lookup's evidence) are kept with such bytes replaced, since refusing
+// them would lose the report they belong to.
+
+// checkText returns ErrInvalidInput naming the first of the fields, given
+// as name and value pairs, that PostgreSQL's text cannot hold.
+func checkText(fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if v := fields[i+1]; strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return invalidInput("%s must be UTF-8 text without NUL bytes", fields[i])
+		}
+	}
+	return nil
+}
+
+// keepableText returns s with NUL bytes and invalid UTF-8 replaced by
+// U+FFFD, cut to at most n bytes without splitting a character.
+func keepableText(s string, n int) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// checkWorker checks the name a claim records as its worker.
+func checkWorker(worker string) error {
+	if len(worker) > maxNameLength {
+		return invalidInput("worker name is longer than %d bytes", maxNameLength)
+	}
+	return checkText("worker", worker)
+}
