@@ -63,6 +63,10 @@ finish and record their outcome.`,
 				return usageError{errors.New("give either --upstream or --config, not both")}
 			case cmd.Flags().Changed("name") && configPath != "":
 				return usageError{errors.New("--name names the --upstream; with --config, name each upstream in the file")}
+			case cmd.Flags().Changed("timeout") && configPath != "":
+				return usageError{errors.New("--timeout is the --upstream's; with --config, set timeout for each upstream in the file")}
+			case cmd.Flags().Changed("max-body-bytes") && configPath != "":
+				return usageError{errors.New("--max-body-bytes is the --upstream's; with --config, set max_body_bytes for each upstream in the file")}
 			case upstream != "":
 				fc.Upstreams = []proxy.Upstream{{Name: name, URL: upstream, MaxBodyBytes: maxBody,
 					Timeout: destination.Duration(timeout)}}

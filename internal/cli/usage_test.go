@@ -82,6 +82,8 @@ func TestUsageErrors(t *testing.T) {
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "-1s"), "--reconcile-interval must be more than 0, got -1s"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--shutdown-timeout", "-1s"), "--shutdown-timeout must be more than 0, got -1s"},
 		{db("proxy", "--config", "proxy.yaml", "--name", "crm"), "--name names the --upstream; with --config, name each upstream in the file"},
+		{db("proxy", "--config", "proxy.yaml", "--timeout", "1s"), "--timeout is the --upstream's; with --config, set timeout for each upstream in the file"},
+		{db("proxy", "--config", "proxy.yaml", "--max-body-bytes", "5"), "--max-body-bytes is the --upstream's; with --config, set max_body_bytes for each upstream in the file"},
 		// Refused by the ledger: still the caller's wrong use.
 		{db("events", "show", "a b", "evt"), "source and event_id must satisfy the key syntax"},
 		{db("tokens", "create", "--tenant", "acme", "--name", strings.Repeat("n", 300)), "token name is longer than"},
