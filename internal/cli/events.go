@@ -154,6 +154,9 @@ func writeEvent(w io.Writer, d *opledger.EventDetail) error {
 		if dl.Duplicate {
 			dup = "duplicate"
 		}
+		if dl.PayloadDiffers {
+			dup += ", payload differs from the first delivery's"
+		}
 		fmt.Fprintf(w, "  %s  %s  %s\n", dl.ReceivedAt.Format(time.RFC3339Nano), dash(dl.DeliveryID), dup)
 	}
 	fmt.Fprintf(w, "\nOperations (%d):\n", len(d.Operations))

@@ -177,7 +177,7 @@ webhooks:
 	url := serveURL(t, cmd)
 
 	body := []byte(`{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_9"}}}`)
-	post := func(sig string) int {
+	post := func(sig string, body []byte) int {
 		req, _ := http.NewRequest(http.MethodPost, url+"/v1/webhooks/stripe", bytes.NewReader(body))
 		if sig != "" {
 			req.Header.Set(webhook.StripeHeader, sig)
@@ -187,9 +187,11 @@ webhooks:
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	require.Equal(t, http.StatusUnauthorized, post(""))
-	require.Equal(t, http.StatusCreated, post(webhook.SignStripe([]byte("whsec_cli_test"), time.Now(), body)))
-	require.Equal(t, http.StatusOK, post(webhook.SignStripe([]byte("whsec_cli_test"), time.Now(), body)), "a duplicate delivery")
+	require.Equal(t, http.StatusUnauthorized, post("", body))
+	require.Equal(t, http.StatusCreated, post(webhook.SignStripe([]byte("whsec_cli_test"), time.Now(), body), body))
+	require.Equal(t, http.StatusOK, post(webhook.SignStripe([]byte("whsec_cli_test"), time.Now(), body), body), "a duplicate delivery")
+	other := []byte(`{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_9","note":"changed"}}}`)
+	require.Equal(t, http.StatusOK, post(webhook.SignStripe([]byte("whsec_cli_test"), time.Now(), other), other), "a duplicate with another payload")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
 	out, errOut, code := run(t, "ops", "show", "stripe:in_9:receipt", "--db", dsn, "--tenant", "acme")
@@ -200,8 +202,9 @@ webhooks:
 	require.Regexp(t, `stripe\s+evt_1\s+invoice.paid\s+applied\s+1`, out)
 	out, errOut, code = run(t, "events", "show", "stripe", "evt_1", "--db", dsn, "--tenant", "acme")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "Deliveries (2):")
-	require.Contains(t, out, "duplicate")
+	require.Contains(t, out, "Deliveries (3):")
+	require.Contains(t, out, "duplicate\n")
+	require.Contains(t, out, "duplicate, payload differs from the first delivery's\n")
 	require.Contains(t, out, "stripe:in_9:receipt")
 	_, errOut, code = run(t, "events", "show", "stripe", "--db", dsn)
 	require.Equal(t, 2, code)
