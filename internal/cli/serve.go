@@ -41,7 +41,7 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API server",
-		Long: `serve runs the HTTP API (DESIGN.md section 8), /healthz, /readyz and /metrics,
+		Long: `serve runs the HTTP API (docs/api.md), /healthz, /readyz and /metrics,
 and the background loops that settle expired leases and apply retention. Every
 API request needs a bearer token: create one with 'opledger tokens create'.
 
