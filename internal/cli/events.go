@@ -49,6 +49,7 @@ func newEventsCmd() *cobra.Command {
 	var (
 		bf             backendFlags
 		source, status string
+		cursor         string
 		limit          int
 		asJSON         bool
 	)
@@ -70,25 +71,31 @@ func newEventsCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			page, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Source: source, Status: opledger.EventStatus(status), Limit: limit})
+			page, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Source: source, Status: opledger.EventStatus(status), Limit: limit, Cursor: cursor})
 			if err != nil {
 				return refusedInput(err)
 			}
 			if asJSON {
-				return writeJSONLines(cmd.OutOrStdout(), page.Items)
+				err = writeJSONLines(cmd.OutOrStdout(), page.Items)
+			} else {
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "SOURCE\tEVENT\tTYPE\tSTATUS\tOPERATIONS\tRECEIVED")
+				for _, e := range page.Items {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.Source, e.EventID, e.Type, e.Status, len(e.OperationKeys), e.ReceivedAt.Format(time.RFC3339))
+				}
+				err = tw.Flush()
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SOURCE\tEVENT\tTYPE\tSTATUS\tOPERATIONS\tRECEIVED")
-			for _, e := range page.Items {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.Source, e.EventID, e.Type, e.Status, len(e.OperationKeys), e.ReceivedAt.Format(time.RFC3339))
+			if err != nil {
+				return err
 			}
-			return tw.Flush()
+			return morePages(cmd, page.NextCursor)
 		},
 	}
 	bf.add(list)
 	list.Flags().StringVar(&source, "source", "", "only this source")
 	list.Flags().StringVar(&status, "status", "", "only this status: applied, out_of_order, conflict or unmapped")
 	list.Flags().IntVar(&limit, "limit", 100, limitUsage)
+	list.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 
 	var sbf backendFlags

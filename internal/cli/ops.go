@@ -136,7 +136,7 @@ func newOpsListCmd() *cobra.Command {
 	var (
 		bf                  backendFlags
 		states, owner, dest string
-		order               string
+		order, cursor       string
 		limit               int
 		asJSON, duplicates  bool
 	)
@@ -147,11 +147,12 @@ func newOpsListCmd() *cobra.Command {
   opledger ops list --order review
   opledger ops list --duplicate-effects
   opledger ops list --owner ops-team --json | jq .key
+  opledger ops list --state failed --cursor CURSOR   # the next page, as the last one said
   opledger ops list --server http://127.0.0.1:8080 --token $TOKEN --state held`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := opledger.ListOptions{Owner: owner, Destination: dest, Limit: limit, Order: opledger.Order(order),
-				DuplicateEffects: duplicates}
+				DuplicateEffects: duplicates, Cursor: cursor}
 			if o.Order != opledger.OrderNewest && o.Order != opledger.OrderReview {
 				return usageError{fmt.Errorf("--order: unknown order %q (orders: %s, %s)", order, opledger.OrderNewest, opledger.OrderReview)}
 			}
@@ -177,9 +178,14 @@ func newOpsListCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSONLines(out, page.Items)
+				err = writeJSONLines(out, page.Items)
+			} else {
+				err = writeOpsTable(out, page.Items)
 			}
-			return writeOpsTable(out, page.Items)
+			if err != nil {
+				return err
+			}
+			return morePages(cmd, page.NextCursor)
 		},
 	}
 	bf.add(cmd)
@@ -190,8 +196,22 @@ func newOpsListCmd() *cobra.Command {
 		"newest: newest first; review: held operations only, earliest review first")
 	cmd.Flags().BoolVar(&duplicates, "duplicate-effects", false, "only operations whose destination acted more than once")
 	cmd.Flags().IntVar(&limit, "limit", 100, limitUsage)
+	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 	return cmd
+}
+
+// cursorUsage is the help of the list commands' --cursor.
+const cursorUsage = "continue a list where the last page ended (the cursor it printed on stderr), with the same filters"
+
+// morePages tells, on stderr (stdout stays the list), how to get the next
+// page when there is one.
+func morePages(cmd *cobra.Command, next string) error {
+	if next == "" {
+		return nil
+	}
+	_, err := fmt.Fprintf(cmd.ErrOrStderr(), "more: run it again with --cursor %s\n", next)
+	return err
 }
 
 // limitUsage is the help of the list commands' --limit.

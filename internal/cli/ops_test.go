@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,6 +50,37 @@ func TestOps(t *testing.T) {
 		n++
 	}
 	require.Equal(t, 10, n)
+
+	// Paging: 4 + 4 + 2, each page's cursor on stderr, the last without.
+	var paged []string
+	var pages []string
+	for cursor := ""; ; {
+		args := []string{"ops", "list", "--db", dsn, "--json", "--limit", "4"}
+		if cursor != "" {
+			args = append(args, "--cursor", cursor)
+		}
+		out, errOut, code := run(t, args...)
+		require.Equal(t, 0, code, errOut)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		pages = append(pages, strconv.Itoa(len(lines)))
+		for _, line := range lines {
+			var op struct{ Key string }
+			require.NoError(t, json.Unmarshal([]byte(line), &op))
+			paged = append(paged, op.Key)
+		}
+		if errOut == "" {
+			break
+		}
+		m := regexp.MustCompile(`^more: run it again with --cursor (\S+)\n$`).FindStringSubmatch(errOut)
+		require.Len(t, m, 2, errOut)
+		cursor = m[1]
+	}
+	require.Equal(t, []string{"4", "4", "2"}, pages)
+	slices.Sort(paged)
+	require.Len(t, slices.Compact(paged), 10, "every operation once")
+	_, errOut, code = run(t, "ops", "list", "--db", dsn, "--cursor", "nonsense")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "cursor")
 
 	out, errOut, code = run(t, "ops", "show", "DEMO-MAIL-017", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
