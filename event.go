@@ -263,7 +263,7 @@ func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest s
 // eventStep is what applying an event does to one operation.
 type eventStep struct {
 	kind   string // "record", "same", "revise", "update"
-	intent Intent // the intent to record (kind record or update)
+	intent Intent // the intent to record (kind record or update), or that matched (same)
 	fp     string
 	key    string // the operation the step concerns
 	// version is the new version of a revise.
@@ -332,7 +332,7 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 			row.Operations = append(row.Operations, in.Key)
 			continue
 		case current.sameContent(in):
-			plan.steps = append(plan.steps, eventStep{kind: "same", key: in.Key})
+			plan.steps = append(plan.steps, eventStep{kind: "same", intent: in, key: in.Key})
 			row.Operations = append(row.Operations, in.Key)
 			continue
 		case !newer && m.Updates[i] != nil:
@@ -347,7 +347,7 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 				return nil, err
 			}
 			if obj != nil && have != nil && have.sameContent(up) {
-				plan.steps = append(plan.steps, eventStep{kind: "same", key: up.Key})
+				plan.steps = append(plan.steps, eventStep{kind: "same", intent: up, key: up.Key})
 				row.Operations = append(row.Operations, up.Key)
 				continue
 			}
@@ -392,7 +392,7 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		case have == nil:
 			plan.steps = append(plan.steps, eventStep{kind: "update", intent: up, fp: upFP, key: up.Key})
 		case have.sameContent(up):
-			plan.steps = append(plan.steps, eventStep{kind: "same", key: up.Key})
+			plan.steps = append(plan.steps, eventStep{kind: "same", intent: up, key: up.Key})
 		default:
 			return conflict(fmt.Sprintf("update operation %s is recorded with other content; a person must decide", up.Key))
 		}
@@ -449,8 +449,17 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 				}
 				return t.revise(payload, version, actor, "newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
 			}
-		default:
-			continue // same content: nothing to write
+		default: // same content: only sensitive fields the operation lacks
+			if len(st.intent.SensitiveFields) == 0 {
+				continue
+			}
+			fields := st.intent.SensitiveFields
+			decide = func(t *txn) error {
+				if t.op != nil { // a tombstone keeps no payload to mask
+					t.addSensitiveFields(fields, actor)
+				}
+				return nil
+			}
 		}
 		_, refusal, err := l.decideIn(ctx, tx, l.tenant, st.key, decide)
 		if err != nil {

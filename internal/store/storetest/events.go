@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -308,6 +309,28 @@ func testEvents(t *testing.T, h Harness) {
 		es, err := b.ledger.EventStats(b.ctx, false)
 		require.NoError(t, err)
 		require.Equal(t, 8*versions, es.Events, "every event recorded")
+	})
+
+	// A rule that starts marking a field sensitive: an event with the same
+	// content adds it to the operation an earlier event recorded.
+	t.Run("SameContentAddsSensitiveFields", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		without, err := opledger.ParseRules([]byte(strings.Replace(testRules, "sensitive_fields: [applicant.email]", "", 1)))
+		require.NoError(t, err)
+		_, err = b.ledger.ReceiveEvent(b.ctx, without, submission("e1", "d1", "S1", 2))
+		require.NoError(t, err)
+		op, err := b.ledger.Get(b.ctx, "intake:S1:create")
+		require.NoError(t, err)
+		require.Empty(t, op.SensitiveFields)
+		r, err := b.ledger.ReceiveEvent(b.ctx, mustRules(t), submission("e2", "d1", "S1", 2))
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventApplied, r.Status)
+		require.Equal(t, []string{"applicant.email"}, r.Operations[0].SensitiveFields)
+		out, err := json.Marshal(r.Operations[0])
+		require.NoError(t, err)
+		require.NotContains(t, string(out), "ana@example.com")
+		require.Contains(t, b.events(t, "intake:S1:create"), "sensitive fields added")
 	})
 
 	t.Run("CorrectionBeforeDispatchRevises", func(t *testing.T) {
