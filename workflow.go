@@ -311,7 +311,9 @@ func normalizeSpec(key string, spec WorkflowSpec) (*workflowDef, string, error) 
 // true. A repeat with the same steps (same fingerprint) returns the
 // workflow as it is now, after recording any step that has become due
 // (as ResumeWorkflow). The same key with other steps is refused with a
-// *MismatchError (ErrFingerprintMismatch) and nothing changes.
+// *MismatchError (ErrFingerprintMismatch) and nothing changes; a new
+// workflow one of whose step keys an operation already has is refused
+// with ErrInvalidState.
 func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec) (w *Workflow, created bool, err error) {
 	def, fp, err := normalizeSpec(key, spec)
 	if err != nil {
@@ -321,6 +323,24 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 		row, err := tx.GetWorkflow(ctx, l.tenant, key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
+			// A step's key already used by an operation of its own would
+			// make that operation the step: run before its turn, with
+			// other content. (A tombstone there is a finished workflow's
+			// step, kept longer than the workflow: it is not run again.)
+			for _, s := range def.Steps {
+				stepKey := WorkflowStepKey(key, s.Name)
+				if _, err := tx.GetOperation(ctx, l.tenant, stepKey); err == nil {
+					// Or the same workflow, put concurrently, committed
+					// since it was read: then this is a repeat.
+					if _, err := tx.GetWorkflow(ctx, l.tenant, key); err == nil {
+						return store.ErrConflict
+					}
+					return fmt.Errorf("%w: workflow %s: step %s has the key of an operation recorded on its own (%s); give the workflow another key",
+						ErrInvalidState, key, s.Name, stepKey)
+				} else if !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+			}
 			b, err := json.Marshal(def)
 			if err != nil {
 				return fmt.Errorf("encode workflow: %w", err)

@@ -106,6 +106,19 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrInvalidKey)
 		_, err = b.ledger.GetWorkflow(b.ctx, "wf:bad")
 		require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded from bad input")
+
+		// An operation recorded on its own at a step's key would become
+		// that step, due before its turn: the workflow is refused.
+		_, _, err = b.ledger.Record(b.ctx, opledger.Intent{Key: "wf:C-18/send_email", Action: "email.send", Destination: "email",
+			Payload: json.RawMessage(`{"template":"other"}`)})
+		require.NoError(t, err)
+		_, _, err = b.ledger.PutWorkflow(b.ctx, "wf:C-18", taskThenEmail())
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+		require.ErrorContains(t, err, "step send_email has the key of an operation recorded on its own (wf:C-18/send_email)")
+		_, err = b.ledger.GetWorkflow(b.ctx, "wf:C-18")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded")
+		_, err = b.ledger.Get(b.ctx, "wf:C-18/create_task")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "no step recorded")
 	})
 
 	t.Run("ConcurrentPut", func(t *testing.T) {
