@@ -65,7 +65,7 @@ func (t *txn) need(op string) error {
 	}
 	ts, err := t.getTombstone()
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%s %s: %w", op, t.key, ErrNotFound)
+		return fmt.Errorf("%s %s: operation %w", op, t.key, ErrNotFound)
 	}
 	if err != nil {
 		return err

@@ -8,8 +8,10 @@ import (
 // Sentinel errors. Every error the ledger returns for a refused request
 // matches one of these with errors.Is; the typed errors below carry details.
 var (
-	// ErrNotFound: no operation (and no tombstone) has this key in this tenant.
-	ErrNotFound = errors.New("operation not found")
+	// ErrNotFound: nothing has this key or id in this tenant: no operation
+	// (and no tombstone), event, workflow, attempt or token, as the
+	// error's text says.
+	ErrNotFound = errors.New("not found")
 	// ErrFingerprintMismatch: the key is known with other content. The stored
 	// operation is untouched; a correction needs Revise or a new key.
 	ErrFingerprintMismatch = errors.New("fingerprint mismatch: same key, different content")

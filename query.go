@@ -30,7 +30,7 @@ func (l *Ledger) Get(ctx context.Context, key string) (*Operation, error) {
 		}
 		ts, err := r.GetTombstone(ctx, l.tenant, key)
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("get %s: %w", key, ErrNotFound)
+			return fmt.Errorf("get %s: operation %w", key, ErrNotFound)
 		}
 		if err != nil {
 			return err

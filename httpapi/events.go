@@ -60,7 +60,8 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, "not_found", "no webhook source with that name is configured", nil)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	// The body is the event's payload: past either limit it is too large.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, min(s.opts.MaxBodyBytes, opledger.MaxEventPayload)))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -72,7 +73,7 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := src.Verify.Verify(r.Header, body); err != nil {
 		w.Header().Set("WWW-Authenticate", `Signature realm="opledger"`)
-		writeProblem(w, r, http.StatusUnauthorized, "unauthorized", err.Error(), nil)
+		writeProblem(w, r, http.StatusUnauthorized, "invalid_signature", err.Error(), nil)
 		return
 	}
 	ev, err := providerEvent(src.Scheme, r.PathValue("source"), r.Header, body)

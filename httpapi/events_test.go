@@ -12,6 +12,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/webhook"
 )
 
@@ -92,8 +93,8 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	sign := func(body []byte, secret []byte) http.Header {
 		return http.Header{webhook.StripeHeader: {webhook.SignStripe(secret, time.Now(), body)}}
 	}
-	expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, []byte("wrong")), 401, "unauthorized")
-	expect("POST", "/v1/webhooks/stripe", "", hook, nil, 401, "unauthorized")
+	expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, []byte("wrong")), 401, "invalid_signature")
+	expect("POST", "/v1/webhooks/stripe", "", hook, nil, 401, "invalid_signature")
 	_, err := b.ledger.GetEvent(ctx, "stripe", "evt_stripe_1")
 	require.ErrorIs(t, err, opledger.ErrNotFound, "an unauthenticated webhook records nothing")
 	expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret), 201, "")
@@ -167,4 +168,24 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	require.NoError(t, json.Unmarshal(stats, &st))
 	require.Equal(t, 2, st.Events.Events)
 	require.Equal(t, 3, st.Events.DuplicateDeliveries, "forms d2, and the stripe webhook twice more")
+}
+
+// A webhook source without a tenant the ledger takes, or without a
+// verifier, is refused when the handler is built, not answered 400 on
+// every delivery.
+func TestWebhookSourcesChecked(t *testing.T) {
+	t.Parallel()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	v, err := webhook.NewWithSecrets(webhook.Config{Scheme: webhook.SchemeStripe}, testWebhookSecret)
+	require.NoError(t, err)
+	for src, want := range map[httpapi.WebhookSource]string{
+		{Tenant: "", Verify: v, Scheme: webhook.SchemeStripe}:    "httpapi: webhook source stripe: tenant: invalid input: tenant: key is empty",
+		{Tenant: "a b", Verify: v, Scheme: webhook.SchemeStripe}: "httpapi: webhook source stripe: tenant:",
+		{Tenant: "acme", Scheme: webhook.SchemeStripe}:           "httpapi: webhook source stripe has no Verify",
+	} {
+		_, err := httpapi.New(l, httpapi.Options{Auth: l, Webhooks: map[string]httpapi.WebhookSource{"stripe": src}})
+		require.ErrorContains(t, err, want)
+	}
 }

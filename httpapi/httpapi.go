@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -62,6 +63,14 @@ type server struct {
 func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	if opts.Auth == nil {
 		return nil, errors.New("httpapi: Options.Auth is required")
+	}
+	for name, src := range opts.Webhooks {
+		if src.Verify == nil {
+			return nil, fmt.Errorf("httpapi: webhook source %s has no Verify", name)
+		}
+		if _, err := l.WithTenant(src.Tenant); err != nil {
+			return nil, fmt.Errorf("httpapi: webhook source %s: tenant: %w", name, err)
+		}
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20

@@ -117,7 +117,6 @@ func newEventsCmd() *cobra.Command {
 			defer closeFn()
 			d, err := src.GetEvent(cmd.Context(), args[0], args[1])
 			if errors.Is(err, opledger.ErrNotFound) {
-				// The ledger's sentinel says "operation not found".
 				where := ""
 				if sbf.server == "" {
 					where = fmt.Sprintf(" in tenant %q", sbf.tenant)
