@@ -494,7 +494,7 @@ func replay(w http.ResponseWriter, op *opledger.Operation, identity string) erro
 // answer the ledger does not have: confirmed by a lookup or an operator, or
 // compacted by retention.
 func writeReconciled(w http.ResponseWriter, op *opledger.Operation) {
-	detail := "the upstream's original response was lost; the reconciler confirmed the effect under this reference"
+	detail := "the upstream's original response was lost; the effect was confirmed, by a lookup at the upstream or by an operator, under this reference"
 	if op.Tombstoned {
 		detail = "the upstream's original response has passed the ledger's retention period; the effect is recorded under this reference"
 	}
