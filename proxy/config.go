@@ -157,6 +157,17 @@ func LoadConfig(path string) (*FileConfig, error) {
 	return &c, nil
 }
 
+// CheckUpstreams reports the first problem New would find with the
+// upstreams (a name, a URL, a prefix, a setting), without a ledger: a
+// command line can refuse them as bad input before it opens the store.
+func CheckUpstreams(us []Upstream) error {
+	if len(us) == 0 {
+		return errors.New("proxy: no upstream configured")
+	}
+	_, err := buildRoutes(us, destination.LoadOptions{})
+	return err
+}
+
 // route is a checked, ready upstream.
 type route struct {
 	Upstream

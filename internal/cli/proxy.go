@@ -70,6 +70,9 @@ finish and record their outcome.`,
 			case upstream != "":
 				fc.Upstreams = []proxy.Upstream{{Name: name, URL: upstream, MaxBodyBytes: maxBody,
 					Timeout: destination.Duration(timeout)}}
+				if err := proxy.CheckUpstreams(fc.Upstreams); err != nil {
+					return usageError{err} // a bad --upstream or --name
+				}
 			case configPath != "":
 				c, err := proxy.LoadConfig(configPath)
 				if err != nil {

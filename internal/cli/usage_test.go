@@ -81,6 +81,8 @@ func TestUsageErrors(t *testing.T) {
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "0"), "--reconcile-interval must be more than 0, got 0s"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "-1s"), "--reconcile-interval must be more than 0, got -1s"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--shutdown-timeout", "-1s"), "--shutdown-timeout must be more than 0, got -1s"},
+		{db("proxy", "--upstream", "ftp://x"), "upstream upstream: url must be an absolute http:// or https:// URL"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--name", "bad@name"), `upstream name "bad@name": invalid key`},
 		{db("proxy", "--config", "proxy.yaml", "--name", "crm"), "--name names the --upstream; with --config, name each upstream in the file"},
 		{db("proxy", "--config", "proxy.yaml", "--timeout", "1s"), "--timeout is the --upstream's; with --config, set timeout for each upstream in the file"},
 		{db("proxy", "--config", "proxy.yaml", "--max-body-bytes", "5"), "--max-body-bytes is the --upstream's; with --config, set max_body_bytes for each upstream in the file"},
