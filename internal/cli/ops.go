@@ -89,9 +89,11 @@ func (b serverBackend) Close() error { return nil }
 // backendFlags are the flags that choose where ops commands act.
 type backendFlags struct {
 	dsn, server, token, tenant string
+	cmd                        *cobra.Command
 }
 
 func (f *backendFlags) add(cmd *cobra.Command) {
+	f.cmd = cmd
 	addDBFlag(cmd, &f.dsn)
 	cmd.Flags().StringVar(&f.server, "server", "", "act through a server's API instead of the store (URL)")
 	cmd.Flags().StringVar(&f.token, "token", "", "API token for --server (env OPLEDGER_TOKEN)")
@@ -100,6 +102,13 @@ func (f *backendFlags) add(cmd *cobra.Command) {
 
 func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 	if f.server != "" {
+		// The server's store and the token's tenant decide: a --db or
+		// --tenant given beside --server would be silently ignored.
+		for _, name := range []string{"db", "tenant"} {
+			if f.cmd.Flags().Changed(name) {
+				return nil, usageError{fmt.Errorf("--%s is for the store; with --server the server's store and the token's tenant are used", name)}
+			}
+		}
 		token := f.token
 		if token == "" {
 			token = envToken()

@@ -117,7 +117,7 @@ func TestOps(t *testing.T) {
 		{[]string{"ops", "show", "nope"}, 1, "not found"},
 		{[]string{"ops", "show", "a@b"}, 2, "personal data"},
 		{[]string{"ops", "retry", "DEMO-OP-017", "--reason", "x"}, 1, "operation is succeeded"},
-		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, 2, "--token"},
+		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, 2, "--db is for the store"},
 		{[]string{"ops", "list", "--order", "oldest"}, 2, `--order: unknown order "oldest"`},
 		{[]string{"ops", "list", "--order", "review", "--state", "failed"}, 2, `order "review" lists held operations only`},
 	} {

@@ -96,6 +96,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ops", "list", "--db", "Postgres://u:secret@h/db"}, "a PostgreSQL DSN starts with postgres:// in lower case"},
 		{[]string{"tokens", "list", "--db", "mysql://u:secret@h/db"}, "(got a mysql: DSN)"},
 		{[]string{"bench", "--db", "x.db"}, "give sqlite:x.db"},
+		{[]string{"ops", "list", "--server", "http://127.0.0.1:1", "--token", "t", "--tenant", "other"}, "--tenant is for the store; with --server the server's store and the token's tenant are used"},
+		{[]string{"events", "list", "--server", "http://127.0.0.1:1", "--token", "t", "--db", "sqlite:x.db"}, "--db is for the store; with --server"},
+		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, "--server needs --token or OPLEDGER_TOKEN"},
 		// Commands that read or decide create no ledger at a mistyped path.
 		{[]string{"ops", "list", "--db", missing}, "no ledger at " + strings.TrimPrefix(missing, "sqlite:")},
 		{[]string{"ops", "show", "k1", "--db", missing}, "no ledger at"},
