@@ -271,6 +271,13 @@ func safeNext(next string) string {
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	// Signing in has no session yet, so no CSRF token: a form on another
+	// site could sign a visitor into the attacker's tenant, where the
+	// visitor's decisions would then go. Browsers mark such a request.
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		c.fail(w, r, http.StatusForbidden, "Sign in from the console's own page.", nil)
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		c.fail(w, r, http.StatusBadRequest, "The form could not be read.", nil)
 		return

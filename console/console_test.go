@@ -264,6 +264,17 @@ func TestCSRF(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		require.Equal(t, "/", resp.Header.Get("Location"), "no open redirect for %q", next)
 	}
+	// A sign-in posted from another site (login CSRF) is refused.
+	req, err := http.NewRequest(http.MethodPost, b.url+"/login", strings.NewReader(url.Values{"token": {b.token}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err = hc.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Empty(t, resp.Cookies(), "no session")
+
 	resp, err = hc.PostForm(b.url+"/login", url.Values{"token": {b.token}, "next": {"/operations/intake:I17:create?x=1"}})
 	require.NoError(t, err)
 	resp.Body.Close()
