@@ -92,6 +92,24 @@ func (b *bundle) seed(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// shiftedConsole opens a ledger of tenant acme with opts, whose clock runs
+// *offset ahead of the store's, a token of it and a console over it; the
+// ledger is closed when the test ends.
+func shiftedConsole(t *testing.T, opts opledger.Options) (*opledger.Ledger, string, *console.Console, *atomic.Int64) {
+	t.Helper()
+	offset := new(atomic.Int64)
+	opts.Tenant = "acme"
+	opts.Clock = func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	token, _, err := l.CreateToken(context.Background(), "console")
+	require.NoError(t, err)
+	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	return l, token, c, offset
+}
+
 // browser starts headless Chromium with the flags this machine needs.
 func browser(t *testing.T) context.Context {
 	t.Helper()
@@ -386,15 +404,7 @@ func TestSessions(t *testing.T) {
 func TestQueueShowsEveryState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var offset atomic.Int64 // moves the ledger's time forward
-	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Tenant: "acme", Worker: "worker-7",
-		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, l.Close()) }()
-	token, _, err := l.CreateToken(ctx, "console")
-	require.NoError(t, err)
-	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
+	l, token, c, offset := shiftedConsole(t, opledger.Options{Worker: "worker-7"})
 	c.SetQueueLimit(2)
 	srv := httptest.NewServer(c)
 	defer srv.Close()
@@ -416,7 +426,7 @@ func TestQueueShowsEveryState(t *testing.T) {
 	held := func(key string) {
 		t.Helper()
 		report(key, dispatched(key), opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-		_, err = l.Reconcile(ctx, key, opledger.Finding{Evidence: "no lookup"})
+		_, err := l.Reconcile(ctx, key, opledger.Finding{Evidence: "no lookup"})
 		require.NoError(t, err)
 	}
 	// The oldest: one held, one uncertain; an hour later two more held,
@@ -429,7 +439,7 @@ func TestQueueShowsEveryState(t *testing.T) {
 	// old:dup's worker lost its lease; an operator authorized a retry,
 	// which succeeded, and then the first call's success came in: the
 	// destination acted twice.
-	_, err = l.ExpireLeases(ctx)
+	_, err := l.ExpireLeases(ctx)
 	require.NoError(t, err)
 	_, err = l.Resolve(ctx, "old:dup", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "not in the CRM"})
 	require.NoError(t, err)
@@ -601,23 +611,15 @@ func TestLabCSRF(t *testing.T) {
 func TestDecisionEdges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var offset atomic.Int64 // moves the ledger's time forward
-	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Tenant: "acme", Retention: time.Hour,
-		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, l.Close()) }()
-	token, _, err := l.CreateToken(ctx, "console")
-	require.NoError(t, err)
-	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
+	l, token, c, offset := shiftedConsole(t, opledger.Options{Retention: time.Hour})
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 
 	for _, key := range []string{"gone:1", "live:1"} {
-		_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
+		_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
 		require.NoError(t, err)
 	}
-	_, err = l.Resolve(ctx, "gone:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
+	_, err := l.Resolve(ctx, "gone:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
 	require.NoError(t, err)
 	offset.Add(int64(2 * time.Hour))
 	res, err := l.Compact(ctx)
