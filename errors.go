@@ -49,7 +49,9 @@ type StateError struct {
 // Error describes the error.
 func (e *StateError) Error() string {
 	msg := fmt.Sprintf("%s %s: operation is %s", e.Op, e.Key, e.State)
-	if e.State == StatePending && e.Operation != nil && e.Operation.NotBefore != nil {
+	// Its not_before is why a claim was refused (ErrNotDue); to anything
+	// else a pending operation's not_before is beside the point.
+	if e.Op == "claim" && e.State == StatePending && e.Operation != nil && e.Operation.NotBefore != nil {
 		msg += " until " + e.Operation.NotBefore.Format("2006-01-02T15:04:05.000Z07:00")
 	}
 	return msg

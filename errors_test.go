@@ -1,0 +1,26 @@
+package opledger_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// A pending operation's not_before is named only where it is the reason:
+// a refused claim. A decision refused on a pending operation (say, right
+// after a retry was authorized) does not say "until" a time that may
+// already have passed.
+func TestStateErrorNamesNotBeforeOnlyForClaims(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 2, 9, 54, 35, 2_000_000, time.UTC)
+	op := &opledger.Operation{State: opledger.StatePending, NotBefore: &at}
+	claim := &opledger.StateError{Op: "claim", Key: "k1", State: opledger.StatePending, Operation: op}
+	require.EqualError(t, claim, "claim k1: operation is pending until 2026-12-02T09:54:35.002Z")
+	require.ErrorIs(t, claim, opledger.ErrNotDue)
+	resolve := &opledger.StateError{Op: "mark_succeeded", Key: "k1", State: opledger.StatePending, Operation: op}
+	require.EqualError(t, resolve, "mark_succeeded k1: operation is pending")
+	require.NotErrorIs(t, resolve, opledger.ErrNotDue)
+}
