@@ -74,10 +74,12 @@ func TestDemo(t *testing.T) {
 	require.Regexp(t, `DEMO-OP-021\s+failed \(rejected\)`, out)
 	require.NotContains(t, out, "demo@example.invalid", "sensitive fields never printed")
 
-	// Running the demo again on the same ledger replays: no new effects.
+	// Its story is the first run's: on the same ledger again it would
+	// narrate failures that no longer happen (every step replays).
 	out, errOut, code = run(t, "demo", "--db", dsn, "--no-serve")
-	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "records created at the CRM: 0 ")
+	require.Equal(t, 2, code, out)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "--db already holds a demo run (DEMO-OP-017)")
 }
 
 func TestMigrate(t *testing.T) {

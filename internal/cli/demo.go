@@ -40,7 +40,9 @@ and a token, so you can open the exception queue it just filled; the server's
 executor and reconciler work on the same simulated destinations (approve
 DEMO-OP-022 and the CRM acts). Ctrl-C stops it. --no-serve stops after the walk-through.
 
-Without --db it uses a fresh SQLite file in a temporary directory.`,
+Without --db it uses a fresh SQLite file in a temporary directory, removed
+when demo ends. A --db that already holds a demo run is refused: the
+walk-through only means what it says on a fresh ledger.`,
 		Example: `  opledger demo
   opledger demo --no-serve
   opledger demo --db sqlite:demo.db --addr 127.0.0.1:9090`,
@@ -51,6 +53,7 @@ Without --db it uses a fresh SQLite file in a temporary directory.`,
 				if err != nil {
 					return err
 				}
+				defer os.RemoveAll(dir)
 				dsn = "sqlite:" + filepath.Join(dir, "demo.db")
 			}
 			if noServe {
@@ -80,6 +83,11 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 		return err
 	}
 	defer ledger.Close()
+	if _, err := ledger.Get(ctx, "DEMO-OP-017"); err == nil {
+		return usageError{errors.New("--db already holds a demo run (DEMO-OP-017): the walk-through needs a fresh ledger; give another --db, or none for a temporary one")}
+	} else if !errors.Is(err, opledger.ErrNotFound) {
+		return err
+	}
 	// The lab's simulated destinations, on the demo's clock.
 	demoNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	crm := lab.NewCRM(lab.CRMOptions{Name: "crm", Now: demoNow})
