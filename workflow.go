@@ -363,6 +363,10 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 				return err
 			}
 			return &MismatchError{Key: key, Stored: row.Fingerprint, Given: fp, State: State(cur.Status)}
+		default:
+			if err := l.addStepSensitiveFields(ctx, tx, row, def); err != nil {
+				return err
+			}
 		}
 		// A repeat whose next step cannot be recorded still answers with
 		// the workflow: its status says why.
@@ -377,6 +381,43 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 		return nil, false, err
 	}
 	return w, created, nil
+}
+
+// addStepSensitiveFields gives the steps of a stored workflow the
+// sensitive fields a repeat of it names that they lack (they are not part
+// of the fingerprint), in the definition for the steps still waiting and
+// on the operations of those recorded, as a repeated Record does.
+func (l *Ledger) addStepSensitiveFields(ctx context.Context, tx store.Tx, row *store.Workflow, given *workflowDef) error {
+	stored, err := decodeDef(row)
+	if err != nil {
+		return err
+	}
+	changed := false
+	for i := range stored.Steps {
+		s := &stored.Steps[i]
+		var added []string
+		for _, f := range given.Steps[i].SensitiveFields {
+			if !slices.Contains(s.SensitiveFields, f) && !slices.Contains(added, f) {
+				added = append(added, f)
+			}
+		}
+		if len(added) == 0 {
+			continue
+		}
+		s.SensitiveFields, changed = append(s.SensitiveFields, added...), true
+		if _, _, err := l.decideIn(ctx, tx, l.tenant, WorkflowStepKey(row.Key, s.Name), func(t *txn) error {
+			if t.op != nil { // a step not recorded yet takes them from the definition
+				t.addSensitiveFields(added, l.worker)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return l.writeDef(ctx, tx, row, stored)
 }
 
 // workflowTxn runs fn in a write transaction, again after a lost race.

@@ -121,6 +121,34 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrNotFound, "no step recorded")
 	})
 
+	// A repeat that names sensitive fields the steps lack adds them: to the
+	// recorded step's operation and, for a step still waiting, to the
+	// definition it will be recorded from.
+	t.Run("RepeatAddsSensitiveFields", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:S-1", taskThenEmail())
+		require.NoError(t, err)
+		spec := taskThenEmail()
+		spec.Steps[0].SensitiveFields = []string{"campaign"}
+		spec.Steps[1].SensitiveFields = []string{"template"}
+		w, created, err := b.ledger.PutWorkflow(b.ctx, "wf:S-1", spec)
+		require.NoError(t, err)
+		require.False(t, created, "sensitive fields are not part of the fingerprint")
+		require.JSONEq(t, `"***"`, string(mustField(t, w.Steps[1].Payload, "template")), "the waiting step is shown masked")
+		op, err := b.ledger.Get(b.ctx, "wf:S-1/create_task")
+		require.NoError(t, err)
+		require.Equal(t, []string{"campaign"}, op.SensitiveFields)
+		require.Contains(t, b.events(t, "wf:S-1/create_task"), "sensitive fields added")
+
+		b.succeedStep(t, "wf:S-1/create_task", "T-1")
+		_, err = b.ledger.ResumeWorkflow(b.ctx, "wf:S-1")
+		require.NoError(t, err)
+		op, err = b.ledger.Get(b.ctx, "wf:S-1/send_email")
+		require.NoError(t, err)
+		require.Equal(t, []string{"template"}, op.SensitiveFields, "recorded from the definition the repeat changed")
+	})
+
 	t.Run("ConcurrentPut", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
@@ -585,4 +613,12 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.NotContains(t, string(out), "ana@example.com", "sensitive fields masked")
 	})
+}
+
+// mustField returns the member name of the JSON object doc.
+func mustField(t *testing.T, doc json.RawMessage, name string) json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(doc, &m))
+	return m[name]
 }
