@@ -494,6 +494,9 @@ type storedContent struct {
 	fingerprint         string
 	state               State
 	neverDispatched     bool
+	// tombstone: only the fingerprint, the state and (since migration
+	// 018; 0 before) the version are left.
+	tombstone bool
 }
 
 // contentAt reads the operation or tombstone at key; nil when neither
@@ -513,7 +516,7 @@ func (l *Ledger) contentAt(ctx context.Context, tx store.Tx, key string) (*store
 	if err != nil {
 		return nil, err
 	}
-	return &storedContent{fingerprint: ts.Fingerprint, state: State(ts.State), version: -1}, nil
+	return &storedContent{fingerprint: ts.Fingerprint, state: State(ts.State), version: ts.Version, tombstone: true}, nil
 }
 
 // contentOf is the content of an operation row.
@@ -525,8 +528,12 @@ func contentOf(row *store.Operation) *storedContent {
 // sameContent reports whether in has the stored content, at whatever
 // version the operation has reached (a revision raises the version).
 func (c *storedContent) sameContent(in Intent) bool {
-	if c.version < 0 { // tombstone: only the fingerprint is left
-		fp, err := Fingerprint(in.Action, in.Destination, in.Payload, in.Version)
+	if c.tombstone { // the fingerprint covers action and destination
+		version := c.version
+		if version <= 0 { // compacted before its version was kept
+			version = in.Version
+		}
+		fp, err := Fingerprint(in.Action, in.Destination, in.Payload, version)
 		return err == nil && fp == c.fingerprint
 	}
 	if in.Action != c.action || in.Destination != c.destination {
@@ -538,7 +545,7 @@ func (c *storedContent) sameContent(in Intent) bool {
 
 // revisable reports whether Revise may still change the content.
 func (c *storedContent) revisable() bool {
-	return c.version > 0 && (c.state == StateAwaitingApproval || (c.state == StatePending && c.neverDispatched))
+	return !c.tombstone && (c.state == StateAwaitingApproval || (c.state == StatePending && c.neverDispatched))
 }
 
 // revise is the revise transition of Ledger.Revise, usable inside a larger

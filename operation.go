@@ -407,7 +407,7 @@ func toOperation(r *store.Operation) *Operation {
 
 func tombstoneOperation(t *store.Tombstone) *Operation {
 	return &Operation{
-		Tenant: t.Tenant, Key: t.Key, Fingerprint: t.Fingerprint, State: State(t.State),
+		Tenant: t.Tenant, Key: t.Key, Version: t.Version, Fingerprint: t.Fingerprint, State: State(t.State),
 		FailureKind: FailureKind(t.FailureKind), DestinationRef: t.DestinationRef,
 		Tombstoned: true, CreatedAt: t.CreatedAt, UpdatedAt: t.FinishedAt,
 	}

@@ -91,7 +91,7 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 				if err := tx.UpsertTombstone(ctx, &store.Tombstone{
 					Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
 					FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
-					CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
+					Version: op.Version, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
 				}); err != nil {
 					return err
 				}

@@ -118,6 +118,9 @@ type Tombstone struct {
 	DestinationRef string
 	// DuplicateEffects carries the operation's duplicate-effect count.
 	DuplicateEffects int
+	// Version is the operation's content version (its fingerprint covers
+	// it); 0 for a tombstone written before migration 018.
+	Version int64
 	CreatedAt        time.Time
 	FinishedAt       time.Time
 	CompactedAt      time.Time

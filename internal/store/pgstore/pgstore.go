@@ -474,8 +474,8 @@ func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.T
 	var created, finished, compacted pgtype.Timestamptz
 	var dup int32
 	err := r.q.QueryRow(ctx, `SELECT tenant, key, fingerprint, state, failure_kind, destination_ref,
-		duplicate_effects, created_at, finished_at, compacted_at FROM tombstones WHERE tenant = $1 AND key = $2`, tenant, key).
-		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &dup, &created, &finished, &compacted)
+		duplicate_effects, version, created_at, finished_at, compacted_at FROM tombstones WHERE tenant = $1 AND key = $2`, tenant, key).
+		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &dup, &t.Version, &created, &finished, &compacted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -880,9 +880,9 @@ func appendTimelineWrite(e *store.TimelineEntry) pgWrite {
 func (t *pgTx) UpsertTombstone(ctx context.Context, tb *store.Tombstone) error {
 	for {
 		tag, err := t.q.Exec(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
-			duplicate_effects, created_at, finished_at, compacted_at, counted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, true)
+			duplicate_effects, version, created_at, finished_at, compacted_at, counted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, true)
 			ON CONFLICT (tenant, key) DO NOTHING`,
-			tb.Tenant, tb.Key, tb.Fingerprint, tb.State, tb.FailureKind, tb.DestinationRef, tb.DuplicateEffects,
+			tb.Tenant, tb.Key, tb.Fingerprint, tb.State, tb.FailureKind, tb.DestinationRef, tb.DuplicateEffects, tb.Version,
 			ts(tb.CreatedAt), ts(tb.FinishedAt), ts(tb.CompactedAt))
 		if err != nil {
 			return fmt.Errorf("write tombstone: %w", mapErr(err))

@@ -364,6 +364,36 @@ func testEvents(t *testing.T, h Harness) {
 		require.JSONEq(t, `{"order":1001,"version":3,"lines":[{"sku":"A","qty":6}]}`, string(sent.Payload), "the approved content is executed")
 	})
 
+	// A second notification of a version an operation was revised to, after
+	// the operation was compacted: its tombstone keeps the version its
+	// fingerprint covers, so the content is recognised, not a conflict.
+	t.Run("SameVersionAfterCompaction", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		_, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-1", 1, `[{"sku":"A","qty":2}]`))
+		require.NoError(t, err)
+		r, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2", 2, `[{"sku":"A","qty":5}]`))
+		require.NoError(t, err)
+		op := r.Operations[0]
+		require.EqualValues(t, 2, op.Version)
+		_, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
+		require.NoError(t, err)
+		b.runOnce(t, op.Key, "ERP-1")
+		b.clock.Advance(31 * 24 * time.Hour)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Tombstoned)
+
+		again, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2b", 2, `[{"sku":"A","qty":5}]`))
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventApplied, again.Status, again.Reason)
+		require.Len(t, again.Operations, 1)
+		require.True(t, again.Operations[0].Tombstoned)
+		require.EqualValues(t, 2, again.Operations[0].Version, "the tombstone keeps the version")
+		require.Equal(t, "ERP-1", again.Operations[0].DestinationRef)
+	})
+
 	t.Run("CorrectionAfterDispatchNeedsApprovedUpdate", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
