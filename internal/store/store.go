@@ -120,10 +120,10 @@ type Tombstone struct {
 	DuplicateEffects int
 	// Version is the operation's content version (its fingerprint covers
 	// it); 0 for a tombstone written before migration 018.
-	Version int64
-	CreatedAt        time.Time
-	FinishedAt       time.Time
-	CompactedAt      time.Time
+	Version     int64
+	CreatedAt   time.Time
+	FinishedAt  time.Time
+	CompactedAt time.Time
 }
 
 // DueParams selects pending operations that may be claimed now.
