@@ -331,9 +331,14 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 				stepKey := WorkflowStepKey(key, s.Name)
 				if _, err := tx.GetOperation(ctx, l.tenant, stepKey); err == nil {
 					// Or the same workflow, put concurrently, committed
-					// since it was read: then this is a repeat.
-					if _, err := tx.GetWorkflow(ctx, l.tenant, key); err == nil {
+					// since it was read: then this is a repeat. (Reading
+					// it locks it after the step, the reverse of a
+					// repeat's order: a deadlock is a lost race too.)
+					switch _, err := tx.GetWorkflow(ctx, l.tenant, key); {
+					case err == nil:
 						return store.ErrConflict
+					case !errors.Is(err, store.ErrNotFound):
+						return err
 					}
 					return fmt.Errorf("%w: workflow %s: step %s has the key of an operation recorded on its own (%s); give the workflow another key",
 						ErrInvalidState, key, s.Name, stepKey)
