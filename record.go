@@ -119,12 +119,7 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 // fingerprint, so a repeat may mark a field the first recording forgot;
 // one that names fewer unmasks nothing.
 func (t *txn) addSensitiveFields(fields []string, actor string) {
-	var added []string
-	for _, f := range fields {
-		if !slices.Contains(t.op.SensitiveFields, f) && !slices.Contains(added, f) {
-			added = append(added, f)
-		}
-	}
+	added := missingFields(t.op.SensitiveFields, fields)
 	if len(added) == 0 {
 		return
 	}
@@ -132,4 +127,15 @@ func (t *txn) addSensitiveFields(fields []string, actor string) {
 	t.dirty = true
 	t.note(actor, "", "sensitive fields added",
 		"a repeat marked "+strings.Join(added, ", ")+" sensitive; masked from now on")
+}
+
+// missingFields returns the fields of given that have lacks, each once.
+func missingFields(have, given []string) []string {
+	var missing []string
+	for _, f := range given {
+		if !slices.Contains(have, f) && !slices.Contains(missing, f) {
+			missing = append(missing, f)
+		}
+	}
+	return missing
 }

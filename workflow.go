@@ -400,12 +400,7 @@ func (l *Ledger) addStepSensitiveFields(ctx context.Context, tx store.Tx, row *s
 	changed := false
 	for i := range stored.Steps {
 		s := &stored.Steps[i]
-		var added []string
-		for _, f := range given.Steps[i].SensitiveFields {
-			if !slices.Contains(s.SensitiveFields, f) && !slices.Contains(added, f) {
-				added = append(added, f)
-			}
-		}
+		added := missingFields(s.SensitiveFields, given.Steps[i].SensitiveFields)
 		if len(added) == 0 {
 			continue
 		}
