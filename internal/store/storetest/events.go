@@ -92,6 +92,18 @@ func (b *bundle) runOnce(t *testing.T, key, ref string) *opledger.Operation {
 	return c.Operation
 }
 
+// revisedOrder receives version 1 of order 1001 and then version 2, which
+// revises the operation version 1 recorded (not dispatched yet); it
+// returns what version 2 did.
+func (b *bundle) revisedOrder(t *testing.T, rules *opledger.Rules) *opledger.EventResult {
+	t.Helper()
+	_, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-1", 1, `[{"sku":"A","qty":2}]`))
+	require.NoError(t, err)
+	r, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2", 2, `[{"sku":"A","qty":5}]`))
+	require.NoError(t, err)
+	return r
+}
+
 // drain runs every due operation once, each with its own effect, and
 // returns the keys it ran.
 func (b *bundle) drain(t *testing.T) []string {
@@ -337,10 +349,7 @@ func testEvents(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		rules := mustRules(t)
-		_, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-1", 1, `[{"sku":"A","qty":2}]`))
-		require.NoError(t, err)
-		r, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2", 2, `[{"sku":"A","qty":5}]`))
-		require.NoError(t, err)
+		r := b.revisedOrder(t, rules)
 		require.Equal(t, opledger.EventApplied, r.Status)
 		require.Equal(t, []string{"shop:order:1001:sync"}, opKeys(r.Operations), "the same operation, revised")
 		op := r.Operations[0]
@@ -348,7 +357,7 @@ func testEvents(t *testing.T, h Harness) {
 		require.EqualValues(t, 2, op.Version)
 		require.JSONEq(t, `{"order":1001,"version":2,"lines":[{"sku":"A","qty":5}]}`, string(op.Payload))
 		require.Contains(t, b.events(t, op.Key), "revised")
-		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+		_, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
 		require.ErrorIs(t, err, opledger.ErrNothingDue, "not executable before approval")
 
 		// A third version before approval revises again.
@@ -371,13 +380,9 @@ func testEvents(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		rules := mustRules(t)
-		_, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-1", 1, `[{"sku":"A","qty":2}]`))
-		require.NoError(t, err)
-		r, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate("upd-2", 2, `[{"sku":"A","qty":5}]`))
-		require.NoError(t, err)
-		op := r.Operations[0]
+		op := b.revisedOrder(t, rules).Operations[0]
 		require.EqualValues(t, 2, op.Version)
-		_, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
+		_, err := b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		b.runOnce(t, op.Key, "ERP-1")
 		b.clock.Advance(31 * 24 * time.Hour)
