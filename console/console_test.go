@@ -110,6 +110,50 @@ func shiftedConsole(t *testing.T, opts opledger.Options) (*opledger.Ledger, stri
 	return l, token, c, offset
 }
 
+// consoleSession is a console signed in over plain HTTP: its client keeps
+// the session cookie and does not follow redirects.
+type consoleSession struct {
+	t    *testing.T
+	hc   *http.Client
+	base string
+}
+
+// signIn signs in to the console at base with token.
+func signIn(t *testing.T, base, token string) *consoleSession {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.PostForm(base+"/login", url.Values{"token": {token}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed in")
+	return &consoleSession{t: t, hc: hc, base: base}
+}
+
+// get returns the page at path, which must answer 200.
+func (s *consoleSession) get(path string) string {
+	s.t.Helper()
+	resp, err := s.hc.Get(s.base + path)
+	require.NoError(s.t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(s.t, err)
+	require.Equal(s.t, http.StatusOK, resp.StatusCode, path)
+	return string(body)
+}
+
+// post posts form to path and returns the status and the body.
+func (s *consoleSession) post(path string, form url.Values) (int, string) {
+	s.t.Helper()
+	resp, err := s.hc.PostForm(s.base+path, form)
+	require.NoError(s.t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(s.t, err)
+	return resp.StatusCode, string(body)
+}
+
 // browser starts headless Chromium with the flags this machine needs.
 func browser(t *testing.T) context.Context {
 	t.Helper()
@@ -458,26 +502,7 @@ func TestQueueShowsEveryState(t *testing.T) {
 	// others' has not.
 	offset.Add(int64(23*time.Hour + 30*time.Minute))
 
-	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := hc.PostForm(srv.URL+"/login", url.Values{"token": {token}})
-	require.NoError(t, err)
-	resp.Body.Close()
-	req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
-	require.NoError(t, err)
-	for _, ck := range resp.Cookies() {
-		req.AddCookie(ck)
-	}
-	get := func(path string) string {
-		t.Helper()
-		req.URL.Path = path
-		resp, err := hc.Do(req)
-		require.NoError(t, err)
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, path)
-		return string(body)
-	}
+	get := signIn(t, srv.URL, token).get
 	page := get("/")
 	for _, key := range []string{"old:held", "new:held:0", "old:uncertain", "new:failed:3", "new:failed:2"} {
 		require.Contains(t, page, key)
@@ -636,31 +661,8 @@ func TestDecisionEdges(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	jar, err := cookiejar.New(nil)
-	require.NoError(t, err)
-	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := hc.PostForm(srv.URL+"/login", url.Values{"token": {token}})
-	require.NoError(t, err)
-	resp.Body.Close()
-	get := func(path string) string {
-		t.Helper()
-		resp, err := hc.Get(srv.URL + path)
-		require.NoError(t, err)
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, path)
-		return string(body)
-	}
-	post := func(path string, form url.Values) (int, string) {
-		t.Helper()
-		resp, err := hc.PostForm(srv.URL+path, form)
-		require.NoError(t, err)
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		return resp.StatusCode, string(body)
-	}
+	session := signIn(t, srv.URL, token)
+	get, post := session.get, session.post
 
 	page := get("/operations/gone:1")
 	require.NotContains(t, page, `id="decide-succeeded"`, "a tombstone offers no decision")
