@@ -117,14 +117,19 @@ type Approval struct {
 	Approver    string `json:"approver"`
 }
 
+// validate checks the approver's name.
+func (a Approval) validate() error {
+	if a.Approver == "" || len(a.Approver) > maxNameLength {
+		return invalidInput("approver is required (at most %d bytes)", maxNameLength)
+	}
+	return checkText("approver", a.Approver)
+}
+
 // Approve moves an awaiting_approval operation to pending when the approval
 // names exactly its current version and fingerprint. Approving content the
 // operation no longer has is refused with a *MismatchError.
 func (l *Ledger) Approve(ctx context.Context, key string, a Approval) (*Operation, error) {
-	if a.Approver == "" || len(a.Approver) > maxNameLength {
-		return nil, invalidInput("approver is required (at most %d bytes)", maxNameLength)
-	}
-	if err := checkText("approver", a.Approver); err != nil {
+	if err := a.validate(); err != nil {
 		return nil, err
 	}
 	return l.mutate(ctx, key, func(t *txn) error {

@@ -910,10 +910,7 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	if a.Approver == "" || len(a.Approver) > maxNameLength {
-		return nil, invalidInput("approver is required (at most %d bytes)", maxNameLength)
-	}
-	if err := checkText("approver", a.Approver); err != nil {
+	if err := a.validate(); err != nil {
 		return nil, err
 	}
 	var w *Workflow
