@@ -191,7 +191,7 @@ func (o Operation) MarshalJSON() ([]byte, error) {
 	type plain Operation
 	p := plain(o)
 	p.Payload = MaskPayload(o.Payload, o.SensitiveFields)
-	p.Response = maskEchoes(MaskPayload(o.Response, o.SensitiveFields), o.Payload, o.SensitiveFields)
+	p.Response = maskResponse(o.Response, o.Payload, o.SensitiveFields)
 	return json.Marshal(p)
 }
 
@@ -209,55 +209,52 @@ func numberText(n json.Number) string {
 	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
-// maskEchoes replaces by Mask every string or number in doc equal to a
-// value found at one of the sensitive paths of payload (a value that is an
-// object or an array contributes its leaves). Doc is returned unchanged
-// when there is nothing to mask or it is not JSON.
-func maskEchoes(doc, payload json.RawMessage, paths []string) json.RawMessage {
-	if len(paths) == 0 || len(doc) == 0 || len(payload) == 0 {
+// maskResponse masks a saved response at the sensitive paths, and
+// replaces by Mask every string or number in it equal to a value found at
+// one of those paths of payload (a value that is an object or an array
+// contributes its leaves): destinations often answer in the shape they
+// were sent, or echo a value elsewhere. The response is decoded and
+// encoded once for both; it is returned unchanged when there is nothing
+// to mask or it is not JSON.
+func maskResponse(doc, payload json.RawMessage, paths []string) json.RawMessage {
+	if len(paths) == 0 || len(doc) == 0 {
 		return doc
 	}
-	p, err := decodeJSON(payload) // numbers exact: see numberText
-	if err != nil || p == nil {
-		return doc
-	}
-	secrets := map[string]bool{}
-	for _, path := range paths {
-		atPath(p, strings.Split(path, "."), func(obj map[string]any, key string) { collectLeaves(obj[key], secrets) })
-	}
-	if len(secrets) == 0 {
-		return doc
-	}
-	d, err := decodeJSON(doc)
+	d, err := decodeJSON(doc) // numbers exact: see numberText
 	if err != nil || d == nil {
 		return doc
 	}
 	changed := false
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, el := range x {
-				x[k] = walk(el)
-			}
-		case []any:
-			for i, el := range x {
-				x[i] = walk(el)
-			}
-		case string:
-			if secrets[x] {
-				changed = true
-				return Mask
-			}
-		case json.Number:
-			if secrets[numberText(x)] {
-				changed = true
-				return Mask
-			}
-		}
-		return v
+	for _, path := range paths {
+		atPath(d, strings.Split(path, "."), func(obj map[string]any, key string) { obj[key], changed = Mask, true })
 	}
-	d = walk(d)
+	if secrets := sensitiveValues(payload, paths); len(secrets) > 0 {
+		var walk func(v any) any
+		walk = func(v any) any {
+			switch x := v.(type) {
+			case map[string]any:
+				for k, el := range x {
+					x[k] = walk(el)
+				}
+			case []any:
+				for i, el := range x {
+					x[i] = walk(el)
+				}
+			case string:
+				if secrets[x] {
+					changed = true
+					return Mask
+				}
+			case json.Number:
+				if secrets[numberText(x)] {
+					changed = true
+					return Mask
+				}
+			}
+			return v
+		}
+		d = walk(d)
+	}
 	if !changed {
 		return doc
 	}
@@ -266,6 +263,20 @@ func maskEchoes(doc, payload json.RawMessage, paths []string) json.RawMessage {
 		return doc
 	}
 	return out
+}
+
+// sensitiveValues returns the strings and numbers found at the paths of
+// payload, as their JSON text; none when payload is not JSON.
+func sensitiveValues(payload json.RawMessage, paths []string) map[string]bool {
+	p, err := decodeJSON(payload) // numbers exact: see numberText
+	if err != nil || p == nil {
+		return nil
+	}
+	secrets := map[string]bool{}
+	for _, path := range paths {
+		atPath(p, strings.Split(path, "."), func(obj map[string]any, key string) { collectLeaves(obj[key], secrets) })
+	}
+	return secrets
 }
 
 // collectLeaves adds the strings and numbers in v (as their JSON text) to
