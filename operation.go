@@ -120,8 +120,9 @@ type Intent struct {
 	// path reaches into every element of an array on its way (the payload
 	// itself may be one), and also names a member spelled with the dots.
 	// The saved response is masked at the same paths, and wherever it
-	// repeats a sensitive value. They are not part of the fingerprint: a repeat that names fields
-	// the recorded operation lacks adds them; none is ever removed.
+	// repeats a sensitive value. They are not part of the fingerprint: a
+	// repeat that names fields the recorded operation lacks adds them;
+	// none is ever removed.
 	SensitiveFields []string `json:"sensitive_fields,omitempty"`
 }
 

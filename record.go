@@ -59,9 +59,9 @@ func (in *Intent) normalize() (string, error) {
 // A repeat (same key, same fingerprint) returns the operation as it is now,
 // with created false, whatever its state (adding any sensitive fields it
 // names that the operation lacks: see Intent.SensitiveFields): a repeat
-// of a succeeded operation carries the saved reference and response. The same key with another
-// fingerprint is refused with a *MismatchError (ErrFingerprintMismatch) and
-// the stored operation is untouched. A repeat of a compacted key is
+// of a succeeded operation carries the saved reference and response. The
+// same key with another fingerprint is refused with a *MismatchError
+// (ErrFingerprintMismatch) and the stored operation is untouched. A repeat of a compacted key is
 // recognised from its tombstone.
 func (l *Ledger) Record(ctx context.Context, in Intent) (op *Operation, created bool, err error) {
 	fp, err := in.normalize()

@@ -323,28 +323,8 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 		row, err := tx.GetWorkflow(ctx, l.tenant, key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			// A step's key already used by an operation of its own would
-			// make that operation the step: run before its turn, with
-			// other content. (A tombstone there is a finished workflow's
-			// step, kept longer than the workflow: it is not run again.)
-			for _, s := range def.Steps {
-				stepKey := WorkflowStepKey(key, s.Name)
-				if _, err := tx.GetOperation(ctx, l.tenant, stepKey); err == nil {
-					// Or the same workflow, put concurrently, committed
-					// since it was read: then this is a repeat. (Reading
-					// it locks it after the step, the reverse of a
-					// repeat's order: a deadlock is a lost race too.)
-					switch _, err := tx.GetWorkflow(ctx, l.tenant, key); {
-					case err == nil:
-						return store.ErrConflict
-					case !errors.Is(err, store.ErrNotFound):
-						return err
-					}
-					return fmt.Errorf("%w: workflow %s: step %s has the key of an operation recorded on its own (%s); give the workflow another key",
-						ErrInvalidState, key, s.Name, stepKey)
-				} else if !errors.Is(err, store.ErrNotFound) {
-					return err
-				}
+			if err := l.refuseForeignSteps(ctx, tx, key, def); err != nil {
+				return err
 			}
 			b, err := json.Marshal(def)
 			if err != nil {
@@ -386,6 +366,37 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 		return nil, false, err
 	}
 	return w, created, nil
+}
+
+// refuseForeignSteps refuses a new workflow one of whose step keys an
+// operation recorded on its own already has: that operation would become
+// the step, and run before its turn with other content. (A tombstone there
+// is a finished workflow's step, kept longer than the workflow: it is not
+// run again.)
+func (l *Ledger) refuseForeignSteps(ctx context.Context, tx store.Tx, key string, def *workflowDef) error {
+	for _, s := range def.Steps {
+		stepKey := WorkflowStepKey(key, s.Name)
+		_, err := tx.GetOperation(ctx, l.tenant, stepKey)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		// Or the same workflow, put concurrently, committed since it was
+		// read: then this is a repeat. (Reading it locks it after the
+		// step, the reverse of a repeat's order: a deadlock is a lost
+		// race too.)
+		switch _, err := tx.GetWorkflow(ctx, l.tenant, key); {
+		case err == nil:
+			return store.ErrConflict
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		return fmt.Errorf("%w: workflow %s: step %s has the key of an operation recorded on its own (%s); give the workflow another key",
+			ErrInvalidState, key, s.Name, stepKey)
+	}
+	return nil
 }
 
 // addStepSensitiveFields gives the steps of a stored workflow the
