@@ -162,11 +162,14 @@ func LoadConfig(path string) (*FileConfig, error) {
 // command line can refuse them as bad input before it opens the store.
 func CheckUpstreams(us []Upstream) error {
 	if len(us) == 0 {
-		return errors.New("proxy: no upstream configured")
+		return errNoUpstream
 	}
 	_, err := buildRoutes(us, destination.LoadOptions{})
 	return err
 }
+
+// errNoUpstream refuses a proxy configured with no upstream.
+var errNoUpstream = errors.New("proxy: no upstream configured")
 
 // route is a checked, ready upstream.
 type route struct {

@@ -125,7 +125,7 @@ type Proxy struct {
 // that retryable answers follow the upstreams' policies.
 func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 	if len(cfg.Upstreams) == 0 {
-		return nil, errors.New("proxy: no upstream configured")
+		return nil, errNoUpstream
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
