@@ -69,6 +69,11 @@ type Console struct {
 	mu      sync.Mutex
 	samples map[string][]Sample        // per tenant
 	labs    map[string]*lab.Playground // per tenant and scenario
+	// lab is the scratch ledger the lab plays on, opened on first use
+	// (labLedger) and removed by Close.
+	lab    *opledger.Ledger
+	labDir string
+	closed bool
 }
 
 // Sample is one reading of the headline counters, for the dashboard chart.

@@ -107,6 +107,7 @@ func shiftedConsole(t *testing.T, opts opledger.Options) (*opledger.Ledger, stri
 	require.NoError(t, err)
 	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return l, token, c, offset
 }
 
@@ -573,15 +574,49 @@ func TestConsoleLab(t *testing.T) {
 	require.Equal(t, "0", text(`#normal-attempts`))
 	screenshot(t, ctx, "lab")
 
-	// The operation is in the real ledger, in a lab tenant of its own.
-	page, err := b.ledger.List(context.Background(), opledger.ListOptions{})
+	// The lab plays on a scratch ledger of its own: the served store,
+	// every tenant of it, holds none of its attempts or effects.
+	stats, err := b.ledger.Stats(context.Background(), true)
 	require.NoError(t, err)
-	require.Empty(t, page.Items, "the signed-in tenant's operations are not touched")
+	require.Zero(t, stats.AttemptsTotal, "lab attempts in the served store")
+	require.Zero(t, stats.ConfirmedEffects, "lab effects in the served store")
+	for state, n := range stats.OperationsByState {
+		require.Zero(t, n, "lab operations %s in the served store", state)
+	}
 
 	do(chromedp.Click(`#lost-response-reset`), chromedp.WaitVisible(`#lost-response p.empty`))
 	require.Equal(t, [4]string{"0", "0", "0", "not recorded yet"}, counters())
 	do(chromedp.Click(`#lost-response-replay`), chromedp.WaitVisible(`#lost-response-steps li:nth-child(4)`))
 	require.Equal(t, [4]string{"3", "1", "1", "succeeded"}, counters())
+}
+
+// TestLabScratchLedger: the lab opens its scratch ledger on first use,
+// in a directory of its own, and Close removes it; after Close the lab
+// answers 503 and the served ledger is still open.
+func TestLabScratchLedger(t *testing.T) {
+	t.Parallel()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+
+	require.Empty(t, c.LabDir(), "nothing opened before the lab is used")
+	page := s.get("/lab")
+	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	require.Len(t, csrf, 2)
+	status, _ := s.post("/lab/normal", url.Values{"step": {"send"}, "csrf": {csrf[1]}})
+	require.Equal(t, http.StatusSeeOther, status)
+	dir := c.LabDir()
+	require.NotEmpty(t, dir)
+	require.FileExists(t, filepath.Join(dir, "lab.db"))
+
+	require.NoError(t, c.Close())
+	require.NoDirExists(t, dir)
+	status, _ = s.post("/lab/normal", url.Values{"step": {"send"}, "csrf": {csrf[1]}})
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	_, err := l.Stats(context.Background(), true)
+	require.NoError(t, err, "the served ledger stays open")
+	require.NoError(t, c.Close(), "a second Close is harmless")
 }
 
 // TestLabCSRF: the lab's buttons are POST forms like the others: without

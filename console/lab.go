@@ -1,10 +1,14 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 
+	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/lab"
 )
 
@@ -16,10 +20,13 @@ type labView struct {
 	Steps    []lab.StepResult
 }
 
+// errConsoleClosed is returned by the lab after Close.
+var errConsoleClosed = errors.New("console: closed")
+
 // playground returns the signed-in tenant's playground of scenario name,
-// starting it on first use. Each lives as long as the console, in memory;
-// its operations are in the real store under a "lab-…" tenant of their
-// own.
+// starting it on first use. Each lives as long as the console, in memory,
+// and plays on the console's scratch ledger (labLedger), never on the
+// store the console serves.
 func (c *Console) playground(r *http.Request, s *session, name string) (*lab.Playground, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -27,12 +34,57 @@ func (c *Console) playground(r *http.Request, s *session, name string) (*lab.Pla
 	if p, ok := c.labs[id]; ok {
 		return p, nil
 	}
-	p, err := lab.NewPlayground(r.Context(), c.ledger, name)
+	l, err := c.labLedger(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	p, err := lab.NewPlayground(r.Context(), l, name)
 	if err != nil {
 		return nil, err
 	}
 	c.labs[id] = p
 	return p, nil
+}
+
+// labLedger returns the scratch ledger of the lab, opening it on first
+// use: a SQLite file in a temporary directory of its own. The lab's
+// simulated actions, confirmed effects and unresolved operations stay out
+// of the served store, so they count in none of its metrics, lists or
+// retention, and no executor of the server ever claims them. The caller
+// holds c.mu.
+func (c *Console) labLedger(ctx context.Context) (*opledger.Ledger, error) {
+	if c.closed {
+		return nil, errConsoleClosed
+	}
+	if c.lab != nil {
+		return c.lab, nil
+	}
+	dir, err := os.MkdirTemp("", "opledger-console-lab-")
+	if err != nil {
+		return nil, err
+	}
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(dir, "lab.db"), opledger.Options{})
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	c.lab, c.labDir = l, dir
+	return l, nil
+}
+
+// Close closes the lab's scratch ledger and removes its file; the lab
+// answers 503 afterwards. The ledger the console serves is the caller's
+// to close.
+func (c *Console) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.labs = map[string]*lab.Playground{}
+	if c.lab == nil {
+		return nil
+	}
+	err := errors.Join(c.lab.Close(), os.RemoveAll(c.labDir))
+	c.lab, c.labDir = nil, ""
+	return err
 }
 
 // labPage shows the interactive scenarios side by side.

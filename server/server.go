@@ -213,6 +213,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	stopLoops()
 	wg.Wait()
+	err = errors.Join(err, s.console.Close())
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
