@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -289,6 +290,64 @@ func (v *valueTmpl) render(ctx map[string]any) (any, error) {
 		return x.renderValue(ctx)
 	}
 	return v.node, nil
+}
+
+// changedPaths lists, sorted, the dotted paths (array positions left out,
+// as sensitive field paths spell them) of the values v renders otherwise
+// from other than from ctx, or cannot render from other. A placeholder
+// that fills a whole object contributes the paths of the leaves that
+// differ. The path of a payload that is itself one placeholder is "".
+func (v *valueTmpl) changedPaths(ctx, other map[string]any) []string {
+	var out []string
+	var walk func(v *valueTmpl, path []string)
+	walk = func(v *valueTmpl, path []string) {
+		switch x := v.node.(type) {
+		case map[string]*valueTmpl:
+			for k, el := range x {
+				walk(el, append(path[:len(path):len(path)], k))
+			}
+		case []*valueTmpl:
+			for _, el := range x {
+				walk(el, path)
+			}
+		case *tmpl:
+			a, errA := x.renderValue(ctx)
+			b, errB := x.renderValue(other)
+			if errA != nil || errB != nil {
+				out = append(out, strings.Join(path, "."))
+				return
+			}
+			diffPaths(a, b, path, &out)
+		}
+	}
+	walk(v, nil)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// diffPaths appends to out the dotted paths at which the decoded values a
+// and b differ: member by member in objects, element by element in arrays
+// of one length, else at path itself.
+func diffPaths(a, b any, path []string, out *[]string) {
+	am, aObj := a.(map[string]any)
+	bm, bObj := b.(map[string]any)
+	if aObj && bObj {
+		for k, el := range am {
+			diffPaths(el, bm[k], append(path[:len(path):len(path)], k), out)
+		}
+		return
+	}
+	al, aList := a.([]any)
+	bl, bList := b.([]any)
+	if aList && bList && len(al) == len(bl) {
+		for i := range al {
+			diffPaths(al[i], bl[i], path, out)
+		}
+		return
+	}
+	if !reflect.DeepEqual(a, b) {
+		*out = append(*out, strings.Join(path, "."))
+	}
 }
 
 // renderJSON fills the value template and encodes the result.

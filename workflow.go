@@ -486,20 +486,51 @@ func (l *Ledger) stepOperation(ctx context.Context, r store.Reader, key string) 
 }
 
 // stepContext is what a step's payload template can read: the results of
-// the steps before it.
-func stepContext(key string, def *workflowDef, ops []*Operation) map[string]any {
+// the steps before it. With masked, their responses are as an operator is
+// shown them (maskResponse): masked at their sensitive paths and where
+// they echo a sensitive payload value.
+func stepContext(key string, def *workflowDef, ops []*Operation, masked bool) map[string]any {
 	steps := map[string]any{}
 	for i, op := range ops {
 		if op == nil {
 			continue
 		}
 		s := map[string]any{"ref": op.DestinationRef, "key": op.Key}
-		if resp, err := decodeJSON(op.Response); err == nil && resp != nil {
+		response := op.Response
+		if masked {
+			response = maskResponse(op.Response, op.Payload, op.SensitiveFields)
+		}
+		if resp, err := decodeJSON(response); err == nil && resp != nil {
 			s["response"] = resp
 		}
 		steps[def.Steps[i].Name] = s
 	}
 	return map[string]any{"steps": steps, "workflow": map[string]any{"key": key}}
+}
+
+// inheritedSensitive lists the payload paths of a step, filled by vt from
+// the earlier steps' results, whose values an operator is shown masked
+// in those steps (masked is their context with the responses masked):
+// the step keeps them sensitive too, so that a value masked in one step
+// is not shown in the next. A path longer than a sensitive field may be
+// is cut to the longest ancestor that fits, which masks more, never
+// less. A payload that is itself one placeholder has no path to mask.
+func inheritedSensitive(vt *valueTmpl, filled, masked map[string]any) []string {
+	var out []string
+	for _, p := range vt.changedPaths(filled, masked) {
+		for len(p) > maxNameLength {
+			i := strings.LastIndexByte(p[:maxNameLength+1], '.')
+			if i < 0 {
+				p = ""
+				break
+			}
+			p = p[:i]
+		}
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // stepIntent renders step i into the intent it is recorded as.
@@ -510,10 +541,13 @@ func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operati
 		return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: err}
 	}
 	payload := s.Payload // as submitted, byte for byte, when there is nothing to fill
+	sensitive := slices.Clone(s.SensitiveFields)
 	if len(vt.placeholders()) > 0 {
-		if payload, err = vt.renderJSON(stepContext(row.Key, def, earlier)); err != nil {
+		filled := stepContext(row.Key, def, earlier, false)
+		if payload, err = vt.renderJSON(filled); err != nil {
 			return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: fmt.Errorf("payload: %w", err)}
 		}
+		sensitive = append(sensitive, missingFields(sensitive, inheritedSensitive(vt, filled, stepContext(row.Key, def, earlier, true)))...)
 	}
 	owner := s.Owner
 	if owner == "" {
@@ -521,7 +555,7 @@ func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operati
 	}
 	in := Intent{Key: WorkflowStepKey(row.Key, s.Name), Action: s.Action, Destination: s.Destination,
 		Payload: payload, Version: s.Version, Owner: owner, SourceEvent: def.SourceEvent,
-		RequiresApproval: s.RequiresApproval, SensitiveFields: slices.Clone(s.SensitiveFields)}
+		RequiresApproval: s.RequiresApproval, SensitiveFields: sensitive}
 	fp, err := in.normalize()
 	if err != nil {
 		return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: err}

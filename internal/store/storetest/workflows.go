@@ -149,6 +149,39 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.Equal(t, []string{"template"}, op.SensitiveFields, "recorded from the definition the repeat changed")
 	})
 
+	t.Run("FilledFromMaskedValueStaysMasked", func(t *testing.T) {
+		// A step filled from what an earlier step keeps masked (its
+		// response at a sensitive path, or an echo of a sensitive
+		// payload value) keeps those payload paths sensitive too.
+		t.Parallel()
+		b := setup(t, h)
+		spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "signup", Action: "crm.create_contact", Destination: "crm", SensitiveFields: []string{"email", "account.pin"},
+				Payload: json.RawMessage(`{"email":"ana@example.invalid","account":{"pin":"4711"},"plan":"basic"}`)},
+			{Name: "welcome", Action: "email.send", Destination: "email",
+				Payload: json.RawMessage(`{"to":"{steps.signup.response.contact.email}","account":"{steps.signup.response.account}",` +
+					`"greeting":"Your pin is {steps.signup.response.pin_echo}","plan":"{steps.signup.response.plan}","contact":"{steps.signup.ref}","tags":[{"pin":"{steps.signup.response.account.pin}"}]}`)},
+		}}
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:M-1", spec)
+		require.NoError(t, err)
+		c := b.claimDispatched(t, "wf:M-1/signup")
+		b.report(t, "wf:M-1/signup", c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "C-1",
+			Response: json.RawMessage(`{"contact":{"email":"ana@example.invalid"},"account":{"pin":"4711","id":"A-1"},"pin_echo":"4711","plan":"basic"}`)})
+		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf:M-1/signup")
+		require.NoError(t, err)
+
+		op, err := b.ledger.Get(b.ctx, "wf:M-1/welcome")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"to":"ana@example.invalid","account":{"pin":"4711","id":"A-1"},"greeting":"Your pin is 4711","plan":"basic","contact":"C-1","tags":[{"pin":"4711"}]}`,
+			string(op.Payload), "the step is sent the real values")
+		require.ElementsMatch(t, []string{"to", "account.pin", "greeting", "tags.pin"}, op.SensitiveFields,
+			"the paths filled from masked values, and no others")
+		shown, err := json.Marshal(op)
+		require.NoError(t, err)
+		require.NotContains(t, string(shown), "4711")
+		require.NotContains(t, string(shown), "ana@example")
+		require.Contains(t, string(shown), `"plan":"basic"`, "values shown in the earlier step are shown here too")
+	})
 	t.Run("ConcurrentPut", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
