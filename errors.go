@@ -34,6 +34,11 @@ var (
 	ErrInvalidInput = errors.New("invalid input")
 	// ErrReasonRequired: an operator decision came without a reason.
 	ErrReasonRequired = errors.New("a reason is required")
+	// ErrStaleFinding: Reconcile was given a Finding about other attempts
+	// than the operation now has (Finding.AttemptCount): another attempt
+	// was made while the lookup ran, so what it saw decides nothing.
+	// Nothing was recorded; look again.
+	ErrStaleFinding = errors.New("the operation has had another attempt since the lookup")
 )
 
 // StateError reports a request the operation's current state does not allow.

@@ -31,6 +31,16 @@ type Finding struct {
 	ProtectionRetention time.Duration
 	// Evidence is a safe summary of what was seen, for the timeline.
 	Evidence string
+	// AttemptCount, when positive, is the operation's AttemptCount the
+	// lookup was made for. Reconcile refuses the Finding with
+	// ErrStaleFinding if the operation has had another attempt since: a
+	// lookup that ran while a newer attempt was sent cannot speak for it.
+	AttemptCount int
+	// LookedAt, when set, is when the lookup began, by the ledger's clock
+	// (Ledger.Now). Absence counts only for a lookup begun after the
+	// visibility delay since the latest dispatch; without LookedAt,
+	// Reconcile's own time stands in for it.
+	LookedAt time.Time
 }
 
 // Reconcile applies what a lookup or a destination's declared protection
@@ -46,7 +56,9 @@ type Finding struct {
 //     protected;
 //   - otherwise (no lookup, no protection, retention passed) → held.
 //
-// Any other state is refused with a *StateError.
+// Any other state is refused with a *StateError, and a Finding about
+// fewer attempts than the operation has (Finding.AttemptCount) with
+// ErrStaleFinding.
 func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operation, error) {
 	if f.Found && f.Matches && f.DestinationRef == "" {
 		return nil, invalidInput("a matching record needs its destination_ref")
@@ -64,6 +76,14 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		}
 		if State(t.op.State) != StateUncertain {
 			return t.refuse("reconcile")
+		}
+		if f.AttemptCount > 0 && t.op.AttemptCount != f.AttemptCount {
+			return fmt.Errorf("reconcile %s: %w (lookup made after attempt %d, the operation is at attempt %d)",
+				t.key, ErrStaleFinding, f.AttemptCount, t.op.AttemptCount)
+		}
+		looked := t.now
+		if !f.LookedAt.IsZero() && f.LookedAt.Before(looked) {
+			looked = f.LookedAt
 		}
 		ev := f.Evidence
 		// The key's retention runs from its first use; a new record's
@@ -84,7 +104,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		case f.Found:
 			t.hold(ActorReconciler, "lookup found other content",
 				join("destination ref "+f.DestinationRef+" does not match the intent", ev))
-		case f.Authoritative && t.now.Before(lastCall.Add(f.VisibilityDelay)):
+		case f.Authoritative && looked.Before(lastCall.Add(f.VisibilityDelay)):
 			visible := lastCall.Add(f.VisibilityDelay)
 			t.op.NotBefore = visible // the next check is worth making then
 			t.dirty = true

@@ -232,7 +232,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			"destination "+op.Destination+" is not configured in this reconciler; it declares nothing here")
 	}
 	caps := dest.Capabilities()
-	var f opledger.Finding
+	// The finding is about the attempts op has: if another is made while
+	// the lookup runs, the ledger refuses it (ErrStaleFinding).
+	f := opledger.Finding{AttemptCount: op.AttemptCount}
 	if k := caps.IdempotencyKey; k != nil {
 		f.ProtectionRetention = k.Retention
 	}
@@ -241,6 +243,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	exists := strings.Contains(op.LastError, destination.ErrExists.Error())
 
 	if lk := caps.Lookup; lk != nil {
+		// Absence is judged by when the lookup began, not when it ended:
+		// a slow lookup begun within the visibility delay proves nothing.
+		if f.LookedAt, err = tl.Now(ctx); err != nil {
+			return "", err
+		}
 		lctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
 		res, err := dest.(destination.Lookuper).Lookup(lctx, op)
 		cancel()
@@ -260,7 +267,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			if exists {
 				f.Evidence = join(f.Evidence, "the destination had answered that the record exists, so its absence proves nothing")
 			}
-			wait, err := r.visibilityWait(ctx, tl, op, lk.VisibilityDelay)
+			wait, err := r.visibilityWait(ctx, tl, op, lk.VisibilityDelay, f.LookedAt)
 			if err != nil {
 				return "", err
 			}
@@ -278,7 +285,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	}
 	after, err := tl.Reconcile(ctx, op.Key, f)
 	switch {
-	case errors.Is(err, opledger.ErrInvalidState):
+	case errors.Is(err, opledger.ErrInvalidState), errors.Is(err, opledger.ErrStaleFinding):
+		// Decided or tried again meanwhile: the next pass looks anew.
 		return Skipped, nil
 	case errors.Is(err, opledger.ErrInvalidInput):
 		return r.lookupFailed(ctx, tl, op, err)
@@ -314,7 +322,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 // visibilityWait returns how much of the visibility delay is left, counted
 // from the last dispatch: a later attempt may have created the record just
 // now, however long ago the first one was.
-func (r *Reconciler) visibilityWait(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, delay time.Duration) (time.Duration, error) {
+func (r *Reconciler) visibilityWait(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, delay time.Duration, lookedAt time.Time) (time.Duration, error) {
 	if delay <= 0 {
 		return 0, nil
 	}
@@ -334,11 +342,7 @@ func (r *Reconciler) visibilityWait(ctx context.Context, tl *opledger.Ledger, op
 	if last.IsZero() {
 		last = op.UpdatedAt
 	}
-	now, err := tl.Now(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return last.Add(delay).Sub(now), nil
+	return last.Add(delay).Sub(lookedAt), nil
 }
 
 // lookupFailed backs off after a failed lookup, or holds the operation

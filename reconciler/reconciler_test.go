@@ -3,7 +3,13 @@ package reconciler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/fakedest"
 	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/reconciler"
@@ -307,5 +314,116 @@ func TestWorkflowAdvancesOnReconciledSuccess(t *testing.T) {
 		require.NotNil(t, op, "the next step was recorded when the lookup settled the first")
 		require.Equal(t, "wf:W2/notify", op.Key)
 		require.Equal(t, opledger.StateSucceeded, op.State)
+	})
+}
+
+// slowLookupCRM has an authoritative lookup and no other protection. Its
+// calls follow plan ("none": no effect, answer lost; "lost": effect,
+// answer lost; else an answered create), and its first lookup reads the
+// records, then waits for release: a lookup that is slow to answer.
+type slowLookupCRM struct {
+	mu      sync.Mutex
+	records []string
+	plan    []string
+	calls   int
+	lookups atomic.Int32
+	looked  chan struct{}
+	release chan struct{}
+}
+
+func (d *slowLookupCRM) Name() string { return "crm" }
+
+func (d *slowLookupCRM) Capabilities() destination.Capabilities {
+	return destination.Capabilities{Lookup: &destination.Lookup{Authoritative: true}}
+}
+
+func (d *slowLookupCRM) Call(_ context.Context, _ opledger.Call) (opledger.Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls++
+	step := ""
+	if d.calls <= len(d.plan) {
+		step = d.plan[d.calls-1]
+	}
+	ref := fmt.Sprintf("R%d", d.calls)
+	switch step {
+	case "none":
+		return opledger.Result{}, opledger.Uncertain(errors.New("timeout, nothing done"))
+	case "lost":
+		d.records = append(d.records, ref)
+		return opledger.Result{}, opledger.Uncertain(errors.New("answer lost"))
+	}
+	d.records = append(d.records, ref)
+	return opledger.Result{Ref: ref}, nil
+}
+
+func (d *slowLookupCRM) Lookup(context.Context, *opledger.Operation) (destination.LookupResult, error) {
+	d.mu.Lock()
+	seen := slices.Clone(d.records)
+	d.mu.Unlock()
+	if d.lookups.Add(1) == 1 {
+		close(d.looked)
+		<-d.release
+	}
+	if len(seen) == 0 {
+		return destination.LookupResult{Evidence: "no record"}, nil
+	}
+	return destination.LookupResult{Found: true, Matches: true, Ref: seen[0]}, nil
+}
+
+// A lookup that answers after another attempt was sent speaks only for
+// the attempts before it: its "nothing there" must not release a third
+// send while the second attempt's effect is unknown. Two reconcilers
+// (one per process, as docs/scaling.md recommends) race on one operation.
+func TestStaleLookupDecidesNothing(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		ctx := context.Background()
+		l, err := opledger.Open(ctx, newDSN(t), opledger.Options{})
+		require.NoError(t, err)
+		defer l.Close()
+		crm := &slowLookupCRM{plan: []string{"none", "lost"}, looked: make(chan struct{}), release: make(chan struct{})}
+		set, err := destination.NewSet(crm)
+		require.NoError(t, err)
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		slow, err := reconciler.New(l, reconciler.Config{Destinations: set, Logger: quiet})
+		require.NoError(t, err)
+		quick, err := reconciler.New(l, reconciler.Config{Destinations: set, Logger: quiet})
+		require.NoError(t, err)
+		in := opledger.Intent{Key: "intake:S1:create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(payload)}
+
+		op, err := l.Do(ctx, in, crm.Call)
+		require.Error(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		type result struct {
+			d   reconciler.Decision
+			err error
+		}
+		slowDone := make(chan result, 1)
+		go func() {
+			d, err := slow.Reconcile(ctx, op)
+			slowDone <- result{d, err}
+		}()
+		<-crm.looked // the slow lookup has seen nothing
+
+		d, err := quick.Reconcile(ctx, op)
+		require.NoError(t, err)
+		require.Equal(t, reconciler.Retry, d, "the quick lookup proves absence")
+		op, err = l.Do(ctx, in, crm.Call) // attempt 2: created, answer lost
+		require.Error(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+
+		close(crm.release)
+		got := <-slowDone
+		require.NoError(t, got.err)
+		require.Equal(t, reconciler.Skipped, got.d, "the slow lookup was made before attempt 2")
+		op, err = l.Get(ctx, in.Key)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "attempt 2's effect is still unknown: nothing released")
+
+		d, err = quick.Reconcile(ctx, op)
+		require.NoError(t, err)
+		require.Equal(t, reconciler.Succeeded, d, "a fresh lookup finds attempt 2's record")
+		require.Equal(t, []string{"R2"}, crm.records, "one effect")
 	})
 }

@@ -55,6 +55,50 @@ func testReconcile(t *testing.T, h Harness) {
 		})
 	}
 
+	t.Run("StaleFindingRefused", func(t *testing.T) {
+		// A lookup made for attempt 1 says nothing about attempt 2, sent
+		// while it ran: its "absent" must not release a third send.
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateUncertain)
+		before, err := b.ledger.Get(b.ctx, "k1")
+		require.NoError(t, err)
+		b.clock.Advance(2 * time.Minute)
+		_, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour, AttemptCount: before.AttemptCount})
+		require.NoError(t, err) // protected retry: pending
+		c := b.claimDispatched(t, "k1")
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		b.clock.Advance(2 * time.Minute)
+
+		_, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute,
+			AttemptCount: before.AttemptCount})
+		require.ErrorIs(t, err, opledger.ErrStaleFinding)
+		require.ErrorContains(t, err, "lookup made after attempt 1, the operation is at attempt 2")
+		op, err := b.ledger.Get(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "nothing recorded")
+		require.Equal(t, 2, op.AttemptCount)
+		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, AttemptCount: 2})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State, "a lookup made for attempt 2 decides")
+	})
+	t.Run("AbsenceJudgedWhenLookupBegan", func(t *testing.T) {
+		// A slow lookup begun within the visibility delay proves nothing,
+		// even if it ends after the delay.
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateUncertain)
+		began, err := b.ledger.Now(b.ctx)
+		require.NoError(t, err)
+		b.clock.Advance(2 * time.Minute) // the lookup took that long
+		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, LookedAt: began})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "looked within the delay: no resend")
+		require.Contains(t, b.events(t, "k1"), "lookup empty within visibility delay")
+		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, LookedAt: began.Add(2 * time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State, "looked after the delay")
+	})
 	t.Run("VisibilityFromLatestDispatch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
