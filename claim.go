@@ -604,6 +604,14 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		a.Response = r.Response
 		a.Error = r.Error
 		t.queue(store.Write{UpdateAttempt: a})
+		late, err := t.lateSuccess(a)
+		if err != nil {
+			return err
+		}
+		if late != nil && !(r.Outcome == OutcomeSucceeded && r.DestinationRef == late.DestinationRef) {
+			t.settleOnLateSuccess(a, late, &r)
+			return nil
+		}
 		switch r.Outcome {
 		case OutcomeSucceeded:
 			t.succeed(r.DestinationRef, r.Response)
@@ -686,6 +694,54 @@ func (t *txn) triedAttempts() (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// lateSuccess returns the first attempt before current whose report,
+// arriving after it had lost the operation, confirmed an effect with a
+// reference. Such a report resolves the operation at once unless it
+// arrives while another attempt holds it (staleReport), so one found here
+// arrived while this attempt ran. An operation's first attempt has none
+// before it: nothing is read.
+func (t *txn) lateSuccess(current *store.Attempt) (*store.Attempt, error) {
+	if current.Number < 2 {
+		return nil, nil
+	}
+	attempts, err := t.listAttempts()
+	if err != nil {
+		return nil, err
+	}
+	succeeded := string(OutcomeSucceeded)
+	for _, a := range attempts {
+		if a.ID == current.ID || !a.Stale || a.DestinationRef == "" {
+			continue
+		}
+		if a.LateOutcome == succeeded || (a.LateOutcome == "" && a.Outcome == succeeded) {
+			return a, nil
+		}
+	}
+	return nil, nil
+}
+
+// settleOnLateSuccess settles the report r of attempt a, the current one,
+// when an earlier attempt's late report (late) confirmed an effect while a
+// ran. The effect confirmed first stays the operation's result: a success
+// of a's with another reference is a duplicate effect, counted; any other
+// answer of a's (retryable, rejected, uncertain) says nothing against an
+// effect that exists, and the operation succeeds with late's reference
+// instead of being sent again or failed.
+func (t *txn) settleOnLateSuccess(a, late *store.Attempt, r *Report) {
+	t.succeed(late.DestinationRef, late.Response)
+	confirmed := fmt.Sprintf("attempt %d's late report had confirmed the effect while attempt %d ran, destination ref %s",
+		late.Number, a.Number, late.DestinationRef)
+	if r.Outcome == OutcomeSucceeded {
+		t.op.DuplicateEffects++
+		t.move(StateSucceeded, a.Worker, a.ID, "late success resolved", confirmed)
+		t.note(a.Worker, a.ID, "duplicate effect", fmt.Sprintf("attempt %d succeeded too, destination ref %s differs from confirmed ref %s",
+			a.Number, r.DestinationRef, late.DestinationRef))
+		return
+	}
+	t.move(StateSucceeded, a.Worker, a.ID, "late success resolved",
+		join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error)+"; "+confirmed)
 }
 
 // succeed sets the confirmed result.

@@ -421,6 +421,57 @@ func testFencing(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing left to claim")
 	})
 
+	// The first attempt's success arrives while a retry is running: it
+	// cannot move the operation then, but the retry's own report must not
+	// hide it. Whatever the retry answers, the operation ends succeeded
+	// with the first effect's reference, and a second effect is counted.
+	t.Run("LateSuccessWhileRetryRuns", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name       string
+			report     opledger.Report
+			duplicates int
+		}{
+			{"RetrySucceedsElsewhere", opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R2"}, 1},
+			{"RetrySucceedsSameRecord", opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1", Response: json.RawMessage(`{"id":"R1"}`)}, 0},
+			{"RetryRetryable", opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"}, 0},
+			{"RetryRejected", opledger.Report{Outcome: opledger.OutcomeRejected, Error: "409 already exists"}, 0},
+			{"RetryUncertain", opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"}, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, h)
+				first := b.dispatched(t, "k1")
+				b.report(t, "k1", first, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+				_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
+				require.NoError(t, err)
+				retry := b.claimDispatched(t, "k1")
+				_, err = b.ledger.Report(b.ctx, "k1", first.AttemptID, first.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+					DestinationRef: "R1", Response: json.RawMessage(`{"id":"R1"}`)})
+				require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+				b.requireState(t, "k1", opledger.StateInProgress)
+
+				_, err = b.ledger.Report(b.ctx, "k1", retry.AttemptID, retry.FencingToken, tc.report)
+				require.NoError(t, err)
+				op := b.requireState(t, "k1", opledger.StateSucceeded)
+				require.Equal(t, "R1", op.DestinationRef, "the effect confirmed first stays the result")
+				require.JSONEq(t, `{"id":"R1"}`, string(op.Response))
+				require.Equal(t, tc.duplicates, op.DuplicateEffects)
+				events := b.events(t, "k1")
+				if tc.report.DestinationRef != "R1" {
+					require.Contains(t, events, "late success resolved")
+				}
+				if tc.duplicates > 0 {
+					require.Contains(t, events, "duplicate effect")
+				}
+				attempts, err := b.ledger.Attempts(b.ctx, "k1")
+				require.NoError(t, err)
+				require.Len(t, attempts, 2)
+				require.Equal(t, string(tc.report.Outcome), attempts[1].Outcome, "the retry keeps its own answer")
+			})
+		}
+	})
+
 	t.Run("LateSuccessResolvesUncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
