@@ -69,13 +69,15 @@ type Options struct {
 	// applies: done of total pending migrations, and the last one's name.
 	// opledger migrate draws its progress bar with it.
 	MigrationProgress func(done, total int, name string)
-	// ExistingOnly refuses to create a SQLite ledger: a file that does not
+	// ExistingOnly refuses to create a ledger: a SQLite file that does not
 	// exist, or that exists but holds no ledger (an empty file, another
-	// application's database), is an error (ErrInvalidInput) instead of a
-	// new, empty ledger, and such a file is left untouched. Tools that
-	// only read or decide on an existing ledger set it, so that a
-	// mistyped path fails rather than shows nothing. (A PostgreSQL DSN
-	// names a database and schema that must exist anyway.)
+	// application's database), and a PostgreSQL schema (the first existing
+	// one of the search_path) without the ledger's schema_migrations
+	// table, is an error (ErrInvalidInput) instead of a new, empty ledger,
+	// and is left untouched. A file this process may not read is an error
+	// that says so (not ErrInvalidInput). Tools that only read or decide
+	// on an existing ledger set it, so that a mistyped path, database or
+	// schema fails rather than shows nothing.
 	ExistingOnly bool
 }
 
@@ -136,27 +138,45 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(dsn, "sqlite:")
-		path = strings.TrimPrefix(path, "//")
-		if opts.ExistingOnly {
-			holds, err := sqlitestore.HoldsLedger(ctx, path)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				return nil, fmt.Errorf("%w: no ledger at %s: the file does not exist (a command that writes, such as serve or migrate, creates it)", ErrInvalidInput, path)
-			case err != nil:
-				return nil, fmt.Errorf("%w: no ledger at %s: %w", ErrInvalidInput, path, err)
-			case !holds:
-				return nil, fmt.Errorf("%w: no ledger at %s: the file is not an opledger ledger (it holds no schema_migrations table); it was left as it is", ErrInvalidInput, path)
-			}
-		}
-		return sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})
+		return openSQLite(ctx, strings.TrimPrefix(path, "//"), opts)
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return openPostgres(ctx, dsn)
+		return openPostgres(ctx, dsn, opts)
 	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.Scheme == "" {
 		return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres:// (got no scheme; for a SQLite file give sqlite:PATH)", ErrInvalidInput)
 	}
 	return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres://, in lower case (got %q)", ErrInvalidInput, redactDSN(dsn, u))
+}
+
+// openSQLite opens the SQLite store at path; with opts.ExistingOnly,
+// only if the file holds a ledger already (sqlitestore.HoldsLedger reads
+// it without writing).
+func openSQLite(ctx context.Context, path string, opts Options) (store.Store, error) {
+	if opts.ExistingOnly {
+		if path == "" {
+			return nil, fmt.Errorf("%w: no ledger at sqlite: the DSN names no file (give sqlite:PATH)", ErrInvalidInput)
+		}
+		// A file this process may not read is a failure, not a missing
+		// ledger: HoldsLedger's SQLite error would not say so.
+		if f, err := os.Open(path); errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("cannot read the ledger at %s: %w", path, err)
+		} else if err == nil {
+			f.Close()
+		}
+		holds, err := sqlitestore.HoldsLedger(ctx, path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w: no ledger at %s: the file does not exist (a command that writes, such as serve or migrate, creates it)", ErrInvalidInput, path)
+		case errors.Is(err, fs.ErrPermission):
+			return nil, fmt.Errorf("cannot read the ledger at %s: %w", path, err)
+		case err != nil:
+			return nil, fmt.Errorf("%w: no ledger at %s: %w", ErrInvalidInput, path, err)
+		case !holds:
+			return nil, fmt.Errorf("%w: no ledger at %s: the file is not an opledger ledger (it holds no schema_migrations table); it was left as it is", ErrInvalidInput, path)
+		}
+	}
+	return sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})
 }
 
 // redactDSN hides the passwords of dsn, parsed as u, for error messages,

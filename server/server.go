@@ -29,6 +29,10 @@ import (
 type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:8080.
 	Addr string
+	// Listener, when set, is served instead of listening on Addr: a
+	// caller that had to know the address is free before doing other
+	// work listens itself and hands the listener over. Run closes it.
+	Listener net.Listener
 	// Logger receives request and lifecycle logs. Default slog.Default().
 	Logger *slog.Logger
 	// API tunes the API handler (body and JSON limits). Auth is filled in
@@ -94,7 +98,8 @@ type Server struct {
 	listener   net.Listener
 }
 
-// New listens on cfg.Addr and prepares the server; Run serves.
+// New listens on cfg.Addr (or takes cfg.Listener) and prepares the
+// server; Run serves.
 func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 	cfg.defaults()
 	cfg.API.Auth = l
@@ -114,9 +119,11 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 		mux.Handle(p, api)
 	}
 	mux.Handle("/", con)
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
 	}
 	hs := &http.Server{
 		Handler:           mux,

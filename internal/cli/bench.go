@@ -104,7 +104,7 @@ database server's own CPU is not in it.`,
 			for _, f := range strings.Split(conc, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))
 				if err != nil || n < 1 || n > 1024 {
-					return usageError{fmt.Errorf("--concurrency takes positive integers separated by commas, e.g. 1,8,32")}
+					return usageError{fmt.Errorf("--concurrency takes whole numbers from 1 to 1024 separated by commas, e.g. 1,8,32 (got %q)", cell(strings.TrimSpace(f)))}
 				}
 				cfg.Concurrency = append(cfg.Concurrency, n)
 			}
@@ -156,7 +156,7 @@ database server's own CPU is not in it.`,
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "db", "", "store to measure (default: a fresh SQLite file)")
-	cmd.Flags().StringVar(&conc, "concurrency", "1,8,32", "comma-separated concurrencies")
+	cmd.Flags().StringVar(&conc, "concurrency", "1,8,32", "comma-separated concurrencies, each 1 to 1024")
 	cmd.Flags().DurationVar(&dur, "duration", 10*time.Second, "measuring time per phase of each concurrency (floors, references and protected operations each)")
 	cmd.Flags().StringVar(&mode, "mode", "library", "library (in process), http (API on loopback) or proxy (Idempotency-Key proxy on loopback)")
 	cmd.Flags().StringVar(&keys, "keys", "sequential", "order of the operations' keys: sequential (a counter) or random (as UUIDs are)")

@@ -50,7 +50,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "opledger: "+err.Error())
+	fmt.Fprintln(stderr, "opledger: "+oneLine(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
@@ -140,12 +140,17 @@ func checkCommonFlags(cmd *cobra.Command, _ []string) error {
 
 // checkDSN refuses a DSN that names no store opledger opens, saying what to
 // give instead. It repeats no more of the value than a SQLite path or a
-// scheme: a DSN may hold a password. Empty is the command's default.
+// scheme, and nothing of a value that may carry credentials (a libpq
+// keyword string, a URL with a user): a DSN may hold a password. Empty is
+// the command's default.
 func checkDSN(name, dsn string) error {
 	if dsn == "" {
 		return nil
 	}
 	const takes = "takes sqlite:PATH or postgres://USER@HOST:PORT/DB"
+	if dsn == "sqlite:" || dsn == "sqlite://" {
+		return usageError{fmt.Errorf("%s %s: %s names no file; give sqlite:PATH, e.g. sqlite:opledger.db", name, takes, dsn)}
+	}
 	for _, prefix := range []string{"sqlite:", "postgres://", "postgresql://"} {
 		if strings.HasPrefix(dsn, prefix) {
 			return nil
@@ -157,6 +162,9 @@ func checkDSN(name, dsn string) error {
 		return usageError{fmt.Errorf("%s %s, the scheme in lower case: give sqlite:%s", name, takes, rest)}
 	case found && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")):
 		return usageError{fmt.Errorf("%s %s: a PostgreSQL DSN starts with postgres:// in lower case", name, takes)}
+	case looksLikePostgres(dsn) && !(found && isScheme(scheme) && strings.HasPrefix(rest, "//")):
+		// A libpq keyword string, a URL without its scheme: not echoed.
+		return usageError{fmt.Errorf("%s %s: the value (not repeated: it may hold a password) looks like a PostgreSQL DSN: write it as a URL, postgres://USER:PASSWORD@HOST:PORT/DB?search_path=SCHEMA (a SQLite file as sqlite:PATH)", name, takes)}
 	case !found || !isScheme(scheme):
 		return usageError{fmt.Errorf("%s %s: for the SQLite file %s give sqlite:%s", name, takes, dsn, dsn)}
 	}
@@ -226,13 +234,15 @@ named person settles it.`,
 }
 
 // addDBFlag adds the --db flag, defaulting to $OPLEDGER_DB or the SQLite
-// file opledger.db.
+// file opledger.db. The help shows an OPLEDGER_DB default without its
+// password (or as $OPLEDGER_DB when it is no URL that can be redacted).
 func addDBFlag(cmd *cobra.Command, dsn *string) {
 	def := os.Getenv("OPLEDGER_DB")
 	if def == "" {
 		def = opledger.DefaultDSN
 	}
 	cmd.Flags().StringVar(dsn, "db", def, "ledger store: sqlite:PATH or postgres://… (env OPLEDGER_DB)")
+	cmd.Flags().Lookup("db").DefValue = redactedDSN(def, "$OPLEDGER_DB")
 }
 
 func newVersionCmd() *cobra.Command {

@@ -75,11 +75,12 @@ func TestDemo(t *testing.T) {
 	require.NotContains(t, out, "demo@example.invalid", "sensitive fields never printed")
 
 	// Its story is the first run's: on the same ledger again it would
-	// narrate failures that no longer happen (every step replays).
+	// narrate failures that no longer happen (every step replays). Like
+	// any ledger, it is refused.
 	out, errOut, code = run(t, "demo", "--db", dsn, "--no-serve")
 	require.Equal(t, 2, code, out)
 	require.Empty(t, out)
-	require.Contains(t, errOut, "--db already holds a demo run (DEMO-OP-017)")
+	require.Contains(t, errOut, "--db already holds a ledger")
 }
 
 func TestMigrate(t *testing.T) {

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -17,6 +20,8 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/store/pgstore"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/lab"
 	"github.com/opledger/opledger/reconciler"
 	"github.com/opledger/opledger/server"
@@ -41,8 +46,12 @@ executor and reconciler work on the same simulated destinations (approve
 DEMO-OP-022 and the CRM acts). Ctrl-C stops it. --no-serve stops after the walk-through.
 
 Without --db it uses a fresh SQLite file in a temporary directory, removed
-when demo ends. A --db that already holds a demo run is refused: the
-walk-through only means what it says on a fresh ledger.`,
+when demo ends. A --db must name a new SQLite file (or an empty one) or a
+PostgreSQL schema without a ledger: a --db that already holds a ledger (a
+demo run or real operations) is refused and left as it is, because the demo
+moves the ledger's clock and its server settles the operations of every
+tenant against the simulated destinations. --addr is checked before the
+walk-through writes anything.`,
 		Example: `  opledger demo
   opledger demo --no-serve
   opledger demo --db sqlite:demo.db --addr 127.0.0.1:9090`,
@@ -69,8 +78,25 @@ walk-through only means what it says on a fresh ledger.`,
 }
 
 // runDemo runs the walk-through on dsn and, when addr is set, serves the
-// ledger there until ctx ends.
+// ledger there until ctx ends. It refuses, before writing anything, a dsn
+// that already holds a ledger and an addr it cannot listen on.
 func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
+	var ln net.Listener
+	if addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return usageError{fmt.Errorf("--addr takes HOST:PORT, e.g. 127.0.0.1:8080: %w", err)}
+		}
+		// Listened on before the walk-through writes anything (a busy
+		// port fails here), and handed to the server after it.
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("--addr: %w", err)
+		}
+		defer ln.Close() // the server's Run closes it too; once more is harmless
+	}
+	if err := refuseLedger(ctx, dsn); err != nil {
+		return err
+	}
 	var offset atomic.Int64 // the demo's clock, moved forward instead of waiting
 	ledger, err := opledger.Open(ctx, dsn, opledger.Options{
 		Worker: "demo-worker",
@@ -83,11 +109,6 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 		return err
 	}
 	defer ledger.Close()
-	if _, err := ledger.Get(ctx, "DEMO-OP-017"); err == nil {
-		return usageError{errors.New("--db already holds a demo run (DEMO-OP-017): the walk-through needs a fresh ledger; give another --db, or none for a temporary one")}
-	} else if !errors.Is(err, opledger.ErrNotFound) {
-		return err
-	}
 	// The lab's simulated destinations, on the demo's clock.
 	demoNow := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	crm := lab.NewCRM(lab.CRMOptions{Name: "crm", Now: demoNow})
@@ -138,7 +159,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 		}
 	}
 
-	say("opledger demo: ledger at %s\n", dsn)
+	say("opledger demo: ledger at %s\n", redactedDSN(dsn, "--db"))
 
 	say("1. Normal: send, then repeat")
 	op, err := send(order("DEMO-OP-017", 2), lab.FaultNone)
@@ -267,7 +288,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	}
 	// The server executes and reconciles on the same simulated
 	// destinations: approve DEMO-OP-022 in the console and the CRM acts.
-	srv, err := server.New(ledger, server.Config{Addr: addr, Logger: quiet, Destinations: dests})
+	srv, err := server.New(ledger, server.Config{Listener: ln, Logger: quiet, Destinations: dests})
 	if err != nil {
 		return err
 	}
@@ -278,6 +299,38 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	say("Try:      opledger ops list --server %s --token %s --state held,uncertain,failed", srv.URL(), token)
 	say("Serving until Ctrl-C.")
 	return srv.Run(ctx)
+}
+
+// refuseLedger refuses, reading it without writing, a --db that already
+// holds a ledger (its schema_migrations table): the demo moves the
+// ledger's clock, expires every lease and settles the operations of every
+// tenant against simulated destinations, which on a real ledger would mark
+// real operations succeeded with fake references. A SQLite file that does
+// not exist or holds no ledger, and a PostgreSQL schema without one, are
+// fresh.
+func refuseLedger(ctx context.Context, dsn string) error {
+	var holds bool
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		path = strings.TrimPrefix(path, "//")
+		h, err := sqlitestore.HoldsLedger(ctx, path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return fmt.Errorf("--db: cannot tell whether %s holds a ledger: %w", path, err)
+		}
+		holds = h
+	} else {
+		c, err := pgstore.HoldsLedger(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		holds = c.Holds
+	}
+	if holds {
+		return usageError{errors.New("--db already holds a ledger (it has a schema_migrations table): the demo would rewrite its operations with simulated results, so it runs only on a new SQLite file or an empty PostgreSQL schema; give another --db, or none for a temporary one")}
+	}
+	return nil
 }
 
 func dash(s string) string {

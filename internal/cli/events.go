@@ -81,7 +81,7 @@ func newEventsCmd() *cobra.Command {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "SOURCE\tEVENT\tTYPE\tSTATUS\tOPERATIONS\tRECEIVED")
 				for _, e := range page.Items {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.Source, e.EventID, e.Type, e.Status, len(e.OperationKeys), e.ReceivedAt.Format(time.RFC3339))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cell(e.Source), cell(e.EventID), cell(e.Type), cell(string(e.Status)), len(e.OperationKeys), e.ReceivedAt.Format(time.RFC3339))
 				}
 				err = tw.Flush()
 			}
@@ -147,12 +147,12 @@ func eventStatusNames() string {
 
 func writeEvent(w io.Writer, d *opledger.EventDetail) error {
 	e := d.Event
-	fmt.Fprintf(w, "%s/%s  %s  %s\n", e.Source, e.EventID, e.Type, e.Status)
+	fmt.Fprintf(w, "%s/%s  %s  %s\n", cell(e.Source), cell(e.EventID), cell(e.Type), cell(string(e.Status)))
 	if e.OutOfOrder {
 		fmt.Fprintln(w, "  OUT OF ORDER: recorded, not applied over a newer event")
 	}
 	if e.Reason != "" {
-		fmt.Fprintf(w, "  %s\n", e.Reason)
+		fmt.Fprintf(w, "  %s\n", cell(e.Reason))
 	}
 	fmt.Fprintf(w, "\nDeliveries (%d):\n", len(d.Deliveries))
 	for _, dl := range d.Deliveries {
@@ -163,7 +163,7 @@ func writeEvent(w io.Writer, d *opledger.EventDetail) error {
 		if dl.PayloadDiffers {
 			dup += ", payload differs from the first delivery's"
 		}
-		fmt.Fprintf(w, "  %s  %s  %s\n", dl.ReceivedAt.Format(time.RFC3339Nano), dash(dl.DeliveryID), dup)
+		fmt.Fprintf(w, "  %s  %s  %s\n", dl.ReceivedAt.Format(time.RFC3339Nano), cell(dash(dl.DeliveryID)), dup)
 	}
 	fmt.Fprintf(w, "\nOperations (%d):\n", len(d.Operations))
 	return writeOpsTable(w, d.Operations)

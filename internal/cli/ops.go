@@ -256,8 +256,8 @@ func writeOpsTable(w io.Writer, ops []*opledger.Operation) error {
 		if op.ReviewBy != nil {
 			review = op.ReviewBy.Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", op.Key, state, op.Destination, op.AttemptCount,
-			dash(op.Owner), review, age(now.Sub(op.CreatedAt)), dash(op.DestinationRef))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(op.Key), cell(state), cell(op.Destination), op.AttemptCount,
+			cell(dash(op.Owner)), review, age(now.Sub(op.CreatedAt)), cell(dash(op.DestinationRef)))
 	}
 	return tw.Flush()
 }
@@ -426,21 +426,23 @@ func nextDecision(op *opledger.Operation) (string, string) {
 	return "-", "-"
 }
 
+// writeShow prints ops show's text. Every stored value goes through cell,
+// so that one value is one line or table cell whatever it holds.
 func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	op := d.Operation
-	fmt.Fprintf(w, "%s  %s", op.Key, op.State)
+	fmt.Fprintf(w, "%s  %s", cell(op.Key), cell(string(op.State)))
 	if op.FailureKind != "" {
-		fmt.Fprintf(w, " (%s)", op.FailureKind)
+		fmt.Fprintf(w, " (%s)", cell(string(op.FailureKind)))
 	}
-	fmt.Fprintf(w, "\n  action %s → %s, owner %s\n", op.Action, op.Destination, dash(op.Owner))
+	fmt.Fprintf(w, "\n  action %s → %s, owner %s\n", cell(op.Action), cell(op.Destination), cell(dash(op.Owner)))
 	payload, _ := json.Marshal(op) // masks sensitive fields
 	var masked struct {
 		Payload json.RawMessage `json:"payload"`
 	}
 	_ = json.Unmarshal(payload, &masked)
-	fmt.Fprintf(w, "  payload %s\n", masked.Payload)
+	fmt.Fprintf(w, "  payload %s\n", cell(string(masked.Payload)))
 	if op.LastError != "" {
-		fmt.Fprintf(w, "  last error: %s\n", op.LastError)
+		fmt.Fprintf(w, "  last error: %s\n", cell(op.LastError))
 	}
 	if op.DuplicateEffects > 0 {
 		fmt.Fprintf(w, "  DUPLICATE EFFECTS DETECTED: %d\n", op.DuplicateEffects)
@@ -460,18 +462,19 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		if a.LateOutcome != "" {
 			outcome += ", late report " + a.LateOutcome
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, a.ID, a.Worker, a.ClaimedAt.Format("15:04:05.000"), disp, outcome, dash(a.DestinationRef), dash(a.Error))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, cell(a.ID), cell(a.Worker), a.ClaimedAt.Format("15:04:05.000"), disp,
+			cell(outcome), cell(dash(a.DestinationRef)), cell(dash(a.Error)))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nTimeline:")
 	for _, e := range d.Timeline {
 		move := ""
 		if e.To != "" {
-			move = fmt.Sprintf(" [%s → %s]", dash(string(e.From)), e.To)
+			move = fmt.Sprintf(" [%s → %s]", cell(dash(string(e.From))), cell(string(e.To)))
 		}
-		fmt.Fprintf(w, "  %s  %-12s %s%s", e.At.Format("2006-01-02 15:04:05.000"), e.Actor, e.Event, move)
+		fmt.Fprintf(w, "  %s  %-12s %s%s", e.At.Format("2006-01-02 15:04:05.000"), cell(e.Actor), cell(e.Event), move)
 		if e.Evidence != "" {
-			fmt.Fprintf(w, ": %s", e.Evidence)
+			fmt.Fprintf(w, ": %s", cell(e.Evidence))
 		}
 		fmt.Fprintln(w)
 	}
@@ -483,7 +486,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		{"destination reference", rec.DestinationRef}, {"result", rec.Result},
 		{"deduplication support", rec.DuplicateProtected}, {"next decision", rec.NextDecision}, {"reason", rec.Reason},
 	} {
-		fmt.Fprintf(tw, "  %s:\t%s\n", row[0], row[1])
+		fmt.Fprintf(tw, "  %s:\t%s\n", row[0], cell(row[1]))
 	}
 	return tw.Flush()
 }
@@ -557,6 +560,6 @@ func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decisio
 	if err != nil {
 		return refusedInput(err)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", op.Key, op.State)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", cell(op.Key), cell(string(op.State)))
 	return nil
 }

@@ -179,7 +179,7 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 				if t.RevokedAt != nil {
 					revoked = t.RevokedAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Tenant, t.Name, t.CreatedAt.Format(time.RFC3339), revoked)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Tenant), cell(t.Name), t.CreatedAt.Format(time.RFC3339), revoked)
 			}
 			return tw.Flush()
 		},

@@ -123,6 +123,12 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 		if err != nil && try < 5 && isCatalogRace(err) {
 			continue
 		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "3F000" { // no schema of the search_path exists
+			if c, cerr := s.HoldsLedger(ctx); cerr == nil {
+				err = fmt.Errorf("%w (the search_path %s names no schema that exists; create the schema first: CREATE SCHEMA %s)", err, c.SearchPath, c.FirstSchema())
+			}
+		}
 		return err
 	}
 }

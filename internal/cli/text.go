@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// oneLine makes an error message one line: the lines of multi-line
+// messages (pgx's dial errors, YAML decoding errors) are joined with "; ",
+// tabs and indentation removed. YAML's "field x not found in type T" reads
+// "unknown field x".
+func oneLine(msg string) string {
+	msg = yamlUnknownField.ReplaceAllString(msg, "unknown field $1")
+	msg = yamlErrorsHeader.ReplaceAllString(msg, "")
+	var b strings.Builder
+	for _, line := range strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		line = strings.TrimSpace(strings.ReplaceAll(line, "\t", " "))
+		switch {
+		case line == "":
+			continue
+		case b.Len() == 0:
+		case strings.HasSuffix(b.String(), ":"): // "failed to connect to …:" introduces the next line
+			b.WriteString(" ")
+		default:
+			b.WriteString("; ")
+		}
+		b.WriteString(line)
+	}
+	return cell(b.String())
+}
+
+var (
+	yamlUnknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
+	yamlErrorsHeader = regexp.MustCompile(`unmarshal errors:\n\s*`)
+)
+
+// cell escapes the control characters of a stored value printed in a text
+// table or line (a newline as \n, a tab as \t, others as \x1b or \u2028),
+// so that one value stays one cell and cannot forge lines of the output.
+// What is stored is not changed; --json prints it as it is.
+func cell(s string) string {
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if !isControl(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r) // '\n', '\x1b', '\u2028'
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}
+
+// isControl reports the runes that move the cursor or the terminal's
+// state: C0, DEL, C1, and the Unicode line and paragraph separators.
+func isControl(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
+}
+
+// looksLikePostgres reports a value that may carry credentials: a libpq
+// keyword string (password=…) or a URL with a user (u:pw@host). Such a
+// value is never repeated in a message.
+func looksLikePostgres(dsn string) bool {
+	return strings.ContainsAny(dsn, "@= \t\n\r\v\f") || strings.Contains(strings.ToLower(dsn), "postgres")
+}
+
+// redactedDSN is dsn as it may be shown: a SQLite DSN as it is, a postgres://
+// URL without its password, anything else not at all (placeholder).
+func redactedDSN(dsn, placeholder string) string {
+	if strings.HasPrefix(dsn, "sqlite:") && !looksLikePostgres(dsn) {
+		return dsn
+	}
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return placeholder
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return placeholder
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}

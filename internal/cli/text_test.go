@@ -1,0 +1,29 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestOneLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain": "plain",
+		"failed to connect to `x`:\n\thost a: refused\n\thost b: refused":                                                                                          "failed to connect to `x`: host a: refused; host b: refused",
+		"config c.yaml: yaml: unmarshal errors:\n  line 1: field bogus not found in type server.FileConfig\n  line 3: field x not found in type server.FileConfig": "config c.yaml: yaml: line 1: unknown field bogus; line 3: unknown field x",
+		"a\r\nb\x1b[2J": `a; b\x1b[2J`,
+	} {
+		require.Equal(t, want, oneLine(in), "%q", in)
+	}
+}
+
+func TestCell(t *testing.T) {
+	for in, want := range map[string]string{
+		"H42":             "H42",
+		"a\nb\tc\rd":      `a\nb\tc\rd`,
+		"\x1b[31mred\x7f": `\x1b[31mred\x7f`,
+		"é\u2028\u0085ü":  `é\u2028\u0085ü`,
+	} {
+		require.Equal(t, want, cell(in), "%q", in)
+	}
+}

@@ -1,0 +1,76 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// LedgerCheck is what HoldsLedger found: where the connection would create
+// the ledger's tables, and whether a ledger is there already.
+type LedgerCheck struct {
+	// Schema is the schema the connection's search_path creates in (its
+	// current_schema()); empty when no schema of the search_path exists.
+	Schema string
+	// SearchPath is the connection's search_path, as the server reports it.
+	SearchPath string
+	// Holds is whether Schema holds an opledger ledger (its
+	// schema_migrations table).
+	Holds bool
+}
+
+// holdsLedgerQuery reads, without writing, the schema new tables go to and
+// whether schema_migrations is a table of it. current_schema() is NULL when
+// no schema named by the search_path exists.
+const holdsLedgerQuery = `SELECT COALESCE(current_schema(), ''), current_setting('search_path'),
+	EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relname = 'schema_migrations' AND c.relkind IN ('r', 'p'))`
+
+// FirstSchema is the first schema the search_path names, for a hint to
+// create it ("$user", the user's own schema, is left to the reader).
+func (c LedgerCheck) FirstSchema() string {
+	first, _, _ := strings.Cut(c.SearchPath, ",")
+	if first = strings.TrimSpace(first); first == "" || first == `"$user"` {
+		return "<schema>"
+	}
+	return first
+}
+
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func holdsLedger(ctx context.Context, q queryRower) (LedgerCheck, error) {
+	var c LedgerCheck
+	if err := q.QueryRow(ctx, holdsLedgerQuery).Scan(&c.Schema, &c.SearchPath, &c.Holds); err != nil {
+		return LedgerCheck{}, fmt.Errorf("read postgres catalog: %w", err)
+	}
+	return c, nil
+}
+
+// HoldsLedger reports whether the schema the store's connections create
+// in (the first existing schema of their search_path) holds an opledger
+// ledger, reading the catalog without writing anything. Open and Migrate
+// would make an empty schema a ledger.
+func (s *Store) HoldsLedger(ctx context.Context) (LedgerCheck, error) {
+	return holdsLedger(ctx, s.pool)
+}
+
+// HoldsLedger is Store.HoldsLedger on one connection of its own to the
+// database named by dsn, for a caller that does not mean to open the
+// store: it writes nothing.
+func HoldsLedger(ctx context.Context, dsn string) (LedgerCheck, error) {
+	cfg, err := pgxpool.ParseConfig(dsn) // takes the pool settings a store DSN may carry
+	if err != nil {
+		return LedgerCheck{}, fmt.Errorf("open postgres: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return LedgerCheck{}, fmt.Errorf("open postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return holdsLedger(ctx, conn)
+}
