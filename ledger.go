@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -288,6 +289,10 @@ type txn struct {
 	// spec is set when the decision is made on a snapshot instead of in a
 	// store transaction (tx is then nil).
 	spec *speculation
+	// secrets are the texts scrub masks, computed for secretsOf sensitive
+	// fields (the operation may gain fields during the decision).
+	secrets   []string
+	secretsOf int
 	// attempts are the attempt rows written, in order.
 	attempts []*store.Attempt
 }
@@ -451,6 +456,38 @@ func (t *txn) move(to State, actor, attemptID, event, evidence string) {
 		Tenant: t.tenant, Key: t.key, At: t.now, Actor: actor, AttemptID: attemptID,
 		Event: event, FromState: string(from), ToState: string(to), Evidence: evidence,
 	})
+}
+
+// minSecretLength is the shortest sensitive value scrub masks inside
+// text: shorter ones (a flag, a count) would mask ordinary words and
+// numbers of every message while protecting little.
+const minSecretLength = 3
+
+// scrub masks in s, free text the ledger is about to store (an error, a
+// timeline's evidence, a reason), every occurrence of a value of one of
+// the operation's sensitive fields: a destination's "invalid address
+// ana@example.invalid" is stored as "invalid address ***". Masking at
+// write time keeps such values out of every list, log and export that
+// shows the text. Operations without sensitive fields pay nothing.
+func (t *txn) scrub(s string) string {
+	if s == "" || t.op == nil || len(t.op.SensitiveFields) == 0 {
+		return s
+	}
+	if t.secrets == nil || t.secretsOf != len(t.op.SensitiveFields) {
+		t.secrets, t.secretsOf = []string{}, len(t.op.SensitiveFields)
+		for v := range sensitiveValues(t.op.Payload, t.op.SensitiveFields) {
+			if len(v) >= minSecretLength {
+				t.secrets = append(t.secrets, v)
+			}
+		}
+		// Longest first, so that a value containing another is masked
+		// whole.
+		slices.SortFunc(t.secrets, func(a, b string) int { return len(b) - len(a) })
+	}
+	for _, v := range t.secrets {
+		s = strings.ReplaceAll(s, v, Mask)
+	}
+	return s
 }
 
 // note records evidence without a state change.

@@ -77,13 +77,22 @@ func (t *txn) updateAttempt(a *store.Attempt) error {
 }
 
 // writeAll performs ws: in the transaction, or into the speculation.
+// The free text it writes is scrubbed of the operation's sensitive values
+// first (scrub).
 func (t *txn) writeAll(ws []store.Write) error {
 	for _, w := range ws {
 		switch {
 		case w.InsertAttempt != nil:
 			t.attempts = append(t.attempts, w.InsertAttempt)
 		case w.UpdateAttempt != nil:
+			w.UpdateAttempt.Error = t.scrub(w.UpdateAttempt.Error)
 			t.attempts = append(t.attempts, w.UpdateAttempt)
+		case w.InsertOperation != nil:
+			w.InsertOperation.LastError = t.scrub(w.InsertOperation.LastError)
+		case w.UpdateOperation != nil:
+			w.UpdateOperation.LastError = t.scrub(w.UpdateOperation.LastError)
+		case w.AppendTimeline != nil:
+			w.AppendTimeline.Evidence = t.scrub(w.AppendTimeline.Evidence)
 		}
 	}
 	if t.spec != nil {

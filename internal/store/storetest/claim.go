@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,6 +155,47 @@ func testReport(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Equal(t, "succeeded", attempts[0].Outcome)
 		require.NotNil(t, attempts[0].DispatchedAt)
+	})
+
+	// A destination's error that repeats a sensitive value (its own
+	// validation message, an echoed body) is stored with the value masked:
+	// the attempt's error, the operation's last error, the timeline's
+	// evidence and an operator's reason alike. Short values and other
+	// operations' text are left alone.
+	t.Run("SensitiveValuesMaskedInText", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		in.Payload = json.RawMessage(`{"contact":{"email":"ana@example.invalid","pin":12345678901234567890},"flag":"ab","units":2}`)
+		in.SensitiveFields = []string{"contact", "flag"}
+		_, _, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		c := b.claimDispatched(t, "k1")
+		op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain,
+			Error: "422 invalid address ana@example.invalid (pin 12345678901234567890) ab units 2"})
+		const masked = "422 invalid address *** (pin ***) ab units 2"
+		require.Equal(t, masked, op.LastError)
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, masked, attempts[0].Error)
+		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel,
+			Reason: "ana@example.invalid asked us to stop", Operator: "oncall"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateFailed, op.State)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		var text []string
+		for _, e := range tl {
+			text = append(text, e.Evidence)
+		}
+		all := strings.Join(text, "\n")
+		require.NotContains(t, all, "ana@example.invalid")
+		require.NotContains(t, all, "12345678901234567890")
+		require.Contains(t, all, "*** asked us to stop")
+
+		c = b.dispatched(t, "k2") // no sensitive fields: nothing masked
+		op = b.report(t, "k2", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "422 invalid address ana@example.invalid"})
+		require.Equal(t, "422 invalid address ana@example.invalid", op.LastError)
 	})
 
 	t.Run("Rejected", func(t *testing.T) {
