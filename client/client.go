@@ -15,8 +15,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +64,10 @@ func (e *Error) Error() string {
 // Kind is the stable suffix of the problem type, e.g. "in_progress".
 func (e *Error) Kind() string { return strings.TrimPrefix(e.Problem.Type, httpapi.ProblemTypeBase) }
 
-// Is matches the opledger sentinel errors by problem kind.
+// Is matches the opledger sentinel errors by problem kind, and by the
+// problem's state as *opledger.StateError does: an invalid_state problem
+// whose state is succeeded matches opledger.ErrAlreadySucceeded, one
+// whose state is in_progress opledger.ErrInProgress.
 func (e *Error) Is(target error) bool {
 	switch e.Kind() {
 	case "fingerprint_mismatch":
@@ -72,7 +77,15 @@ func (e *Error) Is(target error) bool {
 	case "not_due":
 		return target == opledger.ErrNotDue || target == opledger.ErrInvalidState
 	case "invalid_state":
-		return target == opledger.ErrInvalidState
+		switch target {
+		case opledger.ErrInvalidState:
+			return true
+		case opledger.ErrAlreadySucceeded:
+			return e.Problem.State == opledger.StateSucceeded
+		case opledger.ErrInProgress:
+			return e.Problem.State == opledger.StateInProgress
+		}
+		return false
 	case "stale_fencing_token":
 		return target == opledger.ErrStaleFencingToken
 	case "not_found":
@@ -167,6 +180,42 @@ type OperationDetail struct {
 	opledger.Operation
 	Attempts []opledger.Attempt       `json:"attempts"`
 	Timeline []opledger.TimelineEntry `json:"timeline"`
+}
+
+// MarshalJSON encodes the detail as the API sends it: the operation's
+// fields as opledger.Operation encodes them (payload and response masked
+// at its sensitive fields), then attempts and timeline. Without it the
+// embedded Operation's MarshalJSON would encode the operation alone.
+func (d OperationDetail) MarshalJSON() ([]byte, error) {
+	return withFields(d.Operation, map[string]any{"attempts": d.Attempts, "timeline": d.Timeline})
+}
+
+// withFields encodes op and adds extra top-level fields (none of them a
+// field of the operation) after its own, in the order of their names.
+func withFields(op opledger.Operation, extra map[string]any) ([]byte, error) {
+	b, err := json.Marshal(op)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("operation encoded as %.20q, not an object", b)
+	}
+	out := b[:len(b)-1]
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		raw, err := json.Marshal(extra[k])
+		if err != nil {
+			return nil, err
+		}
+		name, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, name...), ':'), raw...)
+	}
+	return append(out, '}'), nil
 }
 
 // Get returns an operation with its attempts and timeline.
@@ -284,6 +333,14 @@ type Report struct {
 type ReportResult struct {
 	opledger.Operation
 	StaleReport bool `json:"stale_report"`
+}
+
+// MarshalJSON encodes the result as the API sends it: the operation's
+// fields as opledger.Operation encodes them (payload and response masked
+// at its sensitive fields), then stale_report. Without it the embedded
+// Operation's MarshalJSON would encode the operation alone.
+func (r ReportResult) MarshalJSON() ([]byte, error) {
+	return withFields(r.Operation, map[string]any{"stale_report": r.StaleReport})
 }
 
 // Report reports an attempt's outcome.

@@ -2,15 +2,43 @@ package destination
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxRefBytes is the longest reference ScanRef reads (the ledger's limit
 // on a reference); a longer value is no reference.
 const maxRefBytes = 200
+
+// storable reports whether v, decoded from the JSON string raw (quotes
+// included), is text the ledger can store as a reference and the text the
+// answer holds: raw is valid UTF-8, v has no NUL byte (which the ledger
+// refuses), and every U+FFFD in v was in raw, as such or as \ufffd, not
+// put there by the decoder for a lone surrogate escape (\ud800).
+func storable(raw []byte, v string) bool {
+	if !utf8.Valid(raw) || strings.IndexByte(v, 0) >= 0 {
+		return false
+	}
+	want := strings.Count(v, "\uFFFD")
+	if want == 0 {
+		return true
+	}
+	have := bytes.Count(raw, []byte("\uFFFD"))
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if i+5 < len(raw) && raw[i+1] == 'u' && strings.EqualFold(string(raw[i+2:i+6]), "fffd") {
+			have++
+		}
+		i++ // the escaped byte is not a backslash of its own
+	}
+	return have == want
+}
 
 // maxScanDepth bounds the nesting of a scanned answer, as encoding/json
 // does.
@@ -23,7 +51,8 @@ const maxScanDepth = 10000
 // object keys on the pointer's way, never the answer, so an answer of any
 // size can be searched as it streams by. ok is false when the answer is
 // not one JSON document, or has no reference there of at most
-// maxRefBytes bytes.
+// maxRefBytes bytes that the ledger can store: a string with a NUL byte
+// (\u0000), invalid UTF-8 or a lone surrogate escape (\ud800) is none.
 func (h *HTTP) ScanRef(r io.Reader) (ref string, ok bool) { return scanRef(r, h.ref.tokens) }
 
 // scanRef reads one JSON document from in, to its end, and returns the
@@ -96,7 +125,7 @@ func (s *refScanner) value(depth int, onPath bool) error {
 			return err
 		}
 		var v string
-		if json.Unmarshal(raw, &v) == nil && v != "" && len(v) <= maxRefBytes {
+		if json.Unmarshal(raw, &v) == nil && v != "" && len(v) <= maxRefBytes && storable(raw, v) {
 			s.ref, s.found = v, true
 		}
 		return nil

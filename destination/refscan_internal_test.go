@@ -4,12 +4,13 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
 
 // ScanRef reads the same reference as RefOf, which the proxy uses for
-// answers it holds whole.
+// answers it holds whole, except those the ledger cannot store.
 func TestScanRefAgreesWithRefOf(t *testing.T) {
 	t.Parallel()
 	docs := []string{
@@ -23,6 +24,15 @@ func TestScanRefAgreesWithRefOf(t *testing.T) {
 		`{"id":"x"} {"id":"y"}`, `{"id":"x",}`, `{"id":"x"`, `{"id":01}`, `{"id":1.}`, `{"id":-}`, `{"id":tru}`,
 		`{"id":"tab	in"}`, `{"id":"\x"}`, `{"id":"\u12"}`, `not json`, ``, `  `, `{"id":"\xff"}`,
 		`[{"id":1}]`, `{"id":1e5}`, `{"id":0}`, `{"id":-0.0E-0}`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+		`{"id":"\ufffd"}`, `{"id":"a\uFFFDb�"}`, `{"id":"\\ufffd"}`, `{"id":"\ud83d\ude00"}`,
+	}
+	// RefOf decodes these to text the ledger refuses (NUL) or to U+FFFD
+	// for what the answer holds (invalid UTF-8, a lone surrogate); ScanRef
+	// finds no reference in them.
+	unstorable := map[string]bool{"{\"id\":\"\xff\"}": true, `{"id":"a\u0000b"}`: true, `{"id":"\ud800"}`: true,
+		`{"id":"x\udc00\ufffd"}`: true, `{"id":"\u0000"}`: true, "{\"id\":\"a\xffb\"}": true}
+	for doc := range unstorable {
+		docs = append(docs, doc)
 	}
 	for _, ptr := range []string{"/id", "", "/a/b", "/a/1/b", "/a/1", "/a~1b/~0", "/0/id"} {
 		p, err := parsePointer(ptr)
@@ -30,7 +40,7 @@ func TestScanRefAgreesWithRefOf(t *testing.T) {
 		h := &HTTP{ref: p}
 		for _, doc := range docs {
 			want, werr := h.RefOf([]byte(doc))
-			wantOK := werr == nil && len(want) <= maxRefBytes
+			wantOK := werr == nil && len(want) <= maxRefBytes && !(ptr == "/id" && unstorable[doc])
 			if !wantOK {
 				want = ""
 			}
@@ -38,5 +48,25 @@ func TestScanRefAgreesWithRefOf(t *testing.T) {
 			require.Equal(t, wantOK, ok, "pointer %q, doc %.80q", ptr, doc)
 			require.Equal(t, want, got, "pointer %q, doc %.80q", ptr, doc)
 		}
+	}
+}
+
+// Only references the ledger can store are found: a NUL byte, invalid
+// UTF-8 or a lone surrogate would make it refuse the whole report.
+func TestScanRefOnlyStorable(t *testing.T) {
+	t.Parallel()
+	p, err := parsePointer("/id")
+	require.NoError(t, err)
+	h := &HTTP{ref: p}
+	for doc, want := range map[string]string{
+		`{"id":"a\u0000b"}`: "", "{\"id\":\"a\xffb\"}": "", `{"id":"\ud800x"}`: "", `{"id":"\udfff"}`: "",
+		`{"id":"é\u00e9"}`: "éé", `{"id":"\ufffd"}`: "\uFFFD", `{"id":"\\ufffd"}`: `\ufffd`,
+		`{"id":"` + strings.Repeat("é", 100) + `"}`:  strings.Repeat("é", 100),
+		`{"id":"` + strings.Repeat("é", 100) + `x"}`: "",
+	} {
+		got, ok := h.ScanRef(strings.NewReader(doc))
+		require.Equal(t, want != "", ok, "%q", doc)
+		require.Equal(t, want, got, "%q", doc)
+		require.True(t, utf8.ValidString(got) && !strings.ContainsRune(got, 0))
 	}
 }

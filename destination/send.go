@@ -94,22 +94,30 @@ func (e *SendError) Unwrap() error { return e.Err }
 // The caller closes resp.Body whenever resp is not nil. Whether the request
 // was written is read from net/http/httptrace (GotConn, WroteRequest); a
 // request whose write neither finished nor failed before the error counts
-// as written. SendHTTP also makes a request non-replayable, so that
-// net/http never silently resends it on a fresh connection: every send is
-// an attempt on record. (Not a POST, PUT or PATCH without a body that
-// carries an Idempotency-Key header: net/http may send that one again,
-// under the same key.) Redirects should not be followed for side
-// effects; clients made by this package return 3xx answers as they are.
+// as written. SendHTTP also makes every request non-replayable, so that
+// net/http never silently sends it a second time on a fresh connection
+// after it may have reached the destination: every send is an attempt on
+// record. (A TRACE is left as net/http makes it.) A request without a
+// body that net/http would deem replayable gets an empty one it cannot
+// rewind: a GET, HEAD, DELETE or OPTIONS still goes out with no body; a
+// POST, PUT, PATCH or other method — replayable only when it carries an
+// Idempotency-Key or X-Idempotency-Key header — goes out with an empty
+// chunked body ("Transfer-Encoding: chunked") instead of
+// "Content-Length: 0". A request with a body keeps its Content-Length.
+// Redirects should not be followed for side effects; clients made by
+// this package return 3xx answers as they are.
 func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Response, error) {
 	tr := &writeTrace{}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), tr.clientTrace()))
 	// net/http resends a request on a reused connection that died after
 	// the request was written when it deems the request replayable: a
-	// body it can rewind (GetBody), or none at all, for GET, HEAD and
-	// OPTIONS and for any method with an Idempotency-Key header. A body it
-	// cannot rewind makes it never do so. A method that usually has no
-	// body gets an empty one, which net/http still sends as no body.
-	if (req.Body == nil || req.Body == http.NoBody) && methodLacksBody(req.Method) {
+	// body it can rewind (GetBody), or none at all (nil or http.NoBody),
+	// for GET, HEAD, OPTIONS and TRACE and for any method with an
+	// Idempotency-Key or X-Idempotency-Key header. A body it cannot
+	// rewind makes it never do so; a request that never reached the
+	// connection (nothing written) may still be sent on another one.
+	if (req.Body == nil || req.Body == http.NoBody) && req.Method != http.MethodTrace &&
+		(methodLacksBody(req.Method) || req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != "") {
 		req.Body = io.NopCloser(strings.NewReader(""))
 		req.ContentLength = 0
 	}

@@ -26,7 +26,8 @@ const (
 	// DefaultMaxResponseBytes is the largest upstream answer saved for
 	// replay (1 MiB); a larger one is returned once and saved without body.
 	DefaultMaxResponseBytes = 1 << 20
-	// DefaultTimeout bounds one forwarded request.
+	// DefaultTimeout bounds the wait for the upstream of one forwarded
+	// request (see Upstream.Timeout).
 	DefaultTimeout = 30 * time.Second
 	// DefaultCredentialHeader scopes keys per caller.
 	DefaultCredentialHeader = "Authorization"
@@ -66,7 +67,9 @@ type Upstream struct {
 	// URL is the upstream's base URL; the path after Prefix is appended.
 	URL string `yaml:"url"`
 	// ProtectedMethods go through the ledger. Default POST and PATCH.
-	// Other methods are passed through as a plain reverse proxy.
+	// Other methods are passed through as a plain reverse proxy; a
+	// protected method spelled in another case ("post") is refused with
+	// 400.
 	ProtectedMethods []string `yaml:"protected_methods"`
 	// AllowMissingKey passes a protected request without an
 	// Idempotency-Key header through unprotected instead of refusing it
@@ -84,14 +87,20 @@ type Upstream struct {
 	// callers' keys. Default Authorization. Requests without it share the
 	// upstream's anonymous scope.
 	CredentialHeader string `yaml:"credential_header"`
-	// Timeout bounds one forwarded request; a request that gets no answer
-	// in time after it was written is uncertain (504). 0 means
+	// Timeout bounds the time a forwarded request waits for the upstream,
+	// in all: for its status and headers and for the parts of its answer. A
+	// request that gets no answer in time after it was written is
+	// uncertain (504). The time the caller takes to receive an answer too
+	// large to save does not count; each write to the caller has this
+	// deadline instead, and a caller that misses it has its connection
+	// broken off (the outcome stays the upstream's). 0 means
 	// DefaultTimeout (30 s); negative is refused.
 	Timeout destination.Duration `yaml:"timeout"`
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
 	// answer. Default /id. Answers without one (not JSON, nothing there,
-	// not a string, number or boolean, or longer than 200 bytes) are
-	// recorded under the attempt id.
+	// not a string, number or boolean, longer than 200 bytes, or not text
+	// the ledger can store: a NUL byte, invalid UTF-8, a lone surrogate)
+	// are recorded under the attempt id.
 	Ref string `yaml:"ref"`
 	// Idempotency declares that the upstream honours an idempotency key
 	// header. The proxy then sends the ledger's derived key (never the

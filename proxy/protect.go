@@ -14,7 +14,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
@@ -83,6 +85,14 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 	callerKey, err := parseKey(values)
 	if err != nil {
 		writeProblem(w, r, http.StatusBadRequest, "invalid_idempotency_key", err.Error(), nil)
+		return
+	}
+	if !utf8.ValidString(fingerprintPath(r.URL)) || !utf8.ValidString(r.URL.RawQuery) {
+		// The payload is JSON text: invalid bytes would be recorded as
+		// U+FFFD, and two different requests with the same key would have
+		// the same fingerprint (a replay instead of 422).
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input",
+			"the request's path or query holds bytes that are not UTF-8: percent-encode them (%FF); nothing was recorded or forwarded", nil)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes))
@@ -258,13 +268,16 @@ func (p *Proxy) otherUpstream(w http.ResponseWriter, r *http.Request, log *slog.
 // escaped path after the route's prefix.
 func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, body []byte) {
 	ctx := context.WithoutCancel(r.Context())
-	callCtx, cancel := context.WithTimeout(ctx, rt.timeout)
-	defer cancel()
+	// The time spent waiting for the upstream is bounded by the route's
+	// timeout; time spent relaying a large answer to the caller is not
+	// (see upstreamClock and relay).
+	callCtx, clock := startClock(ctx, rt.timeout)
+	defer clock.stop()
 	out, err := http.NewRequestWithContext(callCtx, r.Method, rt.target(rest, r.URL.RawQuery).String(), bytes.NewReader(body))
 	if err != nil {
 		// Nothing was sent: give the attempt back as retryable.
 		if _, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: opledger.OutcomeRetryable,
-			Error: "build the upstream request: " + err.Error()}); ok {
+			Error: "build the upstream request: " + err.Error()}, false); ok {
 			writeProblem(w, r, http.StatusInternalServerError, "internal", "the request could not be forwarded; nothing was sent", nil)
 		}
 		return
@@ -278,6 +291,8 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		p.lost(ctx, w, r, log, claim, sendErr)
 		return
 	}
+	// From here on the upstream answered: a failure to record the outcome
+	// must not tell the caller that nothing was forwarded.
 	defer resp.Body.Close()
 	answer, readErr := io.ReadAll(io.LimitReader(resp.Body, rt.MaxResponseBytes+1))
 	if readErr != nil {
@@ -286,23 +301,22 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	}
 	s := &saved{Status: resp.StatusCode, Header: responseHeaders(resp.Header), Body: answer, Upstream: rt.identity}
 	oversized := int64(len(answer)) > rt.MaxResponseBytes
-	more := io.Reader(nil)
 	if oversized {
-		s.Body, s.BodyOmitted, more = nil, true, io.MultiReader(bytes.NewReader(answer), resp.Body)
+		s.Body, s.BodyOmitted = nil, true
 	}
 	outcome, retryAfter := opledger.OutcomeSucceeded, time.Duration(0)
 	if sendErr != nil {
 		outcome, retryAfter = opledger.OutcomeOf(sendErr)
 	}
 	if oversized && outcome == opledger.OutcomeSucceeded {
-		p.forwardLarge(ctx, rt, w, log, claim, out, s, answer, resp.Body)
+		p.forwardLarge(ctx, rt, w, log, claim, out, s, answer, resp.Body, clock)
 		return
 	}
 	rep := opledger.Report{Outcome: outcome, RetryAfter: retryAfter}
 	switch outcome {
 	case opledger.OutcomeSucceeded, opledger.OutcomeRejected:
 		if rep.Response, err = json.Marshal(s); err != nil {
-			p.internal(w, r, log, err)
+			p.unrecorded(w, r, log, err)
 			return
 		}
 		if outcome == opledger.OutcomeSucceeded {
@@ -313,7 +327,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	default:
 		rep.Error = errorText(sendErr)
 	}
-	op, ok := p.report(ctx, w, r, log, claim, rep)
+	op, ok := p.report(ctx, w, r, log, claim, rep, true)
 	if !ok {
 		return
 	}
@@ -321,28 +335,59 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	if outcome == opledger.OutcomeUncertain {
 		w.Header().Set(HeaderState, string(op.State))
 	}
-	writeAnswer(w, s.Status, s.Header, answer, more)
+	if !oversized {
+		writeAnswer(w, s.Status, s.Header, answer)
+		return
+	}
+	// An answer too large to save, not a 2xx: its outcome is recorded;
+	// it is passed on as it arrives, and broken off rather than ended as
+	// if complete when either side fails.
+	addHeaders(w, s.Header)
+	w.WriteHeader(s.Status)
+	clock.pause()
+	rl := newRelay(w, rt.timeout)
+	_, copyErr := io.Copy(rl, io.MultiReader(bytes.NewReader(answer), clock.reader(resp.Body)))
+	if err := rl.finish(); copyErr != nil || err != nil {
+		log.Warn("the answer broke off on its way to the caller; breaking off the caller's answer",
+			"upstream_error", errText(copyErr), "caller_error", errText(err))
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// errText is err's text, or "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // forwardLarge finishes a forward whose 2xx answer is larger than
 // MaxResponseBytes: head is its first bytes, already read, body the rest.
-// The answer is passed to the caller as it arrives, and its reference read
-// from the whole of it on the way (ScanRef holds neither); only then is the
-// outcome recorded, with the status and headers as the saved answer, not
-// the body. The caller's answer ends only after that: if the upstream's
-// body breaks off (then the operation is uncertain, as for a smaller
-// answer) or the ledger cannot record the outcome (then it stays
-// in_progress and becomes uncertain when its lease ends), the connection
-// to the caller is broken off, so that no caller takes a partial or
-// unrecorded answer for a complete one.
+// The answer is passed to the caller as it arrives (see relay), and its
+// reference read from the whole of it on the way (ScanRef holds neither);
+// only then is the outcome recorded, with the status and headers as the
+// saved answer, not the body. The upstream's 2xx decides the outcome: a
+// caller that stops taking the answer (it went away, or took nothing for
+// the route's timeout) does not make the operation uncertain, and the
+// upstream's answer is still read to its end for the reference. If the
+// upstream's body breaks off (then the operation is uncertain, as for a
+// smaller answer), the ledger cannot record the outcome (then it stays
+// in_progress and becomes uncertain when its lease ends) or the caller
+// did not take the whole answer, the connection to the caller is broken
+// off, so that no caller takes a partial or unrecorded answer for a
+// complete one.
 func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWriter, log *slog.Logger, claim *opledger.Claim,
-	out *http.Request, s *saved, head []byte, body io.Reader) {
+	out *http.Request, s *saved, head []byte, body io.Reader, clock *upstreamClock) {
 	addHeaders(w, s.Header)
 	w.WriteHeader(s.Status)
-	up := &readErrors{r: body}
-	in := io.TeeReader(io.MultiReader(bytes.NewReader(head), up), &lenientWriter{w: w})
+	clock.pause()
+	up := &readErrors{r: clock.reader(body)}
+	rl := newRelay(w, rt.timeout)
+	in := io.TeeReader(io.MultiReader(bytes.NewReader(head), up), rl)
 	ref := refOf(rt, in, claim)
 	_, _ = io.Copy(io.Discard, in) // whatever follows the document, or the rest of what is not JSON
+	relayErr := rl.finish()
 	rep := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref}
 	if up.err != nil {
 		lost := opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: up.err})
@@ -363,10 +408,137 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 		log.Error("could not record the outcome; breaking off the answer", "error", err)
 		panic(http.ErrAbortHandler)
 	}
-	log.Info("forwarded", "status", s.Status, "outcome", rep.Outcome, "state", op.State, "protected", claim.Protected, "body_omitted", true)
-	if up.err != nil {
+	log.Info("forwarded", "status", s.Status, "outcome", rep.Outcome, "state", op.State, "protected", claim.Protected,
+		"body_omitted", true, "relayed", relayErr == nil)
+	if relayErr != nil {
+		log.Warn("the caller did not take the whole answer; its connection is broken off", "error", relayErr)
+	}
+	if up.err != nil || relayErr != nil {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// upstreamClock bounds the time spent waiting for the upstream to a
+// route's timeout: it cancels its context, with context.DeadlineExceeded
+// as the cause (what net/http then returns), once that much time has
+// passed outside pauses. It runs from the start of the forward until the
+// answer's first bytes are read; an answer relayed as it arrives is then
+// read through reader, which runs the clock only while it waits for the
+// upstream, so that neither a slow caller nor the proxy's own work uses
+// up the upstream's time.
+type upstreamClock struct {
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	timer  *time.Timer
+	left   time.Duration // what remained at since; 0 once run out
+	since  time.Time     // when it last started
+	paused bool
+}
+
+// startClock returns a context of ctx that the clock cancels once d has
+// passed outside pauses.
+func startClock(ctx context.Context, d time.Duration) (context.Context, *upstreamClock) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c := &upstreamClock{cancel: cancel, left: d, since: time.Now()}
+	c.timer = time.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+	return ctx, c
+}
+
+// pause stops the clock until resume.
+func (c *upstreamClock) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paused {
+		return
+	}
+	c.paused = true
+	if !c.timer.Stop() {
+		c.left = 0 // it has run out
+		return
+	}
+	// At least 1ns, so that resume restarts a clock that was about to run
+	// out, rather than taking it for one that has.
+	c.left = max(c.left-time.Since(c.since), 1)
+}
+
+// resume restarts a paused clock with the time that was left.
+func (c *upstreamClock) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.paused {
+		return
+	}
+	c.paused = false
+	if c.left > 0 { // else it has run out: the context is cancelled
+		c.since = time.Now()
+		c.timer.Reset(c.left)
+	}
+}
+
+// reader returns r read with the clock running, and paused between
+// reads.
+func (c *upstreamClock) reader(r io.Reader) io.Reader { return &clockedReader{r: r, c: c} }
+
+type clockedReader struct {
+	r io.Reader
+	c *upstreamClock
+}
+
+func (cr *clockedReader) Read(b []byte) (int, error) {
+	cr.c.resume()
+	defer cr.c.pause()
+	return cr.r.Read(b)
+}
+
+// stop stops the clock and cancels its context.
+func (c *upstreamClock) stop() {
+	c.timer.Stop()
+	c.cancel(context.Canceled)
+}
+
+// relay writes an answer to the caller as it arrives. Each write has a
+// write deadline of the route's timeout, so that a caller that takes
+// nothing for that long cannot hold the handler forever. After a failed
+// write it keeps the error and discards the rest: a caller that went
+// away must not stop the proxy from reading the upstream's answer to its
+// end. Its Write never fails.
+type relay struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	err     error
+}
+
+func newRelay(w http.ResponseWriter, timeout time.Duration) *relay {
+	return &relay{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+func (r *relay) Write(b []byte) (int, error) {
+	if r.err == nil {
+		// Not every ResponseWriter supports deadlines (ErrNotSupported);
+		// net/http's servers do.
+		_ = r.rc.SetWriteDeadline(time.Now().Add(r.timeout))
+		if _, err := r.w.Write(b); err != nil {
+			r.err = err
+		}
+	}
+	return len(b), nil
+}
+
+// finish sends what the ResponseWriter still buffers, within the same
+// deadline, then lifts the deadline (it would otherwise hold for the
+// connection's next request). It returns the first error of the relay.
+func (r *relay) finish() error {
+	if r.err == nil {
+		_ = r.rc.SetWriteDeadline(time.Now().Add(r.timeout))
+		if err := r.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			r.err = err
+		}
+	}
+	if r.err == nil {
+		_ = r.rc.SetWriteDeadline(time.Time{})
+	}
+	return r.err
 }
 
 // readErrors keeps the first error of r other than io.EOF.
@@ -383,29 +555,14 @@ func (e *readErrors) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// lenientWriter writes to w until a write fails, then discards: a caller
-// that went away must not stop the proxy from reading the upstream's
-// answer to its end.
-type lenientWriter struct {
-	w      io.Writer
-	failed bool
-}
-
-func (l *lenientWriter) Write(b []byte) (int, error) {
-	if !l.failed {
-		if _, err := l.w.Write(b); err != nil {
-			l.failed = true
-		}
-	}
-	return len(b), nil
-}
-
 // refOf is the effect's reference: read from the answer at the upstream's
 // Ref as it streams by (ScanRef, which keeps nothing else of it, so a
 // saved answer and one too large to save are read the same way), or the
-// attempt id when the answer has none.
+// attempt id when the answer has none the ledger can store (ScanRef
+// returns none longer than the ledger's limit, with a NUL byte or not
+// UTF-8; the ledger would refuse the whole report for it).
 func refOf(rt *route, answer io.Reader, claim *opledger.Claim) string {
-	if ref, ok := rt.dest.ScanRef(answer); ok {
+	if ref, ok := rt.dest.ScanRef(answer); ok && utf8.ValidString(ref) && !strings.ContainsRune(ref, 0) {
 		return ref
 	}
 	return "attempt:" + claim.AttemptID
@@ -421,14 +578,14 @@ func existsStatus(rt *route) int {
 // lost records a request that got no answer and tells the caller.
 func (p *Proxy) lost(ctx context.Context, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, sendErr error) {
 	outcome, retryAfter := opledger.OutcomeOf(sendErr)
-	op, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: outcome, RetryAfter: retryAfter, Error: errorText(sendErr)})
+	op, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: outcome, RetryAfter: retryAfter, Error: errorText(sendErr)},
+		outcome == opledger.OutcomeUncertain)
 	if !ok {
 		return
 	}
 	log.Info("no answer from the upstream", "outcome", outcome, "state", op.State, "timeout", isTimeout(sendErr))
 	if outcome != opledger.OutcomeUncertain {
-		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable",
-			"the upstream could not be reached; nothing was sent, so retrying with the same Idempotency-Key is safe",
+		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable", unreachableDetail(op.State),
 			&httpapi.Problem{State: op.State})
 		return
 	}
@@ -443,20 +600,48 @@ func (p *Proxy) lost(ctx context.Context, w http.ResponseWriter, r *http.Request
 		&httpapi.Problem{State: op.State})
 }
 
+// unreachableDetail explains an upstream that could not be reached, by
+// the state the operation is now in.
+func unreachableDetail(s opledger.State) string {
+	const what = "the upstream could not be reached; nothing was sent. "
+	switch s {
+	case opledger.StatePending:
+		return what + "Retrying with the same Idempotency-Key is safe: it is forwarded again"
+	case opledger.StateFailed:
+		return what + "The operation has failed (its retries are exhausted, or its deadline has passed) and is not forwarded again; use a new Idempotency-Key"
+	}
+	return what + "The operation is " + string(s)
+}
+
 // report records the attempt's outcome. On failure it answers 500 and
-// returns false.
-func (p *Proxy) report(ctx context.Context, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, rep opledger.Report) (*opledger.Operation, bool) {
+// returns false; forwarded tells whether the request may have reached the
+// upstream, for that answer.
+func (p *Proxy) report(ctx context.Context, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim,
+	rep opledger.Report, forwarded bool) (*opledger.Operation, bool) {
 	op, err := p.ledger.Report(ctx, claim.Operation.Key, claim.AttemptID, claim.FencingToken, rep)
 	if err != nil {
 		var stale *opledger.StaleError
 		if errors.As(err, &stale) {
 			op = stale.Operation
+		} else if forwarded {
+			p.unrecorded(w, r, log, err)
+			return nil, false
 		} else {
 			p.internal(w, r, log, err)
 			return nil, false
 		}
 	}
 	return op, true
+}
+
+// unrecorded answers 500 for a request that was forwarded (the upstream
+// may have acted) but whose outcome the ledger could not record.
+func (p *Proxy) unrecorded(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	log.Error("could not record the outcome of a forwarded request", "error", err)
+	writeProblem(w, r, http.StatusInternalServerError, "internal",
+		"the request was forwarded to the upstream, which may have acted on it, but the ledger could not record the outcome; "+
+			"its answer is not passed on. The operation becomes uncertain when its lease ends and is never forwarded again unchecked: "+
+			"retry later with the same Idempotency-Key", nil)
 }
 
 func isTimeout(err error) bool {
@@ -486,7 +671,7 @@ func replay(w http.ResponseWriter, op *opledger.Operation, identity string) erro
 	if s.BodyOmitted {
 		w.Header().Set(HeaderBodyOmitted, "true")
 	}
-	writeAnswer(w, s.Status, s.Header, s.Body, nil)
+	writeAnswer(w, s.Status, s.Header, s.Body)
 	return nil
 }
 
@@ -514,17 +699,11 @@ func addHeaders(w http.ResponseWriter, h http.Header) {
 	}
 }
 
-// writeAnswer writes an upstream answer: body, then rest if not nil.
-func writeAnswer(w http.ResponseWriter, status int, h http.Header, body []byte, rest io.Reader) {
+// writeAnswer writes an upstream answer held whole.
+func writeAnswer(w http.ResponseWriter, status int, h http.Header, body []byte) {
 	addHeaders(w, h)
-	if rest == nil {
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	if rest != nil {
-		_, _ = io.Copy(w, rest)
-		return
-	}
 	_, _ = w.Write(body)
 }
 
@@ -547,12 +726,17 @@ func dropHopByHop(h http.Header) {
 }
 
 // forwardHeaders are the caller's headers as sent upstream: everything but
-// hop-by-hop headers and the caller's Idempotency-Key (which is the
-// proxy's, and may carry personal data). Authorization passes untouched.
+// hop-by-hop headers, the caller's Idempotency-Key (which is the proxy's,
+// and may carry personal data) and Accept-Encoding. Authorization passes
+// untouched.
 func forwardHeaders(in http.Header) http.Header {
 	h := in.Clone()
 	dropHopByHop(h)
 	h.Del(HeaderIdempotencyKey)
+	// The transport then asks for gzip itself and decodes the answer: the
+	// reference is read from, and the answer saved and replayed as, the
+	// decoded body.
+	h.Del("Accept-Encoding")
 	return h
 }
 

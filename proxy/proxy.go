@@ -27,7 +27,10 @@
 // under the same name is never replayed.
 //
 // Paths are forwarded as received, percent-escapes included, and the
-// fingerprint covers them in that form. Operation keys are digests, so neither the caller's key
+// fingerprint covers them in that form. A path with a ".." segment (as
+// received or percent-encoded), a protected request whose path or query
+// is not UTF-8, and a protected method spelled in another case are
+// refused with 400. Operation keys are digests, so neither the caller's key
 // nor any credential is stored or logged in clear.
 //
 // Allowed imports: opledger and its public packages, the standard library,
@@ -43,6 +46,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -240,11 +244,42 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, "no_upstream", "no upstream is configured for this path", nil)
 		return
 	}
+	if hasDotDot(rest) {
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input",
+			"the path has a .. segment (as received or percent-encoded): it would leave the upstream's base path, so it is not forwarded", nil)
+		return
+	}
 	if !rt.protected[r.Method] {
+		if upper := strings.ToUpper(r.Method); upper != r.Method && rt.protected[upper] {
+			// Methods are case-sensitive (RFC 9110 section 9.1): "post" is
+			// not POST to the proxy, but an upstream may take it for one,
+			// and it would pass unprotected.
+			writeProblem(w, r, http.StatusBadRequest, "invalid_input",
+				"the method "+upper+" must be sent in upper case: methods are case-sensitive, and this spelling would pass the proxy without its protection. Nothing was forwarded", nil)
+			return
+		}
 		p.passThrough(rt, rest, w, r)
 		return
 	}
 	p.protect(rt, rest, w, r)
+}
+
+// hasDotDot reports whether the escaped path escPath has a ".." segment,
+// as received or once percent-decoded ("%2e%2e", ".%2E"), separated by
+// slashes or backslashes (some servers take either, and "%2F" for "/"):
+// an upstream that resolves it would serve a path outside the route's
+// base path.
+func hasDotDot(escPath string) bool {
+	p, err := url.PathUnescape(escPath)
+	if err != nil {
+		p = escPath
+	}
+	for _, seg := range strings.FieldsFunc(escPath+"/"+p, func(c rune) bool { return c == '/' || c == '\\' }) {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // route returns the upstream of an escaped path and the escaped rest of

@@ -1,0 +1,345 @@
+package proxy_test
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/proxy"
+)
+
+// dropUpstream is an upstream on a raw socket: it answers the first
+// request of every connection with 201 {"id":"A"} and, from the second
+// request of a connection on, reads it whole and closes the connection
+// without an answer (it acted, then the connection broke). It counts the
+// requests it read per path.
+type dropUpstream struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	paths map[string]int
+	conns []net.Conn
+}
+
+func newDropUpstream(t *testing.T) *dropUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	d := &dropUpstream{ln: ln, paths: map[string]int{}}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = ln.Close()
+		d.mu.Lock()
+		for _, c := range d.conns {
+			_ = c.Close()
+		}
+		d.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d.mu.Lock()
+			d.conns = append(d.conns, c)
+			d.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				rd := bufio.NewReader(c)
+				for i := 0; ; i++ {
+					req, err := http.ReadRequest(rd)
+					if err != nil {
+						return
+					}
+					if _, err := io.Copy(io.Discard, req.Body); err != nil {
+						return
+					}
+					d.mu.Lock()
+					d.paths[req.URL.Path]++
+					d.mu.Unlock()
+					if i > 0 {
+						return
+					}
+					if _, err := io.WriteString(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{\"id\":\"A\"}"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return d
+}
+
+func (d *dropUpstream) received(path string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.paths[path]
+}
+
+// A protected request whose reused upstream connection breaks after the
+// upstream read it reaches the upstream once and is uncertain: net/http
+// never sends it again behind the ledger's back, even without a body and
+// with an Idempotency-Key header (the upstream's declared one, or a
+// caller's X-Idempotency-Key).
+func TestNeverResentOnReusedConnection(t *testing.T) {
+	t.Parallel()
+	up := newDropUpstream(t)
+	url := "http://" + up.ln.Addr().String()
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]),
+		proxy.Upstream{Name: "plain", Prefix: "/plain/", URL: url + "/plain"},
+		proxy.Upstream{Name: "keyed", Prefix: "/keyed/", URL: url + "/keyed",
+			Idempotency: &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(24 * 3600e9)}})
+	for i, c := range []struct {
+		prefix string
+		header http.Header
+		body   string
+	}{
+		{"/plain/", http.Header{"X-Idempotency-Key": {"caller-1"}}, ""},
+		{"/plain/", http.Header{"X-Idempotency-Key": {"caller-2"}}, body1},
+		{"/keyed/", http.Header{}, ""},
+		{"/keyed/", http.Header{}, body1},
+	} {
+		first := b.send(t, http.MethodPost, c.prefix+"warm", fmt.Sprintf("warm-%d", i), token, body1)
+		require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+
+		h := c.header.Clone()
+		h.Set("Idempotency-Key", fmt.Sprintf("act-%d", i))
+		h.Set("Authorization", token)
+		a := b.sendWith(t, http.MethodPost, c.prefix+"act", h, c.body)
+		require.Equal(t, http.StatusBadGateway, a.status, "%s %q: %s", c.prefix, c.body, a.body)
+		p := a.problem(t)
+		require.Equal(t, httpapi.ProblemTypeBase+"upstream_response_lost", p.Type)
+		require.Equal(t, opledger.StateUncertain, p.State)
+		require.Equal(t, 1, up.received(strings.TrimSuffix(c.prefix, "/")+"/act"), "%s %q: sent exactly once", c.prefix, c.body)
+		up.mu.Lock()
+		up.paths = map[string]int{}
+		up.mu.Unlock()
+	}
+}
+
+// A reference the ledger cannot store (a NUL byte) is not used: the
+// operation succeeds under the attempt id and the caller gets the answer,
+// for an answer saved whole and for one too large to save.
+func TestUnstorableRefFallsBack(t *testing.T) {
+	t.Parallel()
+	const small = `{"id":"a\u0000b"}`
+	large := `{"id":"a\u0000b","pad":"` + strings.Repeat("x", 4096) + `"}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		if strings.HasSuffix(r.URL.Path, "/large") {
+			_, _ = io.WriteString(w, large)
+			return
+		}
+		_, _ = io.WriteString(w, small)
+	}))
+	t.Cleanup(up.Close)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1024})
+	for path, want := range map[string]string{"/small": small, "/large": large} {
+		first := b.send(t, http.MethodPost, path, "k"+path, token, body1)
+		require.Equal(t, http.StatusCreated, first.status, "%s: %s", path, first.body)
+		require.Equal(t, want, string(first.body))
+		op, err := b.ledger.Get(t.Context(), b.keyOf(t, path))
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.True(t, strings.HasPrefix(op.DestinationRef, "attempt:"), op.DestinationRef)
+		again := b.send(t, http.MethodPost, path, "k"+path, token, body1)
+		require.Equal(t, http.StatusCreated, again.status)
+		require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+	}
+}
+
+// When the ledger cannot record the outcome of a forwarded request, the
+// caller's 500 says that it was forwarded, never that nothing was.
+func TestUnrecordedOutcomeSaysForwarded(t *testing.T) {
+	t.Parallel()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	var calls atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_ = l.Close() // the ledger fails while the upstream acts
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"R1"}`)
+	}))
+	t.Cleanup(up.Close)
+	b := proxyOn(t, l, proxy.Upstream{Name: "crm", URL: up.URL})
+	a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+	require.Equal(t, http.StatusInternalServerError, a.status, "%s", a.body)
+	p := a.problem(t)
+	require.NotContains(t, p.Detail, "nothing was forwarded")
+	require.Contains(t, p.Detail, "was forwarded to the upstream")
+	require.Equal(t, int32(1), calls.Load())
+}
+
+// The caller's Accept-Encoding is not forwarded: the proxy's transport
+// asks for gzip itself and decodes the answer, so the reference is read
+// from the decoded body, which is what is saved and replayed.
+func TestCallerAcceptEncodingNotForwarded(t *testing.T) {
+	t.Parallel()
+	pad := strings.Repeat("x", 4096)
+	var mu sync.Mutex
+	var asked []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Header.Get("Accept-Encoding"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		body := `{"id":"INV-42"}`
+		if r.URL.Path == "/large" {
+			body = `{"id":"INV-43","pad":"` + pad + `"}`
+		}
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, body)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusCreated)
+		gz := gzip.NewWriter(w)
+		_, _ = io.WriteString(gz, body)
+		_ = gz.Close()
+	}))
+	t.Cleanup(up.Close)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1024})
+	caller := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	t.Cleanup(caller.CloseIdleConnections)
+	send := func(path, key string) (*http.Response, string) {
+		req, err := http.NewRequest(http.MethodPost, b.url+path, strings.NewReader(body1))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Accept-Encoding", "gzip, deflate, br")
+		resp, err := caller.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(data)
+	}
+	for path, c := range map[string]struct{ ref, body string }{
+		"/small": {"INV-42", `{"id":"INV-42"}`},
+		"/large": {"INV-43", `{"id":"INV-43","pad":"` + pad + `"}`},
+	} {
+		resp, body := send(path, "k"+path)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		require.Empty(t, resp.Header.Get("Content-Encoding"), "the caller gets the decoded answer")
+		require.Equal(t, c.body, body)
+		op, err := b.ledger.Get(t.Context(), b.keyOf(t, path))
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, c.ref, op.DestinationRef)
+
+		resp, body = send(path, "k"+path)
+		require.Equal(t, "true", resp.Header.Get(proxy.HeaderReplayed))
+		require.Empty(t, resp.Header.Get("Content-Encoding"))
+		if path == "/small" {
+			require.Equal(t, c.body, body, "the decoded answer is saved and replayed")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"gzip", "gzip"}, asked, "the transport's own Accept-Encoding, not the caller's")
+}
+
+// An answer too large to save that is not a 2xx and breaks off midway
+// reaches the caller broken off, not as if it were complete.
+func TestLargeNon2xxBrokenOff(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/whole" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, strings.Repeat("x", 4000))
+			return
+		}
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = buf.WriteString("HTTP/1.1 422 Unprocessable Entity\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(4000) + "\r\n\r\n" + strings.Repeat("x", 2000))
+		_ = buf.Flush()
+	}))
+	t.Cleanup(up.Close)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1000})
+	for path, broken := range map[string]bool{"/broken": true, "/whole": false} {
+		req, err := http.NewRequest(http.MethodPost, b.url+path, strings.NewReader(body1))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "k"+path)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if broken {
+			require.Error(t, err, "the caller sees the answer break off after %d bytes", n)
+		} else {
+			require.NoError(t, err)
+			require.EqualValues(t, 4000, n)
+		}
+		op, err := b.ledger.Get(t.Context(), b.keyOf(t, path))
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateFailed, op.State, "the 422 decided the request")
+	}
+}
+
+// upstream_unreachable says what the operation's state allows: a retry
+// while it is pending, a new key once its retries are exhausted.
+func TestUnreachableDetailFollowsState(t *testing.T) {
+	t.Parallel()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	one, two, none := 1, 2, destination.Duration(0)
+	u := proxy.Upstream{Name: "crm", URL: dead.URL,
+		Retry: &destination.RetryConfig{MaxAttempts: &one, InitialDelay: &none, MaxDelay: &none, Deadline: &none}}
+	u2 := proxy.Upstream{Name: "crm2", Prefix: "/two/", URL: dead.URL,
+		Retry: &destination.RetryConfig{MaxAttempts: &two, InitialDelay: &none, MaxDelay: &none, Deadline: &none}}
+	policies, err := proxy.RetryPolicies([]proxy.Upstream{u, u2})
+	require.NoError(t, err)
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{DestinationRetryPolicies: policies})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	b := proxyOn(t, l, u, u2)
+
+	for i, want := range []opledger.State{opledger.StatePending, opledger.StateFailed} {
+		a := b.send(t, http.MethodPost, "/two/records", "key-2", token, body1)
+		require.Equal(t, http.StatusBadGateway, a.status, "attempt %d", i+1)
+		p := a.problem(t)
+		require.Equal(t, httpapi.ProblemTypeBase+"upstream_unreachable", p.Type)
+		require.Equal(t, want, p.State)
+		if want == opledger.StatePending {
+			require.Contains(t, p.Detail, "same Idempotency-Key is safe")
+		} else {
+			require.NotContains(t, p.Detail, "safe")
+			require.Contains(t, p.Detail, "retries are exhausted")
+			require.Contains(t, p.Detail, "new Idempotency-Key")
+		}
+	}
+	a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+	p := a.problem(t)
+	require.Equal(t, opledger.StateFailed, p.State)
+	require.NotContains(t, p.Detail, "safe", fmt.Sprintf("%+v", p))
+}

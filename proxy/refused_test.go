@@ -1,0 +1,121 @@
+package proxy_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/proxy"
+)
+
+// rawAnswer sends the raw HTTP/1.1 request req to the proxy at base, on
+// a connection of its own, and returns the answer's status and problem
+// (zero for an answer that is not problem JSON).
+func rawAnswer(t *testing.T, base, req string) (int, httpapi.Problem) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second))) // a guard, not a wait
+	_, err = io.WriteString(c, req)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var p httpapi.Problem
+	if resp.Header.Get("Content-Type") == "application/problem+json" {
+		require.NoError(t, json.Unmarshal(body, &p))
+	}
+	return resp.StatusCode, p
+}
+
+// rawPost is a POST of method (any spelling) to target with an
+// Idempotency-Key, as raw HTTP/1.1.
+func rawPost(method, target, key string) string {
+	return method + " " + target + " HTTP/1.1\r\nHost: proxy\r\nIdempotency-Key: " + key +
+		"\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+}
+
+// A path or query that is not UTF-8 is refused before anything is
+// recorded: recorded as JSON text, its bytes would become U+FFFD, and
+// another request with the same key would get the first one's answer.
+func TestPathNotUTF8Refused(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.srv.URL})
+	for _, target := range []string{"/r?a=\xff", "/r?a=\xfe", "/p\xff", "/p\xfe", "/p/\xc3?x=1", "/p?x=\xed\xa0\x80"} {
+		status, p := rawAnswer(t, b.url, rawPost("POST", target, "k1"))
+		require.Equal(t, http.StatusBadRequest, status, "%q", target)
+		require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type)
+		require.Contains(t, p.Detail, "not UTF-8")
+	}
+	require.Empty(t, up.requests(), "nothing was forwarded")
+	require.Zero(t, b.count(t), "nothing was recorded")
+
+	// Percent-encoded, the same bytes are an ordinary request.
+	status, _ := rawAnswer(t, b.url, rawPost("POST", "/r?a=%FF", "k1"))
+	require.Equal(t, http.StatusCreated, status)
+	status, p := rawAnswer(t, b.url, rawPost("POST", "/r?a=%FE", "k1"))
+	require.Equal(t, http.StatusUnprocessableEntity, status, "another query, the same key: %+v", p)
+	require.Equal(t, []string{"POST /r?a=%FF"}, up.requests())
+}
+
+// A protected method spelled in another case ("post") is refused, not
+// passed through unprotected: an upstream may take it for POST.
+func TestProtectedMethodCaseRefused(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.srv.URL})
+	for _, m := range []string{"post", "Post", "pOST", "patch"} {
+		status, p := rawAnswer(t, b.url, rawPost(m, "/records", "k-"+m))
+		require.Equal(t, http.StatusBadRequest, status, m)
+		require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type)
+		require.Contains(t, p.Detail, "upper case")
+	}
+	require.Empty(t, up.requests(), "nothing was forwarded")
+	require.Zero(t, b.count(t))
+
+	status, _ := rawAnswer(t, b.url, "get /records HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n")
+	require.Equal(t, http.StatusCreated, status, "an unprotected method passes through in any spelling")
+	status, _ = rawAnswer(t, b.url, rawPost("POST", "/records", "k"))
+	require.Equal(t, http.StatusCreated, status)
+	require.Equal(t, []string{"get /records", "POST /records"}, up.requests())
+}
+
+// A path with a ".." segment, as received or percent-encoded, is
+// refused: forwarded, it would leave the upstream's base path.
+func TestDotDotRefused(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]),
+		proxy.Upstream{Name: "crm", Prefix: "/crm/", URL: up.srv.URL + "/api/crm"},
+		proxy.Upstream{Name: "root", URL: up.srv.URL + "/api/root"})
+	for _, path := range []string{"/crm/../admin", "/crm/%2e%2e/admin", "/crm/.%2E/admin", "/crm/a/..",
+		"/crm/a/..%2Fadmin", "/crm/a%2F..%2F..%2Fadmin", "/..", "/%2E%2E/admin", "/a/..\\admin", "/crm%2F..%2Fadmin"} {
+		for _, method := range []string{"POST", "GET"} {
+			status, p := rawAnswer(t, b.url, rawPost(method, path, "k"+path))
+			require.Equal(t, http.StatusBadRequest, status, "%s %s", method, path)
+			require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type)
+			require.Contains(t, p.Detail, "..")
+		}
+	}
+	require.Empty(t, up.requests(), "nothing was forwarded")
+	require.Zero(t, b.count(t))
+
+	for _, path := range []string{"/crm/a..b", "/crm/.../x", "/crm/./x", "/crm/.x"} {
+		status, _ := rawAnswer(t, b.url, rawPost("POST", path, "k"+path))
+		require.Equal(t, http.StatusCreated, status, path)
+	}
+	require.Equal(t, []string{"POST /api/crm/a..b", "POST /api/crm/.../x", "POST /api/crm/./x", "POST /api/crm/.x"}, up.requests())
+}

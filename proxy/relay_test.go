@@ -1,0 +1,182 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/proxy"
+)
+
+// smallBuffers fixes the kernel buffers of a connection at 256 KiB each
+// way (more than loopback's segment size, less than what autotuning
+// grows to), so that the relay of a 4 MiB answer proceeds at the pace of
+// its slowest side, not after megabytes of kernel buffers.
+func smallBuffers(c net.Conn) net.Conn {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(256 << 10)
+		_ = tc.SetWriteBuffer(256 << 10)
+	}
+	return c
+}
+
+// smallListener gives every connection it accepts small buffers.
+type smallListener struct{ net.Listener }
+
+func (l smallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return smallBuffers(c), nil
+}
+
+// smallTransport dials connections with small buffers.
+func smallTransport(t *testing.T) *http.Transport {
+	dialer := &net.Dialer{}
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return smallBuffers(c), nil
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// recorded is a slog.Handler that discards everything and closes done
+// at the first record with the message "forwarded": the proxy logs it
+// once it has recorded a forward's outcome.
+type recorded struct {
+	done chan struct{}
+	once *sync.Once
+}
+
+func (h recorded) Enabled(context.Context, slog.Level) bool { return true }
+func (h recorded) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h recorded) WithGroup(string) slog.Handler            { return h }
+func (h recorded) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "forwarded" {
+		h.once.Do(func() { close(h.done) })
+	}
+	return nil
+}
+
+// slowRelaySetup starts an upstream answering 201 with a 2xx answer of
+// size bytes and some, whose reference is at its start, and a proxy with
+// a small max_response_bytes and the timeout, all on small buffers. It
+// returns the proxy's bundle, a client on small buffers, and a channel
+// closed once the proxy has recorded the outcome of a forward.
+func slowRelaySetup(t *testing.T, size int, timeout time.Duration) (*bundle, *http.Client, <-chan struct{}) {
+	t.Helper()
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		chunk := strings.Repeat("x", 64<<10)
+		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`)
+		for n := 0; n < size; n += len(chunk) {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `"}`)
+	}))
+	up.Listener = smallListener{up.Listener}
+	up.Start()
+	t.Cleanup(up.Close)
+	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1 << 10, Timeout: destination.Duration(timeout)}
+	l := openLedger(t, testdb.Stores()[0])
+	rec := recorded{done: make(chan struct{}), once: &sync.Once{}}
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Transport: smallTransport(t), Logger: slog.New(rec)})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewUnstartedServer(p)
+	srv.Listener = smallListener{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &bundle{ledger: l, proxy: p, url: srv.URL}, &http.Client{Transport: smallTransport(t)}, rec.done
+}
+
+func postLarge(t *testing.T, b *bundle, client *http.Client, key string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, b.url+"/records", strings.NewReader(body1))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	return resp
+}
+
+// A caller that takes a large 2xx answer more slowly than the upstream's
+// timeout allows gets it whole, and the operation succeeds with its
+// reference: the timeout bounds the upstream, not the caller.
+func TestSlowCallerLargeAnswer(t *testing.T) {
+	t.Parallel()
+	const size = 4 << 20
+	b, client, _ := slowRelaySetup(t, size, time.Second)
+	resp := postLarge(t, b, client, "key-1")
+	defer resp.Body.Close()
+	// The caller takes at most 16 KiB every 10 ms: the relay takes over
+	// 2.5 s, more than twice the upstream's timeout, but never holds a
+	// write for long.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	buf := make([]byte, 16<<10)
+	start, n := time.Now(), 0
+	var err error
+	for err == nil {
+		<-tick.C
+		var k int
+		k, err = resp.Body.Read(buf)
+		n += k
+	}
+	require.Equal(t, io.EOF, err, "the answer ended, not broke off")
+	require.Greater(t, time.Since(start), 2*time.Second)
+	require.Equal(t, size+len(`{"id":"BIG-1","pad":""}`), n, "the caller got the whole answer")
+	op := b.only(t)
+	require.Equal(t, opledger.StateSucceeded, op.State)
+	require.Equal(t, "BIG-1", op.DestinationRef)
+}
+
+// A caller that stops taking a large 2xx answer cannot hold the proxy:
+// its connection is broken off once it has taken nothing for the
+// upstream's timeout, while the upstream's answer is still read to its
+// end and the operation succeeds with the reference.
+func TestStalledCallerLargeAnswer(t *testing.T) {
+	t.Parallel()
+	const size = 4 << 20
+	b, client, recorded := slowRelaySetup(t, size, 500*time.Millisecond)
+	resp := postLarge(t, b, client, "key-1")
+	defer resp.Body.Close()
+	// The caller reads nothing until the proxy has recorded the outcome,
+	// which it can only do once it gave up on the caller.
+	select {
+	case <-recorded:
+	case <-time.After(20 * time.Second): // a guard: without a write deadline it never comes
+		t.Fatal("the proxy is still held by a caller that takes nothing")
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.Error(t, err, "the caller's answer is broken off after %d bytes", n)
+	require.Less(t, n, int64(size))
+	op := b.only(t)
+	require.Equal(t, opledger.StateSucceeded, op.State, "the upstream's 2xx decided the outcome")
+	require.Equal(t, "BIG-1", op.DestinationRef)
+
+	again := b.send(t, http.MethodPost, "/records", "key-1", "", body1)
+	require.Equal(t, http.StatusCreated, again.status)
+	require.Equal(t, "true", again.header.Get(proxy.HeaderBodyOmitted))
+}
