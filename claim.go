@@ -618,6 +618,18 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 			t.move(StateSucceeded, a.Worker, a.ID, "succeeded", "destination ref "+r.DestinationRef)
 		case OutcomeRejected:
 			t.op.LastError = r.Error
+			if a.Protected {
+				// This attempt retried an uncertain one under the
+				// destination's key, and the destination refused it
+				// ("key in use", a check that did not exist before): that
+				// says nothing of what the uncertain attempt did. Failed
+				// would claim no effect without evidence; its owner
+				// decides, with the refusal in front of them.
+				t.unprotect()
+				t.hold(a.Worker, "protected retry rejected",
+					join(r.Error, "the retry was refused, but an earlier attempt may have taken effect"))
+				return nil
+			}
 			t.op.Response = r.Response // the decision is replayed like a success
 			t.move(StateFailed, a.Worker, a.ID, "rejected", r.Error)
 			t.op.FailureKind = string(FailureRejected)

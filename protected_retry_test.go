@@ -179,3 +179,50 @@ func TestProtectedRetryWindowIsEnforced(t *testing.T) {
 		})
 	}
 }
+
+// A protected retry the destination rejects (an idempotency key still in
+// use, a check added since the first attempt) did nothing itself, and
+// says nothing of the uncertain attempt before it: failed would claim "no
+// effect" without evidence. The operation is held for its owner, with the
+// refusal as evidence, and nothing is sent again.
+func TestRejectedProtectedRetryHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+
+	const key = "charge:2"
+	in := opledger.Intent{Key: key, Action: "payment.charge", Destination: "payment", Payload: json.RawMessage(`{"amount":5}`), Owner: "billing"}
+	_, _, err = l.Record(ctx, in)
+	require.NoError(t, err)
+	attempt := func(r opledger.Report) (*opledger.Claim, *opledger.Operation) {
+		t.Helper()
+		c, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
+		require.NoError(t, err)
+		op, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, r)
+		require.NoError(t, err)
+		return c, op
+	}
+	_, op := attempt(opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
+	require.Equal(t, opledger.StateUncertain, op.State)
+	op, err = l.Reconcile(ctx, key, opledger.Finding{ProtectionRetention: time.Hour})
+	require.NoError(t, err)
+	require.True(t, op.Protected)
+
+	c, op := attempt(opledger.Report{Outcome: opledger.OutcomeRejected, Error: "409 idempotency key in use"})
+	require.True(t, c.Protected)
+	require.Equal(t, opledger.StateHeld, op.State, "a rejected protected retry settles nothing")
+	require.Empty(t, op.FailureKind)
+	require.Equal(t, "billing", op.Owner)
+	require.NotNil(t, op.ReviewBy)
+	require.False(t, op.Protected)
+	require.Equal(t, "409 idempotency key in use", op.LastError)
+	tl, err := l.Timeline(ctx, key)
+	require.NoError(t, err)
+	last := tl[len(tl)-1]
+	require.Equal(t, "protected retry rejected", last.Event)
+	require.Contains(t, last.Evidence, "an earlier attempt may have taken effect")
+	_, err = l.Claim(ctx, key, opledger.ClaimOptions{})
+	require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is sent again until someone decides")
+}
