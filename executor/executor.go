@@ -320,7 +320,7 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim) (*opled
 	cancel()
 	report := reportFor(res, callErr, context.Cause(r.calls))
 
-	after, err := tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, report)
+	after, err := e.report(r, bg, tl, c, report, log)
 	var stale *opledger.StaleError
 	if errors.As(err, &stale) {
 		log.Warn("late report kept as evidence", "outcome", report.Outcome, "state", stale.Operation.State)
@@ -358,6 +358,59 @@ func (e *Executor) release(bg context.Context, tl *opledger.Ledger, c *opledger.
 	}
 	log.Info("claim given back before dispatch", "reason", reason)
 	return nil
+}
+
+// reportRetryBudget bounds how long the executor keeps trying to record
+// an outcome the store failed to take; reportBackoff is its first wait,
+// doubled after each failure up to maxReportBackoff.
+const (
+	reportRetryBudget = 2 * time.Minute
+	reportBackoff     = 50 * time.Millisecond
+	maxReportBackoff  = 5 * time.Second
+)
+
+// report records the call's outcome. The call has happened: an outcome
+// lost to a store that failed for a moment (a dropped connection, a busy
+// database) would leave the operation to expire into uncertain, and a
+// success to a lookup or a person. So a report the store failed to take
+// is tried again, with backoff, for reportRetryBudget, even while the
+// executor stops (until calls in flight must end): past the lease it is
+// still kept, as a late report, and a late success still settles the
+// operation. A refusal the ledger decided (a stale claim, a bad report)
+// is returned at once.
+func (e *Executor) report(r run, bg context.Context, tl *opledger.Ledger, c *opledger.Claim, report opledger.Report,
+	log *slog.Logger) (*opledger.Operation, error) {
+	deadline := time.Now().Add(reportRetryBudget)
+	wait := reportBackoff
+	for try := 1; ; try++ {
+		after, err := tl.Report(bg, c.Operation.Key, c.AttemptID, c.FencingToken, report)
+		if err == nil || ledgerDecided(err) || time.Now().Add(wait).After(deadline) {
+			return after, err
+		}
+		log.Warn("recording the outcome failed; trying again", "outcome", report.Outcome, "try", try,
+			"error", e.redact(c.Operation.Key, err))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.calls.Done(): // calls in flight must end: so does this
+			t.Stop()
+			return after, err
+		}
+		wait = min(2*wait, maxReportBackoff)
+	}
+}
+
+// ledgerDecided reports an error the ledger itself returned about the
+// request (as opposed to a failure of the store): trying again would get
+// the same answer.
+func ledgerDecided(err error) bool {
+	for _, target := range []error{opledger.ErrStaleFencingToken, opledger.ErrInvalidState, opledger.ErrInvalidInput,
+		opledger.ErrInvalidKey, opledger.ErrNotFound, opledger.ErrFingerprintMismatch} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // redact removes an operation key from an error meant for logs.

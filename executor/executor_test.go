@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/executor"
+	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
 )
 
@@ -297,4 +299,41 @@ func TestWorkflowAdvancesOnSuccess(t *testing.T) {
 		require.Equal(t, "wf:W1/two", op.Key)
 		require.Equal(t, opledger.StateSucceeded, op.State)
 	})
+}
+
+// connDropper is a destination whose call succeeds, after cutting every
+// connection the ledger's PostgreSQL pool holds (its application_name):
+// the report that follows meets a store that fails for a moment.
+type connDropper struct{ app string }
+
+func (d *connDropper) Name() string                           { return "dropper" }
+func (d *connDropper) Capabilities() destination.Capabilities { return destination.Capabilities{} }
+func (d *connDropper) Call(ctx context.Context, _ opledger.Call) (opledger.Result, error) {
+	err := testdb.AdminExec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '"+d.app+"'")
+	if err != nil {
+		return opledger.Result{}, opledger.Rejected(err)
+	}
+	return opledger.Result{Ref: "D1"}, nil
+}
+
+// The call happened: an outcome the store failed to take for a moment
+// (its connections cut) is recorded on a later try, not lost to the lease.
+func TestReportRetriedAfterStoreFailure(t *testing.T) {
+	t.Parallel()
+	d := &connDropper{app: fmt.Sprintf("opledger_report_retry_%d", time.Now().UnixNano())}
+	newDSN := func(tb testing.TB) string {
+		u, err := url.Parse(testdb.PostgresDSN(tb))
+		require.NoError(tb, err)
+		q := u.Query()
+		q.Set("application_name", d.app)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{d} })
+	r.Record("drop:1", "dropper", `{}`)
+	op, err := r.Exec.RunOnce(r.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateSucceeded, op.State)
+	require.Equal(t, "D1", op.DestinationRef)
+	require.Contains(t, r.Logs(), "recording the outcome failed; trying again", "the first report met the cut connections")
 }
