@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 )
@@ -585,6 +586,9 @@ func refAt(answer []byte, p pointer) (string, error) {
 	s, ok := scalarString(v)
 	if !ok || s == "" {
 		return "", fmt.Errorf("the value at %q is not a reference", p.String())
+	}
+	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		return "", fmt.Errorf("the value at %q is not a reference the ledger can store (a NUL byte or invalid UTF-8)", p.String())
 	}
 	return s, nil
 }

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
@@ -432,6 +433,8 @@ func reportFor(res opledger.Result, err error, stopCause error) opledger.Report 
 		err = opledger.Uncertain(errors.New("the destination answered without a reference"))
 	case len(res.Ref) > maxRefLength:
 		err = opledger.Uncertain(fmt.Errorf("the destination's reference is longer than %d bytes", maxRefLength))
+	case !utf8.ValidString(res.Ref) || strings.ContainsRune(res.Ref, 0):
+		err = opledger.Uncertain(errors.New("the destination's reference is not text the ledger can store (a NUL byte or invalid UTF-8)"))
 	default:
 		return opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: res.Ref, Response: validJSON(res.Response)}
 	}

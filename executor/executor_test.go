@@ -337,3 +337,25 @@ func TestReportRetriedAfterStoreFailure(t *testing.T) {
 	require.Equal(t, "D1", op.DestinationRef)
 	require.Contains(t, r.Logs(), "recording the outcome failed; trying again", "the first report met the cut connections")
 }
+
+// nulRef is a destination that answers success with a reference the
+// ledger cannot store.
+type nulRef struct{}
+
+func (nulRef) Name() string                           { return "nulref" }
+func (nulRef) Capabilities() destination.Capabilities { return destination.Capabilities{} }
+func (nulRef) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	return opledger.Result{Ref: "R\x001"}, nil
+}
+
+// A reference with a NUL byte made the ledger refuse the whole report, and
+// the outcome was lost to the lease; it is reported as uncertain, with why.
+func TestUnstorableRefIsUncertain(t *testing.T) {
+	t.Parallel()
+	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{nulRef{}} })
+	r.Record("nul:1", "nulref", `{}`)
+	op, err := r.Exec.RunOnce(r.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateUncertain, op.State)
+	require.Contains(t, op.LastError, "not text the ledger can store")
+}
