@@ -238,11 +238,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	if k := caps.IdempotencyKey; k != nil {
 		f.ProtectionRetention = k.Retention
 	}
-	// A destination that refused a create as a duplicate said the record
-	// exists: a lookup that cannot see it proves nothing.
-	exists := strings.Contains(op.LastError, destination.ErrExists.Error())
 
 	if lk := caps.Lookup; lk != nil {
+		attempts, err := tl.Attempts(ctx, op.Key)
+		if err != nil {
+			return "", fmt.Errorf("read attempts: %w", err)
+		}
+		// A destination that refused a create as a duplicate, in any
+		// attempt's answer (a late one too, which never became the last
+		// error), said the record exists: a lookup that cannot see it
+		// proves nothing.
+		exists := strings.Contains(op.LastError, destination.ErrExists.Error())
+		for _, a := range attempts {
+			exists = exists || strings.Contains(a.Error, destination.ErrExists.Error())
+		}
 		// Absence is judged by when the lookup began, not when it ended:
 		// a slow lookup begun within the visibility delay proves nothing.
 		if f.LookedAt, err = tl.Now(ctx); err != nil {
@@ -267,10 +276,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			if exists {
 				f.Evidence = join(f.Evidence, "the destination had answered that the record exists, so its absence proves nothing")
 			}
-			wait, err := r.visibilityWait(ctx, tl, op, lk.VisibilityDelay, f.LookedAt)
-			if err != nil {
-				return "", err
-			}
+			wait := visibilityWait(attempts, op, lk.VisibilityDelay, f.LookedAt)
 			if wait > 0 {
 				return r.wait(ctx, tl, op, min(wait, r.cfg.RecheckInterval), join(f.Evidence,
 					fmt.Sprintf("nothing found, but a record may stay invisible for %s after the last dispatch", lk.VisibilityDelay)))
@@ -322,13 +328,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 // visibilityWait returns how much of the visibility delay is left, counted
 // from the last dispatch: a later attempt may have created the record just
 // now, however long ago the first one was.
-func (r *Reconciler) visibilityWait(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, delay time.Duration, lookedAt time.Time) (time.Duration, error) {
+func visibilityWait(attempts []*opledger.Attempt, op *opledger.Operation, delay time.Duration, lookedAt time.Time) time.Duration {
 	if delay <= 0 {
-		return 0, nil
-	}
-	attempts, err := tl.Attempts(ctx, op.Key)
-	if err != nil {
-		return 0, fmt.Errorf("read attempts: %w", err)
+		return 0
 	}
 	var last time.Time
 	for _, a := range attempts {
@@ -342,7 +344,7 @@ func (r *Reconciler) visibilityWait(ctx context.Context, tl *opledger.Ledger, op
 	if last.IsZero() {
 		last = op.UpdatedAt
 	}
-	return last.Add(delay).Sub(lookedAt), nil
+	return last.Add(delay).Sub(lookedAt)
 }
 
 // lookupFailed backs off after a failed lookup, or holds the operation

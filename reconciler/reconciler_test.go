@@ -165,6 +165,33 @@ func TestConflictMeansExists(t *testing.T) {
 	})
 }
 
+// A 409 "exists" that arrives as a late report (after the lease expired)
+// never becomes the operation's last error; it is on the attempt, and a
+// lookup that cannot see the record still proves nothing.
+func TestLateConflictMeansExists(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Server.Unique = true })
+		const key = "ticket:T2:open"
+		r.Record(key, "tickets", payload)
+		c, err := r.Ledger.Claim(r.Ctx, key, opledger.ClaimOptions{Dispatch: true})
+		require.NoError(t, err)
+		r.Clock.Advance(time.Hour) // the worker is slow: its lease expires
+		_, err = r.Ledger.ExpireLeases(r.Ctx)
+		require.NoError(t, err)
+		_, err = r.Ledger.Report(r.Ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain,
+			Error: "POST tickets: 409 Conflict: " + destination.ErrExists.Error()})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op := r.Get(key)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.NotContains(t, op.LastError, "409", "a late report does not become the last error")
+
+		r.Clock.Advance(time.Minute) // past the visibility delay; the record stays invisible
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Held], "no resend against a record the destination said exists")
+		require.Contains(t, r.Evidence(key, "cannot be decided automatically"), "absence proves nothing")
+	})
+}
+
 // A lookup that is not authoritative never proves absence.
 func TestNonAuthoritativeLookupHolds(t *testing.T) {
 	t.Parallel()
