@@ -208,6 +208,11 @@ func (w *world) crashProcess(ctx context.Context, point CrashPoint) (string, err
 		if err := cmd.Wait(); err != nil {
 			return "", fmt.Errorf("worker process %d: %v: %s", pid, err, strings.TrimSpace(stderr.String()))
 		}
+		if strings.TrimPrefix(line, workerRefused) == "nothing_due" {
+			// As in the runner's own process: finding nothing is no
+			// attempt.
+			return nothingDueText, nil
+		}
 		w.attempts.Add(1)
 		return fmt.Sprintf("The worker process's claim was refused (%s), so it exited without doing anything.", strings.TrimPrefix(line, workerRefused)), nil
 	default:

@@ -313,6 +313,10 @@ func explainVerify(dest string, caps destination.Capabilities, d reconciler.Deci
 	return "Someone else decided meanwhile; nothing changed."
 }
 
+// nothingDueText explains a crash step whose worker found nothing due:
+// no attempt, whether it ran in the runner's process or its own.
+const nothingDueText = "The worker found nothing due, so it had nothing to crash on."
+
 // crash is a worker that takes the operation and stops for good at point:
 // a process killed there when w.spawn is set, else the same steps in
 // process, abandoned there.
@@ -330,7 +334,7 @@ func (w *world) crash(ctx context.Context, point CrashPoint) (string, error) {
 	if w.workflow {
 		c, err = w.ledger.ClaimNext(ctx, opledger.ClaimNextOptions{Worker: "lab-worker-crashing"})
 		if errors.Is(err, opledger.ErrNothingDue) {
-			return "The worker found nothing due, so it had nothing to crash on.", nil
+			return nothingDueText, nil
 		}
 	} else {
 		in := w.intent(0)

@@ -37,6 +37,22 @@ func TestLabRun(t *testing.T) {
 	require.Empty(t, errOut, "no progress bar when stderr is not a terminal")
 }
 
+// TestLabCrashNothingDueCountsAlike: a crash step whose worker finds
+// nothing due is no attempt, whether it runs in a worker process or in
+// the runner's own (it counted one in a process only, so one case file
+// could pass one way and fail the other).
+func TestLabCrashNothingDueCountsAlike(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	row := "wf-nothing-due,production,crm,none,workflow 1; run; crash after_claim,1,1,0,0,0,succeeded,t,t,e,e"
+	path := writeFile(t, []string{lines[0], row})
+	for _, mode := range [][]string{{"lab", "run", path}, {"lab", "run", "--crash-in-process", path}} {
+		out, errOut, code := run(t, mode...)
+		require.Equal(t, 0, code, "%v: %s%s", mode, out, errOut)
+		require.Contains(t, out, " ok\n", "%v", mode)
+	}
+}
+
 // TestLabRunCrashProcess: a crash step runs in a worker process that is
 // killed at its crash point, and the case still passes.
 func TestLabRunCrashProcess(t *testing.T) {
