@@ -49,8 +49,10 @@ type Config struct {
 	Worker string
 	// Lease is how long a claim holds an operation. Default 30 s.
 	Lease time.Duration
-	// CallTimeout bounds one destination call; it must be shorter than
-	// Lease so that the report arrives while the claim still holds.
+	// CallTimeout bounds one destination call, counted from the claim
+	// (so a slow dispatch shortens the call rather than outlasting the
+	// lease); it must be shorter than Lease so that the report arrives
+	// while the claim still holds.
 	// Default two thirds of Lease.
 	CallTimeout time.Duration
 	// PollInterval is how long a worker waits after finding nothing due.
@@ -251,6 +253,7 @@ func (e *Executor) step(r run, worker string) (*opledger.Operation, error) {
 	// Store writes run to completion even when stopping: a claim whose
 	// result went unseen would be left for its lease.
 	bg := context.WithoutCancel(r.stop)
+	claimed := time.Now() // no later than the lease's start
 	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
 		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true})
 	if errors.Is(err, opledger.ErrNothingDue) {
@@ -259,11 +262,11 @@ func (e *Executor) step(r run, worker string) (*opledger.Operation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim next: %w", err)
 	}
-	return e.attempt(r, bg, c)
+	return e.attempt(r, bg, c, claimed)
 }
 
 // attempt dispatches, calls and reports one claimed operation.
-func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim) (*opledger.Operation, error) {
+func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed time.Time) (*opledger.Operation, error) {
 	op := c.Operation
 	log := e.log.With("tenant", op.Tenant, "destination", op.Destination, "attempt_id", c.AttemptID)
 	tl, err := e.ledger.WithTenant(op.Tenant)
@@ -315,7 +318,10 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim) (*opled
 			return after, errors.Join(err, rerr)
 		}
 	}
-	callCtx, cancel := context.WithTimeout(r.calls, e.cfg.CallTimeout)
+	// CallTimeout counts from the claim, not from the call: time spent
+	// dispatching (a busy store) must not push the call's end past the
+	// lease, which would turn its answer into a late report.
+	callCtx, cancel := context.WithDeadline(r.calls, claimed.Add(e.cfg.CallTimeout))
 	res, callErr := dest.Call(callCtx, opledger.Call{Operation: op, AttemptID: c.AttemptID,
 		IdempotencyKey: c.IdempotencyKey, Protected: c.Protected})
 	cancel()

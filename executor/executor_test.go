@@ -359,3 +359,37 @@ func TestUnstorableRefIsUncertain(t *testing.T) {
 	require.Equal(t, opledger.StateUncertain, op.State)
 	require.Contains(t, op.LastError, "not text the ledger can store")
 }
+
+// deadlineDest records when its call started and the deadline it got.
+type deadlineDest struct {
+	started  time.Time
+	deadline time.Time
+}
+
+func (d *deadlineDest) Name() string                           { return "deadline" }
+func (d *deadlineDest) Capabilities() destination.Capabilities { return destination.Capabilities{} }
+func (d *deadlineDest) Call(ctx context.Context, _ opledger.Call) (opledger.Result, error) {
+	d.started = time.Now()
+	d.deadline, _ = ctx.Deadline()
+	return opledger.Result{Ref: "D1"}, nil
+}
+
+// CallTimeout counts from the claim: time lost between claim and call (a
+// slow dispatch) shortens the call instead of pushing its end past the
+// lease.
+func TestCallDeadlineCountsFromClaim(t *testing.T) {
+	t.Parallel()
+	d := &deadlineDest{}
+	const callTimeout, slowDispatch = 2 * time.Second, 300 * time.Millisecond
+	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) {
+		o.Extra = []destination.Destination{d}
+		o.Executor.Lease, o.Executor.CallTimeout = 3*time.Second, callTimeout
+	})
+	r.Exec.SetBeforeDispatch(func(context.Context) { time.Sleep(slowDispatch) }) // a slow store, not synchronisation
+	r.Record("deadline:1", "deadline", `{}`)
+	op, err := r.Exec.RunOnce(r.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateSucceeded, op.State)
+	require.False(t, d.deadline.IsZero())
+	require.LessOrEqual(t, d.deadline.Sub(d.started), callTimeout-slowDispatch, "the call's time counts from the claim")
+}
