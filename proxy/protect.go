@@ -187,7 +187,7 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 		op := se.Operation
 		switch {
 		case op != nil && (op.State == opledger.StateSucceeded || op.State == opledger.StateFailed) && len(op.Response) > 0:
-			if err := replay(w, op, rt.identity); err != nil {
+			if err := replay(w, op, rt); err != nil {
 				if errors.Is(err, errOtherUpstream) {
 					p.otherUpstream(w, r, log, rt, op)
 					return
@@ -336,7 +336,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		w.Header().Set(HeaderState, string(op.State))
 	}
 	if !oversized {
-		writeAnswer(w, s.Status, s.Header, answer)
+		writeAnswer(w, s.Status, s.Header, answer, rt.timeout)
 		return
 	}
 	// An answer too large to save, not a 2xx: its outcome is recorded;
@@ -658,20 +658,20 @@ func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logge
 }
 
 // replay writes a saved answer again, unless it came from another API
-// than the upstream named identity (errOtherUpstream).
-func replay(w http.ResponseWriter, op *opledger.Operation, identity string) error {
+// than rt's upstream (errOtherUpstream).
+func replay(w http.ResponseWriter, op *opledger.Operation, rt *route) error {
 	var s saved
 	if err := json.Unmarshal(op.Response, &s); err != nil {
 		return errors.New("the saved response of " + op.Key + " is not a proxy response")
 	}
-	if s.Upstream != "" && s.Upstream != identity {
+	if s.Upstream != "" && s.Upstream != rt.identity {
 		return errOtherUpstream
 	}
 	w.Header().Set(HeaderReplayed, "true")
 	if s.BodyOmitted {
 		w.Header().Set(HeaderBodyOmitted, "true")
 	}
-	writeAnswer(w, s.Status, s.Header, s.Body)
+	writeAnswer(w, s.Status, s.Header, s.Body, rt.timeout)
 	return nil
 }
 
@@ -700,11 +700,15 @@ func addHeaders(w http.ResponseWriter, h http.Header) {
 }
 
 // writeAnswer writes an upstream answer held whole.
-func writeAnswer(w http.ResponseWriter, status int, h http.Header, body []byte) {
+func writeAnswer(w http.ResponseWriter, status int, h http.Header, body []byte, timeout time.Duration) {
 	addHeaders(w, h)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	// The outcome is recorded already; a caller that takes nothing for
+	// the route's timeout must not hold the handler forever.
+	rl := newRelay(w, timeout)
+	_, _ = rl.Write(body)
+	_ = rl.finish()
 }
 
 // hopByHop are the headers that concern one connection (RFC 9110 section

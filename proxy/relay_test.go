@@ -180,3 +180,47 @@ func TestStalledCallerLargeAnswer(t *testing.T) {
 	require.Equal(t, http.StatusCreated, again.status)
 	require.Equal(t, "true", again.header.Get(proxy.HeaderBodyOmitted))
 }
+
+// A saved answer replayed to a caller that takes nothing does not hold
+// the handler forever: each write has the route's timeout as deadline, as
+// the relay of a large answer has.
+func TestStalledCallerReplay(t *testing.T) {
+	t.Parallel()
+	const size = 4 << 20
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`+strings.Repeat("x", size)+`"}`)
+	}))
+	t.Cleanup(up.Close)
+	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 2 * size, Timeout: destination.Duration(2 * time.Second)}
+	l := openLedger(t, testdb.Stores()[0])
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	handled := make(chan struct{}, 2)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { handled <- struct{}{} }()
+		p.ServeHTTP(w, r)
+	}))
+	srv.Listener = smallListener{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	b := &bundle{ledger: l, proxy: p, url: srv.URL}
+
+	first := b.send(t, http.MethodPost, "/records", "key-1", "", body1) // read whole: saved
+	require.Equal(t, http.StatusCreated, first.status)
+	<-handled
+
+	client := &http.Client{Transport: smallTransport(t)}
+	resp := postLarge(t, b, client, "key-1") // the replay, whose body the caller does not read
+	defer resp.Body.Close()
+	require.Equal(t, "true", resp.Header.Get(proxy.HeaderReplayed))
+	select {
+	case <-handled:
+	case <-time.After(20 * time.Second): // a guard: without a write deadline it never comes
+		t.Fatal("the proxy is still held by a caller that takes nothing")
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.Error(t, err, "the replay is broken off after %d bytes", n)
+}

@@ -113,7 +113,7 @@ finish and record their outcome.`,
 	cmd.Flags().StringVar(&name, "name", proxy.DefaultUpstreamName, "with --upstream: the upstream's name, which scopes its keys; proxies sharing a store need different names, and an upstream with operations must keep its name")
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file with upstreams by path prefix and their capabilities (docs/proxy.md)")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body, in bytes, at least 1 (larger: 413); with --upstream")
-	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for its answer, more than 0 (then: uncertain, 504); with --upstream")
+	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for the upstream in all (its answer and each part of a large one; the caller's download does not count), more than 0 (then: uncertain, 504); with --upstream")
 	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled, more than 0")
 	lf.add(cmd)
 	cmd.Flags().DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM, more than 0")
