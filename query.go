@@ -2,9 +2,12 @@ package opledger
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,7 +144,7 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 		return nil, invalidInput("unknown order %q: use %q or %q", o.Order, OrderNewest, OrderReview)
 	}
 	if o.Cursor != "" {
-		at, key, err := decodeCursor(o.Cursor, p.ByReview)
+		at, key, err := decodeCursor(o.Cursor, listScope(p))
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +165,7 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 				if p.ByReview {
 					at = last.ReviewBy
 				}
-				page.NextCursor = encodeCursor(at, last.Key, p.ByReview)
+				page.NextCursor = encodeCursor(at, last.Key, listScope(p))
 				break
 			}
 			page.Items = append(page.Items, toOperation(row))
@@ -175,28 +178,30 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	return page, nil
 }
 
-// reviewCursor marks the cursors of OrderReview, so that a cursor of one
-// order is refused by the other instead of starting at a wrong place.
-const reviewCursor = "r"
-
-func encodeCursor(at time.Time, key string, byReview bool) string {
-	c := strconv.FormatInt(at.UnixMicro(), 10) + "|" + key
-	if byReview {
-		c = reviewCursor + c
-	}
-	return base64.RawURLEncoding.EncodeToString([]byte(c))
+// listScope names the list a cursor belongs to: its order and filters,
+// hashed. A cursor of one list is refused by any other, instead of
+// continuing it from a place that list never had.
+func listScope(p store.ListParams) string {
+	states := slices.Sorted(slices.Values(p.States))
+	h := sha256.Sum256([]byte(fmt.Sprintf("%t\x00%s\x00%s\x00%t\x00%s", p.ByReview, p.Owner, p.Destination, p.Duplicates,
+		strings.Join(states, ","))))
+	return hex.EncodeToString(h[:4])
 }
 
-func decodeCursor(c string, byReview bool) (time.Time, string, error) {
+func encodeCursor(at time.Time, key, scope string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(scope + "|" + strconv.FormatInt(at.UnixMicro(), 10) + "|" + key))
+}
+
+func decodeCursor(c, scope string) (time.Time, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err == nil {
-		s, review := strings.CutPrefix(string(b), reviewCursor)
+		s, sameList := strings.CutPrefix(string(b), scope+"|")
 		micros, key, ok := strings.Cut(s, "|")
-		if v, perr := strconv.ParseInt(micros, 10, 64); ok && review == byReview && perr == nil && v > 0 && ValidateKey(key) == nil {
+		if v, perr := strconv.ParseInt(micros, 10, 64); sameList && ok && perr == nil && v > 0 && ValidateKey(key) == nil {
 			return time.UnixMicro(v).UTC(), key, nil
 		}
 	}
-	return time.Time{}, "", invalidInput("cursor is not one this server issued for this order")
+	return time.Time{}, "", invalidInput("cursor does not continue this list: it was issued for another order or other filters, or not by opledger (give the same order and filters, or start without a cursor)")
 }
 
 // CountByState counts the tenant's operations in each state.

@@ -94,6 +94,20 @@ func testReviews(t *testing.T, h Harness) {
 	require.ErrorIs(t, err, opledger.ErrInvalidInput, "a cursor of newest first")
 	_, err = b.ledger.List(b.ctx, opledger.ListOptions{Cursor: review.NextCursor})
 	require.ErrorIs(t, err, opledger.ErrInvalidInput, "a cursor of review order")
+	// A cursor continues only the list it was issued for: other filters
+	// would start a list at a place it never had.
+	for _, o := range []opledger.ListOptions{
+		{Cursor: newest.NextCursor, States: []opledger.State{opledger.StateHeld}},
+		{Cursor: newest.NextCursor, Owner: "ops"},
+		{Cursor: newest.NextCursor, Destination: "crm"},
+		{Cursor: newest.NextCursor, DuplicateEffects: true},
+	} {
+		_, err = b.ledger.List(b.ctx, o)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "%+v", o)
+		require.ErrorContains(t, err, "another order or other filters")
+	}
+	_, err = b.ledger.List(b.ctx, opledger.ListOptions{Cursor: newest.NextCursor, Limit: 5})
+	require.NoError(t, err, "the page size may change")
 
 	// Overdue reviews. x and c were held at the same time (x just before
 	// c), a, d and b one, two and three hours later, e and g four hours
