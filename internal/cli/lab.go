@@ -269,8 +269,11 @@ otherwise.`,
   opledger lab sim --seeds 20 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if seeds < 1 || workers < 1 || ops < 1 {
+			if seeds < 1 && !cmd.Flags().Changed("seed") || workers < 1 || ops < 1 {
 				return usageError{errors.New("--seeds, --workers and --ops must be at least 1")}
+			}
+			if cmd.Flags().Changed("seed") && cmd.Flags().Changed("seeds") {
+				return usageError{errors.New("--seed runs one seed and --seeds runs seeds 1…N: give one of them")}
 			}
 			list := make([]int64, 0, seeds)
 			if cmd.Flags().Changed("seed") {

@@ -188,4 +188,7 @@ func TestLabSim(t *testing.T) {
 	_, errOut, code = run(t, "lab", "sim", "--seeds", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "must be at least 1")
+	_, errOut, code = run(t, "lab", "sim", "--seed", "3", "--seeds", "0")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "give one of them", "--seeds does not apply with --seed: said so, not checked")
 }

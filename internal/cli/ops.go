@@ -551,6 +551,11 @@ func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decisio
 	if strings.TrimSpace(d.Reason) == "" {
 		return usageError{errors.New("--reason is required: write what you checked and why this is the right decision")}
 	}
+	if strings.TrimSpace(d.Operator) == "" {
+		// Empty only when given so (the default is $USER, else
+		// "operator"): a decision names who made it.
+		return usageError{errors.New("--operator is empty: give who decides, or leave the flag out for $USER")}
+	}
 	b, err := bf.open(cmd.Context())
 	if err != nil {
 		return err

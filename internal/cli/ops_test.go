@@ -112,6 +112,7 @@ func TestOps(t *testing.T) {
 	}{
 		{[]string{"ops", "retry", "DEMO-MAIL-017"}, 2, "--reason is required"},
 		{[]string{"ops", "cancel", "DEMO-MAIL-017", "--reason", " "}, 2, "--reason is required"},
+		{[]string{"ops", "cancel", "DEMO-MAIL-017", "--reason", "x", "--operator", " "}, 2, "--operator is empty"},
 		{[]string{"ops", "resolve", "DEMO-MAIL-017", "--succeeded", "--reason", "x"}, 2, "--ref is required"},
 		{[]string{"ops", "resolve", "DEMO-MAIL-017", "--ref", "M1", "--reason", "x"}, 2, "needs --succeeded"},
 		{[]string{"ops", "show", "nope"}, 1, "not found"},
