@@ -191,6 +191,9 @@ func (o *Operation) IdempotencyKey() string {
 func (o Operation) MarshalJSON() ([]byte, error) {
 	type plain Operation
 	p := plain(o)
+	if p.SensitiveFields == nil {
+		p.SensitiveFields = []string{} // [], never null: as a stored operation reads back
+	}
 	p.Payload = MaskPayload(o.Payload, o.SensitiveFields)
 	p.Response = maskResponse(o.Response, o.Payload, o.SensitiveFields)
 	return json.Marshal(p)

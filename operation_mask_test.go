@@ -105,3 +105,13 @@ func TestMaskKeepsNumbersAndMasksResponsePaths(t *testing.T) {
 		string(got.Response), "echoes masked exactly, the sensitive path masked, the rest as written")
 	require.Contains(t, string(got.Response), `12345678901234567890`)
 }
+
+// sensitive_fields is [] when there are none, never null: the same
+// operation reads back from the store with an empty list, and a client
+// should not see the field change type between a 201 and a 200.
+func TestMarshalSensitiveFieldsNeverNull(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(opledger.Operation{Key: "k"})
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"sensitive_fields":[]`)
+}
