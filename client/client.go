@@ -5,8 +5,8 @@
 // problem and matches the opledger sentinels with errors.Is
 // (opledger.ErrFingerprintMismatch, opledger.ErrInProgress, ...).
 //
-// Allowed imports: opledger, httpapi (for the problem type), the standard
-// library.
+// Allowed imports: opledger, httpapi (for the problem type),
+// internal/opjson (to encode as the API does), the standard library.
 package client
 
 import (
@@ -15,16 +15,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/opjson"
 )
 
 // Client calls one opledger server with one token.
@@ -187,35 +186,7 @@ type OperationDetail struct {
 // at its sensitive fields), then attempts and timeline. Without it the
 // embedded Operation's MarshalJSON would encode the operation alone.
 func (d OperationDetail) MarshalJSON() ([]byte, error) {
-	return withFields(d.Operation, map[string]any{"attempts": d.Attempts, "timeline": d.Timeline})
-}
-
-// withFields encodes op and adds extra top-level fields (none of them a
-// field of the operation) after its own, in the order of their names.
-func withFields(op opledger.Operation, extra map[string]any) ([]byte, error) {
-	b, err := json.Marshal(op)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
-		return nil, fmt.Errorf("operation encoded as %.20q, not an object", b)
-	}
-	out := b[:len(b)-1]
-	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		raw, err := json.Marshal(extra[k])
-		if err != nil {
-			return nil, err
-		}
-		name, err := json.Marshal(k)
-		if err != nil {
-			return nil, err
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = append(append(append(out, name...), ':'), raw...)
-	}
-	return append(out, '}'), nil
+	return opjson.WithFields(&d.Operation, map[string]any{"attempts": d.Attempts, "timeline": d.Timeline})
 }
 
 // Get returns an operation with its attempts and timeline.
@@ -340,7 +311,7 @@ type ReportResult struct {
 // at its sensitive fields), then stale_report. Without it the embedded
 // Operation's MarshalJSON would encode the operation alone.
 func (r ReportResult) MarshalJSON() ([]byte, error) {
-	return withFields(r.Operation, map[string]any{"stale_report": r.StaleReport})
+	return opjson.WithFields(&r.Operation, map[string]any{"stale_report": r.StaleReport})
 }
 
 // Report reports an attempt's outcome.

@@ -2,7 +2,8 @@
 // *opledger.Ledger: JSON in and out, RFC 9457 problem details for errors,
 // bearer tokens that each belong to one tenant.
 //
-// Allowed imports: opledger, the standard library, prometheus client.
+// Allowed imports: opledger, internal/opjson, the standard library,
+// prometheus client.
 package httpapi
 
 import (

@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/opjson"
 )
 
 func (s *server) routes() []route {
@@ -91,37 +89,7 @@ type operationDetail struct {
 
 // MarshalJSON merges the operation's (masked) fields with the lists.
 func (d operationDetail) MarshalJSON() ([]byte, error) {
-	return mergeJSON(d.Operation, map[string]any{"attempts": d.Attempts, "timeline": d.Timeline})
-}
-
-// mergeJSON encodes op and adds extra top-level fields (none of them a
-// field of the operation) after its own, in the order of their names. The
-// operation's encoding is extended in place rather than decoded and
-// encoded again: an outcome's answer is on the hot path of the API.
-func mergeJSON(op *opledger.Operation, extra map[string]any) ([]byte, error) {
-	b, err := json.Marshal(op)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
-		return nil, fmt.Errorf("operation encoded as %.20q, not an object", b)
-	}
-	out := b[:len(b)-1]
-	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		raw, err := json.Marshal(extra[k])
-		if err != nil {
-			return nil, err
-		}
-		name, err := json.Marshal(k)
-		if err != nil {
-			return nil, err
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = append(append(append(out, name...), ':'), raw...)
-	}
-	return append(out, '}'), nil
+	return opjson.WithFields(d.Operation, map[string]any{"attempts": d.Attempts, "timeline": d.Timeline})
 }
 
 func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
@@ -313,7 +281,7 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeMerged(w http.ResponseWriter, status int, op *opledger.Operation, extra map[string]any) {
-	b, err := mergeJSON(op, extra)
+	b, err := opjson.WithFields(op, extra)
 	if err != nil {
 		http.Error(w, "encode response", http.StatusInternalServerError)
 		return

@@ -1,4 +1,4 @@
-package httpapi
+package opjson
 
 import (
 	"encoding/json"
@@ -10,10 +10,10 @@ import (
 	"github.com/opledger/opledger"
 )
 
-// TestMergeJSON checks that the operation's encoding, extended in place,
+// TestWithFields checks that the operation's encoding, extended in place,
 // is one JSON object holding every field of the operation and every extra
 // field, the extras in the order of their names after the operation's own.
-func TestMergeJSON(t *testing.T) {
+func TestWithFields(t *testing.T) {
 	t.Parallel()
 	op := &opledger.Operation{Key: "order:1", Action: "create", Destination: "crm", State: opledger.StateSucceeded,
 		Payload: json.RawMessage(`{"units":2}`), CreatedAt: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
@@ -30,7 +30,7 @@ func TestMergeJSON(t *testing.T) {
 		want[k] = decoded
 	}
 
-	b, err := mergeJSON(op, extra)
+	b, err := WithFields(op, extra)
 	require.NoError(t, err)
 	require.True(t, json.Valid(b), "%s", b)
 	var got map[string]any
@@ -38,7 +38,7 @@ func TestMergeJSON(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Equal(t, string(plain[:len(plain)-1])+`,"attempts":[1,2],"stale_report":true,"timeline":[]}`, string(b))
 
-	b, err = mergeJSON(op, nil)
+	b, err = WithFields(op, nil)
 	require.NoError(t, err)
 	require.Equal(t, string(plain), string(b), "nothing to add")
 }
