@@ -1,112 +1,38 @@
 package destination_test
 
 import (
-	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/fakedest"
 )
 
-// dropper is an upstream on a raw socket that answers the first request
-// of every connection with 201 {"id":"A"} and, from the second request of
-// a connection on, reads the request whole and closes the connection
-// without an answer: it acted, then the connection broke. It records the
-// requests it read after the first of their connection.
-type dropper struct {
-	ln       net.Listener
-	answered atomic.Int32
-	mu       sync.Mutex
-	dropped  []*dropped
-	conns    []net.Conn
-}
-
-type dropped struct {
-	method string
-	header http.Header
-	body   string
-}
-
-func newDropper(t *testing.T) *dropper {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	d := &dropper{ln: ln}
-	var conns sync.WaitGroup
-	t.Cleanup(func() {
-		_ = ln.Close()
-		d.mu.Lock()
-		for _, c := range d.conns {
-			_ = c.Close()
+// dropped returns the requests d read after the first of their
+// connection: those it never answered.
+func dropped(d *fakedest.Dropper) []fakedest.Request {
+	var out []fakedest.Request
+	for _, r := range d.Requests() {
+		if r.Dropped {
+			out = append(out, r)
 		}
-		d.mu.Unlock()
-		conns.Wait()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			d.mu.Lock()
-			d.conns = append(d.conns, c)
-			d.mu.Unlock()
-			conns.Add(1)
-			go func() {
-				defer conns.Done()
-				defer c.Close()
-				rd := bufio.NewReader(c)
-				for i := 0; ; i++ {
-					req, err := http.ReadRequest(rd)
-					if err != nil {
-						return
-					}
-					body, err := io.ReadAll(req.Body)
-					if err != nil {
-						return
-					}
-					if i > 0 {
-						d.mu.Lock()
-						d.dropped = append(d.dropped, &dropped{req.Method, req.Header, string(body)})
-						d.mu.Unlock()
-						return
-					}
-					d.answered.Add(1)
-					if _, err := io.WriteString(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{\"id\":\"A\"}"); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return d
-}
-
-func (d *dropper) url() string { return "http://" + d.ln.Addr().String() }
-
-// received returns the requests read after the first of their connection.
-func (d *dropper) received() []*dropped {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]*dropped(nil), d.dropped...)
+	}
+	return out
 }
 
 // warm sends one request on client so that its connection to d goes
 // back to the idle pool, to be reused by the next request.
-func (d *dropper) warm(t *testing.T, client *http.Client) {
+func warm(t *testing.T, d *fakedest.Dropper, client *http.Client) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, d.url()+"/warm", strings.NewReader(`{}`))
+	req, err := http.NewRequest(http.MethodPost, d.URL()+"/warm", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	resp, err := destination.SendHTTP(client, req, destination.HTTPPolicy{})
 	require.NoError(t, err)
@@ -132,9 +58,9 @@ func TestSendHTTPNeverResendsAfterWriting(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			up := newDropper(t)
+			up := fakedest.NewDropper(t)
 			client := newClient(t)
-			up.warm(t, client)
+			warm(t, up, client)
 
 			var body io.Reader
 			if c.body != "" {
@@ -142,7 +68,7 @@ func TestSendHTTPNeverResendsAfterWriting(t *testing.T) {
 			} else if c.method != http.MethodGet {
 				body = strings.NewReader("") // becomes http.NoBody
 			}
-			req, err := http.NewRequestWithContext(context.Background(), c.method, up.url()+"/act", body)
+			req, err := http.NewRequestWithContext(context.Background(), c.method, up.URL()+"/act", body)
 			require.NoError(t, err)
 			if c.body != "" {
 				require.NotNil(t, req.GetBody, "net/http could rewind this body")
@@ -154,14 +80,14 @@ func TestSendHTTPNeverResendsAfterWriting(t *testing.T) {
 			}
 			require.Nil(t, resp, "no answer")
 			requireOutcome(t, err, opledger.OutcomeUncertain, true)
-			got := up.received()
+			got := dropped(up)
 			require.Len(t, got, 1, "sent exactly once")
-			require.Equal(t, int32(1), up.answered.Load(), "never sent again on a new connection")
-			require.Equal(t, c.body, got[0].body)
-			require.Equal(t, "opl-k1-v1", got[0].header.Get(c.header))
+			require.Equal(t, 1, up.Answered(), "never sent again on a new connection")
+			require.Equal(t, c.body, got[0].Body)
+			require.Equal(t, "opl-k1-v1", got[0].Header.Get(c.header))
 			if c.body != "" {
-				require.Empty(t, got[0].header.Get("Transfer-Encoding"), "a body keeps its Content-Length")
-				require.Equal(t, "7", got[0].header.Get("Content-Length"))
+				require.Empty(t, got[0].Header.Get("Transfer-Encoding"), "a body keeps its Content-Length")
+				require.Equal(t, "7", got[0].Header.Get("Content-Length"))
 			}
 		})
 	}
@@ -172,8 +98,8 @@ func TestSendHTTPNeverResendsAfterWriting(t *testing.T) {
 // leaves it uncertain.
 func TestHTTPCallNeverResent(t *testing.T) {
 	t.Parallel()
-	up := newDropper(t)
-	h := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: up.url() + "/records", Ref: "/id",
+	up := fakedest.NewDropper(t)
+	h := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: up.URL() + "/records", Ref: "/id",
 		Body:        `{{if false}}nothing{{end}}`,
 		Idempotency: &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(24 * 3600e9)}})
 	op := operation("order:1", `{"name":"Ada"}`)
@@ -186,10 +112,10 @@ func TestHTTPCallNeverResent(t *testing.T) {
 	require.Error(t, err)
 	outcome, _ := opledger.OutcomeOf(err)
 	require.Equal(t, opledger.OutcomeUncertain, outcome, "error: %v", err)
-	got := up.received()
+	got := dropped(up)
 	require.Len(t, got, 1, "sent exactly once")
-	require.Equal(t, op2.IdempotencyKey(), got[0].header.Get("Idempotency-Key"))
-	require.Equal(t, int32(1), up.answered.Load(), "never sent again on a new connection")
+	require.Equal(t, op2.IdempotencyKey(), got[0].Header.Get("Idempotency-Key"))
+	require.Equal(t, 1, up.Answered(), "never sent again on a new connection")
 }
 
 // A POST without a body and without an idempotency header is not one

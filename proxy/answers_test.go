@@ -1,12 +1,10 @@
 package proxy_test
 
 import (
-	"bufio"
 	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -20,81 +18,20 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/fakedest"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/proxy"
 )
 
-// dropUpstream is an upstream on a raw socket: it answers the first
-// request of every connection with 201 {"id":"A"} and, from the second
-// request of a connection on, reads it whole and closes the connection
-// without an answer (it acted, then the connection broke). It counts the
-// requests it read per path.
-type dropUpstream struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	paths map[string]int
-	conns []net.Conn
-}
-
-func newDropUpstream(t *testing.T) *dropUpstream {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	d := &dropUpstream{ln: ln, paths: map[string]int{}}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		_ = ln.Close()
-		d.mu.Lock()
-		for _, c := range d.conns {
-			_ = c.Close()
+// readsOf counts the requests d read for path.
+func readsOf(d *fakedest.Dropper, path string) int {
+	n := 0
+	for _, r := range d.Requests() {
+		if r.Path == path {
+			n++
 		}
-		d.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			d.mu.Lock()
-			d.conns = append(d.conns, c)
-			d.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				rd := bufio.NewReader(c)
-				for i := 0; ; i++ {
-					req, err := http.ReadRequest(rd)
-					if err != nil {
-						return
-					}
-					if _, err := io.Copy(io.Discard, req.Body); err != nil {
-						return
-					}
-					d.mu.Lock()
-					d.paths[req.URL.Path]++
-					d.mu.Unlock()
-					if i > 0 {
-						return
-					}
-					if _, err := io.WriteString(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{\"id\":\"A\"}"); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return d
-}
-
-func (d *dropUpstream) received(path string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.paths[path]
+	}
+	return n
 }
 
 // A protected request whose reused upstream connection breaks after the
@@ -104,8 +41,8 @@ func (d *dropUpstream) received(path string) int {
 // caller's X-Idempotency-Key).
 func TestNeverResentOnReusedConnection(t *testing.T) {
 	t.Parallel()
-	up := newDropUpstream(t)
-	url := "http://" + up.ln.Addr().String()
+	up := fakedest.NewDropper(t)
+	url := up.URL()
 	b := proxyOn(t, openLedger(t, testdb.Stores()[0]),
 		proxy.Upstream{Name: "plain", Prefix: "/plain/", URL: url + "/plain"},
 		proxy.Upstream{Name: "keyed", Prefix: "/keyed/", URL: url + "/keyed",
@@ -123,6 +60,8 @@ func TestNeverResentOnReusedConnection(t *testing.T) {
 		first := b.send(t, http.MethodPost, c.prefix+"warm", fmt.Sprintf("warm-%d", i), token, body1)
 		require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
 
+		act := strings.TrimSuffix(c.prefix, "/") + "/act"
+		before := readsOf(up, act)
 		h := c.header.Clone()
 		h.Set("Idempotency-Key", fmt.Sprintf("act-%d", i))
 		h.Set("Authorization", token)
@@ -131,10 +70,7 @@ func TestNeverResentOnReusedConnection(t *testing.T) {
 		p := a.problem(t)
 		require.Equal(t, httpapi.ProblemTypeBase+"upstream_response_lost", p.Type)
 		require.Equal(t, opledger.StateUncertain, p.State)
-		require.Equal(t, 1, up.received(strings.TrimSuffix(c.prefix, "/")+"/act"), "%s %q: sent exactly once", c.prefix, c.body)
-		up.mu.Lock()
-		up.paths = map[string]int{}
-		up.mu.Unlock()
+		require.Equal(t, 1, readsOf(up, act)-before, "%s %q: sent exactly once", c.prefix, c.body)
 	}
 }
 

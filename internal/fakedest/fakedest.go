@@ -15,6 +15,11 @@
 // the original record again and creates nothing. With Unique set, a create
 // whose external_ref already exists answers 409.
 //
+// Dropper is a rawer upstream: it answers the first request of each
+// connection and drops the connection on the next, for tests of what a
+// client does when a reused connection breaks after the request was
+// written.
+//
 // Allowed imports: the standard library.
 package fakedest
 
