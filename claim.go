@@ -374,6 +374,16 @@ func (t *txn) settleExpiredLease() error {
 		return fmt.Errorf("settle lease of %s: %w", t.key, err)
 	}
 	a.FinishedAt = t.now
+	if t.confirmedWhileHeld() {
+		a.Outcome = AttemptAbandoned
+		how := fmt.Sprintf("the lease of attempt %d expired before dispatch", a.Number)
+		if t.op.Dispatched {
+			a.Outcome = AttemptLeaseExpired
+			how = fmt.Sprintf("the lease of attempt %d expired after dispatch", a.Number)
+		}
+		t.settleConfirmed(a, ActorSystem, how)
+		return t.updateAttempt(a)
+	}
 	if t.op.Dispatched {
 		a.Outcome = AttemptLeaseExpired
 		t.move(StateUncertain, ActorSystem, a.ID, "lease expired after dispatch",
@@ -494,6 +504,17 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 		if t.op.Dispatched {
 			return nil // repeated dispatch mark of the same attempt
 		}
+		if t.confirmedWhileHeld() {
+			// The effect exists already: the call must not start.
+			a.Outcome = AttemptAbandoned
+			a.FinishedAt = t.now
+			if err := t.updateAttempt(a); err != nil {
+				return err
+			}
+			t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d was not dispatched", a.Number))
+			t.after = t.refuse("dispatch")
+			return nil
+		}
 		if a.Protected && t.protectionExpired() {
 			// The claim came in time but the call would not: give the
 			// attempt up unsent and hold the operation.
@@ -564,12 +585,22 @@ func (r *Report) validate() error {
 }
 
 // Report records an attempt's outcome. From the current attempt it moves
-// the operation: succeeded → succeeded; rejected → failed (rejected);
+// the operation: succeeded → succeeded; rejected → failed (rejected), or
+// held for a protected retry (a retry of an uncertain attempt: its
+// refusal says nothing of what that attempt did);
 // retryable → pending after backoff, or failed (exhausted) past the retry
 // policy; uncertain → uncertain. A retryable outcome of a protected attempt
 // (a retry of an uncertain one) leaves the earlier attempt unexplained: the
 // operation returns to uncertain, due for reconciliation after the
 // backoff, or is held past the retry policy.
+//
+// The same report sent again by the attempt it ended (its answer was
+// lost) records nothing and returns the operation as it is now.
+//
+// A late success of an earlier attempt that arrived while this attempt
+// held the operation settles it: the operation succeeds with that
+// reference whatever this attempt answers, and a success of this
+// attempt's with another reference is a duplicate effect.
 //
 // A report from an attempt that no longer holds the operation moves nothing
 // but is kept as evidence, and the call returns a *StaleError
@@ -596,6 +627,9 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 				// Not this attempt's token: not its report.
 				return t.stale(attemptID, token)
 			}
+			if t.repeatedReport(a, &r) {
+				return nil // recorded already: the operation as it is now
+			}
 			return t.staleReport(a, token, &r)
 		}
 		a.Outcome = string(r.Outcome)
@@ -604,12 +638,16 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		a.Response = r.Response
 		a.Error = r.Error
 		t.queue(store.Write{UpdateAttempt: a})
-		late, err := t.lateSuccess(a)
-		if err != nil {
-			return err
-		}
-		if late != nil && !(r.Outcome == OutcomeSucceeded && r.DestinationRef == late.DestinationRef) {
-			t.settleOnLateSuccess(a, late, &r)
+		if t.confirmedWhileHeld() && !(r.Outcome == OutcomeSucceeded && r.DestinationRef == t.op.DestinationRef) {
+			// The effect confirmed first stays the result: whatever a
+			// says (retryable, rejected, uncertain) does not undo an
+			// effect that exists, and a success elsewhere is a second one.
+			if r.Outcome == OutcomeSucceeded {
+				t.op.DuplicateEffects++
+				t.note(a.Worker, a.ID, "duplicate effect", fmt.Sprintf("attempt %d succeeded too, destination ref %s differs from confirmed ref %s",
+					a.Number, r.DestinationRef, t.op.DestinationRef))
+			}
+			t.settleConfirmed(a, a.Worker, join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error))
 			return nil
 		}
 		switch r.Outcome {
@@ -708,52 +746,26 @@ func (t *txn) triedAttempts() (int, error) {
 	return n, nil
 }
 
-// lateSuccess returns the first attempt before current whose report,
-// arriving after it had lost the operation, confirmed an effect with a
-// reference. Such a report resolves the operation at once unless it
-// arrives while another attempt holds it (staleReport), so one found here
-// arrived while this attempt ran. An operation's first attempt has none
-// before it: nothing is read.
-func (t *txn) lateSuccess(current *store.Attempt) (*store.Attempt, error) {
-	if current.Number < 2 {
-		return nil, nil
-	}
-	attempts, err := t.listAttempts()
-	if err != nil {
-		return nil, err
-	}
-	succeeded := string(OutcomeSucceeded)
-	for _, a := range attempts {
-		if a.ID == current.ID || !a.Stale || a.DestinationRef == "" {
-			continue
-		}
-		if a.LateOutcome == succeeded || (a.LateOutcome == "" && a.Outcome == succeeded) {
-			return a, nil
-		}
-	}
-	return nil, nil
+// confirmedWhileHeld reports whether a late success of an earlier
+// attempt arrived while the operation was in progress (staleReport keeps
+// its reference and response on the operation then): the effect exists,
+// and the attempt that holds the operation must not make it again. An
+// operation in progress has no reference otherwise.
+func (t *txn) confirmedWhileHeld() bool {
+	return State(t.op.State) == StateInProgress && t.op.DestinationRef != ""
 }
 
-// settleOnLateSuccess settles the report r of attempt a, the current one,
-// when an earlier attempt's late report (late) confirmed an effect while a
-// ran. The effect confirmed first stays the operation's result: a success
-// of a's with another reference is a duplicate effect, counted; any other
-// answer of a's (retryable, rejected, uncertain) says nothing against an
-// effect that exists, and the operation succeeds with late's reference
-// instead of being sent again or failed.
-func (t *txn) settleOnLateSuccess(a, late *store.Attempt, r *Report) {
-	t.succeed(late.DestinationRef, late.Response)
-	confirmed := fmt.Sprintf("attempt %d's late report had confirmed the effect while attempt %d ran, destination ref %s",
-		late.Number, a.Number, late.DestinationRef)
-	if r.Outcome == OutcomeSucceeded {
-		t.op.DuplicateEffects++
-		t.move(StateSucceeded, a.Worker, a.ID, "late success resolved", confirmed)
-		t.note(a.Worker, a.ID, "duplicate effect", fmt.Sprintf("attempt %d succeeded too, destination ref %s differs from confirmed ref %s",
-			a.Number, r.DestinationRef, late.DestinationRef))
-		return
-	}
-	t.move(StateSucceeded, a.Worker, a.ID, "late success resolved",
-		join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error)+"; "+confirmed)
+// settleConfirmed ends attempt a, the current one, on an operation whose
+// effect an earlier attempt's late report confirmed while a held it
+// (confirmedWhileHeld): the operation succeeds with that reference, and
+// a is not sent (again). actor ended a; how says how: its answer, or
+// that it gave the claim back or lost its lease.
+func (t *txn) settleConfirmed(a *store.Attempt, actor, how string) {
+	ref := t.op.DestinationRef
+	t.succeed(ref, t.op.Response)
+	t.move(StateSucceeded, actor, a.ID, "late success resolved",
+		fmt.Sprintf("%s; an earlier attempt's late report had confirmed the effect while attempt %d held the operation, destination ref %s",
+			how, a.Number, ref))
 }
 
 // succeed sets the confirmed result.
@@ -762,6 +774,15 @@ func (t *txn) succeed(ref string, response json.RawMessage) {
 	t.op.Response = response
 	t.op.LastError = ""
 	t.unprotect()
+}
+
+// repeatedReport reports whether r is the report that ended attempt a, sent
+// again: a worker whose first report committed but whose answer was lost
+// (a dropped connection) tries again. It is answered with the operation as
+// it is, and recorded no second time, not as a late report of its own.
+func (t *txn) repeatedReport(a *store.Attempt, r *Report) bool {
+	return !a.Stale && a.LateOutcome == "" && a.Outcome == string(r.Outcome) &&
+		a.DestinationRef == r.DestinationRef && a.Error == t.scrub(r.Error)
 }
 
 // staleReport keeps a report from an attempt that lost the operation.
@@ -812,7 +833,16 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		}
 		t.succeed(r.DestinationRef, r.Response)
 		t.move(StateSucceeded, a.Worker, a.ID, "late success resolved", evidence)
-	case r.Outcome == OutcomeSucceeded && state == StateSucceeded && t.op.DestinationRef != r.DestinationRef:
+	case r.Outcome == OutcomeSucceeded && state == StateInProgress && t.op.DestinationRef == "":
+		// Another attempt holds the operation: it cannot move now, but
+		// the effect exists. Kept on the operation, it stops that
+		// attempt's dispatch and settles its report, release or lease
+		// (confirmedWhileHeld).
+		t.op.DestinationRef, t.op.Response = r.DestinationRef, r.Response
+		t.dirty = true
+		t.note(a.Worker, a.ID, "late success while another attempt holds the operation",
+			evidence+"; the effect is confirmed: the attempt holding the operation will not send it again")
+	case r.Outcome == OutcomeSucceeded && (state == StateSucceeded || state == StateInProgress) && t.op.DestinationRef != r.DestinationRef:
 		t.op.DuplicateEffects++
 		t.dirty = true
 		t.note(a.Worker, a.ID, "duplicate effect", evidence+" differs from confirmed ref "+t.op.DestinationRef)

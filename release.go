@@ -45,6 +45,10 @@ func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64
 		if err := t.updateAttempt(a); err != nil {
 			return err
 		}
+		if t.confirmedWhileHeld() {
+			t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d gave the claim back before dispatch", a.Number))
+			return nil
+		}
 		t.move(StatePending, a.Worker, a.ID, "released before dispatch",
 			join("nothing was sent; worker "+a.Worker+" gave the claim back", reason))
 		t.op.NotBefore = t.now

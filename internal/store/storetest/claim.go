@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -514,6 +515,89 @@ func testFencing(t *testing.T, h Harness) {
 		}
 	})
 
+	// The same late success, before the retry was dispatched: the call
+	// must not start, and a lost worker or a claim given back must not
+	// send the operation again either.
+	t.Run("LateSuccessBeforeRetryDispatched", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name    string
+			settle  func(b *bundle, retry *opledger.Claim) error
+			outcome string
+		}{
+			{"Dispatch", func(b *bundle, retry *opledger.Claim) error {
+				_, err := b.ledger.Dispatch(b.ctx, "k1", retry.AttemptID, retry.FencingToken)
+				if !errors.Is(err, opledger.ErrAlreadySucceeded) {
+					return fmt.Errorf("dispatch: want ErrAlreadySucceeded, got %v", err)
+				}
+				return nil
+			}, opledger.AttemptAbandoned},
+			{"Release", func(b *bundle, retry *opledger.Claim) error {
+				_, err := b.ledger.Release(b.ctx, "k1", retry.AttemptID, retry.FencingToken, "shutting down")
+				return err
+			}, opledger.AttemptAbandoned},
+			{"LeaseExpires", func(b *bundle, _ *opledger.Claim) error {
+				b.clock.Advance(time.Hour)
+				_, err := b.ledger.ExpireLeases(b.ctx)
+				return err
+			}, opledger.AttemptAbandoned},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, h)
+				first := b.dispatched(t, "k1")
+				b.report(t, "k1", first, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+				_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
+				require.NoError(t, err)
+				retry, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+				require.NoError(t, err)
+				_, err = b.ledger.Report(b.ctx, "k1", first.AttemptID, first.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+					DestinationRef: "R1", Response: json.RawMessage(`{"id":"R1"}`)})
+				require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+				// A second late success elsewhere is a second effect.
+				_, err = b.ledger.Report(b.ctx, "k1", first.AttemptID, first.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+					DestinationRef: "R9"})
+				require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+
+				require.NoError(t, tc.settle(b, retry))
+				op := b.requireState(t, "k1", opledger.StateSucceeded)
+				require.Equal(t, "R1", op.DestinationRef)
+				require.JSONEq(t, `{"id":"R1"}`, string(op.Response))
+				require.Equal(t, 1, op.DuplicateEffects, "R9")
+				require.Contains(t, b.events(t, "k1"), "late success resolved")
+				attempts, err := b.ledger.Attempts(b.ctx, "k1")
+				require.NoError(t, err)
+				require.Len(t, attempts, 2)
+				require.Equal(t, tc.outcome, attempts[1].Outcome)
+				require.Nil(t, attempts[1].DispatchedAt, "the retry was never sent")
+				_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+				require.ErrorIs(t, err, opledger.ErrAlreadySucceeded, "nothing left to send")
+			})
+		}
+	})
+
+	// A worker whose report committed but whose answer was lost reports
+	// again: nothing more is recorded, and it gets the operation.
+	t.Run("RepeatedReport", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		r := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"}
+		b.report(t, "k1", c, r)
+		before := b.events(t, "k1")
+		op, err := b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, r)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, before, b.events(t, "k1"), "nothing recorded twice")
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.False(t, attempts[0].Stale)
+		require.Empty(t, attempts[0].LateOutcome)
+		// Another report of the same attempt is a late report, as before.
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R2"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+	})
+
 	t.Run("LateSuccessResolvesUncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
@@ -640,9 +724,10 @@ func testFencing(t *testing.T, h Harness) {
 		require.Equal(t, 1, op.DuplicateEffects)
 		require.Contains(t, b.events(t, "k1"), "duplicate effect")
 
-		// The same ref again is no incident.
+		// The same ref again is no incident: the report that ended the
+		// attempt, repeated, records nothing.
 		_, err = b.ledger.Report(b.ctx, "k1", fresh.AttemptID, fresh.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H43"})
-		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		require.NoError(t, err)
 		op = b.requireState(t, "k1", opledger.StateSucceeded)
 		require.Equal(t, 1, op.DuplicateEffects)
 
