@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opledger/opledger/internal/marker"
 	"github.com/opledger/opledger/internal/store"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
@@ -484,10 +485,26 @@ func (t *txn) scrub(s string) string {
 		// whole.
 		slices.SortFunc(t.secrets, func(a, b string) int { return len(b) - len(a) })
 	}
-	for _, v := range t.secrets {
-		s = strings.ReplaceAll(s, v, Mask)
+	// The phrases other parts of opledger read back to decide
+	// (marker.Phrases) are kept whole: a secret inside one is masked
+	// everywhere but there.
+	var b strings.Builder
+	for s != "" {
+		at, phrase := len(s), ""
+		for _, p := range marker.Phrases {
+			if i := strings.Index(s, p); i >= 0 && i < at {
+				at, phrase = i, p
+			}
+		}
+		part := s[:at]
+		for _, v := range t.secrets {
+			part = strings.ReplaceAll(part, v, Mask)
+		}
+		b.WriteString(part)
+		b.WriteString(phrase)
+		s = s[at+len(phrase):]
 	}
-	return s
+	return b.String()
 }
 
 // note records evidence without a state change.

@@ -26,7 +26,8 @@
 // Load, HTTPConfig and docs/destinations.md. SendHTTP classifies any HTTP
 // call for code that talks to a destination itself.
 //
-// Allowed imports: opledger, the standard library, a YAML decoder.
+// Allowed imports: opledger, internal/marker, the standard library, a
+// YAML decoder.
 package destination
 
 import (
@@ -39,6 +40,7 @@ import (
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/marker"
 )
 
 // Destination is an external system that operations act on.
@@ -183,7 +185,7 @@ func (c Capabilities) String() string {
 // conflict). Such a call is uncertain, not rejected: the existing record may
 // be this operation's own effect, so the reconciler looks it up; and its
 // absence from a lookup is then never taken as proof that nothing happened.
-var ErrExists = errors.New("the destination reports that the record already exists")
+var ErrExists = errors.New(marker.Exists)
 
 // Set is the destinations a process is configured with, by name.
 type Set struct {

@@ -21,7 +21,8 @@
 // operation became uncertain, the operation is held. Nothing is ever
 // resent because a lookup failed.
 //
-// Allowed imports: opledger, opledger/destination, the standard library.
+// Allowed imports: opledger, opledger/destination, internal/marker, the
+// standard library.
 package reconciler
 
 import (
@@ -35,6 +36,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/marker"
 )
 
 // Config configures a Reconciler. Zero values take the documented defaults.
@@ -214,10 +216,6 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 // maxEvidence bounds the evidence a lookup adds to the timeline.
 const maxEvidence = 1000
 
-// lookupFailedMark starts the evidence of a deferral after a failed
-// lookup; failures are counted by it in the timeline.
-const lookupFailedMark = "lookup failed: "
-
 // Reconcile examines one uncertain operation (as returned by
 // Ledger.ReconcileQueue) and records the decision in the ledger.
 func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Decision, error) {
@@ -375,7 +373,7 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 		delay *= 2
 	}
 	delay = min(delay, r.cfg.MaxLookupBackoff)
-	return r.wait(ctx, tl, op, delay, fmt.Sprintf("%s%s (failure %d of %d)", lookupFailedMark, text, failures, r.cfg.MaxLookupFailures))
+	return r.wait(ctx, tl, op, delay, fmt.Sprintf("%s%s (failure %d of %d)", marker.LookupFailed, text, failures, r.cfg.MaxLookupFailures))
 }
 
 // lookupFailures counts the failed lookups recorded since the operation
@@ -391,7 +389,7 @@ func (r *Reconciler) lookupFailures(ctx context.Context, tl *opledger.Ledger, op
 		if e.To == opledger.StateUncertain {
 			break
 		}
-		if e.Event == "reconcile deferred" && strings.Contains(e.Evidence, lookupFailedMark) {
+		if e.Event == "reconcile deferred" && strings.Contains(e.Evidence, marker.LookupFailed) {
 			n++
 		}
 	}

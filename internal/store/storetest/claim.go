@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/marker"
 )
 
 func testClaim(t *testing.T, h Harness) {
@@ -193,6 +194,24 @@ func testReport(t *testing.T, h Harness) {
 		require.NotContains(t, all, "ana@example.invalid")
 		require.NotContains(t, all, "12345678901234567890")
 		require.Contains(t, all, "*** asked us to stop")
+
+		// The phrases the reconciler reads back to decide stay whole, even
+		// when a sensitive value is part of one ("ready" in "already",
+		// "failed" in "lookup failed: ").
+		in = intent("k3")
+		in.Payload = json.RawMessage(`{"customer":{"status":"ready","check":"failed","email":"ana@example.invalid"}}`)
+		in.SensitiveFields = []string{"customer"}
+		_, _, err = b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		c = b.claimDispatched(t, "k3")
+		op = b.report(t, "k3", c, opledger.Report{Outcome: opledger.OutcomeUncertain,
+			Error: "409 ready for ana@example.invalid: " + marker.Exists})
+		require.Equal(t, "409 *** for ***: "+marker.Exists, op.LastError)
+		op, err = b.ledger.DeferReconcile(b.ctx, "k3", time.Minute, marker.LookupFailed+"failed to reach ready")
+		require.NoError(t, err)
+		tl, err = b.ledger.Timeline(b.ctx, "k3")
+		require.NoError(t, err)
+		require.True(t, strings.HasSuffix(tl[len(tl)-1].Evidence, marker.LookupFailed+"*** to reach ***"), tl[len(tl)-1].Evidence)
 
 		c = b.dispatched(t, "k2") // no sensitive fields: nothing masked
 		op = b.report(t, "k2", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "422 invalid address ana@example.invalid"})

@@ -1,0 +1,22 @@
+// Package marker holds the fixed phrases that one part of opledger writes
+// into stored text and another part reads back to decide: that a
+// destination said a record exists (the reconciler then trusts no lookup
+// that cannot see it), and that a lookup failed (the reconciler counts
+// them). The ledger never masks inside these phrases when it scrubs
+// sensitive values from stored text, so a sensitive value that happens to
+// be part of one ("ready" in "already") cannot change what the reader
+// decides.
+//
+// Allowed imports: the standard library.
+package marker
+
+// Exists is the text of destination.ErrExists, carried in an uncertain
+// report's error.
+const Exists = "the destination reports that the record already exists"
+
+// LookupFailed starts the evidence of a reconciliation deferred after a
+// failed lookup.
+const LookupFailed = "lookup failed: "
+
+// Phrases are all the markers.
+var Phrases = []string{Exists, LookupFailed}
