@@ -138,6 +138,9 @@ func (ev *Event) validate() error {
 	if err := checkText("type", ev.Type); err != nil {
 		return err
 	}
+	if !ev.OccurredAt.IsZero() && !ValidEventTime(ev.OccurredAt) {
+		return invalidInput("occurred_at must be a time of the years 1 to 9999 (UTC), got year %d", ev.OccurredAt.UTC().Year())
+	}
 	if len(ev.Payload) > MaxEventPayload {
 		return invalidInput("payload is larger than %d bytes", MaxEventPayload)
 	}
@@ -148,6 +151,14 @@ func (ev *Event) validate() error {
 		return invalidInput("payload is not valid JSON")
 	}
 	return nil
+}
+
+// ValidEventTime reports whether t can be an event's OccurredAt: a time
+// of the years 1 to 9999 in UTC, which every store keeps and JSON
+// encodes (RFC 3339 has four-digit years).
+func ValidEventTime(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 1 && y <= 9999
 }
 
 func payloadDigest(p []byte) string {
@@ -684,6 +695,9 @@ func (l *Ledger) ListEvents(ctx context.Context, o EventListOptions) (*EventPage
 	case "", EventApplied, EventOutOfOrder, EventConflict, EventUnmapped:
 	default:
 		return nil, invalidInput("unknown event status %q", o.Status)
+	}
+	if err := checkText("source", o.Source); err != nil {
+		return nil, err
 	}
 	if o.Cursor != "" {
 		at, source, id, err := decodeEventCursor(o.Cursor)

@@ -127,6 +127,9 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	if p.Limit > MaxListLimit {
 		return nil, invalidInput("limit is at most %d", MaxListLimit)
 	}
+	if err := checkText("owner", o.Owner, "destination", o.Destination); err != nil {
+		return nil, err
+	}
 	for _, s := range o.States {
 		if !s.Valid() {
 			return nil, invalidInput("unknown state %q", s)
@@ -182,7 +185,10 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 // hashed. A cursor of one list is refused by any other, instead of
 // continuing it from a place that list never had.
 func listScope(p store.ListParams) string {
-	states := slices.Sorted(slices.Values(p.States))
+	states := slices.Compact(slices.Sorted(slices.Values(p.States)))
+	if p.ByReview {
+		states = nil // held only, whether or not the caller said so
+	}
 	h := sha256.Sum256([]byte(fmt.Sprintf("%t\x00%s\x00%s\x00%t\x00%s", p.ByReview, p.Owner, p.Destination, p.Duplicates,
 		strings.Join(states, ","))))
 	return hex.EncodeToString(h[:4])

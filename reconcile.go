@@ -63,13 +63,13 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 	if f.Found && f.Matches && f.DestinationRef == "" {
 		return nil, invalidInput("a matching record needs its destination_ref")
 	}
-	if len(f.Evidence) > maxReasonLength || len(f.DestinationRef) > maxNameLength {
-		return nil, invalidInput("evidence or destination_ref too long")
+	if len(f.DestinationRef) > maxNameLength {
+		return nil, invalidInput("destination_ref is longer than %d bytes", maxNameLength)
 	}
 	if err := checkText("destination_ref", f.DestinationRef); err != nil {
 		return nil, err
 	}
-	f.Evidence = keepableText(f.Evidence, maxReasonLength)
+	f.Evidence = keepableText(f.Evidence, maxReasonLength) // cut, as a report's error is
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("reconcile"); err != nil {
 			return err

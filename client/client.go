@@ -87,6 +87,8 @@ func (e *Error) Is(target error) bool {
 		return false
 	case "stale_fencing_token":
 		return target == opledger.ErrStaleFencingToken
+	case "stale_finding":
+		return target == opledger.ErrStaleFinding
 	case "not_found":
 		return target == opledger.ErrNotFound
 	case "invalid_key":
@@ -332,6 +334,13 @@ type Finding struct {
 	Evidence                   string  `json:"evidence,omitempty"`
 	VisibilityDelaySeconds     float64 `json:"visibility_delay_seconds,omitempty"`
 	ProtectionRetentionSeconds float64 `json:"protection_retention_seconds,omitempty"`
+	// AttemptCount is the operation's attempt_count the lookup was made
+	// for; the server refuses the finding (409 stale_finding, matching
+	// opledger.ErrStaleFinding) if another attempt was made since.
+	AttemptCount int `json:"attempt_count,omitempty"`
+	// LookedAt is when the lookup began; absence counts only for a lookup
+	// begun after the visibility delay.
+	LookedAt *time.Time `json:"looked_at,omitempty"`
 }
 
 // Reconcile applies a lookup result to an uncertain operation.

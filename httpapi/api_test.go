@@ -320,7 +320,13 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"visibility_delay_seconds":-1}`), 400, "invalid_input")
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/nope/reconcile", []byte(`{}`), 404, "not_found")
-	op, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup"})
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"attempt_count":-1}`), 400, "invalid_input")
+	// A finding made for another attempt than the operation's latest is
+	// refused: nothing recorded, the reconciler looks again.
+	_, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Authoritative: true, AttemptCount: 7})
+	require.ErrorIs(t, err, opledger.ErrStaleFinding)
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"authoritative":true,"attempt_count":7}`), 409, "stale_finding")
+	op, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup", AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{}`), 409, "invalid_state")

@@ -104,8 +104,10 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 			return ev, fmt.Errorf("the webhook body is not a JSON event: %w", err)
 		}
 		ev.EventID, ev.Type = env.ID, env.Type
-		if env.Created > 0 {
-			ev.OccurredAt = time.Unix(env.Created, 0).UTC()
+		// An unusable time (not positive, out of the years a store and
+		// JSON take) is left out rather than refusing a signed event.
+		if t := time.Unix(env.Created, 0).UTC(); env.Created > 0 && opledger.ValidEventTime(t) {
+			ev.OccurredAt = t
 		}
 		// Stripe sends no delivery id; a proxy's X-Request-Id serves as
 		// one when it is shaped like one, and is ignored otherwise rather
@@ -120,7 +122,9 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 		}
 		ev.DeliveryID = h.Get("X-Shopify-Webhook-Id")
 		ev.Type = h.Get("X-Shopify-Topic")
-		if t, err := time.Parse(time.RFC3339Nano, h.Get("X-Shopify-Triggered-At")); err == nil {
+		// Not covered by Shopify's signature: used only when it is a
+		// usable time.
+		if t, err := time.Parse(time.RFC3339Nano, h.Get("X-Shopify-Triggered-At")); err == nil && opledger.ValidEventTime(t) {
 			ev.OccurredAt = t.UTC()
 		}
 	default:

@@ -81,6 +81,13 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/events", tok, []byte(`{"source":"forms","event_id":"evt-2","type":"submission.accepted","payload":{}}`), nil, 422, "mapping_failed")
 	expect("POST", "/v1/events", tok, []byte(`{"source":"forms","type":"x"}`), nil, 400, "invalid_input")
 	expect("POST", "/v1/events", tok, big, nil, 413, "payload_too_large")
+	// A time no store keeps and JSON cannot encode is refused (it was
+	// stored, and every page holding it answered with an empty body).
+	expect("POST", "/v1/events", tok, []byte(`{"source":"forms","event_id":"evt-9","type":"x","occurred_at":"9999-12-31T23:59:59-01:00","payload":{}}`), nil, 400, "invalid_input")
+	expect("GET", "/v1/events?source=%00", tok, nil, nil, 400, "invalid_input")
+	expect("GET", "/v1/events?source=%ff", tok, nil, nil, 400, "invalid_input")
+	expect("GET", "/v1/operations?owner=%00", tok, nil, nil, 400, "invalid_input")
+	expect("GET", "/v1/operations?destination=%ff", tok, nil, nil, 400, "invalid_input")
 	expect("GET", "/v1/events?source=forms", tok, nil, nil, 200, "")
 	expect("GET", "/v1/events?limit=x", tok, nil, nil, 400, "invalid_input")
 	detail := expect("GET", "/v1/events/forms/evt-1", tok, nil, nil, 200, "")
@@ -108,6 +115,10 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	unmapped := []byte(`{"id":"evt_stripe_2","type":"invoice.paid","data":{}}`)
 	expect("POST", "/v1/webhooks/stripe", "", unmapped, sign(unmapped, testWebhookSecret), 422, "mapping_failed")
 	expect("POST", "/v1/webhooks/stripe", "", big, sign(big, testWebhookSecret), 413, "payload_too_large")
+	// A signed event whose time is out of range is recorded without it.
+	farOff := []byte(`{"id":"evt_stripe_3","type":"invoice.paid","created":253402300800,"data":{"object":{"id":"in_18"}}}`)
+	require.True(t, json.Valid(expect("POST", "/v1/webhooks/stripe", "", farOff, sign(farOff, testWebhookSecret), 201, "")))
+	require.True(t, json.Valid(expect("GET", "/v1/events", tok, nil, nil, 200, "")), "the list still encodes")
 	op, err := b.ledger.Get(ctx, "stripe:in_17:receipt")
 	require.NoError(t, err, "the signed webhook became an operation")
 	require.Equal(t, opledger.StatePending, op.State)
@@ -123,6 +134,9 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	expect("PUT", "/v1/workflows/wf-17", tok, big, nil, 413, "payload_too_large")
 	expect("GET", "/v1/workflows/wf-17", tok, nil, nil, 200, "")
 	expect("GET", "/v1/workflows/nope", tok, nil, nil, 404, "not_found")
+	// A step key already used by a standalone operation: refused.
+	expect("PUT", "/v1/operations/wf-18%2Ftask", tok, []byte(`{"action":"crm.create_task","destination":"crm","payload":{}}`), nil, 201, "")
+	expect("PUT", "/v1/workflows/wf-18", tok, wf, nil, 409, "invalid_state")
 	expect("GET", "/v1/workflows/a@b", tok, nil, nil, 400, "invalid_key")
 	expect("POST", "/v1/workflows/wf-17/resume", tok, nil, nil, 200, "")
 	expect("POST", "/v1/workflows/nope/resume", tok, nil, nil, 404, "not_found")
@@ -166,7 +180,7 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 		Events opledger.EventStats `json:"events"`
 	}
 	require.NoError(t, json.Unmarshal(stats, &st))
-	require.Equal(t, 2, st.Events.Events)
+	require.Equal(t, 3, st.Events.Events, "forms evt-1, stripe evt_stripe_1 and evt_stripe_3")
 	require.Equal(t, 3, st.Events.DuplicateDeliveries, "forms d2, and the stripe webhook twice more")
 }
 

@@ -7,6 +7,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -230,8 +231,19 @@ func (s *server) begin(w http.ResponseWriter, r *http.Request, body any) (*opled
 	return l, true
 }
 
+// writeJSON answers status with v as JSON. v is encoded before anything
+// is sent: a value that cannot be encoded answers 500, never the status
+// with an empty body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_ = json.NewEncoder(w).Encode(Problem{Type: ProblemTypeBase + "internal", Title: "Internal error", Status: http.StatusInternalServerError,
+			Detail: "the answer could not be encoded"})
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(buf.Bytes())
 }

@@ -299,6 +299,10 @@ type reconcileBody struct {
 	Evidence                   string  `json:"evidence"`
 	VisibilityDelaySeconds     float64 `json:"visibility_delay_seconds"`
 	ProtectionRetentionSeconds float64 `json:"protection_retention_seconds"`
+	// AttemptCount and LookedAt tie the finding to what the lookup saw
+	// (opledger.Finding).
+	AttemptCount int        `json:"attempt_count"`
+	LookedAt     *time.Time `json:"looked_at"`
 }
 
 func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
@@ -316,9 +320,18 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "protection_retention_seconds out of range"})
 		return
 	}
-	op, err := l.Reconcile(r.Context(), r.PathValue("key"), opledger.Finding{Found: body.Found, Matches: body.Matches,
+	if body.AttemptCount < 0 {
+		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "attempt_count must not be negative"})
+		return
+	}
+	f := opledger.Finding{Found: body.Found, Matches: body.Matches,
 		DestinationRef: body.DestinationRef, Authoritative: body.Authoritative, Evidence: body.Evidence,
-		VisibilityDelay: delay, ProtectionRetention: time.Duration(body.ProtectionRetentionSeconds * float64(time.Second))})
+		VisibilityDelay: delay, ProtectionRetention: time.Duration(body.ProtectionRetentionSeconds * float64(time.Second)),
+		AttemptCount: body.AttemptCount}
+	if body.LookedAt != nil {
+		f.LookedAt = *body.LookedAt
+	}
+	op, err := l.Reconcile(r.Context(), r.PathValue("key"), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

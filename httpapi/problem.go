@@ -31,6 +31,7 @@ var titles = map[string]string{
 	"not_due":              "Operation is not due yet",
 	"invalid_state":        "Not allowed in the operation's current state",
 	"stale_fencing_token":  "Stale fencing token",
+	"stale_finding":        "The operation has had another attempt since the lookup",
 	"not_found":            "Not found",
 	"invalid_key":          "Invalid key",
 	"invalid_input":        "Invalid input",
@@ -108,6 +109,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			kind = "not_due"
 		}
 		p.State, p.Operation = se.State, se.Operation
+	case errors.Is(err, opledger.ErrStaleFinding):
+		status, kind = http.StatusConflict, "stale_finding"
 	case errors.Is(err, opledger.ErrInvalidState):
 		// A refusal that carries no operation (a workflow step not
 		// recorded yet).

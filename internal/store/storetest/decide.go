@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -81,6 +83,22 @@ func testReconcile(t *testing.T, h Harness) {
 		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, AttemptCount: 2})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State, "a lookup made for attempt 2 decides")
+	})
+	t.Run("LongEvidenceIsCut", func(t *testing.T) {
+		// A lookup's evidence over the limit is cut, as a report's error
+		// is, not refused (the reconciler would count it a failed lookup).
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateUncertain)
+		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true, DestinationRef: "H1",
+			Evidence: strings.Repeat("é", 300_000)})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		last := tl[len(tl)-1].Evidence
+		require.Less(t, len(last), 300_000)
+		require.True(t, utf8.ValidString(last), "cut between characters")
 	})
 	t.Run("AbsenceJudgedWhenLookupBegan", func(t *testing.T) {
 		// A slow lookup begun within the visibility delay proves nothing,
