@@ -164,7 +164,7 @@ func (s *Server) Run(ctx context.Context) error {
 	log := s.cfg.Logger
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		periodic.Run(loops, s.cfg.SampleInterval, log, "sample counters", s.console.Sample)
@@ -192,6 +192,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		s.ledger.Maintain(loops, opledger.MaintainOptions{LeaseSweep: s.cfg.SweepInterval, CompactInterval: s.cfg.CompactInterval,
@@ -202,20 +203,30 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { served <- s.http.Serve(s.listener) }()
 	log.Info("serving", "url", s.URL(), "store", s.ledger.StoreName())
 
+	// The executor stops as soon as the server does — it claims nothing
+	// more, gives back claims not yet dispatched and lets calls in flight
+	// end — while in-flight requests finish, both within the shutdown
+	// timeout.
+	stopExecutor := func(sctx context.Context) error {
+		if s.executor == nil {
+			return nil
+		}
+		return s.executor.Stop(sctx)
+	}
 	var err error
 	select {
 	case err = <-served:
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		err = errors.Join(err, stopExecutor(sctx))
+		cancel()
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests")
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		stopped := make(chan error, 1)
+		go func() { stopped <- stopExecutor(sctx) }()
 		err = s.http.Shutdown(sctx)
-		cancel()
 		<-served
-	}
-	if s.executor != nil {
-		// Give back claims not yet dispatched; let calls in flight end.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-		err = errors.Join(err, s.executor.Stop(sctx))
+		err = errors.Join(err, <-stopped)
 		cancel()
 	}
 	stopLoops()
