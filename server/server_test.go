@@ -1,13 +1,17 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +110,86 @@ func TestServeExecutesDestinations(t *testing.T) {
 			require.Contains(t, events, "lookup found the effect")
 		})
 	}
+}
+
+// signalOn is a slog.Handler that discards every record and closes done
+// at the first whose message is msg.
+type signalOn struct {
+	msg  string
+	done chan struct{}
+	once *sync.Once
+}
+
+func (h signalOn) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalOn) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h signalOn) WithGroup(string) slog.Handler            { return h }
+func (h signalOn) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.done) })
+	}
+	return nil
+}
+
+// TestShutdownStopsExecutorFirst: when the server is told to stop, its
+// executor stops claiming at once, while requests in flight still finish,
+// rather than only after them (a slow request used to keep the executor
+// claiming and calling for up to the shutdown timeout).
+func TestShutdownStopsExecutorFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	crm := fakedest.New(t, fakedest.Options{})
+	dir := t.TempDir()
+	path := filepath.Join(dir, "destinations.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(destinationsYAML, "@URL@", crm.URL())), 0o644))
+	set, err := destination.LoadFile(path, destination.LoadOptions{})
+	require.NoError(t, err)
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	stopped := signalOn{msg: "executor stopped", done: make(chan struct{}), once: &sync.Once{}}
+	srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Destinations: set, Logger: slog.New(stopped),
+		ShutdownTimeout: time.Minute})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+
+	// A request in flight: its handler is reading a body that is still
+	// arriving (the server asked for it with 100 Continue).
+	token, _, err := l.CreateToken(ctx, "test")
+	require.NoError(t, err)
+	const body = `{"action":"crm.create","destination":"crm","payload":{"units":1}}`
+	conn, err := net.Dial("tcp", srv.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "PUT /v1/operations/order:9 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", token, len(body))
+	require.NoError(t, err)
+	answer := bufio.NewReader(conn)
+	status, err := answer.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, status, "100 Continue", "the handler is reading the body")
+	_, err = answer.ReadString('\n') // the blank line after it
+	require.NoError(t, err)
+
+	stop()
+	began := time.Now()
+	select {
+	case <-stopped.done:
+		t.Logf("executor stopped after %s", time.Since(began))
+	case <-time.After(30 * time.Second): // a guard: before the fix it came only after the request
+		t.Fatal("the executor was still claiming while a request was in flight")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the server stopped before the request in flight finished: %v", err)
+	default:
+	}
+	_, err = io.WriteString(conn, body) // the request ends, and is answered
+	require.NoError(t, err)
+	status, err = answer.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, status, "201", "the request in flight finished")
+	require.NoError(t, <-done)
+	t.Logf("server stopped after %s", time.Since(began))
 }
