@@ -503,12 +503,9 @@ func testFencing(t *testing.T, h Harness) {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				b := setup(t, h)
-				first := b.dispatched(t, "k1")
-				b.report(t, "k1", first, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-				_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
-				require.NoError(t, err)
+				first := b.retryAuthorized(t, "k1")
 				retry := b.claimDispatched(t, "k1")
-				_, err = b.ledger.Report(b.ctx, "k1", first.AttemptID, first.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+				_, err := b.ledger.Report(b.ctx, "k1", first.AttemptID, first.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
 					DestinationRef: "R1", Response: json.RawMessage(`{"id":"R1"}`)})
 				require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
 				b.requireState(t, "k1", opledger.StateInProgress)
@@ -564,10 +561,7 @@ func testFencing(t *testing.T, h Harness) {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				b := setup(t, h)
-				first := b.dispatched(t, "k1")
-				b.report(t, "k1", first, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-				_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
-				require.NoError(t, err)
+				first := b.retryAuthorized(t, "k1")
 				retry, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
 				require.NoError(t, err)
 				_, err = b.ledger.Report(b.ctx, "k1", first.AttemptID, first.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
@@ -801,4 +795,17 @@ func testFencing(t *testing.T, h Harness) {
 			}
 		}
 	})
+}
+
+// retryAuthorized records key, dispatches its first attempt, reports it
+// uncertain and has an operator authorize a retry: the operation is
+// pending again, and the first attempt's claim is returned (its late
+// report is what the tests send).
+func (b *bundle) retryAuthorized(t *testing.T, key string) *opledger.Claim {
+	t.Helper()
+	first := b.dispatched(t, key)
+	b.report(t, key, first, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	_, err := b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
+	require.NoError(t, err)
+	return first
 }
