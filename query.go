@@ -146,8 +146,9 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	default:
 		return nil, invalidInput("unknown order %q: use %q or %q", o.Order, OrderNewest, OrderReview)
 	}
+	scope := listScope(p)
 	if o.Cursor != "" {
-		at, key, err := decodeCursor(o.Cursor, listScope(p))
+		at, key, err := decodeCursor(o.Cursor, scope)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +169,7 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 				if p.ByReview {
 					at = last.ReviewBy
 				}
-				page.NextCursor = encodeCursor(at, last.Key, listScope(p))
+				page.NextCursor = encodeCursor(at, last.Key, scope)
 				break
 			}
 			page.Items = append(page.Items, toOperation(row))
