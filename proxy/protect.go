@@ -562,7 +562,7 @@ func (e *readErrors) Read(b []byte) (int, error) {
 // returns none longer than the ledger's limit, with a NUL byte or not
 // UTF-8; the ledger would refuse the whole report for it).
 func refOf(rt *route, answer io.Reader, claim *opledger.Claim) string {
-	if ref, ok := rt.dest.ScanRef(answer); ok && utf8.ValidString(ref) && !strings.ContainsRune(ref, 0) {
+	if ref, ok := rt.dest.ScanRef(answer); ok {
 		return ref
 	}
 	return "attempt:" + claim.AttemptID
