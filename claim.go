@@ -561,6 +561,18 @@ type Report struct {
 
 const maxErrorLength = 1000
 
+// CheckDestinationRef refuses (ErrInvalidInput) a destination reference
+// the ledger cannot store: longer than 200 bytes, or not UTF-8 text
+// without NUL bytes. Code that receives a reference from a destination
+// checks it before reporting, so that a success is not lost to a report
+// the ledger refuses.
+func CheckDestinationRef(ref string) error {
+	if len(ref) > maxNameLength {
+		return invalidInput("destination_ref is longer than %d bytes", maxNameLength)
+	}
+	return checkText("destination_ref", ref)
+}
+
 func (r *Report) validate() error {
 	if !r.Outcome.Valid() {
 		return invalidInput("outcome must be succeeded, rejected, retryable or uncertain")
@@ -568,10 +580,7 @@ func (r *Report) validate() error {
 	if r.Outcome == OutcomeSucceeded && r.DestinationRef == "" {
 		return invalidInput("a succeeded outcome needs a destination_ref")
 	}
-	if len(r.DestinationRef) > maxNameLength {
-		return invalidInput("destination_ref is longer than %d bytes", maxNameLength)
-	}
-	if err := checkText("destination_ref", r.DestinationRef); err != nil {
+	if err := CheckDestinationRef(r.DestinationRef); err != nil {
 		return err
 	}
 	if len(r.Response) > 0 && !json.Valid(r.Response) {

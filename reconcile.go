@@ -63,10 +63,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 	if f.Found && f.Matches && f.DestinationRef == "" {
 		return nil, invalidInput("a matching record needs its destination_ref")
 	}
-	if len(f.DestinationRef) > maxNameLength {
-		return nil, invalidInput("destination_ref is longer than %d bytes", maxNameLength)
-	}
-	if err := checkText("destination_ref", f.DestinationRef); err != nil {
+	if err := CheckDestinationRef(f.DestinationRef); err != nil {
 		return nil, err
 	}
 	f.Evidence = keepableText(f.Evidence, maxReasonLength) // cut, as a report's error is

@@ -26,7 +26,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
@@ -428,20 +427,17 @@ func (e *Executor) redact(key string, err error) error {
 	return errors.New(strings.ReplaceAll(err.Error(), key, "<key>"))
 }
 
-// maxRefLength is the longest destination reference the ledger stores.
-const maxRefLength = 200
-
 // reportFor turns a call's result into the report for the ledger.
 func reportFor(res opledger.Result, err error, stopCause error) opledger.Report {
 	switch {
 	case err != nil:
 	case res.Ref == "":
 		err = opledger.Uncertain(errors.New("the destination answered without a reference"))
-	case len(res.Ref) > maxRefLength:
-		err = opledger.Uncertain(fmt.Errorf("the destination's reference is longer than %d bytes", maxRefLength))
-	case !utf8.ValidString(res.Ref) || strings.ContainsRune(res.Ref, 0):
-		err = opledger.Uncertain(errors.New("the destination's reference is not text the ledger can store (a NUL byte or invalid UTF-8)"))
 	default:
+		if rerr := opledger.CheckDestinationRef(res.Ref); rerr != nil {
+			err = opledger.Uncertain(fmt.Errorf("the destination's reference is not text the ledger can store: %w", rerr))
+			break
+		}
 		return opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: res.Ref, Response: validJSON(res.Response)}
 	}
 	outcome, after := opledger.OutcomeOf(err)
