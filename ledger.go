@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opledger/opledger/internal/marker"
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
@@ -148,7 +149,7 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 	if err != nil || u.Scheme == "" {
 		return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres:// (got no scheme; for a SQLite file give sqlite:PATH)", ErrInvalidInput)
 	}
-	return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres://, in lower case (got %q)", ErrInvalidInput, redactDSN(dsn, u))
+	return nil, fmt.Errorf("%w: dsn must start with sqlite: or postgres://, in lower case (got %q)", ErrInvalidInput, redact.DSN(dsn, u))
 }
 
 // openSQLite opens the SQLite store at path; with opts.ExistingOnly,
@@ -179,17 +180,6 @@ func openSQLite(ctx context.Context, path string, opts Options) (store.Store, er
 		}
 	}
 	return sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})
-}
-
-// redactDSN hides the passwords of dsn, parsed as u, for error messages,
-// keeping its scheme as it was typed (u has it in lower case).
-func redactDSN(dsn string, u *url.URL) string {
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return dsn[:len(u.Scheme)] + u.Redacted()[len(u.Scheme):]
 }
 
 func withDefaults(o Options) Options {

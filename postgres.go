@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 	"github.com/opledger/opledger/internal/store/pgstore"
 )
@@ -23,7 +24,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (store.Store, e
 	}
 	where := "the postgres DSN"
 	if u, err := url.Parse(dsn); err == nil {
-		where = redactDSN(dsn, u)
+		where = redact.DSN(dsn, u)
 	}
 	c, err := s.HoldsLedger(ctx)
 	switch {

@@ -3,7 +3,9 @@
 //
 // Exit codes: 0 success, 1 a command failed, 2 usage error.
 //
-// Allowed imports: opledger and its public packages, cobra.
+// Allowed imports: opledger and its public packages, cobra, internal/bench
+// (opledger bench), internal/redact, and the stores' read-only
+// HoldsLedger checks (internal/store/sqlitestore, internal/store/pgstore).
 package cli
 
 import (

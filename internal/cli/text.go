@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // oneLine makes an error message one line: the lines of multi-line
@@ -83,9 +85,5 @@ func redactedDSN(dsn, placeholder string) string {
 	if err != nil {
 		return placeholder
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
+	return redact.DSN(dsn, u)
 }
