@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -348,4 +349,19 @@ func newHelpCmd(root *cobra.Command) *cobra.Command {
 			return target.Help()
 		},
 	}
+}
+
+// listenFirst listens on the address given to --flag, before a command
+// opens or writes its ledger, so that an address it cannot listen on (not
+// HOST:PORT: a usage error; busy or not this machine's: 1) is refused
+// with nothing written.
+func listenFirst(flag, addr string) (net.Listener, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, usageError{fmt.Errorf("--%s takes HOST:PORT, e.g. 127.0.0.1:8080: %w", flag, err)}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return ln, nil
 }

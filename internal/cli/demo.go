@@ -83,14 +83,11 @@ walk-through writes anything.`,
 func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	var ln net.Listener
 	if addr != "" {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return usageError{fmt.Errorf("--addr takes HOST:PORT, e.g. 127.0.0.1:8080: %w", err)}
-		}
 		// Listened on before the walk-through writes anything (a busy
 		// port fails here), and handed to the server after it.
 		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return fmt.Errorf("--addr: %w", err)
+		if ln, err = listenFirst("addr", addr); err != nil {
+			return err
 		}
 		defer ln.Close() // the server's Run closes it too; once more is harmless
 	}

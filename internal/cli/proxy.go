@@ -2,8 +2,6 @@ package cli
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,6 +88,12 @@ finish and record their outcome.`,
 			if err := lf.apply(&opts); err != nil {
 				return err
 			}
+			// Listened on before the ledger is opened, which may create it.
+			ln, err := listenFirst("listen", listen)
+			if err != nil {
+				return err
+			}
+			defer ln.Close() // Run closes it too; once more is harmless
 			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
 				return err
@@ -100,10 +104,6 @@ finish and record their outcome.`,
 				return err
 			}
 			defer p.Close()
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
-			}
 			return p.Run(cmd.Context(), ln, shutdown)
 		},
 	}

@@ -117,28 +117,37 @@ func TestDemoRefusesAnyLedger(t *testing.T) {
 	require.NotContains(t, out+errOut, "S3cret")
 }
 
-// TestDemoChecksAddrFirst: an --addr the server could not listen on is
-// refused before the walk-through writes anything to --db.
-func TestDemoChecksAddrFirst(t *testing.T) {
+// TestListenAddressCheckedFirst: an address demo, serve or proxy could not
+// listen on is refused before anything is written to --db (SQLite creates
+// the file when a ledger is opened).
+func TestListenAddressCheckedFirst(t *testing.T) {
 	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer busy.Close()
-	for _, tc := range []struct {
-		addr string
-		code int
-		msg  string
-	}{
-		{"bogus", 2, "opledger: --addr takes HOST:PORT"},
-		{busy.Addr().String(), 1, "opledger: --addr: listen tcp " + busy.Addr().String()},
+	for _, cmd := range [][]string{
+		{"demo", "--addr"},
+		{"serve", "--addr"},
+		{"proxy", "--upstream", "http://127.0.0.1:1", "--listen"},
 	} {
-		path := filepath.Join(t.TempDir(), "demo.db")
-		out, errOut, code := run(t, "demo", "--db", "sqlite:"+path, "--addr", tc.addr)
-		require.Equal(t, tc.code, code, "%s: %s%s", tc.addr, out, errOut)
-		require.Empty(t, out)
-		require.True(t, strings.HasPrefix(errOut, tc.msg), errOut)
-		_, err := os.Stat(path)
-		require.ErrorIs(t, err, os.ErrNotExist, "%s: nothing written to --db", tc.addr)
+		flag := cmd[len(cmd)-1]
+		for _, tc := range []struct {
+			addr string
+			code int
+			msg  string
+		}{
+			{"bogus", 2, "opledger: " + flag + " takes HOST:PORT"},
+			{busy.Addr().String(), 1, "opledger: " + flag + ": listen tcp " + busy.Addr().String()},
+		} {
+			path := filepath.Join(t.TempDir(), "ledger.db")
+			args := append(append([]string{}, cmd...), tc.addr, "--db", "sqlite:"+path)
+			out, errOut, code := run(t, args...)
+			require.Equal(t, tc.code, code, "%s %s: %s%s", cmd[0], tc.addr, out, errOut)
+			require.Empty(t, out)
+			require.True(t, strings.HasPrefix(errOut, tc.msg), errOut)
+			_, err := os.Stat(path)
+			require.ErrorIs(t, err, os.ErrNotExist, "%s %s: nothing written to --db", cmd[0], tc.addr)
+		}
 	}
 }
 

@@ -62,7 +62,7 @@ finish; every write a client got an answer for is already committed.`,
 			if metricsMaxAge < 0 {
 				return usageError{fmt.Errorf("--metrics-max-age must be 0 (read on every scrape) or more, got %s", metricsMaxAge)}
 			}
-			cfg := server.Config{Addr: addr, Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep, SecureCookie: secureCookie}
+			cfg := server.Config{Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep, SecureCookie: secureCookie}
 			var opts opledger.Options
 			if err := lf.apply(&opts); err != nil {
 				return err
@@ -87,6 +87,11 @@ finish; every write a client got an answer for is already committed.`,
 			if metricsMaxAge == 0 {
 				cfg.API.MetricsMaxAge = -1 // every scrape; zero in Options means the default
 			}
+			// Listened on before the ledger is opened, which may create it.
+			if cfg.Listener, err = listenFirst("addr", addr); err != nil {
+				return err
+			}
+			defer cfg.Listener.Close() // Run closes it too; once more is harmless
 			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
 				return err
