@@ -109,6 +109,9 @@ func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 		probe.Method = m
 		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
 			allowed = append(allowed, m)
+			if m == http.MethodGet {
+				allowed = append(allowed, http.MethodHead) // a GET route answers HEAD too
+			}
 		}
 	}
 	if len(allowed) > 0 {
