@@ -561,14 +561,18 @@ type Report struct {
 
 const maxErrorLength = 1000
 
+// MaxDestinationRefBytes is the length of the longest destination
+// reference the ledger stores.
+const MaxDestinationRefBytes = maxNameLength
+
 // CheckDestinationRef refuses (ErrInvalidInput) a destination reference
-// the ledger cannot store: longer than 200 bytes, or not UTF-8 text
-// without NUL bytes. Code that receives a reference from a destination
-// checks it before reporting, so that a success is not lost to a report
-// the ledger refuses.
+// the ledger cannot store: longer than MaxDestinationRefBytes, or not
+// UTF-8 text without NUL bytes. Code that receives a reference from a
+// destination checks it before reporting, so that a success is not lost
+// to a report the ledger refuses.
 func CheckDestinationRef(ref string) error {
-	if len(ref) > maxNameLength {
-		return invalidInput("destination_ref is longer than %d bytes", maxNameLength)
+	if len(ref) > MaxDestinationRefBytes {
+		return invalidInput("destination_ref is longer than %d bytes", MaxDestinationRefBytes)
 	}
 	return checkText("destination_ref", ref)
 }

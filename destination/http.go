@@ -14,7 +14,6 @@ import (
 	"strings"
 	"text/template"
 	"time"
-	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 )
@@ -587,8 +586,8 @@ func refAt(answer []byte, p pointer) (string, error) {
 	if !ok || s == "" {
 		return "", fmt.Errorf("the value at %q is not a reference", p.String())
 	}
-	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
-		return "", fmt.Errorf("the value at %q is not a reference the ledger can store (a NUL byte or invalid UTF-8)", p.String())
+	if err := opledger.CheckDestinationRef(s); err != nil {
+		return "", fmt.Errorf("the value at %q is not a reference the ledger can store: %w", p.String(), err)
 	}
 	return s, nil
 }

@@ -8,11 +8,13 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/opledger/opledger"
 )
 
 // maxRefBytes is the longest reference ScanRef reads (the ledger's limit
 // on a reference); a longer value is no reference.
-const maxRefBytes = 200
+const maxRefBytes = opledger.MaxDestinationRefBytes
 
 // storable reports whether v, decoded from the JSON string raw (quotes
 // included), is text the ledger can store as a reference and the text the

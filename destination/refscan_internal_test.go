@@ -69,4 +69,13 @@ func TestScanRefOnlyStorable(t *testing.T) {
 		require.Equal(t, want, got, "%q", doc)
 		require.True(t, utf8.ValidString(got) && !strings.ContainsRune(got, 0))
 	}
+	// RefOf refuses what the ledger would refuse, with the ledger's reason.
+	for doc, reason := range map[string]string{
+		`{"id":"` + strings.Repeat("r", 201) + `"}`: "longer than 200 bytes",
+		`{"id":"a\u0000b"}`:                         "without NUL bytes",
+	} {
+		_, err := h.RefOf([]byte(doc))
+		require.ErrorContains(t, err, "is not a reference the ledger can store")
+		require.ErrorContains(t, err, reason)
+	}
 }
