@@ -54,6 +54,10 @@ type StateError struct {
 // Error describes the error.
 func (e *StateError) Error() string {
 	msg := fmt.Sprintf("%s %s: operation is %s", e.Op, e.Key, e.State)
+	if e.Operation != nil && e.Operation.Tombstoned {
+		// Retention kept only its outcome: nothing can change it now.
+		return msg + " and compacted (only its outcome is kept)"
+	}
 	// Its not_before is why a claim was refused (ErrNotDue); to anything
 	// else a pending operation's not_before is beside the point.
 	if e.Op == "claim" && e.State == StatePending && e.Operation != nil && e.Operation.NotBefore != nil {

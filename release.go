@@ -22,10 +22,7 @@ var ErrAlreadyDispatched = errors.New("attempt already dispatched")
 // makes it uncertain) may settle it. An attempt that no longer holds the
 // operation is refused with a *StaleError.
 func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64, reason string) (*Operation, error) {
-	reason = strings.TrimSpace(reason)
-	if len(reason) > maxReasonLength {
-		reason = reason[:maxReasonLength]
-	}
+	reason = keepableText(strings.TrimSpace(reason), maxReasonLength)
 	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("release"); err != nil {
 			return err

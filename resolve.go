@@ -64,8 +64,11 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 	if d.Kind == DecisionMarkSucceeded && d.DestinationRef == "" {
 		return nil, invalidInput("mark_succeeded needs the destination_ref the operator found")
 	}
-	if d.Operator == "" {
+	switch {
+	case d.Operator == "":
 		d.Operator = "operator"
+	case strings.TrimSpace(d.Operator) == "":
+		return nil, invalidInput("operator must name who decided, or be left out")
 	}
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need(string(d.Kind)); err != nil {
@@ -91,9 +94,19 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 				"destination ref "+d.DestinationRef+"; "+evidence)
 		case DecisionAuthorizeRetry:
 			t.unprotect()
+			if t.op.RequiresApproval && t.op.ApprovedBy == "" {
+				// Cancelled before its content was approved: a retry
+				// does not approve it, so it waits for that again.
+				t.move(StateAwaitingApproval, d.Operator, "", "operator authorized retry",
+					fmt.Sprintf("%s; version %d awaits approval", evidence, t.op.Version))
+				break
+			}
 			t.move(StatePending, d.Operator, "", "operator authorized retry", evidence)
 			t.op.NotBefore = t.now
 		case DecisionCancel:
+			// A cancelled operation has no next attempt to protect: only
+			// an authorized retry leads to one, and that starts unprotected.
+			t.unprotect()
 			t.move(StateFailed, d.Operator, "", "operator cancelled", evidence)
 			t.op.FailureKind = string(FailureCancelled)
 		}
@@ -119,7 +132,7 @@ type Approval struct {
 
 // validate checks the approver's name.
 func (a Approval) validate() error {
-	if a.Approver == "" || len(a.Approver) > maxNameLength {
+	if strings.TrimSpace(a.Approver) == "" || len(a.Approver) > maxNameLength {
 		return invalidInput("approver is required (at most %d bytes)", maxNameLength)
 	}
 	return checkText("approver", a.Approver)
@@ -174,8 +187,11 @@ func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (*Operation
 
 // normalize checks a revision and fills its default actor.
 func (r *Revision) normalize() error {
-	if r.Actor == "" {
+	switch {
+	case r.Actor == "":
 		r.Actor = "operator"
+	case strings.TrimSpace(r.Actor) == "":
+		return invalidInput("actor must name who revised, or be left out")
 	}
 	if len(r.Actor) > maxNameLength {
 		return invalidInput("actor is at most %d bytes", maxNameLength)

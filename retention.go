@@ -82,6 +82,9 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 					return err
 				}
 				op, err := tx.GetOperation(ctx, id.Tenant, id.Key)
+				if errors.Is(err, store.ErrNotFound) {
+					return nil // compacted meanwhile by another process
+				}
 				if err != nil {
 					return err
 				}

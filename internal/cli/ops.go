@@ -390,6 +390,9 @@ func nextDecision(op *opledger.Operation) (string, string) {
 	if owner == "" {
 		owner = "the operator"
 	}
+	if op.Tombstoned {
+		return "none", "compacted by retention: only its outcome is kept, and no decision can change it"
+	}
 	switch op.State {
 	case opledger.StateAwaitingApproval:
 		return "approve or revise", fmt.Sprintf("version %d must be approved before any attempt", op.Version)
@@ -415,7 +418,7 @@ func nextDecision(op *opledger.Operation) (string, string) {
 	case opledger.StateFailed:
 		switch op.FailureKind {
 		case opledger.FailureCancelled:
-			return "none", "cancelled by an operator"
+			return "none", "cancelled by an operator, who may still authorize a retry, or mark it succeeded with a reference found"
 		case opledger.FailureExhausted:
 			return owner + " decides", "retries exhausted (" + op.LastError + "): check the destination, then authorize a retry or cancel"
 		}
@@ -531,7 +534,7 @@ func newOpsDecisionCmd(name string, kind opledger.DecisionKind) *cobra.Command {
 	)
 	short := map[opledger.DecisionKind]string{
 		opledger.DecisionAuthorizeRetry: "Authorize one more attempt of a held, uncertain or failed operation",
-		opledger.DecisionCancel:         "Cancel an operation that has not succeeded",
+		opledger.DecisionCancel:         "Cancel an operation that is held, uncertain, pending or awaiting approval",
 	}[kind]
 	cmd := &cobra.Command{
 		Use:     name + " KEY --reason TEXT",

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
 )
 
 func TestOneLine(t *testing.T) {
@@ -26,4 +28,19 @@ func TestCell(t *testing.T) {
 	} {
 		require.Equal(t, want, cell(in), "%q", in)
 	}
+}
+
+// TestNextDecisionOfFinishedOperations: a compacted operation offers no
+// decision; a cancelled one says what an operator may still decide.
+func TestNextDecisionOfFinishedOperations(t *testing.T) {
+	failed := &opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureRejected, LastError: "400"}
+	next, _ := nextDecision(failed)
+	require.Equal(t, "the operator decides", next)
+	failed.Tombstoned = true
+	next, reason := nextDecision(failed)
+	require.Equal(t, "none", next)
+	require.Contains(t, reason, "compacted")
+	next, reason = nextDecision(&opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled})
+	require.Equal(t, "none", next)
+	require.Contains(t, reason, "authorize a retry")
 }

@@ -118,12 +118,49 @@ func testTombstones(t *testing.T, h Harness) {
 	_, err = b.ledger.Claim(b.ctx, "rejected", opledger.ClaimOptions{})
 	require.ErrorIs(t, err, opledger.ErrInvalidState)
 
+	// A decision on a compacted operation says why nothing can change it.
+	_, err = b.ledger.Resolve(b.ctx, "rejected", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "again"})
+	require.ErrorIs(t, err, opledger.ErrInvalidState)
+	require.ErrorContains(t, err, "operation is failed and compacted")
+
 	b.clock.Advance(401 * 24 * time.Hour)
 	res, err = b.ledger.Compact(b.ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Forgotten)
 	_, err = b.ledger.Get(b.ctx, "done")
 	require.ErrorIs(t, err, opledger.ErrNotFound)
+}
+
+// testCompactionsAtOnce: compactions running at the same time (several
+// servers maintaining one store) each skip what another compacted first:
+// none fails, and every operation is compacted once.
+func testCompactionsAtOnce(t *testing.T, h Harness) {
+	b := setupRetention(t, h)
+	const n = 60
+	for i := range n {
+		b.inState(t, fmt.Sprintf("done-%d", i), opledger.StateSucceeded)
+	}
+	b.clock.Advance(31 * 24 * time.Hour)
+	results := make([]opledger.CompactResult, 4)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			var err error
+			results[i], err = b.ledger.Compact(b.ctx)
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, r := range results {
+		total += r.Tombstoned
+	}
+	require.Equal(t, n, total, "each operation compacted once")
+	st, err := b.ledger.Stats(b.ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, n, st.ConfirmedEffects, "totals unchanged")
 }
 
 func testPaging(t *testing.T, h Harness) {

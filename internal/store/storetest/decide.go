@@ -288,6 +288,73 @@ func testResolve(t *testing.T, h Harness) {
 		require.Equal(t, opledger.StateFailed, op.State)
 		require.Equal(t, opledger.FailureCancelled, op.FailureKind)
 	})
+
+	// A retry authorized after cancelling content nobody approved does
+	// not approve it: the operation waits for approval of that version
+	// again, and no worker can claim it before.
+	t.Run("RetryOfUnapprovedWaitsForApproval", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		recorded := b.inState(t, "k1", opledger.StateAwaitingApproval)
+		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now"})
+		require.NoError(t, err)
+		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "now after all"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateAwaitingApproval, op.State)
+		require.Empty(t, op.FailureKind)
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+		op, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: recorded.Version, Fingerprint: recorded.Fingerprint, Approver: "lead"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State)
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+
+		// Content approved before it was cancelled stays approved.
+		b.inState(t, "k2", opledger.StateAwaitingApproval)
+		_, err = b.ledger.Approve(b.ctx, "k2", opledger.Approval{Version: recorded.Version, Fingerprint: recorded.Fingerprint, Approver: "lead"})
+		require.NoError(t, err)
+		_, err = b.ledger.Resolve(b.ctx, "k2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now"})
+		require.NoError(t, err)
+		op, err = b.ledger.Resolve(b.ctx, "k2", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "now after all"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State)
+	})
+
+	// A cancelled operation has no protected next attempt: only an
+	// authorized retry leads to another one, and it starts unprotected.
+	t.Run("CancelEndsProtection", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateUncertain)
+		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
+		require.NoError(t, err)
+		require.True(t, op.Protected)
+		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
+		require.NoError(t, err)
+		require.False(t, op.Protected)
+		require.Nil(t, op.ProtectedUntil)
+	})
+
+	// Names of who decided are not blank; left out, they default.
+	t.Run("BlankNamesRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		op := b.inState(t, "k1", opledger.StateAwaitingApproval)
+		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x", Operator: " \t "})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "  "})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		_, err = b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: []byte(`{}`), Version: 2, Actor: " "})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		b.requireState(t, "k1", opledger.StateAwaitingApproval)
+		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateFailed, op.State)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, "operator", tl[len(tl)-1].Actor)
+	})
 }
 
 func testApproveRevise(t *testing.T, h Harness) {

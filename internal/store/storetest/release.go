@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -39,6 +41,31 @@ func testRelease(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
 		_, err = b.ledger.Dispatch(b.ctx, "k1", c.AttemptID, c.FencingToken)
 		require.ErrorIs(t, err, opledger.ErrStaleFencingToken, "a released claim cannot dispatch")
+	})
+
+	// A reason is kept as text: cut to its limit between characters, a
+	// NUL byte replaced, and the claim given back whatever it holds.
+	t.Run("ReasonKeptAsText", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		for key, reason := range map[string]string{
+			"long": strings.Repeat("a", 1999) + "é and more",
+			"nul":  "stopping\x00now",
+		} {
+			c := b.claimed(t, key)
+			op, err := b.ledger.Release(b.ctx, key, c.AttemptID, c.FencingToken, reason)
+			require.NoError(t, err, key)
+			require.Equal(t, opledger.StatePending, op.State, key)
+			tl, err := b.ledger.Timeline(b.ctx, key)
+			require.NoError(t, err)
+			evidence := tl[len(tl)-1].Evidence
+			require.True(t, utf8.ValidString(evidence), "%s: %q", key, evidence)
+			require.NotContains(t, evidence, "\x00", key)
+			if key == "long" {
+				require.Contains(t, evidence, strings.Repeat("a", 1999))
+				require.NotContains(t, evidence, "é", "cut at 2,000 bytes, before the character that would cross it")
+			}
+		}
 	})
 
 	t.Run("ProtectedStaysProtected", func(t *testing.T) {

@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"TransitionTable", testTransitionTable},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Tombstones", testTombstones},
+		{"CompactionsAtOnce", testCompactionsAtOnce},
 		{"Paging", testPaging},
 		{"Do", testDo},
 		{"ClaimNext", testClaimNext},
