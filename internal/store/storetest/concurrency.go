@@ -141,20 +141,8 @@ func testCompactionsAtOnce(t *testing.T, h Harness) {
 		b.inState(t, fmt.Sprintf("done-%d", i), opledger.StateSucceeded)
 	}
 	b.clock.Advance(31 * 24 * time.Hour)
-	results := make([]opledger.CompactResult, 4)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Go(func() {
-			var err error
-			results[i], err = b.ledger.Compact(b.ctx)
-			if err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
 	total := 0
-	for _, r := range results {
+	for _, r := range b.compactAtOnce(t, 4) {
 		total += r.Tombstoned
 	}
 	require.Equal(t, n, total, "each operation compacted once")
@@ -218,4 +206,23 @@ func testPaging(t *testing.T, h Harness) {
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
 	_, err = b.ledger.List(b.ctx, opledger.ListOptions{Limit: 501})
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+}
+
+// compactAtOnce runs n compactions at the same time and returns what each
+// did; any of them failing fails the test.
+func (b *bundle) compactAtOnce(t *testing.T, n int) []opledger.CompactResult {
+	t.Helper()
+	results := make([]opledger.CompactResult, n)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			var err error
+			results[i], err = b.ledger.Compact(b.ctx)
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	return results
 }

@@ -146,19 +146,8 @@ func testEventRetention(t *testing.T, h Harness) {
 		// past the tombstone retention.
 		for _, step := range []time.Duration{retention + day, tombstoneRetention} {
 			b.clock.Advance(step)
-			results := make([]opledger.CompactResult, 4)
-			for i := range results {
-				wg.Go(func() {
-					var err error
-					results[i], err = b.ledger.Compact(b.ctx)
-					if err != nil {
-						t.Error(err)
-					}
-				})
-			}
-			wg.Wait()
 			var total opledger.CompactResult
-			for _, r := range results {
+			for _, r := range b.compactAtOnce(t, 4) {
 				total.DeliveriesCompacted += r.DeliveriesCompacted
 				total.EventsForgotten += r.EventsForgotten
 			}
