@@ -593,7 +593,6 @@ func (r *Report) validate() error {
 	if r.RetryAfter < 0 {
 		return invalidInput("retry_after must not be negative")
 	}
-	r.Error = keepableText(r.Error, maxErrorLength)
 	return nil
 }
 
@@ -631,6 +630,8 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		if err := t.need("report"); err != nil {
 			return err
 		}
+		r := r // decided again on a conflict: from the report as given
+		r.Error = t.keep(r.Error, maxErrorLength)
 		a, current, err := t.checkAttempt(attemptID, token)
 		if err != nil {
 			return err
@@ -795,7 +796,7 @@ func (t *txn) succeed(ref string, response json.RawMessage) {
 // it is, and recorded no second time, not as a late report of its own.
 func (t *txn) repeatedReport(a *store.Attempt, r *Report) bool {
 	return !a.Stale && a.LateOutcome == "" && a.Outcome == string(r.Outcome) &&
-		a.DestinationRef == r.DestinationRef && a.Error == t.scrub(r.Error)
+		a.DestinationRef == r.DestinationRef && a.Error == r.Error
 }
 
 // staleReport keeps a report from an attempt that lost the operation.

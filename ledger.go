@@ -497,6 +497,12 @@ func (t *txn) scrub(s string) string {
 	return b.String()
 }
 
+// keep returns free text to store about the operation: its sensitive
+// values masked first, then cut to at most n bytes between characters,
+// with NUL bytes and invalid UTF-8 replaced. Masking before cutting keeps a
+// value that crosses the cut from being stored in part.
+func (t *txn) keep(s string, n int) string { return keepableText(t.scrub(s), n) }
+
 // note records evidence without a state change.
 func (t *txn) note(actor, attemptID, event, evidence string) {
 	t.timeline = append(t.timeline, &store.TimelineEntry{

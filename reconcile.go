@@ -66,11 +66,12 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 	if err := CheckDestinationRef(f.DestinationRef); err != nil {
 		return nil, err
 	}
-	f.Evidence = keepableText(f.Evidence, maxReasonLength) // cut, as a report's error is
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("reconcile"); err != nil {
 			return err
 		}
+		f := f // decided again on a conflict: from the finding as given
+		f.Evidence = t.keep(f.Evidence, maxReasonLength)
 		if State(t.op.State) != StateUncertain {
 			return t.refuse("reconcile")
 		}
@@ -185,7 +186,6 @@ func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, erro
 	if reason == "" {
 		return nil, ErrReasonRequired
 	}
-	reason = keepableText(reason, maxReasonLength)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("hold"); err != nil {
 			return err
@@ -193,7 +193,7 @@ func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, erro
 		if State(t.op.State) != StateUncertain {
 			return t.refuse("hold")
 		}
-		t.hold(ActorReconciler, "held", reason)
+		t.hold(ActorReconciler, "held", t.keep(reason, maxReasonLength))
 		return nil
 	})
 }
@@ -255,7 +255,6 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 	if delay < 0 {
 		return nil, invalidInput("delay must not be negative")
 	}
-	evidence = keepableText(evidence, maxReasonLength)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("defer reconcile"); err != nil {
 			return err
@@ -266,7 +265,7 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 		t.op.NotBefore = t.now.Add(delay)
 		t.dirty = true
 		t.note(ActorReconciler, "", "reconcile deferred",
-			join("next check at "+t.op.NotBefore.Format(time.RFC3339), evidence))
+			join("next check at "+t.op.NotBefore.Format(time.RFC3339), t.keep(evidence, maxReasonLength)))
 		return nil
 	})
 }

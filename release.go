@@ -22,7 +22,7 @@ var ErrAlreadyDispatched = errors.New("attempt already dispatched")
 // makes it uncertain) may settle it. An attempt that no longer holds the
 // operation is refused with a *StaleError.
 func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64, reason string) (*Operation, error) {
-	reason = keepableText(strings.TrimSpace(reason), maxReasonLength)
+	reason = strings.TrimSpace(reason)
 	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("release"); err != nil {
 			return err
@@ -47,7 +47,7 @@ func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64
 			return nil
 		}
 		t.move(StatePending, a.Worker, a.ID, "released before dispatch",
-			join("nothing was sent; worker "+a.Worker+" gave the claim back", reason))
+			join("nothing was sent; worker "+a.Worker+" gave the claim back", t.keep(reason, maxReasonLength)))
 		t.op.NotBefore = t.now
 		return nil
 	})

@@ -218,6 +218,50 @@ func testReport(t *testing.T, h Harness) {
 		require.Equal(t, "422 invalid address ana@example.invalid", op.LastError)
 	})
 
+	// Text longer than the ledger keeps is masked before it is cut: a
+	// sensitive value across the cut is not stored in part.
+	t.Run("SensitiveValueAcrossTheCut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		const secret = "ana.maria.silva@example.invalid"
+		for _, key := range []string{"k1", "k2", "k3"} {
+			in := intent(key)
+			in.Payload = json.RawMessage(`{"to":"` + secret + `","units":2}`)
+			in.SensitiveFields = []string{"to"}
+			_, _, err := b.ledger.Record(b.ctx, in)
+			require.NoError(t, err)
+		}
+		long := func(n int) string { return strings.Repeat("d", n) + " bad to " + secret + " and more" }
+		c := b.claimDispatched(t, "k1")
+		op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: long(980)})
+		_, err := b.ledger.DeferReconcile(b.ctx, "k1", time.Minute, long(1980))
+		require.NoError(t, err)
+		_, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Evidence: long(1985)})
+		require.NoError(t, err)
+		c3 := b.claimDispatched(t, "k3")
+		b.report(t, "k3", c3, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		_, err = b.ledger.Hold(b.ctx, "k3", long(1990))
+		require.NoError(t, err)
+		c2, err := b.ledger.Claim(b.ctx, "k2", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = b.ledger.Release(b.ctx, "k2", c2.AttemptID, c2.FencingToken, long(1995))
+		require.NoError(t, err)
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		texts := []string{op.LastError, attempts[0].Error}
+		for _, key := range []string{"k1", "k2", "k3"} {
+			tl, err := b.ledger.Timeline(b.ctx, key)
+			require.NoError(t, err)
+			for _, e := range tl {
+				texts = append(texts, e.Evidence)
+			}
+		}
+		require.Contains(t, op.LastError, "bad to ***")
+		for _, text := range texts {
+			require.NotContains(t, text, "ana.m", "no part of the value is kept")
+		}
+	})
+
 	t.Run("Rejected", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
