@@ -60,6 +60,19 @@ type Destination interface {
 	Call(ctx context.Context, call opledger.Call) (opledger.Result, error)
 }
 
+// Preparer is implemented by destinations that can tell, before anything
+// is sent, that a call cannot be made (an HTTP destination whose
+// templates need a field the payload lacks). The executor asks before it
+// marks the dispatch, so that such an attempt ends rejected with nothing
+// dispatched, instead of looking as if a call may have gone out.
+type Preparer interface {
+	// Prepare builds what Call would send for call, sends nothing, and
+	// returns the error Call would return for content that cannot be
+	// sent: opledger.Rejected, or opledger.Retryable for a condition that
+	// may pass. Any other error counts as rejected: nothing was sent.
+	Prepare(call opledger.Call) error
+}
+
 // Lookuper is implemented by destinations that declare Capabilities.Lookup.
 type Lookuper interface {
 	// Lookup searches the destination for the effect of op and compares

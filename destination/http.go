@@ -417,28 +417,11 @@ func (h *HTTP) Close() error {
 // cannot be confirmed). The idempotency key, if declared, is sent on every
 // attempt.
 func (h *HTTP) Call(ctx context.Context, call opledger.Call) (opledger.Result, error) {
-	d, err := newTemplateData(call.Operation)
-	if err != nil {
-		return opledger.Result{}, opledger.Rejected(err)
-	}
-	if call.IdempotencyKey != "" {
-		d.IdempotencyKey = call.IdempotencyKey
-	}
-	var raw []byte
-	if h.sendBody && h.body == nil {
-		raw = call.Operation.Payload
-		if raw == nil {
-			raw = []byte("null")
-		}
-	}
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	req, err := newRequest(ctx, h.method, h.url, h.origin, h.body, raw, h.headers, d)
+	req, err := h.request(ctx, call)
 	if err != nil {
-		return opledger.Result{}, opledger.Rejected(err)
-	}
-	if h.idemHeader != "" {
-		req.Header.Set(h.idemHeader, d.IdempotencyKey)
+		return opledger.Result{}, err
 	}
 	resp, err := SendHTTP(h.client, req, h.policy)
 	if resp == nil {
@@ -459,6 +442,43 @@ func (h *HTTP) Call(ctx context.Context, call opledger.Call) (opledger.Result, e
 			req.Method, req.URL.Host, resp.Status, err))
 	}
 	return opledger.Result{Ref: ref, Response: savable(answer)}, nil
+}
+
+var _ Preparer = (*HTTP)(nil)
+
+// Prepare renders the request Call would send for call, without sending
+// it: a template the payload cannot fill is refused (opledger.Rejected).
+func (h *HTTP) Prepare(call opledger.Call) error {
+	_, err := h.request(context.Background(), call)
+	return err
+}
+
+// request renders the request of call: URL, headers and body from the
+// templates, the idempotency key in its header. What cannot be rendered
+// is refused (opledger.Rejected): the same content never renders.
+func (h *HTTP) request(ctx context.Context, call opledger.Call) (*http.Request, error) {
+	d, err := newTemplateData(call.Operation)
+	if err != nil {
+		return nil, opledger.Rejected(err)
+	}
+	if call.IdempotencyKey != "" {
+		d.IdempotencyKey = call.IdempotencyKey
+	}
+	var raw []byte
+	if h.sendBody && h.body == nil {
+		raw = call.Operation.Payload
+		if raw == nil {
+			raw = []byte("null")
+		}
+	}
+	req, err := newRequest(ctx, h.method, h.url, h.origin, h.body, raw, h.headers, d)
+	if err != nil {
+		return nil, opledger.Rejected(err)
+	}
+	if h.idemHeader != "" {
+		req.Header.Set(h.idemHeader, d.IdempotencyKey)
+	}
+	return req, nil
 }
 
 // Lookup searches the destination for op's effect and compares the record

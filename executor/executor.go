@@ -282,6 +282,14 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	if cause := context.Cause(r.stop); cause != nil {
 		return nil, e.release(bg, tl, c, log, "given back before dispatch: "+cause.Error())
 	}
+	call := opledger.Call{Operation: op, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected}
+	if p, ok := dest.(destination.Preparer); ok {
+		if err := p.Prepare(call); err != nil {
+			// Content the destination cannot be sent: the attempt ends
+			// here, with nothing sent and no dispatch mark.
+			return e.finish(r, bg, tl, c, unsendable(err), log)
+		}
+	}
 	if _, err := tl.Dispatch(bg, op.Key, c.AttemptID, c.FencingToken); err != nil {
 		if errors.Is(err, opledger.ErrStaleFencingToken) {
 			log.Warn("claim lost before dispatch; nothing was sent")
@@ -321,11 +329,15 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	// dispatching (a busy store) must not push the call's end past the
 	// lease, which would turn its answer into a late report.
 	callCtx, cancel := context.WithDeadline(r.calls, claimed.Add(e.cfg.CallTimeout))
-	res, callErr := dest.Call(callCtx, opledger.Call{Operation: op, AttemptID: c.AttemptID,
-		IdempotencyKey: c.IdempotencyKey, Protected: c.Protected})
+	res, callErr := dest.Call(callCtx, call)
 	cancel()
-	report := reportFor(res, callErr, context.Cause(r.calls))
+	return e.finish(r, bg, tl, c, reportFor(res, callErr, context.Cause(r.calls)), log)
+}
 
+// finish reports the attempt's outcome and, once its operation has
+// succeeded, records its workflow's next step.
+func (e *Executor) finish(r run, bg context.Context, tl *opledger.Ledger, c *opledger.Claim, report opledger.Report, log *slog.Logger) (*opledger.Operation, error) {
+	op := c.Operation
 	after, err := e.report(r, bg, tl, c, report, log)
 	var stale *opledger.StaleError
 	if errors.As(err, &stale) {
@@ -450,6 +462,17 @@ func reportFor(res opledger.Result, err error, stopCause error) opledger.Report 
 		r.Response = validJSON(res.Response) // why it was refused, for the operator
 	}
 	return r
+}
+
+// unsendable is the report of an attempt whose call a destination's
+// Prepare refused: rejected, or retryable if the destination says the
+// condition may pass, never uncertain, since nothing was sent.
+func unsendable(err error) opledger.Report {
+	outcome, after := opledger.OutcomeOf(err)
+	if outcome != opledger.OutcomeRetryable {
+		outcome, after = opledger.OutcomeRejected, 0
+	}
+	return opledger.Report{Outcome: outcome, Error: "not sent: " + destination.ErrorText(err), RetryAfter: after}
 }
 
 func validJSON(b json.RawMessage) json.RawMessage {

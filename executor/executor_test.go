@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,7 +274,10 @@ func TestErrorsCarryNoPayload(t *testing.T) {
 		r.Record("intake:S5:create", "crm", `{"unitz": 1}`)
 		op = r.Step()
 		require.Equal(t, opledger.StateFailed, op.State, "the body template cannot be rendered: rejected before sending")
+		require.Equal(t, opledger.FailureRejected, op.FailureKind)
 		require.Contains(t, op.LastError, `map has no entry for key "units"`)
+		require.True(t, strings.HasPrefix(op.LastError, "not sent: "), op.LastError)
+		require.False(t, op.Dispatched, "nothing was sent, and nothing says it may have been")
 		require.NotContains(t, r.Logs(), "secret-units-value")
 	})
 }
