@@ -116,6 +116,11 @@ const (
 	MaxEventPayload = 1 << 20
 )
 
+// ErrEventPayloadTooLarge: an event's payload is larger than
+// MaxEventPayload. It matches ErrInvalidInput too; the HTTP API answers
+// it 413, as it does a request body past its limit.
+var ErrEventPayloadTooLarge = fmt.Errorf("%w: payload is larger than %d bytes", ErrInvalidInput, MaxEventPayload)
+
 // validate checks an event's identifying fields.
 func (ev *Event) validate() error {
 	if err := ValidateKey(ev.Source); err != nil {
@@ -142,7 +147,7 @@ func (ev *Event) validate() error {
 		return invalidInput("occurred_at must be a time of the years 1 to 9999 (UTC), got year %d", ev.OccurredAt.UTC().Year())
 	}
 	if len(ev.Payload) > MaxEventPayload {
-		return invalidInput("payload is larger than %d bytes", MaxEventPayload)
+		return ErrEventPayloadTooLarge
 	}
 	if len(ev.Payload) == 0 {
 		ev.Payload = json.RawMessage("null")
@@ -190,8 +195,10 @@ const ActorEvent = "event"
 //     order, the event is recorded with status conflict for a person.
 //
 // rules may be nil: every event is then recorded as unmapped. A rule that
-// cannot map the event (a missing field, a produced key that is invalid)
-// refuses it with a *RuleError (ErrInvalidInput) and records nothing.
+// cannot map the event (a missing field, a produced key that is invalid,
+// an ordering value or a payload the ledger cannot store) refuses it with
+// a *RuleError (ErrInvalidInput) and records nothing. A payload larger
+// than MaxEventPayload is refused with ErrEventPayloadTooLarge.
 func (l *Ledger) ReceiveEvent(ctx context.Context, rules *Rules, ev Event) (*EventResult, error) {
 	if err := ev.validate(); err != nil {
 		return nil, err
@@ -453,11 +460,16 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 				return nil
 			}
 		case "revise":
-			payload, version := st.intent.Payload, st.version
+			payload, version, fields := st.intent.Payload, st.version, st.intent.SensitiveFields
 			decide = func(t *txn) error {
 				if t.op == nil || t.op.Version != version-1 || !contentOf(t.op).revisable() {
 					return errPlanOutdated // planned for a revisable operation at the version before
 				}
+				// The sensitive fields the rule now declares apply to the
+				// new content, as they would to the same content. They are
+				// added first: the text written with the revision is
+				// scrubbed of the values of the fields the operation has.
+				t.addSensitiveFields(fields, actor)
 				return t.revise(payload, version, actor, "newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
 			}
 		default: // same content: only sensitive fields the operation lacks

@@ -88,9 +88,9 @@ type Rules struct {
 }
 
 // RuleError reports a rule that is malformed, or that cannot map a given
-// event (a missing field, a produced key that is invalid). It names the
-// rule and the field, never the event's values. It matches
-// ErrInvalidInput.
+// event (a missing field, a produced key that is invalid, an ordering
+// value or a payload the ledger cannot store). It names the rule and the
+// field, never the event's values. It matches ErrInvalidInput.
 type RuleError struct {
 	Rule  string // the rule's name
 	Field string // e.g. "operations[0].key"
@@ -111,6 +111,10 @@ func (e *RuleError) Unwrap() error { return e.Err }
 
 // Is matches ErrInvalidInput.
 func (e *RuleError) Is(target error) bool { return target == ErrInvalidInput }
+
+// errUncanonicalPayload refuses a produced payload that cannot be
+// canonicalised for its fingerprint, without the value that stopped it.
+var errUncanonicalPayload = invalidInput("payload cannot be canonicalized (a number out of range, or invalid text)")
 
 // eventRoots are the roots event templates may use.
 var eventRoots = []string{"data", "event"}
@@ -359,6 +363,12 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 		if len(m.OrderValue) > maxNameLength {
 			return nil, fail("object.order_by", fmt.Errorf("the value is longer than %d bytes", maxNameLength))
 		}
+		// The order value is stored as text, and repeated in reasons and
+		// the timeline. (The object id needs no such check: the key
+		// syntax above admits neither NUL bytes nor invalid UTF-8.)
+		if err := checkText(strings.Join(c.orderBy, "."), m.OrderValue); err != nil {
+			return nil, fail("object.order_by", err)
+		}
 	}
 	// producedBy names the field that produced each key: two operations
 	// of one event with the same key would be one operation written
@@ -386,6 +396,12 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 		payload, err := op.payload.renderJSON(ctx)
 		if err != nil {
 			return nil, fail(field("payload"), err)
+		}
+		// The fingerprint canonicalises the payload; what cannot be (a
+		// number beyond float64) is refused here with a message that does
+		// not repeat the value, as the canonicaliser's own would.
+		if _, err := Fingerprint(op.Action, op.Destination, payload, 1); err != nil {
+			return nil, fail(field("payload"), errUncanonicalPayload)
 		}
 		in := Intent{
 			Key: key, Action: op.Action, Destination: op.Destination, Payload: payload,

@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,11 @@ func TestParseRulesRefusesBadRules(t *testing.T) {
 		"id without order":     {"rules:\n  - name: r\n    type: t\n    object: {id: data.id}" + op, "object.order_by: is required"},
 		"update key = key":     {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{data.id}\", update_key: \"k:{data.id}\", action: a, destination: d}", "must differ from key"},
 		"bad object kind":      {"rules:\n  - name: r\n    type: t\n    object: {kind: \"a b\", id: data.id, order_by: data.v}" + op, "object.kind"},
+		// JSON has no NaN or infinities: such a payload could never be
+		// encoded, so every matching event would be refused.
+		"NaN in a payload":       {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: {x: [1, .nan]}}", `rule "r": operations[0].payload: x: 1: NaN is not a JSON number`},
+		"infinity in a payload":  {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: {x: .inf}}", `rule "r": operations[0].payload: x: +Inf is not a JSON number`},
+		"-infinity as a payload": {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: -.Inf}", `rule "r": operations[0].payload: -Inf is not a JSON number`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -189,4 +195,78 @@ func TestNewRulesInGo(t *testing.T) {
 	require.Nil(t, m.Updates[0])
 	_, err = rules.Map(opledger.Event{Source: "shop", EventID: strings.Repeat("x", 300), Type: "orders/paid"})
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+}
+
+// Rules built in Go are checked the same way: a payload value JSON cannot
+// encode is refused when the rules are compiled, not on every event.
+func TestNewRulesRefusesNonFiniteNumbers(t *testing.T) {
+	t.Parallel()
+	for _, v := range []any{math.NaN(), math.Inf(1), float32(math.Inf(-1)), map[string]any{"n": []any{math.NaN()}}} {
+		_, err := opledger.NewRules(opledger.Rule{Name: "r", Type: "t", Operations: []opledger.OperationRule{{
+			Key: "k", Action: "a", Destination: "d", Payload: map[string]any{"x": v}}}})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "%v", v)
+		var re *opledger.RuleError
+		require.True(t, errors.As(err, &re), "%v", err)
+		require.Equal(t, "r", re.Rule)
+		require.Equal(t, "operations[0].payload", re.Field)
+		require.Contains(t, err.Error(), "is not a JSON number")
+	}
+}
+
+// orderRule orders the versions of an object by a payload field.
+const orderRule = `
+rules:
+  - name: order-updated
+    type: orders/updated
+    object: {kind: order, id: data.id, order_by: data.version}
+    operations:
+      - key: "order:{data.id}:sync"
+        action: erp.upsert_order
+        destination: erp
+        payload: {order: "{data.id}", version: "{data.version}", total: "{data.total}"}
+`
+
+// Text PostgreSQL cannot store (a NUL byte) in the values an event
+// produces outside its payload is refused while mapping, naming the field,
+// so that both stores refuse it alike and nothing is recorded.
+func TestMapRefusesUnstorableText(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.ParseRules([]byte(orderRule))
+	require.NoError(t, err)
+	cases := []struct{ payload, field, want string }{
+		{`{"id":"1","version":"a\u0000","total":1}`, "object.order_by", "UTF-8 text without NUL bytes"},
+		{`{"id":"1","version":"\u0000","total":1}`, "object.order_by", "UTF-8 text without NUL bytes"},
+		{`{"id":"1\u0000","version":2,"total":1}`, "object.id", "the produced object key is invalid"},
+	}
+	for _, tc := range cases {
+		_, err := rules.Map(opledger.Event{Source: "shop", EventID: "e1", Type: "orders/updated", Payload: json.RawMessage(tc.payload)})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, tc.payload)
+		var re *opledger.RuleError
+		require.True(t, errors.As(err, &re), "%s: %v", tc.payload, err)
+		require.Equal(t, "order-updated", re.Rule)
+		require.Equal(t, tc.field, re.Field, tc.payload)
+		require.Contains(t, err.Error(), tc.want)
+		require.NotContains(t, err.Error(), "\x00")
+	}
+	m, err := rules.Map(opledger.Event{Source: "shop", EventID: "e1", Type: "orders/updated", Payload: json.RawMessage(`{"id":"1","version":"a\u00e9","total":1}`)})
+	require.NoError(t, err, "other text is taken")
+	require.Equal(t, "a\u00e9", m.OrderValue)
+}
+
+// A payload the ledger cannot canonicalise (a number beyond float64) is
+// refused naming the rule and the field, never the value.
+func TestMapRefusesUncanonicalizablePayload(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.ParseRules([]byte(orderRule))
+	require.NoError(t, err)
+	for _, total := range []string{"1e400", "-1e400", `{"big":[1e400]}`} {
+		_, err := rules.Map(opledger.Event{Source: "shop", EventID: "e1", Type: "orders/updated",
+			Payload: json.RawMessage(`{"id":"1","version":2,"total":` + total + `}`)})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, total)
+		var re *opledger.RuleError
+		require.True(t, errors.As(err, &re), "%v", err)
+		require.EqualError(t, err, `rule "order-updated": operations[0].payload: invalid input: payload cannot be canonicalized (a number out of range, or invalid text)`)
+		require.ErrorIs(t, re.Err, opledger.ErrInvalidInput, "the cause still matches, as the canonicaliser's did")
+		require.NotContains(t, err.Error(), "1e400", "values never appear in errors")
+	}
 }

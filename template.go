@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -236,6 +237,16 @@ func compileValue(v any, roots []string, strict bool) (*valueTmpl, error) {
 		return &valueTmpl{node: t}, nil
 	case map[any]any:
 		return nil, fmt.Errorf("object keys must be strings")
+	case float64:
+		// YAML's .nan and .inf decode, but JSON has no such numbers: every
+		// payload holding one would fail to encode.
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%v is not a JSON number", x)
+		}
+	case float32:
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%v is not a JSON number", x)
+		}
 	}
 	return &valueTmpl{node: v}, nil
 }

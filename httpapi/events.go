@@ -40,6 +40,13 @@ func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledg
 		writeProblem(w, r, http.StatusUnprocessableEntity, "mapping_failed", err.Error(), nil)
 		return
 	}
+	// A body within the request limit (--max-body-bytes may exceed the
+	// event payload limit) can still carry a payload past MaxEventPayload:
+	// too large, as on the webhook route.
+	if errors.Is(err, opledger.ErrEventPayloadTooLarge) {
+		writeProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("event payload is larger than %d bytes", opledger.MaxEventPayload), nil)
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -96,18 +103,22 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 	switch scheme {
 	case webhook.SchemeStripe:
 		var env struct {
-			ID      string `json:"id"`
-			Type    string `json:"type"`
-			Created int64  `json:"created"`
+			ID   string `json:"id"`
+			Type string `json:"type"`
+			// Created is read as it comes: any JSON value decodes.
+			Created json.RawMessage `json:"created"`
 		}
 		if err := json.Unmarshal(body, &env); err != nil {
 			return ev, fmt.Errorf("the webhook body is not a JSON event: %w", err)
 		}
 		ev.EventID, ev.Type = env.ID, env.Type
-		// An unusable time (not positive, out of the years a store and
-		// JSON take) is left out rather than refusing a signed event.
-		if t := time.Unix(env.Created, 0).UTC(); env.Created > 0 && opledger.ValidEventTime(t) {
-			ev.OccurredAt = t
+		// An unusable time (not a whole number of seconds, not positive,
+		// out of the years a store and JSON take) is left out rather than
+		// refusing a signed event.
+		if created, err := strconv.ParseInt(string(env.Created), 10, 64); err == nil && created > 0 {
+			if t := time.Unix(created, 0).UTC(); opledger.ValidEventTime(t) {
+				ev.OccurredAt = t
+			}
 		}
 		// Stripe sends no delivery id; a proxy's X-Request-Id serves as
 		// one when it is shaped like one, and is ignored otherwise rather
@@ -120,7 +131,11 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 		if ev.EventID == "" {
 			ev.EventID = h.Get("X-Shopify-Webhook-Id")
 		}
-		ev.DeliveryID = h.Get("X-Shopify-Webhook-Id")
+		// Not covered by Shopify's signature: used as the delivery id only
+		// when it is shaped like one, as Stripe's X-Request-Id is.
+		if id := h.Get("X-Shopify-Webhook-Id"); opledger.ValidateKey(id) == nil {
+			ev.DeliveryID = id
+		}
 		ev.Type = h.Get("X-Shopify-Topic")
 		// Not covered by Shopify's signature: used only when it is a
 		// usable time.

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -201,5 +202,98 @@ func TestWebhookSourcesChecked(t *testing.T) {
 	} {
 		_, err := httpapi.New(l, httpapi.Options{Auth: l, Webhooks: map[string]httpapi.WebhookSource{"stripe": src}})
 		require.ErrorContains(t, err, want)
+	}
+}
+
+// edgeRules order an object's versions by a payload field.
+const edgeRules = `
+rules:
+  - name: order-updated
+    type: orders/updated
+    object: {kind: order, id: data.id, order_by: data.version}
+    operations:
+      - key: "order:{data.id}:sync"
+        action: erp.upsert_order
+        destination: erp
+        payload: {order: "{data.id}", version: "{data.version}", total: "{data.total}"}
+`
+
+// TestEventIntakeEdges drives the event routes to the refusals that
+// depend on more than the request's shape: event payloads past their own
+// limit under a larger body limit, values a store cannot keep, and signed
+// webhooks carrying fields the handler leaves out.
+func TestEventIntakeEdges(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			rules, err := opledger.ParseRules([]byte(edgeRules))
+			require.NoError(t, err)
+			stripe, err := webhook.NewWithSecrets(webhook.Config{Scheme: webhook.SchemeStripe}, testWebhookSecret)
+			require.NoError(t, err)
+			shopify, err := webhook.NewWithSecrets(webhook.Config{Scheme: webhook.SchemeShopify}, testWebhookSecret)
+			require.NoError(t, err)
+			b := startAPIWith(t, st.NewDSN(t), nil, httpapi.Options{MaxBodyBytes: 4 << 20, Rules: rules, Webhooks: map[string]httpapi.WebhookSource{
+				"stripe":  {Tenant: "acme", Verify: stripe, Scheme: webhook.SchemeStripe},
+				"shopify": {Tenant: "acme", Verify: shopify, Scheme: webhook.SchemeShopify}}})
+			expect := func(method, path, token string, body []byte, hdr http.Header, want int, kind string) []byte {
+				t.Helper()
+				status, data := b.rawWith(t, method, path, token, body, hdr)
+				require.Equal(t, want, status, "%s %s: %s", method, path, data)
+				if kind != "" {
+					require.Equal(t, kind, problemKind(t, data))
+				}
+				return data
+			}
+			event := func(id, payload string) []byte {
+				return []byte(`{"source":"shop","event_id":"` + id + `","type":"orders/updated","payload":` + payload + `}`)
+			}
+
+			// Within the body limit but past the event payload limit: 413,
+			// as on the webhook route.
+			big := event("e-big", `"`+strings.Repeat("x", opledger.MaxEventPayload)+`"`)
+			expect("POST", "/v1/events", b.token, big, nil, 413, "payload_too_large")
+
+			// An ordering value PostgreSQL cannot store: refused as a
+			// mapping failure on both stores.
+			data := expect("POST", "/v1/events", b.token, event("e-nul", `{"id":"1","version":"a\u0000","total":1}`), nil, 422, "mapping_failed")
+			require.Contains(t, string(data), "object.order_by")
+			// A number out of range: the detail never repeats the value.
+			data = expect("POST", "/v1/events", b.token, event("e-range", `{"id":"1","version":2,"total":1e400}`), nil, 422, "mapping_failed")
+			require.Contains(t, string(data), "operations[0].payload: invalid input: payload cannot be canonicalized (a number out of range")
+			require.NotContains(t, string(data), "1e400")
+			_, err = b.ledger.GetEvent(ctx, "shop", "e-nul")
+			require.ErrorIs(t, err, opledger.ErrNotFound, "a refused event records nothing")
+
+			// A signed Stripe event whose created is not a whole number of
+			// seconds is recorded without a time, not refused.
+			for i, created := range []string{`1.5e9`, `"1500000000"`, `null`, `{}`, `-1`} {
+				id := fmt.Sprintf("evt_created_%d", i)
+				hook := []byte(`{"id":"` + id + `","type":"orders/updated","created":` + created + `,"version":1,"total":1}`)
+				hdr := http.Header{webhook.StripeHeader: {webhook.SignStripe(testWebhookSecret, time.Now(), hook)}}
+				expect("POST", "/v1/webhooks/stripe", "", hook, hdr, 201, "")
+				d, err := b.ledger.GetEvent(ctx, "stripe", id)
+				require.NoError(t, err, created)
+				require.Nil(t, d.Event.OccurredAt, created)
+			}
+
+			// A Shopify webhook id that is not shaped like a delivery id is
+			// left out, as Stripe's X-Request-Id is.
+			hook := []byte(`{"id":"S9","version":1,"total":1}`)
+			hdr := http.Header{webhook.ShopifyHeader: {webhook.SignShopify(testWebhookSecret, hook)},
+				"X-Shopify-Event-Id": {"shp-evt-1"}, "X-Shopify-Topic": {"orders/updated"}, "X-Shopify-Webhook-Id": {"not a key!"}}
+			expect("POST", "/v1/webhooks/shopify", "", hook, hdr, 201, "")
+			d, err := b.ledger.GetEvent(ctx, "shopify", "shp-evt-1")
+			require.NoError(t, err)
+			require.Len(t, d.Deliveries, 1)
+			require.Empty(t, d.Deliveries[0].DeliveryID)
+			// A usable one is kept.
+			hdr.Set("X-Shopify-Webhook-Id", "whk-2")
+			expect("POST", "/v1/webhooks/shopify", "", hook, hdr, 200, "")
+			d, err = b.ledger.GetEvent(ctx, "shopify", "shp-evt-1")
+			require.NoError(t, err)
+			require.Equal(t, "whk-2", d.Deliveries[1].DeliveryID)
+		})
 	}
 }

@@ -345,6 +345,103 @@ func testEvents(t *testing.T, h Harness) {
 		require.Contains(t, b.events(t, "intake:S1:create"), "sensitive fields added")
 	})
 
+	// A rule that starts marking a field sensitive: a newer version that
+	// revises the operation adds it too, so the revised content is masked
+	// and the text written with the revision is scrubbed of its values.
+	t.Run("CorrectionAddsSensitiveFields", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		const rule = `
+rules:
+  - name: customer-updated
+    source: shop
+    type: customers/updated
+    object: {kind: customer, id: data.ref, order_by: data.version}
+    operations:
+      - key: "shop:customer:{data.id}:sync"
+        action: crm.upsert_customer
+        destination: crm
+        payload: {customer: {ref: "{data.ref}", email: "{data.email}"}, version: "{data.version}"}
+`
+		without, err := opledger.ParseRules([]byte(rule))
+		require.NoError(t, err)
+		with, err := opledger.ParseRules([]byte(rule + "        sensitive_fields: [customer.email, customer.ref]\n"))
+		require.NoError(t, err)
+		customer := func(id string, version int, email string) opledger.Event {
+			return opledger.Event{Source: "shop", EventID: id, Type: "customers/updated",
+				Payload: json.RawMessage(fmt.Sprintf(`{"id":"C1","ref":"CR-4711","version":%d,"email":%q}`, version, email))}
+		}
+		_, err = b.ledger.ReceiveEvent(b.ctx, without, customer("c-1", 1, "ana@example.com"))
+		require.NoError(t, err)
+		r, err := b.ledger.ReceiveEvent(b.ctx, with, customer("c-2", 2, "ana.new@example.com"))
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventApplied, r.Status, r.Reason)
+		op := r.Operations[0]
+		require.EqualValues(t, 2, op.Version, "revised")
+		require.Equal(t, []string{"customer.email", "customer.ref"}, op.SensitiveFields)
+		shown, err := json.Marshal(op)
+		require.NoError(t, err)
+		var masked struct{ Payload json.RawMessage }
+		require.NoError(t, json.Unmarshal(shown, &masked))
+		require.JSONEq(t, `{"customer":{"ref":"***","email":"***"},"version":2}`, string(masked.Payload), "the revised content is shown masked")
+		got, err := b.ledger.Get(b.ctx, op.Key)
+		require.NoError(t, err)
+		tl, err := b.ledger.Timeline(b.ctx, op.Key)
+		require.NoError(t, err)
+		out, err := json.Marshal([]any{got, tl})
+		require.NoError(t, err)
+		require.NotContains(t, string(out), "ana.new@example.com", "the revised content is masked")
+		// The revision's evidence names the object (customer:CR-4711):
+		// scrubbed, since the fields were added before it was written.
+		require.NotContains(t, string(out), "CR-4711")
+		require.Contains(t, b.events(t, op.Key), "sensitive fields added")
+		require.Contains(t, b.events(t, op.Key), "revised")
+		// The stored content is the real one, for the destination.
+		_, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
+		require.NoError(t, err)
+		sent := b.runOnce(t, op.Key, "CRM-1")
+		require.JSONEq(t, `{"customer":{"ref":"CR-4711","email":"ana.new@example.com"},"version":2}`, string(sent.Payload))
+	})
+
+	// The ordering value is stored as text: one PostgreSQL cannot hold (a
+	// NUL byte) is refused as a mapping failure on both stores, naming the
+	// field, and nothing is recorded.
+	t.Run("UnstorableOrderValue", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		// No key holds the version, so nothing but the order checks it.
+		rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: order-updated
+    type: orders/updated
+    object: {kind: order, id: data.id, order_by: data.version}
+    operations:
+      - {key: "shop:order:{data.id}:sync", action: erp.upsert_order, destination: erp, payload: {order: "{data.id}"}}
+`))
+		require.NoError(t, err)
+		for _, tc := range []struct{ payload, field string }{
+			{`{"id":"1","version":"a\u0000"}`, "object.order_by"},
+			{`{"id":"1\u0000","version":1}`, "object.id"},
+		} {
+			payload := tc.payload
+			_, err := b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "shop", EventID: "upd-1", Type: "orders/updated",
+				Payload: json.RawMessage(payload)})
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, payload)
+			var re *opledger.RuleError
+			require.True(t, errors.As(err, &re), "%s: %v", payload, err)
+			require.Equal(t, "order-updated", re.Rule)
+			require.Equal(t, tc.field, re.Field, payload)
+		}
+		es, err := b.ledger.EventStats(b.ctx, false)
+		require.NoError(t, err)
+		require.Zero(t, es.Events, "nothing recorded")
+		require.Zero(t, es.Deliveries)
+		r, err := b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "shop", EventID: "upd-1", Type: "orders/updated",
+			Payload: json.RawMessage(`{"id":"1","version":"a"}`)})
+		require.NoError(t, err, "the same event with a usable value is taken")
+		require.Equal(t, "a", r.Event.OrderValue)
+	})
+
 	t.Run("CorrectionBeforeDispatchRevises", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
