@@ -93,7 +93,13 @@ func (e *Error) Is(target error) bool {
 		return target == opledger.ErrNotFound
 	case "invalid_key":
 		return target == opledger.ErrInvalidKey
-	case "invalid_input", "invalid_json":
+	case "invalid_input", "invalid_json", "mapping_failed":
+		// mapping_failed: a rule could not map the event (a
+		// *opledger.RuleError in the library, which matches it too).
+		return target == opledger.ErrInvalidInput
+	case "payload_too_large":
+		// Past the server's body limit, or an event payload past
+		// MaxEventPayload: input it refuses.
 		return target == opledger.ErrInvalidInput
 	case "reason_required":
 		return target == opledger.ErrReasonRequired

@@ -114,4 +114,11 @@ func TestErrorIsAlreadySucceeded(t *testing.T) {
 	require.True(t, errors.Is(inProgress, opledger.ErrInProgress))
 	// The library agrees.
 	require.ErrorIs(t, &opledger.StateError{State: opledger.StateSucceeded}, opledger.ErrAlreadySucceeded)
+
+	// Input the server refuses matches ErrInvalidInput, whatever refused it.
+	for _, kind := range []string{"invalid_input", "invalid_json", "mapping_failed", "payload_too_large"} {
+		e := &client.Error{Status: 400, Problem: httpapi.Problem{Type: httpapi.ProblemTypeBase + kind}}
+		require.ErrorIs(t, e, opledger.ErrInvalidInput, kind)
+		require.False(t, errors.Is(e, opledger.ErrInvalidState), kind)
+	}
 }
