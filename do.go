@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Call is what an Action receives for one attempt.
@@ -27,29 +31,84 @@ type Call struct {
 // Result is what a successful Action returns.
 type Result struct {
 	// Ref identifies the effect at the destination (record id, message id).
-	// Required.
+	// Required, and stored as it is, so it must be something the ledger
+	// can store (CheckDestinationRef): at most MaxDestinationRefBytes of
+	// UTF-8 text without NUL bytes. Do records a success whose Ref it
+	// cannot store as uncertain, never as a failure: the destination
+	// acted, so the effect must be reconciled, not forgotten.
 	Ref string
-	// Response is saved and replayed to repeats; any JSON, or nil.
+	// Response is saved and replayed to repeats; any JSON, or nil. A
+	// Response that is not valid JSON is dropped: Do records the success
+	// and its Ref without it.
 	Response json.RawMessage
 }
 
 // Action performs the external call of one attempt. Classify its errors
 // with Rejected, Retryable and Uncertain; an unclassified error counts as
 // uncertain, except a failed connection attempt (the request was never
-// sent), which counts as retryable.
+// sent), which counts as retryable. OutcomeOf says how in detail.
 type Action func(ctx context.Context, call Call) (Result, error)
 
 // Do runs the whole protocol around action: record the intent, claim it,
 // mark the dispatch, run action, report its outcome. A repeat of an
 // operation that already succeeded returns the saved operation (reference
-// and response) without running action. A repeat with other content fails
-// with ErrFingerprintMismatch.
+// and response) and a nil error, without running action. A repeat with
+// other content fails with ErrFingerprintMismatch. A context that has
+// ended before Do starts fails the claim with its error (errors.Is(err,
+// context.Canceled) after a cancel); nothing is recorded.
 //
 // Do makes at most one attempt. When the attempt does not succeed it
 // returns the operation in its new state and an *AttemptError: pending
 // (retry later: call Do again at or after NotBefore), failed, or uncertain
-// (reconcile before anything is sent again). When the operation cannot be
-// claimed it returns the *StateError of Claim (for example ErrInProgress).
+// (reconcile before anything is sent again). The action's error is
+// classified by OutcomeOf. When the operation cannot be claimed it returns
+// the *StateError of Claim (for example ErrInProgress).
+//
+// Whenever the ledger has the operation succeeded when Do is done with it,
+// Do returns it as it is then, with a nil error. This includes a late
+// success of an earlier attempt (one whose lease ran out) that arrives
+// while Do holds the operation: the effect exists, so Do does not start
+// the action if it has not yet, and whatever the action answers the
+// operation succeeds with the earlier attempt's reference. An action that
+// succeeded too, with another reference, made a second effect: the
+// ledger counts it in the operation's DuplicateEffects and writes it to
+// the timeline, never hidden.
+//
+// Do checks what the action returned before recording it. A success
+// without a Ref, or with a Ref the ledger cannot store
+// (CheckDestinationRef: too long, NUL bytes, invalid UTF-8), is recorded
+// as uncertain, and the error says why and quotes the start of the
+// reference: the destination may have acted, so the effect must be
+// looked up, not forgotten. A success whose Response is not valid JSON is
+// recorded as a success, with its Ref and without the Response.
+//
+// The outcome is recorded even when ctx has ended meanwhile (with
+// context.WithoutCancel). When ctx has ended after the dispatch mark but
+// before the action would start, Do does not start it: it records the
+// attempt retryable (nothing was sent) and returns an *AttemptError that
+// matches ctx.Err(). When the dispatch mark itself cannot be written (ctx
+// ended, the store failed), Do does not start the action either; it gives
+// the claim back (Release, best effort, also after ctx ended) so that the
+// operation is pending again at once instead of when its lease runs out,
+// and returns the error of Dispatch. A Dispatch refused because the
+// attempt no longer holds the operation returns that *StaleError or
+// *StateError with the operation as it is.
+//
+// When the action panics, Do records the attempt uncertain ("action
+// panicked: …": it may have sent the request) and panics again with the
+// same value.
+//
+// When the outcome cannot be recorded after the action ran (the store is
+// unreachable), Do returns a *ReportError that carries what the action
+// returned (Result: its reference and response) and the Report it tried
+// to record: send that Report again with Ledger.Report(ctx, e.Key,
+// e.AttemptID, e.FencingToken, e.Report) once the store answers. A repeat
+// is recognised; sent after the lease ran out it is kept as a late report,
+// and a late success still resolves the operation. Until then the
+// operation stays in progress and becomes uncertain when its lease runs
+// out. If the attempt lost the operation while the action ran (its lease
+// ran out), its outcome is kept as a late report and Do returns the
+// *StaleError (ErrStaleFencingToken) with the operation as it is.
 func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, error) {
 	// Record and claim in one transaction.
 	claim, err := l.Claim(ctx, in.Key, ClaimOptions{Intent: &in})
@@ -60,32 +119,197 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := l.Dispatch(ctx, in.Key, claim.AttemptID, claim.FencingToken); err != nil {
-		return claim.Operation, err
+	doStep(in.Key, "claimed")
+	if op, err := l.Dispatch(ctx, in.Key, claim.AttemptID, claim.FencingToken); err != nil {
+		return l.dispatchFailed(ctx, in.Key, claim, op, err)
 	}
+	doStep(in.Key, "dispatched")
+	if err := ctx.Err(); err != nil {
+		// The caller gave up before the call: nothing was sent.
+		const why = "context ended before the action started; nothing sent"
+		return l.finish(ctx, in.Key, claim, Report{Outcome: OutcomeRetryable, Error: why}, Result{}, fmt.Errorf("%s: %w", why, err))
+	}
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The action panicked (or called runtime.Goexit): it may have
+		// sent its request. Record that, then let the panic go on.
+		v := recover()
+		why := "action did not return (runtime.Goexit)"
+		if v != nil {
+			why = fmt.Sprintf("action panicked: %v", v)
+		}
+		_, _ = l.finish(ctx, in.Key, claim, Report{Outcome: OutcomeUncertain, Error: why}, Result{}, errors.New(why))
+		if v != nil {
+			panic(v)
+		}
+	}()
 	res, actErr := action(ctx, Call{Operation: claim.Operation, AttemptID: claim.AttemptID,
 		IdempotencyKey: claim.IdempotencyKey, Protected: claim.Protected})
-	report := Report{Outcome: OutcomeSucceeded, DestinationRef: res.Ref, Response: res.Response}
-	if actErr == nil && res.Ref == "" {
-		actErr = Uncertain(errors.New("action succeeded without a destination reference"))
+	returned = true
+	report, actErr := reportOf(res, actErr)
+	return l.finish(ctx, in.Key, claim, report, res, actErr)
+}
+
+// reportOf turns what an action returned into the report for the ledger,
+// and the error Do returns with it (nil for a success). A success the
+// ledger cannot record as one becomes an uncertain outcome here, instead
+// of a report the ledger would refuse.
+func reportOf(res Result, actErr error) (Report, error) {
+	if actErr == nil {
+		switch err := CheckDestinationRef(res.Ref); {
+		case res.Ref == "":
+			actErr = Uncertain(errors.New("action succeeded without a destination reference"))
+		case err != nil:
+			actErr = Uncertain(fmt.Errorf("action succeeded, but its destination reference cannot be stored (%s): %s; the destination reported an effect: reconcile it there",
+				strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": "), quoteRef(res.Ref)))
+		default:
+			r := Report{Outcome: OutcomeSucceeded, DestinationRef: res.Ref, Response: res.Response}
+			if len(r.Response) > 0 && !json.Valid(r.Response) {
+				r.Response = nil // the success and its reference matter more
+			}
+			return r, nil
+		}
 	}
-	if actErr != nil {
-		report = Report{Error: safeErrorText(actErr)}
-		report.Outcome, report.RetryAfter = OutcomeOf(actErr)
+	r := Report{Error: safeErrorText(actErr)}
+	r.Outcome, r.RetryAfter = OutcomeOf(actErr)
+	return r, actErr
+}
+
+// quotedRefBytes is how much of a reference error texts quote.
+const quotedRefBytes = 64
+
+// quoteRef quotes the start of a destination reference for an error
+// text: Go syntax, so that NUL bytes and invalid UTF-8 show as escapes
+// and the text stays storable, cut to quotedRefBytes with its length.
+func quoteRef(ref string) string {
+	if len(ref) <= quotedRefBytes {
+		return strconv.Quote(ref)
 	}
+	cut := quotedRefBytes
+	for cut > 0 && !utf8.RuneStart(ref[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(ref[:cut]), len(ref))
+}
+
+// finish records report, the outcome of claim's attempt, and returns what
+// Do returns: the operation, and cause (the action's error, nil for a
+// success) inside an *AttemptError unless the operation succeeded.
+func (l *Ledger) finish(ctx context.Context, key string, claim *Claim, report Report, res Result, cause error) (*Operation, error) {
 	// The outcome must be recorded even if the caller gave up meanwhile.
-	op, err := l.Report(context.WithoutCancel(ctx), in.Key, claim.AttemptID, claim.FencingToken, report)
+	op, err := l.Report(context.WithoutCancel(ctx), key, claim.AttemptID, claim.FencingToken, report)
 	if err != nil {
 		var stale *StaleError
-		if errors.As(err, &stale) && stale.Operation.State == StateSucceeded && actErr == nil {
+		if errors.As(err, &stale) && stale.Operation != nil && stale.Operation.State == StateSucceeded {
 			return stale.Operation, nil
+		}
+		if errors.As(err, &stale) && stale.Recorded {
+			return op, err // kept as a late report: nothing is lost
+		}
+		return op, &ReportError{Key: key, AttemptID: claim.AttemptID, FencingToken: claim.FencingToken,
+			Result: res, Report: report, ActionErr: cause, Err: err}
+	}
+	if op.State == StateSucceeded {
+		return op, nil
+	}
+	if cause != nil {
+		return op, &AttemptError{Key: key, Outcome: report.Outcome, State: op.State, Err: cause}
+	}
+	return op, nil
+}
+
+// dispatchFailed is what Do returns when the dispatch mark of claim was
+// refused with err (op: the operation Dispatch returned, if any). Nothing
+// was sent.
+func (l *Ledger) dispatchFailed(ctx context.Context, key string, claim *Claim, op *Operation, err error) (*Operation, error) {
+	var se *StateError
+	if errors.As(err, &se) && se.State == StateSucceeded && se.Operation != nil {
+		// A late success of an earlier attempt settled the claim.
+		return se.Operation, nil
+	}
+	var stale *StaleError
+	if se != nil || errors.As(err, &stale) {
+		// The ledger decided already (the lease ran out, the protection
+		// expired): the claim is not this attempt's any more.
+		if op == nil {
+			op = claim.Operation
 		}
 		return op, err
 	}
-	if actErr != nil {
-		return op, &AttemptError{Key: in.Key, Outcome: report.Outcome, State: op.State, Err: actErr}
+	// The claim committed, the mark perhaps not: give the claim back
+	// rather than leave the operation in progress until its lease runs
+	// out. Best effort: if this fails too, lease expiry settles it.
+	bg := context.WithoutCancel(ctx)
+	const why = "Do could not mark the dispatch; the action was not started, nothing was sent"
+	rel, rerr := l.Release(bg, key, claim.AttemptID, claim.FencingToken, why)
+	if errors.Is(rerr, ErrAlreadyDispatched) {
+		// The mark was written but its answer lost: still nothing was
+		// sent, which a retryable report says.
+		rel, rerr = l.Report(bg, key, claim.AttemptID, claim.FencingToken, Report{Outcome: OutcomeRetryable, Error: why})
 	}
-	return op, nil
+	switch {
+	case rerr != nil || rel == nil:
+		return claim.Operation, err
+	case rel.State == StateSucceeded:
+		return rel, nil
+	}
+	return rel, err
+}
+
+// ReportError reports an attempt of Do whose action ran but whose outcome
+// the ledger did not record: the store failed. It carries what the action
+// returned, so that nothing is lost: send Report again with
+// Ledger.Report(ctx, Key, AttemptID, FencingToken, Report).
+type ReportError struct {
+	Key          string
+	AttemptID    string
+	FencingToken int64
+	// Result is what the action returned (a success's reference and
+	// response).
+	Result Result
+	// Report is the outcome Do tried to record.
+	Report Report
+	// ActionErr is the action's error (nil when it succeeded), or why Do
+	// recorded its success otherwise (a reference the ledger cannot
+	// store).
+	ActionErr error
+	// Err is why the report failed.
+	Err error
+}
+
+// Error describes the error.
+func (e *ReportError) Error() string {
+	what := string(e.Report.Outcome)
+	if e.Result.Ref != "" {
+		what += ", destination ref " + quoteRef(e.Result.Ref)
+	}
+	msg := fmt.Sprintf("%s: the attempt's outcome (%s) was not recorded: %v", e.Key, what, e.Err)
+	if e.ActionErr != nil {
+		msg += fmt.Sprintf("; the action's error: %v", e.ActionErr)
+	}
+	return msg
+}
+
+// Unwrap returns why the report failed and the action's error.
+func (e *ReportError) Unwrap() []error {
+	if e.ActionErr == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.ActionErr}
+}
+
+// doTestHook, set only by this package's tests, is called by Do with the
+// operation's key and the step Do has reached: "claimed" (before the
+// dispatch mark) and "dispatched" (before the action starts).
+var doTestHook atomic.Pointer[func(key, step string)]
+
+func doStep(key, step string) {
+	if h := doTestHook.Load(); h != nil {
+		(*h)(key, step)
+	}
 }
 
 // AttemptError reports an attempt of Do that did not succeed.
@@ -93,7 +317,10 @@ type AttemptError struct {
 	Key     string
 	Outcome Outcome // how the action's error was classified
 	State   State   // the operation's state after the report
-	Err     error   // the action's error
+	// Err is the action's error, or why Do did not record its success
+	// (no reference, or one the ledger cannot store) or did not start it
+	// (the context had ended).
+	Err error
 }
 
 // Error describes the error.
@@ -105,56 +332,154 @@ func (e *AttemptError) Error() string {
 func (e *AttemptError) Unwrap() error { return e.Err }
 
 // safeErrorText is the error text recorded for operators: the action's own
-// message, without the classification prefix.
+// message, without the classification prefix of any mark in it ("rejected:
+// " and the like), wrapped or joined as it may be.
 func safeErrorText(err error) string {
-	var c *classified
-	if errors.As(err, &c) && c == err {
-		return c.err.Error()
+	text := err.Error()
+	walkErrors(err, func(e error) {
+		// Outer marks first: an outer mark's text holds the inner one's.
+		if c, ok := e.(*classified); ok {
+			text = strings.Replace(text, c.Error(), c.err.Error(), 1)
+		}
+	})
+	return text
+}
+
+// walkErrors calls fn on err and every error it wraps, depth first, each
+// before those it wraps.
+func walkErrors(err error, fn func(error)) {
+	for err != nil {
+		fn(err)
+		switch x := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				walkErrors(e, fn)
+			}
+			return
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		default:
+			return
+		}
 	}
-	return err.Error()
 }
 
 // classified marks an action error with its outcome.
 type classified struct {
 	outcome    Outcome
 	retryAfter time.Duration
-	err        error
+	err        error // never nil
 }
 
 func (c *classified) Error() string { return string(c.outcome) + ": " + c.err.Error() }
 func (c *classified) Unwrap() error { return c.err }
 
+// mark marks err with an outcome; a nil err becomes an error that says
+// no cause was given, so that the mark still reads and records.
+func mark(outcome Outcome, retryAfter time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("no cause given")
+	}
+	return &classified{outcome: outcome, retryAfter: retryAfter, err: err}
+}
+
 // Rejected marks err as a refusal before any effect (invalid input,
-// permission denied): the operation fails and waits for a person.
-func Rejected(err error) error { return &classified{outcome: OutcomeRejected, err: err} }
+// permission denied): the operation fails and waits for a person. A nil
+// err is marked as "no cause given".
+func Rejected(err error) error { return mark(OutcomeRejected, 0, err) }
 
 // Retryable marks err as a failure before any effect (429, 503, refused
-// connection); after, if positive, is the destination's Retry-After.
+// connection); after, if positive, is the destination's Retry-After. Zero
+// or negative (a reset time just past) means none. A nil err is marked as
+// "no cause given".
 func Retryable(err error, after time.Duration) error {
-	return &classified{outcome: OutcomeRetryable, retryAfter: after, err: err}
+	return mark(OutcomeRetryable, max(after, 0), err)
 }
 
 // Uncertain marks err as a failure after which the effect may or may not
-// have happened (timeout or reset after the request was written).
-func Uncertain(err error) error { return &classified{outcome: OutcomeUncertain, err: err} }
+// have happened (timeout or reset after the request was written). A nil
+// err is marked as "no cause given".
+func Uncertain(err error) error { return mark(OutcomeUncertain, 0, err) }
 
-// OutcomeOf classifies an action's error. Errors marked with Rejected,
-// Retryable or Uncertain keep their mark. A failed dial or DNS lookup means
-// the request never left, so it is retryable. Everything else — timeouts,
-// resets, cancelled contexts, unknown errors — is uncertain: the effect may
-// have happened.
+// OutcomeOf classifies an action's error, and gives the Retry-After of a
+// retryable one:
+//
+//   - An error marked with Rejected, Retryable or Uncertain keeps its mark,
+//     wrapped as it may be; of marks wrapped in one another the outermost
+//     decides.
+//   - An error that joins several (errors.Join, fmt.Errorf with several
+//     %w) gets the most cautious outcome of its parts, each classified as
+//     it would be alone: uncertain over retryable over rejected. A part
+//     without a mark next to marked ones thus counts as uncertain, as it
+//     would alone (retryable if it is a failed connection attempt). A
+//     retryable outcome takes the longest Retry-After of its parts.
+//   - Without a mark, a failed connection attempt means the request never
+//     left, so it is retryable: a *net.DNSError, or a *net.OpError with Op
+//     "dial" (the connection was refused, or could not be made in time)
+//     or "proxyconnect" (net/http could not connect to the HTTP proxy:
+//     its dial, or the TLS handshake with an https proxy; no request
+//     reached the proxy, let alone the destination), found on the chain
+//     before any *net.OpError of another operation (a read, a write).
+//   - Everything else — timeouts, resets, cancelled contexts, unknown
+//     errors — is uncertain: the effect may have happened.
 func OutcomeOf(err error) (Outcome, time.Duration) {
-	var c *classified
-	if errors.As(err, &c) {
-		return c.outcome, c.retryAfter
+	o, after, _ := outcomeOf(err)
+	return o, after
+}
+
+// outcomeOf is OutcomeOf; marked tells whether a mark decided.
+func outcomeOf(err error) (o Outcome, after time.Duration, marked bool) {
+	notSent := false // a failed connection attempt is on the chain
+	otherOp := false // a network operation other than connecting is
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		c, _ := e.(*classified)
+		if x, ok := e.(interface{ As(any) bool }); ok && c == nil && !x.As(&c) {
+			c = nil
+		}
+		if c != nil {
+			return c.outcome, max(c.retryAfter, 0), true
+		}
+		switch x := e.(type) {
+		case *net.DNSError:
+			notSent = notSent || !otherOp
+		case *net.OpError:
+			if !notSent && !otherOp {
+				notSent = x.Op == "dial" || x.Op == "proxyconnect"
+				otherOp = !notSent
+			}
+		case interface{ Unwrap() []error }:
+			o, after, marked = joinedOutcome(x.Unwrap())
+			if !marked && notSent {
+				return OutcomeRetryable, 0, false
+			}
+			return o, after, marked
+		}
 	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return OutcomeRetryable, 0
+	if notSent {
+		return OutcomeRetryable, 0, false
 	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return OutcomeRetryable, 0
+	return OutcomeUncertain, 0, false
+}
+
+// joinedOutcome is the most cautious outcome of parts, each classified
+// alone; marked tells whether any part had a mark.
+func joinedOutcome(parts []error) (o Outcome, after time.Duration, marked bool) {
+	caution := map[Outcome]int{OutcomeRejected: 1, OutcomeRetryable: 2, OutcomeUncertain: 3}
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		po, pafter, pm := outcomeOf(p)
+		marked = marked || pm
+		switch {
+		case caution[po] > caution[o]:
+			o, after = po, pafter
+		case po == o:
+			after = max(after, pafter)
+		}
 	}
-	return OutcomeUncertain, 0
+	if o == "" {
+		return OutcomeUncertain, 0, marked
+	}
+	return o, after, marked
 }

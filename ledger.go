@@ -118,6 +118,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if err := validateTenant(opts.Tenant); err != nil {
 		return nil, err
 	}
+	// Every claim records the worker name and refuses one it cannot
+	// store: refuse it here, before anything is opened.
+	if err := checkWorker(opts.Worker); err != nil {
+		return nil, err
+	}
 	if err := opts.RetryPolicy.validate(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,118 @@
+package opledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The tests here set Do's step hook, which is global: they do not run in
+// parallel, and each hook acts only on its own key.
+
+// onDoStep runs fn when Do reaches step for key, until the test ends.
+func onDoStep(t *testing.T, key, step string, fn func()) {
+	h := func(k, s string) {
+		if k == key && s == step {
+			fn()
+		}
+	}
+	doTestHook.Store(&h)
+	t.Cleanup(func() { doTestHook.Store(nil) })
+}
+
+// openDoTest opens a ledger on a SQLite file whose clock the test moves
+// with the returned function.
+func openDoTest(t *testing.T) (*Ledger, func(time.Duration)) {
+	t.Helper()
+	var offset atomic.Int64
+	l, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), Options{
+		Worker: "test-worker", Lease: 10 * time.Second,
+		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	return l, func(d time.Duration) { offset.Add(int64(d)) }
+}
+
+func doTestIntent(key string) Intent {
+	return Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"submission":"847"}`)}
+}
+
+func neverCalled(t *testing.T) Action {
+	return func(context.Context, Call) (Result, error) {
+		t.Error("the action must not run")
+		return Result{Ref: "X"}, nil
+	}
+}
+
+// A context that ends between the dispatch mark and the action: the
+// action is not started, and the attempt is retryable, not uncertain.
+func TestDoContextEndsBeforeAction(t *testing.T) {
+	l, _ := openDoTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	onDoStep(t, "k1", "dispatched", cancel)
+	op, err := l.Do(ctx, doTestIntent("k1"), neverCalled(t))
+	require.ErrorIs(t, err, context.Canceled)
+	var ae *AttemptError
+	require.True(t, errors.As(err, &ae), "%v", err)
+	require.Equal(t, OutcomeRetryable, ae.Outcome)
+	require.Equal(t, StatePending, op.State)
+	stored, err := l.Get(context.Background(), "k1")
+	require.NoError(t, err)
+	require.Equal(t, StatePending, stored.State)
+	require.Contains(t, stored.LastError, "nothing sent")
+}
+
+// A dispatch mark that fails after the claim committed gives the claim
+// back: the operation is pending at once, not in progress until its lease
+// runs out.
+func TestDoDispatchFailureReleasesClaim(t *testing.T) {
+	l, _ := openDoTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	onDoStep(t, "k1", "claimed", cancel)
+	_, err := l.Do(ctx, doTestIntent("k1"), neverCalled(t))
+	require.ErrorIs(t, err, context.Canceled)
+
+	bg := context.Background()
+	stored, err := l.Get(bg, "k1")
+	require.NoError(t, err)
+	require.Equal(t, StatePending, stored.State)
+	attempts, err := l.Attempts(bg, "k1")
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.Equal(t, AttemptAbandoned, attempts[0].Outcome)
+	require.Nil(t, attempts[0].DispatchedAt)
+	// Due at once: no wait for the lease.
+	op, err := l.Do(bg, doTestIntent("k1"), func(context.Context, Call) (Result, error) { return Result{Ref: "H1"}, nil })
+	require.NoError(t, err)
+	require.Equal(t, StateSucceeded, op.State)
+}
+
+// A late success of an earlier attempt that arrives between Do's claim and
+// its dispatch mark: nothing is sent, and Do returns the operation as it
+// is now (succeeded), with no error.
+func TestDoLateSuccessBeforeDispatch(t *testing.T) {
+	l, advance := openDoTest(t)
+	ctx := context.Background()
+	_, _, err := l.Record(ctx, doTestIntent("k1"))
+	require.NoError(t, err)
+	first, err := l.Claim(ctx, "k1", ClaimOptions{})
+	require.NoError(t, err)
+	advance(11 * time.Second) // the first attempt's lease runs out
+	onDoStep(t, "k1", "claimed", func() {
+		_, err := l.Report(ctx, "k1", first.AttemptID, first.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "EARLY"})
+		require.ErrorIs(t, err, ErrStaleFencingToken)
+	})
+	op, err := l.Do(ctx, doTestIntent("k1"), neverCalled(t))
+	require.NoError(t, err)
+	require.Equal(t, StateSucceeded, op.State)
+	require.Equal(t, "EARLY", op.DestinationRef)
+}

@@ -1,0 +1,131 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+func doIntent(key string) opledger.Intent {
+	return opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"submission":"847"}`)}
+}
+
+// When the store fails after the action ran, Do's error carries what the
+// action returned and the report to send again: the reference of an
+// effect that exists is not lost.
+func TestDoReportFailureKeepsResult(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+
+	op, err := l.Do(ctx, doIntent("k1"), func(context.Context, opledger.Call) (opledger.Result, error) {
+		require.NoError(t, l.Close()) // the store goes away while the call runs
+		return opledger.Result{Ref: "H42", Response: json.RawMessage(`{"id":"H42"}`)}, nil
+	})
+	require.Nil(t, op)
+	var re *opledger.ReportError
+	require.True(t, errors.As(err, &re), "%v", err)
+	require.Equal(t, "H42", re.Result.Ref)
+	require.Equal(t, opledger.OutcomeSucceeded, re.Report.Outcome)
+	require.Equal(t, "H42", re.Report.DestinationRef)
+	require.NoError(t, re.ActionErr)
+	require.Contains(t, err.Error(), `"H42"`)
+
+	// Once the store answers again, the report is sent as the error says.
+	l2, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l2.Close()) })
+	stuck, err := l2.Get(ctx, "k1")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateInProgress, stuck.State)
+	op, err = l2.Report(ctx, re.Key, re.AttemptID, re.FencingToken, re.Report)
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateSucceeded, op.State)
+	require.Equal(t, "H42", op.DestinationRef)
+	require.JSONEq(t, `{"id":"H42"}`, string(op.Response))
+}
+
+func TestOutcomeOf(t *testing.T) {
+	t.Parallel()
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		want  opledger.Outcome
+		after time.Duration
+	}{
+		{"negative Retry-After", opledger.Retryable(errors.New("429"), -3*time.Second), opledger.OutcomeRetryable, 0},
+		{"nil marks", opledger.Rejected(nil), opledger.OutcomeRejected, 0},
+		{"dial", fmt.Errorf("post: %w", dial), opledger.OutcomeRetryable, 0},
+		{"proxyconnect", &url.Error{Op: "Post", URL: "https://crm.example", Err: &net.OpError{Op: "proxyconnect", Net: "tcp", Err: dial}}, opledger.OutcomeRetryable, 0},
+		{"proxyconnect TLS handshake with the proxy", &net.OpError{Op: "proxyconnect", Net: "tcp",
+			Err: &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}}, opledger.OutcomeRetryable, 0},
+		{"read wrapping a dial", &net.OpError{Op: "read", Net: "tcp", Err: dial}, opledger.OutcomeUncertain, 0},
+		{"socks connect", &net.OpError{Op: "socks connect", Net: "tcp", Err: errors.New("general failure")}, opledger.OutcomeUncertain, 0},
+		{"DNS", &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "crm.example"}}, opledger.OutcomeRetryable, 0},
+		{"outer mark decides", opledger.Retryable(fmt.Errorf("x: %w", opledger.Uncertain(errors.New("y"))), time.Second), opledger.OutcomeRetryable, time.Second},
+		{"mark over dial", fmt.Errorf("%w", opledger.Rejected(dial)), opledger.OutcomeRejected, 0},
+		{"joined rejected, uncertain", errors.Join(opledger.Rejected(errors.New("a")), opledger.Uncertain(errors.New("b"))), opledger.OutcomeUncertain, 0},
+		{"joined retryable, rejected", errors.Join(opledger.Retryable(errors.New("a"), 2*time.Second), opledger.Rejected(errors.New("b")),
+			opledger.Retryable(errors.New("c"), 5*time.Second)), opledger.OutcomeRetryable, 5 * time.Second},
+		{"joined rejected, unmarked", errors.Join(opledger.Rejected(errors.New("a")), errors.New("b")), opledger.OutcomeUncertain, 0},
+		{"joined rejected, dial", errors.Join(opledger.Rejected(errors.New("a")), dial), opledger.OutcomeRetryable, 0},
+		{"joined unmarked, dial", errors.Join(errors.New("a"), dial), opledger.OutcomeUncertain, 0},
+		{"wrapped join", fmt.Errorf("crm: %w", errors.Join(opledger.Rejected(errors.New("a")), opledger.Uncertain(errors.New("b")))), opledger.OutcomeUncertain, 0},
+		{"joined under a mark", opledger.Rejected(errors.Join(opledger.Uncertain(errors.New("a")), errors.New("b"))), opledger.OutcomeRejected, 0},
+	} {
+		got, after := opledger.OutcomeOf(tc.err)
+		require.Equal(t, tc.want, got, tc.name)
+		require.Equal(t, tc.after, after, tc.name)
+	}
+	require.Equal(t, "rejected: no cause given", opledger.Rejected(nil).Error())
+	require.Equal(t, "retryable: no cause given", opledger.Retryable(nil, 0).Error())
+	require.Equal(t, "uncertain: no cause given", opledger.Uncertain(nil).Error())
+}
+
+// A real HTTP proxy that is down: net/http returns the failed dial to the
+// proxy as an OpError "proxyconnect". Nothing was sent.
+func TestOutcomeOfProxyDown(t *testing.T) {
+	t.Parallel()
+	proxy := &url.URL{Scheme: "http", Host: "127.0.0.1:18649"} // nothing listens there
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	for _, target := range []string{"http://127.0.0.1:18648/v1/records", "https://127.0.0.1:18648/v1/records"} {
+		resp, err := client.Post(target, "application/json", strings.NewReader(`{}`))
+		if resp != nil {
+			resp.Body.Close()
+		}
+		require.ErrorContains(t, err, "proxyconnect", target)
+		got, _ := opledger.OutcomeOf(err)
+		require.Equal(t, opledger.OutcomeRetryable, got, "%v", err)
+	}
+}
+
+func TestOpenRefusesUnusableWorker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, worker := range []string{strings.Repeat("w", 201), "worker\x00"} {
+		l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Worker: worker})
+		if l != nil {
+			l.Close()
+		}
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		require.ErrorContains(t, err, "worker")
+	}
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Worker: strings.Repeat("w", 200)})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+}
