@@ -42,8 +42,9 @@ type Options struct {
 	// Tenant scopes every operation of the returned Ledger. Default "default".
 	// Use WithTenant for other tenants on the same store.
 	Tenant string
-	// Worker names this process in attempts and the timeline. Default
-	// hostname:pid.
+	// Worker names this process in attempts and the timeline: at most
+	// 200 bytes of UTF-8 text without NUL bytes (Open refuses others).
+	// Default hostname:pid.
 	Worker string
 	// Lease is how long a claim holds an operation. Default 30 seconds.
 	Lease time.Duration
