@@ -621,7 +621,8 @@ func (r *Report) validate() error {
 // recorded. Two stale reports still count: a late success resolves an
 // uncertain, held, pending or failed operation, and a late success whose
 // reference differs from the confirmed one is recorded as a
-// duplicate-effect incident.
+// duplicate-effect incident. A late report sent again records nothing
+// the second time and returns the same *StaleError.
 func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64, r Report) (*Operation, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
@@ -643,6 +644,13 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 			}
 			if t.repeatedReport(a, &r) {
 				return nil // recorded already: the operation as it is now
+			}
+			if repeatedLateReport(a, &r) {
+				// Kept already: answered as the first time, counted once.
+				se := t.stale(a.ID, token)
+				se.Recorded = true
+				t.after = se
+				return nil
 			}
 			return t.staleReport(a, token, &r)
 		}
@@ -797,6 +805,20 @@ func (t *txn) succeed(ref string, response json.RawMessage) {
 func (t *txn) repeatedReport(a *store.Attempt, r *Report) bool {
 	return !a.Stale && a.LateOutcome == "" && a.Outcome == string(r.Outcome) &&
 		a.DestinationRef == r.DestinationRef && a.Error == r.Error
+}
+
+// repeatedLateReport reports whether r is the late report attempt a has
+// kept already, sent again (its answer was lost): the same outcome and
+// reference, and for anything but a success the same error. Recorded a
+// second time, a late success elsewhere would count a second duplicate
+// effect that does not exist.
+func repeatedLateReport(a *store.Attempt, r *Report) bool {
+	late := a.LateOutcome
+	if late == "" {
+		late = a.Outcome // the late report ended the attempt
+	}
+	return a.Stale && late == string(r.Outcome) && a.DestinationRef == r.DestinationRef &&
+		(r.Outcome == OutcomeSucceeded || a.Error == r.Error)
 }
 
 // staleReport keeps a report from an attempt that lost the operation.

@@ -382,6 +382,15 @@ func (l *Ledger) decideWith(ctx context.Context, tx store.Tx, tenant, key, attem
 	return nil, t.after, nil
 }
 
+// firstRevision is the revision of a new operation row: the time it is
+// recorded, in microseconds, not 1. A key may be recorded again once its
+// tombstone is forgotten, and a snapshot of a claim from the key's earlier
+// life (a worker that stalled all that while) is written on the condition
+// of its revision alone: revisions that start where the new life starts
+// never repeat one of the earlier life, which had as many writes as it
+// had, long before.
+func firstRevision(now time.Time) int64 { return max(now.UnixMicro(), 1) }
+
 // flush writes the queued attempt writes, the operation row and the
 // timeline entries, in that order, as one batch.
 func (t *txn) flush() error {
@@ -392,7 +401,7 @@ func (t *txn) flush() error {
 	}
 	t.op.UpdatedAt = t.now
 	if t.inserted {
-		t.op.Revision = 1
+		t.op.Revision = firstRevision(t.now)
 		t.op.CreatedAt = t.now
 		ws = append(ws, store.Write{InsertOperation: t.op})
 	} else {

@@ -62,6 +62,9 @@ type Operation struct {
 	LastError        string
 	DuplicateEffects int
 
+	// Revision grows by one with every write of the row; a new row starts
+	// at its creation time in microseconds, so that a key recorded again
+	// never repeats a revision of its earlier life.
 	Revision  int64
 	CreatedAt time.Time
 	UpdatedAt time.Time

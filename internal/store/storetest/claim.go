@@ -655,6 +655,40 @@ func testFencing(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
 	})
 
+	// A late success sent again (its answer was lost) counts its
+	// duplicate effect once: the second copy records nothing and gets the
+	// same answer as the first.
+	t.Run("RepeatedLateSuccess", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.clock.Advance(11 * time.Second)
+		_, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "R1", Reason: "found it"})
+		require.NoError(t, err)
+		late := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R2"}
+		var first, again *opledger.StaleError
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, late)
+		require.ErrorAs(t, err, &first)
+		require.True(t, first.Recorded)
+		before := b.events(t, "k1")
+		for range 2 {
+			_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, late)
+			require.ErrorAs(t, err, &again)
+			require.True(t, again.Recorded)
+			require.Equal(t, 1, again.Operation.DuplicateEffects)
+		}
+		require.Equal(t, before, b.events(t, "k1"), "nothing recorded twice")
+		st, err := b.ledger.Stats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, 1, st.DuplicateEffects)
+		// A late report that says something else is still kept.
+		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R3"})
+		require.ErrorAs(t, err, &again)
+		require.Len(t, b.events(t, "k1"), len(before)+1)
+	})
+
 	t.Run("LateSuccessResolvesUncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)

@@ -185,4 +185,56 @@ func testSpeculation(t *testing.T, h Harness) {
 		require.ErrorAs(t, err, &stale)
 		b.requireState(t, in.Key, opledger.StatePending)
 	})
+
+	// A key's operation is compacted, its tombstone forgotten, and the key
+	// recorded again: a snapshot of a claim from its earlier life must not
+	// pass for the new row, whatever revision that row has reached. The
+	// worker holding that old claim wakes up and reports or dispatches.
+	t.Run("SnapshotOfAnEarlierLife", func(t *testing.T) {
+		for _, step := range []string{"report", "dispatch"} {
+			b := setupRetention(t, h)
+			other, err := opledger.Open(b.ctx, b.dsn, opledger.Options{Worker: "other", Clock: b.clock.Func,
+				Lease: time.Minute, Retention: retention, TombstoneRetention: tombstoneRetention})
+			require.NoError(t, err)
+			defer other.Close()
+			in := intent("spec:reborn")
+			old, err := b.ledger.Claim(b.ctx, in.Key, opledger.ClaimOptions{Intent: &in, Worker: "stuck"})
+			require.NoError(t, err)
+			b.clock.Advance(time.Minute)
+			c, err := other.Claim(b.ctx, in.Key, opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = other.Dispatch(b.ctx, in.Key, c.AttemptID, c.FencingToken)
+			require.NoError(t, err)
+			_, err = other.Report(b.ctx, in.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-1"})
+			require.NoError(t, err)
+			b.clock.Advance(retention + day)
+			res, err := other.Compact(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Tombstoned)
+			b.clock.Advance(tombstoneRetention)
+			res, err = other.Compact(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Forgotten)
+
+			// The key again, other content, claimed with its intent: the
+			// new row is at the revision the old claim's snapshot had.
+			in2 := intent(in.Key)
+			in2.Payload = []byte(`{"submission":"S-848","units":3}`)
+			fresh, err := other.Claim(b.ctx, in2.Key, opledger.ClaimOptions{Intent: &in2})
+			require.NoError(t, err)
+			if step == "report" {
+				_, err = b.ledger.Report(b.ctx, in.Key, old.AttemptID, old.FencingToken,
+					opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-stale"})
+			} else {
+				_, err = b.ledger.Dispatch(b.ctx, in.Key, old.AttemptID, old.FencingToken)
+			}
+			require.Error(t, err, step)
+			got, err := other.Get(b.ctx, in.Key)
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateInProgress, got.State, "%s: the new claim still holds", step)
+			require.Equal(t, fresh.AttemptID, got.CurrentAttemptID, step)
+			require.JSONEq(t, string(in2.Payload), string(got.Payload), "%s: the new content stays", step)
+			require.Empty(t, got.DestinationRef, step)
+		}
+	})
 }
