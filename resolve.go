@@ -35,6 +35,13 @@ type Decision struct {
 	Reason string `json:"reason"`
 	// Operator names who decided. Default "operator".
 	Operator string `json:"operator,omitempty"`
+	// SeenUpdatedAt, when set, is the operation's UpdatedAt as the person
+	// deciding saw it. If the operation has changed since, the decision is
+	// refused with ErrStaleDecision instead of being applied to a
+	// situation nobody looked at: a page left open while another operator
+	// decided, or the reconciler settled it. Consoles and scripts that
+	// show an operation before a person decides should send it.
+	SeenUpdatedAt time.Time `json:"seen_updated_at,omitzero"`
 }
 
 var decisionFrom = map[DecisionKind][]State{
@@ -73,6 +80,11 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need(string(d.Kind)); err != nil {
 			return err
+		}
+		if !d.SeenUpdatedAt.IsZero() && !d.SeenUpdatedAt.Equal(t.op.UpdatedAt) {
+			return fmt.Errorf("%s %s: %w: it is %s, updated at %s, and was seen as updated at %s",
+				d.Kind, t.key, ErrStaleDecision, t.op.State, t.op.UpdatedAt.UTC().Format(time.RFC3339Nano),
+				d.SeenUpdatedAt.UTC().Format(time.RFC3339Nano))
 		}
 		from := State(t.op.State)
 		if !contains(allowed, from) {

@@ -89,6 +89,8 @@ func (e *Error) Is(target error) bool {
 		return target == opledger.ErrStaleFencingToken
 	case "stale_finding":
 		return target == opledger.ErrStaleFinding
+	case "stale_decision":
+		return target == opledger.ErrStaleDecision
 	case "not_found":
 		return target == opledger.ErrNotFound
 	case "invalid_key":

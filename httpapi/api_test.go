@@ -335,7 +335,13 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":""}`), 400, "reason_required")
 	expect("POST", "/v1/operations/order:18:prepare/resolve", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/nope/resolve", []byte(`{"decision":"cancel","reason":"x"}`), 404, "not_found")
-	op, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "CRM-9", Reason: "found in CRM", Operator: "maria"})
+	// A decision on the operation as seen before its last change: refused.
+	seen := op.UpdatedAt.Add(-time.Millisecond).Format(time.RFC3339Nano)
+	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":"x","seen_updated_at":"`+seen+`"}`), 409, "stale_decision")
+	_, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x", SeenUpdatedAt: op.UpdatedAt.Add(-time.Millisecond)})
+	require.ErrorIs(t, err, opledger.ErrStaleDecision)
+	// As seen in the API's own answer: taken.
+	op, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "CRM-9", Reason: "found in CRM", Operator: "maria", SeenUpdatedAt: op.UpdatedAt})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateSucceeded, op.State)
 	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":"x"}`), 409, "invalid_state")
@@ -484,7 +490,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	require.ElementsMatch(t, httpapi.Routes(), documented)
 	docsCopy, err := os.ReadFile("../docs/openapi.json")
 	require.NoError(t, err)
-	require.Equal(t, string(httpapi.OpenAPI), string(docsCopy), "docs/openapi.json must equal httpapi/openapi.json (python3 httpapi/openapi.py)")
+	require.Equal(t, string(httpapi.OpenAPI), string(docsCopy), "docs/openapi.json must equal httpapi/openapi.json: copy it")
 }
 
 // TestTenantIsolation tries every route with another tenant's token and

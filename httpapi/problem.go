@@ -111,6 +111,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		p.State, p.Operation = se.State, se.Operation
 	case errors.Is(err, opledger.ErrStaleFinding):
 		status, kind = http.StatusConflict, "stale_finding"
+	case errors.Is(err, opledger.ErrStaleDecision):
+		status, kind = http.StatusConflict, "stale_decision"
 	case errors.Is(err, opledger.ErrInvalidState):
 		// A refusal that carries no operation (a workflow step not
 		// recorded yet).

@@ -336,6 +336,31 @@ func testResolve(t *testing.T, h Harness) {
 		require.Nil(t, op.ProtectedUntil)
 	})
 
+	// A decision made on the operation as it was seen is refused once it
+	// has changed since: another operator's decision is not overturned by
+	// a page left open.
+	t.Run("SeenUpdatedAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		seen := b.inState(t, "k1", opledger.StateHeld)
+		b.clock.Advance(time.Second)
+		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew",
+			Operator: "ana", SeenUpdatedAt: seen.UpdatedAt})
+		require.NoError(t, err)
+		before := b.events(t, "k1")
+		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again",
+			Operator: "ben", SeenUpdatedAt: seen.UpdatedAt})
+		require.ErrorIs(t, err, opledger.ErrStaleDecision)
+		require.ErrorContains(t, err, "it is failed")
+		require.Equal(t, before, b.events(t, "k1"), "nothing recorded")
+		now := b.requireState(t, "k1", opledger.StateFailed)
+		// Seen as it is now, the decision is taken.
+		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again",
+			Operator: "ben", SeenUpdatedAt: now.UpdatedAt})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State)
+	})
+
 	// Names of who decided are not blank; left out, they default.
 	t.Run("BlankNamesRefused", func(t *testing.T) {
 		t.Parallel()
