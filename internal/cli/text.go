@@ -60,9 +60,18 @@ func cell(s string) string {
 }
 
 // isControl reports the runes that move the cursor or the terminal's
-// state: C0, DEL, C1, and the Unicode line and paragraph separators.
+// state, or reorder the text shown: C0, DEL, C1, the Unicode line and
+// paragraph separators, and the bidirectional marks, embeddings,
+// overrides and isolates, with which a stored reason or name could show
+// text other than what it holds.
 func isControl(r rune) bool {
-	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
+	switch {
+	case unicode.IsControl(r), r == '\u2028', r == '\u2029':
+		return true
+	case r == '\u061c', r == '\u200e', r == '\u200f', r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return true
+	}
+	return false
 }
 
 // looksLikePostgres reports a value that may carry credentials: a libpq

@@ -25,6 +25,9 @@ func TestCell(t *testing.T) {
 		"a\nb\tc\rd":      `a\nb\tc\rd`,
 		"\x1b[31mred\x7f": `\x1b[31mred\x7f`,
 		"é\u2028\u0085ü":  `é\u2028\u0085ü`,
+		// Bidi overrides and isolates would show "Mato" for "otaM".
+		"\u202eotaM\u202c \u2067x\u2069\u200f": `\u202eotaM\u202c \u2067x\u2069\u200f`,
+		"עברית":                                "עברית",
 	} {
 		require.Equal(t, want, cell(in), "%q", in)
 	}
