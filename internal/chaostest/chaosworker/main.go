@@ -196,8 +196,12 @@ func (w *worker) perform(ctx context.Context, name string, c *opledger.Claim) {
 		return
 	}
 	if _, err := tl.Dispatch(ctx, op.Key, c.AttemptID, c.FencingToken); err != nil {
+		// A stale claim, or one the ledger settled instead (a late
+		// success of an earlier attempt arrived; a protected retry's
+		// window closed): expected refusals, nothing is sent.
 		var stale *opledger.StaleError
-		if !errors.As(err, &stale) {
+		var se *opledger.StateError
+		if !errors.As(err, &stale) && !errors.As(err, &se) {
 			logf("%s: dispatch %s/%s: %v", name, op.Tenant, op.Key, err)
 		}
 		return // never call the destination without the recovery point
