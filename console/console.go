@@ -7,7 +7,17 @@
 // session's secret, never the token, in an HttpOnly, SameSite=Strict
 // cookie. Signing out closes the session, and revoking the token ends it.
 // Every POST carries a CSRF token derived from the session secret, so a
-// page on another site can neither read the session nor forge a decision.
+// page on another site can neither read the session nor forge a decision,
+// and every POST, sign-in included, must come from the console's own
+// origin (net/http.CrossOriginProtection): a page of a sibling subdomain or
+// another port cannot sign a visitor into another tenant either. Signed-in
+// pages are sent with Cache-Control: no-store, so none stays readable
+// through the Back button after signing out.
+//
+// A decision form carries the operation's UpdatedAt as the page showed it;
+// the decision is refused (opledger.ErrStaleDecision) when the operation
+// has changed since, so a page left open, or one reached with Back, never
+// reverses a decision taken meanwhile.
 //
 // Allowed imports: opledger, opledger/lab (the lab page), the standard library.
 package console
@@ -19,6 +29,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -65,6 +76,9 @@ type Console struct {
 
 	// queueLimit bounds the operations of each state the queue shows.
 	queueLimit int
+	// origins refuses POSTs that did not come from the console's own
+	// origin.
+	origins *http.CrossOriginProtection
 
 	mu      sync.Mutex
 	samples map[string][]Sample        // per tenant
@@ -93,13 +107,16 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Console{ledger: l, opts: opts, log: opts.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
-		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}, queueLimit: opledger.MaxListLimit}
+		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}, queueLimit: opledger.MaxListLimit,
+		origins: http.NewCrossOriginProtection()}
 	funcs := template.FuncMap{
 		"ts":       formatTime,
 		"ago":      ago,
 		"dash":     func(s string) string { return orDash(s) },
 		"stateCSS": func(s opledger.State) string { return "state-" + string(s) },
 		"pathKey":  url.PathEscape,
+		"free":     freeText,
+		"visible":  visibleText,
 	}
 	for _, page := range []string{"login", "queue", "operation", "dashboard", "error", "events", "event", "workflow", "lab"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
@@ -129,12 +146,28 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	return c, nil
 }
 
-// ServeHTTP serves the console.
+// ServeHTTP serves the console. A POST from another origin (another
+// site, a sibling subdomain, another port of the same host) is refused
+// before anything else, sign-in included; every page but the static files
+// is sent with Cache-Control: no-store, so that neither the Back button nor
+// the browser's cache shows a signed-in page after signing out, or an
+// operation as it was before a decision.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
+	if !strings.HasPrefix(r.URL.Path, "/static/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	if err := c.origins.Check(r); err != nil {
+		msg := "This form did not come from the console's own page, so nothing was done. Open the console and try again."
+		if r.URL.Path == "/login" {
+			msg = "Sign in from the console's own page."
+		}
+		c.fail(w, r, http.StatusForbidden, msg, nil)
+		return
+	}
 	c.mux.ServeHTTP(w, r)
 }
 
@@ -277,12 +310,10 @@ func safeNext(next string) string {
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	// Signing in has no session yet, so no CSRF token: a form on another
-	// site could sign a visitor into the attacker's tenant, where the
-	// visitor's decisions would then go. Browsers mark such a request.
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		c.fail(w, r, http.StatusForbidden, "Sign in from the console's own page.", nil)
-		return
-	}
+	// origin could sign a visitor into the attacker's tenant, where the
+	// visitor's decisions would then go. ServeHTTP has refused every POST
+	// a browser marks as coming from another origin (Sec-Fetch-Site, or
+	// without it an Origin other than the host), a same-site one included.
 	if err := r.ParseForm(); err != nil {
 		c.fail(w, r, http.StatusBadRequest, "The form could not be read.", nil)
 		return
@@ -318,8 +349,11 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 // queue is the exception queue: held, uncertain and failed operations,
 // the most urgent review first. Each state is read on its own, up to
 // queueLimit operations each, so that a burst of failures never pushes a
-// held or uncertain operation out of the page; the held ones are read by
-// review time, so that those shown are the ones due first.
+// held or uncertain operation out of the page. The held ones are read by
+// review time, so that those shown are the ones due first; the uncertain
+// and failed ones newest first (by creation), so that those shown are the
+// newest. The page shows the held ones earliest review first, then the
+// uncertain, then the failed ones, each group oldest first (by creation).
 func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	now, err := s.ledger.Now(r.Context())
 	if err != nil {
@@ -372,82 +406,6 @@ type queueRow struct {
 	Overdue bool
 }
 
-func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) {
-	c.showOperation(w, r, s, http.StatusOK, "", r.URL.Query().Get("done"))
-}
-
-func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *session, status int, formErr, notice string) {
-	key := r.PathValue("key")
-	op, err := s.ledger.Get(r.Context(), key)
-	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
-		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
-		return
-	}
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
-		return
-	}
-	attempts, err := s.ledger.Attempts(r.Context(), key)
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
-		return
-	}
-	timeline, err := s.ledger.Timeline(r.Context(), key)
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
-		return
-	}
-	masked := string(opledger.MaskPayload(op.Payload, op.SensitiveFields))
-	workflowKey, _, isStep := opledger.SplitWorkflowStepKey(op.Key)
-	if isStep {
-		if _, err := s.ledger.GetWorkflow(r.Context(), workflowKey); err != nil {
-			isStep = false
-		}
-	}
-	// A compacted operation is only its tombstone: no decision applies.
-	canSucceed := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed)
-	canCancel := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval)
-	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op,
-		"Payload": masked, "Attempts": attempts, "Timeline": timeline, "CanSucceed": canSucceed, "CanRetry": canSucceed,
-		"CanCancel": canCancel, "FormError": formErr, "Notice": notice, "Workflow": map[bool]string{true: workflowKey}[isStep]})
-}
-
-func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
-	key := r.PathValue("key")
-	d := opledger.Decision{
-		Kind:           opledger.DecisionKind(r.PostForm.Get("decision")),
-		DestinationRef: strings.TrimSpace(r.PostForm.Get("ref")),
-		Reason:         strings.TrimSpace(r.PostForm.Get("reason")),
-		Operator:       strings.TrimSpace(r.PostForm.Get("operator")),
-	}
-	if d.Operator == "" {
-		d.Operator = "console"
-	}
-	op, err := s.ledger.Resolve(r.Context(), key, d)
-	var se *opledger.StateError
-	switch {
-	case errors.Is(err, opledger.ErrReasonRequired):
-		c.showOperation(w, r, s, http.StatusBadRequest, "Write a reason: what you checked and why this decision is right.", "")
-		return
-	case errors.As(err, &se) && se.Operation != nil && se.Operation.Tombstoned:
-		c.showOperation(w, r, s, http.StatusConflict, "The operation was compacted: only its tombstone is left, and no decision applies to it.", "")
-		return
-	case errors.As(err, &se):
-		c.showOperation(w, r, s, http.StatusConflict, "The operation is "+string(se.State)+" now; that decision no longer applies.", "")
-		return
-	case errors.Is(err, opledger.ErrInvalidInput):
-		c.showOperation(w, r, s, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "invalid input: "), "")
-		return
-	case errors.Is(err, opledger.ErrNotFound), errors.Is(err, opledger.ErrInvalidKey):
-		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
-		return
-	case err != nil:
-		c.fail(w, r, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
-		return
-	}
-	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key)+"?done="+url.QueryEscape("Recorded: "+string(op.State)), http.StatusSeeOther)
-}
-
 func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) {
 	st, err := s.ledger.Stats(r.Context(), false)
 	if err != nil {
@@ -464,11 +422,17 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) 
 			return
 		}
 	}
+	// The event figures, as /v1/stats gives them beside the others.
+	ev, err := s.ledger.EventStats(r.Context(), false)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
 	c.mu.Lock()
 	samples := append([]Sample(nil), c.samples[s.tenant]...)
 	c.mu.Unlock()
 	c.render(w, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Stats": st, "States": opledger.States, "Chart": chart(samples),
+		"Stats": st, "Events": ev, "States": opledger.States, "Chart": chart(samples),
 		"Duplicates": duplicates.Items, "MoreDuplicates": duplicates.NextCursor != ""})
 }
 
@@ -512,6 +476,39 @@ func orDash(s string) string {
 	return s
 }
 
+// isBidiControl reports whether r is one of the characters that change
+// the direction of the text around them: embeddings and overrides (U+202A–U+202E), isolates
+// (U+2066–U+2069) and the marks (U+200E, U+200F, U+061C).
+func isBidiControl(r rune) bool {
+	return r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069' || r == '\u200e' || r == '\u200f' || r == '\u061c'
+}
+
+// visibleText returns s with each bidi control written out as its escape
+// (U+202E as \u202e): stored text is shown as it is, but cannot turn
+// what surrounds it around.
+func visibleText(s string) string {
+	if !strings.ContainsFunc(s, isBidiControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isBidiControl(r) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// freeText is a stored free text (a name, a reason, evidence, a
+// reference) as the pages show it: its bidi controls made visible, and
+// isolated in a <bdi>, so that neither its controls nor its right-to-left
+// letters reorder the text beside it.
+func freeText(s string) template.HTML {
+	return template.HTML("<bdi>" + template.HTMLEscapeString(visibleText(s)) + "</bdi>")
+}
+
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	source := r.URL.Query().Get("source")
 	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: opledger.MaxListLimit,
@@ -543,7 +540,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
-	c.render(w, http.StatusOK, "event", map[string]any{"Title": d.Event.Source + "/" + d.Event.EventID, "Tenant": s.tenant,
+	c.render(w, http.StatusOK, "event", map[string]any{"Title": visibleText(d.Event.Source + "/" + d.Event.EventID), "Tenant": s.tenant,
 		"CSRF": s.csrf, "D": d})
 }
 

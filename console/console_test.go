@@ -703,9 +703,16 @@ func TestDecisionEdges(t *testing.T) {
 	require.NotContains(t, page, `id="decide-succeeded"`, "a tombstone offers no decision")
 	require.NotContains(t, page, "Authorize retry")
 	require.Contains(t, page, "Compacted on retention")
+	// What was removed is said, not shown as none.
+	require.Contains(t, page, "<dt>Attempts</dt><dd>removed on compaction</dd>")
+	require.NotContains(t, page, "No attempt yet")
+	require.Regexp(t, `<h2>Timeline</h2>\s*<p>Removed on compaction.</p>`, page)
 	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
 	require.Len(t, csrf, 2)
-	code, body := post("/operations/gone:1/resolve", url.Values{"csrf": {csrf[1]}, "decision": {"mark_succeeded"}, "ref": {"R1"}, "reason": {"seen"}})
+	gone, err := l.Get(ctx, "gone:1")
+	require.NoError(t, err)
+	code, body := post("/operations/gone:1/resolve", url.Values{"csrf": {csrf[1]}, "decision": {"mark_succeeded"}, "ref": {"R1"}, "reason": {"seen"},
+		"seen": {gone.UpdatedAt.Format(time.RFC3339Nano)}})
 	require.Equal(t, http.StatusConflict, code)
 	require.Contains(t, body, "The operation was compacted")
 	require.Contains(t, get("/operations/live:1"), "Cancel", "a live pending operation still can be cancelled")

@@ -1,0 +1,319 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/opledger/opledger"
+)
+
+// The limits of a decision's fields, in bytes, as the ledger keeps them.
+// The console checks them itself so that it can say which field is wrong
+// in its own words.
+const (
+	maxReasonBytes = 2000
+	maxRefBytes    = opledger.MaxDestinationRefBytes
+	// maxOperatorBytes leaves room for operatorSuffix within the ledger's
+	// 200 bytes of an operator's name.
+	maxOperatorBytes = 200 - len(operatorSuffix)
+)
+
+// operatorSuffix marks a decision's actor as taken in the console, so a
+// name typed there can never pass for the reconciler, a worker or the
+// command line.
+const operatorSuffix = " (console)"
+
+// noticeCookie carries the notice of a recorded decision to the page the
+// browser is sent to next, once, for that operation only. A link cannot
+// set it, so no link can make the page claim a decision nobody took.
+const noticeCookie = "opledger_notice"
+
+// notices are the only texts the operation page shows as a notice, by the
+// decision recorded.
+var notices = map[opledger.DecisionKind]string{
+	opledger.DecisionMarkSucceeded:  "Recorded: succeeded, with the reference you found.",
+	opledger.DecisionAuthorizeRetry: "Recorded: one more attempt is authorized.",
+	opledger.DecisionCancel:         "Recorded: cancelled.",
+}
+
+// decisionValues are the fields of a decision form as the operator typed
+// them: a refused decision shows them again.
+type decisionValues struct {
+	Ref, Reason, Operator string
+}
+
+// decisionForm is one decision form of the operation page.
+type decisionForm struct {
+	Kind opledger.DecisionKind
+	// ID ends the ids of the form's elements.
+	ID                     string
+	Title, Confirm, Button string
+	ButtonID               string
+	Danger, NeedsRef       bool
+	// Values, Error and Field come from a refused decision of this kind:
+	// what was typed, why it was refused and which field ("ref", "reason",
+	// "operator") the reason is about ("" for the form as a whole).
+	Values       decisionValues
+	Error, Field string
+}
+
+// decisionForms are the decision forms in the order the page shows them.
+var decisionForms = []decisionForm{
+	{Kind: opledger.DecisionMarkSucceeded, ID: "s", Title: "It happened", Confirm: "Mark this operation succeeded?",
+		Button: "Mark succeeded", ButtonID: "decide-succeeded", NeedsRef: true},
+	{Kind: opledger.DecisionAuthorizeRetry, ID: "r", Title: "Send again",
+		Confirm: "Allow one more attempt? Only do this if you checked that the destination has no effect.",
+		Button:  "Authorize retry", ButtonID: "decide-retry"},
+	{Kind: opledger.DecisionCancel, ID: "c", Title: "Drop it", Confirm: "Cancel this operation?",
+		Button: "Cancel operation", ButtonID: "decide-cancel", Danger: true},
+}
+
+// decisionFailure is a decision the console did not record, to show with
+// the operation as it is now.
+type decisionFailure struct {
+	status int
+	kind   opledger.DecisionKind
+	values decisionValues
+	field  string
+	msg    string
+	// stale: the operation changed since the page was shown; the message
+	// is written from the operation as it is now.
+	stale bool
+}
+
+// operation shows an operation, with the notice of the decision just
+// recorded, if any.
+func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) {
+	notice := ""
+	if ck, err := r.Cookie(noticeCookie); err == nil {
+		http.SetCookie(w, c.makeNoticeCookie("", -1))
+		if kind, key, ok := strings.Cut(ck.Value, "~"); ok && key == r.PathValue("key") {
+			notice = notices[opledger.DecisionKind(kind)]
+		}
+	}
+	c.showOperation(w, r, s, nil, notice)
+}
+
+// makeNoticeCookie is the cookie of a notice with value, which lasts maxAge
+// seconds (deleted when negative).
+func (c *Console) makeNoticeCookie(value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: noticeCookie, Value: value, Path: "/operations/", MaxAge: maxAge, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie}
+}
+
+// showOperation renders the operation page: with a refused decision f, in
+// f's status, the refusal inside the form of its decision (or above the
+// forms when the operation no longer offers it) and what was typed.
+func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *session, f *decisionFailure, notice string) {
+	key := r.PathValue("key")
+	op, err := s.ledger.Get(r.Context(), key)
+	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
+		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
+		return
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	attempts, err := s.ledger.Attempts(r.Context(), key)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	timeline, err := s.ledger.Timeline(r.Context(), key)
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	masked := string(opledger.MaskPayload(op.Payload, op.SensitiveFields))
+	workflowKey, _, isStep := opledger.SplitWorkflowStepKey(op.Key)
+	if isStep {
+		if _, err := s.ledger.GetWorkflow(r.Context(), workflowKey); err != nil {
+			isStep = false
+		}
+	}
+	// A compacted operation is only its tombstone: no decision applies.
+	canSucceed := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed)
+	canCancel := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval)
+	status, topError, replaceURL := http.StatusOK, "", ""
+	if f != nil {
+		status = f.status
+		if f.stale {
+			f.msg = staleMessage(op, timeline)
+		}
+		topError = f.msg
+		// The page answers a POST: a reload would post it again, so the
+		// script puts the operation's own address in the history instead.
+		replaceURL = "/operations/" + url.PathEscape(op.Key)
+	}
+	var forms []decisionForm
+	for _, form := range decisionForms {
+		if form.Kind == opledger.DecisionCancel && !canCancel || form.Kind != opledger.DecisionCancel && !canSucceed {
+			continue
+		}
+		if f != nil && f.kind == form.Kind {
+			form.Values, form.Error, form.Field = f.values, f.msg, f.field
+			topError = ""
+		}
+		forms = append(forms, form)
+	}
+	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op,
+		"Payload": masked, "Attempts": attempts, "Timeline": timeline, "Forms": forms,
+		"Seen": op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
+		"MaxOperator": maxOperatorBytes, "FormError": topError, "ReplaceURL": replaceURL, "Notice": notice,
+		"Workflow": map[bool]string{true: workflowKey}[isStep]})
+}
+
+// staleMessage says what became of an operation since a page showed it.
+func staleMessage(op *opledger.Operation, timeline []*opledger.TimelineEntry) string {
+	state := string(op.State)
+	if op.FailureKind != "" {
+		state += " (" + string(op.FailureKind) + ")"
+	}
+	what := "The operation has changed since you opened this page"
+	if n := len(timeline); n > 0 {
+		last := timeline[n-1]
+		if strings.HasPrefix(last.Event, "operator ") {
+			what = "Another decision was recorded since you opened this page"
+		}
+		what += " (" + last.Event + ", by " + last.Actor + ")"
+	}
+	return what + ": it is now " + state + ". Yours was not recorded. Look again before deciding."
+}
+
+// resolve records a decision taken on the operation page. The form names
+// the operation's UpdatedAt as the page showed it: a decision about an
+// operation that has changed since, or from a form that does not say
+// (a page of an older console), is refused, not applied to a situation
+// nobody looked at. A recorded decision sends the browser to the
+// operation's page (Post/Redirect/Get); a refused one is shown at once,
+// with the operation as it is now and what was typed.
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
+	key := r.PathValue("key")
+	kind := opledger.DecisionKind(r.PostForm.Get("decision"))
+	if _, ok := notices[kind]; !ok {
+		c.fail(w, r, http.StatusBadRequest, "The console offers no such decision.", nil)
+		return
+	}
+	v := decisionValues{Ref: r.PostForm.Get("ref"), Reason: r.PostForm.Get("reason"), Operator: r.PostForm.Get("operator")}
+	failed := func(status int, field, msg string) {
+		c.showOperation(w, r, s, &decisionFailure{status: status, kind: kind, values: v, field: field, msg: msg}, "")
+	}
+	seen, err := time.Parse(time.RFC3339Nano, r.PostForm.Get("seen"))
+	if err != nil || seen.IsZero() {
+		failed(http.StatusConflict, "", "This form does not say which version of the operation you saw (it comes from an older page of the console), so nothing was recorded. Look at the operation again before deciding.")
+		return
+	}
+	if field, msg := checkDecision(kind, v); msg != "" {
+		failed(http.StatusBadRequest, field, msg)
+		return
+	}
+	d := opledger.Decision{
+		Kind:           kind,
+		DestinationRef: strings.TrimSpace(v.Ref),
+		Reason:         strings.TrimSpace(v.Reason),
+		Operator:       operatorName(v.Operator),
+		SeenUpdatedAt:  seen,
+	}
+	if kind != opledger.DecisionMarkSucceeded {
+		d.DestinationRef = ""
+	}
+	op, err := s.ledger.Resolve(r.Context(), key, d)
+	var se *opledger.StateError
+	switch {
+	case errors.Is(err, opledger.ErrStaleDecision):
+		c.showOperation(w, r, s, &decisionFailure{status: http.StatusConflict, kind: kind, values: v, stale: true}, "")
+		return
+	case errors.Is(err, opledger.ErrReasonRequired):
+		failed(http.StatusBadRequest, "reason", "Write a reason: what you checked and why this decision is right.")
+		return
+	case errors.As(err, &se) && se.Operation != nil && se.Operation.Tombstoned:
+		failed(http.StatusConflict, "", "The operation was compacted: only its tombstone is left, and no decision applies to it.")
+		return
+	case errors.As(err, &se):
+		failed(http.StatusConflict, "", "The operation is "+string(se.State)+" now; that decision no longer applies.")
+		return
+	case errors.Is(err, opledger.ErrInvalidInput):
+		failed(http.StatusBadRequest, "", consoleWords(strings.TrimPrefix(err.Error(), "invalid input: ")))
+		return
+	case errors.Is(err, opledger.ErrNotFound), errors.Is(err, opledger.ErrInvalidKey):
+		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
+		return
+	case err != nil:
+		c.fail(w, r, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
+		return
+	}
+	http.SetCookie(w, c.makeNoticeCookie(string(kind)+"~"+op.Key, 60))
+	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)
+}
+
+// checkDecision checks a decision form's fields as the ledger would, and
+// says which is wrong in the console's words: the field ("ref", "reason"
+// or "operator") and the message, or "", "" when they are fine.
+func checkDecision(kind opledger.DecisionKind, v decisionValues) (field, msg string) {
+	reason, ref, name := strings.TrimSpace(v.Reason), strings.TrimSpace(v.Ref), strings.TrimSpace(v.Operator)
+	switch {
+	case reason == "":
+		return "reason", "Write a reason: what you checked and why this decision is right."
+	case len(reason) > maxReasonBytes:
+		return "reason", fmt.Sprintf("The reason is %d bytes long; the ledger keeps at most %d. Shorten it.", len(reason), maxReasonBytes)
+	case !storable(reason):
+		return "reason", "The reason holds characters the ledger cannot store (a NUL byte or invalid UTF-8)."
+	}
+	if kind == opledger.DecisionMarkSucceeded {
+		switch {
+		case ref == "":
+			return "ref", "Write the reference you found at the destination: it is what shows the effect happened."
+		case len(ref) > maxRefBytes:
+			return "ref", fmt.Sprintf("The reference is %d bytes long; the ledger keeps at most %d.", len(ref), maxRefBytes)
+		case !storable(ref):
+			return "ref", "The reference holds characters the ledger cannot store (a NUL byte or invalid UTF-8)."
+		}
+	}
+	switch {
+	case len(name) > maxOperatorBytes:
+		return "operator", fmt.Sprintf("Your name is %d bytes long; the console keeps at most %d.", len(name), maxOperatorBytes)
+	case !storable(name):
+		return "operator", "Your name holds characters the ledger cannot store (a NUL byte or invalid UTF-8)."
+	}
+	return "", ""
+}
+
+// storable reports whether the ledger can store s (PostgreSQL's text
+// takes neither NUL bytes nor invalid UTF-8).
+func storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// operatorName is the actor a decision records: the name typed, marked as
+// taken in the console, or "console" when none was typed.
+func operatorName(typed string) string {
+	typed = strings.TrimSpace(typed)
+	if typed == "" {
+		return "console"
+	}
+	return typed + operatorSuffix
+}
+
+// libraryWords are the ledger's names for a decision's parts, and the
+// console's.
+var libraryWords = strings.NewReplacer(
+	"mark_succeeded", "“Mark succeeded”",
+	"authorize_retry", "“Authorize retry”",
+	"destination_ref", "reference",
+)
+
+// consoleWords puts a message of the ledger in the console's words.
+func consoleWords(msg string) string {
+	msg = libraryWords.Replace(msg)
+	if r, n := utf8.DecodeRuneInString(msg); n > 0 {
+		msg = string(unicode.ToUpper(r)) + msg[n:]
+	}
+	return msg + "."
+}
