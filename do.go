@@ -433,8 +433,8 @@ func outcomeOf(err error) (o Outcome, after time.Duration, marked bool) {
 	otherOp := false // a network operation other than connecting is
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		c, _ := e.(*classified)
-		if x, ok := e.(interface{ As(any) bool }); ok && c == nil && !x.As(&c) {
-			c = nil
+		if x, ok := e.(interface{ As(any) bool }); ok && c == nil {
+			x.As(&c) // an error that says it is a mark
 		}
 		if c != nil {
 			return c.outcome, max(c.retryAfter, 0), true

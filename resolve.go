@@ -26,6 +26,15 @@ const (
 	DecisionCancel DecisionKind = "cancel"
 )
 
+// Limits of a Decision's text, in bytes: Resolve refuses longer ones
+// (ErrInvalidInput).
+const (
+	// MaxReasonBytes bounds Decision.Reason.
+	MaxReasonBytes = maxReasonLength
+	// MaxOperatorBytes bounds Decision.Operator.
+	MaxOperatorBytes = maxNameLength
+)
+
 // Decision is an operator's decision with its reason.
 type Decision struct {
 	Kind DecisionKind `json:"decision"`

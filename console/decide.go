@@ -17,11 +17,11 @@ import (
 // The console checks them itself so that it can say which field is wrong
 // in its own words.
 const (
-	maxReasonBytes = 2000
+	maxReasonBytes = opledger.MaxReasonBytes
 	maxRefBytes    = opledger.MaxDestinationRefBytes
 	// maxOperatorBytes leaves room for operatorSuffix within the ledger's
-	// 200 bytes of an operator's name.
-	maxOperatorBytes = 200 - len(operatorSuffix)
+	// limit on an operator's name.
+	maxOperatorBytes = opledger.MaxOperatorBytes - len(operatorSuffix)
 )
 
 // operatorSuffix marks a decision's actor as taken in the console, so a
