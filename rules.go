@@ -208,6 +208,12 @@ func compileRule(r Rule) (*compiledRule, error) {
 	if len(r.Operations) == 0 {
 		return nil, fail("operations", errors.New("at least one operation is required"))
 	}
+	// Names the ledger records with every event and operation the rule
+	// produces: text PostgreSQL cannot store is refused here, when the
+	// rules are loaded, not on the first event that matches.
+	if field, ok := storableText("name", r.Name, "source", r.Source, "type", r.Type); !ok {
+		return nil, fail(field, errUnstorableText)
+	}
 	c := &compiledRule{Rule: r}
 	if o := r.Object; o != nil {
 		c.kind = o.Kind
@@ -251,6 +257,10 @@ func compileRule(r Rule) (*compiledRule, error) {
 		if len(op.Owner) > maxNameLength {
 			return nil, fail(field("owner"), fmt.Errorf("is longer than %d bytes", maxNameLength))
 		}
+		if name, ok := storableText("action", op.Action, "update_action", op.UpdateAction,
+			"destination", op.Destination, "owner", op.Owner); !ok {
+			return nil, fail(field(name), errUnstorableText)
+		}
 		if op.Key == "" {
 			return nil, fail(field("key"), errors.New("is required"))
 		}
@@ -270,7 +280,7 @@ func compileRule(r Rule) (*compiledRule, error) {
 			return nil, fail(field("payload"), err)
 		}
 		for _, f := range op.SensitiveFields {
-			if f == "" || len(f) > maxNameLength {
+			if _, ok := storableText("", f); f == "" || len(f) > maxNameLength || !ok {
 				return nil, fail(field("sensitive_fields"), errors.New("entries must be non-empty dotted paths"))
 			}
 		}

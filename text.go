@@ -1,6 +1,7 @@
 package opledger
 
 import (
+	"errors"
 	"strings"
 	"unicode/utf8"
 )
@@ -17,12 +18,25 @@ import (
 // checkText returns ErrInvalidInput naming the first of the fields, given
 // as name and value pairs, that PostgreSQL's text cannot hold.
 func checkText(fields ...string) error {
-	for i := 0; i+1 < len(fields); i += 2 {
-		if v := fields[i+1]; strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
-			return invalidInput("%s must be UTF-8 text without NUL bytes", fields[i])
-		}
+	if name, ok := storableText(fields...); !ok {
+		return invalidInput("%s %s", name, errUnstorableText)
 	}
 	return nil
+}
+
+// errUnstorableText is why text with a NUL byte or invalid UTF-8 is
+// refused.
+var errUnstorableText = errors.New("must be UTF-8 text without NUL bytes")
+
+// storableText reports whether every value of the (name, value) pairs is
+// text both stores keep, and otherwise the name of the first that is not.
+func storableText(fields ...string) (name string, ok bool) {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if v := fields[i+1]; strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return fields[i], false
+		}
+	}
+	return "", true
 }
 
 // keepableText returns s with NUL bytes and invalid UTF-8 replaced by
