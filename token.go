@@ -131,6 +131,10 @@ const maxCheckedTokens = 4096
 type checkedTokens struct {
 	mu     sync.Mutex
 	byHash map[string]checkedToken
+	// forgotten counts the calls of forget. A check that began before
+	// the latest one may have read a token before its revocation
+	// committed: what it found is not remembered.
+	forgotten uint64
 }
 
 type checkedToken struct {
@@ -155,10 +159,23 @@ func (c *checkedTokens) tenant(hash string, now time.Time) (string, bool) {
 	return t.tenant, true
 }
 
-// remember notes that the token with hash was active at checkedAt.
-func (c *checkedTokens) remember(hash, tenant string, checkedAt time.Time) {
+// generation is the number of forget calls so far, read before a check
+// of the store, for remember.
+func (c *checkedTokens) generation() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.forgotten
+}
+
+// remember notes that the token with hash was active at checkedAt, by a
+// check that began at generation gen; nothing when forget has been
+// called since.
+func (c *checkedTokens) remember(hash, tenant string, checkedAt time.Time, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.forgotten {
+		return
+	}
 	if c.byHash == nil || len(c.byHash) >= maxCheckedTokens {
 		c.byHash = map[string]checkedToken{}
 	}
@@ -170,6 +187,7 @@ func (c *checkedTokens) forget() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byHash = nil
+	c.forgotten++
 }
 
 // Authenticate returns the tenant of an active token, or ErrUnauthorized.
@@ -183,6 +201,7 @@ func (l *Ledger) Authenticate(ctx context.Context, secret string) (string, error
 	if tenant, ok := l.checkedTokens.tenant(hash, now); ok {
 		return tenant, nil
 	}
+	gen := l.checkedTokens.generation()
 	var tenant string
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		t, err := activeToken(ctx, r, hash)
@@ -195,7 +214,7 @@ func (l *Ledger) Authenticate(ctx context.Context, secret string) (string, error
 	if err != nil {
 		return "", err
 	}
-	l.checkedTokens.remember(hash, tenant, now)
+	l.checkedTokens.remember(hash, tenant, now, gen)
 	return tenant, nil
 }
 

@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,4 +82,36 @@ func TestClockSetBackChecksAgain(t *testing.T) {
 	clock.Advance(-time.Hour)
 	_, err = server.Authenticate(ctx, secret)
 	require.ErrorIs(t, err, opledger.ErrUnauthorized)
+}
+
+// Requests under way while a token is revoked through the same Ledger
+// cannot leave it trusted: once RevokeToken returns, the token is refused,
+// however the checks in flight interleaved with the revocation.
+func TestRevokedHereWhileInUseStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	server, _, _ := twoProcesses(t)
+	for round := range 40 {
+		secret, info, err := server.CreateToken(ctx, "zapier")
+		require.NoError(t, err)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						_, _ = server.Authenticate(ctx, secret)
+					}
+				}
+			})
+		}
+		require.NoError(t, server.RevokeToken(ctx, info.ID))
+		close(stop)
+		wg.Wait()
+		_, err = server.Authenticate(ctx, secret)
+		require.ErrorIs(t, err, opledger.ErrUnauthorized, "round %d", round)
+	}
 }

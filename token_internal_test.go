@@ -1,0 +1,24 @@
+package opledger
+
+import (
+	"testing"
+	"time"
+)
+
+// A check that read a token before its revocation committed, and ends
+// after RevokeToken's forget, leaves nothing remembered: the token is
+// read again, and found revoked, on the next request.
+func TestCheckBeganBeforeForgetIsNotRemembered(t *testing.T) {
+	var c checkedTokens
+	now := time.Now()
+	gen := c.generation() // the check begins, and reads the token active
+	c.forget()            // meanwhile the revocation commits
+	c.remember("h", "acme", now, gen)
+	if tenant, ok := c.tenant("h", now); ok {
+		t.Fatalf("a check that began before forget was remembered (tenant %q)", tenant)
+	}
+	c.remember("h", "acme", now, c.generation())
+	if _, ok := c.tenant("h", now); !ok {
+		t.Fatal("a check that began after forget was not remembered")
+	}
+}
