@@ -3,6 +3,8 @@ package opledger
 import (
 	"errors"
 	"fmt"
+
+	"github.com/opledger/opledger/internal/store"
 )
 
 // Sentinel errors. Every error the ledger returns for a refused request
@@ -44,6 +46,11 @@ var (
 	// decision, a worker or the reconciler moved it. Nothing was recorded;
 	// look at it again before deciding.
 	ErrStaleDecision = errors.New("the operation has changed since it was seen")
+	// ErrNotLedger: Open was given a database (a SQLite file, or the
+	// PostgreSQL schema its search_path creates in) that holds another
+	// application's tables and no ledger. It was left as it is; the
+	// error names its tables. It also matches ErrInvalidInput.
+	ErrNotLedger = store.ErrNotLedger
 )
 
 // StateError reports a request the operation's current state does not allow.

@@ -133,22 +133,27 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 		}
 	}
 	st, err := openStore(ctx, dsn, opts)
+	if err == nil {
+		if err = st.Migrate(ctx, opts.MigrationProgress); err != nil {
+			st.Close()
+			err = fmt.Errorf("migrate %s store: %w", st.Name(), err)
+		}
+	}
+	if errors.Is(err, store.ErrNotLedger) {
+		// A dsn that names another application's database.
+		return nil, fmt.Errorf("%w: %w; it was left as it is", ErrInvalidInput, err)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if err := st.Migrate(ctx, opts.MigrationProgress); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("migrate %s store: %w", st.Name(), err)
 	}
 	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots()}, tenant: opts.Tenant}, nil
 }
 
 func openStore(ctx context.Context, dsn string, opts Options) (store.Store, error) {
-	switch {
-	case strings.HasPrefix(dsn, "sqlite:"):
-		path := strings.TrimPrefix(dsn, "sqlite:")
-		return openSQLite(ctx, strings.TrimPrefix(path, "//"), opts)
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
+		return openSQLite(ctx, path, opts)
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		return openPostgres(ctx, dsn, opts)
 	}
 	u, err := url.Parse(dsn)
@@ -182,7 +187,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (store.Store, er
 		case err != nil:
 			return nil, fmt.Errorf("%w: no ledger at %s: %w", ErrInvalidInput, path, err)
 		case !holds:
-			return nil, fmt.Errorf("%w: no ledger at %s: the file is not an opledger ledger (it holds no schema_migrations table); it was left as it is", ErrInvalidInput, path)
+			return nil, fmt.Errorf("%w: no ledger at %s: the file is not an opledger ledger (it holds no opledger schema_migrations table); it was left as it is", ErrInvalidInput, path)
 		}
 	}
 	return sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})

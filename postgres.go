@@ -33,7 +33,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (store.Store, e
 		err = fmt.Errorf("%w: no ledger at %s: no schema of its search_path (%s) exists; create the schema first: CREATE SCHEMA %s",
 			ErrInvalidInput, where, c.SearchPath, c.FirstSchema())
 	case !c.Holds:
-		err = fmt.Errorf("%w: no ledger at %s: schema %s holds no opledger ledger (no schema_migrations table; a command that writes, such as serve or migrate, creates it); it was left as it is",
+		err = fmt.Errorf("%w: no ledger at %s: schema %s holds no opledger ledger (no opledger schema_migrations table; a command that writes, such as serve or migrate, creates it); it was left as it is",
 			ErrInvalidInput, where, c.Schema)
 	}
 	if err != nil {

@@ -124,10 +124,12 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 				return res, fmt.Errorf("compact %s: %w", id.Key, err)
 			}
 			if compacted {
+				// Counted at once: an error later in the batch returns
+				// what was compacted before it.
 				done++
+				res.Tombstoned++
 			}
 		}
-		res.Tombstoned += done
 		if len(ids) < 200 || done == 0 {
 			break
 		}

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"os"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opledger/opledger/internal/configfile"
 )
 
 // Rule maps one type of inbound event to one or more operation intents
@@ -163,9 +164,10 @@ func ParseRules(data []byte) (*Rules, error) {
 	return NewRules(doc.Rules...)
 }
 
-// LoadRules reads mapping rules from a YAML file (see ParseRules).
+// LoadRules reads mapping rules from a YAML file (see ParseRules): a
+// regular file of at most 4 MiB.
 func LoadRules(path string) (*Rules, error) {
-	b, err := os.ReadFile(path)
+	b, err := configfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read rules: %w", err)
 	}

@@ -1,12 +1,10 @@
 package destination
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/configfile"
 )
 
 // Config is a destinations file (docs/destinations.md):
@@ -49,7 +48,10 @@ type HTTPConfig struct {
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
 	// answer, e.g. /id.
 	Ref string `yaml:"ref"`
-	// Timeout bounds one call or lookup. Default 10s.
+	// Timeout bounds one call or lookup. Default 10s (DefaultTimeout).
+	// An executor takes the destination only if it is shorter than the
+	// executor's call timeout (two thirds of its lease: 20s with the
+	// default 30s lease); see executor.CheckConfig.
 	Timeout Duration `yaml:"timeout"`
 	// Idempotency declares the destination's idempotency key.
 	Idempotency *IdempotencyConfig `yaml:"idempotency"`
@@ -187,9 +189,10 @@ type LoadOptions struct {
 	Now func() time.Time
 }
 
-// LoadFile reads a destinations file; see Load.
+// LoadFile reads a destinations file, a regular file of at most
+// configfile.MaxSize (4 MiB) bytes; see Load.
 func LoadFile(path string, opts LoadOptions) (*Set, error) {
-	data, err := os.ReadFile(path)
+	data, err := configfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read destinations: %w", err)
 	}
@@ -206,18 +209,15 @@ func LoadFile(path string, opts LoadOptions) (*Set, error) {
 // reference environment variables are resolved now; a missing variable is
 // an error. Resolved values are kept out of every error and log.
 func Load(data []byte, opts LoadOptions) (*Set, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var cfg Config
-	if err := dec.Decode(&cfg); err != nil {
-		if errors.Is(err, io.EOF) {
+	if err := configfile.DecodeYAML(data, &cfg); err != nil {
+		switch {
+		case errors.Is(err, io.EOF):
 			return nil, errors.New("the file is empty: it needs a destinations list")
+		case errors.Is(err, configfile.ErrSeveralDocuments):
+			return nil, err
 		}
 		return nil, fmt.Errorf("decode destinations: %w", err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("the file holds more than one YAML document")
 	}
 	if len(cfg.Destinations) == 0 {
 		return nil, errors.New("no destinations: the file needs a non-empty destinations list")
@@ -381,8 +381,14 @@ func sensitiveHeader(name string) bool {
 	return false
 }
 
-// validHeaderName reports whether name is an HTTP field name (RFC 9110 token).
-func validHeaderName(name string) bool {
+// validHeaderName is ValidHeaderName, under the name the package's
+// other files use.
+func validHeaderName(name string) bool { return ValidHeaderName(name) }
+
+// ValidHeaderName reports whether name is an HTTP field name: an RFC 9110
+// token (letters, digits and !#$%&'*+-.^_`|~), not empty. Every header
+// name opledger's configuration files take is checked with it.
+func ValidHeaderName(name string) bool {
 	if name == "" {
 		return false
 	}
@@ -412,7 +418,7 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 		raw := in[name]
 		path := append(append([]string(nil), at...), name)
 		switch {
-		case !validHeaderName(name):
+		case !ValidHeaderName(name):
 			probs = append(probs, problem{path, "not a valid header name"})
 			continue
 		case idem != "" && strings.EqualFold(name, idem):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +122,42 @@ func TestLoadFile(t *testing.T) {
 	_, err = destination.LoadFile(bad, destination.LoadOptions{})
 	require.ErrorContains(t, err, bad+": ")
 	require.ErrorContains(t, err, "line 3: field urll not found")
+
+	// A file larger than 4 MiB, or one that is not a regular file, is
+	// refused unread.
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	require.NoError(t, os.WriteFile(big, []byte(exampleYAML+"# "+strings.Repeat("x", 4<<20)+"\n"), 0o600))
+	_, err = destination.LoadFile(big, destination.LoadOptions{LookupEnv: env(exampleEnv)})
+	require.EqualError(t, err, "read destinations: "+big+": larger than 4 MiB")
+	dir := t.TempDir()
+	_, err = destination.LoadFile(dir, destination.LoadOptions{})
+	require.EqualError(t, err, "read destinations: "+dir+": not a regular file")
+}
+
+// TestValidHeaderName: an HTTP field name is a non-empty RFC 9110 token.
+func TestValidHeaderName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"Idempotency-Key", "X-Shopify-Hmac-Sha256", "x_sig", "A1!#$%&'*+-.^_`|~"} {
+		require.True(t, destination.ValidHeaderName(name), name)
+	}
+	for _, name := range []string{"", "X Sig", "X-Sig:", "X\x00", "Ü-Sig", "X\r\nY", "(X)"} {
+		require.False(t, destination.ValidHeaderName(name), "%q", name)
+	}
+}
+
+// TestHTTPTimeout: an HTTP destination reports the bound of its calls, so
+// that an executor can check it against its own.
+func TestHTTPTimeout(t *testing.T) {
+	t.Parallel()
+	for cfg, want := range map[destination.Duration]time.Duration{0: destination.DefaultTimeout, destination.Duration(25 * time.Second): 25 * time.Second} {
+		h, err := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: "http://127.0.0.1:1/x", Ref: "/id", Timeout: cfg}, destination.LoadOptions{})
+		require.NoError(t, err)
+		var d destination.Destination = h
+		timed, ok := d.(destination.Timed)
+		require.True(t, ok)
+		require.Equal(t, want, timed.Timeout())
+		require.NoError(t, h.Close())
+	}
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -138,7 +175,8 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown nested field", base + "    lookup:\n      url: https://crm.example.com/x\n      authorative: true\n", []string{"line 7: field authorative not found"}},
 		{"duration without unit", base + "    timeout: 10\n", []string{"line 5", `duration "10" needs a unit, e.g. 10s`}},
 		{"bad duration", base + "    timeout: soon\n", []string{"line 5", `"soon" is not a duration`}},
-		{"two documents", base + "---\n" + base, []string{"more than one YAML document"}},
+		{"two documents", base + "---\n" + base, []string{"only one YAML document is allowed"}},
+		{"an empty second document", base + "---\n", []string{"only one YAML document is allowed"}},
 		{"missing fields", "destinations:\n  - method: TRACE\n", []string{
 			"line 2: destination 1: name: is required",
 			"line 2: destination 1: method: must be POST, PUT, PATCH, DELETE or GET",

@@ -36,7 +36,9 @@ import (
 // interrupt when it stops.
 var ErrStopping = errors.New("executor stopping")
 
-// Config configures an Executor. Zero values take the documented defaults.
+// Config configures an Executor. Zero values take the documented defaults;
+// negative counts and durations are refused (SweepInterval aside, where a
+// negative value disables the sweep).
 type Config struct {
 	// Destinations are the destinations whose operations this executor
 	// runs. Required.
@@ -51,8 +53,10 @@ type Config struct {
 	// CallTimeout bounds one destination call, counted from the claim
 	// (so a slow dispatch shortens the call rather than outlasting the
 	// lease); it must be shorter than Lease so that the report arrives
-	// while the claim still holds.
-	// Default two thirds of Lease.
+	// while the claim still holds. Default two thirds of Lease. Every
+	// destination that bounds its calls itself (destination.Timed, e.g.
+	// an HTTP destination's timeout, 10 s by default) must bound them
+	// below it: see CheckConfig.
 	CallTimeout time.Duration
 	// PollInterval is how long a worker waits after finding nothing due.
 	// Default 1 s.
@@ -91,37 +95,95 @@ type Executor struct {
 }
 
 // New returns an executor for l; it runs nothing until Start or RunOnce.
+// It refuses what CheckConfig refuses.
 func New(l *opledger.Ledger, cfg Config) (*Executor, error) {
-	if cfg.Destinations == nil || cfg.Destinations.Len() == 0 {
-		return nil, errors.New("executor: no destinations configured")
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+	cfg, err := cfg.checked()
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Worker == "" {
 		host, _ := os.Hostname()
 		cfg.Worker = "executor@" + host + ":" + strconv.Itoa(os.Getpid())
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = 30 * time.Second
-	}
-	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = cfg.Lease * 2 / 3
-	}
-	if cfg.CallTimeout >= cfg.Lease {
-		return nil, fmt.Errorf("executor: call timeout %s must be shorter than the lease %s", cfg.CallTimeout, cfg.Lease)
-	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = time.Second
-	}
-	if cfg.SweepInterval == 0 {
-		cfg.SweepInterval = 5 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Executor{ledger: l, dests: cfg.Destinations, names: cfg.Destinations.Names(), cfg: cfg,
 		log: cfg.Logger.With("component", "executor"), stopping: make(chan struct{})}, nil
+}
+
+// CheckConfig reports the first problem New would find with cfg, without
+// a ledger, so that a command can refuse a configuration before it opens
+// (and perhaps creates) the store: no destinations; a negative Workers,
+// Lease, CallTimeout or PollInterval (0 means the default); a CallTimeout
+// not shorter than the Lease; or a destination that bounds its calls
+// itself (destination.Timed, as HTTP destinations do with their timeout)
+// with a bound not shorter than the CallTimeout. The executor's deadline
+// would end such a call first: the destination's timeout would be cut
+// short, and a call that may have had its effect would end uncertain.
+func CheckConfig(cfg Config) error {
+	_, err := cfg.checked()
+	return err
+}
+
+// checked returns cfg with the defaults of the limits filled in, or the
+// first problem with it.
+func (cfg Config) checked() (Config, error) {
+	if cfg.Destinations == nil || cfg.Destinations.Len() == 0 {
+		return cfg, errors.New("executor: no destinations configured")
+	}
+	// 0 is "not set" and takes the default; a negative value is a
+	// mistake, never silently replaced.
+	switch {
+	case cfg.Workers < 0:
+		return cfg, fmt.Errorf("executor: Workers is %d: it must be positive (0 means the default, 4)", cfg.Workers)
+	case cfg.Lease < 0:
+		return cfg, fmt.Errorf("executor: the lease is %s: it must be positive (0 means the default, 30s)", cfg.Lease)
+	case cfg.CallTimeout < 0:
+		return cfg, fmt.Errorf("executor: the call timeout is %s: it must be positive (0 means the default, two thirds of the lease)", cfg.CallTimeout)
+	case cfg.PollInterval < 0:
+		return cfg, fmt.Errorf("executor: the poll interval is %s: it must be positive (0 means the default, 1s)", cfg.PollInterval)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	derived := cfg.CallTimeout == 0
+	if derived {
+		cfg.CallTimeout = cfg.Lease * 2 / 3
+	}
+	if cfg.CallTimeout >= cfg.Lease {
+		return cfg, fmt.Errorf("executor: call timeout %s must be shorter than the lease %s", cfg.CallTimeout, cfg.Lease)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = 5 * time.Second
+	}
+	for _, name := range cfg.Destinations.Names() {
+		d, _ := cfg.Destinations.Get(name)
+		td, ok := d.(destination.Timed)
+		if !ok || td.Timeout() < cfg.CallTimeout {
+			continue
+		}
+		t := td.Timeout()
+		if derived {
+			// The smallest whole-second lease whose two thirds exceed t.
+			lease := (t * 3 / 2).Truncate(time.Second) + time.Second
+			return cfg, fmt.Errorf("executor: destination %s: its timeout %s is not shorter than the executor's call limit %s "+
+				"(two thirds of the lease %s), which would cut its calls short and leave them uncertain: "+
+				"raise the lease (serve --lease) to %s or more, or lower the destination's timeout below %s",
+				name, t, cfg.CallTimeout.Round(time.Millisecond), cfg.Lease, lease, cfg.CallTimeout.Round(time.Millisecond))
+		}
+		return cfg, fmt.Errorf("executor: destination %s: its timeout %s is not shorter than the executor's call limit %s "+
+			"(CallTimeout; the lease is %s), which would cut its calls short and leave them uncertain: "+
+			"raise the call timeout (and the lease above it) or lower the destination's timeout below %s",
+			name, t, cfg.CallTimeout.Round(time.Millisecond), cfg.Lease, cfg.CallTimeout.Round(time.Millisecond))
+	}
+	return cfg, nil
 }
 
 // run is the pair of contexts one attempt runs under.

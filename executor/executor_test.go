@@ -62,6 +62,73 @@ func TestNewValidates(t *testing.T) {
 	require.NoError(t, err)
 	_, err = executor.New(nil, executor.Config{Destinations: set, Lease: time.Second, CallTimeout: time.Second})
 	require.ErrorContains(t, err, "must be shorter than the lease")
+
+	// A negative limit is refused, never replaced by the default.
+	for _, tc := range []struct {
+		cfg  executor.Config
+		want string
+	}{
+		{executor.Config{Workers: -1}, "Workers is -1: it must be positive (0 means the default, 4)"},
+		{executor.Config{Lease: -time.Second}, "the lease is -1s: it must be positive"},
+		{executor.Config{CallTimeout: -time.Second}, "the call timeout is -1s: it must be positive"},
+		{executor.Config{PollInterval: -time.Second}, "the poll interval is -1s: it must be positive"},
+	} {
+		tc.cfg.Destinations = set
+		_, err := executor.New(nil, tc.cfg)
+		require.ErrorContains(t, err, tc.want)
+		require.ErrorContains(t, executor.CheckConfig(tc.cfg), tc.want)
+	}
+	require.NoError(t, executor.CheckConfig(executor.Config{Destinations: set, SweepInterval: -1}), "a negative sweep interval disables the sweep")
+}
+
+// TestDestinationTimeoutWithinCallLimit: a destination whose own timeout
+// is not shorter than the executor's call limit (two thirds of the lease
+// unless set) is refused by New and CheckConfig alike, with what to
+// change: the executor's deadline would cut its calls short, and a call
+// that may have had its effect would end uncertain.
+func TestDestinationTimeoutWithinCallLimit(t *testing.T) {
+	t.Parallel()
+	withTimeout := func(d time.Duration) *destination.Set {
+		h, err := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: "http://127.0.0.1:1/records", Ref: "/id",
+			Timeout: destination.Duration(d)}, destination.LoadOptions{})
+		require.NoError(t, err)
+		set, err := destination.NewSet(h, newSlow()) // a Go destination declares no timeout
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = set.Close() })
+		return set
+	}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		cfg     executor.Config
+		want    string // empty: accepted
+	}{
+		{"default timeout, default lease", 0, executor.Config{}, ""},
+		{"just below the limit", 19 * time.Second, executor.Config{}, ""},
+		{"at the limit", 20 * time.Second, executor.Config{},
+			"executor: destination crm: its timeout 20s is not shorter than the executor's call limit 20s (two thirds of the lease 30s)" +
+				", which would cut its calls short and leave them uncertain: raise the lease (serve --lease) to 31s or more, or lower the destination's timeout below 20s"},
+		{"above the limit", time.Minute, executor.Config{Lease: 10 * time.Second},
+			"its timeout 1m0s is not shorter than the executor's call limit 6.667s (two thirds of the lease 10s)"},
+		{"the suggested lease is enough", time.Minute, executor.Config{Lease: 91 * time.Second}, ""},
+		{"explicit call timeout", 10 * time.Second, executor.Config{CallTimeout: 5 * time.Second},
+			"its timeout 10s is not shorter than the executor's call limit 5s (CallTimeout; the lease is 30s)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := tc.cfg
+			cfg.Destinations = withTimeout(tc.timeout)
+			e, err := executor.New(nil, cfg)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NotNil(t, e)
+				require.NoError(t, executor.CheckConfig(cfg))
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			require.EqualError(t, executor.CheckConfig(cfg), err.Error(), "CheckConfig refuses what New refuses")
+		})
+	}
 }
 
 // Stop lets a call in flight finish, uncancelled, and reports it.
@@ -388,6 +455,9 @@ func TestCallDeadlineCountsFromClaim(t *testing.T) {
 	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) {
 		o.Extra = []destination.Destination{d}
 		o.Executor.Lease, o.Executor.CallTimeout = 3*time.Second, callTimeout
+		// The rig's HTTP destinations time out after 5 s, longer than this
+		// call limit: New would refuse them. One that is not used instead.
+		o.YAML = "destinations:\n  - name: unused\n    url: @URL@/records\n    ref: /id\n    timeout: 1s\n"
 	})
 	r.Exec.SetBeforeDispatch(func(context.Context) { time.Sleep(slowDispatch) }) // a slow store, not synchronisation
 	r.Record("deadline:1", "deadline", `{}`)

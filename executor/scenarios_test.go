@@ -306,10 +306,12 @@ destinations:
   - name: flaky
     url: @URL@/records
     ref: /id
+    timeout: 5s
     retry: {max_attempts: 8, initial_delay: 1s, max_delay: 4s, deadline: 1h}
   - name: short
     url: @URL@/records
     ref: /id
+    timeout: 5s
     retry: {max_attempts: 100, initial_delay: 1s, max_delay: 1s, deadline: 30s}
 `
 	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {

@@ -88,9 +88,14 @@ type Case struct {
 type Expectation struct {
 	Tally
 	// State is the operation's final state ("failed/exhausted" names the
-	// failure kind), or for a workflow its status.
+	// failure kind; StateNone when it was never recorded), or for a
+	// workflow its status.
 	State string `json:"state"`
 }
+
+// StateNone is the state column's value for an operation the ledger never
+// recorded (e.g. the worker crashed before its claim).
+const StateNone = "none"
 
 // StepVerb is the first word of a step.
 type StepVerb string
@@ -299,9 +304,10 @@ func parseCase(line int, rec []string) (Case, error) {
 	return c, nil
 }
 
-// expectedStates are the values of the state column.
+// expectedStates are the values of the state column: every state the
+// runner can observe (world.state).
 var expectedStates = []string{"awaiting_approval", "pending", "in_progress", "uncertain", "held", "succeeded",
-	"failed/rejected", "failed/exhausted", "failed/cancelled", "running", "failed"}
+	"failed/rejected", "failed/exhausted", "failed/cancelled", "running", "failed", StateNone}
 
 func validExpectedState(s string) bool {
 	for _, v := range expectedStates {

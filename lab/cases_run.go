@@ -78,6 +78,20 @@ func RunCases(ctx context.Context, cases []Case, o RunOptions) ([]CaseResult, er
 // that "retry limit exhausted" takes three sends.
 var caseRetryPolicy = opledger.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Second, MaxDelay: 10 * time.Second, Deadline: 72 * time.Hour}
 
+// caseLease is the lease of every claim a case makes.
+const caseLease = 30 * time.Second
+
+// caseOptions are the options of every ledger a case opens, in the
+// runner's process and in its worker processes (RunWorker) alike, so that
+// a crash step judges an outcome by the same retry policy whether it runs
+// in a process of its own or not: tenant, the worker's name, the lease,
+// the retry policy and the lab clock, offset ahead of real time.
+func caseOptions(tenant, worker string, lease time.Duration, offset func() time.Duration) opledger.Options {
+	policy := caseRetryPolicy
+	return opledger.Options{Tenant: tenant, Worker: worker, Lease: lease, RetryPolicy: &policy,
+		Clock: func(t time.Time) time.Time { return t.Add(offset()) }}
+}
+
 // RunCase runs one case on the (empty) store dsn and compares what it
 // observed with what the case expects. Only o.WorkerCommand is used.
 func RunCase(ctx context.Context, dsn string, c Case, o RunOptions) CaseResult {
@@ -88,11 +102,9 @@ func RunCase(ctx context.Context, dsn string, c Case, o RunOptions) CaseResult {
 		return res
 	}
 	offset := new(atomic.Int64)
-	policy := caseRetryPolicy
 	w := &world{dsn: dsn, tenant: "lab", offset: offset, spawn: o.WorkerCommand}
 	defer w.close()
-	w.opts = opledger.Options{Tenant: w.tenant, Worker: "lab-automation", Lease: 30 * time.Second, RetryPolicy: &policy,
-		Clock: func(t time.Time) time.Time { return t.Add(time.Duration(offset.Load())) }}
+	w.opts = caseOptions(w.tenant, "lab-automation", caseLease, func() time.Duration { return time.Duration(offset.Load()) })
 	l, err := opledger.Open(ctx, dsn, w.opts)
 	if err != nil {
 		return fail(fmt.Errorf("open ledger: %w", err))

@@ -35,7 +35,7 @@ type WorkerArgs struct {
 	Crash CrashPoint
 	// ClockOffset is how far the lab clock is ahead of the store's.
 	ClockOffset time.Duration
-	// Lease of the claim. Default 30 s.
+	// Lease of the claim. Default 30 s, as in the runner's process.
 	Lease time.Duration
 }
 
@@ -65,11 +65,13 @@ func RunWorker(ctx context.Context, a WorkerArgs, out io.Writer, wait io.Reader)
 		return stop(a.Crash)
 	}
 	if a.Lease <= 0 {
-		a.Lease = 30 * time.Second
+		a.Lease = caseLease
 	}
+	// The runner's own options (its retry policy above all): a report
+	// made here is judged as the runner's would be.
 	off := a.ClockOffset
-	l, err := opledger.Open(ctx, a.DSN, opledger.Options{Tenant: a.Tenant, Worker: "lab-worker-process-" + strconv.Itoa(os.Getpid()),
-		Lease: a.Lease, Clock: func(t time.Time) time.Time { return t.Add(off) }})
+	l, err := opledger.Open(ctx, a.DSN, caseOptions(a.Tenant, "lab-worker-process-"+strconv.Itoa(os.Getpid()), a.Lease,
+		func() time.Duration { return off }))
 	if err != nil {
 		return err
 	}

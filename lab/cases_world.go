@@ -146,7 +146,7 @@ func (w *world) state(ctx context.Context) (string, string, error) {
 	}
 	op, err := w.ledger.Get(ctx, OperationKey)
 	if errors.Is(err, opledger.ErrNotFound) {
-		return "none", "", nil
+		return StateNone, "", nil
 	}
 	if err != nil {
 		return "", "", err

@@ -1,22 +1,19 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/configfile"
 )
 
 // Defaults of an Upstream.
@@ -137,28 +134,39 @@ type Upstream struct {
 //
 // See docs/proxy.md for every field.
 type FileConfig struct {
-	// Tenant is the ledger tenant of the proxy's operations. Default
-	// opledger.DefaultTenant.
+	// Tenant is the ledger tenant of the proxy's operations, in the key
+	// syntax (opledger.ValidateKey). Default opledger.DefaultTenant.
 	Tenant string `yaml:"tenant"`
 	// Upstreams are the APIs behind the proxy. At least one.
 	Upstreams []Upstream `yaml:"upstreams"`
 }
 
-// LoadConfig reads a proxy configuration file. Unknown fields are errors
-// naming their line.
+// LoadConfig reads a proxy configuration file: a regular file of at most
+// configfile.MaxSize (4 MiB) bytes holding one YAML document. Unknown
+// fields are errors naming their line. Its tenant is checked here, so
+// that the error names the file.
 func LoadConfig(path string) (*FileConfig, error) {
-	data, err := os.ReadFile(path)
+	data, err := configfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read proxy config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var c FileConfig
-	if err := dec.Decode(&c); err != nil {
+	if err := configfile.DecodeYAML(data, &c); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("proxy config %s is empty: it needs an upstreams list", path)
 		}
 		return nil, fmt.Errorf("proxy config %s: %w", path, err)
+	}
+	if c.Tenant != "" {
+		if err := opledger.ValidateKey(c.Tenant); err != nil {
+			reason := err.Error()
+			var ke *opledger.KeyError
+			if errors.As(err, &ke) {
+				reason = ke.Reason
+			}
+			// Like a key, the value is not repeated.
+			return nil, fmt.Errorf("proxy config %s: tenant takes a name in the operation key syntax: %s", path, reason)
+		}
 	}
 	if len(c.Upstreams) == 0 {
 		return nil, fmt.Errorf("proxy config %s: no upstreams: the file needs a non-empty upstreams list", path)

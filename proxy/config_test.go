@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,4 +67,39 @@ func TestNegativeSettingsRefused(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("upstreams:\n  - name: crm\n    url: "+url+"\n    timeout: -5s\n"), 0o644))
 	_, err = proxy.LoadConfig(path)
 	require.ErrorContains(t, err, "negative")
+}
+
+// TestLoadConfigRefusals: a second YAML document, a file larger than 4 MiB
+// or not a regular file, and a tenant outside the key syntax are refused,
+// each with an error naming the file.
+func TestLoadConfigRefusals(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const upstreams = "upstreams:\n  - name: crm\n    url: http://127.0.0.1:1\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"two documents", upstreams + "---\n" + upstreams, "only one YAML document is allowed"},
+		{"an empty second document", upstreams + "---\n", "only one YAML document is allowed"},
+		{"tenant with a space", "tenant: bad tenant\n" + upstreams, "tenant takes a name in the operation key syntax: key may contain only letters"},
+		{"tenant with a NUL", "tenant: \"a\\0b\"\n" + upstreams, "tenant takes a name in the operation key syntax"},
+		{"tenant too long", "tenant: " + strings.Repeat("t", 201) + "\n" + upstreams, "tenant takes a name in the operation key syntax: key is longer than 200 bytes"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte(tc.yaml), 0o644))
+		_, err := proxy.LoadConfig(path)
+		require.ErrorContains(t, err, "proxy config "+path+": "+tc.want, tc.name)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	require.NoError(t, os.WriteFile(big, []byte(upstreams+"# "+strings.Repeat("x", 4<<20)+"\n"), 0o644))
+	_, err := proxy.LoadConfig(big)
+	require.EqualError(t, err, "read proxy config: "+big+": larger than 4 MiB")
+	_, err = proxy.LoadConfig(dir)
+	require.EqualError(t, err, "read proxy config: "+dir+": not a regular file")
+
+	ok := filepath.Join(dir, "ok.yaml")
+	require.NoError(t, os.WriteFile(ok, []byte("tenant: acme\n"+upstreams), 0o644))
+	c, err := proxy.LoadConfig(ok)
+	require.NoError(t, err)
+	require.Equal(t, "acme", c.Tenant)
 }

@@ -33,8 +33,8 @@
 // refused with 400. Operation keys are digests, so neither the caller's key
 // nor any credential is stored or logged in clear.
 //
-// Allowed imports: opledger and its public packages, the standard library,
-// a YAML decoder.
+// Allowed imports: opledger and its public packages, internal/configfile,
+// the standard library, a YAML decoder.
 package proxy
 
 import (
@@ -205,16 +205,20 @@ func RetryPolicies(upstreams []Upstream) (map[string]opledger.RetryPolicy, error
 
 func buildRoutes(upstreams []Upstream, opts destination.LoadOptions) ([]*route, error) {
 	var routes []*route
-	seen := map[string]bool{}
+	names := map[string]bool{}
+	prefixes := map[string]string{} // prefix → the upstream that has it
 	for _, u := range upstreams {
 		r, err := u.build(opts)
 		if err != nil {
 			return nil, err
 		}
-		if seen["name "+r.Name] || seen["prefix "+r.Prefix] {
-			return nil, fmt.Errorf("upstream %s: its name or prefix %s is already used", r.Name, r.Prefix)
+		if names[r.Name] {
+			return nil, fmt.Errorf("upstream %s: the name is already used by another upstream: each needs its own", r.Name)
 		}
-		seen["name "+r.Name], seen["prefix "+r.Prefix] = true, true
+		if other, used := prefixes[r.Prefix]; used {
+			return nil, fmt.Errorf("upstream %s: prefix %s is already used by upstream %s", r.Name, r.Prefix, other)
+		}
+		names[r.Name], prefixes[r.Prefix] = true, r.Name
 		routes = append(routes, r)
 	}
 	// Longest prefix first.

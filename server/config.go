@@ -1,18 +1,17 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/configfile"
 	"github.com/opledger/opledger/webhook"
 )
 
@@ -29,6 +28,7 @@ import (
 //
 // Paths are relative to the file's directory. Secrets are never in the
 // file: it names the environment variables that hold them.
+// docs/configuration.md describes every field.
 type FileConfig struct {
 	Destinations string                   `yaml:"destinations"`
 	Rules        string                   `yaml:"rules"`
@@ -39,30 +39,32 @@ type FileConfig struct {
 
 // WebhookConfig configures one webhook source.
 type WebhookConfig struct {
-	// Tenant receives the source's events.
+	// Tenant receives the source's events. Required; key syntax
+	// (opledger.ValidateKey).
 	Tenant string `yaml:"tenant"`
 	// Scheme is "stripe" or "shopify".
 	Scheme string `yaml:"scheme"`
 	// SecretEnv names the environment variable with the signing secret
 	// (several, comma-separated, during a rotation).
 	SecretEnv string `yaml:"secret_env"`
-	// Header overrides the scheme's signature header.
+	// Header overrides the scheme's signature header (Stripe-Signature,
+	// X-Shopify-Hmac-Sha256); an HTTP field name (RFC 9110 token).
 	Header string `yaml:"header"`
 	// Tolerance bounds the age of a Stripe-style timestamp, e.g. "5m".
+	// Default 5m. Refused for shopify, whose signature has no timestamp.
 	Tolerance string `yaml:"tolerance"`
 }
 
-// LoadConfig reads and checks a configuration file. Unknown fields are
-// errors with their line.
+// LoadConfig reads and checks a configuration file: a regular file of at
+// most configfile.MaxSize bytes holding one YAML document. Unknown fields
+// are errors with their line.
 func LoadConfig(path string) (*FileConfig, error) {
-	data, err := os.ReadFile(path)
+	data, err := configfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var c FileConfig
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	if err := configfile.DecodeYAML(data, &c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	c.dir = filepath.Dir(path)
@@ -80,7 +82,10 @@ func (c *FileConfig) path(p string) string {
 // file's directory; empty when none is configured.
 func (c *FileConfig) DestinationsPath() string { return c.path(c.Destinations) }
 
-// APIOptions builds the rules and webhook verifiers the API needs.
+// APIOptions builds the rules and webhook verifiers the API needs. It
+// checks everything httpapi.New would (a webhook's tenant too), so that a
+// command can refuse a bad file before it opens, and perhaps creates, the
+// ledger. Webhook sources are checked in the order of their names.
 func (c *FileConfig) APIOptions() (httpapi.Options, error) {
 	var opts httpapi.Options
 	if c.Rules != "" {
@@ -93,12 +98,33 @@ func (c *FileConfig) APIOptions() (httpapi.Options, error) {
 	if len(c.Webhooks) > 0 {
 		opts.Webhooks = map[string]httpapi.WebhookSource{}
 	}
-	for name, w := range c.Webhooks {
+	names := make([]string, 0, len(c.Webhooks))
+	for name := range c.Webhooks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		w := c.Webhooks[name]
 		if err := opledger.ValidateKey(name); err != nil {
 			return opts, fmt.Errorf("config webhooks: source name: %w", err)
 		}
 		if w.Tenant == "" {
 			return opts, fmt.Errorf("config webhooks.%s: tenant is required", name)
+		}
+		if err := opledger.ValidateKey(w.Tenant); err != nil {
+			reason := err.Error()
+			var ke *opledger.KeyError
+			if errors.As(err, &ke) {
+				reason = ke.Reason
+			}
+			// Like a key, the value is not repeated.
+			return opts, fmt.Errorf("config webhooks.%s: tenant takes a name in the operation key syntax: %s", name, reason)
+		}
+		if w.Header != "" && !destination.ValidHeaderName(w.Header) {
+			return opts, fmt.Errorf("config webhooks.%s: header %q is not an HTTP header name", name, w.Header)
+		}
+		if w.Tolerance != "" && webhook.Scheme(w.Scheme) == webhook.SchemeShopify {
+			return opts, fmt.Errorf("config webhooks.%s: tolerance is for the stripe scheme; a shopify signature carries no timestamp", name)
 		}
 		var tol time.Duration
 		if w.Tolerance != "" {

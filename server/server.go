@@ -3,7 +3,8 @@
 // ledger moving (lease expiry, retention), with a graceful shutdown that
 // loses no acknowledged write.
 //
-// Allowed imports: opledger and its public packages, the standard library.
+// Allowed imports: opledger and its public packages, internal/periodic,
+// internal/configfile, the standard library.
 package server
 
 import (
@@ -25,7 +26,8 @@ import (
 	"github.com/opledger/opledger/reconciler"
 )
 
-// Config configures a server. Zero values take the documented defaults.
+// Config configures a server. Zero values take the documented defaults;
+// negative durations and counts are refused by New (and CheckConfig).
 type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:8080.
 	Addr string
@@ -39,35 +41,96 @@ type Config struct {
 	// from the ledger's tokens.
 	API httpapi.Options
 	// SweepInterval is how often expired leases are settled, workflows
-	// advanced and the reconciler's queue examined. Default 5 s.
+	// advanced and the reconciler's queue examined. 0 means 5 s;
+	// negative is refused.
 	SweepInterval time.Duration
-	// CompactInterval is how often retention runs. Default
-	// opledger.DefaultCompactInterval (1 h).
+	// CompactInterval is how often retention runs. 0 means
+	// opledger.DefaultCompactInterval (1 h); negative is refused.
 	CompactInterval time.Duration
 	// Destinations, when set, are executed by a worker pool (the executor)
 	// and their uncertain operations reconciled by the reconciler. Open the
 	// ledger with Options.DestinationRetryPolicies from the same set.
+	// A destination that bounds its calls itself (an HTTP destination's
+	// timeout) must bound them below the executor's call limit, two
+	// thirds of Lease: see executor.CheckConfig.
 	Destinations *destination.Set
-	// Workers is the executor's pool size. Default 4.
+	// Workers is the executor's pool size. 0 means 4; negative is
+	// refused.
 	Workers int
-	// Lease is how long the executor's claims hold. Default 30 s.
+	// Lease is how long the executor's claims hold. 0 means 30 s;
+	// negative is refused.
 	Lease time.Duration
 	// SampleInterval is how often the console's chart samples the
-	// counters. Default 1 min.
+	// counters. 0 means 1 min; negative is refused.
 	SampleInterval time.Duration
 	// SecureCookie marks the console's session cookie Secure (behind HTTPS).
 	SecureCookie bool
 	// ShutdownTimeout bounds the wait for in-flight requests after a stop
-	// signal. Default 30 s.
+	// signal. 0 means 30 s; negative is refused.
 	ShutdownTimeout time.Duration
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
-	// each connection. Defaults 10 s, 30 s, 60 s, 120 s.
+	// each connection. 0 means 10 s, 30 s, 60 s, 120 s respectively;
+	// negative is refused.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// CheckConfig reports the first problem New would find with cfg before it
+// listens, without a ledger, so that a command can refuse a configuration
+// before it opens (and perhaps creates) the store: a negative duration or
+// count, and, with destinations, what executor.CheckConfig refuses (a
+// destination timeout not shorter than the executor's call limit).
+func CheckConfig(cfg Config) error {
+	// 0 is "not set" and takes the default; a negative value is a
+	// mistake, never silently replaced.
+	if cfg.Workers < 0 {
+		return fmt.Errorf("server: Workers is %d: it must be positive (0 means the default, 4)", cfg.Workers)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		def  time.Duration
+	}{
+		{"SweepInterval", cfg.SweepInterval, defaultSweepInterval},
+		{"CompactInterval", cfg.CompactInterval, opledger.DefaultCompactInterval},
+		{"Lease", cfg.Lease, defaultLease},
+		{"SampleInterval", cfg.SampleInterval, defaultSampleInterval},
+		{"ShutdownTimeout", cfg.ShutdownTimeout, defaultShutdownTimeout},
+		{"ReadHeaderTimeout", cfg.ReadHeaderTimeout, defaultReadHeaderTimeout},
+		{"ReadTimeout", cfg.ReadTimeout, defaultReadTimeout},
+		{"WriteTimeout", cfg.WriteTimeout, defaultWriteTimeout},
+		{"IdleTimeout", cfg.IdleTimeout, defaultIdleTimeout},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("server: %s is %s: it must be positive (0 means the default, %s)", d.name, d.v, d.def)
+		}
+	}
+	if cfg.Destinations != nil && cfg.Destinations.Len() > 0 {
+		return executor.CheckConfig(cfg.executorConfig())
+	}
+	return nil
+}
+
+// Defaults of Config.
+const (
+	defaultSweepInterval     = 5 * time.Second
+	defaultLease             = 30 * time.Second
+	defaultSampleInterval    = time.Minute
+	defaultShutdownTimeout   = 30 * time.Second
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultReadTimeout       = 30 * time.Second
+	defaultWriteTimeout      = 60 * time.Second
+	defaultIdleTimeout       = 120 * time.Second
+)
+
+// executorConfig is the configuration of the server's executor. The
+// server settles expired leases itself (SweepInterval -1).
+func (c *Config) executorConfig() executor.Config {
+	return executor.Config{Destinations: c.Destinations, Workers: c.Workers, Lease: c.Lease, SweepInterval: -1, Logger: c.Logger}
 }
 
 func (c *Config) defaults() {
 	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
+		if *d == 0 {
 			*d = v
 		}
 	}
@@ -77,14 +140,14 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	def(&c.SweepInterval, 5*time.Second)
+	def(&c.SweepInterval, defaultSweepInterval)
 	def(&c.CompactInterval, opledger.DefaultCompactInterval)
-	def(&c.SampleInterval, time.Minute)
-	def(&c.ShutdownTimeout, 30*time.Second)
-	def(&c.ReadHeaderTimeout, 10*time.Second)
-	def(&c.ReadTimeout, 30*time.Second)
-	def(&c.WriteTimeout, 60*time.Second)
-	def(&c.IdleTimeout, 120*time.Second)
+	def(&c.SampleInterval, defaultSampleInterval)
+	def(&c.ShutdownTimeout, defaultShutdownTimeout)
+	def(&c.ReadHeaderTimeout, defaultReadHeaderTimeout)
+	def(&c.ReadTimeout, defaultReadTimeout)
+	def(&c.WriteTimeout, defaultWriteTimeout)
+	def(&c.IdleTimeout, defaultIdleTimeout)
 }
 
 // Server is a running opledger server.
@@ -99,8 +162,12 @@ type Server struct {
 }
 
 // New listens on cfg.Addr (or takes cfg.Listener) and prepares the
-// server; Run serves.
+// server; Run serves. It refuses what CheckConfig refuses, before it
+// listens (a cfg.Listener is then left open: it is the caller's).
 func New(l *opledger.Ledger, cfg Config) (*Server, error) {
+	if err := CheckConfig(cfg); err != nil {
+		return nil, err
+	}
 	cfg.defaults()
 	cfg.API.Auth = l
 	if cfg.API.Logger == nil {
@@ -136,8 +203,7 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 	srv := &Server{cfg: cfg, ledger: l, http: hs, listener: ln, console: con}
 	if cfg.Destinations != nil && cfg.Destinations.Len() > 0 {
 		// The server settles expired leases itself.
-		if srv.executor, err = executor.New(l, executor.Config{Destinations: cfg.Destinations, Workers: cfg.Workers,
-			Lease: cfg.Lease, SweepInterval: -1, Logger: cfg.Logger}); err != nil {
+		if srv.executor, err = executor.New(l, cfg.executorConfig()); err != nil {
 			ln.Close()
 			return nil, err
 		}

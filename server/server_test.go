@@ -193,3 +193,56 @@ func TestShutdownStopsExecutorFirst(t *testing.T) {
 	require.NoError(t, <-done)
 	t.Logf("server stopped after %s", time.Since(began))
 }
+
+// TestNegativeSettingsRefused: a negative duration or count is refused by
+// New (and CheckConfig) with an error naming it, never replaced by the
+// default; 0 is the default.
+func TestNegativeSettingsRefused(t *testing.T) {
+	t.Parallel()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	for _, tc := range []struct {
+		cfg  server.Config
+		want string
+	}{
+		{server.Config{Workers: -1}, "server: Workers is -1: it must be positive (0 means the default, 4)"},
+		{server.Config{Lease: -time.Second}, "server: Lease is -1s: it must be positive (0 means the default, 30s)"},
+		{server.Config{SweepInterval: -time.Second}, "server: SweepInterval is -1s: it must be positive (0 means the default, 5s)"},
+		{server.Config{CompactInterval: -time.Second}, "server: CompactInterval is -1s: it must be positive (0 means the default, 1h0m0s)"},
+		{server.Config{SampleInterval: -time.Second}, "server: SampleInterval is -1s"},
+		{server.Config{ShutdownTimeout: -time.Second}, "server: ShutdownTimeout is -1s"},
+		{server.Config{ReadHeaderTimeout: -time.Second}, "server: ReadHeaderTimeout is -1s"},
+		{server.Config{ReadTimeout: -time.Second}, "server: ReadTimeout is -1s"},
+		{server.Config{WriteTimeout: -time.Second}, "server: WriteTimeout is -1s"},
+		{server.Config{IdleTimeout: -time.Second}, "server: IdleTimeout is -1s: it must be positive (0 means the default, 2m0s)"},
+	} {
+		tc.cfg.Addr = "127.0.0.1:0"
+		require.ErrorContains(t, server.CheckConfig(tc.cfg), tc.want)
+		srv, err := server.New(l, tc.cfg)
+		require.ErrorContains(t, err, tc.want)
+		require.Nil(t, srv)
+	}
+	require.NoError(t, server.CheckConfig(server.Config{}), "0 is the default")
+}
+
+// TestDestinationTimeoutAboveCallLimit: a destination whose timeout the
+// executor's call limit (two thirds of Lease) would cut is refused by
+// CheckConfig, before a ledger is needed, and by New.
+func TestDestinationTimeoutAboveCallLimit(t *testing.T) {
+	t.Parallel()
+	yaml := strings.ReplaceAll(destinationsYAML, "@URL@", "http://127.0.0.1:1") + "    timeout: 25s\n"
+	set, err := destination.Load([]byte(yaml), destination.LoadOptions{})
+	require.NoError(t, err)
+	defer set.Close()
+	cfg := server.Config{Addr: "127.0.0.1:0", Destinations: set, Logger: slog.New(slog.DiscardHandler)}
+	const want = "executor: destination crm: its timeout 25s is not shorter than the executor's call limit 20s (two thirds of the lease 30s)"
+	require.ErrorContains(t, server.CheckConfig(cfg), want)
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = server.New(l, cfg)
+	require.ErrorContains(t, err, want)
+	cfg.Lease = 38 * time.Second
+	require.NoError(t, server.CheckConfig(cfg), "the lease the error suggests")
+}

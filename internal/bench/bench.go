@@ -14,8 +14,10 @@
 // proxy (the Idempotency-Key proxy on loopback in front of a trivial
 // upstream).
 //
-// Allowed imports: opledger and its public packages, the SQL drivers, and
-// the synthetic loaders of internal/store/sqlitestore and pgstore.
+// Allowed imports: opledger and its public packages, the SQL drivers, the
+// synthetic loaders of internal/store/sqlitestore and pgstore, and
+// sqlitestore's DSNPath and FileURI, so that the bench reads a sqlite: DSN
+// and opens its file exactly as opledger.Open does.
 package bench
 
 import (
@@ -28,7 +30,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -113,8 +117,11 @@ type Config struct {
 // (Config.Rounds), every rate, latency and ratio is the median of the
 // rounds' figures, each ratio being computed within its round, so that a
 // machine whose speed drifts between rounds still compares workloads it
-// ran at the same speed; Ops, FloorOps and UpstreamRequests are the sums
-// over the rounds, and RSSMB is read after the last.
+// ran at the same speed; Ops, FloorOps, UpstreamRequests and
+// MeasuredSeconds are the sums over the rounds, and RSSMB is read after
+// the last. So OpsPerSec (a median of rounds) is not Ops/DurationSeconds
+// when there are several rounds; Ops/MeasuredSeconds is the protected
+// operations' mean rate over all of them.
 type Cell struct {
 	Mode           Mode    `json:"mode"`
 	Keys           Keys    `json:"keys"`
@@ -155,9 +162,16 @@ type Cell struct {
 	Preload int `json:"preload"`
 	// WarmUpOps is how many unmeasured protected operations ran on a fresh
 	// PostgreSQL ledger before it was analyzed (see warmUp).
-	WarmUpOps       int64   `json:"warm_up_ops,omitempty"`
-	RSSMB           float64 `json:"rss_mb"`
+	WarmUpOps int64   `json:"warm_up_ops,omitempty"`
+	RSSMB     float64 `json:"rss_mb"`
+	// DurationSeconds is how long each phase of one round is measured
+	// (Config.Duration): each rate of a round is its count over it.
 	DurationSeconds float64 `json:"duration_seconds"`
+	// MeasuredSeconds is how long the protected operations were measured
+	// in all, over every round: Rounds × DurationSeconds. Ops (and
+	// FloorOps, each baseline phase being measured as long) were counted
+	// in it.
+	MeasuredSeconds float64 `json:"measured_seconds"`
 	// Rounds is how many rounds the cell's figures are the medians of.
 	Rounds int `json:"rounds"`
 	// RatioToFloorRounds are the rounds' own ratios to the floor, in the
@@ -293,7 +307,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: floor.ops, FloorOpsPerSec: float64(floor.ops) / secs,
 			FloorP99ms: quantile(floor.lat, 0.99), RatioToFloor: ratio(ops, floor.ops),
 			ReferenceOpsPerSec: float64(reference.ops) / secs, ReferenceP99ms: quantile(reference.lat, 0.99), RatioToReference: ratio(ops, reference.ops),
-			UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs, Rounds: 1}
+			UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs, MeasuredSeconds: secs, Rounds: 1}
 		if base.batchedFloor != nil {
 			cell.BatchedFloorOpsPerSec = float64(batchedFloor.ops) / secs
 			cell.BatchedFloorP99ms = quantile(batchedFloor.lat, 0.99)
@@ -328,11 +342,12 @@ func medianCell(rounds []Cell) Cell {
 	}
 	cell := rounds[len(rounds)-1] // what does not vary by round, and RSSMB
 	cell.Rounds = len(rounds)
-	cell.Ops, cell.FloorOps, cell.UpstreamRequests = 0, 0, 0
+	cell.Ops, cell.FloorOps, cell.UpstreamRequests, cell.MeasuredSeconds = 0, 0, 0, 0
 	for _, r := range rounds {
 		cell.Ops += r.Ops
 		cell.FloorOps += r.FloorOps
 		cell.UpstreamRequests += r.UpstreamRequests
+		cell.MeasuredSeconds += r.MeasuredSeconds
 		cell.RatioToFloorRounds = append(cell.RatioToFloorRounds, r.RatioToFloor)
 	}
 	for _, f := range []func(*Cell) *float64{
@@ -401,7 +416,7 @@ func phases(dsn string) int {
 // preload fills the ledger at dsn with n operations of the default tenant,
 // with SQL, as the store benchmarks do.
 func preload(ctx context.Context, dsn string, n int) error {
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
 		return sqlitestore.LoadSynthetic(ctx, path, opledger.DefaultTenant, n, true)
 	}
 	return pgstore.LoadSynthetic(ctx, dsn, opledger.DefaultTenant, n, true)
@@ -488,12 +503,17 @@ func loop(ctx context.Context, c int, d time.Duration, fn func(ctx context.Conte
 	}
 }
 
+// quantile is the q-quantile of lats in milliseconds, by nearest rank:
+// the smallest latency that at least q of them do not exceed (the
+// ceil(q·n)-th smallest), so that p99 of 10 latencies is the largest, not
+// the 9th. 0 without latencies. It sorts lats.
 func quantile(lats []time.Duration, q float64) float64 {
-	if len(lats) == 0 {
+	n := len(lats)
+	if n == 0 {
 		return 0
 	}
 	slices.Sort(lats)
-	i := int(float64(len(lats)-1) * q)
+	i := min(max(int(math.Ceil(q*float64(n)))-1, 0), n-1)
 	return float64(lats[i].Microseconds()) / 1000
 }
 
@@ -755,7 +775,7 @@ func floorKey(w int, seq int64) string { return strconv.Itoa(w) + ":" + strconv.
 func workerName(w int) string { return "bench-" + strconv.Itoa(w) }
 
 func newBaselines(ctx context.Context, dsn string) (*baselines, error) {
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
 		return newSQLiteBaselines(ctx, path)
 	}
 	return newPostgresBaselines(ctx, dsn)
@@ -763,13 +783,15 @@ func newBaselines(ctx context.Context, dsn string) (*baselines, error) {
 
 // openSQLiteWriter opens the SQLite file at path as the baselines use it:
 // one connection (SQLite has one writer), WAL, synchronous=FULL, write
-// transactions begun IMMEDIATE.
+// transactions begun IMMEDIATE. The path is taken literally, as the
+// ledger's store takes it (sqlitestore.FileURI): a '#' or '?' in it is
+// part of the file's name.
 func openSQLiteWriter(path string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode()+"&_txlock=immediate")
+	db, err := sql.Open("sqlite", sqlitestore.FileURI(path)+"?"+q.Encode()+"&_txlock=immediate")
 	if err != nil {
 		return nil, err
 	}
@@ -994,7 +1016,11 @@ func (b *batcher) commitErrs(batch []*batchedWrite, errs []error) error {
 	return tx.Commit()
 }
 
-// freshStore returns the DSN of an empty store and how to remove it.
+// freshStore returns the DSN of an empty store and how to remove it. A
+// sqlite: DSN must name a file that does not exist yet (read as
+// opledger.Open reads it, sqlitestore.DSNPath): the bench writes tables of
+// its own into it and removes it afterwards, so an existing file, a
+// ledger or anything else, is refused before anything is opened.
 func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 	if dsn == "" {
 		dir, err := os.MkdirTemp("", "opledger-bench-")
@@ -1003,10 +1029,14 @@ func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 		}
 		return "sqlite:" + filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
 	}
-	if strings.HasPrefix(dsn, "sqlite:") {
-		path := strings.TrimPrefix(dsn, "sqlite:")
-		if _, err := os.Stat(path); err == nil {
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
+		if path == "" {
+			return "", nil, fmt.Errorf("%s names no file: give sqlite:PATH of a file that does not exist yet", dsn)
+		}
+		if _, err := os.Lstat(path); err == nil {
 			return "", nil, fmt.Errorf("bench needs a fresh ledger: %s exists", path)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", nil, fmt.Errorf("bench needs a fresh ledger: %w", err)
 		}
 		return dsn, func() { os.Remove(path); os.Remove(path + "-wal"); os.Remove(path + "-shm") }, nil
 	}

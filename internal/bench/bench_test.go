@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,4 +339,158 @@ func TestRunRounds(t *testing.T) {
 	require.Len(t, c.RatioToFloorRounds, 2)
 	require.InDelta(t, (c.RatioToFloorRounds[0]+c.RatioToFloorRounds[1])/2, c.RatioToFloor, 1e-12)
 	require.Positive(t, c.Ops)
+	require.Equal(t, 0.1, c.DurationSeconds, "one round's measuring time")
+	require.InDelta(t, 0.2, c.MeasuredSeconds, 1e-12, "both rounds' measuring time, in which Ops were counted")
+}
+
+// TestMeasuredSeconds: a cell's ops reconcile with its measured time. One
+// round: ops / measured_seconds is ops_per_sec. Several: ops and
+// measured_seconds are sums, so their ratio is the rounds' mean rate,
+// while ops_per_sec is their median.
+func TestMeasuredSeconds(t *testing.T) {
+	t.Parallel()
+	round := func(ops int64) Cell {
+		return Cell{Ops: ops, OpsPerSec: float64(ops) / 2, DurationSeconds: 2, MeasuredSeconds: 2, Rounds: 1}
+	}
+	one := medianCell([]Cell{round(100)})
+	require.Equal(t, one.OpsPerSec, float64(one.Ops)/one.MeasuredSeconds)
+
+	got := medianCell([]Cell{round(100), round(400), round(160)})
+	require.EqualValues(t, 660, got.Ops)
+	require.Equal(t, 2.0, got.DurationSeconds)
+	require.Equal(t, 6.0, got.MeasuredSeconds)
+	require.Equal(t, 80.0, got.OpsPerSec, "the median round")
+	require.Equal(t, 110.0, float64(got.Ops)/got.MeasuredSeconds, "the mean rate over the rounds")
+}
+
+// TestQuantileNearestRank: the q-quantile is the ceil(q·n)-th smallest
+// latency, so that p99 of a small sample is its largest, not the one
+// below it.
+func TestQuantileNearestRank(t *testing.T) {
+	t.Parallel()
+	ms := func(vs ...int) []time.Duration {
+		out := make([]time.Duration, len(vs))
+		for i, v := range vs {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	ten := []int{10, 1, 9, 2, 8, 3, 7, 4, 6, 5} // 1…10 ms, unsorted
+	for _, tc := range []struct {
+		lats []time.Duration
+		q    float64
+		want float64
+	}{
+		{nil, 0.99, 0},
+		{ms(7), 0.5, 7},
+		{ms(7), 0.99, 7},
+		{ms(1, 2), 0.5, 1},
+		{ms(1, 2), 0.99, 2},
+		{ms(ten...), 0.5, 5},
+		{ms(ten...), 0.9, 9},
+		{ms(ten...), 0.99, 10},
+		{ms(ten...), 1, 10},
+		{ms(ten...), 0, 1},
+	} {
+		require.Equal(t, tc.want, quantile(tc.lats, tc.q), "q=%v of %v", tc.q, tc.lats)
+	}
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(100-i) * time.Millisecond
+	}
+	require.Equal(t, 99.0, quantile(hundred, 0.99))
+	require.Equal(t, 50.0, quantile(hundred, 0.5))
+}
+
+// TestLoopNHugeCount: a count far beyond what memory holds sizes no
+// allocation: the loop runs until its first error, which it returns.
+func TestLoopNHugeCount(t *testing.T) {
+	t.Parallel()
+	errStop := errors.New("stop")
+	var calls atomic.Int64
+	_, err := loopN(context.Background(), 1, math.MaxInt64-1, func(context.Context) error {
+		if calls.Add(1) == 3 {
+			return errStop
+		}
+		return nil
+	}, func() {})
+	require.ErrorIs(t, err, errStop)
+	require.EqualValues(t, 3, calls.Load())
+
+	lats, err := loopN(context.Background(), 3, 10, func(context.Context) error { return nil }, func() {})
+	require.NoError(t, err)
+	require.Len(t, lats, 10)
+
+	_, err = ServeRSS(context.Background(), ServeRSSConfig{Ops: 9_000_000_000_000_000_000, Binary: filepath.Join(t.TempDir(), "absent")})
+	require.EqualError(t, err, "serve-rss takes 2 to 100000000 operations (got 9000000000000000000)")
+}
+
+// TestSQLiteDSNTakenAsOpenTakesIt: the bench finds, refuses, writes and
+// removes the file of a sqlite: DSN exactly as opledger.Open names it. A
+// '#' or '?' in the name is part of it: "sqlite:DIR/prod#x.db" must
+// neither write its tables into an existing DIR/prod nor leave anything
+// behind.
+func TestSQLiteDSNTakenAsOpenTakesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	prod := filepath.Join(dir, "prod")
+	l, err := opledger.Open(ctx, "sqlite:"+prod, opledger.Options{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	before, err := os.ReadFile(prod)
+	require.NoError(t, err)
+
+	for _, name := range []string{"prod#x.db", "prod?.db"} {
+		cells, err := Run(ctx, Config{DSN: "sqlite:" + filepath.Join(dir, name), Concurrency: []int{1},
+			Duration: 100 * time.Millisecond, Preload: 10})
+		require.NoError(t, err, name)
+		require.Len(t, cells, 1)
+		require.Positive(t, cells[0].Ops, name)
+		require.Positive(t, cells[0].FloorOps, name)
+	}
+	after, err := os.ReadFile(prod)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the existing file is left as it was")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the bench's files are removed afterwards")
+	require.Equal(t, "prod", entries[0].Name())
+}
+
+// TestSQLiteSlashesDSN: sqlite://PATH names PATH, as for opledger.Open: a
+// bench on a new one runs (and removes it), and an existing file there,
+// here another application's database, is refused before anything opens
+// it. (Not parallel: it changes the working directory, as a relative
+// PATH needs.)
+func TestSQLiteSlashesDSN(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cells, err := Run(ctx, Config{DSN: "sqlite://new.db", Concurrency: []int{1}, Duration: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.Positive(t, cells[0].Ops)
+	_, err = os.Stat(filepath.Join(dir, "new.db"))
+	require.ErrorIs(t, err, os.ErrNotExist, "removed afterwards")
+
+	db, err := sql.Open("sqlite", filepath.Join(dir, "user.db"))
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	before, err := os.ReadFile(filepath.Join(dir, "user.db"))
+	require.NoError(t, err)
+	for _, dsn := range []string{"sqlite://user.db", "sqlite:user.db"} {
+		_, err = Run(ctx, Config{DSN: dsn, Concurrency: []int{1}, Duration: 100 * time.Millisecond})
+		require.EqualError(t, err, "bench needs a fresh ledger: user.db exists", dsn)
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "user.db"))
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the existing file is left as it was")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no WAL or other file made next to it")
+
+	_, err = Run(ctx, Config{DSN: "sqlite://"})
+	require.EqualError(t, err, "sqlite:// names no file: give sqlite:PATH of a file that does not exist yet")
 }

@@ -20,6 +20,10 @@ import (
 	"github.com/opledger/opledger/client"
 )
 
+// MaxServeRSSOps is the most operations a memory run takes (ServeRSSConfig.Ops):
+// the bench keeps each one's latency, 8 bytes apiece.
+const MaxServeRSSOps = 100_000_000
+
 // ServeRSSConfig is a memory run of opledger serve: a child process serving
 // a fresh ledger, driven through its HTTP API.
 type ServeRSSConfig struct {
@@ -28,7 +32,8 @@ type ServeRSSConfig struct {
 	Binary string
 	// DSN of the store, as for Config.DSN: empty means a fresh SQLite file.
 	DSN string
-	// Ops is how many protected operations to run through the API.
+	// Ops is how many protected operations to run through the API: 2 to
+	// MaxServeRSSOps.
 	Ops int64
 	// Concurrency is how many callers run them, closed-loop. Default 32.
 	Concurrency int
@@ -64,8 +69,8 @@ type ServeRSSResult struct {
 // all of them, and stops it with SIGTERM. A serve that does not exit 0
 // fails the run.
 func ServeRSS(ctx context.Context, cfg ServeRSSConfig) (*ServeRSSResult, error) {
-	if cfg.Ops < 2 {
-		return nil, errors.New("serve-rss needs at least 2 operations")
+	if cfg.Ops < 2 || cfg.Ops > MaxServeRSSOps {
+		return nil, fmt.Errorf("serve-rss takes 2 to %d operations (got %d)", MaxServeRSSOps, cfg.Ops)
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32
@@ -139,6 +144,11 @@ func ServeRSS(ctx context.Context, cfg ServeRSSConfig) (*ServeRSSResult, error) 
 	return r, nil
 }
 
+// maxPrealloc bounds the latencies loopN makes room for ahead: the rest
+// grow as they come, so that a count (a user's) never sizes an
+// allocation by itself.
+const maxPrealloc = 1 << 16
+
 // loopN runs n calls of fn closed-loop on c goroutines and returns their
 // latencies. It stops at the first error.
 func loopN(ctx context.Context, c int, n int64, fn func(context.Context) error, each func()) ([]time.Duration, error) {
@@ -147,7 +157,7 @@ func loopN(ctx context.Context, c int, n int64, fn func(context.Context) error, 
 	var (
 		next     atomic.Int64
 		mu       sync.Mutex
-		lats     = make([]time.Duration, 0, n)
+		lats     = make([]time.Duration, 0, min(n, maxPrealloc))
 		wg       sync.WaitGroup
 		firstErr error
 		errOnce  sync.Once
@@ -156,7 +166,7 @@ func loopN(ctx context.Context, c int, n int64, fn func(context.Context) error, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			local := make([]time.Duration, 0, n/int64(c)+1)
+			local := make([]time.Duration, 0, min(n/int64(c)+1, maxPrealloc))
 			for next.Add(1) <= n && ctx.Err() == nil {
 				t0 := time.Now()
 				if err := fn(ctx); err != nil {

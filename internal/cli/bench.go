@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,7 +51,10 @@ the references, then the protected operations, each for --duration.
 reports the median of the rounds' figures: each ratio is computed within its
 round, so a machine whose speed drifts (a shared VM) still compares
 workloads it ran at the same speed. JSON also lists each round's ratio to the
-floor (ratio_to_floor_rounds).
+floor (ratio_to_floor_rounds); its ops are summed over the rounds, counted in
+measured_seconds (rounds × duration_seconds), so ops / measured_seconds is
+the mean rate while ops_per_sec is the median round's. docs/performance.md
+describes every JSON field.
 
 --preload N first fills the ledger with N operations (a realistic mix of
 states, each with its attempt and timeline) so that the run measures a ledger
@@ -72,7 +76,7 @@ it starts 'opledger serve' (this executable) as a child process on a fresh
 ledger and a free loopback port, runs N protected operations through its API
 at the first --concurrency, and reports the child's resident memory (VmRSS)
 after N/2 and after N operations, the growth between them and its peak, then
-stops it with SIGTERM.
+stops it with SIGTERM. N is 2 to 100000000.
 
 --cpu-profile FILE records where the bench process spends its CPU (the
 ledger, and the HTTP server or proxy of those modes) for go tool pprof; the
@@ -112,8 +116,12 @@ database server's own CPU is not in it.`,
 				return usageError{fmt.Errorf("--duration must be positive, e.g. 10s")}
 			}
 			if cmd.Flags().Changed("serve-rss") {
-				if mode != string(bench.ModeHTTP) || preload != 0 || cmd.Flags().Changed("keys") || cmd.Flags().Changed("rounds") || serveRSS < 2 {
-					return usageError{fmt.Errorf("--serve-rss N takes --mode http, no --preload, --keys or --rounds, and N of at least 2")}
+				takes := fmt.Sprintf("--serve-rss N takes --mode http, no --preload, --keys or --rounds, and N from 2 to %d", bench.MaxServeRSSOps)
+				if mode != string(bench.ModeHTTP) || preload != 0 || cmd.Flags().Changed("keys") || cmd.Flags().Changed("rounds") {
+					return usageError{errors.New(takes)}
+				}
+				if serveRSS < 2 || serveRSS > bench.MaxServeRSSOps {
+					return usageError{fmt.Errorf("%s (got %d)", takes, serveRSS)}
 				}
 				return benchServeRSS(cmd, bench.ServeRSSConfig{DSN: dsn, Ops: serveRSS, Concurrency: cfg.Concurrency[0]}, asJSON)
 			}
@@ -164,7 +172,7 @@ database server's own CPU is not in it.`,
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
 	cmd.Flags().IntVar(&rounds, "rounds", 1, "measure each concurrency this many times and report the medians")
 	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the bench process (ledger, HTTP server and proxy included) to this file, for go tool pprof")
-	cmd.Flags().Int64Var(&serveRSS, "serve-rss", 0, "with --mode http: run N operations through a child 'opledger serve' and report its memory")
+	cmd.Flags().Int64Var(&serveRSS, "serve-rss", 0, "with --mode http: run N operations (2 to 100000000) through a child 'opledger serve' and report its memory")
 	return cmd
 }
 

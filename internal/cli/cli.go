@@ -116,10 +116,25 @@ func refusedInput(err error) error {
 	return err
 }
 
+// refusedDB makes opledger.ErrNotLedger, Open's refusal of a --db that
+// names another application's database, a usage error, for the commands
+// that create a ledger (the others apply refusedInput).
+func refusedDB(err error) error {
+	if errors.Is(err, opledger.ErrNotLedger) {
+		return usageError{err}
+	}
+	return err
+}
+
 // checkCommonFlags refuses, before a command runs, a --db or --tenant that
-// no store would take: the ledger's own messages name neither flag.
+// no store would take: the ledger's own messages name neither flag. An
+// explicitly empty --db (--db "$UNSET") is refused too, rather than taken
+// as the default, which would not be $OPLEDGER_DB but ./opledger.db.
 func checkCommonFlags(cmd *cobra.Command, _ []string) error {
 	if f := cmd.Flags().Lookup("db"); f != nil {
+		if err := nonEmptyFlags(cmd, "db"); err != nil {
+			return err
+		}
 		name := "--db"
 		if !f.Changed && os.Getenv("OPLEDGER_DB") != "" {
 			name = "OPLEDGER_DB"
@@ -185,6 +200,30 @@ func isScheme(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// nonEmptyFlags refuses, as usage errors, the named flags when they were
+// given with an empty value (--config "$UNSET"): left out, they mean
+// something else (no file, the default store), which the command would
+// otherwise silently do.
+func nonEmptyFlags(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
+			what, ok := emptyFlagHints[name]
+			if !ok {
+				what = "a value"
+			}
+			return usageError{fmt.Errorf("--%s is empty: give %s, or leave the flag out", name, what)}
+		}
+	}
+	return nil
+}
+
+// emptyFlagHints say what nonEmptyFlags asks for instead of an empty value.
+var emptyFlagHints = map[string]string{
+	"db":       "sqlite:PATH or postgres://USER@HOST:PORT/DB",
+	"config":   "a file",
+	"upstream": "a URL",
 }
 
 // positiveFlags refuses, as usage errors, values of the named int, int64
@@ -296,7 +335,7 @@ to upgrade a large ledger at a time of your choosing.`,
 				finishBar()
 			}
 			if err != nil {
-				return err
+				return refusedDB(err)
 			}
 			defer l.Close()
 			out := cmd.OutOrStdout()
@@ -353,10 +392,14 @@ func newHelpCmd(root *cobra.Command) *cobra.Command {
 
 // listenFirst listens on the address given to --flag, before a command
 // opens or writes its ledger, so that an address it cannot listen on (not
-// HOST:PORT: a usage error; busy or not this machine's: 1) is refused
-// with nothing written.
+// HOST:PORT with a port from 0 to 65535 or a service name: a usage error;
+// busy or not this machine's: 1) is refused with nothing written.
 func listenFirst(flag, addr string) (net.Listener, error) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--%s takes HOST:PORT, e.g. 127.0.0.1:8080: %w", flag, err)}
+	}
+	if err := checkPort(port); err != nil {
 		return nil, usageError{fmt.Errorf("--%s takes HOST:PORT, e.g. 127.0.0.1:8080: %w", flag, err)}
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -364,4 +407,23 @@ func listenFirst(flag, addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
 	return ln, nil
+}
+
+// checkPort refuses a port that is neither a number from 0 to 65535 nor a
+// service name this machine knows (http, https). Empty is port 0, as for
+// net.Listen.
+func checkPort(port string) error {
+	if port == "" {
+		return nil
+	}
+	if strings.Trim(port, "0123456789") == "" || strings.ContainsAny(port[:1], "+-0123456789") {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > 65535 {
+			return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number from 0 to 65535 nor a known service name", port)
+	}
+	return nil
 }

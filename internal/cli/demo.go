@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -103,7 +102,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 			Deadline: time.Hour},
 	})
 	if err != nil {
-		return err
+		return refusedDB(err)
 	}
 	defer ledger.Close()
 	// The lab's simulated destinations, on the demo's clock.
@@ -299,16 +298,15 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 }
 
 // refuseLedger refuses, reading it without writing, a --db that already
-// holds a ledger (its schema_migrations table): the demo moves the
-// ledger's clock, expires every lease and settles the operations of every
-// tenant against simulated destinations, which on a real ledger would mark
-// real operations succeeded with fake references. A SQLite file that does
-// not exist or holds no ledger, and a PostgreSQL schema without one, are
-// fresh.
+// holds a ledger: the demo moves the ledger's clock, expires every lease
+// and settles the operations of every tenant against simulated
+// destinations, which on a real ledger would mark real operations
+// succeeded with fake references. A SQLite file that does not exist or
+// holds no ledger, and a PostgreSQL schema without one, are fresh (Open
+// then refuses one that holds another application's tables).
 func refuseLedger(ctx context.Context, dsn string) error {
 	var holds bool
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		path = strings.TrimPrefix(path, "//")
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
 		h, err := sqlitestore.HoldsLedger(ctx, path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -325,7 +323,7 @@ func refuseLedger(ctx context.Context, dsn string) error {
 		holds = c.Holds
 	}
 	if holds {
-		return usageError{errors.New("--db already holds a ledger (it has a schema_migrations table): the demo would rewrite its operations with simulated results, so it runs only on a new SQLite file or an empty PostgreSQL schema; give another --db, or none for a temporary one")}
+		return usageError{errors.New("--db already holds a ledger: the demo would rewrite its operations with simulated results, so it runs only on a new SQLite file or an empty PostgreSQL schema; give another --db, or none for a temporary one")}
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ The steps run on the real ledger named by --db, under a tenant of their own
 			ctx := cmd.Context()
 			l, err := opledger.Open(ctx, dsn, opledger.Options{})
 			if err != nil {
-				return err
+				return refusedDB(err)
 			}
 			defer l.Close()
 			p, err := lab.NewPlayground(ctx, l, args[0])
@@ -258,7 +258,8 @@ real reconciler and the lab's destinations against the real ledger on a fresh
 SQLite store, on a simulated clock, with faults, crashes and duplicate
 deliveries chosen by a seed. One seed is one exact run (same trace digest).
 
---seeds N runs seeds 1…N; --seed S runs only seed S (to replay a failure).
+--seeds N runs seeds 1…N (N up to 1000000); --seed S runs only seed S (to
+replay a failure). --workers takes 1 to 1000, --ops 1 to 100000.
 Each run's invariants are checked. Violations of known bugs (sim.KnownBugs)
 are reported but fail the command only with --strict.
 
@@ -275,18 +276,25 @@ otherwise.`,
 			if cmd.Flags().Changed("seed") && cmd.Flags().Changed("seeds") {
 				return usageError{errors.New("--seed runs one seed and --seeds runs seeds 1…N: give one of them")}
 			}
-			list := make([]int64, 0, seeds)
-			if cmd.Flags().Changed("seed") {
-				list = append(list, seed)
-			} else {
-				for s := 1; s <= seeds; s++ {
-					list = append(list, int64(s))
+			for _, f := range []struct {
+				name     string
+				got, max int
+			}{{"--seeds", seeds, maxSimSeeds}, {"--workers", workers, maxSimWorkers}, {"--ops", ops, maxSimOps}} {
+				if f.got > f.max {
+					return usageError{fmt.Errorf("%s takes at most %d (got %d)", f.name, f.max, f.got)}
 				}
 			}
-			set, finish := progress(cmd, len(list), "lab sim")
+			// Seeds first, first+1, …: counted, not listed, so that no
+			// allocation is sized by the flag.
+			first, n := int64(1), seeds
+			if cmd.Flags().Changed("seed") {
+				first, n = seed, 1
+			}
+			set, finish := progress(cmd, n, "lab sim")
 			out := cmd.OutOrStdout()
 			var failed, known []int64
-			for i, s := range list {
+			for i := range n {
+				s := first + int64(i)
 				rep, err := sim.Run(cmd.Context(), sim.Config{Seed: s, Workers: workers, Operations: ops})
 				if err != nil {
 					if finish != nil {
@@ -319,22 +327,31 @@ otherwise.`,
 				finish()
 			}
 			if !asJSON {
-				fmt.Fprintf(out, "%d seeds: %d broke an invariant, %d hit only known bugs\n", len(list), len(failed), len(known))
+				fmt.Fprintf(out, "%d seeds: %d broke an invariant, %d hit only known bugs\n", n, len(failed), len(known))
 			}
 			if len(failed) > 0 {
-				return fmt.Errorf("%d of %d seeds broke an invariant: %s", len(failed), len(list), joinSeeds(failed))
+				return fmt.Errorf("%d of %d seeds broke an invariant: %s", len(failed), n, joinSeeds(failed))
 			}
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&seeds, "seeds", 100, "run seeds 1…N")
+	cmd.Flags().IntVar(&seeds, "seeds", 100, "run seeds 1…N (N up to 1000000)")
 	cmd.Flags().Int64Var(&seed, "seed", 0, "run only this seed (replay)")
-	cmd.Flags().IntVar(&workers, "workers", 3, "simulated workers per run")
-	cmd.Flags().IntVar(&ops, "ops", 20, "operations per run")
+	cmd.Flags().IntVar(&workers, "workers", 3, "simulated workers per run (1 to 1000)")
+	cmd.Flags().IntVar(&ops, "ops", 20, "operations per run (1 to 100000)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on violations of known bugs too")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON report per line and seed")
 	return cmd
 }
+
+// The upper bounds of lab sim's counts: far beyond a useful run, and
+// short of one that would exhaust memory (each operation is a queued
+// event and a ledger row, each worker a simulated process).
+const (
+	maxSimSeeds   = 1_000_000
+	maxSimWorkers = 1000
+	maxSimOps     = 100_000
+)
 
 func joinSeeds(seeds []int64) string {
 	parts := make([]string, len(seeds))

@@ -53,6 +53,57 @@ func TestLabCrashNothingDueCountsAlike(t *testing.T) {
 	}
 }
 
+// TestLabCrashRetryPolicyAlike: a worker process judges its report by the
+// lab's three-attempt retry policy, as the runner does in process: the
+// third 429, reported by a worker that then dies, exhausts the operation
+// either way (the worker process used the default policy of five attempts,
+// leaving it pending).
+func TestLabCrashRetryPolicyAlike(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	var row string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "crash-after-report-exhausted,") {
+			row = l
+		}
+	}
+	require.Contains(t, row, ",send; advance 1m; retry; advance 1m; crash after_report,3,0,0,0,0,failed/exhausted,")
+	path := writeFile(t, []string{lines[0], row})
+	for _, mode := range [][]string{{"lab", "run", "--json", path}, {"lab", "run", "--json", "--crash-in-process", path}} {
+		out, errOut, code := run(t, mode...)
+		require.Equal(t, 0, code, "%v: %s%s", mode, out, errOut)
+		var r struct {
+			Pass bool `json:"pass"`
+			Got  struct {
+				State string `json:"state"`
+			} `json:"got"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		require.True(t, r.Pass, "%v: %s", mode, out)
+		require.Equal(t, "failed/exhausted", r.Got.State, "%v", mode)
+	}
+}
+
+// TestLabCrashBeforeClaimStateNone: a case whose operation is never
+// recorded expects the state none, and gets it in a worker process as in
+// the runner's.
+func TestLabCrashBeforeClaimStateNone(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	row := "never,production,crm,none,crash before_claim,0,0,0,0,0,none,t,t,e,e"
+	path := writeFile(t, []string{lines[0], row})
+	for _, mode := range [][]string{{"lab", "run", path}, {"lab", "run", "--crash-in-process", path}} {
+		out, errOut, code := run(t, mode...)
+		require.Equal(t, 0, code, "%v: %s%s", mode, out, errOut)
+		require.Regexp(t, `never\s+production\s+0/0\s+0/0\s+0/0\s+0/0\s+0/0\s+none\s+ok`, out, "%v", mode)
+	}
+	// Any other word is still refused, naming none among the states.
+	_, errOut, code := run(t, "lab", "run", writeFile(t, []string{lines[0], strings.Replace(row, ",none,t,", ",nothing,t,", 1)}))
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `line 2: state: "nothing" is not a state (`)
+	require.Contains(t, errOut, ", none)")
+}
+
 // TestLabRunCrashProcess: a crash step runs in a worker process that is
 // killed at its crash point, and the case still passes.
 func TestLabRunCrashProcess(t *testing.T) {
@@ -191,4 +242,19 @@ func TestLabSim(t *testing.T) {
 	_, errOut, code = run(t, "lab", "sim", "--seed", "3", "--seeds", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "give one of them", "--seeds does not apply with --seed: said so, not checked")
+
+	// Counts past their bounds are usage errors, said in one line, before
+	// anything is allocated for them (--seeds 2000000000 built a list of
+	// 16 GB and died out of memory).
+	for _, tc := range []struct{ args, says string }{
+		{"--seeds 2000000000", "--seeds takes at most 1000000 (got 2000000000)"},
+		{"--seeds 9000000000000000000", "--seeds takes at most 1000000 (got 9000000000000000000)"},
+		{"--seed 3 --workers 1001", "--workers takes at most 1000 (got 1001)"},
+		{"--seed 3 --ops 100001", "--ops takes at most 100000 (got 100001)"},
+	} {
+		out, errOut, code := run(t, append([]string{"lab", "sim"}, strings.Fields(tc.args)...)...)
+		require.Equal(t, 2, code, "%s: %s", tc.args, errOut)
+		require.Empty(t, out, tc.args)
+		require.True(t, strings.HasPrefix(errOut, "opledger: "+tc.says+"\n"), "%s: %s", tc.args, errOut)
+	}
 }

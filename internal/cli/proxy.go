@@ -55,6 +55,9 @@ finish and record their outcome.`,
 			if err := positiveFlags(cmd, "max-body-bytes", "timeout", "reconcile-interval", "shutdown-timeout"); err != nil {
 				return err
 			}
+			if err := nonEmptyFlags(cmd, "config", "upstream"); err != nil {
+				return err
+			}
 			var fc proxy.FileConfig
 			switch {
 			case upstream != "" && configPath != "":
@@ -96,7 +99,7 @@ finish and record their outcome.`,
 			defer ln.Close() // Run closes it too; once more is harmless
 			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
-				return err
+				return refusedDB(err)
 			}
 			defer l.Close()
 			p, err := proxy.New(l, proxy.Config{Upstreams: fc.Upstreams, Logger: log, ReconcileInterval: reconcileEvery})

@@ -165,3 +165,42 @@ upstreams:
 	require.Contains(t, out, "opledger proxy --upstream https://crm.example.com/api")
 	require.Contains(t, out, "Idempotent-Replayed")
 }
+
+// TestProxyConfigRefusedBeforeOpening: a proxy configuration file that is
+// refused names itself, and is refused before the ledger is opened
+// (nothing created): a tenant outside the key syntax (used to be reported
+// by the ledger without the file), a second YAML document (used to be
+// ignored), a file that is not regular or larger than 4 MiB (/dev/zero
+// used to be read without end), and two upstreams with the same name,
+// which the error names as such.
+func TestProxyConfigRefusedBeforeOpening(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+		return path
+	}
+	const upstreams = "upstreams:\n  - name: crm\n    prefix: /crm/\n    url: http://127.0.0.1:1\n"
+	big := write("big.yaml", upstreams+"# "+strings.Repeat("x", 4<<20)+"\n")
+	for _, tc := range []struct{ config, msg string }{
+		{write("tenant.yaml", "tenant: \"bad tenant\"\n"+upstreams),
+			"opledger: proxy config " + filepath.Join(dir, "tenant.yaml") + ": tenant takes a name in the operation key syntax: key may contain only letters"},
+		{write("two.yaml", upstreams+"---\n"+upstreams), "opledger: proxy config " + filepath.Join(dir, "two.yaml") + ": only one YAML document is allowed"},
+		{big, "opledger: read proxy config: " + big + ": larger than 4 MiB"},
+		{"/dev/zero", "opledger: read proxy config: /dev/zero: not a regular file"},
+		{write("names.yaml", upstreams+"  - name: crm\n    prefix: /other/\n    url: http://127.0.0.1:2\n"),
+			"opledger: upstream crm: the name is already used by another upstream: each needs its own"},
+		{write("prefixes.yaml", upstreams+"  - name: mail\n    prefix: /crm/\n    url: http://127.0.0.1:2\n"),
+			"opledger: upstream mail: prefix /crm/ is already used by upstream crm"},
+	} {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		out, errOut, code := runGuarded(t, "proxy", "--listen", "127.0.0.1:0", "--db", "sqlite:"+path, "--config", tc.config)
+		require.Equal(t, 1, code, "%s: %s%s", tc.config, out, errOut)
+		require.Empty(t, out)
+		require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+		require.True(t, strings.HasPrefix(errOut, tc.msg), "%s: %s", tc.config, errOut)
+		_, err := os.Stat(path)
+		require.ErrorIs(t, err, os.ErrNotExist, "%s: the ledger was created", tc.config)
+	}
+}

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"net"
@@ -363,4 +364,53 @@ func TestControlCharactersEscaped(t *testing.T) {
 	}
 	require.NoError(t, json.NewDecoder(strings.NewReader(out)).Decode(&shown))
 	require.Equal(t, ref, shown.Operation.DestinationRef, "what is stored is unchanged")
+}
+
+// TestAnotherApplicationsDatabaseRefused: --db naming another
+// application's database (here one with a sessions table of its own, as
+// the ledger has, and a schema_migrations table of golang-migrate's) is
+// refused by the commands that create a ledger and by those that only
+// read, exit 2, naming its tables, and left as it was on both stores.
+func TestAnotherApplicationsDatabaseRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const app = `CREATE TABLE sessions (id int, user_id int, expires_at int); CREATE TABLE schema_migrations (version bigint, dirty bool); INSERT INTO schema_migrations VALUES (18, false)`
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, app)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	pg := testdb.PostgresDSN(t)
+	conn, err := pgx.Connect(ctx, pg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, app)
+	require.NoError(t, err)
+	schema, _ := url.Parse(pg)
+
+	for _, dsn := range []string{"sqlite:" + path, pg} {
+		for _, args := range [][]string{{"migrate"}, {"tokens", "create", "--tenant", "acme"}, {"ops", "list"}} {
+			out, errOut, code := run(t, append(args, "--db", dsn)...)
+			require.Equal(t, 2, code, "%v %s: %s%s", args, dsn, out, errOut)
+			require.Empty(t, out)
+			first, _, _ := strings.Cut(errOut, "\n")
+			if args[0] == "ops" {
+				require.Contains(t, first, "no ledger at ", args)
+			} else {
+				require.Contains(t, first, "holds other tables (schema_migrations, sessions) and no opledger ledger", args)
+			}
+		}
+	}
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the SQLite file is as it was")
+	require.NoFileExists(t, path+"-wal")
+	require.Equal(t, 2, pgTables(t, schema.Query().Get("search_path")), "no table added to the schema")
+	var indexes int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()`).Scan(&indexes))
+	require.Zero(t, indexes, "no index added to its tables")
 }

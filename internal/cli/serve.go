@@ -16,11 +16,16 @@ import (
 	"github.com/opledger/opledger/server"
 )
 
+// logLevels are the levels --log-level takes, in any case.
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
 // newLogger builds the process logger: text for people, JSON with --log-json.
 func newLogger(w io.Writer, json bool, level string) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level must be debug, info, warn or error")}
+	// Only the documented names: slog would also take "error+100" or
+	// "INFO-4".
+	lvl, ok := logLevels[strings.ToLower(level)]
+	if !ok {
+		return nil, usageError{fmt.Errorf("--log-level must be debug, info, warn or error, got %q", level)}
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if json {
@@ -59,6 +64,9 @@ finish; every write a client got an answer for is already committed.`,
 			if err := positiveFlags(cmd, "workers", "lease", "sweep-interval", "max-body-bytes"); err != nil {
 				return err
 			}
+			if err := nonEmptyFlags(cmd, "config"); err != nil {
+				return err
+			}
 			if metricsMaxAge < 0 {
 				return usageError{fmt.Errorf("--metrics-max-age must be 0 (read on every scrape) or more, got %s", metricsMaxAge)}
 			}
@@ -82,6 +90,12 @@ finish; every write a client got an answer for is already committed.`,
 					opts.DestinationRetryPolicies = cfg.Destinations.RetryPolicies()
 				}
 			}
+			// What server.New would refuse (a destination timeout the
+			// executor's call limit would cut), refused before the ledger
+			// is opened.
+			if err := server.CheckConfig(cfg); err != nil {
+				return err
+			}
 			cfg.API.MaxBodyBytes = maxBody
 			cfg.API.MetricsMaxAge = metricsMaxAge
 			if metricsMaxAge == 0 {
@@ -94,7 +108,7 @@ finish; every write a client got an answer for is already committed.`,
 			defer cfg.Listener.Close() // Run closes it too; once more is harmless
 			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
-				return err
+				return refusedDB(err)
 			}
 			defer l.Close()
 			srv, err := server.New(l, cfg)
@@ -142,7 +156,7 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 			}
 			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{Tenant: tenant})
 			if err != nil {
-				return err
+				return refusedDB(err)
 			}
 			defer l.Close()
 			secret, _, err := l.CreateToken(cmd.Context(), name)

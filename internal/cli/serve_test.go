@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -289,4 +290,90 @@ func TestServeLedgerFlags(t *testing.T) {
 		require.Empty(t, out)
 		require.Regexp(t, `^opledger: --[a-z-]+ must be more than 0, got -?[0-9hms.]+\n`, errOut, args)
 	}
+}
+
+// runGuarded is run for a command that must end at once: it is killed
+// after a minute (a regression, such as reading /dev/zero without end,
+// would otherwise hang the test) and the test fails.
+func runGuarded(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "OPLEDGER_DB=")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "%v did not end: killed", args)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), errOut.String(), ee.ExitCode()
+	}
+	require.NoError(t, err)
+	return out.String(), errOut.String(), 0
+}
+
+// TestServeConfigRefusedBeforeOpening: a configuration serve refuses is
+// refused before the ledger is opened, so that no SQLite file and no
+// PostgreSQL table is created: a webhook tenant outside the key syntax
+// (which only the API used to check, once the ledger was open), a second
+// YAML document, a file larger than 4 MiB or that is not a regular file
+// (/dev/zero used to be read without end), and a destination timeout that
+// the executor's call limit would cut (the effect would happen but the
+// attempt end uncertain). Each is one line, exit 1.
+func TestServeConfigRefusedBeforeOpening(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+		return path
+	}
+	const dests = "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    timeout: 25s\n"
+	write("slow.yaml", dests)
+	write("big.yaml", "# "+strings.Repeat("x", 4<<20)+"\n")
+	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")))
+	webhook := func(tenant string) string {
+		return "webhooks:\n  stripe: {tenant: " + tenant + ", scheme: stripe, secret_env: HOME}\n"
+	}
+	for _, tc := range []struct {
+		config, msg string
+	}{
+		{write("space.yaml", webhook(`"bad tenant"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax: key may contain only letters"},
+		{write("nul.yaml", webhook(`"a\0b"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax"},
+		{write("two.yaml", "rules: rules.yaml\n---\n"), "opledger: config " + filepath.Join(dir, "two.yaml") + ": only one YAML document is allowed"},
+		{filepath.Join(dir, "big.yaml"), "opledger: read config: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},
+		{"/dev/zero", "opledger: read config: /dev/zero: not a regular file"},
+		{write("dests-big.yaml", "destinations: big.yaml\n"), "opledger: config destinations: read destinations: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},
+		{write("rules-zero.yaml", "rules: zero.yaml\n"), "opledger: config rules: read rules: " + filepath.Join(dir, "zero.yaml") + ": not a regular file"},
+		{write("slow-config.yaml", "destinations: slow.yaml\n"), "opledger: executor: destination crm: its timeout 25s is not shorter than the executor's call limit 20s " +
+			"(two thirds of the lease 30s), which would cut its calls short and leave them uncertain: raise the lease (serve --lease) to 38s or more"},
+	} {
+		for _, st := range testdb.Stores() {
+			dsn := st.NewDSN(t)
+			out, errOut, code := runGuarded(t, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--config", tc.config)
+			require.Equal(t, 1, code, "%s %s: %s%s", st.Name, tc.config, out, errOut)
+			require.Empty(t, out)
+			require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+			require.True(t, strings.HasPrefix(errOut, tc.msg), "%s: %s", tc.config, errOut)
+			if st.Name == "sqlite" {
+				_, err := os.Stat(strings.TrimPrefix(dsn, "sqlite:"))
+				require.ErrorIs(t, err, os.ErrNotExist, "%s: the SQLite file was created", tc.config)
+			} else {
+				u, err := url.Parse(dsn)
+				require.NoError(t, err)
+				require.Zero(t, pgTables(t, u.Query().Get("search_path")), "%s: tables were created", tc.config)
+			}
+		}
+	}
+
+	// A lease whose two thirds exceed the destination's timeout: served.
+	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", testdb.SQLiteDSN(t), "--config", filepath.Join(dir, "slow-config.yaml"), "--lease", "38s")
+	cmd.Env = append(os.Environ(), "OPLEDGER_DB=")
+	base := serveURL(t, cmd)
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 }

@@ -1,11 +1,17 @@
 package cli_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -145,4 +151,126 @@ func TestEventNotFound(t *testing.T) {
 	require.Equal(t, "opledger: event forms/evt-1 not found\n", errOut)
 	_, errOut, code = run(t, "events", "list", "--server", url, "--token", strings.TrimSpace(out), "--limit", "0")
 	require.Equal(t, 2, code, errOut)
+}
+
+// runIn is run in the working directory dir, with extra environment
+// variables (after OPLEDGER_DB=), for a command that must end at once: it
+// is killed after a minute (a server that started when it should have
+// refused) and the test fails.
+func runIn(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "OPLEDGER_DB="), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "%v did not end: killed", args)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), errOut.String(), ee.ExitCode()
+	}
+	require.NoError(t, err)
+	return out.String(), errOut.String(), 0
+}
+
+// requireNoFiles checks that dir holds nothing: no ledger was created.
+func requireNoFiles(t *testing.T, dir string, msgAndArgs ...any) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.Empty(t, names, msgAndArgs...)
+}
+
+// TestEmptyFlagValues: a --db, --config or --upstream given with an empty
+// value (--db "$UNSET") is a usage error, not the default: an empty --db
+// would otherwise ignore $OPLEDGER_DB and create ./opledger.db, an empty
+// --config run without the file. Nothing is created.
+func TestEmptyFlagValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--db", ""}, "--db is empty: give sqlite:PATH or postgres://USER@HOST:PORT/DB, or leave the flag out"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--db="}, "--db is empty"},
+		{[]string{"migrate", "--db", ""}, "--db is empty"},
+		{[]string{"tokens", "create", "--tenant", "acme", "--db", ""}, "--db is empty"},
+		{[]string{"ops", "list", "--db", ""}, "--db is empty"},
+		{[]string{"events", "list", "--db", ""}, "--db is empty"},
+		{[]string{"demo", "--no-serve", "--db", ""}, "--db is empty"},
+		{[]string{"bench", "--concurrency", "1", "--duration", "10ms", "--db", ""}, "--db is empty"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--config", ""}, "--config is empty: give a file, or leave the flag out"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--config", ""}, "--config is empty: give a file, or leave the flag out"},
+		{[]string{"proxy", "--config", "proxy.yaml", "--upstream", ""}, "--upstream is empty: give a URL, or leave the flag out"},
+	} {
+		dir, envDir := t.TempDir(), t.TempDir()
+		out, errOut, code := runIn(t, dir, []string{"OPLEDGER_DB=sqlite:" + filepath.Join(envDir, "env.db")}, tc.args...)
+		require.Equal(t, 2, code, "%q: %s%s", tc.args, out, errOut)
+		require.Empty(t, out)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
+		require.Contains(t, lines[0], "opledger: "+tc.msg, tc.args)
+		requireNoFiles(t, dir, "%q created a file in its directory", tc.args)
+		requireNoFiles(t, envDir, "%q created the ledger of $OPLEDGER_DB", tc.args)
+	}
+}
+
+// TestListenPortChecked: a port out of range or unknown in --addr or
+// --listen is a usage error (2), like an address without a port, and
+// nothing is written to --db.
+func TestListenPortChecked(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range [][]string{
+		{"serve", "--addr"},
+		{"proxy", "--upstream", "http://127.0.0.1:1", "--listen"},
+		{"demo", "--addr"},
+	} {
+		flag := cmd[len(cmd)-1]
+		for _, tc := range []struct{ addr, msg string }{
+			{"127.0.0.1:99999", `port "99999" is not a number from 0 to 65535`},
+			{"127.0.0.1:65536", `port "65536" is not a number from 0 to 65535`},
+			{":-1", `port "-1" is not a number from 0 to 65535`},
+			{"127.0.0.1:+80", `port "+80" is not a number from 0 to 65535`},
+			{":abc", `port "abc" is neither a number from 0 to 65535 nor a known service name`},
+		} {
+			dir := t.TempDir()
+			args := append(append([]string{}, cmd...), tc.addr, "--db", "sqlite:"+filepath.Join(dir, "ledger.db"))
+			out, errOut, code := run(t, args...)
+			require.Equal(t, 2, code, "%s %s: %s%s", cmd[0], tc.addr, out, errOut)
+			require.Empty(t, out)
+			first, _, _ := strings.Cut(errOut, "\n")
+			require.Equal(t, "opledger: "+flag+" takes HOST:PORT, e.g. 127.0.0.1:8080: "+tc.msg, first)
+			requireNoFiles(t, dir, "%s %s: nothing written to --db", cmd[0], tc.addr)
+		}
+	}
+}
+
+// TestLogLevelNames: --log-level takes the four documented names, in any
+// case, and nothing else (slog alone would take "error+100" or "INFO-4").
+func TestLogLevelNames(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range [][]string{{"serve"}, {"proxy", "--upstream", "http://127.0.0.1:1"}} {
+		for _, level := range []string{"error+100", "INFO-4", "verbose", "warning", ""} {
+			args := append(append([]string{}, cmd...), "--log-level", level, "--db", "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
+			out, errOut, code := run(t, args...)
+			require.Equal(t, 2, code, "%v: %s%s", args, out, errOut)
+			first, _, _ := strings.Cut(errOut, "\n")
+			require.Equal(t, fmt.Sprintf("opledger: --log-level must be debug, info, warn or error, got %q", level), first)
+		}
+		for _, level := range []string{"debug", "INFO", "Warn", "error"} {
+			// Accepted: the command goes on to refuse the address instead.
+			addrFlag := map[string]string{"serve": "--addr", "proxy": "--listen"}[cmd[0]]
+			args := append(append([]string{}, cmd...), "--log-level", level, addrFlag, "bogus")
+			_, errOut, code := run(t, args...)
+			require.Equal(t, 2, code, "%v: %s", args, errOut)
+			require.Contains(t, errOut, "takes HOST:PORT", args)
+		}
+	}
 }

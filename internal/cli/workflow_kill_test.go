@@ -34,6 +34,7 @@ destinations:
     url: @CRM@/records
     body: '{"external_ref": {{json .Key}}, "title": {{json .Payload.title}}}'
     ref: /id
+    timeout: 1s
     lookup:
       url: @CRM@/records?external_ref={{urlquery .Key}}
       results: /items
@@ -46,7 +47,10 @@ destinations:
     url: @MAIL@/records
     body: '{"to": "ops-desk", "body": {{json .Payload.body}}}'
     ref: /id
+    timeout: 1s
 `)), 0o644))
+	// Timeouts shorter than the executor's call limit (two thirds of the
+	// 2 s --lease below), as serve requires.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "opledger.yaml"), []byte("destinations: destinations.yaml\n"), 0o644))
 	dsn := "sqlite:" + filepath.Join(dir, "l.db")
 	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "default")

@@ -21,6 +21,16 @@ import (
 // ErrNotFound is returned when a row does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrNotLedger is returned by Migrate for a database (or PostgreSQL
+// schema) that holds another application's tables and no opledger
+// ledger: migrating would mix the ledger's tables with that
+// application's. Nothing is written.
+var ErrNotLedger = errors.New("not an opledger ledger")
+
+// FirstMigration is the name every ledger records for its version 1: a
+// schema_migrations table without it is another application's.
+const FirstMigration = "001_init.sql"
+
 // ErrConflict is returned when a conditional write lost a race: a unique key
 // already exists, or the row's revision moved on. The caller re-reads and
 // decides again.

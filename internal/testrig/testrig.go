@@ -44,7 +44,9 @@ const Token = "rig-s3cret-token"
 //   - tickets: unique external reference (409) and an authoritative lookup;
 //   - email: nothing declared.
 //
-// All retry up to 3 attempts, backoff from 1 s capped at 10 s, within 1 h.
+// All retry up to 3 attempts, backoff from 1 s capped at 10 s, within 1 h,
+// and time out after 5 s: shorter than the call timeout of the rig's
+// executor (two thirds of its 10 s lease), as executor.New requires.
 const Destinations = `
 destinations:
   - name: crm
@@ -53,6 +55,7 @@ destinations:
       Authorization: Bearer ${RIG_TOKEN}
     body: '{"external_ref": {{json .Key}}, "units": {{json .Payload.units}}}'
     ref: /id
+    timeout: 5s
     lookup:
       url: @URL@/records?external_ref={{urlquery .Key}}
       results: /items
@@ -71,6 +74,7 @@ destinations:
       Authorization: Bearer ${RIG_TOKEN}
     body: '{"external_ref": {{json .Key}}, "units": {{json .Payload.units}}}'
     ref: /id
+    timeout: 5s
     idempotency:
       header: Idempotency-Key
       retention: 1h
@@ -80,6 +84,7 @@ destinations:
     url: @URL@/records
     body: '{"external_ref": {{json .Key}}, "units": {{json .Payload.units}}}'
     ref: /id
+    timeout: 5s
     lookup:
       url: @URL@/records?external_ref={{urlquery .Key}}
       results: /items
@@ -93,6 +98,7 @@ destinations:
     url: @URL@/records
     body: '{"external_ref": {{json .Key}}, "units": {{json .Payload.units}}}'
     ref: /id
+    timeout: 5s
     unique_reference:
       conflict_status: 409
     lookup:
@@ -110,6 +116,7 @@ destinations:
     headers:
       Authorization: Bearer ${RIG_TOKEN}
     ref: /id
+    timeout: 5s
     retry: {max_attempts: 3, initial_delay: 1s, max_delay: 10s, deadline: 1h}
 `
 

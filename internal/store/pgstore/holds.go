@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/opledger/opledger/internal/store"
 )
 
 // LedgerCheck is what HoldsLedger found: where the connection would create
@@ -17,17 +19,29 @@ type LedgerCheck struct {
 	Schema string
 	// SearchPath is the connection's search_path, as the server reports it.
 	SearchPath string
-	// Holds is whether Schema holds an opledger ledger (its
-	// schema_migrations table).
+	// Holds is whether Schema holds an opledger ledger: its
+	// schema_migrations table, which records store.FirstMigration as
+	// version 1. Another application's table of that name does not count.
 	Holds bool
+	// Others names, when Schema holds no ledger, up to six of its tables
+	// and views, sorted: another application's, which Migrate will not
+	// mix the ledger's tables with. Empty for an empty schema.
+	Others []string
 }
 
-// holdsLedgerQuery reads, without writing, the schema new tables go to and
-// whether schema_migrations is a table of it. current_schema() is NULL when
+// holdsLedgerQuery reads, without writing, the schema new tables go to,
+// whether schema_migrations is a table of it with the columns the ledger
+// reads (so that the next query cannot fail on another application's),
+// and the first of the schema's relations. current_schema() is NULL when
 // no schema named by the search_path exists.
 const holdsLedgerQuery = `SELECT COALESCE(current_schema(), ''), current_setting('search_path'),
-	EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = current_schema() AND c.relname = 'schema_migrations' AND c.relkind IN ('r', 'p'))`
+	(SELECT count(*) = 2 FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = (SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = current_schema() AND c.relname = 'schema_migrations' AND c.relkind IN ('r', 'p'))
+		AND NOT a.attisdropped
+		AND ((a.attname = 'version' AND a.atttypid = 'integer'::regtype) OR (a.attname = 'name' AND a.atttypid = 'text'::regtype))),
+	ARRAY(SELECT c.relname::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1 LIMIT 6)`
 
 // FirstSchema is the first schema the search_path names, for a hint to
 // create it ("$user", the user's own schema, is left to the reader).
@@ -45,10 +59,31 @@ type queryRower interface {
 
 func holdsLedger(ctx context.Context, q queryRower) (LedgerCheck, error) {
 	var c LedgerCheck
-	if err := q.QueryRow(ctx, holdsLedgerQuery).Scan(&c.Schema, &c.SearchPath, &c.Holds); err != nil {
+	var shaped bool
+	if err := q.QueryRow(ctx, holdsLedgerQuery).Scan(&c.Schema, &c.SearchPath, &shaped, &c.Others); err != nil {
 		return LedgerCheck{}, fmt.Errorf("read postgres catalog: %w", err)
 	}
+	if shaped {
+		err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = 1 AND name = $1)`,
+			store.FirstMigration).Scan(&c.Holds)
+		if err != nil {
+			return LedgerCheck{}, fmt.Errorf("read schema_migrations: %w", err)
+		}
+	}
+	if c.Holds || len(c.Others) == 0 {
+		c.Others = nil
+	}
 	return c, nil
+}
+
+// checkLedger refuses (store.ErrNotLedger) a schema that holds another
+// application's tables and no ledger.
+func checkLedger(c LedgerCheck) error {
+	if c.Holds || len(c.Others) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: schema %s holds other tables (%s) and no opledger ledger; give opledger an empty schema of its own (CREATE SCHEMA opledger, and search_path=opledger in the DSN)",
+		store.ErrNotLedger, c.Schema, strings.Join(c.Others, ", "))
 }
 
 // HoldsLedger reports whether the schema the store's connections create

@@ -2,11 +2,13 @@ package pgstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger/internal/store"
 	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/testdb"
 )
@@ -47,4 +49,57 @@ func TestHoldsLedger(t *testing.T) {
 	c, err = pgstore.HoldsLedger(ctx, testdb.WithSearchPath(t, testdb.PostgresBase(), "opltest_no_such_schema"))
 	require.NoError(t, err)
 	require.Equal(t, pgstore.LedgerCheck{SearchPath: "opltest_no_such_schema"}, c)
+}
+
+// Another application's schema is not a ledger, whatever it calls its
+// tables: HoldsLedger says so and names its tables, and Migrate refuses
+// it (store.ErrNotLedger) and leaves it exactly as it was. A
+// schema_migrations table counts only with the ledger's own first
+// migration in it.
+func TestMigrateRefusesAnotherApplicationsSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := map[string]struct {
+		sql    string
+		others []string
+	}{
+		"its own sessions":        {`CREATE TABLE users (id int); CREATE TABLE sessions (id int, user_id int, expires_at int)`, []string{"sessions", "users"}},
+		"rails schema_migrations": {`CREATE TABLE schema_migrations (version varchar PRIMARY KEY); INSERT INTO schema_migrations VALUES ('20240101120000')`, []string{"schema_migrations"}},
+		"golang-migrate's":        {`CREATE TABLE schema_migrations (version bigint, dirty bool); INSERT INTO schema_migrations VALUES (18, false)`, []string{"schema_migrations"}},
+		"the ledger's shape":      {`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL); INSERT INTO schema_migrations VALUES (1, 'create_users')`, []string{"schema_migrations"}},
+		"a view":                  {`CREATE VIEW report AS SELECT 1 AS n`, []string{"report"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.PostgresDSN(t)
+			conn, err := pgx.Connect(ctx, dsn)
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			_, err = conn.Exec(ctx, tc.sql)
+			require.NoError(t, err)
+			relations := func() (names []string) {
+				rows, err := conn.Query(ctx, `SELECT c.relname || ':' || c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+					WHERE n.nspname = current_schema() ORDER BY 1`)
+				require.NoError(t, err)
+				names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+				require.NoError(t, err)
+				return names
+			}
+			before := relations()
+
+			c, err := pgstore.HoldsLedger(ctx, dsn)
+			require.NoError(t, err)
+			require.False(t, c.Holds)
+			require.Equal(t, tc.others, c.Others)
+
+			s, err := pgstore.Open(ctx, dsn+"&pool_max_conns=2")
+			require.NoError(t, err)
+			defer s.Close()
+			err = s.Migrate(ctx, nil)
+			require.ErrorIs(t, err, store.ErrNotLedger)
+			require.Contains(t, err.Error(), "holds other tables ("+strings.Join(tc.others, ", ")+") and no opledger ledger")
+			require.Equal(t, before, relations(), "nothing was created")
+		})
+	}
 }

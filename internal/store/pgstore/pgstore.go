@@ -139,6 +139,16 @@ func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration, progr
 		return fmt.Errorf("begin migration: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// Another application's schema is left as it is. (Two first
+	// migrations at once both find the schema empty; the loser of the
+	// CREATE below finds the winner's ledger on its next try.)
+	c, err := holdsLedger(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if err := checkLedger(c); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)

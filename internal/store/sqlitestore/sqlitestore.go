@@ -69,11 +69,26 @@ type Store struct {
 	readStmts  *stmtCache
 }
 
-// fileURI is the SQLite URI of the file at path, whatever its name holds:
+// DSNPath returns the file a "sqlite:PATH" DSN names, as opledger.Open
+// opens it: PATH, taken literally, without a leading "//" (so that
+// sqlite://ledger.db names ledger.db and sqlite:///var/ledger.db names
+// /var/ledger.db). ok is false when dsn does not start with "sqlite:".
+// Anything that opens, checks or removes the file of a sqlite: DSN takes
+// its path from here, and opens it through FileURI.
+func DSNPath(dsn string) (path string, ok bool) {
+	path, ok = strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
+		return "", false
+	}
+	return strings.TrimPrefix(path, "//"), true
+}
+
+// FileURI is the SQLite URI of the file at path, whatever its name holds:
 // SQLite decodes %HH escapes in a URI and ends its path at '?' or '#', so
 // those three are escaped, and an absolute path gets an empty authority
 // ("file://" + path), so that one starting with "//" is not read as a host.
-func fileURI(path string) string {
+// Query parameters follow it after a '?'.
+func FileURI(path string) string {
 	escaped := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	if strings.HasPrefix(path, "/") {
 		return "file://" + escaped
@@ -82,24 +97,66 @@ func fileURI(path string) string {
 }
 
 // HoldsLedger reports whether the existing SQLite file at path holds an
-// opledger ledger (its schema_migrations table), reading it without
-// writing anything: an empty file, or another application's database,
-// does not. Open and Migrate would make either one a ledger.
+// opledger ledger (checkLedger), reading it without writing anything: an
+// empty file, or another application's database, does not. Migrate would
+// make an empty file a ledger; it refuses another application's
+// (store.ErrNotLedger).
 func HoldsLedger(ctx context.Context, path string) (bool, error) {
 	if _, err := os.Stat(path); err != nil {
 		return false, err
 	}
-	db, err := sql.Open("sqlite", fileURI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
+	holds, _, err := inspect(ctx, path)
+	return holds, err
+}
+
+// inspect runs checkLedger on the file at path, opened read-only.
+func inspect(ctx context.Context, path string) (holds bool, others []string, err error) {
+	db, err := sql.Open("sqlite", FileURI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
-		return false, fmt.Errorf("open sqlite %s read-only: %w", path, err)
+		return false, nil, fmt.Errorf("open sqlite %s read-only: %w", path, err)
 	}
 	defer db.Close()
-	var n int
-	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("read sqlite %s: %w", path, err)
+	if holds, others, err = checkLedger(ctx, db); err != nil {
+		return false, nil, fmt.Errorf("read sqlite %s: %w", path, err)
 	}
-	return n == 1, nil
+	return holds, others, nil
+}
+
+// checkLedger reads whether the database holds an opledger ledger: a
+// schema_migrations table with the columns the ledger reads, recording
+// store.FirstMigration as version 1 (another application's table of that
+// name does not count). When it does not, others names up to six of its
+// tables and views, sorted: empty for an empty database.
+func checkLedger(ctx context.Context, q querier) (holds bool, others []string, err error) {
+	var shaped bool
+	err = q.QueryRowContext(ctx, `SELECT count(*) = 2 FROM pragma_table_info('schema_migrations')
+		WHERE (name = 'version' AND upper(type) = 'INTEGER') OR (name = 'name' AND upper(type) = 'TEXT')`).Scan(&shaped)
+	if err != nil {
+		return false, nil, err
+	}
+	if shaped {
+		if err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = 1 AND name = ?)`,
+			store.FirstMigration).Scan(&holds); err != nil {
+			return false, nil, err
+		}
+	}
+	if holds {
+		return true, nil, nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type IN ('table', 'view')
+		AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name LIMIT 6`)
+	if err != nil {
+		return false, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return false, nil, err
+		}
+		others = append(others, name)
+	}
+	return false, others, rows.Err()
 }
 
 // Open opens (creating if needed) the SQLite database at path. It does not
@@ -107,6 +164,19 @@ func HoldsLedger(ctx context.Context, path string) (bool, error) {
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite: empty path")
+	}
+	// Another application's database is refused before the first
+	// connection would switch it to WAL, and before Migrate would mix
+	// the ledger's tables with its own.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+		holds, others, err := inspect(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		if !holds && len(others) > 0 {
+			return nil, fmt.Errorf("%w: %s holds other tables (%s) and no opledger ledger; give opledger a file of its own",
+				store.ErrNotLedger, path, strings.Join(others, ", "))
+		}
 	}
 	busy := opts.BusyTimeout
 	if busy == 0 {
@@ -121,7 +191,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "foreign_keys(1)")
-	base := fileURI(path) + "?" + q.Encode()
+	base := FileURI(path) + "?" + q.Encode()
 
 	// Savepoints of the group commit keep a copy of each page they change
 	// (the statement journal); in memory rather than a temporary file. It

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger/internal/store"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/internal/store/storetest"
 )
@@ -67,4 +68,59 @@ func TestNewerSchemaRefused(t *testing.T) {
 	require.NoError(t, err)
 	err = s.Migrate(ctx, nil)
 	require.ErrorContains(t, err, "schema is at version 999, newer than this opledger knows")
+}
+
+// TestOpenRefusesAnotherApplicationsDatabase: a file holding another
+// application's tables is not a ledger, whatever it calls them: Open
+// refuses it (store.ErrNotLedger, its tables named) before anything is
+// written, not even the switch to WAL, so its bytes stay as they were and
+// no -wal file appears. A schema_migrations table counts only with the
+// ledger's own first migration in it; an empty file becomes a ledger.
+func TestOpenRefusesAnotherApplicationsDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := map[string]struct{ sql, others string }{
+		"its own sessions":        {`CREATE TABLE users (id int); CREATE TABLE sessions (id int, user_id int, expires_at int)`, "sessions, users"},
+		"rails schema_migrations": {`CREATE TABLE schema_migrations (version varchar PRIMARY KEY); INSERT INTO schema_migrations VALUES ('20240101120000')`, "schema_migrations"},
+		"golang-migrate's":        {`CREATE TABLE schema_migrations (version uint64, dirty bool); INSERT INTO schema_migrations VALUES (18, 0)`, "schema_migrations"},
+		"the ledger's shape":      {`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL); INSERT INTO schema_migrations VALUES (1, 'create_users')`, "schema_migrations"},
+		"a view":                  {`CREATE VIEW report AS SELECT 1 AS n`, "report"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "app.db")
+			db, err := sql.Open("sqlite", path)
+			require.NoError(t, err)
+			_, err = db.ExecContext(ctx, tc.sql)
+			require.NoError(t, err)
+			require.NoError(t, db.Close())
+			before, err := os.ReadFile(path)
+			require.NoError(t, err)
+
+			holds, err := sqlitestore.HoldsLedger(ctx, path)
+			require.NoError(t, err)
+			require.False(t, holds)
+			_, err = sqlitestore.Open(ctx, path, sqlitestore.Options{})
+			require.ErrorIs(t, err, store.ErrNotLedger)
+			require.ErrorContains(t, err, "holds other tables ("+tc.others+") and no opledger ledger")
+			after, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Equal(t, before, after, "the file is as it was")
+			require.NoFileExists(t, path+"-wal")
+		})
+	}
+
+	path := filepath.Join(t.TempDir(), "empty.db")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Migrate(ctx, nil))
+	holds, err := sqlitestore.HoldsLedger(ctx, path)
+	require.NoError(t, err)
+	require.True(t, holds, "a migrated file holds a ledger")
+	s2, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	require.NoError(t, err, "a ledger opens again")
+	require.NoError(t, s2.Close())
 }

@@ -18,7 +18,7 @@ const SyntheticMix = "90 succeeded, 5 pending with a retry scheduled a day ahead
 
 // openRawDB opens the database file at path on a connection of its own.
 func openRawDB(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	db, err := sql.Open("sqlite", FileURI(path)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		return nil, err
 	}

@@ -4,11 +4,11 @@
 -- session away. A session lasts until expires_at, until it is closed, or
 -- until its token is revoked (read through tokens); Compact deletes the
 -- expired ones.
-CREATE TABLE IF NOT EXISTS sessions (
+CREATE TABLE sessions (
     hash       TEXT    NOT NULL PRIMARY KEY,
     token_id   TEXT    NOT NULL,
     tenant     TEXT    NOT NULL,
     created_at INTEGER NOT NULL,
     expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS sessions_expires ON sessions (expires_at);
+CREATE INDEX sessions_expires ON sessions (expires_at);

@@ -1,0 +1,83 @@
+// Package configfile reads the configuration files opledger is given: the
+// files of serve --config and proxy --config, and the destinations and
+// rules files they name. Read takes at most MaxSize bytes of a regular
+// file, so that a mistaken path (/dev/zero, a FIFO, a huge log) is refused
+// at once instead of filling memory or blocking; DecodeYAML decodes the
+// file's one YAML document strictly.
+//
+// Allowed imports: the standard library, a YAML decoder.
+package configfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxSize is the largest configuration file read, in bytes (4 MiB): far
+// above any real configuration, far below what could hurt the process.
+const MaxSize = 4 << 20
+
+// ErrSeveralDocuments refuses a file that holds a second YAML document
+// (after a --- line): opledger would read only the first and silently
+// ignore the rest.
+var ErrSeveralDocuments = errors.New("only one YAML document is allowed: the file holds more than one")
+
+// Read returns the contents of the file at path, which must be a regular
+// file (after following symbolic links) of at most MaxSize bytes. Errors
+// name path: "<path>: not a regular file", "<path>: larger than 4 MiB",
+// or the error of opening or reading it.
+func Read(path string) ([]byte, error) {
+	// Stat before opening: opening a FIFO would block until a writer comes.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// The file may have been replaced since the Stat.
+	if fi, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%s: larger than %d MiB", path, MaxSize>>20)
+	}
+	return data, nil
+}
+
+func notRegular(path string) error { return fmt.Errorf("%s: not a regular file", path) }
+
+// DecodeYAML decodes the YAML document in data into v strictly: a field v
+// does not have is an error naming its line. A second document, even an
+// empty one, is refused with ErrSeveralDocuments. When data holds no
+// document at all (empty, or only comments) it returns io.EOF and leaves v
+// as it was.
+func DecodeYAML(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return ErrSeveralDocuments
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/server"
+)
+
+// loadConfig writes yaml to a file and loads it.
+func loadConfig(t *testing.T, yaml string) (*server.FileConfig, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "opledger.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
+	return server.LoadConfig(path)
+}
+
+// TestAPIOptionsChecksWebhooks: everything about a webhook source that the
+// API would refuse only once the ledger is open (a tenant outside the key
+// syntax) is refused by APIOptions, with the source; so are a header that
+// is no HTTP field name and a tolerance for the shopify scheme, which
+// ignores it.
+func TestAPIOptionsChecksWebhooks(t *testing.T) {
+	t.Setenv("TEST_WEBHOOK_SECRET", "whsec_a,whsec_b")
+	for _, tc := range []struct {
+		name, source, want string
+	}{
+		{"tenant with a space", `{tenant: "bad tenant", scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}`,
+			"config webhooks.src: tenant takes a name in the operation key syntax: key may contain only letters"},
+		{"tenant with a NUL", `{tenant: "a\0b", scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}`,
+			"config webhooks.src: tenant takes a name in the operation key syntax"},
+		{"tenant too long", `{tenant: ` + strings.Repeat("t", 201) + `, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}`,
+			"config webhooks.src: tenant takes a name in the operation key syntax: key is longer than 200 bytes"},
+		{"tenant with personal data", `{tenant: "ann@example.com", scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}`,
+			"keys must carry no personal data"},
+		{"header not a token", `{tenant: acme, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET, header: "X Sig"}`,
+			`config webhooks.src: header "X Sig" is not an HTTP header name`},
+		{"header with a colon", `{tenant: acme, scheme: shopify, secret_env: TEST_WEBHOOK_SECRET, header: "X-Sig:"}`,
+			`header "X-Sig:" is not an HTTP header name`},
+		{"tolerance for shopify", `{tenant: acme, scheme: shopify, secret_env: TEST_WEBHOOK_SECRET, tolerance: 5m}`,
+			"config webhooks.src: tolerance is for the stripe scheme; a shopify signature carries no timestamp"},
+		{"stripe", `{tenant: acme, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET, tolerance: 5m, header: X-Stripe-Sig}`, ""},
+		{"shopify", `{tenant: acme, scheme: shopify, secret_env: TEST_WEBHOOK_SECRET, header: X-Shop-Hmac}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, err := loadConfig(t, "webhooks:\n  src: "+tc.source+"\n")
+			require.NoError(t, err)
+			opts, err := fc.APIOptions()
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.Contains(t, opts.Webhooks, "src")
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), "ann@example.com", "a tenant is not repeated, like a key")
+		})
+	}
+	fc, err := loadConfig(t, "webhooks:\n  src: {tenant: acme, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET, header: X-Sig}\n")
+	require.NoError(t, err)
+	opts, err := fc.APIOptions()
+	require.NoError(t, err)
+	require.Equal(t, "X-Sig", opts.Webhooks["src"].Verify.Header(), "the header overrides the scheme's")
+}
+
+// TestAPIOptionsReportsFirstSourceByName: with several bad sources, the
+// one reported is the first by name, on every run (not the first of a map
+// iteration).
+func TestAPIOptionsReportsFirstSourceByName(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("webhooks:\n")
+	for _, name := range []string{"m", "c", "x", "a", "q", "f"} {
+		b.WriteString("  " + name + ": {scheme: stripe, secret_env: X}\n") // no tenant
+	}
+	fc, err := loadConfig(t, b.String())
+	require.NoError(t, err)
+	for range 50 {
+		_, err := fc.APIOptions()
+		require.EqualError(t, err, "config webhooks.a: tenant is required")
+	}
+}
+
+// TestLoadConfigOneDocument: a second YAML document is refused, not
+// ignored; an empty file is an empty configuration.
+func TestLoadConfigOneDocument(t *testing.T) {
+	t.Parallel()
+	for _, yaml := range []string{"rules: rules.yaml\n---\nwebhooks: {}\n", "rules: rules.yaml\n---\n"} {
+		_, err := loadConfig(t, yaml)
+		require.ErrorContains(t, err, "only one YAML document is allowed", yaml)
+	}
+	fc, err := loadConfig(t, "")
+	require.NoError(t, err)
+	require.Empty(t, fc.DestinationsPath())
+}
+
+// TestLoadConfigSizeLimit: a configuration file larger than 4 MiB is
+// refused without being decoded, as is anything that is not a regular
+// file.
+func TestLoadConfigSizeLimit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	require.NoError(t, os.WriteFile(big, []byte("# "+strings.Repeat("x", 4<<20)+"\n"), 0o600))
+	_, err := server.LoadConfig(big)
+	require.EqualError(t, err, "read config: "+big+": larger than 4 MiB")
+	_, err = server.LoadConfig(dir)
+	require.EqualError(t, err, "read config: "+dir+": not a regular file")
+}
