@@ -1016,6 +1016,11 @@ func (b *batcher) commitErrs(batch []*batchedWrite, errs []error) error {
 	return tx.Commit()
 }
 
+// ErrNotFresh is returned when a sqlite: DSN given to the bench names a
+// file that already exists: the bench measures a fresh ledger and removes
+// its file afterwards, so it never opens one it did not create.
+var ErrNotFresh = errors.New("bench needs a fresh ledger")
+
 // freshStore returns the DSN of an empty store and how to remove it. A
 // sqlite: DSN must name a file that does not exist yet (read as
 // opledger.Open reads it, sqlitestore.DSNPath): the bench writes tables of
@@ -1034,7 +1039,7 @@ func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 			return "", nil, fmt.Errorf("%s names no file: give sqlite:PATH of a file that does not exist yet", dsn)
 		}
 		if _, err := os.Lstat(path); err == nil {
-			return "", nil, fmt.Errorf("bench needs a fresh ledger: %s exists", path)
+			return "", nil, fmt.Errorf("%w: %s exists", ErrNotFresh, path)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return "", nil, fmt.Errorf("bench needs a fresh ledger: %w", err)
 		}

@@ -93,6 +93,9 @@ database server's own CPU is not in it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := bench.Config{DSN: dsn, Duration: dur, Mode: bench.Mode(mode), Keys: bench.Keys(keys), Preload: preload, Rounds: rounds}
+			if err := nonEmptyFlags(cmd, "cpu-profile"); err != nil {
+				return err
+			}
 			if !slices.Contains(bench.Modes, cfg.Mode) {
 				return usageError{fmt.Errorf("--mode takes library, http or proxy (got %q)", mode)}
 			}
@@ -154,7 +157,7 @@ database server's own CPU is not in it.`,
 			}
 			cells, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
-				return err
+				return refusedStore(err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -221,6 +224,15 @@ func writeBenchTable(w io.Writer, cells []bench.Cell) error {
 }
 
 // benchServeRSS runs bench --serve-rss and prints its one result.
+// refusedStore makes the bench's refusal of a --db file that already
+// exists (bench.ErrNotFresh) a usage error.
+func refusedStore(err error) error {
+	if errors.Is(err, bench.ErrNotFresh) {
+		return usageError{err}
+	}
+	return err
+}
+
 func benchServeRSS(cmd *cobra.Command, cfg bench.ServeRSSConfig, asJSON bool) error {
 	if f, ok := cmd.ErrOrStderr().(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		bar := progressbar.NewOptions64(cfg.Ops, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("bench"),
@@ -230,7 +242,7 @@ func benchServeRSS(cmd *cobra.Command, cfg bench.ServeRSSConfig, asJSON bool) er
 	}
 	r, err := bench.ServeRSS(cmd.Context(), cfg)
 	if err != nil {
-		return err
+		return refusedStore(err)
 	}
 	out := cmd.OutOrStdout()
 	if asJSON {

@@ -221,9 +221,10 @@ func nonEmptyFlags(cmd *cobra.Command, names ...string) error {
 
 // emptyFlagHints say what nonEmptyFlags asks for instead of an empty value.
 var emptyFlagHints = map[string]string{
-	"db":       "sqlite:PATH or postgres://USER@HOST:PORT/DB",
-	"config":   "a file",
-	"upstream": "a URL",
+	"db":          "sqlite:PATH or postgres://USER@HOST:PORT/DB",
+	"config":      "a file",
+	"cpu-profile": "a file",
+	"upstream":    "a URL",
 }
 
 // positiveFlags refuses, as usage errors, values of the named int, int64

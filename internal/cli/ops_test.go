@@ -203,6 +203,19 @@ func TestBench(t *testing.T) {
 	_, errOut, code = run(t, "bench", "--rounds", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--rounds takes a whole number from 1 to 100 (got 0)")
+	_, errOut, code = run(t, "bench", "--cpu-profile", "")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--cpu-profile is empty: give a file, or leave the flag out")
+	existing := filepath.Join(t.TempDir(), "existing.db")
+	require.NoError(t, os.WriteFile(existing, []byte("kept"), 0o600))
+	for _, args := range [][]string{{}, {"--mode", "http", "--serve-rss", "2"}} {
+		_, errOut, code = run(t, append([]string{"bench", "--db", "sqlite:" + existing, "--concurrency", "1"}, args...)...)
+		require.Equal(t, 2, code, "an existing file is the caller's mistake: %s", errOut)
+		require.Contains(t, errOut, "bench needs a fresh ledger: "+existing+" exists")
+	}
+	kept, err := os.ReadFile(existing)
+	require.NoError(t, err)
+	require.Equal(t, "kept", string(kept))
 
 	// --rounds: one cell per concurrency, the median of its rounds, with
 	// each round's own ratio to the floor.
