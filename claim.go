@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -665,9 +667,9 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 			// says (retryable, rejected, uncertain) does not undo an
 			// effect that exists, and a success elsewhere is a second one.
 			if r.Outcome == OutcomeSucceeded {
-				t.op.DuplicateEffects++
-				t.note(a.Worker, a.ID, "duplicate effect", fmt.Sprintf("attempt %d succeeded too, destination ref %s differs from confirmed ref %s",
-					a.Number, r.DestinationRef, t.op.DestinationRef))
+				if err := t.duplicateEffect(a, r.DestinationRef, fmt.Sprintf("attempt %d succeeded too", a.Number)); err != nil {
+					return err
+				}
 			}
 			t.settleConfirmed(a, a.Worker, join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error))
 			return nil
@@ -790,6 +792,56 @@ func (t *txn) settleConfirmed(a *store.Attempt, actor, how string) {
 			how, a.Number, ref))
 }
 
+// duplicateEffect records that attempt a's success with destination ref
+// ref, which differs from the confirmed one, is a second effect at the
+// destination: the operation's counter grows and the timeline names both
+// references, after what (a report) says how it came. A reference already
+// counted (the same report sent again, its answer lost, or another
+// attempt naming the same record) is the same effect: it is noted and not
+// counted again.
+func (t *txn) duplicateEffect(a *store.Attempt, ref, what string) error {
+	refs := duplicateRefs(ref, t.op.DestinationRef)
+	counted, err := t.countedDuplicate(refs)
+	if err != nil {
+		return err
+	}
+	if counted {
+		t.note(a.Worker, a.ID, "duplicate effect reported again", what+", "+refs+"; counted once already")
+		return nil
+	}
+	t.op.DuplicateEffects++
+	t.dirty = true
+	t.note(a.Worker, a.ID, eventDuplicateEffect, what+", "+refs)
+	return nil
+}
+
+// eventDuplicateEffect is the timeline event of a counted duplicate effect.
+const eventDuplicateEffect = "duplicate effect"
+
+// duplicateRefs ends the evidence of a duplicate effect: the reference of
+// the second effect and the confirmed one. countedDuplicate finds it
+// there.
+func duplicateRefs(ref, confirmed string) string {
+	return "destination ref " + ref + " differs from confirmed ref " + confirmed
+}
+
+// countedDuplicate reports whether the operation's timeline, or what this
+// transition adds to it, holds a counted duplicate effect whose evidence
+// ends with refs (duplicateRefs).
+func (t *txn) countedDuplicate(refs string) (bool, error) {
+	counted := func(e *store.TimelineEntry) bool {
+		return e.Event == eventDuplicateEffect && strings.HasSuffix(e.Evidence, refs)
+	}
+	if slices.ContainsFunc(t.timeline, counted) {
+		return true, nil
+	}
+	entries, err := t.listTimeline()
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(entries, counted), nil
+}
+
 // succeed sets the confirmed result.
 func (t *txn) succeed(ref string, response json.RawMessage) {
 	t.op.DestinationRef = ref
@@ -849,12 +901,15 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	if err := t.updateAttempt(a); err != nil {
 		return err
 	}
-	evidence := fmt.Sprintf("late %s report from attempt %d (fencing token %d, current %d)", r.Outcome, a.Number, token, t.op.FencingToken)
+	// What came, then what it said; a duplicate effect ends with both
+	// references instead (duplicateRefs).
+	late := fmt.Sprintf("late %s report from attempt %d (fencing token %d, current %d)", r.Outcome, a.Number, token, t.op.FencingToken)
+	if r.Error != "" {
+		late += ", error " + r.Error
+	}
+	evidence := late
 	if r.DestinationRef != "" {
 		evidence += ", destination ref " + r.DestinationRef
-	}
-	if r.Error != "" {
-		evidence += ", error " + r.Error
 	}
 	state := State(t.op.State)
 	switch {
@@ -879,9 +934,9 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		t.note(a.Worker, a.ID, "late success while another attempt holds the operation",
 			evidence+"; the effect is confirmed: the attempt holding the operation will not send it again")
 	case r.Outcome == OutcomeSucceeded && (state == StateSucceeded || state == StateInProgress) && t.op.DestinationRef != r.DestinationRef:
-		t.op.DuplicateEffects++
-		t.dirty = true
-		t.note(a.Worker, a.ID, "duplicate effect", evidence+" differs from confirmed ref "+t.op.DestinationRef)
+		if err := t.duplicateEffect(a, r.DestinationRef, late); err != nil {
+			return err
+		}
 	default:
 		t.note(a.Worker, a.ID, "stale report kept as evidence", evidence)
 	}

@@ -71,6 +71,15 @@ func (t *txn) listAttempts() ([]*store.Attempt, error) {
 	return t.tx.ListAttempts(t.ctx, t.tenant, t.key)
 }
 
+// listTimeline reads the operation's timeline as stored: never in a
+// speculation, whose writes have not happened yet.
+func (t *txn) listTimeline() ([]*store.TimelineEntry, error) {
+	if t.spec != nil {
+		return nil, errNotSpeculable
+	}
+	return t.tx.ListTimeline(t.ctx, t.tenant, t.key)
+}
+
 // updateAttempt writes an attempt row.
 func (t *txn) updateAttempt(a *store.Attempt) error {
 	return t.writeAll([]store.Write{{UpdateAttempt: a}})

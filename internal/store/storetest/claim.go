@@ -794,6 +794,48 @@ func testFencing(t *testing.T, h Harness) {
 		require.EqualValues(t, 1, st.ConfirmedEffects)
 	})
 
+	// One effect at the destination is counted once, however often its
+	// report comes: an attempt whose lease expired sends two late
+	// successes with refs other than the one an operator confirmed, and
+	// sends each again (its answers lost). Two duplicate effects, not
+	// five; each resend is noted, not counted.
+	t.Run("DuplicateEffectCountedOncePerRef", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		old := b.dispatched(t, "k1")
+		b.clock.Advance(11 * time.Second)
+		_, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		b.requireState(t, "k1", opledger.StateUncertain)
+		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "A-1", Reason: "found it in the CRM"})
+		require.NoError(t, err)
+		for _, ref := range []string{"B-2", "B-2", "C-1", "C-1", "C-1"} {
+			_, err = b.ledger.Report(b.ctx, "k1", old.AttemptID, old.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref})
+			require.ErrorIs(t, err, opledger.ErrStaleFencingToken, ref)
+		}
+		op := b.requireState(t, "k1", opledger.StateSucceeded)
+		require.Equal(t, "A-1", op.DestinationRef, "the confirmed ref stays")
+		require.Equal(t, 2, op.DuplicateEffects, "B-2 and C-1, once each")
+		st, err := b.ledger.Stats(b.ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, 2, st.DuplicateEffects)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		var counted, again []string
+		for _, e := range tl {
+			switch e.Event {
+			case "duplicate effect":
+				counted = append(counted, e.Evidence)
+			case "duplicate effect reported again":
+				again = append(again, e.Evidence)
+			}
+		}
+		require.Len(t, counted, 2)
+		require.True(t, strings.HasSuffix(counted[0], "destination ref B-2 differs from confirmed ref A-1"), counted[0])
+		require.True(t, strings.HasSuffix(counted[1], "destination ref C-1 differs from confirmed ref A-1"), counted[1])
+		require.Len(t, again, 2, "the B-2 report repeated is the attempt's kept report: answered, not noted; the C-1 ones are noted")
+	})
+
 	t.Run("DifferentRefIsDuplicateEffect", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
