@@ -3,7 +3,17 @@
 //
 // Errors from the API come back as *Error, which carries the RFC 9457
 // problem and matches the opledger sentinels with errors.Is
-// (opledger.ErrFingerprintMismatch, opledger.ErrInProgress, ...).
+// (opledger.ErrFingerprintMismatch, opledger.ErrInProgress, ...). Any
+// answer outside 2xx is an *Error, also one from a proxy or load balancer
+// in front of the server: its Retry-After (Error.RetryAfter) and
+// X-Request-Id (Error.RequestID) are kept, so that a caller can honour the
+// back-off it asks for. Keys, attempt ids and names a path needs are
+// checked before anything is sent: a malformed key matches
+// opledger.ErrInvalidKey, an empty id opledger.ErrInvalidInput.
+//
+// A Client made by New with a nil *http.Client gives up on a request after
+// 30 seconds. Response bodies are read up to MaxResponseBytes (64 MiB); a
+// larger one is an error, never cut short and decoded.
 //
 // Allowed imports: opledger, httpapi (for the problem type),
 // internal/opjson (to encode as the API does), the standard library.
@@ -13,13 +23,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/httpapi"
@@ -46,18 +59,45 @@ func New(baseURL, token string, httpClient *http.Client) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
 }
 
-// Error is a problem the API answered with.
+// MaxResponseBytes is the largest response body the client reads. A
+// successful answer past it is an error; an error answer past it keeps
+// its start (Error.Problem.Detail).
+const MaxResponseBytes = 64 << 20
+
+// maxDetailBytes bounds the Detail taken from an answer that is not a
+// problem (an HTML page from a load balancer, say).
+const maxDetailBytes = 512
+
+// Error is an answer outside 2xx: a problem the API answered with, or
+// whatever a proxy or load balancer in front of it sent.
 type Error struct {
-	Status  int
+	// Status is the answer's HTTP status code.
+	Status int
+	// Problem is the RFC 9457 problem the API sent. For an answer that is
+	// not a problem with a type (from something in front of the API), it
+	// holds only Detail: the start of the body, at most 512 bytes of
+	// valid UTF-8 (and "…" when cut).
 	Problem httpapi.Problem
+	// RetryAfter is the answer's Retry-After header as a delay: its
+	// seconds, or its HTTP date less the answer's Date (less the time it
+	// arrived, without a Date). Zero when the header is absent, malformed
+	// or in the past.
+	RetryAfter time.Duration
+	// RequestID is the answer's X-Request-Id header, or the problem's
+	// request_id without one: what the server's log is searched for.
+	RequestID string
 }
 
 // Error describes the error.
 func (e *Error) Error() string {
-	if e.Problem.Detail != "" {
-		return fmt.Sprintf("%s (HTTP %d): %s", e.Kind(), e.Status, e.Problem.Detail)
+	msg := fmt.Sprintf("%s (HTTP %d)", e.Kind(), e.Status)
+	if e.Kind() == "" {
+		msg = fmt.Sprintf("HTTP %d", e.Status)
 	}
-	return fmt.Sprintf("%s (HTTP %d)", e.Kind(), e.Status)
+	if e.Problem.Detail != "" {
+		msg += ": " + e.Problem.Detail
+	}
+	return msg
 }
 
 // Kind is the stable suffix of the problem type, e.g. "in_progress".
@@ -112,7 +152,8 @@ func (e *Error) Is(target error) bool {
 }
 
 // do sends a request with an optional JSON body and decodes a JSON answer
-// into out. It returns the status code.
+// into out, which must then be a JSON object. It returns the status code.
+// Any status outside 2xx is an *Error.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
@@ -135,23 +176,128 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		return 0, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	// One byte past the limit tells a body at the limit from a longer one.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {
 		return resp.StatusCode, fmt.Errorf("read response: %w", err)
 	}
-	if resp.StatusCode >= 400 {
-		e := &Error{Status: resp.StatusCode}
-		if err := json.Unmarshal(data, &e.Problem); err != nil {
-			e.Problem.Detail = strings.TrimSpace(string(data))
-		}
-		return resp.StatusCode, e
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// A 3xx the http.Client did not follow is no answer either.
+		return resp.StatusCode, newError(resp, data, time.Now())
+	}
+	if len(data) > MaxResponseBytes {
+		return resp.StatusCode, fmt.Errorf("%s %s: response larger than %d bytes", method, path, MaxResponseBytes)
 	}
 	if out != nil {
+		// null (or nothing) would decode into out as nothing at all.
+		if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
+			return resp.StatusCode, fmt.Errorf("decode %s %s response: got %s, not a JSON object", method, path, describeBody(trimmed))
+		}
 		if err := json.Unmarshal(data, out); err != nil {
 			return resp.StatusCode, fmt.Errorf("decode %s %s response: %w", method, path, err)
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// describeBody names what a body that is not a JSON object holds.
+func describeBody(b []byte) string {
+	switch {
+	case len(b) == 0:
+		return "an empty body"
+	case bytes.Equal(b, []byte("null")):
+		return "null"
+	}
+	return "a body starting " + strconv.Quote(detail(b[:min(len(b), 16)]))
+}
+
+// newError makes the *Error of an answer outside 2xx that arrived at now.
+func newError(resp *http.Response, body []byte, now time.Time) *Error {
+	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header, now), RequestID: resp.Header.Get("X-Request-Id")}
+	var p httpapi.Problem
+	if err := json.Unmarshal(body, &p); err == nil && p.Type != "" {
+		e.Problem = p
+	} else {
+		// Not the API's problem: something in front of it answered.
+		e.Problem.Detail = detail(body)
+	}
+	if e.RequestID == "" {
+		e.RequestID = e.Problem.RequestID
+	}
+	return e
+}
+
+// detail is the start of a body as text: valid UTF-8 (invalid bytes
+// replaced by U+FFFD), at most maxDetailBytes, cut at a character boundary
+// and then ended by "…".
+func detail(body []byte) string {
+	b := bytes.TrimSpace(body)
+	cut := len(b) > maxDetailBytes
+	if cut {
+		b = b[:maxDetailBytes]
+		// A character split by the cut is dropped, not replaced.
+		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+			if utf8.RuneStart(b[i]) {
+				if !utf8.FullRune(b[i:]) {
+					b = b[:i]
+				}
+				break
+			}
+		}
+	}
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if len(s) > maxDetailBytes { // replacements are longer than what they replace
+		i := maxDetailBytes
+		for !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s, cut = s[:i], true
+	}
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+// retryAfter reads a Retry-After header (RFC 9110, section 10.2.3): delay
+// seconds, or an HTTP date taken relative to the answer's Date header
+// (the answering clock) or, without one, to now. It is zero when the
+// header is absent or malformed, or its date has passed.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		now = date
+	}
+	return max(at.Sub(now), 0)
+}
+
+// invalidInput is a refusal before sending, matching opledger.ErrInvalidInput.
+func invalidInput(msg string) error { return fmt.Errorf("%w: %s", opledger.ErrInvalidInput, msg) }
+
+// checkAttempt refuses, before anything is sent, a key that is not one
+// (opledger.ErrInvalidKey) and an empty attempt id (ErrInvalidInput): in a
+// path they would answer a misleading 404 "no such route".
+func checkAttempt(key, attemptID string) error {
+	if err := opledger.ValidateKey(key); err != nil {
+		return err
+	}
+	if attemptID == "" {
+		return invalidInput("attempt id is empty")
+	}
+	return nil
 }
 
 func opPath(key string, rest ...string) string {
@@ -163,19 +309,32 @@ func opPath(key string, rest ...string) string {
 }
 
 // Intent is the body of a record request (the key goes in the path).
+// Its fields are opledger.Intent's.
 type Intent struct {
-	Action           string          `json:"action"`
-	Destination      string          `json:"destination"`
-	Payload          json.RawMessage `json:"payload,omitempty"`
-	Version          int64           `json:"version,omitempty"`
-	Owner            string          `json:"owner,omitempty"`
-	SourceEvent      string          `json:"source_event,omitempty"`
-	RequiresApproval bool            `json:"requires_approval,omitempty"`
-	SensitiveFields  []string        `json:"sensitive_fields,omitempty"`
+	// Action names the change, e.g. "crm.create_inquiry".
+	Action string `json:"action"`
+	// Destination names the external system, e.g. "crm".
+	Destination string `json:"destination"`
+	// Payload is the content, any JSON value.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Version of the content; 0 means 1.
+	Version int64 `json:"version,omitempty"`
+	// Owner is who decides when automation cannot, e.g. "ops-team".
+	Owner string `json:"owner,omitempty"`
+	// SourceEvent is the event that produced the intent, if any.
+	SourceEvent string `json:"source_event,omitempty"`
+	// RequiresApproval records the operation as awaiting_approval.
+	RequiresApproval bool `json:"requires_approval,omitempty"`
+	// SensitiveFields are dotted paths into the payload whose values are
+	// stored but never shown (opledger.Intent.SensitiveFields).
+	SensitiveFields []string `json:"sensitive_fields,omitempty"`
 }
 
 // Record records an intent under key; created is false for a repeat.
 func (c *Client) Record(ctx context.Context, key string, in Intent) (op *opledger.Operation, created bool, err error) {
+	if err := opledger.ValidateKey(key); err != nil {
+		return nil, false, err
+	}
 	op = new(opledger.Operation)
 	status, err := c.do(ctx, http.MethodPut, opPath(key), in, op)
 	if err != nil {
@@ -187,7 +346,9 @@ func (c *Client) Record(ctx context.Context, key string, in Intent) (op *opledge
 // OperationDetail is an operation with its attempts and timeline.
 type OperationDetail struct {
 	opledger.Operation
-	Attempts []opledger.Attempt       `json:"attempts"`
+	// Attempts are the operation's attempts, oldest first.
+	Attempts []opledger.Attempt `json:"attempts"`
+	// Timeline is every transition of the operation, oldest first.
 	Timeline []opledger.TimelineEntry `json:"timeline"`
 }
 
@@ -201,6 +362,9 @@ func (d OperationDetail) MarshalJSON() ([]byte, error) {
 
 // Get returns an operation with its attempts and timeline.
 func (c *Client) Get(ctx context.Context, key string) (*OperationDetail, error) {
+	if err := opledger.ValidateKey(key); err != nil {
+		return nil, err
+	}
 	var d OperationDetail
 	if _, err := c.do(ctx, http.MethodGet, opPath(key), nil, &d); err != nil {
 		return nil, err
@@ -242,7 +406,10 @@ func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Pa
 
 // ClaimRequest is the body of a claim.
 type ClaimRequest struct {
-	Worker       string  `json:"worker,omitempty"`
+	// Worker names the claimant in the attempt and the timeline.
+	Worker string `json:"worker,omitempty"`
+	// LeaseSeconds is how long the claim holds; 0 means the server's
+	// default lease.
 	LeaseSeconds float64 `json:"lease_seconds,omitempty"`
 	// Intent records the operation first when the key is new.
 	Intent *Intent `json:"intent,omitempty"`
@@ -255,10 +422,17 @@ type ClaimRequest struct {
 
 // ReplayError carries the saved result of an operation that already
 // succeeded; nothing must be sent. It matches opledger.ErrAlreadySucceeded.
-type ReplayError struct{ Operation *opledger.Operation }
+type ReplayError struct {
+	// Operation is the succeeded operation, with its destination
+	// reference and saved response.
+	Operation *opledger.Operation
+}
 
 // Error describes the error.
 func (e *ReplayError) Error() string {
+	if e.Operation == nil {
+		return "operation already succeeded"
+	}
 	return "operation " + e.Operation.Key + " already succeeded with ref " + e.Operation.DestinationRef
 }
 
@@ -268,6 +442,9 @@ func (e *ReplayError) Is(target error) bool { return target == opledger.ErrAlrea
 // Claim claims an operation. A succeeded operation gives a *ReplayError
 // with the saved result.
 func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledger.Claim, error) {
+	if err := opledger.ValidateKey(key); err != nil {
+		return nil, err
+	}
 	var raw json.RawMessage
 	status, err := c.do(ctx, http.MethodPost, opPath(key, "claim"), r, &raw)
 	if err != nil {
@@ -275,10 +452,16 @@ func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledg
 	}
 	if status == http.StatusOK {
 		var replay struct {
+			Replayed  bool                `json:"replayed"`
 			Operation *opledger.Operation `json:"operation"`
 		}
 		if err := json.Unmarshal(raw, &replay); err != nil {
 			return nil, fmt.Errorf("decode replay: %w", err)
+		}
+		// Anything else answering 200 is not the API's replay, and no
+		// saved result says that nothing must be sent.
+		if !replay.Replayed || replay.Operation == nil {
+			return nil, errors.New(`decode replay: a 200 answer to a claim needs "replayed": true and the operation`)
 		}
 		return nil, &ReplayError{Operation: replay.Operation}
 	}
@@ -291,6 +474,9 @@ func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledg
 
 // Dispatch marks the recovery point of an attempt.
 func (c *Client) Dispatch(ctx context.Context, key, attemptID string, token int64) (*opledger.Operation, error) {
+	if err := checkAttempt(key, attemptID); err != nil {
+		return nil, err
+	}
 	var op opledger.Operation
 	if _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "dispatch"),
 		map[string]int64{"fencing_token": token}, &op); err != nil {
@@ -301,18 +487,28 @@ func (c *Client) Dispatch(ctx context.Context, key, attemptID string, token int6
 
 // Report is the body of an outcome report.
 type Report struct {
-	FencingToken      int64            `json:"fencing_token"`
-	Outcome           opledger.Outcome `json:"outcome"`
-	DestinationRef    string           `json:"destination_ref,omitempty"`
-	Response          json.RawMessage  `json:"response,omitempty"`
-	Error             string           `json:"error,omitempty"`
-	RetryAfterSeconds float64          `json:"retry_after_seconds,omitempty"`
+	// FencingToken is the claim's; a stale one moves nothing.
+	FencingToken int64 `json:"fencing_token"`
+	// Outcome is what the attempt found.
+	Outcome opledger.Outcome `json:"outcome"`
+	// DestinationRef is the destination's reference of the effect,
+	// required with opledger.OutcomeSucceeded.
+	DestinationRef string `json:"destination_ref,omitempty"`
+	// Response is the destination's answer to save, any JSON value.
+	Response json.RawMessage `json:"response,omitempty"`
+	// Error says what went wrong, without secrets.
+	Error string `json:"error,omitempty"`
+	// RetryAfterSeconds is the destination's Retry-After for a retryable
+	// outcome.
+	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
 }
 
 // ReportResult is the operation after a report, and whether the report
 // was stale (kept as evidence only).
 type ReportResult struct {
 	opledger.Operation
+	// StaleReport is true when the attempt no longer held the operation:
+	// the report was kept as evidence and moved nothing.
 	StaleReport bool `json:"stale_report"`
 }
 
@@ -326,6 +522,9 @@ func (r ReportResult) MarshalJSON() ([]byte, error) {
 
 // Report reports an attempt's outcome.
 func (c *Client) Report(ctx context.Context, key, attemptID string, r Report) (*ReportResult, error) {
+	if err := checkAttempt(key, attemptID); err != nil {
+		return nil, err
+	}
 	var res ReportResult
 	if _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "outcome"), r, &res); err != nil {
 		return nil, err
@@ -333,14 +532,24 @@ func (c *Client) Report(ctx context.Context, key, attemptID string, r Report) (*
 	return &res, nil
 }
 
-// Finding is the body of a reconcile request.
+// Finding is the body of a reconcile request: what a lookup at the
+// destination found (opledger.Finding).
 type Finding struct {
-	Found                      bool    `json:"found"`
-	Matches                    bool    `json:"matches"`
-	DestinationRef             string  `json:"destination_ref,omitempty"`
-	Authoritative              bool    `json:"authoritative"`
-	Evidence                   string  `json:"evidence,omitempty"`
-	VisibilityDelaySeconds     float64 `json:"visibility_delay_seconds,omitempty"`
+	// Found is true when the destination has a record of the effect.
+	Found bool `json:"found"`
+	// Matches is true when the record found has the operation's content.
+	Matches bool `json:"matches"`
+	// DestinationRef is the reference of the record found.
+	DestinationRef string `json:"destination_ref,omitempty"`
+	// Authoritative is true when an absent record means no effect.
+	Authoritative bool `json:"authoritative"`
+	// Evidence says what the lookup saw, for the timeline.
+	Evidence string `json:"evidence,omitempty"`
+	// VisibilityDelaySeconds is how long the destination may take to show
+	// a record; absence counts only after it.
+	VisibilityDelaySeconds float64 `json:"visibility_delay_seconds,omitempty"`
+	// ProtectionRetentionSeconds is how long the destination keeps its
+	// idempotency keys: within it, a retry is protected.
 	ProtectionRetentionSeconds float64 `json:"protection_retention_seconds,omitempty"`
 	// AttemptCount is the operation's attempt_count the lookup was made
 	// for; the server refuses the finding (409 stale_finding, matching
@@ -361,8 +570,14 @@ func (c *Client) Approve(ctx context.Context, key string, a opledger.Approval) (
 	return c.post(ctx, key, "approve", a)
 }
 
-// Revise replaces the content of a never-dispatched operation.
+// Revise replaces the content of a never-dispatched operation. The
+// payload is required, json.RawMessage("null") for none: an empty one is
+// refused (opledger.ErrInvalidInput) before anything is sent, rather than
+// sent as null and taken for "no payload".
 func (c *Client) Revise(ctx context.Context, key string, r opledger.Revision) (*opledger.Operation, error) {
+	if len(r.Payload) == 0 {
+		return nil, invalidInput("revise needs the new payload (JSON null for none)")
+	}
 	return c.post(ctx, key, "revise", r)
 }
 
@@ -372,6 +587,9 @@ func (c *Client) Resolve(ctx context.Context, key string, d opledger.Decision) (
 }
 
 func (c *Client) post(ctx context.Context, key, action string, body any) (*opledger.Operation, error) {
+	if err := opledger.ValidateKey(key); err != nil {
+		return nil, err
+	}
 	var op opledger.Operation
 	if _, err := c.do(ctx, http.MethodPost, opPath(key, action), body, &op); err != nil {
 		return nil, err
@@ -379,9 +597,18 @@ func (c *Client) post(ctx context.Context, key, action string, body any) (*opled
 	return &op, nil
 }
 
+// Stats is GET /v1/stats: the tenant's operation figures and its event
+// figures. It encodes with encoding/json as the API sends it.
+type Stats struct {
+	opledger.Stats
+	// Events are the tenant's event figures: events by status,
+	// deliveries and duplicate deliveries.
+	Events opledger.EventStats `json:"events"`
+}
+
 // Stats returns the tenant's figures.
-func (c *Client) Stats(ctx context.Context) (*opledger.Stats, error) {
-	var st opledger.Stats
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var st Stats
 	if _, err := c.do(ctx, http.MethodGet, "/v1/stats", nil, &st); err != nil {
 		return nil, err
 	}
@@ -422,9 +649,81 @@ func (c *Client) ListEvents(ctx context.Context, o opledger.EventListOptions) (*
 
 // GetEvent returns an event with its deliveries and operations.
 func (c *Client) GetEvent(ctx context.Context, source, eventID string) (*opledger.EventDetail, error) {
+	if source == "" || eventID == "" {
+		return nil, invalidInput("an event needs its source and its event id")
+	}
 	var d opledger.EventDetail
 	if _, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(source)+"/"+url.PathEscape(eventID), nil, &d); err != nil {
 		return nil, err
 	}
 	return &d, nil
+}
+
+func workflowPath(key string, rest ...string) string {
+	p := "/v1/workflows/" + url.PathEscape(key)
+	for _, r := range rest {
+		p += "/" + url.PathEscape(r)
+	}
+	return p
+}
+
+// PutWorkflow records a workflow under key; created is false for a repeat
+// with the same steps. Other steps under the same key are refused
+// (opledger.ErrFingerprintMismatch).
+func (c *Client) PutWorkflow(ctx context.Context, key string, spec opledger.WorkflowSpec) (w *opledger.Workflow, created bool, err error) {
+	if err := opledger.ValidateKey(key); err != nil {
+		return nil, false, err
+	}
+	w = new(opledger.Workflow)
+	status, err := c.do(ctx, http.MethodPut, workflowPath(key), spec, w)
+	if err != nil {
+		return nil, false, err
+	}
+	return w, status == http.StatusCreated, nil
+}
+
+// GetWorkflow returns a workflow with the state of each step.
+func (c *Client) GetWorkflow(ctx context.Context, key string) (*opledger.Workflow, error) {
+	return c.workflow(ctx, http.MethodGet, key, nil)
+}
+
+// ResumeWorkflow advances a workflow now: steps that succeeded are
+// skipped, and the next step is recorded once the one before it has
+// succeeded.
+func (c *Client) ResumeWorkflow(ctx context.Context, key string) (*opledger.Workflow, error) {
+	return c.workflow(ctx, http.MethodPost, key, nil, "resume")
+}
+
+// ApproveWorkflowStep approves exactly one version and fingerprint of a
+// workflow's step.
+func (c *Client) ApproveWorkflowStep(ctx context.Context, key, step string, a opledger.Approval) (*opledger.Workflow, error) {
+	if step == "" {
+		return nil, invalidInput("step name is empty")
+	}
+	return c.workflow(ctx, http.MethodPost, key, a, "steps", step, "approve")
+}
+
+// ReviseWorkflowStep gives a step not yet dispatched new content. As with
+// Revise, the payload is required (json.RawMessage("null") for none).
+func (c *Client) ReviseWorkflowStep(ctx context.Context, key, step string, r opledger.Revision) (*opledger.Workflow, error) {
+	if step == "" {
+		return nil, invalidInput("step name is empty")
+	}
+	if len(r.Payload) == 0 {
+		return nil, invalidInput("revise needs the new payload (JSON null for none)")
+	}
+	return c.workflow(ctx, http.MethodPost, key, r, "steps", step, "revise")
+}
+
+// workflow sends a request about the workflow key and decodes the
+// workflow it answers with.
+func (c *Client) workflow(ctx context.Context, method, key string, body any, rest ...string) (*opledger.Workflow, error) {
+	if err := opledger.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var w opledger.Workflow
+	if _, err := c.do(ctx, method, workflowPath(key, rest...), body, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,9 +19,18 @@ import (
 	"github.com/opledger/opledger/internal/testdb"
 )
 
-// serve starts the HTTP API on a ledger in a fresh SQLite file and
-// returns a client with a token of it.
-func serve(t *testing.T) *client.Client {
+// testBundle is the API on a ledger in a fresh SQLite file, served on
+// 127.0.0.1, with a client holding a token of it.
+type testBundle struct {
+	ledger *opledger.Ledger
+	api    http.Handler
+	url    string
+	token  string
+	client *client.Client
+}
+
+// setup starts the HTTP API on a ledger in a fresh SQLite file.
+func setup(t *testing.T) *testBundle {
 	t.Helper()
 	ctx := context.Background()
 	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
@@ -31,7 +42,44 @@ func serve(t *testing.T) *client.Client {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return client.New(srv.URL, secret, nil)
+	return &testBundle{ledger: l, api: h, url: srv.URL, token: secret, client: client.New(srv.URL, secret, nil)}
+}
+
+// serve starts the HTTP API on a ledger in a fresh SQLite file and
+// returns a client with a token of it.
+func serve(t *testing.T) *client.Client {
+	t.Helper()
+	return setup(t).client
+}
+
+// front starts a server in front of the API, as a proxy or a load
+// balancer would be, and returns a client of it. answer answers the
+// requests it takes (returning true) itself; every other one goes on to
+// the API.
+func (b *testBundle) front(t *testing.T, answer func(w http.ResponseWriter, r *http.Request) bool) *client.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !answer(w, r) {
+			b.api.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return client.New(srv.URL, b.token, nil)
+}
+
+// get sends GET path to the API with the bundle's token and returns the
+// status and body, as any HTTP client sees them.
+func (b *testBundle) get(t *testing.T, path string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, b.url+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, body
 }
 
 // succeed records, claims and reports an operation as succeeded; its
@@ -121,4 +169,88 @@ func TestErrorIsAlreadySucceeded(t *testing.T) {
 		require.ErrorIs(t, e, opledger.ErrInvalidInput, kind)
 		require.False(t, errors.Is(e, opledger.ErrInvalidState), kind)
 	}
+}
+
+// Stats keeps the event figures the API sends beside the operation
+// figures, and encodes as the API sends them.
+func TestStats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	succeed(t, b.client, "order:3:create")
+	ev := opledger.Event{Source: "forms", EventID: "evt-1", DeliveryID: "d1", Type: "submission.accepted", Payload: json.RawMessage(`{"id":1}`)}
+	_, err := b.client.ReceiveEvent(ctx, ev)
+	require.NoError(t, err)
+	ev.DeliveryID = "d2"
+	res, err := b.client.ReceiveEvent(ctx, ev)
+	require.NoError(t, err)
+	require.True(t, res.Duplicate)
+
+	st, err := b.client.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.ConfirmedEffects)
+	require.Equal(t, 1, st.Events.Events)
+	require.Equal(t, 2, st.Events.Deliveries)
+	require.Equal(t, 1, st.Events.DuplicateDeliveries)
+	want, err := b.ledger.EventStats(ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, *want, st.Events, "the library's figures")
+
+	status, body := b.get(t, "/v1/stats")
+	require.Equal(t, http.StatusOK, status)
+	got, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.JSONEq(t, string(body), string(got), "encoded as the API sends it")
+}
+
+// An absent payload is refused before anything is sent: sent as null it
+// would erase the content. JSON null itself is a payload.
+func TestReviseNeedsPayload(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := context.Background()
+	key := "order:4:create"
+	_, _, err := c.Record(ctx, key, client.Intent{Action: "crm.create", Destination: "crm",
+		Payload: json.RawMessage(`{"name":"Ada"}`), RequiresApproval: true})
+	require.NoError(t, err)
+
+	for _, payload := range []json.RawMessage{nil, {}} {
+		_, err = c.Revise(ctx, key, opledger.Revision{Payload: payload, Version: 2})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		require.ErrorContains(t, err, "payload")
+		d, err := c.Get(ctx, key)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"name":"Ada"}`, string(d.Payload), "the content is kept")
+		require.EqualValues(t, 1, d.Version)
+	}
+
+	op, err := c.Revise(ctx, key, opledger.Revision{Payload: json.RawMessage(`null`), Version: 2})
+	require.NoError(t, err)
+	require.JSONEq(t, `null`, string(op.Payload))
+	require.EqualValues(t, 2, op.Version)
+}
+
+// A decision on an operation that changed since it was seen is refused
+// with a problem that has a title and matches opledger.ErrStaleDecision.
+func TestStaleDecision(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := context.Background()
+	key := "order:5:create"
+	cl, err := c.Claim(ctx, key, client.ClaimRequest{Worker: "w1", Dispatch: true, Intent: &client.Intent{
+		Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"name":"Ada"}`)}})
+	require.NoError(t, err)
+	res, err := c.Report(ctx, key, cl.AttemptID, client.Report{FencingToken: cl.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateUncertain, res.State)
+
+	_, err = c.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "R1",
+		Reason: "found R1", SeenUpdatedAt: res.UpdatedAt.Add(-time.Minute)})
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "stale_decision", e.Kind())
+	require.Equal(t, "The operation has changed since it was seen", e.Problem.Title)
+	require.ErrorIs(t, err, opledger.ErrStaleDecision)
+	require.NotEmpty(t, e.RequestID)
+	require.Equal(t, e.Problem.RequestID, e.RequestID)
 }

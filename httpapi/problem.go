@@ -32,6 +32,7 @@ var titles = map[string]string{
 	"invalid_state":        "Not allowed in the operation's current state",
 	"stale_fencing_token":  "Stale fencing token",
 	"stale_finding":        "The operation has had another attempt since the lookup",
+	"stale_decision":       "The operation has changed since it was seen",
 	"not_found":            "Not found",
 	"invalid_key":          "Invalid key",
 	"invalid_input":        "Invalid input",
@@ -51,6 +52,7 @@ var titles = map[string]string{
 	"upstream_response_lost":   "The upstream's response was lost",
 	"upstream_unreachable":     "The upstream could not be reached",
 	"no_upstream":              "No upstream for this path",
+	"upstream_conflict":        "The key was recorded for another upstream",
 }
 
 // WriteProblem writes an RFC 9457 problem response of the stable kind

@@ -1,0 +1,275 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+)
+
+// on answers requests for method and path with status, headers and body,
+// as something in front of the API would.
+func on(method, path string, status int, header map[string]string, body string) func(http.ResponseWriter, *http.Request) bool {
+	return func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != method || r.URL.Path != path {
+			return false
+		}
+		for k, v := range header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+		return true
+	}
+}
+
+// An answer that is not the API's problem (a load balancer's page, another
+// service's JSON) keeps the start of its body as Detail, and its
+// Retry-After and X-Request-Id; the API's own problems keep theirs.
+func TestErrorNotProblem(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	date := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	page := "<html><body>" + strings.Repeat("Überlastet – bitte später. ", 4000) + "</body></html>" // ~100 KB
+	c := b.front(t, func(w http.ResponseWriter, r *http.Request) bool {
+		for _, answer := range []func(http.ResponseWriter, *http.Request) bool{
+			on("GET", "/v1/operations/lb:1", 503, map[string]string{"Retry-After": "120", "X-Request-Id": "lb-17", "Content-Type": "text/html"}, page),
+			// byte 511 starts a three-byte character the cut at 512 splits.
+			on("GET", "/v1/operations/lb:2", 502, nil, strings.Repeat("a", 511)+strings.Repeat("€", 100)),
+			on("GET", "/v1/operations/lb:3", 502, nil, "bad \xff gateway"),
+			on("GET", "/v1/operations/lb:4", 429, map[string]string{"Date": date.Format(http.TimeFormat),
+				"Retry-After": date.Add(90 * time.Second).Format(http.TimeFormat)}, `{"error":"slow down"}`),
+			on("GET", "/v1/operations/lb:5", 503, map[string]string{"Retry-After": "soon"}, ``),
+		} {
+			if answer(w, r) {
+				return true
+			}
+		}
+		return false
+	})
+
+	for _, tc := range []struct {
+		key        string
+		status     int
+		detail     string
+		retryAfter time.Duration
+		requestID  string
+	}{
+		{key: "lb:2", status: 502, detail: strings.Repeat("a", 511) + "…"},
+		{key: "lb:3", status: 502, detail: "bad \uFFFD gateway"},
+		{key: "lb:4", status: 429, detail: `{"error":"slow down"}`, retryAfter: 90 * time.Second},
+		{key: "lb:5", status: 503},
+	} {
+		_, err := c.Get(ctx, tc.key)
+		var e *client.Error
+		require.ErrorAs(t, err, &e, tc.key)
+		require.Equal(t, tc.status, e.Status, tc.key)
+		require.Empty(t, e.Kind(), tc.key)
+		require.Equal(t, tc.detail, e.Problem.Detail, tc.key)
+		require.Equal(t, tc.retryAfter, e.RetryAfter, tc.key)
+		require.Equal(t, tc.requestID, e.RequestID, tc.key)
+		require.False(t, errors.Is(err, opledger.ErrNotFound), tc.key)
+	}
+
+	_, err := c.Get(ctx, "lb:1")
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, 503, e.Status)
+	require.Equal(t, 120*time.Second, e.RetryAfter)
+	require.Equal(t, "lb-17", e.RequestID)
+	require.True(t, strings.HasPrefix(e.Problem.Detail, "<html><body>Überlastet"), e.Problem.Detail)
+	require.True(t, strings.HasSuffix(e.Problem.Detail, "…"))
+	require.LessOrEqual(t, len(e.Problem.Detail), 512+len("…"))
+	require.True(t, utf8.ValidString(e.Problem.Detail))
+	require.Equal(t, "HTTP 503: "+e.Problem.Detail, err.Error())
+
+	// The API's own problem, through the same front.
+	_, err = c.Get(ctx, "order:404")
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "not_found", e.Kind())
+	require.ErrorIs(t, err, opledger.ErrNotFound)
+	require.Contains(t, e.Problem.Detail, "order:404")
+	require.NotEmpty(t, e.Problem.RequestID)
+	require.Equal(t, e.Problem.RequestID, e.RequestID)
+	require.Zero(t, e.RetryAfter)
+}
+
+// A 200 claim answer that is not the API's replay (no operation, or no
+// "replayed": true) is an error, not a *ReplayError without a result.
+func TestClaimReplayNeedsOperation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	succeed(t, b.client, "order:6:create")
+	c := b.front(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if on("POST", "/v1/operations/lb:1/claim", 200, nil, `{"replayed":true}`)(w, r) {
+			return true
+		}
+		return on("POST", "/v1/operations/lb:2/claim", 200, nil, `{"operation":{"key":"lb:2","state":"succeeded","destination_ref":"R9"}}`)(w, r)
+	})
+
+	for _, key := range []string{"lb:1", "lb:2"} {
+		var err error
+		require.NotPanics(t, func() {
+			_, err = c.Claim(ctx, key, client.ClaimRequest{Worker: "w1"})
+			_ = err.Error()
+		}, key)
+		var replay *client.ReplayError
+		require.False(t, errors.As(err, &replay), "%s: %v", key, err)
+		require.ErrorContains(t, err, "replayed", key)
+	}
+
+	// The API's replay.
+	_, err := c.Claim(ctx, "order:6:create", client.ClaimRequest{Worker: "w2"})
+	var replay *client.ReplayError
+	require.ErrorAs(t, err, &replay)
+	require.Equal(t, "R1", replay.Operation.DestinationRef)
+	require.ErrorIs(t, err, opledger.ErrAlreadySucceeded)
+
+	// A ReplayError built without an operation still describes itself.
+	require.NotPanics(t, func() { require.Contains(t, (&client.ReplayError{}).Error(), "already succeeded") })
+}
+
+// A 2xx answer with null or nothing for a call that expects an object is
+// an error, and so is any 3xx the http.Client did not follow.
+func TestAnswerNotAnObject(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	op := `{"key":"lb:6","state":"pending","attempts":[],"timeline":[]}`
+	c := b.front(t, func(w http.ResponseWriter, r *http.Request) bool {
+		for _, answer := range []func(http.ResponseWriter, *http.Request) bool{
+			on("GET", "/v1/operations/lb:1", 200, nil, "null\n"),
+			on("PUT", "/v1/operations/lb:2", 201, nil, ""),
+			on("GET", "/v1/stats", 200, nil, "null"),
+			on("GET", "/v1/operations/lb:3", 200, nil, `[]`),
+			// 3xx without a Location: the http.Client returns them as they are.
+			on("GET", "/v1/operations/lb:4", http.StatusTemporaryRedirect, nil, op),
+			on("GET", "/v1/operations/lb:5", http.StatusMultipleChoices, nil, op),
+		} {
+			if answer(w, r) {
+				return true
+			}
+		}
+		return false
+	})
+
+	_, err := c.Get(ctx, "lb:1")
+	require.ErrorContains(t, err, "null, not a JSON object")
+	_, _, err = c.Record(ctx, "lb:2", client.Intent{Action: "a", Destination: "d"})
+	require.ErrorContains(t, err, "an empty body, not a JSON object")
+	_, err = c.Stats(ctx)
+	require.ErrorContains(t, err, "not a JSON object")
+	_, err = c.Get(ctx, "lb:3")
+	require.ErrorContains(t, err, "not a JSON object")
+
+	for key, status := range map[string]int{"lb:4": http.StatusTemporaryRedirect, "lb:5": http.StatusMultipleChoices} {
+		d, err := c.Get(ctx, key)
+		require.Nil(t, d, key)
+		var e *client.Error
+		require.ErrorAs(t, err, &e, key)
+		require.Equal(t, status, e.Status, key)
+	}
+}
+
+// A response past MaxResponseBytes is an error saying so, not a body cut
+// short and decoded; one at the limit is read whole and decoded.
+func TestResponseLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// An object, then a stray byte and spaces up to n bytes: the decoder
+	// stops at the stray byte at once (decoding 64 MiB of spaces takes
+	// most of a minute under the race detector), with an error that
+	// shows the body reached it.
+	body := func(n int) []byte {
+		body := bytes.Repeat([]byte{' '}, n)
+		copy(body, `{"unresolved":7}x`)
+		return body
+	}
+	stats := func(n int) *client.Client {
+		return b.front(t, func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path != "/v1/stats" {
+				return false
+			}
+			_, _ = w.Write(body(n))
+			return true
+		})
+	}
+	ctx := context.Background()
+	var se *json.SyntaxError
+
+	_, err := stats(client.MaxResponseBytes).Stats(ctx)
+	require.ErrorAs(t, err, &se, "at the limit the body is decoded: %v", err)
+	require.EqualValues(t, len(`{"unresolved":7}x`), se.Offset)
+	require.NotContains(t, err.Error(), "larger than")
+
+	_, err = stats(client.MaxResponseBytes + 1).Stats(ctx)
+	require.ErrorContains(t, err, "response larger than 67108864 bytes")
+	require.False(t, errors.As(err, &se), "past the limit nothing is decoded: %v", err)
+}
+
+// A key that is not one, or an empty id, is refused before anything is
+// sent, with the library's error rather than a 404 "no such route".
+func TestRefusedBeforeSending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var sent atomic.Int64
+	c := b.front(t, func(http.ResponseWriter, *http.Request) bool {
+		sent.Add(1)
+		return false
+	})
+	in := client.Intent{Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)}
+	approval := opledger.Approval{Version: 1, Fingerprint: "sha256:00", Approver: "ana"}
+	revision := opledger.Revision{Payload: json.RawMessage(`{}`), Version: 2}
+	for name, tc := range map[string]struct {
+		call func() error
+		want error
+	}{
+		"record empty key":   {func() error { _, _, err := c.Record(ctx, "", in); return err }, opledger.ErrInvalidKey},
+		"get empty key":      {func() error { _, err := c.Get(ctx, ""); return err }, opledger.ErrInvalidKey},
+		"get personal data":  {func() error { _, err := c.Get(ctx, "ada@example.com"); return err }, opledger.ErrInvalidKey},
+		"claim empty key":    {func() error { _, err := c.Claim(ctx, "", client.ClaimRequest{}); return err }, opledger.ErrInvalidKey},
+		"dispatch empty key": {func() error { _, err := c.Dispatch(ctx, "", "01J", 1); return err }, opledger.ErrInvalidKey},
+		"dispatch empty id":  {func() error { _, err := c.Dispatch(ctx, "order:1", "", 1); return err }, opledger.ErrInvalidInput},
+		"report empty id": {func() error {
+			_, err := c.Report(ctx, "order:1", "", client.Report{Outcome: opledger.OutcomeSucceeded})
+			return err
+		}, opledger.ErrInvalidInput},
+		"reconcile empty key": {func() error { _, err := c.Reconcile(ctx, "", client.Finding{}); return err }, opledger.ErrInvalidKey},
+		"approve empty key":   {func() error { _, err := c.Approve(ctx, "", approval); return err }, opledger.ErrInvalidKey},
+		"revise empty key":    {func() error { _, err := c.Revise(ctx, "", revision); return err }, opledger.ErrInvalidKey},
+		"resolve empty key":   {func() error { _, err := c.Resolve(ctx, "", opledger.Decision{Reason: "r"}); return err }, opledger.ErrInvalidKey},
+		"event empty source":  {func() error { _, err := c.GetEvent(ctx, "", "evt-1"); return err }, opledger.ErrInvalidInput},
+		"event empty id":      {func() error { _, err := c.GetEvent(ctx, "forms", ""); return err }, opledger.ErrInvalidInput},
+		"put workflow":        {func() error { _, _, err := c.PutWorkflow(ctx, "", opledger.WorkflowSpec{}); return err }, opledger.ErrInvalidKey},
+		"get workflow":        {func() error { _, err := c.GetWorkflow(ctx, ""); return err }, opledger.ErrInvalidKey},
+		"resume workflow":     {func() error { _, err := c.ResumeWorkflow(ctx, ""); return err }, opledger.ErrInvalidKey},
+		"approve empty step":  {func() error { _, err := c.ApproveWorkflowStep(ctx, "wf:1", "", approval); return err }, opledger.ErrInvalidInput},
+		"revise empty step":   {func() error { _, err := c.ReviseWorkflowStep(ctx, "wf:1", "", revision); return err }, opledger.ErrInvalidInput},
+		"step of empty key":   {func() error { _, err := c.ApproveWorkflowStep(ctx, "", "s", approval); return err }, opledger.ErrInvalidKey},
+	} {
+		err := tc.call()
+		require.ErrorIs(t, err, tc.want, name)
+		require.False(t, errors.Is(err, opledger.ErrNotFound), "%s: %v", name, err)
+		var e *client.Error
+		require.False(t, errors.As(err, &e), "%s: refused by the client, not the server: %v", name, err)
+	}
+	require.Zero(t, sent.Load(), "nothing was sent")
+
+	_, err := c.Get(ctx, "order:1")
+	require.ErrorIs(t, err, opledger.ErrNotFound)
+	require.EqualValues(t, 1, sent.Load(), "a valid key is sent")
+}
