@@ -248,18 +248,11 @@ func (p *Proxy) otherUpstream(w http.ResponseWriter, r *http.Request, log *slog.
 	_ = json.Unmarshal(op.Response, &s)
 	log.Error("refused: the saved answer came from another upstream under the same name; give each upstream of a shared store its own name",
 		"saved_by", s.Upstream, "this_upstream", rt.identity)
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(http.StatusInternalServerError)
-	_ = json.NewEncoder(w).Encode(httpapi.Problem{
-		Type:   httpapi.ProblemTypeBase + "upstream_conflict",
-		Title:  "The key was recorded for another upstream",
-		Status: http.StatusInternalServerError,
-		Detail: "the request recorded under this Idempotency-Key was answered by another API than this proxy's upstream " +
-			"(a proxy sharing this ledger uses the same upstream name for another URL, or the upstream's url was changed); " +
+	writeProblem(w, r, http.StatusInternalServerError, "upstream_conflict",
+		"the request recorded under this Idempotency-Key was answered by another API than this proxy's upstream "+
+			"(a proxy sharing this ledger uses the same upstream name for another URL, or the upstream's url was changed); "+
 			"its answer is not replayed and nothing was forwarded. The proxy's operator must give each upstream its own name",
-		Instance: r.URL.Path,
-		State:    op.State,
-	})
+		&httpapi.Problem{State: op.State})
 }
 
 // forward sends the claimed request to the upstream and records the
