@@ -711,8 +711,9 @@ func (l *Ledger) ListEvents(ctx context.Context, o EventListOptions) (*EventPage
 	if err := checkText("source", o.Source); err != nil {
 		return nil, err
 	}
+	scope := eventListScope(p)
 	if o.Cursor != "" {
-		at, source, id, err := decodeEventCursor(o.Cursor)
+		at, source, id, err := decodeEventCursor(o.Cursor, scope)
 		if err != nil {
 			return nil, err
 		}
@@ -728,7 +729,7 @@ func (l *Ledger) ListEvents(ctx context.Context, o EventListOptions) (*EventPage
 		for i, row := range rows {
 			if i == p.Limit-1 {
 				last := rows[i-1]
-				page.NextCursor = encodeEventCursor(last.ReceivedAt, last.Source, last.EventID)
+				page.NextCursor = encodeEventCursor(last.ReceivedAt, last.Source, last.EventID, scope)
 				break
 			}
 			page.Items = append(page.Items, toEventRecord(row))
@@ -741,21 +742,31 @@ func (l *Ledger) ListEvents(ctx context.Context, o EventListOptions) (*EventPage
 	return page, nil
 }
 
-func encodeEventCursor(at time.Time, source, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "|" + source + "|" + id))
+// eventListScope names the list an event cursor belongs to: its filters,
+// hashed, as listScope does for operations. A cursor of one list is
+// refused by any other (another source or status), instead of continuing
+// it from a place that list never had and skipping its rows.
+func eventListScope(p store.EventListParams) string {
+	h := sha256.Sum256([]byte("events\x00" + p.Source + "\x00" + p.Status))
+	return hex.EncodeToString(h[:4])
 }
 
-func decodeEventCursor(c string) (time.Time, string, string, error) {
+func encodeEventCursor(at time.Time, source, id, scope string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(scope + "|" + strconv.FormatInt(at.UnixMicro(), 10) + "|" + source + "|" + id))
+}
+
+func decodeEventCursor(c, scope string) (time.Time, string, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err == nil {
-		parts := strings.SplitN(string(b), "|", 3)
-		if len(parts) == 3 && ValidateKey(parts[1]) == nil && ValidateKey(parts[2]) == nil {
+		s, sameList := strings.CutPrefix(string(b), scope+"|")
+		parts := strings.SplitN(s, "|", 3)
+		if sameList && len(parts) == 3 && ValidateKey(parts[1]) == nil && ValidateKey(parts[2]) == nil {
 			if v, perr := strconv.ParseInt(parts[0], 10, 64); perr == nil && v > 0 {
 				return time.UnixMicro(v).UTC(), parts[1], parts[2], nil
 			}
 		}
 	}
-	return time.Time{}, "", "", invalidInput("cursor is not one this server issued")
+	return time.Time{}, "", "", invalidInput("cursor does not continue this list: it was issued for another source or status, or not by opledger (give the same filters, or start without a cursor)")
 }
 
 // EventStats are the event figures of DESIGN.md section 10.

@@ -403,6 +403,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	// Stats, health, metrics, the document.
 	stats, err := b.acme.Stats(ctx)
 	require.NoError(t, err)
+	expect("GET", "/v1/stats?all_tenants=true", nil, 400, "invalid_input") // takes no parameters
 	require.Equal(t, 2, stats.ConfirmedEffects)
 	require.Equal(t, 1, stats.DuplicateEffects)
 	require.Equal(t, 1, stats.Recoveries)

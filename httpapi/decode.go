@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 )
 
 // decodeError is a request body the API refuses, with the reason a caller
@@ -57,6 +61,74 @@ func decode(r *http.Request, maxDepth int, v any) error {
 			fmt.Sprintf("unexpected data after the JSON object at byte %d", end)}
 	}
 	return nil
+}
+
+// repeatHints say, for a query parameter that takes several values, how to
+// give them in one.
+var repeatHints = map[string]string{
+	"state": ": give several states as one comma-separated list, e.g. state=held,uncertain",
+}
+
+// queryParams reads the request's query string strictly and returns each
+// parameter's value ("" when it is absent). allowed are the parameters the
+// route takes, none for a route that takes none. A query string that does
+// not parse (a malformed percent escape, a ';' between parameters), a
+// parameter the route does not take, and a parameter given more than once
+// are refused with 400 invalid_input naming it, instead of being dropped
+// or cut to a first value: a misspelled filter would otherwise answer with
+// everything unfiltered.
+func queryParams(r *http.Request, allowed ...string) (map[string]string, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, &decodeError{http.StatusBadRequest, "invalid_input", describeQueryError(r.URL.RawQuery, err)}
+	}
+	takes := "this route takes no query parameters"
+	if len(allowed) > 0 {
+		takes = "this route takes " + strings.Join(allowed, ", ")
+	}
+	out := make(map[string]string, len(q))
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch values := q[name]; {
+		case !slices.Contains(allowed, name):
+			return nil, &decodeError{http.StatusBadRequest, "invalid_input", fmt.Sprintf("unknown query parameter %q: %s", name, takes)}
+		case len(values) > 1:
+			return nil, &decodeError{http.StatusBadRequest, "invalid_input",
+				fmt.Sprintf("query parameter %q is given %d times; give it once%s", name, len(values), repeatHints[name])}
+		default:
+			out[name] = values[0]
+		}
+	}
+	return out, nil
+}
+
+// noQuery refuses, for a route that takes no query parameters, a request
+// that gives some, as queryParams does. On failure it has written the
+// problem response and returns false.
+func (s *server) noQuery(w http.ResponseWriter, r *http.Request) bool {
+	if _, err := queryParams(r); err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	return true
+}
+
+// describeQueryError names the parameter of a query string that
+// url.ParseQuery refused, and what is wrong with it.
+func describeQueryError(raw string, err error) string {
+	for pair := range strings.SplitSeq(raw, "&") {
+		key, value, _ := strings.Cut(pair, "=")
+		name, kerr := url.QueryUnescape(key)
+		if kerr != nil {
+			return fmt.Sprintf("the name of a query parameter is malformed (%v): percent-encode %% as %%25", kerr)
+		}
+		if strings.Contains(pair, ";") {
+			return fmt.Sprintf("query parameter %q holds a ';': separate parameters with &, and percent-encode ; as %%3B", name)
+		}
+		if _, verr := url.QueryUnescape(value); verr != nil {
+			return fmt.Sprintf("query parameter %q is malformed (%v): percent-encode %% as %%25", name, verr)
+		}
+	}
+	return "the query string is malformed: " + err.Error()
 }
 
 // describeJSONError turns a decoding error into a message with the

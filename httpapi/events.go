@@ -153,7 +153,7 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 
 func (s *server) getEvent(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
-	if !ok {
+	if !ok || !s.noQuery(w, r) {
 		return
 	}
 	d, err := l.GetEvent(r.Context(), r.PathValue("source"), r.PathValue("event_id"))
@@ -164,20 +164,23 @@ func (s *server) getEvent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
+// eventListParams are the query parameters of GET /v1/events.
+var eventListParams = []string{"source", "status", "limit", "cursor"}
+
 func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	o := opledger.EventListOptions{Source: q.Get("source"), Status: opledger.EventStatus(q.Get("status")), Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "limit must be a positive integer"})
-			return
-		}
-		o.Limit = n
+	q, err := queryParams(r, eventListParams...)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o := opledger.EventListOptions{Source: q["source"], Status: opledger.EventStatus(q["status"]), Cursor: q["cursor"]}
+	if o.Limit, err = limitParam(q["limit"]); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	page, err := l.ListEvents(r.Context(), o)
 	if err != nil {
@@ -207,7 +210,7 @@ func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
-	if !ok {
+	if !ok || !s.noQuery(w, r) {
 		return
 	}
 	wf, err := l.GetWorkflow(r.Context(), r.PathValue("key"))

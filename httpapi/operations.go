@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,7 +95,7 @@ func (d operationDetail) MarshalJSON() ([]byte, error) {
 
 func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
-	if !ok {
+	if !ok || !s.noQuery(w, r) {
 		return
 	}
 	key := r.PathValue("key")
@@ -119,34 +120,37 @@ func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
+// listParams are the query parameters of GET /v1/operations.
+var listParams = []string{"state", "owner", "destination", "duplicate_effects", "order", "limit", "cursor"}
+
 func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	opts := opledger.ListOptions{Owner: q.Get("owner"), Destination: q.Get("destination"), Cursor: q.Get("cursor"),
-		Order: opledger.Order(q.Get("order"))}
-	for _, st := range strings.Split(q.Get("state"), ",") {
+	q, err := queryParams(r, listParams...)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	opts := opledger.ListOptions{Owner: q["owner"], Destination: q["destination"], Cursor: q["cursor"],
+		Order: opledger.Order(q["order"])}
+	for _, st := range strings.Split(q["state"], ",") {
 		if st = strings.TrimSpace(st); st != "" {
 			opts.States = append(opts.States, opledger.State(st))
 		}
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "limit must be a positive integer"})
-			return
-		}
-		opts.Limit = n
+	if opts.Limit, err = limitParam(q["limit"]); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	if v := q.Get("duplicate_effects"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "duplicate_effects must be true or false"})
-			return
-		}
-		opts.DuplicateEffects = b
+	switch v := q["duplicate_effects"]; v {
+	case "", "false":
+	case "true":
+		opts.DuplicateEffects = true
+	default:
+		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", fmt.Sprintf("duplicate_effects must be true or false, not %q", v)})
+		return
 	}
 	page, err := l.List(r.Context(), opts)
 	if err != nil {
@@ -154,6 +158,19 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// limitParam reads a list's limit parameter: 0 (the default page) when
+// it is absent.
+func limitParam(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, &decodeError{http.StatusBadRequest, "invalid_input", "limit must be a positive integer"}
+	}
+	return n, nil
 }
 
 type claimBody struct {
@@ -390,7 +407,7 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
-	if !ok {
+	if !ok || !s.noQuery(w, r) {
 		return
 	}
 	st, err := l.Stats(r.Context(), false)

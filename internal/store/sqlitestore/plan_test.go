@@ -70,8 +70,12 @@ var wantIndex = map[string][]string{
 	"ListOperations/cursor":      {"operations_tenant_created (tenant=? AND created_at<?)"},
 	"ListOperations/state":       {"operations_not_succeeded (state=? AND tenant=?)"},
 	"ListOperations/succeeded":   {"operations_tenant_created (tenant=?)"},
-	"CountByState":               {"operations_not_succeeded", "operations_tenant_created (tenant=?)"},
-	"ListOperations/duplicates":  {"operations_duplicates (tenant=? AND duplicate_effects>?)"},
+	// Several states but the succeeded one (the exception queue): one
+	// search of operations_not_succeeded per state, merged in order.
+	"ListOperations/states":        {"operations_not_succeeded (state=? AND tenant=?)"},
+	"ListOperations/states_cursor": {"operations_not_succeeded (state=? AND tenant=? AND created_at<?)"},
+	"CountByState":                 {"operations_not_succeeded", "operations_tenant_created (tenant=?)"},
+	"ListOperations/duplicates":    {"operations_duplicates (tenant=? AND duplicate_effects>?)"},
 	// The held operations by review time (migration 014).
 	"ListOperations/review":        {"operations_held_review (tenant=?)"},
 	"ListOperations/review_cursor": {"operations_held_review (tenant=? AND review_by>?)"},
@@ -173,6 +177,15 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	})
 	step(rec, "ListOperations/state", func() error {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"held"}, Limit: 50})
+		return err
+	})
+	step(rec, "ListOperations/states", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"held", "uncertain", "failed"}, Limit: 50})
+		return err
+	})
+	step(rec, "ListOperations/states_cursor", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"failed", "held", "uncertain", "held"},
+			Owner: "bulk-team", Destination: "crm", AfterAt: now.Add(-time.Hour), AfterKey: "bulk:00004242", Limit: 50})
 		return err
 	})
 	step(rec, "ListOperations/succeeded", func() error {
@@ -285,4 +298,96 @@ func checkQueryPlan(t *testing.T, db *sql.DB, c recordedCall) {
 	}
 	require.True(t, used, "%s: uses none of %v (plan %q)", c.label, want, details)
 	t.Logf("%-28s %q", c.label, details)
+}
+
+// TestListStatesMerged checks the list of several states but the
+// succeeded one, read as one search of operations_not_succeeded per state
+// merged in order: page after page it returns exactly what a plain query
+// of those states returns, in the same order (operations created in the
+// same microsecond included, ordered by key), whatever the filters, and
+// it reads the index with no statistics either, on a ledger with a
+// backlog of pending operations, where SQLite left to choose reads the
+// tenant's operations in creation order instead.
+func TestListStatesMerged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := Open(ctx, path, Options{SynchronousNormal: true})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Migrate(ctx, nil))
+	const tenant = "merge"
+	require.NoError(t, LoadSynthetic(ctx, path, tenant, 3000, false))
+	// A backlog of pending operations all created in the same
+	// microsecond, and the same keys in another tenant.
+	_, err = InsertDue(ctx, path, tenant, "due:", 3000)
+	require.NoError(t, err)
+	_, err = InsertDue(ctx, path, "other", "bulk:", 500)
+	require.NoError(t, err)
+	raw, err := openRawDB(path)
+	require.NoError(t, err)
+	defer raw.Close()
+	_, err = raw.ExecContext(ctx, `DROP TABLE sqlite_stat1`) // as the store runs: no ANALYZE
+	require.NoError(t, err)
+
+	r := &sqlReader{q: s.reader}
+	keysOf := func(ops []*store.Operation) []string {
+		out := []string{}
+		for _, op := range ops {
+			out = append(out, op.Key)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		p     store.ListParams
+		extra string // the plain query's filters
+		args  []any
+	}{
+		{"exceptions", store.ListParams{States: []string{"held", "uncertain", "failed"}}, "", nil},
+		{"repeated", store.ListParams{States: []string{"held", "held", "failed"}}, "", nil},
+		{"backlog", store.ListParams{States: []string{"pending", "held"}}, "", nil},
+		{"owner", store.ListParams{States: []string{"pending", "in_progress"}, Owner: "bench-team"}, " AND owner = ?", []any{"bench-team"}},
+		{"destination", store.ListParams{States: []string{"held", "failed", "uncertain"}, Destination: "crm"}, " AND destination = ?", []any{"crm"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			states := slices.Compact(slices.Sorted(slices.Values(tc.p.States)))
+			args := []any{tenant}
+			for _, st := range states {
+				args = append(args, st)
+			}
+			rows, err := raw.QueryContext(ctx, `SELECT key FROM operations WHERE tenant = ? AND state IN (?`+
+				strings.Repeat(", ?", len(states)-1)+`)`+tc.extra+` ORDER BY created_at DESC, key DESC`, append(args, tc.args...)...)
+			require.NoError(t, err)
+			want := []string{}
+			for rows.Next() {
+				var k string
+				require.NoError(t, rows.Scan(&k))
+				want = append(want, k)
+			}
+			require.NoError(t, rows.Err())
+			require.NotEmpty(t, want)
+
+			p := tc.p
+			p.Tenant, p.Limit = tenant, 97
+			query, qargs := listQuery(p)
+			details := queryPlan(t, s.reader, query, qargs...)
+			for _, d := range details {
+				require.NotContains(t, d, "operations_tenant_created", "plan %q", details)
+				require.NotContains(t, d, "TEMP B-TREE", "plan %q", details)
+			}
+			var got []string
+			for {
+				page, err := r.ListOperations(ctx, p)
+				require.NoError(t, err)
+				got = append(got, keysOf(page)...)
+				if len(page) < p.Limit {
+					break
+				}
+				last := page[len(page)-1]
+				p.AfterAt, p.AfterKey = last.CreatedAt, last.Key
+			}
+			require.Equal(t, want, got)
+		})
+	}
 }

@@ -1,0 +1,146 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// TestQueryParameters: the GET routes read their query string strictly. A
+// misspelled, unknown or repeated parameter and a query string that does
+// not parse are refused with 400 invalid_input naming the parameter (they
+// used to be dropped, or cut to their first value, and the list answered
+// unfiltered or filtered otherwise than asked); duplicate_effects takes
+// true or false only; a cursor of one list of events is refused by
+// another.
+func TestQueryParameters(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			b := startAPI(t, st.NewDSN(t), nil)
+			ctx := context.Background()
+			for i := range 3 {
+				_, _, err := b.ledger.Record(ctx, opledger.Intent{Key: fmt.Sprintf("q:%d", i), Action: "crm.create", Destination: "crm",
+					Payload: json.RawMessage(`{}`)})
+				require.NoError(t, err)
+				_, err = b.ledger.ReceiveEvent(ctx, nil, opledger.Event{Source: "forms", EventID: fmt.Sprintf("e-%d", i), Type: "t",
+					Payload: json.RawMessage(`{}`)})
+				require.NoError(t, err)
+			}
+			refused := func(t *testing.T, path string, details ...string) {
+				t.Helper()
+				status, body := b.raw(t, "GET", path, b.token, nil)
+				require.Equal(t, http.StatusBadRequest, status, "%s: %s", path, body)
+				var p httpapi.Problem
+				require.NoError(t, json.Unmarshal(body, &p))
+				require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type, path)
+				for _, d := range details {
+					require.Contains(t, p.Detail, d, path)
+				}
+			}
+			page := func(t *testing.T, path string) []string {
+				t.Helper()
+				status, body := b.raw(t, "GET", path, b.token, nil)
+				require.Equal(t, http.StatusOK, status, "%s: %s", path, body)
+				var p struct {
+					Items []struct {
+						Key     string `json:"key"`
+						EventID string `json:"event_id"`
+					} `json:"items"`
+					NextCursor string `json:"next_cursor"`
+				}
+				require.NoError(t, json.Unmarshal(body, &p))
+				out := []string{p.NextCursor}
+				for _, it := range p.Items {
+					out = append(out, it.Key+it.EventID)
+				}
+				return out
+			}
+			const opsTake = "this route takes state, owner, destination, duplicate_effects, order, limit, cursor"
+			const eventsTake = "this route takes source, status, limit, cursor"
+
+			// Unknown and misspelled parameters.
+			t.Run("unknown", func(t *testing.T) {
+				refused(t, "/v1/operations?states=held", `unknown query parameter "states"`, opsTake)
+				refused(t, "/v1/operations?stat=held", `unknown query parameter "stat"`, opsTake)
+				refused(t, "/v1/operations?state=pending&since=2030-01-01", `unknown query parameter "since"`)
+				refused(t, "/v1/operations?Limit=1", `unknown query parameter "Limit"`)
+				refused(t, "/v1/events?sourc=x", `unknown query parameter "sourc"`, eventsTake)
+				refused(t, "/v1/events?type=t", `unknown query parameter "type"`, eventsTake)
+			})
+
+			// Repeated parameters.
+			t.Run("repeated", func(t *testing.T) {
+				refused(t, "/v1/operations?state=held&state=uncertain", `query parameter "state" is given 2 times`,
+					"several states as one comma-separated list")
+				refused(t, "/v1/operations?limit=5&limit=9999", `query parameter "limit" is given 2 times`)
+				refused(t, "/v1/operations?owner=a&owner=a", `query parameter "owner" is given 2 times`)
+				refused(t, "/v1/events?source=forms&source=shop", `query parameter "source" is given 2 times`)
+				refused(t, "/v1/events?limit=1&limit=2", `query parameter "limit" is given 2 times`)
+			})
+
+			// Malformed query strings.
+			t.Run("malformed", func(t *testing.T) {
+				refused(t, "/v1/operations?cursor=%%%", `query parameter "cursor" is malformed`, `invalid URL escape "%%%"`)
+				refused(t, "/v1/operations?limit=5;state=held", `query parameter "limit" holds a ';'`)
+				refused(t, "/v1/operations?%zz=1", "the name of a query parameter is malformed")
+				refused(t, "/v1/events?cursor=%%%", `query parameter "cursor" is malformed`)
+				refused(t, "/v1/events?source=forms;status=unmapped", `query parameter "source" holds a ';'`)
+			})
+
+			// duplicate_effects is a boolean: true or false, nothing else.
+			t.Run("duplicate_effects", func(t *testing.T) {
+				for _, v := range []string{"1", "0", "t", "T", "TRUE", "True", "yes", ""} {
+					path := "/v1/operations?duplicate_effects=" + url.QueryEscape(v)
+					if v == "" {
+						require.Len(t, page(t, path), 4, "empty: no filter")
+						continue
+					}
+					refused(t, path, "duplicate_effects must be true or false")
+				}
+				require.Equal(t, []string{""}, page(t, "/v1/operations?duplicate_effects=true"))
+				require.Len(t, page(t, "/v1/operations?duplicate_effects=false"), 4)
+			})
+
+			// What is allowed still answers: one comma-separated list of
+			// states, an empty parameter (no filter), escapes.
+			t.Run("allowed", func(t *testing.T) {
+				require.Equal(t, []string{"", "q:2", "q:1", "q:0"}, page(t, "/v1/operations?state=pending,%20held"))
+				require.Len(t, page(t, "/v1/operations?state=&owner="), 4)
+				require.Len(t, page(t, "/v1/events?source=forms&status=unmapped&limit=50"), 4)
+			})
+
+			// Routes that take no query parameters refuse any.
+			t.Run("no_parameters", func(t *testing.T) {
+				for _, path := range []string{"/v1/stats?all=true", "/v1/operations/q:1?version=2", "/v1/events/forms/e-1?deliveries=false",
+					"/v1/workflows/wf-1?x=1", "/v1/stats?%zz"} {
+					refused(t, path)
+				}
+				refused(t, "/v1/stats?tenant=other", `unknown query parameter "tenant"`, "this route takes no query parameters")
+				status, body := b.raw(t, "GET", "/v1/stats", b.token, nil)
+				require.Equal(t, http.StatusOK, status, "%s", body)
+			})
+
+			// A cursor of events continues only its list.
+			t.Run("event_cursor", func(t *testing.T) {
+				first := page(t, "/v1/events?status=unmapped&limit=1")
+				require.Equal(t, "e-2", first[1])
+				cursor := url.QueryEscape(first[0])
+				for _, other := range []string{"status=applied", "", "source=forms", "source=shop&status=unmapped"} {
+					refused(t, "/v1/events?"+other+"&cursor="+cursor, "cursor does not continue this list")
+				}
+				require.Equal(t, []string{"", "e-1", "e-0"}, page(t, "/v1/events?status=unmapped&limit=5&cursor="+cursor))
+			})
+		})
+	}
+}
