@@ -252,11 +252,23 @@ func (s *Store) Close() error {
 	return errors.Join(s.readStmts.close(), s.writeStmts.close(), s.wconn.Close(), s.reader.Close(), s.writer.Close())
 }
 
-// Migrate applies the embedded migrations that the database lacks.
+// Migrate applies the embedded migrations that the database lacks. A
+// database that lacks none is told from a read, without the write lock:
+// every process opening the ledger migrates, and one that only reads
+// (opledger ops list beside a busy serve) would otherwise queue behind
+// the writers, and fail past the busy timeout.
 func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	if err != nil {
 		return err
+	}
+	if current, ok, err := s.schemaVersion(ctx); err != nil {
+		return err
+	} else if ok {
+		pending, err := migrate.Pending(migs, current)
+		if err != nil || len(pending) == 0 {
+			return err
+		}
 	}
 	return s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		t := tx.(*sqlTx)
@@ -286,6 +298,23 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 		}
 		return nil
 	})
+}
+
+// schemaVersion reads the newest migration applied, through the readers;
+// ok is false when the database has no schema_migrations table yet.
+func (s *Store) schemaVersion(ctx context.Context) (version int, ok bool, err error) {
+	var tables int
+	if err := s.reader.QueryRowContext(ctx,
+		`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&tables); err != nil {
+		return 0, false, fmt.Errorf("read schema version: %w", err)
+	}
+	if tables == 0 {
+		return 0, false, nil
+	}
+	if err := s.reader.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+		return 0, false, fmt.Errorf("read schema version: %w", err)
+	}
+	return version, true, nil
 }
 
 // MigrationVersions lists the versions of the embedded migrations.

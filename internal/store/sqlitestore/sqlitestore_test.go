@@ -70,6 +70,36 @@ func TestNewerSchemaRefused(t *testing.T) {
 	require.ErrorContains(t, err, "schema is at version 999, newer than this opledger knows")
 }
 
+// TestMigrateUpToDateTakesNoWriteLock: a ledger that lacks no migration
+// is opened and migrated while another connection holds the write lock,
+// which it gives back only afterwards: a process that only reads the
+// ledger does not wait behind its writers (nor fail past the busy
+// timeout).
+func TestMigrateUpToDateTakesNoWriteLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx, nil))
+	require.NoError(t, s.Close())
+
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	holder, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer holder.Close()
+	_, err = holder.ExecContext(ctx, `BEGIN IMMEDIATE`)
+	require.NoError(t, err)
+	s, err = sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx, nil), "nothing to apply: read without the lock")
+	require.NoError(t, s.Close())
+	_, err = holder.ExecContext(ctx, `ROLLBACK`)
+	require.NoError(t, err)
+}
+
 // TestOpenRefusesAnotherApplicationsDatabase: a file holding another
 // application's tables is not a ledger, whatever it calls them: Open
 // refuses it (store.ErrNotLedger, its tables named) before anything is
