@@ -29,14 +29,12 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +74,9 @@ type Console struct {
 
 	// queueLimit bounds the operations of each state the queue shows.
 	queueLimit int
+	// pageSize is how many operations a page of the operations list
+	// shows.
+	pageSize int
 	// origins refuses POSTs that did not come from the console's own
 	// origin.
 	origins *http.CrossOriginProtection
@@ -108,7 +109,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	}
 	c := &Console{ledger: l, opts: opts, log: opts.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}, queueLimit: opledger.MaxListLimit,
-		origins: http.NewCrossOriginProtection()}
+		pageSize: operationsPageSize, origins: http.NewCrossOriginProtection()}
 	funcs := template.FuncMap{
 		"ts":       formatTime,
 		"ago":      ago,
@@ -118,7 +119,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		"free":     freeText,
 		"visible":  visibleText,
 	}
-	for _, page := range []string{"login", "queue", "operation", "dashboard", "error", "events", "event", "workflow", "lab"} {
+	for _, page := range []string{"login", "queue", "operation", "operations", "dashboard", "error", "events", "event", "workflow", "lab"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -134,6 +135,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("POST /login", c.login)
 	c.mux.HandleFunc("POST /logout", c.signedIn(c.logout))
 	c.mux.HandleFunc("GET /{$}", c.signedIn(c.queue))
+	c.mux.HandleFunc("GET /operations", c.signedIn(c.operations))
 	c.mux.HandleFunc("GET /operations/{key}", c.signedIn(c.operation))
 	c.mux.HandleFunc("POST /operations/{key}/resolve", c.signedIn(c.resolve))
 	c.mux.HandleFunc("GET /dashboard", c.signedIn(c.dashboard))
@@ -172,7 +174,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Sample reads the counters of every tenant that has a token, for the
-// dashboard chart. The server calls it once a minute.
+// dashboard chart. The server calls it once a minute. A tenant whose
+// counters cannot be read is logged and left out of this sample; the
+// others are still sampled. The error is that of listing the tenants, or
+// of ctx.
 func (c *Console) Sample(ctx context.Context) error {
 	toks, err := c.ledger.Tokens(ctx, true)
 	if err != nil {
@@ -184,16 +189,27 @@ func (c *Console) Sample(ctx context.Context) error {
 			continue
 		}
 		seen[t.Tenant] = true
-		l, err := c.ledger.WithTenant(t.Tenant)
-		if err != nil {
-			return err
+		if err := c.sampleTenant(ctx, t.Tenant); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			c.log.Error("console: sample counters", "tenant", t.Tenant, "error", err)
 		}
-		st, err := l.Stats(ctx, false)
-		if err != nil {
-			return err
-		}
-		c.record(t.Tenant, Sample{At: time.Now(), Unresolved: st.Unresolved, Attempts: st.AttemptsTotal, ConfirmedEffects: st.ConfirmedEffects})
 	}
+	return nil
+}
+
+// sampleTenant reads and records the counters of one tenant.
+func (c *Console) sampleTenant(ctx context.Context, tenant string) error {
+	l, err := c.ledger.WithTenant(tenant)
+	if err != nil {
+		return err
+	}
+	st, err := l.Stats(ctx, false)
+	if err != nil {
+		return err
+	}
+	c.record(tenant, Sample{At: time.Now(), Unresolved: st.Unresolved, Attempts: st.AttemptsTotal, ConfirmedEffects: st.ConfirmedEffects})
 	return nil
 }
 
@@ -354,32 +370,48 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 // and failed ones newest first (by creation), so that those shown are the
 // newest. The page shows the held ones earliest review first, then the
 // uncertain, then the failed ones, each group oldest first (by creation).
+// Its caption counts every operation that needs attention, not only those
+// shown, and says which states have more than the page shows.
 func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	now, err := s.ledger.Now(r.Context())
 	if err != nil {
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
+	var counts map[opledger.State]int // read once a state has more than the page
 	var rows []queueRow
-	var more []string // states with more operations than shown
-	for _, o := range []opledger.ListOptions{
-		{Order: opledger.OrderReview},
-		{States: []opledger.State{opledger.StateUncertain}},
-		{States: []opledger.State{opledger.StateFailed}},
-	} {
-		o.Limit = c.queueLimit
+	sum := queueSummary{Limit: c.queueLimit, States: queueStates}
+	for _, st := range queueStates {
+		o := opledger.ListOptions{States: []opledger.State{st}, Limit: c.queueLimit}
+		if st == opledger.StateHeld {
+			o.Order = opledger.OrderReview
+		}
 		page, err := s.ledger.List(r.Context(), o)
 		if err != nil {
 			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
 		for _, op := range page.Items {
-			rows = append(rows, queueRow{Operation: op, Overdue: op.ReviewBy != nil && op.ReviewBy.Before(now)})
+			rows = append(rows, queueRow{Operation: op, Overdue: op.ReviewBy != nil && op.ReviewBy.Before(now), Waiting: waiting(now, op)})
 		}
-		if page.NextCursor != "" && len(page.Items) > 0 {
-			more = append(more, string(page.Items[0].State))
+		// A state read whole counts what was read; one with more than
+		// the page counts from CountByState (a count of every operation,
+		// so read only then): at least one more than shown, whatever
+		// moved between the two reads.
+		total := len(page.Items)
+		if page.NextCursor != "" {
+			if counts == nil {
+				if counts, err = s.ledger.CountByState(r.Context()); err != nil {
+					c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+					return
+				}
+			}
+			total = max(counts[st], total+1)
+			sum.Capped = append(sum.Capped, stateTotal{State: st, Total: total})
 		}
+		sum.Total += total
 	}
+	sum.Shown = len(rows)
 	// Held first by review time, then uncertain, then failed; oldest first within.
 	rank := map[opledger.State]int{opledger.StateHeld: 0, opledger.StateUncertain: 1, opledger.StateFailed: 2}
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -396,7 +428,29 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		return a.CreatedAt.Before(b.CreatedAt)
 	})
 	c.render(w, http.StatusOK, "queue", map[string]any{"Title": "Exception queue", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Items": rows, "More": strings.Join(more, ", "), "Limit": c.queueLimit})
+		"Items": rows, "Summary": sum})
+}
+
+// queueStates are the states of the exception queue, in its order.
+var queueStates = []opledger.State{opledger.StateHeld, opledger.StateUncertain, opledger.StateFailed}
+
+// queueSummary is the caption of the exception queue.
+type queueSummary struct {
+	// Shown counts the operations the page shows, Total every operation
+	// in the queue's states.
+	Shown, Total int
+	// Limit is the most operations of one state the page shows.
+	Limit int
+	// Capped are the states with more operations than Limit.
+	Capped []stateTotal
+	// States are the queue's states, each linked to its whole list.
+	States []opledger.State
+}
+
+// stateTotal is how many operations are in a state.
+type stateTotal struct {
+	State opledger.State
+	Total int
 }
 
 // queueRow is an operation of the exception queue.
@@ -404,20 +458,35 @@ type queueRow struct {
 	*opledger.Operation
 	// Overdue is true for a held operation whose review time has passed.
 	Overdue bool
+	// Waiting is how long the operation has waited for someone: since it
+	// became uncertain or held, or, failed, since its last change.
+	Waiting string
+}
+
+// waiting is how long op has waited for someone at now: since it last
+// became uncertain or held (UnresolvedSince), or, for a failed operation,
+// which the ledger does not date otherwise, since its last change.
+func waiting(now time.Time, op *opledger.Operation) string {
+	if op.UnresolvedSince != nil {
+		return ago(now, *op.UnresolvedSince)
+	}
+	return ago(now, op.UpdatedAt)
 }
 
 func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) {
+	now, err := s.ledger.Now(r.Context())
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
 	st, err := s.ledger.Stats(r.Context(), false)
 	if err != nil {
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
-	// The operations with duplicate effects, newest first: each is an
-	// incident to look into at its destination. Compacted ones are only
-	// counted.
-	duplicates := &opledger.Page{}
+	dups := duplicateList{}
 	if st.DuplicateEffects > 0 {
-		if duplicates, err = s.ledger.List(r.Context(), opledger.ListOptions{DuplicateEffects: true, Limit: dashboardDuplicates}); err != nil {
+		if dups, err = readDuplicates(r.Context(), s.ledger, st.DuplicateEffects); err != nil {
 			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
@@ -432,13 +501,62 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) 
 	samples := append([]Sample(nil), c.samples[s.tenant]...)
 	c.mu.Unlock()
 	c.render(w, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Stats": st, "Events": ev, "States": opledger.States, "Chart": chart(samples),
-		"Duplicates": duplicates.Items, "MoreDuplicates": duplicates.NextCursor != ""})
+		"Stats": st, "Events": ev, "States": opledger.States, "Chart": chart(samples), "Now": now,
+		"RecoveryMean": recoveryTime(st.RecoveryMeanSeconds, st.Recoveries),
+		"RecoveryP90":  recoveryTime(st.RecoveryP90Seconds, st.Recoveries),
+		"Dup":          dups})
 }
 
 // dashboardDuplicates bounds the operations with duplicate effects the
 // dashboard lists.
 const dashboardDuplicates = 20
+
+// duplicateList is what the dashboard shows of the operations with
+// duplicate effects.
+type duplicateList struct {
+	// Items are the operations shown, the most recently updated first.
+	Items []*opledger.Operation
+	// Read counts the operations read, Complete is true when they are
+	// every operation with duplicate effects.
+	Read     int
+	Complete bool
+	// Limit is the most operations read.
+	Limit int
+	// Compacted counts the duplicate effects the counter holds beyond
+	// those of the operations read, when they were all read: those of
+	// compacted operations, which are counted but no longer listed.
+	Compacted int
+}
+
+// readDuplicates reads the operations with duplicate effects for the
+// dashboard. The ledger lists them by creation only, but each is an
+// incident, and the one that matters most is the latest: an old
+// operation's late report can come after every other. So up to
+// opledger.MaxListLimit of them (one page, the newest by creation) are
+// read and the dashboard shows those most recently updated, which for a
+// succeeded operation is its latest late report. counted is the
+// counter's value (Stats.DuplicateEffects).
+func readDuplicates(ctx context.Context, l *opledger.Ledger, counted int) (duplicateList, error) {
+	page, err := l.List(ctx, opledger.ListOptions{DuplicateEffects: true, Limit: opledger.MaxListLimit})
+	if err != nil {
+		return duplicateList{}, err
+	}
+	ops := page.Items
+	d := duplicateList{Read: len(ops), Complete: page.NextCursor == "", Limit: opledger.MaxListLimit}
+	listed := 0
+	for _, op := range ops {
+		listed += op.DuplicateEffects
+	}
+	if d.Complete {
+		// The counter was read first: an incident recorded since can
+		// make the list count more than it, and only compaction can
+		// make it count less.
+		d.Compacted = max(0, counted-listed)
+	}
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].UpdatedAt.After(ops[j].UpdatedAt) })
+	d.Items = ops[:min(len(ops), dashboardDuplicates)]
+	return d, nil
+}
 
 func formatTime(t any) string {
 	switch v := t.(type) {
@@ -456,19 +574,6 @@ func formatTime(t any) string {
 	return "-"
 }
 
-func ago(t time.Time) string {
-	d := time.Since(t)
-	switch {
-	case d < time.Minute:
-		return "just now"
-	case d < time.Hour:
-		return strconv.Itoa(int(d.Minutes())) + " min"
-	case d < 48*time.Hour:
-		return strconv.Itoa(int(d.Hours())) + " h"
-	}
-	return strconv.Itoa(int(d.Hours()/24)) + " days"
-}
-
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -476,35 +581,10 @@ func orDash(s string) string {
 	return s
 }
 
-// isBidiControl reports whether r is one of the characters that change
-// the direction of the text around them: embeddings and overrides (U+202A–U+202E), isolates
-// (U+2066–U+2069) and the marks (U+200E, U+200F, U+061C).
-func isBidiControl(r rune) bool {
-	return r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069' || r == '\u200e' || r == '\u200f' || r == '\u061c'
-}
-
-// visibleText returns s with each bidi control written out as its escape
-// (U+202E as \u202e): stored text is shown as it is, but cannot turn
-// what surrounds it around.
-func visibleText(s string) string {
-	if !strings.ContainsFunc(s, isBidiControl) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if isBidiControl(r) {
-			fmt.Fprintf(&b, "\\u%04x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // freeText is a stored free text (a name, a reason, evidence, a
-// reference) as the pages show it: its bidi controls made visible, and
-// isolated in a <bdi>, so that neither its controls nor its right-to-left
-// letters reorder the text beside it.
+// reference) as the pages show it: its invisible characters made visible
+// (visibleText), and isolated in a <bdi>, so that neither its controls nor
+// its right-to-left letters reorder the text beside it.
 func freeText(s string) template.HTML {
 	return template.HTML("<bdi>" + template.HTMLEscapeString(visibleText(s)) + "</bdi>")
 }
@@ -540,8 +620,15 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
+	dupes := 0
+	for _, dl := range d.Deliveries {
+		if dl.Duplicate {
+			dupes++
+		}
+	}
 	c.render(w, http.StatusOK, "event", map[string]any{"Title": visibleText(d.Event.Source + "/" + d.Event.EventID), "Tenant": s.tenant,
-		"CSRF": s.csrf, "D": d})
+		"CSRF": s.csrf, "D": d, "Deliveries": shorten(d.Deliveries, shownItems), "Duplicates": dupes,
+		"Operations": shorten(d.Operations, shownItems)})
 }
 
 func (c *Console) workflowLookup(w http.ResponseWriter, r *http.Request, s *session) {

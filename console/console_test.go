@@ -262,6 +262,17 @@ func TestConsole(t *testing.T) {
 	requireAccessible(t, ctx)
 	screenshot(t, ctx, "dashboard")
 
+	// Each count of the state table opens the list of its operations.
+	do(chromedp.Click(`table.states a[href="/operations?state=succeeded"]`), chromedp.WaitVisible(`#operations`))
+	list := text(`#operations`)
+	require.Contains(t, list, "intake:I17:create")
+	require.Contains(t, list, "order:16:prepare")
+	require.NotContains(t, list, "mail:welcome:u17", "uncertain, not succeeded")
+	state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#f-state').value`))
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", state, "the filter shows the state listed")
+	requireAccessible(t, ctx)
+
 	// Events with their deliveries; workflows with their steps.
 	do(chromedp.Navigate(b.url+"/events"), chromedp.WaitVisible(`table.queue`))
 	require.Contains(t, text(`main`), "2 deliveries, 1 of them duplicates")
@@ -512,7 +523,12 @@ func TestQueueShowsEveryState(t *testing.T) {
 	for _, key := range []string{"new:failed:1", "new:failed:0"} {
 		require.NotContains(t, page, key, "only the newest two failures")
 	}
-	require.Contains(t, page, "5 operations need attention (of the held, failed operations, only 2 per state are shown: the held ones due first")
+	// The caption counts every operation that needs attention, not only
+	// those shown, and says which states have more.
+	require.Contains(t, page, "Showing 5 of 8 operations that need attention: at most 2 of each state are shown (the held ones due first, the others the newest), and there are 3 held and 4 failed.")
+	for _, st := range []string{"held", "uncertain", "failed"} {
+		require.Contains(t, page, `<a href="/operations?state=`+st+`">all `+st+`</a>`, "the caption links to every %s operation", st)
+	}
 	require.Less(t, strings.Index(page, "old:held"), strings.Index(page, "new:held:0"), "earliest review first")
 	require.Less(t, strings.Index(page, "new:held:0"), strings.Index(page, "old:uncertain"), "held first")
 	require.Equal(t, 1, strings.Count(page, `<span class="badge overdue">overdue</span>`), "old:held only")

@@ -10,3 +10,7 @@ func (c *Console) LabDir() string {
 	defer c.mu.Unlock()
 	return c.labDir
 }
+
+// SetPageSize changes how many operations a page of the operations list
+// shows.
+func (c *Console) SetPageSize(n int) { c.pageSize = n }

@@ -17,7 +17,10 @@ type labView struct {
 	Scenario lab.Scenario
 	Counters lab.ScenarioCounters
 	State    string
-	Steps    []lab.StepResult
+	// Steps are the newest steps played (lab.MaxHistory at most), Earlier
+	// counts those played before them.
+	Steps   []lab.StepResult
+	Earlier int
 }
 
 // errConsoleClosed is returned by the lab after Close.
@@ -96,7 +99,8 @@ func (c *Console) labPage(w http.ResponseWriter, r *http.Request, s *session) {
 			c.fail(w, r, http.StatusServiceUnavailable, "The lab could not start.", err)
 			return
 		}
-		v := labView{Scenario: sc, Counters: p.Counters(), State: "not recorded yet", Steps: p.History()}
+		steps, earlier := p.Recent()
+		v := labView{Scenario: sc, Counters: p.Counters(), State: "not recorded yet", Steps: steps, Earlier: earlier}
 		if n := len(v.Steps); n > 0 {
 			v.State = v.Steps[n-1].State
 		}

@@ -538,7 +538,7 @@ func TestPhoneLayout(t *testing.T) {
 	ctx := browser(t)
 	browserSignIn(t, ctx, b.url, b.token)
 	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844)))
-	for _, path := range []string{"/", "/operations/long:1", "/operations/intake:I17:create", "/operations/order:16:prepare", "/dashboard"} {
+	for _, path := range []string{"/", "/operations/long:1", "/operations/intake:I17:create", "/operations/order:16:prepare", "/dashboard", "/operations"} {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.url+path), chromedp.WaitVisible(`h1`)))
 		width := eval[int](t, ctx, `document.documentElement.scrollWidth`)
 		require.LessOrEqual(t, width, 391, "%s is %d px wide on a 390 px screen", path, width)

@@ -102,6 +102,12 @@ type ScenarioCounters struct {
 	Verifications int `json:"verifications"`
 }
 
+// MaxHistory is how many steps a Playground keeps: the newest. Steps
+// played before them are only counted (Recent), so that a scenario played
+// for a long time holds no more memory, and its page no more lines, than
+// these.
+const MaxHistory = 50
+
 // StepResult is what one action of a scenario did.
 type StepResult struct {
 	// N numbers the steps from 1 since the last Reset.
@@ -128,9 +134,12 @@ type Playground struct {
 	base     *opledger.Ledger
 	scenario Scenario
 
-	mu      sync.Mutex
-	w       *world
+	mu sync.Mutex
+	w  *world
+	// history holds the newest steps since the last Reset, at most
+	// MaxHistory; earlier counts those dropped before them.
 	history []StepResult
+	earlier int
 }
 
 // NewPlayground starts scenario name on l's store.
@@ -161,7 +170,7 @@ func (p *Playground) start(_ context.Context) error {
 	if err := w.setDestination(d); err != nil {
 		return err
 	}
-	p.w, p.history = w, nil
+	p.w, p.history, p.earlier = w, nil, 0
 	return nil
 }
 
@@ -175,11 +184,19 @@ func (p *Playground) Tenant() string {
 	return p.w.tenant
 }
 
-// History returns the steps played since the last Reset.
+// History returns the steps played since the last Reset, oldest first:
+// the newest MaxHistory of them when more were played.
 func (p *Playground) History() []StepResult {
+	steps, _ := p.Recent()
+	return steps
+}
+
+// Recent returns what History returns, and how many steps played since
+// the last Reset came before them and are no longer kept, read together.
+func (p *Playground) Recent() (steps []StepResult, earlier int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]StepResult(nil), p.history...)
+	return append([]StepResult(nil), p.history...), p.earlier
 }
 
 // Counters returns the counters now.
@@ -212,8 +229,14 @@ func (p *Playground) step(ctx context.Context, name string) (StepResult, error) 
 	if err != nil {
 		return StepResult{}, err
 	}
-	r := StepResult{N: len(p.history) + 1, Action: a.Name, Label: a.Label, Counters: p.counters(),
+	r := StepResult{N: p.earlier + len(p.history) + 1, Action: a.Name, Label: a.Label, Counters: p.counters(),
 		State: out.State, Ref: out.Ref, Explanation: out.Explanation}
+	if len(p.history) == MaxHistory {
+		// Drop the oldest in place: the slice never grows past MaxHistory.
+		copy(p.history, p.history[1:])
+		p.history = p.history[:MaxHistory-1]
+		p.earlier++
+	}
 	p.history = append(p.history, r)
 	return r, nil
 }

@@ -139,3 +139,37 @@ func TestPlaygroundConcurrentSteps(t *testing.T) {
 		require.Equal(t, i+1, r.N)
 	}
 }
+
+// TestPlaygroundHistoryCap: a scenario played for long keeps only its
+// newest MaxHistory steps, numbered on from the earlier ones, which are
+// counted; Reset forgets both.
+func TestPlaygroundHistoryCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := openLedger(t)
+	p, err := lab.NewPlayground(ctx, l, "normal")
+	require.NoError(t, err)
+	const played = 57
+	require.Equal(t, 50, lab.MaxHistory)
+	for i := range played {
+		r, err := p.Step(ctx, "repeat")
+		require.NoError(t, err)
+		require.Equal(t, i+1, r.N)
+	}
+	steps, earlier := p.Recent()
+	require.Len(t, steps, 50)
+	require.Equal(t, 7, earlier)
+	for i, r := range steps {
+		require.Equal(t, 8+i, r.N, "the newest steps, oldest first")
+	}
+	require.Equal(t, steps, p.History())
+	require.Equal(t, played, p.Counters().Attempts, "every step still counts")
+
+	require.NoError(t, p.Reset(ctx))
+	steps, earlier = p.Recent()
+	require.Empty(t, steps)
+	require.Zero(t, earlier)
+	r, err := p.Step(ctx, "send")
+	require.NoError(t, err)
+	require.Equal(t, 1, r.N)
+}

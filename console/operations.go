@@ -1,0 +1,159 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/opledger/opledger"
+)
+
+// operationsPageSize is how many operations a page of the operations list
+// shows.
+const operationsPageSize = 100
+
+// operationsFilter is what the operations list was asked for.
+type operationsFilter struct {
+	States             []opledger.State
+	Owner, Destination string
+	Cursor             string
+}
+
+// query is the filter as a query string, with cursor in place of its own
+// ("" for the first page).
+func (f operationsFilter) query(cursor string) string {
+	v := url.Values{}
+	if len(f.States) > 0 {
+		v.Set("state", f.StateValue())
+	}
+	if f.Owner != "" {
+		v.Set("owner", f.Owner)
+	}
+	if f.Destination != "" {
+		v.Set("destination", f.Destination)
+	}
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
+	return v.Encode()
+}
+
+// StateValue is the filter's states as the state field gives them:
+// comma-separated.
+func (f operationsFilter) StateValue() string {
+	names := make([]string, len(f.States))
+	for i, st := range f.States {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ",")
+}
+
+// operationRow is an operation of the operations list, its times as ages
+// by the ledger's clock.
+type operationRow struct {
+	*opledger.Operation
+	Age, Updated string
+}
+
+// parseOperationsFilter reads the filter of the operations list from the
+// query: state (one or several, repeated or comma-separated), owner,
+// destination, cursor. It returns the message to show when the query
+// asks for something the list cannot give.
+func parseOperationsFilter(q url.Values) (operationsFilter, string) {
+	f := operationsFilter{Owner: q.Get("owner"), Destination: q.Get("destination"), Cursor: q.Get("cursor")}
+	seen := map[opledger.State]bool{}
+	for _, v := range q["state"] {
+		for name := range strings.SplitSeq(v, ",") {
+			st := opledger.State(strings.TrimSpace(name))
+			switch {
+			case st == "" || seen[st]:
+				continue
+			case !st.Valid():
+				return f, "There is no state “" + visibleText(string(st)) + "”. The states are " + stateNames() + "."
+			}
+			seen[st] = true
+			f.States = append(f.States, st)
+		}
+	}
+	for _, field := range []struct{ name, value string }{{"owner", f.Owner}, {"destination", f.Destination}} {
+		if !storable(field.value) {
+			return f, "The " + field.name + " holds characters the ledger cannot store (a NUL byte or invalid UTF-8), so no operation has it."
+		}
+	}
+	return f, ""
+}
+
+// stateNames lists the states, for a message.
+func stateNames() string {
+	names := make([]string, len(opledger.States))
+	for i, st := range opledger.States {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
+// operations lists the tenant's operations, newest first (by creation),
+// filtered by state, owner and destination, a page at a time: the whole
+// ledger, where the exception queue shows only what needs attention. It
+// shows no payload.
+func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session) {
+	f, msg := parseOperationsFilter(r.URL.Query())
+	data := map[string]any{"Title": "Operations", "Tenant": s.tenant, "CSRF": s.csrf, "Filter": f, "States": opledger.States,
+		"PageSize": c.pageSize}
+	if msg != "" {
+		data["Error"] = msg
+		c.render(w, http.StatusBadRequest, "operations", data)
+		return
+	}
+	now, err := s.ledger.Now(r.Context())
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	page, err := s.ledger.List(r.Context(), opledger.ListOptions{States: f.States, Owner: f.Owner, Destination: f.Destination,
+		Limit: c.pageSize, Cursor: f.Cursor})
+	if errors.Is(err, opledger.ErrInvalidInput) {
+		// The filters were checked above: what is left is the cursor.
+		data["Error"] = "That page link does not continue this list: it belongs to other filters, or was not made by the console. Start again from the first page."
+		if f.Cursor == "" {
+			data["Error"] = consoleWords(strings.TrimPrefix(err.Error(), "invalid input: "))
+		}
+		data["First"] = "/operations?" + f.query("")
+		c.render(w, http.StatusBadRequest, "operations", data)
+		return
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	rows := make([]operationRow, len(page.Items))
+	for i, op := range page.Items {
+		rows[i] = operationRow{Operation: op, Age: ago(now, op.CreatedAt), Updated: ago(now, op.UpdatedAt)}
+	}
+	data["Items"] = rows
+	if page.NextCursor != "" {
+		data["Next"] = "/operations?" + f.query(page.NextCursor)
+	}
+	if f.Cursor != "" {
+		data["First"] = "/operations?" + f.query("")
+	}
+	// Without an owner or destination, the counts by state say how many
+	// match in all.
+	if f.Owner == "" && f.Destination == "" {
+		counts, err := s.ledger.CountByState(r.Context())
+		if err != nil {
+			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			return
+		}
+		total := 0
+		for _, st := range opledger.States {
+			if len(f.States) == 0 || slices.Contains(f.States, st) {
+				total += counts[st]
+			}
+		}
+		data["Total"] = total
+	}
+	c.render(w, http.StatusOK, "operations", data)
+}
