@@ -136,7 +136,7 @@ func TestSlowCallerLargeAnswer(t *testing.T) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	buf := make([]byte, 16<<10)
-	start, n := time.Now(), 0
+	n := 0
 	var err error
 	for err == nil {
 		<-tick.C
@@ -145,7 +145,6 @@ func TestSlowCallerLargeAnswer(t *testing.T) {
 		n += k
 	}
 	require.Equal(t, io.EOF, err, "the answer ended, not broke off")
-	require.Greater(t, time.Since(start), 2*time.Second)
 	require.Equal(t, size+len(`{"id":"BIG-1","pad":""}`), n, "the caller got the whole answer")
 	op := b.only(t)
 	require.Equal(t, opledger.StateSucceeded, op.State)

@@ -53,7 +53,8 @@ type killPoint struct {
 // killer is what the destination needs from the supervisor.
 type killer interface {
 	// killPID kills the worker process pid (if it is not dying already);
-	// false if pid is no current worker process.
+	// false if pid is neither a current worker process nor one that was
+	// killed.
 	killPID(pid int) bool
 	// killRandom kills a randomly chosen worker process.
 	killRandom()
@@ -76,7 +77,17 @@ type destination struct {
 	// destOf records which endpoint an operation used.
 	destOf map[string]string
 
+	// replays counts requests to /protected whose idempotency key was
+	// known (nothing new was made; the first reference was answered);
+	// protectedRequests counts requests made by protected retries
+	// (Claim.Protected).
 	replays, lost, late, unavailable, protectedRequests int
+	// protectedUnanswered counts requests to /protected that made (or
+	// found) their effect and whose answer never reached the worker: lost,
+	// or its sender killed. Each leaves its operation uncertain, and the
+	// only way it can then end succeeded is a protected retry, whose
+	// request is a replay.
+	protectedUnanswered int
 	// truncated counts request bodies cut short (their sender was killed).
 	truncated                   int
 	inRequestKills, randomKills int
@@ -190,6 +201,9 @@ func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case answerKillRequester:
 			d.inRequestKills++
 		}
+		if kind == destProtected && (how == answerLost || how == answerKillRequester) {
+			d.protectedUnanswered++
+		}
 	}
 	if kill != nil && !kill.inRequest {
 		d.randomKills++
@@ -205,7 +219,7 @@ func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case answerKillRequester:
 		if !d.killer.killPID(req.PID) {
-			d.problem(fmt.Sprintf("request for %s came from pid %d, which is no current worker", id, req.PID))
+			d.problem(fmt.Sprintf("request for %s came from pid %d, which is neither a current worker nor a killed one", id, req.PID))
 		}
 		hangUp(w)
 		return

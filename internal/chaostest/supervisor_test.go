@@ -5,12 +5,60 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
+
+// TestChaosSupervisorKillOfReplacedWorker: an in-request kill point whose
+// sender was killed by an earlier kill point, and already reaped and
+// replaced, found its victim dead: it counts as coalesced, not as a
+// request from an unknown process. The workers here are cat, which runs
+// until its standard input is closed, as a worker does.
+func TestChaosSupervisorKillOfReplacedWorker(t *testing.T) {
+	cat, err := exec.LookPath("cat")
+	require.NoError(t, err)
+	sup := newSupervisor(cat, 1, 1, &logSink{})
+	sup.args = func(int, int) []string { return nil }
+	require.NoError(t, sup.start())
+	stopped := false
+	defer func() {
+		if !stopped {
+			sup.stop(10 * time.Second)
+		}
+	}()
+	sup.mu.Lock()
+	first := sup.slots[0].cmd.Process.Pid
+	sup.mu.Unlock()
+
+	sup.killRandom() // the only slot: its first generation
+	deadline := time.Now().Add(30 * time.Second)
+	for sup.counts().restarts == 0 {
+		require.True(t, time.Now().Before(deadline), "the killed worker was not restarted: %+v", sup.counts())
+		time.Sleep(5 * time.Millisecond) // paces the poll
+	}
+	sup.mu.Lock()
+	second := sup.slots[0].cmd.Process.Pid
+	sup.mu.Unlock()
+	require.NotEqual(t, first, second, "the slot runs its next generation")
+
+	require.True(t, sup.killPID(first), "a request from the killed and replaced generation")
+	require.False(t, sup.killPID(os.Getpid()), "a pid the supervisor never started")
+	sup.stop(10 * time.Second)
+	stopped = true
+	kc := sup.counts()
+	require.Equal(t, 1, kc.sent, "SIGKILLs sent: the second kill point sent none")
+	require.Equal(t, 1, kc.kills)
+	require.Equal(t, 1, kc.coalesced)
+	require.Equal(t, 1, kc.restarts)
+	require.Empty(t, kc.unexpected, "the replacement stopped cleanly")
+}
 
 // supervisor runs the worker processes: it starts one per slot, kills
 // them on the destination's schedule and restarts every killed one at once.
@@ -32,6 +80,10 @@ type supervisor struct {
 	sent, kills, coalesced, restarts int
 	// unexpected lists exits that nobody asked for.
 	unexpected []string
+	// killedPIDs are the processes a SIGKILL was sent to. A request that
+	// such a process sent before it died can reach the destination after
+	// the process was reaped and its slot restarted (see killPID).
+	killedPIDs map[int]bool
 
 	wg sync.WaitGroup
 }
@@ -45,7 +97,7 @@ type slot struct {
 }
 
 func newSupervisor(bin string, n int, seed uint64, logs *logSink) *supervisor {
-	s := &supervisor{bin: bin, logs: logs, rng: rand.New(rand.NewPCG(seed, 0x5c4ed))}
+	s := &supervisor{bin: bin, logs: logs, rng: rand.New(rand.NewPCG(seed, 0x5c4ed)), killedPIDs: map[int]bool{}}
 	for i := range n {
 		s.slots = append(s.slots, &slot{index: i})
 	}
@@ -111,6 +163,15 @@ func (s *supervisor) wait(sl *slot, cmd *exec.Cmd, name string) {
 }
 
 // killPID sends SIGKILL to the current process of the slot running pid.
+//
+// The destination reads a request's pid from its body and calls killPID
+// only after it made the effect, outside its lock. Meanwhile another
+// request may have carried out an earlier kill point that hit the same
+// process: a random kill, or an in-request kill of another of its
+// goroutines' requests. If that process is still dying, its slot is
+// marked killed; if it has been reaped already, the slot runs its next
+// generation, and pid is a killed generation's. Either way the scheduled
+// kill found its victim dead, and counts as coalesced.
 func (s *supervisor) killPID(pid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,16 +181,26 @@ func (s *supervisor) killPID(pid int) bool {
 	for _, sl := range s.slots {
 		if sl.cmd != nil && sl.cmd.Process.Pid == pid {
 			if sl.killed {
-				s.coalesced++ // a random kill got there first
+				s.coalesced++ // an earlier kill got there first
 				return true
 			}
-			sl.killed = true
-			s.sent++
-			_ = sl.cmd.Process.Kill()
+			s.kill(sl)
 			return true
 		}
 	}
+	if s.killedPIDs[pid] {
+		s.coalesced++ // killed, reaped and replaced before this kill point
+		return true
+	}
 	return false
+}
+
+// kill sends SIGKILL to sl's current process. Call with s.mu held.
+func (s *supervisor) kill(sl *slot) {
+	sl.killed = true
+	s.sent++
+	s.killedPIDs[sl.cmd.Process.Pid] = true
+	_ = sl.cmd.Process.Kill()
 }
 
 // killRandom sends SIGKILL to the current process of a random slot that is
@@ -150,10 +221,7 @@ func (s *supervisor) killRandom() {
 		s.coalesced++
 		return
 	}
-	sl := alive[s.rng.IntN(len(alive))]
-	sl.killed = true
-	s.sent++
-	_ = sl.cmd.Process.Kill()
+	s.kill(alive[s.rng.IntN(len(alive))])
 }
 
 // stop asks every worker to finish (by closing its stdin) and waits for

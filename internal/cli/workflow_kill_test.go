@@ -81,7 +81,10 @@ destinations:
 		t.Fatal("the executor never called the CRM")
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL), "killed while the CRM call is in flight")
-	_ = cmd.Wait()
+	err = cmd.Wait()
+	require.Error(t, err)
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the server died of SIGKILL: %v", err)
 	require.Equal(t, 1, crm.Effects(), "the CRM made the task")
 
 	cmd, _ = serve() // restart on the same ledger

@@ -334,28 +334,75 @@ func TestTxReadWaitsForWriter(t *testing.T) {
 		return tx.InsertOperation(ctx, op)
 	}))
 
-	locked := make(chan struct{})
-	done := make(chan error, 1)
+	// The writer reads the row for writing and keeps it until the reader
+	// is seen waiting for it (pg_blocking_pids), then changes it.
+	writerPID, release, writerDone := make(chan int, 1), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		writerDone <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			row, err := tx.GetOperation(ctx, "t", "k")
 			if err != nil {
 				return err
 			}
-			close(locked)
-			time.Sleep(200 * time.Millisecond)
+			pid, err := pgstore.TxBackendPID(ctx, tx)
+			if err != nil {
+				return err
+			}
+			writerPID <- pid
+			<-release
 			row.State, row.Revision = "pending", 2
 			return tx.UpdateOperation(ctx, row, 1)
 		})
 	}()
-	<-locked
+	released := false
+	releaseWriter := func() {
+		if !released {
+			released = true
+			close(release)
+		}
+	}
+	defer releaseWriter() // a failed check must not leave the writer waiting
+	var writer int
+	select {
+	case writer = <-writerPID:
+	case err := <-writerDone:
+		t.Fatalf("the writer ended before it held the row: %v", err)
+	}
+
+	// The reader's transaction reads the row first, as a decision does.
+	readerDone := make(chan error, 1)
 	var seen *store.Operation
-	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		seen, err = tx.GetOperation(ctx, "t", "k")
-		return err
-	}))
-	require.NoError(t, <-done)
+	go func() {
+		readerDone <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			seen, err = tx.GetOperation(ctx, "t", "k")
+			return err
+		})
+	}()
+	// The row is in this test's own schema: the only backend that can wait
+	// for the writer is the reader's.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		waiting, err := s.Blocking(ctx, writer)
+		require.NoError(t, err)
+		if waiting {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the reader never waited for the writer (backend %d)", writer)
+		poll := time.NewTimer(5 * time.Millisecond)
+		select {
+		case err := <-readerDone:
+			poll.Stop()
+			state := "nothing"
+			if seen != nil {
+				state = seen.State
+			}
+			t.Fatalf("the read finished while the writer held the row: read %s, err %v", state, err)
+		case <-poll.C:
+		}
+	}
+	releaseWriter()
+	require.NoError(t, <-writerDone)
+	require.NoError(t, <-readerDone)
 	require.Equal(t, "pending", seen.State, "the read waited for the writer")
 	require.EqualValues(t, 2, seen.Revision)
 }

@@ -129,7 +129,7 @@ func testConditionalWritesShareBatch(t *testing.T, withBrokenWrite bool) {
 			}
 		}()
 	}
-	waitQueued(s, n)
+	waitQueued(t, s, n)
 	<-s.wlock
 	wg.Wait()
 

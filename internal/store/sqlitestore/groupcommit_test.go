@@ -25,8 +25,14 @@ func openTestStore(t *testing.T) *Store {
 	return s
 }
 
-// waitQueued blocks until n write requests wait in the group-commit queue.
-func waitQueued(s *Store, n int) {
+// waitQueued waits, polling with a deadline, until n write requests wait
+// in the group-commit queue. The caller holds the writer (s.wlock); if the
+// deadline passes, waitQueued gives it back, so that the callers queued so
+// far are not left blocked, and fails t.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	const timeout = 30 * time.Second
+	deadline := time.Now().Add(timeout)
 	for {
 		s.group.mu.Lock()
 		l := len(s.group.queue)
@@ -34,8 +40,12 @@ func waitQueued(s *Store, n int) {
 		if l >= n {
 			return
 		}
+		if time.Now().After(deadline) {
+			<-s.wlock
+			t.Fatalf("only %d of %d write requests queued behind the held writer within %s", l, n, timeout)
+		}
 		runtime.Gosched()
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // paces the poll
 	}
 }
 
@@ -115,7 +125,7 @@ func TestGroupCommitIsolatesCallers(t *testing.T) {
 			})
 		}()
 	}
-	waitQueued(s, n)
+	waitQueued(t, s, n)
 	<-s.wlock
 	wg.Wait()
 
@@ -161,7 +171,7 @@ func TestGroupCommitWithdrawsCancelledCaller(t *testing.T) {
 			return insertToken(ctx, tx, "cancelled", "h-cancelled")
 		})
 	}()
-	waitQueued(s, 1)
+	waitQueued(t, s, 1)
 	cancel()
 	err := <-done
 	<-s.wlock
