@@ -231,32 +231,15 @@ func newError(resp *http.Response, body []byte, now time.Time) *Error {
 // replaced by U+FFFD), at most maxDetailBytes, cut at a character boundary
 // and then ended by "…".
 func detail(body []byte) string {
-	b := bytes.TrimSpace(body)
-	cut := len(b) > maxDetailBytes
-	if cut {
-		b = b[:maxDetailBytes]
-		// A character split by the cut is dropped, not replaced.
-		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-			if utf8.RuneStart(b[i]) {
-				if !utf8.FullRune(b[i:]) {
-					b = b[:i]
-				}
-				break
-			}
-		}
+	s := strings.ToValidUTF8(string(bytes.TrimSpace(body)), "\uFFFD")
+	if len(s) <= maxDetailBytes {
+		return s
 	}
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	if len(s) > maxDetailBytes { // replacements are longer than what they replace
-		i := maxDetailBytes
-		for !utf8.RuneStart(s[i]) {
-			i--
-		}
-		s, cut = s[:i], true
+	i := maxDetailBytes
+	for !utf8.RuneStart(s[i]) {
+		i--
 	}
-	if cut {
-		s += "…"
-	}
-	return s
+	return s[:i] + "…"
 }
 
 // retryAfter reads a Retry-After header (RFC 9110, section 10.2.3): delay

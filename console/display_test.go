@@ -266,10 +266,7 @@ func TestInvisibleText(t *testing.T) {
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 	s := signIn(t, srv.URL, token)
-	csrf, seen := formOf(t, s.get("/operations/zw:1"))
-	code, _ := s.post("/operations/zw:1/resolve", url.Values{"csrf": {csrf}, "seen": {seen}, "decision": {"cancel"},
-		"reason": {"with\u180edrawn"}, "operator": {"Maria\u200c"}})
-	require.Equal(t, http.StatusSeeOther, code)
+	s.decide("zw:1", url.Values{"decision": {"cancel"}, "reason": {"with\u180edrawn"}, "operator": {"Maria\u200c"}})
 	heldOp(t, l, opledger.Intent{Key: "zw:2", Owner: "\u200cowner", Action: "mail.send", Destination: "mail\u034f"}, "\ufefferror", "x")
 
 	invisible := "\u200b\u200c\u200d\ufeff\u00ad\u2060\u180e\u034f\U000e0041"

@@ -100,6 +100,18 @@ func formOf(t *testing.T, page string) (csrf, seen string) {
 	return c[1], html.UnescapeString(s[1])
 }
 
+// decide posts a decision on the operation key from its page as it is now,
+// with the page's CSRF token and seen field, and requires the redirect
+// that follows a recorded decision.
+func (s *consoleSession) decide(key string, form url.Values) {
+	s.t.Helper()
+	csrf, seen := formOf(s.t, s.get("/operations/"+key))
+	form.Set("csrf", csrf)
+	form.Set("seen", seen)
+	code, body := s.post("/operations/"+key+"/resolve", form)
+	require.Equal(s.t, http.StatusSeeOther, code, body)
+}
+
 // TestStaleDecision: two operators have the same held operation open; the
 // first cancels it, and the second's "authorize retry", sent from the page
 // as it was, is refused with 409 and the operation as it is now, inside
@@ -359,10 +371,7 @@ func TestNotice(t *testing.T) {
 		require.NotContains(t, page, "Recorded:", q)
 		require.NotContains(t, page, "helpdesk", q)
 	}
-	csrf, seen := formOf(t, s.get("/operations/note:1"))
-	code, _ := s.post("/operations/note:1/resolve", url.Values{"csrf": {csrf}, "seen": {seen}, "decision": {"mark_succeeded"},
-		"ref": {"CRM-1"}, "reason": {"found it"}})
-	require.Equal(t, http.StatusSeeOther, code)
+	s.decide("note:1", url.Values{"decision": {"mark_succeeded"}, "ref": {"CRM-1"}, "reason": {"found it"}})
 	require.Contains(t, s.get("/operations/note:1"), `<p class="notice" role="status">Recorded: succeeded, with the reference you found.</p>`)
 	require.NotContains(t, s.get("/operations/note:1"), "Recorded:", "once")
 }
@@ -378,10 +387,7 @@ func TestBidiText(t *testing.T) {
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 	s := signIn(t, srv.URL, token)
-	csrf, seen := formOf(t, s.get("/operations/bidi:1"))
-	code, _ := s.post("/operations/bidi:1/resolve", url.Values{"csrf": {csrf}, "seen": {seen}, "decision": {"cancel"},
-		"reason": {"withdrawn \u202bby\u202c the customer"}, "operator": {"Maria\u202e"}})
-	require.Equal(t, http.StatusSeeOther, code)
+	s.decide("bidi:1", url.Values{"decision": {"cancel"}, "reason": {"withdrawn \u202bby\u202c the customer"}, "operator": {"Maria\u202e"}})
 
 	ctx := browser(t)
 	browserSignIn(t, ctx, srv.URL, token)

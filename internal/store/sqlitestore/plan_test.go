@@ -109,6 +109,21 @@ var sortsFew = map[string]bool{"ListAttempts": true, "ListOperations/duplicates"
 
 var errRollback = errors.New("roll back")
 
+// syntheticLedger opens a migrated store on a new file holding n synthetic
+// operations of tenant (with their history when history), closed when
+// the test ends, and returns it with the file's path.
+func syntheticLedger(t *testing.T, tenant string, n int, history bool) (*Store, string) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := Open(ctx, path, Options{SynchronousNormal: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	require.NoError(t, s.Migrate(ctx, nil))
+	require.NoError(t, LoadSynthetic(ctx, path, tenant, n, history))
+	return s, path
+}
+
 // TestClaimPathUsesIndexes checks, with EXPLAIN QUERY PLAN on a table of
 // 10,000 operations after ANALYZE (kept small because the pure-Go SQLite
 // runs many times slower under the race detector; BenchmarkClaim covers
@@ -121,16 +136,11 @@ var errRollback = errors.New("roll back")
 func TestClaimPathUsesIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	s, err := Open(ctx, path, Options{SynchronousNormal: true})
-	require.NoError(t, err)
-	defer s.Close()
-	require.NoError(t, s.Migrate(ctx, nil))
 	const tenant = "plan"
-	require.NoError(t, LoadSynthetic(ctx, path, tenant, 10_000, true))
+	s, path := syntheticLedger(t, tenant, 10_000, true)
 	// A few due operations of the tenant, and a backlog of another one
 	// that a claim of this tenant must not wade through.
-	_, err = InsertDue(ctx, path, tenant, "due:", 20)
+	_, err := InsertDue(ctx, path, tenant, "due:", 20)
 	require.NoError(t, err)
 	_, err = InsertDue(ctx, path, "busy", "due:", 5000)
 	require.NoError(t, err)
@@ -311,16 +321,11 @@ func checkQueryPlan(t *testing.T, db *sql.DB, c recordedCall) {
 func TestListStatesMerged(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	s, err := Open(ctx, path, Options{SynchronousNormal: true})
-	require.NoError(t, err)
-	defer s.Close()
-	require.NoError(t, s.Migrate(ctx, nil))
 	const tenant = "merge"
-	require.NoError(t, LoadSynthetic(ctx, path, tenant, 3000, false))
+	s, path := syntheticLedger(t, tenant, 3000, false)
 	// A backlog of pending operations all created in the same
 	// microsecond, and the same keys in another tenant.
-	_, err = InsertDue(ctx, path, tenant, "due:", 3000)
+	_, err := InsertDue(ctx, path, tenant, "due:", 3000)
 	require.NoError(t, err)
 	_, err = InsertDue(ctx, path, "other", "bulk:", 500)
 	require.NoError(t, err)

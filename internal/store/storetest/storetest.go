@@ -143,6 +143,18 @@ func (b *bundle) dispatched(t *testing.T, key string) *opledger.Claim {
 	return c
 }
 
+// uncertain records, claims and dispatches key, then lets the lease run
+// out and expires it: the call may have happened, so key is uncertain.
+func (b *bundle) uncertain(t *testing.T, key string) *opledger.Claim {
+	t.Helper()
+	c := b.dispatched(t, key)
+	b.clock.Advance(11 * time.Second)
+	_, err := b.ledger.ExpireLeases(b.ctx)
+	require.NoError(t, err)
+	b.requireState(t, key, opledger.StateUncertain)
+	return c
+}
+
 // report reports an outcome for claim c of key.
 func (b *bundle) report(t *testing.T, key string, c *opledger.Claim, r opledger.Report) *opledger.Operation {
 	t.Helper()
