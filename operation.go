@@ -43,6 +43,15 @@ func (s State) Valid() bool {
 	return false
 }
 
+// stateList is the states, comma-separated, for error messages.
+func stateList() string {
+	names := make([]string, len(States))
+	for i, s := range States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
 // Unresolved reports whether the state waits for reconciliation or a person.
 func (s State) Unresolved() bool { return s == StateUncertain || s == StateHeld }
 

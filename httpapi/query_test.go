@@ -75,6 +75,7 @@ func TestQueryParameters(t *testing.T) {
 				refused(t, "/v1/operations?stat=held", `unknown query parameter "stat"`, opsTake)
 				refused(t, "/v1/operations?state=pending&since=2030-01-01", `unknown query parameter "since"`)
 				refused(t, "/v1/operations?Limit=1", `unknown query parameter "Limit"`)
+				refused(t, "/v1/operations?state=held,done", `unknown state "done" (states: awaiting_approval, pending, in_progress, uncertain, held, succeeded, failed)`)
 				refused(t, "/v1/events?sourc=x", `unknown query parameter "sourc"`, eventsTake)
 				refused(t, "/v1/events?type=t", `unknown query parameter "type"`, eventsTake)
 			})
