@@ -91,6 +91,9 @@ type Options struct {
 type Ledger struct {
 	*shared
 	tenant string
+	// credential names what this handle's caller proved itself with
+	// (WithCredential); empty for the process's own handle.
+	credential string
 }
 
 // shared is what all tenant views of one opened ledger have in common.
@@ -226,7 +229,44 @@ func (l *Ledger) WithTenant(tenant string) (*Ledger, error) {
 	if err := validateTenant(tenant); err != nil {
 		return nil, err
 	}
-	return &Ledger{shared: l.shared, tenant: tenant}, nil
+	c := *l
+	c.tenant = tenant
+	return &c, nil
+}
+
+// WithCredential returns a view of the Ledger that records the decisions
+// it takes (Resolve, Approve, Revise and their workflow-step forms) as
+// taken through credential: the name given in the decision is kept, and
+// credential follows it in parentheses, as in "Maria (token ops-laptop,
+// tok_0a1b2c3d4e5f)". The HTTP API and the console give the token a
+// request or a session was authenticated with, so that a decision names
+// who was signed in as well as who they said they were. An empty
+// credential records decisions as given. A credential longer than
+// MaxCredentialBytes, or one the store cannot keep (a NUL byte, invalid
+// UTF-8), is refused with ErrInvalidInput.
+func (l *Ledger) WithCredential(credential string) (*Ledger, error) {
+	if len(credential) > MaxCredentialBytes {
+		return nil, invalidInput("credential is longer than %d bytes", MaxCredentialBytes)
+	}
+	if err := checkText("credential", credential); err != nil {
+		return nil, err
+	}
+	c := *l
+	c.credential = credential
+	return &c, nil
+}
+
+// MaxCredentialBytes bounds the credential of WithCredential: room for a
+// token's name and ID, and the console's mark.
+const MaxCredentialBytes = 2 * maxNameLength
+
+// attributed is the name a decision records for the person who took it:
+// with the handle's credential, if any, after it.
+func (l *Ledger) attributed(name string) string {
+	if l.credential == "" {
+		return name
+	}
+	return name + " (" + l.credential + ")"
 }
 
 // Tenant is the tenant this Ledger acts for.

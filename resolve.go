@@ -86,6 +86,7 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 	case strings.TrimSpace(d.Operator) == "":
 		return nil, invalidInput("operator must name who decided, or be left out")
 	}
+	d.Operator = l.attributed(d.Operator)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need(string(d.Kind)); err != nil {
 			return err
@@ -166,6 +167,7 @@ func (l *Ledger) Approve(ctx context.Context, key string, a Approval) (*Operatio
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
+	a.Approver = l.attributed(a.Approver)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("approve"); err != nil {
 			return err
@@ -203,6 +205,7 @@ func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (*Operation
 	if err := r.normalize(); err != nil {
 		return nil, err
 	}
+	r.Actor = l.attributed(r.Actor)
 	return l.mutate(ctx, key, func(t *txn) error { return t.revise(r.Payload, r.Version, r.Actor, "") })
 }
 

@@ -56,11 +56,11 @@ func (l *Ledger) OpenSession(ctx context.Context, token string, ttl time.Duratio
 	return secret, expiresAt, nil
 }
 
-// SessionTenant returns the tenant of an open session, or ErrUnauthorized
-// when the session is unknown, expired or closed, or its token has been
-// revoked.
-func (l *Ledger) SessionTenant(ctx context.Context, secret string) (string, error) {
-	var tenant string
+// SessionToken returns the token an open session was signed in with (its
+// tenant, ID and name), or ErrUnauthorized when the session is unknown,
+// expired or closed, or its token has been revoked.
+func (l *Ledger) SessionToken(ctx context.Context, secret string) (*TokenInfo, error) {
+	var info *TokenInfo
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		s, err := r.SessionByHash(ctx, hashToken(secret))
 		if errors.Is(err, store.ErrNotFound) {
@@ -76,13 +76,16 @@ func (l *Ledger) SessionTenant(ctx context.Context, secret string) (string, erro
 		if !s.TokenRevokedAt.IsZero() || !now.Before(s.ExpiresAt) {
 			return ErrUnauthorized
 		}
-		tenant = s.Tenant
+		info = &TokenInfo{ID: s.TokenID, Tenant: s.Tenant, Name: s.TokenName}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrUnauthorized) {
-		return "", fmt.Errorf("read session: %w", err)
+	if errors.Is(err, ErrUnauthorized) {
+		return nil, err
 	}
-	return tenant, err
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	return info, nil
 }
 
 // CloseSession ends a session (signing out). Closing a session that is

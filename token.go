@@ -71,6 +71,12 @@ func (l *Ledger) CreateToken(ctx context.Context, name string) (secret string, i
 	return secret, tokenInfo(tok), nil
 }
 
+// Credential names the token for the decisions taken with it
+// (Ledger.WithCredential): "token NAME, ID". The secret is never part of it.
+func (t *TokenInfo) Credential() string {
+	return "token " + t.Name + ", " + t.ID
+}
+
 func tokenInfo(t *store.Token) *TokenInfo {
 	return &TokenInfo{ID: t.ID, Tenant: t.Tenant, Name: t.Name, CreatedAt: t.CreatedAt, RevokedAt: timePtr(t.RevokedAt)}
 }
@@ -138,25 +144,25 @@ type checkedTokens struct {
 }
 
 type checkedToken struct {
-	tenant    string
+	token     TokenInfo
 	checkedAt time.Time
 }
 
-// tenant returns the tenant of the token with hash if it was found active
-// less than TokenCheckValidity before now (and not after it: a clock set
-// back does not extend the trust).
-func (c *checkedTokens) tenant(hash string, now time.Time) (string, bool) {
+// lookup returns the token with hash if it was found active less than
+// TokenCheckValidity before now (and not after it: a clock set back does
+// not extend the trust).
+func (c *checkedTokens) lookup(hash string, now time.Time) (TokenInfo, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.byHash[hash]
 	if !ok {
-		return "", false
+		return TokenInfo{}, false
 	}
 	if age := now.Sub(t.checkedAt); age < 0 || age >= TokenCheckValidity {
 		delete(c.byHash, hash)
-		return "", false
+		return TokenInfo{}, false
 	}
-	return t.tenant, true
+	return t.token, true
 }
 
 // generation is the number of forget calls so far, read before a check
@@ -170,7 +176,7 @@ func (c *checkedTokens) generation() uint64 {
 // remember notes that the token with hash was active at checkedAt, by a
 // check that began at generation gen; nothing when forget has been
 // called since.
-func (c *checkedTokens) remember(hash, tenant string, checkedAt time.Time, gen uint64) {
+func (c *checkedTokens) remember(hash string, token TokenInfo, checkedAt time.Time, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if gen != c.forgotten {
@@ -179,7 +185,7 @@ func (c *checkedTokens) remember(hash, tenant string, checkedAt time.Time, gen u
 	if c.byHash == nil || len(c.byHash) >= maxCheckedTokens {
 		c.byHash = map[string]checkedToken{}
 	}
-	c.byHash[hash] = checkedToken{tenant: tenant, checkedAt: checkedAt}
+	c.byHash[hash] = checkedToken{token: token, checkedAt: checkedAt}
 }
 
 // forget drops every remembered token.
@@ -190,32 +196,32 @@ func (c *checkedTokens) forget() {
 	c.forgotten++
 }
 
-// Authenticate returns the tenant of an active token, or ErrUnauthorized.
-// A token found active is trusted for TokenCheckValidity without reading
-// the store again.
-func (l *Ledger) Authenticate(ctx context.Context, secret string) (string, error) {
+// Authenticate returns an active token (its tenant, ID and name; the
+// secret is never kept), or ErrUnauthorized. A token found active is
+// trusted for TokenCheckValidity without reading the store again.
+func (l *Ledger) Authenticate(ctx context.Context, secret string) (*TokenInfo, error) {
 	hash := hashToken(secret)
 	// The local clock (through Options.Clock, for tests): reading the
 	// store's would cost the round trip this saves.
 	now := l.clock(time.Now())
-	if tenant, ok := l.checkedTokens.tenant(hash, now); ok {
-		return tenant, nil
+	if t, ok := l.checkedTokens.lookup(hash, now); ok {
+		return &t, nil
 	}
 	gen := l.checkedTokens.generation()
-	var tenant string
+	var info *TokenInfo
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		t, err := activeToken(ctx, r, hash)
 		if err != nil {
 			return err
 		}
-		tenant = t.Tenant
+		info = tokenInfo(t)
 		return nil
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	l.checkedTokens.remember(hash, tenant, now, gen)
-	return tenant, nil
+	l.checkedTokens.remember(hash, *info, now, gen)
+	return info, nil
 }
 
 // activeToken reads the token whose secret has the SHA-256 hash:

@@ -13,12 +13,13 @@ func TestCheckBeganBeforeForgetIsNotRemembered(t *testing.T) {
 	now := time.Now()
 	gen := c.generation() // the check begins, and reads the token active
 	c.forget()            // meanwhile the revocation commits
-	c.remember("h", "acme", now, gen)
-	if tenant, ok := c.tenant("h", now); ok {
-		t.Fatalf("a check that began before forget was remembered (tenant %q)", tenant)
+	acme := TokenInfo{ID: "tok_1", Tenant: "acme", Name: "n8n"}
+	c.remember("h", acme, now, gen)
+	if tok, ok := c.lookup("h", now); ok {
+		t.Fatalf("a check that began before forget was remembered (tenant %q)", tok.Tenant)
 	}
-	c.remember("h", "acme", now, c.generation())
-	if _, ok := c.tenant("h", now); !ok {
+	c.remember("h", acme, now, c.generation())
+	if tok, ok := c.lookup("h", now); !ok || tok != acme {
 		t.Fatal("a check that began after forget was not remembered")
 	}
 }

@@ -37,15 +37,16 @@ func TestRevokedElsewhereStopsWithinCheckValidity(t *testing.T) {
 	secret, info, err := cli.CreateToken(ctx, "n8n")
 	require.NoError(t, err)
 
-	tenant, err := server.Authenticate(ctx, secret)
+	tok, err := server.Authenticate(ctx, secret)
 	require.NoError(t, err, "a new token works at once")
-	require.Equal(t, "acme", tenant)
+	require.Equal(t, [3]string{info.ID, "acme", "n8n"}, [3]string{tok.ID, tok.Tenant, tok.Name})
 	require.NoError(t, cli.RevokeToken(ctx, info.ID))
 
 	clock.Advance(opledger.TokenCheckValidity - time.Millisecond)
-	tenant, err = server.Authenticate(ctx, secret)
+	tok, err = server.Authenticate(ctx, secret)
 	require.NoError(t, err, "still trusted from the last check")
-	require.Equal(t, "acme", tenant)
+	require.Equal(t, "acme", tok.Tenant)
+	require.Equal(t, info.ID, tok.ID, "the remembered token is the same token")
 
 	clock.Advance(time.Millisecond)
 	_, err = server.Authenticate(ctx, secret)

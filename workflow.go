@@ -895,6 +895,7 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 	if err := r.normalize(); err != nil {
 		return nil, err
 	}
+	r.Actor = l.attributed(r.Actor)
 	var w *Workflow
 	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
 		row, def, err := l.getWorkflowRow(ctx, tx, key)
@@ -958,6 +959,7 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
+	a.Approver = l.attributed(a.Approver)
 	var w *Workflow
 	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
 		row, def, err := l.getWorkflowRow(ctx, tx, key)

@@ -70,7 +70,8 @@ func TestWorkflow(t *testing.T) {
 // payload is refused before sending, as for an operation.
 func TestWorkflowApproveRevise(t *testing.T) {
 	t.Parallel()
-	c := serve(t)
+	b := setup(t)
+	c := b.client
 	ctx := context.Background()
 	wf, _, err := c.PutWorkflow(ctx, "wf:2", opledger.WorkflowSpec{RequiresApproval: true, Steps: []opledger.WorkflowStep{
 		{Name: "create_task", Action: "crm.create_task", Destination: "crm", Payload: json.RawMessage(`{"title":"Call Ada"}`)},
@@ -115,5 +116,7 @@ func TestWorkflowApproveRevise(t *testing.T) {
 	require.Equal(t, opledger.StepWaiting, notify.State)
 	ahead, err := c.ApproveWorkflowStep(ctx, "wf:2", "notify", opledger.Approval{Version: notify.Version, Fingerprint: notify.Fingerprint, Approver: "bo"})
 	require.NoError(t, err)
-	require.Equal(t, "bo", ahead.Steps[1].PreApprovedBy)
+	tok, err := b.ledger.Authenticate(ctx, b.token)
+	require.NoError(t, err)
+	require.Equal(t, "bo (token test, "+tok.ID+")", ahead.Steps[1].PreApprovedBy, "the approver, and the token that sent the approval")
 }

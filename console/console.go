@@ -231,6 +231,13 @@ type session struct {
 	csrf   string
 }
 
+// sessionCredential is what the decisions of a console session record
+// after the name typed: the console, and the token the session was signed
+// in with, as in "Maria (console, token ops-laptop, tok_0a1b2c3d4e5f)".
+func sessionCredential(tok *opledger.TokenInfo) string {
+	return "console, " + tok.Credential()
+}
+
 // csrfToken derives the form token from the session secret: a cross-site
 // page cannot read the HttpOnly cookie, so it cannot compute it.
 func csrfToken(secret string) string {
@@ -250,7 +257,7 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 			c.toLogin(w, r)
 			return
 		}
-		tenant, err := c.ledger.SessionTenant(r.Context(), ck.Value)
+		tok, err := c.ledger.SessionToken(r.Context(), ck.Value)
 		if errors.Is(err, opledger.ErrUnauthorized) {
 			c.toLogin(w, r)
 			return
@@ -259,12 +266,15 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
-		l, err := c.ledger.WithTenant(tenant)
+		l, err := c.ledger.WithTenant(tok.Tenant)
+		if err == nil {
+			l, err = l.WithCredential(sessionCredential(tok))
+		}
 		if err != nil {
-			c.fail(w, r, http.StatusInternalServerError, "Unknown tenant.", err)
+			c.fail(w, r, http.StatusInternalServerError, "The session's tenant or token cannot be used.", err)
 			return
 		}
-		s := &session{secret: ck.Value, tenant: tenant, ledger: l, csrf: csrfToken(ck.Value)}
+		s := &session{secret: ck.Value, tenant: tok.Tenant, ledger: l, csrf: csrfToken(ck.Value)}
 		if r.Method == http.MethodPost {
 			if err := r.ParseForm(); err != nil {
 				c.fail(w, r, http.StatusBadRequest, "The form could not be read.", nil)

@@ -111,6 +111,16 @@ func shiftedConsole(t *testing.T, opts opledger.Options) (*opledger.Ledger, stri
 	return l, token, c, offset
 }
 
+// consoleActor is the actor that a decision taken in a console session
+// signed in with token records for name: the name, then the console and
+// the token.
+func consoleActor(t *testing.T, l *opledger.Ledger, token, name string) string {
+	t.Helper()
+	tok, err := l.Authenticate(context.Background(), token)
+	require.NoError(t, err)
+	return name + " (console, " + tok.Credential() + ")"
+}
+
 // consoleSession is a console signed in over plain HTTP: its client keeps
 // the session cookie and does not follow redirects.
 type consoleSession struct {

@@ -17,17 +17,10 @@ import (
 // The console checks them itself so that it can say which field is wrong
 // in its own words.
 const (
-	maxReasonBytes = opledger.MaxReasonBytes
-	maxRefBytes    = opledger.MaxDestinationRefBytes
-	// maxOperatorBytes leaves room for operatorSuffix within the ledger's
-	// limit on an operator's name.
-	maxOperatorBytes = opledger.MaxOperatorBytes - len(operatorSuffix)
+	maxReasonBytes   = opledger.MaxReasonBytes
+	maxRefBytes      = opledger.MaxDestinationRefBytes
+	maxOperatorBytes = opledger.MaxOperatorBytes
 )
-
-// operatorSuffix marks a decision's actor as taken in the console, so a
-// name typed there can never pass for the reconciler, a worker or the
-// command line.
-const operatorSuffix = " (console)"
 
 // noticeCookie carries the notice of a recorded decision to the page the
 // browser is sent to next, once, for that operation only. A link cannot
@@ -278,7 +271,7 @@ func checkDecision(kind opledger.DecisionKind, v decisionValues) (field, msg str
 	}
 	switch {
 	case len(name) > maxOperatorBytes:
-		return "operator", fmt.Sprintf("Your name is %d bytes long; the console keeps at most %d.", len(name), maxOperatorBytes)
+		return "operator", fmt.Sprintf("Your name is %d bytes long; the ledger keeps at most %d.", len(name), maxOperatorBytes)
 	case !storable(name):
 		return "operator", "Your name holds characters the ledger cannot store (a NUL byte or invalid UTF-8)."
 	}
@@ -291,14 +284,15 @@ func storable(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
-// operatorName is the actor a decision records: the name typed, marked as
-// taken in the console, or "console" when none was typed.
+// operatorName is the name a decision records: the name typed, or
+// "operator" when none was typed. The session's ledger adds the console
+// and the token signed in with after it (sessionCredential), so a name
+// typed here never passes for the reconciler, a worker or the command line.
 func operatorName(typed string) string {
-	typed = strings.TrimSpace(typed)
-	if typed == "" {
-		return "console"
+	if typed = strings.TrimSpace(typed); typed != "" {
+		return typed
 	}
-	return typed + operatorSuffix
+	return "operator"
 }
 
 // libraryWords are the ledger's names for a decision's parts, and the

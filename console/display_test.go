@@ -271,7 +271,7 @@ func TestInvisibleText(t *testing.T) {
 
 	invisible := "\u200b\u200c\u200d\ufeff\u00ad\u2060\u180e\u034f\U000e0041"
 	for path, want := range map[string][]string{
-		"/operations/zw:1": {`ops\u200bteam`, `crm\ufeff`, `time\u200dout`, `no \u2060lookup`, `x\u00ady\U000e0041`, `with\u180edrawn`, `Maria\u200c (console)`, `worker-\u200b7`},
+		"/operations/zw:1": {`ops\u200bteam`, `crm\ufeff`, `time\u200dout`, `no \u2060lookup`, `x\u00ady\U000e0041`, `with\u180edrawn`, consoleActor(t, l, token, `Maria\u200c`), `worker-\u200b7`},
 		"/":                {`\u200cowner`, `mail\u034f`, `\ufefferror`},
 		"/operations":      {`crm\ufeff`, `ops\u200bteam`, `mail\u034f`, `\u200cowner`},
 	} {

@@ -147,7 +147,7 @@ func TestStaleDecision(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateFailed, op.State, "the cancellation stands")
 	require.Equal(t, opledger.FailureCancelled, op.FailureKind)
-	require.Equal(t, "Another decision was recorded since you opened this page (operator cancelled, by Ana (console)): it is now failed (cancelled). Yours was not recorded. Look again before deciding.",
+	require.Equal(t, "Another decision was recorded since you opened this page (operator cancelled, by "+consoleActor(t, l, token, "Ana")+"): it is now failed (cancelled). Yours was not recorded. Look again before deciding.",
 		pageText(t, b, `form:has(#decide-retry) #err-r`), "the refusal is inside the retry form")
 	require.Contains(t, pageText(t, b, `h1`), "failed (cancelled)", "the page shows the operation as it is now")
 	require.Equal(t, "err-r", eval[string](t, b, `document.activeElement.id`), "the refusal has the focus")
@@ -168,7 +168,7 @@ func TestStaleDecision(t *testing.T) {
 	require.NoError(t, err)
 	last := timeline[len(timeline)-1]
 	require.Equal(t, "operator cancelled", last.Event, "nothing recorded after the cancellation")
-	require.Equal(t, "Ana (console)", last.Actor)
+	require.Equal(t, consoleActor(t, l, token, "Ana"), last.Actor)
 }
 
 // TestBackAfterDecision: the Back button shows an operation as it is
@@ -395,10 +395,10 @@ func TestBidiText(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/operations/bidi:1"), chromedp.WaitVisible(`#timeline`)))
 	require.False(t, eval[bool](t, ctx, controls+`.test(document.querySelector('main').innerText)`), "no bidi control reaches the page")
 	main := pageText(t, ctx, `main`)
-	for _, want := range []string{`ops\u202emaet`, `c\u2066rm\u2069`, `timeout \u202eafter 10 s`, `withdrawn \u202bby\u202c the customer`, `by Maria\u202e (console)`, `worker-\u202e7`, `{"note":"\u202eabc"}`} {
+	for _, want := range []string{`ops\u202emaet`, `c\u2066rm\u2069`, `timeout \u202eafter 10 s`, `withdrawn \u202bby\u202c the customer`, "by " + consoleActor(t, l, token, `Maria\u202e`), `worker-\u202e7`, `{"note":"\u202eabc"}`} {
 		require.Contains(t, main, want)
 	}
-	require.Equal(t, `Maria\u202e (console)`, pageText(t, ctx, `#timeline li:last-child .actor bdi`), "the actor is isolated")
+	require.Equal(t, consoleActor(t, l, token, `Maria\u202e`), pageText(t, ctx, `#timeline li:last-child .actor bdi`), "the actor is isolated")
 	require.True(t, eval[bool](t, ctx, `[...document.querySelectorAll('#timeline .evidence')].every(e => e.firstElementChild && e.firstElementChild.tagName === 'BDI')`))
 
 	heldOp(t, l, opledger.Intent{Key: "bidi:2", Owner: "\u202eowner"}, "\u2066error", "x")
@@ -421,7 +421,7 @@ func TestFailedDecisionForm(t *testing.T) {
 	browserSignIn(t, ctx, srv.url, token)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.url+"/operations/form:1"), chromedp.WaitVisible(`#decide-succeeded`),
 		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`)))
-	require.Equal(t, []string{"200", "2000", "190"},
+	require.Equal(t, []string{"200", "2000", "200"},
 		eval[[]string](t, ctx, `['#ref', '#reason-s', '#op-s'].map(s => document.querySelector(s).getAttribute('maxlength'))`))
 
 	// The script refuses a reason of spaces: nothing is sent.
@@ -451,7 +451,7 @@ func TestFailedDecisionForm(t *testing.T) {
 		chromedp.SendKeys(`#ref`, "H42"), chromedp.SendKeys(`#reason-s`, "found H42"), chromedp.SendKeys(`#op-s`, "Maria"),
 		chromedp.Click(`#decide-succeeded`), chromedp.WaitVisible(`p.notice`)))
 	require.EqualValues(t, 2, srv.posts.Load())
-	require.Contains(t, pageText(t, ctx, `#timeline li:last-child`), "by Maria (console)")
+	require.Contains(t, pageText(t, ctx, `#timeline li:last-child`), "by "+consoleActor(t, l, token, "Maria"))
 }
 
 // TestDecisionWords: the console checks a decision's fields itself and
@@ -489,8 +489,8 @@ func TestDecisionWords(t *testing.T) {
 			"The reason is 2002 bytes long; the ledger keeps at most 2000. Shorten it.", "éééé</textarea>"},
 		{url.Values{"decision": {"authorize_retry"}, "reason": {"x\x00y"}}, "err-r", "reason-r",
 			"The reason holds characters the ledger cannot store", ""},
-		{url.Values{"decision": {"authorize_retry"}, "reason": {"checked"}, "operator": {strings.Repeat("n", 191)}}, "err-r", "op-r",
-			"Your name is 191 bytes long; the console keeps at most 190.", ">checked</textarea>"},
+		{url.Values{"decision": {"authorize_retry"}, "reason": {"checked"}, "operator": {strings.Repeat("n", 201)}}, "err-r", "op-r",
+			"Your name is 201 bytes long; the ledger keeps at most 200.", ">checked</textarea>"},
 	} {
 		code, body := post(tc.form)
 		require.Equal(t, http.StatusBadRequest, code, tc.says)
@@ -506,19 +506,21 @@ func TestDecisionWords(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State, "nothing recorded")
 
-	// A name that tries to pass for the reconciler is the console's.
-	name := strings.Repeat("n", 190)
+	// A name as long as the ledger takes is kept whole, and the console
+	// and the token follow it.
+	name := strings.Repeat("n", opledger.MaxOperatorBytes)
 	code, _ := post(url.Values{"decision": {"authorize_retry"}, "reason": {"checked"}, "operator": {"  " + name + " "}})
 	require.Equal(t, http.StatusSeeOther, code)
 	timeline, err := l.Timeline(context.Background(), "words:1")
 	require.NoError(t, err)
 	actor := timeline[len(timeline)-1].Actor
-	require.Equal(t, name+" (console)", actor)
-	require.LessOrEqual(t, len(actor), 200)
+	require.Equal(t, consoleActor(t, l, token, name), actor)
 
 	heldOp(t, l, opledger.Intent{Key: "words:2"}, "timeout", "no lookup")
 	csrf, seen = formOf(t, s.get("/operations/words:2"))
-	for _, tc := range []struct{ typed, actor string }{{"reconciler", "reconciler (console)"}, {"  ", "console"}} {
+	// A name that tries to pass for the reconciler is the console's; no
+	// name is "operator", the console's too.
+	for _, tc := range []struct{ typed, actor string }{{"reconciler", consoleActor(t, l, token, "reconciler")}, {"  ", consoleActor(t, l, token, "operator")}} {
 		code, _ := s.post("/operations/words:2/resolve", url.Values{"csrf": {csrf}, "seen": {seen}, "decision": {"authorize_retry"},
 			"reason": {"checked"}, "operator": {tc.typed}})
 		require.Equal(t, http.StatusSeeOther, code)

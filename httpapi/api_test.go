@@ -344,6 +344,12 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	op, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "CRM-9", Reason: "found in CRM", Operator: "maria", SeenUpdatedAt: op.UpdatedAt})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateSucceeded, op.State)
+	// The decision names who said they took it and the token it came with.
+	signedIn, err := b.ledger.Authenticate(ctx, b.token)
+	require.NoError(t, err)
+	detail, err = b.acme.Get(ctx, "order:18:prepare")
+	require.NoError(t, err)
+	require.Equal(t, "maria (token test, "+signedIn.ID+")", detail.Timeline[len(detail.Timeline)-1].Actor)
 	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":"x"}`), 409, "invalid_state")
 
 	// Approve and revise.

@@ -16,7 +16,9 @@ import (
 
 type staticAuth struct{}
 
-func (staticAuth) Authenticate(context.Context, string) (string, error) { return "fuzz", nil }
+func (staticAuth) Authenticate(context.Context, string) (*opledger.TokenInfo, error) {
+	return &opledger.TokenInfo{ID: "tok_fuzz", Tenant: "fuzz", Name: "fuzz"}, nil
+}
 
 // FuzzRequests sends arbitrary keys and bodies to every body-taking route
 // and fails on a panic or any 5xx: bad input must get a 4xx problem.

@@ -22,10 +22,13 @@ import (
 	"github.com/opledger/opledger"
 )
 
-// Authenticator maps a bearer token to the tenant it belongs to. It returns
-// an error matching opledger.ErrUnauthorized for unknown or revoked tokens.
+// Authenticator maps a bearer token to the token it is: its tenant, which
+// scopes the request, and its ID and name, which the decisions the request
+// takes record (opledger.Ledger.WithCredential). It returns an error
+// matching opledger.ErrUnauthorized for unknown or revoked tokens.
+// *opledger.Ledger is one.
 type Authenticator interface {
-	Authenticate(ctx context.Context, token string) (tenant string, err error)
+	Authenticate(ctx context.Context, token string) (*opledger.TokenInfo, error)
 }
 
 // Options configure the API handler.
@@ -145,7 +148,7 @@ type ctxKey int
 
 const (
 	ctxRequestID ctxKey = iota
-	ctxTenant
+	ctxToken
 )
 
 func requestID(ctx context.Context) string {
@@ -201,7 +204,7 @@ func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token>", nil)
 			return
 		}
-		tenant, err := s.opts.Auth.Authenticate(r.Context(), token)
+		tok, err := s.opts.Auth.Authenticate(r.Context(), token)
 		if err != nil {
 			if errors.Is(err, opledger.ErrUnauthorized) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="opledger", error="invalid_token"`)
@@ -214,16 +217,24 @@ func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), ctxTenant, tenant)))
+		next(w, r.WithContext(context.WithValue(r.Context(), ctxToken, tok)))
 	})
 }
 
-// begin returns the ledger scoped to the request's tenant and, when body is
-// not nil, decodes the request body into it. On failure it has written the
-// problem response and returns false.
+// begin returns the ledger scoped to the request's tenant, taking its
+// decisions as through the request's token, and, when body is not nil,
+// decodes the request body into it. On failure it has written the problem
+// response and returns false.
 func (s *server) begin(w http.ResponseWriter, r *http.Request, body any) (*opledger.Ledger, bool) {
-	tenant, _ := r.Context().Value(ctxTenant).(string)
-	l, err := s.ledger.WithTenant(tenant)
+	tok, _ := r.Context().Value(ctxToken).(*opledger.TokenInfo)
+	if tok == nil {
+		s.writeError(w, r, errors.New("request reached a route without its token"))
+		return nil, false
+	}
+	l, err := s.ledger.WithTenant(tok.Tenant)
+	if err == nil {
+		l, err = l.WithCredential(tok.Credential())
+	}
 	if err == nil && body != nil {
 		err = decode(r, s.opts.MaxJSONDepth, body)
 	}

@@ -169,6 +169,8 @@ type Session struct {
 	// TokenRevokedAt is when the session's token was revoked (zero while
 	// it is active); read, never written.
 	TokenRevokedAt time.Time
+	// TokenName is the name of the session's token; read, never written.
+	TokenName string
 }
 
 // Recovery is one operator decision on an uncertain or held operation.

@@ -1036,9 +1036,9 @@ func (t *pgTx) RevokeToken(ctx context.Context, id string, at time.Time) error {
 func (r *reader) SessionByHash(ctx context.Context, hash string) (*store.Session, error) {
 	var s store.Session
 	var created, expires, revoked pgtype.Timestamptz
-	err := r.q.QueryRow(ctx, `SELECT s.hash, s.token_id, s.tenant, s.created_at, s.expires_at, t.revoked_at
+	err := r.q.QueryRow(ctx, `SELECT s.hash, s.token_id, t.name, s.tenant, s.created_at, s.expires_at, t.revoked_at
 		FROM sessions s JOIN tokens t ON t.id = s.token_id WHERE s.hash = $1`, hash).
-		Scan(&s.Hash, &s.TokenID, &s.Tenant, &created, &expires, &revoked)
+		Scan(&s.Hash, &s.TokenID, &s.TokenName, &s.Tenant, &created, &expires, &revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

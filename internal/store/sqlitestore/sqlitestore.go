@@ -1126,9 +1126,9 @@ func (t *sqlTx) RevokeToken(ctx context.Context, id string, at time.Time) error 
 func (r *sqlReader) SessionByHash(ctx context.Context, hash string) (*store.Session, error) {
 	var s store.Session
 	var created, expires, revoked int64
-	err := r.q.QueryRowContext(ctx, `SELECT s.hash, s.token_id, s.tenant, s.created_at, s.expires_at, t.revoked_at
+	err := r.q.QueryRowContext(ctx, `SELECT s.hash, s.token_id, t.name, s.tenant, s.created_at, s.expires_at, t.revoked_at
 		FROM sessions s JOIN tokens t ON t.id = s.token_id WHERE s.hash = ?`, hash).
-		Scan(&s.Hash, &s.TokenID, &s.Tenant, &created, &expires, &revoked)
+		Scan(&s.Hash, &s.TokenID, &s.TokenName, &s.Tenant, &created, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

@@ -204,9 +204,9 @@ func testTokens(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.NotEqual(t, secret, other)
 
-	tenant, err := b.ledger.Authenticate(b.ctx, secret)
+	tok, err := b.ledger.Authenticate(b.ctx, secret)
 	require.NoError(t, err)
-	require.Equal(t, "acme", tenant)
+	require.Equal(t, [3]string{info.ID, "acme", "n8n"}, [3]string{tok.ID, tok.Tenant, tok.Name}, "the token: its ID, tenant and name")
 	_, err = b.ledger.Authenticate(b.ctx, secret+"x")
 	require.ErrorIs(t, err, opledger.ErrUnauthorized)
 
