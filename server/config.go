@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
@@ -65,10 +67,43 @@ func LoadConfig(path string) (*FileConfig, error) {
 	}
 	var c FileConfig
 	if err := configfile.DecodeYAML(data, &c); err != nil && !errors.Is(err, io.EOF) {
+		if hint := fileGivenForConfig(data, path); hint != "" {
+			return nil, fmt.Errorf("config %s: %s", path, hint)
+		}
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	c.dir = filepath.Dir(path)
 	return &c, nil
+}
+
+// fileGivenForConfig recognizes a destinations file or a rules file given
+// where the configuration file that names it belongs (their top-level
+// destinations or rules is a list, where the configuration file's is a
+// path), and says so; "" for anything else.
+func fileGivenForConfig(data []byte, path string) string {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return ""
+	}
+	top := doc.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		key, value := top[i], top[i+1]
+		if value.Kind != yaml.SequenceNode {
+			continue
+		}
+		var what, guide string
+		switch key.Value {
+		case "destinations":
+			what, guide = "a destinations file", "docs/destinations.md"
+		case "rules":
+			what, guide = "a rules file", "docs/events-and-workflows.md"
+		default:
+			continue
+		}
+		return fmt.Sprintf("line %d: %s: holds a list, so this is %s (%s); --config takes the configuration file that names it, such as a file holding the line \"%s: %s\" (docs/configuration.md)",
+			key.Line, key.Value, what, guide, key.Value, filepath.Base(path))
+	}
+	return ""
 }
 
 func (c *FileConfig) path(p string) string {

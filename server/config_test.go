@@ -97,6 +97,21 @@ func TestLoadConfigOneDocument(t *testing.T) {
 	require.Empty(t, fc.DestinationsPath())
 }
 
+// TestLoadConfigNamesAFileGivenInstead: a destinations file or a rules
+// file given to --config, where the configuration file that names it
+// belongs, is recognized and the error says which file --config takes;
+// any other mistake keeps the decoder's own error.
+func TestLoadConfigNamesAFileGivenInstead(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(t, "# the CRM\ndestinations:\n  - name: crm\n    url: http://127.0.0.1:1/\n    ref: /id\n")
+	require.Contains(t, err.Error(), `line 2: destinations: holds a list, so this is a destinations file (docs/destinations.md); --config takes the configuration file that names it, such as a file holding the line "destinations: opledger.yaml" (docs/configuration.md)`)
+	_, err = loadConfig(t, "rules:\n  - name: accepted\n    source: forms\n")
+	require.ErrorContains(t, err, `line 1: rules: holds a list, so this is a rules file (docs/events-and-workflows.md)`)
+	_, err = loadConfig(t, "destination: destinations.yaml\n")
+	require.ErrorContains(t, err, "field destination not found", "a misspelt field keeps the decoder's error")
+	require.NotContains(t, err.Error(), "holds a list")
+}
+
 // TestLoadConfigSizeLimit: a configuration file larger than 4 MiB is
 // refused without being decoded, as is anything that is not a regular
 // file.
