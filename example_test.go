@@ -197,3 +197,44 @@ func ExampleLedger_Maintain() {
 	fmt.Println("maintenance stopped")
 	// Output: maintenance stopped
 }
+
+// WithCredential makes the decisions of a handle name what its caller
+// signed in with, after the name the caller gives: here a service that
+// authenticated a request with a token passes that token on.
+func ExampleLedger_WithCredential() {
+	ctx := context.Background()
+	ledger, done := openExample()
+	defer done()
+
+	if _, _, err := ledger.Record(ctx, opledger.Intent{Key: "intake:I18:create", Action: "crm.create_inquiry", Destination: "crm"}); err != nil {
+		log.Fatal(err)
+	}
+	secret, _, err := ledger.CreateToken(ctx, "ops-laptop")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A request arrives with secret: authenticate it, then decide through
+	// a handle that carries its token. (The HTTP API passes
+	// token.Credential(), which adds the token's ID to its name.)
+	token, err := ledger.Authenticate(ctx, secret)
+	if err != nil {
+		log.Fatal(err)
+	}
+	signedIn, err := ledger.WithCredential("token " + token.Name)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = signedIn.Resolve(ctx, "intake:I18:create", opledger.Decision{
+		Kind: opledger.DecisionCancel, Reason: "the applicant withdrew", Operator: "Maria"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	timeline, err := ledger.Timeline(ctx, "intake:I18:create")
+	if err != nil {
+		log.Fatal(err)
+	}
+	last := timeline[len(timeline)-1]
+	fmt.Println(last.Event, "by", last.Actor)
+	// Output:
+	// operator cancelled by Maria (token ops-laptop)
+}
