@@ -23,8 +23,10 @@ type Finding struct {
 	// Authoritative: the lookup's "not found" proves absence (after
 	// VisibilityDelay).
 	Authoritative bool
-	// VisibilityDelay is how long after dispatch a new record may still be
-	// invisible to lookups.
+	// VisibilityDelay is how long a new record may still be invisible to
+	// lookups after the call that made it ended (LastCallEnd): it covers
+	// the destination finishing a request its caller stopped waiting for,
+	// and its index catching up.
 	VisibilityDelay time.Duration
 	// ProtectionRetention, when positive, says the destination honours its
 	// idempotency key for this long after the first dispatch.
@@ -85,12 +87,13 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		}
 		ev := f.Evidence
 		// The key's retention runs from its first use; a new record's
-		// invisibility from the latest call that could have made it.
+		// invisibility from the end of the latest call that could have
+		// made it.
 		since := t.op.FirstDispatchedAt
 		if since.IsZero() {
 			since = t.op.UpdatedAt
 		}
-		lastCall, err := t.lastDispatch()
+		lastCall, err := t.lastCallEnd()
 		if err != nil {
 			return err
 		}
@@ -157,9 +160,8 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 	})
 }
 
-// lastDispatch is when the latest attempt that may have reached the
-// destination was dispatched (or, lacking any, the last update).
-func (t *txn) lastDispatch() (time.Time, error) {
+// lastCallEnd is LastCallEnd of the operation in the transaction.
+func (t *txn) lastCallEnd() (time.Time, error) {
 	if err := t.writeQueued(); err != nil {
 		return time.Time{}, err
 	}
@@ -169,14 +171,61 @@ func (t *txn) lastDispatch() (time.Time, error) {
 	}
 	var last time.Time
 	for _, a := range attempts {
-		if a.DispatchedAt.After(last) {
-			last = a.DispatchedAt
-		}
+		last = later(last, callEnd(a.DispatchedAt, a.FinishedAt, a.LeaseExpiresAt))
 	}
 	if last.IsZero() {
 		last = t.op.UpdatedAt
 	}
 	return last, nil
+}
+
+// LastCallEnd is when the latest call of an operation that may have
+// reached its destination ended, as far as the ledger knows: for each
+// dispatched attempt, when it ended (its outcome reported, or its lease
+// found expired) or, while it is open, when its lease runs out. The
+// visibility delay of an authoritative lookup counts from it: a
+// destination may go on with a request after its caller stopped waiting
+// for the answer, so absence proves nothing until the delay has passed
+// since the caller gave up, not since the request went out. Without any
+// dispatched attempt it is the operation's UpdatedAt.
+func LastCallEnd(op *Operation, attempts []*Attempt) time.Time {
+	var last time.Time
+	for _, a := range attempts {
+		var dispatched, finished time.Time
+		if a.DispatchedAt != nil {
+			dispatched = *a.DispatchedAt
+		}
+		if a.FinishedAt != nil {
+			finished = *a.FinishedAt
+		}
+		last = later(last, callEnd(dispatched, finished, a.LeaseExpiresAt))
+	}
+	if last.IsZero() {
+		last = op.UpdatedAt
+	}
+	return last
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// callEnd is the latest time the call of an attempt dispatched at
+// dispatched may have run: until the attempt finished or, while it is
+// open, until its lease expires; zero for an attempt never dispatched.
+func callEnd(dispatched, finished, leaseExpires time.Time) time.Time {
+	if dispatched.IsZero() {
+		return time.Time{}
+	}
+	end := finished
+	if end.IsZero() {
+		end = leaseExpires
+	}
+	return later(dispatched, end)
 }
 
 // Hold moves an uncertain operation to held for its owner, with the reason

@@ -92,10 +92,13 @@ type LookupConfig struct {
 	// destination's Ref.
 	Ref string `yaml:"ref"`
 	// Authoritative: "not found" proves absence once VisibilityDelay has
-	// passed since the last dispatch.
+	// passed since the last call ended (opledger.LastCallEnd).
 	Authoritative bool `yaml:"authoritative"`
-	// VisibilityDelay is how long a new record may stay invisible.
-	VisibilityDelay Duration `yaml:"visibility_delay"`
+	// VisibilityDelay is how long after a call ended a record it made may
+	// still be missing from lookups: the time the destination may go on
+	// with a request whose caller stopped waiting, plus its index's lag.
+	// Unset: the destination's Timeout, as long again as a call may wait.
+	VisibilityDelay *Duration `yaml:"visibility_delay"`
 	// Match lists the fields a found record must share with the intent.
 	// At least one is required.
 	Match []MatchConfig `yaml:"match"`

@@ -131,7 +131,8 @@ type IdempotencyKey struct {
 // Lookup declares a lookup by external reference.
 type Lookup struct {
 	// Authoritative: "not found" proves the effect did not happen (once
-	// VisibilityDelay has passed since the last dispatch). A lookup that is
+	// VisibilityDelay has passed since the last call ended,
+	// opledger.LastCallEnd). A lookup that is
 	// not authoritative can confirm an effect but never its absence.
 	Authoritative bool
 	// VisibilityDelay is how long after a create the record may still be

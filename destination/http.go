@@ -159,7 +159,14 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 		lk, lp := buildLookup(l, h, opts.LookupEnv)
 		probs = append(probs, lp...)
 		h.lookup = lk
-		h.caps.Lookup = &Lookup{Authoritative: l.Authoritative, VisibilityDelay: time.Duration(l.VisibilityDelay)}
+		// Unset, the delay is as long again as the call could wait: a
+		// destination that answered too late for its caller may still be
+		// finishing the request.
+		delay := h.timeout
+		if l.VisibilityDelay != nil {
+			delay = time.Duration(*l.VisibilityDelay)
+		}
+		h.caps.Lookup = &Lookup{Authoritative: l.Authoritative, VisibilityDelay: delay}
 	}
 
 	if c.Retry != nil {

@@ -72,7 +72,7 @@ func httpConfig(name, url string, caps destination.Capabilities) destination.HTT
 		results := "/items"
 		c.Lookup = &destination.LookupConfig{
 			URL: url + "/records?external_ref={{urlquery .Key}}", Results: &results,
-			Authoritative: l.Authoritative, VisibilityDelay: destination.Duration(l.VisibilityDelay),
+			Authoritative: l.Authoritative, VisibilityDelay: new(destination.Duration(l.VisibilityDelay)),
 			Match: []destination.MatchConfig{{Record: "/key", Value: "{{.Key}}"}, {Record: "/payload/amount", Payload: "/amount"}},
 		}
 	}

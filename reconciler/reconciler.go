@@ -277,7 +277,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			wait := visibilityWait(attempts, op, lk.VisibilityDelay, f.LookedAt)
 			if wait > 0 {
 				return r.wait(ctx, tl, op, min(wait, r.cfg.RecheckInterval), join(f.Evidence,
-					fmt.Sprintf("nothing found, but a record may stay invisible for %s after the last dispatch", lk.VisibilityDelay)))
+					fmt.Sprintf("nothing found, but a record may stay invisible for %s after the last call ended", lk.VisibilityDelay)))
 			}
 		}
 	} else if f.ProtectionRetention <= 0 {
@@ -323,26 +323,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	return d, nil
 }
 
-// visibilityWait returns how much of the visibility delay is left, counted
-// from the last dispatch: a later attempt may have created the record just
-// now, however long ago the first one was.
+// visibilityWait returns how much of the visibility delay is left,
+// counted from the end of the latest call (opledger.LastCallEnd): a
+// later attempt may have created the record just now, however long ago
+// the first one was, and a destination may finish a request after its
+// caller gave up waiting.
 func visibilityWait(attempts []*opledger.Attempt, op *opledger.Operation, delay time.Duration, lookedAt time.Time) time.Duration {
 	if delay <= 0 {
 		return 0
 	}
-	var last time.Time
-	for _, a := range attempts {
-		if a.DispatchedAt != nil && a.DispatchedAt.After(last) {
-			last = *a.DispatchedAt
-		}
-	}
-	if last.IsZero() && op.FirstDispatchedAt != nil {
-		last = *op.FirstDispatchedAt
-	}
-	if last.IsZero() {
-		last = op.UpdatedAt
-	}
-	return last.Add(delay).Sub(lookedAt)
+	return opledger.LastCallEnd(op, attempts).Add(delay).Sub(lookedAt)
 }
 
 // lookupFailed backs off after a failed lookup, or holds the operation

@@ -141,6 +141,39 @@ func testReconcile(t *testing.T, h Harness) {
 		require.Equal(t, opledger.StatePending, op.State)
 	})
 
+	// A call that ran long before its caller gave up: the destination may
+	// still be working on it, so absence counts from the call's end, not
+	// from its dispatch (counted from the dispatch, a lookup right after
+	// the timeout found nothing and released a second send while the
+	// first was still being made). The same for a lease that ran out.
+	t.Run("VisibilityFromCallEnd", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		b.clock.Advance(9 * time.Second) // the call timed out after 9 s
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		b.clock.Advance(2 * time.Second) // 11 s after the dispatch, 2 s after the end
+		f := opledger.Finding{Authoritative: true, VisibilityDelay: 5 * time.Second}
+		op, err := b.ledger.Reconcile(b.ctx, "k1", f)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "5 s after the dispatch but 2 s after the call ended: no resend")
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		end := opledger.LastCallEnd(op, attempts)
+		require.Equal(t, *attempts[0].FinishedAt, end)
+		require.WithinDuration(t, end.Add(5*time.Second), *op.NotBefore, time.Millisecond, "next check when the delay after the end has passed")
+		b.clock.Advance(4 * time.Second)
+		op, err = b.ledger.Reconcile(b.ctx, "k1", f)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State, "5 s after the call ended")
+
+		b.uncertain(t, "k2") // the lease (10 s) ran out; the sweep found it 1 s later
+		b.clock.Advance(4 * time.Second)
+		op, err = b.ledger.Reconcile(b.ctx, "k2", f)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "15 s after the dispatch, 4 s after the lease was found expired")
+	})
+
 	// A protected retry whose outcome was lost again, then proven absent
 	// after its protection ended: the retry is a plain one, claimed, not
 	// held for the protection that no longer matters.
