@@ -151,20 +151,34 @@ func jsonEqual(a, b any) bool {
 	return false
 }
 
-// numberEqual compares two JSON numbers by value. Integers compare exactly
-// (identifiers beyond 2^53 stay distinct); other numbers as float64.
+// numberEqual compares two JSON numbers by value, exactly: 2.50 equals
+// 2.5 and 1e2 equals 100, while two numbers that differ in any digit
+// differ, however many digits they have (identifiers beyond 2^53, amounts
+// beyond float64's precision). A number whose exponent is beyond
+// ±maxExactExponent, which exact arithmetic would take too long to
+// expand, equals only the same text: when in doubt, no match (the
+// operation is held for a person rather than settled on a record that
+// may differ).
 func numberEqual(x, y string) bool {
 	if x == y {
 		return true
 	}
-	if isInteger(x) && isInteger(y) {
-		bx, okx := new(big.Int).SetString(x, 10)
-		by, oky := new(big.Int).SetString(y, 10)
-		return okx && oky && bx.Cmp(by) == 0
-	}
-	fx, errx := strconv.ParseFloat(x, 64)
-	fy, erry := strconv.ParseFloat(y, 64)
-	return errx == nil && erry == nil && fx == fy
+	rx, okx := exactNumber(x)
+	ry, oky := exactNumber(y)
+	return okx && oky && rx.Cmp(ry) == 0
 }
 
-func isInteger(s string) bool { return !strings.ContainsAny(s, ".eE") }
+// maxExactExponent bounds the exponents numberEqual expands exactly.
+const maxExactExponent = 1000
+
+// exactNumber is the JSON number s as an exact rational; false when s is
+// not one, or its exponent is beyond ±maxExactExponent.
+func exactNumber(s string) (*big.Rat, bool) {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil || e > maxExactExponent || e < -maxExactExponent {
+			return nil, false
+		}
+	}
+	return new(big.Rat).SetString(s)
+}
