@@ -30,6 +30,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/periodic"
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // ErrStopping is the cause with which the executor cancels what it must
@@ -375,7 +376,7 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 		if rerr != nil && !errors.Is(rerr, opledger.ErrStaleFencingToken) {
 			err = errors.Join(err, fmt.Errorf("settle attempt %s: %w", c.AttemptID, rerr))
 		}
-		return nil, e.redact(op.Key, err)
+		return nil, redact.Keys(op.Key, err)
 	}
 
 	if c.Protected && !c.ProtectedUntil.IsZero() {
@@ -384,7 +385,7 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 			// would be unprotected. Send nothing; the reconciler holds it.
 			after, rerr := tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
 				Error: "the protection window closed before the call; nothing was sent"})
-			return after, errors.Join(err, rerr)
+			return after, redact.Keys(op.Key, errors.Join(err, rerr))
 		}
 	}
 	// CallTimeout counts from the claim, not from the call: time spent
@@ -408,7 +409,7 @@ func (e *Executor) finish(r run, bg context.Context, tl *opledger.Ledger, c *opl
 		return stale.Operation, nil
 	}
 	if err != nil {
-		return nil, e.redact(op.Key, fmt.Errorf("report attempt %s: %w", c.AttemptID, err))
+		return nil, redact.Keys(op.Key, fmt.Errorf("report attempt %s: %w", c.AttemptID, err))
 	}
 	log.Info("attempt reported", "outcome", report.Outcome, "state", after.State, "protected", c.Protected,
 		"attempt", after.AttemptCount)
@@ -424,7 +425,7 @@ func advanceWorkflow(ctx context.Context, tl *opledger.Ledger, op *opledger.Oper
 		return
 	}
 	if _, err := tl.AdvanceWorkflowOf(ctx, op.Key); err != nil {
-		log.Error("advance workflow", "error", err)
+		log.Error("advance workflow", "error", redact.Keys(op.Key, err))
 	}
 }
 
@@ -434,7 +435,7 @@ func (e *Executor) release(bg context.Context, tl *opledger.Ledger, c *opledger.
 		if errors.Is(err, opledger.ErrStaleFencingToken) {
 			return nil // the lease already ran out and was settled
 		}
-		return e.redact(c.Operation.Key, fmt.Errorf("release attempt %s: %w", c.AttemptID, err))
+		return redact.Keys(c.Operation.Key, fmt.Errorf("release attempt %s: %w", c.AttemptID, err))
 	}
 	log.Info("claim given back before dispatch", "reason", reason)
 	return nil
@@ -468,7 +469,7 @@ func (e *Executor) report(r run, bg context.Context, tl *opledger.Ledger, c *opl
 			return after, err
 		}
 		log.Warn("recording the outcome failed; trying again", "outcome", report.Outcome, "try", try,
-			"error", e.redact(c.Operation.Key, err))
+			"error", redact.Keys(c.Operation.Key, err))
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -491,14 +492,6 @@ func ledgerDecided(err error) bool {
 		}
 	}
 	return false
-}
-
-// redact removes an operation key from an error meant for logs.
-func (e *Executor) redact(key string, err error) error {
-	if err == nil || !strings.Contains(err.Error(), key) {
-		return err
-	}
-	return errors.New(strings.ReplaceAll(err.Error(), key, "<key>"))
 }
 
 // reportFor turns a call's result into the report for the ledger.

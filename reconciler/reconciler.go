@@ -37,6 +37,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/marker"
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // Config configures a Reconciler. Zero values take the documented defaults.
@@ -196,7 +197,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 				if err != nil {
 					pass.Errors++
 					if ctx.Err() == nil {
-						r.log.Error("reconcile", "tenant", op.Tenant, "destination", op.Destination, "error", redact(op.Key, err))
+						r.log.Error("reconcile", "tenant", op.Tenant, "destination", op.Destination, "error", redact.Keys(op.Key, err))
 					}
 				} else {
 					pass.Decisions[d]++
@@ -305,7 +306,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 		// at the server's next sweep (which still advances it if this
 		// fails).
 		if _, err := tl.AdvanceWorkflowOf(ctx, op.Key); err != nil {
-			log.Error("advance workflow", "error", err)
+			log.Error("advance workflow", "error", redact.Keys(op.Key, err))
 		}
 	case opledger.StateHeld:
 		d = Held
@@ -407,9 +408,4 @@ func join(a, b string) string {
 		return a
 	}
 	return a + "; " + b
-}
-
-// redact removes an operation key from an error meant for logs.
-func redact(key string, err error) string {
-	return strings.ReplaceAll(err.Error(), key, "<key>")
 }
