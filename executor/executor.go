@@ -85,6 +85,7 @@ type Executor struct {
 	stopped     bool
 	stopClaims  context.CancelCauseFunc
 	cancelCalls context.CancelCauseFunc
+	cancelStore context.CancelCauseFunc
 	wg          sync.WaitGroup
 
 	// stopping is closed when Stop begins.
@@ -194,7 +195,19 @@ type run struct {
 	stop context.Context
 	// calls is cancelled when calls in flight must end.
 	calls context.Context
+	// store carries the store writes (claims, dispatch marks, reports,
+	// releases). Stopping does not cancel it: a claim whose result went
+	// unseen would be left for its lease, an outcome unrecorded to a
+	// lookup or a person. Only a Stop whose ctx has ended, stopGrace
+	// later, cancels it, so that a store that no longer answers cannot
+	// hold Stop forever.
+	store context.Context
 }
+
+// stopGrace is how long Stop waits, after its ctx has ended and the calls
+// in flight were cancelled, for their outcomes to be recorded before it
+// cancels the store writes still waiting.
+const stopGrace = 5 * time.Second
 
 // RunOnce claims one due operation of the configured destinations and
 // makes its attempt: dispatch, call, report. It returns the operation as
@@ -202,7 +215,7 @@ type run struct {
 // back because ctx ended before dispatch). Cancelling ctx during the call
 // cancels the call; the outcome is reported regardless.
 func (e *Executor) RunOnce(ctx context.Context) (*opledger.Operation, error) {
-	return e.step(run{stop: ctx, calls: ctx}, e.cfg.Worker)
+	return e.step(run{stop: ctx, calls: ctx, store: context.WithoutCancel(ctx)}, e.cfg.Worker)
 }
 
 // Start starts the worker pool and the lease sweep. Cancelling ctx stops
@@ -217,8 +230,9 @@ func (e *Executor) Start(ctx context.Context) error {
 	e.started = true
 	stop, stopClaims := context.WithCancelCause(ctx)
 	calls, cancelCalls := context.WithCancelCause(context.WithoutCancel(ctx))
-	e.stopClaims, e.cancelCalls = stopClaims, cancelCalls
-	r := run{stop: stop, calls: calls}
+	store, cancelStore := context.WithCancelCause(context.WithoutCancel(ctx))
+	e.stopClaims, e.cancelCalls, e.cancelStore = stopClaims, cancelCalls, cancelStore
+	r := run{stop: stop, calls: calls, store: store}
 	for i := range e.cfg.Workers {
 		e.wg.Add(1)
 		go e.work(r, e.cfg.Worker+"/"+strconv.Itoa(i+1))
@@ -236,8 +250,11 @@ func (e *Executor) Start(ctx context.Context) error {
 // calls in flight run to their end and are reported. If ctx ends first,
 // the calls still in flight are cancelled with ErrStopping as the cause,
 // reported (as uncertain, or retryable if the request never left), and
-// Stop returns ctx's error once they are. Stop returns when every worker
-// goroutine has ended.
+// Stop returns ctx's error once they are. A store that does not answer
+// within 5 seconds after that (a lock held elsewhere, a partition) has its
+// writes cancelled: an outcome not recorded then leaves its operation to
+// its lease, which makes it uncertain, never lost. Stop returns when every
+// worker goroutine has ended.
 func (e *Executor) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started || e.stopped {
@@ -260,9 +277,17 @@ func (e *Executor) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("stop executor: calls in flight cancelled: %w", context.Cause(ctx))
 		e.cancelCalls(fmt.Errorf("%w: %w", ErrStopping, context.Cause(ctx)))
-		<-done
+		grace := time.NewTimer(stopGrace)
+		select {
+		case <-done:
+		case <-grace.C:
+			e.cancelStore(fmt.Errorf("%w: the store did not answer within %s of the deadline", ErrStopping, stopGrace))
+			<-done
+		}
+		grace.Stop()
 	}
 	e.cancelCalls(ErrStopping)
+	e.cancelStore(ErrStopping)
 	e.log.Info("executor stopped")
 	return err
 }
@@ -312,9 +337,8 @@ func (e *Executor) step(r run, worker string) (*opledger.Operation, error) {
 	if r.stop.Err() != nil {
 		return nil, nil
 	}
-	// Store writes run to completion even when stopping: a claim whose
-	// result went unseen would be left for its lease.
-	bg := context.WithoutCancel(r.stop)
+	// Store writes run to completion even when stopping (run.store).
+	bg := r.store
 	claimed := time.Now() // no later than the lease's start
 	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
 		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true})
@@ -455,7 +479,7 @@ const (
 // database) would leave the operation to expire into uncertain, and a
 // success to a lookup or a person. So a report the store failed to take
 // is tried again, with backoff, for reportRetryBudget, even while the
-// executor stops (until calls in flight must end): past the lease it is
+// executor stops (until Stop gives up on the store): past the lease it is
 // still kept, as a late report, and a late success still settles the
 // operation. A refusal the ledger decided (a stale claim, a bad report)
 // is returned at once.
@@ -473,7 +497,7 @@ func (e *Executor) report(r run, bg context.Context, tl *opledger.Ledger, c *opl
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-r.calls.Done(): // calls in flight must end: so does this
+		case <-r.store.Done(): // Stop gave up on the store
 			t.Stop()
 			return after, err
 		}
