@@ -404,11 +404,13 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	}
 
 	if c.Protected && !c.ProtectedUntil.IsZero() {
-		if now, err := tl.Now(bg); err != nil || !now.Before(c.ProtectedUntil) {
-			// The destination may have forgotten its key: a call now
-			// would be unprotected. Send nothing; the reconciler holds it.
+		// The call may take CallTimeout: one that starts inside the window
+		// but reaches the destination after it would be unprotected.
+		if now, err := tl.Now(bg); err != nil || !now.Add(e.cfg.CallTimeout).Before(c.ProtectedUntil) {
+			// The destination may have forgotten its key by then: send
+			// nothing; the reconciler holds it.
 			after, rerr := tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
-				Error: "the protection window closed before the call; nothing was sent"})
+				Error: "the protection window closes before the call could end; nothing was sent"})
 			return after, redact.Keys(op.Key, errors.Join(err, rerr))
 		}
 	}

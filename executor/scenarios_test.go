@@ -125,6 +125,32 @@ func TestRow04ProtectedRetry(t *testing.T) {
 	})
 }
 
+// A protected retry released just inside the retention, but so late that
+// its call could still be running when the destination forgets the key:
+// nothing is sent, and the operation waits for a person.
+func TestProtectedRetryTooCloseToTheWindowsEnd(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:I22:create", "crm-key", payload)
+		r.Server.Fail(fakedest.LoseResponse)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		r.Clock.Advance(time.Hour - 5*time.Second) // 5 s of the 1 h retention left, less than a call may take
+
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Retry], "inside the retention: released as protected")
+		op := r.Step()
+		require.NotEqual(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, 1, r.Server.Creates(), "the late protected retry sent nothing")
+		attempts := r.Attempts("intake:I22:create")
+		require.Len(t, attempts, 2)
+		require.Contains(t, attempts[1].Error, "the protection window closes before the call could end; nothing was sent")
+		r.Clock.Advance(time.Minute)
+		r.Reconcile()
+		require.Equal(t, opledger.StateHeld, r.Get("intake:I22:create").State)
+		require.Equal(t, 1, r.Server.Creates())
+	})
+}
+
 // Row 5: the same, but the retention has passed: held, no second request.
 func TestRow05RetentionPassed(t *testing.T) {
 	t.Parallel()
