@@ -3,6 +3,7 @@ package destination
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -94,7 +95,9 @@ func (e *SendError) Unwrap() error { return e.Err }
 // The caller closes resp.Body whenever resp is not nil. Whether the request
 // was written is read from net/http/httptrace (GotConn, WroteRequest); a
 // request whose write neither finished nor failed before the error counts
-// as written. SendHTTP also makes every request non-replayable, so that
+// as written. A client whose Transport is not net/http's own
+// (*http.Transport) may not report its connections: with it, a failure
+// counts as written unless it is a failed dial or an unresolved name. SendHTTP also makes every request non-replayable, so that
 // net/http never silently sends it a second time on a fresh connection
 // after it may have reached the destination: every send is an attempt on
 // record. (A TRACE is left as net/http makes it.) A request without a
@@ -128,7 +131,7 @@ func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Respo
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL may carry payload data
 		}
-		se := &SendError{Method: req.Method, Host: req.URL.Host, Written: tr.mayHaveReached(), Err: err}
+		se := &SendError{Method: req.Method, Host: req.URL.Host, Written: tr.mayHaveReached(tracesConnections(client), err), Err: err}
 		if se.Written {
 			return nil, opledger.Uncertain(se)
 		}
@@ -248,15 +251,39 @@ func (w *writeTrace) clientTrace() *httptrace.ClientTrace {
 }
 
 // mayHaveReached reports whether the destination may have received a whole
-// request. Without a connection nothing left; a write that failed delivered
-// an incomplete request, which a server cannot act on. A write that
-// finished, or whose end was not observed, may have reached it.
-func (w *writeTrace) mayHaveReached() bool {
+// request that failed with err. Without a connection nothing left; a
+// write that failed delivered an incomplete request, which a server cannot
+// act on. A write that finished, or whose end was not observed, may have
+// reached it. When the transport is not known to report its connections
+// (traced false: a RoundTripper of the caller's, which may not pass the
+// request's trace on), seeing none proves nothing, and only an error that
+// happens before any connection (a name that does not resolve, a refused
+// or failed dial) says that nothing left.
+func (w *writeTrace) mayHaveReached(traced bool, err error) bool {
 	conns := w.conns.Load()
 	if conns == 0 {
-		return false
+		return !traced && !beforeConnection(err)
 	}
 	return w.wrote.Load() > 0 || w.writeFail.Load() < conns
+}
+
+// tracesConnections reports whether client's transport is net/http's own,
+// which calls the request's httptrace hooks for every connection it uses.
+func tracesConnections(client *http.Client) bool {
+	switch client.Transport.(type) {
+	case nil, *http.Transport:
+		return true
+	}
+	return false
+}
+
+// beforeConnection reports whether err is one that happens before a
+// connection exists: the destination's name did not resolve, or dialing
+// it failed (refused, unreachable).
+func beforeConnection(err error) bool {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // ErrorText is an error's text for operators and timelines, without the

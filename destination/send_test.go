@@ -186,6 +186,46 @@ func TestSendHTTPTransportErrors(t *testing.T) {
 	})
 }
 
+// untracedTransport stands for a RoundTripper of the caller's that does
+// not pass the request's httptrace hooks on (it sends the request with a
+// context of its own): the request reaches the destination, then the
+// answer is lost.
+type untracedTransport struct{ err error }
+
+func (u untracedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if u.err != nil {
+		return nil, u.err
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r.Clone(context.Background()))
+	if err == nil {
+		resp.Body.Close()
+	}
+	return nil, errors.New("stream reset by peer")
+}
+
+// TestSendHTTPUntracedTransport: with a transport that does not report its
+// connections, seeing no connection proves nothing: a failure after the
+// request may have left is uncertain (it used to be retryable, and the
+// retry a second effect); only an error that comes before any connection
+// (a failed dial, a name that does not resolve) is retryable.
+func TestSendHTTPUntracedTransport(t *testing.T) {
+	t.Parallel()
+	var got atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
+	t.Cleanup(srv.Close)
+	_, err := destination.SendHTTP(&http.Client{Transport: untracedTransport{}}, post(t, context.Background(), srv.URL), destination.HTTPPolicy{})
+	require.EqualValues(t, 1, got.Load(), "the destination had the request")
+	requireOutcome(t, err, opledger.OutcomeUncertain, true)
+
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	_, err = destination.SendHTTP(&http.Client{Transport: untracedTransport{err: dial}}, post(t, context.Background(), srv.URL), destination.HTTPPolicy{})
+	requireOutcome(t, err, opledger.OutcomeRetryable, false)
+	dns := &net.DNSError{Err: "no such host", Name: "crm.invalid", IsNotFound: true}
+	_, err = destination.SendHTTP(&http.Client{Transport: untracedTransport{err: dns}}, post(t, context.Background(), srv.URL), destination.HTTPPolicy{})
+	requireOutcome(t, err, opledger.OutcomeRetryable, false)
+	require.EqualValues(t, 1, got.Load())
+}
+
 // A bodyless request whose reused connection dies after the destination
 // read it is not sent again behind the ledger's back: net/http would for a
 // GET or DELETE (with an idempotency header) it deems replayable.
