@@ -53,6 +53,7 @@ var titles = map[string]string{
 	"upstream_unreachable":     "The upstream could not be reached",
 	"no_upstream":              "No upstream for this path",
 	"upstream_conflict":        "The key was recorded for another upstream",
+	"request_timeout":          "The request body did not arrive in time",
 }
 
 // WriteProblem writes an RFC 9457 problem response of the stable kind

@@ -90,7 +90,9 @@ type Upstream struct {
 	// uncertain (504). The time the caller takes to receive an answer too
 	// large to save does not count; each write to the caller has this
 	// deadline instead, and a caller that misses it has its connection
-	// broken off (the outcome stays the upstream's). 0 means
+	// broken off (the outcome stays the upstream's). It also bounds the
+	// reading of a protected request's body, before anything is recorded:
+	// a body that does not arrive in time gets 408. 0 means
 	// DefaultTimeout (30 s); negative is refused.
 	Timeout destination.Duration `yaml:"timeout"`
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
@@ -24,7 +25,9 @@ import (
 )
 
 // request is the payload of a proxied operation: what the fingerprint
-// covers. It never holds a header, so no credential is stored.
+// covers. It never holds a header, so no credential header is stored; the
+// path and query may hold a credential (/bot<token>/sendMessage,
+// ?api_key=), and are sensitive fields like the body.
 type request struct {
 	Method string `json:"method"`
 	// Path is the path as received: see fingerprintPath.
@@ -39,10 +42,14 @@ type request struct {
 }
 
 // sensitiveFields are stored but never shown in the API, console or logs:
-// the body and the query may carry personal data. They are masked in the
+// the body and the query may carry personal data, and the path and the
+// query a credential (APIs such as Telegram's carry a token in the path).
+// They are masked only where an operation is shown: lookups and the
+// fingerprint read the stored payload as it is. They are masked in the
 // saved answer too (see Operation.MarshalJSON), whose body is at the same
-// path; its Set-Cookie header is a credential.
-var sensitiveFields = []string{"body", "query", "header.Set-Cookie"}
+// path; its Set-Cookie header is a credential. They are no part of the
+// fingerprint, so operations recorded with fewer keep theirs.
+var sensitiveFields = []string{"body", "query", "path", "header.Set-Cookie"}
 
 // saved is the upstream answer kept as the operation's response and
 // replayed byte for byte.
@@ -95,15 +102,22 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 			"the request's path or query holds bytes that are not UTF-8: percent-encode them (%FF); nothing was recorded or forwarded", nil)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes))
+	body, err := readBody(w, r, rt)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			writeProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large",
 				"the request body is larger than "+strconv.FormatInt(rt.MaxBodyBytes, 10)+" bytes", nil)
-			return
+		case isTimeout(err):
+			// The connection cannot carry another request: its body was
+			// not read to its end.
+			w.Header().Set("Connection", "close")
+			writeProblem(w, r, http.StatusRequestTimeout, "request_timeout",
+				"the request body did not arrive within "+rt.timeout.String()+" (the upstream's timeout); nothing was recorded or forwarded", nil)
+		default:
+			writeProblem(w, r, http.StatusBadRequest, "invalid_input", "the request body could not be read", nil)
 		}
-		writeProblem(w, r, http.StatusBadRequest, "invalid_input", "the request body could not be read", nil)
 		return
 	}
 	key := rt.operationKey(rt.scopeDigest(r), callerKey)
@@ -127,6 +141,25 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		return
 	}
 	p.forward(rt, rest, w, r, log, claim, body)
+}
+
+// readBody reads a protected request's body, up to the route's
+// MaxBodyBytes and within the route's timeout: a caller that announces a
+// body and sends it slowly or not at all must not hold the handler (and
+// a shutdown) forever. Once the whole body is read the read deadline is
+// lifted, so that it does not hold for the rest of the request or the
+// connection's next one; after an error it stays, so that nothing more
+// is waited for on a connection that is closed after the answer. A
+// ResponseWriter without deadlines (http.ErrNotSupported) reads without a
+// bound.
+func readBody(w http.ResponseWriter, r *http.Request, rt *route) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	bounded := rc.SetReadDeadline(time.Now().Add(rt.timeout)) == nil
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes))
+	if bounded && err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return body, err
 }
 
 // requestPayload builds the operation's payload from the request.
@@ -275,7 +308,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		}
 		return
 	}
-	out.Header = forwardHeaders(r.Header)
+	forwardHeaders(out, r)
 	if rt.idemHdr != "" {
 		out.Header.Set(rt.idemHdr, claim.IdempotencyKey)
 	}
@@ -589,7 +622,8 @@ func (p *Proxy) lost(ctx context.Context, w http.ResponseWriter, r *http.Request
 	w.Header().Set(HeaderState, string(op.State))
 	writeProblem(w, r, status, "upstream_response_lost",
 		what+" after the request was sent, so it may or may not have acted. The operation is "+string(op.State)+
-			": the reconciler will look it up or hold it for a person. A retry with the same Idempotency-Key gets the result once it is known; it is never forwarded again unprotected",
+			": the reconciler will look it up or hold it for a person. A retry with the same Idempotency-Key and the same credential gets the result once it is known; "+
+			"it is never forwarded again unprotected. Keys are scoped per credential: a retry with another credential (such as a refreshed access token) is a new request, and is forwarded",
 		&httpapi.Problem{State: op.State})
 }
 
@@ -634,7 +668,7 @@ func (p *Proxy) unrecorded(w http.ResponseWriter, r *http.Request, log *slog.Log
 	writeProblem(w, r, http.StatusInternalServerError, "internal",
 		"the request was forwarded to the upstream, which may have acted on it, but the ledger could not record the outcome; "+
 			"its answer is not passed on. The operation becomes uncertain when its lease ends and is never forwarded again unchecked: "+
-			"retry later with the same Idempotency-Key", nil)
+			"retry later with the same Idempotency-Key and the same credential", nil)
 }
 
 func isTimeout(err error) bool {
@@ -722,19 +756,39 @@ func dropHopByHop(h http.Header) {
 	}
 }
 
-// forwardHeaders are the caller's headers as sent upstream: everything but
-// hop-by-hop headers, the caller's Idempotency-Key (which is the proxy's,
-// and may carry personal data) and Accept-Encoding. Authorization passes
-// untouched.
-func forwardHeaders(in http.Header) http.Header {
-	h := in.Clone()
+// forwardHeaders sets out's headers to the caller's headers of in as sent
+// upstream: everything but hop-by-hop headers, the caller's
+// Idempotency-Key (which is the proxy's, and may carry personal data) and
+// Accept-Encoding. Authorization passes untouched. The forwarding headers
+// are set exactly as for a request passed through (see setXForwarded).
+// None of these headers enters the operation's payload or fingerprint.
+func forwardHeaders(out, in *http.Request) {
+	h := in.Header.Clone()
 	dropHopByHop(h)
 	h.Del(HeaderIdempotencyKey)
 	// The transport then asks for gzip itself and decodes the answer: the
 	// reference is read from, and the answer saved and replayed as, the
 	// decoded body.
 	h.Del("Accept-Encoding")
-	return h
+	out.Header = h
+	setXForwarded(out, in)
+}
+
+// forwardingHeaders are the headers by which a caller could claim another
+// client address, host or scheme; never passed on as the caller sent them.
+var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+
+// setXForwarded replaces whatever forwarding headers the caller sent with
+// the proxy's own, exactly as httputil.ReverseProxy with Rewrite and
+// ProxyRequest.SetXForwarded do for a request passed through: Forwarded
+// is dropped, X-Forwarded-For is the address of the caller's connection,
+// X-Forwarded-Host the request's Host and X-Forwarded-Proto http or https.
+// A caller cannot forge its address on a protected request.
+func setXForwarded(out, in *http.Request) {
+	for _, name := range forwardingHeaders {
+		out.Header.Del(name)
+	}
+	(&httputil.ProxyRequest{In: in, Out: out}).SetXForwarded()
 }
 
 // responseHeaders are the upstream's headers as saved and replayed.

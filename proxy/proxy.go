@@ -22,16 +22,22 @@
 //
 // Keys are scoped per upstream name and per caller credential (a SHA-256
 // of the Authorization header or a configured one): two accounts using the
-// same key never meet. Proxies sharing a store must give different
-// upstreams different names; a saved answer that came from another API
-// under the same name is never replayed.
+// same key never meet, and a retry whose credential changed (a refreshed
+// access token) is a new request, forwarded again. Proxies sharing a
+// store must give different upstreams different names; a saved answer
+// that came from another API under the same name is never replayed.
 //
 // Paths are forwarded as received, percent-escapes included, and the
 // fingerprint covers them in that form. A path with a ".." segment (as
-// received or percent-encoded), a protected request whose path or query
-// is not UTF-8, and a protected method spelled in another case are
-// refused with 400. Operation keys are digests, so neither the caller's key
-// nor any credential is stored or logged in clear.
+// received or percent-encoded, also as "..;params" or "..%00"), a
+// protected request whose path or query is not UTF-8, and a protected
+// method spelled in another case are refused with 400. Operation keys are
+// digests, so neither the caller's key nor the credential header is
+// stored or logged in clear; the path, query and body (which may carry
+// credentials or personal data) are stored for lookups and the
+// fingerprint, and masked wherever the ledger shows an operation. The
+// forwarding headers (X-Forwarded-*, Forwarded) are always the proxy's
+// own, never the caller's.
 //
 // Allowed imports: opledger and its public packages, internal/configfile,
 // the standard library, a YAML decoder.
@@ -250,7 +256,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if hasDotDot(rest) {
 		writeProblem(w, r, http.StatusBadRequest, "invalid_input",
-			"the path has a .. segment (as received or percent-encoded): it would leave the upstream's base path, so it is not forwarded", nil)
+			"the path has a .. segment (as received or percent-encoded, also followed by ;parameters or a NUL): it would leave the upstream's base path, so it is not forwarded", nil)
 		return
 	}
 	if !rt.protected[r.Method] {
@@ -272,13 +278,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // as received or once percent-decoded ("%2e%2e", ".%2E"), separated by
 // slashes or backslashes (some servers take either, and "%2F" for "/"):
 // an upstream that resolves it would serve a path outside the route's
-// base path.
+// base path. A segment counts as ".." once everything from its first ';'
+// or NUL byte is removed: servlet containers (Tomcat, Jetty, Spring)
+// strip path parameters ("..;", "..;x=1", "..%3B") before they resolve
+// the path, and some servers end a path at a NUL ("..%00").
 func hasDotDot(escPath string) bool {
 	p, err := url.PathUnescape(escPath)
 	if err != nil {
 		p = escPath
 	}
 	for _, seg := range strings.FieldsFunc(escPath+"/"+p, func(c rune) bool { return c == '/' || c == '\\' }) {
+		if i := strings.IndexAny(seg, ";\x00"); i >= 0 {
+			seg = seg[:i]
+		}
 		if seg == ".." {
 			return true
 		}
@@ -305,7 +317,7 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 			pr.Out.URL = rt.target(rest, pr.In.URL.RawQuery)
 			pr.Out.Host = ""
 			pr.Out.Header.Del(HeaderIdempotencyKey)
-			pr.SetXForwarded()
+			setXForwarded(pr.Out, pr.In)
 		},
 		Transport: p.client.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
