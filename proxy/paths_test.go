@@ -21,12 +21,14 @@ import (
 	"github.com/opledger/opledger/proxy"
 )
 
-// recorder is an upstream that answers 201 {"id":"R<n>"} and records the
-// request target of every request as it arrived.
+// recorder is an upstream that answers 201 {"id":"R<n>"} and records
+// every request as it arrived: its method and request target, and its
+// headers.
 type recorder struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	got []string
+	srv     *httptest.Server
+	mu      sync.Mutex
+	targets []string
+	header  []http.Header
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -35,8 +37,9 @@ func newRecorder(t *testing.T) *recorder {
 	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		rec.mu.Lock()
-		rec.got = append(rec.got, r.Method+" "+r.RequestURI)
-		n := len(rec.got)
+		rec.targets = append(rec.targets, r.Method+" "+r.RequestURI)
+		rec.header = append(rec.header, r.Header.Clone())
+		n := len(rec.targets)
 		rec.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
@@ -46,10 +49,18 @@ func newRecorder(t *testing.T) *recorder {
 	return rec
 }
 
+// requests are the method and request target of each request, in order.
 func (rec *recorder) requests() []string {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return append([]string(nil), rec.got...)
+	return append([]string(nil), rec.targets...)
+}
+
+// headers are the headers of each request, in order.
+func (rec *recorder) headers() []http.Header {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]http.Header(nil), rec.header...)
 }
 
 // proxyOn starts a proxy for upstreams recording in l.

@@ -57,44 +57,13 @@ func TestDotDotWithParametersRefused(t *testing.T) {
 		"POST /api/crm/a..;/x", "POST /api/crm/;../x"}, up.requests())
 }
 
-// headerRecorder is an upstream that answers 201 {"id":"R<n>"} and keeps
-// the headers of every request.
-type headerRecorder struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	got []http.Header
-}
-
-func newHeaderRecorder(t *testing.T) *headerRecorder {
-	t.Helper()
-	rec := &headerRecorder{}
-	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		rec.mu.Lock()
-		rec.got = append(rec.got, r.Header.Clone())
-		n := len(rec.got)
-		rec.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"id":"R%d"}`, n)
-	}))
-	t.Cleanup(rec.srv.Close)
-	return rec
-}
-
-func (rec *headerRecorder) headers() []http.Header {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return append([]http.Header(nil), rec.got...)
-}
-
 // A protected request gets the forwarding headers exactly as a request
 // passed through does: what the caller sent is dropped, X-Forwarded-For
 // is the connection's address. They are no part of the fingerprint: a
 // repeat with other forged values is still the same request.
 func TestProtectedForwardingHeadersNotForgeable(t *testing.T) {
 	t.Parallel()
-	up := newHeaderRecorder(t)
+	up := newRecorder(t)
 	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.srv.URL})
 	forged := func(addr string) http.Header {
 		return http.Header{
