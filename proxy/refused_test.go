@@ -94,7 +94,9 @@ func TestProtectedMethodCaseRefused(t *testing.T) {
 }
 
 // A path with a ".." segment, as received or percent-encoded, is
-// refused: forwarded, it would leave the upstream's base path.
+// refused: forwarded, it would leave the upstream's base path. So is one
+// followed by path parameters (";", "%3B") or a NUL: Tomcat, Jetty and
+// Spring strip the parameters before resolving the path.
 func TestDotDotRefused(t *testing.T) {
 	t.Parallel()
 	up := newRecorder(t)
@@ -102,7 +104,10 @@ func TestDotDotRefused(t *testing.T) {
 		proxy.Upstream{Name: "crm", Prefix: "/crm/", URL: up.srv.URL + "/api/crm"},
 		proxy.Upstream{Name: "root", URL: up.srv.URL + "/api/root"})
 	for _, path := range []string{"/crm/../admin", "/crm/%2e%2e/admin", "/crm/.%2E/admin", "/crm/a/..",
-		"/crm/a/..%2Fadmin", "/crm/a%2F..%2F..%2Fadmin", "/..", "/%2E%2E/admin", "/a/..\\admin", "/crm%2F..%2Fadmin"} {
+		"/crm/a/..%2Fadmin", "/crm/a%2F..%2F..%2Fadmin", "/..", "/%2E%2E/admin", "/a/..\\admin", "/crm%2F..%2Fadmin",
+		"/crm/..;/admin", "/crm/..;x=1/admin", "/crm/..%3B/admin", "/crm/..%3b/admin",
+		"/crm/.%2e;x=1/admin", "/crm/%2E%2E%3Bjsessionid=1/admin", "/crm/a/..;", "/crm/..%00/admin", "/crm/..%00.json",
+		"/..;/admin", "/a/..;\\admin", "/crm%2F..;%2Fadmin", "/crm/a%2F..%3B%2Fadmin"} {
 		for _, method := range []string{"POST", "GET"} {
 			status, p := rawAnswer(t, b.url, rawPost(method, path, "k"+path))
 			require.Equal(t, http.StatusBadRequest, status, "%s %s", method, path)
@@ -113,9 +118,14 @@ func TestDotDotRefused(t *testing.T) {
 	require.Empty(t, up.requests(), "nothing was forwarded")
 	require.Zero(t, b.count(t))
 
-	for _, path := range []string{"/crm/a..b", "/crm/.../x", "/crm/./x", "/crm/.x"} {
+	// Dots that are not "..", and parameters on other segments, pass.
+	passing := []string{"/crm/a..b", "/crm/.../x", "/crm/./x", "/crm/.x",
+		"/crm/a;b=1", "/crm/..a;x", "/crm/.;/x", "/crm/...;/x", "/crm/a..;/x", "/crm/;../x"}
+	var want []string
+	for _, path := range passing {
 		status, _ := rawAnswer(t, b.url, rawPost("POST", path, "k"+path))
 		require.Equal(t, http.StatusCreated, status, path)
+		want = append(want, "POST /api"+path)
 	}
-	require.Equal(t, []string{"POST /api/crm/a..b", "POST /api/crm/.../x", "POST /api/crm/./x", "POST /api/crm/.x"}, up.requests())
+	require.Equal(t, want, up.requests())
 }
