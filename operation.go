@@ -43,8 +43,9 @@ func (s State) Valid() bool {
 	return false
 }
 
-// stateList is the states, comma-separated, for error messages.
-func stateList() string {
+// StateNames is the names of the states, in the order of States,
+// separated by ", ": for messages that list what a state may be.
+func StateNames() string {
 	names := make([]string, len(States))
 	for i, s := range States {
 		names[i] = string(s)

@@ -132,7 +132,7 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	}
 	for _, s := range o.States {
 		if !s.Valid() {
-			return nil, invalidInput("unknown state %q (states: %s)", s, stateList())
+			return nil, invalidInput("unknown state %q (states: %s)", s, StateNames())
 		}
 		p.States = append(p.States, string(s))
 	}

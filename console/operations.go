@@ -71,7 +71,7 @@ func parseOperationsFilter(q url.Values) (operationsFilter, string) {
 			case st == "" || seen[st]:
 				continue
 			case !st.Valid():
-				return f, "There is no state “" + visibleText(string(st)) + "”. The states are " + stateNames() + "."
+				return f, "There is no state “" + visibleText(string(st)) + "”. The states are " + opledger.StateNames() + "."
 			}
 			seen[st] = true
 			f.States = append(f.States, st)
@@ -83,15 +83,6 @@ func parseOperationsFilter(q url.Values) (operationsFilter, string) {
 		}
 	}
 	return f, ""
-}
-
-// stateNames lists the states, for a message.
-func stateNames() string {
-	names := make([]string, len(opledger.States))
-	for i, st := range opledger.States {
-		names[i] = string(st)
-	}
-	return strings.Join(names, ", ")
 }
 
 // operations lists the tenant's operations, newest first (by creation),

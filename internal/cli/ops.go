@@ -168,7 +168,7 @@ func newOpsListCmd() *cobra.Command {
 			for _, s := range strings.Split(states, ",") {
 				if s = strings.TrimSpace(s); s != "" {
 					if !opledger.State(s).Valid() {
-						return usageError{fmt.Errorf("--state: unknown state %q (states: %s)", s, stateNames())}
+						return usageError{fmt.Errorf("--state: unknown state %q (states: %s)", s, opledger.StateNames())}
 					}
 					o.States = append(o.States, opledger.State(s))
 				}
@@ -233,14 +233,6 @@ func checkLimit(limit int) error {
 		return usageError{fmt.Errorf("--limit takes a whole number from 1 to %d (got %d)", opledger.MaxListLimit, limit)}
 	}
 	return nil
-}
-
-func stateNames() string {
-	var out []string
-	for _, s := range opledger.States {
-		out = append(out, string(s))
-	}
-	return strings.Join(out, ", ")
 }
 
 func writeOpsTable(w io.Writer, ops []*opledger.Operation) error {
