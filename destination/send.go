@@ -97,18 +97,19 @@ func (e *SendError) Unwrap() error { return e.Err }
 // request whose write neither finished nor failed before the error counts
 // as written. A client whose Transport is not net/http's own
 // (*http.Transport) may not report its connections: with it, a failure
-// counts as written unless it is a failed dial or an unresolved name. SendHTTP also makes every request non-replayable, so that
-// net/http never silently sends it a second time on a fresh connection
-// after it may have reached the destination: every send is an attempt on
-// record. (A TRACE is left as net/http makes it.) A request without a
-// body that net/http would deem replayable gets an empty one it cannot
-// rewind: a GET, HEAD, DELETE or OPTIONS still goes out with no body; a
-// POST, PUT, PATCH or other method — replayable only when it carries an
-// Idempotency-Key or X-Idempotency-Key header — goes out with an empty
-// chunked body ("Transfer-Encoding: chunked") instead of
-// "Content-Length: 0". A request with a body keeps its Content-Length.
-// Redirects should not be followed for side effects; clients made by
-// this package return 3xx answers as they are.
+// counts as written unless it is a failed dial or an unresolved name.
+// SendHTTP also makes every request non-replayable, so that net/http never
+// silently sends it a second time on a fresh connection after it may have
+// reached the destination: every send is an attempt on record. (A TRACE is
+// left as net/http makes it.) A request without a body that net/http would
+// deem replayable gets an empty one it cannot rewind: a GET, HEAD, DELETE
+// or OPTIONS still goes out with no body; a POST, PUT, PATCH or other
+// method — replayable only when it carries an Idempotency-Key or
+// X-Idempotency-Key header — goes out with an empty chunked body
+// ("Transfer-Encoding: chunked") instead of "Content-Length: 0". A request
+// with a body keeps its Content-Length. Redirects should not be followed
+// for side effects; clients made by this package return 3xx answers as
+// they are.
 func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Response, error) {
 	tr := &writeTrace{}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), tr.clientTrace()))
