@@ -259,6 +259,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"the path has a .. segment (as received or percent-encoded, also followed by ;parameters or a NUL): it would leave the upstream's base path, so it is not forwarded", nil)
 		return
 	}
+	if h, m := methodOverride(r); h != "" {
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input",
+			"the "+h+" header asks for the method "+m+" instead of "+r.Method+": the proxy protects a request by its own method, and an upstream that honoured the header could act unprotected. Send the method itself; nothing was forwarded", nil)
+		return
+	}
 	if !rt.protected[r.Method] {
 		if upper := strings.ToUpper(r.Method); upper != r.Method && rt.protected[upper] {
 			// Methods are case-sensitive (RFC 9110 section 9.1): "post" is
@@ -272,6 +277,27 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.protect(rt, rest, w, r)
+}
+
+// methodOverrideHeaders are the headers by which frameworks (Google's
+// APIs, Rails, Laravel, Express's method-override, ASP.NET) let a request
+// stand for another method.
+var methodOverrideHeaders = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
+// methodOverride returns the first method-override header of r that names
+// a method other than r's own, and the method it names; "" when there is
+// none. Such a request is refused: a GET asking to be taken for a POST
+// would pass the proxy unprotected, and a POST taken for another method
+// would be recorded under a fingerprint that does not say what it did.
+func methodOverride(r *http.Request) (header, method string) {
+	for _, h := range methodOverrideHeaders {
+		for _, v := range r.Header.Values(h) {
+			if m := strings.TrimSpace(v); m != r.Method {
+				return h, m
+			}
+		}
+	}
+	return "", ""
 }
 
 // hasDotDot reports whether the escaped path escPath has a ".." segment,

@@ -129,3 +129,34 @@ func TestDotDotRefused(t *testing.T) {
 	}
 	require.Equal(t, want, up.requests())
 }
+
+// A method-override header naming another method is refused for every
+// method: a GET taken for a POST by the upstream would pass unprotected.
+// One naming the request's own method changes nothing and passes.
+func TestMethodOverrideRefused(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.srv.URL})
+	for _, c := range []struct{ method, header, value string }{
+		{"GET", "X-HTTP-Method-Override", "POST"},
+		{"GET", "X-HTTP-Method", "PATCH"},
+		{"GET", "X-Method-Override", "post"},
+		{"POST", "X-HTTP-Method-Override", "DELETE"},
+		{"POST", "X-HTTP-Method-Override", "GET"},
+	} {
+		req := c.method + " /records HTTP/1.1\r\nHost: proxy\r\nIdempotency-Key: k-" + c.header + c.value +
+			"\r\n" + c.header + ": " + c.value + "\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+		status, p := rawAnswer(t, b.url, req)
+		require.Equal(t, http.StatusBadRequest, status, "%+v", c)
+		require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type)
+		require.Contains(t, p.Detail, c.header)
+	}
+	require.Empty(t, up.requests(), "nothing was forwarded")
+	require.Zero(t, b.count(t), "nothing was recorded")
+
+	req := "POST /records HTTP/1.1\r\nHost: proxy\r\nIdempotency-Key: k\r\nX-HTTP-Method-Override: POST" +
+		"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+	status, _ := rawAnswer(t, b.url, req)
+	require.Equal(t, http.StatusCreated, status, "an override naming the request's own method")
+	require.Equal(t, []string{"POST /records"}, up.requests())
+}
