@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -278,4 +279,43 @@ func TestUnreachableDetailFollowsState(t *testing.T) {
 	p := a.problem(t)
 	require.Equal(t, opledger.StateFailed, p.State)
 	require.NotContains(t, p.Detail, "safe", fmt.Sprintf("%+v", p))
+}
+
+// An answer header whose value is not UTF-8 (a Latin-1 file name, say) is
+// replayed byte for byte, with its values in order: saved as JSON text,
+// its bytes would have become U+FFFD. Such headers are shown masked.
+func TestAnswerHeaderNotUTF8Replayed(t *testing.T) {
+	t.Parallel()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Disposition"] = []string{"attachment; filename=\"caf\xe9.pdf\""}
+		w.Header()["X-Mixed"] = []string{"plain", "\xff\xfe", "last"}
+		w.Header().Set("X-Plain", "café")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"F1"}`)
+	}))
+	defer api.Close()
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "files", URL: api.URL})
+
+	first := b.send(t, http.MethodPost, "/files", "k1", token, body1)
+	require.Equal(t, http.StatusCreated, first.status)
+	again := b.send(t, http.MethodPost, "/files", "k1", token, body1)
+	require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+	for _, a := range []answer{first, again} {
+		require.Equal(t, []string{"attachment; filename=\"caf\xe9.pdf\""}, a.header["Content-Disposition"])
+		require.Equal(t, []string{"plain", "\xff\xfe", "last"}, a.header["X-Mixed"])
+		require.Equal(t, []string{"café"}, a.header["X-Plain"])
+	}
+
+	shown, err := json.Marshal(b.only(t))
+	require.NoError(t, err)
+	var view struct {
+		Response struct {
+			Header      map[string][]string `json:"header"`
+			HeaderBytes json.RawMessage     `json:"header_bytes"`
+		} `json:"response"`
+	}
+	require.NoError(t, json.Unmarshal(shown, &view))
+	require.Equal(t, []string{"café"}, view.Response.Header["X-Plain"], "a UTF-8 header is shown")
+	require.NotContains(t, view.Response.Header, "X-Mixed")
+	require.JSONEq(t, `"***"`, string(view.Response.HeaderBytes), "the others are masked")
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,17 +48,22 @@ type request struct {
 // They are masked only where an operation is shown: lookups and the
 // fingerprint read the stored payload as it is. They are masked in the
 // saved answer too (see Operation.MarshalJSON), whose body is at the same
-// path; its Set-Cookie header is a credential. They are no part of the
+// path; its Set-Cookie header is a credential (its header_bytes are
+// masked whole: they may hold one, and are unreadable base64 anyway). They are no part of the
 // fingerprint, so operations recorded with fewer keep theirs.
-var sensitiveFields = []string{"body", "query", "path", "header.Set-Cookie"}
+var sensitiveFields = []string{"body", "query", "path", "header.Set-Cookie", "header_bytes"}
 
 // saved is the upstream answer kept as the operation's response and
 // replayed byte for byte.
 type saved struct {
-	Status      int         `json:"status"`
-	Header      http.Header `json:"header"`
-	Body        []byte      `json:"body"`
-	BodyOmitted bool        `json:"body_omitted,omitempty"`
+	Status int         `json:"status"`
+	Header http.Header `json:"header"`
+	// HeaderBytes holds, base64-encoded, the headers with a value that
+	// is not UTF-8: a JSON string would turn its bytes into U+FFFD. Such
+	// a header keeps all its values here, in order, and none in Header.
+	HeaderBytes map[string][][]byte `json:"header_bytes,omitempty"`
+	Body        []byte              `json:"body"`
+	BodyOmitted bool                `json:"body_omitted,omitempty"`
 	// Upstream is the identity of the API that gave the answer (host and
 	// base path, see identity). It is outside the fingerprint, so keys and
 	// fingerprints stay as they were; a proxy that finds another upstream
@@ -325,7 +331,8 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		p.lost(ctx, w, r, log, claim, opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: readErr}))
 		return
 	}
-	s := &saved{Status: resp.StatusCode, Header: responseHeaders(resp.Header), Body: answer, Upstream: rt.identity}
+	s := &saved{Status: resp.StatusCode, Body: answer, Upstream: rt.identity}
+	s.Header, s.HeaderBytes = responseHeaders(resp.Header)
 	oversized := int64(len(answer)) > rt.MaxResponseBytes
 	if oversized {
 		s.Body, s.BodyOmitted = nil, true
@@ -362,13 +369,13 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		w.Header().Set(HeaderState, string(op.State))
 	}
 	if !oversized {
-		writeAnswer(w, s.Status, s.Header, answer, rt.timeout)
+		writeAnswer(w, s, answer, rt.timeout)
 		return
 	}
 	// An answer too large to save, not a 2xx: its outcome is recorded;
 	// it is passed on as it arrives, and broken off rather than ended as
 	// if complete when either side fails.
-	addHeaders(w, s.Header)
+	s.addHeaders(w)
 	w.WriteHeader(s.Status)
 	clock.pause()
 	rl := newRelay(w, rt.timeout)
@@ -405,7 +412,7 @@ func errText(err error) string {
 // complete one.
 func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWriter, log *slog.Logger, claim *opledger.Claim,
 	out *http.Request, s *saved, head []byte, body io.Reader, clock *upstreamClock) {
-	addHeaders(w, s.Header)
+	s.addHeaders(w)
 	w.WriteHeader(s.Status)
 	clock.pause()
 	up := &readErrors{r: clock.reader(body)}
@@ -698,7 +705,7 @@ func replay(w http.ResponseWriter, op *opledger.Operation, rt *route) error {
 	if s.BodyOmitted {
 		w.Header().Set(HeaderBodyOmitted, "true")
 	}
-	writeAnswer(w, s.Status, s.Header, s.Body, rt.timeout)
+	writeAnswer(w, &s, s.Body, rt.timeout)
 	return nil
 }
 
@@ -718,19 +725,25 @@ func writeReconciled(w http.ResponseWriter, op *opledger.Operation) {
 }
 
 // addHeaders adds the headers of a saved or forwarded answer to w's.
-func addHeaders(w http.ResponseWriter, h http.Header) {
-	for k, vs := range h {
+func (s *saved) addHeaders(w http.ResponseWriter) {
+	for k, vs := range s.Header {
 		for _, v := range vs {
 			w.Header().Add(k, v)
 		}
 	}
+	for k, vs := range s.HeaderBytes {
+		for _, v := range vs {
+			w.Header().Add(k, string(v))
+		}
+	}
 }
 
-// writeAnswer writes an upstream answer held whole.
-func writeAnswer(w http.ResponseWriter, status int, h http.Header, body []byte, timeout time.Duration) {
-	addHeaders(w, h)
+// writeAnswer writes an upstream answer held whole: s's status and
+// headers, and body.
+func writeAnswer(w http.ResponseWriter, s *saved, body []byte, timeout time.Duration) {
+	s.addHeaders(w)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
+	w.WriteHeader(s.Status)
 	// The outcome is recorded already; a caller that takes nothing for
 	// the route's timeout must not hold the handler forever.
 	rl := newRelay(w, timeout)
@@ -791,12 +804,27 @@ func setXForwarded(out, in *http.Request) {
 	(&httputil.ProxyRequest{In: in, Out: out}).SetXForwarded()
 }
 
-// responseHeaders are the upstream's headers as saved and replayed.
-func responseHeaders(in http.Header) http.Header {
+// responseHeaders are the upstream's headers as saved and replayed:
+// those whose values are all UTF-8, and apart, as bytes, those with a
+// value that is not (see saved.HeaderBytes).
+func responseHeaders(in http.Header) (http.Header, map[string][][]byte) {
 	h := in.Clone()
 	dropHopByHop(h)
 	h.Del("Content-Length")
-	return h
+	var raw map[string][][]byte
+	for k, vs := range h {
+		if !slices.ContainsFunc(vs, func(v string) bool { return !utf8.ValidString(v) }) {
+			continue
+		}
+		if raw == nil {
+			raw = map[string][][]byte{}
+		}
+		for _, v := range vs {
+			raw[k] = append(raw[k], []byte(v))
+		}
+		delete(h, k)
+	}
+	return h, raw
 }
 
 // writeProblem writes a problem with httpapi's stable types.
