@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,7 +123,28 @@ func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 	if err != nil {
 		return nil, refusedInput(err)
 	}
-	return ledgerBackend{l}, nil
+	// A decision taken on the store directly names where it came from,
+	// as one through the API names its token: "maria (command line on
+	// ops-host)".
+	decides, err := l.WithCredential(commandLineCredential())
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return ledgerBackend{decides}, nil
+}
+
+// commandLineCredential is the mark of a decision taken with --db: the
+// command line, and the machine it ran on when its name is known.
+func commandLineCredential() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return "command line"
+	}
+	if len(host) > 64 {
+		host = host[:64]
+	}
+	return "command line on " + strings.ToValidUTF8(host, "?")
 }
 
 func newOpsCmd() *cobra.Command {
