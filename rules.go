@@ -1,15 +1,12 @@
 package opledger
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/opledger/opledger/internal/configfile"
 )
@@ -148,18 +145,12 @@ type compiledOpRule struct {
 //
 // Decoding is strict: unknown fields are refused.
 func ParseRules(data []byte) (*Rules, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var doc rulesDocument
-	if err := dec.Decode(&doc); err != nil {
+	if err := configfile.DecodeYAML(data, &doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, invalidInput("rules: the document is empty")
 		}
 		return nil, invalidInput("rules: %v", err)
-	}
-	var extra any
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, invalidInput("rules: only one YAML document is allowed")
 	}
 	return NewRules(doc.Rules...)
 }

@@ -343,6 +343,7 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		{write("space.yaml", webhook(`"bad tenant"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax: key may contain only letters"},
 		{write("nul.yaml", webhook(`"a\0b"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax"},
 		{write("two.yaml", "rules: rules.yaml\n---\n"), "opledger: config " + filepath.Join(dir, "two.yaml") + ": only one YAML document is allowed"},
+		{write("misspelt.yaml", "destination: slow.yaml\n"), "opledger: config " + filepath.Join(dir, "misspelt.yaml") + ": yaml: line 1: unknown field destination (did you mean destinations?)"},
 		{filepath.Join(dir, "big.yaml"), "opledger: read config: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},
 		{"/dev/zero", "opledger: read config: /dev/zero: not a regular file"},
 		{write("dests-big.yaml", "destinations: big.yaml\n"), "opledger: config destinations: read destinations: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -65,7 +66,9 @@ func Read(path string) ([]byte, error) {
 func notRegular(path string) error { return fmt.Errorf("%s: not a regular file", path) }
 
 // DecodeYAML decodes the YAML document in data into v strictly: a field v
-// does not have is an error naming its line. A second document, even an
+// does not have is an error naming its line, and the field meant when it
+// is one letter off ("field destination not found in type T (did you mean
+// destinations?)"). A second document, even an
 // empty one, is refused with ErrSeveralDocuments. When data holds no
 // document at all (empty, or only comments) it returns io.EOF and leaves v
 // as it was.
@@ -73,6 +76,9 @@ func DecodeYAML(data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil {
+		if te, ok := errors.AsType[*yaml.TypeError](err); ok {
+			suggestFields(te, reflect.TypeOf(v))
+		}
 		return err
 	}
 	var extra yaml.Node

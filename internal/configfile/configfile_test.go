@@ -68,3 +68,46 @@ func TestDecodeYAML(t *testing.T) {
 		require.ErrorIs(t, configfile.DecodeYAML([]byte(none), &d), io.EOF, none)
 	}
 }
+
+// An unknown field one letter off a known one names the known one, at
+// any depth; a field near none, or near two ("rles": rules or roles?), is
+// only refused.
+func TestDecodeYAMLSuggests(t *testing.T) {
+	t.Parallel()
+	type Retry struct {
+		MaxAttempts int `yaml:"max_attempts"`
+		Backoff     string
+	}
+	type Common struct {
+		Timeout string `yaml:"timeout"`
+	}
+	type Dest struct {
+		Common `yaml:",inline"`
+		Name   string `yaml:"name"`
+		Retry  *Retry `yaml:"retry"`
+		Hidden string `yaml:"-"`
+	}
+	type doc struct {
+		Destinations []Dest          `yaml:"destinations"`
+		Rules        string          `yaml:"rules"`
+		Roles        string          `yaml:"roles"`
+		ByName       map[string]Dest `yaml:"by_name"`
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"destination: x\n", "field destination not found in type configfile_test.doc (did you mean destinations?)"},
+		{"destinations:\n  - nmae: crm\n", "(did you mean name?)"},
+		{"destinations:\n  - retry: {max_attempt: 3}\n", "(did you mean max_attempts?)"},
+		{"destinations:\n  - retry: {backof: x}\n", "(did you mean backoff?)"},
+		{"destinations:\n  - timeuot: 3s\n", "(did you mean timeout?)"},
+		{"by_name:\n  a: {Name: x}\n", "(did you mean name?)"},
+	} {
+		var d doc
+		require.ErrorContains(t, configfile.DecodeYAML([]byte(c.yaml), &d), c.want, c.yaml)
+	}
+	for _, in := range []string{"rles: x\n", "colour: x\n", "hidden: x\n", "destinations:\n  - hiden: x\n"} {
+		var d doc
+		err := configfile.DecodeYAML([]byte(in), &d)
+		require.ErrorContains(t, err, "not found in type", in)
+		require.NotContains(t, err.Error(), "did you mean", in)
+	}
+}
