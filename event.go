@@ -335,6 +335,16 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		row.Operations = []string{}
 		return &eventPlan{}, nil
 	}
+	// stepConflict refuses to write key when it is a step of a stored
+	// workflow: only the workflow records and revises its steps. It
+	// returns nil, nil when key is no step.
+	stepConflict := func(key string) (*eventPlan, error) {
+		wk, step, err := workflowStepOf(ctx, tx, l.tenant, key)
+		if err != nil || wk == "" {
+			return nil, err
+		}
+		return conflict(fmt.Sprintf("operation %s is step %s of workflow %s, which records and revises its steps itself (a rule may not); a person must decide", key, step, wk))
+	}
 	for i, in := range m.Intents {
 		fp, err := in.normalize()
 		if err != nil {
@@ -343,6 +353,11 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		current, err := l.contentAt(ctx, tx, in.Key)
 		if err != nil {
 			return nil, err
+		}
+		if current == nil || !current.sameContent(in) {
+			if p, err := stepConflict(in.Key); p != nil || err != nil {
+				return p, err
+			}
 		}
 		switch {
 		case current == nil:
@@ -405,6 +420,11 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		have, err := l.contentAt(ctx, tx, up.Key)
 		if err != nil {
 			return nil, err
+		}
+		if have == nil {
+			if p, err := stepConflict(up.Key); p != nil || err != nil {
+				return p, err
+			}
 		}
 		switch {
 		case have == nil:

@@ -315,7 +315,9 @@ type txn struct {
 	prevRev   int64
 	inserted  bool
 	dirty     bool
-	timeline  []*store.TimelineEntry
+	// recordingStep is set while a workflow records its own step.
+	recordingStep bool
+	timeline      []*store.TimelineEntry
 	// queued are attempt writes held back until flush, so that they reach
 	// the store together with the operation's write (one round trip on
 	// PostgreSQL). Reads of attempts write them first (writeQueued).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +80,15 @@ func (l *Ledger) Record(ctx context.Context, in Intent) (op *Operation, created 
 	return op, created, nil
 }
 
-// record is the record transition; on a known key it checks the fingerprint.
+// recordStep is record for a workflow recording its own step.
+func (t *txn) recordStep(in *Intent, fp, actor string) error {
+	t.recordingStep = true
+	return t.record(in, fp, actor)
+}
+
+// record is the record transition; on a known key it checks the
+// fingerprint. A new key that is a step of a stored workflow is refused
+// (see refuseWorkflowStep) unless the workflow records it (recordStep).
 func (t *txn) record(in *Intent, fp, actor string) error {
 	if t.op != nil {
 		if t.op.Fingerprint != fp {
@@ -99,6 +108,11 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	if !t.recordingStep {
+		if err := t.refuseWorkflowStep(); err != nil {
+			return err
+		}
+	}
 	state := StatePending
 	if in.RequiresApproval {
 		state = StateAwaitingApproval
@@ -112,6 +126,52 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 	t.inserted = true
 	t.move(state, actor, "", "recorded", "version "+strconv.FormatInt(in.Version, 10)+", "+fp)
 	return nil
+}
+
+// refuseWorkflowStep refuses to record, on its own, the key of a step of
+// a stored workflow (see workflowStepOf).
+func (t *txn) refuseWorkflowStep() error {
+	if _, _, ok := SplitWorkflowStepKey(t.key); !ok {
+		return nil
+	}
+	if t.spec != nil {
+		return errNotSpeculable // the workflow must be read
+	}
+	wk, step, err := workflowStepOf(t.ctx, t.tx, t.tenant, t.key)
+	if err != nil || wk == "" {
+		return err
+	}
+	return fmt.Errorf("%w: %s is the key of step %s of workflow %s, which records the step itself, in its turn and with its own content; "+
+		"record this operation under another key, or revise the step (POST /v1/workflows/{key}/steps/{step}/revise)", ErrInvalidState, t.key, step, wk)
+}
+
+// workflowStepOf returns the workflow and the step whose key key is, when
+// a stored workflow has that step; "" when none has. Such a key is never
+// recorded on its own: the workflow records the step itself, each in its
+// turn with its own content, and takes whatever is at a step's key for
+// the step. Recorded early (by Record, a claim with an intent or an
+// event's rule), the step would run before the steps ahead of it, with
+// other content and without the approval it may require.
+func workflowStepOf(ctx context.Context, r store.Reader, tenant, key string) (workflowKey, step string, err error) {
+	wk, step, ok := SplitWorkflowStepKey(key)
+	if !ok {
+		return "", "", nil
+	}
+	row, err := r.GetWorkflow(ctx, tenant, wk)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	def, err := decodeDef(row)
+	if err != nil {
+		return "", "", err
+	}
+	if !slices.ContainsFunc(def.Steps, func(s stepDef) bool { return s.Name == step }) {
+		return "", "", nil
+	}
+	return wk, step, nil
 }
 
 // addSensitiveFields adds to a recorded operation the sensitive fields a

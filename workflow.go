@@ -370,15 +370,24 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 
 // refuseForeignSteps refuses a new workflow one of whose step keys an
 // operation recorded on its own already has: that operation would become
-// the step, and run before its turn with other content. (A tombstone there
-// is a finished workflow's step, kept longer than the workflow: it is not
-// run again.)
+// the step, and run before its turn with other content. A tombstone there
+// is refused too: the workflow would take it for its step, succeeded, and
+// skip the step (it is the tombstone of an operation compacted by
+// retention, or of a step of a workflow with this key finished and
+// forgotten since, whose content the tombstone cannot tell).
 func (l *Ledger) refuseForeignSteps(ctx context.Context, tx store.Tx, key string, def *workflowDef) error {
 	for _, s := range def.Steps {
 		stepKey := WorkflowStepKey(key, s.Name)
 		_, err := tx.GetOperation(ctx, l.tenant, stepKey)
 		if errors.Is(err, store.ErrNotFound) {
-			continue
+			switch _, err := tx.GetTombstone(ctx, l.tenant, stepKey); {
+			case errors.Is(err, store.ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			}
+			return fmt.Errorf("%w: workflow %s: step %s has the key of an operation finished and compacted before (%s), recorded on its own or as a step of a workflow with this key forgotten since; "+
+				"the workflow would take it for its step and skip the step: give the workflow another key", ErrInvalidState, key, s.Name, stepKey)
 		}
 		if err != nil {
 			return err
@@ -600,7 +609,7 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 				evidence += "; step " + def.Steps[i-1].Name + " succeeded"
 			}
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, key, func(t *txn) error {
-				if err := t.record(&in, fp, l.worker); err != nil {
+				if err := t.recordStep(&in, fp, l.worker); err != nil {
 					return err
 				}
 				t.note(l.worker, "", "workflow step recorded", evidence)

@@ -254,6 +254,95 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.Zero(t, n, "nothing left to advance")
 	})
 
+	// A step's key is the workflow's: recorded on its own (by Record, a
+	// claim with an intent, an event's rule) after the workflow, the step
+	// would run before its turn with other content. A key under the
+	// workflow's that names no step is an ordinary key.
+	t.Run("StepKeysBelongToTheWorkflow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		spec := taskThenEmail()
+		spec.Steps[1].RequiresApproval = new(true)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-30", spec)
+		require.NoError(t, err)
+		foreign := opledger.Intent{Key: "wf:C-30/send_email", Action: "email.send", Destination: "email",
+			Payload: json.RawMessage(`{"template":"other"}`)}
+		_, _, err = b.ledger.Record(b.ctx, foreign)
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+		require.ErrorContains(t, err, "wf:C-30/send_email is the key of step send_email of workflow wf:C-30")
+		_, err = b.ledger.Claim(b.ctx, foreign.Key, opledger.ClaimOptions{Intent: &foreign, Dispatch: true})
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "a claim with an intent")
+		_, err = b.ledger.Get(b.ctx, foreign.Key)
+		require.ErrorIs(t, err, opledger.ErrNotFound, "the waiting step is not recorded")
+
+		rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: campaign-mail
+    type: campaign.mail
+    operations:
+      - key: "wf:{data.campaign}/send_email"
+        action: email.send
+        destination: email
+        payload: {body: "{data.body}"}
+`))
+		require.NoError(t, err)
+		res, err := b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "forms", EventID: "e1", Type: "campaign.mail",
+			Payload: json.RawMessage(`{"campaign":"C-30","body":"other"}`)})
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventConflict, res.Status)
+		require.Contains(t, res.Event.Reason, "operation wf:C-30/send_email is step send_email of workflow wf:C-30")
+		require.Empty(t, res.Operations)
+		_, err = b.ledger.Get(b.ctx, foreign.Key)
+		require.ErrorIs(t, err, opledger.ErrNotFound, "nor by an event")
+
+		other := opledger.Intent{Key: "wf:C-30/notes", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(`{}`)}
+		_, created, err := b.ledger.Record(b.ctx, other)
+		require.NoError(t, err)
+		require.True(t, created, "a key that names no step")
+
+		// In its turn, the workflow records the step with its own content,
+		// waiting for its approval; a repeat of the recorded step is a
+		// repeat, and a rule may not revise it.
+		b.succeedStep(t, "wf:C-30/create_task", "T-30")
+		w, err := b.ledger.ResumeWorkflow(b.ctx, "wf:C-30")
+		require.NoError(t, err)
+		require.Equal(t, []opledger.StepState{"succeeded", "awaiting_approval"}, stepStates(w))
+		require.JSONEq(t, `"follow-up"`, string(mustField(t, w.Steps[1].Operation.Payload, "template")))
+		_, _, err = b.ledger.Record(b.ctx, foreign)
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch, "the recorded step is an operation like any other")
+		res, err = b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "forms", EventID: "e2", Type: "campaign.mail",
+			Payload: json.RawMessage(`{"campaign":"C-30","body":"newer"}`)})
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventConflict, res.Status, "a recorded step awaiting approval is not revised by a rule")
+		op, err := b.ledger.Get(b.ctx, foreign.Key)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), op.Version)
+	})
+
+	// A new workflow whose step key holds a tombstone (an operation
+	// compacted by retention) is refused: it would take the tombstone for
+	// its step, succeeded, and skip the step.
+	t.Run("StepKeyWithTombstoneRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setupRetention(t, h)
+		in := opledger.Intent{Key: "wf:C-31/create_task", Action: "crm.create_task", Destination: "crm",
+			Payload: json.RawMessage(`{"unrelated":true}`)}
+		_, _, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		b.succeedStep(t, in.Key, "FOREIGN")
+		b.clock.Advance(retention + day)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Tombstoned)
+		_, _, err = b.ledger.PutWorkflow(b.ctx, "wf:C-31", taskThenEmail())
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+		require.ErrorContains(t, err, "step create_task has the key of an operation finished and compacted before (wf:C-31/create_task)")
+		_, err = b.ledger.GetWorkflow(b.ctx, "wf:C-31")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded")
+		_, err = b.ledger.Get(b.ctx, "wf:C-31/send_email")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "no step recorded")
+	})
+
 	t.Run("RetentionNeverRepeatsSteps", func(t *testing.T) {
 		t.Parallel()
 		b := setupRetention(t, h)
