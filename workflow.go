@@ -13,6 +13,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -708,10 +709,15 @@ func (l *Ledger) AdvanceWorkflowOf(ctx context.Context, opKey string) (*Workflow
 // periodically so that a step that succeeded by reconciliation or by an
 // operator's decision still leads to the next one. Workflows whose next
 // step cannot be recorded (a *StepError) are skipped: their status says
-// why.
+// why. A workflow that cannot be resumed for another reason (a lock
+// timeout, a lost connection) does not stop the others: the error counts
+// them and gives the first one's cause, with the workflow's key left out
+// (the error is meant for a log, and a key may carry personal data); they
+// are tried again on the next run.
 func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 	const batch = 200
-	total := 0
+	total, failed := 0, 0
+	var first error
 	var after store.OperationID
 	for {
 		var ids []store.OperationID
@@ -724,6 +730,9 @@ func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 			return total, fmt.Errorf("advance workflows: %w", err)
 		}
 		for _, id := range ids {
+			if err := ctx.Err(); err != nil {
+				return total, fmt.Errorf("advance workflows: %w", err)
+			}
 			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
 			_, err := tl.ResumeWorkflow(ctx, id.Key)
 			var se *StepError
@@ -731,15 +740,23 @@ func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 			case errors.As(err, &se):
 				continue
 			case err != nil:
-				return total, fmt.Errorf("advance workflow %s: %w", id.Key, err)
+				failed++
+				if first == nil {
+					first = fmt.Errorf("a workflow of tenant %s: %w", id.Tenant, redact.Keys(id.Key, err))
+				}
+				continue
 			}
 			total++
 		}
 		if len(ids) < batch {
-			return total, nil
+			break
 		}
 		after = ids[len(ids)-1]
 	}
+	if failed > 0 {
+		return total, fmt.Errorf("advance workflows: %d could not be resumed and are tried again on the next run; the first: %w", failed, first)
+	}
+	return total, nil
 }
 
 // GetWorkflow returns a workflow with the state of each step and a status

@@ -120,3 +120,31 @@ func TestWorkflowApproveRevise(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "bo (token test, "+tok.ID+")", ahead.Steps[1].PreApprovedBy, "the approver, and the token that sent the approval")
 }
+
+// A resume whose next step cannot be recorded (its payload reads a field
+// the step before did not answer) answers 200 with the workflow held and
+// the reason, as a repeated PUT does: the request itself was fine.
+func TestWorkflowResumeHeld(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := context.Background()
+	spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"x":1}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"u":"{steps.a.response.url}"}`)},
+	}}
+	_, _, err := c.PutWorkflow(ctx, "wf:u", spec)
+	require.NoError(t, err)
+	cl, err := c.Claim(ctx, "wf:u/a", client.ClaimRequest{Worker: "w1", Dispatch: true})
+	require.NoError(t, err)
+	_, err = c.Report(ctx, "wf:u/a", cl.AttemptID, client.Report{FencingToken: cl.FencingToken,
+		Outcome: opledger.OutcomeSucceeded, DestinationRef: "T1"})
+	require.NoError(t, err)
+
+	wf, err := c.ResumeWorkflow(ctx, "wf:u")
+	require.NoError(t, err)
+	require.Equal(t, opledger.WorkflowHeld, wf.Status)
+	require.Contains(t, wf.Reason, "step b cannot be recorded: payload: steps.a.response is missing")
+	require.Equal(t, opledger.StepWaiting, wf.Steps[1].State)
+	_, err = c.ResumeWorkflow(ctx, "wf:404")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "other errors stay errors")
+}

@@ -227,6 +227,12 @@ func (s *server) resumeWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wf, err := l.ResumeWorkflow(r.Context(), r.PathValue("key"))
+	if _, ok := errors.AsType[*opledger.StepError](err); ok {
+		// The request was fine: the next step cannot be recorded, so the
+		// workflow is held, and its status says why (as a repeated PUT
+		// answers).
+		wf, err = l.GetWorkflow(r.Context(), r.PathValue("key"))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

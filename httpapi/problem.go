@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // ProblemTypeBase prefixes every problem type; the suffix is stable
@@ -130,8 +131,10 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status, kind = http.StatusBadRequest, "invalid_input"
 	default:
 		status, kind, showText = http.StatusInternalServerError, "internal", false
+		// The log names the route, not the path: the key in it (and an
+		// error that repeats it) stays out, as keys may carry personal data.
 		s.log.ErrorContext(r.Context(), "request failed", "request_id", requestID(r.Context()),
-			"method", r.Method, "route", r.Pattern, "error", err)
+			"method", r.Method, "route", r.Pattern, "error", redact.Keys(r.PathValue("key"), err))
 	}
 	detail := "the request failed; the server log has the details under this request_id"
 	if showText {
