@@ -28,34 +28,53 @@ func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.intake(w, r, l, ev)
+	if res, ok := s.intake(w, r, l, ev); ok {
+		writeJSON(w, intakeStatus(res), res)
+	}
 }
 
-// intake records an event and answers 201 for a new event, 200 for a
-// duplicate delivery (with the operations the first produced).
-func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledger, ev opledger.Event) {
+// intakeStatus is 201 for a new event, 200 for a duplicate delivery.
+func intakeStatus(res *opledger.EventResult) int {
+	if res.Duplicate {
+		return http.StatusOK
+	}
+	return http.StatusCreated
+}
+
+// intake records an event and returns the result, or writes the error
+// and returns false.
+func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledger, ev opledger.Event) (*opledger.EventResult, bool) {
 	res, err := l.ReceiveEvent(r.Context(), s.opts.Rules, ev)
 	var re *opledger.RuleError
 	if errors.As(err, &re) {
 		writeProblem(w, r, http.StatusUnprocessableEntity, "mapping_failed", err.Error(), nil)
-		return
+		return nil, false
 	}
 	// A body within the request limit (--max-body-bytes may exceed the
 	// event payload limit) can still carry a payload past MaxEventPayload:
 	// too large, as on the webhook route.
 	if errors.Is(err, opledger.ErrEventPayloadTooLarge) {
 		writeProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("event payload is larger than %d bytes", opledger.MaxEventPayload), nil)
-		return
+		return nil, false
 	}
 	if err != nil {
 		s.writeError(w, r, err)
-		return
+		return nil, false
 	}
-	status := http.StatusCreated
-	if res.Duplicate {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, res)
+	return res, true
+}
+
+// webhookAnswer is what a provider's webhook is answered: that the event
+// was taken, not what it led to. The route has no bearer token, and a
+// captured delivery can be posted again (Shopify's signature never
+// expires), so the answer carries nothing of the operations (their
+// references, saved responses, attempts) nor the event's reason, which
+// names their keys. The tenant's API and console show the rest.
+type webhookAnswer struct {
+	Duplicate bool                 `json:"duplicate"`
+	Status    opledger.EventStatus `json:"status"`
+	// DeliveryID is the ledger's number of this arrival.
+	DeliveryID int64 `json:"delivery_id"`
 }
 
 // webhookIn takes a provider's webhook: the signature over the raw body is
@@ -93,7 +112,9 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.intake(w, r, l, ev)
+	if res, ok := s.intake(w, r, l, ev); ok {
+		writeJSON(w, intakeStatus(res), webhookAnswer{Duplicate: res.Duplicate, Status: res.Status, DeliveryID: res.Delivery.ID})
+	}
 }
 
 // providerEvent reads the event identity from a provider's webhook: Stripe

@@ -105,8 +105,23 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/webhooks/stripe", "", hook, nil, 401, "invalid_signature")
 	_, err := b.ledger.GetEvent(ctx, "stripe", "evt_stripe_1")
 	require.ErrorIs(t, err, opledger.ErrNotFound, "an unauthenticated webhook records nothing")
-	expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret), 201, "")
-	expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret), 200, "")
+	var taken struct {
+		Duplicate  bool   `json:"duplicate"`
+		Status     string `json:"status"`
+		DeliveryID int64  `json:"delivery_id"`
+	}
+	require.NoError(t, json.Unmarshal(expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret), 201, ""), &taken))
+	require.Equal(t, "applied", taken.Status)
+	require.False(t, taken.Duplicate)
+	// The answer says the event was taken, never what it led to: the route
+	// has no token, and a captured delivery can be posted again.
+	c, err := b.ledger.Claim(ctx, "stripe:in_17:receipt", opledger.ClaimOptions{Worker: "w", Dispatch: true})
+	require.NoError(t, err)
+	_, err = b.ledger.Report(ctx, "stripe:in_17:receipt", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+		DestinationRef: "MSG-INTERNAL-9", Response: json.RawMessage(`{"url":"https://mail.corp.internal/9"}`)})
+	require.NoError(t, err)
+	replayed := expect("POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret), 200, "")
+	require.JSONEq(t, fmt.Sprintf(`{"duplicate":true,"status":"applied","delivery_id":%d}`, taken.DeliveryID+1), string(replayed))
 	odd := sign(hook, testWebhookSecret)
 	odd.Set("X-Request-Id", "req 1/ä")
 	expect("POST", "/v1/webhooks/stripe", "", hook, odd, 200, "") // not refused for a header it does not sign
@@ -122,7 +137,7 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	require.True(t, json.Valid(expect("GET", "/v1/events", tok, nil, nil, 200, "")), "the list still encodes")
 	op, err := b.ledger.Get(ctx, "stripe:in_17:receipt")
 	require.NoError(t, err, "the signed webhook became an operation")
-	require.Equal(t, opledger.StatePending, op.State)
+	require.Equal(t, opledger.StateSucceeded, op.State)
 
 	// Workflows.
 	wf := []byte(`{"owner":"ops","steps":[{"name":"task","action":"crm.create_task","destination":"crm","payload":{"t":1}},
@@ -152,7 +167,7 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/workflows/wf-17/steps/email/revise", tok, []byte(`{"payload":{},"version":1}`), nil, 400, "invalid_input")
 	expect("POST", "/v1/workflows/wf-17/steps/nope/revise", tok, []byte(`{"payload":{},"version":2}`), nil, 404, "not_found")
 	expect("POST", "/v1/workflows/wf-17/steps/email/revise", tok, big, nil, 413, "payload_too_large")
-	c, err := b.ledger.Claim(ctx, "wf-17/task", opledger.ClaimOptions{})
+	c, err = b.ledger.Claim(ctx, "wf-17/task", opledger.ClaimOptions{})
 	require.NoError(t, err)
 	_, err = b.ledger.Dispatch(ctx, "wf-17/task", c.AttemptID, c.FencingToken)
 	require.NoError(t, err)
