@@ -129,13 +129,19 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 }
 
 // refuseWorkflowStep refuses to record, on its own, the key of a step of
-// a stored workflow (see workflowStepOf).
+// a stored workflow (see workflowStepOf). It first locks the workflow's
+// key, as creating a workflow does (refuseForeignSteps): of the two, the
+// later sees the earlier.
 func (t *txn) refuseWorkflowStep() error {
-	if _, _, ok := SplitWorkflowStepKey(t.key); !ok {
+	wk, _, ok := SplitWorkflowStepKey(t.key)
+	if !ok {
 		return nil
 	}
 	if t.spec != nil {
 		return errNotSpeculable // the workflow must be read
+	}
+	if err := t.tx.LockWorkflowKey(t.ctx, t.tenant, wk); err != nil {
+		return err
 	}
 	wk, step, err := workflowStepOf(t.ctx, t.tx, t.tenant, t.key)
 	if err != nil || wk == "" {

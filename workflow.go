@@ -375,8 +375,13 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 // is refused too: the workflow would take it for its step, succeeded, and
 // skip the step (it is the tombstone of an operation compacted by
 // retention, or of a step of a workflow with this key finished and
-// forgotten since, whose content the tombstone cannot tell).
+// forgotten since, whose content the tombstone cannot tell). It first
+// locks the workflow's key, as recording an operation at a step key does
+// (txn.refuseWorkflowStep): of the two, the later sees the earlier.
 func (l *Ledger) refuseForeignSteps(ctx context.Context, tx store.Tx, key string, def *workflowDef) error {
+	if err := tx.LockWorkflowKey(ctx, l.tenant, key); err != nil {
+		return err
+	}
 	for _, s := range def.Steps {
 		stepKey := WorkflowStepKey(key, s.Name)
 		_, err := tx.GetOperation(ctx, l.tenant, stepKey)

@@ -267,6 +267,18 @@ func (t *pgTx) UpdateEventObject(ctx context.Context, o *store.EventObject, prev
 	return nil
 }
 
+// LockWorkflowKey takes a transaction-level advisory lock on the
+// workflow key: PostgreSQL cannot lock a row that does not exist yet.
+// Keys whose hashes collide share a lock: they only wait for each other.
+func (t *pgTx) LockWorkflowKey(ctx context.Context, tenant, key string) error {
+	// Tenants and keys hold no control characters: the unit separator
+	// keeps ("a", "b:c") and ("a:b", "c") apart.
+	if _, err := t.q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "workflow\x1f"+tenant+"\x1f"+key); err != nil {
+		return fmt.Errorf("lock workflow key: %w", mapErr(err))
+	}
+	return nil
+}
+
 // InsertWorkflow inserts a new workflow; store.ErrConflict if it exists.
 func (t *pgTx) InsertWorkflow(ctx context.Context, w *store.Workflow) error {
 	_, err := t.q.Exec(ctx, `INSERT INTO workflows (`+workflowColumns+`) VALUES (`+placeholders(1, 11)+`)`,

@@ -260,6 +260,10 @@ func (t *sqlTx) UpdateEventObject(ctx context.Context, o *store.EventObject, pre
 	return nil
 }
 
+// LockWorkflowKey does nothing: SQLite's write transactions run one at a
+// time (BEGIN IMMEDIATE).
+func (t *sqlTx) LockWorkflowKey(context.Context, string, string) error { return nil }
+
 // InsertWorkflow inserts a new workflow; store.ErrConflict if it exists.
 func (t *sqlTx) InsertWorkflow(ctx context.Context, w *store.Workflow) error {
 	_, err := t.q.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`) VALUES (`+placeholders(11)+`)`,

@@ -208,6 +208,37 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.Equal(t, []string{"recorded", "workflow step recorded"}, b.events(t, "wf:race/create_task"))
 	})
 
+	// A workflow put while an operation is recorded at one of its step
+	// keys: one of the two is refused, never neither (the workflow would
+	// take the operation for its step). On PostgreSQL each reads before
+	// the other commits; a lock on the workflow's key orders them.
+	t.Run("ConcurrentPutAndStepKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		for round := range 30 {
+			key := fmt.Sprintf("wf:step-race-%d", round)
+			foreign := opledger.Intent{Key: key + "/send_email", Action: "email.send", Destination: "email",
+				Payload: json.RawMessage(`{"template":"other"}`)}
+			var putErr, recordErr error
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			wg.Go(func() {
+				<-start
+				_, _, putErr = b.ledger.PutWorkflow(b.ctx, key, taskThenEmail())
+			})
+			wg.Go(func() {
+				<-start
+				_, _, recordErr = b.ledger.Record(b.ctx, foreign)
+			})
+			close(start)
+			wg.Wait()
+			require.True(t, putErr == nil || errors.Is(putErr, opledger.ErrInvalidState), "%v", putErr)
+			require.True(t, recordErr == nil || errors.Is(recordErr, opledger.ErrInvalidState), "%v", recordErr)
+			require.False(t, putErr == nil && recordErr == nil, "round %d: both the workflow and the operation at its step key were recorded", round)
+			require.False(t, putErr != nil && recordErr != nil, "round %d: both refused", round)
+		}
+	})
+
 	t.Run("StepsInOrderWithFrozenRefs", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
