@@ -159,7 +159,7 @@ upstreams:
 	require.NoError(t, os.WriteFile(cfg, []byte("upstreams:\n  - name: crm\n    url: "+up.URL()+"\n    prefx: /x\n"), 0o644))
 	_, errOut, code = run(t, "proxy", "--db", dsn, "--config", cfg)
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "yaml: line 4: unknown field prefx\n")
+	require.Contains(t, errOut, "yaml: line 4: unknown field prefx (did you mean prefix?)\n")
 	out, _, code := run(t, "proxy", "--help")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "opledger proxy --upstream https://crm.example.com/api")

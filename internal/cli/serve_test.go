@@ -215,7 +215,7 @@ webhooks:
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("rulez: x\n"), 0o644))
 	_, errOut, code = run(t, "serve", "--db", dsn, "--config", filepath.Join(dir, "bad.yaml"))
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "yaml: line 1: unknown field rulez\n")
+	require.Contains(t, errOut, "yaml: line 1: unknown field rulez (did you mean rules?)\n")
 	_, errOut, code = run(t, "serve", "--db", dsn, "--config", filepath.Join(dir, "opledger.yaml"))
 	require.Equal(t, 1, code, "the secret's variable is unset")
 	require.Contains(t, errOut, "TEST_STRIPE_SECRET")
