@@ -11,6 +11,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -402,9 +403,14 @@ func (t *txn) settleExpiredLease() error {
 // ExpireLeases settles every expired lease in the store, across tenants:
 // operations not yet dispatched return to pending, dispatched ones become
 // uncertain. It returns how many it settled. opledger serve runs it
-// periodically; a library user runs it from a ticker.
+// periodically; a library user runs it from a ticker. A lease that cannot
+// be settled does not stop the others: the error counts those that failed
+// and gives the first one's cause, with its key left out (the error is
+// meant for a log); they are tried again on the next run.
 func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 	total := 0
+	failed := map[store.OperationID]bool{}
+	var first error
 	for {
 		var ids []store.OperationID
 		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
@@ -435,14 +441,24 @@ func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 				return nil
 			})
 			if err != nil {
-				return total, fmt.Errorf("expire lease of %s: %w", id.Key, err)
+				if err := ctx.Err(); err != nil {
+					return total + settled, fmt.Errorf("expire leases: %w", err)
+				}
+				if !failed[id] && first == nil {
+					first = fmt.Errorf("a lease of tenant %s: %w", id.Tenant, redact.Keys(id.Key, err))
+				}
+				failed[id] = true
 			}
 		}
 		total += settled
 		if len(ids) < 200 || settled == 0 {
-			return total, nil
+			break
 		}
 	}
+	if len(failed) > 0 {
+		return total, fmt.Errorf("expire leases: %d could not be settled and are tried again on the next run; the first: %w", len(failed), first)
+	}
+	return total, nil
 }
 
 // checkAttempt verifies that attemptID with token holds the operation. It

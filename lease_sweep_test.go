@@ -1,0 +1,53 @@
+package opledger_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// TestExpireLeasesPastAFailure: a lease that cannot be settled (here its
+// attempt row was deleted behind the ledger's back) does not stop the
+// sweep: the leases after it are settled, and the error counts the
+// failure without its key.
+func TestExpireLeasesPastAFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "l.db")
+	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
+	require.NoError(t, err)
+	keys := []string{"intake:alice.smith", "intake:bob", "intake:carol"}
+	for _, k := range keys {
+		in := opledger.Intent{Key: k, Action: "crm.create", Destination: "crm"}
+		_, err := l.Claim(ctx, k, opledger.ClaimOptions{Intent: &in, Lease: time.Second})
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Close())
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`DELETE FROM attempts WHERE key = 'intake:alice.smith'`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{Clock: func(n time.Time) time.Time { return n.Add(time.Hour) }})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	n, err := l.ExpireLeases(ctx)
+	require.Equal(t, 2, n, "the leases after the failing one are settled")
+	require.ErrorContains(t, err, "expire leases: 1 could not be settled")
+	require.NotContains(t, err.Error(), "alice", "the error is for a log: no key")
+	for _, k := range keys[1:] {
+		op, err := l.Get(ctx, k)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State, k)
+	}
+	n, err = l.ExpireLeases(ctx)
+	require.Zero(t, n)
+	require.ErrorContains(t, err, "1 could not be settled", "tried again on the next run")
+}
