@@ -225,6 +225,8 @@ var emptyFlagHints = map[string]string{
 	"config":      "a file",
 	"cpu-profile": "a file",
 	"upstream":    "a URL",
+	"server":      "the server's URL",
+	"token":       "an API token",
 }
 
 // positiveFlags refuses, as usage errors, values of the named int, int64

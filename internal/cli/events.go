@@ -23,6 +23,9 @@ type eventsSource interface {
 }
 
 func (f *backendFlags) openEvents(ctx context.Context) (eventsSource, func() error, error) {
+	if err := f.check(); err != nil {
+		return nil, nil, err
+	}
 	if f.server != "" {
 		b, err := f.open(ctx)
 		if err != nil {

@@ -101,7 +101,24 @@ func (f *backendFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.tenant, "tenant", opledger.DefaultTenant, "tenant, with --db (a token implies its tenant)")
 }
 
+// check refuses what would be ignored or stand for nothing: an empty
+// --server or --token (an unset variable: the store in the current
+// directory would be used instead of the server meant), and --token
+// without --server.
+func (f *backendFlags) check() error {
+	if err := nonEmptyFlags(f.cmd, "server", "token"); err != nil {
+		return err
+	}
+	if f.server == "" && f.cmd.Flags().Changed("token") {
+		return usageError{errors.New("--token is for --server; without --server the store (--db) is used, which needs no token")}
+	}
+	return nil
+}
+
 func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	if f.server != "" {
 		// The server's store and the token's tenant decide: a --db or
 		// --tenant given beside --server would be silently ignored.

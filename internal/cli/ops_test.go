@@ -119,6 +119,10 @@ func TestOps(t *testing.T) {
 		{[]string{"ops", "show", "a@b"}, 2, "personal data"},
 		{[]string{"ops", "retry", "DEMO-OP-017", "--reason", "x"}, 1, "operation is succeeded"},
 		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, 2, "--db is for the store"},
+		{[]string{"ops", "cancel", "DEMO-OP-021", "--reason", "x", "--server", "", "--token", "opl_x"}, 2, "--server is empty: give the server's URL"},
+		{[]string{"ops", "list", "--token", "opl_x"}, 2, "--token is for --server"},
+		{[]string{"events", "list", "--server", ""}, 2, "--server is empty"},
+		{[]string{"events", "list", "--token", ""}, 2, "--token is empty"},
 		{[]string{"ops", "list", "--order", "oldest"}, 2, `--order: unknown order "oldest"`},
 		{[]string{"ops", "list", "--order", "review", "--state", "failed"}, 2, `order "review" lists held operations only`},
 	} {
