@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -159,11 +160,18 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 				return refusedDB(err)
 			}
 			defer l.Close()
-			secret, _, err := l.CreateToken(cmd.Context(), name)
+			secret, tok, err := l.CreateToken(cmd.Context(), name)
 			if err != nil {
 				return refusedInput(err) // a --name too long
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), secret)
+			if _, err := fmt.Fprintln(cmd.OutOrStdout(), secret); err != nil {
+				// The secret is shown once: a token nobody got must not
+				// stay active.
+				if rerr := l.RevokeToken(context.WithoutCancel(cmd.Context()), tok.ID); rerr != nil {
+					return fmt.Errorf("the token could not be written (%v), nor revoked: revoke %s with opledger tokens revoke: %w", err, tok.ID, rerr)
+				}
+				return fmt.Errorf("the token could not be written, so it was revoked: %w", err)
+			}
 			return nil
 		},
 	}

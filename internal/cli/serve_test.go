@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -377,4 +378,35 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestTokenCreateUnwritten: a token whose secret could not be written
+// (stdout on a full disk) is revoked, and the command fails: the secret is
+// shown only once, so nobody holds that token.
+func TestTokenCreateUnwritten(t *testing.T) {
+	t.Parallel()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	defer full.Close()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "l.db")
+	cmd := exec.Command(binary, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "lost")
+	var errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = full, &errOut
+	err = cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	require.Contains(t, errOut.String(), "the token could not be written, so it was revoked")
+
+	out, errText, code := run(t, "tokens", "list", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errText)
+	var tok struct {
+		Name      string  `json:"name"`
+		RevokedAt *string `json:"revoked_at"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &tok))
+	require.Equal(t, "lost", tok.Name)
+	require.NotNil(t, tok.RevokedAt, "revoked")
 }
