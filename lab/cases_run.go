@@ -75,8 +75,11 @@ func RunCases(ctx context.Context, cases []Case, o RunOptions) ([]CaseResult, er
 }
 
 // caseRetryPolicy is the lab ledger's retry policy: three attempts, so
-// that "retry limit exhausted" takes three sends.
-var caseRetryPolicy = opledger.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Second, MaxDelay: 10 * time.Second, Deadline: 72 * time.Hour}
+// that "retry limit exhausted" takes three sends, and no backoff of its
+// own (a random one would make a case's result depend on the draw): a
+// retryable answer is due again at once, or after the destination's
+// Retry-After.
+var caseRetryPolicy = opledger.RetryPolicy{MaxAttempts: 3, Deadline: 72 * time.Hour}
 
 // caseLease is the lease of every claim a case makes.
 const caseLease = 30 * time.Second
@@ -85,11 +88,12 @@ const caseLease = 30 * time.Second
 // runner's process and in its worker processes (RunWorker) alike, so that
 // a crash step judges an outcome by the same retry policy whether it runs
 // in a process of its own or not: tenant, the worker's name, the lease,
-// the retry policy and the lab clock, offset ahead of real time.
-func caseOptions(tenant, worker string, lease time.Duration, offset func() time.Duration) opledger.Options {
+// the retry policy and the lab clock now, which stands still between
+// advances.
+func caseOptions(tenant, worker string, lease time.Duration, now func() time.Time) opledger.Options {
 	policy := caseRetryPolicy
 	return opledger.Options{Tenant: tenant, Worker: worker, Lease: lease, RetryPolicy: &policy,
-		Clock: func(t time.Time) time.Time { return t.Add(offset()) }}
+		Clock: func(time.Time) time.Time { return now() }}
 }
 
 // RunCase runs one case on the (empty) store dsn and compares what it
@@ -101,10 +105,9 @@ func RunCase(ctx context.Context, dsn string, c Case, o RunOptions) CaseResult {
 		res.Differences = append(res.Differences, "error: "+err.Error())
 		return res
 	}
-	offset := new(atomic.Int64)
-	w := &world{dsn: dsn, tenant: "lab", offset: offset, spawn: o.WorkerCommand}
+	w := &world{dsn: dsn, tenant: "lab", start: labStart(), offset: new(atomic.Int64), spawn: o.WorkerCommand}
 	defer w.close()
-	w.opts = caseOptions(w.tenant, "lab-automation", caseLease, func() time.Duration { return time.Duration(offset.Load()) })
+	w.opts = caseOptions(w.tenant, "lab-automation", caseLease, w.now)
 	l, err := opledger.Open(ctx, dsn, w.opts)
 	if err != nil {
 		return fail(fmt.Errorf("open ledger: %w", err))

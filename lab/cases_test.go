@@ -45,3 +45,21 @@ func stepsText(steps []lab.StepOutcome) string {
 	}
 	return b.String()
 }
+
+// TestCaseResultStandsStill: the lab clock stands still between steps and
+// the lab's retry policy draws no random backoff, so a case's result
+// never depends on how long a step took. A refused send (503) leaves the
+// operation due at once; the worker that crashes after claiming it holds
+// it, every time (it used to depend on the random backoff and on how
+// long a worker process took to start).
+func TestCaseResultStandsStill(t *testing.T) {
+	t.Parallel()
+	cases, err := lab.ParseCases(strings.NewReader(strings.Join(lab.CaseColumns, ",") +
+		"\nretry-then-crash,production,crm,5xx_before_commit,send; crash after_claim,2,0,0,0,0,in_progress,t,t,e,e\n"))
+	require.NoError(t, err)
+	for range 5 {
+		r := lab.RunCase(context.Background(), testdb.SQLiteDSN(t), cases[0], lab.RunOptions{})
+		require.Empty(t, r.Error)
+		require.True(t, r.Pass, "%s\n%s", strings.Join(r.Differences, "; "), stepsText(r.Steps))
+	}
+}

@@ -33,8 +33,8 @@ type WorkerArgs struct {
 	URL string
 	// Crash is where the worker stops and waits to be killed.
 	Crash CrashPoint
-	// ClockOffset is how far the lab clock is ahead of the store's.
-	ClockOffset time.Duration
+	// ClockAt is the lab clock's time, which stands still in the worker.
+	ClockAt time.Time
 	// Lease of the claim. Default 30 s, as in the runner's process.
 	Lease time.Duration
 }
@@ -69,9 +69,12 @@ func RunWorker(ctx context.Context, a WorkerArgs, out io.Writer, wait io.Reader)
 	}
 	// The runner's own options (its retry policy above all): a report
 	// made here is judged as the runner's would be.
-	off := a.ClockOffset
+	if a.ClockAt.IsZero() {
+		return errors.New("lab worker: --clock-at is required")
+	}
+	at := a.ClockAt
 	l, err := opledger.Open(ctx, a.DSN, caseOptions(a.Tenant, "lab-worker-process-"+strconv.Itoa(os.Getpid()), a.Lease,
-		func() time.Duration { return off }))
+		func() time.Time { return at }))
 	if err != nil {
 		return err
 	}
@@ -174,7 +177,7 @@ func (w *world) crashProcess(ctx context.Context, point CrashPoint) (string, err
 	}
 	args := append([]string(nil), w.spawn[1:]...)
 	args = append(args, "--db", w.dsn, "--tenant", w.tenant, "--url", url, "--crash", string(point),
-		"--clock-offset", time.Duration(w.offset.Load()).String())
+		"--clock-at", w.now().Format(time.RFC3339Nano))
 	if !w.workflow {
 		in, err := json.Marshal(w.intent(0))
 		if err != nil {

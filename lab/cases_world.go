@@ -62,7 +62,12 @@ type world struct {
 	dest   simDestination
 	rec    *reconciler.Reconciler
 
-	offset   *atomic.Int64 // lab clock: nanoseconds ahead of real time
+	// start and offset are the lab clock: start moved forward by offset
+	// (nanoseconds), which only advance changes. It stands still between
+	// steps, so that a case's result never depends on how long a step
+	// took (a worker process's start, say).
+	start  time.Time
+	offset *atomic.Int64
 	attempts atomic.Int64
 	webhook  *WebhookSource // created by the first "deliver event"
 	workflow bool
@@ -83,7 +88,10 @@ func (w *world) close() {
 }
 
 // now is the lab's clock.
-func (w *world) now() time.Time { return time.Now().Add(time.Duration(w.offset.Load())) }
+func (w *world) now() time.Time { return w.start.Add(time.Duration(w.offset.Load())) }
+
+// labStart is the time a lab clock starts at: now, to the second.
+func labStart() time.Time { return time.Now().UTC().Truncate(time.Second) }
 
 // newDestination builds the simulated destination of a kind.
 func newDestination(kind DestinationKind, now func() time.Time) simDestination {
@@ -245,7 +253,7 @@ func (w *world) explainDo(op *opledger.Operation, err error, calls, made, units 
 			}
 			return fmt.Sprintf("The %s did not confirm anything (%s): the operation is uncertain, and nothing will be sent again until it is verified.", w.dest.Name(), shortError(attempt.Err)), nil
 		case opledger.StatePending:
-			return fmt.Sprintf("The %s refused before acting (%s); the operation is pending and may be retried after its backoff.", w.dest.Name(), attempt.Outcome), nil
+			return fmt.Sprintf("The %s refused before acting (%s); the operation is pending and may be retried: at once, or after the Retry-After the destination gave.", w.dest.Name(), attempt.Outcome), nil
 		case opledger.StateFailed:
 			return fmt.Sprintf("The %s refused before acting (%s) and no further attempt is allowed: the operation failed (%s).", w.dest.Name(), attempt.Outcome, op.FailureKind), nil
 		}

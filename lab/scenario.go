@@ -164,7 +164,7 @@ func (p *Playground) start(_ context.Context) error {
 	if err != nil {
 		return err
 	}
-	w := &world{tenant: tenant, ledger: tl, offset: new(atomic.Int64)}
+	w := &world{tenant: tenant, ledger: tl, start: labStart(), offset: new(atomic.Int64)}
 	d := NewCRM(CRMOptions{Name: "lab-crm", Now: w.now})
 	d.Inject(p.scenario.Faults...)
 	if err := w.setDestination(d); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
@@ -201,8 +202,8 @@ file is malformed (the message names the line).`,
 // killed by its parent at the crash point.
 func newLabWorkerCmd() *cobra.Command {
 	var (
-		a             lab.WorkerArgs
-		crash, intent string
+		a                      lab.WorkerArgs
+		crash, intent, clockAt string
 	)
 	cmd := &cobra.Command{
 		Use:    "worker",
@@ -213,6 +214,9 @@ func newLabWorkerCmd() *cobra.Command {
 			var err error
 			if a.Crash, err = lab.ParseCrashPoint(crash); err != nil {
 				return usageError{err}
+			}
+			if a.ClockAt, err = time.Parse(time.RFC3339Nano, clockAt); err != nil {
+				return usageError{fmt.Errorf("--clock-at: %w", err)}
 			}
 			if intent != "" {
 				a.Intent = new(opledger.Intent)
@@ -228,7 +232,7 @@ func newLabWorkerCmd() *cobra.Command {
 	cmd.Flags().StringVar(&a.URL, "url", "", "the destination's create endpoint")
 	cmd.Flags().StringVar(&crash, "crash", "", "crash point")
 	cmd.Flags().StringVar(&intent, "intent", "", "intent to record and claim (JSON); default: claim the next due operation")
-	cmd.Flags().DurationVar(&a.ClockOffset, "clock-offset", 0, "lab clock offset")
+	cmd.Flags().StringVar(&clockAt, "clock-at", "", "the lab clock's time (RFC 3339)")
 	return cmd
 }
 
