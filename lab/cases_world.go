@@ -66,8 +66,8 @@ type world struct {
 	// (nanoseconds), which only advance changes. It stands still between
 	// steps, so that a case's result never depends on how long a step
 	// took (a worker process's start, say).
-	start  time.Time
-	offset *atomic.Int64
+	start    time.Time
+	offset   *atomic.Int64
 	attempts atomic.Int64
 	webhook  *WebhookSource // created by the first "deliver event"
 	workflow bool
