@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -318,8 +319,10 @@ func (w *world) checkTotals(ctx context.Context) error {
 	for status, n := range es.EventsByStatus {
 		totals["events "+string(status)] = n
 	}
-	for name, was := range w.totals {
-		if totals[name] < was {
+	// In order of name: the violations go into the trace the digest
+	// covers, and a map's order changes from run to run.
+	for _, name := range slices.Sorted(maps.Keys(w.totals)) {
+		if was := w.totals[name]; totals[name] < was {
 			w.violate(FiguresWentDown, "", "%s went down from %d to %d", name, was, totals[name])
 		}
 	}
