@@ -292,25 +292,33 @@ func (w *world) verify(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		parts = append(parts, explainVerify(w.dest.Name(), w.dest.Capabilities(), d, looked, after))
+		tl, err := w.ledger.Timeline(ctx, op.Key)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, explainVerify(w.dest.Name(), w.dest.Capabilities(), d, looked, after, tl[len(tl)-1].Event))
 	}
 	return strings.Join(parts, " "), nil
 }
 
-func explainVerify(dest string, caps destination.Capabilities, d reconciler.Decision, looked bool, op *opledger.Operation) string {
+// explainVerify tells what a reconciliation decided (d) and why; event is
+// the operation's latest timeline event, the ledger's own reason.
+func explainVerify(dest string, caps destination.Capabilities, d reconciler.Decision, looked bool, op *opledger.Operation, event string) string {
 	switch {
 	case d == reconciler.Succeeded:
 		return fmt.Sprintf("A lookup at the %s found record %s with the intended content: the operation is confirmed succeeded, nothing was sent.", dest, op.DestinationRef)
 	case d == reconciler.Retry && op.Protected:
 		return fmt.Sprintf("The %s's idempotency key is still remembered, so a retry under the same key is safe: the operation is pending, marked protected.", dest)
 	case d == reconciler.Retry:
-		return fmt.Sprintf("An authoritative lookup at the %s found nothing: the attempt had no effect, so the operation is pending again.", dest)
+		return fmt.Sprintf("An authoritative lookup at the %s found nothing, and the ledger takes the destination at its word that the attempt had no effect: the operation is pending again.", dest)
 	case d == reconciler.Failed:
-		return fmt.Sprintf("An authoritative lookup at the %s found nothing: the attempt had no effect, but its retry policy allows no further attempt, so the operation failed.", dest)
+		return fmt.Sprintf("An authoritative lookup at the %s found nothing, and the ledger takes the destination at its word that the attempt had no effect; its retry policy allows no further attempt, so the operation failed.", dest)
 	case d == reconciler.Held && looked && strings.Contains(op.LastError, destination.ErrExists.Error()):
 		return fmt.Sprintf("The %s refused the resend as a duplicate, yet its lookup does not show the record: it contradicts itself, so the operation is held for its owner.", dest)
 	case d == reconciler.Held && looked:
 		return fmt.Sprintf("The %s has a record with other content: the operation is held for its owner.", dest)
+	case d == reconciler.Held && event == "exhausted while uncertain":
+		return fmt.Sprintf("The %s would take a retry safely, but the retry limit is reached and an earlier attempt may have taken effect: the operation is held for its owner.", dest)
 	case d == reconciler.Held && caps.IdempotencyKey != nil:
 		return fmt.Sprintf("The %s's idempotency key is no longer remembered, so a retry could act twice: the operation is held for its owner.", dest)
 	case d == reconciler.Held:
@@ -441,29 +449,34 @@ func (w *world) workers(ctx context.Context, n int) (string, error) {
 			results[i] = result{op, err}
 		}()
 	}
-	before := w.dest.Counters().Effects
+	before := w.dest.Counters()
 	close(start)
 	wg.Wait()
-	made := w.dest.Counters().Effects - before
-	var sent, busy, replayed, other int
+	after := w.dest.Counters()
+	// The destination counts the calls that reached it: each worker
+	// whose claim was granted made one, whatever the answer (an answer
+	// lost, a 503). The others found the operation in progress, got the
+	// saved result or were refused.
+	calls, made := after.Attempts-before.Attempts, after.Effects-before.Effects
+	var busy, succeeded, failedCalls, other int
 	for _, r := range results {
 		var se *opledger.StateError
 		switch {
 		case errors.As(r.err, &se) && se.State == opledger.StateInProgress:
 			busy++
 		case r.err == nil:
-			replayed++ // counted below: the one that sent is among these
-		case errors.Is(r.err, opledger.ErrInvalidInput), errors.As(r.err, new(*opledger.AttemptError)), errors.As(r.err, &se):
+			succeeded++
+		case errors.As(r.err, new(*opledger.AttemptError)):
+			failedCalls++
+		case errors.Is(r.err, opledger.ErrInvalidInput), errors.As(r.err, &se):
 			other++
 		default:
 			return "", r.err
 		}
 	}
-	if made > 0 && replayed > 0 {
-		sent, replayed = 1, replayed-1
-	}
-	return fmt.Sprintf("%d workers sent the operation at once: %d attempt reached the %s, %d found it in progress, %d got the saved result, %d were refused otherwise; %d effect(s).",
-		n, sent, w.dest.Name(), busy, replayed, other, made), nil
+	replayed := max(succeeded-(calls-failedCalls), 0)
+	return fmt.Sprintf("%d workers sent the operation at once: %d call(s) reached the %s, %d found it in progress, %d got the saved result, %d were refused otherwise; %d effect(s).",
+		n, calls, w.dest.Name(), busy, replayed, other, made), nil
 }
 
 // deliver has the webhook source deliver event id to the ledger: the

@@ -118,6 +118,7 @@ func TestFaultsInProcessAndOverHTTP(t *testing.T) {
 		{lab.Fault5xxAfterCommit, opledger.OutcomeUncertain, 1, 0},
 		{lab.Fault429, opledger.OutcomeRetryable, 0, lab.RetryAfterSeconds * time.Second},
 		{lab.FaultValidation, opledger.OutcomeRejected, 0, 0},
+		{lab.FaultDelayedVisibility, opledger.OutcomeUncertain, 1, 0},
 	}
 	for _, dc := range destCases {
 		for _, fc := range faults {

@@ -47,5 +47,7 @@
 // Every time is read from the destination's Now, so a simulated clock
 // drives visibility and retention.
 //
-// Allowed imports: opledger, opledger/destination, the standard library.
+// Allowed imports: opledger, opledger/destination, opledger/reconciler
+// (the verify step), pgx (a fresh schema per case on PostgreSQL), the
+// standard library.
 package lab
