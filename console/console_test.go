@@ -27,6 +27,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/console"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/server"
 )
 
@@ -43,16 +44,7 @@ func start(t *testing.T) *bundle {
 	require.NoError(t, err)
 	token, _, err := l.CreateToken(ctx, "console")
 	require.NoError(t, err)
-	srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-done)
-		require.NoError(t, l.Close())
-	})
+	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return &bundle{url: srv.URL(), token: token, ledger: l}
 }
 

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/console"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 )
 
 // fetch returns the status and the body of the page at path.
@@ -193,24 +192,6 @@ func TestQueueWaiting(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestSampleSkipsFailingTenant: a tenant whose counters cannot be read is
 // logged and skipped; the tenants after it are still sampled, and the
 // dashboard draws their chart, each panel on its own scale.
@@ -233,7 +214,7 @@ func TestSampleSkipsFailingTenant(t *testing.T) {
 	require.NoError(t, db.Close())
 	heldOp(t, l, opledger.Intent{Key: "held:1"}, "timeout", "no lookup")
 
-	logs := &lockedBuffer{}
+	logs := &testrig.LogBuffer{}
 	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })

@@ -22,6 +22,7 @@ import (
 	"github.com/opledger/opledger/client"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/server"
 )
 
@@ -102,16 +103,7 @@ func startAPIWith(t *testing.T, dsn string, obs *observer, api httpapi.Options) 
 	} else {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Logger: log, SweepInterval: time.Hour, API: api})
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-done)
-		require.NoError(t, l.Close())
-	})
+	srv := testrig.Serve(t, l, server.Config{Logger: log, SweepInterval: time.Hour, API: api})
 	return &apiBundle{url: srv.URL(), ledger: acmeLedger, token: acmeToken, otherToken: otherToken, clock: clock, obs: obs,
 		acme: client.New(srv.URL(), acmeToken, nil), other: client.New(srv.URL(), otherToken, nil)}
 }

@@ -1,12 +1,10 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -14,26 +12,9 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/server"
 )
-
-// lockedBuffer is a log destination safe for the server's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestInternalErrorLogsNoKey: a request that fails inside the ledger
 // (here a workflow whose stored definition was damaged) answers 500 and
@@ -47,17 +28,8 @@ func TestInternalErrorLogsNoKey(t *testing.T) {
 	require.NoError(t, err)
 	token, _, err := l.CreateToken(ctx, "test")
 	require.NoError(t, err)
-	var logs lockedBuffer
-	srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-done)
-		require.NoError(t, l.Close())
-	})
+	var logs testrig.LogBuffer
+	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	const key = "intake:alice.smith"
 	_, _, err = l.PutWorkflow(ctx, key, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{

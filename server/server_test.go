@@ -22,6 +22,7 @@ import (
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/fakedest"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/server"
 )
 
@@ -78,17 +79,8 @@ func TestServeExecutesDestinations(t *testing.T) {
 			require.NoError(t, err)
 			token, _, err := l.CreateToken(ctx, "test")
 			require.NoError(t, err)
-			srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Destinations: set, SweepInterval: 50 * time.Millisecond,
+			srv := testrig.Serve(t, l, server.Config{Destinations: set, SweepInterval: 50 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			require.NoError(t, err)
-			runCtx, stop := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- srv.Run(runCtx) }()
-			t.Cleanup(func() {
-				stop()
-				require.NoError(t, <-done)
-				require.NoError(t, l.Close())
-			})
 			c := client.New(srv.URL(), token, nil)
 
 			_, _, err = c.Record(ctx, "order:1:create", client.Intent{Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":2}`)})

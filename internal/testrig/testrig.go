@@ -30,6 +30,7 @@ import (
 	"github.com/opledger/opledger/internal/store/storetest"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/reconciler"
+	"github.com/opledger/opledger/server"
 )
 
 // Token is the credential the destinations send; it must never be logged.
@@ -330,4 +331,25 @@ func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Serve runs a server on l (cfg; "127.0.0.1:0" when cfg.Addr is empty)
+// until the test ends, then stops it, requiring a clean stop, and closes
+// l.
+func Serve(t *testing.T, l *opledger.Ledger, cfg server.Config) *server.Server {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	srv, err := server.New(l, cfg)
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-done)
+		require.NoError(t, l.Close())
+	})
+	return srv
 }
