@@ -145,6 +145,8 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	var created opledger.Workflow
 	require.NoError(t, json.Unmarshal(expect("PUT", "/v1/workflows/wf-17", tok, wf, nil, 201, ""), &created))
 	expect("PUT", "/v1/workflows/wf-17", tok, wf, nil, 200, "")
+	// A step the workflow has not recorded is its own: not recorded alone.
+	expect("PUT", "/v1/operations/wf-17%2Femail", tok, []byte(`{"action":"email.send","destination":"email","payload":{"x":1}}`), nil, 409, "invalid_state")
 	expect("PUT", "/v1/workflows/wf-17", tok, []byte(`{"steps":[{"name":"task","action":"crm.create_task","destination":"crm","payload":{"t":2}}]}`), nil, 422, "fingerprint_mismatch")
 	expect("PUT", "/v1/workflows/wf-17", tok, []byte(`{"steps":[]}`), nil, 400, "invalid_input")
 	expect("PUT", "/v1/workflows/wf-17", tok, big, nil, 413, "payload_too_large")
