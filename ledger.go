@@ -450,7 +450,8 @@ func (t *txn) flush() error {
 	if t.inserted {
 		t.op.Revision = firstRevision(t.now)
 		t.op.CreatedAt = t.now
-		ws = append(ws, store.Write{InsertOperation: t.op})
+		// First: a claim's attempt refers to the row it inserts.
+		ws = append([]store.Write{{InsertOperation: t.op}}, ws...)
 	} else {
 		t.op.Revision = t.prevRev + 1
 		w := store.Write{UpdateOperation: t.op, PrevRevision: t.prevRev}

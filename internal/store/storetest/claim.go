@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,27 @@ func testClaim(t *testing.T, h Harness) {
 		require.Len(t, attempts, 1)
 		require.Equal(t, c.AttemptID, attempts[0].ID)
 		require.Equal(t, "test-worker", attempts[0].Worker)
+	})
+
+	// A new key recorded and claimed in one step the ordinary way (a key
+	// with '/' must be checked against the workflows, which a decision on
+	// a snapshot cannot read): the attempt refers to the row inserted with
+	// it.
+	t.Run("IntentWithSlashKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := opledger.Intent{Key: "orders/17:create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":2}`)}
+		c, err := b.ledger.Claim(b.ctx, in.Key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateInProgress, c.Operation.State)
+		require.True(t, c.Operation.Dispatched)
+		attempts, err := b.ledger.Attempts(b.ctx, in.Key)
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		op, err := b.ledger.Do(b.ctx, opledger.Intent{Key: "orders/18:create", Action: "crm.create", Destination: "crm"},
+			func(context.Context, opledger.Call) (opledger.Result, error) { return opledger.Result{Ref: "R18"}, nil })
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateSucceeded, op.State)
 	})
 
 	t.Run("SecondClaimRefused", func(t *testing.T) {
