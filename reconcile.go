@@ -89,13 +89,19 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		// The key's retention runs from its first use; a new record's
 		// invisibility from the end of the latest call that could have
 		// made it.
-		since := t.op.FirstDispatchedAt
-		if since.IsZero() {
-			since = t.op.UpdatedAt
-		}
-		lastCall, err := t.lastCallEnd()
+		firstCall, lastCall, err := t.callWindow()
 		if err != nil {
 			return err
+		}
+		since := t.op.FirstDispatchedAt
+		if since.IsZero() {
+			// No dispatch mark (a worker reported uncertain without one):
+			// the key may have been used from the first claim on. Never
+			// a time that moves (the window would slide along).
+			since = firstCall
+		}
+		if since.IsZero() {
+			since = t.op.CreatedAt
 		}
 		switch {
 		case f.Found && f.Matches:
@@ -160,34 +166,40 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 	})
 }
 
-// lastCallEnd is LastCallEnd of the operation in the transaction.
-func (t *txn) lastCallEnd() (time.Time, error) {
+// callWindow is, for the operation in the transaction, when the first
+// call that may have reached its destination began (zero when none may
+// have) and LastCallEnd.
+func (t *txn) callWindow() (first, last time.Time, err error) {
 	if err := t.writeQueued(); err != nil {
-		return time.Time{}, err
+		return time.Time{}, time.Time{}, err
 	}
 	attempts, err := t.listAttempts()
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, time.Time{}, err
 	}
-	var last time.Time
 	for _, a := range attempts {
-		last = later(last, callEnd(a.DispatchedAt, a.FinishedAt, a.LeaseExpiresAt))
+		start := callStart(a.DispatchedAt, a.ClaimedAt, a.Outcome)
+		if !start.IsZero() && (first.IsZero() || start.Before(first)) {
+			first = start
+		}
+		last = later(last, callEnd(start, a.FinishedAt, a.LeaseExpiresAt))
 	}
 	if last.IsZero() {
 		last = t.op.UpdatedAt
 	}
-	return last, nil
+	return first, last, nil
 }
 
 // LastCallEnd is when the latest call of an operation that may have
 // reached its destination ended, as far as the ledger knows: for each
-// dispatched attempt, when it ended (its outcome reported, or its lease
+// attempt that may have called (dispatched, or reported uncertain without
+// a dispatch mark), when it ended (its outcome reported, or its lease
 // found expired) or, while it is open, when its lease runs out. The
 // visibility delay of an authoritative lookup counts from it: a
 // destination may go on with a request after its caller stopped waiting
 // for the answer, so absence proves nothing until the delay has passed
 // since the caller gave up, not since the request went out. Without any
-// dispatched attempt it is the operation's UpdatedAt.
+// such attempt it is the operation's UpdatedAt.
 func LastCallEnd(op *Operation, attempts []*Attempt) time.Time {
 	var last time.Time
 	for _, a := range attempts {
@@ -198,12 +210,26 @@ func LastCallEnd(op *Operation, attempts []*Attempt) time.Time {
 		if a.FinishedAt != nil {
 			finished = *a.FinishedAt
 		}
-		last = later(last, callEnd(dispatched, finished, a.LeaseExpiresAt))
+		last = later(last, callEnd(callStart(dispatched, a.ClaimedAt, a.Outcome), finished, a.LeaseExpiresAt))
 	}
 	if last.IsZero() {
 		last = op.UpdatedAt
 	}
 	return last
+}
+
+// callStart is when the call of an attempt may have begun: its dispatch
+// mark or, for an attempt reported uncertain without one (its worker
+// skipped the mark), its claim; zero for an attempt that cannot have
+// called.
+func callStart(dispatched, claimed time.Time, outcome string) time.Time {
+	switch {
+	case !dispatched.IsZero():
+		return dispatched
+	case outcome == string(OutcomeUncertain):
+		return claimed
+	}
+	return time.Time{}
 }
 
 // later returns the later of a and b.
@@ -214,18 +240,19 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// callEnd is the latest time the call of an attempt dispatched at
-// dispatched may have run: until the attempt finished or, while it is
-// open, until its lease expires; zero for an attempt never dispatched.
-func callEnd(dispatched, finished, leaseExpires time.Time) time.Time {
-	if dispatched.IsZero() {
+// callEnd is the latest time the call of an attempt that began at start
+// (callStart) may have run: until the attempt finished or, while it is
+// open, until its lease expires; zero for an attempt that cannot have
+// called.
+func callEnd(start, finished, leaseExpires time.Time) time.Time {
+	if start.IsZero() {
 		return time.Time{}
 	}
 	end := finished
 	if end.IsZero() {
 		end = leaseExpires
 	}
-	return later(dispatched, end)
+	return later(start, end)
 }
 
 // Hold moves an uncertain operation to held for its owner, with the reason

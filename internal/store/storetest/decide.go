@@ -174,6 +174,37 @@ func testReconcile(t *testing.T, h Harness) {
 		require.Equal(t, opledger.StateUncertain, op.State, "15 s after the dispatch, 4 s after the lease was found expired")
 	})
 
+	// An attempt reported uncertain without a dispatch mark (its worker
+	// skipped it) may have called from its claim on: the key's window and
+	// the visibility delay count from there, never from a time that moves
+	// with every note the reconciler adds (they slid along, and a
+	// protected retry went out hours after the key was forgotten).
+	t.Run("UncertainWithoutDispatchMark", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Intent: &in})
+		require.NoError(t, err)
+		b.clock.Advance(3 * time.Second)
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		for range 9 { // lookups fail for 3 h, deferred every 20 min
+			b.clock.Advance(20 * time.Minute)
+			_, err = b.ledger.DeferReconcile(b.ctx, "k1", 20*time.Minute, "lookup failed: 503")
+			require.NoError(t, err)
+		}
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		op, err := b.ledger.Get(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, *attempts[0].FinishedAt, opledger.LastCallEnd(op, attempts), "the call ended when it was reported")
+		b.clock.Advance(20 * time.Minute)
+		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateHeld, op.State, "3 h 20 min after the claim, a 1 h key is forgotten")
+		require.Contains(t, b.events(t, "k1"), "protection expired")
+
+	})
+
 	// A protected retry whose outcome was lost again, then proven absent
 	// after its protection ended: the retry is a plain one, claimed, not
 	// held for the protection that no longer matters.
