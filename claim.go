@@ -843,10 +843,13 @@ func duplicateRefs(ref, confirmed string) string {
 
 // countedDuplicate reports whether the operation's timeline, or what this
 // transition adds to it, holds a counted duplicate effect whose evidence
-// ends with refs (duplicateRefs).
+// ends with refs (duplicateRefs). Stored evidence is scrubbed of the
+// values of sensitive fields (a reference may hold one, as a Message-ID
+// holds its recipient), so it is looked for scrubbed too.
 func (t *txn) countedDuplicate(refs string) (bool, error) {
+	scrubbed := t.scrub(refs)
 	counted := func(e *store.TimelineEntry) bool {
-		return e.Event == eventDuplicateEffect && strings.HasSuffix(e.Evidence, refs)
+		return e.Event == eventDuplicateEffect && (strings.HasSuffix(e.Evidence, refs) || strings.HasSuffix(e.Evidence, scrubbed))
 	}
 	if slices.ContainsFunc(t.timeline, counted) {
 		return true, nil

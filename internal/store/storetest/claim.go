@@ -811,6 +811,36 @@ func testFencing(t *testing.T, h Harness) {
 	// successes with refs other than the one an operator confirmed, and
 	// sends each again (its answers lost). Two duplicate effects, not
 	// five; each resend is noted, not counted.
+	// The same, with references that hold the value of a sensitive field
+	// (a Message-ID holds its recipient): the evidence is stored masked,
+	// and the second report of a counted effect is still recognised.
+	t.Run("DuplicateEffectWithSensitiveRefCountedOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := opledger.Intent{Key: "k3", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"to":"ana@example.invalid"}`),
+			SensitiveFields: []string{"to"}}
+		var stale []*opledger.Claim
+		for range 2 {
+			c, err := b.ledger.Claim(b.ctx, "k3", opledger.ClaimOptions{Intent: &in, Dispatch: true})
+			require.NoError(t, err)
+			b.clock.Advance(11 * time.Second)
+			_, err = b.ledger.ExpireLeases(b.ctx)
+			require.NoError(t, err)
+			_, err = b.ledger.Resolve(b.ctx, "k3", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked"})
+			require.NoError(t, err)
+			stale = append(stale, c)
+		}
+		c := b.claimDispatched(t, "k3")
+		b.report(t, "k3", c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "<m1.ana@example.invalid>"})
+		for _, c := range stale { // both name the same second message
+			_, err := b.ledger.Report(b.ctx, "k3", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "<m2.ana@example.invalid>"})
+			require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		}
+		op := b.requireState(t, "k3", opledger.StateSucceeded)
+		require.Equal(t, 1, op.DuplicateEffects, "one second message")
+		require.Contains(t, b.events(t, "k3"), "duplicate effect reported again")
+	})
+
 	t.Run("DuplicateEffectCountedOncePerRef", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
