@@ -231,7 +231,12 @@ func (l *Ledger) dispatchFailed(ctx context.Context, key string, claim *Claim, o
 		return se.Operation, nil
 	}
 	var stale *StaleError
-	if se != nil || errors.As(err, &stale) {
+	if errors.As(err, &stale) && stale.Operation != nil && stale.Operation.State == StateSucceeded {
+		// The lease ran out before the mark, and settling it took a late
+		// success of an earlier attempt that had arrived meanwhile.
+		return stale.Operation, nil
+	}
+	if se != nil || stale != nil {
 		// The ledger decided already (the lease ran out, the protection
 		// expired): the claim is not this attempt's any more.
 		if op == nil {

@@ -116,3 +116,30 @@ func TestDoLateSuccessBeforeDispatch(t *testing.T) {
 	require.Equal(t, StateSucceeded, op.State)
 	require.Equal(t, "EARLY", op.DestinationRef)
 }
+
+// The same, with Do's own lease running out before its dispatch mark: the
+// mark settles the lease, which takes the late success, and is refused;
+// Do still returns the succeeded operation with no error, as documented.
+func TestDoLateSuccessThenLeaseExpiryBeforeDispatch(t *testing.T) {
+	ctx := context.Background()
+	l, advance := openDoTest(t)
+	in := doTestIntent("k1")
+	c1, err := l.Claim(ctx, "k1", ClaimOptions{Intent: &in})
+	require.NoError(t, err)
+	_, err = l.Dispatch(ctx, "k1", c1.AttemptID, c1.FencingToken)
+	require.NoError(t, err)
+	advance(11 * time.Second)
+	_, err = l.ExpireLeases(ctx)
+	require.NoError(t, err)
+	_, err = l.Resolve(ctx, "k1", Decision{Kind: DecisionAuthorizeRetry, Reason: "checked"})
+	require.NoError(t, err)
+	onDoStep(t, "k1", "claimed", func() {
+		_, err := l.Report(ctx, "k1", c1.AttemptID, c1.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "R1"})
+		require.ErrorIs(t, err, ErrStaleFencingToken)
+		advance(11 * time.Second) // Do's lease runs out before its mark
+	})
+	op, err := l.Do(ctx, in, neverCalled(t))
+	require.NoError(t, err)
+	require.Equal(t, StateSucceeded, op.State)
+	require.Equal(t, "R1", op.DestinationRef)
+}
