@@ -739,6 +739,26 @@ func TestDecisionEdges(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code)
 	require.Contains(t, body, "No operation has that key.")
 
+	// A form refused for a field, posted from a page older than another
+	// decision, is refused as stale: the page drawn again must not carry
+	// the new version while the operator has not seen what changed.
+	page = get("/operations/live:1")
+	seen := regexp.MustCompile(`name="seen" value="([^"]+)"`).FindStringSubmatch(page)
+	require.Len(t, seen, 2)
+	live, err := l.Get(ctx, "live:1")
+	require.NoError(t, err)
+	_, err = l.Resolve(ctx, "live:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew", Operator: "B",
+		SeenUpdatedAt: live.UpdatedAt})
+	require.NoError(t, err)
+	code, body = post("/operations/live:1/resolve", url.Values{"csrf": {csrf[1]}, "seen": {seen[1]}, "decision": {"authorize_retry"},
+		"reason": {strings.Repeat("é", 1500)}, "operator": {"A"}})
+	require.Equal(t, http.StatusConflict, code, "stale before the field's own refusal")
+	require.Contains(t, body, "Another decision was recorded since you opened this page")
+	require.NotContains(t, body, "The reason is 3000 bytes long")
+	op, err := l.Get(ctx, "live:1")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateFailed, op.State, "B's decision stands")
+
 	page = get("/events?source=s1")
 	next := regexp.MustCompile(`href="(/events\?[^"]*cursor=[^"]+)"`).FindStringSubmatch(page)
 	require.Len(t, next, 2, "a next page")

@@ -78,6 +78,12 @@ type decisionFailure struct {
 	// stale: the operation changed since the page was shown; the message
 	// is written from the operation as it is now.
 	stale bool
+	// seen is the operation's UpdatedAt as the posted page showed it
+	// (zero when the form did not say): a failure for any other reason
+	// is shown as stale when the operation has changed since, so that
+	// the page drawn again never names the new version while the
+	// operator has not seen what changed.
+	seen time.Time
 }
 
 // operation shows an operation, with the notice of the decision just
@@ -136,6 +142,9 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	canCancel := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval)
 	status, topError, replaceURL := http.StatusOK, "", ""
 	if f != nil {
+		if !f.seen.IsZero() && !f.seen.Equal(op.UpdatedAt) {
+			f.status, f.stale, f.field = http.StatusConflict, true, ""
+		}
 		status = f.status
 		if f.stale {
 			f.msg = staleMessage(op, timeline)
@@ -195,10 +204,10 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	v := decisionValues{Ref: r.PostForm.Get("ref"), Reason: r.PostForm.Get("reason"), Operator: r.PostForm.Get("operator")}
-	failed := func(status int, field, msg string) {
-		c.showOperation(w, r, s, &decisionFailure{status: status, kind: kind, values: v, field: field, msg: msg}, "")
-	}
 	seen, err := time.Parse(time.RFC3339Nano, r.PostForm.Get("seen"))
+	failed := func(status int, field, msg string) {
+		c.showOperation(w, r, s, &decisionFailure{status: status, kind: kind, values: v, field: field, msg: msg, seen: seen}, "")
+	}
 	if err != nil || seen.IsZero() {
 		failed(http.StatusConflict, "", "This form does not say which version of the operation you saw (it comes from an older page of the console), so nothing was recorded. Look at the operation again before deciding.")
 		return
@@ -221,7 +230,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	var se *opledger.StateError
 	switch {
 	case errors.Is(err, opledger.ErrStaleDecision):
-		c.showOperation(w, r, s, &decisionFailure{status: http.StatusConflict, kind: kind, values: v, stale: true}, "")
+		c.showOperation(w, r, s, &decisionFailure{status: http.StatusConflict, kind: kind, values: v, stale: true, seen: seen}, "")
 		return
 	case errors.Is(err, opledger.ErrReasonRequired):
 		failed(http.StatusBadRequest, "reason", "Write a reason: what you checked and why this decision is right.")
