@@ -10,7 +10,13 @@
 // page on another site can neither read the session nor forge a decision,
 // and every POST, sign-in included, must come from the console's own
 // origin (net/http.CrossOriginProtection): a page of a sibling subdomain or
-// another port cannot sign a visitor into another tenant either. Signed-in
+// another port cannot post a sign-in into another tenant either. Over
+// HTTPS the cookie is SecureCookieName, which browsers take from no page
+// without TLS and no other subdomain; over plain HTTP a page of another
+// port of the same host could still set a cookie of its own (browsers do
+// not keep cookies apart by port), so serve the console over HTTPS or on a
+// host of its own. A request with two session cookies is signed out, and
+// the notice a decision leaves is signed with the session. Signed-in
 // pages are sent with Cache-Control: no-store, so none stays readable
 // through the Back button after signing out.
 //
@@ -50,8 +56,28 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// CookieName is the session cookie.
+// CookieName is the session cookie over plain HTTP. Over HTTPS (a TLS
+// listener, or Options.SecureCookie behind a TLS proxy) the cookie is
+// SecureCookieName.
 const CookieName = "opledger_session"
+
+// SecureCookieName is the session cookie over HTTPS: Secure, and with the
+// __Host- prefix, so that browsers refuse it from a plain-HTTP page or
+// with a Domain attribute: no page of another subdomain, and none served
+// without TLS, can put its own session in the visitor's browser.
+const SecureCookieName = "__Host-" + CookieName
+
+// secure reports whether the console's cookies for r are Secure: behind
+// HTTPS (Options.SecureCookie) or on a TLS connection.
+func (c *Console) secure(r *http.Request) bool { return c.opts.SecureCookie || r.TLS != nil }
+
+// sessionCookie is the name of the session cookie for r.
+func (c *Console) sessionCookie(r *http.Request) string {
+	if c.secure(r) {
+		return SecureCookieName
+	}
+	return CookieName
+}
 
 // SessionDuration is how long a console sign-in lasts.
 const SessionDuration = 12 * time.Hour
@@ -252,11 +278,15 @@ type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session)
 // and checks the CSRF token of every POST.
 func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ck, err := r.Cookie(CookieName)
-		if err != nil || ck.Value == "" {
+		cks := r.CookiesNamed(c.sessionCookie(r))
+		if len(cks) != 1 || cks[0].Value == "" {
+			// None, or several: a page that shares the host (another
+			// port) set one of its own beside the console's, and which
+			// is which cannot be told.
 			c.toLogin(w, r)
 			return
 		}
+		ck := cks[0]
 		tok, err := c.ledger.SessionToken(r.Context(), ck.Value)
 		if errors.Is(err, opledger.ErrUnauthorized) {
 			c.toLogin(w, r)
@@ -356,8 +386,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, status, "login", map[string]any{"Title": "Sign in", "Next": next, "Error": msg})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: secret, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie, MaxAge: int(SessionDuration / time.Second)})
+	http.SetCookie(w, &http.Cookie{Name: c.sessionCookie(r), Value: secret, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.secure(r), MaxAge: int(SessionDuration / time.Second)})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -367,8 +397,8 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer; you are still signed in.", err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: c.sessionCookie(r), Value: "", Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.secure(r), MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 

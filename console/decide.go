@@ -1,6 +1,9 @@
 package console
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,8 +27,18 @@ const (
 
 // noticeCookie carries the notice of a recorded decision to the page the
 // browser is sent to next, once, for that operation only. A link cannot
-// set it, so no link can make the page claim a decision nobody took.
+// set it, and its value is signed with the session's secret (noticeValue),
+// so neither a link nor a page sharing the host can make the page claim a
+// decision nobody took.
 const noticeCookie = "opledger_notice"
+
+// noticeValue is the notice cookie's value for a decision of kind on key
+// in the session with secret: kind~key~MAC.
+func noticeValue(secret string, kind opledger.DecisionKind, key string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("opledger console notice\x00" + string(kind) + "\x00" + key))
+	return string(kind) + "~" + key + "~" + hex.EncodeToString(m.Sum(nil))
+}
 
 // notices are the only texts the operation page shows as a notice, by the
 // decision recorded.
@@ -91,8 +104,9 @@ type decisionFailure struct {
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) {
 	notice := ""
 	if ck, err := r.Cookie(noticeCookie); err == nil {
-		http.SetCookie(w, c.makeNoticeCookie("", -1))
-		if kind, key, ok := strings.Cut(ck.Value, "~"); ok && key == r.PathValue("key") {
+		http.SetCookie(w, c.makeNoticeCookie(r, "", -1))
+		if kind, _, ok := strings.Cut(ck.Value, "~"); ok &&
+			hmac.Equal([]byte(ck.Value), []byte(noticeValue(s.secret, opledger.DecisionKind(kind), r.PathValue("key")))) {
 			notice = notices[opledger.DecisionKind(kind)]
 		}
 	}
@@ -101,9 +115,9 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) 
 
 // makeNoticeCookie is the cookie of a notice with value, which lasts maxAge
 // seconds (deleted when negative).
-func (c *Console) makeNoticeCookie(value string, maxAge int) *http.Cookie {
+func (c *Console) makeNoticeCookie(r *http.Request, value string, maxAge int) *http.Cookie {
 	return &http.Cookie{Name: noticeCookie, Value: value, Path: "/operations/", MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: c.opts.SecureCookie}
+		SameSite: http.SameSiteStrictMode, Secure: c.secure(r)}
 }
 
 // showOperation renders the operation page: with a refused decision f, in
@@ -251,7 +265,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
 		return
 	}
-	http.SetCookie(w, c.makeNoticeCookie(string(kind)+"~"+op.Key, 60))
+	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, kind, op.Key), 60))
 	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/console"
 )
 
 // countingServer serves a console over HTTP on 127.0.0.1 and counts the
@@ -371,6 +372,12 @@ func TestNotice(t *testing.T) {
 		require.NotContains(t, page, "Recorded:", q)
 		require.NotContains(t, page, "helpdesk", q)
 	}
+	// Nor can a page that shares the host set the notice cookie itself:
+	// its value is signed with the session.
+	u, err := url.Parse(srv.URL + "/operations/")
+	require.NoError(t, err)
+	s.hc.Jar.SetCookies(u, []*http.Cookie{{Name: "opledger_notice", Value: "mark_succeeded~note:1", Path: "/operations/"}})
+	require.NotContains(t, s.get("/operations/note:1"), "Recorded:", "a forged notice cookie")
 	s.decide("note:1", url.Values{"decision": {"mark_succeeded"}, "ref": {"CRM-1"}, "reason": {"found it"}})
 	require.Contains(t, s.get("/operations/note:1"), `<p class="notice" role="status">Recorded: succeeded, with the reference you found.</p>`)
 	require.NotContains(t, s.get("/operations/note:1"), "Recorded:", "once")
@@ -562,4 +569,51 @@ func TestDashboardEvents(t *testing.T) {
 	page := signIn(t, b.url, b.token).get("/dashboard")
 	require.Contains(t, page, `<span class="n">1</span><span class="l">events received</span>`)
 	require.Contains(t, page, `<span class="n">1</span><span class="l">duplicate deliveries (of 2)</span>`)
+}
+
+// TestSessionCookieOverTLS: over TLS the session cookie is Secure and
+// named with the __Host- prefix, which browsers refuse from plain-HTTP
+// pages and other subdomains; the plain-HTTP name is not read there, and
+// a request carrying two session cookies (one set by a page sharing the
+// host) is signed out rather than guessed at.
+func TestSessionCookieOverTLS(t *testing.T) {
+	t.Parallel()
+	_, token, c, _ := shiftedConsole(t, opledger.Options{})
+	srv := httptest.NewTLSServer(c)
+	defer srv.Close()
+	hc := srv.Client()
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.PostForm(srv.URL+"/login", url.Values{"token": {token}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	var session *http.Cookie
+	for _, ck := range resp.Cookies() {
+		require.NotEqual(t, console.CookieName, ck.Name, "not the plain-HTTP name")
+		if ck.Name == console.SecureCookieName {
+			session = ck
+		}
+	}
+	require.NotNil(t, session)
+	require.True(t, session.Secure)
+	require.True(t, session.HttpOnly)
+	require.Equal(t, "/", session.Path)
+
+	get := func(cookies ...*http.Cookie) int {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+		require.NoError(t, err)
+		for _, ck := range cookies {
+			req.AddCookie(ck)
+		}
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	mine := &http.Cookie{Name: console.SecureCookieName, Value: session.Value}
+	require.Equal(t, http.StatusOK, get(mine))
+	require.Equal(t, http.StatusSeeOther, get(&http.Cookie{Name: console.SecureCookieName, Value: "opls_someone-elses"}, mine),
+		"two session cookies: signed out")
+	require.Equal(t, http.StatusSeeOther, get(&http.Cookie{Name: console.CookieName, Value: session.Value}),
+		"the plain-HTTP name is not read over TLS")
 }
