@@ -1,18 +1,25 @@
 package opledger
 
 import (
+	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/gowebpki/jcs"
 )
 
-// Fingerprint returns "sha256:" + the hex SHA-256 of the RFC 8785 (JCS)
-// canonical JSON of {action, destination, payload, version}. Two intents with
-// the same fingerprint are the same content, whatever the key order or
-// number formatting of their payloads.
+// Fingerprint returns "sha256:" + the hex SHA-256 of the canonical JSON
+// (canonicalJSON: RFC 8785, JCS, with every number kept exact) of
+// {action, destination, payload, version}. Two intents with the same
+// fingerprint are the same content, whatever the key order or number
+// formatting of their payloads; two payloads whose numbers differ in
+// value never share one, even where an IEEE double cannot tell them apart
+// (9007199254740993 and 9007199254740992).
 func Fingerprint(action, destination string, payload json.RawMessage, version int64) (string, error) {
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")
@@ -29,10 +36,149 @@ func Fingerprint(action, destination string, payload json.RawMessage, version in
 	if err != nil {
 		return "", fmt.Errorf("encode fingerprint document: %w", err)
 	}
-	canon, err := jcs.Transform(doc)
+	canon, err := canonicalJSON(doc)
 	if err != nil {
 		return "", invalidInput("payload cannot be canonicalized: %v", err)
 	}
 	sum := sha256.Sum256(canon)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// canonicalJSON is the RFC 8785 (JCS) canonical form of the valid JSON
+// doc, except for a number whose value no IEEE double holds as JCS would
+// print it (an integer beyond 2^53, a decimal with more digits than a
+// double keeps, one beyond a double's range). JCS would print the nearest
+// double, so that two different numbers shared a form, and a fingerprint;
+// such a number is printed as its exact value instead (exactNumber:
+// "9007199254740993e0"), a form JCS never prints. Every other document is
+// exactly as JCS makes it.
+func canonicalJSON(doc []byte) ([]byte, error) {
+	spans, err := inexactNumbers(doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(spans) == 0 {
+		return jcs.Transform(doc)
+	}
+	// Each such number stands in as a string no payload holds (a random
+	// mark), replaced by its exact form once JCS has ordered the document.
+	mark := make([]byte, 16)
+	_, _ = rand.Read(mark)
+	placeholder := func(i int) string {
+		return `"opledger-exact-number-` + hex.EncodeToString(mark) + "-" + strconv.Itoa(i) + `"`
+	}
+	var b bytes.Buffer
+	last := 0
+	for i, sp := range spans {
+		b.Write(doc[last:sp.start])
+		b.WriteString(placeholder(i))
+		last = sp.end
+	}
+	b.Write(doc[last:])
+	canon, err := jcs.Transform(b.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	for i, sp := range spans {
+		canon = bytes.Replace(canon, []byte(placeholder(i)), []byte(sp.exact), 1)
+	}
+	return canon, nil
+}
+
+// numberSpan is a number of a JSON document that JCS cannot print
+// exactly: where it is, and its exact form.
+type numberSpan struct {
+	start, end int
+	exact      string
+}
+
+// inexactNumbers returns the numbers of the valid JSON doc whose value
+// the double JCS would print does not have, in order.
+func inexactNumbers(doc []byte) ([]numberSpan, error) {
+	var spans []numberSpan
+	inString, escaped := false, false
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '-' || c >= '0' && c <= '9':
+			end := i + 1
+			for end < len(doc) && strings.IndexByte("0123456789+-.eE", doc[end]) >= 0 {
+				end++
+			}
+			text := string(doc[i:end])
+			exact, ok, err := exactIfInexact(text)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				spans = append(spans, numberSpan{start: i, end: end, exact: exact})
+			}
+			i = end - 1
+		}
+	}
+	return spans, nil
+}
+
+// exactIfInexact reports whether the JSON number text has the value of
+// the double nearest to it (ok), and otherwise returns its exact form.
+func exactIfInexact(text string) (exact string, ok bool, err error) {
+	digits := strings.TrimPrefix(text, "-")
+	if len(digits) <= 15 && strings.IndexAny(digits, ".eE") < 0 {
+		return "", true, nil // an integer below 10^15 < 2^53: every double holds it
+	}
+	exact, err = exactNumber(text)
+	if err != nil {
+		return "", false, err
+	}
+	f, perr := strconv.ParseFloat(text, 64)
+	if perr == nil {
+		if nearest, err := exactNumber(strconv.FormatFloat(f, 'e', -1, 64)); err == nil && nearest == exact {
+			return "", true, nil
+		}
+	}
+	return exact, false, nil
+}
+
+// maxExponent bounds the power of ten of a number's exact form; no
+// payload needs more, and it keeps the arithmetic far from overflowing.
+const maxExponent = 1_000_000_000
+
+// exactNumber is the exact value of the JSON number text, in a form that
+// only equal values share: its sign, its digits without leading or
+// trailing zeros and the power of ten they are multiplied by,
+// "-17e-2" for -0.170; "0e0" for any zero.
+func exactNumber(text string) (string, error) {
+	sign := ""
+	if strings.HasPrefix(text, "-") {
+		sign, text = "-", text[1:]
+	}
+	mantissa, expText, hasExp := strings.Cut(strings.ToLower(text), "e")
+	exp := int64(0)
+	if hasExp {
+		e, err := strconv.ParseInt(expText, 10, 64)
+		if err != nil || e > maxExponent || e < -maxExponent {
+			return "", fmt.Errorf("the number %.40s has an exponent out of range", sign+text)
+		}
+		exp = e
+	}
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	exp -= int64(len(frac))
+	trimmed := strings.TrimRight(digits, "0")
+	exp += int64(len(digits) - len(trimmed))
+	if trimmed == "" {
+		return "0e0", nil
+	}
+	return sign + trimmed + "e" + strconv.FormatInt(exp, 10), nil
 }

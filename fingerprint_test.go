@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -37,6 +38,49 @@ func TestFingerprint(t *testing.T) {
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
 }
 
+// Numbers a double cannot tell apart are different content: JCS alone
+// would print both as the nearest double, and a changed account number
+// would pass for a repeat. Any spelling of the same value is still the
+// same content, and a number a double holds keeps its JCS form.
+func TestFingerprintExactNumbers(t *testing.T) {
+	t.Parallel()
+	fp := func(payload string) string {
+		t.Helper()
+		s, err := opledger.Fingerprint("bank.transfer", "bank", json.RawMessage(payload), 1)
+		require.NoError(t, err, payload)
+		return s
+	}
+	for _, pair := range [][2]string{
+		{`{"to":9007199254740993}`, `{"to":9007199254740992}`},
+		{`{"to":12345678901234567890}`, `{"to":12345678901234567891}`},
+		{`{"x":0.10000000000000001}`, `{"x":0.1}`},
+		{`{"x":1e400}`, `{"x":1e401}`},
+		{`{"x":1e-400}`, `{"x":0}`},
+		{`[-9007199254740993]`, `[-9007199254740992]`},
+	} {
+		require.NotEqual(t, fp(pair[0]), fp(pair[1]), "%s vs %s", pair[0], pair[1])
+	}
+	for _, same := range [][2]string{
+		{`{"to":9007199254740993}`, `{"to":9007199254740993.0}`},
+		{`{"to":9007199254740993}`, `{"to":90071992547409930e-1}`},
+		{`{"x":0.10000000000000001,"a":1}`, `{"a":1,"x":1.0000000000000001e-1}`},
+		{`{"x":1e400}`, `{"x":10e399}`},
+		{`{"x":1.5}`, `{"x":15e-1}`},
+		{`{"x":-0.0}`, `{"x":0}`},
+		{`{"s":"9007199254740993","n":9007199254740993}`, `{"n":9007199254740993,"s":"9007199254740993"}`},
+	} {
+		require.Equal(t, fp(same[0]), fp(same[1]), "%s vs %s", same[0], same[1])
+	}
+	// A string that spells the stand-in of an exact number is a string.
+	require.NotEqual(t, fp(`{"n":9007199254740993}`), fp(`{"n":"9007199254740993e0"}`))
+	// Numbers a double holds keep their JCS form (fingerprints recorded
+	// before exact numbers are unchanged).
+	require.Equal(t, "sha256:"+sha256Hex(`{"action":"bank.transfer","destination":"bank","payload":[4503599627370497,0.1,1e+21],"version":1}`),
+		fp(`[4503599627370497, 0.1, 1000000000000000000000]`))
+	_, err := opledger.Fingerprint("a", "d", json.RawMessage(`{"n":1e99999999999}`), 1)
+	require.ErrorIs(t, err, opledger.ErrInvalidInput, "an exponent no value needs")
+}
+
 // FuzzFingerprint checks that any input either fingerprints or fails with
 // ErrInvalidInput, never panics, and that re-encoding a valid payload does
 // not change its fingerprint.
@@ -53,7 +97,9 @@ func FuzzFingerprint(f *testing.F) {
 			return
 		}
 		var v any
-		if json.Unmarshal([]byte(payload), &v) != nil {
+		dec := json.NewDecoder(strings.NewReader(payload))
+		dec.UseNumber() // exactly: a float64 would round large integers, and change the content
+		if dec.Decode(&v) != nil || dec.More() {
 			return
 		}
 		again, err := json.MarshalIndent(v, "", "  ")

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 )
@@ -299,7 +297,7 @@ func normalizeSpec(key string, spec WorkflowSpec) (*workflowDef, string, error) 
 	if err != nil {
 		return nil, "", fmt.Errorf("encode workflow fingerprint: %w", err)
 	}
-	canon, err := jcs.Transform(doc)
+	canon, err := canonicalJSON(doc)
 	if err != nil {
 		return nil, "", invalidInput("workflow cannot be canonicalized: %v", err)
 	}

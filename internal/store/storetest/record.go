@@ -70,6 +70,17 @@ func testRecord(t *testing.T, h Harness) {
 			_, _, err := b.ledger.Record(b.ctx, in)
 			require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
 		}
+
+		// So is a number a double cannot tell from the one recorded.
+		big := opledger.Intent{Key: "k2", Action: "bank.transfer", Destination: "bank", Payload: json.RawMessage(`{"to_account":9007199254740993}`)}
+		_, _, err = b.ledger.Record(b.ctx, big)
+		require.NoError(t, err)
+		big.Payload = json.RawMessage(`{"to_account":9007199254740992}`)
+		_, _, err = b.ledger.Record(b.ctx, big)
+		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
+		stored, err = b.ledger.Get(b.ctx, "k2")
+		require.NoError(t, err)
+		require.Contains(t, string(stored.Payload), "9007199254740993", "the number as recorded, exactly")
 	})
 
 	t.Run("ApprovalRequired", func(t *testing.T) {
