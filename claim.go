@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 
@@ -605,14 +606,20 @@ func (r *Report) validate() error {
 	if err := CheckDestinationRef(r.DestinationRef); err != nil {
 		return err
 	}
-	if len(r.Response) > 0 && !json.Valid(r.Response) {
-		return invalidInput("response is not valid JSON")
+	if len(r.Response) > 0 && !SavableResponse(r.Response) {
+		return invalidInput("response is not valid JSON in UTF-8")
 	}
 	if r.RetryAfter < 0 {
 		return invalidInput("retry_after must not be negative")
 	}
 	return nil
 }
+
+// SavableResponse reports whether b can be kept as an operation's
+// response: valid JSON, in UTF-8. (encoding/json takes JSON whose strings
+// hold other bytes; every answer that shows the response would then be
+// JSON no strict reader accepts.)
+func SavableResponse(b []byte) bool { return json.Valid(b) && utf8.Valid(b) }
 
 // Report records an attempt's outcome. From the current attempt it moves
 // the operation: succeeded → succeeded; rejected → failed (rejected), or

@@ -167,7 +167,7 @@ func reportOf(res Result, actErr error) (Report, error) {
 				strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": "), quoteRef(res.Ref)))
 		default:
 			r := Report{Outcome: OutcomeSucceeded, DestinationRef: res.Ref, Response: res.Response}
-			if len(r.Response) > 0 && !json.Valid(r.Response) {
+			if len(r.Response) > 0 && !SavableResponse(r.Response) {
 				r.Response = nil // the success and its reference matter more
 			}
 			return r, nil

@@ -129,3 +129,32 @@ func TestOpenRefusesUnusableWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 }
+
+// A response that is not UTF-8 (a destination answering in Latin-1) is
+// never kept: every answer that shows the operation would be JSON no
+// strict reader takes. Report refuses it; Do records the success without
+// it, as it does a response that is not JSON.
+func TestResponseNotUTF8(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	latin1 := json.RawMessage("{\"name\":\"Jos\xe9\"}")
+	require.True(t, json.Valid(latin1), "encoding/json takes it")
+
+	in := doIntent("k1")
+	c, err := l.Claim(ctx, "k1", opledger.ClaimOptions{Intent: &in, Dispatch: true})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1", Response: latin1})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.ErrorContains(t, err, "UTF-8")
+
+	op, err := l.Do(ctx, doIntent("k2"), func(context.Context, opledger.Call) (opledger.Result, error) {
+		return opledger.Result{Ref: "R2", Response: latin1}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateSucceeded, op.State)
+	require.Equal(t, "R2", op.DestinationRef)
+	require.Empty(t, op.Response)
+}

@@ -620,9 +620,9 @@ func refAt(answer []byte, p pointer) (string, error) {
 }
 
 // savable returns the answer if it can be saved as the operation's
-// response: valid JSON of modest size.
+// response: valid JSON in UTF-8 (opledger.SavableResponse) of modest size.
 func savable(answer []byte) json.RawMessage {
-	if len(answer) == 0 || len(answer) > maxSavedBytes || !json.Valid(answer) {
+	if len(answer) == 0 || len(answer) > maxSavedBytes || !opledger.SavableResponse(answer) {
 		return nil
 	}
 	return json.RawMessage(answer)

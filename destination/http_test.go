@@ -128,6 +128,7 @@ func TestHTTPCallOutcomes(t *testing.T) {
 		{"not JSON", 200, `created`, opledger.OutcomeUncertain, "", false},
 		{"object reference", 200, `{"id": {"a": 1}}`, opledger.OutcomeUncertain, "", true},
 		{"rejected keeps the answer", 422, `{"error": "email invalid"}`, opledger.OutcomeRejected, "", true},
+		{"an answer not in UTF-8 is not kept", 422, "{\"error\": \"nombre inv\xe1lido\"}", opledger.OutcomeRejected, "", false},
 		{"server error", 502, `<html>bad gateway</html>`, opledger.OutcomeUncertain, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

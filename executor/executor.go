@@ -557,7 +557,7 @@ func unsendable(err error) opledger.Report {
 }
 
 func validJSON(b json.RawMessage) json.RawMessage {
-	if len(b) == 0 || !json.Valid(b) {
+	if len(b) == 0 || !opledger.SavableResponse(b) {
 		return nil
 	}
 	return b
