@@ -358,6 +358,11 @@ func (l *Ledger) mutateAttempt(ctx context.Context, key, attemptID string, decid
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
+	if _, ok := storableText("attempt", attemptID); !ok {
+		// No attempt has such an ID, and PostgreSQL would refuse to
+		// look it up (a NUL byte, invalid UTF-8) with an error of its own.
+		return nil, fmt.Errorf("attempt %q of %s: %w", attemptID, key, ErrNotFound)
+	}
 	var result *Operation
 	var after error
 	for range maxConflictRetries {

@@ -52,3 +52,29 @@ func TestInternalErrorLogsNoKey(t *testing.T) {
 	require.Contains(t, logs.String(), "decode workflow <key>: invalid character")
 	require.NotContains(t, logs.String(), "alice")
 }
+
+// TestAttemptIDNotStorable: an attempt ID no attempt can have (a NUL byte,
+// invalid UTF-8) is 404 on every store; PostgreSQL refused the lookup
+// itself, and the API answered 500.
+func TestAttemptIDNotStorable(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			b := startAPI(t, st.NewDSN(t), nil)
+			status, _ := b.raw(t, "PUT", "/v1/operations/k1", b.token, []byte(`{"action":"a","destination":"d","payload":{}}`))
+			require.Equal(t, http.StatusCreated, status)
+			for _, id := range []string{"%00", "%FF", "01J%00"} {
+				for _, route := range []string{"dispatch", "outcome"} {
+					body := `{"fencing_token":1}`
+					if route == "outcome" {
+						body = `{"fencing_token":1,"outcome":"retryable"}`
+					}
+					status, data := b.raw(t, "POST", "/v1/operations/k1/attempts/"+id+"/"+route, b.token, []byte(body))
+					require.Equal(t, http.StatusNotFound, status, "%s %s: %s", id, route, data)
+					require.Equal(t, "not_found", problemKind(t, data))
+				}
+			}
+		})
+	}
+}
