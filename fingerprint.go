@@ -47,7 +47,7 @@ func Fingerprint(action, destination string, payload json.RawMessage, version in
 // canonicalJSON is the RFC 8785 (JCS) canonical form of the valid JSON
 // doc, except for a number whose value no IEEE double holds as JCS would
 // print it (an integer beyond 2^53, a decimal with more digits than a
-// double keeps, one beyond a double's range). JCS would print the nearest
+// double keeps, one too small for a double). JCS would print the nearest
 // double, so that two different numbers shared a form, and a fingerprint;
 // such a number is printed as its exact value instead (exactNumber:
 // "9007199254740993e0"), a form JCS never prints. Every other document is
@@ -141,11 +141,14 @@ func exactIfInexact(text string) (exact string, ok bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	f, perr := strconv.ParseFloat(text, 64)
-	if perr == nil {
-		if nearest, err := exactNumber(strconv.FormatFloat(f, 'e', -1, 64)); err == nil && nearest == exact {
-			return "", true, nil
-		}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		// Beyond a double's range (a parser would read infinity), as JCS
+		// refuses it.
+		return "", false, fmt.Errorf("the number %.40s is beyond the range of a double", text)
+	}
+	if nearest, err := exactNumber(strconv.FormatFloat(f, 'e', -1, 64)); err == nil && nearest == exact {
+		return "", true, nil
 	}
 	return exact, false, nil
 }

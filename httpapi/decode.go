@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // decodeError is a request body the API refuses, with the reason a caller
@@ -48,6 +49,10 @@ func decode(r *http.Request, maxDepth int, v any) error {
 	}
 	if d := depth(body); d > maxDepth {
 		return &decodeError{http.StatusBadRequest, "invalid_json", fmt.Sprintf("JSON nests deeper than %d levels", maxDepth)}
+	}
+	if member, ok := notUTF8(body); !ok {
+		return &decodeError{http.StatusBadRequest, "invalid_input",
+			fmt.Sprintf("the request body holds text that is not UTF-8 (a byte of another encoding, or a lone surrogate escape such as \\ud800) in %q: JSON text is UTF-8, and the text would be changed, not recorded as sent", member)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -170,6 +175,119 @@ func position(body []byte, offset int64) (line, col int) {
 
 // depth returns the deepest nesting of objects and arrays in a JSON text,
 // counting brackets outside strings. It does not validate.
+// replacedMembers are the top-level members whose text is kept with what
+// is not UTF-8 replaced by U+FFFD, as documented: a report's error and a
+// lookup's evidence, which a failing worker must be able to record.
+var replacedMembers = []string{"error", "evidence"}
+
+// notUTF8 checks the text of the valid JSON object body: bytes that are
+// not UTF-8 and escapes of lone surrogates, which encoding/json would
+// silently turn into U+FFFD (two different names would become one). It
+// returns ok, or the top-level member that holds such text; text in
+// replacedMembers is let through.
+func notUTF8(body []byte) (member string, ok bool) {
+	bad := badTextOffsets(body)
+	if len(bad) == 0 {
+		return "", true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // '{'
+		return "", true // malformed: Decode says where
+	}
+	for dec.More() {
+		start := dec.InputOffset() // the member's name, its value, and what is between
+		tok, err := dec.Token()
+		if err != nil {
+			return "", true
+		}
+		name, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return "", true
+		}
+		end := dec.InputOffset()
+		if slices.Contains(replacedMembers, name) {
+			continue
+		}
+		for _, off := range bad {
+			if off >= start && off < end {
+				return name, false
+			}
+		}
+	}
+	return "", true
+}
+
+// badTextOffsets returns where the JSON text b holds a byte that is not
+// UTF-8, or (inside a string) a \u escape of a lone surrogate.
+func badTextOffsets(b []byte) []int64 {
+	var out []int64
+	inString := false
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c >= utf8.RuneSelf {
+			if r, size := utf8.DecodeRune(b[i:]); r == utf8.RuneError && size == 1 {
+				out = append(out, int64(i))
+				i++
+				continue
+			} else {
+				i += size
+				continue
+			}
+		}
+		switch {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\' && i+1 < len(b) && b[i+1] == 'u':
+			r := hexRune(b[i+2:])
+			switch {
+			case r >= 0xd800 && r < 0xdc00:
+				if len(b) >= i+12 && b[i+6] == '\\' && b[i+7] == 'u' {
+					if lo := hexRune(b[i+8:]); lo >= 0xdc00 && lo < 0xe000 {
+						i += 12
+						continue
+					}
+				}
+				out = append(out, int64(i))
+			case r >= 0xdc00 && r < 0xe000:
+				out = append(out, int64(i))
+			}
+			i += 6
+			continue
+		case c == '\\':
+			i += 2
+			continue
+		}
+		i++
+	}
+	return out
+}
+
+// hexRune is the value of the four hex digits at the start of b, or -1.
+func hexRune(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range b[:4] {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(d)
+	}
+	return r
+}
+
 func depth(b []byte) int {
 	d, maxD := 0, 0
 	inString, escaped := false, false

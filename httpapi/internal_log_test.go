@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/server"
@@ -77,4 +79,39 @@ func TestAttemptIDNotStorable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTextNotUTF8Refused: a name that is not UTF-8 (a Latin-1 byte, a
+// lone surrogate escape) is refused, naming the member, not turned into
+// U+FFFD (two different names became one, and a second PUT passed for a
+// repeat). A report's error keeps its documented leniency.
+func TestTextNotUTF8Refused(t *testing.T) {
+	t.Parallel()
+	b := startAPI(t, testdb.SQLiteDSN(t), nil)
+	for _, body := range []string{
+		"{\"action\":\"crm.create\xff\",\"destination\":\"d\",\"payload\":{}}",
+		`{"action":"crm.create\ud800","destination":"d","payload":{}}`,
+		`{"action":"crm.create","destination":"d\udc00x","payload":{}}`,
+		"{\"action\":\"a\",\"destination\":\"d\",\"payload\":{\"name\":\"Jos\xe9\"}}",
+		"{\"action\":\"a\",\"destination\":\"d\",\"payload\":{},\"owner\":\"ops\xc0\"}",
+	} {
+		status, data := b.raw(t, "PUT", "/v1/operations/k1", b.token, []byte(body))
+		require.Equal(t, http.StatusBadRequest, status, "%q: %s", body, data)
+		require.Equal(t, "invalid_input", problemKind(t, data))
+		require.Contains(t, string(data), "not UTF-8")
+	}
+	// Pairs of surrogate escapes, other escapes and UTF-8 pass.
+	status, data := b.raw(t, "PUT", "/v1/operations/k1", b.token,
+		[]byte(`{"action":"crm.create","destination":"d","payload":{"e":"\ud83d\ude00 \\ud800 \"\u00e9\" é"}}`))
+	require.Equal(t, http.StatusCreated, status, "%s", data)
+
+	ctx := context.Background()
+	c, err := b.acme.Claim(ctx, "k1", client.ClaimRequest{Worker: "w", Dispatch: true})
+	require.NoError(t, err)
+	status, data = b.raw(t, "POST", "/v1/operations/k1/attempts/"+c.AttemptID+"/outcome", b.token,
+		[]byte(fmt.Sprintf("{\"fencing_token\":%d,\"outcome\":\"uncertain\",\"error\":\"read: conexi\xf3n cerrada\"}", c.FencingToken)))
+	require.Equal(t, http.StatusOK, status, "a report's error is kept, replaced: %s", data)
+	op, err := b.ledger.Get(ctx, "k1")
+	require.NoError(t, err)
+	require.Equal(t, "read: conexi\uFFFDn cerrada", op.LastError)
 }
