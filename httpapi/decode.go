@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -57,6 +58,12 @@ func decode(r *http.Request, maxDepth int, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		return &decodeError{http.StatusBadRequest, "invalid_json", describeJSONError(err, body)}
+	}
+	if err := checkMembers(body, reflect.TypeOf(v)); err != nil {
+		if me, ok := err.(*memberError); ok {
+			return &decodeError{http.StatusBadRequest, "invalid_json", me.msg}
+		}
 		return &decodeError{http.StatusBadRequest, "invalid_json", describeJSONError(err, body)}
 	}
 	// Anything but white space after the object is refused (dec.More

@@ -115,3 +115,41 @@ func TestTextNotUTF8Refused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "read: conexi\uFFFDn cerrada", op.LastError)
 }
+
+// TestMemberNamesExact: encoding/json takes a member name in any case and
+// keeps the last of two with one name; the API refuses both, at any depth
+// of its own fields, so that what decides a request is what a reader of
+// it sees. The caller's own content (a payload) is not looked into.
+func TestMemberNamesExact(t *testing.T) {
+	t.Parallel()
+	b := startAPI(t, testdb.SQLiteDSN(t), nil)
+	for body, want := range map[string]string{
+		`{"action":"refund","destination":"pay","payload":{"n":1},"ACTION":"charge"}`: `unknown field "ACTION": field names are case-sensitive, did you mean "action"?`,
+		`{"Action":"refund","destination":"pay","payload":{"n":1}}`:                   `did you mean "action"?`,
+		`{"action":"refund","destination":"pay","payload":{"n":1},"action":"charge"}`: `member "action" is given twice`,
+	} {
+		status, data := b.raw(t, "PUT", "/v1/operations/k1", b.token, []byte(body))
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", body, data)
+		require.Contains(t, problemDetail(t, data), want)
+	}
+	status, data := b.raw(t, "POST", "/v1/operations/k2/claim", b.token,
+		[]byte(`{"worker":"w","intent":{"action":"a","destination":"d","payload":{},"Owner":"x"}}`))
+	require.Equal(t, http.StatusBadRequest, status, "%s", data)
+	require.Contains(t, problemDetail(t, data), `unknown field "Owner" in intent`)
+	_, err := b.ledger.Get(context.Background(), "k2")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded")
+
+	status, data = b.raw(t, "PUT", "/v1/operations/k3", b.token,
+		[]byte(`{"action":"a","destination":"d","payload":{"Name":"x","name":"y","list":[{"A":1}]}}`))
+	require.Equal(t, http.StatusCreated, status, "a payload's own names are its own: %s", data)
+}
+
+// problemDetail is the detail of a problem body.
+func problemDetail(t *testing.T, data []byte) string {
+	t.Helper()
+	var p struct {
+		Detail string `json:"detail"`
+	}
+	require.NoError(t, json.Unmarshal(data, &p))
+	return p.Detail
+}
