@@ -469,6 +469,12 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 					return errPlanOutdated // planned for a new key
 				}
 				if err := t.record(&in, fp, actor); err != nil {
+					if errors.Is(err, ErrInvalidState) {
+						// A workflow with this step was stored after the
+						// plan read none: planned again, the event is a
+						// conflict.
+						return errPlanOutdated
+					}
 					return err
 				}
 				if t.tombstone != nil {

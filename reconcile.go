@@ -93,12 +93,13 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		if err != nil {
 			return err
 		}
-		since := t.op.FirstDispatchedAt
+		// The key was first used by the first call that may have reached
+		// the destination: the first dispatch, or the claim of an earlier
+		// attempt reported uncertain without a dispatch mark. Never a
+		// time that moves (the window would slide along).
+		since := firstCall
 		if since.IsZero() {
-			// No dispatch mark (a worker reported uncertain without one):
-			// the key may have been used from the first claim on. Never
-			// a time that moves (the window would slide along).
-			since = firstCall
+			since = t.op.FirstDispatchedAt
 		}
 		if since.IsZero() {
 			since = t.op.CreatedAt

@@ -129,18 +129,18 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 }
 
 // refuseWorkflowStep refuses to record, on its own, the key of a step of
-// a stored workflow (see workflowStepOf). It first locks the workflow's
-// key, as creating a workflow does (refuseForeignSteps): of the two, the
-// later sees the earlier.
+// a stored workflow (see workflowStepOf). It first locks the key, as
+// creating a workflow does for each of its step keys
+// (refuseForeignSteps): of the two, the later sees the earlier. Only
+// that key is locked, so that records of other keys never wait for it.
 func (t *txn) refuseWorkflowStep() error {
-	wk, _, ok := SplitWorkflowStepKey(t.key)
-	if !ok {
+	if _, _, ok := SplitWorkflowStepKey(t.key); !ok {
 		return nil
 	}
 	if t.spec != nil {
 		return errNotSpeculable // the workflow must be read
 	}
-	if err := t.tx.LockWorkflowKey(t.ctx, t.tenant, wk); err != nil {
+	if err := t.tx.LockOperationKey(t.ctx, t.tenant, t.key); err != nil {
 		return err
 	}
 	wk, step, err := workflowStepOf(t.ctx, t.tx, t.tenant, t.key)

@@ -374,11 +374,17 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 // skip the step (it is the tombstone of an operation compacted by
 // retention, or of a step of a workflow with this key finished and
 // forgotten since, whose content the tombstone cannot tell). It first
-// locks the workflow's key, as recording an operation at a step key does
+// locks each step key, in order, as recording an operation at one does
 // (txn.refuseWorkflowStep): of the two, the later sees the earlier.
 func (l *Ledger) refuseForeignSteps(ctx context.Context, tx store.Tx, key string, def *workflowDef) error {
-	if err := tx.LockWorkflowKey(ctx, l.tenant, key); err != nil {
-		return err
+	stepKeys := make([]string, len(def.Steps))
+	for i, s := range def.Steps {
+		stepKeys[i] = WorkflowStepKey(key, s.Name)
+	}
+	for _, k := range slices.Sorted(slices.Values(stepKeys)) {
+		if err := tx.LockOperationKey(ctx, l.tenant, k); err != nil {
+			return err
+		}
 	}
 	for _, s := range def.Steps {
 		stepKey := WorkflowStepKey(key, s.Name)

@@ -141,13 +141,14 @@ type EventTx interface {
 	// prevRevision; otherwise ErrConflict. o.Revision must already hold the
 	// new revision.
 	UpdateEventObject(ctx context.Context, o *EventObject, prevRevision int64) error
-	// LockWorkflowKey holds a lock on a workflow key until the transaction
-	// ends, whether or not the workflow exists. A transaction that creates
-	// a workflow and one that records an operation at one of its step keys
-	// both take it before they read, so that the second sees what the
-	// first wrote. A store whose write transactions run one at a time
-	// (SQLite) has nothing to do.
-	LockWorkflowKey(ctx context.Context, tenant, key string) error
+	// LockOperationKey holds a lock on an operation key until the
+	// transaction ends, whether or not the operation exists. A transaction
+	// that creates a workflow (for each of its step keys, in order) and
+	// one that records an operation at one of those keys both take it
+	// before they read, so that the second sees what the first wrote. A
+	// store whose write transactions run one at a time (SQLite) has
+	// nothing to do.
+	LockOperationKey(ctx context.Context, tenant, key string) error
 	// InsertWorkflow inserts a new workflow; ErrConflict if the key exists.
 	InsertWorkflow(ctx context.Context, w *Workflow) error
 	// UpdateWorkflow writes w if the stored revision still equals

@@ -267,14 +267,14 @@ func (t *pgTx) UpdateEventObject(ctx context.Context, o *store.EventObject, prev
 	return nil
 }
 
-// LockWorkflowKey takes a transaction-level advisory lock on the
-// workflow key: PostgreSQL cannot lock a row that does not exist yet.
+// LockOperationKey takes a transaction-level advisory lock on the
+// operation key: PostgreSQL cannot lock a row that does not exist yet.
 // Keys whose hashes collide share a lock: they only wait for each other.
-func (t *pgTx) LockWorkflowKey(ctx context.Context, tenant, key string) error {
+func (t *pgTx) LockOperationKey(ctx context.Context, tenant, key string) error {
 	// Tenants and keys hold no control characters: the unit separator
 	// keeps ("a", "b:c") and ("a:b", "c") apart.
-	if _, err := t.q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "workflow\x1f"+tenant+"\x1f"+key); err != nil {
-		return fmt.Errorf("lock workflow key: %w", mapErr(err))
+	if _, err := t.q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1f"+tenant+"\x1f"+key); err != nil {
+		return fmt.Errorf("lock operation key: %w", mapErr(err))
 	}
 	return nil
 }

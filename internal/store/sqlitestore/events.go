@@ -260,9 +260,9 @@ func (t *sqlTx) UpdateEventObject(ctx context.Context, o *store.EventObject, pre
 	return nil
 }
 
-// LockWorkflowKey does nothing: SQLite's write transactions run one at a
+// LockOperationKey does nothing: SQLite's write transactions run one at a
 // time (BEGIN IMMEDIATE).
-func (t *sqlTx) LockWorkflowKey(context.Context, string, string) error { return nil }
+func (t *sqlTx) LockOperationKey(context.Context, string, string) error { return nil }
 
 // InsertWorkflow inserts a new workflow; store.ErrConflict if it exists.
 func (t *sqlTx) InsertWorkflow(ctx context.Context, w *store.Workflow) error {

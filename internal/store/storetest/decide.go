@@ -205,6 +205,31 @@ func testReconcile(t *testing.T, h Harness) {
 
 	})
 
+	// The same key used again: a protected retry dispatched an hour after
+	// the unmarked call does not move the window's start, which is the
+	// first use of the key.
+	t.Run("WindowFromUnmarkedCallAfterRetry", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Intent: &in})
+		require.NoError(t, err)
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		f := opledger.Finding{ProtectionRetention: 2 * time.Hour}
+		b.clock.Advance(10 * time.Minute)
+		op, err := b.ledger.Reconcile(b.ctx, "k1", f)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State, "a protected retry")
+		b.clock.Advance(50 * time.Minute)
+		c = b.claimDispatched(t, "k1")
+		require.True(t, c.Protected)
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout again"})
+		b.clock.Advance(90 * time.Minute) // 2 h 30 after the first use
+		op, err = b.ledger.Reconcile(b.ctx, "k1", f)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateHeld, op.State, "the 2 h key, first used 2 h 30 ago, may be forgotten")
+	})
+
 	// A protected retry whose outcome was lost again, then proven absent
 	// after its protection ended: the retry is a plain one, claimed, not
 	// held for the protection that no longer matters.

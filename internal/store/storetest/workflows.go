@@ -211,7 +211,7 @@ func testWorkflows(t *testing.T, h Harness) {
 	// A workflow put while an operation is recorded at one of its step
 	// keys: one of the two is refused, never neither (the workflow would
 	// take the operation for its step). On PostgreSQL each reads before
-	// the other commits; a lock on the workflow's key orders them.
+	// the other commits; a lock on the step's key orders them.
 	t.Run("ConcurrentPutAndStepKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)

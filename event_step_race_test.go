@@ -1,0 +1,131 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// TestEventRacesWorkflowPut: a workflow stored after an event planned to
+// record one of its step keys (the plan reads without a lock) but before
+// the event's write takes the key's lock: the event is planned again and
+// stored as a conflict, not refused with nothing of it kept.
+func TestEventRacesWorkflowPut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "w"})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
+	}}
+	_, _, err = l.PutWorkflow(ctx, "w0", spec) // a row to copy as "w"
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "w/b"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+`))
+	require.NoError(t, err)
+
+	holder, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Close(ctx) })
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1fw/b")
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	var res *opledger.EventResult
+	go func() {
+		var err error
+		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
+		done <- err
+	}()
+	// Wait until the event, planned, waits for the key's lock.
+	watcher, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { watcher.Close(ctx) })
+	deadline := time.Now().Add(30 * time.Second) // a guard, not a wait
+	for blocked := 0; blocked == 0; {
+		require.True(t, time.Now().Before(deadline), "the event never waited for the lock")
+		require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
+			holder.PgConn().PID()).Scan(&blocked))
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO workflows (tenant, key, fingerprint, definition, owner, current_step, current_key, done, revision, created_at, updated_at)
+		SELECT tenant, 'w', fingerprint, definition, owner, current_step, 'w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'w0'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-done, "the event is kept, as a conflict")
+	require.Equal(t, opledger.EventConflict, res.Status)
+	require.Contains(t, res.Event.Reason, "operation w/b is step b of workflow w")
+	_, err = l.Get(ctx, "w/b")
+	require.ErrorIs(t, err, opledger.ErrNotFound)
+}
+
+// TestStepKeyLockIsTheKeys: recording a key with '/' (which may be a
+// workflow's step) locks that key only, on PostgreSQL: a record of
+// another key under the same prefix does not wait for it (records of
+// unrelated keys queued behind one another, and events that record keys
+// under two prefixes in opposite orders deadlocked), while a record of
+// the same key waits for the lock, so that a workflow put at once is
+// ordered with it.
+func TestStepKeyLockIsTheKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	holder, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Close(ctx) })
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1forders/1")
+	require.NoError(t, err)
+
+	record := func(key string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "erp.create", Destination: "erp", Payload: json.RawMessage(`{}`)})
+			done <- err
+		}()
+		return done
+	}
+	select {
+	case err := <-record("orders/2"):
+		require.NoError(t, err, "another key under the same prefix")
+	case <-time.After(30 * time.Second): // a guard, not a wait
+		t.Fatal("orders/2 waited for the lock of orders/1")
+	}
+
+	same := record("orders/1")
+	watcher, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { watcher.Close(ctx) })
+	deadline := time.Now().Add(30 * time.Second) // a guard, not a wait
+	for blocked := 0; blocked == 0; {
+		require.True(t, time.Now().Before(deadline), "orders/1 never waited for its lock")
+		require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
+			holder.PgConn().PID()).Scan(&blocked))
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-same)
+}
