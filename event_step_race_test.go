@@ -58,16 +58,7 @@ rules:
 		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
 		done <- err
 	}()
-	// Wait until the event, planned, waits for the key's lock.
-	watcher, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { watcher.Close(ctx) })
-	deadline := time.Now().Add(30 * time.Second) // a guard, not a wait
-	for blocked := 0; blocked == 0; {
-		require.True(t, time.Now().Before(deadline), "the event never waited for the lock")
-		require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
-			holder.PgConn().PID()).Scan(&blocked))
-	}
+	testdb.WaitBlockedBy(t, holder, "the event, planned,")
 	_, err = tx.Exec(ctx, `INSERT INTO workflows (tenant, key, fingerprint, definition, owner, current_step, current_key, done, revision, created_at, updated_at)
 		SELECT tenant, 'w', fingerprint, definition, owner, current_step, 'w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'w0'`)
 	require.NoError(t, err)
@@ -117,15 +108,7 @@ func TestStepKeyLockIsTheKeys(t *testing.T) {
 	}
 
 	same := record("orders/1")
-	watcher, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { watcher.Close(ctx) })
-	deadline := time.Now().Add(30 * time.Second) // a guard, not a wait
-	for blocked := 0; blocked == 0; {
-		require.True(t, time.Now().Before(deadline), "orders/1 never waited for its lock")
-		require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
-			holder.PgConn().PID()).Scan(&blocked))
-	}
+	testdb.WaitBlockedBy(t, holder, "the record of orders/1")
 	require.NoError(t, tx.Commit(ctx))
 	require.NoError(t, <-same)
 }

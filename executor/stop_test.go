@@ -43,16 +43,7 @@ func TestStopWhenTheStoreHangs(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ex.Start(ctx))
 
-	// Wait until the worker's claim is blocked behind the lock.
-	watcher, err := pgx.Connect(ctx, testdb.PostgresBase())
-	require.NoError(t, err)
-	t.Cleanup(func() { watcher.Close(ctx) })
-	deadline := time.Now().Add(30 * time.Second)
-	for blocked := 0; blocked == 0; {
-		require.True(t, time.Now().Before(deadline), "the worker never blocked on the lock")
-		require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
-			holder.PgConn().PID()).Scan(&blocked))
-	}
+	testdb.WaitBlockedBy(t, holder, "the worker's claim")
 
 	stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()

@@ -142,3 +142,30 @@ type Store struct {
 func Stores() []Store {
 	return []Store{{"sqlite", SQLiteDSN}, {"postgres", PostgresDSN}}
 }
+
+// WaitBlockedBy returns once some session of the test server waits for a
+// lock that holder's session holds; it fails the test, naming what, if
+// none does within 30 s (a guard, not a wait: it polls the server).
+func WaitBlockedBy(t testing.TB, holder *pgx.Conn, what string) {
+	t.Helper()
+	ctx := context.Background()
+	watcher, err := pgx.Connect(ctx, PostgresBase())
+	if err != nil {
+		t.Fatalf("connect a watcher: %v", err)
+	}
+	defer watcher.Close(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var blocked int
+		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
+			holder.PgConn().PID()).Scan(&blocked); err != nil {
+			t.Fatalf("read the server's locks: %v", err)
+		}
+		if blocked > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never waited for the lock", what)
+		}
+	}
+}
