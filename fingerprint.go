@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/opledger/opledger/internal/jsonnum"
 )
 
 // Fingerprint returns "sha256:" + the hex SHA-256 of the canonical JSON
@@ -49,7 +51,7 @@ func Fingerprint(action, destination string, payload json.RawMessage, version in
 // print it (an integer beyond 2^53, a decimal with more digits than a
 // double keeps, one too small for a double). JCS would print the nearest
 // double, so that two different numbers shared a form, and a fingerprint;
-// such a number is printed as its exact value instead (exactNumber:
+// such a number is printed as its exact value instead (jsonnum.Exact:
 // "9007199254740993e0"), a form JCS never prints. Every other document is
 // exactly as JCS makes it.
 func canonicalJSON(doc []byte) ([]byte, error) {
@@ -137,7 +139,7 @@ func exactIfInexact(text string) (exact string, ok bool, err error) {
 	if len(digits) <= 15 && strings.IndexAny(digits, ".eE") < 0 {
 		return "", true, nil // an integer below 10^15 < 2^53: every double holds it
 	}
-	exact, err = exactNumber(text)
+	exact, err = jsonnum.Exact(text)
 	if err != nil {
 		return "", false, err
 	}
@@ -147,41 +149,8 @@ func exactIfInexact(text string) (exact string, ok bool, err error) {
 		// refuses it.
 		return "", false, fmt.Errorf("the number %.40s is beyond the range of a double", text)
 	}
-	if nearest, err := exactNumber(strconv.FormatFloat(f, 'e', -1, 64)); err == nil && nearest == exact {
+	if nearest, err := jsonnum.Exact(strconv.FormatFloat(f, 'e', -1, 64)); err == nil && nearest == exact {
 		return "", true, nil
 	}
 	return exact, false, nil
-}
-
-// maxExponent bounds the power of ten of a number's exact form; no
-// payload needs more, and it keeps the arithmetic far from overflowing.
-const maxExponent = 1_000_000_000
-
-// exactNumber is the exact value of the JSON number text, in a form that
-// only equal values share: its sign, its digits without leading or
-// trailing zeros and the power of ten they are multiplied by,
-// "-17e-2" for -0.170; "0e0" for any zero.
-func exactNumber(text string) (string, error) {
-	sign := ""
-	if strings.HasPrefix(text, "-") {
-		sign, text = "-", text[1:]
-	}
-	mantissa, expText, hasExp := strings.Cut(strings.ToLower(text), "e")
-	exp := int64(0)
-	if hasExp {
-		e, err := strconv.ParseInt(expText, 10, 64)
-		if err != nil || e > maxExponent || e < -maxExponent {
-			return "", fmt.Errorf("the number %.40s has an exponent out of range", sign+text)
-		}
-		exp = e
-	}
-	whole, frac, _ := strings.Cut(mantissa, ".")
-	digits := strings.TrimLeft(whole+frac, "0")
-	exp -= int64(len(frac))
-	trimmed := strings.TrimRight(digits, "0")
-	exp += int64(len(digits) - len(trimmed))
-	if trimmed == "" {
-		return "0e0", nil
-	}
-	return sign + trimmed + "e" + strconv.FormatInt(exp, 10), nil
 }

@@ -26,8 +26,8 @@
 // Load, HTTPConfig and docs/destinations.md. SendHTTP classifies any HTTP
 // call for code that talks to a destination itself.
 //
-// Allowed imports: opledger, internal/marker, internal/configfile, the
-// standard library, a YAML decoder.
+// Allowed imports: opledger, internal/marker, internal/configfile,
+// internal/jsonnum, the standard library, a YAML decoder.
 package destination
 
 import (

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/opledger/opledger/internal/jsonnum"
 )
 
 // pointer is a parsed RFC 6901 JSON pointer.
@@ -151,34 +152,34 @@ func jsonEqual(a, b any) bool {
 	return false
 }
 
-// numberEqual compares two JSON numbers by value, exactly: 2.50 equals
-// 2.5 and 1e2 equals 100, while two numbers that differ in any digit
-// differ, however many digits they have (identifiers beyond 2^53, amounts
-// beyond float64's precision). A number whose exponent is beyond
-// ±maxExactExponent, which exact arithmetic would take too long to
-// expand, equals only the same text: when in doubt, no match (the
-// operation is held for a person rather than settled on a record that
-// may differ).
+// numberEqual compares two JSON numbers by value, exactly (jsonnum.Exact):
+// 2.50 equals 2.5 and 1e2 equals 100, while two numbers that differ in
+// any digit differ, however many digits they have (identifiers beyond
+// 2^53, amounts beyond float64's precision). A number whose exponent is
+// beyond ±maxExactExponent equals only the same text: when in doubt, no
+// match (the operation is held for a person rather than settled on a
+// record that may differ).
 func numberEqual(x, y string) bool {
 	if x == y {
 		return true
 	}
-	rx, okx := exactNumber(x)
-	ry, oky := exactNumber(y)
-	return okx && oky && rx.Cmp(ry) == 0
+	ex, okx := exactNumber(x)
+	ey, oky := exactNumber(y)
+	return okx && oky && ex == ey
 }
 
-// maxExactExponent bounds the exponents numberEqual expands exactly.
+// maxExactExponent bounds the exponents numberEqual compares by value.
 const maxExactExponent = 1000
 
-// exactNumber is the JSON number s as an exact rational; false when s is
-// not one, or its exponent is beyond ±maxExactExponent.
-func exactNumber(s string) (*big.Rat, bool) {
+// exactNumber is the exact form of the JSON number s (jsonnum.Exact);
+// false when its exponent is beyond ±maxExactExponent.
+func exactNumber(s string) (string, bool) {
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
 		e, err := strconv.Atoi(s[i+1:])
 		if err != nil || e > maxExactExponent || e < -maxExactExponent {
-			return nil, false
+			return "", false
 		}
 	}
-	return new(big.Rat).SetString(s)
+	exact, err := jsonnum.Exact(s)
+	return exact, err == nil
 }
