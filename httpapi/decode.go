@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -277,22 +278,11 @@ func hexRune(b []byte) rune {
 	if len(b) < 4 {
 		return -1
 	}
-	var r rune
-	for _, c := range b[:4] {
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(d)
+	v, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	if err != nil {
+		return -1
 	}
-	return r
+	return rune(v)
 }
 
 func depth(b []byte) int {
