@@ -12,7 +12,6 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -410,8 +409,7 @@ func (t *txn) settleExpiredLease() error {
 // meant for a log); they are tried again on the next run.
 func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 	total := 0
-	failed := map[store.OperationID]bool{}
-	var first error
+	var failed sweepFailures
 	for {
 		var ids []store.OperationID
 		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
@@ -445,10 +443,7 @@ func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 				if err := ctx.Err(); err != nil {
 					return total + settled, fmt.Errorf("expire leases: %w", err)
 				}
-				if !failed[id] && first == nil {
-					first = fmt.Errorf("a lease of tenant %s: %w", id.Tenant, redact.Keys(id.Key, err))
-				}
-				failed[id] = true
+				failed.add("a lease", id, err)
 			}
 		}
 		total += settled
@@ -456,10 +451,7 @@ func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 			break
 		}
 	}
-	if len(failed) > 0 {
-		return total, fmt.Errorf("expire leases: %d could not be settled and are tried again on the next run; the first: %w", len(failed), first)
-	}
-	return total, nil
+	return total, failed.err("expire leases", "settled")
 }
 
 // checkAttempt verifies that attemptID with token holds the operation. It

@@ -2,11 +2,14 @@ package opledger
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/opledger/opledger/internal/periodic"
+	"github.com/opledger/opledger/internal/redact"
+	"github.com/opledger/opledger/internal/store"
 )
 
 // Default intervals of Maintain.
@@ -75,4 +78,38 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 		})
 	}()
 	wg.Wait()
+}
+
+// sweepFailures are the operations or workflows a sweep (ExpireLeases,
+// AdvanceWorkflows) could not handle: it goes on past them, and its error
+// counts them and gives the first one's cause, with its key left out (the
+// error is meant for a log, and a key may carry personal data).
+type sweepFailures struct {
+	ids   map[store.OperationID]bool
+	first error
+}
+
+// add records that what ("a lease") of id failed with err; an id already
+// recorded (a sweep may meet it again) is counted once.
+func (f *sweepFailures) add(what string, id store.OperationID, err error) {
+	if f.ids[id] {
+		return
+	}
+	if f.ids == nil {
+		f.ids = map[store.OperationID]bool{}
+	}
+	f.ids[id] = true
+	if f.first == nil {
+		f.first = fmt.Errorf("%s of tenant %s: %w", what, id.Tenant, redact.Keys(id.Key, err))
+	}
+}
+
+// err is nil when nothing failed, else the sweep's error: "expire
+// leases: 2 could not be settled and are tried again on the next run;
+// the first: …".
+func (f *sweepFailures) err(sweep, handled string) error {
+	if len(f.ids) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %d could not be %s and are tried again on the next run; the first: %w", sweep, len(f.ids), handled, f.first)
 }

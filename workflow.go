@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -725,8 +724,8 @@ func (l *Ledger) AdvanceWorkflowOf(ctx context.Context, opKey string) (*Workflow
 // are tried again on the next run.
 func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 	const batch = 200
-	total, failed := 0, 0
-	var first error
+	total := 0
+	var failed sweepFailures
 	var after store.OperationID
 	for {
 		var ids []store.OperationID
@@ -749,10 +748,7 @@ func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 			case errors.As(err, &se):
 				continue
 			case err != nil:
-				failed++
-				if first == nil {
-					first = fmt.Errorf("a workflow of tenant %s: %w", id.Tenant, redact.Keys(id.Key, err))
-				}
+				failed.add("a workflow", id, err)
 				continue
 			}
 			total++
@@ -762,10 +758,7 @@ func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 		}
 		after = ids[len(ids)-1]
 	}
-	if failed > 0 {
-		return total, fmt.Errorf("advance workflows: %d could not be resumed and are tried again on the next run; the first: %w", failed, first)
-	}
-	return total, nil
+	return total, failed.err("advance workflows", "resumed")
 }
 
 // GetWorkflow returns a workflow with the state of each step and a status
