@@ -408,8 +408,10 @@ func (t *txn) settleExpiredLease() error {
 // and gives the first one's cause, with its key left out (the error is
 // meant for a log); they are tried again on the next run.
 func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
+	const page = 200
 	total := 0
 	var failed sweepFailures
+	var after store.OperationID
 	for {
 		var ids []store.OperationID
 		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
@@ -417,16 +419,17 @@ func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			ids, err = r.ExpiredLeases(ctx, now, 200)
+			ids, err = r.ExpiredLeases(ctx, now, after, page)
 			return err
 		})
 		if err != nil {
 			return total, fmt.Errorf("expire leases: %w", err)
 		}
-		settled := 0
 		for _, id := range ids {
 			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
+			settled := false
 			_, err := tl.mutate(ctx, id.Key, func(t *txn) error {
+				settled = false // the function runs again after a conflict
 				if t.op == nil {
 					return nil
 				}
@@ -434,22 +437,24 @@ func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 				if err := t.settleExpiredLease(); err != nil {
 					return err
 				}
-				if t.op.State != before {
-					settled++
-				}
+				settled = t.op.State != before
 				return nil
 			})
 			if err != nil {
 				if err := ctx.Err(); err != nil {
-					return total + settled, fmt.Errorf("expire leases: %w", err)
+					return total, fmt.Errorf("expire leases: %w", err)
 				}
 				failed.add("a lease", id, err)
+				continue
+			}
+			if settled {
+				total++
 			}
 		}
-		total += settled
-		if len(ids) < 200 || settled == 0 {
+		if len(ids) < page {
 			break
 		}
+		after = ids[len(ids)-1]
 	}
 	return total, failed.err("expire leases", "settled")
 }

@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -50,4 +51,41 @@ func TestExpireLeasesPastAFailure(t *testing.T) {
 	n, err = l.ExpireLeases(ctx)
 	require.Zero(t, n)
 	require.ErrorContains(t, err, "1 could not be settled", "tried again on the next run")
+}
+
+// TestExpireLeasesPastAPageOfFailures: more unsettlable leases than one
+// page of the sweep do not hide the leases after them; before the sweep
+// paged by key, a first page that failed whole ended every run.
+func TestExpireLeasesPastAPageOfFailures(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "l.db")
+	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
+	require.NoError(t, err)
+	const broken = 201 // the sweep reads 200 a page
+	keys := []string{"intake:z"}
+	for i := range broken {
+		keys = append(keys, fmt.Sprintf("intake:a%03d", i))
+	}
+	for _, k := range keys {
+		in := opledger.Intent{Key: k, Action: "crm.create", Destination: "crm"}
+		_, err := l.Claim(ctx, k, opledger.ClaimOptions{Intent: &in, Lease: time.Second})
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Close())
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`DELETE FROM attempts WHERE key LIKE 'intake:a%'`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{Clock: func(n time.Time) time.Time { return n.Add(time.Hour) }})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	n, err := l.ExpireLeases(ctx)
+	require.Equal(t, 1, n, "the lease after the failing ones is settled")
+	require.ErrorContains(t, err, fmt.Sprintf("expire leases: %d could not be settled", broken))
+	op, err := l.Get(ctx, "intake:z")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
 }

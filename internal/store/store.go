@@ -243,8 +243,11 @@ type Reader interface {
 	ListOperations(ctx context.Context, p ListParams) ([]*Operation, error)
 	ListAttempts(ctx context.Context, tenant, key string) ([]*Attempt, error)
 	ListTimeline(ctx context.Context, tenant, key string) ([]*TimelineEntry, error)
-	// ExpiredLeases lists in_progress operations whose lease ended before now.
-	ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]OperationID, error)
+	// ExpiredLeases lists in_progress operations whose lease ended before
+	// now, in the order of (tenant, key), after the operation after (the
+	// zero OperationID for the first page): a sweep pages past the
+	// operations it could not settle.
+	ExpiredLeases(ctx context.Context, now time.Time, after OperationID, limit int) ([]OperationID, error)
 	// DueOperations lists pending operations whose not_before has passed,
 	// oldest first.
 	DueOperations(ctx context.Context, p DueParams) ([]OperationID, error)

@@ -58,7 +58,7 @@ func TestMigration010IndexesAllButSucceeded(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[string]int{"succeeded": 3, "held": 1, "in_progress": 3, "failed": 1}, st.ByState)
 		require.Equal(t, 3, st.ConfirmedEffects)
-		expired, err := r.ExpiredLeases(ctx, now, 10)
+		expired, err := r.ExpiredLeases(ctx, now, store.OperationID{}, 10)
 		require.NoError(t, err)
 		require.ElementsMatch(t, []store.OperationID{{Tenant: "t", Key: "d"}, {Tenant: "u", Key: "b"}}, expired)
 		return nil

@@ -704,13 +704,16 @@ func (r *reader) ids(ctx context.Context, what, query string, args ...any) ([]st
 	return out, nil
 }
 
-// ExpiredLeases lists in_progress operations whose lease ended before now.
-func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
-	// In the order of operations_not_succeeded (the caller settles them
-	// all, whatever the order), whose entries hold lease_expires_at; the
-	// literal state tells the planner that the index holds them.
+// ExpiredLeases lists in_progress operations whose lease ended before now,
+// by (tenant, key) after after.
+func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, after store.OperationID, limit int) ([]store.OperationID, error) {
+	// From operations_not_succeeded, whose entries hold lease_expires_at
+	// (the literal state tells the planner that the index holds them);
+	// in_progress operations are few (one per running worker), so sorting
+	// them by (tenant, key) costs little.
 	return r.ids(ctx, "list expired leases", `SELECT tenant, key FROM operations
-		WHERE state = 'in_progress' AND lease_expires_at < $1 LIMIT $2`, ts(now), limit)
+		WHERE state = 'in_progress' AND lease_expires_at < $1 AND (tenant, key) > ($2, $3)
+		ORDER BY tenant, key LIMIT $4`, ts(now), after.Tenant, after.Key, limit)
 }
 
 // notSucceeded is the condition of operations_not_succeeded, which leaves

@@ -180,7 +180,7 @@ func TestRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, due)
 
-		expired, err := r.ExpiredLeases(ctx, now, 10)
+		expired, err := r.ExpiredLeases(ctx, now, store.OperationID{}, 10)
 		require.NoError(t, err)
 		require.Equal(t, []store.OperationID{{Tenant: "t1", Key: "full"}}, expired)
 

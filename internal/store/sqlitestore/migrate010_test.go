@@ -82,7 +82,7 @@ func TestMigration010IndexesAllButSucceeded(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[string]int{"succeeded": 4, "held": 2, "in_progress": 3, "failed": 1}, st.ByState)
 		require.Equal(t, 4, st.ConfirmedEffects)
-		expired, err := r.ExpiredLeases(ctx, now, 10)
+		expired, err := r.ExpiredLeases(ctx, now, store.OperationID{}, 10)
 		require.NoError(t, err)
 		require.ElementsMatch(t, []store.OperationID{{Tenant: "t", Key: "d"}, {Tenant: "u", Key: "b"}}, expired)
 		return nil

@@ -65,7 +65,7 @@ var wantIndex = map[string][]string{
 	"LockDue/all_tenants":        {"operations_due_all"},
 	"UncertainDue":               {"operations_uncertain"},
 	"UncertainDue/destinations":  {"operations_uncertain"},
-	"ExpiredLeases":              {"COVERING INDEX operations_not_succeeded (state=?)"},
+	"ExpiredLeases":              {"COVERING INDEX operations_not_succeeded (state=?"},
 	"ListOperations/tenant":      {"operations_tenant_created"},
 	"ListOperations/cursor":      {"operations_tenant_created (tenant=? AND created_at<?)"},
 	"ListOperations/state":       {"operations_not_succeeded (state=? AND tenant=?)"},
@@ -176,7 +176,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		_, err := r.UncertainDue(ctx, store.DueParams{Now: now, Limit: 100, Destinations: []string{"crm"}})
 		return err
 	})
-	step(rec, "ExpiredLeases", func() error { _, err := r.ExpiredLeases(ctx, now, 200); return err })
+	step(rec, "ExpiredLeases", func() error { _, err := r.ExpiredLeases(ctx, now, store.OperationID{}, 200); return err })
 	step(rec, "ListOperations/tenant", func() error {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, Limit: 50})
 		return err

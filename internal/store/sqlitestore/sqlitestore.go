@@ -745,12 +745,14 @@ func (r *sqlReader) ids(ctx context.Context, what, query string, args ...any) ([
 	return out, rows.Err()
 }
 
-func (r *sqlReader) ExpiredLeases(ctx context.Context, now time.Time, limit int) ([]store.OperationID, error) {
-	// In the order of operations_not_succeeded (the caller settles them
-	// all, whatever the order), which holds lease_expires_at: the
-	// running leases it skips cost no row reads.
+func (r *sqlReader) ExpiredLeases(ctx context.Context, now time.Time, after store.OperationID, limit int) ([]store.OperationID, error) {
+	// From operations_not_succeeded, which holds lease_expires_at: the
+	// running leases it skips cost no row reads. in_progress operations
+	// are few (one per running worker), so sorting them by (tenant, key)
+	// costs little.
 	return r.ids(ctx, "list expired leases", `SELECT tenant, key FROM operations
-		WHERE state = 'in_progress' AND `+notSucceeded+` AND lease_expires_at < ? LIMIT ?`, toMicros(now), limit)
+		WHERE state = 'in_progress' AND `+notSucceeded+` AND lease_expires_at < ? AND (tenant, key) > (?, ?)
+		ORDER BY tenant, key LIMIT ?`, toMicros(now), after.Tenant, after.Key, limit)
 }
 
 // dueQuery selects operations in state (a constant, never input) whose

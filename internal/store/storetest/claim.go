@@ -417,6 +417,36 @@ func testLease(t *testing.T, h Harness) {
 		require.Greater(t, c2.FencingToken, c.FencingToken)
 	})
 
+	t.Run("SweepPagesAcrossTenants", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		other, err := b.ledger.WithTenant("other")
+		require.NoError(t, err)
+		const each = 230 // more than a page of the sweep (200) in all and in each tenant
+		for i := range each {
+			for _, l := range []*opledger.Ledger{b.ledger, other} {
+				k := fmt.Sprintf("sweep:%03d", i)
+				in := opledger.Intent{Key: k, Action: "crm.create", Destination: "crm"}
+				_, err := l.Claim(b.ctx, k, opledger.ClaimOptions{Intent: &in, Lease: 10 * time.Second})
+				require.NoError(t, err)
+			}
+		}
+		b.clock.Advance(11 * time.Second)
+		n, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2*each, n, "every lease of both tenants, each once")
+		for _, l := range []*opledger.Ledger{b.ledger, other} {
+			for _, k := range []string{"sweep:000", "sweep:199", "sweep:200", fmt.Sprintf("sweep:%03d", each-1)} {
+				op, err := l.Get(b.ctx, k)
+				require.NoError(t, err)
+				require.Equal(t, opledger.StatePending, op.State, k)
+			}
+		}
+		n, err = b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+
 	t.Run("DispatchedBecomesUncertain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
