@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -61,10 +62,12 @@ automation sent to opledger, answered from the ledger or not), actions (records
 the CRM created) and verifications (lookups at the CRM) — the operation's state
 and one sentence on what happened.
 
-The steps run on the real ledger named by --db, under a tenant of their own
-("lab-" and random hex), so they never touch other operations.`,
+Without --db the steps run on a fresh SQLite file in a temporary directory,
+removed afterwards. With --db they run on the ledger it names, under a
+tenant of their own ("lab-" and random hex): they never touch other
+operations, but they stay in that ledger and count in its metrics.`,
 		Example: `  opledger lab scenario lost-response
-  opledger lab scenario changed-data --db sqlite:opledger.db
+  opledger lab scenario changed-data --db sqlite:lab.db
   opledger lab scenario normal --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -78,6 +81,14 @@ The steps run on the real ledger named by --db, under a tenant of their own
 		ValidArgs: lab.ScenarioNames(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if dsn == "" {
+				dir, err := os.MkdirTemp("", "opledger-lab-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				dsn = "sqlite:" + filepath.Join(dir, "lab.db")
+			}
 			l, err := opledger.Open(ctx, dsn, opledger.Options{})
 			if err != nil {
 				return refusedDB(err)
@@ -104,7 +115,7 @@ The steps run on the real ledger named by --db, under a tenant of their own
 			return err
 		},
 	}
-	addDBFlag(cmd, &dsn)
+	cmd.Flags().StringVar(&dsn, "db", "", "ledger store: sqlite:PATH or postgres://… (default: a fresh SQLite file, removed afterwards)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and step")
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -210,6 +211,25 @@ func TestLabScenario(t *testing.T) {
 	_, errOut, code = run(t, "lab", "scenario", "nope")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "unknown scenario \"nope\"")
+}
+
+// TestLabScenarioScratch: without --db a scenario runs on a scratch
+// ledger, removed afterwards: neither ./opledger.db nor $OPLEDGER_DB (a
+// served store, whose metrics would count the lab's operations) is touched.
+func TestLabScenarioScratch(t *testing.T) {
+	t.Parallel()
+	work, tmp := t.TempDir(), t.TempDir()
+	cmd := exec.Command(binary, "lab", "scenario", "lost-response")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "OPLEDGER_DB=sqlite:"+filepath.Join(work, "served.db"), "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "3. Verify at the CRM")
+	for _, dir := range []string{work, tmp} {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Empty(t, entries, "nothing left in %s", dir)
+	}
 }
 
 func TestLabSim(t *testing.T) {

@@ -567,10 +567,14 @@ func newOpsDecisionCmd(name string, kind opledger.DecisionKind) *cobra.Command {
 		opledger.DecisionAuthorizeRetry: "Authorize one more attempt of a held, uncertain or failed operation",
 		opledger.DecisionCancel:         "Cancel an operation that is held, uncertain, pending or awaiting approval",
 	}[kind]
+	example := map[opledger.DecisionKind]string{
+		opledger.DecisionAuthorizeRetry: "checked the CRM: no record, safe to send again",
+		opledger.DecisionCancel:         "order withdrawn by the customer",
+	}[kind]
 	cmd := &cobra.Command{
 		Use:     name + " KEY --reason TEXT",
 		Short:   short,
-		Example: fmt.Sprintf(`  opledger ops %s intake:I17:create --reason "checked the CRM: no record, safe to send again"`, name),
+		Example: fmt.Sprintf(`  opledger ops %s intake:I17:create --reason %q`, name, example),
 		Args:    exactlyOneKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return decide(cmd, &bf, args[0], opledger.Decision{Kind: kind, Reason: reason, Operator: opName})
