@@ -47,7 +47,9 @@ func (r CompactResult) LogValue() slog.Value {
 // attempts and timeline deleted; tombstones older than
 // Options.TombstoneRetention are deleted. A repeat of a tombstoned key is
 // still recognised by Record and Claim. Unresolved operations are never
-// compacted.
+// compacted, nor are the steps of a workflow that has not finished (a
+// later step may read an earlier one's response): they are compacted
+// once it has.
 //
 // Inbound events follow the same periods: deliveries received more than
 // Options.Retention ago are deleted (an event keeps the newer ones, and
@@ -58,83 +60,24 @@ func (r CompactResult) LogValue() slog.Value {
 // down. Workflows whose every step succeeded are deleted once they have
 // been finished for Options.TombstoneRetention; the others are kept.
 // Expired console sessions (OpenSession) are deleted.
+//
+// An operation Compact cannot compact does not stop it: it goes on past
+// it, and runs every later step of retention; its error counts such
+// operations and gives the first one's cause with its key left out, and
+// joins the error of any step that failed. They are tried again on the
+// next run.
 func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 	var res CompactResult
-	for {
-		var ids []store.OperationID
-		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-			now, err := l.now(ctx, r)
-			if err != nil {
-				return err
-			}
-			ids, err = r.FinalBefore(ctx, now.Add(-l.opts.Retention), 200)
-			return err
-		})
-		if err != nil {
-			return res, fmt.Errorf("compact: %w", err)
-		}
-		done := 0
-		for _, id := range ids {
-			compacted := false
-			err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-				now, err := l.now(ctx, tx)
-				if err != nil {
-					return err
-				}
-				op, err := tx.GetOperation(ctx, id.Tenant, id.Key)
-				if errors.Is(err, store.ErrNotFound) {
-					return nil // compacted meanwhile by another process
-				}
-				if err != nil {
-					return err
-				}
-				if !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) {
-					return nil // changed since listed
-				}
-				if err := tx.UpsertTombstone(ctx, &store.Tombstone{
-					Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
-					FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
-					Version: op.Version, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
-				}); err != nil {
-					return err
-				}
-				// The tombstone carries the operation's effects into the
-				// running totals; keep the attempt totals too: neither
-				// may go down.
-				attempts, err := tx.ListAttempts(ctx, op.Tenant, op.Key)
-				if err != nil {
-					return err
-				}
-				byOutcome := map[string]int{}
-				for _, a := range attempts {
-					byOutcome[a.Outcome]++
-				}
-				for outcome, n := range byOutcome {
-					if err := tx.AddCompactedAttempts(ctx, op.Tenant, op.Destination, outcome, n); err != nil {
-						return err
-					}
-				}
-				compacted = true
-				return tx.DeleteOperation(ctx, op.Tenant, op.Key, op.Revision)
-			})
-			if errors.Is(err, store.ErrConflict) {
-				continue // changed meanwhile; the next run looks again
-			}
-			if err != nil {
-				return res, fmt.Errorf("compact %s: %w", id.Key, err)
-			}
-			if compacted {
-				// Counted at once: an error later in the batch returns
-				// what was compacted before it.
-				done++
-				res.Tombstoned++
-			}
-		}
-		if len(ids) < 200 || done == 0 {
-			break
+	var errs []error
+	failed, err := l.compactOperations(ctx, &res)
+	if err != nil {
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			return res, err
 		}
 	}
-	err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+	errs = append(errs, failed.err("compact", "compacted"))
+	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		now, err := l.now(ctx, tx)
 		if err != nil {
 			return err
@@ -143,7 +86,7 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 		return err
 	})
 	if err != nil {
-		return res, fmt.Errorf("forget tombstones: %w", err)
+		errs = append(errs, fmt.Errorf("forget tombstones: %w", err))
 	}
 	for _, step := range []struct {
 		name   string
@@ -157,11 +100,109 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 		{"forget workflows", &res.WorkflowsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetWorkflowsBefore},
 		{"delete expired sessions", &res.SessionsExpired, 0, store.Tx.DeleteSessionsBefore},
 	} {
+		if ctx.Err() != nil {
+			break
+		}
 		if err := l.compactBatches(ctx, step.period, step.count, step.run); err != nil {
-			return res, fmt.Errorf("%s: %w", step.name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", step.name, err))
 		}
 	}
-	return res, nil
+	return res, errors.Join(errs...)
+}
+
+// compactOperations reduces the final operations past the retention
+// period to tombstones, adding them to res.Tombstoned. It pages past an
+// operation it keeps (a step of an unfinished workflow) or cannot
+// compact (returned in failed, tried again on the next run); its error
+// is one listing them, or the context's.
+func (l *Ledger) compactOperations(ctx context.Context, res *CompactResult) (sweepFailures, error) {
+	const page = 200
+	var failed sweepFailures
+	var after store.FinalRow
+	for {
+		var rows []store.FinalRow
+		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+			now, err := l.now(ctx, r)
+			if err != nil {
+				return err
+			}
+			rows, err = r.FinalBefore(ctx, store.FinalParams{Before: now.Add(-l.opts.Retention), After: after, Limit: page})
+			return err
+		})
+		if err != nil {
+			return failed, fmt.Errorf("compact: %w", err)
+		}
+		for _, row := range rows {
+			compacted, err := l.compactOperation(ctx, row.OperationID)
+			switch {
+			case errors.Is(err, store.ErrConflict):
+				// Changed meanwhile; the next run looks again.
+			case err != nil:
+				if ctx.Err() != nil {
+					return failed, fmt.Errorf("compact: %w", ctx.Err())
+				}
+				failed.add("an operation", row.OperationID, err)
+			case compacted:
+				res.Tombstoned++
+			}
+		}
+		if len(rows) < page {
+			return failed, nil
+		}
+		after = rows[len(rows)-1]
+	}
+}
+
+// compactOperation reduces the operation id to a tombstone, if it is
+// still final and past the retention period, and is no step of a
+// workflow that has not finished: a later step may read its response.
+func (l *Ledger) compactOperation(ctx context.Context, id store.OperationID) (compacted bool, err error) {
+	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		compacted = false // the function runs again after a conflict
+		now, err := l.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		op, err := tx.GetOperation(ctx, id.Tenant, id.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // compacted meanwhile by another process
+		}
+		if err != nil {
+			return err
+		}
+		if !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) {
+			return nil // changed since listed
+		}
+		if unfinished, err := stepOfUnfinishedWorkflow(ctx, tx, op.Tenant, op.Key); err != nil || unfinished {
+			return err
+		}
+		if err := tx.UpsertTombstone(ctx, &store.Tombstone{
+			Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
+			FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
+			Version: op.Version, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
+		}); err != nil {
+			return err
+		}
+		// The tombstone carries the operation's effects into the
+		// running totals; keep the attempt totals too: neither may go
+		// down.
+		attempts, err := tx.ListAttempts(ctx, op.Tenant, op.Key)
+		if err != nil {
+			return err
+		}
+		byOutcome := map[string]int{}
+		for _, a := range attempts {
+			byOutcome[a.Outcome]++
+		}
+		for outcome, n := range byOutcome {
+			if err := tx.AddCompactedAttempts(ctx, op.Tenant, op.Destination, outcome, n); err != nil {
+				return err
+			}
+		}
+		compacted = true
+		return tx.DeleteOperation(ctx, op.Tenant, op.Key, op.Revision)
+	})
+	return compacted, err
 }
 
 // retentionBatch bounds the rows one transaction of event and workflow

@@ -208,6 +208,21 @@ type OperationID struct {
 	Key    string
 }
 
+// FinalParams pages the final operations retention may compact.
+type FinalParams struct {
+	Before time.Time
+	// After is the last row of the previous page; the zero FinalRow for
+	// the first page.
+	After FinalRow
+	Limit int
+}
+
+// FinalRow names a final operation and when it was last updated.
+type FinalRow struct {
+	OperationID
+	UpdatedAt time.Time
+}
+
 // ListParams filters and pages a list of operations: newest first by
 // (created_at, key), or, with ByReview, the held operations by (review_by,
 // key), earliest review first.
@@ -255,8 +270,11 @@ type Reader interface {
 	// time has passed or is unset, of p.Tenant ("" for all) and
 	// p.Destinations (empty for all), longest waiting first.
 	UncertainDue(ctx context.Context, p DueParams) ([]OperationID, error)
-	// FinalBefore lists succeeded and failed operations last updated before t.
-	FinalBefore(ctx context.Context, t time.Time, limit int) ([]OperationID, error)
+	// FinalBefore lists succeeded and failed operations last updated
+	// before p.Before, oldest first by (updated_at, tenant, key), after
+	// p.After: retention pages past the operations it keeps or could not
+	// compact.
+	FinalBefore(ctx context.Context, p FinalParams) ([]FinalRow, error)
 	// CountByState counts a tenant's operations by state.
 	CountByState(ctx context.Context, tenant string) (map[string]int, error)
 	// TokenByHash finds an API token by the SHA-256 of its secret.

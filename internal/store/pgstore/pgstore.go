@@ -762,10 +762,38 @@ func (r *reader) UncertainDue(ctx context.Context, p store.DueParams) ([]store.O
 	return r.ids(ctx, "list uncertain operations", q, args...)
 }
 
-// FinalBefore lists succeeded and failed operations last updated before t.
-func (r *reader) FinalBefore(ctx context.Context, t time.Time, limit int) ([]store.OperationID, error) {
-	return r.ids(ctx, "list final operations", `SELECT tenant, key FROM operations
-		WHERE state IN ('succeeded', 'failed') AND updated_at < $1 ORDER BY updated_at LIMIT $2`, ts(t), limit)
+// FinalBefore lists succeeded and failed operations last updated before
+// p.Before, by (updated_at, tenant, key) after p.After.
+func (r *reader) FinalBefore(ctx context.Context, p store.FinalParams) ([]store.FinalRow, error) {
+	// operations_final finds the range from p.After's time; the rows of
+	// one time (one shared transaction's) are sorted by tenant and key.
+	after := p.After.UpdatedAt
+	if after.IsZero() {
+		after = time.Unix(0, 0)
+	}
+	rows, err := r.q.Query(ctx, `SELECT tenant, key, updated_at FROM operations
+		WHERE state IN ('succeeded', 'failed') AND updated_at < $1
+		AND updated_at >= $2 AND (updated_at, tenant, key) > ($2, $3, $4)
+		ORDER BY updated_at, tenant, key LIMIT $5`,
+		ts(p.Before), ts(after), p.After.Tenant, p.After.Key, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list final operations: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []store.FinalRow
+	for rows.Next() {
+		var f store.FinalRow
+		var at pgtype.Timestamptz
+		if err := rows.Scan(&f.Tenant, &f.Key, &at); err != nil {
+			return nil, fmt.Errorf("list final operations: %w", err)
+		}
+		f.UpdatedAt = fromTS(at)
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list final operations: %w", mapErr(err))
+	}
+	return out, nil
 }
 
 // CountByState counts a tenant's operations by state.

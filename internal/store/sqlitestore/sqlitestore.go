@@ -791,9 +791,30 @@ func (r *sqlReader) UncertainDue(ctx context.Context, p store.DueParams) ([]stor
 	return r.ids(ctx, "list uncertain operations", q, args...)
 }
 
-func (r *sqlReader) FinalBefore(ctx context.Context, t time.Time, limit int) ([]store.OperationID, error) {
-	return r.ids(ctx, "list final operations", `SELECT tenant, key FROM operations
-		WHERE state IN ('succeeded', 'failed') AND updated_at < ? ORDER BY updated_at LIMIT ?`, toMicros(t), limit)
+func (r *sqlReader) FinalBefore(ctx context.Context, p store.FinalParams) ([]store.FinalRow, error) {
+	// operations_final finds the range from p.After's time; the rows of
+	// one time (one shared transaction's) are sorted by tenant and key.
+	after := toMicros(p.After.UpdatedAt)
+	rows, err := r.q.QueryContext(ctx, `SELECT tenant, key, updated_at FROM operations
+		WHERE state IN ('succeeded', 'failed') AND updated_at < ?
+		AND updated_at >= ? AND (updated_at, tenant, key) > (?, ?, ?)
+		ORDER BY updated_at, tenant, key LIMIT ?`,
+		toMicros(p.Before), after, after, p.After.Tenant, p.After.Key, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list final operations: %w", err)
+	}
+	defer rows.Close()
+	var out []store.FinalRow
+	for rows.Next() {
+		var f store.FinalRow
+		var at int64
+		if err := rows.Scan(&f.Tenant, &f.Key, &at); err != nil {
+			return nil, fmt.Errorf("list final operations: %w", err)
+		}
+		f.UpdatedAt = fromMicros(at)
+		out = append(out, f)
+	}
+	return out, rows.Err()
 }
 
 func (r *sqlReader) CountByState(ctx context.Context, tenant string) (map[string]int, error) {

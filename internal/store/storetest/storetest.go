@@ -50,6 +50,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Tombstones", testTombstones},
 		{"CompactionsAtOnce", testCompactionsAtOnce},
+		{"Retention", testRetention},
 		{"Paging", testPaging},
 		{"Do", testDo},
 		{"ClaimNext", testClaimNext},

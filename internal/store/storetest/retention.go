@@ -1,0 +1,122 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// testRetention: what Compact keeps whole, what a tombstone still shows,
+// and that it pages past what it keeps.
+func testRetention(t *testing.T, h Harness) {
+	t.Run("KeepsStepsOfUnfinishedWorkflows", func(t *testing.T) {
+		t.Parallel()
+		b := setupRetention(t, h)
+		yes := true
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
+			{Name: "a", Action: "task.create", Destination: "crm", Payload: []byte(`{"n":1}`)},
+			{Name: "b", Action: "mail.send", Destination: "mail", Payload: []byte(`{"n":2}`), RequiresApproval: &yes},
+			{Name: "c", Action: "task.link", Destination: "crm", Payload: []byte(`{"url":"{steps.a.response.url}"}`)},
+		}})
+		require.NoError(t, err)
+		b.succeedStep(t, "wf/a", "T-1")
+		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/a")
+		require.NoError(t, err)
+		b.inState(t, "plain", opledger.StateSucceeded)
+
+		// Step b waits for its approval past the retention period.
+		b.clock.Advance(retention + day)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Tombstoned, "the operation of no workflow")
+		a, err := b.ledger.Get(b.ctx, "wf/a")
+		require.NoError(t, err)
+		require.False(t, a.Tombstoned, "a later step reads its response")
+
+		step, err := b.ledger.Get(b.ctx, "wf/b")
+		require.NoError(t, err)
+		_, err = b.ledger.Approve(b.ctx, "wf/b", opledger.Approval{Version: step.Version, Fingerprint: step.Fingerprint, Approver: "boss"})
+		require.NoError(t, err)
+		b.succeedStep(t, "wf/b", "M-1")
+		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/b")
+		require.NoError(t, err, "step c is recorded with step a's response")
+		c, err := b.ledger.Get(b.ctx, "wf/c")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"url":"https://crm.example/tasks/T-1"}`, string(c.Payload))
+
+		// Once the workflow has finished, its steps go as any operation.
+		b.succeedStep(t, "wf/c", "L-1")
+		w, err := b.ledger.AdvanceWorkflowOf(b.ctx, "wf/c")
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowSucceeded, w.Status)
+		b.clock.Advance(retention + day)
+		res, err = b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, res.Tombstoned)
+		a, err = b.ledger.Get(b.ctx, "wf/a")
+		require.NoError(t, err)
+		require.True(t, a.Tombstoned)
+	})
+
+	t.Run("TombstoneShowsDuplicateEffects", func(t *testing.T) {
+		t.Parallel()
+		b := setupRetention(t, h)
+		old := b.claimed(t, "k")
+		b.clock.Advance(11 * time.Second)
+		_, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		cur, err := b.ledger.Claim(b.ctx, "k", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = b.ledger.Report(b.ctx, "k", cur.AttemptID, cur.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A"})
+		require.NoError(t, err)
+		_, err = b.ledger.Report(b.ctx, "k", old.AttemptID, old.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "B"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+
+		b.clock.Advance(retention + day)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Tombstoned)
+		op, err := b.ledger.Get(b.ctx, "k")
+		require.NoError(t, err)
+		require.True(t, op.Tombstoned)
+		require.Equal(t, 1, op.DuplicateEffects, "the incident outlives the timeline that told it")
+	})
+
+	t.Run("PagesPastWhatItKeeps", func(t *testing.T) {
+		t.Parallel()
+		b := setupRetention(t, h)
+		// Three workflows, every step succeeded but the last: more kept
+		// steps than a page of compaction (200), all finished before the
+		// operation after them.
+		const workflows, steps = 3, 70
+		spec := opledger.WorkflowSpec{Owner: "ops"}
+		for i := range steps {
+			spec.Steps = append(spec.Steps, opledger.WorkflowStep{
+				Name: fmt.Sprintf("s%02d", i), Action: "task.create", Destination: "crm", Payload: []byte(`{}`)})
+		}
+		for w := range workflows {
+			wk := fmt.Sprintf("wf%d", w)
+			_, _, err := b.ledger.PutWorkflow(b.ctx, wk, spec)
+			require.NoError(t, err)
+			for i := range steps - 1 {
+				key := fmt.Sprintf("%s/s%02d", wk, i)
+				b.succeedStep(t, key, "R")
+				_, err := b.ledger.AdvanceWorkflowOf(b.ctx, key)
+				require.NoError(t, err)
+			}
+		}
+		b.clock.Advance(time.Second)
+		b.inState(t, "later", opledger.StateSucceeded)
+		b.clock.Advance(retention + day)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Tombstoned, "the operation after the kept steps")
+		op, err := b.ledger.Get(b.ctx, "later")
+		require.NoError(t, err)
+		require.True(t, op.Tombstoned)
+	})
+}
