@@ -66,6 +66,7 @@ var wantIndex = map[string][]string{
 	"UncertainDue":               {"operations_uncertain"},
 	"UncertainDue/destinations":  {"operations_uncertain"},
 	"ExpiredLeases":              {"COVERING INDEX operations_not_succeeded (state=?"},
+	"FinalBefore":                {"operations_final"},
 	"ListOperations/tenant":      {"operations_tenant_created"},
 	"ListOperations/cursor":      {"operations_tenant_created (tenant=? AND created_at<?)"},
 	"ListOperations/state":       {"operations_not_succeeded (state=? AND tenant=?)"},
@@ -177,6 +178,10 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		return err
 	})
 	step(rec, "ExpiredLeases", func() error { _, err := r.ExpiredLeases(ctx, now, store.OperationID{}, 200); return err })
+	step(rec, "FinalBefore", func() error {
+		_, err := r.FinalBefore(ctx, store.FinalParams{Before: now, After: store.FinalRow{UpdatedAt: now.Add(-time.Hour)}, Limit: 200})
+		return err
+	})
 	step(rec, "ListOperations/tenant", func() error {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, Limit: 50})
 		return err
