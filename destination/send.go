@@ -105,7 +105,7 @@ func (e *SendError) Unwrap() error { return e.Err }
 // deem replayable gets an empty one it cannot rewind: a GET, HEAD, DELETE
 // or OPTIONS still goes out with no body; a POST, PUT, PATCH or other
 // method — replayable only when it carries an Idempotency-Key or
-// X-Idempotency-Key header — goes out with an empty chunked body
+// X-Idempotency-Key header, even an empty one — goes out with an empty chunked body
 // ("Transfer-Encoding: chunked") instead of "Content-Length: 0". A request
 // with a body keeps its Content-Length. Redirects should not be followed
 // for side effects; clients made by this package return 3xx answers as
@@ -117,11 +117,11 @@ func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Respo
 	// the request was written when it deems the request replayable: a
 	// body it can rewind (GetBody), or none at all (nil or http.NoBody),
 	// for GET, HEAD, OPTIONS and TRACE and for any method with an
-	// Idempotency-Key or X-Idempotency-Key header. A body it cannot
+	// Idempotency-Key or X-Idempotency-Key header, even an empty one. A body it cannot
 	// rewind makes it never do so; a request that never reached the
 	// connection (nothing written) may still be sent on another one.
 	if (req.Body == nil || req.Body == http.NoBody) && req.Method != http.MethodTrace &&
-		(methodLacksBody(req.Method) || req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != "") {
+		(methodLacksBody(req.Method) || hasHeader(req.Header, "Idempotency-Key") || hasHeader(req.Header, "X-Idempotency-Key")) {
 		req.Body = io.NopCloser(strings.NewReader(""))
 		req.ContentLength = 0
 	}
@@ -309,4 +309,12 @@ func methodLacksBody(method string) bool {
 		return true
 	}
 	return false
+}
+
+// hasHeader reports whether h has the header name, in canonical form,
+// whatever its value: net/http deems a request with an empty
+// Idempotency-Key replayable too.
+func hasHeader(h http.Header, name string) bool {
+	_, ok := h[name]
+	return ok
 }

@@ -228,11 +228,21 @@ func TestSendHTTPUntracedTransport(t *testing.T) {
 
 // A bodyless request whose reused connection dies after the destination
 // read it is not sent again behind the ledger's back: net/http would for a
-// GET or DELETE (with an idempotency header) it deems replayable.
+// GET or DELETE (with an idempotency header) it deems replayable, and for
+// any method with an idempotency header, even an empty one.
 func TestSendHTTPNeverResendsBodyless(t *testing.T) {
 	t.Parallel()
-	for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodHead, http.MethodOptions} {
-		t.Run(method, func(t *testing.T) {
+	for _, tc := range []struct{ method, header, value string }{
+		{http.MethodGet, "Idempotency-Key", "opl-k1-v1"},
+		{http.MethodDelete, "Idempotency-Key", "opl-k1-v1"},
+		{http.MethodHead, "Idempotency-Key", "opl-k1-v1"},
+		{http.MethodOptions, "Idempotency-Key", "opl-k1-v1"},
+		{http.MethodPost, "Idempotency-Key", "opl-k1-v1"},
+		{http.MethodPost, "X-Idempotency-Key", ""},
+		{http.MethodPatch, "Idempotency-Key", ""},
+	} {
+		method := tc.method
+		t.Run(method+"/"+tc.header+"="+tc.value, func(t *testing.T) {
 			t.Parallel()
 			var drops atomic.Int32
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -256,7 +266,7 @@ func TestSendHTTPNeverResendsBodyless(t *testing.T) {
 
 			req, err := http.NewRequest(method, srv.URL+"/act/k1", nil)
 			require.NoError(t, err)
-			req.Header.Set("Idempotency-Key", "opl-k1-v1")
+			req.Header.Set(tc.header, tc.value)
 			resp, err = destination.SendHTTP(client, req, destination.HTTPPolicy{})
 			require.Nil(t, resp)
 			requireOutcome(t, err, opledger.OutcomeUncertain, true)
