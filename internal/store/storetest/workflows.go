@@ -391,23 +391,27 @@ rules:
 			_, err = b.ledger.ResumeWorkflow(b.ctx, key)
 			require.NoError(t, err)
 		}
-		b.clock.Advance(retention + day) // day 31: the first steps become tombstones
-		require.Equal(t, opledger.CompactResult{Tombstoned: 2}, compact())
+		b.clock.Advance(retention + day) // day 31: the first steps are kept whole, their workflows unfinished
+		require.Equal(t, opledger.CompactResult{}, compact())
 		b.clock.Advance(169 * day) // day 200: wf:R-2 finishes; wf:R-1 never does
 		b.succeedStep(t, "wf:R-2/send_email", "MSG-2")
 		w, err := b.ledger.ResumeWorkflow(b.ctx, "wf:R-2")
 		require.NoError(t, err)
 		require.Equal(t, opledger.WorkflowSucceeded, w.Status)
-		b.clock.Advance(232 * day) // day 432: the first steps' tombstones pass their retention
-		require.Equal(t, opledger.CompactResult{Tombstoned: 1, Forgotten: 2}, compact())
+		b.clock.Advance(232 * day) // day 432: wf:R-2's steps become tombstones
+		require.Equal(t, opledger.CompactResult{Tombstoned: 2}, compact())
 
+		step, err := b.ledger.Get(b.ctx, "wf:R-1/create_task")
+		require.NoError(t, err)
+		require.False(t, step.Tombstoned, "a step of an unfinished workflow is kept whole")
+		require.Equal(t, opledger.StateSucceeded, step.State)
+		step, err = b.ledger.Get(b.ctx, "wf:R-2/create_task")
+		require.NoError(t, err)
+		require.True(t, step.Tombstoned)
 		for _, key := range []string{"wf:R-1", "wf:R-2"} {
 			w, err := b.ledger.ResumeWorkflow(b.ctx, key)
 			require.NoError(t, err)
-			_, err = b.ledger.Get(b.ctx, key+"/create_task")
-			require.ErrorIs(t, err, opledger.ErrNotFound, "%s: a succeeded step is never recorded again", key)
 			require.Equal(t, opledger.StepState(opledger.StateSucceeded), w.Steps[0].State, key)
-			require.Nil(t, w.Steps[0].Operation, key)
 		}
 		w, err = b.ledger.GetWorkflow(b.ctx, "wf:R-1")
 		require.NoError(t, err)
@@ -427,13 +431,18 @@ rules:
 		require.ErrorIs(t, err, opledger.ErrNothingDue, "nothing else to run")
 
 		// A finished workflow goes once it has been finished for the
-		// tombstone retention; an unfinished one stays.
+		// tombstone retention, and its steps' tombstones after theirs;
+		// an unfinished one stays.
 		b.clock.Advance(200 * day) // day 632
 		require.Equal(t, opledger.CompactResult{WorkflowsForgotten: 1}, compact())
 		_, err = b.ledger.GetWorkflow(b.ctx, "wf:R-2")
 		require.ErrorIs(t, err, opledger.ErrNotFound)
 		_, err = b.ledger.GetWorkflow(b.ctx, "wf:R-1")
 		require.NoError(t, err)
+		b.clock.Advance(201 * day) // day 833
+		require.Equal(t, opledger.CompactResult{Forgotten: 2}, compact())
+		_, err = b.ledger.Get(b.ctx, "wf:R-1/create_task")
+		require.NoError(t, err, "still whole")
 	})
 
 	t.Run("RetentionKeepsFailedStep", func(t *testing.T) {
@@ -451,26 +460,35 @@ rules:
 		b.clock.Advance(retention + day)
 		res, err := b.ledger.Compact(b.ctx)
 		require.NoError(t, err)
-		require.Equal(t, opledger.CompactResult{Tombstoned: 2}, res)
+		require.Equal(t, opledger.CompactResult{Tombstoned: 1}, res, "the operation outside any workflow")
 		forgotten := 0
 		for range 2 { // past the tombstone retention, and long after it
 			b.clock.Advance(tombstoneRetention + day)
 			res, err = b.ledger.Compact(b.ctx)
 			require.NoError(t, err)
 			require.Zero(t, res.WorkflowsForgotten, "a failed workflow is kept")
+			require.Zero(t, res.Tombstoned, "and so is its failed step")
 			forgotten += res.Forgotten
 			w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:F-1")
 			require.NoError(t, err)
 			require.Equal(t, opledger.WorkflowFailed, w.Status, "the workflow still shows that it failed")
 			require.Equal(t, []opledger.StepState{"failed", "waiting"}, stepStates(w))
 			require.NotNil(t, w.Steps[0].Operation)
-			require.True(t, w.Steps[0].Operation.Tombstoned, "the failed step's tombstone stays while its workflow does")
+			require.False(t, w.Steps[0].Operation.Tombstoned, "the failed step stays whole while its workflow waits")
 			_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
 			require.ErrorIs(t, err, opledger.ErrNothingDue, "the failed step is not recorded again")
 		}
 		require.Equal(t, 1, forgotten, "the tombstone of the operation outside any workflow went")
 		_, err = b.ledger.Get(b.ctx, "plain:failed")
 		require.ErrorIs(t, err, opledger.ErrNotFound)
+
+		// A person can still decide on the step, and the workflow goes on.
+		_, err = b.ledger.Resolve(b.ctx, "wf:F-1/create_task", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "campaign reopened"})
+		require.NoError(t, err)
+		b.succeedStep(t, "wf:F-1/create_task", "T-F1")
+		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:F-1")
+		require.NoError(t, err)
+		require.Equal(t, []opledger.StepState{"succeeded", "pending"}, stepStates(w))
 	})
 
 	t.Run("ResumeAfterApproverChangedWaitingStep", func(t *testing.T) {
