@@ -210,6 +210,11 @@ func (g *groupWriter) take(group []*condRequest, r *condRequest) []*condRequest 
 	return group
 }
 
+// groupLockTimeout bounds how long a statement of a shared transaction
+// waits for a row lock (lock_timeout, for that transaction only): see
+// transaction.
+const groupLockTimeout = "200ms"
+
 // groupTimeout bounds one shared transaction. Its statements run without
 // any caller's cancellation: one caller giving up must not abort the
 // others' writes.
@@ -251,11 +256,12 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 	// ahead of COMMIT, in the second.
 	c := &connTx{conn: conn}
 	p := c.pipeline()
-	p.b.Queue(`SELECT clock_timestamp()`)
+	p.b.Queue(`SELECT clock_timestamp(), set_config('lock_timeout', '`+groupLockTimeout+`', true)`)
 	br, err := p.send(ctx)
 	var clock pgtype.Timestamptz
 	if err == nil {
-		err = br.QueryRow().Scan(&clock)
+		var lockTimeout string
+		err = br.QueryRow().Scan(&clock, &lockTimeout)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -265,6 +271,13 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 		return nil, fmt.Errorf("begin: %w", mapErr(err))
 	}
 	now := fromTS(clock)
+	// The callers decide at now, read before their statements wait for
+	// any lock: a wait longer than groupLockTimeout fails the
+	// transaction (store.ErrConflict), and each caller decides again, on
+	// its own, at a new time; a caller that still waits then falls back
+	// to the ordinary path, which reads the clock once it holds the lock.
+	// So no decision on a lease's or a protection's end is written more
+	// than that much later than it was made.
 
 	errs := make([]error, len(group))
 	written := make([]int64, len(group)) // operation rows each statement wrote
