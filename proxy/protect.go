@@ -327,6 +327,10 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	// must not tell the caller that nothing was forwarded.
 	defer resp.Body.Close()
 	answer, readErr := io.ReadAll(io.LimitReader(resp.Body, rt.MaxResponseBytes+1))
+	// The clock runs again only while the rest of a large answer is
+	// awaited (clock.reader): recording the outcome, which comes first
+	// for an answer that is not a 2xx, is the proxy's own work.
+	clock.pause()
 	if readErr != nil {
 		p.lost(ctx, w, r, log, claim, opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: readErr}))
 		return
@@ -377,7 +381,6 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	// if complete when either side fails.
 	s.addHeaders(w)
 	w.WriteHeader(s.Status)
-	clock.pause()
 	rl := newRelay(w, rt.timeout)
 	_, copyErr := io.Copy(rl, io.MultiReader(bytes.NewReader(answer), clock.reader(resp.Body)))
 	if err := rl.finish(); copyErr != nil || err != nil {
@@ -414,7 +417,6 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	out *http.Request, s *saved, head []byte, body io.Reader, clock *upstreamClock) {
 	s.addHeaders(w)
 	w.WriteHeader(s.Status)
-	clock.pause()
 	up := &readErrors{r: clock.reader(body)}
 	rl := newRelay(w, rt.timeout)
 	in := io.TeeReader(io.MultiReader(bytes.NewReader(head), up), rl)

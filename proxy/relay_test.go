@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"log/slog"
 	"net"
@@ -222,4 +223,54 @@ func TestStalledCallerReplay(t *testing.T) {
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
 	require.Error(t, err, "the replay is broken off after %d bytes", n)
+}
+
+// TestLedgerTimeNotUpstreamTime: recording the outcome of a large answer
+// that is not a 2xx (done before it is relayed) is the proxy's own work,
+// not time spent waiting for the upstream: a store slow to take the
+// write (another process holds SQLite's lock for longer than the route's
+// timeout) does not cut off an answer the upstream sent whole.
+func TestLedgerTimeNotUpstreamTime(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLiteDSN(t)
+	l, err := opledger.Open(t.Context(), dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	other, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:")+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close() })
+	const timeout = 300 * time.Millisecond
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// After the claim, before the answer: the store is busy for
+		// three times the route's timeout.
+		conn, err := other.Conn(context.Background())
+		if err != nil {
+			panic(err)
+		}
+		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+			panic(err)
+		}
+		time.AfterFunc(3*timeout, func() {
+			_, _ = conn.ExecContext(context.Background(), "COMMIT")
+			_ = conn.Close()
+		})
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, strings.Repeat("e", 64<<10)) // the whole answer, at once
+	}))
+	t.Cleanup(up.Close)
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "crm", URL: up.URL, MaxResponseBytes: 1 << 10,
+		Timeout: destination.Duration(timeout)}}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/records", strings.NewReader(`{"n":1}`))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "k")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the answer was cut off after %d bytes", len(got))
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	require.Len(t, got, 64<<10)
 }
