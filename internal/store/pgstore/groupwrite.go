@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/opledger/opledger/internal/store"
@@ -256,7 +257,7 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 	// ahead of COMMIT, in the second.
 	c := &connTx{conn: conn}
 	p := c.pipeline()
-	p.b.Queue(`SELECT clock_timestamp(), set_config('lock_timeout', '`+groupLockTimeout+`', true)`)
+	p.b.Queue(`SELECT clock_timestamp(), set_config('lock_timeout', '` + groupLockTimeout + `', true)`)
 	br, err := p.send(ctx)
 	var clock pgtype.Timestamptz
 	if err == nil {
@@ -294,6 +295,10 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 	}
 	if err := c.commit(ctx); err != nil {
 		c.rollback(ctx)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available: groupLockTimeout
+			return nil, fmt.Errorf("commit: %w: %w", store.ErrConflict, err)
+		}
 		return nil, fmt.Errorf("commit: %w", mapErr(err))
 	}
 	for i, n := range written {

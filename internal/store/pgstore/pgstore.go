@@ -260,8 +260,7 @@ func mapErr(err error) error {
 		switch pe.Code {
 		case "23505", // unique_violation
 			"40001", // serialization_failure
-			"40P01", // deadlock_detected
-			"55P03": // lock_not_available: a shared transaction's lock_timeout
+			"40P01": // deadlock_detected
 			return fmt.Errorf("%w: %w", store.ErrConflict, err)
 		}
 	}
