@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/opledger/opledger/internal/marker"
 )
 
 // Call is what an Action receives for one attempt.
@@ -338,7 +340,8 @@ func (e *AttemptError) Unwrap() error { return e.Err }
 
 // safeErrorText is the error text recorded for operators: the action's own
 // message, without the classification prefix of any mark in it ("rejected:
-// " and the like), wrapped or joined as it may be.
+// " and the like), wrapped or joined as it may be, and led by the mark of
+// an existing record when it matches destination.ErrExists.
 func safeErrorText(err error) string {
 	text := err.Error()
 	walkErrors(err, func(e error) {
@@ -347,7 +350,7 @@ func safeErrorText(err error) string {
 			text = strings.Replace(text, c.Error(), c.err.Error(), 1)
 		}
 	})
-	return text
+	return marker.ExistsFirst(err, text)
 }
 
 // walkErrors calls fn on err and every error it wraps, depth first, each

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/internal/marker"
 )
 
 // The tests here set Do's step hook, which is global: they do not run in
@@ -142,4 +145,18 @@ func TestDoLateSuccessThenLeaseExpiryBeforeDispatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StateSucceeded, op.State)
 	require.Equal(t, "R1", op.DestinationRef)
+}
+
+type takenError struct{}
+
+func (takenError) Error() string        { return "409 external_ref taken" }
+func (takenError) Is(target error) bool { return target == marker.ErrExists }
+
+// TestReportOfExists: an action's error that matches destination.ErrExists
+// in its own words is recorded led by the mark the reconciler reads.
+func TestReportOfExists(t *testing.T) {
+	r, _ := reportOf(Result{}, Uncertain(takenError{}))
+	if r.Outcome != OutcomeUncertain || !strings.HasPrefix(r.Error, marker.Exists+": 409 external_ref taken") {
+		t.Fatalf("report %+v", r)
+	}
 }

@@ -199,7 +199,7 @@ func (c Capabilities) String() string {
 // conflict). Such a call is uncertain, not rejected: the existing record may
 // be this operation's own effect, so the reconciler looks it up; and its
 // absence from a lookup is then never taken as proof that nothing happened.
-var ErrExists = errors.New(marker.Exists)
+var ErrExists = marker.ErrExists
 
 // Set is the destinations a process is configured with, by name.
 type Set struct {

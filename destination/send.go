@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/marker"
 )
 
 // HTTPPolicy tunes how SendHTTP and ClassifyStatus read a destination's
@@ -289,15 +290,16 @@ func beforeConnection(err error) bool {
 
 // ErrorText is an error's text for operators and timelines, without the
 // outcome mark that opledger's classification puts in front
-// ("retryable: ...").
+// ("retryable: ..."), and led by ErrExists's text when err matches it.
 func ErrorText(err error) string {
 	s := err.Error()
 	for _, o := range []opledger.Outcome{opledger.OutcomeRejected, opledger.OutcomeRetryable, opledger.OutcomeUncertain} {
 		if rest, ok := strings.CutPrefix(s, string(o)+": "); ok {
-			return rest
+			s = rest
+			break
 		}
 	}
-	return s
+	return marker.ExistsFirst(err, s)
 }
 
 // methodLacksBody lists the methods net/http sends an empty body with as

@@ -10,6 +10,11 @@
 // Allowed imports: the standard library.
 package marker
 
+import (
+	"errors"
+	"strings"
+)
+
 // Exists is the text of destination.ErrExists, carried in an uncertain
 // report's error.
 const Exists = "the destination reports that the record already exists"
@@ -20,3 +25,18 @@ const LookupFailed = "lookup failed: "
 
 // Phrases are all the markers.
 var Phrases = []string{Exists, LookupFailed}
+
+// ErrExists is destination.ErrExists (the same value), here so that the
+// ledger, which cannot import destination, matches it too.
+var ErrExists = errors.New(Exists)
+
+// ExistsFirst returns text, the text of err, led by Exists when err
+// matches ErrExists: the reconciler finds the mark in the stored text,
+// which is cut to its first 1000 bytes, and an error that matches
+// ErrExists through its Is method may word its own text otherwise.
+func ExistsFirst(err error, text string) string {
+	if !errors.Is(err, ErrExists) || strings.HasPrefix(text, Exists) {
+		return text
+	}
+	return Exists + ": " + strings.Replace(text, ": "+Exists, "", 1)
+}
