@@ -116,6 +116,10 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 				"destination ref "+d.DestinationRef+"; "+evidence)
 		case DecisionAuthorizeRetry:
 			t.unprotect()
+			// A rejection's saved answer (kept on its attempt) is no
+			// longer the operation's: a repeat must not be answered with
+			// it, whatever the next attempt comes to.
+			t.op.Response = nil
 			if t.op.RequiresApproval && t.op.ApprovedBy == "" {
 				// Cancelled before its content was approved: a retry
 				// does not approve it, so it waits for that again.

@@ -225,7 +225,8 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 	case errors.As(err, &se):
 		op := se.Operation
 		switch {
-		case op != nil && (op.State == opledger.StateSucceeded || op.State == opledger.StateFailed) && len(op.Response) > 0:
+		case op != nil && (op.State == opledger.StateSucceeded ||
+			op.State == opledger.StateFailed && op.FailureKind == opledger.FailureRejected) && len(op.Response) > 0:
 			if err := replay(w, op, rt); err != nil {
 				if errors.Is(err, errOtherUpstream) {
 					p.otherUpstream(w, r, log, rt, op)
@@ -369,7 +370,10 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		return
 	}
 	log.Info("forwarded", "status", resp.StatusCode, "outcome", outcome, "state", op.State, "protected", claim.Protected)
-	if outcome == opledger.OutcomeUncertain {
+	if outcome == opledger.OutcomeUncertain || op.State == opledger.StateHeld {
+		// Not decided: the upstream may have acted (a 4xx to a protected
+		// retry of an uncertain request is held, not failed). A caller
+		// must not take the answer for the last word.
 		w.Header().Set(HeaderState, string(op.State))
 	}
 	if !oversized {

@@ -1,0 +1,63 @@
+package proxy_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/fakedest"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/proxy"
+)
+
+// TestRejectionNotReplayedAfterRetry: once an operator authorized another
+// attempt after a 4xx, that 4xx is no longer the request's answer: the
+// next attempt may act (here it did, answering 500), and a repeat after
+// the operator cancels it gets 409 with state failed, not the old 4xx.
+func TestRejectionNotReplayedAfterRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Stores()[0], fakedest.Options{}, nil)
+	b.up.Fail(fakedest.Invalid, fakedest.InternalAfterCommit)
+	require.Equal(t, http.StatusUnprocessableEntity, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+	again := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+	require.Equal(t, http.StatusUnprocessableEntity, again.status, "a rejection is replayed")
+	require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+
+	key := b.only(t).Key
+	_, err := b.ledger.Resolve(t.Context(), key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "fixed the campaign"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusInternalServerError, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status) // acted: uncertain
+	b.reconcile(t) // no lookup, no key: held
+	_, err = b.ledger.Resolve(t.Context(), key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "checked by hand"})
+	require.NoError(t, err)
+	a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+	require.Equal(t, http.StatusConflict, a.status, "%s", a.body)
+	require.Empty(t, a.header.Get(proxy.HeaderReplayed))
+	require.Contains(t, string(a.body), `"state":"failed"`)
+	require.Empty(t, b.only(t).Response, "the rejection's answer left the operation with the retry")
+}
+
+// TestProtectedRetryRejectionHeld: a 4xx to a protected re-forward of an
+// uncertain request says nothing of what the first one did: the
+// operation is held, and the answer says so (Opledger-State: held), as
+// does every repeat.
+func TestProtectedRetryRejectionHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Stores()[0], fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) {
+		u.Idempotency = &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(24 * time.Hour)}
+	})
+	b.up.Fail(fakedest.LoseResponse, fakedest.Invalid)
+	require.Equal(t, http.StatusBadGateway, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+	b.reconcile(t) // the key is kept: pending, protected
+	second := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+	require.Equal(t, http.StatusUnprocessableEntity, second.status)
+	require.Equal(t, string(opledger.StateHeld), second.header.Get(proxy.HeaderState))
+	require.Equal(t, opledger.StateHeld, b.only(t).State)
+	third := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+	require.Equal(t, http.StatusConflict, third.status)
+	require.Contains(t, string(third.body), `"state":"held"`)
+}
