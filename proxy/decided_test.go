@@ -1,7 +1,11 @@
 package proxy_test
 
 import (
+	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/fakedest"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/proxy"
 )
 
@@ -60,4 +65,35 @@ func TestProtectedRetryRejectionHeld(t *testing.T) {
 	third := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
 	require.Equal(t, http.StatusConflict, third.status)
 	require.Contains(t, string(third.body), `"state":"held"`)
+}
+
+// TestBasePathCredentialHidden: an upstream whose base path carries a
+// credential (a bot token) has it neither in the operation as shown nor
+// in the log line of an upstream conflict.
+func TestBasePathCredentialHidden(t *testing.T) {
+	t.Parallel()
+	const secret = "123456:AAH-SECRET-BOT-TOKEN"
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(upstream.Close)
+	l := openLedger(t, testdb.Stores()[0])
+	b := proxyOn(t, l, proxy.Upstream{Name: "tg", URL: upstream.URL + "/bot" + secret})
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/sendMessage", "k1", token, `{"text":"hi"}`).status)
+	shown, err := json.Marshal(b.only(t)) // as the API, the console and ops show it
+	require.NoError(t, err)
+	require.NotContains(t, string(shown), secret, "shown operation")
+
+	// The same name in front of another URL (the token rotated).
+	logs := &testrig.LogBuffer{}
+	p2, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "tg", URL: upstream.URL + "/botNEW"}},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	srv2 := httptest.NewServer(p2)
+	t.Cleanup(srv2.Close)
+	a := (&bundle{url: srv2.URL}).send(t, http.MethodPost, "/sendMessage", "k1", token, `{"text":"hi"}`)
+	require.Equal(t, http.StatusInternalServerError, a.status)
+	require.Contains(t, logs.String(), "came from another upstream")
+	require.NotContains(t, logs.String(), secret, "log")
 }

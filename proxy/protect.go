@@ -49,9 +49,11 @@ type request struct {
 // fingerprint read the stored payload as it is. They are masked in the
 // saved answer too (see Operation.MarshalJSON), whose body is at the same
 // path; its Set-Cookie header is a credential (its header_bytes are
-// masked whole: they may hold one, and are unreadable base64 anyway). They are no part of the
-// fingerprint, so operations recorded with fewer keep theirs.
-var sensitiveFields = []string{"body", "query", "path", "header.Set-Cookie", "header_bytes"}
+// masked whole: they may hold one, and are unreadable base64 anyway), and
+// so is the upstream's identity, whose base path may hold the credential
+// too. They are no part of the fingerprint, so operations recorded with
+// fewer keep theirs.
+var sensitiveFields = []string{"body", "query", "path", "header.Set-Cookie", "header_bytes", "upstream"}
 
 // saved is the upstream answer kept as the operation's response and
 // replayed byte for byte.
@@ -287,12 +289,23 @@ func (p *Proxy) otherUpstream(w http.ResponseWriter, r *http.Request, log *slog.
 	var s saved
 	_ = json.Unmarshal(op.Response, &s)
 	log.Error("refused: the saved answer came from another upstream under the same name; give each upstream of a shared store its own name",
-		"saved_by", s.Upstream, "this_upstream", rt.identity)
+		"saved_by", loggedIdentity(s.Upstream), "this_upstream", loggedIdentity(rt.identity))
 	writeProblem(w, r, http.StatusInternalServerError, "upstream_conflict",
 		"the request recorded under this Idempotency-Key was answered by another API than this proxy's upstream "+
 			"(a proxy sharing this ledger uses the same upstream name for another URL, or the upstream's url was changed); "+
 			"its answer is not replayed and nothing was forwarded. The proxy's operator must give each upstream its own name",
 		&httpapi.Problem{State: op.State})
+}
+
+// loggedIdentity is an upstream identity for a log line: its host, and
+// a digest of its base path, which may hold a credential (a bot token).
+func loggedIdentity(id string) string {
+	host, path, ok := strings.Cut(id, "/")
+	if !ok {
+		return host
+	}
+	sum := sha256.Sum256([]byte(path))
+	return host + "/(path sha256 " + hex.EncodeToString(sum[:6]) + ")"
 }
 
 // forward sends the claimed request to the upstream and records the
