@@ -55,7 +55,7 @@ func (p RetryPolicy) Ceiling(n int) time.Duration {
 func (p RetryPolicy) Backoff(n int, retryAfter time.Duration) time.Duration {
 	var d time.Duration
 	if c := p.Ceiling(n); c > 0 {
-		d = rand.N(c + 1)
+		d = rand.N(min(c, math.MaxInt64-1) + 1) // c+1 would overflow at the largest Duration
 	}
 	return max(d, retryAfter)
 }

@@ -1,6 +1,7 @@
 package opledger_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -44,4 +45,12 @@ func TestOpenRefusesInvalidRetryPolicies(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
+}
+
+// TestBackoffLargestDelay: a policy whose delay is the largest Duration
+// backs off within it rather than panicking inside Report.
+func TestBackoffLargestDelay(t *testing.T) {
+	p := opledger.RetryPolicy{MaxAttempts: 5, InitialDelay: math.MaxInt64}
+	d := p.Backoff(1, 0)
+	require.GreaterOrEqual(t, d, time.Duration(0))
 }

@@ -128,6 +128,9 @@ func CheckConfig(cfg Config) error {
 	return err
 }
 
+// maxWorkerName is the longest worker name the ledger records.
+const maxWorkerName = 200
+
 // checked returns cfg with the defaults of the limits filled in, or the
 // first problem with it.
 func (cfg Config) checked() (Config, error) {
@@ -148,6 +151,10 @@ func (cfg Config) checked() (Config, error) {
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 4
+	}
+	if suffix := len("/") + len(strconv.Itoa(cfg.Workers)); len(cfg.Worker)+suffix > maxWorkerName {
+		return cfg, fmt.Errorf("executor: the Worker name is %d bytes: each worker is named after it with /N, and the ledger takes worker names of at most %d bytes, so it must be at most %d",
+			len(cfg.Worker), maxWorkerName, maxWorkerName-suffix)
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = 30 * time.Second

@@ -72,6 +72,9 @@ func TestNewValidates(t *testing.T) {
 		{executor.Config{Lease: -time.Second}, "the lease is -1s: it must be positive"},
 		{executor.Config{CallTimeout: -time.Second}, "the call timeout is -1s: it must be positive"},
 		{executor.Config{PollInterval: -time.Second}, "the poll interval is -1s: it must be positive"},
+		// Its workers are named Worker/1 … Worker/N, within the ledger's 200 bytes.
+		{executor.Config{Worker: strings.Repeat("w", 199)}, "the Worker name is 199 bytes"},
+		{executor.Config{Worker: strings.Repeat("w", 198), Workers: 10}, "so it must be at most 197"},
 	} {
 		tc.cfg.Destinations = set
 		_, err := executor.New(nil, tc.cfg)
@@ -79,6 +82,7 @@ func TestNewValidates(t *testing.T) {
 		require.ErrorContains(t, executor.CheckConfig(tc.cfg), tc.want)
 	}
 	require.NoError(t, executor.CheckConfig(executor.Config{Destinations: set, SweepInterval: -1}), "a negative sweep interval disables the sweep")
+	require.NoError(t, executor.CheckConfig(executor.Config{Destinations: set, Worker: strings.Repeat("w", 198)}), "198 bytes and /4")
 }
 
 // TestDestinationTimeoutWithinCallLimit: a destination whose own timeout
