@@ -906,8 +906,11 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	} else {
 		// The attempt had ended (its lease expired, or it had reported):
 		// what it ended with stays, so that counts of attempts by outcome
-		// never go down, and the report is kept beside it.
+		// never go down, and the report is kept beside it. Its call
+		// lasted until the report, though: the visibility delay of a
+		// lookup counts from then (callEnd).
 		a.LateOutcome = string(r.Outcome)
+		a.FinishedAt = later(a.FinishedAt, t.now)
 	}
 	// The report fills what the attempt does not have yet (all of it, on
 	// an attempt still open), so that an ending's own error still explains

@@ -89,3 +89,37 @@ func TestExpireLeasesPastAPageOfFailures(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StatePending, op.State)
 }
+
+// TestLateReportExtendsTheCall: a report that arrives after its lease
+// was found expired shows that its call lasted until then: a lookup's
+// "nothing" proves absence only once the visibility delay has passed
+// since that report, not since the lease ran out.
+func TestLateReportExtendsTheCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newManualClock()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "l.db"), opledger.Options{Lease: 10 * time.Second, Clock: clock.Map})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	in := opledger.Intent{Key: "k1", Action: "crm.create", Destination: "crm"}
+	c, err := l.Claim(ctx, "k1", opledger.ClaimOptions{Intent: &in, Dispatch: true})
+	require.NoError(t, err)
+	clock.Advance(11 * time.Second)
+	n, err := l.ExpireLeases(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	clock.Advance(20 * time.Second) // 31 s in: the caller gives up and reports
+	_, err = l.Report(ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after 31s"})
+	var stale *opledger.StaleError
+	require.ErrorAs(t, err, &stale)
+	require.True(t, stale.Recorded)
+
+	clock.Advance(15 * time.Second) // 46 s in: 35 s after the lease, 15 s after the call
+	op, err := l.Reconcile(ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: 30 * time.Second, AttemptCount: 1})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateUncertain, op.State, "absence counts only 30 s after the call ended")
+	clock.Advance(16 * time.Second) // 62 s in
+	op, err = l.Reconcile(ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: 30 * time.Second, AttemptCount: 1})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+}

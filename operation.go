@@ -377,7 +377,10 @@ type Attempt struct {
 	ClaimedAt      time.Time  `json:"claimed_at"`
 	LeaseExpiresAt time.Time  `json:"lease_expires_at"`
 	DispatchedAt   *time.Time `json:"dispatched_at"`
-	FinishedAt     *time.Time `json:"finished_at"`
+	// FinishedAt is when the attempt ended: its report, its lease found
+	// expired or its claim given back; a late report after that moves it
+	// to the report's time, since the call lasted until then.
+	FinishedAt *time.Time `json:"finished_at"`
 	// Outcome is what the attempt ended with: the reported Outcome, or
 	// AttemptAbandoned or AttemptLeaseExpired; empty while it is open. It
 	// does not change once set.

@@ -179,7 +179,7 @@ func (t *txn) callWindow() (first, last time.Time, err error) {
 		return time.Time{}, time.Time{}, err
 	}
 	for _, a := range attempts {
-		start := callStart(a.DispatchedAt, a.ClaimedAt, a.Outcome)
+		start := callStart(a.DispatchedAt, a.ClaimedAt, a.Outcome, a.LateOutcome)
 		if !start.IsZero() && (first.IsZero() || start.Before(first)) {
 			first = start
 		}
@@ -211,7 +211,7 @@ func LastCallEnd(op *Operation, attempts []*Attempt) time.Time {
 		if a.FinishedAt != nil {
 			finished = *a.FinishedAt
 		}
-		last = later(last, callEnd(callStart(dispatched, a.ClaimedAt, a.Outcome), finished, a.LeaseExpiresAt))
+		last = later(last, callEnd(callStart(dispatched, a.ClaimedAt, a.Outcome, a.LateOutcome), finished, a.LeaseExpiresAt))
 	}
 	if last.IsZero() {
 		last = op.UpdatedAt
@@ -221,13 +221,13 @@ func LastCallEnd(op *Operation, attempts []*Attempt) time.Time {
 
 // callStart is when the call of an attempt may have begun: its dispatch
 // mark or, for an attempt reported uncertain without one (its worker
-// skipped the mark), its claim; zero for an attempt that cannot have
-// called.
-func callStart(dispatched, claimed time.Time, outcome string) time.Time {
+// skipped the mark, or reported after its lease had run out and it was
+// abandoned), its claim; zero for an attempt that cannot have called.
+func callStart(dispatched, claimed time.Time, outcome, lateOutcome string) time.Time {
 	switch {
 	case !dispatched.IsZero():
 		return dispatched
-	case outcome == string(OutcomeUncertain):
+	case outcome == string(OutcomeUncertain), lateOutcome == string(OutcomeUncertain):
 		return claimed
 	}
 	return time.Time{}
