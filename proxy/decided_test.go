@@ -36,7 +36,7 @@ func TestRejectionNotReplayedAfterRetry(t *testing.T) {
 	_, err := b.ledger.Resolve(t.Context(), key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "fixed the campaign"})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusInternalServerError, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status) // acted: uncertain
-	b.reconcile(t) // no lookup, no key: held
+	b.reconcile(t)                                                                                                         // no lookup, no key: held
 	_, err = b.ledger.Resolve(t.Context(), key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "checked by hand"})
 	require.NoError(t, err)
 	a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
