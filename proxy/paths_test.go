@@ -182,3 +182,21 @@ func TestEarlierOperationsStillRecognised(t *testing.T) {
 		require.Empty(t, up.requests(), "nothing forwarded")
 	})
 }
+
+// TestEscapedSlashKeptBesideOtherBytes: an escaped slash reaches the
+// upstream, and the fingerprint, as received even when the path also has
+// a byte Go's URL escaping would escape itself (| here): /files/a%2Fb|v1
+// and /files/a/b%7Cv1 are different requests.
+func TestEscapedSlashKeptBesideOtherBytes(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.srv.URL})
+	status, _ := rawAnswer(t, b.url, rawPost("POST", "/files/a%2Fb|v1{x}", "k1"))
+	require.Equal(t, http.StatusCreated, status)
+	require.Equal(t, []string{"POST /files/a%2Fb%7Cv1%7Bx%7D"}, up.requests(), "the escaped slash is forwarded as received")
+	status, _ = rawAnswer(t, b.url, rawPost("POST", "/files/a/b%7Cv1%7Bx%7D", "k1"))
+	require.Equal(t, http.StatusUnprocessableEntity, status, "another path with the same key")
+	status, _ = rawAnswer(t, b.url, rawPost("POST", "/files/a%2Fb%7Cv1%7Bx%7D", "k1"))
+	require.Equal(t, http.StatusCreated, status, "the same path, escaped alike: a repeat")
+	require.Len(t, up.requests(), 1)
+}

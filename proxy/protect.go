@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -204,7 +205,30 @@ func fingerprintPath(u *url.URL) string {
 	if !strings.Contains(received, "%") {
 		return u.Path
 	}
-	return u.EscapedPath()
+	return escapedAsReceived(u)
+}
+
+// escapedAsReceived is u's path in its escaped form, as received: every
+// percent-escape is kept, and a byte a path may not hold unescaped (|, {,
+// }, ^, `, ", a space, a byte beyond ASCII) is escaped. Go's own
+// EscapedPath drops a received form holding such a byte and escapes the
+// decoded path again instead, which turns %2F into a slash:
+// /files/a%2Fb|v1 would be forwarded, and recorded, as /files/a/b%7Cv1.
+func escapedAsReceived(u *url.URL) string {
+	raw := u.RawPath // set whenever the path was not received in Go's own escaping
+	if raw == "" {
+		return u.EscapedPath()
+	}
+	var b strings.Builder
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c == '%' || c == '/' || strings.IndexByte("!$&'()*+,;=:@[]", c) >= 0 || url.PathEscape(string(c)) == string(c) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 // errOtherUpstream: the saved answer came from another API than this

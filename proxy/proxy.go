@@ -249,7 +249,7 @@ func (p *Proxy) ReconcileOnce(ctx context.Context) (reconciler.Pass, error) {
 // The path is routed and forwarded in its escaped form, as received:
 // /files/a%2Fb reaches the upstream as /files/a%2Fb, not /files/a/b.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, rest := p.route(r.URL.EscapedPath())
+	rt, rest := p.route(escapedAsReceived(r.URL))
 	if rt == nil {
 		writeProblem(w, r, http.StatusNotFound, "no_upstream", "no upstream is configured for this path", nil)
 		return
