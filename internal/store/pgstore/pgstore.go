@@ -192,7 +192,8 @@ func isCatalogRace(err error) bool {
 func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, "migrations") }
 
 // Update runs fn in a READ COMMITTED transaction and commits it when fn
-// returns nil. The transaction holds one pooled connection; BEGIN is sent
+// returns nil. Once fn has returned, the commit is not cancelled with
+// ctx: an error never hides a committed write. The transaction holds one pooled connection; BEGIN is sent
 // with its first statements (see connTx).
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
 	conn, err := s.pool.Acquire(ctx)
@@ -207,7 +208,13 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 		c.rollback(context.WithoutCancel(ctx))
 		return err
 	}
-	if err := c.commit(ctx); err != nil {
+	// The pending writes and COMMIT go out without ctx's cancellation:
+	// once sent, a cancel reaches the server after them, and a commit
+	// that happened anyway must not be reported as failed. groupTimeout
+	// bounds them, as it bounds a shared transaction.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+	defer cancel()
+	if err := c.commit(cctx); err != nil {
 		c.rollback(context.WithoutCancel(ctx))
 		return fmt.Errorf("commit: %w", mapErr(err))
 	}

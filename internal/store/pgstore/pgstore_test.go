@@ -291,6 +291,53 @@ func TestUpdateRollsBack(t *testing.T) {
 	}))
 }
 
+// TestUpdateCommitOutlivesCancel: a context that ends while the commit
+// waits (here its insert waits for another session's insert of the same
+// key, which then rolls back) does not make Update report a failure for
+// a write that commits: the cancel would reach the server after COMMIT
+// was queued.
+func TestUpdateCommitOutlivesCancel(t *testing.T) {
+	t.Parallel()
+	s, dsn := openStore(t)
+	bg := context.Background()
+	other, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close(bg) })
+	_, err = other.Exec(bg, `BEGIN`)
+	require.NoError(t, err)
+	_, err = other.Exec(bg, `INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload, state, revision, created_at, updated_at)
+		VALUES ('t', 'k', 'other', 'd', 1, 'f', 'null', 'pending', 1, now(), now())`)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			now, err := tx.Now(ctx)
+			if err != nil {
+				return err
+			}
+			// Written as a transition's writes are: sent with COMMIT.
+			return store.WriteAll(ctx, tx, []store.Write{
+				{InsertOperation: &store.Operation{Tenant: "t", Key: "k", Action: "mine", Destination: "d",
+					Version: 1, Fingerprint: "f", State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now}},
+				{AppendTimeline: &store.TimelineEntry{Tenant: "t", Key: "k", At: now, Actor: "w", Event: "recorded"}},
+			})
+		})
+	}()
+	testdb.WaitBlockedBy(t, other, "the update's insert")
+	cancel()
+	_, err = other.Exec(bg, `ROLLBACK`)
+	require.NoError(t, err)
+	require.NoError(t, <-done, "its write committed")
+	require.NoError(t, s.View(bg, func(ctx context.Context, r store.Reader) error {
+		op, err := r.GetOperation(ctx, "t", "k")
+		require.NoError(t, err)
+		require.Equal(t, "mine", op.Action)
+		return nil
+	}))
+}
+
 // TestSchemaIsolation checks that the DSN's search_path is honoured: two
 // stores on two schemas of one database see nothing of each other.
 func TestSchemaIsolation(t *testing.T) {
