@@ -548,6 +548,47 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 	})
 }
 
+// ExtendLease lengthens the lease of a claim still held, so that a call
+// that runs longer than the lease (a large answer relayed to a slow
+// caller) does not lose it: the lease then ends d after now, by the
+// store's clock; a lease already ending later is left as it is. Call it
+// well before the lease runs out, every third of d or so. A stale token,
+// or a lease that has already run out (the lease is then settled: an
+// operation dispatched becomes uncertain), is refused with a *StaleError:
+// another worker may hold the operation, or be about to. It adds no
+// timeline entry: the state does not change.
+func (l *Ledger) ExtendLease(ctx context.Context, key, attemptID string, token int64, d time.Duration) (*Operation, error) {
+	if d <= 0 {
+		return nil, invalidInput("the lease must be extended by more than 0 (got %s)", d)
+	}
+	return l.transition(ctx, key, attemptID, func(t *txn) error {
+		if err := t.need("extend the lease of"); err != nil {
+			return err
+		}
+		a, current, err := t.checkAttempt(attemptID, token)
+		if err != nil {
+			return err
+		}
+		if current && t.op.LeaseExpiresAt.Before(t.now) {
+			if err := t.settleExpiredLease(); err != nil {
+				return err
+			}
+			t.after = t.stale(attemptID, token)
+			return nil
+		}
+		if !current {
+			return t.stale(attemptID, token)
+		}
+		end := t.now.Add(d)
+		if !end.After(t.op.LeaseExpiresAt) {
+			return nil
+		}
+		t.op.LeaseExpiresAt, a.LeaseExpiresAt = end, end
+		t.dirty = true
+		return t.updateAttempt(a)
+	})
+}
+
 // markDispatched records that the external call of a, the current
 // attempt, may start.
 func (t *txn) markDispatched(a *store.Attempt) {

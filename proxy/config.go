@@ -320,6 +320,11 @@ func identity(base *url.URL) string {
 	return host + strings.TrimSuffix(base.EscapedPath(), "/")
 }
 
+// lease is how long a claim of the route holds its operation: the
+// upstream's timeout and a minute for the proxy's own work. Relaying a
+// large answer extends it (keepLease).
+func (r *route) lease() time.Duration { return r.timeout + time.Minute }
+
 // target is the upstream URL of a request: rest is the escaped path after
 // the route's prefix (as split returns it), appended to the base URL's
 // escaped path exactly as received, so that an escaped slash (%2F) or any

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -144,7 +145,7 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 	// forward does: a claim committed but reported as cancelled would leave
 	// a request marked dispatched that was never sent.
 	claim, err := p.ledger.Claim(context.WithoutCancel(r.Context()), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
-		Lease: rt.timeout + time.Minute, Dispatch: true})
+		Lease: rt.lease(), Dispatch: true})
 	if err != nil {
 		p.refused(rt, w, r, log, err)
 		return
@@ -456,6 +457,12 @@ func errText(err error) string {
 // complete one.
 func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWriter, log *slog.Logger, claim *opledger.Claim,
 	out *http.Request, s *saved, head []byte, body io.Reader, clock *upstreamClock) {
+	// A slow caller may take longer than the lease: it is extended while
+	// the answer is relayed, so that the operation stays in progress (a
+	// repeat gets 409) and never turns uncertain under a forward that is
+	// still running.
+	stopLease := p.keepLease(ctx, log, claim, rt.lease())
+	defer stopLease()
 	s.addHeaders(w)
 	w.WriteHeader(s.Status)
 	up := &readErrors{r: clock.reader(body)}
@@ -464,6 +471,7 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	ref := refOf(rt, in, claim)
 	_, _ = io.Copy(io.Discard, in) // whatever follows the document, or the rest of what is not JSON
 	relayErr := rl.finish()
+	stopLease()
 	rep := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref}
 	if up.err != nil {
 		lost := opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: up.err})
@@ -491,6 +499,52 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	}
 	if up.err != nil || relayErr != nil {
 		panic(http.ErrAbortHandler)
+	}
+}
+
+// leaseRenewal is how often keepLease extends a lease: every third of it,
+// unless a test set leaseRenewalForTests.
+func leaseRenewal(lease time.Duration) time.Duration {
+	if d := leaseRenewalForTests.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return lease / 3
+}
+
+// leaseRenewalForTests, when set, is leaseRenewal's interval.
+var leaseRenewalForTests atomic.Int64
+
+// keepLease extends claim's lease to lease from now, every leaseRenewal,
+// until the returned stop (which may be called again) is called. It gives up once the ledger refuses
+// (the lease ran out meanwhile: the operation is uncertain, and the
+// report that follows is kept as a late one).
+func (p *Proxy) keepLease(ctx context.Context, log *slog.Logger, claim *opledger.Claim, lease time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(leaseRenewal(lease))
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if _, err := p.ledger.ExtendLease(ctx, claim.Operation.Key, claim.AttemptID, claim.FencingToken, lease); err != nil {
+				log.Warn("could not extend the lease while relaying a large answer", "error", err)
+				var stale *opledger.StaleError
+				if errors.As(err, &stale) {
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,4 +274,76 @@ func TestLedgerTimeNotUpstreamTime(t *testing.T) {
 	require.NoError(t, err, "the answer was cut off after %d bytes", len(got))
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
 	require.Len(t, got, 64<<10)
+}
+
+// TestLeaseKeptWhileRelaying: relaying a large answer to a caller slower
+// than the claim's lease (the upstream's timeout and a minute) extends
+// the lease: the operation stays in progress, a repeat gets 409, and the
+// request is forwarded once. Before, the lease ran out under the relay,
+// the operation turned uncertain, and the reconciler, finding the
+// upstream's idempotency key kept, let a repeat be forwarded again.
+func TestLeaseKeptWhileRelaying(t *testing.T) {
+	t.Parallel()
+	var posts atomic.Int32
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`+strings.Repeat("x", 4<<20)+`"}`)
+	}))
+	up.Listener = smallListener{up.Listener}
+	up.Start()
+	t.Cleanup(up.Close)
+	var offset atomic.Int64 // the ledger's clock runs ahead by it
+	l, err := opledger.Open(t.Context(), testdb.SQLiteDSN(t), opledger.Options{
+		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	const timeout = 10 * time.Second // the lease: 70 s
+	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1 << 10, Timeout: destination.Duration(timeout),
+		Idempotency: &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(24 * time.Hour)}}
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Transport: smallTransport(t), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewUnstartedServer(p)
+	srv.Listener = smallListener{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	b := &bundle{ledger: l, proxy: p, url: srv.URL}
+	client := &http.Client{Transport: smallTransport(t)}
+	t.Cleanup(proxy.SetLeaseRenewal(20 * time.Millisecond))
+
+	resp := postLarge(t, b, client, "key-1") // not read yet: the relay waits on the caller
+	defer resp.Body.Close()
+	first := b.only(t)
+	require.Equal(t, opledger.StateInProgress, first.State)
+	// The ledger's clock goes 60 s on (within the lease), then, once the
+	// lease has been extended from there, 60 s more: past the lease the
+	// claim took.
+	offset.Add(int64(60 * time.Second))
+	extendedPast := func(at time.Time) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; { // a guard, not a wait
+			op := b.only(t)
+			if op.LeaseExpiresAt != nil && op.LeaseExpiresAt.After(at) {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "the lease was never extended")
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	extendedPast(first.LeaseExpiresAt.Add(50 * time.Second))
+	offset.Add(int64(60 * time.Second))
+	n, err := l.ExpireLeases(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, n, "the lease holds while the answer is relayed")
+	_, err = p.ReconcileOnce(t.Context())
+	require.NoError(t, err)
+	again := b.send(t, http.MethodPost, "/records", "key-1", "", body1)
+	require.Equal(t, http.StatusConflict, again.status, "%s", again.body)
+
+	got, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.Greater(t, got, int64(4<<20))
+	require.Eventually(t, func() bool { return b.only(t).State == opledger.StateSucceeded }, 30*time.Second, 5*time.Millisecond)
+	require.Equal(t, int32(1), posts.Load(), "forwarded once")
 }

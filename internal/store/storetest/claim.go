@@ -417,6 +417,43 @@ func testLease(t *testing.T, h Harness) {
 		require.Greater(t, c2.FencingToken, c.FencingToken)
 	})
 
+	t.Run("ExtendLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.claimed(t, "k1") // a lease of 10 s
+		b.clock.Advance(8 * time.Second)
+		op, err := b.ledger.ExtendLease(b.ctx, "k1", c.AttemptID, c.FencingToken, 10*time.Second)
+		require.NoError(t, err)
+		require.True(t, op.LeaseExpiresAt.After(c.LeaseExpiresAt), "%s", op.LeaseExpiresAt)
+		_, err = b.ledger.ExtendLease(b.ctx, "k1", c.AttemptID, c.FencingToken, time.Second)
+		require.NoError(t, err, "a shorter extension leaves the lease as it is")
+		b.clock.Advance(8 * time.Second) // past the first lease, within the extended one
+		n, err := b.ledger.ExpireLeases(b.ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "the extended lease holds")
+		_, err = b.ledger.Dispatch(b.ctx, "k1", c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, *op.LeaseExpiresAt, attempts[0].LeaseExpiresAt)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		for _, e := range tl {
+			require.NotContains(t, e.Event, "lease", "no timeline entry per extension")
+		}
+
+		_, err = b.ledger.ExtendLease(b.ctx, "k1", c.AttemptID, c.FencingToken+1, time.Minute)
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		_, err = b.ledger.ExtendLease(b.ctx, "k1", c.AttemptID, c.FencingToken, 0)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+
+		b.clock.Advance(3 * time.Second) // the extended lease has run out
+		_, err = b.ledger.ExtendLease(b.ctx, "k1", c.AttemptID, c.FencingToken, time.Minute)
+		var stale *opledger.StaleError
+		require.ErrorAs(t, err, &stale, "too late: another worker may hold it")
+		b.requireState(t, "k1", opledger.StateUncertain)
+	})
+
 	t.Run("SweepPagesAcrossTenants", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
