@@ -468,6 +468,22 @@ func (c *Client) Dispatch(ctx context.Context, key, attemptID string, token int6
 	return &op, nil
 }
 
+// ExtendLease lengthens the lease of a claim still held: it then ends
+// lease after now, by the store's clock (see opledger.Ledger.ExtendLease).
+// A stale token or a lease already over is refused: stop, another worker
+// may hold the operation.
+func (c *Client) ExtendLease(ctx context.Context, key, attemptID string, token int64, lease time.Duration) (*opledger.Operation, error) {
+	if err := checkAttempt(key, attemptID); err != nil {
+		return nil, err
+	}
+	var op opledger.Operation
+	if _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "lease"),
+		map[string]any{"fencing_token": token, "lease_seconds": lease.Seconds()}, &op); err != nil {
+		return nil, err
+	}
+	return &op, nil
+}
+
 // Report is the body of an outcome report.
 type Report struct {
 	// FencingToken is the claim's; a stale one moves nothing.

@@ -264,6 +264,17 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", attemptPath+"/dispatch", big, 413, "payload_too_large")
 	_, err = b.acme.Dispatch(ctx, "order:17:prepare", c.AttemptID, c.FencingToken)
 	require.NoError(t, err)
+	// A call longer than the lease keeps it.
+	extended, err := b.acme.ExtendLease(ctx, "order:17:prepare", c.AttemptID, c.FencingToken, time.Hour)
+	require.NoError(t, err)
+	require.True(t, extended.LeaseExpiresAt.After(c.LeaseExpiresAt), "%s", extended.LeaseExpiresAt)
+	expect("POST", attemptPath+"/lease", []byte(`{"fencing_token":99,"lease_seconds":60}`), 409, "stale_fencing_token")
+	data = expect("POST", attemptPath+"/lease", []byte(`{"fencing_token":1}`), 400, "invalid_input")
+	require.Contains(t, string(data), "lease_seconds is required")
+	expect("POST", attemptPath+"/lease", []byte(`{"lease_seconds":60}`), 400, "invalid_input")
+	expect("POST", attemptPath+"/lease", []byte(`{"fencing_token":1,"lease_seconds":-1}`), 400, "invalid_input")
+	expect("POST", attemptPath+"/lease", big, 413, "payload_too_large")
+	expect("POST", "/v1/operations/order:17:prepare/attempts/01J000000000000000000000AA/lease", []byte(`{"fencing_token":1,"lease_seconds":60}`), 404, "not_found")
 	expect("POST", attemptPath+"/outcome", []byte(`{"fencing_token":1,"outcome":"done"}`), 400, "invalid_input")
 	expect("POST", attemptPath+"/outcome", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/order:17:prepare/attempts/01J000000000000000000000AA/outcome", []byte(`{"fencing_token":1,"outcome":"uncertain"}`), 404, "not_found")
@@ -523,6 +534,7 @@ func TestTenantIsolation(t *testing.T) {
 				check("POST", "/v1/operations/"+key+"/"+action, body)
 			}
 			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/dispatch", `{"fencing_token":1}`)
+			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/lease", `{"fencing_token":1,"lease_seconds":60}`)
 			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/outcome", `{"fencing_token":1,"outcome":"succeeded","destination_ref":"x"}`)
 
 			// Events and workflows too.

@@ -21,6 +21,7 @@ func (s *server) routes() []route {
 		{"GET /v1/operations", s.listOperations, false},
 		{"POST /v1/operations/{key}/claim", s.claim, false},
 		{"POST /v1/operations/{key}/attempts/{id}/dispatch", s.dispatch, false},
+		{"POST /v1/operations/{key}/attempts/{id}/lease", s.extendLease, false},
 		{"POST /v1/operations/{key}/attempts/{id}/outcome", s.outcome, false},
 		{"POST /v1/operations/{key}/reconcile", s.reconcile, false},
 		{"POST /v1/operations/{key}/approve", s.approve, false},
@@ -246,6 +247,38 @@ func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op, err := l.Dispatch(r.Context(), r.PathValue("key"), r.PathValue("id"), token)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, op)
+}
+
+type extendLeaseBody struct {
+	FencingToken *int64  `json:"fencing_token"`
+	LeaseSeconds float64 `json:"lease_seconds"`
+}
+
+func (s *server) extendLease(w http.ResponseWriter, r *http.Request) {
+	var body extendLeaseBody
+	l, ok := s.begin(w, r, &body)
+	if !ok {
+		return
+	}
+	token, err := fencingToken(body.FencingToken)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	lease, err := seconds(body.LeaseSeconds, "lease_seconds")
+	if err == nil && lease <= 0 {
+		err = &decodeError{http.StatusBadRequest, "invalid_input", "lease_seconds is required: how long from now the lease should hold"}
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := l.ExtendLease(r.Context(), r.PathValue("key"), r.PathValue("id"), token, lease)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
