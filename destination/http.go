@@ -437,7 +437,19 @@ func (h *HTTP) Call(ctx context.Context, call opledger.Call) (opledger.Result, e
 	defer resp.Body.Close()
 	answer, readErr := readAnswer(resp)
 	if err != nil {
+		if readErr != nil {
+			answer = nil
+		}
 		return opledger.Result{Response: savable(answer)}, err
+	}
+	if errors.Is(readErr, errAnswerTooLarge) {
+		// A success too large to keep: its reference decides, and the
+		// answer is not saved.
+		ref, err := h.largeAnswerRef(answer, resp.Body)
+		if err != nil {
+			return opledger.Result{}, opledger.Uncertain(fmt.Errorf("%s %s: %s, but %w", req.Method, req.URL.Host, resp.Status, err))
+		}
+		return opledger.Result{Ref: ref}, nil
 	}
 	if readErr != nil {
 		return opledger.Result{}, opledger.Uncertain(fmt.Errorf("%s %s: %s, reading the answer failed: %w",
@@ -582,16 +594,51 @@ func (m matchRule) matches(record any, d *templateData) bool {
 	return ok && s == want
 }
 
-// readAnswer reads at most maxAnswerBytes of an answer.
+// errAnswerTooLarge: an answer is larger than maxAnswerBytes.
+var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d bytes", maxAnswerBytes)
+
+// readAnswer reads at most maxAnswerBytes of an answer. A larger one is
+// errAnswerTooLarge, with the bytes read so far (the answer's head; the
+// rest is still in resp.Body).
 func readAnswer(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > maxAnswerBytes {
-		return nil, fmt.Errorf("the answer is larger than %d bytes", maxAnswerBytes)
+		return b, errAnswerTooLarge
 	}
 	return b, nil
+}
+
+// largeAnswerRef reads the reference of a 2xx answer too large to keep
+// (head is what readAnswer read of it, body the rest) as it streams by,
+// without holding the answer.
+func (h *HTTP) largeAnswerRef(head []byte, body io.Reader) (string, error) {
+	up := &errorKeepingReader{r: body}
+	ref, ok := scanRef(io.MultiReader(bytes.NewReader(head), up), h.ref.tokens)
+	switch {
+	case up.err != nil:
+		return "", fmt.Errorf("reading the answer failed: %w", up.err)
+	case !ok:
+		return "", fmt.Errorf("the answer (larger than %d bytes, not kept) has no reference at %q", maxAnswerBytes, h.ref.String())
+	}
+	return ref, nil
+}
+
+// errorKeepingReader keeps the error of a read that failed (io.EOF is no
+// failure).
+type errorKeepingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errorKeepingReader) Read(b []byte) (int, error) {
+	n, err := e.r.Read(b)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
 }
 
 // RefOf reads the effect's reference from a 2xx answer of this

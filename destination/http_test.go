@@ -255,3 +255,42 @@ func TestHTTPLookupSingleRecord(t *testing.T) {
 	_, err = newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`))
 	require.ErrorContains(t, err, `has no reference at "/missing"`)
 }
+
+// TestLargeSuccessAnswer: a 2xx answer larger than a response the ledger
+// keeps is still a success when it holds the reference: the reference is
+// read as the answer streams by, and the answer is not saved.
+func TestLargeSuccessAnswer(t *testing.T) {
+	t.Parallel()
+	pad := strings.Repeat("x", 2<<20)
+	for name, tc := range map[string]struct {
+		body    string
+		outcome opledger.Outcome
+	}{
+		"ref first": {`{"id": "R1", "log": "` + pad + `"}`, opledger.OutcomeSucceeded},
+		"ref last":  {`{"log": "` + pad + `", "id": "R2"}`, opledger.OutcomeSucceeded},
+		"no ref":    {`{"log": "` + pad + `"}`, opledger.OutcomeUncertain},
+		"not JSON":  {pad, opledger.OutcomeUncertain},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			set, err := destination.Load([]byte("destinations:\n  - name: big\n    url: "+srv.URL+"/r\n    ref: /id\n    timeout: 5s\n"), destination.LoadOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() { set.Close() })
+			d, _ := set.Get("big")
+			res, err := d.Call(context.Background(), opledger.Call{Operation: &opledger.Operation{Key: "k", Action: "a", Destination: "big"}})
+			if tc.outcome == opledger.OutcomeSucceeded {
+				require.NoError(t, err)
+				require.NotEmpty(t, res.Ref)
+				require.Nil(t, res.Response, "too large to keep")
+				return
+			}
+			got, _ := opledger.OutcomeOf(err)
+			require.Equal(t, tc.outcome, got, "%v", err)
+		})
+	}
+}
