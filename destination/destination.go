@@ -136,7 +136,12 @@ type Lookup struct {
 	// not authoritative can confirm an effect but never its absence.
 	Authoritative bool
 	// VisibilityDelay is how long after a create the record may still be
-	// missing from lookups (search indexes, replicas).
+	// missing from lookups (search indexes, replicas), counted from the
+	// end of the last call. Zero declares a record visible as soon as the
+	// call that made it ended; a destination that may go on with a
+	// request after its caller stopped waiting (a timeout) should declare
+	// at least as long as its calls may take, as an HTTP destination's
+	// unset visibility_delay does (its timeout).
 	VisibilityDelay time.Duration
 }
 
