@@ -59,7 +59,9 @@ func (in *Intent) normalize() (string, error) {
 // awaiting_approval when the intent requires approval, and created is true.
 // A repeat (same key, same fingerprint) returns the operation as it is now,
 // with created false, whatever its state (adding any sensitive fields it
-// names that the operation lacks: see Intent.SensitiveFields): a repeat
+// names that the operation lacks: see Intent.SensitiveFields; and, when
+// it requires approval that the operation did not and nothing has been
+// dispatched yet, moving the operation to awaiting_approval): a repeat
 // of a succeeded operation carries the saved reference and response. The
 // same key with another fingerprint is refused with a *MismatchError
 // (ErrFingerprintMismatch) and the stored operation is untouched. A repeat of a compacted key is
@@ -95,6 +97,7 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 			return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: fp, State: State(t.op.State)}
 		}
 		t.addSensitiveFields(in.SensitiveFields, actor)
+		t.requireApproval(in.RequiresApproval, actor)
 		return nil
 	}
 	ts, err := t.getTombstone()
@@ -193,6 +196,22 @@ func stepOfUnfinishedWorkflow(ctx context.Context, r store.Reader, tenant, key s
 		return false, err
 	}
 	return !row.Done, nil
+}
+
+// requireApproval makes a recorded operation wait for approval when a
+// repeat requires it and the operation did not, while nothing of it has
+// been sent yet (pending, never dispatched, as a revision may): a repeat
+// never weakens what was recorded, and one that asks for more is not
+// silently answered as if granted. Once an attempt has been dispatched it
+// is too late; the repeat gets the operation as it is, which shows that
+// it requires no approval.
+func (t *txn) requireApproval(required bool, actor string) {
+	if !required || t.op.RequiresApproval || State(t.op.State) != StatePending || !t.op.FirstDispatchedAt.IsZero() {
+		return
+	}
+	t.op.RequiresApproval = true
+	t.move(StateAwaitingApproval, actor, "", "approval required",
+		fmt.Sprintf("a repeat of the intent requires approval; version %d awaits it", t.op.Version))
 }
 
 // addSensitiveFields adds to a recorded operation the sensitive fields a

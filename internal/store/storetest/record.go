@@ -90,6 +90,37 @@ func testRecord(t *testing.T, h Harness) {
 		require.Equal(t, opledger.StateAwaitingApproval, op.State)
 	})
 
+	t.Run("RepeatRequiringApproval", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		strict := intent("k1")
+		strict.RequiresApproval = true
+		op, created, err := b.ledger.Record(b.ctx, strict)
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, opledger.StateAwaitingApproval, op.State, "nothing was sent: it waits for the approval asked for")
+		require.True(t, op.RequiresApproval)
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+		op, _, err = b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateAwaitingApproval, op.State, "a repeat never weakens what was recorded")
+		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lea"})
+		require.NoError(t, err)
+		b.requireState(t, "k1", opledger.StatePending)
+
+		// Once sent, it is too late: the repeat shows what was recorded.
+		b.dispatched(t, "k2")
+		strict = intent("k2")
+		strict.RequiresApproval = true
+		op, _, err = b.ledger.Record(b.ctx, strict)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateInProgress, op.State)
+		require.False(t, op.RequiresApproval)
+	})
+
 	t.Run("BadInput", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
