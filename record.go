@@ -183,21 +183,6 @@ func workflowStepOf(ctx context.Context, r store.Reader, tenant, key string) (wo
 	return wk, step, nil
 }
 
-// stepOfUnfinishedWorkflow reports whether key is the key of a step of a
-// stored workflow that has not finished (every step succeeded): retention
-// keeps such a step whole, since a later step may read its response.
-func stepOfUnfinishedWorkflow(ctx context.Context, r store.Reader, tenant, key string) (bool, error) {
-	wk, _, err := workflowStepOf(ctx, r, tenant, key)
-	if err != nil || wk == "" {
-		return false, err
-	}
-	row, err := r.GetWorkflow(ctx, tenant, wk)
-	if err != nil {
-		return false, err
-	}
-	return !row.Done, nil
-}
-
 // requireApproval makes a recorded operation wait for approval when a
 // repeat requires it and the operation did not, while nothing of it has
 // been sent yet (pending, never dispatched, as a revision may): a repeat

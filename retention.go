@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/opledger/opledger/internal/store"
@@ -47,9 +48,9 @@ func (r CompactResult) LogValue() slog.Value {
 // attempts and timeline deleted; tombstones older than
 // Options.TombstoneRetention are deleted. A repeat of a tombstoned key is
 // still recognised by Record and Claim. Unresolved operations are never
-// compacted, nor are the steps of a workflow that has not finished (a
-// later step may read an earlier one's response): they are compacted
-// once it has.
+// compacted, nor are the steps of a workflow that has not finished and
+// may still go on (a later step may read an earlier one's response): they
+// are compacted once it has finished, or once its current step has failed.
 //
 // Inbound events follow the same periods: deliveries received more than
 // Options.Retention ago are deleted (an event keeps the newer ones, and
@@ -154,8 +155,8 @@ func (l *Ledger) compactOperations(ctx context.Context, res *CompactResult) (swe
 }
 
 // compactOperation reduces the operation id to a tombstone, if it is
-// still final and past the retention period, and is no step of a
-// workflow that has not finished: a later step may read its response.
+// still final and past the retention period, and retention does not keep
+// it for its workflow (keptForItsWorkflow).
 func (l *Ledger) compactOperation(ctx context.Context, id store.OperationID) (compacted bool, err error) {
 	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		compacted = false // the function runs again after a conflict
@@ -173,7 +174,7 @@ func (l *Ledger) compactOperation(ctx context.Context, id store.OperationID) (co
 		if !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) {
 			return nil // changed since listed
 		}
-		if unfinished, err := stepOfUnfinishedWorkflow(ctx, tx, op.Tenant, op.Key); err != nil || unfinished {
+		if kept, err := keptForItsWorkflow(ctx, tx, op.Tenant, op.Key); err != nil || kept {
 			return err
 		}
 		if err := tx.UpsertTombstone(ctx, &store.Tombstone{
@@ -233,4 +234,41 @@ func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count
 			return nil
 		}
 	}
+}
+
+// keptForItsWorkflow reports whether key is a step of a stored workflow
+// that has not finished and may still go on (its current step has not
+// failed): retention keeps such a step whole, since a later step may read
+// its response. A workflow whose current step failed goes on only by a
+// person's decision on that step, like any failed operation, within the
+// retention period; its steps are compacted after it, as any operation.
+func keptForItsWorkflow(ctx context.Context, r store.Reader, tenant, key string) (bool, error) {
+	wk, step, ok := SplitWorkflowStepKey(key)
+	if !ok {
+		return false, nil
+	}
+	row, err := r.GetWorkflow(ctx, tenant, wk)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil || row.Done {
+		return false, err
+	}
+	def, err := decodeDef(row)
+	if err != nil {
+		return false, err
+	}
+	if !slices.ContainsFunc(def.Steps, func(s stepDef) bool { return s.Name == step }) {
+		return false, nil // an operation of its own under the workflow's key
+	}
+	if row.CurrentKey != "" {
+		current, err := r.GetOperation(ctx, tenant, row.CurrentKey)
+		switch {
+		case err == nil && State(current.State) == StateFailed:
+			return false, nil
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return false, err
+		}
+	}
+	return true, nil
 }

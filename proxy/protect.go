@@ -514,8 +514,8 @@ func leaseRenewal(lease time.Duration) time.Duration {
 // leaseRenewalForTests, when set, is leaseRenewal's interval.
 var leaseRenewalForTests atomic.Int64
 
-// keepLease extends claim's lease to lease from now, every leaseRenewal,
-// until the returned stop (which may be called again) is called. It gives up once the ledger refuses
+// keepLease extends claim's lease to lease from now, at once and then
+// every leaseRenewal, until the returned stop (which may be called again) is called. It gives up once the ledger refuses
 // (the lease ran out meanwhile: the operation is uncertain, and the
 // report that follows is kept as a late one).
 func (p *Proxy) keepLease(ctx context.Context, log *slog.Logger, claim *opledger.Claim, lease time.Duration) (stop func()) {
@@ -526,11 +526,13 @@ func (p *Proxy) keepLease(ctx context.Context, log *slog.Logger, claim *opledger
 		defer wg.Done()
 		tick := time.NewTicker(leaseRenewal(lease))
 		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
+		for first := true; ; first = false {
+			if !first { // the first extension at once: the wait for the upstream used part of the lease
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+				}
 			}
 			if _, err := p.ledger.ExtendLease(ctx, claim.Operation.Key, claim.AttemptID, claim.FencingToken, lease); err != nil {
 				log.Warn("could not extend the lease while relaying a large answer", "error", err)

@@ -276,29 +276,30 @@ func TestLedgerTimeNotUpstreamTime(t *testing.T) {
 	require.Len(t, got, 64<<10)
 }
 
-// TestLeaseKeptWhileRelaying: relaying a large answer to a caller slower
-// than the claim's lease (the upstream's timeout and a minute) extends
-// the lease: the operation stays in progress, a repeat gets 409, and the
-// request is forwarded once. Before, the lease ran out under the relay,
-// the operation turned uncertain, and the reconciler, finding the
-// upstream's idempotency key kept, let a repeat be forwarded again.
-func TestLeaseKeptWhileRelaying(t *testing.T) {
-	t.Parallel()
+// leaseRelaySetup is a proxy in front of an upstream that answers 201
+// with 4 MiB (over max_response_bytes), on small buffers, with the
+// upstream's idempotency key declared and the route timeout given, on a
+// ledger whose clock runs ahead by *offset. It counts the upstream's
+// POSTs; head, when set, runs in the upstream's handler before it
+// answers.
+func leaseRelaySetup(t *testing.T, timeout time.Duration, offset *atomic.Int64, head func()) (*bundle, *http.Client, *atomic.Int32) {
+	t.Helper()
 	var posts atomic.Int32
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		posts.Add(1)
+		if head != nil {
+			head()
+		}
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`+strings.Repeat("x", 4<<20)+`"}`)
 	}))
 	up.Listener = smallListener{up.Listener}
 	up.Start()
 	t.Cleanup(up.Close)
-	var offset atomic.Int64 // the ledger's clock runs ahead by it
 	l, err := opledger.Open(t.Context(), testdb.SQLiteDSN(t), opledger.Options{
 		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	const timeout = 10 * time.Second // the lease: 70 s
 	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1 << 10, Timeout: destination.Duration(timeout),
 		Idempotency: &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(24 * time.Hour)}}
 	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Transport: smallTransport(t), Logger: slog.New(slog.DiscardHandler)})
@@ -308,8 +309,32 @@ func TestLeaseKeptWhileRelaying(t *testing.T) {
 	srv.Listener = smallListener{srv.Listener}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	b := &bundle{ledger: l, proxy: p, url: srv.URL}
-	client := &http.Client{Transport: smallTransport(t)}
+	return &bundle{ledger: l, proxy: p, url: srv.URL}, &http.Client{Transport: smallTransport(t)}, &posts
+}
+
+// leaseExtendedPast waits until the only operation's lease ends after at.
+func leaseExtendedPast(t *testing.T, b *bundle, at time.Time) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; { // a guard, not a wait
+		op := b.only(t)
+		if op.LeaseExpiresAt != nil && op.LeaseExpiresAt.After(at) {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the lease was never extended")
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLeaseKeptWhileRelaying: relaying a large answer to a caller slower
+// than the claim's lease (the upstream's timeout and a minute) extends
+// the lease: the operation stays in progress, a repeat gets 409, and the
+// request is forwarded once. Before, the lease ran out under the relay,
+// the operation turned uncertain, and the reconciler, finding the
+// upstream's idempotency key kept, let a repeat be forwarded again. Not
+// parallel: it sets how often leases are extended for the package.
+func TestLeaseKeptWhileRelaying(t *testing.T) {
+	var offset atomic.Int64                                              // the ledger's clock runs ahead by it
+	b, client, posts := leaseRelaySetup(t, 10*time.Second, &offset, nil) // the lease: 70 s
 	t.Cleanup(proxy.SetLeaseRenewal(20 * time.Millisecond))
 
 	resp := postLarge(t, b, client, "key-1") // not read yet: the relay waits on the caller
@@ -320,23 +345,12 @@ func TestLeaseKeptWhileRelaying(t *testing.T) {
 	// lease has been extended from there, 60 s more: past the lease the
 	// claim took.
 	offset.Add(int64(60 * time.Second))
-	extendedPast := func(at time.Time) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; { // a guard, not a wait
-			op := b.only(t)
-			if op.LeaseExpiresAt != nil && op.LeaseExpiresAt.After(at) {
-				return
-			}
-			require.True(t, time.Now().Before(deadline), "the lease was never extended")
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	extendedPast(first.LeaseExpiresAt.Add(50 * time.Second))
+	leaseExtendedPast(t, b, first.LeaseExpiresAt.Add(50*time.Second))
 	offset.Add(int64(60 * time.Second))
-	n, err := l.ExpireLeases(t.Context())
+	n, err := b.ledger.ExpireLeases(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, n, "the lease holds while the answer is relayed")
-	_, err = p.ReconcileOnce(t.Context())
+	_, err = b.proxy.ReconcileOnce(t.Context())
 	require.NoError(t, err)
 	again := b.send(t, http.MethodPost, "/records", "key-1", "", body1)
 	require.Equal(t, http.StatusConflict, again.status, "%s", again.body)
@@ -346,4 +360,24 @@ func TestLeaseKeptWhileRelaying(t *testing.T) {
 	require.Greater(t, got, int64(4<<20))
 	require.Eventually(t, func() bool { return b.only(t).State == opledger.StateSucceeded }, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, int32(1), posts.Load(), "forwarded once")
+}
+
+// TestLeaseExtendedAtTheRelaysStart: the wait for the upstream's answer
+// may use most of the lease; the relay extends it at once, not a third of
+// a lease later, when it may have run out. Not parallel, as above.
+func TestLeaseExtendedAtTheRelaysStart(t *testing.T) {
+	var offset atomic.Int64
+	// The head arrives 65 s into a lease of 70 s, by the ledger's clock.
+	b, client, _ := leaseRelaySetup(t, 10*time.Second, &offset, func() { offset.Add(int64(65 * time.Second)) })
+	t.Cleanup(proxy.SetLeaseRenewal(time.Hour)) // no extension but the first
+
+	resp := postLarge(t, b, client, "key-1")
+	defer resp.Body.Close()
+	now, err := b.ledger.Now(t.Context())
+	require.NoError(t, err)
+	leaseExtendedPast(t, b, now.Add(60*time.Second)) // the claim's lease ends 5 s after now
+
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.only(t).State == opledger.StateSucceeded }, 30*time.Second, 5*time.Millisecond)
 }

@@ -212,9 +212,13 @@ func (g *groupWriter) take(group []*condRequest, r *condRequest) []*condRequest 
 }
 
 // groupLockTimeout bounds how long a statement of a shared transaction
-// waits for a row lock (lock_timeout, for that transaction only): see
-// transaction.
-const groupLockTimeout = "200ms"
+// waits for a row lock (lock_timeout, for that transaction only), and
+// groupDecisionAge how long after its clock reading the transaction may
+// commit the decisions made at it: see transaction.
+const (
+	groupLockTimeout = "200ms"
+	groupDecisionAge = 200 * time.Millisecond
+)
 
 // groupTimeout bounds one shared transaction. Its statements run without
 // any caller's cancellation: one caller giving up must not abort the
@@ -272,13 +276,15 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 		return nil, fmt.Errorf("begin: %w", mapErr(err))
 	}
 	now := fromTS(clock)
-	// The callers decide at now, read before their statements wait for
-	// any lock: a wait longer than groupLockTimeout fails the
-	// transaction (store.ErrConflict), and each caller decides again, on
-	// its own, at a new time; a caller that still waits then falls back
-	// to the ordinary path, which reads the clock once it holds the lock.
-	// So no decision on a lease's or a protection's end is written more
-	// than that much later than it was made.
+	// The callers decide at now, read before their statements run and
+	// wait for any lock. A wait longer than groupLockTimeout fails the
+	// transaction, and so does the last statement before COMMIT once
+	// groupDecisionAge has passed since now (waits add up, over the
+	// statements and the rows of one): store.ErrConflict, and each caller
+	// decides again, on its own, at a new time; a caller that still waits
+	// then falls back to the ordinary path, which reads the clock once it
+	// holds the lock. So no decision on a lease's or a protection's end is
+	// written later than groupDecisionAge after the time it was made at.
 
 	errs := make([]error, len(group))
 	written := make([]int64, len(group)) // operation rows each statement wrote
@@ -293,10 +299,15 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 		}
 		errs[i] = err
 	}
+	// Divides by zero once the decisions are older than groupDecisionAge:
+	// clock_timestamp() is read when the statement runs, never folded.
+	var inTime int64
+	c.pending = append(c.pending, pgWrite{what: "check the decisions' age",
+		sql: `SELECT 1 / (clock_timestamp() <= $1)::int`, args: []any{ts(now.Add(groupDecisionAge))}, scan: []any{&inTime}})
 	if err := c.commit(ctx); err != nil {
 		c.rollback(ctx)
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available: groupLockTimeout
+		if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "22012") { // groupLockTimeout, groupDecisionAge
 			return nil, fmt.Errorf("commit: %w: %w", store.ErrConflict, err)
 		}
 		return nil, fmt.Errorf("commit: %w", mapErr(err))

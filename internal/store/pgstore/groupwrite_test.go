@@ -133,6 +133,30 @@ func TestTombstoneBlocksConditionalInsert(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestDecisionTooOldNotWritten: a shared transaction whose decisions
+// would commit more than groupDecisionAge after the clock they were made
+// at (here the decision itself takes longer; lock waits do the same)
+// writes nothing, and its caller gets store.ErrConflict: the ledger then
+// decides again on the row read under its lock.
+func TestDecisionTooOldNotWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openMigrated(t)
+	slow := request("late", "x", 0)
+	decide := slow.decide
+	err := s.WriteConditional(ctx, func(now time.Time) ([]store.Write, error) {
+		time.Sleep(groupDecisionAge + 50*time.Millisecond) // the time under test, not a wait for another goroutine
+		return decide(now)
+	})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		_, err := r.GetOperation(ctx, "t", "late")
+		require.ErrorIs(t, err, store.ErrNotFound, "nothing written")
+		return nil
+	}))
+	require.NoError(t, s.WriteConditional(ctx, request("prompt", "x", 0).decide), "a decision in time is written")
+}
+
 // TestLoneCallerWritesItself: a caller alone in WriteConditional runs its
 // decision in its own goroutine, not a committer's; while it writes, the
 // next caller is queued and written by a committer without waiting for it;

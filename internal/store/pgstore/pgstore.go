@@ -193,7 +193,10 @@ func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, 
 
 // Update runs fn in a READ COMMITTED transaction and commits it when fn
 // returns nil. Once fn has returned, the commit is not cancelled with
-// ctx: an error never hides a committed write. The transaction holds one pooled connection; BEGIN is sent
+// ctx (groupTimeout bounds it): a cancel that reached the server after
+// COMMIT was queued could otherwise be reported as a failure of a write
+// that committed. (A connection lost during COMMIT still leaves its
+// outcome unknown.) The transaction holds one pooled connection; BEGIN is sent
 // with its first statements (see connTx).
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
 	conn, err := s.pool.Acquire(ctx)
