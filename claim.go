@@ -1004,6 +1004,14 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		if err := t.duplicateEffect(a, r.DestinationRef, late); err != nil {
 			return err
 		}
+	case r.Outcome == OutcomeUncertain && state == StatePending && a.DispatchedAt.IsZero():
+		// The attempt was given up as never sent (its lease ran out
+		// before a dispatch mark), yet its worker says it may have
+		// called: the retry now pending could repeat an effect. It waits
+		// for reconciliation instead, as a dispatched attempt would.
+		t.unprotect()
+		t.move(StateUncertain, a.Worker, a.ID, "late uncertain report",
+			evidence+fmt.Sprintf("; attempt %d had not marked its dispatch, yet may have called: nothing is sent again until that is settled", a.Number))
 	default:
 		t.note(a.Worker, a.ID, "stale report kept as evidence", evidence)
 	}

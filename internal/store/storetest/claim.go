@@ -342,6 +342,28 @@ func testReport(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("AbandonedAttemptReportsUncertainLate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		lost, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		b.clock.Advance(11 * time.Second)
+		_, err = b.ledger.ExpireLeases(b.ctx) // never marked dispatched: pending, nothing sent
+		require.NoError(t, err)
+		b.requireState(t, "k1", opledger.StatePending)
+		// Its worker says it may have called after all: the retry waits.
+		_, err = b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		var stale *opledger.StaleError
+		require.ErrorAs(t, err, &stale)
+		require.True(t, stale.Recorded)
+		op := b.requireState(t, "k1", opledger.StateUncertain)
+		require.NotNil(t, op.UnresolvedSince)
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is sent again before reconciliation")
+	})
+
 	t.Run("AbandonedAttemptWithLateReportCounts", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h) // MaxAttempts 3
