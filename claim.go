@@ -491,6 +491,34 @@ func (t *txn) stale(attemptID string, token int64) *StaleError {
 	return &StaleError{Key: t.key, AttemptID: attemptID, FencingToken: token, Current: t.op.FencingToken, Operation: toOperation(t.op)}
 }
 
+// heldClaim checks, for the step what ("dispatch"), that attemptID with
+// token still holds the operation, and returns its attempt if so. If not,
+// it returns nil: with an error for a stale token or an unknown attempt;
+// without one when the lease has run out, which it settles now (not
+// dispatched: back to pending; dispatched: uncertain), leaving the
+// refusal for after the commit (t.after), since another worker may claim
+// the operation any moment.
+func (t *txn) heldClaim(what, attemptID string, token int64) (*store.Attempt, error) {
+	if err := t.need(what); err != nil {
+		return nil, err
+	}
+	a, current, err := t.checkAttempt(attemptID, token)
+	if err != nil {
+		return nil, err
+	}
+	if current && t.op.LeaseExpiresAt.Before(t.now) {
+		if err := t.settleExpiredLease(); err != nil {
+			return nil, err
+		}
+		t.after = t.stale(attemptID, token)
+		return nil, nil
+	}
+	if !current {
+		return nil, t.stale(attemptID, token)
+	}
+	return a, nil
+}
+
 // Dispatch marks the recovery point: from now on the external call may have
 // started, so a lost lease makes the operation uncertain instead of pending.
 // Call it immediately before the external call. A stale token, or a lease
@@ -498,24 +526,9 @@ func (t *txn) stale(attemptID string, token int64) *StaleError {
 // destination then.
 func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int64) (*Operation, error) {
 	return l.transition(ctx, key, attemptID, func(t *txn) error {
-		if err := t.need("dispatch"); err != nil {
+		a, err := t.heldClaim("dispatch", attemptID, token)
+		if a == nil {
 			return err
-		}
-		a, current, err := t.checkAttempt(attemptID, token)
-		if err != nil {
-			return err
-		}
-		if current && t.op.LeaseExpiresAt.Before(t.now) {
-			// Too late: another worker may claim it any moment. Settle
-			// the lease now (not dispatched: back to pending).
-			if err := t.settleExpiredLease(); err != nil {
-				return err
-			}
-			t.after = t.stale(attemptID, token)
-			return nil
-		}
-		if !current {
-			return t.stale(attemptID, token)
 		}
 		if t.op.Dispatched {
 			return nil // repeated dispatch mark of the same attempt
@@ -562,22 +575,9 @@ func (l *Ledger) ExtendLease(ctx context.Context, key, attemptID string, token i
 		return nil, invalidInput("the lease must be extended by more than 0 (got %s)", d)
 	}
 	return l.transition(ctx, key, attemptID, func(t *txn) error {
-		if err := t.need("extend the lease of"); err != nil {
+		a, err := t.heldClaim("extend the lease of", attemptID, token)
+		if a == nil {
 			return err
-		}
-		a, current, err := t.checkAttempt(attemptID, token)
-		if err != nil {
-			return err
-		}
-		if current && t.op.LeaseExpiresAt.Before(t.now) {
-			if err := t.settleExpiredLease(); err != nil {
-				return err
-			}
-			t.after = t.stale(attemptID, token)
-			return nil
-		}
-		if !current {
-			return t.stale(attemptID, token)
 		}
 		end := t.now.Add(d)
 		if !end.After(t.op.LeaseExpiresAt) {
