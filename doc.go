@@ -19,8 +19,9 @@
 // An operation is awaiting_approval, pending, in_progress, uncertain, held,
 // succeeded or failed; see State and docs/state_machine.md. Claim takes a
 // pending operation atomically under a lease and a fencing token; Dispatch
-// marks the moment the external call may start; Report records the
-// outcome. A lease that expires before dispatch returns the operation to
+// marks the moment the external call may start; ExtendLease lengthens the
+// lease of a call that runs longer; Report records the outcome. A lease
+// that expires before dispatch returns the operation to
 // pending; after dispatch it makes the operation uncertain, never pending.
 // Reconcile applies a lookup or the destination's idempotency protection to
 // an uncertain operation; Resolve records an operator's decision, always
