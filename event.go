@@ -339,11 +339,11 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 	// workflow: only the workflow records and revises its steps. It
 	// returns nil, nil when key is no step.
 	stepConflict := func(key string) (*eventPlan, error) {
-		wk, step, err := workflowStepOf(ctx, tx, l.tenant, key)
-		if err != nil || wk == "" {
+		w, step, err := workflowStepOf(ctx, tx, l.tenant, key)
+		if err != nil || w == nil {
 			return nil, err
 		}
-		return conflict(fmt.Sprintf("operation %s is step %s of workflow %s, which records and revises its steps itself (a rule may not); a person must decide", key, step, wk))
+		return conflict(fmt.Sprintf("operation %s is step %s of workflow %s, which records and revises its steps itself (a rule may not); a person must decide", key, step, w.Key))
 	}
 	for i, in := range m.Intents {
 		fp, err := in.normalize()

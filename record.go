@@ -146,41 +146,41 @@ func (t *txn) refuseWorkflowStep() error {
 	if err := t.tx.LockOperationKey(t.ctx, t.tenant, t.key); err != nil {
 		return err
 	}
-	wk, step, err := workflowStepOf(t.ctx, t.tx, t.tenant, t.key)
-	if err != nil || wk == "" {
+	w, step, err := workflowStepOf(t.ctx, t.tx, t.tenant, t.key)
+	if err != nil || w == nil {
 		return err
 	}
 	return fmt.Errorf("%w: %s is the key of step %s of workflow %s, which records the step itself, in its turn and with its own content; "+
-		"record this operation under another key, or revise the step (POST /v1/workflows/{key}/steps/{step}/revise)", ErrInvalidState, t.key, step, wk)
+		"record this operation under another key, or revise the step (POST /v1/workflows/{key}/steps/{step}/revise)", ErrInvalidState, t.key, step, w.Key)
 }
 
 // workflowStepOf returns the workflow and the step whose key key is, when
-// a stored workflow has that step; "" when none has. Such a key is never
+// a stored workflow has that step; nil when none has. Such a key is never
 // recorded on its own: the workflow records the step itself, each in its
 // turn with its own content, and takes whatever is at a step's key for
 // the step. Recorded early (by Record, a claim with an intent or an
 // event's rule), the step would run before the steps ahead of it, with
 // other content and without the approval it may require.
-func workflowStepOf(ctx context.Context, r store.Reader, tenant, key string) (workflowKey, step string, err error) {
+func workflowStepOf(ctx context.Context, r store.Reader, tenant, key string) (workflow *store.Workflow, step string, err error) {
 	wk, step, ok := SplitWorkflowStepKey(key)
 	if !ok {
-		return "", "", nil
+		return nil, "", nil
 	}
 	row, err := r.GetWorkflow(ctx, tenant, wk)
 	if errors.Is(err, store.ErrNotFound) {
-		return "", "", nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return "", "", err
+		return nil, "", err
 	}
 	def, err := decodeDef(row)
 	if err != nil {
-		return "", "", err
+		return nil, "", err
 	}
 	if !slices.ContainsFunc(def.Steps, func(s stepDef) bool { return s.Name == step }) {
-		return "", "", nil
+		return nil, "", nil
 	}
-	return wk, step, nil
+	return row, step, nil
 }
 
 // requireApproval makes a recorded operation wait for approval when a

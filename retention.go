@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/opledger/opledger/internal/store"
@@ -243,26 +242,12 @@ func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count
 // person's decision on that step, like any failed operation, within the
 // retention period; its steps are compacted after it, as any operation.
 func keptForItsWorkflow(ctx context.Context, r store.Reader, tenant, key string) (bool, error) {
-	wk, step, ok := SplitWorkflowStepKey(key)
-	if !ok {
-		return false, nil
-	}
-	row, err := r.GetWorkflow(ctx, tenant, wk)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil || row.Done {
+	w, _, err := workflowStepOf(ctx, r, tenant, key)
+	if err != nil || w == nil || w.Done {
 		return false, err
 	}
-	def, err := decodeDef(row)
-	if err != nil {
-		return false, err
-	}
-	if !slices.ContainsFunc(def.Steps, func(s stepDef) bool { return s.Name == step }) {
-		return false, nil // an operation of its own under the workflow's key
-	}
-	if row.CurrentKey != "" {
-		current, err := r.GetOperation(ctx, tenant, row.CurrentKey)
+	if w.CurrentKey != "" {
+		current, err := r.GetOperation(ctx, tenant, w.CurrentKey)
 		switch {
 		case err == nil && State(current.State) == StateFailed:
 			return false, nil
