@@ -408,55 +408,45 @@ func (t *txn) settleExpiredLease() error {
 // and gives the first one's cause, with its key left out (the error is
 // meant for a log); they are tried again on the next run.
 func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
-	const page = 200
 	total := 0
 	var failed sweepFailures
-	var after store.OperationID
-	for {
-		var ids []store.OperationID
-		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-			now, err := l.now(ctx, r)
-			if err != nil {
-				return err
-			}
-			ids, err = r.ExpiredLeases(ctx, now, after, page)
-			return err
-		})
-		if err != nil {
-			return total, fmt.Errorf("expire leases: %w", err)
+	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, now time.Time, after store.OperationID) ([]store.OperationID, error) {
+		return r.ExpiredLeases(ctx, now, after, sweepPage)
+	}, func(id store.OperationID) error {
+		settled, err := l.expireLease(ctx, id)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			failed.add("a lease", id, err)
+		case settled:
+			total++
 		}
-		for _, id := range ids {
-			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
-			settled := false
-			_, err := tl.mutate(ctx, id.Key, func(t *txn) error {
-				settled = false // the function runs again after a conflict
-				if t.op == nil {
-					return nil
-				}
-				before := t.op.State
-				if err := t.settleExpiredLease(); err != nil {
-					return err
-				}
-				settled = t.op.State != before
-				return nil
-			})
-			if err != nil {
-				if err := ctx.Err(); err != nil {
-					return total, fmt.Errorf("expire leases: %w", err)
-				}
-				failed.add("a lease", id, err)
-				continue
-			}
-			if settled {
-				total++
-			}
-		}
-		if len(ids) < page {
-			break
-		}
-		after = ids[len(ids)-1]
+		return nil
+	})
+	if err != nil {
+		return total, fmt.Errorf("expire leases: %w", err)
 	}
 	return total, failed.err("expire leases", "settled")
+}
+
+// expireLease settles the lease of operation id if it has run out, and
+// reports whether it did.
+func (l *Ledger) expireLease(ctx context.Context, id store.OperationID) (settled bool, err error) {
+	tl := &Ledger{shared: l.shared, tenant: id.Tenant}
+	_, err = tl.mutate(ctx, id.Key, func(t *txn) error {
+		settled = false // the function runs again after a conflict
+		if t.op == nil {
+			return nil
+		}
+		before := t.op.State
+		if err := t.settleExpiredLease(); err != nil {
+			return err
+		}
+		settled = t.op.State != before
+		return nil
+	})
+	return settled, err
 }
 
 // checkAttempt verifies that attemptID with token holds the operation. It

@@ -80,6 +80,43 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 	wg.Wait()
 }
 
+// sweepPage is how many items a sweep lists at a time.
+const sweepPage = 200
+
+// sweepPages runs a sweep over what list finds, a page at a time: list
+// gets the store's clock and the last item of the previous page (the zero
+// R for the first) and returns up to sweepPage items in its order, and
+// handle gets each in turn. It ends after a page shorter than sweepPage,
+// or with the first error of list or handle (a handle that goes on past
+// an item it could not handle returns nil for it), so that items a sweep
+// cannot handle never hide those after them.
+func sweepPages[R any](ctx context.Context, l *Ledger, list func(ctx context.Context, r store.Reader, now time.Time, after R) ([]R, error), handle func(R) error) error {
+	var after R
+	for {
+		var items []R
+		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+			now, err := l.now(ctx, r)
+			if err != nil {
+				return err
+			}
+			items, err = list(ctx, r, now, after)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := handle(it); err != nil {
+				return err
+			}
+		}
+		if len(items) < sweepPage {
+			return nil
+		}
+		after = items[len(items)-1]
+	}
+}
+
 // sweepFailures are the operations or workflows a sweep (ExpireLeases,
 // AdvanceWorkflows) could not handle: it goes on past them, and its error
 // counts them and gives the first one's cause, with its key left out (the

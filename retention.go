@@ -116,41 +116,27 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 // compact (returned in failed, tried again on the next run); its error
 // is one listing them, or the context's.
 func (l *Ledger) compactOperations(ctx context.Context, res *CompactResult) (sweepFailures, error) {
-	const page = 200
 	var failed sweepFailures
-	var after store.FinalRow
-	for {
-		var rows []store.FinalRow
-		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-			now, err := l.now(ctx, r)
-			if err != nil {
-				return err
-			}
-			rows, err = r.FinalBefore(ctx, store.FinalParams{Before: now.Add(-l.opts.Retention), After: after, Limit: page})
-			return err
-		})
-		if err != nil {
-			return failed, fmt.Errorf("compact: %w", err)
+	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, now time.Time, after store.FinalRow) ([]store.FinalRow, error) {
+		return r.FinalBefore(ctx, store.FinalParams{Before: now.Add(-l.opts.Retention), After: after, Limit: sweepPage})
+	}, func(row store.FinalRow) error {
+		compacted, err := l.compactOperation(ctx, row.OperationID)
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			// Changed meanwhile; the next run looks again.
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			failed.add("an operation", row.OperationID, err)
+		case compacted:
+			res.Tombstoned++
 		}
-		for _, row := range rows {
-			compacted, err := l.compactOperation(ctx, row.OperationID)
-			switch {
-			case errors.Is(err, store.ErrConflict):
-				// Changed meanwhile; the next run looks again.
-			case err != nil:
-				if ctx.Err() != nil {
-					return failed, fmt.Errorf("compact: %w", ctx.Err())
-				}
-				failed.add("an operation", row.OperationID, err)
-			case compacted:
-				res.Tombstoned++
-			}
-		}
-		if len(rows) < page {
-			return failed, nil
-		}
-		after = rows[len(rows)-1]
+		return nil
+	})
+	if err != nil {
+		return failed, fmt.Errorf("compact: %w", err)
 	}
+	return failed, nil
 }
 
 // compactOperation reduces the operation id to a tombstone, if it is

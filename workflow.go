@@ -723,40 +723,28 @@ func (l *Ledger) AdvanceWorkflowOf(ctx context.Context, opKey string) (*Workflow
 // (the error is meant for a log, and a key may carry personal data); they
 // are tried again on the next run.
 func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
-	const batch = 200
 	total := 0
 	var failed sweepFailures
-	var after store.OperationID
-	for {
-		var ids []store.OperationID
-		err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-			var err error
-			ids, err = r.WorkflowsReady(ctx, after, batch)
+	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, _ time.Time, after store.OperationID) ([]store.OperationID, error) {
+		return r.WorkflowsReady(ctx, after, sweepPage)
+	}, func(id store.OperationID) error {
+		if err := ctx.Err(); err != nil {
 			return err
-		})
-		if err != nil {
-			return total, fmt.Errorf("advance workflows: %w", err)
 		}
-		for _, id := range ids {
-			if err := ctx.Err(); err != nil {
-				return total, fmt.Errorf("advance workflows: %w", err)
-			}
-			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
-			_, err := tl.ResumeWorkflow(ctx, id.Key)
-			var se *StepError
-			switch {
-			case errors.As(err, &se):
-				continue
-			case err != nil:
-				failed.add("a workflow", id, err)
-				continue
-			}
+		tl := &Ledger{shared: l.shared, tenant: id.Tenant}
+		_, err := tl.ResumeWorkflow(ctx, id.Key)
+		var se *StepError
+		switch {
+		case errors.As(err, &se):
+		case err != nil:
+			failed.add("a workflow", id, err)
+		default:
 			total++
 		}
-		if len(ids) < batch {
-			break
-		}
-		after = ids[len(ids)-1]
+		return nil
+	})
+	if err != nil {
+		return total, fmt.Errorf("advance workflows: %w", err)
 	}
 	return total, failed.err("advance workflows", "resumed")
 }
