@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/readerr"
 )
 
 // HTTP is a destination called over HTTP, built from an HTTPConfig by Load
@@ -615,30 +616,15 @@ func readAnswer(resp *http.Response) ([]byte, error) {
 // (head is what readAnswer read of it, body the rest) as it streams by,
 // without holding the answer.
 func (h *HTTP) largeAnswerRef(head []byte, body io.Reader) (string, error) {
-	up := &errorKeepingReader{r: body}
+	up := &readerr.Reader{R: body}
 	ref, ok := scanRef(io.MultiReader(bytes.NewReader(head), up), h.ref.tokens)
 	switch {
-	case up.err != nil:
-		return "", fmt.Errorf("reading the answer failed: %w", up.err)
+	case up.Err != nil:
+		return "", fmt.Errorf("reading the answer failed: %w", up.Err)
 	case !ok:
 		return "", fmt.Errorf("the answer (larger than %d bytes, not kept) has no reference at %q", maxAnswerBytes, h.ref.String())
 	}
 	return ref, nil
-}
-
-// errorKeepingReader keeps the error of a read that failed (io.EOF is no
-// failure).
-type errorKeepingReader struct {
-	r   io.Reader
-	err error
-}
-
-func (e *errorKeepingReader) Read(b []byte) (int, error) {
-	n, err := e.r.Read(b)
-	if err != nil && err != io.EOF {
-		e.err = err
-	}
-	return n, err
 }
 
 // RefOf reads the effect's reference from a 2xx answer of this

@@ -25,6 +25,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/readerr"
 )
 
 // request is the payload of a proxied operation: what the fingerprint
@@ -465,7 +466,7 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	defer stopLease()
 	s.addHeaders(w)
 	w.WriteHeader(s.Status)
-	up := &readErrors{r: clock.reader(body)}
+	up := &readerr.Reader{R: clock.reader(body)}
 	rl := newRelay(w, rt.timeout)
 	in := io.TeeReader(io.MultiReader(bytes.NewReader(head), up), rl)
 	ref := refOf(rt, in, claim)
@@ -473,8 +474,8 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	relayErr := rl.finish()
 	stopLease()
 	rep := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref}
-	if up.err != nil {
-		lost := opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: up.err})
+	if up.Err != nil {
+		lost := opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: up.Err})
 		rep = opledger.Report{Outcome: opledger.OutcomeUncertain, Error: errorText(lost)}
 	} else {
 		var err error
@@ -497,7 +498,7 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	if relayErr != nil {
 		log.Warn("the caller did not take the whole answer; its connection is broken off", "error", relayErr)
 	}
-	if up.err != nil || relayErr != nil {
+	if up.Err != nil || relayErr != nil {
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -671,20 +672,6 @@ func (r *relay) finish() error {
 		_ = r.rc.SetWriteDeadline(time.Time{})
 	}
 	return r.err
-}
-
-// readErrors keeps the first error of r other than io.EOF.
-type readErrors struct {
-	r   io.Reader
-	err error
-}
-
-func (e *readErrors) Read(b []byte) (int, error) {
-	n, err := e.r.Read(b)
-	if err != nil && err != io.EOF && e.err == nil {
-		e.err = err
-	}
-	return n, err
 }
 
 // refOf is the effect's reference: read from the answer at the upstream's
