@@ -605,8 +605,7 @@ func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) 
 	if err := t.need("revise"); err != nil {
 		return err
 	}
-	st := State(t.op.State)
-	if !(st == StateAwaitingApproval || (st == StatePending && t.op.FirstDispatchedAt.IsZero())) {
+	if !(State(t.op.State) == StateAwaitingApproval || t.pendingNeverSent()) {
 		return t.refuse("revise")
 	}
 	if version <= t.op.Version {

@@ -191,12 +191,19 @@ func workflowStepOf(ctx context.Context, r store.Reader, tenant, key string) (wo
 // is too late; the repeat gets the operation as it is, which shows that
 // it requires no approval.
 func (t *txn) requireApproval(required bool, actor string) {
-	if !required || t.op.RequiresApproval || State(t.op.State) != StatePending || !t.op.FirstDispatchedAt.IsZero() {
+	if !required || t.op.RequiresApproval || !t.pendingNeverSent() {
 		return
 	}
 	t.op.RequiresApproval = true
 	t.move(StateAwaitingApproval, actor, "", "approval required",
 		fmt.Sprintf("a repeat of the intent requires approval; version %d awaits it", t.op.Version))
+}
+
+// pendingNeverSent reports whether the operation is pending and no
+// attempt of it was ever dispatched: its content may still change
+// (revise) or wait for an approval (requireApproval).
+func (t *txn) pendingNeverSent() bool {
+	return State(t.op.State) == StatePending && t.op.FirstDispatchedAt.IsZero()
 }
 
 // addSensitiveFields adds to a recorded operation the sensitive fields a
