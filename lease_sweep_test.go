@@ -13,17 +13,16 @@ import (
 	"github.com/opledger/opledger"
 )
 
-// TestExpireLeasesPastAFailure: a lease that cannot be settled (here its
-// attempt row was deleted behind the ledger's back) does not stop the
-// sweep: the leases after it are settled, and the error counts the
-// failure without its key.
-func TestExpireLeasesPastAFailure(t *testing.T) {
-	t.Parallel()
+// brokenLeases claims keys with a lease of a second, deletes behind the
+// ledger's back the attempts SQL's LIKE pattern broken matches (so that
+// their leases cannot be settled), and reopens the ledger an hour later,
+// every lease expired.
+func brokenLeases(t *testing.T, keys []string, broken string) *opledger.Ledger {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "l.db")
 	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
 	require.NoError(t, err)
-	keys := []string{"intake:alice.smith", "intake:bob", "intake:carol"}
 	for _, k := range keys {
 		in := opledger.Intent{Key: k, Action: "crm.create", Destination: "crm"}
 		_, err := l.Claim(ctx, k, opledger.ClaimOptions{Intent: &in, Lease: time.Second})
@@ -32,13 +31,24 @@ func TestExpireLeasesPastAFailure(t *testing.T) {
 	require.NoError(t, l.Close())
 	db, err := sql.Open("sqlite", path)
 	require.NoError(t, err)
-	_, err = db.Exec(`DELETE FROM attempts WHERE key = 'intake:alice.smith'`)
+	_, err = db.Exec(`DELETE FROM attempts WHERE key LIKE ?`, broken)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
-
 	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{Clock: func(n time.Time) time.Time { return n.Add(time.Hour) }})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestExpireLeasesPastAFailure: a lease that cannot be settled (here its
+// attempt row was deleted behind the ledger's back) does not stop the
+// sweep: the leases after it are settled, and the error counts the
+// failure without its key.
+func TestExpireLeasesPastAFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keys := []string{"intake:alice.smith", "intake:bob", "intake:carol"}
+	l := brokenLeases(t, keys, "intake:alice.smith")
 	n, err := l.ExpireLeases(ctx)
 	require.Equal(t, 2, n, "the leases after the failing one are settled")
 	require.ErrorContains(t, err, "expire leases: 1 could not be settled")
@@ -59,29 +69,12 @@ func TestExpireLeasesPastAFailure(t *testing.T) {
 func TestExpireLeasesPastAPageOfFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "l.db")
-	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
-	require.NoError(t, err)
 	const broken = 201 // the sweep reads 200 a page
 	keys := []string{"intake:z"}
 	for i := range broken {
 		keys = append(keys, fmt.Sprintf("intake:a%03d", i))
 	}
-	for _, k := range keys {
-		in := opledger.Intent{Key: k, Action: "crm.create", Destination: "crm"}
-		_, err := l.Claim(ctx, k, opledger.ClaimOptions{Intent: &in, Lease: time.Second})
-		require.NoError(t, err)
-	}
-	require.NoError(t, l.Close())
-	db, err := sql.Open("sqlite", path)
-	require.NoError(t, err)
-	_, err = db.Exec(`DELETE FROM attempts WHERE key LIKE 'intake:a%'`)
-	require.NoError(t, err)
-	require.NoError(t, db.Close())
-
-	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{Clock: func(n time.Time) time.Time { return n.Add(time.Hour) }})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	l := brokenLeases(t, keys, "intake:a%")
 	n, err := l.ExpireLeases(ctx)
 	require.Equal(t, 1, n, "the lease after the failing ones is settled")
 	require.ErrorContains(t, err, fmt.Sprintf("expire leases: %d could not be settled", broken))
