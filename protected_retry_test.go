@@ -64,14 +64,14 @@ func TestRetryableProtectedRetryStaysUncertain(t *testing.T) {
 	require.Equal(t, 2*time.Minute, op.NotBefore.Sub(op.UpdatedAt))
 
 	// Not due for reconciliation before the Retry-After.
-	queue, err := l.ReconcileQueue(ctx, 10)
+	queue, err := l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, queue)
 
 	// By then the key's retention has passed: the reconciler holds it
 	// instead of letting an unprotected resend charge twice.
 	advance(2 * time.Minute)
-	queue, err = l.ReconcileQueue(ctx, 10)
+	queue, err = l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, queue, 1)
 	op, err = l.Reconcile(ctx, key, retention)

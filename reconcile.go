@@ -288,15 +288,30 @@ func join(a, b string) string {
 	return a + "; " + b
 }
 
-// ReconcileQueue returns up to limit uncertain operations of every tenant
-// whose next reconciliation is due (see DeferReconcile), longest waiting
-// first. With destinations it returns only operations of those
-// destinations, so that reconcilers knowing different destinations (an
-// opledger serve and an opledger proxy) can share a store. Use
-// WithTenant(op.Tenant) to act on each.
-func (l *Ledger) ReconcileQueue(ctx context.Context, limit int, destinations ...string) ([]*Operation, error) {
+// ReconcileQueueOptions select what ReconcileQueue returns.
+type ReconcileQueueOptions struct {
+	// Limit is how many operations at most; default 100.
+	Limit int
+	// Destinations limits the queue to these destinations; empty means
+	// any. Reconcilers that know different destinations (an opledger
+	// serve and an opledger proxy) can so share a store.
+	Destinations []string
+	// AllTenants returns every tenant's operations instead of the
+	// Ledger's own. Use WithTenant(op.Tenant) to act on each.
+	AllTenants bool
+}
+
+// ReconcileQueue returns the uncertain operations whose next
+// reconciliation is due (see DeferReconcile), longest waiting first: the
+// Ledger's own tenant's, or every tenant's with AllTenants.
+func (l *Ledger) ReconcileQueue(ctx context.Context, opts ReconcileQueueOptions) ([]*Operation, error) {
+	limit := opts.Limit
 	if limit <= 0 {
 		limit = 100
+	}
+	tenant := l.tenant
+	if opts.AllTenants {
+		tenant = ""
 	}
 	var out []*Operation
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
@@ -304,7 +319,7 @@ func (l *Ledger) ReconcileQueue(ctx context.Context, limit int, destinations ...
 		if err != nil {
 			return err
 		}
-		ids, err := r.UncertainDue(ctx, store.DueParams{Now: now, Limit: limit, Destinations: destinations})
+		ids, err := r.UncertainDue(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: limit, Destinations: opts.Destinations})
 		if err != nil {
 			return err
 		}

@@ -187,7 +187,11 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 			// A redirect is the upstream's answer, passed to the caller.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}}
-	p.reconciler, err = reconciler.New(l, reconciler.Config{Destinations: set, Interval: cfg.ReconcileInterval, Logger: cfg.Logger})
+	// Only the proxy's own tenant: its lookups carry the upstreams'
+	// credentials, and another tenant sharing the store (through an
+	// opledger serve) could record an operation naming a proxy:
+	// destination to have them looked up for it.
+	p.reconciler, err = reconciler.New(l, reconciler.Config{Destinations: set, Interval: cfg.ReconcileInterval, Logger: cfg.Logger, Tenant: l.Tenant()})
 	if err != nil {
 		return nil, err
 	}

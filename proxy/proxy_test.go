@@ -358,6 +358,37 @@ func TestLostResponseReconciledByLookup(t *testing.T) {
 	})
 }
 
+// The proxy's reconciler looks up for the proxy's own tenant only: its
+// lookups carry the upstream's credentials, and another tenant sharing the
+// store (through opledger serve) must not learn what the upstream holds by
+// recording an uncertain operation that names the proxy's destination.
+func TestReconcilerKeepsToItsTenant(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{}, lookupByExternalRef)
+		require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+		mine := b.only(t)
+
+		other, err := b.ledger.WithTenant("intruder")
+		require.NoError(t, err)
+		ctx := context.Background()
+		_, _, err = other.Record(ctx, opledger.Intent{Key: "probe:1", Action: mine.Action, Destination: mine.Destination, Payload: mine.Payload})
+		require.NoError(t, err)
+		c, err := other.Claim(ctx, "probe:1", opledger.ClaimOptions{Dispatch: true})
+		require.NoError(t, err)
+		_, err = other.Report(ctx, "probe:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		require.NoError(t, err)
+
+		pass := b.reconcile(t)
+		require.Zero(t, pass.Examined, "another tenant's operation is not the proxy's to look up")
+		require.Zero(t, b.up.Lookups())
+		op, err := other.Get(ctx, "probe:1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.Empty(t, op.DestinationRef)
+	})
+}
+
 // Without lookup or protection a lost response is held; repeats get 409
 // and the upstream is called once.
 func TestLostResponseHeldWithoutMeans(t *testing.T) {

@@ -68,12 +68,17 @@ type Config struct {
 	// UnknownRecheck is how long an operation of a destination that is not
 	// configured here waits before it is looked at again. Default 10 min.
 	UnknownRecheck time.Duration
+	// Tenant limits the reconciler to one tenant's operations, as an
+	// opledger proxy does with its own: its lookups carry its upstream's
+	// credentials, which must not answer for another tenant's operations.
+	// Empty means every tenant's.
+	Tenant string
 	// Logger receives one line per decision. Default slog.Default().
 	Logger *slog.Logger
 }
 
 // Reconciler applies lookups and declared protections to uncertain
-// operations of every tenant.
+// operations of every tenant, or of Config.Tenant.
 type Reconciler struct {
 	ledger *opledger.Ledger
 	dests  *destination.Set
@@ -108,6 +113,11 @@ func New(l *opledger.Ledger, cfg Config) (*Reconciler, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Tenant != "" {
+		if err := opledger.ValidateKey(cfg.Tenant); err != nil {
+			return nil, fmt.Errorf("reconciler: tenant: %w", err)
+		}
 	}
 	return &Reconciler{ledger: l, dests: cfg.Destinations, cfg: cfg, log: cfg.Logger.With("component", "reconciler")}, nil
 }
@@ -179,7 +189,16 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 	pass := Pass{Decisions: map[Decision]int{}}
 	// Only the destinations this reconciler knows: another process (an
 	// opledger proxy, a serve with other destinations) may share the store.
-	ops, err := r.ledger.ReconcileQueue(ctx, r.cfg.BatchSize, r.cfg.Destinations.Names()...)
+	queue := opledger.ReconcileQueueOptions{Limit: r.cfg.BatchSize, Destinations: r.cfg.Destinations.Names(), AllTenants: true}
+	l := r.ledger
+	if r.cfg.Tenant != "" {
+		var err error
+		if l, err = l.WithTenant(r.cfg.Tenant); err != nil {
+			return pass, err
+		}
+		queue.AllTenants = false
+	}
+	ops, err := l.ReconcileQueue(ctx, queue)
 	if err != nil {
 		return pass, fmt.Errorf("read reconcile queue: %w", err)
 	}
@@ -218,8 +237,12 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 const maxEvidence = 1000
 
 // Reconcile examines one uncertain operation (as returned by
-// Ledger.ReconcileQueue) and records the decision in the ledger.
+// Ledger.ReconcileQueue) and records the decision in the ledger. With
+// Config.Tenant it refuses another tenant's operation.
 func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Decision, error) {
+	if r.cfg.Tenant != "" && op.Tenant != r.cfg.Tenant {
+		return "", fmt.Errorf("reconciler: operation of tenant %s; this reconciler looks up for tenant %s only", op.Tenant, r.cfg.Tenant)
+	}
 	tl, err := r.ledger.WithTenant(op.Tenant)
 	if err != nil {
 		return "", err

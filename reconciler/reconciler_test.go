@@ -280,6 +280,41 @@ func TestUnknownDestinationWaits(t *testing.T) {
 	})
 }
 
+// A reconciler limited to one tenant (an opledger proxy's, whose lookups
+// carry its upstreams' credentials) never looks up for another tenant.
+func TestTenantOnly(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Reconciler.Tenant = opledger.DefaultTenant })
+		acme, err := r.Ledger.WithTenant("acme")
+		require.NoError(t, err)
+		_, _, err = acme.Record(r.Ctx, opledger.Intent{Key: "mail:T1", Action: "send", Destination: "email", Payload: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		c, err := acme.Claim(r.Ctx, "mail:T1", opledger.ClaimOptions{Dispatch: true})
+		require.NoError(t, err)
+		_, err = acme.Report(r.Ctx, "mail:T1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		require.NoError(t, err)
+		r.Record("mail:T1", "email", `{}`)
+		r.Server.Fail(fakedest.LoseResponse)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+
+		pass := r.Reconcile()
+		require.Equal(t, 1, pass.Examined, "the default tenant's only")
+		require.Equal(t, 1, pass.Decisions[reconciler.Held])
+		require.Equal(t, opledger.StateHeld, r.Get("mail:T1").State)
+		op, err := acme.Get(r.Ctx, "mail:T1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "acme's is left alone")
+
+		_, err = r.Rec.Reconcile(r.Ctx, op)
+		require.ErrorContains(t, err, "this reconciler looks up for tenant default only")
+		op, err = acme.Get(r.Ctx, "mail:T1")
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.Nil(t, op.NotBefore)
+	})
+}
+
 // A decision made elsewhere in the meantime wins.
 func TestDecidedElsewhereIsSkipped(t *testing.T) {
 	t.Parallel()
@@ -288,7 +323,7 @@ func TestDecidedElsewhereIsSkipped(t *testing.T) {
 		r.Record("mail:D1", "email", `{}`)
 		r.Server.Fail(fakedest.LoseResponse)
 		require.Equal(t, opledger.StateUncertain, r.Step().State)
-		queue, err := r.Ledger.ReconcileQueue(r.Ctx, 10)
+		queue, err := r.Ledger.ReconcileQueue(r.Ctx, opledger.ReconcileQueueOptions{Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, queue, 1)
 		_, err = r.Ledger.Resolve(r.Ctx, "mail:D1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,

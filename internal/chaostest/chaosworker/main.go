@@ -269,7 +269,7 @@ func (w *worker) sweeper(ctx context.Context) {
 		if _, err := w.l.ExpireLeases(ctx); err != nil {
 			logf("%s: expire leases: %v", w.cfg.name, err)
 		}
-		ops, err := w.l.ReconcileQueue(ctx, 100)
+		ops, err := w.l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: 100, AllTenants: true})
 		if err != nil {
 			logf("%s: reconcile queue: %v", w.cfg.name, err)
 			continue

@@ -141,7 +141,7 @@ func dump(cfg config) error {
 	if rep.ExpiredLeases, err = l.ExpireLeases(ctx); err != nil {
 		return err
 	}
-	queue, err := l.ReconcileQueue(ctx, 100)
+	queue, err := l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: 100, AllTenants: true})
 	if err != nil {
 		return err
 	}

@@ -146,13 +146,21 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	ab := &bundle{ctx: b.ctx, ledger: acme, clock: b.clock}
 	ab.inState(t, "u3", opledger.StateUncertain)
 
-	queue, err := b.ledger.ReconcileQueue(b.ctx, 10)
+	queue, err := b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10, AllTenants: true})
 	require.NoError(t, err)
 	var keys []string
 	for _, op := range queue {
 		keys = append(keys, op.Tenant+"/"+op.Key)
 	}
 	require.ElementsMatch(t, []string{"default/u1", "default/u2", "acme/u3"}, keys, "every tenant's uncertain work")
+	// Without AllTenants, a ledger's own tenant's only (an opledger proxy's
+	// reconciler, whose lookups carry its upstreams' credentials).
+	own, err := b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"u1", "u2"}, opKeys(own), "the default tenant's")
+	own, err = acme.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"u3"}, opKeys(own), "acme's")
 
 	// An uncertain e-mail: a reconciler that knows only the CRM never sees
 	// it, one that knows the e-mail provider sees only it.
@@ -162,10 +170,10 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	c := b.claimDispatched(t, "m1")
 	b.report(t, "m1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after write"})
-	queue, err = b.ledger.ReconcileQueue(b.ctx, 10, "crm")
+	queue, err = b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10, Destinations: []string{"crm"}, AllTenants: true})
 	require.NoError(t, err)
 	require.Len(t, queue, 3, "only the CRM's")
-	queue, err = b.ledger.ReconcileQueue(b.ctx, 10, "email", "sms")
+	queue, err = b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10, Destinations: []string{"email", "sms"}})
 	require.NoError(t, err)
 	require.Len(t, queue, 1)
 	require.Equal(t, "m1", queue[0].Key)
@@ -176,11 +184,11 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateUncertain, op.State)
 	require.Contains(t, b.events(t, "u1"), "reconcile deferred")
-	queue, err = b.ledger.ReconcileQueue(b.ctx, 10)
+	queue, err = b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10, AllTenants: true})
 	require.NoError(t, err)
 	require.Len(t, queue, 2, "u1 waits for its next check")
 	b.clock.Advance(2 * time.Minute)
-	queue, err = b.ledger.ReconcileQueue(b.ctx, 10)
+	queue, err = b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10, AllTenants: true})
 	require.NoError(t, err)
 	require.Len(t, queue, 3)
 
