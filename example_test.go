@@ -176,9 +176,9 @@ func ExampleLedger_Claim() {
 }
 
 // Maintain does the ledger's periodic work (settling the leases of
-// workers that died, applying retention) for a program that embeds the
-// library without opledger serve or opledger proxy, until its context
-// ends.
+// workers that died, moving workflows on, applying retention) for a
+// program that embeds the library without opledger serve or opledger
+// proxy, until its context ends or the ledger is closed.
 func ExampleLedger_Maintain() {
 	ledger, done := openExample()
 	defer done()

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opledger/opledger/internal/marker"
@@ -109,6 +110,53 @@ type shared struct {
 	// figures, by tenant ("" for all).
 	statsReads      sharedReads[*statsRead]
 	eventStatsReads sharedReads[*store.EventCounts]
+	// life ends the Maintain loops when the ledger is closed.
+	life lifecycle
+}
+
+// lifecycle lets Close stop the Maintain loops, and wait for them, before
+// it closes the store, and makes a second Close a no-op.
+type lifecycle struct {
+	mu      sync.Mutex
+	closed  bool
+	stop    chan struct{} // closed by Close
+	loops   sync.WaitGroup
+	closeFn sync.Once
+	err     error
+}
+
+// start registers a loop; ok is false once the ledger is closed. The
+// returned context ends with ctx or when the ledger is closed, and done
+// must be called when the loop has ended.
+func (lc *lifecycle) start(ctx context.Context) (_ context.Context, done func(), ok bool) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.closed {
+		return nil, nil, false
+	}
+	lc.loops.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-lc.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); lc.loops.Done() }, true
+}
+
+// close ends the loops, waits for them, then runs closeStore, once.
+func (lc *lifecycle) close(closeStore func() error) error {
+	lc.closeFn.Do(func() {
+		lc.mu.Lock()
+		lc.closed = true
+		close(lc.stop)
+		lc.mu.Unlock()
+		lc.loops.Wait()
+		lc.err = closeStore()
+	})
+	return lc.err
 }
 
 // Open opens the store named by dsn, applies pending migrations and returns
@@ -149,7 +197,8 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots()}, tenant: opts.Tenant}, nil
+	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots(),
+		life: lifecycle{stop: make(chan struct{})}}, tenant: opts.Tenant}, nil
 }
 
 func openStore(ctx context.Context, dsn string, opts Options) (store.Store, error) {
@@ -278,8 +327,11 @@ func (l *Ledger) StoreName() string { return l.store.Name() }
 // Ping checks that the store is reachable.
 func (l *Ledger) Ping(ctx context.Context) error { return l.store.Ping(ctx) }
 
-// Close closes the store.
-func (l *Ledger) Close() error { return l.store.Close() }
+// Close stops the ledger's Maintain loops, waits for them, and closes the
+// store, for this Ledger and every other tenant's view of it (WithTenant).
+// Calls in flight on the store fail; a second Close returns the first's
+// result.
+func (l *Ledger) Close() error { return l.life.close(l.store.Close) }
 
 // now reads the store's clock through the configured Clock.
 func (s *shared) now(ctx context.Context, r store.Reader) (time.Time, error) {

@@ -25,6 +25,9 @@ type MaintainOptions struct {
 	// LeaseSweep is how often expired leases are settled (ExpireLeases).
 	// Zero means DefaultLeaseSweep.
 	LeaseSweep time.Duration
+	// WorkflowSweep is how often workflows whose current step succeeded
+	// are moved on (AdvanceWorkflows). Zero means DefaultLeaseSweep.
+	WorkflowSweep time.Duration
 	// CompactInterval is how often retention is applied (Compact). Zero
 	// means DefaultCompactInterval.
 	CompactInterval time.Duration
@@ -33,20 +36,32 @@ type MaintainOptions struct {
 	Logger *slog.Logger
 }
 
-// Maintain does the ledger's periodic work until ctx ends: it settles
-// expired leases (ExpireLeases), so that a worker that died leaves no
-// operation in_progress for ever, and applies retention (Compact). Each
-// job runs at once and then at its interval; an error is logged and the
-// job runs again at its next turn. Maintain returns when ctx has ended
-// and both jobs have stopped.
+// Maintain does the ledger's periodic work until ctx ends or the ledger
+// is closed: it settles expired leases (ExpireLeases), so that a worker
+// that died leaves no operation in_progress for ever; moves on workflows
+// whose current step succeeded by a lookup or an operator's decision
+// (AdvanceWorkflows); and applies retention (Compact). Each job runs at
+// once and then at its interval; an error is logged and the job runs
+// again at its next turn. Maintain returns when ctx has ended or Close
+// was called, and every job has stopped; Close waits for that before it
+// closes the store.
 //
 // opledger serve and opledger proxy run it; a program that embeds the
 // library without either runs it in a goroutine of its own. Several
 // processes may maintain one store at the same time: each lease is
-// settled once, and each operation compacted once.
+// settled once, each workflow step recorded once, and each operation
+// compacted once.
 func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
+	ctx, done, ok := l.life.start(ctx)
+	if !ok {
+		return // closed
+	}
+	defer done()
 	if o.LeaseSweep <= 0 {
 		o.LeaseSweep = DefaultLeaseSweep
+	}
+	if o.WorkflowSweep <= 0 {
+		o.WorkflowSweep = DefaultLeaseSweep
 	}
 	if o.CompactInterval <= 0 {
 		o.CompactInterval = DefaultCompactInterval
@@ -56,9 +71,7 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 		log = slog.Default()
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		periodic.Run(ctx, o.LeaseSweep, log, "expire leases", func(ctx context.Context) error {
 			n, err := l.ExpireLeases(ctx)
 			if n > 0 {
@@ -66,9 +79,17 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 			}
 			return err
 		})
-	}()
-	go func() {
-		defer wg.Done()
+	})
+	wg.Go(func() {
+		periodic.Run(ctx, o.WorkflowSweep, log, "advance workflows", func(ctx context.Context) error {
+			n, err := l.AdvanceWorkflows(ctx)
+			if n > 0 {
+				log.Info("advanced workflows", "count", n)
+			}
+			return err
+		})
+	})
+	wg.Go(func() {
 		periodic.Run(ctx, o.CompactInterval, log, "compact", func(ctx context.Context) error {
 			res, err := l.Compact(ctx)
 			if res != (CompactResult{}) {
@@ -76,7 +97,7 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 			}
 			return err
 		})
-	}()
+	})
 	wg.Wait()
 }
 

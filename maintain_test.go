@@ -16,9 +16,11 @@ import (
 	"github.com/opledger/opledger/internal/testrig"
 )
 
-// TestMaintain: Maintain settles a lease that ended after dispatch and
-// compacts an operation past retention, on both stores, logs what it did,
-// and returns once its context ends.
+// TestMaintain: Maintain settles a lease that ended after dispatch,
+// moves on a workflow whose step succeeded without anyone advancing it (as
+// after an operator's mark_succeeded) and compacts an operation past
+// retention, on both stores, logs what it did, and returns once its
+// context ends.
 func TestMaintain(t *testing.T) {
 	for _, st := range testdb.Stores() {
 		t.Run(st.Name, func(t *testing.T) {
@@ -38,6 +40,15 @@ func TestMaintain(t *testing.T) {
 			require.NoError(t, err)
 			_, err = l.Report(ctx, "k:done", done.AttemptID, done.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
 			require.NoError(t, err)
+			_, _, err = l.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+				{Name: "b", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+			}})
+			require.NoError(t, err)
+			step, err := l.Claim(ctx, "wf:1/a", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:1/a", step.AttemptID, step.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "S1"})
+			require.NoError(t, err)
 			offset.Add(int64(2 * time.Hour)) // k:lost's lease and k:done's retention are over
 
 			var logs testrig.LogBuffer
@@ -54,8 +65,9 @@ func TestMaintain(t *testing.T) {
 			// COMMIT's answer cancelled) counts nothing.
 			require.Eventually(t, func() bool {
 				out := logs.String()
-				return strings.Contains(out, "settled expired leases") && strings.Contains(out, "compacted.tombstoned=1")
-			}, 10*time.Second, time.Millisecond, "the lease settled and the old operation compacted")
+				return strings.Contains(out, "settled expired leases") && strings.Contains(out, "compacted.tombstoned=1") &&
+					strings.Contains(out, "advanced workflows")
+			}, 10*time.Second, time.Millisecond, "the lease settled, the workflow moved on and the old operation compacted")
 			stop()
 			<-stopped
 
@@ -69,7 +81,45 @@ func TestMaintain(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, lost.AttemptID, attempts[0].ID)
 			require.Equal(t, opledger.AttemptLeaseExpired, attempts[0].Outcome)
+			w, err := l.GetWorkflow(ctx, "wf:1")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StepState(opledger.StatePending), w.Steps[1].State, "step b recorded")
 			require.NotContains(t, logs.String(), "level=ERROR")
+		})
+	}
+}
+
+// TestCloseStopsMaintain: Close ends Maintain (whose context never ends)
+// and waits for it before closing the store, so that no job logs errors
+// about a closed store for ever; Maintain after Close returns at once, and
+// a second Close is a no-op on both stores.
+func TestCloseStopsMaintain(t *testing.T) {
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			acme, err := l.WithTenant("acme")
+			require.NoError(t, err)
+			var logs testrig.LogBuffer
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			stopped := make(chan struct{})
+			go func() {
+				l.Maintain(ctx, opledger.MaintainOptions{LeaseSweep: time.Millisecond, WorkflowSweep: time.Millisecond, Logger: log})
+				close(stopped)
+			}()
+			require.NoError(t, acme.Close(), "any tenant's view closes the ledger")
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Maintain still runs after Close")
+			}
+			require.NoError(t, l.Close(), "a second Close")
+			l.Maintain(ctx, opledger.MaintainOptions{Logger: log}) // returns at once
+			require.NotContains(t, logs.String(), "level=ERROR")
+			_, err = l.Get(ctx, "k")
+			require.Error(t, err, "the store is closed")
 		})
 	}
 }

@@ -230,17 +230,10 @@ func (s *Server) Run(ctx context.Context) error {
 	log := s.cfg.Logger
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		periodic.Run(loops, s.cfg.SampleInterval, log, "sample counters", s.console.Sample)
-	}()
-	go func() {
-		defer wg.Done()
-		periodic.Run(loops, s.cfg.SweepInterval, log, "advance workflows", func(ctx context.Context) error {
-			_, err := s.ledger.AdvanceWorkflows(ctx)
-			return err
-		})
 	}()
 	if s.reconciler != nil {
 		wg.Add(1)
@@ -261,8 +254,8 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.ledger.Maintain(loops, opledger.MaintainOptions{LeaseSweep: s.cfg.SweepInterval, CompactInterval: s.cfg.CompactInterval,
-			Logger: log})
+		s.ledger.Maintain(loops, opledger.MaintainOptions{LeaseSweep: s.cfg.SweepInterval, WorkflowSweep: s.cfg.SweepInterval,
+			CompactInterval: s.cfg.CompactInterval, Logger: log})
 	}()
 
 	served := make(chan error, 1)
