@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -80,6 +81,38 @@ func (b *testBundle) get(t *testing.T, path string) (int, []byte) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, body
+}
+
+// TestCloseClosesConnections: a Client keeps its connection to the server
+// between calls, until Close; a call after Close opens another.
+func TestCloseClosesConnections(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	closed := make(chan struct{}, 4)
+	srv := httptest.NewUnstartedServer(b.api)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := client.New(srv.URL, b.token, nil)
+	ctx := context.Background()
+	_, err := c.Stats(ctx)
+	require.NoError(t, err)
+	_, err = c.Stats(ctx)
+	require.NoError(t, err)
+	require.Empty(t, closed, "the connection is kept between calls")
+	c.Close()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never saw the connection close")
+	}
+	_, err = c.Stats(ctx)
+	require.NoError(t, err, "a call after Close")
+	c.Close()
 }
 
 // succeed records, claims and reports an operation as succeeded; its
