@@ -394,7 +394,7 @@ func (t *txn) settleExpiredLease() error {
 	} else {
 		a.Outcome = AttemptAbandoned
 		t.move(StatePending, ActorSystem, a.ID, "lease expired before dispatch",
-			"nothing was sent; worker "+a.Worker+" abandoned the attempt")
+			"no dispatch mark was written, so the call is taken as never made; worker "+a.Worker+" abandoned the attempt")
 		t.op.NotBefore = t.now
 	}
 	return t.updateAttempt(a)
