@@ -102,10 +102,18 @@ type MismatchError struct {
 	Given      string // fingerprint of the refused request
 	State      State  // state of the stored operation
 	Tombstoned bool   // the stored record is a tombstone
+	// StoredVersion and GivenVersion are set by an approval, which names
+	// the version it approves as well as the fingerprint: the version on
+	// record and the one approved.
+	StoredVersion, GivenVersion int64
 }
 
 // Error describes the error.
 func (e *MismatchError) Error() string {
+	if e.StoredVersion != e.GivenVersion {
+		return fmt.Sprintf("%s: version %d awaits approval (fingerprint %s, state %s); the approval names version %d",
+			e.Key, e.StoredVersion, e.Stored, e.State, e.GivenVersion)
+	}
 	return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s",
 		e.Key, e.Stored, e.State, e.Given)
 }

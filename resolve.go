@@ -172,22 +172,7 @@ func (l *Ledger) Approve(ctx context.Context, key string, a Approval) (*Operatio
 		return nil, err
 	}
 	a.Approver = l.attributed(a.Approver)
-	return l.mutate(ctx, key, func(t *txn) error {
-		if err := t.need("approve"); err != nil {
-			return err
-		}
-		if State(t.op.State) != StateAwaitingApproval {
-			return t.refuse("approve")
-		}
-		if a.Version != t.op.Version || a.Fingerprint != t.op.Fingerprint {
-			return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: a.Fingerprint, State: State(t.op.State)}
-		}
-		t.op.ApprovedBy = a.Approver
-		t.move(StatePending, a.Approver, "", "approved",
-			fmt.Sprintf("version %d, %s", a.Version, a.Fingerprint))
-		t.op.NotBefore = t.now
-		return nil
-	})
+	return l.mutate(ctx, key, func(t *txn) error { return t.approve(a) })
 }
 
 // Revision is new content for an operation that has never been dispatched.

@@ -1014,7 +1014,8 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 				return err
 			}
 			if a.Version != s.Version || a.Fingerprint != fp {
-				return &MismatchError{Key: opKey, Stored: fp, Given: a.Fingerprint, State: State(StepWaiting)}
+				return &MismatchError{Key: opKey, Stored: fp, Given: a.Fingerprint, State: State(StepWaiting),
+					StoredVersion: s.Version, GivenVersion: a.Version}
 			}
 			s.PreApproval = &a
 			if err := l.writeDef(ctx, tx, row, def); err != nil {
@@ -1055,7 +1056,8 @@ func (t *txn) approve(a Approval) error {
 		return t.refuse("approve")
 	}
 	if a.Version != t.op.Version || a.Fingerprint != t.op.Fingerprint {
-		return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: a.Fingerprint, State: State(t.op.State)}
+		return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: a.Fingerprint, State: State(t.op.State),
+			StoredVersion: t.op.Version, GivenVersion: a.Version}
 	}
 	t.op.ApprovedBy = a.Approver
 	t.move(StatePending, a.Approver, "", "approved", fmt.Sprintf("version %d, %s", a.Version, a.Fingerprint))
