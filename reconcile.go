@@ -68,6 +68,9 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 	if err := CheckDestinationRef(f.DestinationRef); err != nil {
 		return nil, err
 	}
+	// Through the API the finding is the caller's: the timeline names
+	// its token after "reconciler".
+	actor := l.attributed(ActorReconciler)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("reconcile"); err != nil {
 			return err
@@ -107,16 +110,16 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		switch {
 		case f.Found && f.Matches:
 			t.succeed(f.DestinationRef, nil)
-			t.move(StateSucceeded, ActorReconciler, "", "lookup found the effect",
+			t.move(StateSucceeded, actor, "", "lookup found the effect",
 				join("destination ref "+f.DestinationRef, ev))
 		case f.Found:
-			t.hold(ActorReconciler, "lookup found other content",
+			t.hold(actor, "lookup found other content",
 				join("destination ref "+f.DestinationRef+" does not match the intent", ev))
 		case f.Authoritative && looked.Before(lastCall.Add(f.VisibilityDelay)):
 			visible := lastCall.Add(f.VisibilityDelay)
 			t.op.NotBefore = visible // the next check is worth making then
 			t.dirty = true
-			t.note(ActorReconciler, "", "lookup empty within visibility delay",
+			t.note(actor, "", "lookup empty within visibility delay",
 				join(fmt.Sprintf("absence counts only after %s", visible.Format(time.RFC3339)), ev))
 		case f.Authoritative:
 			// Absence is proven: a plain retry is safe, and the protection
@@ -130,12 +133,12 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 				return err
 			}
 			if exhausted != "" {
-				t.move(StateFailed, ActorReconciler, "", "exhausted",
+				t.move(StateFailed, actor, "", "exhausted",
 					join(fmt.Sprintf("authoritative lookup found nothing after the visibility delay; %s after %d attempts", exhausted, tried), ev))
 				t.op.FailureKind = string(FailureExhausted)
 				return nil
 			}
-			t.move(StatePending, ActorReconciler, "", "lookup proved absence",
+			t.move(StatePending, actor, "", "lookup proved absence",
 				join("authoritative lookup found nothing after the visibility delay", ev))
 			t.op.NotBefore = t.now
 		case f.ProtectionRetention > 0 && t.now.Before(since.Add(f.ProtectionRetention)):
@@ -147,20 +150,20 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 				return err
 			}
 			if exhausted != "" {
-				t.hold(ActorReconciler, "exhausted while uncertain",
+				t.hold(actor, "exhausted while uncertain",
 					join(fmt.Sprintf("%s after %d attempts; an earlier attempt may have taken effect", exhausted, tried), ev))
 				return nil
 			}
 			t.op.Protected = true
 			t.op.ProtectedUntil = since.Add(f.ProtectionRetention)
-			t.move(StatePending, ActorReconciler, "", "protected retry",
+			t.move(StatePending, actor, "", "protected retry",
 				join(fmt.Sprintf("destination idempotency key honoured until %s", since.Add(f.ProtectionRetention).Format(time.RFC3339)), ev))
 			t.op.NotBefore = t.now
 		case f.ProtectionRetention > 0:
-			t.hold(ActorReconciler, "protection expired",
+			t.hold(actor, "protection expired",
 				join("the destination idempotency key's retention window has passed; a retry could duplicate the effect", ev))
 		default:
-			t.hold(ActorReconciler, "cannot be decided automatically",
+			t.hold(actor, "cannot be decided automatically",
 				join("no lookup that proves absence and no duplicate protection at the destination", ev))
 		}
 		return nil
@@ -270,7 +273,7 @@ func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, erro
 		if State(t.op.State) != StateUncertain {
 			return t.refuse("hold")
 		}
-		t.hold(ActorReconciler, "held", t.keep(reason, maxReasonLength))
+		t.hold(l.attributed(ActorReconciler), "held", t.keep(reason, maxReasonLength))
 		return nil
 	})
 }

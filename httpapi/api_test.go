@@ -332,6 +332,12 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	op, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup", AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)
+	// A finding sent through the API names the token it came with.
+	signedIn, err := b.ledger.Authenticate(ctx, b.token)
+	require.NoError(t, err)
+	detail, err = b.acme.Get(ctx, "order:18:prepare")
+	require.NoError(t, err)
+	require.Equal(t, "reconciler (token test, "+signedIn.ID+")", detail.Timeline[len(detail.Timeline)-1].Actor)
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{}`), 409, "invalid_state")
 
 	// Resolve.
@@ -348,8 +354,6 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateSucceeded, op.State)
 	// The decision names who said they took it and the token it came with.
-	signedIn, err := b.ledger.Authenticate(ctx, b.token)
-	require.NoError(t, err)
 	detail, err = b.acme.Get(ctx, "order:18:prepare")
 	require.NoError(t, err)
 	require.Equal(t, "maria (token test, "+signedIn.ID+")", detail.Timeline[len(detail.Timeline)-1].Actor)
