@@ -80,6 +80,10 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 	if d.Kind == DecisionMarkSucceeded && d.DestinationRef == "" {
 		return nil, invalidInput("mark_succeeded needs the destination_ref the operator found")
 	}
+	if d.Kind != DecisionMarkSucceeded && d.DestinationRef != "" {
+		// Kept nowhere: refused rather than dropped unseen.
+		return nil, invalidInput("%s takes no destination_ref (only mark_succeeded records one); say what was found in the reason", d.Kind)
+	}
 	switch {
 	case d.Operator == "":
 		d.Operator = "operator"

@@ -372,6 +372,12 @@ func testResolve(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateAwaitingApproval)
+		// A reference only mark_succeeded keeps is refused, not dropped.
+		for _, kind := range []opledger.DecisionKind{opledger.DecisionCancel, opledger.DecisionAuthorizeRetry} {
+			_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: kind, Reason: "r", DestinationRef: "CRM-1"})
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, kind)
+			require.ErrorContains(t, err, "takes no destination_ref", kind)
+		}
 		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateFailed, op.State)
