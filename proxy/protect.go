@@ -298,7 +298,7 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 func stateDetail(s opledger.State) string {
 	switch s {
 	case opledger.StateUncertain:
-		return "the upstream may or may not have acted on the first request with this Idempotency-Key (its response was lost); the reconciler is finding out. Nothing is forwarded again until it knows; retry later"
+		return "the upstream may or may not have acted on the first request with this Idempotency-Key (its answer was lost, timed out, or was a 5xx that does not say); the reconciler is finding out. Nothing is forwarded again until it knows; retry later"
 	case opledger.StateHeld:
 		return "whether the upstream acted on the first request with this Idempotency-Key cannot be decided automatically; the operation waits for a person (opledger ops list --state held). Nothing is forwarded again"
 	case opledger.StateFailed:
