@@ -57,7 +57,9 @@ type Action func(ctx context.Context, call Call) (Result, error)
 // and response) and a nil error, without running action. A repeat with
 // other content fails with ErrFingerprintMismatch. A context that has
 // ended before Do starts fails the claim with its error (errors.Is(err,
-// context.Canceled) after a cancel); nothing is recorded.
+// context.Canceled) after a cancel); nothing is recorded. A nil action
+// is refused with an error matching ErrInvalidInput, before anything is
+// recorded.
 //
 // Do makes at most one attempt. When the attempt does not succeed it
 // returns the operation in its new state and an *AttemptError: pending
@@ -112,6 +114,12 @@ type Action func(ctx context.Context, call Call) (Result, error)
 // ran out), its outcome is kept as a late report and Do returns the
 // *StaleError (ErrStaleFencingToken) with the operation as it is.
 func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, error) {
+	if action == nil {
+		// Refused before anything is recorded: claimed and dispatched, a
+		// nil action would leave an operation uncertain that was never
+		// sent.
+		return nil, invalidInput("an action is required: Do was given a nil action; nothing was recorded")
+	}
 	// Record and claim in one transaction.
 	claim, err := l.Claim(ctx, in.Key, ClaimOptions{Intent: &in})
 	var se *StateError

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 func doIntent(key string) opledger.Intent {
@@ -157,4 +158,26 @@ func TestResponseNotUTF8(t *testing.T) {
 	require.Equal(t, opledger.StateSucceeded, op.State)
 	require.Equal(t, "R2", op.DestinationRef)
 	require.Empty(t, op.Response)
+}
+
+// TestDoRefusesNilAction: Do with a nil action is refused as invalid
+// input before anything is recorded (it used to record, claim and
+// dispatch, then panic, leaving uncertain an operation never sent).
+func TestDoRefusesNilAction(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			op, err := l.Do(ctx, doIntent("nil-action:1"), nil)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			require.ErrorContains(t, err, "an action is required")
+			require.Nil(t, op)
+			_, err = l.Get(ctx, "nil-action:1")
+			require.ErrorIs(t, err, opledger.ErrNotFound, "nothing was recorded")
+		})
+	}
 }

@@ -212,11 +212,15 @@ type Set struct {
 	names  []string
 }
 
-// NewSet collects destinations. Names must be unique, capabilities valid,
-// and a destination that declares a lookup must implement Lookuper.
+// NewSet collects destinations. None may be nil, names must be unique,
+// capabilities valid, and a destination that declares a lookup must
+// implement Lookuper.
 func NewSet(ds ...Destination) (*Set, error) {
 	s := &Set{byName: make(map[string]Destination, len(ds))}
-	for _, d := range ds {
+	for i, d := range ds {
+		if d == nil {
+			return nil, fmt.Errorf("destination %d of %d is nil", i+1, len(ds))
+		}
 		name := d.Name()
 		if err := opledger.ValidateKey(name); err != nil {
 			return nil, fmt.Errorf("destination name %q: %w", name, err)

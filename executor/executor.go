@@ -22,10 +22,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
@@ -97,11 +99,14 @@ type Executor struct {
 }
 
 // New returns an executor for l; it runs nothing until Start or RunOnce.
-// It refuses what CheckConfig refuses.
+// It refuses what CheckConfig refuses, and a nil l.
 func New(l *opledger.Ledger, cfg Config) (*Executor, error) {
 	cfg, err := cfg.checked()
 	if err != nil {
 		return nil, err
+	}
+	if l == nil {
+		return nil, errors.New("executor: a ledger is required: New was given a nil *opledger.Ledger")
 	}
 	if cfg.Worker == "" {
 		host, _ := os.Hostname()
@@ -220,19 +225,33 @@ const stopGrace = 5 * time.Second
 // makes its attempt: dispatch, call, report. It returns the operation as
 // the report left it, or nil when nothing was due (or the claim was given
 // back because ctx ended before dispatch). Cancelling ctx during the call
-// cancels the call; the outcome is reported regardless.
+// cancels the call; the outcome is reported regardless. A destination
+// whose Call panics does not panic RunOnce: the attempt is recorded
+// uncertain ("destination panicked: …"), as Start's workers do.
 func (e *Executor) RunOnce(ctx context.Context) (*opledger.Operation, error) {
 	return e.step(run{stop: ctx, calls: ctx, store: context.WithoutCancel(ctx)}, e.cfg.Worker)
 }
 
 // Start starts the worker pool and the lease sweep. Cancelling ctx stops
 // claiming, like Stop, but only Stop waits for the workers and can cancel
-// calls in flight; call Stop in any case. An executor starts once.
+// calls in flight; call Stop in any case. An executor starts once, and
+// never after Stop (even a Stop before any Start): Start then returns an
+// error and starts nothing.
+//
+// A destination whose Call panics does not stop the pool: the panic is
+// recovered, logged at ERROR with its stack, and the attempt recorded
+// uncertain ("destination panicked: …"; the dispatch mark precedes the
+// call, so the request may have gone out); the worker goes on with the
+// next operation. A Prepare that panics ends its attempt rejected, with
+// nothing sent.
 func (e *Executor) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.started {
 		return errors.New("executor: already started")
+	}
+	if e.stopped {
+		return errors.New("executor: stopped: an executor does not start after Stop; create a new one")
 	}
 	e.started = true
 	stop, stopClaims := context.WithCancelCause(ctx)
@@ -262,17 +281,24 @@ func (e *Executor) Start(ctx context.Context) error {
 // writes cancelled: an outcome not recorded then leaves its operation to
 // its lease, which makes it uncertain, never lost. Stop returns when every
 // worker goroutine has ended.
+//
+// Stop is final: a later Start is refused. A Stop before Start starts
+// nothing and returns nil; a second Stop returns nil at once.
 func (e *Executor) Stop(ctx context.Context) error {
 	e.mu.Lock()
-	if !e.started || e.stopped {
+	if e.stopped {
 		e.mu.Unlock()
 		return nil
 	}
 	e.stopped = true
+	started := e.started
 	e.mu.Unlock()
 
-	e.stopClaims(ErrStopping)
 	close(e.stopping)
+	if !started {
+		return nil
+	}
+	e.stopClaims(ErrStopping)
 	done := make(chan struct{})
 	go func() {
 		e.wg.Wait()
@@ -378,7 +404,7 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	}
 	call := opledger.Call{Operation: op, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected}
 	if p, ok := dest.(destination.Preparer); ok {
-		if err := p.Prepare(call); err != nil {
+		if err := prepare(p, call, log); err != nil {
 			// Content the destination cannot be sent: the attempt ends
 			// here, with nothing sent and no dispatch mark.
 			return e.finish(r, bg, tl, c, unsendable(err), log)
@@ -425,9 +451,62 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	// dispatching (a busy store) must not push the call's end past the
 	// lease, which would turn its answer into a late report.
 	callCtx, cancel := context.WithDeadline(r.calls, claimed.Add(e.cfg.CallTimeout))
-	res, callErr := dest.Call(callCtx, call)
+	res, callErr := callDest(callCtx, dest, call, log)
 	cancel()
 	return e.finish(r, bg, tl, c, reportFor(res, callErr, context.Cause(r.calls)), log)
+}
+
+// maxPanicText bounds the text of a recovered panic's value in the
+// attempt's error and the log.
+const maxPanicText = 200
+
+// callDest calls dest. A panic in the call is recovered and logged (at
+// ERROR, with its stack), and returned as an uncertain error: the dispatch
+// mark precedes the call, so the request may have gone out. One bad
+// destination must not take the executor, or its other operations, down.
+func callDest(ctx context.Context, dest destination.Destination, call opledger.Call, log *slog.Logger) (res opledger.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			why := panicText("destination panicked", v, call)
+			log.Error("destination panicked; the attempt is recorded uncertain", "error", why, "stack", string(debug.Stack()))
+			res, err = opledger.Result{}, opledger.Uncertain(errors.New(why))
+		}
+	}()
+	return dest.Call(ctx, call)
+}
+
+// prepare asks p whether call can be sent. A panic in Prepare is
+// recovered and logged like one in Call, and returned as a rejection:
+// nothing was marked dispatched, nothing sent.
+func prepare(p destination.Preparer, call opledger.Call, log *slog.Logger) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			why := panicText("destination panicked in Prepare", v, call)
+			log.Error("destination panicked before the dispatch; nothing was sent", "error", why, "stack", string(debug.Stack()))
+			err = opledger.Rejected(errors.New(why))
+		}
+	}()
+	return p.Prepare(call)
+}
+
+// panicText describes a recovered panic value v for the attempt's error
+// and the log: what panicked and the value's text, without the
+// operation's key and idempotency key, cut to maxPanicText bytes.
+func panicText(what string, v any, call opledger.Call) string {
+	text := fmt.Sprint(v)
+	if k := call.IdempotencyKey; k != "" {
+		text = strings.ReplaceAll(text, k, "<idempotency key>")
+	}
+	text = redact.Keys(call.Operation.Key, errors.New(text)).Error()
+	text = strings.ToValidUTF8(strings.ReplaceAll(text, "\x00", "\uFFFD"), "\uFFFD")
+	if len(text) > maxPanicText {
+		cut := maxPanicText
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return what + ": " + text
 }
 
 // finish reports the attempt's outcome and, once its operation has

@@ -92,6 +92,9 @@ func TestNewValidates(t *testing.T) {
 // that may have had its effect would end uncertain.
 func TestDestinationTimeoutWithinCallLimit(t *testing.T) {
 	t.Parallel()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
 	withTimeout := func(d time.Duration) *destination.Set {
 		h, err := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: "http://127.0.0.1:1/records", Ref: "/id",
 			Timeout: destination.Duration(d)}, destination.LoadOptions{})
@@ -122,7 +125,7 @@ func TestDestinationTimeoutWithinCallLimit(t *testing.T) {
 			t.Parallel()
 			cfg := tc.cfg
 			cfg.Destinations = withTimeout(tc.timeout)
-			e, err := executor.New(nil, cfg)
+			e, err := executor.New(l, cfg)
 			if tc.want == "" {
 				require.NoError(t, err)
 				require.NotNil(t, e)

@@ -130,10 +130,14 @@ type Proxy struct {
 	cfg        Config
 }
 
-// New checks cfg and returns a proxy recording in l. Open l with
-// Options.DestinationRetryPolicies set to RetryPolicies(cfg.Upstreams), so
-// that retryable answers follow the upstreams' policies.
+// New checks cfg and returns a proxy recording in l, which is required.
+// Open l with Options.DestinationRetryPolicies set to
+// RetryPolicies(cfg.Upstreams), so that retryable answers follow the
+// upstreams' policies.
 func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
+	if l == nil {
+		return nil, errors.New("proxy: a ledger is required: New was given a nil *opledger.Ledger")
+	}
 	if len(cfg.Upstreams) == 0 {
 		return nil, errNoUpstream
 	}

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -86,10 +87,13 @@ type Reconciler struct {
 	log    *slog.Logger
 }
 
-// New returns a reconciler for l.
+// New returns a reconciler for l. It refuses a nil l.
 func New(l *opledger.Ledger, cfg Config) (*Reconciler, error) {
 	if cfg.Destinations == nil {
 		return nil, errors.New("reconciler: no destinations configured")
+	}
+	if l == nil {
+		return nil, errors.New("reconciler: a ledger is required: New was given a nil *opledger.Ledger")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -238,8 +242,13 @@ const maxEvidence = 1000
 
 // Reconcile examines one uncertain operation (as returned by
 // Ledger.ReconcileQueue) and records the decision in the ledger. With
-// Config.Tenant it refuses another tenant's operation.
+// Config.Tenant it refuses another tenant's operation; it refuses a nil
+// op. A lookup that panics counts as a failed lookup (logged at ERROR
+// with its stack): backoff, then held; never a resend.
 func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Decision, error) {
+	if op == nil {
+		return "", errors.New("reconciler: no operation to reconcile: Reconcile was given nil")
+	}
 	if r.cfg.Tenant != "" && op.Tenant != r.cfg.Tenant {
 		return "", fmt.Errorf("reconciler: operation of tenant %s; this reconciler looks up for tenant %s only", op.Tenant, r.cfg.Tenant)
 	}
@@ -280,7 +289,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			return "", err
 		}
 		lctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
-		res, err := dest.(destination.Lookuper).Lookup(lctx, op)
+		res, err := func() (res destination.LookupResult, err error) {
+			// A panicking lookup is a failed one: it must not take the
+			// reconciler down, nor decide anything.
+			defer func() {
+				if v := recover(); v != nil {
+					why := redact.Keys(op.Key, fmt.Errorf("lookup panicked: %.200v", v))
+					log.Error("lookup panicked", "error", why, "stack", string(debug.Stack()))
+					res, err = destination.LookupResult{}, why
+				}
+			}()
+			return dest.(destination.Lookuper).Lookup(lctx, op)
+		}()
 		cancel()
 		if err == nil && res.Found && res.Matches && res.Ref == "" {
 			err = errors.New("the lookup matched a record without a reference")

@@ -1,0 +1,77 @@
+package reconciler_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
+	"github.com/opledger/opledger/reconciler"
+)
+
+// panickyLookup is a Go destination whose calls end uncertain and whose
+// lookup panics, with a value naming the operation's key.
+type panickyLookup struct{ calls atomic.Int32 }
+
+func (*panickyLookup) Name() string { return "panicky" }
+func (*panickyLookup) Capabilities() destination.Capabilities {
+	return destination.Capabilities{Lookup: &destination.Lookup{Authoritative: true}}
+}
+func (d *panickyLookup) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	d.calls.Add(1)
+	return opledger.Result{}, opledger.Uncertain(errors.New("timeout"))
+}
+func (*panickyLookup) Lookup(_ context.Context, op *opledger.Operation) (destination.LookupResult, error) {
+	panic("lookup broke on " + op.Key)
+}
+
+// TestLookupPanicIsAFailedLookup: a lookup that panics does not take the
+// reconciler down (it used to panic the pass and the process): it counts
+// as a failed lookup, deferred with backoff, logged at ERROR with a stack
+// and without the key, and nothing is sent again.
+func TestLookupPanicIsAFailedLookup(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		d := &panickyLookup{}
+		r := testrig.New(t, newDSN, func(o *testrig.Options) {
+			o.Extra = []destination.Destination{d}
+			o.Reconciler.LookupBackoff = 10 * time.Second
+		})
+		r.Record("lookup:P1", "panicky", `{}`)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+
+		var pass reconciler.Pass
+		require.NotPanics(t, func() { pass = r.Reconcile() })
+		require.Equal(t, 1, pass.Decisions[reconciler.Wait])
+		op := r.Get("lookup:P1")
+		require.Equal(t, opledger.StateUncertain, op.State, "a failed lookup decides nothing")
+		require.Equal(t, 10*time.Second, op.NotBefore.Sub(op.UpdatedAt), "backing off")
+		require.Contains(t, r.Evidence("lookup:P1", "reconcile deferred"), "lookup failed: lookup panicked: lookup broke on <key> (failure 1 of 8)")
+		require.Contains(t, r.Logs(), `level=ERROR msg="lookup panicked"`)
+		require.Contains(t, r.Logs(), "stack=")
+		require.Nil(t, r.Step(), "nothing is sent again")
+		require.Equal(t, int32(1), d.calls.Load())
+	})
+}
+
+// TestNilLedgerAndOperationRefused: New with a nil ledger and Reconcile
+// with a nil operation return errors (both used to panic).
+func TestNilLedgerAndOperationRefused(t *testing.T) {
+	t.Parallel()
+	set, err := destination.NewSet(&panickyLookup{})
+	require.NoError(t, err)
+	_, err = reconciler.New(nil, reconciler.Config{Destinations: set})
+	require.EqualError(t, err, "reconciler: a ledger is required: New was given a nil *opledger.Ledger")
+
+	r := testrig.New(t, testdb.SQLiteDSN)
+	d, err := r.Rec.Reconcile(r.Ctx, nil)
+	require.EqualError(t, err, "reconciler: no operation to reconcile: Reconcile was given nil")
+	require.Empty(t, d)
+}
