@@ -120,7 +120,7 @@ type WorkflowStepStatus struct {
 	Destination string `json:"destination"`
 	Version     int64  `json:"version"`
 	// Fingerprint is the operation's, or for a waiting step without
-	// placeholders the one it will have (which PreApprove may name).
+	// placeholders the one it will have (which ApproveWorkflowStep may name).
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// Payload is the operation's payload, or the waiting step's template;
 	// sensitive fields masked.

@@ -230,8 +230,11 @@ func (v *Verifier) verifyStripe(value string, body []byte) error {
 	}
 	age := v.now().Sub(time.Unix(unix, 0))
 	if age > v.tolerance || age < -v.tolerance {
-		return &Error{Reason: ErrStaleSignature, Header: v.header,
-			Detail: fmt.Sprintf("signed %s from now, tolerance %s", age.Round(time.Second), v.tolerance)}
+		when := fmt.Sprintf("signed %s ago", age.Round(time.Second))
+		if age < 0 {
+			when = fmt.Sprintf("signed %s in the future", (-age).Round(time.Second))
+		}
+		return &Error{Reason: ErrStaleSignature, Header: v.header, Detail: when + ", tolerance " + v.tolerance.String()}
 	}
 	return nil
 }

@@ -49,18 +49,19 @@ func TestStripe(t *testing.T) {
 		h      http.Header
 		body   []byte
 		reason error
+		detail string // in the error, when set
 	}{
-		{"Valid", header(webhook.StripeHeader, valid), body, nil},
-		{"WrongSecret", header(webhook.StripeHeader, other), body, webhook.ErrBadSignature},
-		{"StaleTimestamp", header(webhook.StripeHeader, webhook.SignStripe(secret, now.Add(-6*time.Minute), body)), body, webhook.ErrStaleSignature},
-		{"FutureTimestamp", header(webhook.StripeHeader, webhook.SignStripe(secret, now.Add(6*time.Minute), body)), body, webhook.ErrStaleSignature},
-		{"BodyAlteredAfterSigning", header(webhook.StripeHeader, valid), tamperedBody, webhook.ErrBadSignature},
-		{"MissingHeader", header(webhook.StripeHeader, ""), body, webhook.ErrMissingSignature},
-		{"Malformed", header(webhook.StripeHeader, "v1=abc"), body, webhook.ErrMalformedSignature},
-		{"BadTimestamp", header(webhook.StripeHeader, strings.Replace(valid, "t=", "t=x", 1)), body, webhook.ErrMalformedSignature},
-		{"TimestampChanged", header(webhook.StripeHeader, strings.Replace(valid, "t=1", "t=2", 1)), body, webhook.ErrBadSignature},
+		{"Valid", header(webhook.StripeHeader, valid), body, nil, ""},
+		{"WrongSecret", header(webhook.StripeHeader, other), body, webhook.ErrBadSignature, ""},
+		{"StaleTimestamp", header(webhook.StripeHeader, webhook.SignStripe(secret, now.Add(-6*time.Minute), body)), body, webhook.ErrStaleSignature, "signed 6m0s ago, tolerance 5m0s"},
+		{"FutureTimestamp", header(webhook.StripeHeader, webhook.SignStripe(secret, now.Add(6*time.Minute), body)), body, webhook.ErrStaleSignature, "signed 6m0s in the future"},
+		{"BodyAlteredAfterSigning", header(webhook.StripeHeader, valid), tamperedBody, webhook.ErrBadSignature, ""},
+		{"MissingHeader", header(webhook.StripeHeader, ""), body, webhook.ErrMissingSignature, ""},
+		{"Malformed", header(webhook.StripeHeader, "v1=abc"), body, webhook.ErrMalformedSignature, ""},
+		{"BadTimestamp", header(webhook.StripeHeader, strings.Replace(valid, "t=", "t=x", 1)), body, webhook.ErrMalformedSignature, ""},
+		{"TimestampChanged", header(webhook.StripeHeader, strings.Replace(valid, "t=1", "t=2", 1)), body, webhook.ErrBadSignature, ""},
 		// The sender signs with every active secret during a rotation.
-		{"SeveralV1", header(webhook.StripeHeader, other+",v1="+strings.SplitN(valid, "v1=", 2)[1]), body, nil},
+		{"SeveralV1", header(webhook.StripeHeader, other+",v1="+strings.SplitN(valid, "v1=", 2)[1]), body, nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +77,7 @@ func TestStripe(t *testing.T) {
 			require.True(t, errors.As(err, &we))
 			require.NotContains(t, err.Error(), string(secret))
 			require.NotContains(t, err.Error(), "evt_1", "the body is never echoed")
+			require.Contains(t, err.Error(), tc.detail)
 		})
 	}
 }
