@@ -166,6 +166,16 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if dsn == "" {
 		dsn = DefaultDSN
 	}
+	// 0 is "not set" and takes the default; a negative duration is a
+	// mistake, never silently replaced.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Lease", opts.Lease}, {"HoldReviewAfter", opts.HoldReviewAfter}, {"Retention", opts.Retention}, {"TombstoneRetention", opts.TombstoneRetention}} {
+		if d.v < 0 {
+			return nil, invalidInput("Options.%s is %s: it must be positive (0 means the default)", d.name, d.v)
+		}
+	}
 	opts = withDefaults(opts)
 	if err := validateTenant(opts.Tenant); err != nil {
 		return nil, err

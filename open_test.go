@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,6 +28,27 @@ func TestOpenRefusesUnknownDSN(t *testing.T) {
 		require.ErrorContains(t, err, want, dsn)
 		require.NotContains(t, err.Error(), "secret")
 		require.NotContains(t, err.Error(), "hidden")
+	}
+}
+
+// TestOpenRefusesNegativeDurations: a negative duration in Options is a
+// mistake, refused before anything is opened, not replaced by the default
+// as 0 is.
+func TestOpenRefusesNegativeDurations(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, o := range map[string]opledger.Options{
+		"Lease":              {Lease: -time.Second},
+		"HoldReviewAfter":    {HoldReviewAfter: -time.Hour},
+		"Retention":          {Retention: -time.Hour},
+		"TombstoneRetention": {TombstoneRetention: -time.Hour},
+	} {
+		path := filepath.Join(dir, name+".db")
+		_, err := opledger.Open(context.Background(), "sqlite:"+path, o)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, name)
+		require.ErrorContains(t, err, "Options."+name+" is -1", name)
+		_, err = os.Stat(path)
+		require.ErrorIs(t, err, fs.ErrNotExist, "nothing opened")
 	}
 }
 
