@@ -22,29 +22,35 @@ func (l *Ledger) Get(ctx context.Context, key string) (*Operation, error) {
 		return nil, err
 	}
 	var op *Operation
-	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-		row, err := r.GetOperation(ctx, l.tenant, key)
-		if err == nil {
-			op = toOperation(row)
-			return nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		ts, err := r.GetTombstone(ctx, l.tenant, key)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("get %s: operation %w", key, ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		op = tombstoneOperation(ts)
-		return nil
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) (err error) {
+		op, err = l.get(ctx, r, key)
+		return err
 	})
 	return op, err
 }
 
-// Attempts returns the attempts of an operation, oldest first.
+// get reads the operation with key, or its tombstone; ErrNotFound when
+// the ledger holds neither.
+func (l *Ledger) get(ctx context.Context, r store.Reader, key string) (*Operation, error) {
+	row, err := r.GetOperation(ctx, l.tenant, key)
+	if err == nil {
+		return toOperation(row), nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	ts, err := r.GetTombstone(ctx, l.tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("get %s: operation %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tombstoneOperation(ts), nil
+}
+
+// Attempts returns the attempts of an operation, oldest first: none for
+// one not yet claimed, or compacted. Unknown keys return ErrNotFound.
 func (l *Ledger) Attempts(ctx context.Context, key string) ([]*Attempt, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
@@ -52,15 +58,23 @@ func (l *Ledger) Attempts(ctx context.Context, key string) ([]*Attempt, error) {
 	var out []*Attempt
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		rows, err := r.ListAttempts(ctx, l.tenant, key)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			_, err = l.get(ctx, r, key) // none, or no such operation?
+			return err
+		}
 		for _, a := range rows {
 			out = append(out, toAttempt(a))
 		}
-		return err
+		return nil
 	})
 	return out, err
 }
 
-// Timeline returns the timeline of an operation, oldest first.
+// Timeline returns the timeline of an operation, oldest first: none for
+// one compacted. Unknown keys return ErrNotFound.
 func (l *Ledger) Timeline(ctx context.Context, key string) ([]*TimelineEntry, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
@@ -68,10 +82,17 @@ func (l *Ledger) Timeline(ctx context.Context, key string) ([]*TimelineEntry, er
 	var out []*TimelineEntry
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		rows, err := r.ListTimeline(ctx, l.tenant, key)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			_, err = l.get(ctx, r, key)
+			return err
+		}
 		for _, e := range rows {
 			out = append(out, toTimelineEntry(e))
 		}
-		return err
+		return nil
 	})
 	return out, err
 }
