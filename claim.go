@@ -477,8 +477,9 @@ func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool,
 	return a, current, nil
 }
 
-func (t *txn) stale(attemptID string, token int64) *StaleError {
-	return &StaleError{Key: t.key, AttemptID: attemptID, FencingToken: token, Current: t.op.FencingToken, Operation: toOperation(t.op)}
+func (t *txn) stale(a *store.Attempt, token int64) *StaleError {
+	return &StaleError{Key: t.key, AttemptID: a.ID, FencingToken: token, AttemptToken: a.FencingToken,
+		Current: t.op.FencingToken, Operation: toOperation(t.op)}
 }
 
 // heldClaim checks, for the step what ("dispatch"), that attemptID with
@@ -500,11 +501,11 @@ func (t *txn) heldClaim(what, attemptID string, token int64) (*store.Attempt, er
 		if err := t.settleExpiredLease(); err != nil {
 			return nil, err
 		}
-		t.after = t.stale(attemptID, token)
+		t.after = t.stale(a, token)
 		return nil, nil
 	}
 	if !current {
-		return nil, t.stale(attemptID, token)
+		return nil, t.stale(a, token)
 	}
 	return a, nil
 }
@@ -693,14 +694,14 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		if !current {
 			if token != a.FencingToken {
 				// Not this attempt's token: not its report.
-				return t.stale(attemptID, token)
+				return t.stale(a, token)
 			}
 			if t.repeatedReport(a, &r) {
 				return nil // recorded already: the operation as it is now
 			}
 			if repeatedLateReport(a, &r) {
 				// Kept already: answered as the first time, counted once.
-				se := t.stale(a.ID, token)
+				se := t.stale(a, token)
 				se.Recorded = true
 				t.after = se
 				return nil
@@ -1005,7 +1006,7 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	default:
 		t.note(a.Worker, a.ID, "stale report kept as evidence", evidence)
 	}
-	se := t.stale(a.ID, token)
+	se := t.stale(a, token)
 	se.Recorded = true
 	t.after = se
 	return nil

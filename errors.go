@@ -129,6 +129,7 @@ type StaleError struct {
 	Key          string
 	AttemptID    string
 	FencingToken int64      // the token the caller sent
+	AttemptToken int64      // the token the attempt was issued
 	Current      int64      // the operation's current token
 	Operation    *Operation // the operation after the evidence was recorded
 	// Recorded is true when Report kept the attempt's late report as
@@ -139,6 +140,10 @@ type StaleError struct {
 
 // Error describes the error.
 func (e *StaleError) Error() string {
+	if e.AttemptToken != 0 && e.FencingToken != e.AttemptToken {
+		return fmt.Sprintf("%s: fencing token %d is not attempt %s's (it was issued token %d); nothing was recorded (state %s)",
+			e.Key, e.FencingToken, e.AttemptID, e.AttemptToken, e.Operation.State)
+	}
 	return fmt.Sprintf("%s: attempt %s with fencing token %d no longer holds the operation (current token %d, state %s)",
 		e.Key, e.AttemptID, e.FencingToken, e.Current, e.Operation.State)
 }

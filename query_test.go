@@ -48,3 +48,23 @@ func TestHistoryOfUnknownKey(t *testing.T) {
 		})
 	}
 }
+
+// TestWrongTokenSaysSo: a dispatch with a token the attempt was never
+// issued says that, not that the attempt no longer holds the operation
+// (it does).
+func TestWrongTokenSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	c, err := l.Claim(ctx, "k:1", opledger.ClaimOptions{Intent: &opledger.Intent{Key: "k:1", Action: "a", Destination: "d", Payload: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	_, err = l.Dispatch(ctx, "k:1", c.AttemptID, c.FencingToken+7)
+	require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+	require.ErrorContains(t, err, "is not attempt "+c.AttemptID+"'s (it was issued token")
+	require.NotContains(t, err.Error(), "no longer holds")
+	op, err := l.Dispatch(ctx, "k:1", c.AttemptID, c.FencingToken)
+	require.NoError(t, err, "the claim still holds")
+	require.True(t, op.Dispatched)
+}

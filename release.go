@@ -32,7 +32,7 @@ func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64
 			return err
 		}
 		if !current {
-			return t.stale(attemptID, token)
+			return t.stale(a, token)
 		}
 		if t.op.Dispatched {
 			return fmt.Errorf("release %s: attempt %d: %w", t.key, a.Number, ErrAlreadyDispatched)
