@@ -16,6 +16,7 @@ import (
 	"github.com/opledger/opledger/internal/marker"
 	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/migrate"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
 
@@ -79,10 +80,17 @@ type Options struct {
 	// application's database), and a PostgreSQL schema (the first existing
 	// one of the search_path) without the ledger's schema_migrations
 	// table, is an error (ErrInvalidInput) instead of a new, empty ledger,
-	// and is left untouched. A file this process may not read is an error
-	// that says so (not ErrInvalidInput). Tools that only read or decide
+	// and is left untouched. A file this process may not read, or cannot
+	// read for another reason (a directory), is an error that says why
+	// (not ErrInvalidInput). Tools that only read or decide
 	// on an existing ledger set it, so that a mistyped path, database or
 	// schema fails rather than shows nothing.
+	//
+	// Nor does it migrate: a ledger whose schema is older than this
+	// release uses is refused, and left at its version, so that a newer
+	// release's reading tool does not upgrade it under an older release
+	// still writing to it. Migrate it with an Open without ExistingOnly
+	// (opledger migrate), as docs/operations.md "Upgrading" describes.
 	ExistingOnly bool
 }
 
@@ -159,9 +167,11 @@ func (lc *lifecycle) close(closeStore func() error) error {
 	return lc.err
 }
 
-// Open opens the store named by dsn, applies pending migrations and returns
-// a Ledger for opts.Tenant. dsn is "sqlite:PATH" (an empty dsn means
-// DefaultDSN) or a "postgres://" URL.
+// Open opens the store named by dsn, applies pending migrations (unless
+// opts.ExistingOnly) and returns a Ledger for opts.Tenant. dsn is
+// "sqlite:PATH" (an empty dsn means DefaultDSN) or a "postgres://" URL.
+// Without ExistingOnly, a SQLite file this process may not write is
+// refused, rather than opened read-only to fail every write.
 func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if dsn == "" {
 		dsn = DefaultDSN
@@ -194,7 +204,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 		}
 	}
 	st, err := openStore(ctx, dsn, opts)
-	if err == nil {
+	if err == nil && opts.ExistingOnly {
+		if err = checkSchema(ctx, st, dsn); err != nil {
+			st.Close()
+		}
+	} else if err == nil {
 		if err = st.Migrate(ctx, opts.MigrationProgress); err != nil {
 			st.Close()
 			err = fmt.Errorf("migrate %s store: %w", st.Name(), err)
@@ -209,6 +223,28 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	}
 	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots(),
 		life: lifecycle{stop: make(chan struct{})}}, tenant: opts.Tenant}, nil
+}
+
+// checkSchema refuses, reading only, a store whose schema is not at the
+// version this release uses: ExistingOnly opens do not migrate.
+func checkSchema(ctx context.Context, st store.Store, dsn string) error {
+	current, newest, err := st.SchemaVersion(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s store: %w", st.Name(), err)
+	case current > newest:
+		return fmt.Errorf("%s store: %w", st.Name(), migrate.Newer(current, newest))
+	case current == newest:
+		return nil
+	}
+	where, first := "the postgres DSN", "stop every process of the older release"
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
+		where, first = path, "stop every process of this ledger, copy the file"
+	} else if u, err := url.Parse(dsn); err == nil {
+		where = redact.DSN(dsn, u)
+	}
+	return fmt.Errorf("the ledger at %s has schema version %d, older than this opledger uses (%d), and a command that only reads or decides does not upgrade it: "+
+		"%s, then run opledger migrate (see Upgrading in docs/operations.md)", where, current, newest, first)
 }
 
 func openStore(ctx context.Context, dsn string, opts Options) (store.Store, error) {
@@ -227,7 +263,9 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 
 // openSQLite opens the SQLite store at path; with opts.ExistingOnly,
 // only if the file holds a ledger already (sqlitestore.HoldsLedger reads
-// it without writing).
+// it without writing), and without, only if this process may write it.
+// Only a file that holds no ledger is invalid input: one that cannot be
+// read is a failure, with its cause.
 func openSQLite(ctx context.Context, path string, opts Options) (store.Store, error) {
 	if opts.ExistingOnly {
 		if path == "" {
@@ -244,15 +282,25 @@ func openSQLite(ctx context.Context, path string, opts Options) (store.Store, er
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("%w: no ledger at %s: the file does not exist (a command that writes, such as serve or migrate, creates it)", ErrInvalidInput, path)
-		case errors.Is(err, fs.ErrPermission):
-			return nil, fmt.Errorf("cannot read the ledger at %s: %w", path, err)
+		case sqlitestore.IsNotDatabase(err):
+			return nil, fmt.Errorf("%w: no ledger at %s: %w; it was left as it is", ErrInvalidInput, path, err)
 		case err != nil:
-			return nil, fmt.Errorf("%w: no ledger at %s: %w", ErrInvalidInput, path, err)
+			return nil, fmt.Errorf("cannot read the ledger at %s: %w", path, err)
 		case !holds:
 			return nil, fmt.Errorf("%w: no ledger at %s: the file is not an opledger ledger (it holds no opledger schema_migrations table); it was left as it is", ErrInvalidInput, path)
 		}
 	}
-	return sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})
+	if err != nil {
+		return nil, err
+	}
+	if !opts.ExistingOnly {
+		if err := st.CheckWritable(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
 func withDefaults(o Options) Options {

@@ -360,6 +360,10 @@ type Store interface {
 	// Migrate brings the schema to the newest version, telling progress
 	// (which may be nil) after each migration it applies.
 	Migrate(ctx context.Context, progress migrate.Progress) error
+	// SchemaVersion reads, without writing or waiting for the write
+	// lock, the version of the newest migration the store has applied
+	// (0 when it has none) and of the newest this build embeds.
+	SchemaVersion(ctx context.Context) (current, newest int, err error)
 	// Ping checks that the store is reachable.
 	Ping(ctx context.Context) error
 	// Name is the driver's name, "sqlite" or "postgres".

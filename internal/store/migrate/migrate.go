@@ -87,8 +87,7 @@ func Versions(fsys fs.FS, dir string) ([]int, error) {
 // does not know how to use: that is an error, not "up to date".
 func Pending(migs []Migration, current int) ([]Migration, error) {
 	if n := len(migs); n > 0 && current > migs[n-1].Version {
-		return nil, fmt.Errorf("the store's schema is at version %d, newer than this opledger knows (%d): "+
-			"a newer release migrated it; run that release or a later one", current, migs[n-1].Version)
+		return nil, Newer(current, migs[n-1].Version)
 	}
 	var out []Migration
 	for _, m := range migs {
@@ -97,4 +96,11 @@ func Pending(migs []Migration, current int) ([]Migration, error) {
 		}
 	}
 	return out, nil
+}
+
+// Newer is the refusal of a store whose schema is at version current,
+// newer than newest, the newest migration this release embeds.
+func Newer(current, newest int) error {
+	return fmt.Errorf("the store's schema is at version %d, newer than this opledger knows (%d): "+
+		"a newer release migrated it; run that release or a later one", current, newest)
 }

@@ -187,6 +187,29 @@ func isCatalogRace(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07")
 }
 
+// SchemaVersion implements store.Store: a schema without a
+// schema_migrations table (of the search_path's first existing schema)
+// is at version 0.
+func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err error) {
+	versions, err := MigrationVersions()
+	if err != nil {
+		return 0, 0, err
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL, false)`).Scan(&exists); err != nil {
+		return 0, 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if exists {
+		if err := s.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return 0, 0, fmt.Errorf("read schema version: %w", err)
+		}
+	}
+	if len(versions) > 0 {
+		newest = versions[len(versions)-1]
+	}
+	return current, newest, nil
+}
+
 // MigrationVersions lists the versions of the embedded migrations. They
 // must equal sqlitestore's.
 func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, "migrations") }

@@ -26,10 +26,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -101,12 +103,24 @@ func FileURI(path string) string {
 // empty file, or another application's database, does not. Migrate would
 // make an empty file a ledger; it refuses another application's
 // (store.ErrNotLedger).
+//
+// A file that is not a SQLite database is an error that IsNotDatabase
+// reports; a directory one that wraps syscall.EISDIR.
 func HoldsLedger(ctx context.Context, path string) (bool, error) {
-	if _, err := os.Stat(path); err != nil {
+	if fi, err := os.Stat(path); err != nil {
 		return false, err
+	} else if fi.IsDir() {
+		return false, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
 	}
 	holds, _, err := inspect(ctx, path)
 	return holds, err
+}
+
+// IsNotDatabase reports an error of a file that is not a SQLite database
+// (SQLITE_NOTADB): some other file, rather than a failure to read one.
+func IsNotDatabase(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB
 }
 
 // inspect runs checkLedger on the file at path, opened read-only.
@@ -117,6 +131,13 @@ func inspect(ctx context.Context, path string) (holds bool, others []string, err
 	}
 	defer db.Close()
 	if holds, others, err = checkLedger(ctx, db); err != nil {
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_READONLY_DIRECTORY {
+			// A WAL database that no process has open: even a reader
+			// creates its -shm file, in a directory it may not write.
+			return false, nil, fmt.Errorf("read sqlite %s: no process has it open, so reading it means creating %s-shm beside it, and this process may not write to its directory "+
+				"(%w); run this as a user who may, or while a process of the ledger has it open", path, path, err)
+		}
 		return false, nil, fmt.Errorf("read sqlite %s: %w", path, err)
 	}
 	return holds, others, nil
@@ -168,7 +189,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// Another application's database is refused before the first
 	// connection would switch it to WAL, and before Migrate would mix
 	// the ledger's tables with its own.
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, &fs.PathError{Op: "open sqlite", Path: path, Err: syscall.EISDIR}
+	} else if err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
 		holds, others, err := inspect(ctx, path)
 		if err != nil {
 			return nil, err
@@ -231,6 +254,35 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// CheckWritable refuses a database that SQLite opened read-only: a file
+// this process may not write (its mode and owner, or an immutable
+// attribute), which SQLite opens for reading rather than fail to open,
+// so that every write would fail instead. It reads no page and takes no
+// lock.
+func (s *Store) CheckWritable(ctx context.Context) error {
+	var readOnly bool
+	err := s.wconn.Raw(func(dc any) error {
+		c, ok := dc.(interface{ IsReadOnly(string) (bool, error) })
+		if !ok {
+			return fmt.Errorf("the SQLite driver (%T) does not tell a read-only database", dc)
+		}
+		var err error
+		readOnly, err = c.IsReadOnly("main")
+		return err
+	})
+	if err != nil || !readOnly {
+		return err
+	}
+	// SQLite does not keep why: the error of opening it for writing does.
+	cause := "SQLite opened it read-only"
+	if f, err := os.OpenFile(s.path, os.O_RDWR, 0); err != nil {
+		cause = err.Error()
+	} else {
+		f.Close()
+	}
+	return fmt.Errorf("cannot write the ledger at %s: %s; a process that writes to the ledger (serve, proxy, migrate) needs a file it may write", s.path, cause)
 }
 
 // Name returns "sqlite".
@@ -315,6 +367,21 @@ func (s *Store) schemaVersion(ctx context.Context) (version int, ok bool, err er
 		return 0, false, fmt.Errorf("read schema version: %w", err)
 	}
 	return version, true, nil
+}
+
+// SchemaVersion implements store.Store, through the readers.
+func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err error) {
+	versions, err := MigrationVersions()
+	if err != nil {
+		return 0, 0, err
+	}
+	if current, _, err = s.schemaVersion(ctx); err != nil {
+		return 0, 0, err
+	}
+	if len(versions) > 0 {
+		newest = versions[len(versions)-1]
+	}
+	return current, newest, nil
 }
 
 // MigrationVersions lists the versions of the embedded migrations.

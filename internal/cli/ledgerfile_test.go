@@ -1,0 +1,156 @@
+package cli_test
+
+import (
+	"bytes"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/internal/store/sqlitestore"
+)
+
+// TestReadingCommandsDoNotMigrate: the commands that only read or decide
+// do not upgrade a ledger whose schema is older than theirs (an older
+// release may still be writing to it): each fails (1) on one line naming
+// both versions and what to do, and leaves the version as it was.
+func TestReadingCommandsDoNotMigrate(t *testing.T) {
+	t.Parallel()
+	versions, err := sqlitestore.MigrationVersions()
+	require.NoError(t, err)
+	newest := versions[len(versions)-1]
+	path := filepath.Join(t.TempDir(), "old.db")
+	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+path)
+	require.Equal(t, 0, code, errOut)
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	// As an older release left it: its newest migration not recorded.
+	_, err = db.Exec(`DELETE FROM schema_migrations WHERE version = ?`, newest)
+	require.NoError(t, err)
+
+	want := fmt.Sprintf("opledger: the ledger at %s has schema version %d, older than this opledger uses (%d), and a command that only reads or decides does not upgrade it: "+
+		"stop every process of this ledger, copy the file, then run opledger migrate (see Upgrading in docs/operations.md)\n", path, newest-1, newest)
+	for _, args := range [][]string{
+		{"ops", "list"}, {"ops", "show", "k1"}, {"ops", "cancel", "k1", "--reason", "r"},
+		{"events", "list"}, {"tokens", "list"}, {"tokens", "revoke", "tok_1"},
+	} {
+		out, errOut, code := run(t, append(args, "--db", "sqlite:"+path)...)
+		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
+		require.Empty(t, out, args)
+		require.Equal(t, want, errOut, args)
+		var v int
+		require.NoError(t, db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&v))
+		require.Equal(t, newest-1, v, "%v left the schema at its version", args)
+	}
+}
+
+// TestLedgerThatIsNoFile: a --db naming a directory is a failure (1) that
+// says so, not a usage error claiming the directory holds no ledger; a
+// file that is not a SQLite database stays a usage error (2).
+func TestLedgerThatIsNoFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, args := range [][]string{{"ops", "list"}, {"tokens", "list"}, {"migrate"}, {"serve", "--addr", "127.0.0.1:0"}} {
+		out, errOut, code := runGuarded(t, append(args, "--db", "sqlite:"+dir)...)
+		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
+		require.Regexp(t, `^opledger: (cannot read the ledger at `+dir+`: open|open sqlite) `+dir+`: is a directory\n$`, errOut, args)
+	}
+	notes := filepath.Join(dir, "notes.db")
+	require.NoError(t, os.WriteFile(notes, []byte("only some notes\n"), 0o644))
+	_, errOut, code := run(t, "ops", "list", "--db", "sqlite:"+notes)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "opledger: invalid input: no ledger at "+notes+": read sqlite "+notes+": file is not a database (26); it was left as it is\n")
+}
+
+// TestLedgerInUnwritableDirectory: a ledger file this process may read,
+// in a directory it may not write, while no process has the ledger open
+// (so that SQLite must create its -shm file to read it) is a failure (1)
+// that says so, not a usage error claiming there is no ledger. As root
+// (who writes everywhere) the binary runs as nobody.
+func TestLedgerInUnwritableDirectory(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "opledger-rodir-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o755); os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "opledger")
+	data, err := os.ReadFile(binary)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	p := filepath.Join(dir, "ledger.db")
+	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+p)
+	require.Equal(t, 0, code, errOut)
+	require.NoFileExists(t, p+"-shm", "no process has it open")
+	require.NoError(t, os.Chmod(p, 0o644))
+	require.NoError(t, os.Chmod(dir, 0o555))
+
+	cmd := exec.Command(bin, "ops", "list", "--db", "sqlite:"+p)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OPLEDGER_DB=")
+	if os.Getuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		if err != nil && os.Getuid() == 0 {
+			t.Skipf("cannot run as nobody here: %v", err)
+		}
+		t.Fatalf("want a failure, got %v: %s", err, out.String())
+	}
+	require.Equal(t, 1, ee.ExitCode(), stderr.String())
+	require.Empty(t, out.String())
+	require.Equal(t, "opledger: cannot read the ledger at "+p+": read sqlite "+p+": no process has it open, so reading it means creating "+p+
+		"-shm beside it, and this process may not write to its directory (attempt to write a readonly database (1544)); "+
+		"run this as a user who may, or while a process of the ledger has it open\n", stderr.String())
+}
+
+// makeUnwritable makes the file at path one this process may read but
+// not write: mode 0444 for a user other than root, who writes whatever
+// the mode, and the immutable attribute (chattr +i) for root. It skips
+// t where the file system or the process cannot set that attribute.
+func makeUnwritable(t *testing.T, path string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		require.NoError(t, os.Chmod(path, 0o444))
+		return
+	}
+	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
+		t.Skipf("root writes a file of any mode, and chattr +i fails here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", path).Run() })
+}
+
+// TestServeRefusesUnwritableLedger: serve, proxy and migrate refuse at
+// start a SQLite file they may not write (which SQLite would open
+// read-only: serve used to report ready, then fail every write), saying
+// why; the commands that only read it still do.
+func TestServeRefusesUnwritableLedger(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "ledger.db")
+	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+p)
+	require.Equal(t, 0, code, errOut)
+	makeUnwritable(t, p)
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0"},
+		{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:18949"},
+		{"migrate"},
+	} {
+		out, errOut, code := runGuarded(t, append(args, "--db", "sqlite:"+p)...)
+		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
+		require.Regexp(t, `^opledger: cannot write the ledger at `+p+`: open `+p+`: (permission denied|operation not permitted); `+
+			`a process that writes to the ledger \(serve, proxy, migrate\) needs a file it may write\n$`, errOut, args)
+	}
+	out, errOut, code := run(t, "ops", "list", "--db", "sqlite:"+p)
+	require.Equal(t, 0, code, errOut)
+	require.True(t, strings.HasPrefix(out, "KEY"), out)
+}

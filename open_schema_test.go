@@ -1,0 +1,148 @@
+package opledger_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// execLedgerSQL runs q on the store of dsn, outside any Ledger.
+func execLedgerSQL(t *testing.T, dsn, q string) {
+	t.Helper()
+	ctx := context.Background()
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
+		db, err := sql.Open("sqlite", sqlitestore.FileURI(path))
+		require.NoError(t, err)
+		defer db.Close()
+		_, err = db.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+		return
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, q)
+	require.NoError(t, err, q)
+}
+
+// schemaVersion reads the newest migration the store of dsn records.
+func schemaVersion(t *testing.T, dsn string) int {
+	t.Helper()
+	ctx := context.Background()
+	var v int
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
+		db, err := sql.Open("sqlite", sqlitestore.FileURI(path))
+		require.NoError(t, err)
+		defer db.Close()
+		require.NoError(t, db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v))
+		return v
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v))
+	return v
+}
+
+// TestOpenExistingOnlyDoesNotMigrate: a tool that only reads or decides
+// (ExistingOnly) does not upgrade a ledger an older release may still be
+// writing to. It refuses it, naming both versions and what to do, and
+// leaves it at its version; an Open without ExistingOnly migrates it.
+func TestOpenExistingOnlyDoesNotMigrate(t *testing.T) {
+	t.Parallel()
+	versions, err := sqlitestore.MigrationVersions()
+	require.NoError(t, err)
+	newest := versions[len(versions)-1]
+	for _, s := range testdb.Stores() {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			if s.Name == "postgres" {
+				testdb.RequirePostgres(t)
+			}
+			ctx := context.Background()
+			dsn := s.NewDSN(t)
+			l, err := opledger.Open(ctx, dsn, opledger.Options{})
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+
+			// As an older release left it: its newest migration not
+			// applied yet. (Only the recorded version matters here.)
+			execLedgerSQL(t, dsn, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, newest))
+			_, err = opledger.Open(ctx, dsn, opledger.Options{ExistingOnly: true})
+			require.Error(t, err)
+			require.NotErrorIs(t, err, opledger.ErrInvalidInput, "a failure, not a mistyped store")
+			want := fmt.Sprintf("has schema version %d, older than this opledger uses (%d), and a command that only reads or decides does not upgrade it: ", newest-1, newest)
+			require.ErrorContains(t, err, want)
+			require.ErrorContains(t, err, "then run opledger migrate (see Upgrading in docs/operations.md)")
+			if s.Name == "sqlite" {
+				require.ErrorContains(t, err, "the ledger at "+strings.TrimPrefix(dsn, "sqlite:")+" has")
+				require.ErrorContains(t, err, "stop every process of this ledger, copy the file, then run")
+			}
+			require.NotContains(t, err.Error(), "\n")
+			require.Equal(t, newest-1, schemaVersion(t, dsn), "left at its version")
+
+			// A ledger migrated by a newer release is refused as Migrate
+			// refuses it.
+			execLedgerSQL(t, dsn, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, '999_from_the_future.sql', `+
+				map[string]string{"sqlite": "0", "postgres": "now()"}[s.Name]+`)`)
+			_, err = opledger.Open(ctx, dsn, opledger.Options{ExistingOnly: true})
+			require.ErrorContains(t, err, fmt.Sprintf("the store's schema is at version 999, newer than this opledger knows (%d)", newest))
+			execLedgerSQL(t, dsn, `DELETE FROM schema_migrations WHERE version = 999`)
+			require.Equal(t, newest-1, schemaVersion(t, dsn))
+		})
+	}
+}
+
+// makeUnwritable makes the file at path one this process may read but
+// not write: mode 0444 for a user other than root, who writes whatever
+// the mode, and the immutable attribute (chattr +i) for root. It skips
+// t where the file system or the process cannot set that attribute.
+func makeUnwritable(t *testing.T, path string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		require.NoError(t, os.Chmod(path, 0o444))
+		return
+	}
+	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
+		t.Skipf("root writes a file of any mode, and chattr +i fails here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", path).Run() })
+}
+
+// TestOpenRefusesUnwritableSQLite: a process that writes (Open without
+// ExistingOnly: serve, proxy, migrate) refuses a SQLite file it may not
+// write, which SQLite would open read-only, to fail every write later,
+// and says why; one that only reads still opens it.
+func TestOpenRefusesUnwritableSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	makeUnwritable(t, path)
+
+	_, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, opledger.ErrInvalidInput)
+	require.Regexp(t, `^cannot write the ledger at `+path+`: open `+path+`: (permission denied|operation not permitted); `+
+		`a process that writes to the ledger \(serve, proxy, migrate\) needs a file it may write$`, err.Error())
+
+	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{ExistingOnly: true})
+	require.NoError(t, err, "a reader does not need to write")
+	_, err = l.List(ctx, opledger.ListOptions{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+}
