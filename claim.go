@@ -1003,6 +1003,20 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		t.unprotect()
 		t.move(StateUncertain, a.Worker, a.ID, "late uncertain report",
 			evidence+fmt.Sprintf("; attempt %d had not marked its dispatch, yet may have called: nothing is sent again until that is settled", a.Number))
+	case (r.Outcome == OutcomeSucceeded || r.Outcome == OutcomeUncertain) && state == StateAwaitingApproval:
+		// The attempt was given up as never sent, and the operation has
+		// gone back to await approval since (revised to a new version,
+		// or required approval on a repeat). Its worker says the call
+		// acted, or may have: approving what waits now could make a
+		// second effect, under another idempotency key if revised. Held
+		// for a person, who knows which content was sent.
+		what := "acted"
+		if r.Outcome == OutcomeUncertain {
+			what = "may have acted"
+		}
+		t.hold(a.Worker, "late report while awaiting approval",
+			evidence+fmt.Sprintf("; attempt %d had not marked its dispatch, yet its call %s on the content it was sent, perhaps an earlier version: "+
+				"a person decides whether that effect stands (mark succeeded) before version %d is approved (authorize retry) or cancelled", a.Number, what, t.op.Version))
 	default:
 		t.note(a.Worker, a.ID, "stale report kept as evidence", evidence)
 	}

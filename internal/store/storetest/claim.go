@@ -364,6 +364,35 @@ func testReport(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is sent again before reconciliation")
 	})
 
+	// An attempt given up as never sent whose operation was revised
+	// meanwhile reports that its call acted: version 2 is not approved
+	// unseen on top of version 1's effect, the operation is held.
+	t.Run("LateReportAfterRevision", func(t *testing.T) {
+		t.Parallel()
+		for _, outcome := range []opledger.Outcome{opledger.OutcomeSucceeded, opledger.OutcomeUncertain} {
+			b := setup(t, h)
+			_, _, err := b.ledger.Record(b.ctx, intent("k1"))
+			require.NoError(t, err)
+			lost, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			b.clock.Advance(11 * time.Second)
+			_, err = b.ledger.ExpireLeases(b.ctx)
+			require.NoError(t, err)
+			_, err = b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
+			require.NoError(t, err)
+			b.requireState(t, "k1", opledger.StateAwaitingApproval)
+			_, err = b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: outcome, DestinationRef: "R-v1"})
+			var stale *opledger.StaleError
+			require.ErrorAs(t, err, &stale, outcome)
+			require.True(t, stale.Recorded)
+			op := b.requireState(t, "k1", opledger.StateHeld)
+			require.NotNil(t, op.ReviewBy)
+			require.Contains(t, b.events(t, "k1"), "late report while awaiting approval")
+			_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
+			require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is approved before a person looked")
+		}
+	})
+
 	t.Run("AbandonedAttemptWithLateReportCounts", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h) // MaxAttempts 3
