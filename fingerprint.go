@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,6 +47,30 @@ func Fingerprint(action, destination string, payload json.RawMessage, version in
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
+// errNumberOutOfRange refuses a number beyond a double's range, which
+// JCS cannot print; like every error of canonicalJSON, it does not repeat
+// the value, which may be a sensitive field's.
+var errNumberOutOfRange = errors.New("a number is beyond the range of a double")
+
+// valueFree is the reason JCS refused the valid JSON doc, in words that
+// repeat nothing of it: its own errors quote the value or member name
+// they stopped at, which may be a sensitive field's (a card number, an
+// e-mail address used as a member name).
+func valueFree(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "Duplicate key"):
+		return errors.New("an object has two members of the same name")
+	case strings.HasPrefix(msg, "Number out of range"):
+		return errNumberOutOfRange
+	case strings.HasPrefix(msg, "Maximum nesting depth"):
+		return errors.New("the document is nested too deeply")
+	case strings.HasPrefix(msg, "Invalid UTF-8"), strings.Contains(msg, "surrogate"):
+		return errors.New("a string holds text that is not valid Unicode (invalid UTF-8 or an escaped lone surrogate)")
+	}
+	return errors.New("RFC 8785 refuses the document")
+}
+
 // canonicalJSON is the RFC 8785 (JCS) canonical form of the valid JSON
 // doc, except for a number whose value no IEEE double holds as JCS would
 // print it (an integer beyond 2^53, a decimal with more digits than a
@@ -53,14 +78,18 @@ func Fingerprint(action, destination string, payload json.RawMessage, version in
 // double, so that two different numbers shared a form, and a fingerprint;
 // such a number is printed as its exact value instead (jsonnum.Exact:
 // "9007199254740993e0"), a form JCS never prints. Every other document is
-// exactly as JCS makes it.
+// exactly as JCS makes it. Its errors never repeat a value of doc.
 func canonicalJSON(doc []byte) ([]byte, error) {
 	spans, err := inexactNumbers(doc)
 	if err != nil {
 		return nil, err
 	}
 	if len(spans) == 0 {
-		return jcs.Transform(doc)
+		canon, err := jcs.Transform(doc)
+		if err != nil {
+			return nil, valueFree(err)
+		}
+		return canon, nil
 	}
 	// Each such number stands in as a string no payload holds (a random
 	// mark), replaced by its exact form once JCS has ordered the document.
@@ -79,7 +108,7 @@ func canonicalJSON(doc []byte) ([]byte, error) {
 	b.Write(doc[last:])
 	canon, err := jcs.Transform(b.Bytes())
 	if err != nil {
-		return nil, err
+		return nil, valueFree(err)
 	}
 	for i, sp := range spans {
 		canon = bytes.Replace(canon, []byte(placeholder(i)), []byte(sp.exact), 1)
@@ -147,7 +176,7 @@ func exactIfInexact(text string) (exact string, ok bool, err error) {
 	if err != nil {
 		// Beyond a double's range (a parser would read infinity), as JCS
 		// refuses it.
-		return "", false, fmt.Errorf("the number %.40s is beyond the range of a double", text)
+		return "", false, errNumberOutOfRange
 	}
 	if nearest, err := jsonnum.Exact(strconv.FormatFloat(f, 'e', -1, 64)); err == nil && nearest == exact {
 		return "", true, nil

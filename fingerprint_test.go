@@ -1,6 +1,7 @@
 package opledger_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 func TestFingerprint(t *testing.T) {
@@ -112,4 +114,39 @@ func FuzzFingerprint(f *testing.F) {
 			t.Fatalf("re-encoded payload changed the fingerprint: %s vs %s", payload, again)
 		}
 	})
+}
+
+// TestFingerprintErrorsValueFree: a payload the fingerprint cannot
+// canonicalize is refused in words that repeat none of its values or
+// member names, which may be sensitive (a card number, an e-mail address):
+// by Fingerprint, by a recorded intent (the API's PUT answers with this
+// text) and by a workflow's steps.
+func TestFingerprintErrorsValueFree(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	for _, c := range []struct{ payload, secret, reason string }{
+		{`{"card":1e99999}`, "99999", "a number is beyond the range of a double"},
+		{`{"card":-4111111111111111e400}`, "4111111111111111", "a number is beyond the range of a double"},
+		{`{"card":[1,4111111111111111e99999999999]}`, "4111111111111111", "a number has an exponent out of range (beyond ±1000000000)"},
+		{`{"ana@example.invalid":1,"ana@example.invalid":2}`, "ana@", "an object has two members of the same name"},
+		{`{"pin":"4711\ud800"}`, "4711", "a string holds text that is not valid Unicode (invalid UTF-8 or an escaped lone surrogate)"},
+		{"{\"pin\":\"4711\xff\"}", "4711", "a string holds text that is not valid Unicode (invalid UTF-8 or an escaped lone surrogate)"},
+	} {
+		_, err := opledger.Fingerprint("a", "d", json.RawMessage(c.payload), 1)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, c.payload)
+		require.EqualError(t, err, "invalid input: payload cannot be canonicalized: "+c.reason, c.payload)
+
+		_, _, err = l.Record(ctx, opledger.Intent{Key: "k1", Action: "a", Destination: "d", Payload: json.RawMessage(c.payload),
+			SensitiveFields: []string{"card", "pin"}})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, c.payload)
+		require.NotContains(t, err.Error(), c.secret, c.payload)
+
+		_, _, err = l.PutWorkflow(ctx, "w1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "a", Action: "a", Destination: "d", Payload: json.RawMessage(c.payload)}}})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, c.payload)
+		require.NotContains(t, err.Error(), c.secret, c.payload)
+	}
 }

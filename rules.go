@@ -110,10 +110,6 @@ func (e *RuleError) Unwrap() error { return e.Err }
 // Is matches ErrInvalidInput.
 func (e *RuleError) Is(target error) bool { return target == ErrInvalidInput }
 
-// errUncanonicalPayload refuses a produced payload that cannot be
-// canonicalised for its fingerprint, without the value that stopped it.
-var errUncanonicalPayload = invalidInput("payload cannot be canonicalized (a number out of range, or invalid text)")
-
 // eventRoots are the roots event templates may use.
 var eventRoots = []string{"data", "event"}
 
@@ -401,10 +397,10 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 			return nil, fail(field("payload"), err)
 		}
 		// The fingerprint canonicalises the payload; what cannot be (a
-		// number beyond float64) is refused here with a message that does
-		// not repeat the value, as the canonicaliser's own would.
+		// number beyond float64) is refused here, with Fingerprint's
+		// error, which does not repeat the value.
 		if _, err := Fingerprint(op.Action, op.Destination, payload, 1); err != nil {
-			return nil, fail(field("payload"), errUncanonicalPayload)
+			return nil, fail(field("payload"), err)
 		}
 		in := Intent{
 			Key: key, Action: op.Action, Destination: op.Destination, Payload: payload,

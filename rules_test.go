@@ -275,7 +275,7 @@ func TestMapRefusesUncanonicalizablePayload(t *testing.T) {
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, total)
 		var re *opledger.RuleError
 		require.True(t, errors.As(err, &re), "%v", err)
-		require.EqualError(t, err, `rule "order-updated": operations[0].payload: invalid input: payload cannot be canonicalized (a number out of range, or invalid text)`)
+		require.EqualError(t, err, `rule "order-updated": operations[0].payload: invalid input: payload cannot be canonicalized: a number is beyond the range of a double`)
 		require.ErrorIs(t, re.Err, opledger.ErrInvalidInput, "the cause still matches, as the canonicaliser's did")
 		require.NotContains(t, err.Error(), "1e400", "values never appear in errors")
 	}

@@ -278,7 +278,7 @@ func TestEventIntakeEdges(t *testing.T) {
 			require.Contains(t, string(data), "object.order_by")
 			// A number out of range: the detail never repeats the value.
 			data = expect("POST", "/v1/events", b.token, event("e-range", `{"id":"1","version":2,"total":1e400}`), nil, 422, "mapping_failed")
-			require.Contains(t, string(data), "operations[0].payload: invalid input: payload cannot be canonicalized (a number out of range")
+			require.Contains(t, string(data), "operations[0].payload: invalid input: payload cannot be canonicalized: a number is beyond the range of a double")
 			require.NotContains(t, string(data), "1e400")
 			_, err = b.ledger.GetEvent(ctx, "shop", "e-nul")
 			require.ErrorIs(t, err, opledger.ErrNotFound, "a refused event records nothing")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/redact"
@@ -75,11 +76,30 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, kind, deta
 	p.Title = titles[kind]
 	p.Status = status
 	p.Detail = detail
-	p.Instance = r.URL.Path
+	p.Instance = instance(r)
 	p.RequestID = requestID(r.Context())
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// instance is a problem's instance: the request's path, unless the route
+// takes from it a value (a key, an event id, a step) that is not a valid
+// key. Such a value was refused (invalid_key, invalid_input), and a
+// refusal never repeats it (see opledger.KeyError): it may be personal
+// data, such as an e-mail address. Such a problem has no instance.
+func instance(r *http.Request) string {
+	for rest := r.Pattern; ; {
+		_, after, ok := strings.Cut(rest, "{")
+		if !ok {
+			return r.URL.Path
+		}
+		name, tail, _ := strings.Cut(after, "}")
+		if opledger.ValidateKey(r.PathValue(strings.TrimSuffix(name, "..."))) != nil {
+			return ""
+		}
+		rest = tail
+	}
 }
 
 // writeError maps a ledger error to its status and problem type. Errors it

@@ -54,9 +54,11 @@ type request struct {
 // path; its Set-Cookie header is a credential (its header_bytes are
 // masked whole: they may hold one, and are unreadable base64 anyway), and
 // so is the upstream's identity, whose base path may hold the credential
-// too. They are no part of the fingerprint, so operations recorded with
-// fewer keep theirs.
-var sensitiveFields = []string{"body", "query", "path", "header.Set-Cookie", "header_bytes", "upstream"}
+// too; the values of a header that repeats a secret part of the request
+// are shown only with those parts masked (header_masked, see
+// maskedHeader). They are no part of the fingerprint, so operations
+// recorded with fewer keep theirs.
+var sensitiveFields = []string{"body", "query", "path", "header.Set-Cookie", "header_bytes", "upstream", "header_masked.values"}
 
 // saved is the upstream answer kept as the operation's response and
 // replayed byte for byte.
@@ -67,8 +69,13 @@ type saved struct {
 	// is not UTF-8: a JSON string would turn its bytes into U+FFFD. Such
 	// a header keeps all its values here, in order, and none in Header.
 	HeaderBytes map[string][][]byte `json:"header_bytes,omitempty"`
-	Body        []byte              `json:"body"`
-	BodyOmitted bool                `json:"body_omitted,omitempty"`
+	// HeaderMasked holds the headers, of those with UTF-8 values, that
+	// repeat a secret part of the request (see maskEchoes): each keeps
+	// all its values here, in order, and none in Header. Answers saved
+	// before it was kept have none.
+	HeaderMasked []maskedHeader `json:"header_masked,omitempty"`
+	Body         []byte         `json:"body"`
+	BodyOmitted  bool           `json:"body_omitted,omitempty"`
 	// Upstream is the identity of the API that gave the answer (host and
 	// base path, see identity). It is outside the fingerprint, so keys and
 	// fingerprints stay as they were; a proxy that finds another upstream
@@ -377,6 +384,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	}
 	s := &saved{Status: resp.StatusCode, Body: answer, Upstream: rt.identity}
 	s.Header, s.HeaderBytes = responseHeaders(resp.Header)
+	s.maskEchoes(echoSecrets(rt, r))
 	oversized := int64(len(answer)) > rt.MaxResponseBytes
 	if oversized {
 		s.Body, s.BodyOmitted = nil, true
@@ -820,6 +828,11 @@ func (s *saved) addHeaders(w http.ResponseWriter) {
 	for k, vs := range s.HeaderBytes {
 		for _, v := range vs {
 			w.Header().Add(k, string(v))
+		}
+	}
+	for _, h := range s.HeaderMasked {
+		for _, v := range h.Values {
+			w.Header().Add(h.Name, v)
 		}
 	}
 }

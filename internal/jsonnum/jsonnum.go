@@ -20,7 +20,8 @@ const MaxExponent = 1_000_000_000
 // only equal values share: its sign, its digits without leading or
 // trailing zeros and the power of ten they are multiplied by, "-17e-2"
 // for -0.170; "0e0" for any zero. It is linear in the length of text,
-// whatever the exponent; one beyond ±MaxExponent is an error.
+// whatever the exponent; one beyond ±MaxExponent is an error, which does
+// not repeat text.
 func Exact(text string) (string, error) {
 	sign := ""
 	if strings.HasPrefix(text, "-") {
@@ -31,7 +32,9 @@ func Exact(text string) (string, error) {
 	if hasExp {
 		e, err := strconv.ParseInt(expText, 10, 64)
 		if err != nil || e > MaxExponent || e < -MaxExponent {
-			return "", fmt.Errorf("the number %.40s has an exponent out of range", sign+text)
+			// Not the number itself: it may be a sensitive value, and
+			// the fingerprint's error passes this one on.
+			return "", fmt.Errorf("a number has an exponent out of range (beyond ±%d)", MaxExponent)
 		}
 		exp = e
 	}
