@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,22 +103,6 @@ func TestOpenExistingOnlyDoesNotMigrate(t *testing.T) {
 	}
 }
 
-// makeUnwritable makes the file at path one this process may read but
-// not write: mode 0444 for a user other than root, who writes whatever
-// the mode, and the immutable attribute (chattr +i) for root. It skips
-// t where the file system or the process cannot set that attribute.
-func makeUnwritable(t *testing.T, path string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		require.NoError(t, os.Chmod(path, 0o444))
-		return
-	}
-	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
-		t.Skipf("root writes a file of any mode, and chattr +i fails here: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("chattr", "-i", path).Run() })
-}
-
 // TestOpenRefusesUnwritableSQLite: a process that writes (Open without
 // ExistingOnly: serve, proxy, migrate) refuses a SQLite file it may not
 // write, which SQLite would open read-only, to fail every write later,
@@ -132,7 +114,7 @@ func TestOpenRefusesUnwritableSQLite(t *testing.T) {
 	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
-	makeUnwritable(t, path)
+	testdb.MakeUnwritable(t, path)
 
 	_, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
 	require.Error(t, err)

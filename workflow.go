@@ -486,21 +486,11 @@ func decodeDef(row *store.Workflow) (*workflowDef, error) {
 
 // stepOperation reads a step's operation or tombstone; nil if neither.
 func (l *Ledger) stepOperation(ctx context.Context, r store.Reader, key string) (*Operation, error) {
-	row, err := r.GetOperation(ctx, l.tenant, key)
-	if err == nil {
-		return toOperation(row), nil
-	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-	ts, err := r.GetTombstone(ctx, l.tenant, key)
-	if errors.Is(err, store.ErrNotFound) {
+	op, err := l.get(ctx, r, key)
+	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return tombstoneOperation(ts), nil
+	return op, err
 }
 
 // stepContext is what a step's payload template can read: the results of

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger/internal/store/sqlitestore"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 // TestReadingCommandsDoNotMigrate: the commands that only read or decide
@@ -114,22 +115,6 @@ func TestLedgerInUnwritableDirectory(t *testing.T) {
 		"run this as a user who may, or while a process of the ledger has it open\n", stderr.String())
 }
 
-// makeUnwritable makes the file at path one this process may read but
-// not write: mode 0444 for a user other than root, who writes whatever
-// the mode, and the immutable attribute (chattr +i) for root. It skips
-// t where the file system or the process cannot set that attribute.
-func makeUnwritable(t *testing.T, path string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		require.NoError(t, os.Chmod(path, 0o444))
-		return
-	}
-	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
-		t.Skipf("root writes a file of any mode, and chattr +i fails here: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("chattr", "-i", path).Run() })
-}
-
 // TestServeRefusesUnwritableLedger: serve, proxy and migrate refuse at
 // start a SQLite file they may not write (which SQLite would open
 // read-only: serve used to report ready, then fail every write), saying
@@ -139,7 +124,7 @@ func TestServeRefusesUnwritableLedger(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ledger.db")
 	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+p)
 	require.Equal(t, 0, code, errOut)
-	makeUnwritable(t, p)
+	testdb.MakeUnwritable(t, p)
 	for _, args := range [][]string{
 		{"serve", "--addr", "127.0.0.1:0"},
 		{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:18949"},
