@@ -51,6 +51,17 @@ var (
 	// application's tables and no ledger. It was left as it is; the
 	// error names its tables. It also matches ErrInvalidInput.
 	ErrNotLedger = store.ErrNotLedger
+	// ErrStoreBusy: another process held the store's write lock (or, on
+	// PostgreSQL, a lock the request needed) for longer than the ledger
+	// waits for it: on SQLite, Options.SQLiteBusyTimeout (an operator's
+	// VACUUM, another process's migration or long write); on PostgreSQL,
+	// a lock_timeout the DSN sets. The request's transaction was rolled
+	// back, so nothing was recorded: try it again.
+	ErrStoreBusy = store.ErrBusy
+	// ErrStoreFull: the store's disk is full. The request's transaction
+	// was rolled back, so nothing was recorded; writes fail until space
+	// is freed.
+	ErrStoreFull = store.ErrFull
 )
 
 // StateError reports a request the operation's current state does not allow.

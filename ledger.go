@@ -71,6 +71,10 @@ type Options struct {
 	// SQLiteSynchronousNormal opts a SQLite store out of synchronous=FULL.
 	// A commit lost to a power cut can then become a duplicate effect.
 	SQLiteSynchronousNormal bool
+	// SQLiteBusyTimeout is how long a SQLite store waits for another
+	// process's lock on the file before the call fails with ErrStoreBusy.
+	// Zero or less means 10 seconds.
+	SQLiteBusyTimeout time.Duration
 	// MigrationProgress, if set, is told after each schema migration Open
 	// applies: done of total pending migrations, and the last one's name.
 	// opledger migrate draws its progress bar with it.
@@ -290,7 +294,8 @@ func openSQLite(ctx context.Context, path string, opts Options) (store.Store, er
 			return nil, fmt.Errorf("%w: no ledger at %s: the file is not an opledger ledger (it holds no opledger schema_migrations table); it was left as it is", ErrInvalidInput, path)
 		}
 	}
-	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal,
+		BusyTimeout: opts.SQLiteBusyTimeout})
 	if err != nil {
 		return nil, err
 	}

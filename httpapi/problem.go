@@ -47,6 +47,8 @@ var titles = map[string]string{
 	"unsupported_media":    "Unsupported media type",
 	"internal":             "Internal error",
 	"unavailable":          "Store unavailable",
+	"store_busy":           "The ledger is busy with another process's write",
+	"store_full":           "The ledger's disk is full",
 	"mapping_failed":       "No mapping rule could map the event",
 	// Kinds of the Idempotency-Key proxy (package proxy).
 	"idempotency_key_required": "Idempotency-Key header required",
@@ -102,6 +104,10 @@ func instance(r *http.Request) string {
 	}
 }
 
+// storeBusyRetryAfter is the Retry-After of a store_busy problem, in
+// seconds: another process's write lock is usually gone by then.
+const storeBusyRetryAfter = "1"
+
 // writeError maps a ledger error to its status and problem type. Errors it
 // does not know are 500s, logged with the request id and never shown.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -149,6 +155,17 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status, kind = http.StatusBadRequest, "reason_required"
 	case errors.Is(err, opledger.ErrInvalidInput):
 		status, kind = http.StatusBadRequest, "invalid_input"
+	case errors.Is(err, opledger.ErrStoreBusy):
+		// Another process held the store's lock past the wait: nothing
+		// was recorded, and the request may be sent again.
+		status, kind = http.StatusServiceUnavailable, "store_busy"
+		w.Header().Set("Retry-After", storeBusyRetryAfter)
+		s.logUnavailable(r, kind, err)
+	case errors.Is(err, opledger.ErrStoreFull):
+		// Nothing was recorded; writes fail until the operator frees
+		// space, so no Retry-After.
+		status, kind = http.StatusServiceUnavailable, "store_full"
+		s.logUnavailable(r, kind, err)
 	default:
 		status, kind, showText = http.StatusInternalServerError, "internal", false
 		// The log names the route, not the path: the key in it (and an
@@ -161,4 +178,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		detail = err.Error()
 	}
 	writeProblem(w, r, status, kind, detail, p)
+}
+
+// logUnavailable tells the operator about a request refused because the
+// store could not take it (store_busy, store_full): something outside
+// the server (another process's lock, the disk) needs their attention.
+func (s *server) logUnavailable(r *http.Request, kind string, err error) {
+	s.log.WarnContext(r.Context(), "request refused: the store could not take it", "request_id", requestID(r.Context()),
+		"method", r.Method, "route", r.Pattern, "problem", kind, "error", redact.Keys(r.PathValue("key"), err))
 }

@@ -19,7 +19,7 @@ func TestProblemTitles(t *testing.T) {
 		"fingerprint_mismatch", "in_progress", "not_due", "invalid_state", "stale_fencing_token",
 		"stale_finding", "stale_decision", "not_found", "invalid_key", "invalid_input", "invalid_json",
 		"reason_required", "unauthorized", "invalid_signature", "payload_too_large", "method_not_allowed",
-		"internal", "unavailable", "mapping_failed",
+		"internal", "unavailable", "store_busy", "store_full", "mapping_failed",
 		// The Idempotency-Key proxy's.
 		"idempotency_key_required", "invalid_idempotency_key", "upstream_response_lost",
 		"upstream_unreachable", "upstream_conflict", "no_upstream",

@@ -31,6 +31,18 @@ var ErrNotLedger = errors.New("not an opledger ledger")
 // schema_migrations table without it is another application's.
 const FirstMigration = "001_init.sql"
 
+// ErrBusy is returned when another connection or process held a lock the
+// store needed for longer than the store waits for it (SQLite's busy
+// timeout, a PostgreSQL lock_timeout): an operator's VACUUM, another
+// process's long write. The transaction was rolled back, so nothing of it
+// was written; it may be tried again.
+var ErrBusy = errors.New("the ledger is busy: another process holds its write lock; nothing was recorded, try again")
+
+// ErrFull is returned when the database's disk (or its size limit) is
+// full. The transaction was rolled back, so nothing of it was written;
+// writes fail until space is freed.
+var ErrFull = errors.New("the ledger's disk is full; nothing was recorded")
+
 // ErrConflict is returned when a conditional write lost a race: a unique key
 // already exists, or the row's revision moved on. The caller re-reads and
 // decides again.
@@ -346,7 +358,9 @@ type Tx interface {
 // Store is a storage driver.
 type Store interface {
 	// Update runs fn in a read-write transaction and commits it when fn
-	// returns nil. Conflicts surface as ErrConflict.
+	// returns nil. Conflicts surface as ErrConflict; a lock held elsewhere
+	// past the store's wait as ErrBusy, a full disk as ErrFull (every
+	// method's errors do).
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 	// View runs fn with a reader outside any write transaction. Each of
 	// its reads sees the latest commits, so two reads may disagree about

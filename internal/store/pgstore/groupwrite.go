@@ -93,7 +93,8 @@ func newGroupWriter(s *Store) *groupWriter {
 // without writing; once a committer has taken it, the caller waits for the
 // outcome, so that an error never hides a committed write. A caller alone
 // writes its decision itself, in the same kind of transaction.
-func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time) ([]store.Write, error)) error {
+func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time) ([]store.Write, error)) (err error) {
+	defer func() { err = classify(err) }()
 	g := s.group
 	if g.closed.Load() {
 		return errClosed

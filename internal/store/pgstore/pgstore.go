@@ -9,7 +9,9 @@
 // operation queue on its row lock instead of failing, and the write is still
 // a compare-and-set on the row's revision (UPDATE … WHERE revision = $prev).
 // Lost races, unique violations, serialization failures and deadlocks all
-// surface as store.ErrConflict so the caller re-reads and decides again.
+// surface as store.ErrConflict so the caller re-reads and decides again. A
+// lock wait past a lock_timeout the DSN sets surfaces as store.ErrBusy, a
+// full disk as store.ErrFull (classify).
 //
 // Times come from the database's clock (now()), are stored as timestamptz
 // with microsecond precision, and are returned in UTC; NULL stands for Go's
@@ -92,7 +94,7 @@ func (s *Store) Name() string { return "postgres" }
 // Ping checks that the server answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("ping postgres: %w", err)
+		return classify(fmt.Errorf("ping postgres: %w", err))
 	}
 	return nil
 }
@@ -110,7 +112,8 @@ func (s *Store) Close() error {
 // processes may call it at once: each migration transaction locks
 // schema_migrations (EXCLUSIVE mode, which plain reads do not wait for), so
 // exactly one applies each version and the others then find it applied.
-func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
+func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) (err error) {
+	defer func() { err = classify(err) }()
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	if err != nil {
 		return err
@@ -221,7 +224,8 @@ func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, 
 // that committed. (A connection lost during COMMIT still leaves its
 // outcome unknown.) The transaction holds one pooled connection; BEGIN is sent
 // with its first statements (see connTx).
-func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) (err error) {
+	defer func() { err = classify(err) }()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
@@ -250,12 +254,13 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 
 // View runs fn against the pool; each statement runs on its own.
 func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
-	return fn(ctx, &reader{q: s.pool})
+	return classify(fn(ctx, &reader{q: s.pool}))
 }
 
 // ViewSnapshot implements store.Store with a read-only REPEATABLE READ
 // transaction: every statement sees the snapshot of the first.
-func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) (err error) {
+	defer func() { err = classify(err) }()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("begin snapshot: %w", mapErr(err))
@@ -296,6 +301,31 @@ func mapErr(err error) error {
 			"40P01": // deadlock_detected
 			return fmt.Errorf("%w: %w", store.ErrConflict, err)
 		}
+	}
+	return err
+}
+
+// classify marks the PostgreSQL errors that are no fault of the request:
+// a lock held by another session for longer than the DSN's lock_timeout
+// (lock_not_available, 55P03) with store.ErrBusy, a full disk (disk_full,
+// 53100) with store.ErrFull, keeping the original in the chain. The
+// transaction was rolled back. Errors already marked store.ErrConflict
+// stay as they are: a shared transaction's own short lock_timeout
+// (groupLockTimeout) is a conflict its callers decide again after. Every
+// Store method that runs SQL returns its error through it.
+func classify(err error) error {
+	if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrFull) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.Code {
+	case "55P03": // lock_not_available
+		return fmt.Errorf("%w (%w)", store.ErrBusy, err)
+	case "53100": // disk_full
+		return fmt.Errorf("%w (%w)", store.ErrFull, err)
 	}
 	return err
 }

@@ -93,7 +93,7 @@ func (g *groupCommit) take() []*writeReq {
 // COMMIT covering fn's writes has returned (with synchronous=FULL, once they
 // are on disk). An error from fn rolls back fn's writes alone.
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
-	return s.submit(&writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)})
+	return classify(s.submit(&writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}))
 }
 
 // submit queues r for the next group commit and waits for its outcome,
@@ -226,13 +226,13 @@ func (s *Store) runBatch(batch []*writeReq, careful bool) {
 					res.err = fmt.Errorf("commit: %w", mapErr(err))
 				}
 				results[i] = res
-				s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %v", errBatchAborted, err))
+				s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %w", errBatchAborted, err))
 				return
 			}
 			if end != `RELEASE w` {
 				if _, err := q.ExecContext(bctx, `RELEASE w`); err != nil {
 					results[i] = res
-					s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %v", errBatchAborted, err))
+					s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %w", errBatchAborted, err))
 					return
 				}
 			}

@@ -12,8 +12,9 @@
 // Concurrent callers' write functions share transactions (group commit, see
 // Update): one fsync then covers many of them, each in its own savepoint.
 // Reads use a separate pool and run concurrently with the writer. Several
-// processes may share one file: they queue on SQLite's lock, waiting up to
-// the busy timeout.
+// processes may share one file: they poll for SQLite's lock, waiting up to
+// the busy timeout (Options.BusyTimeout); past it the write fails with
+// store.ErrBusy, and a full disk fails it with store.ErrFull (classify).
 //
 // Allowed imports: internal/store, internal/store/migrate, the SQLite driver.
 package sqlitestore
@@ -51,8 +52,9 @@ type Options struct {
 	// SynchronousNormal trades the durability of the last commits on power
 	// loss for speed. Never use it for a ledger whose effects matter.
 	SynchronousNormal bool
-	// BusyTimeout is how long a writer waits for another process's lock.
-	// Zero means 10 seconds.
+	// BusyTimeout is how long a connection waits for another process's
+	// lock before failing with store.ErrBusy. Zero or less means 10
+	// seconds.
 	BusyTimeout time.Duration
 }
 
@@ -138,7 +140,7 @@ func inspect(ctx context.Context, path string) (holds bool, others []string, err
 			return false, nil, fmt.Errorf("read sqlite %s: no process has it open, so reading it means creating %s-shm beside it, and this process may not write to its directory "+
 				"(%w); run this as a user who may, or while a process of the ledger has it open", path, path, err)
 		}
-		return false, nil, fmt.Errorf("read sqlite %s: %w", path, err)
+		return false, nil, classify(fmt.Errorf("read sqlite %s: %w", path, err))
 	}
 	return holds, others, nil
 }
@@ -202,7 +204,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	busy := opts.BusyTimeout
-	if busy == 0 {
+	if busy <= 0 {
 		busy = 10 * time.Second
 	}
 	sync := "FULL"
@@ -245,7 +247,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		reader.Close()
 		writer.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		return nil, classify(fmt.Errorf("open sqlite %s: %w", path, err))
 	}
 	s := &Store{path: path, writer: writer, reader: reader, wconn: wconn, wlock: make(chan struct{}, 1),
 		writeStmts: newStmtCache(wconn), readStmts: newStmtCache(reader)}
@@ -294,7 +296,7 @@ func (s *Store) Path() string { return s.path }
 // Ping checks that the database file can be read.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.reader.PingContext(ctx); err != nil {
-		return fmt.Errorf("ping sqlite %s: %w", s.path, err)
+		return classify(fmt.Errorf("ping sqlite %s: %w", s.path, err))
 	}
 	return nil
 }
@@ -315,7 +317,7 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 		return err
 	}
 	if current, ok, err := s.schemaVersion(ctx); err != nil {
-		return err
+		return classify(err)
 	} else if ok {
 		pending, err := migrate.Pending(migs, current)
 		if err != nil || len(pending) == 0 {
@@ -389,7 +391,7 @@ func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, 
 
 // View runs fn against the read pool.
 func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
-	return fn(ctx, &sqlReader{q: &cachedQuerier{cache: s.readStmts, plain: s.reader}})
+	return classify(fn(ctx, &sqlReader{q: &cachedQuerier{cache: s.readStmts, plain: s.reader}}))
 }
 
 // ViewSnapshot implements store.Store with a read transaction on one
@@ -397,6 +399,10 @@ func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader)
 // later read sees. Its statements are prepared on that connection, not
 // taken from the readers' cache.
 func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+	return classify(s.viewSnapshot(ctx, fn))
+}
+
+func (s *Store) viewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) error {
 	conn, err := s.reader.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("snapshot connection: %w", err)
@@ -490,6 +496,30 @@ func mapErr(err error) error {
 		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
 			return fmt.Errorf("%w: %v", store.ErrConflict, err)
 		}
+	}
+	return err
+}
+
+// classify marks the SQLite errors that are no fault of the request:
+// another connection's lock held past the busy timeout (SQLITE_BUSY, and
+// SQLITE_LOCKED) with store.ErrBusy, a full disk (SQLITE_FULL) with
+// store.ErrFull, keeping the original in the chain. SQLite rolls back the
+// transaction such an error ends (and Update rolls back any other), so
+// nothing of it was written. Every Store method that runs SQL returns its
+// error through it.
+func classify(err error) error {
+	if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrFull) {
+		return err
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff { // the primary code of an extended one (SQLITE_BUSY_TIMEOUT, ...)
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return fmt.Errorf("%w (%w)", store.ErrBusy, err)
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("%w (%w)", store.ErrFull, err)
 	}
 	return err
 }
