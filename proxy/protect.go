@@ -777,9 +777,24 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// internal answers 500 for a ledger failure, logged without details of the
-// request.
+// internal answers 500 for a ledger failure before anything was
+// forwarded, logged without details of the request; 503 for a store
+// that is busy (another process's lock) or full, which a retry of the same
+// request may get past.
 func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	switch {
+	case errors.Is(err, opledger.ErrStoreBusy):
+		log.Warn("request refused: the ledger is busy", "error", err)
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, r, http.StatusServiceUnavailable, "store_busy",
+			"the ledger is busy with another process's write; nothing was recorded or forwarded: retry with the same Idempotency-Key", nil)
+		return
+	case errors.Is(err, opledger.ErrStoreFull):
+		log.Error("request refused: the ledger's disk is full", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, "store_full",
+			"the ledger's disk is full; nothing was recorded or forwarded", nil)
+		return
+	}
 	log.Error("request failed", "error", err)
 	writeProblem(w, r, http.StatusInternalServerError, "internal",
 		"the ledger could not record the request; nothing was forwarded unless the log says otherwise", nil)

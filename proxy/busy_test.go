@@ -1,0 +1,76 @@
+package proxy_test
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/fakedest"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/proxy"
+)
+
+// TestBusyLedger: a request that meets another process's write lock on
+// the ledger, held past the ledger's wait (an operator's VACUUM), answers
+// 503 store_busy with Retry-After and is not forwarded; the same request
+// goes through once the lock is gone.
+func TestBusyLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.SQLiteDSN(t)
+	up := fakedest.New(t, fakedest.Options{})
+	u := proxy.Upstream{Name: "crm", URL: up.URL()}
+	policies, err := proxy.RetryPolicies([]proxy.Upstream{u})
+	require.NoError(t, err)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{DestinationRetryPolicies: policies, SQLiteBusyTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	send := func() (*http.Response, string) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/records", strings.NewReader(body1))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "key-1")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+
+	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:"))
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	_, err = conn.ExecContext(ctx, `BEGIN IMMEDIATE`)
+	require.NoError(t, err)
+	resp, problem := send()
+	_, err = conn.ExecContext(ctx, `ROLLBACK`)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	require.Contains(t, problem, `"type":"`+httpapi.ProblemTypeBase+`store_busy"`)
+	require.Zero(t, up.Creates(), "nothing forwarded")
+	resp, _ = send()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "once the lock is gone")
+	require.Equal(t, 1, up.Creates())
+}
