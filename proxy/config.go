@@ -113,6 +113,11 @@ type Upstream struct {
 	// UniqueReference declares that a duplicate create is refused with a
 	// conflict status; it needs a Lookup.
 	UniqueReference *destination.UniqueReferenceConfig `yaml:"unique_reference"`
+	// Owner names who decides this upstream's operations when automation
+	// cannot (Operation.Owner: a team or an on-call handle): its held
+	// operations wait for it in the exception queue, and lists filter by
+	// it. Empty leaves them without an owner.
+	Owner string `yaml:"owner"`
 	// Retry overrides the retry policy for retryable answers. Default:
 	// DefaultMaxAttempts attempts, no delay beyond the upstream's
 	// Retry-After, no deadline (the caller decides when to retry).
@@ -235,6 +240,9 @@ func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
 	}
 	if base.RawQuery != "" || base.Fragment != "" {
 		return nil, fail("url must not carry a query or fragment")
+	}
+	if err := opledger.CheckOwner(u.Owner); err != nil {
+		return nil, fail("owner: %v", err)
 	}
 	if u.Prefix == "" {
 		u.Prefix = "/"

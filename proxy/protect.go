@@ -145,7 +145,7 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		p.internal(w, r, log, err)
 		return
 	}
-	in := opledger.Intent{Key: key, Action: Action, Destination: destinationName(rt.Name), Payload: payload,
+	in := opledger.Intent{Key: key, Action: Action, Destination: destinationName(rt.Name), Payload: payload, Owner: rt.Owner,
 		SensitiveFields: sensitiveFields}
 	// The claim carries the dispatch mark: forward sends at once, so
 	// from the claim on an interrupted request is uncertain, never re-sent

@@ -389,6 +389,24 @@ func TestReconcilerKeepsToItsTenant(t *testing.T) {
 	})
 }
 
+// An upstream's owner is its operations' owner: a held one waits for it.
+// An owner the ledger could not store is refused when the proxy starts.
+func TestUpstreamOwner(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) { u.Owner = "crm-team" })
+		b.up.Fail(fakedest.LoseResponse)
+		require.Equal(t, http.StatusBadGateway, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+		require.Equal(t, 1, b.reconcile(t).Decisions[reconciler.Held])
+		op := b.only(t)
+		require.Equal(t, opledger.StateHeld, op.State)
+		require.Equal(t, "crm-team", op.Owner)
+
+		_, err := proxy.New(b.ledger, proxy.Config{Upstreams: []proxy.Upstream{{Name: "crm", URL: b.up.URL(), Owner: "a\x00b"}}})
+		require.ErrorContains(t, err, "upstream crm: owner: invalid input: owner must be UTF-8 text without NUL bytes")
+	})
+}
+
 // Without lookup or protection a lost response is held; repeats get 409
 // and the upstream is called once.
 func TestLostResponseHeldWithoutMeans(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 func newProxyCmd() *cobra.Command {
 	var (
-		dsn, listen, upstream, name, configPath, level string
+		dsn, listen, upstream, name, owner, configPath, level string
 		logJSON                                        bool
 		maxBody                                        int64
 		timeout, reconcileEvery, shutdown              time.Duration
@@ -64,15 +64,17 @@ finish and record their outcome.`,
 				return usageError{errors.New("give either --upstream or --config, not both")}
 			case cmd.Flags().Changed("name") && configPath != "":
 				return usageError{errors.New("--name names the --upstream; with --config, name each upstream in the file")}
+			case cmd.Flags().Changed("owner") && configPath != "":
+				return usageError{errors.New("--owner is the --upstream's; with --config, set owner for each upstream in the file")}
 			case cmd.Flags().Changed("timeout") && configPath != "":
 				return usageError{errors.New("--timeout is the --upstream's; with --config, set timeout for each upstream in the file")}
 			case cmd.Flags().Changed("max-body-bytes") && configPath != "":
 				return usageError{errors.New("--max-body-bytes is the --upstream's; with --config, set max_body_bytes for each upstream in the file")}
 			case upstream != "":
 				fc.Upstreams = []proxy.Upstream{{Name: name, URL: upstream, MaxBodyBytes: maxBody,
-					Timeout: destination.Duration(timeout)}}
+					Timeout: destination.Duration(timeout), Owner: owner}}
 				if err := proxy.CheckUpstreams(fc.Upstreams); err != nil {
-					return usageError{err} // a bad --upstream or --name
+					return usageError{err} // a bad --upstream, --name or --owner
 				}
 			case configPath != "":
 				c, err := proxy.LoadConfig(configPath)
@@ -113,6 +115,7 @@ finish and record their outcome.`,
 	addDBFlag(cmd, &dsn)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "listen address")
 	cmd.Flags().StringVar(&upstream, "upstream", "", "base URL of the one API to protect")
+	cmd.Flags().StringVar(&owner, "owner", "", "with --upstream: who decides its held operations (their owner), e.g. a team")
 	cmd.Flags().StringVar(&name, "name", proxy.DefaultUpstreamName, "with --upstream: the upstream's name, which scopes its keys; proxies sharing a store need different names, and an upstream with operations must keep its name")
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file with upstreams by path prefix and their capabilities (docs/proxy.md)")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body, in bytes, at least 1 (larger: 413); with --upstream")
