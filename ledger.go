@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -448,10 +447,12 @@ type txn struct {
 	// spec is set when the decision is made on a snapshot instead of in a
 	// store transaction (tx is then nil).
 	spec *speculation
-	// secrets are the texts scrub masks, computed for secretsOf sensitive
-	// fields (the operation may gain fields during the decision).
-	secrets   []string
-	secretsOf int
+	// secrets are what scrub masks (nil: nothing), read (secretsRead)
+	// for secretsOf sensitive fields (the operation may gain fields
+	// during the decision).
+	secrets     *secretText
+	secretsOf   int
+	secretsRead bool
 	// attempts are the attempt rows written, in order.
 	attempts []*store.Attempt
 }
@@ -632,14 +633,11 @@ func (t *txn) move(to State, actor, attemptID, event, evidence string) {
 	})
 }
 
-// minSecretLength is the shortest sensitive value scrub masks inside
-// text: shorter ones (a flag, a count) would mask ordinary words and
-// numbers of every message while protecting little.
-const minSecretLength = 3
-
 // scrub masks in s, free text the ledger is about to store (an error, a
 // timeline's evidence, a reason), every occurrence of a value of one of
-// the operation's sensitive fields: a destination's "invalid address
+// the operation's sensitive fields of minSecretLength bytes or more, as
+// secretText spells it: as it is, JSON-escaped, URL-escaped, and an
+// e-mail address in any case. A destination's "invalid address
 // ana@example.invalid" is stored as "invalid address ***". Masking at
 // write time keeps such values out of every list, log and export that
 // shows the text. Operations without sensitive fields pay nothing.
@@ -647,16 +645,11 @@ func (t *txn) scrub(s string) string {
 	if s == "" || t.op == nil || len(t.op.SensitiveFields) == 0 {
 		return s
 	}
-	if t.secrets == nil || t.secretsOf != len(t.op.SensitiveFields) {
-		t.secrets, t.secretsOf = []string{}, len(t.op.SensitiveFields)
-		for v := range sensitiveValues(t.op.Payload, t.op.SensitiveFields) {
-			if len(v) >= minSecretLength {
-				t.secrets = append(t.secrets, v)
-			}
-		}
-		// Longest first, so that a value containing another is masked
-		// whole.
-		slices.SortFunc(t.secrets, func(a, b string) int { return len(b) - len(a) })
+	if !t.secretsRead || t.secretsOf != len(t.op.SensitiveFields) {
+		t.secrets, t.secretsOf, t.secretsRead = newSecretText(t.op.Payload, t.op.SensitiveFields), len(t.op.SensitiveFields), true
+	}
+	if t.secrets == nil {
+		return s
 	}
 	// The phrases other parts of opledger read back to decide
 	// (marker.Phrases) are kept whole: a secret inside one is masked
@@ -669,11 +662,7 @@ func (t *txn) scrub(s string) string {
 				at, phrase = i, p
 			}
 		}
-		part := s[:at]
-		for _, v := range t.secrets {
-			part = strings.ReplaceAll(part, v, Mask)
-		}
-		b.WriteString(part)
+		b.WriteString(t.secrets.mask(s[:at]))
 		b.WriteString(phrase)
 		s = s[at+len(phrase):]
 	}

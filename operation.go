@@ -2,6 +2,7 @@ package opledger
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,10 +130,12 @@ type Intent struct {
 	// whose values are stored but never shown in lists, logs or the API. A
 	// path reaches into every element of an array on its way (the payload
 	// itself may be one), and also names a member spelled with the dots.
-	// The saved response is masked at the same paths, and wherever it
-	// repeats a sensitive value. They are not part of the fingerprint: a
-	// repeat that names fields the recorded operation lacks adds them;
-	// none is ever removed.
+	// The saved response is masked at the same paths, wherever it
+	// repeats a sensitive value and wherever its text contains one, and
+	// so is the destination reference (Operation.Masked); free text
+	// about the operation is masked when stored. They are not part of
+	// the fingerprint: a repeat that names fields the recorded operation
+	// lacks adds them; none is ever removed.
 	SensitiveFields []string `json:"sensitive_fields,omitempty"`
 }
 
@@ -192,21 +195,58 @@ func (o *Operation) IdempotencyKey() string {
 	return DestinationIdempotencyKey(o.Tenant, o.Key, o.Version)
 }
 
-// MarshalJSON encodes the operation with its sensitive payload fields
-// masked, so that an operation written to a log or an API response never
-// carries them. The saved response is masked too: at the same paths
-// (destinations often answer in the shape they were sent), and wherever
-// it repeats the value of a sensitive field. Code that needs the real
-// payload or response reads the fields.
+// MarshalJSON encodes the operation as Masked shows it, so that an
+// operation written to a log or an API response never carries its
+// sensitive values. Code that needs the real payload, response or
+// reference reads the fields.
 func (o Operation) MarshalJSON() ([]byte, error) {
 	type plain Operation
-	p := plain(o)
-	if p.SensitiveFields == nil {
-		p.SensitiveFields = []string{} // [], never null: as a stored operation reads back
+	return json.Marshal(plain(*o.Masked()))
+}
+
+// Masked returns a copy of the operation as it is shown (the HTTP API,
+// the console, opledger ops, and MarshalJSON): its sensitive payload
+// fields masked; its saved response masked at the same paths
+// (destinations often answer in the shape they were sent), wherever a
+// string or number of it is a sensitive value, and wherever a string of
+// it contains one (of minSecretLength bytes or more, in any of the
+// spellings secretText knows: "invalid address ***"); and its
+// destination reference masked in the same way, since some destinations
+// name an effect by what it was about (a contact by its e-mail address).
+// The operation itself keeps the real values: Do's answer to a repeat
+// and the proxy's replay give the caller its saved result from them.
+func (o *Operation) Masked() *Operation {
+	m := *o
+	m.SensitiveFields = slices.Clone(o.SensitiveFields)
+	if m.SensitiveFields == nil {
+		m.SensitiveFields = []string{} // [], never null: as a stored operation reads back
 	}
-	p.Payload = MaskPayload(o.Payload, o.SensitiveFields)
-	p.Response = maskResponse(o.Response, o.Payload, o.SensitiveFields)
-	return json.Marshal(p)
+	if len(o.SensitiveFields) == 0 {
+		return &m
+	}
+	st := newSecretText(o.Payload, o.SensitiveFields)
+	m.Payload = MaskPayload(o.Payload, o.SensitiveFields)
+	m.Response = maskResponse(o.Response, o.SensitiveFields, st)
+	m.DestinationRef = st.maskValue(o.DestinationRef)
+	return &m
+}
+
+// MaskedAttempts returns attempts, which are o's, as they are shown
+// beside it: copies whose destination references are masked as Masked
+// masks o's (their errors were masked when they were stored). Without
+// sensitive fields they are returned as they are.
+func (o *Operation) MaskedAttempts(attempts []*Attempt) []*Attempt {
+	st := newSecretText(o.Payload, o.SensitiveFields)
+	if st == nil {
+		return attempts
+	}
+	out := make([]*Attempt, len(attempts))
+	for i, a := range attempts {
+		c := *a
+		c.DestinationRef = st.maskValue(a.DestinationRef)
+		out[i] = &c
+	}
+	return out
 }
 
 // numberText is the text by which numbers are compared for echoes: an
@@ -223,14 +263,14 @@ func numberText(n json.Number) string {
 	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
-// maskResponse masks a saved response at the sensitive paths, and
-// replaces by Mask every string or number in it equal to a value found at
-// one of those paths of payload (a value that is an object or an array
-// contributes its leaves): destinations often answer in the shape they
-// were sent, or echo a value elsewhere. The response is decoded and
-// encoded once for both; it is returned unchanged when there is nothing
-// to mask or it is not JSON.
-func maskResponse(doc, payload json.RawMessage, paths []string) json.RawMessage {
+// maskResponse masks a saved response at the sensitive paths, and in
+// every string or number in it the sensitive values st knows
+// (secretText.maskValue: a whole value of any length, a value inside a
+// string of minSecretLength bytes or more): destinations often answer in
+// the shape they were sent, echo a value elsewhere, or quote it in a
+// message. The response is decoded and encoded once for both; it is
+// returned unchanged when there is nothing to mask or it is not JSON.
+func maskResponse(doc json.RawMessage, paths []string, st *secretText) json.RawMessage {
 	if len(paths) == 0 || len(doc) == 0 {
 		return doc
 	}
@@ -242,7 +282,7 @@ func maskResponse(doc, payload json.RawMessage, paths []string) json.RawMessage 
 	for _, path := range paths {
 		atPath(d, strings.Split(path, "."), func(obj map[string]any, key string) { obj[key], changed = Mask, true })
 	}
-	if secrets := sensitiveValues(payload, paths); len(secrets) > 0 {
+	if st != nil {
 		var walk func(v any) any
 		walk = func(v any) any {
 			switch x := v.(type) {
@@ -255,12 +295,12 @@ func maskResponse(doc, payload json.RawMessage, paths []string) json.RawMessage 
 					x[i] = walk(el)
 				}
 			case string:
-				if secrets[x] {
+				if m := st.maskValue(x); m != x {
 					changed = true
-					return Mask
+					return m
 				}
 			case json.Number:
-				if secrets[numberText(x)] {
+				if st.values[numberText(x)] {
 					changed = true
 					return Mask
 				}

@@ -115,3 +115,58 @@ func TestMarshalSensitiveFieldsNeverNull(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"sensitive_fields":[]`)
 }
+
+// A sensitive value quoted inside a response's text (a destination's
+// error, a note) is masked there too, in every spelling the ledger
+// masks in stored text (JSON-escaped, URL-escaped, an e-mail address in
+// any case); a short one only where it is the whole value. The
+// destination reference and the attempts' references are shown masked
+// the same way, and the operation keeps the real values.
+func TestMaskedMasksSensitiveTextInResponseAndRefs(t *testing.T) {
+	t.Parallel()
+	op := &opledger.Operation{
+		Key:             "k",
+		Payload:         json.RawMessage(`{"customer":{"email":"ana@example.invalid","name":"Zoë <Lang>"},"flag":"ab","units":2}`),
+		SensitiveFields: []string{"customer", "flag"},
+		Response: json.RawMessage(`{"error":"invalid address ana@example.invalid","note":"created for Zoë <Lang>",` +
+			`"short":"ab","shortin":"tab stop","detail":"ANA@Example.INVALID rejected","q":"to=ana%40example.invalid",` +
+			`"esc":"{\"name\":\"Zo\\u00eb \\u003cLang\\u003e\"}","list":[{"msg":"hi ana@example.invalid"}],"id":"R1","units":2}`),
+		DestinationRef: "contact:ana@example.invalid",
+	}
+	raw := *op
+	shown := op.Masked()
+	require.JSONEq(t, `{"error":"invalid address ***","note":"created for ***","short":"***","shortin":"tab stop",`+
+		`"detail":"*** rejected","q":"to=***","esc":"{\"name\":\"***\"}","list":[{"msg":"hi ***"}],"id":"R1","units":2}`,
+		string(shown.Response))
+	require.Equal(t, "contact:***", shown.DestinationRef)
+	require.JSONEq(t, `{"customer":"***","flag":"***","units":2}`, string(shown.Payload))
+	require.Equal(t, raw, *op, "the operation keeps the real values")
+
+	b, err := json.Marshal(op)
+	require.NoError(t, err)
+	for _, secret := range []string{"ana@", "ANA@", "ana%40", "Zo", "Lang"} {
+		require.NotContains(t, string(b), secret)
+	}
+	require.Contains(t, string(b), `"destination_ref":"contact:***"`)
+
+	for ref, want := range map[string]string{
+		"ana@example.invalid": "***", "ab": "***", // the value itself, however short
+		"<m1.ANA@example.invalid>": "<m1.***>", "tab": "tab", "C-17": "C-17",
+	} {
+		op.DestinationRef = ref
+		require.Equal(t, want, op.Masked().DestinationRef, ref)
+	}
+
+	attempts := []*opledger.Attempt{{Number: 1, DestinationRef: "ana@example.invalid", Error: "e"}, {Number: 2, DestinationRef: "C-1"}}
+	masked := op.MaskedAttempts(attempts)
+	require.Equal(t, "***", masked[0].DestinationRef)
+	require.Equal(t, "C-1", masked[1].DestinationRef)
+	require.Equal(t, "e", masked[0].Error)
+	require.Equal(t, "ana@example.invalid", attempts[0].DestinationRef, "copies: the attempts keep the real values")
+
+	// Without sensitive fields nothing is masked.
+	plain := &opledger.Operation{Payload: op.Payload, Response: op.Response, DestinationRef: "ana@example.invalid"}
+	require.Equal(t, "ana@example.invalid", plain.Masked().DestinationRef)
+	require.Equal(t, string(op.Response), string(plain.Masked().Response))
+	require.Same(t, attempts[0], plain.MaskedAttempts(attempts)[0])
+}

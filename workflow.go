@@ -494,21 +494,21 @@ func (l *Ledger) stepOperation(ctx context.Context, r store.Reader, key string) 
 }
 
 // stepContext is what a step's payload template can read: the results of
-// the steps before it. With masked, their responses are as an operator is
-// shown them (maskResponse): masked at their sensitive paths and where
-// they echo a sensitive payload value.
+// the steps before it. With masked, their references and responses are
+// as an operator is shown them (Operation.Masked): masked at their
+// sensitive paths, where they are a sensitive payload value, and where
+// their text contains one.
 func stepContext(key string, def *workflowDef, ops []*Operation, masked bool) map[string]any {
 	steps := map[string]any{}
 	for i, op := range ops {
 		if op == nil {
 			continue
 		}
-		s := map[string]any{"ref": op.DestinationRef, "key": op.Key}
-		response := op.Response
 		if masked {
-			response = maskResponse(op.Response, op.Payload, op.SensitiveFields)
+			op = op.Masked()
 		}
-		if resp, err := decodeJSON(response); err == nil && resp != nil {
+		s := map[string]any{"ref": op.DestinationRef, "key": op.Key}
+		if resp, err := decodeJSON(op.Response); err == nil && resp != nil {
 			s["response"] = resp
 		}
 		steps[def.Steps[i].Name] = s
@@ -518,7 +518,7 @@ func stepContext(key string, def *workflowDef, ops []*Operation, masked bool) ma
 
 // inheritedSensitive lists the payload paths of a step, filled by vt from
 // the earlier steps' results, whose values an operator is shown masked
-// in those steps (masked is their context with the responses masked):
+// in those steps (masked is their context as Operation.Masked shows it):
 // the step keeps them sensitive too, so that a value masked in one step
 // is not shown in the next. A path longer than a sensitive field may be
 // is cut to the longest ancestor that fits, which masks more, never

@@ -582,6 +582,9 @@ func readDuplicates(ctx context.Context, l *opledger.Ledger, counted int) (dupli
 		return duplicateList{}, err
 	}
 	ops := page.Items
+	for i, op := range ops {
+		ops[i] = op.Masked() // the dashboard shows their references
+	}
 	d := duplicateList{Read: len(ops), Complete: page.NextCursor == "", Limit: opledger.MaxListLimit}
 	listed := 0
 	for _, op := range ops {
@@ -690,6 +693,11 @@ func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
 	if err != nil {
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
+	}
+	for _, st := range wf.Steps {
+		if st.Operation != nil {
+			st.Operation = st.Operation.Masked() // as the API shows it
+		}
 	}
 	c.render(w, http.StatusOK, "workflow", map[string]any{"Title": wf.Key, "Tenant": s.tenant, "CSRF": s.csrf, "W": wf})
 }

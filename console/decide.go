@@ -144,7 +144,11 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
-	masked := string(opledger.MaskPayload(op.Payload, op.SensitiveFields))
+	// Shown as the API shows it: sensitive values masked in the payload,
+	// the destination reference and the attempts' references.
+	attempts = op.MaskedAttempts(attempts)
+	op = op.Masked()
+	masked := string(op.Payload)
 	workflowKey, _, isStep := opledger.SplitWorkflowStepKey(op.Key)
 	if isStep {
 		if _, err := s.ledger.GetWorkflow(r.Context(), workflowKey); err != nil {

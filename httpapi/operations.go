@@ -110,7 +110,7 @@ func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	} else if a != nil {
-		d.Attempts = a
+		d.Attempts = op.MaskedAttempts(a)
 	}
 	if tl, err := l.Timeline(r.Context(), key); err != nil {
 		s.writeError(w, r, err)

@@ -34,8 +34,17 @@ type opsDetail struct {
 
 type ledgerBackend struct{ l *opledger.Ledger }
 
+// List and Show answer operations as the server's API shows them
+// (opledger.Operation.Masked): the commands print what they get.
 func (b ledgerBackend) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
-	return b.l.List(ctx, o)
+	page, err := b.l.List(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	for i, op := range page.Items {
+		page.Items[i] = op.Masked()
+	}
+	return page, nil
 }
 
 func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error) {
@@ -51,7 +60,7 @@ func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error)
 	if err != nil {
 		return nil, err
 	}
-	return &opsDetail{Operation: op, Attempts: a, Timeline: tl}, nil
+	return &opsDetail{Operation: op.Masked(), Attempts: op.MaskedAttempts(a), Timeline: tl}, nil
 }
 
 func (b ledgerBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error) {

@@ -284,6 +284,70 @@ func testReport(t *testing.T, h Harness) {
 		}
 	})
 
+	// A sensitive value is masked in stored text however the text spells
+	// it: JSON-escaped as Python's json.dumps (\u00eb) and Go (\u003c)
+	// write it, URL-escaped in a query (%40) or a path (%20), and an
+	// e-mail address in any case. Where the operation is shown, a
+	// destination reference that holds one is masked too, while a repeat
+	// of Do is answered with the real one.
+	t.Run("SensitiveValueSpellingsMaskedInText", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		in.Payload = json.RawMessage(`{"to":"Ana.Silva@Example.invalid","name":"Zoë <Lang>","units":2}`)
+		in.SensitiveFields = []string{"to", "name"}
+		_, _, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		c := b.claimDispatched(t, "k1")
+		op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable,
+			Error: `422 {"to": "ana.silva@example.INVALID", "name": "Zo\u00eb <Lang>"} {"name":"Zoë \u003cLang\u003e"} ` +
+				`GET /contacts?email=Ana.Silva%40Example.invalid&n=Zo%C3%AB+%3CLang%3E /names/Zo%C3%AB%20%3CLang%3E units 2`})
+		const masked = `422 {"to": "***", "name": "***"} {"name":"***"} GET /contacts?email=***&n=*** /names/*** units 2`
+		require.Equal(t, masked, op.LastError)
+		attempts, err := b.ledger.Attempts(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, masked, attempts[0].Error)
+		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel,
+			Reason: "ANA.SILVA@EXAMPLE.INVALID (Zo%C3%AB%20%3CLang%3E) asked us to stop", Operator: "oncall"})
+		require.NoError(t, err)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Equal(t, "*** (***) asked us to stop", tl[len(tl)-1].Evidence)
+
+		// A reference that is, or holds, the sensitive value.
+		in = intent("k2")
+		in.Payload = json.RawMessage(`{"to":"ana@example.invalid"}`)
+		in.SensitiveFields = []string{"to"}
+		done, err := b.ledger.Do(b.ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+			return opledger.Result{Ref: "<m1.ana@example.invalid>", Response: json.RawMessage(`{"note":"sent to ana@example.invalid"}`)}, nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, "<m1.ana@example.invalid>", done.DestinationRef, "the caller gets its own result")
+		again, err := b.ledger.Do(b.ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+			return opledger.Result{}, errors.New("a repeat must not run")
+		})
+		require.NoError(t, err)
+		require.Equal(t, "<m1.ana@example.invalid>", again.DestinationRef, "and the real one on a repeat")
+		require.JSONEq(t, `{"note":"sent to ana@example.invalid"}`, string(again.Response))
+		shown, err := json.Marshal(again)
+		require.NoError(t, err)
+		require.NotContains(t, string(shown), "ana@")
+		require.Contains(t, string(shown), `"destination_ref":"\u003cm1.***\u003e"`)
+		require.Contains(t, string(shown), `"note":"sent to ***"`)
+		attempts, err = b.ledger.Attempts(b.ctx, "k2")
+		require.NoError(t, err)
+		require.Equal(t, "<m1.***>", again.MaskedAttempts(attempts)[0].DestinationRef)
+		tl, err = b.ledger.Timeline(b.ctx, "k2")
+		require.NoError(t, err)
+		require.Equal(t, "destination ref <m1.***>", tl[len(tl)-1].Evidence)
+		page, err := b.ledger.List(b.ctx, opledger.ListOptions{})
+		require.NoError(t, err)
+		listed, err := json.Marshal(page)
+		require.NoError(t, err)
+		require.NotContains(t, string(listed), "ana@")
+		require.NotContains(t, string(listed), "Silva")
+	})
+
 	t.Run("Rejected", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)

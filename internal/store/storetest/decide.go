@@ -542,7 +542,11 @@ func testTransitionTable(t *testing.T, h Harness) {
 	}
 	decide := func(kind opledger.DecisionKind) func(*bundle, string, *opledger.Operation) error {
 		return func(b *bundle, key string, _ *opledger.Operation) error {
-			_, err := b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: kind, DestinationRef: "H1", Reason: "table test"})
+			d := opledger.Decision{Kind: kind, Reason: "table test"}
+			if kind == opledger.DecisionMarkSucceeded {
+				d.DestinationRef = "H1"
+			}
+			_, err := b.ledger.Resolve(b.ctx, key, d)
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -181,6 +182,40 @@ func testWorkflows(t *testing.T, h Harness) {
 		require.NotContains(t, string(shown), "4711")
 		require.NotContains(t, string(shown), "ana@example")
 		require.Contains(t, string(shown), `"plan":"basic"`, "values shown in the earlier step are shown here too")
+	})
+	t.Run("FilledFromMaskedTextStaysMasked", func(t *testing.T) {
+		// A value filled from an earlier step's reference or response
+		// text that holds one of its sensitive values (shown masked
+		// there, "created for ***") is sensitive in the later step too.
+		t.Parallel()
+		b := setup(t, h)
+		spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "signup", Action: "crm.create_contact", Destination: "crm", SensitiveFields: []string{"email"},
+				Payload: json.RawMessage(`{"email":"ana@example.invalid","plan":"basic"}`)},
+			{Name: "welcome", Action: "email.send", Destination: "email",
+				Payload: json.RawMessage(`{"contact":"{steps.signup.ref}","note":"{steps.signup.response.note}","id":"{steps.signup.response.id}",` +
+					`"summary":"welcome {steps.signup.ref} ({steps.signup.response.id})","plan":"{steps.signup.response.plan}"}`)},
+		}}
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:M-2", spec)
+		require.NoError(t, err)
+		c := b.claimDispatched(t, "wf:M-2/signup")
+		b.report(t, "wf:M-2/signup", c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "contact/ana@example.invalid",
+			Response: json.RawMessage(`{"note":"created for ANA@example.invalid","id":"A-1","plan":"basic"}`)})
+		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf:M-2/signup")
+		require.NoError(t, err)
+
+		op, err := b.ledger.Get(b.ctx, "wf:M-2/welcome")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"contact":"contact/ana@example.invalid","note":"created for ANA@example.invalid","id":"A-1",`+
+			`"summary":"welcome contact/ana@example.invalid (A-1)","plan":"basic"}`, string(op.Payload), "the step is sent the real values")
+		require.ElementsMatch(t, []string{"contact", "note", "summary"}, op.SensitiveFields,
+			"the paths filled from masked text, and no others")
+		w, err := b.ledger.GetWorkflow(b.ctx, "wf:M-2")
+		require.NoError(t, err)
+		shown, err := json.Marshal(w)
+		require.NoError(t, err)
+		require.NotContains(t, strings.ToLower(string(shown)), "ana@")
+		require.Contains(t, string(shown), `"id":"A-1"`, "values shown in the earlier step are shown here too")
 	})
 	t.Run("ConcurrentPut", func(t *testing.T) {
 		t.Parallel()

@@ -1,0 +1,61 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// A sensitive value in a destination's reference or quoted in its
+// response text is shown masked by the operation's detail (the
+// operation and its attempts) and by the list, on both stores.
+func TestSensitiveValuesMaskedInShownRefsAndResponses(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			b := startAPI(t, st.NewDSN(t), nil)
+			ctx := context.Background()
+			in := intent(2) // email ana@example.invalid is sensitive
+			c, err := b.acme.Claim(ctx, "contact:1", client.ClaimRequest{Intent: &in, Worker: "w", Dispatch: true})
+			require.NoError(t, err)
+			_, err = b.acme.Report(ctx, "contact:1", c.AttemptID, client.Report{FencingToken: c.FencingToken,
+				Outcome: opledger.OutcomeSucceeded, DestinationRef: "contact/ana@example.invalid",
+				Response: json.RawMessage(`{"note":"created for ana@example.invalid","id":"C-1"}`)})
+			require.NoError(t, err)
+
+			status, body := b.raw(t, "GET", "/v1/operations/"+url.PathEscape("contact:1"), b.token, nil)
+			require.Equal(t, http.StatusOK, status, string(body))
+			require.NotContains(t, string(body), "ana@", "nowhere in the detail")
+			var d struct {
+				DestinationRef string          `json:"destination_ref"`
+				Response       json.RawMessage `json:"response"`
+				Attempts       []struct {
+					DestinationRef string `json:"destination_ref"`
+				} `json:"attempts"`
+			}
+			require.NoError(t, json.Unmarshal(body, &d))
+			require.Equal(t, "contact/***", d.DestinationRef)
+			require.JSONEq(t, `{"note":"created for ***","id":"C-1"}`, string(d.Response))
+			require.Len(t, d.Attempts, 1)
+			require.Equal(t, "contact/***", d.Attempts[0].DestinationRef)
+
+			status, body = b.raw(t, "GET", "/v1/operations", b.token, nil)
+			require.Equal(t, http.StatusOK, status, string(body))
+			require.NotContains(t, string(body), "ana@", "nowhere in the list")
+			require.Contains(t, string(body), `"destination_ref":"contact/***"`)
+
+			op, err := b.ledger.Get(ctx, "contact:1")
+			require.NoError(t, err)
+			require.Equal(t, "contact/ana@example.invalid", op.DestinationRef, "stored as reported")
+		})
+	}
+}

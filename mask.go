@@ -1,0 +1,208 @@
+package opledger
+
+import (
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf16"
+)
+
+// minSecretLength is the shortest sensitive value masked inside text:
+// shorter ones (a flag, a count) would mask ordinary words and numbers of
+// every message while protecting little. A string or number that is such
+// a value as a whole is masked whatever its length.
+const minSecretLength = 3
+
+// secretText masks the values of an operation's sensitive fields in text:
+// free text the ledger stores (txn.scrub), the strings of a saved
+// response and the destination reference it shows (Operation.Masked).
+type secretText struct {
+	// values are the sensitive values as maskResponse compares whole
+	// strings and numbers: every one, whatever its length.
+	values map[string]bool
+	// spellings are the values of minSecretLength bytes or more and the
+	// other ways text spells them, longest first, so that a value
+	// containing another is masked whole.
+	spellings []spelling
+}
+
+// spelling is one way text may spell a sensitive value.
+type spelling struct {
+	text string
+	// fold: text is in ASCII lower case and matched whatever the case
+	// of its ASCII letters (an e-mail address's).
+	fold bool
+}
+
+// newSecretText collects the sensitive values at paths of payload and
+// their spellings; nil when there are none.
+func newSecretText(payload json.RawMessage, paths []string) *secretText {
+	if len(paths) == 0 {
+		return nil
+	}
+	values := sensitiveValues(payload, paths)
+	if len(values) == 0 {
+		return nil
+	}
+	st := &secretText{values: values}
+	seen := map[spelling]bool{}
+	for v := range values {
+		if len(v) < minSecretLength {
+			continue
+		}
+		fold := looksLikeEmail(v)
+		for _, s := range spellingsOf(v) {
+			sp := spelling{text: s}
+			if fold {
+				sp = spelling{text: asciiLower(s), fold: true}
+			}
+			if !seen[sp] {
+				seen[sp] = true
+				st.spellings = append(st.spellings, sp)
+			}
+		}
+	}
+	slices.SortFunc(st.spellings, func(a, b spelling) int {
+		if d := len(b.text) - len(a.text); d != 0 {
+			return d
+		}
+		return strings.Compare(a.text, b.text)
+	})
+	return st
+}
+
+// mask replaces by Mask every spelling of a sensitive value in s.
+func (st *secretText) mask(s string) string {
+	if st == nil || s == "" {
+		return s
+	}
+	for _, sp := range st.spellings {
+		if sp.fold {
+			s = replaceFold(s, sp.text)
+		} else {
+			s = strings.ReplaceAll(s, sp.text, Mask)
+		}
+	}
+	return s
+}
+
+// maskValue is a shown value: Mask when it is a sensitive value as a
+// whole (whatever its length), otherwise what mask leaves of it.
+func (st *secretText) maskValue(s string) string {
+	if st == nil || s == "" {
+		return s
+	}
+	if st.values[s] {
+		return Mask
+	}
+	return st.mask(s)
+}
+
+// spellingsOf lists the ways text may carry v: as it is; as JSON
+// encoders escape it inside a string (Go's \u003c for <, Python's
+// ASCII-only \u00e9, uppercase hex, \/); as a URL query or path
+// component escapes it (%40 for @, a space as + or %20).
+func spellingsOf(v string) []string {
+	out := []string{v}
+	for _, html := range []bool{false, true} {
+		for _, hex := range []string{"", "0123456789abcdef", "0123456789ABCDEF"} {
+			for _, slash := range []bool{false, true} {
+				out = append(out, jsonEscape(v, html, hex, slash))
+			}
+		}
+	}
+	q := url.QueryEscape(v)
+	out = append(out, q, strings.ReplaceAll(q, "+", "%20"), url.PathEscape(v))
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// jsonEscape writes v as JSON encoders write it between the quotes of a
+// string: with html, <, > and & as \u escapes (Go's default); with
+// asciiHex, every character outside ASCII as a \u escape in those hex
+// digits (Python's ensure_ascii; UTF-16 surrogate pairs above U+FFFF);
+// with slash, / as \/ (PHP's default).
+func jsonEscape(v string, html bool, asciiHex string, slash bool) string {
+	hex := asciiHex
+	if hex == "" {
+		hex = "0123456789abcdef"
+	}
+	var b strings.Builder
+	u := func(r rune) {
+		b.WriteString(`\u`)
+		for shift := 12; shift >= 0; shift -= 4 {
+			b.WriteByte(hex[r>>shift&0xf])
+		}
+	}
+	for _, r := range v {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20:
+			u(r)
+		case html && (r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029'):
+			u(r)
+		case slash && r == '/':
+			b.WriteString(`\/`)
+		case asciiHex != "" && r > 0x7f:
+			if r > 0xffff {
+				r1, r2 := utf16.EncodeRune(r)
+				u(r1)
+				u(r2)
+			} else {
+				u(r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// looksLikeEmail reports whether v has the shape of an e-mail address:
+// some text, an @, and a domain with a dot, without spaces. Such values
+// are masked in text whatever the case of their letters.
+func looksLikeEmail(v string) bool {
+	at := strings.LastIndexByte(v, '@')
+	return at > 0 && strings.Contains(v[at+1:], ".") && !strings.ContainsAny(v, " \t\r\n")
+}
+
+// asciiLower is s with its ASCII letters in lower case: of the same
+// length, so that a position in one is the same position in the other.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// replaceFold replaces by Mask every occurrence in s of lower (in ASCII
+// lower case) whatever the case of the ASCII letters of s.
+func replaceFold(s, lower string) string {
+	ls := asciiLower(s)
+	i := strings.Index(ls, lower)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i >= 0 {
+		b.WriteString(s[:i])
+		b.WriteString(Mask)
+		s, ls = s[i+len(lower):], ls[i+len(lower):]
+		i = strings.Index(ls, lower)
+	}
+	b.WriteString(s)
+	return b.String()
+}
