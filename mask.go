@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // minSecretLength is the shortest sensitive value masked inside text:
@@ -55,7 +57,7 @@ func newSecretText(payload json.RawMessage, paths []string) *secretText {
 		for _, s := range spellingsOf(v) {
 			sp := spelling{text: s}
 			if fold {
-				sp = spelling{text: asciiLower(s), fold: true}
+				sp = spelling{text: redact.ASCIILower(s), fold: true}
 			}
 			if !seen[sp] {
 				seen[sp] = true
@@ -79,7 +81,7 @@ func (st *secretText) mask(s string) string {
 	}
 	for _, sp := range st.spellings {
 		if sp.fold {
-			s = replaceFold(s, sp.text)
+			s = redact.ReplaceFold(s, sp.text, Mask)
 		} else {
 			s = strings.ReplaceAll(s, sp.text, Mask)
 		}
@@ -174,35 +176,4 @@ func jsonEscape(v string, html bool, asciiHex string, slash bool) string {
 func looksLikeEmail(v string) bool {
 	at := strings.LastIndexByte(v, '@')
 	return at > 0 && strings.Contains(v[at+1:], ".") && !strings.ContainsAny(v, " \t\r\n")
-}
-
-// asciiLower is s with its ASCII letters in lower case: of the same
-// length, so that a position in one is the same position in the other.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// replaceFold replaces by Mask every occurrence in s of lower (in ASCII
-// lower case) whatever the case of the ASCII letters of s.
-func replaceFold(s, lower string) string {
-	ls := asciiLower(s)
-	i := strings.Index(ls, lower)
-	if i < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i >= 0 {
-		b.WriteString(s[:i])
-		b.WriteString(Mask)
-		s, ls = s[i+len(lower):], ls[i+len(lower):]
-		i = strings.Index(ls, lower)
-	}
-	b.WriteString(s)
-	return b.String()
 }

@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -55,7 +53,7 @@ func TestStoreBusyProblem(t *testing.T) {
 				Payload: json.RawMessage(`{"n":1}`)})
 			require.NoError(t, err)
 
-			release := holdLock(t, st.Name, dsn, "busy:1")
+			release := testdb.HoldLock(t, dsn, "default", "busy:1")
 			rec := do("POST", "/v1/operations/busy:1/claim", `{}`)
 			release()
 			require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
@@ -77,39 +75,5 @@ func TestStoreBusyProblem(t *testing.T) {
 			rec = do("POST", "/v1/operations/busy:1/claim", `{}`)
 			require.Equal(t, http.StatusCreated, rec.Code, "tried again once the lock is gone: %s", rec.Body.String())
 		})
-	}
-}
-
-// holdLock takes, from a connection of its own, the lock a write of the
-// default tenant's operation key needs (on SQLite, the file's write lock,
-// as a VACUUM would; on PostgreSQL, the operation's row lock), and returns
-// its release.
-func holdLock(t *testing.T, store, dsn, key string) (release func()) {
-	t.Helper()
-	ctx := context.Background()
-	if store == "postgres" {
-		conn, err := pgx.Connect(ctx, dsn)
-		require.NoError(t, err)
-		tx, err := conn.Begin(ctx)
-		require.NoError(t, err)
-		var one int
-		require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM operations WHERE tenant = 'default' AND key = $1 FOR UPDATE`,
-			key).Scan(&one))
-		return func() {
-			require.NoError(t, tx.Rollback(ctx))
-			require.NoError(t, conn.Close(ctx))
-		}
-	}
-	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:"))
-	require.NoError(t, err)
-	conn, err := db.Conn(ctx)
-	require.NoError(t, err)
-	_, err = conn.ExecContext(ctx, `BEGIN IMMEDIATE`)
-	require.NoError(t, err)
-	return func() {
-		_, err := conn.ExecContext(ctx, `ROLLBACK`)
-		require.NoError(t, err)
-		require.NoError(t, conn.Close())
-		require.NoError(t, db.Close())
 	}
 }

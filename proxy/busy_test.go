@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"log/slog"
 	"net/http"
@@ -53,17 +52,9 @@ func TestBusyLedger(t *testing.T) {
 		return resp, string(b)
 	}
 
-	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite:"))
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	conn, err := db.Conn(ctx)
-	require.NoError(t, err)
-	_, err = conn.ExecContext(ctx, `BEGIN IMMEDIATE`)
-	require.NoError(t, err)
+	release := testdb.HoldLock(t, dsn, opledger.DefaultTenant, "")
 	resp, problem := send()
-	_, err = conn.ExecContext(ctx, `ROLLBACK`)
-	require.NoError(t, err)
-	require.NoError(t, conn.Close())
+	release()
 
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // maskedHeader is an upstream answer's header whose values repeat a
@@ -134,39 +135,15 @@ func (s *saved) maskEchoes(secrets []string) {
 // opledger.Mask, ASCII letters compared in either case; masks that end
 // up side by side are shown as one.
 func maskFold(v string, secrets []string) string {
-	masked := false
+	masked := v
 	for _, secret := range secrets {
-		lower := asciiLower(secret)
-		var b strings.Builder
-		rest := v
-		for {
-			i := strings.Index(asciiLower(rest), lower)
-			if i < 0 {
-				break
-			}
-			b.WriteString(rest[:i])
-			b.WriteString(opledger.Mask)
-			rest = rest[i+len(secret):]
-		}
-		if b.Len() > 0 {
-			b.WriteString(rest)
-			v, masked = b.String(), true
-		}
+		masked = redact.ReplaceFold(masked, redact.ASCIILower(secret), opledger.Mask)
 	}
-	for masked && strings.Contains(v, opledger.Mask+opledger.Mask) {
-		v = strings.ReplaceAll(v, opledger.Mask+opledger.Mask, opledger.Mask)
+	if masked == v {
+		return v
 	}
-	return v
-}
-
-// asciiLower is s with its ASCII letters in lower case, byte for byte
-// (strings.ToLower may change the length of text that is not ASCII).
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
+	for strings.Contains(masked, opledger.Mask+opledger.Mask) {
+		masked = strings.ReplaceAll(masked, opledger.Mask+opledger.Mask, opledger.Mask)
 	}
-	return string(b)
+	return masked
 }

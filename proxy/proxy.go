@@ -40,6 +40,7 @@
 // own, never the caller's.
 //
 // Allowed imports: opledger and its public packages, internal/configfile,
+// internal/readerr, internal/redact,
 // the standard library, a YAML decoder.
 package proxy
 

@@ -43,3 +43,35 @@ func Keys(key string, err error) error {
 	}
 	return errors.New(redacted)
 }
+
+// ASCIILower is s with its ASCII letters in lower case, byte for byte:
+// of the same length, so that a position in one is the same position in
+// the other (strings.ToLower may change the length of other text).
+func ASCIILower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// ReplaceFold replaces by with every occurrence in s of lower (in ASCII
+// lower case), whatever the case of the ASCII letters of s.
+func ReplaceFold(s, lower, with string) string {
+	ls := ASCIILower(s)
+	i := strings.Index(ls, lower)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i >= 0 {
+		b.WriteString(s[:i])
+		b.WriteString(with)
+		s, ls = s[i+len(lower):], ls[i+len(lower):]
+		i = strings.Index(ls, lower)
+	}
+	b.WriteString(s)
+	return b.String()
+}
