@@ -112,6 +112,7 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		}
 		t.addSensitiveFields(in.SensitiveFields, actor)
 		t.requireApproval(in.RequiresApproval, actor)
+		t.fillOwner(in.Owner, actor)
 		return nil
 	}
 	ts, err := t.getTombstone()
@@ -211,6 +212,19 @@ func (t *txn) requireApproval(required bool, actor string) {
 	t.op.RequiresApproval = true
 	t.move(StateAwaitingApproval, actor, "", "approval required",
 		fmt.Sprintf("a repeat of the intent requires approval; version %d awaits it", t.op.Version))
+}
+
+// fillOwner gives a recorded operation without an owner the one a repeat
+// names, so that whoever must decide when automation cannot is named, in
+// any state; an owner already recorded is kept (the repeat does not
+// reassign it).
+func (t *txn) fillOwner(owner, actor string) {
+	if owner == "" || t.op.Owner != "" {
+		return
+	}
+	t.op.Owner = owner
+	t.dirty = true
+	t.note(actor, "", "owner named", "a repeat named the owner "+owner)
 }
 
 // pendingNeverSent reports whether the operation is pending and no

@@ -90,6 +90,29 @@ func testRecord(t *testing.T, h Harness) {
 		require.Equal(t, opledger.StateAwaitingApproval, op.State)
 	})
 
+	// A repeat names the owner the first recording left out: it is kept;
+	// one naming another owner does not reassign it.
+	t.Run("RepeatNamesOwner", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		in.Owner = ""
+		_, _, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		in.Owner = "crm-team"
+		op, created, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, "crm-team", op.Owner)
+		require.Contains(t, b.events(t, "k1"), "owner named")
+		in.Owner = "someone-else"
+		op, _, err = b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		require.Equal(t, "crm-team", op.Owner, "not reassigned by a repeat")
+		op = b.requireState(t, "k1", opledger.StatePending)
+		require.Equal(t, "crm-team", op.Owner)
+	})
+
 	t.Run("RepeatRequiringApproval", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
