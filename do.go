@@ -418,7 +418,9 @@ func Retryable(err error, after time.Duration) error {
 func Uncertain(err error) error { return mark(OutcomeUncertain, 0, err) }
 
 // OutcomeOf classifies an action's error, and gives the Retry-After of a
-// retryable one:
+// retryable one. A nil error is no failure to classify: it comes back
+// uncertain, as an error that says nothing would (Do treats a nil error
+// as a success, with the Result's reference).
 //
 //   - An error marked with Rejected, Retryable or Uncertain keeps its mark,
 //     wrapped as it may be; of marks wrapped in one another the outermost
