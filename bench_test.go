@@ -38,6 +38,28 @@ func BenchmarkValidateKey(b *testing.B) {
 	}
 }
 
+// BenchmarkShowOperation encodes an operation as the API, the console and
+// opledger ops show it (MarshalJSON, Operation.Masked), with five
+// sensitive fields (two of them e-mail addresses, matched in any case)
+// and a saved response of 40 strings, a few of which quote them.
+func BenchmarkShowOperation(b *testing.B) {
+	op := &opledger.Operation{Key: "k:1", Action: "crm.create", Destination: "crm", DestinationRef: "CRM-1",
+		Payload:         json.RawMessage(`{"email":"ana@example.invalid","cc":"bo@example.invalid","name":"Ana Perez","phone":"+34 600 000 000","iban":"ES7620770024003102575766","units":2}`),
+		SensitiveFields: []string{"email", "cc", "name", "phone", "iban"}}
+	resp := map[string]string{}
+	for i := range 40 {
+		resp[fmt.Sprintf("field%02d", i)] = fmt.Sprintf("value number %d of the destination's answer", i)
+	}
+	resp["note"], resp["error"] = "created for Ana Perez", "address ANA@example.invalid noted"
+	op.Response, _ = json.Marshal(resp)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(op); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func openBenchLedger(b *testing.B, st testdb.Store) *opledger.Ledger {
 	b.Helper()
 	l, err := opledger.Open(context.Background(), st.NewDSN(b), opledger.Options{Worker: "bench"})

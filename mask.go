@@ -27,6 +27,20 @@ type secretText struct {
 	// other ways text spells them, longest first, so that a value
 	// containing another is masked whole.
 	spellings []spelling
+	// stages apply the spellings in that order: each run of spellings
+	// matched as written in one pass, each spelling matched in any case
+	// on its own.
+	stages []maskStage
+	// shortest is the length of the shortest spelling: shorter text
+	// holds none.
+	shortest int
+}
+
+// maskStage is a run of spellings matched as written (exact), or one
+// spelling in ASCII lower case matched in any case (folded).
+type maskStage struct {
+	exact  *strings.Replacer
+	folded string
 }
 
 // spelling is one way text may spell a sensitive value.
@@ -71,19 +85,45 @@ func newSecretText(payload json.RawMessage, paths []string) *secretText {
 		}
 		return strings.Compare(a.text, b.text)
 	})
+	st.shortest = -1
+	var run []string // old, new pairs of the current run of exact spellings
+	flush := func() {
+		if len(run) > 0 {
+			st.stages = append(st.stages, maskStage{exact: strings.NewReplacer(run...)}) // argument order: longest first
+			run = nil
+		}
+	}
+	for _, sp := range st.spellings {
+		st.shortest = len(sp.text)
+		if !sp.fold {
+			run = append(run, sp.text, Mask)
+			continue
+		}
+		flush()
+		st.stages = append(st.stages, maskStage{folded: sp.text})
+	}
+	flush()
 	return st
 }
 
 // mask replaces by Mask every spelling of a sensitive value in s.
 func (st *secretText) mask(s string) string {
-	if st == nil || s == "" {
+	if st == nil || len(s) < st.shortest || st.shortest < 0 {
 		return s
 	}
-	for _, sp := range st.spellings {
-		if sp.fold {
-			s = redact.ReplaceFold(s, sp.text, Mask)
-		} else {
-			s = strings.ReplaceAll(s, sp.text, Mask)
+	lower := "" // s in ASCII lower case, once a folded stage needs it
+	for _, stage := range st.stages {
+		if stage.exact != nil {
+			if m := stage.exact.Replace(s); m != s {
+				s, lower = m, ""
+			}
+			continue
+		}
+		if lower == "" {
+			lower = redact.ASCIILower(s)
+		}
+		if strings.Contains(lower, stage.folded) {
+			s, lower = redact.ReplaceFold(s, stage.folded, Mask), ""
 		}
 	}
 	return s
@@ -107,10 +147,14 @@ func (st *secretText) maskValue(s string) string {
 // component escapes it (%40 for @, a space as + or %20).
 func spellingsOf(v string) []string {
 	out := []string{v}
-	for _, html := range []bool{false, true} {
-		for _, hex := range []string{"", "0123456789abcdef", "0123456789ABCDEF"} {
-			for _, slash := range []bool{false, true} {
-				out = append(out, jsonEscape(v, html, hex, slash))
+	// Only a value with something a JSON encoder may escape has other
+	// JSON spellings.
+	if strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e || strings.ContainsRune(`"\\/<>&`, r) }) >= 0 {
+		for _, html := range []bool{false, true} {
+			for _, hex := range []string{"", "0123456789abcdef", "0123456789ABCDEF"} {
+				for _, slash := range []bool{false, true} {
+					out = append(out, jsonEscape(v, html, hex, slash))
+				}
 			}
 		}
 	}

@@ -187,6 +187,10 @@ type Operation struct {
 
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+
+	// shown marks a copy Masked made: masking it again changes nothing,
+	// so Masked and MarshalJSON return it as it is.
+	shown bool
 }
 
 // IdempotencyKey is the destination idempotency key of the operation's
@@ -217,6 +221,10 @@ func (o Operation) MarshalJSON() ([]byte, error) {
 // and the proxy's replay give the caller its saved result from them.
 func (o *Operation) Masked() *Operation {
 	m := *o
+	if o.shown {
+		return &m
+	}
+	m.shown = true
 	m.SensitiveFields = slices.Clone(o.SensitiveFields)
 	if m.SensitiveFields == nil {
 		m.SensitiveFields = []string{} // [], never null: as a stored operation reads back

@@ -582,9 +582,6 @@ func readDuplicates(ctx context.Context, l *opledger.Ledger, counted int) (dupli
 		return duplicateList{}, err
 	}
 	ops := page.Items
-	for i, op := range ops {
-		ops[i] = op.Masked() // the dashboard shows their references
-	}
 	d := duplicateList{Read: len(ops), Complete: page.NextCursor == "", Limit: opledger.MaxListLimit}
 	listed := 0
 	for _, op := range ops {
@@ -598,6 +595,9 @@ func readDuplicates(ctx context.Context, l *opledger.Ledger, counted int) (dupli
 	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].UpdatedAt.After(ops[j].UpdatedAt) })
 	d.Items = ops[:min(len(ops), dashboardDuplicates)]
+	for i, op := range d.Items {
+		d.Items[i] = op.Masked() // the dashboard shows their references
+	}
 	return d, nil
 }
 
