@@ -240,9 +240,9 @@ func checkSchema(ctx context.Context, st store.Store, dsn string) error {
 	case current == newest:
 		return nil
 	}
-	where, first := "the postgres DSN", "stop every process of the older release"
+	where, first := "the postgres DSN", "if a process of this release is migrating it now, try again in a moment; otherwise stop every process of the older release"
 	if path, ok := sqlitestore.DSNPath(dsn); ok {
-		where, first = path, "stop every process of this ledger, copy the file"
+		where, first = path, "if a process of this release is migrating it now, try again in a moment; otherwise stop every process of this ledger, copy the file"
 	} else if u, err := url.Parse(dsn); err == nil {
 		where = redact.DSN(dsn, u)
 	}
@@ -392,7 +392,9 @@ func (l *Ledger) Ping(ctx context.Context) error { return l.store.Ping(ctx) }
 // Close stops the ledger's Maintain loops, waits for them, and closes the
 // store, for this Ledger and every other tenant's view of it (WithTenant).
 // Calls in flight on the store fail; a second Close returns the first's
-// result.
+// result. On SQLite, a Maintain job waiting for another process's write
+// lock stops only when that wait ends (at most SQLiteBusyTimeout), so
+// Close may take that long.
 func (l *Ledger) Close() error { return l.life.close(l.store.Close) }
 
 // now reads the store's clock through the configured Clock.

@@ -787,12 +787,12 @@ func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logge
 		log.Warn("request refused: the ledger is busy", "error", err)
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, http.StatusServiceUnavailable, "store_busy",
-			"the ledger is busy with another process's write; nothing was recorded or forwarded: retry with the same Idempotency-Key", nil)
+			"the ledger is busy with another process's write; nothing was forwarded: retry later with the same Idempotency-Key", nil)
 		return
 	case errors.Is(err, opledger.ErrStoreFull):
 		log.Error("request refused: the ledger's disk is full", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "store_full",
-			"the ledger's disk is full; nothing was recorded or forwarded", nil)
+			"the ledger's disk is full; nothing was forwarded", nil)
 		return
 	}
 	log.Error("request failed", "error", err)
