@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/opledger/opledger/internal/marker"
+	"github.com/opledger/opledger/internal/textcut"
 )
 
 // Call is what an Action receives for one attempt.
@@ -198,11 +198,7 @@ func quoteRef(ref string) string {
 	if len(ref) <= quotedRefBytes {
 		return strconv.Quote(ref)
 	}
-	cut := quotedRefBytes
-	for cut > 0 && !utf8.RuneStart(ref[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(ref[:cut]), len(ref))
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(textcut.Prefix(ref, quotedRefBytes)), len(ref))
 }
 
 // finish records report, the outcome of claim's attempt, and returns what

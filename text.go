@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/opledger/opledger/internal/textcut"
 )
 
 // Text that the ledger stores.
@@ -41,20 +43,7 @@ func storableText(fields ...string) (name string, ok bool) {
 
 // keepableText returns s with NUL bytes and invalid UTF-8 replaced by
 // U+FFFD, cut to at most n bytes without splitting a character.
-func keepableText(s string, n int) string {
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
-}
+func keepableText(s string, n int) string { return textcut.Prefix(textcut.Valid(s), n) }
 
 // checkWorker checks the name a claim records as its worker.
 func checkWorker(worker string) error {

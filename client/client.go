@@ -16,7 +16,8 @@
 // larger one is an error, never cut short and decoded.
 //
 // Allowed imports: opledger, httpapi (for the problem type),
-// internal/opjson (to encode as the API does), the standard library.
+// internal/opjson (to encode as the API does), internal/textcut, the
+// standard library.
 package client
 
 import (
@@ -32,11 +33,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/opjson"
+	"github.com/opledger/opledger/internal/textcut"
 )
 
 // Client calls one opledger server with one token.
@@ -242,11 +243,7 @@ func detail(body []byte) string {
 	if len(s) <= maxDetailBytes {
 		return s
 	}
-	i := maxDetailBytes
-	for !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
+	return textcut.Prefix(s, maxDetailBytes) + "…"
 }
 
 // retryAfter reads a Retry-After header (RFC 9110, section 10.2.3): delay

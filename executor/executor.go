@@ -12,7 +12,8 @@
 // Logs carry the tenant, destination, attempt id, outcome and state, never
 // operation keys, idempotency keys, payloads or credentials.
 //
-// Allowed imports: opledger, opledger/destination, the standard library.
+// Allowed imports: opledger, opledger/destination, internal/periodic,
+// internal/redact, internal/textcut, the standard library.
 package executor
 
 import (
@@ -27,12 +28,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/periodic"
 	"github.com/opledger/opledger/internal/redact"
+	"github.com/opledger/opledger/internal/textcut"
 )
 
 // ErrStopping is the cause with which the executor cancels what it must
@@ -497,14 +498,9 @@ func panicText(what string, v any, call opledger.Call) string {
 	if k := call.IdempotencyKey; k != "" {
 		text = strings.ReplaceAll(text, k, "<idempotency key>")
 	}
-	text = redact.Keys(call.Operation.Key, errors.New(text)).Error()
-	text = strings.ToValidUTF8(strings.ReplaceAll(text, "\x00", "\uFFFD"), "\uFFFD")
+	text = textcut.Valid(redact.Keys(call.Operation.Key, errors.New(text)).Error())
 	if len(text) > maxPanicText {
-		cut := maxPanicText
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut] + "…"
+		text = textcut.Prefix(text, maxPanicText) + "…"
 	}
 	return what + ": " + text
 }
