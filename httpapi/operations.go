@@ -222,28 +222,34 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, c)
 }
 
-type dispatchBody struct {
+// attemptBody is what every request about an attempt (dispatch, lease,
+// outcome) carries, and the start of their bodies: the fencing token its
+// claim returned.
+type attemptBody struct {
 	FencingToken *int64 `json:"fencing_token"`
 }
 
-// fencingToken is a request's fencing token, which dispatch and outcome
-// requests must carry: a report without one cannot say which claim made it.
-func fencingToken(token *int64) (int64, error) {
-	if token == nil {
-		return 0, &decodeError{http.StatusBadRequest, "invalid_input", "fencing_token is required: send the token the claim returned"}
+func (b *attemptBody) attempt() *attemptBody { return b }
+
+// beginAttempt is begin for a request about an attempt, which must carry
+// its fencing token: without one it cannot say which claim made it.
+func (s *server) beginAttempt(w http.ResponseWriter, r *http.Request, body interface{ attempt() *attemptBody }) (*opledger.Ledger, int64, bool) {
+	l, ok := s.begin(w, r, body)
+	if !ok {
+		return nil, 0, false
 	}
-	return *token, nil
+	token := body.attempt().FencingToken
+	if token == nil {
+		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "fencing_token is required: send the token the claim returned"})
+		return nil, 0, false
+	}
+	return l, *token, true
 }
 
 func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
-	var body dispatchBody
-	l, ok := s.begin(w, r, &body)
+	var body attemptBody
+	l, token, ok := s.beginAttempt(w, r, &body)
 	if !ok {
-		return
-	}
-	token, err := fencingToken(body.FencingToken)
-	if err != nil {
-		s.writeError(w, r, err)
 		return
 	}
 	op, err := l.Dispatch(r.Context(), r.PathValue("key"), r.PathValue("id"), token)
@@ -255,19 +261,14 @@ func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
 }
 
 type extendLeaseBody struct {
-	FencingToken *int64  `json:"fencing_token"`
+	attemptBody
 	LeaseSeconds float64 `json:"lease_seconds"`
 }
 
 func (s *server) extendLease(w http.ResponseWriter, r *http.Request) {
 	var body extendLeaseBody
-	l, ok := s.begin(w, r, &body)
+	l, token, ok := s.beginAttempt(w, r, &body)
 	if !ok {
-		return
-	}
-	token, err := fencingToken(body.FencingToken)
-	if err != nil {
-		s.writeError(w, r, err)
 		return
 	}
 	lease, err := seconds(body.LeaseSeconds, "lease_seconds")
@@ -287,7 +288,7 @@ func (s *server) extendLease(w http.ResponseWriter, r *http.Request) {
 }
 
 type outcomeBody struct {
-	FencingToken      *int64          `json:"fencing_token"`
+	attemptBody
 	Outcome           string          `json:"outcome"`
 	DestinationRef    string          `json:"destination_ref"`
 	Response          json.RawMessage `json:"response"`
@@ -301,13 +302,8 @@ type outcomeBody struct {
 // the operation as it is; a token that is not the attempt's is a 409.
 func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 	var body outcomeBody
-	l, ok := s.begin(w, r, &body)
+	l, token, ok := s.beginAttempt(w, r, &body)
 	if !ok {
-		return
-	}
-	token, err := fencingToken(body.FencingToken)
-	if err != nil {
-		s.writeError(w, r, err)
 		return
 	}
 	after, err := seconds(body.RetryAfterSeconds, "retry_after_seconds")
