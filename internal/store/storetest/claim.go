@@ -409,16 +409,10 @@ func testReport(t *testing.T, h Harness) {
 	t.Run("AbandonedAttemptReportsUncertainLate", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
-		_, _, err := b.ledger.Record(b.ctx, intent("k1"))
-		require.NoError(t, err)
-		lost, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
-		require.NoError(t, err)
-		b.clock.Advance(11 * time.Second)
-		_, err = b.ledger.ExpireLeases(b.ctx) // never marked dispatched: pending, nothing sent
-		require.NoError(t, err)
+		lost := b.abandoned(t, "k1") // never marked dispatched: pending, nothing sent
 		b.requireState(t, "k1", opledger.StatePending)
 		// Its worker says it may have called after all: the retry waits.
-		_, err = b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		_, err := b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 		var stale *opledger.StaleError
 		require.ErrorAs(t, err, &stale)
 		require.True(t, stale.Recorded)
@@ -435,14 +429,8 @@ func testReport(t *testing.T, h Harness) {
 		t.Parallel()
 		for _, outcome := range []opledger.Outcome{opledger.OutcomeSucceeded, opledger.OutcomeUncertain} {
 			b := setup(t, h)
-			_, _, err := b.ledger.Record(b.ctx, intent("k1"))
-			require.NoError(t, err)
-			lost, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
-			require.NoError(t, err)
-			b.clock.Advance(11 * time.Second)
-			_, err = b.ledger.ExpireLeases(b.ctx)
-			require.NoError(t, err)
-			_, err = b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
+			lost := b.abandoned(t, "k1")
+			_, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
 			require.NoError(t, err)
 			b.requireState(t, "k1", opledger.StateAwaitingApproval)
 			_, err = b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: outcome, DestinationRef: "R-v1"})
@@ -460,16 +448,10 @@ func testReport(t *testing.T, h Harness) {
 	t.Run("AbandonedAttemptWithLateReportCounts", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h) // MaxAttempts 3
-		_, _, err := b.ledger.Record(b.ctx, intent("k1"))
-		require.NoError(t, err)
-		lost, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
-		require.NoError(t, err)
-		b.clock.Advance(11 * time.Second)
-		_, err = b.ledger.ExpireLeases(b.ctx)
-		require.NoError(t, err)
+		lost := b.abandoned(t, "k1")
 		// Abandoned, yet its worker reports a call after all: the attempt
 		// keeps its outcome, and counts towards the limit.
-		_, err = b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+		_, err := b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
 		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
 		for i := 1; i <= 2; i++ {
 			c := b.claimDispatched(t, "k1")

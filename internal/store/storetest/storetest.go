@@ -125,6 +125,18 @@ func (b *bundle) claimed(t *testing.T, key string) *opledger.Claim {
 	return c
 }
 
+// abandoned records and claims key, then lets the claim's lease (10 s)
+// run out and settles it: never dispatched, the attempt is abandoned and
+// the operation pending again.
+func (b *bundle) abandoned(t *testing.T, key string) *opledger.Claim {
+	t.Helper()
+	c := b.claimed(t, key)
+	b.clock.Advance(11 * time.Second)
+	_, err := b.ledger.ExpireLeases(b.ctx)
+	require.NoError(t, err)
+	return c
+}
+
 // claimDispatched claims key, already recorded, and dispatches the claim.
 func (b *bundle) claimDispatched(t *testing.T, key string) *opledger.Claim {
 	t.Helper()
