@@ -29,6 +29,18 @@ func CheckOwner(owner string) error {
 	return checkText("owner", owner)
 }
 
+// checkOwnerAndSource checks the owner and the source event an operation
+// or a workflow is recorded with.
+func checkOwnerAndSource(owner, sourceEvent string) error {
+	if err := CheckOwner(owner); err != nil {
+		return err
+	}
+	if len(sourceEvent) > maxNameLength {
+		return invalidInput("source_event is at most %d bytes", maxNameLength)
+	}
+	return checkText("source_event", sourceEvent)
+}
+
 // normalize checks an intent and returns its fingerprint.
 func (in *Intent) normalize() (string, error) {
 	if err := ValidateKey(in.Key); err != nil {
@@ -40,11 +52,8 @@ func (in *Intent) normalize() (string, error) {
 	if in.Destination == "" || len(in.Destination) > maxNameLength {
 		return "", invalidInput("destination is required (at most %d bytes)", maxNameLength)
 	}
-	if err := CheckOwner(in.Owner); err != nil {
+	if err := checkOwnerAndSource(in.Owner, in.SourceEvent); err != nil {
 		return "", err
-	}
-	if len(in.SourceEvent) > maxNameLength {
-		return "", invalidInput("source_event is at most %d bytes", maxNameLength)
 	}
 	if in.Version == 0 {
 		in.Version = 1
@@ -63,7 +72,7 @@ func (in *Intent) normalize() (string, error) {
 			return "", err
 		}
 	}
-	if err := checkText("action", in.Action, "destination", in.Destination, "source_event", in.SourceEvent); err != nil {
+	if err := checkText("action", in.Action, "destination", in.Destination); err != nil {
 		return "", err
 	}
 	return Fingerprint(in.Action, in.Destination, in.Payload, in.Version)

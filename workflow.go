@@ -251,10 +251,7 @@ func normalizeSpec(key string, spec WorkflowSpec) (*workflowDef, string, error) 
 	if len(spec.Steps) == 0 || len(spec.Steps) > MaxWorkflowSteps {
 		return nil, "", invalidInput("a workflow has 1 to %d steps", MaxWorkflowSteps)
 	}
-	if len(spec.Owner) > maxNameLength || len(spec.SourceEvent) > maxNameLength {
-		return nil, "", invalidInput("owner and source_event are at most %d bytes", maxNameLength)
-	}
-	if err := checkText("owner", spec.Owner, "source_event", spec.SourceEvent); err != nil {
+	if err := checkOwnerAndSource(spec.Owner, spec.SourceEvent); err != nil {
 		return nil, "", err
 	}
 	def := &workflowDef{SourceEvent: spec.SourceEvent}
