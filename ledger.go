@@ -128,12 +128,20 @@ type shared struct {
 // lifecycle lets Close stop the Maintain loops, and wait for them, before
 // it closes the store, and makes a second Close a no-op.
 type lifecycle struct {
-	mu      sync.Mutex
-	closed  bool
-	stop    chan struct{} // closed by Close
-	loops   sync.WaitGroup
-	closeFn sync.Once
-	err     error
+	mu sync.Mutex
+	// closing ends when Close is called, and with it every loop's
+	// context.
+	closing  context.Context
+	endLoops context.CancelFunc
+	loops    sync.WaitGroup
+	closeFn  sync.Once
+	err      error
+}
+
+// newLifecycle returns the lifecycle of a ledger just opened.
+func newLifecycle() lifecycle {
+	closing, cancel := context.WithCancel(context.Background())
+	return lifecycle{closing: closing, endLoops: cancel}
 }
 
 // start registers a loop; ok is false once the ledger is closed. The
@@ -142,27 +150,20 @@ type lifecycle struct {
 func (lc *lifecycle) start(ctx context.Context) (_ context.Context, done func(), ok bool) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if lc.closed {
+	if lc.closing.Err() != nil {
 		return nil, nil, false
 	}
 	lc.loops.Add(1)
 	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-lc.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancel(); lc.loops.Done() }, true
+	stop := context.AfterFunc(lc.closing, cancel)
+	return ctx, func() { stop(); cancel(); lc.loops.Done() }, true
 }
 
 // close ends the loops, waits for them, then runs closeStore, once.
 func (lc *lifecycle) close(closeStore func() error) error {
 	lc.closeFn.Do(func() {
 		lc.mu.Lock()
-		lc.closed = true
-		close(lc.stop)
+		lc.endLoops()
 		lc.mu.Unlock()
 		lc.loops.Wait()
 		lc.err = closeStore()
@@ -225,7 +226,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 		return nil, err
 	}
 	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots(),
-		life: lifecycle{stop: make(chan struct{})}}, tenant: opts.Tenant}, nil
+		life: newLifecycle()}, tenant: opts.Tenant}, nil
 }
 
 // checkSchema refuses, reading only, a store whose schema is not at the
