@@ -146,6 +146,17 @@ func BenchmarkReport(b *testing.B) {
 // with its intent inline, then a success report) from 16 parallel callers:
 // the path opledger bench measures, without its durability settings.
 func BenchmarkLifecycle(b *testing.B) {
+	benchLifecycle(b, nil)
+}
+
+// BenchmarkLifecycleSensitive is BenchmarkLifecycle with every payload
+// field sensitive, as the proxy records its requests: each decision masks
+// the text it stores.
+func BenchmarkLifecycleSensitive(b *testing.B) {
+	benchLifecycle(b, []string{"units", "order", "lines"})
+}
+
+func benchLifecycle(b *testing.B, sensitive []string) {
 	for _, st := range testdb.Stores() {
 		b.Run(st.Name, func(b *testing.B) {
 			l := openBenchLedger(b, st)
@@ -156,7 +167,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					key := "bench:" + strconv.FormatInt(n.Add(1), 10)
-					c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: benchPayload}})
+					c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: benchPayload, SensitiveFields: sensitive}})
 					if err == nil {
 						_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "ref"})
 					}

@@ -450,12 +450,9 @@ type txn struct {
 	// spec is set when the decision is made on a snapshot instead of in a
 	// store transaction (tx is then nil).
 	spec *speculation
-	// secrets are what scrub masks (nil: nothing), read (secretsRead)
-	// for secretsOf sensitive fields (the operation may gain fields
-	// during the decision).
-	secrets     *secretText
-	secretsOf   int
-	secretsRead bool
+	// secrets are what scrub masks, built on first use (a speculative
+	// decision starts from its snapshot's).
+	secrets secretsMemo
 	// attempts are the attempt rows written, in order.
 	attempts []*store.Attempt
 }
@@ -648,10 +645,8 @@ func (t *txn) scrub(s string) string {
 	if s == "" || t.op == nil || len(t.op.SensitiveFields) == 0 {
 		return s
 	}
-	if !t.secretsRead || t.secretsOf != len(t.op.SensitiveFields) {
-		t.secrets, t.secretsOf, t.secretsRead = newSecretText(t.op.Payload, t.op.SensitiveFields), len(t.op.SensitiveFields), true
-	}
-	if t.secrets == nil {
+	secrets := t.secrets.of(t.op)
+	if secrets == nil {
 		return s
 	}
 	// The phrases other parts of opledger read back to decide
@@ -665,7 +660,7 @@ func (t *txn) scrub(s string) string {
 				at, phrase = i, p
 			}
 		}
-		b.WriteString(t.secrets.mask(s[:at]))
+		b.WriteString(secrets.mask(s[:at]))
 		b.WriteString(phrase)
 		s = s[at+len(phrase):]
 	}

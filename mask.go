@@ -8,6 +8,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/opledger/opledger/internal/redact"
+	"github.com/opledger/opledger/internal/store"
 )
 
 // minSecretLength is the shortest sensitive value masked inside text:
@@ -49,6 +50,28 @@ type spelling struct {
 	// fold: text is in ASCII lower case and matched whatever the case
 	// of its ASCII letters (an e-mail address's).
 	fold bool
+}
+
+// secretsMemo is an operation's secretText, built on first use and again
+// only when what it is built from changes: the operation may gain
+// sensitive fields during a decision (a repeat names more), and a
+// revision changes its payload, and with it its fingerprint. A secretText
+// is never modified once built, so memos may share one.
+type secretsMemo struct {
+	text        *secretText
+	fingerprint string
+	fields      int
+	built       bool
+}
+
+// of returns the secretText of op's payload and sensitive fields (nil:
+// nothing to mask).
+func (m *secretsMemo) of(op *store.Operation) *secretText {
+	if !m.built || m.fields != len(op.SensitiveFields) || m.fingerprint != op.Fingerprint {
+		*m = secretsMemo{text: newSecretText(op.Payload, op.SensitiveFields),
+			fingerprint: op.Fingerprint, fields: len(op.SensitiveFields), built: true}
+	}
+	return m.text
 }
 
 // newSecretText collects the sensitive values at paths of payload and

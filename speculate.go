@@ -117,6 +117,9 @@ func (t *txn) writeAll(ws []store.Write) error {
 type snapshot struct {
 	op      *store.Operation
 	attempt *store.Attempt
+	// secrets is what the decision that wrote op built to mask its text,
+	// so that the next decision on the snapshot need not build it again.
+	secrets secretsMemo
 }
 
 type snapshotKey struct{ tenant, key, attemptID string }
@@ -174,7 +177,7 @@ func (s *snapshots) keep(t *txn, prev *store.Attempt) {
 			break
 		}
 	}
-	s.m[k] = snapshot{op: ownRow(t.op), attempt: a}
+	s.m[k] = snapshot{op: ownRow(t.op), attempt: a, secrets: t.secrets}
 }
 
 // ownRow copies op with slices of its own: the row a transition returned
@@ -203,7 +206,7 @@ func (l *Ledger) speculate(ctx context.Context, key string, snap snapshot, decid
 	var refused error
 	err = cw.WriteConditional(ctx, func(now time.Time) ([]store.Write, error) {
 		t = &txn{ctx: ctx, tenant: l.tenant, key: key, holdReview: l.opts.HoldReviewAfter,
-			now: l.clock(now), spec: &speculation{attempt: snap.attempt, base: snap.op}}
+			now: l.clock(now), spec: &speculation{attempt: snap.attempt, base: snap.op}, secrets: snap.secrets}
 		if snap.op != nil {
 			row := *snap.op
 			t.op, t.prevRev = &row, row.Revision

@@ -43,7 +43,7 @@ type bundle struct {
 // setup starts a fake upstream, a ledger on the store and the proxy in
 // front of the upstream; tune adjusts the upstream's configuration. The
 // ledger's clock runs b.offset ahead of the store's.
-func setup(t *testing.T, st testdb.Store, opts fakedest.Options, tune func(u *proxy.Upstream, up *fakedest.Server)) *bundle {
+func setup(t testing.TB, st testdb.Store, opts fakedest.Options, tune func(u *proxy.Upstream, up *fakedest.Server)) *bundle {
 	t.Helper()
 	offset := &atomic.Int64{}
 	clock := func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }

@@ -1,0 +1,44 @@
+package opledger
+
+import (
+	"testing"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// TestSecretsMemo checks that a memo's secretText follows the operation it
+// masks for: built once while the payload and the sensitive fields stay,
+// built again when a repeat adds a field or a revision changes the
+// payload (and so the fingerprint).
+func TestSecretsMemo(t *testing.T) {
+	op := &store.Operation{Fingerprint: "f1",
+		Payload:         []byte(`{"email":"ana@example.invalid","iban":"ES7620770024003102575766"}`),
+		SensitiveFields: []string{"email"}}
+	var m secretsMemo
+	first := m.of(op)
+	if got := first.mask("to ana@example.invalid"); got != "to "+Mask {
+		t.Fatalf("masked %q", got)
+	}
+	if again := m.of(op); again != first {
+		t.Fatal("the memo built its secretText again for the same operation")
+	}
+
+	op.SensitiveFields = append(op.SensitiveFields, "iban")
+	if got := m.of(op).mask("ES7620770024003102575766"); got != Mask {
+		t.Fatalf("after a field was added, masked %q", got)
+	}
+
+	op.Fingerprint, op.Payload = "f2", []byte(`{"email":"bo@example.invalid","iban":"x"}`)
+	st := m.of(op)
+	if got := st.mask("to bo@example.invalid"); got != "to "+Mask {
+		t.Fatalf("after a revision, masked %q", got)
+	}
+	if got := st.mask("to ana@example.invalid"); got != "to ana@example.invalid" {
+		t.Fatalf("after a revision, the old value is still masked: %q", got)
+	}
+
+	var none secretsMemo
+	if st := none.of(&store.Operation{Fingerprint: "f", Payload: []byte(`{"a":1}`)}); st != nil {
+		t.Fatal("an operation without sensitive fields has something to mask")
+	}
+}
