@@ -390,6 +390,27 @@ func (l *Ledger) StoreName() string { return l.store.Name() }
 // Ping checks that the store is reachable.
 func (l *Ledger) Ping(ctx context.Context) error { return l.store.Ping(ctx) }
 
+// Ready checks that the store answers and accepts a write: it commits one
+// write of the store's readiness row (the same few bytes every time). A
+// store that answers reads but cannot commit is not ready: a full disk
+// (ErrStoreFull), a write lock held elsewhere past the busy timeout
+// (ErrStoreBusy), a file system gone read-only, a PostgreSQL standby or a
+// read-only session after a failover (the store's own error). Each call
+// is a durable commit: a caller probing often shares one result (as GET
+// /readyz does).
+func (l *Ledger) Ready(ctx context.Context) error {
+	if err := l.store.Ping(ctx); err != nil {
+		return err
+	}
+	return l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		now, err := l.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return tx.ProbeWrite(ctx, now)
+	})
+}
+
 // Close stops the ledger's Maintain loops, waits for them, and closes the
 // store, for this Ledger and every other tenant's view of it (WithTenant).
 // Calls in flight on the store fail; a second Close returns the first's

@@ -62,6 +62,7 @@ type server struct {
 	opts    Options
 	log     *slog.Logger
 	metrics http.Handler
+	ready   readiness
 }
 
 // New returns the API handler. Routes outside /v1/ are not served.

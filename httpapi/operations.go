@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opledger/opledger"
@@ -456,7 +457,8 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 when the store answers, 503 otherwise.
+// readyz answers 200 when the store answers and accepts a write (see
+// readiness), 503 otherwise, saying which.
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -465,7 +467,54 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", "the store does not answer", nil)
 		return
 	}
+	if err := s.ready.check(r.Context(), s.ledger.Ready); err != nil {
+		s.log.WarnContext(r.Context(), "readiness: the store refuses writes", "error", err)
+		detail := "the store answers but does not accept writes (a read-only file system or database, or an I/O error: see the server's log)"
+		switch {
+		case errors.Is(err, opledger.ErrStoreFull):
+			detail = "the store answers but its disk is full"
+		case errors.Is(err, opledger.ErrStoreBusy):
+			detail = "the store answers but another process holds its write lock"
+		}
+		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", detail, nil)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "store": s.ledger.StoreName()})
+}
+
+// readyProbeEvery is how often GET /readyz writes to the store at most:
+// requests within it share the last probe's result.
+const readyProbeEvery = time.Second
+
+// readiness shares the write probes of GET /readyz (Ledger.Ready, a
+// durable commit; /readyz needs no token): a request runs a probe only
+// when the last one is older than readyProbeEvery, and requests arriving
+// while one runs wait for it and take its result.
+type readiness struct {
+	every time.Duration // readyProbeEvery; 0 in a zero readiness means the same
+	mu    sync.Mutex
+	at    time.Time // when the last probe ended; zero: none yet
+	err   error
+}
+
+// check returns the result of a probe at most readyProbeEvery old, running
+// probe if there is none. The probe is not cut short by the request that
+// runs it going away (others may be waiting for it); it has 5 s.
+func (rd *readiness) check(ctx context.Context, probe func(context.Context) error) error {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	every := rd.every
+	if every == 0 {
+		every = readyProbeEvery
+	}
+	if !rd.at.IsZero() && time.Since(rd.at) < every {
+		return rd.err
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	rd.err = probe(pctx)
+	rd.at = time.Now()
+	return rd.err
 }
 
 func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) { s.metrics.ServeHTTP(w, r) }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -41,4 +42,56 @@ func TestReadyzUnavailable(t *testing.T) {
 	require.Contains(t, body, httpapi.ProblemTypeBase+"unavailable")
 	status, _ = get("/healthz")
 	require.Equal(t, http.StatusOK, status)
+}
+
+// TestReadyzRefusesWrites: a store that answers reads but cannot commit a
+// write is not ready. On SQLite another process holds the file's write
+// lock past the busy timeout; on PostgreSQL the server's sessions are
+// read-only, as on a standby after a failover. /readyz says 503 and why,
+// and 200 again once writes go through.
+func TestReadyzRefusesWrites(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := st.NewDSN(t)
+			l, err := opledger.Open(ctx, dsn, opledger.Options{SQLiteBusyTimeout: 100 * time.Millisecond})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			readyz := func(l *opledger.Ledger) (int, string) {
+				h, err := httpapi.New(l, httpapi.Options{Auth: l, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				require.NoError(t, err)
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+				return rec.Code, rec.Body.String()
+			}
+			code, body := readyz(l)
+			require.Equal(t, http.StatusOK, code, body)
+
+			refusing, want, release := l, "", func() {}
+			switch st.Name {
+			case "sqlite":
+				release = testdb.HoldLock(t, dsn, "default", "any")
+				want = "another process holds its write lock"
+			case "postgres":
+				// pgx passes an unknown DSN parameter on as a run-time
+				// setting of every session.
+				refusing, err = opledger.Open(ctx, dsn+"&default_transaction_read_only=on", opledger.Options{ExistingOnly: true})
+				require.NoError(t, err)
+				t.Cleanup(func() { refusing.Close() })
+				require.NoError(t, refusing.Ping(ctx), "reads still answer")
+				want = "does not accept writes"
+			}
+			code, body = readyz(refusing)
+			require.Equal(t, http.StatusServiceUnavailable, code, body)
+			require.Contains(t, body, httpapi.ProblemTypeBase+"unavailable")
+			require.Contains(t, body, want)
+			require.Error(t, refusing.Ready(ctx))
+
+			release()
+			code, body = readyz(l) // the lock let go; on PostgreSQL, sessions that may write
+			require.Equal(t, http.StatusOK, code, body)
+		})
+	}
 }

@@ -347,6 +347,9 @@ type Tx interface {
 	// DeleteSessionsBefore removes up to limit sessions that expired
 	// before t and returns how many it removed.
 	DeleteSessionsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	// ProbeWrite writes the readiness row (migration 019) with at: a
+	// commit of it shows the store accepts writes.
+	ProbeWrite(ctx context.Context, at time.Time) error
 	// AppendRecovery records an operator decision on an unresolved
 	// operation and how long it had waited.
 	AppendRecovery(ctx context.Context, r *Recovery) error

@@ -1161,6 +1161,16 @@ func (t *pgTx) DeleteSession(ctx context.Context, hash string) error {
 	return nil
 }
 
+// ProbeWrite writes the readiness row; several servers probing at once
+// take its lock in turn.
+func (t *pgTx) ProbeWrite(ctx context.Context, at time.Time) error {
+	if _, err := t.q.Exec(ctx, `INSERT INTO readiness (id, probed_at) VALUES (1, $1)
+		ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, ts(at)); err != nil {
+		return fmt.Errorf("write the readiness row: %w", mapErr(err))
+	}
+	return nil
+}
+
 // DeleteSessionsBefore removes up to limit sessions that expired before
 // before, skipping rows another transaction holds.
 func (t *pgTx) DeleteSessionsBefore(ctx context.Context, before time.Time, limit int) (int, error) {

@@ -1275,6 +1275,14 @@ func (t *sqlTx) DeleteSession(ctx context.Context, hash string) error {
 	return nil
 }
 
+func (t *sqlTx) ProbeWrite(ctx context.Context, at time.Time) error {
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO readiness (id, probed_at) VALUES (1, ?)
+		ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, toMicros(at)); err != nil {
+		return fmt.Errorf("write the readiness row: %w", err)
+	}
+	return nil
+}
+
 func (t *sqlTx) DeleteSessionsBefore(ctx context.Context, before time.Time, limit int) (int, error) {
 	res, err := t.q.ExecContext(ctx, `DELETE FROM sessions WHERE hash IN (
 		SELECT hash FROM sessions WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`, toMicros(before), limit)
