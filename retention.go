@@ -61,6 +61,11 @@ func (r CompactResult) LogValue() slog.Value {
 // been finished for Options.TombstoneRetention; the others are kept.
 // Expired console sessions (OpenSession) are deleted.
 //
+// Each step takes what was past its period when the step began: records
+// that pass it while a run goes on are left to the next run, so that a
+// steady inflow of finished operations cannot keep one step going and the
+// later ones from running.
+//
 // An operation Compact cannot compact does not stop it: it goes on past
 // it, and runs every later step of retention; its error counts such
 // operations and gives the first one's cause with its key left out, and
@@ -77,23 +82,13 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 		}
 	}
 	errs = append(errs, failed.err("compact", "compacted"))
-	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		now, err := l.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		res.Forgotten, err = tx.DeleteTombstonesBefore(ctx, now.Add(-l.opts.TombstoneRetention))
-		return err
-	})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("forget tombstones: %w", err))
-	}
 	for _, step := range []struct {
 		name   string
 		count  *int
 		period time.Duration
 		run    func(tx store.Tx, ctx context.Context, before time.Time, limit int) (int, error)
 	}{
+		{"forget tombstones", &res.Forgotten, l.opts.TombstoneRetention, store.Tx.DeleteTombstonesBefore},
 		{"compact deliveries", &res.DeliveriesCompacted, l.opts.Retention, store.Tx.CompactDeliveriesBefore},
 		{"forget events", &res.EventsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventsBefore},
 		{"forget event objects", &res.EventObjectsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventObjectsBefore},
@@ -117,8 +112,15 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 // is one listing them, or the context's.
 func (l *Ledger) compactOperations(ctx context.Context, res *CompactResult) (sweepFailures, error) {
 	var failed sweepFailures
+	// The horizon is fixed by the first page: one read again on each page
+	// moves on with the clock, and under a steady inflow the sweep would
+	// not end while it found a full page past it.
+	var before time.Time
 	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, now time.Time, after store.FinalRow) ([]store.FinalRow, error) {
-		return r.FinalBefore(ctx, store.FinalParams{Before: now.Add(-l.opts.Retention), After: after, Limit: sweepPage})
+		if before.IsZero() {
+			before = now.Add(-l.opts.Retention)
+		}
+		return r.FinalBefore(ctx, store.FinalParams{Before: before, After: after, Limit: sweepPage})
 	}, func(row store.FinalRow) error {
 		compacted, err := l.compactOperation(ctx, row.OperationID)
 		switch {
@@ -191,24 +193,30 @@ func (l *Ledger) compactOperation(ctx context.Context, id store.OperationID) (co
 	return compacted, err
 }
 
-// retentionBatch bounds the rows one transaction of event and workflow
-// retention deletes, so that a first run over a large backlog never holds
+// retentionBatch bounds the rows one transaction of tombstone, event and
+// workflow retention deletes, so that a first run over a large backlog never holds
 // the store's writer for long.
 const retentionBatch = 1000
 
-// compactBatches runs one step of event, workflow or session retention in
-// transactions of up to retentionBatch rows older than period, until
-// a transaction finds fewer, adding the rows to *count.
+// compactBatches runs one step of tombstone, event, workflow or session
+// retention in transactions of up to retentionBatch rows older than period
+// when the step began, until a transaction finds fewer, adding the rows to
+// *count.
 func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count *int,
 	run func(tx store.Tx, ctx context.Context, before time.Time, limit int) (int, error)) error {
+	var before time.Time
 	for {
 		var n int
 		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			now, err := l.now(ctx, tx)
-			if err != nil {
-				return err
+			if before.IsZero() {
+				now, err := l.now(ctx, tx)
+				if err != nil {
+					return err
+				}
+				before = now.Add(-period)
 			}
-			n, err = run(tx, ctx, now.Add(-period), retentionBatch)
+			var err error
+			n, err = run(tx, ctx, before, retentionBatch)
 			return err
 		})
 		if err != nil {

@@ -42,6 +42,7 @@ func newServeCmd() *cobra.Command {
 		maxBody                      int64
 		workers                      int
 		lease, sweep, metricsMaxAge  time.Duration
+		compactInterval              time.Duration
 		lf                           ledgerFlags
 	)
 	cmd := &cobra.Command{
@@ -62,7 +63,7 @@ finish; every write a client got an answer for is already committed.`,
 			if err != nil {
 				return err
 			}
-			if err := positiveFlags(cmd, "workers", "lease", "sweep-interval", "max-body-bytes"); err != nil {
+			if err := positiveFlags(cmd, "workers", "lease", "sweep-interval", "compact-interval", "max-body-bytes"); err != nil {
 				return err
 			}
 			if err := nonEmptyFlags(cmd, "config"); err != nil {
@@ -71,7 +72,7 @@ finish; every write a client got an answer for is already committed.`,
 			if metricsMaxAge < 0 {
 				return usageError{fmt.Errorf("--metrics-max-age must be 0 (read on every scrape) or more, got %s", metricsMaxAge)}
 			}
-			cfg := server.Config{Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep, SecureCookie: secureCookie}
+			cfg := server.Config{Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep, CompactInterval: compactInterval, SecureCookie: secureCookie}
 			var opts opledger.Options
 			if err := lf.apply(&opts); err != nil {
 				return err
@@ -131,6 +132,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold, more than 0")
 	lf.add(cmd)
 	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled, more than 0")
+	cmd.Flags().DurationVar(&compactInterval, "compact-interval", opledger.DefaultCompactInterval, "how often retention is applied (and once at start), more than 0")
 	return cmd
 }
 

@@ -80,6 +80,7 @@ func TestUsageErrors(t *testing.T) {
 		{db("serve", "--lease", "0"), "--lease must be more than 0, got 0s"},
 		{db("serve", "--sweep-interval", "0"), "--sweep-interval must be more than 0, got 0s"},
 		{db("serve", "--sweep-interval", "-1s"), "--sweep-interval must be more than 0, got -1s"},
+		{db("serve", "--compact-interval", "0"), "--compact-interval must be more than 0, got 0s"},
 		{db("serve", "--max-body-bytes", "-1"), "--max-body-bytes must be at least 1, got -1"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--timeout", "0"), "--timeout must be more than 0, got 0s"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--timeout", "-5s"), "--timeout must be more than 0, got -5s"},

@@ -335,8 +335,10 @@ type Tx interface {
 	// tombstone is what shows the workflow failed, and keeps the step from
 	// being recorded again. The effects of a removed tombstone that are
 	// not in the running totals yet (it was written by an earlier
-	// release) are carried into them: Stats never goes down.
-	DeleteTombstonesBefore(ctx context.Context, t time.Time) (int, error)
+	// release) are carried into them: Stats never goes down. It removes
+	// at most limit, the oldest first, so that a run over a large backlog
+	// holds the store's writer for one batch at a time.
+	DeleteTombstonesBefore(ctx context.Context, t time.Time, limit int) (int, error)
 	InsertToken(ctx context.Context, t *Token) error
 	// RevokeToken sets revoked_at on an active token; ErrNotFound if there
 	// is none with that id.

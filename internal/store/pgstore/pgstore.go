@@ -1037,15 +1037,22 @@ func (t *pgTx) addEffects(ctx context.Context, tenant, state string, duplicates,
 	return nil
 }
 
-// DeleteTombstonesBefore removes tombstones compacted before t, but for
-// the current step of a workflow not done. The effects of those not yet
+// DeleteTombstonesBefore removes up to limit tombstones compacted before
+// t, the oldest first, but for the current step of a workflow not done.
+// The effects of those not yet
 // counted (written by an earlier release) join compacted_effects in the
 // same statement.
-func (t *pgTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (int, error) {
+func (t *pgTx) DeleteTombstonesBefore(ctx context.Context, before time.Time, limit int) (int, error) {
 	var n int
+	// The conditions stand in the DELETE as well as in its batch: a
+	// tombstone replaced meanwhile (a newer compaction of the same key)
+	// is checked again as it is now, and kept.
 	err := t.q.QueryRow(ctx, `WITH gone AS (
 			DELETE FROM tombstones WHERE compacted_at < $1
 			AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND NOT w.done)
+			AND (tenant, key) IN (SELECT b.tenant, b.key FROM tombstones b WHERE b.compacted_at < $1
+				AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = b.tenant AND w.current_key = b.key AND NOT w.done)
+				ORDER BY b.compacted_at LIMIT $2)
 			RETURNING tenant, state, duplicate_effects, counted
 		), carried AS (
 			INSERT INTO compacted_effects (tenant, confirmed, duplicates)
@@ -1054,7 +1061,7 @@ func (t *pgTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (in
 			ON CONFLICT (tenant) DO UPDATE SET confirmed = compacted_effects.confirmed + excluded.confirmed,
 			duplicates = compacted_effects.duplicates + excluded.duplicates
 		)
-		SELECT count(*) FROM gone`, ts(before)).Scan(&n)
+		SELECT count(*) FROM gone`, ts(before), limit).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("delete tombstones: %w", mapErr(err))
 	}

@@ -260,7 +260,7 @@ func TestRoundTrip(t *testing.T) {
 	var forgotten int
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		forgotten, err = tx.DeleteTombstonesBefore(ctx, now)
+		forgotten, err = tx.DeleteTombstonesBefore(ctx, now, 1000)
 		return err
 	}))
 	require.Equal(t, 1, forgotten)

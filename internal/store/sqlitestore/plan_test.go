@@ -251,7 +251,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		step(txRec, "ForgetEventsBefore", func() error { _, err := w.ForgetEventsBefore(ctx, now, 1000); return err })
 		step(txRec, "ForgetEventObjectsBefore", func() error { _, err := w.ForgetEventObjectsBefore(ctx, now, 1000); return err })
 		step(txRec, "ForgetWorkflowsBefore", func() error { _, err := w.ForgetWorkflowsBefore(ctx, now, 1000); return err })
-		step(txRec, "DeleteTombstonesBefore", func() error { _, err := w.DeleteTombstonesBefore(ctx, now); return err })
+		step(txRec, "DeleteTombstonesBefore", func() error { _, err := w.DeleteTombstonesBefore(ctx, now, 1000); return err })
 		step(txRec, "DeleteSessionsBefore", func() error { _, err := w.DeleteSessionsBefore(ctx, now, 1000); return err })
 		txCalls = txRec.calls
 		return errRollback

@@ -1165,20 +1165,23 @@ func (t *sqlTx) addEffects(ctx context.Context, tenant, state string, duplicates
 	return nil
 }
 
-// DeleteTombstonesBefore removes tombstones compacted before t, but for
-// the current step of a workflow not done. The effects of those not yet
-// counted (written by an earlier release) join compacted_effects first.
-func (t *sqlTx) DeleteTombstonesBefore(ctx context.Context, before time.Time) (int, error) {
-	const old = `compacted_at < ?
-		AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND w.done = 0)`
+// DeleteTombstonesBefore removes up to limit tombstones compacted before
+// t, the oldest first, but for the current step of a workflow not done.
+// The effects of those not yet counted (written by an earlier release)
+// join compacted_effects first. The store's one writer runs it, so the
+// batch its statements select is the same in each.
+func (t *sqlTx) DeleteTombstonesBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	const batch = `(tenant, key) IN (SELECT tenant, key FROM tombstones WHERE compacted_at < ?
+		AND NOT EXISTS (SELECT 1 FROM workflows w WHERE w.tenant = tombstones.tenant AND w.current_key = tombstones.key AND w.done = 0)
+		ORDER BY compacted_at LIMIT ?)`
 	if _, err := t.q.ExecContext(ctx, `INSERT INTO compacted_effects (tenant, confirmed, duplicates)
 		SELECT tenant, SUM(state = 'succeeded'), SUM(duplicate_effects) FROM tombstones
-		WHERE counted = 0 AND `+old+` GROUP BY tenant
+		WHERE counted = 0 AND `+batch+` GROUP BY tenant
 		ON CONFLICT (tenant) DO UPDATE SET confirmed = confirmed + excluded.confirmed, duplicates = duplicates + excluded.duplicates`,
-		toMicros(before)); err != nil {
+		toMicros(before), limit); err != nil {
 		return 0, fmt.Errorf("carry effect counts: %w", err)
 	}
-	res, err := t.q.ExecContext(ctx, `DELETE FROM tombstones WHERE `+old, toMicros(before))
+	res, err := t.q.ExecContext(ctx, `DELETE FROM tombstones WHERE `+batch, toMicros(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete tombstones: %w", err)
 	}

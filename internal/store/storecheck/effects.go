@@ -63,10 +63,17 @@ func CompactedEffects(t *testing.T, s store.Store, write OldTombstones, uncounte
 	write("t", "e", "succeeded", 1)
 	want("t", 3, 4, "with a tombstone of an earlier release")
 
-	// Forgetting every tombstone keeps every total.
+	// Forgetting every tombstone keeps every total, also a batch at a
+	// time: only the batch's effects are carried.
 	update(func(tx store.Tx) error {
-		n, err := tx.DeleteTombstonesBefore(ctx, time.Now())
-		require.Equal(t, 5, n)
+		n, err := tx.DeleteTombstonesBefore(ctx, time.Now(), 2)
+		require.Equal(t, 2, n, "a batch of 2")
+		return err
+	})
+	want("", 4, 4, "two tombstones forgotten")
+	update(func(tx store.Tx) error {
+		n, err := tx.DeleteTombstonesBefore(ctx, time.Now(), 1000)
+		require.Equal(t, 3, n, "the rest")
 		return err
 	})
 	want("t", 3, 4, "tombstones forgotten")
@@ -89,7 +96,7 @@ func CompactedEffects(t *testing.T, s store.Store, write OldTombstones, uncounte
 		return nil
 	}))
 	update(func(tx store.Tx) error {
-		n, err := tx.DeleteTombstonesBefore(ctx, time.Now())
+		n, err := tx.DeleteTombstonesBefore(ctx, time.Now(), 1000)
 		require.Equal(t, 1, n)
 		return err
 	})
