@@ -42,3 +42,17 @@ func TestDiskFull(t *testing.T) {
 	})
 	require.ErrorIs(t, err, store.ErrNotFound, "nothing was stored")
 }
+
+// TestWALSizeLimit: every connection of the store cuts the WAL file back to
+// walSizeLimit when it resets it, so that one large transaction does not
+// leave it at its peak size for good.
+func TestWALSizeLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTestStore(t)
+	var n int64
+	require.NoError(t, s.wconn.QueryRowContext(ctx, `PRAGMA journal_size_limit`).Scan(&n))
+	require.EqualValues(t, walSizeLimit, n, "the writer")
+	require.NoError(t, s.reader.QueryRowContext(ctx, `PRAGMA journal_size_limit`).Scan(&n))
+	require.EqualValues(t, walSizeLimit, n, "a reader")
+}

@@ -216,6 +216,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "foreign_keys(1)")
+	// A large transaction (a migration copying a table, a first retention
+	// run) grows the WAL file; SQLite reuses it from the start after a
+	// checkpoint but never shrinks it unless told to: this cuts it back to
+	// walSizeLimit when it is reset.
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	base := FileURI(path) + "?" + q.Encode()
 
 	// Savepoints of the group commit keep a copy of each page they change
@@ -300,6 +305,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	return nil
 }
+
+// walSizeLimit is the size the WAL file is cut back to when SQLite resets
+// it after a checkpoint (PRAGMA journal_size_limit).
+const walSizeLimit = 64 << 20
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
