@@ -62,6 +62,14 @@ var (
 	// was rolled back, so nothing was recorded; writes fail until space
 	// is freed.
 	ErrStoreFull = store.ErrFull
+	// ErrSchemaNewer: a newer release has migrated the store's schema
+	// past the newest this one knows. Open refuses such a store; a
+	// ledger that was open when the newer release migrated it refuses
+	// every write from then on (nothing of the request was recorded) and
+	// Ping fails, so that a process of the older release stops instead of
+	// writing what the newer schema no longer means. Replace it with the
+	// newer release (docs/operations.md, "Upgrading").
+	ErrSchemaNewer = store.ErrSchemaNewer
 )
 
 // StateError reports a request the operation's current state does not allow.

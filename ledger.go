@@ -387,8 +387,22 @@ func (l *Ledger) Tenant() string { return l.tenant }
 // StoreName is "sqlite" or "postgres".
 func (l *Ledger) StoreName() string { return l.store.Name() }
 
-// Ping checks that the store is reachable.
-func (l *Ledger) Ping(ctx context.Context) error { return l.store.Ping(ctx) }
+// Ping checks that the store is reachable, and that no newer release has
+// migrated its schema past the newest this one knows (ErrSchemaNewer:
+// this process's writes are refused from then on, so it is not ready).
+func (l *Ledger) Ping(ctx context.Context) error {
+	if err := l.store.Ping(ctx); err != nil {
+		return err
+	}
+	current, newest, err := l.store.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("%s store: %w", l.store.Name(), err)
+	}
+	if current > newest {
+		return fmt.Errorf("%s store: %w", l.store.Name(), migrate.Newer(current, newest))
+	}
+	return nil
+}
 
 // Ready checks that the store answers and accepts a write: it commits one
 // write of the store's readiness row (the same few bytes every time). A

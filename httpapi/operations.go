@@ -458,16 +458,26 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers 200 when the store answers and accepts a write (see
-// readiness), 503 otherwise, saying which.
+// readiness), 503 otherwise, saying which: unavailable when it does not
+// answer or refuses writes, schema_newer once a newer release has
+// migrated it (every write of this server is refused from then on).
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if err := s.ledger.Ping(ctx); err != nil {
+	if err := s.ledger.Ping(ctx); errors.Is(err, opledger.ErrSchemaNewer) {
+		s.log.ErrorContext(r.Context(), "readiness: a newer release has migrated the store; this server's writes are refused", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, "schema_newer", err.Error(), nil)
+		return
+	} else if err != nil {
 		s.log.WarnContext(r.Context(), "readiness: store unreachable", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", "the store does not answer", nil)
 		return
 	}
-	if err := s.ready.check(r.Context(), s.ledger.Ready); err != nil {
+	if err := s.ready.check(r.Context(), s.ledger.Ready); errors.Is(err, opledger.ErrSchemaNewer) {
+		s.log.ErrorContext(r.Context(), "readiness: a newer release has migrated the store; this server's writes are refused", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, "schema_newer", err.Error(), nil)
+		return
+	} else if err != nil {
 		s.log.WarnContext(r.Context(), "readiness: the store refuses writes", "error", err)
 		detail := "the store answers but does not accept writes (a read-only file system or database, or an I/O error: see the server's log)"
 		switch {

@@ -166,6 +166,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// space, so no Retry-After.
 		status, kind = http.StatusServiceUnavailable, "store_full"
 		s.logUnavailable(r, kind, err)
+	case errors.Is(err, opledger.ErrSchemaNewer):
+		// A newer release has migrated the store: nothing was recorded,
+		// and this server records nothing more. The newer release's
+		// servers take the request.
+		status, kind = http.StatusServiceUnavailable, "schema_newer"
+		s.logUnavailable(r, kind, err)
 	default:
 		status, kind, showText = http.StatusInternalServerError, "internal", false
 		// The log names the route, not the path: the key in it (and an

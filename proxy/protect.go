@@ -780,7 +780,7 @@ func isTimeout(err error) bool {
 // internal answers 500 for a ledger failure before anything was
 // forwarded, logged without details of the request; 503 for a store
 // that is busy (another process's lock) or full, which a retry of the same
-// request may get past.
+// request may get past, or that a newer release has migrated.
 func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	switch {
 	case errors.Is(err, opledger.ErrStoreBusy):
@@ -793,6 +793,12 @@ func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logge
 		log.Error("request refused: the ledger's disk is full", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "store_full",
 			"the ledger's disk is full; nothing was forwarded", nil)
+		return
+	case errors.Is(err, opledger.ErrSchemaNewer):
+		log.Error("request refused: a newer release has migrated the ledger", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, "schema_newer",
+			"a newer release of opledger has migrated the ledger, and this proxy records nothing more; nothing was forwarded: "+
+				"send the request to a proxy of the newer release, with the same Idempotency-Key", nil)
 		return
 	}
 	log.Error("request failed", "error", err)

@@ -99,6 +99,7 @@ finish and record their outcome.`,
 				return err
 			}
 			defer ln.Close() // Run closes it too; once more is harmless
+			opts.MigrationProgress = logMigrations(log)
 			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
 				return refusedDB(err)

@@ -35,6 +35,16 @@ func newLogger(w io.Writer, json bool, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
+// logMigrations logs each schema migration that opening the ledger
+// applies (all of them in one transaction, committed once the last is
+// done): a large ledger's upgrade can take minutes, during which the
+// process answers nothing.
+func logMigrations(log *slog.Logger) func(done, total int, name string) {
+	return func(done, total int, name string) {
+		log.Info("migrating the ledger's schema", "migration", name, "done", done, "of", total)
+	}
+}
+
 func newServeCmd() *cobra.Command {
 	var (
 		dsn, addr, level, configPath string
@@ -108,6 +118,7 @@ finish; every write a client got an answer for is already committed.`,
 				return err
 			}
 			defer cfg.Listener.Close() // Run closes it too; once more is harmless
+			opts.MigrationProgress = logMigrations(log)
 			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
 				return refusedDB(err)

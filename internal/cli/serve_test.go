@@ -26,6 +26,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/client"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/webhook"
 )
 
@@ -409,4 +410,22 @@ func TestTokenCreateUnwritten(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &tok))
 	require.Equal(t, "lost", tok.Name)
 	require.NotNil(t, tok.RevokedAt, "revoked")
+}
+
+// TestServeLogsMigrations: serve (and proxy) log each schema migration
+// that opening the ledger applies, so that an upgrade of a large ledger,
+// during which the process answers nothing, shows where it is; a ledger
+// up to date logs none.
+func TestServeLogsMigrations(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLiteDSN(t)
+	logs := &testrig.LogBuffer{}
+	startedURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn), logs)
+	first := regexp.MustCompile(`msg="migrating the ledger's schema" migration=001_init.sql done=1 of=(\d+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, first, logs.String())
+	require.Regexp(t, `msg="migrating the ledger's schema" migration=\d{3}_\S+\.sql done=`+first[1]+` of=`+first[1], logs.String())
+
+	again := &testrig.LogBuffer{}
+	startedURL(t, exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--db", dsn), again)
+	require.NotContains(t, again.String(), "migrating", "up to date")
 }

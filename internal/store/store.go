@@ -43,6 +43,14 @@ var ErrBusy = errors.New("the ledger is busy: another process holds its write lo
 // writes fail until space is freed.
 var ErrFull = errors.New("the ledger's disk is full; nothing was recorded")
 
+// ErrSchemaNewer is returned by a write transaction (Update, and the
+// conditional writes) once a newer release has migrated the store's
+// schema past the newest migration this build embeds, and by Migrate on
+// such a store: this release's writes are made for its own schema, so
+// they stop rather than write what the newer schema no longer means.
+// Nothing of the transaction was written.
+var ErrSchemaNewer = migrate.ErrNewer
+
 // ErrConflict is returned when a conditional write lost a race: a unique key
 // already exists, or the row's revision moved on. The caller re-reads and
 // decides again.
@@ -365,7 +373,10 @@ type Store interface {
 	// Update runs fn in a read-write transaction and commits it when fn
 	// returns nil. Conflicts surface as ErrConflict; a lock held elsewhere
 	// past the store's wait as ErrBusy, a full disk as ErrFull (every
-	// method's errors do).
+	// method's errors do). Once a newer release has migrated the schema,
+	// every write transaction fails with ErrSchemaNewer and writes
+	// nothing; a migration of a newer release waits for the write
+	// transactions under way, and they for it.
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 	// View runs fn with a reader outside any write transaction. Each of
 	// its reads sees the latest commits, so two reads may disagree about

@@ -7,6 +7,7 @@
 package migrate
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -98,9 +99,28 @@ func Pending(migs []Migration, current int) ([]Migration, error) {
 	return out, nil
 }
 
+// ErrNewer matches every refusal of a store whose schema a newer release
+// has migrated (Newer): on open, and, from a process that was running
+// when the newer release migrated the store, on each write it refuses
+// from then on.
+var ErrNewer = errors.New("the store's schema is newer than this opledger knows")
+
 // Newer is the refusal of a store whose schema is at version current,
-// newer than newest, the newest migration this release embeds.
-func Newer(current, newest int) error {
-	return fmt.Errorf("the store's schema is at version %d, newer than this opledger knows (%d): "+
-		"a newer release migrated it; run that release or a later one", current, newest)
+// newer than newest, the newest migration this release embeds. It
+// matches ErrNewer. A current of 0 or less stands for a version that
+// could not be read.
+func Newer(current, newest int) error { return &newerError{current: current, newest: newest} }
+
+// newerError is Newer's error.
+type newerError struct{ current, newest int }
+
+func (e *newerError) Error() string {
+	at := "newer than"
+	if e.current > 0 {
+		at = fmt.Sprintf("at version %d, newer than", e.current)
+	}
+	return fmt.Sprintf("the store's schema is %s this opledger knows (%d): "+
+		"a newer release migrated it; run that release or a later one", at, e.newest)
 }
+
+func (e *newerError) Is(target error) bool { return target == ErrNewer }

@@ -260,7 +260,7 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 	// BEGIN and the clock in one round trip, as pipelinedGet sends them;
 	// the callers' statements go out as the transaction's pending writes,
 	// ahead of COMMIT, in the second.
-	c := &connTx{conn: conn}
+	c := &connTx{conn: conn, newest: g.s.newest}
 	p := c.pipeline()
 	p.b.Queue(`SELECT clock_timestamp(), set_config('lock_timeout', '` + groupLockTimeout + `', true)`)
 	br, err := p.send(ctx)

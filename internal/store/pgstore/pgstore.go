@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +62,9 @@ type Store struct {
 	pool    *pgxpool.Pool
 	group   *groupWriter
 	analyze firstAnalyze
+	// newest is the version of the newest embedded migration: a write
+	// transaction refuses a schema past it (schemaGuardSQL).
+	newest int
 }
 
 // Open connects to the PostgreSQL database named by dsn, a postgres:// URL
@@ -80,6 +84,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{pool: pool}
+	if s.newest, err = newestVersion(); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	s.group = newGroupWriter(s)
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
@@ -110,13 +118,29 @@ func (s *Store) Close() error {
 
 // Migrate applies the embedded migrations that the database lacks. Several
 // processes may call it at once: each migration transaction locks
-// schema_migrations (EXCLUSIVE mode, which plain reads do not wait for), so
-// exactly one applies each version and the others then find it applied.
+// schema_migrations (EXCLUSIVE mode, which plain reads do not wait for,
+// while write transactions do: schemaGuardSQL), so exactly one applies
+// each version and the others then find it applied. A ledger that lacks
+// none is told from a read, without that lock.
 func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) (err error) {
 	defer func() { err = classify(err) }()
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	if err != nil {
 		return err
+	}
+	// A ledger that lacks no migration is told from a read, without
+	// migrateOnce's EXCLUSIVE lock: that lock waits for the write
+	// transactions under way (their schema guard), and every write
+	// transaction behind it would wait too, whenever a process opens
+	// the ledger.
+	if c, err := holdsLedger(ctx, s.pool); err == nil && c.Holds {
+		var current int
+		if err := s.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if pending, err := migrate.Pending(migs, current); err != nil || len(pending) == 0 {
+			return err
+		}
 	}
 	for try := 1; ; try++ {
 		err := s.migrateOnce(ctx, migs, progress)
@@ -217,6 +241,18 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err err
 // must equal sqlitestore's.
 func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, "migrations") }
 
+// newestVersion is the version of the newest embedded migration.
+var newestVersion = sync.OnceValues(func() (int, error) {
+	versions, err := MigrationVersions()
+	if err != nil {
+		return 0, err
+	}
+	if len(versions) == 0 {
+		return 0, errors.New("no embedded migrations")
+	}
+	return versions[len(versions)-1], nil
+})
+
 // Update runs fn in a READ COMMITTED transaction and commits it when fn
 // returns nil. Once fn has returned, the commit is not cancelled with
 // ctx (groupTimeout bounds it): a cancel that reached the server after
@@ -233,7 +269,7 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 	// A connection still inside a transaction (a failed ROLLBACK, a panic
 	// in fn) is destroyed by the pool on release, never reused.
 	defer conn.Release()
-	c := &connTx{conn: conn}
+	c := &connTx{conn: conn, newest: s.newest}
 	if err := fn(ctx, &pgTx{reader{q: c, inTx: true, c: c}}); err != nil {
 		c.rollback(context.WithoutCancel(ctx))
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/migrate"
 )
 
 // A write transaction runs on one pooled connection with plain BEGIN and
@@ -29,10 +30,29 @@ import (
 
 const beginSQL = `BEGIN ISOLATION LEVEL READ COMMITTED`
 
+// A write transaction starts, right behind BEGIN and in its round trip,
+// with the schema guard: it takes a lock on schema_migrations that
+// Migrate's (EXCLUSIVE) waits for, and that waits for Migrate's, then
+// fails (division by zero) if a newer release has migrated the schema
+// past the newest migration this build embeds. This build's writes are
+// made for its own schema: a process of it that was running when a newer
+// release migrated the schema stops writing (store.ErrSchemaNewer) rather
+// than write what the newer schema no longer means, and no migration
+// commits while one of its transactions is under way. Taking that lock
+// first, before any table the transaction writes, keeps the order in
+// which Migrate takes its locks, so the two never deadlock.
+const (
+	schemaLockSQL  = `LOCK TABLE schema_migrations IN ROW SHARE MODE`
+	schemaGuardSQL = `SELECT 1 / (COALESCE(MAX(version), 0) <= $1)::int FROM schema_migrations`
+)
+
 // connTx is a transaction on one pooled connection. It implements querier;
 // BEGIN is sent lazily, ahead of the first statement.
 type connTx struct {
 	conn *pgxpool.Conn
+	// newest is the newest migration this build embeds, for the schema
+	// guard.
+	newest int
 	// begun is set once BEGIN has been sent, acknowledged or not: from then
 	// on the transaction must end with COMMIT or ROLLBACK.
 	begun bool
@@ -95,6 +115,8 @@ func (c *connTx) pipeline() *pipeline {
 	c.pending = nil
 	if !c.begun {
 		p.b.Queue(beginSQL)
+		p.b.Queue(schemaLockSQL)
+		p.b.Queue(schemaGuardSQL, c.newest)
 		p.withBegin = true
 	}
 	for _, w := range p.pending {
@@ -116,6 +138,19 @@ func (p *pipeline) send(ctx context.Context) (pgx.BatchResults, error) {
 			_ = br.Close()
 			return nil, fmt.Errorf("begin: %w", mapErr(err))
 		}
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, fmt.Errorf("begin: lock schema_migrations: %w", mapErr(err))
+		}
+		var one int
+		if err := br.QueryRow().Scan(&one); err != nil {
+			_ = br.Close()
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "22012" { // division_by_zero: a newer schema
+				return nil, p.c.newerSchema(ctx)
+			}
+			return nil, fmt.Errorf("begin: read schema version: %w", mapErr(err))
+		}
 	}
 	for _, w := range p.pending {
 		if err := w.read(br); err != nil {
@@ -124,6 +159,17 @@ func (p *pipeline) send(ctx context.Context) (pgx.BatchResults, error) {
 		}
 	}
 	return br, nil
+}
+
+// newerSchema ends a transaction that the schema guard aborted and
+// returns the refusal, naming the schema's version if it can read it.
+func (c *connTx) newerSchema(ctx context.Context) error {
+	c.rollback(context.WithoutCancel(ctx))
+	current := 0 // unknown, unless read below
+	if !c.begun {
+		_ = c.conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current)
+	}
+	return migrate.Newer(current, c.newest)
 }
 
 // commit ends the transaction, sending the pending writes ahead of COMMIT

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/migrate"
 )
 
 // maxBatch bounds how many write functions share one transaction, so that
@@ -30,6 +31,9 @@ type writeReq struct {
 	// run without a savepoint; fn then runs it inside one.
 	decide func(now time.Time) ([]store.Write, error)
 	done   chan writeResult // buffered: the leader never blocks on it
+	// migration marks Migrate's transaction, the only one that runs
+	// without checkSchema: the schema may not be there yet.
+	migration bool
 }
 
 type writeResult struct {
@@ -180,6 +184,15 @@ func (s *Store) runBatch(batch []*writeReq, careful bool) {
 		return
 	}
 	tx := rawTx{q}
+	if slices.ContainsFunc(batch, func(r *writeReq) bool { return !r.migration }) {
+		if err := s.checkSchema(bctx, q); err != nil {
+			_ = tx.Rollback()
+			for _, r := range batch {
+				r.done <- writeResult{err: err}
+			}
+			return
+		}
+	}
 	results := make([]writeResult, len(batch))
 	if len(batch) == 1 {
 		// A caller alone needs no savepoint: its error rolls back the
@@ -251,6 +264,24 @@ func (s *Store) runBatch(batch []*writeReq, careful bool) {
 	for i, r := range batch {
 		r.done <- results[i]
 	}
+}
+
+// checkSchema refuses, at the start of a write transaction, a schema that
+// a newer release has migrated past the newest migration this build
+// embeds (store.ErrSchemaNewer): this build's writes are made for its own
+// schema, and a process of it that was running when the newer release
+// migrated the file must stop writing rather than write what the new
+// schema no longer means. The transaction holds the write lock, so no
+// migration commits before it ends. One read of the table's last row.
+func (s *Store) checkSchema(ctx context.Context, q querier) error {
+	var current int
+	if err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if current > s.newest {
+		return migrate.Newer(current, s.newest)
+	}
+	return nil
 }
 
 // abort rolls back a broken batch: the requests before next that had

@@ -32,6 +32,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,6 +72,9 @@ type Store struct {
 	group      groupCommit
 	writeStmts *stmtCache
 	readStmts  *stmtCache
+	// newest is the version of the newest embedded migration: a write
+	// transaction refuses a schema past it (checkSchema).
+	newest int
 }
 
 // DSNPath returns the file a "sqlite:PATH" DSN names, as opledger.Open
@@ -256,6 +260,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s := &Store{path: path, writer: writer, reader: reader, wconn: wconn, wlock: make(chan struct{}, 1),
 		writeStmts: newStmtCache(wconn), readStmts: newStmtCache(reader)}
+	if s.newest, err = newestVersion(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -333,7 +341,7 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 			return err
 		}
 	}
-	return s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+	return classify(s.submit(&writeReq{ctx: ctx, migration: true, done: make(chan writeResult, 1), fn: func(ctx context.Context, tx store.Tx) error {
 		t := tx.(*sqlTx)
 		if _, err := t.q.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
@@ -360,7 +368,7 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 			progress.Report(i+1, len(pending), m.Name)
 		}
 		return nil
-	})
+	}}))
 }
 
 // schemaVersion reads the newest migration applied, through the readers;
@@ -397,6 +405,18 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err err
 
 // MigrationVersions lists the versions of the embedded migrations.
 func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, "migrations") }
+
+// newestVersion is the version of the newest embedded migration.
+var newestVersion = sync.OnceValues(func() (int, error) {
+	versions, err := MigrationVersions()
+	if err != nil {
+		return 0, err
+	}
+	if len(versions) == 0 {
+		return 0, errors.New("no embedded migrations")
+	}
+	return versions[len(versions)-1], nil
+})
 
 // View runs fn against the read pool.
 func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
