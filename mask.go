@@ -30,18 +30,23 @@ type secretText struct {
 	spellings []spelling
 	// stages apply the spellings in that order: each run of spellings
 	// matched as written in one pass, each spelling matched in any case
-	// on its own.
+	// on its own; then each value that a URL escapes, longest first,
+	// matched however an encoder escaped it (escapedAt).
 	stages []maskStage
 	// shortest is the length of the shortest spelling: shorter text
 	// holds none.
 	shortest int
 }
 
-// maskStage is a run of spellings matched as written (exact), or one
-// spelling in ASCII lower case matched in any case (folded).
+// maskStage is a run of spellings matched as written (exact), one
+// spelling in ASCII lower case matched in any case (folded), or one
+// value matched with any of its bytes percent-encoded (escaped; in ASCII
+// lower case and matched in any case when fold).
 type maskStage struct {
-	exact  *strings.Replacer
-	folded string
+	exact   *strings.Replacer
+	folded  string
+	escaped string
+	fold    bool
 }
 
 // spelling is one way text may spell a sensitive value.
@@ -86,11 +91,19 @@ func newSecretText(payload json.RawMessage, paths []string) *secretText {
 	}
 	st := &secretText{values: values}
 	seen := map[spelling]bool{}
+	var escaped []maskStage
 	for v := range values {
 		if len(v) < minSecretLength {
 			continue
 		}
 		fold := looksLikeEmail(v)
+		if url.QueryEscape(v) != v {
+			e := maskStage{escaped: v, fold: fold}
+			if fold {
+				e.escaped = redact.ASCIILower(v)
+			}
+			escaped = append(escaped, e)
+		}
 		for _, s := range spellingsOf(v) {
 			sp := spelling{text: s}
 			if fold {
@@ -126,6 +139,13 @@ func newSecretText(payload json.RawMessage, paths []string) *secretText {
 		st.stages = append(st.stages, maskStage{folded: sp.text})
 	}
 	flush()
+	slices.SortFunc(escaped, func(a, b maskStage) int {
+		if d := len(b.escaped) - len(a.escaped); d != 0 {
+			return d
+		}
+		return strings.Compare(a.escaped, b.escaped)
+	})
+	st.stages = append(st.stages, escaped...)
 	return st
 }
 
@@ -142,6 +162,16 @@ func (st *secretText) mask(s string) string {
 			}
 			continue
 		}
+		if stage.escaped != "" {
+			// Spelled as it is, the value is gone already: what is left
+			// needs an escape.
+			if strings.IndexByte(s, '%') >= 0 || strings.IndexByte(s, '+') >= 0 && strings.IndexByte(stage.escaped, ' ') >= 0 {
+				if m := replaceEscaped(s, stage.escaped, stage.fold); m != s {
+					s, lower = m, ""
+				}
+			}
+			continue
+		}
 		if lower == "" {
 			lower = redact.ASCIILower(s)
 		}
@@ -150,6 +180,109 @@ func (st *secretText) mask(s string) string {
 		}
 	}
 	return s
+}
+
+// replaceEscaped replaces by Mask every spelling of v in s that
+// escapedAt finds, leftmost first.
+func replaceEscaped(s, v string, fold bool) string {
+	var b strings.Builder
+	var ends, next []int // escapedAt's scratch space
+	last := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if fold {
+			c = asciiLower(c)
+		}
+		if c == v[0] || c == '%' || c == '+' && v[0] == ' ' {
+			var end int
+			if end, ends, next = escapedAt(s, i, v, fold, ends, next); end >= 0 {
+				b.WriteString(s[last:i])
+				b.WriteString(Mask)
+				i, last = end, end
+				continue
+			}
+		}
+		i++
+	}
+	if last == 0 {
+		return s // a match ends after its start: none was found
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// escapedAt returns the end of the longest spelling of v that begins at
+// s[i] with any of v's bytes as it is or percent-encoded (in either case
+// of hex digits), as URL encoders write it whatever they leave
+// unescaped (Go's, JavaScript's encodeURIComponent, Python's quote), and
+// a space as '+' too; with fold, v is in ASCII lower case and matched in
+// any case. It returns -1 when no spelling begins there, and ends and
+// next, scratch space for the next call. A '%' of v may be spelled '%'
+// or "%25": every way is followed, as a set of ends.
+func escapedAt(s string, i int, v string, fold bool, ends, next []int) (int, []int, []int) {
+	ends = append(ends[:0], i)
+	for k := 0; k < len(v) && len(ends) > 0; k++ {
+		want := v[k]
+		next = next[:0]
+		for _, j := range ends {
+			if j >= len(s) {
+				continue
+			}
+			c := s[j]
+			if fold {
+				c = asciiLower(c)
+			}
+			if c == want || c == '+' && want == ' ' {
+				next = appendNew(next, j+1)
+			}
+			if s[j] == '%' && j+2 < len(s) {
+				if d, ok := unhex(s[j+1], s[j+2]); ok && (d == want || fold && asciiLower(d) == want) {
+					next = appendNew(next, j+3)
+				}
+			}
+		}
+		ends, next = next, ends
+	}
+	if len(ends) == 0 {
+		return -1, ends, next
+	}
+	return slices.Max(ends), ends, next
+}
+
+// appendNew appends n to set unless set holds it already.
+func appendNew(set []int, n int) []int {
+	if slices.Contains(set, n) {
+		return set
+	}
+	return append(set, n)
+}
+
+// unhex returns the byte that the hex digits a and b spell.
+func unhex(a, b byte) (byte, bool) {
+	x, ok1 := hexDigit(a)
+	y, ok2 := hexDigit(b)
+	return x<<4 | y, ok1 && ok2
+}
+
+// hexDigit returns the value of the hex digit c, in either case.
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// asciiLower is c in lower case when it is an ASCII letter.
+func asciiLower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // maskValue is a shown value: Mask when it is a sensitive value as a
@@ -165,18 +298,36 @@ func (st *secretText) maskValue(s string) string {
 }
 
 // spellingsOf lists the ways text may carry v: as it is; as JSON
-// encoders escape it inside a string (Go's \u003c for <, Python's
-// ASCII-only \u00e9, uppercase hex, \/); as a URL query or path
-// component escapes it (%40 for @, a space as + or %20).
+// encoders escape it inside a string (Go's \u003c for < and \u2028
+// with or without HTML escaping, Python's ASCII-only \u00e9 and \u007f,
+// uppercase hex, PHP's \/, \b and \f or their \u escapes); as Go escapes
+// it in a URL query or path component (%40 for @, a space as + or %20).
+// What other URL encoders leave unescaped the escaped stages find
+// (escapedAt).
 func spellingsOf(v string) []string {
 	out := []string{v}
 	// Only a value with something a JSON encoder may escape has other
-	// JSON spellings.
+	// JSON spellings; each way of writing a character is tried only when
+	// v has such a character.
 	if strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e || strings.ContainsRune(`"\\/<>&`, r) }) >= 0 {
-		for _, html := range []bool{false, true} {
-			for _, hex := range []string{"", "0123456789abcdef", "0123456789ABCDEF"} {
-				for _, slash := range []bool{false, true} {
-					out = append(out, jsonEscape(v, html, hex, slash))
+		has := func(chars string) []bool {
+			if strings.ContainsAny(v, chars) {
+				return []bool{false, true}
+			}
+			return []bool{false}
+		}
+		hexes := []string{"", "0123456789abcdef", "0123456789ABCDEF"}
+		for _, html := range has("<>&") {
+			for _, lineSep := range has("\u2028\u2029") {
+				for _, short := range has("\b\f") {
+					for _, slash := range has("/") {
+						for _, del := range has("\x7f") {
+							for _, hex := range hexes {
+								out = append(out, jsonEscape(v, jsonStyle{html: html, lineSep: lineSep, short: short,
+									slash: slash, del: del, asciiHex: hex}))
+							}
+						}
+					}
 				}
 			}
 		}
@@ -187,18 +338,28 @@ func spellingsOf(v string) []string {
 	return slices.Compact(out)
 }
 
-// jsonEscape writes v as JSON encoders write it between the quotes of a
-// string: with html, <, > and & as \u escapes (Go's default); with
-// asciiHex, every character outside ASCII as a \u escape in those hex
-// digits (Python's ensure_ascii; UTF-16 surrogate pairs above U+FFFF);
-// with slash, / as \/ (PHP's default).
-func jsonEscape(v string, html bool, asciiHex string, slash bool) string {
-	hex := asciiHex
-	if hex == "" {
-		hex = "0123456789abcdef"
-	}
+// jsonStyle is how a JSON encoder writes a string: with html, <, > and
+// & as \u escapes (Go's default); with lineSep, U+2028 and U+2029 as \u
+// escapes (Go's, HTML escaping or not); with short, \b and \f so
+// (Go since 1.22, Python, PHP, JavaScript) instead of \u0008 and \u000c;
+// with slash, / as \/ (PHP's default); with asciiHex, every character
+// outside ASCII as a \u escape in those hex digits (Python's
+// ensure_ascii, PHP's default; UTF-16 surrogate pairs above U+FFFF), and
+// with del too DEL (Python's).
+type jsonStyle struct {
+	html, lineSep, short, slash, del bool
+	asciiHex                         string
+}
+
+// jsonEscape writes v as an encoder of style o writes it between the
+// quotes of a string.
+func jsonEscape(v string, o jsonStyle) string {
 	var b strings.Builder
 	u := func(r rune) {
+		hex := o.asciiHex
+		if hex == "" {
+			hex = "0123456789abcdef"
+		}
 		b.WriteString(`\u`)
 		for shift := 12; shift >= 0; shift -= 4 {
 			b.WriteByte(hex[r>>shift&0xf])
@@ -216,13 +377,19 @@ func jsonEscape(v string, html bool, asciiHex string, slash bool) string {
 			b.WriteString(`\r`)
 		case r == '\t':
 			b.WriteString(`\t`)
+		case o.short && r == '\b':
+			b.WriteString(`\b`)
+		case o.short && r == '\f':
+			b.WriteString(`\f`)
 		case r < 0x20:
 			u(r)
-		case html && (r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029'):
+		case o.html && (r == '<' || r == '>' || r == '&'):
 			u(r)
-		case slash && r == '/':
+		case (o.html || o.lineSep) && (r == '\u2028' || r == '\u2029'):
+			u(r)
+		case o.slash && r == '/':
 			b.WriteString(`\/`)
-		case asciiHex != "" && r > 0x7f:
+		case o.asciiHex != "" && (r > 0x7f || o.del && r == 0x7f):
 			if r > 0xffff {
 				r1, r2 := utf16.EncodeRune(r)
 				u(r1)

@@ -2,6 +2,7 @@ package opledger
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,10 +214,11 @@ func (o Operation) MarshalJSON() ([]byte, error) {
 // fields masked; its saved response masked at the same paths
 // (destinations often answer in the shape they were sent), wherever a
 // string or number of it is a sensitive value, and wherever a string of
-// it contains one (of minSecretLength bytes or more, in any of the
-// spellings secretText knows: "invalid address ***"); and its
-// destination reference masked in the same way, since some destinations
-// name an effect by what it was about (a contact by its e-mail address).
+// it (a member name included) contains one (of minSecretLength bytes or
+// more, in any of the spellings secretText knows: "invalid address
+// ***"); and its destination reference masked in the same way, since
+// some destinations name an effect by what it was about (a contact by
+// its e-mail address).
 // The operation itself keeps the real values: Do's answer to a repeat
 // and the proxy's replay give the caller its saved result from them.
 func (o *Operation) Masked() *Operation {
@@ -274,10 +276,11 @@ func numberText(n json.Number) string {
 // maskResponse masks a saved response at the sensitive paths, and in
 // every string or number in it the sensitive values st knows
 // (secretText.maskValue: a whole value of any length, a value inside a
-// string of minSecretLength bytes or more): destinations often answer in
-// the shape they were sent, echo a value elsewhere, or quote it in a
-// message. The response is decoded and encoded once for both; it is
-// returned unchanged when there is nothing to mask or it is not JSON.
+// string of minSecretLength bytes or more), member names included
+// (maskNames): destinations often answer in the shape they were sent,
+// echo a value elsewhere, quote it in a message, or key a result by it.
+// The response is decoded and encoded once for both; it is returned
+// unchanged when there is nothing to mask or it is not JSON.
 func maskResponse(doc json.RawMessage, paths []string, st *secretText) json.RawMessage {
 	if len(paths) == 0 || len(doc) == 0 {
 		return doc
@@ -297,6 +300,9 @@ func maskResponse(doc json.RawMessage, paths []string, st *secretText) json.RawM
 			case map[string]any:
 				for k, el := range x {
 					x[k] = walk(el)
+				}
+				if maskNames(x, st) {
+					changed = true
 				}
 			case []any:
 				for i, el := range x {
@@ -327,6 +333,42 @@ func maskResponse(doc json.RawMessage, paths []string, st *secretText) json.RawM
 	return out
 }
 
+// maskNames masks the sensitive values inside the member names of obj
+// (secretText.mask: a destination may key its answer by an address),
+// and reports whether it renamed any. A masked name that another member
+// already has is told apart by " (2)", " (3)"… (masked too), in the
+// order of the real names, so that no member is lost from view.
+func maskNames(obj map[string]any, st *secretText) bool {
+	var renamed []string
+	for k := range obj {
+		if st.mask(k) != k {
+			renamed = append(renamed, k)
+		}
+	}
+	if len(renamed) == 0 {
+		return false
+	}
+	slices.Sort(renamed)
+	values := make([]any, len(renamed))
+	for i, k := range renamed {
+		values[i] = obj[k]
+		delete(obj, k)
+	}
+	for i, k := range renamed {
+		masked := st.mask(k)
+		name := masked
+		for n := 2; ; n++ {
+			if _, taken := obj[name]; !taken {
+				break
+			}
+			// Masked again: the suffix may complete a value.
+			name = st.mask(fmt.Sprintf("%s (%d)", masked, n))
+		}
+		obj[name] = values[i]
+	}
+	return true
+}
+
 // sensitiveValues returns the strings and numbers found at the paths of
 // payload, as their JSON text; none when payload is not JSON.
 func sensitiveValues(payload json.RawMessage, paths []string) map[string]bool {
@@ -342,7 +384,9 @@ func sensitiveValues(payload json.RawMessage, paths []string) map[string]bool {
 }
 
 // collectLeaves adds the strings and numbers in v (as their JSON text) to
-// set. Empty strings are not secrets.
+// set. Empty strings are not secrets. A number is added as numberText
+// compares it and as it was written (1.5e3 and 1500), so that text
+// quoting it as the payload has it is masked too.
 func collectLeaves(v any, set map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
@@ -359,6 +403,7 @@ func collectLeaves(v any, set map[string]bool) {
 		}
 	case json.Number:
 		set[numberText(x)] = true
+		set[string(x)] = true
 	}
 }
 

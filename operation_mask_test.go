@@ -170,3 +170,21 @@ func TestMaskedMasksSensitiveTextInResponseAndRefs(t *testing.T) {
 	require.Equal(t, string(op.Response), string(plain.Masked().Response))
 	require.Same(t, attempts[0], plain.MaskedAttempts(attempts)[0])
 }
+
+// A sensitive number is masked in text as the payload wrote it, not only
+// in its shortest form: a destination that quotes the payload repeats
+// 1.5e3 or 1.50, not 1500 or 1.5.
+func TestMaskedNumberAsWritten(t *testing.T) {
+	t.Parallel()
+	op := &opledger.Operation{
+		Payload:         json.RawMessage(`{"amount":1.5e3,"rate":1.50,"pin":4711}`),
+		SensitiveFields: []string{"amount", "rate", "pin"},
+		Response: json.RawMessage(`{"error":"amount 1.5e3 over the limit","r":"1.50 is not a rate","p":"4711 wrong",` +
+			`"shortest":1500,"text":"1.5e3"}`),
+		DestinationRef: "quote-1.5e3",
+	}
+	shown := op.Masked()
+	require.JSONEq(t, `{"error":"amount *** over the limit","r":"*** is not a rate","p":"*** wrong","shortest":"***","text":"***"}`,
+		string(shown.Response))
+	require.Equal(t, "quote-***", shown.DestinationRef)
+}

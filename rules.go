@@ -447,10 +447,23 @@ func (ev *Event) templateContext() (map[string]any, error) {
 
 // compareOrder compares two ordering values: as numbers when both are
 // numbers, as times when both are RFC 3339 times, otherwise as text.
+// Decimal numbers are compared exactly by their digits and exponents
+// (compareDecimal): big.Rat would build 10 to the power of an exponent
+// the event chose, which for "1e999999" takes a large part of a second
+// while the event's transaction holds the store, and it refuses larger
+// exponents, which then compared as text. The other forms big.Rat reads
+// (fractions "3/4", "0x1F") are compared by it.
 func compareOrder(a, b string) int {
-	if x, ok := new(big.Rat).SetString(a); ok {
-		if y, ok := new(big.Rat).SetString(b); ok {
-			return x.Cmp(y)
+	if x, ok := parseDecimal(a); ok {
+		if y, ok := parseDecimal(b); ok {
+			return compareDecimal(x, y)
+		}
+	}
+	if ratCheap(a) && ratCheap(b) {
+		if x, ok := new(big.Rat).SetString(a); ok {
+			if y, ok := new(big.Rat).SetString(b); ok {
+				return x.Cmp(y)
+			}
 		}
 	}
 	if x, err := time.Parse(time.RFC3339Nano, a); err == nil {
@@ -459,4 +472,115 @@ func compareOrder(a, b string) int {
 		}
 	}
 	return strings.Compare(a, b)
+}
+
+// ratCheap reports whether big.Rat reads s without a decimal exponent
+// (an e of hex digits is none).
+func ratCheap(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	return !strings.ContainsAny(s, "eE") || strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X")
+}
+
+// decimal is a decimal number as 0.digits × 10^exp, with digits
+// without leading or trailing zeros (none for zero).
+type decimal struct {
+	neg    bool
+	digits string
+	exp    *big.Int
+}
+
+// parseDecimal reads s as a decimal number: an optional sign, digits
+// with an optional point (at least one digit), and an optional exponent
+// ("-1.5e3", ".5", "7.").
+func parseDecimal(s string) (decimal, bool) {
+	var d decimal
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		d.neg = s[i] == '-'
+		i++
+	}
+	var digits []byte
+	point, seen := -1, false
+mantissa:
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits, seen = append(digits, c), true
+		case c == '.' && point < 0:
+			point = len(digits)
+		default:
+			break mantissa
+		}
+	}
+	if !seen {
+		return d, false
+	}
+	if point < 0 {
+		point = len(digits)
+	}
+	d.exp = big.NewInt(0)
+	if i < len(s) {
+		if s[i] != 'e' && s[i] != 'E' {
+			return d, false
+		}
+		e := s[i+1:]
+		unsigned := e
+		if e != "" && (e[0] == '+' || e[0] == '-') {
+			unsigned = e[1:]
+		}
+		if unsigned == "" || strings.IndexFunc(unsigned, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+			return d, false
+		}
+		d.exp.SetString(unsigned, 10)
+		if e[0] == '-' {
+			d.exp.Neg(d.exp)
+		}
+	}
+	// 0.digits × 10^point, then without leading and trailing zeros.
+	lead := 0
+	for lead < len(digits) && digits[lead] == '0' {
+		lead++
+	}
+	d.digits = strings.TrimRight(string(digits[lead:]), "0")
+	if d.digits == "" {
+		d.neg = false // -0 is 0
+		return d, true
+	}
+	d.exp.Add(d.exp, big.NewInt(int64(point-lead)))
+	return d, true
+}
+
+// compareDecimal compares two decimals exactly.
+func compareDecimal(x, y decimal) int {
+	sign := func(d decimal) int {
+		switch {
+		case d.digits == "":
+			return 0
+		case d.neg:
+			return -1
+		}
+		return 1
+	}
+	sx, sy := sign(x), sign(y)
+	if sx != sy || sx == 0 {
+		return cmpInt(sx, sy)
+	}
+	// Of one sign: the larger exponent, then the larger digits, is the
+	// larger magnitude.
+	c := x.exp.Cmp(y.exp)
+	if c == 0 {
+		c = strings.Compare(x.digits, y.digits)
+	}
+	return c * sx
+}
+
+// cmpInt compares two ints.
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

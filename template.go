@@ -338,13 +338,28 @@ func (v *valueTmpl) changedPaths(ctx, other map[string]any) []string {
 
 // diffPaths appends to out the dotted paths at which the decoded values a
 // and b differ: member by member in objects, element by element in arrays
-// of one length, else at path itself.
+// of one length, else at path itself. A member of a that b lacks (b
+// shows its name masked) makes the object at path differ as a whole: a
+// path holding the name would show it, in the sensitive fields of the
+// step that inherits it, and the payload masked at it would still show
+// the name. An object that is the whole payload has no path: there the
+// member is masked by its own path, which masks its value but shows its
+// name, as the payload does (the docs: put such a value in a field).
 func diffPaths(a, b any, path []string, out *[]string) {
 	am, aObj := a.(map[string]any)
 	bm, bObj := b.(map[string]any)
 	if aObj && bObj {
 		for k, el := range am {
-			diffPaths(el, bm[k], append(path[:len(path):len(path)], k), out)
+			other, ok := bm[k]
+			if !ok {
+				if len(path) == 0 {
+					*out = append(*out, k)
+				} else {
+					*out = append(*out, strings.Join(path, "."))
+				}
+				continue
+			}
+			diffPaths(el, other, append(path[:len(path):len(path)], k), out)
 		}
 		return
 	}

@@ -294,3 +294,27 @@ func TestLargeSuccessAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPLookupAnswerWithTrailingBytes: a lookup answer with anything
+// after its JSON document (a stray ']' or '}' included) is no JSON, so
+// no authoritative "nothing found" either: the lookup fails.
+func TestHTTPLookupAnswerWithTrailingBytes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, answer := range []string{`{"items":[]}]`, `{"items":[]}}`, `{"items":[]} x`, `{"items":[]}{}`} {
+		c := &capture{status: http.StatusOK, answer: answer}
+		srv := httptest.NewServer(c)
+		t.Cleanup(srv.Close)
+		h := newHTTP(t, crmConfig(srv.URL))
+		res, err := h.Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2}`))
+		require.ErrorContains(t, err, "the answer is not JSON", answer)
+		require.Equal(t, destination.LookupResult{}, res, answer)
+	}
+	// White space after the document is no more than white space.
+	c := &capture{status: http.StatusOK, answer: "{\"items\":[]}\n\t "}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	res, err := newHTTP(t, crmConfig(srv.URL)).Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2}`))
+	require.NoError(t, err)
+	require.False(t, res.Found)
+}

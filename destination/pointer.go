@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -79,7 +80,10 @@ func arrayIndex(tok string) (int, bool) {
 	return n, err == nil
 }
 
-// decodeJSON decodes one JSON value keeping numbers exact.
+// decodeJSON decodes one JSON value keeping numbers exact. Anything but
+// white space after it makes the answer no JSON: a stray ']' or '}'
+// too, which json.Decoder.More does not report (an answer such as
+// {"items":[]}] is no authoritative "nothing found").
 func decodeJSON(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -87,7 +91,7 @@ func decodeJSON(b []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("more than one JSON value")
 	}
 	return v, nil
