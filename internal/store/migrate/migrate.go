@@ -82,6 +82,18 @@ func Versions(fsys fs.FS, dir string) ([]int, error) {
 	return out, nil
 }
 
+// Newest returns the version of the newest migration in dir of fsys.
+func Newest(fsys fs.FS, dir string) (int, error) {
+	versions, err := Versions(fsys, dir)
+	if err != nil {
+		return 0, err
+	}
+	if len(versions) == 0 {
+		return 0, fmt.Errorf("no migrations in %s", dir)
+	}
+	return versions[len(versions)-1], nil
+}
+
 // Pending returns the migrations of migs newer than version current, the
 // schema version a store is at. A store at a version newer than every
 // migration of migs was migrated by a newer release, whose schema this one

@@ -242,16 +242,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err err
 func MigrationVersions() ([]int, error) { return migrate.Versions(migrationsFS, "migrations") }
 
 // newestVersion is the version of the newest embedded migration.
-var newestVersion = sync.OnceValues(func() (int, error) {
-	versions, err := MigrationVersions()
-	if err != nil {
-		return 0, err
-	}
-	if len(versions) == 0 {
-		return 0, errors.New("no embedded migrations")
-	}
-	return versions[len(versions)-1], nil
-})
+var newestVersion = sync.OnceValues(func() (int, error) { return migrate.Newest(migrationsFS, "migrations") })
 
 // Update runs fn in a READ COMMITTED transaction and commits it when fn
 // returns nil. Once fn has returned, the commit is not cancelled with
