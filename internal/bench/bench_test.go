@@ -442,8 +442,10 @@ func TestSQLiteDSNTakenAsOpenTakesIt(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, name := range []string{"prod#x.db", "prod?.db"} {
+		// Long enough for an operation to complete on a loaded machine
+		// (100 ms counted none once, with the test suite running beside it).
 		cells, err := Run(ctx, Config{DSN: "sqlite:" + filepath.Join(dir, name), Concurrency: []int{1},
-			Duration: 100 * time.Millisecond, Preload: 10})
+			Duration: 500 * time.Millisecond, Preload: 10})
 		require.NoError(t, err, name)
 		require.Len(t, cells, 1)
 		require.Positive(t, cells[0].Ops, name)
