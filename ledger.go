@@ -404,18 +404,16 @@ func (l *Ledger) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Ready checks that the store answers and accepts a write: it commits one
-// write of the store's readiness row (the same few bytes every time). A
-// store that answers reads but cannot commit is not ready: a full disk
+// Ready checks that the store accepts a write: it commits one write of
+// the store's readiness row (the same few bytes every time). A store that
+// does not answer fails it, and so does one that answers reads but cannot
+// commit (Ping tells the two apart): a full disk
 // (ErrStoreFull), a write lock held elsewhere past the busy timeout
 // (ErrStoreBusy), a file system gone read-only, a PostgreSQL standby or a
 // read-only session after a failover (the store's own error). Each call
 // is a durable commit: a caller probing often shares one result (as GET
 // /readyz does).
 func (l *Ledger) Ready(ctx context.Context) error {
-	if err := l.store.Ping(ctx); err != nil {
-		return err
-	}
 	return l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		now, err := l.now(ctx, tx)
 		if err != nil {

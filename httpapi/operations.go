@@ -464,20 +464,21 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if err := s.ledger.Ping(ctx); errors.Is(err, opledger.ErrSchemaNewer) {
+	err := s.ledger.Ping(ctx)
+	answers := err == nil
+	if answers {
+		err = s.ready.check(r.Context(), s.ledger.Ready)
+	}
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "store": s.ledger.StoreName()})
+	case errors.Is(err, opledger.ErrSchemaNewer):
 		s.log.ErrorContext(r.Context(), "readiness: a newer release has migrated the store; this server's writes are refused", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "schema_newer", err.Error(), nil)
-		return
-	} else if err != nil {
+	case !answers:
 		s.log.WarnContext(r.Context(), "readiness: store unreachable", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", "the store does not answer", nil)
-		return
-	}
-	if err := s.ready.check(r.Context(), s.ledger.Ready); errors.Is(err, opledger.ErrSchemaNewer) {
-		s.log.ErrorContext(r.Context(), "readiness: a newer release has migrated the store; this server's writes are refused", "error", err)
-		writeProblem(w, r, http.StatusServiceUnavailable, "schema_newer", err.Error(), nil)
-		return
-	} else if err != nil {
+	default:
 		s.log.WarnContext(r.Context(), "readiness: the store refuses writes", "error", err)
 		detail := "the store answers but does not accept writes (a read-only file system or database, or an I/O error: see the server's log)"
 		switch {
@@ -487,9 +488,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 			detail = "the store answers but another process holds its write lock"
 		}
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", detail, nil)
-		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "store": s.ledger.StoreName()})
 }
 
 // readyProbeEvery is how often GET /readyz writes to the store at most:

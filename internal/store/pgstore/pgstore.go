@@ -218,10 +218,6 @@ func isCatalogRace(err error) bool {
 // schema_migrations table (of the search_path's first existing schema)
 // is at version 0.
 func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err error) {
-	versions, err := MigrationVersions()
-	if err != nil {
-		return 0, 0, err
-	}
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL, false)`).Scan(&exists); err != nil {
 		return 0, 0, fmt.Errorf("read schema version: %w", err)
@@ -231,10 +227,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err err
 			return 0, 0, fmt.Errorf("read schema version: %w", err)
 		}
 	}
-	if len(versions) > 0 {
-		newest = versions[len(versions)-1]
-	}
-	return current, newest, nil
+	return current, s.newest, nil
 }
 
 // MigrationVersions lists the versions of the embedded migrations. They

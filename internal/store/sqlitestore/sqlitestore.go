@@ -390,17 +390,10 @@ func (s *Store) schemaVersion(ctx context.Context) (version int, ok bool, err er
 
 // SchemaVersion implements store.Store, through the readers.
 func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err error) {
-	versions, err := MigrationVersions()
-	if err != nil {
-		return 0, 0, err
-	}
 	if current, _, err = s.schemaVersion(ctx); err != nil {
 		return 0, 0, err
 	}
-	if len(versions) > 0 {
-		newest = versions[len(versions)-1]
-	}
-	return current, newest, nil
+	return current, s.newest, nil
 }
 
 // MigrationVersions lists the versions of the embedded migrations.
