@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/testdb"
@@ -177,6 +178,52 @@ func benchLifecycle(b *testing.B, sensitive []string) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkCompact reduces finished operations past Retention to
+// tombstones (Ledger.Compact's first step), one run over b.N operations
+// of one attempt each; the operations are made before the timer starts.
+// A deployment whose operations finish faster than retention compacts
+// them grows without end, so this rate bounds the sustained throughput
+// a ledger with retention can take.
+//
+//	go test -run '^$' -bench BenchmarkCompact -benchtime 2000x .
+func BenchmarkCompact(b *testing.B) {
+	for _, st := range testdb.Stores() {
+		b.Run(st.Name, func(b *testing.B) {
+			ctx := context.Background()
+			var offset atomic.Int64
+			l, err := opledger.Open(ctx, st.NewDSN(b), opledger.Options{
+				Worker: "bench", Retention: time.Hour,
+				Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { l.Close() })
+			for i := range b.N {
+				key := "bench:" + strconv.Itoa(i)
+				c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "noop", Destination: "bench", Payload: benchPayload}})
+				if err == nil {
+					_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "ref"})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			offset.Store(int64(2 * time.Hour))
+			b.ReportAllocs()
+			b.ResetTimer()
+			res, err := l.Compact(ctx)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Tombstoned != b.N {
+				b.Fatalf("compacted %d of %d operations", res.Tombstoned, b.N)
+			}
 		})
 	}
 }

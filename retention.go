@@ -1,10 +1,13 @@
 package opledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/opledger/opledger/internal/store"
@@ -106,91 +109,155 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 }
 
 // compactOperations reduces the final operations past the retention
-// period to tombstones, adding them to res.Tombstoned. It pages past an
-// operation it keeps (a step of an unfinished workflow) or cannot
-// compact (returned in failed, tried again on the next run); its error
-// is one listing them, or the context's.
+// period to tombstones, adding them to res.Tombstoned, compactBatchSize
+// to a transaction. It pages past an operation it keeps (a step of an
+// unfinished workflow) or cannot compact (returned in failed, tried again
+// on the next run); its error is one listing them, or the context's.
 func (l *Ledger) compactOperations(ctx context.Context, res *CompactResult) (sweepFailures, error) {
 	var failed sweepFailures
 	// The horizon is fixed by the first page: one read again on each page
 	// moves on with the clock, and under a steady inflow the sweep would
 	// not end while it found a full page past it.
 	var before time.Time
+	var batch []store.OperationID
+	flush := func() error {
+		n, err := l.compactBatch(ctx, batch, &failed)
+		batch = batch[:0]
+		res.Tombstoned += n
+		return err
+	}
 	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, now time.Time, after store.FinalRow) ([]store.FinalRow, error) {
 		if before.IsZero() {
 			before = now.Add(-l.opts.Retention)
 		}
 		return r.FinalBefore(ctx, store.FinalParams{Before: before, After: after, Limit: sweepPage})
 	}, func(row store.FinalRow) error {
-		compacted, err := l.compactOperation(ctx, row.OperationID)
-		switch {
-		case errors.Is(err, store.ErrConflict):
-			// Changed meanwhile; the next run looks again.
-		case err != nil && ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			failed.add("an operation", row.OperationID, err)
-		case compacted:
-			res.Tombstoned++
+		if batch = append(batch, row.OperationID); len(batch) < compactBatchSize {
+			return nil
 		}
-		return nil
+		return flush()
 	})
+	if err == nil && len(batch) > 0 {
+		err = flush()
+	}
 	if err != nil {
 		return failed, fmt.Errorf("compact: %w", err)
 	}
 	return failed, nil
 }
 
-// compactOperation reduces the operation id to a tombstone, if it is
-// still final and past the retention period, and retention does not keep
-// it for its workflow (keptForItsWorkflow).
-func (l *Ledger) compactOperation(ctx context.Context, id store.OperationID) (compacted bool, err error) {
+// compactBatchSize is how many operations one transaction of compaction
+// reduces to tombstones. A commit was most of the cost of compacting an
+// operation alone (BenchmarkCompact: 420 µs an operation on SQLite, 1 ms
+// on PostgreSQL, one transaction each; 80 µs and 450 µs in batches), and
+// a batch still holds the store briefly (about 4 ms of SQLite's writer).
+const compactBatchSize = 50
+
+// compactBatch reduces the operations ids to tombstones in one
+// transaction and returns how many it compacted. When that transaction
+// fails (an operation changed meanwhile, or cannot be compacted), each is
+// tried in a transaction of its own, so that one operation holds back no
+// other: those that fail alone are added to failed. Its error is the
+// context's only.
+func (l *Ledger) compactBatch(ctx context.Context, ids []store.OperationID, failed *sweepFailures) (int, error) {
+	n, err := l.compactTx(ctx, ids)
+	if err == nil {
+		return n, nil
+	}
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if len(ids) == 1 {
+		if !errors.Is(err, store.ErrConflict) { // a conflict: changed meanwhile; the next run looks again
+			failed.add("an operation", ids[0], err)
+		}
+		return 0, nil
+	}
+	total := 0
+	for _, id := range ids {
+		n, err := l.compactBatch(ctx, []store.OperationID{id}, failed)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// compactTx reduces each of the operations ids to a tombstone in one
+// transaction, if it is still final and past the retention period, and
+// retention does not keep it for its workflow (keptForItsWorkflow); it
+// returns how many it compacted.
+//
+// The compacted operations' attempts are added to the running totals
+// once per destination and outcome, in a fixed order, after every
+// operation's rows are written. Two processes compacting overlapping
+// batches may still wait on each other (for an operation's rows and the
+// tenant's running totals of effects); the store breaks such a wait as a
+// conflict (PostgreSQL's deadlock detection), and compactBatch then
+// compacts the losing batch's operations one at a time.
+func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compacted int, err error) {
 	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		compacted = false // the function runs again after a conflict
+		compacted = 0 // the function runs again after a conflict
 		now, err := l.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		op, err := tx.GetOperation(ctx, id.Tenant, id.Key)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // compacted meanwhile by another process
+		attempts := map[compactedAttempts]int{}
+		for _, id := range ids {
+			op, err := tx.GetOperation(ctx, id.Tenant, id.Key)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // compacted meanwhile by another process
+			}
+			if err != nil {
+				return err
+			}
+			if !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) {
+				continue // changed since listed
+			}
+			if kept, err := keptForItsWorkflow(ctx, tx, op.Tenant, op.Key); err != nil {
+				return err
+			} else if kept {
+				continue
+			}
+			if err := tx.UpsertTombstone(ctx, &store.Tombstone{
+				Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
+				FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
+				Version: op.Version, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
+			}); err != nil {
+				return err
+			}
+			// The tombstone carries the operation's effects into the
+			// running totals; keep the attempt totals too: neither may
+			// go down.
+			list, err := tx.ListAttempts(ctx, op.Tenant, op.Key)
+			if err != nil {
+				return err
+			}
+			for _, a := range list {
+				attempts[compactedAttempts{op.Tenant, op.Destination, a.Outcome}]++
+			}
+			if err := tx.DeleteOperation(ctx, op.Tenant, op.Key, op.Revision); err != nil {
+				return err
+			}
+			compacted++
 		}
-		if err != nil {
-			return err
-		}
-		if !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) {
-			return nil // changed since listed
-		}
-		if kept, err := keptForItsWorkflow(ctx, tx, op.Tenant, op.Key); err != nil || kept {
-			return err
-		}
-		if err := tx.UpsertTombstone(ctx, &store.Tombstone{
-			Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
-			FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
-			Version: op.Version, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
-		}); err != nil {
-			return err
-		}
-		// The tombstone carries the operation's effects into the
-		// running totals; keep the attempt totals too: neither may go
-		// down.
-		attempts, err := tx.ListAttempts(ctx, op.Tenant, op.Key)
-		if err != nil {
-			return err
-		}
-		byOutcome := map[string]int{}
-		for _, a := range attempts {
-			byOutcome[a.Outcome]++
-		}
-		for outcome, n := range byOutcome {
-			if err := tx.AddCompactedAttempts(ctx, op.Tenant, op.Destination, outcome, n); err != nil {
+		for _, k := range slices.SortedFunc(maps.Keys(attempts), compactedAttempts.compare) {
+			if err := tx.AddCompactedAttempts(ctx, k.tenant, k.destination, k.outcome, attempts[k]); err != nil {
 				return err
 			}
 		}
-		compacted = true
-		return tx.DeleteOperation(ctx, op.Tenant, op.Key, op.Revision)
+		return nil
 	})
 	return compacted, err
+}
+
+// compactedAttempts is a row of the running totals of compacted
+// operations' attempts.
+type compactedAttempts struct{ tenant, destination, outcome string }
+
+func (a compactedAttempts) compare(b compactedAttempts) int {
+	return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.destination, b.destination), cmp.Compare(a.outcome, b.outcome))
 }
 
 // retentionBatch bounds the rows one transaction of tombstone, event and

@@ -328,7 +328,9 @@ type Tx interface {
 	// SKIP LOCKED where the store has it).
 	LockDue(ctx context.Context, p DueParams) ([]OperationID, error)
 	// DeleteOperation removes an operation with its attempts and timeline
-	// if its revision is still revision; otherwise ErrConflict.
+	// if its revision is still revision; otherwise ErrConflict, which a
+	// store may return, as it does a WriteBatch's, from the transaction's
+	// next statement or from Update: the transaction has then failed.
 	DeleteOperation(ctx context.Context, tenant, key string, revision int64) error
 	InsertAttempt(ctx context.Context, a *Attempt) error
 	UpdateAttempt(ctx context.Context, a *Attempt) error

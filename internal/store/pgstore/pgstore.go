@@ -946,22 +946,13 @@ func updateOperationWrite(op *store.Operation, prevRevision int64) pgWrite {
 // DeleteOperation removes an operation with its attempts and timeline if
 // its revision is still revision; otherwise store.ErrConflict.
 func (t *pgTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
-	tag, err := t.q.Exec(ctx, `DELETE FROM operations WHERE tenant = $1 AND key = $2 AND revision = $3`, tenant, key, revision)
-	if err != nil {
-		return fmt.Errorf("delete operation: %w", mapErr(err))
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("delete operation %s: %w", key, store.ErrConflict)
-	}
-	for _, q := range []string{
-		`DELETE FROM timeline WHERE tenant = $1 AND key = $2`,
-		`DELETE FROM attempts WHERE tenant = $1 AND key = $2`,
-	} {
-		if _, err := t.q.Exec(ctx, q, tenant, key); err != nil {
-			return fmt.Errorf("delete operation: %w", mapErr(err))
-		}
-	}
-	return nil
+	// Nothing is read from the deletes: they go out with the next
+	// statement, a lost revision failing the transaction there.
+	return t.later(ctx,
+		pgWrite{what: "delete operation", sql: `DELETE FROM operations WHERE tenant = $1 AND key = $2 AND revision = $3`,
+			args: []any{tenant, key, revision}, none: fmt.Errorf("delete operation %s: %w", key, store.ErrConflict)},
+		pgWrite{what: "delete operation", sql: `DELETE FROM timeline WHERE tenant = $1 AND key = $2`, args: []any{tenant, key}},
+		pgWrite{what: "delete operation", sql: `DELETE FROM attempts WHERE tenant = $1 AND key = $2`, args: []any{tenant, key}})
 }
 
 // InsertAttempt inserts a new attempt.
@@ -1048,13 +1039,11 @@ func (t *pgTx) addEffects(ctx context.Context, tenant, state string, duplicates,
 	if confirmed == 0 && duplicates == 0 {
 		return nil
 	}
-	if _, err := t.q.Exec(ctx, `INSERT INTO compacted_effects (tenant, confirmed, duplicates) VALUES ($1, $2, $3)
+	return t.later(ctx, pgWrite{what: "carry effect counts",
+		sql: `INSERT INTO compacted_effects (tenant, confirmed, duplicates) VALUES ($1, $2, $3)
 		ON CONFLICT (tenant) DO UPDATE SET confirmed = compacted_effects.confirmed + excluded.confirmed,
 		duplicates = compacted_effects.duplicates + excluded.duplicates`,
-		tenant, sign*confirmed, sign*duplicates); err != nil {
-		return fmt.Errorf("carry effect counts: %w", mapErr(err))
-	}
-	return nil
+		args: []any{tenant, sign * confirmed, sign * duplicates}})
 }
 
 // DeleteTombstonesBefore removes up to limit tombstones compacted before
@@ -1221,13 +1210,10 @@ func (t *pgTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
 
 // AddCompactedAttempts carries attempt counts into the running totals.
 func (t *pgTx) AddCompactedAttempts(ctx context.Context, tenant, destination, outcome string, n int) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO compacted_attempts (tenant, destination, outcome, count) VALUES ($1, $2, $3, $4)
+	return t.later(ctx, pgWrite{what: "carry attempt counts",
+		sql: `INSERT INTO compacted_attempts (tenant, destination, outcome, count) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (tenant, destination, outcome) DO UPDATE SET count = compacted_attempts.count + excluded.count`,
-		tenant, destination, outcome, n)
-	if err != nil {
-		return fmt.Errorf("carry attempt counts: %w", mapErr(err))
-	}
-	return nil
+		args: []any{tenant, destination, outcome, n}})
 }
 
 // Stats aggregates the figures of DESIGN.md section 10 for a tenant ("" for

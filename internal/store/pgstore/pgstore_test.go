@@ -242,8 +242,13 @@ func TestRoundTrip(t *testing.T) {
 		if err := tx.UpsertTombstone(ctx, tb); err != nil {
 			return err
 		}
-		err := tx.DeleteOperation(ctx, "t1", "full", 99)
-		require.ErrorIs(t, err, store.ErrConflict, "a moved revision is not deleted")
+		return nil
+	}))
+	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.DeleteOperation(ctx, "t1", "full", 99)
+	})
+	require.ErrorIs(t, err, store.ErrConflict, "a moved revision is not deleted")
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		return tx.DeleteOperation(ctx, "t1", "full", 1)
 	}))
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {

@@ -300,3 +300,21 @@ func (t *pgTx) WriteBatch(ctx context.Context, ws []store.Write) error {
 	}
 	return nil
 }
+
+// later holds ws back, as WriteBatch does, to go out in the round trip of
+// the transaction's next statement or of its COMMIT; outside a write
+// transaction it runs them at once.
+func (t *pgTx) later(ctx context.Context, ws ...pgWrite) error {
+	if t.c == nil {
+		for _, w := range ws {
+			if err := w.run(ctx, t.q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, w := range ws {
+		t.c.pending = append(t.c.pending, w.asserting())
+	}
+	return nil
+}
