@@ -29,19 +29,57 @@ func DSN(dsn string, u *url.URL) string {
 // the other steps' keys go too: an error about a workflow names its
 // workflow and its next step, which logs must not. It returns err itself
 // when neither occurs in it, and nil for nil.
+//
+// Only whole occurrences are replaced: not one inside a longer word
+// (standing after a letter or digit, or, when the key ends with one,
+// before a letter or digit), so that a short key ("a", "17") leaves the
+// rest of the message readable. Messages name keys between spaces,
+// quotes or punctuation, never glued to a word.
 func Keys(key string, err error) error {
 	if err == nil || key == "" {
 		return err
 	}
 	text := err.Error()
-	redacted := strings.ReplaceAll(text, key, "<key>")
+	redacted := replaceWhole(text, key, "<key>")
 	if i := strings.LastIndexByte(key, '/'); i > 0 { // as opledger.SplitWorkflowStepKey
-		redacted = strings.ReplaceAll(redacted, key[:i], "<workflow>")
+		redacted = replaceWhole(redacted, key[:i], "<workflow>")
 	}
 	if redacted == text {
 		return err
 	}
 	return errors.New(redacted)
+}
+
+// replaceWhole replaces by with each occurrence of old in s that is not
+// part of a longer word: old is not preceded by an ASCII letter or digit
+// and, if old ends with one, not followed by one.
+func replaceWhole(s, old, with string) string {
+	var b strings.Builder
+	from := 0 // s[:from] is in b
+	for at := 0; ; {
+		i := strings.Index(s[at:], old)
+		if i < 0 {
+			break
+		}
+		i += at
+		end := i + len(old)
+		if (i == 0 || !alnum(s[i-1])) && (end == len(s) || !alnum(old[len(old)-1]) || !alnum(s[end])) {
+			b.WriteString(s[from:i])
+			b.WriteString(with)
+			from, at = end, end
+			continue
+		}
+		at = i + 1
+	}
+	if from == 0 {
+		return s
+	}
+	b.WriteString(s[from:])
+	return b.String()
+}
+
+func alnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 // ASCIILower is s with its ASCII letters in lower case, byte for byte:

@@ -19,6 +19,16 @@ func TestKeys(t *testing.T) {
 		{"wf:ada/create", errors.New("workflow wf:ada step notify: wf:ada/notify is held; after wf:ada/create"),
 			"workflow <workflow> step notify: <workflow>/notify is held; after <key>"},
 		{"other", plain, plain.Error()},
+		// A short key is replaced where it stands alone, not inside words.
+		{"a", errors.New("claim a: lease lost"), "claim <key>: lease lost"},
+		{"a", errors.New(`operation "a" failed`), `operation "<key>" failed`},
+		{"17", errors.New("claim 17: retry 17 of 170 after 1.17s"), "claim <key>: retry <key> of 170 after 1.17s"},
+		{"in", errors.New("key in is in progress"), "key <key> is <key> progress"},
+		// The key's neighbours that are key characters but not letters or
+		// digits are boundaries: the key goes.
+		{"order:1", errors.New("update operation order:1: write conflict (order:1/x)"), "update operation <key>: write conflict (<key>/x)"},
+		{"a.", errors.New("a.b, a.c"), "<key>b, <key>c"},
+		{"wf:a/b", errors.New("workflow wf:a step b: wf:a/b held; wf:ab untouched"), "workflow <workflow> step b: <key> held; wf:ab untouched"},
 	} {
 		if got := Keys(tc.key, tc.err); got.Error() != tc.want {
 			t.Errorf("Keys(%q, %q) = %q, want %q", tc.key, tc.err, got, tc.want)
