@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/testdb"
 
 	_ "modernc.org/sqlite"
 )
@@ -289,4 +290,48 @@ func TestCompactBatchesOperations(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, n, res.Tombstoned)
 	require.Equal(t, int64(3)+laterSteps, updates.Load(), "%d operations in 3 transactions", n)
+}
+
+// TestCompactBatchFailureCountsOnce: when one operation of a batch cannot
+// be compacted, the batch's transaction writes nothing, and the others,
+// compacted again one at a time, are counted once: the running totals
+// equal the ledger's figures before compaction, on both stores.
+func TestCompactBatchFailureCountsOnce(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var offset atomic.Int64
+			l, err := Open(ctx, st.NewDSN(t), Options{
+				Retention: time.Hour,
+				Clock:     func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
+			})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			const n = 20
+			for i := range n {
+				key := fmt.Sprintf("k:%02d", i)
+				if i == n/2 {
+					key = "broken:" + key
+				}
+				c, err := l.Claim(ctx, key, ClaimOptions{Intent: &Intent{Key: key, Action: "a", Destination: "d"}})
+				require.NoError(t, err)
+				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
+				require.NoError(t, err)
+			}
+			before, err := l.Stats(ctx, true)
+			require.NoError(t, err)
+			offset.Store(int64(2 * time.Hour))
+			l.store = tombstoneRefusingStore{Store: l.store, broken: "broken:"}
+			res, err := l.Compact(ctx)
+			require.ErrorContains(t, err, "1 could not be compacted")
+			require.Equal(t, n-1, res.Tombstoned)
+			after, err := l.Stats(ctx, true)
+			require.NoError(t, err)
+			require.Equal(t, n, after.ConfirmedEffects, "the compacted ones and the one left, each once")
+			require.Equal(t, before.Attempts, after.Attempts)
+			require.Equal(t, 1, after.OperationsByState[StateSucceeded])
+		})
+	}
 }
