@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
@@ -92,26 +93,30 @@ func newSecretText(payload json.RawMessage, paths []string) *secretText {
 	st := &secretText{values: values}
 	seen := map[spelling]bool{}
 	var escaped []maskStage
-	for v := range values {
-		if len(v) < minSecretLength {
+	for value := range values {
+		if len(value) < minSecretLength {
 			continue
 		}
-		fold := looksLikeEmail(v)
-		if url.QueryEscape(v) != v {
-			e := maskStage{escaped: v, fold: fold}
-			if fold {
-				e.escaped = redact.ASCIILower(v)
+		fold := looksLikeEmail(value)
+		for _, v := range caseVariants(value, fold) {
+			if url.QueryEscape(v) != v {
+				e := maskStage{escaped: v, fold: fold}
+				if fold {
+					e.escaped = redact.ASCIILower(v)
+				}
+				if !slices.Contains(escaped, e) {
+					escaped = append(escaped, e)
+				}
 			}
-			escaped = append(escaped, e)
-		}
-		for _, s := range spellingsOf(v) {
-			sp := spelling{text: s}
-			if fold {
-				sp = spelling{text: redact.ASCIILower(s), fold: true}
-			}
-			if !seen[sp] {
-				seen[sp] = true
-				st.spellings = append(st.spellings, sp)
+			for _, s := range spellingsOf(v) {
+				sp := spelling{text: s}
+				if fold {
+					sp = spelling{text: redact.ASCIILower(s), fold: true}
+				}
+				if !seen[sp] {
+					seen[sp] = true
+					st.spellings = append(st.spellings, sp)
+				}
 			}
 		}
 	}
@@ -407,6 +412,34 @@ func jsonEscape(v string, o jsonStyle) string {
 // looksLikeEmail reports whether v has the shape of an e-mail address:
 // some text, an @, and a domain with a dot, without spaces. Such values
 // are masked in text whatever the case of their letters.
+// caseVariants are the values masking looks for in text for the
+// sensitive value v: v itself and, for an e-mail address (fold) with
+// letters outside ASCII, v in lower and in upper case. Folded matching
+// ignores the case of ASCII letters only (positions must not move), so
+// that a destination that lower-cases "JOSÉ@example.com" is still caught
+// through the lower-case variant, whatever it did to the ASCII letters.
+func caseVariants(v string, fold bool) []string {
+	variants := []string{v}
+	if !fold || !hasNonASCII(v) {
+		return variants
+	}
+	for _, c := range []string{strings.ToLower(v), strings.ToUpper(v)} {
+		if !slices.Contains(variants, c) {
+			variants = append(variants, c)
+		}
+	}
+	return variants
+}
+
+func hasNonASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
+}
+
 func looksLikeEmail(v string) bool {
 	at := strings.LastIndexByte(v, '@')
 	return at > 0 && strings.Contains(v[at+1:], ".") && !strings.ContainsAny(v, " \t\r\n")

@@ -188,3 +188,21 @@ func TestMaskedNumberAsWritten(t *testing.T) {
 		string(shown.Response))
 	require.Equal(t, "quote-***", shown.DestinationRef)
 }
+
+// An e-mail address with letters outside ASCII is masked when a
+// destination repeats it in lower or upper case, in any spelling: folded
+// matching ignores the case of ASCII letters only, so each case of the
+// others is looked for too.
+func TestMaskedNonASCIIEmailInAnyCase(t *testing.T) {
+	t.Parallel()
+	op := &opledger.Operation{
+		Key:             "k",
+		Payload:         json.RawMessage(`{"email":"Émile.Müller@Example.invalid"}`),
+		SensitiveFields: []string{"email"},
+		Response: json.RawMessage(`{"as_sent":"Émile.Müller@Example.invalid","lower":"sent to émile.müller@example.invalid",` +
+			`"upper":"SENT TO ÉMILE.MÜLLER@EXAMPLE.INVALID","ascii_upper":"ÉMILE.MüLLER@EXAMPLE.INVALID",` +
+			`"escaped":"\u00e9mile.m\u00fcller@example.invalid","url":"to=%C3%A9mile.m%c3%bcller%40example.invalid"}`),
+	}
+	require.JSONEq(t, `{"as_sent":"***","lower":"sent to ***","upper":"SENT TO ***","ascii_upper":"***",`+
+		`"escaped":"***","url":"to=***"}`, string(op.Masked().Response))
+}
