@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -486,6 +487,8 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 			detail = "the store answers but its disk is full"
 		case errors.Is(err, opledger.ErrStoreBusy):
 			detail = "the store answers but another process holds its write lock"
+		case errors.Is(err, errProbeTimeout):
+			detail = "the store answers but a write did not commit within 5 s"
 		}
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", detail, nil)
 	}
@@ -498,32 +501,70 @@ const readyProbeEvery = time.Second
 // readiness shares the write probes of GET /readyz (Ledger.Ready, a
 // durable commit; /readyz needs no token): a request runs a probe only
 // when the last one is older than readyProbeEvery, and requests arriving
-// while one runs wait for it and take its result.
+// while one runs wait for it and take its result, for readyProbeTimeout
+// at most. One probe runs at a time. A store whose commit does not return
+// (a synchronous standby gone, a SQLite write lock held until the busy
+// timeout) is not ready, and no request waits on it past the timeout.
 type readiness struct {
-	every time.Duration // readyProbeEvery; 0 in a zero readiness means the same
-	mu    sync.Mutex
-	at    time.Time // when the last probe ended; zero: none yet
-	err   error
+	every   time.Duration // readyProbeEvery; 0 in a zero readiness means the same
+	timeout time.Duration // readyProbeTimeout; 0 means the same
+	mu      sync.Mutex
+	at      time.Time // when the last probe ended; zero: none yet
+	err     error
+	// running is closed when the probe under way ends; nil when none is.
+	running chan struct{}
 }
 
-// check returns the result of a probe at most readyProbeEvery old, running
-// probe if there is none. The probe is not cut short by the request that
-// runs it going away (others may be waiting for it); it has 5 s.
+// readyProbeTimeout bounds how long a request of GET /readyz waits for a
+// probe, and the probe itself.
+const readyProbeTimeout = 5 * time.Second
+
+// errProbeTimeout is check's answer when the probe has not ended within
+// the timeout.
+var errProbeTimeout = errors.New("the readiness write did not commit in time")
+
+// check returns the result of a probe at most readyProbeEvery old,
+// starting probe if there is none and none is running, and waiting for
+// the running one at most readyProbeTimeout (errProbeTimeout). The probe
+// is not cut short by the request that started it going away (others may
+// be waiting for it); its context ends after readyProbeTimeout, which a
+// store may not heed at once (a PostgreSQL COMMIT, once sent, is waited
+// for), so the next request waits for the same probe rather than start
+// another.
 func (rd *readiness) check(ctx context.Context, probe func(context.Context) error) error {
+	every, timeout := cmp.Or(rd.every, readyProbeEvery), cmp.Or(rd.timeout, readyProbeTimeout)
 	rd.mu.Lock()
-	defer rd.mu.Unlock()
-	every := rd.every
-	if every == 0 {
-		every = readyProbeEvery
-	}
-	if !rd.at.IsZero() && time.Since(rd.at) < every {
+	if rd.running == nil && !rd.at.IsZero() && time.Since(rd.at) < every {
+		defer rd.mu.Unlock()
 		return rd.err
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	rd.err = probe(pctx)
-	rd.at = time.Now()
-	return rd.err
+	done := rd.running
+	if done == nil {
+		done = make(chan struct{})
+		rd.running = done
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		go func() {
+			defer cancel()
+			err := probe(pctx)
+			rd.mu.Lock()
+			rd.err, rd.at, rd.running = err, time.Now(), nil
+			rd.mu.Unlock()
+			close(done)
+		}()
+	}
+	rd.mu.Unlock()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		rd.mu.Lock()
+		defer rd.mu.Unlock()
+		return rd.err
+	case <-timer.C:
+		return errProbeTimeout
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) { s.metrics.ServeHTTP(w, r) }

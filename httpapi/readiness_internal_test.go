@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -41,8 +42,48 @@ func TestReadinessSharesProbes(t *testing.T) {
 	require.NoError(t, rd.check(context.Background(), func(context.Context) error { probes.Add(1); return nil }))
 	require.Equal(t, int32(2), probes.Load())
 
-	// A probe is not cut short by the request that runs it going away.
+	// A probe is not cut short by the request that started it going away.
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.NoError(t, rd.check(gone, func(ctx context.Context) error { return ctx.Err() }))
+	probeCtx := make(chan error, 1)
+	_ = rd.check(gone, func(ctx context.Context) error { probeCtx <- ctx.Err(); return nil })
+	require.NoError(t, <-probeCtx)
+}
+
+// TestReadinessProbeTimeout: a probe whose commit does not return answers
+// errProbeTimeout after the timeout to the request that started it and to
+// those that came meanwhile, which wait for it rather than start another
+// probe or wait on a lock; once it ends, its result is the answer. Before,
+// every /readyz request waited behind a PostgreSQL COMMIT for up to a
+// minute, and behind SQLite's busy timeout for 10 s.
+func TestReadinessProbeTimeout(t *testing.T) {
+	t.Parallel()
+	rd := &readiness{every: time.Hour, timeout: 50 * time.Millisecond}
+	var probes atomic.Int32
+	release := make(chan struct{})
+	ended := make(chan struct{})
+	stuck := func(ctx context.Context) error {
+		probes.Add(1)
+		<-release // a commit that does not heed its context
+		defer close(ended)
+		return errors.New("commit failed")
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Go(func() { errs[i] = rd.check(context.Background(), stuck) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.ErrorIs(t, err, errProbeTimeout)
+	}
+	require.ErrorIs(t, rd.check(context.Background(), stuck), errProbeTimeout, "still waiting for the same probe")
+	require.Equal(t, int32(1), probes.Load(), "one probe")
+
+	close(release)
+	<-ended
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.EqualError(c, rd.check(context.Background(), stuck), "commit failed")
+	}, 10*time.Second, time.Millisecond, "the probe's own result once it ends")
+	require.Equal(t, int32(1), probes.Load())
 }
