@@ -34,6 +34,12 @@ type CompactResult struct {
 	// SessionsExpired are console sessions (OpenSession) past their
 	// expiry, deleted.
 	SessionsExpired int
+	// BatchesRetried are batches of operations whose transaction failed
+	// (an operation changed meanwhile, another process was compacting the
+	// same ones, or one cannot be compacted) and that were compacted
+	// again one operation at a time: a few are normal; many, run after
+	// run, mean compaction runs far slower than it can.
+	BatchesRetried int
 }
 
 // LogValue makes a CompactResult one group of counts in a log line.
@@ -41,7 +47,7 @@ func (r CompactResult) LogValue() slog.Value {
 	return slog.GroupValue(slog.Int("tombstoned", r.Tombstoned), slog.Int("forgotten", r.Forgotten),
 		slog.Int("deliveries_compacted", r.DeliveriesCompacted), slog.Int("events_forgotten", r.EventsForgotten),
 		slog.Int("event_objects_forgotten", r.EventObjectsForgotten), slog.Int("workflows_forgotten", r.WorkflowsForgotten),
-		slog.Int("sessions_expired", r.SessionsExpired))
+		slog.Int("sessions_expired", r.SessionsExpired), slog.Int("batches_retried", r.BatchesRetried))
 }
 
 // Compact applies retention across all tenants: succeeded and failed
@@ -121,7 +127,7 @@ func (l *Ledger) compactOperations(ctx context.Context, res *CompactResult) (swe
 	var before time.Time
 	var batch []store.OperationID
 	flush := func() error {
-		n, err := l.compactBatch(ctx, batch, &failed)
+		n, err := l.compactBatch(ctx, batch, &failed, &res.BatchesRetried)
 		batch = batch[:0]
 		res.Tombstoned += n
 		return err
@@ -157,9 +163,9 @@ const compactBatchSize = 50
 // transaction and returns how many it compacted. When that transaction
 // fails (an operation changed meanwhile, or cannot be compacted), each is
 // tried in a transaction of its own, so that one operation holds back no
-// other: those that fail alone are added to failed. Its error is the
-// context's only.
-func (l *Ledger) compactBatch(ctx context.Context, ids []store.OperationID, failed *sweepFailures) (int, error) {
+// other: those that fail alone are added to failed, and *retried counts
+// the batch. Its error is the context's only.
+func (l *Ledger) compactBatch(ctx context.Context, ids []store.OperationID, failed *sweepFailures, retried *int) (int, error) {
 	n, err := l.compactTx(ctx, ids)
 	if err == nil {
 		return n, nil
@@ -173,9 +179,10 @@ func (l *Ledger) compactBatch(ctx context.Context, ids []store.OperationID, fail
 		}
 		return 0, nil
 	}
+	*retried++
 	total := 0
 	for _, id := range ids {
-		n, err := l.compactBatch(ctx, []store.OperationID{id}, failed)
+		n, err := l.compactBatch(ctx, []store.OperationID{id}, failed, retried)
 		if err != nil {
 			return total, err
 		}

@@ -289,6 +289,7 @@ func TestCompactBatchesOperations(t *testing.T) {
 	res, err := l.Compact(ctx)
 	require.NoError(t, err)
 	require.Equal(t, n, res.Tombstoned)
+	require.Zero(t, res.BatchesRetried)
 	require.Equal(t, int64(3)+laterSteps, updates.Load(), "%d operations in 3 transactions", n)
 }
 
@@ -327,6 +328,7 @@ func TestCompactBatchFailureCountsOnce(t *testing.T) {
 			res, err := l.Compact(ctx)
 			require.ErrorContains(t, err, "1 could not be compacted")
 			require.Equal(t, n-1, res.Tombstoned)
+			require.Equal(t, 1, res.BatchesRetried, "the batch, compacted again one at a time")
 			after, err := l.Stats(ctx, true)
 			require.NoError(t, err)
 			require.Equal(t, n, after.ConfirmedEffects, "the compacted ones and the one left, each once")
