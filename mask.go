@@ -409,9 +409,6 @@ func jsonEscape(v string, o jsonStyle) string {
 	return b.String()
 }
 
-// looksLikeEmail reports whether v has the shape of an e-mail address:
-// some text, an @, and a domain with a dot, without spaces. Such values
-// are masked in text whatever the case of their letters.
 // caseVariants are the values masking looks for in text for the
 // sensitive value v: v itself and, for an e-mail address (fold) with
 // letters outside ASCII, v in lower and in upper case. Folded matching
@@ -440,6 +437,9 @@ func hasNonASCII(s string) bool {
 	return false
 }
 
+// looksLikeEmail reports whether v has the shape of an e-mail address:
+// some text, an @, and a domain with a dot, without spaces. Such values
+// are masked in text whatever the case of their letters.
 func looksLikeEmail(v string) bool {
 	at := strings.LastIndexByte(v, '@')
 	return at > 0 && strings.Contains(v[at+1:], ".") && !strings.ContainsAny(v, " \t\r\n")

@@ -469,6 +469,9 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	answers := err == nil
 	if answers {
 		err = s.ready.check(r.Context(), s.ledger.Ready)
+		if r.Context().Err() != nil {
+			return // the caller has gone: nobody to answer, nothing to log
+		}
 	}
 	switch {
 	case err == nil:
