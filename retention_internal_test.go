@@ -44,6 +44,32 @@ func (t tombstoneRefusingTx) UpsertTombstone(ctx context.Context, ts *store.Tomb
 	return t.Tx.UpsertTombstone(ctx, ts)
 }
 
+// agedLedger opens a ledger on dsn with a Retention of an hour and a
+// TombstoneRetention of a day, whose clock runs the returned offset ahead
+// of the store's: a test moves it to age what the ledger holds.
+func agedLedger(t *testing.T, dsn string) (*Ledger, *atomic.Int64) {
+	t.Helper()
+	var offset atomic.Int64
+	l, err := Open(context.Background(), dsn, Options{
+		Retention: time.Hour, TombstoneRetention: 24 * time.Hour,
+		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l, &offset
+}
+
+// succeedKey records key, claims it and reports it succeeded: one
+// finished operation of one attempt.
+func succeedKey(t *testing.T, l *Ledger, key string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := l.Claim(ctx, key, ClaimOptions{Intent: &Intent{Key: key, Action: "a", Destination: "d"}})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
+	require.NoError(t, err)
+}
+
 // TestCompactPastFailures: operations Compact cannot compact, more than a
 // page of them and the oldest, stop neither the operations after them
 // nor the later steps of retention; the error counts them without a key,
@@ -51,24 +77,11 @@ func (t tombstoneRefusingTx) UpsertTombstone(ctx context.Context, ts *store.Tomb
 func TestCompactPastFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var offset atomic.Int64
-	l, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), Options{
-		Retention: time.Hour, TombstoneRetention: 24 * time.Hour,
-		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	l, offset := agedLedger(t, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	advance := func(d time.Duration) { offset.Add(int64(d)) }
-	succeed := func(key string) {
-		t.Helper()
-		c, err := l.Claim(ctx, key, ClaimOptions{Intent: &Intent{Key: key, Action: "a", Destination: "d"}})
-		require.NoError(t, err)
-		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
-		require.NoError(t, err)
-	}
-	succeed("old")
+	succeedKey(t, l, "old")
 	advance(2 * time.Hour)
-	_, err = l.Compact(ctx) // "old" is a tombstone, forgotten below
+	_, err := l.Compact(ctx) // "old" is a tombstone, forgotten below
 	require.NoError(t, err)
 	token, _, err := l.CreateToken(ctx, "console")
 	require.NoError(t, err)
@@ -76,10 +89,10 @@ func TestCompactPastFailures(t *testing.T) {
 	require.NoError(t, err)
 	const broken = 201 // a page is 200
 	for i := range broken {
-		succeed(fmt.Sprintf("broken:alice%03d", i))
+		succeedKey(t, l, fmt.Sprintf("broken:alice%03d", i))
 	}
 	advance(time.Second)
-	succeed("good")
+	succeedKey(t, l, "good")
 	advance(25 * time.Hour)
 
 	l.store = tombstoneRefusingStore{Store: l.store, broken: "broken:"}
@@ -135,13 +148,7 @@ func TestCompactForgetsTombstonesInBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	var offset atomic.Int64
-	l, err := Open(ctx, "sqlite:"+path, Options{
-		Retention: time.Hour, TombstoneRetention: 24 * time.Hour,
-		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	l, offset := agedLedger(t, "sqlite:"+path)
 
 	const n = 2*retentionBatch + retentionBatch/2
 	require.NoError(t, l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -205,33 +212,20 @@ func (s clockMovingStore) Update(ctx context.Context, fn func(context.Context, s
 func TestCompactRunEndsUnderInflow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var offset atomic.Int64
-	l, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), Options{
-		Retention: time.Hour, TombstoneRetention: 24 * time.Hour,
-		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	succeed := func(key string) {
-		t.Helper()
-		c, err := l.Claim(ctx, key, ClaimOptions{Intent: &Intent{Key: key, Action: "a", Destination: "d"}})
-		require.NoError(t, err)
-		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
-		require.NoError(t, err)
-	}
+	l, offset := agedLedger(t, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	const early, late = 250, 250 // more than a page (200) each
 	for i := range early {
-		succeed(fmt.Sprintf("early:%03d", i))
+		succeedKey(t, l, fmt.Sprintf("early:%03d", i))
 	}
 	offset.Add(int64(10 * time.Minute))
 	for i := range late {
-		succeed(fmt.Sprintf("late:%03d", i))
+		succeedKey(t, l, fmt.Sprintf("late:%03d", i))
 	}
 	// The early ones are past Retention, the late ones 5 minutes short of
 	// it; each transaction of the run (compactBatchSize operations) takes
 	// 2 minutes, so that the late ones pass it after the first page.
 	offset.Add(int64(55 * time.Minute))
-	l.store = clockMovingStore{Store: l.store, offset: &offset, step: 2 * time.Minute}
+	l.store = clockMovingStore{Store: l.store, offset: offset, step: 2 * time.Minute}
 
 	res, err := l.Compact(ctx)
 	require.NoError(t, err)
@@ -264,24 +258,14 @@ func (s updateCountingStore) Update(ctx context.Context, fn func(context.Context
 func TestCompactBatchesOperations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var offset atomic.Int64
-	l, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), Options{
-		Retention: time.Hour,
-		Clock:     func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	l, offset := agedLedger(t, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	const n = 2*compactBatchSize + 20
 	for i := range n {
-		key := fmt.Sprintf("k:%03d", i)
-		c, err := l.Claim(ctx, key, ClaimOptions{Intent: &Intent{Key: key, Action: "a", Destination: "d"}})
-		require.NoError(t, err)
-		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
-		require.NoError(t, err)
+		succeedKey(t, l, fmt.Sprintf("k:%03d", i))
 	}
 	var updates atomic.Int64
 	l.store = updateCountingStore{Store: l.store, updates: &updates}
-	_, err = l.Compact(ctx) // nothing past Retention yet: the later steps' transactions
+	_, err := l.Compact(ctx) // nothing past Retention yet: the later steps' transactions
 	require.NoError(t, err)
 	laterSteps := updates.Swap(0)
 
@@ -303,23 +287,14 @@ func TestCompactBatchFailureCountsOnce(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			var offset atomic.Int64
-			l, err := Open(ctx, st.NewDSN(t), Options{
-				Retention: time.Hour,
-				Clock:     func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) },
-			})
-			require.NoError(t, err)
-			t.Cleanup(func() { l.Close() })
+			l, offset := agedLedger(t, st.NewDSN(t))
 			const n = 20
 			for i := range n {
 				key := fmt.Sprintf("k:%02d", i)
 				if i == n/2 {
 					key = "broken:" + key
 				}
-				c, err := l.Claim(ctx, key, ClaimOptions{Intent: &Intent{Key: key, Action: "a", Destination: "d"}})
-				require.NoError(t, err)
-				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
-				require.NoError(t, err)
+				succeedKey(t, l, key)
 			}
 			before, err := l.Stats(ctx, true)
 			require.NoError(t, err)
