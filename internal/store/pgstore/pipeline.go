@@ -288,22 +288,21 @@ func toPgWrite(w store.Write) (pgWrite, error) {
 // …) then comes from that next statement or from Update. Timeline IDs are
 // set once the writes have been sent.
 func (t *pgTx) WriteBatch(ctx context.Context, ws []store.Write) error {
-	if t.c == nil {
-		return store.WriteEach(ctx, t, ws)
-	}
+	pws := make([]pgWrite, 0, len(ws))
 	for _, w := range ws {
 		pw, err := toPgWrite(w)
 		if err != nil {
 			return err
 		}
-		t.c.pending = append(t.c.pending, pw.asserting())
+		pws = append(pws, pw)
 	}
-	return nil
+	return t.later(ctx, pws...)
 }
 
-// later holds ws back, as WriteBatch does, to go out in the round trip of
-// the transaction's next statement or of its COMMIT; outside a write
-// transaction it runs them at once.
+// later holds ws back to go out, in order, in the round trip of the
+// transaction's next statement or of its COMMIT (WriteBatch, and the
+// writes whose results nobody reads); outside a write transaction it runs
+// them at once, one after the other.
 func (t *pgTx) later(ctx context.Context, ws ...pgWrite) error {
 	if t.c == nil {
 		for _, w := range ws {
