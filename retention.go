@@ -212,6 +212,15 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 		}
 		attempts := map[compactedAttempts]int{}
 		for _, id := range ids {
+			// The workflow is read (and on PostgreSQL locked) before its
+			// step, in the order of every workflow transaction (the
+			// workflow, then its steps): a step locked first would wait
+			// for the workflow held by one that waits for the step.
+			if kept, err := keptForItsWorkflow(ctx, tx, id.Tenant, id.Key); err != nil {
+				return err
+			} else if kept {
+				continue
+			}
 			op, err := tx.GetOperation(ctx, id.Tenant, id.Key)
 			if errors.Is(err, store.ErrNotFound) {
 				continue // compacted meanwhile by another process
@@ -221,11 +230,6 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 			}
 			if !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) {
 				continue // changed since listed
-			}
-			if kept, err := keptForItsWorkflow(ctx, tx, op.Tenant, op.Key); err != nil {
-				return err
-			} else if kept {
-				continue
 			}
 			if err := tx.UpsertTombstone(ctx, &store.Tombstone{
 				Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,

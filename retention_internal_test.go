@@ -3,6 +3,7 @@ package opledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger/internal/store"
@@ -311,4 +313,68 @@ func TestCompactBatchFailureCountsOnce(t *testing.T) {
 			require.Equal(t, 1, after.OperationsByState[StateSucceeded])
 		})
 	}
+}
+
+// TestCompactLocksWorkflowBeforeStep: on PostgreSQL, compaction takes a
+// workflow's row lock before its step's, in the order of every workflow
+// transaction, so that it never deadlocks with one. A connection holds
+// the workflow row, as a workflow transaction would; compaction waits
+// for it, the connection then takes the first step's row, as resuming
+// the workflow would, and gets it at once: compaction had not locked the
+// step first. Before, compaction held the step and waited for the
+// workflow, PostgreSQL broke the deadlock after deadlock_timeout, and
+// the batch was compacted again one operation at a time.
+func TestCompactLocksWorkflowBeforeStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, offset := agedLedger(t, dsn)
+	_, _, err := l.PutWorkflow(ctx, "wf:1", WorkflowSpec{Steps: []WorkflowStep{
+		{Name: "one", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":1}`)},
+		{Name: "two", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":2}`)},
+	}})
+	require.NoError(t, err)
+	report := func(key string, r Report) {
+		t.Helper()
+		c, err := l.Claim(ctx, key, ClaimOptions{})
+		require.NoError(t, err)
+		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, r)
+		require.NoError(t, err)
+	}
+	report("wf:1/one", Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
+	_, err = l.AdvanceWorkflowOf(ctx, "wf:1/one")
+	require.NoError(t, err)
+	report("wf:1/two", Report{Outcome: OutcomeRejected, Error: "refused"})
+	w, err := l.GetWorkflow(ctx, "wf:1")
+	require.NoError(t, err)
+	require.Equal(t, "two", w.CurrentStep, "the failed step is the current one: the workflow's steps are compacted")
+	offset.Store(int64(2 * time.Hour))
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	holder, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx)
+	var one int
+	require.NoError(t, holder.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'wf:1' FOR UPDATE`).Scan(&one))
+
+	type compacted struct {
+		res CompactResult
+		err error
+	}
+	done := make(chan compacted, 1)
+	go func() {
+		res, err := l.Compact(ctx)
+		done <- compacted{res, err}
+	}()
+	testdb.WaitBlockedBy(t, conn, "compaction")
+	_, err = holder.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'wf:1/one' FOR UPDATE`)
+	require.NoError(t, err, "the step was free: compaction waits for the workflow first")
+	require.NoError(t, holder.Commit(ctx))
+
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, 2, got.res.Tombstoned)
+	require.Zero(t, got.res.BatchesRetried, "no deadlock broke the batch")
 }
