@@ -125,6 +125,21 @@ func (c *connTx) pipeline() *pipeline {
 	return p
 }
 
+// guardLockErr explains a role refused the schema guard's lock: the
+// table's privileges allow ROW SHARE only with UPDATE, DELETE or TRUNCATE
+// on PostgreSQL 15 and older (INSERT too from 16), where a role that only
+// reads schema_migrations would have every write refused with a bare
+// "permission denied".
+func guardLockErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
+		return fmt.Errorf("%w; every write transaction locks schema_migrations IN ROW SHARE MODE, "+
+			"which needs UPDATE on it (GRANT SELECT, UPDATE ON schema_migrations TO the role; "+
+			"opledger never writes it outside a migration; docs/configuration.md, PostgreSQL roles)", err)
+	}
+	return mapErr(err)
+}
+
 // send sends the batch in one round trip and consumes the results of BEGIN
 // and of the pending writes; the caller reads the others in order and
 // closes the results.
@@ -140,7 +155,7 @@ func (p *pipeline) send(ctx context.Context) (pgx.BatchResults, error) {
 		}
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
-			return nil, fmt.Errorf("begin: lock schema_migrations: %w", mapErr(err))
+			return nil, fmt.Errorf("begin: lock schema_migrations: %w", guardLockErr(err))
 		}
 		var one int
 		if err := br.QueryRow().Scan(&one); err != nil {

@@ -2,12 +2,14 @@ package pgstore_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/testdb"
 )
 
@@ -52,4 +54,65 @@ func TestWriteWaitsForANewerMigrationAndStops(t *testing.T) {
 	var n int
 	require.NoError(t, migration.QueryRow(bg, `SELECT count(*) FROM operations`).Scan(&n))
 	require.Zero(t, n, "nothing written")
+}
+
+// TestGuardLockNeedsUpdatePrivilege: a role that may write the ledger's
+// tables but only read schema_migrations cannot take the schema guard's
+// lock on PostgreSQL 15 and older; its writes are refused with an error
+// that says which privilege is missing, and it writes once granted it.
+// (From PostgreSQL 16, INSERT also allows the lock.)
+func TestGuardLockNeedsUpdatePrivilege(t *testing.T) {
+	t.Parallel()
+	_, dsn := openStore(t)
+	bg := context.Background()
+	var version int
+	admin, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.Close(bg) })
+	require.NoError(t, admin.QueryRow(bg, `SELECT current_setting('server_version_num')::int / 10000`).Scan(&version))
+	var schema string
+	require.NoError(t, admin.QueryRow(bg, `SELECT current_schema()`).Scan(&schema))
+	role := schema + "_app"
+	for _, q := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+		`GRANT USAGE ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
+		`REVOKE INSERT, UPDATE, DELETE ON schema_migrations FROM ` + role,
+	} {
+		_, err := admin.Exec(bg, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
+			_, err := admin.Exec(bg, q)
+			require.NoError(t, err, q)
+		}
+	})
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	u.User = url.User(role)
+	s, err := pgstore.Open(bg, u.String())
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	write := func() error {
+		return s.Update(bg, func(ctx context.Context, tx store.Tx) error {
+			now, err := tx.Now(ctx)
+			if err != nil {
+				return err
+			}
+			return store.WriteAll(ctx, tx, []store.Write{
+				{InsertOperation: &store.Operation{Tenant: "t", Key: "k", Action: "a", Destination: "d",
+					Version: 1, Fingerprint: "f", State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now}},
+			})
+		})
+	}
+	if version <= 15 {
+		err = write()
+		require.ErrorContains(t, err, "permission denied for table schema_migrations")
+		require.ErrorContains(t, err, "needs UPDATE on it (GRANT SELECT, UPDATE ON schema_migrations TO the role")
+	}
+	_, err = admin.Exec(bg, `GRANT UPDATE ON schema_migrations TO `+role)
+	require.NoError(t, err)
+	require.NoError(t, write())
 }
