@@ -196,26 +196,36 @@ func (l *Ledger) compactBatch(ctx context.Context, ids []store.OperationID, fail
 // retention does not keep it for its workflow (keptForItsWorkflow); it
 // returns how many it compacted.
 //
-// The compacted operations' attempts are added to the running totals
-// once per destination and outcome, in a fixed order, after every
-// operation's rows are written. Two processes compacting overlapping
-// batches may still wait on each other (for an operation's rows and the
-// tenant's running totals of effects); the store breaks such a wait as a
-// conflict (PostgreSQL's deadlock detection), and compactBatch then
-// compacts the losing batch's operations one at a time.
+// The operations outside workflows are read and locked in one statement
+// (store.Tx.LockOperations), leaving out those another transaction holds:
+// another process compacting the same batch, or a person deciding about
+// one; they are left to the next run. A workflow's step is locked after
+// its workflow, in the order of every workflow transaction (the
+// workflow, then its steps): a step locked first would wait for the
+// workflow held by one that waits for the step. The attempts are counted
+// in one read, and added to the running totals once per destination and
+// outcome, in a fixed order, after every operation's rows are written;
+// the stores write the tenants' running totals of effects last too.
 func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compacted int, err error) {
+	var plain, steps []store.OperationID
+	for _, id := range ids {
+		if _, _, ok := SplitWorkflowStepKey(id.Key); ok {
+			steps = append(steps, id)
+		} else {
+			plain = append(plain, id)
+		}
+	}
 	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		compacted = 0 // the function runs again after a conflict
 		now, err := l.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		attempts := map[compactedAttempts]int{}
-		for _, id := range ids {
-			// The workflow is read (and on PostgreSQL locked) before its
-			// step, in the order of every workflow transaction (the
-			// workflow, then its steps): a step locked first would wait
-			// for the workflow held by one that waits for the step.
+		ops, err := tx.LockOperations(ctx, plain)
+		if err != nil {
+			return err
+		}
+		for _, id := range steps {
 			if kept, err := keptForItsWorkflow(ctx, tx, id.Tenant, id.Key); err != nil {
 				return err
 			} else if kept {
@@ -228,9 +238,21 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 			if err != nil {
 				return err
 			}
-			if !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) {
-				continue // changed since listed
-			}
+			ops = append(ops, op)
+		}
+		due := make([]store.OperationID, 0, len(ops))
+		ops = slices.DeleteFunc(ops, func(op *store.Operation) bool {
+			return !State(op.State).Final() || !op.UpdatedAt.Before(now.Add(-l.opts.Retention)) // changed since listed
+		})
+		for _, op := range ops {
+			due = append(due, store.OperationID{Tenant: op.Tenant, Key: op.Key})
+		}
+		counts, err := tx.CountAttempts(ctx, due)
+		if err != nil {
+			return err
+		}
+		attempts := map[compactedAttempts]int{}
+		for _, op := range ops {
 			if err := tx.UpsertTombstone(ctx, &store.Tombstone{
 				Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
 				FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
@@ -241,12 +263,8 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 			// The tombstone carries the operation's effects into the
 			// running totals; keep the attempt totals too: neither may
 			// go down.
-			list, err := tx.ListAttempts(ctx, op.Tenant, op.Key)
-			if err != nil {
-				return err
-			}
-			for _, a := range list {
-				attempts[compactedAttempts{op.Tenant, op.Destination, a.Outcome}]++
+			for outcome, n := range counts[store.OperationID{Tenant: op.Tenant, Key: op.Key}] {
+				attempts[compactedAttempts{op.Tenant, op.Destination, outcome}] += n
 			}
 			if err := tx.DeleteOperation(ctx, op.Tenant, op.Key, op.Revision); err != nil {
 				return err

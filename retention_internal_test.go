@@ -378,3 +378,39 @@ func TestCompactLocksWorkflowBeforeStep(t *testing.T) {
 	require.Equal(t, 2, got.res.Tombstoned)
 	require.Zero(t, got.res.BatchesRetried, "no deadlock broke the batch")
 }
+
+// TestCompactSkipsHeldOperations: on PostgreSQL, compaction leaves out an
+// operation another transaction holds (a person deciding about it, or
+// another process compacting it) instead of waiting for it, compacts the
+// rest of its batch, and takes it on the next run. It used to wait until
+// the holder let go (here, past the test's deadline).
+func TestCompactSkipsHeldOperations(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.PostgresDSN(t)
+	l, offset := agedLedger(t, dsn)
+	for _, key := range []string{"a", "b", "c"} {
+		succeedKey(t, l, key)
+	}
+	before, err := l.Stats(context.Background(), true)
+	require.NoError(t, err)
+	offset.Store(int64(2 * time.Hour))
+	release := testdb.HoldLock(t, dsn, DefaultTenant, "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard against the wait, not a pause
+	defer cancel()
+	res, err := l.Compact(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Tombstoned)
+	require.Zero(t, res.BatchesRetried)
+	b, err := l.Get(ctx, "b")
+	require.NoError(t, err)
+	require.False(t, b.Tombstoned, "held: left to the next run")
+	release()
+
+	res, err = l.Compact(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Tombstoned)
+	after, err := l.Stats(ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, before.ConfirmedEffects, after.ConfirmedEffects)
+	require.Equal(t, before.Attempts, after.Attempts)
+}

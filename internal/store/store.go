@@ -327,6 +327,15 @@ type Tx interface {
 	// transaction; concurrent transactions skip locked rows (FOR UPDATE
 	// SKIP LOCKED where the store has it).
 	LockDue(ctx context.Context, p DueParams) ([]OperationID, error)
+	// LockOperations reads those of the operations ids that exist and
+	// locks them for the transaction, in the order of their tenants and
+	// keys; an operation another transaction holds is left out (FOR
+	// UPDATE SKIP LOCKED where the store has it): it is being changed, or
+	// compacted by another process. Retention reads a batch with it.
+	LockOperations(ctx context.Context, ids []OperationID) ([]*Operation, error)
+	// CountAttempts counts the attempts of each of the operations ids by
+	// outcome ("" for an attempt not finished).
+	CountAttempts(ctx context.Context, ids []OperationID) (map[OperationID]map[string]int, error)
 	// DeleteOperation removes an operation with its attempts and timeline
 	// if its revision is still revision; otherwise ErrConflict, which a
 	// store may return, as it does a WriteBatch's, from the transaction's

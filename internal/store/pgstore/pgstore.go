@@ -945,6 +945,77 @@ func updateOperationWrite(op *store.Operation, prevRevision int64) pgWrite {
 
 // DeleteOperation removes an operation with its attempts and timeline if
 // its revision is still revision; otherwise store.ErrConflict.
+// LockOperations implements store.Tx: one statement reads and locks the
+// operations, sorted, so that two transactions lock them in one order,
+// and skips the rows another transaction holds.
+func (t *pgTx) LockOperations(ctx context.Context, ids []store.OperationID) ([]*store.Operation, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	tenants, keys := idColumns(ids)
+	rows, err := t.q.Query(ctx, `SELECT `+opColumns+` FROM operations
+		WHERE (tenant, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+		ORDER BY tenant, key FOR UPDATE SKIP LOCKED`, tenants, keys)
+	if err != nil {
+		return nil, fmt.Errorf("lock operations: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Operation
+	for rows.Next() {
+		op, err := scanOperation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("lock operations: %w", err)
+		}
+		out = append(out, op)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock operations: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// CountAttempts implements store.Tx in one statement.
+func (t *pgTx) CountAttempts(ctx context.Context, ids []store.OperationID) (map[store.OperationID]map[string]int, error) {
+	out := map[store.OperationID]map[string]int{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	tenants, keys := idColumns(ids)
+	rows, err := t.q.Query(ctx, `SELECT tenant, key, outcome, count(*) FROM attempts
+		WHERE (tenant, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+		GROUP BY tenant, key, outcome`, tenants, keys)
+	if err != nil {
+		return nil, fmt.Errorf("count attempts: %w", mapErr(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id store.OperationID
+		var outcome string
+		var n int
+		if err := rows.Scan(&id.Tenant, &id.Key, &outcome, &n); err != nil {
+			return nil, fmt.Errorf("count attempts: %w", err)
+		}
+		if out[id] == nil {
+			out[id] = map[string]int{}
+		}
+		out[id][outcome] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count attempts: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// idColumns splits ids into a column of tenants and one of keys, for
+// unnest.
+func idColumns(ids []store.OperationID) (tenants, keys []string) {
+	tenants, keys = make([]string, len(ids)), make([]string, len(ids))
+	for i, id := range ids {
+		tenants[i], keys[i] = id.Tenant, id.Key
+	}
+	return tenants, keys
+}
+
 func (t *pgTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
 	// Nothing is read from the deletes: they go out with the next
 	// statement, a lost revision failing the transaction there.
@@ -1030,7 +1101,11 @@ func (t *pgTx) UpsertTombstone(ctx context.Context, tb *store.Tombstone) error {
 }
 
 // addEffects adds sign times the effects of a compacted operation (its
-// state and duplicate effects) to the tenant's totals.
+// state and duplicate effects) to the tenant's totals. In a write
+// transaction they are summed per tenant and written just before COMMIT
+// (connTx.effects), so that the tenant's totals row is locked last, after
+// every operation row: two processes compacting at once then never hold
+// it while waiting for a row the other holds.
 func (t *pgTx) addEffects(ctx context.Context, tenant, state string, duplicates, sign int) error {
 	confirmed := 0
 	if state == store.StateSucceeded {
@@ -1039,11 +1114,29 @@ func (t *pgTx) addEffects(ctx context.Context, tenant, state string, duplicates,
 	if confirmed == 0 && duplicates == 0 {
 		return nil
 	}
-	return t.later(ctx, pgWrite{what: "carry effect counts",
+	if t.c != nil {
+		if t.c.effects == nil {
+			t.c.effects = map[string]effectCounts{}
+		}
+		e := t.c.effects[tenant]
+		e.confirmed += sign * confirmed
+		e.duplicates += sign * duplicates
+		t.c.effects[tenant] = e
+		return nil
+	}
+	return addEffectsWrite(tenant, effectCounts{sign * confirmed, sign * duplicates}).run(ctx, t.q)
+}
+
+// effectCounts are effects of compacted operations to add to a tenant's
+// running totals (compacted_effects).
+type effectCounts struct{ confirmed, duplicates int }
+
+func addEffectsWrite(tenant string, e effectCounts) pgWrite {
+	return pgWrite{what: "carry effect counts",
 		sql: `INSERT INTO compacted_effects (tenant, confirmed, duplicates) VALUES ($1, $2, $3)
 		ON CONFLICT (tenant) DO UPDATE SET confirmed = compacted_effects.confirmed + excluded.confirmed,
 		duplicates = compacted_effects.duplicates + excluded.duplicates`,
-		args: []any{tenant, sign * confirmed, sign * duplicates}})
+		args: []any{tenant, e.confirmed, e.duplicates}}
 }
 
 // DeleteTombstonesBefore removes up to limit tombstones compacted before

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,6 +60,9 @@ type connTx struct {
 	begun bool
 	// pending are writes held back by WriteBatch, not yet sent.
 	pending []pgWrite
+	// effects are the effects of compacted operations by tenant, added to
+	// the running totals just before COMMIT (addEffects).
+	effects map[string]effectCounts
 }
 
 // begin sends BEGIN and the pending writes if they have not been sent yet.
@@ -191,6 +196,12 @@ func (c *connTx) newerSchema(ctx context.Context) error {
 // in the same round trip. COMMIT of a transaction that an error had
 // already aborted answers ROLLBACK without an error: that is a failure too.
 func (c *connTx) commit(ctx context.Context) error {
+	for _, tenant := range slices.Sorted(maps.Keys(c.effects)) { // one order: no two transactions deadlock on them
+		if e := c.effects[tenant]; e != (effectCounts{}) {
+			c.pending = append(c.pending, addEffectsWrite(tenant, e))
+		}
+	}
+	c.effects = nil
 	if !c.begun && len(c.pending) == 0 {
 		return nil // no statement ran: nothing to commit
 	}
@@ -216,7 +227,7 @@ func (c *connTx) commit(ctx context.Context) error {
 // dropped unsent. If ROLLBACK fails, the connection is left inside a
 // transaction and the pool destroys it on release rather than reuse it.
 func (c *connTx) rollback(ctx context.Context) {
-	c.pending = nil
+	c.pending, c.effects = nil, nil
 	if !c.begun {
 		return
 	}

@@ -20,6 +20,7 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -1029,6 +1030,57 @@ func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRe
 	}
 	t.keep(op, stored, ref)
 	return nil
+}
+
+// LockOperations implements store.Tx. The transaction holds the file's
+// write lock, so no operation is held by another; it reads them one by
+// one, sorted.
+func (t *sqlTx) LockOperations(ctx context.Context, ids []store.OperationID) ([]*store.Operation, error) {
+	sorted := slices.SortedFunc(slices.Values(ids), func(a, b store.OperationID) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Key, b.Key))
+	})
+	var out []*store.Operation
+	for _, id := range sorted {
+		op, err := t.GetOperation(ctx, id.Tenant, id.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	return out, nil
+}
+
+// CountAttempts implements store.Tx, one operation at a time.
+func (t *sqlTx) CountAttempts(ctx context.Context, ids []store.OperationID) (map[store.OperationID]map[string]int, error) {
+	out := map[store.OperationID]map[string]int{}
+	for _, id := range ids {
+		rows, err := t.q.QueryContext(ctx, `SELECT outcome, count(*) FROM attempts
+			WHERE operation_id = (`+operationID+`) GROUP BY outcome`, id.Tenant, id.Key)
+		if err != nil {
+			return nil, fmt.Errorf("count attempts: %w", err)
+		}
+		for rows.Next() {
+			var outcome string
+			var n int
+			if err := rows.Scan(&outcome, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("count attempts: %w", err)
+			}
+			if out[id] == nil {
+				out[id] = map[string]int{}
+			}
+			out[id][outcome] = n
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("count attempts: %w", err)
+		}
+	}
+	return out, nil
 }
 
 func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
