@@ -175,6 +175,26 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		_, err := w.LockDue(ctx, store.DueParams{Now: now, Limit: 1})
 		return err
 	})
+	// Retention's batch: fifty operations of the tenant, locked, and
+	// their attempts counted.
+	batch := make([]store.OperationID, 50)
+	for i := range batch {
+		batch[i] = store.OperationID{Tenant: tenant, Key: fmt.Sprintf("bulk:%08d", 4200+i)}
+	}
+	txStep("LockOperations", func() error {
+		ops, err := w.LockOperations(ctx, batch)
+		if err == nil && len(ops) != len(batch) {
+			err = fmt.Errorf("locked %d of %d", len(ops), len(batch))
+		}
+		return err
+	})
+	txStep("CountAttempts", func() error {
+		counts, err := w.CountAttempts(ctx, batch)
+		if err == nil && len(counts) == 0 {
+			err = fmt.Errorf("no attempts counted")
+		}
+		return err
+	})
 	var op *store.Operation
 	txStep("GetOperation/for_update", func() error { op, err = w.GetOperation(ctx, tenant, "due:00000001"); return err })
 	txStep("UpdateOperation", func() error {
@@ -291,6 +311,8 @@ var wantIndex = map[string][]string{
 	"UncertainDue/destinations":  {"operations_uncertain"},
 	"ExpiredLeases":              {"operations_not_succeeded"},
 	"FinalBefore":                {"operations_final"},
+	"LockOperations":             {"operations_pkey"},
+	"CountAttempts":              {"attempts_pkey"},
 	"ListOperations/state":       {"operations_not_succeeded"},
 	"ListOperations/succeeded":   {"operations_tenant_created"},
 	"ListOperations/duplicates":  {"operations_duplicates"},
@@ -299,8 +321,9 @@ var wantIndex = map[string][]string{
 // sortsFew are the statements allowed to sort their matches, because
 // there are few: the operations with duplicate effects, read through their
 // partial index, are each an incident of a destination acting twice; the
-// expired leases are in_progress operations, one per running claim.
-var sortsFew = map[string]bool{"ListOperations/duplicates": true, "ExpiredLeases": true}
+// expired leases are in_progress operations, one per running claim;
+// retention's batch is the operations it names, fifty at most.
+var sortsFew = map[string]bool{"ListOperations/duplicates": true, "ExpiredLeases": true, "LockOperations": true}
 
 // checkPlan fails on a sequential scan, on a plan that uses none of the
 // indexes want, and on a sort in a query that must take its order from an
