@@ -252,25 +252,24 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 			return err
 		}
 		attempts := map[compactedAttempts]int{}
-		for _, op := range ops {
-			if err := tx.UpsertTombstone(ctx, &store.Tombstone{
+		cs := make([]store.Compaction, len(ops))
+		for i, op := range ops {
+			cs[i] = store.Compaction{Revision: op.Revision, Tombstone: store.Tombstone{
 				Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
 				FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
 				Version: op.Version, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
-			}); err != nil {
-				return err
-			}
+			}}
 			// The tombstone carries the operation's effects into the
 			// running totals; keep the attempt totals too: neither may
 			// go down.
 			for outcome, n := range counts[store.OperationID{Tenant: op.Tenant, Key: op.Key}] {
 				attempts[compactedAttempts{op.Tenant, op.Destination, outcome}] += n
 			}
-			if err := tx.DeleteOperation(ctx, op.Tenant, op.Key, op.Revision); err != nil {
-				return err
-			}
-			compacted++
 		}
+		if err := tx.CompactOperations(ctx, cs); err != nil {
+			return err
+		}
+		compacted = len(cs)
 		for _, k := range slices.SortedFunc(maps.Keys(attempts), compactedAttempts.compare) {
 			if err := tx.AddCompactedAttempts(ctx, k.tenant, k.destination, k.outcome, attempts[k]); err != nil {
 				return err

@@ -46,6 +46,15 @@ func (t tombstoneRefusingTx) UpsertTombstone(ctx context.Context, ts *store.Tomb
 	return t.Tx.UpsertTombstone(ctx, ts)
 }
 
+func (t tombstoneRefusingTx) CompactOperations(ctx context.Context, cs []store.Compaction) error {
+	for _, c := range cs {
+		if strings.HasPrefix(c.Key, t.broken) {
+			return errors.New("injected: cannot write this tombstone")
+		}
+	}
+	return t.Tx.CompactOperations(ctx, cs)
+}
+
 // agedLedger opens a ledger on dsn with a Retention of an hour and a
 // TombstoneRetention of a day, whose clock runs the returned offset ahead
 // of the store's: a test moves it to age what the ledger holds.

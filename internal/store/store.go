@@ -159,6 +159,13 @@ type Tombstone struct {
 	CompactedAt time.Time
 }
 
+// Compaction is an operation to replace with its tombstone, if the
+// operation's revision is still Revision.
+type Compaction struct {
+	Tombstone
+	Revision int64
+}
+
 // DueParams selects pending operations that may be claimed now.
 type DueParams struct {
 	// Tenant limits the search; "" searches all tenants.
@@ -336,6 +343,11 @@ type Tx interface {
 	// CountAttempts counts the attempts of each of the operations ids by
 	// outcome ("" for an attempt not finished).
 	CountAttempts(ctx context.Context, ids []OperationID) (map[OperationID]map[string]int, error)
+	// CompactOperations replaces operations with their tombstones: for
+	// each, what UpsertTombstone and then DeleteOperation do, with their
+	// errors (a lost revision is ErrConflict, which may surface from the
+	// transaction's next statement or from Update).
+	CompactOperations(ctx context.Context, cs []Compaction) error
 	// DeleteOperation removes an operation with its attempts and timeline
 	// if its revision is still revision; otherwise ErrConflict, which a
 	// store may return, as it does a WriteBatch's, from the transaction's

@@ -1006,6 +1006,79 @@ func (t *pgTx) CountAttempts(ctx context.Context, ids []store.OperationID) (map[
 	return out, nil
 }
 
+// CompactOperations implements store.Tx with a few statements for the
+// whole batch: one inserts the tombstones (a key that has one already,
+// which compaction does not meet, has it replaced as UpsertTombstone
+// does), and one each deletes the operations, their timelines and their
+// attempts; the deletes go out with the transaction's next statement, a
+// lost revision failing it there as store.ErrConflict.
+func (t *pgTx) CompactOperations(ctx context.Context, cs []store.Compaction) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	n := len(cs)
+	tenants, keys, fingerprints, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	kinds, refs := make([]string, n), make([]string, n)
+	duplicates, versions, revisions := make([]int64, n), make([]int64, n), make([]int64, n)
+	created, finished, compacted := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+	for i, c := range cs {
+		tenants[i], keys[i], fingerprints[i], states[i] = c.Tenant, c.Key, c.Fingerprint, c.State
+		kinds[i], refs[i] = c.FailureKind, c.DestinationRef
+		duplicates[i], versions[i], revisions[i] = int64(c.DuplicateEffects), c.Version, c.Revision
+		created[i], finished[i], compacted[i] = ts(c.CreatedAt), ts(c.FinishedAt), ts(c.CompactedAt)
+	}
+	rows, err := t.q.Query(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
+			duplicate_effects, version, created_at, finished_at, compacted_at, counted)
+		SELECT tenant, key, fingerprint, state, failure_kind, destination_ref, duplicate_effects, version,
+			created_at, finished_at, compacted_at, true
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::bigint[],
+			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[])
+			AS t (tenant, key, fingerprint, state, failure_kind, destination_ref, duplicate_effects, version,
+				created_at, finished_at, compacted_at)
+		ON CONFLICT (tenant, key) DO NOTHING
+		RETURNING tenant, key`,
+		tenants, keys, fingerprints, states, kinds, refs, duplicates, versions, created, finished, compacted)
+	if err != nil {
+		return fmt.Errorf("write tombstones: %w", mapErr(err))
+	}
+	written := make(map[store.OperationID]bool, n)
+	for rows.Next() {
+		var id store.OperationID
+		if err := rows.Scan(&id.Tenant, &id.Key); err != nil {
+			rows.Close()
+			return fmt.Errorf("write tombstones: %w", err)
+		}
+		written[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("write tombstones: %w", mapErr(err))
+	}
+	for i := range cs {
+		tb := &cs[i].Tombstone
+		if !written[store.OperationID{Tenant: tb.Tenant, Key: tb.Key}] {
+			if err := t.UpsertTombstone(ctx, tb); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := t.addEffects(ctx, tb.Tenant, tb.State, tb.DuplicateEffects, 1); err != nil {
+			return err
+		}
+	}
+	var one int64
+	return t.later(ctx,
+		pgWrite{what: "delete operations", sql: `WITH w AS (DELETE FROM operations
+				WHERE (tenant, key, revision) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])) RETURNING 1)
+			SELECT 1 / (count(*) = $4)::int FROM w`,
+			args: []any{tenants, keys, revisions, n}, scan: []any{&one}, asserted: true,
+			none: fmt.Errorf("delete operations: one changed meanwhile: %w", store.ErrConflict)},
+		pgWrite{what: "delete operations", sql: `DELETE FROM timeline
+			WHERE (tenant, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, args: []any{tenants, keys}},
+		pgWrite{what: "delete operations", sql: `DELETE FROM attempts
+			WHERE (tenant, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, args: []any{tenants, keys}})
+}
+
 // idColumns splits ids into a column of tenants and one of keys, for
 // unnest.
 func idColumns(ids []store.OperationID) (tenants, keys []string) {

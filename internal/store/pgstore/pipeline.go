@@ -250,9 +250,10 @@ type pgWrite struct {
 }
 
 // asserting returns w rewritten so that the database fails it when it
-// changes no row, for sending ahead of statements that must not run then.
+// changes no row, for sending ahead of statements that must not run then
+// (a write written to assert already is left as it is).
 func (w pgWrite) asserting() pgWrite {
-	if w.none == nil {
+	if w.none == nil || w.asserted {
 		return w
 	}
 	var n int64

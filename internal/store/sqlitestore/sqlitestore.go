@@ -1083,6 +1083,19 @@ func (t *sqlTx) CountAttempts(ctx context.Context, ids []store.OperationID) (map
 	return out, nil
 }
 
+// CompactOperations implements store.Tx, one operation at a time.
+func (t *sqlTx) CompactOperations(ctx context.Context, cs []store.Compaction) error {
+	for i := range cs {
+		if err := t.UpsertTombstone(ctx, &cs[i].Tombstone); err != nil {
+			return err
+		}
+		if err := t.DeleteOperation(ctx, cs[i].Tenant, cs[i].Key, cs[i].Revision); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
 	var id int64
 	err := t.q.QueryRowContext(ctx, `DELETE FROM operations WHERE tenant = ? AND key = ? AND revision = ? RETURNING id`,

@@ -1,0 +1,13 @@
+package sqlitestore
+
+import (
+	"testing"
+
+	"github.com/opledger/opledger/internal/store/storecheck"
+)
+
+// TestCompactOperations: retention's batch write (storecheck).
+func TestCompactOperations(t *testing.T) {
+	t.Parallel()
+	storecheck.CompactOperations(t, openTestStore(t))
+}
