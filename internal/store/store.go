@@ -344,15 +344,14 @@ type Tx interface {
 	// outcome ("" for an attempt not finished).
 	CountAttempts(ctx context.Context, ids []OperationID) (map[OperationID]map[string]int, error)
 	// CompactOperations replaces operations with their tombstones: for
-	// each, what UpsertTombstone and then DeleteOperation do, with their
-	// errors (a lost revision is ErrConflict, which may surface from the
-	// transaction's next statement or from Update).
+	// each, it writes the tombstone as UpsertTombstone does and removes
+	// the operation with its attempts and timeline if its revision is
+	// still the Compaction's; otherwise ErrConflict, which a store may
+	// return, as it does a WriteBatch's, from the transaction's next
+	// statement or from Update: the transaction has then failed. It is
+	// the only way an operation leaves the store, so that its key is
+	// always still known.
 	CompactOperations(ctx context.Context, cs []Compaction) error
-	// DeleteOperation removes an operation with its attempts and timeline
-	// if its revision is still revision; otherwise ErrConflict, which a
-	// store may return, as it does a WriteBatch's, from the transaction's
-	// next statement or from Update: the transaction has then failed.
-	DeleteOperation(ctx context.Context, tenant, key string, revision int64) error
 	InsertAttempt(ctx context.Context, a *Attempt) error
 	UpdateAttempt(ctx context.Context, a *Attempt) error
 	AppendTimeline(ctx context.Context, e *TimelineEntry) error

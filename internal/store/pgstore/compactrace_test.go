@@ -43,11 +43,8 @@ func insertDuringCompaction(t *testing.T, shared bool) {
 
 	inserted, otherErr := make(chan error, 1), make(chan error, 1)
 	compacted := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		if err := tx.UpsertTombstone(ctx, &store.Tombstone{Tenant: "t", Key: "k", Fingerprint: "f", State: "succeeded",
-			CreatedAt: now, FinishedAt: now, CompactedAt: now}); err != nil {
-			return err
-		}
-		if err := tx.DeleteOperation(ctx, "t", "k", done.Revision); err != nil {
+		if err := tx.CompactOperations(ctx, []store.Compaction{{Revision: done.Revision, Tombstone: store.Tombstone{
+			Tenant: "t", Key: "k", Fingerprint: "f", State: "succeeded", CreatedAt: now, FinishedAt: now, CompactedAt: now}}}); err != nil {
 			return err
 		}
 		var pid int

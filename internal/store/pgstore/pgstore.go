@@ -943,8 +943,6 @@ func updateOperationWrite(op *store.Operation, prevRevision int64) pgWrite {
 		none: fmt.Errorf("update operation %s: %w", op.Key, store.ErrConflict)}
 }
 
-// DeleteOperation removes an operation with its attempts and timeline if
-// its revision is still revision; otherwise store.ErrConflict.
 // LockOperations implements store.Tx: one statement reads and locks the
 // operations, sorted, so that two transactions lock them in one order,
 // and skips the rows another transaction holds.
@@ -1087,16 +1085,6 @@ func idColumns(ids []store.OperationID) (tenants, keys []string) {
 		tenants[i], keys[i] = id.Tenant, id.Key
 	}
 	return tenants, keys
-}
-
-func (t *pgTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
-	// Nothing is read from the deletes: they go out with the next
-	// statement, a lost revision failing the transaction there.
-	return t.later(ctx,
-		pgWrite{what: "delete operation", sql: `DELETE FROM operations WHERE tenant = $1 AND key = $2 AND revision = $3`,
-			args: []any{tenant, key, revision}, none: fmt.Errorf("delete operation %s: %w", key, store.ErrConflict)},
-		pgWrite{what: "delete operation", sql: `DELETE FROM timeline WHERE tenant = $1 AND key = $2`, args: []any{tenant, key}},
-		pgWrite{what: "delete operation", sql: `DELETE FROM attempts WHERE tenant = $1 AND key = $2`, args: []any{tenant, key}})
 }
 
 // InsertAttempt inserts a new attempt.

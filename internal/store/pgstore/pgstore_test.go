@@ -245,11 +245,11 @@ func TestRoundTrip(t *testing.T) {
 		return nil
 	}))
 	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		return tx.DeleteOperation(ctx, "t1", "full", 99)
+		return tx.CompactOperations(ctx, []store.Compaction{{Tombstone: *tb, Revision: 99}})
 	})
 	require.ErrorIs(t, err, store.ErrConflict, "a moved revision is not deleted")
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		return tx.DeleteOperation(ctx, "t1", "full", 1)
+		return tx.CompactOperations(ctx, []store.Compaction{{Tombstone: *tb, Revision: 1}})
 	}))
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
 		got, err := r.GetTombstone(ctx, "t1", "full")

@@ -130,7 +130,7 @@ func TestMigration007NumbersOperations(t *testing.T) {
 	})
 	require.ErrorContains(t, err, "NOT NULL")
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		return tx.DeleteOperation(ctx, "t", "c", 1)
+		return tx.(*sqlTx).deleteOperation(ctx, "t", "c", 1)
 	}))
 	require.Equal(t, map[string]int64{"att-b": 2, "att-a": 3, "att-gone": 0, "att-new": 4}, query(`SELECT id, operation_id FROM attempts`))
 	require.Equal(t, map[string]int64{"recorded b": 2, "note b": 2, "recorded a": 3, "recorded new": 4}, query(`SELECT event, operation_id FROM timeline`))

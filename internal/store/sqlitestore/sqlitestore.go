@@ -1010,7 +1010,7 @@ func placeholders(n int) string {
 // operations on every transition. The copy is exact for as long as the
 // transaction runs: it holds the database's write lock, every write this
 // transaction makes to the row goes through UpdateOperation (which
-// refreshes the copy) or DeleteOperation (which drops it), and the
+// refreshes the copy) or deleteOperation (which drops it), and the
 // revision check in the WHERE clause still guards the write. Without a copy
 // (an update of a row this transaction never read) every column is set.
 func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRevision int64) error {
@@ -1089,14 +1089,16 @@ func (t *sqlTx) CompactOperations(ctx context.Context, cs []store.Compaction) er
 		if err := t.UpsertTombstone(ctx, &cs[i].Tombstone); err != nil {
 			return err
 		}
-		if err := t.DeleteOperation(ctx, cs[i].Tenant, cs[i].Key, cs[i].Revision); err != nil {
+		if err := t.deleteOperation(ctx, cs[i].Tenant, cs[i].Key, cs[i].Revision); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (t *sqlTx) DeleteOperation(ctx context.Context, tenant, key string, revision int64) error {
+// deleteOperation removes an operation with its attempts and timeline if
+// its revision is still revision; otherwise store.ErrConflict.
+func (t *sqlTx) deleteOperation(ctx context.Context, tenant, key string, revision int64) error {
 	var id int64
 	err := t.q.QueryRowContext(ctx, `DELETE FROM operations WHERE tenant = ? AND key = ? AND revision = ? RETURNING id`,
 		tenant, key, revision).Scan(&id)

@@ -159,7 +159,7 @@ func TestUpdateOperationPartialWrites(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := tx.DeleteOperation(ctx, "t", "k", got.Revision); err != nil {
+		if err := tx.(*sqlTx).deleteOperation(ctx, "t", "k", got.Revision); err != nil {
 			return err
 		}
 		fresh := *op
@@ -223,7 +223,7 @@ func TestOperationRefNamesWrittenRows(t *testing.T) {
 		require.Equal(t, "?", ref)
 		require.Equal(t, []any{int64(1)}, args)
 
-		require.NoError(t, tx.DeleteOperation(ctx, "t", "new", 1))
+		require.NoError(t, tx.deleteOperation(ctx, "t", "new", 1))
 		ref, _ = tx.operationRef("t", "new")
 		require.Equal(t, lookup, ref, "a deleted operation's id is forgotten")
 		return nil
