@@ -1,12 +1,15 @@
 package destination
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -63,8 +66,9 @@ func (e *StatusError) Is(target error) bool { return e.Exists && target == ErrEx
 type SendError struct {
 	// Method and Host of the request; never the path or query.
 	Method, Host string
-	// Written: the whole request was handed to the network, so the
-	// destination may have acted on it.
+	// Written: the request, or a part of it, may have been handed to the
+	// network (a connection was obtained for it), so the destination may
+	// have acted on it.
 	Written bool
 	// Err is the transport's error, without the URL.
 	Err error
@@ -89,28 +93,36 @@ func (e *SendError) Unwrap() error { return e.Err }
 //     classified *StatusError of ClassifyStatus;
 //   - no answer returns a *SendError classified by whether the request was
 //     written: retryable when it provably never left (connection refused,
-//     DNS failure, no connection at all, a write that failed), uncertain
-//     when it may have reached the destination (a timeout, reset or
-//     cancellation after the request was written).
+//     DNS failure, no connection at all, a TLS handshake the server
+//     refused, also one that refuses the client's certificate with TLS
+//     1.3 after the request was written), uncertain when it may have
+//     reached the destination (a timeout, reset or cancellation once a
+//     connection was obtained, even one that broke while the request was
+//     being written: a server may act on the headers it read, and even
+//     answer, before the body has arrived).
 //
 // The caller closes resp.Body whenever resp is not nil. Whether the request
-// was written is read from net/http/httptrace (GotConn, WroteRequest); a
-// request whose write neither finished nor failed before the error counts
-// as written. A client whose Transport is not net/http's own
-// (*http.Transport) may not report its connections: with it, a failure
-// counts as written unless it is a failed dial or an unresolved name.
+// was written is read from net/http/httptrace (GotConn): once net/http has
+// a connection for it, writing may have started. A client whose Transport
+// is not net/http's own (*http.Transport) may not report its connections:
+// with it, a failure counts as written unless it is a failed dial, an
+// unresolved name or a refused TLS handshake.
 // SendHTTP also makes every request non-replayable, so that net/http never
 // silently sends it a second time on a fresh connection after it may have
 // reached the destination: every send is an attempt on record. (A TRACE is
 // left as net/http makes it.) A request without a body that net/http would
 // deem replayable gets an empty one it cannot rewind: a GET, HEAD, DELETE
 // or OPTIONS still goes out with no body; a POST, PUT, PATCH or other
-// method — replayable only when it carries an Idempotency-Key or
-// X-Idempotency-Key header, even an empty one — goes out with an empty chunked body
-// ("Transfer-Encoding: chunked") instead of "Content-Length: 0". A request
-// with a body keeps its Content-Length. Redirects should not be followed
-// for side effects; clients made by this package return 3xx answers as
-// they are.
+// method goes out with an empty chunked body ("Transfer-Encoding:
+// chunked") instead of "Content-Length: 0" when net/http would resend it:
+// when it carries an Idempotency-Key or X-Idempotency-Key header, even an
+// empty one, and whenever it may go out over HTTP/2 (an https URL, or a
+// transport that may speak HTTP/2 in cleartext), where net/http resends
+// any request without a body whose stream the server resets, even with
+// PROTOCOL_ERROR after it acted; over HTTP/2 the empty body costs only an
+// empty DATA frame. A request with a body keeps its Content-Length.
+// Redirects should not be followed for side effects; clients made by this
+// package return 3xx answers as they are.
 func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Response, error) {
 	tr := &writeTrace{}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), tr.clientTrace()))
@@ -118,11 +130,16 @@ func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Respo
 	// the request was written when it deems the request replayable: a
 	// body it can rewind (GetBody), or none at all (nil or http.NoBody),
 	// for GET, HEAD, OPTIONS and TRACE and for any method with an
-	// Idempotency-Key or X-Idempotency-Key header, even an empty one. A body it cannot
-	// rewind makes it never do so; a request that never reached the
-	// connection (nothing written) may still be sent on another one.
+	// Idempotency-Key or X-Idempotency-Key header, even an empty one.
+	// Over HTTP/2 it resends any request without a body, whatever its
+	// method, when the server refuses its stream or resets it with
+	// PROTOCOL_ERROR, which a server (a proxy in front of the
+	// destination) may do after it acted. A body it cannot rewind makes
+	// it never do so; a request that never reached the connection
+	// (nothing written) may still be sent on another one.
 	if (req.Body == nil || req.Body == http.NoBody) && req.Method != http.MethodTrace &&
-		(methodLacksBody(req.Method) || hasHeader(req.Header, "Idempotency-Key") || hasHeader(req.Header, "X-Idempotency-Key")) {
+		(methodLacksBody(req.Method) || hasHeader(req.Header, "Idempotency-Key") || hasHeader(req.Header, "X-Idempotency-Key") ||
+			mayUseHTTP2(client, req)) {
 		req.Body = io.NopCloser(strings.NewReader(""))
 		req.ContentLength = 0
 	}
@@ -231,42 +248,92 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	return min(d, maxRetryAfter)
 }
 
-// writeTrace records how far a request got. net/http may try a request
-// on more than one connection, so the hooks count.
+// writeTrace records how far a request got: whether net/http obtained a
+// connection for it (it may try more than one).
 type writeTrace struct {
-	conns     atomic.Int32 // connections obtained: writing may start on each
-	wrote     atomic.Int32 // requests written completely
-	writeFail atomic.Int32 // writes that failed
+	conns atomic.Int32 // connections obtained: writing may start on each
 }
 
 func (w *writeTrace) clientTrace() *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { w.conns.Add(1) },
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err != nil {
-				w.writeFail.Add(1)
-			} else {
-				w.wrote.Add(1)
-			}
-		},
 	}
 }
 
-// mayHaveReached reports whether the destination may have received a whole
-// request that failed with err. Without a connection nothing left; a
-// write that failed delivered an incomplete request, which a server cannot
-// act on. A write that finished, or whose end was not observed, may have
-// reached it. When the transport is not known to report its connections
-// (traced false: a RoundTripper of the caller's, which may not pass the
-// request's trace on), seeing none proves nothing, and only an error that
-// happens before any connection (a name that does not resolve, a refused
-// or failed dial) says that nothing left.
+// mayHaveReached reports whether the destination may have received a
+// request that failed with err. Without a connection nothing left. With
+// one, the request may have reached it, even if writing it failed part
+// way: a failed write says that the body did not arrive whole, not that
+// nothing did, and a server may act on the headers it read (an upload
+// that creates its record first, an endpoint that ignores the body) and
+// answer before it reads the body, which HTTP allows; net/http then
+// reports the failed write or the answer, whichever it sees first. A
+// TLS handshake the server refused (refusedHandshake) and an HTTP/2
+// stream the server refused or will not process (unprocessedStream) are
+// the exceptions: the server says it did nothing. When the transport is
+// not known to report its connections (traced false: a RoundTripper of
+// the caller's, which may not pass the request's trace on), seeing none
+// proves nothing, and only an error that happens before any connection
+// (a name that does not resolve, a refused or failed dial) or one of
+// those exceptions says that nothing left.
 func (w *writeTrace) mayHaveReached(traced bool, err error) bool {
-	conns := w.conns.Load()
-	if conns == 0 {
-		return !traced && !beforeConnection(err)
+	if refusedHandshake(err) || unprocessedStream(err) {
+		return false
 	}
-	return w.wrote.Load() > 0 || w.writeFail.Load() < conns
+	return w.conns.Load() > 0 || !traced && !beforeConnection(err)
+}
+
+// unprocessedStreamErr matches the errors of net/http's HTTP/2 transport
+// that say the server did not process the request: it refused its stream
+// (RST_STREAM with REFUSED_STREAM, "closed prior to any processing", RFC
+// 9113 section 8.7), or sent GOAWAY naming a last stream before it (it
+// will not process it, section 6.8). net/http resends such a request
+// itself when it can rewind the body; SendHTTP's requests it gives up as
+// "cannot retry err [...]", and it reports these errors as text only.
+// The whole text must match, so that no text of the server's (GOAWAY
+// debug data) passes for one; should net/http word them otherwise, the
+// failure stays uncertain.
+var unprocessedStreamErr = regexp.MustCompile(`^(?:http2: Transport: cannot retry err \[(?:` +
+	`stream error: stream ID \d+; REFUSED_STREAM; received from peer|` +
+	`http2: Transport received Server's graceful shutdown GOAWAY)` +
+	`\] after Request\.Body was written; define Request\.GetBody to avoid this error|` +
+	`http2: Transport received GOAWAY from server ErrCode:(?:[A-Z_]+|unknown error code 0x[0-9a-f]+))$`)
+
+// unprocessedStream reports whether err says that an HTTP/2 server did
+// not process the request (unprocessedStreamErr).
+func unprocessedStream(err error) bool { return unprocessedStreamErr.MatchString(err.Error()) }
+
+// handshakeAlerts are the TLS alerts a server sends only to refuse a
+// handshake: it did not accept the client's certificate (or got none),
+// or the handshake failed.
+var handshakeAlerts = []tls.AlertError{40, 42, 43, 44, 45, 46, 48, 49, 51, 116}
+
+// refusedHandshake reports whether err is a TLS alert from the server
+// that refused the handshake. With TLS 1.3 the client's handshake ends
+// before the server has checked the client's certificate, and net/http
+// writes the request at once: the refusal arrives after the request was
+// written, but a server that refused the handshake never read it (the
+// request is encrypted with keys the server only accepts once the
+// handshake is complete). crypto/tls reports a received alert as a
+// *net.OpError "remote error" whose Err spells the alert as
+// tls.AlertError does.
+func refusedHandshake(err error) bool {
+	var ae tls.AlertError
+	if errors.As(err, &ae) && slices.Contains(handshakeAlerts, ae) {
+		return true
+	}
+	var opErr *net.OpError
+	for e := err; errors.As(e, &opErr); e = opErr.Err {
+		if opErr.Op != "remote error" || opErr.Err == nil {
+			continue
+		}
+		for _, a := range handshakeAlerts {
+			if opErr.Err.Error() == a.Error() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // tracesConnections reports whether client's transport is net/http's own,
@@ -311,6 +378,23 @@ func methodLacksBody(method string) bool {
 		return true
 	}
 	return false
+}
+
+// mayUseHTTP2 reports whether req may go out over HTTP/2: over TLS,
+// where the server may pick it, or in cleartext with a transport that is
+// not net/http's own or is set to speak HTTP/2 without TLS
+// (Protocols.UnencryptedHTTP2). Only a cleartext request on net/http's
+// own transport is known to go out over HTTP/1.
+func mayUseHTTP2(client *http.Client, req *http.Request) bool {
+	if req.URL == nil || !strings.EqualFold(req.URL.Scheme, "http") {
+		return true
+	}
+	rt := client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	t, ok := rt.(*http.Transport)
+	return !ok || t.Protocols != nil && t.Protocols.UnencryptedHTTP2()
 }
 
 // hasHeader reports whether h has the header name, in canonical form,
