@@ -34,18 +34,20 @@ type secretText struct {
 	// on its own; then each value that a URL escapes, longest first,
 	// matched however an encoder escaped it (escapedAt).
 	stages []maskStage
-	// shortest is the length of the shortest spelling: shorter text
-	// holds none.
+	// shortest is the fewest bytes a spelling can be found in (one in
+	// any case may be shorter than as written: U+212A, the Kelvin sign,
+	// is three bytes, k one): shorter text holds none.
 	shortest int
 }
 
 // maskStage is a run of spellings matched as written (exact), one
-// spelling in ASCII lower case matched in any case (folded), or one
-// value matched with any of its bytes percent-encoded (escaped; in ASCII
-// lower case and matched in any case when fold).
+// spelling matched in any case (folded, as strings.EqualFold compares),
+// or one value matched with any of its bytes percent-encoded (escaped;
+// in ASCII lower case and matched whatever the case of its ASCII letters
+// when fold).
 type maskStage struct {
 	exact   *strings.Replacer
-	folded  string
+	folded  *redact.Fold
 	escaped string
 	fold    bool
 }
@@ -53,8 +55,10 @@ type maskStage struct {
 // spelling is one way text may spell a sensitive value.
 type spelling struct {
 	text string
-	// fold: text is in ASCII lower case and matched whatever the case
-	// of its ASCII letters (an e-mail address's).
+	// fold: text is matched in any case, letters outside ASCII too (an
+	// e-mail address's), and is its redact.FoldKey, so that the
+	// spellings of a value's case variants that are equal in any case
+	// are one.
 	fold bool
 }
 
@@ -111,7 +115,7 @@ func newSecretText(payload json.RawMessage, paths []string) *secretText {
 			for _, s := range spellingsOf(v) {
 				sp := spelling{text: s}
 				if fold {
-					sp = spelling{text: redact.ASCIILower(s), fold: true}
+					sp = spelling{text: redact.FoldKey(s), fold: true}
 				}
 				if !seen[sp] {
 					seen[sp] = true
@@ -135,13 +139,18 @@ func newSecretText(payload json.RawMessage, paths []string) *secretText {
 		}
 	}
 	for _, sp := range st.spellings {
-		st.shortest = len(sp.text)
+		least := len(sp.text)
 		if !sp.fold {
 			run = append(run, sp.text, Mask)
-			continue
+		} else {
+			flush()
+			f := redact.NewFold(sp.text)
+			least = f.Least()
+			st.stages = append(st.stages, maskStage{folded: f})
 		}
-		flush()
-		st.stages = append(st.stages, maskStage{folded: sp.text})
+		if st.shortest < 0 || least < st.shortest {
+			st.shortest = least
+		}
 	}
 	flush()
 	slices.SortFunc(escaped, func(a, b maskStage) int {
@@ -180,8 +189,10 @@ func (st *secretText) mask(s string) string {
 		if lower == "" {
 			lower = redact.ASCIILower(s)
 		}
-		if strings.Contains(lower, stage.folded) {
-			s, lower = redact.ReplaceFold(s, stage.folded, Mask), ""
+		if stage.folded.MayBeIn(lower) {
+			if m := stage.folded.Replace(s, Mask); m != s {
+				s, lower = m, ""
+			}
 		}
 	}
 	return s
@@ -411,10 +422,16 @@ func jsonEscape(v string, o jsonStyle) string {
 
 // caseVariants are the values masking looks for in text for the
 // sensitive value v: v itself and, for an e-mail address (fold) with
-// letters outside ASCII, v in lower and in upper case. Folded matching
-// ignores the case of ASCII letters only (positions must not move), so
-// that a destination that lower-cases "JOSÉ@example.com" is still caught
-// through the lower-case variant, whatever it did to the ASCII letters.
+// letters outside ASCII, v in lower and in upper case. Spelled as it is,
+// an address is matched in any case (redact.Fold, as strings.EqualFold
+// compares): the variants add there only what case mapping reaches
+// beyond case folding (İ lowers to i, ı uppers to I), and are one
+// spelling otherwise. Its escaped spellings (Python's "\u00e9", a URL's
+// "%C3%A9") are matched whatever the case of their ASCII letters and hex
+// digits only, so that "JOSÉ@example.com" lower-cased by a destination
+// and then escaped is still caught through the lower-case variant,
+// whatever it did to the ASCII letters; an escaped spelling with the
+// other letters in a mix of cases is not.
 func caseVariants(v string, fold bool) []string {
 	variants := []string{v}
 	if !fold || !hasNonASCII(v) {

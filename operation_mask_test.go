@@ -206,3 +206,33 @@ func TestMaskedNonASCIIEmailInAnyCase(t *testing.T) {
 	require.JSONEq(t, `{"as_sent":"***","lower":"sent to ***","upper":"SENT TO ***","ascii_upper":"***",`+
 		`"escaped":"***","url":"to=***"}`, string(op.Masked().Response))
 }
+
+// An e-mail address is masked when a destination repeats it in any mix
+// of cases, letters outside ASCII too (as strings.EqualFold compares),
+// however often and whatever stands next to it, and exactly its bytes go
+// when a case takes more or fewer of them than the address as sent
+// (U+212A, the Kelvin sign, is three bytes, k one; ſ two, s one; U+212B,
+// the Angstrom sign, three, å two). A value that is not an address is still matched in its
+// own case only.
+func TestMaskedNonASCIIEmailInMixedCase(t *testing.T) {
+	t.Parallel()
+	op := &opledger.Operation{
+		Key: "k",
+		Payload: json.RawMessage(`{"email":"émile.müller@example.com","alt":"kåre.sørensen@example.com",` +
+			`"old":"\u212aim.\u017fmith@example.org","name":"Zoë Lang"}`),
+		SensitiveFields: []string{"email", "alt", "old", "name"},
+		Response: json.RawMessage(`{"title":"Émile.Müller@Example.com","first":"ÉMILE.müller@example.com",` +
+			`"twice":"to émile.MÜLLER@EXAMPLE.COM, cc Émile.müller@example.COM.","glued":"x<éMILE.mÜller@Example.com>y",` +
+			`"kelvin":"é \u212aåre.Sørensen@Example.com é","long_s":"é\u212a\u212bRE.\u017fØRENSEN@EXAMPLE.COMé",` +
+			`"mixed":"[\u212aåre.\u017fører@x][kåre.sørensen@example.com][Émile.müller@example.com]","note":"ZOË LANG zoë lang Zoë Lang",` +
+			`"legacy":"(kim.smith@example.org)"}`),
+		DestinationRef: "contact:Émile.MÜLLER@example.com;",
+	}
+	shown := op.Masked()
+	require.JSONEq(t, `{"title":"***","first":"***","twice":"to ***, cc ***.","glued":"x<***>y",`+
+		`"kelvin":"é *** é","long_s":"é***é","mixed":"[\u212aåre.\u017fører@x][***][***]","note":"ZOË LANG zoë lang ***",`+
+		`"legacy":"(***)"}`,
+		string(shown.Response))
+	require.Equal(t, "contact:***;", shown.DestinationRef)
+	require.Equal(t, "***", op.MaskedAttempts([]*opledger.Attempt{{Number: 1, DestinationRef: "ÉMILE.Müller@EXAMPLE.com"}})[0].DestinationRef)
+}

@@ -8,7 +8,10 @@ package redact
 import (
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DSN is dsn, parsed as u, without its passwords: the URL's user
@@ -96,7 +99,8 @@ func ASCIILower(s string) string {
 }
 
 // ReplaceFold replaces by with every occurrence in s of lower (in ASCII
-// lower case), whatever the case of the ASCII letters of s.
+// lower case), whatever the case of the ASCII letters of s. Fold also
+// matches letters outside ASCII in any case.
 func ReplaceFold(s, lower, with string) string {
 	ls := ASCIILower(s)
 	i := strings.Index(ls, lower)
@@ -112,4 +116,118 @@ func ReplaceFold(s, lower, with string) string {
 	}
 	b.WriteString(s)
 	return b.String()
+}
+
+// Fold is a text to find in any case, as strings.EqualFold compares:
+// Unicode simple case folding, letters outside ASCII too (É and é, ß and
+// ẞ; k, K and U+212A, the Kelvin sign). A match has as many characters
+// as the text but may have more or fewer bytes (U+212A is three bytes, k
+// one).
+type Fold struct {
+	text  string
+	first []rune // the characters that fold to text's first
+	least int    // the fewest bytes a match can have
+	// anchor is the longest run of text's ASCII characters but k and s
+	// (which fold with U+212A, the Kelvin sign, and ſ), in lower case: those
+	// fold with ASCII only, so a match holds the run, whatever the case
+	// of its letters.
+	anchor string
+}
+
+// NewFold returns the Fold of text, which must not be empty.
+func NewFold(text string) *Fold {
+	r, _ := utf8.DecodeRuneInString(text)
+	f := &Fold{text: text, first: []rune{r}}
+	for c := unicode.SimpleFold(r); c != r; c = unicode.SimpleFold(c) {
+		f.first = append(f.first, c)
+	}
+	run := 0 // where the current run of anchor characters began
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		if r >= utf8.RuneSelf || r|0x20 == 'k' || r|0x20 == 's' {
+			run = i
+		} else if i-run > len(f.anchor) {
+			f.anchor = text[run:i]
+		}
+		// UTF-8 grows with the code point: the least character r folds
+		// with is its shortest spelling (FoldKey); strings.EqualFold
+		// reads an invalid byte as U+FFFD, so that one may be a byte.
+		if r = leastFold(r); r == utf8.RuneError {
+			f.least++
+		} else {
+			f.least += utf8.RuneLen(r)
+		}
+	}
+	f.anchor = ASCIILower(f.anchor)
+	return f
+}
+
+// Least is the fewest bytes a match can have: shorter text holds none.
+func (f *Fold) Least() int { return f.least }
+
+// MayBeIn reports whether the text may occur in s, given lower, which is
+// ASCIILower(s): false when Replace would find nothing, at the cost of
+// one strings.Contains (lower may serve many Folds).
+func (f *Fold) MayBeIn(lower string) bool { return strings.Contains(lower, f.anchor) }
+
+// Replace replaces by with every occurrence in s of f's text in any case,
+// leftmost first: each the bytes of s that strings.EqualFold finds equal
+// to the text, beginning at a character. It returns s itself when none
+// occurs.
+func (f *Fold) Replace(s, with string) string {
+	var b strings.Builder
+	last := 0 // s[:last] is in b
+	for i := 0; i+f.least <= len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if slices.Contains(f.first, r) {
+			if end := f.matchAt(s, i); end >= 0 {
+				b.WriteString(s[last:i])
+				b.WriteString(with)
+				i, last = end, end
+				continue
+			}
+		}
+		i += size
+	}
+	if last == 0 {
+		return s // a match ends after its start: none was found
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// matchAt returns the end of the match of f's text that begins at s[i],
+// or -1: as many characters as the text has, each equal in any case
+// (strings.EqualFold) to the text's at its place.
+func (f *Fold) matchAt(s string, i int) int {
+	for t := f.text; t != ""; {
+		if i >= len(s) {
+			return -1
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		tr, tn := utf8.DecodeRuneInString(t)
+		if r != tr && !strings.EqualFold(s[i:i+n], t[:tn]) {
+			return -1
+		}
+		i, t = i+n, t[tn:]
+	}
+	return i
+}
+
+// FoldKey is s with each character replaced by the least of those it
+// folds with (strings.EqualFold): texts equal in any case have the same
+// key, and a Fold of the key finds what one of any of them finds.
+func FoldKey(s string) string { return strings.Map(leastFold, s) }
+
+// leastFold is the least character r folds with (r itself when none).
+func leastFold(r rune) rune {
+	least := r
+	for c := unicode.SimpleFold(r); c != r; c = unicode.SimpleFold(c) {
+		least = min(least, c)
+	}
+	return least
 }

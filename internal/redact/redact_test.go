@@ -2,7 +2,9 @@ package redact
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestKeys: an operation key leaves an error whole; a workflow step's key
@@ -40,4 +42,109 @@ func TestKeys(t *testing.T) {
 	if Keys("k", nil) != nil {
 		t.Error("nil stays nil")
 	}
+}
+
+// TestFoldReplace: a text is found in any mix of cases, letters outside
+// ASCII too, as strings.EqualFold compares, every time it occurs and
+// next to other text; a match may be longer or shorter in bytes than the
+// text (U+212A, the Kelvin sign, is three bytes, k one; ſ two, s one;
+// U+212B, the Angstrom sign, three, å two), and exactly its bytes are
+// replaced.
+func TestFoldReplace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ text, s, want string }{
+		{"émile.müller@example.com", "Émile.Müller@Example.com", "*"},
+		{"émile.müller@example.com", "to ÉMILE.müller@example.com, cc émile.MÜLLER@EXAMPLE.COM.", "to *, cc *."},
+		{"émile.müller@example.com", "<Émile.müller@example.COM><ÉMILE.MÜLLER@EXAMPLE.COM>", "<*><*>"},
+		{"Émile.Müller@Example.com", "xémile.müller@example.comy", "x*y"},
+		{"émile.müller@example.com", "emile.muller@example.com", "emile.muller@example.com"}, // other letters
+		{"émile.müller@example.com", "émile.müller@example.co", "émile.müller@example.co"},
+		// The match is longer than the text in bytes (U+212A for k,
+		// U+212B for å, ſ for s), or shorter (the other way round).
+		{"kåre.sørensen@example.com", "é \u212aåre.Sørensen@Example.com é", "é * é"},
+		{"kåre.sørensen@example.com", "é\u212a\u212bRE.\u017fØRENSEN@EXAMPLE.COMé", "é*é"},
+		{"\u212aåre.\u017førensen@example.com", "[kåre.sørensen@example.com][KÅRE.SØRENSEN@EXAMPLE.COM]", "[*][*]"},
+		// Invalid UTF-8 around a match stays as it was.
+		{"ünal@example.com", "\xff\xc3ÜNAL@example.com\xe2\x82", "\xff\xc3*\xe2\x82"},
+		// Like strings.EqualFold, an invalid byte reads as U+FFFD.
+		{"a\ufffdb@example.com", "(A\xffB@example.com)", "(*)"},
+		{"abc", "ab", "ab"},
+	} {
+		f := NewFold(tc.text)
+		if got := f.Replace(tc.s, "*"); got != tc.want {
+			t.Errorf("NewFold(%q).Replace(%q) = %q, want %q", tc.text, tc.s, got, tc.want)
+		}
+		if tc.want != tc.s && !f.MayBeIn(ASCIILower(tc.s)) {
+			t.Errorf("NewFold(%q).MayBeIn(ASCIILower(%q)) is false", tc.text, tc.s)
+		}
+	}
+	// MayBeIn rules text out by its longest run of ASCII characters but
+	// k and s (here "müller@example.com"'s "ller@example.com").
+	if f := NewFold("émile.müller@example.com"); f.MayBeIn("émile.müller@example.org") || !f.MayBeIn("x ller@example.com") {
+		t.Error("MayBeIn looks for the wrong run")
+	}
+	for _, tc := range []struct{ a, b string }{
+		{"émile.müller@example.com", "ÉMILE.Müller@EXAMPLE.COM"},
+		{"kåre.sørensen@example.com", "\u212aåre.\u017førensen@example.com"},
+	} {
+		if FoldKey(tc.a) != FoldKey(tc.b) {
+			t.Errorf("FoldKey(%q) = %q, FoldKey(%q) = %q", tc.a, FoldKey(tc.a), tc.b, FoldKey(tc.b))
+		}
+		if f := NewFold(FoldKey(tc.a)); f.Replace(tc.b, "*") != "*" || f.Least() != len(FoldKey(tc.a)) {
+			t.Errorf("the Fold of FoldKey(%q) does not find %q", tc.a, tc.b)
+		}
+	}
+}
+
+// FuzzFoldReplace compares Fold.Replace with a search that tries every
+// stretch of s beginning at a character with strings.EqualFold.
+func FuzzFoldReplace(f *testing.F) {
+	for _, s := range []struct{ text, s string }{
+		{"émile.müller@example.com", "to Émile.MÜLLER@example.com and émile.müller@EXAMPLE.com"},
+		{"kåre.sørensen@example.com", "\u212a\u212bRE.\u017fØRENSEN@EXAMPLE.COM"},
+		{"Kelvin", "kelvin KELVIN \u212aelvin"},
+		{"ss", "\u017f\u017f\u017f"},
+		{"a\ufffdb", "a\xffb A\xc3B"},
+		{"aa", "aaa"},
+	} {
+		f.Add(s.text, s.s)
+	}
+	f.Fuzz(func(t *testing.T, text, s string) {
+		if text == "" || !utf8.ValidString(text) || len(s) > 1<<10 {
+			return // bruteReplaceFold takes time in the square of len(s)
+		}
+		want := bruteReplaceFold(s, text, "\x00")
+		f := NewFold(text)
+		if got := f.Replace(s, "\x00"); got != want {
+			t.Fatalf("NewFold(%q).Replace(%q) = %q, want %q", text, s, got, want)
+		}
+		if want != s && !f.MayBeIn(ASCIILower(s)) {
+			t.Fatalf("NewFold(%q).MayBeIn(ASCIILower(%q)) is false, but it occurs", text, s)
+		}
+		if got := NewFold(FoldKey(text)).Replace(s, "\x00"); got != want {
+			t.Fatalf("the Fold of FoldKey(%q) = %q replaced %q into %q, want %q", text, FoldKey(text), s, got, want)
+		}
+	})
+}
+
+// bruteReplaceFold replaces by with, leftmost first, every stretch of
+// whole characters of s that strings.EqualFold finds equal to text.
+func bruteReplaceFold(s, text, with string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		end := i
+		for end < len(s) && !strings.EqualFold(s[i:end], text) {
+			_, n := utf8.DecodeRuneInString(s[end:])
+			end += n
+		}
+		if end > i && strings.EqualFold(s[i:end], text) {
+			b.WriteString(with)
+			i = end
+			continue
+		}
+		b.WriteString(s[i : i+size])
+		i += size
+	}
+	return b.String()
 }
