@@ -101,7 +101,7 @@ func unescaped(s string, unescape func(string) (string, error)) string {
 // maskEchoes moves each header of s that repeats one of secrets (longest
 // first, see echoSecrets) from s.Header to s.HeaderMasked, with what is
 // shown of it. Set-Cookie stays: it is masked whole. Letters are compared
-// in either case, so that an upstream that spells a host, a path or a
+// in any case, so that an upstream that spells a host, a path or a
 // percent-escape in another case does not slip by.
 func (s *saved) maskEchoes(secrets []string) {
 	if len(secrets) == 0 {
@@ -132,12 +132,12 @@ func (s *saved) maskEchoes(secrets []string) {
 }
 
 // maskFold replaces in v every occurrence of each of secrets, in turn, by
-// opledger.Mask, ASCII letters compared in either case; masks that end
-// up side by side are shown as one.
+// opledger.Mask, letters compared in any case (redact.Fold); masks that
+// end up side by side are shown as one.
 func maskFold(v string, secrets []string) string {
 	masked := v
 	for _, secret := range secrets {
-		masked = redact.ReplaceFold(masked, redact.ASCIILower(secret), opledger.Mask)
+		masked = redact.NewFold(secret).Replace(masked, opledger.Mask)
 	}
 	if masked == v {
 		return v

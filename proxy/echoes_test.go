@@ -91,3 +91,26 @@ func TestEchoedSecretsMaskedInHeaders(t *testing.T) {
 		}, masked)
 	})
 }
+
+// TestEchoedSecretsMaskedInAnyCase: an upstream that repeats a path
+// segment with letters outside ASCII in another case (an address it
+// normalised) has it masked too: letters are compared as
+// strings.EqualFold compares, not only ASCII ones.
+func TestEchoedSecretsMaskedInAnyCase(t *testing.T) {
+	t.Parallel()
+	st := testdb.Stores()[0]
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		owner, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		w.Header().Set("X-Owner", "owner="+strings.ToUpper(owner[:3])+owner[3:]) // "ÉMile.müller@…"
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(api.Close)
+	b := proxyOn(t, openLedger(t, st), proxy.Upstream{Name: "crm", URL: api.URL})
+	first := b.send(t, http.MethodPost, "/%C3%A9mile.m%C3%BCller@example.com/items", "k1", "", `{}`)
+	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+	require.Equal(t, "owner=ÉMile.müller@example.com", first.header.Get("X-Owner"), "the caller gets it as sent")
+	shown, err := json.Marshal(b.only(t))
+	require.NoError(t, err)
+	require.NotContains(t, strings.ToLower(string(shown)), "mile.m")
+	require.Contains(t, string(shown), `"shown":["owner=***"]`)
+}

@@ -98,26 +98,6 @@ func ASCIILower(s string) string {
 	return string(b)
 }
 
-// ReplaceFold replaces by with every occurrence in s of lower (in ASCII
-// lower case), whatever the case of the ASCII letters of s. Fold also
-// matches letters outside ASCII in any case.
-func ReplaceFold(s, lower, with string) string {
-	ls := ASCIILower(s)
-	i := strings.Index(ls, lower)
-	if i < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i >= 0 {
-		b.WriteString(s[:i])
-		b.WriteString(with)
-		s, ls = s[i+len(lower):], ls[i+len(lower):]
-		i = strings.Index(ls, lower)
-	}
-	b.WriteString(s)
-	return b.String()
-}
-
 // Fold is a text to find in any case, as strings.EqualFold compares:
 // Unicode simple case folding, letters outside ASCII too (É and é, ß and
 // ẞ; k, K and U+212A, the Kelvin sign). A match has as many characters
