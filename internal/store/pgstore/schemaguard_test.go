@@ -33,17 +33,7 @@ func TestWriteWaitsForANewerMigrationAndStops(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Update(bg, func(ctx context.Context, tx store.Tx) error {
-			now, err := tx.Now(ctx)
-			if err != nil {
-				return err
-			}
-			return store.WriteAll(ctx, tx, []store.Write{
-				{InsertOperation: &store.Operation{Tenant: "t", Key: "k", Action: "a", Destination: "d",
-					Version: 1, Fingerprint: "f", State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now}},
-				{AppendTimeline: &store.TimelineEntry{Tenant: "t", Key: "k", At: now, Actor: "w", Event: "recorded"}},
-			})
-		})
+		done <- recordOne(bg, s)
 	}()
 	testdb.WaitBlockedBy(t, migration, "the write transaction")
 	_, err = migration.Exec(bg, `COMMIT`)
@@ -95,18 +85,7 @@ func TestGuardLockNeedsUpdatePrivilege(t *testing.T) {
 	s, err := pgstore.Open(bg, u.String())
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
-	write := func() error {
-		return s.Update(bg, func(ctx context.Context, tx store.Tx) error {
-			now, err := tx.Now(ctx)
-			if err != nil {
-				return err
-			}
-			return store.WriteAll(ctx, tx, []store.Write{
-				{InsertOperation: &store.Operation{Tenant: "t", Key: "k", Action: "a", Destination: "d",
-					Version: 1, Fingerprint: "f", State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now}},
-			})
-		})
-	}
+	write := func() error { return recordOne(bg, s) }
 	if version <= 15 {
 		err = write()
 		require.ErrorContains(t, err, "permission denied for table schema_migrations")
@@ -115,4 +94,20 @@ func TestGuardLockNeedsUpdatePrivilege(t *testing.T) {
 	_, err = admin.Exec(bg, `GRANT UPDATE ON schema_migrations TO `+role)
 	require.NoError(t, err)
 	require.NoError(t, write())
+}
+
+// recordOne writes operation k of tenant t, as recording it does: the
+// row and its first timeline entry.
+func recordOne(ctx context.Context, s store.Store) error {
+	return s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		return store.WriteAll(ctx, tx, []store.Write{
+			{InsertOperation: &store.Operation{Tenant: "t", Key: "k", Action: "a", Destination: "d",
+				Version: 1, Fingerprint: "f", State: "pending", Revision: 1, CreatedAt: now, UpdatedAt: now}},
+			{AppendTimeline: &store.TimelineEntry{Tenant: "t", Key: "k", At: now, Actor: "w", Event: "recorded"}},
+		})
+	})
 }
