@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -39,7 +40,8 @@ func TestSendHTTPFailedWriteMayHaveReached(t *testing.T) {
 	t.Run("HTTPCall", func(t *testing.T) {
 		t.Parallel()
 		dest := fakedest.NewHeaderActor(t, "")
-		h := newHTTP(t, destination.HTTPConfig{Name: "files", URL: dest.URL() + "/files", Ref: "/id"})
+		h := newHTTP(t, destination.HTTPConfig{Name: "files", URL: dest.URL() + "/files", Ref: "/id",
+			Timeout: destination.Duration(time.Minute)}) // far above the call's time, even under load
 		payload := `{"content":"` + string(largeBody) + `"}`
 		_, err := h.Call(context.Background(), call(operation("upload:1", payload)))
 		require.Equal(t, 1, dest.Acted())

@@ -22,11 +22,17 @@ import (
 func TestActedBeforeBodyIsNeverResent(t *testing.T) {
 	t.Parallel()
 	dest := fakedest.NewHeaderActor(t, "")
+	// Bounds far above the call's time, even on a loaded machine, where
+	// rendering the 4 MiB body may take seconds: a call that timed out
+	// before it had a connection would rightly be "not sent".
 	files, err := destination.NewHTTP(destination.HTTPConfig{Name: "files", URL: dest.URL() + "/files", Ref: "/id",
-		Timeout: destination.Duration(5 * time.Second)},
+		Timeout: destination.Duration(time.Minute)},
 		destination.LoadOptions{})
 	require.NoError(t, err)
-	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{files} })
+	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) {
+		o.Extra = []destination.Destination{files}
+		o.Executor.Lease, o.Executor.CallTimeout = 3*time.Minute, 2*time.Minute
+	})
 	r.Record("upload:U1:create", "files", `{"content":"`+strings.Repeat("a", 4<<20)+`"}`)
 
 	op := r.Step()
