@@ -16,30 +16,13 @@ if [ $# -ne 2 ]; then
 fi
 BIN=$1 DB=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
 case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
 [ -x "$BIN" ] || { echo "$0: $BIN is not an executable" >&2; exit 2; }
 for tool in curl jq python3; do command -v $tool >/dev/null || { echo "$0: needs $tool" >&2; exit 2; }; done
 
 WORK=$(mktemp -d /tmp/e2e-proxy.XXXXXX)
-SCHEMA=
-case $DB in
-postgres://* | postgresql://*)
-	STORE=pg
-	DSN=$DB
-	SCHEMA=$(printf '%s' "$DB" | sed -n 's/.*[?&]search_path=\([^&]*\).*/\1/p')
-	if [ -z "$SCHEMA" ]; then echo "$0: the PostgreSQL DSN needs search_path=SCHEMA" >&2; exit 2; fi
-	if ! printf '%s' "$SCHEMA" | grep -Eq '^[a-z_][a-z0-9_]*$'; then echo "$0: schema name $SCHEMA: use [a-z0-9_]" >&2; exit 2; fi
-	PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres test)
-	"${PSQL[@]}" -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $SCHEMA CASCADE; CREATE SCHEMA $SCHEMA" >/dev/null || { echo "$0: cannot create schema $SCHEMA" >&2; exit 2; }
-	;;
-*)
-	STORE=sqlite
-	FILE=${DB#sqlite:}
-	mkdir -p "$(dirname "$FILE")"
-	rm -f "$FILE" "$FILE-wal" "$FILE-shm"
-	DSN=sqlite:$FILE
-	;;
-esac
+smoke_store "$DB"
 
 free_port() { # free_port FROM TO [EXCEPT]
 	python3 - "$@" <<'EOF'
@@ -74,17 +57,10 @@ cleanup() {
 			wait "$pid" 2>/dev/null
 		fi
 	done
-	if [ "$STORE" = pg ] && [ "${KEEP:-0}" != 1 ]; then
-		"${PSQL[@]}" -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1
-	fi
-	[ "${KEEP:-0}" = 1 ] && echo "# kept: $WORK ($DSN)" || rm -rf "$WORK"
+	smoke_cleanup_store
 }
 trap cleanup EXIT
 
-N=0 PASSED=0
-ok() { N=$((N + 1)); PASSED=$((PASSED + 1)); echo "ok $N $1"; }
-fail() { N=$((N + 1)); echo "FAIL $N $1 (got $2)"; }
-short() { head -c 300 "$1" | tr '\n' ' '; }
 hdr() { tr -d '\r' <"$1" | sed -n "s/^$2: //Ip" | head -1; }
 AUTH='Authorization: Bearer sk_test_e2e'
 # post NAME PATH BODY [KEY]: POST through the proxy; $WORK/NAME.body, $WORK/NAME.headers; sets CODE
@@ -156,18 +132,8 @@ rc=$?
 if [ $rc = 0 ] && [ "$(grep -c 'proxy:upstream:' "$WORK/list.txt")" = 2 ]; then ok "ops list --db (text) exit 0, 2 proxy:upstream: keys"; else fail "ops list --db (text) exit 0, 2 proxy:upstream: keys" "exit $rc: $(short "$WORK/list.txt")"; fi
 
 # 10. SIGTERM
-if kill -0 "$PPID_" 2>/dev/null; then
-	kill -TERM "$PPID_"
-	wait "$PPID_"
-	rc=$?
-	PPID_=
-	if [ $rc = 0 ]; then ok "proxy exits 0 on SIGTERM"; else fail "proxy exits 0 on SIGTERM" "exit $rc"; fi
-else
-	wait "$PPID_"
-	rc=$?
-	PPID_=
-	fail "proxy exits 0 on SIGTERM" "proxy had already exited with $rc"
-fi
+expect_sigterm_exit0 "proxy exits 0 on SIGTERM" "$PPID_" proxy
+PPID_=
 
 echo "PASS $PASSED/$N"
 [ "$PASSED" = "$N" ]

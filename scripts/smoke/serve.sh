@@ -18,30 +18,13 @@ if [ $# -ne 3 ]; then
 	exit 2
 fi
 BIN=$1 DB=$2 PORT=$3
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
 [ -x "$BIN" ] || { echo "$0: $BIN is not an executable" >&2; exit 2; }
 for tool in curl jq; do command -v $tool >/dev/null || { echo "$0: needs $tool" >&2; exit 2; }; done
 
 WORK=$(mktemp -d /tmp/e2e-run.XXXXXX)
-SCHEMA=
-case $DB in
-postgres://* | postgresql://*)
-	STORE=pg
-	DSN=$DB
-	SCHEMA=$(printf '%s' "$DB" | sed -n 's/.*[?&]search_path=\([^&]*\).*/\1/p')
-	if [ -z "$SCHEMA" ]; then echo "$0: the PostgreSQL DSN needs search_path=SCHEMA" >&2; exit 2; fi
-	if ! printf '%s' "$SCHEMA" | grep -Eq '^[a-z_][a-z0-9_]*$'; then echo "$0: schema name $SCHEMA: use [a-z0-9_]" >&2; exit 2; fi
-	PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres test)
-	"${PSQL[@]}" -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $SCHEMA CASCADE; CREATE SCHEMA $SCHEMA" >/dev/null || { echo "$0: cannot create schema $SCHEMA" >&2; exit 2; }
-	;;
-*)
-	STORE=sqlite
-	FILE=${DB#sqlite:}
-	mkdir -p "$(dirname "$FILE")"
-	rm -f "$FILE" "$FILE-wal" "$FILE-shm"
-	DSN=sqlite:$FILE
-	;;
-esac
+smoke_store "$DB"
 
 BASE=http://127.0.0.1:$PORT
 SPID=
@@ -50,21 +33,10 @@ cleanup() {
 		kill -TERM "$SPID" 2>/dev/null
 		wait "$SPID" 2>/dev/null
 	fi
-	if [ "$STORE" = pg ] && [ "${KEEP:-0}" != 1 ]; then
-		"${PSQL[@]}" -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1
-	fi
-	[ "${KEEP:-0}" = 1 ] && echo "# kept: $WORK ($DSN)" || rm -rf "$WORK"
+	smoke_cleanup_store
 }
 trap cleanup EXIT
 
-N=0 PASSED=0
-ok() { N=$((N + 1)); PASSED=$((PASSED + 1)); echo "ok $N $1"; }
-fail() { N=$((N + 1)); echo "FAIL $N $1 (got $2)"; }
-# expect DESC WANT GOT
-expect() {
-	if [ "$3" = "$2" ]; then ok "$1"; else fail "$1" "$3"; fi
-}
-short() { head -c 300 "$1" | tr '\n' ' '; }
 
 # req METHOD PATH [BODY] [noauth]: sets CODE, writes the body to $WORK/body, headers to $WORK/headers
 req() {
@@ -191,18 +163,8 @@ fi
 expect "unknown flag exits 2" 2 $?
 
 # 11. SIGTERM
-if kill -0 "$SPID" 2>/dev/null; then
-	kill -TERM "$SPID"
-	wait "$SPID"
-	rc=$?
-	SPID=
-	expect "serve exits 0 on SIGTERM" 0 "$rc"
-else
-	wait "$SPID"
-	rc=$?
-	SPID=
-	fail "serve exits 0 on SIGTERM" "serve had already exited with $rc"
-fi
+expect_sigterm_exit0 "serve exits 0 on SIGTERM" "$SPID" serve
+SPID=
 
 echo "PASS $PASSED/$N"
 [ "$PASSED" = "$N" ]
