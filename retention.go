@@ -35,10 +35,11 @@ type CompactResult struct {
 	// expiry, deleted.
 	SessionsExpired int
 	// BatchesRetried are batches of operations whose transaction failed
-	// (an operation changed meanwhile, another process was compacting the
-	// same ones, or one cannot be compacted) and that were compacted
-	// again one operation at a time: a few are normal; many, run after
-	// run, mean compaction runs far slower than it can.
+	// (an operation changed meanwhile, a wait the store broke as a
+	// deadlock, or one cannot be compacted; another process compacting
+	// the same operations is skipped or waited for, not failed) and that
+	// were compacted again one operation at a time: a few are normal;
+	// many, run after run, mean compaction runs far slower than it can.
 	BatchesRetried int
 }
 
