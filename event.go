@@ -335,27 +335,42 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		row.Operations = []string{}
 		return &eventPlan{}, nil
 	}
-	// stepConflict refuses to write key when it is a step of a stored
-	// workflow: only the workflow records and revises its steps. It
-	// returns nil, nil when key is no step.
-	stepConflict := func(key string) (*eventPlan, error) {
+	// readKey reads what is stored at key, and the stored workflow
+	// whose step key is, if any: that workflow first, as every workflow
+	// transaction locks a workflow before its steps (on PostgreSQL, an
+	// event that locked a step's operation and then waited for its
+	// workflow deadlocked with one). stepConflict refuses to write key
+	// when it is such a step: only the workflow records and revises its
+	// steps.
+	type stepOf struct {
+		workflow *store.Workflow
+		step     string
+	}
+	readKey := func(key string) (*storedContent, stepOf, error) {
 		w, step, err := workflowStepOf(ctx, tx, l.tenant, key)
-		if err != nil || w == nil {
-			return nil, err
+		if err != nil {
+			return nil, stepOf{}, err
 		}
-		return conflict(fmt.Sprintf("operation %s is step %s of workflow %s, which records and revises its steps itself (a rule may not); a person must decide", key, step, w.Key))
+		current, err := l.contentAt(ctx, tx, key)
+		return current, stepOf{w, step}, err
+	}
+	stepConflict := func(key string, s stepOf) (*eventPlan, error) {
+		if s.workflow == nil {
+			return nil, nil
+		}
+		return conflict(fmt.Sprintf("operation %s is step %s of workflow %s, which records and revises its steps itself (a rule may not); a person must decide", key, s.step, s.workflow.Key))
 	}
 	for i, in := range m.Intents {
 		fp, err := in.normalize()
 		if err != nil {
 			return nil, &RuleError{Rule: m.Rule, Field: fmt.Sprintf("operations[%d]", i), Err: err}
 		}
-		current, err := l.contentAt(ctx, tx, in.Key)
+		current, step, err := readKey(in.Key)
 		if err != nil {
 			return nil, err
 		}
 		if current == nil || !current.sameContent(in) {
-			if p, err := stepConflict(in.Key); p != nil || err != nil {
+			if p, err := stepConflict(in.Key, step); p != nil || err != nil {
 				return p, err
 			}
 		}
@@ -417,12 +432,12 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		if err != nil {
 			return nil, &RuleError{Rule: m.Rule, Field: fmt.Sprintf("operations[%d].update_key", i), Err: err}
 		}
-		have, err := l.contentAt(ctx, tx, up.Key)
+		have, upStep, err := readKey(up.Key)
 		if err != nil {
 			return nil, err
 		}
 		if have == nil {
-			if p, err := stepConflict(up.Key); p != nil || err != nil {
+			if p, err := stepConflict(up.Key, upStep); p != nil || err != nil {
 				return p, err
 			}
 		}

@@ -112,3 +112,68 @@ func TestStepKeyLockIsTheKeys(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	require.NoError(t, <-same)
 }
+
+// TestEventLocksWorkflowBeforeStep: on PostgreSQL, an event whose rule
+// writes the key of a workflow's step reads (and locks) the workflow
+// before the step's operation, in the order of every workflow
+// transaction, so that it never deadlocks with one. A connection holds
+// the workflow row, as revising or resuming the workflow would; the
+// event waits for it, and the connection then gets the step's row at
+// once. Before, the event held the step and waited for the workflow:
+// the connection's NOWAIT failed (and a waiting workflow transaction
+// would have deadlocked with the event until deadlock_timeout broke it).
+func TestEventLocksWorkflowBeforeStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "w"})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	_, _, err = l.PutWorkflow(ctx, "w", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
+	}})
+	require.NoError(t, err)
+	_, err = l.Get(ctx, "w/a")
+	require.NoError(t, err, "the workflow recorded its first step")
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "w/a"
+        action: crm.create
+        destination: crm
+        payload: {other: content}
+`))
+	require.NoError(t, err)
+
+	holder, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Close(ctx) })
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	var one int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'w' FOR UPDATE`).Scan(&one))
+
+	done := make(chan error, 1)
+	var res *opledger.EventResult
+	go func() {
+		var err error
+		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
+		done <- err
+	}()
+	testdb.WaitBlockedBy(t, holder, "the event")
+	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'w/a' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "the step was free: the event waits for the workflow first")
+	require.NoError(t, tx.Commit(ctx))
+
+	require.NoError(t, <-done)
+	require.Equal(t, opledger.EventConflict, res.Status)
+	require.Contains(t, res.Event.Reason, "operation w/a is step a of workflow w")
+	op, err := l.Get(ctx, "w/a")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), op.Version, "the step keeps the workflow's content")
+}
