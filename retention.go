@@ -227,10 +227,20 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 		if err != nil {
 			return err
 		}
+		// Whether a workflow keeps its steps, read once per workflow of
+		// the batch.
+		keptBy := map[store.OperationID]bool{}
 		for _, id := range steps {
-			if kept, err := keptForItsWorkflow(ctx, tx, id.Tenant, id.Key); err != nil {
-				return err
-			} else if kept {
+			wk, _, _ := SplitWorkflowStepKey(id.Key)
+			workflow := store.OperationID{Tenant: id.Tenant, Key: wk}
+			kept, read := keptBy[workflow]
+			if !read {
+				if kept, err = keptForItsWorkflow(ctx, tx, id.Tenant, id.Key); err != nil {
+					return err
+				}
+				keptBy[workflow] = kept
+			}
+			if kept {
 				continue
 			}
 			op, err := tx.GetOperation(ctx, id.Tenant, id.Key)

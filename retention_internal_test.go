@@ -423,3 +423,83 @@ func TestCompactSkipsHeldOperations(t *testing.T) {
 	require.Equal(t, before.ConfirmedEffects, after.ConfirmedEffects)
 	require.Equal(t, before.Attempts, after.Attempts)
 }
+
+// workflowReadCountingStore counts the workflow rows read inside write
+// transactions.
+type workflowReadCountingStore struct {
+	store.Store
+	reads *atomic.Int64
+}
+
+type workflowReadCountingTx struct {
+	store.Tx
+	reads *atomic.Int64
+}
+
+func (s workflowReadCountingStore) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	return s.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return fn(ctx, workflowReadCountingTx{Tx: tx, reads: s.reads})
+	})
+}
+
+func (t workflowReadCountingTx) GetWorkflow(ctx context.Context, tenant, key string) (*store.Workflow, error) {
+	t.reads.Add(1)
+	return t.Tx.GetWorkflow(ctx, tenant, key)
+}
+
+// TestCompactReadsAWorkflowOnce: a batch that holds several steps of
+// one workflow reads whether the workflow keeps them once, not once per
+// step (on PostgreSQL, a round trip each, and the workflow's current
+// step locked again), whether the workflow keeps its steps or not.
+func TestCompactReadsAWorkflowOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, offset := agedLedger(t, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	steps := []WorkflowStep{
+		{Name: "one", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":1}`)},
+		{Name: "two", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":2}`)},
+		{Name: "three", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":3}`)},
+		{Name: "four", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":4}`)},
+	}
+	report := func(key string, r Report) {
+		t.Helper()
+		c, err := l.Claim(ctx, key, ClaimOptions{})
+		require.NoError(t, err)
+		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, r)
+		require.NoError(t, err)
+	}
+	// "done" finished all four steps; "going" is at its fourth, pending:
+	// it keeps its three succeeded steps.
+	for _, wk := range []string{"done", "going"} {
+		_, _, err := l.PutWorkflow(ctx, wk, WorkflowSpec{Steps: steps})
+		require.NoError(t, err)
+		for i, s := range steps {
+			if wk == "going" && i == len(steps)-1 {
+				break
+			}
+			report(WorkflowStepKey(wk, s.Name), Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
+			_, err = l.AdvanceWorkflowOf(ctx, WorkflowStepKey(wk, s.Name))
+			require.NoError(t, err)
+		}
+	}
+	w, err := l.GetWorkflow(ctx, "done")
+	require.NoError(t, err)
+	require.Equal(t, WorkflowSucceeded, w.Status)
+
+	offset.Store(int64(2 * time.Hour))
+	var reads atomic.Int64
+	l.store = workflowReadCountingStore{Store: l.store, reads: &reads}
+	ids := []store.OperationID{}
+	for _, wk := range []string{"done", "going"} {
+		for _, s := range steps {
+			ids = append(ids, store.OperationID{Tenant: DefaultTenant, Key: WorkflowStepKey(wk, s.Name)})
+		}
+	}
+	n, err := l.compactTx(ctx, ids)
+	require.NoError(t, err)
+	require.Equal(t, len(steps), n, "the finished workflow's steps; the other keeps its own")
+	require.Equal(t, int64(2), reads.Load(), "one read per workflow")
+	kept, err := l.Get(ctx, "going/one")
+	require.NoError(t, err)
+	require.False(t, kept.Tombstoned)
+}
