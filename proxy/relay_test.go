@@ -194,7 +194,10 @@ func TestStalledCallerReplay(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`+strings.Repeat("x", size)+`"}`)
 	}))
 	t.Cleanup(up.Close)
-	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 2 * size, Timeout: destination.Duration(2 * time.Second)}
+	// The route's timeout bounds both the first call, which reads and
+	// saves 4 MiB (over 2 s once, under -race on a loaded machine), and
+	// each write of the replay.
+	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 2 * size, Timeout: destination.Duration(10 * time.Second)}
 	l := openLedger(t, testdb.Stores()[0])
 	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
@@ -219,7 +222,7 @@ func TestStalledCallerReplay(t *testing.T) {
 	require.Equal(t, "true", resp.Header.Get(proxy.HeaderReplayed))
 	select {
 	case <-handled:
-	case <-time.After(20 * time.Second): // a guard: without a write deadline it never comes
+	case <-time.After(time.Minute): // a guard: without a write deadline it never comes
 		t.Fatal("the proxy is still held by a caller that takes nothing")
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
