@@ -69,6 +69,7 @@ func TestDecisionsNameTheirCredential(t *testing.T) {
 			w, _, err := via.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{RequiresApproval: true, Steps: []opledger.WorkflowStep{
 				{Name: "create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)}}})
 			require.NoError(t, err)
+			require.Equal(t, "create", w.CurrentStep)
 			step := opledger.WorkflowStepKey("wf:1", "create")
 			w, err = via.ReviseWorkflowStep(ctx, "wf:1", "create", opledger.Revision{Payload: json.RawMessage(`{"n":3}`), Version: 2, Actor: "Dee"})
 			require.NoError(t, err)

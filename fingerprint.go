@@ -165,7 +165,7 @@ func inexactNumbers(doc []byte) ([]numberSpan, error) {
 // the double nearest to it (ok), and otherwise returns its exact form.
 func exactIfInexact(text string) (exact string, ok bool, err error) {
 	digits := strings.TrimPrefix(text, "-")
-	if len(digits) <= 15 && strings.IndexAny(digits, ".eE") < 0 {
+	if len(digits) <= 15 && !strings.ContainsAny(digits, ".eE") {
 		return "", true, nil // an integer below 10^15 < 2^53: every double holds it
 	}
 	exact, err = jsonnum.Exact(text)

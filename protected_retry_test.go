@@ -105,6 +105,7 @@ func TestProtectedRetryWindowIsEnforced(t *testing.T) {
 				require.NoError(t, err)
 				op, err := l.Dispatch(ctx, key, c.AttemptID, c.FencingToken)
 				require.NoError(t, err)
+				require.NotNil(t, op.FirstDispatchedAt, "dispatched")
 				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
 				require.NoError(t, err)
 				op, err = l.Reconcile(ctx, key, retention)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/opledger/opledger"
@@ -150,6 +151,6 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 // per maxAge (negative: on every scrape), plus the Go runtime's.
 func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newLedgerCollector(l, log, maxAge), prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(newLedgerCollector(l, log, maxAge), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
 }

@@ -389,10 +389,8 @@ func printCaseTable(w io.Writer, results []lab.CaseResult) error {
 	}
 	for _, r := range results {
 		want, got := r.Case.Want, r.Got
-		state := want.State + "/" + got.State
-		if want.State == got.State {
-			state = want.State
-		} else {
+		state := want.State
+		if want.State != got.State {
 			state = "want " + want.State + ", got " + orNone(got.State) + " ✗"
 		}
 		result := "ok"

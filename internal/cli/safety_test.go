@@ -48,12 +48,12 @@ func realLedger(t *testing.T, dsn string) *opledger.Operation {
 	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme"})
 	require.NoError(t, err)
 	defer l.Close()
-	op, err := l.Do(ctx, opledger.Intent{Key: "invoice:9:send", Action: "send", Destination: "crm", Payload: json.RawMessage(`{}`)},
+	_, err = l.Do(ctx, opledger.Intent{Key: "invoice:9:send", Action: "send", Destination: "crm", Payload: json.RawMessage(`{}`)},
 		func(context.Context, opledger.Call) (opledger.Result, error) {
 			return opledger.Result{}, opledger.Retryable(errors.New("503"), 0)
 		})
 	require.Error(t, err, "503")
-	op, err = l.Get(ctx, "invoice:9:send")
+	op, err := l.Get(ctx, "invoice:9:send")
 	require.NoError(t, err)
 	require.Equal(t, opledger.StatePending, op.State)
 	return op

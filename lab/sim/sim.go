@@ -82,7 +82,6 @@ type world struct {
 	source *lab.WebhookSource
 
 	workers []*worker
-	trace   []string
 	hash    digest
 	report  *Report
 	// keys are the operation keys the events should produce, with their

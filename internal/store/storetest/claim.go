@@ -231,6 +231,7 @@ func testReport(t *testing.T, h Harness) {
 		require.Equal(t, "409 *** for ***: "+marker.Exists, op.LastError)
 		op, err = b.ledger.DeferReconcile(b.ctx, "k3", time.Minute, marker.LookupFailed+"failed to reach ready")
 		require.NoError(t, err)
+		require.Equal(t, "409 *** for ***: "+marker.Exists, op.LastError, "deferring keeps the masked error")
 		tl, err = b.ledger.Timeline(b.ctx, "k3")
 		require.NoError(t, err)
 		require.True(t, strings.HasSuffix(tl[len(tl)-1].Evidence, marker.LookupFailed+"*** to reach ***"), tl[len(tl)-1].Evidence)
@@ -310,6 +311,7 @@ func testReport(t *testing.T, h Harness) {
 		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel,
 			Reason: "ANA.SILVA@EXAMPLE.INVALID (Zo%C3%AB%20%3CLang%3E) asked us to stop", Operator: "oncall"})
 		require.NoError(t, err)
+		require.Equal(t, opledger.StateFailed, op.State, "cancelled")
 		tl, err := b.ledger.Timeline(b.ctx, "k1")
 		require.NoError(t, err)
 		require.Equal(t, "*** (***) asked us to stop", tl[len(tl)-1].Evidence)

@@ -516,6 +516,7 @@ func testApproveRevise(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
 		op, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
 		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, op.State)
 		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
 		require.NoError(t, err)
 		require.JSONEq(t, `{"units":3}`, string(c.Operation.Payload), "executes the approved content")

@@ -749,6 +749,7 @@ rules:
 		w, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
 			Payload: json.RawMessage(`{"template":"follow-up","task":"{steps.create_task.ref}"}`), Version: 2, Actor: "lea"})
 		require.NoError(t, err)
+		require.Equal(t, "send_email", w.CurrentStep)
 		_, err = b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
 		require.NoError(t, err)
 		op, err := b.ledger.Get(b.ctx, "wf:C-17/send_email")
