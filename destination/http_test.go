@@ -147,6 +147,32 @@ func TestHTTPCallOutcomes(t *testing.T) {
 	}
 }
 
+// A destination that answers 421 (Misdirected Request) did not act: the
+// call is retryable, its answer kept, and the next call goes out on a
+// new connection, not on the HTTP/2 connection that answered 421.
+func TestHTTPCallMisdirectedIsRetryable(t *testing.T) {
+	t.Parallel()
+	srv := newConnServer(t, true, http.StatusMisdirectedRequest)
+	h, err := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id"},
+		destination.LoadOptions{Transport: srv.Client().Transport})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, h.Close()) })
+	op := operation("k1", `{"name": "Ada"}`)
+
+	res, err := h.Call(context.Background(), call(op))
+	got, after := opledger.OutcomeOf(err)
+	require.Equal(t, opledger.OutcomeRetryable, got, "%v", err)
+	require.Zero(t, after)
+	require.JSONEq(t, `{"id": "r-1"}`, string(res.Response))
+
+	res, err = h.Call(context.Background(), call(op))
+	require.NoError(t, err)
+	require.Equal(t, "r-1", res.Ref)
+	remotes := srv.Remotes()
+	require.Len(t, remotes, 2)
+	require.NotEqual(t, remotes[0], remotes[1], "the retry went out on the connection that answered 421")
+}
+
 func TestHTTPCallRejectsBadPayloadBeforeSending(t *testing.T) {
 	t.Parallel()
 	fd := fakedest.New(t, fakedest.Options{})

@@ -122,7 +122,11 @@ func (e *SendError) Unwrap() error { return e.Err }
 // PROTOCOL_ERROR after it acted; over HTTP/2 the empty body costs only an
 // empty DATA frame. A request with a body keeps its Content-Length.
 // Redirects should not be followed for side effects; clients made by this
-// package return 3xx answers as they are.
+// package return 3xx answers as they are. After a 421 answer, closing
+// resp.Body also closes client's idle connections, the one that answered
+// among them, so that the retry opens a new connection: net/http would
+// otherwise reuse that one. An HTTP/2 connection still carrying other
+// requests is not idle and stays open, and a retry may land on it again.
 func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Response, error) {
 	tr := &writeTrace{}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), tr.clientTrace()))
@@ -157,9 +161,30 @@ func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Respo
 		return nil, opledger.Retryable(se, 0)
 	}
 	if err := ClassifyStatus(resp, p); err != nil {
+		if resp.StatusCode == http.StatusMisdirectedRequest {
+			resp.Body = &closeIdleBody{ReadCloser: resp.Body, client: client}
+		}
 		return resp, err
 	}
 	return resp, nil
+}
+
+// closeIdleBody is the body of a 421 answer. Closing it closes the
+// client's idle connections too: once the body is closed, the connection
+// that answered is idle (unless it carries other requests), and net/http
+// would otherwise send the retry on it (HTTP/1.1 keep-alive or HTTP/2),
+// to the server that just said it cannot answer for the request's
+// authority.
+type closeIdleBody struct {
+	io.ReadCloser
+	client *http.Client
+}
+
+// Close closes the body, then the client's idle connections.
+func (b *closeIdleBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.client.CloseIdleConnections()
+	return err
 }
 
 // ClassifyStatus classifies a destination's answer by its status: nil for
@@ -168,8 +193,11 @@ func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Respo
 //   - uncertain for p.ExistsStatus (matching ErrExists), for 500, 502, 504
 //     and any other 5xx or unexpected status: the destination may have
 //     acted;
-//   - retryable for 429, 503, 408 and 425, with the Retry-After header
-//     (seconds or an HTTP date): the destination did not act;
+//   - retryable for 429, 503, 408, 425 and 421 (Misdirected Request: the
+//     server that got the request cannot answer for its authority, RFC
+//     9110 section 15.5.20, and a retry over another connection may
+//     reach one that can), with the Retry-After header (seconds or an
+//     HTTP date) if any: the destination did not act;
 //   - rejected for the other 4xx (400, 401, 403, 404, 409, 422, ...) and
 //     for 501 and 505: refused before any effect, repair the cause first.
 func ClassifyStatus(resp *http.Response, p HTTPPolicy) error {
@@ -195,7 +223,7 @@ func ClassifyStatus(resp *http.Response, p HTTPPolicy) error {
 		se.Exists = true
 		return opledger.Uncertain(se)
 	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable,
-		code == http.StatusRequestTimeout, code == http.StatusTooEarly:
+		code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusMisdirectedRequest:
 		now := time.Now
 		if p.Now != nil {
 			now = p.Now

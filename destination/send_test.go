@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,6 +78,8 @@ func TestSendHTTPStatuses(t *testing.T) {
 		{"503", status(503), destination.HTTPPolicy{}, opledger.OutcomeRetryable, 0, false},
 		{"503 Retry-After", status(503, "Retry-After", "120"), destination.HTTPPolicy{}, opledger.OutcomeRetryable, 2 * time.Minute, false},
 		{"408", status(408), destination.HTTPPolicy{}, opledger.OutcomeRetryable, 0, false},
+		{"421", status(421), destination.HTTPPolicy{}, opledger.OutcomeRetryable, 0, false},
+		{"421 Retry-After", status(421, "Retry-After", "30"), destination.HTTPPolicy{}, opledger.OutcomeRetryable, 30 * time.Second, false},
 		{"500", status(500), destination.HTTPPolicy{}, opledger.OutcomeUncertain, 0, false},
 		{"502", status(502), destination.HTTPPolicy{}, opledger.OutcomeUncertain, 0, false},
 		{"504", status(504), destination.HTTPPolicy{}, opledger.OutcomeUncertain, 0, false},
@@ -105,6 +109,97 @@ func TestSendHTTPStatuses(t *testing.T) {
 			require.Equal(t, resp.StatusCode, se.StatusCode)
 			require.NotContains(t, err.Error(), "example.com", "the query (payload data) stays out of errors")
 			require.NotContains(t, err.Error(), "/records")
+		})
+	}
+}
+
+// connServer is a TLS server, over HTTP/2 or HTTP/1.1, that answers its
+// requests with the given statuses in turn (then 201) and records the
+// client address of each: one address per connection.
+type connServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	statuses []int
+	remotes  []string
+}
+
+func newConnServer(t *testing.T, h2 bool, statuses ...int) *connServer {
+	t.Helper()
+	s := &connServer{statuses: statuses}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.mu.Lock()
+		code := http.StatusCreated
+		if len(s.statuses) > 0 {
+			code, s.statuses = s.statuses[0], s.statuses[1:]
+		}
+		s.remotes = append(s.remotes, r.RemoteAddr)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, `{"id": "r-1"}`)
+	}))
+	s.EnableHTTP2 = h2
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Remotes are the client addresses of the requests served so far.
+func (s *connServer) Remotes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.remotes)
+}
+
+// A 421 (Misdirected Request) says the server that got the request
+// cannot answer for it; a retry may succeed over another connection
+// (RFC 9110 section 15.5.20). net/http would send the retry on the same
+// connection, HTTP/1.1 or HTTP/2: once the 421's body is closed,
+// SendHTTP has closed it, and the retry opens a new one. A 503, retried
+// on the connection that answered it, shows that the test sees reuse.
+func TestSendHTTPMisdirectedRetryOpensNewConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		h2      bool
+		status  int
+		newConn bool
+	}{
+		{"HTTP/2/421", true, http.StatusMisdirectedRequest, true},
+		{"HTTP/1.1/421", false, http.StatusMisdirectedRequest, true},
+		{"HTTP/2/503", true, http.StatusServiceUnavailable, false},
+		{"HTTP/1.1/503", false, http.StatusServiceUnavailable, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newConnServer(t, tc.h2, tc.status)
+			client := srv.Client()
+			client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			send := func() (*http.Response, error) {
+				t.Helper()
+				resp, err := destination.SendHTTP(client, post(t, context.Background(), srv.URL), destination.HTTPPolicy{})
+				require.NotNil(t, resp)
+				_, readErr := io.ReadAll(resp.Body) // as a destination reads it, to the end
+				require.NoError(t, readErr)
+				require.NoError(t, resp.Body.Close())
+				return resp, err
+			}
+			resp, err := send()
+			require.Equal(t, tc.status, resp.StatusCode)
+			require.Equal(t, map[bool]int{true: 2, false: 1}[tc.h2], resp.ProtoMajor)
+			got, _ := opledger.OutcomeOf(err)
+			require.Equal(t, opledger.OutcomeRetryable, got, "%v", err)
+			resp, err = send()
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			remotes := srv.Remotes()
+			require.Len(t, remotes, 2)
+			if tc.newConn {
+				require.NotEqual(t, remotes[0], remotes[1], "the retry went out on the connection that answered 421")
+			} else {
+				require.Equal(t, remotes[0], remotes[1], "net/http keeps the connection for the next request")
+			}
 		})
 	}
 }
