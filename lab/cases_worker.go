@@ -111,13 +111,20 @@ func RunWorker(ctx context.Context, a WorkerArgs, out io.Writer, wait io.Reader)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.URL, bytes.NewReader(body))
+	// The call is bounded as a configured destination's is (its default
+	// timeout, within the executor's call limit of two thirds of the
+	// lease), and the answer is read within that bound too.
+	callCtx, cancel := context.WithTimeout(ctx, min(destination.DefaultTimeout, a.Lease*2/3))
+	defer cancel()
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, a.URL, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(IdempotencyHeader, c.IdempotencyKey)
-	resp, callErr := destination.SendHTTP(http.DefaultClient, req, destination.HTTPPolicy{ExistsStatus: http.StatusConflict})
+	client := workerClient()
+	defer client.CloseIdleConnections()
+	resp, callErr := destination.SendHTTP(client, req, destination.HTTPPolicy{ExistsStatus: http.StatusConflict})
 	var answer []byte
 	if resp != nil {
 		answer, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -138,6 +145,18 @@ func RunWorker(ctx context.Context, a WorkerArgs, out io.Writer, wait io.Reader)
 		return err
 	}
 	return stop(a.Crash)
+}
+
+// workerClient is the client of a worker process's call, made as a
+// configured destination's is (destination.NewHTTP): a transport of its
+// own, and redirects returned as answers, not followed. A redirect after
+// a side effect is an answer to record (uncertain), never a second
+// request whose answer could pass for the first one's.
+func workerClient() *http.Client {
+	return &http.Client{
+		Transport:     http.DefaultTransport.(*http.Transport).Clone(),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // serveDestination serves the world's destination over HTTP on loopback,
