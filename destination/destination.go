@@ -55,8 +55,12 @@ type Destination interface {
 	// Errors are classified with opledger.Rejected, opledger.Retryable and
 	// opledger.Uncertain; an unclassified error is judged by
 	// opledger.OutcomeOf (uncertain unless the connection never opened).
-	// A Result without a Ref counts as uncertain. Error texts are shown to
-	// operators: they must carry no secrets and no payload data.
+	// A Result without a Ref counts as uncertain. A Result with a Ref
+	// and an error is the error's outcome: the executor keeps the Ref on
+	// the attempt, as the destination's evidence of what it made for
+	// whoever settles the operation, never as the operation's reference
+	// (it confirms nothing). Error texts are shown to operators: they
+	// must carry no secrets and no payload data.
 	Call(ctx context.Context, call opledger.Call) (opledger.Result, error)
 }
 

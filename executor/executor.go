@@ -602,10 +602,26 @@ func ledgerDecided(err error) bool {
 	return false
 }
 
-// reportFor turns a call's result into the report for the ledger.
+// reportFor turns a call's result into the report for the ledger. A
+// reference that comes back with an error is the destination's own word
+// on what it made: the report carries it, so that the ledger keeps it on
+// the attempt as evidence for whoever settles the operation, but the
+// outcome is the error's, and only a success confirms an effect and
+// becomes the operation's reference. A reference the ledger cannot
+// store is left out (the ledger would refuse the whole report), and the
+// error says so.
 func reportFor(res opledger.Result, err error, stopCause error) opledger.Report {
+	ref, refNote := "", ""
 	switch {
 	case err != nil:
+		if res.Ref == "" {
+			break
+		}
+		if rerr := opledger.CheckDestinationRef(res.Ref); rerr != nil {
+			refNote = "; the destination also reported a reference, not text the ledger can store"
+			break
+		}
+		ref = res.Ref
 	case res.Ref == "":
 		err = opledger.Uncertain(errors.New("the destination answered without a reference"))
 	default:
@@ -616,11 +632,11 @@ func reportFor(res opledger.Result, err error, stopCause error) opledger.Report 
 		return opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: res.Ref, Response: validJSON(res.Response)}
 	}
 	outcome, after := opledger.OutcomeOf(err)
-	text := destination.ErrorText(err)
+	text := destination.ErrorText(err) + refNote
 	if stopCause != nil {
 		text += " (call cancelled: " + stopCause.Error() + ")"
 	}
-	r := opledger.Report{Outcome: outcome, Error: text, RetryAfter: after}
+	r := opledger.Report{Outcome: outcome, DestinationRef: ref, Error: text, RetryAfter: after}
 	if outcome == opledger.OutcomeRejected {
 		r.Response = validJSON(res.Response) // why it was refused, for the operator
 	}

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -473,4 +474,85 @@ func TestCallDeadlineCountsFromClaim(t *testing.T) {
 	require.Equal(t, opledger.StateSucceeded, op.State)
 	require.False(t, d.deadline.IsZero())
 	require.LessOrEqual(t, d.deadline.Sub(d.started), callTimeout-slowDispatch, "the call's time counts from the claim")
+}
+
+// refAndError is a Go destination that answers with a reference and an
+// error at once: it says which record it made, and that the outcome is
+// not a success (a follow-up step failed, say).
+type refAndError struct {
+	ref string
+	err error
+}
+
+func (refAndError) Name() string                           { return "referr" }
+func (refAndError) Capabilities() destination.Capabilities { return destination.Capabilities{} }
+func (d refAndError) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	return opledger.Result{Ref: d.ref}, d.err
+}
+
+// A reference that comes back with an error is the destination's own
+// evidence of what it made: it is kept on the attempt, beside the error's
+// outcome, for the person who settles the operation. It is never the
+// operation's reference: nothing is confirmed, and the outcome is the
+// error's.
+func TestRefWithErrorKeptOnAttempt(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		for _, tc := range []struct {
+			name  string
+			err   error
+			state opledger.State
+		}{
+			{"uncertain", opledger.Uncertain(errors.New("record made, attachment upload timed out")), opledger.StateUncertain},
+			{"unclassified", errors.New("record made, then the connection broke"), opledger.StateUncertain},
+			{"rejected", opledger.Rejected(errors.New("record made, then refused")), opledger.StateFailed},
+			{"retryable", opledger.Retryable(errors.New("record made as a draft, try again"), 0), opledger.StatePending},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				r := testrig.New(t, newDSN, func(o *testrig.Options) {
+					o.Extra = []destination.Destination{refAndError{ref: "CRM-77", err: tc.err}}
+				})
+				r.Record("referr:1", "referr", `{}`)
+				op := r.Step()
+				require.Equal(t, tc.state, op.State)
+				require.Empty(t, op.DestinationRef, "not a confirmed effect")
+				require.Equal(t, destination.ErrorText(tc.err), op.LastError)
+				attempts := r.Attempts("referr:1")
+				require.Len(t, attempts, 1)
+				require.NotEqual(t, string(opledger.OutcomeSucceeded), attempts[0].Outcome)
+				require.Equal(t, "CRM-77", attempts[0].DestinationRef, "the destination's reference is kept as evidence")
+				stats, err := r.Ledger.Stats(r.Ctx, false)
+				require.NoError(t, err)
+				require.Zero(t, stats.ConfirmedEffects)
+
+				if tc.state != opledger.StateUncertain {
+					return
+				}
+				// Without a lookup or a key, the reconciler holds it for
+				// a person: the reference still confirms nothing.
+				r.Reconcile()
+				op = r.Get("referr:1")
+				require.Equal(t, opledger.StateHeld, op.State)
+				require.Empty(t, op.DestinationRef)
+				require.Equal(t, "CRM-77", r.Attempts("referr:1")[0].DestinationRef)
+			})
+		}
+	})
+}
+
+// A reference the ledger cannot store, beside an error, is dropped (the
+// report would be refused whole, and the outcome lost to the lease); the
+// error says that there was one.
+func TestUnstorableRefWithErrorDropped(t *testing.T) {
+	t.Parallel()
+	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) {
+		o.Extra = []destination.Destination{refAndError{ref: "R\x001", err: opledger.Uncertain(errors.New("record made, upload timed out"))}}
+	})
+	r.Record("referr:2", "referr", `{}`)
+	op := r.Step()
+	require.Equal(t, opledger.StateUncertain, op.State)
+	require.Contains(t, op.LastError, "record made, upload timed out")
+	require.Contains(t, op.LastError, "the destination also reported a reference, not text the ledger can store")
+	require.Empty(t, r.Attempts("referr:2")[0].DestinationRef)
 }
