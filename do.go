@@ -30,7 +30,13 @@ type Call struct {
 	Protected bool
 }
 
-// Result is what a successful Action returns.
+// Result is what a successful Action returns. An Action that fails may
+// return one with a Ref too, when the destination said what it made
+// before the call went wrong: the Ref is kept on the attempt as evidence
+// for whoever settles the operation, with the error's outcome (a
+// retryable error with a Ref counts as uncertain: a retry could make the
+// effect twice). It is never the operation's reference: only a success
+// confirms an effect.
 type Result struct {
 	// Ref identifies the effect at the destination (record id, message id).
 	// Required, and stored as it is, so it must be something the ledger
@@ -166,7 +172,8 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 // reportOf turns what an action returned into the report for the ledger,
 // and the error Do returns with it (nil for a success). A success the
 // ledger cannot record as one becomes an uncertain outcome here, instead
-// of a report the ledger would refuse.
+// of a report the ledger would refuse. A Ref returned with an error goes
+// on the attempt (see Result), as the executor's reports do.
 func reportOf(res Result, actErr error) (Report, error) {
 	if actErr == nil {
 		switch err := CheckDestinationRef(res.Ref); {
@@ -185,6 +192,18 @@ func reportOf(res Result, actErr error) (Report, error) {
 	}
 	r := Report{Error: safeErrorText(actErr)}
 	r.Outcome, r.RetryAfter = OutcomeOf(actErr)
+	if res.Ref == "" {
+		return r, actErr
+	}
+	if CheckDestinationRef(res.Ref) == nil {
+		r.DestinationRef = res.Ref
+	} else {
+		r.Error += "; the destination also reported a reference, not text the ledger can store"
+	}
+	if r.Outcome == OutcomeRetryable {
+		r.Outcome, r.RetryAfter = OutcomeUncertain, 0
+		r.Error += "; not retried on its own: the destination reported a reference with a retryable error, so it may have acted"
+	}
 	return r, actErr
 }
 

@@ -181,3 +181,52 @@ func TestDoRefusesNilAction(t *testing.T) {
 		})
 	}
 }
+
+// A Ref an action returns with an error is kept on the attempt, never as
+// the operation's reference; with a retryable error it makes the outcome
+// uncertain (a retry could make the effect twice); one the ledger cannot
+// store is left out and the error says so.
+func TestDoRefWithErrorKeptOnAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	for _, tc := range []struct {
+		name, ref string
+		err       error
+		state     opledger.State
+		note      string
+	}{
+		{"uncertain", "CRM-77", opledger.Uncertain(errors.New("made, upload timed out")), opledger.StateUncertain, ""},
+		{"rejected", "CRM-77", opledger.Rejected(errors.New("made, then refused")), opledger.StateFailed, ""},
+		{"retryable", "CRM-77", opledger.Retryable(errors.New("made as a draft, try again"), 0), opledger.StateUncertain,
+			"not retried on its own: the destination reported a reference"},
+		{"unstorable", "R\x001", opledger.Uncertain(errors.New("made, upload timed out")), opledger.StateUncertain,
+			"the destination also reported a reference, not text the ledger can store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "ref-err:" + tc.name
+			_, err := l.Do(ctx, doIntent(key), func(context.Context, opledger.Call) (opledger.Result, error) {
+				return opledger.Result{Ref: tc.ref}, tc.err
+			})
+			require.ErrorIs(t, err, tc.err)
+			op, err := l.Get(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, tc.state, op.State)
+			require.Empty(t, op.DestinationRef, "not a confirmed effect")
+			require.Contains(t, op.LastError, tc.note)
+			attempts, err := l.Attempts(ctx, key)
+			require.NoError(t, err)
+			require.Len(t, attempts, 1)
+			want := tc.ref
+			if tc.name == "unstorable" {
+				want = ""
+			}
+			require.Equal(t, want, attempts[0].DestinationRef)
+		})
+	}
+	stats, err := l.Stats(ctx, false)
+	require.NoError(t, err)
+	require.Zero(t, stats.ConfirmedEffects)
+}

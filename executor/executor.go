@@ -607,9 +607,11 @@ func ledgerDecided(err error) bool {
 // on what it made: the report carries it, so that the ledger keeps it on
 // the attempt as evidence for whoever settles the operation, but the
 // outcome is the error's, and only a success confirms an effect and
-// becomes the operation's reference. A reference the ledger cannot
-// store is left out (the ledger would refuse the whole report), and the
-// error says so.
+// becomes the operation's reference. A retryable error with a reference
+// contradicts itself (nothing happened, and here is what happened): it
+// counts as uncertain, since a retry could make the effect a second
+// time. A reference the ledger cannot store is left out (the ledger
+// would refuse the whole report), and the error says so.
 func reportFor(res opledger.Result, err error, stopCause error) opledger.Report {
 	ref, refNote := "", ""
 	switch {
@@ -633,6 +635,10 @@ func reportFor(res opledger.Result, err error, stopCause error) opledger.Report 
 	}
 	outcome, after := opledger.OutcomeOf(err)
 	text := destination.ErrorText(err) + refNote
+	if outcome == opledger.OutcomeRetryable && res.Ref != "" {
+		outcome, after = opledger.OutcomeUncertain, 0
+		text += "; not retried on its own: the destination reported a reference with a retryable error, so it may have acted"
+	}
 	if stopCause != nil {
 		text += " (call cancelled: " + stopCause.Error() + ")"
 	}
