@@ -181,16 +181,7 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	if len(probs) > 0 {
 		return nil, probs
 	}
-	transport := opts.Transport
-	if transport == nil {
-		transport = http.DefaultTransport.(*http.Transport).Clone()
-	}
-	h.client = &http.Client{
-		Transport: transport,
-		// A redirect after a side effect is an answer to record, not a
-		// second request to make.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	h.client = NewClient(opts.Transport)
 	return h, nil
 }
 

@@ -122,7 +122,7 @@ func (e *SendError) Unwrap() error { return e.Err }
 // PROTOCOL_ERROR after it acted; over HTTP/2 the empty body costs only an
 // empty DATA frame. A request with a body keeps its Content-Length.
 // Redirects should not be followed for side effects; clients made by this
-// package return 3xx answers as they are. After a 421 answer, closing
+// package (NewClient) return 3xx answers as they are. After a 421 answer, closing
 // resp.Body also closes client's idle connections, the one that answered
 // among them, so that the retry opens a new connection: net/http would
 // otherwise reuse that one. An HTTP/2 connection still carrying other
@@ -167,6 +167,21 @@ func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Respo
 		return resp, err
 	}
 	return resp, nil
+}
+
+// NewClient returns a client for calls that have side effects: a 3xx
+// answer is returned as it is, an answer to record, never followed by a
+// second request whose answer could pass for the first one's. A nil
+// transport is a clone of net/http's default one, so that the client's
+// connections are its own.
+func NewClient(transport http.RoundTripper) *http.Client {
+	if transport == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	return &http.Client{
+		Transport:     transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // closeIdleBody is the body of a 421 answer. Closing it closes the

@@ -122,7 +122,7 @@ func RunWorker(ctx context.Context, a WorkerArgs, out io.Writer, wait io.Reader)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(IdempotencyHeader, c.IdempotencyKey)
-	client := workerClient()
+	client := destination.NewClient(nil)
 	defer client.CloseIdleConnections()
 	resp, callErr := destination.SendHTTP(client, req, destination.HTTPPolicy{ExistsStatus: http.StatusConflict})
 	var answer []byte
@@ -145,18 +145,6 @@ func RunWorker(ctx context.Context, a WorkerArgs, out io.Writer, wait io.Reader)
 		return err
 	}
 	return stop(a.Crash)
-}
-
-// workerClient is the client of a worker process's call, made as a
-// configured destination's is (destination.NewHTTP): a transport of its
-// own, and redirects returned as answers, not followed. A redirect after
-// a side effect is an answer to record (uncertain), never a second
-// request whose answer could pass for the first one's.
-func workerClient() *http.Client {
-	return &http.Client{
-		Transport:     http.DefaultTransport.(*http.Transport).Clone(),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 }
 
 // serveDestination serves the world's destination over HTTP on loopback,

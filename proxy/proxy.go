@@ -187,11 +187,8 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ledger: l, routes: routes, dests: set, cfg: cfg, log: cfg.Logger.With("component", "proxy"),
-		client: &http.Client{
-			Transport: transport,
-			// A redirect is the upstream's answer, passed to the caller.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}}
+		// A redirect is the upstream's answer, passed to the caller.
+		client: destination.NewClient(transport)}
 	// Only the proxy's own tenant: its lookups carry the upstreams'
 	// credentials, and another tenant sharing the store (through an
 	// opledger serve) could record an operation naming a proxy:
