@@ -81,6 +81,17 @@ func succeedKey(t *testing.T, l *Ledger, key string) {
 	require.NoError(t, err)
 }
 
+// claimAndReport claims the recorded operation key and reports r for
+// that attempt.
+func claimAndReport(t *testing.T, l *Ledger, key string, r Report) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := l.Claim(ctx, key, ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, r)
+	require.NoError(t, err)
+}
+
 // TestCompactPastFailures: operations Compact cannot compact, more than a
 // page of them and the oldest, stop neither the operations after them
 // nor the later steps of retention; the error counts them without a key,
@@ -343,17 +354,10 @@ func TestCompactLocksWorkflowBeforeStep(t *testing.T) {
 		{Name: "two", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":2}`)},
 	}})
 	require.NoError(t, err)
-	report := func(key string, r Report) {
-		t.Helper()
-		c, err := l.Claim(ctx, key, ClaimOptions{})
-		require.NoError(t, err)
-		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, r)
-		require.NoError(t, err)
-	}
-	report("wf:1/one", Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
+	claimAndReport(t, l, "wf:1/one", Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
 	_, err = l.AdvanceWorkflowOf(ctx, "wf:1/one")
 	require.NoError(t, err)
-	report("wf:1/two", Report{Outcome: OutcomeRejected, Error: "refused"})
+	claimAndReport(t, l, "wf:1/two", Report{Outcome: OutcomeRejected, Error: "refused"})
 	w, err := l.GetWorkflow(ctx, "wf:1")
 	require.NoError(t, err)
 	require.Equal(t, "two", w.CurrentStep, "the failed step is the current one: the workflow's steps are compacted")
@@ -461,13 +465,6 @@ func TestCompactReadsAWorkflowOnce(t *testing.T) {
 		{Name: "three", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":3}`)},
 		{Name: "four", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":4}`)},
 	}
-	report := func(key string, r Report) {
-		t.Helper()
-		c, err := l.Claim(ctx, key, ClaimOptions{})
-		require.NoError(t, err)
-		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, r)
-		require.NoError(t, err)
-	}
 	// "done" finished all four steps; "going" is at its fourth, pending:
 	// it keeps its three succeeded steps.
 	for _, wk := range []string{"done", "going"} {
@@ -477,7 +474,7 @@ func TestCompactReadsAWorkflowOnce(t *testing.T) {
 			if wk == "going" && i == len(steps)-1 {
 				break
 			}
-			report(WorkflowStepKey(wk, s.Name), Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
+			claimAndReport(t, l, WorkflowStepKey(wk, s.Name), Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
 			_, err = l.AdvanceWorkflowOf(ctx, WorkflowStepKey(wk, s.Name))
 			require.NoError(t, err)
 		}
