@@ -177,3 +177,71 @@ rules:
 	require.NoError(t, err)
 	require.Equal(t, int64(1), op.Version, "the step keeps the workflow's content")
 }
+
+// TestPutWorkflowLocksWorkflowBeforeStep: on PostgreSQL, a new
+// workflow whose step keys were locked by a put of the same workflow
+// that committed meanwhile reads (and locks) the workflow before its
+// steps' operations, in the order of every workflow transaction, and
+// answers as a repeat. A connection holds a step key's lock, as that
+// first put would; the put waits for it. The first put's workflow and
+// step are then written and a second connection holds the workflow row,
+// as an event whose rule writes the step's key would; the connection
+// releases the key; the put waits for the workflow, and the second
+// connection then gets the step's row at once. Before, the put locked
+// the step's operation and then waited for the workflow: the NOWAIT
+// failed (and the event, waiting for the step, deadlocked with it until
+// deadlock_timeout broke it).
+func TestPutWorkflowLocksWorkflowBeforeStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "w"})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
+	}}
+	_, _, err = l.PutWorkflow(ctx, "w0", spec) // rows to copy as "w" and "w/a"
+	require.NoError(t, err)
+
+	holder, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Close(ctx) })
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1fw/a")
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	var created bool
+	go func() {
+		var err error
+		_, created, err = l.PutWorkflow(ctx, "w", spec)
+		done <- err
+	}()
+	testdb.WaitBlockedBy(t, holder, "the put of w")
+
+	other, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close(ctx) })
+	_, err = other.Exec(ctx, `INSERT INTO workflows (tenant, key, fingerprint, definition, owner, current_step, current_key, done, revision, created_at, updated_at)
+		SELECT tenant, 'w', fingerprint, definition, owner, current_step, 'w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'w0'`)
+	require.NoError(t, err)
+	_, err = other.Exec(ctx, `INSERT INTO operations SELECT (jsonb_populate_record(o, '{"key": "w/a"}')).* FROM operations o WHERE key = 'w0/a'`)
+	require.NoError(t, err)
+	otx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer otx.Rollback(ctx)
+	var one int
+	require.NoError(t, otx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'w' FOR UPDATE`).Scan(&one))
+	require.NoError(t, tx.Commit(ctx))
+	testdb.WaitBlockedBy(t, other, "the put of w, past the key's lock,")
+	_, err = otx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'w/a' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "the step was free: the put waits for the workflow first")
+	require.NoError(t, otx.Commit(ctx))
+
+	require.NoError(t, <-done)
+	require.False(t, created, "a repeat of the workflow stored meanwhile")
+}

@@ -198,59 +198,66 @@ func (l *Ledger) compactBatch(ctx context.Context, ids []store.OperationID, fail
 // retention does not keep it for its workflow (keptForItsWorkflow); it
 // returns how many it compacted.
 //
-// The operations outside workflows are read and locked in one statement
-// (store.Tx.LockOperations), leaving out those another transaction holds:
-// another process compacting the same batch, or a person deciding about
-// one; they are left to the next run. A workflow's step is locked after
-// its workflow, in the order of every workflow transaction (the
-// workflow, then its steps): a step locked first would wait for the
-// workflow held by one that waits for the step. The attempts are counted
-// in one read, and added to the running totals once per destination and
-// outcome, in a fixed order, after every operation's rows are written;
-// the stores write the tenants' running totals of effects last too.
+// The workflows of the batch's steps are read (and locked) first, in the
+// order of their tenants and keys, each with its current step, before
+// any operation of the batch: in the order of every workflow
+// transaction (the workflow, then its steps), and so that compaction
+// never holds an operation while it waits for a workflow (an event whose
+// rule writes a step and then another key holds the workflow and would
+// wait for that operation). Then the operations to compact, steps and
+// others alike, are read and locked in one statement
+// (store.Tx.LockOperations), in key order, leaving out those another
+// transaction holds: another process compacting the same batch, or a
+// person deciding about one; they are left to the next run. Compaction
+// thus never waits for an operation of its batch. The attempts are
+// counted in one read, and added to the running totals once per
+// destination and outcome, in a fixed order, after every operation's
+// rows are written; the stores write the tenants' running totals of
+// effects last too.
 func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compacted int, err error) {
-	var plain, steps []store.OperationID
+	// Each workflow of the batch's step keys, with the first of its
+	// steps in the batch, read once per workflow.
+	type workflowOf struct{ workflow, step store.OperationID }
+	var workflows []workflowOf
+	var plain []store.OperationID
 	for _, id := range ids {
-		if _, _, ok := SplitWorkflowStepKey(id.Key); ok {
-			steps = append(steps, id)
-		} else {
+		wk, _, ok := SplitWorkflowStepKey(id.Key)
+		if !ok {
 			plain = append(plain, id)
+			continue
+		}
+		w := store.OperationID{Tenant: id.Tenant, Key: wk}
+		if !slices.ContainsFunc(workflows, func(o workflowOf) bool { return o.workflow == w }) {
+			workflows = append(workflows, workflowOf{w, id})
 		}
 	}
+	slices.SortFunc(workflows, func(a, b workflowOf) int {
+		return cmp.Or(cmp.Compare(a.workflow.Tenant, b.workflow.Tenant), cmp.Compare(a.workflow.Key, b.workflow.Key))
+	})
 	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		compacted = 0 // the function runs again after a conflict
 		now, err := l.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		ops, err := tx.LockOperations(ctx, plain)
-		if err != nil {
-			return err
-		}
-		// Whether a workflow keeps its steps, read once per workflow of
-		// the batch.
-		keptBy := map[store.OperationID]bool{}
-		for _, id := range steps {
-			wk, _, _ := SplitWorkflowStepKey(id.Key)
-			workflow := store.OperationID{Tenant: id.Tenant, Key: wk}
-			kept, read := keptBy[workflow]
-			if !read {
-				if kept, err = keptForItsWorkflow(ctx, tx, id.Tenant, id.Key); err != nil {
-					return err
-				}
-				keptBy[workflow] = kept
-			}
-			if kept {
-				continue
-			}
-			op, err := tx.GetOperation(ctx, id.Tenant, id.Key)
-			if errors.Is(err, store.ErrNotFound) {
-				continue // compacted meanwhile by another process
-			}
+		// Whether a workflow keeps its steps.
+		kept := map[store.OperationID]bool{}
+		for _, w := range workflows {
+			k, err := keptForItsWorkflow(ctx, tx, w.step.Tenant, w.step.Key)
 			if err != nil {
 				return err
 			}
-			ops = append(ops, op)
+			kept[w.workflow] = k
+		}
+		lock := slices.Clone(plain)
+		for _, id := range ids {
+			if wk, _, ok := SplitWorkflowStepKey(id.Key); ok && !kept[store.OperationID{Tenant: id.Tenant, Key: wk}] {
+				lock = append(lock, id)
+			}
+		}
+		ops, err := tx.LockOperations(ctx, lock)
+		if err != nil {
+			return err
 		}
 		due := make([]store.OperationID, 0, len(ops))
 		ops = slices.DeleteFunc(ops, func(op *store.Operation) bool {

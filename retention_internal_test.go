@@ -392,6 +392,129 @@ func TestCompactLocksWorkflowBeforeStep(t *testing.T) {
 	require.Zero(t, got.res.BatchesRetried, "no deadlock broke the batch")
 }
 
+// TestCompactLocksWorkflowsBeforeOperations: on PostgreSQL, compaction
+// reads (and locks) the workflows of its batch before any operation of
+// the batch, so that it never holds an operation while it waits for a
+// workflow: an event whose rule writes a plain key after a workflow's
+// step holds the workflow and would wait for that operation. A
+// connection holds the workflow row, as such an event would; compaction
+// waits for it, and the connection then gets the batch's other
+// operations at once. Before, compaction locked the plain operations
+// first and then waited for the workflow holding them (the connection's
+// NOWAIT failed), a deadlock that deadlock_timeout broke.
+func TestCompactLocksWorkflowsBeforeOperations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, offset := agedLedger(t, dsn)
+	succeedKey(t, l, "p")
+	succeedKey(t, l, "orders/1")
+	_, _, err := l.PutWorkflow(ctx, "wf:1", WorkflowSpec{Steps: []WorkflowStep{
+		{Name: "one", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":1}`)},
+	}})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, "wf:1/one", ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "wf:1/one", c.AttemptID, c.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
+	require.NoError(t, err)
+	_, err = l.AdvanceWorkflowOf(ctx, "wf:1/one")
+	require.NoError(t, err)
+	offset.Store(int64(2 * time.Hour))
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	holder, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx)
+	var one int
+	require.NoError(t, holder.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'wf:1' FOR UPDATE`).Scan(&one))
+
+	type compacted struct {
+		res CompactResult
+		err error
+	}
+	done := make(chan compacted, 1)
+	go func() {
+		res, err := l.Compact(ctx)
+		done <- compacted{res, err}
+	}()
+	testdb.WaitBlockedBy(t, conn, "compaction")
+	_, err = holder.Exec(ctx, `SELECT 1 FROM operations WHERE key IN ('p', 'orders/1') FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "the operations were free: compaction waits for the workflow before it locks any operation")
+	require.NoError(t, holder.Commit(ctx))
+
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, 3, got.res.Tombstoned)
+	require.Zero(t, got.res.BatchesRetried, "no deadlock broke the batch")
+}
+
+// TestCompactWaitsForNoOperation: on PostgreSQL, compaction leaves out
+// an operation outside workflows whose key has the shape of a step
+// ("orders/1") while another transaction holds it, as it does any other
+// operation, instead of waiting for it while it holds the rest of its
+// batch: an event whose rule writes "orders/1" and then a key of that
+// batch held "orders/1" and waited for compaction, which waited for it.
+// A connection holds "orders/1"; compaction finishes without waiting
+// and takes it on the next run.
+func TestCompactWaitsForNoOperation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, offset := agedLedger(t, dsn)
+	succeedKey(t, l, "p")
+	succeedKey(t, l, "orders/1")
+	offset.Store(int64(2 * time.Hour))
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	holder, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx)
+	var one int
+	require.NoError(t, holder.QueryRow(ctx, `SELECT 1 FROM operations WHERE key = 'orders/1' FOR UPDATE`).Scan(&one))
+
+	type compacted struct {
+		res CompactResult
+		err error
+	}
+	done := make(chan compacted, 1)
+	go func() {
+		res, err := l.Compact(ctx)
+		done <- compacted{res, err}
+	}()
+	watcher, err := pgx.Connect(ctx, testdb.PostgresBase())
+	require.NoError(t, err)
+	defer watcher.Close(ctx)
+	var got compacted
+	for waited := false; !waited; {
+		select {
+		case got = <-done:
+			waited = true
+			continue
+		case <-time.After(10 * time.Millisecond):
+		}
+		var blocked int
+		require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
+			conn.PgConn().PID()).Scan(&blocked))
+		if blocked > 0 {
+			_, err := holder.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'p' FOR UPDATE NOWAIT`)
+			require.NoError(t, holder.Rollback(ctx)) // let compaction end
+			<-done
+			require.NoError(t, err, "compaction waited for orders/1")
+			t.Fatal("compaction waited for orders/1, holding p")
+		}
+	}
+	require.NoError(t, got.err)
+	require.Equal(t, 1, got.res.Tombstoned, "p; orders/1 is held: left to the next run")
+	require.NoError(t, holder.Rollback(ctx))
+	res, err := l.Compact(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Tombstoned)
+}
+
 // TestCompactSkipsHeldOperations: on PostgreSQL, compaction leaves out an
 // operation another transaction holds (a person deciding about it, or
 // another process compacting it) instead of waiting for it, compacts the

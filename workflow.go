@@ -382,6 +382,17 @@ func (l *Ledger) refuseForeignSteps(ctx context.Context, tx store.Tx, key string
 			return err
 		}
 	}
+	// The same workflow, put concurrently, may have been stored while
+	// this waited for the keys: then this is a repeat. It is read before
+	// the steps' operations, so that, as in every workflow transaction,
+	// the workflow is locked before its steps (an event writing a step's
+	// key holds the workflow and waits for the step).
+	switch _, err := tx.GetWorkflow(ctx, l.tenant, key); {
+	case err == nil:
+		return store.ErrConflict
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
 	for _, s := range def.Steps {
 		stepKey := WorkflowStepKey(key, s.Name)
 		_, err := tx.GetOperation(ctx, l.tenant, stepKey)
@@ -398,10 +409,11 @@ func (l *Ledger) refuseForeignSteps(ctx context.Context, tx store.Tx, key string
 		if err != nil {
 			return err
 		}
-		// Or the same workflow, put concurrently, committed since it was
-		// read: then this is a repeat. (Reading it locks it after the
-		// step, the reverse of a repeat's order: a deadlock is a lost
-		// race too.)
+		// Or the workflow, put concurrently with other steps, committed
+		// since it was read: then this is a put of other steps. (Reading
+		// it locks it after the step, the reverse of a workflow's order:
+		// a deadlock is a lost race too. A put of the same steps was
+		// seen above: it holds these keys' locks until it commits.)
 		switch _, err := tx.GetWorkflow(ctx, l.tenant, key); {
 		case err == nil:
 			return store.ErrConflict

@@ -306,9 +306,12 @@ func (t *pgTx) UpdateWorkflow(ctx context.Context, w *store.Workflow, prevRevisi
 }
 
 // foldCountsSQL adds the counts of rows named counts (tenant, status,
-// events, deliveries, duplicates) to compacted_events.
+// events, deliveries, duplicates) to compacted_events, in the order of
+// tenants and statuses: one lock order for concurrent runs (in the
+// aggregate's order, two processes' runs deadlocked).
 const foldCountsSQL = `INSERT INTO compacted_events (tenant, status, events, deliveries, duplicate_deliveries)
 	SELECT tenant, status, SUM(events), SUM(deliveries), SUM(duplicates) FROM counts GROUP BY tenant, status
+	ORDER BY tenant, status
 	ON CONFLICT (tenant, status) DO UPDATE SET events = compacted_events.events + excluded.events,
 		deliveries = compacted_events.deliveries + excluded.deliveries,
 		duplicate_deliveries = compacted_events.duplicate_deliveries + excluded.duplicate_deliveries`
