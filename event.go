@@ -390,7 +390,7 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 			if _, err := up.normalize(); err != nil {
 				return nil, &RuleError{Rule: m.Rule, Field: fmt.Sprintf("operations[%d].update_key", i), Err: err}
 			}
-			have, err := l.contentAt(ctx, tx, up.Key)
+			have, _, err := readKey(up.Key) // its workflow first, if a step's
 			if err != nil {
 				return nil, err
 			}

@@ -220,6 +220,7 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 	type workflowOf struct{ workflow, step store.OperationID }
 	var workflows []workflowOf
 	var plain []store.OperationID
+	seen := map[store.OperationID]bool{}
 	for _, id := range ids {
 		wk, _, ok := SplitWorkflowStepKey(id.Key)
 		if !ok {
@@ -227,7 +228,8 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 			continue
 		}
 		w := store.OperationID{Tenant: id.Tenant, Key: wk}
-		if !slices.ContainsFunc(workflows, func(o workflowOf) bool { return o.workflow == w }) {
+		if !seen[w] {
+			seen[w] = true
 			workflows = append(workflows, workflowOf{w, id})
 		}
 	}
