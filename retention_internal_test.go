@@ -363,6 +363,21 @@ func TestCompactLocksWorkflowBeforeStep(t *testing.T) {
 	require.Equal(t, "two", w.CurrentStep, "the failed step is the current one: the workflow's steps are compacted")
 	offset.Store(int64(2 * time.Hour))
 
+	res := compactWhileWorkflowHeld(t, l, dsn, "wf:1", func(holder pgx.Tx) {
+		_, err := holder.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'wf:1/one' FOR UPDATE`)
+		require.NoError(t, err, "the step was free: compaction waits for the workflow first")
+	})
+	require.Equal(t, 2, res.Tombstoned)
+	require.Zero(t, res.BatchesRetried, "no deadlock broke the batch")
+}
+
+// compactWhileWorkflowHeld runs Compact while a connection holds the row
+// of workflow key, as a workflow transaction would; once compaction waits
+// for it, check runs in the holder's transaction, which then commits.
+// It returns what Compact did.
+func compactWhileWorkflowHeld(t *testing.T, l *Ledger, dsn, key string, check func(holder pgx.Tx)) CompactResult {
+	t.Helper()
+	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
@@ -370,7 +385,7 @@ func TestCompactLocksWorkflowBeforeStep(t *testing.T) {
 	require.NoError(t, err)
 	defer holder.Rollback(ctx)
 	var one int
-	require.NoError(t, holder.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'wf:1' FOR UPDATE`).Scan(&one))
+	require.NoError(t, holder.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = $1 FOR UPDATE`, key).Scan(&one))
 
 	type compacted struct {
 		res CompactResult
@@ -382,14 +397,11 @@ func TestCompactLocksWorkflowBeforeStep(t *testing.T) {
 		done <- compacted{res, err}
 	}()
 	testdb.WaitBlockedBy(t, conn, "compaction")
-	_, err = holder.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'wf:1/one' FOR UPDATE`)
-	require.NoError(t, err, "the step was free: compaction waits for the workflow first")
+	check(holder)
 	require.NoError(t, holder.Commit(ctx))
-
 	got := <-done
 	require.NoError(t, got.err)
-	require.Equal(t, 2, got.res.Tombstoned)
-	require.Zero(t, got.res.BatchesRetried, "no deadlock broke the batch")
+	return got.res
 }
 
 // TestCompactLocksWorkflowsBeforeOperations: on PostgreSQL, compaction
@@ -413,41 +425,17 @@ func TestCompactLocksWorkflowsBeforeOperations(t *testing.T) {
 		{Name: "one", Action: "send", Destination: "email", Payload: json.RawMessage(`{"n":1}`)},
 	}})
 	require.NoError(t, err)
-	c, err := l.Claim(ctx, "wf:1/one", ClaimOptions{})
-	require.NoError(t, err)
-	_, err = l.Report(ctx, "wf:1/one", c.AttemptID, c.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
-	require.NoError(t, err)
+	claimAndReport(t, l, "wf:1/one", Report{Outcome: OutcomeSucceeded, DestinationRef: "ref"})
 	_, err = l.AdvanceWorkflowOf(ctx, "wf:1/one")
 	require.NoError(t, err)
 	offset.Store(int64(2 * time.Hour))
 
-	conn, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	holder, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer holder.Rollback(ctx)
-	var one int
-	require.NoError(t, holder.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'wf:1' FOR UPDATE`).Scan(&one))
-
-	type compacted struct {
-		res CompactResult
-		err error
-	}
-	done := make(chan compacted, 1)
-	go func() {
-		res, err := l.Compact(ctx)
-		done <- compacted{res, err}
-	}()
-	testdb.WaitBlockedBy(t, conn, "compaction")
-	_, err = holder.Exec(ctx, `SELECT 1 FROM operations WHERE key IN ('p', 'orders/1') FOR UPDATE NOWAIT`)
-	require.NoError(t, err, "the operations were free: compaction waits for the workflow before it locks any operation")
-	require.NoError(t, holder.Commit(ctx))
-
-	got := <-done
-	require.NoError(t, got.err)
-	require.Equal(t, 3, got.res.Tombstoned)
-	require.Zero(t, got.res.BatchesRetried, "no deadlock broke the batch")
+	res := compactWhileWorkflowHeld(t, l, dsn, "wf:1", func(holder pgx.Tx) {
+		_, err := holder.Exec(ctx, `SELECT 1 FROM operations WHERE key IN ('p', 'orders/1') FOR UPDATE NOWAIT`)
+		require.NoError(t, err, "the operations were free: compaction waits for the workflow before it locks any operation")
+	})
+	require.Equal(t, 3, res.Tombstoned)
+	require.Zero(t, res.BatchesRetried, "no deadlock broke the batch")
 }
 
 // TestCompactWaitsForNoOperation: on PostgreSQL, compaction leaves out
