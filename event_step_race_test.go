@@ -20,15 +20,12 @@ import (
 func TestEventRacesWorkflowPut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "w"})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	l, dsn := postgresLedger(t)
 	spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
 		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
 		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
 	}}
-	_, _, err = l.PutWorkflow(ctx, "w0", spec) // a row to copy as "w"
+	_, _, err := l.PutWorkflow(ctx, "w0", spec) // a row to copy as "w"
 	require.NoError(t, err)
 	rules, err := opledger.ParseRules([]byte(`
 rules:
@@ -43,13 +40,8 @@ rules:
 `))
 	require.NoError(t, err)
 
-	holder, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { holder.Close(ctx) })
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1fw/b")
-	require.NoError(t, err)
+	holder, tx := holdingTx(t, dsn)
+	lockOperationKey(t, tx, "w/b")
 
 	done := make(chan error, 1)
 	var res *opledger.EventResult
@@ -80,17 +72,9 @@ rules:
 func TestStepKeyLockIsTheKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	l, err := opledger.Open(ctx, dsn, opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	holder, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { holder.Close(ctx) })
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1forders/1")
-	require.NoError(t, err)
+	l, dsn := postgresLedger(t)
+	holder, tx := holdingTx(t, dsn)
+	lockOperationKey(t, tx, "orders/1")
 
 	record := func(key string) chan error {
 		done := make(chan error, 1)
@@ -125,11 +109,8 @@ func TestStepKeyLockIsTheKeys(t *testing.T) {
 func TestEventLocksWorkflowBeforeStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "w"})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	_, _, err = l.PutWorkflow(ctx, "w", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+	l, dsn := postgresLedger(t)
+	_, _, err := l.PutWorkflow(ctx, "w", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
 		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
 		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
 	}})
@@ -149,11 +130,7 @@ rules:
 `))
 	require.NoError(t, err)
 
-	holder, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { holder.Close(ctx) })
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
+	holder, tx := holdingTx(t, dsn)
 	defer tx.Rollback(ctx)
 	var one int
 	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'w' FOR UPDATE`).Scan(&one))
@@ -194,25 +171,17 @@ rules:
 func TestPutWorkflowLocksWorkflowBeforeStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	l, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "w"})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	l, dsn := postgresLedger(t)
 	spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
 		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
 		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
 	}}
-	_, _, err = l.PutWorkflow(ctx, "w0", spec) // rows to copy as "w" and "w/a"
+	_, _, err := l.PutWorkflow(ctx, "w0", spec) // rows to copy as "w" and "w/a"
 	require.NoError(t, err)
 
-	holder, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { holder.Close(ctx) })
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
+	holder, tx := holdingTx(t, dsn)
 	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1fw/a")
-	require.NoError(t, err)
+	lockOperationKey(t, tx, "w/a")
 
 	done := make(chan error, 1)
 	var created bool
@@ -244,4 +213,36 @@ func TestPutWorkflowLocksWorkflowBeforeStep(t *testing.T) {
 
 	require.NoError(t, <-done)
 	require.False(t, created, "a repeat of the workflow stored meanwhile")
+}
+
+// postgresLedger opens a ledger on a fresh PostgreSQL schema and returns
+// it with the schema's DSN.
+func postgresLedger(t *testing.T) (*opledger.Ledger, string) {
+	t.Helper()
+	dsn := testdb.PostgresDSN(t)
+	l, err := opledger.Open(context.Background(), dsn, opledger.Options{Worker: "w"})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l, dsn
+}
+
+// holdingTx opens a connection of its own on dsn and begins a
+// transaction on it, to hold locks the ledger's calls then wait for.
+func holdingTx(t *testing.T, dsn string) (*pgx.Conn, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	return conn, tx
+}
+
+// lockOperationKey takes, in tx, the lock pgstore's LockOperationKey
+// takes on key of the default tenant.
+func lockOperationKey(t *testing.T, tx pgx.Tx, key string) {
+	t.Helper()
+	_, err := tx.Exec(context.Background(), `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1f"+key)
+	require.NoError(t, err)
 }
