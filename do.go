@@ -169,42 +169,72 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 	return l.finish(ctx, in.Key, claim, report, res, actErr)
 }
 
-// reportOf turns what an action returned into the report for the ledger,
-// and the error Do returns with it (nil for a success). A success the
-// ledger cannot record as one becomes an uncertain outcome here, instead
-// of a report the ledger would refuse. A Ref returned with an error goes
-// on the attempt (see Result), as the executor's reports do.
+// ReportOf is the Report to record for a call to a destination that
+// returned res and err: what Do records for its action, and what the
+// executor records for a Go destination's call. Code that claims and
+// reports on its own (ClaimNext, then Report) uses it to record the same.
+//
+//   - No error and a Ref the ledger can store: succeeded, with the Ref and
+//     the Response (dropped if it is not savable JSON).
+//   - No error but no Ref, or a Ref the ledger cannot store
+//     (CheckDestinationRef): uncertain. The destination answered, so it
+//     may have acted; the effect must be reconciled, not forgotten.
+//   - An error: its outcome (OutcomeOf), its text without the
+//     classification mark (ErrorText), and for a rejection the Response,
+//     for the operator to see why. A Ref returned with the error is kept
+//     on the attempt (see Result); with a retryable error it makes the
+//     outcome uncertain, since a retry could make the effect twice.
+//
+// The notes ReportOf adds to the error text survive the cut to the
+// length the ledger stores: the destination's own text is cut first.
+func ReportOf(res Result, err error) Report {
+	r, _ := reportOf(res, err)
+	return r
+}
+
+// reportOf is ReportOf, and the error Do returns with the report: the
+// action's error, or the uncertain one that stands for a success the
+// ledger cannot record as one; nil for a success.
 func reportOf(res Result, actErr error) (Report, error) {
 	if actErr == nil {
 		switch err := CheckDestinationRef(res.Ref); {
 		case res.Ref == "":
-			actErr = Uncertain(errors.New("action succeeded without a destination reference"))
+			actErr = Uncertain(errors.New("the call succeeded without a destination reference"))
 		case err != nil:
-			actErr = Uncertain(fmt.Errorf("action succeeded, but its destination reference cannot be stored (%s): %s; the destination reported an effect: reconcile it there",
+			actErr = Uncertain(fmt.Errorf("the call succeeded, but its destination reference cannot be stored (%s): %s; the destination reported an effect: reconcile it there",
 				strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": "), quoteRef(res.Ref)))
 		default:
-			r := Report{Outcome: OutcomeSucceeded, DestinationRef: res.Ref, Response: res.Response}
-			if len(r.Response) > 0 && !SavableResponse(r.Response) {
-				r.Response = nil // the success and its reference matter more
-			}
-			return r, nil
+			return Report{Outcome: OutcomeSucceeded, DestinationRef: res.Ref, Response: savable(res.Response)}, nil
 		}
 	}
-	r := Report{Error: safeErrorText(actErr)}
+	var r Report
 	r.Outcome, r.RetryAfter = OutcomeOf(actErr)
-	if res.Ref == "" {
-		return r, actErr
+	if r.Outcome == OutcomeRejected {
+		r.Response = savable(res.Response) // why it was refused, for the operator
 	}
-	if CheckDestinationRef(res.Ref) == nil {
-		r.DestinationRef = res.Ref
-	} else {
-		r.Error += "; the destination also reported a reference, not text the ledger can store"
+	var notes string
+	if res.Ref != "" {
+		if CheckDestinationRef(res.Ref) == nil {
+			r.DestinationRef = res.Ref
+		} else {
+			notes += "; the destination also reported a reference, not text the ledger can store"
+		}
+		if r.Outcome == OutcomeRetryable {
+			r.Outcome, r.RetryAfter = OutcomeUncertain, 0
+			notes += "; not retried on its own: the destination reported a reference with a retryable error, so it may have acted"
+		}
 	}
-	if r.Outcome == OutcomeRetryable {
-		r.Outcome, r.RetryAfter = OutcomeUncertain, 0
-		r.Error += "; not retried on its own: the destination reported a reference with a retryable error, so it may have acted"
-	}
+	r.Error = keepableText(ErrorText(actErr), maxErrorLength-len(notes)) + notes
 	return r, actErr
+}
+
+// savable is resp if the ledger can save and replay it, else nil: a
+// success and its reference matter more than an answer it cannot keep.
+func savable(resp json.RawMessage) json.RawMessage {
+	if len(resp) == 0 || !SavableResponse(resp) {
+		return nil
+	}
+	return resp
 }
 
 // quotedRefBytes is how much of a reference error texts quote.
@@ -361,11 +391,12 @@ func (e *AttemptError) Error() string {
 // Unwrap returns the action's error.
 func (e *AttemptError) Unwrap() error { return e.Err }
 
-// safeErrorText is the error text recorded for operators: the action's own
-// message, without the classification prefix of any mark in it ("rejected:
-// " and the like), wrapped or joined as it may be, and led by the mark of
-// an existing record when it matches destination.ErrExists.
-func safeErrorText(err error) string {
+// ErrorText is an error's text as the ledger records it for operators:
+// the message without the classification prefix of any mark in it
+// ("rejected: " and the like, from Rejected, Retryable and Uncertain),
+// wrapped or joined as it may be, and led by the text of
+// destination.ErrExists when err matches it.
+func ErrorText(err error) string {
 	text := err.Error()
 	walkErrors(err, func(e error) {
 		// Outer marks first: an outer mark's text holds the inner one's.

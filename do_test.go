@@ -230,3 +230,70 @@ func TestDoRefWithErrorKeptOnAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, stats.ConfirmedEffects)
 }
+
+// ReportOf is what Do records: checked here without a ledger, for the
+// texts and fields each kind of answer gives, and that the notes it adds
+// to a destination's error survive the cut to the stored length.
+func TestReportOf(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 3000)
+	for _, tc := range []struct {
+		name     string
+		res      opledger.Result
+		err      error
+		outcome  opledger.Outcome
+		ref      string
+		response string
+		text     string
+	}{
+		{"success", opledger.Result{Ref: "R1", Response: json.RawMessage(`{"id":"R1"}`)}, nil,
+			opledger.OutcomeSucceeded, "R1", `{"id":"R1"}`, ""},
+		{"success with an answer that is not JSON", opledger.Result{Ref: "R1", Response: json.RawMessage(`{`)}, nil,
+			opledger.OutcomeSucceeded, "R1", "", ""},
+		{"success without a ref", opledger.Result{}, nil,
+			opledger.OutcomeUncertain, "", "", "the call succeeded without a destination reference"},
+		{"success with an unstorable ref", opledger.Result{Ref: "R\x001"}, nil,
+			opledger.OutcomeUncertain, "", "", "its destination reference cannot be stored"},
+		{"rejected keeps the answer", opledger.Result{Response: json.RawMessage(`{"error":"bad list"}`)},
+			opledger.Rejected(errors.New("422 bad list")), opledger.OutcomeRejected, "", `{"error":"bad list"}`, "422 bad list"},
+		{"retryable drops the answer", opledger.Result{Response: json.RawMessage(`{"error":"busy"}`)},
+			opledger.Retryable(errors.New("503 busy"), time.Second), opledger.OutcomeRetryable, "", "", "503 busy"},
+		{"retryable with a ref", opledger.Result{Ref: "R1"}, opledger.Retryable(errors.New("503 busy"), time.Second),
+			opledger.OutcomeUncertain, "R1", "", "503 busy; not retried on its own"},
+		{"a long error keeps its notes", opledger.Result{Ref: "R\x001"}, opledger.Retryable(errors.New(long), 0),
+			opledger.OutcomeUncertain, "", "",
+			"; the destination also reported a reference, not text the ledger can store; not retried on its own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := opledger.ReportOf(tc.res, tc.err)
+			require.Equal(t, tc.outcome, r.Outcome)
+			require.Equal(t, tc.ref, r.DestinationRef)
+			require.Equal(t, tc.response, string(r.Response))
+			require.Contains(t, r.Error, tc.text)
+			require.NotContains(t, r.Error, "retryable:", "without the classification mark")
+			require.LessOrEqual(t, len(r.Error), 1000, "within what the ledger stores")
+			if tc.outcome != opledger.OutcomeRetryable {
+				require.Zero(t, r.RetryAfter)
+			}
+		})
+	}
+}
+
+// The notes ReportOf adds to a long error are what the ledger stores, not
+// cut away with the end of the destination's text.
+func TestReportOfNotesSurviveTheLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	_, err = l.Do(ctx, doIntent("ref-err:long"), func(context.Context, opledger.Call) (opledger.Result, error) {
+		return opledger.Result{Ref: "CRM-77"}, opledger.Retryable(errors.New(strings.Repeat("busy ", 400)), 0)
+	})
+	require.Error(t, err)
+	op, err := l.Get(ctx, "ref-err:long")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateUncertain, op.State)
+	require.True(t, strings.HasPrefix(op.LastError, "busy busy"), op.LastError)
+	require.True(t, strings.HasSuffix(op.LastError, "so it may have acted"), op.LastError)
+}

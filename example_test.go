@@ -175,6 +175,40 @@ func ExampleLedger_Claim() {
 	// succeeded msg-981 1
 }
 
+// ReportOf turns what a call to the destination returned into the report
+// a worker that claims on its own records: here a timeout after the
+// destination said what it made, which is uncertain, never a retry.
+func ExampleReportOf() {
+	ctx := context.Background()
+	ledger, done := openExample()
+	defer done()
+
+	if _, _, err := ledger.Record(ctx, opledger.Intent{Key: "crm:contact:c9", Action: "crm.create_contact",
+		Destination: "crm", Payload: json.RawMessage(`{"list":"newsletter"}`)}); err != nil {
+		log.Fatal(err)
+	}
+	claim, err := ledger.Claim(ctx, "crm:contact:c9", opledger.ClaimOptions{Worker: "worker-1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := ledger.Dispatch(ctx, "crm:contact:c9", claim.AttemptID, claim.FencingToken); err != nil {
+		log.Fatal(err)
+	}
+	// The call: the CRM created contact C-301, then the tag update timed out.
+	res, callErr := opledger.Result{Ref: "C-301"}, opledger.Retryable(errors.New("tag update timed out"), 0)
+
+	report := opledger.ReportOf(res, callErr)
+	fmt.Println(report.Outcome, report.DestinationRef)
+	op, err := ledger.Report(ctx, "crm:contact:c9", claim.AttemptID, claim.FencingToken, report)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s, confirmed ref %q\n", op.State, op.DestinationRef)
+	// Output:
+	// uncertain C-301
+	// uncertain, confirmed ref ""
+}
+
 // Maintain does the ledger's periodic work (settling the leases of
 // workers that died, moving workflows on, applying retention) for a
 // program that embeds the library without opledger serve or opledger

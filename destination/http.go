@@ -515,14 +515,14 @@ func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation) (LookupResult
 	where := req.Method + " " + req.URL.Host
 	resp, err := SendHTTP(h.client, req, HTTPPolicy{Now: h.policy.Now})
 	if resp == nil {
-		return LookupResult{}, fmt.Errorf("lookup: %s", ErrorText(err))
+		return LookupResult{}, fmt.Errorf("lookup: %s", opledger.ErrorText(err))
 	}
 	defer resp.Body.Close()
 	if err != nil {
 		if resp.StatusCode == http.StatusNotFound && l.results == nil {
 			return LookupResult{Evidence: "lookup " + where + ": 404, no record"}, nil
 		}
-		return LookupResult{}, fmt.Errorf("lookup: %s", ErrorText(err))
+		return LookupResult{}, fmt.Errorf("lookup: %s", opledger.ErrorText(err))
 	}
 	answer, err := readAnswer(resp)
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/internal/marker"
 )
 
 // HTTPPolicy tunes how SendHTTP and ClassifyStatus read a destination's
@@ -396,20 +395,6 @@ func beforeConnection(err error) bool {
 	var dnsErr *net.DNSError
 	var opErr *net.OpError
 	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
-}
-
-// ErrorText is an error's text for operators and timelines, without the
-// outcome mark that opledger's classification puts in front
-// ("retryable: ..."), and led by ErrExists's text when err matches it.
-func ErrorText(err error) string {
-	s := err.Error()
-	for _, o := range []opledger.Outcome{opledger.OutcomeRejected, opledger.OutcomeRetryable, opledger.OutcomeUncertain} {
-		if rest, ok := strings.CutPrefix(s, string(o)+": "); ok {
-			s = rest
-			break
-		}
-	}
-	return marker.ExistsFirst(err, s)
 }
 
 // methodLacksBody lists the methods net/http sends an empty body with as

@@ -18,7 +18,6 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -602,49 +601,14 @@ func ledgerDecided(err error) bool {
 	return false
 }
 
-// reportFor turns a call's result into the report for the ledger. A
-// reference that comes back with an error is the destination's own word
-// on what it made: the report carries it, so that the ledger keeps it on
-// the attempt as evidence for whoever settles the operation, but the
-// outcome is the error's, and only a success confirms an effect and
-// becomes the operation's reference. A retryable error with a reference
-// contradicts itself (nothing happened, and here is what happened): it
-// counts as uncertain, since a retry could make the effect a second
-// time. A reference the ledger cannot store is left out (the ledger
-// would refuse the whole report), and the error says so.
+// reportFor is the report of a call that returned res and err
+// (opledger.ReportOf: a reference that comes back with an error is kept on
+// the attempt, a retryable error with one counts as uncertain), noting
+// stopCause when the executor cancelled the call.
 func reportFor(res opledger.Result, err error, stopCause error) opledger.Report {
-	ref, refNote := "", ""
-	switch {
-	case err != nil:
-		if res.Ref == "" {
-			break
-		}
-		if rerr := opledger.CheckDestinationRef(res.Ref); rerr != nil {
-			refNote = "; the destination also reported a reference, not text the ledger can store"
-			break
-		}
-		ref = res.Ref
-	case res.Ref == "":
-		err = opledger.Uncertain(errors.New("the destination answered without a reference"))
-	default:
-		if rerr := opledger.CheckDestinationRef(res.Ref); rerr != nil {
-			err = opledger.Uncertain(fmt.Errorf("the destination's reference is not text the ledger can store: %w", rerr))
-			break
-		}
-		return opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: res.Ref, Response: validJSON(res.Response)}
-	}
-	outcome, after := opledger.OutcomeOf(err)
-	text := destination.ErrorText(err) + refNote
-	if outcome == opledger.OutcomeRetryable && res.Ref != "" {
-		outcome, after = opledger.OutcomeUncertain, 0
-		text += "; not retried on its own: the destination reported a reference with a retryable error, so it may have acted"
-	}
-	if stopCause != nil {
-		text += " (call cancelled: " + stopCause.Error() + ")"
-	}
-	r := opledger.Report{Outcome: outcome, DestinationRef: ref, Error: text, RetryAfter: after}
-	if outcome == opledger.OutcomeRejected {
-		r.Response = validJSON(res.Response) // why it was refused, for the operator
+	r := opledger.ReportOf(res, err)
+	if stopCause != nil && r.Outcome != opledger.OutcomeSucceeded {
+		r.Error += " (call cancelled: " + stopCause.Error() + ")"
 	}
 	return r
 }
@@ -657,12 +621,5 @@ func unsendable(err error) opledger.Report {
 	if outcome != opledger.OutcomeRetryable {
 		outcome, after = opledger.OutcomeRejected, 0
 	}
-	return opledger.Report{Outcome: outcome, Error: "not sent: " + destination.ErrorText(err), RetryAfter: after}
-}
-
-func validJSON(b json.RawMessage) json.RawMessage {
-	if len(b) == 0 || !opledger.SavableResponse(b) {
-		return nil
-	}
-	return b
+	return opledger.Report{Outcome: outcome, Error: "not sent: " + opledger.ErrorText(err), RetryAfter: after}
 }

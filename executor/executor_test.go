@@ -519,7 +519,7 @@ func TestRefWithErrorKeptOnAttempt(t *testing.T) {
 				op := r.Step()
 				require.Equal(t, tc.state, op.State)
 				require.Empty(t, op.DestinationRef, "not a confirmed effect")
-				require.True(t, strings.HasPrefix(op.LastError, destination.ErrorText(tc.err)), op.LastError)
+				require.True(t, strings.HasPrefix(op.LastError, opledger.ErrorText(tc.err)), op.LastError)
 				if tc.name == "retryable" {
 					require.Contains(t, op.LastError, "not retried on its own: the destination reported a reference")
 				}

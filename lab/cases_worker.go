@@ -141,7 +141,7 @@ func RunWorker(ctx context.Context, a WorkerArgs, out io.Writer, wait io.Reader)
 		_ = json.Unmarshal(answer, &rec)
 		res.Ref = rec.ID
 	}
-	if _, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, reportOf(res, callErr)); err != nil {
+	if _, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.ReportOf(res, callErr)); err != nil {
 		return err
 	}
 	return stop(a.Crash)

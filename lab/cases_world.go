@@ -377,7 +377,7 @@ func (w *world) crash(ctx context.Context, point CrashPoint) (string, error) {
 	if point == CrashAfterEffect {
 		return crashText(point, w.dest.Name()), nil
 	}
-	if _, err := w.ledger.Report(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, reportOf(res, callErr)); err != nil {
+	if _, err := w.ledger.Report(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, opledger.ReportOf(res, callErr)); err != nil {
 		return "", err
 	}
 	return crashText(point, w.dest.Name()), nil
@@ -545,7 +545,7 @@ func (w *world) run(ctx context.Context, limit int) (string, error) {
 			return "", err
 		}
 		res, callErr := w.dest.Call(ctx, opledger.Call{Operation: c.Operation, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected})
-		op, err := w.ledger.Report(ctx, key, c.AttemptID, c.FencingToken, reportOf(res, callErr))
+		op, err := w.ledger.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.ReportOf(res, callErr))
 		if err != nil {
 			return "", err
 		}
@@ -560,20 +560,6 @@ func (w *world) run(ctx context.Context, limit int) (string, error) {
 		return "The worker found nothing due.", nil
 	}
 	return "The worker carried out " + strings.Join(done, ", ") + ".", nil
-}
-
-// reportOf is the report of a call that returned res and err, classified
-// as Ledger.Do classifies an action's result.
-func reportOf(res opledger.Result, err error) opledger.Report {
-	if err == nil && res.Ref == "" {
-		err = opledger.Uncertain(errors.New("answer without a reference"))
-	}
-	if err != nil {
-		r := opledger.Report{Error: err.Error()}
-		r.Outcome, r.RetryAfter = opledger.OutcomeOf(err)
-		return r
-	}
-	return opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: res.Ref, Response: res.Response}
 }
 
 // currentStep is the workflow's first step that has not succeeded.

@@ -407,10 +407,10 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		if outcome == opledger.OutcomeSucceeded {
 			rep.DestinationRef = refOf(rt, bytes.NewReader(answer), claim)
 		} else {
-			rep.Error = errorText(sendErr)
+			rep.Error = opledger.ErrorText(sendErr)
 		}
 	default:
-		rep.Error = errorText(sendErr)
+		rep.Error = opledger.ErrorText(sendErr)
 	}
 	op, ok := p.report(ctx, w, r, log, claim, rep, true)
 	if !ok {
@@ -484,7 +484,7 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	rep := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref}
 	if up.Err != nil {
 		lost := opledger.Uncertain(&destination.SendError{Method: out.Method, Host: out.URL.Host, Written: true, Err: up.Err})
-		rep = opledger.Report{Outcome: opledger.OutcomeUncertain, Error: errorText(lost)}
+		rep = opledger.Report{Outcome: opledger.OutcomeUncertain, Error: opledger.ErrorText(lost)}
 	} else {
 		var err error
 		if rep.Response, err = json.Marshal(s); err != nil {
@@ -705,7 +705,7 @@ func existsStatus(rt *route) int {
 // lost records a request that got no answer and tells the caller.
 func (p *Proxy) lost(ctx context.Context, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim, sendErr error) {
 	outcome, retryAfter := opledger.OutcomeOf(sendErr)
-	op, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: outcome, RetryAfter: retryAfter, Error: errorText(sendErr)},
+	op, ok := p.report(ctx, w, r, log, claim, opledger.Report{Outcome: outcome, RetryAfter: retryAfter, Error: opledger.ErrorText(sendErr)},
 		outcome == opledger.OutcomeUncertain)
 	if !ok {
 		return

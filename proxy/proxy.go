@@ -353,7 +353,7 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 		},
 		Transport: p.client.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.log.Warn("pass-through failed", "upstream", rt.Name, "method", r.Method, "error", errorText(err))
+			p.log.Warn("pass-through failed", "upstream", rt.Name, "method", r.Method, "error", opledger.ErrorText(err))
 			writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable", "the upstream did not answer", nil)
 		},
 	}
@@ -405,6 +405,3 @@ func parseKey(values []string) (string, error) {
 	}
 	return v, nil
 }
-
-// errorText is an error's text without the outcome mark.
-func errorText(err error) string { return destination.ErrorText(err) }

@@ -382,7 +382,7 @@ func visibilityWait(attempts []*opledger.Attempt, op *opledger.Operation, delay 
 // lookupFailed backs off after a failed lookup, or holds the operation
 // once lookups have failed MaxLookupFailures times.
 func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, lookupErr error) (Decision, error) {
-	text := destination.ErrorText(lookupErr)
+	text := opledger.ErrorText(lookupErr)
 	if len(text) > 300 {
 		text = text[:300]
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/lab"
 )
 
@@ -135,7 +134,7 @@ func (w *world) step(ctx context.Context, wk *worker, faults bool) error {
 		}
 	case called:
 		c := wk.claim
-		op, err := w.ledger.Report(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, reportFor(wk.res, wk.callErr))
+		op, err := w.ledger.Report(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, opledger.ReportOf(wk.res, wk.callErr))
 		var stale *opledger.StaleError
 		switch {
 		case errors.As(err, &stale):
@@ -177,22 +176,6 @@ func (wk *worker) reset() {
 	wk.crash = lab.CrashNone
 	wk.res = opledger.Result{}
 	wk.callErr = nil
-}
-
-// reportFor turns a call's result into the report, as the executor does.
-func reportFor(res opledger.Result, err error) opledger.Report {
-	if err == nil && res.Ref != "" {
-		return opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: res.Ref, Response: res.Response}
-	}
-	if err == nil {
-		err = opledger.Uncertain(errors.New("the destination answered without a reference"))
-	}
-	outcome, after := opledger.OutcomeOf(err)
-	r := opledger.Report{Outcome: outcome, Error: destination.ErrorText(err), RetryAfter: after}
-	if outcome == opledger.OutcomeRejected {
-		r.Response = res.Response
-	}
-	return r
 }
 
 func outcomeOf(err error) opledger.Outcome {
