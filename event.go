@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -360,6 +361,9 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		}
 		return conflict(fmt.Sprintf("operation %s is step %s of workflow %s, which records and revises its steps itself (a rule may not); a person must decide", key, s.step, s.workflow.Key))
 	}
+	if err := lockEventKeys(ctx, tx, l.tenant, m); err != nil {
+		return nil, err
+	}
 	for i, in := range m.Intents {
 		fp, err := in.normalize()
 		if err != nil {
@@ -463,6 +467,48 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 	return plan, nil
 }
 
+// lockEventKeys reads (on PostgreSQL, locks) what an event whose rule
+// writes several keys may write, in the order of docs/scaling.md ("One
+// lock order"): the stored workflows whose steps those keys may be, by
+// workflow key, then the keys' operations, by key. planEvent then reads
+// them again in the rule's order, holding them already. Without it two
+// events writing the same operations in opposite orders each held one
+// and waited for the other, until PostgreSQL broke the deadlock. Keys
+// with no operation yet take no lock here; applyPlan writes them in key
+// order.
+func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) error {
+	keys := make([]string, 0, 2*len(m.Intents))
+	for i, in := range m.Intents {
+		keys = append(keys, in.Key)
+		if i < len(m.Updates) && m.Updates[i] != nil {
+			keys = append(keys, m.Updates[i].Key)
+		}
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if len(keys) < 2 {
+		return nil // one key: no order to keep
+	}
+	var workflows []string
+	for _, k := range keys {
+		if w, _, ok := SplitWorkflowStepKey(k); ok {
+			workflows = append(workflows, w)
+		}
+	}
+	slices.Sort(workflows)
+	for _, w := range slices.Compact(workflows) {
+		if _, err := tx.GetWorkflow(ctx, tenant, w); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	for _, k := range keys {
+		if _, err := tx.GetOperation(ctx, tenant, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
 // errPlanOutdated: an operation or the event's object is not as
 // planEvent read it, or was read between the writes of one transaction.
 // planEvent's reads take no locks, so on PostgreSQL a concurrent
@@ -471,10 +517,16 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 // again from what is there now.
 var errPlanOutdated = fmt.Errorf("an operation changed while the event was planned: %w", store.ErrConflict)
 
-// applyPlan writes what planEvent decided and returns the operations.
+// applyPlan writes what planEvent decided and returns the operations (in
+// the rule's order). It writes them in key order, as lockEventKeys reads
+// them: the locks a write takes that the plan's reads could not (a new
+// key's row, the key lock of a key that may be a workflow's step) are
+// then taken in key order too, as two events recording the same new keys,
+// or a new workflow put with the same step keys, take them.
 func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, plan *eventPlan) ([]*Operation, error) {
 	actor := ActorEvent + ":" + row.Source + ":" + row.EventID
-	for _, st := range plan.steps {
+	steps := slices.SortedStableFunc(slices.Values(plan.steps), func(a, b eventStep) int { return strings.Compare(a.key, b.key) })
+	for _, st := range steps {
 		var decide func(t *txn) error
 		switch st.kind {
 		case "record", "update":

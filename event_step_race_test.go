@@ -215,6 +215,118 @@ func TestPutWorkflowLocksWorkflowBeforeStep(t *testing.T) {
 	require.False(t, created, "a repeat of the workflow stored meanwhile")
 }
 
+// TestEventLocksOperationsInKeyOrder: on PostgreSQL, an event whose
+// rule writes several existing operations (here with the content they
+// have) locks them in key order,
+// whatever the rule's order, so that two events writing the same keys in
+// opposite orders queue instead of deadlocking. A connection holds "a";
+// the event, whose rule writes "b" then "a", waits for it, and the
+// connection then gets "b" at once. Before, the event locked "b" first
+// and then waited for "a": the connection's NOWAIT failed (and an event
+// writing "a" then "b" would have deadlocked with it).
+func TestEventLocksOperationsInKeyOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	for _, key := range []string{"a", "b"} {
+		_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+		require.NoError(t, err)
+	}
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "b"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+      - key: "a"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+`))
+	require.NoError(t, err)
+
+	holder, tx := holdingTx(t, dsn)
+	defer tx.Rollback(ctx)
+	var one int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM operations WHERE key = 'a' FOR UPDATE`).Scan(&one))
+
+	done := make(chan error, 1)
+	var res *opledger.EventResult
+	go func() {
+		var err error
+		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
+		done <- err
+	}()
+	testdb.WaitBlockedBy(t, holder, "the event")
+	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'b' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "b was free: the event waits for a first")
+	require.NoError(t, tx.Commit(ctx))
+
+	require.NoError(t, <-done)
+	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
+	require.Equal(t, []string{"b", "a"}, res.Event.OperationKeys, "in the rule's order")
+}
+
+// TestEventRecordsNewKeysInKeyOrder: on PostgreSQL, an event whose rule
+// records several new keys writes them in key order, whatever the rule's
+// order, so that the locks only a write can take (a new row's, the key
+// lock of a key that may be a workflow's step) are taken in the order a
+// new workflow put with those step keys, or another event, takes them.
+// A connection holds the key lock of "w/a"; the event, whose rule records
+// "w/b" then "w/a", waits for it, and the connection then gets the lock
+// of "w/b" at once. Before, the event recorded "w/b" first and then
+// waited for "w/a": the connection's try failed (and a put of workflow
+// "w" with steps a and b would have deadlocked with it).
+func TestEventRecordsNewKeysInKeyOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "w/b"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+      - key: "w/a"
+        action: crm.create
+        destination: crm
+        payload: {x: 1}
+`))
+	require.NoError(t, err)
+
+	holder, tx := holdingTx(t, dsn)
+	defer tx.Rollback(ctx)
+	lockOperationKey(t, tx, "w/a")
+
+	done := make(chan error, 1)
+	var res *opledger.EventResult
+	go func() {
+		var err error
+		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
+		done <- err
+	}()
+	testdb.WaitBlockedBy(t, holder, "the event")
+	var free bool
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1fw/b").Scan(&free))
+	require.True(t, free, "w/b was free: the event waits for w/a first")
+	require.NoError(t, tx.Commit(ctx))
+
+	require.NoError(t, <-done)
+	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
+	require.Equal(t, []string{"w/b", "w/a"}, res.Event.OperationKeys, "in the rule's order")
+	for i, op := range res.Operations {
+		require.Equal(t, res.Event.OperationKeys[i], op.Key)
+	}
+}
+
 // postgresLedger opens a ledger on a fresh PostgreSQL schema and returns
 // it with the schema's DSN.
 func postgresLedger(t *testing.T) (*opledger.Ledger, string) {
