@@ -188,7 +188,7 @@ func CheckUpstreams(us []Upstream) error {
 	if len(us) == 0 {
 		return errNoUpstream
 	}
-	_, err := buildRoutes(us, destination.LoadOptions{})
+	_, err := buildRoutes(us, netHTTPTransport)
 	return err
 }
 
@@ -198,7 +198,10 @@ var errNoUpstream = errors.New("proxy: no upstream configured")
 // route is a checked, ready upstream.
 type route struct {
 	Upstream
-	dest      *destination.HTTP
+	dest *destination.HTTP
+	// client sends the forwarded requests, on the transport the lookups
+	// of dest use too.
+	client    *http.Client
 	base      *url.URL
 	protected map[string]bool
 	timeout   time.Duration
@@ -221,7 +224,7 @@ const maxNameLength = opledger.MaxKeyLength - len("proxy:") - len(":") - 48
 func destinationName(upstream string) string { return "proxy:" + upstream }
 
 // build checks u and prepares its route.
-func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
+func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	if u.Name == "" {
 		return nil, errors.New("upstream: name is required")
 	}
@@ -303,10 +306,12 @@ func (u Upstream) build(opts destination.LoadOptions) (*route, error) {
 	r.dest, err = destination.NewHTTP(destination.HTTPConfig{
 		Name: destinationName(u.Name), URL: u.URL, Ref: u.Ref, Timeout: destination.Duration(r.timeout),
 		Idempotency: u.Idempotency, Lookup: u.Lookup, UniqueReference: u.UniqueReference, Retry: retry,
-	}, opts)
+	}, destination.LoadOptions{Transport: transport})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 	}
+	// A redirect is the upstream's answer, passed to the caller.
+	r.client = destination.NewClient(transport)
 	r.policy = *r.dest.RetryPolicy()
 	if u.Idempotency != nil {
 		r.idemHdr = u.Idempotency.Header

@@ -365,7 +365,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	if rt.idemHdr != "" {
 		out.Header.Set(rt.idemHdr, claim.IdempotencyKey)
 	}
-	resp, sendErr := destination.SendHTTP(p.client, out, destination.HTTPPolicy{ExistsStatus: existsStatus(rt)})
+	resp, sendErr := destination.SendHTTP(rt.client, out, destination.HTTPPolicy{ExistsStatus: existsStatus(rt)})
 	if resp == nil {
 		p.lost(ctx, w, r, log, claim, sendErr)
 		return

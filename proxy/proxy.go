@@ -99,9 +99,12 @@ type Config struct {
 	// decisions; never the callers' keys, bodies, paths or credentials
 	// (operations are named by their digest keys). Default slog.Default().
 	Logger *slog.Logger
-	// Transport sends the forwarded requests and lookups. Default: a clone
-	// of http.DefaultTransport keeping MaxIdleConnsPerUpstream idle
-	// connections to each upstream.
+	// Transport sends the forwarded requests and lookups of every
+	// upstream. Default: for each upstream a clone of
+	// http.DefaultTransport of its own, keeping MaxIdleConnsPerUpstream
+	// idle connections, so that a 421 from one upstream, which closes the
+	// idle connections of the transport that sent the request, leaves the
+	// others' open.
 	Transport http.RoundTripper
 	// Worker names the proxy in attempts and the timeline. Default "proxy".
 	Worker string
@@ -126,7 +129,6 @@ type Proxy struct {
 	routes     []*route
 	dests      *destination.Set
 	reconciler *reconciler.Reconciler
-	client     *http.Client
 	log        *slog.Logger
 	cfg        Config
 }
@@ -167,14 +169,19 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 	if cfg.InFlightRetryAfter == 0 {
 		cfg.InFlightRetryAfter = 1
 	}
-	transport := cfg.Transport
-	if transport == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = MaxIdleConnsPerUpstream
-		tr.MaxIdleConns = max(tr.MaxIdleConns, MaxIdleConnsPerUpstream*len(cfg.Upstreams))
-		transport = tr
+	transportFor := func() http.RoundTripper { return cfg.Transport }
+	if cfg.Transport == nil {
+		// One transport per upstream: an upstream's 421 closes the idle
+		// connections of its client (see destination.SendHTTP), and must
+		// not close the other upstreams'.
+		transportFor = func() http.RoundTripper {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.MaxIdleConnsPerHost = MaxIdleConnsPerUpstream
+			tr.MaxIdleConns = max(tr.MaxIdleConns, MaxIdleConnsPerUpstream)
+			return tr
+		}
 	}
-	routes, err := buildRoutes(cfg.Upstreams, destination.LoadOptions{Transport: transport})
+	routes, err := buildRoutes(cfg.Upstreams, transportFor)
 	if err != nil {
 		return nil, err
 	}
@@ -186,9 +193,7 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ledger: l, routes: routes, dests: set, cfg: cfg, log: cfg.Logger.With("component", "proxy"),
-		// A redirect is the upstream's answer, passed to the caller.
-		client: destination.NewClient(transport)}
+	p := &Proxy{ledger: l, routes: routes, dests: set, cfg: cfg, log: cfg.Logger.With("component", "proxy")}
 	// Only the proxy's own tenant: its lookups carry the upstreams'
 	// credentials, and another tenant sharing the store (through an
 	// opledger serve) could record an operation naming a proxy:
@@ -203,7 +208,7 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 // RetryPolicies returns the retry policy of each upstream by destination
 // name, for opledger.Options.DestinationRetryPolicies.
 func RetryPolicies(upstreams []Upstream) (map[string]opledger.RetryPolicy, error) {
-	routes, err := buildRoutes(upstreams, destination.LoadOptions{})
+	routes, err := buildRoutes(upstreams, netHTTPTransport)
 	if err != nil {
 		return nil, err
 	}
@@ -215,12 +220,18 @@ func RetryPolicies(upstreams []Upstream) (map[string]opledger.RetryPolicy, error
 	return out, nil
 }
 
-func buildRoutes(upstreams []Upstream, opts destination.LoadOptions) ([]*route, error) {
+// netHTTPTransport gives routes that are built to be checked, not to
+// send, net/http's default transport.
+func netHTTPTransport() http.RoundTripper { return nil }
+
+// buildRoutes builds the upstreams' routes, each sending through the
+// transport transportFor returns for it (nil: net/http's default).
+func buildRoutes(upstreams []Upstream, transportFor func() http.RoundTripper) ([]*route, error) {
 	var routes []*route
 	names := map[string]bool{}
 	prefixes := map[string]string{} // prefix → the upstream that has it
 	for _, u := range upstreams {
-		r, err := u.build(opts)
+		r, err := u.build(transportFor())
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +251,9 @@ func buildRoutes(upstreams []Upstream, opts destination.LoadOptions) ([]*route, 
 
 // Close releases the upstreams' idle connections.
 func (p *Proxy) Close() error {
-	p.client.CloseIdleConnections()
+	for _, rt := range p.routes {
+		rt.client.CloseIdleConnections()
+	}
 	return p.dests.Close()
 }
 
@@ -351,7 +364,7 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 			pr.Out.Header.Del(HeaderIdempotencyKey)
 			setXForwarded(pr.Out, pr.In)
 		},
-		Transport: p.client.Transport,
+		Transport: rt.client.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p.log.Warn("pass-through failed", "upstream", rt.Name, "method", r.Method, "error", opledger.ErrorText(err))
 			writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable", "the upstream did not answer", nil)

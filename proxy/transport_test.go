@@ -102,3 +102,71 @@ func assertNoError(t *testing.T, err error) bool {
 	}
 	return true
 }
+
+// TestMisdirectedLeavesOtherUpstreamsConnections: a 421 from one
+// upstream closes the idle connections of that upstream's transport
+// only (so that the repeat goes out on a new connection to it); another
+// upstream's idle connection stays open for its next request. Before,
+// the upstreams shared one transport and the 421 closed them all.
+func TestMisdirectedLeavesOtherUpstreamsConnections(t *testing.T) {
+	t.Parallel()
+	var misdirected atomic.Bool
+	upstream := func(answer func(w http.ResponseWriter)) (*httptest.Server, *atomic.Int64) {
+		var conns atomic.Int64
+		up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			answer(w)
+		}))
+		up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		}
+		up.Start()
+		t.Cleanup(up.Close)
+		return up, &conns
+	}
+	created := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"R"}`)
+	}
+	crm, crmConns := upstream(created)
+	mail, mailConns := upstream(func(w http.ResponseWriter) {
+		if misdirected.CompareAndSwap(false, true) {
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			return
+		}
+		created(w)
+	})
+
+	u := []proxy.Upstream{{Name: "crm", Prefix: "/crm/", URL: crm.URL}, {Name: "mail", Prefix: "/mail/", URL: mail.URL}}
+	policies, err := proxy.RetryPolicies(u)
+	require.NoError(t, err)
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{DestinationRetryPolicies: policies})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	p, err := proxy.New(l, proxy.Config{Upstreams: u, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+
+	send := func(path, key string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(`{"n":1}`))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusCreated, send("/crm/records", "k1"))
+	require.Equal(t, http.StatusMisdirectedRequest, send("/mail/messages", "k2"))
+	require.Equal(t, http.StatusCreated, send("/crm/records", "k3"))
+	require.EqualValues(t, 1, crmConns.Load(), "crm's idle connection outlived mail's 421")
+	require.Equal(t, http.StatusCreated, send("/mail/messages", "k2"))
+	require.EqualValues(t, 2, mailConns.Load(), "the repeat went out on a new connection to mail")
+}
