@@ -43,19 +43,14 @@ rules:
 	holder, tx := holdingTx(t, dsn)
 	lockOperationKey(t, tx, "w/b")
 
-	done := make(chan error, 1)
-	var res *opledger.EventResult
-	go func() {
-		var err error
-		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
-		done <- err
-	}()
+	wait := receiveInBackground(l, rules)
 	testdb.WaitBlockedBy(t, holder, "the event, planned,")
 	_, err = tx.Exec(ctx, `INSERT INTO workflows (tenant, key, fingerprint, definition, owner, current_step, current_key, done, revision, created_at, updated_at)
 		SELECT tenant, 'w', fingerprint, definition, owner, current_step, 'w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'w0'`)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
-	require.NoError(t, <-done, "the event is kept, as a conflict")
+	res, err := wait()
+	require.NoError(t, err, "the event is kept, as a conflict")
 	require.Equal(t, opledger.EventConflict, res.Status)
 	require.Contains(t, res.Event.Reason, "operation w/b is step b of workflow w")
 	_, err = l.Get(ctx, "w/b")
@@ -135,19 +130,14 @@ rules:
 	var one int
 	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'w' FOR UPDATE`).Scan(&one))
 
-	done := make(chan error, 1)
-	var res *opledger.EventResult
-	go func() {
-		var err error
-		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
-		done <- err
-	}()
+	wait := receiveInBackground(l, rules)
 	testdb.WaitBlockedBy(t, holder, "the event")
 	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'w/a' FOR UPDATE NOWAIT`)
 	require.NoError(t, err, "the step was free: the event waits for the workflow first")
 	require.NoError(t, tx.Commit(ctx))
 
-	require.NoError(t, <-done)
+	res, err := wait()
+	require.NoError(t, err)
 	require.Equal(t, opledger.EventConflict, res.Status)
 	require.Contains(t, res.Event.Reason, "operation w/a is step a of workflow w")
 	op, err := l.Get(ctx, "w/a")
@@ -254,19 +244,14 @@ rules:
 	var one int
 	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM operations WHERE key = 'a' FOR UPDATE`).Scan(&one))
 
-	done := make(chan error, 1)
-	var res *opledger.EventResult
-	go func() {
-		var err error
-		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
-		done <- err
-	}()
+	wait := receiveInBackground(l, rules)
 	testdb.WaitBlockedBy(t, holder, "the event")
 	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'b' FOR UPDATE NOWAIT`)
 	require.NoError(t, err, "b was free: the event waits for a first")
 	require.NoError(t, tx.Commit(ctx))
 
-	require.NoError(t, <-done)
+	res, err := wait()
+	require.NoError(t, err)
 	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
 	require.Equal(t, []string{"b", "a"}, res.Event.OperationKeys, "in the rule's order")
 }
@@ -306,24 +291,37 @@ rules:
 	defer tx.Rollback(ctx)
 	lockOperationKey(t, tx, "w/a")
 
-	done := make(chan error, 1)
-	var res *opledger.EventResult
-	go func() {
-		var err error
-		res, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
-		done <- err
-	}()
+	wait := receiveInBackground(l, rules)
 	testdb.WaitBlockedBy(t, holder, "the event")
 	var free bool
 	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1fw/b").Scan(&free))
 	require.True(t, free, "w/b was free: the event waits for w/a first")
 	require.NoError(t, tx.Commit(ctx))
 
-	require.NoError(t, <-done)
+	res, err := wait()
+	require.NoError(t, err)
 	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
 	require.Equal(t, []string{"w/b", "w/a"}, res.Event.OperationKeys, "in the rule's order")
 	for i, op := range res.Operations {
 		require.Equal(t, res.Event.OperationKeys[i], op.Key)
+	}
+}
+
+// receiveInBackground receives event e1 (source shop, type t) under
+// rules in a goroutine of its own; wait returns what ReceiveEvent did.
+func receiveInBackground(l *opledger.Ledger, rules *opledger.Rules) (wait func() (*opledger.EventResult, error)) {
+	type received struct {
+		res *opledger.EventResult
+		err error
+	}
+	done := make(chan received, 1)
+	go func() {
+		res, err := l.ReceiveEvent(context.Background(), rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
+		done <- received{res, err}
+	}()
+	return func() (*opledger.EventResult, error) {
+		r := <-done
+		return r.res, r.err
 	}
 }
 

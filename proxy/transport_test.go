@@ -28,26 +28,15 @@ import (
 func TestUpstreamConnectionsReused(t *testing.T) {
 	t.Parallel()
 	const n = 16
-	var (
-		conns atomic.Int64
-		burst sync.WaitGroup
-	)
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	var burst sync.WaitGroup
+	up, conns := countingUpstream(t, func(w http.ResponseWriter) {
 		// Every request of a burst is held until all n have arrived, so
 		// the burst needs n upstream connections at once.
 		burst.Done()
 		burst.Wait()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"R"}`)
-	}))
-	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	up.Start()
-	t.Cleanup(up.Close)
+	})
 
 	u := []proxy.Upstream{{Name: "crm", URL: up.URL}}
 	policies, err := proxy.RetryPolicies(u)
@@ -111,28 +100,13 @@ func assertNoError(t *testing.T, err error) bool {
 func TestMisdirectedLeavesOtherUpstreamsConnections(t *testing.T) {
 	t.Parallel()
 	var misdirected atomic.Bool
-	upstream := func(answer func(w http.ResponseWriter)) (*httptest.Server, *atomic.Int64) {
-		var conns atomic.Int64
-		up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			answer(w)
-		}))
-		up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				conns.Add(1)
-			}
-		}
-		up.Start()
-		t.Cleanup(up.Close)
-		return up, &conns
-	}
 	created := func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"id":"R"}`)
 	}
-	crm, crmConns := upstream(created)
-	mail, mailConns := upstream(func(w http.ResponseWriter) {
+	crm, crmConns := countingUpstream(t, created)
+	mail, mailConns := countingUpstream(t, func(w http.ResponseWriter) {
 		if misdirected.CompareAndSwap(false, true) {
 			w.WriteHeader(http.StatusMisdirectedRequest)
 			return
@@ -169,4 +143,23 @@ func TestMisdirectedLeavesOtherUpstreamsConnections(t *testing.T) {
 	require.EqualValues(t, 1, crmConns.Load(), "crm's idle connection outlived mail's 421")
 	require.Equal(t, http.StatusCreated, send("/mail/messages", "k2"))
 	require.EqualValues(t, 2, mailConns.Load(), "the repeat went out on a new connection to mail")
+}
+
+// countingUpstream starts an upstream that reads each request's body and
+// answers it with answer, and counts the connections opened to it.
+func countingUpstream(t *testing.T, answer func(w http.ResponseWriter)) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		answer(w)
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	return up, &conns
 }
