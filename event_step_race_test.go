@@ -125,19 +125,10 @@ rules:
 `))
 	require.NoError(t, err)
 
-	holder, tx := holdingTx(t, dsn)
-	defer tx.Rollback(ctx)
-	var one int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'w' FOR UPDATE`).Scan(&one))
-
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, holder, "the event")
-	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'w/a' FOR UPDATE NOWAIT`)
-	require.NoError(t, err, "the step was free: the event waits for the workflow first")
-	require.NoError(t, tx.Commit(ctx))
-
-	res, err := wait()
-	require.NoError(t, err)
+	res := eventWaitsFor(t, l, dsn, rules, `SELECT 1 FROM workflows WHERE key = 'w' FOR UPDATE`, func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'w/a' FOR UPDATE NOWAIT`)
+		require.NoError(t, err, "the step was free: the event waits for the workflow first")
+	})
 	require.Equal(t, opledger.EventConflict, res.Status)
 	require.Contains(t, res.Event.Reason, "operation w/a is step a of workflow w")
 	op, err := l.Get(ctx, "w/a")
@@ -239,19 +230,10 @@ rules:
 `))
 	require.NoError(t, err)
 
-	holder, tx := holdingTx(t, dsn)
-	defer tx.Rollback(ctx)
-	var one int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM operations WHERE key = 'a' FOR UPDATE`).Scan(&one))
-
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, holder, "the event")
-	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'b' FOR UPDATE NOWAIT`)
-	require.NoError(t, err, "b was free: the event waits for a first")
-	require.NoError(t, tx.Commit(ctx))
-
-	res, err := wait()
-	require.NoError(t, err)
+	res := eventWaitsFor(t, l, dsn, rules, `SELECT 1 FROM operations WHERE key = 'a' FOR UPDATE`, func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'b' FOR UPDATE NOWAIT`)
+		require.NoError(t, err, "b was free: the event waits for a first")
+	})
 	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
 	require.Equal(t, []string{"b", "a"}, res.Event.OperationKeys, "in the rule's order")
 }
@@ -287,19 +269,11 @@ rules:
 `))
 	require.NoError(t, err)
 
-	holder, tx := holdingTx(t, dsn)
-	defer tx.Rollback(ctx)
-	lockOperationKey(t, tx, "w/a")
-
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, holder, "the event")
-	var free bool
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1fw/b").Scan(&free))
-	require.True(t, free, "w/b was free: the event waits for w/a first")
-	require.NoError(t, tx.Commit(ctx))
-
-	res, err := wait()
-	require.NoError(t, err)
+	res := eventWaitsFor(t, l, dsn, rules, lockOperationKeySQL("w/a"), func(tx pgx.Tx) {
+		var free bool
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, operationKeyLock("w/b")).Scan(&free))
+		require.True(t, free, "w/b was free: the event waits for w/a first")
+	})
 	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
 	require.Equal(t, []string{"w/b", "w/a"}, res.Event.OperationKeys, "in the rule's order")
 	for i, op := range res.Operations {
@@ -353,6 +327,38 @@ func holdingTx(t *testing.T, dsn string) (*pgx.Conn, pgx.Tx) {
 // takes on key of the default tenant.
 func lockOperationKey(t *testing.T, tx pgx.Tx, key string) {
 	t.Helper()
-	_, err := tx.Exec(context.Background(), `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "operation\x1fdefault\x1f"+key)
+	_, err := tx.Exec(context.Background(), lockOperationKeySQL(key))
 	require.NoError(t, err)
+}
+
+// lockOperationKeySQL is the statement that takes the lock pgstore's
+// LockOperationKey takes on key of the default tenant.
+func lockOperationKeySQL(key string) string {
+	return `SELECT pg_advisory_xact_lock(hashtextextended('` + operationKeyLock(key) + `', 0))`
+}
+
+// operationKeyLock names the lock of key of the default tenant, as
+// pgstore's LockOperationKey does.
+func operationKeyLock(key string) string { return "operation\x1fdefault\x1f" + key }
+
+// eventWaitsFor checks the order in which an event takes two locks. A
+// transaction of its own runs hold, which takes the first; the event
+// (ReceiveEvent under rules, in the background) must then wait for it,
+// and checkFree, run in that transaction while the event waits, finds the
+// second free: the event had not taken it. It commits and returns what
+// the event did, which must not be an error.
+func eventWaitsFor(t *testing.T, l *opledger.Ledger, dsn string, rules *opledger.Rules, hold string, checkFree func(tx pgx.Tx)) *opledger.EventResult {
+	t.Helper()
+	ctx := context.Background()
+	holder, tx := holdingTx(t, dsn)
+	defer tx.Rollback(ctx)
+	_, err := tx.Exec(ctx, hold)
+	require.NoError(t, err)
+	wait := receiveInBackground(l, rules)
+	testdb.WaitBlockedBy(t, holder, "the event")
+	checkFree(tx)
+	require.NoError(t, tx.Commit(ctx))
+	res, err := wait()
+	require.NoError(t, err)
+	return res
 }

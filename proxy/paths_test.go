@@ -74,6 +74,18 @@ func proxyOn(t *testing.T, l *opledger.Ledger, upstreams ...proxy.Upstream) *bun
 	return &bundle{ledger: l, proxy: p, url: srv.URL}
 }
 
+// proxyFor starts a proxy for upstreams recording in a ledger of its own
+// on SQLite, opened with the upstreams' retry policies.
+func proxyFor(t *testing.T, upstreams ...proxy.Upstream) *bundle {
+	t.Helper()
+	policies, err := proxy.RetryPolicies(upstreams)
+	require.NoError(t, err)
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{DestinationRetryPolicies: policies})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return proxyOn(t, l, upstreams...)
+}
+
 func openLedger(t *testing.T, st testdb.Store) *opledger.Ledger {
 	t.Helper()
 	l, err := opledger.Open(context.Background(), st.NewDSN(t), opledger.Options{})

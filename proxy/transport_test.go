@@ -1,10 +1,8 @@
 package proxy_test
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/proxy"
 )
 
@@ -38,17 +34,7 @@ func TestUpstreamConnectionsReused(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"R"}`)
 	})
 
-	u := []proxy.Upstream{{Name: "crm", URL: up.URL}}
-	policies, err := proxy.RetryPolicies(u)
-	require.NoError(t, err)
-	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{DestinationRetryPolicies: policies})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	p, err := proxy.New(l, proxy.Config{Upstreams: u, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
+	b := proxyFor(t, proxy.Upstream{Name: "crm", URL: up.URL})
 
 	send := func(round int) {
 		burst.Add(n)
@@ -57,7 +43,7 @@ func TestUpstreamConnectionsReused(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req, err := http.NewRequest(http.MethodPost, srv.URL+"/records", strings.NewReader(`{"n":1}`))
+				req, err := http.NewRequest(http.MethodPost, b.url+"/records", strings.NewReader(`{"n":1}`))
 				if !assertNoError(t, err) {
 					return
 				}
@@ -114,21 +100,11 @@ func TestMisdirectedLeavesOtherUpstreamsConnections(t *testing.T) {
 		created(w)
 	})
 
-	u := []proxy.Upstream{{Name: "crm", Prefix: "/crm/", URL: crm.URL}, {Name: "mail", Prefix: "/mail/", URL: mail.URL}}
-	policies, err := proxy.RetryPolicies(u)
-	require.NoError(t, err)
-	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{DestinationRetryPolicies: policies})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	p, err := proxy.New(l, proxy.Config{Upstreams: u, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
+	b := proxyFor(t, proxy.Upstream{Name: "crm", Prefix: "/crm/", URL: crm.URL}, proxy.Upstream{Name: "mail", Prefix: "/mail/", URL: mail.URL})
 
 	send := func(path, key string) int {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(`{"n":1}`))
+		req, err := http.NewRequest(http.MethodPost, b.url+path, strings.NewReader(`{"n":1}`))
 		require.NoError(t, err)
 		req.Header.Set("Idempotency-Key", key)
 		resp, err := http.DefaultClient.Do(req)
