@@ -395,8 +395,11 @@ func (e *AttemptError) Unwrap() error { return e.Err }
 // the message without the classification prefix of any mark in it
 // ("rejected: " and the like, from Rejected, Retryable and Uncertain),
 // wrapped or joined as it may be, and led by the text of
-// destination.ErrExists when err matches it.
+// destination.ErrExists when err matches it. It is "" for a nil err.
 func ErrorText(err error) string {
+	if err == nil {
+		return ""
+	}
 	text := err.Error()
 	walkErrors(err, func(e error) {
 		// Outer marks first: an outer mark's text holds the inner one's.

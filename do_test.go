@@ -297,3 +297,12 @@ func TestReportOfNotesSurviveTheLedger(t *testing.T) {
 	require.True(t, strings.HasPrefix(op.LastError, "busy busy"), op.LastError)
 	require.True(t, strings.HasSuffix(op.LastError, "so it may have acted"), op.LastError)
 }
+
+// ErrorText drops the classification marks wherever they are wrapped.
+func TestErrorText(t *testing.T) {
+	t.Parallel()
+	require.Empty(t, opledger.ErrorText(nil))
+	err := fmt.Errorf("call crm: %w", opledger.Retryable(fmt.Errorf("post: %w", opledger.Rejected(errors.New("422 bad list"))), 0))
+	require.Equal(t, "call crm: post: 422 bad list", opledger.ErrorText(err))
+	require.Equal(t, "503 busy", opledger.ErrorText(opledger.Retryable(errors.New("503 busy"), time.Second)))
+}
