@@ -227,3 +227,54 @@ func BenchmarkCompact(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReceiveEvent receives events whose rule records two
+// operations each (the keys of the second under a prefix, as a
+// workflow's steps have), one after the other: an event's transaction
+// reads and locks the keys it writes in key order before it plans them.
+//
+//	go test -run '^$' -bench BenchmarkReceiveEvent -benchtime 2000x .
+func BenchmarkReceiveEvent(b *testing.B) {
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: order-paid
+    source: shop
+    type: order.paid
+    operations:
+      - key: "order:{data.id}:invoice"
+        action: erp.create_invoice
+        destination: erp
+        payload: {order: "{data.id}"}
+      - key: "mail/{data.id}"
+        action: mail.send_receipt
+        destination: mail
+        payload: {order: "{data.id}"}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, st := range testdb.Stores() {
+		b.Run(st.Name, func(b *testing.B) {
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(b), opledger.Options{Worker: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { l.Close() })
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				id := strconv.Itoa(i)
+				res, err := l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e" + id, Type: "order.paid",
+					Payload: json.RawMessage(`{"id":"` + id + `"}`)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Status != opledger.EventApplied || len(res.Operations) != 2 {
+					b.Fatalf("event %s: %s (%s), %d operations", id, res.Status, res.Event.Reason, len(res.Operations))
+				}
+			}
+		})
+	}
+}
