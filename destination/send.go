@@ -94,7 +94,8 @@ func (e *SendError) Unwrap() error { return e.Err }
 //     written: retryable when it provably never left (connection refused,
 //     DNS failure, no connection at all, a TLS handshake the server
 //     refused, also one that refuses the client's certificate with TLS
-//     1.3 after the request was written), uncertain when it may have
+//     1.3 after the request was written, an HTTP/2 connection that
+//     closed before it carried any request), uncertain when it may have
 //     reached the destination (a timeout, reset or cancellation once a
 //     connection was obtained, even one that broke while the request was
 //     being written: a server may act on the headers it read, and even
@@ -310,16 +311,18 @@ func (w *writeTrace) clientTrace() *httptrace.ClientTrace {
 // that creates its record first, an endpoint that ignores the body) and
 // answer before it reads the body, which HTTP allows; net/http then
 // reports the failed write or the answer, whichever it sees first. A
-// TLS handshake the server refused (refusedHandshake) and an HTTP/2
-// stream the server refused or will not process (unprocessedStream) are
-// the exceptions: the server says it did nothing. When the transport is
+// TLS handshake the server refused (refusedHandshake), an HTTP/2 stream
+// the server refused or will not process (unprocessedStream) and an
+// HTTP/2 connection that closed before it carried any request
+// (unusedConnection) are the exceptions: the server says it did nothing,
+// or nothing of the request was written. When the transport is
 // not known to report its connections (traced false: a RoundTripper of
 // the caller's, which may not pass the request's trace on), seeing none
 // proves nothing, and only an error that happens before any connection
 // (a name that does not resolve, a refused or failed dial) or one of
 // those exceptions says that nothing left.
 func (w *writeTrace) mayHaveReached(traced bool, err error) bool {
-	if refusedHandshake(err) || unprocessedStream(err) {
+	if refusedHandshake(err) || unprocessedStream(err) || unusedConnection(err) {
 		return false
 	}
 	return w.conns.Load() > 0 || !traced && !beforeConnection(err)
@@ -344,6 +347,21 @@ var unprocessedStreamErr = regexp.MustCompile(`^(?:http2: Transport: cannot retr
 // unprocessedStream reports whether err says that an HTTP/2 server did
 // not process the request (unprocessedStreamErr).
 func unprocessedStream(err error) bool { return unprocessedStreamErr.MatchString(err.Error()) }
+
+// unusedConnectionErr is the text of the error net/http's HTTP/2
+// transport returns for a request that was to be the first on a new
+// connection that closed before any stream was opened on it (with TLS
+// 1.3, for one, when the server refuses the client's certificate after
+// the client's side of the handshake has ended): no request's headers
+// were written on that connection, this one's neither, and net/http does
+// not send it on another one. net/http reports it as text only. The
+// whole text must match; should net/http word it otherwise, the failure
+// stays uncertain.
+const unusedConnectionErr = "http2: client conn could not be established"
+
+// unusedConnection reports whether err says that the HTTP/2 connection
+// meant for the request closed before carrying any (unusedConnectionErr).
+func unusedConnection(err error) bool { return err.Error() == unusedConnectionErr }
 
 // handshakeAlerts are the TLS alerts a server sends only to refuse a
 // handshake: it did not accept the client's certificate (or got none),
