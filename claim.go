@@ -609,6 +609,16 @@ type Report struct {
 
 const maxErrorLength = 1000
 
+// WithNote returns r with note added to the end of its error text. When
+// the two are longer than the ledger keeps of an error (1,000 bytes), the
+// text before the note is cut, not the note, which is cut only when it
+// alone is longer.
+func (r Report) WithNote(note string) Report {
+	note = keepableText(note, maxErrorLength)
+	r.Error = keepableText(r.Error, maxErrorLength-len(note)) + note
+	return r
+}
+
 // MaxDestinationRefBytes is the length of the longest destination
 // reference the ledger stores.
 const MaxDestinationRefBytes = maxNameLength

@@ -186,7 +186,8 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 //     outcome uncertain, since a retry could make the effect twice.
 //
 // The notes ReportOf adds to the error text survive the cut to the
-// length the ledger stores: the destination's own text is cut first.
+// length the ledger stores (Report.WithNote): the destination's own text
+// is cut first.
 func ReportOf(res Result, err error) Report {
 	r, _ := reportOf(res, err)
 	return r
@@ -224,8 +225,8 @@ func reportOf(res Result, actErr error) (Report, error) {
 			notes += "; not retried on its own: the destination reported a reference with a retryable error, so it may have acted"
 		}
 	}
-	r.Error = keepableText(ErrorText(actErr), maxErrorLength-len(notes)) + notes
-	return r, actErr
+	r.Error = ErrorText(actErr)
+	return r.WithNote(notes), actErr
 }
 
 // savable is resp if the ledger can save and replay it, else nil: a

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -296,6 +297,22 @@ func TestReportOfNotesSurviveTheLedger(t *testing.T) {
 	require.Equal(t, opledger.StateUncertain, op.State)
 	require.True(t, strings.HasPrefix(op.LastError, "busy busy"), op.LastError)
 	require.True(t, strings.HasSuffix(op.LastError, "so it may have acted"), op.LastError)
+}
+
+// WithNote keeps the note whole and cuts the text before it to what the
+// ledger keeps; only a note longer than that is cut itself.
+func TestReportWithNote(t *testing.T) {
+	t.Parallel()
+	r := opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"}.WithNote(" (call cancelled: stopping)")
+	require.Equal(t, "timeout (call cancelled: stopping)", r.Error)
+	require.Equal(t, opledger.OutcomeUncertain, r.Outcome)
+
+	long := opledger.Report{Error: strings.Repeat("é", 600)}.WithNote(" (call cancelled: stopping)")
+	require.Len(t, long.Error, 999, "cut to 1,000 bytes without splitting a character")
+	require.True(t, utf8.ValidString(long.Error))
+	require.True(t, strings.HasSuffix(long.Error, "é (call cancelled: stopping)"), long.Error)
+
+	require.Len(t, opledger.Report{Error: "x"}.WithNote(strings.Repeat("n", 2000)).Error, 1000)
 }
 
 // ErrorText drops the classification marks wherever they are wrapped.

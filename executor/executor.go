@@ -608,7 +608,7 @@ func ledgerDecided(err error) bool {
 func reportFor(res opledger.Result, err error, stopCause error) opledger.Report {
 	r := opledger.ReportOf(res, err)
 	if stopCause != nil && r.Outcome != opledger.OutcomeSucceeded {
-		r.Error += " (call cancelled: " + stopCause.Error() + ")"
+		r = r.WithNote(" (call cancelled: " + stopCause.Error() + ")")
 	}
 	return r
 }

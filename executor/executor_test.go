@@ -29,6 +29,9 @@ type slow struct {
 	n       atomic.Int32
 	mu      sync.Mutex
 	ctxErr  []error
+	// cancelled, if set, is the error a cancelled call returns instead
+	// of the context's cause.
+	cancelled error
 }
 
 func newSlow() *slow {
@@ -47,6 +50,9 @@ func (s *slow) Call(ctx context.Context, _ opledger.Call) (opledger.Result, erro
 		s.mu.Unlock()
 		return opledger.Result{Ref: "S" + strconv.Itoa(int(n))}, nil
 	case <-ctx.Done():
+		if s.cancelled != nil {
+			return opledger.Result{}, s.cancelled
+		}
 		return opledger.Result{}, context.Cause(ctx)
 	}
 }
@@ -222,6 +228,30 @@ func TestStopDeadlineCancelsCalls(t *testing.T) {
 		require.Equal(t, opledger.StateUncertain, op.State, "the call may have acted")
 		require.Contains(t, op.LastError, executor.ErrStopping.Error())
 	})
+}
+
+// The note that the executor cancelled a call survives a destination's
+// error as long as the ledger keeps: the error is cut, not the note.
+func TestStopDeadlineNoteSurvivesLongError(t *testing.T) {
+	t.Parallel()
+	s := newSlow()
+	s.cancelled = opledger.Uncertain(errors.New(strings.Repeat("connection lost ", 100)))
+	r := testrig.New(t, testdb.SQLiteDSN, withSlow(s))
+	r.Record("slow:3", "slow", `{}`)
+	require.NoError(t, r.Exec.Start(r.Ctx))
+	<-s.started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, r.Exec.Stop(ctx), context.Canceled)
+
+	op := r.Get("slow:3")
+	require.Equal(t, opledger.StateUncertain, op.State)
+	require.True(t, strings.HasPrefix(op.LastError, "connection lost connection lost"), op.LastError)
+	require.Contains(t, op.LastError, " (call cancelled: ")
+	note := op.LastError[strings.LastIndex(op.LastError, " (call cancelled: "):]
+	require.True(t, strings.HasPrefix(note, " (call cancelled: "+executor.ErrStopping.Error()), op.LastError)
+	require.True(t, strings.HasSuffix(note, ")"), op.LastError)
+	require.LessOrEqual(t, len(op.LastError), 1000)
 }
 
 // The pool runs many operations concurrently, each exactly once.
