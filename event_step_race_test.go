@@ -25,7 +25,7 @@ func TestEventRacesWorkflowPut(t *testing.T) {
 		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
 		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
 	}}
-	_, _, err := l.PutWorkflow(ctx, "w0", spec) // a row to copy as "w"
+	_, _, err := l.PutWorkflow(ctx, "race-w0", spec) // a row to copy as "race-w"
 	require.NoError(t, err)
 	rules, err := opledger.ParseRules([]byte(`
 rules:
@@ -33,7 +33,7 @@ rules:
     source: shop
     type: t
     operations:
-      - key: "w/b"
+      - key: "race-w/b"
         action: mail.send
         destination: mail
         payload: {x: 1}
@@ -41,19 +41,19 @@ rules:
 	require.NoError(t, err)
 
 	holder, tx := holdingTx(t, dsn)
-	lockOperationKey(t, tx, "w/b")
+	lockOperationKey(t, tx, "race-w/b")
 
 	wait := receiveInBackground(l, rules)
 	testdb.WaitBlockedBy(t, holder, "the event, planned,")
 	_, err = tx.Exec(ctx, `INSERT INTO workflows (tenant, key, fingerprint, definition, owner, current_step, current_key, done, revision, created_at, updated_at)
-		SELECT tenant, 'w', fingerprint, definition, owner, current_step, 'w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'w0'`)
+		SELECT tenant, 'race-w', fingerprint, definition, owner, current_step, 'race-w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'race-w0'`)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	res, err := wait()
 	require.NoError(t, err, "the event is kept, as a conflict")
 	require.Equal(t, opledger.EventConflict, res.Status)
-	require.Contains(t, res.Event.Reason, "operation w/b is step b of workflow w")
-	_, err = l.Get(ctx, "w/b")
+	require.Contains(t, res.Event.Reason, "operation race-w/b is step b of workflow race-w")
+	_, err = l.Get(ctx, "race-w/b")
 	require.ErrorIs(t, err, opledger.ErrNotFound)
 }
 
@@ -157,38 +157,38 @@ func TestPutWorkflowLocksWorkflowBeforeStep(t *testing.T) {
 		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
 		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
 	}}
-	_, _, err := l.PutWorkflow(ctx, "w0", spec) // rows to copy as "w" and "w/a"
+	_, _, err := l.PutWorkflow(ctx, "put-w0", spec) // rows to copy as "put-w" and "put-w/a"
 	require.NoError(t, err)
 
 	holder, tx := holdingTx(t, dsn)
 	defer tx.Rollback(ctx)
-	lockOperationKey(t, tx, "w/a")
+	lockOperationKey(t, tx, "put-w/a")
 
 	done := make(chan error, 1)
 	var created bool
 	go func() {
 		var err error
-		_, created, err = l.PutWorkflow(ctx, "w", spec)
+		_, created, err = l.PutWorkflow(ctx, "put-w", spec)
 		done <- err
 	}()
-	testdb.WaitBlockedBy(t, holder, "the put of w")
+	testdb.WaitBlockedBy(t, holder, "the put of put-w")
 
 	other, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { other.Close(ctx) })
 	_, err = other.Exec(ctx, `INSERT INTO workflows (tenant, key, fingerprint, definition, owner, current_step, current_key, done, revision, created_at, updated_at)
-		SELECT tenant, 'w', fingerprint, definition, owner, current_step, 'w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'w0'`)
+		SELECT tenant, 'put-w', fingerprint, definition, owner, current_step, 'put-w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'put-w0'`)
 	require.NoError(t, err)
-	_, err = other.Exec(ctx, `INSERT INTO operations SELECT (jsonb_populate_record(o, '{"key": "w/a"}')).* FROM operations o WHERE key = 'w0/a'`)
+	_, err = other.Exec(ctx, `INSERT INTO operations SELECT (jsonb_populate_record(o, '{"key": "put-w/a"}')).* FROM operations o WHERE key = 'put-w0/a'`)
 	require.NoError(t, err)
 	otx, err := other.Begin(ctx)
 	require.NoError(t, err)
 	defer otx.Rollback(ctx)
 	var one int
-	require.NoError(t, otx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'w' FOR UPDATE`).Scan(&one))
+	require.NoError(t, otx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE key = 'put-w' FOR UPDATE`).Scan(&one))
 	require.NoError(t, tx.Commit(ctx))
-	testdb.WaitBlockedBy(t, other, "the put of w, past the key's lock,")
-	_, err = otx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'w/a' FOR UPDATE NOWAIT`)
+	testdb.WaitBlockedBy(t, other, "the put of put-w, past the key's lock,")
+	_, err = otx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'put-w/a' FOR UPDATE NOWAIT`)
 	require.NoError(t, err, "the step was free: the put waits for the workflow first")
 	require.NoError(t, otx.Commit(ctx))
 
@@ -243,11 +243,14 @@ rules:
 // order, so that the locks only a write can take (a new row's, the key
 // lock of a key that may be a workflow's step) are taken in the order a
 // new workflow put with those step keys, or another event, takes them.
-// A connection holds the key lock of "w/a"; the event, whose rule records
-// "w/b" then "w/a", waits for it, and the connection then gets the lock
-// of "w/b" at once. Before, the event recorded "w/b" first and then
-// waited for "w/a": the connection's try failed (and a put of workflow
-// "w" with steps a and b would have deadlocked with it).
+// A connection holds the key lock of "new-keys/a"; the event, whose rule
+// records "new-keys/b" then "new-keys/a", waits for it, and the
+// connection then gets the lock of "new-keys/b" at once. Before, the
+// event recorded "new-keys/b" first and then waited for "new-keys/a":
+// the connection's try failed (and a put of workflow "new-keys" with
+// steps a and b would have deadlocked with it). The keys are this
+// test's own: a key lock is an advisory lock, which the tests running
+// at once in other schemas share.
 func TestEventRecordsNewKeysInKeyOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -258,24 +261,24 @@ rules:
     source: shop
     type: t
     operations:
-      - key: "w/b"
+      - key: "new-keys/b"
         action: mail.send
         destination: mail
         payload: {x: 1}
-      - key: "w/a"
+      - key: "new-keys/a"
         action: crm.create
         destination: crm
         payload: {x: 1}
 `))
 	require.NoError(t, err)
 
-	res := eventWaitsFor(t, l, dsn, rules, lockOperationKeySQL("w/a"), func(tx pgx.Tx) {
+	res := eventWaitsFor(t, l, dsn, rules, lockOperationKeySQL("new-keys/a"), func(tx pgx.Tx) {
 		var free bool
-		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, operationKeyLock("w/b")).Scan(&free))
-		require.True(t, free, "w/b was free: the event waits for w/a first")
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, operationKeyLock("new-keys/b")).Scan(&free))
+		require.True(t, free, "new-keys/b was free: the event waits for new-keys/a first")
 	})
 	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
-	require.Equal(t, []string{"w/b", "w/a"}, res.Event.OperationKeys, "in the rule's order")
+	require.Equal(t, []string{"new-keys/b", "new-keys/a"}, res.Event.OperationKeys, "in the rule's order")
 	for i, op := range res.Operations {
 		require.Equal(t, res.Event.OperationKeys[i], op.Key)
 	}
