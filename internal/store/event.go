@@ -135,6 +135,18 @@ type EventTx interface {
 	InsertEvent(ctx context.Context, e *Event) error
 	// InsertDelivery appends an arrival and sets its ID.
 	InsertDelivery(ctx context.Context, d *Delivery) error
+	// EventObjectExists reports whether an object is tracked, without
+	// locking its row (GetEventObject inside a write transaction may): an
+	// event that holds operations already checks with it whether another
+	// event tracked the object meanwhile, and takes no lock out of the
+	// order of docs/scaling.md ("One lock order") to do so.
+	EventObjectExists(ctx context.Context, tenant, source, objectKey string) (bool, error)
+	// WorkflowExists reports whether a workflow is stored, without locking
+	// its row (GetWorkflow inside a write transaction may): a transaction
+	// that holds operations already checks with it whether a workflow it
+	// read as missing was stored meanwhile, and takes no lock out of order
+	// to do so.
+	WorkflowExists(ctx context.Context, tenant, key string) (bool, error)
 	// InsertEventObject inserts a tracked object; ErrConflict if it exists.
 	InsertEventObject(ctx context.Context, o *EventObject) error
 	// UpdateEventObject writes o if the stored revision still equals

@@ -324,6 +324,12 @@ type Reader interface {
 type Tx interface {
 	Reader
 	EventTx
+	// OperationExists reports whether an operation is stored at key (a
+	// tombstone does not count), without locking its row (GetOperation
+	// inside a write transaction may): a transaction that holds other
+	// operations already checks with it whether one it read as missing
+	// was recorded meanwhile, and takes no lock out of order to do so.
+	OperationExists(ctx context.Context, tenant, key string) (bool, error)
 	// InsertOperation inserts a new row; ErrConflict if the key exists.
 	InsertOperation(ctx context.Context, op *Operation) error
 	// UpdateOperation writes op if the stored revision still equals

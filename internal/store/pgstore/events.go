@@ -267,6 +267,35 @@ func (t *pgTx) UpdateEventObject(ctx context.Context, o *store.EventObject, prev
 	return nil
 }
 
+// EventObjectExists reports whether an object is tracked. Unlike
+// GetEventObject in a write transaction, it locks nothing.
+func (t *pgTx) EventObjectExists(ctx context.Context, tenant, source, objectKey string) (bool, error) {
+	return t.exists(ctx, "event object", `SELECT EXISTS (SELECT 1 FROM event_objects
+		WHERE tenant = $1 AND source = $2 AND object_key = $3)`, tenant, source, objectKey)
+}
+
+// WorkflowExists reports whether a workflow is stored. Unlike GetWorkflow
+// in a write transaction, it locks nothing.
+func (t *pgTx) WorkflowExists(ctx context.Context, tenant, key string) (bool, error) {
+	return t.exists(ctx, "workflow", `SELECT EXISTS (SELECT 1 FROM workflows WHERE tenant = $1 AND key = $2)`, tenant, key)
+}
+
+// OperationExists reports whether an operation is stored at key. Unlike
+// GetOperation in a write transaction, it locks nothing.
+func (t *pgTx) OperationExists(ctx context.Context, tenant, key string) (bool, error) {
+	return t.exists(ctx, "operation", `SELECT EXISTS (SELECT 1 FROM operations WHERE tenant = $1 AND key = $2)`, tenant, key)
+}
+
+// exists runs q, a plain SELECT EXISTS (no FOR UPDATE), and returns its
+// answer; what names the row in an error.
+func (t *pgTx) exists(ctx context.Context, what, q string, args ...any) (bool, error) {
+	var ok bool
+	if err := t.q.QueryRow(ctx, q, args...).Scan(&ok); err != nil {
+		return false, fmt.Errorf("%s exists: %w", what, mapErr(err))
+	}
+	return ok, nil
+}
+
 // LockOperationKey takes a transaction-level advisory lock on the
 // operation key: PostgreSQL cannot lock a row that does not exist yet.
 // Keys whose hashes collide share a lock: they only wait for each other.

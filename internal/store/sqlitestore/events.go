@@ -264,6 +264,33 @@ func (t *sqlTx) UpdateEventObject(ctx context.Context, o *store.EventObject, pre
 // time (BEGIN IMMEDIATE).
 func (t *sqlTx) LockOperationKey(context.Context, string, string) error { return nil }
 
+// EventObjectExists reports whether an object is tracked.
+func (t *sqlTx) EventObjectExists(ctx context.Context, tenant, source, objectKey string) (bool, error) {
+	return t.exists(ctx, "event object", `SELECT EXISTS (SELECT 1 FROM event_objects
+		WHERE tenant = ? AND source = ? AND object_key = ?)`, tenant, source, objectKey)
+}
+
+// WorkflowExists reports whether a workflow is stored.
+func (t *sqlTx) WorkflowExists(ctx context.Context, tenant, key string) (bool, error) {
+	return t.exists(ctx, "workflow", `SELECT EXISTS (SELECT 1 FROM workflows WHERE tenant = ? AND key = ?)`, tenant, key)
+}
+
+// OperationExists reports whether an operation is stored at key.
+func (t *sqlTx) OperationExists(ctx context.Context, tenant, key string) (bool, error) {
+	return t.exists(ctx, "operation", `SELECT EXISTS (SELECT 1 FROM operations WHERE tenant = ? AND key = ?)`, tenant, key)
+}
+
+// exists runs q, a SELECT EXISTS, and returns its answer; what names
+// the row in an error. The write transaction already holds SQLite's only
+// write lock: there is nothing to lock.
+func (t *sqlTx) exists(ctx context.Context, what, q string, args ...any) (bool, error) {
+	var ok bool
+	if err := t.q.QueryRowContext(ctx, q, args...).Scan(&ok); err != nil {
+		return false, fmt.Errorf("%s exists: %w", what, err)
+	}
+	return ok, nil
+}
+
 // InsertWorkflow inserts a new workflow; store.ErrConflict if it exists.
 func (t *sqlTx) InsertWorkflow(ctx context.Context, w *store.Workflow) error {
 	_, err := t.q.ExecContext(ctx, `INSERT INTO workflows (`+workflowColumns+`) VALUES (`+placeholders(11)+`)`,
