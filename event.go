@@ -411,11 +411,13 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 				why = fmt.Sprintf("the event is not newer than event %s already applied to %s", obj.EventID, m.ObjectKey)
 			case m.ObjectKey != "":
 				// The object was read before the operation: an event that
-				// wrote both may have committed in between.
-				if _, err := tx.GetEventObject(ctx, l.tenant, row.Source, m.ObjectKey); err == nil {
-					return nil, errPlanOutdated
-				} else if !errors.Is(err, store.ErrNotFound) {
+				// wrote both may have committed in between. A plain read:
+				// the event holds operations, and an event locks the
+				// object before them (planned again, it does).
+				if tracked, err := tx.EventObjectExists(ctx, l.tenant, row.Source, m.ObjectKey); err != nil {
 					return nil, err
+				} else if tracked {
+					return nil, errPlanOutdated
 				}
 				why = "no earlier event for " + m.ObjectKey + " is recorded"
 			}

@@ -365,3 +365,65 @@ func eventWaitsFor(t *testing.T, l *opledger.Ledger, dsn string, rules *opledger
 	require.NoError(t, err)
 	return res
 }
+
+// TestEventObjectRecheckHoldsNoOperation: on PostgreSQL, an event that
+// found its object untracked and then an operation with other content
+// checks whether an event tracked the object meanwhile with a plain
+// read, not by locking the object while it holds the operation (an event
+// locks the object before its operations). A connection holds the
+// operation; the event reads no object and waits for it. The object is
+// then tracked and a second connection holds it; the first lets the
+// operation go. The event must wait for the object holding nothing: the
+// second connection then gets the operation at once. Before, the event
+// held the operation and waited for the object: the NOWAIT failed (and
+// an event for the object waiting for the operation would have
+// deadlocked with it until deadlock_timeout broke it).
+func TestEventObjectRecheckHoldsNoOperation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "recheck:sync", Action: "crm.sync", Destination: "crm", Payload: json.RawMessage(`{"v":0}`)})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    object: {kind: recheck, id: event.source, order_by: event.id}
+    operations:
+      - key: "recheck:sync"
+        action: crm.sync
+        destination: crm
+        payload: {v: 1}
+`))
+	require.NoError(t, err)
+
+	opHolder, opTx := holdingTx(t, dsn)
+	defer opTx.Rollback(ctx)
+	_, err = opTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'recheck:sync' FOR UPDATE`)
+	require.NoError(t, err)
+	wait := receiveInBackground(l, rules)
+	testdb.WaitBlockedBy(t, opHolder, "the event, past its object,")
+
+	// An event e0 with the same order tracked the object meanwhile.
+	other, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close(ctx) })
+	_, err = other.Exec(ctx, `INSERT INTO event_objects (tenant, source, object_key, order_value, event_id, revision, updated_at)
+		VALUES ('default', 'shop', 'recheck:shop', 'e1', 'e0', 1, now())`)
+	require.NoError(t, err)
+	objHolder, objTx := holdingTx(t, dsn)
+	defer objTx.Rollback(ctx)
+	_, err = objTx.Exec(ctx, `SELECT 1 FROM event_objects WHERE object_key = 'recheck:shop' FOR UPDATE`)
+	require.NoError(t, err)
+	require.NoError(t, opTx.Commit(ctx))
+	testdb.WaitBlockedBy(t, objHolder, "the event, at its object,")
+	_, err = objTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'recheck:sync' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "the operation was free: the event waits for the object holding nothing")
+	require.NoError(t, objTx.Commit(ctx))
+
+	res, err := wait()
+	require.NoError(t, err)
+	require.Equal(t, opledger.EventConflict, res.Status)
+	require.Contains(t, res.Event.Reason, "not newer than event e0", "planned again, it saw the object")
+}

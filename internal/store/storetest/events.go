@@ -569,6 +569,28 @@ rules:
 		require.Len(t, b.events(t, op.Key), 1, "nothing written to the operation")
 	})
 
+	// An operation recorded on its own, then an event for an object no
+	// event has tracked yet, whose rule writes that key with other
+	// content: the event checks again (EventObjectExists) that no event
+	// tracked the object meanwhile, and is a conflict for a person.
+	t.Run("ConflictWithoutEarlierEvent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		_, _, err := b.ledger.Record(b.ctx, opledger.Intent{Key: "desk:ticket:T9:sync", Action: "crm.sync_ticket", Destination: "crm",
+			Payload: json.RawMessage(`{"ticket":"T9","status":"recorded by hand"}`)})
+		require.NoError(t, err)
+		r, err := b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "desk", EventID: "tk-1", Type: "ticket.updated",
+			OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Payload: json.RawMessage(`{"id":"T9","status":"open"}`)})
+		require.NoError(t, err)
+		require.Equal(t, opledger.EventConflict, r.Status)
+		require.Contains(t, r.Reason, "operation desk:ticket:T9:sync is recorded with other content and no earlier event for ticket-updated:T9 is recorded")
+		require.Empty(t, r.Event.OperationKeys)
+		op, err := b.ledger.Get(b.ctx, "desk:ticket:T9:sync")
+		require.NoError(t, err)
+		require.Contains(t, string(op.Payload), "recorded by hand", "original kept")
+	})
+
 	t.Run("RefusedAndUnmapped", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
