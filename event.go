@@ -693,13 +693,18 @@ func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) 
 	return nil
 }
 
-// operationsIn reads operations (or their tombstones) by key.
+// operationsIn reads operations (or their tombstones) by key and
+// returns them in the order of keys. It reads them in key order: inside
+// a write transaction on PostgreSQL the reads lock the operations, and a
+// repeat delivery of an event, whose keys are in the rule's order, then
+// locks them in the order of docs/scaling.md ("One lock order"), as a
+// new event, another repeat and retention do.
 func (l *Ledger) operationsIn(ctx context.Context, r store.Reader, keys []string) ([]*Operation, error) {
-	out := []*Operation{}
-	for _, k := range keys {
+	byKey := make(map[string]*Operation, len(keys))
+	for _, k := range slices.Compact(slices.Sorted(slices.Values(keys))) {
 		row, err := r.GetOperation(ctx, l.tenant, k)
 		if err == nil {
-			out = append(out, toOperation(row))
+			byKey[k] = toOperation(row)
 			continue
 		}
 		if !errors.Is(err, store.ErrNotFound) {
@@ -712,7 +717,13 @@ func (l *Ledger) operationsIn(ctx context.Context, r store.Reader, keys []string
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, tombstoneOperation(ts))
+		byKey[k] = tombstoneOperation(ts)
+	}
+	out := []*Operation{}
+	for _, k := range keys {
+		if op, ok := byKey[k]; ok {
+			out = append(out, op)
+		}
 	}
 	return out, nil
 }

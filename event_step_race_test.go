@@ -427,3 +427,47 @@ rules:
 	require.Equal(t, opledger.EventConflict, res.Status)
 	require.Contains(t, res.Event.Reason, "not newer than event e0", "planned again, it saw the object")
 }
+
+// TestDuplicateEventLocksOperationsInKeyOrder: on PostgreSQL, a repeat
+// delivery of an event reads (and locks) the operations the event
+// produced in key order, whatever the rule's order, as a new event does,
+// so that two repeats, or a repeat and a new event or retention, queue
+// instead of deadlocking. A connection holds "dup-a"; the repeat of an
+// event whose rule wrote "dup-b" then "dup-a" waits for it, and the
+// connection then gets "dup-b" at once. Before, the repeat locked
+// "dup-b" first and then waited for "dup-a": the NOWAIT failed. The
+// operations are still returned in the rule's order.
+func TestDuplicateEventLocksOperationsInKeyOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "dup-b"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+      - key: "dup-a"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+`))
+	require.NoError(t, err)
+	first, err := receiveInBackground(l, rules)()
+	require.NoError(t, err)
+	require.Equal(t, opledger.EventApplied, first.Status, first.Event.Reason)
+
+	res := eventWaitsFor(t, l, dsn, rules, `SELECT 1 FROM operations WHERE key = 'dup-a' FOR UPDATE`, func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'dup-b' FOR UPDATE NOWAIT`)
+		require.NoError(t, err, "dup-b was free: the repeat waits for dup-a first")
+	})
+	require.True(t, res.Duplicate)
+	require.Equal(t, []string{"dup-b", "dup-a"}, res.Event.OperationKeys)
+	for i, op := range res.Operations {
+		require.Equal(t, res.Event.OperationKeys[i], op.Key, "in the rule's order")
+	}
+}
