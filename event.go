@@ -295,6 +295,11 @@ type eventPlan struct {
 	object *store.EventObject // nil when the rule declares no object
 	objNew bool
 	objRev int64
+	// workflows are the workflows the plan read and found: on PostgreSQL
+	// the transaction holds them. Recording a step-shaped key w/x whose
+	// workflow w is not among them checks that w is still not stored
+	// (workflowUnlocked) rather than lock it out of order.
+	workflows map[string]bool
 }
 
 // planEvent decides what a new event does, reading the ledger inside the
@@ -303,7 +308,7 @@ type eventPlan struct {
 // decided makes an event all-or-nothing: a conflict on one intent applies
 // none.
 func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m *Mapping) (*eventPlan, error) {
-	plan := &eventPlan{}
+	plan := &eventPlan{workflows: map[string]bool{}}
 	if m.Rule == "" {
 		row.Status, row.Reason = string(EventUnmapped), "no rule maps events of this source and type"
 		return plan, nil
@@ -343,17 +348,45 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 	// workflow deadlocked with one). stepConflict refuses to write key
 	// when it is such a step: only the workflow records and revises its
 	// steps.
+	//
+	// When lockEventKeys has read the keys (held is not nil), the event
+	// may hold operations already: a workflow or an operation it found
+	// missing is then only checked with a plain read, and one stored
+	// since makes the plan outdated, to be made again from the top
+	// (where lockEventKeys locks it in order), instead of being locked
+	// here, out of order.
 	type stepOf struct {
 		workflow *store.Workflow
 		step     string
 	}
+	var held *heldKeys
 	readKey := func(key string) (*storedContent, stepOf, error) {
-		w, step, err := workflowStepOf(ctx, tx, l.tenant, key)
-		if err != nil {
-			return nil, stepOf{}, err
+		var s stepOf
+		if wk, step, ok := SplitWorkflowStepKey(key); ok {
+			w, err := held.workflow(ctx, tx, l.tenant, wk)
+			if err != nil {
+				return nil, stepOf{}, err
+			}
+			if w != nil {
+				plan.workflows[wk] = true
+				if s.workflow, s.step, err = stepIn(w, step); err != nil {
+					return nil, stepOf{}, err
+				}
+			}
+		}
+		if held != nil && !held.operations[key] {
+			recorded, err := tx.OperationExists(ctx, l.tenant, key)
+			if err != nil {
+				return nil, stepOf{}, err
+			}
+			if recorded {
+				return nil, stepOf{}, errPlanOutdated // recorded since lockEventKeys read none
+			}
+			current, err := l.tombstoneAt(ctx, tx, key)
+			return current, s, err
 		}
 		current, err := l.contentAt(ctx, tx, key)
-		return current, stepOf{w, step}, err
+		return current, s, err
 	}
 	stepConflict := func(key string, s stepOf) (*eventPlan, error) {
 		if s.workflow == nil {
@@ -361,7 +394,8 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		}
 		return conflict(fmt.Sprintf("operation %s is step %s of workflow %s, which records and revises its steps itself (a rule may not); a person must decide", key, s.step, s.workflow.Key))
 	}
-	if err := lockEventKeys(ctx, tx, l.tenant, m); err != nil {
+	var err error
+	if held, err = lockEventKeys(ctx, tx, l.tenant, m); err != nil {
 		return nil, err
 	}
 	for i, in := range m.Intents {
@@ -469,6 +503,34 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 	return plan, nil
 }
 
+// heldKeys are the workflows and operations lockEventKeys found (and on
+// PostgreSQL, locked), by key.
+type heldKeys struct {
+	workflows, operations map[string]bool
+}
+
+// workflow reads workflow key for planEvent: with GetWorkflow when
+// lockEventKeys did not run (h is nil) or found it, so that it is held
+// already; otherwise with a plain read, and a workflow stored since
+// lockEventKeys read none is errPlanOutdated. nil when there is none.
+func (h *heldKeys) workflow(ctx context.Context, tx store.Tx, tenant, key string) (*store.Workflow, error) {
+	if h != nil && !h.workflows[key] {
+		stored, err := tx.WorkflowExists(ctx, tenant, key)
+		if err != nil {
+			return nil, err
+		}
+		if stored {
+			return nil, errPlanOutdated
+		}
+		return nil, nil
+	}
+	w, err := tx.GetWorkflow(ctx, tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return w, err
+}
+
 // lockEventKeys reads (on PostgreSQL, locks) what an event whose rule
 // writes several keys may write, in the order of docs/scaling.md ("One
 // lock order"): the stored workflows whose steps those keys may be, by
@@ -477,8 +539,9 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 // events writing the same operations in opposite orders each held one
 // and waited for the other, until PostgreSQL broke the deadlock. Keys
 // with no operation yet take no lock here; applyPlan writes them in key
-// order.
-func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) error {
+// order. It returns what it found; nil when the rule writes one key
+// only (nothing to order, nothing read).
+func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) (*heldKeys, error) {
 	keys := make([]string, 0, 2*len(m.Intents))
 	for i, in := range m.Intents {
 		keys = append(keys, in.Key)
@@ -489,7 +552,7 @@ func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) 
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	if len(keys) < 2 {
-		return nil // one key: no order to keep
+		return nil, nil // one key: no order to keep
 	}
 	var workflows []string
 	for _, k := range keys {
@@ -498,25 +561,38 @@ func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) 
 		}
 	}
 	slices.Sort(workflows)
+	h := &heldKeys{workflows: map[string]bool{}, operations: map[string]bool{}}
 	for _, w := range slices.Compact(workflows) {
-		if _, err := tx.GetWorkflow(ctx, tenant, w); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+		_, err := tx.GetWorkflow(ctx, tenant, w)
+		switch {
+		case err == nil:
+			h.workflows[w] = true
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
 		}
 	}
 	for _, k := range keys {
-		if _, err := tx.GetOperation(ctx, tenant, k); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+		_, err := tx.GetOperation(ctx, tenant, k)
+		switch {
+		case err == nil:
+			h.operations[k] = true
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
 		}
 	}
-	return nil
+	return h, nil
 }
 
-// errPlanOutdated: an operation or the event's object is not as
-// planEvent read it, or was read between the writes of one transaction.
-// planEvent's reads take no locks, so on PostgreSQL a concurrent
-// transaction (another event for the same object, a claim) can commit
-// between them and before the plan's writes; the event is then planned
-// again from what is there now.
+// errPlanOutdated: an operation, a workflow or the event's object is not
+// as planEvent read it, or was read between the writes of one
+// transaction. On PostgreSQL planEvent's reads lock only what exists
+// when they read it: a concurrent transaction (another event for the
+// same object, a claim, a workflow put, a record) can store what one of
+// them found missing before a later read or the plan's writes. Where the
+// event then holds operations already, it checks for such a row with a
+// plain read (EventObjectExists, WorkflowExists, OperationExists) rather
+// than lock it out of the order of docs/scaling.md ("One lock order"),
+// and the event is planned again from the top, from what is there now.
 var errPlanOutdated = fmt.Errorf("an operation changed while the event was planned: %w", store.ErrConflict)
 
 // applyPlan writes what planEvent decided and returns the operations (in
@@ -533,10 +609,13 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 		switch st.kind {
 		case "record", "update":
 			in, fp := st.intent, st.fp
+			wk, _, stepShaped := SplitWorkflowStepKey(st.key)
+			unlocked := stepShaped && !plan.workflows[wk]
 			decide = func(t *txn) error {
 				if t.op != nil {
 					return errPlanOutdated // planned for a new key
 				}
+				t.workflowUnlocked = unlocked
 				if err := t.record(&in, fp, actor); err != nil {
 					if errors.Is(err, ErrInvalidState) {
 						// A workflow with this step was stored after the
@@ -627,6 +706,11 @@ func (l *Ledger) contentAt(ctx context.Context, tx store.Tx, key string) (*store
 	if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
+	return l.tombstoneAt(ctx, tx, key)
+}
+
+// tombstoneAt reads the tombstone at key; nil when there is none.
+func (l *Ledger) tombstoneAt(ctx context.Context, tx store.Tx, key string) (*storedContent, error) {
 	ts, err := tx.GetTombstone(ctx, l.tenant, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil

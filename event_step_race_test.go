@@ -471,3 +471,200 @@ rules:
 		require.Equal(t, res.Event.OperationKeys[i], op.Key, "in the rule's order")
 	}
 }
+
+// TestEventLocksNoWorkflowStoredSince: on PostgreSQL, an event whose rule
+// writes several keys, one the key of a step of a workflow stored after
+// the event read (and locked) its keys, does not lock that workflow
+// while it holds operations: it is planned again and locks the workflow
+// first. A connection holds the operation "since-wf-op"; the event,
+// whose rule writes "since-wf/b" (no workflow yet) and "since-wf-op",
+// waits for it. Workflow "since-wf" (steps a, b) is then stored and a
+// second connection holds it; the first lets the operation go. The
+// event must wait for the workflow holding nothing: the second
+// connection then gets the operation at once. Before, the event held the
+// operation and waited for the workflow: the NOWAIT failed (and a
+// workflow transaction waiting for the operation would have deadlocked
+// with it).
+func TestEventLocksNoWorkflowStoredSince(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "since-wf-op", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "since-wf/b"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+      - key: "since-wf-op"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+`))
+	require.NoError(t, err)
+
+	opHolder, opTx := holdingTx(t, dsn)
+	defer opTx.Rollback(ctx)
+	_, err = opTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-wf-op' FOR UPDATE`)
+	require.NoError(t, err)
+	wait := receiveInBackground(l, rules)
+	testdb.WaitBlockedBy(t, opHolder, "the event, locking its keys,")
+
+	_, _, err = l.PutWorkflow(ctx, "since-wf", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
+	}})
+	require.NoError(t, err)
+	wfHolder, wfTx := holdingTx(t, dsn)
+	defer wfTx.Rollback(ctx)
+	_, err = wfTx.Exec(ctx, `SELECT 1 FROM workflows WHERE key = 'since-wf' FOR UPDATE`)
+	require.NoError(t, err)
+	require.NoError(t, opTx.Commit(ctx))
+	testdb.WaitBlockedBy(t, wfHolder, "the event, at the workflow,")
+	_, err = wfTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-wf-op' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "the operation was free: the event waits for the workflow holding nothing")
+	require.NoError(t, wfTx.Commit(ctx))
+
+	res, err := wait()
+	require.NoError(t, err)
+	require.Equal(t, opledger.EventConflict, res.Status)
+	require.Contains(t, res.Event.Reason, "operation since-wf/b is step b of workflow since-wf")
+}
+
+// TestEventLocksNoOperationRecordedSince: on PostgreSQL, an event whose
+// rule writes several keys, one of them recorded after the event read
+// (and locked) its keys, does not lock that operation out of key order
+// while it holds another: it is planned again and locks them in key
+// order. A connection holds "since-op-b"; the event, whose rule writes
+// "since-op-a" (not recorded yet) and "since-op-b", waits for it.
+// "since-op-a" is then recorded and a second connection holds it; the
+// first lets "since-op-b" go. The event must wait for "since-op-a"
+// holding nothing: the second connection then gets "since-op-b" at once.
+// Before, the event held "since-op-b" and waited for "since-op-a": the
+// NOWAIT failed (and an event writing both would have deadlocked with
+// it).
+func TestEventLocksNoOperationRecordedSince(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	intent := func(key string) opledger.Intent {
+		return opledger.Intent{Key: key, Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)}
+	}
+	_, _, err := l.Record(ctx, intent("since-op-b"))
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "since-op-b"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+      - key: "since-op-a"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+`))
+	require.NoError(t, err)
+
+	bHolder, bTx := holdingTx(t, dsn)
+	defer bTx.Rollback(ctx)
+	_, err = bTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-op-b' FOR UPDATE`)
+	require.NoError(t, err)
+	wait := receiveInBackground(l, rules)
+	testdb.WaitBlockedBy(t, bHolder, "the event, locking its keys,")
+
+	_, _, err = l.Record(ctx, intent("since-op-a"))
+	require.NoError(t, err)
+	aHolder, aTx := holdingTx(t, dsn)
+	defer aTx.Rollback(ctx)
+	_, err = aTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-op-a' FOR UPDATE`)
+	require.NoError(t, err)
+	require.NoError(t, bTx.Commit(ctx))
+	testdb.WaitBlockedBy(t, aHolder, "the event, at since-op-a,")
+	_, err = aTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-op-b' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "since-op-b was free: the event waits for since-op-a holding nothing")
+	require.NoError(t, aTx.Commit(ctx))
+
+	res, err := wait()
+	require.NoError(t, err)
+	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
+	require.Equal(t, []string{"since-op-b", "since-op-a"}, res.Event.OperationKeys)
+}
+
+// TestEventRecordLocksNoWorkflowStoredSince: on PostgreSQL, an event
+// that planned to record a step-shaped key "w/x" while no workflow "w"
+// was stored, and finds at its write that one was stored since, does not
+// lock that workflow while it holds operations: it is planned again and
+// locks the workflow first. The rule writes "rec-since-op" (recorded,
+// same content), "rec-since0/k" and "rec-since1/x"; a connection holds
+// the key lock of "rec-since0/k", which the event's write waits for
+// (after the plan, holding "rec-since-op"). Workflow "rec-since1" (steps
+// a, x) is then stored and a second connection holds it; the first lets
+// the key lock go. The event must wait for the workflow holding
+// nothing: the second connection then gets "rec-since-op" at once.
+// Before, the event's write of "rec-since1/x" held "rec-since-op" and
+// waited for the workflow: the NOWAIT failed (and a workflow
+// transaction waiting for the operation would have deadlocked with it).
+func TestEventRecordLocksNoWorkflowStoredSince(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "rec-since-op", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "rec-since1/x"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+      - key: "rec-since0/k"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+      - key: "rec-since-op"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+`))
+	require.NoError(t, err)
+
+	keyHolder, keyTx := holdingTx(t, dsn)
+	defer keyTx.Rollback(ctx)
+	lockOperationKey(t, keyTx, "rec-since0/k")
+	wait := receiveInBackground(l, rules)
+	testdb.WaitBlockedBy(t, keyHolder, "the event, writing rec-since0/k,")
+
+	_, _, err = l.PutWorkflow(ctx, "rec-since1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "x", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
+	}})
+	require.NoError(t, err)
+	wfHolder, wfTx := holdingTx(t, dsn)
+	defer wfTx.Rollback(ctx)
+	_, err = wfTx.Exec(ctx, `SELECT 1 FROM workflows WHERE key = 'rec-since1' FOR UPDATE`)
+	require.NoError(t, err)
+	require.NoError(t, keyTx.Commit(ctx))
+	testdb.WaitBlockedBy(t, wfHolder, "the event, at the workflow,")
+	_, err = wfTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'rec-since-op' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "rec-since-op was free: the event waits for the workflow holding nothing")
+	require.NoError(t, wfTx.Commit(ctx))
+
+	res, err := wait()
+	require.NoError(t, err)
+	require.Equal(t, opledger.EventConflict, res.Status)
+	require.Contains(t, res.Event.Reason, "operation rec-since1/x is step x of workflow rec-since1")
+	_, err = l.Get(ctx, "rec-since0/k")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing of the first plan kept")
+}

@@ -467,7 +467,14 @@ type txn struct {
 	dirty     bool
 	// recordingStep is set while a workflow records its own step.
 	recordingStep bool
-	timeline      []*store.TimelineEntry
+	// workflowUnlocked is set when the transaction read as missing the
+	// workflow of which key may be a step, and may hold operations
+	// already (an event applying its plan): refuseWorkflowStep then
+	// checks with a plain read whether that workflow was stored since,
+	// and if it was returns errPlanOutdated instead of locking it out of
+	// the order of docs/scaling.md ("One lock order").
+	workflowUnlocked bool
+	timeline         []*store.TimelineEntry
 	// queued are attempt writes held back until flush, so that they reach
 	// the store together with the operation's write (one round trip on
 	// PostgreSQL). Reads of attempts write them first (writeQueued).

@@ -170,6 +170,19 @@ func (t *txn) refuseWorkflowStep() error {
 	if err := t.tx.LockOperationKey(t.ctx, t.tenant, t.key); err != nil {
 		return err
 	}
+	if t.workflowUnlocked {
+		// Checked after the key's lock: a put of a workflow with this
+		// step has committed by now, or waits for the lock.
+		wk, _, _ := SplitWorkflowStepKey(t.key)
+		stored, err := t.tx.WorkflowExists(t.ctx, t.tenant, wk)
+		if err != nil {
+			return err
+		}
+		if stored {
+			return errPlanOutdated // planned again, it locks the workflow first
+		}
+		return nil
+	}
 	w, step, err := workflowStepOf(t.ctx, t.tx, t.tenant, t.key)
 	if err != nil || w == nil {
 		return err
@@ -197,6 +210,12 @@ func workflowStepOf(ctx context.Context, r store.Reader, tenant, key string) (wo
 	if err != nil {
 		return nil, "", err
 	}
+	return stepIn(row, step)
+}
+
+// stepIn returns the workflow row and step when the workflow has that
+// step; nil when it has not.
+func stepIn(row *store.Workflow, step string) (*store.Workflow, string, error) {
 	def, err := decodeDef(row)
 	if err != nil {
 		return nil, "", err

@@ -591,6 +591,83 @@ rules:
 		require.Contains(t, string(op.Payload), "recorded by hand", "original kept")
 	})
 
+	// An event whose rule writes keys shaped like steps, of a stored
+	// workflow without that step and of no stored workflow, beside an
+	// operation recorded with the same content: the event checks
+	// (WorkflowExists, OperationExists) what it found missing, records
+	// both, and matches the operation. A later event whose rule writes
+	// a step of the workflow is a conflict.
+	t.Run("StepShapedKeysBesideWorkflow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "conf-ev-wf", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+			{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
+		}})
+		require.NoError(t, err)
+		_, _, err = b.ledger.Record(b.ctx, opledger.Intent{Key: "conf-ev-kept", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+		require.NoError(t, err)
+		rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: three
+    source: shop
+    type: three
+    operations:
+      - key: "conf-ev-wf/c"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+      - key: "conf-ev-kept"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+      - key: "conf-ev-nowf/x"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+  - name: one
+    source: shop
+    type: one
+    operations:
+      - key: "conf-ev-nowf/y"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+  - name: step
+    source: shop
+    type: step
+    operations:
+      - key: "conf-ev-nowf/z"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+      - key: "conf-ev-wf/b"
+        action: mail.send
+        destination: mail
+        payload: {x: 1}
+`))
+		require.NoError(t, err)
+		receive := func(id, typ string) *opledger.EventResult {
+			r, err := b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "shop", EventID: id, Type: typ, Payload: json.RawMessage(`{}`)})
+			require.NoError(t, err)
+			return r
+		}
+		r := receive("e-three", "three")
+		require.Equal(t, opledger.EventApplied, r.Status, r.Reason)
+		require.Equal(t, []string{"conf-ev-wf/c", "conf-ev-kept", "conf-ev-nowf/x"}, opKeys(r.Operations), "in the rule's order")
+		r = receive("e-one", "one")
+		require.Equal(t, opledger.EventApplied, r.Status, r.Reason)
+		require.Equal(t, []string{"conf-ev-nowf/y"}, opKeys(r.Operations))
+		r = receive("e-step", "step")
+		require.Equal(t, opledger.EventConflict, r.Status)
+		require.Contains(t, r.Reason, "operation conf-ev-wf/b is step b of workflow conf-ev-wf")
+		_, err = b.ledger.Get(b.ctx, "conf-ev-nowf/z")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "a conflict applies nothing")
+		again := receive("e-three", "three")
+		require.True(t, again.Duplicate)
+		require.Equal(t, []string{"conf-ev-wf/c", "conf-ev-kept", "conf-ev-nowf/x"}, opKeys(again.Operations), "a repeat answers in the rule's order")
+	})
+
 	t.Run("RefusedAndUnmapped", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
