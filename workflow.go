@@ -716,7 +716,8 @@ func (l *Ledger) AdvanceWorkflowOf(ctx context.Context, opKey string) (*Workflow
 // periodically so that a step that succeeded by reconciliation or by an
 // operator's decision still leads to the next one. Workflows whose next
 // step cannot be recorded (a *StepError) are skipped: their status says
-// why. A workflow that cannot be resumed for another reason (a lock
+// why; so are workflows forgotten by retention between the sweep's list
+// and their resume. A workflow that cannot be resumed for another reason (a lock
 // timeout, a lost connection) does not stop the others: the error counts
 // them and gives the first one's cause, with the workflow's key left out
 // (the error is meant for a log, and a key may carry personal data); they
@@ -730,14 +731,11 @@ func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		tl := &Ledger{shared: l.shared, tenant: id.Tenant}
-		_, err := tl.ResumeWorkflow(ctx, id.Key)
-		var se *StepError
+		moved, err := l.advanceWorkflow(ctx, id)
 		switch {
-		case errors.As(err, &se):
 		case err != nil:
 			failed.add("a workflow", id, err)
-		default:
+		case moved:
 			total++
 		}
 		return nil
@@ -746,6 +744,25 @@ func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 		return total, fmt.Errorf("advance workflows: %w", err)
 	}
 	return total, failed.err("advance workflows", "resumed")
+}
+
+// advanceWorkflow resumes workflow id for AdvanceWorkflows and reports
+// whether it did. A step that cannot move on (a *StepError) is not a
+// failure of the sweep, and neither is a workflow that is gone: retention
+// may forget a finished one between the sweep's list and its resume (on
+// a ledger whose TombstoneRetention is short), and then there is nothing
+// left to advance.
+func (l *Ledger) advanceWorkflow(ctx context.Context, id store.OperationID) (bool, error) {
+	tl := &Ledger{shared: l.shared, tenant: id.Tenant}
+	_, err := tl.ResumeWorkflow(ctx, id.Key)
+	var se *StepError
+	switch {
+	case errors.As(err, &se), errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // GetWorkflow returns a workflow with the state of each step and a status
