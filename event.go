@@ -593,7 +593,7 @@ func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) 
 // plain read (EventObjectExists, WorkflowExists, OperationExists) rather
 // than lock it out of the order of docs/scaling.md ("One lock order"),
 // and the event is planned again from the top, from what is there now.
-var errPlanOutdated = fmt.Errorf("an operation changed while the event was planned: %w", store.ErrConflict)
+var errPlanOutdated = fmt.Errorf("an operation, a workflow or the tracked object changed while the event was planned: %w", store.ErrConflict)
 
 // applyPlan writes what planEvent decided and returns the operations (in
 // the rule's order). It writes them in key order, as lockEventKeys reads
