@@ -515,20 +515,7 @@ rules:
 	wait := receiveInBackground(l, rules)
 	testdb.WaitBlockedBy(t, opHolder, "the event, locking its keys,")
 
-	_, _, err = l.PutWorkflow(ctx, "since-wf", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
-		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
-		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
-	}})
-	require.NoError(t, err)
-	wfHolder, wfTx := holdingTx(t, dsn)
-	defer wfTx.Rollback(ctx)
-	_, err = wfTx.Exec(ctx, `SELECT 1 FROM workflows WHERE key = 'since-wf' FOR UPDATE`)
-	require.NoError(t, err)
-	require.NoError(t, opTx.Commit(ctx))
-	testdb.WaitBlockedBy(t, wfHolder, "the event, at the workflow,")
-	_, err = wfTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-wf-op' FOR UPDATE NOWAIT`)
-	require.NoError(t, err, "the operation was free: the event waits for the workflow holding nothing")
-	require.NoError(t, wfTx.Commit(ctx))
+	workflowStoredWhileEventWaits(t, l, dsn, opTx, "since-wf", "b", "since-wf-op")
 
 	res, err := wait()
 	require.NoError(t, err)
@@ -646,20 +633,7 @@ rules:
 	wait := receiveInBackground(l, rules)
 	testdb.WaitBlockedBy(t, keyHolder, "the event, writing rec-since0/k,")
 
-	_, _, err = l.PutWorkflow(ctx, "rec-since1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
-		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
-		{Name: "x", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
-	}})
-	require.NoError(t, err)
-	wfHolder, wfTx := holdingTx(t, dsn)
-	defer wfTx.Rollback(ctx)
-	_, err = wfTx.Exec(ctx, `SELECT 1 FROM workflows WHERE key = 'rec-since1' FOR UPDATE`)
-	require.NoError(t, err)
-	require.NoError(t, keyTx.Commit(ctx))
-	testdb.WaitBlockedBy(t, wfHolder, "the event, at the workflow,")
-	_, err = wfTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'rec-since-op' FOR UPDATE NOWAIT`)
-	require.NoError(t, err, "rec-since-op was free: the event waits for the workflow holding nothing")
-	require.NoError(t, wfTx.Commit(ctx))
+	workflowStoredWhileEventWaits(t, l, dsn, keyTx, "rec-since1", "x", "rec-since-op")
 
 	res, err := wait()
 	require.NoError(t, err)
@@ -667,4 +641,28 @@ rules:
 	require.Contains(t, res.Event.Reason, "operation rec-since1/x is step x of workflow rec-since1")
 	_, err = l.Get(ctx, "rec-since0/k")
 	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing of the first plan kept")
+}
+
+// workflowStoredWhileEventWaits stores workflow wf (steps a and step)
+// while an event waits behind blocker, holds the workflow's row, lets the
+// event go on (blocker commits), and checks that the event, which must
+// then wait for the workflow, holds no lock on operation free while it
+// does.
+func workflowStoredWhileEventWaits(t *testing.T, l *opledger.Ledger, dsn string, blocker pgx.Tx, wf, step, free string) {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := l.PutWorkflow(ctx, wf, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: step, Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
+	}})
+	require.NoError(t, err)
+	wfHolder, wfTx := holdingTx(t, dsn)
+	defer wfTx.Rollback(ctx)
+	_, err = wfTx.Exec(ctx, `SELECT 1 FROM workflows WHERE key = $1 FOR UPDATE`, wf)
+	require.NoError(t, err)
+	require.NoError(t, blocker.Commit(ctx))
+	testdb.WaitBlockedBy(t, wfHolder, "the event, at the workflow,")
+	_, err = wfTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = $1 FOR UPDATE NOWAIT`, free)
+	require.NoError(t, err, free+" was free: the event waits for the workflow holding nothing")
+	require.NoError(t, wfTx.Commit(ctx))
 }
