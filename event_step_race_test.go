@@ -412,15 +412,8 @@ rules:
 	_, err = other.Exec(ctx, `INSERT INTO event_objects (tenant, source, object_key, order_value, event_id, revision, updated_at)
 		VALUES ('default', 'shop', 'recheck:shop', 'e1', 'e0', 1, now())`)
 	require.NoError(t, err)
-	objHolder, objTx := holdingTx(t, dsn)
-	defer objTx.Rollback(ctx)
-	_, err = objTx.Exec(ctx, `SELECT 1 FROM event_objects WHERE object_key = 'recheck:shop' FOR UPDATE`)
-	require.NoError(t, err)
-	require.NoError(t, opTx.Commit(ctx))
-	testdb.WaitBlockedBy(t, objHolder, "the event, at its object,")
-	_, err = objTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'recheck:sync' FOR UPDATE NOWAIT`)
-	require.NoError(t, err, "the operation was free: the event waits for the object holding nothing")
-	require.NoError(t, objTx.Commit(ctx))
+	eventWaitsNextFor(t, dsn, opTx, "the event, at its object,", "recheck:sync",
+		`SELECT 1 FROM event_objects WHERE object_key = 'recheck:shop' FOR UPDATE`)
 
 	res, err := wait()
 	require.NoError(t, err)
@@ -570,15 +563,8 @@ rules:
 
 	_, _, err = l.Record(ctx, intent("since-op-a"))
 	require.NoError(t, err)
-	aHolder, aTx := holdingTx(t, dsn)
-	defer aTx.Rollback(ctx)
-	_, err = aTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-op-a' FOR UPDATE`)
-	require.NoError(t, err)
-	require.NoError(t, bTx.Commit(ctx))
-	testdb.WaitBlockedBy(t, aHolder, "the event, at since-op-a,")
-	_, err = aTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-op-b' FOR UPDATE NOWAIT`)
-	require.NoError(t, err, "since-op-b was free: the event waits for since-op-a holding nothing")
-	require.NoError(t, aTx.Commit(ctx))
+	eventWaitsNextFor(t, dsn, bTx, "the event, at since-op-a,", "since-op-b",
+		`SELECT 1 FROM operations WHERE key = 'since-op-a' FOR UPDATE`)
 
 	res, err := wait()
 	require.NoError(t, err)
@@ -656,13 +642,26 @@ func workflowStoredWhileEventWaits(t *testing.T, l *opledger.Ledger, dsn string,
 		{Name: step, Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
 	}})
 	require.NoError(t, err)
-	wfHolder, wfTx := holdingTx(t, dsn)
-	defer wfTx.Rollback(ctx)
-	_, err = wfTx.Exec(ctx, `SELECT 1 FROM workflows WHERE key = $1 FOR UPDATE`, wf)
+	eventWaitsNextFor(t, dsn, blocker, "the event, at the workflow,", free, `SELECT 1 FROM workflows WHERE key = $1 FOR UPDATE`, wf)
+}
+
+// eventWaitsNextFor hands a waiting event over from blocker to a row
+// that a connection of its own holds (hold, a SELECT … FOR UPDATE with
+// args): it
+// holds that row, commits blocker, waits until the event waits for the
+// row (what names where), and checks that the event holds nothing else
+// while it waits: the operation free, one the event read before, is
+// locked at once with NOWAIT. It commits the row before it returns.
+func eventWaitsNextFor(t *testing.T, dsn string, blocker pgx.Tx, what, free, hold string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	holder, tx := holdingTx(t, dsn)
+	defer tx.Rollback(ctx)
+	_, err := tx.Exec(ctx, hold, args...)
 	require.NoError(t, err)
 	require.NoError(t, blocker.Commit(ctx))
-	testdb.WaitBlockedBy(t, wfHolder, "the event, at the workflow,")
-	_, err = wfTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = $1 FOR UPDATE NOWAIT`, free)
-	require.NoError(t, err, free+" was free: the event waits for the workflow holding nothing")
-	require.NoError(t, wfTx.Commit(ctx))
+	testdb.WaitBlockedBy(t, holder, what)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = $1 FOR UPDATE NOWAIT`, free)
+	require.NoError(t, err, "%s was free: %s waits holding nothing", free, what)
+	require.NoError(t, tx.Commit(ctx))
 }

@@ -437,7 +437,9 @@ func runSoak(t *testing.T, dsn string) *soak {
 		for g, run := range []func(context.Context, *opledger.Ledger, *rand.Rand){
 			s.claimNextWorker, s.claimNextWorker, s.keyWorker, s.doer, s.recorder,
 			s.reviserApprover, s.operator, s.reconciler, s.workflows, s.events, s.events,
-			s.leaseExpirer, s.workflowAdvancer, s.compactor,
+			s.sweeper("expire_leases", "leases expired", (*opledger.Ledger).ExpireLeases),
+			s.sweeper("advance_workflows", "workflows advanced", (*opledger.Ledger).AdvanceWorkflows),
+			s.compactor,
 		} {
 			rnd := rand.New(rand.NewPCG(uint64(i), uint64(g)))
 			wg.Go(func() { run(ctx, l, rnd) })
@@ -770,27 +772,20 @@ func (s *soak) pace(every time.Duration) *time.Ticker {
 	return tk
 }
 
-// leaseExpirer, workflowAdvancer and compactor are each process's
-// maintenance.
-func (s *soak) leaseExpirer(ctx context.Context, l *opledger.Ledger, _ *rand.Rand) {
-	tk := s.pace(maintenanceEvery)
-	for ; s.running(); <-tk.C {
-		n, err := l.ExpireLeases(ctx)
-		if s.check("expire_leases", err) {
-			s.add(s.observed, "leases expired", n)
-		}
-	}
-}
-
-func (s *soak) workflowAdvancer(ctx context.Context, l *opledger.Ledger, _ *rand.Rand) {
-	tk := s.pace(maintenanceEvery)
-	for ; s.running(); <-tk.C {
-		// A workflow the other process finished and retention forgot
-		// between the sweep's list and its resume is nothing to advance,
-		// not an error (TestAdvanceWorkflowsPastAForgottenWorkflow).
-		n, err := l.AdvanceWorkflows(ctx)
-		if s.check("advance_workflows", err) {
-			s.add(s.observed, "workflows advanced", n)
+// sweeper, run for ExpireLeases and AdvanceWorkflows, and compactor are
+// each process's maintenance. call names the sweep in the counts, and
+// observed what it returns the number of. (AdvanceWorkflows meets a
+// workflow the other process finished and retention forgot between its
+// list and its resume; that is nothing to advance, not an error:
+// TestAdvanceWorkflowsPastAForgottenWorkflow.)
+func (s *soak) sweeper(call, observed string, sweep func(*opledger.Ledger, context.Context) (int, error)) func(context.Context, *opledger.Ledger, *rand.Rand) {
+	return func(ctx context.Context, l *opledger.Ledger, _ *rand.Rand) {
+		tk := s.pace(maintenanceEvery)
+		for ; s.running(); <-tk.C {
+			n, err := sweep(l, ctx)
+			if s.check(call, err) {
+				s.add(s.observed, observed, n)
+			}
 		}
 	}
 }
