@@ -374,7 +374,10 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 				}
 			}
 		}
-		if held != nil && !held.operations[key] {
+		if held != nil {
+			if row := held.operations[key]; row != nil {
+				return contentOf(row), s, nil
+			}
 			recorded, err := tx.OperationExists(ctx, l.tenant, key)
 			if err != nil {
 				return nil, stepOf{}, err
@@ -504,17 +507,24 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 }
 
 // heldKeys are the workflows and operations lockEventKeys found (and on
-// PostgreSQL, locked), by key.
+// PostgreSQL, locked), by key, as it read them: nothing else can write
+// them before the transaction ends, and the event writes only after it
+// has planned.
 type heldKeys struct {
-	workflows, operations map[string]bool
+	workflows  map[string]*store.Workflow
+	operations map[string]*store.Operation
 }
 
-// workflow reads workflow key for planEvent: with GetWorkflow when
-// lockEventKeys did not run (h is nil) or found it, so that it is held
-// already; otherwise with a plain read, and a workflow stored since
-// lockEventKeys read none is errPlanOutdated. nil when there is none.
+// workflow returns workflow key for planEvent: read with GetWorkflow
+// when lockEventKeys did not run (h is nil), as lockEventKeys read it
+// when it found it; otherwise it checks with a plain read, and a
+// workflow stored since lockEventKeys read none is errPlanOutdated. nil
+// when there is none.
 func (h *heldKeys) workflow(ctx context.Context, tx store.Tx, tenant, key string) (*store.Workflow, error) {
-	if h != nil && !h.workflows[key] {
+	if h != nil {
+		if w := h.workflows[key]; w != nil {
+			return w, nil
+		}
 		stored, err := tx.WorkflowExists(ctx, tenant, key)
 		if err != nil {
 			return nil, err
@@ -534,8 +544,9 @@ func (h *heldKeys) workflow(ctx context.Context, tx store.Tx, tenant, key string
 // lockEventKeys reads (on PostgreSQL, locks) what an event whose rule
 // writes several keys may write, in the order of docs/scaling.md ("One
 // lock order"): the stored workflows whose steps those keys may be, by
-// workflow key, then the keys' operations, by key. planEvent then reads
-// them again in the rule's order, holding them already. Without it two
+// workflow key, then the keys' operations, by key. planEvent then
+// decides on them in the rule's order from the rows read here, without
+// reading them again. Without it two
 // events writing the same operations in opposite orders each held one
 // and waited for the other, until PostgreSQL broke the deadlock. Keys
 // with no operation yet take no lock here; applyPlan writes them in key
@@ -561,21 +572,21 @@ func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) 
 		}
 	}
 	slices.Sort(workflows)
-	h := &heldKeys{workflows: map[string]bool{}, operations: map[string]bool{}}
+	h := &heldKeys{workflows: map[string]*store.Workflow{}, operations: map[string]*store.Operation{}}
 	for _, w := range slices.Compact(workflows) {
-		_, err := tx.GetWorkflow(ctx, tenant, w)
+		row, err := tx.GetWorkflow(ctx, tenant, w)
 		switch {
 		case err == nil:
-			h.workflows[w] = true
+			h.workflows[w] = row
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}
 	}
 	for _, k := range keys {
-		_, err := tx.GetOperation(ctx, tenant, k)
+		row, err := tx.GetOperation(ctx, tenant, k)
 		switch {
 		case err == nil:
-			h.operations[k] = true
+			h.operations[k] = row
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}
