@@ -141,7 +141,7 @@ func (s *Store) lead(r *writeReq) error {
 			// function) can have taken r without answering it.
 			return errors.New("begin: write request lost by a failed group commit")
 		}
-		s.runBatch(batch, false)
+		s.runBatch(batch)
 	}
 }
 
@@ -152,12 +152,29 @@ func (res writeResult) unwrap() error {
 	return res.err
 }
 
-// runBatch runs batch in one transaction and answers every request. The
-// caller holds wlock. Unless careful, the batch's conditional writes run
-// first and without savepoints; if one of them fails in a way only its
-// savepoint could undo, nothing has been answered yet, and the batch runs
-// again, carefully.
-func (s *Store) runBatch(batch []*writeReq, careful bool) {
+// runBatch runs batch in one transaction and answers every request,
+// holding the file's write lock (writeLock) for that transaction and for
+// any that runs the batch again (commitBatch). The caller holds wlock.
+func (s *Store) runBatch(batch []*writeReq) {
+	held, err := s.fileLock.lock(s.busy)
+	if err != nil {
+		for _, r := range batch {
+			r.done <- writeResult{err: fmt.Errorf("begin: %w", err)}
+		}
+		return
+	}
+	if held {
+		defer s.fileLock.unlock()
+	}
+	s.commitBatch(batch, false)
+}
+
+// commitBatch runs batch in one transaction and answers every request.
+// Unless careful, the batch's conditional writes run first and without
+// savepoints; if one of them fails in a way only its savepoint could
+// undo, nothing has been answered yet, and the batch runs again,
+// carefully.
+func (s *Store) commitBatch(batch []*writeReq, careful bool) {
 	if len(batch) == 0 {
 		return
 	}
@@ -218,7 +235,7 @@ func (s *Store) runBatch(batch []*writeReq, careful bool) {
 				var undo bool
 				if results[i], undo = runConditional(r, &sqlTx{sqlReader: sqlReader{q: q}}); undo {
 					_ = tx.Rollback()
-					s.runBatch(batch, true)
+					s.commitBatch(batch, true)
 					return
 				}
 				continue
@@ -295,7 +312,7 @@ func (s *Store) abort(tx rawTx, batch []*writeReq, results []writeResult, next i
 		}
 		batch[i].done <- results[i]
 	}
-	s.runBatch(batch[next:], true)
+	s.commitBatch(batch[next:], true)
 }
 
 // runFn runs a caller's function, turning a panic into a result that the

@@ -12,9 +12,12 @@
 // Concurrent callers' write functions share transactions (group commit, see
 // Update): one fsync then covers many of them, each in its own savepoint.
 // Reads use a separate pool and run concurrently with the writer. Several
-// processes may share one file: they poll for SQLite's lock, waiting up to
-// the busy timeout (Options.BusyTimeout); past it the write fails with
-// store.ErrBusy, and a full disk fails it with store.ErrFull (classify).
+// processes may share one file: they queue for its write lock in the
+// kernel, on a flock of the file beside it (writeLock, WriteLockSuffix),
+// each waiting up to the busy timeout (Options.BusyTimeout), and then for
+// SQLite's own lock, which a writer outside opledger may hold, up to the
+// busy timeout again; past either the write fails with store.ErrBusy, and
+// a full disk fails it with store.ErrFull (classify).
 //
 // Allowed imports: internal/store, internal/store/migrate, the SQLite driver.
 package sqlitestore
@@ -54,9 +57,10 @@ type Options struct {
 	// SynchronousNormal trades the durability of the last commits on power
 	// loss for speed. Never use it for a ledger whose effects matter.
 	SynchronousNormal bool
-	// BusyTimeout is how long a connection waits for another process's
-	// lock before failing with store.ErrBusy. Zero or less means 10
-	// seconds.
+	// BusyTimeout is how long a write waits for the processes queued
+	// before it on the file's write lock, and then how long it waits for
+	// SQLite's lock, before failing with store.ErrBusy. Zero or less
+	// means 10 seconds.
 	BusyTimeout time.Duration
 }
 
@@ -68,8 +72,12 @@ type Store struct {
 	// wconn is the one writer connection, held for the store's life so
 	// that its prepared statements stay valid; wlock admits one write
 	// transaction at a time and honours the caller's context while waiting.
-	wconn      *sql.Conn
-	wlock      chan struct{}
+	wconn *sql.Conn
+	wlock chan struct{}
+	// fileLock queues this process's write transactions with other
+	// processes' on the same file (writeLock); busy bounds the wait.
+	fileLock   *writeLock
+	busy       time.Duration
 	group      groupCommit
 	writeStmts *stmtCache
 	readStmts  *stmtCache
@@ -260,7 +268,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, classify(fmt.Errorf("open sqlite %s: %w", path, err))
 	}
 	s := &Store{path: path, writer: writer, reader: reader, wconn: wconn, wlock: make(chan struct{}, 1),
-		writeStmts: newStmtCache(wconn), readStmts: newStmtCache(reader)}
+		fileLock: newWriteLock(path), busy: busy, writeStmts: newStmtCache(wconn), readStmts: newStmtCache(reader)}
 	if s.newest, err = newestVersion(); err != nil {
 		s.Close()
 		return nil, err
@@ -319,9 +327,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // it after a checkpoint (PRAGMA journal_size_limit).
 const walSizeLimit = 64 << 20
 
-// Close closes both connection pools.
+// Close closes both connection pools and the write lock's file.
 func (s *Store) Close() error {
-	return errors.Join(s.readStmts.close(), s.writeStmts.close(), s.wconn.Close(), s.reader.Close(), s.writer.Close())
+	return errors.Join(s.readStmts.close(), s.writeStmts.close(), s.wconn.Close(), s.reader.Close(), s.writer.Close(), s.fileLock.close())
 }
 
 // Migrate applies the embedded migrations that the database lacks. A
@@ -524,6 +532,9 @@ func mapErr(err error) error {
 func classify(err error) error {
 	if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrFull) {
 		return err
+	}
+	if qt := (*queueTimeoutError)(nil); errors.As(err, &qt) {
+		return fmt.Errorf("%w (%w)", store.ErrBusy, err)
 	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
