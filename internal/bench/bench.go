@@ -1043,7 +1043,11 @@ func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return "", nil, fmt.Errorf("bench needs a fresh ledger: %w", err)
 		}
-		return dsn, func() { os.Remove(path); os.Remove(path + "-wal"); os.Remove(path + "-shm") }, nil
+		return dsn, func() {
+			for _, suffix := range []string{"", "-wal", "-shm", sqlitestore.WriteLockSuffix} {
+				os.Remove(path + suffix)
+			}
+		}, nil
 	}
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		return "", nil, errors.New("dsn must start with sqlite: or postgres://")
