@@ -399,14 +399,14 @@ func (s *soak) check(call string, err error, kinds ...string) bool {
 		s.clientDeadlocks.Add(1)
 		s.add(s.expected, call+": "+k, 1)
 	case k == kStoreBusy && s.ledgers[0].StoreName() == "sqlite":
-		// The two Ledgers are two writers of one SQLite file, which hand
-		// its write lock over by polling (SQLite's busy handler): on a
-		// loaded machine, with the race detector, one may wait past
-		// busy_timeout (10 s) while the other keeps it busy, and its call
-		// fails with nothing recorded, to be tried again, as
-		// docs/scaling.md ("SQLite: one machine, several processes")
-		// says. Any call may meet it; the invariants are checked all the
-		// same.
+		// The two Ledgers are two writers of one SQLite file, which
+		// queue for its write lock: on a loaded machine, with the race
+		// detector, a write may wait past the busy timeout (10 s) behind
+		// the other's, and its call fails with nothing recorded, to be
+		// tried again, as docs/scaling.md ("SQLite: one machine, several
+		// processes") says. (Seen once, in a full run, when the two still
+		// polled for the lock.) Any call may meet it; the invariants are
+		// checked all the same.
 		s.add(s.expected, call+": "+k, 1)
 	case k != "" && slices.Contains(kinds, k),
 		// A refusal by the state names the state's own sentinel when it
