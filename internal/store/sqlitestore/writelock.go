@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -36,8 +37,11 @@ const WriteLockSuffix = "-writelock"
 // writes without it, and is only served less fairly. The kernel releases
 // a flock when its process dies.
 type writeLock struct {
-	path string
-	mu   sync.Mutex
+	// db is the database's path as the store was given it; path is the
+	// lock file's, beside the file db resolves to, so that processes
+	// reaching the database through a symbolic link share it.
+	db, path string
+	mu       sync.Mutex
 	// f is the open lock file, nil until the first write and when it
 	// cannot be opened (unavailable).
 	f           *os.File
@@ -72,7 +76,7 @@ type lockWait struct {
 }
 
 func newWriteLock(dbPath string) *writeLock {
-	return &writeLock{path: dbPath + WriteLockSuffix}
+	return &writeLock{db: dbPath, path: dbPath + WriteLockSuffix}
 }
 
 // lock takes the lock, waiting at most timeout; held is false when the
@@ -144,8 +148,11 @@ func (l *writeLock) open() error {
 		l.unavailable = true
 		return nil
 	}
+	if real, err := filepath.EvalSymlinks(l.db); err == nil {
+		l.path = real + WriteLockSuffix
+	}
 	perm := fs.FileMode(0o644)
-	if fi, err := os.Stat(l.path[:len(l.path)-len(WriteLockSuffix)]); err == nil {
+	if fi, err := os.Stat(l.db); err == nil {
 		perm = fi.Mode().Perm()
 	}
 	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, perm)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -112,6 +113,29 @@ func TestWriteLockClosedWhileWaiting(t *testing.T) {
 	held, err := c.lock(time.Minute)
 	require.NoError(t, err)
 	require.True(t, held)
+}
+
+// TestWriteLockBesideTheLinkedFile: processes that reach the database
+// through a symbolic link queue on the same lock file as those that name
+// it, beside the database itself.
+func TestWriteLockBesideTheLinkedFile(t *testing.T) {
+	skipWithoutFlock(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "data", "ledger.db")
+	require.NoError(t, os.Mkdir(filepath.Dir(db), 0o755))
+	require.NoError(t, os.WriteFile(db, nil, 0o600))
+	require.NoError(t, os.Symlink(db, filepath.Join(dir, "link.db")))
+	direct, linked := newWriteLock(db), newWriteLock(filepath.Join(dir, "link.db"))
+	t.Cleanup(func() { direct.close(); linked.close() })
+
+	_, err := direct.lock(time.Minute)
+	require.NoError(t, err)
+	_, err = linked.lock(10 * time.Millisecond)
+	require.ErrorAs(t, err, new(*queueTimeoutError), "the same lock")
+	direct.unlock()
+	fi, err := os.Stat(db + WriteLockSuffix)
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o600), fi.Mode().Perm(), "the database's permissions")
 }
 
 // TestWriteLockUnavailable: where the lock file can be neither made nor
