@@ -389,6 +389,34 @@ func (l *Ledger) Tenant() string { return l.tenant }
 // StoreName is "sqlite" or "postgres".
 func (l *Ledger) StoreName() string { return l.store.Name() }
 
+// WriteLockWaits counts, since a Ledger was opened, the write transactions
+// of its process that found another process holding the SQLite file's
+// write lock and queued for it (docs/scaling.md, "SQLite: one machine,
+// several processes"). Transactions of one process never wait for each
+// other this way: they share commits. A wait for a writer that does not
+// queue (a sqlite3 shell) is not counted.
+type WriteLockWaits struct {
+	// Waits counts the transactions that queued; TimedOut those of them
+	// that gave up at SQLiteBusyTimeout, their calls failing with
+	// ErrStoreBusy.
+	Waits, TimedOut int64
+	// Waited is how long they waited, in all.
+	Waited time.Duration
+}
+
+// WriteLockWaits returns the counts of the ledger's waits for other
+// processes' writes, shared with every tenant's view of it (WithTenant);
+// ok is false on PostgreSQL, whose processes take row locks and share no
+// one write lock.
+func (l *Ledger) WriteLockWaits() (w WriteLockWaits, ok bool) {
+	c, ok := l.store.(store.WriteLockWaitCounter)
+	if !ok {
+		return WriteLockWaits{}, false
+	}
+	sw := c.WriteLockWaits()
+	return WriteLockWaits{Waits: sw.Waits, TimedOut: sw.TimedOut, Waited: sw.Waited}, true
+}
+
 // Ping checks that the store is reachable, and that no newer release has
 // migrated its schema past the newest this one knows (ErrSchemaNewer:
 // this process's writes are refused from then on, so it is not ready).

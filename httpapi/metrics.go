@@ -147,10 +147,49 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(c.recovery, uint64(st.Recoveries), st.RecoveryTotalSeconds, buckets)
 }
 
+// writeLockCollector reports this process's waits for other processes'
+// writes to its SQLite file (Ledger.WriteLockWaits): unlike the ledger's
+// figures, counts of this process alone, as the Go runtime's are.
+type writeLockCollector struct {
+	ledger                  *opledger.Ledger
+	waits, timedOut, waited *prometheus.Desc
+}
+
+func newWriteLockCollector(l *opledger.Ledger) *writeLockCollector {
+	return &writeLockCollector{
+		ledger: l,
+		waits: prometheus.NewDesc("opledger_sqlite_write_lock_waits_total",
+			"Write transactions of this process that queued for another process's write lock on the SQLite file.", nil, nil),
+		timedOut: prometheus.NewDesc("opledger_sqlite_write_lock_timeouts_total",
+			"Of those, the ones that gave up at the busy timeout (store_busy).", nil, nil),
+		waited: prometheus.NewDesc("opledger_sqlite_write_lock_wait_seconds_total",
+			"How long they waited, in all.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *writeLockCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.waits
+	ch <- c.timedOut
+	ch <- c.waited
+}
+
+// Collect implements prometheus.Collector.
+func (c *writeLockCollector) Collect(ch chan<- prometheus.Metric) {
+	w, _ := c.ledger.WriteLockWaits()
+	ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(w.Waits))
+	ch <- prometheus.MustNewConstMetric(c.timedOut, prometheus.CounterValue, float64(w.TimedOut))
+	ch <- prometheus.MustNewConstMetric(c.waited, prometheus.CounterValue, w.Waited.Seconds())
+}
+
 // metricsHandler serves /metrics: the ledger's figures, read at most once
-// per maxAge (negative: on every scrape), plus the Go runtime's.
+// per maxAge (negative: on every scrape), plus the Go runtime's and, on
+// SQLite, the process's waits for the file's write lock.
 func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newLedgerCollector(l, log, maxAge), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if _, ok := l.WriteLockWaits(); ok {
+		reg.MustRegister(newWriteLockCollector(l))
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,4 +146,29 @@ func TestMetricsFailedReadNotKept(t *testing.T) {
 	require.Equal(t, scraped{up: 0}, scrape(t, reg))
 	require.Equal(t, scraped{up: 0}, scrape(t, reg))
 	require.Equal(t, 3, c.reads, "a failed read is tried again at the next scrape")
+}
+
+// TestWriteLockMetricsOnSQLiteOnly: /metrics of a SQLite ledger counts the
+// process's waits for the file's write lock (Ledger.WriteLockWaits, whose
+// counting TestWriteLockWaits checks); PostgreSQL's has no such series.
+func TestWriteLockMetricsOnSQLiteOnly(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			l, err := opledger.Open(context.Background(), st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			rec := httptest.NewRecorder()
+			metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			require.Equal(t, http.StatusOK, rec.Code)
+			for _, name := range []string{"opledger_sqlite_write_lock_waits_total", "opledger_sqlite_write_lock_timeouts_total", "opledger_sqlite_write_lock_wait_seconds_total"} {
+				if st.Name == "sqlite" {
+					require.Contains(t, rec.Body.String(), "\n"+name+" 0\n")
+				} else {
+					require.NotContains(t, rec.Body.String(), name)
+				}
+			}
+		})
+	}
 }

@@ -396,6 +396,24 @@ type Tx interface {
 	AddCompactedAttempts(ctx context.Context, tenant, destination, outcome string, n int) error
 }
 
+// WriteLockWaits counts, since a store was opened, the write transactions
+// that found another process holding the database file's write lock and
+// waited for it (SQLite: sqlitestore's queue). Waits of the transactions
+// of one process for each other are not counted.
+type WriteLockWaits struct {
+	// Waits counts the transactions that waited, TimedOut those of them
+	// that gave up at the busy timeout (store.ErrBusy).
+	Waits, TimedOut int64
+	// Waited is how long they waited, in all.
+	Waited time.Duration
+}
+
+// WriteLockWaitCounter is implemented by a store whose processes queue for
+// one write lock (SQLite).
+type WriteLockWaitCounter interface {
+	WriteLockWaits() WriteLockWaits
+}
+
 // Store is a storage driver.
 type Store interface {
 	// Update runs fn in a read-write transaction and commits it when fn

@@ -50,7 +50,10 @@ import (
 //go:embed migrations/*.sql
 var migrationsFS embed.FS
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store                = (*Store)(nil)
+	_ store.WriteLockWaitCounter = (*Store)(nil)
+)
 
 // Options tune the SQLite store.
 type Options struct {
@@ -308,6 +311,10 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 	}
 	return fmt.Errorf("cannot write the ledger at %s: %s; a process that writes to the ledger (serve, proxy, migrate) needs a file it may write", s.path, cause)
 }
+
+// WriteLockWaits counts the write transactions of this store that waited
+// for another process's write lock on the file (writeLock).
+func (s *Store) WriteLockWaits() store.WriteLockWaits { return s.fileLock.counts() }
 
 // Name returns "sqlite".
 func (s *Store) Name() string { return "sqlite" }

@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/opledger/opledger/internal/store"
 )
 
 // WriteLockSuffix names the file beside the database on which processes
@@ -49,6 +52,9 @@ type writeLock struct {
 	// waiting is the flock call in flight, nil when none is.
 	waiting *lockWait
 	closed  bool
+	// waits, timedOut and waitedNs count the lock calls that found the
+	// lock held (store.WriteLockWaits).
+	waits, timedOut, waitedNs atomic.Int64
 }
 
 // queueTimeoutError: a writer waited for the lock past the busy timeout;
@@ -119,6 +125,9 @@ func (l *writeLock) lock(timeout time.Duration) (held bool, err error) {
 	w.abandoned = false
 	l.mu.Unlock()
 
+	start := time.Now()
+	l.waits.Add(1)
+	defer func() { l.waitedNs.Add(int64(time.Since(start))) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -130,6 +139,7 @@ func (l *writeLock) lock(timeout time.Duration) (held bool, err error) {
 		default:
 			w.abandoned = true
 			l.mu.Unlock()
+			l.timedOut.Add(1)
 			return false, &queueTimeoutError{path: l.path, timeout: timeout}
 		}
 		l.mu.Unlock()
@@ -138,6 +148,11 @@ func (l *writeLock) lock(timeout time.Duration) (held bool, err error) {
 		return false, fmt.Errorf("lock %s: %w", l.path, w.err)
 	}
 	return true, nil
+}
+
+// counts returns what the waits counters hold.
+func (l *writeLock) counts() store.WriteLockWaits {
+	return store.WriteLockWaits{Waits: l.waits.Load(), TimedOut: l.timedOut.Load(), Waited: time.Duration(l.waitedNs.Load())}
 }
 
 // open opens the lock file, creating it with the database's permissions.
