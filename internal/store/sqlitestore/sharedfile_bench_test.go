@@ -31,9 +31,11 @@ const busyWriters = 32
 // with its intent inline, then a success report: two write transactions)
 // back to back; this process runs one such operation every 50 ms and
 // reports the latency of those operations (lone_p50_ms, lone_p99_ms,
-// lone_max_ms) and the busy process's rate over the same time
-// (busy_ops/s). Both processes use the store as serve does: its own group
-// commit inside each, and the file's write lock between them.
+// lone_max_ms), the busy process's rate over the same time (busy_ops/s),
+// and what the lone process's WriteLockWaits counted per operation of two
+// transactions (lone_queued/op, lone_queued_ms/op). Both processes use
+// the store as serve does: its own group commit inside each, and the
+// file's write lock between them.
 //
 //	go test -run '^$' -bench BenchmarkSharedFileLoneWriter -benchtime 200x ./internal/store/sqlitestore/
 func BenchmarkSharedFileLoneWriter(b *testing.B) {
@@ -91,6 +93,10 @@ func BenchmarkSharedFileLoneWriter(b *testing.B) {
 	b.ReportMetric(at(0.99), "lone_p99_ms")
 	b.ReportMetric(float64(lats[len(lats)-1].Microseconds())/1000, "lone_max_ms")
 	b.ReportMetric(float64(busyOps)/busyFor.Seconds(), "busy_ops/s")
+	// What the lone process's own counters saw (Ledger.WriteLockWaits).
+	w, _ := l.WriteLockWaits()
+	b.ReportMetric(float64(w.Waits)/float64(b.N), "lone_queued/op")
+	b.ReportMetric(float64(w.Waited.Microseconds())/1000/float64(b.N), "lone_queued_ms/op")
 	b.ReportMetric(0, "ns/op")
 }
 
