@@ -27,10 +27,8 @@ func TestWriteLockExcludesOthers(t *testing.T) {
 	a, b := newWriteLock(db), newWriteLock(db)
 	t.Cleanup(func() { a.close(); b.close() })
 
-	held, err := a.lock(time.Minute)
-	require.NoError(t, err)
-	require.True(t, held)
-	_, err = b.lock(10 * time.Millisecond)
+	mustLock(t, a)
+	_, err := b.lock(10 * time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError))
 	require.ErrorContains(t, err, "another process held "+db+WriteLockSuffix+" for longer than the busy timeout, 10ms")
 
@@ -39,9 +37,7 @@ func TestWriteLockExcludesOthers(t *testing.T) {
 	a.unlock()
 	c := newWriteLock(db)
 	t.Cleanup(func() { c.close() })
-	held, err = c.lock(time.Minute)
-	require.NoError(t, err)
-	require.True(t, held)
+	mustLock(t, c)
 	c.unlock()
 }
 
@@ -54,9 +50,8 @@ func TestWriteLockAdoptsTheWaitItGaveUp(t *testing.T) {
 	a, b, c := newWriteLock(db), newWriteLock(db), newWriteLock(db)
 	t.Cleanup(func() { a.close(); b.close(); c.close() })
 
-	_, err := a.lock(time.Minute)
-	require.NoError(t, err)
-	_, err = b.lock(10 * time.Millisecond)
+	mustLock(t, a)
+	_, err := b.lock(10 * time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError))
 	b.mu.Lock()
 	first := b.waiting
@@ -88,9 +83,7 @@ func TestWriteLockAdoptsTheWaitItGaveUp(t *testing.T) {
 	_, err = c.lock(10 * time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError), "b holds the lock it adopted")
 	b.unlock()
-	held, err := c.lock(time.Minute)
-	require.NoError(t, err)
-	require.True(t, held)
+	mustLock(t, c)
 }
 
 // TestWriteLockClosedWhileWaiting: a store closed while its flock call
@@ -101,18 +94,15 @@ func TestWriteLockClosedWhileWaiting(t *testing.T) {
 	a, b, c := newWriteLock(db), newWriteLock(db), newWriteLock(db)
 	t.Cleanup(func() { a.close(); c.close() })
 
-	_, err := a.lock(time.Minute)
-	require.NoError(t, err)
-	_, err = b.lock(10 * time.Millisecond)
+	mustLock(t, a)
+	_, err := b.lock(10 * time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError))
 	require.NoError(t, b.close())
 	_, err = b.lock(time.Minute)
 	require.ErrorContains(t, err, "closed")
 
 	a.unlock()
-	held, err := c.lock(time.Minute)
-	require.NoError(t, err)
-	require.True(t, held)
+	mustLock(t, c)
 }
 
 // TestWriteLockBesideTheLinkedFile: processes that reach the database
@@ -128,9 +118,8 @@ func TestWriteLockBesideTheLinkedFile(t *testing.T) {
 	direct, linked := newWriteLock(db), newWriteLock(filepath.Join(dir, "link.db"))
 	t.Cleanup(func() { direct.close(); linked.close() })
 
-	_, err := direct.lock(time.Minute)
-	require.NoError(t, err)
-	_, err = linked.lock(10 * time.Millisecond)
+	mustLock(t, direct)
+	_, err := linked.lock(10 * time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError), "the same lock")
 	direct.unlock()
 	fi, err := os.Stat(db + WriteLockSuffix)
@@ -164,8 +153,7 @@ func TestWriteQueuesForTheFileLock(t *testing.T) {
 
 	other := newWriteLock(path)
 	t.Cleanup(func() { other.close() })
-	_, err = other.lock(time.Minute)
-	require.NoError(t, err)
+	mustLock(t, other)
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error { return insertToken(ctx, tx, "queued", "h-queued") })
@@ -177,14 +165,21 @@ func TestWriteQueuesForTheFileLock(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Contains(t, tokenIDs(t, s), "queued")
 
-	_, err = other.lock(time.Minute)
-	require.NoError(t, err)
+	mustLock(t, other)
 	s.busy = 200 * time.Millisecond
 	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error { return insertToken(ctx, tx, "late", "h-late") })
 	require.ErrorIs(t, err, store.ErrBusy)
 	require.Equal(t, store.ErrBusy.Error()+" (begin: another process held "+path+WriteLockSuffix+" for longer than the busy timeout, 200ms)", err.Error())
 	other.unlock()
 	require.NotContains(t, tokenIDs(t, s), "late")
+}
+
+// mustLock takes l's lock, which must be free or soon released.
+func mustLock(t *testing.T, l *writeLock) {
+	t.Helper()
+	held, err := l.lock(time.Minute)
+	require.NoError(t, err)
+	require.True(t, held)
 }
 
 func skipWithoutFlock(t *testing.T) {
