@@ -161,9 +161,9 @@ func newWriteLockCollector(l *opledger.Ledger) *writeLockCollector {
 		waits: prometheus.NewDesc("opledger_sqlite_write_lock_waits_total",
 			"Write transactions of this process that queued for another process's write lock on the SQLite file.", nil, nil),
 		timedOut: prometheus.NewDesc("opledger_sqlite_write_lock_timeouts_total",
-			"Of those, the ones that gave up at the busy timeout (store_busy).", nil, nil),
+			"Write transactions of this process that gave up at the busy timeout (store_busy) waiting for another process's write lock on the SQLite file.", nil, nil),
 		waited: prometheus.NewDesc("opledger_sqlite_write_lock_wait_seconds_total",
-			"How long they waited, in all.", nil, nil),
+			"Time write transactions of this process spent queued for another process's write lock on the SQLite file.", nil, nil),
 	}
 }
 
