@@ -411,6 +411,7 @@ type WriteLockWaits struct {
 // WriteLockWaitCounter is implemented by a store whose processes queue for
 // one write lock (SQLite).
 type WriteLockWaitCounter interface {
+	// WriteLockWaits returns the counts since the store was opened.
 	WriteLockWaits() WriteLockWaits
 }
 
