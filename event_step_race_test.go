@@ -40,11 +40,7 @@ rules:
 `))
 	require.NoError(t, err)
 
-	holder, tx := holdingTx(t, dsn)
-	lockOperationKey(t, tx, "race-w/b")
-
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, holder, "the event, planned,")
+	tx, wait := eventBlockedBy(t, l, dsn, rules, lockOperationKeySQL("race-w/b"), "the event, planned,")
 	_, err = tx.Exec(ctx, `INSERT INTO workflows (tenant, key, fingerprint, definition, owner, current_step, current_key, done, revision, created_at, updated_at)
 		SELECT tenant, 'race-w', fingerprint, definition, owner, current_step, 'race-w/a', done, revision, created_at, updated_at FROM workflows WHERE key = 'race-w0'`)
 	require.NoError(t, err)
@@ -344,6 +340,23 @@ func lockOperationKeySQL(key string) string {
 // pgstore's LockOperationKey does.
 func operationKeyLock(key string) string { return "operation\x1fdefault\x1f" + key }
 
+// eventBlockedBy has a connection's transaction run hold, a statement
+// that takes a lock, then receives an event of rules in the background
+// and returns once the event waits for that lock (what names the event in
+// a failure), with the transaction, rolled back at the test's end unless
+// the test ended it, and the wait for the event's result.
+func eventBlockedBy(t *testing.T, l *opledger.Ledger, dsn string, rules *opledger.Rules, hold, what string) (pgx.Tx, func() (*opledger.EventResult, error)) {
+	t.Helper()
+	ctx := context.Background()
+	holder, tx := holdingTx(t, dsn)
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	_, err := tx.Exec(ctx, hold)
+	require.NoError(t, err)
+	wait := receiveInBackground(l, rules)
+	testdb.WaitBlockedBy(t, holder, what)
+	return tx, wait
+}
+
 // eventWaitsFor checks the order in which an event takes two locks. A
 // transaction of its own runs hold, which takes the first; the event
 // (ReceiveEvent under rules, in the background) must then wait for it,
@@ -353,12 +366,7 @@ func operationKeyLock(key string) string { return "operation\x1fdefault\x1f" + k
 func eventWaitsFor(t *testing.T, l *opledger.Ledger, dsn string, rules *opledger.Rules, hold string, checkFree func(tx pgx.Tx)) *opledger.EventResult {
 	t.Helper()
 	ctx := context.Background()
-	holder, tx := holdingTx(t, dsn)
-	defer tx.Rollback(ctx)
-	_, err := tx.Exec(ctx, hold)
-	require.NoError(t, err)
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, holder, "the event")
+	tx, wait := eventBlockedBy(t, l, dsn, rules, hold, "the event")
 	checkFree(tx)
 	require.NoError(t, tx.Commit(ctx))
 	res, err := wait()
@@ -398,12 +406,7 @@ rules:
 `))
 	require.NoError(t, err)
 
-	opHolder, opTx := holdingTx(t, dsn)
-	defer opTx.Rollback(ctx)
-	_, err = opTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'recheck:sync' FOR UPDATE`)
-	require.NoError(t, err)
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, opHolder, "the event, past its object,")
+	opTx, wait := eventBlockedBy(t, l, dsn, rules, `SELECT 1 FROM operations WHERE key = 'recheck:sync' FOR UPDATE`, "the event, past its object,")
 
 	// An event e0 with the same order tracked the object meanwhile.
 	other, err := pgx.Connect(ctx, dsn)
@@ -501,12 +504,7 @@ rules:
 `))
 	require.NoError(t, err)
 
-	opHolder, opTx := holdingTx(t, dsn)
-	defer opTx.Rollback(ctx)
-	_, err = opTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-wf-op' FOR UPDATE`)
-	require.NoError(t, err)
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, opHolder, "the event, locking its keys,")
+	opTx, wait := eventBlockedBy(t, l, dsn, rules, `SELECT 1 FROM operations WHERE key = 'since-wf-op' FOR UPDATE`, "the event, locking its keys,")
 
 	workflowStoredWhileEventWaits(t, l, dsn, opTx, "since-wf", "b", "since-wf-op")
 
@@ -554,12 +552,7 @@ rules:
 `))
 	require.NoError(t, err)
 
-	bHolder, bTx := holdingTx(t, dsn)
-	defer bTx.Rollback(ctx)
-	_, err = bTx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'since-op-b' FOR UPDATE`)
-	require.NoError(t, err)
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, bHolder, "the event, locking its keys,")
+	bTx, wait := eventBlockedBy(t, l, dsn, rules, `SELECT 1 FROM operations WHERE key = 'since-op-b' FOR UPDATE`, "the event, locking its keys,")
 
 	_, _, err = l.Record(ctx, intent("since-op-a"))
 	require.NoError(t, err)
@@ -613,11 +606,7 @@ rules:
 `))
 	require.NoError(t, err)
 
-	keyHolder, keyTx := holdingTx(t, dsn)
-	defer keyTx.Rollback(ctx)
-	lockOperationKey(t, keyTx, "rec-since0/k")
-	wait := receiveInBackground(l, rules)
-	testdb.WaitBlockedBy(t, keyHolder, "the event, writing rec-since0/k,")
+	keyTx, wait := eventBlockedBy(t, l, dsn, rules, lockOperationKeySQL("rec-since0/k"), "the event, writing rec-since0/k,")
 
 	workflowStoredWhileEventWaits(t, l, dsn, keyTx, "rec-since1", "x", "rec-since-op")
 
