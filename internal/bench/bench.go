@@ -304,18 +304,18 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		}
 		secs := cfg.Duration.Seconds()
 		cell := Cell{Mode: cfg.Mode, Keys: cfg.Keys, Store: l.StoreName(), Concurrency: c, Ops: ops, OpsPerSec: float64(ops) / secs,
-			P50ms: quantile(lat, 0.50), P99ms: quantile(lat, 0.99), FloorOps: floor.ops, FloorOpsPerSec: float64(floor.ops) / secs,
-			FloorP99ms: quantile(floor.lat, 0.99), RatioToFloor: ratio(ops, floor.ops),
-			ReferenceOpsPerSec: float64(reference.ops) / secs, ReferenceP99ms: quantile(reference.lat, 0.99), RatioToReference: ratio(ops, reference.ops),
+			P50ms: Quantile(lat, 0.50), P99ms: Quantile(lat, 0.99), FloorOps: floor.ops, FloorOpsPerSec: float64(floor.ops) / secs,
+			FloorP99ms: Quantile(floor.lat, 0.99), RatioToFloor: ratio(ops, floor.ops),
+			ReferenceOpsPerSec: float64(reference.ops) / secs, ReferenceP99ms: Quantile(reference.lat, 0.99), RatioToReference: ratio(ops, reference.ops),
 			UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs, MeasuredSeconds: secs, Rounds: 1}
 		if base.batchedFloor != nil {
 			cell.BatchedFloorOpsPerSec = float64(batchedFloor.ops) / secs
-			cell.BatchedFloorP99ms = quantile(batchedFloor.lat, 0.99)
+			cell.BatchedFloorP99ms = Quantile(batchedFloor.lat, 0.99)
 			cell.RatioToBatchedFloor = ratio(ops, batchedFloor.ops)
 		}
 		if base.batchedReference != nil {
 			cell.BatchedReferenceOpsPerSec = float64(batchedReference.ops) / secs
-			cell.BatchedReferenceP99ms = quantile(batchedReference.lat, 0.99)
+			cell.BatchedReferenceP99ms = Quantile(batchedReference.lat, 0.99)
 			cell.RatioToBatchedReference = ratio(ops, batchedReference.ops)
 		}
 		return cell, nil
@@ -503,11 +503,11 @@ func loop(ctx context.Context, c int, d time.Duration, fn func(ctx context.Conte
 	}
 }
 
-// quantile is the q-quantile of lats in milliseconds, by nearest rank:
+// Quantile is the q-quantile of lats in milliseconds, by nearest rank:
 // the smallest latency that at least q of them do not exceed (the
 // ceil(q·n)-th smallest), so that p99 of 10 latencies is the largest, not
 // the 9th. 0 without latencies. It sorts lats.
-func quantile(lats []time.Duration, q float64) float64 {
+func Quantile(lats []time.Duration, q float64) float64 {
 	n := len(lats)
 	if n == 0 {
 		return 0

@@ -393,14 +393,14 @@ func TestQuantileNearestRank(t *testing.T) {
 		{ms(ten...), 1, 10},
 		{ms(ten...), 0, 1},
 	} {
-		require.Equal(t, tc.want, quantile(tc.lats, tc.q), "q=%v of %v", tc.q, tc.lats)
+		require.Equal(t, tc.want, Quantile(tc.lats, tc.q), "q=%v of %v", tc.q, tc.lats)
 	}
 	hundred := make([]time.Duration, 100)
 	for i := range hundred {
 		hundred[i] = time.Duration(100-i) * time.Millisecond
 	}
-	require.Equal(t, 99.0, quantile(hundred, 0.99))
-	require.Equal(t, 50.0, quantile(hundred, 0.5))
+	require.Equal(t, 99.0, Quantile(hundred, 0.99))
+	require.Equal(t, 50.0, Quantile(hundred, 0.5))
 }
 
 // TestLoopNHugeCount: a count far beyond what memory holds sizes no

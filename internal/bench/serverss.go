@@ -136,7 +136,7 @@ func ServeRSS(ctx context.Context, cfg ServeRSSConfig) (*ServeRSSResult, error) 
 	}
 	lats := append(lat1, lat2...)
 	r := &ServeRSSResult{Mode: ModeHTTP, Store: store, Concurrency: cfg.Concurrency, Ops: int64(len(lats)),
-		OpsPerSec: float64(len(lats)) / elapsed.Seconds(), P50ms: quantile(lats, 0.50), P99ms: quantile(lats, 0.99),
+		OpsPerSec: float64(len(lats)) / elapsed.Seconds(), P50ms: Quantile(lats, 0.50), P99ms: Quantile(lats, 0.99),
 		RSSHalfMB: rssHalf, RSSEndMB: rssEnd, RSSPeakMB: peak, DurationSeconds: elapsed.Seconds()}
 	if rssHalf > 0 {
 		r.RSSGrowthPct = (rssEnd - rssHalf) / rssHalf * 100
