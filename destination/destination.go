@@ -83,7 +83,15 @@ type Lookuper interface {
 	// what it finds with op's payload. An error means the lookup itself
 	// failed (the reconciler backs off and, after repeated failures, holds
 	// the operation); "nothing found" is a LookupResult, not an error.
-	Lookup(ctx context.Context, op *opledger.Operation) (LookupResult, error)
+	//
+	// refs are the references op's attempts reported without a success
+	// (a Result's Ref returned with an error, or a late report's), newest
+	// attempt first, each once; usually none. Each is the destination's
+	// own word that it made a record, so a lookup can fetch it by the
+	// reference rather than search for it. When there are any, a lookup
+	// that finds nothing proves nothing, however authoritative: the
+	// operation is then held rather than sent again.
+	Lookup(ctx context.Context, op *opledger.Operation, refs []string) (LookupResult, error)
 }
 
 // RetryPolicyProvider is implemented by destinations with a retry policy

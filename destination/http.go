@@ -497,7 +497,12 @@ func (h *HTTP) request(ctx context.Context, call opledger.Call) (*http.Request, 
 // record; an empty results array means "not found" for a search. More than
 // one record is reported as found with other content: the operation is
 // then held, since the destination may hold a duplicate.
-func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation) (LookupResult, error) {
+//
+// The lookup is the configured request and does not read refs: an HTTP
+// call reports a reference only with its success, so an operation of this
+// destination has none unless another worker reported one (which still
+// keeps a "not found" from proving absence; see Lookuper).
+func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation, _ []string) (LookupResult, error) {
 	l := h.lookup
 	if l == nil {
 		return LookupResult{}, errors.New("destination " + h.name + " has no lookup")

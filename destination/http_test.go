@@ -216,13 +216,13 @@ func TestHTTPLookup(t *testing.T) {
 	ctx := context.Background()
 	op := operation("intake:I17:create", `{"name": "Ada", "units": 2}`)
 
-	res, err := h.Lookup(ctx, op)
+	res, err := h.Lookup(ctx, op, nil)
 	require.NoError(t, err)
 	require.Equal(t, destination.LookupResult{Evidence: "lookup GET " + strings.TrimPrefix(fd.URL(), "http://") + ": no record"}, res)
 
 	_, err = h.Call(ctx, call(op))
 	require.NoError(t, err)
-	res, err = h.Lookup(ctx, op)
+	res, err = h.Lookup(ctx, op, nil)
 	require.NoError(t, err)
 	require.True(t, res.Found)
 	require.True(t, res.Matches)
@@ -231,7 +231,7 @@ func TestHTTPLookup(t *testing.T) {
 
 	// Same reference, other content: found, no match.
 	other := operation("intake:I17:create", `{"name": "Ada", "units": 3.0}`)
-	res, err = h.Lookup(ctx, other)
+	res, err = h.Lookup(ctx, other, nil)
 	require.NoError(t, err)
 	require.True(t, res.Found)
 	require.False(t, res.Matches)
@@ -239,13 +239,13 @@ func TestHTTPLookup(t *testing.T) {
 	require.NotContains(t, res.Evidence, "Ada", "evidence names fields, never values")
 
 	// Numbers compare by value.
-	res, err = h.Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2.0}`))
+	res, err = h.Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2.0}`), nil)
 	require.NoError(t, err)
 	require.True(t, res.Matches)
 
 	// Two records with one reference: a possible duplicate, never a match.
 	fd.Put("intake:I17:create", map[string]any{"units": json.Number("2")})
-	res, err = h.Lookup(ctx, op)
+	res, err = h.Lookup(ctx, op, nil)
 	require.NoError(t, err)
 	require.True(t, res.Found)
 	require.False(t, res.Matches)
@@ -253,7 +253,7 @@ func TestHTTPLookup(t *testing.T) {
 
 	// A failing lookup is an error, not "not found".
 	fd.FailLookups(1)
-	_, err = h.Lookup(ctx, op)
+	_, err = h.Lookup(ctx, op, nil)
 	require.ErrorContains(t, err, "lookup: GET")
 	require.ErrorContains(t, err, "502 Bad Gateway")
 }
@@ -266,19 +266,19 @@ func TestHTTPLookupSingleRecord(t *testing.T) {
 		Lookup: &destination.LookupConfig{URL: fd.URL() + "/records/{{pathescape .Payload.id}}",
 			Match: []destination.MatchConfig{{Record: "/name", Payload: "/name"}}}}
 	h := newHTTP(t, cfg)
-	res, err := h.Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`))
+	res, err := h.Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
 	require.NoError(t, err)
 	require.False(t, res.Found, "404 on a single-record lookup means not found")
 
 	fd.Put("", map[string]any{"name": "Ada"})
-	res, err = h.Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`))
+	res, err = h.Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
 	require.NoError(t, err)
 	require.Equal(t, destination.LookupResult{Found: true, Matches: true, Ref: "R1",
 		Evidence: "lookup GET " + strings.TrimPrefix(fd.URL(), "http://") + ": record R1 matches the intent"}, res)
 
 	// A record without a reference cannot be trusted.
 	cfg.Name, cfg.Lookup.Ref = "crm2", "/missing"
-	_, err = newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`))
+	_, err = newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
 	require.ErrorContains(t, err, `has no reference at "/missing"`)
 }
 
@@ -332,7 +332,7 @@ func TestHTTPLookupAnswerWithTrailingBytes(t *testing.T) {
 		srv := httptest.NewServer(c)
 		t.Cleanup(srv.Close)
 		h := newHTTP(t, crmConfig(srv.URL))
-		res, err := h.Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2}`))
+		res, err := h.Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2}`), nil)
 		require.ErrorContains(t, err, "the answer is not JSON", answer)
 		require.Equal(t, destination.LookupResult{}, res, answer)
 	}
@@ -340,7 +340,7 @@ func TestHTTPLookupAnswerWithTrailingBytes(t *testing.T) {
 	c := &capture{status: http.StatusOK, answer: "{\"items\":[]}\n\t "}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	res, err := newHTTP(t, crmConfig(srv.URL)).Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2}`))
+	res, err := newHTTP(t, crmConfig(srv.URL)).Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2}`), nil)
 	require.NoError(t, err)
 	require.False(t, res.Found)
 }

@@ -101,8 +101,9 @@ func (c *CRM) find(ref string) *crmRecord {
 
 // Lookup searches the record of op by its external reference and compares
 // its payload with op's. A record created less than VisibilityDelay ago is
-// not found.
-func (c *CRM) Lookup(_ context.Context, op *opledger.Operation) (destination.LookupResult, error) {
+// not found. It searches as the CRM's HTTP lookup does, so refs are not
+// read: the CRM's calls report a reference only with a success.
+func (c *CRM) Lookup(_ context.Context, op *opledger.Operation, _ []string) (destination.LookupResult, error) {
 	p, err := canonical(op.Payload)
 	if err != nil {
 		return destination.LookupResult{}, err

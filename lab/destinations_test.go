@@ -209,7 +209,7 @@ func TestCRMUniqueReferenceAndLookup(t *testing.T) {
 			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err))
 
 			// Within the visibility delay the record is not found.
-			found, err := d.Lookup(ctx, op)
+			found, err := d.Lookup(ctx, op, nil)
 			require.NoError(t, err)
 			require.False(t, found.Found)
 
@@ -220,7 +220,7 @@ func TestCRMUniqueReferenceAndLookup(t *testing.T) {
 			require.Equal(t, 1, crm.EffectsFor("lead:7"))
 
 			clk.Add(time.Minute)
-			found, err = d.Lookup(ctx, op)
+			found, err = d.Lookup(ctx, op, nil)
 			require.NoError(t, err)
 			require.True(t, found.Found)
 			require.True(t, found.Matches)
@@ -228,7 +228,7 @@ func TestCRMUniqueReferenceAndLookup(t *testing.T) {
 
 			// Other content under the same reference is found, not matched.
 			other := operation("crm", "lead:7", `{"amount": 6}`)
-			found, err = d.Lookup(ctx, other)
+			found, err = d.Lookup(ctx, other, nil)
 			require.NoError(t, err)
 			require.True(t, found.Found)
 			require.False(t, found.Matches)
@@ -263,7 +263,7 @@ func TestCRMDelayedVisibility(t *testing.T) {
 			require.Equal(t, 1, crm.EffectsFor("lead:8"), "the record was made")
 
 			clk.Add(lab.LaggingVisibility - time.Second)
-			found, err := d.Lookup(ctx, op)
+			found, err := d.Lookup(ctx, op, nil)
 			require.NoError(t, err)
 			require.False(t, found.Found, "the lagging index does not show it yet")
 			_, err = d.Call(ctx, call(op))
@@ -271,7 +271,7 @@ func TestCRMDelayedVisibility(t *testing.T) {
 			require.Equal(t, 1, crm.EffectsFor("lead:8"))
 
 			clk.Add(time.Second)
-			found, err = d.Lookup(ctx, op)
+			found, err = d.Lookup(ctx, op, nil)
 			require.NoError(t, err)
 			require.True(t, found.Found)
 			require.True(t, found.Matches)

@@ -40,7 +40,7 @@ func (c *uniqueCRM) Call(context.Context, opledger.Call) (opledger.Result, error
 	c.calls.Add(1)
 	return opledger.Result{}, opledger.Uncertain(takenError{detail: c.detail})
 }
-func (*uniqueCRM) Lookup(context.Context, *opledger.Operation) (destination.LookupResult, error) {
+func (*uniqueCRM) Lookup(context.Context, *opledger.Operation, []string) (destination.LookupResult, error) {
 	return destination.LookupResult{Evidence: "search: no record"}, nil
 }
 

@@ -28,7 +28,7 @@ func (d *panickyLookup) Call(context.Context, opledger.Call) (opledger.Result, e
 	d.calls.Add(1)
 	return opledger.Result{}, opledger.Uncertain(errors.New("timeout"))
 }
-func (*panickyLookup) Lookup(_ context.Context, op *opledger.Operation) (destination.LookupResult, error) {
+func (*panickyLookup) Lookup(_ context.Context, op *opledger.Operation, _ []string) (destination.LookupResult, error) {
 	panic("lookup broke on " + op.Key)
 }
 

@@ -7,7 +7,10 @@
 //     with the destination's reference;
 //   - a lookup finds other content (or several records) → held;
 //   - an authoritative lookup finds nothing once the visibility delay since
-//     the last dispatch has passed → pending, retried;
+//     the last dispatch has passed → pending, retried; unless the
+//     destination said it made a record (an attempt's error matched
+//     destination.ErrExists, or an attempt reported a reference without a
+//     success, which the lookup is given): absence then proves nothing;
 //   - a lookup finds nothing within that delay → stays uncertain, checked
 //     again later;
 //   - the destination's idempotency key is still inside its retention
@@ -31,6 +34,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -283,6 +288,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 		for _, a := range attempts {
 			exists = exists || strings.Contains(a.Error, destination.ErrExists.Error())
 		}
+		// An attempt that reported a reference without a success said the
+		// destination made a record: the lookup is given the reference to
+		// fetch it by, and finding nothing proves no absence.
+		refs := reportedRefs(attempts)
 		// Absence is judged by when the lookup began, not when it ended:
 		// a slow lookup begun within the visibility delay proves nothing.
 		if f.LookedAt, err = tl.Now(ctx); err != nil {
@@ -299,7 +308,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 					res, err = destination.LookupResult{}, why
 				}
 			}()
-			return dest.(destination.Lookuper).Lookup(lctx, op)
+			return dest.(destination.Lookuper).Lookup(lctx, op, refs)
 		}()
 		cancel()
 		if err == nil && res.Found && res.Matches && res.Ref == "" {
@@ -313,10 +322,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 		}
 		f.Found, f.Matches, f.DestinationRef, f.Evidence = res.Found, res.Matches, res.Ref, res.Evidence
 		if !res.Found {
-			f.Authoritative = lk.Authoritative && !exists
+			f.Authoritative = lk.Authoritative && !exists && len(refs) == 0
 			f.VisibilityDelay = lk.VisibilityDelay
 			if exists {
 				f.Evidence = join(f.Evidence, "the destination had answered that the record exists, so its absence proves nothing")
+			}
+			if len(refs) > 0 {
+				f.Evidence = join(f.Evidence, fmt.Sprintf("an attempt had reported reference %s without a success, so the record's absence proves nothing", quoteRefs(refs)))
 			}
 			wait := visibilityWait(attempts, op, lk.VisibilityDelay, f.LookedAt)
 			if wait > 0 {
@@ -365,6 +377,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	}
 	log.Info("reconciled", "decision", d, "state", after.State, "protected", after.Protected, "capabilities", caps.String())
 	return d, nil
+}
+
+// reportedRefs returns the references the attempts reported without a
+// success, newest attempt first, each once. A rejected attempt's is left
+// out: a refusal says nothing was made, and a destination may put a
+// request's id there.
+func reportedRefs(attempts []*opledger.Attempt) []string {
+	var refs []string
+	for i := len(attempts) - 1; i >= 0; i-- {
+		a := attempts[i]
+		if a.DestinationRef == "" || a.Outcome == string(opledger.OutcomeRejected) || slices.Contains(refs, a.DestinationRef) {
+			continue
+		}
+		refs = append(refs, a.DestinationRef)
+	}
+	return refs
+}
+
+// quoteRefs names refs for the timeline: the newest, and how many more.
+func quoteRefs(refs []string) string {
+	s := strconv.Quote(refs[0])
+	if len(refs) > 1 {
+		s += fmt.Sprintf(" (and %d more)", len(refs)-1)
+	}
+	return s
 }
 
 // visibilityWait returns how much of the visibility delay is left,

@@ -419,7 +419,7 @@ func (d *slowLookupCRM) Call(_ context.Context, _ opledger.Call) (opledger.Resul
 	return opledger.Result{Ref: ref}, nil
 }
 
-func (d *slowLookupCRM) Lookup(context.Context, *opledger.Operation) (destination.LookupResult, error) {
+func (d *slowLookupCRM) Lookup(context.Context, *opledger.Operation, []string) (destination.LookupResult, error) {
 	d.mu.Lock()
 	seen := slices.Clone(d.records)
 	d.mu.Unlock()
