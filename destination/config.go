@@ -63,6 +63,10 @@ type HTTPConfig struct {
 	// opledger.DefaultRetryPolicy's values. Without it, the ledger's
 	// default policy (opledger.Options.RetryPolicy) applies.
 	Retry *RetryConfig `yaml:"retry"`
+	// Tenants, when set, are the only tenants whose operations the
+	// destination serves (HTTP.ServesTenant); unset, it serves every
+	// tenant. An empty list is refused.
+	Tenants []string `yaml:"tenants"`
 }
 
 // IdempotencyConfig declares an idempotency key.

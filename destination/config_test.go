@@ -160,6 +160,28 @@ func TestHTTPTimeout(t *testing.T) {
 	}
 }
 
+// A destination with tenants serves only those; without, every tenant.
+func TestLoadTenants(t *testing.T) {
+	t.Parallel()
+	set, err := destination.Load([]byte(`destinations:
+  - name: crm
+    url: https://crm.example.com/x
+    ref: /id
+    tenants: [acme, acme-eu]
+  - name: mail
+    url: https://mail.example.com/x
+    ref: /id
+`), destination.LoadOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, set.Close()) })
+	crm, _ := set.Get("crm")
+	mail, _ := set.Get("mail")
+	for tenant, want := range map[string]bool{"acme": true, "acme-eu": true, "globex": false, "": false} {
+		require.Equal(t, want, destination.Serves(crm, tenant), tenant)
+		require.True(t, destination.Serves(mail, tenant), tenant)
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	t.Parallel()
 	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"
@@ -215,6 +237,8 @@ func TestLoadErrors(t *testing.T) {
 		{"unique reference not 4xx", base + "    unique_reference:\n      conflict_status: 200\n    lookup:\n      url: https://crm.example.com/x\n      match: [{record: /a, payload: /a}]\n",
 			[]string{"unique_reference.conflict_status: must be a 4xx status"}},
 		{"bad retry", base + "    retry:\n      max_attempts: 0\n", []string{"line 5: destination crm: retry: max attempts must be at least 1"}},
+		{"no tenant", base + "    tenants: []\n", []string{"line 5: destination crm: tenants: lists no tenant"}},
+		{"bad tenant", base + "    tenants: [acme, \"a b\"]\n", []string{"line 5: destination crm: tenants.1: not a tenant name: key may contain only"}},
 		{"get with body", "destinations:\n  - name: crm\n    method: GET\n    url: https://crm.example.com/x\n    body: x\n    ref: /id\n",
 			[]string{"line 5: destination crm: body: a GET request has no body"}},
 	} {

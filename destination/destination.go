@@ -94,6 +94,23 @@ type Lookuper interface {
 	Lookup(ctx context.Context, op *opledger.Operation, refs []string) (LookupResult, error)
 }
 
+// TenantLimiter is implemented by destinations that serve some tenants
+// only (HTTPConfig.Tenants). An executor sends such a destination nothing
+// for an operation of another tenant (the attempt ends rejected, nothing
+// sent), and a reconciler makes no lookup at it for one.
+type TenantLimiter interface {
+	// ServesTenant reports whether operations of tenant may be sent to
+	// the destination.
+	ServesTenant(tenant string) bool
+}
+
+// Serves reports whether d takes operations of tenant: every destination
+// does, unless it is a TenantLimiter that refuses tenant.
+func Serves(d Destination, tenant string) bool {
+	l, ok := d.(TenantLimiter)
+	return !ok || l.ServesTenant(tenant)
+}
+
 // RetryPolicyProvider is implemented by destinations with a retry policy
 // of their own; the others use the ledger's default.
 type RetryPolicyProvider interface {

@@ -38,6 +38,7 @@ type HTTP struct {
 	idemHeader string
 	lookup     *httpLookup
 	retry      *opledger.RetryPolicy // nil: the ledger's default
+	tenants    map[string]bool       // nil: every tenant
 }
 
 // httpLookup is a configured lookup.
@@ -176,6 +177,19 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 			add(strings.TrimPrefix(err.Error(), "retry: "), "retry")
 		}
 		h.retry = &p
+	}
+
+	if c.Tenants != nil {
+		if len(c.Tenants) == 0 {
+			add("lists no tenant: list the tenants the destination serves, or leave it out to serve every tenant", "tenants")
+		}
+		h.tenants = make(map[string]bool, len(c.Tenants))
+		for i, t := range c.Tenants {
+			if err := opledger.ValidateKey(t); err != nil {
+				add("not a tenant name: "+strings.TrimPrefix(err.Error(), "invalid key: "), "tenants", strconv.Itoa(i))
+			}
+			h.tenants[t] = true
+		}
 	}
 
 	if len(probs) > 0 {
@@ -392,6 +406,12 @@ func (h *HTTP) Name() string { return h.name }
 
 // Capabilities are the declared capabilities.
 func (h *HTTP) Capabilities() Capabilities { return h.caps }
+
+var _ TenantLimiter = (*HTTP)(nil)
+
+// ServesTenant reports whether the destination serves operations of
+// tenant: any tenant without HTTPConfig.Tenants, else those it lists.
+func (h *HTTP) ServesTenant(tenant string) bool { return h.tenants == nil || h.tenants[tenant] }
 
 // RetryPolicy is the destination's retry policy, or nil when the file
 // sets none and the ledger's default applies.

@@ -402,6 +402,12 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	if cause := context.Cause(r.stop); cause != nil {
 		return nil, e.release(bg, tl, c, log, "given back before dispatch: "+cause.Error())
 	}
+	if !destination.Serves(dest, op.Tenant) {
+		// Its credentials are not this tenant's to use: the attempt ends
+		// here, with nothing sent and no dispatch mark.
+		return e.finish(r, bg, tl, c, opledger.Report{Outcome: opledger.OutcomeRejected,
+			Error: "not sent: destination " + op.Destination + " does not serve tenant " + op.Tenant}, log)
+	}
 	call := opledger.Call{Operation: op, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected}
 	if p, ok := dest.(destination.Preparer); ok {
 		if err := prepare(p, call, log); err != nil {

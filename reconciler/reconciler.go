@@ -72,7 +72,9 @@ type Config struct {
 	// while the destination's visibility delay runs. Default 1 min.
 	RecheckInterval time.Duration
 	// UnknownRecheck is how long an operation of a destination that is not
-	// configured here waits before it is looked at again. Default 10 min.
+	// configured here, or does not serve the operation's tenant
+	// (destination.Serves), waits before it is looked at again. Default
+	// 10 min.
 	UnknownRecheck time.Duration
 	// Tenant limits the reconciler to one tenant's operations, as an
 	// opledger proxy does with its own: its lookups carry its upstream's
@@ -266,6 +268,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	if !ok {
 		return r.wait(ctx, tl, op, r.cfg.UnknownRecheck,
 			"destination "+op.Destination+" is not configured in this reconciler; it declares nothing here")
+	}
+	if !destination.Serves(dest, op.Tenant) {
+		return r.wait(ctx, tl, op, r.cfg.UnknownRecheck,
+			"destination "+op.Destination+" does not serve tenant "+op.Tenant+" in this reconciler; nothing was looked up")
 	}
 	caps := dest.Capabilities()
 	// The finding is about the attempts op has: if another is made while
