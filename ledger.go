@@ -70,11 +70,11 @@ type Options struct {
 	// SQLiteSynchronousNormal opts a SQLite store out of synchronous=FULL.
 	// A commit lost to a power cut can then become a duplicate effect.
 	SQLiteSynchronousNormal bool
-	// SQLiteBusyTimeout is how long a write to a SQLite store waits for
-	// the other processes queued before it on the file's write lock, and
-	// then for SQLite's own lock (held longer only by a writer outside
-	// opledger: a sqlite3 shell, a VACUUM), before the call fails with
-	// ErrStoreBusy. Zero or less means 10 seconds.
+	// SQLiteBusyTimeout is how long a write to a SQLite store waits, in
+	// all, for the other processes queued before it on the file's write
+	// lock and then for SQLite's own lock (held longer only by a writer
+	// outside opledger: a sqlite3 shell, a VACUUM), before the call fails
+	// with ErrStoreBusy. Zero or less means 10 seconds.
 	SQLiteBusyTimeout time.Duration
 	// MigrationProgress, if set, is told after each schema migration Open
 	// applies: done of total pending migrations, and the last one's name.
@@ -457,8 +457,8 @@ func (l *Ledger) Ready(ctx context.Context) error {
 // store, for this Ledger and every other tenant's view of it (WithTenant).
 // Calls in flight on the store fail; a second Close returns the first's
 // result. On SQLite, a Maintain job waiting for another process's write
-// lock stops only when that wait ends (at most SQLiteBusyTimeout, twice
-// that behind a writer outside opledger), so Close may take that long.
+// lock stops only when that wait ends (at most SQLiteBusyTimeout), so
+// Close may take that long.
 func (l *Ledger) Close() error { return l.life.close(l.store.Close) }
 
 // now reads the store's clock through the configured Clock.

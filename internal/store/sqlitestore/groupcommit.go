@@ -154,8 +154,11 @@ func (res writeResult) unwrap() error {
 
 // runBatch runs batch in one transaction and answers every request,
 // holding the file's write lock (writeLock) for that transaction and for
-// any that runs the batch again (commitBatch). The caller holds wlock.
+// any that runs the batch again (commitBatch). The waits for that lock
+// and for SQLite's share one busy timeout (lockBudget). The caller holds
+// wlock.
 func (s *Store) runBatch(batch []*writeReq) {
+	start := time.Now()
 	held, err := s.fileLock.lock(s.busy)
 	if err != nil {
 		for _, r := range batch {
@@ -166,15 +169,79 @@ func (s *Store) runBatch(batch []*writeReq) {
 	if held {
 		defer s.fileLock.unlock()
 	}
-	s.commitBatch(batch, false)
+	budget := &lockBudget{deadline: start.Add(s.busy), queued: time.Since(start)}
+	// A failure leaves wbusy as it is, and the next BEGIN sets it again.
+	defer func() { _ = s.setBusyTimeout(s.busy) }()
+	s.commitBatch(batch, false, budget)
+}
+
+// lockBudget bounds one batch's wait for the write lock: the wait in the
+// file's queue (writeLock) and every wait for SQLite's lock after it, at
+// each BEGIN IMMEDIATE of the batch, add up to at most the busy timeout.
+// Without it, a write that queued behind other processes and then found
+// SQLite's lock held by a writer that does not queue (a sqlite3 shell)
+// would wait a second busy timeout for it.
+type lockBudget struct {
+	deadline time.Time
+	queued   time.Duration // the wait for the file's lock
+}
+
+// beginTimeout is the busy_timeout of the batch's next BEGIN IMMEDIATE:
+// the busy timeout itself while less than a millisecond of it is spent
+// (a batch that found the file's lock free and begins once: nothing to
+// set), otherwise what is left (cut). That is at least a millisecond
+// rather than nothing: BEGIN takes a free lock at once whatever the
+// timeout, and a turn this batch queued for is not thrown away without
+// one try and one retry a millisecond later.
+func (b *lockBudget) beginTimeout(busy time.Duration) (d time.Duration, cut bool) {
+	left := time.Until(b.deadline)
+	if left > busy-time.Millisecond {
+		return busy, false
+	}
+	return max(left.Truncate(time.Millisecond), time.Millisecond), true
+}
+
+// setBusyTimeout sets the writer connection's busy_timeout to d, in whole
+// milliseconds, unless it has it already (wbusy): one PRAGMA, a few
+// microseconds, only for a batch that queued or runs again.
+func (s *Store) setBusyTimeout(d time.Duration) error {
+	d = d.Truncate(time.Millisecond)
+	if d == s.wbusy {
+		return nil
+	}
+	if _, err := s.wconn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", d.Milliseconds())); err != nil {
+		return fmt.Errorf("set busy_timeout: %w", err)
+	}
+	s.wbusy = d
+	return nil
+}
+
+// begin runs the batch's BEGIN IMMEDIATE, waiting for SQLite's lock only
+// as long as budget has left. A wait cut short that runs out says so,
+// wrapping SQLite's SQLITE_BUSY, which classify makes store.ErrBusy.
+func (s *Store) begin(q *cachedQuerier, budget *lockBudget) error {
+	d, cut := budget.beginTimeout(s.busy)
+	if err := s.setBusyTimeout(d); err != nil {
+		return err
+	}
+	_, err := q.ExecContext(context.Background(), `BEGIN IMMEDIATE`)
+	if err != nil && cut && isBusy(err) {
+		queued := ""
+		if budget.queued >= time.Millisecond {
+			queued = fmt.Sprintf(", after %s queued on %s", budget.queued.Round(time.Millisecond), s.fileLock.path)
+		}
+		return fmt.Errorf("another process held SQLite's lock on %s for the %s left of the busy timeout, %s%s: %w",
+			s.path, d, s.busy, queued, err)
+	}
+	return mapErr(err)
 }
 
 // commitBatch runs batch in one transaction and answers every request.
 // Unless careful, the batch's conditional writes run first and without
 // savepoints; if one of them fails in a way only its savepoint could
 // undo, nothing has been answered yet, and the batch runs again,
-// carefully.
-func (s *Store) commitBatch(batch []*writeReq, careful bool) {
+// carefully. Each BEGIN IMMEDIATE waits within budget.
+func (s *Store) commitBatch(batch []*writeReq, careful bool, budget *lockBudget) {
 	if len(batch) == 0 {
 		return
 	}
@@ -194,9 +261,9 @@ func (s *Store) commitBatch(batch []*writeReq, careful bool) {
 	// that was prepared on a Conn all over again, on every call, so the
 	// statement cache only works outside sql.Tx.
 	q := &cachedQuerier{cache: s.writeStmts, plain: s.wconn, detach: true}
-	if _, err := q.ExecContext(bctx, `BEGIN IMMEDIATE`); err != nil {
+	if err := s.begin(q, budget); err != nil {
 		for _, r := range batch {
-			r.done <- writeResult{err: fmt.Errorf("begin: %w", mapErr(err))}
+			r.done <- writeResult{err: fmt.Errorf("begin: %w", err)}
 		}
 		return
 	}
@@ -235,13 +302,13 @@ func (s *Store) commitBatch(batch []*writeReq, careful bool) {
 				var undo bool
 				if results[i], undo = runConditional(r, &sqlTx{sqlReader: sqlReader{q: q}}); undo {
 					_ = tx.Rollback()
-					s.commitBatch(batch, true)
+					s.commitBatch(batch, true, budget)
 					return
 				}
 				continue
 			}
 			if _, err := q.ExecContext(bctx, `SAVEPOINT w`); err != nil {
-				s.abort(tx, batch, results, i, fmt.Errorf("begin: %w", mapErr(err)))
+				s.abort(tx, batch, results, i, fmt.Errorf("begin: %w", mapErr(err)), budget)
 				return
 			}
 			res := runFn(r.ctx, r.fn, &sqlTx{sqlReader: sqlReader{q: q}})
@@ -256,13 +323,13 @@ func (s *Store) commitBatch(batch []*writeReq, careful bool) {
 					res.err = fmt.Errorf("commit: %w", mapErr(err))
 				}
 				results[i] = res
-				s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %w", errBatchAborted, err))
+				s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %w", errBatchAborted, err), budget)
 				return
 			}
 			if end != `RELEASE w` {
 				if _, err := q.ExecContext(bctx, `RELEASE w`); err != nil {
 					results[i] = res
-					s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %w", errBatchAborted, err))
+					s.abort(tx, batch, results, i+1, fmt.Errorf("%w: %w", errBatchAborted, err), budget)
 					return
 				}
 			}
@@ -303,8 +370,8 @@ func (s *Store) checkSchema(ctx context.Context, q querier) error {
 
 // abort rolls back a broken batch: the requests before next that had
 // succeeded get err (their writes are gone), those from next on were not run
-// and go through a new transaction.
-func (s *Store) abort(tx rawTx, batch []*writeReq, results []writeResult, next int, err error) {
+// and go through a new transaction, within budget.
+func (s *Store) abort(tx rawTx, batch []*writeReq, results []writeResult, next int, err error, budget *lockBudget) {
 	_ = tx.Rollback()
 	for i := range next {
 		if results[i].err == nil && results[i].panicked == nil {
@@ -312,7 +379,7 @@ func (s *Store) abort(tx rawTx, batch []*writeReq, results []writeResult, next i
 		}
 		batch[i].done <- results[i]
 	}
-	s.commitBatch(batch[next:], true)
+	s.commitBatch(batch[next:], true, budget)
 }
 
 // runFn runs a caller's function, turning a panic into a result that the

@@ -14,10 +14,10 @@
 // Reads use a separate pool and run concurrently with the writer. Several
 // processes may share one file: they queue for its write lock in the
 // kernel, on a flock of the file beside it (writeLock, WriteLockSuffix),
-// each waiting up to the busy timeout (Options.BusyTimeout), and then for
-// SQLite's own lock, which a writer outside opledger may hold, up to the
-// busy timeout again; past either the write fails with store.ErrBusy, and
-// a full disk fails it with store.ErrFull (classify).
+// and then wait for SQLite's own lock, which a writer outside opledger may
+// hold; both waits together last at most the busy timeout
+// (Options.BusyTimeout, lockBudget). Past it the write fails with
+// store.ErrBusy, and a full disk fails it with store.ErrFull (classify).
 //
 // Allowed imports: internal/store, internal/store/migrate, the SQLite driver.
 package sqlitestore
@@ -60,10 +60,10 @@ type Options struct {
 	// SynchronousNormal trades the durability of the last commits on power
 	// loss for speed. Never use it for a ledger whose effects matter.
 	SynchronousNormal bool
-	// BusyTimeout is how long a write waits for the processes queued
-	// before it on the file's write lock, and then how long it waits for
-	// SQLite's lock, before failing with store.ErrBusy. Zero or less
-	// means 10 seconds.
+	// BusyTimeout is how long a write waits, in all, for the processes
+	// queued before it on the file's write lock and then for SQLite's
+	// lock, before failing with store.ErrBusy. Zero or less means 10
+	// seconds.
 	BusyTimeout time.Duration
 }
 
@@ -78,9 +78,13 @@ type Store struct {
 	wconn *sql.Conn
 	wlock chan struct{}
 	// fileLock queues this process's write transactions with other
-	// processes' on the same file (writeLock); busy bounds the wait.
-	fileLock   *writeLock
-	busy       time.Duration
+	// processes' on the same file (writeLock); busy bounds that wait
+	// and the one for SQLite's lock after it, together.
+	fileLock *writeLock
+	busy     time.Duration
+	// wbusy is the writer connection's busy_timeout: busy, or what a
+	// batch has left of it (lockBudget). Only the writer (wlock) uses it.
+	wbusy      time.Duration
 	group      groupCommit
 	writeStmts *stmtCache
 	readStmts  *stmtCache
@@ -271,7 +275,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, classify(fmt.Errorf("open sqlite %s: %w", path, err))
 	}
 	s := &Store{path: path, writer: writer, reader: reader, wconn: wconn, wlock: make(chan struct{}, 1),
-		fileLock: newWriteLock(path), busy: busy, writeStmts: newStmtCache(wconn), readStmts: newStmtCache(reader)}
+		fileLock: newWriteLock(path), busy: busy, wbusy: busy.Truncate(time.Millisecond), writeStmts: newStmtCache(wconn), readStmts: newStmtCache(reader)}
 	if s.newest, err = newestVersion(); err != nil {
 		s.Close()
 		return nil, err
@@ -554,6 +558,12 @@ func classify(err error) error {
 		return fmt.Errorf("%w (%w)", store.ErrFull, err)
 	}
 	return err
+}
+
+// isBusy reports SQLite's SQLITE_BUSY, of any extended code.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Now reads the clock of the machine the database file lives on, which for

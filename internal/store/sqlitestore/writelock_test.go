@@ -193,6 +193,20 @@ func skipWithoutFlock(t *testing.T) {
 // lock of the file at path, as /proc/locks lists them ("->" lines).
 func waitBlockedOn(t *testing.T, path string, n int) {
 	t.Helper()
+	waitFlocks(t, path, fmt.Sprintf("%d flock calls waiting", n), func(_, blocked int) bool { return blocked >= n })
+}
+
+// waitHeldOn waits, with a deadline, until an open file holds the lock of
+// the file at path and no flock call waits for it.
+func waitHeldOn(t *testing.T, path string) {
+	t.Helper()
+	waitFlocks(t, path, "the lock held and no flock call waiting", func(held, blocked int) bool { return held > 0 && blocked == 0 })
+}
+
+// waitFlocks waits, with a deadline, until done accepts the flocks that
+// /proc/locks lists on the file at path: held, and blocked ("->" lines).
+func waitFlocks(t *testing.T, path, want string, done func(held, blocked int) bool) {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("needs /proc/locks")
 	}
@@ -203,20 +217,24 @@ func waitBlockedOn(t *testing.T, path string, n int) {
 	for {
 		f, err := os.Open("/proc/locks")
 		require.NoError(t, err)
-		blocked := 0
+		held, blocked := 0, 0
 		lines := bufio.NewScanner(f)
 		for lines.Scan() {
 			l := lines.Text()
-			if strings.Contains(l, "-> FLOCK") && strings.Contains(l, inode) {
+			switch {
+			case !strings.Contains(l, " FLOCK ") || !strings.Contains(l, inode):
+			case strings.Contains(l, "-> FLOCK"):
 				blocked++
+			default:
+				held++
 			}
 		}
 		f.Close()
 		require.NoError(t, lines.Err())
-		if blocked >= n {
+		if done(held, blocked) {
 			return
 		}
-		require.True(t, time.Now().Before(deadline), "%d flock calls wait on %s, want %d", blocked, path, n)
+		require.True(t, time.Now().Before(deadline), "%d flocks held and %d waiting on %s, want %s", held, blocked, path, want)
 		runtime.Gosched()
 	}
 }
