@@ -72,6 +72,11 @@ func LoadConfig(path string) (*FileConfig, error) {
 		}
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	// Absolute, so that an error about a file it names says where that
+	// file was looked for.
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	c.dir = filepath.Dir(path)
 	return &c, nil
 }

@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +37,17 @@ const (
 // Version is the opledger version, set at build time with
 // -ldflags "-X github.com/opledger/opledger/internal/cli.Version=v1.2.3".
 var Version = "dev"
+
+// version is Version when the build set it, otherwise the version the
+// go command stamped: the module's (go install …@v1.2.3), or, for a build
+// from a checkout with -buildvcs, a pseudo-version naming its commit
+// (+dirty when the tree had changes); "dev" when there is none.
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && Version == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return Version
+}
 
 // usageError marks errors that are the caller's wrong use of a command.
 type usageError struct{ err error }
@@ -297,7 +309,7 @@ func newVersionCmd() *cobra.Command {
 		Example: "  opledger version",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), "opledger", Version)
+			fmt.Fprintln(cmd.OutOrStdout(), "opledger", version())
 			return nil
 		},
 	}

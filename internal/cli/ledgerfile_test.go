@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +70,22 @@ func TestLedgerThatIsNoFile(t *testing.T) {
 	_, errOut, code := run(t, "ops", "list", "--db", "sqlite:"+notes)
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, "opledger: invalid input: no ledger at "+notes+": read sqlite "+notes+": file is not a database (26); it was left as it is\n")
+}
+
+// TestLedgerInMissingDirectory: a command that would create the ledger
+// says which directory is missing, where SQLite says only that it cannot
+// open the file; nothing is created.
+func TestLedgerInMissingDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "missing", "deeper")
+	path := filepath.Join(dir, "ledger.db")
+	for _, args := range [][]string{{"migrate"}, {"serve", "--addr", "127.0.0.1:0"}} {
+		out, errOut, code := runGuarded(t, append(args, "--db", "sqlite:"+path)...)
+		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
+		require.Equal(t, "opledger: open sqlite "+path+": the directory "+dir+" does not exist: create it, or name a file in another\n", errOut, args)
+	}
+	_, err := os.Stat(filepath.Dir(dir))
+	require.ErrorIs(t, err, fs.ErrNotExist, "nothing was created")
 }
 
 // TestLedgerInUnwritableDirectory: a ledger file this process may read,

@@ -50,7 +50,7 @@ func (b ledgerBackend) List(ctx context.Context, o opledger.ListOptions) (*opled
 func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error) {
 	op, err := b.l.Get(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, b.where(err)
 	}
 	a, err := b.l.Attempts(ctx, key)
 	if err != nil {
@@ -64,7 +64,18 @@ func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error)
 }
 
 func (b ledgerBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error) {
-	return b.l.Resolve(ctx, key, d)
+	op, err := b.l.Resolve(ctx, key, d)
+	return op, b.where(err)
+}
+
+// where names the tenant a key was not found in: keys are unique per
+// tenant, and --tenant defaults to "default", not the tenant of the
+// token that recorded the operation.
+func (b ledgerBackend) where(err error) error {
+	if errors.Is(err, opledger.ErrNotFound) {
+		return fmt.Errorf("%w in tenant %q (--tenant names another)", err, b.l.Tenant())
+	}
+	return err
 }
 
 func (b ledgerBackend) Close() error { return b.l.Close() }

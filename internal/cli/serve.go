@@ -38,10 +38,21 @@ func newLogger(w io.Writer, json bool, level string) (*slog.Logger, error) {
 // logMigrations logs each schema migration that opening the ledger
 // applies (all of them in one transaction, committed once the last is
 // done): a large ledger's upgrade can take minutes, during which the
-// process answers nothing.
+// process answers nothing. A new ledger, whose migrations start from the
+// first, has nothing to upgrade: one line says it was created, and its
+// migrations are logged at DEBUG.
 func logMigrations(log *slog.Logger) func(done, total int, name string) {
+	created := false
 	return func(done, total int, name string) {
-		log.Info("migrating the ledger's schema", "migration", name, "done", done, "of", total)
+		created = created || done == 1 && strings.HasPrefix(name, "001_")
+		switch {
+		case !created:
+			log.Info("migrating the ledger's schema", "migration", name, "done", done, "of", total)
+		case done == total:
+			log.Info("created the ledger's schema", "migrations", total)
+		default:
+			log.Debug("creating the ledger's schema", "migration", name, "done", done, "of", total)
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -202,6 +203,13 @@ func checkLedger(ctx context.Context, q querier) (holds bool, others []string, e
 	return false, others, rows.Err()
 }
 
+// dirExists reports whether dir is a directory; a path that cannot be
+// examined counts as one, and SQLite says what it makes of it.
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err != nil && !errors.Is(err, fs.ErrNotExist) || err == nil && fi.IsDir()
+}
+
 // Open opens (creating if needed) the SQLite database at path. It does not
 // migrate; call Migrate.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
@@ -213,6 +221,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// the ledger's tables with its own.
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, &fs.PathError{Op: "open sqlite", Path: path, Err: syscall.EISDIR}
+	} else if errors.Is(err, fs.ErrNotExist) {
+		// SQLite says only "unable to open database file".
+		if dir := filepath.Dir(path); !dirExists(dir) {
+			return nil, fmt.Errorf("open sqlite %s: the directory %s does not exist: create it, or name a file in another", path, dir)
+		}
 	} else if err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
 		holds, others, err := inspect(ctx, path)
 		if err != nil {
