@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxKeyLength is the longest key accepted, in bytes.
@@ -32,7 +33,9 @@ func ValidateKey(key string) error {
 		case i == 0:
 			return &KeyError{Reason: "key must start with a letter or digit"}
 		default:
-			return &KeyError{Reason: "key may contain only letters, digits and . _ : / - (byte " + strconv.Itoa(i) + " is not allowed)"}
+			r, _ := utf8.DecodeRuneInString(key[i:])
+			return &KeyError{Reason: "key may contain only letters, digits and . _ : / - (byte " + strconv.Itoa(i+1) + ", " +
+				strconv.QuoteRune(r) + ", is not one of them)"}
 		}
 	}
 	return nil

@@ -26,9 +26,10 @@ func TestValidateKey(t *testing.T) {
 		{"-start", false, "start with a letter or digit"},
 		{":start", false, "start with a letter or digit"},
 		{"ana@example.com", false, "personal data"},
-		{"order 17", false, "byte 5"},
-		{"ordér", false, "not allowed"},
-		{"a\nb", false, "not allowed"},
+		{"order 17", false, "(byte 6, ' ', is not one of them)"},
+		{"ordér", false, "(byte 4, 'é', is not one of them)"},
+		{"a\nb", false, `(byte 2, '\n', is not one of them)`},
+		{"a\xffb", false, `(byte 2, '�', is not one of them)`},
 	}
 	for _, tc := range cases {
 		err := opledger.ValidateKey(tc.key)

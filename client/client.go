@@ -181,6 +181,10 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return 0, &noAnswerError{method: method, path: path, base: c.base, err: ue}
+		}
 		return 0, err
 	}
 	defer resp.Body.Close()
@@ -207,6 +211,20 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	return resp.StatusCode, nil
 }
+
+// noAnswerError is a request that got no answer: the server could not be
+// reached, or the connection failed. It unwraps to the *url.Error, so that
+// what it wraps (a refused dial, a context's end) is still found.
+type noAnswerError struct {
+	method, path, base string
+	err                *url.Error
+}
+
+func (e *noAnswerError) Error() string {
+	return fmt.Sprintf("%s %s: no answer from the server at %s: %v", e.method, e.path, e.base, e.err.Err)
+}
+
+func (e *noAnswerError) Unwrap() error { return e.err }
 
 // describeBody names what a body that is not a JSON object holds.
 func describeBody(b []byte) string {

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"syscall"
 	"testing"
 	"time"
 
@@ -286,4 +288,24 @@ func TestStaleDecision(t *testing.T) {
 	require.ErrorIs(t, err, opledger.ErrStaleDecision)
 	require.NotEmpty(t, e.RequestID)
 	require.Equal(t, e.Problem.RequestID, e.RequestID)
+}
+
+// A server that cannot be reached is named in the error, with the route
+// and the reason; the error still unwraps to what the transport said, so
+// a refused dial is told from a request that may have been sent.
+func TestNoAnswer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	c := client.New("http://"+addr, "opl_x", nil)
+	_, err = c.List(context.Background(), opledger.ListOptions{Limit: 5})
+	require.ErrorContains(t, err, "GET /v1/operations?limit=5")
+	require.ErrorContains(t, err, ": no answer from the server at http://"+addr+": dial tcp "+addr+": connect: connection refused")
+	var ue *url.Error
+	require.ErrorAs(t, err, &ue)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	outcome, _ := opledger.OutcomeOf(err)
+	require.Equal(t, opledger.OutcomeRetryable, outcome, "a refused dial sent nothing")
 }

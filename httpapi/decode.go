@@ -59,6 +59,12 @@ func decode(r *http.Request, maxDepth int, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		// encoding/json names an unknown field, not where it is nor
+		// what would be taken: checkMembers says both.
+		var me *memberError
+		if strings.HasPrefix(err.Error(), "json: unknown field ") && errors.As(checkMembers(body, reflect.TypeOf(v)), &me) {
+			return &decodeError{http.StatusBadRequest, "invalid_json", me.msg}
+		}
 		return &decodeError{http.StatusBadRequest, "invalid_json", describeJSONError(err, body)}
 	}
 	if err := checkMembers(body, reflect.TypeOf(v)); err != nil {
@@ -164,7 +170,6 @@ func describeJSONError(err error, body []byte) string {
 		line, col := position(body, int64(len(body)))
 		return fmt.Sprintf("malformed JSON: unexpected end of input at line %d, column %d", line, col)
 	}
-	// Unknown fields: "json: unknown field \"x\"".
 	return err.Error()
 }
 

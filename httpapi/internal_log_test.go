@@ -127,6 +127,8 @@ func TestMemberNamesExact(t *testing.T) {
 		`{"action":"refund","destination":"pay","payload":{"n":1},"ACTION":"charge"}`: `unknown field "ACTION": field names are case-sensitive, did you mean "action"?`,
 		`{"Action":"refund","destination":"pay","payload":{"n":1}}`:                   `did you mean "action"?`,
 		`{"action":"refund","destination":"pay","payload":{"n":1},"action":"charge"}`: `member "action" is given twice`,
+		`{"acton":"refund","destination":"pay","payload":{"n":1}}`: `unknown field "acton": it takes action, destination, owner, payload, ` +
+			`requires_approval, sensitive_fields, source_event, version`,
 	} {
 		status, data := b.raw(t, "PUT", "/v1/operations/k1", b.token, []byte(body))
 		require.Equal(t, http.StatusBadRequest, status, "%s: %s", body, data)
@@ -136,6 +138,10 @@ func TestMemberNamesExact(t *testing.T) {
 		[]byte(`{"worker":"w","intent":{"action":"a","destination":"d","payload":{},"Owner":"x"}}`))
 	require.Equal(t, http.StatusBadRequest, status, "%s", data)
 	require.Contains(t, problemDetail(t, data), `unknown field "Owner" in intent`)
+	status, data = b.raw(t, "POST", "/v1/operations/k2/claim", b.token,
+		[]byte(`{"worker":"w","intent":{"action":"a","destination":"d","payload":{},"ownr":"x"}}`))
+	require.Equal(t, http.StatusBadRequest, status, "%s", data)
+	require.Contains(t, problemDetail(t, data), `unknown field "ownr" in intent: it takes action, destination, owner,`)
 	_, err := b.ledger.Get(context.Background(), "k2")
 	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded")
 

@@ -5,7 +5,9 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -20,7 +22,7 @@ func (e *memberError) Error() string { return e.msg }
 
 // checkMembers walks the valid JSON body as it decodes into t and refuses,
 // in every object that decodes into a struct, a name that is not exactly
-// one of its fields' and a name given twice. Objects decoded otherwise (a
+// one of its fields' (naming them) and a name given twice. Objects decoded otherwise (a
 // payload, a response: json.RawMessage, maps, any) are the caller's
 // content and are not looked into.
 func checkMembers(body []byte, t reflect.Type) error {
@@ -70,15 +72,10 @@ func walkMembers(dec *json.Decoder, t reflect.Type, path string) error {
 						return &memberError{fmt.Sprintf("unknown field %q%s: field names are case-sensitive, did you mean %q?", name, at(path), known)}
 					}
 				}
+				return &memberError{fmt.Sprintf("unknown field %q%s: it takes %s", name, at(path),
+					strings.Join(slices.Sorted(maps.Keys(fields)), ", "))}
 			}
 			seen[name] = true
-			if !ok {
-				var skip json.RawMessage // unknown: Decode says so
-				if err := dec.Decode(&skip); err != nil {
-					return err
-				}
-				continue
-			}
 			if err := walkMembers(dec, ft, path+"."+name); err != nil {
 				return err
 			}

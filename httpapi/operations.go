@@ -170,8 +170,9 @@ func limitParam(v string) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, &decodeError{http.StatusBadRequest, "invalid_input", "limit must be a positive integer"}
+	if err != nil || n < 1 || n > opledger.MaxListLimit {
+		return 0, &decodeError{http.StatusBadRequest, "invalid_input",
+			fmt.Sprintf("limit takes a whole number from 1 to %d (got %.20q)", opledger.MaxListLimit, v)}
 	}
 	return n, nil
 }

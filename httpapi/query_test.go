@@ -90,6 +90,15 @@ func TestQueryParameters(t *testing.T) {
 				refused(t, "/v1/events?limit=1&limit=2", `query parameter "limit" is given 2 times`)
 			})
 
+			// Limits out of range, said the same way for each.
+			t.Run("limit", func(t *testing.T) {
+				for _, route := range []string{"/v1/operations", "/v1/events"} {
+					refused(t, route+"?limit=0", `limit takes a whole number from 1 to 500 (got "0")`)
+					refused(t, route+"?limit=501", `limit takes a whole number from 1 to 500 (got "501")`)
+					refused(t, route+"?limit=ten", `limit takes a whole number from 1 to 500 (got "ten")`)
+				}
+			})
+
 			// Malformed query strings.
 			t.Run("malformed", func(t *testing.T) {
 				refused(t, "/v1/operations?cursor=%%%", `query parameter "cursor" is malformed`, `invalid URL escape "%%%"`)
