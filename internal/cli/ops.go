@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -521,12 +522,20 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nTimeline:")
+	// The actors' column is as wide as the longest ("maria (command line
+	// on ops-host)"), at least 12.
+	width := 12
+	for _, e := range d.Timeline {
+		width = max(width, utf8.RuneCountInString(cell(e.Actor)))
+	}
 	for _, e := range d.Timeline {
 		move := ""
 		if e.To != "" {
 			move = fmt.Sprintf(" [%s → %s]", cell(dash(string(e.From))), cell(string(e.To)))
 		}
-		fmt.Fprintf(w, "  %s  %-12s %s%s", e.At.Format("2006-01-02 15:04:05.000"), cell(e.Actor), cell(e.Event), move)
+		actor := cell(e.Actor)
+		fmt.Fprintf(w, "  %s  %s%s %s%s", e.At.Format("2006-01-02 15:04:05.000"), actor,
+			strings.Repeat(" ", width-utf8.RuneCountInString(actor)), cell(e.Event), move)
 		if e.Evidence != "" {
 			fmt.Fprintf(w, ": %s", cell(e.Evidence))
 		}
