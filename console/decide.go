@@ -183,11 +183,29 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 		forms = append(forms, form)
 	}
-	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op,
+	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op, "Why": why(op, timeline),
 		"Payload": masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
 		"Seen": op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
 		"MaxOperator": maxOperatorBytes, "FormError": topError, "ReplaceURL": replaceURL, "Notice": notice,
 		"Workflow": map[bool]string{true: workflowKey}[isStep]})
+}
+
+// why is the timeline entry that put an operation needing attention
+// (held, uncertain or failed) in its state, to show at the top of its
+// page: what the reconciler found, what the destination said, who
+// decided. Nil for the other states, or when the timeline has none.
+func why(op *opledger.Operation, timeline []*opledger.TimelineEntry) *opledger.TimelineEntry {
+	switch op.State {
+	case opledger.StateHeld, opledger.StateUncertain, opledger.StateFailed:
+	default:
+		return nil
+	}
+	for i := len(timeline) - 1; i >= 0; i-- {
+		if timeline[i].To == op.State {
+			return timeline[i]
+		}
+	}
+	return nil
 }
 
 // staleMessage says what became of an operation since a page showed it.

@@ -188,7 +188,7 @@ func TestQueueWaiting(t *testing.T) {
 	require.Contains(t, page, "Waiting: since the operation became uncertain or held; for a failed one, since its last change.")
 	for _, key := range []string{"late:held", "late:failed"} {
 		row := section(t, page, `<a href="/operations/`+key+`">`, `</tr>`)
-		require.Contains(t, row, "<td>3 h 12 min</td>", "%s has waited since it was held or failed, not since it was recorded 13 h ago", key)
+		require.Contains(t, row, `<td data-label="Waiting">3 h 12 min</td>`, "%s has waited since it was held or failed, not since it was recorded 13 h ago", key)
 	}
 }
 

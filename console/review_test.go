@@ -557,7 +557,49 @@ func TestPhoneLayout(t *testing.T) {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.url+path), chromedp.WaitVisible(`h1`)))
 		width := eval[int](t, ctx, `document.documentElement.scrollWidth`)
 		require.LessOrEqual(t, width, 391, "%s is %d px wide on a 390 px screen", path, width)
+		if path == "/" || path == "/operations" {
+			// The header row is hidden: each value says what it is.
+			label := eval[string](t, ctx, `getComputedStyle(document.querySelector('table.queue td[data-label="Owner"]'), '::before').content`)
+			require.Equal(t, `"Owner: "`, label, path)
+		}
 	}
+}
+
+// TestDesktopKeysWhole: on a desktop screen the queue's keys, owners and
+// destinations are not broken inside a word when the table has room.
+func TestDesktopKeysWhole(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	b.seed(t)
+	heldOp(t, b.ledger, opledger.Intent{Key: "DEMO-MAIL-017", Owner: "ops-team"}, "timeout", "no lookup")
+	ctx := browser(t)
+	browserSignIn(t, ctx, b.url, b.token)
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.url+"/"), chromedp.WaitVisible(`table.queue`)))
+	// An inline element broken over lines has a box on each.
+	broken := eval[[]string](t, ctx, `[...document.querySelectorAll('table.queue tbody th a, table.queue tbody td[data-label="Owner"] bdi, table.queue tbody td[data-label="Destination"] bdi')]
+		.filter(e => e.getClientRects().length > 1).map(e => e.textContent)`)
+	require.Empty(t, broken, "cells broken over lines")
+	require.Contains(t, eval[string](t, ctx, `document.querySelector('table.queue').textContent`), "DEMO-MAIL-017")
+}
+
+// TestWhyAtTheTop: an operation that needs attention says, at the top of
+// its page, what put it in its state (the timeline's entry, which is also
+// at the bottom); a settled one says nothing of the kind.
+func TestWhyAtTheTop(t *testing.T) {
+	t.Parallel()
+	b := start(t)
+	heldOp(t, b.ledger, opledger.Intent{Key: "why:1", Owner: "ops"}, "timeout", "the mailer declares no lookup")
+	s := signIn(t, b.url, b.token)
+	page := s.get("/operations/why:1")
+	require.Regexp(t, `<dt>Why held</dt><dd id="why"><strong>cannot be decided automatically</strong>: <bdi>[^<]*the mailer declares no lookup</bdi>`+
+		` <span class="actor">\(by <bdi>reconciler</bdi>, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)</span></dd>`, page)
+	require.Less(t, strings.Index(page, `id="why"`), strings.Index(page, "<h2>Payload</h2>"), "above the payload and the forms")
+
+	_, err := b.ledger.Resolve(context.Background(), "why:1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+		DestinationRef: "M1", Reason: "found it"})
+	require.NoError(t, err)
+	require.NotContains(t, s.get("/operations/why:1"), `id="why"`, "settled: nothing to explain")
 }
 
 // TestDashboardEvents: the dashboard counts the events received and the
