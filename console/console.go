@@ -193,7 +193,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/login" {
 			msg = "Sign in from the console's own page."
 		}
-		c.fail(w, r, http.StatusForbidden, msg, nil)
+		c.fail(w, r, nil, http.StatusForbidden, msg, nil)
 		return
 	}
 	c.mux.ServeHTTP(w, r)
@@ -293,7 +293,7 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 			return
 		}
 		if err != nil {
-			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			c.fail(w, r, nil, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
 		l, err := c.ledger.WithTenant(tok.Tenant)
@@ -301,17 +301,17 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 			l, err = l.WithCredential(sessionCredential(tok))
 		}
 		if err != nil {
-			c.fail(w, r, http.StatusInternalServerError, "The session's tenant or token cannot be used.", err)
+			c.fail(w, r, nil, http.StatusInternalServerError, "The session's tenant or token cannot be used.", err)
 			return
 		}
 		s := &session{secret: ck.Value, tenant: tok.Tenant, ledger: l, csrf: csrfToken(ck.Value)}
 		if r.Method == http.MethodPost {
 			if err := r.ParseForm(); err != nil {
-				c.fail(w, r, http.StatusBadRequest, "The form could not be read.", nil)
+				c.fail(w, r, s, http.StatusBadRequest, "The form could not be read.", nil)
 				return
 			}
 			if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.csrf)) {
-				c.fail(w, r, http.StatusForbidden, "This form has expired or did not come from the console. Reload the page and try again.", nil)
+				c.fail(w, r, s, http.StatusForbidden, "This form has expired or did not come from the console. Reload the page and try again.", nil)
 				return
 			}
 		}
@@ -321,7 +321,7 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 
 func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		c.fail(w, r, http.StatusUnauthorized, "Sign in first.", nil)
+		c.fail(w, r, nil, http.StatusUnauthorized, "Sign in first.", nil)
 		return
 	}
 	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -337,11 +337,17 @@ func (c *Console) render(w http.ResponseWriter, status int, page string, data ma
 }
 
 // fail renders an error page; err, if any, goes to the log only.
-func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
+// s is the signed-in session, if any: the page then keeps the navigation
+// and the sign-out.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string, err error) {
 	if err != nil {
 		c.log.Error("console", "path_pattern", r.Pattern, "error", err)
 	}
-	c.render(w, status, "error", map[string]any{"Title": http.StatusText(status), "Message": msg})
+	data := map[string]any{"Title": http.StatusText(status), "Message": msg}
+	if s != nil {
+		data["Tenant"], data["CSRF"] = s.tenant, s.csrf
+	}
+	c.render(w, status, "error", data)
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -371,7 +377,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	// a browser marks as coming from another origin (Sec-Fetch-Site, or
 	// without it an Origin other than the host), a same-site one included.
 	if err := r.ParseForm(); err != nil {
-		c.fail(w, r, http.StatusBadRequest, "The form could not be read.", nil)
+		c.fail(w, r, nil, http.StatusBadRequest, "The form could not be read.", nil)
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
@@ -394,7 +400,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 // logout closes the session and clears the cookie.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	if err := c.ledger.CloseSession(r.Context(), s.secret); err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer; you are still signed in.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer; you are still signed in.", err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: c.sessionCookie(r), Value: "", Path: "/", HttpOnly: true,
@@ -415,7 +421,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	now, err := s.ledger.Now(r.Context())
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	var counts map[opledger.State]int // read once a state has more than the page
@@ -428,7 +434,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		page, err := s.ledger.List(r.Context(), o)
 		if err != nil {
-			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
 		for _, op := range page.Items {
@@ -442,7 +448,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		if page.NextCursor != "" {
 			if counts == nil {
 				if counts, err = s.ledger.CountByState(r.Context()); err != nil {
-					c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+					c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 					return
 				}
 			}
@@ -516,25 +522,25 @@ func waiting(now time.Time, op *opledger.Operation) string {
 func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) {
 	now, err := s.ledger.Now(r.Context())
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	st, err := s.ledger.Stats(r.Context(), false)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	dups := duplicateList{}
 	if st.DuplicateEffects > 0 {
 		if dups, err = readDuplicates(r.Context(), s.ledger, st.DuplicateEffects); err != nil {
-			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
 	}
 	// The event figures, as /v1/stats gives them beside the others.
 	ev, err := s.ledger.EventStats(r.Context(), false)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	c.mu.Lock()
@@ -637,16 +643,16 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: opledger.MaxListLimit,
 		Source: source, Cursor: r.URL.Query().Get("cursor")})
 	if errors.Is(err, opledger.ErrInvalidInput) {
-		c.fail(w, r, http.StatusBadRequest, "That filter is not valid.", nil)
+		c.fail(w, r, s, http.StatusBadRequest, "That filter is not valid.", nil)
 		return
 	}
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	st, err := s.ledger.EventStats(r.Context(), false)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	c.render(w, http.StatusOK, "events", map[string]any{"Title": "Events", "Tenant": s.tenant, "CSRF": s.csrf,
@@ -656,11 +662,11 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 	d, err := s.ledger.GetEvent(r.Context(), r.PathValue("source"), r.PathValue("id"))
 	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidInput) || errors.Is(err, opledger.ErrInvalidKey) {
-		c.fail(w, r, http.StatusNotFound, "No event has that source and id.", nil)
+		c.fail(w, r, s, http.StatusNotFound, "No event has that source and id.", nil)
 		return
 	}
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	dupes := 0
@@ -691,7 +697,7 @@ func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	for _, st := range wf.Steps {

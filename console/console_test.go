@@ -738,6 +738,15 @@ func TestDecisionEdges(t *testing.T) {
 	code, body = post("/operations/a@b/resolve", url.Values{"csrf": {csrf[1]}, "decision": {"cancel"}, "reason": {"x"}})
 	require.Equal(t, http.StatusNotFound, code)
 	require.Contains(t, body, "No operation has that key.")
+	require.NotContains(t, body, "a@b", "a key refused for its syntax is not echoed")
+	resp, err := session.hc.Get(srv.URL + "/operations/nope:1")
+	require.NoError(t, err)
+	missing, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, string(missing), "No operation of tenant acme has the key nope:1.")
+	require.Contains(t, string(missing), `<nav aria-label="Main">`, "signed in: the page keeps the navigation")
 
 	// A form refused for a field, posted from a page older than another
 	// decision, is refused as stale: the page drawn again must not carry

@@ -126,22 +126,28 @@ func (c *Console) makeNoticeCookie(r *http.Request, value string, maxAge int) *h
 func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *session, f *decisionFailure, notice string) {
 	key := r.PathValue("key")
 	op, err := s.ledger.Get(r.Context(), key)
-	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
-		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
+	if errors.Is(err, opledger.ErrNotFound) {
+		// Keys are per tenant: one recorded under another token's tenant
+		// is not found here.
+		c.fail(w, r, s, http.StatusNotFound, "No operation of tenant "+s.tenant+" has the key "+key+".", nil)
+		return
+	}
+	if errors.Is(err, opledger.ErrInvalidKey) {
+		c.fail(w, r, s, http.StatusNotFound, "No operation has that key.", nil)
 		return
 	}
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	attempts, err := s.ledger.Attempts(r.Context(), key)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	timeline, err := s.ledger.Timeline(r.Context(), key)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	// Shown as the API shows it: sensitive values masked in the payload,
@@ -215,14 +221,20 @@ func staleMessage(op *opledger.Operation, timeline []*opledger.TimelineEntry) st
 		state += " (" + string(op.FailureKind) + ")"
 	}
 	what := "The operation has changed since you opened this page"
+	now := ": it is now " + state
 	if n := len(timeline); n > 0 {
 		last := timeline[n-1]
 		if strings.HasPrefix(last.Event, "operator ") {
 			what = "Another decision was recorded since you opened this page"
 		}
-		what += " (" + last.Event + ", by " + last.Actor + ")"
+		if last.Event == state {
+			// "(succeeded, by …): it is now succeeded" says it twice.
+			what, now = what+": it is now "+state, " (by "+last.Actor+")"
+		} else {
+			what += " (" + last.Event + ", by " + last.Actor + ")"
+		}
 	}
-	return what + ": it is now " + state + ". Yours was not recorded. Look again before deciding."
+	return what + now + ". Yours was not recorded. Look again before deciding."
 }
 
 // resolve records a decision taken on the operation page. The form names
@@ -236,7 +248,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	key := r.PathValue("key")
 	kind := opledger.DecisionKind(r.PostForm.Get("decision"))
 	if _, ok := notices[kind]; !ok {
-		c.fail(w, r, http.StatusBadRequest, "The console offers no such decision.", nil)
+		c.fail(w, r, s, http.StatusBadRequest, "The console offers no such decision.", nil)
 		return
 	}
 	v := decisionValues{Ref: r.PostForm.Get("ref"), Reason: r.PostForm.Get("reason"), Operator: r.PostForm.Get("operator")}
@@ -281,10 +293,10 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		failed(http.StatusBadRequest, "", consoleWords(strings.TrimPrefix(err.Error(), "invalid input: ")))
 		return
 	case errors.Is(err, opledger.ErrNotFound), errors.Is(err, opledger.ErrInvalidKey):
-		c.fail(w, r, http.StatusNotFound, "No operation has that key.", nil)
+		c.fail(w, r, s, http.StatusNotFound, "No operation has that key.", nil)
 		return
 	case err != nil:
-		c.fail(w, r, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
 		return
 	}
 	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, kind, op.Key), 60))

@@ -3,6 +3,10 @@ package console
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
 )
 
 // TestHumanDuration: durations read as a person says them, in their two
@@ -104,4 +108,17 @@ func TestShorten(t *testing.T) {
 	if len(l.Head) != 100 || l.Tail != nil || l.Hidden != 0 || l.Total != 100 {
 		t.Errorf("shorten(100 items, 100) left something out: %+v", l)
 	}
+}
+
+// staleMessage names what happened and the state now, once.
+func TestStaleMessage(t *testing.T) {
+	t.Parallel()
+	succeeded := &opledger.Operation{State: opledger.StateSucceeded}
+	require.Equal(t, "The operation has changed since you opened this page: it is now succeeded (by worker-1). Yours was not recorded. Look again before deciding.",
+		staleMessage(succeeded, []*opledger.TimelineEntry{{Event: "succeeded", Actor: "worker-1"}}))
+	cancelled := &opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled}
+	require.Equal(t, "Another decision was recorded since you opened this page (operator cancelled, by Ana): it is now failed (cancelled). Yours was not recorded. Look again before deciding.",
+		staleMessage(cancelled, []*opledger.TimelineEntry{{Event: "operator cancelled", Actor: "Ana"}}))
+	require.Equal(t, "The operation has changed since you opened this page: it is now held. Yours was not recorded. Look again before deciding.",
+		staleMessage(&opledger.Operation{State: opledger.StateHeld}, nil))
 }

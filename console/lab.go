@@ -96,7 +96,7 @@ func (c *Console) labPage(w http.ResponseWriter, r *http.Request, s *session) {
 	for _, sc := range lab.Scenarios() {
 		p, err := c.playground(r, s, sc.Name)
 		if err != nil {
-			c.fail(w, r, http.StatusServiceUnavailable, "The lab could not start.", err)
+			c.fail(w, r, s, http.StatusServiceUnavailable, "The lab could not start.", err)
 			return
 		}
 		steps, earlier := p.Recent()
@@ -115,12 +115,12 @@ func (c *Console) labPage(w http.ResponseWriter, r *http.Request, s *session) {
 func (c *Console) labAction(w http.ResponseWriter, r *http.Request, s *session) {
 	name := r.PathValue("scenario")
 	if _, ok := lab.FindScenario(name); !ok {
-		c.fail(w, r, http.StatusNotFound, "The lab has no such scenario.", nil)
+		c.fail(w, r, s, http.StatusNotFound, "The lab has no such scenario.", nil)
 		return
 	}
 	p, err := c.playground(r, s, name)
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The lab could not start.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The lab could not start.", err)
 		return
 	}
 	switch r.PostForm.Get("do") {
@@ -131,12 +131,12 @@ func (c *Console) labAction(w http.ResponseWriter, r *http.Request, s *session) 
 	default:
 		_, err = p.Step(r.Context(), r.PostForm.Get("step"))
 		if errors.Is(err, lab.ErrUnknownAction) {
-			c.fail(w, r, http.StatusBadRequest, "That scenario has no such step.", nil)
+			c.fail(w, r, s, http.StatusBadRequest, "That scenario has no such step.", nil)
 			return
 		}
 	}
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The step could not be played.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The step could not be played.", err)
 		return
 	}
 	http.Redirect(w, r, "/lab#"+url.PathEscape(name), http.StatusSeeOther)

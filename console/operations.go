@@ -100,7 +100,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	now, err := s.ledger.Now(r.Context())
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	page, err := s.ledger.List(r.Context(), opledger.ListOptions{States: f.States, Owner: f.Owner, Destination: f.Destination,
@@ -116,7 +116,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
 	rows := make([]operationRow, len(page.Items))
@@ -135,7 +135,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 	if f.Owner == "" && f.Destination == "" {
 		counts, err := s.ledger.CountByState(r.Context())
 		if err != nil {
-			c.fail(w, r, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
 		total := 0
