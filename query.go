@@ -106,6 +106,10 @@ type ListOptions struct {
 	// (Operation.DuplicateEffects > 0): the incidents to look into at
 	// their destinations.
 	DuplicateEffects bool
+	// ExceptCancelled leaves out the failed operations an operator
+	// cancelled (FailureCancelled), which need no repair: the failed ones
+	// the console's exception queue shows.
+	ExceptCancelled bool
 	// Order is the order of the list: OrderNewest when empty.
 	Order Order
 	// Limit is the page size: default 50, at most 500.
@@ -141,7 +145,7 @@ const MaxListLimit = 500
 // ones by review time (OrderReview).
 func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	p := store.ListParams{Tenant: l.tenant, Owner: o.Owner, Destination: o.Destination, Duplicates: o.DuplicateEffects,
-		Limit: o.Limit}
+		ExceptCancelled: o.ExceptCancelled, Limit: o.Limit}
 	if p.Limit <= 0 {
 		p.Limit = 50
 	}
@@ -211,8 +215,12 @@ func listScope(p store.ListParams) string {
 	if p.ByReview {
 		states = nil // held only, whether or not the caller said so
 	}
-	h := sha256.Sum256([]byte(fmt.Sprintf("%t\x00%s\x00%s\x00%t\x00%s", p.ByReview, p.Owner, p.Destination, p.Duplicates,
-		strings.Join(states, ","))))
+	scope := fmt.Sprintf("%t\x00%s\x00%s\x00%t\x00%s", p.ByReview, p.Owner, p.Destination, p.Duplicates,
+		strings.Join(states, ","))
+	if p.ExceptCancelled {
+		scope += "\x00except cancelled" // only then: the cursors of other lists stay as they were
+	}
+	h := sha256.Sum256([]byte(scope))
 	return hex.EncodeToString(h[:4])
 }
 
@@ -230,6 +238,20 @@ func decodeCursor(c, scope string) (time.Time, string, error) {
 		}
 	}
 	return time.Time{}, "", invalidInput("cursor does not continue this list: it was issued for another order or other filters, or not by opledger (give the same order and filters, or start without a cursor)")
+}
+
+// CountFailedByKind counts the tenant's failed operations by failure
+// kind; a kind with none is left out.
+func (l *Ledger) CountFailedByKind(ctx context.Context) (map[FailureKind]int, error) {
+	out := map[FailureKind]int{}
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		m, err := r.CountFailedByKind(ctx, l.tenant)
+		for k, v := range m {
+			out[FailureKind(k)] = v
+		}
+		return err
+	})
+	return out, err
 }
 
 // CountByState counts the tenant's operations in each state.

@@ -68,3 +68,59 @@ func TestWrongTokenSaysSo(t *testing.T) {
 	require.NoError(t, err, "the claim still holds")
 	require.True(t, op.Dispatched)
 }
+
+// TestListExceptCancelled: a list can leave out the failed operations an
+// operator cancelled, page by page, with a cursor of its own; the failed
+// ones are counted by kind.
+func TestListExceptCancelled(t *testing.T) {
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			for _, key := range []string{"c:1", "r:1", "p:1", "c:2", "r:2"} {
+				_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "a", Destination: "d", Payload: json.RawMessage(`{}`)})
+				require.NoError(t, err)
+				switch key[0] {
+				case 'c':
+					_, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
+				case 'r':
+					var c *opledger.Claim
+					c, err = l.Claim(ctx, key, opledger.ClaimOptions{})
+					require.NoError(t, err)
+					_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422"})
+				}
+				require.NoError(t, err)
+			}
+			keys := func(o opledger.ListOptions) []string {
+				var out []string
+				for {
+					page, err := l.List(ctx, o)
+					require.NoError(t, err)
+					for _, op := range page.Items {
+						out = append(out, op.Key)
+					}
+					if page.NextCursor == "" {
+						return out
+					}
+					o.Cursor = page.NextCursor
+				}
+			}
+			failed := []opledger.State{opledger.StateFailed}
+			require.Equal(t, []string{"r:2", "r:1"}, keys(opledger.ListOptions{States: failed, ExceptCancelled: true, Limit: 1}))
+			require.Equal(t, []string{"r:2", "p:1", "r:1"}, keys(opledger.ListOptions{ExceptCancelled: true, Limit: 2}))
+			require.Equal(t, []string{"r:2", "c:2", "r:1", "c:1"}, keys(opledger.ListOptions{States: failed, Limit: 3}))
+
+			page, err := l.List(ctx, opledger.ListOptions{States: failed, ExceptCancelled: true, Limit: 1})
+			require.NoError(t, err)
+			_, err = l.List(ctx, opledger.ListOptions{States: failed, Limit: 1, Cursor: page.NextCursor})
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, "a cursor continues only its own list")
+
+			kinds, err := l.CountFailedByKind(ctx)
+			require.NoError(t, err)
+			require.Equal(t, map[opledger.FailureKind]int{opledger.FailureRejected: 2, opledger.FailureCancelled: 2}, kinds)
+		})
+	}
+}

@@ -408,8 +408,9 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// queue is the exception queue: held, uncertain and failed operations,
-// the most urgent review first. Each state is read on its own, up to
+// queue is the exception queue: held, uncertain and failed operations
+// (but those an operator cancelled, which need no repair), the most
+// urgent review first. Each state is read on its own, up to
 // queueLimit operations each, so that a burst of failures never pushes a
 // held or uncertain operation out of the page. The held ones are read by
 // review time, so that those shown are the ones due first; the uncertain
@@ -429,8 +430,12 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	sum := queueSummary{Limit: c.queueLimit, States: queueStates}
 	for _, st := range queueStates {
 		o := opledger.ListOptions{States: []opledger.State{st}, Limit: c.queueLimit}
-		if st == opledger.StateHeld {
+		switch st {
+		case opledger.StateHeld:
 			o.Order = opledger.OrderReview
+		case opledger.StateFailed:
+			// An operator's cancellation needs no repair.
+			o.ExceptCancelled = true
 		}
 		page, err := s.ledger.List(r.Context(), o)
 		if err != nil {
@@ -452,7 +457,16 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 					return
 				}
 			}
-			total = max(counts[st], total+1)
+			all := counts[st]
+			if st == opledger.StateFailed {
+				kinds, err := s.ledger.CountFailedByKind(r.Context())
+				if err != nil {
+					c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+					return
+				}
+				all -= kinds[opledger.FailureCancelled]
+			}
+			total = max(all, total+1)
 			sum.Capped = append(sum.Capped, stateTotal{State: st, Total: total})
 		}
 		sum.Total += total

@@ -512,6 +512,15 @@ func TestQueueShowsEveryState(t *testing.T) {
 		key := fmt.Sprintf("new:failed:%d", i)
 		report(key, dispatched(key), opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422"})
 	}
+	// The newest failures of all were cancelled by an operator: they need
+	// no repair, and are neither shown nor counted.
+	for i := range 3 {
+		key := fmt.Sprintf("new:cancelled:%d", i)
+		_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		_, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "order withdrawn"})
+		require.NoError(t, err)
+	}
 	// old:held's review time (24 h after it was held) has passed; the
 	// others' has not.
 	offset.Add(int64(23*time.Hour + 30*time.Minute))
@@ -525,6 +534,8 @@ func TestQueueShowsEveryState(t *testing.T) {
 	for _, key := range []string{"new:failed:1", "new:failed:0"} {
 		require.NotContains(t, page, key, "only the newest two failures")
 	}
+	require.NotContains(t, page, "new:cancelled", "a cancelled operation needs no repair")
+	require.Contains(t, get("/operations?state=failed"), "new:cancelled:2", "the list of every failed operation has it")
 	// The caption counts every operation that needs attention, not only
 	// those shown, and says which states have more.
 	require.Contains(t, page, "Showing 5 of 8 operations that need attention: at most 2 of each state are shown (the held ones due first, the others the newest), and there are 3 held and 4 failed.")

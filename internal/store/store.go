@@ -261,6 +261,9 @@ type ListParams struct {
 	// Duplicates lists only operations with duplicate effects, through
 	// the partial index of those (migration 006).
 	Duplicates bool
+	// ExceptCancelled leaves out the failed operations an operator
+	// cancelled (failure kind "cancelled").
+	ExceptCancelled bool
 	// ByReview lists held operations only (States is not read), earliest
 	// review first, from the index of held operations by review time.
 	ByReview bool
@@ -304,6 +307,9 @@ type Reader interface {
 	FinalBefore(ctx context.Context, p FinalParams) ([]FinalRow, error)
 	// CountByState counts a tenant's operations by state.
 	CountByState(ctx context.Context, tenant string) (map[string]int, error)
+	// CountFailedByKind counts a tenant's failed operations by failure
+	// kind; a kind with none is left out.
+	CountFailedByKind(ctx context.Context, tenant string) (map[string]int, error)
 	// TokenByHash finds an API token by the SHA-256 of its secret.
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 	// ListTokens lists the tokens of a tenant ("" for all), oldest first.

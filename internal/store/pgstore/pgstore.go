@@ -693,6 +693,9 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 		// The predicate of operations_duplicates, as a literal.
 		where = append(where, "duplicate_effects > 0")
 	}
+	if p.ExceptCancelled {
+		where = append(where, "failure_kind <> 'cancelled'")
+	}
 	if p.Owner != "" {
 		where = append(where, "owner = "+arg(p.Owner))
 	}
@@ -884,6 +887,29 @@ func (r *reader) CountByState(ctx context.Context, tenant string) (map[string]in
 	out, err := r.countByState(ctx, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("count operations: %w", err)
+	}
+	return out, nil
+}
+
+// CountFailedByKind counts a tenant's failed operations by failure kind.
+func (r *reader) CountFailedByKind(ctx context.Context, tenant string) (map[string]int, error) {
+	rows, err := r.q.Query(ctx, `SELECT failure_kind, COUNT(*) FROM operations
+		WHERE tenant = $1 AND state = 'failed' GROUP BY failure_kind`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("count failed operations: %w", mapErr(err))
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var kind string
+		var n int64
+		if err := rows.Scan(&kind, &n); err != nil {
+			return nil, fmt.Errorf("count failed operations: %w", err)
+		}
+		out[kind] = int(n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count failed operations: %w", mapErr(err))
 	}
 	return out, nil
 }

@@ -845,6 +845,9 @@ func listQuery(p store.ListParams) (string, []any) {
 // (the tenant's operations, or those in the states asked for) in order
 // until the page is full.
 func listFilters(p store.ListParams, where []string, args []any) (string, []any) {
+	if p.ExceptCancelled {
+		where = append(where, notCancelled)
+	}
 	if p.Owner != "" {
 		where = append(where, "owner = ?")
 		args = append(args, p.Owner)
@@ -865,6 +868,34 @@ func listFilters(p store.ListParams, where []string, args []any) (string, []any)
 		args = append(args, c, c, p.AfterKey)
 	}
 	return strings.Join(where, " AND "), args
+}
+
+// notCancelled leaves out the operations an operator cancelled.
+const notCancelled = "failure_kind <> 'cancelled'"
+
+// CountFailedByKind counts a tenant's failed operations by failure kind,
+// from operations_not_succeeded (whose condition the statement spells as
+// the index does).
+func (r *sqlReader) CountFailedByKind(ctx context.Context, tenant string) (map[string]int, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT failure_kind, COUNT(*) FROM operations INDEXED BY operations_not_succeeded
+		WHERE tenant = ? AND state = 'failed' AND `+notSucceeded+` GROUP BY failure_kind`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("count failed operations: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var kind string
+		var n int
+		if err := rows.Scan(&kind, &n); err != nil {
+			return nil, fmt.Errorf("count failed operations: %w", err)
+		}
+		out[kind] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count failed operations: %w", err)
+	}
+	return out, nil
 }
 
 // CountOverdueReviews counts the held operations whose review_by has
