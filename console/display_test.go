@@ -386,6 +386,15 @@ func TestOperationsPage(t *testing.T) {
 		require.NoError(t, err)
 	}
 	s := signIn(t, srv.URL, token)
+	// Open by key: the operation's page, or its "not found".
+	for query, want := range map[string]string{"key=+p:3+": "/operations/p:3", "key=p:9": "/operations/p:9", "key=a%2Fb": "/operations/a%2Fb"} {
+		resp, err := s.hc.Get(srv.URL + "/operations?" + query)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, query)
+		require.Equal(t, want, resp.Header.Get("Location"), query)
+	}
+	require.Contains(t, s.get("/operations/p:3"), "<h1>p:3 <span")
 	keys := func(page string) []string {
 		var out []string
 		for _, m := range regexp.MustCompile(`<th scope="row"><a href="/operations/([^"]+)">`).FindAllStringSubmatch(page, -1) {

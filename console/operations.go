@@ -90,6 +90,12 @@ func parseOperationsFilter(q url.Values) (operationsFilter, string) {
 // ledger, where the exception queue shows only what needs attention. It
 // shows no payload.
 func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session) {
+	// The page's "Open by key" form: the operation's own page says
+	// whether it exists.
+	if key := strings.TrimSpace(r.URL.Query().Get("key")); key != "" {
+		http.Redirect(w, r, "/operations/"+url.PathEscape(key), http.StatusSeeOther)
+		return
+	}
 	f, msg := parseOperationsFilter(r.URL.Query())
 	data := map[string]any{"Title": "Operations", "Tenant": s.tenant, "CSRF": s.csrf, "Filter": f, "States": opledger.States,
 		"PageSize": c.pageSize}
