@@ -190,6 +190,7 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 		forms = append(forms, form)
 	}
 	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op, "Why": why(op, timeline),
+		"Guidance": guidance(op),
 		"Payload": masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
 		"Seen": op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
 		"MaxOperator": maxOperatorBytes, "FormError": topError, "ReplaceURL": replaceURL, "Notice": notice,
@@ -212,6 +213,24 @@ func why(op *opledger.Operation, timeline []*opledger.TimelineEntry) *opledger.T
 		}
 	}
 	return nil
+}
+
+// guidance says, above the decisions, what an operation in its state asks
+// of a person; "" when the forms say enough.
+func guidance(op *opledger.Operation) string {
+	switch {
+	case op.Tombstoned:
+		return ""
+	case op.State == opledger.StateUncertain || op.State == opledger.StateHeld:
+		return "Look at the destination first: if the effect is there, mark it succeeded with its reference; if you checked that it is not, authorize a retry; if it should not happen at all, cancel it."
+	case op.FailureKind == opledger.FailureRejected:
+		return "The destination refused this content, so nothing happened there. Sent again as it is, it will most likely be refused again: authorize a retry only once the cause is repaired at the destination or in its configuration. Content that was wrong is corrected by a new operation with its own key: sent content is never changed."
+	case op.FailureKind == opledger.FailureExhausted:
+		return "The retry limit or deadline was reached without a settled answer. Authorize a retry once the destination works again, or mark it succeeded if you find the effect there."
+	case op.FailureKind == opledger.FailureCancelled:
+		return "An operator cancelled it: nothing more is needed. Authorize a retry only if it should happen after all."
+	}
+	return ""
 }
 
 // staleMessage says what became of an operation since a page showed it.

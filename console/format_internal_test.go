@@ -122,3 +122,24 @@ func TestStaleMessage(t *testing.T) {
 	require.Equal(t, "The operation has changed since you opened this page: it is now held. Yours was not recorded. Look again before deciding.",
 		staleMessage(&opledger.Operation{State: opledger.StateHeld}, nil))
 }
+
+// guidance speaks to each state that needs a person, and to none other.
+func TestGuidance(t *testing.T) {
+	t.Parallel()
+	for op, want := range map[*opledger.Operation]string{
+		{State: opledger.StateHeld}:                                           "Look at the destination first",
+		{State: opledger.StateUncertain}:                                      "Look at the destination first",
+		{State: opledger.StateFailed, FailureKind: opledger.FailureRejected}:  "most likely be refused again",
+		{State: opledger.StateFailed, FailureKind: opledger.FailureExhausted}: "retry limit or deadline",
+		{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled}: "nothing more is needed",
+		{State: opledger.StatePending}:                                        "",
+		{State: opledger.StateHeld, Tombstoned: true}:                         "",
+		{State: opledger.StateSucceeded}:                                      "",
+	} {
+		if want == "" {
+			require.Empty(t, guidance(op), op.State)
+			continue
+		}
+		require.Contains(t, guidance(op), want, op.State)
+	}
+}

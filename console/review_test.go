@@ -595,6 +595,7 @@ func TestWhyAtTheTop(t *testing.T) {
 	require.Regexp(t, `<dt>Why held</dt><dd id="why"><strong>cannot be decided automatically</strong>: <bdi>[^<]*the mailer declares no lookup</bdi>`+
 		` <span class="actor">\(by <bdi>reconciler</bdi>, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)</span></dd>`, page)
 	require.Less(t, strings.Index(page, `id="why"`), strings.Index(page, "<h2>Payload</h2>"), "above the payload and the forms")
+	require.Contains(t, page, `<p id="guidance">Look at the destination first: if the effect is there, mark it succeeded`)
 
 	_, err := b.ledger.Resolve(context.Background(), "why:1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
 		DestinationRef: "M1", Reason: "found it"})
