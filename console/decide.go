@@ -191,7 +191,7 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op, "Why": why(op, timeline),
 		"Guidance": guidance(op),
-		"Payload": masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
+		"Payload":  masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
 		"Seen": op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
 		"MaxOperator": maxOperatorBytes, "FormError": topError, "ReplaceURL": replaceURL, "Notice": notice,
 		"Workflow": map[bool]string{true: workflowKey}[isStep]})
