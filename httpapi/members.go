@@ -22,9 +22,9 @@ func (e *memberError) Error() string { return e.msg }
 
 // checkMembers walks the valid JSON body as it decodes into t and refuses,
 // in every object that decodes into a struct, a name that is not exactly
-// one of its fields' (naming them) and a name given twice. Objects decoded otherwise (a
-// payload, a response: json.RawMessage, maps, any) are the caller's
-// content and are not looked into.
+// one of its fields' (naming them) and a name given twice. Objects
+// decoded otherwise (a payload, a response: json.RawMessage, maps, any)
+// are the caller's content and are not looked into.
 func checkMembers(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
