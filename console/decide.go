@@ -126,14 +126,7 @@ func (c *Console) makeNoticeCookie(r *http.Request, value string, maxAge int) *h
 func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *session, f *decisionFailure, notice string) {
 	key := r.PathValue("key")
 	op, err := s.ledger.Get(r.Context(), key)
-	if errors.Is(err, opledger.ErrNotFound) {
-		// Keys are per tenant: one recorded under another token's tenant
-		// is not found here.
-		c.fail(w, r, s, http.StatusNotFound, "No operation of tenant "+s.tenant+" has the key "+key+".", nil)
-		return
-	}
-	if errors.Is(err, opledger.ErrInvalidKey) {
-		c.fail(w, r, s, http.StatusNotFound, "No operation has that key.", nil)
+	if c.missing(w, r, s, key, err) {
 		return
 	}
 	if err != nil {
@@ -213,6 +206,22 @@ func why(op *opledger.Operation, timeline []*opledger.TimelineEntry) *opledger.T
 		}
 	}
 	return nil
+}
+
+// missing answers 404 when err says the operation of key is not there,
+// and reports whether it did. Keys are per tenant: one recorded under
+// another token's tenant is not found here, so the page names the tenant.
+// A key refused for its syntax is not echoed.
+func (c *Console) missing(w http.ResponseWriter, r *http.Request, s *session, key string, err error) bool {
+	switch {
+	case errors.Is(err, opledger.ErrNotFound):
+		c.fail(w, r, s, http.StatusNotFound, "No operation of tenant "+s.tenant+" has the key "+key+".", nil)
+	case errors.Is(err, opledger.ErrInvalidKey):
+		c.fail(w, r, s, http.StatusNotFound, "No operation has that key.", nil)
+	default:
+		return false
+	}
+	return true
 }
 
 // guidance says, above the decisions, what an operation in its state asks
@@ -311,8 +320,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	case errors.Is(err, opledger.ErrInvalidInput):
 		failed(http.StatusBadRequest, "", consoleWords(strings.TrimPrefix(err.Error(), "invalid input: ")))
 		return
-	case errors.Is(err, opledger.ErrNotFound), errors.Is(err, opledger.ErrInvalidKey):
-		c.fail(w, r, s, http.StatusNotFound, "No operation has that key.", nil)
+	case c.missing(w, r, s, key, err):
 		return
 	case err != nil:
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
