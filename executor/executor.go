@@ -405,8 +405,7 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	if !destination.Serves(dest, op.Tenant) {
 		// Its credentials are not this tenant's to use: the attempt ends
 		// here, with nothing sent and no dispatch mark.
-		return e.finish(r, bg, tl, c, opledger.Report{Outcome: opledger.OutcomeRejected,
-			Error: "not sent: destination " + op.Destination + " does not serve tenant " + op.Tenant}, log)
+		return e.finish(r, bg, tl, c, unsendable(opledger.Rejected(errors.New("destination "+op.Destination+" does not serve tenant "+op.Tenant))), log)
 	}
 	call := opledger.Call{Operation: op, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected}
 	if p, ok := dest.(destination.Preparer); ok {
