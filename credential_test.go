@@ -56,13 +56,13 @@ func TestDecisionsNameTheirCredential(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "Ben ("+cred+")", op.ApprovedBy)
 			require.Equal(t, "Ben ("+cred+")", lastActor("a:1"))
-			_, err = via.Resolve(ctx, "a:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn"})
+			_, _, err = via.Resolve(ctx, "a:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn"})
 			require.NoError(t, err)
 			require.Equal(t, "operator ("+cred+")", lastActor("a:1"), "the default name, with the credential")
 
 			_, _, err = plain.Record(ctx, opledger.Intent{Key: "a:2", Action: "crm.create", Destination: "crm"})
 			require.NoError(t, err)
-			_, err = plain.Resolve(ctx, "a:2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn", Operator: "Cy"})
+			_, _, err = plain.Resolve(ctx, "a:2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn", Operator: "Cy"})
 			require.NoError(t, err)
 			require.Equal(t, "Cy", lastActor("a:2"), "no credential: the name as given")
 

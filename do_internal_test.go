@@ -134,7 +134,7 @@ func TestDoLateSuccessThenLeaseExpiryBeforeDispatch(t *testing.T) {
 	advance(11 * time.Second)
 	_, err = l.ExpireLeases(ctx)
 	require.NoError(t, err)
-	_, err = l.Resolve(ctx, "k1", Decision{Kind: DecisionAuthorizeRetry, Reason: "checked"})
+	_, _, err = l.Resolve(ctx, "k1", Decision{Kind: DecisionAuthorizeRetry, Reason: "checked"})
 	require.NoError(t, err)
 	onDoStep(t, "k1", "claimed", func() {
 		_, err := l.Report(ctx, "k1", c1.AttemptID, c1.FencingToken, Report{Outcome: OutcomeSucceeded, DestinationRef: "R1"})

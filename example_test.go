@@ -258,7 +258,7 @@ func ExampleLedger_WithCredential() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = signedIn.Resolve(ctx, "intake:I18:create", opledger.Decision{
+	_, _, err = signedIn.Resolve(ctx, "intake:I18:create", opledger.Decision{
 		Kind: opledger.DecisionCancel, Reason: "the applicant withdrew", Operator: "Maria"})
 	if err != nil {
 		log.Fatal(err)

@@ -85,7 +85,7 @@ func TestListExceptCancelled(t *testing.T) {
 				require.NoError(t, err)
 				switch key[0] {
 				case 'c':
-					_, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
+					_, _, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
 				case 'r':
 					var c *opledger.Claim
 					c, err = l.Claim(ctx, key, opledger.ClaimOptions{})

@@ -59,41 +59,66 @@ var decisionFrom = map[DecisionKind][]State{
 	DecisionCancel:         {StateHeld, StateUncertain, StatePending, StateAwaitingApproval},
 }
 
+// decisionEvents are the timeline events the decisions record.
+var decisionEvents = map[DecisionKind]string{
+	DecisionMarkSucceeded:  "operator marked succeeded",
+	DecisionAuthorizeRetry: "operator authorized retry",
+	DecisionCancel:         "operator cancelled",
+}
+
 // Resolve records an operator's decision. Every decision needs a reason
 // (ErrReasonRequired); a decision the current state does not allow is
 // refused with a *StateError. The time from entering uncertain or held to
 // the decision is recorded as the operator recovery time.
-func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operation, error) {
+//
+// A decision that repeats the one that last moved the operation (the same
+// kind, operator, reason and destination_ref, and no change of state
+// since) is a replay: it records nothing and returns the operation as it
+// is, with replayed true. A script that lost Resolve's answer can
+// therefore send the same decision again and tell it apart from a
+// refusal. Once anything else has moved the operation (a worker claimed
+// the retry it allowed, say), a repeat is judged as a new decision:
+// refused, or stale when it carries SeenUpdatedAt.
+func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Operation, replayed bool, err error) {
 	allowed, ok := decisionFrom[d.Kind]
 	if !ok {
-		return nil, invalidInput("decision must be mark_succeeded, authorize_retry or cancel")
+		return nil, false, invalidInput("decision must be mark_succeeded, authorize_retry or cancel")
 	}
 	if strings.TrimSpace(d.Reason) == "" {
-		return nil, fmt.Errorf("%s: %w", d.Kind, ErrReasonRequired)
+		return nil, false, fmt.Errorf("%s: %w", d.Kind, ErrReasonRequired)
 	}
 	if len(d.Reason) > maxReasonLength || len(d.Operator) > maxNameLength || len(d.DestinationRef) > maxNameLength {
-		return nil, invalidInput("reason, operator or destination_ref too long")
+		return nil, false, invalidInput("reason, operator or destination_ref too long")
 	}
 	if err := checkText("reason", d.Reason, "operator", d.Operator, "destination_ref", d.DestinationRef); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if d.Kind == DecisionMarkSucceeded && d.DestinationRef == "" {
-		return nil, invalidInput("mark_succeeded needs the destination_ref the operator found")
+		return nil, false, invalidInput("mark_succeeded needs the destination_ref the operator found")
 	}
 	if d.Kind != DecisionMarkSucceeded && d.DestinationRef != "" {
 		// Kept nowhere: refused rather than dropped unseen.
-		return nil, invalidInput("%s takes no destination_ref (only mark_succeeded records one); say what was found in the reason", d.Kind)
+		return nil, false, invalidInput("%s takes no destination_ref (only mark_succeeded records one); say what was found in the reason", d.Kind)
 	}
 	switch {
 	case d.Operator == "":
 		d.Operator = "operator"
 	case strings.TrimSpace(d.Operator) == "":
-		return nil, invalidInput("operator must name who decided, or be left out")
+		return nil, false, invalidInput("operator must name who decided, or be left out")
 	}
 	d.Operator = l.attributed(d.Operator)
-	return l.mutate(ctx, key, func(t *txn) error {
+	op, err = l.mutate(ctx, key, func(t *txn) error {
+		replayed = false // a conflict runs this again
 		if err := t.need(string(d.Kind)); err != nil {
 			return err
+		}
+		repeat, err := t.repeats(d)
+		if err != nil {
+			return err
+		}
+		if repeat {
+			replayed = true
+			return nil
 		}
 		if !d.SeenUpdatedAt.IsZero() && !d.SeenUpdatedAt.Equal(t.op.UpdatedAt) {
 			return fmt.Errorf("%s %s: %w: it is %s, updated at %s, and was seen as updated at %s",
@@ -104,10 +129,10 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 		if !contains(allowed, from) {
 			return t.refuse(string(d.Kind))
 		}
-		evidence := d.Reason
+		recovery := ""
 		if !t.op.UnresolvedSince.IsZero() {
 			waited := t.now.Sub(t.op.UnresolvedSince)
-			evidence += fmt.Sprintf(" (recovery time %s)", waited.Round(time.Second))
+			recovery = fmt.Sprintf("%s%s)", recoveryTime, waited.Round(time.Second))
 			if err := t.tx.AppendRecovery(t.ctx, &store.Recovery{Tenant: t.tenant, Key: t.key,
 				Decision: string(d.Kind), At: t.now, Waited: waited}); err != nil {
 				return err
@@ -116,8 +141,7 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 		switch d.Kind {
 		case DecisionMarkSucceeded:
 			t.succeed(d.DestinationRef, json.RawMessage(nil))
-			t.move(StateSucceeded, d.Operator, "", "operator marked succeeded",
-				"destination ref "+d.DestinationRef+"; "+evidence)
+			t.move(StateSucceeded, d.Operator, "", decisionEvents[d.Kind], decisionEvidence(d)+recovery)
 		case DecisionAuthorizeRetry:
 			t.unprotect()
 			// A rejection's saved answer (kept on its attempt) is no
@@ -127,21 +151,75 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (*Operatio
 			if t.op.RequiresApproval && t.op.ApprovedBy == "" {
 				// Cancelled before its content was approved: a retry
 				// does not approve it, so it waits for that again.
-				t.move(StateAwaitingApproval, d.Operator, "", "operator authorized retry",
-					fmt.Sprintf("%s; version %d awaits approval", evidence, t.op.Version))
+				t.move(StateAwaitingApproval, d.Operator, "", decisionEvents[d.Kind],
+					fmt.Sprintf("%s%s%s%d awaits approval", decisionEvidence(d), recovery, awaitsVersion, t.op.Version))
 				break
 			}
-			t.move(StatePending, d.Operator, "", "operator authorized retry", evidence)
+			t.move(StatePending, d.Operator, "", decisionEvents[d.Kind], decisionEvidence(d)+recovery)
 			t.op.NotBefore = t.now
 		case DecisionCancel:
 			// A cancelled operation has no next attempt to protect: only
 			// an authorized retry leads to one, and that starts unprotected.
 			t.unprotect()
-			t.move(StateFailed, d.Operator, "", "operator cancelled", evidence)
+			t.move(StateFailed, d.Operator, "", decisionEvents[d.Kind], decisionEvidence(d)+recovery)
 			t.op.FailureKind = string(FailureCancelled)
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, false, err
+	}
+	return op, replayed, nil
+}
+
+// What a decision's timeline evidence may hold after decisionEvidence.
+const (
+	recoveryTime  = " (recovery time "
+	awaitsVersion = "; version "
+)
+
+// decisionEvidence is what a decision's timeline entry says first: the
+// reference it confirms, if any, and its reason. The recovery time and,
+// for a retry that awaits approval, the version may follow.
+func decisionEvidence(d Decision) string {
+	if d.Kind == DecisionMarkSucceeded {
+		return "destination ref " + d.DestinationRef + "; " + d.Reason
+	}
+	return d.Reason
+}
+
+// repeats reports whether d repeats the decision that last moved the
+// operation: the timeline's latest change of state is d's, by the same
+// operator, with the same reason and reference, and the operation is
+// still where that decision left it. Resolve answers such a decision as a
+// replay (see there). It reads the timeline, so it runs only for a
+// decision that may be one: the state a decision leads to never allows
+// the same decision again.
+func (t *txn) repeats(d Decision) (bool, error) {
+	if contains(decisionFrom[d.Kind], State(t.op.State)) {
+		return false, nil
+	}
+	tl, err := t.listTimeline()
+	if err != nil {
+		return false, err
+	}
+	var last *store.TimelineEntry
+	for i := len(tl) - 1; i >= 0 && last == nil; i-- {
+		if tl[i].ToState != "" {
+			last = tl[i]
+		}
+	}
+	// Every change of state appends its entry; the state is checked too
+	// rather than trusted to that.
+	if last == nil || last.ToState != t.op.State || last.Actor != d.Operator || last.Event != decisionEvents[d.Kind] {
+		return false, nil
+	}
+	if d.Kind == DecisionMarkSucceeded && t.op.DestinationRef != d.DestinationRef {
+		return false, nil
+	}
+	// Stored evidence was scrubbed of the operation's sensitive values.
+	rest, ok := strings.CutPrefix(last.Evidence, t.scrub(decisionEvidence(d)))
+	return ok && (rest == "" || strings.HasPrefix(rest, recoveryTime) || strings.HasPrefix(rest, awaitsVersion)), nil
 }
 
 func contains(states []State, s State) bool {

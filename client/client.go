@@ -162,18 +162,18 @@ func (e *Error) Is(target error) bool {
 // do sends a request with an optional JSON body and decodes a JSON answer
 // into out, which must then be a JSON object. It returns the status code.
 // Any status outside 2xx is an *Error.
-func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, error) {
+func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, fmt.Errorf("encode request: %w", err)
+			return 0, nil, fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if body != nil {
@@ -183,33 +183,33 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return 0, &noAnswerError{method: method, path: path, base: c.base, err: ue}
+			return 0, nil, &noAnswerError{method: method, path: path, base: c.base, err: ue}
 		}
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	// One byte past the limit tells a body at the limit from a longer one.
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("read response: %w", err)
+		return resp.StatusCode, resp.Header, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// A 3xx the http.Client did not follow is no answer either.
-		return resp.StatusCode, newError(resp, data, time.Now())
+		return resp.StatusCode, resp.Header, newError(resp, data, time.Now())
 	}
 	if len(data) > MaxResponseBytes {
-		return resp.StatusCode, fmt.Errorf("%s %s: response larger than %d bytes", method, path, MaxResponseBytes)
+		return resp.StatusCode, resp.Header, fmt.Errorf("%s %s: response larger than %d bytes", method, path, MaxResponseBytes)
 	}
 	if out != nil {
 		// null (or nothing) would decode into out as nothing at all.
 		if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
-			return resp.StatusCode, fmt.Errorf("decode %s %s response: got %s, not a JSON object", method, path, describeBody(trimmed))
+			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s response: got %s, not a JSON object", method, path, describeBody(trimmed))
 		}
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decode %s %s response: %w", method, path, err)
+			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s response: %w", method, path, err)
 		}
 	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, resp.Header, nil
 }
 
 // noAnswerError is a request that got no answer: the server could not be
@@ -341,7 +341,7 @@ func (c *Client) Record(ctx context.Context, key string, in Intent) (op *opledge
 		return nil, false, err
 	}
 	op = new(opledger.Operation)
-	status, err := c.do(ctx, http.MethodPut, opPath(key), in, op)
+	status, _, err := c.do(ctx, http.MethodPut, opPath(key), in, op)
 	if err != nil {
 		return nil, false, err
 	}
@@ -371,7 +371,7 @@ func (c *Client) Get(ctx context.Context, key string) (*OperationDetail, error) 
 		return nil, err
 	}
 	var d OperationDetail
-	if _, err := c.do(ctx, http.MethodGet, opPath(key), nil, &d); err != nil {
+	if _, _, err := c.do(ctx, http.MethodGet, opPath(key), nil, &d); err != nil {
 		return nil, err
 	}
 	return &d, nil
@@ -403,7 +403,7 @@ func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Pa
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	if _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+	if _, _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
 		return nil, err
 	}
 	return &page, nil
@@ -451,7 +451,7 @@ func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledg
 		return nil, err
 	}
 	var raw json.RawMessage
-	status, err := c.do(ctx, http.MethodPost, opPath(key, "claim"), r, &raw)
+	status, _, err := c.do(ctx, http.MethodPost, opPath(key, "claim"), r, &raw)
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +483,7 @@ func (c *Client) Dispatch(ctx context.Context, key, attemptID string, token int6
 		return nil, err
 	}
 	var op opledger.Operation
-	if _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "dispatch"),
+	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "dispatch"),
 		map[string]int64{"fencing_token": token}, &op); err != nil {
 		return nil, err
 	}
@@ -499,7 +499,7 @@ func (c *Client) ExtendLease(ctx context.Context, key, attemptID string, token i
 		return nil, err
 	}
 	var op opledger.Operation
-	if _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "lease"),
+	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "lease"),
 		map[string]any{"fencing_token": token, "lease_seconds": lease.Seconds()}, &op); err != nil {
 		return nil, err
 	}
@@ -547,7 +547,7 @@ func (c *Client) Report(ctx context.Context, key, attemptID string, r Report) (*
 		return nil, err
 	}
 	var res ReportResult
-	if _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "outcome"), r, &res); err != nil {
+	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "outcome"), r, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -602,9 +602,21 @@ func (c *Client) Revise(ctx context.Context, key string, r opledger.Revision) (*
 	return c.post(ctx, key, "revise", r)
 }
 
-// Resolve records an operator decision; the reason is required.
-func (c *Client) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error) {
-	return c.post(ctx, key, "resolve", d)
+// Resolve records an operator decision; the reason is required. As with
+// opledger.Ledger.Resolve, a decision that repeats the one that last moved
+// the operation records nothing and is answered with replayed true (the
+// server's Idempotent-Replayed header): a caller that lost an answer may
+// send the same decision again.
+func (c *Client) Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error) {
+	if err := opledger.ValidateKey(key); err != nil {
+		return nil, false, err
+	}
+	op = new(opledger.Operation)
+	_, h, err := c.do(ctx, http.MethodPost, opPath(key, "resolve"), d, op)
+	if err != nil {
+		return nil, false, err
+	}
+	return op, h.Get(httpapi.HeaderReplayed) == "true", nil
 }
 
 func (c *Client) post(ctx context.Context, key, action string, body any) (*opledger.Operation, error) {
@@ -612,7 +624,7 @@ func (c *Client) post(ctx context.Context, key, action string, body any) (*opled
 		return nil, err
 	}
 	var op opledger.Operation
-	if _, err := c.do(ctx, http.MethodPost, opPath(key, action), body, &op); err != nil {
+	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, action), body, &op); err != nil {
 		return nil, err
 	}
 	return &op, nil
@@ -630,7 +642,7 @@ type Stats struct {
 // Stats returns the tenant's figures.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	var st Stats
-	if _, err := c.do(ctx, http.MethodGet, "/v1/stats", nil, &st); err != nil {
+	if _, _, err := c.do(ctx, http.MethodGet, "/v1/stats", nil, &st); err != nil {
 		return nil, err
 	}
 	return &st, nil
@@ -640,7 +652,7 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 // delivery (nothing created).
 func (c *Client) ReceiveEvent(ctx context.Context, ev opledger.Event) (*opledger.EventResult, error) {
 	var res opledger.EventResult
-	if _, err := c.do(ctx, http.MethodPost, "/v1/events", ev, &res); err != nil {
+	if _, _, err := c.do(ctx, http.MethodPost, "/v1/events", ev, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -662,7 +674,7 @@ func (c *Client) ListEvents(ctx context.Context, o opledger.EventListOptions) (*
 		path += "?" + q.Encode()
 	}
 	var page opledger.EventPage
-	if _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+	if _, _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
 		return nil, err
 	}
 	return &page, nil
@@ -674,7 +686,7 @@ func (c *Client) GetEvent(ctx context.Context, source, eventID string) (*opledge
 		return nil, invalidInput("an event needs its source and its event id")
 	}
 	var d opledger.EventDetail
-	if _, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(source)+"/"+url.PathEscape(eventID), nil, &d); err != nil {
+	if _, _, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(source)+"/"+url.PathEscape(eventID), nil, &d); err != nil {
 		return nil, err
 	}
 	return &d, nil
@@ -696,7 +708,7 @@ func (c *Client) PutWorkflow(ctx context.Context, key string, spec opledger.Work
 		return nil, false, err
 	}
 	w = new(opledger.Workflow)
-	status, err := c.do(ctx, http.MethodPut, workflowPath(key), spec, w)
+	status, _, err := c.do(ctx, http.MethodPut, workflowPath(key), spec, w)
 	if err != nil {
 		return nil, false, err
 	}
@@ -743,7 +755,7 @@ func (c *Client) workflow(ctx context.Context, method, key string, body any, res
 		return nil, err
 	}
 	var w opledger.Workflow
-	if _, err := c.do(ctx, method, workflowPath(key, rest...), body, &w); err != nil {
+	if _, _, err := c.do(ctx, method, workflowPath(key, rest...), body, &w); err != nil {
 		return nil, err
 	}
 	return &w, nil

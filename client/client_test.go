@@ -279,7 +279,7 @@ func TestStaleDecision(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateUncertain, res.State)
 
-	_, err = c.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "R1",
+	_, _, err = c.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "R1",
 		Reason: "found R1", SeenUpdatedAt: res.UpdatedAt.Add(-time.Minute)})
 	var e *client.Error
 	require.ErrorAs(t, err, &e)

@@ -251,7 +251,7 @@ func TestRefusedBeforeSending(t *testing.T) {
 		"reconcile empty key": {func() error { _, err := c.Reconcile(ctx, "", client.Finding{}); return err }, opledger.ErrInvalidKey},
 		"approve empty key":   {func() error { _, err := c.Approve(ctx, "", approval); return err }, opledger.ErrInvalidKey},
 		"revise empty key":    {func() error { _, err := c.Revise(ctx, "", revision); return err }, opledger.ErrInvalidKey},
-		"resolve empty key":   {func() error { _, err := c.Resolve(ctx, "", opledger.Decision{Reason: "r"}); return err }, opledger.ErrInvalidKey},
+		"resolve empty key":   {func() error { _, _, err := c.Resolve(ctx, "", opledger.Decision{Reason: "r"}); return err }, opledger.ErrInvalidKey},
 		"event empty source":  {func() error { _, err := c.GetEvent(ctx, "", "evt-1"); return err }, opledger.ErrInvalidInput},
 		"event empty id":      {func() error { _, err := c.GetEvent(ctx, "forms", ""); return err }, opledger.ErrInvalidInput},
 		"put workflow":        {func() error { _, _, err := c.PutWorkflow(ctx, "", opledger.WorkflowSpec{}); return err }, opledger.ErrInvalidKey},

@@ -499,7 +499,7 @@ func TestQueueShowsEveryState(t *testing.T) {
 	// destination acted twice.
 	_, err := l.ExpireLeases(ctx)
 	require.NoError(t, err)
-	_, err = l.Resolve(ctx, "old:dup", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "not in the CRM"})
+	_, _, err = l.Resolve(ctx, "old:dup", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "not in the CRM"})
 	require.NoError(t, err)
 	retry, err := l.Claim(ctx, "old:dup", opledger.ClaimOptions{})
 	require.NoError(t, err)
@@ -518,7 +518,7 @@ func TestQueueShowsEveryState(t *testing.T) {
 		key := fmt.Sprintf("new:cancelled:%d", i)
 		_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
 		require.NoError(t, err)
-		_, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "order withdrawn"})
+		_, _, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "order withdrawn"})
 		require.NoError(t, err)
 	}
 	// old:held's review time (24 h after it was held) has passed; the
@@ -708,7 +708,7 @@ func TestDecisionEdges(t *testing.T) {
 		_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
 		require.NoError(t, err)
 	}
-	_, err := l.Resolve(ctx, "gone:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
+	_, _, err := l.Resolve(ctx, "gone:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
 	require.NoError(t, err)
 	offset.Add(int64(2 * time.Hour))
 	res, err := l.Compact(ctx)
@@ -767,7 +767,7 @@ func TestDecisionEdges(t *testing.T) {
 	require.Len(t, seen, 2)
 	live, err := l.Get(ctx, "live:1")
 	require.NoError(t, err)
-	_, err = l.Resolve(ctx, "live:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew", Operator: "B",
+	_, _, err = l.Resolve(ctx, "live:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew", Operator: "B",
 		SeenUpdatedAt: live.UpdatedAt})
 	require.NoError(t, err)
 	code, body = post("/operations/live:1/resolve", url.Values{"csrf": {csrf[1]}, "seen": {seen[1]}, "decision": {"authorize_retry"},

@@ -34,10 +34,10 @@ const noticeCookie = "opledger_notice"
 
 // noticeValue is the notice cookie's value for a decision of kind on key
 // in the session with secret: kind~key~MAC.
-func noticeValue(secret string, kind opledger.DecisionKind, key string) string {
+func noticeValue(secret, kind, key string) string {
 	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("opledger console notice\x00" + string(kind) + "\x00" + key))
-	return string(kind) + "~" + key + "~" + hex.EncodeToString(m.Sum(nil))
+	m.Write([]byte("opledger console notice\x00" + kind + "\x00" + key))
+	return kind + "~" + key + "~" + hex.EncodeToString(m.Sum(nil))
 }
 
 // notices are the only texts the operation page shows as a notice, by the
@@ -46,6 +46,19 @@ var notices = map[opledger.DecisionKind]string{
 	opledger.DecisionMarkSucceeded:  "Recorded: succeeded, with the reference you found.",
 	opledger.DecisionAuthorizeRetry: "Recorded: one more attempt is authorized.",
 	opledger.DecisionCancel:         "Recorded: cancelled.",
+}
+
+// replayedNotice is the notice's name, in place of a decision's, for a
+// decision that repeated the one that last moved the operation (a form
+// sent twice): the ledger recorded nothing.
+const replayedNotice = "replayed"
+
+// noticeText is the notice named kind: a decision's, or replayedNotice's.
+func noticeText(kind string) string {
+	if kind == replayedNotice {
+		return "Already recorded: this decision had been made, so nothing changed."
+	}
+	return notices[opledger.DecisionKind(kind)]
 }
 
 // decisionValues are the fields of a decision form as the operator typed
@@ -106,8 +119,8 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) 
 	if ck, err := r.Cookie(noticeCookie); err == nil {
 		http.SetCookie(w, c.makeNoticeCookie(r, "", -1))
 		if kind, _, ok := strings.Cut(ck.Value, "~"); ok &&
-			hmac.Equal([]byte(ck.Value), []byte(noticeValue(s.secret, opledger.DecisionKind(kind), r.PathValue("key")))) {
-			notice = notices[opledger.DecisionKind(kind)]
+			hmac.Equal([]byte(ck.Value), []byte(noticeValue(s.secret, kind, r.PathValue("key")))) {
+			notice = noticeText(kind)
 		}
 	}
 	c.showOperation(w, r, s, nil, notice)
@@ -302,7 +315,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	if kind != opledger.DecisionMarkSucceeded {
 		d.DestinationRef = ""
 	}
-	op, err := s.ledger.Resolve(r.Context(), key, d)
+	op, replayed, err := s.ledger.Resolve(r.Context(), key, d)
 	var se *opledger.StateError
 	switch {
 	case errors.Is(err, opledger.ErrStaleDecision):
@@ -326,7 +339,11 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
 		return
 	}
-	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, kind, op.Key), 60))
+	notice := string(kind)
+	if replayed {
+		notice = replayedNotice
+	}
+	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, notice, op.Key), 60))
 	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)
 }
 

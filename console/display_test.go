@@ -77,7 +77,7 @@ func (d duplicates) twice(key string, lost *opledger.Claim) {
 	d.offset.Add(int64(time.Minute)) // past the 30 s lease
 	_, err := d.l.ExpireLeases(ctx)
 	require.NoError(d.t, err)
-	_, err = d.l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "not in the CRM"})
+	_, _, err = d.l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "not in the CRM"})
 	require.NoError(d.t, err)
 	retry, err := d.l.Claim(ctx, key, opledger.ClaimOptions{})
 	require.NoError(d.t, err)
@@ -153,7 +153,7 @@ func TestDashboardRecovery(t *testing.T) {
 
 	heldOp(t, l, opledger.Intent{Key: "slow:1"}, "timeout", "no lookup")
 	offset.Add(int64(3*time.Hour + 12*time.Minute))
-	_, err := l.Resolve(ctx, "slow:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn"})
+	_, _, err := l.Resolve(ctx, "slow:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn"})
 	require.NoError(t, err)
 	page = s.get("/dashboard")
 	require.Equal(t, "3 h 12 min", figure(page, "recovery-mean"))
@@ -445,7 +445,7 @@ func TestOperationsPage(t *testing.T) {
 	require.Contains(t, page, `<option value="pending,held" selected>pending,held</option>`)
 
 	// A failed operation says why.
-	_, err := l.Resolve(ctx, "p:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn"})
+	_, _, err := l.Resolve(ctx, "p:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn"})
 	require.NoError(t, err)
 	page = s.get("/operations?state=failed")
 	require.Equal(t, []string{"p:1"}, keys(page))

@@ -203,7 +203,7 @@ func TestBackAfterDecision(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.url+"/operations/back:2"), chromedp.WaitVisible(`#decide-cancel`),
 		chromedp.Click(`nav a[href="/"]`), chromedp.WaitVisible(`table.queue`)))
-	_, err := l.Resolve(context.Background(), "back:2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn", Operator: "ana"})
+	_, _, err := l.Resolve(context.Background(), "back:2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn", Operator: "ana"})
 	require.NoError(t, err)
 	back()
 	require.Equal(t, "/operations/back:2", eval[string](t, ctx, `location.pathname`))
@@ -378,9 +378,24 @@ func TestNotice(t *testing.T) {
 	require.NoError(t, err)
 	s.hc.Jar.SetCookies(u, []*http.Cookie{{Name: "opledger_notice", Value: "mark_succeeded~note:1", Path: "/operations/"}})
 	require.NotContains(t, s.get("/operations/note:1"), "Recorded:", "a forged notice cookie")
-	s.decide("note:1", url.Values{"decision": {"mark_succeeded"}, "ref": {"CRM-1"}, "reason": {"found it"}})
+	csrf, seen := formOf(t, s.get("/operations/note:1"))
+	form := url.Values{"csrf": {csrf}, "seen": {seen}, "decision": {"mark_succeeded"}, "ref": {"CRM-1"}, "reason": {"found it"}}
+	code, body := s.post("/operations/note:1/resolve", form)
+	require.Equal(t, http.StatusSeeOther, code, body)
 	require.Contains(t, s.get("/operations/note:1"), `<p class="notice" role="status">Recorded: succeeded, with the reference you found.</p>`)
 	require.NotContains(t, s.get("/operations/note:1"), "Recorded:", "once")
+	// The same form sent again (a double click, a resend after a lost
+	// answer): the ledger recorded nothing, and the page says so.
+	before, err := l.Timeline(context.Background(), "note:1")
+	require.NoError(t, err)
+	code, body = s.post("/operations/note:1/resolve", form)
+	require.Equal(t, http.StatusSeeOther, code, body)
+	page := s.get("/operations/note:1")
+	require.Contains(t, page, `<p class="notice" role="status">Already recorded: this decision had been made, so nothing changed.</p>`)
+	require.NotContains(t, page, "Recorded: succeeded")
+	after, err := l.Timeline(context.Background(), "note:1")
+	require.NoError(t, err)
+	require.Len(t, after, len(before))
 }
 
 // TestBidiText: bidi controls in stored text are shown as escapes and
@@ -534,7 +549,7 @@ func TestDecisionWords(t *testing.T) {
 		timeline, err = l.Timeline(context.Background(), "words:2")
 		require.NoError(t, err)
 		require.Equal(t, tc.actor, timeline[len(timeline)-1].Actor)
-		_, err = l.Resolve(context.Background(), "words:2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "again"})
+		_, _, err = l.Resolve(context.Background(), "words:2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "again"})
 		require.NoError(t, err)
 		csrf, seen = formOf(t, s.get("/operations/words:2"))
 	}
@@ -597,7 +612,7 @@ func TestWhyAtTheTop(t *testing.T) {
 	require.Less(t, strings.Index(page, `id="why"`), strings.Index(page, "<h2>Payload</h2>"), "above the payload and the forms")
 	require.Contains(t, page, `<p id="guidance">Look at the destination first: if the effect is there, mark it succeeded`)
 
-	_, err := b.ledger.Resolve(context.Background(), "why:1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+	_, _, err := b.ledger.Resolve(context.Background(), "why:1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
 		DestinationRef: "M1", Reason: "found it"})
 	require.NoError(t, err)
 	require.NotContains(t, s.get("/operations/why:1"), `id="why"`, "settled: nothing to explain")

@@ -347,10 +347,10 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	// A decision on the operation as seen before its last change: refused.
 	seen := op.UpdatedAt.Add(-time.Millisecond).Format(time.RFC3339Nano)
 	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":"x","seen_updated_at":"`+seen+`"}`), 409, "stale_decision")
-	_, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x", SeenUpdatedAt: op.UpdatedAt.Add(-time.Millisecond)})
+	_, _, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x", SeenUpdatedAt: op.UpdatedAt.Add(-time.Millisecond)})
 	require.ErrorIs(t, err, opledger.ErrStaleDecision)
 	// As seen in the API's own answer: taken.
-	op, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "CRM-9", Reason: "found in CRM", Operator: "maria", SeenUpdatedAt: op.UpdatedAt})
+	op, _, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "CRM-9", Reason: "found in CRM", Operator: "maria", SeenUpdatedAt: op.UpdatedAt})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateSucceeded, op.State)
 	// The decision names who said they took it and the token it came with.
@@ -358,6 +358,16 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.NoError(t, err)
 	require.Equal(t, "maria (token test, "+signedIn.ID+")", detail.Timeline[len(detail.Timeline)-1].Actor)
 	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":"x"}`), 409, "invalid_state")
+	// The same decision again (its answer lost, say): 200 with
+	// Idempotent-Replayed, and nothing recorded.
+	again, replayed, err := b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "CRM-9", Reason: "found in CRM", Operator: "maria", SeenUpdatedAt: op.UpdatedAt})
+	require.NoError(t, err)
+	require.True(t, replayed)
+	require.Equal(t, op.UpdatedAt, again.UpdatedAt)
+	after, err := b.acme.Get(ctx, "order:18:prepare")
+	require.NoError(t, err)
+	require.Len(t, after.Timeline, len(detail.Timeline))
+	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"mark_succeeded","destination_ref":"CRM-10","reason":"found in CRM","operator":"maria"}`), 409, "invalid_state")
 
 	// Approve and revise.
 	appr := intent(5)

@@ -145,6 +145,12 @@ func Routes() []string {
 	return out
 }
 
+// HeaderReplayed, "true" on an answer to POST …/resolve, says that the
+// decision repeated the one that last moved the operation and recorded
+// nothing (opledger.Ledger.Resolve): the operation is as that decision left
+// it. The proxy marks its saved answers with the same header.
+const HeaderReplayed = "Idempotent-Replayed"
+
 type ctxKey int
 
 const (

@@ -429,10 +429,13 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	op, err := l.Resolve(r.Context(), r.PathValue("key"), body)
+	op, replayed, err := l.Resolve(r.Context(), r.PathValue("key"), body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
 	}
 	writeJSON(w, http.StatusOK, op)
 }

@@ -252,7 +252,7 @@ func (p *Playground) Reset(ctx context.Context) error {
 
 func (p *Playground) reset(ctx context.Context) error {
 	if op, err := p.w.ledger.Get(ctx, OperationKey); err == nil && !op.State.Final() && op.State != opledger.StateInProgress {
-		_, err := p.w.ledger.Resolve(ctx, OperationKey, opledger.Decision{Kind: opledger.DecisionCancel,
+		_, _, err := p.w.ledger.Resolve(ctx, OperationKey, opledger.Decision{Kind: opledger.DecisionCancel,
 			Reason: "lab scenario reset: the simulated CRM is discarded", Operator: "lab"})
 		if err != nil && !errors.Is(err, opledger.ErrInvalidState) {
 			return fmt.Errorf("cancel the previous run's operation: %w", err)

@@ -33,13 +33,13 @@ func TestRejectionNotReplayedAfterRetry(t *testing.T) {
 	require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
 
 	key := b.only(t).Key
-	_, err := b.ledger.Resolve(t.Context(), key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "fixed the campaign"})
+	_, _, err := b.ledger.Resolve(t.Context(), key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "fixed the campaign"})
 	require.NoError(t, err)
 	// The retry acts and answers 500: uncertain; with no lookup and no
 	// key, the reconciler holds it.
 	require.Equal(t, http.StatusInternalServerError, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
 	b.reconcile(t)
-	_, err = b.ledger.Resolve(t.Context(), key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "checked by hand"})
+	_, _, err = b.ledger.Resolve(t.Context(), key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "checked by hand"})
 	require.NoError(t, err)
 	a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
 	require.Equal(t, http.StatusConflict, a.status, "%s", a.body)

@@ -60,6 +60,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/reconciler"
 )
 
@@ -68,7 +69,7 @@ const (
 	// HeaderIdempotencyKey carries the caller's key.
 	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderReplayed marks a saved answer sent again.
-	HeaderReplayed = "Idempotent-Replayed"
+	HeaderReplayed = httpapi.HeaderReplayed
 	// HeaderState tells the ledger state of the operation behind an answer
 	// that is not final (an upstream 5xx) or a replayed reconciliation.
 	HeaderState = "Opledger-State"

@@ -326,7 +326,7 @@ func TestDecidedElsewhereIsSkipped(t *testing.T) {
 		queue, err := r.Ledger.ReconcileQueue(r.Ctx, opledger.ReconcileQueueOptions{Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, queue, 1)
-		_, err = r.Ledger.Resolve(r.Ctx, "mail:D1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+		_, _, err = r.Ledger.Resolve(r.Ctx, "mail:D1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
 			DestinationRef: "MSG-1", Reason: "seen in the provider's log"})
 		require.NoError(t, err)
 		d, err := r.Rec.Reconcile(r.Ctx, queue[0])

@@ -23,7 +23,7 @@ import (
 type opsBackend interface {
 	List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error)
 	Show(ctx context.Context, key string) (*opsDetail, error)
-	Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error)
+	Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error)
 	Close() error
 }
 
@@ -64,9 +64,9 @@ func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error)
 	return &opsDetail{Operation: op.Masked(), Attempts: op.MaskedAttempts(a), Timeline: tl}, nil
 }
 
-func (b ledgerBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error) {
-	op, err := b.l.Resolve(ctx, key, d)
-	return op, b.where(err)
+func (b ledgerBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, bool, error) {
+	op, replayed, err := b.l.Resolve(ctx, key, d)
+	return op, replayed, b.where(err)
 }
 
 // where names the tenant a key was not found in: keys are unique per
@@ -102,7 +102,7 @@ func (b serverBackend) Show(ctx context.Context, key string) (*opsDetail, error)
 	return out, nil
 }
 
-func (b serverBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, error) {
+func (b serverBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, bool, error) {
 	return b.c.Resolve(ctx, key, d)
 }
 
@@ -628,9 +628,16 @@ func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decisio
 		return err
 	}
 	defer b.Close()
-	op, err := b.Resolve(cmd.Context(), key, d)
+	op, replayed, err := b.Resolve(cmd.Context(), key, d)
 	if err != nil {
 		return refusedInput(err)
+	}
+	if replayed {
+		// Exit 0: a script that lost the first answer and sent the
+		// decision again learns it holds, as the first answer would have
+		// said.
+		fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this decision was already recorded, nothing changed\n", cell(op.Key), cell(string(op.State)))
+		return nil
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", cell(op.Key), cell(string(op.State)))
 	return nil

@@ -334,7 +334,7 @@ func TestControlCharactersEscaped(t *testing.T) {
 			return opledger.Result{}, opledger.Rejected(errors.New("422\nFORGED-ERROR"))
 		})
 	require.Error(t, err)
-	_, err = l.Resolve(ctx, "k2", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked\nFORGED-REASON", Operator: "me"})
+	_, _, err = l.Resolve(ctx, "k2", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked\nFORGED-REASON", Operator: "me"})
 	require.NoError(t, err)
 	_, _, err = l.CreateToken(ctx, "n8n\nFORGED-TOKEN\tx")
 	require.NoError(t, err)

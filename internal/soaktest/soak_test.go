@@ -667,7 +667,7 @@ func (s *soak) operator(ctx context.Context, l *opledger.Ledger, rnd *rand.Rand)
 			if d.Kind == opledger.DecisionMarkSucceeded {
 				d.DestinationRef = refFor(op.Key)
 			}
-			_, err := l.Resolve(ctx, op.Key, d)
+			_, _, err := l.Resolve(ctx, op.Key, d)
 			if s.check("resolve "+string(d.Kind), err, resolveKinds...) && d.Kind == opledger.DecisionMarkSucceeded {
 				s.observe("success calls")
 			}

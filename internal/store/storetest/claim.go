@@ -202,7 +202,7 @@ func testReport(t *testing.T, h Harness) {
 		attempts, err := b.ledger.Attempts(b.ctx, "k1")
 		require.NoError(t, err)
 		require.Equal(t, masked, attempts[0].Error)
-		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel,
+		op, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel,
 			Reason: "ana@example.invalid asked us to stop", Operator: "oncall"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateFailed, op.State)
@@ -308,7 +308,7 @@ func testReport(t *testing.T, h Harness) {
 		attempts, err := b.ledger.Attempts(b.ctx, "k1")
 		require.NoError(t, err)
 		require.Equal(t, masked, attempts[0].Error)
-		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel,
+		op, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel,
 			Reason: "ANA.SILVA@EXAMPLE.INVALID (Zo%C3%AB%20%3CLang%3E) asked us to stop", Operator: "oncall"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateFailed, op.State, "cancelled")
@@ -701,7 +701,7 @@ func testFencing(t *testing.T, h Harness) {
 		b := setup(t, h)
 		c := b.dispatched(t, "k1")
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
 		require.NoError(t, err)
 		b.requireState(t, "k1", opledger.StatePending)
 		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
@@ -847,7 +847,7 @@ func testFencing(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		c := b.uncertain(t, "k1")
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "R1", Reason: "found it"})
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "R1", Reason: "found it"})
 		require.NoError(t, err)
 		late := opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R2"}
 		var first, again *opledger.StaleError
@@ -951,7 +951,7 @@ func testFencing(t *testing.T, h Harness) {
 		b := setup(t, h)
 		c := b.dispatched(t, "k1")
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew", Operator: "ana"})
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew", Operator: "ana"})
 		require.NoError(t, err)
 		op := b.requireState(t, "k1", opledger.StateFailed)
 		require.Equal(t, opledger.FailureCancelled, op.FailureKind)
@@ -992,7 +992,7 @@ func testFencing(t *testing.T, h Harness) {
 			b.clock.Advance(11 * time.Second)
 			_, err = b.ledger.ExpireLeases(b.ctx)
 			require.NoError(t, err)
-			_, err = b.ledger.Resolve(b.ctx, "k3", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked"})
+			_, _, err = b.ledger.Resolve(b.ctx, "k3", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked"})
 			require.NoError(t, err)
 			stale = append(stale, c)
 		}
@@ -1011,7 +1011,7 @@ func testFencing(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		old := b.uncertain(t, "k1")
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "A-1", Reason: "found it in the CRM"})
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "A-1", Reason: "found it in the CRM"})
 		require.NoError(t, err)
 		for _, ref := range []string{"B-2", "B-2", "C-1", "C-1", "C-1"} {
 			_, err = b.ledger.Report(b.ctx, "k1", old.AttemptID, old.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref})
@@ -1044,7 +1044,7 @@ func testFencing(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		old := b.uncertain(t, "k1")
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked CRM, nothing there"})
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked CRM, nothing there"})
 		require.NoError(t, err)
 		fresh, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
 		require.NoError(t, err)
@@ -1126,7 +1126,7 @@ func (b *bundle) retryAuthorized(t *testing.T, key string) *opledger.Claim {
 	t.Helper()
 	first := b.dispatched(t, key)
 	b.report(t, key, first, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-	_, err := b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
+	_, _, err := b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "CRM has no lookup"})
 	require.NoError(t, err)
 	return first
 }

@@ -119,7 +119,7 @@ func testTombstones(t *testing.T, h Harness) {
 	require.ErrorIs(t, err, opledger.ErrInvalidState)
 
 	// A decision on a compacted operation says why nothing can change it.
-	_, err = b.ledger.Resolve(b.ctx, "rejected", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "again"})
+	_, _, err = b.ledger.Resolve(b.ctx, "rejected", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "again"})
 	require.ErrorIs(t, err, opledger.ErrInvalidState)
 	require.ErrorContains(t, err, "operation is failed and compacted")
 

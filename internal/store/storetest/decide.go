@@ -327,14 +327,14 @@ func testResolve(t *testing.T, h Harness) {
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateHeld)
 		for _, kind := range []opledger.DecisionKind{opledger.DecisionMarkSucceeded, opledger.DecisionAuthorizeRetry, opledger.DecisionCancel} {
-			_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: kind, DestinationRef: "H1", Reason: "  "})
+			_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: kind, DestinationRef: "H1", Reason: "  "})
 			require.ErrorIs(t, err, opledger.ErrReasonRequired, kind)
 		}
 		_, err := b.ledger.Hold(b.ctx, "k1", " \t ")
 		require.ErrorIs(t, err, opledger.ErrReasonRequired, "a hold's reason is not blank either")
-		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, Reason: "found it"})
+		_, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, Reason: "found it"})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, "mark succeeded needs the ref")
-		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: "shrug", Reason: "x"})
+		_, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: "shrug", Reason: "x"})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		b.requireState(t, "k1", opledger.StateHeld)
 	})
@@ -344,7 +344,7 @@ func testResolve(t *testing.T, h Harness) {
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateHeld)
 		b.clock.Advance(90 * time.Second)
-		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "H42", Reason: "found H42 in the CRM", Operator: "maria"})
+		op, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "H42", Reason: "found H42 in the CRM", Operator: "maria"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateSucceeded, op.State)
 		require.Equal(t, "H42", op.DestinationRef)
@@ -360,7 +360,7 @@ func testResolve(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateFailed)
-		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "field fixed at the CRM"})
+		op, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "field fixed at the CRM"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State)
 		require.Empty(t, op.FailureKind)
@@ -374,11 +374,11 @@ func testResolve(t *testing.T, h Harness) {
 		b.inState(t, "k1", opledger.StateAwaitingApproval)
 		// A reference only mark_succeeded keeps is refused, not dropped.
 		for _, kind := range []opledger.DecisionKind{opledger.DecisionCancel, opledger.DecisionAuthorizeRetry} {
-			_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: kind, Reason: "r", DestinationRef: "CRM-1"})
+			_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: kind, Reason: "r", DestinationRef: "CRM-1"})
 			require.ErrorIs(t, err, opledger.ErrInvalidInput, kind)
 			require.ErrorContains(t, err, "takes no destination_ref", kind)
 		}
-		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
+		op, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateFailed, op.State)
 		require.Equal(t, opledger.FailureCancelled, op.FailureKind)
@@ -391,9 +391,9 @@ func testResolve(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		recorded := b.inState(t, "k1", opledger.StateAwaitingApproval)
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now"})
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now"})
 		require.NoError(t, err)
-		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "now after all"})
+		op, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "now after all"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateAwaitingApproval, op.State)
 		require.Empty(t, op.FailureKind)
@@ -409,9 +409,9 @@ func testResolve(t *testing.T, h Harness) {
 		b.inState(t, "k2", opledger.StateAwaitingApproval)
 		_, err = b.ledger.Approve(b.ctx, "k2", opledger.Approval{Version: recorded.Version, Fingerprint: recorded.Fingerprint, Approver: "lead"})
 		require.NoError(t, err)
-		_, err = b.ledger.Resolve(b.ctx, "k2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now"})
+		_, _, err = b.ledger.Resolve(b.ctx, "k2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now"})
 		require.NoError(t, err)
-		op, err = b.ledger.Resolve(b.ctx, "k2", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "now after all"})
+		op, _, err = b.ledger.Resolve(b.ctx, "k2", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "now after all"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State)
 	})
@@ -425,7 +425,7 @@ func testResolve(t *testing.T, h Harness) {
 		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
 		require.NoError(t, err)
 		require.True(t, op.Protected)
-		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
+		op, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
 		require.NoError(t, err)
 		require.False(t, op.Protected)
 		require.Nil(t, op.ProtectedUntil)
@@ -439,21 +439,137 @@ func testResolve(t *testing.T, h Harness) {
 		b := setup(t, h)
 		seen := b.inState(t, "k1", opledger.StateHeld)
 		b.clock.Advance(time.Second)
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew",
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew",
 			Operator: "ana", SeenUpdatedAt: seen.UpdatedAt})
 		require.NoError(t, err)
 		before := b.events(t, "k1")
-		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again",
+		_, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again",
 			Operator: "ben", SeenUpdatedAt: seen.UpdatedAt})
 		require.ErrorIs(t, err, opledger.ErrStaleDecision)
 		require.ErrorContains(t, err, "it is failed")
 		require.Equal(t, before, b.events(t, "k1"), "nothing recorded")
 		now := b.requireState(t, "k1", opledger.StateFailed)
 		// Seen as it is now, the decision is taken.
-		op, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again",
+		op, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again",
 			Operator: "ben", SeenUpdatedAt: now.UpdatedAt})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State)
+	})
+
+	// A decision sent again after its answer was lost is answered as a
+	// replay while nothing has moved the operation since: nothing is
+	// recorded, and the caller can tell it from a refusal.
+	t.Run("RepeatIsReplayed", func(t *testing.T) {
+		t.Parallel()
+		cases := []struct {
+			name  string
+			from  opledger.State
+			d     opledger.Decision
+			want  opledger.State
+			intro func(b *bundle, key string) // before the decision, if any
+		}{
+			{"MarkSucceeded", opledger.StateHeld, opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+				DestinationRef: "H42", Reason: "found H42 in the CRM", Operator: "maria"}, opledger.StateSucceeded, nil},
+			{"AuthorizeRetry", opledger.StateFailed, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry,
+				Reason: "field fixed at the CRM", Operator: "maria"}, opledger.StatePending, nil},
+			{"Cancel", opledger.StatePending, opledger.Decision{Kind: opledger.DecisionCancel,
+				Reason: "customer withdrew", Operator: "maria"}, opledger.StateFailed, nil},
+			{"RetryAwaitingApproval", opledger.StateAwaitingApproval, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry,
+				Reason: "now after all"}, opledger.StateAwaitingApproval, func(b *bundle, key string) {
+				_, _, err := b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now"})
+				require.NoError(t, err)
+			}},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, h)
+				seen := b.inState(t, "k1", tc.from)
+				if tc.intro != nil {
+					tc.intro(b, "k1")
+					seen = b.requireState(t, "k1", opledger.StateFailed)
+				}
+				b.clock.Advance(30 * time.Second)
+				d := tc.d
+				d.SeenUpdatedAt = seen.UpdatedAt
+				first, replayed, err := b.ledger.Resolve(b.ctx, "k1", d)
+				require.NoError(t, err)
+				require.False(t, replayed, "the first decision is recorded")
+				require.Equal(t, tc.want, first.State)
+				events := b.events(t, "k1")
+
+				b.clock.Advance(time.Minute)
+				// The same form again, and the same decision without SeenUpdatedAt.
+				for _, again := range []opledger.Decision{d, tc.d} {
+					op, replayed, err := b.ledger.Resolve(b.ctx, "k1", again)
+					require.NoError(t, err)
+					require.True(t, replayed)
+					require.Equal(t, tc.want, op.State)
+					require.Equal(t, first.UpdatedAt, op.UpdatedAt, "nothing written")
+					require.Equal(t, first.DestinationRef, op.DestinationRef)
+					require.Equal(t, events, b.events(t, "k1"), "nothing recorded")
+				}
+
+				// Not the same decision: judged as a new one, and refused.
+				other := []opledger.Decision{tc.d, tc.d}
+				other[0].Reason += " (again)"
+				other[1].Operator = "ben"
+				if tc.d.Kind == opledger.DecisionMarkSucceeded {
+					o := tc.d
+					o.DestinationRef = "H43"
+					other = append(other, o)
+				}
+				for _, o := range other {
+					_, replayed, err := b.ledger.Resolve(b.ctx, "k1", o)
+					require.ErrorIs(t, err, opledger.ErrInvalidState, "%+v", o)
+					require.False(t, replayed)
+				}
+				require.Equal(t, events, b.events(t, "k1"), "nothing recorded")
+			})
+		}
+	})
+
+	// Once something else has moved the operation, a repeat is a new
+	// decision: a retry allowed and already claimed is not allowed again
+	// by a late copy of the first request.
+	t.Run("RepeatAfterAMoveIsJudgedAnew", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StateFailed)
+		d := opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "field fixed", Operator: "maria"}
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", d)
+		require.NoError(t, err)
+		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, replayed, err := b.ledger.Resolve(b.ctx, "k1", d)
+		require.ErrorIs(t, err, opledger.ErrInProgress)
+		require.False(t, replayed)
+		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422 invalid field"})
+		// Failed again: the same words are a second decision, recorded.
+		op, replayed, err := b.ledger.Resolve(b.ctx, "k1", d)
+		require.NoError(t, err)
+		require.False(t, replayed)
+		require.Equal(t, opledger.StatePending, op.State)
+	})
+
+	// The reason is stored with the operation's sensitive values masked;
+	// the same reason sent again is still recognised.
+	t.Run("RepeatWithSensitiveReason", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		in := intent("k1")
+		in.SensitiveFields = []string{"submission"}
+		_, _, err := b.ledger.Record(b.ctx, in)
+		require.NoError(t, err)
+		d := opledger.Decision{Kind: opledger.DecisionCancel, Reason: "S-847 was withdrawn by the customer"}
+		_, _, err = b.ledger.Resolve(b.ctx, "k1", d)
+		require.NoError(t, err)
+		tl, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		require.NotContains(t, tl[len(tl)-1].Evidence, "S-847", "stored masked")
+		_, replayed, err := b.ledger.Resolve(b.ctx, "k1", d)
+		require.NoError(t, err)
+		require.True(t, replayed)
 	})
 
 	// Names of who decided are not blank; left out, they default.
@@ -461,14 +577,14 @@ func testResolve(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		op := b.inState(t, "k1", opledger.StateAwaitingApproval)
-		_, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x", Operator: " \t "})
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x", Operator: " \t "})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "  "})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		_, err = b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: []byte(`{}`), Version: 2, Actor: " "})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		b.requireState(t, "k1", opledger.StateAwaitingApproval)
-		op, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x"})
+		op, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateFailed, op.State)
 		tl, err := b.ledger.Timeline(b.ctx, "k1")
@@ -547,7 +663,7 @@ func testTransitionTable(t *testing.T, h Harness) {
 			if kind == opledger.DecisionMarkSucceeded {
 				d.DestinationRef = "H1"
 			}
-			_, err := b.ledger.Resolve(b.ctx, key, d)
+			_, _, err := b.ledger.Resolve(b.ctx, key, d)
 			return err
 		}
 	}

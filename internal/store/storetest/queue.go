@@ -248,7 +248,7 @@ func testStats(t *testing.T, h Harness) {
 	(&bundle{ctx: b.ctx, ledger: acme, clock: b.clock}).inState(t, "x", opledger.StateSucceeded)
 
 	b.clock.Advance(10 * time.Minute)
-	_, err = b.ledger.Resolve(b.ctx, "h1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "H1", Reason: "found it"})
+	_, _, err = b.ledger.Resolve(b.ctx, "h1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "H1", Reason: "found it"})
 	require.NoError(t, err)
 
 	st, err := b.ledger.Stats(b.ctx, false)

@@ -212,7 +212,7 @@ func testRecord(t *testing.T, h Harness) {
 		require.ErrorContains(t, err, "type must be UTF-8 text without NUL bytes")
 
 		c := b.dispatched(t, "k1")
-		_, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x\x00y"})
+		_, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x\x00y"})
 		require.ErrorContains(t, err, "reason must be UTF-8 text without NUL bytes")
 		_, err = b.ledger.Report(b.ctx, "k1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R\x00"})
 		require.ErrorContains(t, err, "destination_ref must be UTF-8 text without NUL bytes")

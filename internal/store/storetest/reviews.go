@@ -130,7 +130,7 @@ func testReviews(t *testing.T, h Harness) {
 	require.Equal(t, 2, overdue(true), "and acme's x")
 	b.clock.Advance(3 * time.Hour)
 	require.Equal(t, 4, overdue(false), "c, a, d and b; not e and g")
-	_, err = b.ledger.Resolve(b.ctx, "a", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "owner decided"})
+	_, _, err = b.ledger.Resolve(b.ctx, "a", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "owner decided"})
 	require.NoError(t, err)
 	require.Equal(t, 3, overdue(false), "a decided")
 	require.Equal(t, []string{"c", "d", "b", "e", "g"}, list(opledger.ListOptions{Order: opledger.OrderReview, Limit: 2}))

@@ -613,7 +613,7 @@ rules:
 		require.NoError(t, err)
 		require.Zero(t, n, "a held step holds the workflow")
 
-		_, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+		_, _, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
 			DestinationRef: "T-42", Reason: "found the task in the CRM by hand", Operator: "lea"})
 		require.NoError(t, err)
 		n, err = b.ledger.AdvanceWorkflows(b.ctx)
@@ -632,7 +632,7 @@ rules:
 		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
 		require.NoError(t, err)
 		b.inState(t, "unrelated", opledger.StatePending)
-		_, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "campaign stopped"})
+		_, _, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "campaign stopped"})
 		require.NoError(t, err)
 		w, err := b.ledger.GetWorkflow(b.ctx, "wf:C-17")
 		require.NoError(t, err)
@@ -640,7 +640,7 @@ rules:
 		require.Contains(t, w.Reason, "create_task failed (cancelled)")
 		// An operator confirms the task exists after all, without a
 		// response: {steps.create_task.response.url} cannot be filled.
-		_, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+		_, _, err = b.ledger.Resolve(b.ctx, "wf:C-17/create_task", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
 			DestinationRef: "T-42", Reason: "created by hand"})
 		require.NoError(t, err)
 		n, err := b.ledger.AdvanceWorkflows(b.ctx)
