@@ -145,7 +145,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		"free":     freeText,
 		"visible":  visibleText,
 	}
-	for _, page := range []string{"login", "queue", "operation", "operations", "dashboard", "error", "events", "event", "workflow", "lab"} {
+	for _, page := range []string{"login", "queue", "operation", "operations", "dashboard", "error", "events", "event", "workflow", "lab", "labreset"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -170,6 +170,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /workflows", c.signedIn(c.workflowLookup))
 	c.mux.HandleFunc("GET /workflows/{key}", c.signedIn(c.workflow))
 	c.mux.HandleFunc("GET /lab", c.signedIn(c.labPage))
+	c.mux.HandleFunc("GET /lab/{scenario}/reset", c.signedIn(c.labResetPage))
 	c.mux.HandleFunc("POST /lab/{scenario}", c.signedIn(c.labAction))
 	return c, nil
 }

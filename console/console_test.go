@@ -557,7 +557,7 @@ func TestQueueShowsEveryState(t *testing.T) {
 
 // TestConsoleLab plays the lost-response scenario on the lab page and
 // checks the three counters, the state and the explanations after each
-// step, then Replay and Reset.
+// step, then Reset (which asks first) and Replay.
 func TestConsoleLab(t *testing.T) {
 	t.Parallel()
 	b := start(t)
@@ -613,7 +613,15 @@ func TestConsoleLab(t *testing.T) {
 		require.Zero(t, n, "lab operations %s in the served store", state)
 	}
 
-	do(chromedp.Click(`#lost-response-reset`), chromedp.WaitVisible(`#lost-response p.empty`))
+	// Reset asks first, without a script: "Keep it" keeps the run, and
+	// only "Reset the scenario" resets it.
+	do(chromedp.Click(`#lost-response-reset`), chromedp.WaitVisible(`#reset-confirm`))
+	require.Contains(t, text(`#reset-loses`), "discards the 4 steps")
+	requireAccessible(t, ctx)
+	do(chromedp.Click(`#reset-keep`), chromedp.WaitVisible(`#lost-response-steps li:nth-child(4)`))
+	require.Equal(t, [4]string{"3", "1", "1", "succeeded"}, counters(), "kept")
+	do(chromedp.Click(`#lost-response-reset`), chromedp.WaitVisible(`#reset-confirm`),
+		chromedp.Click(`#reset-confirm`), chromedp.WaitVisible(`#lost-response p.empty`))
 	require.Equal(t, [4]string{"0", "0", "0", "not recorded yet"}, counters())
 	do(chromedp.Click(`#lost-response-replay`), chromedp.WaitVisible(`#lost-response-steps li:nth-child(4)`))
 	require.Equal(t, [4]string{"3", "1", "1", "succeeded"}, counters())

@@ -110,8 +110,36 @@ func (c *Console) labPage(w http.ResponseWriter, r *http.Request, s *session) {
 		"Key": lab.OperationKey, "Order": lab.OrderRef})
 }
 
+// labResetPage asks before a scenario is reset, which discards its steps
+// and counters: the lab page's Reset button opens it (a GET, which
+// changes nothing), and only its confirming POST resets.
+func (c *Console) labResetPage(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("scenario")
+	if _, ok := lab.FindScenario(name); !ok {
+		c.fail(w, r, s, http.StatusNotFound, "The lab has no such scenario.", nil)
+		return
+	}
+	p, err := c.playground(r, s, name)
+	if err != nil {
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The lab could not start.", err)
+		return
+	}
+	c.labConfirmReset(w, s, name, p)
+}
+
+// labConfirmReset renders the confirmation of a reset of scenario name,
+// whose playground is p: what it would discard, a form that resets (with
+// the session's CSRF token, as every console form) and a way back.
+func (c *Console) labConfirmReset(w http.ResponseWriter, s *session, name string, p *lab.Playground) {
+	sc, _ := lab.FindScenario(name)
+	steps, earlier := p.Recent()
+	c.render(w, http.StatusOK, "labreset", map[string]any{"Title": "Reset “" + sc.Title + "”?", "Tenant": s.tenant, "CSRF": s.csrf,
+		"Scenario": sc, "Counters": p.Counters(), "Played": len(steps) + earlier})
+}
+
 // labAction plays a step, or resets or replays a scenario, then shows the
-// page again at that scenario.
+// page again at that scenario. A reset is done only when the form
+// confirms it (confirm=yes, from labResetPage); otherwise it is asked for.
 func (c *Console) labAction(w http.ResponseWriter, r *http.Request, s *session) {
 	name := r.PathValue("scenario")
 	if _, ok := lab.FindScenario(name); !ok {
@@ -125,6 +153,12 @@ func (c *Console) labAction(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	switch r.PostForm.Get("do") {
 	case "reset":
+		if r.PostForm.Get("confirm") != "yes" {
+			// A reset that was not confirmed (a lab page from before
+			// Reset asked, or a form of its own) only asks.
+			c.labConfirmReset(w, s, name, p)
+			return
+		}
 		err = p.Reset(r.Context())
 	case "replay":
 		_, err = p.Replay(r.Context())
