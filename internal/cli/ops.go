@@ -191,7 +191,9 @@ func newOpsCmd() *cobra.Command {
 		Short: "Inspect operations and record operator decisions",
 		Long: `ops works against a store directly (--db) or through a server (--server URL
 --token T). Decisions (resolve, retry, cancel) always need --reason: it is what the
-next person reads in the timeline.`,
+next person reads in the timeline. A decision sent again with the same words, when
+nothing has moved the operation since, records nothing and exits 0 ("already
+recorded"): a script that lost the first answer can repeat it.`,
 		Example: `  opledger ops list --state held,uncertain,failed
   opledger ops show intake:I17:create
   opledger ops resolve intake:I17:create --succeeded --ref H42 --reason "found H42 in the CRM"`,
