@@ -34,6 +34,10 @@ var (
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidInput: a field of a request is missing or malformed.
 	ErrInvalidInput = errors.New("invalid input")
+	// ErrDestinationNotServed: a new operation names a destination that
+	// serves other tenants only (Options.DestinationTenants). Nothing was
+	// recorded. It matches ErrInvalidInput too.
+	ErrDestinationNotServed = errors.New("the destination does not serve this tenant")
 	// ErrReasonRequired: an operator decision came without a reason.
 	ErrReasonRequired = errors.New("a reason is required")
 	// ErrStaleFinding: Reconcile was given a Finding about other attempts
@@ -184,4 +188,18 @@ func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
 
 func invalidInput(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
+}
+
+// notServedError refuses a new operation for a destination that serves
+// other tenants only. It names neither those tenants nor the operation's
+// content.
+type notServedError struct{ destination, tenant string }
+
+func (e *notServedError) Error() string {
+	return fmt.Sprintf("destination %q does not serve tenant %q (its tenants are set in destinations.yaml): nothing recorded", e.destination, e.tenant)
+}
+
+// Is matches ErrDestinationNotServed and ErrInvalidInput.
+func (e *notServedError) Is(target error) bool {
+	return target == ErrDestinationNotServed || target == ErrInvalidInput
 }

@@ -208,6 +208,9 @@ func (l *Ledger) ReceiveEvent(ctx context.Context, rules *Rules, ev Event) (*Eve
 	// Map outside the transaction: it depends on the event and the rules
 	// only. It is used only if the event turns out to be new.
 	mapping, mapErr := rules.mapEvent(&ev)
+	if mapErr == nil {
+		mapErr = l.servesMapping(mapping)
+	}
 	for range maxConflictRetries {
 		var res *EventResult
 		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -224,6 +227,27 @@ func (l *Ledger) ReceiveEvent(ctx context.Context, rules *Rules, ev Event) (*Eve
 		return res, nil
 	}
 	return nil, fmt.Errorf("receive event %s: gave up after %d write conflicts: %w", ev.EventID, maxConflictRetries, store.ErrConflict)
+}
+
+// servesMapping refuses, as a rule that cannot map the event, a mapping
+// with an operation for a destination that does not serve the tenant
+// (Options.DestinationTenants): the rules and the destinations disagree,
+// and the event is refused whole rather than recorded with operations
+// that could never be sent.
+func (l *Ledger) servesMapping(m *Mapping) error {
+	if m == nil {
+		return nil
+	}
+	for i, in := range m.Intents {
+		err := l.served.check(l.tenant, in.Destination)
+		if err == nil && m.Updates != nil && m.Updates[i] != nil {
+			err = l.served.check(l.tenant, m.Updates[i].Destination)
+		}
+		if err != nil {
+			return &RuleError{Rule: m.Rule, Field: fmt.Sprintf("operations[%d].destination", i), Err: err}
+		}
+	}
+	return nil
 }
 
 // receiveIn is one try of ReceiveEvent inside a write transaction.

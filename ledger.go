@@ -54,6 +54,17 @@ type Options struct {
 	RetryPolicy *RetryPolicy
 	// DestinationRetryPolicies are per-destination retry policies.
 	DestinationRetryPolicies map[string]RetryPolicy
+	// DestinationTenants names, for each destination that serves only some
+	// tenants, the tenants it serves (destination.Set.Tenants reads them
+	// from destinations.yaml). A new operation of another tenant for such
+	// a destination is refused with ErrDestinationNotServed, nothing
+	// recorded: by Record, a claim with an intent, PutWorkflow (for a new
+	// workflow, any of its steps) and ReceiveEvent (a *RuleError). An
+	// operation recorded before is not refused: a repeat still gets it,
+	// and the executor, which checks at each attempt, sends nothing. A
+	// destination not named here serves every tenant; a list must name
+	// at least one.
+	DestinationTenants map[string][]string
 	// HoldReviewAfter sets review_by when an operation becomes held.
 	// Default DefaultHoldReviewAfter.
 	HoldReviewAfter time.Duration
@@ -115,6 +126,8 @@ type shared struct {
 	store  store.Store
 	opts   Options
 	worker string
+	// served is Options.DestinationTenants.
+	served servedTenants
 	// snapshots are this ledger's own claims as it last wrote them.
 	snapshots *snapshots
 	// checkedTokens are the API tokens Authenticate found active lately.
@@ -209,6 +222,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 			return nil, fmt.Errorf("destination %q: %w", name, err)
 		}
 	}
+	served, err := newServedTenants(opts.DestinationTenants)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(ctx, dsn, opts)
 	if err == nil && opts.ExistingOnly {
 		if err = checkSchema(ctx, st, dsn); err != nil {
@@ -228,7 +245,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 		return nil, err
 	}
 	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots(),
-		life: newLifecycle()}, tenant: opts.Tenant}, nil
+		served: served, life: newLifecycle()}, tenant: opts.Tenant}, nil
 }
 
 // checkSchema refuses, reading only, a store whose schema is not at the
@@ -488,8 +505,11 @@ type txn struct {
 	tenant string
 	// holdReview is how long a held operation waits for its owner.
 	holdReview time.Duration
-	key        string
-	op         *store.Operation // nil when the key has no row
+	// served refuses a new operation for a destination that does not
+	// serve the tenant.
+	served servedTenants
+	key    string
+	op     *store.Operation // nil when the key has no row
 	// tombstone is set when the key has no row but a tombstone.
 	tombstone *store.Tombstone
 	prevRev   int64
@@ -581,7 +601,7 @@ func (l *Ledger) decideIn(ctx context.Context, tx store.Tx, tenant, key string, 
 // decideWith is decideIn that also reads attempt attemptID (if not "")
 // with the operation where the store offers that in one round trip.
 func (l *Ledger) decideWith(ctx context.Context, tx store.Tx, tenant, key, attemptID string, decide func(t *txn) error) (op *Operation, refusal, err error) {
-	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter}
+	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served}
 	// Read the row first: on stores that lock it, the clock is then read
 	// after any earlier writer finished, so times never go back.
 	var row *store.Operation

@@ -136,6 +136,12 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		return err
 	}
 	if !t.recordingStep {
+		// A workflow's steps were checked when it was put; one recorded
+		// later, after a change of the list, is refused by the executor
+		// with a reason the held workflow shows.
+		if err := t.served.check(t.tenant, in.Destination); err != nil {
+			return err
+		}
 		if err := t.refuseWorkflowStep(); err != nil {
 			return err
 		}
@@ -286,4 +292,38 @@ func missingFields(have, given []string) []string {
 		}
 	}
 	return missing
+}
+
+// servedTenants is Options.DestinationTenants as sets: the tenants each
+// listed destination serves.
+type servedTenants map[string]map[string]bool
+
+// newServedTenants checks and indexes Options.DestinationTenants.
+func newServedTenants(lists map[string][]string) (servedTenants, error) {
+	if len(lists) == 0 {
+		return nil, nil
+	}
+	served := make(servedTenants, len(lists))
+	for dest, tenants := range lists {
+		if len(tenants) == 0 {
+			return nil, invalidInput("DestinationTenants: destination %q lists no tenant: leave it out to serve every tenant", dest)
+		}
+		served[dest] = make(map[string]bool, len(tenants))
+		for _, tenant := range tenants {
+			if err := validateTenant(tenant); err != nil {
+				return nil, fmt.Errorf("DestinationTenants: destination %q: %w", dest, err)
+			}
+			served[dest][tenant] = true
+		}
+	}
+	return served, nil
+}
+
+// check refuses a new operation of tenant for destination when the
+// destination serves other tenants only.
+func (s servedTenants) check(tenant, destination string) error {
+	if tenants, limited := s[destination]; limited && !tenants[tenant] {
+		return &notServedError{destination: destination, tenant: tenant}
+	}
+	return nil
 }

@@ -318,6 +318,11 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 		row, err := tx.GetWorkflow(ctx, l.tenant, key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
+			for _, s := range def.Steps {
+				if err := l.served.check(l.tenant, s.Destination); err != nil {
+					return fmt.Errorf("step %s: %w", s.Name, err)
+				}
+			}
 			if err := l.refuseForeignSteps(ctx, tx, key, def); err != nil {
 				return err
 			}

@@ -147,6 +147,8 @@ func (e *Error) Is(target error) bool {
 		// mapping_failed: a rule could not map the event (a
 		// *opledger.RuleError in the library, which matches it too).
 		return target == opledger.ErrInvalidInput
+	case "destination_not_served":
+		return target == opledger.ErrDestinationNotServed || target == opledger.ErrInvalidInput
 	case "payload_too_large":
 		// Past the server's body limit, or an event payload past
 		// MaxEventPayload: input it refuses.

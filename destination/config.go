@@ -64,7 +64,7 @@ type HTTPConfig struct {
 	// default policy (opledger.Options.RetryPolicy) applies.
 	Retry *RetryConfig `yaml:"retry"`
 	// Tenants, when set, are the only tenants whose operations the
-	// destination serves (HTTP.ServesTenant); unset, it serves every
+	// destination serves (HTTP.Tenants); unset, it serves every
 	// tenant. An empty list is refused.
 	Tenants []string `yaml:"tenants"`
 }

@@ -180,6 +180,9 @@ func TestLoadTenants(t *testing.T) {
 		require.Equal(t, want, destination.Serves(crm, tenant), tenant)
 		require.True(t, destination.Serves(mail, tenant), tenant)
 	}
+	// For opledger.Options.DestinationTenants: only the destinations that
+	// list their tenants.
+	require.Equal(t, map[string][]string{"crm": {"acme", "acme-eu"}}, set.Tenants())
 }
 
 func TestLoadErrors(t *testing.T) {

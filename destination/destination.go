@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -97,18 +98,23 @@ type Lookuper interface {
 // TenantLimiter is implemented by destinations that serve some tenants
 // only (HTTPConfig.Tenants). An executor sends such a destination nothing
 // for an operation of another tenant (the attempt ends rejected, nothing
-// sent), and a reconciler makes no lookup at it for one.
+// sent), and a reconciler makes no lookup at it for one. A ledger opened
+// with Set.Tenants refuses to record such an operation at all.
 type TenantLimiter interface {
-	// ServesTenant reports whether operations of tenant may be sent to
-	// the destination.
-	ServesTenant(tenant string) bool
+	// Tenants returns the tenants whose operations may be sent to the
+	// destination; nil means every tenant.
+	Tenants() []string
 }
 
 // Serves reports whether d takes operations of tenant: every destination
-// does, unless it is a TenantLimiter that refuses tenant.
+// does, unless it is a TenantLimiter that does not list tenant.
 func Serves(d Destination, tenant string) bool {
 	l, ok := d.(TenantLimiter)
-	return !ok || l.ServesTenant(tenant)
+	if !ok {
+		return true
+	}
+	tenants := l.Tenants()
+	return tenants == nil || slices.Contains(tenants, tenant)
 }
 
 // RetryPolicyProvider is implemented by destinations with a retry policy
@@ -297,6 +303,21 @@ func (s *Set) RetryPolicies() map[string]opledger.RetryPolicy {
 		if p, ok := d.(RetryPolicyProvider); ok {
 			if rp := p.RetryPolicy(); rp != nil {
 				out[name] = *rp
+			}
+		}
+	}
+	return out
+}
+
+// Tenants returns, for opledger.Options.DestinationTenants, the tenants
+// of each destination that serves some tenants only (a TenantLimiter
+// with a list). Destinations that serve every tenant are absent.
+func (s *Set) Tenants() map[string][]string {
+	out := map[string][]string{}
+	for name, d := range s.byName {
+		if l, ok := d.(TenantLimiter); ok {
+			if tenants := l.Tenants(); tenants != nil {
+				out[name] = tenants
 			}
 		}
 	}

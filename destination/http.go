@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -38,7 +39,7 @@ type HTTP struct {
 	idemHeader string
 	lookup     *httpLookup
 	retry      *opledger.RetryPolicy // nil: the ledger's default
-	tenants    map[string]bool       // nil: every tenant
+	tenants    []string              // nil: every tenant
 }
 
 // httpLookup is a configured lookup.
@@ -183,13 +184,12 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 		if len(c.Tenants) == 0 {
 			add("lists no tenant: list the tenants the destination serves, or leave it out to serve every tenant", "tenants")
 		}
-		h.tenants = make(map[string]bool, len(c.Tenants))
 		for i, t := range c.Tenants {
 			if err := opledger.ValidateKey(t); err != nil {
 				add("not a tenant name: "+strings.TrimPrefix(err.Error(), "invalid key: "), "tenants", strconv.Itoa(i))
 			}
-			h.tenants[t] = true
 		}
+		h.tenants = slices.Clone(c.Tenants)
 	}
 
 	if len(probs) > 0 {
@@ -409,9 +409,9 @@ func (h *HTTP) Capabilities() Capabilities { return h.caps }
 
 var _ TenantLimiter = (*HTTP)(nil)
 
-// ServesTenant reports whether the destination serves operations of
-// tenant: any tenant without HTTPConfig.Tenants, else those it lists.
-func (h *HTTP) ServesTenant(tenant string) bool { return h.tenants == nil || h.tenants[tenant] }
+// Tenants returns the tenants HTTPConfig.Tenants lists, or nil when it
+// lists none and the destination serves every tenant.
+func (h *HTTP) Tenants() []string { return slices.Clone(h.tenants) }
 
 // RetryPolicy is the destination's retry policy, or nil when the file
 // sets none and the ledger's default applies.

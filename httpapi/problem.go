@@ -28,28 +28,29 @@ type Problem struct {
 }
 
 var titles = map[string]string{
-	"fingerprint_mismatch": "Same key, different content",
-	"in_progress":          "Operation is in progress",
-	"not_due":              "Operation is not due yet",
-	"invalid_state":        "Not allowed in the operation's current state",
-	"stale_fencing_token":  "Stale fencing token",
-	"stale_finding":        "The operation has had another attempt since the lookup",
-	"stale_decision":       "The operation has changed since it was seen",
-	"not_found":            "Not found",
-	"invalid_key":          "Invalid key",
-	"invalid_input":        "Invalid input",
-	"invalid_json":         "Invalid JSON",
-	"reason_required":      "A reason is required",
-	"unauthorized":         "Missing or unknown bearer token",
-	"invalid_signature":    "Missing or invalid webhook signature",
-	"payload_too_large":    "Request body too large",
-	"method_not_allowed":   "Method not allowed",
-	"unsupported_media":    "Unsupported media type",
-	"internal":             "Internal error",
-	"unavailable":          "Store unavailable",
-	"store_busy":           "The ledger is busy with another process's write",
-	"store_full":           "The ledger's disk is full",
-	"mapping_failed":       "No mapping rule could map the event",
+	"fingerprint_mismatch":   "Same key, different content",
+	"in_progress":            "Operation is in progress",
+	"not_due":                "Operation is not due yet",
+	"invalid_state":          "Not allowed in the operation's current state",
+	"stale_fencing_token":    "Stale fencing token",
+	"stale_finding":          "The operation has had another attempt since the lookup",
+	"stale_decision":         "The operation has changed since it was seen",
+	"not_found":              "Not found",
+	"invalid_key":            "Invalid key",
+	"invalid_input":          "Invalid input",
+	"invalid_json":           "Invalid JSON",
+	"reason_required":        "A reason is required",
+	"unauthorized":           "Missing or unknown bearer token",
+	"invalid_signature":      "Missing or invalid webhook signature",
+	"payload_too_large":      "Request body too large",
+	"method_not_allowed":     "Method not allowed",
+	"unsupported_media":      "Unsupported media type",
+	"internal":               "Internal error",
+	"unavailable":            "Store unavailable",
+	"store_busy":             "The ledger is busy with another process's write",
+	"store_full":             "The ledger's disk is full",
+	"mapping_failed":         "No mapping rule could map the event",
+	"destination_not_served": "The destination does not serve this tenant",
 	// Kinds of the Idempotency-Key proxy (package proxy).
 	"idempotency_key_required": "Idempotency-Key header required",
 	"invalid_idempotency_key":  "Invalid Idempotency-Key header",
@@ -153,6 +154,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status, kind = http.StatusBadRequest, "invalid_key"
 	case errors.Is(err, opledger.ErrReasonRequired):
 		status, kind = http.StatusBadRequest, "reason_required"
+	case errors.Is(err, opledger.ErrDestinationNotServed):
+		status, kind = http.StatusUnprocessableEntity, "destination_not_served"
 	case errors.Is(err, opledger.ErrInvalidInput):
 		status, kind = http.StatusBadRequest, "invalid_input"
 	case errors.Is(err, opledger.ErrStoreBusy):

@@ -111,6 +111,7 @@ finish; every write a client got an answer for is already committed.`,
 						return fmt.Errorf("config destinations: %w", err)
 					}
 					opts.DestinationRetryPolicies = cfg.Destinations.RetryPolicies()
+					opts.DestinationTenants = cfg.Destinations.Tenants()
 				}
 			}
 			// What server.New would refuse (a destination timeout the

@@ -25,6 +25,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/client"
+	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
@@ -437,4 +438,42 @@ func TestServeLogsMigrations(t *testing.T) {
 	again := &testrig.LogBuffer{}
 	startedURL(t, exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--db", dsn), again)
 	require.NotContains(t, again.String(), "migrating", "up to date")
+}
+
+// TestServeRefusesTenantsADestinationDoesNotServe: with a destination
+// that lists its tenants in the config's destinations file, serve's API
+// refuses another tenant's new operation for it (422
+// destination_not_served), nothing recorded, and takes a listed tenant's.
+func TestServeRefusesTenantsADestinationDoesNotServe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dests := "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    timeout: 5s\n    tenants: [acme]\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dests.yaml"), []byte(dests), 0o644))
+	config := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("destinations: dests.yaml\n"), 0o644))
+	dsn := "sqlite:" + filepath.Join(dir, "ledger.db")
+	tokens := map[string]string{}
+	for _, tenant := range []string{"acme", "globex"} {
+		out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", tenant)
+		require.Equal(t, 0, code, errOut)
+		tokens[tenant] = strings.TrimSpace(out)
+	}
+	base := serveURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--config", config))
+	ctx := context.Background()
+	in := client.Intent{Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)}
+
+	globex := client.New(base, tokens["globex"], nil)
+	_, _, err := globex.Record(ctx, "order:1:create", in)
+	require.ErrorIs(t, err, opledger.ErrDestinationNotServed)
+	var ce *client.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, http.StatusUnprocessableEntity, ce.Status)
+	require.Equal(t, httpapi.ProblemTypeBase+"destination_not_served", ce.Problem.Type)
+	require.Contains(t, ce.Problem.Detail, `destination "crm" does not serve tenant "globex"`)
+	_, err = globex.Get(ctx, "order:1:create")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded")
+
+	_, created, err := client.New(base, tokens["acme"], nil).Record(ctx, "order:1:create", in)
+	require.NoError(t, err)
+	require.True(t, created)
 }

@@ -194,6 +194,9 @@ func New(t *testing.T, newDSN func(testing.TB) string, adjust ...func(*Options))
 	clock := &storetest.Clock{}
 	policies := set.RetryPolicies()
 	// Tests need no durability across power cuts: spare SQLite the fsyncs.
+	// DestinationTenants is left unset, unlike opledger serve's: the rig
+	// records what a ledger without the list would, so that the executor's
+	// and reconciler's own checks of a destination's tenants are tested.
 	l, err := opledger.Open(ctx, newDSN(t), opledger.Options{Worker: "rig", Lease: 10 * time.Second, Clock: clock.Func,
 		DestinationRetryPolicies: policies, SQLiteSynchronousNormal: true})
 	require.NoError(t, err)
