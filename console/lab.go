@@ -114,17 +114,25 @@ func (c *Console) labPage(w http.ResponseWriter, r *http.Request, s *session) {
 // and counters: the lab page's Reset button opens it (a GET, which
 // changes nothing), and only its confirming POST resets.
 func (c *Console) labResetPage(w http.ResponseWriter, r *http.Request, s *session) {
+	if name, p, ok := c.scenarioOf(w, r, s); ok {
+		c.labConfirmReset(w, s, name, p)
+	}
+}
+
+// scenarioOf is the playground of the request's scenario, or false after
+// answering that there is no such scenario or that the lab did not start.
+func (c *Console) scenarioOf(w http.ResponseWriter, r *http.Request, s *session) (string, *lab.Playground, bool) {
 	name := r.PathValue("scenario")
 	if _, ok := lab.FindScenario(name); !ok {
 		c.fail(w, r, s, http.StatusNotFound, "The lab has no such scenario.", nil)
-		return
+		return "", nil, false
 	}
 	p, err := c.playground(r, s, name)
 	if err != nil {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The lab could not start.", err)
-		return
+		return "", nil, false
 	}
-	c.labConfirmReset(w, s, name, p)
+	return name, p, true
 }
 
 // labConfirmReset renders the confirmation of a reset of scenario name,
@@ -141,16 +149,11 @@ func (c *Console) labConfirmReset(w http.ResponseWriter, s *session, name string
 // page again at that scenario. A reset is done only when the form
 // confirms it (confirm=yes, from labResetPage); otherwise it is asked for.
 func (c *Console) labAction(w http.ResponseWriter, r *http.Request, s *session) {
-	name := r.PathValue("scenario")
-	if _, ok := lab.FindScenario(name); !ok {
-		c.fail(w, r, s, http.StatusNotFound, "The lab has no such scenario.", nil)
+	name, p, ok := c.scenarioOf(w, r, s)
+	if !ok {
 		return
 	}
-	p, err := c.playground(r, s, name)
-	if err != nil {
-		c.fail(w, r, s, http.StatusServiceUnavailable, "The lab could not start.", err)
-		return
-	}
+	var err error
 	switch r.PostForm.Get("do") {
 	case "reset":
 		if r.PostForm.Get("confirm") != "yes" {
