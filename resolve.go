@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -217,10 +218,27 @@ func (t *txn) repeats(d Decision) (bool, error) {
 	if d.Kind == DecisionMarkSucceeded && t.op.DestinationRef != d.DestinationRef {
 		return false, nil
 	}
-	// Stored evidence was scrubbed of the operation's sensitive values.
+	// The entry is exactly what d would have written: its evidence (as
+	// stored, scrubbed of the operation's sensitive values), the recovery
+	// time when it ended an unresolved state, and the version a retry
+	// waits to be approved at. A reason that is only the start of the
+	// recorded one is another decision.
 	rest, ok := strings.CutPrefix(last.Evidence, t.scrub(decisionEvidence(d)))
-	return ok && (rest == "" || strings.HasPrefix(rest, recoveryTime) || strings.HasPrefix(rest, awaitsVersion)), nil
+	if ok && last.ToState == string(StateAwaitingApproval) {
+		rest, ok = strings.CutSuffix(rest, fmt.Sprintf("%s%d awaits approval", awaitsVersion, t.op.Version))
+	}
+	if !ok {
+		return false, nil
+	}
+	if State(last.FromState).Unresolved() {
+		return recoverySuffix.MatchString(rest), nil
+	}
+	return rest == "", nil
 }
+
+// recoverySuffix is the recovery time a decision's evidence ends with
+// when it settled an unresolved operation.
+var recoverySuffix = regexp.MustCompile(`^ \(recovery time -?[0-9hms]+\)$`)
 
 func contains(states []State, s State) bool {
 	for _, v := range states {

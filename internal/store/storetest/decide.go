@@ -529,6 +529,28 @@ func testResolve(t *testing.T, h Harness) {
 		}
 	})
 
+	// A reason that is only the start of the recorded one is another
+	// decision, even where the rest reads like what the ledger appends.
+	t.Run("RepeatNeedsTheWholeReason", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StatePending)
+		b.inState(t, "k2", opledger.StateHeld)
+		for key, reason := range map[string]string{
+			"k1": "customer withdrew (recovery time 3s)", // no recovery time appended: it was pending
+			"k2": "customer withdrew (recovery time 3s)", // one appended after it: it was held
+		} {
+			_, _, err := b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: reason})
+			require.NoError(t, err)
+			_, replayed, err := b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
+			require.ErrorIs(t, err, opledger.ErrInvalidState, key)
+			require.False(t, replayed)
+			_, replayed, err = b.ledger.Resolve(b.ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: reason})
+			require.NoError(t, err, key)
+			require.True(t, replayed, key)
+		}
+	})
+
 	// Once something else has moved the operation, a repeat is a new
 	// decision: a retry allowed and already claimed is not allowed again
 	// by a late copy of the first request.
