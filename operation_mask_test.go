@@ -1,7 +1,9 @@
 package opledger_test
 
 import (
+	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -235,4 +237,26 @@ func TestMaskedNonASCIIEmailInMixedCase(t *testing.T) {
 		string(shown.Response))
 	require.Equal(t, "contact:***;", shown.DestinationRef)
 	require.Equal(t, "***", op.MaskedAttempts([]*opledger.Attempt{{Number: 1, DestinationRef: "ÉMILE.Müller@EXAMPLE.com"}})[0].DestinationRef)
+}
+
+// TestSensitiveFieldAsJSONPointerRefused: "/to" (a JSON pointer, as
+// destinations.yaml writes paths) would mask nothing; it is refused with
+// what to write instead, and nothing is recorded.
+func TestSensitiveFieldAsJSONPointerRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "l.db"), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	in := opledger.Intent{Key: "mail:1", Action: "mail.send", Destination: "mail",
+		Payload: json.RawMessage(`{"to":"ana@example.com"}`), SensitiveFields: []string{"/to"}}
+	_, _, err = l.Record(ctx, in)
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.ErrorContains(t, err, `sensitive_fields: "/to" is a JSON pointer: entries are dotted paths (customer.email)`)
+	_, err = l.Get(ctx, "mail:1")
+	require.ErrorIs(t, err, opledger.ErrNotFound)
+	in.SensitiveFields = []string{"to"}
+	op, _, err := l.Record(ctx, in)
+	require.NoError(t, err)
+	require.NotContains(t, string(op.Masked().Payload), "ana@example.com")
 }

@@ -65,8 +65,8 @@ func (in *Intent) normalize() (string, error) {
 		in.Payload = json.RawMessage("null")
 	}
 	for _, f := range in.SensitiveFields {
-		if f == "" || len(f) > maxNameLength {
-			return "", invalidInput("sensitive_fields entries must be non-empty dotted paths")
+		if err := checkSensitiveField(f); err != nil {
+			return "", invalidInput("sensitive_fields: %s", err)
 		}
 		if err := checkText("sensitive_fields", f); err != nil {
 			return "", err
@@ -292,6 +292,20 @@ func missingFields(have, given []string) []string {
 		}
 	}
 	return missing
+}
+
+// checkSensitiveField checks one entry of sensitive_fields, a dotted path
+// ("customer.email"). One that starts with "/" is a JSON pointer, as
+// destinations.yaml uses, and would mask nothing: it is refused, so that
+// a value meant to be hidden is not shown.
+func checkSensitiveField(f string) error {
+	switch {
+	case f == "" || len(f) > maxNameLength:
+		return fmt.Errorf("entries must be non-empty dotted paths (customer.email), at most %d bytes", maxNameLength)
+	case strings.HasPrefix(f, "/"):
+		return fmt.Errorf("%q is a JSON pointer: entries are dotted paths (customer.email), and a pointer would mask nothing", f)
+	}
+	return nil
 }
 
 // servedTenants is Options.DestinationTenants as sets: the tenants each

@@ -269,8 +269,11 @@ func compileRule(r Rule) (*compiledRule, error) {
 			return nil, fail(field("payload"), err)
 		}
 		for _, f := range op.SensitiveFields {
-			if _, ok := storableText("", f); f == "" || len(f) > maxNameLength || !ok {
-				return nil, fail(field("sensitive_fields"), errors.New("entries must be non-empty dotted paths"))
+			if err := checkSensitiveField(f); err != nil {
+				return nil, fail(field("sensitive_fields"), err)
+			}
+			if _, ok := storableText("", f); !ok {
+				return nil, fail(field("sensitive_fields"), errors.New("entries must be UTF-8 text without NUL bytes"))
 			}
 		}
 		c.ops = append(c.ops, co)

@@ -167,14 +167,15 @@ func TestParseRulesRefusesBadRules(t *testing.T) {
 		"bad object kind":      {"rules:\n  - name: r\n    type: t\n    object: {kind: \"a b\", id: data.id, order_by: data.v}" + op, "object.kind"},
 		// Names recorded with every event and operation the rule produces:
 		// text PostgreSQL cannot store is refused when the rules load.
-		"NUL in a name":          {"rules:\n  - name: \"r\\0\"\n    type: t" + op, `rule "r\x00": name: must be UTF-8 text without NUL bytes`},
-		"NUL in a type":          {"rules:\n  - name: r\n    type: \"t\\0\"" + op, `rule "r": type: must be UTF-8`},
-		"NUL in a source":        {"rules:\n  - name: r\n    source: \"s\\0\"\n    type: t" + op, `rule "r": source: must be UTF-8`},
-		"NUL in an action":       {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: \"a\\0\", destination: d}", `rule "r": operations[0].action: must be UTF-8`},
-		"NUL in an update":       {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, update_key: u, update_action: \"a\\0\", action: a, destination: d}", `rule "r": operations[0].update_action: must be UTF-8`},
-		"NUL in a destination":   {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: \"d\\0\"}", `rule "r": operations[0].destination: must be UTF-8`},
-		"NUL in an owner":        {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, owner: \"o\\0\"}", `rule "r": operations[0].owner: must be UTF-8`},
-		"NUL in sensitive field": {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, sensitive_fields: [\"x\\0\"]}", `rule "r": operations[0].sensitive_fields: entries must be`},
+		"NUL in a name":                     {"rules:\n  - name: \"r\\0\"\n    type: t" + op, `rule "r\x00": name: must be UTF-8 text without NUL bytes`},
+		"NUL in a type":                     {"rules:\n  - name: r\n    type: \"t\\0\"" + op, `rule "r": type: must be UTF-8`},
+		"NUL in a source":                   {"rules:\n  - name: r\n    source: \"s\\0\"\n    type: t" + op, `rule "r": source: must be UTF-8`},
+		"NUL in an action":                  {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: \"a\\0\", destination: d}", `rule "r": operations[0].action: must be UTF-8`},
+		"NUL in an update":                  {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, update_key: u, update_action: \"a\\0\", action: a, destination: d}", `rule "r": operations[0].update_action: must be UTF-8`},
+		"NUL in a destination":              {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: \"d\\0\"}", `rule "r": operations[0].destination: must be UTF-8`},
+		"NUL in an owner":                   {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, owner: \"o\\0\"}", `rule "r": operations[0].owner: must be UTF-8`},
+		"JSON pointer as a sensitive field": {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, sensitive_fields: [/to]}", `rule "r": operations[0].sensitive_fields: "/to" is a JSON pointer: entries are dotted paths`},
+		"NUL in sensitive field":            {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, sensitive_fields: [\"x\\0\"]}", `rule "r": operations[0].sensitive_fields: entries must be`},
 		// JSON has no NaN or infinities: such a payload could never be
 		// encoded, so every matching event would be refused.
 		"NaN in a payload":       {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: {x: [1, .nan]}}", `rule "r": operations[0].payload: x: 1: NaN is not a JSON number`},
