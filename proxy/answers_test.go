@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -318,4 +319,63 @@ func TestAnswerHeaderNotUTF8Replayed(t *testing.T) {
 	require.Equal(t, []string{"café"}, view.Response.Header["X-Plain"], "a UTF-8 header is shown")
 	require.NotContains(t, view.Response.Header, "X-Mixed")
 	require.JSONEq(t, `"***"`, string(view.Response.HeaderBytes), "the others are masked")
+}
+
+// Every answer to a protected request with a key names its operation
+// (Opledger-Operation), so that whoever holds a 502, a 409 or a replay
+// can find it with opledger ops show; a refused upstream whose policy
+// spaces the attempts says when to come back (Retry-After), and the
+// repeat it holds back says why.
+func TestAnswersNameTheirOperation(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{}, nil)
+		first := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, http.StatusCreated, first.status)
+		key := first.header.Get(proxy.HeaderOperation)
+		require.Equal(t, b.keyOf(t, "/records"), key)
+		for _, a := range []answer{
+			b.send(t, http.MethodPost, "/records", "key-1", token, body1), // replayed
+			b.send(t, http.MethodPost, "/records", "key-1", token, body2), // 422
+		} {
+			require.Equal(t, key, a.header.Get(proxy.HeaderOperation), "%d %s", a.status, a.body)
+		}
+		require.Empty(t, b.send(t, http.MethodPost, "/records", "", token, body1).header.Get(proxy.HeaderOperation), "no key, no operation")
+
+		// Lost after it was sent, on an upstream that declares no way to
+		// find out: the repeat says a person will decide.
+		b.up.Fail(fakedest.LoseResponse)
+		lost := b.send(t, http.MethodPost, "/records", "key-2", token, body1)
+		require.Equal(t, http.StatusBadGateway, lost.status)
+		again := b.send(t, http.MethodPost, "/records", "key-2", token, body1)
+		require.Equal(t, http.StatusConflict, again.status)
+		require.Equal(t, lost.header.Get(proxy.HeaderOperation), again.header.Get(proxy.HeaderOperation))
+		require.NotEqual(t, key, again.header.Get(proxy.HeaderOperation))
+		require.Contains(t, again.problem(t).Detail, "will hold it for a person")
+		require.NotContains(t, again.problem(t).Detail, "finding out")
+	})
+}
+
+func TestUnreachableWithBackoffSaysWhen(t *testing.T) {
+	t.Parallel()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	five, hour := 5, destination.Duration(time.Hour)
+	// Full jitter: the first delay is random up to an hour, so it has
+	// not passed by the repeat but for a chance of about one in a million.
+	b := proxyFor(t, proxy.Upstream{Name: "crm", URL: dead.URL,
+		Retry: &destination.RetryConfig{MaxAttempts: &five, InitialDelay: &hour, MaxDelay: &hour}})
+	a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+	require.Equal(t, http.StatusBadGateway, a.status)
+	after, err := strconv.Atoi(a.header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", a.header.Get("Retry-After"))
+	require.GreaterOrEqual(t, after, 1)
+	require.LessOrEqual(t, after, 3600)
+	again := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+	require.Equal(t, http.StatusConflict, again.status)
+	p := again.problem(t)
+	require.Equal(t, httpapi.ProblemTypeBase+"not_due", p.Type)
+	require.Contains(t, p.Detail, "could not be reached and the upstream's retry policy spaces the attempts")
+	require.NotEmpty(t, again.header.Get("Retry-After"))
+	require.Equal(t, a.header.Get(proxy.HeaderOperation), again.header.Get(proxy.HeaderOperation))
 }

@@ -140,6 +140,9 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 	}
 	key := rt.operationKey(rt.scopeDigest(r), callerKey)
 	log = log.With("operation", key)
+	// Every answer from here on names the operation, so that whoever
+	// holds a 502, a 409 or a replay can find it in the ledger.
+	w.Header().Set(HeaderOperation, key)
 	payload, err := requestPayload(r, body)
 	if err != nil {
 		p.internal(w, r, log, err)
@@ -277,22 +280,18 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 		case se.State == opledger.StateInProgress:
 			w.Header().Set("Retry-After", strconv.Itoa(p.cfg.InFlightRetryAfter))
 			writeProblem(w, r, http.StatusConflict, "in_progress",
-				"the first request with this Idempotency-Key is still being forwarded; retry later", &httpapi.Problem{State: se.State})
+				"the first request with this Idempotency-Key is being forwarded, or the proxy forwarding it stopped before it could say how it ended "+
+					"(then it is settled when that claim's lease of "+rt.lease().String()+" runs out); retry later", &httpapi.Problem{State: se.State})
 		case errors.Is(err, opledger.ErrNotDue):
-			retry := p.cfg.InFlightRetryAfter
-			if op != nil && op.NotBefore != nil {
-				if now, nerr := p.ledger.Now(r.Context()); nerr == nil {
-					retry = max(1, int(op.NotBefore.Sub(now).Round(time.Second)/time.Second))
-				}
-			}
-			w.Header().Set("Retry-After", strconv.Itoa(retry))
+			w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter(r.Context(), op)))
 			writeProblem(w, r, http.StatusConflict, "not_due",
-				"the upstream asked for a pause before this request is sent again; retry after Retry-After", &httpapi.Problem{State: se.State})
+				"this request waits before it is forwarded again (the upstream asked for a pause, or could not be reached and the upstream's retry policy spaces the attempts); retry after Retry-After",
+				&httpapi.Problem{State: se.State})
 		default:
 			if se.State == opledger.StateUncertain {
 				w.Header().Set("Retry-After", strconv.Itoa(int(p.cfg.ReconcileInterval.Round(time.Second)/time.Second)+1))
 			}
-			writeProblem(w, r, http.StatusConflict, "invalid_state", stateDetail(se.State), &httpapi.Problem{State: se.State})
+			writeProblem(w, r, http.StatusConflict, "invalid_state", stateDetail(rt, se.State), &httpapi.Problem{State: se.State})
 		}
 	case errors.Is(err, opledger.ErrInvalidInput):
 		writeProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
@@ -301,11 +300,31 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 	}
 }
 
-// stateDetail explains a state that forbids forwarding a repeat.
-func stateDetail(s opledger.State) string {
+// retryAfter is how many seconds remain before op is due again (at
+// least 1), or InFlightRetryAfter when that cannot be told.
+func (p *Proxy) retryAfter(ctx context.Context, op *opledger.Operation) int {
+	if op != nil && op.NotBefore != nil {
+		if now, err := p.ledger.Now(ctx); err == nil {
+			return secondsUntil(now, *op.NotBefore)
+		}
+	}
+	return p.cfg.InFlightRetryAfter
+}
+
+// secondsUntil is a Retry-After for t: whole seconds from now, at least 1.
+func secondsUntil(now, t time.Time) int {
+	return max(1, int(t.Sub(now).Round(time.Second)/time.Second))
+}
+
+// stateDetail explains a state that forbids forwarding a repeat to rt.
+func stateDetail(rt *route, s opledger.State) string {
 	switch s {
 	case opledger.StateUncertain:
-		return "the upstream may or may not have acted on the first request with this Idempotency-Key (its answer was lost, timed out, or was a 5xx that does not say); the reconciler is finding out. Nothing is forwarded again until it knows; retry later"
+		const what = "the upstream may or may not have acted on the first request with this Idempotency-Key (its answer was lost, timed out, or was a 5xx that does not say); "
+		if rt.Lookup == nil && rt.Idempotency == nil && rt.UniqueReference == nil {
+			return what + "this upstream declares no lookup, idempotency key or unique reference, so the reconciler will hold it for a person (opledger ops list --state held). Nothing is forwarded again"
+		}
+		return what + "the reconciler is finding out. Nothing is forwarded again until it knows; retry later"
 	case opledger.StateHeld:
 		return "whether the upstream acted on the first request with this Idempotency-Key cannot be decided automatically; the operation waits for a person (opledger ops list --state held). Nothing is forwarded again"
 	case opledger.StateFailed:
@@ -712,6 +731,11 @@ func (p *Proxy) lost(ctx context.Context, w http.ResponseWriter, r *http.Request
 	}
 	log.Info("no answer from the upstream", "outcome", outcome, "state", op.State, "timeout", isTimeout(sendErr))
 	if outcome != opledger.OutcomeUncertain {
+		if now, err := p.ledger.Now(ctx); err == nil && op.State == opledger.StatePending && op.NotBefore != nil && op.NotBefore.After(now) {
+			// The retry policy spaces the attempts: a repeat before then
+			// is refused (not_due), so say when.
+			w.Header().Set("Retry-After", strconv.Itoa(secondsUntil(now, *op.NotBefore)))
+		}
 		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable", unreachableDetail(op.State),
 			&httpapi.Problem{State: op.State})
 		return

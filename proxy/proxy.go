@@ -70,6 +70,11 @@ const (
 	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderReplayed marks a saved answer sent again.
 	HeaderReplayed = httpapi.HeaderReplayed
+	// HeaderOperation names the ledger operation behind an answer to a
+	// protected request (its key, "proxy:<upstream>:<digest>", in the
+	// proxy's tenant), for opledger ops show: every answer once the
+	// request's key was read, replays and refusals included.
+	HeaderOperation = "Opledger-Operation"
 	// HeaderState tells the ledger state of the operation behind an answer
 	// that is not final (an upstream 5xx) or a replayed reconciliation.
 	HeaderState = "Opledger-State"
