@@ -260,3 +260,22 @@ func TestSensitiveFieldAsJSONPointerRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, string(op.Masked().Payload), "ana@example.com")
 }
+
+// TestDestinationNameIsNotFreeText: a destination labels metrics and log
+// lines, so it takes the key syntax, as in destinations.yaml; the refusal
+// does not echo what was sent.
+func TestDestinationNameIsNotFreeText(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "l.db"), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	for _, dest := range []string{"ana@example.com", "Ana Díaz", "-crm", "crm\n"} {
+		_, _, err := l.Record(ctx, opledger.Intent{Key: "k:1", Action: "a", Destination: dest})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, dest)
+		require.ErrorContains(t, err, "destination names take letters, digits and . _ : / - only")
+		require.NotContains(t, err.Error(), dest)
+	}
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "k:1", Action: "a", Destination: "proxy:crm.eu-1"})
+	require.NoError(t, err)
+}

@@ -75,6 +75,9 @@ func (in *Intent) normalize() (string, error) {
 	if err := checkText("action", in.Action, "destination", in.Destination); err != nil {
 		return "", err
 	}
+	if err := checkDestinationName(in.Destination); err != nil {
+		return "", err
+	}
 	return Fingerprint(in.Action, in.Destination, in.Payload, in.Version)
 }
 
@@ -292,6 +295,17 @@ func missingFields(have, given []string) []string {
 		}
 	}
 	return missing
+}
+
+// checkDestinationName checks a destination's name against the key syntax,
+// as destinations.yaml does: the name labels metrics and log lines, so it
+// must not carry free text (an e-mail address, a customer's name).
+func checkDestinationName(name string) error {
+	if ValidateKey(name) != nil {
+		// Not echoed: what was sent there may be just such text.
+		return invalidInput("destination names take letters, digits and . _ : / - only, start with a letter or digit, and are at most %d bytes, as in destinations.yaml (crm, mail.eu)", MaxKeyLength)
+	}
+	return nil
 }
 
 // checkSensitiveField checks one entry of sensitive_fields, a dotted path

@@ -250,6 +250,9 @@ func compileRule(r Rule) (*compiledRule, error) {
 			"destination", op.Destination, "owner", op.Owner); !ok {
 			return nil, fail(field(name), errUnstorableText)
 		}
+		if err := checkDestinationName(op.Destination); err != nil {
+			return nil, fail(field("destination"), errors.New(strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": ")))
+		}
 		if op.Key == "" {
 			return nil, fail(field("key"), errors.New("is required"))
 		}

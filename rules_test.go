@@ -174,6 +174,7 @@ func TestParseRulesRefusesBadRules(t *testing.T) {
 		"NUL in an update":                  {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, update_key: u, update_action: \"a\\0\", action: a, destination: d}", `rule "r": operations[0].update_action: must be UTF-8`},
 		"NUL in a destination":              {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: \"d\\0\"}", `rule "r": operations[0].destination: must be UTF-8`},
 		"NUL in an owner":                   {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, owner: \"o\\0\"}", `rule "r": operations[0].owner: must be UTF-8`},
+		"destination as free text":          {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: \"ana@example.com\"}", `rule "r": operations[0].destination: destination names take letters, digits`},
 		"JSON pointer as a sensitive field": {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, sensitive_fields: [/to]}", `rule "r": operations[0].sensitive_fields: "/to" is a JSON pointer: entries are dotted paths`},
 		"NUL in sensitive field":            {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, sensitive_fields: [\"x\\0\"]}", `rule "r": operations[0].sensitive_fields: entries must be`},
 		// JSON has no NaN or infinities: such a payload could never be
