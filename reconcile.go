@@ -37,6 +37,7 @@ type Finding struct {
 	// lookup was made for. Reconcile refuses the Finding with
 	// ErrStaleFinding if the operation has had another attempt since: a
 	// lookup that ran while a newer attempt was sent cannot speak for it.
+	// A count above the operation's is refused as ErrInvalidInput.
 	AttemptCount int
 	// LookedAt, when set, is when the lookup began, by the ledger's clock
 	// (Ledger.Now). Absence counts only for a lookup begun after the
@@ -79,6 +80,12 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		f.Evidence = t.keep(f.Evidence, maxReasonLength)
 		if State(t.op.State) != StateUncertain {
 			return t.refuse("reconcile")
+		}
+		if f.AttemptCount > t.op.AttemptCount {
+			// Not a lookup from before a newer attempt: a count the
+			// operation never had.
+			return invalidInput("reconcile %s: attempt_count %d is more than the %d attempts the operation has had: send the attempt_count the operation showed when the lookup began",
+				t.key, f.AttemptCount, t.op.AttemptCount)
 		}
 		if f.AttemptCount > 0 && t.op.AttemptCount != f.AttemptCount {
 			return fmt.Errorf("reconcile %s: %w (lookup made after attempt %d, the operation is at attempt %d)",

@@ -324,11 +324,26 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/nope/reconcile", []byte(`{}`), 404, "not_found")
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"attempt_count":-1}`), 400, "invalid_input")
-	// A finding made for another attempt than the operation's latest is
-	// refused: nothing recorded, the reconciler looks again.
+	// A count the operation never had is bad input.
 	_, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Authoritative: true, AttemptCount: 7})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.ErrorContains(t, err, "attempt_count 7 is more than the 1 attempts the operation has had")
+	// A finding made for an earlier attempt than the operation's latest
+	// is refused: nothing recorded, the reconciler looks again.
+	stale := intent(6)
+	c, err = b.acme.Claim(ctx, "order:18:stale", client.ClaimRequest{Intent: &stale, Dispatch: true})
+	require.NoError(t, err)
+	_, err = b.acme.Report(ctx, "order:18:stale", c.AttemptID, client.Report{FencingToken: c.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	require.NoError(t, err)
+	_, _, err = b.acme.Resolve(ctx, "order:18:stale", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "not in the CRM"})
+	require.NoError(t, err)
+	c, err = b.acme.Claim(ctx, "order:18:stale", client.ClaimRequest{Dispatch: true})
+	require.NoError(t, err)
+	_, err = b.acme.Report(ctx, "order:18:stale", c.AttemptID, client.Report{FencingToken: c.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	require.NoError(t, err)
+	_, err = b.acme.Reconcile(ctx, "order:18:stale", client.Finding{Authoritative: true, AttemptCount: 1})
 	require.ErrorIs(t, err, opledger.ErrStaleFinding)
-	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"authoritative":true,"attempt_count":7}`), 409, "stale_finding")
+	expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"authoritative":true,"attempt_count":1}`), 409, "stale_finding")
 	op, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup", AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)
@@ -429,7 +444,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("GET", "/v1/stats?all_tenants=true", nil, 400, "invalid_input") // takes no parameters
 	require.Equal(t, 2, stats.ConfirmedEffects)
 	require.Equal(t, 1, stats.DuplicateEffects)
-	require.Equal(t, 1, stats.Recoveries)
+	require.Equal(t, 2, stats.Recoveries) // order:18:prepare marked succeeded, order:18:stale retried
 	expect("GET", "/healthz", nil, 200, "")
 	expect("GET", "/readyz", nil, 200, "")
 	// The one operation with a duplicate effect, listed alone.
