@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -65,13 +66,13 @@ func decode(r *http.Request, maxDepth int, v any) error {
 		if strings.HasPrefix(err.Error(), "json: unknown field ") && errors.As(checkMembers(body, reflect.TypeOf(v)), &me) {
 			return &decodeError{http.StatusBadRequest, "invalid_json", me.msg}
 		}
-		return &decodeError{http.StatusBadRequest, "invalid_json", describeJSONError(err, body)}
+		return &decodeError{http.StatusBadRequest, "invalid_json", describeJSONError(err, body, reflect.TypeOf(v))}
 	}
 	if err := checkMembers(body, reflect.TypeOf(v)); err != nil {
 		if me, ok := err.(*memberError); ok {
 			return &decodeError{http.StatusBadRequest, "invalid_json", me.msg}
 		}
-		return &decodeError{http.StatusBadRequest, "invalid_json", describeJSONError(err, body)}
+		return &decodeError{http.StatusBadRequest, "invalid_json", describeJSONError(err, body, reflect.TypeOf(v))}
 	}
 	// Anything but white space after the object is refused (dec.More
 	// would let a stray '}' or ']' through).
@@ -152,10 +153,13 @@ func describeQueryError(raw string, err error) string {
 
 // describeJSONError turns a decoding error into a message with the
 // position (line, column, byte offset) of the problem.
-func describeJSONError(err error, body []byte) string {
+func describeJSONError(err error, body []byte, t reflect.Type) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
+	var pe *time.ParseError
 	switch {
+	case errors.As(err, &pe):
+		return fmt.Sprintf("%s: a time is RFC 3339 text, such as \"2026-12-04T10:00:00Z\" (got %.40q)", timeMember(body, t, pe.Value), pe.Value)
 	case errors.As(err, &se):
 		line, col := position(body, se.Offset)
 		return fmt.Sprintf("malformed JSON at line %d, column %d (byte %d): %s", line, col, se.Offset, se.Error())
@@ -165,12 +169,64 @@ func describeJSONError(err error, body []byte) string {
 		if field == "" {
 			field = "(top level)"
 		}
-		return fmt.Sprintf("field %s at line %d, column %d: expected %s, got JSON %s", field, line, col, te.Type, te.Value)
+		return fmt.Sprintf("field %s at line %d, column %d: expected %s, got JSON %s", field, line, col, jsonKind(te.Type), te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		line, col := position(body, int64(len(body)))
 		return fmt.Sprintf("malformed JSON: unexpected end of input at line %d, column %d", line, col)
 	}
 	return err.Error()
+}
+
+// jsonKind names what a Go type takes in JSON, in a caller's words.
+func jsonKind(t reflect.Type) string {
+	if t == reflect.TypeFor[time.Time]() {
+		return "a time (RFC 3339 text)"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return t.String()
+}
+
+// timeMember names the member of the body's top-level object, decoded
+// into the struct type t, that holds the time text value which did not
+// parse; "a time" when none does (encoding/json does not say which).
+func timeMember(body []byte, t reflect.Type, value string) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var members map[string]json.RawMessage
+	if t == nil || t.Kind() != reflect.Struct || json.Unmarshal(body, &members) != nil {
+		return "a time"
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		var s string
+		if name == "" || ft != reflect.TypeFor[time.Time]() || json.Unmarshal(members[name], &s) != nil || s != value {
+			continue
+		}
+		return "field " + name
+	}
+	return "a time"
 }
 
 func position(body []byte, offset int64) (line, col int) {
