@@ -98,6 +98,10 @@ func (e *StateError) Error() string {
 	if e.Op == "claim" && e.State == StatePending && e.Operation != nil && e.Operation.NotBefore != nil {
 		msg += " until " + e.Operation.NotBefore.Format("2006-01-02T15:04:05.000Z07:00")
 	}
+	if e.Op == "revise" {
+		// "pending" alone would not say why: it was dispatched before.
+		msg += ": only an operation awaiting approval, or pending and never dispatched, can be revised; a correction after that is a new operation with its own key"
+	}
 	return msg
 }
 
@@ -196,7 +200,7 @@ func invalidInput(format string, args ...any) error {
 type notServedError struct{ destination, tenant string }
 
 func (e *notServedError) Error() string {
-	return fmt.Sprintf("destination %q does not serve tenant %q (its tenants are set in destinations.yaml): nothing recorded", e.destination, e.tenant)
+	return fmt.Sprintf("destination %q does not serve tenant %q (it lists the tenants it serves): nothing recorded", e.destination, e.tenant)
 }
 
 // Is matches ErrDestinationNotServed and ErrInvalidInput.

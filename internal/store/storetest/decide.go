@@ -668,6 +668,7 @@ func testApproveRevise(t *testing.T, h Harness) {
 		b.requireState(t, "k1", opledger.StatePending)
 		_, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
 		require.ErrorIs(t, err, opledger.ErrInvalidState, "pending but dispatched before")
+		require.ErrorContains(t, err, "operation is pending: only an operation awaiting approval, or pending and never dispatched, can be revised")
 	})
 }
 
