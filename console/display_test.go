@@ -241,20 +241,21 @@ func TestSampleSkipsFailingTenant(t *testing.T) {
 func TestInvisibleText(t *testing.T) {
 	t.Parallel()
 	l, token, c, _ := shiftedConsole(t, opledger.Options{Worker: "worker-\u200b7"})
-	heldOp(t, l, opledger.Intent{Key: "zw:1", Owner: "ops\u200bteam", Destination: "crm\ufeff", Action: "crm.create",
+	heldOp(t, l, opledger.Intent{Key: "zw:1", Owner: "ops\u200bteam", Destination: "crm", Action: "crm.create\ufeff",
 		Payload: json.RawMessage("{\"note\":\"x\u00ady\U000e0041\"}")},
 		"time\u200dout", "no \u2060lookup")
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 	s := signIn(t, srv.URL, token)
 	s.decide("zw:1", url.Values{"decision": {"cancel"}, "reason": {"with\u180edrawn"}, "operator": {"Maria\u200c"}})
-	heldOp(t, l, opledger.Intent{Key: "zw:2", Owner: "\u200cowner", Action: "mail.send", Destination: "mail\u034f"}, "\ufefferror", "x")
+	heldOp(t, l, opledger.Intent{Key: "zw:2", Owner: "\u200cowner", Action: "mail.send\u034f", Destination: "mail"}, "\ufefferror", "x")
 
 	invisible := "\u200b\u200c\u200d\ufeff\u00ad\u2060\u180e\u034f\U000e0041"
 	for path, want := range map[string][]string{
-		"/operations/zw:1": {`ops\u200bteam`, `crm\ufeff`, `time\u200dout`, `no \u2060lookup`, `x\u00ady\U000e0041`, `with\u180edrawn`, consoleActor(t, l, token, `Maria\u200c`), `worker-\u200b7`},
-		"/":                {`\u200cowner`, `mail\u034f`, `\ufefferror`},
-		"/operations":      {`crm\ufeff`, `ops\u200bteam`, `mail\u034f`, `\u200cowner`},
+		"/operations/zw:1": {`ops\u200bteam`, `crm.create\ufeff`, `time\u200dout`, `no \u2060lookup`, `x\u00ady\U000e0041`, `with\u180edrawn`, consoleActor(t, l, token, `Maria\u200c`), `worker-\u200b7`},
+		"/":                {`\u200cowner`, `\ufefferror`},
+		"/operations":      {`ops\u200bteam`, `\u200cowner`},
+		"/operations/zw:2": {`mail.send\u034f`},
 	} {
 		page := s.get(path)
 		require.False(t, strings.ContainsAny(page, invisible), "%s holds an invisible character", path)

@@ -403,7 +403,7 @@ func TestNotice(t *testing.T) {
 func TestBidiText(t *testing.T) {
 	t.Parallel()
 	l, token, c, _ := shiftedConsole(t, opledger.Options{Worker: "worker-\u202e7"})
-	heldOp(t, l, opledger.Intent{Key: "bidi:1", Owner: "ops\u202emaet", Destination: "c\u2066rm\u2069", Action: "crm.create",
+	heldOp(t, l, opledger.Intent{Key: "bidi:1", Owner: "ops\u202emaet", Destination: "crm", Action: "crm.cr\u2066eate\u2069",
 		Payload: json.RawMessage("{\"note\":\"\u202eabc\"}")},
 		"timeout \u202eafter 10 s", "no lookup \u2067here\u2069")
 	srv := httptest.NewServer(c)
@@ -417,7 +417,7 @@ func TestBidiText(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/operations/bidi:1"), chromedp.WaitVisible(`#timeline`)))
 	require.False(t, eval[bool](t, ctx, controls+`.test(document.querySelector('main').innerText)`), "no bidi control reaches the page")
 	main := pageText(t, ctx, `main`)
-	for _, want := range []string{`ops\u202emaet`, `c\u2066rm\u2069`, `timeout \u202eafter 10 s`, `withdrawn \u202bby\u202c the customer`, "by " + consoleActor(t, l, token, `Maria\u202e`), `worker-\u202e7`, `{"note":"\u202eabc"}`} {
+	for _, want := range []string{`ops\u202emaet`, `crm.cr\u2066eate\u2069`, `timeout \u202eafter 10 s`, `withdrawn \u202bby\u202c the customer`, "by " + consoleActor(t, l, token, `Maria\u202e`), `worker-\u202e7`, `{"note":"\u202eabc"}`} {
 		require.Contains(t, main, want)
 	}
 	require.Equal(t, consoleActor(t, l, token, `Maria\u202e`), pageText(t, ctx, `#timeline li:last-child .actor bdi`), "the actor is isolated")
