@@ -731,10 +731,12 @@ func (p *Proxy) lost(ctx context.Context, w http.ResponseWriter, r *http.Request
 	}
 	log.Info("no answer from the upstream", "outcome", outcome, "state", op.State, "timeout", isTimeout(sendErr))
 	if outcome != opledger.OutcomeUncertain {
-		if now, err := p.ledger.Now(ctx); err == nil && op.State == opledger.StatePending && op.NotBefore != nil && op.NotBefore.After(now) {
-			// The retry policy spaces the attempts: a repeat before then
-			// is refused (not_due), so say when.
-			w.Header().Set("Retry-After", strconv.Itoa(secondsUntil(now, *op.NotBefore)))
+		if op.State == opledger.StatePending && op.NotBefore != nil {
+			if now, err := p.ledger.Now(ctx); err == nil && op.NotBefore.After(now) {
+				// The retry policy spaces the attempts: a repeat before
+				// then is refused (not_due), so say when.
+				w.Header().Set("Retry-After", strconv.Itoa(secondsUntil(now, *op.NotBefore)))
+			}
 		}
 		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable", unreachableDetail(op.State),
 			&httpapi.Problem{State: op.State})
