@@ -162,7 +162,8 @@ func (e *Error) Is(target error) bool {
 }
 
 // do sends a request with an optional JSON body and decodes a JSON answer
-// into out, which must then be a JSON object. It returns the status code.
+// into out, which must then be a JSON object. It returns the status code
+// and the answer's headers.
 // Any status outside 2xx is an *Error.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, http.Header, error) {
 	var rd io.Reader
