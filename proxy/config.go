@@ -216,6 +216,21 @@ type route struct {
 	identity string
 }
 
+// ParseUpstreamURL parses an upstream's base URL, which must be an
+// absolute http:// or https:// URL without a query or fragment. Its error
+// says what is wrong, to follow the name of what gave the URL ("url" in a
+// file, --upstream on the command line).
+func ParseUpstreamURL(raw string) (*url.URL, error) {
+	base, err := url.Parse(raw)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, errors.New("must be an absolute http:// or https:// URL")
+	}
+	if base.RawQuery != "" || base.Fragment != "" {
+		return nil, errors.New("must not carry a query or fragment")
+	}
+	return base, nil
+}
+
 // maxNameLength keeps "proxy:<name>:<48 hex digits>" within
 // opledger.MaxKeyLength.
 const maxNameLength = opledger.MaxKeyLength - len("proxy:") - len(":") - 48
@@ -237,12 +252,9 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("upstream %s: %s", u.Name, fmt.Sprintf(format, args...))
 	}
-	base, err := url.Parse(u.URL)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fail("url must be an absolute http:// or https:// URL")
-	}
-	if base.RawQuery != "" || base.Fragment != "" {
-		return nil, fail("url must not carry a query or fragment")
+	base, err := ParseUpstreamURL(u.URL)
+	if err != nil {
+		return nil, fail("url %v", err)
 	}
 	if err := opledger.CheckOwner(u.Owner); err != nil {
 		return nil, fail("owner: %v", err)

@@ -103,3 +103,18 @@ func TestLoadConfigRefusals(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "acme", c.Tenant)
 }
+
+// TestUpstreamURLRefused: an upstream's url is absolute http(s), without
+// a query or fragment, and the refusal names the upstream.
+func TestUpstreamURLRefused(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"127.0.0.1:1":             "upstream crm: url must be an absolute http:// or https:// URL",
+		"ftp://127.0.0.1:1":       "upstream crm: url must be an absolute http:// or https:// URL",
+		"http://127.0.0.1:1/?v=2": "upstream crm: url must not carry a query or fragment",
+		"http://127.0.0.1:1/#top": "upstream crm: url must not carry a query or fragment",
+	} {
+		require.EqualError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "crm", URL: raw}}), want, raw)
+	}
+	require.NoError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "crm", URL: "https://api.example.com/v1"}}))
+}

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"errors"
-	"net/url"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,10 +72,10 @@ finish and record their outcome.`,
 			case cmd.Flags().Changed("max-body-bytes") && configPath != "":
 				return usageError{errors.New("--max-body-bytes is the --upstream's; with --config, set max_body_bytes for each upstream in the file")}
 			case upstream != "":
-				if u, err := url.Parse(upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				if _, err := proxy.ParseUpstreamURL(upstream); err != nil {
 					// Said of the flag: proxy.CheckUpstreams would name the
 					// upstream, here "upstream" unless --name says otherwise.
-					return usageError{errors.New("--upstream must be an absolute http:// or https:// URL, such as https://api.example.com")}
+					return usageError{fmt.Errorf("--upstream %v, such as https://api.example.com", err)}
 				}
 				fc.Upstreams = []proxy.Upstream{{Name: name, URL: upstream, MaxBodyBytes: maxBody,
 					Timeout: destination.Duration(timeout), Owner: owner}}
