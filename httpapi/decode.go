@@ -206,25 +206,16 @@ func jsonKind(t reflect.Type) string {
 // into the struct type t, that holds the time text value which did not
 // parse; "a time" when none does (encoding/json does not say which).
 func timeMember(body []byte, t reflect.Type, value string) string {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
 	var members map[string]json.RawMessage
-	if t == nil || t.Kind() != reflect.Struct || json.Unmarshal(body, &members) != nil {
+	if t == nil || indirect(t).Kind() != reflect.Struct || json.Unmarshal(body, &members) != nil {
 		return "a time"
 	}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
+	fields := fieldsOf(indirect(t))
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		var s string
-		if name == "" || ft != reflect.TypeFor[time.Time]() || json.Unmarshal(members[name], &s) != nil || s != value {
-			continue
+		if indirect(fields[name]) == reflect.TypeFor[time.Time]() && json.Unmarshal(members[name], &s) == nil && s == value {
+			return "field " + name
 		}
-		return "field " + name
 	}
 	return "a time"
 }
