@@ -238,7 +238,7 @@ func (t *txn) repeats(d Decision) (bool, error) {
 
 // recoverySuffix is the recovery time a decision's evidence ends with
 // when it settled an unresolved operation.
-var recoverySuffix = regexp.MustCompile(`^ \(recovery time -?[0-9hms]+\)$`)
+var recoverySuffix = regexp.MustCompile(`^` + regexp.QuoteMeta(recoveryTime) + `-?[0-9hms]+\)$`)
 
 func contains(states []State, s State) bool {
 	for _, v := range states {
