@@ -52,7 +52,7 @@ func TestDecisionsNameTheirCredential(t *testing.T) {
 			op, err := via.Revise(ctx, "a:1", opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "Ana"})
 			require.NoError(t, err)
 			require.Equal(t, "Ana ("+cred+")", lastActor("a:1"))
-			op, err = via.Approve(ctx, "a:1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "Ben"})
+			op, _, err = via.Approve(ctx, "a:1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "Ben"})
 			require.NoError(t, err)
 			require.Equal(t, "Ben ("+cred+")", op.ApprovedBy)
 			require.Equal(t, "Ben ("+cred+")", lastActor("a:1"))
@@ -75,7 +75,7 @@ func TestDecisionsNameTheirCredential(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "Dee ("+cred+")", lastActor(step))
 			s := w.Steps[0]
-			_, err = via.ApproveWorkflowStep(ctx, "wf:1", "create", opledger.Approval{Version: s.Version, Fingerprint: s.Fingerprint, Approver: "Eve"})
+			_, _, err = via.ApproveWorkflowStep(ctx, "wf:1", "create", opledger.Approval{Version: s.Version, Fingerprint: s.Fingerprint, Approver: "Eve"})
 			require.NoError(t, err)
 			op, err = plain.Get(ctx, step)
 			require.NoError(t, err)

@@ -137,9 +137,13 @@ type MismatchError struct {
 
 // Error describes the error.
 func (e *MismatchError) Error() string {
-	if e.StoredVersion != e.GivenVersion {
+	switch {
+	case e.StoredVersion != e.GivenVersion:
 		return fmt.Sprintf("%s: version %d awaits approval (fingerprint %s, state %s); the approval names version %d",
 			e.Key, e.StoredVersion, e.Stored, e.State, e.GivenVersion)
+	case e.StoredVersion != 0:
+		return fmt.Sprintf("%s: version %d has fingerprint %s (state %s); the approval names %s, other content",
+			e.Key, e.StoredVersion, e.Stored, e.State, e.Given)
 	}
 	return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s",
 		e.Key, e.Stored, e.State, e.Given)

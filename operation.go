@@ -241,6 +241,17 @@ func (o *Operation) Masked() *Operation {
 	return &m
 }
 
+// ForClaimant returns a copy of the operation as the worker that claimed
+// it is shown it: masked as Masked masks it, except the payload, which
+// the claimant must send to the destination as it was recorded. Its
+// MarshalJSON keeps the payload as it is. The HTTP API answers a claim
+// with it; everything else shows Masked.
+func (o *Operation) ForClaimant() *Operation {
+	m := o.Masked()
+	m.Payload = o.Payload
+	return m
+}
+
 // MaskedAttempts returns attempts, which are o's, as they are shown
 // beside it: copies whose destination references are masked as Masked
 // masks o's (their errors were masked when they were stored). Without

@@ -200,15 +200,9 @@ func (t *txn) repeats(d Decision) (bool, error) {
 	if contains(decisionFrom[d.Kind], State(t.op.State)) {
 		return false, nil
 	}
-	tl, err := t.listTimeline()
+	last, err := t.lastMove()
 	if err != nil {
 		return false, err
-	}
-	var last *store.TimelineEntry
-	for i := len(tl) - 1; i >= 0 && last == nil; i-- {
-		if tl[i].ToState != "" {
-			last = tl[i]
-		}
 	}
 	// Every change of state appends its entry; the state is checked too
 	// rather than trusted to that.
@@ -234,6 +228,20 @@ func (t *txn) repeats(d Decision) (bool, error) {
 		return recoverySuffix.MatchString(rest), nil
 	}
 	return rest == "", nil
+}
+
+// lastMove is the timeline's latest entry of a change of state, or nil.
+func (t *txn) lastMove() (*store.TimelineEntry, error) {
+	tl, err := t.listTimeline()
+	if err != nil {
+		return nil, err
+	}
+	for i := len(tl) - 1; i >= 0; i-- {
+		if tl[i].ToState != "" {
+			return tl[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // recoverySuffix is the recovery time a decision's evidence ends with
@@ -266,13 +274,28 @@ func (a Approval) validate() error {
 
 // Approve moves an awaiting_approval operation to pending when the approval
 // names exactly its current version and fingerprint. Approving content the
-// operation no longer has is refused with a *MismatchError.
-func (l *Ledger) Approve(ctx context.Context, key string, a Approval) (*Operation, error) {
+// operation no longer has is refused with a *MismatchError, and an
+// operation in another state with a *StateError.
+//
+// An approval that repeats the one that last moved the operation (the
+// same version, fingerprint and approver, and no change of state since)
+// is a replay: it records nothing and returns the operation as it is,
+// with replayed true, as Resolve does for a repeated decision. Once a
+// worker has claimed the operation, a repeat is refused.
+func (l *Ledger) Approve(ctx context.Context, key string, a Approval) (op *Operation, replayed bool, err error) {
 	if err := a.validate(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	a.Approver = l.attributed(a.Approver)
-	return l.mutate(ctx, key, func(t *txn) error { return t.approve(a) })
+	op, err = l.mutate(ctx, key, func(t *txn) error {
+		var err error
+		replayed, err = t.approve(a)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return op, replayed, nil
 }
 
 // Revision is new content for an operation that has never been dispatched.

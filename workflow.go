@@ -628,8 +628,7 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 				t.note(l.worker, "", "workflow step recorded", evidence)
 				if pre != nil && State(t.op.State) == StateAwaitingApproval && pre.Version == in.Version && pre.Fingerprint == fp {
 					t.op.ApprovedBy = pre.Approver
-					t.move(StatePending, pre.Approver, "", "approved",
-						fmt.Sprintf("version %d, %s (approved while the step was waiting)", pre.Version, pre.Fingerprint))
+					t.move(StatePending, pre.Approver, "", approvedEvent, approvalEvidence(*pre)+approvedWhileWaiting)
 					t.op.NotBefore = t.now
 				}
 				return nil
@@ -989,16 +988,21 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 // approved, provided its content is still the approved one. A waiting step
 // whose payload depends on earlier steps can only be approved once
 // recorded (ErrInvalidState).
-func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Approval) (*Workflow, error) {
+//
+// As with Approve, an approval that repeats the one already given (to the
+// recorded step, while nothing has moved it since, or ahead of its turn
+// to the waiting step) records nothing and is answered with replayed
+// true.
+func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Approval) (w *Workflow, replayed bool, err error) {
 	if err := ValidateKey(key); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := a.validate(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	a.Approver = l.attributed(a.Approver)
-	var w *Workflow
-	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+	err = l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+		replayed = false // a conflict runs this again
 		row, def, err := l.getWorkflowRow(ctx, tx, key)
 		if err != nil {
 			return err
@@ -1013,7 +1017,11 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 			return err
 		}
 		if op != nil {
-			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error { return t.approve(a) })
+			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
+				var err error
+				replayed, err = t.approve(a)
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -1038,18 +1046,22 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 				return &MismatchError{Key: opKey, Stored: fp, Given: a.Fingerprint, State: State(StepWaiting),
 					StoredVersion: s.Version, GivenVersion: a.Version}
 			}
-			s.PreApproval = &a
-			if err := l.writeDef(ctx, tx, row, def); err != nil {
-				return err
+			if s.PreApproval != nil && *s.PreApproval == a {
+				replayed = true
+			} else {
+				s.PreApproval = &a
+				if err := l.writeDef(ctx, tx, row, def); err != nil {
+					return err
+				}
 			}
 		}
 		w, err = l.workflowIn(ctx, tx, row)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return w, nil
+	return w, replayed, nil
 }
 
 // writeDef stores a changed definition.
@@ -1068,20 +1080,56 @@ func (l *Ledger) writeDef(ctx context.Context, tx store.Tx, row *store.Workflow,
 }
 
 // approve is the approve transition of Ledger.Approve, usable inside a
-// larger transaction.
-func (t *txn) approve(a Approval) error {
+// larger transaction. It reports whether a repeated the approval that
+// last moved the operation, which then records nothing.
+func (t *txn) approve(a Approval) (replayed bool, err error) {
 	if err := t.need("approve"); err != nil {
-		return err
+		return false, err
 	}
 	if State(t.op.State) != StateAwaitingApproval {
-		return t.refuse("approve")
+		if repeat, err := t.repeatsApproval(a); err != nil || repeat {
+			return repeat, err
+		}
+		return false, t.refuse("approve")
 	}
 	if a.Version != t.op.Version || a.Fingerprint != t.op.Fingerprint {
-		return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: a.Fingerprint, State: State(t.op.State),
+		return false, &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: a.Fingerprint, State: State(t.op.State),
 			StoredVersion: t.op.Version, GivenVersion: a.Version}
 	}
 	t.op.ApprovedBy = a.Approver
-	t.move(StatePending, a.Approver, "", "approved", fmt.Sprintf("version %d, %s", a.Version, a.Fingerprint))
+	t.move(StatePending, a.Approver, "", approvedEvent, approvalEvidence(a))
 	t.op.NotBefore = t.now
-	return nil
+	return false, nil
+}
+
+// approvedEvent is the timeline event of an approval.
+const approvedEvent = "approved"
+
+// approvedWhileWaiting ends the evidence of an approval given to a
+// workflow step before it was recorded.
+const approvedWhileWaiting = " (approved while the step was waiting)"
+
+// approvalEvidence is what an approval's timeline entry says: the version
+// and fingerprint approved.
+func approvalEvidence(a Approval) string {
+	return fmt.Sprintf("version %d, %s", a.Version, a.Fingerprint)
+}
+
+// repeatsApproval reports whether a repeats the approval that last moved
+// the operation: the operation is still as that approval left it, and
+// the approval named the same version, fingerprint and approver. Approve
+// answers it as a replay.
+func (t *txn) repeatsApproval(a Approval) (bool, error) {
+	if a.Version != t.op.Version || a.Fingerprint != t.op.Fingerprint || a.Approver != t.op.ApprovedBy {
+		return false, nil
+	}
+	last, err := t.lastMove()
+	if err != nil || last == nil {
+		return false, err
+	}
+	if last.ToState != t.op.State || last.Actor != a.Approver || last.Event != approvedEvent {
+		return false, nil
+	}
+	rest, ok := strings.CutPrefix(last.Evidence, approvalEvidence(a))
+	return ok && (rest == "" || rest == approvedWhileWaiting), nil
 }

@@ -448,7 +448,9 @@ func (e *ReplayError) Error() string {
 func (e *ReplayError) Is(target error) bool { return target == opledger.ErrAlreadySucceeded }
 
 // Claim claims an operation. A succeeded operation gives a *ReplayError
-// with the saved result.
+// with the saved result. The claim's Operation carries the real payload,
+// sensitive fields included, since the claimant is about to send it
+// (json.Marshal of it masks them again).
 func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledger.Claim, error) {
 	if err := opledger.ValidateKey(key); err != nil {
 		return nil, err
@@ -589,9 +591,12 @@ func (c *Client) Reconcile(ctx context.Context, key string, f Finding) (*opledge
 	return c.post(ctx, key, "reconcile", f)
 }
 
-// Approve approves exactly one version and fingerprint.
-func (c *Client) Approve(ctx context.Context, key string, a opledger.Approval) (*opledger.Operation, error) {
-	return c.post(ctx, key, "approve", a)
+// Approve approves exactly one version and fingerprint. As with
+// opledger.Ledger.Approve, an approval that repeats the one that last
+// moved the operation records nothing and is answered with replayed true
+// (the server's Idempotent-Replayed header).
+func (c *Client) Approve(ctx context.Context, key string, a opledger.Approval) (op *opledger.Operation, replayed bool, err error) {
+	return c.decide(ctx, key, "approve", a)
 }
 
 // Revise replaces the content of a never-dispatched operation. The
@@ -611,15 +616,21 @@ func (c *Client) Revise(ctx context.Context, key string, r opledger.Revision) (*
 // server's Idempotent-Replayed header): a caller that lost an answer may
 // send the same decision again.
 func (c *Client) Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error) {
+	return c.decide(ctx, key, "resolve", d)
+}
+
+// decide sends a person's decision about key (action is resolve or
+// approve) and reads whether the server answered it as a replay.
+func (c *Client) decide(ctx context.Context, key, action string, body any) (*opledger.Operation, bool, error) {
 	if err := opledger.ValidateKey(key); err != nil {
 		return nil, false, err
 	}
-	op = new(opledger.Operation)
-	_, h, err := c.do(ctx, http.MethodPost, opPath(key, "resolve"), d, op)
+	var op opledger.Operation
+	_, h, err := c.do(ctx, http.MethodPost, opPath(key, action), body, &op)
 	if err != nil {
 		return nil, false, err
 	}
-	return op, h.Get(httpapi.HeaderReplayed) == "true", nil
+	return &op, h.Get(httpapi.HeaderReplayed) == "true", nil
 }
 
 func (c *Client) post(ctx context.Context, key, action string, body any) (*opledger.Operation, error) {
@@ -731,12 +742,17 @@ func (c *Client) ResumeWorkflow(ctx context.Context, key string) (*opledger.Work
 }
 
 // ApproveWorkflowStep approves exactly one version and fingerprint of a
-// workflow's step.
-func (c *Client) ApproveWorkflowStep(ctx context.Context, key, step string, a opledger.Approval) (*opledger.Workflow, error) {
+// workflow's step. As with opledger.Ledger.ApproveWorkflowStep, an
+// approval given already is answered with replayed true.
+func (c *Client) ApproveWorkflowStep(ctx context.Context, key, step string, a opledger.Approval) (w *opledger.Workflow, replayed bool, err error) {
 	if step == "" {
-		return nil, invalidInput("step name is empty")
+		return nil, false, invalidInput("step name is empty")
 	}
-	return c.workflow(ctx, http.MethodPost, key, a, "steps", step, "approve")
+	w, h, err := c.workflowAnswer(ctx, http.MethodPost, key, a, "steps", step, "approve")
+	if err != nil {
+		return nil, false, err
+	}
+	return w, h.Get(httpapi.HeaderReplayed) == "true", nil
 }
 
 // ReviseWorkflowStep gives a step not yet dispatched new content. As with
@@ -754,12 +770,19 @@ func (c *Client) ReviseWorkflowStep(ctx context.Context, key, step string, r opl
 // workflow sends a request about the workflow key and decodes the
 // workflow it answers with.
 func (c *Client) workflow(ctx context.Context, method, key string, body any, rest ...string) (*opledger.Workflow, error) {
+	w, _, err := c.workflowAnswer(ctx, method, key, body, rest...)
+	return w, err
+}
+
+// workflowAnswer is workflow, with the answer's headers.
+func (c *Client) workflowAnswer(ctx context.Context, method, key string, body any, rest ...string) (*opledger.Workflow, http.Header, error) {
 	if err := opledger.ValidateKey(key); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var w opledger.Workflow
-	if _, _, err := c.do(ctx, method, workflowPath(key, rest...), body, &w); err != nil {
-		return nil, err
+	_, h, err := c.do(ctx, method, workflowPath(key, rest...), body, &w)
+	if err != nil {
+		return nil, nil, err
 	}
-	return &w, nil
+	return &w, h, nil
 }

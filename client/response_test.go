@@ -249,7 +249,7 @@ func TestRefusedBeforeSending(t *testing.T) {
 			return err
 		}, opledger.ErrInvalidInput},
 		"reconcile empty key": {func() error { _, err := c.Reconcile(ctx, "", client.Finding{}); return err }, opledger.ErrInvalidKey},
-		"approve empty key":   {func() error { _, err := c.Approve(ctx, "", approval); return err }, opledger.ErrInvalidKey},
+		"approve empty key":   {func() error { _, _, err := c.Approve(ctx, "", approval); return err }, opledger.ErrInvalidKey},
 		"revise empty key":    {func() error { _, err := c.Revise(ctx, "", revision); return err }, opledger.ErrInvalidKey},
 		"resolve empty key":   {func() error { _, _, err := c.Resolve(ctx, "", opledger.Decision{Reason: "r"}); return err }, opledger.ErrInvalidKey},
 		"event empty source":  {func() error { _, err := c.GetEvent(ctx, "", "evt-1"); return err }, opledger.ErrInvalidInput},
@@ -257,9 +257,9 @@ func TestRefusedBeforeSending(t *testing.T) {
 		"put workflow":        {func() error { _, _, err := c.PutWorkflow(ctx, "", opledger.WorkflowSpec{}); return err }, opledger.ErrInvalidKey},
 		"get workflow":        {func() error { _, err := c.GetWorkflow(ctx, ""); return err }, opledger.ErrInvalidKey},
 		"resume workflow":     {func() error { _, err := c.ResumeWorkflow(ctx, ""); return err }, opledger.ErrInvalidKey},
-		"approve empty step":  {func() error { _, err := c.ApproveWorkflowStep(ctx, "wf:1", "", approval); return err }, opledger.ErrInvalidInput},
+		"approve empty step":  {func() error { _, _, err := c.ApproveWorkflowStep(ctx, "wf:1", "", approval); return err }, opledger.ErrInvalidInput},
 		"revise empty step":   {func() error { _, err := c.ReviseWorkflowStep(ctx, "wf:1", "", revision); return err }, opledger.ErrInvalidInput},
-		"step of empty key":   {func() error { _, err := c.ApproveWorkflowStep(ctx, "", "s", approval); return err }, opledger.ErrInvalidKey},
+		"step of empty key":   {func() error { _, _, err := c.ApproveWorkflowStep(ctx, "", "s", approval); return err }, opledger.ErrInvalidKey},
 	} {
 		err := tc.call()
 		require.ErrorIs(t, err, tc.want, name)

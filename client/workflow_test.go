@@ -98,15 +98,15 @@ func TestWorkflowApproveRevise(t *testing.T) {
 	require.JSONEq(t, `{"title":"Call Bob"}`, string(step.Payload))
 	require.Equal(t, opledger.StepState(opledger.StateAwaitingApproval), step.State)
 
-	_, err = c.ApproveWorkflowStep(ctx, "wf:2", "create_task", opledger.Approval{Version: 2, Fingerprint: wf.Steps[0].Fingerprint, Approver: "ana"})
+	_, _, err = c.ApproveWorkflowStep(ctx, "wf:2", "create_task", opledger.Approval{Version: 2, Fingerprint: wf.Steps[0].Fingerprint, Approver: "ana"})
 	var e *client.Error
 	require.ErrorAs(t, err, &e, "the fingerprint of version 1")
 	require.Equal(t, 409, e.Status)
 	require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
-	_, err = c.ApproveWorkflowStep(ctx, "wf:2", "no_such_step", opledger.Approval{Version: 2, Fingerprint: step.Fingerprint, Approver: "ana"})
+	_, _, err = c.ApproveWorkflowStep(ctx, "wf:2", "no_such_step", opledger.Approval{Version: 2, Fingerprint: step.Fingerprint, Approver: "ana"})
 	require.ErrorIs(t, err, opledger.ErrNotFound)
 
-	approved, err := c.ApproveWorkflowStep(ctx, "wf:2", "create_task", opledger.Approval{Version: 2, Fingerprint: step.Fingerprint, Approver: "ana"})
+	approved, _, err := c.ApproveWorkflowStep(ctx, "wf:2", "create_task", opledger.Approval{Version: 2, Fingerprint: step.Fingerprint, Approver: "ana"})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StepState(opledger.StatePending), approved.Steps[0].State)
 	require.Equal(t, opledger.WorkflowRunning, approved.Status)
@@ -114,7 +114,7 @@ func TestWorkflowApproveRevise(t *testing.T) {
 	// A waiting step without placeholders, approved ahead of its turn.
 	notify := approved.Steps[1]
 	require.Equal(t, opledger.StepWaiting, notify.State)
-	ahead, err := c.ApproveWorkflowStep(ctx, "wf:2", "notify", opledger.Approval{Version: notify.Version, Fingerprint: notify.Fingerprint, Approver: "bo"})
+	ahead, _, err := c.ApproveWorkflowStep(ctx, "wf:2", "notify", opledger.Approval{Version: notify.Version, Fingerprint: notify.Fingerprint, Approver: "bo"})
 	require.NoError(t, err)
 	tok, err := b.ledger.Authenticate(ctx, b.token)
 	require.NoError(t, err)

@@ -164,6 +164,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /operations", c.signedIn(c.operations))
 	c.mux.HandleFunc("GET /operations/{key}", c.signedIn(c.operation))
 	c.mux.HandleFunc("POST /operations/{key}/resolve", c.signedIn(c.resolve))
+	c.mux.HandleFunc("POST /operations/{key}/approve", c.signedIn(c.approve))
 	c.mux.HandleFunc("GET /dashboard", c.signedIn(c.dashboard))
 	c.mux.HandleFunc("GET /events", c.signedIn(c.events))
 	c.mux.HandleFunc("GET /events/{source}/{id}", c.signedIn(c.event))

@@ -49,14 +49,18 @@ var notices = map[opledger.DecisionKind]string{
 }
 
 // replayedNotice is the notice's name, in place of a decision's, for a
-// decision that repeated the one that last moved the operation (a form
-// sent twice): the ledger recorded nothing.
+// decision or approval that repeated the one that last moved the
+// operation (a form sent twice): the ledger recorded nothing.
 const replayedNotice = "replayed"
 
-// noticeText is the notice named kind: a decision's, or replayedNotice's.
+// noticeText is the notice named kind: a decision's, approvedNotice's or
+// replayedNotice's.
 func noticeText(kind string) string {
-	if kind == replayedNotice {
+	switch kind {
+	case replayedNotice:
 		return "Already recorded: this decision had been made, so nothing changed."
+	case approvedNotice:
+		return "Recorded: approved. A worker sends this content when it is due."
 	}
 	return notices[opledger.DecisionKind(kind)]
 }
@@ -93,10 +97,19 @@ var decisionForms = []decisionForm{
 		Button: "Cancel operation", ButtonID: "decide-cancel", Danger: true},
 }
 
+// approvalForm is the operation page's approval form, shown while the
+// operation awaits approval: the name typed and why it was refused, when
+// an approval was.
+type approvalForm struct {
+	Name, Error string
+}
+
 // decisionFailure is a decision the console did not record, to show with
 // the operation as it is now.
 type decisionFailure struct {
 	status int
+	// kind is the decision refused, or approvedNotice for an approval
+	// (whose values hold the approver's name as Operator).
 	kind   opledger.DecisionKind
 	values decisionValues
 	field  string
@@ -170,6 +183,7 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	// A compacted operation is only its tombstone: no decision applies.
 	canSucceed := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed)
 	canCancel := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval)
+	canApprove := !op.Tombstoned && op.State == opledger.StateAwaitingApproval
 	status, topError, replaceURL := http.StatusOK, "", ""
 	if f != nil {
 		if !f.seen.IsZero() && !f.seen.Equal(op.UpdatedAt) {
@@ -195,10 +209,18 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 		forms = append(forms, form)
 	}
+	var approval *approvalForm
+	if canApprove {
+		approval = &approvalForm{}
+		if f != nil && f.kind == approvedNotice {
+			approval.Name, approval.Error, topError = f.values.Operator, f.msg, ""
+		}
+	}
 	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op, "Why": why(op, timeline),
 		"Guidance": guidance(op),
 		"Payload":  masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
-		"Seen": op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
+		"Approval": approval,
+		"Seen":     op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
 		"MaxOperator": maxOperatorBytes, "FormError": topError, "ReplaceURL": replaceURL, "Notice": notice,
 		"Workflow": map[bool]string{true: workflowKey}[isStep]})
 }

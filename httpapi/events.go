@@ -267,14 +267,8 @@ func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	wf, err := l.ApproveWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), a)
-	var me *opledger.MismatchError
-	if errors.As(err, &me) {
-		writeProblem(w, r, http.StatusConflict, "fingerprint_mismatch", err.Error(), &Problem{State: me.State})
-		return
-	}
-	if err != nil {
-		s.writeError(w, r, err)
+	wf, replayed, err := l.ApproveWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), a)
+	if !s.approved(w, r, err, replayed) {
 		return
 	}
 	writeJSON(w, http.StatusOK, wf)

@@ -188,6 +188,9 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	require.JSONEq(t, `{"task":"T-1","cc":"lead"}`, string(step.Payload), "earlier refs filled in once")
 	expect("POST", "/v1/workflows/wf-17/steps/email/approve", tok,
 		[]byte(`{"version":2,"fingerprint":"`+step.Fingerprint+`","approver":"lead"}`), nil, 200, "")
+	_, stepReplayed, err := b.acme.ApproveWorkflowStep(ctx, "wf-17", "email", opledger.Approval{Version: 2, Fingerprint: step.Fingerprint, Approver: "lead"})
+	require.NoError(t, err)
+	require.True(t, stepReplayed, "the same approval again records nothing")
 	attempts, err := b.ledger.Attempts(ctx, "wf-17/task")
 	require.NoError(t, err)
 	require.Len(t, attempts, 1, "step 1 was not repeated")

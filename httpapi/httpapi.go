@@ -145,10 +145,11 @@ func Routes() []string {
 	return out
 }
 
-// HeaderReplayed, "true" on an answer to POST …/resolve, says that the
-// decision repeated the one that last moved the operation and recorded
-// nothing (opledger.Ledger.Resolve): the operation is as that decision left
-// it. The proxy marks its saved answers with the same header.
+// HeaderReplayed, "true" on an answer to POST …/resolve or …/approve,
+// says that the decision or approval repeated the one that last moved the
+// operation and recorded nothing (opledger.Ledger.Resolve, Approve and
+// ApproveWorkflowStep): the operation is as that decision left it. The
+// proxy marks its saved answers with the same header.
 const HeaderReplayed = "Idempotent-Replayed"
 
 type ctxKey int

@@ -59,3 +59,47 @@ func TestSensitiveValuesMaskedInShownRefsAndResponses(t *testing.T) {
 		})
 	}
 }
+
+// The worker that claims an operation gets its real payload, which it is
+// about to send: an operation recorded by someone else (an event's rule,
+// a workflow, another service) with sensitive fields is otherwise sent
+// with "***" in them. Every other answer still masks them.
+func TestClaimantGetsTheRealPayload(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			b := startAPI(t, st.NewDSN(t), nil)
+			ctx := context.Background()
+			in := intent(3) // email ana@example.invalid is sensitive
+			_, _, err := b.acme.Record(ctx, "contact:3", in)
+			require.NoError(t, err)
+
+			status, body := b.raw(t, "POST", "/v1/operations/"+url.PathEscape("contact:3")+"/claim", b.token, []byte(`{"worker":"w"}`))
+			require.Equal(t, http.StatusCreated, status, string(body))
+			var c struct {
+				Operation struct {
+					Payload         json.RawMessage `json:"payload"`
+					SensitiveFields []string        `json:"sensitive_fields"`
+				} `json:"operation"`
+			}
+			require.NoError(t, json.Unmarshal(body, &c))
+			require.JSONEq(t, string(in.Payload), string(c.Operation.Payload), "the payload the claimant sends")
+			require.Equal(t, in.SensitiveFields, c.Operation.SensitiveFields, "and which of its fields are sensitive")
+
+			status, body = b.raw(t, "GET", "/v1/operations/"+url.PathEscape("contact:3"), b.token, nil)
+			require.Equal(t, http.StatusOK, status, string(body))
+			require.NotContains(t, string(body), "ana@", "the detail still masks it")
+
+			// Through the client too; marshalled again, it is masked.
+			_, _, err = b.acme.Record(ctx, "contact:4", in)
+			require.NoError(t, err)
+			claim, err := b.acme.Claim(ctx, "contact:4", client.ClaimRequest{Worker: "w"})
+			require.NoError(t, err)
+			require.JSONEq(t, string(in.Payload), string(claim.Operation.Payload))
+			shown, err := json.Marshal(claim.Operation)
+			require.NoError(t, err)
+			require.NotContains(t, string(shown), "ana@")
+		})
+	}
+}

@@ -222,7 +222,11 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, c)
+	// The claimant is about to send the payload: it gets the real one,
+	// whoever recorded the operation (an event's rule, a workflow).
+	answer := *c
+	answer.Operation = c.Operation.ForClaimant()
+	writeJSON(w, http.StatusCreated, &answer)
 }
 
 // attemptBody is what every request about an attempt (dispatch, lease,
@@ -394,19 +398,30 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	op, err := l.Approve(r.Context(), r.PathValue("key"), body)
-	var me *opledger.MismatchError
-	if errors.As(err, &me) {
-		// Approving content the operation does not have is a conflict with
-		// its current content, not a new intent.
-		writeProblem(w, r, http.StatusConflict, "fingerprint_mismatch", err.Error(), &Problem{State: me.State})
-		return
-	}
-	if err != nil {
-		s.writeError(w, r, err)
+	op, replayed, err := l.Approve(r.Context(), r.PathValue("key"), body)
+	if !s.approved(w, r, err, replayed) {
 		return
 	}
 	writeJSON(w, http.StatusOK, op)
+}
+
+// approved answers an approval's error, or marks a replayed approval's
+// answer, and reports whether the answer's body is still to be written.
+func (s *server) approved(w http.ResponseWriter, r *http.Request, err error, replayed bool) bool {
+	var me *opledger.MismatchError
+	switch {
+	case errors.As(err, &me):
+		// Approving content the operation does not have is a conflict with
+		// its current content, not a new intent.
+		writeProblem(w, r, http.StatusConflict, "fingerprint_mismatch", err.Error(), &Problem{State: me.State})
+		return false
+	case err != nil:
+		s.writeError(w, r, err)
+		return false
+	case replayed:
+		w.Header().Set(HeaderReplayed, "true")
+	}
+	return true
 }
 
 func (s *server) revise(w http.ResponseWriter, r *http.Request) {

@@ -585,7 +585,7 @@ func (w *world) approve(ctx context.Context) (string, error) {
 	if s == nil || s.Operation == nil || s.Operation.State != opledger.StateAwaitingApproval {
 		return "Nothing awaits approval.", nil
 	}
-	if _, err := w.ledger.ApproveWorkflowStep(ctx, WorkflowKey, s.Name, opledger.Approval{Version: s.Operation.Version,
+	if _, _, err := w.ledger.ApproveWorkflowStep(ctx, WorkflowKey, s.Name, opledger.Approval{Version: s.Operation.Version,
 		Fingerprint: s.Operation.Fingerprint, Approver: "lab-approver"}); err != nil {
 		return "", err
 	}

@@ -24,6 +24,7 @@ type opsBackend interface {
 	List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error)
 	Show(ctx context.Context, key string) (*opsDetail, error)
 	Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error)
+	Approve(ctx context.Context, key string, a opledger.Approval) (op *opledger.Operation, replayed bool, err error)
 	Close() error
 }
 
@@ -69,6 +70,11 @@ func (b ledgerBackend) Resolve(ctx context.Context, key string, d opledger.Decis
 	return op, replayed, b.where(err)
 }
 
+func (b ledgerBackend) Approve(ctx context.Context, key string, a opledger.Approval) (*opledger.Operation, bool, error) {
+	op, replayed, err := b.l.Approve(ctx, key, a)
+	return op, replayed, b.where(err)
+}
+
 // where names the tenant a key was not found in: keys are unique per
 // tenant, and --tenant defaults to "default", not the tenant of the
 // token that recorded the operation.
@@ -104,6 +110,10 @@ func (b serverBackend) Show(ctx context.Context, key string) (*opsDetail, error)
 
 func (b serverBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, bool, error) {
 	return b.c.Resolve(ctx, key, d)
+}
+
+func (b serverBackend) Approve(ctx context.Context, key string, a opledger.Approval) (*opledger.Operation, bool, error) {
+	return b.c.Approve(ctx, key, a)
 }
 
 func (b serverBackend) Close() error { return nil }
@@ -191,15 +201,17 @@ func newOpsCmd() *cobra.Command {
 		Short: "Inspect operations and record operator decisions",
 		Long: `ops works against a store directly (--db) or through a server (--server URL
 --token T). Decisions (resolve, retry, cancel) always need --reason: it is what the
-next person reads in the timeline. A decision sent again with the same words, when
-nothing has moved the operation since, records nothing and exits 0 ("already
-recorded"): a script that lost the first answer can repeat it.`,
+next person reads in the timeline. An approval names the version and fingerprint
+'ops show' gave, so that it approves the content that was looked at. A decision or
+approval sent again, when nothing has moved the operation since, records nothing
+and exits 0 ("already recorded"): a script that lost the first answer can repeat it.`,
 		Example: `  opledger ops list --state held,uncertain,failed
   opledger ops show intake:I17:create
-  opledger ops resolve intake:I17:create --succeeded --ref H42 --reason "found H42 in the CRM"`,
+  opledger ops resolve intake:I17:create --succeeded --ref H42 --reason "found H42 in the CRM"
+  opledger ops approve intake:I17:create --version 2 --fingerprint sha256:9f2c…`,
 	}
 	cmd.AddCommand(newOpsListCmd(), newOpsShowCmd(), newOpsResolveCmd(), newOpsDecisionCmd("retry", opledger.DecisionAuthorizeRetry),
-		newOpsDecisionCmd("cancel", opledger.DecisionCancel))
+		newOpsDecisionCmd("cancel", opledger.DecisionCancel), newOpsApproveCmd())
 	return cmd
 }
 
@@ -449,7 +461,8 @@ func nextDecision(op *opledger.Operation) (string, string) {
 	}
 	switch op.State {
 	case opledger.StateAwaitingApproval:
-		return "approve or revise", fmt.Sprintf("version %d must be approved before any attempt", op.Version)
+		return "approve or revise", fmt.Sprintf("version %d must be approved before any attempt: opledger ops approve %s --version %d --fingerprint %s",
+			op.Version, op.Key, op.Version, op.Fingerprint)
 	case opledger.StatePending:
 		if op.NotBefore != nil && op.NotBefore.After(time.Now()) {
 			return "wait", "retry scheduled, not before " + op.NotBefore.Format(time.RFC3339)
@@ -643,4 +656,53 @@ func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decisio
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", cell(op.Key), cell(string(op.State)))
 	return nil
+}
+
+func newOpsApproveCmd() *cobra.Command {
+	var (
+		bf       backendFlags
+		approval opledger.Approval
+	)
+	cmd := &cobra.Command{
+		Use:   "approve KEY --version N --fingerprint FP",
+		Short: "Approve exactly the content of an operation awaiting approval",
+		Long: `approve lets an operation that awaits approval be attempted. It names the version
+and fingerprint 'ops show' printed ("approved version"), so that the content approved
+is the content that was looked at: if it was revised since, the approval is refused
+and nothing changes.`,
+		Example: `  opledger ops show intake:I17:create
+  opledger ops approve intake:I17:create --version 2 --fingerprint sha256:9f2c…`,
+		Args: exactlyOneKey,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if approval.Version < 1 {
+				return usageError{errors.New("--version is required: the version 'ops show' gave (1 or more)")}
+			}
+			if approval.Fingerprint == "" {
+				return usageError{errors.New("--fingerprint is required: the fingerprint 'ops show' gave, sha256:…")}
+			}
+			if strings.TrimSpace(approval.Approver) == "" {
+				return usageError{errors.New("--approver is empty: give who approves, or leave the flag out for $USER")}
+			}
+			b, err := bf.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			op, replayed, err := b.Approve(cmd.Context(), args[0], approval)
+			if err != nil {
+				return refusedInput(err)
+			}
+			if replayed {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this approval was already recorded, nothing changed\n", cell(op.Key), cell(string(op.State)))
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s: version %d approved\n", cell(op.Key), cell(string(op.State)), op.Version)
+			return nil
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().Int64Var(&approval.Version, "version", 0, "the version approved (required)")
+	cmd.Flags().StringVar(&approval.Fingerprint, "fingerprint", "", "the fingerprint of that version (required)")
+	cmd.Flags().StringVar(&approval.Approver, "approver", defaultOperator(), "who approves (env USER)")
+	return cmd
 }

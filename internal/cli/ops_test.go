@@ -184,7 +184,7 @@ func TestOps(t *testing.T) {
 func TestHelpHasExamples(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{}, {"version"}, {"tokens"}, {"ops"}, {"serve"}, {"tokens", "create"}, {"tokens", "list"}, {"tokens", "revoke"}, {"migrate"},
-		{"demo"}, {"bench"}, {"events"}, {"events", "list"}, {"events", "show"}, {"ops", "list"}, {"ops", "show"}, {"ops", "resolve"}, {"ops", "retry"}, {"ops", "cancel"}} {
+		{"demo"}, {"bench"}, {"events"}, {"events", "list"}, {"events", "show"}, {"ops", "list"}, {"ops", "show"}, {"ops", "resolve"}, {"ops", "retry"}, {"ops", "cancel"}, {"ops", "approve"}} {
 		out, _, code := run(t, append(args, "--help")...)
 		require.Equal(t, 0, code, args)
 		require.Contains(t, out, "Examples:", "%v --help has examples", args)
@@ -325,4 +325,70 @@ func TestBenchServeRSS(t *testing.T) {
 		require.Equal(t, 2, code, "%v: %s", args, errOut)
 		require.Contains(t, errOut, "--serve-rss N takes --mode http")
 	}
+}
+
+// TestOpsApprove approves the demo's operation awaiting approval with the
+// version and fingerprint ops show gives, on the store and through a
+// server, and refuses approvals of other content or with missing flags.
+func TestOpsApprove(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "approve.db")
+	_, errOut, code := run(t, "demo", "--db", dsn, "--no-serve")
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code := run(t, "ops", "show", "DEMO-OP-022", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	var shown struct {
+		Operation struct {
+			State       string `json:"state"`
+			Version     int64  `json:"version"`
+			Fingerprint string `json:"fingerprint"`
+		} `json:"operation"`
+		Decision map[string]string `json:"replay_decision"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &shown))
+	require.Equal(t, "awaiting_approval", shown.Operation.State)
+	version, fp := strconv.FormatInt(shown.Operation.Version, 10), shown.Operation.Fingerprint
+	require.Contains(t, shown.Decision["reason"], "opledger ops approve DEMO-OP-022 --version "+version+" --fingerprint "+fp,
+		"ops show says how to approve it")
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--fingerprint", fp}, 2, "--version is required"},
+		{[]string{"--version", version}, 2, "--fingerprint is required"},
+		{[]string{"--version", version, "--fingerprint", fp, "--approver", " "}, 2, "--approver is empty"},
+		{[]string{"--version", version, "--fingerprint", "sha256:00"}, 1, "the approval names sha256:00, other content"},
+		{[]string{"--version", "9", "--fingerprint", fp}, 1, "the approval names version 9"},
+	} {
+		_, errOut, code := run(t, append([]string{"ops", "approve", "DEMO-OP-022", "--db", dsn}, tc.args...)...)
+		require.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		require.Contains(t, errOut, tc.msg, tc.args)
+	}
+	out, errOut, code = run(t, "ops", "show", "DEMO-OP-022", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"state": "awaiting_approval"`, "refused approvals change nothing")
+
+	approve := []string{"ops", "approve", "DEMO-OP-022", "--db", dsn, "--version", version, "--fingerprint", fp, "--approver", "lea"}
+	out, errOut, code = run(t, approve...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "DEMO-OP-022 is now pending: version "+version+" approved\n", out)
+	// Sent again, its answer lost: exit 0, nothing changed.
+	out, errOut, code = run(t, approve...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "DEMO-OP-022 is pending: this approval was already recorded, nothing changed\n", out)
+
+	// Through a server: another approver is another approval, refused
+	// now that the operation awaits none.
+	out, errOut, code = run(t, "tokens", "create", "--db", dsn, "--tenant", "default")
+	require.Equal(t, 0, code, errOut)
+	token := strings.TrimSpace(out)
+	url, _ := startServe(t, dsn)
+	_, errOut, code = run(t, "ops", "approve", "DEMO-OP-022", "--server", url, "--token", token, "--version", version, "--fingerprint", fp, "--approver", "lea")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "operation is")
+	out, errOut, code = run(t, "ops", "show", "DEMO-OP-022", "--server", url, "--token", token)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `lea \(command line on [^)]*\)\s+approved \[awaiting_approval → pending\]`, out)
 }

@@ -627,11 +627,11 @@ func (s *soak) reviserApprover(ctx context.Context, l *opledger.Ledger, rnd *ran
 		for _, op := range page.Items {
 			a := opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "soak-approver"}
 			if w, step, ok := opledger.SplitWorkflowStepKey(op.Key); ok && strings.HasPrefix(w, "wf:") {
-				_, err = l.ApproveWorkflowStep(ctx, w, step, a)
+				_, _, err = l.ApproveWorkflowStep(ctx, w, step, a)
 				s.check("approve_step", err, workflowKinds...)
 				continue
 			}
-			_, err = l.Approve(ctx, op.Key, a)
+			_, _, err = l.Approve(ctx, op.Key, a)
 			s.check("approve", err, approveKinds...)
 		}
 	}
@@ -728,7 +728,7 @@ func (s *soak) workflows(ctx context.Context, l *opledger.Ledger, rnd *rand.Rand
 			for _, st := range w.Steps {
 				switch {
 				case st.State == opledger.StepState(opledger.StateAwaitingApproval):
-					_, err := l.ApproveWorkflowStep(ctx, key, st.Name, opledger.Approval{Version: st.Version, Fingerprint: st.Fingerprint, Approver: "soak-approver"})
+					_, _, err := l.ApproveWorkflowStep(ctx, key, st.Name, opledger.Approval{Version: st.Version, Fingerprint: st.Fingerprint, Approver: "soak-approver"})
 					s.check("approve_step", err, workflowKinds...)
 				case rnd.IntN(6) == 0 && (st.State == opledger.StepWaiting || st.State == opledger.StepState(opledger.StatePending)):
 					payload := st.Payload

@@ -442,7 +442,7 @@ func testReport(t *testing.T, h Harness) {
 			op := b.requireState(t, "k1", opledger.StateHeld)
 			require.NotNil(t, op.ReviewBy)
 			require.Contains(t, b.events(t, "k1"), "late report while awaiting approval")
-			_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
+			_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
 			require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is approved before a person looked")
 		}
 	})

@@ -399,7 +399,7 @@ func testResolve(t *testing.T, h Harness) {
 		require.Empty(t, op.FailureKind)
 		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
 		require.ErrorIs(t, err, opledger.ErrInvalidState)
-		op, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: recorded.Version, Fingerprint: recorded.Fingerprint, Approver: "lead"})
+		op, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: recorded.Version, Fingerprint: recorded.Fingerprint, Approver: "lead"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State)
 		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
@@ -407,7 +407,7 @@ func testResolve(t *testing.T, h Harness) {
 
 		// Content approved before it was cancelled stays approved.
 		b.inState(t, "k2", opledger.StateAwaitingApproval)
-		_, err = b.ledger.Approve(b.ctx, "k2", opledger.Approval{Version: recorded.Version, Fingerprint: recorded.Fingerprint, Approver: "lead"})
+		_, _, err = b.ledger.Approve(b.ctx, "k2", opledger.Approval{Version: recorded.Version, Fingerprint: recorded.Fingerprint, Approver: "lead"})
 		require.NoError(t, err)
 		_, _, err = b.ledger.Resolve(b.ctx, "k2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now"})
 		require.NoError(t, err)
@@ -601,7 +601,7 @@ func testResolve(t *testing.T, h Harness) {
 		op := b.inState(t, "k1", opledger.StateAwaitingApproval)
 		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x", Operator: " \t "})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
-		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "  "})
+		_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "  "})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		_, err = b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: []byte(`{}`), Version: 2, Actor: " "})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
@@ -620,19 +620,56 @@ func testApproveRevise(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		op := b.inState(t, "k1", opledger.StateAwaitingApproval)
-		_, err := b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: "sha256:00", Approver: "lead"})
+		_, _, err := b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: "sha256:00", Approver: "lead"})
 		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
-		require.ErrorContains(t, err, "request has sha256:00")
-		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
+		require.ErrorContains(t, err, "the approval names sha256:00, other content")
+		_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
 		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
 		require.ErrorContains(t, err, "version 1 awaits approval", "the version is what differs, not the fingerprint")
 		require.ErrorContains(t, err, "the approval names version 2")
-		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint})
+		_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, "approver required")
-		approved, err := b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lead"})
+		approved, _, err := b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lead"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, approved.State)
 		require.Equal(t, "lead", approved.ApprovedBy)
+	})
+
+	// An approval sent again while nothing has moved the operation is a
+	// replay: nothing recorded, the operation as it is. Another approver,
+	// or the same approval once a worker claimed the operation, is judged
+	// as a new approval and refused.
+	t.Run("ApprovalRepeatIsReplayed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		op := b.inState(t, "k1", opledger.StateAwaitingApproval)
+		a := opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lead"}
+		first, replayed, err := b.ledger.Approve(b.ctx, "k1", a)
+		require.NoError(t, err)
+		require.False(t, replayed)
+		before, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		again, replayed, err := b.ledger.Approve(b.ctx, "k1", a)
+		require.NoError(t, err)
+		require.True(t, replayed)
+		require.Equal(t, opledger.StatePending, again.State)
+		require.True(t, first.UpdatedAt.Equal(again.UpdatedAt), "nothing written")
+		after, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Len(t, after, len(before), "a replay adds no timeline entry")
+
+		other := a
+		other.Approver = "someone else"
+		_, _, err = b.ledger.Approve(b.ctx, "k1", other)
+		var se *opledger.StateError
+		require.ErrorAs(t, err, &se, "another approver's approval is a new one, and the operation no longer awaits one")
+		require.Equal(t, opledger.StatePending, se.State)
+
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, _, err = b.ledger.Approve(b.ctx, "k1", a)
+		require.ErrorAs(t, err, &se, "after a claim the repeat is judged anew")
+		require.Equal(t, opledger.StateInProgress, se.State)
 	})
 
 	t.Run("ReviseBeforeDispatch", func(t *testing.T) {
@@ -647,12 +684,12 @@ func testApproveRevise(t *testing.T, h Harness) {
 		require.NotEqual(t, old.Fingerprint, op.Fingerprint)
 		require.NotEqual(t, old.IdempotencyKey(), op.IdempotencyKey(), "new version, new destination key")
 		// The old approval no longer fits.
-		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 1, Fingerprint: old.Fingerprint, Approver: "lead"})
+		_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 1, Fingerprint: old.Fingerprint, Approver: "lead"})
 		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
 		// Recording the old content again is now a mismatch, never a silent revert.
 		_, _, err = b.ledger.Record(b.ctx, intent("k1"))
 		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
-		op, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
+		op, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State)
 		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
@@ -697,7 +734,7 @@ func testTransitionTable(t *testing.T, h Harness) {
 			return err
 		}},
 		{"approve", []opledger.State{opledger.StateAwaitingApproval}, func(b *bundle, key string, op *opledger.Operation) error {
-			_, err := b.ledger.Approve(b.ctx, key, opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "a"})
+			_, _, err := b.ledger.Approve(b.ctx, key, opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "a"})
 			return err
 		}},
 		{"revise", []opledger.State{opledger.StateAwaitingApproval, opledger.StatePending}, func(b *bundle, key string, _ *opledger.Operation) error {

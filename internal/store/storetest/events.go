@@ -397,7 +397,7 @@ rules:
 		require.Contains(t, b.events(t, op.Key), "sensitive fields added")
 		require.Contains(t, b.events(t, op.Key), "revised")
 		// The stored content is the real one, for the destination.
-		_, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
+		_, _, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		sent := b.runOnce(t, op.Key, "CRM-1")
 		require.JSONEq(t, `{"customer":{"ref":"CR-4711","email":"ana.new@example.com"},"version":2}`, string(sent.Payload))
@@ -462,9 +462,9 @@ rules:
 		require.NoError(t, err)
 		op = r.Operations[0]
 		require.EqualValues(t, 3, op.Version)
-		_, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
+		_, _, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
 		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch, "approve exactly the current version")
-		_, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 3, Fingerprint: op.Fingerprint, Approver: "lea"})
+		_, _, err = b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 3, Fingerprint: op.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		sent := b.runOnce(t, op.Key, "ERP-1")
 		require.JSONEq(t, `{"order":1001,"version":3,"lines":[{"sku":"A","qty":6}]}`, string(sent.Payload), "the approved content is executed")
@@ -479,7 +479,7 @@ rules:
 		rules := mustRules(t)
 		op := b.revisedOrder(t, rules).Operations[0]
 		require.EqualValues(t, 2, op.Version)
-		_, err := b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
+		_, _, err := b.ledger.Approve(b.ctx, op.Key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		b.runOnce(t, op.Key, "ERP-1")
 		b.clock.Advance(31 * 24 * time.Hour)
@@ -523,7 +523,7 @@ rules:
 		require.NoError(t, err)
 		require.Equal(t, []string{"shop:order:1001:update:v2"}, opKeys(r.Operations))
 
-		_, err = b.ledger.Approve(b.ctx, up.Key, opledger.Approval{Version: up.Version, Fingerprint: up.Fingerprint, Approver: "lea"})
+		_, _, err = b.ledger.Approve(b.ctx, up.Key, opledger.Approval{Version: up.Version, Fingerprint: up.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		require.Equal(t, []string{"shop:order:1001:update:v2"}, b.drain(t))
 

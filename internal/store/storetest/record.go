@@ -130,7 +130,7 @@ func testRecord(t *testing.T, h Harness) {
 		op, _, err = b.ledger.Record(b.ctx, intent("k1"))
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateAwaitingApproval, op.State, "a repeat never weakens what was recorded")
-		_, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lea"})
+		_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		b.requireState(t, "k1", opledger.StatePending)
 

@@ -39,7 +39,7 @@ func testRetention(t *testing.T, h Harness) {
 
 		step, err := b.ledger.Get(b.ctx, "wf/b")
 		require.NoError(t, err)
-		_, err = b.ledger.Approve(b.ctx, "wf/b", opledger.Approval{Version: step.Version, Fingerprint: step.Fingerprint, Approver: "boss"})
+		_, _, err = b.ledger.Approve(b.ctx, "wf/b", opledger.Approval{Version: step.Version, Fingerprint: step.Fingerprint, Approver: "boss"})
 		require.NoError(t, err)
 		b.succeedStep(t, "wf/b", "M-1")
 		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/b")

@@ -546,7 +546,7 @@ rules:
 		require.NoError(t, err)
 		require.Equal(t, 1, w.Steps[0].Operation.AttemptCount, "resuming again repeats nothing")
 
-		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{Version: 2, Fingerprint: step2.Fingerprint, Approver: "lea"})
+		_, _, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{Version: 2, Fingerprint: step2.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		sent := b.succeedStep(t, "wf:C-17/send_email", "MSG-1")
 		require.JSONEq(t, `{"template":"follow-up-v2","task":"T-9"}`, string(sent.Payload), "the approved content is sent")
@@ -578,7 +578,7 @@ rules:
 		require.EqualValues(t, 2, w.Steps[1].Operation.Version)
 
 		// Once dispatched, content is fixed.
-		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{
+		_, _, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{
 			Version: 2, Fingerprint: w.Steps[1].Operation.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		b.claimDispatched(t, "wf:C-17/send_email")
@@ -687,15 +687,21 @@ rules:
 		require.NotEmpty(t, fp, "a waiting step without placeholders shows its future fingerprint")
 		require.Empty(t, w.Steps[2].Fingerprint)
 
-		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "b", opledger.Approval{Version: 1, Fingerprint: "sha256:0", Approver: "lea"})
+		_, _, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "b", opledger.Approval{Version: 1, Fingerprint: "sha256:0", Approver: "lea"})
 		require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
-		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "c", opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"})
+		_, _, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "c", opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"})
 		require.ErrorIs(t, err, opledger.ErrInvalidState, "content not known yet")
-		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "zz", opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"})
+		_, _, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "zz", opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"})
 		require.ErrorIs(t, err, opledger.ErrNotFound)
-		w, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "b", opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"})
+		approval := opledger.Approval{Version: 1, Fingerprint: fp, Approver: "lea"}
+		w, replayed, err := b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "b", approval)
 		require.NoError(t, err)
+		require.False(t, replayed)
 		require.Equal(t, "lea", w.Steps[1].PreApprovedBy)
+		again, replayed, err := b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "b", approval)
+		require.NoError(t, err)
+		require.True(t, replayed, "the same approval of the waiting step again")
+		require.True(t, w.UpdatedAt.Equal(again.UpdatedAt), "nothing written")
 
 		b.succeedStep(t, "wf:pre/a", "A-1")
 		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:pre")
@@ -704,6 +710,10 @@ rules:
 		require.Equal(t, opledger.StatePending, op.State, "approved ahead of its turn")
 		require.Equal(t, "lea", op.ApprovedBy)
 		require.Equal(t, fp, op.Fingerprint)
+		require.Equal(t, []string{"recorded", "workflow step recorded", "approved"}, b.events(t, "wf:pre/b"))
+		_, replayed, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:pre", "b", approval)
+		require.NoError(t, err)
+		require.True(t, replayed, "the approval given while it waited, sent again once it is recorded")
 		require.Equal(t, []string{"recorded", "workflow step recorded", "approved"}, b.events(t, "wf:pre/b"))
 
 		b.succeedStep(t, "wf:pre/b", "M-1")
@@ -754,7 +764,7 @@ rules:
 		require.NoError(t, err)
 		op, err := b.ledger.Get(b.ctx, "wf:C-17/send_email")
 		require.NoError(t, err)
-		_, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lea"})
+		_, _, err = b.ledger.ApproveWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		sent := b.drain(t)
 		require.Equal(t, []string{"wf:C-17/send_email"}, sent, "the e-mail is sent once; the task is not created again")

@@ -1,0 +1,71 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/opledger/opledger"
+)
+
+// approvedNotice is the notice's name, in place of a decision's, for an
+// approval recorded on the operation page.
+const approvedNotice = "approved"
+
+// approve records an approval given on the operation page. The form names
+// the version and fingerprint the page showed, so the approval is of that
+// content: content revised since is refused (the ledger's MismatchError),
+// and the page is shown again with the operation as it is now. A recorded
+// approval, or one sent twice, sends the browser to the operation's page
+// with its notice (Post/Redirect/Get).
+func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
+	key := r.PathValue("key")
+	name := r.PostForm.Get("approver")
+	failed := func(status int, msg string) {
+		c.showOperation(w, r, s, &decisionFailure{status: status, kind: approvedNotice, values: decisionValues{Operator: name}, msg: msg}, "")
+	}
+	version, err := strconv.ParseInt(r.PostForm.Get("version"), 10, 64)
+	fingerprint := r.PostForm.Get("fingerprint")
+	if err != nil || version < 1 || fingerprint == "" {
+		failed(http.StatusBadRequest, "This form does not say which version of the content you approve (it comes from an older page of the console), so nothing was recorded. Look at the operation again before approving.")
+		return
+	}
+	switch trimmed := strings.TrimSpace(name); {
+	case len(trimmed) > maxOperatorBytes:
+		failed(http.StatusBadRequest, fmt.Sprintf("Your name is %d bytes long; the ledger keeps at most %d.", len(trimmed), maxOperatorBytes))
+		return
+	case !storable(trimmed):
+		failed(http.StatusBadRequest, "Your name holds characters the ledger cannot store (a NUL byte or invalid UTF-8).")
+		return
+	}
+	op, replayed, err := s.ledger.Approve(r.Context(), key, opledger.Approval{Version: version, Fingerprint: fingerprint, Approver: operatorName(name)})
+	var (
+		me *opledger.MismatchError
+		se *opledger.StateError
+	)
+	switch {
+	case errors.As(err, &me):
+		failed(http.StatusConflict, fmt.Sprintf("The content was revised since you opened this page: it is now version %d. Yours was not recorded. Look at it again before approving.", me.StoredVersion))
+		return
+	case errors.As(err, &se):
+		failed(http.StatusConflict, "The operation is "+string(se.State)+" now and awaits no approval, so yours was not recorded.")
+		return
+	case errors.Is(err, opledger.ErrInvalidInput):
+		failed(http.StatusBadRequest, consoleWords(strings.TrimPrefix(err.Error(), "invalid input: ")))
+		return
+	case c.missing(w, r, s, key, err):
+		return
+	case err != nil:
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The approval could not be recorded.", err)
+		return
+	}
+	notice := approvedNotice
+	if replayed {
+		notice = replayedNotice
+	}
+	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, notice, op.Key), 60))
+	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)
+}
