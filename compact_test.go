@@ -90,3 +90,47 @@ func TestCompactConcurrently(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactMasksASensitiveRef: a destination reference made of a
+// sensitive value is shown masked while the operation is kept, and its
+// tombstone keeps it masked, since the tombstone no longer has the
+// sensitive fields that say what to mask: compaction never shows it in
+// clear, and past retention the ledger no longer holds it. A reference
+// with nothing sensitive in it is kept as it was, for repeats.
+func TestCompactMasksASensitiveRef(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var offset atomic.Int64
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Retention: time.Hour,
+				Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			for key, ref := range map[string]string{"contact:1": "contact/ana@example.invalid", "contact:2": "C-2"} {
+				c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &opledger.Intent{Key: key, Action: "create", Destination: "crm",
+					Payload: []byte(`{"email":"ana@example.invalid"}`), SensitiveFields: []string{"email"}}})
+				require.NoError(t, err)
+				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: ref})
+				require.NoError(t, err)
+			}
+			op, err := l.Get(ctx, "contact:1")
+			require.NoError(t, err)
+			require.Equal(t, "contact/***", op.Masked().DestinationRef)
+
+			offset.Store(int64(2 * time.Hour))
+			res, err := l.Compact(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2, res.Tombstoned)
+			op, err = l.Get(ctx, "contact:1")
+			require.NoError(t, err)
+			require.True(t, op.Tombstoned)
+			require.Equal(t, "contact/***", op.DestinationRef, "kept masked")
+			require.Equal(t, "contact/***", op.Masked().DestinationRef, "and shown masked")
+			op, err = l.Get(ctx, "contact:2")
+			require.NoError(t, err)
+			require.Equal(t, "C-2", op.DestinationRef, "nothing sensitive in it: kept for repeats")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package opledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -97,6 +98,17 @@ func (e *StateError) Error() string {
 	// else a pending operation's not_before is beside the point.
 	if e.Op == "claim" && e.State == StatePending && e.Operation != nil && e.Operation.NotBefore != nil {
 		msg += " until " + e.Operation.NotBefore.Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	if from, ok := decisionFrom[DecisionKind(e.Op)]; ok {
+		// Which states it applies to says what to do instead.
+		names := make([]string, len(from))
+		for i, s := range from {
+			names[i] = string(s)
+		}
+		msg += fmt.Sprintf(": %s applies to an operation that is %s, or %s", e.Op, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+	}
+	if e.Op == "approve" {
+		msg += ": only an operation awaiting approval can be approved"
 	}
 	if e.Op == "revise" {
 		// "pending" alone would not say why: it was dispatched before.

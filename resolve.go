@@ -264,9 +264,16 @@ type Approval struct {
 	Approver    string `json:"approver"`
 }
 
-// validate checks the approver's name.
+// validate checks that the approval names a version, a fingerprint and
+// who approves. A version or fingerprint left out is refused here rather
+// than compared with the operation's and reported as other content.
 func (a Approval) validate() error {
-	if strings.TrimSpace(a.Approver) == "" || len(a.Approver) > maxNameLength {
+	switch {
+	case a.Version < 1:
+		return invalidInput("version is required: the version approved, 1 or more (the operation's version)")
+	case a.Fingerprint == "":
+		return invalidInput("fingerprint is required: the fingerprint of the version approved (the operation's fingerprint)")
+	case strings.TrimSpace(a.Approver) == "" || len(a.Approver) > maxNameLength:
 		return invalidInput("approver is required (at most %d bytes)", maxNameLength)
 	}
 	return checkText("approver", a.Approver)

@@ -153,6 +153,20 @@ func (l *Ledger) compactOperations(ctx context.Context, res *CompactResult) (swe
 	return failed, nil
 }
 
+// compactedRef is the destination reference op's tombstone keeps: the
+// reference as it is shown (Operation.Masked), since the tombstone keeps
+// neither the payload nor the sensitive fields that say what to mask in
+// it. A reference made of a sensitive value (a contact named by its
+// e-mail address) is therefore kept masked: past retention the ledger no
+// longer holds the value, and a repeat is answered with the masked
+// reference.
+func compactedRef(op *store.Operation) string {
+	if len(op.SensitiveFields) == 0 || op.DestinationRef == "" {
+		return op.DestinationRef
+	}
+	return toOperation(op).Masked().DestinationRef
+}
+
 // compactBatchSize is how many operations one transaction of compaction
 // reduces to tombstones. A commit was most of the cost of compacting an
 // operation alone (BenchmarkCompact: 420 µs an operation on SQLite, 1 ms
@@ -277,7 +291,7 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 		for i, op := range ops {
 			cs[i] = store.Compaction{Revision: op.Revision, Tombstone: store.Tombstone{
 				Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
-				FailureKind: op.FailureKind, DestinationRef: op.DestinationRef, DuplicateEffects: op.DuplicateEffects,
+				FailureKind: op.FailureKind, DestinationRef: compactedRef(op), DuplicateEffects: op.DuplicateEffects,
 				Version: op.Version, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
 			}}
 			// The tombstone carries the operation's effects into the

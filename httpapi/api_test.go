@@ -391,6 +391,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.NoError(t, err)
 	expect("POST", "/v1/operations/order:19:prepare/approve", []byte(`{"version":1,"fingerprint":"sha256:00","approver":"lead"}`), 409, "fingerprint_mismatch")
 	expect("POST", "/v1/operations/order:19:prepare/approve", []byte(`{"version":1,"fingerprint":"x"}`), 400, "invalid_input")
+	expect("POST", "/v1/operations/order:19:prepare/approve", []byte(`{"fingerprint":"x","approver":"lead"}`), 400, "invalid_input")
 	expect("POST", "/v1/operations/order:19:prepare/approve", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/nope/approve", []byte(`{"version":1,"fingerprint":"x","approver":"a"}`), 404, "not_found")
 	expect("POST", "/v1/operations/order:19:prepare/revise", []byte(`{"payload":{"units":6},"version":1}`), 400, "invalid_input")

@@ -322,10 +322,12 @@ func newMigrateCmd() *cobra.Command {
 		Short: "Create or upgrade the ledger's tables",
 		Long: `migrate applies the schema migrations the store lacks, in one transaction
 per store, and says which it applied. On a terminal it draws a progress bar
-(one step per migration); piped, it prints only the result. Every other
-command also migrates a ledger when it opens it (those that only read or
-decide never make a ledger of a file that holds none): run migrate first
-to upgrade a large ledger at a time of your choosing.`,
+(one step per migration); piped, it prints only the result. The commands
+that write (serve, proxy, tokens create) also migrate a ledger when they
+open it; those that only read or decide (ops, events, tokens list and
+revoke) never do, and refuse a ledger older than they use. Run migrate
+first to upgrade a large ledger at a time of your choosing
+(docs/operations.md, "Upgrading").`,
 		Example: `  opledger migrate --db sqlite:opledger.db
   opledger migrate --db postgres://opledger@db.internal:5432/opledger`,
 		Args: noArgs,

@@ -70,3 +70,10 @@ func TestShowTimelineColumns(t *testing.T) {
 	require.Equal(t, []int{columns[0], columns[0], columns[0]}, columns, buf.String())
 	require.Equal(t, len("  2026-12-04 10:00:00.000  maria (command line on ops-host)"), columns[0])
 }
+
+func TestShortened(t *testing.T) {
+	require.Equal(t, "abc", shortened("abc", 3))
+	require.Equal(t, "ab… (4 bytes; --json gives it all)", shortened("abcd", 2))
+	// Never inside a character: "é" is two bytes.
+	require.Equal(t, "a… (5 bytes; --json gives it all)", shortened("aéé", 2))
+}

@@ -487,9 +487,9 @@ func nextDecision(op *opledger.Operation) (string, string) {
 		case opledger.FailureCancelled:
 			return "none", "cancelled by an operator, who may still authorize a retry, or mark it succeeded with a reference found"
 		case opledger.FailureExhausted:
-			return owner + " decides", "retries exhausted (" + op.LastError + "): check the destination, then authorize a retry or cancel"
+			return owner + " decides", "retries exhausted (" + op.LastError + "): check the destination, then authorize a retry, or mark it succeeded if the effect is there; left as it is, nothing more is sent"
 		}
-		return owner + " decides", "the destination refused the content (" + op.LastError + "): repair it, then authorize a retry or cancel"
+		return owner + " decides", "the destination refused the content (" + op.LastError + "): repair the cause, then authorize a retry; left as it is, nothing more is sent (a correction of the content is a new operation)"
 	case opledger.StateSucceeded:
 		return "none", "effect confirmed; repeats replay reference " + op.DestinationRef
 	}
@@ -513,6 +513,11 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	fmt.Fprintf(w, "  payload %s\n", cell(string(masked.Payload)))
 	if op.LastError != "" {
 		fmt.Fprintf(w, "  last error: %s\n", cell(op.LastError))
+	}
+	if len(op.Response) > 0 {
+		// What the destination answered (a refusal says what to repair),
+		// masked as the payload is, and cut short on one line.
+		fmt.Fprintf(w, "  response %s\n", cell(shortened(string(op.Response), shownResponseBytes)))
 	}
 	if op.DuplicateEffects > 0 {
 		fmt.Fprintf(w, "  DUPLICATE EFFECTS DETECTED: %d\n", op.DuplicateEffects)
@@ -629,6 +634,15 @@ func newOpsDecisionCmd(name string, kind opledger.DecisionKind) *cobra.Command {
 	return cmd
 }
 
+// stateOf is op's state as a decision's answer names it: with its kind
+// of failure ("failed (cancelled)").
+func stateOf(op *opledger.Operation) string {
+	if op.FailureKind != "" {
+		return string(op.State) + " (" + string(op.FailureKind) + ")"
+	}
+	return string(op.State)
+}
+
 func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decision) error {
 	if strings.TrimSpace(d.Reason) == "" {
 		return usageError{errors.New("--reason is required: write what you checked and why this is the right decision")}
@@ -651,10 +665,10 @@ func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decisio
 		// Exit 0: a script that lost the first answer and sent the
 		// decision again learns it holds, as the first answer would have
 		// said.
-		fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this decision was already recorded, nothing changed\n", cell(op.Key), cell(string(op.State)))
+		fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this decision was already recorded, nothing changed\n", cell(op.Key), cell(stateOf(op)))
 		return nil
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", cell(op.Key), cell(string(op.State)))
+	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", cell(op.Key), cell(stateOf(op)))
 	return nil
 }
 
@@ -705,4 +719,20 @@ and nothing changes.`,
 	cmd.Flags().StringVar(&approval.Fingerprint, "fingerprint", "", "the fingerprint of that version (required)")
 	cmd.Flags().StringVar(&approval.Approver, "approver", defaultOperator(), "who approves (env USER)")
 	return cmd
+}
+
+// shownResponseBytes is how much of a saved response ops show prints.
+const shownResponseBytes = 400
+
+// shortened is s cut to at most n bytes, at a character's start, with a
+// note of its whole length when it was cut.
+func shortened(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes; --json gives it all)", s[:cut], len(s))
 }

@@ -95,6 +95,11 @@ func TestOps(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `(?m)^  1 .* retryable +- +POST crm: 503 Service Unavailable$`, out)
 	require.Regexp(t, `(?m)^  2 .* succeeded +crm-\d+ +-$`, out)
+	// A refusal shows what the destination said, and what is left to do.
+	out, errOut, code = run(t, "ops", "show", "DEMO-OP-021", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `  response {"error":"injected: validation failed, nothing was done"}`)
+	require.Contains(t, out, "repair the cause, then authorize a retry; left as it is, nothing more is sent")
 	out, _, code = run(t, "ops", "show", "DEMO-OP-017", "--db", dsn, "--json")
 	require.Equal(t, 0, code)
 	var shown struct {
@@ -119,7 +124,8 @@ func TestOps(t *testing.T) {
 		{[]string{"ops", "show", "DEMO-OP-017", "--tenant", "acme"}, 1, `operation not found in tenant "acme" (--tenant names another)`},
 		{[]string{"ops", "cancel", "nope", "--reason", "x"}, 1, `cancel nope: operation not found in tenant "default" (--tenant names another)`},
 		{[]string{"ops", "show", "a@b"}, 2, "personal data"},
-		{[]string{"ops", "retry", "DEMO-OP-017", "--reason", "x"}, 1, "operation is succeeded"},
+		{[]string{"ops", "retry", "DEMO-OP-017", "--reason", "x"}, 1, "operation is succeeded: authorize_retry applies to an operation that is held, uncertain, or failed"},
+		{[]string{"ops", "cancel", "DEMO-OP-021", "--reason", "x"}, 1, "operation is failed: cancel applies to an operation that is held, uncertain, pending, or awaiting_approval"},
 		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, 2, "--db is for the store"},
 		{[]string{"ops", "cancel", "DEMO-OP-021", "--reason", "x", "--server", "", "--token", "opl_x"}, 2, "--server is empty: give the server's URL"},
 		{[]string{"ops", "list", "--token", "opl_x"}, 2, "--token is for --server"},
@@ -164,10 +170,10 @@ func TestOps(t *testing.T) {
 	require.Contains(t, out, "DEMO-OP-021")
 	out, errOut, code = run(t, "ops", "cancel", "DEMO-OP-021", "--server", url, "--token", token, "--reason", "order withdrawn")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "DEMO-OP-021 is now failed\n", out)
+	require.Equal(t, "DEMO-OP-021 is now failed (cancelled)\n", out)
 	out, errOut, code = run(t, "ops", "cancel", "DEMO-OP-021", "--server", url, "--token", token, "--reason", "order withdrawn")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "DEMO-OP-021 is failed: this decision was already recorded, nothing changed\n", out)
+	require.Equal(t, "DEMO-OP-021 is failed (cancelled): this decision was already recorded, nothing changed\n", out)
 	out, errOut, code = run(t, "ops", "show", "DEMO-OP-021", "--server", url, "--token", token)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "operator cancelled")
