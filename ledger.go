@@ -262,7 +262,7 @@ func checkSchema(ctx context.Context, st store.Store, dsn string) error {
 	}
 	where, first := "the postgres DSN", "if a process of this release is migrating it now, try again in a moment; otherwise stop every process of the older release"
 	if path, ok := sqlitestore.DSNPath(dsn); ok {
-		where, first = path, "if a process of this release is migrating it now, try again in a moment; otherwise stop every process of this ledger, copy the file"
+		where, first = path, "if a process of this release is migrating it now, try again in a moment; otherwise back it up (opledger backup), stop every process of this ledger"
 	} else if u, err := url.Parse(dsn); err == nil {
 		where = redact.DSN(dsn, u)
 	}

@@ -86,7 +86,7 @@ func TestOpenExistingOnlyDoesNotMigrate(t *testing.T) {
 			require.ErrorContains(t, err, "then run opledger migrate (see Upgrading in docs/operations.md)")
 			if s.Name == "sqlite" {
 				require.ErrorContains(t, err, "the ledger at "+strings.TrimPrefix(dsn, "sqlite:")+" has")
-				require.ErrorContains(t, err, "stop every process of this ledger, copy the file, then run")
+				require.ErrorContains(t, err, "back it up (opledger backup), stop every process of this ledger, then run")
 			}
 			require.NotContains(t, err.Error(), "\n")
 			require.Equal(t, newest-1, schemaVersion(t, dsn), "left at its version")

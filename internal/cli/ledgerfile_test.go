@@ -39,7 +39,7 @@ func TestReadingCommandsDoNotMigrate(t *testing.T) {
 	require.NoError(t, err)
 
 	want := fmt.Sprintf("opledger: the ledger at %s has schema version %d, older than this opledger uses (%d), and a command that only reads or decides does not upgrade it: "+
-		"if a process of this release is migrating it now, try again in a moment; otherwise stop every process of this ledger, copy the file, then run opledger migrate (see Upgrading in docs/operations.md)\n", path, newest-1, newest)
+		"if a process of this release is migrating it now, try again in a moment; otherwise back it up (opledger backup), stop every process of this ledger, then run opledger migrate (see Upgrading in docs/operations.md)\n", path, newest-1, newest)
 	for _, args := range [][]string{
 		{"ops", "list"}, {"ops", "show", "k1"}, {"ops", "cancel", "k1", "--reason", "r"},
 		{"events", "list"}, {"tokens", "list"}, {"tokens", "revoke", "tok_1"},

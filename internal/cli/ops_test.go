@@ -189,7 +189,7 @@ func TestOps(t *testing.T) {
 
 func TestHelpHasExamples(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{}, {"version"}, {"tokens"}, {"ops"}, {"serve"}, {"tokens", "create"}, {"tokens", "list"}, {"tokens", "revoke"}, {"migrate"},
+	for _, args := range [][]string{{}, {"version"}, {"tokens"}, {"ops"}, {"serve"}, {"tokens", "create"}, {"tokens", "list"}, {"tokens", "revoke"}, {"migrate"}, {"backup"},
 		{"demo"}, {"bench"}, {"events"}, {"events", "list"}, {"events", "show"}, {"ops", "list"}, {"ops", "show"}, {"ops", "resolve"}, {"ops", "retry"}, {"ops", "cancel"}, {"ops", "approve"}} {
 		out, _, code := run(t, append(args, "--help")...)
 		require.Equal(t, 0, code, args)

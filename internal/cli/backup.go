@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
+)
+
+func newBackupCmd() *cobra.Command {
+	var dsn, to string
+	cmd := &cobra.Command{
+		Use:   "backup --db sqlite:PATH --to FILE",
+		Short: "Copy a SQLite ledger to a new file, consistently, while it is in use",
+		Long: `backup writes a consistent copy of a SQLite ledger to a new file, while serve,
+proxy or other processes go on using it (SQLite's VACUUM INTO): every write committed
+before it started is in the copy, including those still in the write-ahead log
+(ledger.db-wal), which copying ledger.db alone would lose, for example after a crash
+or a kill -9. The copy is synced to disk, then checked (it holds the ledger, and
+SQLite's quick_check finds nothing wrong). It never overwrites a file, and it
+changes nothing in the ledger. It reads a ledger of any schema version, so take it
+before an upgrade.
+
+A PostgreSQL ledger is backed up with pg_dump (docs/operations.md, "Backups").
+To restore, stop every process of the ledger and put the copy in place of the
+file (removing its -wal and -shm files).`,
+		Example: `  opledger backup --db sqlite:/var/lib/opledger/ledger.db --to /backups/ledger-2026-12-04.db`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, ok := sqlitestore.DSNPath(dsn)
+			if !ok {
+				return usageError{errors.New("backup copies a SQLite ledger (--db sqlite:PATH); back up a PostgreSQL ledger's schema with pg_dump --schema=NAME (docs/operations.md, \"Backups\")")}
+			}
+			if to == "" {
+				return usageError{errors.New("--to is required: the new file to write the copy to")}
+			}
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				return usageError{fmt.Errorf("no ledger at %s: the file does not exist", path)}
+			}
+			err := sqlitestore.Backup(cmd.Context(), path, to)
+			if errors.Is(err, sqlitestore.ErrBackupExists) || errors.Is(err, opledger.ErrNotLedger) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s (checked)\n", path, to)
+			return nil
+		},
+	}
+	addDBFlag(cmd, &dsn)
+	cmd.Flags().StringVar(&to, "to", "", "the new file to write the copy to (required; never overwritten)")
+	return cmd
+}

@@ -1,0 +1,80 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+)
+
+// TestBackupAfterKill: 'opledger backup' of the file of a server killed
+// with SIGKILL (its last writes still in the write-ahead log, which a
+// copy of the file alone leaves behind) holds every write the server
+// acknowledged, and a backup taken while a server runs holds every write
+// acknowledged before it. Each copy opens as a ledger.
+func TestBackupAfterKill(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	dsn := "sqlite:" + path
+	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	token := strings.TrimSpace(out)
+	url, cmd := startServe(t, dsn)
+	c := client.New(url, token, nil)
+	ctx := context.Background()
+	record := func(from, to int) {
+		for i := from; i < to; i++ {
+			_, created, err := c.Record(ctx, fmt.Sprintf("order:%d", i), client.Intent{Action: "create", Destination: "crm"})
+			require.NoError(t, err)
+			require.True(t, created)
+		}
+	}
+	record(0, 20)
+
+	// Online: the server goes on writing after the copy.
+	online := filepath.Join(dir, "online.db")
+	out, errOut, code = run(t, "backup", "--db", dsn, "--to", online)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "backed up "+path+" to "+online+" (checked)\n", out)
+	record(20, 50)
+
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+
+	after := filepath.Join(dir, "after-kill.db")
+	_, errOut, code = run(t, "backup", "--db", dsn, "--to", after)
+	require.Equal(t, 0, code, errOut)
+	for name, want := range map[string]int{online: 20, after: 50} {
+		l, err := opledger.Open(ctx, "sqlite:"+name, opledger.Options{Tenant: "acme", ExistingOnly: true})
+		require.NoError(t, err, name)
+		page, err := l.List(ctx, opledger.ListOptions{Limit: 500})
+		require.NoError(t, err)
+		require.Len(t, page.Items, want, name)
+		require.NoError(t, l.Close())
+	}
+
+	// Refusals: an existing file is never overwritten; no ledger, no copy.
+	_, errOut, code = run(t, "backup", "--db", dsn, "--to", after)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "never overwrites a file")
+	empty := filepath.Join(dir, "empty.db")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	_, errOut, code = run(t, "backup", "--db", "sqlite:"+empty, "--to", filepath.Join(dir, "x.db"))
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "not an opledger ledger")
+	require.NoFileExists(t, filepath.Join(dir, "x.db"))
+	_, errOut, code = run(t, "backup", "--db", "postgres://postgres@127.0.0.1:5432/test", "--to", filepath.Join(dir, "y.db"))
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "pg_dump")
+	_, errOut, code = run(t, "backup", "--db", dsn)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--to is required")
+}

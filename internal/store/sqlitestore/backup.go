@@ -1,0 +1,106 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// ErrBackupExists is Backup's refusal of a destination that exists: a
+// backup never overwrites a file.
+var ErrBackupExists = errors.New("the backup's file exists; a backup never overwrites a file: name a new one")
+
+// Backup writes a consistent copy of the ledger in the SQLite file at path
+// to the new file to, while other processes read and write the ledger:
+// SQLite's VACUUM INTO copies one read transaction's snapshot, so every
+// write committed before it began is in the copy (those still in the
+// write-ahead log too, where copying the file alone loses them), and none
+// half-written. The copy is synced to disk, then checked: it must hold
+// the ledger, and SQLite's quick_check must find nothing wrong. A path
+// that holds no ledger is refused (store.ErrNotLedger), and so is a
+// destination that exists (ErrBackupExists). On an error the
+// destination's partial file is removed.
+func Backup(ctx context.Context, path, to string) (err error) {
+	holds, err := HoldsLedger(ctx, path)
+	if err != nil {
+		return err
+	}
+	if !holds {
+		return fmt.Errorf("%s: %w (no opledger ledger to back up)", path, store.ErrNotLedger)
+	}
+	if _, err := os.Lstat(to); err == nil {
+		return fmt.Errorf("%s: %w", to, ErrBackupExists)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backup to %s: %w", to, err)
+	}
+	db, err := sql.Open("sqlite", FileURI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return fmt.Errorf("open sqlite %s read-only: %w", path, err)
+	}
+	defer db.Close()
+	defer func() {
+		if err != nil {
+			os.Remove(to) // VACUUM INTO made it, or nothing is there
+		}
+	}()
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, to); err != nil {
+		return classify(fmt.Errorf("back up sqlite %s to %s: %w", path, to, err))
+	}
+	if err := syncFile(to); err != nil {
+		return err
+	}
+	return checkBackup(ctx, to)
+}
+
+// syncFile makes the file at path, and its name in its directory,
+// durable.
+func syncFile(path string) error {
+	for _, p := range []string{path, filepath.Dir(path)} {
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("sync %s: %w", p, err)
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil && p == path {
+			return fmt.Errorf("sync %s: %w", p, err)
+		}
+		// A directory that cannot be synced (some file systems refuse)
+		// leaves the file synced; its name is as durable as the system
+		// makes it.
+	}
+	return nil
+}
+
+// checkBackup reads the copy at path: it must hold a ledger and pass
+// SQLite's quick_check.
+func checkBackup(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", FileURI(path)+"?mode=ro")
+	if err != nil {
+		return fmt.Errorf("check the backup %s: %w", path, err)
+	}
+	defer db.Close()
+	holds, _, err := checkLedger(ctx, db)
+	if err != nil {
+		return fmt.Errorf("check the backup %s: %w", path, err)
+	}
+	if !holds {
+		return fmt.Errorf("check the backup %s: it holds no ledger", path)
+	}
+	var result string
+	if err := db.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&result); err != nil {
+		return fmt.Errorf("check the backup %s: %w", path, err)
+	}
+	if result != "ok" {
+		return fmt.Errorf("check the backup %s: quick_check found %s", path, result)
+	}
+	return nil
+}
