@@ -61,21 +61,23 @@ func Backup(ctx context.Context, path, to string) (err error) {
 // syncFile makes the file at path, and its name in its directory,
 // durable.
 func syncFile(path string) error {
-	for _, p := range []string{path, filepath.Dir(path)} {
-		f, err := os.Open(p)
-		if err != nil {
-			return fmt.Errorf("sync %s: %w", p, err)
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil && p == path {
-			return fmt.Errorf("sync %s: %w", p, err)
-		}
-		// A directory that cannot be synced (some file systems refuse)
-		// leaves the file synced; its name is as durable as the system
-		// makes it.
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	// A directory that cannot be opened or synced (Windows, some file
+	// systems) leaves the file synced; its name is then as durable as
+	// the system makes it.
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
 	}
 	return nil
 }
