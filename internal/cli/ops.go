@@ -426,6 +426,9 @@ func decisionRecord(d *opsDetail) replayDecision {
 		r.CurrentAttempt = fmt.Sprintf("#%d %s (worker %s, %s)", a.Number, a.ID, a.Worker, outcome)
 	}
 	r.LastConfirmedStep = "recorded"
+	if op.Tombstoned {
+		r.LastConfirmedStep = "finished at " + op.UpdatedAt.Format(time.RFC3339) + ", then compacted"
+	}
 	for _, e := range d.Timeline {
 		r.LastConfirmedStep = e.Event + " at " + e.At.Format(time.RFC3339)
 	}
@@ -442,7 +445,9 @@ func decisionRecord(d *opsDetail) replayDecision {
 	default:
 		r.Result = "not sent yet"
 	}
-	if op.Protected {
+	if op.Tombstoned {
+		r.DuplicateProtected = "none needed: no attempt will follow"
+	} else if op.Protected {
 		r.DuplicateProtected = "idempotency key " + op.IdempotencyKey() + " (next attempt is a protected retry)"
 	} else {
 		r.DuplicateProtected = "as declared by destination " + op.Destination + " (see its configuration); key " + op.IdempotencyKey()
@@ -503,6 +508,9 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	fmt.Fprintf(w, "%s  %s", cell(op.Key), cell(string(op.State)))
 	if op.FailureKind != "" {
 		fmt.Fprintf(w, " (%s)", cell(string(op.FailureKind)))
+	}
+	if op.Tombstoned {
+		return writeTombstone(w, op, rec)
 	}
 	fmt.Fprintf(w, "\n  action %s → %s, owner %s\n", cell(op.Action), cell(op.Destination), cell(dash(op.Owner)))
 	payload, _ := json.Marshal(op) // masks sensitive fields
@@ -572,6 +580,21 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		fmt.Fprintf(tw, "  %s:\t%s\n", row[0], cell(row[1]))
 	}
 	return tw.Flush()
+}
+
+// writeTombstone prints the rest of ops show's text for a compacted
+// operation, after its key and state: what retention kept of it.
+func writeTombstone(w io.Writer, op *opledger.Operation, rec replayDecision) error {
+	fmt.Fprintf(w, ", compacted by retention\n")
+	fmt.Fprintf(w, "  recorded %s, finished %s\n", op.CreatedAt.Format(time.RFC3339), op.UpdatedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "  version %d, %s\n", op.Version, cell(op.Fingerprint))
+	fmt.Fprintf(w, "  destination reference %s\n", cell(dash(op.DestinationRef)))
+	if op.DuplicateEffects > 0 {
+		fmt.Fprintf(w, "  DUPLICATE EFFECTS DETECTED: %d\n", op.DuplicateEffects)
+	}
+	fmt.Fprintf(w, "  its payload, attempts and timeline were removed; a repeat of its key is still recognised\n")
+	fmt.Fprintf(w, "\nNext decision: %s (%s)\n", cell(rec.NextDecision), cell(rec.Reason))
+	return nil
 }
 
 func newOpsResolveCmd() *cobra.Command {

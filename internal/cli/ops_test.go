@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -9,9 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
 )
 
 // TestOps drives the ops commands of the built binary against a store and
@@ -397,4 +402,36 @@ func TestOpsApprove(t *testing.T) {
 	out, errOut, code = run(t, "ops", "show", "DEMO-OP-022", "--server", url, "--token", token)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `lea \(command line on [^)]*\)\s+approved \[awaiting_approval → pending\]`, out)
+}
+
+// TestOpsShowTombstone: ops show of a compacted operation says what
+// retention kept (dates, version, reference) and that the rest was
+// removed, rather than empty tables and an empty destination.
+func TestOpsShowTombstone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "tomb.db")
+	var offset atomic.Int64
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Retention: time.Hour,
+		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, "order:1", opledger.ClaimOptions{Intent: &opledger.Intent{Key: "order:1", Action: "create", Destination: "crm"}})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "order:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "CRM-1"})
+	require.NoError(t, err)
+	offset.Store(int64(2 * time.Hour))
+	res, err := l.Compact(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Tombstoned)
+	require.NoError(t, l.Close())
+
+	out, errOut, code := run(t, "ops", "show", "order:1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^order:1  succeeded, compacted by retention\n  recorded \S+, finished \S+\n  version 1, sha256:[0-9a-f]+\n  destination reference CRM-1\n`, out)
+	require.Contains(t, out, "its payload, attempts and timeline were removed")
+	require.Contains(t, out, "Next decision: none (compacted by retention")
+	require.NotContains(t, out, "Attempts:")
+	out, errOut, code = run(t, "ops", "show", "order:1", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"deduplication_support": "none needed: no attempt will follow"`)
 }
