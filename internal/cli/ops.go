@@ -25,6 +25,9 @@ type opsBackend interface {
 	Show(ctx context.Context, key string) (*opsDetail, error)
 	Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error)
 	Approve(ctx context.Context, key string, a opledger.Approval) (op *opledger.Operation, replayed bool, err error)
+	// NoOperations says that the tenant the backend acts in has no
+	// operations at all, and how another is named.
+	NoOperations() string
 	Close() error
 }
 
@@ -85,6 +88,10 @@ func (b ledgerBackend) where(err error) error {
 	return err
 }
 
+func (b ledgerBackend) NoOperations() string {
+	return fmt.Sprintf("tenant %q has no operations at all: --tenant names another", b.l.Tenant())
+}
+
 func (b ledgerBackend) Close() error { return b.l.Close() }
 
 type serverBackend struct{ c *client.Client }
@@ -114,6 +121,10 @@ func (b serverBackend) Resolve(ctx context.Context, key string, d opledger.Decis
 
 func (b serverBackend) Approve(ctx context.Context, key string, a opledger.Approval) (*opledger.Operation, bool, error) {
 	return b.c.Approve(ctx, key, a)
+}
+
+func (b serverBackend) NoOperations() string {
+	return "the token's tenant has no operations at all: a token of another tenant lists that tenant's"
 }
 
 func (b serverBackend) Close() error { return nil }
@@ -267,6 +278,17 @@ func newOpsListCmd() *cobra.Command {
 			}
 			if err != nil {
 				return err
+			}
+			if len(page.Items) == 0 && cursor == "" {
+				// Nothing at all, or nothing in this tenant? An empty
+				// queue of the wrong tenant reads as "nothing waits".
+				some, err := b.List(cmd.Context(), opledger.ListOptions{Limit: 1})
+				if err != nil {
+					return err
+				}
+				if len(some.Items) == 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "note: "+b.NoOperations())
+				}
 			}
 			return morePages(cmd, page.NextCursor)
 		},

@@ -35,6 +35,16 @@ func TestOps(t *testing.T) {
 	require.Contains(t, out, "DEMO-MAIL-017")
 	require.Contains(t, out, "failed (rejected)")
 
+	// An empty list of a tenant without any operation says so: a
+	// mistyped --tenant is not an empty queue.
+	out, errOut, code = run(t, "ops", "list", "--db", dsn, "--state", "held", "--tenant", "acmee")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "note: tenant \"acmee\" has no operations at all: --tenant names another\n", errOut)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 1, "the header alone")
+	_, errOut, code = run(t, "ops", "list", "--db", dsn, "--state", "in_progress")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut, "an empty list of a tenant with operations needs no note")
+
 	out, errOut, code = run(t, "ops", "list", "--db", dsn, "--order", "review")
 	require.Equal(t, 0, code, errOut)
 	lines = strings.Split(strings.TrimSpace(out), "\n")
