@@ -476,6 +476,10 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	// which must never go down when the attempt ends.
 	require.Contains(t, metrics, `opledger_attempts_open{destination="crm"} 1`)
 	require.NotContains(t, metrics, `outcome="open"`)
+	// Every outcome of a destination with attempts has its series, at 0
+	// until one counts: the first lease expiry is then an increase.
+	require.Contains(t, metrics, `opledger_attempts_total{destination="crm",outcome="lease_expired"} 0`)
+	require.Contains(t, metrics, `opledger_attempts_total{destination="crm",outcome="abandoned"} 0`)
 	require.NotContains(t, metrics, "order:", "no keys in metrics")
 	doc := expect("GET", "/v1/openapi.json", nil, 200, "")
 	require.JSONEq(t, string(httpapi.OpenAPI), string(doc))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -126,13 +127,31 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.CounterValue, float64(ev.Deliveries))
 	ch <- prometheus.MustNewConstMetric(c.duplicateDeliveries, prometheus.CounterValue, float64(ev.DuplicateDeliveries))
 	// An attempt is counted once it has ended: a counter must never go
-	// down, and an attempt leaves "open" when it ends.
+	// down, and an attempt leaves "open" when it ends. Every destination
+	// that has had an attempt has a series of each outcome and of its
+	// open attempts, at 0 until one counts: a series that first appears
+	// at 1 is not an increase to Prometheus, so an alert on the first
+	// lease expiry of a destination would never fire, and an open count
+	// that vanished instead of going to 0 would look like missing data.
+	counted := map[[2]string]int{}
+	var destinations []string
 	for _, a := range st.Attempts {
-		if a.Outcome == opledger.AttemptOpen {
-			ch <- prometheus.MustNewConstMetric(c.attemptsOpen, prometheus.GaugeValue, float64(a.Count), a.Destination)
-			continue
+		if _, ok := counted[[2]string{a.Destination, opledger.AttemptOpen}]; !ok {
+			destinations = append(destinations, a.Destination)
+			counted[[2]string{a.Destination, opledger.AttemptOpen}] = 0
 		}
-		ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(a.Count), a.Destination, a.Outcome)
+		counted[[2]string{a.Destination, a.Outcome}] += a.Count
+	}
+	for _, d := range destinations {
+		ch <- prometheus.MustNewConstMetric(c.attemptsOpen, prometheus.GaugeValue, float64(counted[[2]string{d, opledger.AttemptOpen}]), d)
+		for _, outcome := range attemptOutcomes {
+			ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(counted[[2]string{d, outcome}]), d, outcome)
+		}
+	}
+	for _, a := range st.Attempts {
+		if a.Outcome != opledger.AttemptOpen && !slices.Contains(attemptOutcomes, a.Outcome) {
+			ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(a.Count), a.Destination, a.Outcome)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.confirmed, prometheus.CounterValue, float64(st.ConfirmedEffects))
 	ch <- prometheus.MustNewConstMetric(c.duplicates, prometheus.CounterValue, float64(st.DuplicateEffects))
@@ -146,6 +165,11 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstHistogram(c.recovery, uint64(st.Recoveries), st.RecoveryTotalSeconds, buckets)
 }
+
+// attemptOutcomes are the outcomes an attempt ends with: the four a
+// caller reports and the two the ledger sets.
+var attemptOutcomes = []string{string(opledger.OutcomeSucceeded), string(opledger.OutcomeRejected),
+	string(opledger.OutcomeRetryable), string(opledger.OutcomeUncertain), opledger.AttemptAbandoned, opledger.AttemptLeaseExpired}
 
 // writeLockCollector reports this process's waits for other processes'
 // writes to its SQLite file (Ledger.WriteLockWaits): unlike the ledger's
