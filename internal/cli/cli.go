@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
 
 // Exit codes.
@@ -305,11 +307,17 @@ func addDBFlag(cmd *cobra.Command, dsn *string) {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
-		Short:   "Print the opledger version",
+		Short:   "Print the opledger version and the ledger schema version it uses",
 		Example: "  opledger version",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), "opledger", version())
+			// The schema version says which ledgers this release reads
+			// without migrating them (docs/operations.md, "Upgrading").
+			versions, err := sqlitestore.MigrationVersions()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "opledger %s (ledger schema version %d)\n", version(), slices.Max(versions))
 			return nil
 		},
 	}

@@ -11,6 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +22,9 @@ import (
 	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
+
+	"github.com/opledger/opledger/internal/store/pgstore"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
 
 var binary string
@@ -167,7 +173,14 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, 0, code)
 	// Built from this checkout: "dev", or with -buildvcs a pseudo-version
 	// naming its commit.
-	require.Regexp(t, `^opledger (dev|v0\.0\.0-\d{14}-[0-9a-f]{12}(\+dirty)?)\n$`, out)
+	m := regexp.MustCompile(`^opledger (dev|v0\.0\.0-\d{14}-[0-9a-f]{12}(\+dirty)?) \(ledger schema version (\d+)\)\n$`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	sqlite, err := sqlitestore.MigrationVersions()
+	require.NoError(t, err)
+	pg, err := pgstore.MigrationVersions()
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(slices.Max(sqlite)), m[3])
+	require.Equal(t, slices.Max(sqlite), slices.Max(pg), "both stores are at the same schema version")
 }
 
 // TestDemoServes: after the walk-through the demo serves the ledger and

@@ -342,7 +342,7 @@ func writeOpsTable(w io.Writer, ops []*opledger.Operation) error {
 		}
 		review := "-"
 		if op.ReviewBy != nil {
-			review = op.ReviewBy.Format("2006-01-02 15:04")
+			review = op.ReviewBy.UTC().Format("2006-01-02 15:04Z")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(op.Key), cell(state), cell(op.Destination), op.AttemptCount,
 			cell(dash(op.Owner)), review, age(now.Sub(op.CreatedAt)), cell(dash(op.DestinationRef)))
@@ -558,7 +558,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	for _, a := range d.Attempts {
 		disp := "-"
 		if a.DispatchedAt != nil {
-			disp = a.DispatchedAt.Format("15:04:05.000")
+			disp = a.DispatchedAt.UTC().Format("15:04:05.000Z")
 		}
 		outcome := dash(a.Outcome)
 		if a.Stale {
@@ -567,7 +567,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		if a.LateOutcome != "" {
 			outcome += ", late report " + a.LateOutcome
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, cell(a.ID), cell(a.Worker), a.ClaimedAt.Format("15:04:05.000"), disp,
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, cell(a.ID), cell(a.Worker), a.ClaimedAt.UTC().Format("15:04:05.000Z"), disp,
 			cell(outcome), cell(dash(a.DestinationRef)), cell(dash(a.Error)))
 	}
 	tw.Flush()
@@ -584,7 +584,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 			move = fmt.Sprintf(" [%s → %s]", cell(dash(string(e.From))), cell(string(e.To)))
 		}
 		actor := cell(e.Actor)
-		fmt.Fprintf(w, "  %s  %s%s %s%s", e.At.Format("2006-01-02 15:04:05.000"), actor,
+		fmt.Fprintf(w, "  %s  %s%s %s%s", e.At.UTC().Format("2006-01-02 15:04:05.000Z"), actor,
 			strings.Repeat(" ", width-utf8.RuneCountInString(actor)), cell(e.Event), move)
 		if e.Evidence != "" {
 			fmt.Fprintf(w, ": %s", cell(e.Evidence))
