@@ -21,6 +21,6 @@ func TestStateErrorNamesNotBeforeOnlyForClaims(t *testing.T) {
 	require.EqualError(t, claim, "claim k1: operation is pending until 2026-12-02T09:54:35.002Z")
 	require.ErrorIs(t, claim, opledger.ErrNotDue)
 	resolve := &opledger.StateError{Op: "mark_succeeded", Key: "k1", State: opledger.StatePending, Operation: op}
-	require.EqualError(t, resolve, "mark_succeeded k1: operation is pending")
+	require.EqualError(t, resolve, "mark_succeeded k1: operation is pending: mark_succeeded applies to an operation that is held, uncertain, or failed")
 	require.NotErrorIs(t, resolve, opledger.ErrNotDue)
 }

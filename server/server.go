@@ -260,7 +260,13 @@ func (s *Server) Run(ctx context.Context) error {
 
 	served := make(chan error, 1)
 	go func() { served <- s.http.Serve(s.listener) }()
-	log.Info("serving", "url", s.URL(), "store", s.ledger.StoreName())
+	log.Info("serving", "url", s.URL(), "store", s.ledger.StoreName(), "executor", s.executor != nil, "reconciler", s.reconciler != nil)
+	if s.reconciler == nil {
+		// Said once, at start: nothing here settles an uncertain
+		// operation, whatever a page says a reconciler does.
+		log.Warn("no destinations configured: this server runs no executor and no reconciler; operations wait for workers calling the API, " +
+			"and an uncertain one for a reconciler of another process or a person's decision (opledger serve --config)")
+	}
 
 	// The executor stops as soon as the server does — it claims nothing
 	// more, gives back claims not yet dispatched and lets calls in flight
