@@ -1,6 +1,7 @@
 package opledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,9 @@ type ClaimOptions struct {
 	// Worker names the claimer in the attempt and timeline. Default: the
 	// Ledger's worker name.
 	Worker string
-	// Lease overrides the Ledger's lease duration for this claim.
+	// Lease overrides the Ledger's lease duration for this claim. Zero
+	// means the Ledger's (Options.Lease); a negative lease is refused with
+	// ErrInvalidInput.
 	Lease time.Duration
 	// Intent, if set, records the operation first when its key is new, with
 	// the same rules as Record, in the same transaction as the claim: one
@@ -104,9 +107,9 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 	if err := checkWorker(worker); err != nil {
 		return nil, err
 	}
-	lease := opts.Lease
-	if lease <= 0 {
-		lease = l.opts.Lease
+	lease, err := claimLease("ClaimOptions", opts.Lease, l.opts.Lease)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Intent == nil {
 		// Refuse without taking the write lock when a plain read already
@@ -146,6 +149,20 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 	l.snapshots.keep(last, nil)
 	claim.Operation = op
 	return claim, nil
+}
+
+// claimLease is the lease of a claim whose options (named by opts) give
+// lease: the Ledger's, def, when lease is 0. A negative lease is refused
+// as Open refuses a negative Options.Lease: a mistake, never silently
+// replaced by the default.
+func claimLease(opts string, lease, def time.Duration) (time.Duration, error) {
+	switch {
+	case lease < 0:
+		return 0, invalidInput("%s.Lease is %s: it must be positive (0 means the Ledger's lease)", opts, lease)
+	case lease == 0:
+		return def, nil
+	}
+	return lease, nil
 }
 
 // claimDecision is the claim transition: it records intent first when set
@@ -267,9 +284,9 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 	if err := checkWorker(worker); err != nil {
 		return nil, err
 	}
-	lease := opts.Lease
-	if lease <= 0 {
-		lease = l.opts.Lease
+	lease, err := claimLease("ClaimNextOptions", opts.Lease, l.opts.Lease)
+	if err != nil {
+		return nil, err
 	}
 	tenant := l.tenant
 	if opts.AllTenants {
@@ -402,11 +419,13 @@ func (t *txn) settleExpiredLease() error {
 
 // ExpireLeases settles every expired lease in the store, across tenants:
 // operations not yet dispatched return to pending, dispatched ones become
-// uncertain. It returns how many it settled. opledger serve runs it
-// periodically; a library user runs it from a ticker. A lease that cannot
-// be settled does not stop the others: the error counts those that failed
-// and gives the first one's cause, with its key left out (the error is
-// meant for a log); they are tried again on the next run.
+// uncertain. It returns how many it settled. Maintain runs it every
+// MaintainOptions.LeaseSweep: a program that embeds the library starts
+// Maintain (opledger serve and opledger proxy do) rather than calling
+// ExpireLeases itself. A lease that cannot be settled does not stop the
+// others: the error counts those that failed and gives the first one's
+// cause, with its key left out (the error is meant for a log); they are
+// tried again on the next run.
 func (l *Ledger) ExpireLeases(ctx context.Context) (int, error) {
 	total := 0
 	var failed sweepFailures
@@ -691,6 +710,9 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
+	// A copy: the operation returned must not change when the caller
+	// reuses the response's buffer.
+	r.Response = bytes.Clone(r.Response)
 	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("report"); err != nil {
 			return err

@@ -71,8 +71,19 @@ type Action func(ctx context.Context, call Call) (Result, error)
 // returns the operation in its new state and an *AttemptError: pending
 // (retry later: call Do again at or after NotBefore), failed, or uncertain
 // (reconcile before anything is sent again). The action's error is
-// classified by OutcomeOf. When the operation cannot be claimed it returns
-// the *StateError of Claim (for example ErrInProgress).
+// classified by OutcomeOf. When the operation cannot be claimed (not due,
+// in progress, uncertain, held, failed, awaiting approval) it returns the
+// operation as it is now with the *StateError of Claim (for example
+// ErrInProgress, ErrNotDue), whose Operation it is.
+//
+// The operation Do returns is nil only together with an error, in two
+// cases. First, when Do fails before it has the operation: a nil action
+// or an intent refused as Record would refuse it (ErrInvalidInput,
+// ErrInvalidKey, ErrDestinationNotServed), the key recorded with other
+// content (ErrFingerprintMismatch), the key of a stored workflow's step,
+// or a context that ended or a store that failed before the claim was
+// recorded. Second, with a *ReportError: the outcome could not be
+// recorded. Every other error comes with the operation.
 //
 // Whenever the ledger has the operation succeeded when Do is done with it,
 // Do returns it as it is then, with a nil error. This includes a late
@@ -133,6 +144,11 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 		return se.Operation, nil
 	}
 	if err != nil {
+		if se != nil && se.Operation != nil {
+			// Refused by the operation's state: it is returned as it is
+			// now, as with an *AttemptError.
+			return se.Operation, err
+		}
 		return nil, err
 	}
 	doStep(in.Key, "claimed")

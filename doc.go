@@ -4,6 +4,23 @@
 // outcome visible until a lookup at the destination, a protection the
 // destination documents, or a named person settles it.
 //
+// # Start here
+//
+// The core calls, in the order a program meets them:
+//
+//   - Open the ledger on a DSN (see Storage).
+//   - Do an action under a key; a worker that cannot run inside Do uses
+//     Record, Claim (or ClaimNext), Dispatch and Report instead.
+//   - Maintain, in a goroutine of its own, settles the leases of workers
+//     that died, moves workflows on and applies retention.
+//   - Reconcile settles an uncertain operation from a lookup at the
+//     destination (or its idempotency protection); Resolve records a
+//     person's decision, with a reason, on one that is held, uncertain
+//     or failed.
+//   - List and Get show the operations; Attempts and Timeline one
+//     operation's history.
+//   - Close the ledger when done; it waits for Maintain to stop.
+//
 // # Operations and attempts
 //
 // An operation is one intended business change under a stable key chosen
@@ -47,7 +64,11 @@
 //
 // # Housekeeping
 //
-// ExpireLeases settles lapsed claims; Compact reduces old final operations
-// to tombstones that still recognise a very late repeat. opledger serve runs
-// both; an embedding program runs them from a ticker.
+// ExpireLeases settles lapsed claims; AdvanceWorkflows moves on workflows
+// whose current step succeeded; Compact reduces old final operations to
+// tombstones that still recognise a very late repeat. Maintain runs all
+// three at their intervals (MaintainOptions): opledger serve and opledger
+// proxy run it, and a program that embeds the library starts it itself:
+//
+//	go ledger.Maintain(ctx, opledger.MaintainOptions{})
 package opledger

@@ -46,6 +46,9 @@ type MaintainOptions struct {
 // was called, and every job has stopped; Close waits for that before it
 // closes the store.
 //
+// An interval of zero is its default; a negative one, a mistake, is
+// logged as an error and replaced by the default.
+//
 // opledger serve and opledger proxy run it; a program that embeds the
 // library without either runs it in a goroutine of its own. Several
 // processes may maintain one store at the same time: each lease is
@@ -57,18 +60,24 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 		return // closed
 	}
 	defer done()
-	if o.LeaseSweep <= 0 {
-		o.LeaseSweep = DefaultLeaseSweep
-	}
-	if o.WorkflowSweep <= 0 {
-		o.WorkflowSweep = DefaultLeaseSweep
-	}
-	if o.CompactInterval <= 0 {
-		o.CompactInterval = DefaultCompactInterval
-	}
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	for _, iv := range []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{{"LeaseSweep", &o.LeaseSweep, DefaultLeaseSweep}, {"WorkflowSweep", &o.WorkflowSweep, DefaultLeaseSweep},
+		{"CompactInterval", &o.CompactInterval, DefaultCompactInterval}} {
+		if *iv.d < 0 {
+			// A mistake Maintain cannot return: said, not passed over.
+			log.Error("maintain: a negative interval is a mistake; the default is used", "option", "MaintainOptions."+iv.name,
+				"given", iv.d.String(), "used", iv.def.String())
+		}
+		if *iv.d <= 0 {
+			*iv.d = iv.def
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -123,3 +123,28 @@ func TestCloseStopsMaintain(t *testing.T) {
 		})
 	}
 }
+
+// TestMaintainSaysANegativeInterval: a negative interval, which Maintain
+// cannot return as an error, is logged as one, naming the option, and the
+// default is used.
+func TestMaintainSaysANegativeInterval(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Close()) }()
+	var logs testrig.LogBuffer
+	stopped := make(chan struct{})
+	go func() {
+		l.Maintain(ctx, opledger.MaintainOptions{WorkflowSweep: -time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		close(stopped)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "a negative interval is a mistake") },
+		10*time.Second, time.Millisecond)
+	cancel()
+	<-stopped
+	out := logs.String()
+	require.Contains(t, out, "level=ERROR")
+	require.Contains(t, out, "option=MaintainOptions.WorkflowSweep given=-1s used=5s")
+	require.NotContains(t, out, "MaintainOptions.LeaseSweep", "zero is the default, not a mistake")
+}

@@ -1,6 +1,7 @@
 package opledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,7 +156,9 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 	}
 	t.op = &store.Operation{
 		Tenant: t.tenant, Key: t.key, Action: in.Action, Destination: in.Destination,
-		Version: in.Version, Fingerprint: fp, Payload: in.Payload,
+		// A copy: the operation returned must not change when the
+		// caller reuses the intent's buffer.
+		Version: in.Version, Fingerprint: fp, Payload: bytes.Clone(in.Payload),
 		SensitiveFields: slices.Clone(in.SensitiveFields), Owner: in.Owner, SourceEvent: in.SourceEvent,
 		RequiresApproval: in.RequiresApproval,
 	}

@@ -14,11 +14,11 @@
 // A Client made by New with a nil *http.Client gives up on a request after
 // 30 seconds. Response bodies are read up to MaxResponseBytes (64 MiB); a
 // larger one is an error, never cut short and decoded.
-//
+package client
+
 // Allowed imports: opledger, httpapi (for the problem type),
 // internal/opjson (to encode as the API does), internal/textcut, the
 // standard library.
-package client
 
 import (
 	"bytes"
@@ -380,11 +380,25 @@ func (c *Client) Get(ctx context.Context, key string) (*OperationDetail, error) 
 	return &d, nil
 }
 
-// List returns a page of operations, newest first.
+// List returns a page of operations, filtered and in the order o asks
+// for: newest first, or the held ones by review time
+// (opledger.OrderReview). o.ExceptCancelled cannot be sent over the API,
+// nor a state that is not one of opledger.StateNames: either is refused
+// (opledger.ErrInvalidInput) before anything is sent, never silently
+// dropped.
 func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
+	if o.ExceptCancelled {
+		return nil, invalidInput("ListOptions.ExceptCancelled cannot be sent over the API; " +
+			"leave it false and skip the failed operations whose FailureKind is opledger.FailureCancelled")
+	}
 	q := url.Values{}
 	var states []string
 	for _, s := range o.States {
+		if !s.Valid() {
+			// The API takes the states as one comma-separated list: one
+			// that is empty or holds a comma would be read as others.
+			return nil, invalidInput(fmt.Sprintf("ListOptions.States: unknown state %.40q (states: %s)", s, opledger.StateNames()))
+		}
 		states = append(states, string(s))
 	}
 	if len(states) > 0 {
@@ -429,7 +443,9 @@ type ClaimRequest struct {
 }
 
 // ReplayError carries the saved result of an operation that already
-// succeeded; nothing must be sent. It matches opledger.ErrAlreadySucceeded.
+// succeeded; nothing must be sent. It matches opledger.ErrAlreadySucceeded
+// and opledger.ErrInvalidState, as the library's *opledger.StateError for
+// a succeeded operation does.
 type ReplayError struct {
 	// Operation is the succeeded operation, with its destination
 	// reference and saved response.
@@ -444,8 +460,10 @@ func (e *ReplayError) Error() string {
 	return "operation " + e.Operation.Key + " already succeeded with ref " + e.Operation.DestinationRef
 }
 
-// Is matches opledger.ErrAlreadySucceeded.
-func (e *ReplayError) Is(target error) bool { return target == opledger.ErrAlreadySucceeded }
+// Is matches opledger.ErrAlreadySucceeded and opledger.ErrInvalidState.
+func (e *ReplayError) Is(target error) bool {
+	return target == opledger.ErrAlreadySucceeded || target == opledger.ErrInvalidState
+}
 
 // Claim claims an operation. A succeeded operation gives a *ReplayError
 // with the saved result. The claim's Operation carries the real payload,
