@@ -654,10 +654,23 @@ func freeText(s string) template.HTML {
 	return template.HTML("<bdi>" + template.HTMLEscapeString(visibleText(s)) + "</bdi>")
 }
 
+// eventStatuses are the statuses the events page filters by, in the
+// order of its filter links.
+var eventStatuses = []opledger.EventStatus{opledger.EventApplied, opledger.EventOutOfOrder, opledger.EventConflict, opledger.EventUnmapped}
+
+// eventFilter is one link of the events page's status filter.
+type eventFilter struct {
+	Status opledger.EventStatus // "" for every status
+	Count  int
+	Href   string
+	Active bool
+}
+
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	source := r.URL.Query().Get("source")
+	status := opledger.EventStatus(r.URL.Query().Get("status"))
 	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: opledger.MaxListLimit,
-		Source: source, Cursor: r.URL.Query().Get("cursor")})
+		Source: source, Status: status, Cursor: r.URL.Query().Get("cursor")})
 	if errors.Is(err, opledger.ErrInvalidInput) {
 		c.fail(w, r, s, http.StatusBadRequest, "That filter is not valid.", nil)
 		return
@@ -671,8 +684,38 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
+	// The filter keeps the source; a link to its own status is the page
+	// itself. The counts are the tenant's, whatever the source.
+	href := func(st opledger.EventStatus) string {
+		q := url.Values{}
+		if source != "" {
+			q.Set("source", source)
+		}
+		if st != "" {
+			q.Set("status", string(st))
+		}
+		if len(q) == 0 {
+			return "/events"
+		}
+		return "/events?" + q.Encode()
+	}
+	filters := []eventFilter{{Count: st.Events, Href: href(""), Active: status == ""}}
+	for _, es := range eventStatuses {
+		filters = append(filters, eventFilter{Status: es, Count: st.EventsByStatus[es], Href: href(es), Active: status == es})
+	}
+	next := ""
+	if page.NextCursor != "" {
+		q := url.Values{"cursor": {page.NextCursor}}
+		if source != "" {
+			q.Set("source", source)
+		}
+		if status != "" {
+			q.Set("status", string(status))
+		}
+		next = "/events?" + q.Encode()
+	}
 	c.render(w, http.StatusOK, "events", map[string]any{"Title": "Events", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Items": page.Items, "Next": page.NextCursor, "Source": source, "Stats": st})
+		"Items": page.Items, "Next": next, "Source": source, "Status": status, "Filters": filters, "Stats": st})
 }
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
