@@ -14,6 +14,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/opjson"
+	"github.com/opledger/opledger/internal/redact"
 )
 
 func (s *server) routes() []route {
@@ -323,6 +324,7 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 		Error: body.Error, RetryAfter: after})
 	var stale *opledger.StaleError
 	if errors.As(err, &stale) && stale.Recorded {
+		s.advanceWorkflow(r, l, stale.Operation) // a late success may have settled it
 		writeMerged(w, http.StatusOK, stale.Operation, map[string]any{"stale_report": true})
 		return
 	}
@@ -330,7 +332,22 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.advanceWorkflow(r, l, op)
 	writeMerged(w, http.StatusOK, op, map[string]any{"stale_report": false})
+}
+
+// advanceWorkflow moves on the workflow whose step op is once op has
+// succeeded, as the executor and the reconciler do after a success of
+// theirs: the next step is recorded before the answer, not at the next
+// sweep. A failure is logged, not answered: the success is recorded, and
+// the workflow sweep (Ledger.Maintain) moves the workflow on later.
+func (s *server) advanceWorkflow(r *http.Request, l *opledger.Ledger, op *opledger.Operation) {
+	if op == nil || op.State != opledger.StateSucceeded {
+		return
+	}
+	if _, err := l.AdvanceWorkflowOf(r.Context(), op.Key); err != nil {
+		s.log.WarnContext(r.Context(), "advance workflow", "request_id", requestID(r.Context()), "error", redact.Keys(op.Key, err))
+	}
 }
 
 func writeMerged(w http.ResponseWriter, status int, op *opledger.Operation, extra map[string]any) {
@@ -389,6 +406,7 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.advanceWorkflow(r, l, op)
 	writeJSON(w, http.StatusOK, op)
 }
 
@@ -451,6 +469,8 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	if replayed {
 		w.Header().Set(HeaderReplayed, "true")
+	} else {
+		s.advanceWorkflow(r, l, op)
 	}
 	writeJSON(w, http.StatusOK, op)
 }
