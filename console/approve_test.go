@@ -129,3 +129,35 @@ func TestApproveInBrowser(t *testing.T) {
 	require.Contains(t, pageText(t, ctx, `h1`), "pending")
 	require.Contains(t, pageText(t, ctx, `#timeline`), "approved")
 }
+
+// The workflow page says where each step stands on approval: a step that
+// was approved (and may have run since) no longer reads "needs approval".
+func TestWorkflowStepApprovalShown(t *testing.T) {
+	t.Parallel()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	ctx := context.Background()
+	yes := true
+	_, _, err := l.PutWorkflow(ctx, "wf:ap", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`), RequiresApproval: &yes},
+		{Name: "b", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`), RequiresApproval: &yes},
+	}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+	page := s.get("/workflows/wf:ap")
+	require.Contains(t, page, "version 1, awaits approval")
+	require.Contains(t, page, "version 1, needs approval before it runs")
+
+	a, err := l.Get(ctx, "wf:ap/a")
+	require.NoError(t, err)
+	_, _, err = l.Approve(ctx, "wf:ap/a", opledger.Approval{Version: a.Version, Fingerprint: a.Fingerprint, Approver: "Lea"})
+	require.NoError(t, err)
+	claim, err := l.Claim(ctx, "wf:ap/a", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "wf:ap/a", claim.AttemptID, claim.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A-1"})
+	require.NoError(t, err)
+	page = s.get("/workflows/wf:ap")
+	require.Contains(t, page, "version 1, approved by <bdi>Lea</bdi>", "the succeeded step says who approved it")
+	require.NotContains(t, page, "awaits approval")
+}
