@@ -489,8 +489,15 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		return a.CreatedAt.Before(b.CreatedAt)
 	})
+	// Workflows that cannot go on have no operation in the queue's
+	// states: their next step was never recorded.
+	stuck, err := s.ledger.StuckWorkflows(r.Context(), c.queueLimit)
+	if err != nil {
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
 	c.render(w, http.StatusOK, "queue", map[string]any{"Title": "Exception queue", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Items": rows, "Summary": sum})
+		"Items": rows, "Summary": sum, "Stuck": stuck})
 }
 
 // queueStates are the states of the exception queue, in its order.

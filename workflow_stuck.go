@@ -1,0 +1,72 @@
+package opledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// StuckWorkflows lists up to limit (1 to MaxListLimit) of the tenant's
+// workflows that cannot go on by themselves: their current step
+// succeeded, and the next one cannot be recorded (a *StepError: its
+// content reads a reference or response member the earlier step did not
+// give). Such a workflow is held with no operation of its own in any
+// state, so the exception queue, which lists operations, does not show
+// it; a person revises the step (ReviseWorkflowStep). Each is returned
+// as GetWorkflow returns it, its Reason saying what is missing, in key
+// order.
+func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, error) {
+	if limit < 1 || limit > MaxListLimit {
+		return nil, invalidInput("limit is 1 to %d", MaxListLimit)
+	}
+	var out []*Workflow
+	// The open workflows whose current step succeeded, of every tenant in
+	// (tenant, key) order: this tenant's come from just after its empty
+	// key. The sweep moves the others on within its interval, so few are
+	// read besides the stuck ones.
+	after := store.OperationID{Tenant: l.tenant}
+	for {
+		var ids []store.OperationID
+		if err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+			var err error
+			ids, err = r.WorkflowsReady(ctx, after, sweepPage)
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("stuck workflows: %w", err)
+		}
+		for _, id := range ids {
+			if id.Tenant != l.tenant {
+				return out, nil
+			}
+			w, err := l.GetWorkflow(ctx, id.Key)
+			if errors.Is(err, ErrNotFound) {
+				continue // forgotten by retention since listed
+			}
+			if err != nil {
+				return nil, fmt.Errorf("stuck workflows: %w", err)
+			}
+			if w.Status == WorkflowHeld && stepOperationOf(w, w.CurrentStep) == nil {
+				if out = append(out, w); len(out) == limit {
+					return out, nil
+				}
+			}
+		}
+		if len(ids) < sweepPage {
+			return out, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// stepOperationOf is the operation of w's step named name, nil when the
+// step has none (yet).
+func stepOperationOf(w *Workflow, name string) *Operation {
+	for i := range w.Steps {
+		if w.Steps[i].Name == name {
+			return w.Steps[i].Operation
+		}
+	}
+	return nil
+}
