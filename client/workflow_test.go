@@ -57,8 +57,9 @@ func TestWorkflow(t *testing.T) {
 	got, err = c.GetWorkflow(ctx, "wf:1")
 	require.NoError(t, err)
 	require.Equal(t, opledger.StepState(opledger.StateSucceeded), got.Steps[0].State)
-	require.Equal(t, opledger.StepWaiting, got.Steps[1].State, "nothing resumed the workflow yet")
+	require.Equal(t, opledger.StepState(opledger.StatePending), got.Steps[1].State, "the success reported through the API moved the workflow on")
 
+	// Resuming again changes nothing.
 	resumed, err := c.ResumeWorkflow(ctx, "wf:1")
 	require.NoError(t, err)
 	require.Equal(t, opledger.StepState(opledger.StatePending), resumed.Steps[1].State)
