@@ -121,7 +121,7 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 	}
 	var claim *Claim
 	var last *txn
-	decide := claimDecision(worker, lease, opts.Intent, fp, opts.Dispatch, &claim)
+	decide := claimDecision(worker, l.attributed(worker), lease, opts.Intent, fp, opts.Dispatch, &claim)
 	capture := func(t *txn) error {
 		last = t
 		return decide(t)
@@ -166,13 +166,13 @@ func claimLease(opts string, lease, def time.Duration) (time.Duration, error) {
 }
 
 // claimDecision is the claim transition: it records intent first when set
-// and the key is new, settles an expired lease, and claims a pending, due
-// operation, marking the attempt dispatched when dispatch is set, leaving
-// the claim in *out.
-func claimDecision(worker string, lease time.Duration, intent *Intent, fp string, dispatch bool, out **Claim) func(t *txn) error {
+// and the key is new (naming recorder as who recorded it), settles an
+// expired lease, and claims a pending, due operation, marking the attempt
+// dispatched when dispatch is set, leaving the claim in *out.
+func claimDecision(worker, recorder string, lease time.Duration, intent *Intent, fp string, dispatch bool, out **Claim) func(t *txn) error {
 	return func(t *txn) error {
 		if intent != nil {
-			if err := t.record(intent, fp, worker); err != nil {
+			if err := t.record(intent, fp, recorder); err != nil {
 				return err
 			}
 		}
@@ -315,7 +315,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 					}
 					return ErrNothingDue
 				}
-				decide := claimDecision(worker, lease, nil, "", opts.Dispatch, &claim)
+				decide := claimDecision(worker, "", lease, nil, "", opts.Dispatch, &claim)
 				op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, func(t *txn) error {
 					last = t
 					return decide(t)

@@ -99,7 +99,8 @@ func (l *Ledger) Record(ctx context.Context, in Intent) (op *Operation, created 
 		return nil, false, err
 	}
 	op, err = l.mutate(ctx, in.Key, func(t *txn) error {
-		err := t.record(&in, fp, l.worker)
+		// Named as decisions are: through the API, the token it came with.
+		err := t.record(&in, fp, l.attributed(l.worker))
 		created = t.inserted
 		return err
 	})
