@@ -349,6 +349,11 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 			obj = o
 		}
 		if obj != nil {
+			// A value of another kind is refused, not compared as text:
+			// nothing it could be compared with tells older from newer.
+			if err := sameOrderKind(m, obj.OrderValue); err != nil {
+				return nil, err
+			}
 			switch c := compareOrder(m.OrderValue, obj.OrderValue); {
 			case c < 0:
 				row.Status = string(EventOutOfOrder)

@@ -1,12 +1,17 @@
 package opledger
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
+	"strconv"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/opledger/opledger/internal/configfile"
 )
@@ -43,7 +48,9 @@ type ObjectRule struct {
 	ID string `yaml:"id" json:"id"`
 	// OrderBy is the path of the ordering value: "event.occurred_at", or a
 	// version or timestamp in the payload ("data.version"). Numbers compare
-	// as numbers, RFC 3339 times as times, anything else as text.
+	// as numbers, RFC 3339 times as times, anything else as text; a value
+	// of another kind than the one recorded for the object, or a number
+	// beyond a double's range, is refused (a *RuleError).
 	OrderBy string `yaml:"order_by" json:"order_by"`
 }
 
@@ -139,7 +146,9 @@ type compiledOpRule struct {
 //	        destination: crm
 //	        payload: {submission: "{data.submission_id}"}
 //
-// Decoding is strict: unknown fields are refused.
+// Decoding is strict: unknown fields are refused, and so is a placeholder
+// written without quotes, which YAML reads as an object
+// (`order: {data.id}` for `order: "{data.id}"`).
 func ParseRules(data []byte) (*Rules, error) {
 	var doc rulesDocument
 	if err := configfile.DecodeYAML(data, &doc); err != nil {
@@ -148,7 +157,107 @@ func ParseRules(data []byte) (*Rules, error) {
 		}
 		return nil, invalidInput("rules: %v", err)
 	}
-	return NewRules(doc.Rules...)
+	r, err := NewRules(doc.Rules...)
+	if err != nil {
+		return nil, err
+	}
+	if err := unquotedPlaceholders(data); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// unquotedPlaceholders refuses a payload in which YAML read a placeholder
+// written without quotes as an object: `order: {data.id}` is the flow
+// mapping {"data.id": null}, which would be sent as it is, an object,
+// on every event. A member named like a placeholder path ("data",
+// "event", or one under them) whose value is null is taken for one,
+// with the line it is on. data has been decoded strictly already.
+func unquotedPlaceholders(data []byte) error {
+	var doc struct {
+		Rules []struct {
+			Name       string `yaml:"name"`
+			Operations []struct {
+				Payload yaml.Node `yaml:"payload"`
+			} `yaml:"operations"`
+		} `yaml:"rules"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil // not reached: configfile.DecodeYAML read it
+	}
+	for i, r := range doc.Rules {
+		name := r.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i+1)
+		}
+		for j, op := range r.Operations {
+			if err := findUnquoted(&op.Payload, "payload", nil); err != nil {
+				field := fmt.Sprintf("operations[%d].payload", j)
+				if len(err.path) > 0 {
+					field += "." + strings.Join(err.path, ".")
+				}
+				return &RuleError{Rule: name, Field: field, Err: err}
+			}
+		}
+	}
+	return nil
+}
+
+// unquotedError is a placeholder YAML read as an object: the line, the
+// path to the object in the payload, and the name of the member that
+// holds it ("" for an element of a list).
+type unquotedError struct {
+	line        int
+	path        []string
+	parent, key string
+}
+
+// Error says what YAML made of the placeholder, and how to write it.
+func (e *unquotedError) Error() string {
+	quoted := fmt.Sprintf("%s: \"{%s}\"", e.parent, e.key)
+	if e.parent == "" {
+		quoted = fmt.Sprintf("- \"{%s}\"", e.key) // an element of a list
+	}
+	return fmt.Sprintf("line %d: the YAML object {%q: null} is what the placeholder {%s} becomes without quotes; placeholders must be quoted: %s",
+		e.line, e.key, e.key, quoted)
+}
+
+// findUnquoted walks a payload node for a placeholder read as an object
+// (see unquotedPlaceholders). Aliases are not followed: what they name
+// is walked where it is defined.
+func findUnquoted(n *yaml.Node, parent string, path []string) *unquotedError {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.ScalarNode && placeholderLike(k.Value) && v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+				return &unquotedError{line: k.Line, path: path, parent: parent, key: k.Value}
+			}
+			if k.Kind == yaml.ScalarNode {
+				if err := findUnquoted(v, k.Value, append(path[:len(path):len(path)], k.Value)); err != nil {
+					return err
+				}
+			}
+		}
+	case yaml.SequenceNode:
+		for i, el := range n.Content {
+			if err := findUnquoted(el, "", append(path[:len(path):len(path)], strconv.Itoa(i))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// placeholderLike reports whether a member name is spelled like a
+// placeholder path of a rule: "data", "event", or a path under them.
+func placeholderLike(name string) bool {
+	for _, root := range eventRoots {
+		if name == root || strings.HasPrefix(name, root+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadRules reads mapping rules from a YAML file (see ParseRules): a
@@ -318,6 +427,8 @@ type Mapping struct {
 	ObjectKey string `json:"object_key,omitempty"`
 	// OrderValue is the object's ordering value in this event.
 	OrderValue string `json:"order_value,omitempty"`
+	// orderBy is the path OrderValue was read from, for errors.
+	orderBy string
 	// Intents are the operation intents, in the rule's order.
 	Intents []Intent `json:"intents"`
 	// Updates[i] is the update operation that intent i becomes when it
@@ -362,7 +473,11 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 		if err != nil {
 			return nil, fail("object.order_by", err)
 		}
-		if m.OrderValue, err = scalarText(v, c.orderBy); err != nil {
+		// A number keeps the sender's spelling here: ordering values
+		// compare by value (compareOrder), never as text.
+		if n, ok := v.(json.Number); ok {
+			m.OrderValue = n.String()
+		} else if m.OrderValue, err = scalarText(v, c.orderBy); err != nil {
 			return nil, fail("object.order_by", err)
 		}
 		if len(m.OrderValue) > maxNameLength {
@@ -374,6 +489,10 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 		if err := checkText(strings.Join(c.orderBy, "."), m.OrderValue); err != nil {
 			return nil, fail("object.order_by", err)
 		}
+		if orderKindOf(m.OrderValue) == orderNumber && !orderNumberInRange(m.OrderValue) {
+			return nil, fail("object.order_by", fmt.Errorf("%s is a number beyond the range of a double", strings.Join(c.orderBy, ".")))
+		}
+		m.orderBy = strings.Join(c.orderBy, ".")
 	}
 	// producedBy names the field that produced each key: two operations
 	// of one event with the same key would be one operation written
@@ -451,6 +570,63 @@ func (ev *Event) templateContext() (map[string]any, error) {
 	return map[string]any{"data": data, "event": meta}, nil
 }
 
+// orderKind is the kind of an ordering value. The values of one object
+// compare only with values of the kind first recorded for it: a number
+// is never compared with text (after "abc", every real version would
+// compare as older as text), nor a time with a number.
+type orderKind string
+
+const (
+	orderNumber orderKind = "a number"
+	orderTime   orderKind = "an RFC 3339 time"
+	orderText   orderKind = "other text"
+)
+
+// orderKindOf tells the kind of an ordering value: a number when
+// compareOrder compares it as one (a decimal, or a form big.Rat reads
+// cheaply: "3/4", "0x1F"), a time when it is an RFC 3339 time, else text.
+func orderKindOf(s string) orderKind {
+	if _, ok := parseDecimal(s); ok {
+		return orderNumber
+	}
+	if ratOf(s) != nil {
+		return orderNumber
+	}
+	if _, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return orderTime
+	}
+	return orderText
+}
+
+// orderNumberInRange reports whether the number s is within a double's
+// range, as a payload's numbers must be: beyond it, a value such as
+// 1.5e400 would stay newer than every real version that follows.
+func orderNumberInRange(s string) bool {
+	if _, ok := parseDecimal(s); ok {
+		// Linear in s whatever its exponent; an overflow is ±Inf.
+		f, err := strconv.ParseFloat(s, 64)
+		return err == nil || !math.IsInf(f, 0)
+	}
+	if r := ratOf(s); r != nil {
+		f, _ := r.Float64()
+		return !math.IsInf(f, 0)
+	}
+	return false
+}
+
+// sameOrderKind refuses, as a rule that cannot map the event, an
+// ordering value of another kind than the one recorded for the object.
+// The error names the path and the kinds, never the values.
+func sameOrderKind(m *Mapping, recorded string) error {
+	got, want := orderKindOf(m.OrderValue), orderKindOf(recorded)
+	if got == want {
+		return nil
+	}
+	return &RuleError{Rule: m.Rule, Field: "object.order_by", Err: fmt.Errorf(
+		"%s is %s, but the ordering value recorded for this object is %s: values of one object must all be numbers, all RFC 3339 times or all other text",
+		m.orderBy, got, want)}
+}
+
 // compareOrder compares two ordering values: as numbers when both are
 // numbers, as times when both are RFC 3339 times, otherwise as text.
 // Decimal numbers are compared exactly by their digits and exponents
@@ -458,17 +634,26 @@ func (ev *Event) templateContext() (map[string]any, error) {
 // the event chose, which for "1e999999" takes a large part of a second
 // while the event's transaction holds the store, and it refuses larger
 // exponents, which then compared as text. The other forms big.Rat reads
-// (fractions "3/4", "0x1F") are compared by it.
+// (fractions "3/4", "0x1F") are compared by it, and with a decimal by
+// compareDecimalRat, whatever the decimal's exponent.
 func compareOrder(a, b string) int {
-	if x, ok := parseDecimal(a); ok {
-		if y, ok := parseDecimal(b); ok {
-			return compareDecimal(x, y)
+	x, xok := parseDecimal(a)
+	y, yok := parseDecimal(b)
+	switch {
+	case xok && yok:
+		return compareDecimal(x, y)
+	case xok:
+		if ry := ratOf(b); ry != nil {
+			return compareDecimalRat(x, ry)
 		}
-	}
-	if ratCheap(a) && ratCheap(b) {
-		if x, ok := new(big.Rat).SetString(a); ok {
-			if y, ok := new(big.Rat).SetString(b); ok {
-				return x.Cmp(y)
+	case yok:
+		if rx := ratOf(a); rx != nil {
+			return -compareDecimalRat(y, rx)
+		}
+	default:
+		if rx := ratOf(a); rx != nil {
+			if ry := ratOf(b); ry != nil {
+				return rx.Cmp(ry)
 			}
 		}
 	}
@@ -480,11 +665,68 @@ func compareOrder(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// ratCheap reports whether big.Rat reads s without a decimal exponent
-// (an e of hex digits is none).
+// ratOf reads s with big.Rat when it has no exponent (ratCheap); nil
+// otherwise.
+func ratOf(s string) *big.Rat {
+	if !ratCheap(s) {
+		return nil
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil
+	}
+	return r
+}
+
+// ratCheap reports whether big.Rat reads s without an exponent for it to
+// raise 10 or 2 to (an e of hex digits is none): its value then takes
+// no more bits than s has characters, which bounds compareDecimalRat.
 func ratCheap(s string) bool {
 	s = strings.TrimLeft(s, "+-")
+	if strings.ContainsAny(s, "pP") {
+		return false
+	}
 	return !strings.ContainsAny(s, "eE") || strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X")
+}
+
+// compareDecimalRat compares a decimal with a rational exactly. y lies
+// strictly between 10^-k and 10^k, k its numerator's and denominator's
+// bit lengths together: a decimal whose exponent is beyond that is
+// larger or smaller by its exponent alone, and any other is made a
+// big.Rat at a cost bounded by y's size, not by the exponent.
+func compareDecimalRat(x decimal, y *big.Rat) int {
+	sx := 0
+	if x.digits != "" {
+		sx = 1
+		if x.neg {
+			sx = -1
+		}
+	}
+	if sy := y.Sign(); sx != sy || sx == 0 {
+		return cmpInt(sx, sy)
+	}
+	// 10^(exp-1) <= |x| < 10^exp.
+	k := int64(y.Num().BitLen() + y.Denom().BitLen() + 1)
+	switch {
+	case x.exp.Cmp(big.NewInt(k+1)) >= 0:
+		return sx // |x| >= 10^k > |y|
+	case x.exp.Cmp(big.NewInt(-k)) <= 0:
+		return -sx // |x| < 10^-k < |y|
+	}
+	xr, ok := new(big.Rat).SetString(x.text())
+	if !ok {
+		return strings.Compare(x.text(), y.String()) // not reached: x.text() is a decimal
+	}
+	return xr.Cmp(y)
+}
+
+// text writes d as "[-]0.digits" with an exponent, which big.Rat reads.
+func (d decimal) text() string {
+	sign := ""
+	if d.neg {
+		sign = "-"
+	}
+	return sign + "0." + d.digits + "e" + d.exp.String()
 }
 
 // decimal is a decimal number as 0.digits × 10^exp, with digits

@@ -17,7 +17,9 @@ import (
 // object fields by name, array elements by index ("{data.items.0.sku}").
 // A string that is exactly one placeholder takes the value at the path
 // whatever its JSON type; a placeholder inside other text must name a
-// string, number or boolean. Errors name the path, never the value.
+// string, number or boolean, and a number is written there in its
+// canonical decimal form (decimalText). Errors name the path, never the
+// value.
 
 // tmplPart is a literal or a placeholder of a template.
 type tmplPart struct {
@@ -177,13 +179,15 @@ func lookupPath(ctx map[string]any, path []string) (any, error) {
 	return cur, nil
 }
 
-// scalarText renders a string, number or boolean as text.
+// scalarText renders a string, number or boolean as text. A number is
+// written in its canonical decimal form (decimalText), so that one value
+// gives one key however the sender spelled it.
 func scalarText(v any, path []string) (string, error) {
 	switch x := v.(type) {
 	case string:
 		return x, nil
 	case json.Number:
-		return x.String(), nil
+		return decimalText(x.String(), path)
 	case bool:
 		return strconv.FormatBool(x), nil
 	case int:
@@ -191,11 +195,80 @@ func scalarText(v any, path []string) (string, error) {
 	case int64:
 		return strconv.FormatInt(x, 10), nil
 	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), nil
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return "", fmt.Errorf("%s is not a finite number", strings.Join(path, "."))
+		}
+		return decimalText(strconv.FormatFloat(x, 'g', -1, 64), path)
 	case nil:
 		return "", fmt.Errorf("%s is null", strings.Join(path, "."))
 	}
 	return "", fmt.Errorf("%s is not a string, number or boolean", strings.Join(path, "."))
+}
+
+// maxNumberText bounds the decimal form of a number written into text
+// where it is longer than the number as sent: a short exponent
+// ("1e999999999") must not make a key or a payload text of a billion
+// digits. It exceeds the 309 digits of the largest double.
+const maxNumberText = 400
+
+// decimalText writes the number n (JSON number syntax) exactly, in the
+// one decimal form every spelling of its value shares: no exponent, no
+// leading zeros, no trailing fractional zeros, no sign on zero (8.5e2,
+// 850.0 and 850 are "850"; 1e-3 is "0.001"). It never goes through a
+// double, so distinct integers of any length stay distinct. A form
+// longer than both maxNumberText and n itself is an error naming path,
+// never the value, and is refused before anything is built.
+func decimalText(n string, path []string) (string, error) {
+	d, ok := parseDecimal(n)
+	if !ok {
+		return "", fmt.Errorf("%s is not a decimal number", strings.Join(path, "."))
+	}
+	if d.digits == "" {
+		return "0", nil
+	}
+	// d is 0.digits × 10^exp: exp digits before the point.
+	limit := int64(max(maxNumberText, len(n)))
+	if !d.exp.IsInt64() || d.exp.Int64() > limit || d.exp.Int64() < -limit {
+		return "", errNumberTooLong(path)
+	}
+	exp, nd := d.exp.Int64(), int64(len(d.digits))
+	size := nd + 1 // digits and a point
+	switch {
+	case exp >= nd:
+		size = exp
+	case exp <= 0:
+		size = 2 - exp + nd // "0." and zeros before the digits
+	}
+	if d.neg {
+		size++
+	}
+	if size > limit {
+		return "", errNumberTooLong(path)
+	}
+	var b strings.Builder
+	b.Grow(int(size))
+	if d.neg {
+		b.WriteByte('-')
+	}
+	switch {
+	case exp >= nd:
+		b.WriteString(d.digits)
+		b.WriteString(strings.Repeat("0", int(exp-nd)))
+	case exp > 0:
+		b.WriteString(d.digits[:exp])
+		b.WriteByte('.')
+		b.WriteString(d.digits[exp:])
+	default:
+		b.WriteString("0.")
+		b.WriteString(strings.Repeat("0", int(-exp)))
+		b.WriteString(d.digits)
+	}
+	return b.String(), nil
+}
+
+// errNumberTooLong refuses a number whose decimal form would be too long.
+func errNumberTooLong(path []string) error {
+	return fmt.Errorf("%s is a number whose decimal form would be longer than %d characters", strings.Join(path, "."), maxNumberText)
 }
 
 // valueTmpl is a JSON value whose strings may be templates.

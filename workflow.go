@@ -893,8 +893,31 @@ func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op
 		return WorkflowHeld, msg, nil
 	case StateFailed:
 		msg := fmt.Sprintf("step %s failed (%s)", name, op.FailureKind)
-		if op.LastError != "" {
-			msg += ": " + op.LastError
+		if op.FailureKind != FailureCancelled {
+			if op.LastError != "" {
+				msg += ": " + op.LastError
+			}
+			return WorkflowFailed, msg, nil
+		}
+		// Cancelled: the error of an earlier attempt is not why (a
+		// rejection, a retry, then a cancellation); the operator's reason
+		// on the cancellation is. It is the evidence of the latest move
+		// into failed, before any recovery time.
+		tl, err := r.ListTimeline(ctx, l.tenant, op.Key)
+		if err != nil {
+			return "", "", err
+		}
+		for j := len(tl) - 1; j >= 0; j-- {
+			if tl[j].ToState == string(StateFailed) {
+				reason := tl[j].Evidence
+				if i := strings.LastIndex(reason, recoveryTime); i >= 0 && strings.HasSuffix(reason, ")") {
+					reason = reason[:i]
+				}
+				if reason != "" {
+					msg += ": " + reason
+				}
+				break
+			}
 		}
 		return WorkflowFailed, msg, nil
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,8 +130,8 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 			// Created is read as it comes: any JSON value decodes.
 			Created json.RawMessage `json:"created"`
 		}
-		if err := json.Unmarshal(body, &env); err != nil {
-			return ev, fmt.Errorf("the webhook body is not a JSON event: %w", err)
+		if err := stripeBody(body, &env); err != nil {
+			return ev, err
 		}
 		ev.EventID, ev.Type = env.ID, env.Type
 		// An unusable time (not a whole number of seconds, not positive,
@@ -170,6 +171,40 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 		return ev, errors.New("the webhook carries no event id or type")
 	}
 	return ev, nil
+}
+
+// stripeBody decodes a Stripe body into env, or says why it is not an
+// event in the sender's terms (JSON kinds, positions), never in the
+// decoder's (Go types). null, which decodes into nothing, is refused too.
+func stripeBody(body []byte, env any) error {
+	if json.Valid(body) {
+		if kind := documentKind(body); kind != "an object" {
+			return fmt.Errorf("the webhook body must be a JSON object (got %s)", kind)
+		}
+	}
+	if err := json.Unmarshal(body, env); err != nil {
+		return errors.New("the webhook body is not a JSON event: " + describeJSONError(err, body, nil))
+	}
+	return nil
+}
+
+// documentKind names the kind of the valid JSON document doc, with an
+// article: "an object", "an array", "a string", "a number", "a boolean"
+// or "null".
+func documentKind(doc []byte) string {
+	switch bytes.TrimLeft(doc, " \t\r\n")[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 func (s *server) getEvent(w http.ResponseWriter, r *http.Request) {

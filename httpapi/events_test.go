@@ -298,6 +298,32 @@ func TestEventIntakeEdges(t *testing.T) {
 				require.Nil(t, d.Event.OccurredAt, created)
 			}
 
+			// A signed Stripe body that is not a JSON object is refused in
+			// JSON's terms, never Go's ("cannot unmarshal array into Go
+			// value of type struct { ID string ..."), and nothing is
+			// recorded.
+			before, err := b.ledger.EventStats(ctx, false)
+			require.NoError(t, err)
+			for body, want := range map[string]string{
+				`[{"id":"evt_x","type":"orders/updated"}]`: "the webhook body must be a JSON object (got an array)",
+				` "evt_x"`:                         "the webhook body must be a JSON object (got a string)",
+				`12`:                               "the webhook body must be a JSON object (got a number)",
+				`true`:                             "the webhook body must be a JSON object (got a boolean)",
+				`null`:                             "the webhook body must be a JSON object (got null)",
+				`{"id":5,"type":"orders/updated"}`: "the webhook body is not a JSON event: field id at line 1, column 8: expected a string, got JSON number",
+				`{"id":"evt_x","type":["orders/updated"]}`: "the webhook body is not a JSON event: field type at line 1, column 23: expected a string, got JSON array",
+			} {
+				hook := []byte(body)
+				hdr := http.Header{webhook.StripeHeader: {webhook.SignStripe(testWebhookSecret, time.Now(), hook)}}
+				var p httpapi.Problem
+				require.NoError(t, json.Unmarshal(expect("POST", "/v1/webhooks/stripe", "", hook, hdr, 400, "invalid_input"), &p))
+				require.Equal(t, want, p.Detail, body)
+				require.NotContains(t, p.Detail, "Go ", body)
+			}
+			after, err := b.ledger.EventStats(ctx, false)
+			require.NoError(t, err)
+			require.Equal(t, before, after, "a refused webhook records nothing")
+
 			// A Shopify webhook id that is not shaped like a delivery id is
 			// left out, as Stripe's X-Request-Id is.
 			hook := []byte(`{"id":"S9","version":1,"total":1}`)

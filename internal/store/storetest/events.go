@@ -442,6 +442,92 @@ rules:
 		require.Equal(t, "a", r.Event.OrderValue)
 	})
 
+	// The values of one object are compared only with values of the kind
+	// first recorded for it: after "abc", a real version 11 compared as
+	// text and was out of order, forever. One of another kind is refused
+	// as a mapping failure, naming the path and the kinds, and nothing
+	// is recorded; values of one kind compare as before.
+	t.Run("OrderValueKinds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: order-updated
+    type: orders/updated
+    object: {kind: order, id: data.id, order_by: data.version}
+    operations:
+      - {key: "shop:order:{data.id}:sync", action: erp.upsert_order, destination: erp, payload: {order: "{data.id}", version: "{data.version}"}}
+`))
+		require.NoError(t, err)
+		n := 0
+		receive := func(id, version string) (*opledger.EventResult, error) {
+			n++
+			return b.ledger.ReceiveEvent(b.ctx, rules, opledger.Event{Source: "shop", EventID: fmt.Sprintf("upd-%d", n), Type: "orders/updated",
+				Payload: json.RawMessage(`{"id":"` + id + `","version":` + version + `}`)})
+		}
+		applied := func(id, version string, want opledger.EventStatus) {
+			t.Helper()
+			res, err := receive(id, version)
+			require.NoError(t, err, "%s %s", id, version)
+			require.Equal(t, want, res.Status, "%s %s: %s", id, version, res.Reason)
+		}
+		refused := func(id, version, want string) {
+			t.Helper()
+			before, err := b.ledger.EventStats(b.ctx, false)
+			require.NoError(t, err)
+			_, err = receive(id, version)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, "%s %s", id, version)
+			var re *opledger.RuleError
+			require.True(t, errors.As(err, &re), "%s %s: %v", id, version, err)
+			require.Equal(t, "order-updated", re.Rule)
+			require.Equal(t, "object.order_by", re.Field)
+			require.EqualError(t, err, `rule "order-updated": object.order_by: `+want)
+			_, err = b.ledger.GetEvent(b.ctx, "shop", fmt.Sprintf("upd-%d", n))
+			require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded")
+			after, err := b.ledger.EventStats(b.ctx, false)
+			require.NoError(t, err)
+			require.Equal(t, before, after, "nothing recorded")
+		}
+		const must = ": values of one object must all be numbers, all RFC 3339 times or all other text"
+
+		// Text first: a number is refused, not out of order.
+		applied("1", `"abc"`, opledger.EventApplied)
+		refused("1", `11`, "data.version is a number, but the ordering value recorded for this object is other text"+must)
+		refused("1", `"99999"`, "data.version is a number, but the ordering value recorded for this object is other text"+must)
+		refused("1", `"2026-03-01T10:00:00Z"`, "data.version is an RFC 3339 time, but the ordering value recorded for this object is other text"+must)
+		applied("1", `"abd"`, opledger.EventApplied)
+		applied("1", `"abc"`, opledger.EventOutOfOrder)
+
+		// A number first: text and times are refused, numbers compare.
+		applied("2", `10`, opledger.EventApplied)
+		refused("2", `"abc"`, "data.version is other text, but the ordering value recorded for this object is a number"+must)
+		refused("2", `"2026-03-01T10:00:00Z"`, "data.version is an RFC 3339 time, but the ordering value recorded for this object is a number"+must)
+		applied("2", `9`, opledger.EventOutOfOrder)
+		applied("2", `"1.1e1"`, opledger.EventApplied)
+		applied("2", `10.5`, opledger.EventOutOfOrder)
+
+		// A time first.
+		applied("3", `"2026-03-01T10:00:00Z"`, opledger.EventApplied)
+		refused("3", `5`, "data.version is a number, but the ordering value recorded for this object is an RFC 3339 time"+must)
+		applied("3", `"2026-03-01T11:00:00+02:00"`, opledger.EventOutOfOrder)
+		applied("3", `"2026-03-01T10:00:01Z"`, opledger.EventApplied)
+
+		// Beyond a double's range: refused, even as the first value, so
+		// it cannot stay newer than every real version.
+		refused("4", `1.5e400`, "data.version is a number beyond the range of a double")
+		refused("4", `"1e999999"`, "data.version is a number beyond the range of a double")
+		applied("4", `1`, opledger.EventApplied)
+		applied("4", `2`, opledger.EventApplied)
+
+		// The forms big.Rat reads are numbers too, compared by value with
+		// decimals whatever their exponents (as text, "3e1" was newer
+		// than "0x1F").
+		applied("5", `"0x1F"`, opledger.EventApplied)
+		applied("5", `3e1`, opledger.EventOutOfOrder)
+		applied("5", `"61/2"`, opledger.EventOutOfOrder)
+		applied("5", `3.2e1`, opledger.EventApplied)
+	})
+
 	t.Run("CorrectionBeforeDispatchRevises", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)

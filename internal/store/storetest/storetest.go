@@ -63,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 		{"Events", testEvents},
 		{"EventRetention", testEventRetention},
 		{"Workflows", testWorkflows},
+		{"WorkflowCancel", testWorkflowCancel},
 		{"Release", testRelease},
 		{"ProtectedOperations", testProtectedOperations},
 		{"Speculation", testSpeculation},
