@@ -72,6 +72,15 @@ func TestReturnedOperationOwnsItsBuffers(t *testing.T) {
 		require.NoError(t, err)
 		copy(resp, `{"id":"XX"}`)
 		require.JSONEq(t, `{"id":"R1"}`, string(op.Response))
+
+		// Revise's payload.
+		_, _, err = l.Record(ctx, opledger.Intent{Key: "own:revise", Action: "crm.create", Destination: "crm", Payload: []byte(`{}`)})
+		require.NoError(t, err)
+		buf = []byte(first)
+		op, err = l.Revise(ctx, "own:revise", opledger.Revision{Payload: buf, Version: 2})
+		require.NoError(t, err)
+		copy(buf, second)
+		requireOwnPayload(t, op, first)
 	})
 }
 

@@ -622,7 +622,9 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 				evidence += "; step " + def.Steps[i-1].Name + " succeeded"
 			}
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, key, func(t *txn) error {
-				if err := t.recordStep(&in, fp, l.worker); err != nil {
+				// Named as a Record is: a first step recorded by a PUT
+				// through the API names the token it came with.
+				if err := t.recordStep(&in, fp, l.attributed(l.worker)); err != nil {
 					return err
 				}
 				t.note(l.worker, "", "workflow step recorded", evidence)
