@@ -77,7 +77,7 @@ func TestReturnedOperationOwnsItsBuffers(t *testing.T) {
 		_, _, err = l.Record(ctx, opledger.Intent{Key: "own:revise", Action: "crm.create", Destination: "crm", Payload: []byte(`{}`)})
 		require.NoError(t, err)
 		buf = []byte(first)
-		op, err = l.Revise(ctx, "own:revise", opledger.Revision{Payload: buf, Version: 2})
+		op, _, err = l.Revise(ctx, "own:revise", opledger.Revision{Payload: buf, Version: 2})
 		require.NoError(t, err)
 		copy(buf, second)
 		requireOwnPayload(t, op, first)

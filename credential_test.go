@@ -49,7 +49,7 @@ func TestDecisionsNameTheirCredential(t *testing.T) {
 			_, _, err = via.Record(ctx, opledger.Intent{Key: "a:1", Action: "crm.create", Destination: "crm",
 				Payload: json.RawMessage(`{"n":1}`), RequiresApproval: true})
 			require.NoError(t, err)
-			op, err := via.Revise(ctx, "a:1", opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "Ana"})
+			op, _, err := via.Revise(ctx, "a:1", opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "Ana"})
 			require.NoError(t, err)
 			require.Equal(t, "Ana ("+cred+")", lastActor("a:1"))
 			op, _, err = via.Approve(ctx, "a:1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "Ben"})
@@ -71,7 +71,7 @@ func TestDecisionsNameTheirCredential(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "create", w.CurrentStep)
 			step := opledger.WorkflowStepKey("wf:1", "create")
-			w, err = via.ReviseWorkflowStep(ctx, "wf:1", "create", opledger.Revision{Payload: json.RawMessage(`{"n":3}`), Version: 2, Actor: "Dee"})
+			w, _, err = via.ReviseWorkflowStep(ctx, "wf:1", "create", opledger.Revision{Payload: json.RawMessage(`{"n":3}`), Version: 2, Actor: "Dee"})
 			require.NoError(t, err)
 			require.Equal(t, "Dee ("+cred+")", lastActor(step))
 			s := w.Steps[0]

@@ -684,7 +684,8 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 				// added first: the text written with the revision is
 				// scrubbed of the values of the fields the operation has.
 				t.addSensitiveFields(fields, actor)
-				return t.revise(payload, version, actor, "newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
+				_, err := t.revise(payload, version, actor, "newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
+				return err
 			}
 		default: // same content: only sensitive fields the operation lacks
 			if len(st.intent.SensitiveFields) == 0 {
@@ -794,27 +795,49 @@ func (c *storedContent) revisable() bool {
 // transaction: the content of an operation that is awaiting approval, or
 // pending and never dispatched, is replaced by a new, higher version that
 // must be approved.
-func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) error {
+func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) (replayed bool, err error) {
 	if err := t.need("revise"); err != nil {
-		return err
+		return false, err
 	}
 	if !(State(t.op.State) == StateAwaitingApproval || t.pendingNeverSent()) {
-		return t.refuse("revise")
-	}
-	if version <= t.op.Version {
-		return invalidInput("revise needs a version above the current %d", t.op.Version)
+		return false, t.refuse("revise")
 	}
 	fp, err := Fingerprint(t.op.Action, t.op.Destination, payload, version)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if version <= t.op.Version {
+		// The same revision again (its answer lost) is a replay: the
+		// operation still awaits approval of exactly that content, and
+		// the revision that made it so was this actor's.
+		if version == t.op.Version && fp == t.op.Fingerprint && State(t.op.State) == StateAwaitingApproval {
+			last, err := t.lastMove()
+			if err != nil {
+				return false, err
+			}
+			if last != nil && last.Event == revisedEvent && last.Actor == actor && last.ToState == t.op.State &&
+				strings.HasPrefix(last.Evidence, revisionEvidence(version, fp)) {
+				return true, nil
+			}
+		}
+		return false, invalidInput("revise needs a version above the current %d", t.op.Version)
 	}
 	t.op.Payload = payload
 	t.op.Version = version
 	t.op.Fingerprint = fp
 	t.op.RequiresApproval = true
 	t.op.ApprovedBy = ""
-	t.move(StateAwaitingApproval, actor, "", "revised", join(fmt.Sprintf("version %d, %s", version, fp), why))
-	return nil
+	t.move(StateAwaitingApproval, actor, "", revisedEvent, join(revisionEvidence(version, fp), why))
+	return false, nil
+}
+
+// revisedEvent is the timeline event of a revision.
+const revisedEvent = "revised"
+
+// revisionEvidence is what a revision's timeline entry says first: the
+// version and fingerprint it made.
+func revisionEvidence(version int64, fp string) string {
+	return fmt.Sprintf("version %d, %s", version, fp)
 }
 
 // operationsIn reads operations (or their tombstones) by key and

@@ -320,12 +320,25 @@ type Revision struct {
 // then awaits approval of that version. After any dispatch the content is
 // fixed (a *StateError): a correction is then a new operation with its own
 // key.
-func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (*Operation, error) {
+//
+// A revision that repeats the one that last moved the operation (the same
+// version and content, by the same actor, and the operation still awaits
+// approval of it) records nothing and returns the operation as it is,
+// with replayed true, as Resolve does for a repeated decision.
+func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (op *Operation, replayed bool, err error) {
 	if err := r.normalize(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	r.Actor = l.attributed(r.Actor)
-	return l.mutate(ctx, key, func(t *txn) error { return t.revise(r.Payload, r.Version, r.Actor, "") })
+	op, err = l.mutate(ctx, key, func(t *txn) error {
+		var err error
+		replayed, err = t.revise(r.Payload, r.Version, r.Actor, "")
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return op, replayed, nil
 }
 
 // normalize checks a revision and fills its default actor.

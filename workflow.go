@@ -949,16 +949,21 @@ func findStep(key string, def *workflowDef, step string) (int, error) {
 // recorded with the new content, awaiting approval, once its turn comes;
 // its payload may use the same placeholders as at PutWorkflow. The
 // workflow's fingerprint (of the steps as submitted) does not change.
-func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Revision) (*Workflow, error) {
+//
+// As with Revise, a revision that repeats the one already made (the same
+// version and content by the same actor, of a recorded step that still
+// awaits its approval or of a waiting step) records nothing and is
+// answered with replayed true.
+func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Revision) (w *Workflow, replayed bool, err error) {
 	if err := ValidateKey(key); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := r.normalize(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	r.Actor = l.attributed(r.Actor)
-	var w *Workflow
-	err := l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+	err = l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+		replayed = false // a conflict runs this again
 		row, def, err := l.getWorkflowRow(ctx, tx, key)
 		if err != nil {
 			return err
@@ -974,7 +979,9 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		}
 		if op != nil {
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
-				return t.revise(r.Payload, r.Version, r.Actor, "step "+step+" of workflow "+key)
+				var err error
+				replayed, err = t.revise(r.Payload, r.Version, r.Actor, "step "+step+" of workflow "+key)
+				return err
 			})
 			if err != nil {
 				return err
@@ -985,6 +992,11 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		} else {
 			s := &def.Steps[i]
 			if r.Version <= s.Version {
+				if r.Version == s.Version && s.RevisedBy == r.Actor && sameContent(s, r.Payload) {
+					replayed = true // this revision, made before
+					w, err = l.workflowIn(ctx, tx, row)
+					return err
+				}
 				return invalidInput("revise needs a version above the current %d", s.Version)
 			}
 			old := *s
@@ -1001,9 +1013,20 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return w, nil
+	return w, replayed, nil
+}
+
+// sameContent reports whether payload is s's payload, compared as the
+// fingerprint compares it (canonical JSON).
+func sameContent(s *stepDef, payload json.RawMessage) bool {
+	a, err := Fingerprint(s.Action, s.Destination, s.Payload, s.Version)
+	if err != nil {
+		return false
+	}
+	b, err := Fingerprint(s.Action, s.Destination, payload, s.Version)
+	return err == nil && a == b
 }
 
 // ApproveWorkflowStep approves exactly one version and fingerprint of a

@@ -55,7 +55,7 @@ func TestStuckWorkflows(t *testing.T) {
 			_, err = acme.StuckWorkflows(ctx, 0)
 			require.ErrorIs(t, err, opledger.ErrInvalidInput)
 
-			_, err = acme.ReviseWorkflowStep(ctx, "wf:stuck", "b", opledger.Revision{Payload: json.RawMessage(`{"link":"https://x.example/fixed"}`), Version: 2})
+			_, _, err = acme.ReviseWorkflowStep(ctx, "wf:stuck", "b", opledger.Revision{Payload: json.RawMessage(`{"link":"https://x.example/fixed"}`), Version: 2})
 			require.NoError(t, err)
 			stuck, err = acme.StuckWorkflows(ctx, 10)
 			require.NoError(t, err)

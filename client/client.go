@@ -621,11 +621,15 @@ func (c *Client) Approve(ctx context.Context, key string, a opledger.Approval) (
 // payload is required, json.RawMessage("null") for none: an empty one is
 // refused (opledger.ErrInvalidInput) before anything is sent, rather than
 // sent as null and taken for "no payload".
-func (c *Client) Revise(ctx context.Context, key string, r opledger.Revision) (*opledger.Operation, error) {
+//
+// As with opledger.Ledger.Revise, a revision that repeats the one that
+// last moved the operation records nothing and is answered with replayed
+// true.
+func (c *Client) Revise(ctx context.Context, key string, r opledger.Revision) (op *opledger.Operation, replayed bool, err error) {
 	if len(r.Payload) == 0 {
-		return nil, invalidInput("revise needs the new payload (JSON null for none)")
+		return nil, false, invalidInput("revise needs the new payload (JSON null for none)")
 	}
-	return c.post(ctx, key, "revise", r)
+	return c.decide(ctx, key, "revise", r)
 }
 
 // Resolve records an operator decision; the reason is required. As with
@@ -637,8 +641,9 @@ func (c *Client) Resolve(ctx context.Context, key string, d opledger.Decision) (
 	return c.decide(ctx, key, "resolve", d)
 }
 
-// decide sends a person's decision about key (action is resolve or
-// approve) and reads whether the server answered it as a replay.
+// decide sends a person's decision about key (action is resolve,
+// approve or revise) and reads whether the server answered it as a
+// replay.
 func (c *Client) decide(ctx context.Context, key, action string, body any) (*opledger.Operation, bool, error) {
 	if err := opledger.ValidateKey(key); err != nil {
 		return nil, false, err
@@ -775,14 +780,18 @@ func (c *Client) ApproveWorkflowStep(ctx context.Context, key, step string, a op
 
 // ReviseWorkflowStep gives a step not yet dispatched new content. As with
 // Revise, the payload is required (json.RawMessage("null") for none).
-func (c *Client) ReviseWorkflowStep(ctx context.Context, key, step string, r opledger.Revision) (*opledger.Workflow, error) {
+func (c *Client) ReviseWorkflowStep(ctx context.Context, key, step string, r opledger.Revision) (w *opledger.Workflow, replayed bool, err error) {
 	if step == "" {
-		return nil, invalidInput("step name is empty")
+		return nil, false, invalidInput("step name is empty")
 	}
 	if len(r.Payload) == 0 {
-		return nil, invalidInput("revise needs the new payload (JSON null for none)")
+		return nil, false, invalidInput("revise needs the new payload (JSON null for none)")
 	}
-	return c.workflow(ctx, http.MethodPost, key, r, "steps", step, "revise")
+	w, h, err := c.workflowAnswer(ctx, http.MethodPost, key, r, "steps", step, "revise")
+	if err != nil {
+		return nil, false, err
+	}
+	return w, h.Get(httpapi.HeaderReplayed) == "true", nil
 }
 
 // workflow sends a request about the workflow key and decodes the

@@ -180,7 +180,7 @@ func TestErrorIsAlreadySucceeded(t *testing.T) {
 	t.Parallel()
 	c := serve(t)
 	succeed(t, c, "order:2:create")
-	_, err := c.Revise(context.Background(), "order:2:create", opledger.Revision{Payload: json.RawMessage(`{"name":"Bob"}`), Version: 2})
+	_, _, err := c.Revise(context.Background(), "order:2:create", opledger.Revision{Payload: json.RawMessage(`{"name":"Bob"}`), Version: 2})
 	var e *client.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "invalid_state", e.Kind(), "%v", err)
@@ -250,7 +250,7 @@ func TestReviseNeedsPayload(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, payload := range []json.RawMessage{nil, {}} {
-		_, err = c.Revise(ctx, key, opledger.Revision{Payload: payload, Version: 2})
+		_, _, err = c.Revise(ctx, key, opledger.Revision{Payload: payload, Version: 2})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		require.ErrorContains(t, err, "payload")
 		d, err := c.Get(ctx, key)
@@ -259,7 +259,7 @@ func TestReviseNeedsPayload(t *testing.T) {
 		require.EqualValues(t, 1, d.Version)
 	}
 
-	op, err := c.Revise(ctx, key, opledger.Revision{Payload: json.RawMessage(`null`), Version: 2})
+	op, _, err := c.Revise(ctx, key, opledger.Revision{Payload: json.RawMessage(`null`), Version: 2})
 	require.NoError(t, err)
 	require.JSONEq(t, `null`, string(op.Payload))
 	require.EqualValues(t, 2, op.Version)

@@ -250,7 +250,7 @@ func TestRefusedBeforeSending(t *testing.T) {
 		}, opledger.ErrInvalidInput},
 		"reconcile empty key": {func() error { _, err := c.Reconcile(ctx, "", client.Finding{}); return err }, opledger.ErrInvalidKey},
 		"approve empty key":   {func() error { _, _, err := c.Approve(ctx, "", approval); return err }, opledger.ErrInvalidKey},
-		"revise empty key":    {func() error { _, err := c.Revise(ctx, "", revision); return err }, opledger.ErrInvalidKey},
+		"revise empty key":    {func() error { _, _, err := c.Revise(ctx, "", revision); return err }, opledger.ErrInvalidKey},
 		"resolve empty key":   {func() error { _, _, err := c.Resolve(ctx, "", opledger.Decision{Reason: "r"}); return err }, opledger.ErrInvalidKey},
 		"event empty source":  {func() error { _, err := c.GetEvent(ctx, "", "evt-1"); return err }, opledger.ErrInvalidInput},
 		"event empty id":      {func() error { _, err := c.GetEvent(ctx, "forms", ""); return err }, opledger.ErrInvalidInput},
@@ -258,7 +258,7 @@ func TestRefusedBeforeSending(t *testing.T) {
 		"get workflow":        {func() error { _, err := c.GetWorkflow(ctx, ""); return err }, opledger.ErrInvalidKey},
 		"resume workflow":     {func() error { _, err := c.ResumeWorkflow(ctx, ""); return err }, opledger.ErrInvalidKey},
 		"approve empty step":  {func() error { _, _, err := c.ApproveWorkflowStep(ctx, "wf:1", "", approval); return err }, opledger.ErrInvalidInput},
-		"revise empty step":   {func() error { _, err := c.ReviseWorkflowStep(ctx, "wf:1", "", revision); return err }, opledger.ErrInvalidInput},
+		"revise empty step":   {func() error { _, _, err := c.ReviseWorkflowStep(ctx, "wf:1", "", revision); return err }, opledger.ErrInvalidInput},
 		"step of empty key":   {func() error { _, _, err := c.ApproveWorkflowStep(ctx, "", "s", approval); return err }, opledger.ErrInvalidKey},
 	} {
 		err := tc.call()

@@ -83,7 +83,7 @@ func TestWorkflowApproveRevise(t *testing.T) {
 	require.Equal(t, opledger.StepState(opledger.StateAwaitingApproval), wf.Steps[0].State)
 
 	for _, payload := range []json.RawMessage{nil, {}} {
-		_, err = c.ReviseWorkflowStep(ctx, "wf:2", "create_task", opledger.Revision{Payload: payload, Version: 2})
+		_, _, err = c.ReviseWorkflowStep(ctx, "wf:2", "create_task", opledger.Revision{Payload: payload, Version: 2})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		got, err := c.GetWorkflow(ctx, "wf:2")
 		require.NoError(t, err)
@@ -91,7 +91,7 @@ func TestWorkflowApproveRevise(t *testing.T) {
 		require.EqualValues(t, 1, got.Steps[0].Version)
 	}
 
-	revised, err := c.ReviseWorkflowStep(ctx, "wf:2", "create_task", opledger.Revision{
+	revised, _, err := c.ReviseWorkflowStep(ctx, "wf:2", "create_task", opledger.Revision{
 		Payload: json.RawMessage(`{"title":"Call Bob"}`), Version: 2, Actor: "ana"})
 	require.NoError(t, err)
 	step := revised.Steps[0]

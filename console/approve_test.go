@@ -56,7 +56,7 @@ func TestApproveForm(t *testing.T) {
 	stale.Set("approver", "Lea")
 
 	// Revised while the page was open: the old version's approval is refused.
-	_, err = l.Revise(ctx, "mail:1", opledger.Revision{Payload: json.RawMessage(`{"to":"ana@example.invalid","body":"Hi"}`), Version: 2})
+	_, _, err = l.Revise(ctx, "mail:1", opledger.Revision{Payload: json.RawMessage(`{"to":"ana@example.invalid","body":"Hi"}`), Version: 2})
 	require.NoError(t, err)
 	code, body := s.post("/operations/mail:1/approve", stale)
 	require.Equal(t, http.StatusConflict, code)

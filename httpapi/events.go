@@ -315,10 +315,13 @@ func (s *server) reviseStep(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	wf, err := l.ReviseWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), rev)
+	wf, replayed, err := l.ReviseWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), rev)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
 	}
 	writeJSON(w, http.StatusOK, wf)
 }

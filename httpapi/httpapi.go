@@ -145,11 +145,12 @@ func Routes() []string {
 	return out
 }
 
-// HeaderReplayed, "true" on an answer to POST …/resolve or …/approve,
-// says that the decision or approval repeated the one that last moved the
-// operation and recorded nothing (opledger.Ledger.Resolve, Approve and
-// ApproveWorkflowStep): the operation is as that decision left it. The
-// proxy marks its saved answers with the same header.
+// HeaderReplayed, "true" on an answer to POST …/resolve, …/approve or
+// …/revise, says that the decision, approval or revision repeated the one
+// that last moved the operation and recorded nothing
+// (opledger.Ledger.Resolve, Approve, Revise and their workflow step
+// forms): the operation is as that decision left it. The proxy marks its
+// saved answers with the same header.
 const HeaderReplayed = "Idempotent-Replayed"
 
 type ctxKey int

@@ -448,10 +448,13 @@ func (s *server) revise(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	op, err := l.Revise(r.Context(), r.PathValue("key"), body)
+	op, replayed, err := l.Revise(r.Context(), r.PathValue("key"), body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
 	}
 	writeJSON(w, http.StatusOK, op)
 }

@@ -607,7 +607,7 @@ func (w *world) revise(ctx context.Context, units int) (string, error) {
 	}
 	p["units"] = units
 	payload, _ := json.Marshal(p)
-	_, err = w.ledger.ReviseWorkflowStep(ctx, WorkflowKey, s.Name, opledger.Revision{Payload: payload, Version: s.Operation.Version + 1, Actor: "lab"})
+	_, _, err = w.ledger.ReviseWorkflowStep(ctx, WorkflowKey, s.Name, opledger.Revision{Payload: payload, Version: s.Operation.Version + 1, Actor: "lab"})
 	var se *opledger.StateError
 	if errors.As(err, &se) {
 		return fmt.Sprintf("Revision refused: step %s is %s, its content can no longer change.", s.Name, se.State), nil

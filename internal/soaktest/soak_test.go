@@ -615,7 +615,7 @@ func (s *soak) reviserApprover(ctx context.Context, l *opledger.Ledger, rnd *ran
 			_ = json.Unmarshal(op.Payload, &p)
 			p["revision"] = op.Version + 1
 			payload, _ := json.Marshal(p)
-			_, err = l.Revise(ctx, key, opledger.Revision{Payload: payload, Version: op.Version + 1, Actor: "soak-reviser"})
+			_, _, err = l.Revise(ctx, key, opledger.Revision{Payload: payload, Version: op.Version + 1, Actor: "soak-reviser"})
 			s.check("revise", err, reviseKinds...)
 			continue
 		}
@@ -739,7 +739,7 @@ func (s *soak) workflows(ctx context.Context, l *opledger.Ledger, rnd *rand.Rand
 					_ = json.Unmarshal(payload, &p)
 					p["revision"] = st.Version + 1
 					b, _ := json.Marshal(p)
-					_, err := l.ReviseWorkflowStep(ctx, key, st.Name, opledger.Revision{Payload: b, Version: st.Version + 1, Actor: "soak-reviser"})
+					_, _, err := l.ReviseWorkflowStep(ctx, key, st.Name, opledger.Revision{Payload: b, Version: st.Version + 1, Actor: "soak-reviser"})
 					s.check("revise_step", err, workflowKinds...)
 				}
 			}

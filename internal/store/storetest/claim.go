@@ -432,7 +432,7 @@ func testReport(t *testing.T, h Harness) {
 		for _, outcome := range []opledger.Outcome{opledger.OutcomeSucceeded, opledger.OutcomeUncertain} {
 			b := setup(t, h)
 			lost := b.abandoned(t, "k1")
-			_, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
+			_, _, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
 			require.NoError(t, err)
 			b.requireState(t, "k1", opledger.StateAwaitingApproval)
 			_, err = b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: outcome, DestinationRef: "R-v1"})

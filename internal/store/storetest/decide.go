@@ -603,7 +603,7 @@ func testResolve(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "  "})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
-		_, err = b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: []byte(`{}`), Version: 2, Actor: " "})
+		_, _, err = b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: []byte(`{}`), Version: 2, Actor: " "})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		b.requireState(t, "k1", opledger.StateAwaitingApproval)
 		op, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x"})
@@ -682,9 +682,9 @@ func testApproveRevise(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		old := b.inState(t, "k1", opledger.StatePending)
-		_, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 1})
+		_, _, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 1})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, "version must grow")
-		op, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
+		op, _, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateAwaitingApproval, op.State)
 		require.NotEqual(t, old.Fingerprint, op.Fingerprint)
@@ -703,13 +703,50 @@ func testApproveRevise(t *testing.T, h Harness) {
 		require.JSONEq(t, `{"units":3}`, string(c.Operation.Payload), "executes the approved content")
 	})
 
+	// A revision sent again while the operation still awaits approval of
+	// it is a replay; another actor's, other content, or the same once
+	// approved is judged anew and refused.
+	t.Run("RevisionRepeatIsReplayed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.inState(t, "k1", opledger.StatePending)
+		rev := opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2, Actor: "maria"}
+		first, replayed, err := b.ledger.Revise(b.ctx, "k1", rev)
+		require.NoError(t, err)
+		require.False(t, replayed)
+		before, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		spaced := rev
+		spaced.Payload = json.RawMessage(`{ "units": 3 }`) // the same content, spelled otherwise
+		again, replayed, err := b.ledger.Revise(b.ctx, "k1", spaced)
+		require.NoError(t, err)
+		require.True(t, replayed)
+		require.True(t, first.UpdatedAt.Equal(again.UpdatedAt), "nothing written")
+		after, err := b.ledger.Timeline(b.ctx, "k1")
+		require.NoError(t, err)
+		require.Len(t, after, len(before), "a replay adds no timeline entry")
+
+		other := rev
+		other.Actor = "sam"
+		_, _, err = b.ledger.Revise(b.ctx, "k1", other)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "another actor's revision is a new one, and needs a new version")
+		changed := rev
+		changed.Payload = json.RawMessage(`{"units":4}`)
+		_, _, err = b.ledger.Revise(b.ctx, "k1", changed)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: first.Version, Fingerprint: first.Fingerprint, Approver: "lead"})
+		require.NoError(t, err)
+		_, _, err = b.ledger.Revise(b.ctx, "k1", rev)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "once approved, the same revision is a new one")
+	})
+
 	t.Run("ReviseAfterDispatchRefused", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
 		c := b.dispatched(t, "k1")
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
 		b.requireState(t, "k1", opledger.StatePending)
-		_, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
+		_, _, err := b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: json.RawMessage(`{"units":3}`), Version: 2})
 		require.ErrorIs(t, err, opledger.ErrInvalidState, "pending but dispatched before")
 		require.ErrorContains(t, err, "operation is pending: only an operation awaiting approval, or pending and never dispatched, can be revised")
 	})
@@ -744,7 +781,7 @@ func testTransitionTable(t *testing.T, h Harness) {
 			return err
 		}},
 		{"revise", []opledger.State{opledger.StateAwaitingApproval, opledger.StatePending}, func(b *bundle, key string, _ *opledger.Operation) error {
-			_, err := b.ledger.Revise(b.ctx, key, opledger.Revision{Payload: json.RawMessage(`{"v":9}`), Version: 9})
+			_, _, err := b.ledger.Revise(b.ctx, key, opledger.Revision{Payload: json.RawMessage(`{"v":9}`), Version: 9})
 			return err
 		}},
 		{"reconcile", []opledger.State{opledger.StateUncertain}, func(b *bundle, key string, _ *opledger.Operation) error {

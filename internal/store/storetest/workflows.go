@@ -523,12 +523,19 @@ rules:
 		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:C-17", taskThenEmail())
 		require.NoError(t, err)
 		// The approver rewrites the e-mail while step 1 is still running.
-		w, err := b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
-			Payload: json.RawMessage(`{"template":"follow-up-v2","task":"{steps.create_task.ref}"}`), Version: 2, Actor: "lea"})
+		revision := opledger.Revision{
+			Payload: json.RawMessage(`{"template":"follow-up-v2","task":"{steps.create_task.ref}"}`), Version: 2, Actor: "lea"}
+		w, replayed, err := b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", revision)
 		require.NoError(t, err)
+		require.False(t, replayed)
 		require.Equal(t, "lea", w.Steps[1].RevisedBy)
 		require.True(t, w.Steps[1].RequiresApproval)
-		_, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{Payload: json.RawMessage(`{}`), Version: 2})
+		// Sent again, its answer lost: nothing written.
+		again, replayed, err := b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", revision)
+		require.NoError(t, err)
+		require.True(t, replayed, "the same revision of the waiting step")
+		require.True(t, w.UpdatedAt.Equal(again.UpdatedAt), "nothing written")
+		_, _, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{Payload: json.RawMessage(`{}`), Version: 2})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, "a revision needs a higher version")
 
 		b.succeedStep(t, "wf:C-17/create_task", "T-9")
@@ -565,11 +572,16 @@ rules:
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, w.Steps[1].Operation.State)
 
-		w, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
-			Payload: json.RawMessage(`{"template":"follow-up-v2","task":"T-9"}`), Version: 2, Actor: "lea"})
+		revision := opledger.Revision{Payload: json.RawMessage(`{"template":"follow-up-v2","task":"T-9"}`), Version: 2, Actor: "lea"}
+		w, _, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", revision)
 		require.NoError(t, err)
 		require.Equal(t, opledger.WorkflowAwaitingApproval, w.Status)
 		require.Contains(t, w.Reason, "send_email awaits approval of version 2")
+		before := b.events(t, "wf:C-17/send_email")
+		_, replayed, err := b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", revision)
+		require.NoError(t, err)
+		require.True(t, replayed, "the same revision of the recorded step")
+		require.Equal(t, before, b.events(t, "wf:C-17/send_email"), "nothing recorded")
 
 		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
 		require.NoError(t, err)
@@ -582,7 +594,7 @@ rules:
 			Version: 2, Fingerprint: w.Steps[1].Operation.Fingerprint, Approver: "lea"})
 		require.NoError(t, err)
 		b.claimDispatched(t, "wf:C-17/send_email")
-		_, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{Payload: json.RawMessage(`{}`), Version: 3})
+		_, _, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{Payload: json.RawMessage(`{}`), Version: 3})
 		require.ErrorIs(t, err, opledger.ErrInvalidState)
 	})
 
@@ -660,7 +672,7 @@ rules:
 		require.False(t, created)
 		require.Equal(t, opledger.WorkflowHeld, again.Status)
 
-		_, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
+		_, _, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
 			Payload: json.RawMessage(`{"template":"follow-up","task":"{steps.create_task.ref}"}`), Version: 2, Actor: "lea"})
 		require.NoError(t, err)
 		n, err = b.ledger.AdvanceWorkflows(b.ctx)
@@ -756,7 +768,7 @@ rules:
 		require.Equal(t, opledger.WorkflowHeld, w.Status)
 		require.Contains(t, w.Reason, "step send_email cannot be recorded")
 		// The approver drops the url and approves the body.
-		w, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
+		w, _, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", opledger.Revision{
 			Payload: json.RawMessage(`{"template":"follow-up","task":"{steps.create_task.ref}"}`), Version: 2, Actor: "lea"})
 		require.NoError(t, err)
 		require.Equal(t, "send_email", w.CurrentStep)
