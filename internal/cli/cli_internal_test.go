@@ -61,14 +61,14 @@ func TestShowTimelineColumns(t *testing.T) {
 	var columns []int
 	for _, event := range []string{"recorded", "operator marked succeeded", "claimed"} {
 		for line := range strings.SplitSeq(buf.String(), "\n") {
-			if strings.HasPrefix(line, "  2026-12-04 10:00:00.000  ") && strings.Contains(line, " "+event) {
+			if strings.HasPrefix(line, "  2026-12-04 10:00:00.000Z  ") && strings.Contains(line, " "+event) {
 				columns = append(columns, strings.Index(line, " "+event))
 			}
 		}
 	}
 	require.Len(t, columns, 3, buf.String())
 	require.Equal(t, []int{columns[0], columns[0], columns[0]}, columns, buf.String())
-	require.Equal(t, len("  2026-12-04 10:00:00.000  maria (command line on ops-host)"), columns[0])
+	require.Equal(t, len("  2026-12-04 10:00:00.000Z  maria (command line on ops-host)"), columns[0])
 }
 
 func TestShortened(t *testing.T) {
