@@ -958,7 +958,7 @@ func (l *Ledger) ListEvents(ctx context.Context, o EventListOptions) (*EventPage
 	switch o.Status {
 	case "", EventApplied, EventOutOfOrder, EventConflict, EventUnmapped:
 	default:
-		return nil, invalidInput("unknown event status %q", o.Status)
+		return nil, invalidInput("unknown event status %q (statuses: %s, %s, %s, %s)", o.Status, EventApplied, EventOutOfOrder, EventConflict, EventUnmapped)
 	}
 	if err := checkText("source", o.Source); err != nil {
 		return nil, err

@@ -290,6 +290,14 @@ func NewRules(rules ...Rule) (*Rules, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The first rule for an event's source and type maps it (match):
+		// a later one that an earlier rule covers would never apply.
+		for _, before := range out.list {
+			if before.Type == c.Type && (before.Source == "" || before.Source == c.Source) {
+				return nil, &RuleError{Rule: r.Name, Err: fmt.Errorf("never applies: rule %q, before it, takes every event of type %q%s",
+					before.Name, c.Type, map[bool]string{true: " from any source", false: " from source " + strconv.Quote(c.Source)}[before.Source == ""])}
+			}
+		}
 		out.list = append(out.list, c)
 	}
 	return out, nil
@@ -368,6 +376,14 @@ func compileRule(r Rule) (*compiledRule, error) {
 		var err error
 		if co.key, err = parseTemplate(op.Key, eventRoots, true); err != nil {
 			return nil, fail(field("key"), err)
+		}
+		for j := range i {
+			if r.Operations[j].Key == op.Key {
+				return nil, fail(field("key"), fmt.Errorf("is the key of operations[%d] too: one event would make one operation of both", j))
+			}
+		}
+		if (op.UpdateKey != "" || op.UpdateAction != "") && r.Object == nil {
+			return nil, fail(field("update_key"), errors.New("update_key and update_action need the rule's object: a correction replaces the operation of an older version of an object"))
 		}
 		if op.UpdateKey != "" {
 			if co.updateKey, err = parseTemplate(op.UpdateKey, eventRoots, true); err != nil {

@@ -49,7 +49,7 @@ var titles = map[string]string{
 	"unavailable":            "Store unavailable",
 	"store_busy":             "The ledger is busy with another process's write",
 	"store_full":             "The ledger's disk is full",
-	"mapping_failed":         "No mapping rule could map the event",
+	"mapping_failed":         "The event's rule could not map it",
 	"destination_not_served": "The destination does not serve this tenant",
 	// Kinds of the Idempotency-Key proxy (package proxy).
 	"idempotency_key_required": "Idempotency-Key header required",
