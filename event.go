@@ -124,6 +124,12 @@ var ErrEventPayloadTooLarge = fmt.Errorf("%w: payload is larger than %d bytes", 
 
 // validate checks an event's identifying fields.
 func (ev *Event) validate() error {
+	switch {
+	case ev.Source == "":
+		return invalidInput("source is required: the name of the system that sent the event, in the key syntax (forms, stripe)")
+	case ev.EventID == "":
+		return invalidInput("event_id is required: the sender's id of the event, the same on every delivery of it")
+	}
 	if err := ValidateKey(ev.Source); err != nil {
 		return invalidInput("source: %s", strings.TrimPrefix(err.Error(), "invalid key: "))
 	}
