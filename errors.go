@@ -187,8 +187,16 @@ func (e *StaleError) Error() string {
 		return fmt.Sprintf("%s: fencing token %d is not attempt %s's (it was issued token %d); nothing was recorded (state %s)",
 			e.Key, e.FencingToken, e.AttemptID, e.AttemptToken, e.Operation.State)
 	}
-	return fmt.Sprintf("%s: attempt %s with fencing token %d no longer holds the operation (current token %d, state %s)",
-		e.Key, e.AttemptID, e.FencingToken, e.Current, e.Operation.State)
+	why := fmt.Sprintf("a newer claim holds token %d", e.Current)
+	if e.Current == e.FencingToken {
+		why = "its lease ended" // and nothing claimed the operation since
+	}
+	kept := "nothing was recorded"
+	if e.Recorded {
+		kept = "its report was kept as evidence"
+	}
+	return fmt.Sprintf("%s: attempt %s with fencing token %d no longer holds the operation (%s); %s (state %s)",
+		e.Key, e.AttemptID, e.FencingToken, why, kept, e.Operation.State)
 }
 
 // Is matches ErrStaleFencingToken.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -123,4 +124,24 @@ func TestListExceptCancelled(t *testing.T) {
 			require.Equal(t, map[opledger.FailureKind]int{opledger.FailureRejected: 2, opledger.FailureCancelled: 2}, kinds)
 		})
 	}
+}
+
+// TestStaleReportSaysWhy: a late report says whether a newer claim holds
+// the operation or the attempt's lease just ended, and that the report
+// was kept, rather than a "current token" equal to the caller's.
+func TestStaleReportSaysWhy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newManualClock()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Clock: clock.Map, Lease: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	c, err := l.Claim(ctx, "k:1", opledger.ClaimOptions{Dispatch: true, Intent: &opledger.Intent{Key: "k:1", Action: "a", Destination: "d", Payload: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	clock.Advance(time.Minute)
+	_, err = l.ExpireLeases(ctx)
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "k:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+	require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+	require.ErrorContains(t, err, "no longer holds the operation (its lease ended); its report was kept as evidence (state succeeded)")
 }
