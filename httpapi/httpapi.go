@@ -52,6 +52,11 @@ type Options struct {
 	// share that read, however many scrapers there are. Zero means
 	// DefaultMetricsMaxAge; a negative value reads on every scrape.
 	MetricsMaxAge time.Duration
+	// Destinations name the destinations this server's executor and
+	// reconciler know (its destinations.yaml): /metrics has their attempt
+	// series from 0 before their first attempt ends, so that the first
+	// lease expiry of a new destination is an increase too.
+	Destinations []string
 }
 
 // DefaultMetricsMaxAge is the default of Options.MetricsMaxAge.
@@ -90,7 +95,7 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	if opts.MetricsMaxAge == 0 {
 		opts.MetricsMaxAge = DefaultMetricsMaxAge
 	}
-	s := &server{ledger: l, opts: opts, log: opts.Logger, metrics: metricsHandler(l, opts.Logger, opts.MetricsMaxAge)}
+	s := &server{ledger: l, opts: opts, log: opts.Logger, metrics: metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations)}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)

@@ -34,6 +34,9 @@ type ledgerCollector struct {
 	// reads counts the reads of the store (under mu), for tests.
 	reads int
 
+	// destinations are known before any attempt of theirs (Options.Destinations).
+	destinations []string
+
 	attempts, attemptsOpen, confirmed, duplicates, operations, recovery, up, age *prometheus.Desc
 	reviewsOverdue, events, deliveries, duplicateDeliveries                      *prometheus.Desc
 }
@@ -128,13 +131,19 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.duplicateDeliveries, prometheus.CounterValue, float64(ev.DuplicateDeliveries))
 	// An attempt is counted once it has ended: a counter must never go
 	// down, and an attempt leaves "open" when it ends. Every destination
-	// that has had an attempt has a series of each outcome and of its
-	// open attempts, at 0 until one counts: a series that first appears
+	// the server knows or that has had an attempt has a series of each
+	// outcome and of its open attempts, at 0 until one counts: a series that first appears
 	// at 1 is not an increase to Prometheus, so an alert on the first
 	// lease expiry of a destination would never fire, and an open count
 	// that vanished instead of going to 0 would look like missing data.
 	counted := map[[2]string]int{}
 	var destinations []string
+	for _, d := range c.destinations {
+		if _, ok := counted[[2]string{d, opledger.AttemptOpen}]; !ok {
+			destinations = append(destinations, d)
+			counted[[2]string{d, opledger.AttemptOpen}] = 0
+		}
+	}
 	for _, a := range st.Attempts {
 		if _, ok := counted[[2]string{a.Destination, opledger.AttemptOpen}]; !ok {
 			destinations = append(destinations, a.Destination)
@@ -209,9 +218,11 @@ func (c *writeLockCollector) Collect(ch chan<- prometheus.Metric) {
 // metricsHandler serves /metrics: the ledger's figures, read at most once
 // per maxAge (negative: on every scrape), plus the Go runtime's and, on
 // SQLite, the process's waits for the file's write lock.
-func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration) http.Handler {
+func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, destinations []string) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newLedgerCollector(l, log, maxAge), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	lc := newLedgerCollector(l, log, maxAge)
+	lc.destinations = slices.Clone(destinations)
+	reg.MustRegister(lc, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if _, ok := l.WriteLockWaits(); ok {
 		reg.MustRegister(newWriteLockCollector(l))
 	}

@@ -170,6 +170,9 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 	}
 	cfg.defaults()
 	cfg.API.Auth = l
+	if cfg.Destinations != nil {
+		cfg.API.Destinations = cfg.Destinations.Names()
+	}
 	if cfg.API.Logger == nil {
 		cfg.API.Logger = cfg.Logger
 	}
