@@ -109,6 +109,9 @@ func (e *StateError) Error() string {
 	}
 	if e.Op == "approve" {
 		msg += ": only an operation awaiting approval can be approved"
+		if e.Operation != nil && e.Operation.ApprovedBy != "" {
+			msg += fmt.Sprintf("; version %d was approved by %s", e.Operation.Version, e.Operation.ApprovedBy)
+		}
 	}
 	if e.Op == "revise" {
 		// "pending" alone would not say why: it was dispatched before.

@@ -51,7 +51,12 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 		failed(http.StatusConflict, fmt.Sprintf("The content was revised since you opened this page: it is now version %d. Yours was not recorded. Look at it again before approving.", me.StoredVersion))
 		return
 	case errors.As(err, &se):
-		failed(http.StatusConflict, "The operation is "+string(se.State)+" now and awaits no approval, so yours was not recorded.")
+		msg := "The operation is " + string(se.State) + " now and awaits no approval: yours was not recorded."
+		if se.Operation != nil && se.Operation.ApprovedBy != "" {
+			msg = fmt.Sprintf("Version %d was approved already, by %s, and the operation is %s now: yours was not recorded.",
+				se.Operation.Version, se.Operation.ApprovedBy, se.State)
+		}
+		failed(http.StatusConflict, msg)
 		return
 	case errors.Is(err, opledger.ErrInvalidInput):
 		failed(http.StatusBadRequest, consoleWords(strings.TrimPrefix(err.Error(), "invalid input: ")))

@@ -101,7 +101,7 @@ func TestApproveForm(t *testing.T) {
 	form.Set("approver", "Sam")
 	code, body = s.post("/operations/mail:1/approve", form)
 	require.Equal(t, http.StatusConflict, code)
-	require.Contains(t, body, "The operation is pending now and awaits no approval")
+	require.Contains(t, body, "Version 2 was approved already, by Lea (console,")
 }
 
 // In a browser: the approval form is labelled, asks before it approves,

@@ -89,7 +89,7 @@ func (b ledgerBackend) where(err error) error {
 }
 
 func (b ledgerBackend) NoOperations() string {
-	return fmt.Sprintf("tenant %q has no operations at all: --tenant names another", b.l.Tenant())
+	return fmt.Sprintf("tenant %q lists no operation at all (none recorded, or all compacted by retention): if you meant another, --tenant names it", b.l.Tenant())
 }
 
 func (b ledgerBackend) Close() error { return b.l.Close() }
@@ -124,7 +124,7 @@ func (b serverBackend) Approve(ctx context.Context, key string, a opledger.Appro
 }
 
 func (b serverBackend) NoOperations() string {
-	return "the token's tenant has no operations at all: a token of another tenant lists that tenant's"
+	return "the token's tenant lists no operation at all (none recorded, or all compacted by retention): a token of another tenant lists that tenant's"
 }
 
 func (b serverBackend) Close() error { return nil }

@@ -670,6 +670,7 @@ func testApproveRevise(t *testing.T, h Harness) {
 		var se *opledger.StateError
 		require.ErrorAs(t, err, &se, "another approver's approval is a new one, and the operation no longer awaits one")
 		require.Equal(t, opledger.StatePending, se.State)
+		require.ErrorContains(t, err, "only an operation awaiting approval can be approved; version 1 was approved by lead")
 
 		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
 		require.NoError(t, err)
