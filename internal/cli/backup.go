@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -39,12 +40,15 @@ file (removing its -wal and -shm files).`,
 			if to == "" {
 				return usageError{errors.New("--to is required: the new file to write the copy to")}
 			}
-			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-				return usageError{fmt.Errorf("no ledger at %s: the file does not exist", path)}
+			if err := checkBackupPaths(path, to); err != nil {
+				return err
 			}
 			err := sqlitestore.Backup(cmd.Context(), path, to)
-			if errors.Is(err, sqlitestore.ErrBackupExists) || errors.Is(err, opledger.ErrNotLedger) {
+			switch {
+			case errors.Is(err, sqlitestore.ErrBackupExists) || errors.Is(err, opledger.ErrNotLedger):
 				return usageError{err}
+			case sqlitestore.IsNotDatabase(err):
+				return usageError{fmt.Errorf("%s is not a SQLite database, so it holds no ledger to back up", path)}
 			}
 			if err != nil {
 				return err
@@ -56,4 +60,29 @@ file (removing its -wal and -shm files).`,
 	addDBFlag(cmd, &dsn)
 	cmd.Flags().StringVar(&to, "to", "", "the new file to write the copy to (required; never overwritten)")
 	return cmd
+}
+
+// checkBackupPaths refuses, in the words of the command's flags, a --db
+// that names no file and a --to whose place cannot take a new file,
+// before anything is read.
+func checkBackupPaths(path, to string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usageError{fmt.Errorf("no ledger at %s: the file does not exist", path)}
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return usageError{fmt.Errorf("--db names %s, a directory: give the ledger's file (sqlite:%s/ledger.db, say)", path, filepath.Clean(path))}
+	}
+	if fi, err := os.Stat(to); err == nil && fi.IsDir() {
+		return usageError{fmt.Errorf("--to names %s, a directory: give the new file to write (%s)", to, filepath.Join(to, filepath.Base(path)))}
+	}
+	dir := filepath.Dir(to)
+	if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return usageError{fmt.Errorf("--to: the directory %s does not exist: create it first", dir)}
+	} else if err == nil && !fi.IsDir() {
+		return usageError{fmt.Errorf("--to: %s is not a directory", dir)}
+	}
+	return nil
 }

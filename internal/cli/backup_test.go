@@ -77,4 +77,19 @@ func TestBackupAfterKill(t *testing.T) {
 	_, errOut, code = run(t, "backup", "--db", dsn)
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--to is required")
+	text := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(text, []byte("not a database"), 0o600))
+	for _, tc := range []struct {
+		db, to, msg string
+	}{
+		{dsn, dir, "--to names " + dir + ", a directory"},
+		{dsn, filepath.Join(dir, "missing", "x.db"), "the directory " + filepath.Join(dir, "missing") + " does not exist"},
+		{"sqlite:" + text, filepath.Join(dir, "z.db"), "is not a SQLite database"},
+		{"sqlite:" + dir, filepath.Join(dir, "z.db"), "a directory: give the ledger's file"},
+	} {
+		_, errOut, code = run(t, "backup", "--db", tc.db, "--to", tc.to)
+		require.Equal(t, 2, code, errOut)
+		require.Contains(t, errOut, tc.msg)
+	}
+	require.NoFileExists(t, filepath.Join(dir, "z.db"))
 }
