@@ -40,6 +40,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -676,10 +677,14 @@ type eventFilter struct {
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	source := r.URL.Query().Get("source")
 	status := opledger.EventStatus(r.URL.Query().Get("status"))
+	if status != "" && !slices.Contains(eventStatuses, status) {
+		c.fail(w, r, s, http.StatusBadRequest, "That status is none of applied, out_of_order, conflict and unmapped.", nil)
+		return
+	}
 	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: opledger.MaxListLimit,
 		Source: source, Status: status, Cursor: r.URL.Query().Get("cursor")})
 	if errors.Is(err, opledger.ErrInvalidInput) {
-		c.fail(w, r, s, http.StatusBadRequest, "That filter is not valid.", nil)
+		c.fail(w, r, s, http.StatusBadRequest, "That filter is not valid: a source in the key syntax, or a cursor from this list.", nil)
 		return
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -59,7 +60,11 @@ rules:
 
 	resp, err := s.hc.Get(srv.URL + "/events?status=lost")
 	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	require.NoError(t, err)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, string(body), "That status is none of applied, out_of_order, conflict and unmapped.")
+	require.Contains(t, s.get("/events"), `<td data-label="Operations">`, "on a phone each value says what it is")
 	require.False(t, strings.Contains(s.get("/events?status=applied"), "forms/e3"))
 }
