@@ -1,6 +1,7 @@
 package opledger
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -822,13 +823,13 @@ func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) 
 				return false, err
 			}
 			if last != nil && last.Event == revisedEvent && last.Actor == actor && last.ToState == t.op.State &&
-				strings.HasPrefix(last.Evidence, revisionEvidence(version, fp)) {
+				strings.HasPrefix(last.Evidence, t.scrub(revisionEvidence(version, fp))) { // as stored, scrubbed
 				return true, nil
 			}
 		}
 		return false, invalidInput("revise needs a version above the current %d", t.op.Version)
 	}
-	t.op.Payload = payload
+	t.op.Payload = bytes.Clone(payload) // the caller may reuse its buffer
 	t.op.Version = version
 	t.op.Fingerprint = fp
 	t.op.RequiresApproval = true

@@ -120,6 +120,7 @@ rules:
   - name: twice
     source: forms
     type: t
+    object: {id: data.a, order_by: event.id}
     operations:
       - {key: "k:{data.a}", action: a, destination: d, payload: {n: 1}}
       - {key: "k:{data.b}", action: a, destination: d, payload: {n: 2}, update_key: "k:{data.u}"}

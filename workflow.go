@@ -1,6 +1,7 @@
 package opledger
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -1000,7 +1001,7 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 				return invalidInput("revise needs a version above the current %d", s.Version)
 			}
 			old := *s
-			s.Payload, s.Version, s.RequiresApproval, s.PreApproval, s.RevisedBy = r.Payload, r.Version, true, nil, r.Actor
+			s.Payload, s.Version, s.RequiresApproval, s.PreApproval, s.RevisedBy = bytes.Clone(r.Payload), r.Version, true, nil, r.Actor
 			if _, err := compileStepPayload(s.Payload, def.Steps, i); err != nil {
 				*s = old
 				return err
@@ -1178,6 +1179,8 @@ func (t *txn) repeatsApproval(a Approval) (bool, error) {
 	if last.ToState != t.op.State || last.Actor != a.Approver || last.Event != approvedEvent {
 		return false, nil
 	}
-	rest, ok := strings.CutPrefix(last.Evidence, approvalEvidence(a))
-	return ok && (rest == "" || rest == approvedWhileWaiting), nil
+	// As stored: scrubbed of the operation's sensitive values, which a
+	// fingerprint's hex digits may happen to contain.
+	evidence := approvalEvidence(a)
+	return last.Evidence == t.scrub(evidence) || last.Evidence == t.scrub(evidence+approvedWhileWaiting), nil
 }
