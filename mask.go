@@ -87,6 +87,13 @@ func (m *secretsMemo) of(op *store.Operation) *secretText {
 // newSecretText collects the sensitive values at paths of payload and
 // their spellings; nil when there are none.
 func newSecretText(payload json.RawMessage, paths []string) *secretText {
+	return secretTextAtLeast(payload, paths, minSecretLength)
+}
+
+// secretTextAtLeast is newSecretText masking inside text only the values
+// of min bytes or more (a value that is a whole string is masked
+// whatever its length).
+func secretTextAtLeast(payload json.RawMessage, paths []string, min int) *secretText {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -98,7 +105,7 @@ func newSecretText(payload json.RawMessage, paths []string) *secretText {
 	seen := map[spelling]bool{}
 	var escaped []maskStage
 	for value := range values {
-		if len(value) < minSecretLength {
+		if len(value) < min {
 			continue
 		}
 		fold := looksLikeEmail(value)

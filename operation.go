@@ -192,6 +192,9 @@ type Operation struct {
 	// shown marks a copy Masked made: masking it again changes nothing,
 	// so Masked and MarshalJSON return it as it is.
 	shown bool
+	// forClaimant marks a copy ForClaimant made: MarshalJSON keeps its
+	// payload, and Masked masks it like any other.
+	forClaimant bool
 }
 
 // IdempotencyKey is the destination idempotency key of the operation's
@@ -206,7 +209,11 @@ func (o *Operation) IdempotencyKey() string {
 // reference reads the fields.
 func (o Operation) MarshalJSON() ([]byte, error) {
 	type plain Operation
-	return json.Marshal(plain(*o.Masked()))
+	m := o.Masked()
+	if o.forClaimant {
+		m.Payload = o.Payload
+	}
+	return json.Marshal(plain(*m))
 }
 
 // Masked returns a copy of the operation as it is shown (the HTTP API,
@@ -223,6 +230,7 @@ func (o Operation) MarshalJSON() ([]byte, error) {
 // and the proxy's replay give the caller its saved result from them.
 func (o *Operation) Masked() *Operation {
 	m := *o
+	m.forClaimant = false
 	if o.shown {
 		return &m
 	}
@@ -241,15 +249,16 @@ func (o *Operation) Masked() *Operation {
 	return &m
 }
 
-// ForClaimant returns a copy of the operation as the worker that claimed
-// it is shown it: masked as Masked masks it, except the payload, which
-// the claimant must send to the destination as it was recorded. Its
-// MarshalJSON keeps the payload as it is. The HTTP API answers a claim
-// with it; everything else shows Masked.
+// ForClaimant returns a copy of the operation whose MarshalJSON shows it
+// as the worker that claimed it must see it: masked as Masked masks it,
+// except the payload, which the claimant sends to the destination as it
+// was recorded. Masked of the copy masks it all, as of any operation, so
+// nothing else shows the real payload by way of it. The HTTP API answers
+// a claim with it.
 func (o *Operation) ForClaimant() *Operation {
-	m := o.Masked()
-	m.Payload = o.Payload
-	return m
+	m := *o
+	m.forClaimant = true
+	return &m
 }
 
 // MaskedAttempts returns attempts, which are o's, as they are shown

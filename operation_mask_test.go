@@ -279,3 +279,21 @@ func TestDestinationNameIsNotFreeText(t *testing.T) {
 	_, _, err = l.Record(ctx, opledger.Intent{Key: "k:1", Action: "a", Destination: "proxy:crm.eu-1"})
 	require.NoError(t, err)
 }
+
+// TestForClaimantShowsOnlyThePayload: the claimant's copy marshals with
+// the real payload and everything else masked; masked again, it is
+// masked like any operation, so nothing shows the real payload by way
+// of it.
+func TestForClaimantShowsOnlyThePayload(t *testing.T) {
+	op := &opledger.Operation{Key: "k", Payload: json.RawMessage(`{"email":"ana@example.invalid","n":1}`),
+		SensitiveFields: []string{"email"}, DestinationRef: "contact/ana@example.invalid"}
+	b, err := json.Marshal(op.ForClaimant())
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"payload":{"email":"ana@example.invalid","n":1}`)
+	require.Contains(t, string(b), `"destination_ref":"contact/***"`)
+	for _, shown := range []*opledger.Operation{op.ForClaimant().Masked(), op.Masked().ForClaimant()} {
+		b, err = json.Marshal(shown)
+		require.NoError(t, err)
+		require.NotContains(t, string(b), "ana@example.invalid")
+	}
+}

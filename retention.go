@@ -153,19 +153,26 @@ func (l *Ledger) compactOperations(ctx context.Context, res *CompactResult) (swe
 	return failed, nil
 }
 
-// compactedRef is the destination reference op's tombstone keeps: the
-// reference as it is shown (Operation.Masked), since the tombstone keeps
-// neither the payload nor the sensitive fields that say what to mask in
-// it. A reference made of a sensitive value (a contact named by its
-// e-mail address) is therefore kept masked: past retention the ledger no
+// compactedRef is the destination reference op's tombstone keeps. The
+// tombstone keeps neither the payload nor the sensitive fields that say
+// what to mask in it, so a reference made of a sensitive value, or that
+// contains one of tombstoneSecretLength bytes or more (a contact named
+// by its e-mail address), is kept masked: past retention the ledger no
 // longer holds the value, and a repeat is answered with the masked
-// reference.
+// reference. A shorter value inside a reference (a three-digit code in
+// "ch_3P1234abc") is more likely chance than the value, and masking it
+// would break the reference a repeat is answered with: it is kept as it
+// is.
 func compactedRef(op *store.Operation) string {
 	if len(op.SensitiveFields) == 0 || op.DestinationRef == "" {
 		return op.DestinationRef
 	}
-	return toOperation(op).Masked().DestinationRef
+	return secretTextAtLeast(op.Payload, op.SensitiveFields, tombstoneSecretLength).maskValue(op.DestinationRef)
 }
+
+// tombstoneSecretLength is the shortest sensitive value compaction masks
+// inside a destination reference (see compactedRef).
+const tombstoneSecretLength = 6
 
 // compactBatchSize is how many operations one transaction of compaction
 // reduces to tombstones. A commit was most of the cost of compacting an

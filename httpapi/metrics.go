@@ -157,10 +157,16 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(counted[[2]string{d, outcome}]), d, outcome)
 		}
 	}
+	// Outcomes of other names (none today), summed as the others are.
+	var other [][2]string
 	for _, a := range st.Attempts {
-		if a.Outcome != opledger.AttemptOpen && !slices.Contains(attemptOutcomes, a.Outcome) {
-			ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(a.Count), a.Destination, a.Outcome)
+		k := [2]string{a.Destination, a.Outcome}
+		if a.Outcome != opledger.AttemptOpen && !slices.Contains(attemptOutcomes, a.Outcome) && !slices.Contains(other, k) {
+			other = append(other, k)
 		}
+	}
+	for _, k := range other {
+		ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(counted[k]), k[0], k[1])
 	}
 	ch <- prometheus.MustNewConstMetric(c.confirmed, prometheus.CounterValue, float64(st.ConfirmedEffects))
 	ch <- prometheus.MustNewConstMetric(c.duplicates, prometheus.CounterValue, float64(st.DuplicateEffects))
