@@ -711,6 +711,19 @@ func (l *Ledger) AdvanceWorkflowOf(ctx context.Context, opKey string) (*Workflow
 	if !ok || ValidateKey(wkey) != nil {
 		return nil, nil
 	}
+	// Any key with a slash splits as a step's: a read first spares the
+	// keys of no workflow ("orders/123") the write transaction a resume
+	// takes.
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		_, err := r.GetWorkflow(ctx, l.tenant, wkey)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	w, err := l.ResumeWorkflow(ctx, wkey)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil

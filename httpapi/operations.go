@@ -345,7 +345,14 @@ func (s *server) advanceWorkflow(r *http.Request, l *opledger.Ledger, op *opledg
 	if op == nil || op.State != opledger.StateSucceeded {
 		return
 	}
-	if _, err := l.AdvanceWorkflowOf(r.Context(), op.Key); err != nil {
+	_, err := l.AdvanceWorkflowOf(r.Context(), op.Key)
+	var stuck *opledger.StepError
+	switch {
+	case errors.As(err, &stuck):
+		// The workflow cannot go on until a person revises its next step:
+		// its status says so, and the exception queue lists it.
+		s.log.InfoContext(r.Context(), "workflow cannot go on", "request_id", requestID(r.Context()), "error", redact.Keys(op.Key, err))
+	case err != nil:
 		s.log.WarnContext(r.Context(), "advance workflow", "request_id", requestID(r.Context()), "error", redact.Keys(op.Key, err))
 	}
 }
