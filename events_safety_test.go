@@ -198,9 +198,9 @@ func TestLoadRulesRefusesUnquotedPlaceholder(t *testing.T) {
 		require.ErrorContains(t, err, "placeholders must be quoted: "+tc.want, name)
 	}
 	// Nulls elsewhere, and members that only begin like a root, are data.
-	rules, err := opledger.ParseRules([]byte("rules:\n  - name: r\n    type: t\n    operations:\n      - key: k\n        action: a\n        destination: d\n        payload: {database: null, note: ~, eventual: null, list: [null], data.id: \"{data.id}\"}\n"))
-	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte("rules:\n  - name: r\n    type: t\n    operations:\n      - key: k\n        action: a\n        destination: d\n        payload: {database: null, note: ~, eventual: null, list: [null], data.id: \"{data.id}\", data: null, event: ~}\n"))
+	require.NoError(t, err, "a member named data or event whose null is written is data too")
 	m, err := rules.Map(opledger.Event{Source: "s", EventID: "e1", Type: "t", Payload: json.RawMessage(`{"id":7}`)})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"database":null,"note":null,"eventual":null,"list":[null],"data.id":7}`, string(m.Intents[0].Payload))
+	require.JSONEq(t, `{"database":null,"note":null,"eventual":null,"list":[null],"data.id":7,"data":null,"event":null}`, string(m.Intents[0].Payload))
 }

@@ -171,8 +171,9 @@ func ParseRules(data []byte) (*Rules, error) {
 // written without quotes as an object: `order: {data.id}` is the flow
 // mapping {"data.id": null}, which would be sent as it is, an object,
 // on every event. A member named like a placeholder path ("data",
-// "event", or one under them) whose value is null is taken for one,
-// with the line it is on. data has been decoded strictly already.
+// "event", or one under them) with no value at all ({data.id}) is taken
+// for one, with the line it is on; one whose value is written (`data:
+// null`, `data: ~`) is not. data has been decoded strictly already.
 func unquotedPlaceholders(data []byte) error {
 	var doc struct {
 		Rules []struct {
@@ -230,7 +231,10 @@ func findUnquoted(n *yaml.Node, parent string, path []string) *unquotedError {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind == yaml.ScalarNode && placeholderLike(k.Value) && v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+			// `{data.id}`: a member with no value at all. One written
+			// `{data: null}` means what it says.
+			if k.Kind == yaml.ScalarNode && placeholderLike(k.Value) &&
+				v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" && v.Value == "" {
 				return &unquotedError{line: k.Line, path: path, parent: parent, key: k.Value}
 			}
 			if k.Kind == yaml.ScalarNode {

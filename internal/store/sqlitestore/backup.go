@@ -34,21 +34,27 @@ func Backup(ctx context.Context, path, to string) (err error) {
 	if !holds {
 		return fmt.Errorf("%s: %w (no opledger ledger to back up)", path, store.ErrNotLedger)
 	}
-	if _, err := os.Lstat(to); err == nil {
+	// Made here, empty (VACUUM INTO writes into an empty file), so that
+	// a file another process makes there meanwhile is never overwritten,
+	// nor removed on an error: only this one is.
+	f, err := os.OpenFile(to, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s: %w", to, ErrBackupExists)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	}
+	if err != nil {
 		return fmt.Errorf("backup to %s: %w", to, err)
 	}
+	f.Close()
+	defer func() {
+		if err != nil {
+			os.Remove(to)
+		}
+	}()
 	db, err := sql.Open("sqlite", FileURI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return fmt.Errorf("open sqlite %s read-only: %w", path, err)
 	}
 	defer db.Close()
-	defer func() {
-		if err != nil {
-			os.Remove(to) // VACUUM INTO made it, or nothing is there
-		}
-	}()
 	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, to); err != nil {
 		return classify(fmt.Errorf("back up sqlite %s to %s: %w", path, to, err))
 	}
