@@ -677,6 +677,10 @@ type eventFilter struct {
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	source := r.URL.Query().Get("source")
 	status := opledger.EventStatus(r.URL.Query().Get("status"))
+	if len(r.URL.Query()["status"]) > 1 || len(r.URL.Query()["source"]) > 1 {
+		c.fail(w, r, s, http.StatusBadRequest, "Give one status and one source at most.", nil)
+		return
+	}
 	if status != "" && !slices.Contains(eventStatuses, status) {
 		c.fail(w, r, s, http.StatusBadRequest, "That status is none of applied, out_of_order, conflict and unmapped.", nil)
 		return

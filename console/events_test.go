@@ -66,5 +66,9 @@ rules:
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, string(body), "That status is none of applied, out_of_order, conflict and unmapped.")
 	require.Contains(t, s.get("/events"), `<td data-label="Operations">`, "on a phone each value says what it is")
+	resp, err = s.hc.Get(srv.URL + "/events?status=applied&status=unmapped")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "two statuses are not one of them, silently")
 	require.False(t, strings.Contains(s.get("/events?status=applied"), "forms/e3"))
 }

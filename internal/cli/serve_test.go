@@ -205,6 +205,11 @@ webhooks:
 	out, errOut, code = run(t, "events", "list", "--db", dsn, "--tenant", "acme")
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `stripe\s+evt_1\s+invoice.paid\s+applied\s+1`, out)
+	require.Empty(t, errOut)
+	_, errOut, code = run(t, "events", "list", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "note: tenant \"default\" lists no event at all: if you meant another tenant, --tenant (or another token) names it\n", errOut,
+		"the webhook's events are acme's, not the default tenant's")
 	out, errOut, code = run(t, "events", "show", "stripe", "evt_1", "--db", dsn, "--tenant", "acme")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "Deliveries (3):")
