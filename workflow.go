@@ -991,7 +991,12 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		if err != nil {
 			return err
 		}
-		if op != nil {
+		if s := &def.Steps[i]; op != nil && State(op.State) == StateAwaitingApproval && op.Version == r.Version &&
+			s.Version == r.Version && s.RevisedBy == r.Actor && sameContent(s, r.Payload) {
+			// This revision was made while the step waited, and the step
+			// has been recorded with it since: the same revision again.
+			replayed = true
+		} else if op != nil {
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
 				var err error
 				replayed, err = t.revise(r.Payload, r.Version, r.Actor, "step "+step+" of workflow "+key)

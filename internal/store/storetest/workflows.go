@@ -547,6 +547,13 @@ rules:
 		step2 := w.Steps[1].Operation
 		require.EqualValues(t, 2, step2.Version)
 		require.JSONEq(t, `{"template":"follow-up-v2","task":"T-9"}`, string(step2.Payload))
+		// The revision sent again once the step is recorded with it (its
+		// answer lost while the step waited): still a replay.
+		recorded := b.events(t, "wf:C-17/send_email")
+		_, replayed, err = b.ledger.ReviseWorkflowStep(b.ctx, "wf:C-17", "send_email", revision)
+		require.NoError(t, err)
+		require.True(t, replayed, "the revision the recorded step was made with")
+		require.Equal(t, recorded, b.events(t, "wf:C-17/send_email"), "nothing recorded")
 		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
 		require.ErrorIs(t, err, opledger.ErrNothingDue, "step 2 waits for approval; step 1 is not repeated")
 		w, err = b.ledger.ResumeWorkflow(b.ctx, "wf:C-17")
