@@ -91,20 +91,16 @@ func newEventsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if len(page.Items) == 0 && cursor == "" {
-				// As ops list: an empty list of the wrong tenant is not
-				// "no event arrived".
-				some, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Limit: 1})
-				if err != nil {
-					return err
-				}
-				if len(some.Items) == 0 {
-					who := fmt.Sprintf("tenant %q", bf.tenant)
-					if bf.server != "" {
-						who = "the token's tenant"
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s lists no event at all: if you meant another tenant, --tenant (or another token) names it\n", who)
-				}
+			who := fmt.Sprintf("tenant %q", bf.tenant)
+			if bf.server != "" {
+				who = "the token's tenant"
+			}
+			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "",
+				who+" lists no event at all: if you meant another tenant, --tenant (or another token) names it", func() (bool, error) {
+					some, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Limit: 1})
+					return err == nil && len(some.Items) > 0, err
+				}); err != nil {
+				return err
 			}
 			return morePages(cmd, page.NextCursor)
 		},

@@ -25,9 +25,6 @@ type opsBackend interface {
 	Show(ctx context.Context, key string) (*opsDetail, error)
 	Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error)
 	Approve(ctx context.Context, key string, a opledger.Approval) (op *opledger.Operation, replayed bool, err error)
-	// NoOperations says that the tenant the backend acts in has no
-	// operations at all, and how another is named.
-	NoOperations() string
 	Close() error
 }
 
@@ -88,10 +85,6 @@ func (b ledgerBackend) where(err error) error {
 	return err
 }
 
-func (b ledgerBackend) NoOperations() string {
-	return fmt.Sprintf("tenant %q lists no operation at all (none recorded, or all compacted by retention): if you meant another, --tenant names it", b.l.Tenant())
-}
-
 func (b ledgerBackend) Close() error { return b.l.Close() }
 
 type serverBackend struct{ c *client.Client }
@@ -121,10 +114,6 @@ func (b serverBackend) Resolve(ctx context.Context, key string, d opledger.Decis
 
 func (b serverBackend) Approve(ctx context.Context, key string, a opledger.Approval) (*opledger.Operation, bool, error) {
 	return b.c.Approve(ctx, key, a)
-}
-
-func (b serverBackend) NoOperations() string {
-	return "the token's tenant lists no operation at all (none recorded, or all compacted by retention): a token of another tenant lists that tenant's"
 }
 
 func (b serverBackend) Close() error { return nil }
@@ -279,16 +268,15 @@ func newOpsListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if len(page.Items) == 0 && cursor == "" {
-				// Nothing at all, or nothing in this tenant? An empty
-				// queue of the wrong tenant reads as "nothing waits".
+			note := fmt.Sprintf("tenant %q lists no operation at all (none recorded, or all compacted by retention): if you meant another, --tenant names it", bf.tenant)
+			if bf.server != "" {
+				note = "the token's tenant lists no operation at all (none recorded, or all compacted by retention): a token of another tenant lists that tenant's"
+			}
+			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "", note, func() (bool, error) {
 				some, err := b.List(cmd.Context(), opledger.ListOptions{Limit: 1})
-				if err != nil {
-					return err
-				}
-				if len(some.Items) == 0 {
-					fmt.Fprintln(cmd.ErrOrStderr(), "note: "+b.NoOperations())
-				}
+				return err == nil && len(some.Items) > 0, err
+			}); err != nil {
+				return err
 			}
 			return morePages(cmd, page.NextCursor)
 		},
@@ -304,6 +292,22 @@ func newOpsListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 	return cmd
+}
+
+// noteEmptyTenant writes note on stderr when a list's first page was
+// empty (emptyFirstPage) and the tenant has nothing of the kind at all
+// (has reports whether it has one): an empty list of the wrong tenant
+// would read as "nothing waits", and --tenant defaults to "default".
+func noteEmptyTenant(cmd *cobra.Command, emptyFirstPage bool, note string, has func() (bool, error)) error {
+	if !emptyFirstPage {
+		return nil
+	}
+	some, err := has()
+	if err != nil || some {
+		return err
+	}
+	_, err = fmt.Fprintln(cmd.ErrOrStderr(), "note: "+note)
+	return err
 }
 
 // cursorUsage is the help of the list commands' --cursor.
