@@ -707,18 +707,24 @@ func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decisio
 	}
 	defer b.Close()
 	op, replayed, err := b.Resolve(cmd.Context(), key, d)
+	return decided(cmd, op, replayed, err, "decision", "")
+}
+
+// decided prints what a decision or approval (what) left the operation
+// as, with done after its state when it recorded one, and makes err a
+// command's error. A replay exits 0: a script that lost the first answer
+// and sent it again learns it holds, as the first answer would have
+// said.
+func decided(cmd *cobra.Command, op *opledger.Operation, replayed bool, err error, what, done string) error {
 	if err != nil {
 		return refusedInput(err)
 	}
 	if replayed {
-		// Exit 0: a script that lost the first answer and sent the
-		// decision again learns it holds, as the first answer would have
-		// said.
-		fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this decision was already recorded, nothing changed\n", cell(op.Key), cell(stateOf(op)))
-		return nil
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this %s was already recorded, nothing changed\n", cell(op.Key), cell(stateOf(op)), what)
+		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s\n", cell(op.Key), cell(stateOf(op)))
-	return nil
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s%s\n", cell(op.Key), cell(stateOf(op)), done)
+	return err
 }
 
 func newOpsApproveCmd() *cobra.Command {
@@ -752,15 +758,11 @@ and nothing changes.`,
 			}
 			defer b.Close()
 			op, replayed, err := b.Approve(cmd.Context(), args[0], approval)
-			if err != nil {
-				return refusedInput(err)
+			done := ""
+			if err == nil {
+				done = fmt.Sprintf(": version %d approved", op.Version)
 			}
-			if replayed {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this approval was already recorded, nothing changed\n", cell(op.Key), cell(string(op.State)))
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s: version %d approved\n", cell(op.Key), cell(string(op.State)), op.Version)
-			return nil
+			return decided(cmd, op, replayed, err, "approval", done)
 		},
 	}
 	bf.add(cmd)
