@@ -33,12 +33,8 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 		failed(http.StatusBadRequest, "This form does not say which version of the content you approve (it comes from an older page of the console), so nothing was recorded. Look at the operation again before approving.")
 		return
 	}
-	switch trimmed := strings.TrimSpace(name); {
-	case len(trimmed) > maxOperatorBytes:
-		failed(http.StatusBadRequest, fmt.Sprintf("Your name is %d bytes long; the ledger keeps at most %d.", len(trimmed), maxOperatorBytes))
-		return
-	case !storable(trimmed):
-		failed(http.StatusBadRequest, "Your name holds characters the ledger cannot store (a NUL byte or invalid UTF-8).")
+	if msg := checkName(strings.TrimSpace(name)); msg != "" {
+		failed(http.StatusBadRequest, msg)
 		return
 	}
 	op, replayed, err := s.ledger.Approve(r.Context(), key, opledger.Approval{Version: version, Fingerprint: fingerprint, Approver: operatorName(name)})

@@ -392,13 +392,22 @@ func checkDecision(kind opledger.DecisionKind, v decisionValues) (field, msg str
 			return "ref", "The reference holds characters the ledger cannot store (a NUL byte or invalid UTF-8)."
 		}
 	}
-	switch {
-	case len(name) > maxOperatorBytes:
-		return "operator", fmt.Sprintf("Your name is %d bytes long; the ledger keeps at most %d.", len(name), maxOperatorBytes)
-	case !storable(name):
-		return "operator", "Your name holds characters the ledger cannot store (a NUL byte or invalid UTF-8)."
+	if msg := checkName(name); msg != "" {
+		return "operator", msg
 	}
 	return "", ""
+}
+
+// checkName says what is wrong with a name typed in a form (trimmed), in
+// the console's words, or "" when the ledger can keep it.
+func checkName(name string) string {
+	switch {
+	case len(name) > maxOperatorBytes:
+		return fmt.Sprintf("Your name is %d bytes long; the ledger keeps at most %d.", len(name), maxOperatorBytes)
+	case !storable(name):
+		return "Your name holds characters the ledger cannot store (a NUL byte or invalid UTF-8)."
+	}
+	return ""
 }
 
 // storable reports whether the ledger can store s (PostgreSQL's text
