@@ -700,35 +700,27 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
-	// The filter keeps the source; a link to its own status is the page
-	// itself. The counts are the tenant's, whatever the source.
-	href := func(st opledger.EventStatus) string {
+	// The filter and the next page keep the source (and the next page the
+	// status). The counts are the tenant's, whatever the source.
+	href := func(st opledger.EventStatus, cursor string) string {
 		q := url.Values{}
-		if source != "" {
-			q.Set("source", source)
-		}
-		if st != "" {
-			q.Set("status", string(st))
+		for k, v := range map[string]string{"source": source, "status": string(st), "cursor": cursor} {
+			if v != "" {
+				q.Set(k, v)
+			}
 		}
 		if len(q) == 0 {
 			return "/events"
 		}
 		return "/events?" + q.Encode()
 	}
-	filters := []eventFilter{{Count: st.Events, Href: href(""), Active: status == ""}}
+	filters := []eventFilter{{Count: st.Events, Href: href("", ""), Active: status == ""}}
 	for _, es := range eventStatuses {
-		filters = append(filters, eventFilter{Status: es, Count: st.EventsByStatus[es], Href: href(es), Active: status == es})
+		filters = append(filters, eventFilter{Status: es, Count: st.EventsByStatus[es], Href: href(es, ""), Active: status == es})
 	}
 	next := ""
 	if page.NextCursor != "" {
-		q := url.Values{"cursor": {page.NextCursor}}
-		if source != "" {
-			q.Set("source", source)
-		}
-		if status != "" {
-			q.Set("status", string(status))
-		}
-		next = "/events?" + q.Encode()
+		next = href(status, page.NextCursor)
 	}
 	c.render(w, http.StatusOK, "events", map[string]any{"Title": "Events", "Tenant": s.tenant, "CSRF": s.csrf,
 		"Items": page.Items, "Next": next, "Source": source, "Status": status, "Filters": filters, "Stats": st})
