@@ -818,12 +818,11 @@ func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) 
 		// operation still awaits approval of exactly that content, and
 		// the revision that made it so was this actor's.
 		if version == t.op.Version && fp == t.op.Fingerprint && State(t.op.State) == StateAwaitingApproval {
-			last, err := t.lastMove()
+			last, err := t.lastMoveBy(revisedEvent, actor)
 			if err != nil {
 				return false, err
 			}
-			if last != nil && last.Event == revisedEvent && last.Actor == actor && last.ToState == t.op.State &&
-				strings.HasPrefix(last.Evidence, t.scrub(revisionEvidence(version, fp))) { // as stored, scrubbed
+			if last != nil && strings.HasPrefix(last.Evidence, t.scrub(revisionEvidence(version, fp))) { // as stored, scrubbed
 				return true, nil
 			}
 		}

@@ -200,14 +200,9 @@ func (t *txn) repeats(d Decision) (bool, error) {
 	if contains(decisionFrom[d.Kind], State(t.op.State)) {
 		return false, nil
 	}
-	last, err := t.lastMove()
-	if err != nil {
+	last, err := t.lastMoveBy(decisionEvents[d.Kind], d.Operator)
+	if err != nil || last == nil {
 		return false, err
-	}
-	// Every change of state appends its entry; the state is checked too
-	// rather than trusted to that.
-	if last == nil || last.ToState != t.op.State || last.Actor != d.Operator || last.Event != decisionEvents[d.Kind] {
-		return false, nil
 	}
 	if d.Kind == DecisionMarkSucceeded && t.op.DestinationRef != d.DestinationRef {
 		return false, nil
@@ -230,15 +225,23 @@ func (t *txn) repeats(d Decision) (bool, error) {
 	return rest == "", nil
 }
 
-// lastMove is the timeline's latest entry of a change of state, or nil.
-func (t *txn) lastMove() (*store.TimelineEntry, error) {
+// lastMoveBy is the timeline's latest entry of a change of state when it
+// is event, by actor, into the state the operation is in: the entry of
+// the decision, approval or revision a repeat would replay. Nil when the
+// latest change of state is another, or the operation moved since (every
+// change of state appends its entry; the state is checked too rather
+// than trusted to that).
+func (t *txn) lastMoveBy(event, actor string) (*store.TimelineEntry, error) {
 	tl, err := t.listTimeline()
 	if err != nil {
 		return nil, err
 	}
 	for i := len(tl) - 1; i >= 0; i-- {
-		if tl[i].ToState != "" {
-			return tl[i], nil
+		if e := tl[i]; e.ToState != "" {
+			if e.Event == event && e.Actor == actor && e.ToState == t.op.State {
+				return e, nil
+			}
+			return nil, nil
 		}
 	}
 	return nil, nil

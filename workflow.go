@@ -1190,12 +1190,9 @@ func (t *txn) repeatsApproval(a Approval) (bool, error) {
 	if a.Version != t.op.Version || a.Fingerprint != t.op.Fingerprint || a.Approver != t.op.ApprovedBy {
 		return false, nil
 	}
-	last, err := t.lastMove()
+	last, err := t.lastMoveBy(approvedEvent, a.Approver)
 	if err != nil || last == nil {
 		return false, err
-	}
-	if last.ToState != t.op.State || last.Actor != a.Approver || last.Event != approvedEvent {
-		return false, nil
 	}
 	// As stored: scrubbed of the operation's sensitive values, which a
 	// fingerprint's hex digits may happen to contain.
