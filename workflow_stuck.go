@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -26,39 +27,37 @@ func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, er
 	// (tenant, key) order: this tenant's come from just after its empty
 	// key. The sweep moves the others on within its interval, so few are
 	// read besides the stuck ones.
-	after := store.OperationID{Tenant: l.tenant}
-	for {
-		var ids []store.OperationID
-		if err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-			var err error
-			ids, err = r.WorkflowsReady(ctx, after, sweepPage)
+	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, _ time.Time, after store.OperationID) ([]store.OperationID, error) {
+		if after == (store.OperationID{}) {
+			after = store.OperationID{Tenant: l.tenant}
+		}
+		return r.WorkflowsReady(ctx, after, sweepPage)
+	}, func(id store.OperationID) error {
+		if id.Tenant != l.tenant {
+			return errListFull // past this tenant's
+		}
+		w, err := l.GetWorkflow(ctx, id.Key)
+		if errors.Is(err, ErrNotFound) {
+			return nil // forgotten by retention since listed
+		}
+		if err != nil {
 			return err
-		}); err != nil {
-			return nil, fmt.Errorf("stuck workflows: %w", err)
 		}
-		for _, id := range ids {
-			if id.Tenant != l.tenant {
-				return out, nil
-			}
-			w, err := l.GetWorkflow(ctx, id.Key)
-			if errors.Is(err, ErrNotFound) {
-				continue // forgotten by retention since listed
-			}
-			if err != nil {
-				return nil, fmt.Errorf("stuck workflows: %w", err)
-			}
-			if w.Status == WorkflowHeld && stepOperationOf(w, w.CurrentStep) == nil {
-				if out = append(out, w); len(out) == limit {
-					return out, nil
-				}
+		if w.Status == WorkflowHeld && stepOperationOf(w, w.CurrentStep) == nil {
+			if out = append(out, w); len(out) == limit {
+				return errListFull
 			}
 		}
-		if len(ids) < sweepPage {
-			return out, nil
-		}
-		after = ids[len(ids)-1]
+		return nil
+	})
+	if err != nil && !errors.Is(err, errListFull) {
+		return nil, fmt.Errorf("stuck workflows: %w", err)
 	}
+	return out, nil
 }
+
+// errListFull ends StuckWorkflows' sweep: it has all it lists.
+var errListFull = errors.New("list full")
 
 // stepOperationOf is the operation of w's step named name, nil when the
 // step has none (yet).
