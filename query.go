@@ -237,7 +237,13 @@ func decodeCursor(c, scope string) (time.Time, string, error) {
 			return time.UnixMicro(v).UTC(), key, nil
 		}
 	}
-	return time.Time{}, "", invalidInput("cursor does not continue this list: it was issued for another order or other filters, or not by opledger (give the same order and filters, or start without a cursor)")
+	return time.Time{}, "", errForeignCursor()
+}
+
+// errForeignCursor refuses a cursor that does not continue the list it
+// was given to.
+func errForeignCursor() error {
+	return invalidInput("cursor does not continue this list: it was issued for another order or other filters, or not by opledger (give the same order and filters, or start without a cursor)")
 }
 
 // CountFailedByKind counts the tenant's failed operations by failure

@@ -416,14 +416,20 @@ func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Pa
 		q.Set("duplicate_effects", "true")
 	}
 	var page opledger.Page
-	path := "/v1/operations"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	if _, _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+	if err := c.getList(ctx, "/v1/operations", q, &page); err != nil {
 		return nil, err
 	}
 	return &page, nil
+}
+
+// getList reads one page of the list at path, with the query q, into
+// page.
+func (c *Client) getList(ctx context.Context, path string, q url.Values, page any) error {
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	_, _, err := c.do(ctx, http.MethodGet, path, nil, page)
+	return err
 }
 
 // ClaimRequest is the body of a claim.
@@ -706,12 +712,8 @@ func (c *Client) ListEvents(ctx context.Context, o opledger.EventListOptions) (*
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	path := "/v1/events"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
 	var page opledger.EventPage
-	if _, _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+	if err := c.getList(ctx, "/v1/events", q, &page); err != nil {
 		return nil, err
 	}
 	return &page, nil
@@ -755,6 +757,28 @@ func (c *Client) PutWorkflow(ctx context.Context, key string, spec opledger.Work
 // GetWorkflow returns a workflow with the state of each step.
 func (c *Client) GetWorkflow(ctx context.Context, key string) (*opledger.Workflow, error) {
 	return c.workflow(ctx, http.MethodGet, key, nil)
+}
+
+// ListWorkflows returns a page of the tenant's workflows in key order,
+// each with its status and steps, as opledger.Ledger.ListWorkflows.
+func (c *Client) ListWorkflows(ctx context.Context, o opledger.WorkflowListOptions) (*opledger.WorkflowPage, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"prefix": o.Prefix, "cursor": o.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Open {
+		q.Set("open", "true")
+	}
+	var page opledger.WorkflowPage
+	if err := c.getList(ctx, "/v1/workflows", q, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
 }
 
 // ResumeWorkflow advances a workflow now: steps that succeeded are

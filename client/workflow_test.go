@@ -149,3 +149,42 @@ func TestWorkflowResumeHeld(t *testing.T) {
 	_, err = c.ResumeWorkflow(ctx, "wf:404")
 	require.ErrorIs(t, err, opledger.ErrNotFound, "other errors stay errors")
 }
+
+// ListWorkflows sends its filters and pages as the API reads them.
+func TestListWorkflows(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := context.Background()
+	for _, key := range []string{"wf:b", "wf:a", "x:1", "wf:c"} {
+		_, _, err := c.PutWorkflow(ctx, key, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "s", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)}}})
+		require.NoError(t, err)
+	}
+	cl, err := c.Claim(ctx, "wf:b/s", client.ClaimRequest{Worker: "w1", Dispatch: true})
+	require.NoError(t, err)
+	_, err = c.Report(ctx, "wf:b/s", cl.AttemptID, client.Report{FencingToken: cl.FencingToken,
+		Outcome: opledger.OutcomeSucceeded, DestinationRef: "B1"})
+	require.NoError(t, err)
+
+	var keys []string
+	o := opledger.WorkflowListOptions{Prefix: "wf:", Open: true, Limit: 1}
+	for {
+		page, err := c.ListWorkflows(ctx, o)
+		require.NoError(t, err)
+		for _, w := range page.Items {
+			keys = append(keys, w.Key)
+			require.Equal(t, opledger.WorkflowRunning, w.Status)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		o.Cursor = page.NextCursor
+	}
+	require.Equal(t, []string{"wf:a", "wf:c"}, keys, "wf:b finished, x:1 has another prefix")
+
+	page, err := c.ListWorkflows(ctx, opledger.WorkflowListOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 4)
+	_, err = c.ListWorkflows(ctx, opledger.WorkflowListOptions{Limit: opledger.MaxWorkflowListLimit + 1})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+}

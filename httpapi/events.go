@@ -234,7 +234,7 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := opledger.EventListOptions{Source: q["source"], Status: opledger.EventStatus(q["status"]), Cursor: q["cursor"]}
-	if o.Limit, err = limitParam(q["limit"]); err != nil {
+	if o.Limit, err = limitParam(q["limit"], opledger.MaxListLimit); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -262,6 +262,36 @@ func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, wf)
+}
+
+// workflowListParams are the query parameters of GET /v1/workflows.
+var workflowListParams = []string{"prefix", "open", "limit", "cursor"}
+
+func (s *server) listWorkflows(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.begin(w, r, nil)
+	if !ok {
+		return
+	}
+	q, err := queryParams(r, workflowListParams...)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o := opledger.WorkflowListOptions{Prefix: q["prefix"], Cursor: q["cursor"]}
+	if o.Limit, err = limitParam(q["limit"], opledger.MaxWorkflowListLimit); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if o.Open, err = boolParam("open", q["open"]); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := l.ListWorkflows(r.Context(), o)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {

@@ -35,6 +35,7 @@ func (s *server) routes() []route {
 		{"GET /v1/events/{source}/{event_id}", s.getEvent, false},
 		{"POST /v1/webhooks/{source}", s.webhookIn, true},
 		{"PUT /v1/workflows/{key}", s.putWorkflow, false},
+		{"GET /v1/workflows", s.listWorkflows, false},
 		{"GET /v1/workflows/{key}", s.getWorkflow, false},
 		{"POST /v1/workflows/{key}/resume", s.resumeWorkflow, false},
 		{"POST /v1/workflows/{key}/steps/{step}/approve", s.approveStep, false},
@@ -144,16 +145,12 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 			opts.States = append(opts.States, opledger.State(st))
 		}
 	}
-	if opts.Limit, err = limitParam(q["limit"]); err != nil {
+	if opts.Limit, err = limitParam(q["limit"], opledger.MaxListLimit); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	switch v := q["duplicate_effects"]; v {
-	case "", "false":
-	case "true":
-		opts.DuplicateEffects = true
-	default:
-		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", fmt.Sprintf("duplicate_effects must be true or false, not %q", v)})
+	if opts.DuplicateEffects, err = boolParam("duplicate_effects", q["duplicate_effects"]); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	page, err := l.List(r.Context(), opts)
@@ -164,18 +161,29 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-// limitParam reads a list's limit parameter: 0 (the default page) when
-// it is absent.
-func limitParam(v string) (int, error) {
+// limitParam reads a list's limit parameter, from 1 to max: 0 (the
+// default page) when it is absent.
+func limitParam(v string, max int) (int, error) {
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > opledger.MaxListLimit {
+	if err != nil || n < 1 || n > max {
 		return 0, &decodeError{http.StatusBadRequest, "invalid_input",
-			fmt.Sprintf("limit takes a whole number from 1 to %d (got %.20q)", opledger.MaxListLimit, v)}
+			fmt.Sprintf("limit takes a whole number from 1 to %d (got %.20q)", max, v)}
 	}
 	return n, nil
+}
+
+// boolParam reads a true/false query parameter: false when it is absent.
+func boolParam(name, v string) (bool, error) {
+	switch v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, &decodeError{http.StatusBadRequest, "invalid_input", fmt.Sprintf("%s must be true or false, not %.20q", name, v)}
 }
 
 type claimBody struct {

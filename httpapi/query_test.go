@@ -151,6 +151,34 @@ func TestQueryParameters(t *testing.T) {
 				}
 				require.Equal(t, []string{"", "e-1", "e-0"}, page(t, "/v1/events?status=unmapped&limit=5&cursor="+cursor))
 			})
+
+			// The list of workflows: the same strictness, its own largest
+			// page, open as a boolean, a prefix that a key can start with.
+			// (Last: its workflows' first steps are operations.)
+			t.Run("workflows", func(t *testing.T) {
+				for _, key := range []string{"wf:2", "wf:0", "other:1", "wf:1"} {
+					_, _, err := b.ledger.PutWorkflow(ctx, key, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+						{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)}}})
+					require.NoError(t, err)
+				}
+				const workflowsTake = "this route takes prefix, open, limit, cursor"
+				refused(t, "/v1/workflows?status=held", `unknown query parameter "status"`, workflowsTake)
+				refused(t, "/v1/workflows?open=true&open=true", `query parameter "open" is given 2 times`)
+				refused(t, "/v1/workflows?limit=201", `limit takes a whole number from 1 to 200 (got "201")`)
+				refused(t, "/v1/workflows?open=yes", `open must be true or false, not "yes"`)
+				status, body := b.raw(t, "GET", "/v1/workflows?prefix=a%40b", b.token, nil)
+				require.Equal(t, http.StatusBadRequest, status, "%s", body)
+				require.Contains(t, string(body), "prefix: invalid key")
+
+				require.Equal(t, []string{"", "other:1", "wf:0", "wf:1", "wf:2"}, page(t, "/v1/workflows"))
+				require.Equal(t, []string{"", "wf:0", "wf:1", "wf:2"}, page(t, "/v1/workflows?open=true&prefix=wf:"))
+				first := page(t, "/v1/workflows?prefix=wf:&limit=2")
+				require.Equal(t, []string{"wf:0", "wf:1"}, first[1:])
+				cursor := url.QueryEscape(first[0])
+				refused(t, "/v1/workflows?limit=2&cursor="+cursor, "cursor does not continue this list")
+				refused(t, "/v1/events?cursor="+cursor, "cursor does not continue this list")
+				require.Equal(t, []string{"", "wf:2"}, page(t, "/v1/workflows?prefix=wf:&cursor="+cursor))
+			})
 		})
 	}
 }

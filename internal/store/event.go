@@ -93,6 +93,19 @@ type EventListParams struct {
 	Limit           int
 }
 
+// WorkflowListParams filter and page a list of workflows, by key.
+type WorkflowListParams struct {
+	Tenant string
+	// Prefix keeps the workflows whose key starts with it.
+	Prefix string
+	// Open keeps the workflows not done.
+	Open bool
+	// AfterKey is the key of the last row of the previous page; empty
+	// means the first page.
+	AfterKey string
+	Limit    int
+}
+
 // EventCounts are the event figures of DESIGN.md section 10.
 type EventCounts struct {
 	// ByStatus counts events by status.
@@ -121,6 +134,8 @@ type EventReader interface {
 	// GetWorkflow reads a workflow; ErrNotFound if unknown. Inside a write
 	// transaction stores that lock rows lock it until the transaction ends.
 	GetWorkflow(ctx context.Context, tenant, key string) (*Workflow, error)
+	// ListWorkflows lists a tenant's workflows by key.
+	ListWorkflows(ctx context.Context, p WorkflowListParams) ([]*Workflow, error)
 	// WorkflowsReady lists workflows of all tenants that are not done and
 	// whose current step has succeeded (the next step is due to be
 	// recorded), ordered by (tenant, key) and starting after the position

@@ -191,16 +191,62 @@ func (r *reader) GetWorkflow(ctx context.Context, tenant, key string) (*store.Wo
 	if r.inTx {
 		q += ` FOR UPDATE`
 	}
-	var w store.Workflow
-	var current int32
-	var created, updated pgtype.Timestamptz
-	err := r.q.QueryRow(ctx, q, tenant, key).Scan(&w.Tenant, &w.Key, &w.Fingerprint, &w.Definition, &w.Owner,
-		&current, &w.CurrentKey, &w.Done, &w.Revision, &created, &updated)
+	w, err := scanWorkflow(r.q.QueryRow(ctx, q, tenant, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", mapErr(err))
+	}
+	return w, nil
+}
+
+// ListWorkflows lists a tenant's workflows by key.
+func (r *reader) ListWorkflows(ctx context.Context, p store.WorkflowListParams) ([]*store.Workflow, error) {
+	args := []any{p.Tenant, p.AfterKey}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := []string{"tenant = $1", "key > $2"}
+	if p.Prefix != "" {
+		// Keys are ASCII letters, digits and . _ : / -, all below '~',
+		// and compare bytewise (COLLATE "C").
+		where = append(where, "key >= "+arg(p.Prefix), "key < "+arg(p.Prefix+"~"))
+	}
+	if p.Open {
+		where = append(where, "NOT done")
+	}
+	q := `SELECT ` + workflowColumns + ` FROM workflows WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY key LIMIT ` + arg(p.Limit)
+	rows, err := r.q.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Workflow
+	for rows.Next() {
+		w, err := scanWorkflow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list workflows: %w", err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list workflows: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// scanWorkflow reads one row of workflowColumns.
+func scanWorkflow(row pgx.Row) (*store.Workflow, error) {
+	var w store.Workflow
+	var current int32
+	var created, updated pgtype.Timestamptz
+	err := row.Scan(&w.Tenant, &w.Key, &w.Fingerprint, &w.Definition, &w.Owner,
+		&current, &w.CurrentKey, &w.Done, &w.Revision, &created, &updated)
+	if err != nil {
+		return nil, err
 	}
 	w.CurrentStep = int(current)
 	w.CreatedAt, w.UpdatedAt = fromTS(created), fromTS(updated)

@@ -176,17 +176,55 @@ const workflowColumns = `tenant, key, fingerprint, definition, owner, current_st
 
 // GetWorkflow reads a workflow.
 func (r *sqlReader) GetWorkflow(ctx context.Context, tenant, key string) (*store.Workflow, error) {
-	var w store.Workflow
-	var done int
-	var created, updated int64
-	err := r.q.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows WHERE tenant = ? AND key = ?`, tenant, key).
-		Scan(&w.Tenant, &w.Key, &w.Fingerprint, &w.Definition, &w.Owner, &w.CurrentStep, &w.CurrentKey, &done,
-			&w.Revision, &created, &updated)
+	w, err := scanWorkflow(r.q.QueryRowContext(ctx, `SELECT `+workflowColumns+` FROM workflows WHERE tenant = ? AND key = ?`, tenant, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", err)
+	}
+	return w, nil
+}
+
+// ListWorkflows lists a tenant's workflows by key.
+func (r *sqlReader) ListWorkflows(ctx context.Context, p store.WorkflowListParams) ([]*store.Workflow, error) {
+	where := []string{"tenant = ?", "key > ?"}
+	args := []any{p.Tenant, p.AfterKey}
+	if p.Prefix != "" {
+		// Keys are ASCII letters, digits and . _ : / -, all below '~'.
+		where = append(where, "key >= ?", "key < ?")
+		args = append(args, p.Prefix, p.Prefix+"~")
+	}
+	if p.Open {
+		where = append(where, "done = 0")
+	}
+	args = append(args, p.Limit)
+	rows, err := r.q.QueryContext(ctx, `SELECT `+workflowColumns+` FROM workflows WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY key LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Workflow
+	for rows.Next() {
+		w, err := scanWorkflow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list workflows: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// scanWorkflow reads one row of workflowColumns.
+func scanWorkflow(sc scanner) (*store.Workflow, error) {
+	var w store.Workflow
+	var done int
+	var created, updated int64
+	err := sc.Scan(&w.Tenant, &w.Key, &w.Fingerprint, &w.Definition, &w.Owner, &w.CurrentStep, &w.CurrentKey, &done,
+		&w.Revision, &created, &updated)
+	if err != nil {
+		return nil, err
 	}
 	w.Done = done != 0
 	w.CreatedAt, w.UpdatedAt = fromMicros(created), fromMicros(updated)
