@@ -285,7 +285,7 @@ named person settles it.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemoCmd(), newMigrateCmd(), newBackupCmd(), newServeCmd(), newProxyCmd(), newTokensCmd(), newOpsCmd(), newEventsCmd(), newLabCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newDemoCmd(), newMigrateCmd(), newBackupCmd(), newServeCmd(), newProxyCmd(), newTokensCmd(), newOpsCmd(), newWorkflowsCmd(), newEventsCmd(), newLabCmd(), newBenchCmd(), newVersionCmd())
 	root.InitDefaultCompletionCmd()
 	root.SetHelpCommand(newHelpCmd(root))
 	settleCommandTree(root)

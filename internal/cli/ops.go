@@ -743,14 +743,8 @@ and nothing changes.`,
   opledger ops approve intake:I17:create --version 2 --fingerprint sha256:9f2c…`,
 		Args: exactlyOneKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if approval.Version < 1 {
-				return usageError{errors.New("--version is required: the version 'ops show' gave (1 or more)")}
-			}
-			if approval.Fingerprint == "" {
-				return usageError{errors.New("--fingerprint is required: the fingerprint 'ops show' gave, sha256:…")}
-			}
-			if strings.TrimSpace(approval.Approver) == "" {
-				return usageError{errors.New("--approver is empty: give who approves, or leave the flag out for $USER")}
+			if err := checkApproval(approval, "ops show"); err != nil {
+				return err
 			}
 			b, err := bf.open(cmd.Context())
 			if err != nil {
@@ -766,10 +760,31 @@ and nothing changes.`,
 		},
 	}
 	bf.add(cmd)
-	cmd.Flags().Int64Var(&approval.Version, "version", 0, "the version approved (required)")
-	cmd.Flags().StringVar(&approval.Fingerprint, "fingerprint", "", "the fingerprint of that version (required)")
-	cmd.Flags().StringVar(&approval.Approver, "approver", defaultOperator(), "who approves (env USER)")
+	addApprovalFlags(cmd, &approval, "ops show")
 	return cmd
+}
+
+// addApprovalFlags adds the flags of an approval of the content the
+// command shown printed.
+func addApprovalFlags(cmd *cobra.Command, a *opledger.Approval, shown string) {
+	cmd.Flags().Int64Var(&a.Version, "version", 0, "the version approved, as '"+shown+"' printed it (required)")
+	cmd.Flags().StringVar(&a.Fingerprint, "fingerprint", "", "the fingerprint of that version (required)")
+	cmd.Flags().StringVar(&a.Approver, "approver", defaultOperator(), "who approves (env USER)")
+}
+
+// checkApproval refuses an approval that does not name the content the
+// command shown printed, or no approver.
+func checkApproval(a opledger.Approval, shown string) error {
+	if a.Version < 1 {
+		return usageError{fmt.Errorf("--version is required: the version '%s' gave (1 or more)", shown)}
+	}
+	if a.Fingerprint == "" {
+		return usageError{fmt.Errorf("--fingerprint is required: the fingerprint '%s' gave, sha256:…", shown)}
+	}
+	if strings.TrimSpace(a.Approver) == "" {
+		return usageError{errors.New("--approver is empty: give who approves, or leave the flag out for $USER")}
+	}
+	return nil
 }
 
 // shownResponseBytes is how much of a saved response ops show prints.

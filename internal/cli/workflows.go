@@ -1,0 +1,406 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+)
+
+// workflowsSource reads and moves workflows in a store or through a
+// server: *opledger.Ledger and *client.Client both are one.
+type workflowsSource interface {
+	ListWorkflows(ctx context.Context, o opledger.WorkflowListOptions) (*opledger.WorkflowPage, error)
+	GetWorkflow(ctx context.Context, key string) (*opledger.Workflow, error)
+	ResumeWorkflow(ctx context.Context, key string) (*opledger.Workflow, error)
+	ApproveWorkflowStep(ctx context.Context, key, step string, a opledger.Approval) (*opledger.Workflow, bool, error)
+}
+
+var (
+	_ workflowsSource = (*client.Client)(nil)
+	_ workflowsSource = (*opledger.Ledger)(nil)
+)
+
+// workflowsBackend is a workflowsSource opened from backend flags. A store
+// opened directly names the command line in what it records, as ops
+// decisions do, and says which tenant a key was not found in.
+type workflowsBackend struct {
+	workflowsSource
+	ops opsBackend
+}
+
+func (f *backendFlags) openWorkflows(ctx context.Context) (*workflowsBackend, error) {
+	b, err := f.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch b := b.(type) {
+	case serverBackend:
+		return &workflowsBackend{b.c, b}, nil
+	case ledgerBackend:
+		return &workflowsBackend{b.l, b}, nil
+	}
+	b.Close()
+	return nil, fmt.Errorf("no workflows in a backend of type %T", b)
+}
+
+func (b *workflowsBackend) Close() error { return b.ops.Close() }
+
+// where names the tenant of a store a workflow was not found in.
+func (b *workflowsBackend) where(err error) error {
+	if lb, ok := b.ops.(ledgerBackend); ok {
+		return lb.where(err)
+	}
+	return err
+}
+
+func newWorkflowsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "workflows",
+		Short: "List and show workflows, resume one, approve a step",
+		Long: `workflows works against a store directly (--db) or through a server (--server URL
+--token T), as ops does. A workflow's steps are operations keyed WORKFLOW/STEP: 'ops show'
+gives a step's attempts and timeline, and 'ops retry', 'ops resolve' and 'ops cancel'
+decide a held, uncertain or failed step.`,
+		Example: `  opledger workflows list --open
+  opledger workflows show onboarding:C-17
+  opledger workflows resume onboarding:C-17
+  opledger workflows approve onboarding:C-17 welcome_mail --version 1 --fingerprint sha256:9f2c…`,
+	}
+	cmd.AddCommand(newWorkflowsListCmd(), newWorkflowsShowCmd(), newWorkflowsResumeCmd(), newWorkflowsApproveCmd())
+	return cmd
+}
+
+// workflowLimitUsage is the help of workflows list's --limit.
+var workflowLimitUsage = fmt.Sprintf("at most this many, 1 to %d", opledger.MaxWorkflowListLimit)
+
+func newWorkflowsListCmd() *cobra.Command {
+	var (
+		bf             backendFlags
+		prefix, cursor string
+		limit          int
+		open, asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List workflows by key, with their status and current step",
+		Example: `  opledger workflows list --open
+  opledger workflows list --prefix onboarding: --json | jq -r 'select(.status=="held") | .key'
+  opledger workflows list --server http://127.0.0.1:8080 --token $TOKEN --open`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > opledger.MaxWorkflowListLimit {
+				return usageError{fmt.Errorf("--limit takes a whole number from 1 to %d (got %d)", opledger.MaxWorkflowListLimit, limit)}
+			}
+			if prefix != "" {
+				if err := opledger.ValidateKey(prefix); err != nil {
+					return usageError{fmt.Errorf("--prefix: %w", err)}
+				}
+			}
+			b, err := bf.openWorkflows(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			page, err := b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Prefix: prefix, Open: open, Limit: limit, Cursor: cursor})
+			if err != nil {
+				return refusedInput(err) // a cursor of another list
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				err = writeJSONLines(out, page.Items)
+			} else {
+				err = writeWorkflowsTable(out, page.Items)
+			}
+			if err != nil {
+				return err
+			}
+			note := fmt.Sprintf("tenant %q lists no workflow at all: if you meant another, --tenant names it", bf.tenant)
+			if bf.server != "" {
+				note = "the token's tenant lists no workflow at all: a token of another tenant lists that tenant's"
+			}
+			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "", note, func() (bool, error) {
+				some, err := b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Limit: 1})
+				return err == nil && len(some.Items) > 0, err
+			}); err != nil {
+				return err
+			}
+			return morePages(cmd, page.NextCursor)
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only workflows whose key starts with this, e.g. onboarding:")
+	cmd.Flags().BoolVar(&open, "open", false, "only workflows not finished (some step has not succeeded)")
+	cmd.Flags().IntVar(&limit, "limit", 50, workflowLimitUsage)
+	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts (each workflow as 'workflows show --json' gives it)")
+	return cmd
+}
+
+// shownReasonRunes is how much of a workflow's reason workflows list
+// prints; show prints it all.
+const shownReasonRunes = 80
+
+func writeWorkflowsTable(w io.Writer, wfs []*opledger.Workflow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tSTATUS\tCURRENT STEP\tDONE\tOWNER\tUPDATED\tREASON")
+	now := time.Now()
+	for _, wf := range wfs {
+		done := 0
+		for _, st := range wf.Steps {
+			if st.State == opledger.StepState(opledger.StateSucceeded) {
+				done++
+			}
+		}
+		reason := []rune(wf.Reason)
+		if len(reason) > shownReasonRunes {
+			reason = append(reason[:shownReasonRunes-1], '…')
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s ago\t%s\n", cell(wf.Key), cell(string(wf.Status)), cell(dash(wf.CurrentStep)),
+			done, len(wf.Steps), cell(dash(wf.Owner)), age(now.Sub(wf.UpdatedAt)), cell(string(reason)))
+	}
+	return tw.Flush()
+}
+
+// workflowArgs checks the arguments of a command that takes one workflow
+// key (and, with step, a step name after it).
+func workflowArgs(step bool) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		want, what := 1, "give exactly one workflow key"
+		if step {
+			want, what = 2, "give the workflow key and the step name"
+		}
+		if len(args) != want {
+			return usageError{errors.New(what)}
+		}
+		if err := opledger.ValidateKey(args[0]); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+func newWorkflowsShowCmd() *cobra.Command {
+	var (
+		bf     backendFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "show KEY",
+		Short: "Show a workflow: its status and why, each step's state, and what to do next",
+		Example: `  opledger workflows show onboarding:C-17
+  opledger workflows show onboarding:C-17 --json`,
+		Args: workflowArgs(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := bf.openWorkflows(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			wf, err := b.GetWorkflow(cmd.Context(), args[0])
+			if err != nil {
+				return refusedInput(b.where(err))
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(wf) // masks sensitive fields, as the API does
+			}
+			return writeWorkflow(cmd.OutOrStdout(), wf)
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON document, as GET /v1/workflows/{key} gives it")
+	return cmd
+}
+
+// writeWorkflow prints a workflow for an operator: status and reason,
+// the steps, and the command that moves it on, when one does.
+func writeWorkflow(w io.Writer, wf *opledger.Workflow) error {
+	fmt.Fprintf(w, "%s  %s\n  %s\n", cell(wf.Key), cell(string(wf.Status)), cell(wf.Reason))
+	fmt.Fprintf(w, "  owner %s", cell(dash(wf.Owner)))
+	if wf.SourceEvent != "" {
+		fmt.Fprintf(w, ", started by event %s", cell(wf.SourceEvent))
+	}
+	fmt.Fprintf(w, ", created %s, updated %s\n", wf.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"),
+		wf.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
+	fmt.Fprintln(w, "\nSteps:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tSTEP\tSTATE\tACTION\tVERSION\tATTEMPTS\tREF\tNOTE")
+	for i, st := range wf.Steps {
+		state, attempts, ref := string(st.State), "-", "-"
+		if op := st.Operation; op != nil {
+			op = op.Masked()
+			state = stateOf(op)
+			if !op.Tombstoned {
+				attempts = fmt.Sprint(op.AttemptCount)
+			}
+			ref = dash(op.DestinationRef)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s → %s\t%d\t%s\t%s\t%s\n", i+1, cell(st.Name), cell(state), cell(st.Action),
+			cell(st.Destination), st.Version, attempts, cell(ref), cell(dash(stepNote(st))))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next := nextWorkflowCommand(wf); next != "" {
+		fmt.Fprintf(w, "\nNext: %s\n", cell(next))
+	}
+	// Waiting steps that will need approval and can have it now.
+	first := true
+	for _, st := range wf.Steps {
+		if st.State != opledger.StepWaiting || !st.RequiresApproval || st.Fingerprint == "" || st.PreApprovedBy != "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nMay be approved ahead of its turn:")
+			first = false
+		}
+		fmt.Fprintf(w, "  %s\n", cell(approveCommand(wf, st)))
+	}
+	return nil
+}
+
+// approveCommand is the command that approves st's content as shown.
+func approveCommand(wf *opledger.Workflow, st *opledger.WorkflowStepStatus) string {
+	return fmt.Sprintf("opledger workflows approve %s %s --version %d --fingerprint %s", wf.Key, st.Name, st.Version, st.Fingerprint)
+}
+
+// stepNote is what else an operator needs to know of a step.
+func stepNote(st *opledger.WorkflowStepStatus) string {
+	var notes []string
+	if st.WaitingFor != "" {
+		notes = append(notes, "after "+st.WaitingFor)
+	}
+	switch {
+	case st.PreApprovedBy != "":
+		notes = append(notes, "approved ahead by "+st.PreApprovedBy)
+	case st.RequiresApproval && st.State == opledger.StepWaiting:
+		notes = append(notes, "needs approval")
+	}
+	if st.RevisedBy != "" {
+		notes = append(notes, "revised by "+st.RevisedBy)
+	}
+	if op := st.Operation; op != nil && op.LastError != "" && st.State != opledger.StepState(opledger.StateSucceeded) {
+		notes = append(notes, "last error: "+shortened(op.Masked().LastError, 120))
+	}
+	return strings.Join(notes, "; ")
+}
+
+// nextWorkflowCommand is the command that moves wf on from its status, or
+// "" when it is running by itself or finished.
+func nextWorkflowCommand(wf *opledger.Workflow) string {
+	var cur *opledger.WorkflowStepStatus
+	for _, st := range wf.Steps {
+		if st.Name == wf.CurrentStep {
+			cur = st
+		}
+	}
+	if cur == nil {
+		return ""
+	}
+	switch wf.Status {
+	case opledger.WorkflowAwaitingApproval:
+		return approveCommand(wf, cur)
+	case opledger.WorkflowHeld, opledger.WorkflowFailed:
+		if cur.Operation == nil {
+			// Its content cannot be filled: a person revises it.
+			return fmt.Sprintf("revise step %s (POST /v1/workflows/%s/steps/%s/revise), then opledger workflows resume %s",
+				cur.Name, wf.Key, cur.Name, wf.Key)
+		}
+		return fmt.Sprintf("opledger ops show %s (then ops retry, resolve or cancel it)", cur.Key)
+	case opledger.WorkflowRunning:
+		if cur.Operation == nil {
+			return "opledger workflows resume " + wf.Key
+		}
+	}
+	return ""
+}
+
+func newWorkflowsResumeCmd() *cobra.Command {
+	var bf backendFlags
+	cmd := &cobra.Command{
+		Use:   "resume KEY",
+		Short: "Move a workflow on now: record its next step once the one before it succeeded",
+		Long: `resume does now what the server's sweep does within its interval: when the current
+step has succeeded, the next one is recorded with the content it was given (and the
+results of earlier steps it names). Steps that succeeded are skipped and nothing is
+sent again. A next step whose content cannot be filled holds the workflow: resume
+then prints it held, with the reason, and exits 0.`,
+		Example: `  opledger workflows resume onboarding:C-17`,
+		Args:    workflowArgs(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := bf.openWorkflows(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			wf, err := b.ResumeWorkflow(cmd.Context(), args[0])
+			if _, ok := errors.AsType[*opledger.StepError](err); ok {
+				// Held: its status says why, as the API answers.
+				wf, err = b.GetWorkflow(cmd.Context(), args[0])
+			}
+			if err != nil {
+				return refusedInput(b.where(err))
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: %s\n", cell(wf.Key), cell(string(wf.Status)), cell(wf.Reason))
+			return err
+		},
+	}
+	bf.add(cmd)
+	return cmd
+}
+
+func newWorkflowsApproveCmd() *cobra.Command {
+	var (
+		bf       backendFlags
+		approval opledger.Approval
+	)
+	cmd := &cobra.Command{
+		Use:   "approve KEY STEP --version N --fingerprint FP",
+		Short: "Approve exactly the content of a step, recorded or still waiting",
+		Long: `approve approves the version and fingerprint 'workflows show' printed for a step. A
+recorded step awaiting approval may then be attempted. A waiting step whose content
+names no earlier step's result may be approved ahead of its turn: it is recorded
+approved when its turn comes, if its content is still the approved one. Content
+revised since is refused and nothing changes.`,
+		Example: `  opledger workflows show onboarding:C-17
+  opledger workflows approve onboarding:C-17 welcome_mail --version 1 --fingerprint sha256:9f2c…`,
+		Args: workflowArgs(true),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkApproval(approval, "workflows show"); err != nil {
+				return err
+			}
+			b, err := bf.openWorkflows(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			wf, replayed, err := b.ApproveWorkflowStep(cmd.Context(), args[0], args[1], approval)
+			if err != nil {
+				return refusedInput(b.where(err))
+			}
+			out := cmd.OutOrStdout()
+			if replayed {
+				_, err = fmt.Fprintf(out, "%s step %s: this approval was already recorded, nothing changed; the workflow is %s\n",
+					cell(wf.Key), cell(args[1]), cell(string(wf.Status)))
+				return err
+			}
+			_, err = fmt.Fprintf(out, "%s step %s: version %d approved; the workflow is %s: %s\n", cell(wf.Key), cell(args[1]),
+				approval.Version, cell(string(wf.Status)), cell(wf.Reason))
+			return err
+		},
+	}
+	bf.add(cmd)
+	addApprovalFlags(cmd, &approval, "workflows show")
+	return cmd
+}

@@ -1,0 +1,149 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// TestWorkflowsCommands: workflows list, show, resume and approve, on
+// the store and through a server: what each prints, that show names the
+// command that moves a workflow on, that a repeated approval exits 0
+// with nothing changed, that refusals exit non-zero with one line, and
+// that a sensitive field never reaches the output.
+func TestWorkflowsCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "wf.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	yes := true
+	spec := opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
+		{Name: "create_task", Action: "crm.create_task", Destination: "crm", Payload: json.RawMessage(`{"title":"Call"}`)},
+		{Name: "mail", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"to":"ana@example.invalid","task":"{steps.create_task.ref}"}`),
+			SensitiveFields: []string{"to"}},
+		{Name: "note", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(`{"t":1}`), RequiresApproval: &yes},
+	}}
+	for _, k := range []string{"onb:C-2", "onb:C-1", "pay:1"} {
+		_, _, err := l.PutWorkflow(ctx, k, spec)
+		require.NoError(t, err)
+	}
+	c, err := l.Claim(ctx, "onb:C-1/create_task", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "onb:C-1/create_task", c.AttemptID, c.FencingToken,
+		opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "T1"})
+	require.NoError(t, err)
+	// stuck:1's second step reads a member its first step's answer lacks.
+	_, _, err = l.PutWorkflow(ctx, "stuck:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"link":"{steps.a.response.url}"}`)},
+	}})
+	require.NoError(t, err)
+	c, err = l.Claim(ctx, "stuck:1/a", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "stuck:1/a", c.AttemptID, c.FencingToken,
+		opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1", Response: json.RawMessage(`{"id":1}`)})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	// list: key order, a prefix, paging.
+	out, errOut, code := run(t, "workflows", "list", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^KEY +STATUS +CURRENT STEP +DONE +OWNER +UPDATED +REASON\n`+
+		`onb:C-1 +running +mail +1/3 +ops +\S+ ago +step mail is due to be recorded; resume the workflow\n`+
+		`onb:C-2 +running +create_task +0/3 .*\npay:1 `, out)
+	out, errOut, code = run(t, "workflows", "list", "--db", dsn, "--prefix", "onb:", "--limit", "1", "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"key":"onb:C-1"`)
+	require.NotContains(t, out, "onb:C-2")
+	require.NotContains(t, out, "example.invalid")
+	cursor := strings.TrimSpace(strings.TrimPrefix(errOut, "more: run it again with --cursor "))
+	out, errOut, code = run(t, "workflows", "list", "--db", dsn, "--prefix", "onb:", "--limit", "1", "--cursor", cursor)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "onb:C-2")
+	require.NotContains(t, out, "onb:C-1")
+	require.Empty(t, errOut, "the last page")
+
+	// show, then resume as it says.
+	out, errOut, code = run(t, "workflows", "show", "onb:C-1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "Next: opledger workflows resume onb:C-1\n")
+	require.Regexp(t, `1 +create_task +succeeded +crm.create_task → crm +1 +1 +T1 +-\n`, out)
+	require.Regexp(t, `3 +note +waiting +crm.note → crm +1 +- +- +after mail; needs approval\n`, out)
+	ahead := regexp.MustCompile(`opledger workflows approve onb:C-1 note --version 1 --fingerprint sha256:[0-9a-f]+`).FindString(out)
+	require.NotEmpty(t, ahead, "show says how to approve the waiting step ahead of its turn")
+	out, errOut, code = run(t, "workflows", "resume", "onb:C-1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "onb:C-1 is running: step mail is pending\n", out)
+	out, errOut, code = run(t, "workflows", "show", "onb:C-1", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"state": "pending"`)
+	require.NotContains(t, out, "example.invalid")
+
+	// A next step that cannot be filled: resume says it is held, and why,
+	// and exits 0 (the API answers 200); show says what to do.
+	out, errOut, code = run(t, "workflows", "resume", "stuck:1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^stuck:1 is held: step b cannot be recorded: .*url.*; revise the step\n$`, out)
+	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "Next: revise step b (POST /v1/workflows/stuck:1/steps/b/revise), then opledger workflows resume stuck:1\n")
+
+	// approve ahead, as show printed it; again (a replay); refusals.
+	args := append(strings.Fields(ahead)[1:], "--db", dsn, "--approver", "lea")
+	out, errOut, code = run(t, args...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "onb:C-1 step note: version 1 approved; the workflow is running: step mail is pending\n", out)
+	out, errOut, code = run(t, args...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "onb:C-1 step note: this approval was already recorded, nothing changed; the workflow is running\n", out)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"workflows", "approve", "onb:C-1", "note", "--db", dsn, "--version", "1"}, 2, "--fingerprint is required: the fingerprint 'workflows show' gave"},
+		{[]string{"workflows", "approve", "onb:C-1", "--db", dsn, "--version", "1", "--fingerprint", "sha256:00"}, 2, "give the workflow key and the step name"},
+		{[]string{"workflows", "approve", "onb:C-1", "note", "--db", dsn, "--version", "2", "--fingerprint", "sha256:00"}, 1, "the approval names version 2"},
+		{[]string{"workflows", "approve", "onb:C-1", "nope", "--db", dsn, "--version", "1", "--fingerprint", "sha256:00"}, 1, "not found"},
+		{[]string{"workflows", "show", "onb:C-9", "--db", dsn}, 1, `not found in tenant "default" (--tenant names another)`},
+		{[]string{"workflows", "resume", "a@b", "--db", dsn}, 2, "invalid key"},
+		{[]string{"workflows", "list", "--db", dsn, "--limit", "201"}, 2, "--limit takes a whole number from 1 to 200"},
+		{[]string{"workflows", "list", "--db", dsn, "--prefix", "x@y"}, 2, "--prefix: invalid key"},
+		{[]string{"workflows", "list", "--db", dsn, "--cursor", cursor}, 2, "cursor does not continue this list"},
+	} {
+		_, errOut, code := run(t, tc.args...)
+		require.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		require.Contains(t, errOut, tc.msg, tc.args)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(strings.Split(errOut, "\nRun '")[0]), "\n")+1, "one line: %q", errOut)
+	}
+	out, errOut, code = run(t, "workflows", "show", "onb:C-1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "approved ahead by lea (command line on")
+	require.NotContains(t, out, "May be approved ahead")
+	out, _, code = run(t, "workflows", "list", "--db", dsn, "--tenant", "other")
+	require.Equal(t, 0, code)
+	require.NotContains(t, out, "onb:")
+
+	// Through a server: the same list; --open; the token's tenant.
+	out, errOut, code = run(t, "tokens", "create", "--db", dsn, "--tenant", "default")
+	require.Equal(t, 0, code, errOut)
+	token := strings.TrimSpace(out)
+	url, _ := startServe(t, dsn)
+	out, errOut, code = run(t, "workflows", "list", "--server", url, "--token", token, "--open", "--prefix", "onb:C-1")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `onb:C-1 +running +mail +1/3 `, out)
+	out, errOut, code = run(t, "workflows", "show", "onb:C-2", "--server", url, "--token", token)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "onb:C-2  running\n  step create_task is pending\n")
+	_, errOut, code = run(t, "workflows", "show", "onb:C-2", "--server", url, "--token", token, "--tenant", "x")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--tenant is for the store")
+}
