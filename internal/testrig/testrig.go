@@ -339,7 +339,7 @@ func (b *LogBuffer) String() string {
 // Serve runs a server on l (cfg; "127.0.0.1:0" when cfg.Addr is empty)
 // until the test ends, then stops it, requiring a clean stop, and closes
 // l.
-func Serve(t *testing.T, l *opledger.Ledger, cfg server.Config) *server.Server {
+func Serve(t testing.TB, l *opledger.Ledger, cfg server.Config) *server.Server {
 	t.Helper()
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
