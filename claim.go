@@ -1021,8 +1021,18 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		// (confirmedWhileHeld).
 		t.op.DestinationRef, t.op.Response = r.DestinationRef, r.Response
 		t.dirty = true
+		holder, err := t.getAttempt(t.op.CurrentAttemptID)
+		if err != nil {
+			return err
+		}
+		consequence := "the attempt holding the operation will not send it again"
+		if !holder.DispatchedAt.IsZero() {
+			// Too late to stop it: its call may act as well.
+			consequence = fmt.Sprintf("attempt %d, which holds the operation, had already marked its dispatch, so its call may act too "+
+				"(a success it reports with another reference is counted as a duplicate effect)", holder.Number)
+		}
 		t.note(a.Worker, a.ID, "late success while another attempt holds the operation",
-			evidence+"; the effect is confirmed: the attempt holding the operation will not send it again")
+			evidence+"; the effect is confirmed: "+consequence)
 	case r.Outcome == OutcomeSucceeded && (state == StateSucceeded || state == StateInProgress) && t.op.DestinationRef != r.DestinationRef:
 		if err := t.duplicateEffect(a, r.DestinationRef, late); err != nil {
 			return err
