@@ -31,6 +31,14 @@ type Stats struct {
 	// ReviewsOverdue counts held operations whose review_by has passed:
 	// their owners have not decided in time.
 	ReviewsOverdue int `json:"reviews_overdue"`
+	// OldestDueSeconds is how long the longest-waiting due operation has
+	// waited for a worker: of the pending operations due by now (their
+	// retry time, if any, passed), the time since the earliest became due;
+	// 0 when none is due. A figure that keeps growing means that nothing
+	// claims them: no executor serves their destination (a misspelt
+	// destination name, a destinations file left out), or the workers are
+	// down or cannot keep up.
+	OldestDueSeconds float64 `json:"oldest_due_seconds"`
 	// Attempts counts technical attempts by destination and outcome; the
 	// attempts of compacted operations are included.
 	Attempts      []AttemptCount `json:"attempts"`
@@ -77,8 +85,15 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 			if err != nil {
 				return err
 			}
-			st.reviewsOverdue, err = r.CountOverdueReviews(ctx, tenant, now)
-			return err
+			if st.reviewsOverdue, err = r.CountOverdueReviews(ctx, tenant, now); err != nil {
+				return err
+			}
+			if since, err := r.OldestDue(ctx, tenant, now); err != nil {
+				return err
+			} else if !since.IsZero() {
+				st.oldestDue = max(now.Sub(since), 0)
+			}
+			return nil
 		})
 		return st, err
 	})
@@ -86,7 +101,7 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 		return nil, err
 	}
 	out := &Stats{OperationsByState: map[State]int{}, Attempts: []AttemptCount{},
-		ReviewsOverdue:   st.reviewsOverdue,
+		ReviewsOverdue: st.reviewsOverdue, OldestDueSeconds: st.oldestDue.Seconds(),
 		ConfirmedEffects: st.ConfirmedEffects, DuplicateEffects: st.DuplicateEffects,
 		Recoveries: st.Recoveries, RecoveryBuckets: slices.Clone(st.RecoveryBuckets),
 		RecoveryP90Seconds: st.RecoveryP90.Seconds(), RecoveryTotalSeconds: st.RecoveryTotal.Seconds()}
@@ -112,4 +127,5 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 type statsRead struct {
 	*store.Stats
 	reviewsOverdue int
+	oldestDue      time.Duration
 }

@@ -677,6 +677,7 @@ func TestReviewsOverdue(t *testing.T) {
 			status, body := b.raw(t, "GET", "/metrics", "", nil)
 			require.Equal(t, http.StatusOK, status)
 			require.Contains(t, string(body), "\nopledger_reviews_overdue 1\n")
+			require.Contains(t, string(body), "\nopledger_oldest_due_seconds 0\n", "both are held: none is due")
 		})
 	}
 }

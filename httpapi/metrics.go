@@ -38,7 +38,7 @@ type ledgerCollector struct {
 	destinations []string
 
 	attempts, attemptsOpen, confirmed, duplicates, operations, recovery, up, age *prometheus.Desc
-	reviewsOverdue, events, deliveries, duplicateDeliveries                      *prometheus.Desc
+	reviewsOverdue, oldestDue, events, deliveries, duplicateDeliveries           *prometheus.Desc
 }
 
 // ledgerFigures is one read of the ledger's figures.
@@ -66,6 +66,9 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 			"Operations in the ledger by state.", []string{"state"}, nil),
 		reviewsOverdue: prometheus.NewDesc("opledger_reviews_overdue",
 			"Held operations whose review time has passed: their owners have not decided in time.", nil, nil),
+		oldestDue: prometheus.NewDesc("opledger_oldest_due_seconds",
+			"How long the longest-waiting due pending operation has waited for a worker to claim it (0 when none is due): "+
+				"growing, nothing serves its destination, or the workers are down or behind.", nil, nil),
 		recovery: prometheus.NewDesc("opledger_operator_recovery_seconds",
 			"Time from an operation entering uncertain or held to an operator's decision.", nil, nil),
 		events: prometheus.NewDesc("opledger_events_received_total",
@@ -82,7 +85,7 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.recovery,
+	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.oldestDue, c.recovery,
 		c.up, c.age, c.events, c.deliveries, c.duplicateDeliveries} {
 		ch <- d
 	}
@@ -174,6 +177,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.operations, prometheus.GaugeValue, float64(st.OperationsByState[s]), string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(c.reviewsOverdue, prometheus.GaugeValue, float64(st.ReviewsOverdue))
+	ch <- prometheus.MustNewConstMetric(c.oldestDue, prometheus.GaugeValue, st.OldestDueSeconds)
 	buckets := map[float64]uint64{}
 	for i, b := range opledger.RecoveryBuckets {
 		buckets[b.Seconds()] = uint64(st.RecoveryBuckets[i])

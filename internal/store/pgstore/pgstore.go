@@ -744,6 +744,22 @@ func (r *reader) CountOverdueReviews(ctx context.Context, tenant string, now tim
 	return n, nil
 }
 
+// OldestDue returns when the longest-waiting due pending operation became
+// due, from the index of pending operations by not_before.
+func (r *reader) OldestDue(ctx context.Context, tenant string, now time.Time) (time.Time, error) {
+	q := `SELECT MIN(GREATEST(not_before, updated_at)) FROM operations
+		WHERE state = 'pending' AND COALESCE(not_before, '-infinity'::timestamptz) <= $1`
+	args := []any{ts(now)}
+	if tenant != "" {
+		q, args = q+` AND tenant = $2`, append(args, tenant)
+	}
+	var since pgtype.Timestamptz
+	if err := r.q.QueryRow(ctx, q, args...).Scan(&since); err != nil {
+		return time.Time{}, fmt.Errorf("oldest due operation: %w", mapErr(err))
+	}
+	return fromTS(since), nil
+}
+
 // stateLiterals returns states as SQL string literals. ListOperations
 // writes them into its statement rather than passing them as parameters,
 // so that every plan sees which states it reads: when succeeded is not

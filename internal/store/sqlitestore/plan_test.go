@@ -82,6 +82,8 @@ var wantIndex = map[string][]string{
 	"ListOperations/review_cursor": {"operations_held_review (tenant=? AND review_by>?)"},
 	"CountOverdueReviews":          {"operations_held_review (tenant=? AND review_by<?)"},
 	"CountOverdueReviews/all":      {"operations_held_review"},
+	"OldestDue":                    {"operations_due (tenant=? AND not_before<?)"},
+	"OldestDue/all":                {"operations_due_all (not_before<?)", "operations_due (ANY(tenant) AND not_before<?)"},
 	// Retention (migration 012): each runs several statements, every one
 	// of them through an index.
 	"CompactDeliveriesBefore":  {"deliveries_received", "INTEGER PRIMARY KEY"},
@@ -222,6 +224,8 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	})
 	step(rec, "CountOverdueReviews", func() error { _, err := r.CountOverdueReviews(ctx, tenant, now); return err })
 	step(rec, "CountOverdueReviews/all", func() error { _, err := r.CountOverdueReviews(ctx, "", now); return err })
+	step(rec, "OldestDue", func() error { _, err := r.OldestDue(ctx, tenant, now); return err })
+	step(rec, "OldestDue/all", func() error { _, err := r.OldestDue(ctx, "", now); return err })
 
 	// Inside a write transaction, rolled back.
 	var txCalls []recordedCall
