@@ -104,6 +104,9 @@ type Console struct {
 	// pageSize is how many operations a page of the operations list
 	// shows.
 	pageSize int
+	// workflowsPageSize is how many workflows a page of the workflows
+	// list shows.
+	workflowsPageSize int
 	// origins refuses POSTs that did not come from the console's own
 	// origin.
 	origins *http.CrossOriginProtection
@@ -136,7 +139,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	}
 	c := &Console{ledger: l, opts: opts, log: opts.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}, queueLimit: opledger.MaxListLimit,
-		pageSize: operationsPageSize, origins: http.NewCrossOriginProtection()}
+		pageSize: operationsPageSize, workflowsPageSize: workflowsPageSize, origins: http.NewCrossOriginProtection()}
 	funcs := template.FuncMap{
 		"ts":       formatTime,
 		"ago":      ago,
@@ -146,7 +149,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		"free":     freeText,
 		"visible":  visibleText,
 	}
-	for _, page := range []string{"login", "queue", "operation", "operations", "dashboard", "error", "events", "event", "workflow", "lab", "labreset"} {
+	for _, page := range []string{"login", "queue", "operation", "operations", "dashboard", "error", "events", "event", "workflow", "workflows", "lab", "labreset"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -169,7 +172,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /dashboard", c.signedIn(c.dashboard))
 	c.mux.HandleFunc("GET /events", c.signedIn(c.events))
 	c.mux.HandleFunc("GET /events/{source}/{id}", c.signedIn(c.event))
-	c.mux.HandleFunc("GET /workflows", c.signedIn(c.workflowLookup))
+	c.mux.HandleFunc("GET /workflows", c.signedIn(c.workflows))
 	c.mux.HandleFunc("GET /workflows/{key}", c.signedIn(c.workflow))
 	c.mux.HandleFunc("GET /lab", c.signedIn(c.labPage))
 	c.mux.HandleFunc("GET /lab/{scenario}/reset", c.signedIn(c.labResetPage))
@@ -662,6 +665,22 @@ func freeText(s string) template.HTML {
 	return template.HTML("<bdi>" + template.HTMLEscapeString(visibleText(s)) + "</bdi>")
 }
 
+// listHref is the link to the list at path with the query params, those
+// that are empty left out: a filter link, or a next page's with its
+// cursor. The events and workflows pages build theirs with it.
+func listHref(path string, params map[string]string) string {
+	q := url.Values{}
+	for k, v := range params {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
 // eventStatuses are the statuses the events page filters by, in the
 // order of its filter links.
 var eventStatuses = []opledger.EventStatus{opledger.EventApplied, opledger.EventOutOfOrder, opledger.EventConflict, opledger.EventUnmapped}
@@ -703,16 +722,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	// The filter and the next page keep the source (and the next page the
 	// status). The counts are the tenant's, whatever the source.
 	href := func(st opledger.EventStatus, cursor string) string {
-		q := url.Values{}
-		for k, v := range map[string]string{"source": source, "status": string(st), "cursor": cursor} {
-			if v != "" {
-				q.Set(k, v)
-			}
-		}
-		if len(q) == 0 {
-			return "/events"
-		}
-		return "/events?" + q.Encode()
+		return listHref("/events", map[string]string{"source": source, "status": string(st), "cursor": cursor})
 	}
 	filters := []eventFilter{{Count: st.Events, Href: href("", ""), Active: status == ""}}
 	for _, es := range eventStatuses {
@@ -747,20 +757,11 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 		"Operations": shorten(d.Operations, shownItems)})
 }
 
-func (c *Console) workflowLookup(w http.ResponseWriter, r *http.Request, s *session) {
-	key := strings.TrimSpace(r.URL.Query().Get("key"))
-	if key == "" {
-		c.render(w, http.StatusOK, "workflow", map[string]any{"Title": "Workflows", "Tenant": s.tenant, "CSRF": s.csrf})
-		return
-	}
-	http.Redirect(w, r, "/workflows/"+url.PathEscape(key), http.StatusSeeOther)
-}
-
 func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
 	wf, err := s.ledger.GetWorkflow(r.Context(), r.PathValue("key"))
 	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
-		c.render(w, http.StatusNotFound, "workflow", map[string]any{"Title": "Workflows", "Tenant": s.tenant, "CSRF": s.csrf,
-			"Missing": r.PathValue("key")})
+		c.render(w, http.StatusNotFound, "workflows", map[string]any{"Title": "Workflows", "Tenant": s.tenant, "CSRF": s.csrf,
+			"Missing": r.PathValue("key"), "Open": true, "PageSize": c.workflowsPageSize})
 		return
 	}
 	if err != nil {

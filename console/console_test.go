@@ -281,7 +281,10 @@ func TestConsole(t *testing.T) {
 	do(chromedp.Click(`a[href="/events/forms/evt-847"]`), chromedp.WaitVisible(`h2`))
 	require.Contains(t, text(`main`), "duplicate")
 	requireAccessible(t, ctx)
-	do(chromedp.Navigate(b.url+"/workflows"), chromedp.WaitVisible(`#wfkey`), chromedp.SendKeys(`#wfkey`, "wf-17"),
+	do(chromedp.Navigate(b.url+"/workflows"), chromedp.WaitVisible(`#workflows`))
+	require.Contains(t, text(`#workflows`), "wf-17", "the workflows page lists the open ones")
+	requireAccessible(t, ctx)
+	do(chromedp.SendKeys(`#wfkey`, "wf-17"),
 		chromedp.Submit(`#wfkey`), chromedp.WaitVisible(`ol.steps`))
 	steps := text(`ol.steps`)
 	require.Contains(t, steps, "task")

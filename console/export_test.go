@@ -14,3 +14,7 @@ func (c *Console) LabDir() string {
 // SetPageSize changes how many operations a page of the operations list
 // shows.
 func (c *Console) SetPageSize(n int) { c.pageSize = n }
+
+// SetWorkflowsPageSize changes how many workflows a page of the workflows
+// list shows.
+func (c *Console) SetWorkflowsPageSize(n int) { c.workflowsPageSize = n }

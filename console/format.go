@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // humanDuration writes d in its two largest units, as a person reads it:
@@ -127,4 +128,15 @@ func visibleText(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// clip shortens s to at most n characters (runes), the last of them an
+// ellipsis when some were left out: a free text in a row of a list, whose
+// page shows it whole.
+func clip(s string, n int) string {
+	if n < 1 || utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimRightFunc(string(r[:n-1]), unicode.IsSpace) + "…"
 }

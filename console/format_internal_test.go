@@ -3,6 +3,7 @@ package console
 import (
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -141,5 +142,24 @@ func TestGuidance(t *testing.T) {
 			continue
 		}
 		require.Contains(t, guidance(op), want, op.State)
+	}
+}
+
+func TestClip(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"eleven runes", 10, "eleven ru…"},
+		{"ends with space here", 10, "ends with…"},
+		{"ééééééééééé", 5, "éééé…"},
+	} {
+		got := clip(tc.in, tc.n)
+		require.Equal(t, tc.want, got, tc.in)
+		require.LessOrEqual(t, utf8.RuneCountInString(got), tc.n)
 	}
 }
