@@ -88,9 +88,11 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 			if st.reviewsOverdue, err = r.CountOverdueReviews(ctx, tenant, now); err != nil {
 				return err
 			}
-			if since, err := r.OldestDue(ctx, tenant, now); err != nil {
+			_, since, err := r.OldestDue(ctx, tenant, now)
+			if err != nil {
 				return err
-			} else if !since.IsZero() {
+			}
+			if !since.IsZero() {
 				st.oldestDue = max(now.Sub(since), 0)
 			}
 			return nil
@@ -128,4 +130,33 @@ type statsRead struct {
 	*store.Stats
 	reviewsOverdue int
 	oldestDue      time.Duration
+}
+
+// OldestDue returns the tenant's pending operation that has been due the
+// longest without a worker claiming it, and how long it has waited (as
+// Stats.OldestDueSeconds); nil and 0 when none is due. One that waits
+// long is the sign of a destination nothing serves (a misspelt name, a
+// destinations file left out) or of workers stopped or behind.
+func (l *Ledger) OldestDue(ctx context.Context) (*Operation, time.Duration, error) {
+	var op *Operation
+	var waited time.Duration
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		now, err := l.now(ctx, r)
+		if err != nil {
+			return err
+		}
+		id, since, err := r.OldestDue(ctx, l.tenant, now)
+		if err != nil || since.IsZero() {
+			return err
+		}
+		if op, err = l.get(ctx, r, id.Key); err != nil {
+			return err
+		}
+		waited = max(now.Sub(since), 0)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return op, waited, nil
 }

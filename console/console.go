@@ -500,8 +500,31 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
+	// A pending operation nothing claims is in none of them either: a
+	// destination nothing serves (a misspelt name) leaves it due for ever.
+	var due *dueNotice
+	op, waited, err := s.ledger.OldestDue(r.Context())
+	if err != nil {
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	if op != nil && waited >= DueNoticeAfter {
+		due = &dueNotice{Operation: op.Masked(), Waited: humanDuration(waited)}
+	}
 	c.render(w, http.StatusOK, "queue", map[string]any{"Title": "Exception queue", "Tenant": s.tenant, "CSRF": s.csrf,
-		"Items": rows, "Summary": sum, "Stuck": stuck})
+		"Items": rows, "Summary": sum, "Stuck": stuck, "Due": due})
+}
+
+// DueNoticeAfter is how long a pending operation may wait for a worker,
+// once due, before the exception queue says so: an executor claims a due
+// operation within seconds, and a retry's backoff does not count.
+const DueNoticeAfter = 5 * time.Minute
+
+// dueNotice is the exception queue's note of the operation due longest.
+type dueNotice struct {
+	*opledger.Operation
+	// Waited is how long it has been due, in words.
+	Waited string
 }
 
 // queueStates are the states of the exception queue, in its order.

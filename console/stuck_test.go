@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/console"
 )
 
 // The exception queue lists a workflow that cannot go on (its next step
@@ -36,4 +38,31 @@ func TestQueueShowsStuckWorkflows(t *testing.T) {
 	require.Contains(t, page, "Workflows that cannot go on")
 	require.Contains(t, page, `<a href="/workflows/wf:stuck">wf:stuck</a>: <bdi>step b cannot be recorded`)
 	require.NotContains(t, page, "Nothing needs attention")
+}
+
+// The exception queue names a pending operation that nothing has claimed
+// for longer than console.DueNoticeAfter (a misspelt destination), which
+// is in none of the queue's states; once claimed, the note goes.
+func TestQueueShowsOperationNothingClaims(t *testing.T) {
+	t.Parallel()
+	l, token, c, offset := shiftedConsole(t, opledger.Options{})
+	ctx := context.Background()
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "typo:1", Action: "crm.create", Destination: "crmm", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	page := s.get("/")
+	require.NotContains(t, page, "Waiting for a worker", "due for less than the notice's wait")
+	require.Contains(t, page, "Nothing needs attention")
+
+	offset.Add(int64(console.DueNoticeAfter + time.Minute))
+	page = s.get("/")
+	require.Contains(t, page, "Waiting for a worker")
+	require.Contains(t, page, `<a href="/operations/typo:1">typo:1</a>, for destination <bdi>crmm</bdi>, has been due for 6 min and nothing has claimed it`)
+	require.NotContains(t, page, "Nothing needs attention")
+
+	_, err = l.Claim(ctx, "typo:1", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	require.NotContains(t, s.get("/"), "Waiting for a worker")
 }

@@ -325,10 +325,11 @@ type Reader interface {
 	// all) whose review_by is before now.
 	CountOverdueReviews(ctx context.Context, tenant string, now time.Time) (int, error)
 	// OldestDue returns, of the pending operations of a tenant ("" for
-	// all) that are due by now (not_before unset or passed), the earliest
-	// time one became due: its not_before, or its last change (when it
-	// became pending) if that is later. It is zero when none is due.
-	OldestDue(ctx context.Context, tenant string, now time.Time) (time.Time, error)
+	// all) that are due by now (not_before unset or passed), the one due
+	// the longest, and when it became due: its not_before, or its last
+	// change (when it became pending) if that is later. The time is zero
+	// when none is due.
+	OldestDue(ctx context.Context, tenant string, now time.Time) (OperationID, time.Time, error)
 }
 
 // Tx is a read-write transaction.

@@ -744,20 +744,25 @@ func (r *reader) CountOverdueReviews(ctx context.Context, tenant string, now tim
 	return n, nil
 }
 
-// OldestDue returns when the longest-waiting due pending operation became
-// due, from the index of pending operations by not_before.
-func (r *reader) OldestDue(ctx context.Context, tenant string, now time.Time) (time.Time, error) {
-	q := `SELECT MIN(GREATEST(not_before, updated_at)) FROM operations
+// OldestDue returns the due pending operation that has waited longest,
+// and since when, from the index of pending operations by not_before.
+func (r *reader) OldestDue(ctx context.Context, tenant string, now time.Time) (store.OperationID, time.Time, error) {
+	q := `SELECT tenant, key, GREATEST(not_before, updated_at) AS since FROM operations
 		WHERE state = 'pending' AND COALESCE(not_before, '-infinity'::timestamptz) <= $1`
 	args := []any{ts(now)}
 	if tenant != "" {
 		q, args = q+` AND tenant = $2`, append(args, tenant)
 	}
+	var id store.OperationID
 	var since pgtype.Timestamptz
-	if err := r.q.QueryRow(ctx, q, args...).Scan(&since); err != nil {
-		return time.Time{}, fmt.Errorf("oldest due operation: %w", mapErr(err))
+	err := r.q.QueryRow(ctx, q+` ORDER BY since LIMIT 1`, args...).Scan(&id.Tenant, &id.Key, &since)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.OperationID{}, time.Time{}, nil
 	}
-	return fromTS(since), nil
+	if err != nil {
+		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", mapErr(err))
+	}
+	return id, fromTS(since), nil
 }
 
 // stateLiterals returns states as SQL string literals. ListOperations

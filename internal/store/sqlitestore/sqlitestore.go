@@ -911,20 +911,22 @@ func (r *sqlReader) CountOverdueReviews(ctx context.Context, tenant string, now 
 	return n, nil
 }
 
-// OldestDue returns when the longest-waiting due pending operation became
-// due, from the index of pending operations by not_before.
-func (r *sqlReader) OldestDue(ctx context.Context, tenant string, now time.Time) (time.Time, error) {
+// OldestDue returns the due pending operation that has waited longest,
+// and since when, from the index of pending operations by not_before.
+func (r *sqlReader) OldestDue(ctx context.Context, tenant string, now time.Time) (store.OperationID, time.Time, error) {
 	cond, args := tenantFilter("tenant", tenant)
-	var since sql.NullInt64
-	err := r.q.QueryRowContext(ctx, `SELECT MIN(MAX(not_before, updated_at)) FROM operations
-		WHERE `+cond+` AND state = 'pending' AND not_before <= ?`, append(args, toMicros(now))...).Scan(&since)
+	var id store.OperationID
+	var since int64
+	err := r.q.QueryRowContext(ctx, `SELECT tenant, key, MAX(not_before, updated_at) AS since FROM operations
+		WHERE `+cond+` AND state = 'pending' AND not_before <= ? ORDER BY since LIMIT 1`, append(args, toMicros(now))...).
+		Scan(&id.Tenant, &id.Key, &since)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.OperationID{}, time.Time{}, nil
+	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("oldest due operation: %w", err)
+		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", err)
 	}
-	if !since.Valid {
-		return time.Time{}, nil
-	}
-	return fromMicros(since.Int64), nil
+	return id, fromMicros(since), nil
 }
 
 func (r *sqlReader) ids(ctx context.Context, what, query string, args ...any) ([]store.OperationID, error) {
