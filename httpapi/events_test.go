@@ -152,6 +152,9 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	expect("PUT", "/v1/workflows/wf-17", tok, []byte(`{"steps":[]}`), nil, 400, "invalid_input")
 	expect("PUT", "/v1/workflows/wf-17", tok, big, nil, 413, "payload_too_large")
 	expect("GET", "/v1/workflows/wf-17", tok, nil, nil, 200, "")
+	expect("GET", "/v1/workflows?prefix=wf-&open=true", tok, nil, nil, 200, "")
+	expect("GET", "/v1/workflows?open=maybe", tok, nil, nil, 400, "invalid_input")
+	expect("GET", "/v1/workflows", "", nil, nil, 401, "unauthorized")
 	expect("GET", "/v1/workflows/nope", tok, nil, nil, 404, "not_found")
 	// A step key already used by a standalone operation: refused.
 	expect("PUT", "/v1/operations/wf-18%2Ftask", tok, []byte(`{"action":"crm.create_task","destination":"crm","payload":{}}`), nil, 201, "")
