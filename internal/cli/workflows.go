@@ -23,6 +23,7 @@ type workflowsSource interface {
 	GetWorkflow(ctx context.Context, key string) (*opledger.Workflow, error)
 	ResumeWorkflow(ctx context.Context, key string) (*opledger.Workflow, error)
 	ApproveWorkflowStep(ctx context.Context, key, step string, a opledger.Approval) (*opledger.Workflow, bool, error)
+	ReviseWorkflowStep(ctx context.Context, key, step string, r opledger.Revision) (*opledger.Workflow, bool, error)
 }
 
 var (
@@ -66,7 +67,7 @@ func (b *workflowsBackend) where(err error) error {
 func newWorkflowsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workflows",
-		Short: "List and show workflows, resume one, approve a step",
+		Short: "List and show workflows, resume one, approve or revise a step",
 		Long: `workflows works against a store directly (--db) or through a server (--server URL
 --token T), as ops does. A workflow's steps are operations keyed WORKFLOW/STEP: 'ops show'
 gives a step's attempts and timeline, and 'ops retry', 'ops resolve' and 'ops cancel'
@@ -74,9 +75,11 @@ decide a held, uncertain or failed step.`,
 		Example: `  opledger workflows list --open
   opledger workflows show onboarding:C-17
   opledger workflows resume onboarding:C-17
-  opledger workflows approve onboarding:C-17 welcome_mail --version 1 --fingerprint sha256:9f2c…`,
+  opledger workflows approve onboarding:C-17 welcome_mail --version 1 --fingerprint sha256:9f2c…
+  opledger workflows revise onboarding:C-17 welcome_mail --version 2 --payload '{"to":"{steps.create.ref}"}'`,
 	}
-	cmd.AddCommand(newWorkflowsListCmd(), newWorkflowsShowCmd(), newWorkflowsResumeCmd(), newWorkflowsApproveCmd())
+	cmd.AddCommand(newWorkflowsListCmd(), newWorkflowsShowCmd(), newWorkflowsResumeCmd(), newWorkflowsApproveCmd(),
+		newWorkflowsReviseCmd())
 	return cmd
 }
 
@@ -314,8 +317,8 @@ func nextWorkflowCommand(wf *opledger.Workflow) string {
 	case opledger.WorkflowHeld, opledger.WorkflowFailed:
 		if cur.Operation == nil {
 			// Its content cannot be filled: a person revises it.
-			return fmt.Sprintf("revise step %s (POST /v1/workflows/%s/steps/%s/revise), then opledger workflows resume %s",
-				cur.Name, wf.Key, cur.Name, wf.Key)
+			return fmt.Sprintf("opledger workflows revise %s %s --version %d --payload JSON, with content that can be filled",
+				wf.Key, cur.Name, cur.Version+1)
 		}
 		return fmt.Sprintf("opledger ops show %s (then ops retry, resolve or cancel it)", cur.Key)
 	case opledger.WorkflowRunning:
@@ -402,5 +405,62 @@ revised since is refused and nothing changes.`,
 	}
 	bf.add(cmd)
 	addApprovalFlags(cmd, &approval, "workflows show")
+	return cmd
+}
+
+func newWorkflowsReviseCmd() *cobra.Command {
+	var (
+		bf      backendFlags
+		payload string
+		rev     opledger.Revision
+	)
+	cmd := &cobra.Command{
+		Use:   "revise KEY STEP --version N --payload JSON",
+		Short: "Give a step not yet dispatched new content, which then awaits approval",
+		Long: `revise replaces the content of a step that has not been dispatched: a recorded step
+(awaiting approval, or pending and never sent), or a step still waiting for its turn,
+whose payload may name earlier steps' results as at PutWorkflow ("{steps.NAME.ref}").
+The version must be above the current one. The step then awaits approval of exactly
+that content ('workflows show' prints the approval to give). After a dispatch the
+content is fixed: a correction is a new operation.`,
+		Example: `  opledger workflows revise onboarding:C-17 welcome_mail --version 2 --payload '{"task":"{steps.create_task.ref}"}'`,
+		Args:    workflowArgs(true),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if rev.Version < 2 {
+				return usageError{errors.New("--version is required: a version above the step's current one ('workflows show' gives it)")}
+			}
+			if !cmd.Flags().Changed("payload") {
+				return usageError{errors.New("--payload is required: the new content, JSON (null for none)")}
+			}
+			if !json.Valid([]byte(payload)) {
+				return usageError{errors.New("--payload is not JSON")}
+			}
+			if strings.TrimSpace(rev.Actor) == "" {
+				return usageError{errors.New("--actor is empty: give who revises, or leave the flag out for $USER")}
+			}
+			rev.Payload = json.RawMessage(payload)
+			b, err := bf.openWorkflows(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			wf, replayed, err := b.ReviseWorkflowStep(cmd.Context(), args[0], args[1], rev)
+			if err != nil {
+				return refusedInput(b.where(err))
+			}
+			if replayed {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s step %s: this revision was already recorded, nothing changed; the workflow is %s\n",
+					cell(wf.Key), cell(args[1]), cell(string(wf.Status)))
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s step %s: revised to version %d, which needs an approval of exactly that content; the workflow is %s: %s\n",
+				cell(wf.Key), cell(args[1]), rev.Version, cell(string(wf.Status)), cell(wf.Reason))
+			return err
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().Int64Var(&rev.Version, "version", 0, "the new version, above the current one (required)")
+	cmd.Flags().StringVar(&payload, "payload", "", "the new content, JSON (required)")
+	cmd.Flags().StringVar(&rev.Actor, "actor", defaultOperator(), "who revises (env USER)")
 	return cmd
 }

@@ -94,7 +94,33 @@ func TestWorkflowsCommands(t *testing.T) {
 	require.Regexp(t, `^stuck:1 is held: step b cannot be recorded: .*url.*; revise the step\n$`, out)
 	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "Next: revise step b (POST /v1/workflows/stuck:1/steps/b/revise), then opledger workflows resume stuck:1\n")
+	require.Contains(t, out, "Next: opledger workflows revise stuck:1 b --version 2 --payload JSON, with content that can be filled\n")
+	// Revised as it says, resumed, approved as show then says.
+	revise := []string{"workflows", "revise", "stuck:1", "b", "--version", "2", "--payload", `{"link":"{steps.a.ref}"}`, "--db", dsn}
+	out, errOut, code = run(t, revise...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "stuck:1 step b: revised to version 2, which needs an approval of exactly that content; the workflow is running: step b is due to be recorded; resume the workflow\n", out)
+	out, errOut, code = run(t, revise...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "stuck:1 step b: this revision was already recorded, nothing changed; the workflow is running\n", out)
+	out, errOut, code = run(t, "workflows", "resume", "stuck:1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^stuck:1 is awaiting_approval: step b awaits approval of version 2 \(sha256:[0-9a-f]+\)\n$`, out)
+	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	approve := regexp.MustCompile(`Next: (opledger workflows approve stuck:1 b --version 2 --fingerprint sha256:[0-9a-f]+)\n`).FindStringSubmatch(out)
+	require.Len(t, approve, 2, out)
+	out, errOut, code = run(t, append(strings.Fields(approve[1])[1:], "--db", dsn)...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "stuck:1 step b: version 2 approved; the workflow is running: step b is pending")
+	for _, bad := range [][]string{
+		{"--version", "3"},
+		{"--version", "3", "--payload", "{"},
+		{"--payload", "{}"},
+	} {
+		_, errOut, code = run(t, append([]string{"workflows", "revise", "stuck:1", "b", "--db", dsn}, bad...)...)
+		require.Equal(t, 2, code, "%v: %s", bad, errOut)
+	}
 
 	// approve ahead, as show printed it; again (a replay); refusals.
 	args := append(strings.Fields(ahead)[1:], "--db", dsn, "--approver", "lea")
