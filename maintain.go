@@ -102,7 +102,10 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 		periodic.Run(ctx, o.CompactInterval, log, "compact", func(ctx context.Context) error {
 			res, err := l.Compact(ctx)
 			if res != (CompactResult{}) {
-				log.Info("retention", "compacted", res)
+				// The periods this process applied: they are its own
+				// options (serve --retention, --tombstone-retention), and
+				// act on every tenant's operations in the store.
+				log.Info("retention", "compacted", res, "retention", l.opts.Retention, "tombstone_retention", l.opts.TombstoneRetention)
 			}
 			return err
 		})

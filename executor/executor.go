@@ -92,6 +92,9 @@ type Executor struct {
 
 	// stopping is closed when Stop begins.
 	stopping chan struct{}
+	// olderRelease logs, once, that a newer release has migrated the
+	// ledger under this process (see noteSchemaNewer).
+	olderRelease sync.Once
 	// Test hooks: beforeDispatch runs between claim and dispatch,
 	// afterSweep after each lease sweep.
 	beforeDispatch func(stop context.Context)
@@ -379,9 +382,32 @@ func (e *Executor) step(r run, worker string) (*opledger.Operation, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("claim next: %w", err)
+		err = fmt.Errorf("claim next: %w", err)
+		e.noteSchemaNewer(err)
+		return nil, err
 	}
-	return e.attempt(r, bg, c, claimed)
+	op, err := e.attempt(r, bg, c, claimed)
+	e.noteSchemaNewer(err)
+	return op, err
+}
+
+// noteSchemaNewer logs at ERROR, once per executor, when err says that a
+// newer release has migrated the ledger's schema under this process
+// (opledger.ErrSchemaNewer): from then on the store refuses every write
+// of this process (claims, dispatch marks, outcomes), so it must be
+// stopped and replaced by the newer release. Each refusal is still
+// returned (and a worker logs it as a failed attempt); this line says
+// why they will not stop.
+func (e *Executor) noteSchemaNewer(err error) {
+	if !errors.Is(err, opledger.ErrSchemaNewer) {
+		return
+	}
+	e.olderRelease.Do(func() {
+		e.log.Error("this process's release is older than the ledger's schema: a newer release migrated it, and the ledger "+
+			"refuses every write of this process from now on (claims, dispatch marks, outcomes of calls in flight): "+
+			"stop this process and run the newer release (docs/operations.md, \"Upgrading\")",
+			"problem", "schema_newer", "error", err)
+	})
 }
 
 // attempt dispatches, calls and reports one claimed operation.
@@ -570,14 +596,16 @@ const (
 // executor stops (until Stop gives up on the store): past the lease it is
 // still kept, as a late report, and a late success still settles the
 // operation. A refusal the ledger decided (a stale claim, a bad report)
-// is returned at once.
+// is returned at once, and so is opledger.ErrSchemaNewer: once a newer
+// release has migrated the schema, the store refuses every write of this
+// process for good, so trying again would only delay the error.
 func (e *Executor) report(r run, bg context.Context, tl *opledger.Ledger, c *opledger.Claim, report opledger.Report,
 	log *slog.Logger) (*opledger.Operation, error) {
 	deadline := time.Now().Add(reportRetryBudget)
 	wait := reportBackoff
 	for try := 1; ; try++ {
 		after, err := tl.Report(bg, c.Operation.Key, c.AttemptID, c.FencingToken, report)
-		if err == nil || ledgerDecided(err) || time.Now().Add(wait).After(deadline) {
+		if err == nil || ledgerDecided(err) || errors.Is(err, opledger.ErrSchemaNewer) || time.Now().Add(wait).After(deadline) {
 			return after, err
 		}
 		log.Warn("recording the outcome failed; trying again", "outcome", report.Outcome, "try", try,

@@ -49,6 +49,7 @@ var titles = map[string]string{
 	"unavailable":            "Store unavailable",
 	"store_busy":             "The ledger is busy with another process's write",
 	"store_full":             "The ledger's disk is full",
+	"schema_newer":           "A newer release has migrated the ledger",
 	"mapping_failed":         "The event's rule could not map it",
 	"destination_not_served": "The destination does not serve this tenant",
 	// Kinds of the Idempotency-Key proxy (package proxy).

@@ -20,10 +20,10 @@ func TestProblemTitles(t *testing.T) {
 		"fingerprint_mismatch", "in_progress", "not_due", "invalid_state", "stale_fencing_token",
 		"stale_finding", "stale_decision", "not_found", "invalid_key", "invalid_input", "invalid_json",
 		"reason_required", "unauthorized", "invalid_signature", "payload_too_large", "method_not_allowed",
-		"internal", "unavailable", "store_busy", "store_full", "mapping_failed",
+		"internal", "unavailable", "store_busy", "store_full", "schema_newer", "mapping_failed", "destination_not_served",
 		// The Idempotency-Key proxy's.
 		"idempotency_key_required", "invalid_idempotency_key", "upstream_response_lost",
-		"upstream_unreachable", "upstream_conflict", "no_upstream",
+		"upstream_unreachable", "upstream_conflict", "no_upstream", "request_timeout",
 	} {
 		rec := httptest.NewRecorder()
 		httpapi.WriteProblem(rec, httptest.NewRequest(http.MethodGet, "/v1/stats", nil), http.StatusConflict, kind, "detail", nil)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,4 +238,33 @@ func TestDestinationTimeoutAboveCallLimit(t *testing.T) {
 	require.ErrorContains(t, err, want)
 	cfg.Lease = 38 * time.Second
 	require.NoError(t, server.CheckConfig(cfg), "the lease the error suggests")
+}
+
+// TestRetentionLogNamesPeriods: the retention log line names the periods
+// this process applied. They are its own flags (--retention,
+// --tombstone-retention) but act on the whole shared ledger, so a server
+// started with the wrong one must be told by its log.
+func TestRetentionLogNamesPeriods(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var offset atomic.Int64
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Retention: time.Hour, TombstoneRetention: 48 * time.Hour,
+		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, "k:done", opledger.ClaimOptions{Intent: &opledger.Intent{Key: "k:done", Action: "crm.create",
+		Destination: "crm", Payload: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "k:done", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+	require.NoError(t, err)
+	offset.Add(int64(2 * time.Hour)) // past its retention
+
+	var logs testrig.LogBuffer
+	testrig.Serve(t, l, server.Config{CompactInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "compacted.tombstoned=1") }, 10*time.Second,
+		5*time.Millisecond, "the operation is compacted")
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "compacted.tombstoned=1") {
+			require.Contains(t, line, "retention=1h0m0s tombstone_retention=48h0m0s")
+		}
+	}
 }
