@@ -364,14 +364,17 @@ first to upgrade a large ledger at a time of your choosing
 			}
 			defer l.Close()
 			out := cmd.OutOrStdout()
+			// Which store, without its password: with several, and
+			// $OPLEDGER_DB, "up to date" alone does not say where.
+			where := l.StoreName() + " store " + cell(redactedDSN(dsn, "($OPLEDGER_DB)"))
 			if len(applied) > 0 {
 				noun := "migrations"
 				if len(applied) == 1 {
 					noun = "migration"
 				}
-				fmt.Fprintf(out, "%s store: applied %d %s (%s)\n", l.StoreName(), len(applied), noun, strings.Join(applied, ", "))
+				fmt.Fprintf(out, "%s: applied %d %s (%s)\n", where, len(applied), noun, strings.Join(applied, ", "))
 			}
-			fmt.Fprintf(out, "%s store is up to date\n", l.StoreName())
+			fmt.Fprintf(out, "%s is up to date\n", where)
 			return nil
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 var binary string
@@ -94,11 +96,11 @@ func TestMigrate(t *testing.T) {
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "m.db")
 	out, errOut, code := run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `^sqlite store: applied \d+ migrations \(001_init.sql, .*\)\nsqlite store is up to date\n$`, out)
+	require.Regexp(t, `^sqlite store `+regexp.QuoteMeta(dsn)+`: applied \d+ migrations \(001_init.sql, .*\)\nsqlite store `+regexp.QuoteMeta(dsn)+` is up to date\n$`, out)
 	require.Empty(t, errOut, "no progress bar when stderr is piped")
 	out, _, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, "migrating twice is fine")
-	require.Equal(t, "sqlite store is up to date\n", out, "nothing left to apply")
+	require.Equal(t, "sqlite store "+dsn+" is up to date\n", out, "nothing left to apply")
 
 	// One migration left to apply (019, the newest, undone by hand): the
 	// count is singular.
@@ -111,7 +113,18 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, db.Close())
 	out, errOut, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "sqlite store: applied 1 migration (019_readiness.sql)\nsqlite store is up to date\n", out)
+	require.Equal(t, "sqlite store "+dsn+": applied 1 migration (019_readiness.sql)\nsqlite store "+dsn+" is up to date\n", out)
+
+	// A PostgreSQL store is named without its password.
+	pg := testdb.PostgresDSN(t)
+	u, err := url.Parse(pg)
+	require.NoError(t, err)
+	u.User = url.UserPassword(u.User.Username(), "s3cret-pw")
+	out, errOut, code = run(t, "migrate", "--db", u.String())
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "postgres store postgres://"+u.User.Username()+":xxxxx@")
+	require.Contains(t, out, " is up to date\n")
+	require.NotContains(t, out, "s3cret-pw")
 }
 
 // TestProgressOnTerminal: long commands draw a progress bar when stderr is
