@@ -91,12 +91,8 @@ func newEventsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			who := fmt.Sprintf("tenant %q", bf.tenant)
-			if bf.server != "" {
-				who = "the token's tenant"
-			}
 			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "",
-				who+" lists no event at all: if you meant another tenant, --tenant (or another token) names it", func() (bool, error) {
+				bf.tenantName()+" lists no event at all: if you meant another tenant, --tenant (or another token) names it", func() (bool, error) {
 					some, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Limit: 1})
 					return err == nil && len(some.Items) > 0, err
 				}); err != nil {

@@ -146,6 +146,15 @@ func (f *backendFlags) check() error {
 	return nil
 }
 
+// tenantName names the tenant the commands act in, as a note tells it:
+// --tenant's, or with --server the token's.
+func (f *backendFlags) tenantName() string {
+	if f.server != "" {
+		return "the token's tenant"
+	}
+	return fmt.Sprintf("tenant %q", f.tenant)
+}
+
 func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 	if err := f.check(); err != nil {
 		return nil, err

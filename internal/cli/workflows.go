@@ -127,10 +127,7 @@ func newWorkflowsListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			note := fmt.Sprintf("tenant %q lists no workflow at all: if you meant another, --tenant names it", bf.tenant)
-			if bf.server != "" {
-				note = "the token's tenant lists no workflow at all: a token of another tenant lists that tenant's"
-			}
+			note := bf.tenantName() + " lists no workflow at all: if you meant another tenant, --tenant (or another token) names it"
 			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "", note, func() (bool, error) {
 				some, err := b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Limit: 1})
 				return err == nil && len(some.Items) > 0, err
