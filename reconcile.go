@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opledger/opledger/internal/marker"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -42,7 +43,11 @@ type Finding struct {
 	// LookedAt, when set, is when the lookup began, by the ledger's clock
 	// (Ledger.Now). Absence counts only for a lookup begun after the
 	// visibility delay since the latest dispatch; without LookedAt,
-	// Reconcile's own time stands in for it.
+	// Reconcile's own time stands in for it. A finding that nothing was
+	// found with LookedAt set is a lookup's answer: if the destination had
+	// said it made the record (a create refused as a duplicate, a
+	// reference reported without a success), the held operation's reason
+	// says that it contradicts itself.
 	LookedAt time.Time
 }
 
@@ -170,11 +175,48 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 			t.hold(actor, "protection expired",
 				join("the destination idempotency key's retention window has passed; a retry could duplicate the effect", ev))
 		default:
-			t.hold(actor, "cannot be decided automatically",
-				join("no lookup that proves absence and no duplicate protection at the destination", ev))
+			why, err := t.undecidable(f)
+			if err != nil {
+				return err
+			}
+			t.hold(actor, "cannot be decided automatically", join(why, ev))
 		}
 		return nil
 	})
+}
+
+// undecidable says why the uncertain operation in the transaction cannot
+// be decided by f, a finding that neither confirms the effect nor proves
+// it absent, at a destination whose protection is not open. A destination
+// that said it made the record (it refused a create as a duplicate, or an
+// attempt reported a reference without a success) and whose lookup then
+// does not find it contradicts itself, whatever it declares: that comes
+// first. Otherwise the destination offers nothing that decides.
+func (t *txn) undecidable(f Finding) (string, error) {
+	const nothing = "no lookup that proves absence and no duplicate protection at the destination"
+	if f.LookedAt.IsZero() {
+		// No lookup of the destination's (Finding.LookedAt): nothing it
+		// answered contradicts anything.
+		return nothing, nil
+	}
+	attempts, err := t.listAttempts()
+	if err != nil {
+		return "", err
+	}
+	exists := strings.Contains(t.op.LastError, marker.Exists)
+	reported := false
+	for _, a := range attempts {
+		exists = exists || strings.Contains(a.Error, marker.Exists)
+		reported = reported || a.DestinationRef != "" && a.Outcome != string(OutcomeRejected)
+	}
+	const after = ", yet its lookup does not find it: a retry could make the effect twice"
+	switch {
+	case exists:
+		return "the destination contradicts itself: it refused a create as a duplicate, so it holds the record" + after, nil
+	case reported:
+		return "the destination contradicts itself: an attempt reported the record's reference without a success" + after, nil
+	}
+	return nothing, nil
 }
 
 // callWindow is, for the operation in the transaction, when the first

@@ -164,22 +164,34 @@ type Duration time.Duration
 // UnmarshalYAML reads a duration; a bare number is refused, since "10"
 // could mean seconds or nanoseconds.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	bad := func(format string, args ...any) error {
+		return &valueError{line: n.Line, column: n.Column, msg: fmt.Sprintf(format, args...)}
+	}
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a duration like 10s or 24h is expected", n.Line)
+		return bad("a duration like 10s or 24h is expected")
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
 		if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
-			return fmt.Errorf("line %d: duration %q needs a unit, e.g. %ss", n.Line, n.Value, n.Value)
+			return bad("duration %q needs a unit, e.g. %ss", n.Value, n.Value)
 		}
-		return fmt.Errorf("line %d: %q is not a duration like 10s or 24h", n.Line, n.Value)
+		return bad("%q is not a duration like 10s or 24h", n.Value)
 	}
 	if v < 0 {
-		return fmt.Errorf("line %d: duration %q is negative", n.Line, n.Value)
+		return bad("duration %q is negative", n.Value)
 	}
 	*d = Duration(v)
 	return nil
 }
+
+// valueError is a value of a field that its type refuses (Duration's),
+// at the node's line and column, so that Load can name the field.
+type valueError struct {
+	line, column int
+	msg          string
+}
+
+func (e *valueError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
 
 // MarshalYAML writes the duration with its unit.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
@@ -224,6 +236,9 @@ func Load(data []byte, opts LoadOptions) (*Set, error) {
 		case errors.Is(err, configfile.ErrSeveralDocuments):
 			return nil, err
 		}
+		if kinds := kindErrors(data, err); kinds != nil {
+			return nil, kinds
+		}
 		return nil, fmt.Errorf("decode destinations: %w", err)
 	}
 	if len(cfg.Destinations) == 0 {
@@ -247,19 +262,21 @@ func Load(data []byte, opts LoadOptions) (*Set, error) {
 		if c.Name != "" {
 			label = "destination " + c.Name
 		}
-		if first, dup := seen[c.Name]; dup && c.Name != "" {
-			errs = append(errs, fmt.Errorf("line %d: %s: the name is already used at line %d", lineOf(node, "name"), label, first))
-			continue
-		}
-		seen[c.Name] = lineOf(node, "name")
+		// A name used twice is one problem of the entry: the rest of it
+		// is checked all the same.
 		h, problems := build(c, opts)
+		if first, dup := seen[c.Name]; dup && c.Name != "" {
+			problems = append(problems, problem{[]string{"name"}, fmt.Sprintf("is already used by the destination at line %d", first)})
+		} else if c.Name != "" {
+			seen[c.Name] = lineOf(node, "name")
+		}
 		sort.SliceStable(problems, func(a, b int) bool {
 			return lineOf(node, problems[a].path...) < lineOf(node, problems[b].path...)
 		})
 		for _, p := range problems {
 			errs = append(errs, fmt.Errorf("line %d: %s: %s: %s", lineOf(node, p.path...), label, strings.Join(p.path, "."), p.msg))
 		}
-		if h != nil {
+		if h != nil && len(problems) == 0 {
 			ds = append(ds, h)
 		}
 	}

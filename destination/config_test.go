@@ -198,8 +198,9 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown top-level field", "destination:\n  - name: crm\n", []string{"line 1: field destination not found"}},
 		{"unknown field", base + "    retries: 3\n", []string{"line 5: field retries not found"}},
 		{"unknown nested field", base + "    lookup:\n      url: https://crm.example.com/x\n      authorative: true\n", []string{"line 7: field authorative not found"}},
-		{"duration without unit", base + "    timeout: 10\n", []string{"line 5", `duration "10" needs a unit, e.g. 10s`}},
-		{"bad duration", base + "    timeout: soon\n", []string{"line 5", `"soon" is not a duration`}},
+		{"duration without unit", base + "    timeout: 10\n", []string{`line 5: destination crm: timeout: duration "10" needs a unit, e.g. 10s`}},
+		{"bad duration", base + "    timeout: soon\n", []string{`line 5: destination crm: timeout: "soon" is not a duration`}},
+		{"nested duration", base + "    retry: {max_attempts: 3, initial_delay: 10}\n", []string{`line 5: destination crm: retry.initial_delay: duration "10" needs a unit`}},
 		{"two documents", base + "---\n" + base, []string{"only one YAML document is allowed"}},
 		{"an empty second document", base + "---\n", []string{"only one YAML document is allowed"}},
 		{"missing fields", "destinations:\n  - method: TRACE\n", []string{
@@ -208,7 +209,7 @@ func TestLoadErrors(t *testing.T) {
 			"destination 1: url: is required",
 			"destination 1: ref: is required",
 		}},
-		{"duplicate name", base + base[len("destinations:\n"):], []string{"line 5: destination crm: the name is already used at line 2"}},
+		{"duplicate name", base + base[len("destinations:\n"):], []string{"line 5: destination crm: name: is already used by the destination at line 2"}},
 		{"templated host", "destinations:\n  - name: crm\n    url: https://{{.Payload.host}}/x\n    ref: /id\n",
 			[]string{"line 3: destination crm: url: the scheme and host must be written out"}},
 		{"not http", "destinations:\n  - name: crm\n    url: ftp://crm.example.com/x\n    ref: /id\n",
@@ -253,6 +254,118 @@ func TestLoadErrors(t *testing.T) {
 				require.Contains(t, err.Error(), w)
 			}
 		})
+	}
+}
+
+// TestLoadKindErrors: a value of the wrong kind is named by its field and
+// the kind the field takes, in the form of the other errors, never by
+// the decoder's Go types; every such value is reported.
+func TestLoadKindErrors(t *testing.T) {
+	t.Parallel()
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"max_attempts as a word", base + "    retry:\n      max_attempts: five\n",
+			[]string{`line 6: destination crm: retry.max_attempts: takes a whole number, not "five"`}},
+		{"several", base + "    lookup:\n      authoritative: maybe\n      match: {record: /a}\n    tenants: acme\n    unique_reference: {conflict_status: 4o9}\n",
+			[]string{
+				`line 6: destination crm: lookup.authoritative: takes true or false, not "maybe"`,
+				`line 7: destination crm: lookup.match: takes a list (one "- item" per line, or [a, b]), not a mapping`,
+				`line 8: destination crm: tenants: takes a list`,
+				`line 9: destination crm: unique_reference.conflict_status: takes a whole number, not "4o9"`,
+			}},
+		{"a list for text", "destinations:\n  - name: [crm]\n", []string{"line 2: destination 1: name: takes text, not a list"}},
+		{"an entry that is not a mapping", "destinations:\n  - crm\n", []string{`line 2: destination 1: takes a mapping of its own fields, indented below it, not "crm"`}},
+		{"headers as text", base + "    headers: Bearer abc123\n", []string{"line 5: destination crm: headers: takes a mapping of names to values (one \"Name: value\" per line), not that value"}},
+		{"destinations as a mapping of names", "destinations:\n  crm:\n    url: https://crm.example.com/x\n    ref: /id\n",
+			[]string{`line 1: destinations: takes a list with one entry per destination, each beginning with "- name: …" and its fields indented below it, not a mapping of names: write "- name: crm" in place of "crm:"`}},
+		{"destinations as one mapping", "destinations:\n  name: crm\n  url: https://crm.example.com/x\n",
+			[]string{`line 1: destinations: takes a list with one entry per destination`, `not a mapping: begin the entry with "- "`}},
+		{"destinations naming a file", "destinations: destinations.yaml\n",
+			[]string{`line 1: destinations: takes a list with one entry per destination`, `not "destinations.yaml"; a line "destinations: FILE" belongs in the --config file`}},
+		{"the file a list", "- name: crm\n", []string{`line 1: the file must be a mapping whose destinations: lists the destinations, not a list`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := destination.Load([]byte(tc.yaml), destination.LoadOptions{})
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			for _, goTalk := range []string{"cannot unmarshal", "!!", "destination.", "[]string", "abc123"} {
+				require.NotContains(t, err.Error(), goTalk)
+			}
+		})
+	}
+}
+
+// TestLoadDuplicateNameChecksTheEntry: a name used twice is reported, and
+// the rest of the entry is checked too (every problem at once).
+func TestLoadDuplicateNameChecksTheEntry(t *testing.T) {
+	t.Parallel()
+	_, err := destination.Load([]byte(`destinations:
+  - name: crm
+    url: https://crm.example.com/x
+    ref: /id
+  - name: crm
+    url: ftp://crm.example.com/x
+    ref: id
+`), destination.LoadOptions{})
+	require.Error(t, err)
+	require.Equal(t, []string{
+		"line 5: destination crm: name: is already used by the destination at line 2",
+		"line 6: destination crm: url: must start with http:// or https://",
+		`line 7: destination crm: ref: JSON pointer "id" must start with /`,
+	}, strings.Split(err.Error(), "\n"))
+}
+
+// TestLoadTemplatesThatCannotRun: a template that parses but cannot run
+// for any operation is a configuration error naming the destination, the
+// field and the name, in the operation's terms; one that reads the
+// payload is not judged on the sample's empty payload.
+func TestLoadTemplatesThatCannotRun(t *testing.T) {
+	t.Parallel()
+	fields := "(fields: .Key, .Payload, .Tenant, .Action, .Destination, .Version, .IdempotencyKey)"
+	dest := func(extra string) string {
+		return "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n" + extra
+	}
+	lookup := func(url, match string) string {
+		return dest("    lookup:\n      url: " + url + "\n      match:\n        - record: /ref\n          value: '" + match + "'\n")
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"body", dest("    body: '{\"ref\": {{json .Kee}}}'\n"),
+			"line 5: destination crm: body: .Kee is not a field of the operation, did you mean .Key? " + fields},
+		{"body in a branch", dest("    body: '{{if .Payload.note}}{{json .Payloads.note}}{{end}}'\n"),
+			"line 5: destination crm: body: .Payloads is not a field of the operation, did you mean .Payload? " + fields},
+		{"url", "destinations:\n  - name: crm\n    url: https://crm.example.com/x/{{pathescape .Owner}}\n    ref: /id\n",
+			"line 3: destination crm: url: .Owner is not a field of the operation " + fields},
+		{"lookup url through $", lookup("https://crm.example.com/x?t={{urlquery $.tenant}}", "{{.Key}}"),
+			"line 6: destination crm: lookup.url: .tenant is not a field of the operation, did you mean .Tenant? " + fields},
+		{"match value", lookup("https://crm.example.com/x", "{{.Key.ref}}"),
+			"line 9: destination crm: lookup.match.0.value: .Key.ref: .Key is text, which has no fields (only .Payload has)"},
+		{"function arguments", dest("    body: '{{json}}'\n"), "line 5: destination crm: body: {{json}}: wrong number of args for json: want 1 got 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := destination.Load([]byte(tc.yaml), destination.LoadOptions{})
+			require.EqualError(t, err, tc.want)
+		})
+	}
+
+	// What depends on the payload is left to each operation's payload.
+	for _, body := range []string{
+		`{"n": {{json (index .Payload.items 0)}}, "c": {{len .Payload.items}}}`,
+		`{{with .Payload.customer}}{{json .id}}{{end}}`,
+		`{{range .Payload.lines}}{{json .sku}}{{end}}`,
+		`{{if lt .Payload.units 3}}small{{end}}`,
+		`{{$p := .Payload}}{{json $p.customer.email}} {{json (print .Tenant ":" .Key)}} {{.Version}} {{.IdempotencyKey}}`,
+	} {
+		set, err := destination.Load([]byte(dest("    body: '"+body+"'\n")), destination.LoadOptions{})
+		require.NoError(t, err, body)
+		require.NoError(t, set.Close())
 	}
 }
 

@@ -101,12 +101,16 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	var err error
 	if h.url, h.origin, err = urlTemplate("url", c.URL); err != nil {
 		add(err.Error(), "url")
+	} else if err := checkTemplate(h.url, c.Name); err != nil {
+		add(err.Error(), "url")
 	}
 	switch {
 	case c.Body != "" && h.method == http.MethodGet:
 		add("a GET request has no body", "body")
 	case c.Body != "":
 		if h.body, err = newTemplate("body", c.Body); err != nil {
+			add(err.Error(), "body")
+		} else if err := checkTemplate(h.body, c.Name); err != nil {
 			add(err.Error(), "body")
 		}
 		h.sendBody = true
@@ -216,11 +220,15 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 	var err error
 	if lk.url, lk.origin, err = urlTemplate("lookup.url", l.URL); err != nil {
 		add(err.Error(), "url")
+	} else if err := checkTemplate(lk.url, h.name); err != nil {
+		add(err.Error(), "url")
 	}
 	if l.Body != "" {
 		if lk.method == http.MethodGet {
 			add("a GET request has no body", "body")
 		} else if lk.body, err = newTemplate("lookup.body", l.Body); err != nil {
+			add(err.Error(), "body")
+		} else if err := checkTemplate(lk.body, h.name); err != nil {
 			add(err.Error(), "body")
 		}
 	}
@@ -264,6 +272,8 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 			r.payload = &p
 		default:
 			if r.value, err = newTemplate("lookup.match.value", m.Value); err != nil {
+				add(err.Error(), append(at, "value")...)
+			} else if err := checkTemplate(r.value, h.name); err != nil {
 				add(err.Error(), append(at, "value")...)
 			}
 		}
@@ -332,16 +342,17 @@ func urlTemplate(name, text string) (*template.Template, string, error) {
 	return t, scheme + "://" + host, nil
 }
 
-// templateData is what templates see.
+// templateData is what templates see. Its fields, in this order, are
+// those a configuration error lists (templateFields).
 type templateData struct {
+	Key string
+	// Payload is the stored, approved payload, decoded.
+	Payload        any
 	Tenant         string
-	Key            string
 	Action         string
 	Destination    string
 	Version        int64
 	IdempotencyKey string
-	// Payload is the stored, approved payload, decoded.
-	Payload any
 }
 
 func newTemplateData(op *opledger.Operation) (*templateData, error) {
@@ -360,7 +371,7 @@ func newTemplateData(op *opledger.Operation) (*templateData, error) {
 func render(t *template.Template, d *templateData) (string, error) {
 	var b strings.Builder
 	if err := t.Execute(&b, d); err != nil {
-		return "", fmt.Errorf("render %s: %w", t.Name(), err)
+		return "", fmt.Errorf("render %s: %s", t.Name(), templateErrorText(err))
 	}
 	return b.String(), nil
 }

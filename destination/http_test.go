@@ -184,6 +184,23 @@ func TestHTTPCallRejectsBadPayloadBeforeSending(t *testing.T) {
 	require.Zero(t, fd.Creates(), "nothing was sent")
 }
 
+// A payload that cannot fill the template is refused in the template's
+// terms: the action and what is missing, never a Go type.
+func TestHTTPCallTemplateErrorInOperationTerms(t *testing.T) {
+	t.Parallel()
+	fd := fakedest.New(t, fakedest.Options{})
+	cfg := crmConfig(fd.URL())
+	cfg.Body = `{"first": {{json .Payload.name.first}}}`
+	h := newHTTP(t, cfg)
+	_, err := h.Call(context.Background(), call(operation("k1", `{"name": "Ada"}`)))
+	got, _ := opledger.OutcomeOf(err)
+	require.Equal(t, opledger.OutcomeRejected, got)
+	require.ErrorContains(t, err, "render body: {{.Payload.name.first}}: the value has no field first")
+	require.NotContains(t, err.Error(), "interface {}")
+	require.NotContains(t, err.Error(), "executing")
+	require.Zero(t, fd.Creates(), "nothing was sent")
+}
+
 func TestHTTPCallConflictMeansExists(t *testing.T) {
 	t.Parallel()
 	fd := fakedest.New(t, fakedest.Options{Unique: true})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -82,9 +83,12 @@ func LoadConfig(path string) (*FileConfig, error) {
 }
 
 // fileGivenForConfig recognizes a destinations file or a rules file given
-// where the configuration file that names it belongs (their top-level
+// where the configuration file that names it belongs, or a configuration
+// file that holds the destinations or rules themselves (their top-level
 // destinations or rules is a list, where the configuration file's is a
-// path), and says so; "" for anything else.
+// path), and says so; "" for anything else. The advice never names the
+// file given as the one to name in it: the entries go into a file of
+// their own.
 func fileGivenForConfig(data []byte, path string) string {
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
@@ -99,14 +103,27 @@ func fileGivenForConfig(data []byte, path string) string {
 		var what, guide string
 		switch key.Value {
 		case "destinations":
-			what, guide = "a destinations file", "docs/destinations.md"
+			what, guide = "destinations", "docs/destinations.md"
 		case "rules":
-			what, guide = "a rules file", "docs/events-and-workflows.md"
+			what, guide = "rules", "docs/events-and-workflows.md"
 		default:
 			continue
 		}
-		return fmt.Sprintf("line %d: %s: holds a list, so this is %s (%s); --config takes the configuration file that names it, such as a file holding the line \"%s: %s\" (docs/configuration.md)",
-			key.Line, key.Value, what, guide, key.Value, filepath.Base(path))
+		name := filepath.Base(path)
+		if strings.TrimSuffix(name, filepath.Ext(name)) == key.Value && len(top) == 2 {
+			// Named as the list's own file and holding nothing else: that
+			// file, given to --config.
+			return fmt.Sprintf("line %d: %s: holds a list, so %s is a %s file (%s); --config takes the configuration file that names it: give --config a file such as opledger.yaml holding the line \"%s: %s\" (docs/configuration.md)",
+				key.Line, key.Value, name, what, guide, key.Value, name)
+		}
+		// A configuration file with the list written inline: the entries
+		// move to a file of their own, which it names.
+		own := key.Value + ".yaml"
+		if own == name {
+			own = "my-" + own
+		}
+		return fmt.Sprintf("line %d: %s: holds the %s themselves, but in the file given to --config %s names the file that holds them: move these entries into a file of their own, such as %s (%s), and write the line \"%s: %s\" here in their place (docs/configuration.md)",
+			key.Line, key.Value, what, key.Value, own, guide, key.Value, own)
 	}
 	return ""
 }

@@ -97,16 +97,41 @@ func TestLoadConfigOneDocument(t *testing.T) {
 	require.Empty(t, fc.DestinationsPath())
 }
 
-// TestLoadConfigNamesAFileGivenInstead: a destinations file or a rules
-// file given to --config, where the configuration file that names it
-// belongs, is recognized and the error says which file --config takes;
-// any other mistake keeps the decoder's own error.
+// TestLoadConfigNamesAFileGivenInstead: destinations or rules written
+// inline in the configuration file are recognized, and the error says to
+// move them into a file of their own and name that file, never the
+// configuration file itself; a destinations file or a rules file given
+// to --config, where the configuration file that names it belongs, is
+// recognized and the error says which file --config takes; any other
+// mistake keeps the decoder's own error.
 func TestLoadConfigNamesAFileGivenInstead(t *testing.T) {
 	t.Parallel()
 	_, err := loadConfig(t, "# the CRM\ndestinations:\n  - name: crm\n    url: http://127.0.0.1:1/\n    ref: /id\n")
-	require.Contains(t, err.Error(), `line 2: destinations: holds a list, so this is a destinations file (docs/destinations.md); --config takes the configuration file that names it, such as a file holding the line "destinations: opledger.yaml" (docs/configuration.md)`)
-	_, err = loadConfig(t, "rules:\n  - name: accepted\n    source: forms\n")
-	require.ErrorContains(t, err, `line 1: rules: holds a list, so this is a rules file (docs/events-and-workflows.md)`)
+	require.Contains(t, err.Error(), `line 2: destinations: holds the destinations themselves, but in the file given to --config destinations names the file that holds them: move these entries into a file of their own, such as destinations.yaml (docs/destinations.md), and write the line "destinations: destinations.yaml" here in their place (docs/configuration.md)`)
+	require.NotContains(t, err.Error(), `"destinations: opledger.yaml"`, "the file given is never the one to name in it")
+	_, err = loadConfig(t, "webhooks: {}\nrules:\n  - name: accepted\n    source: forms\n")
+	require.ErrorContains(t, err, `line 2: rules: holds the rules themselves, but in the file given to --config rules names the file that holds them: move these entries into a file of their own, such as rules.yaml (docs/events-and-workflows.md), and write the line "rules: rules.yaml" here in their place`)
+
+	for file, says := range map[string]string{
+		"destinations.yaml": `line 1: destinations: holds a list, so destinations.yaml is a destinations file (docs/destinations.md); --config takes the configuration file that names it: give --config a file such as opledger.yaml holding the line "destinations: destinations.yaml" (docs/configuration.md)`,
+		"rules.yml":         `line 1: rules: holds a list, so rules.yml is a rules file (docs/events-and-workflows.md); --config takes the configuration file that names it: give --config a file such as opledger.yaml holding the line "rules: rules.yml"`,
+	} {
+		path := filepath.Join(t.TempDir(), file)
+		list := "destinations:\n  - name: crm\n"
+		if file == "rules.yml" {
+			list = "rules:\n  - name: accepted\n"
+		}
+		require.NoError(t, os.WriteFile(path, []byte(list), 0o600))
+		_, err = server.LoadConfig(path)
+		require.ErrorContains(t, err, says)
+	}
+	// A file named as the list's own that holds settings too is a
+	// configuration file: the entries move to a file of another name.
+	path := filepath.Join(t.TempDir(), "destinations.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("rules: rules.yaml\ndestinations:\n  - name: crm\n"), 0o600))
+	_, err = server.LoadConfig(path)
+	require.ErrorContains(t, err, `such as my-destinations.yaml (docs/destinations.md), and write the line "destinations: my-destinations.yaml" here`)
+
 	_, err = loadConfig(t, "destination: destinations.yaml\n")
 	require.ErrorContains(t, err, "field destination not found", "a misspelt field keeps the decoder's error")
 	require.NotContains(t, err.Error(), "holds a list")

@@ -56,18 +56,33 @@ walk-through writes anything.`,
   opledger demo --db sqlite:demo.db --addr 127.0.0.1:9090`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			temp := "" // the temporary directory of a ledger made without --db
 			if dsn == "" {
 				dir, err := os.MkdirTemp("", "opledger-demo-")
 				if err != nil {
 					return err
 				}
-				defer os.RemoveAll(dir)
+				temp = dir
 				dsn = "sqlite:" + filepath.Join(dir, "demo.db")
 			}
 			if noServe {
 				addr = ""
 			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), dsn, addr)
+			err := runDemo(cmd.Context(), out, dsn, addr, temp != "")
+			if temp == "" {
+				return err
+			}
+			// The ledger it announced is removed: said so, once it is.
+			_, made := os.Stat(filepath.Join(temp, "demo.db"))
+			if rmErr := os.RemoveAll(temp); rmErr != nil {
+				return errors.Join(err, fmt.Errorf("remove the temporary ledger: %w", rmErr))
+			}
+			if made == nil {
+				fmt.Fprintf(out, "\nThe ledger was temporary and has been removed (%s); give --db, e.g. --db sqlite:demo.db, to keep one.\n",
+					redactedDSN(dsn, "--db"))
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "db", "", "ledger store (default: a fresh SQLite file)")
@@ -78,8 +93,9 @@ walk-through writes anything.`,
 
 // runDemo runs the walk-through on dsn and, when addr is set, serves the
 // ledger there until ctx ends. It refuses, before writing anything, a dsn
-// that already holds a ledger and an addr it cannot listen on.
-func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
+// that already holds a ledger and an addr it cannot listen on. temporary
+// says that dsn is removed when the demo ends.
+func runDemo(ctx context.Context, out io.Writer, dsn, addr string, temporary bool) error {
 	var ln net.Listener
 	if addr != "" {
 		// Listened on before the walk-through writes anything (a busy
@@ -155,7 +171,11 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 		}
 	}
 
-	say("opledger demo: ledger at %s\n", redactedDSN(dsn, "--db"))
+	where := redactedDSN(dsn, "--db")
+	if temporary {
+		where += " (temporary: removed when the demo ends)"
+	}
+	say("opledger demo: ledger at %s\n", where)
 
 	say("1. Normal: send, then repeat")
 	op, err := send(order("DEMO-OP-017", 2), lab.FaultNone)
@@ -256,7 +276,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string) error {
 	say("Counters (each answers a different question):")
 	counts := crm.Counters()
 	say("   attempts sent to the CRM:   %d", counts.Attempts)
-	say("   records created at the CRM: %d  (one per order, whatever the retries)", counts.Effects)
+	say("   records created at the CRM: %d  (one per operation the CRM carried out, whatever its retries)", counts.Effects)
 	say("   lookups at the CRM:         %d", counts.Lookups)
 	say("   e-mails accepted:           %d", mailer.Counters().Effects)
 	say("")

@@ -285,8 +285,13 @@ otherwise.`,
   opledger lab sim --seeds 20 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if seeds < 1 && !cmd.Flags().Changed("seed") || workers < 1 || ops < 1 {
-				return usageError{errors.New("--seeds, --workers and --ops must be at least 1")}
+			// Each count below 1 is named; --seeds does not apply with --seed.
+			counts := []string{"workers", "ops"}
+			if !cmd.Flags().Changed("seed") {
+				counts = append([]string{"seeds"}, counts...)
+			}
+			if err := positiveFlags(cmd, counts...); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("seed") && cmd.Flags().Changed("seeds") {
 				return usageError{errors.New("--seed runs one seed and --seeds runs seeds 1…N: give one of them")}

@@ -256,9 +256,16 @@ func TestLabSim(t *testing.T) {
 	require.Regexp(t, `(?m)^seed 2: `, out)
 	require.Contains(t, out, "2 seeds: 0 broke an invariant")
 
-	_, errOut, code = run(t, "lab", "sim", "--seeds", "0")
-	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "must be at least 1")
+	// A count below 1 is refused naming the flag that is wrong.
+	for _, tc := range []struct{ args, says string }{
+		{"--seeds 0", "--seeds must be at least 1, got 0"},
+		{"--seeds 3 --workers 0", "--workers must be at least 1, got 0"},
+		{"--seed 3 --ops -2", "--ops must be at least 1, got -2"},
+	} {
+		_, errOut, code := run(t, append([]string{"lab", "sim"}, strings.Fields(tc.args)...)...)
+		require.Equal(t, 2, code, tc.args)
+		require.True(t, strings.HasPrefix(errOut, "opledger: "+tc.says+"\n"), "%s: %s", tc.args, errOut)
+	}
 	_, errOut, code = run(t, "lab", "sim", "--seed", "3", "--seeds", "0")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "give one of them", "--seeds does not apply with --seed: said so, not checked")

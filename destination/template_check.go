@@ -1,0 +1,263 @@
+package destination
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+	"text/template/parse"
+
+	"github.com/opledger/opledger"
+)
+
+// Templates are checked when a destination is built, so that one that
+// parses but cannot run (a field the operation does not have, a function
+// given the wrong arguments) is a configuration error naming the
+// destination and the field, not a rejection of every operation later.
+//
+// Two checks, because the payload's shape is the caller's and unknown
+// here:
+//
+//   - every field read from the operation (.Key, $.Tenant, …), in every
+//     branch, must be one of templateData's: checked on the parse tree;
+//   - the template is executed once against a sample operation whose
+//     payload is empty, with missing payload fields left empty rather
+//     than errors: what fails then fails for every operation. A failure
+//     at an action that reads the payload (or a variable, which may hold
+//     it) may come from the sample's empty payload and is left to the
+//     executor, which rejects the operations whose payload cannot fill
+//     the template (docs/destinations.md#templates).
+
+// templateFields are the names of templateData's fields, in its order.
+var templateFields = func() []string {
+	t := reflect.TypeFor[templateData]()
+	names := make([]string, 0, t.NumField())
+	for f := range t.Fields() {
+		names = append(names, f.Name)
+	}
+	return names
+}()
+
+// templateFieldList lists the fields for a message: ".Key, .Payload, …".
+func templateFieldList() string {
+	return "." + strings.Join(templateFields, ", .")
+}
+
+// sampleTemplateData is the operation templates are tried on: every field
+// filled with a plausible value, the payload an empty object.
+func sampleTemplateData(dest string) *templateData {
+	const tenant, key = "acme", "sample:1:create"
+	return &templateData{Key: key, Payload: map[string]any{}, Tenant: tenant, Action: "sample.create",
+		Destination: dest, Version: 1, IdempotencyKey: opledger.DestinationIdempotencyKey(tenant, key, 1)}
+}
+
+// checkTemplate returns why t cannot run for any operation sent to the
+// destination dest, or nil.
+func checkTemplate(t *template.Template, dest string) error {
+	if err := checkTemplateFields(t); err != nil {
+		return err
+	}
+	try, err := t.Clone()
+	if err != nil {
+		return nil // not reached: a parsed template that was never executed clones
+	}
+	// A payload field the sample does not have is empty, not an error.
+	try.Option("missingkey=default")
+	err = try.Execute(io.Discard, sampleTemplateData(dest))
+	if err == nil {
+		return nil
+	}
+	if action, _, ok := splitExecError(err); ok && readsPayload(action) {
+		return nil
+	}
+	return errors.New(templateErrorText(err))
+}
+
+// readsPayload reports whether the action a template failed at reads the
+// payload, directly or through a variable.
+func readsPayload(action string) bool {
+	return strings.Contains(action, "Payload") || strings.Contains(action, "$")
+}
+
+// checkTemplateFields checks every field read from the operation in t:
+// at the top level and in if branches (where dot is the operation), and
+// through $ anywhere.
+func checkTemplateFields(t *template.Template) error {
+	if t.Tree == nil {
+		return nil
+	}
+	var found error
+	var walk func(n parse.Node, dotIsOp bool)
+	pipe := func(p *parse.PipeNode, dotIsOp bool) {
+		if p != nil {
+			walk(p, dotIsOp)
+		}
+	}
+	walk = func(n parse.Node, dotIsOp bool) {
+		if found != nil || n == nil {
+			return
+		}
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Nodes {
+				walk(c, dotIsOp)
+			}
+		case *parse.ActionNode:
+			pipe(n.Pipe, dotIsOp)
+		case *parse.IfNode:
+			pipe(n.Pipe, dotIsOp)
+			walk(n.List, dotIsOp)
+			walk(n.ElseList, dotIsOp)
+		case *parse.WithNode:
+			pipe(n.Pipe, dotIsOp)
+			walk(n.List, false) // dot is the value of the pipeline
+			walk(n.ElseList, dotIsOp)
+		case *parse.RangeNode:
+			pipe(n.Pipe, dotIsOp)
+			walk(n.List, false) // dot is each element
+			walk(n.ElseList, dotIsOp)
+		case *parse.TemplateNode:
+			pipe(n.Pipe, dotIsOp)
+		case *parse.PipeNode:
+			for _, c := range n.Cmds {
+				for _, a := range c.Args {
+					walk(a, dotIsOp)
+				}
+			}
+		case *parse.ChainNode:
+			walk(n.Node, dotIsOp)
+		case *parse.FieldNode:
+			if dotIsOp {
+				found = checkFieldPath(n.Ident)
+			}
+		case *parse.VariableNode:
+			if n.Ident[0] == "$" && len(n.Ident) > 1 {
+				found = checkFieldPath(n.Ident[1:])
+			}
+		}
+	}
+	walk(t.Tree.Root, true)
+	return found
+}
+
+// checkFieldPath checks a chain of fields read from the operation
+// (["Kee"] for .Kee, ["Key", "x"] for .Key.x).
+func checkFieldPath(ident []string) error {
+	name := ident[0]
+	switch {
+	case name == "Payload":
+		return nil
+	case !slices.Contains(templateFields, name):
+		mean := ""
+		if s := nearField(name); s != "" {
+			mean = ", did you mean ." + s + "?"
+		}
+		return fmt.Errorf(".%s is not a field of the operation%s (fields: %s)", name, mean, templateFieldList())
+	case len(ident) > 1:
+		kind := "text"
+		if name == "Version" {
+			kind = "a number"
+		}
+		return fmt.Errorf(".%s.%s: .%s is %s, which has no fields (only .Payload has)", name, strings.Join(ident[1:], "."), name, kind)
+	}
+	return nil
+}
+
+// nearField is the one field name that name spells in another case or
+// one letter off (a letter dropped, added or changed), or "".
+func nearField(name string) string {
+	found := ""
+	for _, f := range templateFields {
+		if strings.EqualFold(f, name) || oneEditApart(strings.ToLower(f), strings.ToLower(name)) {
+			if found != "" {
+				return ""
+			}
+			found = f
+		}
+	}
+	return found
+}
+
+// oneEditApart reports whether a and b differ by exactly one inserted,
+// deleted or changed byte.
+func oneEditApart(a, b string) bool {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	switch len(a) - len(b) {
+	case 0:
+		diff := 0
+		for i := range len(a) {
+			if a[i] != b[i] {
+				diff++
+			}
+		}
+		return diff == 1
+	case 1:
+		for i := range len(b) {
+			if a[i] != b[i] {
+				return a[i+1:] == b[i:]
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// execError splits text/template's execution errors: "template: NAME:
+// LINE:COL: executing "NAME" at <ACTION>: MESSAGE".
+var execError = regexp.MustCompile(`(?s)^template: \S+: executing "[^"]*" at <(.*?)>: (.*)$`)
+
+// splitExecError returns the action a template failed at and the message.
+func splitExecError(err error) (action, msg string, ok bool) {
+	var ee template.ExecError
+	if !errors.As(err, &ee) {
+		return "", "", false
+	}
+	m := execError.FindStringSubmatch(ee.Error())
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[2], true
+}
+
+// cantEvaluate is text/template's message for a field its value lacks.
+var cantEvaluate = regexp.MustCompile(`^can't evaluate field (\S+) in type (.+)$`)
+
+// goTypeNames words the Go types text/template names in its messages.
+var goTypeNames = strings.NewReplacer(
+	"*destination.templateData", "the operation",
+	"destination.templateData", "the operation",
+	"map[string]interface {}", "object",
+	"[]interface {}", "array",
+	"interface {}", "value",
+	"json.Number", "number",
+	"int64", "number",
+)
+
+// templateErrorText is the error of running a template in the terms of
+// docs/destinations.md: the action that failed ("{{.Kee}}") and why,
+// without Go's type names.
+func templateErrorText(err error) string {
+	action, msg, ok := splitExecError(err)
+	if !ok {
+		return goTypeNames.Replace(strings.TrimPrefix(err.Error(), "template: "))
+	}
+	if m := cantEvaluate.FindStringSubmatch(msg); m != nil {
+		if err := checkFieldPath([]string{m[1]}); err != nil && strings.Contains(m[2], "templateData") {
+			return err.Error()
+		}
+		msg = fmt.Sprintf("the value has no field %s", m[1])
+	}
+	if !strings.HasPrefix(action, "{{") {
+		action = "{{" + action + "}}"
+	}
+	return action + ": " + goTypeNames.Replace(msg)
+}

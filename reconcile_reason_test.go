@@ -1,0 +1,73 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/marker"
+)
+
+// TestUndecidableReasonSaysWhatHappened: when a destination said it made
+// the record (a create refused as a duplicate, or a reference reported
+// without a success) and its lookup then finds nothing, the held reason
+// leads with that contradiction, not with "no lookup ... no duplicate
+// protection", which is false for such a destination. Without a lookup
+// (no LookedAt), or when the destination said nothing of the kind, the
+// reason stays what it was.
+func TestUndecidableReasonSaysWhatHappened(t *testing.T) {
+	t.Parallel()
+	const nothing = "no lookup that proves absence and no duplicate protection at the destination"
+	for _, tc := range []struct {
+		name   string
+		report opledger.Report
+		looked bool
+		leads  string
+	}{
+		{"refused as a duplicate", opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "POST crm: 409 Conflict: " + marker.Exists}, true,
+			"the destination contradicts itself: it refused a create as a duplicate, so it holds the record, yet its lookup does not find it: a retry could make the effect twice; crm lookup: no record"},
+		{"reference without a success", opledger.Report{Outcome: opledger.OutcomeUncertain, DestinationRef: "R-1", Error: "step 2 failed"}, true,
+			"the destination contradicts itself: an attempt reported the record's reference without a success, yet its lookup does not find it"},
+		{"a lookup, nothing said", opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"}, true, nothing + "; crm lookup: no record"},
+		{"no lookup", opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "POST crm: 409 Conflict: " + marker.Exists}, false, nothing + "; crm lookup: no record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := newManualClock()
+			l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Clock: clock.Map})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			const key = "intake:I1:create"
+			_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":1}`)})
+			require.NoError(t, err)
+			c, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			op, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, tc.report)
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateUncertain, op.State)
+
+			f := opledger.Finding{Evidence: "crm lookup: no record"}
+			if tc.looked {
+				f.LookedAt = clock.Map(time.Time{})
+			}
+			op, err = l.Reconcile(ctx, key, f)
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State)
+			tl, err := l.Timeline(ctx, key)
+			require.NoError(t, err)
+			last := tl[len(tl)-1]
+			require.Equal(t, "cannot be decided automatically", last.Event)
+			require.True(t, strings.HasPrefix(last.Evidence, tc.leads), last.Evidence)
+			if tc.looked && tc.leads != nothing+"; crm lookup: no record" {
+				require.NotContains(t, last.Evidence, "no duplicate protection")
+			}
+		})
+	}
+}
