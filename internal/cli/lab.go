@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -122,9 +123,9 @@ operations, but they stay in that ledger and count in its metrics.`,
 
 func newLabRunCmd() *cobra.Command {
 	var (
-		dsn       string
-		asJSON    bool
-		inProcess bool
+		dsn                        string
+		asJSON, inProcess, explain bool
+		only                       []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE",
@@ -146,6 +147,7 @@ at the crash point and is abandoned).
 Exit status: 0 when every case is as expected, 1 when any differs, 2 when the
 file is malformed (the message names the line).`,
 		Example: `  opledger lab run lab/cases.csv
+  opledger lab run lab/cases.csv --case lost-response,reconcile-found --explain
   opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test
   opledger lab run lab/cases.csv --json | jq 'select(.pass | not)'`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -166,6 +168,9 @@ file is malformed (the message names the line).`,
 			f.Close()
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", args[0], err)}
+			}
+			if cases, err = onlyCases(cases, only); err != nil {
+				return err
 			}
 			opts := lab.RunOptions{DSN: dsn}
 			if !inProcess {
@@ -188,7 +193,7 @@ file is malformed (the message names the line).`,
 				if err := writeJSONLines(out, results); err != nil {
 					return err
 				}
-			} else if err := printCaseTable(out, results); err != nil {
+			} else if err := printCaseTable(out, results, explain); err != nil {
 				return err
 			}
 			var failed []string
@@ -206,7 +211,31 @@ file is malformed (the message names the line).`,
 	cmd.Flags().StringVar(&dsn, "db", "", "PostgreSQL server to run on, a fresh schema per case (default: a fresh SQLite file per case)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and case")
 	cmd.Flags().BoolVar(&inProcess, "crash-in-process", false, "play crash steps in this process instead of killing a worker process")
+	cmd.Flags().BoolVar(&explain, "explain", false, "after the table, every case's title, explanation and steps (a case that differs shows them anyway)")
+	cmd.Flags().StringSliceVar(&only, "case", nil, "run only these cases (ids, comma-separated)")
 	return cmd
+}
+
+// onlyCases keeps the cases whose id is in ids (all of them when ids is
+// empty), in the file's order; an id the file lacks is a usage error.
+func onlyCases(cases []lab.Case, ids []string) ([]lab.Case, error) {
+	if len(ids) == 0 {
+		return cases, nil
+	}
+	var kept []lab.Case
+	var known []string
+	for _, c := range cases {
+		known = append(known, c.ID)
+		if slices.Contains(ids, c.ID) {
+			kept = append(kept, c)
+		}
+	}
+	for _, id := range ids {
+		if !slices.Contains(known, id) {
+			return nil, usageError{fmt.Errorf("--case: the file has no case %q (cases: %s)", id, strings.Join(known, ", "))}
+		}
+	}
+	return kept, nil
 }
 
 // newLabWorkerCmd is the hidden worker process of "lab run": one attempt,
@@ -382,8 +411,9 @@ func joinSeeds(seeds []int64) string {
 }
 
 // printCaseTable prints expected/observed per counter, one case a line,
-// and the differences of failed cases below.
-func printCaseTable(w io.Writer, results []lab.CaseResult) error {
+// and below it each case that differs, with its differences and steps,
+// or with explain every case, with its title and explanation too.
+func printCaseTable(w io.Writer, results []lab.CaseResult, explain bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tkind\tattempts\tactions\tverifications\tevents\tdeliveries\tstate\tresult")
 	pair := func(want, got int) string {
@@ -411,10 +441,18 @@ func printCaseTable(w io.Writer, results []lab.CaseResult) error {
 	}
 	fmt.Fprintln(w, "(counters are expected/observed)")
 	for _, r := range results {
-		if r.Pass {
+		if r.Pass && !explain {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s (line %d): %s\n", r.Case.ID, r.Case.Line, strings.Join(r.Differences, "; "))
+		switch {
+		case explain:
+			fmt.Fprintf(w, "\n%s (line %d): %s\n  %s\n", r.Case.ID, r.Case.Line, r.Case.TitleEN, r.Case.ExplanationEN)
+			if !r.Pass {
+				fmt.Fprintf(w, "  DIFFERS: %s\n", strings.Join(r.Differences, "; "))
+			}
+		default:
+			fmt.Fprintf(w, "\n%s (line %d): %s\n", r.Case.ID, r.Case.Line, strings.Join(r.Differences, "; "))
+		}
 		for _, s := range r.Steps {
 			fmt.Fprintf(w, "  %s → %s: %s\n", s.Step, s.State, s.Explanation)
 		}

@@ -38,6 +38,33 @@ func TestLabRun(t *testing.T) {
 	require.Empty(t, errOut, "no progress bar when stderr is not a terminal")
 }
 
+// TestLabRunCaseExplain: --case runs only the cases named, in the file's
+// order; --explain adds each case's title, explanation and steps below
+// the table, and a case that differs says so there; an id the file lacks
+// is a usage error naming the file's cases.
+func TestLabRunCaseExplain(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	lines[1] = strings.Replace(lines[1], "send; retry,2,1,", "send; retry,2,2,", 1) // normal: expect 2 actions
+	path := writeFile(t, lines)
+	out, errOut, code := run(t, "lab", "run", path, "--case", "changed-data,normal", "--explain")
+	require.Equal(t, 1, code, errOut)
+	require.Equal(t, 2, strings.Count(out, "interactive"), "two cases:\n%s", out)
+	require.Less(t, strings.Index(out, "\nnormal "), strings.Index(out, "\nchanged-data "), "in the file's order")
+	require.Contains(t, out, "\nnormal (line 2): Send, then repeat\n  The repeat is answered from the ledger with the saved result; the CRM acts once.\n"+
+		"  DIFFERS: actions: want 2, got 1\n  send → succeeded: ")
+	require.Contains(t, out, "\nchanged-data (line 3): A retry with changed data\n  Same key with 3 units")
+	require.NotContains(t, out, "lost-response")
+
+	out, errOut, code = run(t, "lab", "run", path, "--case", "changed-data")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "A retry with changed data", "without --explain a case that passes shows its line only")
+
+	_, errOut, code = run(t, "lab", "run", path, "--case", "normal,nope")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `--case: the file has no case "nope" (cases: normal, changed-data, `)
+}
+
 // TestLabCrashNothingDueCountsAlike: a crash step whose worker finds
 // nothing due is no attempt, whether it runs in a worker process or in
 // the runner's own (it counted one in a process only, so one case file
