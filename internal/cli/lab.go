@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,13 +34,89 @@ provider with idempotency keys) and the real ledger.
 
   lab scenario NAME  plays one interactive scenario step by step
   lab run FILE       runs every case of a case file and compares the counters
-  lab sim            runs the deterministic simulation for many seeds`,
+  lab sim            runs the deterministic simulation for many seeds
+  lab destinations   serves the simulated destinations over HTTP, for serve`,
 		Example: `  opledger lab scenario lost-response
   opledger lab run lab/cases.csv
   opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test --json
   opledger lab sim --seeds 50`,
 	}
-	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd(), newLabSimCmd(), newLabWorkerCmd())
+	cmd.AddCommand(newLabScenarioCmd(), newLabRunCmd(), newLabSimCmd(), newLabDestinationsCmd(), newLabWorkerCmd())
+	return cmd
+}
+
+func newLabDestinationsCmd() *cobra.Command {
+	var addr, dir string
+	cmd := &cobra.Command{
+		Use:   "destinations --config-dir DIR",
+		Short: "Serve the simulated CRM, e-mail and payment providers over HTTP, with faults on demand, for serve to send to",
+		Long: `destinations serves the lab's three simulated destinations on --addr until
+Ctrl-C: a CRM with an authoritative lookup and a unique reference, an e-mail
+provider with neither, and a payment provider with idempotency keys. It writes
+into --config-dir a destinations.yaml that sends to them, and an opledger.yaml
+naming it, so that 'opledger serve --config DIR/opledger.yaml' runs its executor
+and reconciler against them. POST /NAME/faults with a JSON list of faults makes
+the next calls to that destination misbehave (a lost response, a 429, a 5xx
+after the effect, …); GET /NAME/counters says how many calls it received and
+how many effects it made. Existing files in --config-dir are not overwritten.`,
+		Example: `  opledger lab destinations --config-dir /tmp/lab --addr 127.0.0.1:9100 &
+  opledger serve --config /tmp/lab/opledger.yaml --db sqlite:/tmp/lab/ledger.db
+  curl -X POST http://127.0.0.1:9100/crm/faults -d '["lost_response"]'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return usageError{errors.New("--config-dir is required: where to write destinations.yaml and opledger.yaml for serve")}
+			}
+			ln, err := listenFirst("addr", addr)
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			served := lab.NewServed()
+			base := "http://" + ln.Addr().String()
+			files := map[string]string{
+				"destinations.yaml": served.DestinationsYAML(base),
+				"opledger.yaml":     "# opledger serve --config " + filepath.Join(dir, "opledger.yaml") + "\ndestinations: destinations.yaml\n",
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("--config-dir: %w", err)
+			}
+			for _, name := range []string{"destinations.yaml", "opledger.yaml"} {
+				f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+				if errors.Is(err, os.ErrExist) {
+					return usageError{fmt.Errorf("--config-dir: %s exists already: give an empty directory (nothing is overwritten)", filepath.Join(dir, name))}
+				}
+				if err != nil {
+					return fmt.Errorf("--config-dir: %w", err)
+				}
+				_, err = f.WriteString(files[name])
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return fmt.Errorf("--config-dir: %w", err)
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "serving the crm, email and payment destinations at %s\n"+
+				"wrote %s and %s\nnext: opledger serve --config %s\n"+
+				"faults: curl -X POST %s/crm/faults -d '[\"lost_response\"]'; counters: curl %s/crm/counters\n",
+				base, filepath.Join(dir, "destinations.yaml"), filepath.Join(dir, "opledger.yaml"), filepath.Join(dir, "opledger.yaml"),
+				base, base)
+			srv := &http.Server{Handler: served.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ln) }()
+			select {
+			case err := <-done:
+				return err
+			case <-cmd.Context().Done():
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9100", "where to serve them (HOST:PORT)")
+	cmd.Flags().StringVar(&dir, "config-dir", "", "directory to write destinations.yaml and opledger.yaml into (required)")
 	return cmd
 }
 

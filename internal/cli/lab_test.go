@@ -1,12 +1,17 @@
 package cli_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -311,4 +316,88 @@ func TestLabSim(t *testing.T) {
 		require.Empty(t, out, tc.args)
 		require.True(t, strings.HasPrefix(errOut, "opledger: "+tc.says+"\n"), "%s: %s", tc.args, errOut)
 	}
+}
+
+// TestLabDestinations: lab destinations serves the simulated destinations
+// and writes the files serve needs; a real serve on them sends to them,
+// and faults injected through the control API play out as documented:
+// the CRM's lost response is confirmed by a lookup (one record), the
+// e-mail's is held for its owner, the payment's 5xx after the charge is
+// retried under its key (one charge). Existing files are not overwritten.
+func TestLabDestinations(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lab := exec.Command(binary, "lab", "destinations", "--addr", "127.0.0.1:0", "--config-dir", dir)
+	stdout, err := lab.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, lab.Start())
+	t.Cleanup(func() { _ = lab.Process.Kill(); _ = lab.Wait() })
+	sc := bufio.NewScanner(stdout)
+	require.True(t, sc.Scan(), "lab destinations said nothing")
+	base := regexp.MustCompile(`^serving the crm, email and payment destinations at (http://\S+)$`).FindStringSubmatch(sc.Text())
+	require.Len(t, base, 2, sc.Text())
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	post := func(path, body string) string {
+		t.Helper()
+		resp, err := http.Post(base[1]+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+		return string(b)
+	}
+	require.JSONEq(t, `{"queued":1}`, post("/crm/faults", `["lost_response"]`))
+	post("/email/faults", `["lost_response"]`)
+	post("/payment/faults", `["5xx_after_commit"]`)
+	resp, err := http.Post(base[1]+"/crm/faults", "application/json", strings.NewReader(`["nope"]`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+
+	dsn := "sqlite:" + filepath.Join(dir, "ledger.db")
+	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "default")
+	require.Equal(t, 0, code, errOut)
+	token := strings.TrimSpace(out)
+	url := serveURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--config", filepath.Join(dir, "opledger.yaml")))
+	for key, body := range map[string]string{
+		"ord:1":  `{"action":"crm.create","destination":"crm","payload":{"order":"A-1"}}`,
+		"mail:1": `{"action":"email.send","destination":"email","payload":{"to":"customer"}}`,
+		"pay:1":  `{"action":"payment.charge","destination":"payment","payload":{"amount":5}}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPut, url+"/v1/operations/"+key, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusCreated, resp.StatusCode, key)
+	}
+	for key, want := range map[string]string{"ord:1": "succeeded", "mail:1": "held", "pay:1": "succeeded"} {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			out, errOut, code := run(t, "ops", "show", key, "--server", url, "--token", token, "--json")
+			require.Equal(t, 0, code, errOut)
+			if strings.Contains(out, `"state": "`+want+`"`) {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "%s is not %s:\n%s", key, want, out)
+			time.Sleep(100 * time.Millisecond) // polling a condition, with a deadline
+		}
+	}
+	counters := func(name string) (c struct{ Attempts, Effects, Lookups int }) {
+		t.Helper()
+		resp, err := http.Get(base[1] + "/" + name + "/counters")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&c))
+		return c
+	}
+	require.Equal(t, struct{ Attempts, Effects, Lookups int }{1, 1, 1}, counters("crm"), "sent once, looked up once")
+	require.Equal(t, 1, counters("email").Effects, "held, never sent again")
+	pay := counters("payment")
+	require.Equal(t, 2, pay.Attempts, "retried under its key")
+	require.Equal(t, 1, pay.Effects, "charged once")
+
+	_, errOut, code = run(t, "lab", "destinations", "--addr", "127.0.0.1:0", "--config-dir", dir)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "destinations.yaml exists already")
 }

@@ -1,0 +1,129 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Served is the lab's three simulated destinations served over HTTP at
+// one address, for trying opledger serve (or a program of yours) against
+// destinations that misbehave on demand: the CRM under /crm/, the e-mail
+// provider under /email/ and the payment provider under /payment/, each
+// taking POST /records as documented in docs/lab.md, with a small control
+// API beside it:
+//
+//	POST /{name}/faults   ["lost_response", "429"]   the next calls get these faults, one each
+//	GET  /{name}/counters                            {"attempts": …, "effects": …, "lookups": …}
+//
+// DestinationsYAML writes the destinations file that sends to them.
+type Served struct {
+	CRM     *CRM
+	Email   *Email
+	Payment *Payment
+}
+
+// NewServed returns the three destinations on the real clock. The CRM's
+// new records are visible to lookups at once; the payment provider keeps
+// its idempotency keys 24 hours.
+func NewServed() *Served {
+	return &Served{CRM: NewCRM(CRMOptions{}), Email: NewEmail(EmailOptions{}), Payment: NewPayment(PaymentOptions{})}
+}
+
+// injectable is what the control API needs of a destination.
+type injectable interface {
+	Name() string
+	Handler() http.Handler
+	Inject(faults ...Fault)
+	Counters() Counters
+}
+
+// Handler serves the destinations and their control API.
+func (s *Served) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, d := range []injectable{s.CRM, s.Email, s.Payment} {
+		prefix := "/" + d.Name()
+		mux.Handle(prefix+"/", http.StripPrefix(prefix, d.Handler()))
+		mux.HandleFunc("POST "+prefix+"/faults", func(w http.ResponseWriter, r *http.Request) {
+			var names []string
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&names); err != nil {
+				http.Error(w, `the body is a JSON list of faults, e.g. ["lost_response"]; faults: `+faultNames(), http.StatusBadRequest)
+				return
+			}
+			faults := make([]Fault, 0, len(names))
+			for _, n := range names {
+				f, err := ParseFault(n)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				faults = append(faults, f)
+			}
+			d.Inject(faults...)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]int{"queued": len(faults)})
+		})
+		mux.HandleFunc("GET "+prefix+"/counters", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(d.Counters())
+		})
+	}
+	return mux
+}
+
+// faultNames lists the faults by name.
+func faultNames() string {
+	names := make([]string, len(Faults))
+	for i, f := range Faults {
+		names[i] = string(f)
+	}
+	return strings.Join(names, ", ")
+}
+
+// DestinationsYAML is a destinations file (docs/destinations.md) for the
+// destinations served at baseURL (http://HOST:PORT, no trailing slash),
+// each declaring what it offers: the CRM an authoritative lookup and a
+// unique reference, the payment provider an idempotency key, the e-mail
+// provider nothing.
+func (s *Served) DestinationsYAML(baseURL string) string {
+	const body = `'{"key": {{json .Key}}, "payload": {{json .Payload}}}'`
+	return fmt.Sprintf(`# The lab's simulated destinations, served by "opledger lab destinations"
+# at %[1]s. Make the next call to one misbehave:
+#   curl -X POST %[1]s/crm/faults -d '["lost_response"]'
+# (faults: %[2]s), and read what it did:
+#   curl %[1]s/crm/counters
+destinations:
+  # A CRM: a duplicate create answers 409, and a lookup finds a record by
+  # the operation's key, so an uncertain create is looked up, not guessed.
+  - name: crm
+    url: %[1]s/crm/records
+    body: %[3]s
+    ref: /id
+    unique_reference:
+      conflict_status: 409
+    lookup:
+      url: '%[1]s/crm/records?external_ref={{urlquery .Key}}'
+      results: /items
+      authoritative: true
+      visibility_delay: 1s
+      match:
+        - record: /key
+          value: '{{.Key}}'
+  # An e-mail provider: no lookup, no idempotency key. An uncertain send
+  # is held for its owner: a resend could be a second e-mail.
+  - name: email
+    url: %[1]s/email/records
+    body: %[3]s
+    ref: /id
+  # A payment provider: an Idempotency-Key kept 24 hours, so an uncertain
+  # charge is retried under the same key, and charged once.
+  - name: payment
+    url: %[1]s/payment/records
+    body: %[3]s
+    ref: /id
+    idempotency:
+      header: %[4]s
+      retention: 24h
+`, baseURL, faultNames(), body, IdempotencyHeader)
+}
