@@ -270,7 +270,10 @@ func (e *Executor) Start(ctx context.Context) error {
 		e.wg.Add(1)
 		go e.sweep(stop)
 	}
-	e.log.Info("executor started", "workers", e.cfg.Workers, "destinations", strings.Join(e.names, ","))
+	// The worker names its attempts carry ("executor@host:pid/n"): which
+	// process, on which machine, made an attempt.
+	e.log.Info("executor started", "workers", e.cfg.Workers, "worker", e.cfg.Worker+"/1…"+strconv.Itoa(e.cfg.Workers),
+		"destinations", strings.Join(e.names, ","))
 	return nil
 }
 
