@@ -565,7 +565,12 @@ func advanceWorkflow(ctx context.Context, tl *opledger.Ledger, op *opledger.Oper
 	if op.State != opledger.StateSucceeded {
 		return
 	}
-	if _, err := tl.AdvanceWorkflowOf(ctx, op.Key); err != nil {
+	_, err := tl.AdvanceWorkflowOf(ctx, op.Key)
+	if _, stuck := errors.AsType[*opledger.StepError](err); stuck {
+		// Not a failure: the workflow waits for a person to revise its
+		// next step; its status says so, and the exception queue lists it.
+		log.Info("workflow cannot go on", "error", redact.Keys(op.Key, err))
+	} else if err != nil {
 		log.Error("advance workflow", "error", redact.Keys(op.Key, err))
 	}
 }

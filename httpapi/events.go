@@ -260,6 +260,9 @@ func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+		for _, st := range spec.Steps {
+			s.noteUnserved(r, st.Destination)
+		}
 	}
 	writeJSON(w, status, wf)
 }

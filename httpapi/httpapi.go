@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opledger/opledger"
@@ -55,7 +57,10 @@ type Options struct {
 	// Destinations name the destinations this server's executor and
 	// reconciler know (its destinations.yaml): /metrics has their attempt
 	// series from 0 before their first attempt ends, so that the first
-	// lease expiry of a new destination is an increase too.
+	// lease expiry of a new destination is an increase too; and an
+	// operation recorded through PUT (an operation, or a workflow's steps)
+	// for a destination not among them is logged at warning level, once
+	// per destination name, since nothing here will send it.
 	Destinations []string
 }
 
@@ -68,6 +73,25 @@ type server struct {
 	log     *slog.Logger
 	metrics http.Handler
 	ready   readiness
+	// unserved holds the destination names noteUnserved has warned of.
+	unserved sync.Map
+}
+
+// noteUnserved warns, once per name, of a new operation recorded for a
+// destination that this server's destinations file does not name (when it
+// names some): no executor here sends it, and unless another process or a
+// worker of its own serves that destination, it waits for ever (the
+// exception queue and opledger_oldest_due_seconds show it).
+func (s *server) noteUnserved(r *http.Request, destination string) {
+	if len(s.opts.Destinations) == 0 || slices.Contains(s.opts.Destinations, destination) {
+		return
+	}
+	if _, warned := s.unserved.LoadOrStore(destination, true); warned {
+		return
+	}
+	s.log.WarnContext(r.Context(), "operation recorded for a destination this server does not send to: "+
+		"unless another process or a worker of yours claims it, it waits for ever (a misspelt destination?)",
+		"request_id", requestID(r.Context()), "destination", destination, "destinations", strings.Join(s.opts.Destinations, ","))
 }
 
 // New returns the API handler. Routes outside /v1/ are not served.

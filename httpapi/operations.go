@@ -81,6 +81,7 @@ func (s *server) putOperation(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+		s.noteUnserved(r, op.Destination)
 	}
 	writeJSON(w, status, op)
 }
