@@ -61,6 +61,7 @@ func TestQueueShowsOperationNothingClaims(t *testing.T) {
 	require.Contains(t, page, "Waiting for a worker")
 	require.Contains(t, page, `<a href="/operations/typo:1">typo:1</a>, for destination <bdi>crmm</bdi>, has been due for 6 min and nothing has claimed it`)
 	require.NotContains(t, page, "Nothing needs attention")
+	require.Contains(t, page, `<a href="/operations?state=pending&amp;destination=crmm">Pending operations of <bdi>crmm</bdi></a>`)
 
 	_, err = l.Claim(ctx, "typo:1", opledger.ClaimOptions{})
 	require.NoError(t, err)

@@ -58,7 +58,9 @@ naming it, so that 'opledger serve --config DIR/opledger.yaml' runs its executor
 and reconciler against them. POST /NAME/faults with a JSON list of faults makes
 the next calls to that destination misbehave (a lost response, a 429, a 5xx
 after the effect, …); GET /NAME/counters says how many calls it received and
-how many effects it made. Existing files in --config-dir are not overwritten.`,
+how many effects it made. Files in --config-dir are never overwritten: a run on
+the same --addr keeps those an earlier one wrote, another address needs another
+directory.`,
 		Example: `  opledger lab destinations --config-dir /tmp/lab --addr 127.0.0.1:9100 &
   opledger serve --config /tmp/lab/opledger.yaml --db sqlite:/tmp/lab/ledger.db
   curl -X POST http://127.0.0.1:9100/crm/faults -d '["lost_response"]'`,
@@ -82,9 +84,14 @@ how many effects it made. Existing files in --config-dir are not overwritten.`,
 				return fmt.Errorf("--config-dir: %w", err)
 			}
 			for _, name := range []string{"destinations.yaml", "opledger.yaml"} {
-				f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+				path := filepath.Join(dir, name)
+				f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 				if errors.Is(err, os.ErrExist) {
-					return usageError{fmt.Errorf("--config-dir: %s exists already: give an empty directory (nothing is overwritten)", filepath.Join(dir, name))}
+					// Written by an earlier run on the same address: kept.
+					if old, rerr := os.ReadFile(path); rerr == nil && string(old) == files[name] {
+						continue
+					}
+					return usageError{fmt.Errorf("--config-dir: %s exists already, with other content (another --addr?): give another directory (nothing is overwritten)", path)}
 				}
 				if err != nil {
 					return fmt.Errorf("--config-dir: %w", err)
@@ -98,10 +105,10 @@ how many effects it made. Existing files in --config-dir are not overwritten.`,
 				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "serving the crm, email and payment destinations at %s\n"+
-				"wrote %s and %s\nnext: opledger serve --config %s\n"+
+				"files for serve: %s and %s\nnext: opledger serve --config %s --db sqlite:%s\n"+
 				"faults: curl -X POST %s/crm/faults -d '[\"lost_response\"]'; counters: curl %s/crm/counters\n",
 				base, filepath.Join(dir, "destinations.yaml"), filepath.Join(dir, "opledger.yaml"), filepath.Join(dir, "opledger.yaml"),
-				base, base)
+				filepath.Join(dir, "ledger.db"), base, base)
 			srv := &http.Server{Handler: served.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
@@ -225,7 +232,7 @@ at the crash point and is abandoned).
 Exit status: 0 when every case is as expected, 1 when any differs, 2 when the
 file is malformed (the message names the line).`,
 		Example: `  opledger lab run lab/cases.csv
-  opledger lab run lab/cases.csv --case lost-response,reconcile-found --explain
+  opledger lab run lab/cases.csv --case lost-response,crash-after-dispatch --explain
   opledger lab run lab/cases.csv --db postgres://postgres@127.0.0.1:5432/test
   opledger lab run lab/cases.csv --json | jq 'select(.pass | not)'`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -246,6 +253,9 @@ file is malformed (the message names the line).`,
 			f.Close()
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", args[0], err)}
+			}
+			if cmd.Flags().Changed("case") && len(only) == 0 {
+				return usageError{errors.New("--case is empty: give case ids, or leave the flag out to run every case")}
 			}
 			if cases, err = onlyCases(cases, only); err != nil {
 				return err

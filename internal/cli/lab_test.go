@@ -65,6 +65,10 @@ func TestLabRunCaseExplain(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.NotContains(t, out, "A retry with changed data", "without --explain a case that passes shows its line only")
 
+	_, errOut, code = run(t, "lab", "run", path, "--case", "")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--case is empty")
+
 	_, errOut, code = run(t, "lab", "run", path, "--case", "normal,nope")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `--case: the file has no case "nope" (cases: normal, changed-data, `)
@@ -399,5 +403,5 @@ func TestLabDestinations(t *testing.T) {
 
 	_, errOut, code = run(t, "lab", "destinations", "--addr", "127.0.0.1:0", "--config-dir", dir)
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "destinations.yaml exists already")
+	require.Contains(t, errOut, "destinations.yaml exists already, with other content (another --addr?)")
 }

@@ -104,6 +104,9 @@ func newWorkflowsListCmd() *cobra.Command {
 			if limit < 1 || limit > opledger.MaxWorkflowListLimit {
 				return usageError{fmt.Errorf("--limit takes a whole number from 1 to %d (got %d)", opledger.MaxWorkflowListLimit, limit)}
 			}
+			if err := nonEmptyFlags(cmd, "prefix", "cursor"); err != nil {
+				return err
+			}
 			if prefix != "" {
 				if err := opledger.ValidateKey(prefix); err != nil {
 					return usageError{fmt.Errorf("--prefix: %w", err)}
@@ -317,6 +320,10 @@ func nextWorkflowCommand(wf *opledger.Workflow) string {
 			return fmt.Sprintf("opledger workflows revise %s %s --version %d --payload JSON, with content that can be filled",
 				wf.Key, cur.Name, cur.Version+1)
 		}
+		if wf.Status == opledger.WorkflowFailed {
+			// A failed operation can be retried or resolved, not cancelled.
+			return fmt.Sprintf("opledger ops show %s (then ops retry or ops resolve it)", cur.Key)
+		}
 		return fmt.Sprintf("opledger ops show %s (then ops retry, resolve or cancel it)", cur.Key)
 	case opledger.WorkflowRunning:
 		if cur.Operation == nil {
@@ -423,8 +430,11 @@ content is fixed: a correction is a new operation.`,
 		Example: `  opledger workflows revise onboarding:C-17 welcome_mail --version 2 --payload '{"task":"{steps.create_task.ref}"}'`,
 		Args:    workflowArgs(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if rev.Version < 2 {
+			switch {
+			case !cmd.Flags().Changed("version"):
 				return usageError{errors.New("--version is required: a version above the step's current one ('workflows show' gives it)")}
+			case rev.Version < 2:
+				return usageError{fmt.Errorf("--version %d is not above the step's current version: a revision is version 2 or more", rev.Version)}
 			}
 			if !cmd.Flags().Changed("payload") {
 				return usageError{errors.New("--payload is required: the new content, JSON (null for none)")}

@@ -71,6 +71,15 @@ func TestWorkflowsCommands(t *testing.T) {
 	require.NotContains(t, out, "onb:C-1")
 	require.Empty(t, errOut, "the last page")
 
+	// A failed step: show says to retry or resolve it, not to cancel it
+	// (a failed operation cannot be cancelled).
+	_, errOut, code = run(t, "ops", "cancel", "pay:1/create_task", "--reason", "customer withdrew", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code = run(t, "workflows", "show", "pay:1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "pay:1  failed\n")
+	require.Contains(t, out, "Next: opledger ops show pay:1/create_task (then ops retry or ops resolve it)\n")
+
 	// show, then resume as it says.
 	out, errOut, code = run(t, "workflows", "show", "onb:C-1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
@@ -113,13 +122,18 @@ func TestWorkflowsCommands(t *testing.T) {
 	out, errOut, code = run(t, append(strings.Fields(approve[1])[1:], "--db", dsn)...)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "stuck:1 step b: version 2 approved; the workflow is running: step b is pending")
-	for _, bad := range [][]string{
-		{"--version", "3"},
-		{"--version", "3", "--payload", "{"},
-		{"--payload", "{}"},
+	for _, bad := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--version", "3"}, "--payload is required"},
+		{[]string{"--version", "3", "--payload", "{"}, "--payload is not JSON"},
+		{[]string{"--payload", "{}"}, "--version is required"},
+		{[]string{"--version", "1", "--payload", "{}"}, "--version 1 is not above the step's current version"},
 	} {
-		_, errOut, code = run(t, append([]string{"workflows", "revise", "stuck:1", "b", "--db", dsn}, bad...)...)
-		require.Equal(t, 2, code, "%v: %s", bad, errOut)
+		_, errOut, code = run(t, append([]string{"workflows", "revise", "stuck:1", "b", "--db", dsn}, bad.args...)...)
+		require.Equal(t, 2, code, "%v: %s", bad.args, errOut)
+		require.Contains(t, errOut, bad.msg, bad.args)
 	}
 
 	// approve ahead, as show printed it; again (a replay); refusals.
@@ -143,6 +157,7 @@ func TestWorkflowsCommands(t *testing.T) {
 		{[]string{"workflows", "resume", "a@b", "--db", dsn}, 2, "invalid key"},
 		{[]string{"workflows", "list", "--db", dsn, "--limit", "201"}, 2, "--limit takes a whole number from 1 to 200"},
 		{[]string{"workflows", "list", "--db", dsn, "--prefix", "x@y"}, 2, "--prefix: invalid key"},
+		{[]string{"workflows", "list", "--db", dsn, "--prefix", ""}, 2, "--prefix is empty"},
 		{[]string{"workflows", "list", "--db", dsn, "--cursor", cursor}, 2, "cursor does not continue this list"},
 	} {
 		_, errOut, code := run(t, tc.args...)
