@@ -24,7 +24,9 @@ type workflowRow struct {
 	Key                 string
 	Status              opledger.WorkflowStatus
 	CurrentStep, Reason string
-	Owner, Updated      string
+	// Done counts the steps that succeeded, of Steps.
+	Done, Steps    int
+	Owner, Updated string
 }
 
 // workflows lists the tenant's workflows by key, the open ones unless
@@ -102,7 +104,12 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request, s *session) 
 	rows := make([]workflowRow, len(page.Items))
 	for i, wf := range page.Items {
 		rows[i] = workflowRow{Key: wf.Key, Status: wf.Status, CurrentStep: wf.CurrentStep, Reason: clip(wf.Reason, reasonRunes),
-			Owner: wf.Owner, Updated: ago(now, wf.UpdatedAt)}
+			Steps: len(wf.Steps), Owner: wf.Owner, Updated: ago(now, wf.UpdatedAt)}
+		for _, st := range wf.Steps {
+			if st.State == opledger.StepState(opledger.StateSucceeded) {
+				rows[i].Done++
+			}
+		}
 	}
 	data["Items"] = rows
 	if page.NextCursor != "" {

@@ -69,7 +69,8 @@ func nextPage(page string) string {
 
 // The workflows list shows the open workflows by default, every one with
 // open=false, those of a key prefix with prefix=, each row with its
-// status, current step, reason (shortened), owner and last change, its
+// status, current step, steps done, reason (shortened), owner and last
+// change, its
 // cells labelled for a phone, and never a step's payload.
 func TestWorkflowsList(t *testing.T) {
 	t.Parallel()
@@ -107,6 +108,8 @@ func TestWorkflowsList(t *testing.T) {
 	require.Equal(t, []string{"onb:1", "onb:2", "onb:3", "pay:1"}, listedWorkflows(all), "finished ones too")
 	require.Contains(t, all, `<td data-label="Status"><span class="badge">succeeded</span></td>`)
 	require.Contains(t, all, `<td data-label="Current step"><bdi>-</bdi></td>`, "a finished workflow has no current step")
+	require.Contains(t, all, `<td data-label="Steps done">1/1</td>`, "onb:3's one step succeeded")
+	require.Contains(t, page, `<td data-label="Steps done">0/1</td>`)
 	require.Contains(t, all, `<a href="/workflows?open=false" aria-current="page" id="show-all">`)
 	require.Contains(t, all, `<input type="hidden" name="open" value="false">`, "the prefix filter keeps showing all")
 	require.Equal(t, listedWorkflows(page), listedWorkflows(s.get("/workflows?open=true")), "open=true is the default")
