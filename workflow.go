@@ -106,7 +106,12 @@ type Workflow struct {
 	SourceEvent string                `json:"source_event,omitempty"`
 	Steps       []*WorkflowStepStatus `json:"steps"`
 	CreatedAt   time.Time             `json:"created_at"`
-	UpdatedAt   time.Time             `json:"updated_at"`
+	// UpdatedAt is when the workflow last changed: the latest of its own
+	// changes (a step recorded, a waiting step revised or approved ahead
+	// of its turn, sensitive fields added) and of the UpdatedAt of its
+	// recorded steps' operations (a claim, a lease extended, an outcome,
+	// a decision, an approval, a revision).
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // WorkflowStepStatus is one step of a workflow as it is now.
@@ -850,6 +855,9 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 				st.WaitingFor = def.Steps[i-1].Name
 			}
 		}
+		if op != nil && op.UpdatedAt.After(w.UpdatedAt) {
+			w.UpdatedAt = op.UpdatedAt
+		}
 		if decided {
 			continue
 		}
@@ -884,7 +892,15 @@ func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op
 	case StatePending:
 		msg := fmt.Sprintf("step %s is pending", name)
 		if op.NotBefore != nil {
-			msg += " (not before " + op.NotBefore.Format(time.RFC3339) + ")"
+			// An approval sets it to the time of the approval: only a
+			// time still to come says why nothing claims it yet.
+			now, err := l.now(ctx, r)
+			if err != nil {
+				return "", "", err
+			}
+			if op.NotBefore.After(now) {
+				msg += " (not before " + op.NotBefore.Format(time.RFC3339) + ")"
+			}
 		}
 		return WorkflowRunning, msg, nil
 	case StateInProgress:
@@ -1102,8 +1118,7 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 				return err
 			}
 			if len(vt.placeholders()) > 0 {
-				return fmt.Errorf("%w: workflow %s step %s: its content depends on earlier steps; approve it once it is recorded",
-					ErrInvalidState, key, step)
+				return &earlyApprovalError{workflow: key, step: step}
 			}
 			fp, err := Fingerprint(s.Action, s.Destination, s.Payload, s.Version)
 			if err != nil {
@@ -1130,6 +1145,19 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 	}
 	return w, replayed, nil
 }
+
+// earlyApprovalError refuses an approval, ahead of its turn, of a
+// waiting step whose content depends on earlier steps: that content is
+// only known once the step is recorded. It matches ErrInvalidState.
+type earlyApprovalError struct{ workflow, step string }
+
+func (e *earlyApprovalError) Error() string {
+	return fmt.Sprintf("step %s of workflow %s cannot be approved before it is recorded: its content depends on earlier steps' results, "+
+		"filled in when its turn comes; approve it once it is recorded", e.step, e.workflow)
+}
+
+// Is matches ErrInvalidState.
+func (e *earlyApprovalError) Is(target error) bool { return target == ErrInvalidState }
 
 // writeDef stores a changed definition.
 func (l *Ledger) writeDef(ctx context.Context, tx store.Tx, row *store.Workflow, def *workflowDef) error {

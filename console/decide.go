@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -152,6 +153,9 @@ func (c *Console) makeNoticeCookie(r *http.Request, value string, maxAge int) *h
 func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *session, f *decisionFailure, notice string) {
 	key := r.PathValue("key")
 	op, err := s.ledger.Get(r.Context(), key)
+	if errors.Is(err, opledger.ErrNotFound) && c.stepNotRecorded(w, r, s, key) {
+		return
+	}
 	if c.missing(w, r, s, key, err) {
 		return
 	}
@@ -241,6 +245,40 @@ func why(op *opledger.Operation, timeline []*opledger.TimelineEntry) *opledger.T
 		}
 	}
 	return nil
+}
+
+// stepNotRecorded answers 404 with a page that says key is a step of a
+// workflow, not recorded yet (or succeeded, and its record removed by
+// retention since), with a link to the workflow, when it is one, and
+// reports whether it did: "No operation of tenant …" would send the
+// operator looking for another tenant.
+func (c *Console) stepNotRecorded(w http.ResponseWriter, r *http.Request, s *session, key string) bool {
+	wkey, name, ok := opledger.SplitWorkflowStepKey(key)
+	if !ok || opledger.ValidateKey(wkey) != nil {
+		return false
+	}
+	wf, err := s.ledger.GetWorkflow(r.Context(), wkey)
+	if err != nil {
+		return false
+	}
+	i := slices.IndexFunc(wf.Steps, func(st *opledger.WorkflowStepStatus) bool { return st.Name == name })
+	if i < 0 || wf.Steps[i].Operation != nil {
+		return false
+	}
+	st := wf.Steps[i]
+	step := map[string]any{"Key": key, "Name": name, "Workflow": wkey, "State": st.State}
+	switch {
+	case st.State == opledger.StepWaiting && st.WaitingFor != "":
+		step["WaitingFor"] = st.WaitingFor
+	case st.State == opledger.StepWaiting:
+		step["Why"] = wf.Reason // due to be recorded, or its content cannot be filled
+	case st.State == opledger.StepState(opledger.StateSucceeded):
+		step["Done"], step["Why"] = true, "It succeeded; retention has removed its record since."
+	default:
+		return false
+	}
+	c.render(w, http.StatusNotFound, "operation", map[string]any{"Title": key, "Tenant": s.tenant, "CSRF": s.csrf, "Step": step})
+	return true
 }
 
 // missing answers 404 when err says the operation of key is not there,

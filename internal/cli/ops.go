@@ -52,6 +52,11 @@ func (b ledgerBackend) List(ctx context.Context, o opledger.ListOptions) (*opled
 func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error) {
 	op, err := b.l.Get(ctx, key)
 	if err != nil {
+		if errors.Is(err, opledger.ErrNotFound) {
+			if msg, ok := stepNotRecorded(ctx, b.l.GetWorkflow, key); ok {
+				return nil, keyNotFound(msg)
+			}
+		}
 		return nil, b.where(err)
 	}
 	a, err := b.l.Attempts(ctx, key)
@@ -87,6 +92,80 @@ func (b ledgerBackend) where(err error) error {
 
 func (b ledgerBackend) Close() error { return b.l.Close() }
 
+// getWorkflowFunc reads a workflow: opledger.Ledger's or client.Client's
+// GetWorkflow.
+type getWorkflowFunc func(ctx context.Context, key string) (*opledger.Workflow, error)
+
+// stepOf finds the workflow step key names: the part of key before its
+// last '/' is a workflow (read with getWorkflow) with a step named as the
+// part after it. ok is false when it is not, or cannot be read.
+func stepOf(ctx context.Context, getWorkflow getWorkflowFunc, key string) (*opledger.Workflow, *opledger.WorkflowStepStatus, bool) {
+	wkey, step, ok := opledger.SplitWorkflowStepKey(key)
+	if !ok || opledger.ValidateKey(wkey) != nil {
+		return nil, nil, false
+	}
+	wf, err := getWorkflow(ctx, wkey)
+	if err != nil {
+		return nil, nil, false
+	}
+	for _, st := range wf.Steps {
+		if st.Name == step {
+			return wf, st, true
+		}
+	}
+	return nil, nil, false
+}
+
+// stepNotRecorded says, for an operation key that was not found, what it
+// is instead: a step of a workflow not recorded yet (or one that succeeded
+// and whose record retention has removed since), with the command that
+// shows the workflow. ok is false when key names no step of a workflow
+// (nor one whose operation is recorded after all): then the tenant is the
+// likelier mistake.
+func stepNotRecorded(ctx context.Context, getWorkflow getWorkflowFunc, key string) (msg string, ok bool) {
+	wf, st, ok := stepOf(ctx, getWorkflow, key)
+	if !ok || st.Operation != nil {
+		return "", false
+	}
+	show := "opledger workflows show " + wf.Key
+	switch {
+	case st.State == opledger.StepWaiting && st.WaitingFor != "":
+		return fmt.Sprintf("%s is step %s of workflow %s, not recorded yet (it waits for step %s): %s", key, st.Name, wf.Key, st.WaitingFor, show), true
+	case st.State == opledger.StepWaiting:
+		// The current step: the workflow's reason says why it is not
+		// recorded (due to be, or its content cannot be filled).
+		return fmt.Sprintf("%s is step %s of workflow %s, not recorded yet (%s): %s", key, st.Name, wf.Key, wf.Reason, show), true
+	case st.State == opledger.StepState(opledger.StateSucceeded):
+		return fmt.Sprintf("%s is step %s of workflow %s, which succeeded; retention has removed its record since: %s", key, st.Name, wf.Key, show), true
+	}
+	return "", false
+}
+
+// stepNotWorkflow says, for a workflow key that was not found, that it
+// names a step of a workflow, when it does, with the commands that show
+// the workflow and the step's operation (once recorded). ok is false when
+// key names no step of a workflow.
+func stepNotWorkflow(ctx context.Context, getWorkflow getWorkflowFunc, key string) (msg string, ok bool) {
+	wf, st, ok := stepOf(ctx, getWorkflow, key)
+	if !ok {
+		return "", false
+	}
+	msg = fmt.Sprintf("%s is not a workflow: it names step %s of workflow %s: opledger workflows show %s", key, st.Name, wf.Key, wf.Key)
+	if st.Operation != nil {
+		msg += "; the step's operation: opledger ops show " + key
+	}
+	return msg, true
+}
+
+// keyNotFound is a key that was not found, with msg saying what it names
+// instead. It matches opledger.ErrNotFound.
+func keyNotFound(msg string) error { return notFoundError{msg} }
+
+type notFoundError struct{ msg string }
+
+func (e notFoundError) Error() string        { return e.msg }
+func (e notFoundError) Is(target error) bool { return target == opledger.ErrNotFound }
+
 type serverBackend struct{ c *client.Client }
 
 func (b serverBackend) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
@@ -96,6 +175,11 @@ func (b serverBackend) List(ctx context.Context, o opledger.ListOptions) (*opled
 func (b serverBackend) Show(ctx context.Context, key string) (*opsDetail, error) {
 	d, err := b.c.Get(ctx, key)
 	if err != nil {
+		if errors.Is(err, opledger.ErrNotFound) {
+			if msg, ok := stepNotRecorded(ctx, b.c.GetWorkflow, key); ok {
+				return nil, keyNotFound(msg)
+			}
+		}
 		return nil, err
 	}
 	out := &opsDetail{Operation: &d.Operation}

@@ -210,6 +210,13 @@ func newWorkflowsShowCmd() *cobra.Command {
 			}
 			defer b.Close()
 			wf, err := b.GetWorkflow(cmd.Context(), args[0])
+			if errors.Is(err, opledger.ErrNotFound) {
+				// A step's key given for its workflow's: said so, rather
+				// than sending the operator to look in another tenant.
+				if msg, ok := stepNotWorkflow(cmd.Context(), b.GetWorkflow, args[0]); ok {
+					return keyNotFound(msg)
+				}
+			}
 			if err != nil {
 				return refusedInput(b.where(err))
 			}

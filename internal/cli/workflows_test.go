@@ -154,6 +154,8 @@ func TestWorkflowsCommands(t *testing.T) {
 		{[]string{"workflows", "approve", "onb:C-1", "note", "--db", dsn, "--version", "2", "--fingerprint", "sha256:00"}, 1, "the approval names version 2"},
 		{[]string{"workflows", "approve", "onb:C-1", "nope", "--db", dsn, "--version", "1", "--fingerprint", "sha256:00"}, 1, "not found"},
 		{[]string{"workflows", "show", "onb:C-9", "--db", dsn}, 1, `not found in tenant "default" (--tenant names another)`},
+		{[]string{"workflows", "show", "onb:C-1/note", "--db", dsn}, 1,
+			"onb:C-1/note is not a workflow: it names step note of workflow onb:C-1: opledger workflows show onb:C-1"},
 		{[]string{"workflows", "resume", "a@b", "--db", dsn}, 2, "invalid key"},
 		{[]string{"workflows", "list", "--db", dsn, "--limit", "201"}, 2, "--limit takes a whole number from 1 to 200"},
 		{[]string{"workflows", "list", "--db", dsn, "--prefix", "x@y"}, 2, "--prefix: invalid key"},

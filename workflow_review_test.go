@@ -1,0 +1,153 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// TestWorkflowUpdatedAt: a workflow's UpdatedAt moves when one of its
+// steps' operations changes (claimed, retried, approved, succeeded,
+// cancelled), not only when the workflow row is written; revising a
+// waiting step moves it too.
+func TestWorkflowUpdatedAt(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := newManualClock()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			yes := true
+			_, _, err = l.PutWorkflow(ctx, "wf:U-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+				{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"task":"{steps.a.ref}"}`), RequiresApproval: &yes},
+				{Name: "c", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(`{"t":1}`)},
+			}})
+			require.NoError(t, err)
+			start, err := l.Now(ctx)
+			require.NoError(t, err)
+			updated := func(want time.Time, what string) {
+				t.Helper()
+				w, err := l.GetWorkflow(ctx, "wf:U-1")
+				require.NoError(t, err)
+				require.True(t, want.Equal(w.UpdatedAt), "%s: updated_at %s, want %s", what, w.UpdatedAt, want)
+				page, err := l.ListWorkflows(ctx, opledger.WorkflowListOptions{Prefix: "wf:U-1"})
+				require.NoError(t, err)
+				require.Len(t, page.Items, 1)
+				require.True(t, want.Equal(page.Items[0].UpdatedAt), "%s: the list says %s", what, page.Items[0].UpdatedAt)
+			}
+			updated(start, "put")
+
+			clock.Advance(time.Minute)
+			c, err := l.Claim(ctx, "wf:U-1/a", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			updated(start.Add(time.Minute), "step a claimed")
+
+			clock.Advance(time.Minute)
+			_, err = l.Report(ctx, "wf:U-1/a", c.AttemptID, c.FencingToken,
+				opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503", RetryAfter: time.Hour})
+			require.NoError(t, err)
+			updated(start.Add(2*time.Minute), "step a retryable")
+
+			clock.Advance(time.Minute)
+			_, _, err = l.ReviseWorkflowStep(ctx, "wf:U-1", "c", opledger.Revision{Version: 2, Payload: json.RawMessage(`{"t":2}`), Actor: "ana"})
+			require.NoError(t, err)
+			updated(start.Add(3*time.Minute), "waiting step c revised")
+
+			clock.Advance(2 * time.Hour)
+			c, err = l.Claim(ctx, "wf:U-1/a", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:U-1/a", c.AttemptID, c.FencingToken,
+				opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1"})
+			require.NoError(t, err)
+			w, err := l.ResumeWorkflow(ctx, "wf:U-1")
+			require.NoError(t, err)
+			require.Equal(t, opledger.WorkflowAwaitingApproval, w.Status)
+			recorded := start.Add(3*time.Minute + 2*time.Hour)
+			updated(recorded, "step b recorded")
+
+			clock.Advance(time.Minute)
+			_, _, err = l.Resolve(ctx, "wf:U-1/b", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted", Operator: "ana"})
+			require.NoError(t, err)
+			updated(recorded.Add(time.Minute), "step b cancelled")
+		})
+	}
+}
+
+// TestWorkflowPendingReason: a pending step's reason names its not_before
+// only while that time is still to come: an approval sets it to the
+// approval's time, which says nothing.
+func TestWorkflowPendingReason(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := newManualClock()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			yes := true
+			w, _, err := l.PutWorkflow(ctx, "wf:P-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "charge", Action: "pay.charge", Destination: "pay", Payload: json.RawMessage(`{"cents":100}`), RequiresApproval: &yes},
+			}})
+			require.NoError(t, err)
+			st := w.Steps[0]
+			clock.Advance(time.Minute)
+			w, _, err = l.ApproveWorkflowStep(ctx, "wf:P-1", "charge", opledger.Approval{Version: st.Version, Fingerprint: st.Fingerprint, Approver: "ana"})
+			require.NoError(t, err)
+			require.Equal(t, "step charge is pending", w.Reason, "the approval's own time is no reason to wait")
+			w, err = l.GetWorkflow(ctx, "wf:P-1")
+			require.NoError(t, err)
+			require.Equal(t, "step charge is pending", w.Reason)
+
+			c, err := l.Claim(ctx, "wf:P-1/charge", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:P-1/charge", c.AttemptID, c.FencingToken,
+				opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "429", RetryAfter: time.Hour})
+			require.NoError(t, err)
+			op, err := l.Get(ctx, "wf:P-1/charge")
+			require.NoError(t, err)
+			require.NotNil(t, op.NotBefore)
+			w, err = l.GetWorkflow(ctx, "wf:P-1")
+			require.NoError(t, err)
+			require.Equal(t, "step charge is pending (not before "+op.NotBefore.Format(time.RFC3339)+")", w.Reason, "a retry still to come")
+			clock.Advance(2 * time.Hour)
+			w, err = l.GetWorkflow(ctx, "wf:P-1")
+			require.NoError(t, err)
+			require.Equal(t, "step charge is pending", w.Reason, "a retry time passed")
+		})
+	}
+}
+
+// TestApproveWaitingStepTooEarly: approving ahead of its turn a waiting
+// step whose content depends on earlier steps is refused with a sentence
+// that names the workflow and the step and says when it can be approved;
+// it still matches ErrInvalidState.
+func TestApproveWaitingStepTooEarly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	_, _, err = l.PutWorkflow(ctx, "wf:E-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "mail", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"task":"{steps.create.ref}"}`)},
+	}})
+	require.NoError(t, err)
+	_, _, err = l.ApproveWorkflowStep(ctx, "wf:E-1", "mail", opledger.Approval{Version: 1, Fingerprint: "sha256:00", Approver: "ana"})
+	require.ErrorIs(t, err, opledger.ErrInvalidState)
+	require.Equal(t, "step mail of workflow wf:E-1 cannot be approved before it is recorded: its content depends on earlier steps' results, "+
+		"filled in when its turn comes; approve it once it is recorded", err.Error())
+	require.False(t, strings.HasPrefix(err.Error(), opledger.ErrInvalidState.Error()))
+}
