@@ -92,3 +92,37 @@ func ExampleLedger_PutWorkflow() {
 	// true running pending waiting
 	// running succeeded pending {"task":"T-9","template":"follow-up"}
 }
+
+// The open workflows of one kind, a page at a time, each with its status
+// and the reason an operator can act on.
+func ExampleLedger_ListWorkflows() {
+	ctx := context.Background()
+	ledger, done := openExample()
+	defer done()
+
+	for _, key := range []string{"onboarding:C-2", "onboarding:C-1", "billing:B-1"} {
+		spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "welcome", Action: "email.send", Destination: "email", Payload: json.RawMessage(`{"template":"welcome"}`)},
+		}}
+		if _, _, err := ledger.PutWorkflow(ctx, key, spec); err != nil {
+			log.Fatal(err)
+		}
+	}
+	o := opledger.WorkflowListOptions{Prefix: "onboarding:", Open: true, Limit: 1}
+	for {
+		page, err := ledger.ListWorkflows(ctx, o)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, w := range page.Items {
+			fmt.Println(w.Key, w.Status+":", w.Reason)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		o.Cursor = page.NextCursor
+	}
+	// Output:
+	// onboarding:C-1 running: step welcome is pending
+	// onboarding:C-2 running: step welcome is pending
+}
