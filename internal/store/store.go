@@ -332,6 +332,56 @@ type Reader interface {
 	OldestDue(ctx context.Context, tenant string, now time.Time) (OperationID, time.Time, error)
 }
 
+// OldestDueScan finds, among pending operations read oldest first (by
+// created_at), the one due the longest, for the stores' OldestDue. An
+// operation became due at its not_before or its last change, whichever is
+// later, and never before it was created: once the operations read are
+// no older than the best found, none after them can beat it, and the
+// scan has its answer (Concluded). That takes two rows in a backlog of
+// due operations; it would read every pending operation when the oldest
+// all wait for a retry time still to come, so the scan gives up after
+// OldestDueScanRows, and the store then takes the minimum over the due
+// operations by its index of them by not_before instead.
+type OldestDueScan struct {
+	ID    OperationID
+	Since time.Time
+	read  int
+	done  bool
+}
+
+// OldestDueScanRows is how many operations an OldestDueScan reads at most:
+// a store asks for one more, to see whether there were more.
+const OldestDueScanRows = 1000
+
+// Next takes the next pending operation, oldest first, and reports
+// whether the scan should go on.
+func (s *OldestDueScan) Next(now time.Time, id OperationID, created, notBefore, updated time.Time) bool {
+	if !s.Since.IsZero() && !created.Before(s.Since) {
+		s.done = true // became due no earlier than it was created
+		return false
+	}
+	if s.read++; s.read > OldestDueScanRows {
+		return false // not concluded: too many waiting for their retry
+	}
+	if notBefore.After(now) {
+		return true // not due yet
+	}
+	since := created
+	for _, t := range []time.Time{notBefore, updated} {
+		if t.After(since) {
+			since = t
+		}
+	}
+	if s.Since.IsZero() || since.Before(s.Since) {
+		s.ID, s.Since = id, since
+	}
+	return true
+}
+
+// Concluded reports whether the scan has its answer: it stopped early, or
+// read every pending operation (the rows ended before its limit).
+func (s *OldestDueScan) Concluded() bool { return s.done || s.read <= OldestDueScanRows }
+
 // Tx is a read-write transaction.
 type Tx interface {
 	Reader

@@ -13,3 +13,10 @@ func TestExists(t *testing.T) {
 	s, _ := openStore(t)
 	storecheck.Exists(t, s)
 }
+
+// TestOldestDue: both paths of OldestDue (storecheck).
+func TestOldestDue(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	storecheck.OldestDue(t, s)
+}

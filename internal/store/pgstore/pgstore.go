@@ -745,17 +745,45 @@ func (r *reader) CountOverdueReviews(ctx context.Context, tenant string, now tim
 }
 
 // OldestDue returns the due pending operation that has waited longest,
-// and since when, from the index of pending operations by not_before.
+// and since when: the tenant's pending operations oldest first, from
+// operations_not_succeeded, until no older one can have waited longer
+// (store.OldestDueScan); if too many of them wait for their retry, the
+// minimum over the due ones, from operations_due.
 func (r *reader) OldestDue(ctx context.Context, tenant string, now time.Time) (store.OperationID, time.Time, error) {
-	q := `SELECT tenant, key, GREATEST(not_before, updated_at) AS since FROM operations
-		WHERE state = 'pending' AND COALESCE(not_before, '-infinity'::timestamptz) <= $1`
-	args := []any{ts(now)}
+	where, args := ``, []any{store.OldestDueScanRows + 1}
 	if tenant != "" {
-		q, args = q+` AND tenant = $2`, append(args, tenant)
+		where, args = ` AND tenant = $2`, append(args, tenant)
 	}
+	rows, err := r.q.Query(ctx, `SELECT tenant, key, created_at, not_before, updated_at FROM operations
+		WHERE state = 'pending'`+where+` ORDER BY created_at, key LIMIT $1`, args...)
+	if err != nil {
+		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var scan store.OldestDueScan
+	for rows.Next() {
+		var id store.OperationID
+		var created, notBefore, updated pgtype.Timestamptz
+		if err := rows.Scan(&id.Tenant, &id.Key, &created, &notBefore, &updated); err != nil {
+			return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", err)
+		}
+		if !scan.Next(now, id, fromTS(created), fromTS(notBefore), fromTS(updated)) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", mapErr(err))
+	}
+	rows.Close()
+	if scan.Concluded() {
+		return scan.ID, scan.Since, nil
+	}
+	args[0] = ts(now)
 	var id store.OperationID
 	var since pgtype.Timestamptz
-	err := r.q.QueryRow(ctx, q+` ORDER BY since LIMIT 1`, args...).Scan(&id.Tenant, &id.Key, &since)
+	err = r.q.QueryRow(ctx, `SELECT tenant, key, GREATEST(not_before, updated_at) AS since FROM operations
+		WHERE state = 'pending' AND COALESCE(not_before, '-infinity'::timestamptz) <= $1`+where+` ORDER BY since LIMIT 1`,
+		args...).Scan(&id.Tenant, &id.Key, &since)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.OperationID{}, time.Time{}, nil
 	}

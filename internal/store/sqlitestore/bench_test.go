@@ -325,3 +325,50 @@ func BenchmarkCompactEvents(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOldestDue measures Ledger.OldestDue (the read behind
+// Stats.OldestDueSeconds, opledger_oldest_due_seconds and the exception
+// queue's "Waiting for a worker"). It reads the tenant's pending
+// operations oldest first until no later one can have waited longer, and
+// when more than store.OldestDueScanRows of them wait for their retry,
+// the due ones by their index instead: "due=N" is a backlog of N due
+// operations (it reads two of them, whatever N), "backoff=N" a ledger
+// (sqlitestore.SyntheticMix, 20 times N operations) whose N pending ones
+// all wait a day for their retry, then one due operation.
+//
+//	go test -run '^$' -bench BenchmarkOldestDue -benchtime 5x ./internal/store/sqlitestore/
+func BenchmarkOldestDue(b *testing.B) {
+	ctx := context.Background()
+	measure := func(b *testing.B, l *opledger.Ledger) {
+		b.ResetTimer()
+		for b.Loop() {
+			op, waited, err := l.OldestDue(ctx)
+			if err != nil || op == nil || waited < 0 {
+				b.Fatalf("%v %v %v", op, waited, err)
+			}
+		}
+	}
+	for _, due := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("due=%d", due), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "ledger.db")
+			l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{Tenant: benchTenant})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			if _, err := sqlitestore.InsertDue(ctx, path, benchTenant, "due:", due); err != nil {
+				b.Fatal(err)
+			}
+			measure(b, l)
+		})
+	}
+	for _, rows := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("backoff=%d", rows*5/100), func(b *testing.B) {
+			f := newClaimFixture(b, rows)
+			if _, err := sqlitestore.InsertDue(ctx, f.path, benchTenant, "due:", 1); err != nil {
+				b.Fatal(err)
+			}
+			measure(b, f.ledgers["full"])
+		})
+	}
+}

@@ -11,3 +11,9 @@ func TestExists(t *testing.T) {
 	t.Parallel()
 	storecheck.Exists(t, openTestStore(t))
 }
+
+// TestOldestDue: both paths of OldestDue (storecheck).
+func TestOldestDue(t *testing.T) {
+	t.Parallel()
+	storecheck.OldestDue(t, openTestStore(t))
+}

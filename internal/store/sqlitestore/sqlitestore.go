@@ -912,12 +912,41 @@ func (r *sqlReader) CountOverdueReviews(ctx context.Context, tenant string, now 
 }
 
 // OldestDue returns the due pending operation that has waited longest,
-// and since when, from the index of pending operations by not_before.
+// and since when: the tenant's pending operations oldest first, from
+// operations_not_succeeded, until no older one can have waited longer
+// (store.OldestDueScan); if too many of them wait for their retry, the
+// minimum over the due ones, from operations_due.
 func (r *sqlReader) OldestDue(ctx context.Context, tenant string, now time.Time) (store.OperationID, time.Time, error) {
 	cond, args := tenantFilter("tenant", tenant)
+	// The index's own condition (notSucceeded) lets SQLite read it in
+	// created_at order rather than sort the tenant's pending operations.
+	rows, err := r.q.QueryContext(ctx, `SELECT tenant, key, created_at, not_before, updated_at FROM operations
+		WHERE state = 'pending' AND `+notSucceeded+` AND `+cond+` ORDER BY created_at, key LIMIT ?`, append(args, store.OldestDueScanRows+1)...)
+	if err != nil {
+		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", err)
+	}
+	defer rows.Close()
+	var scan store.OldestDueScan
+	for rows.Next() {
+		var id store.OperationID
+		var created, notBefore, updated int64
+		if err := rows.Scan(&id.Tenant, &id.Key, &created, &notBefore, &updated); err != nil {
+			return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", err)
+		}
+		if !scan.Next(now, id, fromMicros(created), fromMicros(notBefore), fromMicros(updated)) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", err)
+	}
+	rows.Close()
+	if scan.Concluded() {
+		return scan.ID, scan.Since, nil
+	}
 	var id store.OperationID
 	var since int64
-	err := r.q.QueryRowContext(ctx, `SELECT tenant, key, MAX(not_before, updated_at) AS since FROM operations
+	err = r.q.QueryRowContext(ctx, `SELECT tenant, key, MAX(not_before, updated_at) AS since FROM operations
 		WHERE `+cond+` AND state = 'pending' AND not_before <= ? ORDER BY since LIMIT 1`, append(args, toMicros(now))...).
 		Scan(&id.Tenant, &id.Key, &since)
 	if errors.Is(err, sql.ErrNoRows) {
