@@ -288,14 +288,21 @@ func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest s
 	row := &store.Event{Tenant: l.tenant, Source: ev.Source, EventID: ev.EventID, Type: ev.Type,
 		OccurredAt: ev.OccurredAt.UTC().Truncate(time.Microsecond), PayloadSHA256: digest, Rule: mapping.Rule,
 		ObjectKey: mapping.ObjectKey, OrderValue: mapping.OrderValue, Operations: []string{}, ReceivedAt: now}
-	// The event row goes in first: of two deliveries racing, the second
-	// stops here on the unique key, rolls back and is retried as a
-	// duplicate.
+	// The event row goes in first, before the plan locks anything: of
+	// two deliveries racing, the second stops here on the unique key,
+	// holding no lock, rolls back and is retried as a duplicate. (Planned
+	// first, a delivery could hold a workflow while it waited for the
+	// other's event row, which waited for a step key whose holder waited
+	// for that workflow: a deadlock on PostgreSQL.) Its outcome is written
+	// once planned.
+	if err := tx.InsertEvent(ctx, row); err != nil {
+		return nil, err
+	}
 	plan, err := l.planEvent(ctx, tx, row, mapping)
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.InsertEvent(ctx, row); err != nil {
+	if err := tx.UpdateEvent(ctx, row); err != nil {
 		return nil, err
 	}
 	if err := tx.InsertDelivery(ctx, d); err != nil {

@@ -148,6 +148,10 @@ type EventTx interface {
 	// InsertEvent inserts a new event; ErrConflict if (tenant, source,
 	// event_id) exists.
 	InsertEvent(ctx context.Context, e *Event) error
+	// UpdateEvent writes the outcome of an event this transaction
+	// inserted: its rule, status, reason, object key, order value and
+	// operations.
+	UpdateEvent(ctx context.Context, e *Event) error
 	// InsertDelivery appends an arrival and sets its ID.
 	InsertDelivery(ctx context.Context, d *Delivery) error
 	// EventObjectExists reports whether an object is tracked, without

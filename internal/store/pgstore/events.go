@@ -278,6 +278,24 @@ func (t *pgTx) InsertEvent(ctx context.Context, e *store.Event) error {
 	return nil
 }
 
+// UpdateEvent writes the outcome of an event this transaction inserted.
+func (t *pgTx) UpdateEvent(ctx context.Context, e *store.Event) error {
+	ops := e.Operations
+	if ops == nil {
+		ops = []string{}
+	}
+	tag, err := t.q.Exec(ctx, `UPDATE events SET rule = $1, status = $2, reason = $3, object_key = $4, order_value = $5,
+		operations = $6 WHERE tenant = $7 AND source = $8 AND event_id = $9`,
+		e.Rule, e.Status, e.Reason, e.ObjectKey, e.OrderValue, ops, e.Tenant, e.Source, e.EventID)
+	if err != nil {
+		return fmt.Errorf("update event: %w", mapErr(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("update event: %d rows for %s/%s", tag.RowsAffected(), e.Source, e.EventID)
+	}
+	return nil
+}
+
 // InsertDelivery appends an arrival and sets its ID.
 func (t *pgTx) InsertDelivery(ctx context.Context, d *store.Delivery) error {
 	err := t.q.QueryRow(ctx, `INSERT INTO deliveries (tenant, source, event_id, delivery_id, received_at, duplicate, payload_sha256)

@@ -260,6 +260,28 @@ func (t *sqlTx) InsertEvent(ctx context.Context, e *store.Event) error {
 	return nil
 }
 
+// UpdateEvent writes the outcome of an event this transaction inserted.
+func (t *sqlTx) UpdateEvent(ctx context.Context, e *store.Event) error {
+	ops := e.Operations
+	if ops == nil {
+		ops = []string{}
+	}
+	ob, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encode event operations: %w", err)
+	}
+	res, err := t.q.ExecContext(ctx, `UPDATE events SET rule = ?, status = ?, reason = ?, object_key = ?, order_value = ?,
+		operations = ? WHERE tenant = ? AND source = ? AND event_id = ?`,
+		e.Rule, e.Status, e.Reason, e.ObjectKey, e.OrderValue, string(ob), e.Tenant, e.Source, e.EventID)
+	if err != nil {
+		return fmt.Errorf("update event: %w", mapErr(err))
+	}
+	if n, err := res.RowsAffected(); err == nil && n != 1 {
+		return fmt.Errorf("update event: %d rows for %s/%s", n, e.Source, e.EventID)
+	}
+	return nil
+}
+
 // InsertDelivery appends an arrival and sets its ID.
 func (t *sqlTx) InsertDelivery(ctx context.Context, d *store.Delivery) error {
 	res, err := t.q.ExecContext(ctx, `INSERT INTO deliveries (tenant, source, event_id, delivery_id, received_at, duplicate, payload_sha256)
