@@ -114,6 +114,16 @@ type Workflow struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// Step returns the step named name, nil when the workflow has none.
+func (w *Workflow) Step(name string) *WorkflowStepStatus {
+	for _, st := range w.Steps {
+		if st.Name == name {
+			return st
+		}
+	}
+	return nil
+}
+
 // WorkflowStepStatus is one step of a workflow as it is now.
 type WorkflowStepStatus struct {
 	Name string `json:"name"`

@@ -43,7 +43,7 @@ func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, er
 		if err != nil {
 			return err
 		}
-		if w.Status == WorkflowHeld && stepOperationOf(w, w.CurrentStep) == nil {
+		if cur := w.Step(w.CurrentStep); w.Status == WorkflowHeld && (cur == nil || cur.Operation == nil) {
 			if out = append(out, w); len(out) == limit {
 				return errListFull
 			}
@@ -58,14 +58,3 @@ func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, er
 
 // errListFull ends StuckWorkflows' sweep: it has all it lists.
 var errListFull = errors.New("list full")
-
-// stepOperationOf is the operation of w's step named name, nil when the
-// step has none (yet).
-func stepOperationOf(w *Workflow, name string) *Operation {
-	for i := range w.Steps {
-		if w.Steps[i].Name == name {
-			return w.Steps[i].Operation
-		}
-	}
-	return nil
-}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -261,11 +260,10 @@ func (c *Console) stepNotRecorded(w http.ResponseWriter, r *http.Request, s *ses
 	if err != nil {
 		return false
 	}
-	i := slices.IndexFunc(wf.Steps, func(st *opledger.WorkflowStepStatus) bool { return st.Name == name })
-	if i < 0 || wf.Steps[i].Operation != nil {
+	st := wf.Step(name)
+	if st == nil || st.Operation != nil {
 		return false
 	}
-	st := wf.Steps[i]
 	step := map[string]any{"Key": key, "Name": name, "Workflow": wkey, "State": st.State}
 	switch {
 	case st.State == opledger.StepWaiting && st.WaitingFor != "":

@@ -568,12 +568,7 @@ func (w *world) currentStep(ctx context.Context) (*opledger.WorkflowStepStatus, 
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range wf.Steps {
-		if s.Name == wf.CurrentStep {
-			return s, nil
-		}
-	}
-	return nil, nil
+	return wf.Step(wf.CurrentStep), nil
 }
 
 // approve approves the current step's content exactly as stored.

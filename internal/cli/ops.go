@@ -108,12 +108,8 @@ func stepOf(ctx context.Context, getWorkflow getWorkflowFunc, key string) (*ople
 	if err != nil {
 		return nil, nil, false
 	}
-	for _, st := range wf.Steps {
-		if st.Name == step {
-			return wf, st, true
-		}
-	}
-	return nil, nil, false
+	st := wf.Step(step)
+	return wf, st, st != nil
 }
 
 // stepNotRecorded says, for an operation key that was not found, what it

@@ -309,12 +309,7 @@ func stepNote(st *opledger.WorkflowStepStatus) string {
 // nextWorkflowCommand is the command that moves wf on from its status, or
 // "" when it is running by itself or finished.
 func nextWorkflowCommand(wf *opledger.Workflow) string {
-	var cur *opledger.WorkflowStepStatus
-	for _, st := range wf.Steps {
-		if st.Name == wf.CurrentStep {
-			cur = st
-		}
-	}
+	cur := wf.Step(wf.CurrentStep)
 	if cur == nil {
 		return ""
 	}
