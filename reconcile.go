@@ -104,10 +104,11 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		// The key's retention runs from its first use; a new record's
 		// invisibility from the end of the latest call that could have
 		// made it.
-		firstCall, lastCall, err := t.callWindow()
+		attempts, err := t.attemptsWritten()
 		if err != nil {
 			return err
 		}
+		firstCall, lastCall := t.callWindow(attempts)
 		// The key was first used by the first call that may have reached
 		// the destination: the first dispatch, or the claim of an earlier
 		// attempt reported uncertain without a dispatch mark. Never a
@@ -175,11 +176,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 			t.hold(actor, "protection expired",
 				join("the destination idempotency key's retention window has passed; a retry could duplicate the effect", ev))
 		default:
-			why, err := t.undecidable(f)
-			if err != nil {
-				return err
-			}
-			t.hold(actor, "cannot be decided automatically", join(why, ev))
+			t.hold(actor, "cannot be decided automatically", join(t.undecidable(f, attempts), ev))
 		}
 		return nil
 	})
@@ -192,16 +189,12 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 // attempt reported a reference without a success) and whose lookup then
 // does not find it contradicts itself, whatever it declares: that comes
 // first. Otherwise the destination offers nothing that decides.
-func (t *txn) undecidable(f Finding) (string, error) {
+func (t *txn) undecidable(f Finding, attempts []*store.Attempt) string {
 	const nothing = "no lookup that proves absence and no duplicate protection at the destination"
 	if f.LookedAt.IsZero() {
 		// No lookup of the destination's (Finding.LookedAt): nothing it
 		// answered contradicts anything.
-		return nothing, nil
-	}
-	attempts, err := t.listAttempts()
-	if err != nil {
-		return "", err
+		return nothing
 	}
 	exists := strings.Contains(t.op.LastError, marker.Exists)
 	reported := false
@@ -212,24 +205,26 @@ func (t *txn) undecidable(f Finding) (string, error) {
 	const after = ", yet its lookup does not find it: a retry could make the effect twice"
 	switch {
 	case exists:
-		return "the destination contradicts itself: it refused a create as a duplicate, so it holds the record" + after, nil
+		return "the destination contradicts itself: it refused a create as a duplicate, so it holds the record" + after
 	case reported:
-		return "the destination contradicts itself: an attempt reported the record's reference without a success" + after, nil
+		return "the destination contradicts itself: an attempt reported the record's reference without a success" + after
 	}
-	return nothing, nil
+	return nothing
 }
 
-// callWindow is, for the operation in the transaction, when the first
-// call that may have reached its destination began (zero when none may
-// have) and LastCallEnd.
-func (t *txn) callWindow() (first, last time.Time, err error) {
+// attemptsWritten reads every attempt of the operation in the
+// transaction, once the writes it has queued are made.
+func (t *txn) attemptsWritten() ([]*store.Attempt, error) {
 	if err := t.writeQueued(); err != nil {
-		return time.Time{}, time.Time{}, err
+		return nil, err
 	}
-	attempts, err := t.listAttempts()
-	if err != nil {
-		return time.Time{}, time.Time{}, err
-	}
+	return t.listAttempts()
+}
+
+// callWindow is, for the operation in the transaction with attempts,
+// when the first call that may have reached its destination began (zero
+// when none may have) and LastCallEnd.
+func (t *txn) callWindow(attempts []*store.Attempt) (first, last time.Time) {
 	for _, a := range attempts {
 		start := callStart(a.DispatchedAt, a.ClaimedAt, a.Outcome, a.LateOutcome)
 		if !start.IsZero() && (first.IsZero() || start.Before(first)) {
@@ -240,7 +235,7 @@ func (t *txn) callWindow() (first, last time.Time, err error) {
 	if last.IsZero() {
 		last = t.op.UpdatedAt
 	}
-	return first, last, nil
+	return first, last
 }
 
 // LastCallEnd is when the latest call of an operation that may have
