@@ -119,12 +119,19 @@ func parseName[T ~string](what, s string, names []T) (T, error) {
 	if s == "" || s == "none" {
 		return "", nil
 	}
-	parts := make([]string, len(names))
-	for i, v := range names {
+	for _, v := range names {
 		if string(v) == s {
 			return v, nil
 		}
+	}
+	return "", fmt.Errorf("unknown %s %q (want none, %s)", what, s, joinNames(names))
+}
+
+// joinNames lists names for a message: "a, b, c".
+func joinNames[T ~string](names []T) string {
+	parts := make([]string, len(names))
+	for i, v := range names {
 		parts[i] = string(v)
 	}
-	return "", fmt.Errorf("unknown %s %q (want none, %s)", what, s, strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }

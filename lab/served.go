@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 )
 
 // Served is the lab's three simulated destinations served over HTTP at
@@ -48,7 +47,7 @@ func (s *Served) Handler() http.Handler {
 		mux.HandleFunc("POST "+prefix+"/faults", func(w http.ResponseWriter, r *http.Request) {
 			var names []string
 			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&names); err != nil {
-				http.Error(w, `the body is a JSON list of faults, e.g. ["lost_response"]; faults: `+faultNames(), http.StatusBadRequest)
+				http.Error(w, `the body is a JSON list of faults, e.g. ["lost_response"]; faults: `+joinNames(Faults), http.StatusBadRequest)
 				return
 			}
 			faults := make([]Fault, 0, len(names))
@@ -70,15 +69,6 @@ func (s *Served) Handler() http.Handler {
 		})
 	}
 	return mux
-}
-
-// faultNames lists the faults by name.
-func faultNames() string {
-	names := make([]string, len(Faults))
-	for i, f := range Faults {
-		names[i] = string(f)
-	}
-	return strings.Join(names, ", ")
 }
 
 // DestinationsYAML is a destinations file (docs/destinations.md) for the
@@ -125,5 +115,5 @@ destinations:
     idempotency:
       header: %[4]s
       retention: 24h
-`, baseURL, faultNames(), body, IdempotencyHeader)
+`, baseURL, joinNames(Faults), body, IdempotencyHeader)
 }
