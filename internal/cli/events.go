@@ -66,7 +66,7 @@ func newEventsCmd() *cobra.Command {
 			if status != "" && !slices.Contains(eventStatuses, opledger.EventStatus(status)) {
 				return usageError{fmt.Errorf("--status: unknown status %q (statuses: %s)", status, eventStatusNames())}
 			}
-			if err := checkLimit(limit); err != nil {
+			if err := checkLimit(limit, opledger.MaxListLimit); err != nil {
 				return err
 			}
 			src, closeFn, err := bf.openEvents(cmd.Context())
@@ -104,7 +104,7 @@ func newEventsCmd() *cobra.Command {
 	bf.add(list)
 	list.Flags().StringVar(&source, "source", "", "only this source")
 	list.Flags().StringVar(&status, "status", "", "only this status: applied, out_of_order, conflict or unmapped")
-	list.Flags().IntVar(&limit, "limit", 100, limitUsage)
+	list.Flags().IntVar(&limit, "limit", 100, limitUsage(opledger.MaxListLimit))
 	list.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 

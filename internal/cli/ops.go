@@ -336,7 +336,7 @@ func newOpsListCmd() *cobra.Command {
 					o.States = append(o.States, opledger.State(s))
 				}
 			}
-			if err := checkLimit(limit); err != nil {
+			if err := checkLimit(limit, opledger.MaxListLimit); err != nil {
 				return err
 			}
 			b, err := bf.open(cmd.Context())
@@ -377,7 +377,7 @@ func newOpsListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&order, "order", string(opledger.OrderNewest),
 		"newest: newest first; review: held operations only, earliest review first")
 	cmd.Flags().BoolVar(&duplicates, "duplicate-effects", false, "only operations whose destination acted more than once")
-	cmd.Flags().IntVar(&limit, "limit", 100, limitUsage)
+	cmd.Flags().IntVar(&limit, "limit", 100, limitUsage(opledger.MaxListLimit))
 	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 	return cmd
@@ -412,14 +412,14 @@ func morePages(cmd *cobra.Command, next string) error {
 	return err
 }
 
-// limitUsage is the help of the list commands' --limit.
-var limitUsage = fmt.Sprintf("at most this many, 1 to %d", opledger.MaxListLimit)
+// limitUsage is the help of a list command's --limit, of at most max.
+func limitUsage(max int) string { return fmt.Sprintf("at most this many, 1 to %d", max) }
 
 // checkLimit refuses a --limit the ledger would replace by its default
-// (0 or less) or refuse (more than opledger.MaxListLimit).
-func checkLimit(limit int) error {
-	if limit < 1 || limit > opledger.MaxListLimit {
-		return usageError{fmt.Errorf("--limit takes a whole number from 1 to %d (got %d)", opledger.MaxListLimit, limit)}
+// (0 or less) or refuse (more than max, its largest page).
+func checkLimit(limit, max int) error {
+	if limit < 1 || limit > max {
+		return usageError{fmt.Errorf("--limit takes a whole number from 1 to %d (got %d)", max, limit)}
 	}
 	return nil
 }

@@ -83,9 +83,6 @@ decide a held, uncertain or failed step.`,
 	return cmd
 }
 
-// workflowLimitUsage is the help of workflows list's --limit.
-var workflowLimitUsage = fmt.Sprintf("at most this many, 1 to %d", opledger.MaxWorkflowListLimit)
-
 func newWorkflowsListCmd() *cobra.Command {
 	var (
 		bf             backendFlags
@@ -101,8 +98,8 @@ func newWorkflowsListCmd() *cobra.Command {
   opledger workflows list --server http://127.0.0.1:8080 --token $TOKEN --open`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 1 || limit > opledger.MaxWorkflowListLimit {
-				return usageError{fmt.Errorf("--limit takes a whole number from 1 to %d (got %d)", opledger.MaxWorkflowListLimit, limit)}
+			if err := checkLimit(limit, opledger.MaxWorkflowListLimit); err != nil {
+				return err
 			}
 			if err := nonEmptyFlags(cmd, "prefix", "cursor"); err != nil {
 				return err
@@ -143,7 +140,7 @@ func newWorkflowsListCmd() *cobra.Command {
 	bf.add(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only workflows whose key starts with this, e.g. onboarding:")
 	cmd.Flags().BoolVar(&open, "open", false, "only workflows not finished (some step has not succeeded)")
-	cmd.Flags().IntVar(&limit, "limit", 50, workflowLimitUsage)
+	cmd.Flags().IntVar(&limit, "limit", 50, limitUsage(opledger.MaxWorkflowListLimit))
 	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts (each workflow as 'workflows show --json' gives it)")
 	return cmd
