@@ -822,15 +822,12 @@ func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) 
 	}
 	if version <= t.op.Version {
 		// The same revision again (its answer lost) is a replay: the
-		// operation still awaits approval of exactly that content, and
-		// the revision that made it so was this actor's.
-		if version == t.op.Version && fp == t.op.Fingerprint && State(t.op.State) == StateAwaitingApproval {
-			last, err := t.lastMoveBy(revisedEvent, actor)
-			if err != nil {
-				return false, err
-			}
-			if last != nil && strings.HasPrefix(last.Evidence, t.scrub(revisionEvidence(version, fp))) { // as stored, scrubbed
-				return true, nil
+		// operation still has exactly that content, not yet dispatched,
+		// and the revision that gave it was this actor's.
+		if version == t.op.Version && fp == t.op.Fingerprint {
+			stands, err := t.revisionStands(version, fp, actor)
+			if err != nil || stands {
+				return stands, err
 			}
 		}
 		return false, invalidInput("revise needs a version above the current %d", t.op.Version)
@@ -841,6 +838,34 @@ func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) 
 	t.op.RequiresApproval = true
 	t.op.ApprovedBy = ""
 	t.move(StateAwaitingApproval, actor, "", revisedEvent, join(revisionEvidence(version, fp), why))
+	return false, nil
+}
+
+// revisionStands reports whether the operation is as actor's revision to
+// version (fingerprint fp) left it: that revision is its last move, or
+// the move before an approval of exactly that version and fingerprint.
+// The approval does not make the reviser's retry an error: the revision
+// it repeats is in force.
+func (t *txn) revisionStands(version int64, fp, actor string) (bool, error) {
+	tl, err := t.listTimeline()
+	if err != nil {
+		return false, err
+	}
+	approval := t.scrub(approvalEvidence(Approval{Version: version, Fingerprint: fp}))
+	approved := false
+	for i := len(tl) - 1; i >= 0; i-- {
+		e := tl[i]
+		switch {
+		case e.ToState == "":
+			continue // a note, not a move
+		case !approved && e.Event == approvedEvent && e.Evidence == approval:
+			approved = true
+		default:
+			// As stored: scrubbed of the operation's sensitive values.
+			return e.Event == revisedEvent && e.Actor == actor &&
+				strings.HasPrefix(e.Evidence, t.scrub(revisionEvidence(version, fp))), nil
+		}
+	}
 	return false, nil
 }
 

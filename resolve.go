@@ -325,9 +325,12 @@ type Revision struct {
 // key.
 //
 // A revision that repeats the one that last moved the operation (the same
-// version and content, by the same actor, and the operation still awaits
-// approval of it) records nothing and returns the operation as it is,
-// with replayed true, as Resolve does for a repeated decision.
+// version and content, by the same actor, and nothing has moved the
+// operation since but an approval of exactly that content) records
+// nothing and returns the operation as it is, with replayed true, as
+// Resolve does for a repeated decision: a reviser whose answer was lost
+// may retry after someone approved. Once a worker has claimed the
+// operation, a repeat is refused.
 func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (op *Operation, replayed bool, err error) {
 	if err := r.normalize(); err != nil {
 		return nil, false, err

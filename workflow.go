@@ -991,9 +991,9 @@ func findStep(key string, def *workflowDef, step string) (int, error) {
 // workflow's fingerprint (of the steps as submitted) does not change.
 //
 // As with Revise, a revision that repeats the one already made (the same
-// version and content by the same actor, of a recorded step that still
-// awaits its approval or of a waiting step) records nothing and is
-// answered with replayed true.
+// version and content by the same actor, of a waiting step or of a
+// recorded step that has not been dispatched since, approved or not)
+// records nothing and is answered with replayed true.
 func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Revision) (w *Workflow, replayed bool, err error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, false, err
@@ -1017,10 +1017,11 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		if err != nil {
 			return err
 		}
-		if s := &def.Steps[i]; op != nil && State(op.State) == StateAwaitingApproval && op.Version == r.Version &&
+		if s := &def.Steps[i]; op != nil && notDispatched(op) && op.Version == r.Version &&
 			s.Version == r.Version && s.RevisedBy == r.Actor && sameContent(s, r.Payload) {
 			// This revision was made while the step waited, and the step
-			// has been recorded with it since: the same revision again.
+			// has been recorded with it since (and perhaps approved): the
+			// same revision again.
 			replayed = true
 		} else if op != nil {
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
@@ -1061,6 +1062,12 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		return nil, false, err
 	}
 	return w, replayed, nil
+}
+
+// notDispatched reports whether op awaits approval, or is pending and
+// has never been dispatched: the states in which it can be revised.
+func notDispatched(op *Operation) bool {
+	return op.State == StateAwaitingApproval || op.State == StatePending && op.FirstDispatchedAt == nil
 }
 
 // sameContent reports whether payload is s's payload, compared as the

@@ -1,0 +1,117 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// TestRevisionRetriedAfterApproval: a reviser whose answer was lost and
+// who sends the same revision again after someone approved it gets a
+// replay, not "revise needs a version above the current": the revision
+// is in force. That holds for an operation, for a recorded workflow step
+// and for a step revised while it waited. Another actor's revision, other
+// content, or the same revision once a worker has claimed the operation
+// are refused as before, and no replay records anything.
+func TestRevisionRetriedAfterApproval(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			timelineLen := func(key string) int {
+				t.Helper()
+				tl, err := l.Timeline(ctx, key)
+				require.NoError(t, err)
+				return len(tl)
+			}
+
+			// An operation.
+			_, _, err = l.Record(ctx, opledger.Intent{Key: "refund:R-1", Action: "pay.refund", Destination: "pay",
+				Payload: json.RawMessage(`{"cents":100}`), RequiresApproval: true})
+			require.NoError(t, err)
+			rev := opledger.Revision{Payload: json.RawMessage(`{"cents":90}`), Version: 2, Actor: "ana"}
+			op, replayed, err := l.Revise(ctx, "refund:R-1", rev)
+			require.NoError(t, err)
+			require.False(t, replayed)
+			op, _, err = l.Approve(ctx, "refund:R-1", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lead"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StatePending, op.State)
+			before := timelineLen("refund:R-1")
+			again, replayed, err := l.Revise(ctx, "refund:R-1", rev)
+			require.NoError(t, err, "the reviser's retry after the approval")
+			require.True(t, replayed)
+			require.Equal(t, opledger.StatePending, again.State, "the approval stands")
+			require.Equal(t, "lead", again.ApprovedBy)
+			require.Equal(t, before, timelineLen("refund:R-1"), "a replay records nothing")
+
+			other := rev
+			other.Actor = "bob"
+			_, _, err = l.Revise(ctx, "refund:R-1", other)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, "another actor's revision at that version")
+			other = rev
+			other.Payload = json.RawMessage(`{"cents":80}`)
+			_, _, err = l.Revise(ctx, "refund:R-1", other)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, "other content at that version")
+
+			_, err = l.Claim(ctx, "refund:R-1", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, _, err = l.Revise(ctx, "refund:R-1", rev)
+			require.ErrorIs(t, err, opledger.ErrInProgress, "once a worker holds it, a repeat is refused")
+
+			// A workflow step revised after it was recorded, and one
+			// revised while it waited.
+			yes := true
+			_, _, err = l.PutWorkflow(ctx, "wf:R-2", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`), RequiresApproval: &yes},
+				{Name: "mail", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"to":"t-1"}`)},
+			}})
+			require.NoError(t, err)
+			waiting := opledger.Revision{Payload: json.RawMessage(`{"to":"t-2"}`), Version: 2, Actor: "dee"}
+			_, _, err = l.ReviseWorkflowStep(ctx, "wf:R-2", "mail", waiting)
+			require.NoError(t, err)
+			recorded := opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "ana"}
+			w, _, err := l.ReviseWorkflowStep(ctx, "wf:R-2", "create", recorded)
+			require.NoError(t, err)
+			create := w.Step("create")
+			w, _, err = l.ApproveWorkflowStep(ctx, "wf:R-2", "create", opledger.Approval{Version: create.Version, Fingerprint: create.Fingerprint, Approver: "lead"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StepState(opledger.StatePending), w.Step("create").State)
+			before = timelineLen("wf:R-2/create")
+			w, replayed, err = l.ReviseWorkflowStep(ctx, "wf:R-2", "create", recorded)
+			require.NoError(t, err, "the reviser's retry after the step's approval")
+			require.True(t, replayed)
+			require.Equal(t, opledger.StepState(opledger.StatePending), w.Step("create").State)
+			require.Equal(t, before, timelineLen("wf:R-2/create"))
+
+			c, err := l.Claim(ctx, "wf:R-2/create", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:R-2/create", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "C-1"})
+			require.NoError(t, err)
+			w, err = l.ResumeWorkflow(ctx, "wf:R-2")
+			require.NoError(t, err)
+			mail := w.Step("mail")
+			require.Equal(t, opledger.StepState(opledger.StateAwaitingApproval), mail.State, "recorded with the revision made while it waited")
+			_, _, err = l.ApproveWorkflowStep(ctx, "wf:R-2", "mail", opledger.Approval{Version: mail.Version, Fingerprint: mail.Fingerprint, Approver: "lead"})
+			require.NoError(t, err)
+			before = timelineLen("wf:R-2/mail")
+			w, replayed, err = l.ReviseWorkflowStep(ctx, "wf:R-2", "mail", waiting)
+			require.NoError(t, err, "the retry of a revision made while the step waited, after its approval")
+			require.True(t, replayed)
+			require.Equal(t, opledger.StepState(opledger.StatePending), w.Step("mail").State)
+			require.Equal(t, before, timelineLen("wf:R-2/mail"))
+			_, err = l.Claim(ctx, "wf:R-2/mail", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, _, err = l.ReviseWorkflowStep(ctx, "wf:R-2", "mail", waiting)
+			require.ErrorIs(t, err, opledger.ErrInProgress)
+		})
+	}
+}
