@@ -654,3 +654,54 @@ func eventWaitsNextFor(t *testing.T, dsn string, blocker pgx.Tx, what, free, hol
 	require.NoError(t, err, "%s was free: %s waits holding nothing", free, what)
 	require.NoError(t, tx.Commit(ctx))
 }
+
+// TestRepeatDeliveryWaitsHoldingNothing: on PostgreSQL, a delivery of
+// an event whose first delivery is still being written waits for that
+// delivery's event row before it plans, holding no lock. A connection
+// inserts the event's row, as the first delivery does first, and keeps
+// its transaction open; the second delivery waits for it. The
+// workflow its rule names and the step key it would record must then be
+// free. Before, the second delivery planned first and held the workflow
+// while it waited: with a workflow put holding the step key and waiting
+// for the workflow, and the first delivery waiting for that step key,
+// the three deadlocked (seen once in TestSoakPostgres).
+func TestRepeatDeliveryWaitsHoldingNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	_, _, err := l.PutWorkflow(ctx, "w", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)},
+	}})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "w/a"
+        action: crm.create
+        destination: crm
+        payload: {}
+`))
+	require.NoError(t, err)
+
+	tx, wait := eventBlockedBy(t, l, dsn, rules, `INSERT INTO events (tenant, source, event_id, type, payload_sha256, status, received_at)
+		VALUES ('default', 'shop', 'e1', 't', 'first delivery', 'applied', now())`, "the second delivery, at the event row,")
+	_, err = tx.Exec(ctx, `SELECT 1 FROM workflows WHERE key = 'w' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "the workflow was free: the delivery waits for the event row before it plans")
+	var free bool
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, operationKeyLock("w/a")).Scan(&free))
+	require.True(t, free, "the step key was free")
+	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'w/a' FOR UPDATE NOWAIT`)
+	require.NoError(t, err, "the step's operation was free")
+
+	// The first delivery gives up: the second is the event's first.
+	require.NoError(t, tx.Rollback(ctx))
+	res, err := wait()
+	require.NoError(t, err)
+	require.False(t, res.Duplicate)
+	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
+	require.Equal(t, []string{"w/a"}, res.Event.OperationKeys)
+}
