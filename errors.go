@@ -75,6 +75,10 @@ var (
 	// writing what the newer schema no longer means. Replace it with the
 	// newer release (docs/operations.md, "Upgrading").
 	ErrSchemaNewer = store.ErrSchemaNewer
+	// ErrClosed: the Ledger (or another tenant's view of the same store,
+	// WithTenant) was closed. Every call after Close fails with it,
+	// reading and writing nothing.
+	ErrClosed = store.ErrClosed
 )
 
 // StateError reports a request the operation's current state does not allow.

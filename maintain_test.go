@@ -119,7 +119,7 @@ func TestCloseStopsMaintain(t *testing.T) {
 			l.Maintain(ctx, opledger.MaintainOptions{Logger: log}) // returns at once
 			require.NotContains(t, logs.String(), "level=ERROR")
 			_, err = l.Get(ctx, "k")
-			require.Error(t, err, "the store is closed")
+			require.ErrorIs(t, err, opledger.ErrClosed)
 		})
 	}
 }

@@ -51,6 +51,10 @@ var ErrFull = errors.New("the ledger's disk is full; nothing was recorded")
 // Nothing of the transaction was written.
 var ErrSchemaNewer = migrate.ErrNewer
 
+// ErrClosed is returned by every method of a Store after Close: the
+// ledger was closed, nothing was read or written.
+var ErrClosed = errors.New("the ledger is closed")
+
 // ErrConflict is returned when a conditional write lost a race: a unique key
 // already exists, or the row's revision moved on. The caller re-reads and
 // decides again.
@@ -507,6 +511,7 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Name is the driver's name, "sqlite" or "postgres".
 	Name() string
+	// Close closes the store; every call after it fails with ErrClosed.
 	Close() error
 }
 

@@ -49,9 +49,6 @@ const committers = 2
 // maxGroup bounds the callers of one shared transaction.
 const maxGroup = 64
 
-// errClosed is returned by WriteConditional after Close.
-var errClosed = errors.New("postgres store is closed")
-
 // condRequest is one caller's queued decision.
 type condRequest struct {
 	decide func(time.Time) ([]store.Write, error)
@@ -77,7 +74,7 @@ type groupWriter struct {
 	start sync.Once
 	stop  chan struct{}
 	wg    sync.WaitGroup
-	// closed is set by close; later requests fail with errClosed.
+	// closed is set by close; later requests fail with store.ErrClosed.
 	closed atomic.Bool
 	// callers counts the callers inside WriteConditional; one alone
 	// writes its decision itself.
@@ -97,7 +94,7 @@ func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time)
 	defer func() { err = classify(err) }()
 	g := s.group
 	if g.closed.Load() {
-		return errClosed
+		return store.ErrClosed
 	}
 	g.start.Do(func() {
 		for range committers {
@@ -123,7 +120,7 @@ func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time)
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-g.stop:
-		return errClosed
+		return store.ErrClosed
 	}
 	var gaveUp error
 	select {
@@ -131,7 +128,7 @@ func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time)
 	case <-ctx.Done():
 		gaveUp = ctx.Err()
 	case <-g.stop:
-		gaveUp = errClosed
+		gaveUp = store.ErrClosed
 	}
 	if gaveUp != nil && r.state.CompareAndSwap(requestQueued, requestAbandoned) {
 		return gaveUp
@@ -149,7 +146,7 @@ func (r *condRequest) outcome() error {
 }
 
 // close stops the committers once they have written what they took; the
-// callers of requests still queued give up with errClosed.
+// callers of requests still queued give up with store.ErrClosed.
 func (g *groupWriter) close() {
 	if g.closed.Swap(true) {
 		return

@@ -253,7 +253,7 @@ func TestDecisionPanicReachesCaller(t *testing.T) {
 	require.NoError(t, writeInTime(ctx, s, request("after", "fine", 0).decide))
 	require.NoError(t, s.Close())
 	err := s.WriteConditional(ctx, request("closed", "x", 0).decide)
-	require.ErrorIs(t, err, errClosed)
+	require.ErrorIs(t, err, store.ErrClosed)
 }
 
 // TestFirstAnalyze: a new ledger's tables are analyzed by the store once

@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,6 +66,16 @@ type Store struct {
 	// newest is the version of the newest embedded migration: a write
 	// transaction refuses a schema past it (schemaGuardSQL).
 	newest int
+	// closed is set by Close: every call after it is store.ErrClosed.
+	closed atomic.Bool
+}
+
+// checkOpen is store.ErrClosed once Close has been called.
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
 }
 
 // Open connects to the PostgreSQL database named by dsn, a postgres:// URL
@@ -101,6 +112,9 @@ func (s *Store) Name() string { return "postgres" }
 
 // Ping checks that the server answers.
 func (s *Store) Ping(ctx context.Context) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	if err := s.pool.Ping(ctx); err != nil {
 		return classify(fmt.Errorf("ping postgres: %w", err))
 	}
@@ -110,6 +124,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes the connection pool, waiting for connections in use to be
 // returned.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.group.close()
 	s.analyze.close()
 	s.pool.Close()
@@ -123,6 +138,9 @@ func (s *Store) Close() error {
 // each version and the others then find it applied. A ledger that lacks
 // none is told from a read, without that lock.
 func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) (err error) {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	defer func() { err = classify(err) }()
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	if err != nil {
@@ -218,6 +236,9 @@ func isCatalogRace(err error) bool {
 // schema_migrations table (of the search_path's first existing schema)
 // is at version 0.
 func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, 0, err
+	}
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL, false)`).Scan(&exists); err != nil {
 		return 0, 0, fmt.Errorf("read schema version: %w", err)
@@ -245,6 +266,9 @@ var newestVersion = sync.OnceValues(func() (int, error) { return migrate.Newest(
 // outcome unknown.) The transaction holds one pooled connection; BEGIN is sent
 // with its first statements (see connTx).
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) (err error) {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	defer func() { err = classify(err) }()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -274,12 +298,18 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 
 // View runs fn against the pool; each statement runs on its own.
 func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	return classify(fn(ctx, &reader{q: s.pool}))
 }
 
 // ViewSnapshot implements store.Store with a read-only REPEATABLE READ
 // transaction: every statement sees the snapshot of the first.
 func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) (err error) {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	defer func() { err = classify(err) }()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {

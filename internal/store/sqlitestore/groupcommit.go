@@ -103,6 +103,9 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 // submit queues r for the next group commit and waits for its outcome,
 // leading the commit when the writer is free.
 func (s *Store) submit(r *writeReq) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	ctx := r.ctx
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -38,6 +38,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,6 +93,16 @@ type Store struct {
 	// newest is the version of the newest embedded migration: a write
 	// transaction refuses a schema past it (checkSchema).
 	newest int
+	// closed is set by Close: every call after it is store.ErrClosed.
+	closed atomic.Bool
+}
+
+// checkOpen is store.ErrClosed once Close has been called.
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
 }
 
 // DSNPath returns the file a "sqlite:PATH" DSN names, as opledger.Open
@@ -341,6 +352,9 @@ func (s *Store) Path() string { return s.path }
 
 // Ping checks that the database file can be read.
 func (s *Store) Ping(ctx context.Context) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	if err := s.reader.PingContext(ctx); err != nil {
 		return classify(fmt.Errorf("ping sqlite %s: %w", s.path, err))
 	}
@@ -353,6 +367,7 @@ const walSizeLimit = 64 << 20
 
 // Close closes both connection pools and the write lock's file.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	return errors.Join(s.readStmts.close(), s.writeStmts.close(), s.wconn.Close(), s.reader.Close(), s.writer.Close(), s.fileLock.close())
 }
 
@@ -362,6 +377,9 @@ func (s *Store) Close() error {
 // (opledger ops list beside a busy serve) would otherwise queue behind
 // the writers, and fail past the busy timeout.
 func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	if err != nil {
 		return err
@@ -423,6 +441,9 @@ func (s *Store) schemaVersion(ctx context.Context) (version int, ok bool, err er
 
 // SchemaVersion implements store.Store, through the readers.
 func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, 0, err
+	}
 	if current, _, err = s.schemaVersion(ctx); err != nil {
 		return 0, 0, err
 	}
@@ -437,6 +458,9 @@ var newestVersion = sync.OnceValues(func() (int, error) { return migrate.Newest(
 
 // View runs fn against the read pool.
 func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	return classify(fn(ctx, &sqlReader{q: &cachedQuerier{cache: s.readStmts, plain: s.reader}}))
 }
 
@@ -445,6 +469,9 @@ func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader)
 // later read sees. Its statements are prepared on that connection, not
 // taken from the readers' cache.
 func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	return classify(s.viewSnapshot(ctx, fn))
 }
 

@@ -94,7 +94,7 @@ func (l *writeLock) lock(timeout time.Duration) (held bool, err error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return false, errors.New("the store is closed")
+		return false, store.ErrClosed
 	}
 	if l.f == nil && !l.unavailable {
 		if err := l.open(); err != nil {
