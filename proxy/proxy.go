@@ -52,6 +52,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"sort"
@@ -361,8 +362,16 @@ func (p *Proxy) route(escPath string) (*route, string) {
 }
 
 // passThrough forwards a request without the ledger; rest is the escaped
-// path after the route's prefix.
+// path after the route's prefix. The route's timeout bounds the wait for
+// the upstream's status and headers, counted from the moment the request
+// has been written (its body is streamed as the caller sends it, for as
+// long as that takes); the answer's body is then relayed as it arrives,
+// however long it lasts (a download, a stream of events).
 func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *http.Request) {
+	ctx, clock := startClock(r.Context(), rt.timeout)
+	defer clock.stop()
+	clock.pause() // until the request has been written
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { clock.resume() }})
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = rt.target(rest, pr.In.URL.RawQuery)
@@ -371,12 +380,45 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 			setXForwarded(pr.Out, pr.In)
 		},
 		Transport: rt.client.Transport,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.log.Warn("pass-through failed", "upstream", rt.Name, "method", r.Method, "error", opledger.ErrorText(err))
-			writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable", "the upstream did not answer", nil)
+		ModifyResponse: func(*http.Response) error {
+			clock.pause() // for good: the answer has come
+			return context.Cause(ctx)
+		},
+		ErrorHandler: func(w http.ResponseWriter, out *http.Request, err error) {
+			p.passThroughFailed(rt, w, r, err, errors.Is(context.Cause(ctx), context.DeadlineExceeded))
 		},
 	}
-	rp.ServeHTTP(w, r)
+	rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// unprotectedNote ends the answer to a passed-through request that got
+// no answer from the upstream.
+const unprotectedNote = "The request was passed through unprotected (without an Idempotency-Key, or by a method the proxy does not protect): nothing was recorded"
+
+// passThroughFailed answers a passed-through request that got no answer
+// from the upstream: as for a protected one, a failure to connect is told
+// apart from a connection lost, or an answer not given within the
+// route's timeout (timedOut), after the request was sent, when the
+// upstream may have acted.
+func (p *Proxy) passThroughFailed(rt *route, w http.ResponseWriter, r *http.Request, err error, timedOut bool) {
+	if r.Context().Err() != nil {
+		p.log.Info("pass-through ended: the caller went away", "upstream", rt.Name, "method", r.Method)
+		return
+	}
+	if outcome, _ := opledger.OutcomeOf(err); !timedOut && outcome == opledger.OutcomeRetryable {
+		p.log.Warn("pass-through failed: the upstream could not be reached", "upstream", rt.Name, "method", r.Method, "error", opledger.ErrorText(err))
+		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable",
+			"the upstream could not be reached; nothing was sent, so sending the request again is safe. "+unprotectedNote, nil)
+		return
+	}
+	status, what := http.StatusBadGateway, "the connection to the upstream broke"
+	if timedOut {
+		status, what = http.StatusGatewayTimeout, "the upstream did not answer within "+rt.timeout.String()
+	}
+	p.log.Warn("pass-through failed: no answer from the upstream", "upstream", rt.Name, "method", r.Method, "timeout", timedOut, "error", opledger.ErrorText(err))
+	writeProblem(w, r, status, "upstream_response_lost",
+		what+" after the request was sent, so it may or may not have acted. "+unprotectedNote+
+			", so the proxy cannot tell, and would forward it again: check at the upstream before you send it again, or send it with an Idempotency-Key", nil)
 }
 
 // scopeDigest is the SHA-256 of the caller's credential, or "anonymous".

@@ -1,0 +1,99 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/fakedest"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/proxy"
+)
+
+// TestPassThroughWithoutAnswer: a request passed through unprotected
+// (allow_missing_key, no key) that gets no answer is told apart as a
+// protected one is: an upstream that could not be reached (nothing sent,
+// safe to send again) from a connection lost or an answer not given
+// within the timeout after the request was sent (the upstream may have
+// acted), each with the note that nothing was recorded. The timeout
+// counts from the moment the request was written: a caller that takes
+// longer than it to send the body is not cut off.
+func TestPassThroughWithoutAnswer(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		const timeout = 300 * time.Millisecond
+		b := setup(t, st, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) {
+			u.AllowMissingKey = true
+			u.Timeout = destination.Duration(timeout)
+		})
+		// Bounded, so that a pass-through that waits for ever fails the
+		// test rather than hanging it.
+		send := func(body io.Reader) answer {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+"/records", body)
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			return answer{resp.StatusCode, resp.Header, data}
+		}
+
+		b.up.Fail(fakedest.LoseResponse)
+		a := send(strings.NewReader(body1))
+		require.Equal(t, http.StatusBadGateway, a.status)
+		p := a.problem(t)
+		require.Equal(t, httpapi.ProblemTypeBase+"upstream_response_lost", p.Type, p.Detail)
+		require.Contains(t, p.Detail, "may or may not have acted")
+		require.Contains(t, p.Detail, "passed through unprotected")
+		require.Equal(t, 1, b.up.Creates())
+
+		b.up.Fail(fakedest.Hang)
+		a = send(strings.NewReader(body1))
+		require.Equal(t, http.StatusGatewayTimeout, a.status, "the timeout bounds a passed-through request too")
+		p = a.problem(t)
+		require.Equal(t, httpapi.ProblemTypeBase+"upstream_response_lost", p.Type)
+		require.Contains(t, p.Detail, "did not answer within "+timeout.String())
+		require.Equal(t, 2, b.up.Creates())
+
+		// A body that takes three timeouts to arrive: the wait for the
+		// answer starts once it has been written.
+		pr, pw := io.Pipe()
+		go func() {
+			pw.Write([]byte(`{"external_ref":"slow",`))
+			<-time.After(3 * timeout) // a slow caller, not a synchronisation
+			pw.Write([]byte(`"amount":1}`))
+			pw.Close()
+		}()
+		a = send(pr)
+		require.Equal(t, http.StatusCreated, a.status, "%s", a.body)
+		require.Equal(t, 3, b.up.Creates())
+		require.Equal(t, 0, b.count(t), "nothing recorded")
+
+		dead := httptest.NewServer(http.NotFoundHandler())
+		deadURL := dead.URL
+		dead.Close()
+		gone := setup(t, st, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) {
+			u.AllowMissingKey = true
+			u.URL = deadURL
+		})
+		a = gone.send(t, http.MethodPost, "/records", "", token, body1)
+		require.Equal(t, http.StatusBadGateway, a.status)
+		p = a.problem(t)
+		require.Equal(t, httpapi.ProblemTypeBase+"upstream_unreachable", p.Type)
+		require.Contains(t, p.Detail, "nothing was sent")
+		require.Contains(t, p.Detail, "passed through unprotected")
+	})
+}
