@@ -412,6 +412,13 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	if sendErr != nil {
 		outcome, retryAfter = opledger.OutcomeOf(sendErr)
 	}
+	if outcome == opledger.OutcomeRejected && resp.StatusCode == http.StatusUnauthorized && !claim.Protected {
+		// The upstream did not take the caller's credential, so it did
+		// nothing: not a decision to replay for ever. The caller sends
+		// the request again with a fresh one (an access token refreshed;
+		// a credential_header scope stays the same across it).
+		outcome = opledger.OutcomeRetryable
+	}
 	if oversized && outcome == opledger.OutcomeSucceeded {
 		p.forwardLarge(ctx, rt, w, log, claim, out, s, answer, resp.Body, clock)
 		return

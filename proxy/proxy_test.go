@@ -495,6 +495,38 @@ func TestRejectionReplayed(t *testing.T) {
 	})
 }
 
+// A 401 is passed through and not saved: the upstream did not take the
+// caller's credential, so it decided nothing. The same key with a
+// refreshed access token, in the same credential_header scope, is
+// forwarded and its answer saved (a saved 401 was replayed for ever).
+func TestUnauthorizedNotSaved(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) { u.CredentialHeader = "X-Account" })
+		send := func(bearer string) answer {
+			t.Helper()
+			return b.sendWith(t, http.MethodPost, "/records", http.Header{"Content-Type": {"application/json"},
+				"Idempotency-Key": {"inv-17"}, "X-Account": {"acct-1"}, "Authorization": {"Bearer " + bearer}}, body1)
+		}
+		b.up.Fail(fakedest.Unauthorized)
+		a := send("expired")
+		require.Equal(t, http.StatusUnauthorized, a.status)
+		require.Equal(t, `Bearer error="invalid_token"`, a.header.Get("WWW-Authenticate"), "the upstream's answer, passed through")
+		require.Empty(t, a.header.Get(proxy.HeaderReplayed))
+		require.Equal(t, opledger.StatePending, b.only(t).State)
+
+		a = send("fresh")
+		require.Equal(t, http.StatusCreated, a.status, "%s", a.body)
+		require.Empty(t, a.header.Get(proxy.HeaderReplayed))
+		a = send("fresh")
+		require.Equal(t, http.StatusCreated, a.status)
+		require.Equal(t, "true", a.header.Get(proxy.HeaderReplayed))
+		require.Equal(t, 2, b.up.Creates())
+		require.Equal(t, 1, b.up.Effects())
+		require.Equal(t, opledger.StateSucceeded, b.only(t).State)
+	})
+}
+
 // 429 and 503 are passed through with Retry-After and not saved: a repeat
 // forwards again.
 func TestRetryableNotSaved(t *testing.T) {

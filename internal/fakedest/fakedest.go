@@ -60,6 +60,9 @@ const (
 	// until the caller goes away): a request in flight for as long as a
 	// test needs.
 	Block
+	// Unauthorized answers 401 without creating anything: the caller's
+	// credential was not taken (an access token that expired).
+	Unauthorized
 )
 
 // Record is a created record.
@@ -276,7 +279,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	var rec *Record
 	status := http.StatusCreated
 	switch fault {
-	case Unavailable, TooMany, Invalid, DropBeforeCommit:
+	case Unavailable, TooMany, Invalid, DropBeforeCommit, Unauthorized:
 	default:
 		ext, _ := fields["external_ref"].(string)
 		delete(fields, "external_ref")
@@ -311,6 +314,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	case TooMany:
 		w.Header().Set("Retry-After", retryAfter)
 		http.Error(w, "slow down", http.StatusTooManyRequests)
+	case Unauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "token expired"})
 	case Invalid:
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": "validation failed", "field": "email"})
 	case InternalAfterCommit:
