@@ -322,7 +322,7 @@ func TestAnswerHeaderNotUTF8Replayed(t *testing.T) {
 }
 
 // Every answer to a protected request with a key names its operation
-// (Opledger-Operation), so that whoever holds a 502, a 409 or a replay
+// (Opledger-Operation), so that whoever holds a 502, a 409, a 413 or a replay
 // can find it with opledger ops show; a refused upstream whose policy
 // spaces the attempts says when to come back (Retry-After), and the
 // repeat it holds back says why.
@@ -335,8 +335,9 @@ func TestAnswersNameTheirOperation(t *testing.T) {
 		key := first.header.Get(proxy.HeaderOperation)
 		require.Equal(t, b.keyOf(t, "/records"), key)
 		for _, a := range []answer{
-			b.send(t, http.MethodPost, "/records", "key-1", token, body1), // replayed
-			b.send(t, http.MethodPost, "/records", "key-1", token, body2), // 422
+			b.send(t, http.MethodPost, "/records", "key-1", token, body1),                        // replayed
+			b.send(t, http.MethodPost, "/records", "key-1", token, body2),                        // 422
+			b.send(t, http.MethodPost, "/records", "key-1", token, strings.Repeat("x", 1<<20+1)), // 413
 		} {
 			require.Equal(t, key, a.header.Get(proxy.HeaderOperation), "%d %s", a.status, a.body)
 		}
@@ -378,4 +379,39 @@ func TestUnreachableWithBackoffSaysWhen(t *testing.T) {
 	require.Contains(t, p.Detail, "could not be reached and the upstream's retry policy spaces the attempts")
 	require.NotEmpty(t, again.header.Get("Retry-After"))
 	require.Equal(t, a.header.Get(proxy.HeaderOperation), again.header.Get(proxy.HeaderOperation))
+}
+
+// An upstream's answer carrying headers of the proxy's protocol (its own
+// Idempotent-Replayed, an Opledger-State) gets the proxy's alone, first
+// and replayed: no header appears twice. An answer without Content-Type
+// is passed on and replayed without one, not with a type net/http
+// guessed from the body.
+func TestUpstreamAnswerHeadersAsSent(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(proxy.HeaderReplayed, "true")
+			w.Header().Set(proxy.HeaderState, "upstream's own")
+			w.Header().Set(proxy.HeaderOperation, "upstream's own")
+			w.Header().Set("X-Request-Id", "up-1")
+			w.Header()["Content-Type"] = nil // net/http would guess one
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, "<html>hello</html>")
+		}))
+		t.Cleanup(up.Close)
+		b := proxyOn(t, openLedger(t, st), proxy.Upstream{Name: "crm", URL: up.URL})
+		first := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		again := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		for name, a := range map[string]answer{"first": first, "replay": again} {
+			require.Equal(t, http.StatusCreated, a.status, name)
+			require.Equal(t, "<html>hello</html>", string(a.body), name)
+			require.Equal(t, []string{"up-1"}, a.header.Values("X-Request-Id"), name)
+			require.NotContains(t, a.header, "Content-Type", name)
+			require.Empty(t, a.header.Values(proxy.HeaderState), name)
+			require.Len(t, a.header.Values(proxy.HeaderOperation), 1, name)
+			require.NotEqual(t, "upstream's own", a.header.Get(proxy.HeaderOperation), name)
+		}
+		require.Empty(t, first.header.Values(proxy.HeaderReplayed))
+		require.Equal(t, []string{"true"}, again.header.Values(proxy.HeaderReplayed))
+	})
 }

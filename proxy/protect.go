@@ -112,6 +112,13 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		writeProblem(w, r, http.StatusBadRequest, "invalid_idempotency_key", err.Error(), nil)
 		return
 	}
+	key := rt.operationKey(rt.scopeDigest(r), callerKey)
+	log = log.With("operation", key)
+	// Every answer from here on names the operation, refusals of the
+	// request included, so that whoever holds a 502, a 409, a 413 or a
+	// replay can find it in the ledger (if anything was recorded under
+	// its key).
+	w.Header().Set(HeaderOperation, key)
 	if !utf8.ValidString(fingerprintPath(r.URL)) || !utf8.ValidString(r.URL.RawQuery) {
 		// The payload is JSON text: invalid bytes would be recorded as
 		// U+FFFD, and two different requests with the same key would have
@@ -138,11 +145,6 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		}
 		return
 	}
-	key := rt.operationKey(rt.scopeDigest(r), callerKey)
-	log = log.With("operation", key)
-	// Every answer from here on names the operation, so that whoever
-	// holds a 502, a 409 or a replay can find it in the ledger.
-	w.Header().Set(HeaderOperation, key)
 	payload, err := requestPayload(r, body)
 	if err != nil {
 		p.internal(w, r, log, err)
@@ -258,7 +260,7 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 	case errors.As(err, &me):
 		log.Info("refused: same key, other request")
 		writeProblem(w, r, http.StatusUnprocessableEntity, "fingerprint_mismatch",
-			"this Idempotency-Key was used for a different request (method, path or body); the first request is kept, nothing was forwarded. Use a new key for a new request",
+			"this Idempotency-Key was used for a different request (method, path, query or body); the first request is kept, nothing was forwarded. Use a new key for a new request",
 			&httpapi.Problem{State: me.State})
 	case errors.As(err, &se):
 		op := se.Operation
@@ -872,24 +874,40 @@ func writeReconciled(w http.ResponseWriter, op *opledger.Operation) {
 	_ = json.NewEncoder(w).Encode(reconciled{State: op.State, DestinationRef: op.DestinationRef, Detail: detail})
 }
 
-// addHeaders adds the headers of a saved or forwarded answer to w's.
+// addHeaders adds the headers of a saved or forwarded answer to w's,
+// but for the proxy's own (ownHeaders): an upstream's Idempotent-Replayed
+// (its replay of a re-forward under its idempotency key) would stand
+// beside, or for, the proxy's. An answer without a Content-Type goes
+// without one: net/http would otherwise guess one from the body.
 func (s *saved) addHeaders(w http.ResponseWriter) {
+	add := func(k, v string) {
+		if !slices.Contains(ownHeaders, http.CanonicalHeaderKey(k)) {
+			w.Header().Add(k, v)
+		}
+	}
 	for k, vs := range s.Header {
 		for _, v := range vs {
-			w.Header().Add(k, v)
+			add(k, v)
 		}
 	}
 	for k, vs := range s.HeaderBytes {
 		for _, v := range vs {
-			w.Header().Add(k, string(v))
+			add(k, string(v))
 		}
 	}
 	for _, h := range s.HeaderMasked {
 		for _, v := range h.Values {
-			w.Header().Add(h.Name, v)
+			add(h.Name, v)
 		}
 	}
+	if _, ok := w.Header()["Content-Type"]; !ok {
+		w.Header()["Content-Type"] = nil
+	}
 }
+
+// ownHeaders are the headers of the proxy's protocol: on an answer to a
+// protected request only the proxy sets them.
+var ownHeaders = []string{HeaderReplayed, HeaderOperation, HeaderState, HeaderBodyOmitted}
 
 // writeAnswer writes an upstream answer held whole: s's status and
 // headers, and body.
