@@ -83,7 +83,10 @@ type Lookuper interface {
 	// Lookup searches the destination for the effect of op and compares
 	// what it finds with op's payload. An error means the lookup itself
 	// failed (the reconciler backs off and, after repeated failures, holds
-	// the operation); "nothing found" is a LookupResult, not an error.
+	// the operation); "nothing found" is a LookupResult, not an error. An
+	// error marked opledger.Rejected says that no lookup can be made for
+	// op (its content cannot fill the lookup's request): the reconciler
+	// holds the operation at once, with the error as the reason.
 	//
 	// refs are the references op's attempts reported without a success
 	// (a Result's Ref returned with an error, or a late report's), newest

@@ -538,15 +538,17 @@ func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation, _ []string) (
 	if l == nil {
 		return LookupResult{}, errors.New("destination " + h.name + " has no lookup")
 	}
+	// An operation whose content cannot fill the lookup's templates never
+	// will: rejected, so that the reconciler holds it at once.
 	d, err := newTemplateData(op)
 	if err != nil {
-		return LookupResult{}, err
+		return LookupResult{}, opledger.Rejected(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	req, err := newRequest(ctx, l.method, l.url, l.origin, l.body, nil, l.headers, d)
 	if err != nil {
-		return LookupResult{}, err
+		return LookupResult{}, opledger.Rejected(err)
 	}
 	where := req.Method + " " + req.URL.Host
 	resp, err := SendHTTP(h.client, req, HTTPPolicy{Now: h.policy.Now})

@@ -291,7 +291,7 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 				&httpapi.Problem{State: se.State})
 		default:
 			if se.State == opledger.StateUncertain {
-				w.Header().Set("Retry-After", strconv.Itoa(int(p.cfg.ReconcileInterval.Round(time.Second)/time.Second)+1))
+				w.Header().Set("Retry-After", strconv.Itoa(p.checkAfter(r.Context(), op)))
 			}
 			writeProblem(w, r, http.StatusConflict, "invalid_state", stateDetail(rt, se.State), &httpapi.Problem{State: se.State})
 		}
@@ -311,6 +311,19 @@ func (p *Proxy) retryAfter(ctx context.Context, op *opledger.Operation) int {
 		}
 	}
 	return p.cfg.InFlightRetryAfter
+}
+
+// checkAfter is a Retry-After for a repeat of an uncertain operation: the
+// reconciler's next pass after the operation's next check (NotBefore,
+// set when a lookup failed and the reconciler backs off).
+func (p *Proxy) checkAfter(ctx context.Context, op *opledger.Operation) int {
+	n := int(p.cfg.ReconcileInterval.Round(time.Second)/time.Second) + 1
+	if op != nil && op.NotBefore != nil {
+		if now, err := p.ledger.Now(ctx); err == nil && op.NotBefore.After(now) {
+			n += secondsUntil(now, *op.NotBefore)
+		}
+	}
+	return n
 }
 
 // secondsUntil is a Retry-After for t: whole seconds from now, at least 1.
@@ -863,7 +876,7 @@ func replay(w http.ResponseWriter, op *opledger.Operation, rt *route) error {
 // answer the ledger does not have: confirmed by a lookup or an operator, or
 // compacted by retention.
 func writeReconciled(w http.ResponseWriter, op *opledger.Operation) {
-	detail := "the upstream's original response was lost; the effect was confirmed, by a lookup at the upstream or by an operator, under this reference"
+	detail := "the upstream's answer to the first request did not settle it (the answer was lost, or said that the record exists already); the effect was confirmed, by a lookup at the upstream or by an operator, under this reference"
 	if op.Tombstoned {
 		detail = "the upstream's original response has passed the ledger's retention period; the effect is recorded under this reference"
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,6 +356,77 @@ func TestLostResponseReconciledByLookup(t *testing.T) {
 		require.Equal(t, "R1", got.DestinationRef)
 		require.Equal(t, 1, b.up.Creates(), "the upstream was called once")
 		require.Equal(t, 1, b.up.Effects())
+	})
+}
+
+// A repeat of an uncertain request is told to come back after the
+// reconciler's next pass; once a failed lookup has made the reconciler
+// back off, after the next check it scheduled, not before.
+func TestUncertainRetryAfterFollowsNextCheck(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{}, lookupByExternalRef)
+		b.up.Fail(fakedest.LoseResponse)
+		require.Equal(t, http.StatusBadGateway, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+		retryAfter := func() int {
+			t.Helper()
+			a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+			require.Equal(t, http.StatusConflict, a.status)
+			n, err := strconv.Atoi(a.header.Get("Retry-After"))
+			require.NoError(t, err, "%v", a.header)
+			return n
+		}
+		before := retryAfter()
+		b.up.FailLookups(1)
+		require.Equal(t, 1, b.reconcile(t).Decisions[reconciler.Wait])
+		after := retryAfter()
+		require.Greater(t, after, before, "the next check is later than the next pass")
+	})
+}
+
+// A lost answer to a request whose content cannot fill the lookup (a form
+// body, where the lookup reads .Payload.body, which only a JSON body
+// has) is held at the first pass, with the reason, instead of being
+// tried again with backoff for many minutes as if the lookup might
+// pass.
+func TestLookupThatCannotBeMadeHolds(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		var lookups atomic.Int32
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				lookups.Add(1)
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			// Acted, then the connection broke.
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}))
+		t.Cleanup(up.Close)
+		results := "/items"
+		b := proxyOn(t, openLedger(t, st), proxy.Upstream{Name: "crm", URL: up.URL, Lookup: &destination.LookupConfig{
+			URL:     up.URL + "/records?external_ref={{urlquery .Payload.body.external_ref}}",
+			Results: &results, Ref: "/id", Authoritative: true,
+			Match: []destination.MatchConfig{{Record: "/external_ref", Payload: "/body/external_ref"}},
+		}})
+		h := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Idempotency-Key": {"key-1"}, "Authorization": {token}}
+		a := b.sendWith(t, http.MethodPost, "/records", h, "external_ref=ord-9&amount=100")
+		require.Equal(t, http.StatusBadGateway, a.status, "%s", a.body)
+		require.Equal(t, opledger.StateUncertain, b.only(t).State)
+
+		require.Equal(t, 1, b.reconcile(t).Decisions[reconciler.Held])
+		op := b.only(t)
+		require.Equal(t, opledger.StateHeld, op.State)
+		tl, err := b.ledger.Timeline(context.Background(), op.Key)
+		require.NoError(t, err)
+		held := tl[len(tl)-1]
+		require.Equal(t, opledger.StateHeld, held.To)
+		require.Contains(t, held.Evidence, "no lookup can be made for this operation")
+		require.Contains(t, held.Evidence, "render lookup.url")
+		require.Zero(t, lookups.Load(), "no lookup was sent")
 	})
 }
 

@@ -439,15 +439,28 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 		return "", err
 	}
 	failures++
-	if failures >= r.cfg.MaxLookupFailures {
-		_, err := tl.Hold(ctx, op.Key, fmt.Sprintf("%d lookups failed since the operation became uncertain; nothing was resent; last error: %s", failures, text))
+	// A lookup that cannot be made for this operation (its content does
+	// not fill the lookup's request) fails the same way every time: hold
+	// it now, not after MaxLookupFailures backed-off tries.
+	outcome, _ := opledger.OutcomeOf(lookupErr)
+	impossible := outcome == opledger.OutcomeRejected
+	if impossible || failures >= r.cfg.MaxLookupFailures {
+		reason := fmt.Sprintf("%d lookups failed since the operation became uncertain; nothing was resent; last error: %s", failures, text)
+		if impossible {
+			reason = "no lookup can be made for this operation: " + text + "; nothing was resent"
+		}
+		_, err := tl.Hold(ctx, op.Key, reason)
 		if errors.Is(err, opledger.ErrInvalidState) {
 			return Skipped, nil
 		}
 		if err != nil {
 			return "", fmt.Errorf("hold: %w", err)
 		}
-		r.log.Warn("held after failed lookups", "tenant", op.Tenant, "destination", op.Destination, "failures", failures)
+		if impossible {
+			r.log.Warn("held: no lookup can be made for the operation", "tenant", op.Tenant, "destination", op.Destination)
+		} else {
+			r.log.Warn("held after failed lookups", "tenant", op.Tenant, "destination", op.Destination, "failures", failures)
+		}
 		return Held, nil
 	}
 	delay := r.cfg.LookupBackoff
