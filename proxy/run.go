@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/httpapi"
 )
 
 // Run serves the proxy on ln until ctx ends. Meanwhile it runs the
@@ -72,3 +74,32 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	p.log.Info("stopped")
 	return err
 }
+
+// AdminHandler serves the proxy's ledger to probes and scrapers, for an
+// address of its own (every path on the proxy's address is the
+// upstream's): GET /healthz, GET /readyz and GET /metrics, answered as
+// opledger serve answers them (docs/operations.md), with the attempt
+// series of the proxy's upstreams from 0. Any other request gets 404.
+// None of them needs a token: serve it on a private address.
+func (p *Proxy) AdminHandler() (http.Handler, error) {
+	names := make([]string, len(p.routes))
+	for i, rt := range p.routes {
+		names[i] = destinationName(rt.Name)
+	}
+	api, err := httpapi.New(p.ledger, httpapi.Options{Auth: p.ledger, Logger: p.log, Destinations: names})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	for _, route := range adminRoutes {
+		mux.Handle("GET "+route, api)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, http.StatusNotFound, "not_found",
+			"this address serves GET "+strings.Join(adminRoutes, ", ")+" only; the proxy itself listens on its own address", nil)
+	})
+	return mux, nil
+}
+
+// adminRoutes are the paths AdminHandler serves.
+var adminRoutes = []string{"/healthz", "/readyz", "/metrics"}

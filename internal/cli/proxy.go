@@ -3,6 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +17,7 @@ import (
 
 func newProxyCmd() *cobra.Command {
 	var (
-		dsn, listen, upstream, name, owner, configPath, level string
+		dsn, listen, admin, upstream, name, owner, configPath, level string
 		logJSON                                               bool
 		maxBody                                               int64
 		timeout, reconcileEvery, shutdown                     time.Duration
@@ -105,6 +108,13 @@ finish and record their outcome.`,
 				return err
 			}
 			defer ln.Close() // Run closes it too; once more is harmless
+			var adminLn net.Listener
+			if cmd.Flags().Changed("admin-listen") {
+				if adminLn, err = listenFirst("admin-listen", admin); err != nil {
+					return err
+				}
+				defer adminLn.Close()
+			}
 			opts.MigrationProgress = logMigrations(log)
 			l, err := opledger.Open(cmd.Context(), dsn, opts)
 			if err != nil {
@@ -116,11 +126,25 @@ finish and record their outcome.`,
 				return err
 			}
 			defer p.Close()
+			if adminLn != nil {
+				h, err := p.AdminHandler()
+				if err != nil {
+					return err
+				}
+				hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+					ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+				go func() { _ = hs.Serve(adminLn) }()
+				// Closed once the proxy has stopped: probes are answered
+				// while in-flight requests finish.
+				defer hs.Close()
+				log.Info("probes and metrics", "url", "http://"+adminLn.Addr().String(), "paths", "/healthz /readyz /metrics")
+			}
 			return p.Run(cmd.Context(), ln, shutdown)
 		},
 	}
 	addDBFlag(cmd, &dsn)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "listen address")
+	cmd.Flags().StringVar(&admin, "admin-listen", "", "address for GET /healthz, /readyz and /metrics, without a token (every path on --listen is the upstream's); keep it private. Default: none")
 	cmd.Flags().StringVar(&upstream, "upstream", "", "base URL of the one API to protect")
 	cmd.Flags().StringVar(&owner, "owner", "", "with --upstream: who decides its held operations (their owner), e.g. a team")
 	cmd.Flags().StringVar(&name, "name", proxy.DefaultUpstreamName, "with --upstream: the upstream's name, which scopes its keys; proxies sharing a store need different names, and an upstream with operations must keep its name")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,6 +95,52 @@ func TestProxyCommand(t *testing.T) {
 			require.Contains(t, logs.String(), "msg=forwarded")
 		})
 	}
+}
+
+// TestProxyAdmin: 'opledger proxy --admin-listen' answers probes and
+// scrapes on an address of its own: /healthz, /readyz and the ledger's
+// /metrics, with the upstream's attempt series, and nothing else; on the
+// proxy's address the same paths are the upstream's.
+func TestProxyAdmin(t *testing.T) {
+	t.Parallel()
+	up := fakedest.New(t, fakedest.Options{})
+	logs := &testrig.LogBuffer{}
+	cmd := exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--upstream", up.URL(),
+		"--db", "sqlite:"+filepath.Join(t.TempDir(), "proxy.db"))
+	base := startedURL(t, cmd, logs)
+	m := regexp.MustCompile(`msg="probes and metrics" url=(http://\S+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, m, logs.String())
+	admin := m[1]
+	require.NotEqual(t, base, admin)
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(data)
+	}
+	first := postThrough(t, base+"/records", "order-1", `{"external_ref":"o1"}`)
+	require.Equal(t, http.StatusCreated, first.status, first.body)
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		status, body := get(admin + path)
+		require.Equal(t, http.StatusOK, status, "%s: %s", path, body)
+	}
+	status, body := get(admin + "/metrics")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `opledger_attempts_total{destination="proxy:upstream",outcome="succeeded"} 1`)
+	require.Contains(t, body, `opledger_operations{state="succeeded"} 1`)
+	status, body = get(admin + "/v1/operations")
+	require.Equal(t, http.StatusNotFound, status)
+	require.Contains(t, body, "serves GET /healthz, /readyz, /metrics only")
+	status, _ = get(base + "/metrics")
+	require.Equal(t, http.StatusNotFound, status, "on the proxy's address, the upstream's path")
+
+	_, errOut, code := runGuarded(t, "proxy", "--admin-listen", "nowhere", "--upstream", up.URL(), "--db", "sqlite:"+filepath.Join(t.TempDir(), "p.db"))
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--admin-listen takes HOST:PORT")
 }
 
 // TestProxyConfig: a config file with an upstream under a prefix that
