@@ -18,10 +18,10 @@ import (
 func newProxyCmd() *cobra.Command {
 	var (
 		dsn, listen, admin, upstream, name, owner, configPath, level string
-		logJSON                                               bool
-		maxBody                                               int64
-		timeout, reconcileEvery, shutdown                     time.Duration
-		lf                                                    ledgerFlags
+		logJSON                                                      bool
+		maxBody                                                      int64
+		timeout, reconcileEvery, shutdown                            time.Duration
+		lf                                                           ledgerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
