@@ -87,13 +87,18 @@ func TestPassThroughWithoutAnswer(t *testing.T) {
 		dead.Close()
 		gone := setup(t, st, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) {
 			u.AllowMissingKey = true
-			u.URL = deadURL
+			u.URL = deadURL + "/bot123:SECRET-UPSTREAM-TOKEN"
 		})
-		a = gone.send(t, http.MethodPost, "/records", "", token, body1)
-		require.Equal(t, http.StatusBadGateway, a.status)
-		p = a.problem(t)
-		require.Equal(t, httpapi.ProblemTypeBase+"upstream_unreachable", p.Type)
-		require.Contains(t, p.Detail, "nothing was sent")
-		require.Contains(t, p.Detail, "passed through unprotected")
+		for _, method := range []string{http.MethodPost, http.MethodGet} {
+			a = gone.send(t, method, "/records", "", token, body1)
+			require.Equal(t, http.StatusBadGateway, a.status)
+			p = a.problem(t)
+			require.Equal(t, httpapi.ProblemTypeBase+"upstream_unreachable", p.Type)
+			require.Contains(t, p.Detail, "nothing was sent")
+			require.Contains(t, p.Detail, "passed through unprotected")
+			require.Equal(t, "/records", p.Instance, "the caller's path, never the upstream's base path, which may hold its credential")
+			require.NotContains(t, string(a.body), "SECRET")
+		}
+		require.NotContains(t, gone.logs.String(), "SECRET")
 	})
 }
