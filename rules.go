@@ -410,6 +410,9 @@ func compileRule(r Rule) (*compiledRule, error) {
 		}
 		c.ops = append(c.ops, co)
 	}
+	if err := checkKeysNotSensitive(c, fail); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

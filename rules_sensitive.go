@@ -1,0 +1,119 @@
+package opledger
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// sensitiveSource is an event path whose value a rule's operation marks
+// sensitive: the placeholder that fills a sensitive field of its payload,
+// or that the field reaches into.
+type sensitiveSource struct {
+	path  []string // the event path, "data.customer.email"
+	op    int      // the operation whose sensitive_fields marks it
+	field string   // that entry of sensitive_fields
+}
+
+// sensitiveSources lists the event paths c's operations mark sensitive:
+// the placeholders at or under each sensitive field of a payload
+// template, and a whole placeholder ("{data.customer}") that a field
+// reaches into ("customer.email"), with the rest of the field's path
+// ("data.customer.email"). A field reaches into every element of an
+// array, and names a member spelled with its dots, as masking does.
+func sensitiveSources(c *compiledRule) []sensitiveSource {
+	var out []sensitiveSource
+	for i, op := range c.ops {
+		for _, f := range op.SensitiveFields {
+			for _, p := range op.payload.reach(strings.Split(f, ".")) {
+				out = append(out, sensitiveSource{path: p, op: i, field: f})
+			}
+		}
+	}
+	return out
+}
+
+// reach returns the event paths whose values end up at path in what v
+// renders, or under it.
+func (v *valueTmpl) reach(path []string) [][]string {
+	if v == nil {
+		return nil
+	}
+	switch x := v.node.(type) {
+	case map[string]*valueTmpl:
+		if len(path) == 0 {
+			return v.placeholders()
+		}
+		var out [][]string
+		// A member named by the first segments, "customer" or
+		// "customer.email" spelled with the dot.
+		for n := 1; n <= len(path); n++ {
+			if el, ok := x[strings.Join(path[:n], ".")]; ok {
+				out = append(out, el.reach(path[n:])...)
+			}
+		}
+		return out
+	case []*valueTmpl:
+		var out [][]string
+		for _, el := range x {
+			out = append(out, el.reach(path)...)
+		}
+		return out
+	case *tmpl:
+		if len(path) == 0 {
+			return x.placeholders()
+		}
+		if x.whole() {
+			return [][]string{append(slices.Clone(x.parts[0].path), path...)}
+		}
+	}
+	return nil // a literal, or text a path cannot reach into
+}
+
+// checkKeysNotSensitive refuses a rule whose keys, update keys, object id
+// or ordering value take a value that one of its operations marks
+// sensitive: those are stored and shown as they are (lists, the console,
+// logs, URLs), never masked, so a name or an address in them would be
+// shown wherever the operation is.
+func checkKeysNotSensitive(c *compiledRule, fail func(field string, err error) error) error {
+	sources := sensitiveSources(c)
+	if len(sources) == 0 {
+		return nil
+	}
+	check := func(field string, paths [][]string) error {
+		for _, q := range paths {
+			for _, s := range sources {
+				if hasPathPrefix(q, s.path) || hasPathPrefix(s.path, q) {
+					return fail(field, fmt.Errorf("takes {%s}, which operations[%d].sensitive_fields marks sensitive (%s): "+
+						"keys, object ids and ordering values are shown as they are in lists, logs and URLs, never masked; "+
+						"build them from an identifier instead", strings.Join(q, "."), s.op, s.field))
+				}
+			}
+		}
+		return nil
+	}
+	if c.objID != nil {
+		if err := check("object.id", c.objID.placeholders()); err != nil {
+			return err
+		}
+		if err := check("object.order_by", [][]string{c.orderBy}); err != nil {
+			return err
+		}
+	}
+	for i, op := range c.ops {
+		if err := check(fmt.Sprintf("operations[%d].key", i), op.key.placeholders()); err != nil {
+			return err
+		}
+		if op.updateKey != nil {
+			if err := check(fmt.Sprintf("operations[%d].update_key", i), op.updateKey.placeholders()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hasPathPrefix reports whether path starts with prefix.
+func hasPathPrefix(path, prefix []string) bool {
+	return len(prefix) <= len(path) && slices.Equal(path[:len(prefix)], prefix)
+}
