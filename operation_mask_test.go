@@ -240,8 +240,9 @@ func TestMaskedNonASCIIEmailInMixedCase(t *testing.T) {
 }
 
 // TestSensitiveFieldAsJSONPointerRefused: "/to" (a JSON pointer, as
-// destinations.yaml writes paths) would mask nothing; it is refused with
-// what to write instead, and nothing is recorded.
+// destinations.yaml writes paths) would mask nothing, and so would a
+// path with an empty segment ("to."); they are refused with what to
+// write instead, and nothing is recorded.
 func TestSensitiveFieldAsJSONPointerRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -253,6 +254,12 @@ func TestSensitiveFieldAsJSONPointerRefused(t *testing.T) {
 	_, _, err = l.Record(ctx, in)
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
 	require.ErrorContains(t, err, `sensitive_fields: "/to" is a JSON pointer: entries are dotted paths (customer.email)`)
+	for _, f := range []string{"to.", ".to", "a..to"} {
+		in.SensitiveFields = []string{f}
+		_, _, err = l.Record(ctx, in)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, f)
+		require.ErrorContains(t, err, "has an empty segment", f)
+	}
 	_, err = l.Get(ctx, "mail:1")
 	require.ErrorIs(t, err, opledger.ErrNotFound)
 	in.SensitiveFields = []string{"to"}

@@ -117,3 +117,26 @@ func checkKeysNotSensitive(c *compiledRule, fail func(field string, err error) e
 func hasPathPrefix(path, prefix []string) bool {
 	return len(prefix) <= len(path) && slices.Equal(path[:len(prefix)], prefix)
 }
+
+// reaches reports whether path names something in what v renders: a
+// member of an object (in every element of an array on the way, and
+// also one spelled with the path's dots), anything under a whole
+// placeholder, which may be an object, or a value at the path's end.
+func (v *valueTmpl) reaches(path []string) bool {
+	if len(path) == 0 {
+		return true
+	}
+	switch x := v.node.(type) {
+	case map[string]*valueTmpl:
+		for n := 1; n <= len(path); n++ {
+			if el, ok := x[strings.Join(path[:n], ".")]; ok && el.reaches(path[n:]) {
+				return true
+			}
+		}
+	case []*valueTmpl:
+		return slices.ContainsFunc(x, func(el *valueTmpl) bool { return el.reaches(path) })
+	case *tmpl:
+		return x.whole()
+	}
+	return false
+}

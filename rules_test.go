@@ -182,6 +182,10 @@ func TestParseRulesRefusesBadRules(t *testing.T) {
 		"destination as free text":          {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: \"ana@example.com\"}", `rule "r": operations[0].destination: destination names take letters, digits`},
 		"JSON pointer as a sensitive field": {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, sensitive_fields: [/to]}", `rule "r": operations[0].sensitive_fields: "/to" is a JSON pointer: entries are dotted paths`},
 		"NUL in sensitive field":            {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, sensitive_fields: [\"x\\0\"]}", `rule "r": operations[0].sensitive_fields: entries must be`},
+		"misspelt sensitive field":          {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: {email: \"{data.email}\"}, sensitive_fields: [emial]}", `rule "r": operations[0].sensitive_fields: "emial" names nothing in the payload template`},
+		"sensitive field into text":         {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: {to: \"<{data.email}>\"}, sensitive_fields: [to.x]}", `"to.x" names nothing`},
+		"sensitive field, no payload":       {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, sensitive_fields: [to]}", `"to" names nothing`},
+		"sensitive field, empty segment":    {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: {email: x}, sensitive_fields: [email.]}", `"email." has an empty segment`},
 		// A key, update key, object id or ordering value that takes a
 		// value an operation marks sensitive would show it unmasked.
 		"key from a sensitive field":        {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{data.name}:x\", action: a, destination: d, payload: {name: \"{data.name}\"}, sensitive_fields: [name]}", `rule "r": operations[0].key: takes {data.name}, which operations[0].sensitive_fields marks sensitive (name)`},
