@@ -324,9 +324,10 @@ func (st *secretText) maskValue(s string) string {
 // encoders escape it inside a string (Go's \u003c for < and \u2028
 // with or without HTML escaping, Python's ASCII-only \u00e9 and \u007f,
 // uppercase hex, PHP's \/, \b and \f or their \u escapes); as Go escapes
-// it in a URL query or path component (%40 for @, a space as + or %20).
-// What other URL encoders leave unescaped the escaped stages find
-// (escapedAt).
+// it in a URL query or path component (%40 for @, a space as + or %20);
+// as HTML escapers write it (htmlSpellings); with its ' escaped by a
+// backslash. What other URL encoders leave unescaped the escaped stages
+// find (escapedAt).
 func spellingsOf(v string) []string {
 	out := []string{v}
 	// Only a value with something a JSON encoder may escape has other
@@ -357,8 +358,30 @@ func spellingsOf(v string) []string {
 	}
 	q := url.QueryEscape(v)
 	out = append(out, q, strings.ReplaceAll(q, "+", "%20"), url.PathEscape(v))
+	out = append(out, htmlSpellings(v)...)
+	if strings.Contains(v, "'") {
+		out = append(out, strings.ReplaceAll(v, "'", `\'`)) // in a JavaScript or Python string
+	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// htmlSpellings are v as HTML escapers write it, an error page that
+// echoes a form's input, say (Go's html.EscapeString and html/template,
+// Python's html.escape, PHP's htmlspecialchars): &, < and > as
+// entities, and a quote as each escaper's entity or as it is; none when
+// v has nothing they escape.
+func htmlSpellings(v string) []string {
+	if !strings.ContainsAny(v, `<>&'"`) {
+		return nil
+	}
+	var out []string
+	for _, apos := range []string{"'", "&#39;", "&#x27;", "&#039;", "&apos;"} {
+		for _, quot := range []string{`"`, "&#34;", "&quot;"} {
+			out = append(out, strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "'", apos, `"`, quot).Replace(v))
+		}
+	}
+	return out
 }
 
 // jsonStyle is how a JSON encoder writes a string: with html, <, > and

@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"path/filepath"
 	"testing"
 
@@ -171,6 +172,28 @@ func TestMaskedMasksSensitiveTextInResponseAndRefs(t *testing.T) {
 	require.Equal(t, "ana@example.invalid", plain.Masked().DestinationRef)
 	require.Equal(t, string(op.Response), string(plain.Masked().Response))
 	require.Same(t, attempts[0], plain.MaskedAttempts(attempts)[0])
+}
+
+// A sensitive value echoed in an HTML page (an error page repeating a
+// form's input) is masked however the page's escaper wrote its &, <, >
+// and quotes, and so is one whose ' a backslash escapes.
+func TestMaskedHTMLEscapedEchoes(t *testing.T) {
+	t.Parallel()
+	name := `Ann O'Brien & "Sons" <SECRET170>`
+	payload, err := json.Marshal(map[string]string{"name": name})
+	require.NoError(t, err)
+	for _, echo := range []string{
+		html.EscapeString(name), // Go: &#39; &#34;
+		`Ann O&#x27;Brien &amp; &quot;Sons&quot; &lt;SECRET170&gt;`, // Python's html.escape
+		`Ann O&#039;Brien &amp; &quot;Sons&quot; &lt;SECRET170&gt;`, // PHP's htmlspecialchars
+		`Ann O&apos;Brien &amp; "Sons" &lt;SECRET170&gt;`,
+		`Ann O\'Brien & "Sons" <SECRET170>`,
+	} {
+		resp, err := json.Marshal(map[string]string{"html": "<p>No account for " + echo + ".</p>"})
+		require.NoError(t, err)
+		op := &opledger.Operation{Key: "k", Payload: payload, SensitiveFields: []string{"name"}, Response: resp}
+		require.JSONEq(t, `{"html":"<p>No account for ***.</p>"}`, string(op.Masked().Response), echo)
+	}
 }
 
 // A sensitive number is masked in text as the payload wrote it, not only
