@@ -249,6 +249,14 @@ func (o *Operation) Masked() *Operation {
 	return &m
 }
 
+// MaskText returns s with every sensitive value of o (of three bytes or
+// more), in any of the spellings Masked finds in a response, replaced by
+// "***": as the ledger stores free text about o (errors, reasons). For
+// text about o that goes elsewhere, a log line say.
+func (o *Operation) MaskText(s string) string {
+	return newSecretText(o.Payload, o.SensitiveFields).mask(s)
+}
+
 // ForClaimant returns a copy of the operation whose MarshalJSON shows it
 // as the worker that claimed it must see it: masked as Masked masks it,
 // except the payload, which the claimant sends to the destination as it

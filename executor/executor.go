@@ -525,9 +525,10 @@ func prepare(p destination.Preparer, call opledger.Call, log *slog.Logger) (err 
 
 // panicText describes a recovered panic value v for the attempt's error
 // and the log: what panicked and the value's text, without the
-// operation's key and idempotency key, cut to maxPanicText bytes.
+// operation's key, idempotency key and sensitive values, cut to
+// maxPanicText bytes.
 func panicText(what string, v any, call opledger.Call) string {
-	text := fmt.Sprint(v)
+	text := call.Operation.MaskText(fmt.Sprint(v))
 	if k := call.IdempotencyKey; k != "" {
 		text = strings.ReplaceAll(text, k, "<idempotency key>")
 	}

@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,6 +63,34 @@ func TestDestinationPanicIsUncertain(t *testing.T) {
 		require.Contains(t, logs, "stack=", "with the stack")
 		require.Contains(t, logs, "panic_test.go", "the stack shows where it panicked")
 		// The rig fails the test if the key reached the logs.
+	})
+}
+
+// leaky panics with the whole payload it was given, as a careless
+// destination's panic may.
+type leaky struct{}
+
+func (leaky) Name() string                           { return "leaky" }
+func (leaky) Capabilities() destination.Capabilities { return destination.Capabilities{} }
+func (leaky) Call(_ context.Context, c opledger.Call) (opledger.Result, error) {
+	panic(fmt.Sprintf("cannot send %s", c.Operation.Payload))
+}
+
+// TestDestinationPanicMasksSensitiveValues: a panic whose value repeats
+// a sensitive payload value is masked in the log line, as in the stored
+// error.
+func TestDestinationPanicMasksSensitiveValues(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{leaky{}} })
+		_, _, err := r.Ledger.Record(r.Ctx, opledger.Intent{Key: "leak:1", Action: "mail.send", Destination: "leaky",
+			Payload: json.RawMessage(`{"to":"ana.SECRET@example.invalid","n":1}`), SensitiveFields: []string{"to"}})
+		require.NoError(t, err)
+		op, err := r.Exec.RunOnce(r.Ctx)
+		require.NoError(t, err)
+		require.Equal(t, `destination panicked: cannot send {"to":"***","n":1}`, op.LastError)
+		require.Contains(t, r.Logs(), `cannot send {\"to\":\"***\",\"n\":1}`)
+		require.NotContains(t, r.Logs(), "SECRET")
 	})
 }
 

@@ -309,7 +309,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			// reconciler down, nor decide anything.
 			defer func() {
 				if v := recover(); v != nil {
-					why := redact.Keys(op.Key, fmt.Errorf("lookup panicked: %.200v", v))
+					why := redact.Keys(op.Key, fmt.Errorf("lookup panicked: %.200s", op.MaskText(fmt.Sprint(v))))
 					log.Error("lookup panicked", "error", why, "stack", string(debug.Stack()))
 					res, err = destination.LookupResult{}, why
 				}
