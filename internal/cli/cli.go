@@ -3,9 +3,11 @@
 //
 // Exit codes: 0 success, 1 a command failed, 2 usage error.
 //
-// Allowed imports: opledger and its public packages, cobra, internal/bench
-// (opledger bench), internal/redact, and the stores' read-only
-// HoldsLedger checks (internal/store/sqlitestore, internal/store/pgstore).
+// Allowed imports: opledger and its public packages, cobra and its pflag
+// (the values a flag refused), internal/bench (opledger bench),
+// internal/redact, the stores' read-only HoldsLedger checks
+// (internal/store/sqlitestore, internal/store/pgstore), and pgxpool's
+// ParseConfig (the parser of the PostgreSQL store's DSN).
 package cli
 
 import (
@@ -23,7 +25,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
@@ -56,6 +60,42 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
+
+// flagError is the usage error of a flag value pflag could not take: what
+// the flag takes and the value given (--limit takes a whole number from 1
+// to 500 (got "x")), rather than strconv's words. Other errors of flags
+// (an unknown flag, one without its value) are pflag's own.
+func flagError(_ *cobra.Command, err error) error {
+	var ive *pflag.InvalidValueError
+	if errors.As(err, &ive) {
+		f := ive.GetFlag()
+		if takes := flagTakes(f); takes != "" {
+			return usageError{fmt.Errorf("--%s takes %s (got %q)", f.Name, takes, ive.GetValue())}
+		}
+	}
+	return usageError{err}
+}
+
+// takesAnnotation is the flag annotation that says what a flag takes, for
+// flagError, when its type alone does not (addLimitFlag).
+const takesAnnotation = "opledger-takes"
+
+// flagTakes says what values f takes, by its annotation or its type; ""
+// when neither says.
+func flagTakes(f *pflag.Flag) string {
+	if t := f.Annotations[takesAnnotation]; len(t) > 0 {
+		return t[0]
+	}
+	switch f.Value.Type() {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "a whole number"
+	case "duration":
+		return "a duration such as 30s, 5m or 1h30m"
+	case "bool":
+		return "true or false"
+	}
+	return ""
+}
 
 // Main runs the command line args and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
@@ -170,9 +210,11 @@ func checkCommonFlags(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// checkDSN refuses a DSN that names no store opledger opens, saying what to
-// give instead. It repeats no more of the value than a SQLite path or a
-// scheme, and nothing of a value that may carry credentials (a libpq
+// checkDSN refuses a DSN that names no store opledger opens, or a
+// PostgreSQL URL its driver cannot parse, saying what to give instead or
+// what is wrong. It repeats no more of the value than a SQLite path, a
+// scheme or a PostgreSQL URL without its password (redactedDSN), and
+// nothing of a value that may carry credentials otherwise (a libpq
 // keyword string, a URL with a user): a DSN may hold a password. Empty is
 // the command's default.
 func checkDSN(name, dsn string) error {
@@ -183,10 +225,17 @@ func checkDSN(name, dsn string) error {
 	if dsn == "sqlite:" || dsn == "sqlite://" {
 		return usageError{fmt.Errorf("%s %s: %s names no file; give sqlite:PATH, e.g. sqlite:opledger.db", name, takes, dsn)}
 	}
-	for _, prefix := range []string{"sqlite:", "postgres://", "postgresql://"} {
-		if strings.HasPrefix(dsn, prefix) {
-			return nil
+	if strings.HasPrefix(dsn, "sqlite:") {
+		return nil
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		// Parsed as the store parses it: a DSN it cannot take is the
+		// caller's mistake, one whose server does not answer is not.
+		if _, err := pgxpool.ParseConfig(dsn); err != nil {
+			return usageError{fmt.Errorf("%s: the PostgreSQL DSN %s cannot be parsed: %s", name,
+				redactedDSN(dsn, "(not repeated: it may hold a password)"), dsnParseReason(err))}
 		}
+		return nil
 	}
 	scheme, rest, found := strings.Cut(dsn, ":")
 	switch {
@@ -201,6 +250,18 @@ func checkDSN(name, dsn string) error {
 		return usageError{fmt.Errorf("%s %s: for the SQLite file %s give sqlite:%s", name, takes, dsn, dsn)}
 	}
 	return usageError{fmt.Errorf("%s %s (got a %s: DSN)", name, takes, scheme)}
+}
+
+// dsnParseReason is why pgx could not parse a DSN, without the DSN: its
+// message is "cannot parse `DSN`: REASON", and pgx's redaction of the DSN
+// is not the CLI's (redactedDSN).
+func dsnParseReason(err error) string {
+	msg := err.Error()
+	i := strings.LastIndex(msg, "`: ")
+	if i < 0 {
+		return "it is not a URL the PostgreSQL driver takes"
+	}
+	return msg[i+len("`: "):]
 }
 
 // isScheme reports whether s can be a URL scheme (RFC 3986).
@@ -241,6 +302,7 @@ var emptyFlagHints = map[string]string{
 	"upstream":    "a URL",
 	"server":      "the server's URL",
 	"token":       "an API token",
+	"tenant":      "a tenant's name",
 }
 
 // positiveFlags refuses, as usage errors, values of the named int, int64
@@ -284,7 +346,7 @@ named person settles it.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newDemoCmd(), newMigrateCmd(), newBackupCmd(), newServeCmd(), newProxyCmd(), newTokensCmd(), newOpsCmd(), newWorkflowsCmd(), newEventsCmd(), newLabCmd(), newBenchCmd(), newVersionCmd())
 	root.InitDefaultCompletionCmd()
 	root.SetHelpCommand(newHelpCmd(root))

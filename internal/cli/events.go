@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,15 +105,19 @@ func newEventsCmd() *cobra.Command {
 	bf.add(list)
 	list.Flags().StringVar(&source, "source", "", "only this source")
 	list.Flags().StringVar(&status, "status", "", "only this status: applied, out_of_order, conflict or unmapped")
-	list.Flags().IntVar(&limit, "limit", 100, limitUsage(opledger.MaxListLimit))
+	addLimitFlag(list, &limit, 100, opledger.MaxListLimit)
 	list.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 
-	var sbf backendFlags
+	var (
+		sbf      backendFlags
+		showJSON bool
+	)
 	show := &cobra.Command{
-		Use:     "show SOURCE EVENT_ID",
-		Short:   "Show an event, every delivery of it, and the operations it produced",
-		Example: `  opledger events show forms evt-1`,
+		Use:   "show SOURCE EVENT_ID",
+		Short: "Show an event, every delivery of it, and the operations it produced",
+		Example: `  opledger events show forms evt-1
+  opledger events show forms evt-1 --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usageError{fmt.Errorf("give the source and the event id")}
@@ -136,10 +141,16 @@ func newEventsCmd() *cobra.Command {
 			if err != nil {
 				return refusedInput(err)
 			}
+			if showJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(d) // masks the operations' sensitive fields, as the API does
+			}
 			return writeEvent(cmd.OutOrStdout(), d)
 		},
 	}
 	sbf.add(show)
+	show.Flags().BoolVar(&showJSON, "json", false, "one JSON document, as GET /v1/events/{source}/{event_id} gives it")
 	cmd.AddCommand(list, show)
 	return cmd
 }

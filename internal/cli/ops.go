@@ -214,10 +214,11 @@ func (f *backendFlags) add(cmd *cobra.Command) {
 
 // check refuses what would be ignored or stand for nothing: an empty
 // --server or --token (an unset variable: the store in the current
-// directory would be used instead of the server meant), and --token
-// without --server.
+// directory would be used instead of the server meant), an empty
+// --tenant (the tenant "default" would be used instead of the one
+// meant), and --token without --server.
 func (f *backendFlags) check() error {
-	if err := nonEmptyFlags(f.cmd, "server", "token"); err != nil {
+	if err := nonEmptyFlags(f.cmd, "server", "token", "tenant"); err != nil {
 		return err
 	}
 	if f.server == "" && f.cmd.Flags().Changed("token") {
@@ -377,7 +378,7 @@ func newOpsListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&order, "order", string(opledger.OrderNewest),
 		"newest: newest first; review: held operations only, earliest review first")
 	cmd.Flags().BoolVar(&duplicates, "duplicate-effects", false, "only operations whose destination acted more than once")
-	cmd.Flags().IntVar(&limit, "limit", 100, limitUsage(opledger.MaxListLimit))
+	addLimitFlag(cmd, &limit, 100, opledger.MaxListLimit)
 	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
 	return cmd
@@ -412,14 +413,23 @@ func morePages(cmd *cobra.Command, next string) error {
 	return err
 }
 
-// limitUsage is the help of a list command's --limit, of at most max.
-func limitUsage(max int) string { return fmt.Sprintf("at most this many, 1 to %d", max) }
+// addLimitFlag adds a list command's --limit, def by default and at most
+// max, which says what it takes when its value is no number (flagError).
+func addLimitFlag(cmd *cobra.Command, limit *int, def, max int) {
+	cmd.Flags().IntVar(limit, "limit", def, fmt.Sprintf("at most this many, 1 to %d", max))
+	if err := cmd.Flags().SetAnnotation("limit", takesAnnotation, []string{limitTakes(max)}); err != nil {
+		panic(err)
+	}
+}
+
+// limitTakes says what a --limit of at most max takes.
+func limitTakes(max int) string { return fmt.Sprintf("a whole number from 1 to %d", max) }
 
 // checkLimit refuses a --limit the ledger would replace by its default
 // (0 or less) or refuse (more than max, its largest page).
 func checkLimit(limit, max int) error {
 	if limit < 1 || limit > max {
-		return usageError{fmt.Errorf("--limit takes a whole number from 1 to %d (got %d)", max, limit)}
+		return usageError{fmt.Errorf("--limit takes %s (got %d)", limitTakes(max), limit)}
 	}
 	return nil
 }

@@ -211,6 +211,10 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 		Example: `  opledger tokens list --db sqlite:opledger.db [--tenant acme] [--json]`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Empty (an unset variable), it would list every tenant's.
+			if err := nonEmptyFlags(cmd, "tenant"); err != nil {
+				return err
+			}
 			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{Tenant: tenant, ExistingOnly: true})
 			if err != nil {
 				return refusedInput(err)

@@ -71,7 +71,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--mode", "bogus"}, `--mode takes library, http or proxy (got "bogus")`},
 		{db("ops", "list", "--tenant", "a b"), "--tenant takes a name in the operation key syntax: key may contain only letters"},
 		{db("tokens", "create", "--tenant", "x@y"), "--tenant takes a name in the operation key syntax: keys must carry no personal data"},
-		{db("events", "list", "--tenant", ""), ""}, // an empty tenant is the default tenant: not an error
+		{db("events", "list", "--tenant", ""), "--tenant is empty: give a tenant's name, or leave the flag out"}, // not the tenant "default"
 		{db("ops", "list", "--limit", "-5"), "--limit takes a whole number from 1 to 500 (got -5)"},
 		{db("ops", "list", "--limit", "0"), "--limit takes a whole number from 1 to 500 (got 0)"},
 		{db("events", "list", "--limit", "501"), "--limit takes a whole number from 1 to 500 (got 501)"},
@@ -212,6 +212,15 @@ func TestEmptyFlagValues(t *testing.T) {
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--config", ""}, "--config is empty: give a file, or leave the flag out"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--config", ""}, "--config is empty: give a file, or leave the flag out"},
 		{[]string{"proxy", "--config", "proxy.yaml", "--upstream", ""}, "--upstream is empty: give a URL, or leave the flag out"},
+		// An empty --tenant is not the tenant "default" (nor, for tokens
+		// list, every tenant): a script's unset variable meant another.
+		{[]string{"ops", "list", "--tenant", ""}, "--tenant is empty: give a tenant's name, or leave the flag out"},
+		{[]string{"ops", "cancel", "k1", "--reason", "x", "--tenant="}, "--tenant is empty: give a tenant's name, or leave the flag out"},
+		{[]string{"ops", "show", "k1", "--tenant", ""}, "--tenant is empty"},
+		{[]string{"events", "show", "forms", "evt-1", "--tenant", ""}, "--tenant is empty"},
+		{[]string{"workflows", "list", "--tenant", ""}, "--tenant is empty"},
+		{[]string{"workflows", "resume", "wf:1", "--tenant", ""}, "--tenant is empty"},
+		{[]string{"tokens", "list", "--tenant", ""}, "--tenant is empty: give a tenant's name, or leave the flag out"},
 	} {
 		dir, envDir := t.TempDir(), t.TempDir()
 		out, errOut, code := runIn(t, dir, []string{"OPLEDGER_DB=sqlite:" + filepath.Join(envDir, "env.db")}, tc.args...)
@@ -276,4 +285,77 @@ func TestLogLevelNames(t *testing.T) {
 			require.Contains(t, errOut, "takes HOST:PORT", args)
 		}
 	}
+}
+
+// TestTypedFlagsRefusedPlainly: a value that is no number, duration or
+// boolean for a flag of that type says what the flag takes and what it
+// got (a --limit its range), in words, not strconv's.
+func TestTypedFlagsRefusedPlainly(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "f.db")
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"ops", "list", "--limit", "x"}, `--limit takes a whole number from 1 to 500 (got "x")`},
+		{[]string{"events", "list", "--limit", "1.5"}, `--limit takes a whole number from 1 to 500 (got "1.5")`},
+		{[]string{"workflows", "list", "--limit", "99999999999999999999"}, `--limit takes a whole number from 1 to 200 (got "99999999999999999999")`},
+		{[]string{"serve", "--workers", "x"}, `--workers takes a whole number (got "x")`},
+		{[]string{"serve", "--max-body-bytes", "1k"}, `--max-body-bytes takes a whole number (got "1k")`},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1", "--max-body-bytes", "1MB"}, `--max-body-bytes takes a whole number (got "1MB")`},
+		{[]string{"bench", "--preload", "x"}, `--preload takes a whole number (got "x")`},
+		{[]string{"ops", "approve", "k1", "--version", "two", "--fingerprint", "sha256:x"}, `--version takes a whole number (got "two")`},
+		{[]string{"serve", "--lease", "30"}, `--lease takes a duration such as 30s, 5m or 1h30m (got "30")`},
+		{[]string{"ops", "list", "--json=maybe"}, `--json takes true or false (got "maybe")`},
+	} {
+		out, errOut, code := run(t, append(tc.args, "--db", dsn)...)
+		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
+		require.Empty(t, out, tc.args)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
+		require.Equal(t, "opledger: "+tc.msg, lines[0], tc.args)
+	}
+	_, err := os.Stat(strings.TrimPrefix(dsn, "sqlite:"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "nothing ran")
+}
+
+// TestPostgresDSNUsage: a postgres:// DSN its driver cannot parse is a
+// usage error (2) that says why, on one line, never with its password
+// (shown as xxxxx, or the value not at all when it is no URL), from --db
+// and from OPLEDGER_DB; one that parses but whose server does not answer
+// is a failure (1).
+func TestPostgresDSNUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"ops", "list", "--db", "postgres://u:secret@h/db?sslmode=bogus"},
+			"--db: the PostgreSQL DSN postgres://u:xxxxx@h/db?sslmode=bogus cannot be parsed: failed to configure TLS (sslmode is invalid)"},
+		{[]string{"migrate", "--db", "postgres://%zz"},
+			`--db: the PostgreSQL DSN (not repeated: it may hold a password) cannot be parsed: failed to parse as URL (invalid percent-encoded token: "%zz")`},
+		{[]string{"tokens", "list", "--db", "postgres://u:s%zzecret@h/db"},
+			"--db: the PostgreSQL DSN (not repeated: it may hold a password) cannot be parsed: failed to parse as URL (invalid percent-encoded token in password)"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--db", "postgresql://u:secret@h:99999/db"},
+			"--db: the PostgreSQL DSN postgresql://u:xxxxx@h:99999/db cannot be parsed: invalid port"},
+		{[]string{"events", "list", "--db", "postgres://u@h/db?password=secret&pool_max_conns=x"},
+			"--db: the PostgreSQL DSN postgres://u@h/db?password=xxxxx&pool_max_conns=x cannot be parsed: cannot parse pool_max_conns"},
+	} {
+		out, errOut, code := runGuarded(t, tc.args...)
+		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
+		require.Empty(t, out, tc.args)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
+		require.True(t, strings.HasPrefix(lines[0], "opledger: "+tc.msg), "%v: %s", tc.args, lines[0])
+		require.NotContains(t, errOut, "secret", "a DSN's password is never printed")
+	}
+	_, errOut, code := runIn(t, t.TempDir(), []string{"OPLEDGER_DB=postgres://u:secret@h/db?sslmode=nope"}, "ops", "list")
+	require.Equal(t, 2, code, errOut)
+	require.True(t, strings.HasPrefix(errOut, "opledger: OPLEDGER_DB: the PostgreSQL DSN postgres://u:xxxxx@h/db?sslmode=nope cannot be parsed"), errOut)
+
+	// Parsed, but nothing answers: a failure, not a usage error.
+	out, errOut, code := runGuarded(t, "ops", "list", "--db", "postgres://u:secret@127.0.0.1:1/db?connect_timeout=5")
+	require.Equal(t, 1, code, "%s%s", out, errOut)
+	require.NotContains(t, errOut, "for usage")
+	require.NotContains(t, errOut, "secret")
 }

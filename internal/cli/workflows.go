@@ -140,7 +140,7 @@ func newWorkflowsListCmd() *cobra.Command {
 	bf.add(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only workflows whose key starts with this, e.g. onboarding:")
 	cmd.Flags().BoolVar(&open, "open", false, "only workflows not finished (some step has not succeeded)")
-	cmd.Flags().IntVar(&limit, "limit", 50, limitUsage(opledger.MaxWorkflowListLimit))
+	addLimitFlag(cmd, &limit, 50, opledger.MaxWorkflowListLimit)
 	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts (each workflow as 'workflows show --json' gives it)")
 	return cmd
