@@ -869,6 +869,17 @@ func (t *txn) revisionStands(version int64, fp, actor string) (bool, error) {
 	return false, nil
 }
 
+// reviseWith revises the operation as r says, adding r's sensitive
+// fields first, so that the text written with the revision is scrubbed
+// of their values too.
+func (t *txn) reviseWith(r Revision, why string) (replayed bool, err error) {
+	if err := t.need("revise"); err != nil {
+		return false, err
+	}
+	t.addSensitiveFields(r.SensitiveFields, r.Actor)
+	return t.revise(r.Payload, r.Version, r.Actor, why)
+}
+
 // revisedEvent is the timeline event of a revision.
 const revisedEvent = "revised"
 

@@ -287,7 +287,7 @@ func (t *txn) addSensitiveFields(fields []string, actor string) {
 	t.op.SensitiveFields = append(slices.Clone(t.op.SensitiveFields), added...)
 	t.dirty = true
 	t.note(actor, "", "sensitive fields added",
-		"a repeat marked "+strings.Join(added, ", ")+" sensitive; masked from now on")
+		strings.Join(added, ", ")+" marked sensitive; masked from now on")
 }
 
 // missingFields returns the fields of given that have lacks, each once.

@@ -316,6 +316,10 @@ type Revision struct {
 	Version int64           `json:"version"`
 	// Actor names who revised it. Default "operator".
 	Actor string `json:"actor,omitempty"`
+	// SensitiveFields are payload paths to mask from now on, as
+	// Intent.SensitiveFields: the new content may carry a member the
+	// first did not. They are added to the operation's; none is removed.
+	SensitiveFields []string `json:"sensitive_fields,omitempty"`
 }
 
 // Revise replaces the content of an operation that is awaiting approval, or
@@ -323,6 +327,10 @@ type Revision struct {
 // then awaits approval of that version. After any dispatch the content is
 // fixed (a *StateError): a correction is then a new operation with its own
 // key.
+//
+// The revision's SensitiveFields are added to the operation's before
+// anything is written, so that its new content and the revision's
+// timeline text are masked at them.
 //
 // A revision that repeats the one that last moved the operation (the same
 // version and content, by the same actor, and nothing has moved the
@@ -338,7 +346,7 @@ func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (op *Operat
 	r.Actor = l.attributed(r.Actor)
 	op, err = l.mutate(ctx, key, func(t *txn) error {
 		var err error
-		replayed, err = t.revise(r.Payload, r.Version, r.Actor, "")
+		replayed, err = t.reviseWith(r, "")
 		return err
 	})
 	if err != nil {
@@ -363,6 +371,14 @@ func (r *Revision) normalize() error {
 	}
 	if len(r.Payload) == 0 {
 		return invalidInput("revise needs the new payload (JSON null for none)")
+	}
+	for _, f := range r.SensitiveFields {
+		if err := checkSensitiveField(f); err != nil {
+			return invalidInput("sensitive_fields: %s", err)
+		}
+		if err := checkText("sensitive_fields", f); err != nil {
+			return err
+		}
 	}
 	if !json.Valid(r.Payload) {
 		return invalidInput("payload is not valid JSON")

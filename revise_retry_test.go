@@ -115,3 +115,69 @@ func TestRevisionRetriedAfterApproval(t *testing.T) {
 		})
 	}
 }
+
+// TestRevisionAddsSensitiveFields: a revision may name sensitive fields
+// (its new content may carry a member the first did not): they are added
+// to the operation's before anything is written, so that the new content
+// and the revision's timeline text are masked, never removed; a waiting
+// workflow step's revision adds them to the step, which is recorded
+// with them. A malformed one is refused and changes nothing.
+func TestRevisionAddsSensitiveFields(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			_, _, err = l.Record(ctx, opledger.Intent{Key: "pay:P-1", Action: "pay.charge", Destination: "pay",
+				Payload: json.RawMessage(`{"email":"ana@example.invalid"}`), SensitiveFields: []string{"email"}, RequiresApproval: true})
+			require.NoError(t, err)
+
+			bad := opledger.Revision{Payload: json.RawMessage(`{"card":"4111-SECRET-1"}`), Version: 2, SensitiveFields: []string{"/card"}}
+			_, _, err = l.Revise(ctx, "pay:P-1", bad)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			require.ErrorContains(t, err, "JSON pointer")
+			op, err := l.Get(ctx, "pay:P-1")
+			require.NoError(t, err)
+			require.EqualValues(t, 1, op.Version, "refused: nothing changed")
+
+			rev := opledger.Revision{Payload: json.RawMessage(`{"email":"ana@example.invalid","card":"4111-SECRET-1"}`), Version: 2,
+				Actor: "ana", SensitiveFields: []string{"card"}}
+			op, _, err = l.Revise(ctx, "pay:P-1", rev)
+			require.NoError(t, err)
+			require.Equal(t, []string{"email", "card"}, op.SensitiveFields)
+			require.JSONEq(t, `{"email":"***","card":"***"}`, string(op.Masked().Payload))
+			tl, err := l.Timeline(ctx, "pay:P-1")
+			require.NoError(t, err)
+			require.Contains(t, tl[len(tl)-2].Evidence, "card marked sensitive", "noted before the revision")
+			for _, e := range tl {
+				require.NotContains(t, e.Evidence, "SECRET")
+			}
+			// A later revision naming fewer unmasks nothing.
+			op, _, err = l.Revise(ctx, "pay:P-1", opledger.Revision{Payload: json.RawMessage(`{"card":"4111-SECRET-2"}`), Version: 3, Actor: "ana"})
+			require.NoError(t, err)
+			require.Equal(t, []string{"email", "card"}, op.SensitiveFields)
+
+			_, _, err = l.PutWorkflow(ctx, "wf:S-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+				{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"to":"t"}`)},
+			}})
+			require.NoError(t, err)
+			w, _, err := l.ReviseWorkflowStep(ctx, "wf:S-1", "b", opledger.Revision{Payload: json.RawMessage(`{"to":"bo@example.invalid"}`),
+				Version: 2, Actor: "ana", SensitiveFields: []string{"to"}})
+			require.NoError(t, err)
+			require.NotContains(t, string(w.Step("b").Payload), "bo@example.invalid", "the waiting step is shown masked")
+			c, err := l.Claim(ctx, "wf:S-1/a", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:S-1/a", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1"})
+			require.NoError(t, err)
+			_, err = l.ResumeWorkflow(ctx, "wf:S-1")
+			require.NoError(t, err)
+			step, err := l.Get(ctx, "wf:S-1/b")
+			require.NoError(t, err)
+			require.Equal(t, []string{"to"}, step.SensitiveFields, "recorded with the fields its revision named")
+		})
+	}
+}

@@ -990,6 +990,9 @@ func findStep(key string, def *workflowDef, step string) (int, error) {
 // its payload may use the same placeholders as at PutWorkflow. The
 // workflow's fingerprint (of the steps as submitted) does not change.
 //
+// The revision's SensitiveFields are added to the step's (to its
+// operation's, once recorded), as a repeated PutWorkflow adds them.
+//
 // As with Revise, a revision that repeats the one already made (the same
 // version and content by the same actor, of a waiting step or of a
 // recorded step that has not been dispatched since, approved or not)
@@ -1026,7 +1029,7 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		} else if op != nil {
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
 				var err error
-				replayed, err = t.revise(r.Payload, r.Version, r.Actor, "step "+step+" of workflow "+key)
+				replayed, err = t.reviseWith(r, "step "+step+" of workflow "+key)
 				return err
 			})
 			if err != nil {
@@ -1037,9 +1040,16 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 			}
 		} else {
 			s := &def.Steps[i]
+			added := missingFields(s.SensitiveFields, r.SensitiveFields)
 			if r.Version <= s.Version {
 				if r.Version == s.Version && s.RevisedBy == r.Actor && sameContent(s, r.Payload) {
 					replayed = true // this revision, made before
+					if len(added) > 0 { // but for the fields it names now
+						s.SensitiveFields = append(slices.Clone(s.SensitiveFields), added...)
+						if err := l.writeDef(ctx, tx, row, def); err != nil {
+							return err
+						}
+					}
 					w, err = l.workflowIn(ctx, tx, row)
 					return err
 				}
@@ -1047,6 +1057,7 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 			}
 			old := *s
 			s.Payload, s.Version, s.RequiresApproval, s.PreApproval, s.RevisedBy = bytes.Clone(r.Payload), r.Version, true, nil, r.Actor
+			s.SensitiveFields = append(slices.Clone(s.SensitiveFields), added...)
 			if _, err := compileStepPayload(s.Payload, def.Steps, i); err != nil {
 				*s = old
 				return err

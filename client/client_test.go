@@ -263,6 +263,13 @@ func TestReviseNeedsPayload(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `null`, string(op.Payload))
 	require.EqualValues(t, 2, op.Version)
+
+	// A revision's sensitive fields cross the API.
+	op, _, err = c.Revise(ctx, key, opledger.Revision{Payload: json.RawMessage(`{"name":"Ada","ssn":"078-05-1120"}`), Version: 3,
+		SensitiveFields: []string{"ssn"}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"name":"Ada","ssn":"***"}`, string(op.Payload))
+	require.Equal(t, []string{"ssn"}, op.SensitiveFields)
 }
 
 // A decision on an operation that changed since it was seen is refused

@@ -426,7 +426,8 @@ whose payload may name earlier steps' results as at PutWorkflow ("{steps.NAME.re
 The version must be above the current one. The step then awaits approval of exactly
 that content ('workflows show' prints the approval to give). After a dispatch the
 content is fixed: a correction is a new operation.`,
-		Example: `  opledger workflows revise onboarding:C-17 welcome_mail --version 2 --payload '{"task":"{steps.create_task.ref}"}'`,
+		Example: `  opledger workflows revise onboarding:C-17 welcome_mail --version 2 --payload '{"task":"{steps.create_task.ref}"}'
+  opledger workflows revise onboarding:C-17 welcome_mail --version 3 --payload '{"to":"ana@example.com"}' --sensitive-field to`,
 		Args:    workflowArgs(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -468,5 +469,6 @@ content is fixed: a correction is a new operation.`,
 	cmd.Flags().Int64Var(&rev.Version, "version", 0, "the new version, above the current one (required)")
 	cmd.Flags().StringVar(&payload, "payload", "", "the new content, JSON (required)")
 	cmd.Flags().StringVar(&rev.Actor, "actor", defaultOperator(), "who revises (env USER)")
+	cmd.Flags().StringSliceVar(&rev.SensitiveFields, "sensitive-field", nil, "a payload path to mask from now on, e.g. customer.email (repeat the flag, or separate with commas); added to the step's")
 	return cmd
 }

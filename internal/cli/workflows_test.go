@@ -135,6 +135,15 @@ func TestWorkflowsCommands(t *testing.T) {
 		require.Equal(t, 2, code, "%v: %s", bad.args, errOut)
 		require.Contains(t, errOut, bad.msg, bad.args)
 	}
+	// Approved, not yet sent: revised again, with a field to mask.
+	out, errOut, code = run(t, "workflows", "revise", "stuck:1", "b", "--version", "3", "--payload", `{"link":"https://x.example/SECRET-77"}`,
+		"--sensitive-field", "link", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "revised to version 3")
+	out, errOut, code = run(t, "ops", "show", "stuck:1/b", "--json", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"sensitive_fields": [`)
+	require.NotContains(t, out, "SECRET-77")
 
 	// approve ahead, as show printed it; again (a replay); refusals.
 	args := append(strings.Fields(ahead)[1:], "--db", dsn, "--approver", "lea")
