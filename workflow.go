@@ -1043,7 +1043,7 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 			added := missingFields(s.SensitiveFields, r.SensitiveFields)
 			if r.Version <= s.Version {
 				if r.Version == s.Version && s.RevisedBy == r.Actor && sameContent(s, r.Payload) {
-					replayed = true // this revision, made before
+					replayed = true     // this revision, made before
 					if len(added) > 0 { // but for the fields it names now
 						s.SensitiveFields = append(slices.Clone(s.SensitiveFields), added...)
 						if err := l.writeDef(ctx, tx, row, def); err != nil {

@@ -428,7 +428,7 @@ that content ('workflows show' prints the approval to give). After a dispatch th
 content is fixed: a correction is a new operation.`,
 		Example: `  opledger workflows revise onboarding:C-17 welcome_mail --version 2 --payload '{"task":"{steps.create_task.ref}"}'
   opledger workflows revise onboarding:C-17 welcome_mail --version 3 --payload '{"to":"ana@example.com"}' --sensitive-field to`,
-		Args:    workflowArgs(true),
+		Args: workflowArgs(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case !cmd.Flags().Changed("version"):
