@@ -704,9 +704,10 @@ func testApproveRevise(t *testing.T, h Harness) {
 		require.JSONEq(t, `{"units":3}`, string(c.Operation.Payload), "executes the approved content")
 	})
 
-	// A revision sent again while the operation still awaits approval of
-	// it is a replay; another actor's, other content, or the same once
-	// approved is judged anew and refused.
+	// A revision sent again while the operation still has its content,
+	// not dispatched, is a replay, also once someone approved it (the
+	// revision is in force); another actor's, other content, or the same
+	// once a worker holds the operation is judged anew and refused.
 	t.Run("RevisionRepeatIsReplayed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
@@ -735,10 +736,17 @@ func testApproveRevise(t *testing.T, h Harness) {
 		changed.Payload = json.RawMessage(`{"units":4}`)
 		_, _, err = b.ledger.Revise(b.ctx, "k1", changed)
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
-		_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: first.Version, Fingerprint: first.Fingerprint, Approver: "lead"})
+		approved, _, err := b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: first.Version, Fingerprint: first.Fingerprint, Approver: "lead"})
+		require.NoError(t, err)
+		again, replayed, err = b.ledger.Revise(b.ctx, "k1", rev)
+		require.NoError(t, err, "once approved, the reviser's retry is a replay")
+		require.True(t, replayed)
+		require.Equal(t, opledger.StatePending, again.State, "the approval stands")
+		require.True(t, approved.UpdatedAt.Equal(again.UpdatedAt), "nothing written")
+		_, err = b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
 		require.NoError(t, err)
 		_, _, err = b.ledger.Revise(b.ctx, "k1", rev)
-		require.ErrorIs(t, err, opledger.ErrInvalidInput, "once approved, the same revision is a new one")
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "once a worker holds it, the same revision is refused")
 	})
 
 	t.Run("ReviseAfterDispatchRefused", func(t *testing.T) {
