@@ -152,6 +152,12 @@ type MismatchError struct {
 	// the version it approves as well as the fingerprint: the version on
 	// record and the one approved.
 	StoredVersion, GivenVersion int64
+	// RevisedTo is set when an intent meets an operation whose version
+	// is above the intent's: the content it was recorded with was most
+	// likely revised since (Revise), to this version. A worker that
+	// claims with its intent then never runs the revision: it claims
+	// without one (or reads the operation first).
+	RevisedTo int64
 }
 
 // Error describes the error.
@@ -163,6 +169,10 @@ func (e *MismatchError) Error() string {
 	case e.StoredVersion != 0:
 		return fmt.Sprintf("%s: version %d has fingerprint %s (state %s); the approval names %s, other content",
 			e.Key, e.StoredVersion, e.Stored, e.State, e.Given)
+	}
+	if e.RevisedTo != 0 {
+		return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s: the operation was revised to version %d since; "+
+			"to send its content, claim it without an intent (GET shows it)", e.Key, e.Stored, e.State, e.Given, e.RevisedTo)
 	}
 	return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s",
 		e.Key, e.Stored, e.State, e.Given)

@@ -122,7 +122,11 @@ func (t *txn) recordStep(in *Intent, fp, actor string) error {
 func (t *txn) record(in *Intent, fp, actor string) error {
 	if t.op != nil {
 		if t.op.Fingerprint != fp {
-			return &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: fp, State: State(t.op.State)}
+			e := &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: fp, State: State(t.op.State)}
+			if t.op.Version > in.Version {
+				e.RevisedTo = t.op.Version // most likely the first content, revised since
+			}
+			return e
 		}
 		t.addSensitiveFields(in.SensitiveFields, actor)
 		t.requireApproval(in.RequiresApproval, actor)

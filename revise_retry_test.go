@@ -62,6 +62,15 @@ func TestRevisionRetriedAfterApproval(t *testing.T) {
 			_, _, err = l.Revise(ctx, "refund:R-1", other)
 			require.ErrorIs(t, err, opledger.ErrInvalidInput, "other content at that version")
 
+			// A worker that claims with the intent it first recorded is
+			// told the operation was revised, and how to run it.
+			first := opledger.Intent{Key: "refund:R-1", Action: "pay.refund", Destination: "pay",
+				Payload: json.RawMessage(`{"cents":100}`), RequiresApproval: true}
+			_, err = l.Claim(ctx, "refund:R-1", opledger.ClaimOptions{Intent: &first})
+			var me *opledger.MismatchError
+			require.ErrorAs(t, err, &me)
+			require.EqualValues(t, 2, me.RevisedTo)
+			require.ErrorContains(t, err, "the operation was revised to version 2 since; to send its content, claim it without an intent")
 			_, err = l.Claim(ctx, "refund:R-1", opledger.ClaimOptions{})
 			require.NoError(t, err)
 			_, _, err = l.Revise(ctx, "refund:R-1", rev)

@@ -165,7 +165,7 @@ func describeJSONError(err error, body []byte, t reflect.Type) string {
 		return fmt.Sprintf("malformed JSON at line %d, column %d (byte %d): %s", line, col, se.Offset, se.Error())
 	case errors.As(err, &te):
 		line, col := position(body, te.Offset)
-		field := te.Field
+		field := jsonPath(t, te.Field)
 		if field == "" {
 			field = "(top level)"
 		}
@@ -175,6 +175,24 @@ func describeJSONError(err error, body []byte, t reflect.Type) string {
 		return fmt.Sprintf("malformed JSON: unexpected end of input at line %d, column %d", line, col)
 	}
 	return err.Error()
+}
+
+// jsonPath is the path of a member as the caller wrote it: encoding/json
+// names a member of an embedded struct after that struct's Go name too
+// ("attemptBody.fencing_token"), which the caller never saw.
+func jsonPath(t reflect.Type, field string) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return field
+	}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Anonymous {
+			field = strings.TrimPrefix(field, f.Name+".")
+		}
+	}
+	return field
 }
 
 // jsonKind names what a Go type takes in JSON, in a caller's words.

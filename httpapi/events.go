@@ -336,10 +336,10 @@ func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wf, replayed, err := l.ApproveWorkflowStep(r.Context(), r.PathValue("key"), r.PathValue("step"), a)
-	if !s.approved(w, r, err, replayed) {
+	if !s.approved(w, r, err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, wf)
+	writeRepeatable(w, http.StatusOK, wf, replayed)
 }
 
 func (s *server) reviseStep(w http.ResponseWriter, r *http.Request) {
@@ -353,8 +353,5 @@ func (s *server) reviseStep(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if replayed {
-		w.Header().Set(HeaderReplayed, "true")
-	}
-	writeJSON(w, http.StatusOK, wf)
+	writeRepeatable(w, http.StatusOK, wf, replayed)
 }

@@ -178,8 +178,9 @@ func Routes() []string {
 // …/revise, says that the decision, approval or revision repeated the one
 // that last moved the operation and recorded nothing
 // (opledger.Ledger.Resolve, Approve, Revise and their workflow step
-// forms): the operation is as that decision left it. The proxy marks its
-// saved answers with the same header.
+// forms): the operation is as that decision left it. On a claim's 200
+// {replayed: true} it says the operation had succeeded: nothing to send.
+// The proxy marks its saved answers with the same header.
 const HeaderReplayed = "Idempotent-Replayed"
 
 type ctxKey int
@@ -286,6 +287,15 @@ func (s *server) begin(w http.ResponseWriter, r *http.Request, body any) (*opled
 // writeJSON answers status with v as JSON. v is encoded before anything
 // is sent: a value that cannot be encoded answers 500, never the status
 // with an empty body.
+// writeRepeatable writes v as writeJSON does, marked Idempotent-Replayed
+// when the request repeated one already recorded and recorded nothing.
+func writeRepeatable(w http.ResponseWriter, status int, v any, replayed bool) {
+	if replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
+	writeJSON(w, status, v)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(v); err != nil {

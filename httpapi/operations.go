@@ -222,10 +222,10 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 	var se *opledger.StateError
 	if errors.As(err, &se) && se.State == opledger.StateSucceeded {
 		// A repeat: the saved result, nothing to send.
-		writeJSON(w, http.StatusOK, struct {
+		writeRepeatable(w, http.StatusOK, struct {
 			Replayed  bool                `json:"replayed"`
 			Operation *opledger.Operation `json:"operation"`
-		}{true, se.Operation})
+		}{true, se.Operation}, true)
 		return
 	}
 	if err != nil {
@@ -290,7 +290,7 @@ func (s *server) extendLease(w http.ResponseWriter, r *http.Request) {
 	}
 	lease, err := seconds(body.LeaseSeconds, "lease_seconds")
 	if err == nil && lease <= 0 {
-		err = &decodeError{http.StatusBadRequest, "invalid_input", "lease_seconds is required: how long from now the lease should hold"}
+		err = &decodeError{http.StatusBadRequest, "invalid_input", "lease_seconds is required, more than 0: how long from now the lease should hold"}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -433,15 +433,15 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op, replayed, err := l.Approve(r.Context(), r.PathValue("key"), body)
-	if !s.approved(w, r, err, replayed) {
+	if !s.approved(w, r, err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, op)
+	writeRepeatable(w, http.StatusOK, op, replayed)
 }
 
-// approved answers an approval's error, or marks a replayed approval's
-// answer, and reports whether the answer's body is still to be written.
-func (s *server) approved(w http.ResponseWriter, r *http.Request, err error, replayed bool) bool {
+// approved answers an approval's error, and reports whether the answer
+// is still to be written.
+func (s *server) approved(w http.ResponseWriter, r *http.Request, err error) bool {
 	var me *opledger.MismatchError
 	switch {
 	case errors.As(err, &me):
@@ -452,8 +452,6 @@ func (s *server) approved(w http.ResponseWriter, r *http.Request, err error, rep
 	case err != nil:
 		s.writeError(w, r, err)
 		return false
-	case replayed:
-		w.Header().Set(HeaderReplayed, "true")
 	}
 	return true
 }
@@ -469,10 +467,7 @@ func (s *server) revise(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if replayed {
-		w.Header().Set(HeaderReplayed, "true")
-	}
-	writeJSON(w, http.StatusOK, op)
+	writeRepeatable(w, http.StatusOK, op, replayed)
 }
 
 func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
@@ -486,12 +481,10 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if replayed {
-		w.Header().Set(HeaderReplayed, "true")
-	} else {
+	if !replayed {
 		s.advanceWorkflow(r, l, op)
 	}
-	writeJSON(w, http.StatusOK, op)
+	writeRepeatable(w, http.StatusOK, op, replayed)
 }
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {

@@ -3,8 +3,11 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/redact"
@@ -139,6 +142,11 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			kind = "in_progress"
 		case errors.Is(err, opledger.ErrNotDue):
 			kind = "not_due"
+			if op := se.Operation; op != nil && op.NotBefore != nil {
+				// When it is due (by this server's clock; the store's
+				// decides).
+				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(time.Until(*op.NotBefore).Seconds())))))
+			}
 		}
 		p.State, p.Operation = se.State, se.Operation
 	case errors.Is(err, opledger.ErrStaleFinding):

@@ -1,13 +1,19 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/testdb"
 )
@@ -49,6 +55,10 @@ func TestTypeErrorsInCallersWords(t *testing.T) {
 			`field looked_at: a time is RFC 3339 text, such as "2026-12-04T10:00:00Z" (got "yesterday")`},
 		{"POST", "/v1/events", `{"source":"s","event_id":"e","type":"t","occurred_at":"not-a-time","payload":{}}`,
 			`field occurred_at: a time is RFC 3339 text`},
+		// A member of a body that embeds another is named as sent, not
+		// after the Go struct it comes from ("attemptBody.fencing_token").
+		{"POST", "/v1/operations/k:1/attempts/a1/lease", `{"fencing_token":"1","lease_seconds":30}`,
+			`field fencing_token at line 1, column 21: expected a whole number, got JSON string`},
 	} {
 		status, data := b.raw(t, tc.method, tc.path, b.token, []byte(tc.body))
 		require.Equal(t, http.StatusBadRequest, status, string(data))
@@ -57,4 +67,60 @@ func TestTypeErrorsInCallersWords(t *testing.T) {
 		require.Equal(t, "https://opledger.dev/problems/invalid_json", p.Type)
 		require.Contains(t, p.Detail, tc.want)
 	}
+}
+
+// TestClaimReplayMarked: a claim of an operation that succeeded answers
+// 200 {replayed: true} with Idempotent-Replayed, as the other repeats
+// the API answers without recording anything do.
+func TestClaimReplayMarked(t *testing.T) {
+	t.Parallel()
+	b := startAPI(t, testdb.SQLiteDSN(t), nil)
+	ctx := context.Background()
+	_, _, err := b.ledger.Record(ctx, opledger.Intent{Key: "k:1", Action: "a", Destination: "d", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	c, err := b.ledger.Claim(ctx, "k:1", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Report(ctx, "k:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, b.url+"/v1/operations/k:1/claim", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(data))
+	require.Equal(t, "true", resp.Header.Get(httpapi.HeaderReplayed))
+	require.Contains(t, string(data), `"replayed":true`)
+}
+
+// TestClaimNotDueSaysWhen: a claim before the operation's next attempt
+// is due answers 409 not_due with Retry-After, the seconds until its
+// not_before (which the problem's operation carries too).
+func TestClaimNotDueSaysWhen(t *testing.T) {
+	t.Parallel()
+	b := startAPI(t, testdb.SQLiteDSN(t), nil)
+	ctx := context.Background()
+	_, _, err := b.ledger.Record(ctx, opledger.Intent{Key: "k:2", Action: "a", Destination: "d", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	c, err := b.ledger.Claim(ctx, "k:2", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Report(ctx, "k:2", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "429", RetryAfter: 2 * time.Minute})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, b.url+"/v1/operations/k:2/claim", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var p httpapi.Problem
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.Equal(t, httpapi.ProblemTypeBase+"not_due", p.Type)
+	after, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", resp.Header.Get("Retry-After"))
+	require.InDelta(t, 120, after, 30, "about the two minutes the destination asked for")
+	require.NotNil(t, p.Operation)
+	require.NotNil(t, p.Operation.NotBefore)
 }
