@@ -519,6 +519,27 @@ func (c *Client) Dispatch(ctx context.Context, key, attemptID string, token int6
 	return &op, nil
 }
 
+// Release gives back a claim that was never dispatched, as
+// opledger.Ledger.Release does: the operation is due again at once, and
+// nothing was sent. reason, which may be empty, goes to the timeline. A
+// dispatched attempt is refused (its call may have reached the
+// destination: report its outcome), and so is one that no longer holds
+// the operation (opledger.ErrStaleFencingToken).
+func (c *Client) Release(ctx context.Context, key, attemptID string, token int64, reason string) (*opledger.Operation, error) {
+	if err := checkAttempt(key, attemptID); err != nil {
+		return nil, err
+	}
+	var op opledger.Operation
+	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "release"),
+		struct {
+			FencingToken int64  `json:"fencing_token"`
+			Reason       string `json:"reason,omitempty"`
+		}{token, reason}, &op); err != nil {
+		return nil, err
+	}
+	return &op, nil
+}
+
 // ExtendLease lengthens the lease of a claim still held: it then ends
 // lease after now, by the store's clock (see opledger.Ledger.ExtendLease).
 // A stale token or a lease already over is refused: stop, another worker

@@ -316,3 +316,35 @@ func TestNoAnswer(t *testing.T) {
 	outcome, _ := opledger.OutcomeOf(err)
 	require.Equal(t, opledger.OutcomeRetryable, outcome, "a refused dial sent nothing")
 }
+
+// TestRelease: a worker that decides not to call gives its claim back:
+// the operation is due again at once (a second claim takes it), nothing
+// was dispatched, the reason is in the timeline; once dispatched, a
+// claim cannot be given back.
+func TestRelease(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := context.Background()
+	key := "order:9:create"
+	claim, err := c.Claim(ctx, key, client.ClaimRequest{Worker: "w1", Intent: &client.Intent{Action: "crm.create", Destination: "crm",
+		Payload: json.RawMessage(`{"name":"Ada"}`)}})
+	require.NoError(t, err)
+	op, err := c.Release(ctx, key, claim.AttemptID, claim.FencingToken, "shutting down")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+	require.False(t, op.Dispatched)
+	d, err := c.Get(ctx, key)
+	require.NoError(t, err)
+	last := d.Timeline[len(d.Timeline)-1]
+	require.Equal(t, "released before dispatch", last.Event)
+	require.Contains(t, last.Evidence, "shutting down")
+
+	again, err := c.Claim(ctx, key, client.ClaimRequest{Worker: "w2"})
+	require.NoError(t, err, "due again at once")
+	_, err = c.Release(ctx, key, claim.AttemptID, claim.FencingToken, "")
+	require.ErrorIs(t, err, opledger.ErrStaleFencingToken, "the first claim no longer holds it")
+	_, err = c.Dispatch(ctx, key, again.AttemptID, again.FencingToken)
+	require.NoError(t, err)
+	_, err = c.Release(ctx, key, again.AttemptID, again.FencingToken, "")
+	require.ErrorIs(t, err, opledger.ErrInvalidState, "dispatched: report its outcome instead")
+}

@@ -262,8 +262,23 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	data = expect("POST", attemptPath+"/outcome", []byte(`{"outcome":"uncertain"}`), 400, "invalid_input")
 	require.Contains(t, string(data), "fencing_token is required")
 	expect("POST", attemptPath+"/dispatch", big, 413, "payload_too_large")
+	expect("POST", attemptPath+"/release", []byte(`{"fencing_token":99}`), 409, "stale_fencing_token")
+	data = expect("POST", attemptPath+"/release", []byte(`{"reason":"shutting down"}`), 400, "invalid_input")
+	require.Contains(t, string(data), "fencing_token is required")
+	expect("POST", attemptPath+"/release", big, 413, "payload_too_large")
+	expect("POST", "/v1/operations/order:17:prepare/attempts/01J000000000000000000000AA/release", []byte(`{"fencing_token":1}`), 404, "not_found")
 	_, err = b.acme.Dispatch(ctx, "order:17:prepare", c.AttemptID, c.FencingToken)
 	require.NoError(t, err)
+	// Dispatched: its call may have gone out, so it cannot be given back.
+	data = expect("POST", attemptPath+"/release", []byte(`{"fencing_token":1}`), 409, "invalid_state")
+	require.Contains(t, string(data), "attempt already dispatched")
+	// A claim given back before its dispatch: due again at once.
+	spare := intent(1)
+	sc, err := b.acme.Claim(ctx, "order:17:spare", client.ClaimRequest{Worker: "w1", Intent: &spare})
+	require.NoError(t, err)
+	released, err := b.acme.Release(ctx, "order:17:spare", sc.AttemptID, sc.FencingToken, "not now")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, released.State)
 	// A call longer than the lease keeps it.
 	extended, err := b.acme.ExtendLease(ctx, "order:17:prepare", c.AttemptID, c.FencingToken, time.Hour)
 	require.NoError(t, err)
@@ -484,7 +499,8 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	// Every outcome of a destination with attempts has its series, at 0
 	// until one counts: the first lease expiry is then an increase.
 	require.Contains(t, metrics, `opledger_attempts_total{destination="crm",outcome="lease_expired"} 0`)
-	require.Contains(t, metrics, `opledger_attempts_total{destination="crm",outcome="abandoned"} 0`)
+	require.Contains(t, metrics, `opledger_attempts_total{destination="crm",outcome="rejected"} 0`)
+	require.Contains(t, metrics, `opledger_attempts_total{destination="crm",outcome="abandoned"} 1`, "order:17:spare's release")
 	require.NotContains(t, metrics, "order:", "no keys in metrics")
 	doc := expect("GET", "/v1/openapi.json", nil, 200, "")
 	require.JSONEq(t, string(httpapi.OpenAPI), string(doc))
@@ -585,6 +601,7 @@ func TestTenantIsolation(t *testing.T) {
 			}
 			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/dispatch", `{"fencing_token":1}`)
 			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/lease", `{"fencing_token":1,"lease_seconds":60}`)
+			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/release", `{"fencing_token":1}`)
 			check("POST", "/v1/operations/"+key+"/attempts/"+c.AttemptID+"/outcome", `{"fencing_token":1,"outcome":"succeeded","destination_ref":"x"}`)
 
 			// Events and workflows too.

@@ -25,6 +25,7 @@ func (s *server) routes() []route {
 		{"POST /v1/operations/{key}/claim", s.claim, false},
 		{"POST /v1/operations/{key}/attempts/{id}/dispatch", s.dispatch, false},
 		{"POST /v1/operations/{key}/attempts/{id}/lease", s.extendLease, false},
+		{"POST /v1/operations/{key}/attempts/{id}/release", s.release, false},
 		{"POST /v1/operations/{key}/attempts/{id}/outcome", s.outcome, false},
 		{"POST /v1/operations/{key}/reconcile", s.reconcile, false},
 		{"POST /v1/operations/{key}/approve", s.approve, false},
@@ -270,6 +271,27 @@ func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op, err := l.Dispatch(r.Context(), r.PathValue("key"), r.PathValue("id"), token)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, op)
+}
+
+type releaseBody struct {
+	attemptBody
+	Reason string `json:"reason"`
+}
+
+// release gives back a claim that was never dispatched
+// (opledger.Ledger.Release): the operation is due again at once.
+func (s *server) release(w http.ResponseWriter, r *http.Request) {
+	var body releaseBody
+	l, token, ok := s.beginAttempt(w, r, &body)
+	if !ok {
+		return
+	}
+	op, err := l.Release(r.Context(), r.PathValue("key"), r.PathValue("id"), token, body.Reason)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -149,6 +149,10 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			}
 		}
 		p.State, p.Operation = se.State, se.Operation
+	case errors.Is(err, opledger.ErrAlreadyDispatched):
+		// Its call may have reached the destination: only its outcome
+		// (or its lease's end) settles it.
+		status, kind = http.StatusConflict, "invalid_state"
 	case errors.Is(err, opledger.ErrStaleFinding):
 		status, kind = http.StatusConflict, "stale_finding"
 	case errors.Is(err, opledger.ErrStaleDecision):
