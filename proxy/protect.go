@@ -615,6 +615,8 @@ type upstreamClock struct {
 	left   time.Duration // what remained at since; 0 once run out
 	since  time.Time     // when it last started
 	paused bool
+	// frozen: paused for good (freeze); resume does nothing.
+	frozen bool
 }
 
 // startClock returns a context of ctx that the clock cancels once d has
@@ -643,11 +645,19 @@ func (c *upstreamClock) pause() {
 	c.left = max(c.left-time.Since(c.since), 1)
 }
 
+// freeze stops the clock for good: a resume after it does nothing.
+func (c *upstreamClock) freeze() {
+	c.pause()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.frozen = true
+}
+
 // resume restarts a paused clock with the time that was left.
 func (c *upstreamClock) resume() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.paused {
+	if !c.paused || c.frozen {
 		return
 	}
 	c.paused = false

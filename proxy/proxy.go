@@ -381,7 +381,10 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 		},
 		Transport: rt.client.Transport,
 		ModifyResponse: func(*http.Response) error {
-			clock.pause() // for good: the answer has come
+			// For good: the answer has come (the transport may still
+			// report the request written after it, from a full-duplex
+			// upstream that answered before reading it all).
+			clock.freeze()
 			return context.Cause(ctx)
 		},
 		ErrorHandler: func(w http.ResponseWriter, out *http.Request, err error) {
