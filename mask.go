@@ -369,16 +369,19 @@ func spellingsOf(v string) []string {
 // htmlSpellings are v as HTML escapers write it, an error page that
 // echoes a form's input, say (Go's html.EscapeString and html/template,
 // Python's html.escape, PHP's htmlspecialchars): &, < and > as
-// entities, and a quote as each escaper's entity or as it is; none when
-// v has nothing they escape.
+// entities, a quote as each escaper's entity or as it is, and + as it is
+// or as html/template writes it (&#43;: a plus-addressed e-mail, a phone
+// number); none when v has nothing they escape.
 func htmlSpellings(v string) []string {
-	if !strings.ContainsAny(v, `<>&'"`) {
+	if !strings.ContainsAny(v, `<>&'"+`) {
 		return nil
 	}
 	var out []string
 	for _, apos := range []string{"'", "&#39;", "&#x27;", "&#039;", "&apos;"} {
 		for _, quot := range []string{`"`, "&#34;", "&quot;"} {
-			out = append(out, strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "'", apos, `"`, quot).Replace(v))
+			for _, plus := range []string{"+", "&#43;"} {
+				out = append(out, strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "'", apos, `"`, quot, "+", plus).Replace(v))
+			}
 		}
 	}
 	return out

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"html"
+	"html/template"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -188,11 +190,34 @@ func TestMaskedHTMLEscapedEchoes(t *testing.T) {
 		`Ann O&#039;Brien &amp; &quot;Sons&quot; &lt;SECRET170&gt;`, // PHP's htmlspecialchars
 		`Ann O&apos;Brien &amp; "Sons" &lt;SECRET170&gt;`,
 		`Ann O\'Brien & "Sons" <SECRET170>`,
+		htmlTemplateEscaped(t, name), // html/template: &#39; &#34;
 	} {
 		resp, err := json.Marshal(map[string]string{"html": "<p>No account for " + echo + ".</p>"})
 		require.NoError(t, err)
 		op := &opledger.Operation{Key: "k", Payload: payload, SensitiveFields: []string{"name"}, Response: resp}
 		require.JSONEq(t, `{"html":"<p>No account for ***.</p>"}`, string(op.Masked().Response), echo)
+	}
+}
+
+// htmlTemplateEscaped is s as html/template writes it in an element.
+func htmlTemplateEscaped(t *testing.T, s string) string {
+	t.Helper()
+	var b strings.Builder
+	require.NoError(t, template.Must(template.New("p").Parse(`{{.}}`)).Execute(&b, s))
+	return b.String()
+}
+
+// TestMaskedPlusAddressEscaped: an e-mail address or phone number with a
+// + is masked as html/template writes it (&#43;).
+func TestMaskedPlusAddressEscaped(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"ana+shop@example.com", "+44 20 7946 0958"} {
+		payload, err := json.Marshal(map[string]string{"v": v})
+		require.NoError(t, err)
+		op := &opledger.Operation{Key: "k", Payload: payload, SensitiveFields: []string{"v"}}
+		echo := htmlTemplateEscaped(t, v)
+		require.Contains(t, echo, "&#43;")
+		require.Equal(t, "<p>***</p>", op.MaskText("<p>"+echo+"</p>"), v)
 	}
 }
 

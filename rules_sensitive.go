@@ -83,7 +83,9 @@ func checkKeysNotSensitive(c *compiledRule, fail func(field string, err error) e
 	check := func(field string, paths [][]string) error {
 		for _, q := range paths {
 			for _, s := range sources {
-				if hasPathPrefix(q, s.path) || hasPathPrefix(s.path, q) {
+				// Without array indices: a sensitive field reaches every
+				// element ("items.card"), a placeholder one ("items.0.card").
+				if qi, si := withoutIndices(q), withoutIndices(s.path); hasPathPrefix(qi, si) || hasPathPrefix(si, qi) {
 					return fail(field, fmt.Errorf("takes {%s}, which operations[%d].sensitive_fields marks sensitive (%s): "+
 						"keys, object ids and ordering values are shown as they are in lists, logs and URLs, never masked; "+
 						"build them from an identifier instead", strings.Join(q, "."), s.op, s.field))
@@ -111,6 +113,15 @@ func checkKeysNotSensitive(c *compiledRule, fail func(field string, err error) e
 		}
 	}
 	return nil
+}
+
+// withoutIndices is path without its all-digit segments, the array
+// indices a placeholder may name (a member named "0" is taken for one:
+// the comparison errs on the side of refusing).
+func withoutIndices(path []string) []string {
+	return slices.DeleteFunc(slices.Clone(path), func(seg string) bool {
+		return strings.Trim(seg, "0123456789") == ""
+	})
 }
 
 // hasPathPrefix reports whether path starts with prefix.
