@@ -117,10 +117,24 @@ func TestRevisionRetriedAfterApproval(t *testing.T) {
 			require.True(t, replayed)
 			require.Equal(t, opledger.StepState(opledger.StatePending), w.Step("mail").State)
 			require.Equal(t, before, timelineLen("wf:R-2/mail"))
-			_, err = l.Claim(ctx, "wf:R-2/mail", opledger.ClaimOptions{})
+			// The same again, naming a field to mask: a replay that adds it.
+			marked := waiting
+			marked.SensitiveFields = []string{"to"}
+			_, replayed, err = l.ReviseWorkflowStep(ctx, "wf:R-2", "mail", marked)
+			require.NoError(t, err)
+			require.True(t, replayed)
+			step, err := l.Get(ctx, "wf:R-2/mail")
+			require.NoError(t, err)
+			require.Equal(t, []string{"to"}, step.SensitiveFields)
+			mc, err := l.Claim(ctx, "wf:R-2/mail", opledger.ClaimOptions{})
 			require.NoError(t, err)
 			_, _, err = l.ReviseWorkflowStep(ctx, "wf:R-2", "mail", waiting)
 			require.ErrorIs(t, err, opledger.ErrInProgress)
+			// Given back undispatched: claimed once, so no longer a replay.
+			_, err = l.Release(ctx, "wf:R-2/mail", mc.AttemptID, mc.FencingToken, "")
+			require.NoError(t, err)
+			_, _, err = l.ReviseWorkflowStep(ctx, "wf:R-2", "mail", waiting)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput, "a worker claimed it since: a new revision needs a new version")
 		})
 	}
 }

@@ -1020,12 +1020,28 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		if err != nil {
 			return err
 		}
-		if s := &def.Steps[i]; op != nil && notDispatched(op) && op.Version == r.Version &&
+		if s := &def.Steps[i]; op != nil && op.AttemptCount == 0 && notDispatched(op) && op.Version == r.Version &&
 			s.Version == r.Version && s.RevisedBy == r.Actor && sameContent(s, r.Payload) {
 			// This revision was made while the step waited, and the step
-			// has been recorded with it since (and perhaps approved): the
-			// same revision again.
+			// has been recorded with it since (and perhaps approved; never
+			// claimed): the same revision again. Sensitive fields it names
+			// now are added, as Revise adds them.
 			replayed = true
+			if len(missingFields(op.SensitiveFields, r.SensitiveFields)) > 0 {
+				_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
+					if err := t.need("revise"); err != nil {
+						return err
+					}
+					t.addSensitiveFields(r.SensitiveFields, r.Actor)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				if refusal != nil {
+					return refusal
+				}
+			}
 		} else if op != nil {
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
 				var err error
