@@ -200,7 +200,7 @@ func claimDecision(worker, recorder string, lease time.Duration, intent *Intent,
 		a := &store.Attempt{
 			ID: ulid.Make().String(), Tenant: t.tenant, Key: t.key, Destination: t.op.Destination, Number: t.op.AttemptCount + 1,
 			FencingToken: t.op.FencingToken + 1, Worker: worker, Protected: t.op.Protected,
-			ClaimedAt: t.now, LeaseExpiresAt: t.now.Add(lease),
+			ClaimedAt: t.now, LeaseExpiresAt: t.nowPlus(lease),
 		}
 		t.queue(store.Write{InsertAttempt: a})
 		t.op.AttemptCount = a.Number
@@ -589,7 +589,7 @@ func (l *Ledger) ExtendLease(ctx context.Context, key, attemptID string, token i
 		if a == nil {
 			return err
 		}
-		end := t.now.Add(d)
+		end := t.nowPlus(d)
 		if !end.After(t.op.LeaseExpiresAt) {
 			return nil
 		}

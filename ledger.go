@@ -658,12 +658,6 @@ func (t *txn) flush() error {
 		return t.writeAll(ws)
 	}
 	t.op.UpdatedAt = t.now
-	// Times made by adding a duration (a backoff, a lease, a review
-	// period) are kept in the stores' precision, so that the operation
-	// this write answers with shows what a read of it later shows.
-	for _, at := range []*time.Time{&t.op.NotBefore, &t.op.LeaseExpiresAt, &t.op.ReviewBy, &t.op.ProtectedUntil} {
-		*at = at.Truncate(time.Microsecond)
-	}
 	if t.inserted {
 		t.op.Revision = firstRevision(t.now)
 		t.op.CreatedAt = t.now

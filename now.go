@@ -21,3 +21,11 @@ func (l *Ledger) Now(ctx context.Context) (time.Time, error) {
 	})
 	return now, err
 }
+
+// storeTime is t in the stores' precision, microseconds: a time computed
+// by adding a duration (a lease, a backoff, a review period) is kept so,
+// so that the answer that carries it shows what a later read shows.
+func storeTime(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+
+// nowPlus is the time d after the decision's now, in the stores' precision.
+func (t *txn) nowPlus(d time.Duration) time.Time { return storeTime(t.now.Add(d)) }

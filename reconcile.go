@@ -129,7 +129,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 			t.hold(actor, "lookup found other content",
 				join("destination ref "+f.DestinationRef+" does not match the intent", ev))
 		case f.Authoritative && looked.Before(lastCall.Add(f.VisibilityDelay)):
-			visible := lastCall.Add(f.VisibilityDelay)
+			visible := storeTime(lastCall.Add(f.VisibilityDelay))
 			t.op.NotBefore = visible // the next check is worth making then
 			t.dirty = true
 			t.note(actor, "", "lookup empty within visibility delay",
@@ -168,7 +168,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 				return nil
 			}
 			t.op.Protected = true
-			t.op.ProtectedUntil = since.Add(f.ProtectionRetention)
+			t.op.ProtectedUntil = storeTime(since.Add(f.ProtectionRetention))
 			t.move(StatePending, actor, "", "protected retry",
 				join(fmt.Sprintf("destination idempotency key honoured until %s", since.Add(f.ProtectionRetention).Format(time.RFC3339)), ev))
 			t.op.NotBefore = t.now
@@ -325,7 +325,7 @@ func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, erro
 // hold moves the operation to held with its review deadline.
 func (t *txn) hold(actor, event, evidence string) {
 	t.move(StateHeld, actor, "", event, evidence)
-	t.op.ReviewBy = t.now.Add(t.holdReview)
+	t.op.ReviewBy = t.nowPlus(t.holdReview)
 }
 
 func join(a, b string) string {
@@ -401,7 +401,7 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 		if State(t.op.State) != StateUncertain {
 			return t.refuse("defer reconcile")
 		}
-		t.op.NotBefore = t.now.Add(delay)
+		t.op.NotBefore = t.nowPlus(delay)
 		t.dirty = true
 		t.note(ActorReconciler, "", "reconcile deferred",
 			join("next check at "+t.op.NotBefore.Format(time.RFC3339), t.keep(evidence, maxReasonLength)))

@@ -63,8 +63,7 @@ func (p RetryPolicy) Backoff(n int, retryAfter time.Duration) time.Duration {
 // next decides the fate of an operation after its attempt n was retryable:
 // the time of the next attempt, or exhausted with the reason.
 func (p RetryPolicy) next(n int, created, now time.Time, retryAfter time.Duration) (notBefore time.Time, exhausted string) {
-	// In the stores' precision: the answer shows the time GET shows.
-	at := now.Add(p.Backoff(n, retryAfter)).Truncate(time.Microsecond)
+	at := storeTime(now.Add(p.Backoff(n, retryAfter)))
 	if why := p.limit(n, created, at); why != "" {
 		return time.Time{}, why
 	}
