@@ -84,9 +84,10 @@ type Lookuper interface {
 	// what it finds with op's payload. An error means the lookup itself
 	// failed (the reconciler backs off and, after repeated failures, holds
 	// the operation); "nothing found" is a LookupResult, not an error. An
-	// error marked opledger.Rejected says that no lookup can be made for
-	// op (its content cannot fill the lookup's request): the reconciler
-	// holds the operation at once, with the error as the reason.
+	// error matching ErrNoLookup says that no lookup can be made for op
+	// (its content cannot fill the lookup's request), now or later: the
+	// reconciler holds the operation at once, with the error as the
+	// reason.
 	//
 	// refs are the references op's attempts reported without a success
 	// (a Result's Ref returned with an error, or a late report's), newest
@@ -243,6 +244,12 @@ func (c Capabilities) String() string {
 // be this operation's own effect, so the reconciler looks it up; and its
 // absence from a lookup is then never taken as proof that nothing happened.
 var ErrExists = marker.ErrExists
+
+// ErrNoLookup is returned (wrapped) by a Lookuper that can make no lookup
+// for an operation: its content cannot fill the lookup's request, so
+// trying again fails the same way. The reconciler holds the operation at
+// once instead of backing off (see Lookuper).
+var ErrNoLookup = errors.New("no lookup can be made for this operation")
 
 // Set is the destinations a process is configured with, by name.
 type Set struct {

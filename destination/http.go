@@ -539,16 +539,16 @@ func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation, _ []string) (
 		return LookupResult{}, errors.New("destination " + h.name + " has no lookup")
 	}
 	// An operation whose content cannot fill the lookup's templates never
-	// will: rejected, so that the reconciler holds it at once.
+	// will: ErrNoLookup, so that the reconciler holds it at once.
 	d, err := newTemplateData(op)
 	if err != nil {
-		return LookupResult{}, opledger.Rejected(err)
+		return LookupResult{}, fmt.Errorf("%w: %w", ErrNoLookup, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	req, err := newRequest(ctx, l.method, l.url, l.origin, l.body, nil, l.headers, d)
 	if err != nil {
-		return LookupResult{}, opledger.Rejected(err)
+		return LookupResult{}, fmt.Errorf("%w: %w", ErrNoLookup, err)
 	}
 	where := req.Method + " " + req.URL.Host
 	resp, err := SendHTTP(h.client, req, HTTPPolicy{Now: h.policy.Now})

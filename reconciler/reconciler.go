@@ -442,12 +442,11 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 	// A lookup that cannot be made for this operation (its content does
 	// not fill the lookup's request) fails the same way every time: hold
 	// it now, not after MaxLookupFailures backed-off tries.
-	outcome, _ := opledger.OutcomeOf(lookupErr)
-	impossible := outcome == opledger.OutcomeRejected
+	impossible := errors.Is(lookupErr, destination.ErrNoLookup)
 	if impossible || failures >= r.cfg.MaxLookupFailures {
 		reason := fmt.Sprintf("%d lookups failed since the operation became uncertain; nothing was resent; last error: %s", failures, text)
 		if impossible {
-			reason = "no lookup can be made for this operation: " + text + "; nothing was resent"
+			reason = text + "; nothing was resent"
 		}
 		_, err := tl.Hold(ctx, op.Key, reason)
 		if errors.Is(err, opledger.ErrInvalidState) {
