@@ -427,11 +427,15 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	if sendErr != nil {
 		outcome, retryAfter = opledger.OutcomeOf(sendErr)
 	}
-	if outcome == opledger.OutcomeRejected && resp.StatusCode == http.StatusUnauthorized && !claim.Protected {
+	if outcome == opledger.OutcomeRejected && resp.StatusCode == http.StatusUnauthorized && !claim.Protected &&
+		rt.credHdr != DefaultCredentialHeader {
 		// The upstream did not take the caller's credential, so it did
-		// nothing: not a decision to replay for ever. The caller sends
-		// the request again with a fresh one (an access token refreshed;
-		// a credential_header scope stays the same across it).
+		// nothing: not a decision to replay for ever to a scope that
+		// outlives the credential (credential_header: an account's
+		// header, while the access token is refreshed). The caller
+		// sends the request again with a fresh token. Scoped by the
+		// whole Authorization header, a fresh token is another key
+		// anyway, and the 401 is decided as any 4xx is.
 		outcome = opledger.OutcomeRetryable
 	}
 	if oversized && outcome == opledger.OutcomeSucceeded {

@@ -567,9 +567,9 @@ func TestRejectionReplayed(t *testing.T) {
 	})
 }
 
-// A 401 is passed through and not saved: the upstream did not take the
-// caller's credential, so it decided nothing. The same key with a
-// refreshed access token, in the same credential_header scope, is
+// With credential_header, a 401 is passed through and not saved: the
+// upstream did not take the caller's credential, so it decided nothing.
+// The same key with a refreshed access token, in the same scope, is
 // forwarded and its answer saved (a saved 401 was replayed for ever).
 func TestUnauthorizedNotSaved(t *testing.T) {
 	t.Parallel()
@@ -596,6 +596,18 @@ func TestUnauthorizedNotSaved(t *testing.T) {
 		require.Equal(t, 2, b.up.Creates())
 		require.Equal(t, 1, b.up.Effects())
 		require.Equal(t, opledger.StateSucceeded, b.only(t).State)
+
+		// Scoped by the whole Authorization header (the default), a
+		// refreshed token is another key: the 401 is decided, saved and
+		// replayed, and nothing stays pending.
+		d := setup(t, st, fakedest.Options{}, nil)
+		d.up.Fail(fakedest.Unauthorized)
+		require.Equal(t, http.StatusUnauthorized, d.send(t, http.MethodPost, "/records", "inv-18", "Bearer expired", body1).status)
+		again := d.send(t, http.MethodPost, "/records", "inv-18", "Bearer expired", body1)
+		require.Equal(t, http.StatusUnauthorized, again.status)
+		require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+		require.Equal(t, opledger.StateFailed, d.only(t).State)
+		require.Equal(t, http.StatusCreated, d.send(t, http.MethodPost, "/records", "inv-18", "Bearer fresh", body1).status, "a new scope")
 	})
 }
 
