@@ -579,7 +579,11 @@ func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operati
 		return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: err}
 	}
 	payload := s.Payload // as submitted, byte for byte, when there is nothing to fill
-	sensitive := slices.Clone(s.SensitiveFields)
+	// A definition stored by an earlier release may list an entry that
+	// release took and this one refuses ("to.", an empty segment). It
+	// masked nothing there and would mask nothing here: it is left out,
+	// rather than hold the workflow when the step's turn comes.
+	sensitive := slices.DeleteFunc(slices.Clone(s.SensitiveFields), func(f string) bool { return checkSensitiveField(f) != nil })
 	if len(vt.placeholders()) > 0 {
 		filled := stepContext(row.Key, def, earlier, false)
 		if payload, err = vt.renderJSON(filled); err != nil {

@@ -2,6 +2,7 @@ package opledger_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -150,4 +151,42 @@ func TestApproveWaitingStepTooEarly(t *testing.T) {
 	require.Equal(t, "step mail of workflow wf:E-1 cannot be approved before it is recorded: its content depends on earlier steps' results, "+
 		"filled in when its turn comes; approve it once it is recorded", err.Error())
 	require.False(t, strings.HasPrefix(err.Error(), opledger.ErrInvalidState.Error()))
+}
+
+// TestStoredStepWithRefusedSensitiveField: a workflow stored by an
+// earlier release whose waiting step lists a sensitive field this release
+// refuses ("to.", an empty segment, which masked nothing) records that
+// step when its turn comes, without the entry, instead of holding the
+// workflow halfway.
+func TestStoredStepWithRefusedSensitiveField(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.SQLiteDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	_, _, err = l.PutWorkflow(ctx, "wf:old", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"to":"ana@example.invalid"}`), SensitiveFields: []string{"to"}},
+	}})
+	require.NoError(t, err)
+	db, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite:"))
+	require.NoError(t, err)
+	res, err := db.Exec(`UPDATE workflows SET definition = replace(definition, '"sensitive_fields":["to"]', '"sensitive_fields":["to","to."]') WHERE key = 'wf:old'`)
+	require.NoError(t, err)
+	n, err := res.RowsAffected()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.NoError(t, db.Close())
+
+	c, err := l.Claim(ctx, "wf:old/a", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "wf:old/a", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1"})
+	require.NoError(t, err)
+	w, err := l.ResumeWorkflow(ctx, "wf:old")
+	require.NoError(t, err)
+	require.Equal(t, opledger.WorkflowRunning, w.Status, w.Reason)
+	step, err := l.Get(ctx, "wf:old/b")
+	require.NoError(t, err)
+	require.Equal(t, []string{"to"}, step.SensitiveFields)
 }
