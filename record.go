@@ -65,13 +65,8 @@ func (in *Intent) normalize() (string, error) {
 	if len(in.Payload) == 0 {
 		in.Payload = json.RawMessage("null")
 	}
-	for _, f := range in.SensitiveFields {
-		if err := checkSensitiveField(f); err != nil {
-			return "", invalidInput("sensitive_fields: %s", err)
-		}
-		if err := checkText("sensitive_fields", f); err != nil {
-			return "", err
-		}
+	if err := checkSensitiveFields(in.SensitiveFields); err != nil {
+		return "", err
 	}
 	if err := checkText("action", in.Action, "destination", in.Destination); err != nil {
 		return "", err
@@ -328,6 +323,20 @@ func checkSensitiveField(f string) error {
 		return fmt.Errorf("%q is a JSON pointer: entries are dotted paths (customer.email), and a pointer would mask nothing", f)
 	case slices.Contains(strings.Split(f, "."), ""):
 		return fmt.Errorf("%q has an empty segment: entries are dotted paths of member names (customer.email), and it would mask nothing", f)
+	}
+	if _, ok := storableText("", f); !ok {
+		return errors.New("entries must be UTF-8 text without NUL bytes")
+	}
+	return nil
+}
+
+// checkSensitiveFields checks every entry (checkSensitiveField), as an
+// intent's or a revision's sensitive_fields.
+func checkSensitiveFields(fields []string) error {
+	for _, f := range fields {
+		if err := checkSensitiveField(f); err != nil {
+			return invalidInput("sensitive_fields: %s", err)
+		}
 	}
 	return nil
 }

@@ -372,13 +372,8 @@ func (r *Revision) normalize() error {
 	if len(r.Payload) == 0 {
 		return invalidInput("revise needs the new payload (JSON null for none)")
 	}
-	for _, f := range r.SensitiveFields {
-		if err := checkSensitiveField(f); err != nil {
-			return invalidInput("sensitive_fields: %s", err)
-		}
-		if err := checkText("sensitive_fields", f); err != nil {
-			return err
-		}
+	if err := checkSensitiveFields(r.SensitiveFields); err != nil {
+		return err
 	}
 	if !json.Valid(r.Payload) {
 		return invalidInput("payload is not valid JSON")

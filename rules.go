@@ -404,9 +404,6 @@ func compileRule(r Rule) (*compiledRule, error) {
 			if err := checkSensitiveField(f); err != nil {
 				return nil, fail(field("sensitive_fields"), err)
 			}
-			if _, ok := storableText("", f); !ok {
-				return nil, fail(field("sensitive_fields"), errors.New("entries must be UTF-8 text without NUL bytes"))
-			}
 			if !co.payload.reaches(strings.Split(f, ".")) {
 				return nil, fail(field("sensitive_fields"), fmt.Errorf("%q names nothing in the payload template (a misspelt member?), so it would mask nothing", f))
 			}

@@ -113,6 +113,13 @@ func instance(r *http.Request) string {
 // seconds: another process's write lock is usually gone by then.
 const storeBusyRetryAfter = "1"
 
+// RetryAfterSeconds is a Retry-After for a request refused until at: the
+// whole seconds from now to at, rounded up (a caller that comes back
+// then finds it due, not half a second early), at least 1.
+func RetryAfterSeconds(now, at time.Time) int {
+	return max(1, int(math.Ceil(at.Sub(now).Seconds())))
+}
+
 // writeError maps a ledger error to its status and problem type. Errors it
 // does not know are 500s, logged with the request id and never shown.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -143,9 +150,10 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		case errors.Is(err, opledger.ErrNotDue):
 			kind = "not_due"
 			if op := se.Operation; op != nil && op.NotBefore != nil {
-				// When it is due (by this server's clock; the store's
-				// decides).
-				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(time.Until(*op.NotBefore).Seconds())))))
+				// When it is due, by the store's clock, which decides.
+				if now, err := s.ledger.Now(r.Context()); err == nil {
+					w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds(now, *op.NotBefore)))
+				}
 			}
 		}
 		p.State, p.Operation = se.State, se.Operation

@@ -326,10 +326,8 @@ func (p *Proxy) checkAfter(ctx context.Context, op *opledger.Operation) int {
 	return n
 }
 
-// secondsUntil is a Retry-After for t: whole seconds from now, at least 1.
-func secondsUntil(now, t time.Time) int {
-	return max(1, int(t.Sub(now).Round(time.Second)/time.Second))
-}
+// secondsUntil is a Retry-After for t (httpapi.RetryAfterSeconds).
+func secondsUntil(now, t time.Time) int { return httpapi.RetryAfterSeconds(now, t) }
 
 // stateDetail explains a state that forbids forwarding a repeat to rt.
 func stateDetail(rt *route, s opledger.State) string {
