@@ -171,8 +171,8 @@ func (e *MismatchError) Error() string {
 			e.Key, e.StoredVersion, e.Stored, e.State, e.Given)
 	}
 	if e.RevisedTo != 0 {
-		return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s: the operation was revised to version %d since; "+
-			"to send its content, claim it without an intent (GET shows it)", e.Key, e.Stored, e.State, e.Given, e.RevisedTo)
+		return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s: the operation was revised to version %d since, "+
+			"and its content is the revised one (GET shows it); a worker sends it by claiming without an intent", e.Key, e.Stored, e.State, e.Given, e.RevisedTo)
 	}
 	return fmt.Sprintf("%s: key already recorded with fingerprint %s (state %s), request has %s",
 		e.Key, e.Stored, e.State, e.Given)

@@ -70,7 +70,7 @@ func TestRevisionRetriedAfterApproval(t *testing.T) {
 			var me *opledger.MismatchError
 			require.ErrorAs(t, err, &me)
 			require.EqualValues(t, 2, me.RevisedTo)
-			require.ErrorContains(t, err, "the operation was revised to version 2 since; to send its content, claim it without an intent")
+			require.ErrorContains(t, err, "the operation was revised to version 2 since, and its content is the revised one (GET shows it); a worker sends it by claiming without an intent")
 			_, err = l.Claim(ctx, "refund:R-1", opledger.ClaimOptions{})
 			require.NoError(t, err)
 			_, _, err = l.Revise(ctx, "refund:R-1", rev)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/signal"
@@ -231,7 +232,9 @@ func checkDSN(name, dsn string) error {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		// Parsed as the store parses it: a DSN it cannot take is the
 		// caller's mistake, one whose server does not answer is not.
-		if _, err := pgxpool.ParseConfig(dsn); err != nil {
+		// A file it names that this machine lacks (sslrootcert) is the
+		// environment's failure, as an unreachable server is: not here.
+		if _, err := pgxpool.ParseConfig(dsn); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return usageError{fmt.Errorf("%s: the PostgreSQL DSN %s cannot be parsed: %s", name,
 				redactedDSN(dsn, "(not repeated: it may hold a password)"), dsnParseReason(err))}
 		}
