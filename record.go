@@ -325,16 +325,24 @@ func checkSensitiveField(f string) error {
 		return fmt.Errorf("%q has an empty segment: entries are dotted paths of member names (customer.email), and it would mask nothing", f)
 	}
 	if _, ok := storableText("", f); !ok {
-		return errors.New("entries must be UTF-8 text without NUL bytes")
+		return errUnstorableEntry
 	}
 	return nil
 }
 
+// errUnstorableEntry is checkSensitiveField's refusal of text the stores
+// cannot keep.
+var errUnstorableEntry = errors.New("entries must be UTF-8 text without NUL bytes")
+
 // checkSensitiveFields checks every entry (checkSensitiveField), as an
-// intent's or a revision's sensitive_fields.
+// intent's or a revision's sensitive_fields; text the stores cannot keep
+// is refused in the words of every other such field.
 func checkSensitiveFields(fields []string) error {
 	for _, f := range fields {
-		if err := checkSensitiveField(f); err != nil {
+		switch err := checkSensitiveField(f); {
+		case errors.Is(err, errUnstorableEntry):
+			return checkText("sensitive_fields", f)
+		case err != nil:
 			return invalidInput("sensitive_fields: %s", err)
 		}
 	}
