@@ -694,11 +694,9 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 					return errPlanOutdated // planned for a revisable operation at the version before
 				}
 				// The sensitive fields the rule now declares apply to the
-				// new content, as they would to the same content. They are
-				// added first: the text written with the revision is
-				// scrubbed of the values of the fields the operation has.
-				t.addSensitiveFields(fields, actor)
-				_, err := t.revise(payload, version, actor, "newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
+				// new content, as they would to the same content.
+				_, err := t.revise(Revision{Payload: payload, Version: version, Actor: actor, SensitiveFields: fields},
+					"newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
 				return err
 			}
 		default: // same content: only sensitive fields the operation lacks
@@ -807,12 +805,15 @@ func (c *storedContent) revisable() bool {
 
 // revise is the revise transition of Ledger.Revise, usable inside a larger
 // transaction: the content of an operation that is awaiting approval, or
-// pending and never dispatched, is replaced by a new, higher version that
-// must be approved.
-func (t *txn) revise(payload json.RawMessage, version int64, actor, why string) (replayed bool, err error) {
+// pending and never dispatched, is replaced by r's new, higher version,
+// which must be approved. r's sensitive fields are added first, so that
+// the text written with the revision is scrubbed of their values too.
+func (t *txn) revise(r Revision, why string) (replayed bool, err error) {
 	if err := t.need("revise"); err != nil {
 		return false, err
 	}
+	t.addSensitiveFields(r.SensitiveFields, r.Actor)
+	payload, version, actor := r.Payload, r.Version, r.Actor
 	if !(State(t.op.State) == StateAwaitingApproval || t.pendingNeverSent()) {
 		return false, t.refuse("revise")
 	}
@@ -867,17 +868,6 @@ func (t *txn) revisionStands(version int64, fp, actor string) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// reviseWith revises the operation as r says, adding r's sensitive
-// fields first, so that the text written with the revision is scrubbed
-// of their values too.
-func (t *txn) reviseWith(r Revision, why string) (replayed bool, err error) {
-	if err := t.need("revise"); err != nil {
-		return false, err
-	}
-	t.addSensitiveFields(r.SensitiveFields, r.Actor)
-	return t.revise(r.Payload, r.Version, r.Actor, why)
 }
 
 // revisedEvent is the timeline event of a revision.

@@ -346,7 +346,7 @@ func (l *Ledger) Revise(ctx context.Context, key string, r Revision) (op *Operat
 	r.Actor = l.attributed(r.Actor)
 	op, err = l.mutate(ctx, key, func(t *txn) error {
 		var err error
-		replayed, err = t.reviseWith(r, "")
+		replayed, err = t.revise(r, "")
 		return err
 	})
 	if err != nil {

@@ -1049,7 +1049,7 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		} else if op != nil {
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
 				var err error
-				replayed, err = t.reviseWith(r, "step "+step+" of workflow "+key)
+				replayed, err = t.revise(r, "step "+step+" of workflow "+key)
 				return err
 			})
 			if err != nil {
