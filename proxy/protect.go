@@ -307,7 +307,7 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 func (p *Proxy) retryAfter(ctx context.Context, op *opledger.Operation) int {
 	if op != nil && op.NotBefore != nil {
 		if now, err := p.ledger.Now(ctx); err == nil {
-			return secondsUntil(now, *op.NotBefore)
+			return httpapi.RetryAfterSeconds(now, *op.NotBefore)
 		}
 	}
 	return p.cfg.InFlightRetryAfter
@@ -320,14 +320,11 @@ func (p *Proxy) checkAfter(ctx context.Context, op *opledger.Operation) int {
 	n := int(p.cfg.ReconcileInterval.Round(time.Second)/time.Second) + 1
 	if op != nil && op.NotBefore != nil {
 		if now, err := p.ledger.Now(ctx); err == nil && op.NotBefore.After(now) {
-			n += secondsUntil(now, *op.NotBefore)
+			n += httpapi.RetryAfterSeconds(now, *op.NotBefore)
 		}
 	}
 	return n
 }
-
-// secondsUntil is a Retry-After for t (httpapi.RetryAfterSeconds).
-func secondsUntil(now, t time.Time) int { return httpapi.RetryAfterSeconds(now, t) }
 
 // stateDetail explains a state that forbids forwarding a repeat to rt.
 func stateDetail(rt *route, s opledger.State) string {
@@ -769,7 +766,7 @@ func (p *Proxy) lost(ctx context.Context, w http.ResponseWriter, r *http.Request
 			if now, err := p.ledger.Now(ctx); err == nil && op.NotBefore.After(now) {
 				// The retry policy spaces the attempts: a repeat before
 				// then is refused (not_due), so say when.
-				w.Header().Set("Retry-After", strconv.Itoa(secondsUntil(now, *op.NotBefore)))
+				w.Header().Set("Retry-After", strconv.Itoa(httpapi.RetryAfterSeconds(now, *op.NotBefore)))
 			}
 		}
 		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable", unreachableDetail(op.State),
