@@ -36,38 +36,42 @@ func sensitiveSources(c *compiledRule) []sensitiveSource {
 // reach returns the event paths whose values end up at path in what v
 // renders, or under it.
 func (v *valueTmpl) reach(path []string) [][]string {
-	if v == nil {
-		return nil
+	var out [][]string
+	v.walk(path, func(n *valueTmpl, rest []string) {
+		switch t, _ := n.node.(*tmpl); {
+		case len(rest) == 0:
+			out = append(out, n.placeholders()...)
+		case t != nil && t.whole():
+			out = append(out, append(slices.Clone(t.parts[0].path), rest...))
+		}
+	})
+	return out
+}
+
+// walk calls visit with every node of v that path leads to, and what is
+// left of path there: nothing at the path's end, or the rest at a string
+// template or a literal, which a path cannot be followed into. A path
+// goes into every element of an array on its way, and names a member
+// spelled with its dots too ("customer.email"), as masking does.
+func (v *valueTmpl) walk(path []string, visit func(n *valueTmpl, rest []string)) {
+	if len(path) == 0 {
+		visit(v, nil)
+		return
 	}
 	switch x := v.node.(type) {
 	case map[string]*valueTmpl:
-		if len(path) == 0 {
-			return v.placeholders()
-		}
-		var out [][]string
-		// A member named by the first segments, "customer" or
-		// "customer.email" spelled with the dot.
 		for n := 1; n <= len(path); n++ {
 			if el, ok := x[strings.Join(path[:n], ".")]; ok {
-				out = append(out, el.reach(path[n:])...)
+				el.walk(path[n:], visit)
 			}
 		}
-		return out
 	case []*valueTmpl:
-		var out [][]string
 		for _, el := range x {
-			out = append(out, el.reach(path)...)
+			el.walk(path, visit)
 		}
-		return out
-	case *tmpl:
-		if len(path) == 0 {
-			return x.placeholders()
-		}
-		if x.whole() {
-			return [][]string{append(slices.Clone(x.parts[0].path), path...)}
-		}
+	default:
+		visit(v, path)
 	}
-	return nil // a literal, or text a path cannot reach into
 }
 
 // checkKeysNotSensitive refuses a rule whose keys, update keys, object id
@@ -134,20 +138,10 @@ func hasPathPrefix(path, prefix []string) bool {
 // also one spelled with the path's dots), anything under a whole
 // placeholder, which may be an object, or a value at the path's end.
 func (v *valueTmpl) reaches(path []string) bool {
-	if len(path) == 0 {
-		return true
-	}
-	switch x := v.node.(type) {
-	case map[string]*valueTmpl:
-		for n := 1; n <= len(path); n++ {
-			if el, ok := x[strings.Join(path[:n], ".")]; ok && el.reaches(path[n:]) {
-				return true
-			}
-		}
-	case []*valueTmpl:
-		return slices.ContainsFunc(x, func(el *valueTmpl) bool { return el.reaches(path) })
-	case *tmpl:
-		return x.whole()
-	}
-	return false
+	found := false
+	v.walk(path, func(n *valueTmpl, rest []string) {
+		t, _ := n.node.(*tmpl)
+		found = found || len(rest) == 0 || t != nil && t.whole()
+	})
+	return found
 }
