@@ -654,7 +654,10 @@ var errPlanOutdated = fmt.Errorf("an operation, a workflow or the tracked object
 // them: the locks a write takes that the plan's reads could not (a new
 // key's row, the key lock of a key that may be a workflow's step) are
 // then taken in key order too, as two events recording the same new keys,
-// or a new workflow put with the same step keys, take them.
+// or a new workflow put with the same step keys, take them. A key planned
+// as new may sort before keys the event holds: a row stored there since
+// the plan is not waited for (decideNewIn) but makes the plan outdated,
+// and planned again the event locks it in order.
 func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, plan *eventPlan) ([]*Operation, error) {
 	actor := ActorEvent + ":" + row.Source + ":" + row.EventID
 	steps := slices.SortedStableFunc(slices.Values(plan.steps), func(a, b eventStep) int { return strings.Compare(a.key, b.key) })
@@ -711,7 +714,14 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 				return nil
 			}
 		}
-		_, refusal, err := l.decideIn(ctx, tx, l.tenant, st.key, decide)
+		decideAt := l.decideIn
+		if st.kind == "record" || st.kind == "update" {
+			// Planned for a key with no operation: the event may hold
+			// keys after it already, and a row stored here since is
+			// not waited for.
+			decideAt = l.decideNewIn
+		}
+		_, refusal, err := decideAt(ctx, tx, l.tenant, st.key, decide)
 		if err != nil {
 			return nil, err
 		}

@@ -705,3 +705,59 @@ rules:
 	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
 	require.Equal(t, []string{"w/a"}, res.Event.OperationKeys)
 }
+
+// TestEventNewKeyStoredSincePlanNotWaitedFor: on PostgreSQL, an event
+// that planned to record a key with no operation, and holds a key that
+// sorts after it, does not wait for that key's row when one was stored
+// since and another transaction holds it: it gives the plan up and is
+// planned again, taking the row's lock in key order. The event waits
+// after its plan (a connection holds its deliveries table); meanwhile the
+// key is recorded, and a second connection locks it and then the key the
+// event holds. Waiting, the event closed a circle with that connection
+// (seen in TestSoakPostgres: two order events, one recording ord:5,
+// which another's plan had just found missing, while it held ord:5/ship).
+func TestEventNewKeyStoredSincePlanNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := postgresLedger(t)
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "nw-b", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "nw-b"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+      - key: "nw-a"
+        action: crm.create
+        destination: crm
+        payload: {x: 1}
+`))
+	require.NoError(t, err)
+
+	deliveries, wait := eventBlockedBy(t, l, dsn, rules, `LOCK TABLE deliveries IN SHARE MODE`, "the event, at its delivery,")
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "nw-a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"x":1}`)})
+	require.NoError(t, err)
+	other, tx := holdingTx(t, dsn)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'nw-a' FOR UPDATE`)
+	require.NoError(t, err)
+	locked := make(chan error, 1)
+	go func() {
+		_, err := tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'nw-b' FOR UPDATE`)
+		locked <- err
+	}()
+	testdb.WaitBlocked(t, other.PgConn().PID(), "the other transaction, at nw-b,")
+
+	require.NoError(t, deliveries.Commit(ctx)) // the event goes on to its writes
+	require.NoError(t, <-locked, "the event gave nw-b up rather than wait for nw-a: no deadlock")
+	require.NoError(t, tx.Commit(ctx))
+	res, err := wait()
+	require.NoError(t, err)
+	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
+	require.Equal(t, []string{"nw-b", "nw-a"}, res.Event.OperationKeys)
+}

@@ -598,22 +598,40 @@ func (l *Ledger) decideIn(ctx context.Context, tx store.Tx, tenant, key string, 
 	return l.decideWith(ctx, tx, tenant, key, "", decide)
 }
 
+// decideNewIn is decideIn for a key that the caller read as free earlier
+// in the transaction, while it held other operations (an event's plan):
+// it reads the row with GetOperationNoWait, so that a row stored there
+// since and held by another transaction fails the transaction with
+// store.ErrConflict, to be planned again, instead of waiting out of the
+// lock order of docs/scaling.md ("One lock order").
+func (l *Ledger) decideNewIn(ctx context.Context, tx store.Tx, tenant, key string, decide func(t *txn) error) (op *Operation, refusal, err error) {
+	return l.decideRead(ctx, tx, tenant, key, func(*txn) (*store.Operation, error) {
+		return tx.GetOperationNoWait(ctx, tenant, key)
+	}, decide)
+}
+
 // decideWith is decideIn that also reads attempt attemptID (if not "")
 // with the operation where the store offers that in one round trip.
 func (l *Ledger) decideWith(ctx context.Context, tx store.Tx, tenant, key, attemptID string, decide func(t *txn) error) (op *Operation, refusal, err error) {
-	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served}
-	// Read the row first: on stores that lock it, the clock is then read
-	// after any earlier writer finished, so times never go back.
-	var row *store.Operation
-	if g, ok := tx.(store.OperationAttemptGetter); ok && attemptID != "" {
-		var a *store.Attempt
-		row, a, err = g.GetOperationAndAttempt(ctx, tenant, key, attemptID)
+	return l.decideRead(ctx, tx, tenant, key, func(t *txn) (*store.Operation, error) {
+		g, ok := tx.(store.OperationAttemptGetter)
+		if !ok || attemptID == "" {
+			return tx.GetOperation(ctx, tenant, key)
+		}
+		row, a, err := g.GetOperationAndAttempt(ctx, tenant, key, attemptID)
 		if err == nil {
 			t.prefetched, t.prefetchedID = a, attemptID
 		}
-	} else {
-		row, err = tx.GetOperation(ctx, tenant, key)
-	}
+		return row, err
+	}, decide)
+}
+
+// decideRead is decideIn with the operation's row read by read.
+func (l *Ledger) decideRead(ctx context.Context, tx store.Tx, tenant, key string, read func(t *txn) (*store.Operation, error), decide func(t *txn) error) (op *Operation, refusal, err error) {
+	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served}
+	// Read the row first: on stores that lock it, the clock is then read
+	// after any earlier writer finished, so times never go back.
+	row, err := read(t)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:

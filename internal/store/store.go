@@ -396,6 +396,15 @@ type Tx interface {
 	// operations already checks with it whether one it read as missing
 	// was recorded meanwhile, and takes no lock out of order to do so.
 	OperationExists(ctx context.Context, tenant, key string) (bool, error)
+	// GetOperationNoWait reads and locks an operation as GetOperation
+	// does, for a key the transaction read as free while it held other
+	// operations (an event's plan): where GetOperation would wait for a
+	// lock another transaction holds on a row stored there since
+	// (PostgreSQL), it fails at once with ErrConflict, which ends the
+	// transaction. Waiting there would wait out of the lock order of
+	// docs/scaling.md ("One lock order"); planned again, the transaction
+	// takes that row's lock in order.
+	GetOperationNoWait(ctx context.Context, tenant, key string) (*Operation, error)
 	// InsertOperation inserts a new row; ErrConflict if the key exists.
 	InsertOperation(ctx context.Context, op *Operation) error
 	// UpdateOperation writes op if the stored revision still equals

@@ -148,6 +148,21 @@ func Stores() []Store {
 // none does within 30 s (a guard, not a wait: it polls the server).
 func WaitBlockedBy(t testing.TB, holder *pgx.Conn, what string) {
 	t.Helper()
+	waitLocks(t, `SELECT count(*) > 0 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder.PgConn().PID(), what)
+}
+
+// WaitBlocked returns once the session of waiter, which runs a
+// statement in another goroutine, waits for a lock another session
+// holds; it fails the test as WaitBlockedBy does.
+func WaitBlocked(t testing.TB, waiterPID uint32, what string) {
+	t.Helper()
+	waitLocks(t, `SELECT cardinality(pg_blocking_pids($1)) > 0`, waiterPID, what)
+}
+
+// waitLocks polls the test server with q, a query of one pid's locks
+// answering true or false, until it answers true.
+func waitLocks(t testing.TB, q string, pid uint32, what string) {
+	t.Helper()
 	ctx := context.Background()
 	watcher, err := pgx.Connect(ctx, PostgresBase())
 	if err != nil {
@@ -156,12 +171,11 @@ func WaitBlockedBy(t testing.TB, holder *pgx.Conn, what string) {
 	defer watcher.Close(ctx)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var blocked int
-		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`,
-			holder.PgConn().PID()).Scan(&blocked); err != nil {
+		var blocked bool
+		if err := watcher.QueryRow(ctx, q, pid).Scan(&blocked); err != nil {
 			t.Fatalf("read the server's locks: %v", err)
 		}
-		if blocked > 0 {
+		if blocked {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/opledger/opledger/internal/store/storecheck"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 // TestExists: the plain existence reads events use instead of locking
@@ -19,4 +20,15 @@ func TestOldestDue(t *testing.T) {
 	t.Parallel()
 	s, _ := openStore(t)
 	storecheck.OldestDue(t, s)
+}
+
+// TestGetOperationNoWait: GetOperationNoWait reads as GetOperation does,
+// and a row another connection holds fails it with store.ErrConflict at
+// once instead of waiting (storecheck).
+func TestGetOperationNoWait(t *testing.T) {
+	t.Parallel()
+	s, dsn := openStore(t)
+	storecheck.GetOperationNoWait(t, s, func(tenant, key string) func() {
+		return testdb.HoldLock(t, dsn, tenant, key)
+	})
 }

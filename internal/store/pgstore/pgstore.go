@@ -503,6 +503,23 @@ func (r *reader) GetOperation(ctx context.Context, tenant, key string) (*store.O
 	if r.inTx {
 		q += ` FOR UPDATE`
 	}
+	return r.getOperation(ctx, q, tenant, key)
+}
+
+// GetOperationNoWait is GetOperation with FOR UPDATE NOWAIT: a row
+// another transaction holds fails the statement (lock_not_available),
+// which aborts the transaction, and is store.ErrConflict.
+func (t *pgTx) GetOperationNoWait(ctx context.Context, tenant, key string) (*store.Operation, error) {
+	op, err := t.getOperation(ctx, `SELECT `+opColumns+` FROM operations WHERE tenant = $1 AND key = $2 FOR UPDATE NOWAIT`, tenant, key)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+		return nil, fmt.Errorf("%w: operation %s is held by another transaction: %w", store.ErrConflict, key, err)
+	}
+	return op, err
+}
+
+// getOperation runs q, a query of one operation row by tenant and key.
+func (r *reader) getOperation(ctx context.Context, q, tenant, key string) (*store.Operation, error) {
 	if r.c != nil && r.now.IsZero() {
 		return r.getOperationAndClock(ctx, q, tenant, key)
 	}

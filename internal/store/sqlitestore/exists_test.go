@@ -17,3 +17,10 @@ func TestOldestDue(t *testing.T) {
 	t.Parallel()
 	storecheck.OldestDue(t, openTestStore(t))
 }
+
+// TestGetOperationNoWait: GetOperationNoWait reads as GetOperation does
+// (storecheck): the transaction holds SQLite's only write lock.
+func TestGetOperationNoWait(t *testing.T) {
+	t.Parallel()
+	storecheck.GetOperationNoWait(t, openTestStore(t), nil)
+}

@@ -707,6 +707,12 @@ func (t *sqlTx) GetOperation(ctx context.Context, tenant, key string) (*store.Op
 	return op, nil
 }
 
+// GetOperationNoWait is GetOperation: the write transaction holds
+// SQLite's only write lock, so no other transaction holds the row.
+func (t *sqlTx) GetOperationNoWait(ctx context.Context, tenant, key string) (*store.Operation, error) {
+	return t.GetOperation(ctx, tenant, key)
+}
+
 func (r *sqlReader) GetTombstone(ctx context.Context, tenant, key string) (*store.Tombstone, error) {
 	var t store.Tombstone
 	var created, finished, compacted int64
