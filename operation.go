@@ -558,8 +558,8 @@ func tombstoneOperation(t *store.Tombstone) *Operation {
 	return &Operation{
 		Tenant: t.Tenant, Key: t.Key, Version: t.Version, Fingerprint: t.Fingerprint, State: State(t.State),
 		FailureKind: FailureKind(t.FailureKind), DestinationRef: t.DestinationRef,
-		DuplicateEffects: t.DuplicateEffects,
-		Tombstoned:       true, CreatedAt: t.CreatedAt, UpdatedAt: t.FinishedAt,
+		DuplicateEffects: t.DuplicateEffects, AttemptCount: t.AttemptCount,
+		Tombstoned: true, CreatedAt: t.CreatedAt, UpdatedAt: t.FinishedAt,
 	}
 }
 

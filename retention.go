@@ -299,7 +299,7 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 			cs[i] = store.Compaction{Revision: op.Revision, Tombstone: store.Tombstone{
 				Tenant: op.Tenant, Key: op.Key, Fingerprint: op.Fingerprint, State: op.State,
 				FailureKind: op.FailureKind, DestinationRef: compactedRef(op), DuplicateEffects: op.DuplicateEffects,
-				Version: op.Version, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
+				Version: op.Version, AttemptCount: op.AttemptCount, CreatedAt: op.CreatedAt, FinishedAt: op.UpdatedAt, CompactedAt: now,
 			}}
 			// The tombstone carries the operation's effects into the
 			// running totals; keep the attempt totals too: neither may

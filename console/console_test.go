@@ -721,10 +721,14 @@ func TestDecisionEdges(t *testing.T) {
 	}
 	_, _, err := l.Resolve(ctx, "gone:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
 	require.NoError(t, err)
+	done, err := l.Claim(ctx, "done:1", opledger.ClaimOptions{Intent: &opledger.Intent{Key: "done:1", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)}})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "done:1", done.AttemptID, done.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+	require.NoError(t, err)
 	offset.Add(int64(2 * time.Hour))
 	res, err := l.Compact(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1, res.Tombstoned)
+	require.Equal(t, 2, res.Tombstoned)
 	// One page of events (opledger.MaxListLimit) and one more, of source
 	// s1, newer than three of source s2.
 	for i := range opledger.MaxListLimit + 4 {
@@ -745,6 +749,7 @@ func TestDecisionEdges(t *testing.T) {
 	require.Contains(t, page, "Compacted on retention")
 	// What was removed is said, not shown as none.
 	require.Contains(t, page, "<dt>Attempts</dt><dd>removed on compaction</dd>")
+	require.Contains(t, get("/operations/done:1"), "<dt>Attempts</dt><dd>1, removed on compaction</dd>", "the tombstone keeps the count")
 	require.NotContains(t, page, "No attempt yet")
 	require.Regexp(t, `<h2>Timeline</h2>\s*<p>Removed on compaction.</p>`, page)
 	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)

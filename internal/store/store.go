@@ -157,10 +157,13 @@ type Tombstone struct {
 	DuplicateEffects int
 	// Version is the operation's content version (its fingerprint covers
 	// it); 0 for a tombstone written before migration 018.
-	Version     int64
-	CreatedAt   time.Time
-	FinishedAt  time.Time
-	CompactedAt time.Time
+	Version int64
+	// AttemptCount is how many attempts the operation had; 0 for a
+	// tombstone written before migration 020.
+	AttemptCount int
+	CreatedAt    time.Time
+	FinishedAt   time.Time
+	CompactedAt  time.Time
 }
 
 // Compaction is an operation to replace with its tombstone, if the

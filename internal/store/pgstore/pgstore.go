@@ -618,17 +618,17 @@ func (r *reader) pipelinedGet(ctx context.Context, q, tenant, key, attemptID str
 func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.Tombstone, error) {
 	var t store.Tombstone
 	var created, finished, compacted pgtype.Timestamptz
-	var dup int32
+	var dup, attempts int32
 	err := r.q.QueryRow(ctx, `SELECT tenant, key, fingerprint, state, failure_kind, destination_ref,
-		duplicate_effects, version, created_at, finished_at, compacted_at FROM tombstones WHERE tenant = $1 AND key = $2`, tenant, key).
-		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &dup, &t.Version, &created, &finished, &compacted)
+		duplicate_effects, version, attempt_count, created_at, finished_at, compacted_at FROM tombstones WHERE tenant = $1 AND key = $2`, tenant, key).
+		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &dup, &t.Version, &attempts, &created, &finished, &compacted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get tombstone: %w", mapErr(err))
 	}
-	t.DuplicateEffects = int(dup)
+	t.DuplicateEffects, t.AttemptCount = int(dup), int(attempts)
 	t.CreatedAt, t.FinishedAt, t.CompactedAt = fromTS(created), fromTS(finished), fromTS(compacted)
 	return &t, nil
 }
@@ -1139,25 +1139,25 @@ func (t *pgTx) CompactOperations(ctx context.Context, cs []store.Compaction) err
 	n := len(cs)
 	tenants, keys, fingerprints, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	kinds, refs := make([]string, n), make([]string, n)
-	duplicates, versions, revisions := make([]int64, n), make([]int64, n), make([]int64, n)
+	duplicates, versions, attempts, revisions := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	created, finished, compacted := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 	for i, c := range cs {
 		tenants[i], keys[i], fingerprints[i], states[i] = c.Tenant, c.Key, c.Fingerprint, c.State
 		kinds[i], refs[i] = c.FailureKind, c.DestinationRef
-		duplicates[i], versions[i], revisions[i] = int64(c.DuplicateEffects), c.Version, c.Revision
+		duplicates[i], versions[i], attempts[i], revisions[i] = int64(c.DuplicateEffects), c.Version, int64(c.AttemptCount), c.Revision
 		created[i], finished[i], compacted[i] = ts(c.CreatedAt), ts(c.FinishedAt), ts(c.CompactedAt)
 	}
 	rows, err := t.q.Query(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
-			duplicate_effects, version, created_at, finished_at, compacted_at, counted)
-		SELECT tenant, key, fingerprint, state, failure_kind, destination_ref, duplicate_effects, version,
+			duplicate_effects, version, attempt_count, created_at, finished_at, compacted_at, counted)
+		SELECT tenant, key, fingerprint, state, failure_kind, destination_ref, duplicate_effects, version, attempt_count,
 			created_at, finished_at, compacted_at, true
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::bigint[],
-			$9::timestamptz[], $10::timestamptz[], $11::timestamptz[])
+			$9::int[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[])
 			AS t (tenant, key, fingerprint, state, failure_kind, destination_ref, duplicate_effects, version,
-				created_at, finished_at, compacted_at)
+				attempt_count, created_at, finished_at, compacted_at)
 		ON CONFLICT (tenant, key) DO NOTHING
 		RETURNING tenant, key`,
-		tenants, keys, fingerprints, states, kinds, refs, duplicates, versions, created, finished, compacted)
+		tenants, keys, fingerprints, states, kinds, refs, duplicates, versions, attempts, created, finished, compacted)
 	if err != nil {
 		return fmt.Errorf("write tombstones: %w", mapErr(err))
 	}
@@ -1255,10 +1255,11 @@ func appendTimelineWrite(e *store.TimelineEntry) pgWrite {
 func (t *pgTx) UpsertTombstone(ctx context.Context, tb *store.Tombstone) error {
 	for {
 		tag, err := t.q.Exec(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
-			duplicate_effects, version, created_at, finished_at, compacted_at, counted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, true)
+			duplicate_effects, version, attempt_count, created_at, finished_at, compacted_at, counted)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, true)
 			ON CONFLICT (tenant, key) DO NOTHING`,
 			tb.Tenant, tb.Key, tb.Fingerprint, tb.State, tb.FailureKind, tb.DestinationRef, tb.DuplicateEffects, tb.Version,
-			ts(tb.CreatedAt), ts(tb.FinishedAt), ts(tb.CompactedAt))
+			tb.AttemptCount, ts(tb.CreatedAt), ts(tb.FinishedAt), ts(tb.CompactedAt))
 		if err != nil {
 			return fmt.Errorf("write tombstone: %w", mapErr(err))
 		}

@@ -717,9 +717,9 @@ func (r *sqlReader) GetTombstone(ctx context.Context, tenant, key string) (*stor
 	var t store.Tombstone
 	var created, finished, compacted int64
 	err := r.q.QueryRowContext(ctx, `SELECT tenant, key, fingerprint, state, failure_kind, destination_ref,
-		duplicate_effects, version, created_at, finished_at, compacted_at FROM tombstones WHERE tenant = ? AND key = ?`, tenant, key).
+		duplicate_effects, version, attempt_count, created_at, finished_at, compacted_at FROM tombstones WHERE tenant = ? AND key = ?`, tenant, key).
 		Scan(&t.Tenant, &t.Key, &t.Fingerprint, &t.State, &t.FailureKind, &t.DestinationRef, &t.DuplicateEffects, &t.Version,
-			&created, &finished, &compacted)
+			&t.AttemptCount, &created, &finished, &compacted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -1350,10 +1350,11 @@ func (t *sqlTx) appendTimelineSQL(entries []*store.TimelineEntry) (string, []any
 func (t *sqlTx) UpsertTombstone(ctx context.Context, ts *store.Tombstone) error {
 	for {
 		res, err := t.q.ExecContext(ctx, `INSERT INTO tombstones (tenant, key, fingerprint, state, failure_kind, destination_ref,
-			duplicate_effects, version, created_at, finished_at, compacted_at, counted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+			duplicate_effects, version, attempt_count, created_at, finished_at, compacted_at, counted)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
 			ON CONFLICT (tenant, key) DO NOTHING`,
 			ts.Tenant, ts.Key, ts.Fingerprint, ts.State, ts.FailureKind, ts.DestinationRef, ts.DuplicateEffects, ts.Version,
-			toMicros(ts.CreatedAt), toMicros(ts.FinishedAt), toMicros(ts.CompactedAt))
+			ts.AttemptCount, toMicros(ts.CreatedAt), toMicros(ts.FinishedAt), toMicros(ts.CompactedAt))
 		if err != nil {
 			return fmt.Errorf("write tombstone: %w", err)
 		}

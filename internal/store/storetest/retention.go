@@ -62,7 +62,7 @@ func testRetention(t *testing.T, h Harness) {
 		require.True(t, a.Tombstoned)
 	})
 
-	t.Run("TombstoneShowsDuplicateEffects", func(t *testing.T) {
+	t.Run("TombstoneShowsDuplicateEffectsAndAttempts", func(t *testing.T) {
 		t.Parallel()
 		b := setupRetention(t, h)
 		old := b.claimed(t, "k")
@@ -84,6 +84,7 @@ func testRetention(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.True(t, op.Tombstoned)
 		require.Equal(t, 1, op.DuplicateEffects, "the incident outlives the timeline that told it")
+		require.Equal(t, 2, op.AttemptCount, "the attempts are gone, not their count")
 	})
 
 	t.Run("PagesPastWhatItKeeps", func(t *testing.T) {
