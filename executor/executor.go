@@ -30,6 +30,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/advance"
 	"github.com/opledger/opledger/internal/periodic"
 	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/textcut"
@@ -566,14 +567,7 @@ func advanceWorkflow(ctx context.Context, tl *opledger.Ledger, op *opledger.Oper
 	if op.State != opledger.StateSucceeded {
 		return
 	}
-	_, err := tl.AdvanceWorkflowOf(ctx, op.Key)
-	if _, stuck := errors.AsType[*opledger.StepError](err); stuck {
-		// Not a failure: the workflow waits for a person to revise its
-		// next step; its status says so, and the exception queue lists it.
-		log.Info("workflow cannot go on", "error", redact.Keys(op.Key, err))
-	} else if err != nil {
-		log.Error("advance workflow", "error", redact.Keys(op.Key, err))
-	}
+	advance.WorkflowOf(ctx, tl, op.Key, log)
 }
 
 // release gives back a claim that was not dispatched.

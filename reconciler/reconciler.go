@@ -42,6 +42,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/advance"
 	"github.com/opledger/opledger/internal/marker"
 	"github.com/opledger/opledger/internal/redact"
 )
@@ -366,14 +367,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 		// The next step of a workflow, if this is one, now rather than
 		// at the server's next sweep (which still advances it if this
 		// fails).
-		_, err := tl.AdvanceWorkflowOf(ctx, op.Key)
-		if _, stuck := errors.AsType[*opledger.StepError](err); stuck {
-			// Not a failure: the workflow waits for a person to revise
-			// its next step (its status and the exception queue say so).
-			log.Info("workflow cannot go on", "error", redact.Keys(op.Key, err))
-		} else if err != nil {
-			log.Error("advance workflow", "error", redact.Keys(op.Key, err))
-		}
+		advance.WorkflowOf(ctx, tl, op.Key, log)
 	case opledger.StateHeld:
 		d = Held
 	case opledger.StatePending:
