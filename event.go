@@ -333,6 +333,10 @@ type eventPlan struct {
 	object *store.EventObject // nil when the rule declares no object
 	objNew bool
 	objRev int64
+	// holdsKeys: the plan read several keys' operations
+	// (lockEventKeys), and on PostgreSQL the transaction holds those it
+	// found.
+	holdsKeys bool
 	// workflows are the workflows the plan read and found: on PostgreSQL
 	// the transaction holds them. Recording a step-shaped key w/x whose
 	// workflow w is not among them checks that w is still not stored
@@ -444,6 +448,7 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 	if held, err = lockEventKeys(ctx, tx, l.tenant, m); err != nil {
 		return nil, err
 	}
+	plan.holdsKeys = held != nil
 	for i, in := range m.Intents {
 		fp, err := in.normalize()
 		if err != nil {
@@ -715,10 +720,10 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 			}
 		}
 		decideAt := l.decideIn
-		if st.kind == "record" || st.kind == "update" {
-			// Planned for a key with no operation: the event may hold
-			// keys after it already, and a row stored here since is
-			// not waited for.
+		if plan.holdsKeys && (st.kind == "record" || st.kind == "update") {
+			// Planned for a key with no operation, while the event may
+			// hold keys after it: a row stored here since is not
+			// waited for.
 			decideAt = l.decideNewIn
 		}
 		_, refusal, err := decideAt(ctx, tx, l.tenant, st.key, decide)

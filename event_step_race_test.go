@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"testing"
 	"time"
 
@@ -716,11 +717,22 @@ rules:
 // event holds. Waiting, the event closed a circle with that connection
 // (seen in TestSoakPostgres: two order events, one recording ord:5,
 // which another's plan had just found missing, while it held ord:5/ship).
+// The ledger's sessions look for deadlocks only after 10 minutes, so that
+// where the event waits the connection finds the circle and fails, however
+// long the event takes to reach its wait.
 func TestEventNewKeyStoredSincePlanNotWaitedFor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, dsn := postgresLedger(t)
-	_, _, err := l.Record(ctx, opledger.Intent{Key: "nw-b", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+	dsn := testdb.PostgresDSN(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("deadlock_timeout", "600s") // a run-time parameter of the ledger's sessions (superuser)
+	u.RawQuery = q.Encode()
+	l, err := opledger.Open(ctx, u.String(), opledger.Options{Worker: "w"})
+	require.NoError(t, err)
+	defer l.Close()
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "nw-b", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
 	require.NoError(t, err)
 	rules, err := opledger.ParseRules([]byte(`
 rules:

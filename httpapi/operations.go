@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/advance"
 	"github.com/opledger/opledger/internal/opjson"
-	"github.com/opledger/opledger/internal/redact"
 )
 
 func (s *server) routes() []route {
@@ -376,16 +376,7 @@ func (s *server) advanceWorkflow(r *http.Request, l *opledger.Ledger, op *opledg
 	if op == nil || op.State != opledger.StateSucceeded {
 		return
 	}
-	_, err := l.AdvanceWorkflowOf(r.Context(), op.Key)
-	var stuck *opledger.StepError
-	switch {
-	case errors.As(err, &stuck):
-		// The workflow cannot go on until a person revises its next step:
-		// its status says so, and the exception queue lists it.
-		s.log.InfoContext(r.Context(), "workflow cannot go on", "request_id", requestID(r.Context()), "error", redact.Keys(op.Key, err))
-	case err != nil:
-		s.log.WarnContext(r.Context(), "advance workflow", "request_id", requestID(r.Context()), "error", redact.Keys(op.Key, err))
-	}
+	advance.WorkflowOf(r.Context(), l, op.Key, s.log.With("request_id", requestID(r.Context())))
 }
 
 func writeMerged(w http.ResponseWriter, status int, op *opledger.Operation, extra map[string]any) {

@@ -1,6 +1,7 @@
 // Package advance records the next step of a workflow as soon as one of
-// its steps has succeeded, for the executor and the reconciler, rather
-// than leaving it to the server's periodic sweep.
+// its steps has succeeded, for the executor, the reconciler and the HTTP
+// API's outcome route, rather than leaving it to the server's periodic
+// sweep.
 package advance
 
 import (
@@ -15,13 +16,14 @@ import (
 // WorkflowOf advances the workflow whose step is the operation key, if
 // there is one. It logs what stops it: a next step that cannot be
 // recorded is no failure (the workflow waits for a person to revise it;
-// its status and the exception queue say so); any other error is, and
-// the sweep still advances the workflow.
+// its status and the exception queue say so); any other error is a
+// warning: the success is recorded, and the sweep advances the workflow
+// later.
 func WorkflowOf(ctx context.Context, l *opledger.Ledger, key string, log *slog.Logger) {
 	_, err := l.AdvanceWorkflowOf(ctx, key)
 	if _, stuck := errors.AsType[*opledger.StepError](err); stuck {
-		log.Info("workflow cannot go on", "error", redact.Keys(key, err))
+		log.InfoContext(ctx, "workflow cannot go on", "error", redact.Keys(key, err))
 	} else if err != nil {
-		log.Error("advance workflow", "error", redact.Keys(key, err))
+		log.WarnContext(ctx, "advance workflow", "error", redact.Keys(key, err))
 	}
 }

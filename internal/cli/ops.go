@@ -714,6 +714,9 @@ func writeTombstone(w io.Writer, op *opledger.Operation, rec replayDecision) err
 	fmt.Fprintf(w, "  recorded %s, finished %s\n", op.CreatedAt.Format(time.RFC3339), op.UpdatedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "  version %d, %s\n", op.Version, cell(op.Fingerprint))
 	fmt.Fprintf(w, "  destination reference %s\n", cell(dash(op.DestinationRef)))
+	if op.AttemptCount > 0 {
+		fmt.Fprintf(w, "  attempts %d\n", op.AttemptCount)
+	}
 	if op.DuplicateEffects > 0 {
 		fmt.Fprintf(w, "  DUPLICATE EFFECTS DETECTED: %d\n", op.DuplicateEffects)
 	}

@@ -437,7 +437,7 @@ func TestOpsShowTombstone(t *testing.T) {
 
 	out, errOut, code := run(t, "ops", "show", "order:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `^order:1  succeeded, compacted by retention\n  recorded \S+, finished \S+\n  version 1, sha256:[0-9a-f]+\n  destination reference CRM-1\n`, out)
+	require.Regexp(t, `^order:1  succeeded, compacted by retention\n  recorded \S+, finished \S+\n  version 1, sha256:[0-9a-f]+\n  destination reference CRM-1\n  attempts 1\n`, out)
 	require.Contains(t, out, "its payload, attempts and timeline were removed")
 	require.Contains(t, out, "Next decision: none (compacted by retention")
 	require.NotContains(t, out, "Attempts:")

@@ -248,7 +248,7 @@ func writeWorkflow(w io.Writer, wf *opledger.Workflow) error {
 		if op := st.Operation; op != nil {
 			op = op.Masked()
 			state = stateOf(op)
-			if !op.Tombstoned {
+			if !op.Tombstoned || op.AttemptCount > 0 { // a tombstone since migration 020 keeps its count
 				attempts = fmt.Sprint(op.AttemptCount)
 			}
 			ref = dash(op.DestinationRef)

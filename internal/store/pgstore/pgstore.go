@@ -508,8 +508,15 @@ func (r *reader) GetOperation(ctx context.Context, tenant, key string) (*store.O
 
 // GetOperationNoWait is GetOperation with FOR UPDATE NOWAIT: a row
 // another transaction holds fails the statement (lock_not_available),
-// which aborts the transaction, and is store.ErrConflict.
+// which aborts the transaction, and is store.ErrConflict. Writes held
+// back go out first, on their own: a lock timeout of theirs, the same
+// error code, stays store.ErrBusy.
 func (t *pgTx) GetOperationNoWait(ctx context.Context, tenant, key string) (*store.Operation, error) {
+	if t.c != nil && len(t.c.pending) > 0 {
+		if err := t.c.begin(ctx); err != nil {
+			return nil, err
+		}
+	}
 	op, err := t.getOperation(ctx, `SELECT `+opColumns+` FROM operations WHERE tenant = $1 AND key = $2 FOR UPDATE NOWAIT`, tenant, key)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available

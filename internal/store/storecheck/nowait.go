@@ -32,7 +32,13 @@ func GetOperationNoWait(t *testing.T, s store.Store, hold func(tenant, key strin
 		}
 		_, err = tx.GetOperationNoWait(ctx, "t", "gone")
 		require.ErrorIs(t, err, store.ErrNotFound, "a tombstone is no operation")
-		return tx.InsertOperation(ctx, op)
+		if err := tx.InsertOperation(ctx, op); err != nil {
+			return err
+		}
+		got, err := tx.GetOperationNoWait(ctx, "t", "op")
+		require.NoError(t, err, "written earlier in the transaction (a store that holds writes back sends them first)")
+		require.Equal(t, "fp", got.Fingerprint)
+		return nil
 	}))
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		got, err := tx.GetOperationNoWait(ctx, "t", "op")
