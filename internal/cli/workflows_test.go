@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -198,4 +200,35 @@ func TestWorkflowsCommands(t *testing.T) {
 	_, errOut, code = run(t, "workflows", "show", "onb:C-2", "--server", url, "--token", token, "--tenant", "x")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--tenant is for the store")
+}
+
+// TestWorkflowsShowCompactedStep: a step compacted by retention shows
+// the count of attempts its tombstone keeps (migration 020), not "-".
+func TestWorkflowsShowCompactedStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "wf.db")
+	var offset atomic.Int64
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Retention: time.Hour,
+		Clock: func(now time.Time) time.Time { return now.Add(time.Duration(offset.Load())) }})
+	require.NoError(t, err)
+	_, _, err = l.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+	}})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, "wf:1/a", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "wf:1/a", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+	require.NoError(t, err)
+	_, err = l.AdvanceWorkflowOf(ctx, "wf:1/a")
+	require.NoError(t, err)
+	offset.Store(int64(2 * time.Hour))
+	res, err := l.Compact(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Tombstoned)
+	require.NoError(t, l.Close())
+
+	out, errOut, code := run(t, "workflows", "show", "wf:1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `crm\.create → crm\s+1\s+1\s+R1`, out, "version 1, one attempt")
 }
