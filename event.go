@@ -596,9 +596,11 @@ func (h *heldKeys) workflow(ctx context.Context, tx store.Tx, tenant, key string
 // decides on them in the rule's order from the rows read here, without
 // reading them again. Without it two
 // events writing the same operations in opposite orders each held one
-// and waited for the other, until PostgreSQL broke the deadlock. Keys
-// with no operation yet take no lock here; applyPlan writes them in key
-// order. It returns what it found; nil when the rule writes one key
+// and waited for the other, until PostgreSQL broke the deadlock. A key
+// shaped like a step of no stored workflow has its key lock taken just
+// before its row, as a new workflow put takes its step keys' locks. Keys
+// with no operation yet take no row lock here; applyPlan writes them in
+// key order. It returns what it found; nil when the rule writes one key
 // only (nothing to order, nothing read).
 func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) (*heldKeys, error) {
 	keys := make([]string, 0, 2*len(m.Intents))
@@ -631,6 +633,19 @@ func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) 
 		}
 	}
 	for _, k := range keys {
+		if w, _, ok := SplitWorkflowStepKey(k); ok && h.workflows[w] == nil {
+			// The key lock that recording a step-shaped key of no
+			// stored workflow takes (txn.refuseWorkflowStep), taken
+			// here in key order, before the row's: taken at the write,
+			// after the rows of keys that sort after it, it closed a
+			// circle with a workflow put that holds its step keys'
+			// locks and waits for one of those rows. (A key of a
+			// workflow the event holds is locked at its write, as
+			// before: the workflow comes first.)
+			if err := tx.LockOperationKey(ctx, tenant, k); err != nil {
+				return nil, err
+			}
+		}
 		row, err := tx.GetOperation(ctx, tenant, k)
 		switch {
 		case err == nil:

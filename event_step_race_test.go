@@ -717,22 +717,11 @@ rules:
 // event holds. Waiting, the event closed a circle with that connection
 // (seen in TestSoakPostgres: two order events, one recording ord:5,
 // which another's plan had just found missing, while it held ord:5/ship).
-// The ledger's sessions look for deadlocks only after 10 minutes, so that
-// where the event waits the connection finds the circle and fails, however
-// long the event takes to reach its wait.
 func TestEventNewKeyStoredSincePlanNotWaitedFor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("deadlock_timeout", "600s") // a run-time parameter of the ledger's sessions (superuser)
-	u.RawQuery = q.Encode()
-	l, err := opledger.Open(ctx, u.String(), opledger.Options{Worker: "w"})
-	require.NoError(t, err)
-	defer l.Close()
-	_, _, err = l.Record(ctx, opledger.Intent{Key: "nw-b", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+	l, dsn := ledgerFoundInCircles(t)
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "nw-b", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
 	require.NoError(t, err)
 	rules, err := opledger.ParseRules([]byte(`
 rules:
@@ -772,4 +761,80 @@ rules:
 	require.NoError(t, err)
 	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
 	require.Equal(t, []string{"nw-b", "nw-a"}, res.Event.OperationKeys)
+}
+
+// ledgerFoundInCircles opens a ledger on a fresh PostgreSQL schema whose
+// sessions look for deadlocks only after 10 minutes (deadlock_timeout, a
+// run-time parameter a superuser may set), and returns it with the
+// schema's DSN: where one of its calls waits in a circle, the test's own
+// connection finds the circle and fails, however long the call takes to
+// reach its wait.
+func ledgerFoundInCircles(t *testing.T) (*opledger.Ledger, string) {
+	t.Helper()
+	dsn := testdb.PostgresDSN(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("deadlock_timeout", "600s")
+	u.RawQuery = q.Encode()
+	l, err := opledger.Open(context.Background(), u.String(), opledger.Options{Worker: "w"})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l, dsn
+}
+
+// TestEventStepShapedKeysLockedInOrder: on PostgreSQL, an event whose
+// rule writes two keys shaped like steps of no stored workflow, sk/b
+// recorded and sk/a new, takes sk/a's key lock before it holds sk/b's
+// row, as a put of a new workflow sk with steps a and b takes sk/a's and
+// sk/b's key locks before it reads their rows. Taken at the write, the
+// key lock closed a circle with such a put. The event waits after its
+// plan (a connection holds its deliveries table); a second connection
+// then takes the put's locks in the put's order.
+func TestEventStepShapedKeysLockedInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := ledgerFoundInCircles(t)
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "sk/b", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "sk/b"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+      - key: "sk/a"
+        action: crm.create
+        destination: crm
+        payload: {x: 1}
+`))
+	require.NoError(t, err)
+
+	deliveries, wait := eventBlockedBy(t, l, dsn, rules, `LOCK TABLE deliveries IN SHARE MODE`, "the event, at its delivery,")
+	put, tx := holdingTx(t, dsn)
+	defer tx.Rollback(ctx)
+	done := make(chan error, 1)
+	go func() {
+		for _, q := range []string{lockOperationKeySQL("sk/a"), lockOperationKeySQL("sk/b"),
+			`SELECT 1 FROM operations WHERE key = 'sk/b' FOR UPDATE`} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	testdb.WaitBlocked(t, put.PgConn().PID(), "the workflow put's locks")
+
+	require.NoError(t, deliveries.Commit(ctx)) // the event goes on to its writes
+	require.NoError(t, <-done, "the put waited for the event, not the event for the put: no deadlock")
+	require.NoError(t, tx.Commit(ctx))
+	res, err := wait()
+	require.NoError(t, err)
+	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
+	require.Equal(t, []string{"sk/b", "sk/a"}, res.Event.OperationKeys)
 }
