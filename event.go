@@ -325,6 +325,9 @@ type eventStep struct {
 	key    string // the operation the step concerns
 	// version is the new version of a revise.
 	version int64
+	// noRow: the plan found no operation at key (nothing, or a
+	// tombstone), so the transaction does not hold its row.
+	noRow bool
 }
 
 // eventPlan is the decided effect of a new event.
@@ -465,11 +468,11 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		}
 		switch {
 		case current == nil:
-			plan.steps = append(plan.steps, eventStep{kind: "record", intent: in, fp: fp, key: in.Key})
+			plan.steps = append(plan.steps, eventStep{kind: "record", intent: in, fp: fp, key: in.Key, noRow: true})
 			row.Operations = append(row.Operations, in.Key)
 			continue
 		case current.sameContent(in):
-			plan.steps = append(plan.steps, eventStep{kind: "same", intent: in, key: in.Key})
+			plan.steps = append(plan.steps, eventStep{kind: "same", intent: in, key: in.Key, noRow: current.tombstone})
 			row.Operations = append(row.Operations, in.Key)
 			continue
 		case !newer && m.Updates[i] != nil:
@@ -484,7 +487,7 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 				return nil, err
 			}
 			if obj != nil && have != nil && have.sameContent(up) {
-				plan.steps = append(plan.steps, eventStep{kind: "same", intent: up, key: up.Key})
+				plan.steps = append(plan.steps, eventStep{kind: "same", intent: up, key: up.Key, noRow: have.tombstone})
 				row.Operations = append(row.Operations, up.Key)
 				continue
 			}
@@ -534,9 +537,9 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		}
 		switch {
 		case have == nil:
-			plan.steps = append(plan.steps, eventStep{kind: "update", intent: up, fp: upFP, key: up.Key})
+			plan.steps = append(plan.steps, eventStep{kind: "update", intent: up, fp: upFP, key: up.Key, noRow: true})
 		case have.sameContent(up):
-			plan.steps = append(plan.steps, eventStep{kind: "same", intent: up, key: up.Key})
+			plan.steps = append(plan.steps, eventStep{kind: "same", intent: up, key: up.Key, noRow: have.tombstone})
 		default:
 			return conflict(fmt.Sprintf("update operation %s is recorded with other content; a person must decide", up.Key))
 		}
@@ -735,10 +738,10 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 			}
 		}
 		decideAt := l.decideIn
-		if plan.holdsKeys && (st.kind == "record" || st.kind == "update") {
-			// Planned for a key with no operation, while the event may
-			// hold keys after it: a row stored here since is not
-			// waited for.
+		if plan.holdsKeys && st.noRow {
+			// Planned for a key with no operation (a new one, or a
+			// tombstone's), while the event may hold keys after it: a
+			// row stored here since is not waited for.
 			decideAt = l.decideNewIn
 		}
 		_, refusal, err := decideAt(ctx, tx, l.tenant, st.key, decide)
