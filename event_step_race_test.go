@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -740,27 +741,13 @@ rules:
 `))
 	require.NoError(t, err)
 
-	deliveries, wait := eventBlockedBy(t, l, dsn, rules, `LOCK TABLE deliveries IN SHARE MODE`, "the event, at its delivery,")
-	_, _, err = l.Record(ctx, opledger.Intent{Key: "nw-a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"x":1}`)})
-	require.NoError(t, err)
-	other, tx := holdingTx(t, dsn)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'nw-a' FOR UPDATE`)
-	require.NoError(t, err)
-	locked := make(chan error, 1)
-	go func() {
-		_, err := tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'nw-b' FOR UPDATE`)
-		locked <- err
-	}()
-	testdb.WaitBlocked(t, other.PgConn().PID(), "the other transaction, at nw-b,")
-
-	require.NoError(t, deliveries.Commit(ctx)) // the event goes on to its writes
-	require.NoError(t, <-locked, "the event gave nw-b up rather than wait for nw-a: no deadlock")
-	require.NoError(t, tx.Commit(ctx))
-	res, err := wait()
-	require.NoError(t, err)
-	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
-	require.Equal(t, []string{"nw-b", "nw-a"}, res.Event.OperationKeys)
+	waitsAfterPlan(t, l, dsn, rules, func(tx pgx.Tx) {
+		// Recorded since the event's plan, and held.
+		_, _, err := l.Record(ctx, opledger.Intent{Key: "nw-a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"x":1}`)})
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'nw-a' FOR UPDATE`)
+		require.NoError(t, err)
+	}, []string{`SELECT 1 FROM operations WHERE key = 'nw-b' FOR UPDATE`}, []string{"nw-b", "nw-a"})
 }
 
 // ledgerFoundInCircles opens a ledger on a fresh PostgreSQL schema whose
@@ -814,27 +801,44 @@ rules:
 `))
 	require.NoError(t, err)
 
+	// The locks of a put of a new workflow sk with steps a and b.
+	waitsAfterPlan(t, l, dsn, rules, nil, []string{lockOperationKeySQL("sk/a"), lockOperationKeySQL("sk/b"),
+		`SELECT 1 FROM operations WHERE key = 'sk/b' FOR UPDATE`}, []string{"sk/b", "sk/a"})
+}
+
+// waitsAfterPlan has the event of rules wait after its plan, its
+// deliveries table held by a connection. Meanwhile a second connection
+// runs before (if not nil) in its transaction, then starts stmts in the
+// background and waits until they wait for a lock. Once the event goes
+// on, stmts must end without an error (with the ledger of
+// ledgerFoundInCircles, a circle fails them, not the event), and the
+// event must apply, with the operation keys want.
+func waitsAfterPlan(t *testing.T, l *opledger.Ledger, dsn string, rules *opledger.Rules, before func(pgx.Tx), stmts, want []string) {
+	t.Helper()
+	ctx := context.Background()
 	deliveries, wait := eventBlockedBy(t, l, dsn, rules, `LOCK TABLE deliveries IN SHARE MODE`, "the event, at its delivery,")
-	put, tx := holdingTx(t, dsn)
+	other, tx := holdingTx(t, dsn)
 	defer tx.Rollback(ctx)
+	if before != nil {
+		before(tx)
+	}
 	done := make(chan error, 1)
 	go func() {
-		for _, q := range []string{lockOperationKeySQL("sk/a"), lockOperationKeySQL("sk/b"),
-			`SELECT 1 FROM operations WHERE key = 'sk/b' FOR UPDATE`} {
+		for _, q := range stmts {
 			if _, err := tx.Exec(ctx, q); err != nil {
-				done <- err
+				done <- fmt.Errorf("%s: %w", q, err)
 				return
 			}
 		}
 		done <- nil
 	}()
-	testdb.WaitBlocked(t, put.PgConn().PID(), "the workflow put's locks")
+	testdb.WaitBlocked(t, other.PgConn().PID(), "the second connection")
 
 	require.NoError(t, deliveries.Commit(ctx)) // the event goes on to its writes
-	require.NoError(t, <-done, "the put waited for the event, not the event for the put: no deadlock")
+	require.NoError(t, <-done, "the second connection waited for the event, not the event for it: no deadlock")
 	require.NoError(t, tx.Commit(ctx))
 	res, err := wait()
 	require.NoError(t, err)
 	require.Equal(t, opledger.EventApplied, res.Status, res.Event.Reason)
-	require.Equal(t, []string{"sk/b", "sk/a"}, res.Event.OperationKeys)
+	require.Equal(t, want, res.Event.OperationKeys)
 }
