@@ -117,6 +117,13 @@ func (b *apiBundle) raw(t *testing.T, method, path, token string, body []byte) (
 // rawWith is raw with extra headers.
 func (b *apiBundle) rawWith(t *testing.T, method, path, token string, body []byte, hdr http.Header) (int, []byte) {
 	t.Helper()
+	status, _, data := b.rawHeaders(t, method, path, token, body, hdr)
+	return status, data
+}
+
+// rawHeaders is rawWith that also returns the answer's headers.
+func (b *apiBundle) rawHeaders(t *testing.T, method, path, token string, body []byte, hdr http.Header) (int, http.Header, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, b.url+path, bytes.NewReader(body))
 	require.NoError(t, err)
 	for k, v := range hdr {
@@ -130,7 +137,7 @@ func (b *apiBundle) rawWith(t *testing.T, method, path, token string, body []byt
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, data
+	return resp.StatusCode, resp.Header, data
 }
 
 func problemKind(t *testing.T, body []byte) string {

@@ -3,11 +3,9 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -82,16 +80,9 @@ func TestClaimReplayMarked(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.ledger.Report(ctx, "k:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, b.url+"/v1/operations/k:1/claim", strings.NewReader(`{}`))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(data))
-	require.Equal(t, "true", resp.Header.Get(httpapi.HeaderReplayed))
+	status, header, data := b.rawHeaders(t, http.MethodPost, "/v1/operations/k:1/claim", b.token, []byte(`{}`), nil)
+	require.Equal(t, http.StatusOK, status, string(data))
+	require.Equal(t, "true", header.Get(httpapi.HeaderReplayed))
 	require.Contains(t, string(data), `"replayed":true`)
 }
 
@@ -108,18 +99,13 @@ func TestClaimNotDueSaysWhen(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.ledger.Report(ctx, "k:2", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "429", RetryAfter: 2 * time.Minute})
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, b.url+"/v1/operations/k:2/claim", strings.NewReader(`{}`))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
+	status, header, data := b.rawHeaders(t, http.MethodPost, "/v1/operations/k:2/claim", b.token, []byte(`{}`), nil)
 	var p httpapi.Problem
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
-	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.NoError(t, json.Unmarshal(data, &p), string(data))
+	require.Equal(t, http.StatusConflict, status)
 	require.Equal(t, httpapi.ProblemTypeBase+"not_due", p.Type)
-	after, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-	require.NoError(t, err, "Retry-After %q", resp.Header.Get("Retry-After"))
+	after, err := strconv.Atoi(header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", header.Get("Retry-After"))
 	require.InDelta(t, 120, after, 30, "about the two minutes the destination asked for")
 	require.NotNil(t, p.Operation)
 	require.NotNil(t, p.Operation.NotBefore)
