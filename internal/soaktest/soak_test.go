@@ -90,14 +90,20 @@ func soakOptions(worker string) opledger.Options {
 // keys (order: a newer version of an object whose operation may have
 // reached its destination).
 //
+// The steps rule writes two step-shaped keys of one workflow, b before
+// a: of a workflow not stored, one may be recorded (by wfstep) and the
+// other new while a put of that workflow takes both keys' locks, the
+// circle TestEventStepShapedKeysLockedInOrder sets up. Its b has the
+// content step b's operation gets once a succeeded (the template
+// resolved with a's reference, refFor), so that against a stored
+// workflow it repeats the step, or is a conflict once a reviser changed
+// it or while b is not recorded.
+//
 // The known races of docs/scaling.md ("One lock order") are left out on
 // purpose, since they end in a refusal or a conflict by design: a rule's
-// key of a workflow's shape (wf:N/a) names a step that every workflow
-// wf:N has, and nothing records a wf:N/x key on its own. No rule writes
-// two step-shaped keys either: that race (one recorded, one new) was
-// fixed in session 40 and has a test of its own
-// (TestEventStepShapedKeysLockedInOrder), but is not in the soak yet.
-// Nor are two puts of one workflow key ever given different steps:
+// key of a workflow's shape (wf:N/a, wf:N/b) names a step that every
+// workflow wf:N has, and nothing records a wf:N/x key on its own. Nor
+// are two puts of one workflow key ever given different steps:
 // workflowSpec(n) is the only spec of wf:n.
 const rulesYAML = `
 rules:
@@ -143,6 +149,18 @@ rules:
         action: crm.touch
         destination: crm
         payload: {id: "{data.x}"}
+  - name: steps
+    source: shop
+    type: steps.touched
+    operations:
+      - key: "wf:{data.w}/b"
+        action: email.send
+        destination: email
+        payload: {task: "ref-wf:{data.w}/a"}
+      - key: "wf:{data.w}/a"
+        action: crm.create
+        destination: crm
+        payload: {wf: "{data.w}"}
 `
 
 // The event space: each kind has a few ids, so that most deliveries of a
@@ -154,6 +172,7 @@ var eventKinds = []struct {
 	{"o", "order.updated", numObjects * numVersions * 4},
 	{"p", "pair.linked", numPlain * (numPlain - 1)},
 	{"w", "step.touched", 24},
+	{"s", "steps.touched", numWorkflows * 2},
 	{"n", "noise", 8}, // no rule: recorded unmapped
 }
 
@@ -176,6 +195,9 @@ func eventFor(prefix string, n int) opledger.Event {
 	case "w":
 		ev.Type = "step.touched"
 		payload = map[string]int{"w": n % numWorkflows, "x": (n * 5) % numPlain}
+	case "s":
+		ev.Type = "steps.touched"
+		payload = map[string]int{"w": n % numWorkflows}
 	default:
 		ev.Type = "noise"
 		payload = map[string]int{"n": n}
