@@ -284,9 +284,6 @@ func (s *server) begin(w http.ResponseWriter, r *http.Request, body any) (*opled
 	return l, true
 }
 
-// writeJSON answers status with v as JSON. v is encoded before anything
-// is sent: a value that cannot be encoded answers 500, never the status
-// with an empty body.
 // writeRepeatable writes v as writeJSON does, marked Idempotent-Replayed
 // when the request repeated one already recorded and recorded nothing.
 func writeRepeatable(w http.ResponseWriter, status int, v any, replayed bool) {
@@ -296,6 +293,9 @@ func writeRepeatable(w http.ResponseWriter, status int, v any, replayed bool) {
 	writeJSON(w, status, v)
 }
 
+// writeJSON answers status with v as JSON. v is encoded before anything
+// is sent: a value that cannot be encoded answers 500, never the status
+// with an empty body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(v); err != nil {
