@@ -498,7 +498,7 @@ func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool,
 
 func (t *txn) stale(a *store.Attempt, token int64) *StaleError {
 	return &StaleError{Key: t.key, AttemptID: a.ID, FencingToken: token, AttemptToken: a.FencingToken,
-		Current: t.op.FencingToken, Operation: toOperation(t.op)}
+		Current: t.op.FencingToken, Operation: toOperation(t.op), ended: a.Outcome}
 }
 
 // heldClaim checks, for the step what ("dispatch"), that attemptID with
@@ -962,6 +962,7 @@ func repeatedLateReport(a *store.Attempt, r *Report) bool {
 
 // staleReport keeps a report from an attempt that lost the operation.
 func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
+	ended := a.Outcome // before the report, which may end the attempt
 	a.Stale = true
 	if a.FinishedAt.IsZero() {
 		// The report ends the attempt.
@@ -1063,7 +1064,7 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		t.note(a.Worker, a.ID, "stale report kept as evidence", evidence)
 	}
 	se := t.stale(a, token)
-	se.Recorded = true
+	se.Recorded, se.ended = true, ended
 	t.after = se
 	return nil
 }

@@ -400,9 +400,10 @@ type AttemptError struct {
 	Err error
 }
 
-// Error describes the error.
+// Error describes the error. The action's error is given without the
+// mark that classified it ("uncertain: "), which Outcome already says.
 func (e *AttemptError) Error() string {
-	return fmt.Sprintf("%s: attempt %s, operation is %s: %v", e.Key, e.Outcome, e.State, e.Err)
+	return fmt.Sprintf("%s: attempt %s, operation is %s: %s", e.Key, e.Outcome, e.State, ErrorText(e.Err))
 }
 
 // Unwrap returns the action's error.

@@ -183,6 +183,22 @@ func TestDoRefusesNilAction(t *testing.T) {
 	}
 }
 
+// Do's error says the attempt's outcome once: the action's error follows
+// without the mark that classified it.
+func TestDoErrorSaysOutcomeOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	_, err = l.Do(ctx, doIntent("once:1"), func(context.Context, opledger.Call) (opledger.Result, error) {
+		return opledger.Result{}, opledger.Uncertain(errors.New("timeout"))
+	})
+	var ae *opledger.AttemptError
+	require.ErrorAs(t, err, &ae)
+	require.EqualError(t, err, "once:1: attempt uncertain, operation is uncertain: timeout")
+}
+
 // A Ref an action returns with an error is kept on the attempt, never as
 // the operation's reference; with a retryable error it makes the outcome
 // uncertain (a retry could make the effect twice); one the ledger cannot

@@ -196,6 +196,9 @@ type StaleError struct {
 	// evidence. A token that is not the attempt's own is never recorded:
 	// whoever sent it did not make that attempt.
 	Recorded bool
+	// ended is what the attempt had ended with before this call (an
+	// outcome it reported, abandoned, lease_expired), "" if still open.
+	ended string
 }
 
 // Error describes the error.
@@ -205,8 +208,15 @@ func (e *StaleError) Error() string {
 			e.Key, e.FencingToken, e.AttemptID, e.AttemptToken, e.Operation.State)
 	}
 	why := fmt.Sprintf("a newer claim holds token %d", e.Current)
-	if e.Current == e.FencingToken {
-		why = "its lease ended" // and nothing claimed the operation since
+	if e.Current == e.FencingToken { // nothing claimed the operation since
+		switch e.ended {
+		case "", AttemptLeaseExpired:
+			why = "its lease ended"
+		case AttemptAbandoned:
+			why = "it gave the claim back"
+		default:
+			why = "it had reported " + e.ended + " already"
+		}
 	}
 	kept := "nothing was recorded"
 	if e.Recorded {

@@ -145,8 +145,8 @@ func (ev *Event) validate() error {
 			return invalidInput("delivery_id: %s", strings.TrimPrefix(err.Error(), "invalid key: "))
 		}
 	}
-	if ev.Type == "" || len(ev.Type) > maxNameLength {
-		return invalidInput("type is required (at most %d bytes)", maxNameLength)
+	if err := checkRequiredName("type", ev.Type); err != nil {
+		return err
 	}
 	if err := checkText("type", ev.Type); err != nil {
 		return err

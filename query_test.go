@@ -145,3 +145,32 @@ func TestStaleReportSaysWhy(t *testing.T) {
 	require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
 	require.ErrorContains(t, err, "no longer holds the operation (its lease ended); its report was kept as evidence (state succeeded)")
 }
+
+// TestStaleCallSaysHowTheAttemptEnded: a dispatch or lease extension
+// from an attempt that ended on its own (it reported, or gave the claim
+// back) says so, not that its lease ended.
+func TestStaleCallSaysHowTheAttemptEnded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	in := func(key string) *opledger.Intent {
+		return &opledger.Intent{Key: key, Action: "a", Destination: "d", Payload: json.RawMessage(`{}`)}
+	}
+	reported, err := l.Claim(ctx, "k:reported", opledger.ClaimOptions{Dispatch: true, Intent: in("k:reported")})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "k:reported", reported.AttemptID, reported.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+	require.NoError(t, err)
+	_, err = l.ExtendLease(ctx, "k:reported", reported.AttemptID, reported.FencingToken, time.Minute)
+	require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+	require.ErrorContains(t, err, "no longer holds the operation (it had reported succeeded already)")
+
+	released, err := l.Claim(ctx, "k:released", opledger.ClaimOptions{Intent: in("k:released")})
+	require.NoError(t, err)
+	_, err = l.Release(ctx, "k:released", released.AttemptID, released.FencingToken, "stopping")
+	require.NoError(t, err)
+	_, err = l.Dispatch(ctx, "k:released", released.AttemptID, released.FencingToken)
+	require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+	require.ErrorContains(t, err, "no longer holds the operation (it gave the claim back)")
+}

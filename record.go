@@ -47,11 +47,11 @@ func (in *Intent) normalize() (string, error) {
 	if err := ValidateKey(in.Key); err != nil {
 		return "", err
 	}
-	if in.Action == "" || len(in.Action) > maxNameLength {
-		return "", invalidInput("action is required (at most %d bytes)", maxNameLength)
+	if err := checkRequiredName("action", in.Action); err != nil {
+		return "", err
 	}
-	if in.Destination == "" || len(in.Destination) > maxNameLength {
-		return "", invalidInput("destination is required (at most %d bytes)", maxNameLength)
+	if err := checkRequiredName("destination", in.Destination); err != nil {
+		return "", err
 	}
 	if err := checkOwnerAndSource(in.Owner, in.SourceEvent); err != nil {
 		return "", err

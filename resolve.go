@@ -88,8 +88,13 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Opera
 	if strings.TrimSpace(d.Reason) == "" {
 		return nil, false, fmt.Errorf("%s: %w", d.Kind, ErrReasonRequired)
 	}
-	if len(d.Reason) > maxReasonLength || len(d.Operator) > maxNameLength || len(d.DestinationRef) > maxNameLength {
-		return nil, false, invalidInput("reason, operator or destination_ref too long")
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{{"reason", d.Reason, maxReasonLength}, {"operator", d.Operator, maxNameLength}, {"destination_ref", d.DestinationRef, maxNameLength}} {
+		if err := checkLength(f.name, f.value, f.max); err != nil {
+			return nil, false, err
+		}
 	}
 	if err := checkText("reason", d.Reason, "operator", d.Operator, "destination_ref", d.DestinationRef); err != nil {
 		return nil, false, err
@@ -276,8 +281,11 @@ func (a Approval) validate() error {
 		return invalidInput("version is required: the version approved, 1 or more (the operation's version)")
 	case a.Fingerprint == "":
 		return invalidInput("fingerprint is required: the fingerprint of the version approved (the operation's fingerprint)")
-	case strings.TrimSpace(a.Approver) == "" || len(a.Approver) > maxNameLength:
-		return invalidInput("approver is required (at most %d bytes)", maxNameLength)
+	case strings.TrimSpace(a.Approver) == "":
+		return invalidInput("approver is required: the person who approves")
+	}
+	if err := checkLength("approver", a.Approver, maxNameLength); err != nil {
+		return err
 	}
 	return checkText("approver", a.Approver)
 }

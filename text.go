@@ -26,6 +26,24 @@ func checkText(fields ...string) error {
 	return nil
 }
 
+// checkLength refuses a value longer than max bytes, naming its field
+// and both lengths.
+func checkLength(field, v string, max int) error {
+	if len(v) > max {
+		return invalidInput("%s is %d bytes long; at most %d are allowed", field, len(v), max)
+	}
+	return nil
+}
+
+// checkRequiredName refuses a name that is empty or longer than
+// maxNameLength, saying which of the two it is.
+func checkRequiredName(field, v string) error {
+	if v == "" {
+		return invalidInput("%s is required", field)
+	}
+	return checkLength(field, v, maxNameLength)
+}
+
 // errUnstorableText is why text with a NUL byte or invalid UTF-8 is
 // refused.
 var errUnstorableText = errors.New("must be UTF-8 text without NUL bytes")

@@ -1005,6 +1005,9 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 	if err := ValidateKey(key); err != nil {
 		return nil, false, err
 	}
+	if err := validateStepName(step); err != nil {
+		return nil, false, err
+	}
 	if err := r.normalize(); err != nil {
 		return nil, false, err
 	}
@@ -1126,6 +1129,9 @@ func sameContent(s *stepDef, payload json.RawMessage) bool {
 // true.
 func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Approval) (w *Workflow, replayed bool, err error) {
 	if err := ValidateKey(key); err != nil {
+		return nil, false, err
+	}
+	if err := validateStepName(step); err != nil {
 		return nil, false, err
 	}
 	if err := a.validate(); err != nil {

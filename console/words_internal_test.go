@@ -9,7 +9,7 @@ func TestConsoleWords(t *testing.T) {
 	for in, want := range map[string]string{
 		"mark_succeeded needs the destination_ref the operator found": "“Mark succeeded” needs the reference the operator found.",
 		"authorize_retry is not allowed":                              "“Authorize retry” is not allowed.",
-		"reason, operator or destination_ref too long":                "Reason, operator or reference too long.",
+		"destination_ref is 300 bytes long; at most 200 are allowed":  "Reference is 300 bytes long; at most 200 are allowed.",
 		"éa": "Éa.",
 	} {
 		if got := consoleWords(in); got != want {

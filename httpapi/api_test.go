@@ -344,7 +344,8 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.Empty(t, detail.Attempts[0].DestinationRef)
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"visibility_delay_seconds":-1}`), 400, "invalid_input")
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", big, 413, "payload_too_large")
-	expect("POST", "/v1/operations/nope/reconcile", []byte(`{}`), 404, "not_found")
+	expect("POST", "/v1/operations/nope/reconcile", []byte(`{"found":false}`), 404, "not_found")
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"authoritative":true}`), 400, "invalid_input") // found left out
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"attempt_count":-1}`), 400, "invalid_input")
 	// A count the operation never had is bad input.
 	_, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Authoritative: true, AttemptCount: 7})
@@ -365,7 +366,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.NoError(t, err)
 	_, err = b.acme.Reconcile(ctx, "order:18:stale", client.Finding{Authoritative: true, AttemptCount: 1})
 	require.ErrorIs(t, err, opledger.ErrStaleFinding)
-	expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"authoritative":true,"attempt_count":1}`), 409, "stale_finding")
+	expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"found":false,"authoritative":true,"attempt_count":1}`), 409, "stale_finding")
 	op, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup", AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)
@@ -375,7 +376,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	detail, err = b.acme.Get(ctx, "order:18:prepare")
 	require.NoError(t, err)
 	require.Equal(t, "reconciler (token test, "+signedIn.ID+")", detail.Timeline[len(detail.Timeline)-1].Actor)
-	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{}`), 409, "invalid_state")
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"found":false}`), 409, "invalid_state")
 
 	// Resolve.
 	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":""}`), 400, "reason_required")
@@ -590,7 +591,7 @@ func TestTenantIsolation(t *testing.T) {
 			require.NoError(t, err)
 			key := url.PathEscape("secret:1")
 			bodies := map[string]string{
-				"claim": `{}`, "reconcile": `{}`, "approve": `{"version":1,"fingerprint":"x","approver":"a"}`,
+				"claim": `{}`, "reconcile": `{"found":false}`, "approve": `{"version":1,"fingerprint":"x","approver":"a"}`,
 				"revise": `{"payload":{},"version":2}`, "resolve": `{"decision":"cancel","reason":"x"}`,
 			}
 			check := func(method, path, body string) {

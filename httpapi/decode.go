@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -39,11 +40,22 @@ func decode(r *http.Request, maxDepth int, v any) error {
 			return &decodeError{http.StatusRequestEntityTooLarge, "payload_too_large",
 				fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
 		}
-		return &decodeError{http.StatusBadRequest, "invalid_json", "read request body: " + err.Error()}
+		// Not the error's text: it names the connection's addresses.
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return &decodeError{http.StatusRequestTimeout, "request_timeout",
+				"the request body did not arrive in time: send it whole, at once"}
+		}
+		return &decodeError{http.StatusBadRequest, "invalid_input",
+			"the request body could not be read to its end (the connection was cut, or its chunked encoding is malformed)"}
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return &decodeError{http.StatusBadRequest, "invalid_json", "request body is empty; send a JSON object"}
+	}
+	if bytes.HasPrefix(trimmed, []byte("\xef\xbb\xbf")) {
+		return &decodeError{http.StatusBadRequest, "invalid_json",
+			"request body starts with a byte order mark (EF BB BF): send the JSON object without one"}
 	}
 	if trimmed[0] != '{' {
 		// null would decode into v as nothing at all, and an array or a
@@ -173,8 +185,44 @@ func describeJSONError(err error, body []byte, t reflect.Type) string {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		line, col := position(body, int64(len(body)))
 		return fmt.Sprintf("malformed JSON: unexpected end of input at line %d, column %d", line, col)
+	case strings.HasPrefix(err.Error(), "Time.UnmarshalJSON: "):
+		// A time given as a number, true or an object: time.Time says
+		// so in Go's terms, without the member.
+		if name, got := timeMemberNotText(body, t); name != "" {
+			return fmt.Sprintf("field %s: a time is RFC 3339 text, such as \"2026-12-04T10:00:00Z\" (got JSON %s)", name, got)
+		}
+		return "a time is RFC 3339 text, such as \"2026-12-04T10:00:00Z\""
 	}
 	return err.Error()
+}
+
+// timeMemberNotText names the first top-level member of body, a time in
+// t, whose value is not JSON text, and the kind of value it is.
+func timeMemberNotText(body []byte, t reflect.Type) (name, got string) {
+	var members map[string]json.RawMessage
+	if t == nil || indirect(t).Kind() != reflect.Struct || json.Unmarshal(body, &members) != nil {
+		return "", ""
+	}
+	fields := fieldsOf(indirect(t))
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		v, ok := members[name]
+		if !ok || indirect(fields[name]) != reflect.TypeFor[time.Time]() || len(v) == 0 {
+			continue
+		}
+		switch v[0] {
+		case '"', 'n': // text, or null (left out)
+			continue
+		case '{':
+			return name, "object"
+		case '[':
+			return name, "array"
+		case 't', 'f':
+			return name, "boolean"
+		default:
+			return name, "number"
+		}
+	}
+	return "", ""
 }
 
 // jsonPath is the path of a member as the caller wrote it: encoding/json
@@ -251,8 +299,6 @@ func position(body []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// depth returns the deepest nesting of objects and arrays in a JSON text,
-// counting brackets outside strings. It does not validate.
 // replacedMembers are the top-level members whose text is kept with what
 // is not UTF-8 replaced by U+FFFD, as documented: a report's error and a
 // lookup's evidence, which a failing worker must be able to record.
@@ -355,6 +401,8 @@ func hexRune(b []byte) rune {
 	return rune(v)
 }
 
+// depth returns the deepest nesting of objects and arrays in a JSON text,
+// counting brackets outside strings. It does not validate.
 func depth(b []byte) int {
 	d, maxD := 0, 0
 	inString, escaped := false, false

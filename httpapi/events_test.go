@@ -180,6 +180,9 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/workflows/wf-17/steps/task/revise", tok, []byte(`{"payload":{"t":3},"version":2}`), nil, 409, "")
 	expect("POST", "/v1/workflows/wf-17/steps/task/approve", tok, []byte(`{"version":1,"fingerprint":"x","approver":"lead"}`), nil, 409, "")
 	expect("POST", "/v1/workflows/wf-17/steps/nope/approve", tok, []byte(`{"version":1,"fingerprint":"x","approver":"lead"}`), nil, 404, "not_found")
+	// A name no step can have is bad input, not a step not found.
+	expect("POST", "/v1/workflows/wf-17/steps/%20/approve", tok, []byte(`{"version":1,"fingerprint":"x","approver":"lead"}`), nil, 400, "invalid_input")
+	expect("POST", "/v1/workflows/wf-17/steps/-x/revise", tok, []byte(`{"payload":{},"version":2}`), nil, 400, "invalid_input")
 	expect("POST", "/v1/workflows/wf-17/steps/task/approve", tok, []byte(`{"version":1}`), nil, 400, "invalid_input")
 	expect("POST", "/v1/workflows/wf-17/steps/task/approve", tok, big, nil, 413, "payload_too_large")
 	_, err = b.ledger.Report(ctx, "wf-17/task", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "T-1"})

@@ -253,6 +253,18 @@ func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// A write takes its fields in its body: a query parameter
+			// (?lease_seconds=5) would be ignored unseen, and after a
+			// PUT's key (/v1/operations/a?b) it would cut the key.
+			if _, err := queryParams(r); err != nil {
+				if de, ok := err.(*decodeError); ok {
+					de.msg += "; a write takes its fields in its JSON body"
+				}
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 		}

@@ -28,8 +28,9 @@ func TestRefusedKeyNotInInstance(t *testing.T) {
 		{"POST", "/v1/operations/ana%40example.invalid/claim", `{}`, 400, "invalid_key"},
 		{"GET", "/v1/workflows/ana%40example.invalid", "", 400, "invalid_key"},
 		{"GET", "/v1/events/forms/ana%40example.invalid", "", 400, "invalid_input"},
-		// Whatever the refusal: here the workflow is unknown.
-		{"POST", "/v1/workflows/wf-1/steps/ana%40example.invalid/approve", `{"version":1,"fingerprint":"sha256:00","approver":"lead"}`, 404, "not_found"},
+		// A step's name takes the key syntax: refused before the
+		// workflow (unknown here) is looked up.
+		{"POST", "/v1/workflows/wf-1/steps/ana%40example.invalid/approve", `{"version":1,"fingerprint":"sha256:00","approver":"lead"}`, 400, "invalid_input"},
 	} {
 		status, data := b.raw(t, c.method, c.path, b.token, []byte(c.body))
 		require.Equal(t, c.status, status, "%s %s: %s", c.method, c.path, data)

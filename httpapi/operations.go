@@ -391,7 +391,9 @@ func writeMerged(w http.ResponseWriter, status int, op *opledger.Operation, extr
 }
 
 type reconcileBody struct {
-	Found                      bool    `json:"found"`
+	// Found is required: a finding that leaves it out says nothing, and
+	// read as false it would hold the operation for a person.
+	Found                      *bool   `json:"found"`
 	Matches                    bool    `json:"matches"`
 	DestinationRef             string  `json:"destination_ref"`
 	Authoritative              bool    `json:"authoritative"`
@@ -423,7 +425,12 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "attempt_count must not be negative"})
 		return
 	}
-	f := opledger.Finding{Found: body.Found, Matches: body.Matches,
+	if body.Found == nil {
+		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input",
+			"found is required: true when the destination has a record of the effect, false when the lookup found none"})
+		return
+	}
+	f := opledger.Finding{Found: *body.Found, Matches: body.Matches,
 		DestinationRef: body.DestinationRef, Authoritative: body.Authoritative, Evidence: body.Evidence,
 		VisibilityDelay: delay, ProtectionRetention: time.Duration(body.ProtectionRetentionSeconds * float64(time.Second)),
 		AttemptCount: body.AttemptCount}

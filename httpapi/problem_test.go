@@ -1,8 +1,13 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -14,6 +19,8 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
+	"github.com/opledger/opledger/server"
 )
 
 // TestProblemTitles: every problem kind the API and the proxy answer with
@@ -53,6 +60,12 @@ func TestTypeErrorsInCallersWords(t *testing.T) {
 			`field looked_at: a time is RFC 3339 text, such as "2026-12-04T10:00:00Z" (got "yesterday")`},
 		{"POST", "/v1/events", `{"source":"s","event_id":"e","type":"t","occurred_at":"not-a-time","payload":{}}`,
 			`field occurred_at: a time is RFC 3339 text`},
+		{"PUT", "/v1/operations/k:1", "\xef\xbb\xbf" + `{"action":"a","destination":"d"}`,
+			`request body starts with a byte order mark (EF BB BF): send the JSON object without one`},
+		{"POST", "/v1/events", `{"source":"s","event_id":"e","type":"t","occurred_at":5,"payload":{}}`,
+			`field occurred_at: a time is RFC 3339 text, such as "2026-12-04T10:00:00Z" (got JSON number)`},
+		{"POST", "/v1/operations/k:1/resolve", `{"decision":"cancel","reason":"x","seen_updated_at":true}`,
+			`field seen_updated_at: a time is RFC 3339 text, such as "2026-12-04T10:00:00Z" (got JSON boolean)`},
 		// A member of a body that embeds another is named as sent, not
 		// after the Go struct it comes from ("attemptBody.fencing_token").
 		{"POST", "/v1/operations/k:1/attempts/a1/lease", `{"fencing_token":"1","lease_seconds":30}`,
@@ -109,4 +122,53 @@ func TestClaimNotDueSaysWhen(t *testing.T) {
 	require.InDelta(t, 120, after, 30, "about the two minutes the destination asked for")
 	require.NotNil(t, p.Operation)
 	require.NotNil(t, p.Operation.NotBefore)
+}
+
+// TestBodyCutShort: a body that stops short of its Content-Length is
+// refused as a body that could not be read (400 invalid_input), and one
+// that stops coming as a request that timed out (408), not as malformed
+// JSON; neither detail names the connection's addresses, and nothing is
+// recorded.
+func TestBodyCutShort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	token, _, err := l.CreateToken(ctx, "test")
+	require.NoError(t, err)
+	// The read timeout is what ends the second request: short, so that
+	// the test does not wait the default 30 s for it.
+	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: time.Hour,
+		ReadTimeout: 500 * time.Millisecond})
+	for _, tc := range []struct {
+		name, kind, detail string
+		status             int
+		cut                bool
+	}{
+		{"cut", "invalid_input", "the request body could not be read to its end", http.StatusBadRequest, true},
+		{"stalled", "request_timeout", "the request body did not arrive in time", http.StatusRequestTimeout, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", srv.Addr())
+			require.NoError(t, err)
+			defer conn.Close()
+			_, err = fmt.Fprintf(conn, "PUT /v1/operations/k:%s HTTP/1.1\r\nHost: opledger\r\nAuthorization: Bearer %s\r\n"+
+				"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"action\":", tc.name, token)
+			require.NoError(t, err)
+			if tc.cut {
+				require.NoError(t, conn.(*net.TCPConn).CloseWrite()) // the rest never comes
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, tc.status, resp.StatusCode)
+			var p httpapi.Problem
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+			require.Equal(t, httpapi.ProblemTypeBase+tc.kind, p.Type)
+			require.Contains(t, p.Detail, tc.detail)
+			require.NotContains(t, p.Detail, "127.0.0.1")
+			_, err = l.Get(ctx, "k:"+tc.name)
+			require.ErrorIs(t, err, opledger.ErrNotFound)
+		})
+	}
 }

@@ -141,6 +141,29 @@ func TestQueryParameters(t *testing.T) {
 				require.Equal(t, http.StatusOK, status, "%s", body)
 			})
 
+			// Writes take none either: their fields go in the body, and
+			// nothing is recorded when a query string comes with them.
+			t.Run("writes", func(t *testing.T) {
+				for _, tc := range []struct{ method, path, body, detail string }{
+					{"PUT", "/v1/operations/q:new?b", `{"action":"crm.create","destination":"crm","payload":{}}`, `unknown query parameter "b"`},
+					{"POST", "/v1/operations/q:1/claim?lease_seconds=5", `{}`, `unknown query parameter "lease_seconds"`},
+					{"POST", "/v1/operations/q:1/resolve?%zz", `{"decision":"cancel","reason":"x"}`, "the name of a query parameter is malformed"},
+				} {
+					status, body := b.raw(t, tc.method, tc.path, b.token, []byte(tc.body))
+					require.Equal(t, http.StatusBadRequest, status, "%s %s: %s", tc.method, tc.path, body)
+					var p httpapi.Problem
+					require.NoError(t, json.Unmarshal(body, &p))
+					require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type, tc.path)
+					require.Contains(t, p.Detail, tc.detail, tc.path)
+					require.Contains(t, p.Detail, "a write takes its fields in its JSON body", tc.path)
+				}
+				_, err := b.ledger.Get(ctx, "q:new")
+				require.ErrorIs(t, err, opledger.ErrNotFound, "the PUT recorded nothing")
+				op, err := b.ledger.Get(ctx, "q:1")
+				require.NoError(t, err)
+				require.Equal(t, opledger.StatePending, op.State, "the claim claimed nothing")
+			})
+
 			// A cursor of events continues only its list.
 			t.Run("event_cursor", func(t *testing.T) {
 				first := page(t, "/v1/events?status=unmapped&limit=1")
