@@ -132,6 +132,9 @@ func FuzzProxyRequests(f *testing.F) {
 		{"k9", "POST", "*", "", 0, ""},
 		{"k10", "POST", "/x y", "", 0, ""},
 		{"k11", "PATCH", "/x;..;/y", "\xff\xfe", 8, "v"},
+		{`"k12";p=1`, "POST", "/items", "{}", 0, ""},
+		{"k13, k14", "POST", "/items", "{}", 0, ""},
+		{`"k15,\"16\""`, "POST", "/items", "{}", 0, ""},
 	} {
 		f.Add(s.key, s.method, s.target, []byte(s.body), s.status, s.cred)
 	}

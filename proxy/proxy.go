@@ -55,6 +55,7 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -446,26 +447,131 @@ func (rt *route) operationKey(scope, callerKey string) string {
 	return "proxy:" + rt.Name + ":" + hex.EncodeToString(h.Sum(nil)[:24])
 }
 
-// parseKey reads the Idempotency-Key header: an sf-string per the draft
-// ("abc"), or a bare token as many clients send it.
+// parseKey reads the Idempotency-Key header, given as its field lines.
+//
+// The draft makes it an Item Structured Header (RFC 9651) whose value is
+// a String: "abc", in which \" and \\ are the only escapes. Parameters
+// after the closing quote ("abc";p=1) are checked and ignored, as a
+// recipient ignores parameters it does not know. Many clients send the
+// key unquoted: a value that does not start with a quote is taken whole
+// as the key (abc;p=1 is the key "abc;p=1", as it always was), and cannot
+// hold a quote or a backslash. "abc" and abc are the same key.
+//
+// A key is one item, not a list. HTTP reads two field lines and one line
+// joined by a comma as the same list (RFC 9110, section 5.3), so both are
+// refused alike: a comma outside quotes is refused, and a key that holds
+// a comma must be quoted ("a,b").
+//
+// The key must be 1 to MaxKeyLength bytes of printable ASCII (after
+// unescaping). Each error says what is wrong, for the caller to read;
+// none repeats the key, which may carry personal data.
 func parseKey(values []string) (string, error) {
-	if len(values) != 1 {
-		return "", errors.New("send exactly one Idempotency-Key header")
+	switch {
+	case len(values) == 0:
+		return "", errors.New("the request has no Idempotency-Key header")
+	case len(values) > 1:
+		return "", fmt.Errorf("the Idempotency-Key header was sent in %d field lines, which HTTP reads as a list of keys: send one key, in one header line", len(values))
 	}
 	v := strings.TrimSpace(values[0])
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		v = v[1 : len(v)-1]
+	if strings.HasPrefix(v, `"`) {
+		return parseQuotedKey(v)
 	}
-	if v == "" {
-		return "", errors.New("the Idempotency-Key header is empty")
-	}
-	if len(v) > MaxKeyLength {
-		return "", fmt.Errorf("the Idempotency-Key is longer than %d bytes", MaxKeyLength)
+	if err := checkKeyLength(v); err != nil {
+		return "", err
 	}
 	for i := 0; i < len(v); i++ {
-		if v[i] < 0x20 || v[i] > 0x7e || v[i] == '"' || v[i] == '\\' {
-			return "", errors.New("the Idempotency-Key must be printable ASCII without quotes or backslashes")
+		switch c := v[i]; {
+		case c == ',':
+			return "", errKeyList
+		case c == '"' || c == '\\':
+			return "", errors.New(`an unquoted Idempotency-Key cannot hold a quote (") or a backslash (\): send the key as a quoted string, with each of them escaped by a backslash (\" and \\)`)
+		case c < 0x20 || c > 0x7e:
+			return "", errKeyNotPrintable(c)
 		}
 	}
 	return v, nil
 }
+
+// errKeyList refuses a field value that holds a list of keys.
+var errKeyList = errors.New(`the Idempotency-Key holds a comma outside quotes, which HTTP reads as a list of keys: send one key; a key that contains a comma must be sent quoted ("a,b")`)
+
+// errKeyNotPrintable refuses a key that holds the byte c.
+func errKeyNotPrintable(c byte) error {
+	return fmt.Errorf("the Idempotency-Key must be printable ASCII; it holds the byte 0x%02x", c)
+}
+
+// checkKeyLength refuses an empty key or one over MaxKeyLength bytes.
+func checkKeyLength(key string) error {
+	if key == "" {
+		return errors.New("the Idempotency-Key header is empty")
+	}
+	if len(key) > MaxKeyLength {
+		return fmt.Errorf("the Idempotency-Key is longer than %d bytes", MaxKeyLength)
+	}
+	return nil
+}
+
+// parseQuotedKey reads v, which starts with a quote, as an sf-string and
+// its parameters (RFC 9651, sections 3.3.3 and 3.1.2), which it ignores.
+func parseQuotedKey(v string) (string, error) {
+	var b strings.Builder
+	end := -1
+	for i := 1; i < len(v) && end < 0; i++ {
+		switch c := v[i]; {
+		case c == '"':
+			end = i
+		case c == '\\':
+			if i+1 == len(v) || v[i+1] != '"' && v[i+1] != '\\' {
+				return "", errors.New(`in a quoted Idempotency-Key a backslash may only escape a quote (\") or a backslash (\\)`)
+			}
+			i++
+			b.WriteByte(v[i])
+		case c < 0x20 || c > 0x7e:
+			return "", errKeyNotPrintable(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	if end < 0 {
+		return "", errors.New("the quoted Idempotency-Key has no closing quote")
+	}
+	key := b.String()
+	if err := checkKeyLength(key); err != nil {
+		return "", err
+	}
+	rest := v[end+1:]
+	if strings.HasPrefix(rest, ";") {
+		rest = rest[len(keyParameters.FindString(rest)):]
+		if rest != "" && rest[0] != ' ' && rest[0] != '\t' && rest[0] != ',' {
+			return "", errors.New("a parameter of the Idempotency-Key is malformed: parameters are ;name or ;name=value, with a lowercase name and a structured-field value (a number, \"string\", token, :base64:, ?0 or ?1); they are ignored")
+		}
+	}
+	rest = strings.TrimLeft(rest, " \t")
+	switch {
+	case rest == "":
+		return key, nil
+	case rest[0] == ',':
+		return "", errKeyList
+	default:
+		return "", errors.New("after the closing quote of the Idempotency-Key only parameters (;name=value, right after the quote) may follow")
+	}
+}
+
+// keyParameters matches the parameters at the start of a string (RFC
+// 9651, section 3.1.2): a name, and a value of any bare item type.
+var keyParameters = func() *regexp.Regexp {
+	const (
+		key     = `[a-z*][a-z0-9_.*-]*`
+		number  = `-?(?:[0-9]{1,15}|[0-9]{1,12}\.[0-9]{1,3})`
+		str     = `"(?:[ !#-\[\]-~]|\\["\\])*"`
+		token   = `[A-Za-z*][!#$%&'*+.^_|~0-9A-Za-z:/` + "`" + `-]*`
+		binary  = `:[A-Za-z0-9+/=]*:`
+		boolean = `\?[01]`
+		date    = `@-?[0-9]{1,15}`
+		display = `%"(?:[ !#$&-~]|%[0-9a-f]{2})*"`
+		bare    = `(?:` + number + `|` + str + `|` + token + `|` + binary + `|` + boolean + `|` + date + `|` + display + `)`
+	)
+	re := regexp.MustCompile(`^(?:;[ ]*` + key + `(?:=` + bare + `)?)*`)
+	re.Longest()
+	return re
+}()
