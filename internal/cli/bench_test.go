@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,8 +15,7 @@ func TestBenchServeRSSBounds(t *testing.T) {
 		out, errOut, code := run(t, "bench", "--mode", "http", "--serve-rss", n, "--concurrency", "1")
 		require.Equal(t, 2, code, "%s: %s", n, errOut)
 		require.Empty(t, out)
-		first, _, _ := strings.Cut(errOut, "\n")
-		require.Equal(t, "opledger: --serve-rss N takes --mode http, no --preload, --keys or --rounds, and N from 2 to 100000000 (got "+n+")", first)
+		require.Equal(t, "opledger: --serve-rss N takes --mode http, no --preload, --keys or --rounds, and N from 2 to 100000000 (got "+n+")", usageLine(t, errOut))
 		require.NotContains(t, errOut, "panic")
 	}
 }

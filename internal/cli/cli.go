@@ -108,12 +108,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "opledger: "+oneLine(err.Error()))
+	msg := "opledger: " + oneLine(err.Error())
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		// One line, as every error: where to read the usage is said on it.
+		if cmd != nil {
+			msg += " (see " + cmd.CommandPath() + " --help)"
+		}
+		fmt.Fprintln(stderr, msg)
 		return ExitUsage
 	}
+	fmt.Fprintln(stderr, msg)
 	return ExitError
 }
 
@@ -437,9 +442,10 @@ first to upgrade a large ledger at a time of your choosing
 				if len(applied) == 1 {
 					noun = "migration"
 				}
-				fmt.Fprintf(out, "%s: applied %d %s (%s)\n", where, len(applied), noun, strings.Join(applied, ", "))
+				fmt.Fprintf(out, "%s: applied %d %s (%s); it is up to date\n", where, len(applied), noun, strings.Join(applied, ", "))
+				return nil
 			}
-			fmt.Fprintf(out, "%s is up to date\n", where)
+			fmt.Fprintf(out, "%s is up to date: nothing to apply\n", where)
 			return nil
 		},
 	}

@@ -96,11 +96,11 @@ func TestMigrate(t *testing.T) {
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "m.db")
 	out, errOut, code := run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `^sqlite store `+regexp.QuoteMeta(dsn)+`: applied \d+ migrations \(001_init.sql, .*\)\nsqlite store `+regexp.QuoteMeta(dsn)+` is up to date\n$`, out)
+	require.Regexp(t, `^sqlite store `+regexp.QuoteMeta(dsn)+`: applied \d+ migrations \(001_init.sql, .*\); it is up to date\n$`, out)
 	require.Empty(t, errOut, "no progress bar when stderr is piped")
 	out, _, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, "migrating twice is fine")
-	require.Equal(t, "sqlite store "+dsn+" is up to date\n", out, "nothing left to apply")
+	require.Equal(t, "sqlite store "+dsn+" is up to date: nothing to apply\n", out, "nothing left to apply")
 
 	// One migration left to apply (020, the newest, undone by hand): the
 	// count is singular.
@@ -113,7 +113,7 @@ func TestMigrate(t *testing.T) {
 	require.NoError(t, db.Close())
 	out, errOut, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "sqlite store "+dsn+": applied 1 migration (020_tombstone_attempts.sql)\nsqlite store "+dsn+" is up to date\n", out)
+	require.Equal(t, "sqlite store "+dsn+": applied 1 migration (020_tombstone_attempts.sql); it is up to date\n", out)
 
 	// A PostgreSQL store is named without its password.
 	pg := testdb.PostgresDSN(t)
@@ -123,7 +123,7 @@ func TestMigrate(t *testing.T) {
 	out, errOut, code = run(t, "migrate", "--db", u.String())
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "postgres store postgres://"+u.User.Username()+":xxxxx@")
-	require.Contains(t, out, " is up to date\n")
+	require.Contains(t, out, "is up to date")
 	require.NotContains(t, out, "s3cret-pw")
 }
 

@@ -300,7 +300,7 @@ func TestLabSim(t *testing.T) {
 	} {
 		_, errOut, code := run(t, append([]string{"lab", "sim"}, strings.Fields(tc.args)...)...)
 		require.Equal(t, 2, code, tc.args)
-		require.True(t, strings.HasPrefix(errOut, "opledger: "+tc.says+"\n"), "%s: %s", tc.args, errOut)
+		require.Equal(t, "opledger: "+tc.says, usageLine(t, errOut), tc.args)
 	}
 	_, errOut, code = run(t, "lab", "sim", "--seed", "3", "--seeds", "0")
 	require.Equal(t, 2, code)
@@ -318,7 +318,7 @@ func TestLabSim(t *testing.T) {
 		out, errOut, code := run(t, append([]string{"lab", "sim"}, strings.Fields(tc.args)...)...)
 		require.Equal(t, 2, code, "%s: %s", tc.args, errOut)
 		require.Empty(t, out, tc.args)
-		require.True(t, strings.HasPrefix(errOut, "opledger: "+tc.says+"\n"), "%s: %s", tc.args, errOut)
+		require.Equal(t, "opledger: "+tc.says, usageLine(t, errOut), tc.args)
 	}
 }
 

@@ -69,7 +69,7 @@ func TestLedgerThatIsNoFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(notes, []byte("only some notes\n"), 0o644))
 	_, errOut, code := run(t, "ops", "list", "--db", "sqlite:"+notes)
 	require.Equal(t, 2, code, errOut)
-	require.Contains(t, errOut, "opledger: invalid input: no ledger at "+notes+": read sqlite "+notes+": file is not a database (26); it was left as it is\n")
+	require.Equal(t, "opledger: invalid input: no ledger at "+notes+": read sqlite "+notes+": file is not a database (26); it was left as it is", usageLine(t, errOut))
 }
 
 // TestLedgerInMissingDirectory: a command that would create the ledger

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,12 +20,18 @@ func (f *ledgerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.holdReview, "hold-review", opledger.DefaultHoldReviewAfter,
 		"time a held operation's owner has to decide (its review_by); after it the operation counts as an overdue review; more than 0")
 	cmd.Flags().DurationVar(&f.retention, "retention", opledger.DefaultRetention,
-		"how long finished operations keep their full record before compaction to a tombstone, more than 0 (720h: 30 days)")
+		"how long finished operations keep their full record before compaction to a tombstone, at least 1m (720h: 30 days)")
 	cmd.Flags().DurationVar(&f.tombstoneRetention, "tombstone-retention", opledger.DefaultTombstoneRetention,
 		"how long tombstones recognise a late repeat, and inbound events and finished workflows are kept, more than 0 (9600h: 400 days)")
 }
 
-// apply sets the flags on o, refusing durations that are not positive.
+// MinRetention is the shortest --retention taken: a shorter one would
+// compact an operation to its tombstone moments after it finished, before
+// anyone could read its record, and no compaction is undone.
+const MinRetention = time.Minute
+
+// apply sets the flags on o, refusing durations that are not positive,
+// and a --retention shorter than MinRetention.
 func (f *ledgerFlags) apply(o *opledger.Options) error {
 	for _, fl := range []struct {
 		name string
@@ -34,6 +41,22 @@ func (f *ledgerFlags) apply(o *opledger.Options) error {
 			return usageError{fmt.Errorf("--%s must be more than 0, got %s", fl.name, fl.d)}
 		}
 	}
+	if f.retention < MinRetention {
+		return usageError{fmt.Errorf("--retention must be at least %s, got %s", shortDuration(MinRetention), f.retention)}
+	}
 	o.HoldReviewAfter, o.Retention, o.TombstoneRetention = f.holdReview, f.retention, f.tombstoneRetention
 	return nil
+}
+
+// shortDuration writes d as a person would, without the zero units
+// time.Duration's String adds: 1m, not 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -221,8 +222,45 @@ func (f *backendFlags) check() error {
 	if err := nonEmptyFlags(f.cmd, "server", "token", "tenant"); err != nil {
 		return err
 	}
+	if f.server != "" {
+		if err := checkServerURL(f.server); err != nil {
+			return err
+		}
+	}
 	if f.server == "" && f.cmd.Flags().Changed("token") {
 		return usageError{errors.New("--token is for --server; without --server the store (--db) is used, which needs no token")}
+	}
+	return nil
+}
+
+// checkServerURL refuses, before any request, a --server that names no
+// server the client can reach: not a URL, a scheme other than http or
+// https, no host, a port out of range, or a user, query or fragment, which
+// the client would not use as given. It repeats no part of the value: a
+// URL may hold a password.
+func checkServerURL(server string) error {
+	const takes = "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080"
+	if !strings.Contains(server, "://") {
+		return usageError{fmt.Errorf("%s: it has no http:// or https:// before the host", takes)}
+	}
+	u, err := url.Parse(server)
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ue):
+		return usageError{fmt.Errorf("%s: it cannot be parsed (%v)", takes, ue.Err)}
+	case err != nil:
+		return usageError{fmt.Errorf("%s: it cannot be parsed", takes)}
+	case u.Scheme != "http" && u.Scheme != "https":
+		return usageError{fmt.Errorf("%s: its scheme is %s, not http or https", takes, u.Scheme)}
+	case u.Hostname() == "":
+		return usageError{fmt.Errorf("%s: it names no host", takes)}
+	case u.User != nil:
+		return usageError{fmt.Errorf("%s: it must not carry a user or password (the API token goes in --token)", takes)}
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(server, "#"):
+		return usageError{fmt.Errorf("%s: it must not carry a query or fragment", takes)}
+	}
+	if err := checkPort(u.Port()); err != nil {
+		return usageError{fmt.Errorf("%s: %w", takes, err)}
 	}
 	return nil
 }
@@ -845,7 +883,7 @@ and nothing changes.`,
   opledger ops approve intake:I17:create --version 2 --fingerprint sha256:9f2c…`,
 		Args: exactlyOneKey,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkApproval(approval, "ops show"); err != nil {
+			if err := checkApproval(cmd, approval, "ops show"); err != nil {
 				return err
 			}
 			b, err := bf.open(cmd.Context())
@@ -875,10 +913,14 @@ func addApprovalFlags(cmd *cobra.Command, a *opledger.Approval, shown string) {
 }
 
 // checkApproval refuses an approval that does not name the content the
-// command shown printed, or no approver.
-func checkApproval(a opledger.Approval, shown string) error {
-	if a.Version < 1 {
+// command shown printed (no --version, or one below 1, which no content
+// has), or no approver.
+func checkApproval(cmd *cobra.Command, a opledger.Approval, shown string) error {
+	switch {
+	case !cmd.Flags().Changed("version"):
 		return usageError{fmt.Errorf("--version is required: the version '%s' gave (1 or more)", shown)}
+	case a.Version < 1:
+		return usageError{fmt.Errorf("--version must be 1 or more, the version '%s' gave, got %d", shown, a.Version)}
 	}
 	if a.Fingerprint == "" {
 		return usageError{fmt.Errorf("--fingerprint is required: the fingerprint '%s' gave, sha256:…", shown)}

@@ -56,6 +56,12 @@ func logMigrations(log *slog.Logger) func(done, total int, name string) {
 	}
 }
 
+// MinSweepInterval is the shortest --sweep-interval taken: each sweep
+// reads the store for expired leases, due workflows and uncertain
+// operations, and a shorter interval would keep the store busy with
+// sweeps and little else.
+const MinSweepInterval = 100 * time.Millisecond
+
 func newServeCmd() *cobra.Command {
 	var (
 		dsn, addr, level, configPath string
@@ -86,6 +92,9 @@ finish; every write a client got an answer for is already committed.`,
 			}
 			if err := positiveFlags(cmd, "workers", "lease", "sweep-interval", "compact-interval", "max-body-bytes"); err != nil {
 				return err
+			}
+			if sweep < MinSweepInterval {
+				return usageError{fmt.Errorf("--sweep-interval must be at least %s, got %s", MinSweepInterval, sweep)}
 			}
 			if err := nonEmptyFlags(cmd, "config"); err != nil {
 				return err
@@ -154,7 +163,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor, at least 1 (with destinations in --config)")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold, more than 0")
 	lf.add(cmd)
-	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled, more than 0")
+	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled, at least 100ms")
 	cmd.Flags().DurationVar(&compactInterval, "compact-interval", opledger.DefaultCompactInterval, "how often retention is applied (and once at start), more than 0")
 	return cmd
 }

@@ -274,7 +274,9 @@ func TestServeLedgerFlags(t *testing.T) {
 	dsn := testdb.SQLiteDSN(t)
 	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme")
 	require.Equal(t, 0, code, errOut)
-	base := serveURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--hold-review", "90m"))
+	// The shortest --retention and --sweep-interval taken.
+	base := serveURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--hold-review", "90m",
+		"--retention", "1m", "--sweep-interval", "100ms"))
 	c := client.New(base, strings.TrimSpace(out), nil)
 	ctx := context.Background()
 	in := client.Intent{Action: "email.send", Destination: "email", Payload: []byte(`{"template":"welcome"}`), Owner: "ops-team"}
@@ -297,7 +299,7 @@ func TestServeLedgerFlags(t *testing.T) {
 		out, errOut, code := run(t, append(args, "--db", dsn)...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)
 		require.Empty(t, out)
-		require.Regexp(t, `^opledger: --[a-z-]+ must be more than 0, got -?[0-9hms.]+\n`, errOut, args)
+		require.Regexp(t, `^opledger: --[a-z-]+ must be more than 0, got -?[0-9hms.]+ \(see opledger [a-z]+ --help\)\n$`, errOut, args)
 	}
 }
 
@@ -353,6 +355,13 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		{write("nul.yaml", webhook(`"a\0b"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax"},
 		{write("two.yaml", "rules: rules.yaml\n---\n"), "opledger: config " + filepath.Join(dir, "two.yaml") + ": only one YAML document is allowed"},
 		{write("misspelt.yaml", "destination: slow.yaml\n"), "opledger: config " + filepath.Join(dir, "misspelt.yaml") + ": yaml: line 1: unknown field destination (did you mean destinations?)"},
+		// Said in plain words, never with Go's type names nor the file's
+		// bytes decoded as garbled text.
+		{write("notdb.txt", "only some notes\n"), "opledger: config " + filepath.Join(dir, "notdb.txt") + `: the file must be a YAML mapping of settings, one "name: value" per line (got a string)` + "\n"},
+		{write("list.yaml", "- destinations: slow.yaml\n"), "opledger: config " + filepath.Join(dir, "list.yaml") + `: the file must be a YAML mapping of settings, one "name: value" per line (got a list)` + "\n"},
+		{write("hooks.yaml", "webhooks: [stripe]\n"), "opledger: config " + filepath.Join(dir, "hooks.yaml") + `: line 1: webhooks: takes a mapping (one "name: value" per line), not a list` + "\n"},
+		{write("utf16.yaml", "\xff\xfeh\x00e\x00"), "opledger: config " + filepath.Join(dir, "utf16.yaml") + ": the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8\n"},
+		{write("bom-ascii.yaml", "\xff\xfehello: ["), "opledger: config " + filepath.Join(dir, "bom-ascii.yaml") + ": the file is not UTF-8 text (UTF-16?"},
 		{filepath.Join(dir, "big.yaml"), "opledger: read config: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},
 		{"/dev/zero", "opledger: read config: /dev/zero: not a regular file"},
 		{write("dests-big.yaml", "destinations: big.yaml\n"), "opledger: config destinations: read destinations: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},

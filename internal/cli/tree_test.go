@@ -33,7 +33,8 @@ func TestEveryParentRefusesUnknownSubcommands(t *testing.T) {
 		stdout.Reset()
 		stderr.Reset()
 		require.Equal(t, ExitUsage, Main(append(path, "no-such-command"), &stdout, &stderr), "%v no-such-command: %s", path, stdout.String())
-		want := `opledger: unknown command "no-such-command" for "` + strings.Join(append([]string{"opledger"}, path...), " ") + `"`
-		require.Equal(t, want, strings.SplitN(stderr.String(), "\n", 2)[0])
+		cmdPath := strings.Join(append([]string{"opledger"}, path...), " ")
+		want := `opledger: unknown command "no-such-command" for "` + cmdPath + `" (see ` + cmdPath + ` --help)` + "\n"
+		require.Equal(t, want, stderr.String())
 	}
 }

@@ -9,12 +9,57 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
+
+// usageSuffix ends the line of a usage error: where to read the usage of
+// the command run.
+var usageSuffix = regexp.MustCompile(` \(see opledger[a-z -]* --help\)$`)
+
+// usageLine checks that errOut is one line, a usage error's, ending in
+// where to read the usage, and returns it without that ending.
+func usageLine(t *testing.T, errOut string) string {
+	t.Helper()
+	line, ok := strings.CutSuffix(errOut, "\n")
+	require.True(t, ok && !strings.Contains(line, "\n"), "one line: %q", errOut)
+	loc := usageSuffix.FindStringIndex(line)
+	require.NotNil(t, loc, "the line says where to read the usage: %q", errOut)
+	return line[:loc[0]]
+}
+
+// TestUsageErrorOneLine: a usage error is one line on stderr, the message
+// and where to read the usage of the command run; a failure (1) is the
+// message alone.
+func TestUsageErrorOneLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"ops", "list", "--x"}, "opledger: unknown flag: --x (see opledger ops list --help)"},
+		{[]string{"ops", "lst"}, `opledger: unknown command "lst" for "opledger ops" (did you mean "list"?) (see opledger ops --help)`},
+		{[]string{"serve", "--lease"}, "opledger: flag needs an argument: --lease (see opledger serve --help)"},
+		{[]string{"ops", "show"}, ""},
+	} {
+		out, errOut, code := run(t, tc.args...)
+		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
+		require.Empty(t, out, tc.args)
+		if tc.line != "" {
+			require.Equal(t, tc.line+"\n", errOut, tc.args)
+		}
+		usageLine(t, errOut)
+	}
+	dir := t.TempDir()
+	_, errOut, code := run(t, "ops", "list", "--db", "sqlite:"+dir)
+	require.Equal(t, 1, code, errOut)
+	require.NotRegexp(t, usageSuffix, strings.TrimSuffix(errOut, "\n"), "a failure is no usage error")
+	require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+}
 
 // TestUnknownSubcommand: every command with subcommands prints its help
 // when called alone and refuses anything else as an unknown command (2),
@@ -38,9 +83,7 @@ func TestUnknownSubcommand(t *testing.T) {
 		out, errOut, code := run(t, tc.args...)
 		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
 		require.Empty(t, out, tc.args)
-		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
-		require.Equal(t, "opledger: "+tc.msg, lines[0], tc.args)
-		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
+		require.Equal(t, "opledger: "+tc.msg, usageLine(t, errOut), tc.args)
 	}
 	out, errOut, code := run(t, "help", "ops", "list")
 	require.Equal(t, 0, code, errOut)
@@ -112,6 +155,26 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ops", "list", "--server", "http://127.0.0.1:1", "--token", "t", "--tenant", "other"}, "--tenant is for the store; with --server the server's store and the token's tenant are used"},
 		{[]string{"events", "list", "--server", "http://127.0.0.1:1", "--token", "t", "--db", "sqlite:x.db"}, "--db is for the store; with --server"},
 		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, "--server needs --token or OPLEDGER_TOKEN"},
+		// A --server no request could be sent to, refused before any is,
+		// on every command that takes it; its value is not repeated.
+		{[]string{"ops", "list", "--server", "http://[::1", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it cannot be parsed (missing ']' in host)"},
+		{[]string{"ops", "show", "k1", "--server", "ftp://x", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: its scheme is ftp, not http or https"},
+		{[]string{"ops", "cancel", "k1", "--reason", "r", "--server", "127.0.0.1:8080", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it has no http:// or https:// before the host"},
+		{[]string{"ops", "approve", "k1", "--version", "1", "--fingerprint", "sha256:x", "--server", "http://", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it names no host"},
+		{[]string{"events", "list", "--server", "http://u:secret@h", "--token", "t"}, "it must not carry a user or password (the API token goes in --token)"},
+		{[]string{"events", "show", "forms", "evt-1", "--server", "http://h/?x=1", "--token", "t"}, "it must not carry a query or fragment"},
+		{[]string{"workflows", "list", "--server", "http://h:99999", "--token", "t"}, `port "99999" is not a number from 0 to 65535`},
+		{[]string{"workflows", "show", "wf:1", "--server", "mailto:x", "--token", "t"}, "it has no http:// or https:// before the host"},
+		// An approval names a version ops show gave: 1 or more.
+		{db("ops", "approve", "k1", "--version", "-1", "--fingerprint", "sha256:x"), "--version must be 1 or more, the version 'ops show' gave, got -1"},
+		{db("ops", "approve", "k1", "--version", "0", "--fingerprint", "sha256:x"), "--version must be 1 or more, the version 'ops show' gave, got 0"},
+		{db("workflows", "approve", "wf:1", "send", "--version", "-2", "--fingerprint", "sha256:x"), "--version must be 1 or more, the version 'workflows show' gave, got -2"},
+		// Lower bounds of the ledger's and server's periods.
+		{db("serve", "--retention", "1ns"), "--retention must be at least 1m, got 1ns"},
+		{db("serve", "--retention", "59s"), "--retention must be at least 1m, got 59s"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--retention", "2s"), "--retention must be at least 1m, got 2s"},
+		{db("serve", "--sweep-interval", "1ns"), "--sweep-interval must be at least 100ms, got 1ns"},
+		{db("serve", "--sweep-interval", "99ms"), "--sweep-interval must be at least 100ms, got 99ms"},
 		// Commands that read or decide create no ledger at a mistyped path.
 		{[]string{"ops", "list", "--db", missing}, "no ledger at " + strings.TrimPrefix(missing, "sqlite:")},
 		{[]string{"ops", "show", "k1", "--db", missing}, "no ledger at"},
@@ -226,9 +289,7 @@ func TestEmptyFlagValues(t *testing.T) {
 		out, errOut, code := runIn(t, dir, []string{"OPLEDGER_DB=sqlite:" + filepath.Join(envDir, "env.db")}, tc.args...)
 		require.Equal(t, 2, code, "%q: %s%s", tc.args, out, errOut)
 		require.Empty(t, out)
-		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
-		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
-		require.Contains(t, lines[0], "opledger: "+tc.msg, tc.args)
+		require.Contains(t, usageLine(t, errOut), "opledger: "+tc.msg, tc.args)
 		requireNoFiles(t, dir, "%q created a file in its directory", tc.args)
 		requireNoFiles(t, envDir, "%q created the ledger of $OPLEDGER_DB", tc.args)
 	}
@@ -257,8 +318,7 @@ func TestListenPortChecked(t *testing.T) {
 			out, errOut, code := run(t, args...)
 			require.Equal(t, 2, code, "%s %s: %s%s", cmd[0], tc.addr, out, errOut)
 			require.Empty(t, out)
-			first, _, _ := strings.Cut(errOut, "\n")
-			require.Equal(t, "opledger: "+flag+" takes HOST:PORT, e.g. 127.0.0.1:8080: "+tc.msg, first)
+			require.Equal(t, "opledger: "+flag+" takes HOST:PORT, e.g. 127.0.0.1:8080: "+tc.msg, usageLine(t, errOut))
 			requireNoFiles(t, dir, "%s %s: nothing written to --db", cmd[0], tc.addr)
 		}
 	}
@@ -273,8 +333,7 @@ func TestLogLevelNames(t *testing.T) {
 			args := append(append([]string{}, cmd...), "--log-level", level, "--db", "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
 			out, errOut, code := run(t, args...)
 			require.Equal(t, 2, code, "%v: %s%s", args, out, errOut)
-			first, _, _ := strings.Cut(errOut, "\n")
-			require.Equal(t, fmt.Sprintf("opledger: --log-level must be debug, info, warn or error, got %q", level), first)
+			require.Equal(t, fmt.Sprintf("opledger: --log-level must be debug, info, warn or error, got %q", level), usageLine(t, errOut))
 		}
 		for _, level := range []string{"debug", "INFO", "Warn", "error"} {
 			// Accepted: the command goes on to refuse the address instead.
@@ -311,9 +370,7 @@ func TestTypedFlagsRefusedPlainly(t *testing.T) {
 		out, errOut, code := run(t, append(tc.args, "--db", dsn)...)
 		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
 		require.Empty(t, out, tc.args)
-		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
-		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
-		require.Equal(t, "opledger: "+tc.msg, lines[0], tc.args)
+		require.Equal(t, "opledger: "+tc.msg, usageLine(t, errOut), tc.args)
 	}
 	_, err := os.Stat(strings.TrimPrefix(dsn, "sqlite:"))
 	require.ErrorIs(t, err, fs.ErrNotExist, "nothing ran")
@@ -344,9 +401,8 @@ func TestPostgresDSNUsage(t *testing.T) {
 		out, errOut, code := runGuarded(t, tc.args...)
 		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
 		require.Empty(t, out, tc.args)
-		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
-		require.Len(t, lines, 2, "the message, then where to read the usage: %q", errOut)
-		require.True(t, strings.HasPrefix(lines[0], "opledger: "+tc.msg), "%v: %s", tc.args, lines[0])
+		line := usageLine(t, errOut)
+		require.True(t, strings.HasPrefix(line, "opledger: "+tc.msg), "%v: %s", tc.args, line)
 		require.NotContains(t, errOut, "secret", "a DSN's password is never printed")
 	}
 	_, errOut, code := runIn(t, t.TempDir(), []string{"OPLEDGER_DB=postgres://u:secret@h/db?sslmode=nope"}, "ops", "list")

@@ -383,7 +383,7 @@ revised since is refused and nothing changes.`,
   opledger workflows approve onboarding:C-17 welcome_mail --version 1 --fingerprint sha256:9f2c…`,
 		Args: workflowArgs(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkApproval(approval, "workflows show"); err != nil {
+			if err := checkApproval(cmd, approval, "workflows show"); err != nil {
 				return err
 			}
 			b, err := bf.openWorkflows(cmd.Context())

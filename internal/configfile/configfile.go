@@ -68,16 +68,26 @@ func notRegular(path string) error { return fmt.Errorf("%s: not a regular file",
 // DecodeYAML decodes the YAML document in data into v strictly: a field v
 // does not have is an error naming its line, and the field meant when it
 // is one letter off ("field destination not found in type T (did you mean
-// destinations?)"). A second document, even an
-// empty one, is refused with ErrSeveralDocuments. When data holds no
-// document at all (empty, or only comments) it returns io.EOF and leaves v
-// as it was.
+// destinations?)"). A value of the wrong kind is said in plain words,
+// with its field ("line 3: upstreams: takes a list …, not a string"; a
+// top level that is not a mapping, "the file must be a YAML mapping of
+// settings …"), in an error that unwraps to the decoder's *yaml.TypeError.
+// Data that is not UTF-8 text (a file saved as UTF-16) is refused with
+// ErrNotUTF8, and a second document, even an empty one, with
+// ErrSeveralDocuments. When data holds no document at all (empty, or only
+// comments) it returns io.EOF and leaves v as it was.
 func DecodeYAML(data []byte, v any) error {
+	if err := checkText(data); err != nil {
+		return err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil {
 		if te, ok := errors.AsType[*yaml.TypeError](err); ok {
 			suggestFields(te, reflect.TypeOf(v))
+			if msg := plainKinds(data, te, reflect.TypeOf(v)); msg != "" {
+				return &kindsError{msg, te}
+			}
 		}
 		return err
 	}

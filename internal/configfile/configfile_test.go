@@ -1,6 +1,7 @@
 package configfile_test
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/opledger/opledger/internal/configfile"
 )
@@ -109,5 +111,70 @@ func TestDecodeYAMLSuggests(t *testing.T) {
 		err := configfile.DecodeYAML([]byte(in), &d)
 		require.ErrorContains(t, err, "not found in type", in)
 		require.NotContains(t, err.Error(), "did you mean", in)
+	}
+}
+
+// TestDecodeYAMLNotUTF8: a file saved as UTF-16, with or without its
+// byte-order mark, or in a legacy code page is refused as not UTF-8 text,
+// saying what it looks like, never decoded into garbled text; a UTF-8
+// byte-order mark is UTF-8.
+func TestDecodeYAMLNotUTF8(t *testing.T) {
+	t.Parallel()
+	type doc struct {
+		A string `yaml:"a"`
+	}
+	for in, want := range map[string]string{
+		"\xff\xfea\x00:\x00 \x001\x00\n\x00": "the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8",
+		"\xfe\xff\x00a\x00:\x00 \x001\x00\n": "the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8",
+		"\xff\xfehello: [":                   "the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8",
+		"a\x00:\x00 \x001\x00\n\x00":         "the file is not UTF-8 text (UTF-16? it holds NUL bytes): save it as UTF-8",
+		"# caf\xc3\xa9\na: caf\xe9\n":        "the file is not UTF-8 text (line 2 holds the byte 0xE9, which UTF-8 text does not): save it as UTF-8",
+	} {
+		var d doc
+		err := configfile.DecodeYAML([]byte(in), &d)
+		require.ErrorIs(t, err, configfile.ErrNotUTF8, "%q", in)
+		require.EqualError(t, err, want, "%q", in)
+		require.Empty(t, d.A, "%q: nothing decoded", in)
+	}
+	var d doc
+	require.NoError(t, configfile.DecodeYAML([]byte("\xef\xbb\xbfa: caf\xc3\xa9\n"), &d))
+	require.Equal(t, "café", d.A)
+}
+
+// TestDecodeYAMLKinds: a value of the wrong kind is said with its field
+// and the kind it takes, in plain words, never with Go's type names; a
+// top level that is not a mapping says so. The decoder's own error stays
+// underneath, and other messages (an unknown field) are kept.
+func TestDecodeYAMLKinds(t *testing.T) {
+	t.Parallel()
+	type Item struct {
+		Name  string `yaml:"name"`
+		Count int    `yaml:"count"`
+	}
+	type Settings struct {
+		Items []Item            `yaml:"items"`
+		ByKey map[string]string `yaml:"by_key"`
+		On    bool              `yaml:"on"`
+		Inner *Item             `yaml:"inner"`
+	}
+	for in, want := range map[string]string{
+		"hello\n":                   `the file must be a YAML mapping of settings, one "name: value" per line (got a string)`,
+		"- a\n- b\n":                `the file must be a YAML mapping of settings, one "name: value" per line (got a list)`,
+		"42\n":                      `the file must be a YAML mapping of settings, one "name: value" per line (got a number)`,
+		"items: crm\n":              `line 1: items: takes a list (one "- item" per line, or [a, b]), not a string ("crm")`,
+		"by_key: [a]\n":             `line 1: by_key: takes a mapping (one "name: value" per line), not a list`,
+		"on: maybe\n":               `line 1: on: takes true or false, not a string ("maybe")`,
+		"inner: 3\n":                `line 1: inner: takes a mapping of settings (one "name: value" per line, indented below it), not a number ("3")`,
+		"items:\n  - count: lots\n": `line 2: items.0.count: takes a whole number, not a string ("lots")`,
+		"items:\n  - name: [x]\n    count: two\n": "line 2: items.0.name: takes text, not a list\n" +
+			`line 3: items.0.count: takes a whole number, not a string ("two")`,
+		"items:\n  - nmae: x\n    count: two\n": "line 2: field nmae not found in type configfile_test.Item (did you mean name?)\n" +
+			`line 3: items.0.count: takes a whole number, not a string ("two")`,
+	} {
+		var s Settings
+		err := configfile.DecodeYAML([]byte(in), &s)
+		require.EqualError(t, err, want, "%q", in)
+		_, ok := errors.AsType[*yaml.TypeError](err)
+		require.True(t, ok, "%q: the decoder's error underneath", in)
 	}
 }

@@ -1,0 +1,239 @@
+package configfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrNotUTF8 refuses a file that is not UTF-8 text: one saved as UTF-16
+// (a Windows editor's "Unicode", PowerShell's > redirection) or in a
+// legacy code page. The YAML decoder would read such a file as garbled
+// text and quote it back.
+var ErrNotUTF8 = errors.New("the file is not UTF-8 text")
+
+// checkText refuses data that is not UTF-8 text (ErrNotUTF8), saying what
+// it looks like instead: UTF-16 (a byte-order mark, or NUL bytes), or the
+// line of the first byte that is not UTF-8.
+func checkText(data []byte) error {
+	switch {
+	case bytes.HasPrefix(data, []byte{0xFF, 0xFE}) || bytes.HasPrefix(data, []byte{0xFE, 0xFF}):
+		return fmt.Errorf("%w (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8", ErrNotUTF8)
+	case bytes.IndexByte(data, 0) >= 0:
+		return fmt.Errorf("%w (UTF-16? it holds NUL bytes): save it as UTF-8", ErrNotUTF8)
+	case !utf8.Valid(data):
+		i := 0
+		for i < len(data) {
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			i += size
+		}
+		return fmt.Errorf("%w (line %d holds the byte 0x%02X, which UTF-8 text does not): save it as UTF-8",
+			ErrNotUTF8, bytes.Count(data[:i], []byte("\n"))+1, data[i])
+	}
+	return nil
+}
+
+// typeIssue is the YAML decoder's message for a value of the wrong kind:
+// its line, YAML tag, the value (cut to 7 bytes and "..." past 10; none
+// for a mapping or a list) and the Go type it could not fill.
+var typeIssue = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
+
+// kindsError is a decoding error whose values of the wrong kind are
+// said in plain words (plainKinds); it unwraps to the decoder's own
+// *yaml.TypeError, whose messages name Go types.
+type kindsError struct {
+	msg string
+	te  *yaml.TypeError
+}
+
+func (e *kindsError) Error() string { return e.msg }
+func (e *kindsError) Unwrap() error { return e.te }
+
+// plainKinds words the values of the wrong kind in te, the error of
+// decoding data into a value of type root, without Go's type names: a
+// file whose top level is not a mapping, "the file must be a YAML mapping
+// of settings, one "name: value" per line (got a string)"; a field,
+// "line 3: upstreams: takes a list (…), not a string ("crm")". Other
+// messages (an unknown field) are kept, one per line. It returns "" when
+// te holds no value of the wrong kind it can find in data.
+func plainKinds(data []byte, te *yaml.TypeError, root reflect.Type) string {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil {
+		return ""
+	}
+	found := map[int][]located{}
+	collect(&doc, nil, 0, found)
+	types := map[string]reflect.Type{}
+	collectTypes(root, types)
+	msgs := make([]string, 0, len(te.Errors))
+	translated := false
+	for _, msg := range te.Errors {
+		if s := kindError(found, types, typeIssue.FindStringSubmatch(msg)); s != "" {
+			msg, translated = s, true
+		}
+		if !slices.Contains(msgs, msg) {
+			msgs = append(msgs, msg)
+		}
+	}
+	if !translated {
+		return ""
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// collectTypes records, under the name the YAML decoder gives it, every
+// type reachable from t through pointers, lists, maps and struct fields.
+func collectTypes(t reflect.Type, types map[string]reflect.Type) {
+	if _, seen := types[t.String()]; seen {
+		return
+	}
+	types[t.String()] = t
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		collectTypes(t.Elem(), types)
+	case reflect.Map:
+		collectTypes(t.Key(), types)
+		collectTypes(t.Elem(), types)
+	case reflect.Struct:
+		for f := range t.Fields() {
+			if f.IsExported() {
+				collectTypes(f.Type, types)
+			}
+		}
+	}
+}
+
+// located is a value of the document and where it is.
+type located struct {
+	node *yaml.Node
+	// path leads to it from the top: mapping keys and list indexes.
+	path []string
+	// line is its key's line, or its own in a list.
+	line int
+}
+
+// collect records, by line, every value under n.
+func collect(n *yaml.Node, path []string, line int, found map[int][]located) {
+	if n.Kind != yaml.DocumentNode {
+		found[n.Line] = append(found[n.Line], located{n, slices.Clone(path), line})
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			collect(c, path, c.Line, found)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			collect(n.Content[i+1], append(path, n.Content[i].Value), n.Content[i].Line, found)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			collect(c, append(path, strconv.Itoa(i)), c.Line, found)
+		}
+	}
+}
+
+// kindError words one match of typeIssue, or returns "" when m is nil
+// or its value is not found in the document.
+func kindError(found map[int][]located, types map[string]reflect.Type, m []string) string {
+	if m == nil {
+		return ""
+	}
+	line, _ := strconv.Atoi(m[1])
+	tag, shown, goType := m[2], m[3], m[4]
+	var at *located
+	for i, c := range found[line] {
+		// The deepest: a list or mapping starts on the line of its first
+		// entry, which may be the value meant.
+		if c.node.ShortTag() == tag && shownAs(c.node.Value, shown, tag) && (at == nil || len(c.path) > len(at.path)) {
+			at = &found[line][i]
+		}
+	}
+	if at == nil {
+		return ""
+	}
+	if len(at.path) == 0 {
+		return fmt.Sprintf("the file must be a YAML mapping of settings, one \"name: value\" per line (got %s)", kindOf(at.node))
+	}
+	got := kindOf(at.node)
+	if at.node.Kind == yaml.ScalarNode && at.node.Value != "" {
+		v := at.node.Value
+		if len(v) > 40 {
+			v = v[:37] + "..."
+		}
+		got += " (" + strconv.Quote(v) + ")"
+	}
+	return fmt.Sprintf("line %d: %s: takes %s, not %s", at.line, strings.Join(at.path, "."), takes(types[goType]), got)
+}
+
+// shownAs reports whether the decoder's shown value stands for value.
+func shownAs(value, shown, tag string) bool {
+	switch {
+	case tag == "!!map" || tag == "!!seq":
+		return true
+	case len(shown) == 10 && strings.HasSuffix(shown, "..."):
+		return strings.HasPrefix(value, shown[:7])
+	}
+	return value == shown
+}
+
+// kindOf words the kind of a YAML value: "a string", "a list".
+func kindOf(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch n.ShortTag() {
+	case "!!int", "!!float":
+		return "a number"
+	case "!!bool":
+		return "true or false"
+	case "!!null":
+		return "nothing"
+	}
+	return "a string"
+}
+
+// takes words what a value of the Go type t is written as; t is nil
+// when the decoder named a type not found from the target's.
+func takes(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a value of another kind"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "text"
+	case reflect.Slice, reflect.Array:
+		return "a list (one \"- item\" per line, or [a, b])"
+	case reflect.Map:
+		return "a mapping (one \"name: value\" per line)"
+	case reflect.Struct:
+		return "a mapping of settings (one \"name: value\" per line, indented below it)"
+	}
+	return "a value of another kind"
+}
