@@ -61,13 +61,20 @@ func serve(t *testing.T) *client.Client {
 // the API.
 func (b *testBundle) front(t *testing.T, answer func(w http.ResponseWriter, r *http.Request) bool) *client.Client {
 	t.Helper()
+	return b.frontWith(t, nil, answer)
+}
+
+// frontWith is front with the client's own http.Client (nil: the
+// client's default).
+func (b *testBundle) frontWith(t *testing.T, hc *http.Client, answer func(w http.ResponseWriter, r *http.Request) bool) *client.Client {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !answer(w, r) {
 			b.api.ServeHTTP(w, r)
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return client.New(srv.URL, b.token, nil)
+	return client.New(srv.URL, b.token, hc)
 }
 
 // get sends GET path to the API with the bundle's token and returns the

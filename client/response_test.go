@@ -198,8 +198,12 @@ func TestResponseLimit(t *testing.T) {
 		copy(body, `{"unresolved":7}x`)
 		return body
 	}
+	// Reading 64 MiB under the race detector on a loaded machine once
+	// took longer than the default client's 30 s: this one waits longer.
+	hc := &http.Client{Timeout: 5 * time.Minute}
+	t.Cleanup(hc.CloseIdleConnections)
 	stats := func(n int) *client.Client {
-		return b.front(t, func(w http.ResponseWriter, r *http.Request) bool {
+		return b.frontWith(t, hc, func(w http.ResponseWriter, r *http.Request) bool {
 			if r.URL.Path != "/v1/stats" {
 				return false
 			}

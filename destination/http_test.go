@@ -321,7 +321,10 @@ func TestLargeSuccessAnswer(t *testing.T) {
 				_, _ = io.WriteString(w, tc.body)
 			}))
 			t.Cleanup(srv.Close)
-			set, err := destination.Load([]byte("destinations:\n  - name: big\n    url: "+srv.URL+"/r\n    ref: /id\n    timeout: 5s\n"), destination.LoadOptions{})
+			// A timeout far above the call's few milliseconds: under the
+			// race detector on a loaded machine, reading 2 MiB once took
+			// more than 5 s, and the call ended uncertain.
+			set, err := destination.Load([]byte("destinations:\n  - name: big\n    url: "+srv.URL+"/r\n    ref: /id\n    timeout: 60s\n"), destination.LoadOptions{})
 			require.NoError(t, err)
 			t.Cleanup(func() { set.Close() })
 			d, _ := set.Get("big")
