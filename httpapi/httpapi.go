@@ -253,7 +253,7 @@ func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if r.URL.RawQuery != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			// A write takes its fields in its body: a query parameter
 			// (?lease_seconds=5) would be ignored unseen, and after a
 			// PUT's key (/v1/operations/a?b) it would cut the key.
