@@ -213,7 +213,8 @@ func (e *StaleError) Error() string {
 		case "", AttemptLeaseExpired:
 			why = "its lease ended"
 		case AttemptAbandoned:
-			why = "it gave the claim back"
+			// Released, or its lease ran out: both before its dispatch.
+			why = "it ended before its dispatch: it gave the claim back, or its lease ran out"
 		default:
 			why = "it had reported " + e.ended + " already"
 		}

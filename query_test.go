@@ -147,8 +147,10 @@ func TestStaleReportSaysWhy(t *testing.T) {
 }
 
 // TestStaleCallSaysHowTheAttemptEnded: a dispatch or lease extension
-// from an attempt that ended on its own (it reported, or gave the claim
-// back) says so, not that its lease ended.
+// from an attempt that ended otherwise than by its lease (it reported, or
+// gave the claim back) says so, not that its lease ended. (An attempt
+// given back and one whose lease ran out before its dispatch are both
+// recorded abandoned: the error names both.)
 func TestStaleCallSaysHowTheAttemptEnded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -172,5 +174,5 @@ func TestStaleCallSaysHowTheAttemptEnded(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Dispatch(ctx, "k:released", released.AttemptID, released.FencingToken)
 	require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
-	require.ErrorContains(t, err, "no longer holds the operation (it gave the claim back)")
+	require.ErrorContains(t, err, "no longer holds the operation (it ended before its dispatch: it gave the claim back, or its lease ran out)")
 }

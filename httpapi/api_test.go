@@ -345,7 +345,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"visibility_delay_seconds":-1}`), 400, "invalid_input")
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/nope/reconcile", []byte(`{"found":false}`), 404, "not_found")
-	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"authoritative":true}`), 400, "invalid_input") // found left out
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"authoritative":true}`), 400, "invalid_input") // found left out of a lookup
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"attempt_count":-1}`), 400, "invalid_input")
 	// A count the operation never had is bad input.
 	_, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Authoritative: true, AttemptCount: 7})
@@ -367,6 +367,12 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	_, err = b.acme.Reconcile(ctx, "order:18:stale", client.Finding{Authoritative: true, AttemptCount: 1})
 	require.ErrorIs(t, err, opledger.ErrStaleFinding)
 	expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"found":false,"authoritative":true,"attempt_count":1}`), 409, "stale_finding")
+	// A protection needs no found: the destination's idempotency key
+	// keeps a retry from acting twice, whatever a lookup would find.
+	expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"protection_retention_seconds":3600,"evidence":"idempotency key"}`), 200, "")
+	protected, err := b.acme.Get(ctx, "order:18:stale")
+	require.NoError(t, err)
+	require.True(t, protected.Protected, "the protection was applied")
 	op, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup", AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)

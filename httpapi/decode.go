@@ -33,21 +33,9 @@ func (e *decodeError) Error() string { return e.msg }
 // trailing data, too deep nesting and malformed JSON are refused with
 // their position.
 func decode(r *http.Request, maxDepth int, v any) error {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r.Body)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &decodeError{http.StatusRequestEntityTooLarge, "payload_too_large",
-				fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
-		}
-		// Not the error's text: it names the connection's addresses.
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return &decodeError{http.StatusRequestTimeout, "request_timeout",
-				"the request body did not arrive in time: send it whole, at once"}
-		}
-		return &decodeError{http.StatusBadRequest, "invalid_input",
-			"the request body could not be read to its end (the connection was cut, or its chunked encoding is malformed)"}
+		return err
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -93,6 +81,30 @@ func decode(r *http.Request, maxDepth int, v any) error {
 			fmt.Sprintf("unexpected data after the JSON object at byte %d", end)}
 	}
 	return nil
+}
+
+// readBody reads a request body whole. A body past its limit (a reader
+// of http.MaxBytesReader) is 413 payload_too_large; one that does not
+// arrive within the server's read timeout 408 request_timeout; one cut
+// short or malformed 400 invalid_input. None repeats the read error's
+// text, which names the connection's addresses.
+func readBody(body io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(body)
+	if err == nil {
+		return data, nil
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, &decodeError{http.StatusRequestEntityTooLarge, "payload_too_large",
+			fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil, &decodeError{http.StatusRequestTimeout, "request_timeout",
+			"the request body did not arrive in time: send it whole, at once"}
+	}
+	return nil, &decodeError{http.StatusBadRequest, "invalid_input",
+		"the request body could not be read to its end (the connection was cut, or its chunked encoding is malformed)"}
 }
 
 // repeatHints say, for a query parameter that takes several values, how to

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -88,14 +87,9 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The body is the event's payload: past either limit it is too large.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, min(s.opts.MaxBodyBytes, opledger.MaxEventPayload)))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, min(s.opts.MaxBodyBytes, opledger.MaxEventPayload)))
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("request body is larger than %d bytes", mbe.Limit), nil)
-			return
-		}
-		writeProblem(w, r, http.StatusBadRequest, "invalid_input", "read request body: "+err.Error(), nil)
+		s.writeError(w, r, err)
 		return
 	}
 	if err := src.Verify.Verify(r.Header, body); err != nil {

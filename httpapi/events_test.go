@@ -126,6 +126,9 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	odd := sign(hook, testWebhookSecret)
 	odd.Set("X-Request-Id", "req 1/ä")
 	expect("POST", "/v1/webhooks/stripe", "", hook, odd, 200, "") // not refused for a header it does not sign
+	// Nor for a query string: the URL a provider is given may carry one
+	// (only the token routes' writes refuse them).
+	expect("POST", "/v1/webhooks/stripe?source=dashboard", "", hook, sign(hook, testWebhookSecret), 200, "")
 	expect("POST", "/v1/webhooks/github", "", hook, nil, 404, "not_found")
 	noID := []byte(`{"type":"invoice.paid"}`)
 	expect("POST", "/v1/webhooks/stripe", "", noID, sign(noID, testWebhookSecret), 400, "invalid_input")
@@ -209,7 +212,7 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	}
 	require.NoError(t, json.Unmarshal(stats, &st))
 	require.Equal(t, 3, st.Events.Events, "forms evt-1, stripe evt_stripe_1 and evt_stripe_3")
-	require.Equal(t, 3, st.Events.DuplicateDeliveries, "forms d2, and the stripe webhook twice more")
+	require.Equal(t, 4, st.Events.DuplicateDeliveries, "forms d2, and the stripe webhook three times more")
 }
 
 // A webhook source without a tenant the ledger takes, or without a

@@ -391,8 +391,9 @@ func writeMerged(w http.ResponseWriter, status int, op *opledger.Operation, extr
 }
 
 type reconcileBody struct {
-	// Found is required: a finding that leaves it out says nothing, and
-	// read as false it would hold the operation for a person.
+	// Found is required of a lookup: a finding that leaves it out says
+	// nothing, and read as false it would hold the operation for a
+	// person. A protection (ProtectionRetentionSeconds) may leave it out.
 	Found                      *bool   `json:"found"`
 	Matches                    bool    `json:"matches"`
 	DestinationRef             string  `json:"destination_ref"`
@@ -425,12 +426,13 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "attempt_count must not be negative"})
 		return
 	}
-	if body.Found == nil {
+	if body.Found == nil && body.ProtectionRetentionSeconds == 0 {
 		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input",
-			"found is required: true when the destination has a record of the effect, false when the lookup found none"})
+			"found is required: true when the destination has a record of the effect, false when the lookup found none " +
+				"(a protection, protection_retention_seconds, may leave it out)"})
 		return
 	}
-	f := opledger.Finding{Found: *body.Found, Matches: body.Matches,
+	f := opledger.Finding{Found: body.Found != nil && *body.Found, Matches: body.Matches,
 		DestinationRef: body.DestinationRef, Authoritative: body.Authoritative, Evidence: body.Evidence,
 		VisibilityDelay: delay, ProtectionRetention: time.Duration(body.ProtectionRetentionSeconds * float64(time.Second)),
 		AttemptCount: body.AttemptCount}

@@ -244,12 +244,11 @@ func checkServerURL(server string) error {
 		return usageError{fmt.Errorf("%s: it has no http:// or https:// before the host", takes)}
 	}
 	u, err := url.Parse(server)
-	var ue *url.Error
 	switch {
-	case errors.As(err, &ue):
-		return usageError{fmt.Errorf("%s: it cannot be parsed (%v)", takes, ue.Err)}
 	case err != nil:
-		return usageError{fmt.Errorf("%s: it cannot be parsed", takes)}
+		// Not the parser's words: they quote part of the value, which
+		// may be part of a password (http://admin:pa/ss@host).
+		return usageError{fmt.Errorf("%s: it cannot be parsed as a URL (a host, then an optional :port; an IPv6 host in [ ])", takes)}
 	case u.Scheme != "http" && u.Scheme != "https":
 		return usageError{fmt.Errorf("%s: its scheme is %s, not http or https", takes, u.Scheme)}
 	case u.Hostname() == "":

@@ -237,7 +237,9 @@ func TestProxyConfigRefusedBeforeOpening(t *testing.T) {
 		{big, "opledger: read proxy config: " + big + ": larger than 4 MiB"},
 		{write("notes.txt", "only some notes\n"), "opledger: proxy config " + filepath.Join(dir, "notes.txt") + `: the file must be a YAML mapping of settings, one "name: value" per line (got a string)` + "\n"},
 		{write("crm.yaml", "upstreams: crm\n"), "opledger: proxy config " + filepath.Join(dir, "crm.yaml") + `: line 1: upstreams: takes a list (one "- item" per line, or [a, b]), not a string ("crm")` + "\n"},
-		{write("utf16.yaml", "\xff\xfeu\x00p\x00"), "opledger: proxy config " + filepath.Join(dir, "utf16.yaml") + ": the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8\n"},
+		// UTF-16 with its byte-order mark is read as its text (here, "up").
+		{write("utf16.yaml", "\xff\xfeu\x00p\x00"), "opledger: proxy config " + filepath.Join(dir, "utf16.yaml") + `: the file must be a YAML mapping of settings, one "name: value" per line (got a string)` + "\n"},
+		{write("utf16-odd.yaml", "\xff\xfeu\x00p"), "opledger: proxy config " + filepath.Join(dir, "utf16-odd.yaml") + ": the file is not UTF-8 text: it starts with a UTF-16 byte-order mark, but its length is odd: save it as UTF-8\n"},
 		{"/dev/zero", "opledger: read proxy config: /dev/zero: not a regular file"},
 		{write("names.yaml", upstreams+"  - name: crm\n    prefix: /other/\n    url: http://127.0.0.1:2\n"),
 			"opledger: upstream crm: the name is already used by another upstream: each needs its own"},

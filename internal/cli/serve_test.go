@@ -360,8 +360,10 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		{write("notdb.txt", "only some notes\n"), "opledger: config " + filepath.Join(dir, "notdb.txt") + `: the file must be a YAML mapping of settings, one "name: value" per line (got a string)` + "\n"},
 		{write("list.yaml", "- destinations: slow.yaml\n"), "opledger: config " + filepath.Join(dir, "list.yaml") + `: the file must be a YAML mapping of settings, one "name: value" per line (got a list)` + "\n"},
 		{write("hooks.yaml", "webhooks: [stripe]\n"), "opledger: config " + filepath.Join(dir, "hooks.yaml") + `: line 1: webhooks: takes a mapping (one "name: value" per line), not a list` + "\n"},
-		{write("utf16.yaml", "\xff\xfeh\x00e\x00"), "opledger: config " + filepath.Join(dir, "utf16.yaml") + ": the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8\n"},
-		{write("bom-ascii.yaml", "\xff\xfehello: ["), "opledger: config " + filepath.Join(dir, "bom-ascii.yaml") + ": the file is not UTF-8 text (UTF-16?"},
+		// UTF-16 with its byte-order mark is read as its text (here,
+		// "he"); without one, it is refused as not UTF-8.
+		{write("utf16.yaml", "\xff\xfeh\x00e\x00"), "opledger: config " + filepath.Join(dir, "utf16.yaml") + `: the file must be a YAML mapping of settings, one "name: value" per line (got a string)` + "\n"},
+		{write("utf16-nobom.yaml", "h\x00e\x00"), "opledger: config " + filepath.Join(dir, "utf16-nobom.yaml") + ": the file is not UTF-8 text (UTF-16? it holds NUL bytes): save it as UTF-8\n"},
 		{filepath.Join(dir, "big.yaml"), "opledger: read config: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},
 		{"/dev/zero", "opledger: read config: /dev/zero: not a regular file"},
 		{write("dests-big.yaml", "destinations: big.yaml\n"), "opledger: config destinations: read destinations: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},

@@ -157,7 +157,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ops", "list", "--server", "http://127.0.0.1:1"}, "--server needs --token or OPLEDGER_TOKEN"},
 		// A --server no request could be sent to, refused before any is,
 		// on every command that takes it; its value is not repeated.
-		{[]string{"ops", "list", "--server", "http://[::1", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it cannot be parsed (missing ']' in host)"},
+		{[]string{"ops", "list", "--server", "http://[::1", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it cannot be parsed as a URL"},
+		// The parser would quote part of the password ("invalid port \":pa\"").
+		{[]string{"ops", "list", "--server", "http://admin:pa/ss@h:8080", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it cannot be parsed as a URL"},
 		{[]string{"ops", "show", "k1", "--server", "ftp://x", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: its scheme is ftp, not http or https"},
 		{[]string{"ops", "cancel", "k1", "--reason", "r", "--server", "127.0.0.1:8080", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it has no http:// or https:// before the host"},
 		{[]string{"ops", "approve", "k1", "--version", "1", "--fingerprint", "sha256:x", "--server", "http://", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it names no host"},

@@ -72,12 +72,13 @@ func notRegular(path string) error { return fmt.Errorf("%s: not a regular file",
 // with its field ("line 3: upstreams: takes a list …, not a string"; a
 // top level that is not a mapping, "the file must be a YAML mapping of
 // settings …"), in an error that unwraps to the decoder's *yaml.TypeError.
-// Data that is not UTF-8 text (a file saved as UTF-16) is refused with
-// ErrNotUTF8, and a second document, even an empty one, with
+// UTF-16 text with its byte-order mark is read as its UTF-8; other data
+// that is not UTF-8 text is refused with ErrNotUTF8, and a second document, even an empty one, with
 // ErrSeveralDocuments. When data holds no document at all (empty, or only
 // comments) it returns io.EOF and leaves v as it was.
 func DecodeYAML(data []byte, v any) error {
-	if err := checkText(data); err != nil {
+	data, err := utf8Text(data)
+	if err != nil {
 		return err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))

@@ -114,21 +114,20 @@ func TestDecodeYAMLSuggests(t *testing.T) {
 	}
 }
 
-// TestDecodeYAMLNotUTF8: a file saved as UTF-16, with or without its
-// byte-order mark, or in a legacy code page is refused as not UTF-8 text,
-// saying what it looks like, never decoded into garbled text; a UTF-8
-// byte-order mark is UTF-8.
+// TestDecodeYAMLNotUTF8: a file in a legacy code page, or saved as
+// UTF-16 without its byte-order mark, is refused as not UTF-8 text,
+// saying what it looks like, never decoded into garbled text; UTF-16
+// with its byte-order mark (little- or big-endian), and UTF-8 with one,
+// are read as the text they hold.
 func TestDecodeYAMLNotUTF8(t *testing.T) {
 	t.Parallel()
 	type doc struct {
 		A string `yaml:"a"`
 	}
 	for in, want := range map[string]string{
-		"\xff\xfea\x00:\x00 \x001\x00\n\x00": "the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8",
-		"\xfe\xff\x00a\x00:\x00 \x001\x00\n": "the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8",
-		"\xff\xfehello: [":                   "the file is not UTF-8 text (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8",
-		"a\x00:\x00 \x001\x00\n\x00":         "the file is not UTF-8 text (UTF-16? it holds NUL bytes): save it as UTF-8",
-		"# caf\xc3\xa9\na: caf\xe9\n":        "the file is not UTF-8 text (line 2 holds the byte 0xE9, which UTF-8 text does not): save it as UTF-8",
+		"\xff\xfea\x00:\x00 ":         "the file is not UTF-8 text: it starts with a UTF-16 byte-order mark, but its length is odd: save it as UTF-8",
+		"a\x00:\x00 \x001\x00\n\x00":  "the file is not UTF-8 text (UTF-16? it holds NUL bytes): save it as UTF-8",
+		"# caf\xc3\xa9\na: caf\xe9\n": "the file is not UTF-8 text (line 2 holds the byte 0xE9, which UTF-8 text does not): save it as UTF-8",
 	} {
 		var d doc
 		err := configfile.DecodeYAML([]byte(in), &d)
@@ -136,9 +135,19 @@ func TestDecodeYAMLNotUTF8(t *testing.T) {
 		require.EqualError(t, err, want, "%q", in)
 		require.Empty(t, d.A, "%q: nothing decoded", in)
 	}
+	for _, in := range []string{
+		"\xef\xbb\xbfa: caf\xc3\xa9\n",
+		"\xff\xfea\x00:\x00 \x00c\x00a\x00f\x00\xe9\x00\n\x00",
+		"\xfe\xff\x00a\x00:\x00 \x00c\x00a\x00f\x00\xe9\x00\n",
+	} {
+		var d doc
+		require.NoError(t, configfile.DecodeYAML([]byte(in), &d), "%q", in)
+		require.Equal(t, "café", d.A, "%q", in)
+	}
+	// What is said of a UTF-16 file is said of its text.
 	var d doc
-	require.NoError(t, configfile.DecodeYAML([]byte("\xef\xbb\xbfa: caf\xc3\xa9\n"), &d))
-	require.Equal(t, "café", d.A)
+	err := configfile.DecodeYAML([]byte("\xff\xfeu\x00p\x00"), &d)
+	require.EqualError(t, err, `the file must be a YAML mapping of settings, one "name: value" per line (got a string)`)
 }
 
 // TestDecodeYAMLKinds: a value of the wrong kind is said with its field
@@ -177,4 +186,11 @@ func TestDecodeYAMLKinds(t *testing.T) {
 		_, ok := errors.AsType[*yaml.TypeError](err)
 		require.True(t, ok, "%q: the decoder's error underneath", in)
 	}
+	// Two lists side by side on one line: which is meant cannot be told
+	// from the decoder's error, so its own words are kept rather than a
+	// field named wrongly.
+	var s Settings
+	err := configfile.DecodeYAML([]byte("inner: {name: [x], count: [y]}\n"), &s)
+	require.ErrorContains(t, err, "line 1: cannot unmarshal !!seq into string")
+	require.NotContains(t, err.Error(), "inner.name: takes a whole number")
 }

@@ -2,6 +2,7 @@ package configfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
@@ -9,24 +10,50 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// ErrNotUTF8 refuses a file that is not UTF-8 text: one saved as UTF-16
-// (a Windows editor's "Unicode", PowerShell's > redirection) or in a
-// legacy code page. The YAML decoder would read such a file as garbled
-// text and quote it back.
+// ErrNotUTF8 refuses a file that is neither UTF-8 text nor UTF-16 text
+// with its byte-order mark: UTF-16 without one, or a legacy code page.
+// The YAML decoder would read such a file as garbled text and quote it
+// back.
 var ErrNotUTF8 = errors.New("the file is not UTF-8 text")
 
+// utf8Text returns data as UTF-8 text: UTF-16 with its byte-order mark
+// (what a Windows editor saves as "Unicode", and PowerShell 5's >
+// redirection writes), which the YAML decoder reads too, is converted,
+// so that what is said about the file is said of its text. Anything else
+// that is not UTF-8 is refused with ErrNotUTF8 (checkText).
+func utf8Text(data []byte) ([]byte, error) {
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(data, []byte{0xFF, 0xFE}):
+		order = binary.LittleEndian
+	case bytes.HasPrefix(data, []byte{0xFE, 0xFF}):
+		order = binary.BigEndian
+	default:
+		return data, checkText(data)
+	}
+	data = data[2:]
+	if len(data)%2 != 0 {
+		return nil, fmt.Errorf("%w: it starts with a UTF-16 byte-order mark, but its length is odd: save it as UTF-8", ErrNotUTF8)
+	}
+	units := make([]uint16, len(data)/2)
+	for i := range units {
+		units[i] = order.Uint16(data[2*i:])
+	}
+	text := []byte(string(utf16.Decode(units)))
+	return text, checkText(text)
+}
+
 // checkText refuses data that is not UTF-8 text (ErrNotUTF8), saying what
-// it looks like instead: UTF-16 (a byte-order mark, or NUL bytes), or the
-// line of the first byte that is not UTF-8.
+// it looks like instead: UTF-16 without its byte-order mark (NUL bytes),
+// or the line of the first byte that is not UTF-8.
 func checkText(data []byte) error {
 	switch {
-	case bytes.HasPrefix(data, []byte{0xFF, 0xFE}) || bytes.HasPrefix(data, []byte{0xFE, 0xFF}):
-		return fmt.Errorf("%w (UTF-16? it starts with a UTF-16 byte-order mark): save it as UTF-8", ErrNotUTF8)
 	case bytes.IndexByte(data, 0) >= 0:
 		return fmt.Errorf("%w (UTF-16? it holds NUL bytes): save it as UTF-8", ErrNotUTF8)
 	case !utf8.Valid(data):
@@ -153,15 +180,27 @@ func kindError(found map[int][]located, types map[string]reflect.Type, m []strin
 	line, _ := strconv.Atoi(m[1])
 	tag, shown, goType := m[2], m[3], m[4]
 	var at *located
+	var candidates []located
 	for i, c := range found[line] {
 		// The deepest: a list or mapping starts on the line of its first
 		// entry, which may be the value meant.
-		if c.node.ShortTag() == tag && shownAs(c.node.Value, shown, tag) && (at == nil || len(c.path) > len(at.path)) {
-			at = &found[line][i]
+		if c.node.ShortTag() == tag && shownAs(c.node.Value, shown, tag) {
+			candidates = append(candidates, c)
+			if at == nil || len(c.path) > len(at.path) {
+				at = &found[line][i]
+			}
 		}
 	}
 	if at == nil {
 		return ""
+	}
+	for _, c := range candidates {
+		// Two values of that kind side by side on the line ({a: [x],
+		// b: [y]}): which one is meant cannot be told, and the
+		// decoder's own words are kept rather than name the wrong one.
+		if len(c.path) > len(at.path) || !slices.Equal(c.path, at.path[:len(c.path)]) {
+			return ""
+		}
 	}
 	if len(at.path) == 0 {
 		return fmt.Sprintf("the file must be a YAML mapping of settings, one \"name: value\" per line (got %s)", kindOf(at.node))
