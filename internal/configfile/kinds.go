@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,11 +70,6 @@ func checkText(data []byte) error {
 	return nil
 }
 
-// typeIssue is the YAML decoder's message for a value of the wrong kind:
-// its line, YAML tag, the value (cut to 7 bytes and "..." past 10; none
-// for a mapping or a list) and the Go type it could not fill.
-var typeIssue = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
-
 // kindsError is a decoding error whose values of the wrong kind are
 // said in plain words (plainKinds); it unwraps to the decoder's own
 // *yaml.TypeError, whose messages name Go types.
@@ -99,14 +93,20 @@ func plainKinds(data []byte, te *yaml.TypeError, root reflect.Type) string {
 	if yaml.Unmarshal(data, &doc) != nil {
 		return ""
 	}
-	found := map[int][]located{}
-	collect(&doc, nil, 0, found)
+	kinds := make([]*WrongKind, len(te.Errors))
+	lines := map[int]bool{}
+	for i, msg := range te.Errors {
+		if k, ok := ParseWrongKind(msg); ok {
+			kinds[i], lines[k.Line] = &k, true
+		}
+	}
+	found := ValuesOn(&doc, lines)
 	types := map[string]reflect.Type{}
 	collectTypes(root, types)
 	msgs := make([]string, 0, len(te.Errors))
 	translated := false
-	for _, msg := range te.Errors {
-		if s := kindError(found, types, typeIssue.FindStringSubmatch(msg)); s != "" {
+	for i, msg := range te.Errors {
+		if s := kindError(found, types, kinds[i]); s != "" {
 			msg, translated = s, true
 		}
 		if !slices.Contains(msgs, msg) {
@@ -141,90 +141,28 @@ func collectTypes(t reflect.Type, types map[string]reflect.Type) {
 	}
 }
 
-// located is a value of the document and where it is.
-type located struct {
-	node *yaml.Node
-	// path leads to it from the top: mapping keys and list indexes.
-	path []string
-	// line is its key's line, or its own in a list.
-	line int
-}
-
-// collect records, by line, every value under n.
-func collect(n *yaml.Node, path []string, line int, found map[int][]located) {
-	if n.Kind != yaml.DocumentNode {
-		found[n.Line] = append(found[n.Line], located{n, slices.Clone(path), line})
-	}
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			collect(c, path, c.Line, found)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			collect(n.Content[i+1], append(path, n.Content[i].Value), n.Content[i].Line, found)
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			collect(c, append(path, strconv.Itoa(i)), c.Line, found)
-		}
-	}
-}
-
-// kindError words one match of typeIssue, or returns "" when m is nil
-// or its value is not found in the document.
-func kindError(found map[int][]located, types map[string]reflect.Type, m []string) string {
-	if m == nil {
+// kindError words k, or returns "" when k is nil or its value is not
+// found in the document (or cannot be told from another beside it).
+func kindError(found Values, types map[string]reflect.Type, k *WrongKind) string {
+	if k == nil {
 		return ""
 	}
-	line, _ := strconv.Atoi(m[1])
-	tag, shown, goType := m[2], m[3], m[4]
-	var at *located
-	var candidates []located
-	for i, c := range found[line] {
-		// The deepest: a list or mapping starts on the line of its first
-		// entry, which may be the value meant.
-		if c.node.ShortTag() == tag && shownAs(c.node.Value, shown, tag) {
-			candidates = append(candidates, c)
-			if at == nil || len(c.path) > len(at.path) {
-				at = &found[line][i]
-			}
-		}
-	}
+	at := found.Deepest(k.Line, k.Matches)
 	if at == nil {
 		return ""
 	}
-	for _, c := range candidates {
-		// Two values of that kind side by side on the line ({a: [x],
-		// b: [y]}): which one is meant cannot be told, and the
-		// decoder's own words are kept rather than name the wrong one.
-		if len(c.path) > len(at.path) || !slices.Equal(c.path, at.path[:len(c.path)]) {
-			return ""
-		}
+	if len(at.Path) == 0 {
+		return fmt.Sprintf("the file must be a YAML mapping of settings, one \"name: value\" per line (got %s)", kindOf(at.Node))
 	}
-	if len(at.path) == 0 {
-		return fmt.Sprintf("the file must be a YAML mapping of settings, one \"name: value\" per line (got %s)", kindOf(at.node))
-	}
-	got := kindOf(at.node)
-	if at.node.Kind == yaml.ScalarNode && at.node.Value != "" {
-		v := at.node.Value
+	got := kindOf(at.Node)
+	if at.Node.Kind == yaml.ScalarNode && at.Node.Value != "" {
+		v := at.Node.Value
 		if len(v) > 40 {
 			v = v[:37] + "..."
 		}
 		got += " (" + strconv.Quote(v) + ")"
 	}
-	return fmt.Sprintf("line %d: %s: takes %s, not %s", at.line, strings.Join(at.path, "."), takes(types[goType]), got)
-}
-
-// shownAs reports whether the decoder's shown value stands for value.
-func shownAs(value, shown, tag string) bool {
-	switch {
-	case tag == "!!map" || tag == "!!seq":
-		return true
-	case len(shown) == 10 && strings.HasSuffix(shown, "..."):
-		return strings.HasPrefix(value, shown[:7])
-	}
-	return value == shown
+	return fmt.Sprintf("line %d: %s: takes %s, not %s", at.Line, strings.Join(at.Path, "."), takes(types[k.GoType]), got)
 }
 
 // kindOf words the kind of a YAML value: "a string", "a list".
