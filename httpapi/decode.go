@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"net"
 	"net/http"
@@ -211,16 +212,7 @@ func describeJSONError(err error, body []byte, t reflect.Type) string {
 // timeMemberNotText names the first top-level member of body, a time in
 // t, whose value is not JSON text, and the kind of value it is.
 func timeMemberNotText(body []byte, t reflect.Type) (name, got string) {
-	var members map[string]json.RawMessage
-	if t == nil || indirect(t).Kind() != reflect.Struct || json.Unmarshal(body, &members) != nil {
-		return "", ""
-	}
-	fields := fieldsOf(indirect(t))
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		v, ok := members[name]
-		if !ok || indirect(fields[name]) != reflect.TypeFor[time.Time]() || len(v) == 0 {
-			continue
-		}
+	for name, v := range timeMembers(body, t) {
 		switch v[0] {
 		case '"', 'n': // text, or null (left out)
 			continue
@@ -235,6 +227,28 @@ func timeMemberNotText(body []byte, t reflect.Type) (name, got string) {
 		}
 	}
 	return "", ""
+}
+
+// timeMembers yields, in name order, the members of the body's top-level
+// object that the struct type t decodes as times, with their JSON text;
+// nothing when t is no struct or body no object.
+func timeMembers(body []byte, t reflect.Type) iter.Seq2[string, json.RawMessage] {
+	return func(yield func(string, json.RawMessage) bool) {
+		var members map[string]json.RawMessage
+		if t == nil || indirect(t).Kind() != reflect.Struct || json.Unmarshal(body, &members) != nil {
+			return
+		}
+		fields := fieldsOf(indirect(t))
+		for _, name := range slices.Sorted(maps.Keys(fields)) {
+			v, ok := members[name]
+			if !ok || len(v) == 0 || indirect(fields[name]) != reflect.TypeFor[time.Time]() {
+				continue
+			}
+			if !yield(name, v) {
+				return
+			}
+		}
+	}
 }
 
 // jsonPath is the path of a member as the caller wrote it: encoding/json
@@ -284,14 +298,9 @@ func jsonKind(t reflect.Type) string {
 // into the struct type t, that holds the time text value which did not
 // parse; "a time" when none does (encoding/json does not say which).
 func timeMember(body []byte, t reflect.Type, value string) string {
-	var members map[string]json.RawMessage
-	if t == nil || indirect(t).Kind() != reflect.Struct || json.Unmarshal(body, &members) != nil {
-		return "a time"
-	}
-	fields := fieldsOf(indirect(t))
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
+	for name, v := range timeMembers(body, t) {
 		var s string
-		if indirect(fields[name]) == reflect.TypeFor[time.Time]() && json.Unmarshal(members[name], &s) == nil && s == value {
+		if json.Unmarshal(v, &s) == nil && s == value {
 			return "field " + name
 		}
 	}
