@@ -160,13 +160,8 @@ func prefix(at *configfile.Located, entries []*yaml.Node) string {
 // itself, quoted when it is text. A header's value is never repeated.
 func foundValue(at *configfile.Located) string {
 	n := at.Node
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
+	if n.Kind != yaml.ScalarNode {
+		return configfile.KindOf(n)
 	}
 	if slices.Contains(at.Path, "headers") {
 		return "that value"

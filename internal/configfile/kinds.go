@@ -152,9 +152,9 @@ func kindError(found Values, types map[string]reflect.Type, k *WrongKind) string
 		return ""
 	}
 	if len(at.Path) == 0 {
-		return fmt.Sprintf("the file must be a YAML mapping of settings, one \"name: value\" per line (got %s)", kindOf(at.Node))
+		return fmt.Sprintf("the file must be a YAML mapping of settings, one \"name: value\" per line (got %s)", KindOf(at.Node))
 	}
-	got := kindOf(at.Node)
+	got := KindOf(at.Node)
 	if at.Node.Kind == yaml.ScalarNode && at.Node.Value != "" {
 		v := at.Node.Value
 		if len(v) > 40 {
@@ -165,8 +165,9 @@ func kindError(found Values, types map[string]reflect.Type, k *WrongKind) string
 	return fmt.Sprintf("line %d: %s: takes %s, not %s", at.Line, strings.Join(at.Path, "."), takes(types[k.GoType]), got)
 }
 
-// kindOf words the kind of a YAML value: "a string", "a list".
-func kindOf(n *yaml.Node) string {
+// KindOf words the kind of a YAML value: "a mapping", "a list", "a
+// number", "a string".
+func KindOf(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
