@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,21 +41,8 @@ func (f *ledgerFlags) apply(o *opledger.Options) error {
 		}
 	}
 	if f.retention < MinRetention {
-		return usageError{fmt.Errorf("--retention must be at least %s, got %s", shortDuration(MinRetention), f.retention)}
+		return usageError{fmt.Errorf("--retention must be at least %gm, got %s", MinRetention.Minutes(), f.retention)}
 	}
 	o.HoldReviewAfter, o.Retention, o.TombstoneRetention = f.holdReview, f.retention, f.tombstoneRetention
 	return nil
-}
-
-// shortDuration writes d as a person would, without the zero units
-// time.Duration's String adds: 1m, not 1m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
