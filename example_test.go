@@ -243,7 +243,7 @@ func ExampleLedger_WithCredential() {
 	if _, _, err := ledger.Record(ctx, opledger.Intent{Key: "intake:I18:create", Action: "crm.create_inquiry", Destination: "crm"}); err != nil {
 		log.Fatal(err)
 	}
-	secret, _, err := ledger.CreateToken(ctx, "ops-laptop")
+	secret, _, err := ledger.CreateToken(ctx, "ops-laptop", opledger.ReadWrite)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func TestCompactPastFailures(t *testing.T) {
 	advance(2 * time.Hour)
 	_, err := l.Compact(ctx) // "old" is a tombstone, forgotten below
 	require.NoError(t, err)
-	token, _, err := l.CreateToken(ctx, "console")
+	token, _, err := l.CreateToken(ctx, "console", ReadWrite)
 	require.NoError(t, err)
 	_, _, err = l.OpenSession(ctx, token, time.Minute)
 	require.NoError(t, err)

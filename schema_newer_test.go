@@ -60,7 +60,7 @@ func TestWritesStopOnceANewerReleaseMigrated(t *testing.T) {
 			require.ErrorIs(t, err, opledger.ErrSchemaNewer, "a transition")
 			_, err = l.Report(ctx, "before", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-1"})
 			require.ErrorIs(t, err, opledger.ErrSchemaNewer, "a report")
-			_, _, err = l.CreateToken(ctx, "n8n")
+			_, _, err = l.CreateToken(ctx, "n8n", opledger.ReadWrite)
 			require.ErrorIs(t, err, opledger.ErrSchemaNewer, "a token")
 			err = l.Ping(ctx)
 			require.ErrorIs(t, err, opledger.ErrSchemaNewer, "not ready")

@@ -57,7 +57,7 @@ func (l *Ledger) OpenSession(ctx context.Context, token string, ttl time.Duratio
 }
 
 // SessionToken returns the token an open session was signed in with (its
-// tenant, ID and name), or ErrUnauthorized when the session is unknown,
+// tenant, ID, name and access), or ErrUnauthorized when the session is unknown,
 // expired or closed, or its token has been revoked.
 func (l *Ledger) SessionToken(ctx context.Context, secret string) (*TokenInfo, error) {
 	var info *TokenInfo
@@ -76,7 +76,7 @@ func (l *Ledger) SessionToken(ctx context.Context, secret string) (*TokenInfo, e
 		if !s.TokenRevokedAt.IsZero() || !now.Before(s.ExpiresAt) {
 			return ErrUnauthorized
 		}
-		info = &TokenInfo{ID: s.TokenID, Tenant: s.Tenant, Name: s.TokenName}
+		info = &TokenInfo{ID: s.TokenID, Tenant: s.Tenant, Name: s.TokenName, Access: accessOf(s.TokenReadOnly)}
 		return nil
 	})
 	if errors.Is(err, ErrUnauthorized) {

@@ -17,17 +17,71 @@ import (
 // ErrUnauthorized: the bearer token is unknown or revoked.
 var ErrUnauthorized = errors.New("unknown or revoked token")
 
+// ErrForbidden: a ReadOnly token was used to write. The HTTP API answers
+// 403 forbidden, and the client package's errors match ErrForbidden; the
+// library itself trusts its caller and checks no token.
+var ErrForbidden = errors.New("the token is read-only")
+
 // TokenPrefix starts every API token, so that a leaked one is easy to spot
 // by secret scanners.
 const TokenPrefix = "opl_"
 
+// TokenAccess is what an API token may do.
+type TokenAccess int
+
+const (
+	// ReadWrite tokens may do everything the HTTP API and the console
+	// offer their tenant: record and claim operations, report outcomes,
+	// post events, approve, resolve.
+	ReadWrite TokenAccess = iota
+	// ReadOnly tokens may only read: GET routes of the HTTP API, the
+	// console's pages without their forms. For dashboards, scrapers of
+	// /v1/stats, and people who watch the exception queue but do not
+	// decide. A write with one is refused (403 forbidden on the API).
+	ReadOnly
+)
+
+// String returns "read-write" or "read-only".
+func (a TokenAccess) String() string {
+	if a == ReadOnly {
+		return "read-only"
+	}
+	return "read-write"
+}
+
+// MarshalText encodes the access as its String, for JSON.
+func (a TokenAccess) MarshalText() ([]byte, error) {
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText reads "read-write" or "read-only".
+func (a *TokenAccess) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "read-write":
+		*a = ReadWrite
+	case "read-only":
+		*a = ReadOnly
+	default:
+		return fmt.Errorf("token access must be read-write or read-only, not %q", b)
+	}
+	return nil
+}
+
 // TokenInfo describes an API token; the secret itself is never stored.
 type TokenInfo struct {
-	ID        string     `json:"id"`
-	Tenant    string     `json:"tenant"`
-	Name      string     `json:"name"`
+	ID     string      `json:"id"`
+	Tenant string      `json:"tenant"`
+	Name   string      `json:"name"`
+	Access TokenAccess `json:"access"`
+	// CreatedAt is zero for a token read through a console session
+	// (Ledger.SessionToken).
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// CanWrite reports whether the token may write (its Access is ReadWrite).
+func (t *TokenInfo) CanWrite() bool {
+	return t.Access == ReadWrite
 }
 
 func hashToken(secret string) string {
@@ -35,9 +89,14 @@ func hashToken(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// CreateToken creates an API token for the Ledger's tenant and returns the
-// secret, which is shown once: only its SHA-256 is stored.
-func (l *Ledger) CreateToken(ctx context.Context, name string) (secret string, info *TokenInfo, err error) {
+// CreateToken creates an API token for the Ledger's tenant, with the
+// access given, and returns the secret, which is shown once: only its
+// SHA-256 is stored. The access of a token never changes: revoke it and
+// create another.
+func (l *Ledger) CreateToken(ctx context.Context, name string, access TokenAccess) (secret string, info *TokenInfo, err error) {
+	if access != ReadWrite && access != ReadOnly {
+		return "", nil, invalidInput("token access must be ReadWrite or ReadOnly, not %d", int(access))
+	}
 	if name == "" {
 		name = "token"
 	}
@@ -56,7 +115,7 @@ func (l *Ledger) CreateToken(ctx context.Context, name string) (secret string, i
 	if _, err := rand.Read(id[:]); err != nil {
 		return "", nil, fmt.Errorf("create token: %w", err)
 	}
-	tok := &store.Token{ID: "tok_" + hex.EncodeToString(id[:]), Tenant: l.tenant, Name: name, Hash: hashToken(secret)}
+	tok := &store.Token{ID: "tok_" + hex.EncodeToString(id[:]), Tenant: l.tenant, Name: name, Hash: hashToken(secret), ReadOnly: access == ReadOnly}
 	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		now, err := l.now(ctx, tx)
 		if err != nil {
@@ -78,7 +137,16 @@ func (t *TokenInfo) Credential() string {
 }
 
 func tokenInfo(t *store.Token) *TokenInfo {
-	return &TokenInfo{ID: t.ID, Tenant: t.Tenant, Name: t.Name, CreatedAt: t.CreatedAt, RevokedAt: timePtr(t.RevokedAt)}
+	return &TokenInfo{ID: t.ID, Tenant: t.Tenant, Name: t.Name, Access: accessOf(t.ReadOnly), CreatedAt: t.CreatedAt,
+		RevokedAt: timePtr(t.RevokedAt)}
+}
+
+// accessOf is the access of a token stored with read_only.
+func accessOf(readOnly bool) TokenAccess {
+	if readOnly {
+		return ReadOnly
+	}
+	return ReadWrite
 }
 
 // Tokens lists the tokens of the Ledger's tenant, or of every tenant when
@@ -196,9 +264,11 @@ func (c *checkedTokens) forget() {
 	c.forgotten++
 }
 
-// Authenticate returns an active token (its tenant, ID and name; the
-// secret is never kept), or ErrUnauthorized. A token found active is
-// trusted for TokenCheckValidity without reading the store again.
+// Authenticate returns an active token (its tenant, ID, name and access;
+// the secret is never kept), or ErrUnauthorized. A token found active is
+// trusted for TokenCheckValidity without reading the store again. The
+// caller enforces the access: the HTTP API refuses a ReadOnly token's
+// writes, and so does the console.
 func (l *Ledger) Authenticate(ctx context.Context, secret string) (*TokenInfo, error) {
 	hash := hashToken(secret)
 	// The local clock (through Options.Clock, for tests): reading the

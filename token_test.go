@@ -34,7 +34,7 @@ func TestRevokedElsewhereStopsWithinCheckValidity(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	server, cli, clock := twoProcesses(t)
-	secret, info, err := cli.CreateToken(ctx, "n8n")
+	secret, info, err := cli.CreateToken(ctx, "n8n", opledger.ReadWrite)
 	require.NoError(t, err)
 
 	tok, err := server.Authenticate(ctx, secret)
@@ -60,7 +60,7 @@ func TestRevokedHereStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	server, _, _ := twoProcesses(t)
-	secret, info, err := server.CreateToken(ctx, "zapier")
+	secret, info, err := server.CreateToken(ctx, "zapier", opledger.ReadWrite)
 	require.NoError(t, err)
 	_, err = server.Authenticate(ctx, secret)
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestClockSetBackChecksAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	server, cli, clock := twoProcesses(t)
-	secret, info, err := cli.CreateToken(ctx, "cron")
+	secret, info, err := cli.CreateToken(ctx, "cron", opledger.ReadWrite)
 	require.NoError(t, err)
 	_, err = server.Authenticate(ctx, secret)
 	require.NoError(t, err)
@@ -93,7 +93,7 @@ func TestRevokedHereWhileInUseStopsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	server, _, _ := twoProcesses(t)
 	for round := range 40 {
-		secret, info, err := server.CreateToken(ctx, "zapier")
+		secret, info, err := server.CreateToken(ctx, "zapier", opledger.ReadWrite)
 		require.NoError(t, err)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup

@@ -157,6 +157,8 @@ func (e *Error) Is(target error) bool {
 		return target == opledger.ErrReasonRequired
 	case "unauthorized":
 		return target == opledger.ErrUnauthorized
+	case "forbidden":
+		return target == opledger.ErrForbidden
 	}
 	return false
 }

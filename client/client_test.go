@@ -39,7 +39,7 @@ func setup(t *testing.T) *testBundle {
 	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	secret, _, err := l.CreateToken(ctx, "test")
+	secret, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
 	require.NoError(t, err)
 	h, err := httpapi.New(l, httpapi.Options{Auth: l, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)

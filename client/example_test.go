@@ -30,7 +30,7 @@ func startExample() (*client.Client, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	token, _, err := l.CreateToken(ctx, "example")
+	token, _, err := l.CreateToken(ctx, "example", opledger.ReadWrite)
 	if err != nil {
 		log.Fatal(err)
 	}

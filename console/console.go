@@ -167,8 +167,8 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /{$}", c.signedIn(c.queue))
 	c.mux.HandleFunc("GET /operations", c.signedIn(c.operations))
 	c.mux.HandleFunc("GET /operations/{key}", c.signedIn(c.operation))
-	c.mux.HandleFunc("POST /operations/{key}/resolve", c.signedIn(c.resolve))
-	c.mux.HandleFunc("POST /operations/{key}/approve", c.signedIn(c.approve))
+	c.mux.HandleFunc("POST /operations/{key}/resolve", c.signedIn(c.deciding(c.resolve)))
+	c.mux.HandleFunc("POST /operations/{key}/approve", c.signedIn(c.deciding(c.approve)))
 	c.mux.HandleFunc("GET /dashboard", c.signedIn(c.dashboard))
 	c.mux.HandleFunc("GET /events", c.signedIn(c.events))
 	c.mux.HandleFunc("GET /events/{source}/{id}", c.signedIn(c.event))
@@ -261,6 +261,9 @@ type session struct {
 	tenant string
 	ledger *opledger.Ledger
 	csrf   string
+	// canWrite is false for a session signed in with a read-only token:
+	// its pages offer no decision, and a decision posted is refused.
+	canWrite bool
 }
 
 // sessionCredential is what the decisions of a console session record
@@ -310,7 +313,7 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 			c.fail(w, r, nil, http.StatusInternalServerError, "The session's tenant or token cannot be used.", err)
 			return
 		}
-		s := &session{secret: ck.Value, tenant: tok.Tenant, ledger: l, csrf: csrfToken(ck.Value)}
+		s := &session{secret: ck.Value, tenant: tok.Tenant, ledger: l, csrf: csrfToken(ck.Value), canWrite: tok.CanWrite()}
 		if r.Method == http.MethodPost {
 			if err := r.ParseForm(); err != nil {
 				c.fail(w, r, s, http.StatusBadRequest, "The form could not be read.", nil)
@@ -320,6 +323,22 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 				c.fail(w, r, s, http.StatusForbidden, "This form has expired or did not come from the console. Reload the page and try again.", nil)
 				return
 			}
+		}
+		next(w, r, s)
+	}
+}
+
+// readOnlyMessage tells a read-only session why it cannot decide.
+const readOnlyMessage = "This session is read-only: it was signed in with a read-only token, so it can look but not decide. " +
+	"Sign out and sign in with a read-write token to decide."
+
+// deciding refuses the decisions of a read-only session (403) before
+// anything of them is read.
+func (c *Console) deciding(next sessionHandler) sessionHandler {
+	return func(w http.ResponseWriter, r *http.Request, s *session) {
+		if !s.canWrite {
+			c.fail(w, r, s, http.StatusForbidden, readOnlyMessage, nil)
+			return
 		}
 		next(w, r, s)
 	}
@@ -350,10 +369,19 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, statu
 		c.log.Error("console", "path_pattern", r.Pattern, "error", err)
 	}
 	data := map[string]any{"Title": http.StatusText(status), "Message": msg}
-	if s != nil {
-		data["Tenant"], data["CSRF"] = s.tenant, s.csrf
+	if s == nil {
+		c.render(w, status, "error", data)
+		return
 	}
-	c.render(w, status, "error", data)
+	c.renderSigned(w, s, status, "error", data)
+}
+
+// renderSigned writes a page of a signed-in session: its navigation
+// names the tenant, marks a read-only session, and carries the CSRF token
+// of the sign-out form.
+func (c *Console) renderSigned(w http.ResponseWriter, s *session, status int, page string, data map[string]any) {
+	data["Tenant"], data["CSRF"], data["ReadOnly"] = s.tenant, s.csrf, !s.canWrite
+	c.render(w, status, page, data)
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -511,7 +539,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	if op != nil && waited >= DueNoticeAfter {
 		due = &dueNotice{Operation: op.Masked(), Waited: humanDuration(waited)}
 	}
-	c.render(w, http.StatusOK, "queue", map[string]any{"Title": "Exception queue", "Tenant": s.tenant, "CSRF": s.csrf,
+	c.renderSigned(w, s, http.StatusOK, "queue", map[string]any{"Title": "Exception queue",
 		"Items": rows, "Summary": sum, "Stuck": stuck, "Due": due})
 }
 
@@ -596,7 +624,7 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) 
 	c.mu.Lock()
 	samples := append([]Sample(nil), c.samples[s.tenant]...)
 	c.mu.Unlock()
-	c.render(w, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard", "Tenant": s.tenant, "CSRF": s.csrf,
+	c.renderSigned(w, s, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard",
 		"Stats": st, "Events": ev, "States": opledger.States, "Chart": chart(samples), "Now": now,
 		"RecoveryMean": recoveryTime(st.RecoveryMeanSeconds, st.Recoveries),
 		"RecoveryP90":  recoveryTime(st.RecoveryP90Seconds, st.Recoveries),
@@ -755,7 +783,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	if page.NextCursor != "" {
 		next = href(status, page.NextCursor)
 	}
-	c.render(w, http.StatusOK, "events", map[string]any{"Title": "Events", "Tenant": s.tenant, "CSRF": s.csrf,
+	c.renderSigned(w, s, http.StatusOK, "events", map[string]any{"Title": "Events",
 		"Items": page.Items, "Next": next, "Source": source, "Status": status, "Filters": filters, "Stats": st})
 }
 
@@ -775,15 +803,15 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 			dupes++
 		}
 	}
-	c.render(w, http.StatusOK, "event", map[string]any{"Title": visibleText(d.Event.Source + "/" + d.Event.EventID), "Tenant": s.tenant,
-		"CSRF": s.csrf, "D": d, "Deliveries": shorten(d.Deliveries, shownItems), "Duplicates": dupes,
+	c.renderSigned(w, s, http.StatusOK, "event", map[string]any{"Title": visibleText(d.Event.Source + "/" + d.Event.EventID),
+		"D": d, "Deliveries": shorten(d.Deliveries, shownItems), "Duplicates": dupes,
 		"Operations": shorten(d.Operations, shownItems)})
 }
 
 func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
 	wf, err := s.ledger.GetWorkflow(r.Context(), r.PathValue("key"))
 	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
-		c.render(w, http.StatusNotFound, "workflows", map[string]any{"Title": "Workflows", "Tenant": s.tenant, "CSRF": s.csrf,
+		c.renderSigned(w, s, http.StatusNotFound, "workflows", map[string]any{"Title": "Workflows",
 			"Missing": r.PathValue("key"), "Open": true, "PageSize": c.workflowsPageSize})
 		return
 	}
@@ -796,5 +824,5 @@ func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
 			st.Operation = st.Operation.Masked() // as the API shows it
 		}
 	}
-	c.render(w, http.StatusOK, "workflow", map[string]any{"Title": wf.Key, "Tenant": s.tenant, "CSRF": s.csrf, "W": wf})
+	c.renderSigned(w, s, http.StatusOK, "workflow", map[string]any{"Title": wf.Key, "W": wf})
 }

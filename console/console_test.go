@@ -42,7 +42,7 @@ func start(t *testing.T) *bundle {
 	ctx := context.Background()
 	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Tenant: "acme", Worker: "worker-7"})
 	require.NoError(t, err)
-	token, _, err := l.CreateToken(ctx, "console")
+	token, _, err := l.CreateToken(ctx, "console", opledger.ReadWrite)
 	require.NoError(t, err)
 	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return &bundle{url: srv.URL(), token: token, ledger: l}
@@ -95,7 +95,7 @@ func shiftedConsole(t *testing.T, opts opledger.Options) (*opledger.Ledger, stri
 	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
-	token, _, err := l.CreateToken(context.Background(), "console")
+	token, _, err := l.CreateToken(context.Background(), "console", opledger.ReadWrite)
 	require.NoError(t, err)
 	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)

@@ -219,9 +219,16 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 			approval.Name, approval.Error, topError = f.values.Operator, f.msg, ""
 		}
 	}
-	c.render(w, status, "operation", map[string]any{"Title": op.Key, "Tenant": s.tenant, "CSRF": s.csrf, "Op": op, "Why": why(op, timeline),
-		"Guidance": guidance(op),
-		"Payload":  masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
+	// A read-only session sees that a decision is wanted, and why it is
+	// offered none.
+	undecidable := !s.canWrite && (len(forms) > 0 || approval != nil)
+	if !s.canWrite {
+		forms, approval = nil, nil
+	}
+	c.renderSigned(w, s, status, "operation", map[string]any{"Title": op.Key, "Op": op, "Why": why(op, timeline),
+		"Undecidable": undecidable,
+		"Guidance":    guidance(op),
+		"Payload":     masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
 		"Approval": approval,
 		"Seen":     op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
 		"MaxOperator": maxOperatorBytes, "FormError": topError, "ReplaceURL": replaceURL, "Notice": notice,
@@ -275,7 +282,7 @@ func (c *Console) stepNotRecorded(w http.ResponseWriter, r *http.Request, s *ses
 	default:
 		return false
 	}
-	c.render(w, http.StatusNotFound, "operation", map[string]any{"Title": key, "Tenant": s.tenant, "CSRF": s.csrf, "Step": step})
+	c.renderSigned(w, s, http.StatusNotFound, "operation", map[string]any{"Title": key, "Step": step})
 	return true
 }
 

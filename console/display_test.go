@@ -202,7 +202,7 @@ func TestSampleSkipsFailingTenant(t *testing.T) {
 	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme", Worker: "worker-7"})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
-	token, _, err := l.CreateToken(ctx, "console")
+	token, _, err := l.CreateToken(ctx, "console", opledger.ReadWrite)
 	require.NoError(t, err)
 	// A token of a tenant this release refuses ("bad tenant" is no key),
 	// written straight into the store as an older release or a hand

@@ -106,7 +106,7 @@ func (c *Console) labPage(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		views = append(views, v)
 	}
-	c.render(w, http.StatusOK, "lab", map[string]any{"Title": "Lab", "Tenant": s.tenant, "CSRF": s.csrf, "Scenarios": views,
+	c.renderSigned(w, s, http.StatusOK, "lab", map[string]any{"Title": "Lab", "Scenarios": views,
 		"Key": lab.OperationKey, "Order": lab.OrderRef})
 }
 
@@ -141,7 +141,7 @@ func (c *Console) scenarioOf(w http.ResponseWriter, r *http.Request, s *session)
 func (c *Console) labConfirmReset(w http.ResponseWriter, s *session, name string, p *lab.Playground) {
 	sc, _ := lab.FindScenario(name)
 	steps, earlier := p.Recent()
-	c.render(w, http.StatusOK, "labreset", map[string]any{"Title": "Reset “" + sc.Title + "”?", "Tenant": s.tenant, "CSRF": s.csrf,
+	c.renderSigned(w, s, http.StatusOK, "labreset", map[string]any{"Title": "Reset “" + sc.Title + "”?",
 		"Scenario": sc, "Counters": p.Counters(), "Played": len(steps) + earlier})
 }
 

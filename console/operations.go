@@ -97,11 +97,11 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	f, msg := parseOperationsFilter(r.URL.Query())
-	data := map[string]any{"Title": "Operations", "Tenant": s.tenant, "CSRF": s.csrf, "Filter": f, "States": opledger.States,
+	data := map[string]any{"Title": "Operations", "Filter": f, "States": opledger.States,
 		"PageSize": c.pageSize}
 	if msg != "" {
 		data["Error"] = msg
-		c.render(w, http.StatusBadRequest, "operations", data)
+		c.renderSigned(w, s, http.StatusBadRequest, "operations", data)
 		return
 	}
 	now, err := s.ledger.Now(r.Context())
@@ -118,7 +118,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 			data["Error"] = consoleWords(strings.TrimPrefix(err.Error(), "invalid input: "))
 		}
 		data["First"] = "/operations?" + f.query("")
-		c.render(w, http.StatusBadRequest, "operations", data)
+		c.renderSigned(w, s, http.StatusBadRequest, "operations", data)
 		return
 	}
 	if err != nil {
@@ -152,5 +152,5 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 		}
 		data["Total"] = total
 	}
-	c.render(w, http.StatusOK, "operations", data)
+	c.renderSigned(w, s, http.StatusOK, "operations", data)
 }

@@ -288,7 +288,7 @@ func TestSameSiteSignIn(t *testing.T) {
 	ctx := context.Background()
 	evil, err := b.ledger.WithTenant("evil")
 	require.NoError(t, err)
-	evilToken, _, err := evil.CreateToken(ctx, "evil")
+	evilToken, _, err := evil.CreateToken(ctx, "evil", opledger.ReadWrite)
 	require.NoError(t, err)
 	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")

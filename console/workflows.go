@@ -41,7 +41,7 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	prefix, cursor := strings.TrimSpace(q.Get("prefix")), q.Get("cursor")
-	data := map[string]any{"Title": "Workflows", "Tenant": s.tenant, "CSRF": s.csrf, "Prefix": prefix, "Open": true,
+	data := map[string]any{"Title": "Workflows", "Prefix": prefix, "Open": true,
 		"PageSize": c.workflowsPageSize}
 	// The filter links and the next page keep the prefix (and the next
 	// page the open filter); open is the default, so only open=false is
@@ -56,7 +56,7 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request, s *session) 
 	data["OpenHref"], data["AllHref"] = href(true, ""), href(false, "")
 	bad := func(msg string) {
 		data["Error"] = msg
-		c.render(w, http.StatusBadRequest, "workflows", data)
+		c.renderSigned(w, s, http.StatusBadRequest, "workflows", data)
 	}
 	if len(q["prefix"]) > 1 || len(q["open"]) > 1 || len(q["cursor"]) > 1 {
 		bad("Give one prefix, one open and one cursor at most.")
@@ -118,5 +118,5 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request, s *session) 
 	if cursor != "" {
 		data["First"] = href(open, "")
 	}
-	c.render(w, http.StatusOK, "workflows", data)
+	c.renderSigned(w, s, http.StatusOK, "workflows", data)
 }

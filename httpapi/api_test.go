@@ -70,8 +70,10 @@ type apiBundle struct {
 	other      *client.Client
 	token      string
 	otherToken string
-	clock      *offsetClock
-	obs        *observer
+	// readToken is a read-only token of acme's.
+	readToken string
+	clock     *offsetClock
+	obs       *observer
 }
 
 // startAPI runs a real server on a loopback port over a fresh store.
@@ -90,11 +92,13 @@ func startAPIWith(t *testing.T, dsn string, obs *observer, api httpapi.Options) 
 	require.NoError(t, err)
 	acmeLedger, err := l.WithTenant("acme")
 	require.NoError(t, err)
-	acmeToken, _, err := acmeLedger.CreateToken(ctx, "test")
+	acmeToken, _, err := acmeLedger.CreateToken(ctx, "test", opledger.ReadWrite)
+	require.NoError(t, err)
+	readToken, _, err := acmeLedger.CreateToken(ctx, "dashboard", opledger.ReadOnly)
 	require.NoError(t, err)
 	otherLedger, err := l.WithTenant("other")
 	require.NoError(t, err)
-	otherToken, _, err := otherLedger.CreateToken(ctx, "test")
+	otherToken, _, err := otherLedger.CreateToken(ctx, "test", opledger.ReadWrite)
 	require.NoError(t, err)
 
 	var log *slog.Logger
@@ -104,7 +108,7 @@ func startAPIWith(t *testing.T, dsn string, obs *observer, api httpapi.Options) 
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	srv := testrig.Serve(t, l, server.Config{Logger: log, SweepInterval: time.Hour, API: api})
-	return &apiBundle{url: srv.URL(), ledger: acmeLedger, token: acmeToken, otherToken: otherToken, clock: clock, obs: obs,
+	return &apiBundle{url: srv.URL(), ledger: acmeLedger, token: acmeToken, otherToken: otherToken, readToken: readToken, clock: clock, obs: obs,
 		acme: client.New(srv.URL(), acmeToken, nil), other: client.New(srv.URL(), otherToken, nil)}
 }
 
@@ -196,6 +200,34 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 			require.Equal(t, "unauthorized", problemKind(t, data))
 		}
 	}
+
+	// A read-only token is refused every write, before its body is read,
+	// and records nothing; it reads like any other token of its tenant.
+	for _, pattern := range httpapi.Routes() {
+		method, path, _ := strings.Cut(pattern, " ")
+		if path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/v1/openapi.json" || strings.HasPrefix(path, "/v1/webhooks/") {
+			continue
+		}
+		path = strings.NewReplacer("{key}", "ro1", "{id}", "01J000000000000000000000AA", "{source}", "forms",
+			"{event_id}", "e1", "{step}", "s1").Replace(path)
+		body := []byte(`{"action":"a","destination":"d","worker":"w","source":"forms","event_id":"e1","type":"t"}`)
+		status, data := b.raw(t, method, path, b.readToken, body)
+		if method == http.MethodGet {
+			require.Contains(t, []int{http.StatusOK, http.StatusNotFound}, status, "%s %s with a read-only token: %s", method, path, data)
+			continue
+		}
+		require.Equal(t, http.StatusForbidden, status, "%s %s with a read-only token: %s", method, path, data)
+		require.Equal(t, "forbidden", problemKind(t, data))
+		require.Contains(t, string(data), "is read-only: it may use the GET routes only")
+	}
+	readOnly := client.New(b.url, b.readToken, nil)
+	_, _, err := readOnly.Record(ctx, "ro1", intent(1))
+	require.ErrorIs(t, err, opledger.ErrForbidden, "the client's error says why")
+	_, err = b.acme.Get(ctx, "ro1")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "a read-only token's PUT and claim recorded nothing")
+	events, err := b.acme.ListEvents(ctx, opledger.EventListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, events.Items, "a read-only token's event recorded nothing")
 
 	// The scheme's name in any case; the token itself exactly.
 	status, _ := b.rawWith(t, "GET", "/v1/stats", "", nil, http.Header{"Authorization": {"bearer " + tok}})

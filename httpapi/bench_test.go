@@ -33,7 +33,7 @@ func BenchmarkAPILifecycle(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			token, _, err := l.CreateToken(ctx, "bench")
+			token, _, err := l.CreateToken(ctx, "bench", opledger.ReadWrite)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -233,7 +233,8 @@ func (s *server) logged(next http.Handler) http.Handler {
 }
 
 // authenticated checks the bearer token and scopes the ledger to its
-// tenant. It also bounds the request body.
+// tenant; a read-only token may only GET. It also bounds the request
+// body.
 func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme's name is case-insensitive (RFC 9110, section 11.1).
@@ -253,7 +254,15 @@ func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		if r.URL.RawQuery != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		write := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if write && !tok.CanWrite() {
+			// Every route that writes takes PUT or POST: a read-only
+			// token is refused before its body is read.
+			writeProblem(w, r, http.StatusForbidden, "forbidden",
+				"the token "+tok.ID+" is read-only: it may use the GET routes only", nil)
+			return
+		}
+		if r.URL.RawQuery != "" && write {
 			// A write takes its fields in its body: a query parameter
 			// (?lease_seconds=5) would be ignored unseen, and after a
 			// PUT's key (/v1/operations/a?b) it would cut the key.

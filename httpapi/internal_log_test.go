@@ -28,7 +28,7 @@ func TestInternalErrorLogsNoKey(t *testing.T) {
 	dsn := testdb.PostgresDSN(t)
 	l, err := opledger.Open(ctx, dsn, opledger.Options{})
 	require.NoError(t, err)
-	token, _, err := l.CreateToken(ctx, "test")
+	token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
 	require.NoError(t, err)
 	var logs testrig.LogBuffer
 	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})

@@ -30,7 +30,7 @@ func TestProblemTitles(t *testing.T) {
 	for _, kind := range []string{
 		"fingerprint_mismatch", "in_progress", "not_due", "invalid_state", "stale_fencing_token",
 		"stale_finding", "stale_decision", "not_found", "invalid_key", "invalid_input", "invalid_json",
-		"reason_required", "unauthorized", "invalid_signature", "payload_too_large", "method_not_allowed",
+		"reason_required", "unauthorized", "forbidden", "invalid_signature", "payload_too_large", "method_not_allowed",
 		"internal", "unavailable", "store_busy", "store_full", "schema_newer", "mapping_failed", "destination_not_served",
 		// The Idempotency-Key proxy's.
 		"idempotency_key_required", "invalid_idempotency_key", "upstream_response_lost",
@@ -147,7 +147,7 @@ func TestBodyCutShort(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
 			require.NoError(t, err)
-			token, _, err := l.CreateToken(ctx, "test")
+			token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
 			require.NoError(t, err)
 			srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: time.Hour,
 				ReadTimeout: tc.readTimeout})

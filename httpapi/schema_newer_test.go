@@ -31,7 +31,7 @@ func TestNewerSchemaStopsTheServer(t *testing.T) {
 	l, err := opledger.Open(ctx, dsn, opledger.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	token, _, err := l.CreateToken(ctx, "test")
+	token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
 	require.NoError(t, err)
 	h, err := httpapi.New(l, httpapi.Options{Auth: l, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestStoreBusyProblem(t *testing.T) {
 			l, err := opledger.Open(ctx, dsn, opledger.Options{SQLiteBusyTimeout: 100 * time.Millisecond})
 			require.NoError(t, err)
 			t.Cleanup(func() { l.Close() })
-			token, _, err := l.CreateToken(ctx, "test")
+			token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
 			require.NoError(t, err)
 			var log bytes.Buffer
 			h, err := httpapi.New(l, httpapi.Options{Auth: l, Logger: slog.New(slog.NewTextHandler(&log, nil))})

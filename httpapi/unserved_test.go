@@ -28,7 +28,7 @@ func TestUnservedDestinationWarned(t *testing.T) {
 	for _, known := range [][]string{{"crm"}, nil} {
 		l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
 		require.NoError(t, err)
-		token, _, err := l.CreateToken(ctx, "t")
+		token, _, err := l.CreateToken(ctx, "t", opledger.ReadWrite)
 		require.NoError(t, err)
 		var logs testrig.LogBuffer
 		srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), SweepInterval: time.Hour,

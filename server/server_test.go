@@ -78,7 +78,7 @@ func TestServeExecutesDestinations(t *testing.T) {
 			require.NoError(t, err)
 			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{DestinationRetryPolicies: set.RetryPolicies()})
 			require.NoError(t, err)
-			token, _, err := l.CreateToken(ctx, "test")
+			token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
 			require.NoError(t, err)
 			srv := testrig.Serve(t, l, server.Config{Destinations: set, SweepInterval: 50 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -149,7 +149,7 @@ func TestShutdownStopsExecutorFirst(t *testing.T) {
 
 	// A request in flight: its handler is reading a body that is still
 	// arriving (the server asked for it with 100 Continue).
-	token, _, err := l.CreateToken(ctx, "test")
+	token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
 	require.NoError(t, err)
 	const body = `{"action":"crm.create","destination":"crm","payload":{"units":1}}`
 	conn, err := net.Dial("tcp", srv.Addr())

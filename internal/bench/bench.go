@@ -550,7 +550,7 @@ func protectedOp(ctx context.Context, l *opledger.Ledger, mode Mode, keys Keys, 
 			return ProtectedOperation(ctx, l, keyOf(w, seq))
 		}, func() {}, nil
 	case ModeHTTP:
-		token, _, err := l.CreateToken(ctx, "bench")
+		token, _, err := l.CreateToken(ctx, "bench", opledger.ReadWrite)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -94,7 +94,7 @@ func ServeRSS(ctx context.Context, cfg ServeRSSConfig) (*ServeRSSResult, error) 
 		return nil, err
 	}
 	store := l.StoreName()
-	token, _, err := l.CreateToken(ctx, "bench")
+	token, _, err := l.CreateToken(ctx, "bench", opledger.ReadWrite)
 	l.Close()
 	if err != nil {
 		return nil, err

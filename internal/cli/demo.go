@@ -298,7 +298,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string, temporary boo
 	if err := tw.Flush(); err != nil || addr == "" {
 		return err
 	}
-	token, _, err := ledger.CreateToken(ctx, "demo")
+	token, _, err := ledger.CreateToken(ctx, "demo", opledger.ReadWrite)
 	if err != nil {
 		return err
 	}

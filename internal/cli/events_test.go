@@ -42,7 +42,7 @@ rules:
 	ev.DeliveryID = "d2"
 	_, err = l.ReceiveEvent(ctx, rules, ev)
 	require.NoError(t, err)
-	token, _, err := l.CreateToken(ctx, "cli-test")
+	token, _, err := l.CreateToken(ctx, "cli-test", opledger.ReadWrite)
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 

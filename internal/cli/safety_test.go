@@ -334,7 +334,7 @@ func TestControlCharactersEscaped(t *testing.T) {
 	require.Error(t, err)
 	_, _, err = l.Resolve(ctx, "k2", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "checked\nFORGED-REASON", Operator: "me"})
 	require.NoError(t, err)
-	_, _, err = l.CreateToken(ctx, "n8n\nFORGED-TOKEN\tx")
+	_, _, err = l.CreateToken(ctx, "n8n\nFORGED-TOKEN\tx", opledger.ReadWrite)
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 

@@ -173,12 +173,16 @@ func newTokensCmd() *cobra.Command {
 		Use:   "tokens",
 		Short: "Create, list and revoke API tokens",
 		Long: `Each API token belongs to one tenant and sees only that tenant's operations.
-Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
+Only a SHA-256 of the token is stored: the token is printed once, at creation.
+A read-only token (--read-only) may only read: the API's GET routes, and the
+console's pages without their decisions; for dashboards and people who watch.`,
 		Example: `  opledger tokens create --tenant acme --name n8n
+  opledger tokens create --tenant acme --name wall-screen --read-only
   opledger tokens list
   opledger tokens revoke tok_3f9a1c2b7d4e`,
 	}
 	var dsn, tenant, name string
+	var readOnly bool
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a token and print it, alone, on stdout",
@@ -194,7 +198,11 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 				return refusedDB(err)
 			}
 			defer l.Close()
-			secret, tok, err := l.CreateToken(cmd.Context(), name)
+			access := opledger.ReadWrite
+			if readOnly {
+				access = opledger.ReadOnly
+			}
+			secret, tok, err := l.CreateToken(cmd.Context(), name, access)
 			if err != nil {
 				return refusedInput(err) // a --name too long
 			}
@@ -212,6 +220,7 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 	addDBFlag(create, &dsn)
 	create.Flags().StringVar(&tenant, "tenant", "", "tenant the token belongs to (required)")
 	create.Flags().StringVar(&name, "name", "token", "a label for people, e.g. the automation using it")
+	create.Flags().BoolVar(&readOnly, "read-only", false, "a token that may only read: GET routes, console pages without decisions")
 
 	var listJSON bool
 	list := &cobra.Command{
@@ -238,13 +247,14 @@ Only a SHA-256 of the token is stored: the token is printed once, at creation.`,
 				return writeJSONLines(out, toks)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTENANT\tNAME\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "ID\tTENANT\tNAME\tACCESS\tCREATED\tREVOKED")
 			for _, t := range toks {
 				revoked := "-"
 				if t.RevokedAt != nil {
 					revoked = t.RevokedAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Tenant), cell(t.Name), t.CreatedAt.Format(time.RFC3339), revoked)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Tenant), cell(t.Name), t.Access,
+					t.CreatedAt.Format(time.RFC3339), revoked)
 			}
 			return tw.Flush()
 		},

@@ -437,6 +437,52 @@ func TestTokenCreateUnwritten(t *testing.T) {
 	require.NotNil(t, tok.RevokedAt, "revoked")
 }
 
+// TestTokensReadOnly: tokens create --read-only makes a token that a
+// served API lets read and refuses to write (403, nothing recorded);
+// tokens list shows each token's access, in its table and its JSON.
+func TestTokensReadOnly(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLiteDSN(t)
+	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "n8n")
+	require.Equal(t, 0, code, errOut)
+	writer := strings.TrimSpace(out)
+	out, errOut, code = run(t, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "wall-screen", "--read-only")
+	require.Equal(t, 0, code, errOut)
+	reader := strings.TrimSpace(out)
+	require.True(t, strings.HasPrefix(reader, opledger.TokenPrefix), "only the token on stdout: %q", out)
+
+	out, errOut, code = run(t, "tokens", "list", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^ID +TENANT +NAME +ACCESS +CREATED +REVOKED$`, out)
+	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +n8n +read-write +`, out)
+	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +wall-screen +read-only +`, out)
+	out, errOut, code = run(t, "tokens", "list", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	access := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var tok struct {
+			Name   string `json:"name"`
+			Access string `json:"access"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &tok), line)
+		access[tok.Name] = tok.Access
+	}
+	require.Equal(t, map[string]string{"n8n": "read-write", "wall-screen": "read-only"}, access)
+
+	base := serveURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn))
+	ctx := context.Background()
+	in := client.Intent{Action: "email.send", Destination: "email", Payload: []byte(`{"template":"welcome"}`)}
+	_, _, err := client.New(base, reader, nil).Record(ctx, "mail:welcome:u1", in)
+	require.ErrorIs(t, err, opledger.ErrForbidden)
+	_, err = client.New(base, reader, nil).Get(ctx, "mail:welcome:u1")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "read, and nothing recorded")
+	_, _, err = client.New(base, writer, nil).Record(ctx, "mail:welcome:u1", in)
+	require.NoError(t, err)
+	op, err := client.New(base, reader, nil).Get(ctx, "mail:welcome:u1")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+}
+
 // TestServeLogsMigrations: serve (and proxy) log the creation of a new
 // ledger's schema in one line (and each migration of an upgrade, so that
 // an upgrade of a large ledger, during which the process answers nothing,

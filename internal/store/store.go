@@ -185,10 +185,12 @@ type DueParams struct {
 
 // Token is an API bearer token; only the SHA-256 of its secret is stored.
 type Token struct {
-	ID        string
-	Tenant    string
-	Name      string
-	Hash      string
+	ID     string
+	Tenant string
+	Name   string
+	Hash   string
+	// ReadOnly tokens may read but not write (migration 021).
+	ReadOnly  bool
 	CreatedAt time.Time
 	RevokedAt time.Time
 }
@@ -205,6 +207,9 @@ type Session struct {
 	TokenRevokedAt time.Time
 	// TokenName is the name of the session's token; read, never written.
 	TokenName string
+	// TokenReadOnly is whether the session's token is read-only; read,
+	// never written.
+	TokenReadOnly bool
 }
 
 // Recovery is one operator decision on an uncertain or held operation.

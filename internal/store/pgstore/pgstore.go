@@ -1382,7 +1382,7 @@ func (r *reader) ListTokens(ctx context.Context, tenant string) ([]*store.Token,
 }
 
 func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*store.Token, error) {
-	rows, err := r.q.Query(ctx, `SELECT id, tenant, name, hash, created_at, revoked_at FROM tokens `+where, args...)
+	rows, err := r.q.Query(ctx, `SELECT id, tenant, name, hash, read_only, created_at, revoked_at FROM tokens `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tokens: %w", mapErr(err))
 	}
@@ -1391,7 +1391,7 @@ func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*stor
 	for rows.Next() {
 		var t store.Token
 		var created, revoked pgtype.Timestamptz
-		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &created, &revoked); err != nil {
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.ReadOnly, &created, &revoked); err != nil {
 			return nil, fmt.Errorf("read tokens: %w", err)
 		}
 		t.CreatedAt, t.RevokedAt = fromTS(created), fromTS(revoked)
@@ -1405,8 +1405,8 @@ func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*stor
 
 // InsertToken stores a new token.
 func (t *pgTx) InsertToken(ctx context.Context, tok *store.Token) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO tokens (id, tenant, name, hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
-		tok.ID, tok.Tenant, tok.Name, tok.Hash, ts(tok.CreatedAt))
+	_, err := t.q.Exec(ctx, `INSERT INTO tokens (id, tenant, name, hash, read_only, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		tok.ID, tok.Tenant, tok.Name, tok.Hash, tok.ReadOnly, ts(tok.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("insert token: %w", mapErr(err))
 	}
@@ -1430,9 +1430,9 @@ func (t *pgTx) RevokeToken(ctx context.Context, id string, at time.Time) error {
 func (r *reader) SessionByHash(ctx context.Context, hash string) (*store.Session, error) {
 	var s store.Session
 	var created, expires, revoked pgtype.Timestamptz
-	err := r.q.QueryRow(ctx, `SELECT s.hash, s.token_id, t.name, s.tenant, s.created_at, s.expires_at, t.revoked_at
+	err := r.q.QueryRow(ctx, `SELECT s.hash, s.token_id, t.name, t.read_only, s.tenant, s.created_at, s.expires_at, t.revoked_at
 		FROM sessions s JOIN tokens t ON t.id = s.token_id WHERE s.hash = $1`, hash).
-		Scan(&s.Hash, &s.TokenID, &s.TokenName, &s.Tenant, &created, &expires, &revoked)
+		Scan(&s.Hash, &s.TokenID, &s.TokenName, &s.TokenReadOnly, &s.Tenant, &created, &expires, &revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

@@ -204,11 +204,11 @@ func testTokens(t *testing.T, h Harness) {
 	b := setup(t, h)
 	acme, err := b.ledger.WithTenant("acme")
 	require.NoError(t, err)
-	secret, info, err := acme.CreateToken(b.ctx, "n8n")
+	secret, info, err := acme.CreateToken(b.ctx, "n8n", opledger.ReadWrite)
 	require.NoError(t, err)
 	require.Regexp(t, `^opl_[A-Za-z0-9_-]{43}$`, secret)
 	require.Equal(t, "acme", info.Tenant)
-	other, _, err := b.ledger.CreateToken(b.ctx, "")
+	other, _, err := b.ledger.CreateToken(b.ctx, "", opledger.ReadWrite)
 	require.NoError(t, err)
 	require.NotEqual(t, secret, other)
 
@@ -232,6 +232,28 @@ func testTokens(t *testing.T, h Harness) {
 	list, err = acme.Tokens(b.ctx, false)
 	require.NoError(t, err)
 	require.NotNil(t, list[0].RevokedAt)
+
+	// A read-only token keeps its access through every read of it: its
+	// authentication, the list, and a console session signed in with it.
+	require.Equal(t, opledger.ReadWrite, tok.Access)
+	readSecret, readInfo, err := acme.CreateToken(b.ctx, "wall-screen", opledger.ReadOnly)
+	require.NoError(t, err)
+	require.Equal(t, opledger.ReadOnly, readInfo.Access)
+	tok, err = b.ledger.Authenticate(b.ctx, readSecret)
+	require.NoError(t, err)
+	require.Equal(t, opledger.ReadOnly, tok.Access)
+	require.False(t, tok.CanWrite())
+	list, err = acme.Tokens(b.ctx, false)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, [2]opledger.TokenAccess{opledger.ReadWrite, opledger.ReadOnly}, [2]opledger.TokenAccess{list[0].Access, list[1].Access})
+	session, _, err := b.ledger.OpenSession(b.ctx, readSecret, time.Hour)
+	require.NoError(t, err)
+	tok, err = b.ledger.SessionToken(b.ctx, session)
+	require.NoError(t, err)
+	require.Equal(t, [2]string{readInfo.ID, opledger.ReadOnly.String()}, [2]string{tok.ID, tok.Access.String()})
+	_, _, err = acme.CreateToken(b.ctx, "x", opledger.TokenAccess(7))
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
 }
 
 func testStats(t *testing.T, h Harness) {

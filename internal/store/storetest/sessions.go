@@ -20,7 +20,7 @@ func testSessions(t *testing.T, h Harness) {
 		b := setup(t, h)
 		acme, err := b.ledger.WithTenant("acme")
 		require.NoError(t, err)
-		token, info, err := acme.CreateToken(b.ctx, "console")
+		token, info, err := acme.CreateToken(b.ctx, "console", opledger.ReadWrite)
 		require.NoError(t, err)
 		now, err := b.ledger.Now(b.ctx)
 		require.NoError(t, err)
@@ -77,7 +77,7 @@ func testSessions(t *testing.T, h Harness) {
 		b := setup(t, h)
 		_, _, err := b.ledger.OpenSession(b.ctx, "opl_unknown", time.Hour)
 		require.ErrorIs(t, err, opledger.ErrUnauthorized)
-		token, info, err := b.ledger.CreateToken(b.ctx, "console")
+		token, info, err := b.ledger.CreateToken(b.ctx, "console", opledger.ReadWrite)
 		require.NoError(t, err)
 		_, _, err = b.ledger.OpenSession(b.ctx, token, 0)
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
@@ -95,7 +95,7 @@ func testSessions(t *testing.T, h Harness) {
 	t.Run("Concurrent", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
-		token, _, err := b.ledger.CreateToken(b.ctx, "console")
+		token, _, err := b.ledger.CreateToken(b.ctx, "console", opledger.ReadWrite)
 		require.NoError(t, err)
 		const n = 16
 		secrets := make([]string, n)
