@@ -240,8 +240,9 @@ func decodeCursor(c, scope string) (time.Time, string, error) {
 	return time.Time{}, "", errForeignCursor()
 }
 
-// errForeignCursor refuses a cursor that does not continue the list it
-// was given to.
+// errForeignCursor refuses a cursor that does not continue the list of
+// operations it was given to. (The workflows and events lists, which
+// have no order to choose, word theirs with their own filters.)
 func errForeignCursor() error {
 	return invalidInput("cursor does not continue this list: it was issued for another order or other filters, or not by opledger (give the same order and filters, or start without a cursor)")
 }

@@ -116,5 +116,5 @@ func decodeKeyCursor(c, scope string) (string, error) {
 			return key, nil
 		}
 	}
-	return "", errForeignCursor()
+	return "", invalidInput("cursor does not continue this list: it was issued for another prefix or open filter, or not by opledger (give the same prefix and open filter, or start without a cursor)")
 }

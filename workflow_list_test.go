@@ -107,10 +107,15 @@ func TestListWorkflows(t *testing.T) {
 			page, err = acme.ListWorkflows(ctx, opledger.WorkflowListOptions{Prefix: "onb:", Limit: 1})
 			require.NoError(t, err)
 			require.NotEmpty(t, page.NextCursor)
+			// The refusal names the list's own filters: it has no order.
+			const foreign = "cursor does not continue this list: it was issued for another prefix or open filter, or not by opledger (give the same prefix and open filter, or start without a cursor)"
 			_, err = acme.ListWorkflows(ctx, opledger.WorkflowListOptions{Prefix: "onb:", Open: true, Cursor: page.NextCursor})
 			require.ErrorIs(t, err, opledger.ErrInvalidInput, "a cursor continues only the list it came from")
+			require.ErrorContains(t, err, foreign)
+			require.NotContains(t, err.Error(), "order")
 			_, err = acme.ListWorkflows(ctx, opledger.WorkflowListOptions{Cursor: "not-a-cursor"})
 			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			require.ErrorContains(t, err, foreign)
 			_, err = acme.ListWorkflows(ctx, opledger.WorkflowListOptions{Limit: opledger.MaxWorkflowListLimit + 1})
 			require.ErrorIs(t, err, opledger.ErrInvalidInput)
 			_, err = acme.ListWorkflows(ctx, opledger.WorkflowListOptions{Prefix: "x@y"})

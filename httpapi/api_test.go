@@ -229,6 +229,23 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.NoError(t, err)
 	require.Empty(t, events.Items, "a read-only token's event recorded nothing")
 
+	// A body sent with a content coding, on every route that takes one
+	// (the webhook route too, before its signature is checked): 415,
+	// naming the one coding taken.
+	for _, pattern := range bodyRoutes(t) {
+		method, path, _ := strings.Cut(pattern, " ")
+		token := tok
+		if strings.HasPrefix(path, "/v1/webhooks/") {
+			token = "" // signed, not authenticated
+		}
+		path = strings.NewReplacer("{key}", "k1", "{id}", "01J000000000000000000000AA", "{source}", "stripe",
+			"{step}", "s1").Replace(path)
+		status, header, data := b.rawHeaders(t, method, path, token, []byte(`{}`), http.Header{"Content-Encoding": {"gzip"}})
+		require.Equal(t, http.StatusUnsupportedMediaType, status, "%s %s: %s", method, path, data)
+		require.Equal(t, "unsupported_media", problemKind(t, data), pattern)
+		require.Equal(t, "identity", header.Get("Accept-Encoding"), pattern)
+	}
+
 	// The scheme's name in any case; the token itself exactly.
 	status, _ := b.rawWith(t, "GET", "/v1/stats", "", nil, http.Header{"Authorization": {"bearer " + tok}})
 	require.Equal(t, http.StatusOK, status)
@@ -570,6 +587,28 @@ func requireDocumentedStatuses(t *testing.T, obs *observer) {
 		}
 		require.True(t, obs.seen[want], "documented but never produced: %s", want)
 	}
+}
+
+// bodyRoutes lists "METHOD /pattern" for every route of the OpenAPI
+// document that takes a request body.
+func bodyRoutes(t *testing.T) []string {
+	t.Helper()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			RequestBody json.RawMessage `json:"requestBody"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(httpapi.OpenAPI, &doc))
+	var out []string
+	for path, methods := range doc.Paths {
+		for method, op := range methods {
+			if op.RequestBody != nil {
+				out = append(out, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
 }
 
 // documentedStatuses lists "METHOD /pattern STATUS" for every response in

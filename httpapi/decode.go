@@ -30,10 +30,13 @@ type decodeError struct {
 func (e *decodeError) Error() string { return e.msg }
 
 // decode reads the whole body (bounded by the body limit) and decodes it
-// into v strictly: the body must be one JSON object; unknown fields,
-// trailing data, too deep nesting and malformed JSON are refused with
-// their position.
+// into v strictly: the body must be one JSON object, sent without a
+// content coding (contentCoding); unknown fields, trailing data, too deep
+// nesting and malformed JSON are refused with their position.
 func decode(r *http.Request, maxDepth int, v any) error {
+	if err := contentCoding(r.Header); err != nil {
+		return err
+	}
 	body, err := readBody(r.Body)
 	if err != nil {
 		return err
@@ -80,6 +83,26 @@ func decode(r *http.Request, maxDepth int, v any) error {
 	if end := dec.InputOffset(); len(bytes.TrimSpace(body[end:])) > 0 {
 		return &decodeError{http.StatusBadRequest, "invalid_json",
 			fmt.Sprintf("unexpected data after the JSON object at byte %d", end)}
+	}
+	return nil
+}
+
+// contentCoding refuses a request body sent with a content coding other
+// than identity (Content-Encoding: gzip, br, deflate, …), before it is
+// read: the API takes a body as the JSON text it is and decompresses
+// nothing, so a compressed body would be refused as not a JSON object,
+// and a webhook's signature, made over the uncompressed body, would not
+// match. It is 415 unsupported_media (RFC 9110, section 15.5.16), which
+// writeError answers with Accept-Encoding: identity, the only coding
+// taken.
+func contentCoding(h http.Header) error {
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return &decodeError{http.StatusUnsupportedMediaType, "unsupported_media",
+					fmt.Sprintf("the request body's content coding (Content-Encoding: %.20q) is not supported: send the body uncompressed, without Content-Encoding", c)}
+			}
+		}
 	}
 	return nil
 }

@@ -86,6 +86,12 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, "not_found", "no webhook source with that name is configured", nil)
 		return
 	}
+	// A compressed body is refused before it is read, as on every route
+	// (decode): its signature is over the body as the provider sent it.
+	if err := contentCoding(r.Header); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	// The body is the event's payload: past either limit it is too large.
 	body, err := readBody(http.MaxBytesReader(w, r.Body, min(s.opts.MaxBodyBytes, opledger.MaxEventPayload)))
 	if err != nil {

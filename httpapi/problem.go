@@ -137,6 +137,11 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &de):
 		status, kind = de.status, de.kind
+		if status == http.StatusUnsupportedMediaType {
+			// The content codings a body may be sent with (RFC 9110,
+			// section 12.5.3): none but identity (contentCoding).
+			w.Header().Set("Accept-Encoding", "identity")
+		}
 	case errors.As(err, &me):
 		status, kind = http.StatusUnprocessableEntity, "fingerprint_mismatch"
 		p.State = me.State

@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +23,7 @@ import (
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/server"
+	"github.com/opledger/opledger/webhook"
 )
 
 // TestProblemTitles: every problem kind the API and the proxy answer with
@@ -31,7 +34,7 @@ func TestProblemTitles(t *testing.T) {
 		"fingerprint_mismatch", "in_progress", "not_due", "invalid_state", "stale_fencing_token",
 		"stale_finding", "stale_decision", "not_found", "invalid_key", "invalid_input", "invalid_json",
 		"reason_required", "unauthorized", "forbidden", "invalid_signature", "payload_too_large", "method_not_allowed",
-		"internal", "unavailable", "store_busy", "store_full", "schema_newer", "mapping_failed", "destination_not_served",
+		"unsupported_media", "internal", "unavailable", "store_busy", "store_full", "schema_newer", "mapping_failed", "destination_not_served",
 		// The Idempotency-Key proxy's.
 		"idempotency_key_required", "invalid_idempotency_key", "upstream_response_lost",
 		"upstream_unreachable", "upstream_conflict", "no_upstream", "request_timeout",
@@ -172,5 +175,55 @@ func TestBodyCutShort(t *testing.T) {
 			_, err = l.Get(ctx, "k:"+tc.name)
 			require.ErrorIs(t, err, opledger.ErrNotFound)
 		})
+	}
+}
+
+// TestCompressedBodyRefused: a body sent with a content coding other than
+// identity (gzip here, a real one) is 415 unsupported_media, saying to
+// send it uncompressed, with Accept-Encoding: identity (RFC 9110, section
+// 15.5.16), not 400 "must be a JSON object"; nothing is recorded. A
+// webhook's is refused the same way, before its signature is checked.
+// identity, alone or named, is taken.
+func TestCompressedBodyRefused(t *testing.T) {
+	t.Parallel()
+	b := startAPIWith(t, testdb.SQLiteDSN(t), nil, apiOptions(t))
+	ctx := context.Background()
+	body := []byte(`{"action":"a","destination":"d","payload":{}}`)
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, err := zw.Write(body)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	const detail = "is not supported: send the body uncompressed, without Content-Encoding"
+	for _, coding := range []string{"gzip", "GZIP", "identity, gzip", "br"} {
+		status, header, data := b.rawHeaders(t, http.MethodPut, "/v1/operations/k:1", b.token, zipped.Bytes(),
+			http.Header{"Content-Encoding": {coding}})
+		require.Equal(t, http.StatusUnsupportedMediaType, status, "%s: %s", coding, data)
+		var p httpapi.Problem
+		require.NoError(t, json.Unmarshal(data, &p), string(data))
+		require.Equal(t, httpapi.ProblemTypeBase+"unsupported_media", p.Type)
+		require.Equal(t, "Unsupported media type", p.Title)
+		require.Equal(t, http.StatusUnsupportedMediaType, p.Status)
+		require.Contains(t, p.Detail, "the request body's content coding (Content-Encoding: ")
+		require.Contains(t, p.Detail, detail)
+		require.Equal(t, "application/problem+json", header.Get("Content-Type"))
+		require.Equal(t, "identity", header.Get("Accept-Encoding"))
+	}
+	_, err = b.ledger.Get(ctx, "k:1")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded")
+
+	hook := []byte(`{"id":"evt_gz_1","type":"invoice.paid","created":1764500000,"data":{"object":{"id":"in_1"}}}`)
+	hdr := http.Header{webhook.StripeHeader: {webhook.SignStripe(testWebhookSecret, time.Now(), hook)}, "Content-Encoding": {"gzip"}}
+	status, header, data := b.rawHeaders(t, http.MethodPost, "/v1/webhooks/stripe", "", hook, hdr)
+	require.Equal(t, http.StatusUnsupportedMediaType, status, string(data))
+	require.Equal(t, "unsupported_media", problemKind(t, data))
+	require.Contains(t, string(data), detail)
+	require.Equal(t, "identity", header.Get("Accept-Encoding"))
+	_, err = b.ledger.GetEvent(ctx, "stripe", "evt_gz_1")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing recorded")
+
+	for _, coding := range []string{"identity", "Identity"} {
+		status, data := b.rawWith(t, http.MethodPut, "/v1/operations/k:"+coding, b.token, body, http.Header{"Content-Encoding": {coding}})
+		require.Equal(t, http.StatusCreated, status, "%s: %s", coding, data)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -62,9 +63,9 @@ file (removing its -wal and -shm files).`,
 	return cmd
 }
 
-// checkBackupPaths refuses, in the words of the command's flags, a --db
-// that names no file and a --to whose place cannot take a new file,
-// before anything is read.
+// checkBackupPaths refuses, before anything is read, a --db that names
+// no file or a directory, and, in the words of the command's flags, a
+// --to whose place cannot take a new file.
 func checkBackupPaths(path, to string) error {
 	fi, err := os.Stat(path)
 	switch {
@@ -73,7 +74,9 @@ func checkBackupPaths(path, to string) error {
 	case err != nil:
 		return err
 	case fi.IsDir():
-		return usageError{fmt.Errorf("--db names %s, a directory: give the ledger's file (sqlite:%s/ledger.db, say)", path, filepath.Clean(path))}
+		// A failure (exit 1), as for the commands that only read a
+		// ledger (ops list), in their words.
+		return fmt.Errorf("cannot read the ledger at %s: %w", path, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR})
 	}
 	if fi, err := os.Stat(to); err == nil && fi.IsDir() {
 		return usageError{fmt.Errorf("--to names %s, a directory: give the new file to write (%s)", to, filepath.Join(to, filepath.Base(path)))}

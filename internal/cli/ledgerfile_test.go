@@ -55,12 +55,14 @@ func TestReadingCommandsDoNotMigrate(t *testing.T) {
 }
 
 // TestLedgerThatIsNoFile: a --db naming a directory is a failure (1) that
-// says so, not a usage error claiming the directory holds no ledger; a
-// file that is not a SQLite database stays a usage error (2).
+// says so, not a usage error claiming the directory holds no ledger,
+// for backup as for the others; a file that is not a SQLite database
+// stays a usage error (2).
 func TestLedgerThatIsNoFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for _, args := range [][]string{{"ops", "list"}, {"tokens", "list"}, {"migrate"}, {"serve", "--addr", "127.0.0.1:0"}} {
+	for _, args := range [][]string{{"ops", "list"}, {"tokens", "list"}, {"migrate"}, {"serve", "--addr", "127.0.0.1:0"},
+		{"backup", "--to", filepath.Join(t.TempDir(), "copy.db")}} {
 		out, errOut, code := runGuarded(t, append(args, "--db", "sqlite:"+dir)...)
 		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
 		require.Regexp(t, `^opledger: (cannot read the ledger at `+dir+`: open|open sqlite) `+dir+`: is a directory\n$`, errOut, args)

@@ -21,7 +21,7 @@ func (f *ledgerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.retention, "retention", opledger.DefaultRetention,
 		"how long finished operations keep their full record before compaction to a tombstone, at least 1m (720h: 30 days)")
 	cmd.Flags().DurationVar(&f.tombstoneRetention, "tombstone-retention", opledger.DefaultTombstoneRetention,
-		"how long tombstones recognise a late repeat, and inbound events and finished workflows are kept, more than 0 (9600h: 400 days)")
+		"how long tombstones recognise a late repeat, and inbound events and finished workflows are kept, at least 1m (9600h: 400 days)")
 }
 
 // MinRetention is the shortest --retention taken: a shorter one would
@@ -29,8 +29,16 @@ func (f *ledgerFlags) add(cmd *cobra.Command) {
 // anyone could read its record, and no compaction is undone.
 const MinRetention = time.Minute
 
+// MinTombstoneRetention is the shortest --tombstone-retention taken: a
+// shorter one would forget a tombstone in the very retention run that
+// wrote it, and every inbound event and finished workflow on the next
+// run, so that a late repeat of a key or a redelivered event would be
+// taken as new, and could act a second time.
+const MinTombstoneRetention = time.Minute
+
 // apply sets the flags on o, refusing durations that are not positive,
-// and a --retention shorter than MinRetention.
+// a --retention shorter than MinRetention and a --tombstone-retention
+// shorter than MinTombstoneRetention.
 func (f *ledgerFlags) apply(o *opledger.Options) error {
 	for _, fl := range []struct {
 		name string
@@ -40,8 +48,13 @@ func (f *ledgerFlags) apply(o *opledger.Options) error {
 			return usageError{fmt.Errorf("--%s must be more than 0, got %s", fl.name, fl.d)}
 		}
 	}
-	if f.retention < MinRetention {
-		return usageError{fmt.Errorf("--retention must be at least %gm, got %s", MinRetention.Minutes(), f.retention)}
+	for _, fl := range []struct {
+		name   string
+		d, min time.Duration
+	}{{"retention", f.retention, MinRetention}, {"tombstone-retention", f.tombstoneRetention, MinTombstoneRetention}} {
+		if fl.d < fl.min {
+			return usageError{fmt.Errorf("--%s must be at least %gm, got %s", fl.name, fl.min.Minutes(), fl.d)}
+		}
 	}
 	o.HoldReviewAfter, o.Retention, o.TombstoneRetention = f.holdReview, f.retention, f.tombstoneRetention
 	return nil

@@ -15,6 +15,12 @@ import (
 	"github.com/opledger/opledger/proxy"
 )
 
+// MinReconcileInterval is the shortest --reconcile-interval taken, as
+// MinSweepInterval is serve's --sweep-interval: each pass reads the
+// store for expired leases and uncertain operations, and a shorter
+// interval would keep the store busy with passes and little else.
+const MinReconcileInterval = MinSweepInterval
+
 func newProxyCmd() *cobra.Command {
 	var (
 		dsn, listen, admin, upstream, name, owner, configPath, level string
@@ -58,6 +64,9 @@ finish and record their outcome.`,
 			}
 			if err := positiveFlags(cmd, "max-body-bytes", "timeout", "reconcile-interval", "shutdown-timeout"); err != nil {
 				return err
+			}
+			if reconcileEvery < MinReconcileInterval {
+				return usageError{fmt.Errorf("--reconcile-interval must be at least %s, got %s", MinReconcileInterval, reconcileEvery)}
 			}
 			if err := nonEmptyFlags(cmd, "config", "upstream"); err != nil {
 				return err
@@ -151,7 +160,7 @@ finish and record their outcome.`,
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file with upstreams by path prefix and their capabilities (docs/proxy.md)")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body, in bytes, at least 1 (larger: 413); with --upstream")
 	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for the upstream in all (its answer and each part of a large one; the caller's download does not count), more than 0 (then: uncertain, 504); with --upstream")
-	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled, more than 0")
+	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled, at least 100ms")
 	lf.add(cmd)
 	cmd.Flags().DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM, more than 0")
 	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write logs as JSON lines")

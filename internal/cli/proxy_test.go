@@ -166,7 +166,7 @@ upstreams:
           payload: /body/external_ref
 `), 0o644))
 	dsn := testdb.SQLiteDSN(t)
-	cmd := exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--config", cfg, "--db", dsn, "--reconcile-interval", "50ms")
+	cmd := exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--config", cfg, "--db", dsn, "--reconcile-interval", "100ms")
 	base := startedURL(t, cmd, io.Discard)
 
 	up.Fail(fakedest.LoseResponse)

@@ -85,19 +85,31 @@ func requireUntouched(t *testing.T, dsn string, want *opledger.Operation) {
 
 // TestDemoRefusesAnyLedger: demo on a --db that already holds a ledger,
 // with real operations and no demo run, is a one-line usage error naming
-// --db, and the ledger is left as it was; a new file, an empty file and
-// an empty PostgreSQL schema are taken.
+// --db, and the ledger is left as it was, its directory too (no -wal or
+// -shm file from reading it); a new file, an empty file and an empty
+// PostgreSQL schema are taken.
 func TestDemoRefusesAnyLedger(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	lite := "sqlite:" + filepath.Join(dir, "real.db")
 	pg := testdb.PostgresDSN(t)
+	names := func() []string {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
 	for _, dsn := range []string{lite, pg} {
 		op := realLedger(t, dsn)
+		before := names()
 		out, errOut, code := run(t, "demo", "--db", dsn, "--no-serve")
 		require.Equal(t, 2, code, "%s\n%s", out, errOut)
 		require.Empty(t, out)
 		require.Contains(t, usageLine(t, errOut), "opledger: --db already holds a ledger")
+		require.Equal(t, before, names(), "the directory is as it was")
 		requireUntouched(t, dsn, op)
 	}
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,6 +63,15 @@ func logMigrations(log *slog.Logger) func(done, total int, name string) {
 // sweeps and little else.
 const MinSweepInterval = 100 * time.Millisecond
 
+// MinCompactInterval is the shortest --compact-interval taken: each
+// retention run reads every step of retention over the whole store,
+// and a run that takes longer than the interval is followed by the next
+// at once, so a tiny one keeps the store busy with retention and little
+// else. Nothing becomes due sooner than MinRetention (and
+// MinTombstoneRetention) after it finished: a run more often than that
+// finds little to do.
+const MinCompactInterval = time.Minute
+
 func newServeCmd() *cobra.Command {
 	var (
 		dsn, addr, level, configPath string
@@ -96,6 +106,9 @@ finish; every write a client got an answer for is already committed.`,
 			if sweep < MinSweepInterval {
 				return usageError{fmt.Errorf("--sweep-interval must be at least %s, got %s", MinSweepInterval, sweep)}
 			}
+			if compactInterval < MinCompactInterval {
+				return usageError{fmt.Errorf("--compact-interval must be at least %gm, got %s", MinCompactInterval.Minutes(), compactInterval)}
+			}
 			if err := nonEmptyFlags(cmd, "config"); err != nil {
 				return err
 			}
@@ -112,15 +125,23 @@ finish; every write a client got an answer for is already committed.`,
 				if err != nil {
 					return err
 				}
-				if cfg.API, err = fc.APIOptions(); err != nil {
-					return err
-				}
+				// The destinations file and the rules file are both read
+				// before either is refused, so that one refusal names
+				// every problem of the two (oneLine joins them with "; "),
+				// in the order the configuration file documents them.
+				var destErr error
 				if p := fc.DestinationsPath(); p != "" {
-					if cfg.Destinations, err = destination.LoadFile(p, destination.LoadOptions{}); err != nil {
-						return fmt.Errorf("config destinations: %w", err)
+					if cfg.Destinations, destErr = destination.LoadFile(p, destination.LoadOptions{}); destErr != nil {
+						destErr = fmt.Errorf("config destinations: %w", destErr)
+					} else {
+						opts.DestinationRetryPolicies = cfg.Destinations.RetryPolicies()
+						opts.DestinationTenants = cfg.Destinations.Tenants()
 					}
-					opts.DestinationRetryPolicies = cfg.Destinations.RetryPolicies()
-					opts.DestinationTenants = cfg.Destinations.Tenants()
+				}
+				var apiErr error
+				cfg.API, apiErr = fc.APIOptions()
+				if err := errors.Join(destErr, apiErr); err != nil {
+					return err
 				}
 			}
 			// What server.New would refuse (a destination timeout the
@@ -164,7 +185,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold, more than 0")
 	lf.add(cmd)
 	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled, at least 100ms")
-	cmd.Flags().DurationVar(&compactInterval, "compact-interval", opledger.DefaultCompactInterval, "how often retention is applied (and once at start), more than 0")
+	cmd.Flags().DurationVar(&compactInterval, "compact-interval", opledger.DefaultCompactInterval, "how often retention is applied (and once at start), at least 1m")
 	return cmd
 }
 

@@ -177,6 +177,12 @@ func TestUsageErrors(t *testing.T) {
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--retention", "2s"), "--retention must be at least 1m, got 2s"},
 		{db("serve", "--sweep-interval", "1ns"), "--sweep-interval must be at least 100ms, got 1ns"},
 		{db("serve", "--sweep-interval", "99ms"), "--sweep-interval must be at least 100ms, got 99ms"},
+		{db("serve", "--compact-interval", "1ns"), "--compact-interval must be at least 1m, got 1ns"},
+		{db("serve", "--compact-interval", "59s"), "--compact-interval must be at least 1m, got 59s"},
+		{db("serve", "--tombstone-retention", "1ns"), "--tombstone-retention must be at least 1m, got 1ns"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--tombstone-retention", "59s"), "--tombstone-retention must be at least 1m, got 59s"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "1ns"), "--reconcile-interval must be at least 100ms, got 1ns"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "99ms"), "--reconcile-interval must be at least 100ms, got 99ms"},
 		// Commands that read or decide create no ledger at a mistyped path.
 		{[]string{"ops", "list", "--db", missing}, "no ledger at " + strings.TrimPrefix(missing, "sqlite:")},
 		{[]string{"ops", "show", "k1", "--db", missing}, "no ledger at"},

@@ -27,6 +27,7 @@ var ErrBackupExists = errors.New("the backup's file exists; a backup never overw
 // destination that exists (ErrBackupExists). On an error the
 // destination's partial file is removed.
 func Backup(ctx context.Context, path, to string) (err error) {
+	defer leaveAsFound(ctx, path)()
 	holds, err := HoldsLedger(ctx, path)
 	if err != nil {
 		return err

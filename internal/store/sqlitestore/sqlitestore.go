@@ -157,8 +157,10 @@ func IsNotDatabase(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB
 }
 
-// inspect runs checkLedger on the file at path, opened read-only.
+// inspect runs checkLedger on the file at path, opened read-only, and
+// leaves its directory as it found it (leaveAsFound).
 func inspect(ctx context.Context, path string) (holds bool, others []string, err error) {
+	defer leaveAsFound(ctx, path)()
 	db, err := sql.Open("sqlite", FileURI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return false, nil, fmt.Errorf("open sqlite %s read-only: %w", path, err)
@@ -175,6 +177,41 @@ func inspect(ctx context.Context, path string) (holds bool, others []string, err
 		return false, nil, classify(fmt.Errorf("read sqlite %s: %w", path, err))
 	}
 	return holds, others, nil
+}
+
+// leaveAsFound notes whether the -wal and -shm files of the SQLite
+// database at path exist, and returns the function to call once a
+// read-only connection to it is closed. Reading a WAL database that no
+// process has open creates both, and a read-only connection cannot
+// remove them when it closes (only a connection that may write
+// checkpoints and deletes them), so a command that only read the file,
+// or refused it, would leave them behind. When neither existed before
+// and one does now, the function opens the file read-write (read-only,
+// by SQLite's choice, if this process may not write it), reads it and
+// closes it: SQLite then removes them itself, and only as the last
+// connection to the file, so those of a process that opened the
+// database meanwhile stay. The write-ahead log it made is empty: the
+// checkpoint on close writes nothing to the database.
+func leaveAsFound(ctx context.Context, path string) func() {
+	exists := func(suffix string) bool {
+		_, err := os.Lstat(path + suffix)
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	if exists("-wal") || exists("-shm") {
+		return func() {}
+	}
+	return func() {
+		if !exists("-wal") && !exists("-shm") {
+			return
+		}
+		db, err := sql.Open("sqlite", FileURI(path)+"?mode=rw&_pragma=busy_timeout(10000)")
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		var n int
+		_ = db.QueryRowContext(context.WithoutCancel(ctx), `SELECT count(*) FROM sqlite_master`).Scan(&n)
+	}
 }
 
 // checkLedger reads whether the database holds an opledger ledger: a

@@ -154,3 +154,51 @@ func TestOpenRefusesAnotherApplicationsDatabase(t *testing.T) {
 	require.NoError(t, err, "a ledger opens again")
 	require.NoError(t, s2.Close())
 }
+
+// TestHoldsLedgerLeavesNoFiles: reading a ledger that no process has open
+// creates its -wal and -shm files, which a read-only connection cannot
+// remove: HoldsLedger and Backup remove them, so that a command that only
+// read the ledger (or refused it) leaves its directory as it found it,
+// and leave those of a store that has it open.
+func TestHoldsLedgerLeavesNoFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx, nil))
+	require.NoError(t, s.Close())
+	names := func() []string {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	before := names()
+	require.NotContains(t, before, "ledger.db-wal")
+	require.NotContains(t, before, "ledger.db-shm")
+
+	holds, err := sqlitestore.HoldsLedger(ctx, path)
+	require.NoError(t, err)
+	require.True(t, holds)
+	require.Equal(t, before, names(), "HoldsLedger leaves no -wal or -shm file")
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	require.NoError(t, sqlitestore.Backup(ctx, path, backup))
+	require.Equal(t, before, names(), "nor does Backup")
+
+	// Those of a store that has the ledger open stay, and it goes on.
+	s, err = sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Ping(ctx))
+	holds, err = sqlitestore.HoldsLedger(ctx, path)
+	require.NoError(t, err)
+	require.True(t, holds)
+	require.FileExists(t, path+"-wal")
+	require.FileExists(t, path+"-shm")
+	require.NoError(t, s.Migrate(ctx, nil))
+}
