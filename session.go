@@ -44,6 +44,10 @@ func (l *Ledger) OpenSession(ctx context.Context, token string, ttl time.Duratio
 			return err
 		}
 		expiresAt = now.Add(ttl)
+		// Signing in is a use of the token (TokenInfo.LastUsedAt).
+		if err := l.noteTokenUse(ctx, tx, tok.ID); err != nil {
+			return err
+		}
 		return tx.InsertSession(ctx, &store.Session{Hash: hashToken(secret), TokenID: tok.ID, Tenant: tok.Tenant,
 			CreatedAt: now, ExpiresAt: expiresAt})
 	})

@@ -77,6 +77,9 @@ type TokenInfo struct {
 	// (Ledger.SessionToken).
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
+	// LastUsedAt is when the token was last used (an API request, or a
+	// console sign-in), to within TokenUseResolution; nil if never.
+	LastUsedAt *time.Time `json:"last_used_at"`
 }
 
 // CanWrite reports whether the token may write (its Access is ReadWrite).
@@ -138,7 +141,7 @@ func (t *TokenInfo) Credential() string {
 
 func tokenInfo(t *store.Token) *TokenInfo {
 	return &TokenInfo{ID: t.ID, Tenant: t.Tenant, Name: t.Name, Access: accessOf(t.ReadOnly), CreatedAt: t.CreatedAt,
-		RevokedAt: timePtr(t.RevokedAt)}
+		RevokedAt: timePtr(t.RevokedAt), LastUsedAt: timePtr(t.LastUsedAt)}
 }
 
 // accessOf is the access of a token stored with read_only.
@@ -266,7 +269,9 @@ func (c *checkedTokens) forget() {
 
 // Authenticate returns an active token (its tenant, ID, name and access;
 // the secret is never kept), or ErrUnauthorized. A token found active is
-// trusted for TokenCheckValidity without reading the store again. The
+// trusted for TokenCheckValidity without reading the store again. A
+// token read from the store whose last use recorded is older than
+// TokenUseResolution has its use recorded, in a write of its own. The
 // caller enforces the access: the HTTP API refuses a ReadOnly token's
 // writes, and so does the console.
 func (l *Ledger) Authenticate(ctx context.Context, secret string) (*TokenInfo, error) {
@@ -278,20 +283,41 @@ func (l *Ledger) Authenticate(ctx context.Context, secret string) (*TokenInfo, e
 		return &t, nil
 	}
 	gen := l.checkedTokens.generation()
-	var info *TokenInfo
+	var tok *store.Token
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
-		t, err := activeToken(ctx, r, hash)
-		if err != nil {
-			return err
-		}
-		info = tokenInfo(t)
-		return nil
+		var err error
+		tok, err = activeToken(ctx, r, hash)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	info := tokenInfo(tok)
 	l.checkedTokens.remember(hash, *info, now, gen)
+	if tok.LastUsedAt.IsZero() || now.Sub(tok.LastUsedAt) >= TokenUseResolution {
+		// Bookkeeping: a failure to note the use (the store busy, or
+		// migrated by a newer release) does not refuse the request.
+		_ = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return l.noteTokenUse(ctx, tx, tok.ID)
+		})
+	}
 	return info, nil
+}
+
+// TokenUseResolution is how precisely a token's last use is kept
+// (TokenInfo.LastUsedAt): a use is written only when the one recorded is
+// older, so that a token in constant use costs one write an hour, not
+// one per request. Enough to tell a token in use from one forgotten.
+const TokenUseResolution = time.Hour
+
+// noteTokenUse records that the token with id is used now, unless a use
+// within TokenUseResolution is recorded already.
+func (l *Ledger) noteTokenUse(ctx context.Context, tx store.Tx, id string) error {
+	now, err := l.now(ctx, tx)
+	if err != nil {
+		return err
+	}
+	return tx.TouchToken(ctx, id, now, now.Add(-TokenUseResolution))
 }
 
 // activeToken reads the token whose secret has the SHA-256 hash:

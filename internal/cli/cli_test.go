@@ -106,14 +106,14 @@ func TestMigrate(t *testing.T) {
 	// count is singular.
 	db, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite:"))
 	require.NoError(t, err)
-	for _, q := range []string{`ALTER TABLE tokens DROP COLUMN read_only`, `DELETE FROM schema_migrations WHERE version = 21`} {
+	for _, q := range []string{`ALTER TABLE tokens DROP COLUMN read_only`, `ALTER TABLE tokens DROP COLUMN last_used_at`, `DELETE FROM schema_migrations WHERE version = 21`} {
 		_, err = db.Exec(q)
 		require.NoError(t, err, q)
 	}
 	require.NoError(t, db.Close())
 	out, errOut, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "sqlite store "+dsn+": applied 1 migration (021_read_only_tokens.sql); it is up to date\n", out)
+	require.Equal(t, "sqlite store "+dsn+": applied 1 migration (021_token_access_and_use.sql); it is up to date\n", out)
 
 	// A PostgreSQL store is named without its password.
 	pg := testdb.PostgresDSN(t)

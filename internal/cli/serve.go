@@ -246,7 +246,7 @@ console's pages without their decisions; for dashboards and people who watch.`,
 	var listJSON bool
 	list := &cobra.Command{
 		Use:     "list",
-		Short:   "List tokens (never their secrets)",
+		Short:   "List tokens (never their secrets), with their access and last use",
 		Example: `  opledger tokens list --db sqlite:opledger.db [--tenant acme] [--json]`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -268,14 +268,18 @@ console's pages without their decisions; for dashboards and people who watch.`,
 				return writeJSONLines(out, toks)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTENANT\tNAME\tACCESS\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "ID\tTENANT\tNAME\tACCESS\tCREATED\tLAST USED\tREVOKED")
 			for _, t := range toks {
 				revoked := "-"
 				if t.RevokedAt != nil {
 					revoked = t.RevokedAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Tenant), cell(t.Name), t.Access,
-					t.CreatedAt.Format(time.RFC3339), revoked)
+				used := "never"
+				if t.LastUsedAt != nil {
+					used = t.LastUsedAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Tenant), cell(t.Name), t.Access,
+					t.CreatedAt.Format(time.RFC3339), used, revoked)
 			}
 			return tw.Flush()
 		},

@@ -456,9 +456,9 @@ func TestTokensReadOnly(t *testing.T) {
 
 	out, errOut, code = run(t, "tokens", "list", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `(?m)^ID +TENANT +NAME +ACCESS +CREATED +REVOKED$`, out)
-	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +n8n +read-write +`, out)
-	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +wall-screen +read-only +`, out)
+	require.Regexp(t, `(?m)^ID +TENANT +NAME +ACCESS +CREATED +LAST USED +REVOKED$`, out)
+	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +n8n +read-write +\S+ +never +- *$`, out)
+	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +wall-screen +read-only +\S+ +never +- *$`, out)
 	out, errOut, code = run(t, "tokens", "list", "--db", dsn, "--json")
 	require.Equal(t, 0, code, errOut)
 	access := map[string]string{}
@@ -484,6 +484,12 @@ func TestTokensReadOnly(t *testing.T) {
 	op, err := client.New(base, reader, nil).Get(ctx, "mail:welcome:u1")
 	require.NoError(t, err)
 	require.Equal(t, opledger.StatePending, op.State)
+
+	// Both have been used now: the list says when.
+	out, errOut, code = run(t, "tokens", "list", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "never")
+	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +wall-screen +read-only +\S+ +\d{4}-\d\d-\d\dT\S+ +- *$`, out)
 }
 
 // TestServeLogsMigrations: serve (and proxy) log the creation of a new

@@ -193,6 +193,9 @@ type Token struct {
 	ReadOnly  bool
 	CreatedAt time.Time
 	RevokedAt time.Time
+	// LastUsedAt is when the token was last used, to within the
+	// resolution the ledger writes it with; zero if never.
+	LastUsedAt time.Time
 }
 
 // Session is a console sign-in; only the SHA-256 of its secret is stored.
@@ -462,6 +465,10 @@ type Tx interface {
 	// RevokeToken sets revoked_at on an active token; ErrNotFound if there
 	// is none with that id.
 	RevokeToken(ctx context.Context, id string, at time.Time) error
+	// TouchToken sets the token's last_used_at to at, unless it is at or
+	// after notBefore already: a token used a moment ago is not written
+	// again.
+	TouchToken(ctx context.Context, id string, at, notBefore time.Time) error
 	InsertSession(ctx context.Context, s *Session) error
 	// DeleteSession removes the session with hash, if there is one.
 	DeleteSession(ctx context.Context, hash string) error

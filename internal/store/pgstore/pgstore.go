@@ -1382,7 +1382,7 @@ func (r *reader) ListTokens(ctx context.Context, tenant string) ([]*store.Token,
 }
 
 func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*store.Token, error) {
-	rows, err := r.q.Query(ctx, `SELECT id, tenant, name, hash, read_only, created_at, revoked_at FROM tokens `+where, args...)
+	rows, err := r.q.Query(ctx, `SELECT id, tenant, name, hash, read_only, created_at, revoked_at, last_used_at FROM tokens `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tokens: %w", mapErr(err))
 	}
@@ -1390,11 +1390,11 @@ func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*stor
 	var out []*store.Token
 	for rows.Next() {
 		var t store.Token
-		var created, revoked pgtype.Timestamptz
-		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.ReadOnly, &created, &revoked); err != nil {
+		var created, revoked, used pgtype.Timestamptz
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.ReadOnly, &created, &revoked, &used); err != nil {
 			return nil, fmt.Errorf("read tokens: %w", err)
 		}
-		t.CreatedAt, t.RevokedAt = fromTS(created), fromTS(revoked)
+		t.CreatedAt, t.RevokedAt, t.LastUsedAt = fromTS(created), fromTS(revoked), fromTS(used)
 		out = append(out, &t)
 	}
 	if err := rows.Err(); err != nil {
@@ -1421,6 +1421,17 @@ func (t *pgTx) RevokeToken(ctx context.Context, id string, at time.Time) error {
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// TouchToken sets the token's last_used_at, unless it is at or after
+// notBefore already.
+func (t *pgTx) TouchToken(ctx context.Context, id string, at, notBefore time.Time) error {
+	_, err := t.q.Exec(ctx, `UPDATE tokens SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)`,
+		ts(at), id, ts(notBefore))
+	if err != nil {
+		return fmt.Errorf("note the token's use: %w", mapErr(err))
 	}
 	return nil
 }

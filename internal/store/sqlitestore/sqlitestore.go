@@ -1478,7 +1478,7 @@ func (r *sqlReader) ListTokens(ctx context.Context, tenant string) ([]*store.Tok
 }
 
 func (r *sqlReader) tokens(ctx context.Context, where string, args ...any) ([]*store.Token, error) {
-	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, name, hash, read_only, created_at, revoked_at FROM tokens `+where, args...)
+	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, name, hash, read_only, created_at, revoked_at, last_used_at FROM tokens `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
@@ -1486,11 +1486,11 @@ func (r *sqlReader) tokens(ctx context.Context, where string, args ...any) ([]*s
 	var out []*store.Token
 	for rows.Next() {
 		var t store.Token
-		var created, revoked int64
-		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.ReadOnly, &created, &revoked); err != nil {
+		var created, revoked, used int64
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.ReadOnly, &created, &revoked, &used); err != nil {
 			return nil, fmt.Errorf("read tokens: %w", err)
 		}
-		t.CreatedAt, t.RevokedAt = fromMicros(created), fromMicros(revoked)
+		t.CreatedAt, t.RevokedAt, t.LastUsedAt = fromMicros(created), fromMicros(revoked), fromMicros(used)
 		out = append(out, &t)
 	}
 	return out, rows.Err()
@@ -1512,6 +1512,15 @@ func (t *sqlTx) RevokeToken(ctx context.Context, id string, at time.Time) error 
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *sqlTx) TouchToken(ctx context.Context, id string, at, notBefore time.Time) error {
+	_, err := t.q.ExecContext(ctx, `UPDATE tokens SET last_used_at = ? WHERE id = ? AND last_used_at < ?`,
+		toMicros(at), id, toMicros(notBefore))
+	if err != nil {
+		return fmt.Errorf("note the token's use: %w", mapErr(err))
 	}
 	return nil
 }

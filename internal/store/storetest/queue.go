@@ -254,6 +254,45 @@ func testTokens(t *testing.T, h Harness) {
 	require.Equal(t, [2]string{readInfo.ID, opledger.ReadOnly.String()}, [2]string{tok.ID, tok.Access.String()})
 	_, _, err = acme.CreateToken(b.ctx, "x", opledger.TokenAccess(7))
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+
+	// A token's last use: recorded when it authenticates, written again
+	// only once the one recorded is TokenUseResolution old, and by a
+	// console sign-in.
+	cron, cronInfo, err := acme.CreateToken(b.ctx, "cron", opledger.ReadWrite)
+	require.NoError(t, err)
+	require.Nil(t, cronInfo.LastUsedAt, "never used")
+	lastUsed := func() time.Time {
+		t.Helper()
+		list, err := acme.Tokens(b.ctx, false)
+		require.NoError(t, err)
+		for _, tok := range list {
+			if tok.ID == cronInfo.ID {
+				require.NotNil(t, tok.LastUsedAt, "used")
+				return *tok.LastUsedAt
+			}
+		}
+		t.Fatalf("token %s not listed", cronInfo.ID)
+		return time.Time{}
+	}
+	_, err = b.ledger.Authenticate(b.ctx, cron)
+	require.NoError(t, err)
+	first := lastUsed()
+	now, err := b.ledger.Now(b.ctx)
+	require.NoError(t, err)
+	require.WithinDuration(t, now, first, time.Minute)
+	b.clock.Advance(30 * time.Minute) // past the trust in a checked token, within the resolution
+	_, err = b.ledger.Authenticate(b.ctx, cron)
+	require.NoError(t, err)
+	require.Equal(t, first, lastUsed(), "a use within the hour is not written again")
+	b.clock.Advance(31 * time.Minute)
+	_, err = b.ledger.Authenticate(b.ctx, cron)
+	require.NoError(t, err)
+	second := lastUsed()
+	require.GreaterOrEqual(t, second.Sub(first), opledger.TokenUseResolution)
+	b.clock.Advance(2 * time.Hour)
+	_, _, err = b.ledger.OpenSession(b.ctx, cron, time.Hour)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, lastUsed().Sub(second), 2*time.Hour, "a console sign-in is a use")
 }
 
 func testStats(t *testing.T, h Harness) {
