@@ -2,6 +2,7 @@ package opledger_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -115,4 +116,21 @@ func TestRevokedHereWhileInUseStopsAtOnce(t *testing.T) {
 		_, err = server.Authenticate(ctx, secret)
 		require.ErrorIs(t, err, opledger.ErrUnauthorized, "round %d", round)
 	}
+}
+
+// TestTokenAccessJSON: a token's access reads as it is written, in the
+// words tokens list --json uses, and nothing else is taken.
+func TestTokenAccessJSON(t *testing.T) {
+	t.Parallel()
+	for _, a := range []opledger.TokenAccess{opledger.ReadWrite, opledger.ReadOnly} {
+		b, err := json.Marshal(opledger.TokenInfo{ID: "tok_1", Access: a})
+		require.NoError(t, err)
+		require.Contains(t, string(b), `"access":"`+a.String()+`"`)
+		var back opledger.TokenInfo
+		require.NoError(t, json.Unmarshal(b, &back))
+		require.Equal(t, a, back.Access)
+	}
+	var info opledger.TokenInfo
+	err := json.Unmarshal([]byte(`{"access":"admin"}`), &info)
+	require.ErrorContains(t, err, `token access must be read-write or read-only, not "admin"`)
 }
