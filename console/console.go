@@ -25,6 +25,12 @@
 // has changed since, so a page left open, or one reached with Back, never
 // reverses a decision taken meanwhile.
 //
+// A session signed in with a read-only token (opledger.ReadOnly) shows
+// every page, marked read-only in its header, and offers no decision: an
+// operation's page says why, and a decision or approval posted anyway is
+// refused (403). Signing out and the lab, which plays on a scratch ledger
+// of its own, stay open to it.
+//
 // Allowed imports: opledger, opledger/lab (the lab page), the standard library.
 package console
 
