@@ -93,23 +93,14 @@ func TestDemoRefusesAnyLedger(t *testing.T) {
 	dir := t.TempDir()
 	lite := "sqlite:" + filepath.Join(dir, "real.db")
 	pg := testdb.PostgresDSN(t)
-	names := func() []string {
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		return names
-	}
 	for _, dsn := range []string{lite, pg} {
 		op := realLedger(t, dsn)
-		before := names()
+		before := testdb.FileNames(t, dir)
 		out, errOut, code := run(t, "demo", "--db", dsn, "--no-serve")
 		require.Equal(t, 2, code, "%s\n%s", out, errOut)
 		require.Empty(t, out)
 		require.Contains(t, usageLine(t, errOut), "opledger: --db already holds a ledger")
-		require.Equal(t, before, names(), "the directory is as it was")
+		require.Equal(t, before, testdb.FileNames(t, dir), "the directory is as it was")
 		requireUntouched(t, dsn, op)
 	}
 

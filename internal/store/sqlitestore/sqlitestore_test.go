@@ -12,6 +12,7 @@ import (
 	"github.com/opledger/opledger/internal/store"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/internal/store/storetest"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 func TestConformance(t *testing.T) {
@@ -169,26 +170,17 @@ func TestHoldsLedgerLeavesNoFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx, nil))
 	require.NoError(t, s.Close())
-	names := func() []string {
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		return names
-	}
-	before := names()
+	before := testdb.FileNames(t, dir)
 	require.NotContains(t, before, "ledger.db-wal")
 	require.NotContains(t, before, "ledger.db-shm")
 
 	holds, err := sqlitestore.HoldsLedger(ctx, path)
 	require.NoError(t, err)
 	require.True(t, holds)
-	require.Equal(t, before, names(), "HoldsLedger leaves no -wal or -shm file")
+	require.Equal(t, before, testdb.FileNames(t, dir), "HoldsLedger leaves no -wal or -shm file")
 	backup := filepath.Join(t.TempDir(), "backup.db")
 	require.NoError(t, sqlitestore.Backup(ctx, path, backup))
-	require.Equal(t, before, names(), "nor does Backup")
+	require.Equal(t, before, testdb.FileNames(t, dir), "nor does Backup")
 
 	// Those of a store that has the ledger open stay, and it goes on.
 	s, err = sqlitestore.Open(ctx, path, sqlitestore.Options{})
