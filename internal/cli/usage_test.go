@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 // usageSuffix ends the line of a usage error: where to read the usage of
@@ -253,13 +255,7 @@ func runIn(t *testing.T, dir string, env []string, args ...string) (string, stri
 // requireNoFiles checks that dir holds nothing: no ledger was created.
 func requireNoFiles(t *testing.T, dir string, msgAndArgs ...any) {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	require.Empty(t, names, msgAndArgs...)
+	require.Empty(t, testdb.FileNames(t, dir), msgAndArgs...)
 }
 
 // TestEmptyFlagValues: a --db, --config or --upstream given with an empty
