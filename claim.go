@@ -648,8 +648,8 @@ const MaxDestinationRefBytes = maxNameLength
 // destination checks it before reporting, so that a success is not lost
 // to a report the ledger refuses.
 func CheckDestinationRef(ref string) error {
-	if len(ref) > MaxDestinationRefBytes {
-		return invalidInput("destination_ref is longer than %d bytes", MaxDestinationRefBytes)
+	if err := checkLength("destination_ref", ref, MaxDestinationRefBytes); err != nil {
+		return err
 	}
 	return checkText("destination_ref", ref)
 }

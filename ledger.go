@@ -376,8 +376,8 @@ func (l *Ledger) WithTenant(tenant string) (*Ledger, error) {
 // MaxCredentialBytes, or one the store cannot keep (a NUL byte, invalid
 // UTF-8), is refused with ErrInvalidInput.
 func (l *Ledger) WithCredential(credential string) (*Ledger, error) {
-	if len(credential) > MaxCredentialBytes {
-		return nil, invalidInput("credential is longer than %d bytes", MaxCredentialBytes)
+	if err := checkLength("credential", credential, MaxCredentialBytes); err != nil {
+		return nil, err
 	}
 	if err := checkText("credential", credential); err != nil {
 		return nil, err

@@ -65,8 +65,8 @@ func keepableText(s string, n int) string { return textcut.Prefix(textcut.Valid(
 
 // checkWorker checks the name a claim records as its worker.
 func checkWorker(worker string) error {
-	if len(worker) > maxNameLength {
-		return invalidInput("worker name is longer than %d bytes", maxNameLength)
+	if err := checkLength("worker name", worker, maxNameLength); err != nil {
+		return err
 	}
 	return checkText("worker", worker)
 }

@@ -103,8 +103,8 @@ func (l *Ledger) CreateToken(ctx context.Context, name string, access TokenAcces
 	if name == "" {
 		name = "token"
 	}
-	if len(name) > maxNameLength {
-		return "", nil, invalidInput("token name is longer than %d bytes", maxNameLength)
+	if err := checkLength("token name", name, maxNameLength); err != nil {
+		return "", nil, err
 	}
 	if err := checkText("token name", name); err != nil {
 		return "", nil, err

@@ -71,7 +71,7 @@ func TestScanRefOnlyStorable(t *testing.T) {
 	}
 	// RefOf refuses what the ledger would refuse, with the ledger's reason.
 	for doc, reason := range map[string]string{
-		`{"id":"` + strings.Repeat("r", 201) + `"}`: "longer than 200 bytes",
+		`{"id":"` + strings.Repeat("r", 201) + `"}`: "destination_ref is 201 bytes long; at most 200 are allowed",
 		`{"id":"a\u0000b"}`:                         "without NUL bytes",
 	} {
 		_, err := h.RefOf([]byte(doc))

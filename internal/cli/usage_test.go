@@ -142,7 +142,7 @@ func TestUsageErrors(t *testing.T) {
 		{db("proxy", "--config", "proxy.yaml", "--max-body-bytes", "5"), "--max-body-bytes is the --upstream's; with --config, set max_body_bytes for each upstream in the file"},
 		// Refused by the ledger: still the caller's wrong use.
 		{db("events", "show", "a b", "evt"), "source and event_id must satisfy the key syntax"},
-		{db("tokens", "create", "--tenant", "acme", "--name", strings.Repeat("n", 300)), "token name is longer than"},
+		{db("tokens", "create", "--tenant", "acme", "--name", strings.Repeat("n", 300)), "token name is 300 bytes long; at most 200 are allowed"},
 		// A --db that names no store, with what to give instead; a
 		// password is never repeated.
 		{[]string{"migrate", "--db", "/tmp/x.db"}, "--db takes sqlite:PATH or postgres://USER@HOST:PORT/DB: for the SQLite file /tmp/x.db give sqlite:/tmp/x.db"},
