@@ -272,3 +272,25 @@ func ExampleLedger_WithCredential() {
 	// Output:
 	// operator cancelled by Maria (token ops-laptop)
 }
+
+// A service that authenticates requests with the ledger's tokens checks
+// their access itself: the library trusts its caller. A worker token may
+// record, claim and report, but an operator's decision needs a token that
+// may decide.
+func ExampleTokenInfo_CanDecide() {
+	ctx := context.Background()
+	ledger, done := openExample()
+	defer done()
+
+	secret, _, err := ledger.CreateToken(ctx, "n8n", opledger.Worker)
+	if err != nil {
+		log.Fatal(err)
+	}
+	token, err := ledger.Authenticate(ctx, secret)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(token.Name, token.Access, "may write:", token.CanWrite(), "may decide:", token.CanDecide())
+	// Output:
+	// n8n worker may write: true may decide: false
+}

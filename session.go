@@ -80,7 +80,7 @@ func (l *Ledger) SessionToken(ctx context.Context, secret string) (*TokenInfo, e
 		if !s.TokenRevokedAt.IsZero() || !now.Before(s.ExpiresAt) {
 			return ErrUnauthorized
 		}
-		info = &TokenInfo{ID: s.TokenID, Tenant: s.Tenant, Name: s.TokenName, Access: accessOf(s.TokenReadOnly)}
+		info = &TokenInfo{ID: s.TokenID, Tenant: s.Tenant, Name: s.TokenName, Access: accessOf(s.TokenAccess)}
 		return nil
 	})
 	if errors.Is(err, ErrUnauthorized) {

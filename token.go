@@ -17,10 +17,12 @@ import (
 // ErrUnauthorized: the bearer token is unknown or revoked.
 var ErrUnauthorized = errors.New("unknown or revoked token")
 
-// ErrForbidden: a ReadOnly token was used to write. The HTTP API answers
-// 403 forbidden, and the client package's errors match ErrForbidden; the
-// library itself trusts its caller and checks no token.
-var ErrForbidden = errors.New("the token is read-only")
+// ErrForbidden: a token was used for what its access does not allow: a
+// ReadOnly token to write, or a Worker token to take an operator's
+// decision. The HTTP API answers 403 forbidden, and the client package's
+// errors match ErrForbidden; the library itself trusts its caller and
+// checks no token.
+var ErrForbidden = errors.New("the token's access does not allow this")
 
 // TokenPrefix starts every API token, so that a leaked one is easy to spot
 // by secret scanners.
@@ -39,32 +41,47 @@ const (
 	// /v1/stats, and people who watch the exception queue but do not
 	// decide. A write with one is refused (403 forbidden on the API).
 	ReadOnly
+	// Worker tokens may do everything an automation does, and read, but
+	// take no operator's decision: they record, claim, dispatch, report,
+	// reconcile, revise and resume, post events and workflows, but may not
+	// resolve an operation (mark it succeeded, authorize a retry, cancel
+	// it) or approve one or a workflow step (403 forbidden on the API; the
+	// console offers such a session no decision forms). For the workflow
+	// tools and workers that do the work, so that an operation that waits
+	// for approval, or is uncertain, is settled by a person and not by the
+	// automation that recorded it.
+	Worker
 )
 
-// String returns "read-write" or "read-only".
+// accessNames are the words of each TokenAccess, in JSON, on the command
+// line and in the store.
+var accessNames = [...]string{ReadWrite: "read-write", ReadOnly: "read-only", Worker: "worker"}
+
+// String returns "read-write", "read-only" or "worker".
 func (a TokenAccess) String() string {
-	if a == ReadOnly {
-		return "read-only"
+	if a < 0 || int(a) >= len(accessNames) {
+		return fmt.Sprintf("TokenAccess(%d)", int(a))
 	}
-	return "read-write"
+	return accessNames[a]
 }
 
 // MarshalText encodes the access as its String, for JSON.
 func (a TokenAccess) MarshalText() ([]byte, error) {
+	if a < 0 || int(a) >= len(accessNames) {
+		return nil, fmt.Errorf("token access %d is not one of read-write, read-only, worker", int(a))
+	}
 	return []byte(a.String()), nil
 }
 
-// UnmarshalText reads "read-write" or "read-only".
+// UnmarshalText reads "read-write", "read-only" or "worker".
 func (a *TokenAccess) UnmarshalText(b []byte) error {
-	switch string(b) {
-	case "read-write":
-		*a = ReadWrite
-	case "read-only":
-		*a = ReadOnly
-	default:
-		return fmt.Errorf("token access must be read-write or read-only, not %q", b)
+	for i, name := range accessNames {
+		if string(b) == name {
+			*a = TokenAccess(i)
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("token access must be read-write, read-only or worker, not %q", b)
 }
 
 // TokenInfo describes an API token; the secret itself is never stored.
@@ -82,8 +99,16 @@ type TokenInfo struct {
 	LastUsedAt *time.Time `json:"last_used_at"`
 }
 
-// CanWrite reports whether the token may write (its Access is ReadWrite).
+// CanWrite reports whether the token may write at all (its Access is
+// ReadWrite or Worker).
 func (t *TokenInfo) CanWrite() bool {
+	return t.Access == ReadWrite || t.Access == Worker
+}
+
+// CanDecide reports whether the token may take an operator's decision:
+// resolve an operation, approve one or a workflow step (its Access is
+// ReadWrite).
+func (t *TokenInfo) CanDecide() bool {
 	return t.Access == ReadWrite
 }
 
@@ -97,8 +122,8 @@ func hashToken(secret string) string {
 // SHA-256 is stored. The access of a token never changes: revoke it and
 // create another.
 func (l *Ledger) CreateToken(ctx context.Context, name string, access TokenAccess) (secret string, info *TokenInfo, err error) {
-	if access != ReadWrite && access != ReadOnly {
-		return "", nil, invalidInput("token access must be ReadWrite or ReadOnly, not %d", int(access))
+	if access < 0 || int(access) >= len(accessNames) {
+		return "", nil, invalidInput("token access must be ReadWrite, ReadOnly or Worker, not %d", int(access))
 	}
 	if name == "" {
 		name = "token"
@@ -118,7 +143,7 @@ func (l *Ledger) CreateToken(ctx context.Context, name string, access TokenAcces
 	if _, err := rand.Read(id[:]); err != nil {
 		return "", nil, fmt.Errorf("create token: %w", err)
 	}
-	tok := &store.Token{ID: "tok_" + hex.EncodeToString(id[:]), Tenant: l.tenant, Name: name, Hash: hashToken(secret), ReadOnly: access == ReadOnly}
+	tok := &store.Token{ID: "tok_" + hex.EncodeToString(id[:]), Tenant: l.tenant, Name: name, Hash: hashToken(secret), Access: access.String()}
 	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		now, err := l.now(ctx, tx)
 		if err != nil {
@@ -140,16 +165,20 @@ func (t *TokenInfo) Credential() string {
 }
 
 func tokenInfo(t *store.Token) *TokenInfo {
-	return &TokenInfo{ID: t.ID, Tenant: t.Tenant, Name: t.Name, Access: accessOf(t.ReadOnly), CreatedAt: t.CreatedAt,
+	return &TokenInfo{ID: t.ID, Tenant: t.Tenant, Name: t.Name, Access: accessOf(t.Access), CreatedAt: t.CreatedAt,
 		RevokedAt: timePtr(t.RevokedAt), LastUsedAt: timePtr(t.LastUsedAt)}
 }
 
-// accessOf is the access of a token stored with read_only.
-func accessOf(readOnly bool) TokenAccess {
-	if readOnly {
+// accessOf is the access of a token stored with the words of its
+// access. Words this release does not know (a newer release's, which the
+// schema check would have refused to run on anyway) give the least
+// access, ReadOnly.
+func accessOf(stored string) TokenAccess {
+	var a TokenAccess
+	if err := a.UnmarshalText([]byte(stored)); err != nil {
 		return ReadOnly
 	}
-	return ReadWrite
+	return a
 }
 
 // Tokens lists the tokens of the Ledger's tenant, or of every tenant when
@@ -273,7 +302,7 @@ func (c *checkedTokens) forget() {
 // token read from the store whose last use recorded is older than
 // TokenUseResolution has its use recorded, in a write of its own. The
 // caller enforces the access: the HTTP API refuses a ReadOnly token's
-// writes, and so does the console.
+// writes and a Worker token's decisions, and so does the console.
 func (l *Ledger) Authenticate(ctx context.Context, secret string) (*TokenInfo, error) {
 	hash := hashToken(secret)
 	// The local clock (through Options.Clock, for tests): reading the

@@ -122,7 +122,8 @@ func TestRevokedHereWhileInUseStopsAtOnce(t *testing.T) {
 // words tokens list --json uses, and nothing else is taken.
 func TestTokenAccessJSON(t *testing.T) {
 	t.Parallel()
-	for _, a := range []opledger.TokenAccess{opledger.ReadWrite, opledger.ReadOnly} {
+	for a, word := range map[opledger.TokenAccess]string{opledger.ReadWrite: "read-write", opledger.ReadOnly: "read-only", opledger.Worker: "worker"} {
+		require.Equal(t, word, a.String())
 		b, err := json.Marshal(opledger.TokenInfo{ID: "tok_1", Access: a})
 		require.NoError(t, err)
 		require.Contains(t, string(b), `"access":"`+a.String()+`"`)
@@ -132,5 +133,8 @@ func TestTokenAccessJSON(t *testing.T) {
 	}
 	var info opledger.TokenInfo
 	err := json.Unmarshal([]byte(`{"access":"admin"}`), &info)
-	require.ErrorContains(t, err, `token access must be read-write or read-only, not "admin"`)
+	require.ErrorContains(t, err, `token access must be read-write, read-only or worker, not "admin"`)
+	_, err = json.Marshal(opledger.TokenInfo{ID: "tok_1", Access: 3})
+	require.ErrorContains(t, err, "token access 3 is not one of read-write, read-only, worker")
+	require.Equal(t, "TokenAccess(3)", opledger.TokenAccess(3).String())
 }

@@ -25,11 +25,11 @@
 // has changed since, so a page left open, or one reached with Back, never
 // reverses a decision taken meanwhile.
 //
-// A session signed in with a read-only token (opledger.ReadOnly) shows
-// every page, marked read-only in its header, and offers no decision: an
-// operation's page says why, and a decision or approval posted anyway is
-// refused (403). Signing out and the lab, which plays on a scratch ledger
-// of its own, stay open to it.
+// A session signed in with a token that may not decide (opledger.ReadOnly
+// or opledger.Worker) shows every page, its token's access marked in its
+// header, and offers no decision: an operation's page says why, and a
+// decision or approval posted anyway is refused (403). Signing out and
+// the lab, which plays on a scratch ledger of its own, stay open to it.
 //
 // Allowed imports: opledger, opledger/lab (the lab page), the standard library.
 package console
@@ -267,9 +267,15 @@ type session struct {
 	tenant string
 	ledger *opledger.Ledger
 	csrf   string
-	// canWrite is false for a session signed in with a read-only token:
-	// its pages offer no decision, and a decision posted is refused.
-	canWrite bool
+	// access is the access of the session's token. Unless it may decide
+	// (opledger.ReadWrite), its pages offer no decision, and a decision
+	// posted is refused.
+	access opledger.TokenAccess
+}
+
+// canDecide reports whether the session may resolve and approve.
+func (s *session) canDecide() bool {
+	return s.access == opledger.ReadWrite
 }
 
 // sessionCredential is what the decisions of a console session record
@@ -319,7 +325,7 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 			c.fail(w, r, nil, http.StatusInternalServerError, "The session's tenant or token cannot be used.", err)
 			return
 		}
-		s := &session{secret: ck.Value, tenant: tok.Tenant, ledger: l, csrf: csrfToken(ck.Value), canWrite: tok.CanWrite()}
+		s := &session{secret: ck.Value, tenant: tok.Tenant, ledger: l, csrf: csrfToken(ck.Value), access: tok.Access}
 		if r.Method == http.MethodPost {
 			if err := r.ParseForm(); err != nil {
 				c.fail(w, r, s, http.StatusBadRequest, "The form could not be read.", nil)
@@ -334,16 +340,13 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 	}
 }
 
-// readOnlyMessage tells a read-only session why it cannot decide.
-const readOnlyMessage = "This session is read-only: it was signed in with a read-only token, so it can look but not decide. " +
-	"Sign out and sign in with a read-write token to decide."
-
-// deciding refuses the decisions of a read-only session (403) before
-// anything of them is read.
+// deciding refuses the decisions of a session that may not decide (403)
+// before anything of them is read.
 func (c *Console) deciding(next sessionHandler) sessionHandler {
 	return func(w http.ResponseWriter, r *http.Request, s *session) {
-		if !s.canWrite {
-			c.fail(w, r, s, http.StatusForbidden, readOnlyMessage, nil)
+		if !s.canDecide() {
+			c.fail(w, r, s, http.StatusForbidden, "This session cannot decide: it was signed in with a "+s.access.String()+
+				" token, which may look but not resolve or approve. Sign out and sign in with a read-write token to decide.", nil)
 			return
 		}
 		next(w, r, s)
@@ -383,10 +386,14 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, statu
 }
 
 // renderSigned writes a page of a signed-in session: its navigation
-// names the tenant, marks a read-only session, and carries the CSRF token
+// names the tenant, marks a session that may not decide with its token's
+// access (Access is empty for one that may), and carries the CSRF token
 // of the sign-out form.
 func (c *Console) renderSigned(w http.ResponseWriter, s *session, status int, page string, data map[string]any) {
-	data["Tenant"], data["CSRF"], data["ReadOnly"] = s.tenant, s.csrf, !s.canWrite
+	data["Tenant"], data["CSRF"], data["Access"] = s.tenant, s.csrf, ""
+	if !s.canDecide() {
+		data["Access"] = s.access.String()
+	}
 	c.render(w, status, page, data)
 }
 

@@ -219,10 +219,10 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 			approval.Name, approval.Error, topError = f.values.Operator, f.msg, ""
 		}
 	}
-	// A read-only session sees that a decision is wanted, and why it is
-	// offered none.
-	undecidable := !s.canWrite && (len(forms) > 0 || approval != nil)
-	if !s.canWrite {
+	// A session that may not decide sees that a decision is wanted, and
+	// why it is offered none.
+	undecidable := !s.canDecide() && (len(forms) > 0 || approval != nil)
+	if !s.canDecide() {
 		forms, approval = nil, nil
 	}
 	c.renderSigned(w, s, status, "operation", map[string]any{"Title": op.Key, "Op": op, "Why": why(op, timeline),

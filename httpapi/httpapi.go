@@ -123,8 +123,8 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)
-		if !rt.public {
-			h = s.authenticated(rt.handler)
+		if rt.needs != public {
+			h = s.authenticated(rt.handler, rt.needs == decision)
 		}
 		mux.Handle(rt.pattern, h)
 	}
@@ -156,13 +156,27 @@ func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, nil)
 }
 
-// route is one API route: its ServeMux pattern and handler. Public routes
-// need no token.
+// route is one API route: its ServeMux pattern, its handler, and the
+// token it needs.
 type route struct {
 	pattern string
 	handler http.HandlerFunc
-	public  bool
+	needs   routeNeeds
 }
+
+// routeNeeds is what a route asks of the request's token.
+type routeNeeds int
+
+const (
+	// withToken routes need a token of the tenant; one that writes (PUT,
+	// POST) needs a token that may write (TokenInfo.CanWrite).
+	withToken routeNeeds = iota
+	// decision routes take an operator's decision (resolve, approve): they
+	// need a token that may decide (TokenInfo.CanDecide).
+	decision
+	// public routes need no token.
+	public
+)
 
 // Routes lists every route pattern the handler serves ("METHOD /path"),
 // for the OpenAPI check and documentation.
@@ -233,9 +247,9 @@ func (s *server) logged(next http.Handler) http.Handler {
 }
 
 // authenticated checks the bearer token and scopes the ledger to its
-// tenant; a read-only token may only GET. It also bounds the request
-// body.
-func (s *server) authenticated(next http.HandlerFunc) http.Handler {
+// tenant; a read-only token may only GET, and a route of a decision needs
+// a token that may decide. It also bounds the request body.
+func (s *server) authenticated(next http.HandlerFunc, decides bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme's name is case-insensitive (RFC 9110, section 11.1).
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -260,6 +274,11 @@ func (s *server) authenticated(next http.HandlerFunc) http.Handler {
 			// token is refused before its body is read.
 			writeProblem(w, r, http.StatusForbidden, "forbidden",
 				"the token "+tok.ID+" is read-only: it may use the GET routes only", nil)
+			return
+		}
+		if decides && !tok.CanDecide() {
+			writeProblem(w, r, http.StatusForbidden, "forbidden",
+				"the token "+tok.ID+" is a worker token: it may not take an operator's decision (resolve, approve); a read-write token may", nil)
 			return
 		}
 		if r.URL.RawQuery != "" && write {

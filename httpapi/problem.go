@@ -44,7 +44,7 @@ var titles = map[string]string{
 	"invalid_json":           "Invalid JSON",
 	"reason_required":        "A reason is required",
 	"unauthorized":           "Missing or unknown bearer token",
-	"forbidden":              "The token may not write",
+	"forbidden":              "The token's access does not allow this",
 	"invalid_signature":      "Missing or invalid webhook signature",
 	"payload_too_large":      "Request body too large",
 	"method_not_allowed":     "Method not allowed",

@@ -195,15 +195,20 @@ func newTokensCmd() *cobra.Command {
 		Short: "Create, list and revoke API tokens",
 		Long: `Each API token belongs to one tenant and sees only that tenant's operations.
 Only a SHA-256 of the token is stored: the token is printed once, at creation.
-A read-only token (--read-only) may only read: the API's GET routes, and the
-console's pages without their decisions; for dashboards and people who watch.`,
-		Example: `  opledger tokens create --tenant acme --name n8n
+A token is read-write unless created with one of two narrower accesses:
+  --worker     everything an automation does (record, claim, report, reconcile,
+               events, workflows) but no operator's decision: it may not
+               resolve or approve; for the tools and workers doing the work
+  --read-only  only read: the API's GET routes, and the console's pages without
+               their decisions; for dashboards and people who watch`,
+		Example: `  opledger tokens create --tenant acme --name n8n --worker
+  opledger tokens create --tenant acme --name ops-laptop
   opledger tokens create --tenant acme --name wall-screen --read-only
   opledger tokens list
   opledger tokens revoke tok_3f9a1c2b7d4e`,
 	}
 	var dsn, tenant, name string
-	var readOnly bool
+	var readOnly, worker bool
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a token and print it, alone, on stdout",
@@ -214,14 +219,20 @@ console's pages without their decisions; for dashboards and people who watch.`,
 			if tenant == "" {
 				return usageError{fmt.Errorf("--tenant is required")}
 			}
+			if readOnly && worker {
+				return usageError{fmt.Errorf("--read-only and --worker are two different accesses: give one, or neither for a read-write token")}
+			}
 			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{Tenant: tenant})
 			if err != nil {
 				return refusedDB(err)
 			}
 			defer l.Close()
 			access := opledger.ReadWrite
-			if readOnly {
+			switch {
+			case readOnly:
 				access = opledger.ReadOnly
+			case worker:
+				access = opledger.Worker
 			}
 			secret, tok, err := l.CreateToken(cmd.Context(), name, access)
 			if err != nil {
@@ -242,6 +253,7 @@ console's pages without their decisions; for dashboards and people who watch.`,
 	create.Flags().StringVar(&tenant, "tenant", "", "tenant the token belongs to (required)")
 	create.Flags().StringVar(&name, "name", "token", "a label for people, e.g. the automation using it")
 	create.Flags().BoolVar(&readOnly, "read-only", false, "a token that may only read: GET routes, console pages without decisions")
+	create.Flags().BoolVar(&worker, "worker", false, "a token that may do an automation's work but not resolve or approve")
 
 	var listJSON bool
 	list := &cobra.Command{

@@ -440,10 +440,13 @@ func TestTokenCreateUnwritten(t *testing.T) {
 	require.NotNil(t, tok.RevokedAt, "revoked")
 }
 
-// TestTokensReadOnly: tokens create --read-only makes a token that a
-// served API lets read and refuses to write (403, nothing recorded);
-// tokens list shows each token's access, in its table and its JSON.
-func TestTokensReadOnly(t *testing.T) {
+// TestTokensAccess: tokens create --read-only makes a token that a
+// served API lets read and refuses to write (403, nothing recorded), and
+// --worker one that may record but not decide (ops cancel with it exits 1
+// with the 403, and the operation stays pending); tokens list shows each
+// token's access, in its table and its JSON. Both flags at once are a
+// usage error.
+func TestTokensAccess(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.SQLiteDSN(t)
 	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "n8n")
@@ -453,12 +456,20 @@ func TestTokensReadOnly(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	reader := strings.TrimSpace(out)
 	require.True(t, strings.HasPrefix(reader, opledger.TokenPrefix), "only the token on stdout: %q", out)
+	out, errOut, code = run(t, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "zapier", "--worker")
+	require.Equal(t, 0, code, errOut)
+	worker := strings.TrimSpace(out)
+	_, errOut, code = run(t, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "both", "--worker", "--read-only")
+	require.Equal(t, 2, code)
+	require.Equal(t, "opledger: --read-only and --worker are two different accesses: give one, or neither for a read-write token (see opledger tokens create --help)\n", errOut)
 
 	out, errOut, code = run(t, "tokens", "list", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `(?m)^ID +TENANT +NAME +ACCESS +CREATED +LAST USED +REVOKED$`, out)
 	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +n8n +read-write +\S+ +never +- *$`, out)
 	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +wall-screen +read-only +\S+ +never +- *$`, out)
+	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +zapier +worker +\S+ +never +- *$`, out)
+	require.NotContains(t, out, "both", "nothing created by the refused command")
 	out, errOut, code = run(t, "tokens", "list", "--db", dsn, "--json")
 	require.Equal(t, 0, code, errOut)
 	access := map[string]string{}
@@ -470,7 +481,7 @@ func TestTokensReadOnly(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(line), &tok), line)
 		access[tok.Name] = tok.Access
 	}
-	require.Equal(t, map[string]string{"n8n": "read-write", "wall-screen": "read-only"}, access)
+	require.Equal(t, map[string]string{"n8n": "read-write", "wall-screen": "read-only", "zapier": "worker"}, access)
 
 	base := serveURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn))
 	ctx := context.Background()
@@ -484,6 +495,15 @@ func TestTokensReadOnly(t *testing.T) {
 	op, err := client.New(base, reader, nil).Get(ctx, "mail:welcome:u1")
 	require.NoError(t, err)
 	require.Equal(t, opledger.StatePending, op.State)
+	_, _, err = client.New(base, worker, nil).Record(ctx, "mail:welcome:u2", in)
+	require.NoError(t, err, "a worker token records")
+	_, errOut, code = run(t, "ops", "cancel", "mail:welcome:u2", "--reason", "sent by hand", "--server", base, "--token", worker)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "opledger: forbidden (HTTP 403): the token tok_")
+	require.Contains(t, errOut, "is a worker token: it may not take an operator's decision (resolve, approve)")
+	op, err = client.New(base, writer, nil).Get(ctx, "mail:welcome:u2")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State, "not cancelled")
 
 	// Both have been used now: the list says when.
 	out, errOut, code = run(t, "tokens", "list", "--db", dsn)

@@ -189,8 +189,11 @@ type Token struct {
 	Tenant string
 	Name   string
 	Hash   string
-	// ReadOnly tokens may read but not write (migration 021).
-	ReadOnly  bool
+	// Access is what the token may do, in the root package's words for
+	// it: "read-write", "read-only" or "worker" (migration 022; the
+	// stores also keep 021's read_only, true unless "read-write", for the
+	// processes of the release before).
+	Access    string
 	CreatedAt time.Time
 	RevokedAt time.Time
 	// LastUsedAt is when the token was last used, to within the
@@ -210,9 +213,9 @@ type Session struct {
 	TokenRevokedAt time.Time
 	// TokenName is the name of the session's token; read, never written.
 	TokenName string
-	// TokenReadOnly is whether the session's token is read-only; read,
-	// never written.
-	TokenReadOnly bool
+	// TokenAccess is the access of the session's token (Token.Access);
+	// read, never written.
+	TokenAccess string
 }
 
 // Recovery is one operator decision on an uncertain or held operation.

@@ -1382,7 +1382,7 @@ func (r *reader) ListTokens(ctx context.Context, tenant string) ([]*store.Token,
 }
 
 func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*store.Token, error) {
-	rows, err := r.q.Query(ctx, `SELECT id, tenant, name, hash, read_only, created_at, revoked_at, last_used_at FROM tokens `+where, args...)
+	rows, err := r.q.Query(ctx, `SELECT id, tenant, name, hash, access, created_at, revoked_at, last_used_at FROM tokens `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tokens: %w", mapErr(err))
 	}
@@ -1391,7 +1391,7 @@ func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*stor
 	for rows.Next() {
 		var t store.Token
 		var created, revoked, used pgtype.Timestamptz
-		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.ReadOnly, &created, &revoked, &used); err != nil {
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.Access, &created, &revoked, &used); err != nil {
 			return nil, fmt.Errorf("read tokens: %w", err)
 		}
 		t.CreatedAt, t.RevokedAt, t.LastUsedAt = fromTS(created), fromTS(revoked), fromTS(used)
@@ -1405,8 +1405,10 @@ func (r *reader) tokens(ctx context.Context, where string, args ...any) ([]*stor
 
 // InsertToken stores a new token.
 func (t *pgTx) InsertToken(ctx context.Context, tok *store.Token) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO tokens (id, tenant, name, hash, read_only, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-		tok.ID, tok.Tenant, tok.Name, tok.Hash, tok.ReadOnly, ts(tok.CreatedAt))
+	// read_only (021) is kept for the processes of the release before 022,
+	// true for every token that may not decide: migration 022.
+	_, err := t.q.Exec(ctx, `INSERT INTO tokens (id, tenant, name, hash, access, read_only, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		tok.ID, tok.Tenant, tok.Name, tok.Hash, tok.Access, tok.Access != "read-write", ts(tok.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("insert token: %w", mapErr(err))
 	}
@@ -1441,9 +1443,9 @@ func (t *pgTx) TouchToken(ctx context.Context, id string, at, notBefore time.Tim
 func (r *reader) SessionByHash(ctx context.Context, hash string) (*store.Session, error) {
 	var s store.Session
 	var created, expires, revoked pgtype.Timestamptz
-	err := r.q.QueryRow(ctx, `SELECT s.hash, s.token_id, t.name, t.read_only, s.tenant, s.created_at, s.expires_at, t.revoked_at
+	err := r.q.QueryRow(ctx, `SELECT s.hash, s.token_id, t.name, t.access, s.tenant, s.created_at, s.expires_at, t.revoked_at
 		FROM sessions s JOIN tokens t ON t.id = s.token_id WHERE s.hash = $1`, hash).
-		Scan(&s.Hash, &s.TokenID, &s.TokenName, &s.TokenReadOnly, &s.Tenant, &created, &expires, &revoked)
+		Scan(&s.Hash, &s.TokenID, &s.TokenName, &s.TokenAccess, &s.Tenant, &created, &expires, &revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

@@ -1478,7 +1478,7 @@ func (r *sqlReader) ListTokens(ctx context.Context, tenant string) ([]*store.Tok
 }
 
 func (r *sqlReader) tokens(ctx context.Context, where string, args ...any) ([]*store.Token, error) {
-	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, name, hash, read_only, created_at, revoked_at, last_used_at FROM tokens `+where, args...)
+	rows, err := r.q.QueryContext(ctx, `SELECT id, tenant, name, hash, access, created_at, revoked_at, last_used_at FROM tokens `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
@@ -1487,7 +1487,7 @@ func (r *sqlReader) tokens(ctx context.Context, where string, args ...any) ([]*s
 	for rows.Next() {
 		var t store.Token
 		var created, revoked, used int64
-		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.ReadOnly, &created, &revoked, &used); err != nil {
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Hash, &t.Access, &created, &revoked, &used); err != nil {
 			return nil, fmt.Errorf("read tokens: %w", err)
 		}
 		t.CreatedAt, t.RevokedAt, t.LastUsedAt = fromMicros(created), fromMicros(revoked), fromMicros(used)
@@ -1497,8 +1497,10 @@ func (r *sqlReader) tokens(ctx context.Context, where string, args ...any) ([]*s
 }
 
 func (t *sqlTx) InsertToken(ctx context.Context, tok *store.Token) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO tokens (id, tenant, name, hash, read_only, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		tok.ID, tok.Tenant, tok.Name, tok.Hash, boolInt(tok.ReadOnly), toMicros(tok.CreatedAt))
+	// read_only (021) is kept for the processes of the release before 022,
+	// true for every token that may not decide: migration 022.
+	_, err := t.q.ExecContext(ctx, `INSERT INTO tokens (id, tenant, name, hash, access, read_only, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		tok.ID, tok.Tenant, tok.Name, tok.Hash, tok.Access, boolInt(tok.Access != "read-write"), toMicros(tok.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("insert token: %w", mapErr(err))
 	}
@@ -1528,9 +1530,9 @@ func (t *sqlTx) TouchToken(ctx context.Context, id string, at, notBefore time.Ti
 func (r *sqlReader) SessionByHash(ctx context.Context, hash string) (*store.Session, error) {
 	var s store.Session
 	var created, expires, revoked int64
-	err := r.q.QueryRowContext(ctx, `SELECT s.hash, s.token_id, t.name, t.read_only, s.tenant, s.created_at, s.expires_at, t.revoked_at
+	err := r.q.QueryRowContext(ctx, `SELECT s.hash, s.token_id, t.name, t.access, s.tenant, s.created_at, s.expires_at, t.revoked_at
 		FROM sessions s JOIN tokens t ON t.id = s.token_id WHERE s.hash = ?`, hash).
-		Scan(&s.Hash, &s.TokenID, &s.TokenName, &s.TokenReadOnly, &s.Tenant, &created, &expires, &revoked)
+		Scan(&s.Hash, &s.TokenID, &s.TokenName, &s.TokenAccess, &s.Tenant, &created, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

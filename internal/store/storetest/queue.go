@@ -233,27 +233,33 @@ func testTokens(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.NotNil(t, list[0].RevokedAt)
 
-	// A read-only token keeps its access through every read of it: its
-	// authentication, the list, and a console session signed in with it.
+	// A read-only or worker token keeps its access through every read of
+	// it: its authentication, the list, and a console session signed in
+	// with it.
 	require.Equal(t, opledger.ReadWrite, tok.Access)
-	readSecret, readInfo, err := acme.CreateToken(b.ctx, "wall-screen", opledger.ReadOnly)
-	require.NoError(t, err)
-	require.Equal(t, opledger.ReadOnly, readInfo.Access)
-	tok, err = b.ledger.Authenticate(b.ctx, readSecret)
-	require.NoError(t, err)
-	require.Equal(t, opledger.ReadOnly, tok.Access)
-	require.False(t, tok.CanWrite())
-	list, err = acme.Tokens(b.ctx, false)
-	require.NoError(t, err)
-	require.Len(t, list, 2)
-	require.Equal(t, [2]opledger.TokenAccess{opledger.ReadWrite, opledger.ReadOnly}, [2]opledger.TokenAccess{list[0].Access, list[1].Access})
-	session, _, err := b.ledger.OpenSession(b.ctx, readSecret, time.Hour)
-	require.NoError(t, err)
-	tok, err = b.ledger.SessionToken(b.ctx, session)
-	require.NoError(t, err)
-	require.Equal(t, [2]string{readInfo.ID, opledger.ReadOnly.String()}, [2]string{tok.ID, tok.Access.String()})
-	_, _, err = acme.CreateToken(b.ctx, "x", opledger.TokenAccess(7))
-	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.True(t, tok.CanWrite() && tok.CanDecide())
+	for i, access := range []opledger.TokenAccess{opledger.ReadOnly, opledger.Worker} {
+		secret, info, err := acme.CreateToken(b.ctx, "as-"+access.String(), access)
+		require.NoError(t, err)
+		require.Equal(t, access, info.Access)
+		tok, err := b.ledger.Authenticate(b.ctx, secret)
+		require.NoError(t, err)
+		require.Equal(t, access, tok.Access)
+		require.Equal(t, [2]bool{access == opledger.Worker, false}, [2]bool{tok.CanWrite(), tok.CanDecide()}, access.String())
+		list, err := acme.Tokens(b.ctx, false)
+		require.NoError(t, err)
+		require.Len(t, list, 2+i)
+		require.Equal(t, [2]string{info.ID, access.String()}, [2]string{list[1+i].ID, list[1+i].Access.String()})
+		session, _, err := b.ledger.OpenSession(b.ctx, secret, time.Hour)
+		require.NoError(t, err)
+		tok, err = b.ledger.SessionToken(b.ctx, session)
+		require.NoError(t, err)
+		require.Equal(t, [2]string{info.ID, access.String()}, [2]string{tok.ID, tok.Access.String()})
+	}
+	for _, access := range []opledger.TokenAccess{-1, 3} {
+		_, _, err = acme.CreateToken(b.ctx, "x", access)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	}
 
 	// A token's last use: recorded when it authenticates, written again
 	// only once the one recorded is TokenUseResolution old, and by a
