@@ -36,25 +36,21 @@ func TestWorkerToken(t *testing.T) {
 
 			// The work: a whole protected operation, an uncertain one,
 			// a lookup's finding, a workflow, an event.
-			in := intent(1)
-			c, err := worker.Claim(ctx, "order:1", client.ClaimRequest{Worker: "w1", Intent: &in})
-			require.NoError(t, err)
-			res, err := worker.Report(ctx, "order:1", c.AttemptID, client.Report{FencingToken: c.FencingToken,
-				Outcome: opledger.OutcomeSucceeded, DestinationRef: "crm-1"})
-			require.NoError(t, err)
-			require.Equal(t, opledger.StateSucceeded, res.Operation.State)
-			in = intent(2)
-			c, err = worker.Claim(ctx, "order:2", client.ClaimRequest{Worker: "w1", Intent: &in, Dispatch: true})
-			require.NoError(t, err)
-			_, err = worker.Report(ctx, "order:2", c.AttemptID, client.Report{FencingToken: c.FencingToken,
-				Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-			require.NoError(t, err)
-			in = intent(3)
-			c, err = worker.Claim(ctx, "order:3", client.ClaimRequest{Worker: "w1", Intent: &in, Dispatch: true})
-			require.NoError(t, err)
-			_, err = worker.Report(ctx, "order:3", c.AttemptID, client.Report{FencingToken: c.FencingToken,
-				Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-			require.NoError(t, err)
+			// run claims key with its intent, dispatched, and reports r.
+			run := func(key string, units int, r client.Report) opledger.State {
+				t.Helper()
+				in := intent(units)
+				c, err := worker.Claim(ctx, key, client.ClaimRequest{Worker: "w1", Intent: &in, Dispatch: true})
+				require.NoError(t, err)
+				r.FencingToken = c.FencingToken
+				res, err := worker.Report(ctx, key, c.AttemptID, r)
+				require.NoError(t, err)
+				return res.State
+			}
+			require.Equal(t, opledger.StateSucceeded, run("order:1", 1, client.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "crm-1"}))
+			lost := client.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"}
+			require.Equal(t, opledger.StateUncertain, run("order:2", 2, lost))
+			require.Equal(t, opledger.StateUncertain, run("order:3", 3, lost))
 			op, err := worker.Reconcile(ctx, "order:3", client.Finding{Found: true, Matches: true, DestinationRef: "crm-3", Authoritative: true})
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateSucceeded, op.State, "a lookup's finding is the work of automation")
