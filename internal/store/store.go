@@ -191,8 +191,9 @@ type Token struct {
 	Hash   string
 	// Access is what the token may do, in the root package's words for
 	// it: "read-write", "read-only" or "worker" (migration 022; the
-	// stores also keep 021's read_only, true unless "read-write", for the
-	// processes of the release before).
+	// stores refuse any other word, the empty one too, and also keep
+	// 021's read_only, true unless "read-write", for the processes of the
+	// release before).
 	Access    string
 	CreatedAt time.Time
 	RevokedAt time.Time

@@ -50,7 +50,7 @@ func waitQueued(t *testing.T, s *Store, n int) {
 }
 
 func insertToken(ctx context.Context, tx store.Tx, id, hash string) error {
-	return tx.InsertToken(ctx, &store.Token{ID: id, Tenant: "t", Name: id, Hash: hash, CreatedAt: time.Now()})
+	return tx.InsertToken(ctx, &store.Token{ID: id, Tenant: "t", Name: id, Hash: hash, Access: "read-write", CreatedAt: time.Now()})
 }
 
 func tokenIDs(t *testing.T, s *Store) map[string]bool {
