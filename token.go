@@ -57,9 +57,14 @@ const (
 // line and in the store.
 var accessNames = [...]string{ReadWrite: "read-write", ReadOnly: "read-only", Worker: "worker"}
 
+// known reports whether a is one of the accesses accessNames names.
+func (a TokenAccess) known() bool {
+	return a >= 0 && int(a) < len(accessNames)
+}
+
 // String returns "read-write", "read-only" or "worker".
 func (a TokenAccess) String() string {
-	if a < 0 || int(a) >= len(accessNames) {
+	if !a.known() {
 		return fmt.Sprintf("TokenAccess(%d)", int(a))
 	}
 	return accessNames[a]
@@ -67,7 +72,7 @@ func (a TokenAccess) String() string {
 
 // MarshalText encodes the access as its String, for JSON.
 func (a TokenAccess) MarshalText() ([]byte, error) {
-	if a < 0 || int(a) >= len(accessNames) {
+	if !a.known() {
 		return nil, fmt.Errorf("token access %d is not one of read-write, read-only, worker", int(a))
 	}
 	return []byte(a.String()), nil
@@ -122,7 +127,7 @@ func hashToken(secret string) string {
 // SHA-256 is stored. The access of a token never changes: revoke it and
 // create another.
 func (l *Ledger) CreateToken(ctx context.Context, name string, access TokenAccess) (secret string, info *TokenInfo, err error) {
-	if access < 0 || int(access) >= len(accessNames) {
+	if !access.known() {
 		return "", nil, invalidInput("token access must be ReadWrite, ReadOnly or Worker, not %d", int(access))
 	}
 	if name == "" {
