@@ -124,7 +124,7 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)
 		if rt.needs != public {
-			h = s.authenticated(rt.handler, rt.needs == decision)
+			h = s.authenticated(rt.handler, rt.needs)
 		}
 		mux.Handle(rt.pattern, h)
 	}
@@ -249,7 +249,7 @@ func (s *server) logged(next http.Handler) http.Handler {
 // authenticated checks the bearer token and scopes the ledger to its
 // tenant; a read-only token may only GET, and a route of a decision needs
 // a token that may decide. It also bounds the request body.
-func (s *server) authenticated(next http.HandlerFunc, decides bool) http.Handler {
+func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme's name is case-insensitive (RFC 9110, section 11.1).
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -276,7 +276,7 @@ func (s *server) authenticated(next http.HandlerFunc, decides bool) http.Handler
 				"the token "+tok.ID+" is read-only: it may use the GET routes only", nil)
 			return
 		}
-		if decides && !tok.CanDecide() {
+		if needs == decision && !tok.CanDecide() {
 			writeProblem(w, r, http.StatusForbidden, "forbidden",
 				"the token "+tok.ID+" is a worker token: it may not take an operator's decision (resolve, approve); a read-write token may", nil)
 			return
