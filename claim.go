@@ -187,6 +187,9 @@ func claimDecision(worker, recorder string, lease time.Duration, intent *Intent,
 			// attempt, whose dispatch or lease decides (another caller's
 			// refused claim must not move it).
 			t.expireProtection("claimed")
+			// Recorded before its destination required approval: it
+			// waits for one now, and the claim is refused.
+			t.requireApproval(t.approval.why(t.op.Destination), ActorSystem)
 		}
 		if State(t.op.State) != StatePending || t.op.NotBefore.After(t.now) {
 			if t.dirty {

@@ -294,3 +294,41 @@ func ExampleTokenInfo_CanDecide() {
 	// Output:
 	// n8n worker may write: true may decide: false
 }
+
+// A ledger opened with DestinationsRequiringApproval makes every new
+// operation for those destinations wait for a person's approval, even
+// when the intent does not ask for one: approval is the service's rule,
+// not the recorder's choice.
+func ExampleOptions_destinationsRequiringApproval() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "opledger-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ledger, err := opledger.Open(ctx, "sqlite:"+filepath.Join(dir, "ledger.db"),
+		opledger.Options{DestinationsRequiringApproval: []string{"payments"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ledger.Close()
+
+	op, _, err := ledger.Record(ctx, opledger.Intent{Key: "order:1042:capture", Action: "payments.capture",
+		Destination: "payments", Payload: json.RawMessage(`{"cents":1200}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(op.State)
+	_, err = ledger.Claim(ctx, op.Key, opledger.ClaimOptions{})
+	fmt.Println("claim refused:", errors.Is(err, opledger.ErrInvalidState))
+
+	op, _, err = ledger.Approve(ctx, op.Key, opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "Maria"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(op.State, "approved by", op.ApprovedBy)
+	// Output:
+	// awaiting_approval
+	// claim refused: true
+	// pending approved by Maria
+}

@@ -65,6 +65,20 @@ type Options struct {
 	// destination not named here serves every tenant; a list must name
 	// at least one.
 	DestinationTenants map[string][]string
+	// DestinationsRequiringApproval names the destinations whose every
+	// operation waits for an approval before its first attempt, whatever
+	// the intent's RequiresApproval says: approval as the server's policy
+	// rather than the recorder's choice (opledger serve reads the list
+	// from its configuration file's require_approval). A new operation
+	// for one is recorded as awaiting_approval, by Record, a claim with
+	// an intent, an event's rule and a workflow's step; its timeline says
+	// the destination required it. An operation recorded before the list
+	// named its destination, pending and never dispatched, is moved to
+	// awaiting_approval by a repeat of its intent or a claim (the claim
+	// is refused), so nothing reaches the destination unapproved; one
+	// already dispatched keeps going. Names take the key syntax (Open
+	// refuses others).
+	DestinationsRequiringApproval []string
 	// HoldReviewAfter sets review_by when an operation becomes held.
 	// Default DefaultHoldReviewAfter.
 	HoldReviewAfter time.Duration
@@ -128,6 +142,8 @@ type shared struct {
 	worker string
 	// served is Options.DestinationTenants.
 	served servedTenants
+	// approval is Options.DestinationsRequiringApproval.
+	approval approvalPolicy
 	// snapshots are this ledger's own claims as it last wrote them.
 	snapshots *snapshots
 	// checkedTokens are the API tokens Authenticate found active lately.
@@ -226,6 +242,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
+	approval, err := newApprovalPolicy(opts.DestinationsRequiringApproval)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(ctx, dsn, opts)
 	if err == nil && opts.ExistingOnly {
 		if err = checkSchema(ctx, st, dsn); err != nil {
@@ -245,7 +265,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 		return nil, err
 	}
 	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots(),
-		served: served, life: newLifecycle()}, tenant: opts.Tenant}, nil
+		served: served, approval: approval, life: newLifecycle()}, tenant: opts.Tenant}, nil
 }
 
 // checkSchema refuses, reading only, a store whose schema is not at the
@@ -508,8 +528,10 @@ type txn struct {
 	// served refuses a new operation for a destination that does not
 	// serve the tenant.
 	served servedTenants
-	key    string
-	op     *store.Operation // nil when the key has no row
+	// approval makes operations for some destinations wait for approval.
+	approval approvalPolicy
+	key      string
+	op       *store.Operation // nil when the key has no row
 	// tombstone is set when the key has no row but a tombstone.
 	tombstone *store.Tombstone
 	prevRev   int64
@@ -628,7 +650,7 @@ func (l *Ledger) decideWith(ctx context.Context, tx store.Tx, tenant, key, attem
 
 // decideRead is decideIn with the operation's row read by read.
 func (l *Ledger) decideRead(ctx context.Context, tx store.Tx, tenant, key string, read func(t *txn) (*store.Operation, error), decide func(t *txn) error) (op *Operation, refusal, err error) {
-	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served}
+	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served, approval: l.approval}
 	// Read the row first: on stores that lock it, the clock is then read
 	// after any earlier writer finished, so times never go back.
 	row, err := read(t)

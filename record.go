@@ -124,7 +124,11 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 			return e
 		}
 		t.addSensitiveFields(in.SensitiveFields, actor)
-		t.requireApproval(in.RequiresApproval, actor)
+		why := t.approval.why(t.op.Destination)
+		if in.RequiresApproval {
+			why = "a repeat of the intent requires approval"
+		}
+		t.requireApproval(why, actor)
 		t.fillOwner(in.Owner, actor)
 		return nil
 	}
@@ -150,9 +154,12 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 			return err
 		}
 	}
-	state := StatePending
-	if in.RequiresApproval {
+	state, evidence := StatePending, "version "+strconv.FormatInt(in.Version, 10)+", "+fp
+	if why := t.approval.why(in.Destination); in.RequiresApproval || why != "" {
 		state = StateAwaitingApproval
+		if !in.RequiresApproval {
+			evidence += "; " + why // the intent did not ask: say what did
+		}
 	}
 	t.op = &store.Operation{
 		Tenant: t.tenant, Key: t.key, Action: in.Action, Destination: in.Destination,
@@ -160,10 +167,10 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		// caller reuses the intent's buffer.
 		Version: in.Version, Fingerprint: fp, Payload: bytes.Clone(in.Payload),
 		SensitiveFields: slices.Clone(in.SensitiveFields), Owner: in.Owner, SourceEvent: in.SourceEvent,
-		RequiresApproval: in.RequiresApproval,
+		RequiresApproval: state == StateAwaitingApproval,
 	}
 	t.inserted = true
-	t.move(state, actor, "", "recorded", "version "+strconv.FormatInt(in.Version, 10)+", "+fp)
+	t.move(state, actor, "", "recorded", evidence)
 	return nil
 }
 
@@ -238,20 +245,22 @@ func stepIn(row *store.Workflow, step string) (*store.Workflow, string, error) {
 	return row, step, nil
 }
 
-// requireApproval makes a recorded operation wait for approval when a
-// repeat requires it and the operation did not, while nothing of it has
-// been sent yet (pending, never dispatched, as a revision may): a repeat
-// never weakens what was recorded, and one that asks for more is not
-// silently answered as if granted. Once an attempt has been dispatched it
-// is too late; the repeat gets the operation as it is, which shows that
-// it requires no approval.
-func (t *txn) requireApproval(required bool, actor string) {
-	if !required || t.op.RequiresApproval || !t.pendingNeverSent() {
+// requireApproval makes a recorded operation wait for approval when why
+// says it must (a repeat of its intent requires it, or its destination
+// does: approvalPolicy.why) and the operation did not, while nothing of
+// it has been sent yet (pending, never dispatched, as a revision may): a
+// repeat never weakens what was recorded, and one that asks for more is
+// not silently answered as if granted. Once an attempt has been
+// dispatched it is too late; the repeat gets the operation as it is,
+// which shows that it requires no approval. An empty why requires
+// nothing.
+func (t *txn) requireApproval(why, actor string) {
+	if why == "" || t.op.RequiresApproval || !t.pendingNeverSent() {
 		return
 	}
 	t.op.RequiresApproval = true
 	t.move(StateAwaitingApproval, actor, "", "approval required",
-		fmt.Sprintf("a repeat of the intent requires approval; version %d awaits it", t.op.Version))
+		fmt.Sprintf("%s; version %d awaits it", why, t.op.Version))
 }
 
 // fillOwner gives a recorded operation without an owner the one a repeat
@@ -372,6 +381,36 @@ func newServedTenants(lists map[string][]string) (servedTenants, error) {
 		}
 	}
 	return served, nil
+}
+
+// approvalPolicy is Options.DestinationsRequiringApproval as a set: the
+// destinations whose every operation waits for an approval.
+type approvalPolicy map[string]bool
+
+// newApprovalPolicy checks and indexes
+// Options.DestinationsRequiringApproval.
+func newApprovalPolicy(destinations []string) (approvalPolicy, error) {
+	if len(destinations) == 0 {
+		return nil, nil
+	}
+	p := make(approvalPolicy, len(destinations))
+	for _, dest := range destinations {
+		if err := checkDestinationName(dest); err != nil {
+			return nil, fmt.Errorf("DestinationsRequiringApproval: %w", err)
+		}
+		p[dest] = true
+	}
+	return p, nil
+}
+
+// why says why an operation for destination must wait for approval
+// whatever its intent says, for its timeline; "" when the policy does not
+// name the destination.
+func (p approvalPolicy) why(destination string) string {
+	if !p[destination] {
+		return ""
+	}
+	return "destination " + destination + " requires approval of every operation"
 }
 
 // check refuses a new operation of tenant for destination when the

@@ -857,7 +857,10 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 		default:
 			st.State = StepWaiting
 			st.Action, st.Destination, st.Version = s.Action, s.Destination, s.Version
-			st.Payload, st.RequiresApproval = MaskPayload(s.Payload, s.SensitiveFields), s.RequiresApproval
+			// Recorded in its turn, it waits for approval when its
+			// destination requires one, whatever the definition says.
+			st.Payload = MaskPayload(s.Payload, s.SensitiveFields)
+			st.RequiresApproval = s.RequiresApproval || l.approval.why(s.Destination) != ""
 			st.RevisedBy = s.RevisedBy
 			if s.PreApproval != nil {
 				st.PreApprovedBy = s.PreApproval.Approver

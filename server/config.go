@@ -28,6 +28,7 @@ import (
 //	    scheme: stripe                # or shopify
 //	    secret_env: STRIPE_WEBHOOK_SECRET
 //	    tolerance: 5m
+//	require_approval: [payments]      # every operation for these waits for approval
 //
 // Paths are relative to the file's directory. Secrets are never in the
 // file: it names the environment variables that hold them.
@@ -36,6 +37,11 @@ type FileConfig struct {
 	Destinations string                   `yaml:"destinations"`
 	Rules        string                   `yaml:"rules"`
 	Webhooks     map[string]WebhookConfig `yaml:"webhooks"`
+	// RequireApproval names the destinations whose every operation waits
+	// for an approval before its first attempt, whatever its intent says
+	// (opledger.Options.DestinationsRequiringApproval): destinations of
+	// the destinations file, or ones that workers of their own send to.
+	RequireApproval []string `yaml:"require_approval"`
 
 	dir string
 }
@@ -138,6 +144,25 @@ func (c *FileConfig) path(p string) string {
 // DestinationsPath is the destinations file, resolved against the config
 // file's directory; empty when none is configured.
 func (c *FileConfig) DestinationsPath() string { return c.path(c.Destinations) }
+
+// ApprovalDestinations returns require_approval's destinations for
+// opledger.Options.DestinationsRequiringApproval, each checked for the
+// syntax of a destination name, so that a command can refuse a bad entry
+// before it opens, and perhaps creates, the ledger. Like a key, a bad
+// entry is not repeated: the error names its position.
+func (c *FileConfig) ApprovalDestinations() ([]string, error) {
+	for i, name := range c.RequireApproval {
+		if err := opledger.ValidateKey(name); err != nil {
+			reason := err.Error()
+			var ke *opledger.KeyError
+			if errors.As(err, &ke) {
+				reason = ke.Reason
+			}
+			return nil, fmt.Errorf("config require_approval: entry %d takes a destination name, in the operation key syntax: %s", i+1, reason)
+		}
+	}
+	return slices.Clone(c.RequireApproval), nil
+}
 
 // APIOptions builds the rules and webhook verifiers the API needs. It
 // checks everything httpapi.New would (a webhook's tenant too), so that a

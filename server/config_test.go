@@ -150,3 +150,24 @@ func TestLoadConfigSizeLimit(t *testing.T) {
 	_, err = server.LoadConfig(dir)
 	require.EqualError(t, err, "read config: "+dir+": not a regular file")
 }
+
+// TestApprovalDestinations: require_approval's names are returned as
+// written; one outside the destination syntax is refused by its
+// position, not repeated; a value that is not a list is refused with
+// its line.
+func TestApprovalDestinations(t *testing.T) {
+	fc, err := loadConfig(t, "require_approval: [payments, crm.eu]\n")
+	require.NoError(t, err)
+	names, err := fc.ApprovalDestinations()
+	require.NoError(t, err)
+	require.Equal(t, []string{"payments", "crm.eu"}, names)
+
+	fc, err = loadConfig(t, "require_approval:\n  - payments\n  - ann@example.com\n")
+	require.NoError(t, err)
+	_, err = fc.ApprovalDestinations()
+	require.ErrorContains(t, err, "config require_approval: entry 2 takes a destination name, in the operation key syntax: ")
+	require.NotContains(t, err.Error(), "ann@example.com")
+
+	_, err = loadConfig(t, "require_approval: payments\n")
+	require.ErrorContains(t, err, "line 1: require_approval: takes a list")
+}

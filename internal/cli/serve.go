@@ -138,10 +138,14 @@ finish; every write a client got an answer for is already committed.`,
 						opts.DestinationTenants = cfg.Destinations.Tenants()
 					}
 				}
-				var apiErr error
+				var apiErr, approvalErr error
 				cfg.API, apiErr = fc.APIOptions()
-				if err := errors.Join(destErr, apiErr); err != nil {
+				opts.DestinationsRequiringApproval, approvalErr = fc.ApprovalDestinations()
+				if err := errors.Join(destErr, apiErr, approvalErr); err != nil {
 					return err
+				}
+				if len(opts.DestinationsRequiringApproval) > 0 {
+					log.Info("every operation for these destinations waits for approval", "destinations", opts.DestinationsRequiringApproval)
 				}
 			}
 			// What server.New would refuse (a destination timeout the

@@ -353,6 +353,7 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 	}{
 		{write("space.yaml", webhook(`"bad tenant"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax: key may contain only letters"},
 		{write("nul.yaml", webhook(`"a\0b"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax"},
+		{write("approval.yaml", "require_approval: [payments, \"pay ments\"]\n"), "opledger: config require_approval: entry 2 takes a destination name, in the operation key syntax: key may contain only letters"},
 		{write("two.yaml", "rules: rules.yaml\n---\n"), "opledger: config " + filepath.Join(dir, "two.yaml") + ": only one YAML document is allowed"},
 		{write("misspelt.yaml", "destination: slow.yaml\n"), "opledger: config " + filepath.Join(dir, "misspelt.yaml") + ": yaml: line 1: unknown field destination (did you mean destinations?)"},
 		// Said in plain words, never with Go's type names nor the file's
@@ -510,6 +511,50 @@ func TestTokensAccess(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.NotContains(t, out, "never")
 	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +wall-screen +read-only +\S+ +\d{4}-\d\d-\d\dT\S+ +- *$`, out)
+}
+
+// TestServeRequireApproval: with require_approval in --config, an
+// operation for such a destination that a worker token records without
+// asking for approval waits for one, which the worker token may not give
+// and a read-write token may; other destinations are not touched. serve
+// says at start which destinations it holds.
+func TestServeRequireApproval(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLiteDSN(t)
+	token := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := run(t, append([]string{"tokens", "create", "--db", dsn, "--tenant", "acme"}, args...)...)
+		require.Equal(t, 0, code, errOut)
+		return strings.TrimSpace(out)
+	}
+	operator, worker := token("--name", "ops-laptop"), token("--name", "n8n", "--worker")
+	config := filepath.Join(t.TempDir(), "opledger.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("require_approval: [payments, refunds]\n"), 0o644))
+	logs := &testrig.LogBuffer{}
+	base := startedURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--config", config), logs)
+	require.Contains(t, logs.String(), `msg="every operation for these destinations waits for approval" destinations="[payments refunds]"`)
+
+	ctx := context.Background()
+	automation := client.New(base, worker, nil)
+	op, created, err := automation.Record(ctx, "order:1:charge", client.Intent{Action: "payments.capture", Destination: "payments", Payload: []byte(`{"cents":1200}`)})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, opledger.StateAwaitingApproval, op.State, "the worker did not ask; the server's policy did")
+	require.True(t, op.RequiresApproval)
+	_, err = automation.Claim(ctx, op.Key, client.ClaimRequest{})
+	require.ErrorIs(t, err, opledger.ErrInvalidState)
+	approval := opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "ana"}
+	_, _, err = automation.Approve(ctx, op.Key, approval)
+	require.ErrorIs(t, err, opledger.ErrForbidden, "the automation cannot approve its own operation")
+	op, _, err = client.New(base, operator, nil).Approve(ctx, op.Key, approval)
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+	_, err = automation.Claim(ctx, op.Key, client.ClaimRequest{})
+	require.NoError(t, err, "approved, the automation claims it")
+
+	op, _, err = automation.Record(ctx, "order:1:mail", client.Intent{Action: "mail.send", Destination: "mail", Payload: []byte(`{}`)})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State, "other destinations are not touched")
 }
 
 // TestServeLogsMigrations: serve (and proxy) log the creation of a new
