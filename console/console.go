@@ -455,15 +455,17 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// queue is the exception queue: held, uncertain and failed operations
-// (but those an operator cancelled, which need no repair), the most
-// urgent review first. Each state is read on its own, up to
-// queueLimit operations each, so that a burst of failures never pushes a
-// held or uncertain operation out of the page. The held ones are read by
-// review time, so that those shown are the ones due first; the uncertain
-// and failed ones newest first (by creation), so that those shown are the
-// newest. The page shows the held ones earliest review first, then the
-// uncertain, then the failed ones, each group oldest first (by creation).
+// queue is the exception queue: what waits for a person. Held, uncertain
+// and failed operations (but those an operator cancelled, which need no
+// repair), and those awaiting approval, which nothing sends until an
+// approver has looked; the most urgent review first. Each state is read
+// on its own, up to queueLimit operations each, so that a burst of
+// failures never pushes a held or uncertain operation out of the page.
+// The held ones are read by review time, so that those shown are the
+// ones due first; the others newest first (by creation), so that those
+// shown are the newest. The page shows the held ones earliest review
+// first, then the uncertain, those awaiting approval and the failed
+// ones, each group oldest first (by creation).
 // Its caption counts every operation that needs attention, not only those
 // shown, and says which states have more than the page shows.
 func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
@@ -519,8 +521,11 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		sum.Total += total
 	}
 	sum.Shown = len(rows)
-	// Held first by review time, then uncertain, then failed; oldest first within.
-	rank := map[opledger.State]int{opledger.StateHeld: 0, opledger.StateUncertain: 1, opledger.StateFailed: 2}
+	// Held first by review time, then in queueStates' order; oldest first within.
+	rank := map[opledger.State]int{}
+	for i, st := range queueStates {
+		rank[st] = i
+	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		if a.ReviewBy != nil && b.ReviewBy != nil && !a.ReviewBy.Equal(*b.ReviewBy) {
@@ -569,7 +574,7 @@ type dueNotice struct {
 }
 
 // queueStates are the states of the exception queue, in its order.
-var queueStates = []opledger.State{opledger.StateHeld, opledger.StateUncertain, opledger.StateFailed}
+var queueStates = []opledger.State{opledger.StateHeld, opledger.StateUncertain, opledger.StateAwaitingApproval, opledger.StateFailed}
 
 // queueSummary is the caption of the exception queue.
 type queueSummary struct {

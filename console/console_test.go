@@ -48,7 +48,8 @@ func start(t *testing.T) *bundle {
 	return &bundle{url: srv.URL(), token: token, ledger: l}
 }
 
-// seed makes one operation in each unresolved state, plus a succeeded one.
+// seed makes one operation in each unresolved state, one awaiting
+// approval, plus a succeeded one.
 func (b *bundle) seed(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -70,6 +71,9 @@ func (b *bundle) seed(t *testing.T) {
 	require.NoError(t, err)
 	c = mk("order:17:prepare", "erp", `{"units":2}`)
 	_, err = b.ledger.Report(ctx, "order:17:prepare", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422 units must be positive"})
+	require.NoError(t, err)
+	_, _, err = b.ledger.Record(ctx, opledger.Intent{Key: "refund:17:issue", Action: "payments.refund", Destination: "payments",
+		Owner: "finance", Payload: json.RawMessage(`{"cents":4900}`), RequiresApproval: true})
 	require.NoError(t, err)
 	for _, d := range []string{"d1", "d2"} {
 		_, err = b.ledger.ReceiveEvent(ctx, nil, opledger.Event{Source: "forms", EventID: "evt-847", DeliveryID: d, Type: "submission.accepted", Payload: json.RawMessage(`{"submission_id":"847"}`)})
@@ -224,6 +228,7 @@ func TestConsole(t *testing.T) {
 	require.Contains(t, body, "intake:I17:create")
 	require.Contains(t, body, "mail:welcome:u17")
 	require.Contains(t, body, "order:17:prepare")
+	require.Contains(t, body, "refund:17:issue", "waits for an approver")
 	require.NotContains(t, body, "order:16:prepare", "succeeded operations are not exceptions")
 	require.Equal(t, "intake:I17:create", strings.TrimSpace(text(`table.queue tbody tr:first-child th`)), "held, with a review time, comes first")
 	requireAccessible(t, ctx)

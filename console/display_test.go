@@ -163,7 +163,9 @@ func TestDashboardRecovery(t *testing.T) {
 
 // TestQueueWaiting: the queue's age of an operation is how long it has
 // waited for someone: since it became uncertain or held, not since it
-// was recorded; for a failed one, since its last change.
+// was recorded; for a failed one, or one awaiting approval (here, of a
+// revision), since its last change. Those awaiting approval come between
+// the uncertain and the failed ones.
 func TestQueueWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -171,12 +173,14 @@ func TestQueueWaiting(t *testing.T) {
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 
-	for _, key := range []string{"late:held", "late:failed"} {
+	for _, key := range []string{"late:held", "late:failed", "late:approval"} {
 		_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
 		require.NoError(t, err)
 	}
 	offset.Add(int64(10 * time.Hour))
 	heldOp(t, l, opledger.Intent{Key: "late:held"}, "timeout", "no lookup")
+	_, _, err := l.Revise(ctx, "late:approval", opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2})
+	require.NoError(t, err)
 	cl, err := l.Claim(ctx, "late:failed", opledger.ClaimOptions{})
 	require.NoError(t, err)
 	_, err = l.Report(ctx, "late:failed", cl.AttemptID, cl.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422"})
@@ -185,11 +189,16 @@ func TestQueueWaiting(t *testing.T) {
 
 	page := signIn(t, srv.URL, token).get("/")
 	require.Contains(t, page, `<th scope="col">Waiting</th>`)
-	require.Contains(t, page, "Waiting: since the operation became uncertain or held; for a failed one, since its last change.")
-	for _, key := range []string{"late:held", "late:failed"} {
+	require.Contains(t, page, "Waiting: since the operation became uncertain or held; for one awaiting approval or failed, since its last change.")
+	for _, key := range []string{"late:held", "late:failed", "late:approval"} {
 		row := section(t, page, `<a href="/operations/`+key+`">`, `</tr>`)
-		require.Contains(t, row, `<td data-label="Waiting">3 h 12 min</td>`, "%s has waited since it was held or failed, not since it was recorded 13 h ago", key)
+		require.Contains(t, row, `<td data-label="Waiting">3 h 12 min</td>`, "%s has waited since it was held, failed or revised, not since it was recorded 13 h ago", key)
 	}
+	require.Contains(t, section(t, page, `<a href="/operations/late:approval">`, `</tr>`), `<span class="badge state-awaiting_approval">awaiting_approval</span>`)
+	require.Contains(t, page, `<a href="/operations?state=awaiting_approval">all awaiting_approval</a>`)
+	require.Contains(t, page, "3 operations need attention.")
+	require.Less(t, strings.Index(page, "late:held"), strings.Index(page, "late:approval"), "held first")
+	require.Less(t, strings.Index(page, "late:approval"), strings.Index(page, "late:failed"), "then those awaiting approval, then the failed ones")
 }
 
 // TestSampleSkipsFailingTenant: a tenant whose counters cannot be read is
