@@ -179,3 +179,62 @@ func TestDestinationsRequiringApprovalChecked(t *testing.T) {
 	require.ErrorContains(t, err, "DestinationsRequiringApproval: ")
 	require.ErrorContains(t, err, "destination names take letters")
 }
+
+// TestOldestApprovalWait: Stats.OldestApprovalWaitSeconds is how long the
+// operation awaiting approval the longest has waited: since it was
+// recorded, or since the revision that awaits approval; another tenant's
+// counts only across tenants; an approved one no longer counts.
+func TestOldestApprovalWait(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := newManualClock()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			other, err := l.WithTenant("other")
+			require.NoError(t, err)
+			wait := func(l *opledger.Ledger, all bool) float64 {
+				t.Helper()
+				s, err := l.Stats(ctx, all)
+				require.NoError(t, err)
+				return s.OldestApprovalWaitSeconds
+			}
+			record := func(l *opledger.Ledger, key string, approval bool) {
+				t.Helper()
+				_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "payments.capture", Destination: "payments",
+					Payload: json.RawMessage(`{"cents":100}`), RequiresApproval: approval})
+				require.NoError(t, err)
+			}
+
+			record(l, "pending", false)
+			require.Zero(t, wait(l, false), "none awaits approval")
+			record(l, "a", true)
+			clock.Advance(100 * time.Second)
+			record(l, "b", true)
+			record(other, "c", true)
+			clock.Advance(20 * time.Second)
+			require.Equal(t, 120.0, wait(l, false), "a, recorded 120 s ago")
+			require.Equal(t, 20.0, wait(other, false), "the other tenant's own")
+			require.Equal(t, 120.0, wait(l, true), "all tenants: a")
+
+			// A revision awaits approval since it was made.
+			_, _, err = l.Revise(ctx, "a", opledger.Revision{Payload: json.RawMessage(`{"cents":90}`), Version: 2})
+			require.NoError(t, err)
+			clock.Advance(5 * time.Second)
+			require.Equal(t, 25.0, wait(l, false), "b, recorded 25 s ago; a was revised 5 s ago")
+
+			// Approved ones no longer wait.
+			for _, key := range []string{"a", "b"} {
+				op, err := l.Get(ctx, key)
+				require.NoError(t, err)
+				_, _, err = l.Approve(ctx, key, opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "ana"})
+				require.NoError(t, err)
+			}
+			require.Zero(t, wait(l, false))
+			require.Equal(t, 25.0, wait(l, true), "all tenants: c")
+		})
+	}
+}

@@ -39,6 +39,12 @@ type Stats struct {
 	// destination name, a destinations file left out), or the workers are
 	// down or cannot keep up.
 	OldestDueSeconds float64 `json:"oldest_due_seconds"`
+	// OldestApprovalWaitSeconds is how long the operation awaiting
+	// approval the longest has waited for an approver: the time since its
+	// last change (its recording, or the revision that awaits approval);
+	// 0 when none awaits. Nothing sends such an operation before someone
+	// approves it, so one that keeps growing is work no approver has seen.
+	OldestApprovalWaitSeconds float64 `json:"oldest_approval_wait_seconds"`
 	// Attempts counts technical attempts by destination and outcome; the
 	// attempts of compacted operations are included.
 	Attempts      []AttemptCount `json:"attempts"`
@@ -95,6 +101,12 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 			if !since.IsZero() {
 				st.oldestDue = max(now.Sub(since), 0)
 			}
+			if _, since, err = r.OldestAwaitingApproval(ctx, tenant); err != nil {
+				return err
+			}
+			if !since.IsZero() {
+				st.oldestApproval = max(now.Sub(since), 0)
+			}
 			return nil
 		})
 		return st, err
@@ -103,7 +115,7 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 		return nil, err
 	}
 	out := &Stats{OperationsByState: map[State]int{}, Attempts: []AttemptCount{},
-		ReviewsOverdue: st.reviewsOverdue, OldestDueSeconds: st.oldestDue.Seconds(),
+		ReviewsOverdue: st.reviewsOverdue, OldestDueSeconds: st.oldestDue.Seconds(), OldestApprovalWaitSeconds: st.oldestApproval.Seconds(),
 		ConfirmedEffects: st.ConfirmedEffects, DuplicateEffects: st.DuplicateEffects,
 		Recoveries: st.Recoveries, RecoveryBuckets: slices.Clone(st.RecoveryBuckets),
 		RecoveryP90Seconds: st.RecoveryP90.Seconds(), RecoveryTotalSeconds: st.RecoveryTotal.Seconds()}
@@ -130,6 +142,7 @@ type statsRead struct {
 	*store.Stats
 	reviewsOverdue int
 	oldestDue      time.Duration
+	oldestApproval time.Duration
 }
 
 // OldestDue returns the tenant's pending operation that has been due the

@@ -35,6 +35,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -363,12 +364,32 @@ func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
 
 // render writes a page with status.
 func (c *Console) render(w http.ResponseWriter, status int, page string, data map[string]any) {
+	// The whole page is rendered before anything is sent: a page that
+	// fails half way is answered 500 with the error page, never 200 with
+	// half a page that looks complete.
+	var buf bytes.Buffer
+	if err := c.pages[page].Execute(&buf, data); err != nil {
+		c.log.Error("console: render", "page", page, "error", err)
+		if page == "error" {
+			http.Error(w, renderFailed, http.StatusInternalServerError)
+			return
+		}
+		failed := map[string]any{"Title": http.StatusText(http.StatusInternalServerError), "Message": renderFailed}
+		for _, k := range []string{"Tenant", "CSRF", "Access"} { // a signed-in page keeps its header
+			if v, ok := data[k]; ok {
+				failed[k] = v
+			}
+		}
+		c.render(w, http.StatusInternalServerError, "error", failed)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	if err := c.pages[page].Execute(w, data); err != nil {
-		c.log.Error("console: render", "page", page, "error", err)
-	}
+	_, _ = w.Write(buf.Bytes())
 }
+
+// renderFailed is the message of a page that could not be rendered.
+const renderFailed = "This page could not be shown: the server's log says why."
 
 // fail renders an error page; err, if any, goes to the log only.
 // s is the signed-in session, if any: the page then keeps the navigation
@@ -644,8 +665,10 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) 
 	c.mu.Unlock()
 	c.renderSigned(w, s, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard",
 		"Stats": st, "Events": ev, "States": opledger.States, "Chart": chart(samples), "Now": now,
-		"RecoveryMean": recoveryTime(st.RecoveryMeanSeconds, st.Recoveries),
-		"RecoveryP90":  recoveryTime(st.RecoveryP90Seconds, st.Recoveries),
+		"RecoveryMean": measuredTime(st.RecoveryMeanSeconds, st.Recoveries),
+		"RecoveryP90":  measuredTime(st.RecoveryP90Seconds, st.Recoveries),
+		"ApprovalWait": measuredTime(st.OldestApprovalWaitSeconds, st.OperationsByState[opledger.StateAwaitingApproval]),
+		"Awaiting":     st.OperationsByState[opledger.StateAwaitingApproval],
 		"Dup":          dups})
 }
 

@@ -161,6 +161,32 @@ func TestDashboardRecovery(t *testing.T) {
 	require.Contains(t, page, "mean operator recovery (1 decision)")
 }
 
+// TestDashboardApprovalWait: the dashboard says how long the operation
+// awaiting approval the longest has waited, and how many wait; "–" when
+// none does.
+func TestDashboardApprovalWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, token, c, offset := shiftedConsole(t, opledger.Options{})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+	wait := func() string {
+		m := regexp.MustCompile(`<span class="n" id="approval-wait">([^<]*)</span>`).FindStringSubmatch(s.get("/dashboard"))
+		require.Len(t, m, 2, "the dashboard shows the wait")
+		return m[1]
+	}
+	require.Equal(t, "–", wait(), "none awaits approval")
+	for _, key := range []string{"refund:1", "refund:2"} {
+		_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "payments.refund", Destination: "payments",
+			Payload: json.RawMessage(`{}`), RequiresApproval: true})
+		require.NoError(t, err)
+		offset.Add(int64(2*time.Hour + 5*time.Minute))
+	}
+	require.Equal(t, "4 h 10 min", wait(), "refund:1, recorded first")
+	require.Contains(t, s.get("/dashboard"), "longest wait for an approval (2 awaiting)")
+}
+
 // TestQueueWaiting: the queue's age of an operation is how long it has
 // waited for someone: since it became uncertain or held, not since it
 // was recorded; for a failed one, or one awaiting approval (here, of a
@@ -491,4 +517,27 @@ func TestOperationsPage(t *testing.T) {
 	require.Contains(t, dashboard, `<a href="/operations?state=pending" aria-label="4 pending: list them">4</a>`)
 	require.Contains(t, dashboard, `<a href="/operations?state=held" aria-label="1 held: list them">1</a>`)
 	require.Contains(t, s.get("/"), `<a href="/operations?state=held">all held</a>`)
+}
+
+// TestPageThatFailsToRender: a page whose template fails half way is
+// answered 500 with the error page, in the session's header, never 200
+// with the half already written.
+func TestPageThatFailsToRender(t *testing.T) {
+	t.Parallel()
+	_, token, c, _ := shiftedConsole(t, opledger.Options{})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+	c.BreakPage("dashboard")
+	resp, err := s.hc.Get(srv.URL + "/dashboard")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	page := string(body)
+	require.NotContains(t, page, "the start of the page")
+	require.Contains(t, page, "This page could not be shown: the server&#39;s log says why.")
+	require.Contains(t, page, "tenant <strong>acme</strong>", "the header of the signed-in session")
+	require.Contains(t, s.get("/"), "Exception queue", "the other pages are unaffected")
 }

@@ -1,5 +1,18 @@
 package console
 
+import (
+	"errors"
+	"html/template"
+)
+
+// BreakPage replaces the template of page with one that writes the start
+// of a page, then fails.
+func (c *Console) BreakPage(page string) {
+	c.pages[page] = template.Must(template.New(page).Funcs(template.FuncMap{
+		"fail": func() (string, error) { return "", errors.New("a broken template") },
+	}).Parse(`<!doctype html><p id="half">the start of the page</p>{{fail}}`))
+}
+
 // SetQueueLimit changes how many operations of each state the queue shows.
 func (c *Console) SetQueueLimit(n int) { c.queueLimit = n }
 

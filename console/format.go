@@ -55,10 +55,11 @@ func ago(now, t time.Time) string {
 	return humanDuration(d.Truncate(time.Minute))
 }
 
-// recoveryTime writes an operator recovery figure in seconds: "–" when no
-// decision was taken, since none was measured.
-func recoveryTime(seconds float64, decisions int) string {
-	if decisions == 0 || math.IsNaN(seconds) || seconds < 0 {
+// measuredTime writes a figure of the dashboard in seconds (an operator
+// recovery, the longest wait for an approval): "–" when nothing was
+// measured (no decision was taken, no operation awaits approval).
+func measuredTime(seconds float64, measured int) string {
+	if measured == 0 || math.IsNaN(seconds) || seconds < 0 {
 		return "–"
 	}
 	seconds = min(seconds, float64(math.MaxInt64/2)/float64(time.Second)) // no Duration overflow

@@ -31,21 +31,21 @@ func TestHumanDuration(t *testing.T) {
 	}
 }
 
-// TestRecoveryTime: without a decision there is no recovery time to show,
-// not a time of 0 s.
-func TestRecoveryTime(t *testing.T) {
+// TestMeasuredTime: without a decision there is no recovery time to show
+// (nor a wait without an operation awaiting approval), not a time of 0 s.
+func TestMeasuredTime(t *testing.T) {
 	for _, tc := range []struct {
-		seconds   float64
-		decisions int
-		want      string
+		seconds  float64
+		measured int
+		want     string
 	}{
 		{0, 0, "–"},
 		{0, 3, "under 1 s"},
 		{11520, 2, "3 h 12 min"},
 		{1e300, 1, "53375 days 23 h"}, // capped, not overflowed,
 	} {
-		if got := recoveryTime(tc.seconds, tc.decisions); got != tc.want {
-			t.Errorf("recoveryTime(%v, %d) = %q, want %q", tc.seconds, tc.decisions, got, tc.want)
+		if got := measuredTime(tc.seconds, tc.measured); got != tc.want {
+			t.Errorf("measuredTime(%v, %d) = %q, want %q", tc.seconds, tc.measured, got, tc.want)
 		}
 	}
 }

@@ -37,8 +37,8 @@ type ledgerCollector struct {
 	// destinations are known before any attempt of theirs (Options.Destinations).
 	destinations []string
 
-	attempts, attemptsOpen, confirmed, duplicates, operations, recovery, up, age *prometheus.Desc
-	reviewsOverdue, oldestDue, events, deliveries, duplicateDeliveries           *prometheus.Desc
+	attempts, attemptsOpen, confirmed, duplicates, operations, recovery, up, age       *prometheus.Desc
+	reviewsOverdue, oldestDue, oldestApproval, events, deliveries, duplicateDeliveries *prometheus.Desc
 }
 
 // ledgerFigures is one read of the ledger's figures.
@@ -69,6 +69,9 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 		oldestDue: prometheus.NewDesc("opledger_oldest_due_seconds",
 			"How long the longest-waiting due pending operation has waited for a worker to claim it (0 when none is due): "+
 				"growing, nothing serves its destination, or the workers are down or behind.", nil, nil),
+		oldestApproval: prometheus.NewDesc("opledger_oldest_approval_wait_seconds",
+			"How long the operation awaiting approval the longest has waited for an approver, since its last change (0 when none awaits): "+
+				"nothing sends it before someone approves it.", nil, nil),
 		recovery: prometheus.NewDesc("opledger_operator_recovery_seconds",
 			"Time from an operation entering uncertain or held to an operator's decision.", nil, nil),
 		events: prometheus.NewDesc("opledger_events_received_total",
@@ -85,7 +88,7 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.oldestDue, c.recovery,
+	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.oldestDue, c.oldestApproval, c.recovery,
 		c.up, c.age, c.events, c.deliveries, c.duplicateDeliveries} {
 		ch <- d
 	}
@@ -178,6 +181,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.reviewsOverdue, prometheus.GaugeValue, float64(st.ReviewsOverdue))
 	ch <- prometheus.MustNewConstMetric(c.oldestDue, prometheus.GaugeValue, st.OldestDueSeconds)
+	ch <- prometheus.MustNewConstMetric(c.oldestApproval, prometheus.GaugeValue, st.OldestApprovalWaitSeconds)
 	buckets := map[float64]uint64{}
 	for i, b := range opledger.RecoveryBuckets {
 		buckets[b.Seconds()] = uint64(st.RecoveryBuckets[i])

@@ -349,6 +349,11 @@ type Reader interface {
 	// change (when it became pending) if that is later. The time is zero
 	// when none is due.
 	OldestDue(ctx context.Context, tenant string, now time.Time) (OperationID, time.Time, error)
+	// OldestAwaitingApproval returns, of the operations of a tenant (""
+	// for all) awaiting approval, the one whose last change is the
+	// earliest, and that change's time (its updated_at): how long the
+	// oldest approval has waited. The time is zero when none awaits.
+	OldestAwaitingApproval(ctx context.Context, tenant string) (OperationID, time.Time, error)
 }
 
 // OldestDueScan finds, among pending operations read oldest first (by

@@ -784,6 +784,26 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 	return out, nil
 }
 
+// OldestAwaitingApproval returns the operation awaiting approval whose
+// last change is the earliest: the operations awaiting approval are
+// sorted, a queue of people's work.
+func (r *reader) OldestAwaitingApproval(ctx context.Context, tenant string) (store.OperationID, time.Time, error) {
+	q, args := `SELECT tenant, key, updated_at FROM operations WHERE state = 'awaiting_approval'`, []any{}
+	if tenant != "" {
+		q, args = q+` AND tenant = $1`, append(args, tenant)
+	}
+	var id store.OperationID
+	var since pgtype.Timestamptz
+	err := r.q.QueryRow(ctx, q+` ORDER BY updated_at, key LIMIT 1`, args...).Scan(&id.Tenant, &id.Key, &since)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.OperationID{}, time.Time{}, nil
+	}
+	if err != nil {
+		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest operation awaiting approval: %w", mapErr(err))
+	}
+	return id, fromTS(since), nil
+}
+
 // CountOverdueReviews counts the held operations whose review_by has
 // passed, from operations_held_review.
 func (r *reader) CountOverdueReviews(ctx context.Context, tenant string, now time.Time) (int, error) {

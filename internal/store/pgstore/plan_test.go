@@ -144,6 +144,8 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	})
 	step("OldestDue", func() error { _, _, err := r.OldestDue(ctx, tenant, now); return err })
 	step("OldestDue/all", func() error { _, _, err := r.OldestDue(ctx, "", now); return err })
+	step("OldestAwaitingApproval", func() error { _, _, err := r.OldestAwaitingApproval(ctx, tenant); return err })
+	step("OldestAwaitingApproval/all", func() error { _, _, err := r.OldestAwaitingApproval(ctx, ""); return err })
 	step("ExpiredLeases", func() error { _, err := r.ExpiredLeases(ctx, now, store.OperationID{}, 200); return err })
 	step("FinalBefore", func() error {
 		_, err := r.FinalBefore(ctx, store.FinalParams{Before: now, After: store.FinalRow{UpdatedAt: now.Add(-time.Hour)}, Limit: 200})
@@ -265,7 +267,11 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		require.NoError(t, err, c.label)
 		_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
 		require.NoError(t, err)
-		generic := explainPlan(t, conn, "EXPLAIN (FORMAT JSON) EXECUTE "+name+"("+executeLiterals(t, c.args)+")")
+		execute := "EXECUTE " + name
+		if len(c.args) > 0 { // a statement without parameters takes no parentheses
+			execute += "(" + executeLiterals(t, c.args) + ")"
+		}
+		generic := explainPlan(t, conn, "EXPLAIN (FORMAT JSON) "+execute)
 		_, err = conn.Exec(ctx, "RESET plan_cache_mode")
 		require.NoError(t, err)
 		checkPlan(t, c.label+" (generic plan)", generic, ordered, wantIndex[c.label])
@@ -362,6 +368,9 @@ var wantIndex = map[string][]string{
 	"OldestDue/then":     {"operations_due", "operations_due_all"},
 	"OldestDue/all":      {"operations_not_succeeded", "operations_due_all"},
 	"OldestDue/all/then": {"operations_due_all", "operations_due"},
+	// The operations awaiting approval, sorted by their last change.
+	"OldestAwaitingApproval":     {"operations_not_succeeded", "operations_tenant_state_created"},
+	"OldestAwaitingApproval/all": {"operations_not_succeeded"},
 }
 
 // sortsFew are the statements allowed to sort their matches, because
@@ -373,9 +382,12 @@ var wantIndex = map[string][]string{
 // OldestDue's reading by the due index (/then) is not among the few,
 // but its sort keeps only the first row (LIMIT 1: a top-1 heap, what MIN
 // would cost); across tenants its first reading sorts the first rows of
-// each tenant's pending operations.
+// each tenant's pending operations. Nor, under a policy that makes every
+// payment wait, need the operations awaiting approval be few;
+// OldestAwaitingApproval's sort keeps one row too.
 var sortsFew = map[string]bool{"ListOperations/duplicates": true, "ExpiredLeases": true, "LockOperations": true,
-	"OldestDue/all": true, "OldestDue/then": true, "OldestDue/all/then": true}
+	"OldestDue/all": true, "OldestDue/then": true, "OldestDue/all/then": true,
+	"OldestAwaitingApproval": true, "OldestAwaitingApproval/all": true}
 
 // checkPlan fails on a sequential scan, on a plan that uses none of the
 // indexes want, and on a sort in a query that must take its order from an

@@ -87,6 +87,9 @@ var wantIndex = map[string][]string{
 	// by operations_due, which storecheck.OldestDue exercises).
 	"OldestDue":     {"operations_not_succeeded (state=? AND tenant=?)"},
 	"OldestDue/all": {"operations_not_succeeded (state=?)"},
+	// The operations awaiting approval, sorted by their last change.
+	"OldestAwaitingApproval":     {"operations_not_succeeded (state=? AND tenant=?)"},
+	"OldestAwaitingApproval/all": {"operations_not_succeeded (state=?)"},
 	// Retention (migration 012): each runs several statements, every one
 	// of them through an index.
 	"CompactDeliveriesBefore":  {"deliveries_received", "INTEGER PRIMARY KEY"},
@@ -114,8 +117,11 @@ var readsTableBy = map[string]map[string]string{
 //
 // OldestDue across tenants is not among the few, but its sort keeps only
 // the first store.OldestDueScanRows+1 rows (SQLite's sorter holds no more
-// than the LIMIT).
-var sortsFew = map[string]bool{"ListAttempts": true, "ListOperations/duplicates": true, "OldestDue/all": true}
+// than the LIMIT). Nor, under a policy that makes every payment wait,
+// need the operations awaiting approval be few; OldestAwaitingApproval's
+// sort keeps one row, reading each of them once (what MIN would cost).
+var sortsFew = map[string]bool{"ListAttempts": true, "ListOperations/duplicates": true, "OldestDue/all": true,
+	"OldestAwaitingApproval": true, "OldestAwaitingApproval/all": true}
 
 var errRollback = errors.New("roll back")
 
@@ -233,6 +239,8 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	step(rec, "CountOverdueReviews/all", func() error { _, err := r.CountOverdueReviews(ctx, "", now); return err })
 	step(rec, "OldestDue", func() error { _, _, err := r.OldestDue(ctx, tenant, now); return err })
 	step(rec, "OldestDue/all", func() error { _, _, err := r.OldestDue(ctx, "", now); return err })
+	step(rec, "OldestAwaitingApproval", func() error { _, _, err := r.OldestAwaitingApproval(ctx, tenant); return err })
+	step(rec, "OldestAwaitingApproval/all", func() error { _, _, err := r.OldestAwaitingApproval(ctx, ""); return err })
 
 	// Inside a write transaction, rolled back.
 	var txCalls []recordedCall

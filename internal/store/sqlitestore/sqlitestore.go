@@ -1028,6 +1028,25 @@ func (r *sqlReader) OldestDue(ctx context.Context, tenant string, now time.Time)
 	return id, fromMicros(since), nil
 }
 
+// OldestAwaitingApproval returns the operation awaiting approval whose
+// last change is the earliest, from operations_not_succeeded: the
+// operations awaiting approval are sorted, a queue of people's work.
+func (r *sqlReader) OldestAwaitingApproval(ctx context.Context, tenant string) (store.OperationID, time.Time, error) {
+	cond, args := tenantFilter("tenant", tenant)
+	var id store.OperationID
+	var since int64
+	err := r.q.QueryRowContext(ctx, `SELECT tenant, key, updated_at FROM operations
+		WHERE state = 'awaiting_approval' AND `+notSucceeded+` AND `+cond+` ORDER BY updated_at, key LIMIT 1`, args...).
+		Scan(&id.Tenant, &id.Key, &since)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.OperationID{}, time.Time{}, nil
+	}
+	if err != nil {
+		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest operation awaiting approval: %w", err)
+	}
+	return id, fromMicros(since), nil
+}
+
 func (r *sqlReader) ids(ctx context.Context, what, query string, args ...any) ([]store.OperationID, error) {
 	rows, err := r.q.QueryContext(ctx, query, args...)
 	if err != nil {
