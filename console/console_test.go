@@ -141,13 +141,9 @@ func signIn(t *testing.T, base, token string) *consoleSession {
 // get returns the page at path, which must answer 200.
 func (s *consoleSession) get(path string) string {
 	s.t.Helper()
-	resp, err := s.hc.Get(s.base + path)
-	require.NoError(s.t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(s.t, err)
-	require.Equal(s.t, http.StatusOK, resp.StatusCode, path)
-	return string(body)
+	status, body := s.fetch(path)
+	require.Equal(s.t, http.StatusOK, status, path)
+	return body
 }
 
 // post posts form to path and returns the status and the body.
