@@ -189,7 +189,7 @@ func claimDecision(worker, recorder string, lease time.Duration, intent *Intent,
 			t.expireProtection("claimed")
 			// Recorded before its destination required approval: it
 			// waits for one now, and the claim is refused.
-			t.requireApproval(t.approval.why(t.op.Destination), ActorSystem)
+			t.requireApproval(t.policy.approvalWhy(t.op.Destination), ActorSystem)
 		}
 		if State(t.op.State) != StatePending || t.op.NotBefore.After(t.now) {
 			if t.dirty {

@@ -79,6 +79,17 @@ type Options struct {
 	// already dispatched keeps going. Names take the key syntax (Open
 	// refuses others).
 	DestinationsRequiringApproval []string
+	// DestinationOwners names, per destination, the owner (Intent.Owner:
+	// a team or an on-call handle) that a new operation for it is
+	// recorded with when its intent names none, so that whoever must
+	// decide when automation cannot is named for every operation, whatever
+	// the automation that recorded it sent (opledger serve reads them from
+	// its configuration file's owners). By Record, a claim with an intent,
+	// an event's rule and a workflow's step (after the step's and the
+	// workflow's own owner). An operation recorded before keeps the owner
+	// it has, or none. Names take the key syntax and owners CheckOwner's
+	// rules (Open refuses others); an empty owner is refused.
+	DestinationOwners map[string]string
 	// HoldReviewAfter sets review_by when an operation becomes held.
 	// Default DefaultHoldReviewAfter.
 	HoldReviewAfter time.Duration
@@ -142,8 +153,9 @@ type shared struct {
 	worker string
 	// served is Options.DestinationTenants.
 	served servedTenants
-	// approval is Options.DestinationsRequiringApproval.
-	approval approvalPolicy
+	// policy is Options.DestinationsRequiringApproval and
+	// Options.DestinationOwners.
+	policy destinationPolicy
 	// snapshots are this ledger's own claims as it last wrote them.
 	snapshots *snapshots
 	// checkedTokens are the API tokens Authenticate found active lately.
@@ -242,7 +254,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	approval, err := newApprovalPolicy(opts.DestinationsRequiringApproval)
+	policy, err := newDestinationPolicy(opts.DestinationsRequiringApproval, opts.DestinationOwners)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +277,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 		return nil, err
 	}
 	return &Ledger{shared: &shared{store: st, opts: opts, worker: opts.Worker, snapshots: newSnapshots(),
-		served: served, approval: approval, life: newLifecycle()}, tenant: opts.Tenant}, nil
+		served: served, policy: policy, life: newLifecycle()}, tenant: opts.Tenant}, nil
 }
 
 // checkSchema refuses, reading only, a store whose schema is not at the
@@ -528,10 +540,11 @@ type txn struct {
 	// served refuses a new operation for a destination that does not
 	// serve the tenant.
 	served servedTenants
-	// approval makes operations for some destinations wait for approval.
-	approval approvalPolicy
-	key      string
-	op       *store.Operation // nil when the key has no row
+	// policy makes operations for some destinations wait for approval,
+	// and names their owner.
+	policy destinationPolicy
+	key    string
+	op     *store.Operation // nil when the key has no row
 	// tombstone is set when the key has no row but a tombstone.
 	tombstone *store.Tombstone
 	prevRev   int64
@@ -650,7 +663,7 @@ func (l *Ledger) decideWith(ctx context.Context, tx store.Tx, tenant, key, attem
 
 // decideRead is decideIn with the operation's row read by read.
 func (l *Ledger) decideRead(ctx context.Context, tx store.Tx, tenant, key string, read func(t *txn) (*store.Operation, error), decide func(t *txn) error) (op *Operation, refusal, err error) {
-	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served, approval: l.approval}
+	t := &txn{ctx: ctx, tx: tx, tenant: tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served, policy: l.policy}
 	// Read the row first: on stores that lock it, the clock is then read
 	// after any earlier writer finished, so times never go back.
 	row, err := read(t)

@@ -124,7 +124,7 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 			return e
 		}
 		t.addSensitiveFields(in.SensitiveFields, actor)
-		why := t.approval.why(t.op.Destination)
+		why := t.policy.approvalWhy(t.op.Destination)
 		if in.RequiresApproval {
 			why = "a repeat of the intent requires approval"
 		}
@@ -155,10 +155,16 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		}
 	}
 	state, evidence := StatePending, "version "+strconv.FormatInt(in.Version, 10)+", "+fp
-	if why := t.approval.why(in.Destination); in.RequiresApproval || why != "" {
+	if why := t.policy.approvalWhy(in.Destination); in.RequiresApproval || why != "" {
 		state = StateAwaitingApproval
 		if !in.RequiresApproval {
 			evidence += "; " + why // the intent did not ask: say what did
+		}
+	}
+	owner := in.Owner
+	if owner == "" {
+		if owner = t.policy.owner(in.Destination); owner != "" {
+			evidence += "; owner " + owner + ", named for destination " + in.Destination
 		}
 	}
 	t.op = &store.Operation{
@@ -166,7 +172,7 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		// A copy: the operation returned must not change when the
 		// caller reuses the intent's buffer.
 		Version: in.Version, Fingerprint: fp, Payload: bytes.Clone(in.Payload),
-		SensitiveFields: slices.Clone(in.SensitiveFields), Owner: in.Owner, SourceEvent: in.SourceEvent,
+		SensitiveFields: slices.Clone(in.SensitiveFields), Owner: owner, SourceEvent: in.SourceEvent,
 		RequiresApproval: state == StateAwaitingApproval,
 	}
 	t.inserted = true
@@ -383,35 +389,53 @@ func newServedTenants(lists map[string][]string) (servedTenants, error) {
 	return served, nil
 }
 
-// approvalPolicy is Options.DestinationsRequiringApproval as a set: the
-// destinations whose every operation waits for an approval.
-type approvalPolicy map[string]bool
+// destinationPolicy is what the Options set, per destination, for the
+// operations recorded: the approval they wait for
+// (DestinationsRequiringApproval) and the owner they name when their
+// intent names none (DestinationOwners).
+type destinationPolicy struct {
+	approval map[string]bool
+	owners   map[string]string
+}
 
-// newApprovalPolicy checks and indexes
-// Options.DestinationsRequiringApproval.
-func newApprovalPolicy(destinations []string) (approvalPolicy, error) {
-	if len(destinations) == 0 {
-		return nil, nil
-	}
-	p := make(approvalPolicy, len(destinations))
-	for _, dest := range destinations {
+// newDestinationPolicy checks and indexes
+// Options.DestinationsRequiringApproval and Options.DestinationOwners.
+func newDestinationPolicy(approval []string, owners map[string]string) (destinationPolicy, error) {
+	p := destinationPolicy{approval: make(map[string]bool, len(approval)), owners: make(map[string]string, len(owners))}
+	for _, dest := range approval {
 		if err := checkDestinationName(dest); err != nil {
-			return nil, fmt.Errorf("DestinationsRequiringApproval: %w", err)
+			return p, fmt.Errorf("DestinationsRequiringApproval: %w", err)
 		}
-		p[dest] = true
+		p.approval[dest] = true
+	}
+	for dest, owner := range owners {
+		if err := checkDestinationName(dest); err != nil {
+			return p, fmt.Errorf("DestinationOwners: %w", err)
+		}
+		if strings.TrimSpace(owner) == "" {
+			return p, invalidInput("DestinationOwners: destination %q names no owner: leave it out to record its operations with the owner their intent names", dest)
+		}
+		if err := CheckOwner(owner); err != nil {
+			return p, fmt.Errorf("DestinationOwners: destination %q: %w", dest, err)
+		}
+		p.owners[dest] = owner
 	}
 	return p, nil
 }
 
-// why says why an operation for destination must wait for approval
-// whatever its intent says, for its timeline; "" when the policy does not
-// name the destination.
-func (p approvalPolicy) why(destination string) string {
-	if !p[destination] {
+// approvalWhy says why an operation for destination must wait for
+// approval whatever its intent says, for its timeline; "" when the policy
+// does not name the destination.
+func (p destinationPolicy) approvalWhy(destination string) string {
+	if !p.approval[destination] {
 		return ""
 	}
 	return "destination " + destination + " requires approval of every operation"
 }
+
+// owner is the owner a new operation for destination names when its
+// intent names none; "" when the policy names none.
+func (p destinationPolicy) owner(destination string) string { return p.owners[destination] }
 
 // check refuses a new operation of tenant for destination when the
 // destination serves other tenants only.

@@ -205,7 +205,7 @@ func (l *Ledger) speculate(ctx context.Context, key string, snap snapshot, decid
 	var t *txn
 	var refused error
 	err = cw.WriteConditional(ctx, func(now time.Time) ([]store.Write, error) {
-		t = &txn{ctx: ctx, tenant: l.tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served, approval: l.approval,
+		t = &txn{ctx: ctx, tenant: l.tenant, key: key, holdReview: l.opts.HoldReviewAfter, served: l.served, policy: l.policy,
 			now: l.clock(now), spec: &speculation{attempt: snap.attempt, base: snap.op}, secrets: snap.secrets}
 		if snap.op != nil {
 			row := *snap.op

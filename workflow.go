@@ -860,7 +860,7 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 			// Recorded in its turn, it waits for approval when its
 			// destination requires one, whatever the definition says.
 			st.Payload = MaskPayload(s.Payload, s.SensitiveFields)
-			st.RequiresApproval = s.RequiresApproval || l.approval.why(s.Destination) != ""
+			st.RequiresApproval = s.RequiresApproval || l.policy.approvalWhy(s.Destination) != ""
 			st.RevisedBy = s.RevisedBy
 			if s.PreApproval != nil {
 				st.PreApprovedBy = s.PreApproval.Approver

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,6 +30,8 @@ import (
 //	    secret_env: STRIPE_WEBHOOK_SECRET
 //	    tolerance: 5m
 //	require_approval: [payments]      # every operation for these waits for approval
+//	owners:                           # who decides, for operations recorded without an owner
+//	  payments: finance
 //
 // Paths are relative to the file's directory. Secrets are never in the
 // file: it names the environment variables that hold them.
@@ -42,6 +45,10 @@ type FileConfig struct {
 	// (opledger.Options.DestinationsRequiringApproval): destinations of
 	// the destinations file, or ones that workers of their own send to.
 	RequireApproval []string `yaml:"require_approval"`
+	// Owners names, per destination, the owner a new operation for it is
+	// recorded with when its intent names none
+	// (opledger.Options.DestinationOwners).
+	Owners map[string]string `yaml:"owners"`
 
 	dir string
 }
@@ -162,6 +169,34 @@ func (c *FileConfig) ApprovalDestinations() ([]string, error) {
 		}
 	}
 	return slices.Clone(c.RequireApproval), nil
+}
+
+// DestinationOwners returns owners for
+// opledger.Options.DestinationOwners, checked as Open would check them
+// (each destination name in the key syntax, each owner non-empty text
+// of at most 200 bytes), so that a command can refuse a bad entry before
+// it opens, and perhaps creates, the ledger. Entries are checked in the
+// order of their names; a bad destination name is not repeated.
+func (c *FileConfig) DestinationOwners() (map[string]string, error) {
+	names := slices.Sorted(maps.Keys(c.Owners))
+	for _, name := range names {
+		if err := opledger.ValidateKey(name); err != nil {
+			reason := err.Error()
+			var ke *opledger.KeyError
+			if errors.As(err, &ke) {
+				reason = ke.Reason
+			}
+			return nil, fmt.Errorf("config owners: a destination name takes the operation key syntax: %s", reason)
+		}
+		owner := c.Owners[name]
+		if strings.TrimSpace(owner) == "" {
+			return nil, fmt.Errorf("config owners.%s: names no owner: give a team or an on-call handle, or leave the destination out", name)
+		}
+		if err := opledger.CheckOwner(owner); err != nil {
+			return nil, fmt.Errorf("config owners.%s: %s", name, strings.TrimPrefix(err.Error(), opledger.ErrInvalidInput.Error()+": "))
+		}
+	}
+	return maps.Clone(c.Owners), nil
 }
 
 // APIOptions builds the rules and webhook verifiers the API needs. It

@@ -171,3 +171,28 @@ func TestApprovalDestinations(t *testing.T) {
 	_, err = loadConfig(t, "require_approval: payments\n")
 	require.ErrorContains(t, err, "line 1: require_approval: takes a list")
 }
+
+// TestDestinationOwners: owners are returned as written; a destination
+// name outside the key syntax (not repeated), an empty owner and an owner
+// Record would refuse are refused, the first by name first.
+func TestDestinationOwners(t *testing.T) {
+	fc, err := loadConfig(t, "owners:\n  payments: finance\n  crm.eu: sales-ops\n")
+	require.NoError(t, err)
+	owners, err := fc.DestinationOwners()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"payments": "finance", "crm.eu": "sales-ops"}, owners)
+
+	for _, tc := range []struct{ file, want string }{
+		{"owners:\n  \"ann@example.com\": finance\n", "config owners: a destination name takes the operation key syntax: "},
+		{"owners:\n  payments: \"\"\n  crm: \" \"\n", "config owners.crm: names no owner"},
+		{"owners:\n  payments: " + strings.Repeat("f", 201) + "\n", "config owners.payments: owner is at most 200 bytes"},
+	} {
+		fc, err := loadConfig(t, tc.file)
+		require.NoError(t, err)
+		_, err = fc.DestinationOwners()
+		require.ErrorContains(t, err, tc.want)
+		require.NotContains(t, err.Error(), "ann@example.com")
+	}
+	_, err = loadConfig(t, "owners: [finance]\n")
+	require.ErrorContains(t, err, "line 1: owners: takes a mapping")
+}

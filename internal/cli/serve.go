@@ -138,10 +138,11 @@ finish; every write a client got an answer for is already committed.`,
 						opts.DestinationTenants = cfg.Destinations.Tenants()
 					}
 				}
-				var apiErr, approvalErr error
+				var apiErr, approvalErr, ownersErr error
 				cfg.API, apiErr = fc.APIOptions()
 				opts.DestinationsRequiringApproval, approvalErr = fc.ApprovalDestinations()
-				if err := errors.Join(destErr, apiErr, approvalErr); err != nil {
+				opts.DestinationOwners, ownersErr = fc.DestinationOwners()
+				if err := errors.Join(destErr, apiErr, approvalErr, ownersErr); err != nil {
 					return err
 				}
 				if len(opts.DestinationsRequiringApproval) > 0 {

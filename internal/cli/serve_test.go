@@ -354,6 +354,7 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		{write("space.yaml", webhook(`"bad tenant"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax: key may contain only letters"},
 		{write("nul.yaml", webhook(`"a\0b"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax"},
 		{write("approval.yaml", "require_approval: [payments, \"pay ments\"]\n"), "opledger: config require_approval: entry 2 takes a destination name, in the operation key syntax: key may contain only letters"},
+		{write("owners.yaml", "owners: {payments: \" \"}\n"), "opledger: config owners.payments: names no owner"},
 		{write("two.yaml", "rules: rules.yaml\n---\n"), "opledger: config " + filepath.Join(dir, "two.yaml") + ": only one YAML document is allowed"},
 		{write("misspelt.yaml", "destination: slow.yaml\n"), "opledger: config " + filepath.Join(dir, "misspelt.yaml") + ": yaml: line 1: unknown field destination (did you mean destinations?)"},
 		// Said in plain words, never with Go's type names nor the file's
@@ -513,12 +514,13 @@ func TestTokensAccess(t *testing.T) {
 	require.Regexp(t, `(?m)^tok_[0-9a-f]+ +acme +wall-screen +read-only +\S+ +\d{4}-\d\d-\d\dT\S+ +- *$`, out)
 }
 
-// TestServeRequireApproval: with require_approval in --config, an
+// TestServeDestinationPolicy: with require_approval in --config, an
 // operation for such a destination that a worker token records without
 // asking for approval waits for one, which the worker token may not give
-// and a read-write token may; other destinations are not touched. serve
-// says at start which destinations it holds.
-func TestServeRequireApproval(t *testing.T) {
+// and a read-write token may; with owners, it names the destination's
+// owner; other destinations are not touched. serve says at start which
+// destinations require approval.
+func TestServeDestinationPolicy(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.SQLiteDSN(t)
 	token := func(args ...string) string {
@@ -529,7 +531,7 @@ func TestServeRequireApproval(t *testing.T) {
 	}
 	operator, worker := token("--name", "ops-laptop"), token("--name", "n8n", "--worker")
 	config := filepath.Join(t.TempDir(), "opledger.yaml")
-	require.NoError(t, os.WriteFile(config, []byte("require_approval: [payments, refunds]\n"), 0o644))
+	require.NoError(t, os.WriteFile(config, []byte("require_approval: [payments, refunds]\nowners: {payments: finance}\n"), 0o644))
 	logs := &testrig.LogBuffer{}
 	base := startedURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--config", config), logs)
 	require.Contains(t, logs.String(), `msg="every operation for these destinations waits for approval" destinations="[payments refunds]"`)
@@ -541,6 +543,7 @@ func TestServeRequireApproval(t *testing.T) {
 	require.True(t, created)
 	require.Equal(t, opledger.StateAwaitingApproval, op.State, "the worker did not ask; the server's policy did")
 	require.True(t, op.RequiresApproval)
+	require.Equal(t, "finance", op.Owner, "the destination's owner, since the intent names none")
 	_, err = automation.Claim(ctx, op.Key, client.ClaimRequest{})
 	require.ErrorIs(t, err, opledger.ErrInvalidState)
 	approval := opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "ana"}
@@ -555,6 +558,7 @@ func TestServeRequireApproval(t *testing.T) {
 	op, _, err = automation.Record(ctx, "order:1:mail", client.Intent{Action: "mail.send", Destination: "mail", Payload: []byte(`{}`)})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StatePending, op.State, "other destinations are not touched")
+	require.Empty(t, op.Owner)
 }
 
 // TestServeLogsMigrations: serve (and proxy) log the creation of a new

@@ -238,3 +238,96 @@ func TestOldestApprovalWait(t *testing.T) {
 		})
 	}
 }
+
+// TestDestinationOwners: a new operation for a destination with an owner
+// is recorded with that owner when its intent names none, by every way
+// one is recorded, and its timeline says so; an owner the intent (or the
+// workflow) names is kept; other destinations, and operations recorded
+// before, are not touched.
+func TestDestinationOwners(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := st.NewDSN(t)
+			intent := func(key, dest, owner string) opledger.Intent {
+				return opledger.Intent{Key: key, Action: dest + ".create", Destination: dest, Owner: owner, Payload: json.RawMessage(`{"n":1}`)}
+			}
+			before, err := opledger.Open(ctx, dsn, opledger.Options{})
+			require.NoError(t, err)
+			_, _, err = before.Record(ctx, intent("old", "payments", ""))
+			require.NoError(t, err)
+			require.NoError(t, before.Close())
+
+			l, err := opledger.Open(ctx, dsn, opledger.Options{DestinationOwners: map[string]string{"payments": "finance"}})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			owner := func(key string) string {
+				t.Helper()
+				op, err := l.Get(ctx, key)
+				require.NoError(t, err)
+				return op.Owner
+			}
+
+			op, _, err := l.Record(ctx, intent("new", "payments", ""))
+			require.NoError(t, err)
+			require.Equal(t, "finance", op.Owner)
+			tl, err := l.Timeline(ctx, "new")
+			require.NoError(t, err)
+			require.Contains(t, tl[0].Evidence, "owner finance, named for destination payments")
+			_, _, err = l.Record(ctx, intent("own", "payments", "treasury"))
+			require.NoError(t, err)
+			require.Equal(t, "treasury", owner("own"), "the intent's own owner is kept")
+			_, _, err = l.Record(ctx, intent("mail", "mail", ""))
+			require.NoError(t, err)
+			require.Empty(t, owner("mail"), "other destinations are not touched")
+			_, _, err = l.Record(ctx, intent("old", "payments", ""))
+			require.NoError(t, err)
+			require.Empty(t, owner("old"), "recorded before: as it was")
+
+			in := intent("claimed", "payments", "")
+			_, err = l.Claim(ctx, in.Key, opledger.ClaimOptions{Intent: &in})
+			require.NoError(t, err)
+			require.Equal(t, "finance", owner("claimed"))
+
+			step := opledger.WorkflowStep{Name: "pay", Action: "payments.capture", Destination: "payments", Payload: json.RawMessage(`{}`)}
+			_, _, err = l.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{step}})
+			require.NoError(t, err)
+			require.Equal(t, "finance", owner(opledger.WorkflowStepKey("wf:1", "pay")))
+			_, _, err = l.PutWorkflow(ctx, "wf:2", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{step}})
+			require.NoError(t, err)
+			require.Equal(t, "ops", owner(opledger.WorkflowStepKey("wf:2", "pay")), "the workflow's owner comes first")
+
+			rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: paid
+    source: shop
+    type: paid
+    operations:
+      - key: "order:{data.n}:charge"
+        action: payments.capture
+        destination: payments
+`))
+			require.NoError(t, err)
+			_, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "paid", Payload: json.RawMessage(`{"n":7}`)})
+			require.NoError(t, err)
+			require.Equal(t, "finance", owner("order:7:charge"))
+		})
+	}
+}
+
+// TestDestinationOwnersChecked: Open refuses an owner list it cannot
+// apply.
+func TestDestinationOwnersChecked(t *testing.T) {
+	t.Parallel()
+	for msg, owners := range map[string]map[string]string{
+		`DestinationOwners: destination "payments" names no owner`:        {"payments": " "},
+		"DestinationOwners: invalid input: destination names take":        {"a b": "finance"},
+		`DestinationOwners: destination "payments": invalid input: owner`: {"payments": "fin\x00ance"},
+	} {
+		_, err := opledger.Open(context.Background(), "sqlite:"+t.TempDir()+"/l.db", opledger.Options{DestinationOwners: owners})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, msg)
+		require.ErrorContains(t, err, msg)
+	}
+}
