@@ -26,6 +26,7 @@ type opsBackend interface {
 	Show(ctx context.Context, key string) (*opsDetail, error)
 	Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error)
 	Approve(ctx context.Context, key string, a opledger.Approval) (op *opledger.Operation, replayed bool, err error)
+	Stats(ctx context.Context) (*client.Stats, error)
 	Close() error
 }
 
@@ -338,7 +339,7 @@ and exits 0 ("already recorded"): a script that lost the first answer can repeat
   opledger ops approve intake:I17:create --version 2 --fingerprint sha256:9f2c…`,
 	}
 	cmd.AddCommand(newOpsListCmd(), newOpsShowCmd(), newOpsResolveCmd(), newOpsDecisionCmd("retry", opledger.DecisionAuthorizeRetry),
-		newOpsDecisionCmd("cancel", opledger.DecisionCancel), newOpsApproveCmd())
+		newOpsDecisionCmd("cancel", opledger.DecisionCancel), newOpsApproveCmd(), newOpsStatsCmd())
 	return cmd
 }
 

@@ -445,3 +445,73 @@ func TestOpsShowTombstone(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `"deduplication_support": "none needed: no attempt will follow"`)
 }
+
+// TestOpsStats: ops stats prints the tenant's figures as the ledger
+// counts them, from the store (--db) and through a server (--server),
+// as a list and as GET /v1/stats' object (--json).
+func TestOpsStats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "stats.db")
+	_, errOut, code := run(t, "demo", "--db", dsn, "--no-serve")
+	require.Equal(t, 0, code, errOut)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{ExistingOnly: true})
+	require.NoError(t, err)
+	want, err := l.Stats(ctx, false)
+	require.NoError(t, err)
+	events, err := l.EventStats(ctx, false)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.Positive(t, want.OperationsByState[opledger.StateAwaitingApproval], "the demo leaves one awaiting approval")
+
+	out, errOut, code := run(t, "ops", "stats", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	for _, s := range opledger.States {
+		require.Regexp(t, `(?m)^  `+string(s)+` +`+strconv.Itoa(want.OperationsByState[s])+`$`, out)
+	}
+	require.Regexp(t, `(?m)^Unresolved \(uncertain \+ held\): +`+strconv.Itoa(want.Unresolved)+`$`, out)
+	require.Regexp(t, `(?m)^Technical attempts: +`+strconv.Itoa(want.AttemptsTotal)+`$`, out)
+	require.Regexp(t, `(?m)^Confirmed effects: +`+strconv.Itoa(want.ConfirmedEffects)+`$`, out)
+	require.Regexp(t, `(?m)^Events received: +`+strconv.Itoa(events.Events)+`$`, out)
+	require.Regexp(t, `(?m)^Longest wait for an approval: +[0-9][0-9hms]*$`, out, "one waits, so the wait is a duration")
+	empty := "sqlite:" + filepath.Join(t.TempDir(), "empty.db")
+	_, errOut, code = run(t, "migrate", "--db", empty)
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code = run(t, "ops", "stats", "--db", empty)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^Longest wait for an approval: +- \(none awaits\)$`, out)
+	require.Regexp(t, `(?m)^Longest wait for a worker: +- \(none pending\)$`, out)
+
+	type figures struct {
+		ByState   map[string]int `json:"operations_by_state"`
+		Attempts  int            `json:"attempts_total"`
+		Confirmed int            `json:"confirmed_effects"`
+		Approval  float64        `json:"oldest_approval_wait_seconds"`
+		Events    struct {
+			Events     int `json:"events"`
+			Deliveries int `json:"deliveries"`
+		} `json:"events"`
+	}
+	read := func(args ...string) figures {
+		t.Helper()
+		out, errOut, code := run(t, append([]string{"ops", "stats", "--json"}, args...)...)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, 1, strings.Count(out, "\n"), "one JSON object on one line")
+		var f figures
+		require.NoError(t, json.Unmarshal([]byte(out), &f))
+		return f
+	}
+	local := read("--db", dsn)
+	require.Equal(t, want.AttemptsTotal, local.Attempts)
+	require.Equal(t, want.ConfirmedEffects, local.Confirmed)
+	require.Equal(t, events.Deliveries, local.Events.Deliveries)
+
+	out, errOut, code = run(t, "tokens", "create", "--db", dsn, "--tenant", "default", "--read-only")
+	require.Equal(t, 0, code, errOut)
+	url, _ := startServe(t, dsn)
+	remote := read("--server", url, "--token", strings.TrimSpace(out))
+	require.Equal(t, local.ByState, remote.ByState, "the same figures through the server")
+	require.Equal(t, local.Attempts, remote.Attempts)
+	require.Equal(t, local.Events, remote.Events)
+	require.GreaterOrEqual(t, remote.Approval, local.Approval, "the wait has only grown")
+}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
+)
+
+// stats reads the tenant's figures from the ledger itself, as GET
+// /v1/stats gives them.
+func (b ledgerBackend) Stats(ctx context.Context) (*client.Stats, error) {
+	st, err := b.l.Stats(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := b.l.EventStats(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	return &client.Stats{Stats: *st, Events: *ev}, nil
+}
+
+func (b serverBackend) Stats(ctx context.Context) (*client.Stats, error) { return b.c.Stats(ctx) }
+
+func newOpsStatsCmd() *cobra.Command {
+	var (
+		bf     backendFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Show the tenant's figures: operations by state, waits, attempts, effects, recoveries, events",
+		Long: `stats prints the figures the console's dashboard and GET /v1/stats give, each
+answering its own question, none derived from another: operations by state; the
+unresolved ones (uncertain and held) and the held ones past their review time;
+how long the due operation waiting longest for a worker, and the operation
+waiting longest for an approval, have waited; technical attempts by destination
+and outcome; confirmed and duplicate effects; operator recoveries; and inbound
+events and their deliveries. --json prints the object GET /v1/stats answers.`,
+		Example: `  opledger ops stats --db sqlite:opledger.db --tenant acme
+  opledger ops stats --server http://127.0.0.1:8080 --token $TOKEN --json | jq .oldest_approval_wait_seconds`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := bf.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			st, err := b.Stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSONLines(cmd.OutOrStdout(), []*client.Stats{st})
+			}
+			return writeStats(cmd.OutOrStdout(), st)
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "the object GET /v1/stats answers, on one line")
+	return cmd
+}
+
+// writeStats writes the figures as a list of named values.
+func writeStats(w io.Writer, st *client.Stats) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "Operations by state:")
+	for _, s := range opledger.States {
+		fmt.Fprintf(tw, "  %s\t%d\n", s, st.OperationsByState[s])
+	}
+	fmt.Fprintf(tw, "Unresolved (uncertain + held):\t%d\n", st.Unresolved)
+	fmt.Fprintf(tw, "Held past their review time:\t%d\n", st.ReviewsOverdue)
+	fmt.Fprintf(tw, "Longest wait for a worker:\t%s\n",
+		statsWait(st.OldestDueSeconds, st.OperationsByState[opledger.StatePending], "none pending"))
+	fmt.Fprintf(tw, "Longest wait for an approval:\t%s\n",
+		statsWait(st.OldestApprovalWaitSeconds, st.OperationsByState[opledger.StateAwaitingApproval], "none awaits"))
+	fmt.Fprintf(tw, "Technical attempts:\t%d\n", st.AttemptsTotal)
+	for _, a := range st.Attempts {
+		fmt.Fprintf(tw, "  %s, %s\t%d\n", cell(a.Destination), a.Outcome, a.Count)
+	}
+	fmt.Fprintf(tw, "Confirmed effects:\t%d\n", st.ConfirmedEffects)
+	fmt.Fprintf(tw, "Duplicate effects detected:\t%d\n", st.DuplicateEffects)
+	recoveries := fmt.Sprint(st.Recoveries)
+	if st.Recoveries > 0 {
+		recoveries += fmt.Sprintf(" (mean %s, p90 %s)", statsDuration(st.RecoveryMeanSeconds), statsDuration(st.RecoveryP90Seconds))
+	}
+	fmt.Fprintf(tw, "Operator recoveries:\t%s\n", recoveries)
+	fmt.Fprintf(tw, "Events received:\t%d\n", st.Events.Events)
+	for _, s := range []opledger.EventStatus{opledger.EventApplied, opledger.EventOutOfOrder, opledger.EventConflict, opledger.EventUnmapped} {
+		fmt.Fprintf(tw, "  %s\t%d\n", s, st.Events.EventsByStatus[s])
+	}
+	fmt.Fprintf(tw, "Deliveries:\t%d (%d duplicate)\n", st.Events.Deliveries, st.Events.DuplicateDeliveries)
+	return tw.Flush()
+}
+
+// statsWait writes the wait in seconds of the longest waiting of count
+// operations, or none when there are none to wait.
+func statsWait(seconds float64, count int, none string) string {
+	if count == 0 {
+		return "- (" + none + ")"
+	}
+	return statsDuration(seconds)
+}
+
+// statsDuration writes seconds to the second.
+func statsDuration(seconds float64) string {
+	return max(time.Duration(seconds*float64(time.Second)).Round(time.Second), 0).String()
+}
