@@ -279,6 +279,14 @@ type ClaimNextOptions struct {
 // (on PostgreSQL the candidate row is locked with FOR UPDATE SKIP LOCKED;
 // SQLite has a single writer). It returns ErrNothingDue when nothing is due.
 // Claim.Operation.Tenant tells the tenant when AllTenants is set.
+//
+// A due operation found unclaimable on the way is moved and committed, and
+// the next one taken: a protected retry whose window closed is held, and
+// one recorded before its destination required approval
+// (Options.DestinationsRequiringApproval) waits for it. Such moves are
+// committed in transactions of a bounded size; after a few hundred of
+// them in one call, ClaimNext returns ErrNothingDue and the next call
+// goes on.
 func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, error) {
 	worker := opts.Worker
 	if worker == "" {
@@ -295,16 +303,24 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 	if opts.AllTenants {
 		tenant = ""
 	}
+	// movedOnly is set when a transaction moved as many due operations
+	// as it may and claimed none: another looks on, so that a backlog of
+	// operations that turn out unclaimable (recorded before their
+	// destination required approval) does not hide the due ones behind
+	// it from this call.
+	movedOnly := false
 	for range maxConflictRetries {
 		var claim *Claim
 		var last *txn
+		movedOnly = false
 		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			now, err := l.now(ctx, tx)
 			if err != nil {
 				return err
 			}
 			// A due operation can turn out unclaimable and be moved on
-			// the way (a protected retry whose window closed is held):
+			// the way (a protected retry whose window closed is held; one
+			// whose destination now requires approval waits for it):
 			// keep that and take the next one.
 			moved := false
 			for range maxConflictRetries {
@@ -335,7 +351,8 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 				}
 				moved = true
 			}
-			return nil // commit what was moved; the caller asks again
+			movedOnly = true
+			return nil // commit what was moved; look on in another transaction
 		})
 		if errors.Is(err, store.ErrConflict) {
 			continue
@@ -344,10 +361,16 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 			return nil, err
 		}
 		if claim == nil {
+			if movedOnly {
+				continue
+			}
 			return nil, ErrNothingDue
 		}
 		l.snapshots.keep(last, nil)
 		return claim, nil
+	}
+	if movedOnly {
+		return nil, ErrNothingDue // what was moved is committed; the caller asks again
 	}
 	return nil, fmt.Errorf("claim next: gave up after %d write conflicts: %w", maxConflictRetries, store.ErrConflict)
 }

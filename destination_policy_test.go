@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -329,5 +330,44 @@ func TestDestinationOwnersChecked(t *testing.T) {
 		_, err := opledger.Open(context.Background(), "sqlite:"+t.TempDir()+"/l.db", opledger.Options{DestinationOwners: owners})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, msg)
 		require.ErrorContains(t, err, msg)
+	}
+}
+
+// TestClaimNextPastAWaitingBacklog: a backlog of operations recorded
+// before their destination required approval, more than one transaction
+// of ClaimNext moves, does not hide the due operation behind it: one call
+// moves them all to awaiting_approval and claims it.
+func TestClaimNextPastAWaitingBacklog(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := st.NewDSN(t)
+			clock := newManualClock()
+			before, err := opledger.Open(ctx, dsn, opledger.Options{Clock: clock.Map})
+			require.NoError(t, err)
+			const backlog = 45 // more than two transactions' worth
+			for i := range backlog {
+				_, _, err := before.Record(ctx, opledger.Intent{Key: fmt.Sprintf("refund:%02d", i), Action: "payments.refund",
+					Destination: "payments", Payload: json.RawMessage(`{}`)})
+				require.NoError(t, err)
+				clock.Advance(time.Second)
+			}
+			_, _, err = before.Record(ctx, opledger.Intent{Key: "mail:1", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)})
+			require.NoError(t, err)
+			require.NoError(t, before.Close())
+
+			l, err := opledger.Open(ctx, dsn, opledger.Options{Clock: clock.Map, DestinationsRequiringApproval: []string{"payments"}})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			c, err := l.ClaimNext(ctx, opledger.ClaimNextOptions{})
+			require.NoError(t, err, "the due operation behind the backlog is claimed")
+			require.Equal(t, "mail:1", c.Operation.Key)
+			counts, err := l.CountByState(ctx)
+			require.NoError(t, err)
+			require.Equal(t, backlog, counts[opledger.StateAwaitingApproval], "every one of the backlog waits for approval")
+			require.Zero(t, counts[opledger.StatePending])
+		})
 	}
 }
