@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -253,7 +254,7 @@ func stepIn(row *store.Workflow, step string) (*store.Workflow, string, error) {
 
 // requireApproval makes a recorded operation wait for approval when why
 // says it must (a repeat of its intent requires it, or its destination
-// does: approvalPolicy.why) and the operation did not, while nothing of
+// does: destinationPolicy.approvalWhy) and the operation did not, while nothing of
 // it has been sent yet (pending, never dispatched, as a revision may): a
 // repeat never weakens what was recorded, and one that asks for more is
 // not silently answered as if granted. Once an attempt has been
@@ -408,7 +409,8 @@ func newDestinationPolicy(approval []string, owners map[string]string) (destinat
 		}
 		p.approval[dest] = true
 	}
-	for dest, owner := range owners {
+	for _, dest := range slices.Sorted(maps.Keys(owners)) { // the first refusal by name, on every run
+		owner := owners[dest]
 		if err := checkDestinationName(dest); err != nil {
 			return p, fmt.Errorf("DestinationOwners: %w", err)
 		}

@@ -152,6 +152,21 @@ func (c *FileConfig) path(p string) string {
 // file's directory; empty when none is configured.
 func (c *FileConfig) DestinationsPath() string { return c.path(c.Destinations) }
 
+// keyReason is why ValidateKey refuses name, without repeating it (a key,
+// a tenant or a destination name may hold what must not be shown); ""
+// when it takes it.
+func keyReason(name string) string {
+	err := opledger.ValidateKey(name)
+	if err == nil {
+		return ""
+	}
+	var ke *opledger.KeyError
+	if errors.As(err, &ke) {
+		return ke.Reason
+	}
+	return err.Error()
+}
+
 // ApprovalDestinations returns require_approval's destinations for
 // opledger.Options.DestinationsRequiringApproval, each checked for the
 // syntax of a destination name, so that a command can refuse a bad entry
@@ -159,12 +174,7 @@ func (c *FileConfig) DestinationsPath() string { return c.path(c.Destinations) }
 // entry is not repeated: the error names its position.
 func (c *FileConfig) ApprovalDestinations() ([]string, error) {
 	for i, name := range c.RequireApproval {
-		if err := opledger.ValidateKey(name); err != nil {
-			reason := err.Error()
-			var ke *opledger.KeyError
-			if errors.As(err, &ke) {
-				reason = ke.Reason
-			}
+		if reason := keyReason(name); reason != "" {
 			return nil, fmt.Errorf("config require_approval: entry %d takes a destination name, in the operation key syntax: %s", i+1, reason)
 		}
 	}
@@ -180,12 +190,7 @@ func (c *FileConfig) ApprovalDestinations() ([]string, error) {
 func (c *FileConfig) DestinationOwners() (map[string]string, error) {
 	names := slices.Sorted(maps.Keys(c.Owners))
 	for _, name := range names {
-		if err := opledger.ValidateKey(name); err != nil {
-			reason := err.Error()
-			var ke *opledger.KeyError
-			if errors.As(err, &ke) {
-				reason = ke.Reason
-			}
+		if reason := keyReason(name); reason != "" {
 			return nil, fmt.Errorf("config owners: a destination name takes the operation key syntax: %s", reason)
 		}
 		owner := c.Owners[name]
@@ -228,12 +233,7 @@ func (c *FileConfig) APIOptions() (httpapi.Options, error) {
 		if w.Tenant == "" {
 			return opts, fmt.Errorf("config webhooks.%s: tenant is required", name)
 		}
-		if err := opledger.ValidateKey(w.Tenant); err != nil {
-			reason := err.Error()
-			var ke *opledger.KeyError
-			if errors.As(err, &ke) {
-				reason = ke.Reason
-			}
+		if reason := keyReason(w.Tenant); reason != "" {
 			// Like a key, the value is not repeated.
 			return opts, fmt.Errorf("config webhooks.%s: tenant takes a name in the operation key syntax: %s", name, reason)
 		}
