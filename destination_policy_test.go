@@ -146,7 +146,22 @@ func TestDestinationsRequiringApproval(t *testing.T) {
 			awaiting(w.Steps[1].Operation, "recorded")
 
 			// An event's operation.
-			rules, err := opledger.ParseRules([]byte(`
+			receivePaid(t, l)
+			op, err = l.Get(ctx, "order:7:charge")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateAwaitingApproval, op.State)
+			tl, err = l.Timeline(ctx, op.Key)
+			require.NoError(t, err)
+			require.Contains(t, tl[0].Evidence, "destination payments requires approval of every operation")
+		})
+	}
+}
+
+// receivePaid receives a shop's paid event whose rule records one
+// operation for destination payments, order:7:charge.
+func receivePaid(t *testing.T, l *opledger.Ledger) {
+	t.Helper()
+	rules, err := opledger.ParseRules([]byte(`
 rules:
   - name: paid
     source: shop
@@ -156,18 +171,10 @@ rules:
         action: payments.capture
         destination: payments
 `))
-			require.NoError(t, err)
-			res, err := l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "paid", Payload: json.RawMessage(`{"n":7}`)})
-			require.NoError(t, err)
-			require.Len(t, res.Operations, 1)
-			op, err = l.Get(ctx, "order:7:charge")
-			require.NoError(t, err)
-			require.Equal(t, opledger.StateAwaitingApproval, op.State)
-			tl, err = l.Timeline(ctx, op.Key)
-			require.NoError(t, err)
-			require.Contains(t, tl[0].Evidence, "destination payments requires approval of every operation")
-		})
-	}
+	require.NoError(t, err)
+	res, err := l.ReceiveEvent(context.Background(), rules, opledger.Event{Source: "shop", EventID: "e1", Type: "paid", Payload: json.RawMessage(`{"n":7}`)})
+	require.NoError(t, err)
+	require.Len(t, res.Operations, 1)
 }
 
 // TestDestinationsRequiringApprovalChecked: Open refuses a name outside
@@ -300,19 +307,7 @@ func TestDestinationOwners(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "ops", owner(opledger.WorkflowStepKey("wf:2", "pay")), "the workflow's owner comes first")
 
-			rules, err := opledger.ParseRules([]byte(`
-rules:
-  - name: paid
-    source: shop
-    type: paid
-    operations:
-      - key: "order:{data.n}:charge"
-        action: payments.capture
-        destination: payments
-`))
-			require.NoError(t, err)
-			_, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "paid", Payload: json.RawMessage(`{"n":7}`)})
-			require.NoError(t, err)
+			receivePaid(t, l)
 			require.Equal(t, "finance", owner("order:7:charge"))
 		})
 	}
