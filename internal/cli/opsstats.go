@@ -13,7 +13,7 @@ import (
 	"github.com/opledger/opledger/client"
 )
 
-// stats reads the tenant's figures from the ledger itself, as GET
+// Stats reads the tenant's figures from the ledger itself, as GET
 // /v1/stats gives them.
 func (b ledgerBackend) Stats(ctx context.Context) (*client.Stats, error) {
 	st, err := b.l.Stats(ctx, false)
