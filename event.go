@@ -872,6 +872,7 @@ func (t *txn) revise(r Revision, why string) (replayed bool, err error) {
 	t.op.RequiresApproval = true
 	t.op.ApprovedBy = ""
 	t.move(StateAwaitingApproval, actor, "", revisedEvent, join(revisionEvidence(version, fp), why))
+	t.op.StateSince = t.now // the wait for an approval is the new version's
 	return false, nil
 }
 

@@ -751,6 +751,9 @@ func (t *txn) writeQueued() error {
 func (t *txn) move(to State, actor, attemptID, event, evidence string) {
 	from := State(t.op.State)
 	t.op.State = string(to)
+	if to != from {
+		t.op.StateSince = t.now
+	}
 	if to.Unresolved() && !from.Unresolved() {
 		t.op.UnresolvedSince = t.now
 	}

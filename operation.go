@@ -169,6 +169,12 @@ type Operation struct {
 	ReviewBy          *time.Time `json:"review_by"`
 	// UnresolvedSince is when the operation last entered uncertain or held.
 	UnresolvedSince *time.Time `json:"unresolved_since"`
+	// StateSince is when the operation entered its state; awaiting
+	// approval, when the version that awaits it was recorded (a revision
+	// starts the wait again). Other writes (an owner named, a sensitive
+	// field added) leave it. An operation that had succeeded before
+	// migration 023 gives its last change.
+	StateSince time.Time `json:"state_since"`
 	// Protected is true when the next attempt is a retry under the
 	// destination's idempotency key.
 	Protected bool `json:"protected"`
@@ -546,7 +552,7 @@ func toOperation(r *store.Operation) *Operation {
 		FirstDispatchedAt: timePtr(r.FirstDispatchedAt), AttemptCount: r.AttemptCount,
 		FencingToken: r.FencingToken, CurrentAttemptID: r.CurrentAttemptID,
 		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), NotBefore: timePtr(r.NotBefore),
-		ReviewBy: timePtr(r.ReviewBy), UnresolvedSince: timePtr(r.UnresolvedSince),
+		ReviewBy: timePtr(r.ReviewBy), UnresolvedSince: timePtr(r.UnresolvedSince), StateSince: stateSince(r),
 		Protected: r.Protected, ProtectedUntil: timePtr(r.ProtectedUntil),
 		DestinationRef: r.DestinationRef, Response: json.RawMessage(r.Response),
 		LastError: r.LastError, DuplicateEffects: r.DuplicateEffects,
@@ -554,12 +560,21 @@ func toOperation(r *store.Operation) *Operation {
 	}
 }
 
+// stateSince is when r entered its state: a row that had succeeded before
+// migration 023 has no such time, and gives its last change.
+func stateSince(r *store.Operation) time.Time {
+	if r.StateSince.IsZero() {
+		return r.UpdatedAt
+	}
+	return r.StateSince
+}
+
 func tombstoneOperation(t *store.Tombstone) *Operation {
 	return &Operation{
 		Tenant: t.Tenant, Key: t.Key, Version: t.Version, Fingerprint: t.Fingerprint, State: State(t.State),
 		FailureKind: FailureKind(t.FailureKind), DestinationRef: t.DestinationRef,
 		DuplicateEffects: t.DuplicateEffects, AttemptCount: t.AttemptCount,
-		Tombstoned: true, CreatedAt: t.CreatedAt, UpdatedAt: t.FinishedAt,
+		Tombstoned: true, CreatedAt: t.CreatedAt, UpdatedAt: t.FinishedAt, StateSince: t.FinishedAt,
 	}
 }
 

@@ -622,18 +622,19 @@ type queueRow struct {
 	// Overdue is true for a held operation whose review time has passed.
 	Overdue bool
 	// Waiting is how long the operation has waited for someone: since it
-	// became uncertain or held, or, failed, since its last change.
+	// became uncertain or held, or since it entered its state (failed, or
+	// awaiting approval of its version).
 	Waiting string
 }
 
 // waiting is how long op has waited for someone at now: since it last
-// became uncertain or held (UnresolvedSince), or, for a failed operation,
-// which the ledger does not date otherwise, since its last change.
+// became uncertain or held (UnresolvedSince: a move from uncertain to
+// held does not restart the wait), or else since it entered its state.
 func waiting(now time.Time, op *opledger.Operation) string {
 	if op.UnresolvedSince != nil {
 		return ago(now, *op.UnresolvedSince)
 	}
-	return ago(now, op.UpdatedAt)
+	return ago(now, op.StateSince)
 }
 
 func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) {

@@ -190,8 +190,9 @@ func TestDashboardApprovalWait(t *testing.T) {
 // TestQueueWaiting: the queue's age of an operation is how long it has
 // waited for someone: since it became uncertain or held, not since it
 // was recorded; for a failed one, or one awaiting approval (here, of a
-// revision), since its last change. Those awaiting approval come between
-// the uncertain and the failed ones.
+// revision), since it entered that state, which a later repeat naming
+// an owner does not restart. Those awaiting approval come between the
+// uncertain and the failed ones.
 func TestQueueWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -212,10 +213,17 @@ func TestQueueWaiting(t *testing.T) {
 	_, err = l.Report(ctx, "late:failed", cl.AttemptID, cl.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "422"})
 	require.NoError(t, err)
 	offset.Add(int64(3*time.Hour + 12*time.Minute))
+	for _, in := range []opledger.Intent{{Key: "late:failed", Payload: json.RawMessage(`{}`), Version: 1},
+		{Key: "late:approval", Payload: json.RawMessage(`{"n":2}`), Version: 2}} {
+		in.Action, in.Destination, in.Owner = "crm.create", "crm", "sales-ops"
+		op, _, err := l.Record(ctx, in)
+		require.NoError(t, err)
+		require.Equal(t, "sales-ops", op.Owner, "the repeat named an owner: a write")
+	}
 
 	page := signIn(t, srv.URL, token).get("/")
 	require.Contains(t, page, `<th scope="col">Waiting</th>`)
-	require.Contains(t, page, "Waiting: since the operation became uncertain or held; for one awaiting approval or failed, since its last change.")
+	require.Contains(t, page, "Waiting: since the operation became uncertain or held; for one awaiting approval or failed, since it entered that state.")
 	for _, key := range []string{"late:held", "late:failed", "late:approval"} {
 		row := section(t, page, `<a href="/operations/`+key+`">`, `</tr>`)
 		require.Contains(t, row, `<td data-label="Waiting">3 h 12 min</td>`, "%s has waited since it was held, failed or revised, not since it was recorded 13 h ago", key)

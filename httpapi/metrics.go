@@ -70,7 +70,7 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 			"How long the longest-waiting due pending operation has waited for a worker to claim it (0 when none is due): "+
 				"growing, nothing serves its destination, or the workers are down or behind.", nil, nil),
 		oldestApproval: prometheus.NewDesc("opledger_oldest_approval_wait_seconds",
-			"How long the operation awaiting approval the longest has waited for an approver, since its last change (0 when none awaits): "+
+			"How long the operation awaiting approval the longest has waited for an approver, since it began to wait (0 when none awaits): "+
 				"nothing sends it before someone approves it.", nil, nil),
 		recovery: prometheus.NewDesc("opledger_operator_recovery_seconds",
 			"Time from an operation entering uncertain or held to an operator's decision.", nil, nil),

@@ -675,6 +675,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	if op.Tombstoned {
 		return writeTombstone(w, op, rec)
 	}
+	fmt.Fprintf(w, " since %s", op.StateSince.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "\n  action %s → %s, owner %s\n", cell(op.Action), cell(op.Destination), cell(dash(op.Owner)))
 	payload, _ := json.Marshal(op) // masks sensitive fields
 	var masked struct {

@@ -99,6 +99,7 @@ func TestOps(t *testing.T) {
 
 	out, errOut, code = run(t, "ops", "show", "DEMO-MAIL-017", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^DEMO-MAIL-017  held since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n`, out, "the state, and since when")
 	for _, want := range []string{"Timeline:", "lease expired after dispatch", "Replay decision record:",
 		"operation key:", "approved version:", "current attempt:", "last confirmed step:", "destination reference:",
 		"result:                 uncertain", "deduplication support:", "next decision:          ops-team decides", "reason:"} {

@@ -87,7 +87,11 @@ type Operation struct {
 	NotBefore         time.Time
 	ReviewBy          time.Time
 	UnresolvedSince   time.Time
-	Protected         bool
+	// StateSince is when the operation entered its state, or, awaiting
+	// approval, when the version that awaits it was recorded. Zero on a
+	// row that had succeeded before migration 023.
+	StateSince time.Time
+	Protected  bool
 	// ProtectedUntil is when the protection of a protected retry ends.
 	ProtectedUntil time.Time
 
@@ -345,21 +349,21 @@ type Reader interface {
 	CountOverdueReviews(ctx context.Context, tenant string, now time.Time) (int, error)
 	// OldestDue returns, of the pending operations of a tenant ("" for
 	// all) that are due by now (not_before unset or passed), the one due
-	// the longest, and when it became due: its not_before, or its last
-	// change (when it became pending) if that is later. The time is zero
+	// the longest, and when it became due: its not_before, or when it
+	// became pending (state_since) if that is later. The time is zero
 	// when none is due.
 	OldestDue(ctx context.Context, tenant string, now time.Time) (OperationID, time.Time, error)
 	// OldestAwaitingApproval returns, of the operations of a tenant (""
-	// for all) awaiting approval, the one whose last change is the
-	// earliest, and that change's time (its updated_at): how long the
-	// oldest approval has waited. The time is zero when none awaits.
+	// for all) awaiting approval, the one that has waited the longest, and
+	// since when (its state_since: when it began to await approval, or
+	// its last revision). The time is zero when none awaits.
 	OldestAwaitingApproval(ctx context.Context, tenant string) (OperationID, time.Time, error)
 }
 
 // OldestDueScan finds, among pending operations read oldest first (by
 // created_at), the one due the longest, for the stores' OldestDue. An
-// operation became due at its not_before or its last change, whichever is
-// later, and never before it was created: once the operations read are
+// operation became due at its not_before or when it became pending,
+// whichever is later, and never before it was created: once the operations read are
 // no older than the best found, none after them can beat it, and the
 // scan has its answer (Concluded). That takes two rows in a backlog of
 // due operations; it would read every pending operation when the oldest
@@ -379,7 +383,7 @@ const OldestDueScanRows = 1000
 
 // Next takes the next pending operation, oldest first, and reports
 // whether the scan should go on.
-func (s *OldestDueScan) Next(now time.Time, id OperationID, created, notBefore, updated time.Time) bool {
+func (s *OldestDueScan) Next(now time.Time, id OperationID, created, notBefore, pendingSince time.Time) bool {
 	if !s.Since.IsZero() && !created.Before(s.Since) {
 		s.done = true // became due no earlier than it was created
 		return false
@@ -391,7 +395,7 @@ func (s *OldestDueScan) Next(now time.Time, id OperationID, created, notBefore, 
 		return true // not due yet
 	}
 	since := created
-	for _, t := range []time.Time{notBefore, updated} {
+	for _, t := range []time.Time{notBefore, pendingSince} {
 		if t.After(since) {
 			since = t
 		}

@@ -17,6 +17,13 @@ import (
 // of a plain, lower-case SQL identifier, short enough for the suffix.
 var databasePrefix = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
 
+// databaseDDLTimeout bounds a CREATE or DROP DATABASE of a test. Dropping
+// a database makes the server checkpoint, which writes every dirty buffer
+// of every database: while other packages' tests load the server (the
+// query-plan tests insert 100,000 rows), that has taken more than 30 s on
+// a 2-core machine.
+const databaseDDLTimeout = 3 * time.Minute
+
 // PostgresDatabase creates an empty database of t's own on the test server,
 // named prefix, an underscore and a random suffix, and returns a DSN of it
 // (the server's DSN with the database replaced and any search_path left
@@ -40,13 +47,13 @@ func PostgresDatabase(t testing.TB, prefix string) string {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Fatalf("OPLEDGER_TEST_POSTGRES must be a postgres:// URL, got %q", Redact(PostgresBase()))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), databaseDDLTimeout)
 	defer cancel()
 	if err := AdminExec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), databaseDDLTimeout)
 		defer cancel()
 		if err := AdminExec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 			t.Errorf("drop test database %s: %v", name, err)

@@ -414,7 +414,7 @@ const opColumns = `tenant, key, action, destination, version, fingerprint, paylo
 	owner, source_event, requires_approval, approved_by, state, failure_kind, dispatched,
 	first_dispatched_at, attempt_count, fencing_token, current_attempt_id, lease_expires_at,
 	not_before, review_by, unresolved_since, protected, destination_ref, response, last_error,
-	duplicate_effects, revision, created_at, updated_at, protected_until`
+	duplicate_effects, revision, created_at, updated_at, protected_until, state_since`
 
 // opColumnList is opColumns split into names.
 var opColumnList = func() []string {
@@ -451,14 +451,14 @@ func scanOperation(row pgx.Row) (*store.Operation, error) {
 	var (
 		op                                                store.Operation
 		firstDisp, lease, notBefore, reviewBy, unresolved pgtype.Timestamptz
-		created, updated, protectedUntil                  pgtype.Timestamptz
+		created, updated, protectedUntil, stateSince      pgtype.Timestamptz
 	)
 	err := row.Scan(&op.Tenant, &op.Key, &op.Action, &op.Destination, &op.Version, &op.Fingerprint,
 		&op.Payload, &op.SensitiveFields, &op.Owner, &op.SourceEvent, &op.RequiresApproval, &op.ApprovedBy,
 		&op.State, &op.FailureKind, &op.Dispatched, &firstDisp, &op.AttemptCount, &op.FencingToken,
 		&op.CurrentAttemptID, &lease, &notBefore, &reviewBy, &unresolved, &op.Protected,
 		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
-		&created, &updated, &protectedUntil)
+		&created, &updated, &protectedUntil, &stateSince)
 	if err != nil {
 		return nil, err
 	}
@@ -473,6 +473,7 @@ func scanOperation(row pgx.Row) (*store.Operation, error) {
 	op.CreatedAt = fromTS(created)
 	op.UpdatedAt = fromTS(updated)
 	op.ProtectedUntil = fromTS(protectedUntil)
+	op.StateSince = fromTS(stateSince)
 	return &op, nil
 }
 
@@ -492,7 +493,7 @@ func opArgs(op *store.Operation) []any {
 		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, ts(op.LeaseExpiresAt),
 		ts(op.NotBefore), ts(op.ReviewBy), ts(op.UnresolvedSince),
 		op.Protected, op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
-		op.Revision, ts(op.CreatedAt), ts(op.UpdatedAt), ts(op.ProtectedUntil)}
+		op.Revision, ts(op.CreatedAt), ts(op.UpdatedAt), ts(op.ProtectedUntil), ts(op.StateSince)}
 }
 
 // GetOperation reads one operation. Inside a write transaction it locks the
@@ -784,17 +785,17 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 	return out, nil
 }
 
-// OldestAwaitingApproval returns the operation awaiting approval whose
-// last change is the earliest: the operations awaiting approval are
-// sorted, a queue of people's work.
+// OldestAwaitingApproval returns the operation awaiting approval that
+// entered that state (or was revised) the earliest: the operations
+// awaiting approval are sorted, a queue of people's work.
 func (r *reader) OldestAwaitingApproval(ctx context.Context, tenant string) (store.OperationID, time.Time, error) {
-	q, args := `SELECT tenant, key, updated_at FROM operations WHERE state = 'awaiting_approval'`, []any{}
+	q, args := `SELECT tenant, key, state_since FROM operations WHERE state = 'awaiting_approval'`, []any{}
 	if tenant != "" {
 		q, args = q+` AND tenant = $1`, append(args, tenant)
 	}
 	var id store.OperationID
 	var since pgtype.Timestamptz
-	err := r.q.QueryRow(ctx, q+` ORDER BY updated_at, key LIMIT 1`, args...).Scan(&id.Tenant, &id.Key, &since)
+	err := r.q.QueryRow(ctx, q+` ORDER BY state_since, key LIMIT 1`, args...).Scan(&id.Tenant, &id.Key, &since)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.OperationID{}, time.Time{}, nil
 	}
@@ -828,7 +829,7 @@ func (r *reader) OldestDue(ctx context.Context, tenant string, now time.Time) (s
 	if tenant != "" {
 		where, args = ` AND tenant = $2`, append(args, tenant)
 	}
-	rows, err := r.q.Query(ctx, `SELECT tenant, key, created_at, not_before, updated_at FROM operations
+	rows, err := r.q.Query(ctx, `SELECT tenant, key, created_at, not_before, state_since FROM operations
 		WHERE state = 'pending'`+where+` ORDER BY created_at, key LIMIT $1`, args...)
 	if err != nil {
 		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", mapErr(err))
@@ -837,11 +838,11 @@ func (r *reader) OldestDue(ctx context.Context, tenant string, now time.Time) (s
 	var scan store.OldestDueScan
 	for rows.Next() {
 		var id store.OperationID
-		var created, notBefore, updated pgtype.Timestamptz
-		if err := rows.Scan(&id.Tenant, &id.Key, &created, &notBefore, &updated); err != nil {
+		var created, notBefore, pendingSince pgtype.Timestamptz
+		if err := rows.Scan(&id.Tenant, &id.Key, &created, &notBefore, &pendingSince); err != nil {
 			return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", err)
 		}
-		if !scan.Next(now, id, fromTS(created), fromTS(notBefore), fromTS(updated)) {
+		if !scan.Next(now, id, fromTS(created), fromTS(notBefore), fromTS(pendingSince)) {
 			break
 		}
 	}
@@ -855,7 +856,7 @@ func (r *reader) OldestDue(ctx context.Context, tenant string, now time.Time) (s
 	args[0] = ts(now)
 	var id store.OperationID
 	var since pgtype.Timestamptz
-	err = r.q.QueryRow(ctx, `SELECT tenant, key, GREATEST(not_before, updated_at) AS since FROM operations
+	err = r.q.QueryRow(ctx, `SELECT tenant, key, GREATEST(not_before, state_since) AS since FROM operations
 		WHERE state = 'pending' AND COALESCE(not_before, '-infinity'::timestamptz) <= $1`+where+` ORDER BY since LIMIT 1`,
 		args...).Scan(&id.Tenant, &id.Key, &since)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -980,7 +981,7 @@ func (r *reader) FinalBefore(ctx context.Context, p store.FinalParams) ([]store.
 	if after.IsZero() {
 		after = time.Unix(0, 0)
 	}
-	rows, err := r.q.Query(ctx, `SELECT tenant, key, updated_at FROM operations
+	rows, err := r.q.Query(ctx, `SELECT tenant, key, state_since FROM operations
 		WHERE state IN ('succeeded', 'failed') AND updated_at < $1
 		AND updated_at >= $2 AND (updated_at, tenant, key) > ($2, $3, $4)
 		ORDER BY updated_at, tenant, key LIMIT $5`,

@@ -36,7 +36,7 @@ func LoadSynthetic(ctx context.Context, dsn, tenant string, n int, history bool)
 	stmts := []string{`INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload,
 		owner, state, failure_kind, dispatched, first_dispatched_at, attempt_count, fencing_token,
 		current_attempt_id, lease_expires_at, not_before, review_by, unresolved_since, destination_ref,
-		response, last_error, revision, created_at, updated_at)
+		response, last_error, revision, created_at, updated_at, state_since)
 	SELECT $1, 'bulk:' || lpad(i::text, 8, '0'), 'crm.create_record', CASE WHEN i % 2 = 0 THEN 'crm' ELSE 'mail' END,
 		1, 'sha256:' || md5(i::text), convert_to('{"n":' || i || '}', 'UTF8'), 'bulk-team', st,
 		CASE WHEN st = 'failed' THEN 'rejected' ELSE '' END,
@@ -49,7 +49,7 @@ func LoadSynthetic(ctx context.Context, dsn, tenant string, n int, history bool)
 		CASE WHEN st = 'succeeded' THEN 'REF-' || i ELSE '' END,
 		CASE WHEN st = 'succeeded' THEN convert_to('{"id":"REF-' || i || '"}', 'UTF8') END,
 		CASE WHEN st IN ('failed', 'pending', 'uncertain', 'held') THEN 'synthetic' ELSE '' END,
-		3, c, c + interval '2 seconds'
+		3, c, c + interval '2 seconds', c + interval '2 seconds'
 	FROM (SELECT i, now() - ($2::int - i) * interval '1 second' AS c,
 			CASE WHEN i % 100 < 90 THEN 'succeeded' WHEN i % 100 < 95 THEN 'pending'
 				WHEN i % 100 < 97 THEN 'held' WHEN i % 100 = 97 THEN 'failed'
@@ -135,9 +135,9 @@ func InsertDue(ctx context.Context, dsn, tenant, prefix string, n int) (time.Dur
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	_, err = conn.Exec(ctx, `INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload,
-		owner, state, revision, created_at, updated_at)
+		owner, state, revision, created_at, updated_at, state_since)
 	SELECT $1, $2 || lpad(i::text, 8, '0'), 'crm.create_record', 'crm', 1, 'sha256:' || md5($2 || i),
-		convert_to('{"n":' || i || '}', 'UTF8'), 'bench-team', 'pending', 1, now(), now()
+		convert_to('{"n":' || i || '}', 'UTF8'), 'bench-team', 'pending', 1, now(), now(), now()
 	FROM generate_series(1, $3::int) AS i`, tenant, prefix, n)
 	if err != nil {
 		return 0, fmt.Errorf("insert due operations: %w", err)

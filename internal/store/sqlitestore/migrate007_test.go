@@ -77,7 +77,8 @@ func TestMigration007NumbersOperations(t *testing.T) {
 	read("c")
 	require.Equal(t, &store.Operation{Tenant: "t", Key: "c", Action: "act", Destination: "dest", Version: 1, Fingerprint: "fp",
 		Payload: []byte("{}"), SensitiveFields: []string{}, State: "in_progress", Revision: 1, CreatedAt: fromMicros(10),
-		UpdatedAt: fromMicros(20), ProtectedUntil: fromMicros(30)}, op)
+		UpdatedAt: fromMicros(20), ProtectedUntil: fromMicros(30),
+		StateSince: fromMicros(20)}, op) // 023: no entry into its state, so its last change
 	require.Len(t, attempts, 1)
 	require.Equal(t, "att-c", attempts[0].ID)
 	require.Equal(t, []string{"recorded c", "claimed c"}, []string{tl[0].Event, tl[1].Event})

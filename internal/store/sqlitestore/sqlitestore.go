@@ -657,7 +657,7 @@ const opColumns = `tenant, key, action, destination, version, fingerprint, paylo
 	owner, source_event, requires_approval, approved_by, state, failure_kind, dispatched,
 	first_dispatched_at, attempt_count, fencing_token, current_attempt_id, lease_expires_at,
 	not_before, review_by, unresolved_since, protected, destination_ref, response, last_error,
-	duplicate_effects, revision, created_at, updated_at, protected_until`
+	duplicate_effects, revision, created_at, updated_at, protected_until, state_since`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -667,14 +667,14 @@ func scanOperation(sc scanner) (*store.Operation, error) {
 		sensitive                                         string
 		reqApproval, dispatched, protected                int
 		firstDisp, lease, notBefore, reviewBy, unresolved int64
-		created, updated, protectedUntil                  int64
+		created, updated, protectedUntil, stateSince      int64
 	)
 	err := sc.Scan(&op.Tenant, &op.Key, &op.Action, &op.Destination, &op.Version, &op.Fingerprint,
 		&op.Payload, &sensitive, &op.Owner, &op.SourceEvent, &reqApproval, &op.ApprovedBy, &op.State,
 		&op.FailureKind, &dispatched, &firstDisp, &op.AttemptCount, &op.FencingToken,
 		&op.CurrentAttemptID, &lease, &notBefore, &reviewBy, &unresolved, &protected,
 		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
-		&created, &updated, &protectedUntil)
+		&created, &updated, &protectedUntil, &stateSince)
 	if err != nil {
 		return nil, err
 	}
@@ -692,6 +692,7 @@ func scanOperation(sc scanner) (*store.Operation, error) {
 	op.CreatedAt = fromMicros(created)
 	op.UpdatedAt = fromMicros(updated)
 	op.ProtectedUntil = fromMicros(protectedUntil)
+	op.StateSince = fromMicros(stateSince)
 	return &op, nil
 }
 
@@ -714,7 +715,7 @@ func opArgs(op *store.Operation) ([]any, error) {
 		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, toMicros(op.LeaseExpiresAt),
 		toMicros(op.NotBefore), toMicros(op.ReviewBy), toMicros(op.UnresolvedSince),
 		boolInt(op.Protected), op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
-		op.Revision, toMicros(op.CreatedAt), toMicros(op.UpdatedAt), toMicros(op.ProtectedUntil)}, nil
+		op.Revision, toMicros(op.CreatedAt), toMicros(op.UpdatedAt), toMicros(op.ProtectedUntil), toMicros(op.StateSince)}, nil
 }
 
 func (r *sqlReader) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
@@ -990,7 +991,7 @@ func (r *sqlReader) OldestDue(ctx context.Context, tenant string, now time.Time)
 	cond, args := tenantFilter("tenant", tenant)
 	// The index's own condition (notSucceeded) lets SQLite read it in
 	// created_at order rather than sort the tenant's pending operations.
-	rows, err := r.q.QueryContext(ctx, `SELECT tenant, key, created_at, not_before, updated_at FROM operations
+	rows, err := r.q.QueryContext(ctx, `SELECT tenant, key, created_at, not_before, state_since FROM operations
 		WHERE state = 'pending' AND `+notSucceeded+` AND `+cond+` ORDER BY created_at, key LIMIT ?`, append(args, store.OldestDueScanRows+1)...)
 	if err != nil {
 		return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", err)
@@ -999,11 +1000,11 @@ func (r *sqlReader) OldestDue(ctx context.Context, tenant string, now time.Time)
 	var scan store.OldestDueScan
 	for rows.Next() {
 		var id store.OperationID
-		var created, notBefore, updated int64
-		if err := rows.Scan(&id.Tenant, &id.Key, &created, &notBefore, &updated); err != nil {
+		var created, notBefore, pendingSince int64
+		if err := rows.Scan(&id.Tenant, &id.Key, &created, &notBefore, &pendingSince); err != nil {
 			return store.OperationID{}, time.Time{}, fmt.Errorf("oldest due operation: %w", err)
 		}
-		if !scan.Next(now, id, fromMicros(created), fromMicros(notBefore), fromMicros(updated)) {
+		if !scan.Next(now, id, fromMicros(created), fromMicros(notBefore), fromMicros(pendingSince)) {
 			break
 		}
 	}
@@ -1016,7 +1017,7 @@ func (r *sqlReader) OldestDue(ctx context.Context, tenant string, now time.Time)
 	}
 	var id store.OperationID
 	var since int64
-	err = r.q.QueryRowContext(ctx, `SELECT tenant, key, MAX(not_before, updated_at) AS since FROM operations
+	err = r.q.QueryRowContext(ctx, `SELECT tenant, key, MAX(not_before, state_since) AS since FROM operations
 		WHERE `+cond+` AND state = 'pending' AND not_before <= ? ORDER BY since LIMIT 1`, append(args, toMicros(now))...).
 		Scan(&id.Tenant, &id.Key, &since)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -1028,15 +1029,16 @@ func (r *sqlReader) OldestDue(ctx context.Context, tenant string, now time.Time)
 	return id, fromMicros(since), nil
 }
 
-// OldestAwaitingApproval returns the operation awaiting approval whose
-// last change is the earliest, from operations_not_succeeded: the
-// operations awaiting approval are sorted, a queue of people's work.
+// OldestAwaitingApproval returns the operation awaiting approval that
+// entered that state (or was revised) the earliest, from
+// operations_not_succeeded: the operations awaiting approval are sorted,
+// a queue of people's work.
 func (r *sqlReader) OldestAwaitingApproval(ctx context.Context, tenant string) (store.OperationID, time.Time, error) {
 	cond, args := tenantFilter("tenant", tenant)
 	var id store.OperationID
 	var since int64
-	err := r.q.QueryRowContext(ctx, `SELECT tenant, key, updated_at FROM operations
-		WHERE state = 'awaiting_approval' AND `+notSucceeded+` AND `+cond+` ORDER BY updated_at, key LIMIT 1`, args...).
+	err := r.q.QueryRowContext(ctx, `SELECT tenant, key, state_since FROM operations
+		WHERE state = 'awaiting_approval' AND `+notSucceeded+` AND `+cond+` ORDER BY state_since, key LIMIT 1`, args...).
 		Scan(&id.Tenant, &id.Key, &since)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.OperationID{}, time.Time{}, nil
@@ -1114,7 +1116,7 @@ func (r *sqlReader) FinalBefore(ctx context.Context, p store.FinalParams) ([]sto
 	// operations_final finds the range from p.After's time; the rows of
 	// one time (one shared transaction's) are sorted by tenant and key.
 	after := toMicros(p.After.UpdatedAt)
-	rows, err := r.q.QueryContext(ctx, `SELECT tenant, key, updated_at FROM operations
+	rows, err := r.q.QueryContext(ctx, `SELECT tenant, key, state_since FROM operations
 		WHERE state IN ('succeeded', 'failed') AND updated_at < ?
 		AND updated_at >= ? AND (updated_at, tenant, key) > (?, ?, ?)
 		ORDER BY updated_at, tenant, key LIMIT ?`,

@@ -55,7 +55,7 @@ func LoadSynthetic(ctx context.Context, path, tenant string, n int, history bool
 	INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload,
 		owner, state, failure_kind, dispatched, first_dispatched_at, attempt_count, fencing_token,
 		current_attempt_id, lease_expires_at, not_before, review_by, unresolved_since, destination_ref,
-		response, last_error, revision, created_at, updated_at)
+		response, last_error, revision, created_at, updated_at, state_since)
 	SELECT ?1, printf('bulk:%%08d', i), 'crm.create_record', CASE WHEN i %% 2 = 0 THEN 'crm' ELSE 'mail' END,
 		1, printf('sha256:%%064x', i), CAST('{"n":' || i || '}' AS BLOB), 'bulk-team', st,
 		CASE WHEN st = 'failed' THEN 'rejected' ELSE '' END,
@@ -68,7 +68,7 @@ func LoadSynthetic(ctx context.Context, path, tenant string, n int, history bool
 		CASE WHEN st = 'succeeded' THEN 'REF-' || i ELSE '' END,
 		CASE WHEN st = 'succeeded' THEN CAST('{"id":"REF-' || i || '"}' AS BLOB) END,
 		CASE WHEN st IN ('failed', 'pending', 'uncertain', 'held') THEN 'synthetic' ELSE '' END,
-		3, c, c + 2 * %[3]d
+		3, c, c + 2 * %[3]d, c + 2 * %[3]d
 	FROM g`, day, hour, second), []any{tenant, n, now}}}
 	if history {
 		stmts = append(stmts,
@@ -146,9 +146,9 @@ func InsertDue(ctx context.Context, path, tenant, prefix string, n int) (time.Du
 	now := time.Now().UnixMicro()
 	_, err = db.ExecContext(ctx, `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?3)
 	INSERT INTO operations (tenant, key, action, destination, version, fingerprint, payload,
-		owner, state, revision, created_at, updated_at)
+		owner, state, revision, created_at, updated_at, state_since)
 	SELECT ?1, ?2 || printf('%08d', i), 'crm.create_record', 'crm', 1, printf('sha256:%064x', i),
-		CAST('{"n":' || i || '}' AS BLOB), 'bench-team', 'pending', 1, ?4, ?4
+		CAST('{"n":' || i || '}' AS BLOB), 'bench-team', 'pending', 1, ?4, ?4, ?4
 	FROM s`, tenant, prefix, n, now)
 	if err != nil {
 		return 0, fmt.Errorf("insert due operations: %w", err)

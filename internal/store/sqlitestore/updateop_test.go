@@ -71,6 +71,7 @@ func TestUpdateOperationSetsChangedColumns(t *testing.T) {
 		"created_at":          func(o *store.Operation) { o.CreatedAt = later },
 		"updated_at":          func(o *store.Operation) { o.UpdatedAt = later },
 		"protected_until":     func(o *store.Operation) { o.ProtectedUntil = later },
+		"state_since":         func(o *store.Operation) { o.StateSince = later },
 	}
 	require.Len(t, change, len(opColumnNames)-2, "a case per column but tenant and key")
 	tx := &sqlTx{}

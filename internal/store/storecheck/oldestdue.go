@@ -20,9 +20,11 @@ func OldestDue(t *testing.T, s store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	op := func(tenant, key string, created, notBefore, updated time.Time) *store.Operation {
+	// Every operation was written just now (a repeat that named an
+	// owner, say): the wait is counted from when it became pending.
+	op := func(tenant, key string, created, notBefore, pendingSince time.Time) *store.Operation {
 		return &store.Operation{Tenant: tenant, Key: key, Action: "a", Destination: "crm", Version: 1, Fingerprint: "fp",
-			State: "pending", Revision: 1, CreatedAt: created, NotBefore: notBefore, UpdatedAt: updated}
+			State: "pending", Revision: 1, CreatedAt: created, NotBefore: notBefore, StateSince: pendingSince, UpdatedAt: now}
 	}
 	insert := func(ops ...*store.Operation) {
 		t.Helper()
@@ -52,7 +54,7 @@ func OldestDue(t *testing.T, s store.Store) {
 	require.Equal(t, store.OperationID{}, id)
 
 	// The scan: an old operation waiting for its retry is passed over;
-	// one approved (changed) later than another was created loses to it.
+	// one approved (pending) later than another was created loses to it.
 	insert(op("t", "backoff", now.Add(-time.Hour), now.Add(time.Hour), now.Add(-time.Hour)),
 		op("t", "approved", now.Add(-50*time.Minute), time.Time{}, now.Add(-5*time.Minute)),
 		op("t", "plain", now.Add(-40*time.Minute), time.Time{}, now.Add(-40*time.Minute)),
