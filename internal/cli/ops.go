@@ -26,7 +26,7 @@ type opsBackend interface {
 	Show(ctx context.Context, key string) (*opsDetail, error)
 	Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error)
 	Approve(ctx context.Context, key string, a opledger.Approval) (op *opledger.Operation, replayed bool, err error)
-	Stats(ctx context.Context) (*client.Stats, error)
+	Stats(ctx context.Context, allTenants bool) (*client.Stats, error)
 	Close() error
 }
 

@@ -515,4 +515,23 @@ func TestOpsStats(t *testing.T) {
 	require.Equal(t, local.Attempts, remote.Attempts)
 	require.Equal(t, local.Events, remote.Events)
 	require.GreaterOrEqual(t, remote.Approval, local.Approval, "the wait has only grown")
+
+	// --all-tenants counts another tenant's operation too, with --db only.
+	_, errOut, code = run(t, "ops", "stats", "--all-tenants", "--server", url, "--token", strings.TrimSpace(out))
+	require.Equal(t, 2, code)
+	require.Equal(t, "opledger: --all-tenants reads the store itself (--db): a server answers for its token's tenant only (its /metrics counts every tenant) (see opledger ops stats --help)\n", errOut)
+	_, errOut, code = run(t, "ops", "stats", "--all-tenants", "--db", dsn, "--tenant", "beta")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--all-tenants counts every tenant: leave out --tenant")
+	l, err = opledger.Open(ctx, dsn, opledger.Options{ExistingOnly: true})
+	require.NoError(t, err)
+	beta, err := l.WithTenant("beta")
+	require.NoError(t, err)
+	_, _, err = beta.Record(ctx, opledger.Intent{Key: "b:1", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	all, tenant := read("--db", dsn, "--all-tenants"), read("--db", dsn)
+	require.Equal(t, local.ByState, tenant.ByState, "the tenant's own figures leave beta out")
+	require.Equal(t, local.ByState["pending"]+1, all.ByState["pending"], "beta's pending operation counted")
+	require.Equal(t, local.Attempts, all.Attempts)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -14,25 +15,37 @@ import (
 )
 
 // Stats reads the tenant's figures from the ledger itself, as GET
-// /v1/stats gives them.
-func (b ledgerBackend) Stats(ctx context.Context) (*client.Stats, error) {
-	st, err := b.l.Stats(ctx, false)
+// /v1/stats gives them, or, allTenants, every tenant's together, as
+// /metrics does.
+func (b ledgerBackend) Stats(ctx context.Context, allTenants bool) (*client.Stats, error) {
+	st, err := b.l.Stats(ctx, allTenants)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := b.l.EventStats(ctx, false)
+	ev, err := b.l.EventStats(ctx, allTenants)
 	if err != nil {
 		return nil, err
 	}
 	return &client.Stats{Stats: *st, Events: *ev}, nil
 }
 
-func (b serverBackend) Stats(ctx context.Context) (*client.Stats, error) { return b.c.Stats(ctx) }
+// Stats reads the token's tenant's figures; a server gives no other
+// tenant's (the command refuses --all-tenants with --server first).
+func (b serverBackend) Stats(ctx context.Context, allTenants bool) (*client.Stats, error) {
+	if allTenants {
+		return nil, errAllTenantsServer
+	}
+	return b.c.Stats(ctx)
+}
+
+// errAllTenantsServer refuses --all-tenants with --server.
+var errAllTenantsServer = usageError{errors.New("--all-tenants reads the store itself (--db): a server answers for its token's tenant only (its /metrics counts every tenant)")}
 
 func newOpsStatsCmd() *cobra.Command {
 	var (
-		bf     backendFlags
-		asJSON bool
+		bf         backendFlags
+		asJSON     bool
+		allTenants bool
 	)
 	cmd := &cobra.Command{
 		Use:   "stats",
@@ -43,17 +56,26 @@ unresolved ones (uncertain and held) and the held ones past their review time;
 how long the due operation waiting longest for a worker, and the operation
 waiting longest for an approval, have waited; technical attempts by destination
 and outcome; confirmed and duplicate effects; operator recoveries; and inbound
-events and their deliveries. --json prints the object GET /v1/stats answers.`,
+events and their deliveries. --json prints the object GET /v1/stats answers.
+--all-tenants, with --db, counts every tenant of the ledger together, as
+/metrics does.`,
 		Example: `  opledger ops stats --db sqlite:opledger.db --tenant acme
+  opledger ops stats --db 'postgres://opledger@db/ledger' --all-tenants
   opledger ops stats --server http://127.0.0.1:8080 --token $TOKEN --json | jq .oldest_approval_wait_seconds`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if allTenants && bf.server != "" {
+				return errAllTenantsServer
+			}
+			if allTenants && cmd.Flags().Changed("tenant") {
+				return usageError{errors.New("--all-tenants counts every tenant: leave out --tenant")}
+			}
 			b, err := bf.open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			st, err := b.Stats(cmd.Context())
+			st, err := b.Stats(cmd.Context(), allTenants)
 			if err != nil {
 				return err
 			}
@@ -65,6 +87,7 @@ events and their deliveries. --json prints the object GET /v1/stats answers.`,
 	}
 	bf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "the object GET /v1/stats answers, on one line")
+	cmd.Flags().BoolVar(&allTenants, "all-tenants", false, "with --db: every tenant's figures together, as /metrics counts them")
 	return cmd
 }
 
