@@ -66,9 +66,12 @@
 //
 // ExpireLeases settles lapsed claims; AdvanceWorkflows moves on workflows
 // whose current step succeeded; Compact reduces old final operations to
-// tombstones that still recognise a very late repeat. Maintain runs all
-// three at their intervals (MaintainOptions): opledger serve and opledger
-// proxy run it, and a program that embeds the library starts it itself:
+// tombstones that still recognise a very late repeat; Announce records
+// the process, with digests of its settings, so that processes sharing a
+// store see one that runs with other settings (Processes). Maintain runs
+// all four at their intervals (MaintainOptions): opledger serve and
+// opledger proxy run it, and a program that embeds the library starts it
+// itself:
 //
 //	go ledger.Maintain(ctx, opledger.MaintainOptions{})
 package opledger

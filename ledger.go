@@ -166,6 +166,8 @@ type shared struct {
 	eventStatsReads sharedReads[*store.EventCounts]
 	// life ends the Maintain loops when the ledger is closed.
 	life lifecycle
+	// self is this process's announcements (Announce).
+	self self
 }
 
 // lifecycle lets Close stop the Maintain loops, and wait for them, before

@@ -31,6 +31,9 @@ type MaintainOptions struct {
 	// CompactInterval is how often retention is applied (Compact). Zero
 	// means DefaultCompactInterval.
 	CompactInterval time.Duration
+	// Settings are the program's own settings that every process sharing
+	// the store must have too, by name (AnnounceOptions.Settings).
+	Settings map[string]string
 	// Logger gets a line for each run that changed something and for
 	// each error. Nil means slog.Default().
 	Logger *slog.Logger
@@ -40,8 +43,11 @@ type MaintainOptions struct {
 // is closed: it settles expired leases (ExpireLeases), so that a worker
 // that died leaves no operation in_progress for ever; moves on workflows
 // whose current step succeeded by a lookup or an operator's decision
-// (AdvanceWorkflows); and applies retention (Compact). Each job runs at
-// once and then at its interval; an error is logged and the job runs
+// (AdvanceWorkflows); applies retention (Compact); and announces the
+// process every 15 seconds (Announce), logging a warning when another
+// process that maintains the store runs with other settings, and
+// removing its announcement when it ends. Each job runs at once and then
+// at its interval; an error is logged and the job runs
 // again at its next turn. Maintain returns when ctx has ended or Close
 // was called, and every job has stopped; Close waits for that before it
 // closes the store.
@@ -109,6 +115,26 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 			}
 			return err
 		})
+	})
+	wg.Go(func() {
+		periodic.Run(ctx, announceInterval, log, "announce the process", func(ctx context.Context) error {
+			ps, err := l.Announce(ctx, AnnounceOptions{Settings: o.Settings})
+			if err != nil {
+				return err
+			}
+			for _, p := range l.newlyDiffering(ps) {
+				log.Warn("another process that maintains this ledger runs with other settings: every process sharing a store must have the same",
+					"settings", p.names, "process_host", p.Host, "process_pid", p.PID, "process_started", p.StartedAt)
+			}
+			return nil
+		})
+		// Gone at once rather than after a minute; the store is still
+		// open, as Close waits for Maintain.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := l.unannounce(ctx); err != nil {
+			log.Warn("could not remove the process's announcement; it counts as gone a minute after the last", "error", err)
+		}
 	})
 	wg.Wait()
 }

@@ -39,13 +39,15 @@ type ledgerCollector struct {
 
 	attempts, attemptsOpen, confirmed, duplicates, operations, recovery, up, age       *prometheus.Desc
 	reviewsOverdue, oldestDue, oldestApproval, events, deliveries, duplicateDeliveries *prometheus.Desc
+	processes, processesOtherSettings                                                  *prometheus.Desc
 }
 
 // ledgerFigures is one read of the ledger's figures.
 type ledgerFigures struct {
-	stats  *opledger.Stats
-	events *opledger.EventStats
-	readAt time.Time
+	stats     *opledger.Stats
+	events    *opledger.EventStats
+	processes []*opledger.Process
+	readAt    time.Time
 }
 
 func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration) *ledgerCollector {
@@ -80,6 +82,11 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 			"Every arrival of an inbound event, first ones included.", nil, nil),
 		duplicateDeliveries: prometheus.NewDesc("opledger_duplicate_deliveries_total",
 			"Arrivals of an event already received: recorded, never acted on again.", nil, nil),
+		processes: prometheus.NewDesc("opledger_processes",
+			"Processes that maintain the ledger (serve, proxy, or a program running Maintain), this one included, as they announce themselves every 15 s; a killed one counts for a minute.", nil, nil),
+		processesOtherSettings: prometheus.NewDesc("opledger_processes_with_other_settings",
+			"Processes that maintain the ledger with settings that act on the whole ledger (retention, retry policies, require_approval, owners, the destinations and configuration files) other than this one's: "+
+				"every process sharing a store must have the same; the log names the settings.", nil, nil),
 		up: prometheus.NewDesc("opledger_store_up",
 			"1 when the ledger's figures in this scrape could be read from the store, 0 when reading them failed.", nil, nil),
 		age: prometheus.NewDesc("opledger_figures_age_seconds",
@@ -88,7 +95,7 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.oldestDue, c.oldestApproval, c.recovery,
+	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.oldestDue, c.oldestApproval, c.recovery, c.processes, c.processesOtherSettings,
 		c.up, c.age, c.events, c.deliveries, c.duplicateDeliveries} {
 		ch <- d
 	}
@@ -116,7 +123,11 @@ func (c *ledgerCollector) figures() (*ledgerFigures, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.last = &ledgerFigures{stats: st, events: ev, readAt: readAt}
+	ps, err := c.ledger.Processes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.last = &ledgerFigures{stats: st, events: ev, processes: ps, readAt: readAt}
 	return c.last, nil
 }
 
@@ -133,6 +144,14 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	for status, n := range ev.EventsByStatus {
 		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(n), string(status))
 	}
+	differing := 0
+	for _, p := range f.processes {
+		if len(p.OtherSettings) > 0 {
+			differing++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.processes, prometheus.GaugeValue, float64(len(f.processes)))
+	ch <- prometheus.MustNewConstMetric(c.processesOtherSettings, prometheus.GaugeValue, float64(differing))
 	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.CounterValue, float64(ev.Deliveries))
 	ch <- prometheus.MustNewConstMetric(c.duplicateDeliveries, prometheus.CounterValue, float64(ev.DuplicateDeliveries))
 	// An attempt is counted once it has ended: a counter must never go

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -151,6 +152,33 @@ func (c *FileConfig) path(p string) string {
 // DestinationsPath is the destinations file, resolved against the config
 // file's directory; empty when none is configured.
 func (c *FileConfig) DestinationsPath() string { return c.path(c.Destinations) }
+
+// SharedSettings returns, for Config.Settings, the text of the files the
+// configuration names whose effect every process sharing a store must
+// have (docs/scaling.md): destinations_file and rules_file, empty when
+// the configuration names none. A server without a configuration file
+// announces both empty (NoSharedSettings), so that it differs from one
+// with the files.
+func (c *FileConfig) SharedSettings() (map[string]string, error) {
+	out := NoSharedSettings()
+	for name, p := range map[string]string{"destinations_file": c.DestinationsPath(), "rules_file": c.path(c.Rules)} {
+		if p == "" {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("config: read %s: %w", p, err)
+		}
+		out[name] = string(b)
+	}
+	return out, nil
+}
+
+// NoSharedSettings are the SharedSettings of a server started without a
+// configuration file.
+func NoSharedSettings() map[string]string {
+	return map[string]string{"destinations_file": "", "rules_file": ""}
+}
 
 // keyReason is why ValidateKey refuses name, without repeating it (a key,
 // a tenant or a destination name may hold what must not be shown); ""

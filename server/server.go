@@ -54,6 +54,12 @@ type Config struct {
 	// timeout) must bound them below the executor's call limit, two
 	// thirds of Lease: see executor.CheckConfig.
 	Destinations *destination.Set
+	// Settings are the server's settings that every process sharing the
+	// store must have too, such as the files it read, by name: it
+	// announces a digest of each (opledger.MaintainOptions.Settings), and
+	// logs a warning when another process's differs. FileConfig's
+	// SharedSettings gives those of a configuration file.
+	Settings map[string]string
 	// Workers is the executor's pool size. 0 means 4; negative is
 	// refused.
 	Workers int
@@ -258,7 +264,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		s.ledger.Maintain(loops, opledger.MaintainOptions{LeaseSweep: s.cfg.SweepInterval, WorkflowSweep: s.cfg.SweepInterval,
-			CompactInterval: s.cfg.CompactInterval, Logger: log})
+			CompactInterval: s.cfg.CompactInterval, Settings: s.cfg.Settings, Logger: log})
 	}()
 
 	served := make(chan error, 1)

@@ -120,9 +120,13 @@ finish; every write a client got an answer for is already committed.`,
 			if err := lf.apply(&opts); err != nil {
 				return err
 			}
+			cfg.Settings = server.NoSharedSettings()
 			if configPath != "" {
 				fc, err := server.LoadConfig(configPath)
 				if err != nil {
+					return err
+				}
+				if cfg.Settings, err = fc.SharedSettings(); err != nil {
 					return err
 				}
 				// The destinations file and the rules file are both read

@@ -561,6 +561,57 @@ func TestServeDestinationPolicy(t *testing.T) {
 	require.Empty(t, op.Owner)
 }
 
+// TestServeSettingsDiffer: two serve processes on one store, one with a
+// configuration file that requires approval, the other without: the one
+// started second logs a warning naming the settings that differ, both
+// count two processes, one with other settings, on /metrics, and once
+// the second stops (SIGTERM) the first counts itself alone.
+func TestServeSettingsDiffer(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLiteDSN(t)
+	config := filepath.Join(t.TempDir(), "opledger.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("require_approval: [payments]\n"), 0o644))
+	serve := func(logs io.Writer, args ...string) (string, *exec.Cmd) {
+		cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dsn, "--metrics-max-age", "0"}, args...)...)
+		return startedURL(t, cmd, logs), cmd
+	}
+	gauges := func(base string) (processes, differing string) {
+		t.Helper()
+		resp, err := http.Get(base + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		for line := range strings.Lines(string(body)) {
+			if v, ok := strings.CutPrefix(line, "opledger_processes "); ok {
+				processes = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(line, "opledger_processes_with_other_settings "); ok {
+				differing = strings.TrimSpace(v)
+			}
+		}
+		return processes, differing
+	}
+
+	first, _ := serve(io.Discard, "--config", config)
+	// Maintain announces it as it starts, beside the listener.
+	require.Eventually(t, func() bool { p, _ := gauges(first); return p == "1" }, time.Minute, 20*time.Millisecond)
+	logs := &testrig.LogBuffer{}
+	second, cmd := serve(logs)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "runs with other settings") }, time.Minute, 20*time.Millisecond)
+	require.Regexp(t, `level=WARN msg="another process that maintains this ledger runs with other settings: every process sharing a store must have the same" settings=\[require_approval\] process_host=\S+ process_pid=\d+ `, logs.String())
+	require.NotContains(t, logs.String(), "payments", "names of settings, never their values")
+	for _, base := range []string{first, second} {
+		p, d := gauges(base)
+		require.Equal(t, [2]string{"2", "1"}, [2]string{p, d}, base)
+	}
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+	p, d := gauges(first)
+	require.Equal(t, [2]string{"1", "0"}, [2]string{p, d}, "the second removed its announcement as it stopped")
+}
+
 // TestServeLogsMigrations: serve (and proxy) log the creation of a new
 // ledger's schema in one line (and each migration of an upgrade, so that
 // an upgrade of a large ledger, during which the process answers nothing,

@@ -108,6 +108,19 @@ type Operation struct {
 	UpdatedAt time.Time
 }
 
+// Process is one row of the processes table (migration 024): a process
+// that maintains the ledger, as it last announced itself.
+type Process struct {
+	ID        string
+	Host      string
+	PID       int
+	StartedAt time.Time
+	SeenAt    time.Time
+	// Settings are digests of the settings that act on the whole ledger,
+	// by name.
+	Settings map[string]string
+}
+
 // Attempt is one row of the attempts table: one technical try at an operation.
 type Attempt struct {
 	ID     string
@@ -337,6 +350,8 @@ type Reader interface {
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 	// ListTokens lists the tokens of a tenant ("" for all), oldest first.
 	ListTokens(ctx context.Context, tenant string) ([]*Token, error)
+	// ListProcesses lists the processes' rows, by start time then ID.
+	ListProcesses(ctx context.Context) ([]*Process, error)
 	// SessionByHash finds a session by the SHA-256 of its secret, with
 	// the revocation time of its token; ErrNotFound if there is no such
 	// session or its token is gone.
@@ -491,6 +506,13 @@ type Tx interface {
 	// ProbeWrite writes the readiness row (migration 019) with at: a
 	// commit of it shows the store accepts writes.
 	ProbeWrite(ctx context.Context, at time.Time) error
+	// PutProcess writes a process's row (migration 024), inserting it or
+	// replacing the one with its ID.
+	PutProcess(ctx context.Context, p *Process) error
+	// DeleteProcesses removes the row of the process id, and those of
+	// every process last seen before staleBefore; it returns how many it
+	// removed.
+	DeleteProcesses(ctx context.Context, id string, staleBefore time.Time) (int, error)
 	// AppendRecovery records an operator decision on an unresolved
 	// operation and how long it had waited.
 	AppendRecovery(ctx context.Context, r *Recovery) error

@@ -1495,6 +1495,50 @@ func (t *pgTx) DeleteSession(ctx context.Context, hash string) error {
 	return nil
 }
 
+// PutProcess writes a process's row.
+func (t *pgTx) PutProcess(ctx context.Context, p *store.Process) error {
+	settings := p.Settings
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	if _, err := t.q.Exec(ctx, `INSERT INTO processes (id, host, pid, started_at, seen_at, settings) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
+			seen_at = excluded.seen_at, settings = excluded.settings`,
+		p.ID, p.Host, p.PID, ts(p.StartedAt), ts(p.SeenAt), settings); err != nil {
+		return fmt.Errorf("write the process row: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DeleteProcesses removes the row of process id and the stale ones.
+func (t *pgTx) DeleteProcesses(ctx context.Context, id string, staleBefore time.Time) (int, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM processes WHERE id = $1 OR seen_at < $2`, id, ts(staleBefore))
+	if err != nil {
+		return 0, fmt.Errorf("delete process rows: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ListProcesses lists the processes' rows.
+func (r *reader) ListProcesses(ctx context.Context) ([]*store.Process, error) {
+	rows, err := r.q.Query(ctx, `SELECT id, host, pid, started_at, seen_at, settings FROM processes ORDER BY started_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("read processes: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []*store.Process
+	for rows.Next() {
+		var p store.Process
+		var started, seen pgtype.Timestamptz
+		if err := rows.Scan(&p.ID, &p.Host, &p.PID, &started, &seen, &p.Settings); err != nil {
+			return nil, fmt.Errorf("read processes: %w", err)
+		}
+		p.StartedAt, p.SeenAt = fromTS(started), fromTS(seen)
+		out = append(out, &p)
+	}
+	return out, rows.Err()
+}
+
 // ProbeWrite writes the readiness row; several servers probing at once
 // take its lock in turn.
 func (t *pgTx) ProbeWrite(ctx context.Context, at time.Time) error {

@@ -1580,6 +1580,52 @@ func (t *sqlTx) DeleteSession(ctx context.Context, hash string) error {
 	return nil
 }
 
+func (t *sqlTx) PutProcess(ctx context.Context, p *store.Process) error {
+	settings, err := json.Marshal(p.Settings)
+	if err != nil {
+		return err
+	}
+	if _, err := t.q.ExecContext(ctx, `INSERT INTO processes (id, host, pid, started_at, seen_at, settings) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
+			seen_at = excluded.seen_at, settings = excluded.settings`,
+		p.ID, p.Host, p.PID, toMicros(p.StartedAt), toMicros(p.SeenAt), string(settings)); err != nil {
+		return fmt.Errorf("write the process row: %w", err)
+	}
+	return nil
+}
+
+func (t *sqlTx) DeleteProcesses(ctx context.Context, id string, staleBefore time.Time) (int, error) {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM processes WHERE id = ? OR seen_at < ?`, id, toMicros(staleBefore))
+	if err != nil {
+		return 0, fmt.Errorf("delete process rows: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+func (r *sqlReader) ListProcesses(ctx context.Context) ([]*store.Process, error) {
+	rows, err := r.q.QueryContext(ctx, `SELECT id, host, pid, started_at, seen_at, settings FROM processes ORDER BY started_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("read processes: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Process
+	for rows.Next() {
+		var p store.Process
+		var started, seen int64
+		var settings string
+		if err := rows.Scan(&p.ID, &p.Host, &p.PID, &started, &seen, &settings); err != nil {
+			return nil, fmt.Errorf("read processes: %w", err)
+		}
+		if err := json.Unmarshal([]byte(settings), &p.Settings); err != nil {
+			return nil, fmt.Errorf("decode the settings of process %s: %w", p.ID, err)
+		}
+		p.StartedAt, p.SeenAt = fromMicros(started), fromMicros(seen)
+		out = append(out, &p)
+	}
+	return out, rows.Err()
+}
+
 func (t *sqlTx) ProbeWrite(ctx context.Context, at time.Time) error {
 	if _, err := t.q.ExecContext(ctx, `INSERT INTO readiness (id, probed_at) VALUES (1, ?)
 		ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, toMicros(at)); err != nil {
