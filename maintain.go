@@ -47,10 +47,9 @@ type MaintainOptions struct {
 // process every 15 seconds (Announce), logging a warning when another
 // process that maintains the store runs with other settings, and
 // removing its announcement when it ends. Each job runs at once and then
-// at its interval; an error is logged and the job runs
-// again at its next turn. Maintain returns when ctx has ended or Close
-// was called, and every job has stopped; Close waits for that before it
-// closes the store.
+// at its interval; an error is logged and the job runs again at its next
+// turn. Maintain returns when ctx has ended or Close was called, and
+// every job has stopped; Close waits for that before it closes the store.
 //
 // An interval of zero is its default; a negative one, a mistake, is
 // logged as an error and replaced by the default.

@@ -15,9 +15,6 @@ import (
 // in words, and the column takes no other words than the three. 021's
 // read_only stays, for the processes of the release before: set for a
 // worker token inserted after, so that none of them takes it for a
-// read-write one. 021's
-// read_only stays, for the processes of the release before: set for a
-// worker token inserted after, so that none of them takes it for a
 // read-write one.
 func TestMigration022KeepsTokenAccess(t *testing.T) {
 	t.Parallel()
