@@ -661,10 +661,23 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) 
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
+	// The processes that maintain the store, compared with this server.
+	ps, err := s.ledger.Processes(r.Context())
+	if err != nil {
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	differing := 0
+	for _, p := range ps {
+		if len(p.OtherSettings) > 0 {
+			differing++
+		}
+	}
 	c.mu.Lock()
 	samples := append([]Sample(nil), c.samples[s.tenant]...)
 	c.mu.Unlock()
 	c.renderSigned(w, s, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard",
+		"Processes": len(ps), "ProcessesDiffering": differing,
 		"Stats": st, "Events": ev, "States": opledger.States, "Chart": chart(samples), "Now": now,
 		"RecoveryMean": measuredTime(st.RecoveryMeanSeconds, st.Recoveries),
 		"RecoveryP90":  measuredTime(st.RecoveryP90Seconds, st.Recoveries),

@@ -544,3 +544,42 @@ func TestPageThatFailsToRender(t *testing.T) {
 	require.Contains(t, page, "tenant <strong>acme</strong>", "the header of the signed-in session")
 	require.Contains(t, s.get("/"), "Exception queue", "the other pages are unaffected")
 }
+
+// TestDashboardProcesses: the dashboard counts the processes that
+// maintain the ledger, and those with other settings than this server's.
+func TestDashboardProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.SQLiteDSN(t)
+	open := func(o opledger.Options) *opledger.Ledger {
+		t.Helper()
+		o.Tenant = "acme"
+		l, err := opledger.Open(ctx, dsn, o)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, l.Close()) })
+		return l
+	}
+	l := open(opledger.Options{DestinationsRequiringApproval: []string{"payments"}})
+	token, _, err := l.CreateToken(ctx, "console", opledger.ReadWrite)
+	require.NoError(t, err)
+	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+	counter := func() string {
+		t.Helper()
+		return section(t, s.get("/dashboard"), `<span class="n" id="processes">`, `</div>`)
+	}
+
+	require.Contains(t, counter(), `0</span><span class="l">processes maintain the ledger</span>`, "none announced")
+	_, err = l.Announce(ctx, opledger.AnnounceOptions{})
+	require.NoError(t, err)
+	same, other := open(opledger.Options{DestinationsRequiringApproval: []string{"payments"}}), open(opledger.Options{})
+	for _, p := range []*opledger.Ledger{same, other} {
+		_, err = p.Announce(ctx, opledger.AnnounceOptions{})
+		require.NoError(t, err)
+	}
+	require.Contains(t, counter(), `3</span><span class="l">processes maintain the ledger, 1 with other settings than this server's: their logs name them</span>`)
+}
