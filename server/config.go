@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -165,9 +164,9 @@ func (c *FileConfig) SharedSettings() (map[string]string, error) {
 		if p == "" {
 			continue
 		}
-		b, err := os.ReadFile(p)
+		b, err := configfile.Read(p)
 		if err != nil {
-			return nil, fmt.Errorf("config: read %s: %w", p, err)
+			return nil, fmt.Errorf("config %s: %w", strings.TrimSuffix(name, "_file"), err)
 		}
 		out[name] = string(b)
 	}

@@ -196,3 +196,37 @@ func TestDestinationOwners(t *testing.T) {
 	_, err = loadConfig(t, "owners: [finance]\n")
 	require.ErrorContains(t, err, "line 1: owners: takes a mapping")
 }
+
+// TestSharedSettings: the text of the destinations and rules files the
+// configuration names, resolved against its directory; both empty when
+// it names neither (as without a configuration file); a file that is no
+// regular file is refused, never read.
+func TestSharedSettings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+		return p
+	}
+	dests := "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n"
+	write("dests.yaml", dests)
+	write("rules.yaml", "# the rules\n")
+	fc, err := server.LoadConfig(write("both.yaml", "destinations: dests.yaml\nrules: rules.yaml\n"))
+	require.NoError(t, err)
+	settings, err := fc.SharedSettings()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"destinations_file": dests, "rules_file": "# the rules\n"}, settings)
+
+	fc, err = server.LoadConfig(write("none.yaml", "require_approval: [payments]\n"))
+	require.NoError(t, err)
+	settings, err = fc.SharedSettings()
+	require.NoError(t, err)
+	require.Equal(t, server.NoSharedSettings(), settings)
+	require.Equal(t, map[string]string{"destinations_file": "", "rules_file": ""}, settings)
+
+	fc, err = server.LoadConfig(write("zero.yaml", "rules: /dev/zero\n"))
+	require.NoError(t, err)
+	_, err = fc.SharedSettings()
+	require.EqualError(t, err, "config rules: /dev/zero: not a regular file")
+}

@@ -126,9 +126,6 @@ finish; every write a client got an answer for is already committed.`,
 				if err != nil {
 					return err
 				}
-				if cfg.Settings, err = fc.SharedSettings(); err != nil {
-					return err
-				}
 				// The destinations file and the rules file are both read
 				// before either is refused, so that one refusal names
 				// every problem of the two (oneLine joins them with "; "),
@@ -147,6 +144,10 @@ finish; every write a client got an answer for is already committed.`,
 				opts.DestinationsRequiringApproval, approvalErr = fc.ApprovalDestinations()
 				opts.DestinationOwners, ownersErr = fc.DestinationOwners()
 				if err := errors.Join(destErr, apiErr, approvalErr, ownersErr); err != nil {
+					return err
+				}
+				// Read again once both files were found good.
+				if cfg.Settings, err = fc.SharedSettings(); err != nil {
 					return err
 				}
 				if len(opts.DestinationsRequiringApproval) > 0 {
