@@ -85,7 +85,7 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 		processes: prometheus.NewDesc("opledger_processes",
 			"Processes that maintain the ledger (serve, proxy, or a program running Maintain), this one included, as they announce themselves every 15 s; a killed one counts for a minute.", nil, nil),
 		processesOtherSettings: prometheus.NewDesc("opledger_processes_with_other_settings",
-			"Processes that maintain the ledger with settings that act on the whole ledger (retention, retry policies, require_approval, owners, the destinations and configuration files) other than this one's: "+
+			"Processes that maintain the ledger with settings that act on the whole ledger (retention, retry policies, require_approval, owners, the destinations and rules files) other than this one's: "+
 				"every process sharing a store must have the same; the log names the settings.", nil, nil),
 		up: prometheus.NewDesc("opledger_store_up",
 			"1 when the ledger's figures in this scrape could be read from the store, 0 when reading them failed.", nil, nil),
