@@ -2,8 +2,6 @@ package opledger
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -250,14 +248,13 @@ func jsonText(v any) string {
 	return string(b)
 }
 
-// digests returns a digest of each setting, those of ledger winning over
-// given ones of the same name.
+// digests returns a digest of each setting (payloadDigest: SHA-256 in
+// hex), those of ledger winning over given ones of the same name.
 func digests(given, ledger map[string]string) map[string]string {
 	out := make(map[string]string, len(given)+len(ledger))
 	for _, m := range []map[string]string{given, ledger} {
 		for name, v := range m {
-			sum := sha256.Sum256([]byte(v))
-			out[name] = hex.EncodeToString(sum[:8])
+			out[name] = payloadDigest([]byte(v))
 		}
 	}
 	return out
