@@ -43,8 +43,9 @@ type Stats struct {
 	// approval the longest has waited for an approver: the time since it
 	// began to await approval (its Operation.StateSince: its recording,
 	// or the revision that awaits approval), which no other write of it
-	// restarts; 0 when none awaits. Nothing sends such an operation before someone
-	// approves it, so one that keeps growing is work no approver has seen.
+	// restarts; 0 when none awaits. Nothing sends such an operation
+	// before someone approves it, so one that keeps growing is work no
+	// approver has seen.
 	OldestApprovalWaitSeconds float64 `json:"oldest_approval_wait_seconds"`
 	// Attempts counts technical attempts by destination and outcome; the
 	// attempts of compacted operations are included.
