@@ -677,7 +677,7 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) 
 	samples := append([]Sample(nil), c.samples[s.tenant]...)
 	c.mu.Unlock()
 	c.renderSigned(w, s, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard",
-		"Processes": len(ps), "ProcessesDiffering": differing,
+		"Processes": len(ps), "ProcessesDiffering": differing, "ProcessList": ps,
 		"Stats": st, "Events": ev, "States": opledger.States, "Chart": chart(samples), "Now": now,
 		"RecoveryMean": measuredTime(st.RecoveryMeanSeconds, st.Recoveries),
 		"RecoveryP90":  measuredTime(st.RecoveryP90Seconds, st.Recoveries),

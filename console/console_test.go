@@ -86,6 +86,9 @@ func (b *bundle) seed(t *testing.T) {
 	c = mk("order:16:prepare", "erp", `{"units":1}`)
 	_, err = b.ledger.Report(ctx, "order:16:prepare", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "ERP-16"})
 	require.NoError(t, err)
+	// The server announces itself, as serve's maintenance does.
+	_, err = b.ledger.Announce(ctx, opledger.AnnounceOptions{})
+	require.NoError(t, err)
 }
 
 // shiftedConsole opens a ledger of tenant acme with opts, whose clock runs
@@ -262,6 +265,7 @@ func TestConsole(t *testing.T) {
 	// The dashboard shows the counters.
 	do(chromedp.Navigate(b.url+"/dashboard"), chromedp.WaitVisible(`div.counters`))
 	require.Regexp(t, `2\s+confirmed effects`, text(`div.counters`))
+	require.Contains(t, text(`#processes-list`), "(this server)")
 	requireAccessible(t, ctx)
 	screenshot(t, ctx, "dashboard")
 

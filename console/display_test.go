@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -574,6 +575,7 @@ func TestDashboardProcesses(t *testing.T) {
 	}
 
 	require.Contains(t, counter(), `0</span><span class="l">processes maintain the ledger</span>`, "none announced")
+	require.NotContains(t, s.get("/dashboard"), `id="processes-list"`, "no list of none")
 	_, err = l.Announce(ctx, opledger.AnnounceOptions{})
 	require.NoError(t, err)
 	same, other := open(opledger.Options{DestinationsRequiringApproval: []string{"payments"}}), open(opledger.Options{})
@@ -581,5 +583,17 @@ func TestDashboardProcesses(t *testing.T) {
 		_, err = p.Announce(ctx, opledger.AnnounceOptions{})
 		require.NoError(t, err)
 	}
-	require.Contains(t, counter(), `3</span><span class="l">processes maintain the ledger, 1 with other settings than this server's: their logs name them</span>`)
+	require.Contains(t, counter(), `3</span><span class="l">processes maintain the ledger, 1 with other settings than this server's (listed below)</span>`)
+
+	// The list below: in the order they started, this server first.
+	rows := strings.Split(section(t, s.get("/dashboard"), `<table class="queue" id="processes-list">`, `</tbody>`), "<tr>")[2:]
+	require.Len(t, rows, 3)
+	pid := fmt.Sprintf(`<td data-label="PID">%d</td>`, os.Getpid())
+	for i, row := range rows {
+		require.Contains(t, row, pid)
+		require.Equal(t, i == 0, strings.Contains(row, "(this server)"), "row %d", i)
+	}
+	require.Contains(t, rows[0], `<td data-label="Settings other than this server's">none</td>`)
+	require.Contains(t, rows[1], `<td data-label="Settings other than this server's">none</td>`)
+	require.Contains(t, rows[2], `<td data-label="Settings other than this server's" class="error"><code>require_approval</code></td>`)
 }
