@@ -51,6 +51,9 @@ type FileConfig struct {
 	Owners map[string]string `yaml:"owners"`
 
 	dir string
+	// texts are the files the configuration names, by path, as read once:
+	// the text a loader parsed is the text SharedSettings digests.
+	texts map[string][]byte
 }
 
 // WebhookConfig configures one webhook source.
@@ -152,19 +155,57 @@ func (c *FileConfig) path(p string) string {
 // file's directory; empty when none is configured.
 func (c *FileConfig) DestinationsPath() string { return c.path(c.Destinations) }
 
+// read returns the text of a file the configuration names, read at the
+// first call for its path (configfile.Read: a regular file of bounded
+// size) and kept, so that every use of it sees the same text.
+func (c *FileConfig) read(p string) ([]byte, error) {
+	if b, ok := c.texts[p]; ok {
+		return b, nil
+	}
+	b, err := configfile.Read(p)
+	if err != nil {
+		return nil, err
+	}
+	if c.texts == nil {
+		c.texts = map[string][]byte{}
+	}
+	c.texts[p] = b
+	return b, nil
+}
+
+// LoadDestinations reads and builds the destinations file the
+// configuration names (destination.Load); nil when it names none. Its
+// errors read as destination.LoadFile's.
+func (c *FileConfig) LoadDestinations(opts destination.LoadOptions) (*destination.Set, error) {
+	p := c.DestinationsPath()
+	if p == "" {
+		return nil, nil
+	}
+	b, err := c.read(p)
+	if err != nil {
+		return nil, fmt.Errorf("read destinations: %w", err)
+	}
+	set, err := destination.Load(b, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return set, nil
+}
+
 // SharedSettings returns, for Config.Settings, the text of the files the
 // configuration names whose effect every process sharing a store must
 // have (docs/scaling.md): destinations_file and rules_file, empty when
-// the configuration names none. A server without a configuration file
-// announces both empty (NoSharedSettings), so that it differs from one
-// with the files.
+// the configuration names none. Each file is read once: the text is the
+// one LoadDestinations and APIOptions parsed, when they ran first. A
+// server without a configuration file announces both empty
+// (NoSharedSettings), so that it differs from one with the files.
 func (c *FileConfig) SharedSettings() (map[string]string, error) {
 	out := NoSharedSettings()
 	for name, p := range map[string]string{"destinations_file": c.DestinationsPath(), "rules_file": c.path(c.Rules)} {
 		if p == "" {
 			continue
 		}
-		b, err := configfile.Read(p)
+		b, err := c.read(p)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", strings.TrimSuffix(name, "_file"), err)
 		}
@@ -238,9 +279,15 @@ func (c *FileConfig) DestinationOwners() (map[string]string, error) {
 func (c *FileConfig) APIOptions() (httpapi.Options, error) {
 	var opts httpapi.Options
 	if c.Rules != "" {
-		rules, err := opledger.LoadRules(c.path(c.Rules))
+		// As opledger.LoadRules, from the text read once.
+		p := c.path(c.Rules)
+		b, err := c.read(p)
 		if err != nil {
-			return opts, fmt.Errorf("config rules: %w", err)
+			return opts, fmt.Errorf("config rules: read rules: %w", err)
+		}
+		rules, err := opledger.ParseRules(b)
+		if err != nil {
+			return opts, fmt.Errorf("config rules: %s: %w", p, err)
 		}
 		opts.Rules = rules
 	}

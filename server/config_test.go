@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/server"
 )
 
@@ -229,4 +231,65 @@ func TestSharedSettings(t *testing.T) {
 	require.NoError(t, err)
 	_, err = fc.SharedSettings()
 	require.EqualError(t, err, "config rules: /dev/zero: not a regular file")
+}
+
+// TestConfigFilesReadOnce: the settings announced are the text the
+// loaders parsed, even when a file changes in between; the loaders'
+// errors read as destination.LoadFile's and opledger.LoadRules's.
+func TestConfigFilesReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+		return p
+	}
+	dests := "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n"
+	rules := "rules:\n  - name: r\n    source: forms\n    type: t\n    operations:\n      - key: k:{event.id}\n        action: a\n        destination: crm\n"
+	write("dests.yaml", dests)
+	write("rules.yaml", rules)
+	fc, err := server.LoadConfig(write("opledger.yaml", "destinations: dests.yaml\nrules: rules.yaml\n"))
+	require.NoError(t, err)
+	set, err := fc.LoadDestinations(destination.LoadOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, set.Len())
+	api, err := fc.APIOptions()
+	require.NoError(t, err)
+	require.NotNil(t, api.Rules)
+	// Both files change after they were loaded.
+	write("dests.yaml", "destinations: []\n")
+	write("rules.yaml", "# emptied\n")
+	settings, err := fc.SharedSettings()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"destinations_file": dests, "rules_file": rules}, settings)
+
+	// No destinations file: no set, no error.
+	fc, err = server.LoadConfig(write("none.yaml", "require_approval: [payments]\n"))
+	require.NoError(t, err)
+	set, err = fc.LoadDestinations(destination.LoadOptions{})
+	require.NoError(t, err)
+	require.Nil(t, set)
+
+	// The loaders' errors.
+	for _, p := range []string{"bad-dests.yaml", "bad-rules.yaml"} {
+		write(p, "nothing: here\n")
+	}
+	fc, err = server.LoadConfig(write("bad.yaml", "destinations: bad-dests.yaml\nrules: bad-rules.yaml\n"))
+	require.NoError(t, err)
+	_, fileErr := destination.LoadFile(filepath.Join(dir, "bad-dests.yaml"), destination.LoadOptions{})
+	_, err = fc.LoadDestinations(destination.LoadOptions{})
+	require.Error(t, fileErr)
+	require.EqualError(t, err, fileErr.Error())
+	_, fileErr = opledger.LoadRules(filepath.Join(dir, "bad-rules.yaml"))
+	_, err = fc.APIOptions()
+	require.Error(t, fileErr)
+	require.EqualError(t, err, "config rules: "+fileErr.Error())
+	fc, err = server.LoadConfig(write("missing.yaml", "destinations: gone.yaml\nrules: gone.yaml\n"))
+	require.NoError(t, err)
+	_, fileErr = destination.LoadFile(filepath.Join(dir, "gone.yaml"), destination.LoadOptions{})
+	_, err = fc.LoadDestinations(destination.LoadOptions{})
+	require.EqualError(t, err, fileErr.Error())
+	_, fileErr = opledger.LoadRules(filepath.Join(dir, "gone.yaml"))
+	_, err = fc.APIOptions()
+	require.EqualError(t, err, "config rules: "+fileErr.Error())
 }

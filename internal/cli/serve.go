@@ -131,13 +131,11 @@ finish; every write a client got an answer for is already committed.`,
 				// every problem of the two (oneLine joins them with "; "),
 				// in the order the configuration file documents them.
 				var destErr error
-				if p := fc.DestinationsPath(); p != "" {
-					if cfg.Destinations, destErr = destination.LoadFile(p, destination.LoadOptions{}); destErr != nil {
-						destErr = fmt.Errorf("config destinations: %w", destErr)
-					} else {
-						opts.DestinationRetryPolicies = cfg.Destinations.RetryPolicies()
-						opts.DestinationTenants = cfg.Destinations.Tenants()
-					}
+				if cfg.Destinations, destErr = fc.LoadDestinations(destination.LoadOptions{}); destErr != nil {
+					destErr = fmt.Errorf("config destinations: %w", destErr)
+				} else if cfg.Destinations != nil {
+					opts.DestinationRetryPolicies = cfg.Destinations.RetryPolicies()
+					opts.DestinationTenants = cfg.Destinations.Tenants()
 				}
 				var apiErr, approvalErr, ownersErr error
 				cfg.API, apiErr = fc.APIOptions()
@@ -146,7 +144,7 @@ finish; every write a client got an answer for is already committed.`,
 				if err := errors.Join(destErr, apiErr, approvalErr, ownersErr); err != nil {
 					return err
 				}
-				// Read again once both files were found good.
+				// The text of the files just loaded, not read again.
 				if cfg.Settings, err = fc.SharedSettings(); err != nil {
 					return err
 				}
