@@ -204,3 +204,62 @@ func TestRevisionAddsSensitiveFields(t *testing.T) {
 		})
 	}
 }
+
+// TestRevisedRecordedStepFilled: a revision of a workflow step already
+// recorded may use the placeholders of PutWorkflow, and they are filled
+// from the earlier steps' results, never stored as text to be sent; a
+// path filled with a value masked in the earlier step is masked in the
+// revised step too. The same revision again is a replay, and one naming
+// a step that is not earlier is refused and changes nothing.
+func TestRevisedRecordedStepFilled(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			_, _, err = l.PutWorkflow(ctx, "wf:F-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"token":"tok-SECRET"}`), SensitiveFields: []string{"token"}},
+				{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"task":"{steps.a.ref}"}`)},
+			}})
+			require.NoError(t, err)
+			c, err := l.Claim(ctx, "wf:F-1/a", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:F-1/a", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+				DestinationRef: "T-10", Response: json.RawMessage(`{"token":"tok-SECRET"}`)})
+			require.NoError(t, err)
+			_, err = l.ResumeWorkflow(ctx, "wf:F-1")
+			require.NoError(t, err)
+			b, err := l.Get(ctx, "wf:F-1/b")
+			require.NoError(t, err)
+			require.JSONEq(t, `{"task":"T-10"}`, string(b.Payload), "recorded, filled")
+
+			rev := opledger.Revision{Payload: json.RawMessage(`{"task":"{steps.a.ref}","t":"{steps.a.response.token}","note":"v2"}`),
+				Version: 2, Actor: "ana"}
+			_, replayed, err := l.ReviseWorkflowStep(ctx, "wf:F-1", "b", rev)
+			require.NoError(t, err)
+			require.False(t, replayed)
+			b, err = l.Get(ctx, "wf:F-1/b")
+			require.NoError(t, err)
+			require.JSONEq(t, `{"task":"T-10","t":"tok-SECRET","note":"v2"}`, string(b.Payload), "the revision filled, as a worker's claim sends it")
+			require.Equal(t, opledger.StateAwaitingApproval, b.State)
+			require.EqualValues(t, 2, b.Version)
+			require.Equal(t, []string{"t"}, b.SensitiveFields, "masked in a, masked in b")
+			require.JSONEq(t, `{"task":"T-10","t":"***","note":"v2"}`, string(b.Masked().Payload))
+
+			_, replayed, err = l.ReviseWorkflowStep(ctx, "wf:F-1", "b", rev)
+			require.NoError(t, err)
+			require.True(t, replayed, "the same revision again")
+
+			_, _, err = l.ReviseWorkflowStep(ctx, "wf:F-1", "b", opledger.Revision{Payload: json.RawMessage(`{"task":"{steps.b.ref}"}`), Version: 3, Actor: "ana"})
+			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			require.ErrorContains(t, err, "{steps.b.ref} does not name an earlier step")
+			after, err := l.Get(ctx, "wf:F-1/b")
+			require.NoError(t, err)
+			require.EqualValues(t, 2, after.Version, "refused: nothing changed")
+			require.Equal(t, b.Payload, after.Payload)
+		})
+	}
+}

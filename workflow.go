@@ -605,6 +605,37 @@ func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operati
 	return in, fp, nil
 }
 
+// filledRevision is a revision of step i, already recorded, with its
+// payload's placeholders filled from the earlier steps' results as
+// stepIntent fills a step's payload when it is recorded: a step is
+// recorded once the steps before it are done, so their results are
+// known. The paths it fills with values masked in those steps are
+// added to its sensitive fields, as stepIntent adds them.
+func (l *Ledger) filledRevision(ctx context.Context, tx store.Tx, row *store.Workflow, def *workflowDef, i int, r Revision) (Revision, error) {
+	vt, err := compileStepPayload(r.Payload, def.Steps, i)
+	if err != nil {
+		return r, err
+	}
+	if len(vt.placeholders()) == 0 {
+		return r, nil
+	}
+	earlier := make([]*Operation, i)
+	for j := range earlier {
+		if earlier[j], err = l.stepOperation(ctx, tx, WorkflowStepKey(row.Key, def.Steps[j].Name)); err != nil {
+			return r, err
+		}
+	}
+	filled := stepContext(row.Key, def, earlier, false)
+	payload, err := vt.renderJSON(filled)
+	if err != nil {
+		return r, &StepError{Workflow: row.Key, Step: def.Steps[i].Name, Err: fmt.Errorf("payload: %w", err)}
+	}
+	r.Payload = payload
+	inherited := inheritedSensitive(vt, filled, stepContext(row.Key, def, earlier, true))
+	r.SensitiveFields = append(slices.Clone(r.SensitiveFields), missingFields(r.SensitiveFields, inherited)...)
+	return r, nil
+}
+
 // advanceIn records the first step that is due and not recorded, skipping
 // steps that succeeded, and updates the workflow row's position. Steps
 // already recorded are never recorded again or changed.
@@ -992,9 +1023,10 @@ func findStep(key string, def *workflowDef, step string) (int, error) {
 // ReviseWorkflowStep gives a step new content under a higher version; the
 // step then awaits approval of exactly that content. A step already
 // recorded is revised like Revise (only before any dispatch: afterwards a
-// *StateError). A waiting step's definition is revised: it will be
-// recorded with the new content, awaiting approval, once its turn comes;
-// its payload may use the same placeholders as at PutWorkflow. The
+// *StateError), its payload's placeholders filled now from the earlier
+// steps' results. A waiting step's definition is revised: it will be
+// recorded with the new content, awaiting approval, once its turn comes.
+// Either payload may use the same placeholders as at PutWorkflow. The
 // workflow's fingerprint (of the steps as submitted) does not change.
 //
 // The revision's SensitiveFields are added to the step's (to its
@@ -1053,9 +1085,13 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 				}
 			}
 		} else if op != nil {
+			filled, err := l.filledRevision(ctx, tx, row, def, i, r)
+			if err != nil {
+				return err
+			}
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
 				var err error
-				replayed, err = t.revise(r, "step "+step+" of workflow "+key)
+				replayed, err = t.revise(filled, "step "+step+" of workflow "+key)
 				return err
 			})
 			if err != nil {

@@ -421,8 +421,9 @@ func newWorkflowsReviseCmd() *cobra.Command {
 		Use:   "revise KEY STEP --version N --payload JSON",
 		Short: "Give a step not yet dispatched new content, which then awaits approval",
 		Long: `revise replaces the content of a step that has not been dispatched: a recorded step
-(awaiting approval, or pending and never sent), or a step still waiting for its turn,
-whose payload may name earlier steps' results as at PutWorkflow ("{steps.NAME.ref}").
+(awaiting approval, or pending and never sent), or a step still waiting for its turn.
+The payload may name earlier steps' results as at PutWorkflow ("{steps.NAME.ref}"):
+a recorded step's are filled at once, a waiting step's when it is recorded.
 The version must be above the current one. The step then awaits approval of exactly
 that content ('workflows show' prints the approval to give). After a dispatch the
 content is fixed: a correction is a new operation.`,
