@@ -34,6 +34,9 @@ type MaintainOptions struct {
 	// Settings are the program's own settings that every process sharing
 	// the store must have too, by name (AnnounceOptions.Settings).
 	Settings map[string]string
+	// Destinations are the only destinations this process records
+	// operations for, if it has such a list (AnnounceOptions.Destinations).
+	Destinations []string
 	// Logger gets a line for each run that changed something and for
 	// each error. Nil means slog.Default().
 	Logger *slog.Logger
@@ -117,7 +120,7 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 	})
 	wg.Go(func() {
 		periodic.Run(ctx, announceInterval, log, "announce the process", func(ctx context.Context) error {
-			ps, err := l.Announce(ctx, AnnounceOptions{Settings: o.Settings})
+			ps, err := l.Announce(ctx, AnnounceOptions{Settings: o.Settings, Destinations: o.Destinations})
 			if err != nil {
 				return err
 			}

@@ -47,6 +47,15 @@ type AnnounceOptions struct {
 	// whole ledger are added by Announce itself (ledgerSettings), and
 	// win over a name given here.
 	Settings map[string]string
+	// Destinations, when not empty, are the only destinations this
+	// process records operations for, as a proxy's upstreams. Its
+	// settings about other destinations act on nothing, so it announces
+	// only those of its own destinations and the ones that act on every
+	// operation whatever its destination (retention,
+	// tombstone_retention, hold_review): it is not compared on
+	// retry_policy, require_approval or owners. Empty: any destination,
+	// every setting.
+	Destinations []string
 }
 
 // Intervals of the announcements (Maintain).
@@ -81,12 +90,17 @@ type self struct {
 // that maintains the ledger otherwise calls it itself.
 //
 // The settings the ledger adds are its Options that act on every
-// operation whichever process recorded it: retry_policy,
-// destination_retry_policies, destination_tenants, require_approval
+// operation whichever process recorded it: retry_policy, require_approval
 // (DestinationsRequiringApproval), owners (DestinationOwners),
-// hold_review, retention and tombstone_retention.
+// hold_review, retention and tombstone_retention, and for each
+// destination of DestinationRetryPolicies and DestinationTenants its
+// entry, named destination_retry_policies[NAME] and
+// destination_tenants[NAME]: as every setting, compared only when both
+// processes announce it, so that processes that each configure
+// destinations of their own (proxies of different upstreams) are not
+// told apart by them. AnnounceOptions.Destinations narrows them.
 func (l *Ledger) Announce(ctx context.Context, o AnnounceOptions) ([]*Process, error) {
-	settings := digests(o.Settings, l.ledgerSettings())
+	settings := digests(o.Settings, l.ledgerSettings(o.Destinations))
 	me := &l.self
 	me.mu.Lock()
 	if me.id == "" {
@@ -220,22 +234,32 @@ func (l *Ledger) unannounce(ctx context.Context) error {
 
 // ledgerSettings are the ledger's options that act on the whole ledger,
 // as text to digest: every process sharing the store must have the same.
-func (s *shared) ledgerSettings() map[string]string {
+// With destinations (AnnounceOptions.Destinations), only those that act
+// on these destinations' operations.
+func (s *shared) ledgerSettings(destinations []string) map[string]string {
 	o := s.opts
-	tenants := map[string][]string{}
+	out := map[string]string{
+		"hold_review":         o.HoldReviewAfter.String(),
+		"retention":           o.Retention.String(),
+		"tombstone_retention": o.TombstoneRetention.String(),
+	}
+	if len(destinations) == 0 {
+		out["retry_policy"] = jsonText(o.RetryPolicy)
+		out["require_approval"] = jsonText(slices.Compact(slices.Sorted(slices.Values(o.DestinationsRequiringApproval))))
+		out["owners"] = jsonText(o.DestinationOwners)
+	}
+	mine := func(d string) bool { return len(destinations) == 0 || slices.Contains(destinations, d) }
+	for d, p := range o.DestinationRetryPolicies {
+		if mine(d) {
+			out["destination_retry_policies["+d+"]"] = jsonText(p)
+		}
+	}
 	for d, ts := range o.DestinationTenants {
-		tenants[d] = slices.Sorted(slices.Values(ts))
+		if mine(d) {
+			out["destination_tenants["+d+"]"] = jsonText(slices.Sorted(slices.Values(ts)))
+		}
 	}
-	return map[string]string{
-		"retry_policy":               jsonText(o.RetryPolicy),
-		"destination_retry_policies": jsonText(o.DestinationRetryPolicies),
-		"destination_tenants":        jsonText(tenants),
-		"require_approval":           jsonText(slices.Compact(slices.Sorted(slices.Values(o.DestinationsRequiringApproval)))),
-		"owners":                     jsonText(o.DestinationOwners),
-		"hold_review":                o.HoldReviewAfter.String(),
-		"retention":                  o.Retention.String(),
-		"tombstone_retention":        o.TombstoneRetention.String(),
-	}
+	return out
 }
 
 // jsonText is v as JSON (maps with their keys sorted), or the error's

@@ -144,3 +144,75 @@ func TestAnnounce(t *testing.T) {
 		})
 	}
 }
+
+// TestAnnounceDestinations: the settings about a destination are
+// compared only between processes that both configure it, so processes
+// of destinations of their own (proxies of different upstreams, a server
+// beside them) are not told apart by them, while two that give one
+// destination different policies are; a process limited to its own
+// destinations (AnnounceOptions.Destinations, a proxy) is not compared on
+// the settings that act on other destinations (retry_policy,
+// require_approval, owners), and still is on retention.
+func TestAnnounceDestinations(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := st.NewDSN(t)
+			open := func(o opledger.Options, destinations ...string) *opledger.Ledger {
+				t.Helper()
+				l, err := opledger.Open(ctx, dsn, o)
+				require.NoError(t, err)
+				t.Cleanup(func() { require.NoError(t, l.Close()) })
+				_, err = l.Announce(ctx, opledger.AnnounceOptions{Destinations: destinations})
+				require.NoError(t, err)
+				return l
+			}
+			policy := func(attempts int) opledger.RetryPolicy {
+				return opledger.RetryPolicy{MaxAttempts: attempts, InitialDelay: time.Second, MaxDelay: time.Minute}
+			}
+			server := open(opledger.Options{DestinationRetryPolicies: map[string]opledger.RetryPolicy{"crm": policy(3)},
+				DestinationTenants:            map[string][]string{"crm": {"acme"}},
+				DestinationsRequiringApproval: []string{"payments"}, DestinationOwners: map[string]string{"payments": "finance"}})
+			proxyA := open(opledger.Options{DestinationRetryPolicies: map[string]opledger.RetryPolicy{"proxy:a": policy(2)}}, "proxy:a")
+			proxyB := open(opledger.Options{DestinationRetryPolicies: map[string]opledger.RetryPolicy{"proxy:b": policy(2)},
+				Retention: 48 * time.Hour}, "proxy:b")
+			proxyA2 := open(opledger.Options{DestinationRetryPolicies: map[string]opledger.RetryPolicy{"proxy:a": policy(9)}}, "proxy:a")
+			server2 := open(opledger.Options{DestinationRetryPolicies: map[string]opledger.RetryPolicy{"crm": policy(4)},
+				DestinationTenants:            map[string][]string{"crm": {"acme", "beta"}},
+				DestinationsRequiringApproval: []string{"payments"}, DestinationOwners: map[string]string{"payments": "finance"}})
+			ids := map[string]string{}
+			for name, l := range map[string]*opledger.Ledger{"server": server, "proxyA": proxyA, "proxyB": proxyB, "proxyA2": proxyA2, "server2": server2} {
+				ps, err := l.Processes(ctx)
+				require.NoError(t, err)
+				for _, p := range ps {
+					if p.Self {
+						ids[p.ID] = name
+					}
+				}
+			}
+			require.Len(t, ids, 5)
+			others := func(l *opledger.Ledger) map[string][]string {
+				t.Helper()
+				ps, err := l.Processes(ctx)
+				require.NoError(t, err)
+				out := map[string][]string{}
+				for _, p := range ps {
+					if !p.Self {
+						out[ids[p.ID]] = p.OtherSettings
+					}
+				}
+				return out
+			}
+			require.Equal(t, map[string][]string{
+				"proxyA": {}, "proxyB": {"retention"}, "proxyA2": {},
+				"server2": {"destination_retry_policies[crm]", "destination_tenants[crm]"},
+			}, others(server), "the server sees the proxies on their own destinations, not on its approvals")
+			require.Equal(t, map[string][]string{
+				"server": {}, "proxyB": {"retention"}, "server2": {},
+				"proxyA2": {"destination_retry_policies[proxy:a]"},
+			}, others(proxyA), "two proxies of one upstream, with other policies")
+		})
+	}
+}

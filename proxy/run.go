@@ -41,10 +41,16 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 			p.log.Error("reconciler stopped", "error", err)
 		}
 	}()
+	// The proxy records operations for its upstreams only: it is
+	// compared with the other processes on their settings alone.
+	destinations := make([]string, len(p.routes))
+	for i, r := range p.routes {
+		destinations[i] = destinationName(r.Name)
+	}
 	go func() {
 		defer wg.Done()
 		p.ledger.Maintain(loops, opledger.MaintainOptions{LeaseSweep: p.cfg.ReconcileInterval, CompactInterval: p.cfg.CompactInterval,
-			Logger: p.log})
+			Destinations: destinations, Logger: p.log})
 	}()
 	hs := &http.Server{
 		Handler:           p,
