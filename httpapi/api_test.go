@@ -522,7 +522,26 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	status, data = b.raw(t, "POST", "/healthz", "", nil)
 	require.Equal(t, http.StatusMethodNotAllowed, status)
 	require.Equal(t, "method_not_allowed", problemKind(t, data))
-	expect("GET", "/v1/no/such/thing", nil, 404, "not_found")
+	data = expect("GET", "/v1/no/such/thing", nil, 404, "not_found")
+	require.Contains(t, string(data), `"detail":"no such route: GET /v1/no/such/thing"`)
+	require.Contains(t, string(data), `"instance":"/v1/no/such/thing"`)
+	// A path with a part no key may be (an e-mail address, say) is not
+	// repeated, in the detail or as the instance; under a route that
+	// takes keys, the detail says how a "/" in one is written.
+	for _, path := range []string{"/v1/operations/ana@example.invalid/x", "/v1/operations/wf-17/create"} {
+		data = expect("GET", path, nil, 404, "not_found")
+		require.Contains(t, string(data), `a key or name holding \"/\" is written %2F in a path`)
+		if strings.Contains(path, "@") {
+			require.NotContains(t, string(data), "ana@example")
+			require.NotContains(t, string(data), `"instance"`)
+			require.Contains(t, string(data), "not repeated")
+		} else {
+			require.Contains(t, string(data), `"instance":"/v1/operations/wf-17/create"`)
+		}
+	}
+	status, data = b.raw(t, "DELETE", "/v1/operations/ana@example.invalid", tok, nil)
+	require.Equal(t, http.StatusMethodNotAllowed, status)
+	require.NotContains(t, string(data), "ana@example", "405 neither")
 
 	// Stats, health, metrics, the document.
 	stats, err := b.acme.Stats(ctx)

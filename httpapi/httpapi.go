@@ -153,7 +153,19 @@ func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 			r.Method+" is not allowed here; this route takes "+strings.Join(allowed, ", "), nil)
 		return
 	}
-	writeProblem(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, nil)
+	detail := "no such route: " + r.Method + " " + shownPath(r)
+	if shownPath(r) == "" {
+		detail = "no such route for " + r.Method + " at this path (not repeated: a part of it is not in the key syntax)"
+	}
+	// A key, event id or step holding "/" written as is splits into
+	// segments no route has.
+	for _, prefix := range []string{"/v1/operations/", "/v1/workflows/", "/v1/events/"} {
+		if strings.HasPrefix(r.URL.Path, prefix) {
+			detail += `; a key or name holding "/" is written %2F in a path`
+			break
+		}
+	}
+	writeProblem(w, r, http.StatusNotFound, "not_found", detail, nil)
 }
 
 // route is one API route: its ServeMux pattern, its handler, and the

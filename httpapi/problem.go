@@ -95,8 +95,13 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, kind, deta
 // takes from it a value (a key, an event id, a step) that is not a valid
 // key. Such a value was refused (invalid_key, invalid_input), and a
 // refusal never repeats it (see opledger.KeyError): it may be personal
-// data, such as an e-mail address. Such a problem has no instance.
+// data, such as an e-mail address. Such a problem has no instance. A
+// request no route takes (404, 405) has its path as instance when
+// shownPath shows it.
 func instance(r *http.Request) string {
+	if r.Pattern == "" || r.Pattern == "/" {
+		return shownPath(r)
+	}
 	for rest := r.Pattern; ; {
 		_, after, ok := strings.Cut(rest, "{")
 		if !ok {
@@ -108,6 +113,19 @@ func instance(r *http.Request) string {
 		}
 		rest = tail
 	}
+}
+
+// shownPath is the path of a request no route takes, to be repeated in
+// its refusal: "" when a segment of it is not in the key syntax, since
+// that segment may be a key refused for holding personal data (an
+// e-mail address), and a refusal never repeats such a value.
+func shownPath(r *http.Request) string {
+	for seg := range strings.SplitSeq(r.URL.Path, "/") {
+		if seg != "" && opledger.ValidateKey(seg) != nil {
+			return ""
+		}
+	}
+	return r.URL.Path
 }
 
 // storeBusyRetryAfter is the Retry-After of a store_busy problem, in
