@@ -285,6 +285,12 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	if u.CredentialHeader == "" {
 		u.CredentialHeader = DefaultCredentialHeader
 	}
+	if !destination.ValidHeaderName(u.CredentialHeader) {
+		// No request carries such a header: every caller would share
+		// the scope of callers without one, and see each other's saved
+		// answers.
+		return nil, fail("credential_header %q is not an HTTP header name (RFC 9110 token), so no request could carry it", u.CredentialHeader)
+	}
 	if u.Ref == "" {
 		u.Ref = DefaultRef
 	}

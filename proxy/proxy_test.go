@@ -747,6 +747,13 @@ func TestPrefixRouting(t *testing.T) {
 	require.ErrorContains(t, err, "absolute http:// or https:// URL")
 	_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL(), ProtectedMethods: []string{"GET"}}}})
 	require.ErrorContains(t, err, "only POST, PUT, PATCH and DELETE")
+	// A credential header no request can carry would put every caller in
+	// one scope, where each sees the others' saved answers.
+	_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL(), CredentialHeader: "Bad Header"}}})
+	require.EqualError(t, err, `upstream x: credential_header "Bad Header" is not an HTTP header name (RFC 9110 token), so no request could carry it`)
+	other, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL(), CredentialHeader: "X-Api-Key"}}})
+	require.NoError(t, err)
+	require.NoError(t, other.Close())
 	_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL()}, {Name: "x", Prefix: "/y", URL: crm.URL()}}})
 	require.EqualError(t, err, "upstream x: the name is already used by another upstream: each needs its own",
 		"the duplicate is named: the name, not the prefix")
