@@ -311,6 +311,14 @@ var emptyFlagHints = map[string]string{
 	"server":      "the server's URL",
 	"token":       "an API token",
 	"tenant":      "a tenant's name",
+	"cursor":      "the next_cursor of the page before",
+	"owner":       "an owner",
+	"destination": "a destination",
+	"source":      "a source",
+	"state":       "states, comma-separated",
+	"status":      "a status",
+	"order":       "newest or review",
+	"name":        "a label, such as the automation using the token",
 }
 
 // positiveFlags refuses, as usage errors, values of the named int, int64

@@ -64,6 +64,11 @@ func newEventsCmd() *cobra.Command {
   opledger events list --server http://127.0.0.1:8080 --token $TOKEN --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// --source "$UNSET" would list every source, --cursor "$UNSET"
+			// the first page again and again.
+			if err := nonEmptyFlags(cmd, "source", "status", "cursor"); err != nil {
+				return err
+			}
 			if status != "" && !slices.Contains(eventStatuses, opledger.EventStatus(status)) {
 				return usageError{fmt.Errorf("--status: unknown status %q (statuses: %s)", status, eventStatusNames())}
 			}

@@ -362,6 +362,11 @@ func newOpsListCmd() *cobra.Command {
   opledger ops list --server http://127.0.0.1:8080 --token $TOKEN --state held`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// --owner "$UNSET" would list every owner's operations,
+			// --cursor "$UNSET" the first page again and again.
+			if err := nonEmptyFlags(cmd, "state", "owner", "destination", "order", "cursor"); err != nil {
+				return err
+			}
 			o := opledger.ListOptions{Owner: owner, Destination: dest, Limit: limit, Order: opledger.Order(order),
 				DuplicateEffects: duplicates, Cursor: cursor}
 			if o.Order != opledger.OrderNewest && o.Order != opledger.OrderReview {

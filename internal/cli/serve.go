@@ -227,6 +227,10 @@ A token is read-write unless created with one of two narrower accesses:
 			if tenant == "" {
 				return usageError{fmt.Errorf("--tenant is required")}
 			}
+			// The name is what the timeline shows of the token's writes.
+			if err := nonEmptyFlags(cmd, "name"); err != nil {
+				return err
+			}
 			if readOnly && worker {
 				return usageError{fmt.Errorf("--read-only and --worker are two different accesses: give one, or neither for a read-write token")}
 			}

@@ -117,6 +117,16 @@ func TestUsageErrors(t *testing.T) {
 		{db("ops", "list", "--tenant", "a b"), "--tenant takes a name in the operation key syntax: key may contain only letters"},
 		{db("tokens", "create", "--tenant", "x@y"), "--tenant takes a name in the operation key syntax: keys must carry no personal data"},
 		{db("events", "list", "--tenant", ""), "--tenant is empty: give a tenant's name, or leave the flag out"}, // not the tenant "default"
+		// An empty filter or cursor (a script's unset variable) is not
+		// "no filter" or "the first page".
+		{db("ops", "list", "--owner", ""), "--owner is empty: give an owner, or leave the flag out"},
+		{db("ops", "list", "--destination="), "--destination is empty: give a destination, or leave the flag out"},
+		{db("ops", "list", "--state", ""), "--state is empty: give states, comma-separated, or leave the flag out"},
+		{db("ops", "list", "--cursor", ""), "--cursor is empty: give the next_cursor of the page before, or leave the flag out"},
+		{db("events", "list", "--source", ""), "--source is empty: give a source, or leave the flag out"},
+		{db("events", "list", "--status", ""), "--status is empty: give a status, or leave the flag out"},
+		{db("events", "list", "--cursor", ""), "--cursor is empty: give the next_cursor of the page before, or leave the flag out"},
+		{db("tokens", "create", "--tenant", "acme", "--name", ""), "--name is empty: give a label, such as the automation using the token, or leave the flag out"},
 		{db("ops", "list", "--limit", "-5"), "--limit takes a whole number from 1 to 500 (got -5)"},
 		{db("ops", "list", "--limit", "0"), "--limit takes a whole number from 1 to 500 (got 0)"},
 		{db("events", "list", "--limit", "501"), "--limit takes a whole number from 1 to 500 (got 501)"},
