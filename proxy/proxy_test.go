@@ -1056,3 +1056,40 @@ func TestLeaseExpiryDuringForward(t *testing.T) {
 		require.Equal(t, 1, b.up.Creates())
 	})
 }
+
+// A request still in flight when Run's shutdown timeout ends: Run says
+// so, and what becomes of its operation, rather than a bare "context
+// deadline exceeded"; the caller is cut off.
+func TestRunShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Stores()[0], fakedest.Options{}, nil)
+	arrived := b.up.Arrivals()
+	b.up.Fail(fakedest.Block)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.proxy.Run(ctx, ln, 100*time.Millisecond) }()
+	sent := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/records", strings.NewReader(body1))
+		if err != nil {
+			sent <- err
+			return
+		}
+		req.Header.Set("Idempotency-Key", "key-1")
+		req.Header.Set("Authorization", token)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		sent <- err
+	}()
+	<-arrived // the upstream holds the answer until Release
+	cancel()
+	err = <-done
+	require.ErrorContains(t, err, "requests were still in flight when the shutdown timeout (100ms) ended")
+	require.ErrorContains(t, err, "stays in_progress until its lease ends")
+	require.Error(t, <-sent, "the caller was cut off")
+	b.up.Release()
+}

@@ -23,7 +23,8 @@ import (
 // ends it stops accepting connections, lets in-flight requests finish and
 // record their outcome for up to shutdownTimeout (0 means 30 s; a negative
 // one is refused before anything is served), stops the background loops
-// and returns nil.
+// and returns nil; an error that says so when requests were still in
+// flight at the end of shutdownTimeout.
 func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.Duration) error {
 	if shutdownTimeout < 0 {
 		_ = ln.Close() // as Serve would on return
@@ -70,6 +71,10 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 		err = hs.Shutdown(sctx)
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			_ = hs.Close() // the callers still waiting are cut off
+			err = fmt.Errorf("proxy: requests were still in flight when the shutdown timeout (%s) ended: each operation whose answer was not recorded stays in_progress until its lease ends (the upstream's timeout plus a minute), then becomes uncertain for the reconciler", shutdownTimeout)
+		}
 		<-served
 	}
 	stopLoops()

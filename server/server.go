@@ -302,6 +302,10 @@ func (s *Server) Run(ctx context.Context) error {
 		<-served
 		err = errors.Join(err, <-stopped)
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			_ = s.http.Close() // the callers still waiting are cut off
+			err = fmt.Errorf("requests or destination calls were still in flight when the shutdown timeout (%s) ended: an operation whose outcome was not recorded stays in_progress until its lease ends, then becomes uncertain (or pending, when it was never dispatched)", s.cfg.ShutdownTimeout)
+		}
 	}
 	stopLoops()
 	wg.Wait()

@@ -187,6 +187,47 @@ func TestShutdownStopsExecutorFirst(t *testing.T) {
 	t.Logf("server stopped after %s", time.Since(began))
 }
 
+// TestShutdownTimeoutEnds: a request still in flight when the shutdown
+// timeout ends is cut off, and Run says so, and what becomes of an
+// operation whose outcome was not recorded, rather than a bare "context
+// deadline exceeded".
+func TestShutdownTimeoutEnds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	srv, err := server.New(l, server.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ShutdownTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+
+	// A request in flight: its handler waits for a body never sent.
+	token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", srv.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "PUT /v1/operations/order:9 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n", token)
+	require.NoError(t, err)
+	answer := bufio.NewReader(conn)
+	status, err := answer.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, status, "100 Continue", "the handler is reading the body")
+	_, err = answer.ReadString('\n')
+	require.NoError(t, err)
+
+	stop()
+	err = <-done
+	require.ErrorContains(t, err, "still in flight when the shutdown timeout (100ms) ended")
+	require.ErrorContains(t, err, "stays in_progress until its lease ends")
+	_, err = answer.ReadString('\n')
+	require.Error(t, err, "the request was cut off")
+}
+
 // TestNegativeSettingsRefused: a negative duration or count is refused by
 // New (and CheckConfig) with an error naming it, never replaced by the
 // default; 0 is the default.
