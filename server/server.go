@@ -299,13 +299,13 @@ func (s *Server) Run(ctx context.Context) error {
 		stopped := make(chan error, 1)
 		go func() { stopped <- stopExecutor(sctx) }()
 		err = s.http.Shutdown(sctx)
-		<-served
-		err = errors.Join(err, <-stopped)
-		cancel()
 		if errors.Is(err, context.DeadlineExceeded) {
 			_ = s.http.Close() // the callers still waiting are cut off
-			err = fmt.Errorf("requests or destination calls were still in flight when the shutdown timeout (%s) ended: an operation whose outcome was not recorded stays in_progress until its lease ends, then becomes uncertain (or pending, when it was never dispatched)", s.cfg.ShutdownTimeout)
+			err = fmt.Errorf("API requests were still in flight when the shutdown timeout (%s) ended, and were cut off: an operation whose outcome a cut-off request did not record stays in_progress until its lease ends, then becomes uncertain (pending if it was never dispatched)", s.cfg.ShutdownTimeout)
 		}
+		<-served
+		err = errors.Join(err, <-stopped) // the executor's own says what it cancelled
+		cancel()
 	}
 	stopLoops()
 	wg.Wait()

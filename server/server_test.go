@@ -222,7 +222,7 @@ func TestShutdownTimeoutEnds(t *testing.T) {
 
 	stop()
 	err = <-done
-	require.ErrorContains(t, err, "still in flight when the shutdown timeout (100ms) ended")
+	require.ErrorContains(t, err, "API requests were still in flight when the shutdown timeout (100ms) ended, and were cut off")
 	require.ErrorContains(t, err, "stays in_progress until its lease ends")
 	_, err = answer.ReadString('\n')
 	require.Error(t, err, "the request was cut off")
