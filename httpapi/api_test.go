@@ -334,7 +334,10 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	data = expect("POST", attemptPath+"/lease", []byte(`{"fencing_token":1}`), 400, "invalid_input")
 	require.Contains(t, string(data), "lease_seconds is required")
 	expect("POST", attemptPath+"/lease", []byte(`{"lease_seconds":60}`), 400, "invalid_input")
-	expect("POST", attemptPath+"/lease", []byte(`{"fencing_token":1,"lease_seconds":-1}`), 400, "invalid_input")
+	for _, v := range []string{"-1", "604801"} {
+		data = expect("POST", attemptPath+"/lease", []byte(`{"fencing_token":1,"lease_seconds":`+v+`}`), 400, "invalid_input")
+		require.Contains(t, string(data), "lease_seconds is required, more than 0 and at most 604800", "not \"between 0 and\": 0 is refused here")
+	}
 	expect("POST", attemptPath+"/lease", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/order:17:prepare/attempts/01J000000000000000000000AA/lease", []byte(`{"fencing_token":1,"lease_seconds":60}`), 404, "not_found")
 	expect("POST", attemptPath+"/outcome", []byte(`{"fencing_token":1,"outcome":"done"}`), 400, "invalid_input")

@@ -310,9 +310,11 @@ func (s *server) extendLease(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Required here, unlike a claim's, where 0 is the default: one
+	// message for every value refused.
 	lease, err := seconds(body.LeaseSeconds, "lease_seconds")
-	if err == nil && lease <= 0 {
-		err = &decodeError{http.StatusBadRequest, "invalid_input", "lease_seconds is required, more than 0: how long from now the lease should hold"}
+	if err != nil || lease <= 0 {
+		err = &decodeError{http.StatusBadRequest, "invalid_input", "lease_seconds is required, more than 0 and at most 604800: how long from now the lease should hold"}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
