@@ -89,7 +89,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		if f.AttemptCount > t.op.AttemptCount {
 			// Not a lookup from before a newer attempt: a count the
 			// operation never had.
-			return invalidInput("reconcile %s: attempt_count %d is more than the %d attempts the operation has had: send the attempt_count the operation showed when the lookup began",
+			return invalidInput("reconcile %s: attempt_count %d is more attempts than the operation has had (%d): send the attempt_count the operation showed when the lookup began",
 				t.key, f.AttemptCount, t.op.AttemptCount)
 		}
 		if f.AttemptCount > 0 && t.op.AttemptCount != f.AttemptCount {
@@ -126,8 +126,11 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 			t.move(StateSucceeded, actor, "", "lookup found the effect",
 				join("destination ref "+f.DestinationRef, ev))
 		case f.Found:
-			t.hold(actor, "lookup found other content",
-				join("destination ref "+f.DestinationRef+" does not match the intent", ev))
+			found := "the record found" // a lookup need not name it
+			if f.DestinationRef != "" {
+				found = "destination ref " + f.DestinationRef
+			}
+			t.hold(actor, "lookup found other content", join(found+" does not match the intent", ev))
 		case f.Authoritative && looked.Before(lastCall.Add(f.VisibilityDelay)):
 			visible := storeTime(lastCall.Add(f.VisibilityDelay))
 			t.op.NotBefore = visible // the next check is worth making then

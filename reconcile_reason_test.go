@@ -71,3 +71,32 @@ func TestUndecidableReasonSaysWhatHappened(t *testing.T) {
 		})
 	}
 }
+
+// TestOtherContentReason: a lookup that found a record with other content
+// holds the operation with a reason that names the record's reference,
+// or says "the record found" when the lookup gave none (never "destination
+// ref  does not match", with nothing between the words).
+func TestOtherContentReason(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	for ref, want := range map[string]string{"R-9": "destination ref R-9 does not match the intent", "": "the record found does not match the intent"} {
+		key := "intake:" + strings.ToLower(strings.TrimPrefix(ref, "R-")) + "x:create"
+		_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":1}`)})
+		require.NoError(t, err)
+		c, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
+		require.NoError(t, err)
+		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
+		require.NoError(t, err)
+		op, err := l.Reconcile(ctx, key, opledger.Finding{Found: true, Matches: false, DestinationRef: ref, Evidence: "crm lookup"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateHeld, op.State)
+		tl, err := l.Timeline(ctx, key)
+		require.NoError(t, err)
+		last := tl[len(tl)-1]
+		require.Equal(t, "lookup found other content", last.Event)
+		require.Equal(t, want+"; crm lookup", last.Evidence)
+	}
+}

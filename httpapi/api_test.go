@@ -393,7 +393,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	// A count the operation never had is bad input.
 	_, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Authoritative: true, AttemptCount: 7})
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
-	require.ErrorContains(t, err, "attempt_count 7 is more than the 1 attempts the operation has had")
+	require.ErrorContains(t, err, "attempt_count 7 is more attempts than the operation has had (1)")
 	// A finding made for an earlier attempt than the operation's latest
 	// is refused: nothing recorded, the reconciler looks again.
 	stale := intent(6)
