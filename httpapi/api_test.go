@@ -201,8 +201,12 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 			require.Equal(t, http.StatusUnauthorized, status, "%s %s without a valid token", method, path)
 			require.Equal(t, "unauthorized", problemKind(t, data))
 		}
+		// Two Authorization fields, even with a valid token first.
+		status, data := b.rawWith(t, method, path, "", []byte(`{}`), http.Header{"Authorization": {"Bearer " + tok, "Bearer opl_other"}})
+		require.Equal(t, http.StatusUnauthorized, status, "%s %s with two Authorization headers", method, path)
+		require.Contains(t, string(data), "send one Authorization header, not several")
 		body := []byte(`{"action":"a","destination":"d","worker":"w","source":"forms","event_id":"e1","type":"t"}`)
-		status, data := b.raw(t, method, path, b.readToken, body)
+		status, data = b.raw(t, method, path, b.readToken, body)
 		if method == http.MethodGet {
 			require.Contains(t, []int{http.StatusOK, http.StatusNotFound}, status, "%s %s with a read-only token: %s", method, path, data)
 			continue

@@ -264,7 +264,14 @@ func (s *server) logged(next http.Handler) http.Handler {
 func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme's name is case-insensitive (RFC 9110, section 11.1).
+		// Two Authorization fields are not one credential: which one a
+		// proxy in between would pass on is anyone's guess.
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if len(r.Header.Values("Authorization")) > 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="opledger", error="invalid_request"`)
+			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "send one Authorization header, not several", nil)
+			return
+		}
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="opledger"`)
 			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token>", nil)
