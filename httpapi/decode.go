@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -217,7 +218,11 @@ func describeJSONError(err error, body []byte, t reflect.Type) string {
 		if field == "" {
 			field = "(top level)"
 		}
-		return fmt.Sprintf("field %s at line %d, column %d: expected %s, got JSON %s", field, line, col, jsonKind(te.Type), te.Value)
+		kind := jsonKind(te.Type)
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok && !strings.ContainsAny(n, ".eE") && intRange(te.Type) != "" {
+			kind += " " + intRange(te.Type) // a whole number, out of the field's range
+		}
+		return fmt.Sprintf("field %s at line %d, column %d: expected %s, got JSON %s", field, line, col, kind, te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		line, col := position(body, int64(len(body)))
 		return fmt.Sprintf("malformed JSON: unexpected end of input at line %d, column %d", line, col)
@@ -290,6 +295,19 @@ func jsonPath(t reflect.Type, field string) string {
 		}
 	}
 	return field
+}
+
+// intRange is the range of an integer type, "from MIN to MAX"; "" for
+// another type.
+func intRange(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bits := t.Bits()
+		return fmt.Sprintf("from %d to %d", int64(-1)<<(bits-1), int64(uint64(1)<<(bits-1)-1))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("from 0 to %d", uint64(math.MaxUint64)>>(64-t.Bits()))
+	}
+	return ""
 }
 
 // jsonKind names what a Go type takes in JSON, in a caller's words.

@@ -57,6 +57,11 @@ func TestTypeErrorsInCallersWords(t *testing.T) {
 	for _, tc := range []struct{ method, path, body, want string }{
 		{"PUT", "/v1/operations/k:1", `{"action":"a","destination":"d","version":"1"}`,
 			`field version at line 1, column 46: expected a whole number, got JSON string`},
+		// A whole number out of range says the range; a fraction does not.
+		{"PUT", "/v1/operations/k:1", `{"action":"a","destination":"d","version":9223372036854775808}`,
+			`field version at line 1, column 62: expected a whole number from -9223372036854775808 to 9223372036854775807, got JSON number 9223372036854775808`},
+		{"PUT", "/v1/operations/k:1", `{"action":"a","destination":"d","version":1.5}`,
+			`field version at line 1, column 46: expected a whole number, got JSON number 1.5`},
 		{"PUT", "/v1/operations/k:1", `{"action":"a","destination":"d","requires_approval":"yes"}`,
 			`field requires_approval at line 1, column 58: expected true or false, got JSON string`},
 		{"POST", "/v1/operations/k:1/reconcile", `{"looked_at":"yesterday"}`,
