@@ -57,7 +57,7 @@ func TestShowTimelineColumns(t *testing.T) {
 		},
 	}
 	var buf bytes.Buffer
-	require.NoError(t, writeShow(&buf, d, decisionRecord(d)))
+	require.NoError(t, writeShow(&buf, d, decisionRecord(d, "")))
 	var columns []int
 	for _, event := range []string{"recorded", "operator marked succeeded", "claimed"} {
 		for line := range strings.SplitSeq(buf.String(), "\n") {

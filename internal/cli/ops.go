@@ -36,7 +36,12 @@ type opsDetail struct {
 	Timeline  []*opledger.TimelineEntry `json:"timeline"`
 }
 
-type ledgerBackend struct{ l *opledger.Ledger }
+// ledgerBackend acts on the store. again is the command's flags that name
+// its ledger, for the commands its messages suggest (backendFlags.again).
+type ledgerBackend struct {
+	l     *opledger.Ledger
+	again string
+}
 
 // List and Show answer operations as the server's API shows them
 // (opledger.Operation.Masked): the commands print what they get.
@@ -55,7 +60,7 @@ func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error)
 	op, err := b.l.Get(ctx, key)
 	if err != nil {
 		if errors.Is(err, opledger.ErrNotFound) {
-			if msg, ok := stepNotRecorded(ctx, b.l.GetWorkflow, key); ok {
+			if msg, ok := stepNotRecorded(ctx, b.l.GetWorkflow, key, b.again); ok {
 				return nil, keyNotFound(msg)
 			}
 		}
@@ -117,15 +122,15 @@ func stepOf(ctx context.Context, getWorkflow getWorkflowFunc, key string) (*ople
 // stepNotRecorded says, for an operation key that was not found, what it
 // is instead: a step of a workflow not recorded yet (or one that succeeded
 // and whose record retention has removed since), with the command that
-// shows the workflow. ok is false when key names no step of a workflow
+// shows the workflow (with the flags again). ok is false when key names no step of a workflow
 // (nor one whose operation is recorded after all): then the tenant is the
 // likelier mistake.
-func stepNotRecorded(ctx context.Context, getWorkflow getWorkflowFunc, key string) (msg string, ok bool) {
+func stepNotRecorded(ctx context.Context, getWorkflow getWorkflowFunc, key, again string) (msg string, ok bool) {
 	wf, st, ok := stepOf(ctx, getWorkflow, key)
 	if !ok || st.Operation != nil {
 		return "", false
 	}
-	show := "opledger workflows show " + wf.Key
+	show := "opledger workflows show " + wf.Key + again
 	switch {
 	case st.State == opledger.StepWaiting && st.WaitingFor != "":
 		return fmt.Sprintf("%s is step %s of workflow %s, not recorded yet (it waits for step %s): %s", key, st.Name, wf.Key, st.WaitingFor, show), true
@@ -141,16 +146,16 @@ func stepNotRecorded(ctx context.Context, getWorkflow getWorkflowFunc, key strin
 
 // stepNotWorkflow says, for a workflow key that was not found, that it
 // names a step of a workflow, when it does, with the commands that show
-// the workflow and the step's operation (once recorded). ok is false when
-// key names no step of a workflow.
-func stepNotWorkflow(ctx context.Context, getWorkflow getWorkflowFunc, key string) (msg string, ok bool) {
+// the workflow and the step's operation (once recorded), with the flags
+// again. ok is false when key names no step of a workflow.
+func stepNotWorkflow(ctx context.Context, getWorkflow getWorkflowFunc, key, again string) (msg string, ok bool) {
 	wf, st, ok := stepOf(ctx, getWorkflow, key)
 	if !ok {
 		return "", false
 	}
-	msg = fmt.Sprintf("%s is not a workflow: it names step %s of workflow %s: opledger workflows show %s", key, st.Name, wf.Key, wf.Key)
+	msg = fmt.Sprintf("%s is not a workflow: it names step %s of workflow %s: opledger workflows show %s%s", key, st.Name, wf.Key, wf.Key, again)
 	if st.Operation != nil {
-		msg += "; the step's operation: opledger ops show " + key
+		msg += "; the step's operation: opledger ops show " + key + again
 	}
 	return msg, true
 }
@@ -164,7 +169,11 @@ type notFoundError struct{ msg string }
 func (e notFoundError) Error() string        { return e.msg }
 func (e notFoundError) Is(target error) bool { return target == opledger.ErrNotFound }
 
-type serverBackend struct{ c *client.Client }
+// serverBackend acts through a server's API; again as ledgerBackend's.
+type serverBackend struct {
+	c     *client.Client
+	again string
+}
 
 func (b serverBackend) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
 	return b.c.List(ctx, o)
@@ -174,7 +183,7 @@ func (b serverBackend) Show(ctx context.Context, key string) (*opsDetail, error)
 	d, err := b.c.Get(ctx, key)
 	if err != nil {
 		if errors.Is(err, opledger.ErrNotFound) {
-			if msg, ok := stepNotRecorded(ctx, b.c.GetWorkflow, key); ok {
+			if msg, ok := stepNotRecorded(ctx, b.c.GetWorkflow, key, b.again); ok {
 				return nil, keyNotFound(msg)
 			}
 		}
@@ -212,6 +221,49 @@ func (f *backendFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", "", "act through a server's API instead of the store (URL)")
 	cmd.Flags().StringVar(&f.token, "token", "", "API token for --server (env OPLEDGER_TOKEN)")
 	cmd.Flags().StringVar(&f.tenant, "tenant", opledger.DefaultTenant, "tenant, with --db (a token implies its tenant)")
+}
+
+// again is the flags that name this command's ledger, to repeat in a
+// command it suggests, so that the suggestion, pasted, acts where this
+// command did: --server (never its token: --token or OPLEDGER_TOKEN gives
+// it), or --db as given (without a password it holds) and --tenant when
+// it is not the default one. "" when the command used the defaults.
+func (f *backendFlags) again() string {
+	if f.server != "" {
+		return " --server " + shellWord(f.server)
+	}
+	var out string
+	if f.cmd.Flags().Changed("db") {
+		out = " --db " + shellWord(dsnAgain(f.dsn))
+	}
+	if f.tenant != opledger.DefaultTenant {
+		out += " --tenant " + f.tenant // key syntax: nothing to quote
+	}
+	return out
+}
+
+// dsnAgain is a --db to repeat: as given, but for a PostgreSQL URL's
+// password, left out (PGPASSWORD or ~/.pgpass may give it), and a form
+// redactedDSN cannot show, which is named rather than repeated.
+func dsnAgain(dsn string) string {
+	shown := redactedDSN(dsn, "")
+	if shown == "" {
+		return "<your --db>"
+	}
+	if u, err := url.Parse(dsn); err == nil && u.User != nil && shown != dsn {
+		u.User = url.User(u.User.Username())
+		return u.String()
+	}
+	return shown
+}
+
+// shellWord is s as one word of a POSIX shell command line: as is when
+// it holds nothing the shell reads otherwise, else in single quotes.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // check refuses what would be ignored or stand for nothing: an empty
@@ -293,7 +345,7 @@ func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 		if token == "" {
 			return nil, usageError{errors.New("--server needs --token or OPLEDGER_TOKEN")}
 		}
-		return serverBackend{client.New(f.server, token, nil)}, nil
+		return serverBackend{client.New(f.server, token, nil), f.again()}, nil
 	}
 	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant, ExistingOnly: true})
 	if err != nil {
@@ -307,7 +359,7 @@ func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 		l.Close()
 		return nil, err
 	}
-	return ledgerBackend{decides}, nil
+	return ledgerBackend{decides, f.again()}, nil
 }
 
 // commandLineCredential is the mark of a decision taken with --db: the
@@ -530,7 +582,7 @@ func newOpsShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rec := decisionRecord(d)
+			rec := decisionRecord(d, bf.again())
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -572,7 +624,7 @@ type replayDecision struct {
 	Reason             string `json:"reason"`
 }
 
-func decisionRecord(d *opsDetail) replayDecision {
+func decisionRecord(d *opsDetail, again string) replayDecision {
 	op := d.Operation
 	r := replayDecision{OperationKey: op.Key, DestinationRef: dash(op.DestinationRef)}
 	r.ApprovedVersion = fmt.Sprintf("version %d, %s", op.Version, op.Fingerprint)
@@ -620,11 +672,13 @@ func decisionRecord(d *opsDetail) replayDecision {
 	} else {
 		r.DuplicateProtected = "as declared by destination " + op.Destination + " (see its configuration); key " + op.IdempotencyKey()
 	}
-	r.NextDecision, r.Reason = nextDecision(op)
+	r.NextDecision, r.Reason = nextDecision(op, again)
 	return r
 }
 
-func nextDecision(op *opledger.Operation) (string, string) {
+// nextDecision is what comes next for op and why, a command it names
+// with the flags again (backendFlags.again).
+func nextDecision(op *opledger.Operation, again string) (string, string) {
 	owner := op.Owner
 	if owner == "" {
 		owner = "the operator"
@@ -634,8 +688,8 @@ func nextDecision(op *opledger.Operation) (string, string) {
 	}
 	switch op.State {
 	case opledger.StateAwaitingApproval:
-		return "approve or revise", fmt.Sprintf("version %d must be approved before any attempt: opledger ops approve %s --version %d --fingerprint %s",
-			op.Version, op.Key, op.Version, op.Fingerprint)
+		return "approve or revise", fmt.Sprintf("version %d must be approved before any attempt: opledger ops approve %s --version %d --fingerprint %s%s",
+			op.Version, op.Key, op.Version, op.Fingerprint, again)
 	case opledger.StatePending:
 		if op.NotBefore != nil && op.NotBefore.After(time.Now()) {
 			return "wait", "retry scheduled, not before " + op.NotBefore.Format(time.RFC3339)

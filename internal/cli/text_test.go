@@ -3,6 +3,7 @@ package cli
 import (
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -37,13 +38,34 @@ func TestCell(t *testing.T) {
 // decision; a cancelled one says what an operator may still decide.
 func TestNextDecisionOfFinishedOperations(t *testing.T) {
 	failed := &opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureRejected, LastError: "400"}
-	next, _ := nextDecision(failed)
+	next, _ := nextDecision(failed, "")
 	require.Equal(t, "the operator decides", next)
 	failed.Tombstoned = true
-	next, reason := nextDecision(failed)
+	next, reason := nextDecision(failed, "")
 	require.Equal(t, "none", next)
 	require.Contains(t, reason, "compacted")
-	next, reason = nextDecision(&opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled})
+	next, reason = nextDecision(&opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled}, "")
 	require.Equal(t, "none", next)
 	require.Contains(t, reason, "authorize a retry")
+}
+
+// TestAgain: the flags a suggested command repeats name the ledger as the
+// command did, as one shell word each, never with a password or a token.
+func TestAgain(t *testing.T) {
+	flags := func(args ...string) *backendFlags {
+		t.Helper()
+		var bf backendFlags
+		cmd := &cobra.Command{Use: "x"}
+		bf.add(cmd)
+		require.NoError(t, cmd.ParseFlags(args))
+		return &bf
+	}
+	require.Empty(t, flags().again(), "the defaults")
+	require.Equal(t, " --db sqlite:/tmp/a.db --tenant acme", flags("--db", "sqlite:/tmp/a.db", "--tenant", "acme").again())
+	require.Equal(t, " --tenant acme", flags("--tenant", "acme").again())
+	pg := flags("--db", "postgres://ops:s3cret@db:5432/ledger?sslmode=disable&search_path=x").again()
+	require.Equal(t, " --db 'postgres://ops@db:5432/ledger?sslmode=disable&search_path=x'", pg)
+	require.NotContains(t, pg, "s3cret")
+	require.Equal(t, " --server http://127.0.0.1:8080", flags("--server", "http://127.0.0.1:8080", "--token", "opl_secret").again())
+	require.Equal(t, " --db 'sqlite:/tmp/it'\\''s.db'", flags("--db", "sqlite:/tmp/it's.db").again())
 }

@@ -210,7 +210,7 @@ func newWorkflowsShowCmd() *cobra.Command {
 			if errors.Is(err, opledger.ErrNotFound) {
 				// A step's key given for its workflow's: said so, rather
 				// than sending the operator to look in another tenant.
-				if msg, ok := stepNotWorkflow(cmd.Context(), b.GetWorkflow, args[0]); ok {
+				if msg, ok := stepNotWorkflow(cmd.Context(), b.GetWorkflow, args[0], bf.again()); ok {
 					return keyNotFound(msg)
 				}
 			}
@@ -222,7 +222,7 @@ func newWorkflowsShowCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(wf) // masks sensitive fields, as the API does
 			}
-			return writeWorkflow(cmd.OutOrStdout(), wf)
+			return writeWorkflow(cmd.OutOrStdout(), wf, bf.again())
 		},
 	}
 	bf.add(cmd)
@@ -232,7 +232,7 @@ func newWorkflowsShowCmd() *cobra.Command {
 
 // writeWorkflow prints a workflow for an operator: status and reason,
 // the steps, and the command that moves it on, when one does.
-func writeWorkflow(w io.Writer, wf *opledger.Workflow) error {
+func writeWorkflow(w io.Writer, wf *opledger.Workflow, again string) error {
 	fmt.Fprintf(w, "%s  %s\n  %s\n", cell(wf.Key), cell(string(wf.Status)), cell(wf.Reason))
 	fmt.Fprintf(w, "  owner %s", cell(dash(wf.Owner)))
 	if wf.SourceEvent != "" {
@@ -259,7 +259,7 @@ func writeWorkflow(w io.Writer, wf *opledger.Workflow) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if next := nextWorkflowCommand(wf); next != "" {
+	if next := nextWorkflowCommand(wf, again); next != "" {
 		fmt.Fprintf(w, "\nNext: %s\n", cell(next))
 	}
 	// Waiting steps that will need approval and can have it now.
@@ -272,14 +272,15 @@ func writeWorkflow(w io.Writer, wf *opledger.Workflow) error {
 			fmt.Fprintln(w, "\nMay be approved ahead of its turn:")
 			first = false
 		}
-		fmt.Fprintf(w, "  %s\n", cell(approveCommand(wf, st)))
+		fmt.Fprintf(w, "  %s\n", cell(approveCommand(wf, st, again)))
 	}
 	return nil
 }
 
-// approveCommand is the command that approves st's content as shown.
-func approveCommand(wf *opledger.Workflow, st *opledger.WorkflowStepStatus) string {
-	return fmt.Sprintf("opledger workflows approve %s %s --version %d --fingerprint %s", wf.Key, st.Name, st.Version, st.Fingerprint)
+// approveCommand is the command that approves st's content as shown, with
+// the flags again (backendFlags.again).
+func approveCommand(wf *opledger.Workflow, st *opledger.WorkflowStepStatus, again string) string {
+	return fmt.Sprintf("opledger workflows approve %s %s --version %d --fingerprint %s%s", wf.Key, st.Name, st.Version, st.Fingerprint, again)
 }
 
 // stepNote is what else an operator needs to know of a step.
@@ -303,30 +304,31 @@ func stepNote(st *opledger.WorkflowStepStatus) string {
 	return strings.Join(notes, "; ")
 }
 
-// nextWorkflowCommand is the command that moves wf on from its status, or
-// "" when it is running by itself or finished.
-func nextWorkflowCommand(wf *opledger.Workflow) string {
+// nextWorkflowCommand is the command that moves wf on from its status,
+// with the flags again (backendFlags.again), or "" when it is running by
+// itself or finished.
+func nextWorkflowCommand(wf *opledger.Workflow, again string) string {
 	cur := wf.Step(wf.CurrentStep)
 	if cur == nil {
 		return ""
 	}
 	switch wf.Status {
 	case opledger.WorkflowAwaitingApproval:
-		return approveCommand(wf, cur)
+		return approveCommand(wf, cur, again)
 	case opledger.WorkflowHeld, opledger.WorkflowFailed:
 		if cur.Operation == nil {
 			// Its content cannot be filled: a person revises it.
-			return fmt.Sprintf("opledger workflows revise %s %s --version %d --payload JSON, with content that can be filled",
-				wf.Key, cur.Name, cur.Version+1)
+			return fmt.Sprintf("opledger workflows revise %s %s --version %d --payload JSON%s, with content that can be filled",
+				wf.Key, cur.Name, cur.Version+1, again)
 		}
 		if wf.Status == opledger.WorkflowFailed {
 			// A failed operation can be retried or resolved, not cancelled.
-			return fmt.Sprintf("opledger ops show %s (then ops retry or ops resolve it)", cur.Key)
+			return fmt.Sprintf("opledger ops show %s%s (then ops retry or ops resolve it)", cur.Key, again)
 		}
-		return fmt.Sprintf("opledger ops show %s (then ops retry, resolve or cancel it)", cur.Key)
+		return fmt.Sprintf("opledger ops show %s%s (then ops retry, resolve or cancel it)", cur.Key, again)
 	case opledger.WorkflowRunning:
 		if cur.Operation == nil {
-			return "opledger workflows resume " + wf.Key
+			return "opledger workflows resume " + wf.Key + again
 		}
 	}
 	return ""

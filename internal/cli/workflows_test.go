@@ -80,12 +80,14 @@ func TestWorkflowsCommands(t *testing.T) {
 	out, errOut, code = run(t, "workflows", "show", "pay:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "pay:1  failed\n")
-	require.Contains(t, out, "Next: opledger ops show pay:1/create_task (then ops retry or ops resolve it)\n")
+	// Each command it suggests names the ledger as this one did, so that
+	// it acts there when pasted.
+	require.Contains(t, out, "Next: opledger ops show pay:1/create_task --db "+dsn+" (then ops retry or ops resolve it)\n")
 
 	// show, then resume as it says.
 	out, errOut, code = run(t, "workflows", "show", "onb:C-1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "Next: opledger workflows resume onb:C-1\n")
+	require.Contains(t, out, "Next: opledger workflows resume onb:C-1 --db "+dsn+"\n")
 	require.Regexp(t, `1 +create_task +succeeded +crm.create_task → crm +1 +1 +T1 +-\n`, out)
 	require.Regexp(t, `3 +note +waiting +crm.note → crm +1 +- +- +after mail; needs approval\n`, out)
 	ahead := regexp.MustCompile(`opledger workflows approve onb:C-1 note --version 1 --fingerprint sha256:[0-9a-f]+`).FindString(out)
@@ -105,7 +107,7 @@ func TestWorkflowsCommands(t *testing.T) {
 	require.Regexp(t, `^stuck:1 is held: step b cannot be recorded: .*url.*; revise the step\n$`, out)
 	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "Next: opledger workflows revise stuck:1 b --version 2 --payload JSON, with content that can be filled\n")
+	require.Contains(t, out, "Next: opledger workflows revise stuck:1 b --version 2 --payload JSON --db "+dsn+", with content that can be filled\n")
 	// Revised as it says, resumed, approved as show then says.
 	revise := []string{"workflows", "revise", "stuck:1", "b", "--version", "2", "--payload", `{"link":"{steps.a.ref}"}`, "--db", dsn}
 	out, errOut, code = run(t, revise...)
@@ -119,9 +121,10 @@ func TestWorkflowsCommands(t *testing.T) {
 	require.Regexp(t, `^stuck:1 is awaiting_approval: step b awaits approval of version 2 \(sha256:[0-9a-f]+\)\n$`, out)
 	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	approve := regexp.MustCompile(`Next: (opledger workflows approve stuck:1 b --version 2 --fingerprint sha256:[0-9a-f]+)\n`).FindStringSubmatch(out)
-	require.Len(t, approve, 2, out)
-	out, errOut, code = run(t, append(strings.Fields(approve[1])[1:], "--db", dsn)...)
+	approve := regexp.MustCompile(`Next: (opledger workflows approve stuck:1 b --version 2 --fingerprint sha256:[0-9a-f]+ --db (\S+))\n`).FindStringSubmatch(out)
+	require.Len(t, approve, 3, out)
+	require.Equal(t, dsn, approve[2])
+	out, errOut, code = run(t, strings.Fields(approve[1])[1:]...) // as printed
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "stuck:1 step b: version 2 approved; the workflow is running: step b is pending")
 	for _, bad := range []struct {
