@@ -228,6 +228,10 @@ func ParseUpstreamURL(raw string) (*url.URL, error) {
 	if base.RawQuery != "" || base.Fragment != "" {
 		return nil, errors.New("must not carry a query or fragment")
 	}
+	if base.User != nil {
+		// Not repeated: it may hold a password.
+		return nil, errors.New("must not carry a user or password (user:password@): the caller's own headers carry its credential")
+	}
 	return base, nil
 }
 

@@ -146,6 +146,7 @@ func TestUsageErrors(t *testing.T) {
 		{db("proxy", "--upstream", "ftp://x"), "--upstream must be an absolute http:// or https:// URL, such as https://api.example.com"},
 		{db("proxy", "--upstream", "127.0.0.1:9901"), "--upstream must be an absolute http:// or https:// URL"},
 		{db("proxy", "--upstream", "https://api.example.com/?v=2"), "--upstream must not carry a query or fragment, such as https://api.example.com"},
+		{db("proxy", "--upstream", "http://u:s3cret@127.0.0.1:1"), "--upstream must not carry a user or password (user:password@): the caller's own headers carry its credential, such as https://api.example.com"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--name", "bad@name"), `upstream name "bad@name": invalid key`},
 		{db("proxy", "--config", "proxy.yaml", "--name", "crm"), "--name names the --upstream; with --config, name each upstream in the file"},
 		{db("proxy", "--config", "proxy.yaml", "--timeout", "1s"), "--timeout is the --upstream's; with --config, set timeout for each upstream in the file"},
