@@ -293,7 +293,7 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 			if se.State == opledger.StateUncertain {
 				w.Header().Set("Retry-After", strconv.Itoa(p.checkAfter(r.Context(), op)))
 			}
-			writeProblem(w, r, http.StatusConflict, "invalid_state", stateDetail(rt, se.State), &httpapi.Problem{State: se.State})
+			writeProblem(w, r, http.StatusConflict, "invalid_state", stateDetail(rt, se.State, op), &httpapi.Problem{State: se.State})
 		}
 	case errors.Is(err, opledger.ErrInvalidInput):
 		writeProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
@@ -326,8 +326,9 @@ func (p *Proxy) checkAfter(ctx context.Context, op *opledger.Operation) int {
 	return n
 }
 
-// stateDetail explains a state that forbids forwarding a repeat to rt.
-func stateDetail(rt *route, s opledger.State) string {
+// stateDetail explains a state that forbids forwarding a repeat to rt; op
+// is the operation, when the refusal carries it.
+func stateDetail(rt *route, s opledger.State, op *opledger.Operation) string {
 	switch s {
 	case opledger.StateUncertain:
 		const what = "the upstream may or may not have acted on the first request with this Idempotency-Key (its answer was lost, timed out, or was a 5xx that does not say); "
@@ -338,7 +339,19 @@ func stateDetail(rt *route, s opledger.State) string {
 	case opledger.StateHeld:
 		return "whether the upstream acted on the first request with this Idempotency-Key cannot be decided automatically; the operation waits for a person (opledger ops list --state held). Nothing is forwarded again"
 	case opledger.StateFailed:
-		return "the first request with this Idempotency-Key failed and will not be forwarded again (retries exhausted or cancelled); use a new key"
+		why := "retries exhausted or cancelled"
+		if op != nil {
+			switch op.FailureKind {
+			case opledger.FailureRejected:
+				// Its answer is replayed, unless retention compacted it.
+				why = "the upstream refused it with a 4xx answer, no longer kept"
+			case opledger.FailureExhausted:
+				why = "its attempts were used up"
+			case opledger.FailureCancelled:
+				why = "an operator cancelled it"
+			}
+		}
+		return "the first request with this Idempotency-Key failed and will not be forwarded again (" + why + "); use a new key"
 	}
 	return "the operation behind this Idempotency-Key is " + string(s)
 }

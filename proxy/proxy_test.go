@@ -975,6 +975,7 @@ func TestRepeatAfterRetention(t *testing.T) {
 		a = b.send(t, http.MethodPost, "/records", "key-2", token, body1)
 		require.Equal(t, http.StatusConflict, a.status)
 		require.Equal(t, opledger.StateFailed, a.problem(t).State)
+		require.Contains(t, a.problem(t).Detail, "(the upstream refused it with a 4xx answer, no longer kept)", "why it failed, not a guess")
 		a = b.send(t, http.MethodPost, "/records", "key-1", token, body2)
 		require.Equal(t, http.StatusUnprocessableEntity, a.status)
 		require.Equal(t, httpapi.ProblemTypeBase+"fingerprint_mismatch", a.problem(t).Type)
