@@ -199,19 +199,29 @@ func TestDestinationOwners(t *testing.T) {
 	require.ErrorContains(t, err, "line 1: owners: takes a mapping")
 }
 
-// TestSharedSettings: the text of the destinations and rules files the
-// configuration names, resolved against its directory; both empty when
-// it names neither (as without a configuration file); a file that is no
-// regular file is refused, never read.
-func TestSharedSettings(t *testing.T) {
+// oneDestination is a destinations file of one destination.
+const oneDestination = "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n"
+
+// fileWriter gives a temporary directory and a function that writes a
+// file in it and returns its path.
+func fileWriter(t *testing.T) (string, func(name, text string) string) {
+	t.Helper()
 	dir := t.TempDir()
-	write := func(name, text string) string {
+	return dir, func(name, text string) string {
 		t.Helper()
 		p := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
 		return p
 	}
-	dests := "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n"
+}
+
+// TestSharedSettings: the text of the destinations and rules files the
+// configuration names, resolved against its directory; both empty when
+// it names neither (as without a configuration file); a file that is no
+// regular file is refused, never read.
+func TestSharedSettings(t *testing.T) {
+	_, write := fileWriter(t)
+	dests := oneDestination
 	write("dests.yaml", dests)
 	write("rules.yaml", "# the rules\n")
 	fc, err := server.LoadConfig(write("both.yaml", "destinations: dests.yaml\nrules: rules.yaml\n"))
@@ -237,14 +247,8 @@ func TestSharedSettings(t *testing.T) {
 // loaders parsed, even when a file changes in between; the loaders'
 // errors read as destination.LoadFile's and opledger.LoadRules's.
 func TestConfigFilesReadOnce(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
-		return p
-	}
-	dests := "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n"
+	dir, write := fileWriter(t)
+	dests := oneDestination
 	rules := "rules:\n  - name: r\n    source: forms\n    type: t\n    operations:\n      - key: k:{event.id}\n        action: a\n        destination: crm\n"
 	write("dests.yaml", dests)
 	write("rules.yaml", rules)
