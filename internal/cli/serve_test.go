@@ -610,6 +610,28 @@ func TestServeSettingsDiffer(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 	p, d := gauges(first)
 	require.Equal(t, [2]string{"1", "0"}, [2]string{p, d}, "the second removed its announcement as it stopped")
+
+	// Two proxies of different upstreams beside the server, as
+	// docs/proxy.md describes: each records operations for its own
+	// upstream only, so none of the three differs from another.
+	var proxies []*exec.Cmd
+	var proxyLogs []*testrig.LogBuffer
+	for _, name := range []string{"crm", "mail"} {
+		logs := &testrig.LogBuffer{}
+		cmd := exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--name", name, "--db", dsn)
+		startedURL(t, cmd, logs)
+		proxies, proxyLogs = append(proxies, cmd), append(proxyLogs, logs)
+	}
+	require.Eventually(t, func() bool { p, _ := gauges(first); return p == "3" }, time.Minute, 20*time.Millisecond)
+	_, d = gauges(first)
+	require.Equal(t, "0", d, "the server does not count the proxies as different")
+	for i, cmd := range proxies {
+		// Stopped, so that a warning its first announcement would have
+		// logged is in its log.
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, cmd.Wait())
+		require.NotContains(t, proxyLogs[i].String(), "runs with other settings")
+	}
 }
 
 // TestServeLogsMigrations: serve (and proxy) log the creation of a new
