@@ -27,10 +27,12 @@ type Finding struct {
 	// VisibilityDelay is how long a new record may still be invisible to
 	// lookups after the call that made it ended (LastCallEnd): it covers
 	// the destination finishing a request its caller stopped waiting for,
-	// and its index catching up.
+	// and its index catching up. 0 or more: a negative one is refused
+	// (ErrInvalidInput).
 	VisibilityDelay time.Duration
 	// ProtectionRetention, when positive, says the destination honours its
-	// idempotency key for this long after the first dispatch.
+	// idempotency key for this long after the first dispatch; 0: it does
+	// not. A negative one is refused (ErrInvalidInput).
 	ProtectionRetention time.Duration
 	// Evidence is a safe summary of what was seen, for the timeline.
 	Evidence string
@@ -70,6 +72,14 @@ type Finding struct {
 func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operation, error) {
 	if f.Found && f.Matches && f.DestinationRef == "" {
 		return nil, invalidInput("a matching record needs its destination_ref")
+	}
+	// A negative delay would let a lookup made while the call still ran
+	// count as proof of absence, and the operation be sent again.
+	if f.VisibilityDelay < 0 {
+		return nil, invalidInput("the visibility delay is %s: it must be 0 or more", f.VisibilityDelay)
+	}
+	if f.ProtectionRetention < 0 {
+		return nil, invalidInput("the protection retention is %s: it must be 0 or more", f.ProtectionRetention)
 	}
 	if err := CheckDestinationRef(f.DestinationRef); err != nil {
 		return nil, err

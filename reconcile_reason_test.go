@@ -100,3 +100,40 @@ func TestOtherContentReason(t *testing.T) {
 		require.Equal(t, want+"; crm lookup", last.Evidence)
 	}
 }
+
+// TestNegativeFindingDurations: a finding with a negative visibility
+// delay or protection retention is refused, and changes nothing: a
+// negative delay would let a lookup begun while the call still ran prove
+// absence, and send the operation again.
+func TestNegativeFindingDurations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newManualClock()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Clock: clock.Map})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	const key = "intake:N1:create"
+	_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":1}`)})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
+	require.NoError(t, err)
+	lookupBegan := clock.Map(time.Time{}) // while the call runs
+	clock.Advance(5 * time.Second)
+	_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain})
+	require.NoError(t, err)
+	for _, f := range []opledger.Finding{
+		{Authoritative: true, VisibilityDelay: -10 * time.Second, LookedAt: lookupBegan, AttemptCount: 1},
+		{ProtectionRetention: -time.Hour},
+	} {
+		_, err = l.Reconcile(ctx, key, f)
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		require.ErrorContains(t, err, "it must be 0 or more")
+		op, err := l.Get(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "nothing changed")
+	}
+	// With no delay, the lookup begun during the call proves nothing.
+	op, err := l.Reconcile(ctx, key, opledger.Finding{Authoritative: true, LookedAt: lookupBegan, AttemptCount: 1})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateUncertain, op.State)
+}
