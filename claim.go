@@ -22,8 +22,8 @@ type ClaimOptions struct {
 	// Ledger's worker name.
 	Worker string
 	// Lease overrides the Ledger's lease duration for this claim. Zero
-	// means the Ledger's (Options.Lease); a negative lease is refused with
-	// ErrInvalidInput.
+	// means the Ledger's (Options.Lease); a negative lease, or one above
+	// MaxLease, is refused with ErrInvalidInput.
 	Lease time.Duration
 	// Intent, if set, records the operation first when its key is new, with
 	// the same rules as Record, in the same transaction as the claim: one
@@ -151,6 +151,12 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 	return claim, nil
 }
 
+// MaxLease bounds every lease (Options.Lease, ClaimOptions.Lease,
+// ExtendLease): a week. A longer one is refused as a mistake, a unit
+// mixed up say, since it would keep a dead worker's operation
+// in_progress, out of reach of ExpireLeases, for as long.
+const MaxLease = 7 * 24 * time.Hour
+
 // claimLease is the lease of a claim whose options (named by opts) give
 // lease: the Ledger's, def, when lease is 0. A negative lease is refused
 // as Open refuses a negative Options.Lease: a mistake, never silently
@@ -159,6 +165,8 @@ func claimLease(opts string, lease, def time.Duration) (time.Duration, error) {
 	switch {
 	case lease < 0:
 		return 0, invalidInput("%s.Lease is %s: it must be positive (0 means the Ledger's lease)", opts, lease)
+	case lease > MaxLease:
+		return 0, invalidInput("%s.Lease is %s: it must be at most %s (MaxLease)", opts, lease, MaxLease)
 	case lease == 0:
 		return def, nil
 	}
@@ -607,8 +615,8 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 // another worker may hold the operation, or be about to. It adds no
 // timeline entry: the state does not change.
 func (l *Ledger) ExtendLease(ctx context.Context, key, attemptID string, token int64, d time.Duration) (*Operation, error) {
-	if d <= 0 {
-		return nil, invalidInput("the lease must be extended by more than 0 (got %s)", d)
+	if d <= 0 || d > MaxLease {
+		return nil, invalidInput("the lease must be extended by more than 0 and at most %s (MaxLease) (got %s)", MaxLease, d)
 	}
 	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		a, err := t.heldClaim("extend the lease of", attemptID, token)

@@ -47,7 +47,8 @@ type Options struct {
 	// 200 bytes of UTF-8 text without NUL bytes (Open refuses others).
 	// Default hostname:pid.
 	Worker string
-	// Lease is how long a claim holds an operation. Default 30 seconds.
+	// Lease is how long a claim holds an operation. Default 30 seconds; at
+	// most MaxLease.
 	Lease time.Duration
 	// RetryPolicy applies to retryable outcomes of destinations that have no
 	// policy in DestinationRetryPolicies. Default DefaultRetryPolicy.
@@ -234,6 +235,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 		if d.v < 0 {
 			return nil, invalidInput("Options.%s is %s: it must be positive (0 means the default)", d.name, d.v)
 		}
+	}
+	if opts.Lease > MaxLease {
+		return nil, invalidInput("Options.Lease is %s: it must be at most %s (MaxLease)", opts.Lease, MaxLease)
 	}
 	opts = withDefaults(opts)
 	if err := validateTenant(opts.Tenant); err != nil {

@@ -168,6 +168,9 @@ func (cfg Config) checked() (Config, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = 30 * time.Second
 	}
+	if cfg.Lease > opledger.MaxLease {
+		return cfg, fmt.Errorf("executor: the lease is %s: it must be at most %s (opledger.MaxLease)", cfg.Lease, opledger.MaxLease)
+	}
 	derived := cfg.CallTimeout == 0
 	if derived {
 		cfg.CallTimeout = cfg.Lease * 2 / 3

@@ -69,6 +69,8 @@ func TestNewValidates(t *testing.T) {
 	require.NoError(t, err)
 	_, err = executor.New(nil, executor.Config{Destinations: set, Lease: time.Second, CallTimeout: time.Second})
 	require.ErrorContains(t, err, "must be shorter than the lease")
+	_, err = executor.New(nil, executor.Config{Destinations: set, Lease: opledger.MaxLease + time.Hour})
+	require.EqualError(t, err, "executor: the lease is 169h0m0s: it must be at most 168h0m0s (opledger.MaxLease)")
 
 	// A negative limit is refused, never replaced by the default.
 	for _, tc := range []struct {

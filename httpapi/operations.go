@@ -195,9 +195,13 @@ type claimBody struct {
 	Dispatch     bool        `json:"dispatch"`
 }
 
+// maxSeconds bounds every duration in seconds a body gives: a week, as
+// opledger.MaxLease bounds a lease.
+var maxSeconds = opledger.MaxLease.Seconds()
+
 func seconds(v float64, field string) (time.Duration, error) {
-	if v < 0 || v > 7*24*3600 {
-		return 0, &decodeError{http.StatusBadRequest, "invalid_input", field + " must be between 0 and 604800"}
+	if v < 0 || v > maxSeconds {
+		return 0, &decodeError{http.StatusBadRequest, "invalid_input", fmt.Sprintf("%s must be between 0 and %.0f", field, maxSeconds)}
 	}
 	return time.Duration(v * float64(time.Second)), nil
 }
@@ -314,7 +318,7 @@ func (s *server) extendLease(w http.ResponseWriter, r *http.Request) {
 	// message for every value refused.
 	lease, err := seconds(body.LeaseSeconds, "lease_seconds")
 	if err != nil || lease <= 0 {
-		err = &decodeError{http.StatusBadRequest, "invalid_input", "lease_seconds is required, more than 0 and at most 604800: how long from now the lease should hold"}
+		err = &decodeError{http.StatusBadRequest, "invalid_input", fmt.Sprintf("lease_seconds is required, more than 0 and at most %.0f: how long from now the lease should hold", maxSeconds)}
 	}
 	if err != nil {
 		s.writeError(w, r, err)

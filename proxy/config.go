@@ -280,6 +280,10 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	if u.Timeout < 0 {
 		return nil, fail("timeout is %s: it must be positive (0 or absent means the default, %s)", time.Duration(u.Timeout), DefaultTimeout)
 	}
+	// A forward's claim lasts the timeout and a minute (route.lease).
+	if maxTimeout := opledger.MaxLease - time.Minute; time.Duration(u.Timeout) > maxTimeout {
+		return nil, fail("timeout is %s: it must be at most %s (a forward's lease, the timeout and a minute, is at most %s)", time.Duration(u.Timeout), maxTimeout, opledger.MaxLease)
+	}
 	if u.MaxBodyBytes == 0 {
 		u.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -30,6 +30,7 @@ func TestNegativeSettingsRefused(t *testing.T) {
 		want string
 	}{
 		{proxy.Upstream{Timeout: destination.Duration(-time.Second)}, "timeout is -1s: it must be positive (0 or absent means the default, 30s)"},
+		{proxy.Upstream{Timeout: destination.Duration(opledger.MaxLease)}, "timeout is 168h0m0s: it must be at most 167h59m0s (a forward's lease, the timeout and a minute, is at most 168h0m0s)"},
 		{proxy.Upstream{MaxBodyBytes: -1}, "max_body_bytes is -1: it must be positive"},
 		{proxy.Upstream{MaxResponseBytes: -5}, "max_response_bytes is -5: it must be positive"},
 	} {

@@ -103,6 +103,9 @@ finish; every write a client got an answer for is already committed.`,
 			if err := positiveFlags(cmd, "workers", "lease", "sweep-interval", "compact-interval", "max-body-bytes"); err != nil {
 				return err
 			}
+			if lease > opledger.MaxLease {
+				return usageError{fmt.Errorf("--lease must be at most %s, got %s", opledger.MaxLease, lease)}
+			}
 			if sweep < MinSweepInterval {
 				return usageError{fmt.Errorf("--sweep-interval must be at least %s, got %s", MinSweepInterval, sweep)}
 			}

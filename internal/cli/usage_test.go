@@ -133,6 +133,7 @@ func TestUsageErrors(t *testing.T) {
 		{db("serve", "--workers", "0"), "--workers must be at least 1, got 0"},
 		{db("serve", "--workers", "-3"), "--workers must be at least 1, got -3"},
 		{db("serve", "--lease", "0"), "--lease must be more than 0, got 0s"},
+		{db("serve", "--lease", "200h"), "--lease must be at most 168h0m0s, got 200h0m0s"},
 		{db("serve", "--sweep-interval", "0"), "--sweep-interval must be more than 0, got 0s"},
 		{db("serve", "--sweep-interval", "-1s"), "--sweep-interval must be more than 0, got -1s"},
 		{db("serve", "--compact-interval", "0"), "--compact-interval must be more than 0, got 0s"},
