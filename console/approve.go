@@ -43,8 +43,13 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 		se *opledger.StateError
 	)
 	switch {
-	case errors.As(err, &me):
+	case errors.As(err, &me) && me.GivenVersion < me.StoredVersion:
 		failed(http.StatusConflict, fmt.Sprintf("The content was revised since you opened this page: it is now version %d. Yours was not recorded. Look at it again before approving.", me.StoredVersion))
+		return
+	case errors.As(err, &me):
+		// Not a page drawn before a revision: a revision raises the
+		// version, so the form names content the operation never had.
+		failed(http.StatusConflict, fmt.Sprintf("This form names content the operation never had (version %d with another fingerprint than its own); it is at version %d. Yours was not recorded. Approve from the page as it is drawn now.", me.GivenVersion, me.StoredVersion))
 		return
 	case errors.As(err, &se):
 		msg := "The operation is " + string(se.State) + " now and awaits no approval: yours was not recorded."

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -66,6 +67,21 @@ func TestApproveForm(t *testing.T) {
 	op, err := l.Get(ctx, "mail:1")
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateAwaitingApproval, op.State)
+
+	// A form naming content the operation never had (a version it has not
+	// reached, or its version with another fingerprint) is not said to
+	// have been revised since.
+	for _, tc := range []struct{ version, fingerprint string }{{"3", ""}, {"2", "sha256:" + strings.Repeat("0", 64)}} {
+		forged := approvalOf(t, s.get("/operations/mail:1"))
+		forged.Set("version", tc.version)
+		if tc.fingerprint != "" {
+			forged.Set("fingerprint", tc.fingerprint)
+		}
+		code, body = s.post("/operations/mail:1/approve", forged)
+		require.Equal(t, http.StatusConflict, code)
+		require.Contains(t, body, "This form names content the operation never had (version "+tc.version+" with another fingerprint than its own); it is at version 2.")
+		require.NotContains(t, body, "revised since")
+	}
 
 	// A form without its version is refused, not taken for version 0.
 	missing := approvalOf(t, s.get("/operations/mail:1"))

@@ -464,7 +464,11 @@ otherwise.`,
 				finish()
 			}
 			if !asJSON {
-				fmt.Fprintf(out, "%d seeds: %d broke an invariant, %d hit only known bugs\n", n, len(failed), len(known))
+				seeds := "seeds"
+				if n == 1 {
+					seeds = "seed"
+				}
+				fmt.Fprintf(out, "%d %s: %d broke an invariant, %d hit only known bugs\n", n, seeds, len(failed), len(known))
 			}
 			if len(failed) > 0 {
 				return fmt.Errorf("%d of %d seeds broke an invariant: %s", len(failed), n, joinSeeds(failed))
