@@ -71,6 +71,12 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request, s *session) 
 		}
 	}
 	data["Open"] = open
+	if !storable(prefix) {
+		// Not shown back either: the page is UTF-8.
+		data["Prefix"] = ""
+		bad("The prefix holds characters no workflow key can have (a NUL byte or invalid UTF-8).")
+		return
+	}
 	page, err := s.ledger.ListWorkflows(r.Context(), opledger.WorkflowListOptions{Prefix: prefix, Open: open,
 		Limit: c.workflowsPageSize, Cursor: cursor})
 	switch {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -124,6 +125,15 @@ func TestWorkflowsList(t *testing.T) {
 	require.Empty(t, listedWorkflows(none))
 	require.Contains(t, none, `<p class="empty">No open workflow whose key starts with <bdi>zz</bdi>.</p>`)
 	require.Contains(t, s.get("/workflows?prefix=zz&open=false"), `<p class="empty">No workflow whose key starts with <bdi>zz</bdi> yet.</p>`)
+	// A prefix no key can have is refused, and not written back into
+	// the UTF-8 page.
+	for _, raw := range []string{"%ff", "%00"} {
+		code, body := s.fetch("/workflows?prefix=" + raw)
+		require.Equal(t, http.StatusBadRequest, code)
+		require.Contains(t, body, "The prefix holds characters no workflow key can have (a NUL byte or invalid UTF-8).")
+		require.True(t, utf8.ValidString(body), "the page stays UTF-8")
+		require.NotContains(t, body, "\x00")
+	}
 
 	for _, p := range []string{page, all, onb, none} {
 		require.NotContains(t, p, secretEmail)
