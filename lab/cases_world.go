@@ -262,6 +262,9 @@ func (w *world) explainDo(op *opledger.Operation, err error, calls, made, units 
 		return "", err
 	case made > 0 && w.dest.EffectsFor(op.Key) > made:
 		return fmt.Sprintf("opledger sent it again and the %s acted again (%s): a second effect for the same operation — a duplicate.", w.dest.Name(), op.DestinationRef), nil
+	case made > 0 && op.AttemptCount > 1:
+		// No earlier attempt had acted: the effects are this one's.
+		return fmt.Sprintf("opledger sent it again (attempt %d; no earlier attempt had acted); the %s acted once and confirmed %s.", op.AttemptCount, w.dest.Name(), op.DestinationRef), nil
 	case made > 0:
 		return fmt.Sprintf("opledger recorded the operation and sent it once; the %s confirmed %s.", w.dest.Name(), op.DestinationRef), nil
 	case calls > 0:
@@ -554,12 +557,12 @@ func (w *world) run(ctx context.Context, limit int) (string, error) {
 				return "", err
 			}
 		}
-		done = append(done, key+" "+stateName(op))
+		done = append(done, key+", now "+stateName(op))
 	}
 	if len(done) == 0 {
 		return "The worker found nothing due.", nil
 	}
-	return "The worker carried out " + strings.Join(done, ", ") + ".", nil
+	return "The worker carried out " + strings.Join(done, "; ") + ".", nil
 }
 
 // currentStep is the workflow's first step that has not succeeded.

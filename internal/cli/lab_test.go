@@ -65,6 +65,13 @@ func TestLabRunCaseExplain(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.NotContains(t, out, "A retry with changed data", "without --explain a case that passes shows its line only")
 
+	// The steps' words follow what happened: a retry is a second attempt,
+	// not "recorded and sent once"; the worker's run names each state.
+	out, errOut, code = run(t, "lab", "run", path, "--case", "duplicate-event,timeout-before-commit", "--explain")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "opledger sent it again (attempt 2; no earlier attempt had acted); the lab-crm acted once and confirmed lab-crm-1.")
+	require.Contains(t, out, "The worker carried out DEMO-OP-017, now succeeded.")
+
 	_, errOut, code = run(t, "lab", "run", path, "--case", "")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--case is empty")
