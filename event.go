@@ -1007,7 +1007,8 @@ func (l *Ledger) GetEvent(ctx context.Context, source, eventID string) (*EventDe
 type EventListOptions struct {
 	Source string
 	Status EventStatus
-	// Limit is the page size: default 50, at most MaxListLimit.
+	// Limit is the page size: 0 for 50, at most MaxListLimit; a negative
+	// one is refused.
 	Limit int
 	// Cursor continues a previous page (EventPage.NextCursor).
 	Cursor string
@@ -1021,12 +1022,10 @@ type EventPage struct {
 
 // ListEvents returns recorded events newest first, filtered and paged.
 func (l *Ledger) ListEvents(ctx context.Context, o EventListOptions) (*EventPage, error) {
-	p := store.EventListParams{Tenant: l.tenant, Source: o.Source, Status: string(o.Status), Limit: o.Limit}
-	if p.Limit <= 0 {
-		p.Limit = 50
-	}
-	if p.Limit > MaxListLimit {
-		return nil, invalidInput("limit is at most %d", MaxListLimit)
+	p := store.EventListParams{Tenant: l.tenant, Source: o.Source, Status: string(o.Status)}
+	var err error
+	if p.Limit, err = pageLimit(o.Limit, 50, MaxListLimit); err != nil {
+		return nil, err
 	}
 	switch o.Status {
 	case "", EventApplied, EventOutOfOrder, EventConflict, EventUnmapped:
@@ -1046,7 +1045,7 @@ func (l *Ledger) ListEvents(ctx context.Context, o EventListOptions) (*EventPage
 	}
 	page := &EventPage{Items: []*EventRecord{}}
 	p.Limit++
-	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+	err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		rows, err := r.ListEvents(ctx, p)
 		if err != nil {
 			return err

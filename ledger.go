@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,7 +253,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Ledger, error) {
 	if err := opts.RetryPolicy.validate(); err != nil {
 		return nil, err
 	}
-	for name, p := range opts.DestinationRetryPolicies {
+	for _, name := range slices.Sorted(maps.Keys(opts.DestinationRetryPolicies)) { // the first refusal by name, on every run
+		// A name no destination can have would hold a policy that never
+		// applies.
+		if err := checkDestinationName(name); err != nil {
+			return nil, fmt.Errorf("DestinationRetryPolicies: %w", err)
+		}
+		p := opts.DestinationRetryPolicies[name]
 		if err := p.validate(); err != nil {
 			return nil, fmt.Errorf("destination %q: %w", name, err)
 		}

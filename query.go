@@ -112,7 +112,8 @@ type ListOptions struct {
 	ExceptCancelled bool
 	// Order is the order of the list: OrderNewest when empty.
 	Order Order
-	// Limit is the page size: default 50, at most 500.
+	// Limit is the page size: 0 for 50, at most 500; a negative one is
+	// refused.
 	Limit int
 	// Cursor continues a previous page (Page.NextCursor) of the same
 	// Order.
@@ -141,16 +142,26 @@ type Page struct {
 // MaxListLimit is the largest page List returns.
 const MaxListLimit = 500
 
+// pageLimit is the page size a Limit option asks for: def when 0, refused
+// when negative (a mistake, never silently the default) or above most.
+func pageLimit(limit, def, most int) (int, error) {
+	switch {
+	case limit == 0:
+		return def, nil
+	case limit < 0 || limit > most:
+		return 0, invalidInput("limit is %d: it must be from 1 to %d (0 means %d)", limit, most, def)
+	}
+	return limit, nil
+}
+
 // List returns operations filtered and paged: newest first, or the held
 // ones by review time (OrderReview).
 func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	p := store.ListParams{Tenant: l.tenant, Owner: o.Owner, Destination: o.Destination, Duplicates: o.DuplicateEffects,
-		ExceptCancelled: o.ExceptCancelled, Limit: o.Limit}
-	if p.Limit <= 0 {
-		p.Limit = 50
-	}
-	if p.Limit > MaxListLimit {
-		return nil, invalidInput("limit is at most %d", MaxListLimit)
+		ExceptCancelled: o.ExceptCancelled}
+	var err error
+	if p.Limit, err = pageLimit(o.Limit, 50, MaxListLimit); err != nil {
+		return nil, err
 	}
 	if err := checkText("owner", o.Owner, "destination", o.Destination); err != nil {
 		return nil, err
@@ -182,7 +193,7 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	page := &Page{Items: []*Operation{}}
 	// Fetch one more than asked to know whether a next page exists.
 	p.Limit++
-	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+	err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		rows, err := r.ListOperations(ctx, p)
 		if err != nil {
 			return err

@@ -350,7 +350,8 @@ func join(a, b string) string {
 
 // ReconcileQueueOptions select what ReconcileQueue returns.
 type ReconcileQueueOptions struct {
-	// Limit is how many operations at most; default 100.
+	// Limit is how many operations at most: 0 for 100; a negative one
+	// is refused.
 	Limit int
 	// Destinations limits the queue to these destinations; empty means
 	// any. Reconcilers that know different destinations (an opledger
@@ -365,8 +366,12 @@ type ReconcileQueueOptions struct {
 // reconciliation is due (see DeferReconcile), longest waiting first: the
 // Ledger's own tenant's, or every tenant's with AllTenants.
 func (l *Ledger) ReconcileQueue(ctx context.Context, opts ReconcileQueueOptions) ([]*Operation, error) {
+	// No upper bound: a reconciler takes what it can work through.
 	limit := opts.Limit
-	if limit <= 0 {
+	if limit < 0 {
+		return nil, invalidInput("limit is %d: it must be 0 (100) or more", limit)
+	}
+	if limit == 0 {
 		limit = 100
 	}
 	tenant := l.tenant

@@ -379,6 +379,9 @@ func newServedTenants(lists map[string][]string) (servedTenants, error) {
 		if len(tenants) == 0 {
 			return nil, invalidInput("DestinationTenants: destination %q lists no tenant: leave it out to serve every tenant", dest)
 		}
+		if err := checkDestinationName(dest); err != nil {
+			return nil, fmt.Errorf("DestinationTenants: %w", err)
+		}
 		served[dest] = make(map[string]bool, len(tenants))
 		for _, tenant := range tenants {
 			if err := validateTenant(tenant); err != nil {

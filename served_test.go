@@ -121,11 +121,19 @@ func TestDestinationTenantsChecked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for msg, lists := range map[string]map[string][]string{
-		`destination "crm" lists no tenant`:         {"crm": {}},
-		`destination "crm": invalid input: tenant:`: {"crm": {"acme", "a b"}},
+		`destination "crm" lists no tenant`:                                 {"crm": {}},
+		`destination "crm": invalid input: tenant:`:                         {"crm": {"acme", "a b"}},
+		`DestinationTenants: invalid input: destination names take letters`: {"a b": {"acme"}},
 	} {
 		_, err := opledger.Open(ctx, "sqlite:"+t.TempDir()+"/l.db", opledger.Options{DestinationTenants: lists})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		require.ErrorContains(t, err, msg)
 	}
+	// A retry policy under a name no destination can have would never
+	// apply: refused too, and the name not repeated.
+	_, err := opledger.Open(ctx, "sqlite:"+t.TempDir()+"/l.db", opledger.Options{
+		DestinationRetryPolicies: map[string]opledger.RetryPolicy{"crm": {MaxAttempts: 2}, "ana@example.invalid": {MaxAttempts: 2}}})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.ErrorContains(t, err, "DestinationRetryPolicies: invalid input: destination names take letters")
+	require.NotContains(t, err.Error(), "ana@")
 }

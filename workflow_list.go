@@ -21,7 +21,8 @@ type WorkflowListOptions struct {
 	// step succeeded since the workflow was last advanced is left out of
 	// its page, so a page may hold fewer than Limit.
 	Open bool
-	// Limit is the page size: default 50, at most MaxWorkflowListLimit.
+	// Limit is the page size: 0 for 50, at most MaxWorkflowListLimit; a
+	// negative one is refused.
 	Limit int
 	// Cursor continues a previous page (WorkflowPage.NextCursor) of the
 	// same filters.
@@ -43,12 +44,10 @@ const MaxWorkflowListLimit = 200
 // GetWorkflow returns it (its status, reason and steps), filtered by key
 // prefix and by whether it is finished, and paged.
 func (l *Ledger) ListWorkflows(ctx context.Context, o WorkflowListOptions) (*WorkflowPage, error) {
-	p := store.WorkflowListParams{Tenant: l.tenant, Prefix: o.Prefix, Open: o.Open, Limit: o.Limit}
-	if p.Limit <= 0 {
-		p.Limit = 50
-	}
-	if p.Limit > MaxWorkflowListLimit {
-		return nil, invalidInput("limit is at most %d", MaxWorkflowListLimit)
+	p := store.WorkflowListParams{Tenant: l.tenant, Prefix: o.Prefix, Open: o.Open}
+	var err error
+	if p.Limit, err = pageLimit(o.Limit, 50, MaxWorkflowListLimit); err != nil {
+		return nil, err
 	}
 	if o.Prefix != "" {
 		// A prefix is the start of a key, so it is a valid key itself.
@@ -67,7 +66,7 @@ func (l *Ledger) ListWorkflows(ctx context.Context, o WorkflowListOptions) (*Wor
 	page := &WorkflowPage{Items: []*Workflow{}}
 	// Fetch one more than asked to know whether a next page exists.
 	p.Limit++
-	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+	err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		rows, err := r.ListWorkflows(ctx, p)
 		if err != nil {
 			return err

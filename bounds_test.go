@@ -42,3 +42,26 @@ func TestLeaseBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, op.LeaseExpiresAt.After(c.LeaseExpiresAt))
 }
+
+// TestPageLimitChecked: a negative Limit is refused like one above the
+// most, never taken for the default; 0 is the default.
+func TestPageLimitChecked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	for _, limit := range []int{-1, opledger.MaxListLimit + 1} {
+		_, err = l.List(ctx, opledger.ListOptions{Limit: limit})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "List %d", limit)
+		require.ErrorContains(t, err, "it must be from 1 to 500 (0 means 50)")
+		_, err = l.ListEvents(ctx, opledger.EventListOptions{Limit: limit})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "ListEvents %d", limit)
+	}
+	_, err = l.ListWorkflows(ctx, opledger.WorkflowListOptions{Limit: -1})
+	require.ErrorContains(t, err, "it must be from 1 to 200 (0 means 50)")
+	_, err = l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: -1})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	_, err = l.List(ctx, opledger.ListOptions{})
+	require.NoError(t, err, "0 is the default")
+}
