@@ -396,7 +396,10 @@ type AttemptError struct {
 	State   State   // the operation's state after the report
 	// Err is the action's error, or why Do did not record its success
 	// (no reference, or one the ledger cannot store) or did not start it
-	// (the context had ended).
+	// (the context had ended). It is the action's own, as it was: the
+	// ledger records it masked at the intent's sensitive fields, but Err
+	// (and Error) are not masked, so log the operation's LastError
+	// rather than this error when its text may carry such a value.
 	Err error
 }
 

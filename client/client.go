@@ -172,7 +172,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, nil, fmt.Errorf("encode request: %w", err)
+			// Only a value given as JSON text (a payload, a response) can
+			// fail to encode: bad input, refused before anything is sent,
+			// as the ledger refuses it.
+			if me := (*json.MarshalerError)(nil); errors.As(err, &me) {
+				err = me.Unwrap()
+			}
+			return 0, nil, fmt.Errorf("%w: a value given as JSON (a payload or response) is not valid JSON: %v", opledger.ErrInvalidInput, err)
 		}
 		rd = bytes.NewReader(b)
 	}

@@ -355,3 +355,16 @@ func TestRelease(t *testing.T) {
 	_, err = c.Release(ctx, key, again.AttemptID, again.FencingToken, "")
 	require.ErrorIs(t, err, opledger.ErrInvalidState, "dispatched: report its outcome instead")
 }
+
+// A payload that is not JSON is refused before anything is sent, with
+// ErrInvalidInput as the ledger refuses it, not as an encoding failure.
+func TestInvalidJSONRefused(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := context.Background()
+	_, _, err := c.Record(ctx, "order:5:create", client.Intent{Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{bad`)})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.ErrorContains(t, err, "a value given as JSON (a payload or response) is not valid JSON")
+	_, err = c.Get(ctx, "order:5:create")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing was sent")
+}
