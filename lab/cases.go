@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // CaseKind says where a case can be shown.
@@ -193,6 +194,10 @@ var CaseColumns = []string{"id", "kind", "destination", "faults", "steps",
 	"attempts", "actions", "verifications", "events", "deliveries", "state",
 	"title_en", "title_es", "explanation_en", "explanation_es"}
 
+// durationShape is a duration time.ParseDuration reads, whatever its
+// size: one it refuses in this shape is too long.
+var durationShape = regexp.MustCompile(`^\+?([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`)
+
 // ParseCases reads a case file: CSV (RFC 4180) with the header CaseColumns,
 // one case a row. Blank lines are skipped. Any malformed row is a
 // *FileError naming its line.
@@ -223,6 +228,12 @@ func ParseCases(r io.Reader) ([]Case, error) {
 			return nil, csvError(err)
 		}
 		line, _ := cr.FieldPos(0)
+		for _, field := range rec {
+			if !utf8.ValidString(field) {
+				// The titles and explanations are shown as text.
+				return nil, &FileError{Line: line, Msg: "not UTF-8: the case file is UTF-8 text"}
+			}
+		}
 		if len(rec) != len(CaseColumns) {
 			return nil, &FileError{Line: line, Msg: fmt.Sprintf("%d fields, want %d (%s)", len(rec), len(CaseColumns), strings.Join(CaseColumns, ","))}
 		}
@@ -379,7 +390,10 @@ func parseStep(text string) (Step, error) {
 	case StepAdvance:
 		if err = want(1, "advance DURATION (e.g. 90s, 25h)"); err == nil {
 			st.Duration, err = time.ParseDuration(args[0])
-			if err == nil && st.Duration <= 0 {
+			switch {
+			case err != nil && strings.Contains(err.Error(), "invalid duration") && durationShape.MatchString(args[0]):
+				err = fmt.Errorf("advance %s is too long: at most about 2562047h", args[0])
+			case err == nil && st.Duration <= 0:
 				err = errors.New("advance needs a positive duration")
 			}
 		}

@@ -215,6 +215,8 @@ func TestLabRunMalformed(t *testing.T) {
 		"missing column": {[]string{lines[0], "normal,interactive,crm"}, "line 2: 3 fields, want 15"},
 		"bad header":     {[]string{"id,kind", lines[1]}, "line 1: the header must be exactly id,kind,destination"},
 		"unknown fault":  {[]string{lines[0], strings.Replace(lines[1], "crm,none,", "crm,meteor,", 1)}, "line 2: faults: unknown fault \"meteor\""},
+		"long advance":   {[]string{lines[0], strings.Replace(lines[1], "send; retry,", "send; advance 99999999h; retry,", 1)}, "advance 99999999h is too long: at most about 2562047h"},
+		"not UTF-8":      {[]string{lines[0], strings.Replace(lines[1], "Send", "Send \xff", 1)}, "line 2: not UTF-8: the case file is UTF-8 text"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
