@@ -518,8 +518,10 @@ func (l *Ledger) Ready(ctx context.Context) error {
 
 // Close stops the ledger's Maintain loops, waits for them, and closes the
 // store, for this Ledger and every other tenant's view of it (WithTenant).
-// Calls in flight on the store fail, and every call after Close fails
-// with ErrClosed; a second Close returns the first's result. On SQLite,
+// Calls in flight on the store, and every call after Close, fail with
+// ErrClosed (a write in flight may have committed: its caller reads the
+// outcome again once the ledger is open); a second Close returns the
+// first's result. On SQLite,
 // a Maintain job waiting for another process's write lock stops only
 // when that wait ends (at most SQLiteBusyTimeout), so Close may take that
 // long.

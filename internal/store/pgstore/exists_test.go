@@ -32,3 +32,11 @@ func TestGetOperationNoWait(t *testing.T) {
 		return testdb.HoldLock(t, dsn, tenant, key)
 	})
 }
+
+// TestClosedInFlight: a read running when the store is closed fails with
+// store.ErrClosed (storecheck).
+func TestClosedInFlight(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	storecheck.ClosedInFlight(t, s)
+}

@@ -91,7 +91,7 @@ func newGroupWriter(s *Store) *groupWriter {
 // outcome, so that an error never hides a committed write. A caller alone
 // writes its decision itself, in the same kind of transaction.
 func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time) ([]store.Write, error)) (err error) {
-	defer func() { err = classify(err) }()
+	defer func() { err = s.settled(err) }()
 	g := s.group
 	if g.closed.Load() {
 		return store.ErrClosed

@@ -78,6 +78,17 @@ func (s *Store) checkOpen() error {
 	return nil
 }
 
+// settled is a call's error classified (classify), and store.ErrClosed as
+// well when Close came while the call ran: its connection was closed
+// under it, and a caller that stops on ErrClosed stops on this too.
+func (s *Store) settled(err error) error {
+	err = classify(err)
+	if err != nil && s.closed.Load() && !errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("%w (%w)", store.ErrClosed, err)
+	}
+	return err
+}
+
 // Open connects to the PostgreSQL database named by dsn, a postgres:// URL
 // or a key=value connection string. Pool settings (pool_max_conns, …) and
 // runtime parameters such as search_path may be given in the DSN. Open
@@ -269,7 +280,7 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	defer func() { err = classify(err) }()
+	defer func() { err = s.settled(err) }()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", mapErr(err))
@@ -301,7 +312,7 @@ func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader)
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	return classify(fn(ctx, &reader{q: s.pool}))
+	return s.settled(fn(ctx, &reader{q: s.pool}))
 }
 
 // ViewSnapshot implements store.Store with a read-only REPEATABLE READ
@@ -310,7 +321,7 @@ func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	defer func() { err = classify(err) }()
+	defer func() { err = s.settled(err) }()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("begin snapshot: %w", mapErr(err))

@@ -15,7 +15,7 @@ import (
 // write, which carries the condition, goes first, so a failed condition
 // leaves nothing to undo.
 func (s *Store) WriteConditional(ctx context.Context, decide func(now time.Time) ([]store.Write, error)) error {
-	return classify(s.submit(&writeReq{ctx: ctx, decide: decide, done: make(chan writeResult, 1),
+	return s.settled(s.submit(&writeReq{ctx: ctx, decide: decide, done: make(chan writeResult, 1),
 		fn: func(ctx context.Context, tx store.Tx) error {
 			return writeConditional(ctx, tx.(*sqlTx), decide, new(progress))
 		}}))

@@ -24,3 +24,10 @@ func TestGetOperationNoWait(t *testing.T) {
 	t.Parallel()
 	storecheck.GetOperationNoWait(t, openTestStore(t), nil)
 }
+
+// TestClosedInFlight: a read running when the store is closed fails with
+// store.ErrClosed (storecheck).
+func TestClosedInFlight(t *testing.T) {
+	t.Parallel()
+	storecheck.ClosedInFlight(t, openTestStore(t))
+}

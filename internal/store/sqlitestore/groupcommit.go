@@ -97,7 +97,7 @@ func (g *groupCommit) take() []*writeReq {
 // COMMIT covering fn's writes has returned (with synchronous=FULL, once they
 // are on disk). An error from fn rolls back fn's writes alone.
 func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
-	return classify(s.submit(&writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}))
+	return s.settled(s.submit(&writeReq{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}))
 }
 
 // submit queues r for the next group commit and waits for its outcome,

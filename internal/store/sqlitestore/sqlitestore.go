@@ -105,6 +105,17 @@ func (s *Store) checkOpen() error {
 	return nil
 }
 
+// settled is a call's error classified (classify), and store.ErrClosed as
+// well when Close came while the call ran: its connection was closed
+// under it, and a caller that stops on ErrClosed stops on this too.
+func (s *Store) settled(err error) error {
+	err = classify(err)
+	if err != nil && s.closed.Load() && !errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("%w (%w)", store.ErrClosed, err)
+	}
+	return err
+}
+
 // DSNPath returns the file a "sqlite:PATH" DSN names, as opledger.Open
 // opens it: PATH, taken literally, without a leading "//" (so that
 // sqlite://ledger.db names ledger.db and sqlite:///var/ledger.db names
@@ -498,7 +509,7 @@ func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader)
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	return classify(fn(ctx, &sqlReader{q: &cachedQuerier{cache: s.readStmts, plain: s.reader}}))
+	return s.settled(fn(ctx, &sqlReader{q: &cachedQuerier{cache: s.readStmts, plain: s.reader}}))
 }
 
 // ViewSnapshot implements store.Store with a read transaction on one
@@ -509,7 +520,7 @@ func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	return classify(s.viewSnapshot(ctx, fn))
+	return s.settled(s.viewSnapshot(ctx, fn))
 }
 
 func (s *Store) viewSnapshot(ctx context.Context, fn func(context.Context, store.Reader) error) error {
