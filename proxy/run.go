@@ -44,10 +44,7 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	}()
 	// The proxy records operations for its upstreams only: it is
 	// compared with the other processes on their settings alone.
-	destinations := make([]string, len(p.routes))
-	for i, r := range p.routes {
-		destinations[i] = destinationName(r.Name)
-	}
+	destinations := p.destinations()
 	go func() {
 		defer wg.Done()
 		p.ledger.Maintain(loops, opledger.MaintainOptions{LeaseSweep: p.cfg.ReconcileInterval, CompactInterval: p.cfg.CompactInterval,
@@ -93,11 +90,7 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 // series of the proxy's upstreams from 0. Any other request gets 404.
 // None of them needs a token: serve it on a private address.
 func (p *Proxy) AdminHandler() (http.Handler, error) {
-	names := make([]string, len(p.routes))
-	for i, rt := range p.routes {
-		names[i] = destinationName(rt.Name)
-	}
-	api, err := httpapi.New(p.ledger, httpapi.Options{Auth: p.ledger, Logger: p.log, Destinations: names})
+	api, err := httpapi.New(p.ledger, httpapi.Options{Auth: p.ledger, Logger: p.log, Destinations: p.destinations()})
 	if err != nil {
 		return nil, err
 	}
@@ -114,3 +107,12 @@ func (p *Proxy) AdminHandler() (http.Handler, error) {
 
 // adminRoutes are the paths AdminHandler serves.
 var adminRoutes = []string{"/healthz", "/readyz", "/metrics"}
+
+// destinations are the ledger destinations of the proxy's upstreams.
+func (p *Proxy) destinations() []string {
+	names := make([]string, len(p.routes))
+	for i, rt := range p.routes {
+		names[i] = destinationName(rt.Name)
+	}
+	return names
+}
