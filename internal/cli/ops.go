@@ -122,9 +122,9 @@ func stepOf(ctx context.Context, getWorkflow getWorkflowFunc, key string) (*ople
 // stepNotRecorded says, for an operation key that was not found, what it
 // is instead: a step of a workflow not recorded yet (or one that succeeded
 // and whose record retention has removed since), with the command that
-// shows the workflow (with the flags again). ok is false when key names no step of a workflow
-// (nor one whose operation is recorded after all): then the tenant is the
-// likelier mistake.
+// shows the workflow (with the flags again). ok is false when key names no
+// step of a workflow (nor one whose operation is recorded after all): then
+// the tenant is the likelier mistake.
 func stepNotRecorded(ctx context.Context, getWorkflow getWorkflowFunc, key, again string) (msg string, ok bool) {
 	wf, st, ok := stepOf(ctx, getWorkflow, key)
 	if !ok || st.Operation != nil {
