@@ -616,7 +616,7 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 // timeline entry: the state does not change.
 func (l *Ledger) ExtendLease(ctx context.Context, key, attemptID string, token int64, d time.Duration) (*Operation, error) {
 	if d <= 0 || d > MaxLease {
-		return nil, invalidInput("the lease must be extended by more than 0 and at most %s (MaxLease) (got %s)", MaxLease, d)
+		return nil, invalidInput("the lease must be extended by more than 0 and at most %s (MaxLease), got %s", MaxLease, d)
 	}
 	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		a, err := t.heldClaim("extend the lease of", attemptID, token)

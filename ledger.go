@@ -519,12 +519,11 @@ func (l *Ledger) Ready(ctx context.Context) error {
 // Close stops the ledger's Maintain loops, waits for them, and closes the
 // store, for this Ledger and every other tenant's view of it (WithTenant).
 // Calls in flight on the store, and every call after Close, fail with
-// ErrClosed (a write in flight may have committed: its caller reads the
-// outcome again once the ledger is open); a second Close returns the
-// first's result. On SQLite,
-// a Maintain job waiting for another process's write lock stops only
-// when that wait ends (at most SQLiteBusyTimeout), so Close may take that
-// long.
+// ErrClosed (a write in flight may have committed all the same: a ledger
+// opened again reads what it did); a second Close returns the first's
+// result. On SQLite, a Maintain job waiting for another process's write
+// lock stops only when that wait ends (at most SQLiteBusyTimeout), so
+// Close may take that long.
 func (l *Ledger) Close() error { return l.life.close(l.store.Close) }
 
 // now reads the store's clock through the configured Clock.
