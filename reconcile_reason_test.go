@@ -14,6 +14,29 @@ import (
 	"github.com/opledger/opledger/internal/marker"
 )
 
+// openReconcileLedger opens a ledger on a new SQLite file, with a manual
+// clock; it is closed when the test ends.
+func openReconcileLedger(t *testing.T) (*opledger.Ledger, *manualClock) {
+	t.Helper()
+	clock := newManualClock()
+	l, err := opledger.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Clock: clock.Map})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	return l, clock
+}
+
+// dispatchedCreate records key as a CRM create, claims it and marks it
+// dispatched, and returns the claim: its outcome is the test's to report.
+func dispatchedCreate(t *testing.T, l *opledger.Ledger, key string) *opledger.Claim {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":1}`)})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
+	require.NoError(t, err)
+	return c
+}
+
 // TestUndecidableReasonSaysWhatHappened: when a destination said it made
 // the record (a create refused as a duplicate, or a reference reported
 // without a success) and its lookup then finds nothing, the held reason
@@ -40,15 +63,9 @@ func TestUndecidableReasonSaysWhatHappened(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			clock := newManualClock()
-			l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Clock: clock.Map})
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			l, clock := openReconcileLedger(t)
 			const key = "intake:I1:create"
-			_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":1}`)})
-			require.NoError(t, err)
-			c, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
-			require.NoError(t, err)
+			c := dispatchedCreate(t, l, key)
 			op, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, tc.report)
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateUncertain, op.State)
@@ -79,16 +96,11 @@ func TestUndecidableReasonSaysWhatHappened(t *testing.T) {
 func TestOtherContentReason(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	l, _ := openReconcileLedger(t)
 	for ref, want := range map[string]string{"R-9": "destination ref R-9 does not match the intent", "": "the record found does not match the intent"} {
 		key := "intake:" + strings.ToLower(strings.TrimPrefix(ref, "R-")) + "x:create"
-		_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":1}`)})
-		require.NoError(t, err)
-		c, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
-		require.NoError(t, err)
-		_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
+		c := dispatchedCreate(t, l, key)
+		_, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
 		require.NoError(t, err)
 		op, err := l.Reconcile(ctx, key, opledger.Finding{Found: true, Matches: false, DestinationRef: ref, Evidence: "crm lookup"})
 		require.NoError(t, err)
@@ -108,18 +120,12 @@ func TestOtherContentReason(t *testing.T) {
 func TestNegativeFindingDurations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := newManualClock()
-	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Clock: clock.Map})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	l, clock := openReconcileLedger(t)
 	const key = "intake:N1:create"
-	_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":1}`)})
-	require.NoError(t, err)
-	c, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
-	require.NoError(t, err)
+	c := dispatchedCreate(t, l, key)
 	lookupBegan := clock.Map(time.Time{}) // while the call runs
 	clock.Advance(5 * time.Second)
-	_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain})
+	_, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain})
 	require.NoError(t, err)
 	for _, f := range []opledger.Finding{
 		{Authoritative: true, VisibilityDelay: -10 * time.Second, LookedAt: lookupBegan, AttemptCount: 1},
