@@ -219,8 +219,10 @@ func describeJSONError(err error, body []byte, t reflect.Type) string {
 			field = "(top level)"
 		}
 		kind := jsonKind(te.Type)
-		if n, ok := strings.CutPrefix(te.Value, "number "); ok && !strings.ContainsAny(n, ".eE") && intRange(te.Type) != "" {
-			kind += " " + intRange(te.Type) // a whole number, out of the field's range
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok && !strings.ContainsAny(n, ".eE") {
+			if r := intRange(te.Type); r != "" {
+				kind += " " + r // a whole number, out of the field's range
+			}
 		}
 		return fmt.Sprintf("field %s at line %d, column %d: expected %s, got JSON %s", field, line, col, kind, te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):

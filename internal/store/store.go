@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/opledger/opledger/internal/store/migrate"
@@ -54,6 +55,16 @@ var ErrSchemaNewer = migrate.ErrNewer
 // ErrClosed is returned by every method of a Store after Close: the
 // ledger was closed, nothing was read or written.
 var ErrClosed = errors.New("the ledger is closed")
+
+// ClosedDuring is a call's error err, marked ErrClosed as well when the
+// store was closed while the call ran (closed): its connection was closed
+// under it, and a caller that stops on ErrClosed stops on this too.
+func ClosedDuring(err error, closed bool) error {
+	if err != nil && closed && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w (%w)", ErrClosed, err)
+	}
+	return err
+}
 
 // ErrConflict is returned when a conditional write lost a race: a unique key
 // already exists, or the row's revision moved on. The caller re-reads and

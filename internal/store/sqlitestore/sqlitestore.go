@@ -106,14 +106,9 @@ func (s *Store) checkOpen() error {
 }
 
 // settled is a call's error classified (classify), and store.ErrClosed as
-// well when Close came while the call ran: its connection was closed
-// under it, and a caller that stops on ErrClosed stops on this too.
+// well when Close came while the call ran (store.ClosedDuring).
 func (s *Store) settled(err error) error {
-	err = classify(err)
-	if err != nil && s.closed.Load() && !errors.Is(err, store.ErrClosed) {
-		return fmt.Errorf("%w (%w)", store.ErrClosed, err)
-	}
-	return err
+	return store.ClosedDuring(classify(err), s.closed.Load())
 }
 
 // DSNPath returns the file a "sqlite:PATH" DSN names, as opledger.Open
