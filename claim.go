@@ -532,8 +532,23 @@ func (t *txn) checkAttempt(attemptID string, token int64) (*store.Attempt, bool,
 
 func (t *txn) stale(a *store.Attempt, token int64) *StaleError {
 	return &StaleError{Key: t.key, AttemptID: a.ID, FencingToken: token, AttemptToken: a.FencingToken,
-		Current: t.op.FencingToken, Operation: toOperation(t.op), ended: a.Outcome}
+		Current: t.op.FencingToken, Operation: toOperation(t.op), ended: endedWith(a)}
 }
+
+// endedWith is what attempt a ended with, for a StaleError: its outcome,
+// or notSentConfirmed for one abandoned because an earlier attempt had
+// confirmed the effect.
+func endedWith(a *store.Attempt) string {
+	if a.Outcome == AttemptAbandoned && a.Error == notSentConfirmed {
+		return notSentConfirmed
+	}
+	return a.Outcome
+}
+
+// notSentConfirmed is the error of an attempt ended unsent (abandoned)
+// because an earlier attempt's late report had confirmed the effect while
+// it held the operation (settleConfirmed).
+const notSentConfirmed = "not sent: an earlier attempt's late report had confirmed the effect"
 
 // heldClaim checks, for the step what ("dispatch"), that attemptID with
 // token still holds the operation, and returns its attempt if so. If not,
@@ -581,10 +596,10 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 			// The effect exists already: the call must not start.
 			a.Outcome = AttemptAbandoned
 			a.FinishedAt = t.now
+			t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d was not dispatched", a.Number))
 			if err := t.updateAttempt(a); err != nil {
 				return err
 			}
-			t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d was not dispatched", a.Number))
 			t.after = t.refuse("dispatch")
 			return nil
 		}
@@ -901,8 +916,12 @@ func (t *txn) confirmedWhileHeld() bool {
 // effect an earlier attempt's late report confirmed while a held it
 // (confirmedWhileHeld): the operation succeeds with that reference, and
 // a is not sent (again). actor ended a; how says how: its answer, or
-// that it gave the claim back or lost its lease.
+// that it gave the claim back or lost its lease. An attempt ended unsent
+// (abandoned) says why in its error, which the caller writes.
 func (t *txn) settleConfirmed(a *store.Attempt, actor, how string) {
+	if a.Outcome == AttemptAbandoned && a.Error == "" {
+		a.Error = notSentConfirmed
+	}
 	ref := t.op.DestinationRef
 	t.succeed(ref, t.op.Response)
 	t.move(StateSucceeded, actor, a.ID, "late success resolved",
@@ -996,7 +1015,7 @@ func repeatedLateReport(a *store.Attempt, r *Report) bool {
 
 // staleReport keeps a report from an attempt that lost the operation.
 func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
-	ended := a.Outcome // before the report, which may end the attempt
+	ended := endedWith(a) // before the report, which may end the attempt
 	a.Stale = true
 	if a.FinishedAt.IsZero() {
 		// The report ends the attempt.

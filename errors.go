@@ -197,7 +197,9 @@ type StaleError struct {
 	// whoever sent it did not make that attempt.
 	Recorded bool
 	// ended is what the attempt had ended with before this call (an
-	// outcome it reported, abandoned, lease_expired), "" if still open.
+	// outcome it reported, abandoned, lease_expired, or notSentConfirmed
+	// for one abandoned because an earlier attempt confirmed the effect),
+	// "" if still open.
 	ended string
 }
 
@@ -215,6 +217,8 @@ func (e *StaleError) Error() string {
 		case AttemptAbandoned:
 			// Released, or its lease ran out: both before its dispatch.
 			why = "it ended before its dispatch: it gave the claim back, or its lease ran out"
+		case notSentConfirmed:
+			why = "it was never sent: an earlier attempt's late report had confirmed the effect"
 		default:
 			why = "it had reported " + e.ended + " already"
 		}

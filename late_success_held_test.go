@@ -66,6 +66,25 @@ func TestLateSuccessWhileHeld(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateSucceeded, op.State)
 			require.Equal(t, "R1", op.DestinationRef)
+			// The holder's attempt says why it ended unsent, and so does
+			// the refusal of anything it sends after.
+			attempts, err := l.Attempts(ctx, "held:1")
+			require.NoError(t, err)
+			require.Equal(t, opledger.AttemptAbandoned, attempts[1].Outcome)
+			require.Contains(t, attempts[1].Error, "an earlier attempt's late report had confirmed the effect")
+			_, err = l.Report(ctx, "held:1", c2.AttemptID, c2.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+			require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+			require.ErrorContains(t, err, "(it was never sent: an earlier attempt's late report had confirmed the effect)")
+			require.NotContains(t, err.Error(), "gave the claim back")
+
+			// So does one that gives the claim back instead.
+			c3, _ := late("held:3", false)
+			op, err = l.Release(ctx, "held:3", c3.AttemptID, c3.FencingToken, "not needed")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			attempts, err = l.Attempts(ctx, "held:3")
+			require.NoError(t, err)
+			require.Contains(t, attempts[1].Error, "an earlier attempt's late report had confirmed the effect")
 
 			c2, evidence = late("held:2", true)
 			require.Contains(t, evidence, "attempt 2, which holds the operation, had already marked its dispatch, so its call may act too")

@@ -39,12 +39,12 @@ func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64
 		}
 		a.Outcome = AttemptAbandoned
 		a.FinishedAt = t.now
-		if err := t.updateAttempt(a); err != nil {
-			return err
-		}
 		if t.confirmedWhileHeld() {
 			t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d gave the claim back before dispatch", a.Number))
-			return nil
+			return t.updateAttempt(a)
+		}
+		if err := t.updateAttempt(a); err != nil {
+			return err
 		}
 		t.move(StatePending, a.Worker, a.ID, "released before dispatch",
 			join("nothing was sent; worker "+a.Worker+" gave the claim back", t.keep(reason, maxReasonLength)))
