@@ -578,6 +578,7 @@ func TestDashboardProcesses(t *testing.T) {
 	require.NotContains(t, s.get("/dashboard"), `id="processes-list"`, "no list of none")
 	_, err = l.Announce(ctx, opledger.AnnounceOptions{})
 	require.NoError(t, err)
+	require.Contains(t, counter(), `1</span><span class="l">process maintains the ledger</span>`, "one, in the singular")
 	same, other := open(opledger.Options{DestinationsRequiringApproval: []string{"payments"}}), open(opledger.Options{})
 	for _, p := range []*opledger.Ledger{same, other} {
 		_, err = p.Announce(ctx, opledger.AnnounceOptions{})
