@@ -13,3 +13,11 @@ func TestCompactOperations(t *testing.T) {
 	s, _ := openStore(t)
 	storecheck.CompactOperations(t, s)
 }
+
+// TestFinalBeforePages: retention's pages of final operations
+// (storecheck).
+func TestFinalBeforePages(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	storecheck.FinalBeforePages(t, s)
+}

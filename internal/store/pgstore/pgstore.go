@@ -987,7 +987,7 @@ func (r *reader) FinalBefore(ctx context.Context, p store.FinalParams) ([]store.
 	if after.IsZero() {
 		after = time.Unix(0, 0)
 	}
-	rows, err := r.q.Query(ctx, `SELECT tenant, key, state_since FROM operations
+	rows, err := r.q.Query(ctx, `SELECT tenant, key, updated_at FROM operations
 		WHERE state IN ('succeeded', 'failed') AND updated_at < $1
 		AND updated_at >= $2 AND (updated_at, tenant, key) > ($2, $3, $4)
 		ORDER BY updated_at, tenant, key LIMIT $5`,

@@ -11,3 +11,10 @@ func TestCompactOperations(t *testing.T) {
 	t.Parallel()
 	storecheck.CompactOperations(t, openTestStore(t))
 }
+
+// TestFinalBeforePages: retention's pages of final operations
+// (storecheck).
+func TestFinalBeforePages(t *testing.T) {
+	t.Parallel()
+	storecheck.FinalBeforePages(t, openTestStore(t))
+}

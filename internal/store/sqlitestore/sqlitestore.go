@@ -1122,7 +1122,7 @@ func (r *sqlReader) FinalBefore(ctx context.Context, p store.FinalParams) ([]sto
 	// operations_final finds the range from p.After's time; the rows of
 	// one time (one shared transaction's) are sorted by tenant and key.
 	after := toMicros(p.After.UpdatedAt)
-	rows, err := r.q.QueryContext(ctx, `SELECT tenant, key, state_since FROM operations
+	rows, err := r.q.QueryContext(ctx, `SELECT tenant, key, updated_at FROM operations
 		WHERE state IN ('succeeded', 'failed') AND updated_at < ?
 		AND updated_at >= ? AND (updated_at, tenant, key) > (?, ?, ?)
 		ORDER BY updated_at, tenant, key LIMIT ?`,

@@ -102,3 +102,55 @@ func CompactOperations(t *testing.T, s store.Store) {
 	}))
 	require.Equal(t, want, effects(), "confirmed and duplicate effects, each once")
 }
+
+// FinalBeforePages checks store.Reader.FinalBefore on s, a migrated, empty
+// store: paged by the row it returned last, it lists every final
+// operation once, also those updated after they entered their state (a
+// late report, a repeat naming an owner), whose updated_at and
+// state_since differ. Each row carries the operation's updated_at, the
+// time its pages are sorted by.
+func FinalBeforePages(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	keys := []string{"a", "b", "c", "d", "e"}
+	updated := map[string]time.Time{}
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		for i, key := range keys {
+			// Entered its state at at, changed later (e and a last).
+			updated[key] = at.Add(time.Duration((i+1)%len(keys)+1) * time.Second)
+			if err := tx.InsertOperation(ctx, &store.Operation{Tenant: "t", Key: key, Action: "a", Destination: "crm",
+				Version: 1, Fingerprint: "fp-" + key, State: "succeeded", Revision: 2,
+				CreatedAt: at, StateSince: at, UpdatedAt: updated[key]}); err != nil {
+				return err
+			}
+		}
+		// Not final, and final but too recent: never listed.
+		if err := tx.InsertOperation(ctx, &store.Operation{Tenant: "t", Key: "pending", Action: "a", Destination: "crm",
+			Version: 1, Fingerprint: "fp", State: "pending", Revision: 1, CreatedAt: at, StateSince: at, UpdatedAt: at}); err != nil {
+			return err
+		}
+		return tx.InsertOperation(ctx, &store.Operation{Tenant: "t", Key: "recent", Action: "a", Destination: "crm",
+			Version: 1, Fingerprint: "fp", State: "failed", Revision: 1, CreatedAt: at, StateSince: at, UpdatedAt: at.Add(time.Hour)})
+	}))
+	var listed []string
+	var after store.FinalRow
+	for page := 0; ; page++ {
+		require.Less(t, page, len(keys), "the pages must end: listed %v", listed)
+		var rows []store.FinalRow
+		require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+			var err error
+			rows, err = r.FinalBefore(ctx, store.FinalParams{Before: at.Add(time.Minute), After: after, Limit: 2})
+			return err
+		}))
+		for _, row := range rows {
+			require.True(t, row.UpdatedAt.Equal(updated[row.Key]), "%s: the row must carry updated_at %s; it carries %s", row.Key, updated[row.Key], row.UpdatedAt)
+			listed = append(listed, row.Key)
+		}
+		if len(rows) < 2 {
+			break
+		}
+		after = rows[len(rows)-1]
+	}
+	require.Equal(t, []string{"e", "a", "b", "c", "d"}, listed, "each once, by updated_at")
+}
