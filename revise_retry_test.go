@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -260,6 +261,68 @@ func TestRevisedRecordedStepFilled(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, 2, after.Version, "refused: nothing changed")
 			require.Equal(t, b.Payload, after.Payload)
+		})
+	}
+}
+
+// TestReviseAfterUndispatchedCall: an attempt that reports uncertain (or
+// a late uncertain) without a dispatch mark may have called all the same,
+// so once a retry is authorized the operation is not "never sent": its
+// content is not revised under a new idempotency key, and the operation
+// carries the attempt's claim as its first call.
+func TestReviseAfterUndispatchedCall(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := newManualClock()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			in := func(key string) *opledger.Intent {
+				return &opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)}
+			}
+			revise := func(key string) error {
+				t.Helper()
+				_, _, err := l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Operator: "ana", Reason: "checked: absent"})
+				require.NoError(t, err)
+				_, _, err = l.Revise(ctx, key, opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "ana"})
+				return err
+			}
+
+			// Reported uncertain by the attempt holding the operation.
+			c, err := l.Claim(ctx, "own:1", opledger.ClaimOptions{Intent: in("own:1")})
+			require.NoError(t, err)
+			op, err := l.Report(ctx, "own:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateUncertain, op.State)
+			require.NotNil(t, op.FirstDispatchedAt, "the call may have started at the claim")
+			require.True(t, op.FirstDispatchedAt.Equal(c.Operation.UpdatedAt), "dated from the claim")
+			require.ErrorIs(t, revise("own:1"), opledger.ErrInvalidState)
+
+			// A late uncertain from an attempt whose lease ran out first.
+			c, err = l.Claim(ctx, "late:1", opledger.ClaimOptions{Intent: in("late:1"), Lease: time.Second})
+			require.NoError(t, err)
+			clock.Advance(2 * time.Second)
+			_, err = l.ExpireLeases(ctx)
+			require.NoError(t, err)
+			op, err = l.Get(ctx, "late:1")
+			require.NoError(t, err)
+			require.Nil(t, op.FirstDispatchedAt, "given up as never sent")
+			_, err = l.Report(ctx, "late:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+			op, err = l.Get(ctx, "late:1")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateUncertain, op.State)
+			require.NotNil(t, op.FirstDispatchedAt)
+			require.ErrorIs(t, revise("late:1"), opledger.ErrInvalidState)
+
+			// Never called: still revised.
+			_, _, err = l.Record(ctx, *in("never:1"))
+			require.NoError(t, err)
+			_, _, err = l.Revise(ctx, "never:1", opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "ana"})
+			require.NoError(t, err)
 		})
 	}
 }
