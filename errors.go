@@ -234,6 +234,38 @@ func (e *StaleError) Error() string {
 // Is matches ErrStaleFencingToken.
 func (e *StaleError) Is(target error) bool { return target == ErrStaleFencingToken }
 
+// refusal is an error about an operation that carries the operation as
+// it was when the call was refused (OperationOf).
+type refusal struct {
+	err error
+	op  *Operation
+}
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+// OperationOf returns the operation a refusal of the ledger concerns, as
+// it was when the call was refused: that of a *StateError or a
+// *StaleError, or of a refusal with ErrStaleDecision, ErrStaleFinding or
+// ErrAlreadyDispatched. It returns nil for any other error. The HTTP API
+// gives its state and the operation in the problem of each.
+func OperationOf(err error) *Operation {
+	var (
+		se    *StateError
+		stale *StaleError
+		r     *refusal
+	)
+	switch {
+	case errors.As(err, &se):
+		return se.Operation
+	case errors.As(err, &stale):
+		return stale.Operation
+	case errors.As(err, &r):
+		return r.op
+	}
+	return nil
+}
+
 // KeyError explains why a key was refused. It never repeats the key, which
 // may be exactly the personal data the check keeps out of logs.
 type KeyError struct {

@@ -848,6 +848,13 @@ func (t *txn) refuse(op string) error {
 	return &StateError{Op: op, Key: t.key, State: State(t.op.State), Operation: toOperation(t.op)}
 }
 
+// refused is err, a refusal of a call on the operation (ErrStaleDecision,
+// ErrStaleFinding, ErrAlreadyDispatched), with the operation as it was
+// then (OperationOf).
+func (t *txn) refused(err error) error {
+	return &refusal{err: err, op: toOperation(t.op)}
+}
+
 // Actors named in the timeline besides workers and operators.
 const (
 	ActorSystem     = "system"

@@ -103,8 +103,8 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 				t.key, f.AttemptCount, t.op.AttemptCount)
 		}
 		if f.AttemptCount > 0 && t.op.AttemptCount != f.AttemptCount {
-			return fmt.Errorf("reconcile %s: %w (lookup made after attempt %d, the operation is at attempt %d)",
-				t.key, ErrStaleFinding, f.AttemptCount, t.op.AttemptCount)
+			return t.refused(fmt.Errorf("reconcile %s: %w (lookup made after attempt %d, the operation is at attempt %d)",
+				t.key, ErrStaleFinding, f.AttemptCount, t.op.AttemptCount))
 		}
 		looked := t.now
 		if !f.LookedAt.IsZero() && f.LookedAt.Before(looked) {

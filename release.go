@@ -35,7 +35,7 @@ func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64
 			return t.stale(a, token)
 		}
 		if t.op.Dispatched {
-			return fmt.Errorf("release %s: attempt %d: %w", t.key, a.Number, ErrAlreadyDispatched)
+			return t.refused(fmt.Errorf("release %s: attempt %d: %w", t.key, a.Number, ErrAlreadyDispatched))
 		}
 		a.Outcome = AttemptAbandoned
 		a.FinishedAt = t.now

@@ -127,9 +127,9 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Opera
 			return nil
 		}
 		if !d.SeenUpdatedAt.IsZero() && !d.SeenUpdatedAt.Equal(t.op.UpdatedAt) {
-			return fmt.Errorf("%s %s: %w: it is %s, updated at %s, and was seen as updated at %s",
+			return t.refused(fmt.Errorf("%s %s: %w: it is %s, updated at %s, and was seen as updated at %s",
 				d.Kind, t.key, ErrStaleDecision, t.op.State, t.op.UpdatedAt.UTC().Format(time.RFC3339Nano),
-				d.SeenUpdatedAt.UTC().Format(time.RFC3339Nano))
+				d.SeenUpdatedAt.UTC().Format(time.RFC3339Nano)))
 		}
 		from := State(t.op.State)
 		if !contains(allowed, from) {

@@ -323,6 +323,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	// Dispatched: its call may have gone out, so it cannot be given back.
 	data = expect("POST", attemptPath+"/release", []byte(`{"fencing_token":1}`), 409, "invalid_state")
 	require.Contains(t, string(data), "attempt already dispatched")
+	requireProblemState(t, data, opledger.StateInProgress)
 	// A claim given back before its dispatch: due again at once.
 	spare := intent(1)
 	sc, err := b.acme.Claim(ctx, "order:17:spare", client.ClaimRequest{Worker: "w1", Intent: &spare})
@@ -413,7 +414,8 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.NoError(t, err)
 	_, err = b.acme.Reconcile(ctx, "order:18:stale", client.Finding{Authoritative: true, AttemptCount: 1})
 	require.ErrorIs(t, err, opledger.ErrStaleFinding)
-	expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"found":false,"authoritative":true,"attempt_count":1}`), 409, "stale_finding")
+	data = expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"found":false,"authoritative":true,"attempt_count":1}`), 409, "stale_finding")
+	requireProblemState(t, data, opledger.StateUncertain)
 	// A protection needs no found: the destination's idempotency key
 	// keeps a retry from acting twice, whatever a lookup would find.
 	expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"protection_retention_seconds":3600,"evidence":"idempotency key"}`), 200, "")
@@ -437,7 +439,8 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/operations/nope/resolve", []byte(`{"decision":"cancel","reason":"x"}`), 404, "not_found")
 	// A decision on the operation as seen before its last change: refused.
 	seen := op.UpdatedAt.Add(-time.Millisecond).Format(time.RFC3339Nano)
-	expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":"x","seen_updated_at":"`+seen+`"}`), 409, "stale_decision")
+	data = expect("POST", "/v1/operations/order:18:prepare/resolve", []byte(`{"decision":"cancel","reason":"x","seen_updated_at":"`+seen+`"}`), 409, "stale_decision")
+	requireProblemState(t, data, opledger.StateHeld)
 	_, _, err = b.acme.Resolve(ctx, "order:18:prepare", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "x", SeenUpdatedAt: op.UpdatedAt.Add(-time.Millisecond)})
 	require.ErrorIs(t, err, opledger.ErrStaleDecision)
 	// As seen in the API's own answer: taken.
@@ -808,4 +811,20 @@ func mustNewestCursor(t *testing.T, b *apiBundle) string {
 	require.NoError(t, err)
 	require.NotEmpty(t, page.NextCursor)
 	return page.NextCursor
+}
+
+// requireProblemState checks that a problem about an operation carries
+// its state, and the operation in that state.
+func requireProblemState(t *testing.T, data []byte, want opledger.State) {
+	t.Helper()
+	var p struct {
+		State     opledger.State `json:"state"`
+		Operation *struct {
+			State opledger.State `json:"state"`
+		} `json:"operation"`
+	}
+	require.NoError(t, json.Unmarshal(data, &p), "%s", data)
+	require.Equal(t, want, p.State, "%s", data)
+	require.NotNil(t, p.Operation, "%s", data)
+	require.Equal(t, want, p.Operation.State)
 }

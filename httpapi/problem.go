@@ -165,7 +165,6 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		p.State = me.State
 	case errors.As(err, &stale):
 		status, kind = http.StatusConflict, "stale_fencing_token"
-		p.State, p.Operation = stale.Operation.State, stale.Operation
 	case errors.As(err, &se):
 		status, kind = http.StatusConflict, "invalid_state"
 		switch {
@@ -180,7 +179,6 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 				}
 			}
 		}
-		p.State, p.Operation = se.State, se.Operation
 	case errors.Is(err, opledger.ErrAlreadyDispatched):
 		// Its call may have reached the destination: only its outcome
 		// (or its lease's end) settles it.
@@ -226,6 +224,10 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// error that repeats it) stays out, as keys may carry personal data.
 		s.log.ErrorContext(r.Context(), "request failed", "request_id", requestID(r.Context()),
 			"method", r.Method, "route", r.Pattern, "error", redact.Keys(r.PathValue("key"), err))
+	}
+	if op := opledger.OperationOf(err); op != nil {
+		// A refusal about an operation carries it and its state.
+		p.State, p.Operation = op.State, op
 	}
 	detail := "the request failed; the server log has the details under this request_id"
 	if showText {
