@@ -119,7 +119,9 @@ finish; every write a client got an answer for is already committed.`,
 				return usageError{fmt.Errorf("--metrics-max-age must be 0 (read on every scrape) or more, got %s", metricsMaxAge)}
 			}
 			cfg := server.Config{Logger: log, Workers: workers, Lease: lease, SweepInterval: sweep, CompactInterval: compactInterval, SecureCookie: secureCookie}
-			var opts opledger.Options
+			// --lease is the lease of every claim that names none: the
+			// executor's and those of workers through the API.
+			opts := opledger.Options{Lease: lease}
 			if err := lf.apply(&opts); err != nil {
 				return err
 			}
@@ -193,7 +195,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().DurationVar(&metricsMaxAge, "metrics-max-age", httpapi.DefaultMetricsMaxAge, "how often /metrics reads the ledger's figures at most, 0 or more; scrapes in between share the last read (0: every scrape)")
 	cmd.Flags().BoolVar(&secureCookie, "secure-cookie", false, "mark the console's session cookie Secure: set it when browsers reach the server over HTTPS")
 	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor, at least 1 (with destinations in --config)")
-	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long the executor's claims hold, more than 0")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claim holds when it names no lease (the executor's, and a worker's through the API), more than 0")
 	lf.add(cmd)
 	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled, at least 100ms")
 	cmd.Flags().DurationVar(&compactInterval, "compact-interval", opledger.DefaultCompactInterval, "how often retention is applied (and once at start), at least 1m")

@@ -276,12 +276,14 @@ func TestServeLedgerFlags(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	// The shortest --retention and --sweep-interval taken.
 	base := serveURL(t, exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--hold-review", "90m",
-		"--retention", "1m", "--sweep-interval", "100ms"))
+		"--retention", "1m", "--sweep-interval", "100ms", "--lease", "7m"))
 	c := client.New(base, strings.TrimSpace(out), nil)
 	ctx := context.Background()
 	in := client.Intent{Action: "email.send", Destination: "email", Payload: []byte(`{"template":"welcome"}`), Owner: "ops-team"}
 	claim, err := c.Claim(ctx, "mail:welcome:u1", client.ClaimRequest{Intent: &in, Dispatch: true})
 	require.NoError(t, err)
+	// A claim through the API that names no lease gets --lease.
+	require.Equal(t, 7*time.Minute, claim.LeaseExpiresAt.Sub(claim.Operation.UpdatedAt), "the server's lease, from the claim")
 	_, err = c.Report(ctx, "mail:welcome:u1", claim.AttemptID, client.Report{FencingToken: claim.FencingToken,
 		Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 	require.NoError(t, err)
