@@ -570,7 +570,9 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, opledger.ErrStoreBusy):
 			detail = "the store answers but another process holds its write lock"
 		case errors.Is(err, errProbeTimeout):
-			detail = "the store answers but a write did not commit within 5 s"
+			// On SQLite the usual cause: the busy timeout (10 s by
+			// default) is longer than the probe's wait.
+			detail = "the store answers but a write did not commit within 5 s (another process holding its write lock, or a commit that hangs)"
 		}
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", detail, nil)
 	}

@@ -95,3 +95,22 @@ func TestReadyzRefusesWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestReadyzWaitsForLock: with SQLite's default busy timeout (10 s), a
+// write lock held elsewhere outlasts the probe's 5 s wait, and the detail
+// names that cause.
+func TestReadyzWaitsForLock(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.SQLiteDSN(t)
+	l, err := opledger.Open(context.Background(), dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	h, err := httpapi.New(l, httpapi.Options{Auth: l, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	release := testdb.HoldLock(t, dsn, "default", "any")
+	defer release()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "a write did not commit within 5 s (another process holding its write lock, or a commit that hangs)")
+}
