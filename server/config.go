@@ -126,9 +126,10 @@ func fileGivenForConfig(data []byte, path string) string {
 			continue
 		}
 		name := filepath.Base(path)
-		if strings.TrimSuffix(name, filepath.Ext(name)) == key.Value && len(top) == 2 {
-			// Named as the list's own file and holding nothing else: that
-			// file, given to --config.
+		if len(top) == 2 && strings.TrimSuffix(name, filepath.Ext(name)) != "opledger" {
+			// Holding the list and nothing else, and not named as the
+			// configuration file is (opledger.yaml): the list's own file,
+			// whatever its name, given to --config.
 			return fmt.Sprintf("line %d: %s: holds a list, so %s is a %s file (%s); --config takes the configuration file that names it: give --config a file such as opledger.yaml holding the line \"%s: %s\" (docs/configuration.md)",
 				key.Line, key.Value, name, what, guide, key.Value, name)
 		}

@@ -104,7 +104,8 @@ func TestLoadConfigOneDocument(t *testing.T) {
 // move them into a file of their own and name that file, never the
 // configuration file itself; a destinations file or a rules file given
 // to --config, where the configuration file that names it belongs, is
-// recognized and the error says which file --config takes; any other
+// recognized (a file holding the list alone, unless named opledger.yaml)
+// and the error says which file --config takes; any other
 // mistake keeps the decoder's own error.
 func TestLoadConfigNamesAFileGivenInstead(t *testing.T) {
 	t.Parallel()
@@ -117,6 +118,8 @@ func TestLoadConfigNamesAFileGivenInstead(t *testing.T) {
 	for file, says := range map[string]string{
 		"destinations.yaml": `line 1: destinations: holds a list, so destinations.yaml is a destinations file (docs/destinations.md); --config takes the configuration file that names it: give --config a file such as opledger.yaml holding the line "destinations: destinations.yaml" (docs/configuration.md)`,
 		"rules.yml":         `line 1: rules: holds a list, so rules.yml is a rules file (docs/events-and-workflows.md); --config takes the configuration file that names it: give --config a file such as opledger.yaml holding the line "rules: rules.yml"`,
+		// Whatever its name, unless it is the configuration file's.
+		"crm.yaml": `line 1: destinations: holds a list, so crm.yaml is a destinations file (docs/destinations.md); --config takes the configuration file that names it: give --config a file such as opledger.yaml holding the line "destinations: crm.yaml" (docs/configuration.md)`,
 	} {
 		path := filepath.Join(t.TempDir(), file)
 		list := "destinations:\n  - name: crm\n"
