@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opledger/opledger"
@@ -90,6 +91,9 @@ type Executor struct {
 	cancelCalls context.CancelCauseFunc
 	cancelStore context.CancelCauseFunc
 	wg          sync.WaitGroup
+	// calling counts the workers whose destination call is running, so
+	// that a Stop cut off at its deadline says whether it cut off calls.
+	calling atomic.Int64
 
 	// stopping is closed when Stop begins.
 	stopping chan struct{}
@@ -223,6 +227,32 @@ type run struct {
 	store context.Context
 }
 
+// stopCutOff is Stop's error when its deadline (cause) came with work in
+// flight: calls is how many destination calls were running then, and were
+// cancelled; storeCut says whether writes to the store were cut off
+// stopGrace later. Nil when neither: the rest ended within the grace.
+func stopCutOff(calls int64, storeCut bool, cause error) error {
+	var what []string
+	if calls > 0 {
+		what = append(what, fmt.Sprintf("%d call%s in flight cancelled (recorded uncertain, or retryable if the request never left)", calls, plural(calls)))
+	}
+	if storeCut {
+		what = append(what, fmt.Sprintf("writes to the store still waiting %s later cut off (an outcome not recorded leaves its operation to its lease)", stopGrace))
+	}
+	if len(what) == 0 {
+		return nil // what was in flight ended within the grace: nothing cut off
+	}
+	return fmt.Errorf("stop executor: at the deadline, %s: %w", strings.Join(what, "; "), cause)
+}
+
+// plural is "s" unless n is 1.
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 // stopGrace is how long Stop waits, after its ctx has ended and the calls
 // in flight were cancelled, for their outcomes to be recorded before it
 // cancels the store writes still waiting.
@@ -285,12 +315,13 @@ func (e *Executor) Start(ctx context.Context) error {
 // dispatched is given back (the operation is pending again at once), and
 // calls in flight run to their end and are reported. If ctx ends first,
 // the calls still in flight are cancelled with ErrStopping as the cause,
-// reported (as uncertain, or retryable if the request never left), and
-// Stop returns ctx's error once they are. A store that does not answer
-// within 5 seconds after that (a lock held elsewhere, a partition) has its
-// writes cancelled: an outcome not recorded then leaves its operation to
-// its lease, which makes it uncertain, never lost. Stop returns when every
-// worker goroutine has ended.
+// reported (as uncertain, or retryable if the request never left). A
+// store that does not answer within 5 seconds after that (a lock held
+// elsewhere, a partition) has its writes cancelled: an outcome not
+// recorded then leaves its operation to its lease, which makes it
+// uncertain, never lost. Stop returns when every worker goroutine has
+// ended: with an error wrapping ctx's that says what was cut off (calls,
+// writes to the store), or nil when nothing was.
 //
 // Stop is final: a later Start is refused. A Stop before Start starts
 // nothing and returns nil; a second Stop returns nil at once.
@@ -318,16 +349,19 @@ func (e *Executor) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = fmt.Errorf("stop executor: calls in flight cancelled: %w", context.Cause(ctx))
+		calls := e.calling.Load()
 		e.cancelCalls(fmt.Errorf("%w: %w", ErrStopping, context.Cause(ctx)))
 		grace := time.NewTimer(stopGrace)
+		storeCut := false
 		select {
 		case <-done:
 		case <-grace.C:
+			storeCut = true
 			e.cancelStore(fmt.Errorf("%w: the store did not answer within %s of the deadline", ErrStopping, stopGrace))
 			<-done
 		}
 		grace.Stop()
+		err = stopCutOff(calls, storeCut, context.Cause(ctx))
 	}
 	e.cancelCalls(ErrStopping)
 	e.cancelStore(ErrStopping)
@@ -489,7 +523,9 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	// dispatching (a busy store) must not push the call's end past the
 	// lease, which would turn its answer into a late report.
 	callCtx, cancel := context.WithDeadline(r.calls, claimed.Add(e.cfg.CallTimeout))
+	e.calling.Add(1)
 	res, callErr := callDest(callCtx, dest, call, log)
+	e.calling.Add(-1)
 	cancel()
 	return e.finish(r, bg, tl, c, reportFor(res, callErr, context.Cause(r.calls)), log)
 }

@@ -225,6 +225,8 @@ func TestStopDeadlineCancelsCalls(t *testing.T) {
 		cancel()
 		err := r.Exec.Stop(ctx)
 		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorContains(t, err, "stop executor: at the deadline, 1 call in flight cancelled (recorded uncertain")
+		require.NotContains(t, err.Error(), "writes to the store", "the store took the outcome")
 
 		op := r.Get("slow:2")
 		require.Equal(t, opledger.StateUncertain, op.State, "the call may have acted")

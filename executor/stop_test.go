@@ -52,6 +52,9 @@ func TestStopWhenTheStoreHangs(t *testing.T) {
 	select {
 	case err := <-stopped:
 		require.ErrorIs(t, err, context.DeadlineExceeded)
+		// No call was running: the worker waited for the store.
+		require.ErrorContains(t, err, "stop executor: at the deadline, writes to the store still waiting 5s later cut off")
+		require.NotContains(t, err.Error(), "call in flight")
 	case <-time.After(time.Minute):
 		require.NoError(t, tx.Rollback(ctx))
 		<-stopped
