@@ -55,8 +55,10 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,7 +116,8 @@ type Config struct {
 	// idle connections of the transport that sent the request, leaves the
 	// others' open.
 	Transport http.RoundTripper
-	// Worker names the proxy in attempts and the timeline. Default "proxy".
+	// Worker names the proxy in attempts and the timeline. Default
+	// "proxy@<host>:<pid>".
 	Worker string
 	// ReconcileInterval is how often uncertain operations are examined and
 	// expired leases settled by Run. 0 means 5 s; negative is refused.
@@ -156,7 +159,10 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Worker == "" {
-		cfg.Worker = "proxy"
+		// Which process, on which machine, made an attempt: several
+		// proxies may share one store.
+		host, _ := os.Hostname()
+		cfg.Worker = "proxy@" + host + ":" + strconv.Itoa(os.Getpid())
 	}
 	// 0 is "not set" and takes the default; a negative value is a mistake,
 	// never silently replaced.

@@ -190,6 +190,10 @@ func TestFirstRequestAndReplay(t *testing.T) {
 		require.Equal(t, opledger.StateSucceeded, op.State)
 		require.Equal(t, "R1", op.DestinationRef, "the ref is read from the answer at /id")
 		require.Equal(t, "proxy:crm", op.Destination)
+		host, _ := os.Hostname()
+		attempts, err := b.ledger.Attempts(context.Background(), op.Key)
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("proxy@%s:%d", host, os.Getpid()), attempts[0].Worker, "which proxy process sent it")
 		require.NotContains(t, op.Key, "key-1", "the caller's key is stored only as a digest")
 		require.NoError(t, opledger.ValidateKey(op.Key))
 		var payload map[string]any
