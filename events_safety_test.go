@@ -204,3 +204,86 @@ func TestLoadRulesRefusesUnquotedPlaceholder(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"database":null,"note":null,"eventual":null,"list":[null],"data.id":7,"data":null,"event":null}`, string(m.Intents[0].Payload))
 }
+
+// copyRules copy the applicant's e-mail address, which they mark
+// sensitive, into other fields: whole, inside text, and with the
+// applicant copied whole.
+const copyRules = `
+rules:
+  - name: intake
+    type: submission.accepted
+    operations:
+      - key: "intake:{data.submission_id}:create"
+        action: crm.create
+        destination: crm
+        payload:
+          applicant: "{data.applicant}"
+          copy: "{data.applicant.email}"
+          greeting: "Hello {data.applicant.email}"
+          again: "{data.applicant}"
+        sensitive_fields: [applicant.email]
+`
+
+// A sensitive value a rule copies into another field of its payload is
+// masked there too, wherever the operation is shown, on both stores; an
+// operation recorded with only the fields the rule lists (as releases
+// before this one recorded it) gains the others when its event comes
+// again.
+func TestRuleCopiesOfSensitiveValuesMasked(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.ParseRules([]byte(copyRules))
+	require.NoError(t, err)
+	event := func(id, submission string) opledger.Event {
+		return opledger.Event{Source: "forms", EventID: id, Type: "submission.accepted",
+			Payload: json.RawMessage(`{"submission_id":"` + submission + `","applicant":{"name":"Vic","email":"vic.secret@example.invalid"}}`)}
+	}
+	const shown = `{"applicant":{"name":"Vic","email":"***"},"copy":"***","greeting":"***","again":{"name":"Vic","email":"***"}}`
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+
+			res, err := l.ReceiveEvent(ctx, rules, event("e1", "1"))
+			require.NoError(t, err)
+			require.Equal(t, opledger.EventApplied, res.Status)
+			op, err := l.Get(ctx, "intake:1:create")
+			require.NoError(t, err)
+			require.Equal(t, []string{"applicant.email", "again.email", "copy", "greeting"}, op.SensitiveFields)
+			require.Contains(t, string(op.Payload), "vic.secret@example.invalid", "stored as the rule made it, to be sent")
+			require.JSONEq(t, shown, string(op.Masked().Payload))
+			for what, v := range map[string]any{"the operation": op, "the answer to the event": res} {
+				b, err := json.Marshal(v)
+				require.NoError(t, err)
+				require.NotContains(t, string(b), "vic.secret", what)
+			}
+			page, err := l.List(ctx, opledger.ListOptions{})
+			require.NoError(t, err)
+			b, err := json.Marshal(page)
+			require.NoError(t, err)
+			require.NotContains(t, string(b), "vic.secret", "the list")
+			detail, err := l.GetEvent(ctx, "forms", "e1")
+			require.NoError(t, err)
+			b, err = json.Marshal(detail)
+			require.NoError(t, err)
+			require.NotContains(t, string(b), "vic.secret", "the event's detail")
+
+			// Recorded before with the listed field only: the event's
+			// operation is the same, and gains what it lacks.
+			m, err := rules.Map(event("e2", "2"))
+			require.NoError(t, err)
+			in := m.Intents[0]
+			in.SensitiveFields = []string{"applicant.email"}
+			_, _, err = l.Record(ctx, in)
+			require.NoError(t, err)
+			res, err = l.ReceiveEvent(ctx, rules, event("e2", "2"))
+			require.NoError(t, err)
+			require.Equal(t, opledger.EventApplied, res.Status)
+			op, err = l.Get(ctx, "intake:2:create")
+			require.NoError(t, err)
+			require.JSONEq(t, shown, string(op.Masked().Payload))
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,10 @@ type OperationRule struct {
 	// ("{data.customer}") takes the value at that path with its type.
 	Payload any `yaml:"payload,omitempty" json:"payload,omitempty"`
 	// SensitiveFields are dotted paths into the produced payload that are
-	// stored but never shown.
+	// stored but never shown. A payload field of any operation of the
+	// rule that copies a value they name (whole, inside text, or in an
+	// object copied whole) is masked too: its intents list those paths
+	// after these.
 	SensitiveFields []string `yaml:"sensitive_fields,omitempty" json:"sensitive_fields,omitempty"`
 	// UpdateKey is the key template of the update operation that a newer
 	// version of the object produces once the original operation may have
@@ -133,6 +137,10 @@ type compiledOpRule struct {
 	key       *tmpl
 	updateKey *tmpl
 	payload   *valueTmpl
+	// sensitive is SensitiveFields and the payload paths that copy a
+	// value the rule's operations mark sensitive (copiedSensitive): what
+	// its intents mask.
+	sensitive []string
 }
 
 // ParseRules reads mapping rules from YAML:
@@ -413,6 +421,15 @@ func compileRule(r Rule) (*compiledRule, error) {
 	if err := checkKeysNotSensitive(c, fail); err != nil {
 		return nil, err
 	}
+	sources := sensitiveSources(c)
+	for i := range c.ops {
+		op := &c.ops[i]
+		copied, err := copiedSensitive(op.payload, sources, op.SensitiveFields)
+		if err != nil {
+			return nil, fail(fmt.Sprintf("operations[%d].payload", i), err)
+		}
+		op.sensitive = append(slices.Clone(op.SensitiveFields), copied...)
+	}
 	return c, nil
 }
 
@@ -553,7 +570,7 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 		in := Intent{
 			Key: key, Action: op.Action, Destination: op.Destination, Payload: payload,
 			Owner: op.Owner, SourceEvent: ev.Source + ":" + ev.EventID,
-			RequiresApproval: op.RequiresApproval, SensitiveFields: append([]string(nil), op.SensitiveFields...),
+			RequiresApproval: op.RequiresApproval, SensitiveFields: slices.Clone(op.sensitive),
 		}
 		var update *Intent
 		if op.updateKey != nil {
@@ -571,7 +588,7 @@ func (r *Rules) mapEvent(ev *Event) (*Mapping, error) {
 				up.Action = op.UpdateAction
 			}
 			up.RequiresApproval = true
-			up.SensitiveFields = append([]string(nil), op.SensitiveFields...)
+			up.SensitiveFields = slices.Clone(op.sensitive)
 			update = &up
 		}
 		m.Intents = append(m.Intents, in)

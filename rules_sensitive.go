@@ -2,6 +2,7 @@ package opledger
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -117,6 +118,86 @@ func checkKeysNotSensitive(c *compiledRule, fail func(field string, err error) e
 		}
 	}
 	return nil
+}
+
+// copiedSensitive lists the payload paths of v, an operation's payload
+// template, that take a value one of the rule's operations marks
+// sensitive (sources, from sensitiveSources), beyond those its own
+// sensitive_fields lists (declared): a rule that copies a sensitive
+// value into another field of the payload or of another operation's
+// ({data.applicant.email} whole, or inside "Hello
+// {data.applicant.email}") would show it there unmasked. A placeholder
+// at or under a sensitive value makes the field it fills sensitive, the
+// whole text for one inside text; one that copies an object holding a
+// sensitive value whole ("{data.applicant}" for data.applicant.email)
+// makes that member of the field sensitive ("copy.email"), as workflows
+// mark what a step copies from an earlier step's masked values. Paths
+// leave out array positions, as sensitive_fields does. A path no
+// sensitive_fields entry can spell (too long, a member name with an
+// empty segment) is cut to the longest ancestor that can be, which
+// masks more, never less; a value that has no such ancestor (the
+// payload itself, a member named "") is an error naming the member and
+// the placeholder.
+func copiedSensitive(v *valueTmpl, sources []sensitiveSource, declared []string) ([]string, error) {
+	if len(sources) == 0 {
+		return nil, nil
+	}
+	var out []string
+	var err error
+	add := func(members []string, q []string, s sensitiveSource) {
+		for n := len(members); n > 0; n-- {
+			if p := strings.Join(members[:n], "."); checkSensitiveField(p) == nil {
+				if !slices.Contains(declared, p) && !slices.Contains(out, p) {
+					out = append(out, p)
+				}
+				return
+			}
+		}
+		if err == nil {
+			where := "the payload itself"
+			if len(members) > 0 {
+				where = fmt.Sprintf("payload member %q", members[0])
+			}
+			err = fmt.Errorf("%s takes {%s}, which operations[%d].sensitive_fields marks sensitive (%s), "+
+				"and no sensitive_fields path can name it to mask it there: put it in a member of its own with a plain name",
+				where, strings.Join(q, "."), s.op, s.field)
+		}
+	}
+	var walk func(v *valueTmpl, members []string)
+	walk = func(v *valueTmpl, members []string) {
+		switch x := v.node.(type) {
+		case map[string]*valueTmpl:
+			// In name order, so that the paths and the first error are
+			// always the same.
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				walk(x[k], append(members[:len(members):len(members)], k))
+			}
+		case []*valueTmpl:
+			for _, el := range x {
+				walk(el, members)
+			}
+		case *tmpl:
+			for _, q := range x.placeholders() {
+				qi := withoutIndices(q)
+				for _, s := range sources {
+					// Without array indices, as checkKeysNotSensitive
+					// compares them.
+					switch si := withoutIndices(s.path); {
+					case hasPathPrefix(qi, si):
+						add(members, q, s) // the sensitive value, or inside it
+					case hasPathPrefix(si, qi) && x.whole():
+						// An object holding it, copied whole: the
+						// sensitive value is at the rest of its path.
+						add(append(members[:len(members):len(members)], si[len(qi):]...), q, s)
+					case hasPathPrefix(si, qi):
+						add(members, q, s) // around it, in text: the whole text
+					}
+				}
+			}
+		}
+	}
+	walk(v, nil)
+	return out, err
 }
 
 // withoutIndices is path without its all-digit segments, the array

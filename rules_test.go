@@ -198,6 +198,10 @@ func TestParseRulesRefusesBadRules(t *testing.T) {
 		"key marked by another operation":   {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{data.email}\", action: a, destination: d}\n      - {key: \"m:{data.id}\", action: b, destination: d, payload: {to: \"{data.email}\"}, sensitive_fields: [to]}", `operations[0].key: takes {data.email}, which operations[1].sensitive_fields marks sensitive (to)`},
 		"update key from a sensitive field": {"rules:\n  - name: r\n    type: t\n    object: {id: data.id, order_by: data.v}\n    operations:\n      - {key: \"k:{data.id}\", update_key: \"u:{data.email}\", action: a, destination: d, payload: {to: \"{data.email}\"}, sensitive_fields: [to]}", `operations[0].update_key: takes {data.email}`},
 		"object id from a sensitive field":  {"rules:\n  - name: r\n    type: t\n    object: {id: data.email, order_by: data.v}\n    operations:\n      - {key: \"k:{data.id}\", action: a, destination: d, payload: {to: \"{data.email}\"}, sensitive_fields: [to]}", `object.id: takes {data.email}`},
+		// A sensitive value copied where no sensitive_fields path can
+		// name it would be shown unmasked.
+		"sensitive value as the payload":   {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{data.id}\", action: a, destination: d, payload: {to: \"{data.email}\"}, sensitive_fields: [to]}\n      - {key: \"m:{data.id}\", action: b, destination: d, payload: \"Dear {data.email}\"}", `rule "r": operations[1].payload: the payload itself takes {data.email}, which operations[0].sensitive_fields marks sensitive (to)`},
+		"sensitive value in a member \"\"": {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{data.id}\", action: a, destination: d, payload: {to: \"{data.email}\", \"\": \"{data.email}\"}, sensitive_fields: [to]}", `rule "r": operations[0].payload: payload member "" takes {data.email}`},
 		// JSON has no NaN or infinities: such a payload could never be
 		// encoded, so every matching event would be refused.
 		"NaN in a payload":       {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: k, action: a, destination: d, payload: {x: [1, .nan]}}", `rule "r": operations[0].payload: x: 1: NaN is not a JSON number`},
@@ -212,6 +216,59 @@ func TestParseRulesRefusesBadRules(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// A payload field that copies a value the rule marks sensitive is
+// masked too, as a workflow step's field filled from an earlier step's
+// masked value is: the value whole, inside text, in an object copied
+// whole (its member), in an array, and in another operation of the
+// rule, and in the update operation of a correction.
+func TestMapMasksCopiedSensitiveValues(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: intake
+    type: submission.accepted
+    object: {id: data.submission_id, order_by: data.rev}
+    operations:
+      - key: "intake:{data.submission_id}:create"
+        action: crm.create
+        destination: crm
+        payload:
+          applicant: "{data.applicant}"
+          copy: "{data.applicant.email}"
+          greeting: "Hello {data.applicant.email}"
+          again: "{data.applicant}"
+          lines: [{to: "{data.applicant}"}]
+          plain: "{data.applicant.name}"
+        sensitive_fields: [applicant.email]
+        update_key: "intake:{data.submission_id}:update:{data.rev}"
+      - key: "intake:{data.submission_id}:welcome"
+        action: email.send
+        destination: email
+        payload: {subject: "Welcome {data.applicant.name}", to: "<{data.applicant.email}>"}
+`))
+	require.NoError(t, err)
+	m, err := rules.Map(opledger.Event{Source: "forms", EventID: "e1", Type: "submission.accepted",
+		Payload: json.RawMessage(`{"submission_id":"1","rev":1,"applicant":{"name":"Vic","email":"vic.secret@example.invalid"}}`)})
+	require.NoError(t, err)
+	require.Len(t, m.Intents, 2)
+	want := []string{"applicant.email", "again.email", "copy", "greeting", "lines.to.email"}
+	require.Equal(t, want, m.Intents[0].SensitiveFields, "the fields given, then those that copy a sensitive value")
+	require.Equal(t, want, m.Updates[0].SensitiveFields, "a correction masks the same")
+	require.Equal(t, []string{"to"}, m.Intents[1].SensitiveFields, "marked by another operation of the rule")
+	for i, in := range m.Intents {
+		shown := string(opledger.MaskPayload(in.Payload, in.SensitiveFields))
+		require.NotContains(t, shown, "vic.secret", "intent %d", i)
+	}
+	require.JSONEq(t, `{"applicant":{"name":"Vic","email":"***"},"copy":"***","greeting":"***","again":{"name":"Vic","email":"***"},
+		"lines":[{"to":{"name":"Vic","email":"***"}}],"plain":"Vic"}`, string(opledger.MaskPayload(m.Intents[0].Payload, m.Intents[0].SensitiveFields)),
+		"only what holds the sensitive value")
+	require.JSONEq(t, `{"subject":"Welcome Vic","to":"***"}`, string(opledger.MaskPayload(m.Intents[1].Payload, m.Intents[1].SensitiveFields)))
+
+	// What the rule lists is as given.
+	require.Equal(t, []string{"applicant.email"}, rules.List()[0].Operations[0].SensitiveFields)
+	require.Empty(t, rules.List()[0].Operations[1].SensitiveFields)
 }
 
 func TestNewRulesInGo(t *testing.T) {

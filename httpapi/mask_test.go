@@ -11,6 +11,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/client"
+	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/testdb"
 )
 
@@ -100,6 +101,62 @@ func TestClaimantGetsTheRealPayload(t *testing.T) {
 			shown, err := json.Marshal(claim.Operation)
 			require.NoError(t, err)
 			require.NotContains(t, string(shown), "ana@")
+		})
+	}
+}
+
+// A sensitive value that an event's rule copies into other fields of the
+// payload (whole, inside text, with the object that holds it) is shown
+// masked there too, by the event's answer, the operation's detail, the
+// list and the event's detail, on both stores; the worker that claims
+// the operation gets the real payload.
+func TestRuleCopiesOfSensitiveValuesMasked(t *testing.T) {
+	t.Parallel()
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: intake
+    source: forms
+    type: submission.accepted
+    operations:
+      - key: "intake:{data.submission_id}:create"
+        action: crm.create
+        destination: crm
+        payload:
+          applicant: "{data.applicant}"
+          greeting: "Hello {data.applicant.email}"
+          copy: "{data.applicant.email}"
+          again: "{data.applicant}"
+        sensitive_fields: [applicant.email]
+`))
+	require.NoError(t, err)
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			b := startAPIWith(t, st.NewDSN(t), nil, httpapi.Options{Rules: rules})
+			status, body := b.raw(t, "POST", "/v1/events", b.token, []byte(`{"source":"forms","event_id":"e1","type":"submission.accepted",`+
+				`"payload":{"submission_id":"1","applicant":{"email":"vic.secret@example.invalid"}}}`))
+			require.Equal(t, http.StatusCreated, status, string(body))
+			require.NotContains(t, string(body), "vic.secret", "the event's answer")
+
+			key := "/v1/operations/" + url.PathEscape("intake:1:create")
+			status, body = b.raw(t, "GET", key, b.token, nil)
+			require.Equal(t, http.StatusOK, status, string(body))
+			var op struct {
+				Payload         json.RawMessage `json:"payload"`
+				SensitiveFields []string        `json:"sensitive_fields"`
+			}
+			require.NoError(t, json.Unmarshal(body, &op))
+			require.JSONEq(t, `{"applicant":{"email":"***"},"greeting":"***","copy":"***","again":{"email":"***"}}`, string(op.Payload))
+			require.Equal(t, []string{"applicant.email", "again.email", "copy", "greeting"}, op.SensitiveFields)
+			for _, path := range []string{"/v1/operations", "/v1/events/forms/e1"} {
+				status, body = b.raw(t, "GET", path, b.token, nil)
+				require.Equal(t, http.StatusOK, status, string(body))
+				require.NotContains(t, string(body), "vic.secret", path)
+			}
+
+			status, body = b.raw(t, "POST", key+"/claim", b.token, []byte(`{"worker":"w"}`))
+			require.Equal(t, http.StatusCreated, status, string(body))
+			require.Contains(t, string(body), `"greeting":"Hello vic.secret@example.invalid"`, "the claimant sends the real payload")
 		})
 	}
 }
