@@ -265,7 +265,8 @@ func dirExists(dir string) bool {
 }
 
 // Open opens (creating if needed) the SQLite database at path. It does not
-// migrate; call Migrate.
+// migrate; call Migrate. A new file is created readable and writable by
+// its owner only (createPrivate); an existing one keeps its mode.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite: empty path")
@@ -279,6 +280,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		// SQLite says only "unable to open database file".
 		if dir := filepath.Dir(path); !dirExists(dir) {
 			return nil, fmt.Errorf("open sqlite %s: the directory %s does not exist: create it, or name a file in another", path, dir)
+		}
+		if err := createPrivate(path); err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 		}
 	} else if err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
 		holds, others, err := inspect(ctx, path)
@@ -352,6 +356,30 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// createPrivate creates the empty database file at path, which does not
+// exist, with mode 0600: it holds every payload, and the token and session
+// hashes, as a backup does (Backup). SQLite would create it with 0644
+// under the usual umask, readable by every user of the host, and creates
+// its -wal and -shm files (and writeLock its lock file) with the mode of
+// the database file, so they follow it. A file another process creates
+// there meanwhile is left as it is, and so is the mode of every existing
+// file: an operator may have given a group access on purpose. A symbolic
+// link to a file that does not exist yet gets its file made where it
+// points, as SQLite would.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		if _, serr := os.Stat(path); !errors.Is(serr, fs.ErrNotExist) {
+			return nil
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // CheckWritable refuses a database that SQLite opened read-only: a file
