@@ -17,6 +17,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/client"
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // opsBackend is where the ops commands read and decide: a store opened
@@ -243,18 +244,23 @@ func (f *backendFlags) again() string {
 }
 
 // dsnAgain is a --db to repeat: as given, but for a PostgreSQL URL's
-// password, left out (PGPASSWORD or ~/.pgpass may give it), and a form
-// redactedDSN cannot show, which is named rather than repeated.
+// secrets, left out (its password and sslpassword: PGPASSWORD,
+// PGSSLPASSWORD or ~/.pgpass may give them), and a form redactedDSN
+// cannot show, or one holding a secret the URL cannot leave out, which is
+// named rather than repeated.
 func dsnAgain(dsn string) string {
-	shown := redactedDSN(dsn, "")
-	if shown == "" {
+	switch shown := redactedDSN(dsn, ""); shown {
+	case "":
 		return "<your --db>"
+	case dsn:
+		return dsn
 	}
-	if u, err := url.Parse(dsn); err == nil && u.User != nil && shown != dsn {
-		u.User = url.User(u.User.Username())
-		return u.String()
+	if u, err := url.Parse(dsn); err == nil {
+		if again, ok := redact.DSNWithoutSecrets(dsn, u); ok {
+			return again
+		}
 	}
-	return shown
+	return "<your --db>"
 }
 
 // shellWord is s as one word of a POSIX shell command line: as is when

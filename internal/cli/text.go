@@ -82,7 +82,8 @@ func looksLikePostgres(dsn string) bool {
 }
 
 // redactedDSN is dsn as it may be shown: a SQLite DSN as it is, a postgres://
-// URL without its password, anything else not at all (placeholder).
+// URL without its secrets (redact.DSN), anything else not at all
+// (placeholder).
 func redactedDSN(dsn, placeholder string) string {
 	if strings.HasPrefix(dsn, "sqlite:") && !looksLikePostgres(dsn) {
 		return dsn

@@ -66,6 +66,12 @@ func TestAgain(t *testing.T) {
 	pg := flags("--db", "postgres://ops:s3cret@db:5432/ledger?sslmode=disable&search_path=x").again()
 	require.Equal(t, " --db 'postgres://ops@db:5432/ledger?sslmode=disable&search_path=x'", pg)
 	require.NotContains(t, pg, "s3cret")
+	// The other secrets a URL carries are left out too, not masked (a
+	// pasted "xxxxx" would be taken for the secret).
+	pg = flags("--db", "postgres://ops@db/ledger?password=s3cret&sslmode=verify-full&sslkey=/k.pem&sslpassword=s3cret").again()
+	require.Equal(t, " --db 'postgres://ops@db/ledger?sslmode=verify-full&sslkey=/k.pem'", pg)
+	// One the URL cannot leave out (the keyword form pasted in) is named.
+	require.Equal(t, " --db '<your --db>'", flags("--db", "postgres://ops@db/ledger?sslmode=require sslpassword=s3cret").again())
 	require.Equal(t, " --server http://127.0.0.1:8080", flags("--server", "http://127.0.0.1:8080", "--token", "opl_secret").again())
 	require.Equal(t, " --db 'sqlite:/tmp/it'\\''s.db'", flags("--db", "sqlite:/tmp/it's.db").again())
 }

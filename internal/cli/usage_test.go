@@ -413,6 +413,8 @@ func TestPostgresDSNUsage(t *testing.T) {
 			"--db: the PostgreSQL DSN postgresql://u:xxxxx@h:99999/db cannot be parsed: invalid port"},
 		{[]string{"events", "list", "--db", "postgres://u@h/db?password=secret&pool_max_conns=x"},
 			"--db: the PostgreSQL DSN postgres://u@h/db?password=xxxxx&pool_max_conns=x cannot be parsed: cannot parse pool_max_conns"},
+		{[]string{"tokens", "list", "--db", "postgres://u@127.0.0.1:5432/test?sslpassword=secret&sslmode=bogus"},
+			"--db: the PostgreSQL DSN postgres://u@127.0.0.1:5432/test?sslpassword=xxxxx&sslmode=bogus cannot be parsed: failed to configure TLS (sslmode is invalid)"},
 	} {
 		out, errOut, code := runGuarded(t, tc.args...)
 		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)

@@ -14,16 +14,144 @@ import (
 	"unicode/utf8"
 )
 
-// DSN is dsn, parsed as u, without its passwords: the URL's user
-// password and a password query parameter are replaced by "xxxxx". The
-// scheme is kept as it was typed (u has it in lower case).
+// secretParams are the connection parameters whose values are secrets,
+// as pgx reads a DSN (pgconn masks the same two in its parse errors): the
+// server's password, and sslpassword, the passphrase of the client's TLS
+// key. The other parameters name files (sslkey, sslcert, sslrootcert,
+// passfile, servicefile) or settings; what those files hold is read from
+// them, never given in the DSN.
+var secretParams = []string{"password", "sslpassword"}
+
+// mask stands for a secret left out.
+const mask = "xxxxx"
+
+// DSN is dsn, parsed as u, without its secrets: the URL's user password,
+// the value of each secret query parameter (secretParams, its key in any
+// case and percent-encoded as the driver decodes it), and a secret written
+// in the keyword form (sslpassword=… or password = '…') anywhere else, as
+// in a query value or a path (a keyword string pasted into a URL) are
+// replaced by "xxxxx". The scheme is kept as it was typed (u has it in
+// lower case). u is left as it is.
 func DSN(dsn string, u *url.URL) string {
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	r := *u
+	r.RawQuery = query(u.RawQuery, true)
+	return keywords(dsn[:len(u.Scheme)] + r.Redacted()[len(u.Scheme):])
+}
+
+// DSNWithoutSecrets is dsn, parsed as u, with its secrets left out rather
+// than masked, to repeat in a command (the environment, PGPASSWORD and
+// PGSSLPASSWORD, or ~/.pgpass then gives them): the URL's user password
+// and the secret query parameters are removed. ok is false when dsn holds
+// a secret elsewhere (the keyword form, which DSN masks), which no part of
+// the URL can drop: it is then not to be repeated at all.
+func DSNWithoutSecrets(dsn string, u *url.URL) (without string, ok bool) {
+	r := *u
+	if r.User != nil {
+		r.User = url.User(r.User.Username())
 	}
-	return dsn[:len(u.Scheme)] + u.Redacted()[len(u.Scheme):]
+	r.RawQuery = query(u.RawQuery, false)
+	without = dsn[:len(u.Scheme)] + r.String()[len(u.Scheme):]
+	if keywords(without) != without {
+		return "", false
+	}
+	return without, true
+}
+
+// query is the raw query of a URL with the value of each secret parameter
+// masked, or, when keep is false, each such parameter removed. It splits
+// the pairs as pgx does (on '&' only, where net/url's Query also splits
+// on ';' and drops the pair) and leaves the others as they were typed.
+func query(raw string, keep bool) string {
+	if raw == "" {
+		return raw
+	}
+	pairs := strings.Split(raw, "&")
+	out := pairs[:0]
+	for _, pair := range pairs {
+		key, _, _ := strings.Cut(pair, "=")
+		switch {
+		case !secretParam(key):
+			out = append(out, pair)
+		case keep:
+			out = append(out, key+"="+mask)
+		}
+	}
+	return strings.Join(out, "&")
+}
+
+// secretParam reports whether the raw key of a query pair names a secret
+// parameter: percent-decoded, without the spaces around it that the
+// driver skips, in any case.
+func secretParam(raw string) bool {
+	key, err := url.PathUnescape(raw)
+	if err != nil {
+		key = raw
+	}
+	key = strings.Trim(key, " ")
+	return slices.ContainsFunc(secretParams, func(p string) bool { return strings.EqualFold(key, p) })
+}
+
+// keywords is s with the value of each secret written in the keyword form
+// masked: "password" in any case (so sslpassword too), spaces (or %20),
+// '=', spaces, then the value: between single quotes (a backslash escapes
+// one), or up to the next whitespace or '&'. It masks more than the
+// keyword form's secrets rather than less (a mypassword=… too).
+func keywords(s string) string {
+	lower := ASCIILower(s)
+	var b strings.Builder
+	last := 0 // s[:last] is in b
+	for at := 0; ; {
+		i := strings.Index(lower[at:], "password")
+		if i < 0 {
+			break
+		}
+		j := skipSpaces(s, at+i+len("password"))
+		at = j
+		if j == len(s) || s[j] != '=' {
+			continue
+		}
+		start := skipSpaces(s, j+1)
+		end := start
+		if end < len(s) && s[end] == '\'' {
+			for end++; end < len(s) && s[end] != '\''; end++ {
+				if s[end] == '\\' {
+					end++
+				}
+			}
+			end = min(end+1, len(s))
+		} else {
+			for end < len(s) && !unicode.IsSpace(rune(s[end])) && s[end] != '&' {
+				end++
+			}
+		}
+		if end == start || s[start:end] == mask {
+			continue
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(mask)
+		last, at = end, end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// skipSpaces is the index of the first byte of s from i on that is no
+// space, tab or escaped space (%20).
+func skipSpaces(s string, i int) int {
+	for i < len(s) {
+		switch {
+		case s[i] == ' ' || s[i] == '\t':
+			i++
+		case strings.HasPrefix(s[i:], "%20"):
+			i += 3
+		default:
+			return i
+		}
+	}
+	return i
 }
 
 // Keys returns err with the operation key replaced by "<key>" and, when

@@ -2,10 +2,56 @@ package redact
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
+
+// TestDSN: a DSN is shown without any secret the driver would read from
+// it: the URL's password, the password and sslpassword query parameters
+// (however their keys are spelt), and those written in the keyword form
+// inside another part; and repeated without them, or not at all when the
+// URL cannot leave one out.
+func TestDSN(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ dsn, shown, again string }{
+		{"postgres://u:S3cret@h:5432/db?sslmode=disable", "postgres://u:xxxxx@h:5432/db?sslmode=disable", "postgres://u@h:5432/db?sslmode=disable"},
+		{"postgres://u@h/db?password=S3cret&sslmode=disable", "postgres://u@h/db?password=xxxxx&sslmode=disable", "postgres://u@h/db?sslmode=disable"},
+		{"postgres://u@127.0.0.1:5432/test?sslpassword=S3cret&sslmode=bogus",
+			"postgres://u@127.0.0.1:5432/test?sslpassword=xxxxx&sslmode=bogus", "postgres://u@127.0.0.1:5432/test?sslmode=bogus"},
+		{"postgres://u:S3cret@h/db?sslmode=verify-full&sslkey=/k.pem&sslpassword=S3cret&password=S3cret",
+			"postgres://u:xxxxx@h/db?sslmode=verify-full&sslkey=/k.pem&sslpassword=xxxxx&password=xxxxx", "postgres://u@h/db?sslmode=verify-full&sslkey=/k.pem"},
+		// Spellings the driver decodes to the same key, and a value
+		// net/url's Query drops (a ';' in it).
+		{"postgres://h/db?ssl%70assword=S3cret", "postgres://h/db?ssl%70assword=xxxxx", "postgres://h/db"},
+		{"postgres://h/db?SSLPassword=S3cret", "postgres://h/db?SSLPassword=xxxxx", "postgres://h/db"},
+		{"postgres://h/db?sslpassword=S3;cret&x=1", "postgres://h/db?sslpassword=xxxxx&x=1", "postgres://h/db?x=1"},
+		// The keyword form pasted into a URL: masked, never repeated.
+		{"postgres://h/db?sslmode=require sslpassword=S3cret", "postgres://h/db?sslmode=require sslpassword=xxxxx", ""},
+		{"postgres://h/db?sslmode=require%20sslpassword%20=%20S3cret", "postgres://h/db?sslmode=require%20sslpassword%20=%20xxxxx", ""},
+		{"postgres://h/db sslpassword='S3 c\\'ret' port=5432", "postgres://h/db%20sslpassword=xxxxx", ""},
+		{"postgres://h/db?options=-c%20x=1 password = 'S3 cret'", "postgres://h/db?options=-c%20x=1 password = xxxxx", ""},
+		{"mysql://ann:S3cret@db/x?password=S3cret", "mysql://ann:xxxxx@db/x?password=xxxxx", "mysql://ann@db/x"},
+		{"postgres://u@h/db?search_path=x", "postgres://u@h/db?search_path=x", "postgres://u@h/db?search_path=x"},
+	} {
+		u, err := url.Parse(tc.dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.dsn, err)
+		}
+		raw := u.RawQuery
+		if got := DSN(tc.dsn, u); got != tc.shown {
+			t.Errorf("DSN(%q) = %q, want %q", tc.dsn, got, tc.shown)
+		}
+		if u.RawQuery != raw {
+			t.Errorf("DSN(%q) changed its URL", tc.dsn)
+		}
+		again, ok := DSNWithoutSecrets(tc.dsn, u)
+		if again != tc.again || ok != (tc.again != "") {
+			t.Errorf("DSNWithoutSecrets(%q) = %q, %v, want %q", tc.dsn, again, ok, tc.again)
+		}
+	}
+}
 
 // TestKeys: an operation key leaves an error whole; a workflow step's key
 // takes its workflow's key with it, so the other steps' keys go too.
