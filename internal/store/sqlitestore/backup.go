@@ -21,11 +21,14 @@ var ErrBackupExists = errors.New("the backup's file exists; a backup never overw
 // SQLite's VACUUM INTO copies one read transaction's snapshot, so every
 // write committed before it began is in the copy (those still in the
 // write-ahead log too, where copying the file alone loses them), and none
-// half-written. The copy is synced to disk, then checked: it must hold
-// the ledger, and SQLite's quick_check must find nothing wrong. A path
-// that holds no ledger is refused (store.ErrNotLedger), and so is a
-// destination that exists (ErrBackupExists). On an error the
-// destination's partial file is removed.
+// half-written. The copy is written under a temporary name beside to
+// (".NAME.partial-*"), synced to disk, then checked: it must hold the
+// ledger, and SQLite's quick_check must find nothing wrong; only then is
+// it given to's name. So a file under that name is always a whole,
+// checked copy: a backup killed on the way leaves its temporary file, and
+// an error removes it. A path that holds no ledger is refused
+// (store.ErrNotLedger), and so is a destination that exists
+// (ErrBackupExists), also one another process makes meanwhile.
 func Backup(ctx context.Context, path, to string) (err error) {
 	defer leaveAsFound(ctx, path)()
 	holds, err := HoldsLedger(ctx, path)
@@ -35,35 +38,56 @@ func Backup(ctx context.Context, path, to string) (err error) {
 	if !holds {
 		return fmt.Errorf("%s: %w (no opledger ledger to back up)", path, store.ErrNotLedger)
 	}
-	// Made here, empty (VACUUM INTO writes into an empty file), so that
-	// a file another process makes there meanwhile is never overwritten,
-	// nor removed on an error: only this one is.
-	f, err := os.OpenFile(to, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
+	if _, err := os.Lstat(to); err == nil {
 		return fmt.Errorf("%s: %w", to, ErrBackupExists)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backup to %s: %w", to, err)
 	}
+	// Made empty (VACUUM INTO writes into an empty file), readable by its
+	// owner only: it holds every payload.
+	f, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".partial-*")
 	if err != nil {
 		return fmt.Errorf("backup to %s: %w", to, err)
 	}
+	partial := f.Name()
 	f.Close()
-	defer func() {
-		if err != nil {
-			os.Remove(to)
-		}
-	}()
+	defer os.Remove(partial) // once named, the name stays: only this one goes
 	db, err := sql.Open("sqlite", FileURI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return fmt.Errorf("open sqlite %s read-only: %w", path, err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, to); err != nil {
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, partial); err != nil {
 		return classify(fmt.Errorf("back up sqlite %s to %s: %w", path, to, err))
 	}
-	if err := syncFile(to); err != nil {
-		return err
+	if err := syncFile(partial); err != nil {
+		return fmt.Errorf("backup to %s: %w", to, err)
 	}
-	return checkBackup(ctx, to)
+	if err := checkBackup(ctx, partial); err != nil {
+		return fmt.Errorf("backup to %s: %w", to, err)
+	}
+	if backupCopied != nil {
+		backupCopied(partial)
+	}
+	// A link, unlike a rename, never replaces a file another process
+	// made under that name meanwhile. A file system without links (some
+	// network shares) gets a rename, after one more look.
+	if err := os.Link(partial, to); errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s: %w", to, ErrBackupExists)
+	} else if err != nil {
+		if _, serr := os.Lstat(to); !errors.Is(serr, fs.ErrNotExist) {
+			return fmt.Errorf("%s: %w", to, ErrBackupExists)
+		}
+		if err := os.Rename(partial, to); err != nil {
+			return fmt.Errorf("backup to %s: name the copy: %w", to, err)
+		}
+	}
+	return syncFile(to)
 }
+
+// backupCopied, when set (by a test), runs once Backup has written and
+// checked the copy under its temporary name, before naming it.
+var backupCopied func(partial string)
 
 // syncFile makes the file at path, and its name in its directory,
 // durable.
