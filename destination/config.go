@@ -366,27 +366,29 @@ func lineOf(n *yaml.Node, path ...string) int {
 // envRef is a ${NAME} reference in a header value.
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces the ${NAME} references in v. It reports whether v had
-// any, and an error naming (never showing) a variable that is unset or
-// empty.
-func expandEnv(v string, lookup func(string) (string, bool)) (string, bool, error) {
+// expandEnv replaces the ${NAME} references in v. It returns the values
+// it put in their place (none: v had no reference), and an error naming
+// (never showing) a variable that is unset or empty.
+func expandEnv(v string, lookup func(string) (string, bool)) (string, []string, error) {
 	refs := envRef.FindAllStringSubmatch(v, -1)
 	if strings.Count(v, "${") != len(refs) {
-		return "", false, errors.New("malformed ${NAME} reference")
+		return "", nil, errors.New("malformed ${NAME} reference")
 	}
 	var missing error
+	var values []string
 	out := envRef.ReplaceAllStringFunc(v, func(m string) string {
 		name := m[2 : len(m)-1]
 		val, ok := lookup(name)
 		if !ok || val == "" {
 			missing = fmt.Errorf("environment variable %s is not set", name)
 		}
+		values = append(values, val)
 		return val
 	})
 	if missing != nil {
-		return "", true, missing
+		return "", values, missing
 	}
-	return out, len(refs) > 0, nil
+	return out, values, nil
 }
 
 // sensitiveHeader reports whether a header carries a credential and must
@@ -429,9 +431,11 @@ func ValidHeaderName(name string) bool {
 }
 
 // resolveHeaders checks and resolves a header map. idem is the idempotency
-// header, which opledger sets itself.
-func resolveHeaders(in map[string]string, idem string, lookup func(string) (string, bool), at []string) (http.Header, []problem) {
+// header, which opledger sets itself. It returns the secrets of the
+// headers resolved (secretsOf), to be masked in what is kept of answers.
+func resolveHeaders(in map[string]string, idem string, lookup func(string) (string, bool), at []string) (http.Header, []string, []problem) {
 	out := http.Header{}
+	var secrets []string
 	var probs []problem
 	names := make([]string, 0, len(in))
 	for name := range in {
@@ -455,12 +459,12 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 			probs = append(probs, problem{path, "is set by the HTTP client and cannot be configured"})
 			continue
 		}
-		val, hasRef, err := expandEnv(raw, lookup)
+		val, refs, err := expandEnv(raw, lookup)
 		if err != nil {
 			probs = append(probs, problem{path, err.Error()})
 			continue
 		}
-		if sensitiveHeader(name) && !hasRef {
+		if sensitiveHeader(name) && len(refs) == 0 {
 			probs = append(probs, problem{path, "carries a credential, so its value must come from an environment variable " +
 				`(e.g. "Bearer ${CRM_TOKEN}"); secrets are never read from this file`})
 			continue
@@ -470,6 +474,7 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 			continue
 		}
 		out.Set(name, val)
+		secrets = append(secrets, secretsOf(val, refs)...)
 	}
-	return out, probs
+	return out, secrets, probs
 }

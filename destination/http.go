@@ -40,6 +40,7 @@ type HTTP struct {
 	lookup     *httpLookup
 	retry      *opledger.RetryPolicy // nil: the ledger's default
 	tenants    []string              // nil: every tenant
+	secrets    secretList            // masked in what is kept of answers
 }
 
 // httpLookup is a configured lookup.
@@ -141,7 +142,8 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	}
 
 	var hp []problem
-	h.headers, hp = resolveHeaders(c.Headers, h.idemHeader, opts.LookupEnv, []string{"headers"})
+	var secrets []string
+	h.headers, secrets, hp = resolveHeaders(c.Headers, h.idemHeader, opts.LookupEnv, []string{"headers"})
 	probs = append(probs, hp...)
 	if h.headers.Get("User-Agent") == "" {
 		h.headers.Set("User-Agent", "opledger")
@@ -163,9 +165,10 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	}
 
 	if l := c.Lookup; l != nil {
-		lk, lp := buildLookup(l, h, opts.LookupEnv)
+		lk, ls, lp := buildLookup(l, h, opts.LookupEnv)
 		probs = append(probs, lp...)
 		h.lookup = lk
+		secrets = append(secrets, ls...)
 		// Unset, the delay is as long again as the call could wait: a
 		// destination that answered too late for its caller may still be
 		// finishing the request.
@@ -199,11 +202,14 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	if len(probs) > 0 {
 		return nil, probs
 	}
+	h.secrets = newSecretList(secrets)
 	h.client = NewClient(opts.Transport)
 	return h, nil
 }
 
-func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)) (*httpLookup, []problem) {
+// buildLookup builds h's lookup from l; it returns the secrets of the
+// lookup's own headers too.
+func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)) (*httpLookup, []string, []problem) {
 	var probs []problem
 	add := func(msg string, path ...string) {
 		probs = append(probs, problem{append([]string{"lookup"}, path...), msg})
@@ -232,7 +238,7 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 			add(err.Error(), "body")
 		}
 	}
-	extra, hp := resolveHeaders(l.Headers, h.idemHeader, lookupEnv, []string{"lookup", "headers"})
+	extra, secrets, hp := resolveHeaders(l.Headers, h.idemHeader, lookupEnv, []string{"lookup", "headers"})
 	probs = append(probs, hp...)
 	lk.headers = h.headers.Clone()
 	for k, v := range extra {
@@ -279,7 +285,7 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 		}
 		lk.match = append(lk.match, r)
 	}
-	return lk, probs
+	return lk, secrets, probs
 }
 
 // templateFuncs are the functions templates may call besides the
@@ -445,8 +451,16 @@ func (h *HTTP) Close() error {
 // classified by SendHTTP; a 2xx answer without a reference at the
 // configured pointer is uncertain (something probably happened, but what
 // cannot be confirmed). The idempotency key, if declared, is sent on every
-// attempt.
+// attempt. The values of its headers' environment references are masked
+// in what it returns (see secretList): the answer kept as the response,
+// the reference and the error's text.
 func (h *HTTP) Call(ctx context.Context, call opledger.Call) (opledger.Result, error) {
+	res, err := h.call(ctx, call)
+	return h.secrets.maskResult(res), h.secrets.maskError(err, true)
+}
+
+// call is Call, unmasked.
+func (h *HTTP) call(ctx context.Context, call opledger.Call) (opledger.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	req, err := h.request(ctx, call)
@@ -532,8 +546,18 @@ func (h *HTTP) request(ctx context.Context, call opledger.Call) (*http.Request, 
 // The lookup is the configured request and does not read refs: an HTTP
 // call reports a reference only with its success, so an operation of this
 // destination has none unless another worker reported one (which still
-// keeps a "not found" from proving absence; see Lookuper).
+// keeps a "not found" from proving absence; see Lookuper). The values of
+// the headers' environment references are masked in the evidence, the
+// reference and the error's text, as in Call's.
 func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation, _ []string) (LookupResult, error) {
+	res, err := h.find(ctx, op)
+	res.Ref = h.secrets.mask(res.Ref)
+	res.Evidence = h.secrets.mask(res.Evidence)
+	return res, h.secrets.maskError(err, false)
+}
+
+// find is Lookup, unmasked.
+func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, error) {
 	l := h.lookup
 	if l == nil {
 		return LookupResult{}, errors.New("destination " + h.name + " has no lookup")

@@ -132,18 +132,8 @@ func (s *saved) maskEchoes(secrets []string) {
 }
 
 // maskFold replaces in v every occurrence of each of secrets, in turn, by
-// opledger.Mask, letters compared in any case (redact.Fold); masks that
+// opledger.Mask, letters compared in any case (redact.Secrets); masks that
 // end up side by side are shown as one.
 func maskFold(v string, secrets []string) string {
-	masked := v
-	for _, secret := range secrets {
-		masked = redact.NewFold(secret).Replace(masked, opledger.Mask)
-	}
-	if masked == v {
-		return v
-	}
-	for strings.Contains(masked, opledger.Mask+opledger.Mask) {
-		masked = strings.ReplaceAll(masked, opledger.Mask+opledger.Mask, opledger.Mask)
-	}
-	return masked
+	return redact.Secrets(v, secrets, opledger.Mask)
 }

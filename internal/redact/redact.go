@@ -1,6 +1,8 @@
 // Package redact shows store DSNs without their secrets, for messages and
 // help texts: the root package's errors and the CLI's output use it alike;
-// and takes operation keys out of errors meant for logs.
+// takes operation keys out of errors meant for logs; and masks the
+// credentials a destination's answer repeats (Secrets), for the proxy and
+// the HTTP destinations alike.
 //
 // Allowed imports: the standard library.
 package redact
@@ -324,6 +326,28 @@ func (f *Fold) matchAt(s string, i int) int {
 		i, t = i+n, t[tn:]
 	}
 	return i
+}
+
+// Secrets replaces by mask, in s, every occurrence of each of secrets in
+// turn (pass them longest first, so that a secret holding another is
+// masked whole), letters compared in any case (Fold): an answer may spell
+// a host, a path or a percent-escape in another case. Masks that end up
+// side by side are written as one. Empty secrets are skipped; s itself is
+// returned when none occurs.
+func Secrets(s string, secrets []string, mask string) string {
+	masked := s
+	for _, secret := range secrets {
+		if secret != "" {
+			masked = NewFold(secret).Replace(masked, mask)
+		}
+	}
+	if masked == s {
+		return s
+	}
+	for mask != "" && strings.Contains(masked, mask+mask) {
+		masked = strings.ReplaceAll(masked, mask+mask, mask)
+	}
+	return masked
 }
 
 // FoldKey is s with each character replaced by the least of those it

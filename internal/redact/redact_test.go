@@ -194,3 +194,24 @@ func bruteReplaceFold(s, text, with string) string {
 	}
 	return b.String()
 }
+
+// TestSecrets: every occurrence of each secret is masked, in any case,
+// the longest first; masks side by side read as one.
+func TestSecrets(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s       string
+		secrets []string
+		want    string
+	}{
+		{"Bearer s3cr3t-T0ken", []string{"Bearer s3cr3t-T0ken", "s3cr3t-T0ken"}, "***"},
+		{`{"authorization":"bearer S3CR3T-t0ken"}`, []string{"Bearer s3cr3t-T0ken", "s3cr3t-T0ken"}, `{"authorization":"***"}`},
+		{"token s3cr3t-T0ken, again s3cr3t-T0kens3cr3t-T0ken", []string{"s3cr3t-T0ken"}, "token ***, again ***"},
+		{"nothing here", []string{"s3cr3t-T0ken", ""}, "nothing here"},
+		{"", []string{"s3cr3t-T0ken"}, ""},
+	} {
+		if got := Secrets(tc.s, tc.secrets, "***"); got != tc.want {
+			t.Errorf("Secrets(%q, %q) = %q, want %q", tc.s, tc.secrets, got, tc.want)
+		}
+	}
+}
