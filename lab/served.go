@@ -75,9 +75,12 @@ func (s *Served) Handler() http.Handler {
 // destinations served at baseURL (http://HOST:PORT, no trailing slash),
 // each declaring what it offers: the CRM an authoritative lookup and a
 // unique reference, the payment provider an idempotency key, the e-mail
-// provider nothing.
+// provider nothing. The CRM's reference is built from the operation's
+// tenant and key, as docs/destinations.md advises for a destination that
+// several tenants send to: keys are unique only within a tenant.
 func (s *Served) DestinationsYAML(baseURL string) string {
 	const body = `'{"key": {{json .Key}}, "payload": {{json .Payload}}}'`
+	const crmBody = `'{"key": {{json .Key}}, "external_ref": {{json (print .Tenant "|" .Key)}}, "payload": {{json .Payload}}}'`
 	return fmt.Sprintf(`# The lab's simulated destinations, served by "opledger lab destinations"
 # at %[1]s. Make the next call to one misbehave:
 #   curl -X POST %[1]s/crm/faults -d '["lost_response"]'
@@ -85,19 +88,25 @@ func (s *Served) DestinationsYAML(baseURL string) string {
 #   curl %[1]s/crm/counters
 destinations:
   # A CRM: a duplicate create answers 409, and a lookup finds a record by
-  # the operation's key, so an uncertain create is looked up, not guessed.
+  # its external reference, so an uncertain create is looked up, not
+  # guessed. Keys are unique only within a tenant, so the reference is
+  # the tenant and the key ("|" is in no tenant's name), and a record
+  # found must carry both: one tenant's operation is never taken for
+  # another's that has the same key.
   - name: crm
     url: %[1]s/crm/records
-    body: %[3]s
+    body: %[5]s
     ref: /id
     unique_reference:
       conflict_status: 409
     lookup:
-      url: '%[1]s/crm/records?external_ref={{urlquery .Key}}'
+      url: '%[1]s/crm/records?external_ref={{urlquery .Tenant "|" .Key}}'
       results: /items
       authoritative: true
       visibility_delay: 1s
       match:
+        - record: /external_ref
+          value: '{{.Tenant}}|{{.Key}}'
         - record: /key
           value: '{{.Key}}'
   # An e-mail provider: no lookup, no idempotency key. An uncertain send
@@ -115,5 +124,5 @@ destinations:
     idempotency:
       header: %[4]s
       retention: 24h
-`, baseURL, joinNames(Faults), body, IdempotencyHeader)
+`, baseURL, joinNames(Faults), body, IdempotencyHeader, crmBody)
 }

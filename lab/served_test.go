@@ -1,15 +1,26 @@
 package lab_test
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/lab"
+	"github.com/opledger/opledger/server"
 )
 
 // The destinations file Served writes loads, and declares for each
@@ -45,4 +56,76 @@ func TestServedDestinationsYAML(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// TestServedTenantsShareAKey: on a server that runs the destinations
+// file Served writes, tenants that use the same operation key each get a
+// record of their own at the CRM: one whose create is refused as a
+// duplicate, or whose answer is lost, is never settled with another
+// tenant's record.
+func TestServedTenantsShareAKey(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := lab.NewServed()
+			dest := httptest.NewServer(s.Handler())
+			t.Cleanup(dest.Close)
+			set, err := destination.Load([]byte(s.DestinationsYAML(dest.URL)), destination.LoadOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, set.Close()) })
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{DestinationRetryPolicies: set.RetryPolicies()})
+			require.NoError(t, err)
+			testrig.Serve(t, l, server.Config{Destinations: set, SweepInterval: 50 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+
+			const key = "ord:1"
+			send := func(tenant, order string) *opledger.Operation {
+				t.Helper()
+				tl, err := l.WithTenant(tenant)
+				require.NoError(t, err)
+				_, created, err := tl.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm",
+					Payload: json.RawMessage(`{"order": "` + order + `"}`)})
+				require.NoError(t, err)
+				require.True(t, created)
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					op, err := tl.Get(ctx, key)
+					require.NoError(t, err)
+					if op.State.Final() || op.State == opledger.StateHeld {
+						return op
+					}
+					require.True(t, time.Now().Before(deadline), "%s's operation is still %s", tenant, op.State)
+					time.Sleep(20 * time.Millisecond) // polling serve's executor and reconciler, with a deadline
+				}
+			}
+
+			acme := send("acme", "A-1")
+			require.Equal(t, opledger.StateSucceeded, acme.State)
+			// Beta's create is made but its answer lost: the reconciler
+			// looks it up and must find beta's record, not acme's.
+			s.CRM.Inject(lab.FaultLostResponse)
+			beta := send("beta", "B-7")
+			require.Equal(t, opledger.StateSucceeded, beta.State, beta.LastError)
+			// Gamma's create is answered: no duplicate of acme's.
+			gamma := send("gamma", "G-3")
+			require.Equal(t, opledger.StateSucceeded, gamma.State, gamma.LastError)
+
+			require.Equal(t, []string{acme.DestinationRef, beta.DestinationRef, gamma.DestinationRef}, s.CRM.RefsFor(key),
+				"each tenant's operation is settled with its own record")
+			require.Equal(t, 3, s.CRM.Counters().Effects)
+		})
+	}
+}
+
+// docs/lab.md shows the CRM's entry of the file Served writes, for the
+// default address, as it is written.
+func TestServedDocsShowTheCRMEntry(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/lab.md")
+	require.NoError(t, err)
+	shown := regexp.MustCompile("(?s)```yaml\n(  - name: crm\n.*?)```").FindSubmatch(doc)
+	require.NotNil(t, shown, "docs/lab.md shows no crm entry")
+	require.Contains(t, lab.NewServed().DestinationsYAML("http://127.0.0.1:9100"), string(shown[1]))
 }
