@@ -12,11 +12,10 @@ import (
 	"github.com/opledger/opledger/internal/store"
 )
 
-// minSecretLength is the shortest sensitive value masked inside text:
-// shorter ones (a flag, a count) would mask ordinary words and numbers of
-// every message while protecting little. A string or number that is such
-// a value as a whole is masked whatever its length.
-const minSecretLength = 3
+// minSecretLength is the shortest sensitive value masked inside text
+// (redact.MinSecretLength). A string or number that is such a value as a
+// whole is masked whatever its length.
+const minSecretLength = redact.MinSecretLength
 
 // secretText masks the values of an operation's sensitive fields in text:
 // free text the ledger stores (txn.scrub), the strings of a saved

@@ -14,11 +14,8 @@ import (
 	"github.com/opledger/opledger/internal/redact"
 )
 
-// minSecretLength is the shortest secret masked: the ledger's masking of
-// sensitive values inside text and the proxy's of echoed credentials
-// leave shorter ones out too, as they would mask parts of ordinary words
-// and numbers while protecting little.
-const minSecretLength = 3
+// minSecretLength is the shortest secret masked (redact.MinSecretLength).
+const minSecretLength = redact.MinSecretLength
 
 // secretsOf are the secrets of a header whose resolved value is val and
 // whose ${NAME} references were replaced by refs: none without a

@@ -25,11 +25,9 @@ type maskedHeader struct {
 	Values []string `json:"values"`
 }
 
-// minEchoLength is the shortest secret masked inside a header value: the
-// ledger's own masking of sensitive values inside text (an error, a
-// timeline entry) leaves shorter ones out too, as they would mask parts
-// of every date and type while protecting little.
-const minEchoLength = 3
+// minEchoLength is the shortest secret masked inside a header value
+// (redact.MinSecretLength).
+const minEchoLength = redact.MinSecretLength
 
 // echoSecrets are the parts of a request that an upstream may repeat in
 // its answer's headers and that are never shown: the upstream's base path

@@ -328,6 +328,14 @@ func (f *Fold) matchAt(s string, i int) int {
 	return i
 }
 
+// MinSecretLength is the shortest secret masked inside text: shorter ones
+// (a flag, a count, a two-letter code) would mask parts of ordinary words,
+// dates and numbers while protecting little. The ledger's masking of
+// sensitive values, the proxy's of echoed credentials and a destination's
+// of its header secrets all leave them out. A value masked as a whole (a
+// sensitive field's own value) is masked whatever its length.
+const MinSecretLength = 3
+
 // Secrets replaces by mask, in s, every occurrence of each of secrets in
 // turn (pass them longest first, so that a secret holding another is
 // masked whole), letters compared in any case (Fold): an answer may spell
