@@ -605,6 +605,9 @@ func requireDocumentedStatuses(t *testing.T, obs *observer) {
 		if want == "GET /readyz 503" {
 			continue // TestReadyzUnavailable
 		}
+		if strings.HasSuffix(want, " 503") {
+			continue // every write route's: TestNewerSchemaStopsTheServer
+		}
 		require.True(t, obs.seen[want], "documented but never produced: %s", want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/webhook"
 )
 
 // TestNewerSchemaStopsTheServer: once a newer release has migrated the
@@ -33,11 +35,17 @@ func TestNewerSchemaStopsTheServer(t *testing.T) {
 	t.Cleanup(func() { l.Close() })
 	token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
 	require.NoError(t, err)
-	h, err := httpapi.New(l, httpapi.Options{Auth: l, Logger: slog.New(slog.DiscardHandler)})
+	opts := apiOptions(t)
+	opts.Auth, opts.Logger = l, slog.New(slog.DiscardHandler)
+	h, err := httpapi.New(l, opts)
 	require.NoError(t, err)
+	var header http.Header // more headers of the next request
 	do := func(method, path, body string) (int, string) {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
+		for k, v := range header {
+			req.Header[k] = v
+		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		b, err := io.ReadAll(rec.Result().Body)
@@ -69,4 +77,43 @@ func TestNewerSchemaStopsTheServer(t *testing.T) {
 	require.Contains(t, body, want)
 	code, body = do(http.MethodGet, "/v1/operations/k-2", "")
 	require.Equal(t, http.StatusNotFound, code, "nothing recorded: %s", body)
+
+	// Every write route answers so: the 503 the OpenAPI document lists
+	// for each (requireDocumentedStatuses leaves them to this test).
+	attempt := "/v1/operations/k-1/attempts/01J000000000000000000000AA"
+	bodies := map[string]string{
+		"PUT /v1/operations/{key}":                         put,
+		"POST /v1/operations/{key}/claim":                  `{"worker":"w"}`,
+		"POST /v1/operations/{key}/attempts/{id}/dispatch": `{"fencing_token":1}`,
+		"POST /v1/operations/{key}/attempts/{id}/lease":    `{"fencing_token":1,"lease_seconds":30}`,
+		"POST /v1/operations/{key}/attempts/{id}/release":  `{"fencing_token":1}`,
+		"POST /v1/operations/{key}/attempts/{id}/outcome":  `{"fencing_token":1,"outcome":"uncertain"}`,
+		"POST /v1/operations/{key}/reconcile":              `{"found":false}`,
+		"POST /v1/operations/{key}/approve":                `{"version":1,"fingerprint":"sha256:x","approver":"ana"}`,
+		"POST /v1/operations/{key}/revise":                 `{"version":2,"payload":{},"actor":"ana"}`,
+		"POST /v1/operations/{key}/resolve":                `{"decision":"cancel","reason":"x"}`,
+		"POST /v1/events":                                  `{"source":"forms","event_id":"e","type":"submission.accepted","payload":{"submission_id":"1"}}`,
+		"POST /v1/webhooks/{source}":                       `{"id":"evt_1","type":"invoice.paid","created":1764500000,"data":{"object":{"id":"in_1"}}}`,
+		"PUT /v1/workflows/{key}":                          `{"steps":[{"name":"a","action":"x","destination":"d","payload":{}}]}`,
+		"POST /v1/workflows/{key}/resume":                  `{}`,
+		"POST /v1/workflows/{key}/steps/{step}/approve":    `{"version":1,"fingerprint":"sha256:x","approver":"ana"}`,
+		"POST /v1/workflows/{key}/steps/{step}/revise":     `{"version":2,"payload":{},"actor":"ana"}`,
+	}
+	for _, route := range documentedStatuses(t) {
+		pattern, ok := strings.CutSuffix(route, " 503")
+		if !ok || pattern == "GET /readyz" {
+			continue
+		}
+		body, ok := bodies[pattern]
+		require.True(t, ok, "%s lists a 503: give this test a body for it", pattern)
+		method, path, _ := strings.Cut(pattern, " ")
+		path = strings.NewReplacer("/v1/operations/{key}/attempts/{id}", attempt, "{key}", "k-1", "{source}", "stripe", "{step}", "a").Replace(path)
+		header = nil
+		if strings.HasPrefix(path, "/v1/webhooks/") {
+			header = http.Header{webhook.StripeHeader: {webhook.SignStripe(testWebhookSecret, time.Now(), []byte(body))}}
+		}
+		code, got := do(method, path, body)
+		require.Equal(t, http.StatusServiceUnavailable, code, "%s: %s", pattern, got)
+		require.Contains(t, got, `"type":"`+httpapi.ProblemTypeBase+`schema_newer"`, pattern)
+	}
 }
