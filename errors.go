@@ -89,6 +89,9 @@ type StateError struct {
 	Key       string     // the operation's key
 	State     State      // the state that refused it
 	Operation *Operation // the operation as it is now
+	// step is true when the operation is a workflow's step
+	// (ReviseWorkflowStep): what to do instead differs.
+	step bool
 }
 
 // Error describes the error.
@@ -119,7 +122,14 @@ func (e *StateError) Error() string {
 	}
 	if e.Op == "revise" {
 		// "pending" alone would not say why: it was dispatched before.
-		msg += ": only an operation awaiting approval, or pending and never dispatched, can be revised; a correction after that is a new operation with its own key"
+		msg += ": only an operation awaiting approval, or pending and never dispatched, can be revised; "
+		if e.step {
+			// A workflow waits on its step's key: no other operation
+			// can take the step's place.
+			msg += "a workflow step's content is fixed once it may have been sent: retry it as it is, or cancel it, which fails the workflow"
+		} else {
+			msg += "a correction after that is a new operation with its own key"
+		}
 	}
 	return msg
 }

@@ -299,7 +299,24 @@ func TestReviseAfterUndispatchedCall(t *testing.T) {
 			require.Equal(t, opledger.StateUncertain, op.State)
 			require.NotNil(t, op.FirstDispatchedAt, "the call may have started at the claim")
 			require.True(t, op.FirstDispatchedAt.Equal(c.Operation.UpdatedAt), "dated from the claim")
-			require.ErrorIs(t, revise("own:1"), opledger.ErrInvalidState)
+			err = revise("own:1")
+			require.ErrorIs(t, err, opledger.ErrInvalidState)
+			require.ErrorContains(t, err, "a correction after that is a new operation with its own key")
+
+			// A workflow's step says what can be done instead: a step's
+			// key is the one its workflow waits on.
+			_, _, err = l.PutWorkflow(ctx, "wf:S-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)}}})
+			require.NoError(t, err)
+			stepKey := opledger.WorkflowStepKey("wf:S-1", "a")
+			c, err = l.Claim(ctx, stepKey, opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, stepKey, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+			require.NoError(t, err)
+			_, _, err = l.ReviseWorkflowStep(ctx, "wf:S-1", "a", opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "ana"})
+			require.ErrorIs(t, err, opledger.ErrInvalidState)
+			require.ErrorContains(t, err, "a workflow step's content is fixed once it may have been sent: retry it as it is, or cancel it, which fails the workflow")
+			require.NotContains(t, err.Error(), "new operation")
 
 			// A late uncertain from an attempt whose lease ran out first.
 			c, err = l.Claim(ctx, "late:1", opledger.ClaimOptions{Intent: in("late:1"), Lease: time.Second})

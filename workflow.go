@@ -1094,6 +1094,9 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 				replayed, err = t.revise(filled, "step "+step+" of workflow "+key)
 				return err
 			})
+			if se := (*StateError)(nil); errors.As(errors.Join(err, refusal), &se) {
+				se.step = true // what to do instead differs for a step
+			}
 			if err != nil {
 				return err
 			}
