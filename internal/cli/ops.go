@@ -93,7 +93,7 @@ func (b ledgerBackend) Approve(ctx context.Context, key string, a opledger.Appro
 // token that recorded the operation.
 func (b ledgerBackend) where(err error) error {
 	if errors.Is(err, opledger.ErrNotFound) {
-		return fmt.Errorf("%w in tenant %q (--tenant names another)", err, b.l.Tenant())
+		return fmt.Errorf("%w in tenant %q (if it is in another tenant, --tenant names that one)", err, b.l.Tenant())
 	}
 	return err
 }

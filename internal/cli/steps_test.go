@@ -52,13 +52,13 @@ func TestOpsShowStepNotRecorded(t *testing.T) {
 	for _, key := range []string{"onboarding:F-1/nope", "nope:1/pay", "nope:1"} {
 		_, errOut, code = run(t, "ops", "show", key, "--db", dsn, "--tenant", "acme")
 		require.Equal(t, 1, code, errOut)
-		require.Contains(t, errOut, `not found in tenant "acme" (--tenant names another)`, key)
+		require.Contains(t, errOut, `not found in tenant "acme" (if it is in another tenant, --tenant names that one)`, key)
 	}
 	// In another tenant the workflow is not there either: the tenant is
 	// the mistake.
 	_, errOut, code = run(t, "ops", "show", "onboarding:F-1/pay", "--db", dsn)
 	require.Equal(t, 1, code, errOut)
-	require.Contains(t, errOut, `not found in tenant "default" (--tenant names another)`)
+	require.Contains(t, errOut, `not found in tenant "default" (if it is in another tenant, --tenant names that one)`)
 
 	out, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme")
 	require.Equal(t, 0, code, errOut)

@@ -167,7 +167,7 @@ func TestWorkflowsCommands(t *testing.T) {
 		{[]string{"workflows", "approve", "onb:C-1", "--db", dsn, "--version", "1", "--fingerprint", "sha256:00"}, 2, "give the workflow key and the step name"},
 		{[]string{"workflows", "approve", "onb:C-1", "note", "--db", dsn, "--version", "2", "--fingerprint", "sha256:00"}, 1, "the approval names version 2"},
 		{[]string{"workflows", "approve", "onb:C-1", "nope", "--db", dsn, "--version", "1", "--fingerprint", "sha256:00"}, 1, "not found"},
-		{[]string{"workflows", "show", "onb:C-9", "--db", dsn}, 1, `not found in tenant "default" (--tenant names another)`},
+		{[]string{"workflows", "show", "onb:C-9", "--db", dsn}, 1, `not found in tenant "default" (if it is in another tenant, --tenant names that one)`},
 		{[]string{"workflows", "show", "onb:C-1/note", "--db", dsn}, 1,
 			"onb:C-1/note is not a workflow: it names step note of workflow onb:C-1: opledger workflows show onb:C-1"},
 		{[]string{"workflows", "resume", "a@b", "--db", dsn}, 2, "invalid key"},
