@@ -432,7 +432,8 @@ func ValidHeaderName(name string) bool {
 
 // resolveHeaders checks and resolves a header map. idem is the idempotency
 // header, which opledger sets itself. It returns the secrets of the
-// headers resolved (secretsOf), to be masked in what is kept of answers.
+// credential headers resolved (sensitiveHeader, secretsOf), to be masked
+// in what is kept of answers.
 func resolveHeaders(in map[string]string, idem string, lookup func(string) (string, bool), at []string) (http.Header, []string, []problem) {
 	out := http.Header{}
 	var secrets []string
@@ -474,7 +475,12 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 			continue
 		}
 		out.Set(name, val)
-		secrets = append(secrets, secretsOf(val, refs)...)
+		if sensitiveHeader(name) {
+			// A credential's header: the one whose value is a secret.
+			// Another header's variable (X-Region: ${REGION}) is
+			// configuration, and masking it could change a reference.
+			secrets = append(secrets, secretsOf(val, refs)...)
+		}
 	}
 	return out, secrets, probs
 }

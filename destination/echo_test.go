@@ -176,8 +176,8 @@ func TestHeaderSecretsRule(t *testing.T) {
 	t.Parallel()
 	srv := echoServer(t)
 	h, err := destination.NewHTTP(destination.HTTPConfig{Name: "echo", URL: srv.URL + "/ok", Ref: "/id",
-		Headers: map[string]string{"X-Api-Key": "${LONG}", "X-Zone": "${SHORT}", "X-Client": "opledger-lab"}},
-		destination.LoadOptions{LookupEnv: env(map[string]string{"LONG": "k3y-0f-the-lab", "SHORT": "eu"})})
+		Headers: map[string]string{"X-Api-Key": "${LONG}", "X-Session-Token": "${SHORT}", "X-Client": "opledger-lab", "X-Region": "${REGION}"}},
+		destination.LoadOptions{LookupEnv: env(map[string]string{"LONG": "k3y-0f-the-lab", "SHORT": "eu", "REGION": "eu-west"})})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, h.Close()) })
 	res, err := h.Call(context.Background(), call(operation("echo:1", `{}`)))
@@ -187,6 +187,7 @@ func TestHeaderSecretsRule(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(res.Response, &answer))
 	require.Equal(t, []string{opledger.Mask}, answer.Headers["X-Api-Key"])
-	require.Equal(t, []string{"eu"}, answer.Headers["X-Zone"], "shorter than 3 bytes")
+	require.Equal(t, []string{"eu"}, answer.Headers["X-Session-Token"], "shorter than 3 bytes")
 	require.Equal(t, []string{"opledger-lab"}, answer.Headers["X-Client"], "a literal value")
+	require.Equal(t, []string{"eu-west"}, answer.Headers["X-Region"], "a variable in no credential's header: configuration")
 }
