@@ -32,7 +32,7 @@ func TestProxyMode(t *testing.T) {
 	cells, err := Run(context.Background(), Config{
 		DSN:         "sqlite:" + filepath.Join(t.TempDir(), "bench.db"),
 		Concurrency: []int{1, 4},
-		Duration:    150 * time.Millisecond,
+		Duration:    time.Second,
 		Mode:        ModeProxy,
 	})
 	require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestRunMeasuresReferences(t *testing.T) {
 				testdb.RequirePostgres(t)
 				dsn = testdb.PostgresBase() // Run makes a fresh schema of its own
 			}
-			cells, err := Run(context.Background(), Config{DSN: dsn, Concurrency: []int{4}, Duration: 150 * time.Millisecond})
+			cells, err := Run(context.Background(), Config{DSN: dsn, Concurrency: []int{4}, Duration: time.Second})
 			require.NoError(t, err)
 			require.Len(t, cells, 1)
 			c := cells[0]
