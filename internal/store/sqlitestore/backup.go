@@ -82,15 +82,17 @@ func Backup(ctx context.Context, path, to string) (err error) {
 			return fmt.Errorf("backup to %s: name the copy: %w", to, err)
 		}
 	}
-	return syncFile(to)
+	// The content was synced under the temporary name; the new name
+	// is an entry of the directory.
+	syncName(to)
+	return nil
 }
 
 // backupCopied, when set (by a test), runs once Backup has written and
 // checked the copy under its temporary name, before naming it.
 var backupCopied func(partial string)
 
-// syncFile makes the file at path, and its name in its directory,
-// durable.
+// syncFile makes the content of the file at path durable.
 func syncFile(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -103,14 +105,18 @@ func syncFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
-	// A directory that cannot be opened or synced (Windows, some file
-	// systems) leaves the file synced; its name is then as durable as
-	// the system makes it.
+	return nil
+}
+
+// syncName makes the name of the file at path, an entry of its
+// directory, durable. A directory that cannot be opened or synced
+// (Windows, some file systems) leaves the name as durable as the system
+// makes it.
+func syncName(path string) {
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
-	return nil
 }
 
 // checkBackup reads the copy at path: it must hold a ledger and pass
