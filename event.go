@@ -231,6 +231,22 @@ func (l *Ledger) ReceiveEvent(ctx context.Context, rules *Rules, ev Event) (*Eve
 		if err != nil {
 			return nil, err
 		}
+		if res.Duplicate {
+			// A repeat's answer is read once its delivery is stored, in
+			// a read that locks nothing: inside the write it locked the
+			// event's operations, step operations among them without
+			// their workflow, and closed a circle with a workflow
+			// transaction holding one of them (docs/scaling.md, "One
+			// lock order").
+			err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+				var err error
+				res.Operations, err = l.operationsIn(ctx, r, res.Event.OperationKeys)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("receive event %s: its repeat is recorded; reading its operations: %w", ev.EventID, err)
+			}
+		}
 		return res, nil
 	}
 	return nil, fmt.Errorf("receive event %s: gave up after %d write conflicts: %w", ev.EventID, maxConflictRetries, store.ErrConflict)
@@ -274,13 +290,10 @@ func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest s
 		if err := tx.InsertDelivery(ctx, d); err != nil {
 			return nil, err
 		}
-		ops, err := l.operationsIn(ctx, tx, existing.Operations)
-		if err != nil {
-			return nil, err
-		}
+		// Its operations are read after the commit (ReceiveEvent).
 		rec := toEventRecord(existing)
 		return &EventResult{Duplicate: true, OutOfOrder: rec.OutOfOrder, Status: rec.Status, Reason: rec.Reason,
-			Event: rec, Delivery: toDelivery(d, existing.PayloadSHA256), Operations: ops}, nil
+			Event: rec, Delivery: toDelivery(d, existing.PayloadSHA256)}, nil
 	}
 	if mapErr != nil {
 		return nil, mapErr
@@ -680,10 +693,14 @@ var errPlanOutdated = fmt.Errorf("an operation, a workflow or the tracked object
 // or a new workflow put with the same step keys, take them. A key planned
 // as new may sort before keys the event holds: a row stored there since
 // the plan is not waited for (decideNewIn) but makes the plan outdated,
-// and planned again the event locks it in order.
+// and planned again the event locks it in order. The same holds for a key
+// planned as the same content as its tombstone: the event holds no row
+// there, and the operations it returns are those its steps decided, so
+// that no row is locked after the plan's, out of key order.
 func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, plan *eventPlan) ([]*Operation, error) {
 	actor := ActorEvent + ":" + row.Source + ":" + row.EventID
 	steps := slices.SortedStableFunc(slices.Values(plan.steps), func(a, b eventStep) int { return strings.Compare(a.key, b.key) })
+	decided := make(map[string]*Operation, len(steps))
 	for _, st := range steps {
 		var decide func(t *txn) error
 		switch st.kind {
@@ -726,14 +743,17 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 				return err
 			}
 		default: // same content: only sensitive fields the operation lacks
-			if len(st.intent.SensitiveFields) == 0 {
-				continue
-			}
-			fields := st.intent.SensitiveFields
+			fields, noRow := st.intent.SensitiveFields, st.noRow
 			decide = func(t *txn) error {
-				if t.op != nil { // a tombstone keeps no payload to mask
-					t.addSensitiveFields(fields, actor)
+				if t.op == nil {
+					return nil // a tombstone keeps no payload to mask
 				}
+				if noRow {
+					// The tombstone the plan compared with was
+					// forgotten and the key recorded again since.
+					return errPlanOutdated
+				}
+				t.addSensitiveFields(fields, actor)
 				return nil
 			}
 		}
@@ -744,13 +764,14 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 			// row stored here since is not waited for.
 			decideAt = l.decideNewIn
 		}
-		_, refusal, err := decideAt(ctx, tx, l.tenant, st.key, decide)
+		op, refusal, err := decideAt(ctx, tx, l.tenant, st.key, decide)
 		if err != nil {
 			return nil, err
 		}
 		if refusal != nil {
 			return nil, refusal
 		}
+		decided[st.key] = op
 	}
 	if o := plan.object; o != nil {
 		o.UpdatedAt = row.ReceivedAt
@@ -766,7 +787,27 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 			}
 		}
 	}
-	return l.operationsIn(ctx, tx, row.Operations)
+	// The operations as decided, in the rule's order. A key decided
+	// without a row is read as its tombstone, with a plain read: reading
+	// its row again would lock a row stored there since, after the rows
+	// the event holds (a deadlock with an event that holds that row and
+	// waits for one of them).
+	out := make([]*Operation, 0, len(row.Operations))
+	for _, k := range row.Operations {
+		if op := decided[k]; op != nil {
+			out = append(out, op)
+			continue
+		}
+		ts, err := tx.GetTombstone(ctx, l.tenant, k)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // forgotten since the plan read it
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tombstoneOperation(ts))
+	}
+	return out, nil
 }
 
 // storedContent is the content of an operation (or its tombstone) as far
@@ -914,11 +955,8 @@ func revisionEvidence(version int64, fp string) string {
 }
 
 // operationsIn reads operations (or their tombstones) by key and
-// returns them in the order of keys. It reads them in key order: inside
-// a write transaction on PostgreSQL the reads lock the operations, and a
-// repeat delivery of an event, whose keys are in the rule's order, then
-// locks them in the order of docs/scaling.md ("One lock order"), as a
-// new event, another repeat and retention do.
+// returns them in the order of keys. Its callers read in a View, which
+// locks nothing.
 func (l *Ledger) operationsIn(ctx context.Context, r store.Reader, keys []string) ([]*Operation, error) {
 	byKey := make(map[string]*Operation, len(keys))
 	for _, k := range slices.Compact(slices.Sorted(slices.Values(keys))) {

@@ -426,16 +426,15 @@ rules:
 	require.Contains(t, res.Event.Reason, "not newer than event e0", "planned again, it saw the object")
 }
 
-// TestDuplicateEventLocksOperationsInKeyOrder: on PostgreSQL, a repeat
-// delivery of an event reads (and locks) the operations the event
-// produced in key order, whatever the rule's order, as a new event does,
-// so that two repeats, or a repeat and a new event or retention, queue
-// instead of deadlocking. A connection holds "dup-a"; the repeat of an
-// event whose rule wrote "dup-b" then "dup-a" waits for it, and the
-// connection then gets "dup-b" at once. Before, the repeat locked
-// "dup-b" first and then waited for "dup-a": the NOWAIT failed. The
-// operations are still returned in the rule's order.
-func TestDuplicateEventLocksOperationsInKeyOrder(t *testing.T) {
+// TestRepeatDeliveryLocksNoOperation: on PostgreSQL, a repeat delivery
+// of an event locks none of the operations the event produced: it
+// answers while another transaction holds them all, with the operations
+// in the rule's order. It used to read (and lock) them inside its write,
+// step operations without their workflow, and closed a circle with a
+// workflow transaction that held its workflow and one of the steps
+// (seen in TestSoakPostgres: a repeat of a steps event holding wf:5/a
+// and waiting for wf:5/b).
+func TestRepeatDeliveryLocksNoOperation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, dsn := postgresLedger(t)
@@ -459,12 +458,19 @@ rules:
 	require.NoError(t, err)
 	require.Equal(t, opledger.EventApplied, first.Status, first.Event.Reason)
 
-	res := eventWaitsFor(t, l, dsn, rules, `SELECT 1 FROM operations WHERE key = 'dup-a' FOR UPDATE`, func(tx pgx.Tx) {
-		_, err := tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'dup-b' FOR UPDATE NOWAIT`)
-		require.NoError(t, err, "dup-b was free: the repeat waits for dup-a first")
-	})
+	_, tx := holdingTx(t, dsn)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key IN ('dup-a', 'dup-b') FOR UPDATE`)
+	require.NoError(t, err)
+	// A bound on the wait, so that a repeat that waits fails the test
+	// rather than hang it: what is asserted is the answer.
+	bounded, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	res, err := l.ReceiveEvent(bounded, rules, opledger.Event{Source: "shop", EventID: "e1", Type: "t", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err, "the repeat waited for an operation another transaction holds")
 	require.True(t, res.Duplicate)
 	require.Equal(t, []string{"dup-b", "dup-a"}, res.Event.OperationKeys)
+	require.Len(t, res.Operations, 2)
 	for i, op := range res.Operations {
 		require.Equal(t, res.Event.OperationKeys[i], op.Key, "in the rule's order")
 	}
@@ -748,6 +754,68 @@ rules:
 		_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'nw-a' FOR UPDATE`)
 		require.NoError(t, err)
 	}, []string{`SELECT 1 FROM operations WHERE key = 'nw-b' FOR UPDATE`}, []string{"nw-b", "nw-a"})
+}
+
+// TestEventTombstoneRecordedSincePlanNotWaitedFor: on PostgreSQL, an
+// event that found a key's tombstone with its content (nothing to do
+// there), and holds a key that sorts after it, does not lock a row
+// recorded at that key since: the tombstone was forgotten and the key
+// recorded again after the plan, and another transaction holds the new
+// row and waits for the key the event holds. The event gives its plan up
+// and is planned again. It used to read the key's row for its answer,
+// with a lock, after the plan's, and closed a circle with that
+// transaction (seen in TestSoakPostgres: two order events, one holding
+// ord:4/ship while it read ord:4 for its answer).
+func TestEventTombstoneRecordedSincePlanNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dsn := ledgerFoundInCircles(t)
+	a := opledger.Intent{Key: "tw-a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"x":1}`)}
+	c, err := l.Claim(ctx, a.Key, opledger.ClaimOptions{Intent: &a})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, a.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A-1"})
+	require.NoError(t, err)
+	compactor, err := opledger.Open(ctx, dsn, opledger.Options{Worker: "w", Retention: time.Nanosecond})
+	require.NoError(t, err)
+	defer compactor.Close()
+	res, err := compactor.Compact(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Tombstoned)
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "tw-b", Action: "crm.update", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: r
+    source: shop
+    type: t
+    operations:
+      - key: "tw-b"
+        action: crm.update
+        destination: crm
+        payload: {v: 1}
+      - key: "tw-a"
+        action: crm.create
+        destination: crm
+        payload: {x: 1}
+`))
+	require.NoError(t, err)
+
+	waitsAfterPlan(t, l, dsn, rules, func(tx pgx.Tx) {
+		// The tombstone forgotten and the key recorded again since the
+		// event's plan, and held.
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `DELETE FROM tombstones WHERE key = 'tw-a'`)
+		require.NoError(t, err)
+		_, _, err = l.Record(ctx, a)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT 1 FROM operations WHERE key = 'tw-a' FOR UPDATE`)
+		require.NoError(t, err)
+	}, []string{`SELECT 1 FROM operations WHERE key = 'tw-b' FOR UPDATE`}, []string{"tw-b", "tw-a"})
+	op, err := l.Get(ctx, "tw-a")
+	require.NoError(t, err)
+	require.False(t, op.Tombstoned, "the event, planned again, found the operation recorded again")
 }
 
 // ledgerFoundInCircles opens a ledger on a fresh PostgreSQL schema whose
