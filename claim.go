@@ -660,6 +660,20 @@ func (t *txn) markDispatched(a *store.Attempt) {
 	t.note(a.Worker, a.ID, "dispatched", "external call may start")
 }
 
+// mayHaveCalled dates the operation's first call, if it has none yet,
+// from attempt a's claim when a reports outcome (succeeded or uncertain)
+// without a dispatch mark: its call may have acted all the same. The
+// operation is then no longer "never sent" (pendingNeverSent), so its
+// content cannot be revised under a new idempotency key after a call
+// that may have made the effect.
+func (t *txn) mayHaveCalled(a *store.Attempt, outcome Outcome) {
+	if (outcome != OutcomeSucceeded && outcome != OutcomeUncertain) || !t.op.FirstDispatchedAt.IsZero() {
+		return
+	}
+	t.op.FirstDispatchedAt = a.ClaimedAt
+	t.dirty = true
+}
+
 // Report is what an attempt learned from its external call.
 type Report struct {
 	Outcome Outcome
@@ -795,6 +809,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		a.Response = r.Response
 		a.Error = r.Error
 		t.queue(store.Write{UpdateAttempt: a})
+		t.mayHaveCalled(a, r.Outcome)
 		if t.confirmedWhileHeld() && !(r.Outcome == OutcomeSucceeded && r.DestinationRef == t.op.DestinationRef) {
 			// The effect confirmed first stays the result: whatever a
 			// says (retryable, rejected, uncertain) does not undo an
@@ -1055,6 +1070,7 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	if r.DestinationRef != "" {
 		evidence += ", destination ref " + r.DestinationRef
 	}
+	t.mayHaveCalled(a, r.Outcome)
 	state := State(t.op.State)
 	switch {
 	case r.Outcome == OutcomeSucceeded && (state.Unresolved() || state == StatePending || state == StateFailed):

@@ -159,7 +159,12 @@ type Operation struct {
 	FailureKind FailureKind `json:"failure_kind"`
 	// Dispatched is true once the current (or last) attempt may have
 	// started its external call.
-	Dispatched        bool       `json:"dispatched"`
+	Dispatched bool `json:"dispatched"`
+	// FirstDispatchedAt is when the first call that may have reached the
+	// destination could start: the first dispatch mark, or the claim of
+	// an attempt that reported success or uncertain without one. Until
+	// it is set, the operation was never sent, and its content may still
+	// be revised.
 	FirstDispatchedAt *time.Time `json:"first_dispatched_at"`
 	AttemptCount      int        `json:"attempt_count"`
 	FencingToken      int64      `json:"fencing_token"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -264,41 +265,81 @@ func TestRevisedRecordedStepFilled(t *testing.T) {
 	}
 }
 
-// TestReviseRefusedSaysWhatInstead: a revision of an operation that may
-// have been sent is refused with what to do instead, which differs for
-// a workflow's step: its key is the one its workflow waits on, so no new
-// operation can take its place.
-func TestReviseRefusedSaysWhatInstead(t *testing.T) {
+// TestReviseAfterUndispatchedCall: an attempt that reports uncertain (or
+// a late uncertain) without a dispatch mark may have called all the same,
+// so once a retry is authorized the operation is not "never sent": its
+// content is not revised under a new idempotency key, and the operation
+// carries the attempt's claim as its first call.
+func TestReviseAfterUndispatchedCall(t *testing.T) {
 	t.Parallel()
 	for _, st := range testdb.Stores() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			clock := newManualClock()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map})
 			require.NoError(t, err)
 			t.Cleanup(func() { l.Close() })
-			sentAndRetryable := func(key string, in *opledger.Intent) {
-				t.Helper()
-				c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: in, Dispatch: true})
-				require.NoError(t, err)
-				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
-				require.NoError(t, err)
+			in := func(key string) *opledger.Intent {
+				return &opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)}
 			}
-			revision := opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "ana"}
+			revise := func(key string) error {
+				t.Helper()
+				_, _, err := l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Operator: "ana", Reason: "checked: absent"})
+				require.NoError(t, err)
+				_, _, err = l.Revise(ctx, key, opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "ana"})
+				return err
+			}
 
-			sentAndRetryable("own:1", &opledger.Intent{Key: "own:1", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)})
-			_, _, err = l.Revise(ctx, "own:1", revision)
+			// Reported uncertain by the attempt holding the operation.
+			c, err := l.Claim(ctx, "own:1", opledger.ClaimOptions{Intent: in("own:1")})
+			require.NoError(t, err)
+			op, err := l.Report(ctx, "own:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateUncertain, op.State)
+			require.NotNil(t, op.FirstDispatchedAt, "the call may have started at the claim")
+			require.True(t, op.FirstDispatchedAt.Equal(c.Operation.UpdatedAt), "dated from the claim")
+			err = revise("own:1")
 			require.ErrorIs(t, err, opledger.ErrInvalidState)
 			require.ErrorContains(t, err, "a correction after that is a new operation with its own key")
 
+			// A workflow's step says what can be done instead: a step's
+			// key is the one its workflow waits on.
 			_, _, err = l.PutWorkflow(ctx, "wf:S-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
 				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)}}})
 			require.NoError(t, err)
-			sentAndRetryable(opledger.WorkflowStepKey("wf:S-1", "a"), nil)
-			_, _, err = l.ReviseWorkflowStep(ctx, "wf:S-1", "a", revision)
+			stepKey := opledger.WorkflowStepKey("wf:S-1", "a")
+			c, err = l.Claim(ctx, stepKey, opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, stepKey, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+			require.NoError(t, err)
+			_, _, err = l.ReviseWorkflowStep(ctx, "wf:S-1", "a", opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "ana"})
 			require.ErrorIs(t, err, opledger.ErrInvalidState)
 			require.ErrorContains(t, err, "a workflow step's content is fixed once it may have been sent: retry it as it is, or cancel it, which fails the workflow")
 			require.NotContains(t, err.Error(), "new operation")
+
+			// A late uncertain from an attempt whose lease ran out first.
+			c, err = l.Claim(ctx, "late:1", opledger.ClaimOptions{Intent: in("late:1"), Lease: time.Second})
+			require.NoError(t, err)
+			clock.Advance(2 * time.Second)
+			_, err = l.ExpireLeases(ctx)
+			require.NoError(t, err)
+			op, err = l.Get(ctx, "late:1")
+			require.NoError(t, err)
+			require.Nil(t, op.FirstDispatchedAt, "given up as never sent")
+			_, err = l.Report(ctx, "late:1", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+			op, err = l.Get(ctx, "late:1")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateUncertain, op.State)
+			require.NotNil(t, op.FirstDispatchedAt)
+			require.ErrorIs(t, revise("late:1"), opledger.ErrInvalidState)
+
+			// Never called: still revised.
+			_, _, err = l.Record(ctx, *in("never:1"))
+			require.NoError(t, err)
+			_, _, err = l.Revise(ctx, "never:1", opledger.Revision{Payload: json.RawMessage(`{"n":2}`), Version: 2, Actor: "ana"})
+			require.NoError(t, err)
 		})
 	}
 }
