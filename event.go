@@ -71,7 +71,8 @@ type EventRecord struct {
 	Status EventStatus `json:"status"`
 	// OutOfOrder is Status == EventOutOfOrder.
 	OutOfOrder bool `json:"out_of_order"`
-	// Reason explains any status but applied.
+	// Reason explains any status but applied; of an applied event, it
+	// names the earlier correction it withdrew, if any.
 	Reason string `json:"reason,omitempty"`
 	// ObjectKey and OrderValue are the object and its ordering value, when
 	// the rule declares them.
@@ -201,6 +202,9 @@ const ActorEvent = "event"
 //     destination gets an update operation under the rule's update_key,
 //     which requires approval. Without update_key, or without an object
 //     order, the event is recorded with status conflict for a person.
+//     The update operation the object's previous event recorded is
+//     withdrawn (failed, cancelled) if it was not sent yet: approved
+//     after the newer one, it would send older content.
 //
 // rules may be nil: every event is then recorded as unmapped. A rule that
 // cannot map the event (a missing field, a produced key that is invalid,
@@ -353,6 +357,9 @@ type eventPlan struct {
 	// (lockEventKeys), and on PostgreSQL the transaction holds those it
 	// found.
 	holdsKeys bool
+	// withdrawn are the keys of the earlier corrections the event
+	// withdraws (steps of kind "withdraw").
+	withdrawn []string
 	// workflows are the workflows the plan read and found: on PostgreSQL
 	// the transaction holds them. Recording a step-shaped key w/x whose
 	// workflow w is not among them checks that w is still not stored
@@ -461,7 +468,13 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		return conflict(fmt.Sprintf("operation %s is step %s of workflow %s, which records and revises its steps itself (a rule may not); a person must decide", key, s.step, s.workflow.Key))
 	}
 	var err error
-	if held, err = lockEventKeys(ctx, tx, l.tenant, m); err != nil {
+	var earlier []string
+	if newer {
+		if earlier, err = earlierUpdates(ctx, tx, l.tenant, row.Source, obj.EventID, m); err != nil {
+			return nil, err
+		}
+	}
+	if held, err = lockEventKeys(ctx, tx, l.tenant, m, earlier); err != nil {
 		return nil, err
 	}
 	plan.holdsKeys = held != nil
@@ -558,7 +571,23 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		}
 		row.Operations = append(row.Operations, up.Key)
 	}
+	// A correction still waiting that the event applied last to the
+	// object recorded is withdrawn: approved after this one, it would
+	// send older content after newer.
+	for i, k := range earlier {
+		if k == "" || slices.Contains(row.Operations, k) || held == nil {
+			continue
+		}
+		if op := held.operations[k]; waitingCorrection(op, m.Updates[i], row.Source+":"+obj.EventID) {
+			plan.steps = append(plan.steps, eventStep{kind: "withdraw", key: k, intent: *m.Updates[i]})
+			plan.withdrawn = append(plan.withdrawn, k)
+		}
+	}
 	row.Status = string(EventApplied)
+	if len(plan.withdrawn) > 0 {
+		row.Reason = fmt.Sprintf("withdrew the correction %s of event %s, not yet sent: approved after this event's, it would send older content",
+			strings.Join(plan.withdrawn, ", "), obj.EventID)
+	}
 	if m.ObjectKey != "" && (obj == nil || newer) {
 		plan.object = &store.EventObject{Tenant: l.tenant, Source: row.Source, ObjectKey: m.ObjectKey,
 			OrderValue: m.OrderValue, EventID: row.EventID}
@@ -568,6 +597,53 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		}
 	}
 	return plan, nil
+}
+
+// earlierUpdates returns, by intent of m, the key of the update
+// operation that event eventID (the one applied last to the object)
+// recorded for that intent, where it recorded one: the key in its place
+// among the event's operations that is neither the intent's key nor the
+// update key m gives it. Only an event mapped by the same rule into as
+// many operations has such places; "" where there is none. A plain read:
+// the event row is not locked.
+func earlierUpdates(ctx context.Context, tx store.Tx, tenant, source, eventID string, m *Mapping) ([]string, error) {
+	e, err := tx.GetEvent(ctx, tenant, source, eventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // forgotten after its retention
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.Rule != m.Rule || len(e.Operations) != len(m.Intents) || len(m.Updates) != len(m.Intents) {
+		return nil, nil
+	}
+	out := make([]string, len(m.Intents))
+	found := false
+	for i, k := range e.Operations {
+		up := m.Updates[i]
+		if up == nil || k == m.Intents[i].Key || k == up.Key {
+			continue
+		}
+		if _, _, stepShaped := SplitWorkflowStepKey(k); stepShaped {
+			continue // only a workflow decides on its steps
+		}
+		out[i], found = k, true
+	}
+	if !found {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// waitingCorrection reports whether op is an update operation that event
+// source (its "source:event_id") recorded as up's correction and that
+// has not been sent: awaiting approval, or approved and pending with no
+// call yet.
+func waitingCorrection(op *store.Operation, up *Intent, source string) bool {
+	if op == nil || up == nil || op.SourceEvent != source || op.Action != up.Action || op.Destination != up.Destination {
+		return false
+	}
+	return State(op.State) == StateAwaitingApproval || (State(op.State) == StatePending && op.FirstDispatchedAt.IsZero())
 }
 
 // heldKeys are the workflows and operations lockEventKeys found (and on
@@ -618,12 +694,17 @@ func (h *heldKeys) workflow(ctx context.Context, tx store.Tx, tenant, key string
 // with no operation yet take no row lock here; applyPlan writes them in
 // key order. It returns what it found; nil when the rule writes one key
 // only (nothing to order, nothing read).
-func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping) (*heldKeys, error) {
-	keys := make([]string, 0, 2*len(m.Intents))
+func lockEventKeys(ctx context.Context, tx store.Tx, tenant string, m *Mapping, earlier []string) (*heldKeys, error) {
+	keys := make([]string, 0, 3*len(m.Intents))
 	for i, in := range m.Intents {
 		keys = append(keys, in.Key)
 		if i < len(m.Updates) && m.Updates[i] != nil {
 			keys = append(keys, m.Updates[i].Key)
+		}
+	}
+	for _, k := range earlier {
+		if k != "" {
+			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
@@ -742,6 +823,17 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 					"newer version of "+row.ObjectKey+" (order "+row.OrderValue+")")
 				return err
 			}
+		case "withdraw":
+			evidence := fmt.Sprintf("withdrawn: event %s applies a newer version of %s (order %s); approved after it, this would send older content",
+				row.EventID, row.ObjectKey, row.OrderValue)
+			decide = func(t *txn) error {
+				if t.op == nil || !waitingCorrection(t.op, &st.intent, t.op.SourceEvent) {
+					return errPlanOutdated // held since the plan: not expected
+				}
+				t.move(StateFailed, actor, "", withdrawnEvent, evidence)
+				t.op.FailureKind = string(FailureCancelled)
+				return nil
+			}
 		default: // same content: only sensitive fields the operation lacks
 			fields, noRow := st.intent.SensitiveFields, st.noRow
 			decide = func(t *txn) error {
@@ -809,6 +901,9 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 	}
 	return out, nil
 }
+
+// withdrawnEvent is the timeline event of a correction an event withdrew.
+const withdrawnEvent = "withdrawn"
 
 // storedContent is the content of an operation (or its tombstone) as far
 // as an event needs to compare it.

@@ -638,6 +638,70 @@ rules:
 		require.True(t, late.OutOfOrder)
 	})
 
+	t.Run("NewerCorrectionWithdrawsWaitingOne", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		rules := mustRules(t)
+		receive := func(id string, version int) *opledger.EventResult {
+			t.Helper()
+			r, err := b.ledger.ReceiveEvent(b.ctx, rules, orderUpdate(id, version, fmt.Sprintf(`[{"sku":"A","qty":%d}]`, version)))
+			require.NoError(t, err)
+			require.Equal(t, opledger.EventApplied, r.Status, r.Reason)
+			return r
+		}
+		update := func(v int) string { return fmt.Sprintf("shop:order:1001:update:v%d", v) }
+		get := func(key string) *opledger.Operation {
+			t.Helper()
+			op, err := b.ledger.Get(b.ctx, key)
+			require.NoError(t, err)
+			return op
+		}
+		approve := func(key string) error {
+			op := get(key)
+			_, _, err := b.ledger.Approve(b.ctx, key, opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "lea"})
+			return err
+		}
+		receive("upd-1", 1)
+		b.runOnce(t, "shop:order:1001:sync", "ERP-1")
+		require.Empty(t, receive("upd-2", 2).Reason, "nothing waiting to withdraw")
+
+		// Version 3 withdraws version 2's correction, still awaiting
+		// approval: approved after version 3's, it would send older lines.
+		r := receive("upd-3", 3)
+		require.Equal(t, []string{update(3)}, opKeys(r.Operations))
+		require.Contains(t, r.Reason, "withdrew the correction "+update(2)+" of event upd-2")
+		v2 := get(update(2))
+		require.Equal(t, opledger.StateFailed, v2.State)
+		require.Equal(t, opledger.FailureCancelled, v2.FailureKind)
+		tl, err := b.ledger.Timeline(b.ctx, update(2))
+		require.NoError(t, err)
+		last := tl[len(tl)-1]
+		require.Equal(t, "withdrawn", last.Event)
+		require.Equal(t, "event:shop:upd-3", last.Actor)
+		require.Contains(t, last.Evidence, "event upd-3 applies a newer version of order:1001 (order 3)")
+		require.ErrorIs(t, approve(update(2)), opledger.ErrInvalidState, "a withdrawn correction cannot be approved")
+		detail, err := b.ledger.GetEvent(b.ctx, "shop", "upd-3")
+		require.NoError(t, err)
+		require.Equal(t, r.Reason, detail.Event.Reason, "the event says what it withdrew")
+
+		// Approved but not sent yet, version 3's is withdrawn by version 4's.
+		require.NoError(t, approve(update(3)))
+		receive("upd-4", 4)
+		require.Equal(t, opledger.StateFailed, get(update(3)).State)
+		require.Equal(t, opledger.StateAwaitingApproval, get(update(4)).State)
+
+		// Once claimed and dispatched, a correction may have reached the
+		// destination: version 5 leaves it as it is.
+		require.NoError(t, approve(update(4)))
+		c := b.claimDispatched(t, update(4))
+		r = receive("upd-5", 5)
+		require.Empty(t, r.Reason)
+		require.Equal(t, opledger.StateInProgress, get(update(4)).State)
+		b.report(t, update(4), c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "ERP-4"})
+		require.NoError(t, approve(update(5)))
+		require.Equal(t, []string{update(5)}, b.drain(t), "only the newest correction left to send")
+	})
+
 	t.Run("ConflictWithoutOrder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
