@@ -38,6 +38,15 @@ type ClaimOptions struct {
 	// after Dispatch; a caller that then does not make the call reports
 	// OutcomeRetryable with nothing sent.
 	Dispatch bool
+	// CallTimeout, when positive, is how long the caller's external call
+	// may take from the claim. A protected retry whose destination
+	// idempotency key is forgotten (Claim.ProtectedUntil) before the
+	// claim's time plus CallTimeout is held ("protection expired") and
+	// the claim refused, as one claimed after the key's retention is: its
+	// call could reach the destination unprotected. 0 checks the claim's
+	// time only; a negative one, or one above MaxLease, is refused with
+	// ErrInvalidInput.
+	CallTimeout time.Duration
 }
 
 // Claim is a held claim on an operation: the right to make one attempt.
@@ -111,6 +120,9 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCallTimeout("ClaimOptions", opts.CallTimeout); err != nil {
+		return nil, err
+	}
 	if opts.Intent == nil {
 		// Refuse without taking the write lock when a plain read already
 		// shows the operation cannot be claimed. The claim itself is
@@ -121,7 +133,7 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 	}
 	var claim *Claim
 	var last *txn
-	decide := claimDecision(worker, l.attributed(worker), lease, opts.Intent, fp, opts.Dispatch, &claim)
+	decide := claimDecision(worker, l.attributed(worker), lease, opts.CallTimeout, opts.Intent, fp, opts.Dispatch, &claim)
 	capture := func(t *txn) error {
 		last = t
 		return decide(t)
@@ -173,11 +185,21 @@ func claimLease(opts string, lease, def time.Duration) (time.Duration, error) {
 	return lease, nil
 }
 
+// checkCallTimeout refuses the CallTimeout of a claim's options (named by
+// opts) that is negative or above MaxLease.
+func checkCallTimeout(opts string, d time.Duration) error {
+	if d < 0 || d > MaxLease {
+		return invalidInput("%s.CallTimeout is %s: it must be 0 (the claim's time only) up to %s (MaxLease)", opts, d, MaxLease)
+	}
+	return nil
+}
+
 // claimDecision is the claim transition: it records intent first when set
 // and the key is new (naming recorder as who recorded it), settles an
 // expired lease, and claims a pending, due operation, marking the attempt
-// dispatched when dispatch is set, leaving the claim in *out.
-func claimDecision(worker, recorder string, lease time.Duration, intent *Intent, fp string, dispatch bool, out **Claim) func(t *txn) error {
+// dispatched when dispatch is set, leaving the claim in *out. A protected
+// retry whose window closes within callTimeout is held instead.
+func claimDecision(worker, recorder string, lease, callTimeout time.Duration, intent *Intent, fp string, dispatch bool, out **Claim) func(t *txn) error {
 	return func(t *txn) error {
 		if intent != nil {
 			if err := t.record(intent, fp, recorder); err != nil {
@@ -194,7 +216,7 @@ func claimDecision(worker, recorder string, lease time.Duration, intent *Intent,
 			// Only a retry not yet claimed: one in progress belongs to its
 			// attempt, whose dispatch or lease decides (another caller's
 			// refused claim must not move it).
-			t.expireProtection("claimed")
+			t.expireProtection("claimed", callTimeout)
 			// Recorded before its destination required approval: it
 			// waits for one now, and the claim is refused.
 			t.requireApproval(t.policy.approvalWhy(t.op.Destination), ActorSystem)
@@ -236,21 +258,28 @@ func claimDecision(worker, recorder string, lease time.Duration, intent *Intent,
 	}
 }
 
-// protectionExpired tells whether a protected retry's window has closed:
-// the destination may have forgotten its idempotency key, so a retry now
-// could repeat the effect.
-func (t *txn) protectionExpired() bool {
-	return t.op.Protected && !t.op.ProtectedUntil.IsZero() && !t.now.Before(t.op.ProtectedUntil)
+// protectionExpired tells whether a protected retry's window has closed,
+// or closes within d: the destination may have forgotten its idempotency
+// key by then, so a retry could repeat the effect.
+func (t *txn) protectionExpired(d time.Duration) bool {
+	return t.op.Protected && !t.op.ProtectedUntil.IsZero() && !t.now.Add(d).Before(t.op.ProtectedUntil)
 }
 
 // expireProtection holds a pending or in-progress protected retry whose
-// window closed before the retry could be step ("claimed", "dispatched").
-func (t *txn) expireProtection(step string) {
-	if !t.protectionExpired() || (State(t.op.State) != StatePending && State(t.op.State) != StateInProgress) {
+// window closed before the retry could be step ("claimed", "dispatched"),
+// or closes within callTimeout, before a call starting now could end.
+func (t *txn) expireProtection(step string, callTimeout time.Duration) {
+	if !t.protectionExpired(callTimeout) || (State(t.op.State) != StatePending && State(t.op.State) != StateInProgress) {
 		return
 	}
 	until := t.op.ProtectedUntil
 	t.unprotect()
+	if t.now.Before(until) {
+		t.hold(ActorSystem, "protection expired",
+			fmt.Sprintf("the destination idempotency key's retention ends at %s, before a call %s now could end (it may take %s); nothing was sent, and a retry could duplicate the effect",
+				until.Format(time.RFC3339), step, callTimeout))
+		return
+	}
 	t.hold(ActorSystem, "protection expired",
 		fmt.Sprintf("the destination idempotency key's retention ended at %s before the protected retry was %s; nothing was sent, and a retry could duplicate the effect",
 			until.Format(time.RFC3339), step))
@@ -280,6 +309,10 @@ type ClaimNextOptions struct {
 	// Dispatch. A worker that then does not make the call reports
 	// OutcomeRetryable with nothing sent.
 	Dispatch bool
+	// CallTimeout as in ClaimOptions: a protected retry whose window
+	// closes before a call claimed now could end is held, and the next
+	// due operation taken.
+	CallTimeout time.Duration
 }
 
 // ClaimNext claims the pending operation that has been due longest: the
@@ -305,6 +338,9 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 	}
 	lease, err := claimLease("ClaimNextOptions", opts.Lease, l.opts.Lease)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkCallTimeout("ClaimNextOptions", opts.CallTimeout); err != nil {
 		return nil, err
 	}
 	tenant := l.tenant
@@ -342,7 +378,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 					}
 					return ErrNothingDue
 				}
-				decide := claimDecision(worker, "", lease, nil, "", opts.Dispatch, &claim)
+				decide := claimDecision(worker, "", lease, opts.CallTimeout, nil, "", opts.Dispatch, &claim)
 				op, refusal, err := l.decideIn(ctx, tx, ids[0].Tenant, ids[0].Key, func(t *txn) error {
 					last = t
 					return decide(t)
@@ -603,7 +639,7 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 			t.after = t.refuse("dispatch")
 			return nil
 		}
-		if a.Protected && t.protectionExpired() {
+		if a.Protected && t.protectionExpired(0) {
 			// The claim came in time but the call would not: give the
 			// attempt up unsent and hold the operation.
 			a.Outcome = AttemptAbandoned
@@ -611,7 +647,7 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 			if err := t.updateAttempt(a); err != nil {
 				return err
 			}
-			t.expireProtection("dispatched")
+			t.expireProtection("dispatched", 0)
 			t.after = t.refuse("dispatch")
 			return nil
 		}

@@ -227,3 +227,74 @@ func TestRejectedProtectedRetryHolds(t *testing.T) {
 	_, err = l.Claim(ctx, key, opledger.ClaimOptions{})
 	require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is sent again until someone decides")
 }
+
+// TestClaimCallTimeoutHoldsLateProtectedRetry: a claim that says how long
+// its call may take (ClaimOptions.CallTimeout, ClaimNextOptions.CallTimeout)
+// holds a protected retry whose window closes before that call could end,
+// and makes no attempt; with time enough it claims. A negative or
+// too long CallTimeout is refused.
+func TestClaimCallTimeoutHoldsLateProtectedRetry(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := newManualClock()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			protected := func(key string) {
+				t.Helper()
+				in := opledger.Intent{Key: key, Action: "payment.charge", Destination: "payment", Payload: json.RawMessage(`{"amount":5}`)}
+				c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
+				require.NoError(t, err)
+				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
+				require.NoError(t, err)
+				op, err := l.Reconcile(ctx, key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "key kept 10m"})
+				require.NoError(t, err)
+				require.True(t, op.Protected)
+			}
+			protected("charge:late")
+			protected("charge:next")
+			clock.Advance(10*time.Minute - 20*time.Second) // 20 s of the window left
+
+			for name, opts := range map[string]opledger.ClaimOptions{
+				"negative":     {CallTimeout: -time.Second},
+				"above a week": {CallTimeout: opledger.MaxLease + time.Second},
+			} {
+				_, err := l.Claim(ctx, "charge:late", opts)
+				require.ErrorIs(t, err, opledger.ErrInvalidInput, name)
+				require.Contains(t, err.Error(), "ClaimOptions.CallTimeout")
+			}
+			_, err = l.ClaimNext(ctx, opledger.ClaimNextOptions{CallTimeout: -time.Second})
+			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+
+			_, err = l.Claim(ctx, "charge:late", opledger.ClaimOptions{CallTimeout: 30 * time.Second})
+			require.ErrorIs(t, err, opledger.ErrInvalidState, "a 30 s call would outlast the window")
+			op, err := l.Get(ctx, "charge:late")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State)
+			require.False(t, op.Protected)
+			require.Equal(t, 1, op.AttemptCount, "no attempt was made")
+			tl, err := l.Timeline(ctx, "charge:late")
+			require.NoError(t, err)
+			last := tl[len(tl)-1]
+			require.Equal(t, "protection expired", last.Event)
+			require.Contains(t, last.Evidence, "before a call claimed now could end (it may take 30s)")
+
+			// ClaimNext holds it the same way, and has nothing else due.
+			_, err = l.ClaimNext(ctx, opledger.ClaimNextOptions{CallTimeout: 30 * time.Second})
+			require.ErrorIs(t, err, opledger.ErrNothingDue)
+			op, err = l.Get(ctx, "charge:next")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State)
+
+			// A call that fits is claimed, protected.
+			protected("charge:fits")
+			c, err := l.ClaimNext(ctx, opledger.ClaimNextOptions{CallTimeout: 30 * time.Second})
+			require.NoError(t, err)
+			require.True(t, c.Protected)
+			require.Equal(t, "charge:fits", c.Operation.Key)
+		})
+	}
+}

@@ -417,8 +417,10 @@ func (e *Executor) step(r run, worker string) (*opledger.Operation, error) {
 	// Store writes run to completion even when stopping (run.store).
 	bg := r.store
 	claimed := time.Now() // no later than the lease's start
+	// A protected retry whose window closes before a call claimed now
+	// could end is held by the claim, not claimed only to be refused.
 	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
-		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true})
+		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true, CallTimeout: e.cfg.CallTimeout})
 	if errors.Is(err, opledger.ErrNothingDue) {
 		return nil, nil
 	}
@@ -482,6 +484,22 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 			return e.finish(r, bg, tl, c, unsendable(err), log)
 		}
 	}
+	if c.Protected && !c.ProtectedUntil.IsZero() {
+		// The claim held a protected retry whose window closed within
+		// CallTimeout of its time; time spent since (preparing the call)
+		// counts too. A call reaching the destination after the window
+		// would be unprotected: nothing is sent, and no dispatch mark
+		// says it may have been.
+		now, err := tl.Now(bg)
+		if err != nil {
+			return nil, e.release(bg, tl, c, log, "given back before dispatch: reading the store's clock: "+err.Error())
+		}
+		if !now.Add(e.cfg.CallTimeout).Before(c.ProtectedUntil) {
+			after, err := tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
+				Error: "the protection window closes before the call could end; nothing was sent"})
+			return after, redact.Keys(op.Key, err)
+		}
+	}
 	if _, err := tl.Dispatch(bg, op.Key, c.AttemptID, c.FencingToken); err != nil {
 		if errors.Is(err, opledger.ErrStaleFencingToken) {
 			log.Warn("claim lost before dispatch; nothing was sent")
@@ -508,17 +526,6 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 		return nil, redact.Keys(op.Key, err)
 	}
 
-	if c.Protected && !c.ProtectedUntil.IsZero() {
-		// The call may take CallTimeout: one that starts inside the window
-		// but reaches the destination after it would be unprotected.
-		if now, err := tl.Now(bg); err != nil || !now.Add(e.cfg.CallTimeout).Before(c.ProtectedUntil) {
-			// The destination may have forgotten its key by then: send
-			// nothing; the reconciler holds it.
-			after, rerr := tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
-				Error: "the protection window closes before the call could end; nothing was sent"})
-			return after, redact.Keys(op.Key, errors.Join(err, rerr))
-		}
-	}
 	// CallTimeout counts from the claim, not from the call: time spent
 	// dispatching (a busy store) must not push the call's end past the
 	// lease, which would turn its answer into a late report.

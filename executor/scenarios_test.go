@@ -5,6 +5,7 @@ package executor_test
 // moves only through the rig's test clock; nothing sleeps.
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -127,7 +128,11 @@ func TestRow04ProtectedRetry(t *testing.T) {
 
 // A protected retry released just inside the retention, but so late that
 // its call could still be running when the destination forgets the key:
-// nothing is sent, and the operation waits for a person.
+// the claim holds it (the executor claims with its call timeout), so
+// nothing is sent, no attempt is made, and the operation waits for a
+// person. Before, the executor claimed it, marked it dispatched and
+// refused to call; the reconciler released it again at its next pass,
+// and the two went round until the attempt limit.
 func TestProtectedRetryTooCloseToTheWindowsEnd(t *testing.T) {
 	t.Parallel()
 	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
@@ -138,15 +143,50 @@ func TestProtectedRetryTooCloseToTheWindowsEnd(t *testing.T) {
 		r.Clock.Advance(time.Hour - 5*time.Second) // 5 s of the 1 h retention left, less than a call may take
 
 		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Retry], "inside the retention: released as protected")
-		op := r.Step()
-		require.NotEqual(t, opledger.StateSucceeded, op.State)
+		require.Nil(t, r.Step(), "held by the claim: nothing to attempt")
+		op := r.Get("intake:I22:create")
+		require.Equal(t, opledger.StateHeld, op.State)
+		require.Contains(t, r.Evidence("intake:I22:create", "protection expired"), "before a call claimed now could end")
+		require.Len(t, r.Attempts("intake:I22:create"), 1, "no attempt was made")
 		require.Equal(t, 1, r.Server.Creates(), "the late protected retry sent nothing")
-		attempts := r.Attempts("intake:I22:create")
+		r.Clock.Advance(time.Second)
+		require.Zero(t, r.Reconcile().Decisions[reconciler.Retry], "held: not released again")
+		require.Equal(t, 1, r.Server.Creates())
+	})
+}
+
+// A protected retry claimed with time enough for its call, whose window
+// then closes too soon while the executor prepares the call: nothing is
+// sent and the attempt carries no dispatch mark (it used to: the check
+// came after Dispatch). Released again, the claim holds it.
+func TestProtectedRetryWindowClosesBeforeDispatch(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN)
+		r.Record("intake:I23:create", "crm-key", payload)
+		r.Server.Fail(fakedest.LoseResponse)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		r.Clock.Advance(time.Hour - 10*time.Second) // 10 s left: a call claimed now may take 6⅔ s
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Retry])
+
+		r.Exec.SetBeforeDispatch(func(context.Context) { r.Clock.Advance(4 * time.Second) })
+		op := r.Step()
+		r.Exec.SetBeforeDispatch(nil)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		attempts := r.Attempts("intake:I23:create")
 		require.Len(t, attempts, 2)
 		require.Contains(t, attempts[1].Error, "the protection window closes before the call could end; nothing was sent")
-		r.Clock.Advance(time.Minute)
+		require.Nil(t, attempts[1].DispatchedAt, "no dispatch mark: the call was never started")
+		require.Equal(t, 1, r.Server.Creates())
+
+		// Due for reconciliation after the retry policy's backoff: released
+		// again and held by the claim, or, past the window by then, held by
+		// the reconciler. Either way nothing more is sent.
+		r.Clock.Advance(op.NotBefore.Sub(op.UpdatedAt))
 		r.Reconcile()
-		require.Equal(t, opledger.StateHeld, r.Get("intake:I22:create").State)
+		r.Step()
+		require.Equal(t, opledger.StateHeld, r.Get("intake:I23:create").State)
+		require.Len(t, r.Attempts("intake:I23:create"), 2)
 		require.Equal(t, 1, r.Server.Creates())
 	})
 }
