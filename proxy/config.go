@@ -269,6 +269,11 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	if !strings.HasPrefix(u.Prefix, "/") {
 		return nil, fail("prefix %q must start with /", u.Prefix)
 	}
+	if strings.Contains(u.Prefix, "%") {
+		// Paths are routed segment by segment, decoded: a percent-escape
+		// in the prefix would never match.
+		return nil, fail("prefix %q holds a percent-escape: write its segments as they read decoded", u.Prefix)
+	}
 	// 0 is "not set" and takes the default; a negative value is a
 	// mistake, never silently replaced.
 	if u.MaxBodyBytes < 0 {

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/proxy"
 )
 
@@ -211,4 +214,51 @@ func TestEscapedSlashKeptBesideOtherBytes(t *testing.T) {
 	status, _ = rawAnswer(t, b.url, rawPost("POST", "/files/a%2Fb%7Cv1%7Bx%7D", "k1"))
 	require.Equal(t, http.StatusCreated, status, "the same path, escaped alike: a repeat")
 	require.Len(t, up.requests(), 1)
+}
+
+// TestPassThroughCutOffLoggedByTheProxy: an answer whose body breaks off
+// while it is relayed is logged by the proxy's own logger (JSON with
+// --log-json), not by the standard library's logger in another format.
+func TestPassThroughCutOffLoggedByTheProxy(t *testing.T) {
+	t.Parallel()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("only the beginning"))
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(api.Close)
+	l, err := opledger.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	logs := &testrig.LogBuffer{}
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "files", URL: api.URL}},
+		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+
+	resp, err := http.Get(srv.URL + "/big")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	require.Error(t, err, "the caller's answer breaks off too")
+	p.Close()
+	srv.Close() // the handler has returned: its log line is written
+
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(l, "ReverseProxy read error") {
+			require.NoError(t, json.Unmarshal([]byte(l), &line), "a JSON line: %s", l)
+		}
+	}
+	require.NotNil(t, line, "logged by the proxy's logger: %s", logs.String())
+	require.Equal(t, "proxy", line["component"])
+	require.Equal(t, "WARN", line["level"])
 }

@@ -157,8 +157,10 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 	// unchecked. It runs to its end even if the caller goes away, as
 	// forward does: a claim committed but reported as cancelled would leave
 	// a request marked dispatched that was never sent.
+	// A protected retry whose window closes before the forward could
+	// end (the route's timeout) is held by the claim instead.
 	claim, err := p.ledger.Claim(context.WithoutCancel(r.Context()), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
-		Lease: rt.lease(), Dispatch: true})
+		Lease: rt.lease(), Dispatch: true, CallTimeout: rt.timeout})
 	if err != nil {
 		p.refused(rt, w, r, log, err)
 		return
@@ -280,7 +282,7 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 			log.Info("replayed a reconciled result")
 			writeReconciled(w, op)
 		case se.State == opledger.StateInProgress:
-			w.Header().Set("Retry-After", strconv.Itoa(p.cfg.InFlightRetryAfter))
+			w.Header().Set("Retry-After", strconv.Itoa(p.inFlightAfter(r.Context(), rt, op)))
 			writeProblem(w, r, http.StatusConflict, "in_progress",
 				"the first request with this Idempotency-Key is being forwarded, or the proxy forwarding it stopped before it could say how it ended "+
 					"(then it is settled when that claim's lease of "+rt.lease().String()+" runs out); retry later", &httpapi.Problem{State: se.State})
@@ -311,6 +313,23 @@ func (p *Proxy) retryAfter(ctx context.Context, op *opledger.Operation) int {
 		}
 	}
 	return p.cfg.InFlightRetryAfter
+}
+
+// inFlightAfter is a Retry-After for a repeat of an operation in
+// progress: InFlightRetryAfter while its forward may still be running
+// (claimed less than the route's timeout ago), and once that is past, the
+// seconds until its lease runs out: the proxy that claimed it stopped
+// before it could record the end, and the repeat can be answered only
+// once the lease is settled.
+func (p *Proxy) inFlightAfter(ctx context.Context, rt *route, op *opledger.Operation) int {
+	if op == nil || op.LeaseExpiresAt == nil {
+		return p.cfg.InFlightRetryAfter
+	}
+	now, err := p.ledger.Now(ctx)
+	if err != nil || now.Before(op.LeaseExpiresAt.Add(-(rt.lease() - rt.timeout))) {
+		return p.cfg.InFlightRetryAfter
+	}
+	return max(p.cfg.InFlightRetryAfter, httpapi.RetryAfterSeconds(now, *op.LeaseExpiresAt))
 }
 
 // checkAfter is a Retry-After for a repeat of an uncertain operation: the

@@ -129,7 +129,9 @@ type Config struct {
 	CompactInterval time.Duration
 	// InFlightRetryAfter is the Retry-After, in seconds, of a 409 for a
 	// request still in flight or not yet settled. 0 means 1; negative is
-	// refused.
+	// refused. A claim older than its upstream's timeout, whose forward
+	// has ended without its outcome recorded (its proxy stopped), gets
+	// the seconds until its lease ends instead, if more.
 	InFlightRetryAfter int
 }
 
@@ -243,7 +245,7 @@ func netHTTPTransport() http.RoundTripper { return nil }
 func buildRoutes(upstreams []Upstream, transportFor func() http.RoundTripper) ([]*route, error) {
 	var routes []*route
 	names := map[string]bool{}
-	prefixes := map[string]string{} // prefix → the upstream that has it
+	prefixes := map[string]*route{} // prefix, as routed → the upstream that has it
 	for _, u := range upstreams {
 		r, err := u.build(transportFor())
 		if err != nil {
@@ -252,10 +254,16 @@ func buildRoutes(upstreams []Upstream, transportFor func() http.RoundTripper) ([
 		if names[r.Name] {
 			return nil, fmt.Errorf("upstream %s: the name is already used by another upstream: each needs its own", r.Name)
 		}
-		if other, used := prefixes[r.Prefix]; used {
-			return nil, fmt.Errorf("upstream %s: prefix %s is already used by upstream %s", r.Name, r.Prefix, other)
+		// Compared as routed: "/crm/" and "/crm" route the same paths,
+		// and the longer would take every request of the other.
+		routed := strings.Join(r.prefix, "/")
+		if other, used := prefixes[routed]; used {
+			if other.Prefix == r.Prefix {
+				return nil, fmt.Errorf("upstream %s: prefix %s is already used by upstream %s", r.Name, r.Prefix, other.Name)
+			}
+			return nil, fmt.Errorf("upstream %s: prefix %s routes the same paths as upstream %s's prefix %s: with or without the trailing slash, it is one prefix", r.Name, r.Prefix, other.Name, other.Prefix)
 		}
-		names[r.Name], prefixes[r.Prefix] = true, r.Name
+		names[r.Name], prefixes[routed] = true, r
 		routes = append(routes, r)
 	}
 	// Longest prefix first.
@@ -380,6 +388,9 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 	clock.pause() // until the request has been written
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { clock.resume() }})
 	rp := &httputil.ReverseProxy{
+		// Its own errors (an answer's body cut off while relayed) go to
+		// the proxy's log, in its format, not to the standard logger.
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = rt.target(rest, pr.In.URL.RawQuery)
 			pr.Out.Host = ""

@@ -258,7 +258,8 @@ func TestMismatch(t *testing.T) {
 	})
 }
 
-// A repeat while the first request is in flight is 409 with Retry-After.
+// A repeat while the first request is in flight is 409 with Retry-After:
+// 1 s while the forward may still run, then until the claim's lease ends.
 func TestInFlight(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, st testdb.Store) {
@@ -274,6 +275,17 @@ func TestInFlight(t *testing.T) {
 		p := a.problem(t)
 		require.Equal(t, httpapi.ProblemTypeBase+"in_progress", p.Type)
 		require.Equal(t, opledger.StateInProgress, p.State)
+		// Once the claim is older than the upstream's timeout, its forward
+		// has ended: the proxy that made it stopped before recording how,
+		// and the repeat waits for the lease (the timeout and a minute)
+		// to run out, not a second at a time.
+		b.offset.Store(int64(31 * time.Second))
+		a = b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, http.StatusConflict, a.status)
+		wait, err := strconv.Atoi(a.header.Get("Retry-After"))
+		require.NoError(t, err)
+		require.True(t, wait > 30 && wait <= 59, "until the lease ends, 59 s after: %d", wait)
+		b.offset.Store(0)
 		b.up.Release()
 		first := <-done
 		require.Equal(t, http.StatusCreated, first.status)
@@ -765,6 +777,12 @@ func TestPrefixRouting(t *testing.T) {
 	require.EqualError(t, err, "upstream z: prefix /y/ is already used by upstream x")
 	_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL()}, {Name: "z", URL: crm.URL()}}})
 	require.EqualError(t, err, "upstream z: prefix / is already used by upstream x", "no prefix is /")
+	// "/y/" and "/y" route the same paths: the longer took them all.
+	_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", Prefix: "/y/", URL: crm.URL()}, {Name: "z", Prefix: "/y", URL: crm.URL()}}})
+	require.EqualError(t, err, "upstream z: prefix /y routes the same paths as upstream x's prefix /y/: with or without the trailing slash, it is one prefix")
+	// Paths are routed decoded: an escape in a prefix would never match.
+	_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", Prefix: "/a%2Fb/", URL: crm.URL()}}})
+	require.EqualError(t, err, `upstream x: prefix "/a%2Fb/" holds a percent-escape: write its segments as they read decoded`)
 }
 
 // The saved answer is replayed whole, but shown (API, CLI, logs) with its
@@ -944,6 +962,34 @@ func TestProtectionExpiredHolds(t *testing.T) {
 		require.Equal(t, http.StatusConflict, a.status)
 		require.Equal(t, opledger.StateHeld, a.problem(t).State)
 		require.Equal(t, 1, b.up.Creates())
+	})
+}
+
+// A protected re-forward whose window closes before the forward could
+// end (the upstream's timeout) is held by the claim: no re-forward, and
+// the repeat is told the operation is held. Before, the proxy claimed it
+// and forwarded, and the request could reach the upstream after it had
+// forgotten the key.
+func TestProtectedReforwardTooLateHolds(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		b := setup(t, st, fakedest.Options{Dedup: true}, func(u *proxy.Upstream, _ *fakedest.Server) {
+			u.Idempotency = &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(time.Hour)}
+			u.Timeout = destination.Duration(30 * time.Second)
+		})
+		b.up.Fail(fakedest.LoseResponse)
+		require.Equal(t, http.StatusBadGateway, b.send(t, http.MethodPost, "/records", "key-1", token, body1).status)
+		require.Equal(t, 1, b.reconcile(t).Decisions[reconciler.Retry])
+		require.True(t, b.only(t).Protected)
+		b.offset.Store(int64(time.Hour - 10*time.Second)) // 10 s of the window left, a forward may take 30 s
+
+		a := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, http.StatusConflict, a.status, "%s", a.body)
+		require.Equal(t, opledger.StateHeld, a.problem(t).State)
+		require.Equal(t, 1, b.up.Creates(), "not forwarded again")
+		op := b.only(t)
+		require.Equal(t, opledger.StateHeld, op.State)
+		require.Equal(t, 1, op.AttemptCount)
 	})
 }
 
