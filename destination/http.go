@@ -574,6 +574,16 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	if err != nil {
 		return LookupResult{}, fmt.Errorf("%w: %w", ErrNoLookup, err)
 	}
+	// The same for a match value the content cannot fill: the record
+	// found could never be compared with it (it was taken for a record
+	// with other content).
+	for _, m := range l.match {
+		if m.payload == nil {
+			if _, err := render(m.value, d); err != nil {
+				return LookupResult{}, fmt.Errorf("%w: match of %s: %w", ErrNoLookup, m.record.String(), err)
+			}
+		}
+	}
 	where := req.Method + " " + req.URL.Host
 	resp, err := SendHTTP(h.client, req, HTTPPolicy{Now: h.policy.Now})
 	if resp == nil {

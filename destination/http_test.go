@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -363,4 +364,25 @@ func TestHTTPLookupAnswerWithTrailingBytes(t *testing.T) {
 	res, err := newHTTP(t, crmConfig(srv.URL)).Lookup(ctx, operation("intake:I17:create", `{"name": "Ada", "units": 2}`), nil)
 	require.NoError(t, err)
 	require.False(t, res.Found)
+}
+
+// TestHTTPLookupMatchValueUnfillable: a match value the operation's
+// content cannot fill makes no lookup (ErrNoLookup, naming the match), so
+// the reconciler holds it at once; it was sent, and the record found was
+// taken for one with other content.
+func TestHTTPLookupMatchValueUnfillable(t *testing.T) {
+	t.Parallel()
+	var lookups atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lookups.Add(1)
+		_, _ = io.WriteString(w, `{"id": "R1", "name": "Ada"}`)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id",
+		Lookup: &destination.LookupConfig{URL: srv.URL + "/records/{{pathescape .Payload.id}}",
+			Match: []destination.MatchConfig{{Record: "/name", Value: "{{.Payload.person.name}}"}}}}
+	_, err := newHTTP(t, cfg).Lookup(context.Background(), operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
+	require.ErrorIs(t, err, destination.ErrNoLookup)
+	require.ErrorContains(t, err, "match of /name")
+	require.Zero(t, lookups.Load(), "nothing was looked up")
 }

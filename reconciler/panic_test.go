@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,4 +75,46 @@ func TestNilLedgerAndOperationRefused(t *testing.T) {
 	d, err := r.Rec.Reconcile(r.Ctx, nil)
 	require.EqualError(t, err, "reconciler: no operation to reconcile: Reconcile was given nil")
 	require.Empty(t, d)
+}
+
+// longRefLookup is a Go destination whose calls end uncertain and whose
+// lookup finds a matching record with a reference too long to store.
+type longRefLookup struct{ calls atomic.Int32 }
+
+func (*longRefLookup) Name() string { return "longref" }
+func (*longRefLookup) Capabilities() destination.Capabilities {
+	return destination.Capabilities{Lookup: &destination.Lookup{Authoritative: true}}
+}
+func (d *longRefLookup) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	d.calls.Add(1)
+	return opledger.Result{}, opledger.Uncertain(errors.New("timeout"))
+}
+func (*longRefLookup) Lookup(context.Context, *opledger.Operation, []string) (destination.LookupResult, error) {
+	return destination.LookupResult{Found: true, Matches: true, Ref: strings.Repeat("r", opledger.MaxDestinationRefBytes+1),
+		Evidence: "found by external ref"}, nil
+}
+
+// TestUnstorableRefHeldAtOnce: a lookup that finds the record but gives a
+// reference the ledger cannot store holds the operation at its first
+// pass, saying why: looking again would find the same. Reconcile used to
+// refuse the finding as invalid input, a failed lookup backed off and
+// tried again 8 times before the hold.
+func TestUnstorableRefHeldAtOnce(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		d := &longRefLookup{}
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{d} })
+		r.Record("lookup:L1", "longref", `{}`)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+
+		pass := r.Reconcile()
+		require.Equal(t, 1, pass.Decisions[reconciler.Held])
+		op := r.Get("lookup:L1")
+		require.Equal(t, opledger.StateHeld, op.State)
+		require.Empty(t, op.DestinationRef)
+		tl, err := r.Ledger.Timeline(r.Ctx, "lookup:L1")
+		require.NoError(t, err)
+		require.Contains(t, tl[len(tl)-1].Evidence, "the lookup found the record, but its reference is not one the ledger can store (destination_ref is 201 bytes long; at most 200 are allowed); nothing was resent")
+		require.Equal(t, int32(1), d.calls.Load())
+	})
 }

@@ -321,6 +321,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 		if err == nil && res.Found && res.Matches && res.Ref == "" {
 			err = errors.New("the lookup matched a record without a reference")
 		}
+		if err == nil && res.Found && res.Ref != "" {
+			if cerr := opledger.CheckDestinationRef(res.Ref); cerr != nil {
+				// Reconcile would refuse the finding as invalid input, and
+				// looking again finds the same record: held at once.
+				err = fmt.Errorf("%w (%s)", errUnstorableRef, strings.TrimPrefix(cerr.Error(), opledger.ErrInvalidInput.Error()+": "))
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
@@ -423,6 +430,11 @@ func visibilityWait(attempts []*opledger.Attempt, op *opledger.Operation, delay 
 
 // lookupFailed backs off after a failed lookup, or holds the operation
 // once lookups have failed MaxLookupFailures times.
+// errUnstorableRef: a lookup found the record, but with a reference the
+// ledger cannot store (opledger.CheckDestinationRef). Every lookup would
+// find the same, so the operation is held at once.
+var errUnstorableRef = errors.New("the lookup found the record, but its reference is not one the ledger can store")
+
 func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, lookupErr error) (Decision, error) {
 	text := opledger.ErrorText(lookupErr)
 	if len(text) > 300 {
@@ -436,7 +448,7 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 	// A lookup that cannot be made for this operation (its content does
 	// not fill the lookup's request) fails the same way every time: hold
 	// it now, not after MaxLookupFailures backed-off tries.
-	impossible := errors.Is(lookupErr, destination.ErrNoLookup)
+	impossible := errors.Is(lookupErr, destination.ErrNoLookup) || errors.Is(lookupErr, errUnstorableRef)
 	if impossible || failures >= r.cfg.MaxLookupFailures {
 		reason := fmt.Sprintf("%d lookups failed since the operation became uncertain; nothing was resent; last error: %s", failures, text)
 		if impossible {
@@ -450,7 +462,7 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 			return "", fmt.Errorf("hold: %w", err)
 		}
 		if impossible {
-			r.log.Warn("held: no lookup can be made for the operation", "tenant", op.Tenant, "destination", op.Destination)
+			r.log.Warn("held: no lookup can settle the operation", "tenant", op.Tenant, "destination", op.Destination)
 		} else {
 			r.log.Warn("held after failed lookups", "tenant", op.Tenant, "destination", op.Destination, "failures", failures)
 		}
