@@ -53,7 +53,10 @@ type Stats struct {
 	AttemptsTotal int            `json:"attempts_total"`
 	// ConfirmedEffects counts operations whose effect is confirmed
 	// (succeeded), including compacted ones, even after their tombstones
-	// are forgotten: it never goes down.
+	// are forgotten: it never goes down. It counts operations, not
+	// records at the destination: a key repeated after its tombstone was
+	// forgotten is a new operation, and confirmed again if it finds the
+	// record the first one made.
 	ConfirmedEffects int `json:"confirmed_effects"`
 	// DuplicateEffects counts late successes with a second reference,
 	// including those of compacted operations; it never goes down.

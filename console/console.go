@@ -673,10 +673,18 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) 
 			differing++
 		}
 	}
+	// The total counts attempts still running; /metrics counts them
+	// apart (opledger_attempts_open), so the dashboard says how many.
+	running := 0
+	for _, a := range st.Attempts {
+		if a.Outcome == opledger.AttemptOpen {
+			running += a.Count
+		}
+	}
 	c.mu.Lock()
 	samples := append([]Sample(nil), c.samples[s.tenant]...)
 	c.mu.Unlock()
-	c.renderSigned(w, s, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard",
+	c.renderSigned(w, s, http.StatusOK, "dashboard", map[string]any{"Title": "Dashboard", "AttemptsRunning": running,
 		"Processes": len(ps), "ProcessesDiffering": differing, "ProcessList": ps,
 		"Stats": st, "Events": ev, "States": opledger.States, "Chart": chart(samples), "Now": now,
 		"RecoveryMean": measuredTime(st.RecoveryMeanSeconds, st.Recoveries),

@@ -555,7 +555,11 @@ func TestQueueShowsEveryState(t *testing.T) {
 	require.Equal(t, 1, strings.Count(page, `<span class="badge overdue">overdue</span>`), "old:held only")
 	require.Regexp(t, `old:held</a></th>(?s:.)*?overdue(?s:.)*?new:held:0`, page, "the badge is on old:held's row")
 
+	// An attempt still running is in the total, and the label says so
+	// (/metrics counts it apart, in opledger_attempts_open).
+	dispatched("run:1")
 	dashboard := get("/dashboard")
+	require.Regexp(t, `<span class="l">technical attempts \(1 still running\)</span>`, dashboard)
 	require.Regexp(t, `<span class="n">1</span><span class="l">held past their review time</span>`, dashboard)
 	// The dashboard lists the operations with duplicate effects.
 	require.Regexp(t, `<span class="n">1</span><span class="l">duplicate effects detected</span>`, dashboard)
