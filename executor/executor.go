@@ -266,7 +266,8 @@ const stopGrace = 5 * time.Second
 // whose Call panics does not panic RunOnce: the attempt is recorded
 // uncertain ("destination panicked: …"), as Start's workers do.
 func (e *Executor) RunOnce(ctx context.Context) (*opledger.Operation, error) {
-	return e.step(run{stop: ctx, calls: ctx, store: context.WithoutCancel(ctx)}, e.cfg.Worker)
+	op, _, err := e.step(run{stop: ctx, calls: ctx, store: context.WithoutCancel(ctx)}, e.cfg.Worker)
+	return op, err
 }
 
 // Start starts the worker pool and the lease sweep. Cancelling ctx stops
@@ -377,12 +378,15 @@ func (e *Executor) work(r run, worker string) {
 	defer timer.Stop()
 	for {
 		for r.stop.Err() == nil {
-			op, err := e.step(r, worker)
+			_, claimed, err := e.step(r, worker)
 			if err != nil {
 				e.log.Error("attempt failed", "worker", worker, "error", err)
 			}
-			if op == nil || err != nil {
-				break // nothing due, or a problem: pause before the next try
+			if !claimed || err != nil {
+				// Nothing due, or a problem: pause before the next try.
+				// A claim that ended without an attempt to show (lost,
+				// given back, held at its dispatch) goes straight on.
+				break
 			}
 		}
 		timer.Reset(e.cfg.PollInterval)
@@ -409,29 +413,31 @@ func (e *Executor) sweep(stop context.Context) {
 	})
 }
 
-// step claims one operation and makes its attempt.
-func (e *Executor) step(r run, worker string) (*opledger.Operation, error) {
+// step claims one operation and makes its attempt. claimed says whether
+// it claimed one; op is nil when that claim ended with no attempt to
+// show (lost before its dispatch mark, given back, held at its dispatch).
+func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed bool, err error) {
 	if r.stop.Err() != nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	// Store writes run to completion even when stopping (run.store).
 	bg := r.store
-	claimed := time.Now() // no later than the lease's start
+	claimedAt := time.Now() // no later than the lease's start
 	// A protected retry whose window closes before a call claimed now
 	// could end is held by the claim, not claimed only to be refused.
 	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
 		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true, CallTimeout: e.cfg.CallTimeout})
 	if errors.Is(err, opledger.ErrNothingDue) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
 		err = fmt.Errorf("claim next: %w", err)
 		e.noteSchemaNewer(err)
-		return nil, err
+		return nil, false, err
 	}
-	op, err := e.attempt(r, bg, c, claimed)
+	op, err = e.attempt(r, bg, c, claimedAt)
 	e.noteSchemaNewer(err)
-	return op, err
+	return op, true, err
 }
 
 // noteSchemaNewer logs at ERROR, once per executor, when err says that a

@@ -595,3 +595,39 @@ func TestUnstorableRefWithErrorDropped(t *testing.T) {
 	require.Contains(t, op.LastError, "the destination also reported a reference, not text the ledger can store")
 	require.Empty(t, r.Attempts("referr:2")[0].DestinationRef)
 }
+
+// A worker whose claim ends with no attempt to show (here the claim was
+// lost before its dispatch mark: its lease was settled meanwhile) goes
+// on with the next due operation at once. It used to pause a whole
+// PollInterval, as when nothing was due (found by an audit).
+func TestWorkerGoesOnAfterALostClaim(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) {
+			o.Executor.Workers = 1
+			o.Executor.PollInterval = time.Hour
+		})
+		arrived := r.Server.Arrivals()
+		r.Record("intake:W1:create", "crm", `{"units": 1}`)
+		var once sync.Once
+		r.Exec.SetBeforeDispatch(func(context.Context) {
+			once.Do(func() {
+				// The lease runs out and is settled before the dispatch
+				// mark: the claim is lost, nothing was sent.
+				r.Clock.Advance(time.Minute)
+				_, err := r.Ledger.ExpireLeases(r.Ctx)
+				require.NoError(t, err)
+			})
+		})
+		require.NoError(t, r.Exec.Start(r.Ctx))
+		t.Cleanup(func() { require.NoError(t, r.Exec.Stop(context.Background())) })
+		select {
+		case <-arrived:
+		case <-time.After(time.Minute):
+			t.Fatal("the worker paused after the lost claim instead of taking the operation due again")
+		}
+		require.NoError(t, r.Exec.Stop(context.Background()))
+		require.Equal(t, opledger.StateSucceeded, r.Get("intake:W1:create").State)
+		require.Len(t, r.Attempts("intake:W1:create"), 2)
+	})
+}
