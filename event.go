@@ -578,7 +578,18 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		if k == "" || slices.Contains(row.Operations, k) || held == nil {
 			continue
 		}
-		if op := held.operations[k]; waitingCorrection(op, m.Updates[i], row.Source+":"+obj.EventID) {
+		op := held.operations[k]
+		if !waitingCorrection(op, m.Updates[i], row.Source+":"+obj.EventID) {
+			continue
+		}
+		// Only an update operation: the earlier event noted it as its
+		// correction when it recorded it (its own first operation at
+		// that place, under a key template edited since, is not one).
+		marked, err := correctionBy(ctx, tx, op, ActorEvent+":"+row.Source+":"+obj.EventID)
+		if err != nil {
+			return nil, err
+		}
+		if marked {
 			plan.steps = append(plan.steps, eventStep{kind: "withdraw", key: k, intent: *m.Updates[i]})
 			plan.withdrawn = append(plan.withdrawn, k)
 		}
@@ -645,6 +656,26 @@ func waitingCorrection(op *store.Operation, up *Intent, source string) bool {
 	}
 	return State(op.State) == StateAwaitingApproval || (State(op.State) == StatePending && op.FirstDispatchedAt.IsZero())
 }
+
+// correctionBy reports whether op's timeline has the note actor (an
+// event) wrote when it recorded op as the update operation of a
+// correction.
+func correctionBy(ctx context.Context, tx store.Tx, op *store.Operation, actor string) (bool, error) {
+	tl, err := tx.ListTimeline(ctx, op.Tenant, op.Key)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range tl {
+		if e.Event == correctionNote && e.Actor == actor {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// correctionNote is the timeline event of the note on an update
+// operation an event recorded.
+const correctionNote = "correction"
 
 // heldKeys are the workflows and operations lockEventKeys found (and on
 // PostgreSQL, locked), by key, as it read them: nothing else can write
@@ -807,7 +838,7 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 					return errPlanOutdated
 				}
 				if st.kind == "update" {
-					t.note(actor, "", "correction", "update of a newer version of "+row.ObjectKey+" (order "+row.OrderValue+"); requires approval")
+					t.note(actor, "", correctionNote, "update of a newer version of "+row.ObjectKey+" (order "+row.OrderValue+"); requires approval")
 				}
 				return nil
 			}

@@ -287,3 +287,54 @@ func TestRuleCopiesOfSensitiveValuesMasked(t *testing.T) {
 		})
 	}
 }
+
+// TestEditedKeyTemplateWithdrawsNoFirstOperation: only an update
+// operation the object's previous event recorded as its correction is
+// withdrawn by a newer version. After a rule's key template was edited,
+// the previous event's own first operation sits in that place, recorded
+// by it with the same action (no update_action): it is not a correction,
+// and stays as it was.
+func TestEditedKeyTemplateWithdrawsNoFirstOperation(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			rules := func(key string) *opledger.Rules {
+				r, err := opledger.ParseRules([]byte(`
+rules:
+  - name: order
+    source: shop
+    type: order.updated
+    object: {kind: order, id: data.id, order_by: data.v}
+    operations:
+      - key: "` + key + `"
+        update_key: "` + key + `:update:v{data.v}"
+        action: crm.upsert
+        destination: crm
+        payload: {id: "{data.id}", v: "{data.v}"}
+`))
+				require.NoError(t, err)
+				return r
+			}
+			event := func(id string, v int) opledger.Event {
+				return opledger.Event{Source: "shop", EventID: id, Type: "order.updated",
+					Payload: json.RawMessage(fmt.Sprintf(`{"id":"7","v":%d}`, v))}
+			}
+			first, err := l.ReceiveEvent(ctx, rules("a:{data.id}"), event("e1", 1))
+			require.NoError(t, err)
+			require.Equal(t, []string{"a:7"}, first.Event.OperationKeys)
+
+			second, err := l.ReceiveEvent(ctx, rules("b:{data.id}"), event("e2", 2))
+			require.NoError(t, err)
+			require.Equal(t, opledger.EventApplied, second.Status, second.Reason)
+			require.Empty(t, second.Reason, "nothing withdrawn")
+			op, err := l.Get(ctx, "a:7")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StatePending, op.State, "e1's own operation, not a correction: left as it was")
+		})
+	}
+}

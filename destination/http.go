@@ -574,16 +574,6 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	if err != nil {
 		return LookupResult{}, fmt.Errorf("%w: %w", ErrNoLookup, err)
 	}
-	// The same for a match value the content cannot fill: the record
-	// found could never be compared with it (it was taken for a record
-	// with other content).
-	for _, m := range l.match {
-		if m.payload == nil {
-			if _, err := render(m.value, d); err != nil {
-				return LookupResult{}, fmt.Errorf("%w: match of %s: %w", ErrNoLookup, m.record.String(), err)
-			}
-		}
-	}
 	where := req.Method + " " + req.URL.Host
 	resp, err := SendHTTP(h.client, req, HTTPPolicy{Now: h.policy.Now})
 	if resp == nil {
@@ -628,7 +618,14 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	}
 	var differ []string
 	for _, m := range l.match {
-		if !m.matches(record, d) {
+		same, err := m.matches(record, d)
+		if err != nil {
+			// A match value the content cannot fill: no record found can
+			// ever be compared with it (it was taken for one with other
+			// content). A lookup that finds nothing still proves absence.
+			return LookupResult{}, fmt.Errorf("%w: match of %s: %w", ErrNoLookup, m.record.String(), err)
+		}
+		if !same {
 			differ = append(differ, m.record.String())
 		}
 	}
@@ -640,22 +637,28 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 		Evidence: "lookup " + where + ": record " + ref + " matches the intent"}, nil
 }
 
-// matches compares the record's field with the intent.
-func (m matchRule) matches(record any, d *templateData) bool {
+// matches compares the record's field with the intent; an error when the
+// rule's value cannot be rendered from the operation.
+func (m matchRule) matches(record any, d *templateData) (bool, error) {
+	want := ""
+	if m.payload == nil {
+		// Rendered first: a value the content cannot fill is an error
+		// whatever the record holds.
+		var err error
+		if want, err = render(m.value, d); err != nil {
+			return false, err
+		}
+	}
 	got, ok := m.record.get(record)
 	if !ok {
-		return false
+		return false, nil
 	}
 	if m.payload != nil {
 		want, ok := m.payload.get(d.Payload)
-		return ok && jsonEqual(want, got)
-	}
-	want, err := render(m.value, d)
-	if err != nil {
-		return false
+		return ok && jsonEqual(want, got), nil
 	}
 	s, ok := scalarString(got)
-	return ok && s == want
+	return ok && s == want, nil
 }
 
 // errAnswerTooLarge: an answer is larger than maxAnswerBytes.

@@ -367,22 +367,32 @@ func TestHTTPLookupAnswerWithTrailingBytes(t *testing.T) {
 }
 
 // TestHTTPLookupMatchValueUnfillable: a match value the operation's
-// content cannot fill makes no lookup (ErrNoLookup, naming the match), so
-// the reconciler holds it at once; it was sent, and the record found was
-// taken for one with other content.
+// content cannot fill makes a record found impossible to compare
+// (ErrNoLookup, naming the match), so the reconciler holds it at once; it
+// was taken for a record with other content. A lookup that finds nothing
+// still says so: absence can still be proven.
 func TestHTTPLookupMatchValueUnfillable(t *testing.T) {
 	t.Parallel()
-	var lookups atomic.Int32
+	var found atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lookups.Add(1)
+		if !found.Load() {
+			http.NotFound(w, r)
+			return
+		}
 		_, _ = io.WriteString(w, `{"id": "R1", "name": "Ada"}`)
 	}))
 	t.Cleanup(srv.Close)
 	cfg := destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id",
 		Lookup: &destination.LookupConfig{URL: srv.URL + "/records/{{pathescape .Payload.id}}",
 			Match: []destination.MatchConfig{{Record: "/name", Value: "{{.Payload.person.name}}"}}}}
-	_, err := newHTTP(t, cfg).Lookup(context.Background(), operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
+	h := newHTTP(t, cfg)
+	op := operation("k1", `{"id": "R1", "name": "Ada"}`)
+	res, err := h.Lookup(context.Background(), op, nil)
+	require.NoError(t, err)
+	require.False(t, res.Found, "nothing found: absence, as before")
+
+	found.Store(true)
+	_, err = h.Lookup(context.Background(), op, nil)
 	require.ErrorIs(t, err, destination.ErrNoLookup)
 	require.ErrorContains(t, err, "match of /name")
-	require.Zero(t, lookups.Load(), "nothing was looked up")
 }

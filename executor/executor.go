@@ -490,22 +490,9 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 			return e.finish(r, bg, tl, c, unsendable(err), log)
 		}
 	}
-	if c.Protected && !c.ProtectedUntil.IsZero() {
-		// The claim held a protected retry whose window closed within
-		// CallTimeout of its time; time spent since (preparing the call)
-		// counts too. A call reaching the destination after the window
-		// would be unprotected: nothing is sent, and no dispatch mark
-		// says it may have been.
-		now, err := tl.Now(bg)
-		if err != nil {
-			return nil, e.release(bg, tl, c, log, "given back before dispatch: reading the store's clock: "+err.Error())
-		}
-		if !now.Add(e.cfg.CallTimeout).Before(c.ProtectedUntil) {
-			after, err := tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
-				Error: "the protection window closes before the call could end; nothing was sent"})
-			return after, redact.Keys(op.Key, err)
-		}
-	}
+	// A protected retry's call fits in its window: the claim holds one
+	// whose window closes within CallTimeout of the claim (ClaimNext's
+	// CallTimeout), and the call's deadline counts from the claim too.
 	if _, err := tl.Dispatch(bg, op.Key, c.AttemptID, c.FencingToken); err != nil {
 		if errors.Is(err, opledger.ErrStaleFencingToken) {
 			log.Warn("claim lost before dispatch; nothing was sent")

@@ -270,8 +270,9 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		return nil, fail("prefix %q must start with /", u.Prefix)
 	}
 	if strings.Contains(u.Prefix, "%") {
-		// Paths are routed segment by segment, decoded: a percent-escape
-		// in the prefix would never match.
+		// Paths are routed segment by segment, decoded: a prefix
+		// "/a%2Fb/" matched only a path escaping the escape
+		// ("/a%252Fb/"), never the one it reads as.
 		return nil, fail("prefix %q holds a percent-escape: write its segments as they read decoded", u.Prefix)
 	}
 	// 0 is "not set" and takes the default; a negative value is a
