@@ -654,7 +654,7 @@ func waitingCorrection(op *store.Operation, up *Intent, source string) bool {
 	if op == nil || up == nil || op.SourceEvent != source || op.Action != up.Action || op.Destination != up.Destination {
 		return false
 	}
-	return State(op.State) == StateAwaitingApproval || (State(op.State) == StatePending && op.FirstDispatchedAt.IsZero())
+	return contentOf(op).revisable() // what a revision may still change was never sent
 }
 
 // correctionBy reports whether op's timeline has the note actor (an
@@ -921,14 +921,13 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 			out = append(out, op)
 			continue
 		}
-		ts, err := tx.GetTombstone(ctx, l.tenant, k)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // forgotten since the plan read it
-		}
+		ts, err := l.tombstone(ctx, tx, k)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, tombstoneOperation(ts))
+		if ts != nil { // else forgotten since the plan read it
+			out = append(out, tombstoneOperation(ts))
+		}
 	}
 	return out, nil
 }
@@ -964,14 +963,21 @@ func (l *Ledger) contentAt(ctx context.Context, tx store.Tx, key string) (*store
 
 // tombstoneAt reads the tombstone at key; nil when there is none.
 func (l *Ledger) tombstoneAt(ctx context.Context, tx store.Tx, key string) (*storedContent, error) {
-	ts, err := tx.GetTombstone(ctx, l.tenant, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	ts, err := l.tombstone(ctx, tx, key)
+	if ts == nil || err != nil {
 		return nil, err
 	}
 	return &storedContent{fingerprint: ts.Fingerprint, state: State(ts.State), version: ts.Version, tombstone: true}, nil
+}
+
+// tombstone reads the tombstone at key; nil when there is none (never
+// compacted, or forgotten after its retention).
+func (l *Ledger) tombstone(ctx context.Context, r store.Reader, key string) (*store.Tombstone, error) {
+	ts, err := r.GetTombstone(ctx, l.tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return ts, err
 }
 
 // contentOf is the content of an operation row.
@@ -1094,14 +1100,13 @@ func (l *Ledger) operationsIn(ctx context.Context, r store.Reader, keys []string
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
-		ts, err := r.GetTombstone(ctx, l.tenant, k)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // forgotten after its tombstone retention
-		}
+		ts, err := l.tombstone(ctx, r, k)
 		if err != nil {
 			return nil, err
 		}
-		byKey[k] = tombstoneOperation(ts)
+		if ts != nil { // else forgotten after its tombstone retention
+			byKey[k] = tombstoneOperation(ts)
+		}
 	}
 	out := []*Operation{}
 	for _, k := range keys {
