@@ -28,7 +28,7 @@ func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if res, ok := s.intake(w, r, l, ev); ok {
+	if res, ok := s.intake(w, r, l, ev, eventsRoute); ok {
 		writeJSON(w, intakeStatus(res), res)
 	}
 }
@@ -41,12 +41,14 @@ func intakeStatus(res *opledger.EventResult) int {
 	return http.StatusCreated
 }
 
-// intake records an event and returns the result, or writes the error
-// and returns false.
-func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledger, ev opledger.Event) (*opledger.EventResult, bool) {
+// intake records an event that came by route (its label in
+// opledger_events_refused_total) and returns the result, or writes the
+// error and returns false.
+func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledger, ev opledger.Event, route string) (*opledger.EventResult, bool) {
 	res, err := l.ReceiveEvent(r.Context(), s.opts.Rules, ev)
 	var re *opledger.RuleError
 	if errors.As(err, &re) {
+		s.refusedEvents.WithLabelValues(re.Rule, route).Inc()
 		writeProblem(w, r, http.StatusUnprocessableEntity, "mapping_failed", err.Error(), nil)
 		return nil, false
 	}
@@ -113,7 +115,7 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if res, ok := s.intake(w, r, l, ev); ok {
+	if res, ok := s.intake(w, r, l, ev, webhookRoute(r.PathValue("source"))); ok {
 		writeJSON(w, intakeStatus(res), webhookAnswer{Duplicate: res.Duplicate, Status: res.Status, DeliveryID: res.Delivery.ID})
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/opledger/opledger"
 )
 
@@ -72,7 +74,10 @@ type server struct {
 	opts    Options
 	log     *slog.Logger
 	metrics http.Handler
-	ready   readiness
+	// refusedEvents counts, in this process, the events a rule could not
+	// map (422 mapping_failed): they are recorded nowhere else.
+	refusedEvents *prometheus.CounterVec
+	ready         readiness
 	// unserved holds the destination names noteUnserved has warned of.
 	unserved sync.Map
 }
@@ -119,7 +124,8 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	if opts.MetricsMaxAge == 0 {
 		opts.MetricsMaxAge = DefaultMetricsMaxAge
 	}
-	s := &server{ledger: l, opts: opts, log: opts.Logger, metrics: metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations)}
+	s := &server{ledger: l, opts: opts, log: opts.Logger, refusedEvents: newRefusedEvents(opts)}
+	s.metrics = metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations, s.refusedEvents)
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)

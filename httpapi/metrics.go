@@ -248,14 +248,45 @@ func (c *writeLockCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.waited, prometheus.CounterValue, w.Waited.Seconds())
 }
 
+// eventsRoute is the route label of events posted to POST /v1/events;
+// a webhook's is webhookRoute(source).
+const eventsRoute = "/v1/events"
+
+// webhookRoute is the route label of a webhook source's events.
+func webhookRoute(source string) string { return "/v1/webhooks/" + source }
+
+// newRefusedEvents returns the counter of events refused because a rule
+// could not map them. Nothing of such an event is recorded, so unlike the
+// ledger's figures it counts this process's refusals only, since it
+// started. Its labels are the rule's name and the route, both from the
+// server's configuration; each pair starts at 0, so that a first refusal
+// is an increase to Prometheus.
+func newRefusedEvents(opts Options) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "opledger_events_refused_total",
+		Help: "Events refused (422 mapping_failed) because their rule could not map them, by rule and route: counted by this process since it started; nothing of them is recorded.",
+	}, []string{"rule", "route"})
+	routes := []string{eventsRoute}
+	for source := range opts.Webhooks {
+		routes = append(routes, webhookRoute(source))
+	}
+	for _, rule := range opts.Rules.List() {
+		for _, route := range routes {
+			c.WithLabelValues(rule.Name, route)
+		}
+	}
+	return c
+}
+
 // metricsHandler serves /metrics: the ledger's figures, read at most once
-// per maxAge (negative: on every scrape), plus the Go runtime's and, on
-// SQLite, the process's waits for the file's write lock.
-func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, destinations []string) http.Handler {
+// per maxAge (negative: on every scrape), this process's refused events,
+// the Go runtime's figures and, on SQLite, the process's waits for the
+// file's write lock.
+func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, destinations []string, refusedEvents *prometheus.CounterVec) http.Handler {
 	reg := prometheus.NewRegistry()
 	lc := newLedgerCollector(l, log, maxAge)
 	lc.destinations = slices.Clone(destinations)
-	reg.MustRegister(lc, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(lc, refusedEvents, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if _, ok := l.WriteLockWaits(); ok {
 		reg.MustRegister(newWriteLockCollector(l))
 	}

@@ -1,13 +1,18 @@
 package httpapi_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/webhook"
 )
 
 // A destination the server knows has its attempt series at 0 before any
@@ -23,4 +28,47 @@ func TestMetricsKnowConfiguredDestinations(t *testing.T) {
 		require.Contains(t, metrics, `opledger_attempts_total{destination="`+d+`",outcome="lease_expired"} 0`)
 		require.Contains(t, metrics, `opledger_attempts_open{destination="`+d+`"} 0`)
 	}
+}
+
+// An event its rule cannot map is refused and recorded nowhere: the
+// counter of refused events is its only trace besides the request log, by
+// rule and route, each pair at 0 from the start.
+func TestMetricsCountRefusedEvents(t *testing.T) {
+	t.Parallel()
+	b := startAPIWith(t, testdb.SQLiteDSN(t), nil, apiOptions(t))
+	scrape := func() string {
+		t.Helper()
+		status, body := b.raw(t, "GET", "/metrics", "", nil)
+		require.Equal(t, http.StatusOK, status)
+		return string(body)
+	}
+	series := func(rule, route string, n int) string {
+		return fmt.Sprintf(`opledger_events_refused_total{route="%s",rule="%s"} %d`, route, rule, n)
+	}
+	before := scrape()
+	for _, rule := range []string{"intake-accepted", "stripe-paid"} {
+		for _, route := range []string{"/v1/events", "/v1/webhooks/stripe"} {
+			require.Contains(t, before, series(rule, route, 0))
+		}
+	}
+
+	status, data := b.raw(t, "POST", "/v1/events", b.token, []byte(`{"source":"forms","event_id":"e1","type":"submission.accepted","payload":{}}`))
+	require.Equal(t, http.StatusUnprocessableEntity, status, "%s", data)
+	hook := []byte(`{"id":"evt_1","type":"invoice.paid","data":{}}`)
+	for range 2 {
+		status, data = b.rawWith(t, "POST", "/v1/webhooks/stripe", "", hook,
+			http.Header{webhook.StripeHeader: {webhook.SignStripe(testWebhookSecret, time.Now(), hook)}})
+		require.Equal(t, http.StatusUnprocessableEntity, status, "%s", data)
+	}
+	// A mapped event is no refusal.
+	status, data = b.raw(t, "POST", "/v1/events", b.token, []byte(`{"source":"forms","event_id":"e2","type":"submission.accepted","payload":{"submission_id":"9"}}`))
+	require.Equal(t, http.StatusCreated, status, "%s", data)
+
+	after := scrape()
+	require.Contains(t, after, series("intake-accepted", "/v1/events", 1))
+	require.Contains(t, after, series("stripe-paid", "/v1/webhooks/stripe", 2))
+	require.Contains(t, after, series("intake-accepted", "/v1/webhooks/stripe", 0))
+	require.Contains(t, after, series("stripe-paid", "/v1/events", 0))
+	_, err := b.ledger.GetEvent(context.Background(), "forms", "e1")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "a refused event is not recorded")
 }
