@@ -84,6 +84,18 @@ type Upstream struct {
 	// callers' keys. Default Authorization. Requests without it share the
 	// upstream's anonymous scope.
 	CredentialHeader string `yaml:"credential_header"`
+	// CompareHeaders are request headers that are part of what a repeat
+	// must match, like the method, path, query and body: a header that
+	// selects what the upstream acts on (Stripe-Account, a tenant or API
+	// version header). Their values are recorded in the operation's
+	// payload (a sensitive field, headers), and a request repeating a key
+	// with other values for them, or without one the first had, is
+	// refused with 422 as another request. Names are HTTP field names in
+	// any case; a credential header, the Idempotency-Key and the headers
+	// the proxy does not pass on as sent (hop-by-hop, forwarding,
+	// Content-Length, Accept-Encoding) are refused. Empty by default:
+	// headers are no part of the fingerprint.
+	CompareHeaders []string `yaml:"compare_headers"`
 	// Timeout bounds the time a forwarded request waits for the upstream,
 	// in all: for its status and headers and for the parts of its answer. A
 	// request that gets no answer in time after it was written is
@@ -134,6 +146,7 @@ type Upstream struct {
 //	    protected_methods: [POST, PATCH]
 //	    max_body_bytes: 1048576
 //	    credential_header: Authorization
+//	    compare_headers: [Stripe-Account]
 //	    timeout: 30s
 //	    ref: /id
 //	    idempotency: {header: Idempotency-Key, retention: 24h}
@@ -208,6 +221,8 @@ type route struct {
 	policy    opledger.RetryPolicy
 	idemHdr   string
 	credHdr   string
+	// compared are the CompareHeaders, canonical and sorted.
+	compared []string
 	// prefix is the Prefix without its trailing slash, in segments
 	// ("/crm/" is ["", "crm"]); nil for "/".
 	prefix []string
@@ -305,6 +320,10 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		// answers.
 		return nil, fail("credential_header %q is not an HTTP header name (RFC 9110 token), so no request could carry it", u.CredentialHeader)
 	}
+	compared, err := u.comparedHeaders()
+	if err != nil {
+		return nil, fail("%v", err)
+	}
 	if u.Ref == "" {
 		u.Ref = DefaultRef
 	}
@@ -312,7 +331,8 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	if len(methods) == 0 {
 		methods = DefaultProtectedMethods
 	}
-	r := &route{Upstream: u, base: base, protected: map[string]bool{}, credHdr: http.CanonicalHeaderKey(u.CredentialHeader)}
+	r := &route{Upstream: u, base: base, protected: map[string]bool{}, credHdr: http.CanonicalHeaderKey(u.CredentialHeader),
+		compared: compared}
 	for _, m := range methods {
 		m = strings.ToUpper(m)
 		if !slices.Contains([]string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}, m) {
@@ -349,6 +369,33 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		r.idemHdr = u.Idempotency.Header
 	}
 	return r, nil
+}
+
+// comparedHeaders checks CompareHeaders and returns them canonical,
+// sorted and without repeats.
+func (u Upstream) comparedHeaders() ([]string, error) {
+	var names []string
+	for _, name := range u.CompareHeaders {
+		if !destination.ValidHeaderName(name) {
+			return nil, fmt.Errorf("compare_headers: %q is not an HTTP header name (RFC 9110 token)", name)
+		}
+		c := http.CanonicalHeaderKey(name)
+		switch {
+		case c == http.CanonicalHeaderKey(u.CredentialHeader) || slices.Contains([]string{"Authorization", "Proxy-Authorization", "Cookie"}, c):
+			// Recorded in the payload, a credential would be stored;
+			// the credential header scopes the keys already.
+			return nil, fmt.Errorf("compare_headers: %s is a credential header: it would be stored with every operation (credential_header scopes the keys by it instead)", c)
+		case c == HeaderIdempotencyKey || (u.Idempotency != nil && c == http.CanonicalHeaderKey(u.Idempotency.Header)):
+			return nil, fmt.Errorf("compare_headers: %s carries the idempotency key, which names the operation: it cannot be part of its content", c)
+		case slices.Contains(hopByHop, c) || slices.Contains(forwardingHeaders, c) || c == "Content-Length" || c == "Accept-Encoding":
+			return nil, fmt.Errorf("compare_headers: %s is not passed on as the caller sends it, so it says nothing of what the upstream is asked", c)
+		}
+		if !slices.Contains(names, c) {
+			names = append(names, c)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // identity names the API at base for the collision check of saved

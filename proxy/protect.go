@@ -43,11 +43,15 @@ type request struct {
 	Body json.RawMessage `json:"body,omitempty"`
 	// BodyBytes is the body's length.
 	BodyBytes int `json:"body_bytes"`
+	// Headers are the values, in order, of the route's CompareHeaders
+	// the request carries, by canonical name. Absent when it carries none,
+	// so that routes without them keep their fingerprints.
+	Headers map[string][]string `json:"headers,omitempty"`
 }
 
 // sensitiveFields are stored but never shown in the API, console or logs:
-// the body and the query may carry personal data, and the path and the
-// query a credential (APIs such as Telegram's carry a token in the path).
+// the body, the query and the compared headers may carry personal data,
+// and the path and the query a credential (APIs such as Telegram's carry a token in the path).
 // They are masked only where an operation is shown: lookups and the
 // fingerprint read the stored payload as it is. They are masked in the
 // saved answer too (see Operation.MarshalJSON), whose body is at the same
@@ -58,7 +62,7 @@ type request struct {
 // are shown only with those parts masked (header_masked, see
 // maskedHeader). They are no part of the fingerprint, so operations
 // recorded with fewer keep theirs.
-var sensitiveFields = []string{"body", "query", "path", "header.Set-Cookie", "header_bytes", "upstream", "header_masked.values"}
+var sensitiveFields = []string{"body", "query", "path", "headers", "header.Set-Cookie", "header_bytes", "upstream", "header_masked.values"}
 
 // saved is the upstream answer kept as the operation's response and
 // replayed byte for byte.
@@ -127,6 +131,17 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 			"the request's path or query holds bytes that are not UTF-8: percent-encode them (%FF); nothing was recorded or forwarded", nil)
 		return
 	}
+	for _, name := range rt.compared {
+		for _, v := range r.Header.Values(name) {
+			if !utf8.ValidString(v) {
+				// As for the path: recorded as U+FFFD, two values would
+				// compare equal.
+				writeProblem(w, r, http.StatusBadRequest, "invalid_input",
+					"the request's "+name+" header (compared by this route) holds bytes that are not UTF-8; nothing was recorded or forwarded", nil)
+				return
+			}
+		}
+	}
 	body, err := readBody(w, r, rt)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -145,7 +160,7 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		}
 		return
 	}
-	payload, err := requestPayload(r, body)
+	payload, err := requestPayload(rt, r, body)
 	if err != nil {
 		p.internal(w, r, log, err)
 		return
@@ -187,11 +202,19 @@ func readBody(w http.ResponseWriter, r *http.Request, rt *route) ([]byte, error)
 	return body, err
 }
 
-// requestPayload builds the operation's payload from the request.
-func requestPayload(r *http.Request, body []byte) (json.RawMessage, error) {
+// requestPayload builds the operation's payload from a request to rt.
+func requestPayload(rt *route, r *http.Request, body []byte) (json.RawMessage, error) {
 	sum := sha256.Sum256(body)
 	req := request{Method: r.Method, Path: fingerprintPath(r.URL), Query: r.URL.RawQuery,
 		BodySHA256: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
+	for _, name := range rt.compared {
+		if vs := r.Header.Values(name); len(vs) > 0 {
+			if req.Headers == nil {
+				req.Headers = map[string][]string{}
+			}
+			req.Headers[name] = slices.Clone(vs)
+		}
+	}
 	// A JSON body is kept for lookup templates when the fingerprint can
 	// canonicalize it; the digest above covers the body either way.
 	if len(body) > 0 && json.Valid(body) {
@@ -261,8 +284,12 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 	switch {
 	case errors.As(err, &me):
 		log.Info("refused: same key, other request")
+		compared := "method, path, query or body"
+		if len(rt.compared) > 0 {
+			compared = "method, path, query, body or header " + strings.Join(rt.compared, ", ")
+		}
 		writeProblem(w, r, http.StatusUnprocessableEntity, "fingerprint_mismatch",
-			"this Idempotency-Key was used for a different request (method, path, query or body); the first request is kept, nothing was forwarded. Use a new key for a new request",
+			"this Idempotency-Key was used for a different request ("+compared+"); the first request is kept, nothing was forwarded. Use a new key for a new request",
 			&httpapi.Problem{State: me.State})
 	case errors.As(err, &se):
 		op := se.Operation
