@@ -47,6 +47,11 @@ type Stats struct {
 	// before someone approves it, so one that keeps growing is work no
 	// approver has seen.
 	OldestApprovalWaitSeconds float64 `json:"oldest_approval_wait_seconds"`
+	// StuckWorkflows counts the workflows that cannot go on by
+	// themselves (see Ledger.StuckWorkflows): a step succeeded, and the
+	// next cannot be recorded until a person revises it. They hold no
+	// operation in any state, so no other figure counts them.
+	StuckWorkflows int `json:"stuck_workflows"`
 	// Attempts counts technical attempts by destination and outcome; the
 	// attempts of compacted operations are included.
 	Attempts      []AttemptCount `json:"attempts"`
@@ -112,7 +117,8 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 			if !since.IsZero() {
 				st.oldestApproval = max(now.Sub(since), 0)
 			}
-			return nil
+			st.stuckWorkflows, err = l.countStuckWorkflows(ctx, r, tenant)
+			return err
 		})
 		return st, err
 	})
@@ -121,6 +127,7 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 	}
 	out := &Stats{OperationsByState: map[State]int{}, Attempts: []AttemptCount{},
 		ReviewsOverdue: st.reviewsOverdue, OldestDueSeconds: st.oldestDue.Seconds(), OldestApprovalWaitSeconds: st.oldestApproval.Seconds(),
+		StuckWorkflows:   st.stuckWorkflows,
 		ConfirmedEffects: st.ConfirmedEffects, DuplicateEffects: st.DuplicateEffects,
 		Recoveries: st.Recoveries, RecoveryBuckets: slices.Clone(st.RecoveryBuckets),
 		RecoveryP90Seconds: st.RecoveryP90.Seconds(), RecoveryTotalSeconds: st.RecoveryTotal.Seconds()}
@@ -148,6 +155,7 @@ type statsRead struct {
 	reviewsOverdue int
 	oldestDue      time.Duration
 	oldestApproval time.Duration
+	stuckWorkflows int
 }
 
 // OldestDue returns the tenant's pending operation that has been due the

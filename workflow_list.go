@@ -40,13 +40,17 @@ type WorkflowPage struct {
 // below MaxListLimit because each workflow is read with all its steps.
 const MaxWorkflowListLimit = 200
 
+// DefaultWorkflowListLimit is how many workflows a list holds when it is
+// given no limit.
+const DefaultWorkflowListLimit = 50
+
 // ListWorkflows returns the tenant's workflows in key order, each as
 // GetWorkflow returns it (its status, reason and steps), filtered by key
 // prefix and by whether it is finished, and paged.
 func (l *Ledger) ListWorkflows(ctx context.Context, o WorkflowListOptions) (*WorkflowPage, error) {
 	p := store.WorkflowListParams{Tenant: l.tenant, Prefix: o.Prefix, Open: o.Open}
 	var err error
-	if p.Limit, err = pageLimit(o.Limit, 50, MaxWorkflowListLimit); err != nil {
+	if p.Limit, err = pageLimit(o.Limit, DefaultWorkflowListLimit, MaxWorkflowListLimit); err != nil {
 		return nil, err
 	}
 	if o.Prefix != "" {

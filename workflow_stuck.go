@@ -17,7 +17,7 @@ import (
 // state, so the exception queue, which lists operations, does not show
 // it; a person revises the step (ReviseWorkflowStep). Each is returned
 // as GetWorkflow returns it, its Reason saying what is missing, in key
-// order.
+// order; Stats.StuckWorkflows counts them.
 func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, error) {
 	if limit < 1 || limit > MaxListLimit {
 		return nil, invalidInput("limit is 1 to %d", MaxListLimit)
@@ -43,7 +43,7 @@ func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, er
 		if err != nil {
 			return err
 		}
-		if cur := w.Step(w.CurrentStep); w.Status == WorkflowHeld && (cur == nil || cur.Operation == nil) {
+		if w.stuck() {
 			if out = append(out, w); len(out) == limit {
 				return errListFull
 			}
@@ -54,6 +54,50 @@ func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, er
 		return nil, fmt.Errorf("stuck workflows: %w", err)
 	}
 	return out, nil
+}
+
+// stuck reports whether w cannot go on by itself: held at a step that
+// has no operation, because it cannot be recorded (see StuckWorkflows).
+func (w *Workflow) stuck() bool {
+	cur := w.Step(w.CurrentStep)
+	return w.Status == WorkflowHeld && (cur == nil || cur.Operation == nil)
+}
+
+// countStuckWorkflows counts, with r, the stuck workflows of tenant, or of
+// every tenant when tenant is empty (Stats.StuckWorkflows). It reads the
+// open workflows whose current step succeeded, a page at a time; the
+// sweep moves the others on within its interval, so the count costs
+// about as many workflow reads as there are stuck workflows.
+func (l *Ledger) countStuckWorkflows(ctx context.Context, r store.Reader, tenant string) (int, error) {
+	n := 0
+	after := store.OperationID{Tenant: tenant}
+	for {
+		ids, err := r.WorkflowsReady(ctx, after, sweepPage)
+		if err != nil {
+			return 0, err
+		}
+		for _, id := range ids {
+			if tenant != "" && id.Tenant != tenant {
+				return n, nil // past this tenant's
+			}
+			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
+			row, _, err := tl.getWorkflowRow(ctx, r, id.Key)
+			if err != nil {
+				return 0, err
+			}
+			w, err := tl.workflowIn(ctx, r, row)
+			if err != nil {
+				return 0, err
+			}
+			if w.stuck() {
+				n++
+			}
+		}
+		if len(ids) < sweepPage {
+			return n, nil
+		}
+		after = ids[len(ids)-1]
+	}
 }
 
 // errListFull ends StuckWorkflows' sweep: it has all it lists.

@@ -13,8 +13,10 @@ import (
 
 // TestStuckWorkflows: a workflow whose next step cannot be recorded (it
 // reads a response member the earlier step did not give) is listed, with
-// the reason; one that can go on, and another tenant's stuck one, are
-// not; once the step is revised it is no longer stuck.
+// the reason, and counted in Stats; one that can go on (its next step not
+// recorded yet), and another tenant's stuck one, are not, but every
+// tenant's figures count both stuck ones; once the step is revised it is
+// no longer stuck.
 func TestStuckWorkflows(t *testing.T) {
 	t.Parallel()
 	for _, st := range testdb.Stores() {
@@ -54,12 +56,29 @@ func TestStuckWorkflows(t *testing.T) {
 
 			_, err = acme.StuckWorkflows(ctx, 0)
 			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			counts := func() (acmes, globexes, all int) {
+				t.Helper()
+				for _, c := range []struct {
+					l   *opledger.Ledger
+					all bool
+					n   *int
+				}{{acme, false, &acmes}, {globex, false, &globexes}, {acme, true, &all}} {
+					st, err := c.l.Stats(ctx, c.all)
+					require.NoError(t, err)
+					*c.n = st.StuckWorkflows
+				}
+				return acmes, globexes, all
+			}
+			acmes, globexes, all := counts()
+			require.Equal(t, []int{1, 1, 2}, []int{acmes, globexes, all}, "acme's, globex's, every tenant's")
 
 			_, _, err = acme.ReviseWorkflowStep(ctx, "wf:stuck", "b", opledger.Revision{Payload: json.RawMessage(`{"link":"https://x.example/fixed"}`), Version: 2})
 			require.NoError(t, err)
 			stuck, err = acme.StuckWorkflows(ctx, 10)
 			require.NoError(t, err)
 			require.Empty(t, stuck, "revised, it can go on")
+			acmes, globexes, all = counts()
+			require.Equal(t, []int{0, 1, 1}, []int{acmes, globexes, all})
 			stuck, err = globex.StuckWorkflows(ctx, 10)
 			require.NoError(t, err)
 			require.Len(t, stuck, 1, "globex's own")

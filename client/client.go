@@ -810,6 +810,18 @@ func (c *Client) ListWorkflows(ctx context.Context, o opledger.WorkflowListOptio
 	return &page, nil
 }
 
+// StuckWorkflows returns up to limit (1 to
+// opledger.MaxWorkflowListLimit) of the tenant's workflows that cannot go
+// on by themselves, as opledger.Ledger.StuckWorkflows.
+func (c *Client) StuckWorkflows(ctx context.Context, limit int) ([]*opledger.Workflow, error) {
+	q := url.Values{"stuck": {"true"}, "limit": {strconv.Itoa(limit)}}
+	var page opledger.WorkflowPage
+	if err := c.getList(ctx, "/v1/workflows", q, &page); err != nil {
+		return nil, err
+	}
+	return page.Items, nil
+}
+
 // ResumeWorkflow advances a workflow now: steps that succeeded are
 // skipped, and the next step is recorded once the one before it has
 // succeeded.

@@ -598,3 +598,35 @@ func TestDashboardProcesses(t *testing.T) {
 	require.Contains(t, rows[1], `<td data-label="Settings other than this server's">none</td>`)
 	require.Contains(t, rows[2], `<td data-label="Settings other than this server's" class="error"><code>require_approval</code></td>`)
 }
+
+// TestDashboardStuckWorkflows: the dashboard counts the workflows that
+// cannot go on, which hold no operation and so no other figure counts,
+// and links to where the queue lists them.
+func TestDashboardStuckWorkflows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+	count := func() string {
+		m := regexp.MustCompile(`<span class="n" id="stuck-workflows">([^<]*)</span>`).FindStringSubmatch(s.get("/dashboard"))
+		require.Len(t, m, 2, "the dashboard shows the count")
+		return m[1]
+	}
+	require.Equal(t, "0", count())
+	require.NotContains(t, s.get("/dashboard"), `href="/#stuck"`)
+	_, _, err := l.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"link":"{steps.a.response.url}"}`)},
+	}})
+	require.NoError(t, err)
+	cl, err := l.Claim(ctx, "wf:1/a", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "wf:1/a", cl.AttemptID, cl.FencingToken,
+		opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1", Response: json.RawMessage(`{"id":1}`)})
+	require.NoError(t, err)
+	require.Equal(t, "1", count())
+	require.Contains(t, s.get("/dashboard"), `<a href="/#stuck">workflows that cannot go on</a>`)
+	require.Contains(t, s.get("/"), `id="stuck"`, "the link's target")
+}

@@ -270,7 +270,7 @@ func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
 }
 
 // workflowListParams are the query parameters of GET /v1/workflows.
-var workflowListParams = []string{"prefix", "open", "limit", "cursor"}
+var workflowListParams = []string{"prefix", "open", "limit", "cursor", "stuck"}
 
 func (s *server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
@@ -291,12 +291,46 @@ func (s *server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	stuck, err := boolParam("stuck", q["stuck"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if stuck {
+		s.listStuckWorkflows(w, r, l, q, o.Limit)
+		return
+	}
 	page, err := l.ListWorkflows(r.Context(), o)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// listStuckWorkflows answers GET /v1/workflows?stuck=true: up to limit of
+// the workflows that cannot go on (Ledger.StuckWorkflows), in key order,
+// in one page. It takes no other parameter: revising a step takes its
+// workflow off the list, so the next request shows those after it.
+func (s *server) listStuckWorkflows(w http.ResponseWriter, r *http.Request, l *opledger.Ledger, q map[string]string, limit int) {
+	for _, name := range []string{"prefix", "open", "cursor"} {
+		if q[name] != "" {
+			writeProblem(w, r, http.StatusBadRequest, "invalid_input", "stuck=true takes only limit, not "+name, nil)
+			return
+		}
+	}
+	if limit == 0 {
+		limit = opledger.DefaultWorkflowListLimit
+	}
+	items, err := l.StuckWorkflows(r.Context(), limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []*opledger.Workflow{}
+	}
+	writeJSON(w, http.StatusOK, opledger.WorkflowPage{Items: items})
 }
 
 func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {

@@ -39,6 +39,7 @@ type ledgerCollector struct {
 
 	attempts, attemptsOpen, confirmed, duplicates, operations, recovery, up, age       *prometheus.Desc
 	reviewsOverdue, oldestDue, oldestApproval, events, deliveries, duplicateDeliveries *prometheus.Desc
+	stuckWorkflows                                                                     *prometheus.Desc
 	processes, processesOtherSettings                                                  *prometheus.Desc
 }
 
@@ -74,6 +75,8 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 		oldestApproval: prometheus.NewDesc("opledger_oldest_approval_wait_seconds",
 			"How long the operation awaiting approval the longest has waited for an approver, since it began to wait (0 when none awaits): "+
 				"nothing sends it before someone approves it.", nil, nil),
+		stuckWorkflows: prometheus.NewDesc("opledger_workflows_stuck",
+			"Workflows that cannot go on by themselves: a step succeeded and the next cannot be recorded until a person revises it. They hold no operation, so no other figure counts them.", nil, nil),
 		recovery: prometheus.NewDesc("opledger_operator_recovery_seconds",
 			"Time from an operation entering uncertain or held to an operator's decision.", nil, nil),
 		events: prometheus.NewDesc("opledger_events_received_total",
@@ -95,7 +98,7 @@ func newLedgerCollector(l *opledger.Ledger, log *slog.Logger, maxAge time.Durati
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.oldestDue, c.oldestApproval, c.recovery, c.processes, c.processesOtherSettings,
+	for _, d := range []*prometheus.Desc{c.attempts, c.attemptsOpen, c.confirmed, c.duplicates, c.operations, c.reviewsOverdue, c.oldestDue, c.oldestApproval, c.stuckWorkflows, c.recovery, c.processes, c.processesOtherSettings,
 		c.up, c.age, c.events, c.deliveries, c.duplicateDeliveries} {
 		ch <- d
 	}
@@ -201,6 +204,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.reviewsOverdue, prometheus.GaugeValue, float64(st.ReviewsOverdue))
 	ch <- prometheus.MustNewConstMetric(c.oldestDue, prometheus.GaugeValue, st.OldestDueSeconds)
 	ch <- prometheus.MustNewConstMetric(c.oldestApproval, prometheus.GaugeValue, st.OldestApprovalWaitSeconds)
+	ch <- prometheus.MustNewConstMetric(c.stuckWorkflows, prometheus.GaugeValue, float64(st.StuckWorkflows))
 	buckets := map[float64]uint64{}
 	for i, b := range opledger.RecoveryBuckets {
 		buckets[b.Seconds()] = uint64(st.RecoveryBuckets[i])

@@ -104,6 +104,7 @@ func writeStats(w io.Writer, st *client.Stats) error {
 		statsWait(st.OldestDueSeconds, st.OperationsByState[opledger.StatePending], "none pending"))
 	fmt.Fprintf(tw, "Longest wait for an approval:\t%s\n",
 		statsWait(st.OldestApprovalWaitSeconds, st.OperationsByState[opledger.StateAwaitingApproval], "none awaits"))
+	fmt.Fprintf(tw, "Workflows that cannot go on:\t%d\n", st.StuckWorkflows)
 	fmt.Fprintf(tw, "Technical attempts:\t%d\n", st.AttemptsTotal)
 	for _, a := range st.Attempts {
 		fmt.Fprintf(tw, "  %s, %s\t%d\n", cell(a.Destination), a.Outcome, a.Count)

@@ -297,6 +297,7 @@ func TestEmptyFlagValues(t *testing.T) {
 		{[]string{"ops", "cancel", "k1", "--reason", "x", "--tenant="}, "--tenant is empty: give a tenant's name, or leave the flag out"},
 		{[]string{"ops", "show", "k1", "--tenant", ""}, "--tenant is empty"},
 		{[]string{"events", "show", "forms", "evt-1", "--tenant", ""}, "--tenant is empty"},
+		{[]string{"workflows", "list", "--stuck", "--open"}, "--stuck takes only --limit: not --prefix, --open or --cursor"},
 		{[]string{"workflows", "list", "--tenant", ""}, "--tenant is empty"},
 		{[]string{"workflows", "resume", "wf:1", "--tenant", ""}, "--tenant is empty"},
 		{[]string{"tokens", "list", "--tenant", ""}, "--tenant is empty: give a tenant's name, or leave the flag out"},

@@ -20,6 +20,7 @@ import (
 // server: *opledger.Ledger and *client.Client both are one.
 type workflowsSource interface {
 	ListWorkflows(ctx context.Context, o opledger.WorkflowListOptions) (*opledger.WorkflowPage, error)
+	StuckWorkflows(ctx context.Context, limit int) ([]*opledger.Workflow, error)
 	GetWorkflow(ctx context.Context, key string) (*opledger.Workflow, error)
 	ResumeWorkflow(ctx context.Context, key string) (*opledger.Workflow, error)
 	ApproveWorkflowStep(ctx context.Context, key, step string, a opledger.Approval) (*opledger.Workflow, bool, error)
@@ -85,15 +86,16 @@ decide a held, uncertain or failed step.`,
 
 func newWorkflowsListCmd() *cobra.Command {
 	var (
-		bf             backendFlags
-		prefix, cursor string
-		limit          int
-		open, asJSON   bool
+		bf                  backendFlags
+		prefix, cursor      string
+		limit               int
+		open, stuck, asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List workflows by key, with their status and current step",
 		Example: `  opledger workflows list --open
+  opledger workflows list --stuck
   opledger workflows list --prefix onboarding: --json | jq -r 'select(.status=="held") | .key'
   opledger workflows list --server http://127.0.0.1:8080 --token $TOKEN --open`,
 		Args: noArgs,
@@ -109,12 +111,21 @@ func newWorkflowsListCmd() *cobra.Command {
 					return usageError{fmt.Errorf("--prefix: %w", err)}
 				}
 			}
+			if stuck && (prefix != "" || open || cursor != "") {
+				return usageError{errors.New("--stuck takes only --limit: not --prefix, --open or --cursor")}
+			}
 			b, err := bf.openWorkflows(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			page, err := b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Prefix: prefix, Open: open, Limit: limit, Cursor: cursor})
+			var page *opledger.WorkflowPage
+			if stuck {
+				page = &opledger.WorkflowPage{}
+				page.Items, err = b.StuckWorkflows(cmd.Context(), limit)
+			} else {
+				page, err = b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Prefix: prefix, Open: open, Limit: limit, Cursor: cursor})
+			}
 			if err != nil {
 				return refusedInput(err) // a cursor of another list
 			}
@@ -140,7 +151,8 @@ func newWorkflowsListCmd() *cobra.Command {
 	bf.add(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only workflows whose key starts with this, e.g. onboarding:")
 	cmd.Flags().BoolVar(&open, "open", false, "only workflows not finished (some step has not succeeded)")
-	addLimitFlag(cmd, &limit, 50, opledger.MaxWorkflowListLimit)
+	cmd.Flags().BoolVar(&stuck, "stuck", false, "only workflows that cannot go on until a step is revised (its earlier step did not give what it reads); one page")
+	addLimitFlag(cmd, &limit, opledger.DefaultWorkflowListLimit, opledger.MaxWorkflowListLimit)
 	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts (each workflow as 'workflows show --json' gives it)")
 	return cmd

@@ -108,6 +108,14 @@ func TestWorkflowsCommands(t *testing.T) {
 	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "Next: opledger workflows revise stuck:1 b --version 2 --payload JSON --db "+dsn+", with content that can be filled\n")
+	// list --stuck finds it, and only it; ops stats counts it.
+	out, errOut, code = run(t, "workflows", "list", "--stuck", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^KEY .*\nstuck:1 +held +b +1/2 .*step b cannot be recorded`, out)
+	require.Equal(t, 2, strings.Count(out, "\n"), "the header and stuck:1: %s", out)
+	out, errOut, code = run(t, "ops", "stats", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^Workflows that cannot go on: +1$`, out)
 	// Revised as it says, resumed, approved as show then says.
 	revise := []string{"workflows", "revise", "stuck:1", "b", "--version", "2", "--payload", `{"link":"{steps.a.ref}"}`, "--db", dsn}
 	out, errOut, code = run(t, revise...)
@@ -116,6 +124,9 @@ func TestWorkflowsCommands(t *testing.T) {
 	out, errOut, code = run(t, revise...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "stuck:1 step b: this revision was already recorded, nothing changed; the workflow is running\n", out)
+	out, errOut, code = run(t, "workflows", "list", "--stuck", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, out, "revised, it can go on")
 	out, errOut, code = run(t, "workflows", "resume", "stuck:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `^stuck:1 is awaiting_approval: step b awaits approval of version 2 \(sha256:[0-9a-f]+\)\n$`, out)

@@ -1,0 +1,76 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// TestStuckWorkflowFigures: a workflow whose next step cannot be recorded
+// holds no operation, so only its own figure counts it: stuck_workflows
+// of /v1/stats (the tenant's), opledger_workflows_stuck on /metrics
+// (every tenant's); GET /v1/workflows?stuck=true lists it, and takes no
+// other parameter but limit.
+func TestStuckWorkflowFigures(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			b := startAPI(t, st.NewDSN(t), nil)
+			ctx := context.Background()
+			for _, key := range []string{"wf:1", "wf:2"} {
+				_, _, err := b.ledger.PutWorkflow(ctx, key, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+					{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+					{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"link":"{steps.a.response.url}"}`)},
+				}})
+				require.NoError(t, err)
+			}
+			// wf:1's first step answers without the url its second reads;
+			// wf:2's first step has not run.
+			c, err := b.ledger.Claim(ctx, "wf:1/a", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = b.ledger.Report(ctx, "wf:1/a", c.AttemptID, c.FencingToken,
+				opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1", Response: json.RawMessage(`{"id":1}`)})
+			require.NoError(t, err)
+
+			stats, err := b.acme.Stats(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, stats.StuckWorkflows)
+			other, err := b.other.Stats(ctx)
+			require.NoError(t, err)
+			require.Zero(t, other.StuckWorkflows, "another tenant's figure")
+			status, body := b.raw(t, "GET", "/metrics", "", nil)
+			require.Equal(t, http.StatusOK, status)
+			require.Contains(t, string(body), "\nopledger_workflows_stuck 1\n")
+
+			stuck, err := b.acme.StuckWorkflows(ctx, 10)
+			require.NoError(t, err)
+			require.Len(t, stuck, 1)
+			require.Equal(t, "wf:1", stuck[0].Key)
+			require.Equal(t, opledger.WorkflowHeld, stuck[0].Status)
+			none, err := b.other.StuckWorkflows(ctx, 10)
+			require.NoError(t, err)
+			require.Empty(t, none)
+			status, body = b.raw(t, "GET", "/v1/workflows?stuck=true", b.otherToken, nil)
+			require.Equal(t, http.StatusOK, status)
+			require.JSONEq(t, `{"items":[],"next_cursor":""}`, string(body))
+			for _, q := range []string{"stuck=true&open=true", "stuck=true&prefix=wf:", "stuck=true&cursor=x", "stuck=yes", "stuck=true&limit=201"} {
+				status, body = b.raw(t, "GET", "/v1/workflows?"+q, b.token, nil)
+				require.Equal(t, http.StatusBadRequest, status, q)
+				require.Equal(t, "invalid_input", problemKind(t, body), q)
+			}
+
+			_, _, err = b.ledger.ReviseWorkflowStep(ctx, "wf:1", "b", opledger.Revision{Payload: json.RawMessage(`{"link":"x"}`), Version: 2})
+			require.NoError(t, err)
+			stats, err = b.acme.Stats(ctx)
+			require.NoError(t, err)
+			require.Zero(t, stats.StuckWorkflows, "revised, it can go on")
+		})
+	}
+}
