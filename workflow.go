@@ -796,7 +796,7 @@ func (l *Ledger) AdvanceWorkflows(ctx context.Context) (int, error) {
 	total := 0
 	var failed sweepFailures
 	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, _ time.Time, after store.OperationID) ([]store.OperationID, error) {
-		return r.WorkflowsReady(ctx, after, sweepPage)
+		return r.WorkflowsReady(ctx, "", after, sweepPage)
 	}, func(id store.OperationID) error {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -23,19 +23,12 @@ func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, er
 		return nil, invalidInput("limit is 1 to %d", MaxListLimit)
 	}
 	var out []*Workflow
-	// The open workflows whose current step succeeded, of every tenant in
-	// (tenant, key) order: this tenant's come from just after its empty
-	// key. The sweep moves the others on within its interval, so few are
-	// read besides the stuck ones.
+	// The tenant's open workflows whose current step succeeded, in key
+	// order. The sweep moves the others on within its interval, so few
+	// are read besides the stuck ones.
 	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, _ time.Time, after store.OperationID) ([]store.OperationID, error) {
-		if after == (store.OperationID{}) {
-			after = store.OperationID{Tenant: l.tenant}
-		}
-		return r.WorkflowsReady(ctx, after, sweepPage)
+		return r.WorkflowsReady(ctx, l.tenant, after, sweepPage)
 	}, func(id store.OperationID) error {
-		if id.Tenant != l.tenant {
-			return errListFull // past this tenant's
-		}
 		w, err := l.GetWorkflow(ctx, id.Key)
 		if errors.Is(err, ErrNotFound) {
 			return nil // forgotten by retention since listed
@@ -66,20 +59,18 @@ func (w *Workflow) stuck() bool {
 // countStuckWorkflows counts, with r, the stuck workflows of tenant, or of
 // every tenant when tenant is empty (Stats.StuckWorkflows). It reads the
 // open workflows whose current step succeeded, a page at a time; the
-// sweep moves the others on within its interval, so the count costs
-// about as many workflow reads as there are stuck workflows.
+// sweep moves the others on within its interval, so the count reads
+// about as many workflows whole as there are stuck ones. Finding them
+// visits the open workflows (every tenant's, or tenant's).
 func (l *Ledger) countStuckWorkflows(ctx context.Context, r store.Reader, tenant string) (int, error) {
 	n := 0
-	after := store.OperationID{Tenant: tenant}
+	var after store.OperationID
 	for {
-		ids, err := r.WorkflowsReady(ctx, after, sweepPage)
+		ids, err := r.WorkflowsReady(ctx, tenant, after, sweepPage)
 		if err != nil {
 			return 0, err
 		}
 		for _, id := range ids {
-			if tenant != "" && id.Tenant != tenant {
-				return n, nil // past this tenant's
-			}
 			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
 			row, _, err := tl.getWorkflowRow(ctx, r, id.Key)
 			if err != nil {

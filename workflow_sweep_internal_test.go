@@ -30,8 +30,8 @@ func (s forgottenWorkflowStore) View(ctx context.Context, fn func(context.Contex
 	})
 }
 
-func (r forgottenWorkflowReader) WorkflowsReady(ctx context.Context, after store.OperationID, limit int) ([]store.OperationID, error) {
-	ids, err := r.Reader.WorkflowsReady(ctx, after, limit)
+func (r forgottenWorkflowReader) WorkflowsReady(ctx context.Context, tenant string, after store.OperationID, limit int) ([]store.OperationID, error) {
+	ids, err := r.Reader.WorkflowsReady(ctx, tenant, after, limit)
 	if err != nil || after != (store.OperationID{}) {
 		return ids, err
 	}

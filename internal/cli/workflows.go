@@ -145,6 +145,12 @@ func newWorkflowsListCmd() *cobra.Command {
 			}); err != nil {
 				return err
 			}
+			if stuck && len(page.Items) == limit {
+				// One page, without a cursor: revising these takes them
+				// off the list.
+				_, err := fmt.Fprintf(cmd.ErrOrStderr(), "more may be stuck: 'ops stats' counts them; revise these first, or raise --limit (at most %d)\n", opledger.MaxWorkflowListLimit)
+				return err
+			}
 			return morePages(cmd, page.NextCursor)
 		},
 	}

@@ -136,11 +136,13 @@ type EventReader interface {
 	GetWorkflow(ctx context.Context, tenant, key string) (*Workflow, error)
 	// ListWorkflows lists a tenant's workflows by key.
 	ListWorkflows(ctx context.Context, p WorkflowListParams) ([]*Workflow, error)
-	// WorkflowsReady lists workflows of all tenants that are not done and
-	// whose current step has succeeded (the next step is due to be
-	// recorded), ordered by (tenant, key) and starting after the position
-	// after (zero value: from the start).
-	WorkflowsReady(ctx context.Context, after OperationID, limit int) ([]OperationID, error)
+	// WorkflowsReady lists workflows that are not done and whose current
+	// step has succeeded (the next step is due to be recorded): tenant's
+	// only, or every tenant's when tenant is empty, ordered by (tenant,
+	// key) and starting after the position after (zero value: from the
+	// start; for a tenant's, only its Key counts). A tenant's list reads
+	// none of the other tenants' workflows.
+	WorkflowsReady(ctx context.Context, tenant string, after OperationID, limit int) ([]OperationID, error)
 }
 
 // EventTx is the write side of events and workflows. It is part of Tx.

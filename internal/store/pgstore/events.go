@@ -253,13 +253,22 @@ func scanWorkflow(row pgx.Row) (*store.Workflow, error) {
 	return &w, nil
 }
 
-// WorkflowsReady lists open workflows of all tenants whose current step
-// has succeeded, by (tenant, key) after the position after.
-func (r *reader) WorkflowsReady(ctx context.Context, after store.OperationID, limit int) ([]store.OperationID, error) {
-	return r.ids(ctx, "list ready workflows", `SELECT w.tenant, w.key FROM workflows w
-		WHERE NOT w.done AND w.current_key <> '' AND (w.tenant, w.key) > ($1, $2) AND (
+// WorkflowsReady lists open workflows whose current step has succeeded,
+// of tenant or (empty) of all tenants, by (tenant, key) after the
+// position after (of a tenant's, only its key counts). A tenant's are
+// read by equality on the tenant, so that neither index walks into the
+// tenants after it.
+func (r *reader) WorkflowsReady(ctx context.Context, tenant string, after store.OperationID, limit int) ([]store.OperationID, error) {
+	const ready = `NOT w.done AND w.current_key <> '' AND (
 			EXISTS (SELECT 1 FROM operations o WHERE o.tenant = w.tenant AND o.key = w.current_key AND o.state = 'succeeded')
-			OR EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant = w.tenant AND t.key = w.current_key AND t.state = 'succeeded'))
+			OR EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant = w.tenant AND t.key = w.current_key AND t.state = 'succeeded'))`
+	if tenant != "" {
+		return r.ids(ctx, "list ready workflows", `SELECT w.tenant, w.key FROM workflows w
+			WHERE w.tenant = $1 AND w.key > $2 AND `+ready+`
+			ORDER BY w.key LIMIT $3`, tenant, after.Key, limit)
+	}
+	return r.ids(ctx, "list ready workflows", `SELECT w.tenant, w.key FROM workflows w
+		WHERE (w.tenant, w.key) > ($1, $2) AND `+ready+`
 		ORDER BY w.tenant, w.key LIMIT $3`, after.Tenant, after.Key, limit)
 }
 
