@@ -39,8 +39,11 @@ type HTTP struct {
 	idemHeader string
 	lookup     *httpLookup
 	retry      *opledger.RetryPolicy // nil: the ledger's default
-	tenants    []string              // nil: every tenant
-	secrets    secretList            // masked in what is kept of answers
+	// lookupHeaders adds an operation's own headers to its lookups
+	// (LoadOptions.LookupHeaders); nil: none.
+	lookupHeaders func(op *opledger.Operation) (http.Header, error)
+	tenants       []string   // nil: every tenant
+	secrets       secretList // masked in what is kept of answers
 }
 
 // httpLookup is a configured lookup.
@@ -83,7 +86,7 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	h := &HTTP{name: c.Name, timeout: DefaultTimeout, policy: HTTPPolicy{Now: opts.Now}}
+	h := &HTTP{name: c.Name, timeout: DefaultTimeout, policy: HTTPPolicy{Now: opts.Now}, lookupHeaders: opts.LookupHeaders}
 
 	if c.Name == "" {
 		add("is required", "name")
@@ -573,6 +576,15 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	req, err := newRequest(ctx, l.method, l.url, l.origin, l.body, nil, l.headers, d)
 	if err != nil {
 		return LookupResult{}, fmt.Errorf("%w: %w", ErrNoLookup, err)
+	}
+	if h.lookupHeaders != nil {
+		own, err := h.lookupHeaders(op)
+		if err != nil {
+			return LookupResult{}, fmt.Errorf("%w: %w", ErrNoLookup, err)
+		}
+		for name, values := range own {
+			req.Header[http.CanonicalHeaderKey(name)] = slices.Clone(values)
+		}
 	}
 	where := req.Method + " " + req.URL.Host
 	resp, err := SendHTTP(h.client, req, HTTPPolicy{Now: h.policy.Now})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/proxy"
+	"github.com/opledger/opledger/reconciler"
 )
 
 // accountUpstream creates a record on every POST and echoes the account
@@ -139,9 +141,88 @@ func TestCompareHeadersRefused(t *testing.T) {
 		{proxy.Upstream{CompareHeaders: []string{"Connection"}}, "compare_headers: Connection is not passed on as the caller sends it"},
 		{proxy.Upstream{CompareHeaders: []string{"X-Forwarded-For"}}, "compare_headers: X-Forwarded-For is not passed on"},
 		{proxy.Upstream{CompareHeaders: []string{"Content-Length"}}, "compare_headers: Content-Length is not passed on"},
+		{proxy.Upstream{CompareHeaders: []string{"host"}}, "compare_headers: Host is not passed on"},
+		{proxy.Upstream{CompareHeaders: []string{"Stripe-Account"}, Lookup: &destination.LookupConfig{URL: "http://127.0.0.1:1/x",
+			Headers: map[string]string{"stripe-account": "acct_platform"}}}, "compare_headers: Stripe-Account is also in lookup.headers"},
 	} {
 		c.u.Name, c.u.URL = "crm", "http://127.0.0.1:1"
 		_, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{c.u}})
 		require.ErrorContains(t, err, "upstream crm: "+c.want)
 	}
+}
+
+// A header the caller names in Connection is not forwarded, so it is not
+// recorded either: the request is compared as the upstream received it.
+func TestCompareHeadersAsForwarded(t *testing.T) {
+	t.Parallel()
+	api, creates := accountUpstream(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "stripe", URL: api.URL, CompareHeaders: []string{"Stripe-Account"}})
+	first := b.sendWith(t, http.MethodPost, "/x", http.Header{"Idempotency-Key": {"k1"}, "Stripe-Account": {"acct_A"}, "Connection": {"Stripe-Account"}}, `{}`)
+	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+	require.JSONEq(t, `{"id":1,"account":""}`, string(first.body), "the upstream got no Stripe-Account")
+	again := b.sendWith(t, http.MethodPost, "/x", http.Header{"Idempotency-Key": {"k1"}, "Stripe-Account": {"acct_A"}}, `{}`)
+	require.Equal(t, http.StatusUnprocessableEntity, again.status, "this one would reach account A: %s", again.body)
+	require.EqualValues(t, 1, creates.Load())
+}
+
+// An uncertain request is looked up where it acted: the lookup sends the
+// compared headers the request was recorded with (the connected account),
+// beside the configured ones, and finds the record there.
+func TestLookupSendsComparedHeaders(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st testdb.Store) {
+		var (
+			mu      sync.Mutex
+			records = map[string][]map[string]any{} // by account
+			asked   []http.Header
+		)
+		api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			account := r.Header.Get("Stripe-Account")
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Method == http.MethodGet {
+				asked = append(asked, r.Header.Clone())
+				var found []map[string]any
+				for _, rec := range records[account] {
+					if rec["external_ref"] == r.URL.Query().Get("external_ref") {
+						found = append(found, rec)
+					}
+				}
+				_ = json.NewEncoder(w).Encode(map[string]any{"items": found})
+				return
+			}
+			var in map[string]any
+			_ = json.NewDecoder(r.Body).Decode(&in)
+			records[account] = append(records[account], map[string]any{"id": "ch_1", "external_ref": in["external_ref"]})
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close() // the answer is lost
+			}
+		}))
+		t.Cleanup(api.Close)
+		results := "/items"
+		b := proxyOn(t, openLedger(t, st), proxy.Upstream{Name: "stripe", URL: api.URL, CompareHeaders: []string{"Stripe-Account"},
+			Lookup: &destination.LookupConfig{
+				URL:           api.URL + "/charges?external_ref={{urlquery .Payload.body.external_ref}}",
+				Headers:       map[string]string{"X-Api-Version": "2026-01"},
+				Results:       &results,
+				Ref:           "/id",
+				Authoritative: true,
+				Match:         []destination.MatchConfig{{Record: "/external_ref", Payload: "/body/external_ref"}},
+			}})
+		h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}, "Stripe-Account": {"acct_connected"}}
+		a := b.sendWith(t, http.MethodPost, "/charges", h, `{"external_ref":"order-7"}`)
+		require.Equal(t, http.StatusBadGateway, a.status, "%s", a.body)
+
+		pass, err := b.proxy.ReconcileOnce(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 1, pass.Decisions[reconciler.Succeeded], "found in the connected account: %+v", pass)
+		mu.Lock()
+		require.Len(t, asked, 1)
+		require.Equal(t, "acct_connected", asked[0].Get("Stripe-Account"))
+		require.Equal(t, "2026-01", asked[0].Get("X-Api-Version"), "the configured headers too")
+		mu.Unlock()
+		again := b.sendWith(t, http.MethodPost, "/charges", h, `{"external_ref":"order-7"}`)
+		require.Equal(t, http.StatusOK, again.status, "%s", again.body)
+		require.Contains(t, string(again.body), `"destination_ref":"ch_1"`)
+	})
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -87,12 +88,14 @@ type Upstream struct {
 	// CompareHeaders are request headers that are part of what a repeat
 	// must match, like the method, path, query and body: a header that
 	// selects what the upstream acts on (Stripe-Account, a tenant or API
-	// version header). Their values are recorded in the operation's
-	// payload (a sensitive field, headers), and a request repeating a key
-	// with other values for them, or without one the first had, is
-	// refused with 422 as another request. Names are HTTP field names in
-	// any case; a credential header, the Idempotency-Key and the headers
-	// the proxy does not pass on as sent (hop-by-hop, forwarding,
+	// version header). Their values as forwarded are recorded in the
+	// operation's payload (a sensitive field, headers), and a request
+	// repeating a key with other values for them, or without one the
+	// first had, is refused with 422 as another request. The upstream's
+	// lookups send each operation's recorded values, so none of them may
+	// be in Lookup.Headers. Names are HTTP field names in any case; a
+	// credential header, the Idempotency-Key and the headers the proxy
+	// does not pass on as sent (hop-by-hop, forwarding, Host,
 	// Content-Length, Accept-Encoding) are refused. Empty by default:
 	// headers are no part of the fingerprint.
 	CompareHeaders []string `yaml:"compare_headers"`
@@ -358,7 +361,7 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	r.dest, err = destination.NewHTTP(destination.HTTPConfig{
 		Name: destinationName(u.Name), URL: u.URL, Ref: u.Ref, Timeout: destination.Duration(r.timeout),
 		Idempotency: u.Idempotency, Lookup: u.Lookup, UniqueReference: u.UniqueReference, Retry: retry,
-	}, destination.LoadOptions{Transport: transport})
+	}, destination.LoadOptions{Transport: transport, LookupHeaders: r.lookupHeaders})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 	}
@@ -387,8 +390,17 @@ func (u Upstream) comparedHeaders() ([]string, error) {
 			return nil, fmt.Errorf("compare_headers: %s is a credential header: it would be stored with every operation (credential_header scopes the keys by it instead)", c)
 		case c == HeaderIdempotencyKey || (u.Idempotency != nil && c == http.CanonicalHeaderKey(u.Idempotency.Header)):
 			return nil, fmt.Errorf("compare_headers: %s carries the idempotency key, which names the operation: it cannot be part of its content", c)
-		case slices.Contains(hopByHop, c) || slices.Contains(forwardingHeaders, c) || c == "Content-Length" || c == "Accept-Encoding":
+		case slices.Contains(hopByHop, c) || slices.Contains(forwardingHeaders, c) || slices.Contains([]string{"Host", "Content-Length", "Accept-Encoding"}, c):
 			return nil, fmt.Errorf("compare_headers: %s is not passed on as the caller sends it, so it says nothing of what the upstream is asked", c)
+		}
+		if u.Lookup != nil {
+			for name := range u.Lookup.Headers {
+				if http.CanonicalHeaderKey(name) == c {
+					// The lookup sends the value the request was
+					// recorded with, for each operation.
+					return nil, fmt.Errorf("compare_headers: %s is also in lookup.headers: a lookup sends each request's own %s, so leave it out of lookup.headers", c, c)
+				}
+			}
 		}
 		if !slices.Contains(names, c) {
 			names = append(names, c)
@@ -396,6 +408,21 @@ func (u Upstream) comparedHeaders() ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// lookupHeaders are the values of the compared headers an operation of
+// the route was recorded with: its lookups send them, so that the
+// upstream looks where the request acted (the account Stripe-Account
+// named). None when the route compares none.
+func (r *route) lookupHeaders(op *opledger.Operation) (http.Header, error) {
+	if len(r.compared) == 0 {
+		return nil, nil
+	}
+	var req request
+	if err := json.Unmarshal(op.Payload, &req); err != nil {
+		return nil, fmt.Errorf("the operation's payload is not a proxied request: %w", err)
+	}
+	return req.Headers, nil
 }
 
 // identity names the API at base for the collision check of saved

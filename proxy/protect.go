@@ -29,8 +29,9 @@ import (
 )
 
 // request is the payload of a proxied operation: what the fingerprint
-// covers. It never holds a header, so no credential header is stored; the
-// path and query may hold a credential (/bot<token>/sendMessage,
+// covers. It holds no header but those the route compares, never a
+// credential header (see Upstream.CompareHeaders); the path and query may
+// hold a credential (/bot<token>/sendMessage,
 // ?api_key=), and are sensitive fields like the body.
 type request struct {
 	Method string `json:"method"`
@@ -131,8 +132,9 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 			"the request's path or query holds bytes that are not UTF-8: percent-encode them (%FF); nothing was recorded or forwarded", nil)
 		return
 	}
+	compared := comparedHeaders(rt, r)
 	for _, name := range rt.compared {
-		for _, v := range r.Header.Values(name) {
+		for _, v := range compared[name] {
 			if !utf8.ValidString(v) {
 				// As for the path: recorded as U+FFFD, two values would
 				// compare equal.
@@ -160,7 +162,7 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		}
 		return
 	}
-	payload, err := requestPayload(rt, r, body)
+	payload, err := requestPayload(r, compared, body)
 	if err != nil {
 		p.internal(w, r, log, err)
 		return
@@ -202,19 +204,33 @@ func readBody(w http.ResponseWriter, r *http.Request, rt *route) ([]byte, error)
 	return body, err
 }
 
-// requestPayload builds the operation's payload from a request to rt.
-func requestPayload(rt *route, r *http.Request, body []byte) (json.RawMessage, error) {
-	sum := sha256.Sum256(body)
-	req := request{Method: r.Method, Path: fingerprintPath(r.URL), Query: r.URL.RawQuery,
-		BodySHA256: hex.EncodeToString(sum[:]), BodyBytes: len(body)}
+// comparedHeaders are the values of rt's CompareHeaders in r as they are
+// forwarded (a header the caller names in Connection is not), by
+// canonical name; nil when it carries none.
+func comparedHeaders(rt *route, r *http.Request) map[string][]string {
+	if len(rt.compared) == 0 {
+		return nil
+	}
+	forwarded := r.Header.Clone()
+	dropHopByHop(forwarded)
+	var out map[string][]string
 	for _, name := range rt.compared {
-		if vs := r.Header.Values(name); len(vs) > 0 {
-			if req.Headers == nil {
-				req.Headers = map[string][]string{}
+		if vs := forwarded.Values(name); len(vs) > 0 {
+			if out == nil {
+				out = map[string][]string{}
 			}
-			req.Headers[name] = slices.Clone(vs)
+			out[name] = vs
 		}
 	}
+	return out
+}
+
+// requestPayload builds the operation's payload from a request, with the
+// values of the headers its route compares (comparedHeaders).
+func requestPayload(r *http.Request, compared map[string][]string, body []byte) (json.RawMessage, error) {
+	sum := sha256.Sum256(body)
+	req := request{Method: r.Method, Path: fingerprintPath(r.URL), Query: r.URL.RawQuery,
+		BodySHA256: hex.EncodeToString(sum[:]), BodyBytes: len(body), Headers: compared}
 	// A JSON body is kept for lookup templates when the fingerprint can
 	// canonicalize it; the digest above covers the body either way.
 	if len(body) > 0 && json.Valid(body) {
