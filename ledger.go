@@ -336,6 +336,12 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 // Only a file that holds no ledger is invalid input: one that cannot be
 // read is a failure, with its cause.
 func openSQLite(ctx context.Context, path string, opts Options) (store.Store, error) {
+	if path == ":memory:" {
+		// SQLite would give each connection a database of its own, gone
+		// with it: the writer's ledger unseen by the readers, and nothing
+		// left after the process.
+		return nil, fmt.Errorf("%w: sqlite::memory: is an in-memory database, which opledger does not use: the ledger must outlive the process and be shared by its connections; give a file (sqlite:PATH, in a temporary directory for a throwaway ledger)", ErrInvalidInput)
+	}
 	if opts.ExistingOnly {
 		if path == "" {
 			return nil, fmt.Errorf("%w: no ledger at sqlite: the DSN names no file (give sqlite:PATH)", ErrInvalidInput)

@@ -45,3 +45,20 @@ func TestOpenSQLiteDSNPath(t *testing.T) {
 		require.NotContains(t, names, wrong)
 	}
 }
+
+// TestOpenSQLiteMemoryRefused: sqlite::memory: names an in-memory
+// database, one per connection and gone with the process: refused, with
+// nothing created (it made an empty file named ":memory:", and the
+// server's readers failed with "no such table").
+func TestOpenSQLiteMemoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, existing := range []bool{false, true} {
+		_, err := opledger.Open(context.Background(), "sqlite::memory:", opledger.Options{ExistingOnly: existing})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		require.ErrorContains(t, err, "sqlite::memory: is an in-memory database, which opledger does not use")
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing created")
+}
