@@ -219,7 +219,7 @@ func reportOf(res Result, actErr error) (Report, error) {
 			actErr = Uncertain(errors.New("the call succeeded without a destination reference"))
 		case err != nil:
 			actErr = Uncertain(fmt.Errorf("the call succeeded, but its destination reference cannot be stored (%s): %s; the destination reported an effect: reconcile it there",
-				strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": "), quoteRef(res.Ref)))
+				InvalidInputDetail(err), quoteRef(res.Ref)))
 		default:
 			return Report{Outcome: OutcomeSucceeded, DestinationRef: res.Ref, Response: savable(res.Response)}, nil
 		}

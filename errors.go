@@ -292,6 +292,15 @@ func invalidInput(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
 }
 
+// InvalidInputDetail returns the text of err without the leading
+// "invalid input: " that an error matching ErrInvalidInput starts with
+// (CheckOwner's, CheckDestinationRef's), to be quoted in a message of
+// one's own ("config owners.crm: owner is at most 200 bytes"); any other
+// error's text whole.
+func InvalidInputDetail(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": ")
+}
+
 // notServedError refuses a new operation for a destination that serves
 // other tenants only. It names neither those tenants nor the operation's
 // content.

@@ -1,6 +1,7 @@
 package opledger_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -23,4 +24,16 @@ func TestStateErrorNamesNotBeforeOnlyForClaims(t *testing.T) {
 	resolve := &opledger.StateError{Op: "mark_succeeded", Key: "k1", State: opledger.StatePending, Operation: op}
 	require.EqualError(t, resolve, "mark_succeeded k1: operation is pending: mark_succeeded applies to an operation that is held, uncertain, or failed")
 	require.NotErrorIs(t, resolve, opledger.ErrNotDue)
+}
+
+// TestInvalidInputDetail: the text of an invalid input error without its
+// "invalid input: " start, as a message of one's own quotes it; another
+// error's text whole.
+func TestInvalidInputDetail(t *testing.T) {
+	t.Parallel()
+	err := opledger.CheckOwner("ops\x00team")
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.Equal(t, "invalid input: "+opledger.InvalidInputDetail(err), err.Error())
+	require.NotContains(t, opledger.InvalidInputDetail(err), "invalid input")
+	require.Equal(t, "store down", opledger.InvalidInputDetail(errors.New("store down")))
 }

@@ -380,7 +380,7 @@ func compileRule(r Rule) (*compiledRule, error) {
 			return nil, fail(field(name), errUnstorableText)
 		}
 		if err := checkDestinationName(op.Destination); err != nil {
-			return nil, fail(field("destination"), errors.New(strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": ")))
+			return nil, fail(field("destination"), errors.New(InvalidInputDetail(err)))
 		}
 		if op.Key == "" {
 			return nil, fail(field("key"), errors.New("is required"))

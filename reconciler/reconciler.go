@@ -325,7 +325,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			if cerr := opledger.CheckDestinationRef(res.Ref); cerr != nil {
 				// Reconcile would refuse the finding as invalid input, and
 				// looking again finds the same record: held at once.
-				err = fmt.Errorf("%w (%s)", errUnstorableRef, strings.TrimPrefix(cerr.Error(), opledger.ErrInvalidInput.Error()+": "))
+				err = fmt.Errorf("%w (%s)", errUnstorableRef, opledger.InvalidInputDetail(cerr))
 			}
 		}
 		if err != nil {

@@ -267,7 +267,7 @@ func (c *FileConfig) DestinationOwners() (map[string]string, error) {
 			return nil, fmt.Errorf("config owners.%s: names no owner: give a team or an on-call handle, or leave the destination out", name)
 		}
 		if err := opledger.CheckOwner(owner); err != nil {
-			return nil, fmt.Errorf("config owners.%s: %s", name, strings.TrimPrefix(err.Error(), opledger.ErrInvalidInput.Error()+": "))
+			return nil, fmt.Errorf("config owners.%s: %s", name, opledger.InvalidInputDetail(err))
 		}
 	}
 	return maps.Clone(c.Owners), nil
