@@ -206,11 +206,12 @@ type LoadOptions struct {
 	Transport http.RoundTripper
 	// Now is the clock for Retry-After dates. Default time.Now.
 	Now func() time.Time
-	// LookupHeaders, when set, gives headers of an operation's own to add
-	// to each of its lookups, beside the configured ones: the proxy sends
-	// the request headers it compared (Stripe-Account), which choose where
-	// the upstream looks. An error makes the lookup impossible
-	// (ErrNoLookup).
+	// LookupHeaders, when set, gives headers of an operation's own to
+	// send with each of its lookups: the proxy sends the request headers
+	// it compared (Stripe-Account), which choose where the upstream looks.
+	// Each replaces a header of the same name the lookup would send (a
+	// configured one, or one it sets itself such as Content-Type). An
+	// error makes the lookup impossible (ErrNoLookup).
 	LookupHeaders func(op *opledger.Operation) (http.Header, error)
 }
 

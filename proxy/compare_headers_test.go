@@ -167,62 +167,84 @@ func TestCompareHeadersAsForwarded(t *testing.T) {
 
 // An uncertain request is looked up where it acted: the lookup sends the
 // compared headers the request was recorded with (the connected account),
-// beside the configured ones, and finds the record there.
+// beside the configured ones, and finds the record there; it still does
+// on a route that no longer compares the header (rebuilt without it), and
+// never sends a recorded Accept or Content-* header, which are the
+// lookup's own.
 func TestLookupSendsComparedHeaders(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, st testdb.Store) {
-		var (
-			mu      sync.Mutex
-			records = map[string][]map[string]any{} // by account
-			asked   []http.Header
-		)
-		api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			account := r.Header.Get("Stripe-Account")
-			mu.Lock()
-			defer mu.Unlock()
-			if r.Method == http.MethodGet {
-				asked = append(asked, r.Header.Clone())
-				var found []map[string]any
-				for _, rec := range records[account] {
-					if rec["external_ref"] == r.URL.Query().Get("external_ref") {
-						found = append(found, rec)
-					}
-				}
-				_ = json.NewEncoder(w).Encode(map[string]any{"items": found})
-				return
-			}
-			var in map[string]any
-			_ = json.NewDecoder(r.Body).Decode(&in)
-			records[account] = append(records[account], map[string]any{"id": "ch_1", "external_ref": in["external_ref"]})
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				_ = conn.Close() // the answer is lost
-			}
-		}))
-		t.Cleanup(api.Close)
-		results := "/items"
-		b := proxyOn(t, openLedger(t, st), proxy.Upstream{Name: "stripe", URL: api.URL, CompareHeaders: []string{"Stripe-Account"},
-			Lookup: &destination.LookupConfig{
-				URL:           api.URL + "/charges?external_ref={{urlquery .Payload.body.external_ref}}",
-				Headers:       map[string]string{"X-Api-Version": "2026-01"},
-				Results:       &results,
-				Ref:           "/id",
-				Authoritative: true,
-				Match:         []destination.MatchConfig{{Record: "/external_ref", Payload: "/body/external_ref"}},
-			}})
-		h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}, "Stripe-Account": {"acct_connected"}}
-		a := b.sendWith(t, http.MethodPost, "/charges", h, `{"external_ref":"order-7"}`)
-		require.Equal(t, http.StatusBadGateway, a.status, "%s", a.body)
+	for _, rebuilt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same route", true: "compare_headers removed"}[rebuilt], func(t *testing.T) {
+			t.Parallel()
+			eachStore(t, func(t *testing.T, st testdb.Store) {
+				lookupSendsComparedHeaders(t, st, rebuilt)
+			})
+		})
+	}
+}
 
-		pass, err := b.proxy.ReconcileOnce(t.Context())
-		require.NoError(t, err)
-		require.Equal(t, 1, pass.Decisions[reconciler.Succeeded], "found in the connected account: %+v", pass)
+func lookupSendsComparedHeaders(t *testing.T, st testdb.Store, rebuilt bool) {
+	var (
+		mu      sync.Mutex
+		records = map[string][]map[string]any{} // by account
+		asked   []http.Header
+	)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		account := r.Header.Get("Stripe-Account")
 		mu.Lock()
-		require.Len(t, asked, 1)
-		require.Equal(t, "acct_connected", asked[0].Get("Stripe-Account"))
-		require.Equal(t, "2026-01", asked[0].Get("X-Api-Version"), "the configured headers too")
-		mu.Unlock()
+		defer mu.Unlock()
+		if r.Method == http.MethodGet {
+			asked = append(asked, r.Header.Clone())
+			var found []map[string]any
+			for _, rec := range records[account] {
+				if rec["external_ref"] == r.URL.Query().Get("external_ref") {
+					found = append(found, rec)
+				}
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": found})
+			return
+		}
+		var in map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		records[account] = append(records[account], map[string]any{"id": "ch_1", "external_ref": in["external_ref"]})
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close() // the answer is lost
+		}
+	}))
+	t.Cleanup(api.Close)
+	results := "/items"
+	upstream := proxy.Upstream{Name: "stripe", URL: api.URL, CompareHeaders: []string{"Stripe-Account", "Accept"},
+		Lookup: &destination.LookupConfig{
+			URL:           api.URL + "/charges?external_ref={{urlquery .Payload.body.external_ref}}",
+			Headers:       map[string]string{"X-Api-Version": "2026-01"},
+			Results:       &results,
+			Ref:           "/id",
+			Authoritative: true,
+			Match:         []destination.MatchConfig{{Record: "/external_ref", Payload: "/body/external_ref"}},
+		}}
+	l := openLedger(t, st)
+	b := proxyOn(t, l, upstream)
+	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}, "Stripe-Account": {"acct_connected"}, "Accept": {"text/csv"}}
+	a := b.sendWith(t, http.MethodPost, "/charges", h, `{"external_ref":"order-7"}`)
+	require.Equal(t, http.StatusBadGateway, a.status, "%s", a.body)
+	if rebuilt {
+		require.NoError(t, b.proxy.Close())
+		upstream.CompareHeaders = nil
+		b = proxyOn(t, l, upstream)
+	}
+
+	pass, err := b.proxy.ReconcileOnce(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, pass.Decisions[reconciler.Succeeded], "found in the connected account: %+v", pass)
+	mu.Lock()
+	require.Len(t, asked, 1)
+	require.Equal(t, "acct_connected", asked[0].Get("Stripe-Account"))
+	require.Equal(t, "2026-01", asked[0].Get("X-Api-Version"), "the configured headers too")
+	require.NotEqual(t, "text/csv", asked[0].Get("Accept"), "the request's Accept is not the lookup's")
+	mu.Unlock()
+	if !rebuilt {
 		again := b.sendWith(t, http.MethodPost, "/charges", h, `{"external_ref":"order-7"}`)
 		require.Equal(t, http.StatusOK, again.status, "%s", again.body)
 		require.Contains(t, string(again.body), `"destination_ref":"ch_1"`)
-	})
+	}
 }

@@ -413,16 +413,26 @@ func (u Upstream) comparedHeaders() ([]string, error) {
 // lookupHeaders are the values of the compared headers an operation of
 // the route was recorded with: its lookups send them, so that the
 // upstream looks where the request acted (the account Stripe-Account
-// named). None when the route compares none.
+// named), whatever the route compares now (a header removed from
+// CompareHeaders since still says where that request acted). Those that
+// describe the request's body or the answer it wanted (Content-*,
+// Accept*) are not the lookup's: it sets its own.
 func (r *route) lookupHeaders(op *opledger.Operation) (http.Header, error) {
-	if len(r.compared) == 0 {
-		return nil, nil
-	}
 	var req request
 	if err := json.Unmarshal(op.Payload, &req); err != nil {
 		return nil, fmt.Errorf("the operation's payload is not a proxied request: %w", err)
 	}
-	return req.Headers, nil
+	var out http.Header
+	for name, values := range req.Headers {
+		if strings.HasPrefix(name, "Content-") || strings.HasPrefix(name, "Accept") {
+			continue
+		}
+		if out == nil {
+			out = http.Header{}
+		}
+		out[name] = values
+	}
+	return out, nil
 }
 
 // identity names the API at base for the collision check of saved

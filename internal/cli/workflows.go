@@ -148,7 +148,11 @@ func newWorkflowsListCmd() *cobra.Command {
 			if stuck && len(page.Items) == limit {
 				// One page, without a cursor: revising these takes them
 				// off the list.
-				_, err := fmt.Fprintf(cmd.ErrOrStderr(), "more may be stuck: 'ops stats' counts them; revise these first, or raise --limit (at most %d)\n", opledger.MaxWorkflowListLimit)
+				hint := "more may be stuck: 'ops stats' counts them; revise these first"
+				if limit < opledger.MaxWorkflowListLimit {
+					hint += fmt.Sprintf(", or raise --limit (at most %d)", opledger.MaxWorkflowListLimit)
+				}
+				_, err := fmt.Fprintln(cmd.ErrOrStderr(), hint)
 				return err
 			}
 			return morePages(cmd, page.NextCursor)
