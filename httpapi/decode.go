@@ -30,6 +30,15 @@ type decodeError struct {
 
 func (e *decodeError) Error() string { return e.msg }
 
+// decodeKind is the problem type err is answered with when it is a
+// *decodeError, and invalid_input otherwise.
+func decodeKind(err error) string {
+	if de := (*decodeError)(nil); errors.As(err, &de) {
+		return de.kind
+	}
+	return "invalid_input"
+}
+
 // decode reads the whole body (bounded by the body limit) and decodes it
 // into v strictly: the body must be one JSON object, sent without a
 // content coding (contentCoding); unknown fields, trailing data, too deep

@@ -83,30 +83,38 @@ type webhookAnswer struct {
 // checked first, independently of any dedup; a bad or missing signature is
 // 401 and records nothing.
 func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
-	src, ok := s.opts.Webhooks[r.PathValue("source")]
+	source := r.PathValue("source")
+	src, ok := s.opts.Webhooks[source]
 	if !ok {
 		writeProblem(w, r, http.StatusNotFound, "not_found", "no webhook source with that name is configured", nil)
 		return
 	}
+	// A delivery refused here records nothing: the provider is told, and
+	// this process counts it (opledger_webhooks_refused_total).
+	refuse := func(reason string) { s.refusedWebhooks.WithLabelValues(source, reason).Inc() }
 	// A compressed body is refused before it is read, as on every route
 	// (decode): its signature is over the body as the provider sent it.
 	if err := contentCoding(r.Header); err != nil {
+		refuse(decodeKind(err))
 		s.writeError(w, r, err)
 		return
 	}
 	// The body is the event's payload: past either limit it is too large.
 	body, err := readBody(http.MaxBytesReader(w, r.Body, min(s.opts.MaxBodyBytes, opledger.MaxEventPayload)))
 	if err != nil {
+		refuse(decodeKind(err))
 		s.writeError(w, r, err)
 		return
 	}
 	if err := src.Verify.Verify(r.Header, body); err != nil {
+		refuse("invalid_signature")
 		w.Header().Set("WWW-Authenticate", `Signature realm="opledger"`)
 		writeProblem(w, r, http.StatusUnauthorized, "invalid_signature", err.Error(), nil)
 		return
 	}
-	ev, err := providerEvent(src.Scheme, r.PathValue("source"), r.Header, body)
+	ev, err := providerEvent(src.Scheme, source, r.Header, body)
 	if err != nil {
+		refuse("invalid_input")
 		writeProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
 		return
 	}
@@ -115,7 +123,7 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if res, ok := s.intake(w, r, l, ev, webhookRoute(r.PathValue("source"))); ok {
+	if res, ok := s.intake(w, r, l, ev, webhookRoute(source)); ok {
 		writeJSON(w, intakeStatus(res), webhookAnswer{Duplicate: res.Duplicate, Status: res.Status, DeliveryID: res.Delivery.ID})
 	}
 }

@@ -77,7 +77,11 @@ type server struct {
 	// refusedEvents counts, in this process, the events a rule could not
 	// map (422 mapping_failed): they are recorded nowhere else.
 	refusedEvents *prometheus.CounterVec
-	ready         readiness
+	// refusedWebhooks counts, in this process, the webhook deliveries
+	// refused before they became events (a bad signature): they too are
+	// recorded nowhere else.
+	refusedWebhooks *prometheus.CounterVec
+	ready           readiness
 	// unserved holds the destination names noteUnserved has warned of.
 	unserved sync.Map
 }
@@ -124,8 +128,8 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	if opts.MetricsMaxAge == 0 {
 		opts.MetricsMaxAge = DefaultMetricsMaxAge
 	}
-	s := &server{ledger: l, opts: opts, log: opts.Logger, refusedEvents: newRefusedEvents(opts)}
-	s.metrics = metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations, s.refusedEvents)
+	s := &server{ledger: l, opts: opts, log: opts.Logger, refusedEvents: newRefusedEvents(opts), refusedWebhooks: newRefusedWebhooks(opts)}
+	s.metrics = metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations, s.refusedEvents, s.refusedWebhooks)
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)

@@ -282,15 +282,36 @@ func newRefusedEvents(opts Options) *prometheus.CounterVec {
 	return c
 }
 
+// newRefusedWebhooks returns the counter of webhook deliveries refused
+// before they became events, by source and reason (the problem type
+// answered: invalid_signature, invalid_input, payload_too_large,
+// unsupported_media, request_timeout). Nothing of them is recorded, so it
+// counts this process's refusals since it started. Each source's
+// invalid_signature starts at 0: a rotated secret refuses every delivery,
+// and the first is an increase to Prometheus.
+func newRefusedWebhooks(opts Options) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "opledger_webhooks_refused_total",
+		Help: "Webhook deliveries refused before they became events (a bad signature, no event id or type, a body too large or compressed), by source and reason: counted by this process since it started; nothing of them is recorded.",
+	}, []string{"source", "reason"})
+	for source := range opts.Webhooks {
+		c.WithLabelValues(source, "invalid_signature")
+	}
+	return c
+}
+
 // metricsHandler serves /metrics: the ledger's figures, read at most once
-// per maxAge (negative: on every scrape), this process's refused events,
-// the Go runtime's figures and, on SQLite, the process's waits for the
-// file's write lock.
-func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, destinations []string, refusedEvents *prometheus.CounterVec) http.Handler {
+// per maxAge (negative: on every scrape), this process's refused events
+// and webhook deliveries, the Go runtime's figures and, on SQLite, the
+// process's waits for the file's write lock.
+func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, destinations []string, refused ...*prometheus.CounterVec) http.Handler {
 	reg := prometheus.NewRegistry()
 	lc := newLedgerCollector(l, log, maxAge)
 	lc.destinations = slices.Clone(destinations)
-	reg.MustRegister(lc, refusedEvents, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(lc, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range refused {
+		reg.MustRegister(c)
+	}
 	if _, ok := l.WriteLockWaits(); ok {
 		reg.MustRegister(newWriteLockCollector(l))
 	}

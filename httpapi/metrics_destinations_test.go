@@ -72,3 +72,47 @@ func TestMetricsCountRefusedEvents(t *testing.T) {
 	_, err := b.ledger.GetEvent(context.Background(), "forms", "e1")
 	require.ErrorIs(t, err, opledger.ErrNotFound, "a refused event is not recorded")
 }
+
+// A webhook delivery refused before it becomes an event (a bad signature,
+// as after a rotated secret; no event id; a compressed body) records
+// nothing: the counter of refused deliveries is its trace, by source and
+// reason, the signature's at 0 from the start.
+func TestMetricsCountRefusedWebhooks(t *testing.T) {
+	t.Parallel()
+	b := startAPIWith(t, testdb.SQLiteDSN(t), nil, apiOptions(t))
+	scrape := func() string {
+		t.Helper()
+		status, body := b.raw(t, "GET", "/metrics", "", nil)
+		require.Equal(t, http.StatusOK, status)
+		return string(body)
+	}
+	series := func(reason string, n int) string {
+		return fmt.Sprintf(`opledger_webhooks_refused_total{reason="%s",source="stripe"} %d`, reason, n)
+	}
+	require.Contains(t, scrape(), series("invalid_signature", 0))
+
+	hook := []byte(`{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_1"}}}`)
+	sign := func(body, secret []byte) http.Header {
+		return http.Header{webhook.StripeHeader: {webhook.SignStripe(secret, time.Now(), body)}}
+	}
+	for range 3 {
+		status, data := b.rawWith(t, "POST", "/v1/webhooks/stripe", "", hook, sign(hook, []byte("rotated")))
+		require.Equal(t, http.StatusUnauthorized, status, "%s", data)
+	}
+	noID := []byte(`{"type":"invoice.paid"}`)
+	status, data := b.rawWith(t, "POST", "/v1/webhooks/stripe", "", noID, sign(noID, testWebhookSecret))
+	require.Equal(t, http.StatusBadRequest, status, "%s", data)
+	gz := sign(hook, testWebhookSecret)
+	gz.Set("Content-Encoding", "gzip")
+	status, data = b.rawWith(t, "POST", "/v1/webhooks/stripe", "", hook, gz)
+	require.Equal(t, http.StatusUnsupportedMediaType, status, "%s", data)
+	status, data = b.rawWith(t, "POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret))
+	require.Equal(t, http.StatusCreated, status, "a good delivery is no refusal: %s", data)
+
+	after := scrape()
+	require.Contains(t, after, series("invalid_signature", 3))
+	require.Contains(t, after, series("invalid_input", 1))
+	require.Contains(t, after, series("unsupported_media", 1))
+	_, err := b.ledger.GetEvent(context.Background(), "stripe", "evt_1")
+	require.NoError(t, err, "the good one was recorded")
+}

@@ -160,7 +160,7 @@ func TestWriteLockMetricsOnSQLiteOnly(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { l.Close() })
 			rec := httptest.NewRecorder()
-			metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil, newRefusedEvents(Options{})).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 			require.Equal(t, http.StatusOK, rec.Code)
 			for _, name := range []string{"opledger_sqlite_write_lock_waits_total", "opledger_sqlite_write_lock_timeouts_total", "opledger_sqlite_write_lock_wait_seconds_total"} {
 				if st.Name == "sqlite" {
