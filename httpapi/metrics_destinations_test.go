@@ -30,22 +30,24 @@ func TestMetricsKnowConfiguredDestinations(t *testing.T) {
 	}
 }
 
+// scrape returns what /metrics serves.
+func (b *apiBundle) scrape(t *testing.T) string {
+	t.Helper()
+	status, body := b.raw(t, "GET", "/metrics", "", nil)
+	require.Equal(t, http.StatusOK, status)
+	return string(body)
+}
+
 // An event its rule cannot map is refused and recorded nowhere: the
 // counter of refused events is its only trace besides the request log, by
 // rule and route, each pair at 0 from the start.
 func TestMetricsCountRefusedEvents(t *testing.T) {
 	t.Parallel()
 	b := startAPIWith(t, testdb.SQLiteDSN(t), nil, apiOptions(t))
-	scrape := func() string {
-		t.Helper()
-		status, body := b.raw(t, "GET", "/metrics", "", nil)
-		require.Equal(t, http.StatusOK, status)
-		return string(body)
-	}
 	series := func(rule, route string, n int) string {
 		return fmt.Sprintf(`opledger_events_refused_total{route="%s",rule="%s"} %d`, route, rule, n)
 	}
-	before := scrape()
+	before := b.scrape(t)
 	for _, rule := range []string{"intake-accepted", "stripe-paid"} {
 		for _, route := range []string{"/v1/events", "/v1/webhooks/stripe"} {
 			require.Contains(t, before, series(rule, route, 0))
@@ -64,7 +66,7 @@ func TestMetricsCountRefusedEvents(t *testing.T) {
 	status, data = b.raw(t, "POST", "/v1/events", b.token, []byte(`{"source":"forms","event_id":"e2","type":"submission.accepted","payload":{"submission_id":"9"}}`))
 	require.Equal(t, http.StatusCreated, status, "%s", data)
 
-	after := scrape()
+	after := b.scrape(t)
 	require.Contains(t, after, series("intake-accepted", "/v1/events", 1))
 	require.Contains(t, after, series("stripe-paid", "/v1/webhooks/stripe", 2))
 	require.Contains(t, after, series("intake-accepted", "/v1/webhooks/stripe", 0))
@@ -80,16 +82,10 @@ func TestMetricsCountRefusedEvents(t *testing.T) {
 func TestMetricsCountRefusedWebhooks(t *testing.T) {
 	t.Parallel()
 	b := startAPIWith(t, testdb.SQLiteDSN(t), nil, apiOptions(t))
-	scrape := func() string {
-		t.Helper()
-		status, body := b.raw(t, "GET", "/metrics", "", nil)
-		require.Equal(t, http.StatusOK, status)
-		return string(body)
-	}
 	series := func(reason string, n int) string {
 		return fmt.Sprintf(`opledger_webhooks_refused_total{reason="%s",source="stripe"} %d`, reason, n)
 	}
-	require.Contains(t, scrape(), series("invalid_signature", 0))
+	require.Contains(t, b.scrape(t), series("invalid_signature", 0))
 
 	hook := []byte(`{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_1"}}}`)
 	sign := func(body, secret []byte) http.Header {
@@ -109,7 +105,7 @@ func TestMetricsCountRefusedWebhooks(t *testing.T) {
 	status, data = b.rawWith(t, "POST", "/v1/webhooks/stripe", "", hook, sign(hook, testWebhookSecret))
 	require.Equal(t, http.StatusCreated, status, "a good delivery is no refusal: %s", data)
 
-	after := scrape()
+	after := b.scrape(t)
 	require.Contains(t, after, series("invalid_signature", 3))
 	require.Contains(t, after, series("invalid_input", 1))
 	require.Contains(t, after, series("unsupported_media", 1))
