@@ -52,10 +52,10 @@ type request struct {
 
 // sensitiveFields are stored but never shown in the API, console or logs:
 // the body, the query and the compared headers may carry personal data,
-// and the path and the query a credential (APIs such as Telegram's carry a token in the path).
-// They are masked only where an operation is shown: lookups and the
-// fingerprint read the stored payload as it is. They are masked in the
-// saved answer too (see Operation.MarshalJSON), whose body is at the same
+// and the path and the query a credential (APIs such as Telegram's carry
+// a token in the path). They are masked only where an operation is
+// shown: lookups and the fingerprint read the stored payload as it is.
+// They are masked in the saved answer too (see Operation.MarshalJSON), whose body is at the same
 // path; its Set-Cookie header is a credential (its header_bytes are
 // masked whole: they may hold one, and are unreadable base64 anyway), and
 // so is the upstream's identity, whose base path may hold the credential
