@@ -104,7 +104,11 @@ func writeStats(w io.Writer, st *client.Stats) error {
 		statsWait(st.OldestDueSeconds, st.OperationsByState[opledger.StatePending], "none pending"))
 	fmt.Fprintf(tw, "Longest wait for an approval:\t%s\n",
 		statsWait(st.OldestApprovalWaitSeconds, st.OperationsByState[opledger.StateAwaitingApproval], "none awaits"))
-	fmt.Fprintf(tw, "Workflows that cannot go on:\t%d\n", st.StuckWorkflows)
+	stuck := fmt.Sprint(st.StuckWorkflows)
+	if st.StuckWorkflows > 0 {
+		stuck += " (workflows list --stuck names them)"
+	}
+	fmt.Fprintf(tw, "Workflows that cannot go on:\t%s\n", stuck)
 	fmt.Fprintf(tw, "Technical attempts:\t%d\n", st.AttemptsTotal)
 	for _, a := range st.Attempts {
 		fmt.Fprintf(tw, "  %s, %s\t%d\n", cell(a.Destination), a.Outcome, a.Count)

@@ -119,7 +119,7 @@ func TestWorkflowsCommands(t *testing.T) {
 	require.Equal(t, "more may be stuck: 'ops stats' counts them; revise these first, or raise --limit (at most 200)\n", errOut)
 	out, errOut, code = run(t, "ops", "stats", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `(?m)^Workflows that cannot go on: +1$`, out)
+	require.Regexp(t, `(?m)^Workflows that cannot go on: +1 \(workflows list --stuck names them\)$`, out)
 	// Revised as it says, resumed, approved as show then says.
 	revise := []string{"workflows", "revise", "stuck:1", "b", "--version", "2", "--payload", `{"link":"{steps.a.ref}"}`, "--db", dsn}
 	out, errOut, code = run(t, revise...)
