@@ -117,8 +117,11 @@ func (l *Ledger) Stats(ctx context.Context, allTenants bool) (*Stats, error) {
 			if !since.IsZero() {
 				st.oldestApproval = max(now.Sub(since), 0)
 			}
-			st.stuckWorkflows, err = l.countStuckWorkflows(ctx, r, tenant)
-			return err
+			st.stuckWorkflows = 0 // counted afresh should the read run again
+			return l.eachStuckWorkflow(ctx, r, tenant, func(*Workflow) error {
+				st.stuckWorkflows++
+				return nil
+			})
 		})
 		return st, err
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -22,32 +21,23 @@ func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, er
 	if limit < 1 || limit > MaxListLimit {
 		return nil, invalidInput("limit is 1 to %d", MaxListLimit)
 	}
-	var out []*Workflow
-	// The tenant's open workflows whose current step succeeded, in key
-	// order. The sweep moves the others on within its interval, so few
-	// are read besides the stuck ones.
-	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, _ time.Time, after store.OperationID) ([]store.OperationID, error) {
-		return r.WorkflowsReady(ctx, l.tenant, after, sweepPage)
-	}, func(id store.OperationID) error {
-		w, err := l.GetWorkflow(ctx, id.Key)
-		if errors.Is(err, ErrNotFound) {
-			return nil // forgotten by retention since listed
-		}
-		if err != nil {
-			return err
-		}
-		if w.stuck() {
+	out := []*Workflow{}
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		return l.eachStuckWorkflow(ctx, r, l.tenant, func(w *Workflow) error {
 			if out = append(out, w); len(out) == limit {
 				return errListFull
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil && !errors.Is(err, errListFull) {
 		return nil, fmt.Errorf("stuck workflows: %w", err)
 	}
 	return out, nil
 }
+
+// errListFull ends StuckWorkflows' walk: it has all it lists.
+var errListFull = errors.New("list full")
 
 // stuck reports whether w cannot go on by itself: held at a step that
 // has no operation, because it cannot be recorded (see StuckWorkflows).
@@ -56,40 +46,39 @@ func (w *Workflow) stuck() bool {
 	return w.Status == WorkflowHeld && (cur == nil || cur.Operation == nil)
 }
 
-// countStuckWorkflows counts, with r, the stuck workflows of tenant, or of
-// every tenant when tenant is empty (Stats.StuckWorkflows). It reads the
-// open workflows whose current step succeeded, a page at a time; the
-// sweep moves the others on within its interval, so the count reads
-// about as many workflows whole as there are stuck ones. Finding them
-// visits the open workflows (every tenant's, or tenant's).
-func (l *Ledger) countStuckWorkflows(ctx context.Context, r store.Reader, tenant string) (int, error) {
-	n := 0
+// eachStuckWorkflow calls fn, in (tenant, key) order, with each stuck
+// workflow of tenant, or of every tenant when tenant is empty, as
+// GetWorkflow shows it, all read with r; it ends at fn's first error. It
+// reads whole the open workflows whose current step succeeded, a page of
+// them at a time: the sweep moves the others on within its interval, so
+// those are about as many as are stuck. Finding them visits the open
+// workflows (every tenant's, or tenant's).
+func (l *Ledger) eachStuckWorkflow(ctx context.Context, r store.Reader, tenant string, fn func(*Workflow) error) error {
 	var after store.OperationID
 	for {
 		ids, err := r.WorkflowsReady(ctx, tenant, after, sweepPage)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		for _, id := range ids {
 			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
 			row, _, err := tl.getWorkflowRow(ctx, r, id.Key)
 			if err != nil {
-				return 0, err
+				return err
 			}
 			w, err := tl.workflowIn(ctx, r, row)
 			if err != nil {
-				return 0, err
+				return err
 			}
 			if w.stuck() {
-				n++
+				if err := fn(w); err != nil {
+					return err
+				}
 			}
 		}
 		if len(ids) < sweepPage {
-			return n, nil
+			return nil
 		}
 		after = ids[len(ids)-1]
 	}
 }
-
-// errListFull ends StuckWorkflows' sweep: it has all it lists.
-var errListFull = errors.New("list full")

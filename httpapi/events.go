@@ -335,9 +335,6 @@ func (s *server) listStuckWorkflows(w http.ResponseWriter, r *http.Request, l *o
 		s.writeError(w, r, err)
 		return
 	}
-	if items == nil {
-		items = []*opledger.Workflow{}
-	}
 	writeJSON(w, http.StatusOK, opledger.WorkflowPage{Items: items})
 }
 
