@@ -357,9 +357,6 @@ type eventPlan struct {
 	// (lockEventKeys), and on PostgreSQL the transaction holds those it
 	// found.
 	holdsKeys bool
-	// withdrawn are the keys of the earlier corrections the event
-	// withdraws (steps of kind "withdraw").
-	withdrawn []string
 	// workflows are the workflows the plan read and found: on PostgreSQL
 	// the transaction holds them. Recording a step-shaped key w/x whose
 	// workflow w is not among them checks that w is still not stored
@@ -574,6 +571,7 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 	// A correction still waiting that the event applied last to the
 	// object recorded is withdrawn: approved after this one, it would
 	// send older content after newer.
+	var withdrawn []string
 	for i, k := range earlier {
 		if k == "" || slices.Contains(row.Operations, k) || held == nil {
 			continue
@@ -591,13 +589,13 @@ func (l *Ledger) planEvent(ctx context.Context, tx store.Tx, row *store.Event, m
 		}
 		if marked {
 			plan.steps = append(plan.steps, eventStep{kind: "withdraw", key: k, intent: *m.Updates[i]})
-			plan.withdrawn = append(plan.withdrawn, k)
+			withdrawn = append(withdrawn, k)
 		}
 	}
 	row.Status = string(EventApplied)
-	if len(plan.withdrawn) > 0 {
+	if len(withdrawn) > 0 {
 		row.Reason = fmt.Sprintf("withdrew the correction %s of event %s, not yet sent: approved after this event's, it would send older content",
-			strings.Join(plan.withdrawn, ", "), obj.EventID)
+			strings.Join(withdrawn, ", "), obj.EventID)
 	}
 	if m.ObjectKey != "" && (obj == nil || newer) {
 		plan.object = &store.EventObject{Tenant: l.tenant, Source: row.Source, ObjectKey: m.ObjectKey,
