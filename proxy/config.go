@@ -323,7 +323,7 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		// answers.
 		return nil, fail("credential_header %q is not an HTTP header name (RFC 9110 token), so no request could carry it", u.CredentialHeader)
 	}
-	compared, err := u.comparedHeaders()
+	compared, err := u.compareHeaderNames()
 	if err != nil {
 		return nil, fail("%v", err)
 	}
@@ -374,9 +374,9 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	return r, nil
 }
 
-// comparedHeaders checks CompareHeaders and returns them canonical,
+// compareHeaderNames checks CompareHeaders and returns them canonical,
 // sorted and without repeats.
-func (u Upstream) comparedHeaders() ([]string, error) {
+func (u Upstream) compareHeaderNames() ([]string, error) {
 	var names []string
 	for _, name := range u.CompareHeaders {
 		if !destination.ValidHeaderName(name) {
