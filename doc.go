@@ -74,4 +74,9 @@
 // itself:
 //
 //	go ledger.Maintain(ctx, opledger.MaintainOptions{})
+//
+// A program that derives its keys from settings (the proxy derives them
+// from its tenant and a credential header) records those settings with
+// PinKeyScope, which refuses others later: under them every earlier key
+// would be another, and each repeat taken as new.
 package opledger

@@ -232,6 +232,8 @@ type route struct {
 	// identity is the upstream's base URL without credentials, saved with
 	// its answers to detect another upstream under the same name.
 	identity string
+	// scope is the state of its key scope in the ledger (pinKeyScope).
+	scope keyScopeState
 }
 
 // ParseUpstreamURL parses an upstream's base URL, which must be an

@@ -176,6 +176,10 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 	// a request marked dispatched that was never sent.
 	// A protected retry whose window closes before the forward could
 	// end (the route's timeout) is held by the claim instead.
+	if err := p.pinKeyScope(r.Context(), rt, true); err != nil {
+		p.keyScopeRefused(w, r, err)
+		return
+	}
 	claim, err := p.ledger.Claim(context.WithoutCancel(r.Context()), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
 		Lease: rt.lease(), Dispatch: true, CallTimeout: rt.timeout})
 	if err != nil {

@@ -57,6 +57,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,6 +134,13 @@ type Config struct {
 	// has ended without its outcome recorded (its proxy stopped), gets
 	// the seconds until its lease ends instead, if more.
 	InFlightRetryAfter int
+	// AcceptScopeChange names the upstreams whose key settings (the
+	// proxy's tenant, the upstream's credential_header) may differ from
+	// those recorded in the ledger with their operations: the new ones
+	// are recorded, and every earlier request of these upstreams is then
+	// taken as new. Without it such an upstream's protected requests are
+	// refused, and Run does not start. Each name must be an upstream's.
+	AcceptScopeChange []string
 }
 
 // Proxy is an http.Handler in front of the configured upstreams. It is safe
@@ -144,6 +152,8 @@ type Proxy struct {
 	reconciler *reconciler.Reconciler
 	log        *slog.Logger
 	cfg        Config
+	// accept holds the names of Config.AcceptScopeChange.
+	accept map[string]bool
 }
 
 // New checks cfg and returns a proxy recording in l, which is required.
@@ -209,7 +219,14 @@ func New(l *opledger.Ledger, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ledger: l, routes: routes, dests: set, cfg: cfg, log: cfg.Logger.With("component", "proxy")}
+	accept := map[string]bool{}
+	for _, name := range cfg.AcceptScopeChange {
+		if !slices.ContainsFunc(routes, func(r *route) bool { return r.Name == name }) {
+			return nil, fmt.Errorf("proxy: the scope change to accept names upstream %q, which is not configured", name)
+		}
+		accept[name] = true
+	}
+	p := &Proxy{ledger: l, routes: routes, dests: set, cfg: cfg, log: cfg.Logger.With("component", "proxy"), accept: accept}
 	// Only the proxy's own tenant: its lookups carry the upstreams'
 	// credentials, and another tenant sharing the store (through an
 	// opledger serve) could record an operation naming a proxy:

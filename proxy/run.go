@@ -33,6 +33,12 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	if shutdownTimeout == 0 {
 		shutdownTimeout = 30 * time.Second
 	}
+	// Before anything is served: an upstream whose keys would be derived
+	// otherwise than its operations' stops the start.
+	if err := p.pinKeyScopes(ctx); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(2)

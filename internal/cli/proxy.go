@@ -28,6 +28,7 @@ func newProxyCmd() *cobra.Command {
 		maxBody                                                      int64
 		timeout, reconcileEvery, shutdown                            time.Duration
 		lf                                                           ledgerFlags
+		acceptScopeChange                                            []string
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -47,7 +48,10 @@ Other methods pass straight through.
 Keys are scoped per upstream name and per caller credential (a SHA-256 of
 the Authorization header); the caller's Authorization reaches the upstream
 untouched and is never stored or logged. Proxies that share a store must give
-their upstreams different names (--name with --upstream).
+their upstreams different names (--name with --upstream). The tenant and each
+upstream's credential_header are recorded with its operations: a start with
+another is refused, since every earlier request would get another key, unless
+--accept-scope-change names the upstream.
 
 --upstream proxies one API with the defaults; --config names a YAML file with
 several upstreams by path prefix and their capabilities (docs/proxy.md).
@@ -130,7 +134,8 @@ finish and record their outcome.`,
 				return refusedDB(err)
 			}
 			defer l.Close()
-			p, err := proxy.New(l, proxy.Config{Upstreams: fc.Upstreams, Logger: log, ReconcileInterval: reconcileEvery})
+			p, err := proxy.New(l, proxy.Config{Upstreams: fc.Upstreams, Logger: log, ReconcileInterval: reconcileEvery,
+				AcceptScopeChange: acceptScopeChange})
 			if err != nil {
 				return err
 			}
@@ -160,6 +165,7 @@ finish and record their outcome.`,
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file with upstreams by path prefix and their capabilities (docs/proxy.md)")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body, in bytes, at least 1 (larger: 413); with --upstream")
 	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for the upstream in all (its answer and each part of a large one; the caller's download does not count), more than 0 (then: uncertain, 504); with --upstream")
+	cmd.Flags().StringSliceVar(&acceptScopeChange, "accept-scope-change", nil, "upstream NAME whose tenant or credential_header may differ from the ones recorded with its operations: record the new ones, and take every earlier request of it as new (repeatable)")
 	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled, at least 100ms")
 	lf.add(cmd)
 	cmd.Flags().DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM, more than 0")

@@ -132,6 +132,14 @@ type Process struct {
 	Settings map[string]string
 }
 
+// KeyScope is one row of the key_scopes table (migration 025): the
+// settings a destination's operation keys are derived from, by name.
+type KeyScope struct {
+	Destination string
+	Settings    map[string]string
+	RecordedAt  time.Time
+}
+
 // Attempt is one row of the attempts table: one technical try at an operation.
 type Attempt struct {
 	ID     string
@@ -363,6 +371,9 @@ type Reader interface {
 	ListTokens(ctx context.Context, tenant string) ([]*Token, error)
 	// ListProcesses lists the processes' rows, by start time then ID.
 	ListProcesses(ctx context.Context) ([]*Process, error)
+	// GetKeyScope reads a destination's key scope (migration 025);
+	// ErrNotFound if none is recorded.
+	GetKeyScope(ctx context.Context, destination string) (*KeyScope, error)
 	// SessionByHash finds a session by the SHA-256 of its secret, with
 	// the revocation time of its token; ErrNotFound if there is no such
 	// session or its token is gone.
@@ -524,6 +535,12 @@ type Tx interface {
 	// every process last seen before staleBefore; it returns how many it
 	// removed.
 	DeleteProcesses(ctx context.Context, id string, staleBefore time.Time) (int, error)
+	// InsertKeyScope records a destination's key scope if it has none,
+	// and says whether it did: false when one is recorded (by another
+	// transaction too, which it waits for), which it leaves as it is.
+	InsertKeyScope(ctx context.Context, k *KeyScope) (bool, error)
+	// UpdateKeyScope replaces a destination's recorded key scope.
+	UpdateKeyScope(ctx context.Context, k *KeyScope) error
 	// AppendRecovery records an operator decision on an unresolved
 	// operation and how long it had waited.
 	AppendRecovery(ctx context.Context, r *Recovery) error

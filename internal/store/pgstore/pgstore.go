@@ -1503,14 +1503,10 @@ func (t *pgTx) DeleteSession(ctx context.Context, hash string) error {
 
 // PutProcess writes a process's row.
 func (t *pgTx) PutProcess(ctx context.Context, p *store.Process) error {
-	settings := p.Settings
-	if settings == nil {
-		settings = map[string]string{}
-	}
 	if _, err := t.q.Exec(ctx, `INSERT INTO processes (id, host, pid, started_at, seen_at, settings) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
 			seen_at = excluded.seen_at, settings = excluded.settings`,
-		p.ID, p.Host, p.PID, ts(p.StartedAt), ts(p.SeenAt), settings); err != nil {
+		p.ID, p.Host, p.PID, ts(p.StartedAt), ts(p.SeenAt), nonNil(p.Settings)); err != nil {
 		return fmt.Errorf("write the process row: %w", mapErr(err))
 	}
 	return nil
@@ -1543,6 +1539,51 @@ func (r *reader) ListProcesses(ctx context.Context) ([]*store.Process, error) {
 		out = append(out, &p)
 	}
 	return out, rows.Err()
+}
+
+// GetKeyScope reads a destination's key scope.
+func (r *reader) GetKeyScope(ctx context.Context, destination string) (*store.KeyScope, error) {
+	k := store.KeyScope{Destination: destination}
+	var recorded pgtype.Timestamptz
+	err := r.q.QueryRow(ctx, `SELECT settings, recorded_at FROM key_scopes WHERE destination = $1`, destination).
+		Scan(&k.Settings, &recorded)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the key scope of %s: %w", destination, mapErr(err))
+	}
+	k.RecordedAt = fromTS(recorded)
+	return &k, nil
+}
+
+// InsertKeyScope records a destination's key scope unless one is; an
+// insert of another transaction waits for it to end, then counts.
+func (t *pgTx) InsertKeyScope(ctx context.Context, k *store.KeyScope) (bool, error) {
+	tag, err := t.q.Exec(ctx, `INSERT INTO key_scopes (destination, settings, recorded_at) VALUES ($1, $2, $3)
+		ON CONFLICT (destination) DO NOTHING`, k.Destination, nonNil(k.Settings), ts(k.RecordedAt))
+	if err != nil {
+		return false, fmt.Errorf("record the key scope of %s: %w", k.Destination, mapErr(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// UpdateKeyScope replaces a destination's key scope.
+func (t *pgTx) UpdateKeyScope(ctx context.Context, k *store.KeyScope) error {
+	if _, err := t.q.Exec(ctx, `UPDATE key_scopes SET settings = $1, recorded_at = $2 WHERE destination = $3`,
+		nonNil(k.Settings), ts(k.RecordedAt), k.Destination); err != nil {
+		return fmt.Errorf("replace the key scope of %s: %w", k.Destination, mapErr(err))
+	}
+	return nil
+}
+
+// nonNil is m, or an empty map for nil, which pgx would store as the
+// JSON null rather than an object.
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 // ProbeWrite writes the readiness row; several servers probing at once

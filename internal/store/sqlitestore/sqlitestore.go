@@ -1660,6 +1660,51 @@ func (r *sqlReader) ListProcesses(ctx context.Context) ([]*store.Process, error)
 	return out, rows.Err()
 }
 
+func (r *sqlReader) GetKeyScope(ctx context.Context, destination string) (*store.KeyScope, error) {
+	k := store.KeyScope{Destination: destination}
+	var settings string
+	var recorded int64
+	err := r.q.QueryRowContext(ctx, `SELECT settings, recorded_at FROM key_scopes WHERE destination = ?`, destination).
+		Scan(&settings, &recorded)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the key scope of %s: %w", destination, err)
+	}
+	if err := json.Unmarshal([]byte(settings), &k.Settings); err != nil {
+		return nil, fmt.Errorf("decode the key scope of %s: %w", destination, err)
+	}
+	k.RecordedAt = fromMicros(recorded)
+	return &k, nil
+}
+
+func (t *sqlTx) InsertKeyScope(ctx context.Context, k *store.KeyScope) (bool, error) {
+	settings, err := json.Marshal(k.Settings)
+	if err != nil {
+		return false, err
+	}
+	res, err := t.q.ExecContext(ctx, `INSERT INTO key_scopes (destination, settings, recorded_at) VALUES (?, ?, ?)
+		ON CONFLICT (destination) DO NOTHING`, k.Destination, string(settings), toMicros(k.RecordedAt))
+	if err != nil {
+		return false, fmt.Errorf("record the key scope of %s: %w", k.Destination, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+func (t *sqlTx) UpdateKeyScope(ctx context.Context, k *store.KeyScope) error {
+	settings, err := json.Marshal(k.Settings)
+	if err != nil {
+		return err
+	}
+	if _, err := t.q.ExecContext(ctx, `UPDATE key_scopes SET settings = ?, recorded_at = ? WHERE destination = ?`,
+		string(settings), toMicros(k.RecordedAt), k.Destination); err != nil {
+		return fmt.Errorf("replace the key scope of %s: %w", k.Destination, err)
+	}
+	return nil
+}
+
 func (t *sqlTx) ProbeWrite(ctx context.Context, at time.Time) error {
 	if _, err := t.q.ExecContext(ctx, `INSERT INTO readiness (id, probed_at) VALUES (1, ?)
 		ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, toMicros(at)); err != nil {
