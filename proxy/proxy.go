@@ -25,7 +25,11 @@
 // same key never meet, and a retry whose credential changed (a refreshed
 // access token) is a new request, forwarded again. Proxies sharing a
 // store must give different upstreams different names; a saved answer
-// that came from another API under the same name is never replayed.
+// that came from another API under the same name is never replayed. The
+// ledger records each upstream's tenant and credential header (its key
+// scope, opledger.Ledger.PinKeyScope): another value would give every
+// earlier request another key, so it is refused (Run does not start)
+// unless Config.AcceptScopeChange names the upstream.
 //
 // Paths are forwarded as received, percent-escapes included, and the
 // fingerprint covers them in that form. A path with a ".." segment (as

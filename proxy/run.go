@@ -15,7 +15,10 @@ import (
 	"github.com/opledger/opledger/httpapi"
 )
 
-// Run serves the proxy on ln until ctx ends. Meanwhile it runs the
+// Run serves the proxy on ln until ctx ends. First it records each
+// upstream's key scope in the ledger, or checks it against the recorded
+// one, and returns the refusal of a changed one (opledger.ErrKeyScopeChanged,
+// with what to do) with nothing served. Meanwhile it runs the
 // reconciler over uncertain operations, settles expired leases (a proxy
 // that died mid-forward leaves its operation in_progress until then:
 // uncertain, never pending, since the request may have been sent) and
