@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -145,9 +146,9 @@ database server's own CPU is not in it.`,
 				}()
 			}
 			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
+				f, err := openProfile(cpuProfile)
 				if err != nil {
-					return fmt.Errorf("--cpu-profile: %w", err)
+					return err
 				}
 				defer f.Close()
 				if err := pprof.StartCPUProfile(f); err != nil {
@@ -157,6 +158,11 @@ database server's own CPU is not in it.`,
 			}
 			cells, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
+				if cpuProfile != "" {
+					// Nothing was measured: no profile is left to mislead.
+					pprof.StopCPUProfile()
+					_ = os.Remove(cpuProfile)
+				}
 				return refusedStore(err)
 			}
 			out := cmd.OutOrStdout()
@@ -174,7 +180,7 @@ database server's own CPU is not in it.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
 	cmd.Flags().IntVar(&rounds, "rounds", 1, "measure each concurrency this many times and report the medians")
-	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the bench process (ledger, HTTP server and proxy included) to this file, for go tool pprof")
+	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the bench process (ledger, HTTP server and proxy included) to this file, for go tool pprof: a new file, or an earlier profile, overwritten (any other file is refused)")
 	cmd.Flags().Int64Var(&serveRSS, "serve-rss", 0, "with --mode http: run N operations (2 to 100000000) through a child 'opledger serve' and report its memory")
 	return cmd
 }
@@ -253,4 +259,32 @@ func benchServeRSS(cmd *cobra.Command, cfg bench.ServeRSSConfig, asJSON bool) er
 	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.Mode, r.Store, r.Concurrency, r.Ops,
 		r.OpsPerSec, r.P50ms, r.P99ms, r.RSSHalfMB, r.RSSEndMB, r.RSSGrowthPct, r.RSSPeakMB)
 	return tw.Flush()
+}
+
+// openProfile creates the file of --cpu-profile, or truncates an earlier
+// profile there. Any other file is refused and left as it is: a path
+// mistyped for the ledger's own file must not empty it.
+func openProfile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if !errors.Is(err, fs.ErrExist) {
+		if err != nil {
+			return nil, fmt.Errorf("--cpu-profile: %w", err)
+		}
+		return f, nil
+	}
+	old, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	head := make([]byte, 2)
+	n, _ := io.ReadFull(old, head)
+	_ = old.Close()
+	// A profile is gzip-compressed; an empty file holds nothing to lose.
+	if n > 0 && !(n == 2 && head[0] == 0x1f && head[1] == 0x8b) {
+		return nil, usageError{fmt.Errorf("--cpu-profile %s exists and is not a CPU profile: give a new file (an earlier profile is overwritten)", path)}
+	}
+	if f, err = os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0); err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return f, nil
 }

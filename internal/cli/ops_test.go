@@ -258,6 +258,15 @@ func TestBench(t *testing.T) {
 		require.Equal(t, 2, code, "an existing file is the caller's mistake: %s", errOut)
 		require.Contains(t, errOut, "bench needs a fresh ledger: "+existing+" exists")
 	}
+	// --cpu-profile never empties a file that is not a profile (a path
+	// mistyped for the ledger's), and leaves none when nothing ran.
+	_, errOut, code = run(t, "bench", "--duration", "100ms", "--concurrency", "1", "--cpu-profile", existing)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--cpu-profile "+existing+" exists and is not a CPU profile: give a new file")
+	unused := filepath.Join(t.TempDir(), "unused.out")
+	_, _, code = run(t, "bench", "--db", "sqlite:"+existing, "--concurrency", "1", "--cpu-profile", unused)
+	require.Equal(t, 2, code)
+	require.NoFileExists(t, unused, "a refused run leaves no profile")
 	kept, err := os.ReadFile(existing)
 	require.NoError(t, err)
 	require.Equal(t, "kept", string(kept))
@@ -302,6 +311,8 @@ func TestBench(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, len(data), 2)
 	require.Equal(t, []byte{0x1f, 0x8b}, data[:2], "a gzipped pprof profile")
+	_, errOut, code = run(t, "bench", "--duration", "100ms", "--concurrency", "1", "--json", "--cpu-profile", profile)
+	require.Equal(t, 0, code, "an earlier profile is overwritten: %s", errOut)
 }
 
 // TestBenchServeRSS runs bench --serve-rss with a small N: the child serve
