@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -77,6 +78,13 @@ func checkBackupPaths(path, to string) error {
 		// A failure (exit 1), as for the commands that only read a
 		// ledger (ops list), in their words.
 		return fmt.Errorf("cannot read the ledger at %s: %w", path, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR})
+	}
+	// A file named so would be written, and found by no --db.
+	if file, ok := strings.CutPrefix(to, "sqlite:"); ok {
+		return usageError{fmt.Errorf("--to takes the path of the new file, not a store: --to %s", file)}
+	}
+	if strings.HasPrefix(to, "postgres://") || strings.HasPrefix(to, "postgresql://") {
+		return usageError{errors.New("--to takes the path of the new SQLite file, not a store: backup copies a SQLite ledger (for PostgreSQL, use pg_dump)")}
 	}
 	if fi, err := os.Stat(to); err == nil && fi.IsDir() {
 		return usageError{fmt.Errorf("--to names %s, a directory: give the new file to write (%s)", to, filepath.Join(to, filepath.Base(path)))}

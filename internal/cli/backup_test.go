@@ -85,6 +85,9 @@ func TestBackupAfterKill(t *testing.T) {
 		{dsn, dir, "--to names " + dir + ", a directory"},
 		{dsn, filepath.Join(dir, "missing", "x.db"), "the directory " + filepath.Join(dir, "missing") + " does not exist"},
 		{"sqlite:" + text, filepath.Join(dir, "z.db"), "is not a SQLite database"},
+		// A DSN is not a file name: "sqlite:copy.db" would be one.
+		{dsn, "sqlite:" + filepath.Join(dir, "copy.db"), "--to takes the path of the new file, not a store: --to " + filepath.Join(dir, "copy.db")},
+		{dsn, "postgres://postgres@127.0.0.1:5432/test", "--to takes the path of the new SQLite file, not a store"},
 	} {
 		_, errOut, code = run(t, "backup", "--db", tc.db, "--to", tc.to)
 		require.Equal(t, 2, code, errOut)
