@@ -1120,6 +1120,14 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 				}
 				return invalidInput("revise needs a version above the current %d", s.Version)
 			}
+			// Checked as the step will be recorded, as PutWorkflow checks
+			// its steps: a payload that cannot be fingerprinted (a name
+			// twice in an object, a number beyond a double) would hold
+			// the workflow when the step's turn came.
+			in := Intent{Key: opKey, Action: s.Action, Destination: s.Destination, Payload: r.Payload, Version: r.Version}
+			if _, err := in.normalize(); err != nil {
+				return fmt.Errorf("step %s: %w", step, err)
+			}
 			old := *s
 			s.Payload, s.Version, s.RequiresApproval, s.PreApproval, s.RevisedBy = bytes.Clone(r.Payload), r.Version, true, nil, r.Actor
 			s.SensitiveFields = append(slices.Clone(s.SensitiveFields), added...)

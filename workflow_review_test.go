@@ -153,6 +153,40 @@ func TestApproveWaitingStepTooEarly(t *testing.T) {
 	require.False(t, strings.HasPrefix(err.Error(), opledger.ErrInvalidState.Error()))
 }
 
+// TestReviseWaitingStepChecksPayload: a waiting step's revision is
+// refused, as PutWorkflow refuses such a step, when its payload could not
+// be fingerprinted: taken, it would hold the workflow when the step's turn
+// came.
+func TestReviseWaitingStepChecksPayload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	_, _, err = l.PutWorkflow(ctx, "wf:R-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "mail", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"task":"{steps.create.ref}"}`)},
+	}})
+	require.NoError(t, err)
+	for _, c := range []struct{ payload, reason string }{
+		{`{"x":1,"x":2}`, "an object has two members of the same name"},
+		{`{"x":1e400}`, "a number is beyond the range of a double"},
+		{"{\"x\":\"\xc3\"}", "a string holds text that is not valid Unicode"},
+	} {
+		_, _, err := l.ReviseWorkflowStep(ctx, "wf:R-1", "mail", opledger.Revision{Version: 2, Payload: json.RawMessage(c.payload), Actor: "ana"})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, c.payload)
+		require.ErrorContains(t, err, c.reason)
+		_, _, err = l.PutWorkflow(ctx, "wf:R-2", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(c.payload)}}})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "PutWorkflow refuses it too: %s", c.payload)
+	}
+	w, err := l.GetWorkflow(ctx, "wf:R-1")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), w.Steps[1].Version, "no revision was taken")
+	_, _, err = l.ReviseWorkflowStep(ctx, "wf:R-1", "mail", opledger.Revision{Version: 2, Payload: json.RawMessage(`{"task":"{steps.create.ref}","x":1}`), Actor: "ana"})
+	require.NoError(t, err, "a payload with placeholders is taken")
+}
+
 // TestStoredStepWithRefusedSensitiveField: a workflow stored by an
 // earlier release whose waiting step lists a sensitive field this release
 // refuses ("to.", an empty segment, which masked nothing) records that
