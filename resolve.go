@@ -99,7 +99,8 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Opera
 	if err := checkText("reason", d.Reason, "operator", d.Operator, "destination_ref", d.DestinationRef); err != nil {
 		return nil, false, err
 	}
-	if d.Kind == DecisionMarkSucceeded && d.DestinationRef == "" {
+	if d.Kind == DecisionMarkSucceeded && strings.TrimSpace(d.DestinationRef) == "" {
+		// Blanks name nothing anyone could find again, as for the reason.
 		return nil, false, invalidInput("mark_succeeded needs the destination_ref the operator found")
 	}
 	if d.Kind != DecisionMarkSucceeded && d.DestinationRef != "" {

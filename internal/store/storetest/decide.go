@@ -334,6 +334,8 @@ func testResolve(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, opledger.ErrReasonRequired, "a hold's reason is not blank either")
 		_, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, Reason: "found it"})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, "mark succeeded needs the ref")
+		_, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: " \t ", Reason: "found it"})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "a blank ref names nothing")
 		_, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: "shrug", Reason: "x"})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		b.requireState(t, "k1", opledger.StateHeld)
