@@ -444,7 +444,11 @@ first to upgrade a large ledger at a time of your choosing
 			out := cmd.OutOrStdout()
 			// Which store, without its password: with several, and
 			// $OPLEDGER_DB, "up to date" alone does not say where.
-			where := l.StoreName() + " store " + cell(redactedDSN(dsn, "($OPLEDGER_DB)"))
+			given := "($OPLEDGER_DB)"
+			if cmd.Flags().Changed("db") {
+				given = "(the --db given)"
+			}
+			where := l.StoreName() + " store " + cell(redactedDSN(dsn, given))
 			if len(applied) > 0 {
 				noun := "migrations"
 				if len(applied) == 1 {

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/opledger/opledger/internal/redact"
 )
@@ -41,20 +43,28 @@ var (
 
 // cell escapes the control characters of a stored value printed in a text
 // table or line (a newline as \n, a tab as \t, others as \x1b or \u2028),
-// so that one value stays one cell and cannot forge lines of the output.
+// and each byte that is not UTF-8 (as \xff), so that one value stays one
+// cell and cannot forge lines of the output or reach the terminal raw.
 // What is stored is not changed; --json prints it as it is.
 func cell(s string) string {
-	if strings.IndexFunc(s, isControl) < 0 {
+	if strings.IndexFunc(s, isControl) < 0 && utf8.ValidString(s) {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
-		if !isControl(r) {
-			b.WriteRune(r)
-			continue
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			// A byte that is not UTF-8 (a key given on the command line)
+			// would reach the terminal as it is.
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case isControl(r):
+			q := strconv.QuoteRune(r) // '\n', '\x1b', '\u2028'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+size])
 		}
-		q := strconv.QuoteRune(r) // '\n', '\x1b', '\u2028'
-		b.WriteString(q[1 : len(q)-1])
+		i += size
 	}
 	return b.String()
 }
@@ -85,7 +95,9 @@ func looksLikePostgres(dsn string) bool {
 // URL without its secrets (redact.DSN), anything else not at all
 // (placeholder).
 func redactedDSN(dsn, placeholder string) string {
-	if strings.HasPrefix(dsn, "sqlite:") && !looksLikePostgres(dsn) {
+	// A path may hold spaces and '=': only a SQLite DSN that reads like a
+	// mistyped PostgreSQL one is not shown.
+	if strings.HasPrefix(dsn, "sqlite:") && !strings.Contains(strings.ToLower(dsn), "password") && !strings.Contains(strings.ToLower(dsn), "postgres") {
 		return dsn
 	}
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {

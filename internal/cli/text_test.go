@@ -29,8 +29,25 @@ func TestCell(t *testing.T) {
 		// Bidi overrides and isolates would show "Mato" for "otaM".
 		"\u202eotaM\u202c \u2067x\u2069\u200f": `\u202eotaM\u202c \u2067x\u2069\u200f`,
 		"עברית":                                "עברית",
+		// Bytes that are not UTF-8 are shown, not sent raw.
+		"tok_\xff":        `tok_\xff`,
+		"a\xc3\n\xe2\x82": `a\xc3\n\xe2\x82`,
 	} {
 		require.Equal(t, want, cell(in), "%q", in)
+	}
+}
+
+// TestRedactedDSN: a SQLite path is shown as it is, spaces and '='
+// included; what may hold a password is not.
+func TestRedactedDSN(t *testing.T) {
+	for in, want := range map[string]string{
+		"sqlite:/srv/my ledger.db":                "sqlite:/srv/my ledger.db",
+		"sqlite:a=b.db":                           "sqlite:a=b.db",
+		"sqlite:host=db password=x":               "(given)",
+		"postgres://u:pw@h/db":                    "postgres://u:xxxxx@h/db",
+		"host=db user=u password=S3cret dbname=x": "(given)",
+	} {
+		require.Equal(t, want, redactedDSN(in, "(given)"), in)
 	}
 }
 
