@@ -233,7 +233,7 @@ func claimDecision(worker, recorder string, lease, callTimeout time.Duration, in
 		a := &store.Attempt{
 			ID: ulid.Make().String(), Tenant: t.tenant, Key: t.key, Destination: t.op.Destination, Number: t.op.AttemptCount + 1,
 			FencingToken: t.op.FencingToken + 1, Worker: worker, Protected: t.op.Protected,
-			ClaimedAt: t.now, LeaseExpiresAt: t.nowPlus(lease),
+			ClaimedAt: t.now, LeaseExpiresAt: t.nowPlus(lease), Version: t.op.Version,
 		}
 		t.queue(store.Write{InsertAttempt: a})
 		t.op.AttemptCount = a.Number
@@ -954,6 +954,48 @@ func (t *txn) triedAttempts() (int, error) {
 	return n, nil
 }
 
+// earlierVersionActed handles a late success or uncertain report of
+// attempt a, claimed for an earlier content version than the operation's
+// now, on an operation not succeeded: the effect of that content exists,
+// or may, and the newer version must not be sent, settled by it, or
+// looked for, until a person decides. The operation is held, unless it
+// is held already, or another attempt holds it and has marked its
+// dispatch, which the timeline then says. An attempt holding it that has
+// not marked its dispatch is ended unsent.
+func (t *txn) earlierVersionActed(a *store.Attempt, outcome Outcome, evidence string) error {
+	what := "acted"
+	if outcome == OutcomeUncertain {
+		what = "may have acted"
+	}
+	evidence += fmt.Sprintf("; attempt %d was claimed for version %d and had not marked its dispatch, yet its call %s on that content; the operation holds version %d now",
+		a.Number, a.Version, what, t.op.Version)
+	const event = "late report on an earlier version"
+	decide := fmt.Sprintf(": a person decides whether that effect stands (mark succeeded), version %d is sent as well (authorize retry), or neither (cancel)", t.op.Version)
+	switch State(t.op.State) {
+	case StateHeld:
+		t.note(a.Worker, a.ID, event, evidence+"; it stays held"+decide)
+		return nil
+	case StateInProgress:
+		holder, err := t.getAttempt(t.op.CurrentAttemptID)
+		if err != nil {
+			return err
+		}
+		if t.op.Dispatched {
+			t.note(a.Worker, a.ID, event, evidence+fmt.Sprintf("; attempt %d, which holds the operation, had already marked its dispatch of version %d, "+
+				"so both calls may have acted: check the destination for both", holder.Number, t.op.Version))
+			return nil
+		}
+		holder.Outcome, holder.FinishedAt = AttemptAbandoned, t.now
+		holder.Error = "not sent: an attempt on an earlier version reported that its call " + what
+		if err := t.updateAttempt(holder); err != nil {
+			return err
+		}
+		evidence += fmt.Sprintf("; attempt %d, which held the operation and had not marked its dispatch, is not sent", holder.Number)
+	}
+	t.hold(a.Worker, event, evidence+decide)
+	return nil
+}
+
 // confirmedWhileHeld reports whether a late success of an earlier
 // attempt arrived while the operation was in progress (staleReport keeps
 // its reference and response on the operation then): the effect exists,
@@ -1109,6 +1151,15 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	t.mayHaveCalled(a, r.Outcome)
 	state := State(t.op.State)
 	switch {
+	case a.Version != 0 && a.Version < t.op.Version && (r.Outcome == OutcomeSucceeded || r.Outcome == OutcomeUncertain) && state != StateSucceeded:
+		// The call sent content the operation has replaced since (the
+		// attempt was given up as never sent, then the operation was
+		// revised): its effect does not settle the newer version, nor
+		// does its doubt. A succeeded operation counts it as a duplicate
+		// effect (below).
+		if err := t.earlierVersionActed(a, r.Outcome, evidence); err != nil {
+			return err
+		}
 	case r.Outcome == OutcomeSucceeded && (state.Unresolved() || state == StatePending || state == StateFailed):
 		// Pending too (a retry authorized, absence wrongly proven, a
 		// retryable answer): the effect exists, and the retry not yet
@@ -1153,8 +1204,9 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 			evidence+fmt.Sprintf("; attempt %d had not marked its dispatch, yet may have called: nothing is sent again until that is settled", a.Number))
 	case (r.Outcome == OutcomeSucceeded || r.Outcome == OutcomeUncertain) && state == StateAwaitingApproval:
 		// The attempt was given up as never sent, and the operation has
-		// gone back to await approval since (revised to a new version,
-		// or required approval on a repeat). Its worker says the call
+		// gone back to await approval since (required approval on a
+		// repeat; or revised, when the attempt was claimed before
+		// attempts kept their version). Its worker says the call
 		// acted, or may have: approving what waits now could make a
 		// second effect, under another idempotency key if revised. Held
 		// for a person, who knows which content was sent.

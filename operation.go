@@ -527,6 +527,10 @@ type Attempt struct {
 	// kept as evidence beside Outcome; of several, the latest. Such a
 	// report fills DestinationRef and Error only where they were empty.
 	LateOutcome string `json:"late_outcome"`
+	// Version is the operation's content version the attempt was claimed
+	// for: its call sent that content. 0 for attempts claimed before
+	// releases of December 2026, whose version is not known.
+	Version int64 `json:"version"`
 }
 
 // TimelineEntry is one step in an operation's history.
@@ -589,6 +593,7 @@ func toAttempt(a *store.Attempt) *Attempt {
 		Protected: a.Protected, ClaimedAt: a.ClaimedAt, LeaseExpiresAt: a.LeaseExpiresAt,
 		DispatchedAt: timePtr(a.DispatchedAt), FinishedAt: timePtr(a.FinishedAt), Outcome: a.Outcome,
 		DestinationRef: a.DestinationRef, Error: a.Error, Stale: a.Stale, LateOutcome: a.LateOutcome,
+		Version: a.Version,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -761,7 +762,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	}
 	fmt.Fprintln(w, "\nAttempts:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tID\tWORKER\tCLAIMED\tDISPATCHED\tOUTCOME\tREF\tERROR")
+	fmt.Fprintln(tw, "  #\tVERSION\tID\tWORKER\tCLAIMED\tDISPATCHED\tOUTCOME\tREF\tERROR")
 	for _, a := range d.Attempts {
 		disp := "-"
 		if a.DispatchedAt != nil {
@@ -774,7 +775,11 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		if a.LateOutcome != "" {
 			outcome += ", late report " + a.LateOutcome
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, cell(a.ID), cell(a.Worker), a.ClaimedAt.UTC().Format("15:04:05.000Z"), disp,
+		version := "-" // claimed before attempts kept it
+		if a.Version > 0 {
+			version = strconv.FormatInt(a.Version, 10)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, version, cell(a.ID), cell(a.Worker), a.ClaimedAt.UTC().Format("15:04:05.000Z"), disp,
 			cell(outcome), cell(dash(a.DestinationRef)), cell(dash(a.Error)))
 	}
 	tw.Flush()

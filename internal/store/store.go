@@ -165,6 +165,9 @@ type Attempt struct {
 	// LateOutcome is the outcome of a report that arrived after the attempt
 	// had ended; Outcome stays what the attempt ended with.
 	LateOutcome string
+	// Version is the operation's content version the attempt was claimed
+	// for (migration 026); 0 for attempts claimed before, not known.
+	Version int64
 }
 
 // TimelineEntry is one row of the timeline table.

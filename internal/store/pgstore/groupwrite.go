@@ -328,7 +328,7 @@ var opColumnTypes = []string{"text", "text", "text", "text", "bigint", "text", "
 	"integer", "bigint", "timestamptz", "timestamptz", "timestamptz", "timestamptz"}
 
 var attemptColumnTypes = []string{"text", "text", "text", "integer", "bigint", "text", "boolean", "timestamptz",
-	"timestamptz", "timestamptz", "timestamptz", "text", "text", "bytea", "text", "boolean", "text", "text"}
+	"timestamptz", "timestamptz", "timestamptz", "text", "text", "bytea", "text", "boolean", "text", "text", "bigint"}
 
 const timelineColumns = `tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence`
 

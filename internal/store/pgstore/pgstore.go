@@ -648,7 +648,7 @@ func (r *reader) GetTombstone(ctx context.Context, tenant, key string) (*store.T
 }
 
 const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
-	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination, late_outcome`
+	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination, late_outcome, version`
 
 const getAttemptSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE id = $1 AND tenant = $2 AND key = $3`
 
@@ -657,7 +657,7 @@ func scanAttempt(row pgx.Row) (*store.Attempt, error) {
 	var claimed, lease, dispatched, finished pgtype.Timestamptz
 	if err := row.Scan(&a.ID, &a.Tenant, &a.Key, &a.Number, &a.FencingToken, &a.Worker, &a.Protected,
 		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &a.Stale, &a.Destination,
-		&a.LateOutcome); err != nil {
+		&a.LateOutcome, &a.Version); err != nil {
 		return nil, err
 	}
 	a.ClaimedAt, a.LeaseExpiresAt = fromTS(claimed), fromTS(lease)
@@ -1248,13 +1248,13 @@ func (t *pgTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 	return insertAttemptWrite(a).run(ctx, t.q)
 }
 
-var insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 18) + `)`
+var insertAttemptSQL = `INSERT INTO attempts (` + attemptColumns + `) VALUES (` + placeholders(1, 19) + `)`
 
 func insertAttemptWrite(a *store.Attempt) pgWrite {
 	return pgWrite{what: "insert attempt", sql: insertAttemptSQL,
 		args: []any{a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, a.Protected, ts(a.ClaimedAt),
 			ts(a.LeaseExpiresAt), ts(a.DispatchedAt), ts(a.FinishedAt), a.Outcome,
-			a.DestinationRef, a.Response, a.Error, a.Stale, a.Destination, a.LateOutcome}}
+			a.DestinationRef, a.Response, a.Error, a.Stale, a.Destination, a.LateOutcome, a.Version}}
 }
 
 // UpdateAttempt writes the mutable fields of an attempt; store.ErrNotFound

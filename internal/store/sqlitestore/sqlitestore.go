@@ -810,7 +810,7 @@ func (r *sqlReader) GetTombstone(ctx context.Context, tenant, key string) (*stor
 const operationID = `SELECT id FROM operations WHERE tenant = ? AND key = ?`
 
 const attemptColumns = `id, tenant, key, number, fencing_token, worker, protected, claimed_at,
-	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination, late_outcome`
+	lease_expires_at, dispatched_at, finished_at, outcome, destination_ref, response, error, stale, destination, late_outcome, version`
 
 func scanAttempt(sc scanner) (*store.Attempt, error) {
 	var a store.Attempt
@@ -818,7 +818,7 @@ func scanAttempt(sc scanner) (*store.Attempt, error) {
 	var claimed, lease, dispatched, finished int64
 	if err := sc.Scan(&a.ID, &a.Tenant, &a.Key, &a.Number, &a.FencingToken, &a.Worker, &protected,
 		&claimed, &lease, &dispatched, &finished, &a.Outcome, &a.DestinationRef, &a.Response, &a.Error, &stale, &a.Destination,
-		&a.LateOutcome); err != nil {
+		&a.LateOutcome, &a.Version); err != nil {
 		return nil, err
 	}
 	a.Protected, a.Stale = protected != 0, stale != 0
@@ -1366,10 +1366,10 @@ func (t *sqlTx) deleteOperation(ctx context.Context, tenant, key string, revisio
 
 func (t *sqlTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 	ref, args := t.operationRef(a.Tenant, a.Key)
-	_, err := t.q.ExecContext(ctx, `INSERT INTO attempts (operation_id, `+attemptColumns+`) VALUES (`+ref+`, `+placeholders(18)+`)`,
+	_, err := t.q.ExecContext(ctx, `INSERT INTO attempts (operation_id, `+attemptColumns+`) VALUES (`+ref+`, `+placeholders(19)+`)`,
 		append(args, a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, boolInt(a.Protected), toMicros(a.ClaimedAt),
 			toMicros(a.LeaseExpiresAt), toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome,
-			a.DestinationRef, a.Response, a.Error, boolInt(a.Stale), a.Destination, a.LateOutcome)...)
+			a.DestinationRef, a.Response, a.Error, boolInt(a.Stale), a.Destination, a.LateOutcome, a.Version)...)
 	if err != nil {
 		return fmt.Errorf("insert attempt: %w", mapErr(err))
 	}

@@ -441,7 +441,7 @@ func testReport(t *testing.T, h Harness) {
 			require.True(t, stale.Recorded)
 			op := b.requireState(t, "k1", opledger.StateHeld)
 			require.NotNil(t, op.ReviewBy)
-			require.Contains(t, b.events(t, "k1"), "late report while awaiting approval")
+			require.Contains(t, b.events(t, "k1"), "late report on an earlier version")
 			_, _, err = b.ledger.Approve(b.ctx, "k1", opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
 			require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is approved before a person looked")
 		}
