@@ -85,7 +85,11 @@ type EventRecord struct {
 
 // Delivery is one arrival of an event.
 type Delivery struct {
-	ID         int64     `json:"id"`
+	// ID is the store's number of the arrival. It counts every tenant's
+	// deliveries, so it is not shown by the HTTP API (a tenant would read
+	// from two of its own how many others received in between): a
+	// Delivery read through the API has 0.
+	ID         int64     `json:"-"`
 	DeliveryID string    `json:"delivery_id,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	// Duplicate is true for every arrival after the first.

@@ -71,12 +71,13 @@ func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledg
 // captured delivery can be posted again (Shopify's signature never
 // expires), so the answer carries nothing of the operations (their
 // references, saved responses, attempts) nor the event's reason, which
-// names their keys. The tenant's API and console show the rest.
+// names their keys. The tenant's API and console show the rest. Nor does
+// it number the delivery: the store's numbers count every tenant's
+// deliveries, and a delivery posted again would read how many came
+// between.
 type webhookAnswer struct {
 	Duplicate bool                 `json:"duplicate"`
 	Status    opledger.EventStatus `json:"status"`
-	// DeliveryID is the ledger's number of this arrival.
-	DeliveryID int64 `json:"delivery_id"`
 }
 
 // webhookIn takes a provider's webhook: the signature over the raw body is
@@ -124,7 +125,7 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res, ok := s.intake(w, r, l, ev, webhookRoute(source)); ok {
-		writeJSON(w, intakeStatus(res), webhookAnswer{Duplicate: res.Duplicate, Status: res.Status, DeliveryID: res.Delivery.ID})
+		writeJSON(w, intakeStatus(res), webhookAnswer{Duplicate: res.Duplicate, Status: res.Status})
 	}
 }
 
