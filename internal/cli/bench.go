@@ -179,7 +179,7 @@ database server's own CPU is not in it.`,
 	cmd.Flags().StringVar(&keys, "keys", "sequential", "order of the operations' keys: sequential (a counter) or random (as UUIDs are)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and cell")
 	cmd.Flags().IntVar(&preload, "preload", 0, "operations to load into the ledger before measuring")
-	cmd.Flags().IntVar(&rounds, "rounds", 1, "measure each concurrency this many times and report the medians")
+	cmd.Flags().IntVar(&rounds, "rounds", 1, "measure each concurrency this many times (1 to 100) and report the medians")
 	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the bench process (ledger, HTTP server and proxy included) to this file, for go tool pprof: a new file, or an earlier profile, overwritten (any other file is refused)")
 	cmd.Flags().Int64Var(&serveRSS, "serve-rss", 0, "with --mode http: run N operations (2 to 100000000) through a child 'opledger serve' and report its memory")
 	return cmd

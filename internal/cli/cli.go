@@ -291,11 +291,24 @@ func isScheme(s string) bool {
 // otherwise silently do.
 func nonEmptyFlags(cmd *cobra.Command, names ...string) error {
 	for _, name := range names {
-		if f := cmd.Flags().Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
-			what, ok := emptyFlagHints[name]
-			if !ok {
-				what = "a value"
+		f := cmd.Flags().Lookup(name)
+		if f == nil || !f.Changed {
+			continue
+		}
+		what, ok := emptyFlagHints[name]
+		if !ok {
+			what = "a value"
+		}
+		empty := f.Value.String() == ""
+		if list, ok := f.Value.(pflag.SliceValue); ok {
+			// A list flag given "" holds nothing; "a,,b" holds an empty
+			// entry.
+			empty = len(list.GetSlice()) == 0
+			if !empty && slices.Contains(list.GetSlice(), "") {
+				return usageError{fmt.Errorf("--%s has an empty entry: give %s in each, comma-separated", name, what)}
 			}
+		}
+		if empty {
 			return usageError{fmt.Errorf("--%s is empty: give %s, or leave the flag out", name, what)}
 		}
 	}
@@ -319,6 +332,9 @@ var emptyFlagHints = map[string]string{
 	"status":      "a status",
 	"order":       "newest or review",
 	"name":        "a label, such as the automation using the token",
+	// Lists: an empty entry is refused too.
+	"accept-scope-change": "an upstream's name",
+	"sensitive-field":     "a payload path, e.g. customer.email",
 }
 
 // positiveFlags refuses, as usage errors, values of the named int, int64
@@ -410,8 +426,9 @@ func newMigrateCmd() *cobra.Command {
 per store, and says which it applied. On a terminal it draws a progress bar
 (one step per migration); piped, it prints only the result. The commands
 that write (serve, proxy, tokens create) also migrate a ledger when they
-open it; those that only read or decide (ops, events, tokens list and
-revoke) never do, and refuse a ledger older than they use. Run migrate
+open it, and demo and lab scenario create theirs; those that only read or
+decide (ops, events, workflows, tokens list and revoke) never do, and
+refuse a ledger older than they use. Run migrate
 first to upgrade a large ledger at a time of your choosing
 (docs/operations.md, "Upgrading").`,
 		Example: `  opledger migrate --db sqlite:opledger.db

@@ -67,6 +67,9 @@ walk-through writes anything.`,
 				dsn = "sqlite:" + filepath.Join(dir, "demo.db")
 			}
 			if noServe {
+				if cmd.Flags().Changed("addr") {
+					return usageError{errors.New("--addr is where the demo serves its ledger, and --no-serve serves nothing: give one of them")}
+				}
 				addr = ""
 			}
 			err := runDemo(cmd.Context(), out, dsn, addr, temp != "")

@@ -431,9 +431,14 @@ func newOpsListCmd() *cobra.Command {
 			if o.Order != opledger.OrderNewest && o.Order != opledger.OrderReview {
 				return usageError{fmt.Errorf("--order: unknown order %q (orders: %s, %s)", order, opledger.OrderNewest, opledger.OrderReview)}
 			}
-			for _, s := range strings.Split(states, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					if !opledger.State(s).Valid() {
+			if states != "" {
+				for _, s := range strings.Split(states, ",") {
+					switch s = strings.TrimSpace(s); {
+					case s == "":
+						// "--state held," would list what "--state held"
+						// does, and "--state ," every state.
+						return usageError{fmt.Errorf("--state %q has an empty entry: give states separated by commas (states: %s)", states, opledger.StateNames())}
+					case !opledger.State(s).Valid():
 						return usageError{fmt.Errorf("--state: unknown state %q (states: %s)", s, opledger.StateNames())}
 					}
 					o.States = append(o.States, opledger.State(s))

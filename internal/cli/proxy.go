@@ -72,7 +72,7 @@ finish and record their outcome.`,
 			if reconcileEvery < MinReconcileInterval {
 				return usageError{fmt.Errorf("--reconcile-interval must be at least %s, got %s", MinReconcileInterval, reconcileEvery)}
 			}
-			if err := nonEmptyFlags(cmd, "config", "upstream"); err != nil {
+			if err := nonEmptyFlags(cmd, "config", "upstream", "owner", "accept-scope-change"); err != nil {
 				return err
 			}
 			var fc proxy.FileConfig

@@ -123,6 +123,13 @@ func TestUsageErrors(t *testing.T) {
 		{db("ops", "list", "--destination="), "--destination is empty: give a destination, or leave the flag out"},
 		{db("ops", "list", "--state", ""), "--state is empty: give states, comma-separated, or leave the flag out"},
 		{db("ops", "list", "--cursor", ""), "--cursor is empty: give the next_cursor of the page before, or leave the flag out"},
+		{db("ops", "list", "--state", ","), `--state "," has an empty entry: give states separated by commas`}, // not every state
+		{db("ops", "list", "--state", "held,"), `--state "held," has an empty entry`},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--owner", ""), "--owner is empty: give an owner, or leave the flag out"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--accept-scope-change", ""), "--accept-scope-change is empty: give an upstream's name, or leave the flag out"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--accept-scope-change", "a,,b"), "--accept-scope-change has an empty entry: give an upstream's name in each, comma-separated"},
+		{db("workflows", "revise", "wf:a", "b", "--version", "2", "--payload", "{}", "--sensitive-field", ""), "--sensitive-field is empty: give a payload path, e.g. customer.email, or leave the flag out"},
+		{[]string{"demo", "--no-serve", "--addr", "bogus"}, "--addr is where the demo serves its ledger, and --no-serve serves nothing: give one of them"},
 		{db("events", "list", "--source", ""), "--source is empty: give a source, or leave the flag out"},
 		{db("events", "list", "--status", ""), "--status is empty: give a status, or leave the flag out"},
 		{db("events", "list", "--cursor", ""), "--cursor is empty: give the next_cursor of the page before, or leave the flag out"},

@@ -464,6 +464,9 @@ content is fixed: a correction is a new operation.`,
 			if !cmd.Flags().Changed("payload") {
 				return usageError{errors.New("--payload is required: the new content, JSON (null for none)")}
 			}
+			if err := nonEmptyFlags(cmd, "sensitive-field"); err != nil {
+				return err
+			}
 			if !json.Valid([]byte(payload)) {
 				return usageError{errors.New("--payload is not JSON")}
 			}
@@ -494,6 +497,6 @@ content is fixed: a correction is a new operation.`,
 	cmd.Flags().Int64Var(&rev.Version, "version", 0, "the new version, above the current one (required)")
 	cmd.Flags().StringVar(&payload, "payload", "", "the new content, JSON (required)")
 	cmd.Flags().StringVar(&rev.Actor, "actor", defaultOperator(), "who revises (env USER)")
-	cmd.Flags().StringSliceVar(&rev.SensitiveFields, "sensitive-field", nil, "a payload path to mask from now on, e.g. customer.email (repeat the flag, or separate with commas); added to the step's")
+	cmd.Flags().StringSliceVar(&rev.SensitiveFields, "sensitive-field", nil, "a payload path to mask from now on, e.g. customer.email (repeat the flag, or separate with commas); added to the step's, none removed")
 	return cmd
 }
