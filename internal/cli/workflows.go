@@ -65,6 +65,24 @@ func (b *workflowsBackend) where(err error) error {
 	return err
 }
 
+// stepWhere says, of an error naming something not found when a step
+// was decided, whether the workflow lacks the step (naming its steps) or
+// is not there (where).
+func (b *workflowsBackend) stepWhere(ctx context.Context, key, step string, err error) error {
+	if !errors.Is(err, opledger.ErrNotFound) {
+		return err
+	}
+	wf, werr := b.GetWorkflow(ctx, key)
+	if werr != nil {
+		return b.where(err)
+	}
+	names := make([]string, len(wf.Steps))
+	for i, s := range wf.Steps {
+		names[i] = s.Name
+	}
+	return fmt.Errorf("workflow %s has no step %s (its steps: %s): %w", key, step, strings.Join(names, ", "), opledger.ErrNotFound)
+}
+
 func newWorkflowsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workflows",
@@ -417,7 +435,7 @@ revised since is refused and nothing changes.`,
 			defer b.Close()
 			wf, replayed, err := b.ApproveWorkflowStep(cmd.Context(), args[0], args[1], approval)
 			if err != nil {
-				return refusedInput(b.where(err))
+				return refusedInput(b.stepWhere(cmd.Context(), args[0], args[1], err))
 			}
 			out := cmd.OutOrStdout()
 			if replayed {
@@ -481,7 +499,7 @@ content is fixed: a correction is a new operation.`,
 			defer b.Close()
 			wf, replayed, err := b.ReviseWorkflowStep(cmd.Context(), args[0], args[1], rev)
 			if err != nil {
-				return refusedInput(b.where(err))
+				return refusedInput(b.stepWhere(cmd.Context(), args[0], args[1], err))
 			}
 			if replayed {
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s step %s: this revision was already recorded, nothing changed; the workflow is %s\n",
