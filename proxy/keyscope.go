@@ -34,10 +34,15 @@ func (rt *route) keyScope(tenant string) map[string]string {
 // keyScopeChanged is a route's refusal of a changed key scope, err, with
 // what to do about it: logged, and Run's error.
 func keyScopeChanged(rt *route, err error) error {
+	tenant := ""
+	if ce, ok := errors.AsType[*opledger.KeyScopeChangedError](err); ok && ce.Recorded.Settings["tenant"] != "" {
+		// Its operations are in the tenant they were recorded in.
+		tenant = " --tenant " + ce.Recorded.Settings["tenant"]
+	}
 	return fmt.Errorf("upstream %s: %w. Under these settings every earlier request of this upstream gets another key, and its repeats would be forwarded again. "+
 		"Put the setting back; or, if another proxy sharing this store names an upstream %s too, give one of them another name; "+
-		"or let this upstream's operations settle (opledger ops list --destination %s --state uncertain,held,in_progress) and start once accepting the change "+
-		"(opledger proxy --accept-scope-change %s)", rt.Name, err, rt.Name, destinationName(rt.Name), rt.Name)
+		"or let this upstream's operations settle (opledger ops list --destination %s%s --state uncertain,held,in_progress) and start once accepting the change "+
+		"(opledger proxy --accept-scope-change %s)", rt.Name, err, rt.Name, destinationName(rt.Name), tenant, rt.Name)
 }
 
 // pinKeyScope records the route's key scope in the ledger, or checks it

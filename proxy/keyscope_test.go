@@ -71,6 +71,7 @@ func TestKeyScopeChangeRefused(t *testing.T) {
 		require.ErrorIs(t, err, opledger.ErrKeyScopeChanged)
 		require.ErrorContains(t, err, "upstream crm: destination proxy:crm: its operation keys were derived with credential_header")
 		require.ErrorContains(t, err, "--accept-scope-change crm")
+		require.ErrorContains(t, err, "opledger ops list --destination proxy:crm --tenant default --state uncertain,held,in_progress")
 		_, err = net.Dial("tcp", ln.Addr().String())
 		require.Error(t, err, "the listener is closed")
 
