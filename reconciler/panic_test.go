@@ -118,3 +118,58 @@ func TestUnstorableRefHeldAtOnce(t *testing.T) {
 		require.Equal(t, int32(1), d.calls.Load())
 	})
 }
+
+// chattyLookup is a Go destination whose calls end uncertain and whose
+// lookup fails with, or panics with, a text holding what it is given:
+// a destination's error may quote the request, a panic the operation.
+type chattyLookup struct{ failWith func(op *opledger.Operation) string }
+
+func (*chattyLookup) Name() string { return "chatty" }
+func (*chattyLookup) Capabilities() destination.Capabilities {
+	return destination.Capabilities{Lookup: &destination.Lookup{Authoritative: true}}
+}
+func (*chattyLookup) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	return opledger.Result{}, opledger.Uncertain(errors.New("timeout"))
+}
+func (d *chattyLookup) Lookup(_ context.Context, op *opledger.Operation, _ []string) (destination.LookupResult, error) {
+	text := d.failWith(op)
+	if strings.HasPrefix(text, "panic:") {
+		panic(text)
+	}
+	return destination.LookupResult{}, errors.New(text)
+}
+
+// TestLookupTextsMaskedBeforeCut: a lookup's error, and a panic's text,
+// are masked of sensitive values and of the key before they are cut to
+// their bounds. Cut first, a value across the cut was kept in part,
+// unmasked, in the timeline (the ledger masks only whole values) and in
+// the log.
+func TestLookupTextsMaskedBeforeCut(t *testing.T) {
+	t.Parallel()
+	const email = "ana.lovelace@example.invalid"
+	for _, at := range []int{60, 290} { // 290: a cut at 300 bytes keeps "ana.lovel"
+		d := &chattyLookup{failWith: func(*opledger.Operation) string {
+			return strings.Repeat("x", at) + " " + email + " is not a valid search"
+		}}
+		r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{d} })
+		_, _, err := r.Ledger.Record(r.Ctx, opledger.Intent{Key: "lookup:M1", Action: "create", Destination: "chatty",
+			Payload: []byte(`{"customer":{"email":"` + email + `"}}`), SensitiveFields: []string{"customer.email"}})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		ev := r.Evidence("lookup:M1", "reconcile deferred")
+		require.NotEmpty(t, ev)
+		require.NotContains(t, ev, email[:8], "at byte %d: no part of the value is kept", at)
+	}
+
+	key := "intake:SECRETCUSTOMER42:create"
+	d := &chattyLookup{failWith: func(op *opledger.Operation) string { return "panic:" + strings.Repeat("x", 180) + " for " + op.Key }}
+	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{d} })
+	r.Record(key, "chatty", `{}`)
+	require.Equal(t, opledger.StateUncertain, r.Step().State)
+	require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+	require.Contains(t, r.Logs(), `level=ERROR msg="lookup panicked"`)
+	// A cut at 200 bytes of the text kept "intake:SE".
+	require.NotContains(t, r.Logs(), "intake:", "no part of the key is logged")
+	require.NotContains(t, r.Evidence(key, "reconcile deferred"), "intake:")
+}

@@ -24,8 +24,9 @@
 // operation became uncertain, the operation is held. Nothing is ever
 // resent because a lookup failed.
 //
-// Allowed imports: opledger, opledger/destination, internal/marker, the
-// standard library.
+// Allowed imports: opledger, opledger/destination, internal/advance,
+// internal/marker, internal/redact, internal/textcut, the standard
+// library.
 package reconciler
 
 import (
@@ -45,6 +46,7 @@ import (
 	"github.com/opledger/opledger/internal/advance"
 	"github.com/opledger/opledger/internal/marker"
 	"github.com/opledger/opledger/internal/redact"
+	"github.com/opledger/opledger/internal/textcut"
 )
 
 // Config configures a Reconciler. Zero values take the documented defaults.
@@ -310,7 +312,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			// reconciler down, nor decide anything.
 			defer func() {
 				if v := recover(); v != nil {
-					why := redact.Keys(op.Key, fmt.Errorf("lookup panicked: %.200s", op.MaskText(fmt.Sprint(v))))
+					// Masked and redacted whole, then cut: a value or key
+					// across the cut would be kept in part, unmasked.
+					text := textcut.Valid(redact.Keys(op.Key, errors.New(op.MaskText(fmt.Sprint(v)))).Error())
+					why := errors.New("lookup panicked: " + textcut.Prefix(text, 200))
 					log.Error("lookup panicked", "error", why, "stack", string(debug.Stack()))
 					res, err = destination.LookupResult{}, why
 				}
@@ -355,7 +360,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	}
 
 	if len(f.Evidence) > maxEvidence {
-		f.Evidence = f.Evidence[:maxEvidence]
+		// Masked before it is cut, as the ledger would mask it after: a
+		// sensitive value across the cut would be kept in part.
+		f.Evidence = textcut.Prefix(op.MaskText(f.Evidence), maxEvidence)
 	}
 	after, err := tl.Reconcile(ctx, op.Key, f)
 	switch {
@@ -438,7 +445,8 @@ var errUnstorableRef = errors.New("the lookup found the record, but its referenc
 func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, lookupErr error) (Decision, error) {
 	text := opledger.ErrorText(lookupErr)
 	if len(text) > 300 {
-		text = text[:300]
+		// Masked first, as for the evidence (Reconcile's).
+		text = textcut.Prefix(op.MaskText(text), 300)
 	}
 	failures, err := r.lookupFailures(ctx, tl, op)
 	if err != nil {
