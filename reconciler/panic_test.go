@@ -122,7 +122,9 @@ func TestUnstorableRefHeldAtOnce(t *testing.T) {
 // chattyLookup is a Go destination whose calls end uncertain and whose
 // lookup fails with, or panics with, a text holding what it is given:
 // a destination's error may quote the request, a panic the operation.
-type chattyLookup struct{ failWith func(op *opledger.Operation) string }
+type chattyLookup struct {
+	failWith func(op *opledger.Operation) string
+}
 
 func (*chattyLookup) Name() string { return "chatty" }
 func (*chattyLookup) Capabilities() destination.Capabilities {
