@@ -96,8 +96,14 @@ func (l *Ledger) PinKeyScope(ctx context.Context, destination string, settings m
 		switch {
 		case name == "" || len(name) > maxNameLength:
 			return nil, invalidInput("a key scope's setting names are 1 to %d bytes", maxNameLength)
+		case checkText("a key scope's setting name", name) != nil:
+			// Stored as JSON, such a name would not read back as given.
+			return nil, checkText("a key scope's setting name", name)
 		case len(v) > maxKeyScopeValueBytes:
-			return nil, invalidInput("the key scope setting %s is %d bytes: at most %d", name, len(v), maxKeyScopeValueBytes)
+			return nil, invalidInput("the key scope setting %q is %d bytes: at most %d", name, len(v), maxKeyScopeValueBytes)
+		}
+		if err := checkText(fmt.Sprintf("the key scope setting %q", name), v); err != nil {
+			return nil, err
 		}
 	}
 	settings = maps.Clone(settings)

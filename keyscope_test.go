@@ -88,7 +88,11 @@ func TestPinKeyScopeInvalid(t *testing.T) {
 		{"crm <a@b.example>", nil, "destination names take letters"},
 		{"crm", map[string]string{"": "x"}, "setting names are 1 to 200 bytes"},
 		{"crm", map[string]string{strings.Repeat("n", 201): "x"}, "setting names are 1 to 200 bytes"},
-		{"crm", map[string]string{"header": strings.Repeat("v", 1025)}, "the key scope setting header is 1025 bytes: at most 1024"},
+		{"crm", map[string]string{"header": strings.Repeat("v", 1025)}, `the key scope setting "header" is 1025 bytes: at most 1024`},
+		// Neither would read back from the store as given.
+		{"crm", map[string]string{"header": "a\xffb"}, `the key scope setting "header"`},
+		{"crm", map[string]string{"header": "a\x00b"}, `the key scope setting "header"`},
+		{"crm", map[string]string{"h\xff": "x"}, "a key scope's setting name"},
 		{"crm", many, "a key scope has at most 32 settings, not 33"},
 	} {
 		_, err := l.PinKeyScope(ctx, c.destination, c.settings, false)
