@@ -575,8 +575,8 @@ func (t *txn) stale(a *store.Attempt, token int64) *StaleError {
 // or notSentConfirmed for one abandoned because an earlier attempt had
 // confirmed the effect.
 func endedWith(a *store.Attempt) string {
-	if a.Outcome == AttemptAbandoned && a.Error == notSentConfirmed {
-		return notSentConfirmed
+	if a.Outcome == AttemptAbandoned && (a.Error == notSentConfirmed || strings.HasPrefix(a.Error, notSentEarlierVersion)) {
+		return a.Error
 	}
 	return a.Outcome
 }
@@ -585,6 +585,12 @@ func endedWith(a *store.Attempt) string {
 // because an earlier attempt's late report had confirmed the effect while
 // it held the operation (settleConfirmed).
 const notSentConfirmed = "not sent: an earlier attempt's late report had confirmed the effect"
+
+// notSentEarlierVersion starts the error of an attempt ended unsent
+// (abandoned) because an attempt of an earlier version reported that its
+// call acted, or may have, while it held the operation
+// (earlierVersionActed).
+const notSentEarlierVersion = "not sent: an attempt on an earlier version reported that its call "
 
 // heldClaim checks, for the step what ("dispatch"), that attemptID with
 // token still holds the operation, and returns its attempt if so. If not,
@@ -986,7 +992,7 @@ func (t *txn) earlierVersionActed(a *store.Attempt, outcome Outcome, evidence st
 			return nil
 		}
 		holder.Outcome, holder.FinishedAt = AttemptAbandoned, t.now
-		holder.Error = "not sent: an attempt on an earlier version reported that its call " + what
+		holder.Error = notSentEarlierVersion + what
 		if err := t.updateAttempt(holder); err != nil {
 			return err
 		}

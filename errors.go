@@ -229,6 +229,8 @@ func (e *StaleError) Error() string {
 			why = "it ended before its dispatch: it gave the claim back, or its lease ran out"
 		case notSentConfirmed:
 			why = "it was never sent: an earlier attempt's late report had confirmed the effect"
+		case notSentEarlierVersion + "acted", notSentEarlierVersion + "may have acted":
+			why = "it was never sent: " + strings.TrimPrefix(e.ended, "not sent: ") + ", and the operation is held for a person"
 		default:
 			why = "it had reported " + e.ended + " already"
 		}

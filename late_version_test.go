@@ -98,7 +98,8 @@ func TestLateReportOnEarlierVersion(t *testing.T) {
 			report("claimed", c1, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v1"})
 			held("claimed")
 			_, err = l.Dispatch(ctx, "claimed", c2.AttemptID, c2.FencingToken)
-			require.Error(t, err, "version 2's call must not start")
+			require.ErrorContains(t, err, "it was never sent: an attempt on an earlier version reported that its call acted, and the operation is held for a person",
+				"version 2's call must not start, and its worker is told why")
 			attempts, err = l.Attempts(ctx, "claimed")
 			require.NoError(t, err)
 			require.Len(t, attempts, 2)
