@@ -474,7 +474,15 @@ func (t *txn) settleExpiredLease() error {
 		t.settleConfirmed(a, ActorSystem, how)
 		return t.updateAttempt(a)
 	}
-	if t.op.Dispatched {
+	earlier, err := t.earlierVersionReported(a)
+	if err != nil {
+		return err
+	}
+	if earlier != nil {
+		a.Outcome = AttemptLeaseExpired
+		t.hold(ActorSystem, eventAfterEarlierVersion, fmt.Sprintf("the lease of attempt %d expired after dispatch, with no report; %s",
+			a.Number, earlierVersionEvidence(earlier, t.op.Version)))
+	} else if t.op.Dispatched {
 		a.Outcome = AttemptLeaseExpired
 		t.move(StateUncertain, ActorSystem, a.ID, "lease expired after dispatch",
 			"the call may have reached the destination; worker "+a.Worker+" never reported")
@@ -864,6 +872,13 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 			t.settleConfirmed(a, a.Worker, join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error))
 			return nil
 		}
+		earlier, err := t.earlierVersionReported(a)
+		if err != nil {
+			return err
+		}
+		if earlier != nil {
+			return t.afterEarlierVersion(a, earlier, &r)
+		}
 		switch r.Outcome {
 		case OutcomeSucceeded:
 			t.succeed(r.DestinationRef, r.Response)
@@ -960,6 +975,23 @@ func (t *txn) triedAttempts() (int, error) {
 	return n, nil
 }
 
+// ofEarlierVersion reports whether attempt a was claimed for an earlier
+// content version than the operation's now. An attempt claimed before
+// attempts kept their version (0) was if the operation was revised after
+// its claim, which the timeline says; only a revised operation's is read.
+func (t *txn) ofEarlierVersion(a *store.Attempt) (bool, error) {
+	if a.Version != 0 || t.op.Version < 2 {
+		return a.Version != 0 && a.Version < t.op.Version, nil
+	}
+	entries, err := t.listTimeline()
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(entries, func(e *store.TimelineEntry) bool {
+		return e.Event == revisedEvent && e.At.After(a.ClaimedAt)
+	}), nil
+}
+
 // earlierVersionActed handles a late success or uncertain report of
 // attempt a, claimed for an earlier content version than the operation's
 // now, on an operation not succeeded: the effect of that content exists,
@@ -973,9 +1005,9 @@ func (t *txn) earlierVersionActed(a *store.Attempt, outcome Outcome, evidence st
 	if outcome == OutcomeUncertain {
 		what = "may have acted"
 	}
-	evidence += fmt.Sprintf("; attempt %d was claimed for version %d and had not marked its dispatch, yet its call %s on that content; the operation holds version %d now",
-		a.Number, a.Version, what, t.op.Version)
-	const event = "late report on an earlier version"
+	evidence += fmt.Sprintf("; attempt %d was claimed for %s and had not marked its dispatch, yet its call %s on that content; the operation holds version %d now",
+		a.Number, claimedVersion(a), what, t.op.Version)
+	const event = eventEarlierVersion
 	decide := fmt.Sprintf(": a person decides whether that effect stands (mark succeeded), version %d is sent as well (authorize retry), or neither (cancel)", t.op.Version)
 	switch State(t.op.State) {
 	case StateHeld:
@@ -999,6 +1031,99 @@ func (t *txn) earlierVersionActed(a *store.Attempt, outcome Outcome, evidence st
 		evidence += fmt.Sprintf("; attempt %d, which held the operation and had not marked its dispatch, is not sent", holder.Number)
 	}
 	t.hold(a.Worker, event, evidence+decide)
+	return nil
+}
+
+// Timeline events of late reports of an earlier version.
+const (
+	// eventEarlierVersion records the late report (earlierVersionActed).
+	eventEarlierVersion = "late report on an earlier version"
+	// eventAfterEarlierVersion holds an operation whose attempt, which
+	// held it when that report came, ended otherwise than in success.
+	eventAfterEarlierVersion = "held after a late report on an earlier version"
+)
+
+// earlierVersionReported returns the attempt of an earlier version whose
+// late report, that its call acted or may have, came while attempt a
+// held the operation after its dispatch mark (earlierVersionActed noted
+// it on the timeline, the operation left to a's outcome), or nil. Only a
+// revised operation can have one: the others pay no read.
+func (t *txn) earlierVersionReported(a *store.Attempt) (*store.Attempt, error) {
+	if t.op.Version < 2 || !t.op.Dispatched {
+		return nil, nil
+	}
+	entries, err := t.listTimeline()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range slices.Backward(entries) {
+		if e.At.Before(a.ClaimedAt) {
+			break
+		}
+		if e.Event == eventEarlierVersion && e.AttemptID != "" && e.AttemptID != a.ID {
+			return t.getAttempt(e.AttemptID)
+		}
+	}
+	return nil, nil
+}
+
+// earlierVersionEvidence says what the late report of the attempt
+// earlier said, for an operation of version now.
+func earlierVersionEvidence(earlier *store.Attempt, now int64) string {
+	what := "acted"
+	if lateOutcome(earlier) == string(OutcomeUncertain) {
+		what = "may have acted"
+	}
+	s := fmt.Sprintf("attempt %d, of %s, had reported that its call %s", earlier.Number, claimedVersion(earlier), what)
+	if earlier.DestinationRef != "" {
+		s += " (destination ref " + earlier.DestinationRef + ")"
+	}
+	return s + fmt.Sprintf(": a person decides whether that effect stands (mark succeeded), version %d is sent (authorize retry), or neither (cancel)", now)
+}
+
+// claimedVersion names the version attempt a was claimed for: "an
+// earlier version" for one claimed before attempts kept it.
+func claimedVersion(a *store.Attempt) string {
+	if a.Version == 0 {
+		return "an earlier version"
+	}
+	return fmt.Sprintf("version %d", a.Version)
+}
+
+// lateOutcome is the outcome a stale attempt's late report gave: kept
+// beside the attempt's own, or as its own when the report ended it.
+func lateOutcome(a *store.Attempt) string {
+	if a.LateOutcome != "" {
+		return a.LateOutcome
+	}
+	return a.Outcome
+}
+
+// afterEarlierVersion settles the report r of attempt a, which holds the
+// operation, after an attempt of an earlier version (earlier) reported
+// that its call acted, or may have (earlierVersionReported). A success is
+// the operation's, and the earlier call's effect a second one: counted as
+// a duplicate effect when it names another record, noted when it only may
+// have been made. Any other answer leaves the earlier call's effect the
+// only one known, or possible, for a person to weigh: the operation is
+// held, neither sent again, failed, nor looked up.
+func (t *txn) afterEarlierVersion(a, earlier *store.Attempt, r *Report) error {
+	if r.Outcome == OutcomeSucceeded {
+		t.succeed(r.DestinationRef, r.Response)
+		t.move(StateSucceeded, a.Worker, a.ID, "succeeded", "destination ref "+r.DestinationRef)
+		switch {
+		case lateOutcome(earlier) == string(OutcomeSucceeded) && earlier.DestinationRef != "" && earlier.DestinationRef != r.DestinationRef:
+			return t.duplicateEffect(earlier, earlier.DestinationRef,
+				fmt.Sprintf("attempt %d, of %s, had reported that its call acted", earlier.Number, claimedVersion(earlier)))
+		case lateOutcome(earlier) == string(OutcomeUncertain):
+			t.note(earlier.Worker, earlier.ID, "an earlier version may have acted too",
+				fmt.Sprintf("attempt %d, of %s, had reported that its call may have acted: check the destination for a second record", earlier.Number, claimedVersion(earlier)))
+		}
+		return nil
+	}
+	t.op.LastError = r.Error
+	t.hold(a.Worker, eventAfterEarlierVersion, join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error)+"; "+
+		earlierVersionEvidence(earlier, t.op.Version))
 	return nil
 }
 
@@ -1156,8 +1281,13 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 	}
 	t.mayHaveCalled(a, r.Outcome)
 	state := State(t.op.State)
+	acted := r.Outcome == OutcomeSucceeded || r.Outcome == OutcomeUncertain
+	earlier, err := t.ofEarlierVersion(a)
+	if err != nil {
+		return err
+	}
 	switch {
-	case a.Version != 0 && a.Version < t.op.Version && (r.Outcome == OutcomeSucceeded || r.Outcome == OutcomeUncertain) && state != StateSucceeded:
+	case earlier && acted && state != StateSucceeded:
 		// The call sent content the operation has replaced since (the
 		// attempt was given up as never sent, then the operation was
 		// revised): its effect does not settle the newer version, nor

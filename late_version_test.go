@@ -2,7 +2,9 @@ package opledger_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -108,22 +110,48 @@ func TestLateReportOnEarlierVersion(t *testing.T) {
 			require.Contains(t, attempts[1].Error, "not sent: an attempt on an earlier version reported that its call acted")
 
 			// Version 2 dispatched: both calls may have acted; the
-			// timeline says so, and version 2's own report decides.
-			c1 = revised("dispatched")
-			c2, err = l.Claim(ctx, "dispatched", opledger.ClaimOptions{Dispatch: true})
-			require.NoError(t, err)
-			report("dispatched", c1, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v1"})
-			op, err := l.Get(ctx, "dispatched")
-			require.NoError(t, err)
-			require.Equal(t, opledger.StateInProgress, op.State)
-			require.Empty(t, op.DestinationRef, "version 2's dispatch is not settled by version 1's effect")
-			tl, err := l.Timeline(ctx, "dispatched")
-			require.NoError(t, err)
-			require.Contains(t, tl[len(tl)-1].Evidence, "so both calls may have acted: check the destination for both")
-			op, err = l.Report(ctx, "dispatched", c2.AttemptID, c2.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v2"})
+			// timeline says so, and version 2's own end decides. A
+			// success is the operation's, version 1's effect a second
+			// one; anything else (here a retryable answer, a lease that
+			// ran out) is held, never sent again, failed or looked up.
+			dispatched := func(key string) *opledger.Claim {
+				t.Helper()
+				c1 := revised(key)
+				c2, err := l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
+				require.NoError(t, err)
+				report(key, c1, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v1"})
+				op, err := l.Get(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, opledger.StateInProgress, op.State)
+				require.Empty(t, op.DestinationRef, "version 2's dispatch is not settled by version 1's effect")
+				tl, err := l.Timeline(ctx, key)
+				require.NoError(t, err)
+				require.Contains(t, tl[len(tl)-1].Evidence, "so both calls may have acted: check the destination for both")
+				return c2
+			}
+			c2 = dispatched("dispatched")
+			op, err := l.Report(ctx, "dispatched", c2.AttemptID, c2.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v2"})
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateSucceeded, op.State)
 			require.Equal(t, "R-v2", op.DestinationRef)
+			require.Equal(t, 1, op.DuplicateEffects, "version 1's record is a second effect, as in the other order (below)")
+
+			c2 = dispatched("dispatched-retryable")
+			op, err = l.Report(ctx, "dispatched-retryable", c2.AttemptID, c2.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State, "not pending: version 2 is not sent again on top of version 1's effect")
+			tl, err := l.Timeline(ctx, "dispatched-retryable")
+			require.NoError(t, err)
+			require.Equal(t, "held after a late report on an earlier version", tl[len(tl)-1].Event)
+			require.Contains(t, tl[len(tl)-1].Evidence, "attempt 2 answered retryable; 503; attempt 1, of version 1, had reported that its call acted (destination ref R-v1)")
+
+			c2 = dispatched("dispatched-lease")
+			clock.Advance(11 * time.Second)
+			_, err = l.ExpireLeases(ctx)
+			require.NoError(t, err)
+			op, err = l.Get(ctx, "dispatched-lease")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State, "not uncertain: a lookup of version 2 would not weigh version 1's effect")
 
 			// Once version 2 succeeded, version 1's late success is a
 			// second effect, counted.
@@ -139,5 +167,52 @@ func TestLateReportOnEarlierVersion(t *testing.T) {
 			require.Equal(t, "R-v2", op.DestinationRef)
 			require.Equal(t, 1, op.DuplicateEffects)
 		})
+	}
+}
+
+// TestLateReportOfAttemptBeforeVersions: an attempt claimed before
+// attempts kept their version (0, as every attempt is after the upgrade
+// to migration 026) is of an earlier version when the operation was
+// revised after its claim, which its timeline says: its late success
+// holds the approved version 2 as a versioned attempt's does.
+func TestLateReportOfAttemptBeforeVersions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newManualClock()
+	path := filepath.Join(t.TempDir(), "l.db")
+	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{Clock: clock.Map, Lease: 10 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	for _, key := range []string{"revised", "not-revised"} {
+		in := opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"amount":100}`)}
+		c1, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &in})
+		require.NoError(t, err)
+		db, err := sql.Open("sqlite", path)
+		require.NoError(t, err)
+		_, err = db.Exec(`UPDATE attempts SET version = 0 WHERE id = ?`, c1.AttemptID)
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+		clock.Advance(11 * time.Second)
+		_, err = l.ExpireLeases(ctx)
+		require.NoError(t, err)
+		if key == "revised" {
+			op, _, err := l.Revise(ctx, key, opledger.Revision{Payload: json.RawMessage(`{"amount":90}`), Version: 2, Actor: "eve"})
+			require.NoError(t, err)
+			_, _, err = l.Approve(ctx, key, opledger.Approval{Version: 2, Fingerprint: op.Fingerprint, Approver: "lead"})
+			require.NoError(t, err)
+		}
+		_, err = l.Report(ctx, key, c1.AttemptID, c1.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v1"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op, err := l.Get(ctx, key)
+		require.NoError(t, err)
+		if key == "revised" {
+			require.Equal(t, opledger.StateHeld, op.State)
+			tl, err := l.Timeline(ctx, key)
+			require.NoError(t, err)
+			require.Contains(t, tl[len(tl)-1].Evidence, "attempt 1 was claimed for an earlier version")
+			continue
+		}
+		require.Equal(t, opledger.StateSucceeded, op.State, "never revised: the late success is its own, as before")
+		require.Equal(t, "R-v1", op.DestinationRef)
 	}
 }
