@@ -66,9 +66,16 @@ type Finding struct {
 //     protected;
 //   - otherwise (no lookup, no protection, retention passed) → held.
 //
-// Any other state is refused with a *StateError, and a Finding about
-// fewer attempts than the operation has (Finding.AttemptCount) with
-// ErrStaleFinding.
+// A record found is evidence of an effect whatever happened while the
+// lookup ran, so it is never dropped: given with its AttemptCount, on an
+// operation a call may have reached and that was decided meanwhile
+// (an operator's retry or cancel, a hold), one with matching content
+// succeeds it, as a late success would, and keeps an attempt that holds
+// it from sending again; one with other content holds an operation about
+// to be sent again and is noted on the others. Any other state, and any
+// other finding on a state but uncertain, is refused with a *StateError,
+// and a Finding about fewer attempts than the operation has
+// (Finding.AttemptCount) with ErrStaleFinding, unless it found a record.
 func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operation, error) {
 	if f.Found && f.Matches && f.DestinationRef == "" {
 		return nil, invalidInput("a matching record needs its destination_ref")
@@ -93,6 +100,15 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		}
 		f := f // decided again on a conflict: from the finding as given
 		f.Evidence = t.keep(f.Evidence, maxReasonLength)
+		// A finding tied to the attempts the lookup saw (AttemptCount,
+		// as the reconciler sends it), of an operation a call may have
+		// reached: it was uncertain when the lookup began.
+		if f.Found && f.AttemptCount > 0 && f.AttemptCount <= t.op.AttemptCount && !t.op.FirstDispatchedAt.IsZero() &&
+			State(t.op.State) != StateUncertain {
+			if handled, err := t.foundAfterDecision(actor, f); handled || err != nil {
+				return err
+			}
+		}
 		if State(t.op.State) != StateUncertain {
 			return t.refuse("reconcile")
 		}
@@ -193,6 +209,58 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 		}
 		return nil
 	})
+}
+
+// foundAfterDecision applies f, a finding that a record exists, to an
+// operation that left uncertain while the lookup ran: an operator
+// authorized a retry or cancelled it, or it was held, or a retry was
+// claimed already. handled is false for a state the finding says nothing
+// about (succeeded: the effect is confirmed).
+func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err error) {
+	state := State(t.op.State)
+	found := "the record found" // a lookup need not name it
+	if f.DestinationRef != "" {
+		found = "destination ref " + f.DestinationRef
+	}
+	meanwhile := fmt.Sprintf("found while the lookup ran, after the operation had become %s", state)
+	switch {
+	case state == StateSucceeded:
+		return false, nil
+	case f.Matches && state == StateInProgress:
+		if t.op.DestinationRef != "" {
+			return false, nil // an effect is confirmed already
+		}
+		// As a late success while another attempt holds the operation
+		// (staleReport): kept on it, the effect stops that attempt's
+		// dispatch and settles its end (confirmedWhileHeld).
+		holder, err := t.getAttempt(t.op.CurrentAttemptID)
+		if err != nil {
+			return false, err
+		}
+		consequence := "the attempt holding the operation will not send it again"
+		if t.op.Dispatched {
+			consequence = fmt.Sprintf("attempt %d, which holds the operation, had already marked its dispatch, so its call may act too "+
+				"(a success it reports with another reference is counted as a duplicate effect)", holder.Number)
+		}
+		t.op.DestinationRef, t.op.Response = f.DestinationRef, nil
+		t.dirty = true
+		t.note(actor, "", "lookup found the effect while another attempt holds the operation",
+			join(found+"; "+meanwhile+"; the effect is confirmed: "+consequence, f.Evidence))
+		return true, nil
+	case f.Matches:
+		// Pending (a retry authorized), held, failed (cancelled), or
+		// awaiting approval (a retry of a version never approved): the
+		// effect exists, and sending again would repeat it.
+		t.succeed(f.DestinationRef, nil)
+		t.move(StateSucceeded, actor, "", "lookup found the effect", join(found+"; "+meanwhile, f.Evidence))
+		return true, nil
+	case state == StatePending || state == StateAwaitingApproval:
+		t.hold(actor, "lookup found other content", join(found+" does not match the intent; "+meanwhile+": it is not sent again before a person looks", f.Evidence))
+		return true, nil
+	default:
+		t.note(actor, "", "lookup found other content", join(found+" does not match the intent; "+meanwhile, f.Evidence))
+		return true, nil
+	}
 }
 
 // undecidable says why the uncertain operation in the transaction cannot

@@ -1,0 +1,89 @@
+package opledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// TestFindingAfterDecision: a lookup that found the record answers after
+// the operation left uncertain while it ran (an operator authorized a
+// retry or cancelled it, or a retry was claimed). The record is evidence
+// of the effect: it used to be refused and dropped, with no trace, and
+// the retry made the effect twice. Now a matching record succeeds the
+// operation (or keeps the attempt holding it from sending), and one with
+// other content holds an operation about to be sent.
+func TestFindingAfterDecision(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			// uncertain leaves key uncertain after one dispatched attempt,
+			// then applies the operator's decision d.
+			uncertain := func(key string, d opledger.DecisionKind) {
+				t.Helper()
+				in := opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"amount":100}`)}
+				c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
+				require.NoError(t, err)
+				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+				require.NoError(t, err)
+				if d != "" {
+					_, _, err = l.Resolve(ctx, key, opledger.Decision{Kind: d, Reason: "the CRM said nothing", Operator: "maria"})
+					require.NoError(t, err)
+				}
+			}
+			found := opledger.Finding{Found: true, Matches: true, DestinationRef: "R1", Authoritative: true, AttemptCount: 1, Evidence: "GET /records?ref=k"}
+
+			for _, d := range []opledger.DecisionKind{opledger.DecisionAuthorizeRetry, opledger.DecisionCancel} {
+				key := "found-after-" + string(d)
+				uncertain(key, d)
+				op, err := l.Reconcile(ctx, key, found)
+				require.NoError(t, err, d)
+				require.Equal(t, opledger.StateSucceeded, op.State, d)
+				require.Equal(t, "R1", op.DestinationRef)
+				tl, err := l.Timeline(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, "lookup found the effect", tl[len(tl)-1].Event)
+				require.Contains(t, tl[len(tl)-1].Evidence, "found while the lookup ran, after the operation had become")
+				_, err = l.Claim(ctx, key, opledger.ClaimOptions{})
+				require.Error(t, err, "nothing is sent again")
+			}
+
+			// A retry claimed already, not dispatched: it is not sent.
+			uncertain("found-while-claimed", opledger.DecisionAuthorizeRetry)
+			c, err := l.Claim(ctx, "found-while-claimed", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			op, err := l.Reconcile(ctx, "found-while-claimed", found)
+			require.NoError(t, err, "a found record is not a stale finding")
+			require.Equal(t, opledger.StateInProgress, op.State)
+			_, err = l.Dispatch(ctx, "found-while-claimed", c.AttemptID, c.FencingToken)
+			require.Error(t, err)
+			op, err = l.Get(ctx, "found-while-claimed")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			require.Equal(t, "R1", op.DestinationRef)
+
+			// Other content: the retry waits for a person.
+			uncertain("other-after-retry", opledger.DecisionAuthorizeRetry)
+			other := found
+			other.Matches = false
+			op, err = l.Reconcile(ctx, "other-after-retry", other)
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State)
+
+			// Anything but a record found is still refused there.
+			uncertain("absent-after-retry", opledger.DecisionAuthorizeRetry)
+			_, err = l.Reconcile(ctx, "absent-after-retry", opledger.Finding{Authoritative: true, AttemptCount: 1})
+			require.ErrorIs(t, err, opledger.ErrInvalidState)
+		})
+	}
+}
