@@ -594,7 +594,14 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	defer resp.Body.Close()
 	if err != nil {
 		if resp.StatusCode == http.StatusNotFound && l.results == nil {
-			return LookupResult{Evidence: "lookup " + where + ": 404, no record"}, nil
+			// The destination's "no such record" is empty or JSON (its
+			// error document); an HTML or text page is a gateway's, a
+			// retired route's or a mistyped URL's, which proves nothing.
+			body, rerr := readAnswer(resp)
+			if rerr == nil && (len(bytes.TrimSpace(body)) == 0 || json.Valid(body)) {
+				return LookupResult{Evidence: "lookup " + where + ": 404, no record"}, nil
+			}
+			return LookupResult{}, fmt.Errorf("lookup %s: 404 with an answer that is not JSON (a gateway's or an unknown route's page, not the destination's \"no record\"): it proves nothing", where)
 		}
 		return LookupResult{}, fmt.Errorf("lookup: %s", opledger.ErrorText(err))
 	}

@@ -376,7 +376,7 @@ func TestHTTPLookupMatchValueUnfillable(t *testing.T) {
 	var found atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !found.Load() {
-			http.NotFound(w, r)
+			w.WriteHeader(http.StatusNotFound) // the API's "no such record", empty
 			return
 		}
 		_, _ = io.WriteString(w, `{"id": "R1", "name": "Ada"}`)
@@ -395,4 +395,35 @@ func TestHTTPLookupMatchValueUnfillable(t *testing.T) {
 	_, err = h.Lookup(context.Background(), op, nil)
 	require.ErrorIs(t, err, destination.ErrNoLookup)
 	require.ErrorContains(t, err, "match of /name")
+}
+
+// TestHTTPLookup404NotJSON: on a single-record lookup, a 404 whose body
+// is empty or JSON is the destination's "no such record"; one with an
+// HTML or text page (a gateway's, a retired route's, a mistyped lookup
+// URL's) proves nothing, and is a failed lookup, not absence.
+func TestHTTPLookup404NotJSON(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for body, absent := range map[string]bool{
+		"":                      true,
+		`{"error":"not_found"}`: true,
+		"<html><body>404 Not Found</body></html>": false,
+		"404 page not found\n":                    false,
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, body)
+		}))
+		cfg := destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id", Lookup: &destination.LookupConfig{
+			URL: srv.URL + "/records/{{pathescape .Payload.id}}", Authoritative: true,
+			Match: []destination.MatchConfig{{Record: "/name", Payload: "/name"}}}}
+		res, err := newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
+		srv.Close()
+		if absent {
+			require.NoError(t, err, "%q", body)
+			require.False(t, res.Found)
+			continue
+		}
+		require.ErrorContains(t, err, "404 with an answer that is not JSON", "%q", body)
+	}
 }

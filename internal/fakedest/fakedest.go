@@ -397,7 +397,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if answer == nil {
-		http.Error(w, "no such record", http.StatusNotFound)
+		// As an API says it: a JSON error document (a text page would
+		// be a gateway's, which proves no absence).
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such record"})
 		return
 	}
 	writeJSON(w, http.StatusOK, answer)
