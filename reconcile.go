@@ -473,6 +473,46 @@ func (l *Ledger) ReconcileQueue(ctx context.Context, opts ReconcileQueueOptions)
 	return out, err
 }
 
+// ClaimLookup takes an uncertain operation for one lookup, so that
+// reconcilers of several processes sharing the store do not each look it
+// up (and each count a failed lookup against its limit): it moves the
+// operation's next check lease ahead, if the operation is as seen (still
+// uncertain, with the attempts and the next check seen), and reports
+// whether it did. false: another process took it, or it changed; leave
+// it. The lookup's Reconcile or DeferReconcile sets the next check; if
+// neither comes (the process stopped), the operation is due again once
+// lease has passed. Nothing is written to the timeline.
+func (l *Ledger) ClaimLookup(ctx context.Context, seen *Operation, lease time.Duration) (bool, error) {
+	if seen == nil {
+		return false, invalidInput("ClaimLookup needs the operation as seen")
+	}
+	if lease <= 0 {
+		return false, invalidInput("the lookup's lease is %s: it must be more than 0", lease)
+	}
+	taken := false
+	_, err := l.mutate(ctx, seen.Key, func(t *txn) error {
+		taken = false // decided again on a conflict
+		if err := t.need("claim the lookup"); err != nil {
+			return err
+		}
+		next := time.Time{}
+		if seen.NotBefore != nil {
+			next = storeTime(*seen.NotBefore)
+		}
+		if State(t.op.State) != StateUncertain || t.op.AttemptCount != seen.AttemptCount || !storeTime(t.op.NotBefore).Equal(next) {
+			return nil
+		}
+		t.op.NotBefore = t.nowPlus(lease)
+		t.dirty = true
+		taken = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return taken, nil
+}
+
 // DeferReconcile keeps an uncertain operation uncertain and schedules its
 // next reconciliation after delay, recording why (for example: the lookup
 // failed). The reconciler uses it to back off; it never resends anything.

@@ -22,7 +22,9 @@
 // A lookup that fails is tried again with exponential backoff
 // (Ledger.DeferReconcile) and, after MaxLookupFailures failures since the
 // operation became uncertain, the operation is held. Nothing is ever
-// resent because a lookup failed.
+// resent because a lookup failed. Reconcilers of several processes may
+// share a store: each lookup is taken first (Ledger.ClaimLookup), so one
+// process looks an operation up at a time.
 //
 // Allowed imports: opledger, opledger/destination, internal/advance,
 // internal/marker, internal/redact, internal/textcut, the standard
@@ -247,6 +249,10 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 	return pass, nil
 }
 
+// lookupLeaseMargin is how much longer than LookupTimeout an operation
+// is taken for a lookup (ClaimLookup): the time to record what it found.
+const lookupLeaseMargin = 30 * time.Second
+
 // maxEvidence bounds the evidence a lookup adds to the timeline.
 const maxEvidence = 1000
 
@@ -285,6 +291,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	}
 
 	if lk := caps.Lookup; lk != nil {
+		// One lookup at a time across the processes sharing the store:
+		// each would count its failure against the operation's limit.
+		// The lease outlasts the lookup; its finding or deferral sets the
+		// next check.
+		taken, err := tl.ClaimLookup(ctx, op, r.cfg.LookupTimeout+lookupLeaseMargin)
+		if err != nil {
+			return "", fmt.Errorf("claim the lookup: %w", err)
+		}
+		if !taken {
+			log.Debug("lookup left to another process, or the operation changed")
+			return Skipped, nil
+		}
 		attempts, err := tl.Attempts(ctx, op.Key)
 		if err != nil {
 			return "", fmt.Errorf("read attempts: %w", err)

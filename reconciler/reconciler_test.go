@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -468,6 +469,11 @@ func TestStaleLookupDecidesNothing(t *testing.T) {
 		}()
 		<-crm.looked // the slow lookup has seen nothing
 
+		// The slow lookup holds the operation's lookup lease
+		// (ClaimLookup): the quick one reads it anew, as a process would
+		// once that lease ran out.
+		op, err = l.Get(ctx, in.Key)
+		require.NoError(t, err)
 		d, err := quick.Reconcile(ctx, op)
 		require.NoError(t, err)
 		require.Equal(t, reconciler.Retry, d, "the quick lookup proves absence")
@@ -487,5 +493,88 @@ func TestStaleLookupDecidesNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, reconciler.Succeeded, d, "a fresh lookup finds attempt 2's record")
 		require.Equal(t, []string{"R2"}, crm.records, "one effect")
+	})
+}
+
+// blockingLookup is a Go destination whose calls end uncertain and whose
+// lookups fail: the first once released, having said it began (entered).
+type blockingLookup struct {
+	entered, release chan struct{}
+	lookups          atomic.Int32
+}
+
+func (*blockingLookup) Name() string { return "blocking" }
+func (*blockingLookup) Capabilities() destination.Capabilities {
+	return destination.Capabilities{Lookup: &destination.Lookup{Authoritative: true}}
+}
+func (*blockingLookup) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	return opledger.Result{}, opledger.Uncertain(errors.New("timeout"))
+}
+func (d *blockingLookup) Lookup(ctx context.Context, _ *opledger.Operation, _ []string) (destination.LookupResult, error) {
+	if d.lookups.Add(1) == 1 {
+		d.entered <- struct{}{}
+		<-d.release
+	}
+	return destination.LookupResult{}, errors.New("503 Service Unavailable")
+}
+
+// TestOneLookupAtATime: reconcilers of two processes sharing a store do
+// not both look an operation up. Each used to make its own lookup and
+// count its own failure, so one outage round used a failure of the
+// operation's limit per process, and several processes held operations
+// after one short outage. The second finds the operation taken, whether
+// it read it before the first took it or after.
+func TestOneLookupAtATime(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		ctx := context.Background()
+		dsn := newDSN(t)
+		d := &blockingLookup{entered: make(chan struct{}, 2), release: make(chan struct{})}
+		set, err := destination.NewSet(d)
+		require.NoError(t, err)
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		recs := make([]*reconciler.Reconciler, 2)
+		ledgers := make([]*opledger.Ledger, 2)
+		for i := range recs {
+			l, err := opledger.Open(ctx, dsn, opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			ledgers[i] = l
+			recs[i], err = reconciler.New(l, reconciler.Config{Destinations: set, Logger: quiet, MaxLookupFailures: 3})
+			require.NoError(t, err)
+		}
+		in := opledger.Intent{Key: "intake:T1:create", Action: "create", Destination: "blocking", Payload: json.RawMessage(`{}`)}
+		op, err := ledgers[0].Do(ctx, in, d.Call)
+		require.Error(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+
+		first := make(chan reconciler.Pass, 1)
+		go func() {
+			pass, err := recs[0].RunOnce(ctx)
+			assert.NoError(t, err)
+			first <- pass
+		}()
+		<-d.entered // the first process is looking
+		// The second read the operation before the first took it...
+		decision, err := recs[1].Reconcile(ctx, op)
+		require.NoError(t, err)
+		require.Equal(t, reconciler.Skipped, decision)
+		// ... or reads its queue now.
+		pass, err := recs[1].RunOnce(ctx)
+		require.NoError(t, err)
+		require.Zero(t, pass.Decisions[reconciler.Wait]+pass.Decisions[reconciler.Held])
+		close(d.release)
+		require.Equal(t, 1, (<-first).Decisions[reconciler.Wait])
+		require.Equal(t, int32(1), d.lookups.Load(), "one lookup")
+		tl, err := ledgers[0].Timeline(ctx, in.Key)
+		require.NoError(t, err)
+		deferred := 0
+		for _, e := range tl {
+			if e.Event == "reconcile deferred" {
+				deferred++
+				require.Contains(t, e.Evidence, "(failure 1 of 3)")
+			}
+		}
+		require.Equal(t, 1, deferred, "one failure counted")
 	})
 }
