@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -86,4 +87,47 @@ func TestFindingAfterDecision(t *testing.T) {
 			require.ErrorIs(t, err, opledger.ErrInvalidState)
 		})
 	}
+}
+
+// TestClaimLookup: a lookup is taken once per sighting of the operation:
+// a second take from the same sighting (another process's) is refused,
+// one from a fresh read is not, and an operation no longer uncertain is
+// not taken. Bad input is refused.
+func TestClaimLookup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	in := opledger.Intent{Key: "k", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)}
+	c, err := l.Claim(ctx, "k", opledger.ClaimOptions{Intent: &in, Dispatch: true})
+	require.NoError(t, err)
+	seen, err := l.Report(ctx, "k", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	require.NoError(t, err)
+
+	taken, err := l.ClaimLookup(ctx, seen, time.Minute)
+	require.NoError(t, err)
+	require.True(t, taken)
+	taken, err = l.ClaimLookup(ctx, seen, time.Minute)
+	require.NoError(t, err)
+	require.False(t, taken, "taken already, by the first")
+	fresh, err := l.Get(ctx, "k")
+	require.NoError(t, err)
+	require.NotNil(t, fresh.NotBefore, "the next check moved past the lookup")
+	taken, err = l.ClaimLookup(ctx, fresh, time.Minute)
+	require.NoError(t, err)
+	require.True(t, taken, "a fresh read may take it again (its lookup outlived the lease)")
+
+	_, _, err = l.Resolve(ctx, "k", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "gave up", Operator: "maria"})
+	require.NoError(t, err)
+	fresh, err = l.Get(ctx, "k")
+	require.NoError(t, err)
+	taken, err = l.ClaimLookup(ctx, fresh, time.Minute)
+	require.NoError(t, err)
+	require.False(t, taken, "not uncertain")
+
+	_, err = l.ClaimLookup(ctx, nil, time.Minute)
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	_, err = l.ClaimLookup(ctx, fresh, 0)
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
 }
