@@ -471,7 +471,9 @@ func (t *txn) settleExpiredLease() error {
 			a.Outcome = AttemptLeaseExpired
 			how = fmt.Sprintf("the lease of attempt %d expired after dispatch", a.Number)
 		}
-		t.settleConfirmed(a, ActorSystem, how)
+		if err := t.settleConfirmed(a, ActorSystem, how); err != nil {
+			return err
+		}
 		return t.updateAttempt(a)
 	}
 	earlier, err := t.earlierVersionReported(a)
@@ -646,7 +648,9 @@ func (l *Ledger) Dispatch(ctx context.Context, key, attemptID string, token int6
 			// The effect exists already: the call must not start.
 			a.Outcome = AttemptAbandoned
 			a.FinishedAt = t.now
-			t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d was not dispatched", a.Number))
+			if err := t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d was not dispatched", a.Number)); err != nil {
+				return err
+			}
 			if err := t.updateAttempt(a); err != nil {
 				return err
 			}
@@ -869,8 +873,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 					return err
 				}
 			}
-			t.settleConfirmed(a, a.Worker, join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error))
-			return nil
+			return t.settleConfirmed(a, a.Worker, join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error))
 		}
 		earlier, err := t.earlierVersionReported(a)
 		if err != nil {
@@ -1030,7 +1033,9 @@ func (t *txn) earlierVersionActed(a *store.Attempt, outcome Outcome, evidence st
 		}
 		evidence += fmt.Sprintf("; attempt %d, which held the operation and had not marked its dispatch, is not sent", holder.Number)
 	}
-	t.hold(a.Worker, event, evidence+decide)
+	// Naming the attempt, whose record countEarlierVersions counts if
+	// the operation succeeds otherwise.
+	t.holdFor(a.Worker, a.ID, event, evidence+decide)
 	return nil
 }
 
@@ -1049,7 +1054,7 @@ const (
 // it on the timeline, the operation left to a's outcome), or nil. Only a
 // revised operation can have one: the others pay no read.
 func (t *txn) earlierVersionReported(a *store.Attempt) (*store.Attempt, error) {
-	if t.op.Version < 2 || !t.op.Dispatched {
+	if !t.mayHaveEarlierVersions() || !t.op.Dispatched {
 		return nil, nil
 	}
 	entries, err := t.listTimeline()
@@ -1060,7 +1065,9 @@ func (t *txn) earlierVersionReported(a *store.Attempt) (*store.Attempt, error) {
 		if e.At.Before(a.ClaimedAt) {
 			break
 		}
-		if e.Event == eventEarlierVersion && e.AttemptID != "" && e.AttemptID != a.ID {
+		// The note of earlierVersionActed, not a hold (which ended any
+		// attempt holding the operation then).
+		if e.Event == eventEarlierVersion && e.ToState == "" && e.AttemptID != "" && e.AttemptID != a.ID {
 			return t.getAttempt(e.AttemptID)
 		}
 	}
@@ -1099,6 +1106,48 @@ func lateOutcome(a *store.Attempt) string {
 	return a.Outcome
 }
 
+// mayHaveEarlierVersions reports whether the operation can have had a
+// late report of an earlier version: it was revised (a revision requires
+// approval). The others pay no read of their timeline.
+func (t *txn) mayHaveEarlierVersions() bool {
+	return t.op.Version >= 2 && t.op.RequiresApproval
+}
+
+// countEarlierVersions counts, on an operation that has just succeeded,
+// each record an attempt of an earlier version reported while the
+// operation held another version (eventEarlierVersion) as a duplicate
+// effect, when it is not the confirmed one: two records exist, whichever
+// way the operation came to succeed (its own attempt, a late success, a
+// lookup). A pair counted before is not counted again (duplicateEffect).
+func (t *txn) countEarlierVersions() error {
+	if !t.mayHaveEarlierVersions() {
+		return nil
+	}
+	entries, err := t.listTimeline()
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e.Event != eventEarlierVersion || e.AttemptID == "" || seen[e.AttemptID] {
+			continue
+		}
+		seen[e.AttemptID] = true
+		earlier, err := t.getAttempt(e.AttemptID)
+		if err != nil {
+			return err
+		}
+		if lateOutcome(earlier) != string(OutcomeSucceeded) || earlier.DestinationRef == "" || earlier.DestinationRef == t.op.DestinationRef {
+			continue
+		}
+		if err := t.duplicateEffect(earlier, earlier.DestinationRef,
+			fmt.Sprintf("attempt %d, of %s, had reported that its call acted", earlier.Number, claimedVersion(earlier))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // afterEarlierVersion settles the report r of attempt a, which holds the
 // operation, after an attempt of an earlier version (earlier) reported
 // that its call acted, or may have (earlierVersionReported). A success is
@@ -1111,15 +1160,11 @@ func (t *txn) afterEarlierVersion(a, earlier *store.Attempt, r *Report) error {
 	if r.Outcome == OutcomeSucceeded {
 		t.succeed(r.DestinationRef, r.Response)
 		t.move(StateSucceeded, a.Worker, a.ID, "succeeded", "destination ref "+r.DestinationRef)
-		switch {
-		case lateOutcome(earlier) == string(OutcomeSucceeded) && earlier.DestinationRef != "" && earlier.DestinationRef != r.DestinationRef:
-			return t.duplicateEffect(earlier, earlier.DestinationRef,
-				fmt.Sprintf("attempt %d, of %s, had reported that its call acted", earlier.Number, claimedVersion(earlier)))
-		case lateOutcome(earlier) == string(OutcomeUncertain):
+		if lateOutcome(earlier) == string(OutcomeUncertain) {
 			t.note(earlier.Worker, earlier.ID, "an earlier version may have acted too",
 				fmt.Sprintf("attempt %d, of %s, had reported that its call may have acted: check the destination for a second record", earlier.Number, claimedVersion(earlier)))
 		}
-		return nil
+		return t.countEarlierVersions()
 	}
 	t.op.LastError = r.Error
 	t.hold(a.Worker, eventAfterEarlierVersion, join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error)+"; "+
@@ -1142,7 +1187,7 @@ func (t *txn) confirmedWhileHeld() bool {
 // a is not sent (again). actor ended a; how says how: its answer, or
 // that it gave the claim back or lost its lease. An attempt ended unsent
 // (abandoned) says why in its error, which the caller writes.
-func (t *txn) settleConfirmed(a *store.Attempt, actor, how string) {
+func (t *txn) settleConfirmed(a *store.Attempt, actor, how string) error {
 	if a.Outcome == AttemptAbandoned && a.Error == "" {
 		a.Error = notSentConfirmed
 	}
@@ -1151,6 +1196,7 @@ func (t *txn) settleConfirmed(a *store.Attempt, actor, how string) {
 	t.move(StateSucceeded, actor, a.ID, "late success resolved",
 		fmt.Sprintf("%s; an earlier attempt's late report had confirmed the effect while attempt %d held the operation, destination ref %s",
 			how, a.Number, ref))
+	return t.countEarlierVersions()
 }
 
 // duplicateEffect records that attempt a's success with destination ref
@@ -1307,6 +1353,9 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		}
 		t.succeed(r.DestinationRef, r.Response)
 		t.move(StateSucceeded, a.Worker, a.ID, "late success resolved", evidence)
+		if err := t.countEarlierVersions(); err != nil {
+			return err
+		}
 	case r.Outcome == OutcomeSucceeded && state == StateInProgress && t.op.DestinationRef == "":
 		// Another attempt holds the operation: it cannot move now, but
 		// the effect exists. Kept on the operation, it stops that

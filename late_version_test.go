@@ -153,6 +153,43 @@ func TestLateReportOnEarlierVersion(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateHeld, op.State, "not uncertain: a lookup of version 2 would not weigh version 1's effect")
 
+			// Held for version 1's record, then a lookup (begun before)
+			// finds version 2's: it succeeds, and version 1's record is
+			// the second effect, counted.
+			c1 = revised("held-then-found")
+			c2, err = l.Claim(ctx, "held-then-found", opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "held-then-found", c2.AttemptID, c2.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+			report("held-then-found", c1, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v1"})
+			held("held-then-found")
+			op, err = l.Reconcile(ctx, "held-then-found", opledger.Finding{Found: true, Matches: true, DestinationRef: "R-v2", Authoritative: true, AttemptCount: 2})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			require.Equal(t, "R-v2", op.DestinationRef)
+			require.Equal(t, 1, op.DuplicateEffects, "version 1's record is counted however version 2's is confirmed")
+
+			// Version 2's late success kept while a retry (attempt 3)
+			// holds the operation settles it whatever attempt 3 says:
+			// version 1's record is counted then too.
+			c1 = revised("confirmed-while-held")
+			c2, err = l.Claim(ctx, "confirmed-while-held", opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			clock.Advance(11 * time.Second)
+			_, err = l.ExpireLeases(ctx) // attempt 2: uncertain
+			require.NoError(t, err)
+			_, _, err = l.Resolve(ctx, "confirmed-while-held", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "nothing at the CRM", Operator: "maria"})
+			require.NoError(t, err)
+			c3, err := l.Claim(ctx, "confirmed-while-held", opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			report("confirmed-while-held", c1, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v1"})
+			report("confirmed-while-held", c2, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v2"})
+			op, err = l.Report(ctx, "confirmed-while-held", c3.AttemptID, c3.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			require.Equal(t, "R-v2", op.DestinationRef)
+			require.Equal(t, 1, op.DuplicateEffects)
+
 			// Once version 2 succeeded, version 1's late success is a
 			// second effect, counted.
 			c1 = revised("succeeded")

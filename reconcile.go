@@ -119,8 +119,14 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 				t.key, f.AttemptCount, t.op.AttemptCount)
 		}
 		if f.AttemptCount > 0 && t.op.AttemptCount != f.AttemptCount {
-			return t.refused(fmt.Errorf("reconcile %s: %w (lookup made after attempt %d, the operation is at attempt %d)",
-				t.key, ErrStaleFinding, f.AttemptCount, t.op.AttemptCount))
+			if !f.Found {
+				return t.refused(fmt.Errorf("reconcile %s: %w (lookup made after attempt %d, the operation is at attempt %d)",
+					t.key, ErrStaleFinding, f.AttemptCount, t.op.AttemptCount))
+			}
+			// A record found is an effect, whichever attempt made it: it
+			// settles (or, other content, holds) the operation as a late
+			// success would. Only absence needs the newer attempt seen.
+			f.Evidence = join(f.Evidence, fmt.Sprintf("found by a lookup made after attempt %d, before attempt %d", f.AttemptCount, t.op.AttemptCount))
 		}
 		looked := t.now
 		if !f.LookedAt.IsZero() && f.LookedAt.Before(looked) {
@@ -151,6 +157,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 			t.succeed(f.DestinationRef, nil)
 			t.move(StateSucceeded, actor, "", "lookup found the effect",
 				join("destination ref "+f.DestinationRef, ev))
+			return t.countEarlierVersions()
 		case f.Found:
 			found := "the record found" // a lookup need not name it
 			if f.DestinationRef != "" {
@@ -253,7 +260,7 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		// effect exists, and sending again would repeat it.
 		t.succeed(f.DestinationRef, nil)
 		t.move(StateSucceeded, actor, "", "lookup found the effect", join(found+"; "+meanwhile, f.Evidence))
-		return true, nil
+		return true, t.countEarlierVersions()
 	case state == StatePending || state == StateAwaitingApproval:
 		t.hold(actor, "lookup found other content", join(found+" does not match the intent; "+meanwhile+": it is not sent again before a person looks", f.Evidence))
 		return true, nil
@@ -405,7 +412,12 @@ func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, erro
 
 // hold moves the operation to held with its review deadline.
 func (t *txn) hold(actor, event, evidence string) {
-	t.move(StateHeld, actor, "", event, evidence)
+	t.holdFor(actor, "", event, evidence)
+}
+
+// holdFor is hold, the timeline entry naming the attempt attemptID.
+func (t *txn) holdFor(actor, attemptID, event, evidence string) {
+	t.move(StateHeld, actor, attemptID, event, evidence)
 	t.op.ReviewBy = t.nowPlus(t.holdReview)
 }
 

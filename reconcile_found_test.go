@@ -81,6 +81,20 @@ func TestFindingAfterDecision(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateHeld, op.State)
 
+			// Uncertain again after a newer attempt: a record the older
+			// lookup found still settles it (an effect, whoever made it).
+			uncertain("found-after-newer", opledger.DecisionAuthorizeRetry)
+			c, err = l.Claim(ctx, "found-after-newer", opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "found-after-newer", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+			op, err = l.Reconcile(ctx, "found-after-newer", found)
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			require.Equal(t, "R1", op.DestinationRef)
+			_, err = l.Reconcile(ctx, "found-after-newer", opledger.Finding{Authoritative: true, AttemptCount: 1})
+			require.ErrorIs(t, err, opledger.ErrInvalidState)
+
 			// Anything but a record found is still refused there.
 			uncertain("absent-after-retry", opledger.DecisionAuthorizeRetry)
 			_, err = l.Reconcile(ctx, "absent-after-retry", opledger.Finding{Authoritative: true, AttemptCount: 1})

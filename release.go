@@ -40,7 +40,9 @@ func (l *Ledger) Release(ctx context.Context, key, attemptID string, token int64
 		a.Outcome = AttemptAbandoned
 		a.FinishedAt = t.now
 		if t.confirmedWhileHeld() {
-			t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d gave the claim back before dispatch", a.Number))
+			if err := t.settleConfirmed(a, a.Worker, fmt.Sprintf("attempt %d gave the claim back before dispatch", a.Number)); err != nil {
+				return err
+			}
 			return t.updateAttempt(a)
 		}
 		if err := t.updateAttempt(a); err != nil {
