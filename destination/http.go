@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -594,11 +595,12 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	defer resp.Body.Close()
 	if err != nil {
 		if resp.StatusCode == http.StatusNotFound && l.results == nil {
-			// The destination's "no such record" is empty or JSON (its
-			// error document); an HTML or text page is a gateway's, a
-			// retired route's or a mistyped URL's, which proves nothing.
+			// The destination's "no such record" is empty or a JSON
+			// document it says is JSON (its error); an HTML or text page
+			// is a gateway's, a retired route's or a mistyped URL's, which
+			// proves nothing.
 			body, rerr := readAnswer(resp)
-			if rerr == nil && (len(bytes.TrimSpace(body)) == 0 || json.Valid(body)) {
+			if rerr == nil && (len(bytes.TrimSpace(body)) == 0 || jsonMediaType(resp.Header.Get("Content-Type")) && json.Valid(body)) {
 				return LookupResult{Evidence: "lookup " + where + ": 404, no record"}, nil
 			}
 			return LookupResult{}, fmt.Errorf("lookup %s: 404 with an answer that is not JSON (a gateway's or an unknown route's page, not the destination's \"no record\"): it proves nothing", where)
@@ -686,6 +688,13 @@ var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d bytes", maxAnsw
 // readAnswer reads at most maxAnswerBytes of an answer. A larger one is
 // errAnswerTooLarge, with the bytes read so far (the answer's head; the
 // rest is still in resp.Body).
+// jsonMediaType reports a Content-Type of JSON: application/json, or a
+// +json type (application/problem+json).
+func jsonMediaType(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
 func readAnswer(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {

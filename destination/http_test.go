@@ -404,26 +404,36 @@ func TestHTTPLookupMatchValueUnfillable(t *testing.T) {
 func TestHTTPLookup404NotJSON(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for body, absent := range map[string]bool{
-		"":                      true,
-		`{"error":"not_found"}`: true,
-		"<html><body>404 Not Found</body></html>": false,
-		"404 page not found\n":                    false,
+	for _, c := range []struct {
+		contentType, body string
+		absent            bool
+	}{
+		{"", "", true},
+		{"application/json; charset=utf-8", `{"error":"not_found"}`, true},
+		{"application/problem+json", `{"title":"Not Found"}`, true},
+		{"text/html", "<html><body>404 Not Found</body></html>", false},
+		{"text/plain; charset=utf-8", "404 page not found\n", false},
+		// JSON, but not said to be: a page, whatever it reads as.
+		{"text/plain", "404", false},
+		{"text/plain", `{"message":"no Route matched with those values"}`, false},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.contentType != "" {
+				w.Header().Set("Content-Type", c.contentType)
+			}
 			w.WriteHeader(http.StatusNotFound)
-			_, _ = io.WriteString(w, body)
+			_, _ = io.WriteString(w, c.body)
 		}))
 		cfg := destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id", Lookup: &destination.LookupConfig{
 			URL: srv.URL + "/records/{{pathescape .Payload.id}}", Authoritative: true,
 			Match: []destination.MatchConfig{{Record: "/name", Payload: "/name"}}}}
 		res, err := newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
 		srv.Close()
-		if absent {
-			require.NoError(t, err, "%q", body)
+		if c.absent {
+			require.NoError(t, err, "%+v", c)
 			require.False(t, res.Found)
 			continue
 		}
-		require.ErrorContains(t, err, "404 with an answer that is not JSON", "%q", body)
+		require.ErrorContains(t, err, "404 with an answer that is not JSON", "%+v", c)
 	}
 }
