@@ -983,7 +983,7 @@ func (t *txn) triedAttempts() (int, error) {
 // attempts kept their version (0) was if the operation was revised after
 // its claim, which the timeline says; only a revised operation's is read.
 func (t *txn) ofEarlierVersion(a *store.Attempt) (bool, error) {
-	if a.Version != 0 || t.op.Version < 2 {
+	if a.Version != 0 || !t.mayHaveEarlierVersions() {
 		return a.Version != 0 && a.Version < t.op.Version, nil
 	}
 	entries, err := t.listTimeline()
@@ -1011,7 +1011,7 @@ func (t *txn) earlierVersionActed(a *store.Attempt, outcome Outcome, evidence st
 	evidence += fmt.Sprintf("; attempt %d was claimed for %s and had not marked its dispatch, yet its call %s on that content; the operation holds version %d now",
 		a.Number, claimedVersion(a), what, t.op.Version)
 	const event = eventEarlierVersion
-	decide := fmt.Sprintf(": a person decides whether that effect stands (mark succeeded), version %d is sent as well (authorize retry), or neither (cancel)", t.op.Version)
+	decide := ": " + decideEarlierVersion(t.op.Version)
 	switch State(t.op.State) {
 	case StateHeld:
 		t.note(a.Worker, a.ID, event, evidence+"; it stays held"+decide)
@@ -1085,7 +1085,13 @@ func earlierVersionEvidence(earlier *store.Attempt, now int64) string {
 	if earlier.DestinationRef != "" {
 		s += " (destination ref " + earlier.DestinationRef + ")"
 	}
-	return s + fmt.Sprintf(": a person decides whether that effect stands (mark succeeded), version %d is sent (authorize retry), or neither (cancel)", now)
+	return s + ": " + decideEarlierVersion(now)
+}
+
+// decideEarlierVersion says what a person decides of an operation of
+// version now held for an earlier version's effect.
+func decideEarlierVersion(now int64) string {
+	return fmt.Sprintf("a person decides whether that effect stands (mark succeeded), version %d is sent as well (authorize retry), or neither (cancel)", now)
 }
 
 // claimedVersion names the version attempt a was claimed for: "an
@@ -1389,9 +1395,9 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 			evidence+fmt.Sprintf("; attempt %d had not marked its dispatch, yet may have called: nothing is sent again until that is settled", a.Number))
 	case (r.Outcome == OutcomeSucceeded || r.Outcome == OutcomeUncertain) && state == StateAwaitingApproval:
 		// The attempt was given up as never sent, and the operation has
-		// gone back to await approval since (required approval on a
-		// repeat; or revised, when the attempt was claimed before
-		// attempts kept their version). Its worker says the call
+		// gone back to await approval since (a repeat of the same
+		// version required it; a revision is an earlier version's case,
+		// above). Its worker says the call
 		// acted, or may have: approving what waits now could make a
 		// second effect, under another idempotency key if revised. Held
 		// for a person, who knows which content was sent.
