@@ -1178,6 +1178,28 @@ func (t *txn) afterEarlierVersion(a, earlier *store.Attempt, r *Report) error {
 	return nil
 }
 
+// confirmWhileHeld keeps an effect found while another attempt holds the
+// operation (a late success, a lookup's record) on the operation, which
+// cannot move now: it stops that attempt's dispatch and settles its
+// report, release or lease (confirmedWhileHeld). The timeline says so,
+// under event, with what (the evidence) and what becomes of the attempt.
+func (t *txn) confirmWhileHeld(actor, attemptID, event, ref string, response json.RawMessage, what string) error {
+	t.op.DestinationRef, t.op.Response = ref, response
+	t.dirty = true
+	holder, err := t.getAttempt(t.op.CurrentAttemptID)
+	if err != nil {
+		return err
+	}
+	consequence := "the attempt holding the operation will not send it again"
+	if !holder.DispatchedAt.IsZero() {
+		// Too late to stop it: its call may act as well.
+		consequence = fmt.Sprintf("attempt %d, which holds the operation, had already marked its dispatch, so its call may act too "+
+			"(a success it reports with another reference is counted as a duplicate effect)", holder.Number)
+	}
+	t.note(actor, attemptID, event, what+"; the effect is confirmed: "+consequence)
+	return nil
+}
+
 // confirmedWhileHeld reports whether a late success of an earlier
 // attempt arrived while the operation was in progress (staleReport keeps
 // its reference and response on the operation then): the effect exists,
@@ -1363,24 +1385,10 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 			return err
 		}
 	case r.Outcome == OutcomeSucceeded && state == StateInProgress && t.op.DestinationRef == "":
-		// Another attempt holds the operation: it cannot move now, but
-		// the effect exists. Kept on the operation, it stops that
-		// attempt's dispatch and settles its report, release or lease
-		// (confirmedWhileHeld).
-		t.op.DestinationRef, t.op.Response = r.DestinationRef, r.Response
-		t.dirty = true
-		holder, err := t.getAttempt(t.op.CurrentAttemptID)
-		if err != nil {
+		if err := t.confirmWhileHeld(a.Worker, a.ID, "late success while another attempt holds the operation",
+			r.DestinationRef, r.Response, evidence); err != nil {
 			return err
 		}
-		consequence := "the attempt holding the operation will not send it again"
-		if !holder.DispatchedAt.IsZero() {
-			// Too late to stop it: its call may act as well.
-			consequence = fmt.Sprintf("attempt %d, which holds the operation, had already marked its dispatch, so its call may act too "+
-				"(a success it reports with another reference is counted as a duplicate effect)", holder.Number)
-		}
-		t.note(a.Worker, a.ID, "late success while another attempt holds the operation",
-			evidence+"; the effect is confirmed: "+consequence)
 	case r.Outcome == OutcomeSucceeded && (state == StateSucceeded || state == StateInProgress) && t.op.DestinationRef != r.DestinationRef:
 		if err := t.duplicateEffect(a, r.DestinationRef, late); err != nil {
 			return err

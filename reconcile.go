@@ -237,23 +237,9 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		if t.op.DestinationRef != "" {
 			return false, nil // an effect is confirmed already
 		}
-		// As a late success while another attempt holds the operation
-		// (staleReport): kept on it, the effect stops that attempt's
-		// dispatch and settles its end (confirmedWhileHeld).
-		holder, err := t.getAttempt(t.op.CurrentAttemptID)
-		if err != nil {
-			return false, err
-		}
-		consequence := "the attempt holding the operation will not send it again"
-		if t.op.Dispatched {
-			consequence = fmt.Sprintf("attempt %d, which holds the operation, had already marked its dispatch, so its call may act too "+
-				"(a success it reports with another reference is counted as a duplicate effect)", holder.Number)
-		}
-		t.op.DestinationRef, t.op.Response = f.DestinationRef, nil
-		t.dirty = true
-		t.note(actor, "", "lookup found the effect while another attempt holds the operation",
-			join(found+"; "+meanwhile+"; the effect is confirmed: "+consequence, f.Evidence))
-		return true, nil
+		// As a late success while another attempt holds the operation.
+		return true, t.confirmWhileHeld(actor, "", "lookup found the effect while another attempt holds the operation",
+			f.DestinationRef, nil, join(found+"; "+meanwhile, f.Evidence))
 	case f.Matches:
 		// Pending (a retry authorized), held, failed (cancelled), or
 		// awaiting approval (a retry of a version never approved): the
