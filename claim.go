@@ -585,11 +585,17 @@ func (t *txn) stale(a *store.Attempt, token int64) *StaleError {
 // or notSentConfirmed for one abandoned because an earlier attempt had
 // confirmed the effect.
 func endedWith(a *store.Attempt) string {
-	if a.Outcome == AttemptAbandoned && (a.Error == notSentConfirmed || strings.HasPrefix(a.Error, notSentEarlierVersion)) {
+	if a.Outcome == AttemptAbandoned && strings.HasPrefix(a.Error, notSent) {
 		return a.Error
 	}
 	return a.Outcome
 }
+
+// notSent starts the error of an attempt the ledger ended unsent
+// (abandoned) while it held the operation, for a reason its worker could
+// not know: the rest says which (notSentConfirmed, notSentEarlierVersion,
+// notSentOtherContent).
+const notSent = "not sent: "
 
 // notSentConfirmed is the error of an attempt ended unsent (abandoned)
 // because an earlier attempt's late report had confirmed the effect while
@@ -600,7 +606,12 @@ const notSentConfirmed = "not sent: an earlier attempt's late report had confirm
 // (abandoned) because an attempt of an earlier version reported that its
 // call acted, or may have, while it held the operation
 // (earlierVersionActed).
-const notSentEarlierVersion = "not sent: an attempt on an earlier version reported that its call "
+const notSentEarlierVersion = notSent + "an attempt on an earlier version reported that its call "
+
+// notSentOtherContent is the error of an attempt ended unsent because a
+// lookup found a record with other content while it held the operation
+// (foundAfterDecision): the operation is held.
+const notSentOtherContent = notSent + "a lookup found a record with other content, and the operation is held for a person"
 
 // heldClaim checks, for the step what ("dispatch"), that attemptID with
 // token still holds the operation, and returns its attempt if so. If not,
@@ -1026,9 +1037,7 @@ func (t *txn) earlierVersionActed(a *store.Attempt, outcome Outcome, evidence st
 				"so both calls may have acted: check the destination for both", holder.Number, t.op.Version))
 			return nil
 		}
-		holder.Outcome, holder.FinishedAt = AttemptAbandoned, t.now
-		holder.Error = notSentEarlierVersion + what
-		if err := t.updateAttempt(holder); err != nil {
+		if err := t.endUnsent(holder, notSentEarlierVersion+what+", and the operation is held for a person"); err != nil {
 			return err
 		}
 		evidence += fmt.Sprintf("; attempt %d, which held the operation and had not marked its dispatch, is not sent", holder.Number)
@@ -1037,6 +1046,14 @@ func (t *txn) earlierVersionActed(a *store.Attempt, outcome Outcome, evidence st
 	// the operation succeeds otherwise.
 	t.holdFor(a.Worker, a.ID, event, evidence+decide)
 	return nil
+}
+
+// endUnsent ends attempt a, which holds the operation and has not marked
+// its dispatch, unsent (abandoned) with the error why (notSent…): its
+// dispatch is refused, and its worker told why.
+func (t *txn) endUnsent(a *store.Attempt, why string) error {
+	a.Outcome, a.FinishedAt, a.Error = AttemptAbandoned, t.now, why
+	return t.updateAttempt(a)
 }
 
 // Timeline events of late reports of an earlier version.
@@ -1235,18 +1252,24 @@ func (t *txn) settleConfirmed(a *store.Attempt, actor, how string) error {
 // attempt naming the same record) is the same effect: it is noted and not
 // counted again.
 func (t *txn) duplicateEffect(a *store.Attempt, ref, what string) error {
+	return t.duplicateEffectBy(a.Worker, a.ID, ref, what)
+}
+
+// duplicateEffectBy is duplicateEffect, said by actor of attempt
+// attemptID ("" for none: a lookup's record).
+func (t *txn) duplicateEffectBy(actor, attemptID, ref, what string) error {
 	refs := duplicateRefs(ref, t.op.DestinationRef)
 	counted, err := t.countedDuplicate(refs)
 	if err != nil {
 		return err
 	}
 	if counted {
-		t.note(a.Worker, a.ID, "duplicate effect reported again", what+", "+refs+"; counted once already")
+		t.note(actor, attemptID, "duplicate effect reported again", what+", "+refs+"; counted once already")
 		return nil
 	}
 	t.op.DuplicateEffects++
 	t.dirty = true
-	t.note(a.Worker, a.ID, eventDuplicateEffect, what+", "+refs)
+	t.note(actor, attemptID, eventDuplicateEffect, what+", "+refs)
 	return nil
 }
 

@@ -227,11 +227,12 @@ func (e *StaleError) Error() string {
 		case AttemptAbandoned:
 			// Released, or its lease ran out: both before its dispatch.
 			why = "it ended before its dispatch: it gave the claim back, or its lease ran out"
-		case notSentConfirmed:
-			why = "it was never sent: an earlier attempt's late report had confirmed the effect"
-		case notSentEarlierVersion + "acted", notSentEarlierVersion + "may have acted":
-			why = "it was never sent: " + strings.TrimPrefix(e.ended, "not sent: ") + ", and the operation is held for a person"
 		default:
+			if rest, ok := strings.CutPrefix(e.ended, notSent); ok {
+				// The ledger ended it unsent (endUnsent, settleConfirmed).
+				why = "it was never sent: " + rest
+				break
+			}
 			why = "it had reported " + e.ended + " already"
 		}
 	}

@@ -70,9 +70,10 @@ type Finding struct {
 // lookup ran, so it is never dropped: given with its AttemptCount, on an
 // operation a call may have reached and that was decided meanwhile
 // (an operator's retry or cancel, a hold), one with matching content
-// succeeds it, as a late success would, and keeps an attempt that holds
-// it from sending again; one with other content holds an operation about
-// to be sent again and is noted on the others. Any other state, and any
+// succeeds it, as a late success would, keeps an attempt that holds it
+// from sending again, and on an operation that succeeded meanwhile with
+// another record counts a duplicate effect; one with other content holds
+// an operation about to be sent again and is noted on the others. Any other state, and any
 // other finding on a state but uncertain, is refused with a *StateError,
 // and a Finding about fewer attempts than the operation has
 // (Finding.AttemptCount) with ErrStaleFinding, unless it found a record.
@@ -221,8 +222,8 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 // foundAfterDecision applies f, a finding that a record exists, to an
 // operation that left uncertain while the lookup ran: an operator
 // authorized a retry or cancelled it, or it was held, or a retry was
-// claimed already. handled is false for a state the finding says nothing
-// about (succeeded: the effect is confirmed).
+// claimed already. handled is false for a finding that says nothing new
+// (a succeeded operation's own record, or one with other content).
 func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err error) {
 	state := State(t.op.State)
 	found := "the record found" // a lookup need not name it
@@ -231,6 +232,10 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 	}
 	meanwhile := fmt.Sprintf("found while the lookup ran, after the operation had become %s", state)
 	switch {
+	case state == StateSucceeded && f.Matches && f.DestinationRef != t.op.DestinationRef:
+		// Confirmed meanwhile with another record (a retry's): the
+		// destination holds two, each with the intended content.
+		return true, t.duplicateEffectBy(actor, "", f.DestinationRef, join("a lookup found a second record; "+meanwhile, f.Evidence))
 	case state == StateSucceeded:
 		return false, nil
 	case f.Matches && state == StateInProgress:
@@ -247,6 +252,19 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		t.succeed(f.DestinationRef, nil)
 		t.move(StateSucceeded, actor, "", "lookup found the effect", join(found+"; "+meanwhile, f.Evidence))
 		return true, t.countEarlierVersions()
+	case state == StateInProgress && !t.op.Dispatched:
+		// A retry claimed, not sent yet: as for a pending one, it is not
+		// sent on top of that record.
+		holder, err := t.getAttempt(t.op.CurrentAttemptID)
+		if err != nil {
+			return false, err
+		}
+		if err := t.endUnsent(holder, notSentOtherContent); err != nil {
+			return false, err
+		}
+		t.hold(actor, "lookup found other content", join(found+" does not match the intent; "+meanwhile+
+			fmt.Sprintf(": attempt %d, which held it, is not sent, nor is anything before a person looks", holder.Number), f.Evidence))
+		return true, nil
 	case state == StatePending || state == StateAwaitingApproval:
 		t.hold(actor, "lookup found other content", join(found+" does not match the intent; "+meanwhile+": it is not sent again before a person looks", f.Evidence))
 		return true, nil

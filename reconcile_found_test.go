@@ -81,6 +81,35 @@ func TestFindingAfterDecision(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateHeld, op.State)
 
+			// Other content while a retry is claimed, not sent: it is not
+			// sent, and the operation waits for a person.
+			uncertain("other-while-claimed", opledger.DecisionAuthorizeRetry)
+			c, err = l.Claim(ctx, "other-while-claimed", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			op, err = l.Reconcile(ctx, "other-while-claimed", other)
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateHeld, op.State)
+			_, err = l.Dispatch(ctx, "other-while-claimed", c.AttemptID, c.FencingToken)
+			require.ErrorContains(t, err, "it was never sent: a lookup found a record with other content, and the operation is held for a person")
+
+			// Succeeded meanwhile with another record (the retry's): the
+			// one found is a second effect, counted once.
+			uncertain("second-record", opledger.DecisionAuthorizeRetry)
+			c, err = l.Claim(ctx, "second-record", opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "second-record", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R2"})
+			require.NoError(t, err)
+			for range 2 {
+				op, err = l.Reconcile(ctx, "second-record", found)
+				require.NoError(t, err)
+				require.Equal(t, opledger.StateSucceeded, op.State)
+				require.Equal(t, "R2", op.DestinationRef)
+				require.Equal(t, 1, op.DuplicateEffects, "R1 and R2 both exist; the same finding again counts nothing more")
+			}
+			// Its own record found: nothing new.
+			_, err = l.Reconcile(ctx, "second-record", opledger.Finding{Found: true, Matches: true, DestinationRef: "R2", AttemptCount: 2})
+			require.ErrorIs(t, err, opledger.ErrInvalidState)
+
 			// Uncertain again after a newer attempt: a record the older
 			// lookup found still settles it (an effect, whoever made it).
 			uncertain("found-after-newer", opledger.DecisionAuthorizeRetry)
