@@ -41,8 +41,9 @@
 // that expires before dispatch returns the operation to
 // pending; after dispatch it makes the operation uncertain, never pending.
 // Reconcile applies a lookup or the destination's idempotency protection to
-// an uncertain operation; Resolve records an operator's decision, always
-// with a reason.
+// an uncertain operation (ClaimLookup first takes it for the lookup, so
+// that processes sharing a store look it up one at a time); Resolve
+// records an operator's decision, always with a reason.
 //
 // # Running an action
 //
