@@ -585,7 +585,10 @@ func (t *txn) stale(a *store.Attempt, token int64) *StaleError {
 // or notSentConfirmed for one abandoned because an earlier attempt had
 // confirmed the effect.
 func endedWith(a *store.Attempt) string {
-	if a.Outcome == AttemptAbandoned && strings.HasPrefix(a.Error, notSent) {
+	// The ledger's own endings only: a worker's report may carry an
+	// error of its own that reads alike ("not sent: invalid address").
+	if a.Outcome == AttemptAbandoned && (a.Error == notSentConfirmed || a.Error == notSentOtherContent ||
+		strings.HasPrefix(a.Error, notSentEarlierVersion)) {
 		return a.Error
 	}
 	return a.Outcome

@@ -238,10 +238,14 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		return true, t.duplicateEffectBy(actor, "", f.DestinationRef, join("a lookup found a second record; "+meanwhile, f.Evidence))
 	case state == StateSucceeded:
 		return false, nil
-	case f.Matches && state == StateInProgress:
-		if t.op.DestinationRef != "" {
-			return false, nil // an effect is confirmed already
+	case f.Matches && state == StateInProgress && t.op.DestinationRef != "":
+		// An effect is confirmed already (confirmedWhileHeld): another
+		// record is a second one; the same, nothing new.
+		if f.DestinationRef == t.op.DestinationRef {
+			return false, nil
 		}
+		return true, t.duplicateEffectBy(actor, "", f.DestinationRef, join("a lookup found a second record; "+meanwhile, f.Evidence))
+	case f.Matches && state == StateInProgress:
 		// As a late success while another attempt holds the operation.
 		return true, t.confirmWhileHeld(actor, "", "lookup found the effect while another attempt holds the operation",
 			f.DestinationRef, nil, join(found+"; "+meanwhile, f.Evidence))
@@ -252,7 +256,9 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		t.succeed(f.DestinationRef, nil)
 		t.move(StateSucceeded, actor, "", "lookup found the effect", join(found+"; "+meanwhile, f.Evidence))
 		return true, t.countEarlierVersions()
-	case state == StateInProgress && !t.op.Dispatched:
+	case state == StateInProgress && !t.op.Dispatched && t.op.DestinationRef == "":
+		// (With an effect confirmed, the attempt holding the operation is
+		// not sent anyway, and settles it: noted below.)
 		// A retry claimed, not sent yet: as for a pending one, it is not
 		// sent on top of that record.
 		holder, err := t.getAttempt(t.op.CurrentAttemptID)

@@ -92,6 +92,48 @@ func TestFindingAfterDecision(t *testing.T) {
 			_, err = l.Dispatch(ctx, "other-while-claimed", c.AttemptID, c.FencingToken)
 			require.ErrorContains(t, err, "it was never sent: a lookup found a record with other content, and the operation is held for a person")
 
+			// Other content while a retry is claimed, an effect confirmed
+			// already (an earlier attempt's late success): noted only;
+			// the effect settles the operation.
+			uncertain("other-after-confirmed", opledger.DecisionAuthorizeRetry)
+			first, err := l.Attempts(ctx, "other-after-confirmed")
+			require.NoError(t, err)
+			c, err = l.Claim(ctx, "other-after-confirmed", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "other-after-confirmed", first[0].ID, first[0].FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
+			require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+			op, err = l.Reconcile(ctx, "other-after-confirmed", other)
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateInProgress, op.State)
+			_, err = l.Dispatch(ctx, "other-after-confirmed", c.AttemptID, c.FencingToken)
+			require.ErrorContains(t, err, "operation is succeeded", "the call does not start: the effect exists")
+			attempts, err := l.Attempts(ctx, "other-after-confirmed")
+			require.NoError(t, err)
+			require.Equal(t, "not sent: an earlier attempt's late report had confirmed the effect", attempts[1].Error)
+			op, err = l.Get(ctx, "other-after-confirmed")
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			require.Equal(t, "R1", op.DestinationRef)
+
+			// A second record found while a retry holds the operation,
+			// an effect confirmed: counted, and not again when the retry
+			// reports that same record.
+			uncertain("second-while-held", opledger.DecisionAuthorizeRetry)
+			c, err = l.Claim(ctx, "second-while-held", opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Reconcile(ctx, "second-while-held", found)
+			require.NoError(t, err)
+			third := found
+			third.DestinationRef = "R3"
+			op, err = l.Reconcile(ctx, "second-while-held", third)
+			require.NoError(t, err)
+			require.Equal(t, 1, op.DuplicateEffects)
+			op, err = l.Report(ctx, "second-while-held", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R3"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			require.Equal(t, "R1", op.DestinationRef)
+			require.Equal(t, 1, op.DuplicateEffects, "R3 is counted once")
+
 			// Succeeded meanwhile with another record (the retry's): the
 			// one found is a second effect, counted once.
 			uncertain("second-record", opledger.DecisionAuthorizeRetry)
@@ -173,4 +215,28 @@ func TestClaimLookup(t *testing.T) {
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
 	_, err = l.ClaimLookup(ctx, fresh, 0)
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+}
+
+// TestWorkerErrorNotTakenForLedgerEnding: a worker's own error that
+// reads like the ledger's ending ("not sent: …") does not change what a
+// stale attempt is told: its lease ran out before its dispatch.
+func TestWorkerErrorNotTakenForLedgerEnding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newManualClock()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{Clock: clock.Map, Lease: 10 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	in := opledger.Intent{Key: "k", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{}`)}
+	c, err := l.Claim(ctx, "k", opledger.ClaimOptions{Intent: &in})
+	require.NoError(t, err)
+	clock.Advance(11 * time.Second)
+	_, err = l.ExpireLeases(ctx)
+	require.NoError(t, err)
+	for range 2 {
+		_, err = l.Report(ctx, "k", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "not sent: invalid address"})
+		require.ErrorContains(t, err, "it ended before its dispatch: it gave the claim back, or its lease ran out")
+	}
+	_, err = l.Dispatch(ctx, "k", c.AttemptID, c.FencingToken)
+	require.ErrorContains(t, err, "it ended before its dispatch")
 }
