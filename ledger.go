@@ -582,6 +582,9 @@ type txn struct {
 	// the order of docs/scaling.md ("One lock order").
 	workflowUnlocked bool
 	timeline         []*store.TimelineEntry
+	// stored is the operation's timeline as stored, read once per
+	// transaction (listTimeline): nothing writes it before flush.
+	stored []*store.TimelineEntry
 	// queued are attempt writes held back until flush, so that they reach
 	// the store together with the operation's write (one round trip on
 	// PostgreSQL). Reads of attempts write them first (writeQueued).

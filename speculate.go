@@ -72,12 +72,25 @@ func (t *txn) listAttempts() ([]*store.Attempt, error) {
 }
 
 // listTimeline reads the operation's timeline as stored: never in a
-// speculation, whose writes have not happened yet.
+// speculation, whose writes have not happened yet. It is read once per
+// transaction (the entries of this one are written at flush, after every
+// read): the checks of one transition (a late report's version, the
+// duplicates it counts) share it. Callers do not change it.
 func (t *txn) listTimeline() ([]*store.TimelineEntry, error) {
 	if t.spec != nil {
 		return nil, errNotSpeculable
 	}
-	return t.tx.ListTimeline(t.ctx, t.tenant, t.key)
+	if t.stored == nil {
+		entries, err := t.tx.ListTimeline(t.ctx, t.tenant, t.key)
+		if err != nil {
+			return nil, err
+		}
+		t.stored = entries
+		if t.stored == nil {
+			t.stored = []*store.TimelineEntry{}
+		}
+	}
+	return t.stored, nil
 }
 
 // updateAttempt writes an attempt row.
