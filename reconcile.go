@@ -231,20 +231,17 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		found = "destination ref " + f.DestinationRef
 	}
 	meanwhile := fmt.Sprintf("found while the lookup ran, after the operation had become %s", state)
+	other := found + " does not match the intent; " + meanwhile
+	// An effect confirmed meanwhile: succeeded, or kept while a retry
+	// holds the operation (confirmedWhileHeld).
+	confirmed := state == StateSucceeded || state == StateInProgress && t.op.DestinationRef != ""
 	switch {
-	case state == StateSucceeded && f.Matches && f.DestinationRef != t.op.DestinationRef:
-		// Confirmed meanwhile with another record (a retry's): the
-		// destination holds two, each with the intended content.
+	case confirmed && f.Matches && f.DestinationRef != t.op.DestinationRef:
+		// Another record (a retry's): the destination holds two, each
+		// with the intended content.
 		return true, t.duplicateEffectBy(actor, "", f.DestinationRef, join("a lookup found a second record; "+meanwhile, f.Evidence))
-	case state == StateSucceeded:
-		return false, nil
-	case f.Matches && state == StateInProgress && t.op.DestinationRef != "":
-		// An effect is confirmed already (confirmedWhileHeld): another
-		// record is a second one; the same, nothing new.
-		if f.DestinationRef == t.op.DestinationRef {
-			return false, nil
-		}
-		return true, t.duplicateEffectBy(actor, "", f.DestinationRef, join("a lookup found a second record; "+meanwhile, f.Evidence))
+	case confirmed && f.Matches, state == StateSucceeded:
+		return false, nil // nothing new
 	case f.Matches && state == StateInProgress:
 		// As a late success while another attempt holds the operation.
 		return true, t.confirmWhileHeld(actor, "", "lookup found the effect while another attempt holds the operation",
@@ -256,11 +253,10 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		t.succeed(f.DestinationRef, nil)
 		t.move(StateSucceeded, actor, "", "lookup found the effect", join(found+"; "+meanwhile, f.Evidence))
 		return true, t.countEarlierVersions()
-	case state == StateInProgress && !t.op.Dispatched && t.op.DestinationRef == "":
-		// (With an effect confirmed, the attempt holding the operation is
-		// not sent anyway, and settles it: noted below.)
+	case state == StateInProgress && !t.op.Dispatched && !confirmed:
 		// A retry claimed, not sent yet: as for a pending one, it is not
-		// sent on top of that record.
+		// sent on top of that record. (With an effect confirmed, it is
+		// not sent anyway, and settles the operation: noted below.)
 		holder, err := t.getAttempt(t.op.CurrentAttemptID)
 		if err != nil {
 			return false, err
@@ -268,14 +264,14 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		if err := t.endUnsent(holder, notSentOtherContent); err != nil {
 			return false, err
 		}
-		t.hold(actor, "lookup found other content", join(found+" does not match the intent; "+meanwhile+
+		t.hold(actor, "lookup found other content", join(other+
 			fmt.Sprintf(": attempt %d, which held it, is not sent, nor is anything before a person looks", holder.Number), f.Evidence))
 		return true, nil
 	case state == StatePending || state == StateAwaitingApproval:
-		t.hold(actor, "lookup found other content", join(found+" does not match the intent; "+meanwhile+": it is not sent again before a person looks", f.Evidence))
+		t.hold(actor, "lookup found other content", join(other+": it is not sent again before a person looks", f.Evidence))
 		return true, nil
 	default:
-		t.note(actor, "", "lookup found other content", join(found+" does not match the intent; "+meanwhile, f.Evidence))
+		t.note(actor, "", "lookup found other content", join(other, f.Evidence))
 		return true, nil
 	}
 }
