@@ -96,11 +96,13 @@ func (l *Ledger) PinKeyScope(ctx context.Context, destination string, settings m
 		switch {
 		case name == "" || len(name) > maxNameLength:
 			return nil, invalidInput("a key scope's setting names are 1 to %d bytes", maxNameLength)
-		case checkText("a key scope's setting name", name) != nil:
-			// Stored as JSON, such a name would not read back as given.
-			return nil, checkText("a key scope's setting name", name)
 		case len(v) > maxKeyScopeValueBytes:
 			return nil, invalidInput("the key scope setting %q is %d bytes: at most %d", name, len(v), maxKeyScopeValueBytes)
+		}
+		// Stored as JSON, a name or value that is not text would not read
+		// back as given.
+		if err := checkText("a key scope's setting name", name); err != nil {
+			return nil, err
 		}
 		if err := checkText(fmt.Sprintf("the key scope setting %q", name), v); err != nil {
 			return nil, err
