@@ -90,8 +90,13 @@ type LookupConfig struct {
 	Headers map[string]string `yaml:"headers"`
 	// Results points at the array of found records in the answer ("" for
 	// an answer that is itself the array). Unset: the answer is the record
-	// itself, and 404 means "not found".
+	// itself, and 404 means "not found" (see NotFound).
 	Results *string `yaml:"results"`
+	// NotFound, on a lookup without Results, names what the destination's
+	// own "no such record" 404 carries, so that a gateway's JSON 404 is
+	// not taken for it. Unset: a 404 whose body is empty, or JSON sent as
+	// JSON, means "not found".
+	NotFound *NotFoundConfig `yaml:"not_found"`
 	// Ref points at the reference inside a found record. Default: the
 	// destination's Ref.
 	Ref string `yaml:"ref"`
@@ -106,6 +111,16 @@ type LookupConfig struct {
 	// Match lists the fields a found record must share with the intent.
 	// At least one is required.
 	Match []MatchConfig `yaml:"match"`
+}
+
+// NotFoundConfig is the mark of a destination's own "no such record"
+// answer: a 404 with a JSON body whose value at Field is Value (a string,
+// or a number or boolean written as text). Any other 404 proves nothing.
+type NotFoundConfig struct {
+	// Field is a JSON pointer into the 404's body, e.g. /error/code.
+	Field string `yaml:"field"`
+	// Value is the text the field holds, e.g. "record_not_found".
+	Value string `yaml:"value"`
 }
 
 // MatchConfig compares one field of a found record with the intent: the

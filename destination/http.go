@@ -55,8 +55,32 @@ type httpLookup struct {
 	body    *template.Template
 	headers http.Header
 	results *pointer // nil: the answer is the record
-	ref     pointer
-	match   []matchRule
+	// notFound marks the destination's own 404 on a single-record lookup;
+	// nil: an empty body, or JSON sent as JSON.
+	notFound *notFoundMark
+	ref      pointer
+	match    []matchRule
+}
+
+// notFoundMark is a configured NotFoundConfig.
+type notFoundMark struct {
+	field pointer
+	value string
+}
+
+// marks reports whether a 404's body is the destination's "no such
+// record".
+func (m *notFoundMark) marks(resp *http.Response, body []byte) bool {
+	if m == nil {
+		return len(bytes.TrimSpace(body)) == 0 || jsonMediaType(resp.Header.Get("Content-Type")) && json.Valid(body)
+	}
+	doc, err := decodeJSON(body)
+	if err != nil {
+		return false
+	}
+	v, ok := m.field.get(doc)
+	s, isScalar := scalarString(v)
+	return ok && isScalar && s == m.value
 }
 
 // matchRule compares one field of a found record with the intent.
@@ -254,6 +278,22 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 			add(err.Error(), "results")
 		}
 		lk.results = &p
+	}
+	if nf := l.NotFound; nf != nil {
+		switch {
+		case l.Results != nil:
+			add("a search (results) finds nothing as an empty list; not_found is for a lookup whose answer is one record", "not_found")
+		case nf.Field == "":
+			add("is required: a JSON pointer into the body of the destination's 404, e.g. /error/code", "not_found", "field")
+		case nf.Value == "":
+			add("is required: the text the destination's 404 holds at not_found.field, e.g. record_not_found", "not_found", "value")
+		default:
+			p, err := parsePointer(nf.Field)
+			if err != nil {
+				add(err.Error(), "not_found", "field")
+			}
+			lk.notFound = &notFoundMark{field: p, value: nf.Value}
+		}
 	}
 	if l.Ref != "" {
 		if lk.ref, err = parsePointer(l.Ref); err != nil {
@@ -595,13 +635,16 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	defer resp.Body.Close()
 	if err != nil {
 		if resp.StatusCode == http.StatusNotFound && l.results == nil {
-			// The destination's "no such record" is empty or a JSON
-			// document it says is JSON (its error); an HTML or text page
-			// is a gateway's, a retired route's or a mistyped URL's, which
-			// proves nothing.
+			// The destination's "no such record" carries its declared
+			// mark, or, without one, is empty or a JSON document it says
+			// is JSON (its error); an HTML or text page is a gateway's, a
+			// retired route's or a mistyped URL's, which proves nothing.
 			body, rerr := readAnswer(resp)
-			if rerr == nil && (len(bytes.TrimSpace(body)) == 0 || jsonMediaType(resp.Header.Get("Content-Type")) && json.Valid(body)) {
+			if rerr == nil && l.notFound.marks(resp, body) {
 				return LookupResult{Evidence: "lookup " + where + ": 404, no record"}, nil
+			}
+			if l.notFound != nil {
+				return LookupResult{}, fmt.Errorf("lookup %s: 404 without the destination's \"no record\" mark (%s = %q): a gateway's or an unknown route's answer, it proves nothing", where, l.notFound.field.String(), l.notFound.value)
 			}
 			return LookupResult{}, fmt.Errorf("lookup %s: 404 with an answer that is not JSON (a gateway's or an unknown route's page, not the destination's \"no record\"): it proves nothing", where)
 		}
@@ -685,9 +728,6 @@ func (m matchRule) matches(record any, d *templateData) (bool, error) {
 // errAnswerTooLarge: an answer is larger than maxAnswerBytes.
 var errAnswerTooLarge = fmt.Errorf("the answer is larger than %d bytes", maxAnswerBytes)
 
-// readAnswer reads at most maxAnswerBytes of an answer. A larger one is
-// errAnswerTooLarge, with the bytes read so far (the answer's head; the
-// rest is still in resp.Body).
 // jsonMediaType reports a Content-Type of JSON: application/json, or a
 // +json type (application/problem+json).
 func jsonMediaType(contentType string) bool {
@@ -695,6 +735,9 @@ func jsonMediaType(contentType string) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
+// readAnswer reads at most maxAnswerBytes of an answer. A larger one is
+// errAnswerTooLarge, with the bytes read so far (the answer's head; the
+// rest is still in resp.Body).
 func readAnswer(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {

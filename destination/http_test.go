@@ -437,3 +437,45 @@ func TestHTTPLookup404NotJSON(t *testing.T) {
 		require.ErrorContains(t, err, "404 with an answer that is not JSON", "%+v", c)
 	}
 }
+
+// TestHTTPLookupNotFoundMark: with lookup.not_found declared, only a 404
+// carrying the destination's mark proves absence; a gateway's JSON 404,
+// an empty one or the mark with another value is a failed lookup.
+func TestHTTPLookupNotFoundMark(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		contentType, body string
+		absent            bool
+	}{
+		{"application/json", `{"error": {"code": "record_not_found"}}`, true},
+		// The mark is the body's; its media type is not needed.
+		{"text/plain", `{"error": {"code": "record_not_found"}}`, true},
+		{"application/json", `{"message": "no Route matched with those values"}`, false},
+		{"application/json", `{"message": "Not Found"}`, false},
+		{"application/json", `{"error": {"code": "route_not_found"}}`, false},
+		{"application/json", `{"error": {"code": {"name": "record_not_found"}}}`, false},
+		{"", "", false},
+		{"text/html", "<html>record_not_found</html>", false},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.contentType != "" {
+				w.Header().Set("Content-Type", c.contentType)
+			}
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, c.body)
+		}))
+		cfg := destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id", Lookup: &destination.LookupConfig{
+			URL: srv.URL + "/records/{{pathescape .Payload.id}}", Authoritative: true,
+			NotFound: &destination.NotFoundConfig{Field: "/error/code", Value: "record_not_found"},
+			Match:    []destination.MatchConfig{{Record: "/name", Payload: "/name"}}}}
+		res, err := newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
+		srv.Close()
+		if c.absent {
+			require.NoError(t, err, "%+v", c)
+			require.False(t, res.Found)
+			continue
+		}
+		require.ErrorContains(t, err, `404 without the destination's "no record" mark (/error/code = "record_not_found")`, "%+v", c)
+	}
+}
