@@ -83,7 +83,7 @@ func checkBackupPaths(path, to string) error {
 	if file, ok := strings.CutPrefix(to, "sqlite:"); ok {
 		return usageError{fmt.Errorf("--to takes the path of the new file, not a store: --to %s", file)}
 	}
-	if strings.HasPrefix(to, "postgres://") || strings.HasPrefix(to, "postgresql://") {
+	if isPostgresDSN(to) {
 		return usageError{errors.New("--to takes the path of the new SQLite file, not a store: backup copies a SQLite ledger (for PostgreSQL, use pg_dump)")}
 	}
 	if fi, err := os.Stat(to); err == nil && fi.IsDir() {

@@ -186,6 +186,15 @@ func refusedDB(err error) error {
 	return err
 }
 
+// postgresOnly annotates a --db flag that takes only a PostgreSQL URL;
+// its one value says what the flag takes instead of SQLite.
+const postgresOnly = "opledger-postgres-only"
+
+// isPostgresDSN reports a postgres:// or postgresql:// URL.
+func isPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
 // checkCommonFlags refuses, before a command runs, a --db or --tenant that
 // no store would take: the ledger's own messages name neither flag. An
 // explicitly empty --db (--db "$UNSET") is refused too, rather than taken
@@ -198,6 +207,9 @@ func checkCommonFlags(cmd *cobra.Command, _ []string) error {
 		name := "--db"
 		if !f.Changed && os.Getenv("OPLEDGER_DB") != "" {
 			name = "OPLEDGER_DB"
+		}
+		if takes, ok := f.Annotations[postgresOnly]; ok && f.Value.String() != "" && !isPostgresDSN(f.Value.String()) {
+			return usageError{fmt.Errorf("%s %s", name, takes[0])}
 		}
 		if err := checkDSN(name, f.Value.String()); err != nil {
 			return err
@@ -234,7 +246,7 @@ func checkDSN(name, dsn string) error {
 	if strings.HasPrefix(dsn, "sqlite:") {
 		return nil
 	}
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if isPostgresDSN(dsn) {
 		// Parsed as the store parses it: a DSN it cannot take is the
 		// caller's mistake, one whose server does not answer is not.
 		// A file it names that this machine lacks (sslrootcert) is the

@@ -242,9 +242,6 @@ file is malformed (the message names the line).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dsn != "" && !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-				return usageError{errors.New("--db takes a postgres:// URL (each case gets a fresh schema there); without it each case gets a fresh SQLite file")}
-			}
 			f, err := os.Open(args[0])
 			if err != nil {
 				return usageError{err}
@@ -297,6 +294,7 @@ file is malformed (the message names the line).`,
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "db", "", "PostgreSQL server to run on, a fresh schema per case (default: a fresh SQLite file per case)")
+	_ = cmd.Flags().SetAnnotation("db", postgresOnly, []string{"takes a postgres:// URL (each case gets a fresh schema there); without it each case gets a fresh SQLite file"})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line and case")
 	cmd.Flags().BoolVar(&inProcess, "crash-in-process", false, "play crash steps in this process instead of killing a worker process")
 	cmd.Flags().BoolVar(&explain, "explain", false, "after the table, every case's title, explanation and steps (a case that differs shows them anyway)")

@@ -79,6 +79,15 @@ func TestLabRunCaseExplain(t *testing.T) {
 	_, errOut, code = run(t, "lab", "run", path, "--case", "normal,nope")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `--case: the file has no case "nope" (cases: normal, changed-data, `)
+
+	// lab run takes a PostgreSQL server only: every other store is
+	// refused with that, not with the SQLite advice of other commands.
+	for _, dsn := range []string{"mysql://u@h/db", "sqlite:" + filepath.Join(t.TempDir(), "x.db")} {
+		_, errOut, code = run(t, "lab", "run", path, "--db", dsn)
+		require.Equal(t, 2, code)
+		require.Contains(t, errOut, "--db takes a postgres:// URL (each case gets a fresh schema there)")
+		require.NotContains(t, errOut, "sqlite:PATH")
+	}
 }
 
 // TestLabCrashNothingDueCountsAlike: a crash step whose worker finds

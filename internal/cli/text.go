@@ -100,7 +100,7 @@ func redactedDSN(dsn, placeholder string) string {
 	if strings.HasPrefix(dsn, "sqlite:") && !strings.Contains(strings.ToLower(dsn), "password") && !strings.Contains(strings.ToLower(dsn), "postgres") {
 		return dsn
 	}
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+	if !isPostgresDSN(dsn) {
 		return placeholder
 	}
 	u, err := url.Parse(dsn)
