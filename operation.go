@@ -425,11 +425,16 @@ func sensitiveValues(payload json.RawMessage, paths []string) map[string]bool {
 // collectLeaves adds the strings and numbers in v (as their JSON text) to
 // set. Empty strings are not secrets. A number is added as numberText
 // compares it and as it was written (1.5e3 and 1500), so that text
-// quoting it as the payload has it is masked too.
+// quoting it as the payload has it is masked too. The member names of
+// an object inside a sensitive field are its content too (recipients
+// keyed by address), except those that read as field names (dataName).
 func collectLeaves(v any, set map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
-		for _, el := range x {
+		for name, el := range x {
+			if dataName(name) {
+				set[name] = true
+			}
 			collectLeaves(el, set)
 		}
 	case []any:
@@ -444,6 +449,20 @@ func collectLeaves(v any, set map[string]bool) {
 		set[numberText(x)] = true
 		set[string(x)] = true
 	}
+}
+
+// dataName reports whether a member name inside a sensitive field is
+// data (an address, a number, a name with a space) rather than a field
+// name: a field name holds only ASCII letters, '_' and '-' ("city",
+// "first_name"), and masking it would mask that word in every text about
+// the operation ("invalid city" read "invalid ***").
+func dataName(name string) bool {
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_' || r == '-') {
+			return true
+		}
+	}
+	return false
 }
 
 // Mask is the value that replaces a sensitive field.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 // A destination that echoes the payload must not carry a sensitive value
@@ -351,4 +352,44 @@ func TestForClaimantShowsOnlyThePayload(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, string(b), "ana@example.invalid")
 	}
+}
+
+// TestSensitiveObjectMemberNames: the member names of an object inside a
+// sensitive field are its content when they read as data (recipients
+// keyed by address), and are masked wherever its values are: in the
+// stored error, the attempt and timeline, and the response. Names that
+// read as field names ("city") stay, so that texts keep their words.
+func TestSensitiveObjectMemberNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	in := opledger.Intent{Key: "k", Action: "send", Destination: "mail",
+		Payload:         json.RawMessage(`{"recipients":{"kim.secret@example.com":"cc","+4915112345678":"sms"},"address":{"city":"Lisbon"}}`),
+		SensitiveFields: []string{"recipients", "address"}}
+	c, err := l.Claim(ctx, "k", opledger.ClaimOptions{Intent: &in})
+	require.NoError(t, err)
+	_, err = l.Dispatch(ctx, "k", c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "k", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected,
+		Error:    "unknown recipient kim.secret@example.com, no route to +4915112345678, invalid city Lisbon",
+		Response: json.RawMessage(`{"got":{"recipients":{"kim.secret@example.com":"cc"}}}`)})
+	require.NoError(t, err)
+	op, err := l.Get(ctx, "k")
+	require.NoError(t, err)
+	attempts, err := l.Attempts(ctx, "k")
+	require.NoError(t, err)
+	tl, err := l.Timeline(ctx, "k")
+	require.NoError(t, err)
+	var shown strings.Builder
+	for _, v := range []any{op.Masked(), op.MaskedAttempts(attempts), tl} {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		shown.Write(b)
+	}
+	for _, secret := range []string{"kim.secret@example.com", "4915112345678", "Lisbon"} {
+		require.NotContains(t, shown.String(), secret)
+	}
+	require.Equal(t, "unknown recipient ***, no route to ***, invalid city ***", op.LastError)
 }
