@@ -1041,6 +1041,15 @@ func (t *txn) revise(r Revision, why string) (replayed bool, err error) {
 		}
 		return false, invalidInput("revise needs a version above the current %d", t.op.Version)
 	}
+	if len(t.op.SensitiveFields) > 0 {
+		// A worker given up before its dispatch mark may still report on
+		// the content replaced here, quoting its sensitive values.
+		earlier, err := appendEarlierPayload(t.op.EarlierPayloads, t.op.Payload)
+		if err != nil {
+			return false, err
+		}
+		t.op.EarlierPayloads = earlier
+	}
 	t.op.Payload = bytes.Clone(payload) // the caller may reuse its buffer
 	t.op.Version = version
 	t.op.Fingerprint = fp

@@ -2,6 +2,7 @@ package opledger
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -74,29 +75,45 @@ type secretsMemo struct {
 }
 
 // of returns the secretText of op's payload and sensitive fields (nil:
-// nothing to mask).
+// nothing to mask), its earlier versions' payloads included.
 func (m *secretsMemo) of(op *store.Operation) *secretText {
 	if !m.built || m.fields != len(op.SensitiveFields) || m.fingerprint != op.Fingerprint {
-		*m = secretsMemo{text: newSecretText(op.Payload, op.SensitiveFields),
+		*m = secretsMemo{text: newSecretText(op.Payload, op.EarlierPayloads, op.SensitiveFields),
 			fingerprint: op.Fingerprint, fields: len(op.SensitiveFields), built: true}
 	}
 	return m.text
 }
 
-// newSecretText collects the sensitive values at paths of payload and
-// their spellings; nil when there are none.
-func newSecretText(payload json.RawMessage, paths []string) *secretText {
-	return secretTextAtLeast(payload, paths, minSecretLength)
+// newSecretText collects the sensitive values at paths of payload and of
+// the earlier versions' payloads (a JSON array, or nil), and their
+// spellings; nil when there are none.
+func newSecretText(payload, earlier json.RawMessage, paths []string) *secretText {
+	return secretTextAtLeast(payload, earlier, paths, minSecretLength)
 }
 
 // secretTextAtLeast is newSecretText masking inside text only the values
 // of min bytes or more (a value that is a whole string is masked
 // whatever its length).
-func secretTextAtLeast(payload json.RawMessage, paths []string, min int) *secretText {
+func secretTextAtLeast(payload, earlier json.RawMessage, paths []string, min int) *secretText {
 	if len(paths) == 0 {
 		return nil
 	}
 	values := sensitiveValues(payload, paths)
+	if len(earlier) > 0 {
+		var payloads []json.RawMessage
+		// Written by appendEarlierPayload only; one that does not decode
+		// adds nothing rather than failing every write of the operation.
+		if json.Unmarshal(earlier, &payloads) == nil {
+			for _, p := range payloads {
+				for v := range sensitiveValues(p, paths) {
+					if values == nil {
+						values = map[string]bool{}
+					}
+					values[v] = true
+				}
+			}
+		}
+	}
 	if len(values) == 0 {
 		return nil
 	}
@@ -492,4 +509,19 @@ func hasNonASCII(s string) bool {
 func looksLikeEmail(v string) bool {
 	at := strings.LastIndexByte(v, '@')
 	return at > 0 && strings.Contains(v[at+1:], ".") && !strings.ContainsAny(v, " \t\r\n")
+}
+
+// appendEarlierPayload returns earlier (a JSON array of payloads, or nil)
+// with payload added at its end.
+func appendEarlierPayload(earlier, payload json.RawMessage) (json.RawMessage, error) {
+	var payloads []json.RawMessage
+	if len(earlier) > 0 {
+		if err := json.Unmarshal(earlier, &payloads); err != nil {
+			return nil, fmt.Errorf("earlier payloads: %w", err)
+		}
+	}
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	return json.Marshal(append(payloads, payload))
 }

@@ -203,6 +203,10 @@ type Operation struct {
 	// shown marks a copy Masked made: masking it again changes nothing,
 	// so Masked and MarshalJSON return it as it is.
 	shown bool
+	// earlierPayloads are the payloads revisions replaced while the
+	// operation had sensitive fields (a JSON array, or nil): their
+	// sensitive values are masked as the payload's.
+	earlierPayloads json.RawMessage
 	// forClaimant marks a copy ForClaimant made: MarshalJSON keeps its
 	// payload, and Masked masks it like any other.
 	forClaimant bool
@@ -253,7 +257,7 @@ func (o *Operation) Masked() *Operation {
 	if len(o.SensitiveFields) == 0 {
 		return &m
 	}
-	st := newSecretText(o.Payload, o.SensitiveFields)
+	st := newSecretText(o.Payload, o.earlierPayloads, o.SensitiveFields)
 	m.Payload = MaskPayload(o.Payload, o.SensitiveFields)
 	m.Response = maskResponse(o.Response, o.SensitiveFields, st)
 	m.DestinationRef = st.maskValue(o.DestinationRef)
@@ -265,7 +269,7 @@ func (o *Operation) Masked() *Operation {
 // "***": as the ledger stores free text about o (errors, reasons). For
 // text about o that goes elsewhere, a log line say.
 func (o *Operation) MaskText(s string) string {
-	return newSecretText(o.Payload, o.SensitiveFields).mask(s)
+	return newSecretText(o.Payload, o.earlierPayloads, o.SensitiveFields).mask(s)
 }
 
 // ForClaimant returns a copy of the operation whose MarshalJSON shows it
@@ -285,7 +289,7 @@ func (o *Operation) ForClaimant() *Operation {
 // masks o's (their errors were masked when they were stored). Without
 // sensitive fields they are returned as they are.
 func (o *Operation) MaskedAttempts(attempts []*Attempt) []*Attempt {
-	st := newSecretText(o.Payload, o.SensitiveFields)
+	st := newSecretText(o.Payload, o.earlierPayloads, o.SensitiveFields)
 	if st == nil {
 		return attempts
 	}
@@ -585,6 +589,7 @@ func toOperation(r *store.Operation) *Operation {
 		DestinationRef: r.DestinationRef, Response: json.RawMessage(r.Response),
 		LastError: r.LastError, DuplicateEffects: r.DuplicateEffects,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		earlierPayloads: json.RawMessage(r.EarlierPayloads),
 	}
 }
 

@@ -167,7 +167,7 @@ func compactedRef(op *store.Operation) string {
 	if len(op.SensitiveFields) == 0 || op.DestinationRef == "" {
 		return op.DestinationRef
 	}
-	return secretTextAtLeast(op.Payload, op.SensitiveFields, tombstoneSecretLength).maskValue(op.DestinationRef)
+	return secretTextAtLeast(op.Payload, op.EarlierPayloads, op.SensitiveFields, tombstoneSecretLength).maskValue(op.DestinationRef)
 }
 
 // tombstoneSecretLength is the shortest sensitive value compaction masks

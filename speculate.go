@@ -200,6 +200,7 @@ func ownRow(op *store.Operation) *store.Operation {
 	c := *op
 	c.Payload = bytes.Clone(op.Payload)
 	c.Response = bytes.Clone(op.Response)
+	c.EarlierPayloads = bytes.Clone(op.EarlierPayloads)
 	c.SensitiveFields = slices.Clone(op.SensitiveFields)
 	return &c
 }

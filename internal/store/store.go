@@ -102,7 +102,12 @@ type Operation struct {
 	// approval, when the version that awaits it was recorded. Zero on a
 	// row that had succeeded before migration 023.
 	StateSince time.Time
-	Protected  bool
+	// EarlierPayloads is a JSON array of the payloads that revisions
+	// replaced while the operation had sensitive fields, oldest first (nil:
+	// none; migration 027). They are read only to mask those versions'
+	// sensitive values in what is stored and shown, as the payload's.
+	EarlierPayloads []byte
+	Protected       bool
 	// ProtectedUntil is when the protection of a protected retry ends.
 	ProtectedUntil time.Time
 

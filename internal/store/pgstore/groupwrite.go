@@ -325,7 +325,7 @@ var opColumnTypes = []string{"text", "text", "text", "text", "bigint", "text", "
 	"text", "text", "boolean", "text", "text", "text", "boolean",
 	"timestamptz", "integer", "bigint", "text", "timestamptz",
 	"timestamptz", "timestamptz", "timestamptz", "boolean", "text", "bytea", "text",
-	"integer", "bigint", "timestamptz", "timestamptz", "timestamptz", "timestamptz"}
+	"integer", "bigint", "timestamptz", "timestamptz", "timestamptz", "timestamptz", "bytea"}
 
 var attemptColumnTypes = []string{"text", "text", "text", "integer", "bigint", "text", "boolean", "timestamptz",
 	"timestamptz", "timestamptz", "timestamptz", "text", "text", "bytea", "text", "boolean", "text", "text", "bigint"}

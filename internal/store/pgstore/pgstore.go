@@ -420,7 +420,7 @@ const opColumns = `tenant, key, action, destination, version, fingerprint, paylo
 	owner, source_event, requires_approval, approved_by, state, failure_kind, dispatched,
 	first_dispatched_at, attempt_count, fencing_token, current_attempt_id, lease_expires_at,
 	not_before, review_by, unresolved_since, protected, destination_ref, response, last_error,
-	duplicate_effects, revision, created_at, updated_at, protected_until, state_since`
+	duplicate_effects, revision, created_at, updated_at, protected_until, state_since, earlier_payloads`
 
 // opColumnList is opColumns split into names.
 var opColumnList = func() []string {
@@ -464,7 +464,7 @@ func scanOperation(row pgx.Row) (*store.Operation, error) {
 		&op.State, &op.FailureKind, &op.Dispatched, &firstDisp, &op.AttemptCount, &op.FencingToken,
 		&op.CurrentAttemptID, &lease, &notBefore, &reviewBy, &unresolved, &op.Protected,
 		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
-		&created, &updated, &protectedUntil, &stateSince)
+		&created, &updated, &protectedUntil, &stateSince, &op.EarlierPayloads)
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +499,7 @@ func opArgs(op *store.Operation) []any {
 		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, ts(op.LeaseExpiresAt),
 		ts(op.NotBefore), ts(op.ReviewBy), ts(op.UnresolvedSince),
 		op.Protected, op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
-		op.Revision, ts(op.CreatedAt), ts(op.UpdatedAt), ts(op.ProtectedUntil), ts(op.StateSince)}
+		op.Revision, ts(op.CreatedAt), ts(op.UpdatedAt), ts(op.ProtectedUntil), ts(op.StateSince), op.EarlierPayloads}
 }
 
 // GetOperation reads one operation. Inside a write transaction it locks the

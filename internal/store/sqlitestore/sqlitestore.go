@@ -691,7 +691,7 @@ const opColumns = `tenant, key, action, destination, version, fingerprint, paylo
 	owner, source_event, requires_approval, approved_by, state, failure_kind, dispatched,
 	first_dispatched_at, attempt_count, fencing_token, current_attempt_id, lease_expires_at,
 	not_before, review_by, unresolved_since, protected, destination_ref, response, last_error,
-	duplicate_effects, revision, created_at, updated_at, protected_until, state_since`
+	duplicate_effects, revision, created_at, updated_at, protected_until, state_since, earlier_payloads`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -708,7 +708,7 @@ func scanOperation(sc scanner) (*store.Operation, error) {
 		&op.FailureKind, &dispatched, &firstDisp, &op.AttemptCount, &op.FencingToken,
 		&op.CurrentAttemptID, &lease, &notBefore, &reviewBy, &unresolved, &protected,
 		&op.DestinationRef, &op.Response, &op.LastError, &op.DuplicateEffects, &op.Revision,
-		&created, &updated, &protectedUntil, &stateSince)
+		&created, &updated, &protectedUntil, &stateSince, &op.EarlierPayloads)
 	if err != nil {
 		return nil, err
 	}
@@ -749,7 +749,8 @@ func opArgs(op *store.Operation) ([]any, error) {
 		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, toMicros(op.LeaseExpiresAt),
 		toMicros(op.NotBefore), toMicros(op.ReviewBy), toMicros(op.UnresolvedSince),
 		boolInt(op.Protected), op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
-		op.Revision, toMicros(op.CreatedAt), toMicros(op.UpdatedAt), toMicros(op.ProtectedUntil), toMicros(op.StateSince)}, nil
+		op.Revision, toMicros(op.CreatedAt), toMicros(op.UpdatedAt), toMicros(op.ProtectedUntil), toMicros(op.StateSince),
+		op.EarlierPayloads}, nil
 }
 
 func (r *sqlReader) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {

@@ -72,6 +72,7 @@ func TestUpdateOperationSetsChangedColumns(t *testing.T) {
 		"updated_at":          func(o *store.Operation) { o.UpdatedAt = later },
 		"protected_until":     func(o *store.Operation) { o.ProtectedUntil = later },
 		"state_since":         func(o *store.Operation) { o.StateSince = later },
+		"earlier_payloads":    func(o *store.Operation) { o.EarlierPayloads = []byte(`[{"to":"a@example.com"}]`) },
 	}
 	require.Len(t, change, len(opColumnNames)-2, "a case per column but tenant and key")
 	tx := &sqlTx{}
