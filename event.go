@@ -867,8 +867,8 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 				t.op.FailureKind = string(FailureCancelled)
 				return nil
 			}
-		default: // same content: only sensitive fields the operation lacks
-			fields, noRow := st.intent.SensitiveFields, st.noRow
+		default: // same content: only sensitive fields the operation lacks, and an approval it lacks
+			fields, approval, noRow := st.intent.SensitiveFields, st.intent.RequiresApproval, st.noRow
 			decide = func(t *txn) error {
 				if t.op == nil {
 					return nil // a tombstone keeps no payload to mask
@@ -879,6 +879,7 @@ func (l *Ledger) applyPlan(ctx context.Context, tx store.Tx, row *store.Event, p
 					return errPlanOutdated
 				}
 				t.addSensitiveFields(fields, actor)
+				t.repeatRequiresApproval(approval, "the rule that mapped event "+row.EventID+" requires approval", actor)
 				return nil
 			}
 		}

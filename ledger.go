@@ -794,7 +794,10 @@ func (t *txn) move(to State, actor, attemptID, event, evidence string) {
 	if to != StateFailed {
 		t.op.FailureKind = ""
 	}
-	if to != StatePending {
+	if to != StatePending && to != StateAwaitingApproval {
+		// Awaiting approval, a pending operation keeps the wait its
+		// destination asked for (Retry-After): the approval does not
+		// lift it.
 		t.op.NotBefore = time.Time{}
 	}
 	t.dirty = true

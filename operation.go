@@ -170,8 +170,12 @@ type Operation struct {
 	FencingToken      int64      `json:"fencing_token"`
 	CurrentAttemptID  string     `json:"current_attempt_id"`
 	LeaseExpiresAt    *time.Time `json:"lease_expires_at"`
-	NotBefore         *time.Time `json:"not_before"`
-	ReviewBy          *time.Time `json:"review_by"`
+	// NotBefore is when a pending operation may be claimed (a backoff, or
+	// the wait a destination asked for with Retry-After). An operation
+	// awaiting approval keeps the wait it had, which its approval does
+	// not lift.
+	NotBefore *time.Time `json:"not_before"`
+	ReviewBy  *time.Time `json:"review_by"`
 	// UnresolvedSince is when the operation last entered uncertain or held.
 	UnresolvedSince *time.Time `json:"unresolved_since"`
 	// StateSince is when the operation entered its state; awaiting

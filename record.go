@@ -125,11 +125,7 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 			return e
 		}
 		t.addSensitiveFields(in.SensitiveFields, actor)
-		why := t.policy.approvalWhy(t.op.Destination)
-		if in.RequiresApproval {
-			why = "a repeat of the intent requires approval"
-		}
-		t.requireApproval(why, actor)
+		t.repeatRequiresApproval(in.RequiresApproval, "a repeat of the intent requires approval", actor)
 		t.fillOwner(in.Owner, actor)
 		return nil
 	}
@@ -261,6 +257,17 @@ func stepIn(row *store.Workflow, step string) (*store.Workflow, string, error) {
 // dispatched it is too late; the repeat gets the operation as it is,
 // which shows that it requires no approval. An empty why requires
 // nothing.
+// repeatRequiresApproval makes a repeat of the operation's intent wait
+// for an approval, as requireApproval, when the repeat asks for one
+// (requested, saying why) or the destination's policy does: a repeat that
+// asks for more than the operation has is not answered as if granted.
+func (t *txn) repeatRequiresApproval(requested bool, why, actor string) {
+	if !requested {
+		why = t.policy.approvalWhy(t.op.Destination)
+	}
+	t.requireApproval(why, actor)
+}
+
 func (t *txn) requireApproval(why, actor string) {
 	if why == "" || t.op.RequiresApproval || !t.pendingNeverSent() {
 		return

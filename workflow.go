@@ -254,6 +254,12 @@ func compileStepPayload(payload json.RawMessage, steps []stepDef, i int) (*value
 		default:
 			return nil, invalidInput("step %s: {%s}: write {steps.<name>.ref}, {steps.<name>.key} or {steps.<name>.response.<path>}", steps[i].Name, ref)
 		}
+		// A result of a step with sensitive fields may hold their values
+		// (a reference, an echo), shown masked there. Outside an object
+		// no path can name it to mask it in this step.
+		if _, isObject := v.(map[string]any); !isObject && p[2] != "key" && len(steps[earlier].SensitiveFields) > 0 {
+			return nil, invalidInput("step %s: payload: {%s} may hold values step %s marks sensitive, and a payload that is not an object has no path to mask them: put the value in a field of its own", steps[i].Name, ref, p[1])
+		}
 	}
 	return vt, nil
 }
@@ -365,7 +371,7 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 			}
 			return &MismatchError{Key: key, Stored: row.Fingerprint, Given: fp, State: State(cur.Status)}
 		default:
-			if err := l.addStepSensitiveFields(ctx, tx, row, def); err != nil {
+			if err := l.repeatSteps(ctx, tx, row, def); err != nil {
 				return err
 			}
 		}
@@ -447,11 +453,13 @@ func (l *Ledger) refuseForeignSteps(ctx context.Context, tx store.Tx, key string
 	return nil
 }
 
-// addStepSensitiveFields gives the steps of a stored workflow the
-// sensitive fields a repeat of it names that they lack (they are not part
-// of the fingerprint), in the definition for the steps still waiting and
-// on the operations of those recorded, as a repeated Record does.
-func (l *Ledger) addStepSensitiveFields(ctx context.Context, tx store.Tx, row *store.Workflow, given *workflowDef) error {
+// repeatSteps gives the steps of a stored workflow what a repeat of it
+// asks for that they lack (neither is part of the fingerprint): the
+// sensitive fields it names, and an approval, in the definition for the
+// steps still waiting and on the operations of those recorded, as a
+// repeated Record does. An approval is required of a recorded step only
+// while nothing of it was sent (requireApproval).
+func (l *Ledger) repeatSteps(ctx context.Context, tx store.Tx, row *store.Workflow, given *workflowDef) error {
 	stored, err := decodeDef(row)
 	if err != nil {
 		return err
@@ -460,13 +468,20 @@ func (l *Ledger) addStepSensitiveFields(ctx context.Context, tx store.Tx, row *s
 	for i := range stored.Steps {
 		s := &stored.Steps[i]
 		added := missingFields(s.SensitiveFields, given.Steps[i].SensitiveFields)
-		if len(added) == 0 {
+		approval := given.Steps[i].RequiresApproval && !s.RequiresApproval
+		if len(added) == 0 && !approval {
 			continue
 		}
 		s.SensitiveFields, changed = append(s.SensitiveFields, added...), true
+		if approval {
+			s.RequiresApproval = true
+		}
 		if _, _, err := l.decideIn(ctx, tx, l.tenant, WorkflowStepKey(row.Key, s.Name), func(t *txn) error {
 			if t.op != nil { // a step not recorded yet takes them from the definition
 				t.addSensitiveFields(added, l.worker)
+				if approval {
+					t.requireApproval("a repeat of workflow "+row.Key+" requires approval", l.worker)
+				}
 			}
 			return nil
 		}); err != nil {
@@ -552,8 +567,10 @@ func stepContext(key string, def *workflowDef, ops []*Operation, masked bool) ma
 // the step keeps them sensitive too, so that a value masked in one step
 // is not shown in the next. A path longer than a sensitive field may be
 // is cut to the longest ancestor that fits, which masks more, never
-// less. A payload that is itself one placeholder has no path to mask.
-func inheritedSensitive(vt *valueTmpl, filled, masked map[string]any) []string {
+// less. A value that no path can name (the payload is itself one
+// placeholder, or a text or array holding it; a member name too long for
+// a path) would be shown as it is: errNoPathToMask.
+func inheritedSensitive(vt *valueTmpl, filled, masked map[string]any) ([]string, error) {
 	var out []string
 	for _, p := range vt.changedPaths(filled, masked) {
 		for len(p) > maxNameLength {
@@ -564,12 +581,17 @@ func inheritedSensitive(vt *valueTmpl, filled, masked map[string]any) []string {
 			}
 			p = p[:i]
 		}
-		if p != "" {
-			out = append(out, p)
+		if p == "" {
+			return nil, errNoPathToMask
 		}
+		out = append(out, p)
 	}
-	return out
+	return out, nil
 }
+
+// errNoPathToMask: a step's payload takes a value an earlier step shows
+// masked where no sensitive_fields path can name it.
+var errNoPathToMask = errors.New("payload: takes a value an earlier step shows masked, where no sensitive_fields path can name it to mask it here: put the value in a field of its own (revise the step)")
 
 // stepIntent renders step i into the intent it is recorded as.
 func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operation) (Intent, string, error) {
@@ -589,7 +611,11 @@ func stepIntent(row *store.Workflow, def *workflowDef, i int, earlier []*Operati
 		if payload, err = vt.renderJSON(filled); err != nil {
 			return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: fmt.Errorf("payload: %w", err)}
 		}
-		sensitive = append(sensitive, missingFields(sensitive, inheritedSensitive(vt, filled, stepContext(row.Key, def, earlier, true)))...)
+		inherited, err := inheritedSensitive(vt, filled, stepContext(row.Key, def, earlier, true))
+		if err != nil {
+			return Intent{}, "", &StepError{Workflow: row.Key, Step: s.Name, Err: err}
+		}
+		sensitive = append(sensitive, missingFields(sensitive, inherited)...)
 	}
 	owner := s.Owner
 	if owner == "" {
@@ -631,7 +657,10 @@ func (l *Ledger) filledRevision(ctx context.Context, tx store.Tx, row *store.Wor
 		return r, &StepError{Workflow: row.Key, Step: def.Steps[i].Name, Err: fmt.Errorf("payload: %w", err)}
 	}
 	r.Payload = payload
-	inherited := inheritedSensitive(vt, filled, stepContext(row.Key, def, earlier, true))
+	inherited, err := inheritedSensitive(vt, filled, stepContext(row.Key, def, earlier, true))
+	if err != nil {
+		return r, &StepError{Workflow: row.Key, Step: def.Steps[i].Name, Err: err}
+	}
 	r.SensitiveFields = append(slices.Clone(r.SensitiveFields), missingFields(r.SensitiveFields, inherited)...)
 	return r, nil
 }
@@ -1297,7 +1326,11 @@ func (t *txn) approve(a Approval) (replayed bool, err error) {
 	}
 	t.op.ApprovedBy = a.Approver
 	t.move(StatePending, a.Approver, "", approvedEvent, approvalEvidence(a))
-	t.op.NotBefore = t.now
+	// Due now, unless the destination asked for a wait (Retry-After)
+	// that has not passed: an approval of the content does not lift it.
+	if t.op.NotBefore.Before(t.now) {
+		t.op.NotBefore = t.now
+	}
 	return false, nil
 }
 
