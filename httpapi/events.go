@@ -28,7 +28,7 @@ func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if res, ok := s.intake(w, r, l, ev, eventsRoute); ok {
+	if res, ok := s.intake(w, r, l, ev, eventsRoute, nil); ok {
 		writeJSON(w, intakeStatus(res), res)
 	}
 }
@@ -43,8 +43,10 @@ func intakeStatus(res *opledger.EventResult) int {
 
 // intake records an event that came by route (its label in
 // opledger_events_refused_total) and returns the result, or writes the
-// error and returns false.
-func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledger, ev opledger.Event, route string) (*opledger.EventResult, bool) {
+// error and returns false. refused, when not nil, is told the problem
+// type of an event refused as the delivery's fault (invalid_input,
+// payload_too_large), before it became an event.
+func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledger, ev opledger.Event, route string, refused func(reason string)) (*opledger.EventResult, bool) {
 	res, err := l.ReceiveEvent(r.Context(), s.opts.Rules, ev)
 	var re *opledger.RuleError
 	if errors.As(err, &re) {
@@ -56,10 +58,16 @@ func (s *server) intake(w http.ResponseWriter, r *http.Request, l *opledger.Ledg
 	// event payload limit) can still carry a payload past MaxEventPayload:
 	// too large, as on the webhook route.
 	if errors.Is(err, opledger.ErrEventPayloadTooLarge) {
+		if refused != nil {
+			refused("payload_too_large")
+		}
 		writeProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("event payload is larger than %d bytes", opledger.MaxEventPayload), nil)
 		return nil, false
 	}
 	if err != nil {
+		if refused != nil && errors.Is(err, opledger.ErrInvalidInput) {
+			refused("invalid_input")
+		}
 		s.writeError(w, r, err)
 		return nil, false
 	}
@@ -124,7 +132,7 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if res, ok := s.intake(w, r, l, ev, webhookRoute(source)); ok {
+	if res, ok := s.intake(w, r, l, ev, webhookRoute(source), refuse); ok {
 		writeJSON(w, intakeStatus(res), webhookAnswer{Duplicate: res.Duplicate, Status: res.Status})
 	}
 }

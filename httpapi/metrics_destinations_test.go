@@ -76,7 +76,8 @@ func TestMetricsCountRefusedEvents(t *testing.T) {
 }
 
 // A webhook delivery refused before it becomes an event (a bad signature,
-// as after a rotated secret; no event id; a compressed body) records
+// as after a rotated secret; no event id, or one not in the key syntax; a
+// compressed body) records
 // nothing: the counter of refused deliveries is its trace, by source and
 // reason, the signature's at 0 from the start.
 func TestMetricsCountRefusedWebhooks(t *testing.T) {
@@ -98,6 +99,10 @@ func TestMetricsCountRefusedWebhooks(t *testing.T) {
 	noID := []byte(`{"type":"invoice.paid"}`)
 	status, data := b.rawWith(t, "POST", "/v1/webhooks/stripe", "", noID, sign(noID, testWebhookSecret))
 	require.Equal(t, http.StatusBadRequest, status, "%s", data)
+	// An id the ledger cannot take as a key is refused when recorded.
+	badID := []byte(`{"id":"evt bad id","type":"invoice.paid"}`)
+	status, data = b.rawWith(t, "POST", "/v1/webhooks/stripe", "", badID, sign(badID, testWebhookSecret))
+	require.Equal(t, http.StatusBadRequest, status, "%s", data)
 	gz := sign(hook, testWebhookSecret)
 	gz.Set("Content-Encoding", "gzip")
 	status, data = b.rawWith(t, "POST", "/v1/webhooks/stripe", "", hook, gz)
@@ -107,7 +112,7 @@ func TestMetricsCountRefusedWebhooks(t *testing.T) {
 
 	after := b.scrape(t)
 	require.Contains(t, after, series("invalid_signature", 3))
-	require.Contains(t, after, series("invalid_input", 1))
+	require.Contains(t, after, series("invalid_input", 2))
 	require.Contains(t, after, series("unsupported_media", 1))
 	_, err := b.ledger.GetEvent(context.Background(), "stripe", "evt_1")
 	require.NoError(t, err, "the good one was recorded")
