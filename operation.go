@@ -369,13 +369,19 @@ func maskResponse(doc json.RawMessage, paths []string, st *secretText) json.RawM
 			return v
 		}
 		d = walk(d)
+		// A member named twice is decoded as its last value: an earlier
+		// one holding a secret is found only in the text, and the answer
+		// is then shown re-encoded, without it.
+		if !changed && st.mask(string(doc)) != string(doc) {
+			changed = true
+		}
 	}
 	if !changed {
 		return doc
 	}
 	out, err := json.Marshal(d)
-	if err != nil {
-		return doc
+	if err != nil || st != nil && st.mask(string(out)) != string(out) {
+		return json.RawMessage(`"` + Mask + `"`) // nothing shown rather than a secret
 	}
 	return out
 }

@@ -393,3 +393,18 @@ func TestSensitiveObjectMemberNames(t *testing.T) {
 	}
 	require.Equal(t, "unknown recipient ***, no route to ***, invalid city ***", op.LastError)
 }
+
+// TestMaskedResponseMemberTwice: an answer that names a member twice is
+// decoded as its last value; an earlier one holding a sensitive value is
+// not shown (before, masking found nothing to change in the decoded
+// answer and showed the text as it came, secret included).
+func TestMaskedResponseMemberTwice(t *testing.T) {
+	t.Parallel()
+	op := opledger.Operation{Key: "k",
+		Payload:         json.RawMessage(`{"email":"ada.lovelace@example.invalid"}`),
+		SensitiveFields: []string{"email"},
+		Response:        json.RawMessage(`{"id":"R1","note":"ada.lovelace@example.invalid","note":"hidden"}`)}
+	shown := op.Masked().Response
+	require.NotContains(t, string(shown), "lovelace")
+	require.JSONEq(t, `{"id":"R1","note":"hidden"}`, string(shown))
+}
