@@ -536,10 +536,11 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		return
 	}
 	log.Info("forwarded", "status", resp.StatusCode, "outcome", outcome, "state", op.State, "protected", claim.Protected)
-	if outcome == opledger.OutcomeUncertain || op.State == opledger.StateHeld {
+	if outcome == opledger.OutcomeUncertain || op.State == opledger.StateHeld || op.State == opledger.StateUncertain {
 		// Not decided: the upstream may have acted (a 4xx to a protected
-		// retry of an uncertain request is held, not failed). A caller
-		// must not take the answer for the last word.
+		// retry of an uncertain request is held, not failed; a 429 to it
+		// leaves the first request uncertain). A caller must not take the
+		// answer for the last word.
 		w.Header().Set(HeaderState, string(op.State))
 	}
 	if !oversized {
@@ -1060,8 +1061,12 @@ func forwardHeaders(out, in *http.Request) {
 }
 
 // forwardingHeaders are the headers by which a caller could claim another
-// client address, host or scheme; never passed on as the caller sent them.
-var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+// client address, host, port or scheme (the standard ones, and those
+// load balancers and CDNs write, which upstream frameworks read for the
+// client's address); never passed on as the caller sent them.
+var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+	"X-Forwarded-Port", "X-Forwarded-Scheme", "X-Forwarded-Ssl", "X-Real-Ip", "True-Client-Ip", "Client-Ip",
+	"X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip"}
 
 // setXForwarded replaces whatever forwarding headers the caller sent with
 // the proxy's own, exactly as httputil.ReverseProxy with Rewrite and

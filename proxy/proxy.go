@@ -326,6 +326,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"the "+h+" header asks for the method "+m+" instead of "+r.Method+": the proxy protects a request by its own method, and an upstream that honoured the header could act unprotected. Send the method itself; nothing was forwarded", nil)
 		return
 	}
+	for _, h := range pathOverrideHeaders {
+		if _, ok := r.Header[h]; ok {
+			writeProblem(w, r, http.StatusBadRequest, "invalid_input",
+				"the "+h+" header asks for another path than the request's: an upstream that honoured it would act on a path the proxy did not route or protect. Send the path itself; nothing was forwarded", nil)
+			return
+		}
+	}
 	if !rt.protected[r.Method] {
 		if upper := strings.ToUpper(r.Method); upper != r.Method && rt.protected[upper] {
 			// Methods are case-sensitive (RFC 9110 section 9.1): "post" is
@@ -345,6 +352,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // APIs, Rails, Laravel, Express's method-override, ASP.NET) let a request
 // stand for another method.
 var methodOverrideHeaders = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
+// pathOverrideHeaders are the headers by which some frameworks (Symfony,
+// Laminas, IIS's URL rewrite) let a request stand for another path: an
+// upstream that honoured one would act on a path the proxy did not
+// route, protect or record.
+var pathOverrideHeaders = []string{"X-Original-Url", "X-Rewrite-Url"}
 
 // methodOverride returns the first method-override header of r that names
 // a method other than r's own, and the method it names; "" when there is
@@ -415,7 +428,9 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = rt.target(rest, pr.In.URL.RawQuery)
 			pr.Out.Host = ""
-			pr.Out.Header.Del(HeaderIdempotencyKey)
+			// The caller's Idempotency-Key goes on as sent: the proxy
+			// does not protect this method, and an upstream that honours
+			// the key keeps its own protection.
 			setXForwarded(pr.Out, pr.In)
 		},
 		Transport: rt.client.Transport,

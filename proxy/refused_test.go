@@ -132,6 +132,8 @@ func TestDotDotRefused(t *testing.T) {
 
 // A method-override header naming another method is refused for every
 // method: a GET taken for a POST by the upstream would pass unprotected.
+// So is a path-override header (X-Original-URL), which would have the
+// upstream act on a path the proxy did not route.
 // One naming the request's own method changes nothing and passes.
 func TestMethodOverrideRefused(t *testing.T) {
 	t.Parallel()
@@ -153,6 +155,16 @@ func TestMethodOverrideRefused(t *testing.T) {
 	}
 	require.Empty(t, up.requests(), "nothing was forwarded")
 	require.Zero(t, b.count(t), "nothing was recorded")
+
+	// A path override is refused whatever it names.
+	for _, h := range []string{"X-Original-URL", "X-Rewrite-URL"} {
+		req := "POST /records HTTP/1.1\r\nHost: proxy\r\nIdempotency-Key: k-" + h + "\r\n" + h +
+			": /admin\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+		status, p := rawAnswer(t, b.url, req)
+		require.Equal(t, http.StatusBadRequest, status, h)
+		require.Contains(t, p.Detail, "asks for another path", h)
+	}
+	require.Empty(t, up.requests(), "nothing was forwarded")
 
 	req := "POST /records HTTP/1.1\r\nHost: proxy\r\nIdempotency-Key: k\r\nX-HTTP-Method-Override: POST" +
 		"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +28,9 @@ import (
 )
 
 // A protected request gets the forwarding headers exactly as a request
-// passed through does: what the caller sent is dropped, X-Forwarded-For
-// is the connection's address. They are no part of the fingerprint: a
+// passed through does: what the caller sent is dropped (the client
+// address headers of load balancers and CDNs too), X-Forwarded-For is the
+// connection's address. They are no part of the fingerprint: a
 // repeat with other forged values is still the same request.
 func TestProtectedForwardingHeadersNotForgeable(t *testing.T) {
 	t.Parallel()
@@ -43,6 +45,9 @@ func TestProtectedForwardingHeadersNotForgeable(t *testing.T) {
 			"X-Forwarded-Host":  {"forged.example"},
 			"X-Forwarded-Proto": {"https"},
 			"Forwarded":         {"for=" + addr + ";proto=https"},
+			"X-Real-Ip":         {addr},
+			"True-Client-Ip":    {addr},
+			"X-Forwarded-Port":  {"8443"},
 		}
 	}
 	first := b.sendWith(t, http.MethodPost, "/records", forged("203.0.113.7"), body1)
@@ -59,6 +64,9 @@ func TestProtectedForwardingHeadersNotForgeable(t *testing.T) {
 		require.Equal(t, []string{proxyHost}, got[i].Values("X-Forwarded-Host"), name)
 		require.Equal(t, []string{"http"}, got[i].Values("X-Forwarded-Proto"), name)
 		require.Empty(t, got[i].Values("Forwarded"), name)
+		for _, other := range []string{"X-Real-Ip", "True-Client-Ip", "X-Forwarded-Port"} {
+			require.Empty(t, got[i].Values(other), "%s: %s", name, other)
+		}
 		require.Equal(t, token, got[i].Get("Authorization"), name)
 	}
 	for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
@@ -269,4 +277,55 @@ func TestRedirectAnswerIsUncertain(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, 1, calls, "forwarded once")
 	mu.Unlock()
+}
+
+// A request of a method the proxy does not protect is passed on with
+// the caller's Idempotency-Key as sent: an upstream that honours the key
+// keeps its own protection (before, the key was removed, and a retried
+// DELETE acted twice at an upstream that would have acted once).
+func TestPassedThroughKeepsIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.srv.URL})
+	for _, method := range []string{http.MethodDelete, http.MethodPut, http.MethodGet} {
+		a := b.send(t, method, "/subscriptions/s1", "cancel-s1", token, "")
+		require.Equal(t, http.StatusCreated, a.status, "%s: %s", method, a.body)
+		require.Empty(t, a.header.Get(proxy.HeaderOperation), "%s: passed through", method)
+	}
+	for i, h := range up.headers() {
+		require.Equal(t, "cancel-s1", h.Get("Idempotency-Key"), "request %d", i)
+	}
+	require.Zero(t, b.count(t), "nothing recorded")
+}
+
+// A 429 to a protected re-forward of an uncertain request leaves the
+// operation uncertain (the first request may have acted): the answer says
+// so with Opledger-State, as a 500 to it does, so that the caller does
+// not take Retry-After for a promise of another forward.
+func TestProtectedReforwardRetryableSaysState(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 { // acts, and its answer is lost
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	t.Cleanup(up.Close)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.URL,
+		Idempotency: &destination.IdempotencyConfig{Header: "Idempotency-Key", Retention: destination.Duration(24 * time.Hour)}})
+	first := b.send(t, http.MethodPost, "/charges", "c1", token, body1)
+	require.Equal(t, http.StatusBadGateway, first.status, "%s", first.body)
+	b.reconcile(t) // the upstream's key protects a re-forward: pending, protected
+	again := b.send(t, http.MethodPost, "/charges", "c1", token, body1)
+	require.Equal(t, http.StatusTooManyRequests, again.status, "%s", again.body)
+	require.Equal(t, int32(2), calls.Load(), "re-forwarded under the upstream's key")
+	op := b.only(t)
+	require.Equal(t, opledger.StateUncertain, op.State)
+	require.Equal(t, string(opledger.StateUncertain), again.header.Get(proxy.HeaderState))
 }
