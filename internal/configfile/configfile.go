@@ -75,7 +75,9 @@ func notRegular(path string) error { return fmt.Errorf("%s: not a regular file",
 // UTF-16 text with its byte-order mark is read as its UTF-8; other data
 // that is not UTF-8 text is refused with ErrNotUTF8, and a second document, even an empty one, with
 // ErrSeveralDocuments. When data holds no document at all (empty, or only
-// comments) it returns io.EOF and leaves v as it was.
+// comments) it returns io.EOF and leaves v as it was. A number with a
+// fraction in a whole-number field is a value of the wrong kind too (the
+// decoder would cut it).
 func DecodeYAML(data []byte, v any) error {
 	data, err := utf8Text(data)
 	if err != nil {
@@ -95,6 +97,16 @@ func DecodeYAML(data []byte, v any) error {
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return ErrSeveralDocuments
+	}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) == nil {
+		if msgs := fractions(&doc, reflect.TypeOf(v)); len(msgs) > 0 {
+			te := &yaml.TypeError{Errors: msgs}
+			if msg := plainKinds(data, te, reflect.TypeOf(v)); msg != "" {
+				return &kindsError{msg, te}
+			}
+			return te
+		}
 	}
 	return nil
 }

@@ -179,6 +179,10 @@ func TestDecodeYAMLKinds(t *testing.T) {
 			`line 3: items.0.count: takes a whole number, not a string ("two")`,
 		"items:\n  - nmae: x\n    count: two\n": "line 2: field nmae not found in type configfile_test.Item (did you mean name?)\n" +
 			`line 3: items.0.count: takes a whole number, not a string ("two")`,
+		// The decoder would cut a fraction (1.5 to 1, 0.5 to 0).
+		"items:\n  - count: 1.5\n":                  `line 2: items.0.count: takes a whole number, not a number ("1.5")`,
+		"inner:\n  count: 0.5\n":                    `line 2: inner.count: takes a whole number, not a number ("0.5")`,
+		"items:\n  - count: 1.25\n  - count: 2.5\n": "line 2: items.0.count: takes a whole number, not a number (\"1.25\")\nline 3: items.1.count: takes a whole number, not a number (\"2.5\")",
 	} {
 		var s Settings
 		err := configfile.DecodeYAML([]byte(in), &s)
@@ -186,6 +190,11 @@ func TestDecodeYAMLKinds(t *testing.T) {
 		_, ok := errors.AsType[*yaml.TypeError](err)
 		require.True(t, ok, "%q: the decoder's error underneath", in)
 	}
+	// A whole number written as one with a fraction of 0 is taken.
+	var whole Settings
+	require.NoError(t, configfile.DecodeYAML([]byte("items:\n  - count: 2.0\n"), &whole))
+	require.Equal(t, 2, whole.Items[0].Count)
+
 	// Two lists side by side on one line: which is meant cannot be told
 	// from the decoder's error, so its own words are kept rather than a
 	// field named wrongly.
