@@ -16,7 +16,7 @@
 //   - Reconcile settles an uncertain operation from a lookup at the
 //     destination (or its idempotency protection); Resolve records a
 //     person's decision, with a reason, on one that is held, uncertain
-//     or failed.
+//     or failed (a cancel also on one pending or awaiting approval).
 //   - List and Get show the operations; Attempts and Timeline one
 //     operation's history.
 //   - Close the ledger when done; it waits for Maintain to stop.
