@@ -316,7 +316,7 @@ func (p *Proxy) refused(rt *route, w http.ResponseWriter, r *http.Request, log *
 		switch {
 		case op != nil && (op.State == opledger.StateSucceeded ||
 			op.State == opledger.StateFailed && op.FailureKind == opledger.FailureRejected) && len(op.Response) > 0:
-			if err := replay(w, op, rt); err != nil {
+			if err := replay(w, r, op, rt); err != nil {
 				if errors.Is(err, errOtherUpstream) {
 					p.otherUpstream(w, r, log, rt, op)
 					return
@@ -513,7 +513,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		outcome = opledger.OutcomeRetryable
 	}
 	if oversized && outcome == opledger.OutcomeSucceeded {
-		p.forwardLarge(ctx, rt, w, log, claim, out, s, answer, resp.Body, clock)
+		p.forwardLarge(ctx, rt, w, r, log, claim, out, s, answer, resp.Body, clock)
 		return
 	}
 	rep := opledger.Report{Outcome: outcome, RetryAfter: retryAfter}
@@ -544,7 +544,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		w.Header().Set(HeaderState, string(op.State))
 	}
 	if !oversized {
-		writeAnswer(w, s, answer, rt.timeout)
+		writeAnswer(w, r, s, answer, rt.timeout)
 		return
 	}
 	// An answer too large to save, not a 2xx: its outcome is recorded;
@@ -552,7 +552,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	// if complete when either side fails.
 	s.addHeaders(w)
 	w.WriteHeader(s.Status)
-	rl := newRelay(w, rt.timeout)
+	rl := newRelay(w, r, rt.timeout)
 	_, copyErr := io.Copy(rl, io.MultiReader(bytes.NewReader(answer), clock.reader(resp.Body)))
 	if err := rl.finish(); copyErr != nil || err != nil {
 		log.Warn("the answer broke off on its way to the caller; breaking off the caller's answer",
@@ -584,7 +584,7 @@ func errText(err error) string {
 // did not take the whole answer, the connection to the caller is broken
 // off, so that no caller takes a partial or unrecorded answer for a
 // complete one.
-func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWriter, log *slog.Logger, claim *opledger.Claim,
+func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWriter, r *http.Request, log *slog.Logger, claim *opledger.Claim,
 	out *http.Request, s *saved, head []byte, body io.Reader, clock *upstreamClock) {
 	// A slow caller may take longer than the lease: it is extended while
 	// the answer is relayed, so that the operation stays in progress (a
@@ -595,7 +595,7 @@ func (p *Proxy) forwardLarge(ctx context.Context, rt *route, w http.ResponseWrit
 	s.addHeaders(w)
 	w.WriteHeader(s.Status)
 	up := &readerr.Reader{R: clock.reader(body)}
-	rl := newRelay(w, rt.timeout)
+	rl := newRelay(w, r, rt.timeout)
 	in := io.TeeReader(io.MultiReader(bytes.NewReader(head), up), rl)
 	ref := refOf(rt, in, claim)
 	_, _ = io.Copy(io.Discard, in) // whatever follows the document, or the rest of what is not JSON
@@ -767,9 +767,12 @@ func (c *upstreamClock) stop() {
 	c.cancel(context.Canceled)
 }
 
-// relay writes an answer to the caller as it arrives. Each write has a
-// write deadline of the route's timeout, so that a caller that takes
-// nothing for that long cannot hold the handler forever. After a failed
+// relay writes an answer to the caller as it arrives. A caller that
+// takes nothing of it for the route's timeout cannot hold the handler
+// forever: each write has a write deadline of the timeout, moved on
+// whenever the caller acknowledges more of the answer (see progress), so
+// that a caller reading steadily, however slowly, is never cut off while
+// a write waits on a kernel send buffer of megabytes. After a failed
 // write it keeps the error and discards the rest: a caller that went
 // away must not stop the proxy from reading the upstream's answer to its
 // end. Its Write never fails.
@@ -778,10 +781,16 @@ type relay struct {
 	rc      *http.ResponseController
 	timeout time.Duration
 	err     error
+	// conn is the caller's connection (ConnContext), nil when not known
+	// or its progress cannot be read: each write then has the timeout.
+	conn  net.Conn
+	ctx   context.Context
+	watch *progress
 }
 
-func newRelay(w http.ResponseWriter, timeout time.Duration) *relay {
-	return &relay{w: w, rc: http.NewResponseController(w), timeout: timeout}
+func newRelay(w http.ResponseWriter, r *http.Request, timeout time.Duration) *relay {
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	return &relay{w: w, rc: http.NewResponseController(w), timeout: timeout, conn: c, ctx: r.Context()}
 }
 
 func (r *relay) Write(b []byte) (int, error) {
@@ -789,6 +798,9 @@ func (r *relay) Write(b []byte) (int, error) {
 		// Not every ResponseWriter supports deadlines (ErrNotSupported);
 		// net/http's servers do.
 		_ = r.rc.SetWriteDeadline(time.Now().Add(r.timeout))
+		if r.watch == nil && r.conn != nil {
+			r.watch = watchProgress(r.ctx, r.conn, r.timeout)
+		}
 		if _, err := r.w.Write(b); err != nil {
 			r.err = err
 		}
@@ -806,6 +818,7 @@ func (r *relay) finish() error {
 			r.err = err
 		}
 	}
+	r.watch.stop() // before the deadline is lifted, which it would set again
 	if r.err == nil {
 		_ = r.rc.SetWriteDeadline(time.Time{})
 	}
@@ -945,7 +958,7 @@ func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logge
 
 // replay writes a saved answer again, unless it came from another API
 // than rt's upstream (errOtherUpstream).
-func replay(w http.ResponseWriter, op *opledger.Operation, rt *route) error {
+func replay(w http.ResponseWriter, r *http.Request, op *opledger.Operation, rt *route) error {
 	var s saved
 	if err := json.Unmarshal(op.Response, &s); err != nil {
 		return errors.New("the saved response of " + op.Key + " is not a proxy response")
@@ -957,7 +970,7 @@ func replay(w http.ResponseWriter, op *opledger.Operation, rt *route) error {
 	if s.BodyOmitted {
 		w.Header().Set(HeaderBodyOmitted, "true")
 	}
-	writeAnswer(w, &s, s.Body, rt.timeout)
+	writeAnswer(w, r, &s, s.Body, rt.timeout)
 	return nil
 }
 
@@ -1013,13 +1026,13 @@ var ownHeaders = []string{HeaderReplayed, HeaderOperation, HeaderState, HeaderBo
 
 // writeAnswer writes an upstream answer held whole: s's status and
 // headers, and body.
-func writeAnswer(w http.ResponseWriter, s *saved, body []byte, timeout time.Duration) {
+func writeAnswer(w http.ResponseWriter, r *http.Request, s *saved, body []byte, timeout time.Duration) {
 	s.addHeaders(w)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(s.Status)
 	// The outcome is recorded already; a caller that takes nothing for
 	// the route's timeout must not hold the handler forever.
-	rl := newRelay(w, timeout)
+	rl := newRelay(w, r, timeout)
 	_, _ = rl.Write(body)
 	_ = rl.finish()
 }

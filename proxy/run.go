@@ -61,6 +61,7 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 	}()
 	hs := &http.Server{
 		Handler:           p,
+		ConnContext:       ConnContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelWarn),
