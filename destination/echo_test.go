@@ -191,3 +191,30 @@ func TestHeaderSecretsRule(t *testing.T) {
 	require.Equal(t, []string{"opledger-lab"}, answer.Headers["X-Client"], "a literal value")
 	require.Equal(t, []string{"eu-west"}, answer.Headers["X-Region"], "a variable in no credential's header: configuration")
 }
+
+// TestHeaderSecretsRepeatedMember: a destination whose JSON writer
+// repeats a member name, the first one echoing the credential, has it
+// masked in the response kept with a success and with a refusal: the
+// decoded answer holds only the last member, but the answer as written
+// is never kept when it holds the credential.
+func TestHeaderSecretsRepeatedMember(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/refuse" {
+			w.WriteHeader(http.StatusBadRequest)
+		} else {
+			w.WriteHeader(http.StatusCreated)
+		}
+		fmt.Fprintf(w, `{"id": "r-1", "auth": %q, "auth": "redacted"}`, r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]opledger.Outcome{"/ok": opledger.OutcomeSucceeded, "/refuse": opledger.OutcomeRejected} {
+		h := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: srv.URL + path, Ref: "/id",
+			Headers: map[string]string{"Authorization": "Bearer ${CRM_TOKEN}"}})
+		r := opledger.ReportOf(h.Call(context.Background(), call(operation("k1", `{}`))))
+		require.Equal(t, want, r.Outcome, path)
+		require.JSONEq(t, `{"id": "r-1", "auth": "redacted"}`, string(r.Response), path)
+		require.NotContains(t, string(r.Response), "crm-s3cret", path)
+	}
+}

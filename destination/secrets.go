@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
 	"strings"
@@ -88,8 +89,9 @@ func (l secretList) mask(s string) string {
 
 // maskResult masks the reference and the response of a call's result. A
 // response is masked in its decoded strings, numbers and member names,
-// so that no JSON escape hides a secret, and encoded again when any
-// changed; one that is then no longer savable is dropped.
+// so that no JSON escape hides a secret, and encoded again when it held
+// one (maskJSON); one that is then no longer savable, or still holds a
+// secret, is dropped.
 func (l secretList) maskResult(res opledger.Result) opledger.Result {
 	if len(l) == 0 {
 		return res
@@ -102,19 +104,21 @@ func (l secretList) maskResult(res opledger.Result) opledger.Result {
 }
 
 // maskJSON returns doc, a savable response (savable), with the secrets
-// masked (see maskResult): doc itself when none occurs, nil when the
-// masked document cannot be saved.
+// masked (see maskResult): doc itself when none occurs in it, in any
+// spelling (holdsSecret), nil when the masked document cannot be saved.
+// A doc that holds a secret is never returned as it is, even when its
+// decoded tree has none to mask: a member name given twice decodes to
+// its last value, and the secret in an earlier one would be kept. It is
+// encoded again from the masked tree (a repeated member then once, with
+// its last value), and dropped if that still holds a secret.
 func (l secretList) maskJSON(doc json.RawMessage) json.RawMessage {
-	// Without an escape, every string and number is spelled in doc as it
-	// decodes: text that holds no secret has none to mask.
-	if bytes.IndexByte(doc, '\\') < 0 && l.mask(string(doc)) == string(doc) {
+	if !l.holdsSecret(doc) {
 		return doc
 	}
 	v, err := decodeJSON(doc)
 	if err != nil {
 		return nil
 	}
-	changed := false
 	var walk func(v any) any
 	walk = func(v any) any {
 		switch x := v.(type) {
@@ -137,36 +141,72 @@ func (l secretList) maskJSON(doc json.RawMessage) json.RawMessage {
 					}
 					name = l.mask(fmt.Sprintf("%s (%d)", l.mask(k), n))
 				}
-				x[name], changed = el, true
+				x[name] = el
 			}
 		case []any:
 			for i, el := range x {
 				x[i] = walk(el)
 			}
 		case string:
-			if m := l.mask(x); m != x {
-				changed = true
-				return m
-			}
+			return l.mask(x)
 		case json.Number:
 			if m := l.mask(x.String()); m != x.String() {
-				changed = true
 				return m
 			}
 		}
 		return v
 	}
 	v = walk(v)
-	if !changed {
-		return doc
-	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return nil
 	}
-	return savable(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+	out := savable(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+	if out == nil || l.holdsSecret(out) {
+		return nil
+	}
+	return out
+}
+
+// holdsSecret reports whether doc, a JSON document, holds a secret in
+// its text as written, or in any of its strings, numbers and member
+// names as they decode (a JSON escape may spell a secret that the text
+// does not show), every member counted, a repeated name's earlier ones
+// too. A doc that is not JSON holds one, for all this can tell.
+func (l secretList) holdsSecret(doc []byte) bool {
+	if l.mask(string(doc)) != string(doc) {
+		return true
+	}
+	// Without an escape, every string and number is spelled in doc as it
+	// decodes: the text has told.
+	if bytes.IndexByte(doc, '\\') < 0 {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			return true
+		}
+		var s string
+		switch x := tok.(type) {
+		case string:
+			s = x
+		case json.Number:
+			s = x.String()
+		default:
+			continue
+		}
+		if l.mask(s) != s {
+			return true
+		}
+	}
 }
 
 // maskError returns err with the secrets masked in its text: err itself
