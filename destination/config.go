@@ -65,7 +65,9 @@ type HTTPConfig struct {
 	Retry *RetryConfig `yaml:"retry"`
 	// Tenants, when set, are the only tenants whose operations the
 	// destination serves (HTTP.Tenants); unset, it serves every
-	// tenant. An empty list is refused.
+	// tenant. An empty list is refused, and so is a file's "tenants:"
+	// without a value (Load refuses it, and the other sections written
+	// without one: see emptyFields).
 	Tenants []string `yaml:"tenants"`
 }
 
@@ -287,6 +289,7 @@ func Load(data []byte, opts LoadOptions) (*Set, error) {
 		// A name used twice is one problem of the entry: the rest of it
 		// is checked all the same.
 		h, problems := build(c, opts)
+		problems = append(problems, writtenEmpty(node)...)
 		if first, dup := seen[c.Name]; dup && c.Name != "" {
 			problems = append(problems, problem{[]string{"name"}, fmt.Sprintf("is already used by the destination at line %d", first)})
 		} else if c.Name != "" {
@@ -326,6 +329,51 @@ func NewHTTP(c HTTPConfig, opts LoadOptions) (*HTTP, error) {
 type problem struct {
 	path []string
 	msg  string
+}
+
+// emptyFields are the fields of a destination entry that a file may not
+// write without a value ("tenants:", "retry: ~"), with what to write
+// instead. The decoder leaves such a field unset, which for each of them
+// means something else than the file seems to say: no tenants list
+// serves every tenant, no section declares nothing, no results reads the
+// answer as one record.
+var emptyFields = []struct {
+	path []string
+	msg  string
+}{
+	{[]string{"idempotency"}, "has no value: it needs retention and a header (or {{.IdempotencyKey}} in the body), " +
+		"e.g. {header: Idempotency-Key, retention: 24h}; leave it out if the destination takes no idempotency key"},
+	{[]string{"lookup"}, "has no value: it needs url and match (docs/destinations.md#lookup); leave it out if the destination cannot be searched"},
+	{[]string{"lookup", "results"}, `has no value: write results: "" for an answer that is itself the array of records, ` +
+		"or leave it out when the answer is one record"},
+	{[]string{"lookup", "not_found"}, "has no value: it needs field and value, the mark of the destination's own 404; leave it out to take any empty or JSON 404"},
+	{[]string{"unique_reference"}, "has no value: write unique_reference: {} to declare it with the default conflict_status 409, " +
+		"or leave it out if the destination does not refuse a duplicate create"},
+	{[]string{"retry"}, "has no value: write retry: {} for the default policy (5 attempts, 1s, 5m, 24h), or leave it out for the ledger's default policy"},
+	{[]string{"tenants"}, "has no value, which would serve every tenant: list the tenants the destination serves (tenants: [acme]), " +
+		"or leave it out to serve every tenant"},
+}
+
+// writtenEmpty returns a problem for each field of the destination entry
+// node that is written without a value (emptyFields).
+func writtenEmpty(node *yaml.Node) []problem {
+	var probs []problem
+	for _, f := range emptyFields {
+		n := node
+		for _, p := range f.path {
+			n = child(n, p)
+		}
+		if isNull(n) {
+			probs = append(probs, problem{f.path, f.msg})
+		}
+	}
+	return probs
+}
+
+// isNull reports whether n is a YAML null: a key with no value, ~ or
+// null.
+func isNull(n *yaml.Node) bool {
+	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
 // destinationNodes returns the mapping nodes of the destinations list.

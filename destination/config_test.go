@@ -436,3 +436,43 @@ func (s *stubDest) Capabilities() destination.Capabilities { return s.caps }
 func (s *stubDest) Call(context.Context, opledger.Call) (opledger.Result, error) {
 	return opledger.Result{}, nil
 }
+
+// TestLoadRefusesEmptyFields: a field written without a value (a key
+// alone, ~ or null) decodes as if it were left out, which for these
+// means something other than the file seems to say: no tenants list
+// serves every tenant, an empty section declares nothing. Each is refused
+// at its line, saying what to write instead.
+func TestLoadRefusesEmptyFields(t *testing.T) {
+	t.Parallel()
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"
+	lookup := "    lookup:\n      url: https://crm.example.com/x\n      match: [{record: /a, payload: /a}]\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"tenants", base + "    tenants:\n", "line 5: destination crm: tenants: has no value, which would serve every tenant"},
+		{"tenants ~", base + "    tenants: ~\n", "line 5: destination crm: tenants: has no value, which would serve every tenant"},
+		{"tenants null", base + "    tenants: null\n", "line 5: destination crm: tenants: has no value, which would serve every tenant"},
+		{"unique_reference", base + "    unique_reference:\n" + lookup,
+			"line 5: destination crm: unique_reference: has no value: write unique_reference: {} to declare it with the default conflict_status 409"},
+		{"idempotency", base + "    idempotency:\n", "line 5: destination crm: idempotency: has no value: it needs retention and a header"},
+		{"lookup", base + "    lookup: ~\n", "line 5: destination crm: lookup: has no value: it needs url and match"},
+		{"retry", base + "    retry:\n", "line 5: destination crm: retry: has no value: write retry: {} for the default policy"},
+		{"lookup.results", base + "    lookup:\n      url: https://crm.example.com/x\n      results:\n      match: [{record: /a, payload: /a}]\n",
+			`line 7: destination crm: lookup.results: has no value: write results: "" for an answer that is itself the array`},
+		{"lookup.not_found", base + "    lookup:\n      url: https://crm.example.com/x\n      not_found:\n      match: [{record: /a, payload: /a}]\n",
+			"line 7: destination crm: lookup.not_found: has no value: it needs field and value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := destination.Load([]byte(tc.yaml), destination.LoadOptions{})
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+
+	// Written out, the same sections load: {} takes the defaults.
+	set, err := destination.Load([]byte(base+"    unique_reference: {}\n    retry: {}\n"+lookup), destination.LoadOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, set.Close()) })
+	crm, _ := set.Get("crm")
+	require.Equal(t, &destination.UniqueReference{ConflictStatus: 409}, crm.Capabilities().UniqueReference)
+	require.Equal(t, opledger.DefaultRetryPolicy, set.RetryPolicies()["crm"])
+}
