@@ -40,7 +40,9 @@ type HTTPConfig struct {
 	// Headers are sent with every request, lookups included. A value may
 	// reference environment variables as ${NAME}; headers that carry
 	// credentials (Authorization, *-Key, *-Token, ...) must take their
-	// value from one: secrets are never read from the file.
+	// value from one: secrets are never read from the file. Headers the
+	// HTTP client sets or manages (Host, Content-Length, Accept-Encoding,
+	// the hop-by-hop ones: clientHeader) are refused.
 	Headers map[string]string `yaml:"headers"`
 	// Body is a text/template over the operation. Empty: the stored
 	// payload is sent as it is (not for GET).
@@ -74,7 +76,8 @@ type HTTPConfig struct {
 // IdempotencyConfig declares an idempotency key.
 type IdempotencyConfig struct {
 	// Header carries the key, e.g. Idempotency-Key. Leave it empty when
-	// the body template sends {{.IdempotencyKey}} in a field instead.
+	// the body template sends {{.IdempotencyKey}} in a field instead. A
+	// header the HTTP client sets or manages is refused, as in Headers.
 	Header string `yaml:"header"`
 	// Retention is how long the destination remembers a key. Required.
 	Retention Duration `yaml:"retention"`
@@ -500,6 +503,22 @@ func ValidHeaderName(name string) bool {
 	return true
 }
 
+// clientHeader returns why the header name cannot be configured, or "":
+// the HTTP client sets or manages it, and a value given for it would be
+// ignored, or would change how answers are read or connections used.
+func clientHeader(name string) string {
+	switch strings.ToLower(name) {
+	case "host", "content-length":
+		return "is set by the HTTP client and cannot be configured"
+	case "accept-encoding":
+		return "is set by the HTTP client, which then decompresses a gzip answer itself; " +
+			"set here, compressed answers would arrive as they are, could not be read, and every success would be uncertain"
+	case "transfer-encoding", "trailer", "te", "connection", "upgrade", "keep-alive", "proxy-connection":
+		return "is managed by the HTTP client (how a message is framed, how a connection is used) and cannot be configured"
+	}
+	return ""
+}
+
 // resolveHeaders checks and resolves a header map. idem is the idempotency
 // header, which opledger sets itself. It returns the secrets of the
 // credential headers resolved (sensitiveHeader, secretsOf), to be masked
@@ -526,8 +545,8 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 		case strings.Contains(raw, "{{"):
 			probs = append(probs, problem{path, "header values are not templates; only ${NAME} environment references are expanded"})
 			continue
-		case strings.EqualFold(name, "Host") || strings.EqualFold(name, "Content-Length"):
-			probs = append(probs, problem{path, "is set by the HTTP client and cannot be configured"})
+		case clientHeader(name) != "":
+			probs = append(probs, problem{path, clientHeader(name)})
 			continue
 		}
 		val, refs, err := expandEnv(raw, lookup)

@@ -1,7 +1,11 @@
 package destination_test
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -475,4 +479,63 @@ func TestLoadRefusesEmptyFields(t *testing.T) {
 	crm, _ := set.Get("crm")
 	require.Equal(t, &destination.UniqueReference{ConflictStatus: 409}, crm.Capabilities().UniqueReference)
 	require.Equal(t, opledger.DefaultRetryPolicy, set.RetryPolicies()["crm"])
+}
+
+// TestLoadRefusesClientHeaders: headers the HTTP client sets or manages
+// cannot be configured, in headers or as the idempotency key's header: an
+// Accept-Encoding of the file's would turn off the client's transparent
+// gzip, so that a compressed answer could not be read and every success
+// would be uncertain; a key in Host, Content-Length or a hop-by-hop
+// header would never be sent as set.
+func TestLoadRefusesClientHeaders(t *testing.T) {
+	t.Parallel()
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"
+	for _, name := range []string{"Host", "Content-Length", "Accept-Encoding", "accept-encoding", "Transfer-Encoding", "Trailer",
+		"Connection", "Upgrade", "TE", "Keep-Alive", "Proxy-Connection"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := destination.Load([]byte(base+"    headers:\n      "+name+": x\n"), destination.LoadOptions{})
+			require.ErrorContains(t, err, "line 6: destination crm: headers."+name+": is ")
+			require.ErrorContains(t, err, "by the HTTP client")
+
+			_, err = destination.Load([]byte(base+"    lookup:\n      url: https://crm.example.com/x\n      headers:\n        "+name+": x\n"+
+				"      match: [{record: /a, payload: /a}]\n"), destination.LoadOptions{})
+			require.ErrorContains(t, err, "line 8: destination crm: lookup.headers."+name+": is ")
+
+			_, err = destination.Load([]byte(base+"    idempotency:\n      header: "+name+"\n      retention: 24h\n"), destination.LoadOptions{})
+			require.ErrorContains(t, err, "line 6: destination crm: idempotency.header: is ")
+			require.ErrorContains(t, err, "the key needs a header of its own, e.g. Idempotency-Key")
+
+			_, err = destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: "https://crm.example.com/x", Ref: "/id",
+				Idempotency: &destination.IdempotencyConfig{Header: name, Retention: destination.Duration(time.Hour)}}, destination.LoadOptions{})
+			require.ErrorContains(t, err, "destination crm: idempotency.header: is ")
+		})
+	}
+	_, err := destination.Load([]byte(base+"    headers:\n      Accept-Encoding: gzip\n"), destination.LoadOptions{})
+	require.ErrorContains(t, err, "decompresses a gzip answer itself")
+}
+
+// TestHTTPCallGzipAnswer: the HTTP client asks for gzip and decompresses
+// the answer itself, so a destination that compresses its answers (behind
+// nginx, say) is read as any other.
+func TestHTTPCallGzipAnswer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			http.Error(w, "gzip expected", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusCreated)
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, `{"id": "r-1"}`)
+		_ = zw.Close()
+	}))
+	t.Cleanup(srv.Close)
+	h := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: srv.URL + "/x", Ref: "/id"})
+	res, err := h.Call(context.Background(), call(operation("k1", `{}`)))
+	require.NoError(t, err)
+	require.Equal(t, "r-1", res.Ref)
+	require.JSONEq(t, `{"id": "r-1"}`, string(res.Response))
 }
