@@ -539,3 +539,34 @@ func TestHTTPCallGzipAnswer(t *testing.T) {
 	require.Equal(t, "r-1", res.Ref)
 	require.JSONEq(t, `{"id": "r-1"}`, string(res.Response))
 }
+
+// TestLoadRefusesURLsThatNeverParse: a URL template is tried at load as a
+// request's URL is parsed when it is sent, so that a literal part no
+// operation can make a URL of is refused at its line, not every
+// operation at its send.
+func TestLoadRefusesURLsThatNeverParse(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"https://crm.example.com:port/x":       `is not a URL: invalid port ":port" after host`,
+		"https://crm example.com/x":            `is not a URL: invalid character " " in host name`,
+		"https://crm.example.com:99999/x":      "is not a URL: port 99999 is not one from 1 to 65535",
+		"https://crm.example.com:0/x":          "is not a URL: port 0 is not one from 1 to 65535",
+		"https://[::1/x":                       `is not a URL: missing ']' in host`,
+		"https://crm.example.com/%zz/{{.Key}}": `is not a URL: invalid URL escape "%zz"`,
+	} {
+		_, err := destination.Load([]byte("destinations:\n  - name: crm\n    url: "+url+"\n    ref: /id\n"), destination.LoadOptions{})
+		require.EqualError(t, err, "line 3: destination crm: url: "+want, url)
+
+		_, err = destination.Load([]byte("destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"+
+			"    lookup:\n      url: "+url+"\n      match: [{record: /a, payload: /a}]\n"), destination.LoadOptions{})
+		require.EqualError(t, err, "line 6: destination crm: lookup.url: "+want, url)
+	}
+	// What parses loads: a space in the path is sent escaped, and what
+	// the payload fills is the payload's.
+	for _, url := range []string{"https://crm.example.com/a b/{{.Key}}", "https://crm.example.com:8443/x/{{pathescape .Payload.id}}?q={{urlquery .Payload.q}}",
+		"http://[::1]:8080/x", "https://crm.example.com/%41/{{.Payload.id}}"} {
+		set, err := destination.Load([]byte("destinations:\n  - name: crm\n    url: "+url+"\n    ref: /id\n"), destination.LoadOptions{})
+		require.NoError(t, err, url)
+		require.NoError(t, set.Close())
+	}
+}

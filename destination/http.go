@@ -130,7 +130,7 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	var err error
 	if h.url, h.origin, err = urlTemplate("url", c.URL); err != nil {
 		add(err.Error(), "url")
-	} else if err := checkTemplate(h.url, c.Name); err != nil {
+	} else if err := checkURLTemplate(h.url, h.origin, c.Name); err != nil {
 		add(err.Error(), "url")
 	}
 	switch {
@@ -258,7 +258,7 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 	var err error
 	if lk.url, lk.origin, err = urlTemplate("lookup.url", l.URL); err != nil {
 		add(err.Error(), "url")
-	} else if err := checkTemplate(lk.url, h.name); err != nil {
+	} else if err := checkURLTemplate(lk.url, lk.origin, h.name); err != nil {
 		add(err.Error(), "url")
 	}
 	if l.Body != "" {
@@ -396,6 +396,29 @@ func urlTemplate(name, text string) (*template.Template, string, error) {
 	return t, scheme + "://" + host, nil
 }
 
+// requestURL parses u, a rendered URL template whose origin is origin,
+// as a request is sent to it: a URL (url.Parse) on that origin, its port,
+// if any, one from 1 to 65535. The error says what is wrong in the terms
+// of the template's text, never quoting the rendered URL.
+func requestURL(u, origin string) (*url.URL, error) {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("is not a URL: %w", err)
+	}
+	if parsed.Scheme+"://"+parsed.Host != origin {
+		return nil, fmt.Errorf("is not a URL on %s", origin)
+	}
+	if p := parsed.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("is not a URL: port %s is not one from 1 to 65535", p)
+		}
+	}
+	return parsed, nil
+}
+
 // templateData is what templates see. Its fields, in this order, are
 // those a configuration error lists (templateFields).
 type templateData struct {
@@ -437,8 +460,8 @@ func newRequest(ctx context.Context, method string, urlT *template.Template, ori
 	if err != nil {
 		return nil, err
 	}
-	parsed, err := url.Parse(u)
-	if err != nil || parsed.Scheme+"://"+parsed.Host != origin {
+	parsed, err := requestURL(u, origin)
+	if err != nil {
 		return nil, fmt.Errorf("render %s: the result is not a URL on %s", urlT.Name(), origin)
 	}
 	var body io.Reader

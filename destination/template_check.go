@@ -77,6 +77,28 @@ func checkTemplate(t *template.Template, dest string) error {
 	return errors.New(templateErrorText(err))
 }
 
+// checkURLTemplate is checkTemplate for a URL template whose origin is
+// origin, which also parses the URL the sample operation renders as a
+// request's is parsed (requestURL): what its literal text gets wrong (a
+// port that is no number or out of range, a space in the host, a % that
+// is no escape) fails for every operation.
+func checkURLTemplate(t *template.Template, origin, dest string) error {
+	if err := checkTemplate(t, dest); err != nil {
+		return err
+	}
+	try, err := t.Clone()
+	if err != nil {
+		return nil // not reached, as in checkTemplate
+	}
+	try.Option("missingkey=default")
+	var b strings.Builder
+	if try.Execute(&b, sampleTemplateData(dest)) != nil {
+		return nil // a failure that reads the payload, left to each operation (checkTemplate)
+	}
+	_, err = requestURL(b.String(), origin)
+	return err
+}
+
 // readsPayload reports whether the action a template failed at reads the
 // payload, directly or through a variable.
 func readsPayload(action string) bool {
