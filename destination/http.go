@@ -16,6 +16,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/readerr"
@@ -707,6 +708,18 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	if !ok || !isScalar || ref == "" {
 		return LookupResult{}, fmt.Errorf("lookup %s: the record found has no reference at %q", where, l.ref.String())
 	}
+	tokens := l.ref.tokens
+	if l.results != nil {
+		tokens = slices.Concat(l.results.tokens, []string{"0"}, l.ref.tokens)
+	}
+	if opledger.CheckDestinationRef(ref) == nil && !heldAsWritten(answer, tokens, ref) {
+		// Not a reference the destination sent: the record would be
+		// settled under one it never made. Looking again finds the
+		// same, so the reconciler holds the operation at once, as for a
+		// reference the ledger refuses.
+		return LookupResult{}, fmt.Errorf("%w: lookup %s: the record found has a reference at %q the ledger cannot store: %s",
+			ErrNoLookup, where, l.ref.String(), notAsWritten)
+	}
 	var differ []string
 	for _, m := range l.match {
 		same, err := m.matches(record, d)
@@ -793,7 +806,9 @@ func (h *HTTP) largeAnswerRef(head []byte, body io.Reader) (string, error) {
 
 // RefOf reads the effect's reference from a 2xx answer of this
 // destination, at the JSON pointer configured as its Ref. It fails when
-// the answer is not JSON or has no scalar there.
+// the answer is not JSON or has no scalar there, or one the ledger cannot
+// store as the answer holds it (opledger.CheckDestinationRef; invalid
+// UTF-8 or a lone surrogate escape, which ScanRef refuses too).
 func (h *HTTP) RefOf(answer []byte) (string, error) { return refAt(answer, h.ref) }
 
 // refAt extracts the reference at p from a JSON answer.
@@ -813,7 +828,27 @@ func refAt(answer []byte, p pointer) (string, error) {
 	if err := opledger.CheckDestinationRef(s); err != nil {
 		return "", fmt.Errorf("the value at %q is not a reference the ledger can store: %w", p.String(), err)
 	}
+	if !heldAsWritten(answer, p.tokens, s) {
+		return "", fmt.Errorf("the value at %q is not a reference the ledger can store: %s", p.String(), notAsWritten)
+	}
 	return s, nil
+}
+
+// notAsWritten says why heldAsWritten refused a reference.
+const notAsWritten = "it is not UTF-8 text, or holds a lone surrogate escape (\\ud800), which decodes to a character the answer does not hold"
+
+// heldAsWritten reports whether s, the string decoded at the pointer
+// tokens of the JSON answer, is the text the answer holds there, as
+// ScanRef judges a reference (storable): a U+FFFD the decoder put in
+// for bytes that are not UTF-8 (Latin-1's "M\xfcller") or for a lone
+// surrogate escape would make a reference the destination never sent.
+// A string without U+FFFD is held as written.
+func heldAsWritten(answer []byte, tokens []string, s string) bool {
+	if !strings.ContainsRune(s, utf8.RuneError) {
+		return true
+	}
+	got, ok := scanRef(bytes.NewReader(answer), tokens)
+	return ok && got == s
 }
 
 // savable returns the answer if it can be saved as the operation's

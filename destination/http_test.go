@@ -479,3 +479,57 @@ func TestHTTPLookupNotFoundMark(t *testing.T) {
 		require.ErrorContains(t, err, `404 without the destination's "no record" mark (/error/code = "record_not_found")`, "%+v", c)
 	}
 }
+
+// TestHTTPRefNotAsWritten: a reference that is not UTF-8 as the answer
+// holds it (Latin-1 bytes) or that holds a lone surrogate escape decodes
+// to U+FFFD, a reference the destination never sent. A 2xx answer with
+// one is uncertain, as an answer over 1 MiB with the same reference is
+// (ScanRef refuses it); a lookup that finds a record with one can make
+// none that settles the operation (ErrNoLookup: held at once).
+func TestHTTPRefNotAsWritten(t *testing.T) {
+	t.Parallel()
+	items := "/items"
+	for _, ref := range []string{"M\xfcller-17", `\ud800-17`, `\udc00\ufffd`} {
+		answer := `{"id": "` + ref + `"}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/x":
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, answer)
+			case "/find":
+				_, _ = io.WriteString(w, answer)
+			case "/search":
+				_, _ = io.WriteString(w, `{"items": [`+answer+`]}`)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		h := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: srv.URL + "/x", Ref: "/id"})
+		_, ok := h.ScanRef(strings.NewReader(answer))
+		require.False(t, ok, "the large-answer path takes no such reference")
+		res, err := h.Call(context.Background(), call(operation("k1", `{}`)))
+		got, _ := opledger.OutcomeOf(err)
+		require.Equal(t, opledger.OutcomeUncertain, got, "%q: %v", ref, err)
+		require.ErrorContains(t, err, `201 Created, but the value at "/id" is not a reference the ledger can store`)
+		require.Empty(t, res.Ref)
+
+		for _, lookup := range []destination.LookupConfig{
+			{URL: srv.URL + "/find"},
+			{URL: srv.URL + "/search", Results: &items},
+		} {
+			lookup.Match = []destination.MatchConfig{{Record: "/id", Value: "x"}}
+			h := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: srv.URL + "/x", Ref: "/id", Lookup: &lookup})
+			res, err := h.Lookup(context.Background(), operation("k1", `{}`), nil)
+			require.ErrorIs(t, err, destination.ErrNoLookup, "%q", ref)
+			require.ErrorContains(t, err, `the record found has a reference at "/id" the ledger cannot store`)
+			require.Equal(t, destination.LookupResult{}, res)
+		}
+	}
+	// U+FFFD the answer holds, as such or escaped, is its own.
+	for answer, want := range map[string]string{`{"id": "a\ufffd"}`: "a\uFFFD", `{"id": "a\uFFFD"}`: "a\uFFFD", `{"id": "a` + "\uFFFD" + `"}`: "a\uFFFD"} {
+		srv := httptest.NewServer(&capture{status: http.StatusCreated, answer: answer})
+		t.Cleanup(srv.Close)
+		res, err := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: srv.URL + "/x", Ref: "/id"}).Call(context.Background(), call(operation("k1", `{}`)))
+		require.NoError(t, err, answer)
+		require.Equal(t, want, res.Ref)
+	}
+}
