@@ -503,6 +503,24 @@ func ValidHeaderName(name string) bool {
 	return true
 }
 
+// unsendable returns what in v no HTTP field value may hold ("a line
+// break", "a control character"), or "" when there is none. RFC 9110
+// (section 5.5) allows visible ASCII, SP, HTAB and bytes from 0x80 up
+// (obs-text); net/http refuses a request whose header holds anything
+// else, so every call would fail.
+func unsendable(v string) string {
+	what := ""
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\r' || c == '\n':
+			return "a line break"
+		case c < ' ' && c != '\t', c == 0x7f:
+			what = "a control character"
+		}
+	}
+	return what
+}
+
 // clientHeader returns why the header name cannot be configured, or "":
 // the HTTP client sets or manages it, and a value given for it would be
 // ignored, or would change how answers are read or connections used.
@@ -559,8 +577,17 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 				`(e.g. "Bearer ${CRM_TOKEN}"); secrets are never read from this file`})
 			continue
 		}
-		if strings.ContainsAny(val, "\r\n") {
-			probs = append(probs, problem{path, "the value (after expansion) contains a line break"})
+		if what := unsendable(val); what != "" {
+			// Named by where it came from, never shown.
+			from := "the value"
+			names := envRef.FindAllStringSubmatch(raw, -1)
+			for i, r := range refs {
+				if unsendable(r) != "" && i < len(names) {
+					from = "the value of environment variable " + names[i][1]
+					break
+				}
+			}
+			probs = append(probs, problem{path, from + " contains " + what + ", which no HTTP header value may hold"})
 			continue
 		}
 		out.Set(name, val)

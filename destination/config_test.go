@@ -570,3 +570,34 @@ func TestLoadRefusesURLsThatNeverParse(t *testing.T) {
 		require.NoError(t, set.Close())
 	}
 }
+
+// TestLoadRefusesUnsendableHeaderValues: a header value that holds a byte
+// no HTTP field value may (a control character other than a tab, a line
+// break) would fail every call; it is refused at load, the error naming
+// the header and the variable it came from, never the value.
+func TestLoadRefusesUnsendableHeaderValues(t *testing.T) {
+	t.Parallel()
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n    headers:\n"
+	vars := env(map[string]string{"TOK": "s3cret\x01tok", "DEL": "s3cret\x7ftok", "NL": "s3cret\ntok", "OK": "s3cret\ttok-é"})
+	for header, want := range map[string]string{
+		"Authorization: Bearer ${TOK}":    "line 6: destination crm: headers.Authorization: the value of environment variable TOK contains a control character, which no HTTP header value may hold",
+		"X-Api-Key: ${OK}-${DEL}":         "line 6: destination crm: headers.X-Api-Key: the value of environment variable DEL contains a control character",
+		"Authorization: Bearer ${NL}":     "line 6: destination crm: headers.Authorization: the value of environment variable NL contains a line break",
+		`X-Source: "opledger\x01"`:        "line 6: destination crm: headers.X-Source: the value contains a control character",
+		`X-Source: "opledger\x7f"`:        "line 6: destination crm: headers.X-Source: the value contains a control character",
+		`X-Source: "opledger\u0085${OK}"`: "", // obs-text, and a tab, are field content
+	} {
+		set, err := destination.Load([]byte(base+"      "+header+"\n"), destination.LoadOptions{LookupEnv: vars})
+		if want == "" {
+			require.NoError(t, err, header)
+			require.NoError(t, set.Close())
+			continue
+		}
+		require.ErrorContains(t, err, want, header)
+		require.Len(t, strings.Split(err.Error(), "\n"), 1)
+		require.NotContains(t, err.Error(), "s3cret")
+	}
+	_, err := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: "https://crm.example.com/x", Ref: "/id",
+		Headers: map[string]string{"Authorization": "Bearer ${TOK}"}}, destination.LoadOptions{LookupEnv: vars})
+	require.EqualError(t, err, "destination crm: headers.Authorization: the value of environment variable TOK contains a control character, which no HTTP header value may hold")
+}
