@@ -45,7 +45,8 @@ type HTTPConfig struct {
 	// the hop-by-hop ones: clientHeader) are refused.
 	Headers map[string]string `yaml:"headers"`
 	// Body is a text/template over the operation. Empty: the stored
-	// payload is sent as it is (not for GET).
+	// payload is sent as it is (not for GET). A ${NAME} reference is
+	// refused: it would be sent as written (secrets go in Headers).
 	Body string `yaml:"body"`
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
 	// answer, e.g. /id.

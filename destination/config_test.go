@@ -601,3 +601,30 @@ func TestLoadRefusesUnsendableHeaderValues(t *testing.T) {
 		Headers: map[string]string{"Authorization": "Bearer ${TOK}"}}, destination.LoadOptions{LookupEnv: vars})
 	require.EqualError(t, err, "destination crm: headers.Authorization: the value of environment variable TOK contains a control character, which no HTTP header value may hold")
 }
+
+// TestLoadRefusesEnvRefInBody: ${NAME} is expanded in headers only; in a
+// body it would be sent as written (a secret meant for it, by name, to
+// the destination), so it is refused there as in url. A literal ${ is
+// written as a template action.
+func TestLoadRefusesEnvRefInBody(t *testing.T) {
+	t.Parallel()
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"
+	_, err := destination.Load([]byte(base+`    body: '{"api_key": "${API_KEY}", "n": {{json .Payload.n}}}'`+"\n"),
+		destination.LoadOptions{LookupEnv: env(map[string]string{"API_KEY": "k-123456"})})
+	require.ErrorContains(t, err, "line 5: destination crm: body: ${API_KEY} would be sent as written: environment references are only expanded in headers, where secrets belong")
+	require.NotContains(t, err.Error(), "k-123456")
+
+	_, err = destination.Load([]byte(base+"    lookup:\n      method: POST\n      url: https://crm.example.com/search\n"+
+		`      body: '{"key": "${API_KEY}"}'`+"\n      match: [{record: /a, payload: /a}]\n"), destination.LoadOptions{})
+	require.ErrorContains(t, err, "line 8: destination crm: lookup.body: ${API_KEY} would be sent as written")
+
+	c := &capture{status: 201, answer: `{"id": "r1"}`}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	h := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: srv.URL + "/x", Ref: "/id", Body: `{"greeting": "Hello {{"${"}}name}"}`})
+	_, err = h.Call(context.Background(), call(operation("k1", `{}`)))
+	require.NoError(t, err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Equal(t, `{"greeting": "Hello ${name}"}`, c.body)
+}

@@ -138,7 +138,9 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	case c.Body != "" && h.method == http.MethodGet:
 		add("a GET request has no body", "body")
 	case c.Body != "":
-		if h.body, err = newTemplate("body", c.Body); err != nil {
+		if err := envRefInTemplate(c.Body); err != nil {
+			add(err.Error(), "body")
+		} else if h.body, err = newTemplate("body", c.Body); err != nil {
 			add(err.Error(), "body")
 		} else if err := checkTemplate(h.body, c.Name); err != nil {
 			add(err.Error(), "body")
@@ -265,6 +267,8 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 	if l.Body != "" {
 		if lk.method == http.MethodGet {
 			add("a GET request has no body", "body")
+		} else if err := envRefInTemplate(l.Body); err != nil {
+			add(err.Error(), "body")
 		} else if lk.body, err = newTemplate("lookup.body", l.Body); err != nil {
 			add(err.Error(), "body")
 		} else if err := checkTemplate(lk.body, h.name); err != nil {
@@ -418,6 +422,19 @@ func requestURL(u, origin string) (*url.URL, error) {
 		}
 	}
 	return parsed, nil
+}
+
+// envRefInTemplate refuses a ${NAME} reference in a body template: it
+// would be sent as written, since environment references are expanded
+// in headers only, and a secret put there belongs in a header. A literal
+// "${" is written {{"${"}}.
+func envRefInTemplate(text string) error {
+	m := envRef.FindString(text)
+	if m == "" {
+		return nil
+	}
+	return fmt.Errorf("%s would be sent as written: environment references are only expanded in headers, "+
+		`where secrets belong (e.g. Authorization: "Bearer ${API_KEY}"); write {{"${"}} for a literal ${`, m)
 }
 
 // templateData is what templates see. Its fields, in this order, are
