@@ -551,12 +551,22 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	spelt := map[string]string{} // by canonical name, the first spelling met
 	for _, name := range names {
 		raw := in[name]
 		path := append(append([]string(nil), at...), name)
+		canonical := http.CanonicalHeaderKey(name)
+		first, repeated := spelt[canonical]
+		if !repeated {
+			spelt[canonical] = name
+		}
 		switch {
 		case !ValidHeaderName(name):
 			probs = append(probs, problem{path, "not a valid header name"})
+			continue
+		case repeated:
+			probs = append(probs, problem{path, fmt.Sprintf("is the header %s too (header names are the same in any case), "+
+				"and only one of the two would be sent: keep one", first)})
 			continue
 		case idem != "" && strings.EqualFold(name, idem):
 			probs = append(probs, problem{path, "is the idempotency header, which opledger sets for each operation; remove it from headers"})

@@ -628,3 +628,25 @@ func TestLoadRefusesEnvRefInBody(t *testing.T) {
 	defer c.mu.Unlock()
 	require.Equal(t, `{"greeting": "Hello ${name}"}`, c.body)
 }
+
+// TestLoadRefusesHeaderSpeltTwice: header names are the same in any
+// case, so two spellings of one under headers would send only one of
+// their values; the file is refused at the line of one, naming the other.
+func TestLoadRefusesHeaderSpeltTwice(t *testing.T) {
+	t.Parallel()
+	vars := env(map[string]string{"A": "token-aaa", "B": "token-bbb"})
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"
+	_, err := destination.Load([]byte(base+"    headers:\n      Authorization: Bearer ${A}\n      authorization: Bearer ${B}\n"), destination.LoadOptions{LookupEnv: vars})
+	require.EqualError(t, err, "line 7: destination crm: headers.authorization: is the header Authorization too (header names are the same in any case), and only one of the two would be sent: keep one")
+	require.NotContains(t, err.Error(), "token-")
+
+	_, err = destination.Load([]byte(base+"    lookup:\n      url: https://crm.example.com/x\n      headers:\n        X-Region: eu\n        x-region: us\n"+
+		"      match: [{record: /a, payload: /a}]\n"), destination.LoadOptions{})
+	require.ErrorContains(t, err, "line 9: destination crm: lookup.headers.x-region: is the header X-Region too")
+
+	// A lookup's header still replaces the destination's of the same name.
+	set, err := destination.Load([]byte(base+"    headers:\n      X-Region: eu\n    lookup:\n      url: https://crm.example.com/x\n      headers:\n        x-region: us\n"+
+		"      match: [{record: /a, payload: /a}]\n"), destination.LoadOptions{})
+	require.NoError(t, err)
+	require.NoError(t, set.Close())
+}
