@@ -51,7 +51,8 @@ type HTTPConfig struct {
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
 	// answer, e.g. /id.
 	Ref string `yaml:"ref"`
-	// Timeout bounds one call or lookup. Default 10s (DefaultTimeout).
+	// Timeout bounds one call or lookup. Default 10s (DefaultTimeout),
+	// which a zero Timeout takes; a file's "timeout: 0s" is refused.
 	// An executor takes the destination only if it is shorter than the
 	// executor's call timeout (two thirds of its lease: 20s with the
 	// default 30s lease); see executor.CheckConfig.
@@ -345,6 +346,7 @@ var emptyFields = []struct {
 	path []string
 	msg  string
 }{
+	{[]string{"timeout"}, "has no value: a timeout must be above 0; leave it out for the default 10s"},
 	{[]string{"idempotency"}, "has no value: it needs retention and a header (or {{.IdempotencyKey}} in the body), " +
 		"e.g. {header: Idempotency-Key, retention: 24h}; leave it out if the destination takes no idempotency key"},
 	{[]string{"lookup"}, "has no value: it needs url and match (docs/destinations.md#lookup); leave it out if the destination cannot be searched"},
@@ -359,7 +361,8 @@ var emptyFields = []struct {
 }
 
 // writtenEmpty returns a problem for each field of the destination entry
-// node that is written without a value (emptyFields).
+// node that is written without a value (emptyFields), and for a timeout
+// of 0s.
 func writtenEmpty(node *yaml.Node) []problem {
 	var probs []problem
 	for _, f := range emptyFields {
@@ -369,6 +372,13 @@ func writtenEmpty(node *yaml.Node) []problem {
 		}
 		if isNull(n) {
 			probs = append(probs, problem{f.path, f.msg})
+		}
+	}
+	// A timeout of 0s bounds nothing; NewHTTP's zero Timeout takes the
+	// default, and the file gets it by leaving the field out.
+	if n := child(node, "timeout"); n != nil && n.Kind == yaml.ScalarNode && !isNull(n) {
+		if d, err := time.ParseDuration(n.Value); err == nil && d == 0 {
+			probs = append(probs, problem{[]string{"timeout"}, "a timeout must be above 0; leave it out for the default 10s"})
 		}
 	}
 	return probs

@@ -650,3 +650,21 @@ func TestLoadRefusesHeaderSpeltTwice(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, set.Close())
 }
+
+// TestLoadRefusesZeroTimeout: a file's timeout of 0s, or one written
+// without a value, is refused rather than taken as the default 10s; the
+// default is had by leaving the field out.
+func TestLoadRefusesZeroTimeout(t *testing.T) {
+	t.Parallel()
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"
+	for _, v := range []string{" 0s", " 0ms", " 0h0m", "", " ~"} {
+		_, err := destination.Load([]byte(base+"    timeout:"+v+"\n"), destination.LoadOptions{})
+		require.ErrorContains(t, err, "line 5: destination crm: timeout: ", v)
+		require.ErrorContains(t, err, "a timeout must be above 0; leave it out for the default 10s", v)
+	}
+	set, err := destination.Load([]byte(base), destination.LoadOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, set.Close()) })
+	crm, _ := set.Get("crm")
+	require.Equal(t, destination.DefaultTimeout, crm.(destination.Timed).Timeout())
+}
