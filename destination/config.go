@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -355,7 +356,7 @@ var emptyFields = []struct {
 	{[]string{"lookup", "not_found"}, "has no value: it needs field and value, the mark of the destination's own 404; leave it out to take any empty or JSON 404"},
 	{[]string{"unique_reference"}, "has no value: write unique_reference: {} to declare it with the default conflict_status 409, " +
 		"or leave it out if the destination does not refuse a duplicate create"},
-	{[]string{"retry"}, "has no value: write retry: {} for the default policy (5 attempts, 1s, 5m, 24h), or leave it out for the ledger's default policy"},
+	{[]string{"retry"}, "has no value: write retry: {} for the default policy (5 attempts, 1s, 5m, 24h), or leave it out"},
 	{[]string{"tenants"}, "has no value, which would serve every tenant: list the tenants the destination serves (tenants: [acme]), " +
 		"or leave it out to serve every tenant"},
 }
@@ -382,6 +383,21 @@ func writtenEmpty(node *yaml.Node) []problem {
 		}
 	}
 	return probs
+}
+
+// EmptySections returns an error for each section of entry, the mapping
+// node of one destination's settings (or of settings built on them, as a
+// proxy upstream's), written without a value ("retry:", "lookup: ~"),
+// which Load refuses too. at is the entry's path in its file:
+// "line 7: upstreams.0.lookup: has no value: …".
+func EmptySections(entry *yaml.Node, at string) []error {
+	probs := writtenEmpty(entry)
+	slices.SortStableFunc(probs, func(a, b problem) int { return lineOf(entry, a.path...) - lineOf(entry, b.path...) })
+	var errs []error
+	for _, p := range probs {
+		errs = append(errs, fmt.Errorf("line %d: %s: %s", lineOf(entry, p.path...), strings.Join(append([]string{at}, p.path...), "."), p.msg))
+	}
+	return errs
 }
 
 // isNull reports whether n is a YAML null: a key with no value, ~ or

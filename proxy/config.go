@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
@@ -103,9 +106,9 @@ type Upstream struct {
 	// in all: for its status and headers and for the parts of its answer. A
 	// request that gets no answer in time after it was written is
 	// uncertain (504). The time the caller takes to receive an answer too
-	// large to save does not count; each write to the caller has this
-	// deadline instead, and a caller that misses it has its connection
-	// broken off (the outcome stays the upstream's). It also bounds the
+	// large to save does not count; a caller that takes nothing of it for
+	// this long instead (see ConnContext) has its connection broken off
+	// (the outcome stays the upstream's). It also bounds the
 	// reading of a protected request's body, before anything is recorded:
 	// a body that does not arrive in time gets 408. 0 means
 	// DefaultTimeout (30 s); negative is refused.
@@ -194,7 +197,33 @@ func LoadConfig(path string) (*FileConfig, error) {
 	if len(c.Upstreams) == 0 {
 		return nil, fmt.Errorf("proxy config %s: no upstreams: the file needs a non-empty upstreams list", path)
 	}
+	if err := emptySections(data); err != nil {
+		return nil, fmt.Errorf("proxy config %s: %w", path, err)
+	}
 	return &c, nil
+}
+
+// emptySections refuses the sections of an upstream written without a
+// value ("retry:", "lookup: ~"), which the decoder leaves unset and so
+// would declare nothing, as the destinations file refuses them
+// (destination.EmptySections); an upstream's tenants take no value.
+func emptySections(data []byte) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil
+	}
+	doc := root.Content[0]
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value != "upstreams" || doc.Content[i+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		var errs []error
+		for n, up := range doc.Content[i+1].Content {
+			errs = append(errs, destination.EmptySections(up, "upstreams."+strconv.Itoa(n))...)
+		}
+		return errors.Join(errs...)
+	}
+	return nil
 }
 
 // CheckUpstreams reports the first problem New would find with the

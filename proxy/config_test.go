@@ -85,6 +85,12 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"tenant with a space", "tenant: bad tenant\n" + upstreams, "tenant takes a name in the operation key syntax: key may contain only letters"},
 		{"tenant with a NUL", "tenant: \"a\\0b\"\n" + upstreams, "tenant takes a name in the operation key syntax"},
 		{"tenant too long", "tenant: " + strings.Repeat("t", 201) + "\n" + upstreams, "tenant takes a name in the operation key syntax: key is longer than 200 bytes"},
+		// A section without a value would declare nothing.
+		{"empty sections", upstreams + "    retry:\n    unique_reference: ~\n",
+			"line 4: upstreams.0.retry: has no value: write retry: {} for the default policy (5 attempts, 1s, 5m, 24h), or leave it out\n" +
+				"line 5: upstreams.0.unique_reference: has no value"},
+		{"empty idempotency", upstreams + "  - name: pay\n    url: http://127.0.0.1:2\n    idempotency:\n",
+			"line 6: upstreams.1.idempotency: has no value"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
 		require.NoError(t, os.WriteFile(path, []byte(tc.yaml), 0o644))
