@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -123,7 +124,8 @@ func TestCompareHeadersRefuseNonUTF8(t *testing.T) {
 }
 
 // compare_headers takes HTTP field names, and never a credential, the
-// idempotency key or a header the proxy does not pass on as sent.
+// idempotency key or a header the proxy does not pass on as sent; the
+// upstream's idempotency header is never a credential's.
 func TestCompareHeadersRefused(t *testing.T) {
 	t.Parallel()
 	l := openLedger(t, testdb.Stores()[0])
@@ -144,6 +146,12 @@ func TestCompareHeadersRefused(t *testing.T) {
 		{proxy.Upstream{CompareHeaders: []string{"host"}}, "compare_headers: Host is not passed on"},
 		{proxy.Upstream{CompareHeaders: []string{"Stripe-Account"}, Lookup: &destination.LookupConfig{URL: "http://127.0.0.1:1/x",
 			Headers: map[string]string{"stripe-account": "acct_platform"}}}, "compare_headers: Stripe-Account is also in lookup.headers"},
+
+		// The upstream's key would replace the caller's credential.
+		{proxy.Upstream{Idempotency: &destination.IdempotencyConfig{Header: "authorization", Retention: destination.Duration(time.Hour)}},
+			"idempotency.header Authorization carries the caller's credential"},
+		{proxy.Upstream{CredentialHeader: "X-Api-Key", Idempotency: &destination.IdempotencyConfig{Header: "X-Api-Key", Retention: destination.Duration(time.Hour)}},
+			"idempotency.header X-Api-Key carries the caller's credential"},
 	} {
 		c.u.Name, c.u.URL = "crm", "http://127.0.0.1:1"
 		_, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{c.u}})

@@ -374,6 +374,13 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		}
 		r.protected[m] = true
 	}
+	if u.Idempotency != nil {
+		// The upstream's key replaces the header's value: it would take
+		// the place of the caller's credential.
+		if c := http.CanonicalHeaderKey(u.Idempotency.Header); c == r.credHdr || slices.Contains([]string{"Authorization", "Proxy-Authorization", "Cookie"}, c) {
+			return nil, fail("idempotency.header %s carries the caller's credential: the upstream's key would replace it; name the header the upstream reads its key from, e.g. Idempotency-Key", c)
+		}
+	}
 	r.timeout = time.Duration(u.Timeout)
 	if r.timeout == 0 {
 		r.timeout = DefaultTimeout
