@@ -364,16 +364,21 @@ func (p *Proxy) retryAfter(ctx context.Context, op *opledger.Operation) int {
 
 // inFlightAfter is a Retry-After for a repeat of an operation in
 // progress: InFlightRetryAfter while its forward may still be running
-// (claimed less than the route's timeout ago), and once that is past, the
-// seconds until its lease runs out: the proxy that claimed it stopped
-// before it could record the end, and the repeat can be answered only
-// once the lease is settled.
+// (claimed less than the route's timeout ago, or its lease extended less
+// than an extension's interval ago, as a relay of a large answer extends
+// it), and once that is past, the seconds until its lease runs out: the
+// proxy that claimed it stopped before it could record the end, and the
+// repeat can be answered only once the lease is settled.
 func (p *Proxy) inFlightAfter(ctx context.Context, rt *route, op *opledger.Operation) int {
 	if op == nil || op.LeaseExpiresAt == nil {
 		return p.cfg.InFlightRetryAfter
 	}
+	// The lease was taken or last extended at its end less the lease;
+	// a proxy still forwarding extends it again within the interval (a
+	// couple of seconds allowed for the write).
+	live := max(rt.timeout, leaseRenewal(rt.lease())) + 2*time.Second
 	now, err := p.ledger.Now(ctx)
-	if err != nil || now.Before(op.LeaseExpiresAt.Add(-(rt.lease() - rt.timeout))) {
+	if err != nil || now.Before(op.LeaseExpiresAt.Add(-rt.lease()).Add(live)) {
 		return p.cfg.InFlightRetryAfter
 	}
 	return max(p.cfg.InFlightRetryAfter, httpapi.RetryAfterSeconds(now, *op.LeaseExpiresAt))

@@ -355,8 +355,12 @@ func TestLeaseKeptWhileRelaying(t *testing.T) {
 	require.Zero(t, n, "the lease holds while the answer is relayed")
 	_, err = b.proxy.ReconcileOnce(t.Context())
 	require.NoError(t, err)
+	now, err := b.ledger.Now(t.Context())
+	require.NoError(t, err)
+	leaseExtendedPast(t, b, now.Add(69*time.Second)) // extended since the clock moved on
 	again := b.send(t, http.MethodPost, "/records", "key-1", "", body1)
 	require.Equal(t, http.StatusConflict, again.status, "%s", again.body)
+	require.Equal(t, "1", again.header.Get("Retry-After"), "the forward is running: its lease was just extended")
 
 	got, err := io.Copy(io.Discard, resp.Body)
 	require.NoError(t, err)
