@@ -1042,14 +1042,8 @@ func (t *txn) revise(r Revision, why string) (replayed bool, err error) {
 		}
 		return false, invalidInput("revise needs a version above the current %d", t.op.Version)
 	}
-	if len(t.op.SensitiveFields) > 0 {
-		// A worker given up before its dispatch mark may still report on
-		// the content replaced here, quoting its sensitive values.
-		earlier, err := appendEarlierPayload(t.op.EarlierPayloads, t.op.Payload)
-		if err != nil {
-			return false, err
-		}
-		t.op.EarlierPayloads = earlier
+	if err := t.keepEarlierPayload(payload); err != nil {
+		return false, err
 	}
 	t.op.Payload = bytes.Clone(payload) // the caller may reuse its buffer
 	t.op.Version = version
@@ -1059,6 +1053,32 @@ func (t *txn) revise(r Revision, why string) (replayed bool, err error) {
 	t.move(StateAwaitingApproval, actor, "", revisedEvent, join(revisionEvidence(version, fp), why))
 	t.op.StateSince = t.now // the wait for an approval is the new version's
 	return false, nil
+}
+
+// keepEarlierPayload keeps the payload a revision to next replaces, when
+// a worker was given it: an attempt claimed for the current version (or
+// before attempts had versions), given up before its dispatch mark, may
+// still report on it, quoting values that are sensitive now or become
+// so. Its values are then masked as the payload's are (EarlierPayloads).
+// A payload no worker was given, or one kept already, is not kept: a
+// stream of corrections to an operation awaiting approval keeps none.
+func (t *txn) keepEarlierPayload(next json.RawMessage) error {
+	if t.op.AttemptCount == 0 || bytes.Equal(t.op.Payload, next) {
+		return nil
+	}
+	attempts, err := t.listAttempts()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(attempts, func(a *store.Attempt) bool { return a.Version == t.op.Version || a.Version == 0 }) {
+		return nil
+	}
+	earlier, err := appendEarlierPayload(t.op.EarlierPayloads, t.op.Payload)
+	if err != nil {
+		return err
+	}
+	t.op.EarlierPayloads = earlier
+	return nil
 }
 
 // revisionStands reports whether the operation is as actor's revision to

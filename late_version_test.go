@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -260,58 +261,66 @@ func TestLateReportOfAttemptBeforeVersions(t *testing.T) {
 // replaced. They are masked in what is stored and shown, as the current
 // payload's are (before, only the current payload's values were, and
 // version 1's address was shown in the attempt, the timeline and the
-// reference). Two revisions: both earlier versions' values are masked.
+// reference). So too when the field became sensitive only after the
+// revision (a repeat of the new content names it).
 func TestLateReportOnEarlierVersionMasked(t *testing.T) {
 	t.Parallel()
 	for _, st := range testdb.Stores() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			clock := newManualClock()
-			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map, Lease: 10 * time.Second})
-			require.NoError(t, err)
-			t.Cleanup(func() { l.Close() })
-			in := opledger.Intent{Key: "k", Action: "send", Destination: "mail",
-				Payload: json.RawMessage(`{"to":"first.person@example.com"}`), SensitiveFields: []string{"to"}}
-			c1, err := l.Claim(ctx, "k", opledger.ClaimOptions{Intent: &in})
-			require.NoError(t, err)
-			clock.Advance(11 * time.Second)
-			_, err = l.ExpireLeases(ctx)
-			require.NoError(t, err)
-			_, _, err = l.Revise(ctx, "k", opledger.Revision{Payload: json.RawMessage(`{"to":"second.person@example.com"}`), Version: 2, Actor: "eve"})
-			require.NoError(t, err)
-			_, _, err = l.Revise(ctx, "k", opledger.Revision{Payload: json.RawMessage(`{"to":"third.person@example.com"}`), Version: 3, Actor: "eve"})
-			require.NoError(t, err)
-			_, err = l.Report(ctx, "k", c1.AttemptID, c1.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain,
-				DestinationRef: "msg-first.person@example.com", Error: "timeout sending to first.person@example.com (was second.person@example.com)"})
-			require.ErrorAs(t, err, new(*opledger.StaleError))
-
-			op, err := l.Get(ctx, "k")
-			require.NoError(t, err)
-			require.Equal(t, "held", string(op.State))
-			attempts, err := l.Attempts(ctx, "k")
-			require.NoError(t, err)
-			tl, err := l.Timeline(ctx, "k")
-			require.NoError(t, err)
-			// As stored: the errors and evidence were masked when written.
-			require.Equal(t, "timeout sending to *** (was ***)", attempts[0].Error)
-			var stored strings.Builder
-			for _, e := range tl {
-				stored.WriteString(e.Evidence + "\n")
-			}
-			require.NotContains(t, stored.String(), "first.person")
-			require.NotContains(t, stored.String(), "second.person")
-			// As shown: the reference too.
-			var shown strings.Builder
-			for _, v := range []any{op.Masked(), op.MaskedAttempts(attempts), tl} {
-				b, err := json.Marshal(v)
+		for _, later := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sensitive-later=%v", st.Name, later), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				clock := newManualClock()
+				l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map, Lease: 10 * time.Second})
 				require.NoError(t, err)
-				shown.Write(b)
-			}
-			for _, secret := range []string{"first.person", "second.person", "third.person"} {
-				require.NotContains(t, shown.String(), secret)
-			}
-			require.Equal(t, "timeout sending to ***", op.MaskText("timeout sending to first.person@example.com"))
-		})
+				t.Cleanup(func() { l.Close() })
+				in := opledger.Intent{Key: "k", Action: "send", Destination: "mail", Payload: json.RawMessage(`{"to":"first.person@example.com"}`)}
+				if !later {
+					in.SensitiveFields = []string{"to"}
+				}
+				c1, err := l.Claim(ctx, "k", opledger.ClaimOptions{Intent: &in})
+				require.NoError(t, err)
+				clock.Advance(11 * time.Second)
+				_, err = l.ExpireLeases(ctx)
+				require.NoError(t, err)
+				second := json.RawMessage(`{"to":"second.person@example.com"}`)
+				_, _, err = l.Revise(ctx, "k", opledger.Revision{Payload: second, Version: 2, Actor: "eve"})
+				require.NoError(t, err)
+				if later {
+					_, _, err = l.Record(ctx, opledger.Intent{Key: "k", Action: "send", Destination: "mail", Payload: second, Version: 2,
+						SensitiveFields: []string{"to"}})
+					require.NoError(t, err)
+				}
+				_, err = l.Report(ctx, "k", c1.AttemptID, c1.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain,
+					DestinationRef: "msg-first.person@example.com", Error: "timeout sending to first.person@example.com"})
+				require.ErrorAs(t, err, new(*opledger.StaleError))
+
+				op, err := l.Get(ctx, "k")
+				require.NoError(t, err)
+				require.Equal(t, "held", string(op.State))
+				attempts, err := l.Attempts(ctx, "k")
+				require.NoError(t, err)
+				tl, err := l.Timeline(ctx, "k")
+				require.NoError(t, err)
+				// As stored: the errors and evidence were masked when written.
+				require.Equal(t, "timeout sending to ***", attempts[0].Error)
+				var stored strings.Builder
+				for _, e := range tl {
+					stored.WriteString(e.Evidence + "\n")
+				}
+				require.NotContains(t, stored.String(), "first.person")
+				// As shown: the reference too.
+				var shown strings.Builder
+				for _, v := range []any{op.Masked(), op.MaskedAttempts(attempts), tl} {
+					b, err := json.Marshal(v)
+					require.NoError(t, err)
+					shown.Write(b)
+				}
+				for _, secret := range []string{"first.person", "second.person"} {
+					require.NotContains(t, shown.String(), secret)
+				}
+				require.Equal(t, "timeout sending to ***", op.MaskText("timeout sending to first.person@example.com"))
+			})
+		}
 	}
 }

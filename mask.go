@@ -1,8 +1,10 @@
 package opledger
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -98,29 +100,25 @@ func secretTextAtLeast(payload, earlier json.RawMessage, paths []string, min int
 	if len(paths) == 0 {
 		return nil
 	}
-	values := sensitiveValues(payload, paths)
+	values, names := sensitiveValues(payload, paths)
 	if len(earlier) > 0 {
 		var payloads []json.RawMessage
 		// Written by appendEarlierPayload only; one that does not decode
 		// adds nothing rather than failing every write of the operation.
 		if json.Unmarshal(earlier, &payloads) == nil {
 			for _, p := range payloads {
-				for v := range sensitiveValues(p, paths) {
-					if values == nil {
-						values = map[string]bool{}
-					}
-					values[v] = true
-				}
+				v, n := sensitiveValues(p, paths)
+				values, names = union(values, v), union(names, n)
 			}
 		}
 	}
-	if len(values) == 0 {
+	if len(values) == 0 && len(names) == 0 {
 		return nil
 	}
 	st := &secretText{values: values}
 	seen := map[spelling]bool{}
 	var escaped []maskStage
-	for value := range values {
+	for value := range union(maps.Clone(values), names) {
 		if len(value) < min {
 			continue
 		}
@@ -512,7 +510,7 @@ func looksLikeEmail(v string) bool {
 }
 
 // appendEarlierPayload returns earlier (a JSON array of payloads, or nil)
-// with payload added at its end.
+// with payload added at its end, unless it holds it already.
 func appendEarlierPayload(earlier, payload json.RawMessage) (json.RawMessage, error) {
 	var payloads []json.RawMessage
 	if len(earlier) > 0 {
@@ -523,5 +521,20 @@ func appendEarlierPayload(earlier, payload json.RawMessage) (json.RawMessage, er
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")
 	}
+	if slices.ContainsFunc(payloads, func(p json.RawMessage) bool { return bytes.Equal(p, payload) }) {
+		return earlier, nil
+	}
 	return json.Marshal(append(payloads, payload))
+}
+
+// union adds b's members to a, made if nil, and returns it.
+func union(a, b map[string]bool) map[string]bool {
+	if len(b) == 0 {
+		return a
+	}
+	if a == nil {
+		a = make(map[string]bool, len(b))
+	}
+	maps.Copy(a, b)
+	return a
 }

@@ -1,8 +1,10 @@
 package opledger
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -369,21 +371,65 @@ func maskResponse(doc json.RawMessage, paths []string, st *secretText) json.RawM
 			return v
 		}
 		d = walk(d)
-		// A member named twice is decoded as its last value: an earlier
-		// one holding a secret is found only in the text, and the answer
-		// is then shown re-encoded, without it.
-		if !changed && st.mask(string(doc)) != string(doc) {
-			changed = true
-		}
 	}
-	if !changed {
+	// A member named twice is decoded as its last value: an earlier one,
+	// which may hold a secret (at a sensitive path, or a value of any
+	// length), is shown only if the answer's text is; it is shown
+	// re-encoded, each member once.
+	if !changed && !namesTwice(doc) {
 		return doc
 	}
 	out, err := json.Marshal(d)
-	if err != nil || st != nil && st.mask(string(out)) != string(out) {
+	if err != nil {
 		return json.RawMessage(`"` + Mask + `"`) // nothing shown rather than a secret
 	}
 	return out
+}
+
+// namesTwice reports whether an object in the JSON document doc names a
+// member twice (or doc is not JSON).
+func namesTwice(doc []byte) bool {
+	type frame struct {
+		names   map[string]bool // nil: an array
+		wantKey bool
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			return true
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if name, ok := tok.(string); ok && top != nil && top.names != nil && top.wantKey {
+			if top.names[name] {
+				return true
+			}
+			top.names[name], top.wantKey = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{names: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 {
+				stack[len(stack)-1].wantKey = true // a value ended
+			}
+		default: // a scalar value
+			if top != nil {
+				top.wantKey = true
+			}
+		}
+	}
 }
 
 // maskNames masks the sensitive values inside the member names of obj
@@ -423,56 +469,64 @@ func maskNames(obj map[string]any, st *secretText) bool {
 }
 
 // sensitiveValues returns the strings and numbers found at the paths of
-// payload, as their JSON text; none when payload is not JSON.
-func sensitiveValues(payload json.RawMessage, paths []string) map[string]bool {
+// payload, as their JSON text, and apart the member names inside them
+// that read as data (dataName); none when payload is not JSON.
+func sensitiveValues(payload json.RawMessage, paths []string) (values, names map[string]bool) {
 	p, err := decodeJSON(payload) // numbers exact: see numberText
 	if err != nil || p == nil {
-		return nil
+		return nil, nil
 	}
-	secrets := map[string]bool{}
+	values, names = map[string]bool{}, map[string]bool{}
 	for _, path := range paths {
-		atPath(p, strings.Split(path, "."), func(obj map[string]any, key string) { collectLeaves(obj[key], secrets) })
+		atPath(p, strings.Split(path, "."), func(obj map[string]any, key string) { collectLeaves(obj[key], values, names) })
 	}
-	return secrets
+	return values, names
 }
 
 // collectLeaves adds the strings and numbers in v (as their JSON text) to
-// set. Empty strings are not secrets. A number is added as numberText
+// values. Empty strings are not secrets. A number is added as numberText
 // compares it and as it was written (1.5e3 and 1500), so that text
 // quoting it as the payload has it is masked too. The member names of
 // an object inside a sensitive field are its content too (recipients
-// keyed by address), except those that read as field names (dataName).
-func collectLeaves(v any, set map[string]bool) {
+// keyed by address), except those that read as field names (dataName):
+// they go to names, masked inside text (and as member names) but never
+// compared with a whole value, which a short name ("1") would match all
+// too often.
+func collectLeaves(v any, values, names map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for name, el := range x {
 			if dataName(name) {
-				set[name] = true
+				names[name] = true
 			}
-			collectLeaves(el, set)
+			collectLeaves(el, values, names)
 		}
 	case []any:
 		for _, el := range x {
-			collectLeaves(el, set)
+			collectLeaves(el, values, names)
 		}
 	case string:
 		if x != "" {
-			set[x] = true
+			values[x] = true
 		}
 	case json.Number:
-		set[numberText(x)] = true
-		set[string(x)] = true
+		values[numberText(x)] = true
+		values[string(x)] = true
 	}
 }
 
 // dataName reports whether a member name inside a sensitive field is
-// data (an address, a number, a name with a space) rather than a field
-// name: a field name holds only ASCII letters, '_' and '-' ("city",
+// data (an address, a phone number, a date, a name with a space) rather
+// than a field name: a field name is an identifier, an ASCII letter or
+// '_' and then letters, digits, '_' and '-' ("city", "line2",
 // "first_name"), and masking it would mask that word in every text about
 // the operation ("invalid city" read "invalid ***").
 func dataName(name string) bool {
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_' || r == '-') {
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		case i > 0 && (r >= '0' && r <= '9' || r == '-'):
+		default:
 			return true
 		}
 	}

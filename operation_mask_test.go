@@ -408,3 +408,27 @@ func TestMaskedResponseMemberTwice(t *testing.T) {
 	require.NotContains(t, string(shown), "lovelace")
 	require.JSONEq(t, `{"id":"R1","note":"hidden"}`, string(shown))
 }
+
+// TestMaskedResponseShapes: a response whose text merely holds a
+// sensitive value's digits inside a longer number is shown as it is;
+// members named twice are shown once, re-encoded, whether the earlier
+// one sits at a sensitive path or holds a value too short to mask in
+// text; identifier-like member names with digits ("line2") and short
+// numeric ones ("1") inside a sensitive field mask no words or numbers.
+func TestMaskedResponseShapes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		payload, response, want string
+		sensitive               []string
+	}{
+		{`{"pin":"4821"}`, `{"id":"R1","created":1733482110}`, `{"id":"R1","created":1733482110}`, []string{"pin"}},
+		{`{"card":{"token":"tok_old"}}`, `{"card":{"token":"tok_NEW_issued_secret"},"card":{"brand":"visa"}}`, `{"card":{"brand":"visa"}}`, []string{"card.token"}},
+		{`{"code":"X7"}`, `{"echo":"X7","echo":"ok"}`, `{"echo":"ok"}`, []string{"code"}},
+		{`{"address":{"line1":"1 Main St","line2":"Apt 4"}}`, `{"error":"Missing required param: address[line2].","shipping":{"line1":"x","line2":"y"}}`,
+			`{"error":"Missing required param: address[line2].","shipping":{"line1":"x","line2":"y"}}`, []string{"address"}},
+		{`{"answers":{"1":"yes","2":"no"}}`, `{"page":1,"count":2}`, `{"page":1,"count":2}`, []string{"answers"}},
+	} {
+		op := opledger.Operation{Key: "k", Payload: json.RawMessage(c.payload), SensitiveFields: c.sensitive, Response: json.RawMessage(c.response)}
+		require.JSONEq(t, c.want, string(op.Masked().Response), "%s", c.response)
+	}
+}

@@ -248,15 +248,6 @@ func stepIn(row *store.Workflow, step string) (*store.Workflow, string, error) {
 	return row, step, nil
 }
 
-// requireApproval makes a recorded operation wait for approval when why
-// says it must (a repeat of its intent requires it, or its destination
-// does: destinationPolicy.approvalWhy) and the operation did not, while nothing of
-// it has been sent yet (pending, never dispatched, as a revision may): a
-// repeat never weakens what was recorded, and one that asks for more is
-// not silently answered as if granted. Once an attempt has been
-// dispatched it is too late; the repeat gets the operation as it is,
-// which shows that it requires no approval. An empty why requires
-// nothing.
 // repeatRequiresApproval makes a repeat of the operation's intent wait
 // for an approval, as requireApproval, when the repeat asks for one
 // (requested, saying why) or the destination's policy does: a repeat that
@@ -268,6 +259,15 @@ func (t *txn) repeatRequiresApproval(requested bool, why, actor string) {
 	t.requireApproval(why, actor)
 }
 
+// requireApproval makes a recorded operation wait for approval when why
+// says it must (a repeat of its intent requires it, or its destination
+// does: destinationPolicy.approvalWhy) and the operation did not, while nothing of
+// it has been sent yet (pending, never dispatched, as a revision may): a
+// repeat never weakens what was recorded, and one that asks for more is
+// not silently answered as if granted. Once an attempt has been
+// dispatched it is too late; the repeat gets the operation as it is,
+// which shows that it requires no approval. An empty why requires
+// nothing.
 func (t *txn) requireApproval(why, actor string) {
 	if why == "" || t.op.RequiresApproval || !t.pendingNeverSent() {
 		return

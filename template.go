@@ -345,6 +345,22 @@ func (v *valueTmpl) placeholders() [][]string {
 	return nil
 }
 
+// unnamed returns the templates of v that no object member holds: v
+// itself, or the elements of lists at its top.
+func (v *valueTmpl) unnamed() []*tmpl {
+	switch x := v.node.(type) {
+	case []*valueTmpl:
+		var out []*tmpl
+		for _, el := range x {
+			out = append(out, el.unnamed()...)
+		}
+		return out
+	case *tmpl:
+		return []*tmpl{x}
+	}
+	return nil
+}
+
 // render fills the value template.
 func (v *valueTmpl) render(ctx map[string]any) (any, error) {
 	switch x := v.node.(type) {

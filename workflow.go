@@ -254,12 +254,6 @@ func compileStepPayload(payload json.RawMessage, steps []stepDef, i int) (*value
 		default:
 			return nil, invalidInput("step %s: {%s}: write {steps.<name>.ref}, {steps.<name>.key} or {steps.<name>.response.<path>}", steps[i].Name, ref)
 		}
-		// A result of a step with sensitive fields may hold their values
-		// (a reference, an echo), shown masked there. Outside an object
-		// no path can name it to mask it in this step.
-		if _, isObject := v.(map[string]any); !isObject && p[2] != "key" && len(steps[earlier].SensitiveFields) > 0 {
-			return nil, invalidInput("step %s: payload: {%s} may hold values step %s marks sensitive, and a payload that is not an object has no path to mask them: put the value in a field of its own", steps[i].Name, ref, p[1])
-		}
 	}
 	return vt, nil
 }
@@ -340,9 +334,16 @@ func (l *Ledger) PutWorkflow(ctx context.Context, key string, spec WorkflowSpec)
 		row, err := tx.GetWorkflow(ctx, l.tenant, key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			for _, s := range def.Steps {
+			for i, s := range def.Steps {
 				if err := l.served.check(l.tenant, s.Destination); err != nil {
 					return fmt.Errorf("step %s: %w", s.Name, err)
+				}
+				vt, err := compileStepPayload(s.Payload, def.Steps, i)
+				if err == nil {
+					err = checkMaskable(vt, def.Steps, i)
+				}
+				if err != nil {
+					return err
 				}
 			}
 			if err := l.refuseForeignSteps(ctx, tx, key, def); err != nil {
@@ -559,6 +560,31 @@ func stepContext(key string, def *workflowDef, ops []*Operation, masked bool) ma
 		steps[def.Steps[i].Name] = s
 	}
 	return map[string]any{"steps": steps, "workflow": map[string]any{"key": key}}
+}
+
+// checkMaskable refuses, in a new definition, a payload of step i whose
+// text takes the reference or a response of an earlier step with
+// sensitive fields where no object member holds it (the payload is the
+// text, or a list of it): that result may hold their values, shown masked
+// there, and no sensitive_fields path can name it to mask it in this
+// step. A whole placeholder for a response is let be: an object response
+// has paths, and a step whose response turns out not to be one is held
+// when it would be recorded (errNoPathToMask). A definition stored before
+// is not checked again: its steps are held then, if need be.
+func checkMaskable(vt *valueTmpl, steps []stepDef, i int) error {
+	for _, t := range vt.unnamed() {
+		for _, p := range t.placeholders() {
+			if p[0] != "steps" || p[2] == "key" || (p[2] == "response" && t.whole()) {
+				continue
+			}
+			earlier := slices.IndexFunc(steps[:i], func(s stepDef) bool { return s.Name == p[1] })
+			if earlier >= 0 && len(steps[earlier].SensitiveFields) > 0 {
+				return invalidInput("step %s: payload: {%s} may hold values step %s marks sensitive, and outside an object member no path can name it to mask it: put the value in a field of its own",
+					steps[i].Name, strings.Join(p, "."), p[1])
+			}
+		}
+	}
+	return nil
 }
 
 // inheritedSensitive lists the payload paths of a step, filled by vt from
@@ -1160,7 +1186,11 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 			old := *s
 			s.Payload, s.Version, s.RequiresApproval, s.PreApproval, s.RevisedBy = bytes.Clone(r.Payload), r.Version, true, nil, r.Actor
 			s.SensitiveFields = append(slices.Clone(s.SensitiveFields), added...)
-			if _, err := compileStepPayload(s.Payload, def.Steps, i); err != nil {
+			vt, err := compileStepPayload(s.Payload, def.Steps, i)
+			if err == nil {
+				err = checkMaskable(vt, def.Steps, i) // new content, checked as a new definition is
+			}
+			if err != nil {
 				*s = old
 				return err
 			}

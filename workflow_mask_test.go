@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,13 +51,16 @@ func TestMaskedMemberNamesAndInheritedPaths(t *testing.T) {
 	require.Contains(t, string(shown), `"id":"M1"`)
 }
 
-// TestStepPayloadWithoutPathToMask: a step payload that is not an object
-// ("{steps.a.ref}", "hi {steps.a.response.mail}") has no path to mask a
-// value an earlier step shows masked. It is refused when the workflow is
-// put, if that step has sensitive fields; and a step whose earlier step
-// gained them later is not recorded with the value in the clear: the
-// workflow is held, saying why (before, the value was shown in the step's
-// payload in lists, the API and the console).
+// TestStepPayloadWithoutPathToMask: a step payload whose text takes the
+// reference or a response of a step with sensitive fields outside any
+// object member ("{steps.a.ref}", "hi {steps.a.response.mail}",
+// ["{steps.a.ref}"]) has no path to mask it: a new workflow with one is
+// refused. Shapes with a path are taken: a member inside a list
+// ([{"to": "{steps.a.ref}"}]), a whole response that may be an object. A
+// step whose earlier step gained sensitive fields later (a repeat), or
+// whose whole-response placeholder gets a text, is not recorded with the
+// value in the clear: the workflow is held, saying why (before, the value
+// was shown in the step's payload in lists, the API and the console).
 func TestStepPayloadWithoutPathToMask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -65,33 +69,28 @@ func TestStepPayloadWithoutPathToMask(t *testing.T) {
 	t.Cleanup(func() { l.Close() })
 	const secret = "cat@example.invalid"
 	a := opledger.WorkflowStep{Name: "a", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"email":"` + secret + `"}`)}
-	for _, payload := range []string{`"{steps.a.response.mail}"`, `"hi {steps.a.ref}"`, `["{steps.a.ref}"]`} {
-		sensitive := a
-		sensitive.SensitiveFields = []string{"email"}
-		_, _, err := l.PutWorkflow(ctx, "wf:refused", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{sensitive,
-			{Name: "b", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(payload)}}})
-		require.ErrorIs(t, err, opledger.ErrInvalidInput, payload)
-		require.ErrorContains(t, err, "a payload that is not an object has no path to mask them", payload)
-	}
-	// The key of a step is never sensitive: a payload of it alone is fine.
 	sensitive := a
 	sensitive.SensitiveFields = []string{"email"}
-	_, _, err = l.PutWorkflow(ctx, "wf:key", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{sensitive,
-		{Name: "b", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(`"{steps.a.key}"`)}}})
-	require.NoError(t, err)
+	for i, payload := range []string{`"{steps.a.response.mail}x"`, `"hi {steps.a.ref}"`, `"{steps.a.ref}"`, `["{steps.a.ref}"]`} {
+		_, _, err := l.PutWorkflow(ctx, fmt.Sprintf("wf:refused-%d", i), opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{sensitive,
+			{Name: "b", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(payload)}}})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, payload)
+		require.ErrorContains(t, err, "outside an object member no path can name it", payload)
+	}
+	for i, payload := range []string{`"{steps.a.key}"`, `[{"to":"{steps.a.ref}"}]`, `"{steps.a.response}"`} {
+		_, _, err = l.PutWorkflow(ctx, fmt.Sprintf("wf:taken-%d", i), opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{sensitive,
+			{Name: "b", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(payload)}}})
+		require.NoError(t, err, payload)
+	}
 
-	// Step a without sensitive fields: b is taken. A repeat of the
-	// workflow marking a's email sensitive is refused as the definition
-	// would be; a repeat of step a's intent marks it, and a's reference
-	// holds it.
+	// Step a without sensitive fields: b is taken; a repeat of the
+	// workflow then marks a's email sensitive (a repeat is no new
+	// definition), and a's reference holds it.
 	steps := []opledger.WorkflowStep{a, {Name: "b", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(`"created {steps.a.ref}"`)}}
 	_, _, err = l.PutWorkflow(ctx, "wf:later", opledger.WorkflowSpec{Steps: steps})
 	require.NoError(t, err)
 	steps[0].SensitiveFields = []string{"email"}
 	_, _, err = l.PutWorkflow(ctx, "wf:later", opledger.WorkflowSpec{Steps: steps})
-	require.ErrorIs(t, err, opledger.ErrInvalidInput)
-	_, _, err = l.Record(ctx, opledger.Intent{Key: "wf:later/a", Action: a.Action, Destination: a.Destination, Payload: a.Payload,
-		SensitiveFields: []string{"email"}})
 	require.NoError(t, err)
 	c, err := l.Claim(ctx, "wf:later/a", opledger.ClaimOptions{Dispatch: true})
 	require.NoError(t, err)
@@ -108,4 +107,15 @@ func TestStepPayloadWithoutPathToMask(t *testing.T) {
 	shown, err := json.Marshal(w)
 	require.NoError(t, err)
 	require.NotContains(t, string(shown), secret)
+
+	// A whole response that is a text: held when the step's turn comes.
+	c, err = l.Claim(ctx, "wf:taken-2/a", opledger.ClaimOptions{Dispatch: true})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "wf:taken-2/a", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+		DestinationRef: "r1", Response: json.RawMessage(`"sent to ` + secret + `"`)})
+	require.NoError(t, err)
+	_, err = l.AdvanceWorkflowOf(ctx, "wf:taken-2/a")
+	require.ErrorAs(t, err, new(*opledger.StepError))
+	_, err = l.Get(ctx, "wf:taken-2/b")
+	require.ErrorIs(t, err, opledger.ErrNotFound, "not recorded")
 }
