@@ -388,13 +388,17 @@ func writtenEmpty(node *yaml.Node) []problem {
 // EmptySections returns an error for each section of entry, the mapping
 // node of one destination's settings (or of settings built on them, as a
 // proxy upstream's), written without a value ("retry:", "lookup: ~"),
-// which Load refuses too. at is the entry's path in its file:
+// which Load refuses too (a timeout apart: its zero is the caller's to
+// read). at is the entry's path in its file:
 // "line 7: upstreams.0.lookup: has no value: …".
 func EmptySections(entry *yaml.Node, at string) []error {
 	probs := writtenEmpty(entry)
 	slices.SortStableFunc(probs, func(a, b problem) int { return lineOf(entry, a.path...) - lineOf(entry, b.path...) })
 	var errs []error
 	for _, p := range probs {
+		if p.path[0] == "timeout" {
+			continue // a timeout's zero is the settings' own: a proxy takes its default
+		}
 		errs = append(errs, fmt.Errorf("line %d: %s: %s", lineOf(entry, p.path...), strings.Join(append([]string{at}, p.path...), "."), p.msg))
 	}
 	return errs
@@ -548,17 +552,30 @@ func unsendable(v string) string {
 	return what
 }
 
-// clientHeader returns why the header name cannot be configured, or "":
-// the HTTP client sets or manages it, and a value given for it would be
-// ignored, or would change how answers are read or connections used.
-func clientHeader(name string) string {
+// clientHeader returns why the header name cannot be configured with
+// value (the idempotency header: any value), or "": the HTTP client sets
+// or manages it, and a value given for it would be ignored, or would
+// change how answers are read or connections used. Two values keep what
+// the client does: Accept-Encoding: identity (no compression at all) and
+// Connection: close (a connection per call), which net/http honours.
+func clientHeader(name, value string) string {
+	value = strings.TrimSpace(value)
 	switch strings.ToLower(name) {
 	case "host", "content-length":
 		return "is set by the HTTP client and cannot be configured"
 	case "accept-encoding":
+		if strings.EqualFold(value, "identity") {
+			return ""
+		}
 		return "is set by the HTTP client, which then decompresses a gzip answer itself; " +
-			"set here, compressed answers would arrive as they are, could not be read, and every success would be uncertain"
-	case "transfer-encoding", "trailer", "te", "connection", "upgrade", "keep-alive", "proxy-connection":
+			"set here, compressed answers would arrive as they are, could not be read, and every success would be uncertain " +
+			"(only identity, asking for no compression, may be set)"
+	case "connection":
+		if strings.EqualFold(value, "close") {
+			return ""
+		}
+		return "is managed by the HTTP client (how a connection is used); only close, a connection per call, may be set"
+	case "transfer-encoding", "trailer", "te", "upgrade", "keep-alive", "proxy-connection":
 		return "is managed by the HTTP client (how a message is framed, how a connection is used) and cannot be configured"
 	}
 	return ""
@@ -600,8 +617,8 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 		case strings.Contains(raw, "{{"):
 			probs = append(probs, problem{path, "header values are not templates; only ${NAME} environment references are expanded"})
 			continue
-		case clientHeader(name) != "":
-			probs = append(probs, problem{path, clientHeader(name)})
+		case clientHeader(name, raw) != "":
+			probs = append(probs, problem{path, clientHeader(name, raw)})
 			continue
 		}
 		val, refs, err := expandEnv(raw, lookup)

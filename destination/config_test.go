@@ -513,6 +513,10 @@ func TestLoadRefusesClientHeaders(t *testing.T) {
 	}
 	_, err := destination.Load([]byte(base+"    headers:\n      Accept-Encoding: gzip\n"), destination.LoadOptions{})
 	require.ErrorContains(t, err, "decompresses a gzip answer itself")
+	// Two values keep what the client does, and load.
+	set, err := destination.Load([]byte(base+"    headers:\n      Accept-Encoding: identity\n      Connection: close\n"), destination.LoadOptions{})
+	require.NoError(t, err)
+	require.NoError(t, set.Close())
 }
 
 // TestHTTPCallGzipAnswer: the HTTP client asks for gzip and decompresses
@@ -564,7 +568,10 @@ func TestLoadRefusesURLsThatNeverParse(t *testing.T) {
 	// What parses loads: a space in the path is sent escaped, and what
 	// the payload fills is the payload's.
 	for _, url := range []string{"https://crm.example.com/a b/{{.Key}}", "https://crm.example.com:8443/x/{{pathescape .Payload.id}}?q={{urlquery .Payload.q}}",
-		"http://[::1]:8080/x", "https://crm.example.com/%41/{{.Payload.id}}"} {
+		"http://[::1]:8080/x", "https://crm.example.com/%41/{{.Payload.id}}",
+		// A printf of fields the sample lacks renders %!s(<nil>): the
+		// literal text is what is checked.
+		`https://crm.example.com/items/{{printf "%s-%s" .Payload.series .Payload.number}}`, "https://crm.example.com/x%{{.Payload.hex}}"} {
 		set, err := destination.Load([]byte("destinations:\n  - name: crm\n    url: "+url+"\n    ref: /id\n"), destination.LoadOptions{})
 		require.NoError(t, err, url)
 		require.NoError(t, set.Close())

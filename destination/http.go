@@ -162,10 +162,10 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 		switch {
 		case k.Header != "" && !validHeaderName(k.Header):
 			add("not a valid header name", "idempotency", "header")
-		case k.Header != "" && clientHeader(k.Header) != "":
+		case k.Header != "" && clientHeader(k.Header, "") != "":
 			// net/http would send the key in no such header: protected
 			// retries would go out without it.
-			add(clientHeader(k.Header)+"; the key needs a header of its own, e.g. Idempotency-Key", "idempotency", "header")
+			add(clientHeader(k.Header, "")+"; the key needs a header of its own, e.g. Idempotency-Key", "idempotency", "header")
 		case k.Header == "" && !strings.Contains(c.Body, ".IdempotencyKey"):
 			add("is required unless the body template sends {{.IdempotencyKey}}", "idempotency", "header")
 		}

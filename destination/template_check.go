@@ -78,24 +78,28 @@ func checkTemplate(t *template.Template, dest string) error {
 }
 
 // checkURLTemplate is checkTemplate for a URL template whose origin is
-// origin, which also parses the URL the sample operation renders as a
-// request's is parsed (requestURL): what its literal text gets wrong (a
-// port that is no number or out of range, a space in the host, a % that
-// is no escape) fails for every operation.
+// origin, which also parses its literal text as a request's URL is parsed
+// (requestURL), each action standing for "25" (a path segment, a port,
+// the digits after a %): what the literal text gets wrong (a port that
+// is no number or out of range, a space in the host, a % that is no
+// escape) fails for every operation. What the actions render is each
+// operation's own (a printf of a field the sample lacks is no URL).
 func checkURLTemplate(t *template.Template, origin, dest string) error {
 	if err := checkTemplate(t, dest); err != nil {
 		return err
 	}
-	try, err := t.Clone()
-	if err != nil {
-		return nil // not reached, as in checkTemplate
+	if t.Tree == nil || t.Tree.Root == nil {
+		return nil
 	}
-	try.Option("missingkey=default")
 	var b strings.Builder
-	if try.Execute(&b, sampleTemplateData(dest)) != nil {
-		return nil // a failure that reads the payload, left to each operation (checkTemplate)
+	for _, n := range t.Tree.Root.Nodes {
+		if text, ok := n.(*parse.TextNode); ok {
+			b.Write(text.Text)
+		} else {
+			b.WriteString("25")
+		}
 	}
-	_, err = requestURL(b.String(), origin)
+	_, err := requestURL(b.String(), origin)
 	return err
 }
 

@@ -91,6 +91,9 @@ func TestLoadConfigRefusals(t *testing.T) {
 				"line 5: upstreams.0.unique_reference: has no value"},
 		{"empty idempotency", upstreams + "  - name: pay\n    url: http://127.0.0.1:2\n    idempotency:\n",
 			"line 6: upstreams.1.idempotency: has no value"},
+
+		// The proxy's timeout of 0 is its default, not refused.
+		{"empty section beside a zero timeout", upstreams + "    timeout: 0s\n    retry:\n", "line 5: upstreams.0.retry: has no value"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
 		require.NoError(t, os.WriteFile(path, []byte(tc.yaml), 0o644))
@@ -105,7 +108,7 @@ func TestLoadConfigRefusals(t *testing.T) {
 	require.EqualError(t, err, "read proxy config: "+dir+": not a regular file")
 
 	ok := filepath.Join(dir, "ok.yaml")
-	require.NoError(t, os.WriteFile(ok, []byte("tenant: acme\n"+upstreams), 0o644))
+	require.NoError(t, os.WriteFile(ok, []byte("tenant: acme\n"+upstreams+"    timeout: 0s\n"), 0o644))
 	c, err := proxy.LoadConfig(ok)
 	require.NoError(t, err)
 	require.Equal(t, "acme", c.Tenant)

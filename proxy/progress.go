@@ -17,7 +17,9 @@ type connKey struct{}
 // the timeout: a caller reading a large answer slowly but steadily may
 // be cut off while a write waits for megabytes of kernel buffer to
 // drain. Run's server sets it; a program serving a Proxy with a server
-// of its own should set it too.
+// of its own should set it too. It acts on HTTP/1 connections only: an
+// HTTP/2 connection is shared by other requests, and each write to a
+// caller there must end within the timeout.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }

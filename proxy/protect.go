@@ -795,6 +795,11 @@ type relay struct {
 
 func newRelay(w http.ResponseWriter, r *http.Request, timeout time.Duration) *relay {
 	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	if r.ProtoMajor != 1 {
+		// An HTTP/2 connection carries other streams: its deadline is not
+		// this answer's to move (each stream's write deadline is its own).
+		c = nil
+	}
 	return &relay{w: w, rc: http.NewResponseController(w), timeout: timeout, conn: c, ctx: r.Context()}
 }
 

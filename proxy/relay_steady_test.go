@@ -72,3 +72,58 @@ func TestSteadyCallerLargeBuffers(t *testing.T) {
 	require.Equal(t, opledger.StateSucceeded, op.State)
 	require.Equal(t, "BIG-1", op.DestinationRef)
 }
+
+// TestRelayOverHTTP2LeavesConnection: over HTTP/2 (a program serving the
+// proxy over TLS with ConnContext), the connection is shared by other
+// requests: relaying a large answer leaves no write deadline on it, and a
+// later request on the same connection, after the timeout has passed,
+// gets its answer (before, the deadline set on the whole connection broke
+// the next answer: forwarded and recorded, but never delivered).
+func TestRelayOverHTTP2LeavesConnection(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		if r.URL.Path == "/small" {
+			_, _ = io.WriteString(w, `{"id":"S-1"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`)
+		for range 8 { // over more than one check of the caller's progress
+			_, _ = io.WriteString(w, strings.Repeat("x", 64<<10))
+			w.(http.Flusher).Flush()
+			time.Sleep(timeout / 8)
+		}
+		_, _ = io.WriteString(w, `"}`)
+	}))
+	t.Cleanup(up.Close)
+	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1 << 10, Timeout: destination.Duration(timeout)}
+	l := openLedger(t, testdb.Stores()[0])
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewUnstartedServer(p)
+	srv.EnableHTTP2 = true
+	srv.Config.ConnContext = proxy.ConnContext
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	b := &bundle{ledger: l, proxy: p, url: srv.URL}
+
+	resp := postLarge(t, b, srv.Client(), "key-1")
+	require.Equal(t, 2, resp.ProtoMajor)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	time.Sleep(timeout + timeout/2) // the scenario: idle past any deadline the relay could have left
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/small", strings.NewReader(body1))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "key-2")
+	resp, err = srv.Client().Do(req)
+	require.NoError(t, err, "a request on the same connection after a relayed answer")
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, `{"id":"S-1"}`, string(got))
+}
