@@ -788,10 +788,16 @@ type relay struct {
 	err     error
 	// conn is the caller's connection (ConnContext), nil when not known
 	// or its progress cannot be read: each write then has the timeout.
-	conn  net.Conn
-	ctx   context.Context
-	watch *progress
+	conn    net.Conn
+	ctx     context.Context
+	watch   *progress
+	written int64 // bytes given to Write so far
 }
+
+// watchFrom is how much of an answer a relay writes before it watches the
+// caller's progress: less fits the kernel's first send buffer, and is
+// written without waiting on a steady caller.
+const watchFrom = 256 << 10
 
 func newRelay(w http.ResponseWriter, r *http.Request, timeout time.Duration) *relay {
 	c, _ := r.Context().Value(connKey{}).(net.Conn)
@@ -808,7 +814,7 @@ func (r *relay) Write(b []byte) (int, error) {
 		// Not every ResponseWriter supports deadlines (ErrNotSupported);
 		// net/http's servers do.
 		_ = r.rc.SetWriteDeadline(time.Now().Add(r.timeout))
-		if r.watch == nil && r.conn != nil {
+		if r.written += int64(len(b)); r.watch == nil && r.conn != nil && r.written > watchFrom {
 			r.watch = watchProgress(r.ctx, r.conn, r.timeout)
 		}
 		if _, err := r.w.Write(b); err != nil {
