@@ -521,10 +521,21 @@ func appendEarlierPayload(earlier, payload json.RawMessage) (json.RawMessage, er
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")
 	}
-	if slices.ContainsFunc(payloads, func(p json.RawMessage) bool { return bytes.Equal(p, payload) }) {
+	// Kept as Marshal writes it (compact): compared so.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, payload); err != nil {
+		return nil, fmt.Errorf("earlier payload: %w", err)
+	}
+	if slices.ContainsFunc(payloads, func(p json.RawMessage) bool { return bytes.Equal(p, compact.Bytes()) }) {
 		return earlier, nil
 	}
-	return json.Marshal(append(payloads, payload))
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as written: "<" stays "<", so the comparison holds
+	if err := enc.Encode(append(payloads, compact.Bytes())); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // union adds b's members to a, made if nil, and returns it.

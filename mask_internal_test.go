@@ -1,7 +1,10 @@
 package opledger
 
 import (
+	"encoding/json"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -41,4 +44,18 @@ func TestSecretsMemo(t *testing.T) {
 	if st := none.of(&store.Operation{Fingerprint: "f", Payload: []byte(`{"a":1}`)}); st != nil {
 		t.Fatal("an operation without sensitive fields has something to mask")
 	}
+}
+
+// TestAppendEarlierPayloadOnce: a payload is kept once, however it is
+// spaced, and as written ("<" stays "<").
+func TestAppendEarlierPayloadOnce(t *testing.T) {
+	t.Parallel()
+	var earlier json.RawMessage
+	for _, p := range []string{`{"to": "a@example.com", "note": "<b>"}`, `{"to":"a@example.com","note":"<b>"}`, `{"to": "b@example.com"}`,
+		` {"to": "a@example.com",  "note": "<b>"} `} {
+		var err error
+		earlier, err = appendEarlierPayload(earlier, json.RawMessage(p))
+		require.NoError(t, err)
+	}
+	require.Equal(t, `[{"to":"a@example.com","note":"<b>"},{"to":"b@example.com"}]`, string(earlier))
 }

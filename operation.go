@@ -363,7 +363,7 @@ func maskResponse(doc json.RawMessage, paths []string, st *secretText) json.RawM
 					return m
 				}
 			case json.Number:
-				if st.values[numberText(x)] {
+				if st.values[numberText(x)] || st.values[string(x)] {
 					changed = true
 					return Mask
 				}
@@ -395,6 +395,7 @@ func namesTwice(doc []byte) bool {
 	}
 	var stack []*frame
 	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber() // a number past a double is a number, not an error
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -508,11 +509,21 @@ func collectLeaves(v any, values, names map[string]bool) {
 	case string:
 		if x != "" {
 			values[x] = true
+			// A number written as text ("2.50") may come back as a
+			// number (2.5): as numberText compares it too.
+			if n := json.Number(x); json.Valid([]byte(x)) && isNumber(x) {
+				values[numberText(n)] = true
+			}
 		}
 	case json.Number:
 		values[numberText(x)] = true
 		values[string(x)] = true
 	}
+}
+
+// isNumber reports whether s, valid JSON, is a number.
+func isNumber(s string) bool {
+	return s != "" && (s[0] == '-' || s[0] >= '0' && s[0] <= '9')
 }
 
 // dataName reports whether a member name inside a sensitive field is

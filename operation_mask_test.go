@@ -427,8 +427,16 @@ func TestMaskedResponseShapes(t *testing.T) {
 		{`{"address":{"line1":"1 Main St","line2":"Apt 4"}}`, `{"error":"Missing required param: address[line2].","shipping":{"line1":"x","line2":"y"}}`,
 			`{"error":"Missing required param: address[line2].","shipping":{"line1":"x","line2":"y"}}`, []string{"address"}},
 		{`{"answers":{"1":"yes","2":"no"}}`, `{"page":1,"count":2}`, `{"page":1,"count":2}`, []string{"answers"}},
+		// A number written as text comes back as a number, in any spelling.
+		{`{"limit":"2.50"}`, `{"id":"R1","applied":2.50,"again":2.5}`, `{"id":"R1","applied":"***","again":"***"}`, []string{"limit"}},
+		// A number past a double is no duplicate name: shown as it is.
+		{`{"pin":"4821"}`, `{"b":1,"a":"<x>","n":1e400}`, `{"b":1,"a":"<x>","n":1e400}`, []string{"pin"}},
 	} {
 		op := opledger.Operation{Key: "k", Payload: json.RawMessage(c.payload), SensitiveFields: c.sensitive, Response: json.RawMessage(c.response)}
+		if c.want == c.response {
+			require.Equal(t, c.want, string(op.Masked().Response), "shown as it is")
+			continue
+		}
 		require.JSONEq(t, c.want, string(op.Masked().Response), "%s", c.response)
 	}
 }

@@ -345,20 +345,47 @@ func (v *valueTmpl) placeholders() [][]string {
 	return nil
 }
 
-// unnamed returns the templates of v that no object member holds: v
-// itself, or the elements of lists at its top.
+// unnamed returns the templates of v that no path can name: those no
+// object member holds (v itself, or the elements of lists at its top),
+// and those under a member whose name no path can spell (empty, or longer
+// than a name may be).
 func (v *valueTmpl) unnamed() []*tmpl {
+	var out []*tmpl
 	switch x := v.node.(type) {
+	case map[string]*valueTmpl:
+		for k, el := range x {
+			if k == "" || len(k) > maxNameLength {
+				out = append(out, el.unnamedBelow()...)
+			}
+		}
 	case []*valueTmpl:
-		var out []*tmpl
 		for _, el := range x {
 			out = append(out, el.unnamed()...)
 		}
-		return out
 	case *tmpl:
-		return []*tmpl{x}
+		out = append(out, x)
 	}
-	return nil
+	return out
+}
+
+// unnamedBelow is unnamed for a value under a member no path can spell:
+// every template in it, since no path through that member can be
+// written either.
+func (v *valueTmpl) unnamedBelow() []*tmpl {
+	var out []*tmpl
+	switch x := v.node.(type) {
+	case map[string]*valueTmpl:
+		for _, el := range x {
+			out = append(out, el.unnamedBelow()...)
+		}
+	case []*valueTmpl:
+		for _, el := range x {
+			out = append(out, el.unnamedBelow()...)
+		}
+	case *tmpl:
+		out = append(out, x)
+	}
+	return out
 }
 
 // render fills the value template.

@@ -71,7 +71,8 @@ func TestStepPayloadWithoutPathToMask(t *testing.T) {
 	a := opledger.WorkflowStep{Name: "a", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"email":"` + secret + `"}`)}
 	sensitive := a
 	sensitive.SensitiveFields = []string{"email"}
-	for i, payload := range []string{`"{steps.a.response.mail}x"`, `"hi {steps.a.ref}"`, `"{steps.a.ref}"`, `["{steps.a.ref}"]`} {
+	for i, payload := range []string{`"{steps.a.response.mail}x"`, `"hi {steps.a.ref}"`, `"{steps.a.ref}"`, `["{steps.a.ref}"]`,
+		`{"":"{steps.a.ref}"}`, `{"":{"to":"{steps.a.ref}"}}`} {
 		_, _, err := l.PutWorkflow(ctx, fmt.Sprintf("wf:refused-%d", i), opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{sensitive,
 			{Name: "b", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(payload)}}})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, payload)
