@@ -348,39 +348,22 @@ func (v *valueTmpl) placeholders() [][]string {
 // unnamed returns the templates of v that no path can name: those no
 // object member holds (v itself, or the elements of lists at its top),
 // and those under a member whose name no path can spell (empty, or longer
-// than a name may be).
-func (v *valueTmpl) unnamed() []*tmpl {
+// than a name may be), through which no path can be written either.
+func (v *valueTmpl) unnamed() []*tmpl { return v.pathless(false) }
+
+// pathless is unnamed, or, with all, every template in v.
+func (v *valueTmpl) pathless(all bool) []*tmpl {
 	var out []*tmpl
 	switch x := v.node.(type) {
 	case map[string]*valueTmpl:
 		for k, el := range x {
-			if k == "" || len(k) > maxNameLength {
-				out = append(out, el.unnamedBelow()...)
+			if all || k == "" || len(k) > maxNameLength {
+				out = append(out, el.pathless(true)...)
 			}
 		}
 	case []*valueTmpl:
 		for _, el := range x {
-			out = append(out, el.unnamed()...)
-		}
-	case *tmpl:
-		out = append(out, x)
-	}
-	return out
-}
-
-// unnamedBelow is unnamed for a value under a member no path can spell:
-// every template in it, since no path through that member can be
-// written either.
-func (v *valueTmpl) unnamedBelow() []*tmpl {
-	var out []*tmpl
-	switch x := v.node.(type) {
-	case map[string]*valueTmpl:
-		for _, el := range x {
-			out = append(out, el.unnamedBelow()...)
-		}
-	case []*valueTmpl:
-		for _, el := range x {
-			out = append(out, el.unnamedBelow()...)
+			out = append(out, el.pathless(all)...)
 		}
 	case *tmpl:
 		out = append(out, x)
