@@ -18,6 +18,7 @@ import (
 	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 	"github.com/opledger/opledger/internal/store/migrate"
+	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
 
@@ -320,7 +321,7 @@ func openStore(ctx context.Context, dsn string, opts Options) (store.Store, erro
 	if path, ok := sqlitestore.DSNPath(dsn); ok {
 		return openSQLite(ctx, path, opts)
 	}
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if pgstore.IsDSN(dsn) {
 		return openPostgres(ctx, dsn, opts)
 	}
 	u, err := url.Parse(dsn)

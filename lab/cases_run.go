@@ -9,13 +9,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/store/pgstore"
 )
 
 // RunOptions configure RunCases.
@@ -52,7 +52,7 @@ type CaseResult struct {
 // one after the other. It returns an error only when no store can be made;
 // a case that fails to run is a failed CaseResult.
 func RunCases(ctx context.Context, cases []Case, o RunOptions) ([]CaseResult, error) {
-	if o.DSN != "" && !isPostgres(o.DSN) {
+	if o.DSN != "" && !pgstore.IsDSN(o.DSN) {
 		return nil, errors.New("--db must be a postgres:// URL: cases always run on a fresh store, a SQLite file of their own by default")
 	}
 	results := make([]CaseResult, 0, len(cases))
@@ -157,10 +157,6 @@ func Compare(want, got Expectation) []string {
 		diffs = append(diffs, fmt.Sprintf("state: want %s, got %s", want.State, got.State))
 	}
 	return diffs
-}
-
-func isPostgres(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 // freshStore returns the DSN of an empty store and how to remove it: a

@@ -1049,7 +1049,7 @@ func freshStore(ctx context.Context, dsn string) (string, func(), error) {
 			}
 		}, nil
 	}
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+	if !pgstore.IsDSN(dsn) {
 		return "", nil, errors.New("dsn must start with sqlite: or postgres://")
 	}
 	schema := "opledger_bench_" + randomHex(6)

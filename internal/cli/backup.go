@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
 
@@ -83,7 +84,7 @@ func checkBackupPaths(path, to string) error {
 	if file, ok := strings.CutPrefix(to, "sqlite:"); ok {
 		return usageError{fmt.Errorf("--to takes the path of the new file, not a store: --to %s", file)}
 	}
-	if isPostgresDSN(to) {
+	if pgstore.IsDSN(to) {
 		return usageError{errors.New("--to takes the path of the new SQLite file, not a store: backup copies a SQLite ledger (for PostgreSQL, use pg_dump)")}
 	}
 	if fi, err := os.Stat(to); err == nil && fi.IsDir() {

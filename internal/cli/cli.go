@@ -31,6 +31,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
 
@@ -190,11 +191,6 @@ func refusedDB(err error) error {
 // its one value says what the flag takes instead of SQLite.
 const postgresOnly = "opledger-postgres-only"
 
-// isPostgresDSN reports a postgres:// or postgresql:// URL.
-func isPostgresDSN(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
-}
-
 // checkCommonFlags refuses, before a command runs, a --db or --tenant that
 // no store would take: the ledger's own messages name neither flag. An
 // explicitly empty --db (--db "$UNSET") is refused too, rather than taken
@@ -208,7 +204,7 @@ func checkCommonFlags(cmd *cobra.Command, _ []string) error {
 		if !f.Changed && os.Getenv("OPLEDGER_DB") != "" {
 			name = "OPLEDGER_DB"
 		}
-		if takes, ok := f.Annotations[postgresOnly]; ok && f.Value.String() != "" && !isPostgresDSN(f.Value.String()) {
+		if takes, ok := f.Annotations[postgresOnly]; ok && f.Value.String() != "" && !pgstore.IsDSN(f.Value.String()) {
 			return usageError{fmt.Errorf("%s %s", name, takes[0])}
 		}
 		if err := checkDSN(name, f.Value.String()); err != nil {
@@ -246,7 +242,7 @@ func checkDSN(name, dsn string) error {
 	if strings.HasPrefix(dsn, "sqlite:") {
 		return nil
 	}
-	if isPostgresDSN(dsn) {
+	if pgstore.IsDSN(dsn) {
 		// Parsed as the store parses it: a DSN it cannot take is the
 		// caller's mistake, one whose server does not answer is not.
 		// A file it names that this machine lacks (sslrootcert) is the

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/opledger/opledger/internal/redact"
+	"github.com/opledger/opledger/internal/store/pgstore"
 )
 
 // oneLine makes an error message one line: the lines of multi-line
@@ -100,7 +101,7 @@ func redactedDSN(dsn, placeholder string) string {
 	if strings.HasPrefix(dsn, "sqlite:") && !strings.Contains(strings.ToLower(dsn), "password") && !strings.Contains(strings.ToLower(dsn), "postgres") {
 		return dsn
 	}
-	if !isPostgresDSN(dsn) {
+	if !pgstore.IsDSN(dsn) {
 		return placeholder
 	}
 	u, err := url.Parse(dsn)

@@ -84,6 +84,13 @@ func (s *Store) settled(err error) error {
 	return store.ClosedDuring(classify(err), s.closed.Load())
 }
 
+// IsDSN reports whether dsn names a PostgreSQL database: a postgres:// or
+// postgresql:// URL, in lower case, as opledger.Open takes it. Anything
+// that tells a PostgreSQL DSN from another asks here.
+func IsDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
 // Open connects to the PostgreSQL database named by dsn, a postgres:// URL
 // or a key=value connection string. Pool settings (pool_max_conns, …) and
 // runtime parameters such as search_path may be given in the DSN. Open
