@@ -1,10 +1,17 @@
 package opledger_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 // manualClock is a ledger clock that moves only when told: pass its Map as
@@ -35,4 +42,14 @@ func (c *manualClock) Advance(d time.Duration) {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// openSQLiteLedger opens a ledger with the default options on a SQLite
+// file of the test's own, closed when the test ends.
+func openSQLiteLedger(t *testing.T) *opledger.Ledger {
+	t.Helper()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	return l
 }

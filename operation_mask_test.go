@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/internal/testdb"
 )
 
 // A destination that echoes the payload must not carry a sensitive value
@@ -362,9 +361,7 @@ func TestForClaimantShowsOnlyThePayload(t *testing.T) {
 func TestSensitiveObjectMemberNames(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	l := openSQLiteLedger(t)
 	in := opledger.Intent{Key: "k", Action: "send", Destination: "mail",
 		Payload:         json.RawMessage(`{"recipients":{"kim.secret@example.com":"cc","+4915112345678":"sms"},"address":{"city":"Lisbon"}}`),
 		SensitiveFields: []string{"recipients", "address"}}

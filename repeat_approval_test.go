@@ -9,16 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/internal/testdb"
 )
-
-func openApprovalLedger(t *testing.T) *opledger.Ledger {
-	t.Helper()
-	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
-	return l
-}
 
 // TestWorkflowRepeatRequiresApproval: a repeat of a workflow that asks
 // for an approval its steps lack is not answered as if granted, as a
@@ -28,7 +19,7 @@ func openApprovalLedger(t *testing.T) *opledger.Ledger {
 func TestWorkflowRepeatRequiresApproval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := openApprovalLedger(t)
+	l := openSQLiteLedger(t)
 	steps := func(approval *bool) []opledger.WorkflowStep {
 		return []opledger.WorkflowStep{
 			{Name: "a", Action: "pay.charge", Destination: "payments", Payload: json.RawMessage(`{"amount":500}`), RequiresApproval: approval},
@@ -70,7 +61,7 @@ func TestWorkflowRepeatRequiresApproval(t *testing.T) {
 func TestEventOnRecordedOperationRequiresApproval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := openApprovalLedger(t)
+	l := openSQLiteLedger(t)
 	rules, err := opledger.ParseRules([]byte(`
 rules:
   - name: refund
@@ -101,7 +92,7 @@ rules:
 func TestApprovalKeepsRetryAfter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := openApprovalLedger(t)
+	l := openSQLiteLedger(t)
 	_, _, err := l.Record(ctx, opledger.Intent{Key: "k", Action: "a", Destination: "crm", Payload: json.RawMessage(`{"v":1}`)})
 	require.NoError(t, err)
 	c, err := l.Claim(ctx, "k", opledger.ClaimOptions{})

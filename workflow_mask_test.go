@@ -64,9 +64,8 @@ func TestMaskedMemberNamesAndInheritedPaths(t *testing.T) {
 func TestStepPayloadWithoutPathToMask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	l := openSQLiteLedger(t)
+	var err error
 	const secret = "cat@example.invalid"
 	a := opledger.WorkflowStep{Name: "a", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"email":"` + secret + `"}`)}
 	sensitive := a

@@ -403,7 +403,6 @@ func TestHTTPLookupMatchValueUnfillable(t *testing.T) {
 // URL's) proves nothing, and is a failed lookup, not absence.
 func TestHTTPLookup404NotJSON(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, c := range []struct {
 		contentType, body string
 		absent            bool
@@ -417,18 +416,7 @@ func TestHTTPLookup404NotJSON(t *testing.T) {
 		{"text/plain", "404", false},
 		{"text/plain", `{"message":"no Route matched with those values"}`, false},
 	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if c.contentType != "" {
-				w.Header().Set("Content-Type", c.contentType)
-			}
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = io.WriteString(w, c.body)
-		}))
-		cfg := destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id", Lookup: &destination.LookupConfig{
-			URL: srv.URL + "/records/{{pathescape .Payload.id}}", Authoritative: true,
-			Match: []destination.MatchConfig{{Record: "/name", Payload: "/name"}}}}
-		res, err := newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
-		srv.Close()
+		res, err := lookup404(t, c.contentType, c.body, nil)
 		if c.absent {
 			require.NoError(t, err, "%+v", c)
 			require.False(t, res.Found)
@@ -438,12 +426,30 @@ func TestHTTPLookup404NotJSON(t *testing.T) {
 	}
 }
 
+// lookup404 looks an operation up at a destination whose single-record
+// lookup (marked by notFound, if not nil) answers 404 with body, of
+// contentType if not empty.
+func lookup404(t *testing.T, contentType, body string, notFound *destination.NotFoundConfig) (destination.LookupResult, error) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	cfg := destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id", Lookup: &destination.LookupConfig{
+		URL: srv.URL + "/records/{{pathescape .Payload.id}}", Authoritative: true, NotFound: notFound,
+		Match: []destination.MatchConfig{{Record: "/name", Payload: "/name"}}}}
+	return newHTTP(t, cfg).Lookup(context.Background(), operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
+}
+
 // TestHTTPLookupNotFoundMark: with lookup.not_found declared, only a 404
 // carrying the destination's mark proves absence; a gateway's JSON 404,
 // an empty one or the mark with another value is a failed lookup.
 func TestHTTPLookupNotFoundMark(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, c := range []struct {
 		contentType, body string
 		absent            bool
@@ -458,19 +464,7 @@ func TestHTTPLookupNotFoundMark(t *testing.T) {
 		{"", "", false},
 		{"text/html", "<html>record_not_found</html>", false},
 	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if c.contentType != "" {
-				w.Header().Set("Content-Type", c.contentType)
-			}
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = io.WriteString(w, c.body)
-		}))
-		cfg := destination.HTTPConfig{Name: "crm", URL: srv.URL + "/records", Ref: "/id", Lookup: &destination.LookupConfig{
-			URL: srv.URL + "/records/{{pathescape .Payload.id}}", Authoritative: true,
-			NotFound: &destination.NotFoundConfig{Field: "/error/code", Value: "record_not_found"},
-			Match:    []destination.MatchConfig{{Record: "/name", Payload: "/name"}}}}
-		res, err := newHTTP(t, cfg).Lookup(ctx, operation("k1", `{"id": "R1", "name": "Ada"}`), nil)
-		srv.Close()
+		res, err := lookup404(t, c.contentType, c.body, &destination.NotFoundConfig{Field: "/error/code", Value: "record_not_found"})
 		if c.absent {
 			require.NoError(t, err, "%+v", c)
 			require.False(t, res.Found)

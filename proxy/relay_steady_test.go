@@ -28,18 +28,7 @@ import (
 func TestSteadyCallerLargeBuffers(t *testing.T) {
 	t.Parallel()
 	const size = 6 << 20
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		chunk := strings.Repeat("x", 64<<10)
-		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`)
-		for n := 0; n < size; n += len(chunk) {
-			if _, err := io.WriteString(w, chunk); err != nil {
-				return
-			}
-		}
-		_, _ = io.WriteString(w, `"}`)
-	}))
+	up := httptest.NewServer(largeAnswer(size))
 	t.Cleanup(up.Close)
 	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1 << 10, Timeout: destination.Duration(500 * time.Millisecond)}
 	l := openLedger(t, testdb.Stores()[0])
@@ -56,18 +45,9 @@ func TestSteadyCallerLargeBuffers(t *testing.T) {
 	defer resp.Body.Close()
 	// 16 KiB every 20 ms, about 800 KB/s: never a pause near the
 	// timeout, but slower than the proxy writes.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	buf := make([]byte, 16<<10)
-	n := 0
-	for err == nil {
-		<-tick.C
-		var k int
-		k, err = io.ReadFull(resp.Body, buf)
-		n += k
-	}
-	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the answer ended, not broke off, after %d bytes", n)
-	require.Equal(t, size+len(`{"id":"BIG-1","pad":""}`), n, "the caller got the whole answer")
+	n, err := readPaced(resp.Body, 20*time.Millisecond, 16<<10)
+	require.Equal(t, io.EOF, err, "the answer ended, not broke off, after %d bytes", n)
+	require.Equal(t, largeAnswerSize(size), n, "the caller got the whole answer")
 	op := b.only(t)
 	require.Equal(t, opledger.StateSucceeded, op.State)
 	require.Equal(t, "BIG-1", op.DestinationRef)

@@ -84,18 +84,7 @@ func (h recorded) Handle(_ context.Context, r slog.Record) error {
 // closed once the proxy has recorded the outcome of a forward.
 func slowRelaySetup(t *testing.T, size int, timeout time.Duration) (*bundle, *http.Client, <-chan struct{}) {
 	t.Helper()
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		chunk := strings.Repeat("x", 64<<10)
-		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`)
-		for n := 0; n < size; n += len(chunk) {
-			if _, err := io.WriteString(w, chunk); err != nil {
-				return
-			}
-		}
-		_, _ = io.WriteString(w, `"}`)
-	}))
+	up := httptest.NewUnstartedServer(largeAnswer(size))
 	up.Listener = smallListener{up.Listener}
 	up.Start()
 	t.Cleanup(up.Close)
@@ -110,6 +99,46 @@ func slowRelaySetup(t *testing.T, size int, timeout time.Duration) (*bundle, *ht
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return &bundle{ledger: l, proxy: p, url: srv.URL}, &http.Client{Transport: smallTransport(t)}, rec.done
+}
+
+// largeAnswer answers 201 with a JSON answer of size bytes and some,
+// whose reference, BIG-1, is at its start.
+func largeAnswer(size int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		chunk := strings.Repeat("x", 64<<10)
+		_, _ = io.WriteString(w, `{"id":"BIG-1","pad":"`)
+		for n := 0; n < size; n += len(chunk) {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `"}`)
+	}
+}
+
+// largeAnswerSize is the length of largeAnswer(size)'s answer.
+func largeAnswerSize(size int) int { return size + len(`{"id":"BIG-1","pad":""}`) }
+
+// readPaced reads body as a steady caller does: chunk bytes every
+// interval (fewer only at the end), until Read fails. It returns the
+// bytes read and Read's error: io.EOF when the answer ended.
+func readPaced(body io.Reader, interval time.Duration, chunk int) (int, error) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	buf := make([]byte, chunk)
+	n := 0
+	for {
+		<-tick.C
+		for got := 0; got < chunk; {
+			k, err := body.Read(buf[got:])
+			got, n = got+k, n+k
+			if err != nil {
+				return n, err
+			}
+		}
+	}
 }
 
 func postLarge(t *testing.T, b *bundle, client *http.Client, key string) *http.Response {
@@ -135,19 +164,9 @@ func TestSlowCallerLargeAnswer(t *testing.T) {
 	// The caller takes at most 16 KiB every 10 ms: the relay takes over
 	// 2.5 s, more than twice the upstream's timeout, but never holds a
 	// write for long.
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	buf := make([]byte, 16<<10)
-	n := 0
-	var err error
-	for err == nil {
-		<-tick.C
-		var k int
-		k, err = resp.Body.Read(buf)
-		n += k
-	}
+	n, err := readPaced(resp.Body, 10*time.Millisecond, 16<<10)
 	require.Equal(t, io.EOF, err, "the answer ended, not broke off")
-	require.Equal(t, size+len(`{"id":"BIG-1","pad":""}`), n, "the caller got the whole answer")
+	require.Equal(t, largeAnswerSize(size), n, "the caller got the whole answer")
 	op := b.only(t)
 	require.Equal(t, opledger.StateSucceeded, op.State)
 	require.Equal(t, "BIG-1", op.DestinationRef)
