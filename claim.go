@@ -789,8 +789,8 @@ func (r *Report) validate() error {
 	if !r.Outcome.Valid() {
 		return invalidInput("outcome must be succeeded, rejected, retryable or uncertain")
 	}
-	if r.Outcome == OutcomeSucceeded && r.DestinationRef == "" {
-		return invalidInput("a succeeded outcome needs a destination_ref")
+	if r.Outcome == OutcomeSucceeded && strings.TrimSpace(r.DestinationRef) == "" {
+		return invalidInput("a succeeded outcome needs a destination_ref (not only spaces)")
 	}
 	if err := CheckDestinationRef(r.DestinationRef); err != nil {
 		return err

@@ -121,6 +121,36 @@ func TestClaimRefusesNegativeLease(t *testing.T) {
 	})
 }
 
+// A success names its effect: a destination reference of spaces only
+// names none, so Report and Reconcile refuse it as Resolve does, and the
+// operation stays as it was (its lease still held, uncertain).
+func TestBlankDestinationRefRefused(t *testing.T) {
+	t.Parallel()
+	eachStore(t, opledger.Options{}, func(t *testing.T, l *opledger.Ledger) {
+		ctx := context.Background()
+		in := doIntent("ref:blank")
+		c, err := l.Claim(ctx, in.Key, opledger.ClaimOptions{Intent: &in})
+		require.NoError(t, err)
+		_, err = l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: " \t "})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		require.ErrorContains(t, err, "needs a destination_ref")
+		op, err := l.Get(ctx, in.Key)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateInProgress, op.State, "nothing was recorded")
+
+		op, err = l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		_, err = l.Reconcile(ctx, in.Key, opledger.Finding{Found: true, Matches: true, DestinationRef: "  ", AttemptCount: 1})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput)
+		require.ErrorContains(t, err, "needs its destination_ref")
+		op, err = l.Get(ctx, in.Key)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "still uncertain")
+		require.Empty(t, op.DestinationRef)
+	})
+}
+
 // When Do's claim is refused by the operation's state, Do returns the
 // operation as it is with the *StateError, as it does with an
 // *AttemptError; nil only when it has no operation to give.

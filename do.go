@@ -39,7 +39,7 @@ type Call struct {
 // confirms an effect.
 type Result struct {
 	// Ref identifies the effect at the destination (record id, message id).
-	// Required, and stored as it is, so it must be something the ledger
+	// Required (spaces only count as none), and stored as it is, so it must be something the ledger
 	// can store (CheckDestinationRef): at most MaxDestinationRefBytes of
 	// UTF-8 text without NUL bytes. Do records a success whose Ref it
 	// cannot store as uncertain, never as a failure: the destination
@@ -215,7 +215,7 @@ func ReportOf(res Result, err error) Report {
 func reportOf(res Result, actErr error) (Report, error) {
 	if actErr == nil {
 		switch err := CheckDestinationRef(res.Ref); {
-		case res.Ref == "":
+		case strings.TrimSpace(res.Ref) == "":
 			actErr = Uncertain(errors.New("the call succeeded without a destination reference"))
 		case err != nil:
 			actErr = Uncertain(fmt.Errorf("the call succeeded, but its destination reference cannot be stored (%s): %s; the destination reported an effect: reconcile it there",
@@ -230,7 +230,7 @@ func reportOf(res Result, actErr error) (Report, error) {
 		r.Response = savable(res.Response) // why it was refused, for the operator
 	}
 	var notes string
-	if res.Ref != "" {
+	if strings.TrimSpace(res.Ref) != "" {
 		if CheckDestinationRef(res.Ref) == nil {
 			r.DestinationRef = res.Ref
 		} else {

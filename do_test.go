@@ -269,6 +269,8 @@ func TestReportOf(t *testing.T) {
 			opledger.OutcomeSucceeded, "R1", "", ""},
 		{"success without a ref", opledger.Result{}, nil,
 			opledger.OutcomeUncertain, "", "", "the call succeeded without a destination reference"},
+		{"success with a ref of spaces only", opledger.Result{Ref: " \t"}, nil,
+			opledger.OutcomeUncertain, "", "", "the call succeeded without a destination reference"},
 		{"success with an unstorable ref", opledger.Result{Ref: "R\x001"}, nil,
 			opledger.OutcomeUncertain, "", "", "its destination reference cannot be stored"},
 		{"rejected keeps the answer", opledger.Result{Response: json.RawMessage(`{"error":"bad list"}`)},

@@ -78,8 +78,8 @@ type Finding struct {
 // and a Finding about fewer attempts than the operation has
 // (Finding.AttemptCount) with ErrStaleFinding, unless it found a record.
 func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operation, error) {
-	if f.Found && f.Matches && f.DestinationRef == "" {
-		return nil, invalidInput("a matching record needs its destination_ref")
+	if f.Found && f.Matches && strings.TrimSpace(f.DestinationRef) == "" {
+		return nil, invalidInput("a matching record needs its destination_ref (not only spaces)")
 	}
 	// A negative delay would let a lookup made while the call still ran
 	// count as proof of absence, and the operation be sent again.

@@ -722,7 +722,7 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 	}
 	refV, ok := l.ref.get(record)
 	ref, isScalar := scalarString(refV)
-	if !ok || !isScalar || ref == "" {
+	if !ok || !isScalar || strings.TrimSpace(ref) == "" {
 		return LookupResult{}, fmt.Errorf("lookup %s: the record found has no reference at %q", where, l.ref.String())
 	}
 	tokens := l.ref.tokens
@@ -839,7 +839,7 @@ func refAt(answer []byte, p pointer) (string, error) {
 		return "", fmt.Errorf("the answer has no reference at %q", p.String())
 	}
 	s, ok := scalarString(v)
-	if !ok || s == "" {
+	if !ok || strings.TrimSpace(s) == "" {
 		return "", fmt.Errorf("the value at %q is not a reference", p.String())
 	}
 	if err := opledger.CheckDestinationRef(s); err != nil {

@@ -127,7 +127,7 @@ func (s *refScanner) value(depth int, onPath bool) error {
 			return err
 		}
 		var v string
-		if json.Unmarshal(raw, &v) == nil && v != "" && len(v) <= maxRefBytes && storable(raw, v) {
+		if json.Unmarshal(raw, &v) == nil && strings.TrimSpace(v) != "" && len(v) <= maxRefBytes && storable(raw, v) {
 			s.ref, s.found = v, true
 		}
 		return nil

@@ -26,6 +26,7 @@ func TestScanRefAgreesWithRefOf(t *testing.T) {
 		`{"id":"tab	in"}`, `{"id":"\x"}`, `{"id":"\u12"}`, `not json`, ``, `  `, `{"id":"\xff"}`,
 		`[{"id":1}]`, `{"id":1e5}`, `{"id":0}`, `{"id":-0.0E-0}`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
 		`{"id":"\ufffd"}`, `{"id":"a\uFFFDb�"}`, `{"id":"\\ufffd"}`, `{"id":"\ud83d\ude00"}`,
+		`{"id":" "}`, `{"id":"\t \n"}`, `{"id":" R1 "}`,
 	}
 	// These hold at /id text the ledger refuses (NUL), or that decodes
 	// to U+FFFD for what the answer holds (invalid UTF-8, a lone
@@ -65,6 +66,7 @@ func TestScanRefOnlyStorable(t *testing.T) {
 		`{"id":"é\u00e9"}`: "éé", `{"id":"\ufffd"}`: "\uFFFD", `{"id":"\\ufffd"}`: `\ufffd`,
 		`{"id":"` + strings.Repeat("é", 100) + `"}`:  strings.Repeat("é", 100),
 		`{"id":"` + strings.Repeat("é", 100) + `x"}`: "",
+		`{"id":"  "}`: "", `{"id":"\r\n"}`: "", `{"id":" R1"}`: " R1",
 	} {
 		got, ok := h.ScanRef(strings.NewReader(doc))
 		require.Equal(t, want != "", ok, "%q", doc)

@@ -341,7 +341,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			return dest.(destination.Lookuper).Lookup(lctx, op, refs)
 		}()
 		cancel()
-		if err == nil && res.Found && res.Matches && res.Ref == "" {
+		if err == nil && res.Found && res.Matches && strings.TrimSpace(res.Ref) == "" {
 			err = errors.New("the lookup matched a record without a reference")
 		}
 		if err == nil && res.Found && res.Ref != "" {
