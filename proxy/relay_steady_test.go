@@ -22,7 +22,7 @@ import (
 // the kernel's own (autotuned, megabytes) buffers, gets it whole. A write
 // to it may wait longer than the route's timeout for the send buffer to
 // drain enough, though the caller never stops reading: the proxy counts
-// the caller stalled only when it acknowledges nothing for the timeout
+// the caller stalled only when it acknowledges (almost) nothing for the timeout
 // (ConnContext). Before, each write had the timeout, the caller was cut
 // off, and the body of an answer too large to save was lost for good.
 func TestSteadyCallerLargeBuffers(t *testing.T) {
