@@ -30,7 +30,7 @@ func TestSteadyCallerLargeBuffers(t *testing.T) {
 	const size = 6 << 20
 	up := httptest.NewServer(largeAnswer(size))
 	t.Cleanup(up.Close)
-	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1 << 10, Timeout: destination.Duration(500 * time.Millisecond)}
+	u := proxy.Upstream{Name: "crm", URL: up.URL, MaxResponseBytes: 1 << 10, Timeout: destination.Duration(time.Second)}
 	l := openLedger(t, testdb.Stores()[0])
 	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
