@@ -67,7 +67,7 @@ func decode(r *http.Request, maxDepth int, v any) error {
 	if d := depth(body); d > maxDepth {
 		return &decodeError{http.StatusBadRequest, "invalid_json", fmt.Sprintf("JSON nests deeper than %d levels", maxDepth)}
 	}
-	if member, ok := notUTF8(body); !ok {
+	if member, ok := notUTF8(body, replacedMembers(v)); !ok {
 		return &decodeError{http.StatusBadRequest, "invalid_input",
 			fmt.Sprintf("the request body holds text that is not UTF-8 (a byte of another encoding, or a lone surrogate escape such as \\ud800) in %q: JSON text is UTF-8, and the text would be changed, not recorded as sent", member)}
 	}
@@ -372,17 +372,32 @@ func position(body []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// replacedMembers are the top-level members whose text is kept with what
-// is not UTF-8 replaced by U+FFFD, as documented: a report's error and a
-// lookup's evidence, which a failing worker must be able to record.
-var replacedMembers = []string{"error", "evidence"}
+// replacer is a request body with top-level members whose text is kept
+// with what is not UTF-8 replaced by U+FFFD, as documented, instead of
+// being refused: a report's error, a lookup's evidence and a release's
+// reason, which a failing worker (or one giving its claim back on its
+// way out) must be able to record.
+type replacer interface{ replaced() []string }
+
+func (*outcomeBody) replaced() []string   { return []string{"error"} }
+func (*reconcileBody) replaced() []string { return []string{"evidence"} }
+func (*releaseBody) replaced() []string   { return []string{"reason"} }
+
+// replacedMembers are the members of the body v decodes into whose text
+// is replaced rather than refused; none for most bodies.
+func replacedMembers(v any) []string {
+	if r, ok := v.(replacer); ok {
+		return r.replaced()
+	}
+	return nil
+}
 
 // notUTF8 checks the text of the valid JSON object body: bytes that are
 // not UTF-8 and escapes of lone surrogates, which encoding/json would
 // silently turn into U+FFFD (two different names would become one). It
-// returns ok, or the top-level member that holds such text; text in
-// replacedMembers is let through.
-func notUTF8(body []byte) (member string, ok bool) {
+// returns ok, or the top-level member that holds such text; text in the
+// members replaced names is let through.
+func notUTF8(body []byte, replaced []string) (member string, ok bool) {
 	bad := badTextOffsets(body)
 	if len(bad) == 0 {
 		return "", true
@@ -403,7 +418,7 @@ func notUTF8(body []byte) (member string, ok bool) {
 			return "", true
 		}
 		end := dec.InputOffset()
-		if slices.Contains(replacedMembers, name) {
+		if slices.Contains(replaced, name) {
 			continue
 		}
 		for _, off := range bad {

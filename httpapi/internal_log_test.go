@@ -159,3 +159,35 @@ func problemDetail(t *testing.T, data []byte) string {
 	require.NoError(t, json.Unmarshal(data, &p))
 	return p.Detail
 }
+
+// TestReleaseReasonNotUTF8Kept: a release's reason that is not UTF-8 (a
+// worker on its way out quoting a Latin-1 error, a NUL byte) is kept with
+// such characters replaced, as documented, and the claim given back; it
+// was refused with 400, so the claim stayed held until its lease ended.
+// An operator's reason is still refused.
+func TestReleaseReasonNotUTF8Kept(t *testing.T) {
+	t.Parallel()
+	b := startAPI(t, testdb.SQLiteDSN(t), nil)
+	ctx := context.Background()
+	c, err := b.acme.Claim(ctx, "k1", client.ClaimRequest{Worker: "w", Intent: &client.Intent{Action: "crm.create", Destination: "crm"}})
+	require.NoError(t, err)
+	status, data := b.raw(t, "POST", "/v1/operations/k1/attempts/"+c.AttemptID+"/release", b.token,
+		[]byte(fmt.Sprintf("{\"fencing_token\":%d,\"reason\":\"shutting down: conexi\xf3n cerrada \\u0000 \\ud800\"}", c.FencingToken)))
+	require.Equal(t, http.StatusOK, status, "a release's reason is kept, replaced: %s", data)
+	d, err := b.acme.Get(ctx, "k1")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, d.State)
+	last := d.Timeline[len(d.Timeline)-1]
+	require.Equal(t, "released before dispatch", last.Event)
+	require.Contains(t, last.Evidence, "shutting down: conexi\uFFFDn cerrada")
+	require.NotContains(t, last.Evidence, "\x00")
+
+	// Only the members documented as replaced: an operator's reason is
+	// refused, naming it.
+	_, _, err = b.acme.Record(ctx, "k2", client.Intent{Action: "crm.create", Destination: "crm"})
+	require.NoError(t, err)
+	status, data = b.raw(t, "POST", "/v1/operations/k2/resolve", b.token, []byte("{\"decision\":\"cancel\",\"reason\":\"dupe of conexi\xf3n\"}"))
+	require.Equal(t, http.StatusBadRequest, status, "%s", data)
+	require.Equal(t, "invalid_input", problemKind(t, data))
+	require.Contains(t, problemDetail(t, data), `in "reason"`)
+}
