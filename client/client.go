@@ -94,6 +94,10 @@ type Error struct {
 	// RequestID is the answer's X-Request-Id header, or the problem's
 	// request_id without one: what the server's log is searched for.
 	RequestID string
+	// dispatched is set by Release on its invalid_state refusal of an
+	// attempt still in progress: the attempt was dispatched
+	// (opledger.ErrAlreadyDispatched).
+	dispatched bool
 }
 
 // Error describes the error.
@@ -114,7 +118,11 @@ func (e *Error) Kind() string { return strings.TrimPrefix(e.Problem.Type, httpap
 // Is matches the opledger sentinel errors by problem kind, and by the
 // problem's state as *opledger.StateError does: an invalid_state problem
 // whose state is succeeded matches opledger.ErrAlreadySucceeded, one
-// whose state is in_progress opledger.ErrInProgress.
+// whose state is in_progress opledger.ErrInProgress (and, from Release,
+// opledger.ErrAlreadyDispatched). A request the store could not take
+// matches opledger.ErrStoreBusy (store_busy: send it again),
+// opledger.ErrStoreFull or opledger.ErrSchemaNewer, as the ledger's own
+// error does.
 func (e *Error) Is(target error) bool {
 	switch e.Kind() {
 	case "fingerprint_mismatch":
@@ -131,6 +139,8 @@ func (e *Error) Is(target error) bool {
 			return e.Problem.State == opledger.StateSucceeded
 		case opledger.ErrInProgress:
 			return e.Problem.State == opledger.StateInProgress
+		case opledger.ErrAlreadyDispatched:
+			return e.dispatched
 		}
 		return false
 	case "stale_fencing_token":
@@ -159,6 +169,12 @@ func (e *Error) Is(target error) bool {
 		return target == opledger.ErrUnauthorized
 	case "forbidden":
 		return target == opledger.ErrForbidden
+	case "store_busy":
+		return target == opledger.ErrStoreBusy
+	case "store_full":
+		return target == opledger.ErrStoreFull
+	case "schema_newer":
+		return target == opledger.ErrSchemaNewer
 	}
 	return false
 }
@@ -531,8 +547,9 @@ func (c *Client) Dispatch(ctx context.Context, key, attemptID string, token int6
 // opledger.Ledger.Release does: the operation is due again at once, and
 // nothing was sent. reason, which may be empty, goes to the timeline. A
 // dispatched attempt is refused (its call may have reached the
-// destination: report its outcome), and so is one that no longer holds
-// the operation (opledger.ErrStaleFencingToken).
+// destination: report its outcome), matching opledger.ErrAlreadyDispatched
+// as the library's refusal does, and so is one that no longer holds the
+// operation (opledger.ErrStaleFencingToken).
 func (c *Client) Release(ctx context.Context, key, attemptID string, token int64, reason string) (*opledger.Operation, error) {
 	if err := checkAttempt(key, attemptID); err != nil {
 		return nil, err
@@ -543,6 +560,11 @@ func (c *Client) Release(ctx context.Context, key, attemptID string, token int64
 			FencingToken int64  `json:"fencing_token"`
 			Reason       string `json:"reason,omitempty"`
 		}{token, reason}, &op); err != nil {
+		// The API refuses a release of the attempt that still holds the
+		// operation, in progress, only for its dispatch.
+		if e := (*Error)(nil); errors.As(err, &e) && e.Kind() == "invalid_state" && e.Problem.State == opledger.StateInProgress {
+			e.dispatched = true
+		}
 		return nil, err
 	}
 	return &op, nil
