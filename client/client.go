@@ -409,7 +409,9 @@ func (c *Client) Get(ctx context.Context, key string) (*OperationDetail, error) 
 // (opledger.OrderReview). o.ExceptCancelled cannot be sent over the API,
 // nor a state that is not one of opledger.StateNames: either is refused
 // (opledger.ErrInvalidInput) before anything is sent, never silently
-// dropped.
+// dropped. A negative Limit is sent, and refused by the server
+// (opledger.ErrInvalidInput) as the library refuses it; so it is by
+// ListEvents and ListWorkflows.
 func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
 	if o.ExceptCancelled {
 		return nil, invalidInput("ListOptions.ExceptCancelled cannot be sent over the API; " +
@@ -433,7 +435,7 @@ func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Pa
 			q.Set(k, v)
 		}
 	}
-	if o.Limit > 0 {
+	if o.Limit != 0 { // a negative one too: the server refuses it, as the library does
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
 	if o.DuplicateEffects {
@@ -760,7 +762,7 @@ func (c *Client) ListEvents(ctx context.Context, o opledger.EventListOptions) (*
 			q.Set(k, v)
 		}
 	}
-	if o.Limit > 0 {
+	if o.Limit != 0 { // a negative one too: the server refuses it, as the library does
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
 	var page opledger.EventPage
@@ -819,7 +821,7 @@ func (c *Client) ListWorkflows(ctx context.Context, o opledger.WorkflowListOptio
 			q.Set(k, v)
 		}
 	}
-	if o.Limit > 0 {
+	if o.Limit != 0 { // a negative one too: the server refuses it, as the library does
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
 	if o.Open {

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -135,4 +136,29 @@ func TestListOptions(t *testing.T) {
 		require.Equal(t, !tc.o.ExceptCancelled, errors.Is(libErr, opledger.ErrInvalidInput), name)
 	}
 	require.Equal(t, sentBefore, sent.Load(), "nothing was sent")
+}
+
+// TestNegativeLimitRefused: a negative Limit is refused, as the library
+// refuses it (a mistake, never silently the default page); the client
+// left it out of the request, so a caller whose remaining count went
+// below zero got a full default page instead.
+func TestNegativeLimitRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for i := range 3 {
+		_, _, err := b.ledger.Record(ctx, opledger.Intent{Key: fmt.Sprintf("n:%d", i), Action: "x.create", Destination: "crm"})
+		require.NoError(t, err)
+	}
+	_, err := b.ledger.List(ctx, opledger.ListOptions{Limit: -1})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput, "the library refuses it")
+	_, err = b.client.List(ctx, opledger.ListOptions{Limit: -1})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	_, err = b.client.ListEvents(ctx, opledger.EventListOptions{Limit: -1})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	_, err = b.client.ListWorkflows(ctx, opledger.WorkflowListOptions{Limit: -1})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	page, err := b.client.List(ctx, opledger.ListOptions{})
+	require.NoError(t, err, "0 is the default page")
+	require.Len(t, page.Items, 3)
 }
