@@ -608,6 +608,9 @@ func requireDocumentedStatuses(t *testing.T, obs *observer) {
 		if strings.HasSuffix(want, " 503") {
 			continue // every write route's: TestNewerSchemaStopsTheServer
 		}
+		if strings.HasSuffix(want, " 408") {
+			continue // every body route's: TestStalledBodyDocumented
+		}
 		require.True(t, obs.seen[want], "documented but never produced: %s", want)
 	}
 }

@@ -13,9 +13,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -180,6 +182,66 @@ func TestBodyCutShort(t *testing.T) {
 			_, err = l.Get(ctx, "k:"+tc.name)
 			require.ErrorIs(t, err, opledger.ErrNotFound)
 		})
+	}
+}
+
+// TestStalledBodyDocumented: on every route that takes a body, one that
+// does not arrive within the server's read timeout answers 408
+// request_timeout, and the OpenAPI document lists that status for the
+// route (it listed 408 for none, though every such route answers it).
+func TestStalledBodyDocumented(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	acme, err := l.WithTenant("acme")
+	require.NoError(t, err)
+	token, _, err := acme.CreateToken(ctx, "test", opledger.ReadWrite)
+	require.NoError(t, err)
+	api := apiOptions(t)
+	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: time.Hour,
+		ReadTimeout: 2 * time.Second, API: api})
+	documented := map[string]bool{}
+	for _, s := range documentedStatuses(t) {
+		documented[s] = true
+	}
+	routes := bodyRoutes(t)
+	statuses := make([]int, len(routes))
+	kinds := make([]string, len(routes))
+	done := make(chan int)
+	for i, pattern := range routes {
+		method, path, _ := strings.Cut(pattern, " ")
+		path = strings.NewReplacer("{key}", "k1", "{id}", "01J000000000000000000000AA", "{source}", "stripe",
+			"{step}", "s1").Replace(path)
+		go func() {
+			defer func() { done <- i }()
+			conn, err := net.Dial("tcp", srv.Addr())
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer conn.Close()
+			_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: opledger\r\nAuthorization: Bearer %s\r\n"+
+				"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"action\":", method, path, token)
+			if !assert.NoError(t, err) {
+				return
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer resp.Body.Close()
+			var p httpapi.Problem
+			assert.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+			statuses[i], kinds[i] = resp.StatusCode, strings.TrimPrefix(p.Type, httpapi.ProblemTypeBase)
+		}()
+	}
+	for range routes {
+		<-done
+	}
+	for i, pattern := range routes {
+		require.Equal(t, http.StatusRequestTimeout, statuses[i], pattern)
+		require.Equal(t, "request_timeout", kinds[i], pattern)
+		require.True(t, documented[pattern+" 408"], "%s answers 408: the OpenAPI document must list it", pattern)
 	}
 }
 
