@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"math"
@@ -151,6 +152,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status   int
 		kind     string
 		showText = true
+		// text, when set, is shown instead of err's: the store's refusals
+		// (store_busy, store_full) end with the driver's words for them
+		// (SQLITE_BUSY, a SQLSTATE, the statement it stopped at, a file
+		// of the database server's), which the log keeps, under the
+		// request id, and the caller cannot act on.
+		text string
 	)
 	switch {
 	case errors.As(err, &de):
@@ -207,11 +214,13 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status, kind = http.StatusServiceUnavailable, "store_busy"
 		w.Header().Set("Retry-After", storeBusyRetryAfter)
 		s.logUnavailable(r, kind, err)
+		text = opledger.ErrStoreBusy.Error()
 	case errors.Is(err, opledger.ErrStoreFull):
 		// Nothing was recorded; writes fail until the operator frees
 		// space, so no Retry-After.
 		status, kind = http.StatusServiceUnavailable, "store_full"
 		s.logUnavailable(r, kind, err)
+		text = opledger.ErrStoreFull.Error()
 	case errors.Is(err, opledger.ErrSchemaNewer):
 		// A newer release has migrated the store: nothing was recorded,
 		// and this server records nothing more. The newer release's
@@ -231,7 +240,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	detail := "the request failed; the server log has the details under this request_id"
 	if showText {
-		detail = err.Error()
+		detail = cmp.Or(text, err.Error())
 	}
 	writeProblem(w, r, status, kind, detail, p)
 }
