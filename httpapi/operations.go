@@ -341,6 +341,26 @@ type outcomeBody struct {
 	RetryAfterSeconds float64         `json:"retry_after_seconds"`
 }
 
+// maxRetryAfter bounds the destination's Retry-After a report gives, as
+// the executor bounds the one it reads (package destination): a longer
+// wait is taken as this one, and the retry policy's deadline decides
+// whether such a wait is acceptable.
+const maxRetryAfter = 366 * 24 * time.Hour
+
+// retryAfter reads a report's retry_after_seconds: not negative, and
+// bounded by maxRetryAfter rather than refused, since a report refused
+// for it would be lost, and its dispatched attempt taken for uncertain
+// when its lease ran out, though the destination did not act.
+func retryAfter(v float64) (time.Duration, error) {
+	if v < 0 {
+		return 0, &decodeError{http.StatusBadRequest, "invalid_input", "retry_after_seconds must not be negative"}
+	}
+	if v >= maxRetryAfter.Seconds() {
+		return maxRetryAfter, nil
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
 // outcome answers 200 with the operation's new state. A stale report (from
 // an attempt that no longer holds the operation, with its own token) is
 // recorded as evidence and also answers 200, with "stale_report": true and
@@ -351,7 +371,7 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, err := seconds(body.RetryAfterSeconds, "retry_after_seconds")
+	after, err := retryAfter(body.RetryAfterSeconds)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
