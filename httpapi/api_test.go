@@ -391,6 +391,10 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.Equal(t, opledger.StateUncertain, detail.State)
 	require.Empty(t, detail.Attempts[0].DestinationRef)
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"visibility_delay_seconds":-1}`), 400, "invalid_input")
+	// The bounds openapi.json gives (maximum), each refused one past it.
+	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"visibility_delay_seconds":604801}`), 400, "invalid_input")
+	out := expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"protection_retention_seconds":34560001}`), 400, "invalid_input")
+	require.Contains(t, string(out), "protection_retention_seconds must be between 0 and 34560000")
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", big, 413, "payload_too_large")
 	expect("POST", "/v1/operations/nope/reconcile", []byte(`{"found":false}`), 404, "not_found")
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"authoritative":true}`), 400, "invalid_input") // found left out of a lookup

@@ -433,6 +433,10 @@ type reconcileBody struct {
 	LookedAt     *time.Time `json:"looked_at"`
 }
 
+// maxProtectionRetentionSeconds is the longest protection a finding may
+// claim: 400 days, past any destination's documented retention of keys.
+const maxProtectionRetentionSeconds = 400 * 24 * 3600
+
 func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 	var body reconcileBody
 	l, ok := s.begin(w, r, &body)
@@ -444,8 +448,9 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if body.ProtectionRetentionSeconds < 0 || body.ProtectionRetentionSeconds > 400*24*3600 {
-		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "protection_retention_seconds out of range"})
+	if body.ProtectionRetentionSeconds < 0 || body.ProtectionRetentionSeconds > maxProtectionRetentionSeconds {
+		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input",
+			fmt.Sprintf("protection_retention_seconds must be between 0 and %d (400 days)", maxProtectionRetentionSeconds)})
 		return
 	}
 	if body.AttemptCount < 0 {
