@@ -84,6 +84,9 @@ type Lookuper interface {
 	// what it finds with op's payload. An error means the lookup itself
 	// failed (the reconciler backs off and, after repeated failures, holds
 	// the operation); "nothing found" is a LookupResult, not an error. An
+	// error marked opledger.Retryable with a wait (the destination's
+	// Retry-After on a throttled lookup) makes the reconciler wait at
+	// least that long before it looks again. An
 	// error matching ErrNoLookup says that no lookup can be made for op
 	// (its content cannot fill the lookup's request), now or later: the
 	// reconciler holds the operation at once, with the error as the

@@ -638,11 +638,33 @@ func (h *HTTP) request(ctx context.Context, call opledger.Call) (*http.Request, 
 // keeps a "not found" from proving absence; see Lookuper). The values of
 // the headers' environment references are masked in the evidence, the
 // reference and the error's text, as in Call's.
+//
+// A lookup answered 429, 503 (or another status a call would retry) with
+// a Retry-After fails marked opledger.Retryable with that wait, so that
+// the reconciler does not look again before it.
 func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation, _ []string) (LookupResult, error) {
 	res, err := h.find(ctx, op)
 	res.Ref = h.secrets.mask(res.Ref)
 	res.Evidence = h.secrets.mask(res.Evidence)
-	return res, h.secrets.maskError(err, false)
+	masked := h.secrets.maskError(err, false)
+	if o, after := opledger.OutcomeOf(err); err != nil && o == opledger.OutcomeRetryable && after > 0 {
+		if o, _ := opledger.OutcomeOf(masked); o != opledger.OutcomeRetryable {
+			masked = opledger.Retryable(masked, after) // the wait, lost to the masking
+		}
+	}
+	return res, masked
+}
+
+// lookupFailed is the error of a lookup whose request failed with err
+// (SendHTTP's): its text and, when the destination asked to wait
+// (Retry-After on a retryable answer), that wait, marked
+// opledger.Retryable.
+func lookupFailed(err error) error {
+	failed := fmt.Errorf("lookup: %s", opledger.ErrorText(err))
+	if o, after := opledger.OutcomeOf(err); o == opledger.OutcomeRetryable && after > 0 {
+		return opledger.Retryable(failed, after)
+	}
+	return failed
 }
 
 // find is Lookup, unmasked.
@@ -693,7 +715,7 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 			}
 			return LookupResult{}, fmt.Errorf("lookup %s: 404 with an answer that is not JSON (a gateway's or an unknown route's page, not the destination's \"no record\"): it proves nothing", where)
 		}
-		return LookupResult{}, fmt.Errorf("lookup: %s", opledger.ErrorText(err))
+		return LookupResult{}, lookupFailed(err)
 	}
 	answer, err := readAnswer(resp)
 	if err != nil {

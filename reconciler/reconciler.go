@@ -20,7 +20,8 @@
 //     its owner, with a review deadline.
 //
 // A lookup that fails is tried again with exponential backoff
-// (Ledger.DeferReconcile) and, after MaxLookupFailures failures since the
+// (Ledger.DeferReconcile), never before the wait a throttled lookup's
+// Retry-After asked for, and, after MaxLookupFailures failures since the
 // operation became uncertain, the operation is held. Nothing is ever
 // resent because a lookup failed. Reconcilers of several processes may
 // share a store: each lookup is taken first (Ledger.ClaimLookup), so one
@@ -68,7 +69,9 @@ type Config struct {
 	LookupTimeout time.Duration
 	// LookupBackoff is the wait after the first failed lookup; it doubles
 	// with each further failure up to MaxLookupBackoff. Defaults 10 s and
-	// 15 min.
+	// 15 min. A lookup that failed with a wait the destination asked for
+	// (opledger.Retryable with a Retry-After, as an HTTP destination's
+	// throttled lookup does) waits that long if it is longer.
 	LookupBackoff, MaxLookupBackoff time.Duration
 	// MaxLookupFailures is how many failed lookups, since the operation
 	// became uncertain, hold it for a person. Default 8.
@@ -499,7 +502,14 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 		delay *= 2
 	}
 	delay = min(delay, r.cfg.MaxLookupBackoff)
-	return r.wait(ctx, tl, op, delay, fmt.Sprintf("%s%s (failure %d of %d)", marker.LookupFailed, text, failures, r.cfg.MaxLookupFailures))
+	why := fmt.Sprintf("%s%s (failure %d of %d)", marker.LookupFailed, text, failures, r.cfg.MaxLookupFailures)
+	// A destination that asked to wait (a throttled lookup's Retry-After)
+	// is not looked up again before then, whatever the backoff says.
+	if o, after := opledger.OutcomeOf(lookupErr); o == opledger.OutcomeRetryable && after > delay {
+		delay = after
+		why += fmt.Sprintf("; the destination asked to wait %s", after)
+	}
+	return r.wait(ctx, tl, op, delay, why)
 }
 
 // lookupFailures counts the failed lookups recorded since the operation

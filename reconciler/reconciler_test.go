@@ -75,6 +75,50 @@ func TestLookupFailuresBackOffThenHold(t *testing.T) {
 	})
 }
 
+// A lookup the destination throttles (429 with Retry-After) is not made
+// again before the wait it asked for: the backoff's 10 s, 20 s, ... would
+// have looked 7 times and held the operation within 22 minutes of a
+// Retry-After of 10. It still counts as a failed lookup.
+func TestThrottledLookupWaitsForRetryAfter(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		r := testrig.New(t, newDSN, func(o *testrig.Options) {
+			o.Reconciler.MaxLookupFailures = 3
+			o.Reconciler.LookupBackoff = 10 * time.Second
+		})
+		r.Record("intake:T1:create", "crm", payload)
+		r.Server.Fail(fakedest.LoseResponse)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+		r.Server.SetRetryAfter("600")
+		r.Server.ThrottleLookups(100)
+		r.Clock.Advance(31 * time.Second)
+
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		op := r.Get("intake:T1:create")
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.Equal(t, 600*time.Second, op.NotBefore.Sub(op.UpdatedAt), "the destination's Retry-After, not the 10 s backoff")
+		evidence := r.Evidence("intake:T1:create", "reconcile deferred")
+		require.Contains(t, evidence, "429 Too Many Requests")
+		require.Contains(t, evidence, "(failure 1 of 3); the destination asked to wait 10m0s")
+
+		r.Clock.Advance(5 * time.Minute)
+		require.Zero(t, r.Reconcile().Examined, "not before the Retry-After")
+		require.Equal(t, 1, r.Server.Lookups())
+
+		r.Clock.Advance(5*time.Minute + time.Second)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		op = r.Get("intake:T1:create")
+		require.Equal(t, 600*time.Second, op.NotBefore.Sub(op.UpdatedAt))
+		require.Equal(t, 2, r.Server.Lookups())
+
+		// Once the destination answers, the lookup settles it.
+		r.Server.ThrottleLookups(0)
+		r.Clock.Advance(10*time.Minute + time.Second)
+		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Succeeded])
+		require.Equal(t, 1, r.Server.Creates())
+	})
+}
+
 // The failure count starts again each time the operation becomes
 // uncertain.
 func TestLookupFailuresCountPerUncertainSpell(t *testing.T) {

@@ -100,6 +100,8 @@ type Server struct {
 	retryAfter string
 	faults     []Fault
 	lookupFail int
+	// lookupThrottle: the next lookups answer 429 with retryAfter.
+	lookupThrottle int
 
 	records []*Record
 	byKey   map[string]*Record
@@ -145,7 +147,8 @@ func (s *Server) Fail(f ...Fault) {
 	s.faults = append(s.faults, f...)
 }
 
-// SetRetryAfter sets the Retry-After value TooMany answers with.
+// SetRetryAfter sets the Retry-After value TooMany answers with, and
+// throttled lookups (ThrottleLookups).
 func (s *Server) SetRetryAfter(v string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -175,6 +178,15 @@ func (s *Server) FailLookups(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lookupFail = n
+}
+
+// ThrottleLookups makes the next n lookups answer 429 Too Many Requests
+// with the server's Retry-After (SetRetryAfter), as a destination that
+// rate-limits its searches does.
+func (s *Server) ThrottleLookups(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lookupThrottle = n
 }
 
 // Put stores a record directly, as if created by someone else.
@@ -360,6 +372,12 @@ func (s *Server) lookupFault(w http.ResponseWriter) bool {
 	if s.lookupFail > 0 {
 		s.lookupFail--
 		http.Error(w, "bad gateway", http.StatusBadGateway)
+		return true
+	}
+	if s.lookupThrottle > 0 {
+		s.lookupThrottle--
+		w.Header().Set("Retry-After", s.retryAfter)
+		http.Error(w, "too many requests", http.StatusTooManyRequests)
 		return true
 	}
 	return false
