@@ -588,7 +588,7 @@ func endedWith(a *store.Attempt) string {
 	// The ledger's own endings only: a worker's report may carry an
 	// error of its own that reads alike ("not sent: invalid address").
 	if a.Outcome == AttemptAbandoned && (a.Error == notSentConfirmed || a.Error == notSentOtherContent ||
-		strings.HasPrefix(a.Error, notSentEarlierVersion)) {
+		a.Error == notSentMayHaveCalled || strings.HasPrefix(a.Error, notSentEarlierVersion)) {
 		return a.Error
 	}
 	return a.Outcome
@@ -597,7 +597,7 @@ func endedWith(a *store.Attempt) string {
 // notSent starts the error of an attempt the ledger ended unsent
 // (abandoned) while it held the operation, for a reason its worker could
 // not know: the rest says which (notSentConfirmed, notSentEarlierVersion,
-// notSentOtherContent).
+// notSentOtherContent, notSentMayHaveCalled).
 const notSent = "not sent: "
 
 // notSentConfirmed is the error of an attempt ended unsent (abandoned)
@@ -615,6 +615,12 @@ const notSentEarlierVersion = notSent + "an attempt on an earlier version report
 // lookup found a record with other content while it held the operation
 // (foundAfterDecision): the operation is held.
 const notSentOtherContent = notSent + "a lookup found a record with other content, and the operation is held for a person"
+
+// notSentMayHaveCalled is the error of an attempt ended unsent because an
+// earlier attempt, given up before its dispatch mark, reported late that
+// its call may have acted all the same while this one held the operation
+// (staleReport): the operation waits for reconciliation.
+const notSentMayHaveCalled = notSent + "an earlier attempt reported that its call may have acted, and the operation waits for reconciliation"
 
 // heldClaim checks, for the step what ("dispatch"), that attemptID with
 // token still holds the operation, and returns its attempt if so. If not,
@@ -823,6 +829,13 @@ func SavableResponse(b []byte) bool { return json.Valid(b) && utf8.Valid(b) }
 // The same report sent again by the attempt it ended (its answer was
 // lost) records nothing and returns the operation as it is now.
 //
+// A late uncertain report of an earlier attempt given up before its
+// dispatch mark (its call may have acted all the same) that arrived
+// while this attempt held the operation, dispatched, leaves it uncertain
+// after a retryable or rejected answer of this one: that earlier call is
+// reconciled before anything is sent again. (Arriving before this
+// attempt's dispatch mark, it ends this attempt unsent.)
+//
 // A late success of an earlier attempt that arrived while this attempt
 // held the operation settles it: the operation succeeds with that
 // reference whatever this attempt answers, and a success of this
@@ -895,6 +908,20 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		}
 		if earlier != nil {
 			return t.afterEarlierVersion(a, earlier, &r)
+		}
+		if (r.Outcome == OutcomeRejected || r.Outcome == OutcomeRetryable) && !a.Protected {
+			late, err := t.lateUncertainWhileHeld(a)
+			if err != nil {
+				return err
+			}
+			if late != nil {
+				// a did nothing, but the earlier call may have: neither
+				// failed nor sent again before that is settled.
+				t.op.LastError = r.Error
+				t.move(StateUncertain, a.Worker, a.ID, "uncertain after a late report", join(fmt.Sprintf("attempt %d answered %s", a.Number, r.Outcome), r.Error)+
+					fmt.Sprintf("; attempt %d, given up before its dispatch mark, had reported that its call may have acted: the operation waits for reconciliation", late.Number))
+				return nil
+			}
 		}
 		switch r.Outcome {
 		case OutcomeSucceeded:
@@ -1089,6 +1116,27 @@ func (t *txn) earlierVersionReported(a *store.Attempt) (*store.Attempt, error) {
 		// attempt holding the operation then).
 		if e.Event == eventEarlierVersion && e.ToState == "" && e.AttemptID != "" && e.AttemptID != a.ID {
 			return t.getAttempt(e.AttemptID)
+		}
+	}
+	return nil, nil
+}
+
+// lateUncertainWhileHeld returns the attempt, other than a, given up
+// before its dispatch mark, whose late uncertain report came while a
+// held the operation (staleReport noted it: a had marked its dispatch),
+// or nil. Only an operation that has had another attempt can have one.
+func (t *txn) lateUncertainWhileHeld(a *store.Attempt) (*store.Attempt, error) {
+	if a.Number < 2 {
+		return nil, nil
+	}
+	attempts, err := t.listAttempts()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range attempts {
+		if b.ID != a.ID && b.Stale && b.DispatchedAt.IsZero() && lateOutcome(b) == string(OutcomeUncertain) &&
+			!b.FinishedAt.Before(a.ClaimedAt) {
+			return b, nil
 		}
 	}
 	return nil, nil
@@ -1427,6 +1475,28 @@ func (t *txn) staleReport(a *store.Attempt, token int64, r *Report) error {
 		t.unprotect()
 		t.move(StateUncertain, a.Worker, a.ID, "late uncertain report",
 			evidence+fmt.Sprintf("; attempt %d had not marked its dispatch, yet may have called: nothing is sent again until that is settled", a.Number))
+	case r.Outcome == OutcomeUncertain && state == StateInProgress && a.DispatchedAt.IsZero() && !t.confirmedWhileHeld():
+		// As for a pending retry (above), once a retry holds the
+		// operation: not yet dispatched, it is not sent; dispatched, it
+		// cannot be stopped, and unless it succeeds the operation waits
+		// for reconciliation (lateUncertainWhileHeld).
+		holder, err := t.getAttempt(t.op.CurrentAttemptID)
+		if err != nil {
+			return err
+		}
+		if t.op.Dispatched {
+			t.note(a.Worker, a.ID, "late uncertain report", evidence+fmt.Sprintf("; attempt %d had not marked its dispatch, yet may have called; "+
+				"attempt %d, which holds the operation, had already marked its dispatch, so both calls may have acted: unless it succeeds, the operation waits for reconciliation",
+				a.Number, holder.Number))
+			break
+		}
+		if err := t.endUnsent(holder, notSentMayHaveCalled); err != nil {
+			return err
+		}
+		t.unprotect()
+		t.move(StateUncertain, a.Worker, a.ID, "late uncertain report",
+			evidence+fmt.Sprintf("; attempt %d had not marked its dispatch, yet may have called: attempt %d, which held the operation, is not sent, nor anything until that is settled",
+				a.Number, holder.Number))
 	case (r.Outcome == OutcomeSucceeded || r.Outcome == OutcomeUncertain) && state == StateAwaitingApproval:
 		// The attempt was given up as never sent, and the operation has
 		// gone back to await approval since (a repeat of the same
