@@ -816,13 +816,20 @@ func (r *Report) validate() error {
 // JSON no strict reader accepts.)
 func SavableResponse(b []byte) bool { return json.Valid(b) && utf8.Valid(b) }
 
+// retryableRefNote ends the error of a retryable answer that came with a
+// destination reference, recorded uncertain (ReportOf, Report).
+const retryableRefNote = "; not retried on its own: the destination reported a reference with a retryable error, so it may have acted"
+
 // Report records an attempt's outcome. From the current attempt it moves
 // the operation: succeeded → succeeded; rejected → failed (rejected), or
 // held for a protected retry (a retry of an uncertain attempt: its
 // refusal says nothing of what that attempt did);
 // retryable → pending after backoff, or failed (exhausted) past the retry
-// policy; uncertain → uncertain. A retryable outcome of a protected attempt
-// (a retry of an uncertain one) leaves the earlier attempt unexplained: the
+// policy; uncertain → uncertain. A retryable outcome with a DestinationRef
+// (the destination named a record, yet said to try later) is recorded
+// uncertain, as ReportOf records it: a retry could repeat the effect. A
+// retryable outcome of a protected attempt (a retry of an uncertain one)
+// leaves the earlier attempt unexplained: the
 // operation returns to uncertain, due for reconciliation after the
 // backoff, or is held past the retry policy.
 //
@@ -853,6 +860,14 @@ func SavableResponse(b []byte) bool { return json.Valid(b) && utf8.Valid(b) }
 func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64, r Report) (*Operation, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
+	}
+	if r.Outcome == OutcomeRetryable && r.DestinationRef != "" {
+		// The destination named a record it made, yet said to try later:
+		// a retry could make the effect twice. Uncertain, as ReportOf
+		// records such an answer (the same report sent again is
+		// recognised: it becomes the same).
+		r.Outcome, r.RetryAfter = OutcomeUncertain, 0
+		r = r.WithNote(retryableRefNote)
 	}
 	// A copy: the operation returned must not change when the caller
 	// reuses the response's buffer.

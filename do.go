@@ -238,7 +238,7 @@ func reportOf(res Result, actErr error) (Report, error) {
 		}
 		if r.Outcome == OutcomeRetryable {
 			r.Outcome, r.RetryAfter = OutcomeUncertain, 0
-			notes += "; not retried on its own: the destination reported a reference with a retryable error, so it may have acted"
+			notes += retryableRefNote
 		}
 	}
 	r.Error = ErrorText(actErr)
