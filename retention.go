@@ -59,7 +59,8 @@ func (r CompactResult) LogValue() slog.Value {
 // still recognised by Record and Claim. Unresolved operations are never
 // compacted, nor are the steps of a workflow that has not finished and
 // may still go on (a later step may read an earlier one's response): they
-// are compacted once it has finished, or once its current step has failed.
+// are compacted once it has finished, or once its current step has been
+// failed for Options.Retention without a decision.
 //
 // Inbound events follow the same periods: deliveries received more than
 // Options.Retention ago are deleted (an event keeps the newer ones, and
@@ -266,7 +267,7 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 		// Whether a workflow keeps its steps.
 		kept := map[store.OperationID]bool{}
 		for _, w := range workflows {
-			k, err := keptForItsWorkflow(ctx, tx, w.step.Tenant, w.step.Key)
+			k, err := keptForItsWorkflow(ctx, tx, w.step.Tenant, w.step.Key, now.Add(-l.opts.Retention))
 			if err != nil {
 				return err
 			}
@@ -367,12 +368,14 @@ func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count
 }
 
 // keptForItsWorkflow reports whether key is a step of a stored workflow
-// that has not finished and may still go on (its current step has not
-// failed): retention keeps such a step whole, since a later step may read
-// its response. A workflow whose current step failed goes on only by a
-// person's decision on that step, like any failed operation, within the
-// retention period; its steps are compacted after it, as any operation.
-func keptForItsWorkflow(ctx context.Context, r store.Reader, tenant, key string) (bool, error) {
+// that has not finished and may still go on: retention keeps such a step
+// whole, since a later step may read its response. A workflow whose
+// current step failed goes on only by a person's decision on that step,
+// like any failed operation, within the retention period: its steps are
+// kept until that step has been failed since before horizon (now less the
+// retention period), or has been compacted, and are then compacted as any
+// operation.
+func keptForItsWorkflow(ctx context.Context, r store.Reader, tenant, key string, horizon time.Time) (bool, error) {
 	w, _, err := workflowStepOf(ctx, r, tenant, key)
 	if err != nil || w == nil || w.Done {
 		return false, err
@@ -381,8 +384,18 @@ func keptForItsWorkflow(ctx context.Context, r store.Reader, tenant, key string)
 		current, err := r.GetOperation(ctx, tenant, w.CurrentKey)
 		switch {
 		case err == nil && State(current.State) == StateFailed:
-			return false, nil
-		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return !current.UpdatedAt.Before(horizon), nil
+		case errors.Is(err, store.ErrNotFound):
+			// A failed step compacted takes no decision: the workflow
+			// cannot go on.
+			t, err := r.GetTombstone(ctx, tenant, w.CurrentKey)
+			switch {
+			case err == nil:
+				return State(t.State) != StateFailed, nil
+			case !errors.Is(err, store.ErrNotFound):
+				return false, err
+			}
+		case err != nil:
 			return false, err
 		}
 	}

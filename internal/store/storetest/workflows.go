@@ -517,6 +517,63 @@ rules:
 		require.ErrorIs(t, err, opledger.ErrNotFound)
 	})
 
+	t.Run("RetentionKeepsStepsWhileFailedStepMayBeRetried", func(t *testing.T) {
+		t.Parallel()
+		b := setupRetention(t, h)
+		spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "create_task", Action: "crm.create_task", Destination: "crm", Payload: json.RawMessage(`{"title":"Follow up"}`)},
+			{Name: "assign", Action: "crm.assign", Destination: "crm", Payload: json.RawMessage(`{"task":"{steps.create_task.ref}"}`)},
+			{Name: "send_email", Action: "email.send", Destination: "email",
+				Payload: json.RawMessage(`{"task_url":"{steps.create_task.response.url}"}`)},
+		}}
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf:K-1", spec)
+		require.NoError(t, err)
+		b.succeedStep(t, "wf:K-1/create_task", "T-1") // day 0
+		_, err = b.ledger.ResumeWorkflow(b.ctx, "wf:K-1")
+		require.NoError(t, err)
+
+		// Day 40: the second step, long held up, is rejected; its owner
+		// repairs the cause and authorizes a retry the next day, well
+		// within the retention period of its failure.
+		b.clock.Advance(40 * day)
+		c := b.claimDispatched(t, "wf:K-1/assign")
+		b.report(t, "wf:K-1/assign", c, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "403 not allowed"})
+		_, err = b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		step, err := b.ledger.Get(b.ctx, "wf:K-1/create_task")
+		require.NoError(t, err)
+		require.False(t, step.Tombstoned, "a step is kept whole while a decision on the failed step may still let the workflow go on")
+
+		b.clock.Advance(day)
+		_, _, err = b.ledger.Resolve(b.ctx, "wf:K-1/assign", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "permission granted"})
+		require.NoError(t, err)
+		b.succeedStep(t, "wf:K-1/assign", "A-1")
+		w, err := b.ledger.ResumeWorkflow(b.ctx, "wf:K-1")
+		require.NoError(t, err)
+		require.Equal(t, []opledger.StepState{"succeeded", "succeeded", "pending"}, stepStates(w))
+		email, err := b.ledger.Get(b.ctx, "wf:K-1/send_email")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"task_url":"https://crm.example/tasks/T-1"}`, string(email.Payload))
+
+		// A failed step nobody decided about within the retention period
+		// lets its workflow's steps go, as any operation.
+		_, _, err = b.ledger.PutWorkflow(b.ctx, "wf:K-2", spec)
+		require.NoError(t, err)
+		b.succeedStep(t, "wf:K-2/create_task", "T-2")
+		_, err = b.ledger.ResumeWorkflow(b.ctx, "wf:K-2")
+		require.NoError(t, err)
+		c = b.claimDispatched(t, "wf:K-2/assign")
+		b.report(t, "wf:K-2/assign", c, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "403 not allowed"})
+		b.clock.Advance(retention + day)
+		_, err = b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		for _, key := range []string{"wf:K-2/create_task", "wf:K-2/assign"} {
+			step, err = b.ledger.Get(b.ctx, key)
+			require.NoError(t, err)
+			require.True(t, step.Tombstoned, key)
+		}
+	})
+
 	t.Run("ResumeAfterApproverChangedWaitingStep", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
