@@ -173,7 +173,8 @@ type Operation struct {
 	CurrentAttemptID  string     `json:"current_attempt_id"`
 	LeaseExpiresAt    *time.Time `json:"lease_expires_at"`
 	// NotBefore is when a pending operation may be claimed (a backoff, or
-	// the wait a destination asked for with Retry-After). An operation
+	// the wait a destination asked for with Retry-After), or since when
+	// it may: its recording, an approval, a claim given back. An operation
 	// awaiting approval keeps the wait it had, which its approval does
 	// not lift.
 	NotBefore *time.Time `json:"not_before"`

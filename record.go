@@ -174,6 +174,13 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 	}
 	t.inserted = true
 	t.move(state, actor, "", "recorded", evidence)
+	if state == StatePending {
+		// Due from now on, as an operation due again (a backoff passed,
+		// a claim given back, an approval) is from then: ClaimNext takes
+		// the one due the longest, and a new operation without a time
+		// would pass before every one of them.
+		t.op.NotBefore = t.now
+	}
 	return nil
 }
 

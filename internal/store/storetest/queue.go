@@ -62,6 +62,38 @@ func testClaimNext(t *testing.T, h Harness) {
 		require.Equal(t, "later", c.Operation.Key)
 	})
 
+	// An operation due again (its backoff passed, its claim given back,
+	// its content approved) is not passed over for one recorded after it
+	// became due: ClaimNext takes the one due the longest.
+	t.Run("DueLongestFirst", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		_, _, err := b.ledger.Record(b.ctx, intent("retried"))
+		require.NoError(t, err)
+		c, err := b.ledger.Claim(b.ctx, "retried", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		b.report(t, "retried", c, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "429", RetryAfter: time.Second})
+		approve := intent("approved")
+		approve.RequiresApproval = true
+		op, _, err := b.ledger.Record(b.ctx, approve)
+		require.NoError(t, err)
+		_, _, err = b.ledger.Approve(b.ctx, "approved", opledger.Approval{Version: op.Version, Fingerprint: op.Fingerprint, Approver: "ana"})
+		require.NoError(t, err)
+		b.clock.Advance(time.Minute)
+		for i := range 3 {
+			_, _, err := b.ledger.Record(b.ctx, intent(fmt.Sprintf("new%d", i)))
+			require.NoError(t, err)
+			b.clock.Advance(time.Millisecond)
+		}
+		var order []string
+		for range 5 {
+			c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{})
+			require.NoError(t, err)
+			order = append(order, c.Operation.Key)
+		}
+		require.Equal(t, []string{"approved", "retried", "new0", "new1", "new2"}, order)
+	})
+
 	// ClaimNext with Dispatch: the same as ClaimNext, then Dispatch.
 	t.Run("WithDispatch", func(t *testing.T) {
 		t.Parallel()
