@@ -795,7 +795,14 @@ func (t *txn) move(to State, actor, attemptID, event, evidence string) {
 	if to != StateFailed {
 		t.op.FailureKind = ""
 	}
-	if to != StatePending && to != StateAwaitingApproval {
+	switch {
+	case to == StateUncertain && from != StateUncertain:
+		// Due for reconciliation from now on: ReconcileQueue takes the
+		// operation whose check came due the longest ago first, and one
+		// without a time would pass before every operation whose lookup
+		// was put off (DeferReconcile).
+		t.op.NotBefore = t.now
+	case to != StatePending && to != StateAwaitingApproval && to != StateUncertain:
 		// Awaiting approval, a pending operation keeps the wait its
 		// destination asked for (Retry-After): the approval does not
 		// lift it.

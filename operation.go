@@ -174,7 +174,9 @@ type Operation struct {
 	LeaseExpiresAt    *time.Time `json:"lease_expires_at"`
 	// NotBefore is when a pending operation may be claimed (a backoff, or
 	// the wait a destination asked for with Retry-After), or since when
-	// it may: its recording, an approval, a claim given back. An operation
+	// it may: its recording, an approval, a claim given back. For an
+	// uncertain operation it is when its next reconciliation is due: when
+	// it became uncertain, or later once a lookup was put off. An operation
 	// awaiting approval keeps the wait it had, which its approval does
 	// not lift.
 	NotBefore *time.Time `json:"not_before"`

@@ -313,7 +313,7 @@ func TestUnknownDestinationWaits(t *testing.T) {
 		require.Zero(t, pass.Examined, "not this reconciler's destination")
 		op := r.Get("legacy:1")
 		require.Equal(t, opledger.StateUncertain, op.State)
-		require.Nil(t, op.NotBefore, "untouched by the pass")
+		require.Equal(t, op.StateSince, *op.NotBefore, "untouched by the pass: due since it became uncertain")
 
 		d, err := r.Rec.Reconcile(r.Ctx, op)
 		require.NoError(t, err)
@@ -356,7 +356,7 @@ func TestTenantOnly(t *testing.T) {
 		op, err = acme.Get(r.Ctx, "mail:T1")
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateUncertain, op.State)
-		require.Nil(t, op.NotBefore)
+		require.Equal(t, op.StateSince, *op.NotBefore, "untouched: due since it became uncertain")
 	})
 }
 

@@ -230,6 +230,19 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	op, err = b.ledger.Reconcile(b.ctx, "u1", opledger.Finding{Found: true, Matches: true, DestinationRef: "H1"})
 	require.NoError(t, err)
 	require.Nil(t, op.NotBefore)
+
+	// Longest waiting first: an operation whose next check came due is
+	// not passed over for one that became uncertain after it.
+	_, err = b.ledger.DeferReconcile(b.ctx, "u2", time.Second, "lookup: 502 from the CRM")
+	require.NoError(t, err)
+	b.clock.Advance(time.Hour)
+	b.inState(t, "u4", opledger.StateUncertain)
+	queue, err = b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, []string{"u2"}, opKeys(queue), "due for an hour, before one uncertain since now")
+	queue, err = b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"u2", "u4"}, opKeys(queue))
 }
 
 func testTokens(t *testing.T, h Harness) {
