@@ -16,9 +16,12 @@
 // Times come from the database's clock (now()), are stored as timestamptz
 // with microsecond precision, and are returned in UTC; NULL stands for Go's
 // zero time. The schema is taken from the connection's search_path (pass
-// search_path in the DSN to use another schema than public). No advisory
-// locks and no LISTEN/NOTIFY are used, so Postgres-compatible distributed SQL
-// engines remain possible.
+// search_path in the DSN to use another schema than public). No
+// LISTEN/NOTIFY is used, and one transaction-level advisory lock only, on
+// a key whose row may not exist yet (LockOperationKey: a workflow's step
+// keys, and a key shaped like a step's), so that a Postgres-compatible
+// engine without advisory locks would need another way to order just
+// those two (docs/scaling.md).
 //
 // Allowed imports: internal/store, internal/store/migrate, and pgx v5
 // (pgx, pgconn, pgtype, pgxpool).
