@@ -18,16 +18,24 @@ const approvedNotice = "approved"
 // approve records an approval given on the operation page. The form names
 // the version and fingerprint the page showed, so the approval is of that
 // content: content revised since is refused (the ledger's MismatchError),
-// and the page is shown again with the operation as it is now. A recorded
+// and the page is shown again with the operation as it is now. An approval
+// refused for its name, posted from a page drawn before a revision or
+// before the operation left awaiting_approval, is shown refused for that
+// (showOperation), never as a name to correct beside the new version. A recorded
 // approval, or one sent twice, sends the browser to the operation's page
 // with its notice (Post/Redirect/Get).
 func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 	key := r.PathValue("key")
 	name := r.PostForm.Get("approver")
-	failed := func(status int, msg string) {
-		c.showOperation(w, r, s, &decisionFailure{status: status, kind: approvedNotice, values: decisionValues{Operator: name}, msg: msg}, "")
-	}
 	version, err := strconv.ParseInt(r.PostForm.Get("version"), 10, 64)
+	named := int64(0) // the version the form named, if it named one
+	if err == nil && version > 0 {
+		named = version
+	}
+	failed := func(status int, msg string) {
+		c.showOperation(w, r, s, &decisionFailure{status: status, kind: approvedNotice, values: decisionValues{Operator: name}, msg: msg,
+			version: named}, "")
+	}
 	fingerprint := r.PostForm.Get("fingerprint")
 	if err != nil || version < 1 || fingerprint == "" {
 		failed(http.StatusBadRequest, "This form does not say which version of the content you approve (it comes from an older page of the console), so nothing was recorded. Look at the operation again before approving.")
@@ -44,7 +52,7 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 	)
 	switch {
 	case errors.As(err, &me) && me.GivenVersion < me.StoredVersion:
-		failed(http.StatusConflict, fmt.Sprintf("The content was revised since you opened this page: it is now version %d. Yours was not recorded. Look at it again before approving.", me.StoredVersion))
+		failed(http.StatusConflict, revisedMessage(me.StoredVersion))
 		return
 	case errors.As(err, &me):
 		// Not a page drawn before a revision: a revision raises the
@@ -74,4 +82,10 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, notice, op.Key), 60))
 	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)
+}
+
+// revisedMessage refuses an approval of content revised since its page
+// was drawn: the operation is now at version.
+func revisedMessage(version int64) string {
+	return fmt.Sprintf("The content was revised since you opened this page: it is now version %d. Yours was not recorded. Look at it again before approving.", version)
 }

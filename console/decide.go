@@ -123,6 +123,13 @@ type decisionFailure struct {
 	// the page drawn again never names the new version while the
 	// operator has not seen what changed.
 	seen time.Time
+	// version is the content version an approval form named (0 for a
+	// decision, or a form that did not say): an approval refused for any
+	// other reason is shown as refused for the revision when the content
+	// was revised since, or for the move when the operation no longer
+	// awaits approval, so that the page drawn again never offers the new
+	// version with only a field's error, as if the operator had seen it.
+	version int64
 }
 
 // operation shows an operation, with the notice of the decision just
@@ -191,6 +198,13 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	if f != nil {
 		if !f.seen.IsZero() && !f.seen.Equal(op.UpdatedAt) {
 			f.status, f.stale, f.field = http.StatusConflict, true, ""
+		}
+		switch {
+		case f.version == 0 || f.status == http.StatusConflict:
+		case op.State != opledger.StateAwaitingApproval:
+			f.status, f.msg = http.StatusConflict, "The operation is "+string(op.State)+" now and awaits no approval: yours was not recorded."
+		case f.version < op.Version:
+			f.status, f.msg = http.StatusConflict, revisedMessage(op.Version)
 		}
 		status = f.status
 		if f.stale {
