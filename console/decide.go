@@ -184,11 +184,13 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	attempts = op.MaskedAttempts(attempts)
 	op = op.Masked()
 	masked := string(op.Payload)
-	workflowKey, _, isStep := opledger.SplitWorkflowStepKey(op.Key)
+	// A step of a workflow is linked to it; an operation recorded on its
+	// own under a key of the same shape (a name the workflow has no step
+	// of) is not.
+	workflowKey, stepName, isStep := opledger.SplitWorkflowStepKey(op.Key)
 	if isStep {
-		if _, err := s.ledger.GetWorkflow(r.Context(), workflowKey); err != nil {
-			isStep = false
-		}
+		wf, err := s.ledger.GetWorkflow(r.Context(), workflowKey)
+		isStep = err == nil && wf.Step(stepName) != nil
 	}
 	// A compacted operation is only its tombstone: no decision applies.
 	canSucceed := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed)

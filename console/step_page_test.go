@@ -57,3 +57,25 @@ func TestStepNotRecordedPage(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "a recorded step is an operation")
 	require.Contains(t, body, `<a href="/workflows/onb:F-1">onb:F-1</a>`)
 }
+
+// An operation recorded on its own under a key that looks like a step of
+// a workflow ("onb:F-1/extra" beside workflow onb:F-1, which has no step
+// extra) is not said to be one of its steps: its page names no workflow.
+func TestOperationBesideWorkflowNamesNone(t *testing.T) {
+	t.Parallel()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	ctx := context.Background()
+	_, _, err := l.PutWorkflow(ctx, "onb:F-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+	}})
+	require.NoError(t, err)
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "onb:F-1/extra", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err, "not a step of the workflow: the ledger records it on its own")
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+
+	page := s.get("/operations/" + url.PathEscape("onb:F-1/extra"))
+	require.NotContains(t, page, "<dt>Workflow</dt>", "not a step of onb:F-1")
+	require.Contains(t, s.get("/operations/"+url.PathEscape("onb:F-1/create")), "<dt>Workflow</dt>", "its step is")
+}
