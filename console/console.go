@@ -31,7 +31,8 @@
 // decision or approval posted anyway is refused (403). Signing out and
 // the lab, which plays on a scratch ledger of its own, stay open to it.
 //
-// Allowed imports: opledger, opledger/lab (the lab page), the standard library.
+// Allowed imports: opledger, opledger/lab (the lab page), internal/advance
+// (a step marked succeeded moves its workflow on), the standard library.
 package console
 
 import (

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/advance"
 )
 
 // The limits of a decision's fields, in bytes, as the ledger keeps them.
@@ -423,6 +424,10 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	notice := string(kind)
 	if replayed {
 		notice = replayedNotice
+	} else if op.State == opledger.StateSucceeded {
+		// A workflow's step that succeeded leads to its next step now, as
+		// after the HTTP API's resolve, not at the next sweep.
+		advance.WorkflowOf(r.Context(), s.ledger, op.Key, c.log)
 	}
 	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, notice, op.Key), 60))
 	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)

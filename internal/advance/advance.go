@@ -1,7 +1,7 @@
 // Package advance records the next step of a workflow as soon as one of
-// its steps has succeeded, for the executor, the reconciler and the HTTP
-// API's outcome route, rather than leaving it to the server's periodic
-// sweep.
+// its steps has succeeded, for the executor, the reconciler, the HTTP
+// API's outcome route and the console's decisions, rather than leaving it
+// to the server's periodic sweep.
 package advance
 
 import (
