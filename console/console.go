@@ -867,8 +867,13 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 			dupes++
 		}
 	}
+	// Retention deletes the deliveries received more than its period ago
+	// and keeps the later ones: the first delivery, never a duplicate,
+	// gone means those listed are not all, and the page says so rather
+	// than count what is left as every delivery.
+	removed := len(d.Deliveries) == 0 || d.Deliveries[0].Duplicate
 	c.renderSigned(w, s, http.StatusOK, "event", map[string]any{"Title": visibleText(d.Event.Source + "/" + d.Event.EventID),
-		"D": d, "Deliveries": shorten(d.Deliveries, shownItems), "Duplicates": dupes,
+		"D": d, "Deliveries": shorten(d.Deliveries, shownItems), "Duplicates": dupes, "Removed": removed,
 		"Operations": shorten(d.Operations, shownItems)})
 }
 
