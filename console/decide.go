@@ -211,7 +211,7 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 		status = f.status
 		if f.stale {
-			f.msg = staleMessage(op, timeline)
+			f.msg = staleMessage(op, timeline, f.seen)
 		}
 		topError = f.msg
 		// The page answers a POST: a reload would post it again, so the
@@ -337,15 +337,22 @@ func guidance(op *opledger.Operation) string {
 	return ""
 }
 
-// staleMessage says what became of an operation since a page showed it.
-func staleMessage(op *opledger.Operation, timeline []*opledger.TimelineEntry) string {
+// staleMessage says what became of an operation since a page showed it
+// as updated at seen (zero: the form did not say). The newest timeline
+// entry names what happened only when it came after seen: a reconciler
+// that takes an uncertain operation for a lookup (Ledger.ClaimLookup)
+// changes it without an entry, and the entry before it happened before
+// the page was drawn.
+func staleMessage(op *opledger.Operation, timeline []*opledger.TimelineEntry, seen time.Time) string {
 	state := string(op.State)
 	if op.FailureKind != "" {
 		state += " (" + string(op.FailureKind) + ")"
 	}
 	what := "The operation has changed since you opened this page"
 	now := ": it is now " + state
-	if n := len(timeline); n > 0 {
+	n := len(timeline)
+	switch {
+	case n > 0 && (seen.IsZero() || timeline[n-1].At.After(seen)):
 		last := timeline[n-1]
 		if strings.HasPrefix(last.Event, "operator ") {
 			what = "Another decision was recorded since you opened this page"
@@ -356,6 +363,9 @@ func staleMessage(op *opledger.Operation, timeline []*opledger.TimelineEntry) st
 		} else {
 			what += " (" + last.Event + ", by " + last.Actor + ")"
 		}
+	case !seen.IsZero() && op.State == opledger.StateUncertain:
+		what = "The reconciler began looking this operation up at the destination since you opened this page"
+		now = ": it is still uncertain, and the lookup's answer may settle it"
 	}
 	return what + now + ". Yours was not recorded. Look again before deciding."
 }

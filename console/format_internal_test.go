@@ -116,12 +116,12 @@ func TestStaleMessage(t *testing.T) {
 	t.Parallel()
 	succeeded := &opledger.Operation{State: opledger.StateSucceeded}
 	require.Equal(t, "The operation has changed since you opened this page: it is now succeeded (by worker-1). Yours was not recorded. Look again before deciding.",
-		staleMessage(succeeded, []*opledger.TimelineEntry{{Event: "succeeded", Actor: "worker-1"}}))
+		staleMessage(succeeded, []*opledger.TimelineEntry{{Event: "succeeded", Actor: "worker-1"}}, time.Time{}))
 	cancelled := &opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled}
 	require.Equal(t, "Another decision was recorded since you opened this page (operator cancelled, by Ana): it is now failed (cancelled). Yours was not recorded. Look again before deciding.",
-		staleMessage(cancelled, []*opledger.TimelineEntry{{Event: "operator cancelled", Actor: "Ana"}}))
+		staleMessage(cancelled, []*opledger.TimelineEntry{{Event: "operator cancelled", Actor: "Ana"}}, time.Time{}))
 	require.Equal(t, "The operation has changed since you opened this page: it is now held. Yours was not recorded. Look again before deciding.",
-		staleMessage(&opledger.Operation{State: opledger.StateHeld}, nil))
+		staleMessage(&opledger.Operation{State: opledger.StateHeld}, nil, time.Time{}))
 }
 
 // guidance speaks to each state that needs a person, and to none other.
