@@ -2,15 +2,18 @@
 // the server checks everything again.
 (function () {
   // A field marked data-nonblank must hold more than spaces; one with
-  // data-maxbytes at most that many bytes of UTF-8 (maxlength counts
-  // characters, the ledger bytes).
+  // data-maxbytes at most that many bytes of UTF-8 as the form sends it
+  // (maxlength counts characters, the ledger bytes).
   function check(el) {
     var msg = "";
     var max = el.getAttribute("data-maxbytes");
     if (el.hasAttribute("data-nonblank") && el.value !== "" && el.value.trim() === "") {
       msg = "Write more than spaces.";
     } else if (max && window.TextEncoder) {
-      var n = new TextEncoder().encode(el.value).length;
+      // A textarea's line breaks are sent as CR LF, two bytes each,
+      // though its value holds them as LF: count them as sent.
+      var sent = el.tagName === "TEXTAREA" ? el.value.replace(/\r?\n/g, "\r\n") : el.value;
+      var n = new TextEncoder().encode(sent).length;
       if (n > +max) msg = "At most " + max + " bytes: this is " + n + ".";
     }
     el.setCustomValidity(msg);
