@@ -41,3 +41,51 @@ func TestOpsMaskSensitiveRefsAndResponses(t *testing.T) {
 	require.Contains(t, out, "destination reference:  <m1.***>")
 	require.Equal(t, 4, strings.Count(out, "<m1.***>"), "the attempt, the timeline, the record and its reason:\n%s", out)
 }
+
+// events show prints the operations an event produced in the table ops
+// list prints, masked as ops list masks them: a destination reference
+// made of a sensitive value is shown masked from the store as through a
+// server, in the text as in --json.
+func TestEventsShowMasksSensitiveRefs(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ev.db")
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme"})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: intake
+    source: forms
+    type: submission.accepted
+    operations:
+      - key: "intake:{data.id}:mail"
+        action: mail.send
+        destination: mail
+        payload: {to: "{data.email}", id: "{data.id}"}
+        sensitive_fields: [to]
+`))
+	require.NoError(t, err)
+	_, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "forms", EventID: "evt-1", DeliveryID: "d1", Type: "submission.accepted",
+		Payload: json.RawMessage(`{"id":"S1","email":"ana@example.invalid"}`)})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, "intake:S1:mail", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "intake:S1:mail", c.AttemptID, c.FencingToken,
+		opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "<m1.ana@example.invalid>"})
+	require.NoError(t, err)
+	token, _, err := l.CreateToken(ctx, "cli-test", opledger.ReadOnly)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	url, _ := startServe(t, dsn)
+	for _, where := range [][]string{{"--db", dsn, "--tenant", "acme"}, {"--server", url, "--token", token}} {
+		for _, format := range [][]string{nil, {"--json"}} {
+			args := append(append([]string{"events", "show", "forms", "evt-1"}, where...), format...)
+			out, errOut, code := run(t, args...)
+			require.Equal(t, 0, code, "%v: %s", args, errOut)
+			require.Contains(t, out, "intake:S1:mail", args)
+			require.NotContains(t, out, "ana@", args)
+			require.Contains(t, out, "m1.***", args)
+		}
+	}
+}

@@ -541,11 +541,16 @@ func checkLimit(limit, max int) error {
 	return nil
 }
 
+// writeOpsTable prints operations as ops list does, each as the API shows
+// it (Masked: a reference made of a sensitive value masked), whoever read
+// them: ops list's backend, or events show's store, which gives the
+// operations as they are stored.
 func writeOpsTable(w io.Writer, ops []*opledger.Operation) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSTATE\tDESTINATION\tATTEMPTS\tOWNER\tREVIEW BY\tAGE\tREF")
 	now := time.Now()
 	for _, op := range ops {
+		op = op.Masked() // as it is, when it was masked already
 		state := string(op.State)
 		if op.FailureKind != "" {
 			state += " (" + string(op.FailureKind) + ")"
