@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,6 +122,51 @@ func TestOpenRefusesUnwritableSQLite(t *testing.T) {
 	require.NotErrorIs(t, err, opledger.ErrInvalidInput)
 	require.Regexp(t, `^cannot write the ledger at `+path+`: open `+path+`: (permission denied|operation not permitted); `+
 		`a process that writes to the ledger \(serve, proxy, migrate\) needs a file it may write$`, err.Error())
+
+	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{ExistingOnly: true})
+	require.NoError(t, err, "a reader does not need to write")
+	_, err = l.List(ctx, opledger.ListOptions{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+}
+
+// TestOpenRefusesUnwritableSQLiteSideFiles: a process that writes
+// refuses, as it refuses a ledger file it may not write, a ledger whose
+// -wal or -shm file it may not write: such as those a reader of another
+// user leaves beside the ledger when it read it while no process had it
+// open (SQLite gives them the ledger's mode, but the reader as owner, and
+// a reader cannot remove them). SQLite would open the ledger, and fail
+// every write ("attempt to write a readonly database"): serve used to
+// report itself serving, and migrate the ledger up to date.
+func TestOpenRefusesUnwritableSQLiteSideFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.NoFileExists(t, path+"-shm", "no process has it open")
+
+	// A reader that may not write the ledger leaves -wal and -shm.
+	testdb.MakeUnwritable(t, path)
+	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{ExistingOnly: true})
+	require.NoError(t, err)
+	_, err = l.List(ctx, opledger.ListOptions{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.FileExists(t, path+"-shm")
+	require.FileExists(t, path+"-wal")
+	if out, err := exec.Command("chattr", "-i", path).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v: %s", err, out)
+	}
+	// Its files are not this process's to write.
+	testdb.MakeUnwritable(t, path+"-shm")
+
+	_, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, opledger.ErrInvalidInput)
+	require.Regexp(t, `^cannot write the ledger at `+path+`: its file `+path+`-shm: access `+path+`-shm: (permission denied|operation not permitted) \(a process of another user`, err.Error())
+	require.NotContains(t, err.Error(), "\n")
 
 	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{ExistingOnly: true})
 	require.NoError(t, err, "a reader does not need to write")

@@ -3,9 +3,22 @@
 package sqlitestore
 
 import (
+	"io/fs"
 	"os"
 	"syscall"
 )
+
+// mayWrite returns nil when this process may write the file at path, or
+// why not (an error that wraps fs.ErrNotExist when there is none), asking
+// the system without opening the file: closing a descriptor of a file
+// drops every POSIX lock the process holds on it, such as SQLite's.
+func mayWrite(path string) error {
+	const wOK = 2 // W_OK
+	if err := syscall.Access(path, wOK); err != nil {
+		return &fs.PathError{Op: "access", Path: path, Err: err}
+	}
+	return nil
+}
 
 // lockFileSupported: this system has flock(2).
 const lockFileSupported = true

@@ -385,9 +385,33 @@ func createPrivate(path string) error {
 // CheckWritable refuses a database that SQLite opened read-only: a file
 // this process may not write (its mode and owner, or an immutable
 // attribute), which SQLite opens for reading rather than fail to open,
-// so that every write would fail instead. It reads no page and takes no
-// lock.
+// so that every write would fail instead. So it refuses a -wal or -shm
+// file beside it that this process may not write, which SQLite opens
+// for reading too: those a process of another user leaves when it read
+// the ledger while no process had it open (they take the ledger's mode,
+// but that user as owner, and a reader cannot remove them). It reads no
+// page and takes no lock.
 func (s *Store) CheckWritable(ctx context.Context) error {
+	if err := s.checkWritable(ctx); err != nil {
+		return err
+	}
+	for _, side := range []string{s.path + "-wal", s.path + "-shm"} {
+		// Asked without opening them: closing a descriptor of a file
+		// drops every POSIX lock this process holds on it, SQLite's on
+		// the -shm file among them.
+		switch err := mayWrite(side); {
+		case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EROFS):
+			// SQLite would open it for reading, and every write would
+			// fail: "attempt to write a readonly database".
+			return fmt.Errorf("cannot write the ledger at %s: its file %s: %w (a process of another user that reads the ledger while no process has it open leaves its own -wal and -shm files): "+
+				"while no process has the ledger open, give %s-wal and %s-shm to this user (chown); a process that writes to the ledger (serve, proxy, migrate) needs files it may write",
+				s.path, side, err, s.path, s.path)
+		}
+	}
+	return nil
+}
+
+func (s *Store) checkWritable(ctx context.Context) error {
 	var readOnly bool
 	err := s.wconn.Raw(func(dc any) error {
 		c, ok := dc.(interface{ IsReadOnly(string) (bool, error) })
