@@ -179,12 +179,24 @@ func refusedInput(err error) error {
 
 // refusedDB makes opledger.ErrNotLedger, Open's refusal of a --db that
 // names another application's database, a usage error, for the commands
-// that create a ledger (the others apply refusedInput).
+// that create a ledger (the others apply refusedInput); and so a --db
+// naming a file that is not a SQLite database at all (a text file), which
+// Open leaves as it is, as the commands that only read refuse it.
 func refusedDB(err error) error {
 	if errors.Is(err, opledger.ErrNotLedger) {
 		return usageError{err}
 	}
+	if sqlitestore.IsNotDatabase(err) {
+		return usageError{notDatabase(err)}
+	}
 	return err
+}
+
+// notDatabase says of SQLite's refusal of a --db that is not a SQLite
+// database (its path in err) that the file holds no ledger, and was left
+// as it is.
+func notDatabase(err error) error {
+	return fmt.Errorf("%w: %w, so it holds no ledger; give opledger a file of its own; it was left as it is", opledger.ErrNotLedger, err)
 }
 
 // postgresOnly annotates a --db flag that takes only a PostgreSQL URL;

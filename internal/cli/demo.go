@@ -334,6 +334,8 @@ func refuseLedger(ctx context.Context, dsn string) error {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return nil
+		case sqlitestore.IsNotDatabase(err):
+			return usageError{fmt.Errorf("--db: %w", notDatabase(err))}
 		case err != nil:
 			return fmt.Errorf("--db: cannot tell whether %s holds a ledger: %w", path, err)
 		}

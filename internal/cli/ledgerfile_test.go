@@ -72,6 +72,21 @@ func TestLedgerThatIsNoFile(t *testing.T) {
 	_, errOut, code := run(t, "ops", "list", "--db", "sqlite:"+notes)
 	require.Equal(t, 2, code, errOut)
 	require.Equal(t, "opledger: invalid input: no ledger at "+notes+": read sqlite "+notes+": file is not a database (26); it was left as it is", usageLine(t, errOut))
+
+	// So for the commands that create a ledger, as for another
+	// application's database: exit 2, the file left as it was.
+	for _, args := range [][]string{{"migrate"}, {"tokens", "create", "--tenant", "acme"}, {"serve", "--addr", "127.0.0.1:0"},
+		{"proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:18949"}, {"demo", "--no-serve"}} {
+		out, errOut, code := runGuarded(t, append(args, "--db", "sqlite:"+notes)...)
+		require.Equal(t, 2, code, "%v: %s%s", args, out, errOut)
+		require.Contains(t, usageLine(t, errOut), "not an opledger ledger: read sqlite "+notes+": file is not a database (26), so it holds no ledger; give opledger a file of its own; it was left as it is", args)
+	}
+	data, err := os.ReadFile(notes)
+	require.NoError(t, err)
+	require.Equal(t, "only some notes\n", string(data), "left as it was")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing made beside it")
 }
 
 // TestLedgerInMissingDirectory: a command that would create the ledger
