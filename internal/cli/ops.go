@@ -345,12 +345,19 @@ func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 				return nil, usageError{fmt.Errorf("--%s is for the store; with --server the server's store and the token's tenant are used", name)}
 			}
 		}
-		token := f.token
+		token, from := f.token, "--token"
 		if token == "" {
-			token = envToken()
+			token, from = envToken(), "OPLEDGER_TOKEN"
 		}
 		if token == "" {
 			return nil, usageError{errors.New("--server needs --token or OPLEDGER_TOKEN")}
+		}
+		// No request can carry a line end (a token read from a file saved
+		// with CRLF): the client's error would read "no answer from the
+		// server", as if it were down. A token has no space either. Not
+		// repeated: it is a secret.
+		if strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			return nil, usageError{fmt.Errorf("%s holds a control character or a space (a line end copied with the token?): an API token has none", from)}
 		}
 		return serverBackend{client.New(f.server, token, nil), f.again()}, nil
 	}

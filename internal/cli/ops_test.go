@@ -546,3 +546,40 @@ func TestOpsStats(t *testing.T) {
 	require.Equal(t, local.ByState["pending"]+1, all.ByState["pending"], "beta's pending operation counted")
 	require.Equal(t, local.Attempts, all.Attempts)
 }
+
+// TestServerTokenWithLineEnd: a token that holds a line end or another
+// control character (OPLEDGER_TOKEN read from a file saved with CRLF, a
+// --token pasted with its newline) can be sent in no request: it is a
+// usage error naming where it came from, not "no answer from the
+// server", which reads as a server that is down, and the token is not
+// repeated.
+func TestServerTokenWithLineEnd(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "tok.db")
+	token, _, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code)
+	token = strings.TrimSuffix(token, "\n")
+	url, _ := startServe(t, dsn)
+
+	out, errOut, code := runEnv(t, []string{"OPLEDGER_TOKEN=" + token}, "ops", "list", "--server", url)
+	require.Equal(t, 0, code, "the token as it is works: %s", errOut)
+	require.True(t, strings.HasPrefix(out, "KEY"), out)
+
+	for _, c := range []struct {
+		env  []string
+		args []string
+		from string
+	}{
+		{[]string{"OPLEDGER_TOKEN=" + token + "\r"}, nil, "OPLEDGER_TOKEN"},
+		{nil, []string{"--token", token + "\n"}, "--token"},
+	} {
+		for _, cmd := range [][]string{{"ops", "list"}, {"ops", "resolve", "k1", "--succeeded", "--ref", "r", "--reason", "found"}, {"events", "list"}, {"workflows", "list"}} {
+			args := append(append(cmd, "--server", url), c.args...)
+			out, errOut, code := runEnv(t, c.env, args...)
+			require.Equal(t, 2, code, "%v: %s%s", args, out, errOut)
+			require.Empty(t, out)
+			require.Equal(t, "opledger: "+c.from+" holds a control character or a space (a line end copied with the token?): an API token has none", usageLine(t, errOut), args)
+			require.NotContains(t, errOut, token[4:], "the token is not repeated")
+		}
+	}
+}
