@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -251,6 +254,12 @@ A token is read-write unless created with one of two narrower accesses:
 			case worker:
 				access = opledger.Worker
 			}
+			// A write to a pipe whose reader is gone fails (EPIPE) rather
+			// than kill the process (SIGPIPE) before it can revoke the
+			// token nobody got.
+			sigpipe := make(chan os.Signal, 1)
+			signal.Notify(sigpipe, syscall.SIGPIPE)
+			defer signal.Stop(sigpipe)
 			secret, tok, err := l.CreateToken(cmd.Context(), name, access)
 			if err != nil {
 				return refusedInput(err) // a --name too long

@@ -444,6 +444,37 @@ func TestTokenCreateUnwritten(t *testing.T) {
 	require.NotNil(t, tok.RevokedAt, "revoked")
 }
 
+// TestTokenCreateClosedPipe: a token whose secret is written to a pipe
+// nobody reads any more (the reader exited) is revoked, and the command
+// fails, as docs/api.md says: SIGPIPE used to kill the process before it
+// could revoke, leaving active a token nobody holds.
+func TestTokenCreateClosedPipe(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "l.db")
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	require.NoError(t, r.Close()) // the reader is gone before the write
+	cmd := exec.Command(binary, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "lost")
+	var errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &errOut
+	err = cmd.Run()
+	w.Close()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode(), "%v: %s", err, errOut.String())
+	require.Contains(t, errOut.String(), "the token could not be written, so it was revoked")
+
+	out, errText, code := run(t, "tokens", "list", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errText)
+	var tok struct {
+		Name      string  `json:"name"`
+		RevokedAt *string `json:"revoked_at"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &tok))
+	require.Equal(t, "lost", tok.Name)
+	require.NotNil(t, tok.RevokedAt, "revoked")
+}
+
 // TestTokensAccess: tokens create --read-only makes a token that a
 // served API lets read and refuses to write (403, nothing recorded), and
 // --worker one that may record but not decide (ops cancel with it exits 1
