@@ -95,3 +95,24 @@ func TestBackupAfterKill(t *testing.T) {
 	}
 	require.NoFileExists(t, filepath.Join(dir, "z.db"))
 }
+
+// TestBackupThroughSymlink: a backup of a ledger no process has open,
+// named by a symbolic link, leaves nothing beside the ledger's file, as
+// one named by its own path: SQLite makes the -wal and -shm files beside
+// the file the link names, where backup used not to look for them.
+func TestBackupThroughSymlink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+path)
+	require.Equal(t, 0, code, errOut)
+	link := filepath.Join(t.TempDir(), "link.db")
+	require.NoError(t, os.Symlink(path, link))
+	to := filepath.Join(dir, "copy.db")
+	out, errOut, code := run(t, "backup", "--db", "sqlite:"+link, "--to", to)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "backed up "+link+" to "+to+" (checked)\n", out)
+	for _, side := range []string{path + "-wal", path + "-shm", link + "-wal", link + "-shm"} {
+		require.NoFileExists(t, side)
+	}
+}

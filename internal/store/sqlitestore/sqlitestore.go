@@ -197,10 +197,16 @@ func inspect(ctx context.Context, path string) (holds bool, others []string, err
 // closes it: SQLite then removes them itself, and only as the last
 // connection to the file, so those of a process that opened the
 // database meanwhile stay. The write-ahead log it made is empty: the
-// checkpoint on close writes nothing to the database.
+// checkpoint on close writes nothing to the database. A path that is a
+// symbolic link is looked at where SQLite makes them: beside the file it
+// names.
 func leaveAsFound(ctx context.Context, path string) func() {
+	beside := path
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		beside = target
+	}
 	exists := func(suffix string) bool {
-		_, err := os.Lstat(path + suffix)
+		_, err := os.Lstat(beside + suffix)
 		return !errors.Is(err, fs.ErrNotExist)
 	}
 	if exists("-wal") || exists("-shm") {
