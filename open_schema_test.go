@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -167,6 +168,12 @@ func TestOpenRefusesUnwritableSQLiteSideFiles(t *testing.T) {
 	require.NotErrorIs(t, err, opledger.ErrInvalidInput)
 	require.Regexp(t, `^cannot write the ledger at `+path+`: its file `+path+`-shm: access `+path+`-shm: (permission denied|operation not permitted) \(a process of another user`, err.Error())
 	require.NotContains(t, err.Error(), "\n")
+	// Named through a symbolic link, the files are beside the file it
+	// names, where SQLite makes them.
+	link := filepath.Join(t.TempDir(), "link.db")
+	require.NoError(t, os.Symlink(path, link))
+	_, err = opledger.Open(ctx, "sqlite:"+link, opledger.Options{})
+	require.ErrorContains(t, err, "its file "+path+"-shm")
 
 	l, err = opledger.Open(ctx, "sqlite:"+path, opledger.Options{ExistingOnly: true})
 	require.NoError(t, err, "a reader does not need to write")

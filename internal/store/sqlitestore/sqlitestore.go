@@ -401,7 +401,12 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 	if err := s.checkWritable(ctx); err != nil {
 		return err
 	}
-	for _, side := range []string{s.path + "-wal", s.path + "-shm"} {
+	// SQLite makes them beside the file a symbolic link names.
+	beside := s.path
+	if target, err := filepath.EvalSymlinks(s.path); err == nil {
+		beside = target
+	}
+	for _, side := range []string{beside + "-wal", beside + "-shm"} {
 		// Asked without opening them: closing a descriptor of a file
 		// drops every POSIX lock this process holds on it, SQLite's on
 		// the -shm file among them.
@@ -411,7 +416,7 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 			// fail: "attempt to write a readonly database".
 			return fmt.Errorf("cannot write the ledger at %s: its file %s: %w (a process of another user that reads the ledger while no process has it open leaves its own -wal and -shm files): "+
 				"while no process has the ledger open, give %s-wal and %s-shm to this user (chown); a process that writes to the ledger (serve, proxy, migrate) needs files it may write",
-				s.path, side, err, s.path, s.path)
+				s.path, side, err, beside, beside)
 		}
 	}
 	return nil
