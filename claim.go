@@ -861,7 +861,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
-	if r.Outcome == OutcomeRetryable && r.DestinationRef != "" {
+	if r.Outcome == OutcomeRetryable && strings.TrimSpace(r.DestinationRef) != "" {
 		// The destination named a record it made, yet said to try later:
 		// a retry could make the effect twice. Uncertain, as ReportOf
 		// records such an answer (the same report sent again is

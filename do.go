@@ -39,9 +39,9 @@ type Call struct {
 // confirms an effect.
 type Result struct {
 	// Ref identifies the effect at the destination (record id, message id).
-	// Required (spaces only count as none), and stored as it is, so it must be something the ledger
-	// can store (CheckDestinationRef): at most MaxDestinationRefBytes of
-	// UTF-8 text without NUL bytes. Do records a success whose Ref it
+	// Required (spaces only count as none), and stored as it is, so it
+	// must be something the ledger can store (CheckDestinationRef): at
+	// most MaxDestinationRefBytes of UTF-8 text without NUL bytes. Do records a success whose Ref it
 	// cannot store as uncertain, never as a failure: the destination
 	// acted, so the effect must be reconciled, not forgotten.
 	Ref string
