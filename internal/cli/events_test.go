@@ -19,25 +19,8 @@ import (
 func TestEventsShowJSON(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ev.db")
-	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme"})
-	require.NoError(t, err)
-	rules, err := opledger.ParseRules([]byte(`
-rules:
-  - name: intake
-    source: forms
-    type: submission.accepted
-    operations:
-      - key: "intake:{data.id}:mail"
-        action: mail.send
-        destination: mail
-        payload: {to: "{data.email}", id: "{data.id}"}
-        sensitive_fields: [to]
-`))
-	require.NoError(t, err)
-	ev := opledger.Event{Source: "forms", EventID: "evt-1", DeliveryID: "d1", Type: "submission.accepted",
-		Payload: json.RawMessage(`{"id":"S1","email":"ana@example.invalid"}`)}
-	_, err = l.ReceiveEvent(ctx, rules, ev)
+	dsn, l, rules, ev := intakeLedger(t)
+	_, err := l.ReceiveEvent(ctx, rules, ev)
 	require.NoError(t, err)
 	ev.DeliveryID = "d2"
 	_, err = l.ReceiveEvent(ctx, rules, ev)
@@ -68,4 +51,32 @@ rules:
 		require.Empty(t, errOut, args)
 		require.JSONEq(t, string(api), out, "%v: as the API gives it", args)
 	}
+}
+
+// intakeLedger opens a new SQLite ledger of tenant acme, whose rule
+// intake maps a forms submission.accepted event to a mail operation with
+// the address sensitive, and returns it with its DSN, the rules and such
+// an event (evt-1, first delivery d1), not yet received.
+func intakeLedger(t *testing.T) (string, *opledger.Ledger, *opledger.Rules, opledger.Event) {
+	t.Helper()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ev.db")
+	l, err := opledger.Open(context.Background(), dsn, opledger.Options{Tenant: "acme"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: intake
+    source: forms
+    type: submission.accepted
+    operations:
+      - key: "intake:{data.id}:mail"
+        action: mail.send
+        destination: mail
+        payload: {to: "{data.email}", id: "{data.id}"}
+        sensitive_fields: [to]
+`))
+	require.NoError(t, err)
+	ev := opledger.Event{Source: "forms", EventID: "evt-1", DeliveryID: "d1", Type: "submission.accepted",
+		Payload: json.RawMessage(`{"id":"S1","email":"ana@example.invalid"}`)}
+	return dsn, l, rules, ev
 }

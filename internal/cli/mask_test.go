@@ -48,25 +48,9 @@ func TestOpsMaskSensitiveRefsAndResponses(t *testing.T) {
 // server, in the text as in --json.
 func TestEventsShowMasksSensitiveRefs(t *testing.T) {
 	t.Parallel()
-	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ev.db")
 	ctx := context.Background()
-	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme"})
-	require.NoError(t, err)
-	rules, err := opledger.ParseRules([]byte(`
-rules:
-  - name: intake
-    source: forms
-    type: submission.accepted
-    operations:
-      - key: "intake:{data.id}:mail"
-        action: mail.send
-        destination: mail
-        payload: {to: "{data.email}", id: "{data.id}"}
-        sensitive_fields: [to]
-`))
-	require.NoError(t, err)
-	_, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "forms", EventID: "evt-1", DeliveryID: "d1", Type: "submission.accepted",
-		Payload: json.RawMessage(`{"id":"S1","email":"ana@example.invalid"}`)})
+	dsn, l, rules, ev := intakeLedger(t)
+	_, err := l.ReceiveEvent(ctx, rules, ev)
 	require.NoError(t, err)
 	c, err := l.Claim(ctx, "intake:S1:mail", opledger.ClaimOptions{})
 	require.NoError(t, err)
