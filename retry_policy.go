@@ -88,3 +88,11 @@ func (l *Ledger) retryPolicy(destination string) RetryPolicy {
 	}
 	return *l.opts.RetryPolicy
 }
+
+// MaxRetryAfter is the longest wait a destination's Retry-After is taken
+// for, by an HTTP destination reading the header and by the HTTP API
+// reading a report's retry_after_seconds: a longer one (an absurd value,
+// a date years ahead) is taken as this, never refused, since the report
+// of a call without effect must not be lost; the retry policy's deadline
+// decides whether such a wait is acceptable.
+const MaxRetryAfter = 366 * 24 * time.Hour

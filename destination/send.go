@@ -254,10 +254,6 @@ func ClassifyStatus(resp *http.Response, p HTTPPolicy) error {
 	return opledger.Uncertain(se)
 }
 
-// maxRetryAfter bounds a Retry-After so that absurd values cannot overflow;
-// the retry policy's deadline decides whether such a wait is acceptable.
-const maxRetryAfter = 366 * 24 * time.Hour
-
 // ParseRetryAfter reads a Retry-After header (RFC 9110 section 10.2.3): a
 // number of seconds, or an HTTP date. A date is measured from the
 // response's Date header when there is one (so the two clocks involved are
@@ -272,8 +268,8 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 		if secs <= 0 {
 			return 0
 		}
-		if secs > int64(maxRetryAfter/time.Second) {
-			return maxRetryAfter
+		if secs > int64(opledger.MaxRetryAfter/time.Second) {
+			return opledger.MaxRetryAfter
 		}
 		return time.Duration(secs) * time.Second
 	}
@@ -288,7 +284,7 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return min(d, maxRetryAfter)
+	return min(d, opledger.MaxRetryAfter)
 }
 
 // writeTrace records how far a request got: whether net/http obtained a

@@ -341,22 +341,16 @@ type outcomeBody struct {
 	RetryAfterSeconds float64         `json:"retry_after_seconds"`
 }
 
-// maxRetryAfter bounds the destination's Retry-After a report gives, as
-// the executor bounds the one it reads (package destination): a longer
-// wait is taken as this one, and the retry policy's deadline decides
-// whether such a wait is acceptable.
-const maxRetryAfter = 366 * 24 * time.Hour
-
 // retryAfter reads a report's retry_after_seconds: not negative, and
-// bounded by maxRetryAfter rather than refused, since a report refused
+// bounded by opledger.MaxRetryAfter rather than refused, since a report refused
 // for it would be lost, and its dispatched attempt taken for uncertain
 // when its lease ran out, though the destination did not act.
 func retryAfter(v float64) (time.Duration, error) {
 	if v < 0 {
 		return 0, &decodeError{http.StatusBadRequest, "invalid_input", "retry_after_seconds must not be negative"}
 	}
-	if v >= maxRetryAfter.Seconds() {
-		return maxRetryAfter, nil
+	if v >= opledger.MaxRetryAfter.Seconds() {
+		return opledger.MaxRetryAfter, nil
 	}
 	return time.Duration(v * float64(time.Second)), nil
 }
