@@ -867,6 +867,9 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		// records such an answer (the same report sent again is
 		// recognised: it becomes the same).
 		r.Outcome, r.RetryAfter = OutcomeUncertain, 0
+		if r.Error == "" {
+			r.Error = string(OutcomeRetryable) // what the note follows
+		}
 		r = r.WithNote(retryableRefNote)
 	}
 	// A copy: the operation returned must not change when the caller

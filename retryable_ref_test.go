@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,15 @@ func TestRetryableReportWithRefIsUncertain(t *testing.T) {
 
 			_, err = l.Claim(ctx, in.Key, opledger.ClaimOptions{})
 			require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is sent before reconciliation")
+
+			// Without an error text, the note says what was reported.
+			in.Key = "intake:I18:create"
+			c, err = l.Claim(ctx, in.Key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
+			require.NoError(t, err)
+			op, err = l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, DestinationRef: "R2"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StateUncertain, op.State)
+			require.True(t, strings.HasPrefix(op.LastError, "retryable; not retried on its own"), op.LastError)
 		})
 	}
 }
