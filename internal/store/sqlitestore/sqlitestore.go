@@ -185,6 +185,16 @@ func inspect(ctx context.Context, path string) (holds bool, others []string, err
 	return holds, others, nil
 }
 
+// namedFile is the file path names: the target of a symbolic link (as
+// far as it resolves), beside which SQLite makes the -wal and -shm
+// files, and the write lock its own.
+func namedFile(path string) string {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		return target
+	}
+	return path
+}
+
 // leaveAsFound notes whether the -wal and -shm files of the SQLite
 // database at path exist, and returns the function to call once a
 // read-only connection to it is closed. Reading a WAL database that no
@@ -201,10 +211,7 @@ func inspect(ctx context.Context, path string) (holds bool, others []string, err
 // symbolic link is looked at where SQLite makes them: beside the file it
 // names.
 func leaveAsFound(ctx context.Context, path string) func() {
-	beside := path
-	if target, err := filepath.EvalSymlinks(path); err == nil {
-		beside = target
-	}
+	beside := namedFile(path)
 	exists := func(suffix string) bool {
 		_, err := os.Lstat(beside + suffix)
 		return !errors.Is(err, fs.ErrNotExist)
@@ -401,11 +408,7 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 	if err := s.checkWritable(ctx); err != nil {
 		return err
 	}
-	// SQLite makes them beside the file a symbolic link names.
-	beside := s.path
-	if target, err := filepath.EvalSymlinks(s.path); err == nil {
-		beside = target
-	}
+	beside := namedFile(s.path)
 	for _, side := range []string{beside + "-wal", beside + "-shm"} {
 		// Asked without opening them: closing a descriptor of a file
 		// drops every POSIX lock this process holds on it, SQLite's on

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -163,9 +162,7 @@ func (l *writeLock) open() error {
 		l.unavailable = true
 		return nil
 	}
-	if real, err := filepath.EvalSymlinks(l.db); err == nil {
-		l.path = real + WriteLockSuffix
-	}
+	l.path = namedFile(l.db) + WriteLockSuffix
 	perm := fs.FileMode(0o644)
 	if fi, err := os.Stat(l.db); err == nil {
 		perm = fi.Mode().Perm()
