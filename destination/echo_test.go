@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,6 +53,20 @@ destinations:
       match:
         - record: /external_ref
           value: "{{.Key}}"
+  - name: throttled
+    url: @ECHO@/throttled
+    headers:
+      Authorization: Bearer ${RIG_TOKEN}
+    ref: /id
+    timeout: 5s
+    lookup:
+      url: @ECHO@/throttled?ref={{urlquery .Key}}
+      results: /items
+      authoritative: true
+      visibility_delay: 1s
+      match:
+        - record: /external_ref
+          value: "{{.Key}}"
 `
 
 // echoServer answers as careless destinations do: it echoes the request's
@@ -63,14 +78,14 @@ func echoServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	// hijacked writes an answer whose status line quotes auth: net/http
 	// writes only the standard reason phrase.
-	hijacked := func(w http.ResponseWriter, status, auth, body string) {
+	hijacked := func(w http.ResponseWriter, status, auth, body string, header ...string) {
 		conn, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			panic(err)
 		}
 		defer conn.Close()
-		fmt.Fprintf(buf, "HTTP/1.1 %s rejected credential %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-			status, auth, len(body), body)
+		fmt.Fprintf(buf, "HTTP/1.1 %s rejected credential %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%sConnection: close\r\n\r\n%s",
+			status, auth, len(body), strings.Join(header, ""), body)
 		_ = buf.Flush()
 	}
 	quoted := func(auth string) string {
@@ -92,6 +107,12 @@ func echoServer(t *testing.T) *httptest.Server {
 		case "/flaky":
 			if r.Method == http.MethodGet {
 				hijacked(w, "503", auth, quoted(auth))
+				return
+			}
+			hijacked(w, "502", auth, quoted(auth))
+		case "/throttled":
+			if r.Method == http.MethodGet {
+				hijacked(w, "429", auth, quoted(auth), "Retry-After: 600\r\n")
 				return
 			}
 			hijacked(w, "502", auth, quoted(auth))
@@ -166,6 +187,22 @@ func TestHeaderSecretsNeverStored(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, r.Evidence("flaky:1", "reconcile deferred"), "503 rejected credential "+opledger.Mask)
 		stored("flaky:1")
+
+		// A throttled lookup whose status line quotes the credential keeps
+		// the wait it asked for, and its text no mark, once masked.
+		r.Record("throttled:1", "throttled", `{"n": 1}`)
+		op = r.Step()
+		require.Equal(t, opledger.StateUncertain, op.State)
+		r.Clock.Advance(2 * 1e9)
+		_, err = r.Rec.RunOnce(r.Ctx)
+		require.NoError(t, err)
+		evidence := r.Evidence("throttled:1", "reconcile deferred")
+		require.Contains(t, evidence, "429 rejected credential "+opledger.Mask)
+		require.Contains(t, evidence, "the destination asked to wait 10m0s")
+		require.NotContains(t, evidence, "retryable")
+		op = r.Get("throttled:1")
+		require.Equal(t, 600*time.Second, op.NotBefore.Sub(op.UpdatedAt))
+		stored("throttled:1")
 	})
 }
 

@@ -646,13 +646,7 @@ func (h *HTTP) Lookup(ctx context.Context, op *opledger.Operation, _ []string) (
 	res, err := h.find(ctx, op)
 	res.Ref = h.secrets.mask(res.Ref)
 	res.Evidence = h.secrets.mask(res.Evidence)
-	masked := h.secrets.maskError(err, false)
-	if o, after := opledger.OutcomeOf(err); err != nil && o == opledger.OutcomeRetryable && after > 0 {
-		if o, _ := opledger.OutcomeOf(masked); o != opledger.OutcomeRetryable {
-			masked = opledger.Retryable(masked, after) // the wait, lost to the masking
-		}
-	}
-	return res, masked
+	return res, h.secrets.maskError(err, false)
 }
 
 // lookupFailed is the error of a lookup whose request failed with err

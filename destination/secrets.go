@@ -212,15 +212,19 @@ func (l secretList) holdsSecret(doc []byte) bool {
 // maskError returns err with the secrets masked in its text: err itself
 // when none occurs, otherwise a *maskedError that matches ErrExists and
 // ErrNoLookup as err did and, when marked (a call's error), carries the
-// outcome opledger.OutcomeOf reads from err, Retry-After included. It
+// outcome opledger.OutcomeOf reads from err, Retry-After included; not
+// marked (a lookup's error), it carries only the wait of a retryable one
+// (a throttled lookup's Retry-After, which the reconciler honours). It
 // wraps nothing: what err wraps (a *StatusError's status line, a
 // transport's error) may hold the secret.
 func (l secretList) maskError(err error, marked bool) error {
 	if err == nil || len(l) == 0 {
 		return err
 	}
+	o, after := opledger.OutcomeOf(err)
+	waits := o == opledger.OutcomeRetryable && after > 0
 	text := err.Error()
-	if marked {
+	if marked || waits {
 		text = opledger.ErrorText(err) // without the mark, which is set again
 	}
 	masked := l.mask(text)
@@ -234,9 +238,12 @@ func (l secretList) maskError(err error, marked bool) error {
 		}
 	}
 	if !marked {
+		if waits {
+			return opledger.Retryable(me, after)
+		}
 		return me
 	}
-	switch o, after := opledger.OutcomeOf(err); o {
+	switch o {
 	case opledger.OutcomeRejected:
 		return opledger.Rejected(me)
 	case opledger.OutcomeRetryable:
