@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/internal/testdb"
 )
 
 // TestRetryableReportWithRefIsUncertain: a worker that reports retryable
@@ -22,48 +21,42 @@ import (
 // lost) is recognised as the one recorded.
 func TestRetryableReportWithRefIsUncertain(t *testing.T) {
 	t.Parallel()
-	for _, st := range testdb.Stores() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
-			require.NoError(t, err)
-			t.Cleanup(func() { l.Close() })
-			in := opledger.Intent{Key: "intake:I17:create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":2}`)}
-			c, err := l.Claim(ctx, in.Key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
-			require.NoError(t, err)
-			report := opledger.Report{Outcome: opledger.OutcomeRetryable, DestinationRef: "R1", Error: "503 Service Unavailable", RetryAfter: time.Second}
-			op, err := l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, report)
-			require.NoError(t, err)
-			require.Equal(t, opledger.StateUncertain, op.State, "the destination named record R1: not sent again unchecked")
-			require.Equal(t, opledger.ReportOf(opledger.Result{Ref: "R1"}, opledger.Retryable(nil, 0)).Outcome, opledger.OutcomeUncertain,
-				"as ReportOf records it")
-			attempts, err := l.Attempts(ctx, in.Key)
-			require.NoError(t, err)
-			require.Equal(t, string(opledger.OutcomeUncertain), attempts[0].Outcome)
-			require.Equal(t, "R1", attempts[0].DestinationRef)
-			require.Contains(t, attempts[0].Error, "not retried on its own: the destination reported a reference with a retryable error")
+	eachStore(t, opledger.Options{}, func(t *testing.T, l *opledger.Ledger) {
+		ctx := context.Background()
+		in := opledger.Intent{Key: "intake:I17:create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"units":2}`)}
+		c, err := l.Claim(ctx, in.Key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
+		require.NoError(t, err)
+		report := opledger.Report{Outcome: opledger.OutcomeRetryable, DestinationRef: "R1", Error: "503 Service Unavailable", RetryAfter: time.Second}
+		op, err := l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, report)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State, "the destination named record R1: not sent again unchecked")
+		require.Equal(t, opledger.ReportOf(opledger.Result{Ref: "R1"}, opledger.Retryable(nil, 0)).Outcome, opledger.OutcomeUncertain,
+			"as ReportOf records it")
+		attempts, err := l.Attempts(ctx, in.Key)
+		require.NoError(t, err)
+		require.Equal(t, string(opledger.OutcomeUncertain), attempts[0].Outcome)
+		require.Equal(t, "R1", attempts[0].DestinationRef)
+		require.Contains(t, attempts[0].Error, "not retried on its own: the destination reported a reference with a retryable error")
 
-			tl, err := l.Timeline(ctx, in.Key)
-			require.NoError(t, err)
-			again, err := l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, report)
-			require.NoError(t, err, "the same report sent again is the one recorded")
-			require.Equal(t, opledger.StateUncertain, again.State)
-			tl2, err := l.Timeline(ctx, in.Key)
-			require.NoError(t, err)
-			require.Len(t, tl2, len(tl), "recorded once")
+		tl, err := l.Timeline(ctx, in.Key)
+		require.NoError(t, err)
+		again, err := l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, report)
+		require.NoError(t, err, "the same report sent again is the one recorded")
+		require.Equal(t, opledger.StateUncertain, again.State)
+		tl2, err := l.Timeline(ctx, in.Key)
+		require.NoError(t, err)
+		require.Len(t, tl2, len(tl), "recorded once")
 
-			_, err = l.Claim(ctx, in.Key, opledger.ClaimOptions{})
-			require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is sent before reconciliation")
+		_, err = l.Claim(ctx, in.Key, opledger.ClaimOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidState, "nothing is sent before reconciliation")
 
-			// Without an error text, the note says what was reported.
-			in.Key = "intake:I18:create"
-			c, err = l.Claim(ctx, in.Key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
-			require.NoError(t, err)
-			op, err = l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, DestinationRef: "R2"})
-			require.NoError(t, err)
-			require.Equal(t, opledger.StateUncertain, op.State)
-			require.True(t, strings.HasPrefix(op.LastError, "retryable; not retried on its own"), op.LastError)
-		})
-	}
+		// Without an error text, the note says what was reported.
+		in.Key = "intake:I18:create"
+		c, err = l.Claim(ctx, in.Key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
+		require.NoError(t, err)
+		op, err = l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, DestinationRef: "R2"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.True(t, strings.HasPrefix(op.LastError, "retryable; not retried on its own"), op.LastError)
+	})
 }

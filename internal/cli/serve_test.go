@@ -423,23 +423,31 @@ func TestTokenCreateUnwritten(t *testing.T) {
 		t.Skip("no /dev/full on this system")
 	}
 	defer full.Close()
+	requireUnwrittenTokenRevoked(t, full)
+}
+
+// requireUnwrittenTokenRevoked runs tokens create with its stdout on out,
+// which takes no write, and requires that it fails (exit 1) and leaves
+// its token revoked.
+func requireUnwrittenTokenRevoked(t *testing.T, out *os.File) {
+	t.Helper()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "l.db")
 	cmd := exec.Command(binary, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "lost")
 	var errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = full, &errOut
-	err = cmd.Run()
+	cmd.Stdout, cmd.Stderr = out, &errOut
+	err := cmd.Run()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
-	require.Equal(t, 1, ee.ExitCode())
+	require.Equal(t, 1, ee.ExitCode(), "%v: %s", err, errOut.String())
 	require.Contains(t, errOut.String(), "the token could not be written, so it was revoked")
 
-	out, errText, code := run(t, "tokens", "list", "--db", dsn, "--json")
+	list, errText, code := run(t, "tokens", "list", "--db", dsn, "--json")
 	require.Equal(t, 0, code, errText)
 	var tok struct {
 		Name      string  `json:"name"`
 		RevokedAt *string `json:"revoked_at"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(out), &tok))
+	require.NoError(t, json.Unmarshal([]byte(list), &tok))
 	require.Equal(t, "lost", tok.Name)
 	require.NotNil(t, tok.RevokedAt, "revoked")
 }
@@ -450,29 +458,11 @@ func TestTokenCreateUnwritten(t *testing.T) {
 // could revoke, leaving active a token nobody holds.
 func TestTokenCreateClosedPipe(t *testing.T) {
 	t.Parallel()
-	dsn := "sqlite:" + filepath.Join(t.TempDir(), "l.db")
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	require.NoError(t, r.Close()) // the reader is gone before the write
-	cmd := exec.Command(binary, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "lost")
-	var errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = w, &errOut
-	err = cmd.Run()
-	w.Close()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	require.Equal(t, 1, ee.ExitCode(), "%v: %s", err, errOut.String())
-	require.Contains(t, errOut.String(), "the token could not be written, so it was revoked")
-
-	out, errText, code := run(t, "tokens", "list", "--db", dsn, "--json")
-	require.Equal(t, 0, code, errText)
-	var tok struct {
-		Name      string  `json:"name"`
-		RevokedAt *string `json:"revoked_at"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &tok))
-	require.Equal(t, "lost", tok.Name)
-	require.NotNil(t, tok.RevokedAt, "revoked")
+	defer w.Close()
+	requireUnwrittenTokenRevoked(t, w)
 }
 
 // TestTokensAccess: tokens create --read-only makes a token that a
