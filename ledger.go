@@ -164,18 +164,22 @@ type shared struct {
 	snapshots *snapshots
 	// checkedTokens are the API tokens Authenticate found active lately.
 	checkedTokens checkedTokens
+	// tokenUses are the writes of tokens' last use in the background.
+	tokenUses tokenUses
 	// statsReads and eventStatsReads share concurrent reads of the
 	// figures, by tenant ("" for all).
 	statsReads      sharedReads[*statsRead]
 	eventStatsReads sharedReads[*store.EventCounts]
-	// life ends the Maintain loops when the ledger is closed.
+	// life ends the Maintain loops, and the writes in the background,
+	// when the ledger is closed.
 	life lifecycle
 	// self is this process's announcements (Announce).
 	self self
 }
 
-// lifecycle lets Close stop the Maintain loops, and wait for them, before
-// it closes the store, and makes a second Close a no-op.
+// lifecycle lets Close stop the Maintain loops and the writes in the
+// background (a token's last use), and wait for them, before it closes
+// the store, and makes a second Close a no-op.
 type lifecycle struct {
 	mu sync.Mutex
 	// closing ends when Close is called, and with it every loop's

@@ -305,7 +305,8 @@ func (c *checkedTokens) forget() {
 // the secret is never kept), or ErrUnauthorized. A token found active is
 // trusted for TokenCheckValidity without reading the store again. A
 // token read from the store whose last use recorded is older than
-// TokenUseResolution has its use recorded, in a write of its own. The
+// TokenUseResolution has its use recorded, in a write of its own that
+// Authenticate does not wait for. The
 // caller enforces the access: the HTTP API refuses a ReadOnly token's
 // writes and a Worker token's decisions, and so does the console.
 func (l *Ledger) Authenticate(ctx context.Context, secret string) (*TokenInfo, error) {
@@ -329,13 +330,80 @@ func (l *Ledger) Authenticate(ctx context.Context, secret string) (*TokenInfo, e
 	info := tokenInfo(tok)
 	l.checkedTokens.remember(hash, *info, now, gen)
 	if tok.LastUsedAt.IsZero() || now.Sub(tok.LastUsedAt) >= TokenUseResolution {
-		// Bookkeeping: a failure to note the use (the store busy, or
-		// migrated by a newer release) does not refuse the request.
-		_ = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			return l.noteTokenUse(ctx, tx, tok.ID)
-		})
+		l.noteTokenUseLater(ctx, tok.ID, now)
 	}
 	return info, nil
+}
+
+// tokenUseRetry is how long after a failed write of a token's use
+// Authenticate waits before trying again.
+const tokenUseRetry = time.Minute
+
+// tokenUses are the writes of tokens' last use that Authenticate started
+// in the background, by token ID: one at a time per token, and after one
+// failed, none before tokenUseRetry.
+type tokenUses struct {
+	mu   sync.Mutex
+	byID map[string]tokenUse
+}
+
+type tokenUse struct {
+	inFlight bool
+	// retryAt is when a write that failed may be tried again.
+	retryAt time.Time
+}
+
+// begin reports whether a write of token id's use may start at now, and
+// if so marks it in flight.
+func (u *tokenUses) begin(id string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if w, ok := u.byID[id]; ok && (w.inFlight || now.Before(w.retryAt)) {
+		return false
+	}
+	if u.byID == nil || len(u.byID) >= maxCheckedTokens {
+		// Only failed writes stay, and only to delay the next: a token
+		// written twice at once costs a write, nothing more.
+		u.byID = map[string]tokenUse{}
+	}
+	u.byID[id] = tokenUse{inFlight: true}
+	return true
+}
+
+// end notes that the write of token id's use begun ended; failed at
+// now, it is not tried again before tokenUseRetry.
+func (u *tokenUses) end(id string, failed bool, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if failed {
+		u.byID[id] = tokenUse{retryAt: now.Add(tokenUseRetry)}
+		return
+	}
+	delete(u.byID, id)
+}
+
+// noteTokenUseLater writes that token id is used, in the background:
+// bookkeeping never makes a request wait for the write lock (another
+// process may hold SQLite's for longer than the busy timeout), and a
+// failure to note the use (the store busy, or migrated by a newer
+// release) does not refuse the request. Close waits for the write, and
+// ends its wait for the store.
+func (l *Ledger) noteTokenUseLater(ctx context.Context, id string, now time.Time) {
+	if !l.tokenUses.begin(id, now) {
+		return
+	}
+	ctx, done, ok := l.life.start(context.WithoutCancel(ctx))
+	if !ok {
+		l.tokenUses.end(id, false, now)
+		return
+	}
+	go func() {
+		defer done()
+		err := l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return l.noteTokenUse(ctx, tx, id)
+		})
+		l.tokenUses.end(id, err != nil, l.clock(time.Now()))
+	}()
 }
 
 // TokenUseResolution is how precisely a token's last use is kept
