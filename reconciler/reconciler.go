@@ -71,7 +71,8 @@ type Config struct {
 	// with each further failure up to MaxLookupBackoff. Defaults 10 s and
 	// 15 min. A lookup that failed with a wait the destination asked for
 	// (opledger.Retryable with a Retry-After, as an HTTP destination's
-	// throttled lookup does) waits that long if it is longer.
+	// throttled lookup does) waits that long if it is longer, up to
+	// MaxLookupWait.
 	LookupBackoff, MaxLookupBackoff time.Duration
 	// MaxLookupFailures is how many failed lookups, since the operation
 	// became uncertain, hold it for a person. Default 8.
@@ -506,11 +507,22 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 	// A destination that asked to wait (a throttled lookup's Retry-After)
 	// is not looked up again before then, whatever the backoff says.
 	if o, after := opledger.OutcomeOf(lookupErr); o == opledger.OutcomeRetryable && after > delay {
-		delay = after
 		why += fmt.Sprintf("; the destination asked to wait %s", after)
+		if after > MaxLookupWait {
+			// Weeks unexamined would leave the operation unresolved and
+			// quiet: look again, and count the failure, after a day.
+			after = MaxLookupWait
+			why += fmt.Sprintf(", waiting %s", after)
+		}
+		delay = after
 	}
 	return r.wait(ctx, tl, op, delay, why)
 }
+
+// MaxLookupWait bounds the wait a throttled lookup's Retry-After asks
+// for: a longer one is taken as a day, and the lookup, made again then,
+// counts towards MaxLookupFailures if it is throttled again.
+const MaxLookupWait = 24 * time.Hour
 
 // lookupFailures counts the failed lookups recorded since the operation
 // last became uncertain.

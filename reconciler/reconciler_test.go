@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/fakedest"
+	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/reconciler"
 )
@@ -117,6 +119,30 @@ func TestThrottledLookupWaitsForRetryAfter(t *testing.T) {
 		require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Succeeded])
 		require.Equal(t, 1, r.Server.Creates())
 	})
+}
+
+// A throttled lookup's Retry-After of weeks is taken as MaxLookupWait:
+// the operation is looked up again after a day, not left unexamined.
+func TestThrottledLookupWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) {
+		o.Reconciler.MaxLookupFailures = 3
+	})
+	r.Record("intake:T2:create", "crm", payload)
+	r.Server.Fail(fakedest.LoseResponse)
+	require.Equal(t, opledger.StateUncertain, r.Step().State)
+	r.Server.SetRetryAfter(strconv.Itoa(int(30 * 24 * time.Hour / time.Second)))
+	r.Server.ThrottleLookups(100)
+	r.Clock.Advance(31 * time.Second)
+
+	require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+	op := r.Get("intake:T2:create")
+	require.Equal(t, reconciler.MaxLookupWait, op.NotBefore.Sub(op.UpdatedAt))
+	require.Contains(t, r.Evidence("intake:T2:create", "reconcile deferred"),
+		"(failure 1 of 3); the destination asked to wait 720h0m0s, waiting 24h0m0s")
+	r.Clock.Advance(reconciler.MaxLookupWait + time.Second)
+	require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+	require.Equal(t, 2, r.Server.Lookups(), "looked up again after a day")
 }
 
 // The failure count starts again each time the operation becomes
