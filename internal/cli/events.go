@@ -98,7 +98,7 @@ func newEventsCmd() *cobra.Command {
 				return err
 			}
 			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "",
-				bf.tenantName()+" lists no event at all: if you meant another tenant, --tenant (or another token) names it", func() (bool, error) {
+				bf.emptyTenantNote("event", ""), func() (bool, error) {
 					some, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Limit: 1})
 					return err == nil && len(some.Items) > 0, err
 				}); err != nil {

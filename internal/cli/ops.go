@@ -324,13 +324,18 @@ func checkServerURL(server string) error {
 	return nil
 }
 
-// tenantName names the tenant the commands act in, as a note tells it:
-// --tenant's, or with --server the token's.
-func (f *backendFlags) tenantName() string {
-	if f.server != "" {
-		return "the token's tenant"
+// emptyTenantNote is the note for a list that finds no what at all in the
+// tenant the commands act in (detail, if any, says why that may be): with
+// --db, another --tenant may list some; with --server, a token of another
+// tenant (--tenant is refused there).
+func (f *backendFlags) emptyTenantNote(what, detail string) string {
+	if detail != "" {
+		detail = " (" + detail + ")"
 	}
-	return fmt.Sprintf("tenant %q", f.tenant)
+	if f.server != "" {
+		return fmt.Sprintf("the token's tenant lists no %s at all%s: a token of another tenant lists that tenant's", what, detail)
+	}
+	return fmt.Sprintf("tenant %q lists no %s at all%s: if you meant another tenant, --tenant names it", f.tenant, what, detail)
 }
 
 func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
@@ -472,10 +477,7 @@ func newOpsListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			note := fmt.Sprintf("tenant %q lists no operation at all (none recorded, or all compacted by retention): if you meant another, --tenant names it", bf.tenant)
-			if bf.server != "" {
-				note = "the token's tenant lists no operation at all (none recorded, or all compacted by retention): a token of another tenant lists that tenant's"
-			}
+			note := bf.emptyTenantNote("operation", "none recorded, or all compacted by retention")
 			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "", note, func() (bool, error) {
 				some, err := b.List(cmd.Context(), opledger.ListOptions{Limit: 1})
 				return err == nil && len(some.Items) > 0, err

@@ -39,7 +39,7 @@ func TestOps(t *testing.T) {
 	// mistyped --tenant is not an empty queue.
 	out, errOut, code = run(t, "ops", "list", "--db", dsn, "--state", "held", "--tenant", "acmee")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "note: tenant \"acmee\" lists no operation at all (none recorded, or all compacted by retention): if you meant another, --tenant names it\n", errOut)
+	require.Equal(t, "note: tenant \"acmee\" lists no operation at all (none recorded, or all compacted by retention): if you meant another tenant, --tenant names it\n", errOut)
 	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 1, "the header alone")
 	_, errOut, code = run(t, "ops", "list", "--db", dsn, "--state", "in_progress")
 	require.Equal(t, 0, code, errOut)

@@ -156,7 +156,7 @@ func newWorkflowsListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			note := bf.tenantName() + " lists no workflow at all: if you meant another tenant, --tenant (or another token) names it"
+			note := bf.emptyTenantNote("workflow", "")
 			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "", note, func() (bool, error) {
 				some, err := b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Limit: 1})
 				return err == nil && len(some.Items) > 0, err
