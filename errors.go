@@ -63,6 +63,12 @@ var (
 	// a lock_timeout the DSN sets. The request's transaction was rolled
 	// back, so nothing was recorded: try it again.
 	ErrStoreBusy = store.ErrBusy
+	// ErrStoreUnavailable: the PostgreSQL server could not be reached
+	// (it is down, restarting or failing over, or the network to it is
+	// gone): no connection to it could be made, so nothing of the request
+	// was sent or recorded; try it again. The API answers 503
+	// unavailable.
+	ErrStoreUnavailable = store.ErrUnavailable
 	// ErrStoreFull: the store's disk is full. The request's transaction
 	// was rolled back, so nothing was recorded; writes fail until space
 	// is freed.

@@ -121,8 +121,9 @@ func (e *Error) Kind() string { return strings.TrimPrefix(e.Problem.Type, httpap
 // whose state is in_progress opledger.ErrInProgress (and, from Release,
 // opledger.ErrAlreadyDispatched). A request the store could not take
 // matches opledger.ErrStoreBusy (store_busy: send it again),
-// opledger.ErrStoreFull or opledger.ErrSchemaNewer, as the ledger's own
-// error does.
+// opledger.ErrStoreUnavailable (unavailable: the database could not be
+// reached; send it again), opledger.ErrStoreFull or
+// opledger.ErrSchemaNewer, as the ledger's own error does.
 func (e *Error) Is(target error) bool {
 	switch e.Kind() {
 	case "fingerprint_mismatch":
@@ -173,6 +174,8 @@ func (e *Error) Is(target error) bool {
 		return target == opledger.ErrStoreBusy
 	case "store_full":
 		return target == opledger.ErrStoreFull
+	case "unavailable":
+		return target == opledger.ErrStoreUnavailable
 	case "schema_newer":
 		return target == opledger.ErrSchemaNewer
 	}

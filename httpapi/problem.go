@@ -133,6 +133,10 @@ func shownPath(r *http.Request) string {
 // seconds: another process's write lock is usually gone by then.
 const storeBusyRetryAfter = "1"
 
+// storeUnavailableRetryAfter is the Retry-After of an unavailable problem,
+// in seconds: a database restarting or failing over takes a few.
+const storeUnavailableRetryAfter = "5"
+
 // RetryAfterSeconds is a Retry-After for a request refused until at: the
 // whole seconds from now to at, rounded up (a caller that comes back
 // then finds it due, not half a second early), at least 1.
@@ -215,6 +219,14 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", storeBusyRetryAfter)
 		s.logUnavailable(r, kind, err)
 		text = opledger.ErrStoreBusy.Error()
+	case errors.Is(err, opledger.ErrStoreUnavailable):
+		// No connection to the database could be made: nothing was sent
+		// to it, so nothing was recorded, and the request may be sent
+		// again once it answers (/readyz says when).
+		status, kind = http.StatusServiceUnavailable, "unavailable"
+		w.Header().Set("Retry-After", storeUnavailableRetryAfter)
+		s.logUnavailable(r, kind, err)
+		text = opledger.ErrStoreUnavailable.Error()
 	case errors.Is(err, opledger.ErrStoreFull):
 		// Nothing was recorded; writes fail until the operator frees
 		// space, so no Retry-After.
@@ -246,8 +258,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // logUnavailable tells the operator about a request refused because the
-// store could not take it (store_busy, store_full): something outside
-// the server (another process's lock, the disk) needs their attention.
+// store could not take it (store_busy, store_full, unavailable): something
+// outside the server (another process's lock, the disk, the database
+// server or the network to it) needs their attention.
 func (s *server) logUnavailable(r *http.Request, kind string, err error) {
 	s.log.WarnContext(r.Context(), "request refused: the store could not take it", "request_id", requestID(r.Context()),
 		"method", r.Method, "route", r.Pattern, "problem", kind, "error", redact.Keys(r.PathValue("key"), err))

@@ -39,6 +39,12 @@ const FirstMigration = "001_init.sql"
 // was written; it may be tried again.
 var ErrBusy = errors.New("the ledger is busy: another process holds its write lock; nothing was recorded, try again")
 
+// ErrUnavailable is returned when the database server could not be
+// reached: a connection to it could not be made (it is down, restarting
+// or failing over, or the network to it is gone). Nothing of the call was
+// sent, so nothing was written; it may be tried again.
+var ErrUnavailable = errors.New("the ledger's store does not answer; nothing was recorded, try again")
+
 // ErrFull is returned when the database's disk (or its size limit) is
 // full. The transaction was rolled back, so nothing of it was written;
 // writes fail until space is freed.

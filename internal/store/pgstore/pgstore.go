@@ -375,13 +375,21 @@ func mapErr(err error) error {
 // a lock held by another session for longer than the DSN's lock_timeout
 // (lock_not_available, 55P03) with store.ErrBusy, a full disk (disk_full,
 // 53100) with store.ErrFull, keeping the original in the chain. The
-// transaction was rolled back. Errors already marked store.ErrConflict
-// stay as they are: a shared transaction's own short lock_timeout
-// (groupLockTimeout) is a conflict its callers decide again after. Every
-// Store method that runs SQL returns its error through it.
+// transaction was rolled back. A server that could not be reached (no
+// connection could be made: it is down, or the network to it is gone) is
+// marked store.ErrUnavailable, its text kept as it was: nothing of the
+// call was sent. Errors already marked store.ErrConflict stay as they
+// are: a shared transaction's own short lock_timeout (groupLockTimeout) is
+// a conflict its callers decide again after. Every Store method that runs
+// SQL returns its error through it.
 func classify(err error) error {
-	if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrFull) {
+	if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrFull) ||
+		errors.Is(err, store.ErrUnavailable) {
 		return err
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return unreachable{err}
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
@@ -395,6 +403,15 @@ func classify(err error) error {
 	}
 	return err
 }
+
+// unreachable is an error of a call that could not connect to the
+// server: it reads as the driver's error and matches store.ErrUnavailable
+// too.
+type unreachable struct{ err error }
+
+func (e unreachable) Error() string        { return e.err.Error() }
+func (e unreachable) Unwrap() error        { return e.err }
+func (e unreachable) Is(target error) bool { return target == store.ErrUnavailable }
 
 // ts converts a Go time to a nullable timestamptz; the zero time is NULL.
 func ts(t time.Time) pgtype.Timestamptz {
