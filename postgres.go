@@ -15,6 +15,11 @@ import (
 // in holds a ledger already: the catalog is read before Migrate could
 // make an empty schema (or public of a mistyped database) a ledger.
 func openPostgres(ctx context.Context, dsn string, opts Options) (store.Store, error) {
+	if redact.StrayAt(dsn) {
+		// The driver would take what follows the first '@' for the host,
+		// and name it in its errors: part of a password.
+		return nil, fmt.Errorf("%w: %s", ErrInvalidInput, redact.StrayAtReason)
+	}
 	s, err := pgstore.Open(ctx, dsn)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
@@ -259,6 +260,9 @@ func checkDSN(name, dsn string) error {
 		// caller's mistake, one whose server does not answer is not.
 		// A file it names that this machine lacks (sslrootcert) is the
 		// environment's failure, as an unreachable server is: not here.
+		if redact.StrayAt(dsn) {
+			return usageError{fmt.Errorf("%s: %s", name, redact.StrayAtReason)}
+		}
 		if _, err := pgxpool.ParseConfig(dsn); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return usageError{fmt.Errorf("%s: the PostgreSQL DSN %s cannot be parsed: %s", name,
 				redactedDSN(dsn, "(not repeated: it may hold a password)"), dsnParseReason(err))}

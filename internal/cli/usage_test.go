@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/testdb"
 )
 
@@ -423,6 +424,10 @@ func TestPostgresDSNUsage(t *testing.T) {
 			"--db: the PostgreSQL DSN postgres://u@h/db?password=xxxxx&pool_max_conns=x cannot be parsed: cannot parse pool_max_conns"},
 		{[]string{"tokens", "list", "--db", "postgres://u@127.0.0.1:5432/test?sslpassword=secret&sslmode=bogus"},
 			"--db: the PostgreSQL DSN postgres://u@127.0.0.1:5432/test?sslpassword=xxxxx&sslmode=bogus cannot be parsed: failed to configure TLS (sslmode is invalid)"},
+		// A password's '@' written as is: the driver took the rest of the
+		// password for the host, and printed it ("lookup secret@h").
+		{[]string{"ops", "list", "--db", "postgres://u:p@secret@h/db"}, "--db: " + redact.StrayAtReason},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--db", "postgres://u:p@secret@h:5432?sslmode=disable"}, "--db: " + redact.StrayAtReason},
 	} {
 		out, errOut, code := runGuarded(t, tc.args...)
 		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)

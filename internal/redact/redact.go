@@ -59,6 +59,42 @@ func DSNWithoutSecrets(dsn string, u *url.URL) (without string, ok bool) {
 	return without, true
 }
 
+// StrayAt reports whether a postgres:// (or postgresql://) URL holds an
+// '@' in the host part that the PostgreSQL driver reads: after the first
+// '@' before any '/' (which, as libpq, it takes for the end of the user
+// and password) and before the '?' or '#' that ends the hosts. That is a
+// password's '@' not written %40 (postgres://app:p@ss@db/ledger): the
+// driver takes the rest of the password for the host and names it in
+// its errors ("lookup ss@db: no such host"), where DSN, which reads the
+// URL as net/url does (up to the last '@' of the authority), cannot see
+// it. No server can be reached at such a host: the URL is a mistake to
+// refuse before it is used, without repeating it.
+func StrayAt(dsn string) bool {
+	rest, ok := strings.CutPrefix(dsn, "postgresql://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(dsn, "postgres://"); !ok {
+			return false
+		}
+	}
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		rest = rest[:i]
+	}
+	_, hosts, found := strings.Cut(rest, "@")
+	if !found {
+		return false
+	}
+	if i := strings.IndexAny(hosts, "?#"); i >= 0 {
+		hosts = hosts[:i]
+	}
+	return strings.Contains(hosts, "@")
+}
+
+// StrayAtReason says why a DSN that StrayAt reports is refused, without
+// repeating it.
+const StrayAtReason = "the postgres DSN (not repeated: it may hold a password) has an '@' before its host besides the one " +
+	"that ends USER:PASSWORD: the PostgreSQL driver reads up to the first '@' as the user and password and takes the rest for the host; " +
+	"write an '@' of the password as %40"
+
 // query is the raw query of a URL with the value of each secret parameter
 // masked, or, when keep is false, each such parameter removed. It splits
 // the pairs as pgx does (on '&' only, where net/url's Query also splits

@@ -215,3 +215,35 @@ func TestSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestStrayAt: an '@' in the host part as the driver reads it (after
+// the first '@' before any '/', up to a '?' or '#') is reported; one '@'
+// ending the userinfo, or an '@' of the query or after the path, is not.
+func TestStrayAt(t *testing.T) {
+	for dsn, want := range map[string]bool{
+		"postgres://u:p@ss@h/db":                  true,
+		"postgresql://u:p@ss@h:5432/db?x=1":       true,
+		"postgres://u:p@ss@h":                     true,
+		"postgres://u:p@h,h2@x/db":                true,
+		"postgres://u:p@ss@h?sslmode=disable":     true,
+		"postgres://u:p%40ss@h/db":                false,
+		"postgres://u:pass@h/db":                  false,
+		"postgres://u:s3cr?et@h/db":               false,
+		"postgres://u:p@h?application_name=a@b":   false,
+		"postgres://u@h/db?application_name=a@b":  false,
+		"postgres://h/db":                         false,
+		"postgres://h#frag@x":                     false,
+		"sqlite:/tmp/a@b@c.db":                    false,
+		"host=h password=p@ss@x":                  false,
+		"postgres://u:p@h/db?password=p@ss@x&a=b": false,
+	} {
+		check(t, StrayAt(dsn) == want, "StrayAt(%q) = %v, want %v", dsn, !want, want)
+	}
+}
+
+func check(t *testing.T, ok bool, format string, args ...any) {
+	t.Helper()
+	if !ok {
+		t.Errorf(format, args...)
+	}
+}
