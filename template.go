@@ -441,9 +441,10 @@ func (v *valueTmpl) changedPaths(ctx, other map[string]any) []string {
 // shows its name masked) makes the object at path differ as a whole: a
 // path holding the name would show it, in the sensitive fields of the
 // step that inherits it, and the payload masked at it would still show
-// the name. An object that is the whole payload has no path: there the
-// member is masked by its own path, which masks its value but shows its
-// name, as the payload does (the docs: put such a value in a field).
+// the name. An object that is the whole payload (or an element of a list
+// that is) has no path that can mask its member names: its path is ""
+// (errNoPathToMask: put such a value in a field), never the name itself,
+// which would show the name in the step's payload and sensitive fields.
 func diffPaths(a, b any, path []string, out *[]string) {
 	am, aObj := a.(map[string]any)
 	bm, bObj := b.(map[string]any)
@@ -451,11 +452,7 @@ func diffPaths(a, b any, path []string, out *[]string) {
 		for k, el := range am {
 			other, ok := bm[k]
 			if !ok {
-				if len(path) == 0 {
-					*out = append(*out, k)
-				} else {
-					*out = append(*out, strings.Join(path, "."))
-				}
+				*out = append(*out, strings.Join(path, "."))
 				continue
 			}
 			diffPaths(el, other, append(path[:len(path):len(path)], k), out)

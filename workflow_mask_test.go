@@ -119,3 +119,58 @@ func TestStepPayloadWithoutPathToMask(t *testing.T) {
 	_, err = l.Get(ctx, "wf:taken-2/b")
 	require.ErrorIs(t, err, opledger.ErrNotFound, "not recorded")
 }
+
+// TestWholeResponseMemberNameHoldsStep: a step whose payload is itself
+// an earlier step's response object (or a list of one), a member of
+// which is named by a value that step shows masked, has no path that
+// can mask the name: the workflow is held until the step is revised
+// with the value in a field, as for a response that turns out a text.
+// Before, the step was recorded with the name in the clear, both in its
+// payload ({"<address>":"***"}) and in its sensitive_fields.
+func TestWholeResponseMemberNameHoldsStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := openSQLiteLedger(t)
+	const secret = "dan@example.invalid"
+	for _, payload := range []string{`"{steps.a.response.results}"`, `["{steps.a.response.results}"]`} {
+		wf := "wf:names-" + fmt.Sprint(len(payload))
+		_, _, err := l.PutWorkflow(ctx, wf, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "a", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"to":"` + secret + `"}`),
+				SensitiveFields: []string{"to"}},
+			{Name: "b", Action: "crm.note", Destination: "crm", Payload: json.RawMessage(payload)},
+		}})
+		require.NoError(t, err, payload)
+		c, err := l.Claim(ctx, wf+"/a", opledger.ClaimOptions{Dispatch: true})
+		require.NoError(t, err)
+		a, err := l.Report(ctx, wf+"/a", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+			DestinationRef: "M1", Response: json.RawMessage(`{"id":"M1","results":{"` + secret + `":"sent"}}`)})
+		require.NoError(t, err)
+		require.JSONEq(t, `{"id":"M1","results":{"***":"sent"}}`, string(a.Masked().Response), "step a shows the name masked")
+
+		_, err = l.AdvanceWorkflowOf(ctx, wf+"/a")
+		require.ErrorAs(t, err, new(*opledger.StepError), payload)
+		_, err = l.Get(ctx, wf+"/b")
+		require.ErrorIs(t, err, opledger.ErrNotFound, "%s: not recorded", payload)
+		w, err := l.GetWorkflow(ctx, wf)
+		require.NoError(t, err)
+		require.Equal(t, opledger.WorkflowHeld, w.Status, payload)
+		require.Contains(t, w.Reason, "no sensitive_fields path can name it", payload)
+		shown, err := json.Marshal(w)
+		require.NoError(t, err)
+		require.NotContains(t, string(shown), secret, payload)
+
+		// Revised with the object in a field, the step goes on, masked.
+		_, _, err = l.ReviseWorkflowStep(ctx, wf, "b", opledger.Revision{Version: 2,
+			Payload: json.RawMessage(`{"results":"{steps.a.response.results}"}`)})
+		require.NoError(t, err)
+		_, err = l.ResumeWorkflow(ctx, wf)
+		require.NoError(t, err)
+		b, err := l.Get(ctx, wf+"/b")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"results":{"`+secret+`":"sent"}}`, string(b.Payload), "the step is sent the real object")
+		require.Equal(t, []string{"results"}, b.SensitiveFields)
+		shown, err = json.Marshal(b)
+		require.NoError(t, err)
+		require.NotContains(t, string(shown), secret, payload)
+	}
+}
