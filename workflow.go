@@ -135,8 +135,9 @@ type WorkflowStepStatus struct {
 	Action      string `json:"action"`
 	Destination string `json:"destination"`
 	Version     int64  `json:"version"`
-	// Fingerprint is the operation's, or for a waiting step without
-	// placeholders the one it will have (which ApproveWorkflowStep may name).
+	// Fingerprint is the operation's, or for a waiting step that reads no
+	// earlier step's result (no placeholder but {workflow.key}) the one it
+	// will have (which ApproveWorkflowStep may name).
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// Payload is the operation's payload, or the waiting step's template;
 	// sensitive fields masked.
@@ -256,6 +257,28 @@ func compileStepPayload(payload json.RawMessage, steps []stepDef, i int) (*value
 		}
 	}
 	return vt, nil
+}
+
+// knownPayload returns the payload step i of workflow key will be recorded
+// with, when it depends on no earlier step: its payload as submitted when
+// it has no placeholders, filled as stepIntent fills it when its only
+// placeholder is {workflow.key}. ok is false when it reads an earlier
+// step's results, known only once that step has succeeded.
+func knownPayload(key string, def *workflowDef, i int) (payload json.RawMessage, ok bool) {
+	s := def.Steps[i]
+	vt, err := compileStepPayload(s.Payload, def.Steps, i)
+	if err != nil {
+		return nil, false
+	}
+	ps := vt.placeholders()
+	if len(ps) == 0 {
+		return s.Payload, true // as stepIntent records it, byte for byte
+	}
+	if slices.ContainsFunc(ps, func(p []string) bool { return p[0] != "workflow" }) {
+		return nil, false
+	}
+	payload, err = vt.renderJSON(stepContext(key, def, nil, false))
+	return payload, err == nil
 }
 
 // normalizeSpec checks a submitted workflow and returns its definition and
@@ -951,8 +974,8 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 			if s.PreApproval != nil {
 				st.PreApprovedBy = s.PreApproval.Approver
 			}
-			if vt, err := compileStepPayload(s.Payload, def.Steps, i); err == nil && len(vt.placeholders()) == 0 {
-				st.Fingerprint, _ = Fingerprint(s.Action, s.Destination, s.Payload, s.Version)
+			if payload, ok := knownPayload(row.Key, def, i); ok {
+				st.Fingerprint, _ = Fingerprint(s.Action, s.Destination, payload, s.Version)
 			}
 			if i > 0 {
 				st.WaitingFor = def.Steps[i-1].Name
@@ -1226,11 +1249,11 @@ func sameContent(s *stepDef, payload json.RawMessage) bool {
 
 // ApproveWorkflowStep approves exactly one version and fingerprint of a
 // step. A recorded step is approved like Approve. A waiting step whose
-// payload uses no placeholders can be approved ahead of its turn (its
-// fingerprint is shown by GetWorkflow): it is then recorded as pending,
-// approved, provided its content is still the approved one. A waiting step
-// whose payload depends on earlier steps can only be approved once
-// recorded (ErrInvalidState).
+// payload uses no placeholder but {workflow.key} can be approved ahead of
+// its turn (its fingerprint is shown by GetWorkflow): it is then recorded
+// as pending, approved, provided its content is still the approved one. A
+// waiting step whose payload depends on earlier steps can only be
+// approved once recorded (ErrInvalidState).
 //
 // As with Approve, an approval that repeats the one already given (to the
 // recorded step, while nothing has moved it since, or ahead of its turn
@@ -1276,14 +1299,14 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 			}
 		} else {
 			s := &def.Steps[i]
-			vt, err := compileStepPayload(s.Payload, def.Steps, i)
-			if err != nil {
+			if _, err := compileStepPayload(s.Payload, def.Steps, i); err != nil {
 				return err
 			}
-			if len(vt.placeholders()) > 0 {
+			payload, known := knownPayload(key, def, i)
+			if !known {
 				return &earlyApprovalError{workflow: key, step: step}
 			}
-			fp, err := Fingerprint(s.Action, s.Destination, s.Payload, s.Version)
+			fp, err := Fingerprint(s.Action, s.Destination, payload, s.Version)
 			if err != nil {
 				return err
 			}

@@ -153,6 +153,41 @@ func TestApproveWaitingStepTooEarly(t *testing.T) {
 	require.False(t, strings.HasPrefix(err.Error(), opledger.ErrInvalidState.Error()))
 }
 
+// TestApproveWaitingStepWithWorkflowKey: a waiting step whose only
+// placeholder is {workflow.key} depends on no earlier step: its content
+// is known when the workflow is put, so GetWorkflow shows its future
+// fingerprint and it can be approved ahead of its turn, then recorded
+// approved. It was refused as depending on earlier steps' results.
+func TestApproveWaitingStepWithWorkflowKey(t *testing.T) {
+	t.Parallel()
+	eachStore(t, opledger.Options{}, func(t *testing.T, l *opledger.Ledger) {
+		ctx := context.Background()
+		w, _, err := l.PutWorkflow(ctx, "wf:K-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+			{Name: "mail", Action: "mail.send", Destination: "mail", RequiresApproval: new(true),
+				Payload: json.RawMessage(`{"subject":"Case {workflow.key} <opened>","case":"{workflow.key}"}`)},
+		}})
+		require.NoError(t, err)
+		want, err := opledger.Fingerprint("mail.send", "mail", json.RawMessage(`{"subject":"Case wf:K-1 <opened>","case":"wf:K-1"}`), 1)
+		require.NoError(t, err)
+		require.Equal(t, want, w.Steps[1].Fingerprint, "the future fingerprint is shown")
+		w, _, err = l.ApproveWorkflowStep(ctx, "wf:K-1", "mail", opledger.Approval{Version: 1, Fingerprint: want, Approver: "ana"})
+		require.NoError(t, err)
+		require.Equal(t, "ana", w.Steps[1].PreApprovedBy)
+
+		c, err := l.Claim(ctx, "wf:K-1/create", opledger.ClaimOptions{Dispatch: true})
+		require.NoError(t, err)
+		_, err = l.Report(ctx, "wf:K-1/create", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "T-1"})
+		require.NoError(t, err)
+		w, err = l.AdvanceWorkflowOf(ctx, "wf:K-1/create")
+		require.NoError(t, err)
+		op := w.Steps[1].Operation
+		require.Equal(t, opledger.StatePending, op.State, "approved ahead of its turn")
+		require.Equal(t, "ana", op.ApprovedBy)
+		require.Equal(t, want, op.Fingerprint)
+	})
+}
+
 // TestReviseWaitingStepChecksPayload: a waiting step's revision is
 // refused, as PutWorkflow refuses such a step, when its payload could not
 // be fingerprinted: taken, it would hold the workflow when the step's turn
