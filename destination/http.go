@@ -466,7 +466,7 @@ func newTemplateData(op *opledger.Operation) (*templateData, error) {
 func render(t *template.Template, d *templateData) (string, error) {
 	var b strings.Builder
 	if err := t.Execute(&b, d); err != nil {
-		return "", fmt.Errorf("render %s: %s", t.Name(), templateErrorText(err))
+		return "", fmt.Errorf("render %s: %s", t.Name(), renderErrorText(err))
 	}
 	return b.String(), nil
 }

@@ -270,20 +270,105 @@ var goTypeNames = strings.NewReplacer(
 
 // templateErrorText is the error of running a template in the terms of
 // docs/destinations.md: the action that failed ("{{.Kee}}") and why,
-// without Go's type names.
+// without Go's type names. It is the load-time check's (checkTemplate),
+// run on the sample operation, whose values are no one's: an operation's
+// own failure is worded by renderErrorText.
 func templateErrorText(err error) string {
 	action, msg, ok := splitExecError(err)
 	if !ok {
 		return goTypeNames.Replace(strings.TrimPrefix(err.Error(), "template: "))
 	}
+	return actionText(action) + ": " + execMessage(msg)
+}
+
+// actionText writes the action a template failed at as in the template:
+// "{{.Kee}}".
+func actionText(action string) string {
+	if !strings.HasPrefix(action, "{{") {
+		action = "{{" + action + "}}"
+	}
+	return action
+}
+
+// execMessage words text/template's message msg without Go's type names,
+// a field the value lacks in the terms of the operation.
+func execMessage(msg string) string {
 	if m := cantEvaluate.FindStringSubmatch(msg); m != nil {
 		if err := checkFieldPath([]string{m[1]}); err != nil && strings.Contains(m[2], "templateData") {
 			return err.Error()
 		}
 		msg = fmt.Sprintf("the value has no field %s", m[1])
 	}
-	if !strings.HasPrefix(action, "{{") {
-		action = "{{" + action + "}}"
+	return goTypeNames.Replace(msg)
+}
+
+// renderErrorText is templateErrorText for an operation's own content
+// (render): the action that failed and why, but never a value of the
+// payload. Some of text/template's messages quote the value they failed
+// on ("range can't iterate over <value>", "non-comparable type <value>",
+// a method's error "parsing \"<value>\""), and the text becomes the
+// attempt's error, the operation's last error or a held operation's
+// reason, shown to every reader of it. So only the messages known to
+// name nothing but the template's own text and Go types are kept; the
+// known ones that quote a value are worded without it, and any other
+// is left out.
+func renderErrorText(err error) string {
+	action, msg, ok := splitExecError(err)
+	if !ok {
+		return "the template cannot be rendered from this operation's content " + messageLeftOut
 	}
-	return action + ": " + goTypeNames.Replace(msg)
+	return actionText(action) + ": " + execMessage(safeExecMessage(msg))
+}
+
+// messageLeftOut says why a message of text/template is not shown.
+const messageLeftOut = "(text/template's message is left out: it may quote a value of the payload)"
+
+// quotesNoValue matches text/template's messages (exec.go, funcs.go) that
+// name only the template's own text (fields, functions, counts) and Go
+// types; the index of "index out of range" is the template's too (a
+// payload's numbers are never whole numbers to text/template).
+var quotesNoValue = regexp.MustCompile(`^(?:` +
+	`can't evaluate field \S+ in type .+|map has no entry for key "[^"]*"|nil pointer evaluating .+|` +
+	`wrong type for value; expected [^;]+; got .+|wrong number of args for \S+: (?:want|got) .+|` +
+	`invalid value; expected .+|` +
+	`error calling \S+: (?:arg \d+: )?(?:` +
+	`incompatible types for comparison: .+ and .+|invalid type for comparison|missing argument for comparison|` +
+	`len of type .+|len of nil pointer|index of untyped nil|index of nil pointer|` +
+	`cannot index slice/array with (?:nil|type .+)|can't index item of type .+|index out of range: -?\d+|` +
+	`slice of untyped nil|slice of nil pointer|too many slice indexes: \d+|cannot 3-index slice a string|` +
+	`can't slice item of type .+|invalid slice index: -?\d+ > -?\d+|` +
+	`value has type .+; should be .+|value is nil; should be of type .+|` +
+	`wrong number of args for \S+: got .+` +
+	`))$`)
+
+// valueQuoted are text/template's messages known to quote the value
+// they failed on, by their start, and how they are said without it.
+var valueQuoted = []struct{ prefix, says string }{
+	{"range can't iterate over ", "range can't iterate over the value: it is not an array or an object"},
+	{"can't use ", "range can't use the value with two variables"},
+	{"if/with can't use ", "if/with can't use the value"},
+}
+
+// callFailed is the start of a function's or method's failure: "error
+// calling eq: non-comparable type <value>: …".
+var callFailed = regexp.MustCompile(`^error calling (\S+): `)
+
+// safeExecMessage is msg if it quotes no value (quotesNoValue), or the
+// same said without the value, or without the message.
+func safeExecMessage(msg string) string {
+	if quotesNoValue.MatchString(msg) {
+		return msg
+	}
+	for _, q := range valueQuoted {
+		if strings.HasPrefix(msg, q.prefix) {
+			return q.says
+		}
+	}
+	if m := callFailed.FindStringSubmatch(msg); m != nil {
+		if strings.Contains(msg, "non-comparable type") {
+			return "error calling " + m[1] + ": the values cannot be compared (objects and arrays cannot be)"
+		}
+		return "error calling " + m[1] + " " + messageLeftOut
+	}
+	return "cannot be rendered from this operation's content " + messageLeftOut
 }
