@@ -365,7 +365,7 @@ var templateFuncs = template.FuncMap{
 }
 
 func newTemplate(name, text string) (*template.Template, error) {
-	t, err := template.New(name).Option("missingkey=error").Funcs(templateFuncs).Parse(text)
+	t, err := template.New(name).Option("missingkey=error").Funcs(templateFuncs).Funcs(comparisonFuncs).Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("parse template: %w", err)
 	}
