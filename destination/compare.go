@@ -21,7 +21,8 @@ import (
 // or another of the payload's) is compared by its exact value; any other
 // pair is compared as text/template compares it, with its errors.
 
-// comparisonFuncs are eq, ne, lt, le, gt and ge, numbers compared by value.
+// comparisonFuncs are eq, ne, lt, le, gt and ge, numbers compared by
+// value, and printf, numbers formatted as numbers.
 var comparisonFuncs = template.FuncMap{
 	"eq": func(a any, bs ...any) (bool, error) {
 		if len(bs) == 0 {
@@ -39,6 +40,8 @@ var comparisonFuncs = template.FuncMap{
 	"le": func(a, b any) (bool, error) { return compare("le", a, b) },
 	"gt": func(a, b any) (bool, error) { return compare("gt", a, b) },
 	"ge": func(a, b any) (bool, error) { return compare("ge", a, b) },
+	// printf formats the payload's numbers as numbers too (printf.go).
+	"printf": printf,
 }
 
 // compare applies op to a and b: by value when one is a payload's JSON
