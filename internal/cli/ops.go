@@ -39,10 +39,12 @@ type opsDetail struct {
 }
 
 // ledgerBackend acts on the store. again is the command's flags that name
-// its ledger, for the commands its messages suggest (backendFlags.again).
+// its ledger, for the commands its messages suggest (backendFlags.again);
+// notes is where it says what a decision left undone (stderr).
 type ledgerBackend struct {
 	l     *opledger.Ledger
 	again string
+	notes io.Writer
 }
 
 // List and Show answer operations as the server's API shows them
@@ -79,9 +81,23 @@ func (b ledgerBackend) Show(ctx context.Context, key string) (*opsDetail, error)
 	return &opsDetail{Operation: op.Masked(), Attempts: op.MaskedAttempts(a), Timeline: tl}, nil
 }
 
+// Resolve records the decision and, when it made a workflow's step
+// succeed, records the workflow's next step at once, as the server does
+// after its resolve: not left for a server's sweep, or for 'workflows
+// resume' where none runs. What stops the workflow is noted, not an
+// error: the decision is recorded.
 func (b ledgerBackend) Resolve(ctx context.Context, key string, d opledger.Decision) (*opledger.Operation, bool, error) {
 	op, replayed, err := b.l.Resolve(ctx, key, d)
-	return op, replayed, b.where(err)
+	if err != nil || replayed || op.State != opledger.StateSucceeded {
+		return op, replayed, b.where(err)
+	}
+	_, err = b.l.AdvanceWorkflowOf(ctx, op.Key)
+	if stepErr, stuck := errors.AsType[*opledger.StepError](err); stuck {
+		fmt.Fprintf(b.notes, "note: its workflow cannot go on: %s; 'opledger workflows show %s%s' says how to revise the step\n", oneLine(err.Error()), stepErr.Workflow, b.again)
+	} else if err != nil {
+		fmt.Fprintf(b.notes, "note: its workflow's next step is not recorded yet (%s): 'opledger workflows resume' or a server's sweep records it\n", oneLine(err.Error()))
+	}
+	return op, false, nil
 }
 
 func (b ledgerBackend) Approve(ctx context.Context, key string, a opledger.Approval) (*opledger.Operation, bool, error) {
@@ -378,7 +394,7 @@ func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 		l.Close()
 		return nil, err
 	}
-	return ledgerBackend{decides, f.again()}, nil
+	return ledgerBackend{decides, f.again(), f.cmd.ErrOrStderr()}, nil
 }
 
 // commandLineCredential is the mark of a decision taken with --db: the

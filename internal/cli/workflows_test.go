@@ -252,3 +252,42 @@ func TestWorkflowsShowCompactedStep(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `crm\.create → crm\s+1\s+1\s+R1`, out, "version 1, one attempt")
 }
+
+// TestOpsResolveAdvancesWorkflow: 'ops resolve --succeeded --db' on a
+// workflow's step records the next step at once, as a resolve through the
+// server does, instead of leaving it for a server's sweep or 'workflows
+// resume'; a next step that cannot be recorded is noted on stderr, and
+// the decision stands (exit 0).
+func TestOpsResolveAdvancesWorkflow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "wf.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	for key, next := range map[string]string{"onb:1": `{"task":"{steps.a.ref}"}`, "stuck:1": `{"link":"{steps.a.response.url}"}`} {
+		_, _, err := l.PutWorkflow(ctx, key, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+			{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(next)},
+		}})
+		require.NoError(t, err)
+		c, err := l.Claim(ctx, key+"/a", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = l.Report(ctx, key+"/a", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Close())
+
+	out, errOut, code := run(t, "ops", "resolve", "onb:1/a", "--db", dsn, "--succeeded", "--ref", "A1", "--reason", "found A1 in the CRM")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "onb:1/a is now succeeded\n", out)
+	require.Empty(t, errOut)
+	out, errOut, code = run(t, "ops", "show", "onb:1/b", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"state": "pending"`, "the next step is recorded, its reference filled")
+	require.Contains(t, out, `A1`)
+
+	out, errOut, code = run(t, "ops", "resolve", "stuck:1/a", "--db", dsn, "--succeeded", "--ref", "A2", "--reason", "found A2 in the CRM")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "stuck:1/a is now succeeded\n", out)
+	require.Regexp(t, `^note: its workflow cannot go on: workflow stuck:1 step b: .*response.*; 'opledger workflows show stuck:1 --db `+regexp.QuoteMeta(dsn)+`' says how to revise the step\n$`, errOut)
+}
