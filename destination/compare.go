@@ -1,7 +1,6 @@
 package destination
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"math"
@@ -53,7 +52,7 @@ func compare(op string, a, b any) (bool, error) {
 		x, xok := numberValue(a)
 		y, yok := numberValue(b)
 		if xok && yok {
-			c := compareExact(x, y)
+			c := jsonnum.Compare(x, y)
 			switch op {
 			case "eq":
 				return c == 0, nil
@@ -73,19 +72,10 @@ func compare(op string, a, b any) (bool, error) {
 	return builtinCompare(op, a, b, false)
 }
 
-// exactValue is a number's exact value: its sign, its significant digits
-// (no leading or trailing zeros; none for zero) and the power of ten
-// they are multiplied by, as jsonnum.Exact writes it.
-type exactValue struct {
-	negative bool
-	digits   string
-	exp      int64
-}
-
 // numberValue is v's exact value when v is a number: a payload's JSON
 // number, or one written in the template (an int, or a float64 taken as
 // its shortest decimal form, so that 0.1 is the payload's 0.1).
-func numberValue(v any) (exactValue, bool) {
+func numberValue(v any) (jsonnum.Value, bool) {
 	var text string
 	switch x := v.(type) {
 	case json.Number:
@@ -98,52 +88,14 @@ func numberValue(v any) (exactValue, bool) {
 		text = strconv.FormatUint(x, 10)
 	case float64:
 		if math.IsInf(x, 0) || math.IsNaN(x) {
-			return exactValue{}, false
+			return jsonnum.Value{}, false
 		}
 		text = strconv.FormatFloat(x, 'g', -1, 64)
 	default:
-		return exactValue{}, false
+		return jsonnum.Value{}, false
 	}
-	e, err := jsonnum.Exact(text)
-	if err != nil {
-		return exactValue{}, false
-	}
-	mantissa, expText, _ := strings.Cut(e, "e")
-	exp, err := strconv.ParseInt(expText, 10, 64)
-	if err != nil {
-		return exactValue{}, false
-	}
-	n := exactValue{negative: strings.HasPrefix(mantissa, "-"), digits: strings.TrimPrefix(mantissa, "-"), exp: exp}
-	if n.digits == "0" {
-		return exactValue{}, true
-	}
-	return n, true
-}
-
-// compareExact is -1, 0 or 1 as x is less than, equal to or greater
-// than y; linear in their digits, whatever their exponents.
-func compareExact(x, y exactValue) int {
-	sign := func(n exactValue) int {
-		switch {
-		case n.digits == "":
-			return 0
-		case n.negative:
-			return -1
-		}
-		return 1
-	}
-	sx, sy := sign(x), sign(y)
-	if sx != sy || sx == 0 {
-		return cmp.Compare(sx, sy)
-	}
-	// The same sign: compare the magnitudes, then turn for negatives.
-	c := cmp.Compare(int64(len(x.digits))+x.exp, int64(len(y.digits))+y.exp)
-	if c == 0 {
-		// The leading digits stand at the same power of ten; without
-		// trailing zeros, the digits compare as text.
-		c = strings.Compare(x.digits, y.digits)
-	}
-	return c * sx
+	n, err := jsonnum.Parse(text)
+	return n, err == nil
 }
 
 // builtins are text/template's own comparisons, for the pairs compare

@@ -53,18 +53,18 @@ func (n payloadNumber) Format(f fmt.State, verb rune) {
 // not), within the exponents jsonnum compares by value.
 func (n payloadNumber) integer() (*big.Int, bool) {
 	v, ok := numberValue(json.Number(n))
-	if !ok || v.exp < 0 || v.exp > maxExactExponent {
+	if !ok || v.Exp < 0 || v.Exp > maxExactExponent {
 		return nil, false
 	}
-	i, ok := new(big.Int).SetString(v.digits, 10)
-	if v.digits == "" {
+	i, ok := new(big.Int).SetString(v.Digits, 10)
+	if v.Digits == "" {
 		i, ok = new(big.Int), true
 	}
 	if !ok {
 		return nil, false
 	}
-	i.Mul(i, new(big.Int).Exp(big.NewInt(10), big.NewInt(v.exp), nil))
-	if v.negative {
+	i.Mul(i, new(big.Int).Exp(big.NewInt(10), big.NewInt(v.Exp), nil))
+	if v.Negative {
 		i.Neg(i)
 	}
 	return i, true
