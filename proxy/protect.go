@@ -541,11 +541,15 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		return
 	}
 	log.Info("forwarded", "status", resp.StatusCode, "outcome", outcome, "state", op.State, "protected", claim.Protected)
-	if outcome == opledger.OutcomeUncertain || op.State == opledger.StateHeld || op.State == opledger.StateUncertain {
+	if outcome == opledger.OutcomeUncertain || op.State == opledger.StateHeld || op.State == opledger.StateUncertain ||
+		outcome == opledger.OutcomeRetryable && op.State != opledger.StatePending {
 		// Not decided: the upstream may have acted (a 4xx to a protected
 		// retry of an uncertain request is held, not failed; a 429 to it
 		// leaves the first request uncertain). A caller must not take the
-		// answer for the last word.
+		// answer for the last word. Nor a retryable answer (429, 503)
+		// that used up the upstream's retry policy for its Retry-After's
+		// leave to repeat: the operation is failed, and a repeat is
+		// refused (409, state failed).
 		w.Header().Set(HeaderState, string(op.State))
 	}
 	if !oversized {

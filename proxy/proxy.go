@@ -85,7 +85,9 @@ const (
 	// request's key was read, replays and refusals included.
 	HeaderOperation = "Opledger-Operation"
 	// HeaderState tells the ledger state of the operation behind an answer
-	// that is not final (an upstream 5xx) or a replayed reconciliation.
+	// that is not final (an upstream 5xx), a retryable answer (429, 503)
+	// that used up the upstream's retry policy (failed), or a replayed
+	// reconciliation.
 	HeaderState = "Opledger-State"
 	// HeaderBodyOmitted marks a replay whose body was too large to save.
 	HeaderBodyOmitted = "Opledger-Body-Omitted"
