@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -486,7 +487,10 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	// From here on the upstream answered: a failure to record the outcome
 	// must not tell the caller that nothing was forwarded.
 	defer resp.Body.Close()
-	answer, readErr := io.ReadAll(io.LimitReader(resp.Body, rt.MaxResponseBytes+1))
+	// One byte more than the limit tells an answer over it; at the
+	// largest limit there is none more to read (the sum would wrap
+	// around to a limit that reads nothing).
+	answer, readErr := io.ReadAll(io.LimitReader(resp.Body, rt.MaxResponseBytes+min(1, math.MaxInt64-rt.MaxResponseBytes)))
 	// The clock runs again only while the rest of a large answer is
 	// awaited (clock.reader): recording the outcome, which comes first
 	// for an answer that is not a 2xx, is the proxy's own work.
