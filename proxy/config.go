@@ -271,8 +271,21 @@ type route struct {
 // file, --upstream on the command line).
 func ParseUpstreamURL(raw string) (*url.URL, error) {
 	base, err := url.Parse(raw)
+	if ue, ok := errors.AsType[*url.Error](err); ok && strings.Contains(raw, "://") {
+		// What does not parse in what is meant as an absolute URL,
+		// without the URL, which may hold a password: a bad escape, a
+		// host or port that cannot be one.
+		return nil, fmt.Errorf("is not a URL: %v", ue.Err)
+	}
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, errors.New("must be an absolute http:// or https:// URL")
+	}
+	if port := base.Port(); port != "" {
+		// url.Parse takes any digits: a port no connection can reach
+		// would make every request look like an upstream outage.
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return nil, fmt.Errorf("has port %s: a port is a number from 1 to 65535", port)
+		}
 	}
 	if base.RawQuery != "" || base.Fragment != "" {
 		return nil, errors.New("must not carry a query or fragment")

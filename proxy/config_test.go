@@ -115,7 +115,10 @@ func TestLoadConfigRefusals(t *testing.T) {
 }
 
 // TestUpstreamURLRefused: an upstream's url is absolute http(s), without
-// a query or fragment, and the refusal names the upstream.
+// a query or fragment, and the refusal names the upstream and says what
+// is wrong: an escape, host or port that does not parse, or a port no
+// connection can reach (url.Parse takes any digits; every forward would have been
+// refused as if the upstream were down).
 func TestUpstreamURLRefused(t *testing.T) {
 	t.Parallel()
 	for raw, want := range map[string]string{
@@ -123,6 +126,12 @@ func TestUpstreamURLRefused(t *testing.T) {
 		"ftp://127.0.0.1:1":       "upstream crm: url must be an absolute http:// or https:// URL",
 		"http://127.0.0.1:1/?v=2": "upstream crm: url must not carry a query or fragment",
 		"http://127.0.0.1:1/#top": "upstream crm: url must not carry a query or fragment",
+		// What is wrong, not a scheme that is right already.
+		"http://127.0.0.1:1/a%zz":  `upstream crm: url is not a URL: invalid URL escape "%zz"`,
+		"http://127.0.0.1:abc":     `upstream crm: url is not a URL: invalid port ":abc" after host`,
+		"http://[::1":              `upstream crm: url is not a URL: missing ']' in host`,
+		"http://127.0.0.1:99999/a": "upstream crm: url has port 99999: a port is a number from 1 to 65535",
+		"http://127.0.0.1:0":       "upstream crm: url has port 0: a port is a number from 1 to 65535",
 	} {
 		require.EqualError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "crm", URL: raw}}), want, raw)
 	}

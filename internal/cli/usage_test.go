@@ -154,6 +154,8 @@ func TestUsageErrors(t *testing.T) {
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--shutdown-timeout", "-1s"), "--shutdown-timeout must be more than 0, got -1s"},
 		{db("proxy", "--upstream", "ftp://x"), "--upstream must be an absolute http:// or https:// URL, such as https://api.example.com"},
 		{db("proxy", "--upstream", "127.0.0.1:9901"), "--upstream must be an absolute http:// or https:// URL"},
+		{db("proxy", "--upstream", "http://127.0.0.1:99999"), "--upstream has port 99999: a port is a number from 1 to 65535, such as https://api.example.com"},
+		{db("proxy", "--upstream", "http://127.0.0.1/a%zz"), `--upstream is not a URL: invalid URL escape "%zz", such as https://api.example.com`},
 		{db("proxy", "--upstream", "https://api.example.com/?v=2"), "--upstream must not carry a query or fragment, such as https://api.example.com"},
 		{db("proxy", "--upstream", "http://u:s3cret@127.0.0.1:1"), "--upstream must not carry a user or password (user:password@): the caller's own headers carry its credential, such as https://api.example.com"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--name", "bad@name"), `upstream name "bad@name": invalid key`},
