@@ -556,6 +556,18 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 		// refused (409, state failed).
 		w.Header().Set(HeaderState, string(op.State))
 	}
+	if outcome == opledger.OutcomeRetryable && op.State == opledger.StatePending && op.NotBefore != nil {
+		if now, err := p.ledger.Now(ctx); err == nil && op.NotBefore.After(now) {
+			// The retry policy may space the attempts beyond the
+			// upstream's Retry-After (or give one where it gave none): a
+			// repeat before then is refused (not_due), so say when.
+			// Whole seconds both: an upstream's wait as long is passed
+			// on as it was sent (an HTTP date stays one).
+			if wait := httpapi.RetryAfterSeconds(now, *op.NotBefore); wait > int((retryAfter+time.Second-1)/time.Second) {
+				s.setHeader("Retry-After", strconv.Itoa(wait))
+			}
+		}
+	}
 	if !oversized {
 		writeAnswer(w, r, s, answer, rt.timeout)
 		return
@@ -1042,6 +1054,18 @@ func (s *saved) addHeaders(w http.ResponseWriter) {
 	if _, ok := w.Header()["Content-Type"]; !ok {
 		w.Header()["Content-Type"] = nil
 	}
+}
+
+// setHeader gives an answer not saved the header name with the one
+// value v, in place of the upstream's values of it.
+func (s *saved) setHeader(name, v string) {
+	name = http.CanonicalHeaderKey(name)
+	delete(s.HeaderBytes, name)
+	s.HeaderMasked = slices.DeleteFunc(s.HeaderMasked, func(h maskedHeader) bool { return http.CanonicalHeaderKey(h.Name) == name })
+	if s.Header == nil {
+		s.Header = http.Header{}
+	}
+	s.Header[name] = []string{v}
 }
 
 // ownHeaders are the headers of the proxy's protocol: on an answer to a
