@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -106,6 +108,18 @@ finish and record their outcome.`,
 				fc = *c
 			default:
 				return usageError{errors.New("--upstream URL or --config FILE is required")}
+			}
+			// A name no upstream has (a typo) is the command line's
+			// mistake, said before the ledger is opened (and perhaps
+			// created); proxy.New refuses it too.
+			for _, accepted := range acceptScopeChange {
+				names := make([]string, len(fc.Upstreams))
+				for i, u := range fc.Upstreams {
+					names[i] = u.Name
+				}
+				if !slices.Contains(names, accepted) {
+					return usageError{fmt.Errorf("--accept-scope-change names upstream %q, which is not configured (upstreams: %s)", accepted, strings.Join(names, ", "))}
+				}
 			}
 			policies, err := proxy.RetryPolicies(fc.Upstreams)
 			if err != nil {

@@ -256,3 +256,29 @@ func TestProxyConfigRefusedBeforeOpening(t *testing.T) {
 		require.ErrorIs(t, err, os.ErrNotExist, "%s: the ledger was created", tc.config)
 	}
 }
+
+// TestAcceptScopeChangeCheckedBeforeOpening: --accept-scope-change naming
+// no configured upstream (a typo) is a usage error, said before the
+// ledger is opened: it was refused only once the ledger had been
+// created and migrated, with exit 1.
+func TestAcceptScopeChangeCheckedBeforeOpening(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "proxy.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("upstreams:\n  - name: crm\n    url: http://127.0.0.1:1\n"), 0o644))
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--upstream", "http://127.0.0.1:1", "--accept-scope-change", "crm"},
+			`opledger: --accept-scope-change names upstream "crm", which is not configured (upstreams: upstream)`},
+		{[]string{"--config", config, "--accept-scope-change", "crm,cmr"},
+			`opledger: --accept-scope-change names upstream "cmr", which is not configured (upstreams: crm)`},
+	} {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		out, errOut, code := runGuarded(t, append([]string{"proxy", "--listen", "127.0.0.1:0", "--db", "sqlite:" + path}, tc.args...)...)
+		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
+		require.True(t, strings.HasPrefix(errOut, tc.msg), "%v: %s", tc.args, errOut)
+		_, err := os.Stat(path)
+		require.ErrorIs(t, err, os.ErrNotExist, "%v: the ledger was created", tc.args)
+	}
+}
