@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/internal/testdb"
 )
@@ -158,6 +160,11 @@ func TestServeRefusesUnwritableLedger(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ledger.db")
 	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+p)
 	require.Equal(t, 0, code, errOut)
+	l, err := opledger.Open(context.Background(), "sqlite:"+p, opledger.Options{})
+	require.NoError(t, err)
+	_, _, err = l.Record(context.Background(), opledger.Intent{Key: "mail:1", Action: "mail.send", Destination: "mail", Payload: []byte(`{}`)})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
 	testdb.MakeUnwritable(t, p)
 	for _, args := range [][]string{
 		{"serve", "--addr", "127.0.0.1:0"},
@@ -172,4 +179,9 @@ func TestServeRefusesUnwritableLedger(t *testing.T) {
 	out, errOut, code := run(t, "ops", "list", "--db", "sqlite:"+p)
 	require.Equal(t, 0, code, errOut)
 	require.True(t, strings.HasPrefix(out, "KEY"), out)
+	// A decision opens the ledger as a reader does, and says why its
+	// write failed, not which statement did.
+	out, errOut, code = run(t, "ops", "cancel", "mail:1", "--reason", "sent by hand", "--db", "sqlite:"+p)
+	require.Equal(t, 1, code, out)
+	require.Regexp(t, `^opledger: cannot write the ledger at `+p+`: this process may not write its file, or the -wal and -shm files beside it; nothing was recorded \(.*readonly database.*\)\n$`, errOut)
 }

@@ -106,8 +106,16 @@ func (s *Store) checkOpen() error {
 }
 
 // settled is a call's error classified (classify), and store.ErrClosed as
-// well when Close came while the call ran (store.ClosedDuring).
+// well when Close came while the call ran (store.ClosedDuring); a write
+// to a ledger this process may not write says so first.
 func (s *Store) settled(err error) error {
+	if se := (*sqlite.Error)(nil); errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY {
+		// A process that only opened the ledger to read or decide (no
+		// writability check at Open) and may not write it: say so, not
+		// the failing statement's step ("record recovery: attempt to
+		// write a readonly database").
+		err = fmt.Errorf("cannot write the ledger at %s: this process may not write its file, or the -wal and -shm files beside it; nothing was recorded (%w)", s.path, err)
+	}
 	return store.ClosedDuring(classify(err), s.closed.Load())
 }
 
