@@ -675,3 +675,24 @@ func TestLoadRefusesZeroTimeout(t *testing.T) {
 	crm, _ := set.Get("crm")
 	require.Equal(t, destination.DefaultTimeout, crm.(destination.Timed).Timeout())
 }
+
+// TestLoadRefusesRetryStatusAsConflict: a conflict_status that a
+// destination answers to say "try later" (408, 421, 425, 429) would read a
+// rate limit as "the record exists" and hold the operation; it is refused
+// at load, the error saying why, as a Go destination's Capabilities are.
+func TestLoadRefusesRetryStatusAsConflict(t *testing.T) {
+	t.Parallel()
+	base := "destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n" +
+		"    lookup:\n      url: https://crm.example.com/x\n      match: [{record: /a, payload: /a}]\n"
+	for _, status := range []string{"408", "421", "425", "429"} {
+		_, err := destination.Load([]byte(base+"    unique_reference: {conflict_status: "+status+"}\n"), destination.LoadOptions{})
+		require.ErrorContains(t, err, "line 8: destination crm: unique_reference.conflict_status: "+status+" means \"try again later\"", status)
+		err = destination.Capabilities{UniqueReference: &destination.UniqueReference{ConflictStatus: 429}}.Validate()
+		require.ErrorContains(t, err, "unique reference conflict status 429 means \"try again later\"")
+	}
+	for _, status := range []string{"409", "422", "400"} {
+		set, err := destination.Load([]byte(base+"    unique_reference: {conflict_status: "+status+"}\n"), destination.LoadOptions{})
+		require.NoError(t, err, status)
+		require.NoError(t, set.Close())
+	}
+}

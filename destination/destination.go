@@ -210,8 +210,12 @@ func (c Capabilities) Validate() error {
 	if l := c.Lookup; l != nil && l.VisibilityDelay < 0 {
 		errs = append(errs, errors.New("lookup visibility delay must not be negative"))
 	}
-	if u := c.UniqueReference; u != nil && u.ConflictStatus != 0 && (u.ConflictStatus < 400 || u.ConflictStatus > 499) {
-		errs = append(errs, fmt.Errorf("unique reference conflict status %d is not a 4xx status", u.ConflictStatus))
+	if u := c.UniqueReference; u != nil && u.ConflictStatus != 0 {
+		if u.ConflictStatus < 400 || u.ConflictStatus > 499 {
+			errs = append(errs, fmt.Errorf("unique reference conflict status %d is not a 4xx status", u.ConflictStatus))
+		} else if why := retryStatusConflict(u.ConflictStatus); why != "" {
+			errs = append(errs, errors.New("unique reference conflict status "+why))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -191,6 +191,8 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 		}
 		if status < 400 || status > 499 {
 			add("must be a 4xx status", "unique_reference", "conflict_status")
+		} else if why := retryStatusConflict(status); why != "" {
+			add(why, "unique_reference", "conflict_status")
 		}
 		if c.Lookup == nil {
 			add("needs a lookup: a conflict says a record exists, and only a lookup tells whether it is this operation's", "unique_reference")

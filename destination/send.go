@@ -237,8 +237,7 @@ func ClassifyStatus(resp *http.Response, p HTTPPolicy) error {
 	case p.ExistsStatus != 0 && code == p.ExistsStatus:
 		se.Exists = true
 		return opledger.Uncertain(se)
-	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable,
-		code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusMisdirectedRequest:
+	case retryableStatus(code):
 		now := time.Now
 		if p.Now != nil {
 			now = p.Now
@@ -252,6 +251,28 @@ func ClassifyStatus(resp *http.Response, p HTTPPolicy) error {
 	}
 	// 500, 502, 504, other 5xx, and 1xx or 3xx as a final answer.
 	return opledger.Uncertain(se)
+}
+
+// retryableStatus reports whether code says "try again later": the
+// destination did not act (429, 503, 408, 425, 421). No such status can
+// mean "this record exists" (a unique reference's conflict status).
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable,
+		http.StatusRequestTimeout, http.StatusTooEarly, http.StatusMisdirectedRequest:
+		return true
+	}
+	return false
+}
+
+// retryStatusConflict says why a unique reference's conflict status
+// code cannot be one that says "try again later", or "".
+func retryStatusConflict(code int) string {
+	if !retryableStatus(code) {
+		return ""
+	}
+	return strconv.Itoa(code) + ` means "try again later" (the destination did nothing), never "the record exists": ` +
+		"a rate limit or a timeout would hold the operation instead of retrying it; use the status the destination refuses a duplicate with, usually 409"
 }
 
 // ParseRetryAfter reads a Retry-After header (RFC 9110 section 10.2.3): a
