@@ -79,7 +79,8 @@ type HTTPConfig struct {
 // IdempotencyConfig declares an idempotency key.
 type IdempotencyConfig struct {
 	// Header carries the key, e.g. Idempotency-Key. Leave it empty when
-	// the body template sends {{.IdempotencyKey}} in a field instead. A
+	// the url or body template sends {{.IdempotencyKey}} instead (a path
+	// segment, a query parameter, a field of the body). A
 	// header the HTTP client sets or manages is refused, as in Headers.
 	Header string `yaml:"header"`
 	// Retention is how long the destination remembers a key. Required.
@@ -348,7 +349,7 @@ var emptyFields = []struct {
 	msg  string
 }{
 	{[]string{"timeout"}, "has no value: a timeout must be above 0; leave it out for the default 10s"},
-	{[]string{"idempotency"}, "has no value: it needs retention and a header (or {{.IdempotencyKey}} in the body), " +
+	{[]string{"idempotency"}, "has no value: it needs retention and a header (or {{.IdempotencyKey}} in the url or body), " +
 		"e.g. {header: Idempotency-Key, retention: 24h}; leave it out if the destination takes no idempotency key"},
 	{[]string{"lookup"}, "has no value: it needs url and match (docs/destinations.md#lookup); leave it out if the destination cannot be searched"},
 	{[]string{"lookup", "results"}, `has no value: write results: "" for an answer that is itself the array of records, ` +

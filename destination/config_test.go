@@ -236,7 +236,7 @@ func TestLoadErrors(t *testing.T) {
 		{"idempotency without retention", base + "    idempotency:\n      header: Idempotency-Key\n",
 			[]string{"line 5: destination crm: idempotency.retention: is required"}},
 		{"idempotency without header", base + "    idempotency:\n      retention: 1h\n",
-			[]string{"idempotency.header: is required unless the body template sends {{.IdempotencyKey}}"}},
+			[]string{"idempotency.header: is required unless the url or body template sends {{.IdempotencyKey}}"}},
 		{"lookup without match", base + "    lookup:\n      url: https://crm.example.com/x\n",
 			[]string{"line 5: destination crm: lookup.match: needs at least one entry"}},
 		{"match without side", base + "    lookup:\n      url: https://crm.example.com/x\n      match:\n        - record: /a\n",
@@ -695,4 +695,21 @@ func TestLoadRefusesRetryStatusAsConflict(t *testing.T) {
 		require.NoError(t, err, status)
 		require.NoError(t, set.Close())
 	}
+}
+
+// TestLoadIdempotencyKeyInURL: a destination that takes its idempotency
+// key in the URL (PUT …/{{.IdempotencyKey}}) declares idempotency without
+// a header; a key in neither the URL nor the body still needs one.
+func TestLoadIdempotencyKeyInURL(t *testing.T) {
+	t.Parallel()
+	set, err := destination.Load([]byte("destinations:\n  - name: crm\n    method: PUT\n"+
+		"    url: https://crm.example.com/x/{{.IdempotencyKey}}\n    ref: /id\n    idempotency: {retention: 24h}\n"), destination.LoadOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, set.Close()) })
+	crm, _ := set.Get("crm")
+	require.Equal(t, 24*time.Hour, crm.Capabilities().IdempotencyKey.Retention)
+
+	_, err = destination.Load([]byte("destinations:\n  - name: crm\n    url: https://crm.example.com/x/{{.Key}}\n    ref: /id\n"+
+		"    idempotency: {retention: 24h}\n"), destination.LoadOptions{})
+	require.ErrorContains(t, err, "idempotency.header: is required unless the url or body template sends {{.IdempotencyKey}}")
 }

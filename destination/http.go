@@ -166,8 +166,10 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 			// net/http would send the key in no such header: protected
 			// retries would go out without it.
 			add(clientHeader(k.Header, "")+"; the key needs a header of its own, e.g. Idempotency-Key", "idempotency", "header")
-		case k.Header == "" && !strings.Contains(c.Body, ".IdempotencyKey"):
-			add("is required unless the body template sends {{.IdempotencyKey}}", "idempotency", "header")
+		case k.Header == "" && !strings.Contains(c.URL, ".IdempotencyKey") && !strings.Contains(c.Body, ".IdempotencyKey"):
+			// Header values are no templates: the key travels in its own
+			// header, or in the URL or the body.
+			add("is required unless the url or body template sends {{.IdempotencyKey}}", "idempotency", "header")
 		}
 		if k.Retention <= 0 {
 			add("is required: how long the destination remembers a key, e.g. 24h", "idempotency", "retention")
