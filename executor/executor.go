@@ -525,9 +525,12 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	callCtx, cancel := context.WithDeadline(r.calls, claimed.Add(e.cfg.CallTimeout))
 	e.calling.Add(1)
 	res, callErr := callDest(callCtx, dest, call, log)
+	// Read at once: a Stop whose deadline comes after the call returned
+	// cut nothing.
+	stopCause := context.Cause(r.calls)
 	e.calling.Add(-1)
 	cancel()
-	return e.finish(r, bg, tl, c, reportFor(res, callErr, context.Cause(r.calls)), log)
+	return e.finish(r, bg, tl, c, reportFor(res, callErr, stopCause), log)
 }
 
 // maxPanicText bounds the text of a recovered panic's value in the
@@ -679,10 +682,16 @@ func ledgerDecided(err error) bool {
 // reportFor is the report of a call that returned res and err
 // (opledger.ReportOf: a reference that comes back with an error is kept on
 // the attempt, a retryable error with one counts as uncertain), noting
-// stopCause when the executor cancelled the call.
+// stopCause, the cause with which the executor cancelled calls in flight
+// before this one returned (nil: it did not), when the cancel cut the
+// call. A call that ended with the destination's answer was not cut,
+// even if the cancel came before it returned: a refusal (rejected), or an
+// answer with a status (destination.StatusError: a 429, a 5xx) that
+// arrived before it.
 func reportFor(res opledger.Result, err error, stopCause error) opledger.Report {
 	r := opledger.ReportOf(res, err)
-	if stopCause != nil && r.Outcome != opledger.OutcomeSucceeded {
+	_, answered := errors.AsType[*destination.StatusError](err)
+	if stopCause != nil && !answered && r.Outcome != opledger.OutcomeSucceeded && r.Outcome != opledger.OutcomeRejected {
 		r = r.WithNote(" (call cancelled: " + stopCause.Error() + ")")
 	}
 	return r
