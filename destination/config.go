@@ -153,9 +153,13 @@ type UniqueReferenceConfig struct {
 // RetryConfig is a retry policy; unset fields take the defaults of
 // opledger.DefaultRetryPolicy.
 type RetryConfig struct {
-	MaxAttempts  *int      `yaml:"max_attempts"`
+	MaxAttempts *int `yaml:"max_attempts"`
+	// InitialDelay is the backoff ceiling after the first attempt; "0s"
+	// retries at once.
 	InitialDelay *Duration `yaml:"initial_delay"`
-	MaxDelay     *Duration `yaml:"max_delay"`
+	// MaxDelay caps the backoff ceiling; "0s" means no cap, as
+	// opledger.RetryPolicy's zero MaxDelay does.
+	MaxDelay *Duration `yaml:"max_delay"`
 	// Deadline bounds the operation's life from its recording; "0s" means
 	// no deadline.
 	Deadline *Duration `yaml:"deadline"`

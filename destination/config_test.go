@@ -713,3 +713,18 @@ func TestLoadIdempotencyKeyInURL(t *testing.T) {
 		"    idempotency: {retention: 24h}\n"), destination.LoadOptions{})
 	require.ErrorContains(t, err, "idempotency.header: is required unless the url or body template sends {{.IdempotencyKey}}")
 }
+
+// TestLoadRetryZeroMeansNone: as docs/destinations.md says, a file's
+// max_delay of 0s sets no cap on the backoff, and a deadline of 0s none,
+// as opledger.RetryPolicy's zero values do.
+func TestLoadRetryZeroMeansNone(t *testing.T) {
+	t.Parallel()
+	set, err := destination.Load([]byte("destinations:\n  - name: crm\n    url: https://crm.example.com/x\n    ref: /id\n"+
+		"    retry: {max_attempts: 20, initial_delay: 1s, max_delay: 0s, deadline: 0s}\n"), destination.LoadOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, set.Close()) })
+	p := set.RetryPolicies()["crm"]
+	require.Zero(t, p.MaxDelay)
+	require.Zero(t, p.Deadline)
+	require.Equal(t, 262144*time.Second, p.Ceiling(19), "no cap: 1s doubled 18 times, the wait before the 20th attempt")
+}
