@@ -27,7 +27,9 @@
 // call for code that talks to a destination itself.
 //
 // Allowed imports: opledger, internal/marker, internal/configfile,
-// internal/jsonnum, the standard library, a YAML decoder.
+// internal/jsonnum, internal/readerr (an answer's read errors),
+// internal/redact (the masking of secrets), the standard library, a YAML
+// decoder.
 package destination
 
 import (

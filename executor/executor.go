@@ -12,7 +12,8 @@
 // Logs carry the tenant, destination, attempt id, outcome and state, never
 // operation keys, idempotency keys, payloads or credentials.
 //
-// Allowed imports: opledger, opledger/destination, internal/periodic,
+// Allowed imports: opledger, opledger/destination, internal/advance (a
+// succeeded step moves its workflow on), internal/periodic,
 // internal/redact, internal/textcut, the standard library.
 package executor
 

@@ -2,8 +2,9 @@
 // *opledger.Ledger: JSON in and out, RFC 9457 problem details for errors,
 // bearer tokens that each belong to one tenant.
 //
-// Allowed imports: opledger, internal/opjson, the standard library,
-// prometheus client.
+// Allowed imports: opledger, opledger/webhook, internal/opjson,
+// internal/advance, internal/redact, the standard library, prometheus
+// client.
 package httpapi
 
 import (

@@ -48,6 +48,7 @@
 // drives visibility and retention.
 //
 // Allowed imports: opledger, opledger/destination, opledger/reconciler
-// (the verify step), pgx (a fresh schema per case on PostgreSQL), the
-// standard library.
+// (the verify step), pgx (a fresh schema per case on PostgreSQL),
+// internal/store/pgstore (to tell a PostgreSQL DSN), the standard
+// library.
 package lab

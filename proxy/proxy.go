@@ -44,8 +44,8 @@
 // own, never the caller's.
 //
 // Allowed imports: opledger and its public packages, internal/configfile,
-// internal/readerr, internal/redact,
-// the standard library, a YAML decoder.
+// internal/readerr, internal/redact, the standard library, a YAML
+// decoder, golang.org/x/sys/unix (a connection's TCP_INFO, on Linux).
 package proxy
 
 import (

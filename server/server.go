@@ -4,7 +4,7 @@
 // loses no acknowledged write.
 //
 // Allowed imports: opledger and its public packages, internal/periodic,
-// internal/configfile, the standard library.
+// internal/configfile, the standard library, a YAML decoder.
 package server
 
 import (

@@ -7,7 +7,8 @@
 // (the values a flag refused), internal/bench (opledger bench),
 // internal/redact, the stores' read-only HoldsLedger checks
 // (internal/store/sqlitestore, internal/store/pgstore), and pgxpool's
-// ParseConfig (the parser of the PostgreSQL store's DSN).
+// ParseConfig (the parser of the PostgreSQL store's DSN), go-isatty and
+// progressbar (opledger bench's progress on a terminal).
 package cli
 
 import (

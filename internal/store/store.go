@@ -7,7 +7,7 @@
 // compare-and-set whatever the driver. Drivers must pass the conformance suite
 // in package storetest.
 //
-// Allowed imports: the standard library only.
+// Allowed imports: internal/store/migrate, the standard library.
 package store
 
 import (
