@@ -52,6 +52,13 @@ type HTTPConfig struct {
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
 	// answer, e.g. /id.
 	Ref string `yaml:"ref"`
+	// NoContentRef is a text/template over the operation whose text is
+	// the reference of a 2xx answer with no body (a DELETE's 204), which
+	// has none at Ref to read: e.g. "deleted:{{.Payload.id}}". It is
+	// rendered before the call, so an operation that cannot fill it is
+	// refused with nothing sent. Unset: such a success is uncertain. An
+	// answer with a body is always read at Ref.
+	NoContentRef string `yaml:"no_content_ref"`
 	// Timeout bounds one call or lookup. Default 10s (DefaultTimeout),
 	// which a zero Timeout takes; a file's "timeout: 0s" is refused.
 	// An executor takes the destination only if it is shorter than the
@@ -355,6 +362,8 @@ var emptyFields = []struct {
 	{[]string{"timeout"}, "has no value: a timeout must be above 0; leave it out for the default 10s"},
 	{[]string{"idempotency"}, "has no value: it needs retention and a header (or {{.IdempotencyKey}} in the url or body), " +
 		"e.g. {header: Idempotency-Key, retention: 24h}; leave it out if the destination takes no idempotency key"},
+	{[]string{"no_content_ref"}, "has no value: write the template of the reference a success without a body stands on, " +
+		"e.g. 'deleted:{{.Payload.id}}', or leave it out (such a success is then uncertain)"},
 	{[]string{"lookup"}, "has no value: it needs url and match (docs/destinations.md#lookup); leave it out if the destination cannot be searched"},
 	{[]string{"lookup", "results"}, `has no value: write results: "" for an answer that is itself the array of records, ` +
 		"or leave it out when the answer is one record"},

@@ -26,21 +26,24 @@ import (
 // or NewHTTP. It is safe for concurrent use. Its resolved header values
 // (credentials) appear in no error, log or method result.
 type HTTP struct {
-	name       string
-	caps       Capabilities
-	method     string
-	url        *template.Template
-	origin     string
-	body       *template.Template // nil: send the payload as it is
-	sendBody   bool
-	headers    http.Header
-	ref        pointer
-	timeout    time.Duration
-	client     *http.Client
-	policy     HTTPPolicy
-	idemHeader string
-	lookup     *httpLookup
-	retry      *opledger.RetryPolicy // nil: the ledger's default
+	name     string
+	caps     Capabilities
+	method   string
+	url      *template.Template
+	origin   string
+	body     *template.Template // nil: send the payload as it is
+	sendBody bool
+	headers  http.Header
+	ref      pointer
+	// noContentRef renders the reference of a 2xx answer without a body
+	// (HTTPConfig.NoContentRef); nil: such a success is uncertain.
+	noContentRef *template.Template
+	timeout      time.Duration
+	client       *http.Client
+	policy       HTTPPolicy
+	idemHeader   string
+	lookup       *httpLookup
+	retry        *opledger.RetryPolicy // nil: the ledger's default
 	// lookupHeaders adds an operation's own headers to its lookups
 	// (LoadOptions.LookupHeaders); nil: none.
 	lookupHeaders func(op *opledger.Operation) (http.Header, error)
@@ -153,6 +156,15 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 		add("is required: the JSON pointer to the effect's reference in the answer, e.g. /id", "ref")
 	} else if h.ref, err = parsePointer(c.Ref); err != nil {
 		add(err.Error(), "ref")
+	}
+	if c.NoContentRef != "" {
+		if err := envRefInTemplate(c.NoContentRef); err != nil {
+			add(strings.Replace(err.Error(), "would be sent as written", "would be kept as written in the reference", 1), "no_content_ref")
+		} else if h.noContentRef, err = newTemplate("no_content_ref", c.NoContentRef); err != nil {
+			add(err.Error(), "no_content_ref")
+		} else if err := checkTemplate(h.noContentRef, c.Name); err != nil {
+			add(err.Error(), "no_content_ref")
+		}
 	}
 	if c.Timeout > 0 {
 		h.timeout = time.Duration(c.Timeout)
@@ -560,6 +572,10 @@ func (h *HTTP) call(ctx context.Context, call opledger.Call) (opledger.Result, e
 	if err != nil {
 		return opledger.Result{}, err
 	}
+	standIn, err := h.noContentRefOf(call)
+	if err != nil {
+		return opledger.Result{}, err
+	}
 	resp, err := SendHTTP(h.client, req, h.policy)
 	if resp == nil {
 		return opledger.Result{}, err
@@ -585,6 +601,11 @@ func (h *HTTP) call(ctx context.Context, call opledger.Call) (opledger.Result, e
 		return opledger.Result{}, opledger.Uncertain(fmt.Errorf("%s %s: %s, reading the answer failed: %w",
 			req.Method, req.URL.Host, resp.Status, readErr))
 	}
+	if h.noContentRef != nil && len(bytes.TrimSpace(answer)) == 0 {
+		// A success without a body: the declared stand-in is its
+		// reference.
+		return opledger.Result{Ref: standIn}, nil
+	}
 	ref, err := refAt(answer, h.ref)
 	if err != nil {
 		return opledger.Result{Response: savable(answer)}, opledger.Uncertain(fmt.Errorf("%s %s: %s, but %w",
@@ -598,8 +619,41 @@ var _ Preparer = (*HTTP)(nil)
 // Prepare renders the request Call would send for call, without sending
 // it: a template the payload cannot fill is refused (opledger.Rejected).
 func (h *HTTP) Prepare(call opledger.Call) error {
-	_, err := h.request(context.Background(), call)
+	if _, err := h.request(context.Background(), call); err != nil {
+		return err
+	}
+	_, err := h.noContentRefOf(call)
 	return err
+}
+
+// noContentRefOf renders the reference a success without a body stands
+// on (HTTPConfig.NoContentRef), or "" when none is declared. What cannot
+// be rendered, or is no reference the ledger can store, is refused
+// (opledger.Rejected) before anything is sent: the same content never
+// renders otherwise, and a success without a reference would be
+// uncertain.
+func (h *HTTP) noContentRefOf(call opledger.Call) (string, error) {
+	if h.noContentRef == nil {
+		return "", nil
+	}
+	d, err := newTemplateData(call.Operation)
+	if err != nil {
+		return "", opledger.Rejected(err)
+	}
+	if call.IdempotencyKey != "" {
+		d.IdempotencyKey = call.IdempotencyKey
+	}
+	ref, err := render(h.noContentRef, d)
+	if err != nil {
+		return "", opledger.Rejected(err)
+	}
+	if strings.TrimSpace(ref) == "" {
+		return "", opledger.Rejected(errors.New("render no_content_ref: the reference is empty"))
+	}
+	if err := opledger.CheckDestinationRef(ref); err != nil {
+		return "", opledger.Rejected(fmt.Errorf("render no_content_ref: not a reference the ledger can store: %w", err))
+	}
+	return ref, nil
 }
 
 // request renders the request of call: URL, headers and body from the
