@@ -63,8 +63,13 @@ type EventRecord struct {
 	EventID    string     `json:"event_id"`
 	Type       string     `json:"type"`
 	OccurredAt *time.Time `json:"occurred_at"`
-	// PayloadSHA256 is the hex SHA-256 of the first delivery's payload; the
-	// payload itself is not kept.
+	// PayloadSHA256 is the hex SHA-256 of the first delivery's payload in
+	// canonical JSON (RFC 8785 with exact numbers, as Fingerprint has it),
+	// or of its raw bytes when RFC 8785 refuses it (two members of one
+	// name, an escaped lone surrogate, a number beyond a double's range)
+	// or the event was recorded before digests were canonical (its
+	// redeliveries are then compared with its bytes); the payload itself
+	// is not kept.
 	PayloadSHA256 string `json:"payload_sha256"`
 	// Rule is the matching rule's name, empty when none matched.
 	Rule   string      `json:"rule"`
@@ -95,7 +100,9 @@ type Delivery struct {
 	// Duplicate is true for every arrival after the first.
 	Duplicate bool `json:"duplicate"`
 	// PayloadDiffers is true when this arrival's payload is not the one
-	// the first delivery carried. The first delivery's mapping stands.
+	// the first delivery carried, compared as JSON: member order,
+	// whitespace, escapes and a number's spelling do not count, a
+	// number's exact value does. The first delivery's mapping stands.
 	PayloadDiffers bool `json:"payload_differs,omitempty"`
 }
 
@@ -179,9 +186,47 @@ func ValidEventTime(t time.Time) bool {
 	return y >= 1 && y <= 9999
 }
 
+// payloadDigests are the digests an event's payload is compared by.
+type payloadDigests struct {
+	// stored is what a new event records as its payload_sha256: the hex
+	// SHA-256 of the payload's canonical JSON (canonicalJSON, as
+	// fingerprints have it: member order, whitespace, escapes and a
+	// number's spelling do not count, a number's exact value does), or of
+	// its raw bytes when it has none (RFC 8785 refuses it: two members of
+	// one name, an escaped lone surrogate, a number beyond a double's
+	// range).
+	stored string
+	// raw is the hex SHA-256 of the payload's bytes: what an event
+	// recorded before digests were canonical holds.
+	raw string
+}
+
 func payloadDigest(p []byte) string {
 	sum := sha256.Sum256(p)
 	return hex.EncodeToString(sum[:])
+}
+
+// digestsOf returns the digests of the valid JSON payload p.
+func digestsOf(p []byte) payloadDigests {
+	d := payloadDigests{raw: payloadDigest(p)}
+	d.stored = d.raw
+	if canon, err := canonicalJSON(p); err == nil {
+		d.stored = payloadDigest(canon)
+	}
+	return d
+}
+
+// against is the digest a repeat's delivery records, given its event's:
+// the event's own when the payload matches it, by its canonical digest or
+// (an event recorded before digests were canonical) by its raw one, so
+// that a delivery's payload differs exactly when its digest is not its
+// event's. Either match is the same content: a raw digest equal to a
+// canonical one is of canonical bytes.
+func (d payloadDigests) against(eventDigest string) string {
+	if d.raw == eventDigest {
+		return eventDigest
+	}
+	return d.stored
 }
 
 // ActorEvent prefixes the timeline actor of changes an event made:
@@ -219,7 +264,7 @@ func (l *Ledger) ReceiveEvent(ctx context.Context, rules *Rules, ev Event) (*Eve
 	if err := ev.validate(); err != nil {
 		return nil, err
 	}
-	digest := payloadDigest(ev.Payload)
+	digest := digestsOf(ev.Payload)
 	// Map outside the transaction: it depends on the event and the rules
 	// only. It is used only if the event turns out to be new.
 	mapping, mapErr := rules.mapEvent(&ev)
@@ -282,7 +327,7 @@ func (l *Ledger) servesMapping(m *Mapping) error {
 }
 
 // receiveIn is one try of ReceiveEvent inside a write transaction.
-func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest string, mapping *Mapping, mapErr error) (*EventResult, error) {
+func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest payloadDigests, mapping *Mapping, mapErr error) (*EventResult, error) {
 	existing, err := tx.GetEvent(ctx, l.tenant, ev.Source, ev.EventID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -292,9 +337,10 @@ func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest s
 		return nil, err
 	}
 	d := &store.Delivery{Tenant: l.tenant, Source: ev.Source, EventID: ev.EventID, DeliveryID: ev.DeliveryID,
-		ReceivedAt: now, PayloadSHA256: digest}
+		ReceivedAt: now, PayloadSHA256: digest.stored}
 	if existing != nil {
 		d.Duplicate = true
+		d.PayloadSHA256 = digest.against(existing.PayloadSHA256)
 		if err := tx.InsertDelivery(ctx, d); err != nil {
 			return nil, err
 		}
@@ -307,7 +353,7 @@ func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest s
 		return nil, mapErr
 	}
 	row := &store.Event{Tenant: l.tenant, Source: ev.Source, EventID: ev.EventID, Type: ev.Type,
-		OccurredAt: ev.OccurredAt.UTC().Truncate(time.Microsecond), PayloadSHA256: digest, Rule: mapping.Rule,
+		OccurredAt: ev.OccurredAt.UTC().Truncate(time.Microsecond), PayloadSHA256: digest.stored, Rule: mapping.Rule,
 		ObjectKey: mapping.ObjectKey, OrderValue: mapping.OrderValue, Operations: []string{}, ReceivedAt: now}
 	// The event row goes in first, before the plan locks anything: of
 	// two deliveries racing, the second stops here on the unique key,
@@ -335,7 +381,7 @@ func (l *Ledger) receiveIn(ctx context.Context, tx store.Tx, ev *Event, digest s
 	}
 	rec := toEventRecord(row)
 	return &EventResult{OutOfOrder: rec.OutOfOrder, Status: rec.Status, Reason: rec.Reason,
-		Event: rec, Delivery: toDelivery(d, digest), Operations: ops}, nil
+		Event: rec, Delivery: toDelivery(d, digest.stored), Operations: ops}, nil
 }
 
 // eventStep is what applying an event does to one operation.

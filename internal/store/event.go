@@ -14,7 +14,9 @@ type Event struct {
 	EventID    string
 	Type       string
 	OccurredAt time.Time
-	// PayloadSHA256 is the hex SHA-256 of the first delivery's payload.
+	// PayloadSHA256 is the hex SHA-256 of the first delivery's payload:
+	// of its canonical JSON, or of its raw bytes when it has none or the
+	// event was recorded before digests were canonical.
 	PayloadSHA256 string
 	// Rule is the mapping rule that matched, "" when none did.
 	Rule string
@@ -42,7 +44,11 @@ type Delivery struct {
 	ReceivedAt time.Time
 	// Duplicate is true for every arrival after the first.
 	Duplicate bool
-	// PayloadSHA256 is the hex SHA-256 of this arrival's payload.
+	// PayloadSHA256 is the hex SHA-256 of this arrival's payload, as its
+	// event's is: on a repeat, the event's own digest when the payload
+	// matches it (canonically or by its raw bytes), so that the arrival's
+	// payload differs exactly when the two digests do. Deliveries recorded
+	// before digests were canonical hold the digest of their raw bytes.
 	PayloadSHA256 string
 }
 
