@@ -7,10 +7,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -23,61 +21,6 @@ import (
 	"github.com/opledger/opledger/internal/testdb"
 )
 
-// relay forwards loopback connections to a PostgreSQL server until cut:
-// then it closes its listener and every connection it carried, so that
-// the server can no longer be reached at its address, as when the
-// database is down or the network to it is gone.
-type relay struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func startRelay(t *testing.T, target string) *relay {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	r := &relay{ln: ln}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			r.mu.Lock()
-			r.conns = append(r.conns, c, u)
-			r.mu.Unlock()
-			r.wg.Add(2)
-			go func() { defer r.wg.Done(); _, _ = io.Copy(u, c); u.Close() }()
-			go func() { defer r.wg.Done(); _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-	t.Cleanup(r.cut)
-	return r
-}
-
-func (r *relay) addr() string { return r.ln.Addr().String() }
-
-// cut closes the listener and every connection; it returns once every
-// goroutine of the relay has ended.
-func (r *relay) cut() {
-	r.ln.Close()
-	r.mu.Lock()
-	for _, c := range r.conns {
-		c.Close()
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
 // TestStoreUnreachableProblem: a request that finds the PostgreSQL server
 // unreachable (it is down, or the network to it is gone) answers 503
 // unavailable, with Retry-After, as /readyz does, and not 500 internal as
@@ -88,13 +31,8 @@ func (r *relay) cut() {
 func TestStoreUnreachableProblem(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	rl := startRelay(t, u.Host)
-	u.Host = rl.addr()
-	u.User = url.UserPassword(u.User.Username(), "relay-secret-pw")
-	l, err := opledger.Open(ctx, u.String(), opledger.Options{})
+	dsn, cut := testdb.UnreachablePostgres(t, testdb.PostgresDSN(t), "relay-secret-pw")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
@@ -110,17 +48,8 @@ func TestStoreUnreachableProblem(t *testing.T) {
 	_, _, err = c.Record(ctx, "down:1", in)
 	require.NoError(t, err)
 
-	rl.cut()
-	// The pool's idle connections died with the relay: each is found
-	// dead once, by a ping; then every new one fails to connect.
-	for i := 0; ; i++ {
-		err := l.Ping(ctx)
-		require.Error(t, err)
-		if strings.Contains(err.Error(), "failed to connect") {
-			break
-		}
-		require.Less(t, i, 100, "the pool still hands out dead connections: %v", err)
-	}
+	cut()
+	testdb.WaitUnreachable(t, l.Ping)
 
 	do := func(method, path, body string) *http.Response {
 		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))

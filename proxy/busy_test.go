@@ -65,3 +65,45 @@ func TestBusyLedger(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "once the lock is gone")
 	require.Equal(t, 1, up.Creates())
 }
+
+// TestUnreachableLedger: a request that finds the ledger's PostgreSQL
+// server unreachable answers 503 unavailable with Retry-After, as the
+// API does, not 500 internal, and is not forwarded; the log keeps the
+// cause at warning level, without the DSN's password.
+func TestUnreachableLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, cut := testdb.UnreachablePostgres(t, testdb.PostgresDSN(t), "relay-secret-pw")
+	up := fakedest.New(t, fakedest.Options{})
+	u := proxy.Upstream{Name: "crm", URL: up.URL()}
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	var log lockedBuffer
+	p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{u}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+
+	cut()
+	testdb.WaitUnreachable(t, l.Ping)
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/records", strings.NewReader(body1))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "key-1")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	problem, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(problem))
+	require.Equal(t, "5", resp.Header.Get("Retry-After"))
+	require.Contains(t, string(problem), `"type":"`+httpapi.ProblemTypeBase+`unavailable"`)
+	require.Zero(t, up.Creates(), "nothing forwarded")
+	logs := log.take()
+	require.Contains(t, logs, "level=WARN")
+	require.Contains(t, logs, "failed to connect")
+	require.NotContains(t, logs, "level=ERROR")
+	require.NotContains(t, logs, "relay-secret-pw")
+}

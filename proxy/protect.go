@@ -965,8 +965,9 @@ func isTimeout(err error) bool {
 
 // internal answers 500 for a ledger failure before anything was
 // forwarded, logged without details of the request; 503 for a store
-// that is busy (another process's lock) or full, which a retry of the same
-// request may get past, or that a newer release has migrated.
+// that is busy (another process's lock), full or unreachable (the
+// PostgreSQL server down, or the network to it), which a retry of the
+// same request may get past, or that a newer release has migrated.
 func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	switch {
 	case errors.Is(err, opledger.ErrStoreBusy):
@@ -974,6 +975,12 @@ func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logge
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, http.StatusServiceUnavailable, "store_busy",
 			"the ledger is busy with another process's write; nothing was forwarded: retry later with the same Idempotency-Key", nil)
+		return
+	case errors.Is(err, opledger.ErrStoreUnavailable):
+		log.Warn("request refused: the ledger's database could not be reached", "error", err)
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable",
+			"the ledger's database could not be reached; nothing was forwarded: retry later with the same Idempotency-Key", nil)
 		return
 	case errors.Is(err, opledger.ErrStoreFull):
 		log.Error("request refused: the ledger's disk is full", "error", err)
