@@ -32,7 +32,8 @@
 // the lab, which plays on a scratch ledger of its own, stay open to it.
 //
 // Allowed imports: opledger, opledger/lab (the lab page), internal/advance
-// (a step marked succeeded moves its workflow on), the standard library.
+// (a step marked succeeded moves its workflow on), internal/redact (keys
+// left out of logged errors), the standard library.
 package console
 
 import (
@@ -56,6 +57,7 @@ import (
 	"unicode"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/lab"
 )
 
@@ -397,7 +399,10 @@ const renderFailed = "This page could not be shown: the server's log says why."
 // and the sign-out.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string, err error) {
 	if err != nil {
-		c.log.Error("console", "path_pattern", r.Pattern, "error", err)
+		// The key of the page's path is left out, as the API leaves it
+		// out of its logs: keys may carry personal data, and the ledger's
+		// errors name the key they are about.
+		c.log.Error("console", "path_pattern", r.Pattern, "error", redact.Keys(r.PathValue("key"), err))
 	}
 	data := map[string]any{"Title": http.StatusText(status), "Message": msg}
 	if s == nil {
