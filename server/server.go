@@ -234,7 +234,8 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Run serves until ctx is cancelled, then shuts down: it stops accepting
 // connections, lets in-flight requests finish (each write is committed
 // before its response is sent, so every acknowledged write is durable),
-// stops the background loops and returns.
+// stops the background loops and returns. The listener is closed when
+// Run returns, whatever it returns.
 func (s *Server) Run(ctx context.Context) error {
 	log := s.cfg.Logger
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
@@ -255,9 +256,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.executor != nil {
 		if err := s.executor.Start(loops); err != nil {
+			// Nothing is served: the listener, Run's to close as on
+			// every return, and the console go too.
 			stopLoops()
 			wg.Wait()
-			return err
+			return errors.Join(err, s.closeListener(), s.console.Close())
 		}
 	}
 	wg.Add(1)
@@ -315,4 +318,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	log.Info("stopped")
 	return err
+}
+
+// closeListener closes the server's listener, which http.Server.Serve
+// closes when it is served: an error of one closed already is none.
+func (s *Server) closeListener() error {
+	if err := s.listener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
 }
