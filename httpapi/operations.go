@@ -577,7 +577,9 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, opledger.ErrSchemaNewer):
 		s.log.ErrorContext(r.Context(), "readiness: a newer release has migrated the store; this server's writes are refused", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "schema_newer", err.Error(), nil)
-	case !answers:
+	case !answers || errors.Is(err, opledger.ErrStoreUnavailable):
+		// The ping answered but the probe could not connect: the
+		// server went away in between, or takes no new connection.
 		s.log.WarnContext(r.Context(), "readiness: store unreachable", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", "the store does not answer", nil)
 	default:
@@ -588,6 +590,8 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 			detail = "the store answers but its disk is full"
 		case errors.Is(err, opledger.ErrStoreBusy):
 			detail = "the store answers but another process holds its write lock"
+		case sqlState(err) == "42501": // insufficient_privilege
+			detail = "the store answers but refuses this server's writes (permission denied): its database role lacks a privilege (docs/configuration.md, PostgreSQL roles; the server's log names it)"
 		case errors.Is(err, errProbeTimeout):
 			// On SQLite the usual cause: the busy timeout (10 s by
 			// default) is longer than the probe's wait.
@@ -595,6 +599,16 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable", detail, nil)
 	}
+}
+
+// sqlState is the SQLSTATE code of a PostgreSQL error in err's chain
+// (the driver's errors have a SQLState method), "" when there is none.
+func sqlState(err error) string {
+	var e interface{ SQLState() string }
+	if errors.As(err, &e) {
+		return e.SQLState()
+	}
+	return ""
 }
 
 // readyProbeEvery is how often GET /readyz writes to the store at most:
