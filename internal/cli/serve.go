@@ -60,6 +60,13 @@ func logMigrations(log *slog.Logger) func(done, total int, name string) {
 	}
 }
 
+// MaxWorkers is the largest --workers taken: each worker is a goroutine
+// that claims from the store and calls a destination, and more than this
+// in one process would mostly wait for the store's connections (16 by
+// default on PostgreSQL, one writer on SQLite); a typo (--workers 40000)
+// would start them all. Run more processes instead.
+const MaxWorkers = 1000
+
 // MinSweepInterval is the shortest --sweep-interval taken: each sweep
 // reads the store for expired leases, due workflows and uncertain
 // operations, and a shorter interval would keep the store busy with
@@ -105,6 +112,9 @@ finish; every write a client got an answer for is already committed.`,
 			}
 			if err := positiveFlags(cmd, "workers", "lease", "sweep-interval", "compact-interval", "max-body-bytes"); err != nil {
 				return err
+			}
+			if workers > MaxWorkers {
+				return usageError{fmt.Errorf("--workers takes at most %d (got %d)", MaxWorkers, workers)}
 			}
 			if lease > opledger.MaxLease {
 				return usageError{fmt.Errorf("--lease must be at most %s, got %s", opledger.MaxLease, lease)}
@@ -197,7 +207,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted, in bytes, at least 1 (larger: 413)")
 	cmd.Flags().DurationVar(&metricsMaxAge, "metrics-max-age", httpapi.DefaultMetricsMaxAge, "how often /metrics reads the ledger's figures at most, 0 or more; scrapes in between share the last read (0: every scrape)")
 	cmd.Flags().BoolVar(&secureCookie, "secure-cookie", false, "mark the console's session cookie Secure: set it when browsers reach the server over HTTPS")
-	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor, at least 1 (with destinations in --config)")
+	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor, 1 to 1000 (with destinations in --config)")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claim holds when it names no lease (the executor's, and a worker's through the API), more than 0")
 	lf.add(cmd)
 	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled, at least 100ms")

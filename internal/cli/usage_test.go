@@ -140,6 +140,8 @@ func TestUsageErrors(t *testing.T) {
 		{db("events", "list", "--limit", "501"), "--limit takes a whole number from 1 to 500 (got 501)"},
 		{db("serve", "--workers", "0"), "--workers must be at least 1, got 0"},
 		{db("serve", "--workers", "-3"), "--workers must be at least 1, got -3"},
+		{db("serve", "--workers", "1001"), "--workers takes at most 1000 (got 1001)"},
+		{db("serve", "--workers", "2000000000"), "--workers takes at most 1000 (got 2000000000)"},
 		{db("serve", "--lease", "0"), "--lease must be more than 0, got 0s"},
 		{db("serve", "--lease", "200h"), "--lease must be at most 168h0m0s, got 200h0m0s"},
 		{db("serve", "--sweep-interval", "0"), "--sweep-interval must be more than 0, got 0s"},
