@@ -225,7 +225,22 @@ type ctxKey int
 const (
 	ctxRequestID ctxKey = iota
 	ctxToken
+	ctxNotes
 )
+
+// requestNotes is what the handlers tell the request's log line (logged):
+// the tenant of the request's token, once authenticated, and the type of
+// the problem answered, if one was.
+type requestNotes struct {
+	tenant  string
+	problem string
+}
+
+// notes returns the request's notes, or nil outside logged.
+func notes(ctx context.Context) *requestNotes {
+	n, _ := ctx.Value(ctxNotes).(*requestNotes)
+	return n
+}
 
 func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(ctxRequestID).(string)
@@ -258,14 +273,27 @@ func (s *statusRecorder) WriteHeader(code int) {
 }
 
 // logged writes one log line per request: method, route pattern (never the
-// raw path, which holds keys), status, duration, request id, tenant.
+// raw path, which holds keys), status, duration, request id, and, when
+// known, the tenant of the request's token (tenant names carry no
+// personal data, as keys) and the type of the problem answered (such as
+// mapping_failed), which says why a 4xx or 5xx was answered.
 func (s *server) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		n := &requestNotes{}
+		// The mux sets the route's pattern on the request it is given.
+		r = r.WithContext(context.WithValue(r.Context(), ctxNotes, n))
 		next.ServeHTTP(rec, r)
-		s.log.InfoContext(r.Context(), "request", "request_id", requestID(r.Context()), "method", r.Method,
-			"route", r.Pattern, "status", rec.status, "duration_ms", time.Since(start).Milliseconds())
+		attrs := []any{"request_id", requestID(r.Context()), "method", r.Method,
+			"route", r.Pattern, "status", rec.status, "duration_ms", time.Since(start).Milliseconds()}
+		if n.tenant != "" {
+			attrs = append(attrs, "tenant", n.tenant)
+		}
+		if n.problem != "" {
+			attrs = append(attrs, "problem", n.problem)
+		}
+		s.log.InfoContext(r.Context(), "request", attrs...)
 	})
 }
 
@@ -297,6 +325,9 @@ func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds) http.Han
 			}
 			s.writeError(w, r, err)
 			return
+		}
+		if n := notes(r.Context()); n != nil {
+			n.tenant = tok.Tenant
 		}
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead
 		if write && !tok.CanWrite() {

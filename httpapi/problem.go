@@ -87,6 +87,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, kind, deta
 	p.Detail = detail
 	p.Instance = instance(r)
 	p.RequestID = requestID(r.Context())
+	if n := notes(r.Context()); n != nil {
+		n.problem = kind
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
