@@ -15,6 +15,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/fakedest"
 	"github.com/opledger/opledger/internal/testdb"
 )
@@ -46,6 +47,27 @@ func TestRunClosesListenerWhenExecutorFails(t *testing.T) {
 
 	require.ErrorContains(t, srv.Run(ctx), "already started")
 	// Accept would wait for a connection on a listener left open.
+	_ = ln.(*net.TCPListener).SetDeadline(time.Now()) // fails once closed
+	_, err = ln.Accept()
+	require.True(t, errors.Is(err, net.ErrClosed), "the listener is closed: %v", err)
+}
+
+// TestNewClosesListenerWhenRefused: New closes a handed-over listener when
+// it fails after CheckConfig (here the API refuses a webhook source with
+// no verifier), as it does when the executor cannot be made; it left it
+// open then, so that no return path of New or Run but CheckConfig's
+// refusal (documented: the listener is still the caller's) closed it.
+func TestNewClosesListenerWhenRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	_, err = New(l, Config{Listener: ln, API: httpapi.Options{Webhooks: map[string]httpapi.WebhookSource{"stripe": {}}}})
+	require.ErrorContains(t, err, "webhook source stripe has no Verify")
 	_ = ln.(*net.TCPListener).SetDeadline(time.Now()) // fails once closed
 	_, err = ln.Accept()
 	require.True(t, errors.Is(err, net.ErrClosed), "the listener is closed: %v", err)

@@ -33,7 +33,8 @@ type Config struct {
 	Addr string
 	// Listener, when set, is served instead of listening on Addr: a
 	// caller that had to know the address is free before doing other
-	// work listens itself and hands the listener over. Run closes it.
+	// work listens itself and hands the listener over. Run closes it, and
+	// so does New when it fails after CheckConfig.
 	Listener net.Listener
 	// Logger receives request and lifecycle logs. Default slog.Default().
 	Logger *slog.Logger
@@ -169,11 +170,24 @@ type Server struct {
 
 // New listens on cfg.Addr (or takes cfg.Listener) and prepares the
 // server; Run serves. It refuses what CheckConfig refuses, before it
-// listens (a cfg.Listener is then left open: it is the caller's).
-func New(l *opledger.Ledger, cfg Config) (*Server, error) {
+// listens (a cfg.Listener is then left open: it is the caller's); when it
+// fails after that, the listener is closed, a cfg.Listener too.
+func New(l *opledger.Ledger, cfg Config) (srv *Server, err error) {
 	if err := CheckConfig(cfg); err != nil {
 		return nil, err
 	}
+	ln := cfg.Listener
+	var con *console.Console
+	defer func() {
+		if err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			if con != nil {
+				con.Close()
+			}
+		}
+	}()
 	cfg.defaults()
 	cfg.API.Auth = l
 	if cfg.Destinations != nil {
@@ -186,7 +200,7 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	con, err := console.New(l, console.Options{Logger: cfg.Logger, SecureCookie: cfg.SecureCookie})
+	con, err = console.New(l, console.Options{Logger: cfg.Logger, SecureCookie: cfg.SecureCookie})
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +209,6 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 		mux.Handle(p, api)
 	}
 	mux.Handle("/", con)
-	ln := cfg.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -209,16 +222,14 @@ func New(l *opledger.Ledger, cfg Config) (*Server, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	srv := &Server{cfg: cfg, ledger: l, http: hs, listener: ln, console: con}
+	srv = &Server{cfg: cfg, ledger: l, http: hs, listener: ln, console: con}
 	if cfg.Destinations != nil && cfg.Destinations.Len() > 0 {
 		// The server settles expired leases itself.
 		if srv.executor, err = executor.New(l, cfg.executorConfig()); err != nil {
-			ln.Close()
 			return nil, err
 		}
 		if srv.reconciler, err = reconciler.New(l, reconciler.Config{Destinations: cfg.Destinations, Interval: cfg.SweepInterval,
 			Logger: cfg.Logger}); err != nil {
-			ln.Close()
 			return nil, err
 		}
 	}
