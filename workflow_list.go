@@ -82,7 +82,9 @@ func (l *Ledger) ListWorkflows(ctx context.Context, o WorkflowListOptions) (*Wor
 			}
 			w, err := l.workflowIn(ctx, r, row)
 			if err != nil {
-				return err
+				// Named, the row's key would reach the caller's log,
+				// which asked for no key: keys may carry personal data.
+				return withoutKey(row.Key, err)
 			}
 			if o.Open && w.Status == WorkflowSucceeded {
 				continue // its last step succeeded since the last advance

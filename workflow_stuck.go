@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -62,13 +63,16 @@ func (l *Ledger) eachStuckWorkflow(ctx context.Context, r store.Reader, tenant s
 		}
 		for _, id := range ids {
 			tl := &Ledger{shared: l.shared, tenant: id.Tenant}
+			// An error names the workflow it is about, which the
+			// caller, who asked for no key, would log: keys may carry
+			// personal data.
 			row, _, err := tl.getWorkflowRow(ctx, r, id.Key)
 			if err != nil {
-				return err
+				return withoutKey(id.Key, err)
 			}
 			w, err := tl.workflowIn(ctx, r, row)
 			if err != nil {
-				return err
+				return withoutKey(id.Key, err)
 			}
 			if w.stuck() {
 				if err := fn(w); err != nil {
@@ -82,3 +86,23 @@ func (l *Ledger) eachStuckWorkflow(ctx context.Context, r store.Reader, tenant s
 		after = ids[len(ids)-1]
 	}
 }
+
+// withoutKey is err with key (and, for a step's key, its workflow's) left
+// out of its text, as redact.Keys, for an error of a call that was given
+// no key: what the error wraps is kept for errors.Is and errors.As.
+func withoutKey(key string, err error) error {
+	r := redact.Keys(key, err)
+	if r == err {
+		return err
+	}
+	return keylessError{msg: r.Error(), err: err}
+}
+
+// keylessError is an error's text without a key, wrapping the error.
+type keylessError struct {
+	msg string
+	err error
+}
+
+func (e keylessError) Error() string { return e.msg }
+func (e keylessError) Unwrap() error { return e.err }

@@ -48,8 +48,17 @@ func TestFailureLogsNoKey(t *testing.T) {
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 
-	status, _ := signIn(t, srv.URL, token).fetch("/workflows/" + key)
+	s := signIn(t, srv.URL, token)
+	status, _ := s.fetch("/workflows/" + key)
 	require.Equal(t, http.StatusServiceUnavailable, status)
 	require.Contains(t, logs.String(), "decode workflow <key>: invalid character")
+	require.NotContains(t, logs.String(), "alice")
+
+	// A list names no key in its path: the ledger's error leaves the
+	// row's out itself.
+	before := len(logs.String())
+	status, _ = s.fetch("/workflows")
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Contains(t, logs.String()[before:], "decode workflow <key>: invalid character")
 	require.NotContains(t, logs.String(), "alice")
 }
