@@ -60,7 +60,9 @@ func TestNewerSchemaStopsTheServer(t *testing.T) {
 	require.NoError(t, err)
 	newest := versions[len(versions)-1]
 	path, _ := sqlitestore.DSNPath(dsn)
-	db, err := sql.Open("sqlite", sqlitestore.FileURI(path))
+	// A busy timeout: the token's use is written beside the first
+	// request, and may still hold the write lock.
+	db, err := sql.Open("sqlite", sqlitestore.FileURI(path)+"?_pragma=busy_timeout(10000)")
 	require.NoError(t, err)
 	defer db.Close()
 	_, err = db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from_the_future.sql', 0)`, newest+1)
