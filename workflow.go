@@ -80,6 +80,10 @@ const (
 	// cancelled). An operator's authorize_retry or mark_succeeded on the
 	// step lets the workflow go on.
 	WorkflowFailed WorkflowStatus = "failed"
+	// WorkflowCancelled: an operator gave up on the workflow
+	// (CancelWorkflow) while its current step had no operation; its
+	// remaining steps are never recorded. Cancelled says who, when and why.
+	WorkflowCancelled WorkflowStatus = "cancelled"
 )
 
 // StepState is the state of a workflow step: the state of its operation,
@@ -112,6 +116,9 @@ type Workflow struct {
 	// recorded steps' operations (a claim, a lease extended, an outcome,
 	// a decision, an approval, a revision).
 	UpdatedAt time.Time `json:"updated_at"`
+	// Cancelled is the operator's decision that ended the workflow
+	// (CancelWorkflow), nil unless its status is cancelled.
+	Cancelled *WorkflowCancellation `json:"cancelled,omitempty"`
 }
 
 // Step returns the step named name, nil when the workflow has none.
@@ -180,6 +187,9 @@ var workflowRoots = []string{"steps", "workflow"}
 type workflowDef struct {
 	Steps       []stepDef `json:"steps"`
 	SourceEvent string    `json:"source_event,omitempty"`
+	// Cancelled is set once an operator has cancelled the workflow; the
+	// row is then done, at the step it was cancelled at.
+	Cancelled *WorkflowCancellation `json:"cancelled,omitempty"`
 }
 
 // stepDef is the stored definition of one step, with the revisions and
@@ -722,6 +732,9 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 	if err != nil {
 		return err
 	}
+	if def.Cancelled != nil {
+		return nil // given up on: no step of it is recorded any more
+	}
 	prevRev := row.Revision
 	before := *row
 	defer func() {
@@ -737,7 +750,7 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 		if err != nil {
 			return err
 		}
-		if op == nil && stepSucceededBefore(&before, i) {
+		if op == nil && stepSucceededBefore(&before, def, i) {
 			continue // succeeded, and its tombstone has passed retention: never recorded again
 		}
 		if op == nil {
@@ -796,9 +809,11 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 // succeeded: the row moves past a step only once it has succeeded, and a
 // succeeded operation stays succeeded. A step so recorded whose operation
 // and tombstone have both passed retention is still a step that
-// succeeded, not one to record again.
-func stepSucceededBefore(row *store.Workflow, i int) bool {
-	return row.Done || i < row.CurrentStep
+// succeeded, not one to record again. A cancelled workflow is done at
+// the step it was cancelled at: that step and the ones after it did not
+// succeed.
+func stepSucceededBefore(row *store.Workflow, def *workflowDef, i int) bool {
+	return row.Done && def.Cancelled == nil || i < row.CurrentStep
 }
 
 // ResumeWorkflow brings a workflow forward after a crash, a restart, an
@@ -952,7 +967,7 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 		st := &WorkflowStepStatus{Name: s.Name, Key: key}
 		w.Steps = append(w.Steps, st)
 		switch {
-		case op == nil && stepSucceededBefore(row, i):
+		case op == nil && stepSucceededBefore(row, def, i):
 			// Succeeded; its record has passed retention.
 			st.State = StepState(StateSucceeded)
 			st.Action, st.Destination, st.Version = s.Action, s.Destination, s.Version
@@ -1005,6 +1020,10 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 		if err != nil {
 			return nil, err
 		}
+	}
+	if c := def.Cancelled; c != nil {
+		w.Status, w.Cancelled = WorkflowCancelled, c
+		w.Reason = fmt.Sprintf("cancelled by %s at step %s: %s; its remaining steps are not recorded", c.Operator, c.Step, c.Reason)
 	}
 	return w, nil
 }
@@ -1130,6 +1149,9 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 		row, def, err := l.getWorkflowRow(ctx, tx, key)
 		if err != nil {
 			return err
+		}
+		if def.Cancelled != nil {
+			return &cancelledError{workflow: key, c: def.Cancelled}
 		}
 		i, err := findStep(key, def, step)
 		if err != nil {
@@ -1275,6 +1297,9 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 		row, def, err := l.getWorkflowRow(ctx, tx, key)
 		if err != nil {
 			return err
+		}
+		if def.Cancelled != nil {
+			return &cancelledError{workflow: key, c: def.Cancelled}
 		}
 		i, err := findStep(key, def, step)
 		if err != nil {

@@ -79,7 +79,8 @@ type Workflow struct {
 	// as of the last advance; CurrentKey is that step's operation key.
 	CurrentStep int
 	CurrentKey  string
-	// Done is true once every step succeeded.
+	// Done is true once every step succeeded, or once an operator
+	// cancelled the workflow (CurrentStep is then the step it ended at).
 	Done      bool
 	Revision  int64
 	CreatedAt time.Time

@@ -1,0 +1,141 @@
+package opledger
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opledger/opledger/internal/store"
+)
+
+// WorkflowCancel is an operator's decision to give up on a workflow whose
+// current step has no operation: one that is stuck (the step cannot be
+// recorded, see StuckWorkflows) or whose step is due to be recorded.
+type WorkflowCancel struct {
+	// Reason is required: it is what the next person reads.
+	Reason string `json:"reason"`
+	// Operator names who decided. Default "operator".
+	Operator string `json:"operator,omitempty"`
+	// SeenUpdatedAt, when set, is the workflow's UpdatedAt as the person
+	// deciding saw it. If the workflow has changed since (a step revised,
+	// recorded, approved), the decision is refused with ErrStaleDecision.
+	SeenUpdatedAt time.Time `json:"seen_updated_at,omitzero"`
+}
+
+// WorkflowCancellation is the cancellation recorded on a workflow.
+type WorkflowCancellation struct {
+	// Step is the step the workflow was at: it and the steps after it
+	// are never recorded.
+	Step     string    `json:"step"`
+	Operator string    `json:"operator"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+}
+
+// cancelledError refuses a change to a cancelled workflow, or a second
+// cancellation other than the first. It matches ErrInvalidState.
+type cancelledError struct {
+	workflow string
+	c        *WorkflowCancellation
+}
+
+func (e *cancelledError) Error() string {
+	return fmt.Sprintf("workflow %s was cancelled by %s at step %s (%s): it takes no other change",
+		e.workflow, e.c.Operator, e.c.Step, e.c.At.UTC().Format(time.RFC3339))
+}
+
+// Is matches ErrInvalidState.
+func (e *cancelledError) Is(target error) bool { return target == ErrInvalidState }
+
+// CancelWorkflow records an operator's decision to give up on a workflow
+// whose current step has no operation, most often a stuck one (its next
+// step cannot be recorded): the workflow ends, cancelled, at that step;
+// it and the steps after it are never recorded, and the workflow leaves
+// StuckWorkflows (and Stats.StuckWorkflows). Its steps already recorded
+// are not changed. The decision is kept on the workflow
+// (Workflow.Cancelled: step, operator, reason, time) and its Reason says
+// it.
+//
+// A reason is required (ErrReasonRequired). A workflow whose current step
+// has an operation is refused (ErrInvalidState): decide on that operation
+// instead (Resolve with DecisionCancel), which fails the step and the
+// workflow with it. A workflow changed since SeenUpdatedAt is refused
+// with ErrStaleDecision. Repeating the cancellation that ended the
+// workflow (same operator and reason) records nothing and answers
+// replayed true; another is refused (ErrInvalidState).
+func (l *Ledger) CancelWorkflow(ctx context.Context, key string, c WorkflowCancel) (w *Workflow, replayed bool, err error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, false, err
+	}
+	if strings.TrimSpace(c.Reason) == "" {
+		return nil, false, fmt.Errorf("cancel workflow: %w", ErrReasonRequired)
+	}
+	if err := checkLength("reason", c.Reason, maxReasonLength); err != nil {
+		return nil, false, err
+	}
+	if err := checkLength("operator", c.Operator, maxNameLength); err != nil {
+		return nil, false, err
+	}
+	if err := checkText("reason", c.Reason, "operator", c.Operator); err != nil {
+		return nil, false, err
+	}
+	switch {
+	case c.Operator == "":
+		c.Operator = "operator"
+	case strings.TrimSpace(c.Operator) == "":
+		return nil, false, invalidInput("operator must name who decided, or be left out")
+	}
+	c.Operator = l.attributed(c.Operator)
+	err = l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
+		replayed = false // a conflict runs this again
+		row, def, err := l.getWorkflowRow(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		if done := def.Cancelled; done != nil {
+			if done.Operator != c.Operator || done.Reason != c.Reason {
+				return &cancelledError{workflow: key, c: done}
+			}
+			replayed = true
+			w, err = l.workflowIn(ctx, tx, row)
+			return err
+		}
+		cur, err := l.workflowIn(ctx, tx, row)
+		if err != nil {
+			return err
+		}
+		if !c.SeenUpdatedAt.IsZero() && !c.SeenUpdatedAt.Equal(cur.UpdatedAt) {
+			return fmt.Errorf("cancel workflow %s: %w: it is %s, updated at %s, and was seen as updated at %s",
+				key, ErrStaleDecision, cur.Status, cur.UpdatedAt.UTC().Format(time.RFC3339Nano),
+				c.SeenUpdatedAt.UTC().Format(time.RFC3339Nano))
+		}
+		step := cur.Step(cur.CurrentStep)
+		switch {
+		case cur.Status == WorkflowSucceeded || step == nil:
+			return fmt.Errorf("cancel workflow %s: %w: every step succeeded", key, ErrInvalidState)
+		case step.Operation != nil:
+			return fmt.Errorf("cancel workflow %s: %w: its step %s is recorded (%s); decide on its operation %s instead (cancel it)",
+				key, ErrInvalidState, step.Name, step.State, step.Key)
+		}
+		i, err := findStep(key, def, step.Name)
+		if err != nil {
+			return err
+		}
+		now, err := l.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		def.Cancelled = &WorkflowCancellation{Step: step.Name, Operator: c.Operator, Reason: c.Reason, At: now}
+		row.Done, row.CurrentStep, row.CurrentKey = true, i, step.Key
+		if err := l.writeDef(ctx, tx, row, def); err != nil {
+			return err
+		}
+		w, err = l.workflowIn(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return w, replayed, nil
+}
