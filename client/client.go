@@ -886,6 +886,18 @@ func (c *Client) ReviseWorkflowStep(ctx context.Context, key, step string, r opl
 	return w, h.Get(httpapi.HeaderReplayed) == "true", nil
 }
 
+// CancelWorkflow gives up on a workflow whose current step has no
+// operation (a stuck one). As with opledger.Ledger.CancelWorkflow, the
+// reason is required and the same decision again is answered with
+// replayed true.
+func (c *Client) CancelWorkflow(ctx context.Context, key string, d opledger.WorkflowCancel) (w *opledger.Workflow, replayed bool, err error) {
+	w, h, err := c.workflowAnswer(ctx, http.MethodPost, key, d, "cancel")
+	if err != nil {
+		return nil, false, err
+	}
+	return w, h.Get(httpapi.HeaderReplayed) == "true", nil
+}
+
 // workflow sends a request about the workflow key and decodes the
 // workflow it answers with.
 func (c *Client) workflow(ctx context.Context, method, key string, body any, rest ...string) (*opledger.Workflow, error) {

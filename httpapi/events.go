@@ -392,6 +392,22 @@ func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
 	writeRepeatable(w, http.StatusOK, wf, replayed)
 }
 
+// cancelWorkflow records an operator's decision to give up on a workflow
+// whose current step has no operation (a stuck one).
+func (s *server) cancelWorkflow(w http.ResponseWriter, r *http.Request) {
+	var c opledger.WorkflowCancel
+	l, ok := s.begin(w, r, &c)
+	if !ok {
+		return
+	}
+	wf, replayed, err := l.CancelWorkflow(r.Context(), r.PathValue("key"), c)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeRepeatable(w, http.StatusOK, wf, replayed)
+}
+
 func (s *server) reviseStep(w http.ResponseWriter, r *http.Request) {
 	var rev opledger.Revision
 	l, ok := s.begin(w, r, &rev)

@@ -213,6 +213,23 @@ func exerciseEventsAndWorkflows(t *testing.T, b *apiBundle) {
 	require.NoError(t, err)
 	require.Len(t, attempts, 1, "step 1 was not repeated")
 
+	// A workflow whose next step cannot be recorded can be given up on;
+	// one whose current step is recorded cannot (cancel that step).
+	stuckWF := []byte(`{"steps":[{"name":"a","action":"crm.create","destination":"crm","payload":{}},
+		{"name":"b","action":"email.send","destination":"email","payload":{"link":"{steps.a.response.url}"}}]}`)
+	expect("PUT", "/v1/workflows/wf-19", tok, stuckWF, nil, 201, "")
+	c, err = b.ledger.Claim(ctx, "wf-19/a", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Report(ctx, "wf-19/a", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A-1"})
+	require.NoError(t, err)
+	expect("POST", "/v1/workflows/wf-19/cancel", tok, []byte(`{"operator":"lead"}`), nil, 400, "reason_required")
+	expect("POST", "/v1/workflows/wf-19/cancel", tok, big, nil, 413, "payload_too_large")
+	expect("POST", "/v1/workflows/nope/cancel", tok, []byte(`{"reason":"x"}`), nil, 404, "not_found")
+	expect("POST", "/v1/workflows/wf-17/cancel", tok, []byte(`{"reason":"x"}`), nil, 409, "invalid_state")
+	var cancelled opledger.Workflow
+	require.NoError(t, json.Unmarshal(expect("POST", "/v1/workflows/wf-19/cancel", tok, []byte(`{"operator":"lead","reason":"customer left"}`), nil, 200, ""), &cancelled))
+	require.Equal(t, opledger.WorkflowCancelled, cancelled.Status)
+
 	// The stats carry the event figures.
 	stats := expect("GET", "/v1/stats", tok, nil, nil, 200, "")
 	var st struct {

@@ -41,6 +41,7 @@ func (s *server) routes() []route {
 		{"POST /v1/workflows/{key}/resume", s.resumeWorkflow, withToken},
 		{"POST /v1/workflows/{key}/steps/{step}/approve", s.approveStep, decision},
 		{"POST /v1/workflows/{key}/steps/{step}/revise", s.reviseStep, withToken},
+		{"POST /v1/workflows/{key}/cancel", s.cancelWorkflow, decision},
 		{"GET /v1/stats", s.stats, withToken},
 		{"GET /v1/openapi.json", s.openapi, public},
 		{"GET /healthz", s.healthz, public},

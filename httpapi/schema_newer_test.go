@@ -100,6 +100,7 @@ func TestNewerSchemaStopsTheServer(t *testing.T) {
 		"POST /v1/workflows/{key}/resume":                  `{}`,
 		"POST /v1/workflows/{key}/steps/{step}/approve":    `{"version":1,"fingerprint":"sha256:x","approver":"ana"}`,
 		"POST /v1/workflows/{key}/steps/{step}/revise":     `{"version":2,"payload":{},"actor":"ana"}`,
+		"POST /v1/workflows/{key}/cancel":                  `{"reason":"x"}`,
 	}
 	for _, route := range documentedStatuses(t) {
 		pattern, ok := strings.CutSuffix(route, " 503")
