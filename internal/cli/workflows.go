@@ -25,6 +25,7 @@ type workflowsSource interface {
 	ResumeWorkflow(ctx context.Context, key string) (*opledger.Workflow, error)
 	ApproveWorkflowStep(ctx context.Context, key, step string, a opledger.Approval) (*opledger.Workflow, bool, error)
 	ReviseWorkflowStep(ctx context.Context, key, step string, r opledger.Revision) (*opledger.Workflow, bool, error)
+	CancelWorkflow(ctx context.Context, key string, c opledger.WorkflowCancel) (*opledger.Workflow, bool, error)
 }
 
 var (
@@ -86,19 +87,21 @@ func (b *workflowsBackend) stepWhere(ctx context.Context, key, step string, err 
 func newWorkflowsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workflows",
-		Short: "List and show workflows, resume one, approve or revise a step",
+		Short: "List and show workflows, resume or cancel one, approve or revise a step",
 		Long: `workflows works against a store directly (--db) or through a server (--server URL
 --token T), as ops does. A workflow's steps are operations keyed WORKFLOW/STEP: 'ops show'
 gives a step's attempts and timeline, and 'ops retry', 'ops resolve' and 'ops cancel'
-decide a held, uncertain or failed step.`,
+decide a held, uncertain or failed step. 'workflows cancel' gives up on a workflow whose
+next step cannot be recorded (a stuck one): its remaining steps are never recorded.`,
 		Example: `  opledger workflows list --open
   opledger workflows show onboarding:C-17
   opledger workflows resume onboarding:C-17
   opledger workflows approve onboarding:C-17 welcome_mail --version 1 --fingerprint sha256:9f2c…
-  opledger workflows revise onboarding:C-17 welcome_mail --version 2 --payload '{"to":"{steps.create.ref}"}'`,
+  opledger workflows revise onboarding:C-17 welcome_mail --version 2 --payload '{"to":"{steps.create.ref}"}'
+  opledger workflows cancel onboarding:C-17 --reason "customer withdrew; nothing more to send"`,
 	}
 	cmd.AddCommand(newWorkflowsListCmd(), newWorkflowsShowCmd(), newWorkflowsResumeCmd(), newWorkflowsApproveCmd(),
-		newWorkflowsReviseCmd())
+		newWorkflowsReviseCmd(), newWorkflowsCancelCmd())
 	return cmd
 }
 
@@ -357,9 +360,11 @@ func nextWorkflowCommand(wf *opledger.Workflow, again string) string {
 		return approveCommand(wf, cur, again)
 	case opledger.WorkflowHeld, opledger.WorkflowFailed:
 		if cur.Operation == nil {
-			// Its content cannot be filled: a person revises it.
-			return fmt.Sprintf("opledger workflows revise %s %s --version %d --payload JSON%s, with content that can be filled",
-				wf.Key, cur.Name, cur.Version+1, again)
+			// Its content cannot be filled: a person revises it, or
+			// gives up on the workflow.
+			return fmt.Sprintf("opledger workflows revise %s %s --version %d --payload JSON%s, with content that can be filled "+
+				"(or give up: opledger workflows cancel %s --reason TEXT%s)",
+				wf.Key, cur.Name, cur.Version+1, again, wf.Key, again)
 		}
 		if wf.Status == opledger.WorkflowFailed {
 			// A failed operation can be retried or resolved, not cancelled.
@@ -516,5 +521,52 @@ content is fixed: a correction is a new operation.`,
 	cmd.Flags().StringVar(&payload, "payload", "", "the new content, JSON (required)")
 	cmd.Flags().StringVar(&rev.Actor, "actor", defaultOperator(), "who revises (env USER)")
 	cmd.Flags().StringSliceVar(&rev.SensitiveFields, "sensitive-field", nil, "a payload path to mask from now on, e.g. customer.email (repeat the flag, or separate with commas); added to the step's, none removed")
+	return cmd
+}
+
+func newWorkflowsCancelCmd() *cobra.Command {
+	var (
+		bf             backendFlags
+		reason, opName string
+	)
+	cmd := &cobra.Command{
+		Use:   "cancel KEY --reason TEXT",
+		Short: "Give up on a workflow whose next step cannot be recorded",
+		Long: `cancel ends a workflow whose current step has no operation, most often a stuck one
+(its step cannot be recorded from the earlier steps' results): the workflow is cancelled
+at that step, which with the steps after it is never recorded, and it leaves the stuck
+list and figures. Steps already recorded are not changed. The decision (who, why, when)
+is kept on the workflow and shown by 'workflows show'. A workflow whose current step is
+recorded is refused: decide on that operation instead ('ops cancel KEY/STEP').
+The same decision again (same operator and reason) records nothing.`,
+		Example: `  opledger workflows cancel onboarding:C-17 --reason "customer withdrew; nothing more to send"`,
+		Args:    workflowArgs(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageError{errors.New("--reason is required: write what you checked and why the workflow is given up on")}
+			}
+			if strings.TrimSpace(opName) == "" {
+				return usageError{errors.New("--operator is empty: give who decides, or leave the flag out for $USER")}
+			}
+			b, err := bf.openWorkflows(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			wf, replayed, err := b.CancelWorkflow(cmd.Context(), args[0], opledger.WorkflowCancel{Reason: reason, Operator: opName})
+			if err != nil {
+				return refusedInput(b.where(err))
+			}
+			if replayed {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this decision was already recorded, nothing changed\n",
+					cell(wf.Key), cell(string(wf.Status)))
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is now %s: %s\n", cell(wf.Key), cell(string(wf.Status)), cell(wf.Reason))
+			return err
+		},
+	}
+	bf.add(cmd)
+	addReasonFlags(cmd, &reason, &opName)
 	return cmd
 }

@@ -107,7 +107,8 @@ func TestWorkflowsCommands(t *testing.T) {
 	require.Regexp(t, `^stuck:1 is held: step b cannot be recorded: .*url.*; revise the step\n$`, out)
 	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "Next: opledger workflows revise stuck:1 b --version 2 --payload JSON --db "+dsn+", with content that can be filled\n")
+	require.Contains(t, out, "Next: opledger workflows revise stuck:1 b --version 2 --payload JSON --db "+dsn+", with content that can be filled "+
+		"(or give up: opledger workflows cancel stuck:1 --reason TEXT --db "+dsn+")\n")
 	// list --stuck finds it, and only it; ops stats counts it.
 	out, errOut, code = run(t, "workflows", "list", "--stuck", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
@@ -251,6 +252,60 @@ func TestWorkflowsShowCompactedStep(t *testing.T) {
 	out, errOut, code := run(t, "workflows", "show", "wf:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `crm\.create → crm\s+1\s+1\s+R1`, out, "version 1, one attempt")
+}
+
+// TestWorkflowsCancelCommand: 'workflows cancel' gives up on a stuck
+// workflow: --reason is required, a workflow whose step is recorded is
+// refused, the decision is shown by 'workflows show', the workflow leaves
+// 'list --stuck' and 'ops stats', and the same decision again exits 0
+// with nothing changed.
+func TestWorkflowsCancelCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "wf.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"link":"{steps.a.response.url}"}`)},
+	}}
+	for _, k := range []string{"stuck:1", "fine:1"} {
+		_, _, err = l.PutWorkflow(ctx, k, spec)
+		require.NoError(t, err)
+	}
+	c, err := l.Claim(ctx, "stuck:1/a", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "stuck:1/a", c.AttemptID, c.FencingToken,
+		opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1", Response: json.RawMessage(`{"id":1}`)})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	_, errOut, code := run(t, "workflows", "cancel", "stuck:1", "--db", dsn)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--reason is required")
+	_, errOut, code = run(t, "workflows", "cancel", "fine:1", "--reason", "not needed", "--db", dsn)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "fine:1/a")
+	cancel := []string{"workflows", "cancel", "stuck:1", "--reason", "customer withdrew", "--operator", "ana", "--db", dsn}
+	out, errOut, code := run(t, cancel...)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^stuck:1 is now cancelled: cancelled by ana \(command line on .*\) at step b: customer withdrew; its remaining steps are not recorded\n$`, out)
+	out, errOut, code = run(t, cancel...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "stuck:1 is cancelled: this decision was already recorded, nothing changed\n", out)
+	_, errOut, code = run(t, "workflows", "cancel", "stuck:1", "--reason", "other", "--operator", "bob", "--db", dsn)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "was cancelled by ana")
+	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `stuck:1  cancelled\n  cancelled by ana \(command line on .*\) at step b: customer withdrew`, out)
+	require.NotContains(t, out, "Next:")
+	out, errOut, code = run(t, "workflows", "list", "--stuck", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, out)
+	out, errOut, code = run(t, "ops", "stats", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^Workflows that cannot go on: +0`, out)
 }
 
 // TestOpsResolveAdvancesWorkflow: 'ops resolve --succeeded --db' on a
