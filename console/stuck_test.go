@@ -38,6 +38,17 @@ func TestQueueShowsStuckWorkflows(t *testing.T) {
 	require.Contains(t, page, "Workflows that cannot go on")
 	require.Contains(t, page, `<a href="/workflows/wf:stuck">wf:stuck</a>: <bdi>step b cannot be recorded`)
 	require.NotContains(t, page, "Nothing needs attention")
+	require.Contains(t, page, "opledger workflows cancel KEY --reason TEXT", "the way to give up on one")
+
+	// Given up on, it leaves the queue; its page says who, at which
+	// step and why.
+	_, _, err = l.CancelWorkflow(ctx, "wf:stuck", opledger.WorkflowCancel{Operator: "ana", Reason: "customer left"})
+	require.NoError(t, err)
+	page = s.get("/")
+	require.NotContains(t, page, "Workflows that cannot go on")
+	page = s.get("/workflows/wf:stuck")
+	require.Contains(t, page, `<span class="badge">cancelled</span>`)
+	require.Contains(t, page, "cancelled by ana at step b: customer left")
 }
 
 // The exception queue names a pending operation that nothing has claimed
