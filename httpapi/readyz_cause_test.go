@@ -6,10 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -29,37 +27,11 @@ func TestReadyzPermissionDenied(t *testing.T) {
 	l, err := opledger.Open(bg, dsn, opledger.Options{})
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
-	admin, err := pgx.Connect(bg, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { admin.Close(bg) })
-	var version int
-	require.NoError(t, admin.QueryRow(bg, `SELECT current_setting('server_version_num')::int / 10000`).Scan(&version))
+	roleDSN, role, _, version := testdb.RoleWithoutGuardLock(t, dsn, "ro")
 	if version > 15 {
 		t.Skip("from PostgreSQL 16, INSERT also allows the guard's lock")
 	}
-	var schema string
-	require.NoError(t, admin.QueryRow(bg, `SELECT current_schema()`).Scan(&schema))
-	role := schema + "_ro"
-	for _, q := range []string{
-		`CREATE ROLE ` + role + ` LOGIN`,
-		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
-		`GRANT USAGE ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
-		`REVOKE INSERT, UPDATE, DELETE ON schema_migrations FROM ` + role,
-	} {
-		_, err := admin.Exec(bg, q)
-		require.NoError(t, err, q)
-	}
-	t.Cleanup(func() {
-		for _, q := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
-			_, err := admin.Exec(bg, q)
-			require.NoError(t, err, q)
-		}
-	})
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	u.User = url.User(role)
-	ro, err := opledger.Open(bg, u.String(), opledger.Options{ExistingOnly: true})
+	ro, err := opledger.Open(bg, roleDSN, opledger.Options{ExistingOnly: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ro.Close() })
 	require.NoError(t, ro.Ping(bg), "reads answer")

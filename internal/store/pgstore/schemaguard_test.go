@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -55,34 +54,8 @@ func TestGuardLockNeedsUpdatePrivilege(t *testing.T) {
 	t.Parallel()
 	_, dsn := openStore(t)
 	bg := context.Background()
-	var version int
-	admin, err := pgx.Connect(bg, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { admin.Close(bg) })
-	require.NoError(t, admin.QueryRow(bg, `SELECT current_setting('server_version_num')::int / 10000`).Scan(&version))
-	var schema string
-	require.NoError(t, admin.QueryRow(bg, `SELECT current_schema()`).Scan(&schema))
-	role := schema + "_app"
-	for _, q := range []string{
-		`CREATE ROLE ` + role + ` LOGIN`,
-		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
-		`GRANT USAGE ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
-		`REVOKE INSERT, UPDATE, DELETE ON schema_migrations FROM ` + role,
-	} {
-		_, err := admin.Exec(bg, q)
-		require.NoError(t, err, q)
-	}
-	t.Cleanup(func() {
-		for _, q := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
-			_, err := admin.Exec(bg, q)
-			require.NoError(t, err, q)
-		}
-	})
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	u.User = url.User(role)
-	s, err := pgstore.Open(bg, u.String())
+	roleDSN, role, admin, version := testdb.RoleWithoutGuardLock(t, dsn, "app")
+	s, err := pgstore.Open(bg, roleDSN)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	write := func() error { return recordOne(bg, s) }
