@@ -132,13 +132,15 @@ func shownPath(r *http.Request) string {
 	return r.URL.Path
 }
 
-// storeBusyRetryAfter is the Retry-After of a store_busy problem, in
-// seconds: another process's write lock is usually gone by then.
-const storeBusyRetryAfter = "1"
+// StoreBusyRetryAfter is the Retry-After of a store_busy problem, in
+// seconds: another process's write lock is usually gone by then. The
+// proxy answers the same.
+const StoreBusyRetryAfter = "1"
 
-// storeUnavailableRetryAfter is the Retry-After of an unavailable problem,
-// in seconds: a database restarting or failing over takes a few.
-const storeUnavailableRetryAfter = "5"
+// StoreUnavailableRetryAfter is the Retry-After of an unavailable problem,
+// in seconds: a database restarting or failing over takes a few. The
+// proxy answers the same.
+const StoreUnavailableRetryAfter = "5"
 
 // RetryAfterSeconds is a Retry-After for a request refused until at: the
 // whole seconds from now to at, rounded up (a caller that comes back
@@ -219,7 +221,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// Another process held the store's lock past the wait: nothing
 		// was recorded, and the request may be sent again.
 		status, kind = http.StatusServiceUnavailable, "store_busy"
-		w.Header().Set("Retry-After", storeBusyRetryAfter)
+		w.Header().Set("Retry-After", StoreBusyRetryAfter)
 		s.logUnavailable(r, kind, err)
 		text = opledger.ErrStoreBusy.Error()
 	case errors.Is(err, opledger.ErrStoreUnavailable):
@@ -227,7 +229,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// to it, so nothing was recorded, and the request may be sent
 		// again once it answers (/readyz says when).
 		status, kind = http.StatusServiceUnavailable, "unavailable"
-		w.Header().Set("Retry-After", storeUnavailableRetryAfter)
+		w.Header().Set("Retry-After", StoreUnavailableRetryAfter)
 		s.logUnavailable(r, kind, err)
 		text = opledger.ErrStoreUnavailable.Error()
 	case errors.Is(err, opledger.ErrStoreFull):

@@ -972,13 +972,13 @@ func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, log *slog.Logge
 	switch {
 	case errors.Is(err, opledger.ErrStoreBusy):
 		log.Warn("request refused: the ledger is busy", "error", err)
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", httpapi.StoreBusyRetryAfter)
 		writeProblem(w, r, http.StatusServiceUnavailable, "store_busy",
 			"the ledger is busy with another process's write; nothing was forwarded: retry later with the same Idempotency-Key", nil)
 		return
 	case errors.Is(err, opledger.ErrStoreUnavailable):
 		log.Warn("request refused: the ledger's database could not be reached", "error", err)
-		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Retry-After", httpapi.StoreUnavailableRetryAfter)
 		writeProblem(w, r, http.StatusServiceUnavailable, "unavailable",
 			"the ledger's database could not be reached; nothing was forwarded: retry later with the same Idempotency-Key", nil)
 		return
