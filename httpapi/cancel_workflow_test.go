@@ -27,16 +27,7 @@ func TestCancelWorkflowRoute(t *testing.T) {
 			t.Parallel()
 			b := startAPI(t, st.NewDSN(t), nil)
 			ctx := context.Background()
-			_, _, err := b.ledger.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
-				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
-				{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"link":"{steps.a.response.url}"}`)},
-			}})
-			require.NoError(t, err)
-			c, err := b.ledger.Claim(ctx, "wf:1/a", opledger.ClaimOptions{})
-			require.NoError(t, err)
-			_, err = b.ledger.Report(ctx, "wf:1/a", c.AttemptID, c.FencingToken,
-				opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1", Response: json.RawMessage(`{"id":1}`)})
-			require.NoError(t, err)
+			putStuckWorkflow(t, b.ledger, "wf:1", true)
 			stats, err := b.acme.Stats(ctx)
 			require.NoError(t, err)
 			require.Equal(t, 1, stats.StuckWorkflows)

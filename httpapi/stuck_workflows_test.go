@@ -24,20 +24,10 @@ func TestStuckWorkflowFigures(t *testing.T) {
 			t.Parallel()
 			b := startAPI(t, st.NewDSN(t), nil)
 			ctx := context.Background()
-			for _, key := range []string{"wf:1", "wf:2"} {
-				_, _, err := b.ledger.PutWorkflow(ctx, key, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
-					{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
-					{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"link":"{steps.a.response.url}"}`)},
-				}})
-				require.NoError(t, err)
-			}
 			// wf:1's first step answers without the url its second reads;
 			// wf:2's first step has not run.
-			c, err := b.ledger.Claim(ctx, "wf:1/a", opledger.ClaimOptions{})
-			require.NoError(t, err)
-			_, err = b.ledger.Report(ctx, "wf:1/a", c.AttemptID, c.FencingToken,
-				opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1", Response: json.RawMessage(`{"id":1}`)})
-			require.NoError(t, err)
+			putStuckWorkflow(t, b.ledger, "wf:1", true)
+			putStuckWorkflow(t, b.ledger, "wf:2", false)
 
 			stats, err := b.acme.Stats(ctx)
 			require.NoError(t, err)
@@ -71,4 +61,25 @@ func TestStuckWorkflowFigures(t *testing.T) {
 			require.Zero(t, stats.StuckWorkflows, "revised, it can go on")
 		})
 	}
+}
+
+// putStuckWorkflow puts workflow key, whose step b reads a member (url)
+// that step a's answer lacks; with aSucceeds, step a is claimed and
+// succeeds without it, and the workflow is stuck.
+func putStuckWorkflow(t *testing.T, l *opledger.Ledger, key string, aSucceeds bool) {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := l.PutWorkflow(ctx, key, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: json.RawMessage(`{"link":"{steps.a.response.url}"}`)},
+	}})
+	require.NoError(t, err)
+	if !aSucceeds {
+		return
+	}
+	c, err := l.Claim(ctx, key+"/a", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, key+"/a", c.AttemptID, c.FencingToken,
+		opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A1", Response: json.RawMessage(`{"id":1}`)})
+	require.NoError(t, err)
 }
