@@ -902,6 +902,20 @@ func addReasonFlags(cmd *cobra.Command, reason, operator *string) {
 	cmd.Flags().StringVar(operator, "operator", defaultOperator(), "who decides (env USER)")
 }
 
+// checkReasonFlags refuses a decision's blank --reason (asking for what
+// was checked and why it is right: why) or blank --operator.
+func checkReasonFlags(reason, operator, why string) error {
+	if strings.TrimSpace(reason) == "" {
+		return usageError{errors.New("--reason is required: write what you checked and why " + why)}
+	}
+	if strings.TrimSpace(operator) == "" {
+		// Empty only when given so (the default is $USER, else
+		// "operator"): a decision names who made it.
+		return usageError{errors.New("--operator is empty: give who decides, or leave the flag out for $USER")}
+	}
+	return nil
+}
+
 func newOpsDecisionCmd(name string, kind opledger.DecisionKind) *cobra.Command {
 	var (
 		bf             backendFlags
@@ -939,13 +953,8 @@ func stateOf(op *opledger.Operation) string {
 }
 
 func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decision) error {
-	if strings.TrimSpace(d.Reason) == "" {
-		return usageError{errors.New("--reason is required: write what you checked and why this is the right decision")}
-	}
-	if strings.TrimSpace(d.Operator) == "" {
-		// Empty only when given so (the default is $USER, else
-		// "operator"): a decision names who made it.
-		return usageError{errors.New("--operator is empty: give who decides, or leave the flag out for $USER")}
+	if err := checkReasonFlags(d.Reason, d.Operator, "this is the right decision"); err != nil {
+		return err
 	}
 	b, err := bf.open(cmd.Context())
 	if err != nil {

@@ -542,11 +542,8 @@ The same decision again (same operator and reason) records nothing.`,
 		Example: `  opledger workflows cancel onboarding:C-17 --reason "customer withdrew; nothing more to send"`,
 		Args:    workflowArgs(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return usageError{errors.New("--reason is required: write what you checked and why the workflow is given up on")}
-			}
-			if strings.TrimSpace(opName) == "" {
-				return usageError{errors.New("--operator is empty: give who decides, or leave the flag out for $USER")}
+			if err := checkReasonFlags(reason, opName, "the workflow is given up on"); err != nil {
+				return err
 			}
 			b, err := bf.openWorkflows(cmd.Context())
 			if err != nil {
