@@ -47,4 +47,12 @@ func TestOpenPostgresPasswordWithAt(t *testing.T) {
 	l, err = opledger.Open(ctx, dsn+"&application_name=a@b", opledger.Options{})
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
+	// A query with no path before it whose value holds an '@': the URL
+	// syntax ends the host at the '?', the driver reads on to the '@'
+	// (user "127.0.0.1", then looks up the rest of the password).
+	noPath := "postgres://" + u.Host + "?sslmode=disable&password=p@" + secretTail
+	_, err = opledger.Open(ctx, noPath, opledger.Options{})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.NotContains(t, err.Error(), "w0rd")
+	require.ErrorContains(t, err, "%40")
 }

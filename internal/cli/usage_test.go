@@ -432,6 +432,9 @@ func TestPostgresDSNUsage(t *testing.T) {
 		// password for the host, and printed it ("lookup secret@h").
 		{[]string{"ops", "list", "--db", "postgres://u:p@secret@h/db"}, "--db: " + redact.StrayAtReason},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--db", "postgres://u:p@secret@h:5432?sslmode=disable"}, "--db: " + redact.StrayAtReason},
+		// A query's '@' with no path before the query: the driver took
+		// "h" for the user and printed the rest ("lookup secret").
+		{[]string{"ops", "list", "--db", "postgres://h:5432?password=p@secret"}, "--db: " + redact.StrayAtReason},
 	} {
 		out, errOut, code := runGuarded(t, tc.args...)
 		require.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)

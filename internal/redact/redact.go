@@ -59,16 +59,21 @@ func DSNWithoutSecrets(dsn string, u *url.URL) (without string, ok bool) {
 	return without, true
 }
 
-// StrayAt reports whether a postgres:// (or postgresql://) URL holds an
-// '@' in the host part that the PostgreSQL driver reads: after the first
-// '@' before any '/' (which, as libpq, it takes for the end of the user
-// and password) and before the '?' or '#' that ends the hosts. That is a
-// password's '@' not written %40 (postgres://app:p@ss@db/ledger): the
-// driver takes the rest of the password for the host and names it in
-// its errors ("lookup ss@db: no such host"), where DSN, which reads the
-// URL as net/url does (up to the last '@' of the authority), cannot see
-// it. No server can be reached at such a host: the URL is a mistake to
-// refuse before it is used, without repeating it.
+// StrayAt reports whether a postgres:// (or postgresql://) URL is one
+// that the PostgreSQL driver and the URL syntax (net/url, which DSN
+// reads it with) split differently, so that DSN could show part of a
+// password and the driver's errors could name another part. The driver,
+// as libpq, takes everything up to the first '@' before any '/' for the
+// user and password, even past a '?' or '#', and the rest up to a '?' or
+// '/' for the hosts. Two shapes differ: an '@' in the host part after
+// that first '@' (a password's '@' not written %40:
+// postgres://app:p@ss@db/ledger, where the driver looks up "ss@db" and
+// says so in its errors), and a '?' or '#' before it (a query value's
+// '@' with no path before the query, postgres://db:5432?password=p@ss,
+// where the driver takes "db" for the user and looks up "ss"; or a
+// password's '?' or '#' not written %3F or %23). No such URL is read as
+// its writer meant by both: it is a mistake to refuse before it is used,
+// without repeating it.
 func StrayAt(dsn string) bool {
 	rest, ok := strings.CutPrefix(dsn, "postgresql://")
 	if !ok {
@@ -79,9 +84,12 @@ func StrayAt(dsn string) bool {
 	if i := strings.IndexByte(rest, '/'); i >= 0 {
 		rest = rest[:i]
 	}
-	_, hosts, found := strings.Cut(rest, "@")
+	userinfo, hosts, found := strings.Cut(rest, "@")
 	if !found {
 		return false
+	}
+	if strings.ContainsAny(userinfo, "?#") {
+		return true
 	}
 	if i := strings.IndexAny(hosts, "?#"); i >= 0 {
 		hosts = hosts[:i]
@@ -91,9 +99,9 @@ func StrayAt(dsn string) bool {
 
 // StrayAtReason says why a DSN that StrayAt reports is refused, without
 // repeating it.
-const StrayAtReason = "the postgres DSN (not repeated: it may hold a password) has an '@' before its host besides the one " +
-	"that ends USER:PASSWORD: the PostgreSQL driver reads up to the first '@' as the user and password and takes the rest for the host; " +
-	"write an '@' of the password as %40"
+const StrayAtReason = "the postgres DSN (not repeated: it may hold a password) is read one way by the PostgreSQL driver and another by the URL syntax: " +
+	"the driver takes everything up to the first '@' before any '/' for USER:PASSWORD, even past a '?' or '#', and the rest for the host; " +
+	"write an '@', '?' or '#' of the user, the password or a query value as %40, %3F or %23"
 
 // query is the raw query of a URL with the value of each secret parameter
 // masked, or, when keep is false, each such parameter removed. It splits

@@ -217,8 +217,10 @@ func TestSecrets(t *testing.T) {
 }
 
 // TestStrayAt: an '@' in the host part as the driver reads it (after
-// the first '@' before any '/', up to a '?' or '#') is reported; one '@'
-// ending the userinfo, or an '@' of the query or after the path, is not.
+// the first '@' before any '/', up to a '?' or '#') is reported, and so is
+// a '?' or '#' before that first '@' (the driver reads across them where
+// the URL syntax ends the authority); one '@' ending the userinfo, or an
+// '@' of the query after it or after the path, is not.
 func TestStrayAt(t *testing.T) {
 	for dsn, want := range map[string]bool{
 		"postgres://u:p@ss@h/db":                  true,
@@ -228,11 +230,17 @@ func TestStrayAt(t *testing.T) {
 		"postgres://u:p@ss@h?sslmode=disable":     true,
 		"postgres://u:p%40ss@h/db":                false,
 		"postgres://u:pass@h/db":                  false,
-		"postgres://u:s3cr?et@h/db":               false,
+		"postgres://u:s3cr?et@h/db":               true,
+		"postgres://u:s3cr#et@h/db":               true,
+		"postgres://h:5432?password=p@secret":     true,
+		"postgres://h?password=p@secret&a=b":      true,
+		"postgres://u:s3cr%3Fet@h/db":             false,
+		"postgres://h:5432/?password=p@secret":    false,
 		"postgres://u:p@h?application_name=a@b":   false,
 		"postgres://u@h/db?application_name=a@b":  false,
 		"postgres://h/db":                         false,
-		"postgres://h#frag@x":                     false,
+		"postgres://h#frag@x":                     true,
+		"postgres://h?a=1#frag":                   false,
 		"sqlite:/tmp/a@b@c.db":                    false,
 		"host=h password=p@ss@x":                  false,
 		"postgres://u:p@h/db?password=p@ss@x&a=b": false,
