@@ -29,7 +29,7 @@ func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res, ok := s.intake(w, r, l, ev, eventsRoute, nil); ok {
-		writeJSON(w, intakeStatus(res), res)
+		s.writeJSON(w, r, intakeStatus(res), res)
 	}
 }
 
@@ -133,7 +133,7 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res, ok := s.intake(w, r, l, ev, webhookRoute(source), refuse); ok {
-		writeJSON(w, intakeStatus(res), webhookAnswer{Duplicate: res.Duplicate, Status: res.Status})
+		s.writeJSON(w, r, intakeStatus(res), webhookAnswer{Duplicate: res.Duplicate, Status: res.Status})
 	}
 }
 
@@ -236,7 +236,7 @@ func (s *server) getEvent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
+	s.writeJSON(w, r, http.StatusOK, d)
 }
 
 // eventListParams are the query parameters of GET /v1/events.
@@ -262,7 +262,7 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	s.writeJSON(w, r, http.StatusOK, page)
 }
 
 func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
@@ -283,7 +283,7 @@ func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) {
 			s.noteUnserved(r, st.Destination)
 		}
 	}
-	writeJSON(w, status, wf)
+	s.writeJSON(w, r, status, wf)
 }
 
 // workflowListParams are the query parameters of GET /v1/workflows.
@@ -322,7 +322,7 @@ func (s *server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	s.writeJSON(w, r, http.StatusOK, page)
 }
 
 // listStuckWorkflows answers GET /v1/workflows?stuck=true: up to limit of
@@ -344,7 +344,7 @@ func (s *server) listStuckWorkflows(w http.ResponseWriter, r *http.Request, l *o
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, opledger.WorkflowPage{Items: items})
+	s.writeJSON(w, r, http.StatusOK, opledger.WorkflowPage{Items: items})
 }
 
 func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {
@@ -357,7 +357,7 @@ func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wf)
+	s.writeJSON(w, r, http.StatusOK, wf)
 }
 
 func (s *server) resumeWorkflow(w http.ResponseWriter, r *http.Request) {
@@ -376,7 +376,7 @@ func (s *server) resumeWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wf)
+	s.writeJSON(w, r, http.StatusOK, wf)
 }
 
 func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
@@ -389,7 +389,7 @@ func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
 	if !s.approved(w, r, err) {
 		return
 	}
-	writeRepeatable(w, http.StatusOK, wf, replayed)
+	s.writeRepeatable(w, r, http.StatusOK, wf, replayed)
 }
 
 // cancelWorkflow records an operator's decision to give up on a workflow
@@ -405,7 +405,7 @@ func (s *server) cancelWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeRepeatable(w, http.StatusOK, wf, replayed)
+	s.writeRepeatable(w, r, http.StatusOK, wf, replayed)
 }
 
 func (s *server) reviseStep(w http.ResponseWriter, r *http.Request) {
@@ -419,5 +419,5 @@ func (s *server) reviseStep(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeRepeatable(w, http.StatusOK, wf, replayed)
+	s.writeRepeatable(w, r, http.StatusOK, wf, replayed)
 }

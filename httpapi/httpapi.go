@@ -387,23 +387,22 @@ func (s *server) begin(w http.ResponseWriter, r *http.Request, body any) (*opled
 
 // writeRepeatable writes v as writeJSON does, marked Idempotent-Replayed
 // when the request repeated one already recorded and recorded nothing.
-func writeRepeatable(w http.ResponseWriter, status int, v any, replayed bool) {
+func (s *server) writeRepeatable(w http.ResponseWriter, r *http.Request, status int, v any, replayed bool) {
 	if replayed {
 		w.Header().Set(HeaderReplayed, "true")
 	}
-	writeJSON(w, status, v)
+	s.writeJSON(w, r, status, v)
 }
 
 // writeJSON answers status with v as JSON. v is encoded before anything
-// is sent: a value that cannot be encoded answers 500, never the status
-// with an empty body.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// is sent: a value that cannot be encoded (a stored payload damaged into
+// text that is no JSON) is an internal failure, logged and answered 500
+// as writeError answers one, never the status with an empty body.
+func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(v); err != nil {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusInternalServerError)
-		_ = json.NewEncoder(w).Encode(Problem{Type: ProblemTypeBase + "internal", Title: "Internal error", Status: http.StatusInternalServerError,
-			Detail: "the answer could not be encoded"})
+		w.Header().Del(HeaderReplayed)
+		s.writeError(w, r, fmt.Errorf("the answer could not be encoded: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -2,10 +2,12 @@ package httpapi_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/client"
+	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/server"
@@ -190,4 +194,49 @@ func TestReleaseReasonNotUTF8Kept(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, status, "%s", data)
 	require.Equal(t, "invalid_input", problemKind(t, data))
 	require.Contains(t, problemDetail(t, data), `in "reason"`)
+}
+
+// TestUnencodableAnswerIsAProblem: an answer that cannot be encoded (here
+// an operation whose stored payload was damaged into text that is no
+// JSON) is a 500 problem like any other internal failure: with its
+// instance and request_id, logged with the cause, and named in the
+// request's log line (problem=internal).
+func TestUnencodableAnswerIsAProblem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.SQLiteDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
+	require.NoError(t, err)
+	const key = "intake:alice.smith"
+	_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	db, err := sql.Open("sqlite", sqlitestore.FileURI(strings.TrimPrefix(dsn, "sqlite:")))
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `UPDATE operations SET payload = CAST('not json' AS BLOB)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	l, err = opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	var logs testrig.LogBuffer
+	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+
+	req, err := http.NewRequest(http.MethodGet, srv.URL()+"/v1/operations/"+key, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	var p httpapi.Problem
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+	require.Equal(t, httpapi.ProblemTypeBase+"internal", p.Type)
+	require.NotEmpty(t, p.RequestID)
+	require.Contains(t, logs.String(), "request_id="+p.RequestID)
+	require.Contains(t, logs.String(), "problem=internal")
+	require.Contains(t, logs.String(), "the answer could not be encoded")
+	require.NotContains(t, logs.String(), "alice")
 }

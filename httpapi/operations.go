@@ -85,7 +85,7 @@ func (s *server) putOperation(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		s.noteUnserved(r, op.Destination)
 	}
-	writeJSON(w, status, op)
+	s.writeJSON(w, r, status, op)
 }
 
 // operationDetail is GET /v1/operations/{key}: the operation with its
@@ -125,7 +125,7 @@ func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
 	} else if tl != nil {
 		d.Timeline = tl
 	}
-	writeJSON(w, http.StatusOK, d)
+	s.writeJSON(w, r, http.StatusOK, d)
 }
 
 // listParams are the query parameters of GET /v1/operations.
@@ -161,7 +161,7 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	s.writeJSON(w, r, http.StatusOK, page)
 }
 
 // limitParam reads a list's limit parameter, from 1 to max: 0 (the
@@ -228,7 +228,7 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 	var se *opledger.StateError
 	if errors.As(err, &se) && se.State == opledger.StateSucceeded {
 		// A repeat: the saved result, nothing to send.
-		writeRepeatable(w, http.StatusOK, struct {
+		s.writeRepeatable(w, r, http.StatusOK, struct {
 			Replayed  bool                `json:"replayed"`
 			Operation *opledger.Operation `json:"operation"`
 		}{true, se.Operation}, true)
@@ -242,7 +242,7 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 	// whoever recorded the operation (an event's rule, a workflow).
 	answer := *c
 	answer.Operation = c.Operation.ForClaimant()
-	writeJSON(w, http.StatusCreated, &answer)
+	s.writeJSON(w, r, http.StatusCreated, &answer)
 }
 
 // attemptBody is what every request about an attempt (dispatch, lease,
@@ -280,7 +280,7 @@ func (s *server) dispatch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, op)
+	s.writeJSON(w, r, http.StatusOK, op)
 }
 
 type releaseBody struct {
@@ -301,7 +301,7 @@ func (s *server) release(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, op)
+	s.writeJSON(w, r, http.StatusOK, op)
 }
 
 type extendLeaseBody struct {
@@ -330,7 +330,7 @@ func (s *server) extendLease(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, op)
+	s.writeJSON(w, r, http.StatusOK, op)
 }
 
 type outcomeBody struct {
@@ -471,7 +471,7 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.advanceWorkflow(r, l, op)
-	writeJSON(w, http.StatusOK, op)
+	s.writeJSON(w, r, http.StatusOK, op)
 }
 
 func (s *server) approve(w http.ResponseWriter, r *http.Request) {
@@ -484,7 +484,7 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request) {
 	if !s.approved(w, r, err) {
 		return
 	}
-	writeRepeatable(w, http.StatusOK, op, replayed)
+	s.writeRepeatable(w, r, http.StatusOK, op, replayed)
 }
 
 // approved answers an approval's error, and reports whether the answer
@@ -515,7 +515,7 @@ func (s *server) revise(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeRepeatable(w, http.StatusOK, op, replayed)
+	s.writeRepeatable(w, r, http.StatusOK, op, replayed)
 }
 
 func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
@@ -532,7 +532,7 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 	if !replayed {
 		s.advanceWorkflow(r, l, op)
 	}
-	writeRepeatable(w, http.StatusOK, op, replayed)
+	s.writeRepeatable(w, r, http.StatusOK, op, replayed)
 }
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {
@@ -550,11 +550,11 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statsBody{Stats: st, Events: ev})
+	s.writeJSON(w, r, http.StatusOK, statsBody{Stats: st, Events: ev})
 }
 
-func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz answers 200 when the store answers and accepts a write (see
@@ -574,7 +574,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "store": s.ledger.StoreName()})
+		s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready", "store": s.ledger.StoreName()})
 	case errors.Is(err, opledger.ErrSchemaNewer):
 		s.log.ErrorContext(r.Context(), "readiness: a newer release has migrated the store; this server's writes are refused", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "schema_newer", err.Error(), nil)
