@@ -3,9 +3,11 @@ package proxy_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,4 +103,67 @@ func TestPassThroughWithoutAnswer(t *testing.T) {
 		}
 		require.NotContains(t, gone.logs.String(), "SECRET")
 	})
+}
+
+// TestPassThroughUpstreamNotReading: a passed-through request whose body
+// the upstream stops taking (it reads the headers, then nothing) is ended
+// once the upstream has taken no part of it for the route's timeout, and
+// answered 504 upstream_response_lost (it may have acted on what it
+// read). Before, the proxy waited for ever: its timeout counted only from
+// the moment the whole request had been written.
+func TestPassThroughUpstreamNotReading(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns sync.WaitGroup
+	stop := make(chan struct{})
+	t.Cleanup(func() {
+		ln.Close()
+		close(stop)
+		conns.Wait()
+	})
+	conns.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				defer c.Close()
+				_, _ = c.Read(make([]byte, 4096)) // the headers, and no more
+				<-stop
+			})
+		}
+	})
+
+	const timeout = 300 * time.Millisecond
+	b := setup(t, testdb.Store{Name: "sqlite", NewDSN: testdb.SQLiteDSN}, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) {
+		u.AllowMissingKey = true
+		u.Timeout = destination.Duration(timeout)
+		u.URL = "http://" + ln.Addr().String()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Far more than the sockets' buffers hold: the proxy's writes stall.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+"/upload", io.LimitReader(zeros{}, 1<<30))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err, "the proxy answers rather than waiting for ever")
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusGatewayTimeout, resp.StatusCode, "%s", data)
+	p := answer{resp.StatusCode, resp.Header, data}.problem(t)
+	require.Equal(t, httpapi.ProblemTypeBase+"upstream_response_lost", p.Type)
+	require.Contains(t, p.Detail, "took no more of the request for "+timeout.String())
+	require.Contains(t, p.Detail, "may or may not have acted")
+	require.Contains(t, b.logs.String(), "pass-through failed")
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -54,6 +54,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
@@ -65,6 +66,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opledger/opledger"
@@ -415,14 +417,32 @@ func (p *Proxy) route(escPath string) (*route, string) {
 // passThrough forwards a request without the ledger; rest is the escaped
 // path after the route's prefix. The route's timeout bounds the wait for
 // the upstream's status and headers, counted from the moment the request
-// has been written (its body is streamed as the caller sends it, for as
-// long as that takes); the answer's body is then relayed as it arrives,
-// however long it lasts (a download, a stream of events).
+// has been written; while its body is streamed (as the caller sends it,
+// for as long as that takes), the timeout bounds the time the upstream
+// takes to take each part of it (watchUpload), so that an upstream that
+// stops reading cannot hold the proxy. The answer's body is then relayed
+// as it arrives, however long it lasts (a download, a stream of events).
 func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *http.Request) {
 	ctx, clock := startClock(r.Context(), rt.timeout)
 	defer clock.stop()
 	clock.pause() // until the request has been written
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { clock.resume() }})
+	out := r.WithContext(ctx)
+	var upload *uploadWatch
+	if r.Body != nil && r.Body != http.NoBody {
+		upload = watchUpload(r.Body, rt.timeout, func() { clock.cancel(errUpstreamNotReading) })
+		defer upload.stop()
+		out.Body = upload
+	}
+	written := func() {
+		if upload != nil {
+			upload.stop()
+		}
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		written()
+		clock.resume()
+	}})
+	out = out.WithContext(ctx)
 	rp := &httputil.ReverseProxy{
 		// Its own errors (an answer's body cut off while relayed) go to
 		// the proxy's log, in its format, not to the standard logger.
@@ -440,14 +460,69 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 			// For good: the answer has come (the transport may still
 			// report the request written after it, from a full-duplex
 			// upstream that answered before reading it all).
+			written()
 			clock.freeze()
 			return context.Cause(ctx)
 		},
-		ErrorHandler: func(w http.ResponseWriter, out *http.Request, err error) {
-			p.passThroughFailed(rt, w, r, err, errors.Is(context.Cause(ctx), context.DeadlineExceeded))
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			p.passThroughFailed(rt, w, r, err, context.Cause(ctx))
 		},
 	}
-	rp.ServeHTTP(w, r.WithContext(ctx))
+	rp.ServeHTTP(w, out)
+}
+
+// errUpstreamNotReading ends a passed-through request whose body the
+// upstream took no part of for the route's timeout.
+var errUpstreamNotReading = errors.New("the upstream took no more of the request")
+
+// uploadWatch is a passed-through request's body as the transport reads
+// it to send it on: between two reads (while the transport writes what it
+// read to the upstream) a timer runs, and calls stalled once limit has
+// passed without the next read. The time the caller takes to send the
+// body (a read in progress) does not count.
+type uploadWatch struct {
+	body  io.ReadCloser
+	limit time.Duration
+	mu    sync.Mutex
+	timer *time.Timer
+	done  bool // stopped for good
+}
+
+// watchUpload returns body watched, its timer not yet running.
+func watchUpload(body io.ReadCloser, limit time.Duration, stalled func()) *uploadWatch {
+	u := &uploadWatch{body: body, limit: limit}
+	u.timer = time.AfterFunc(limit, stalled)
+	u.timer.Stop()
+	return u
+}
+
+func (u *uploadWatch) Read(b []byte) (int, error) {
+	u.mu.Lock()
+	u.timer.Stop()
+	u.mu.Unlock()
+	n, err := u.body.Read(b)
+	if err == nil {
+		u.mu.Lock()
+		if !u.done {
+			u.timer.Reset(u.limit)
+		}
+		u.mu.Unlock()
+	}
+	return n, err
+}
+
+func (u *uploadWatch) Close() error {
+	u.stop()
+	return u.body.Close()
+}
+
+// stop stops the timer for good: the body has been written, or the
+// upstream has answered.
+func (u *uploadWatch) stop() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.done = true
+	u.timer.Stop()
 }
 
 // unprotectedNote ends the answer to a passed-through request that got
@@ -456,27 +531,33 @@ const unprotectedNote = "The request was passed through unprotected (without an 
 
 // passThroughFailed answers a passed-through request that got no answer
 // from the upstream: as for a protected one, a failure to connect is told
-// apart from a connection lost, or an answer not given within the
-// route's timeout (timedOut), after the request was sent, when the
-// upstream may have acted.
-func (p *Proxy) passThroughFailed(rt *route, w http.ResponseWriter, r *http.Request, err error, timedOut bool) {
+// apart from a connection lost, an answer not given within the route's
+// timeout, or a body the upstream stopped taking for that long (cause
+// says which ended it), after the request or part of it was sent, when
+// the upstream may have acted.
+func (p *Proxy) passThroughFailed(rt *route, w http.ResponseWriter, r *http.Request, err, cause error) {
 	if r.Context().Err() != nil {
 		p.log.Info("pass-through ended: the caller went away", "upstream", rt.Name, "method", r.Method)
 		return
 	}
-	if outcome, _ := opledger.OutcomeOf(err); !timedOut && outcome == opledger.OutcomeRetryable {
+	timedOut, stalled := errors.Is(cause, context.DeadlineExceeded), errors.Is(cause, errUpstreamNotReading)
+	if outcome, _ := opledger.OutcomeOf(err); !timedOut && !stalled && outcome == opledger.OutcomeRetryable {
 		p.log.Warn("pass-through failed: the upstream could not be reached", "upstream", rt.Name, "method", r.Method, "error", opledger.ErrorText(err))
 		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable",
 			"the upstream could not be reached; nothing was sent, so sending the request again is safe. "+unprotectedNote, nil)
 		return
 	}
-	status, what := http.StatusBadGateway, "the connection to the upstream broke"
-	if timedOut {
-		status, what = http.StatusGatewayTimeout, "the upstream did not answer within "+rt.timeout.String()
+	status, what := http.StatusBadGateway, "the connection to the upstream broke after the request was sent"
+	switch {
+	case stalled:
+		status, what = http.StatusGatewayTimeout, "the upstream took no more of the request for "+rt.timeout.String()+" while it was being sent"
+	case timedOut:
+		status, what = http.StatusGatewayTimeout, "the upstream did not answer within "+rt.timeout.String()+" after the request was sent"
 	}
-	p.log.Warn("pass-through failed: no answer from the upstream", "upstream", rt.Name, "method", r.Method, "timeout", timedOut, "error", opledger.ErrorText(err))
+	p.log.Warn("pass-through failed: no answer from the upstream", "upstream", rt.Name, "method", r.Method,
+		"timeout", timedOut, "stalled_upload", stalled, "error", opledger.ErrorText(err))
 	writeProblem(w, r, status, "upstream_response_lost",
-		what+" after the request was sent, so it may or may not have acted. "+unprotectedNote+
+		what+", so it may or may not have acted. "+unprotectedNote+
 			", so the proxy cannot tell, and would forward it again: check at the upstream before you send it again, or send it with an Idempotency-Key", nil)
 }
 
