@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -101,9 +102,14 @@ func flagTakes(f *pflag.Flag) string {
 	return ""
 }
 
+// ExitInterrupted is the exit code of a process stopped at once by a
+// second interrupt (Ctrl-C) while it was stopping: 128 and SIGINT's
+// number, as a shell reports a process a signal ended.
+const ExitInterrupted = 130
+
 // Main runs the command line args and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopOnSignal(stderr)
 	defer stop()
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
@@ -123,6 +129,48 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, msg)
 	return ExitError
+}
+
+// stopOnSignal returns a context that the first SIGTERM or interrupt
+// (Ctrl-C) ends: a command then stops as it does (serve and proxy let
+// what is in flight finish, within their shutdown timeout). A further
+// interrupt while it stops ends the process at once, saying so on
+// stderr: someone at the terminal asked twice. A further SIGTERM does
+// not: a process manager that sends it again is still given the whole
+// stop. stop ends the context and the watch.
+func stopOnSignal(stderr io.Writer) (ctx context.Context, stop func()) {
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var watching sync.WaitGroup
+	watching.Go(func() {
+		select {
+		case <-signals:
+			cancel()
+		case <-done:
+			return
+		}
+		for {
+			select {
+			case sig := <-signals:
+				if sig != os.Interrupt {
+					continue
+				}
+				fmt.Fprintln(stderr, "opledger: interrupted again: stopping at once; what was in flight is left as a killed process leaves it "+
+					"(an operation claimed or sent stays in_progress until its lease ends, then is taken up again or becomes uncertain)")
+				os.Exit(ExitInterrupted)
+			case <-done:
+				return
+			}
+		}
+	})
+	return ctx, func() {
+		signal.Stop(signals)
+		cancel()
+		close(done)
+		watching.Wait()
+	}
 }
 
 // noArgs is cobra.NoArgs reporting a usage error on one line, with the

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger/internal/cli"
 	"github.com/opledger/opledger/internal/fakedest"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
@@ -281,4 +283,80 @@ func TestAcceptScopeChangeCheckedBeforeOpening(t *testing.T) {
 		_, err := os.Stat(path)
 		require.ErrorIs(t, err, os.ErrNotExist, "%v: the ledger was created", tc.args)
 	}
+}
+
+// TestSecondInterrupt: a second Ctrl-C while the proxy waits for a
+// request in flight (its shutdown timeout ten minutes away) ends the
+// process at once, exit 130, saying what it leaves; a second SIGTERM
+// does not cut the stop short: the request finishes and the process
+// exits 0.
+func TestSecondInterrupt(t *testing.T) {
+	t.Parallel()
+	up := fakedest.New(t, fakedest.Options{})
+	dsn := testdb.SQLiteDSN(t)
+	start := func() (*exec.Cmd, *testrig.LogBuffer, string) {
+		logs := &testrig.LogBuffer{}
+		cmd := exec.Command(binary, "proxy", "--listen", "127.0.0.1:0", "--upstream", up.URL(), "--db", dsn, "--shutdown-timeout", "10m")
+		return cmd, logs, startedURL(t, cmd, logs)
+	}
+	// stopping sends sig and returns once the proxy says it is stopping.
+	stopping := func(cmd *exec.Cmd, logs *testrig.LogBuffer, sig os.Signal) {
+		t.Helper()
+		require.NoError(t, cmd.Process.Signal(sig))
+		poll := time.NewTicker(10 * time.Millisecond)
+		defer poll.Stop()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), "shutting down"); <-poll.C {
+			require.False(t, time.Now().After(deadline), "the proxy never said it was stopping: %s", logs)
+		}
+	}
+	// exited waits for cmd, at most a minute (far less than the shutdown
+	// timeout), and returns its exit code.
+	exited := func(cmd *exec.Cmd) int {
+		t.Helper()
+		waited := make(chan error, 1)
+		go func() { waited <- cmd.Wait() }()
+		select {
+		case err := <-waited:
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return ee.ExitCode()
+			}
+			require.NoError(t, err)
+			return 0
+		case <-time.After(time.Minute):
+			t.Fatal("the proxy did not stop")
+			return -1
+		}
+	}
+
+	cmd, logs, base := start()
+	arrived := up.Arrivals()
+	up.Fail(fakedest.Block)
+	go func() {
+		// Cut off by the process's end: no answer to check.
+		req, _ := http.NewRequest(http.MethodPost, base+"/records", strings.NewReader(`{"external_ref":"o1"}`))
+		req.Header.Set("Idempotency-Key", "order-1")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-arrived
+	stopping(cmd, logs, os.Interrupt)
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	require.Equal(t, cli.ExitInterrupted, exited(cmd), "%s", logs)
+	require.Contains(t, logs.String(), "opledger: interrupted again: stopping at once")
+	up.Release()
+
+	cmd, logs, base = start()
+	arrived = up.Arrivals()
+	up.Fail(fakedest.Block)
+	done := make(chan proxied, 1)
+	go func() { done <- postThrough(t, base+"/records", "order-2", `{"external_ref":"o2"}`) }()
+	<-arrived
+	stopping(cmd, logs, syscall.SIGTERM)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	up.Release()
+	require.Equal(t, http.StatusCreated, (<-done).status, "the request in flight finishes")
+	require.Equal(t, 0, exited(cmd), "%s", logs)
+	require.NotContains(t, logs.String(), "interrupted again")
 }
