@@ -65,7 +65,10 @@ type Config struct {
 	BatchSize int
 	// Concurrency is how many operations are examined at once. Default 4.
 	Concurrency int
-	// LookupTimeout bounds one lookup. Default 30 s.
+	// LookupTimeout bounds one lookup. Default 30 s. A destination that
+	// bounds its calls and lookups itself (destination.Timed, as an HTTP
+	// destination's timeout does) has its own bound when that is longer:
+	// its timeout says how long one of its lookups may take.
 	LookupTimeout time.Duration
 	// LookupBackoff is the wait after the first failed lookup; it doubles
 	// with each further failure up to MaxLookupBackoff. Defaults 10 s and
@@ -253,7 +256,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 	return pass, nil
 }
 
-// lookupLeaseMargin is how much longer than LookupTimeout an operation
+// lookupLeaseMargin is how much longer than its lookup's timeout an operation
 // is taken for a lookup (ClaimLookup): the time to record what it found.
 const lookupLeaseMargin = 30 * time.Second
 
@@ -295,11 +298,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	}
 
 	if lk := caps.Lookup; lk != nil {
+		timeout := r.cfg.LookupTimeout
+		if td, ok := dest.(destination.Timed); ok && td.Timeout() > timeout {
+			timeout = td.Timeout()
+		}
 		// One lookup at a time across the processes sharing the store:
 		// each would count its failure against the operation's limit.
 		// The lease outlasts the lookup; its finding or deferral sets the
 		// next check.
-		taken, err := tl.ClaimLookup(ctx, op, r.cfg.LookupTimeout+lookupLeaseMargin)
+		taken, err := tl.ClaimLookup(ctx, op, timeout+lookupLeaseMargin)
 		if err != nil {
 			return "", fmt.Errorf("claim the lookup: %w", err)
 		}
@@ -328,7 +335,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 		if f.LookedAt, err = tl.Now(ctx); err != nil {
 			return "", err
 		}
-		lctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
+		lctx, cancel := context.WithTimeout(ctx, timeout)
 		res, err := func() (res destination.LookupResult, err error) {
 			// A panicking lookup is a failed one: it must not take the
 			// reconciler down, nor decide anything.
