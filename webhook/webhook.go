@@ -228,16 +228,32 @@ func (v *Verifier) verifyStripe(value string, body []byte) error {
 	if !v.anyMatch(sigs, func(secret []byte) []byte { return stripeMAC(secret, ts, body) }) {
 		return &Error{Reason: ErrBadSignature, Header: v.header}
 	}
-	age := v.now().Sub(time.Unix(unix, 0))
+	at, now := time.Unix(unix, 0), v.now()
+	age := now.Sub(at)
 	if age > v.tolerance || age < -v.tolerance {
-		when := fmt.Sprintf("signed %s ago", age.Round(time.Second))
+		when := fmt.Sprintf("%s ago", age.Round(time.Second))
 		if age < 0 {
-			when = fmt.Sprintf("signed %s in the future", (-age).Round(time.Second))
+			when = fmt.Sprintf("%s in the future", (-age).Round(time.Second))
 		}
-		return &Error{Reason: ErrStaleSignature, Header: v.header, Detail: when + ", tolerance " + v.tolerance.String()}
+		detail := "signed " + when + ", tolerance " + v.tolerance.String()
+		// Past what a Duration holds (Sub saturates) the age would read
+		// -2562047h47m16s: centuries away, most likely a timestamp in
+		// milliseconds.
+		if at.After(now.Add(maxAge)) || at.Before(now.Add(-maxAge)) {
+			when = "ago"
+			if age < 0 {
+				when = "in the future"
+			}
+			detail = fmt.Sprintf("signed more than 292 years %s, tolerance %s: t=%d must be in seconds since 1970", when, v.tolerance, unix)
+		}
+		return &Error{Reason: ErrStaleSignature, Header: v.header, Detail: detail}
 	}
 	return nil
 }
+
+// maxAge is the longest age a signed timestamp's detail states: a
+// Duration holds about 292 years.
+const maxAge = 292 * 365 * 24 * time.Hour
 
 func (v *Verifier) verifyShopify(value string, body []byte) error {
 	sig, err := base64.StdEncoding.DecodeString(value)
