@@ -136,6 +136,9 @@ func New(cfg Config) (*Verifier, error) {
 			secrets = append(secrets, []byte(s))
 		}
 	}
+	if len(secrets) == 0 {
+		return nil, fmt.Errorf("webhook config: environment variable %s holds no secret, only commas and spaces", cfg.SecretEnv)
+	}
 	return NewWithSecrets(cfg, secrets...)
 }
 
