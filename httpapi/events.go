@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opledger/opledger"
@@ -186,8 +187,21 @@ func providerEvent(scheme webhook.Scheme, source string, h http.Header, body []b
 	default:
 		return ev, fmt.Errorf("unknown webhook scheme %q", scheme)
 	}
-	if ev.EventID == "" || ev.Type == "" {
-		return ev, errors.New("the webhook carries no event id or type")
+	// Named where the provider puts them, so that a sender knows what to
+	// fix.
+	idAt, typeAt := `its body has no "id" (or an empty one)`, `its body has no "type" (or an empty one)`
+	if scheme == webhook.SchemeShopify {
+		idAt, typeAt = "its X-Shopify-Event-Id and X-Shopify-Webhook-Id headers are missing or empty", "its X-Shopify-Topic header is missing or empty"
+	}
+	var missing []string
+	if ev.EventID == "" {
+		missing = append(missing, "no event id: "+idAt)
+	}
+	if ev.Type == "" {
+		missing = append(missing, "no event type: "+typeAt)
+	}
+	if len(missing) > 0 {
+		return ev, errors.New("the webhook carries " + strings.Join(missing, "; "))
 	}
 	return ev, nil
 }
