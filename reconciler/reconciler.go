@@ -54,7 +54,8 @@ import (
 
 // Config configures a Reconciler. Zero values take the documented defaults.
 type Config struct {
-	// Destinations declare what each destination guarantees. Required.
+	// Destinations declare what each destination guarantees. Required,
+	// with at least one destination.
 	// RunOnce takes only the uncertain operations of these destinations
 	// from the store; the others are left for whoever reconciles them
 	// (Reconcile, called with one, waits UnknownRecheck).
@@ -106,10 +107,17 @@ type Reconciler struct {
 	log    *slog.Logger
 }
 
-// New returns a reconciler for l. It refuses a nil l.
+// New returns a reconciler for l. It refuses a nil l, and a nil or
+// empty Config.Destinations.
 func New(l *opledger.Ledger, cfg Config) (*Reconciler, error) {
 	if cfg.Destinations == nil {
 		return nil, errors.New("reconciler: no destinations configured")
+	}
+	if cfg.Destinations.Len() == 0 {
+		// Its queue would name no destination, which the ledger reads as
+		// any (ReconcileQueueOptions): it would take, and put off, the
+		// operations of destinations other processes reconcile.
+		return nil, errors.New("reconciler: no destinations configured: the set is empty, and a reconciler takes only its own destinations' operations")
 	}
 	if l == nil {
 		return nil, errors.New("reconciler: a ledger is required: New was given a nil *opledger.Ledger")
