@@ -452,6 +452,13 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input", "attempt_count must not be negative"})
 		return
 	}
+	if body.Found == nil && body.Authoritative {
+		// Taken for an authoritative "found nothing", it would prove
+		// absence and release a plain resend, protection or not.
+		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input",
+			"authoritative is a lookup's: send found with it (false when the lookup found none)"})
+		return
+	}
 	if body.Found == nil && body.ProtectionRetentionSeconds == 0 {
 		s.writeError(w, r, &decodeError{http.StatusBadRequest, "invalid_input",
 			"found is required: true when the destination has a record of the effect, false when the lookup found none " +
