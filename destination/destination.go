@@ -100,7 +100,9 @@ type Lookuper interface {
 	// own word that it made a record, so a lookup can fetch it by the
 	// reference rather than search for it. When there are any, a lookup
 	// that finds nothing proves nothing, however authoritative: the
-	// operation is then held rather than sent again.
+	// operation is then held rather than sent again (or, while the
+	// destination's idempotency key is inside its retention, retried
+	// under it, protected).
 	Lookup(ctx context.Context, op *opledger.Operation, refs []string) (LookupResult, error)
 }
 
