@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -257,13 +258,17 @@ func payloadRef(p json.RawMessage) string {
 }
 
 // canonical re-encodes JSON with sorted object keys, so that equal content
-// compares equal byte for byte. Empty input is null.
+// compares equal byte for byte. Every number keeps its text as sent
+// (json.Number): one a double cannot hold (9007199254740993) is neither
+// changed in the record nor taken for its neighbour. Empty input is null.
 func canonical(raw json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return json.RawMessage("null"), nil
 	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := dec.Decode(&v); err != nil || dec.Decode(new(any)) != io.EOF {
 		return nil, errors.New("the payload is not JSON")
 	}
 	out, err := json.Marshal(v)

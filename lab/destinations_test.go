@@ -3,8 +3,10 @@ package lab_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -400,4 +402,72 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, lab.Counters{Attempts: 20, Effects: 1}, p.Counters())
+}
+
+// A number a double cannot hold is stored, shown by the CRM's lookup and
+// compared exactly as it was sent: the record of 9007199254740993 reads
+// 9007199254740993 (not 9007199254740992), matches that intent, and does
+// not match an intent for 9007199254740992; and the payment refuses its
+// key reused for the neighbouring amount instead of replaying the charge.
+func TestDestinationsKeepNumbersExact(t *testing.T) {
+	t.Parallel()
+	const sent, neighbour = `{"amount": 9007199254740993}`, `{"amount": 9007199254740992}`
+	for _, via := range []string{"in-process", "http"} {
+		t.Run(via, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clk := newClock()
+			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now})
+			var d interface {
+				destination.Destination
+				destination.Lookuper
+			} = crm
+			if via == "http" {
+				d = serveHTTP(t, crm, clk.Now)
+			}
+			op := operation("crm", "lead:big", sent)
+			crm.Inject(lab.FaultLostResponse)
+			_, err := d.Call(ctx, call(op))
+			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err))
+
+			found, err := d.Lookup(ctx, op, nil)
+			require.NoError(t, err)
+			require.True(t, found.Found)
+			require.True(t, found.Matches, "the record holds what was sent: %s", found.Evidence)
+			found, err = d.Lookup(ctx, operation("crm", "lead:big", neighbour), nil)
+			require.NoError(t, err)
+			require.True(t, found.Found)
+			require.False(t, found.Matches, "another amount is other content: %s", found.Evidence)
+
+			pay := lab.NewPayment(lab.PaymentOptions{Now: clk.Now})
+			var p destination.Destination = pay
+			if via == "http" {
+				p = serveHTTP(t, pay, clk.Now)
+			}
+			charge := operation("payment", "charge:big", sent)
+			_, err = p.Call(ctx, call(charge))
+			require.NoError(t, err)
+			other := call(operation("payment", "charge:big", neighbour))
+			other.IdempotencyKey = call(charge).IdempotencyKey
+			_, err = p.Call(ctx, other)
+			require.Equal(t, opledger.OutcomeRejected, outcomeOf(err), "the key reused with another amount: %v", err)
+			require.Equal(t, 1, pay.Counters().Effects)
+		})
+	}
+
+	// Over HTTP the record reads back with the number as sent.
+	crm := lab.NewCRM(lab.CRMOptions{})
+	srv := httptest.NewServer(crm.Handler())
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL+"/records", "application/json",
+		strings.NewReader(`{"key": "lead:big", "payload": `+sent+`}`))
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	resp, err = http.Get(srv.URL + "/records?external_ref=lead:big")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Contains(t, string(body), `"payload":{"amount":9007199254740993}`)
 }
