@@ -204,6 +204,7 @@ func (w *world) crashProcess(ctx context.Context, point CrashPoint) (string, err
 	if err != nil {
 		return "", err
 	}
+	before := w.dest.Counters().Effects // what the worker's call adds
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("start worker process: %w", err)
 	}
@@ -237,18 +238,23 @@ func (w *world) crashProcess(ctx context.Context, point CrashPoint) (string, err
 		return "The worker process died before it reached opledger: nothing was recorded or sent" + killed + ".", nil
 	}
 	w.attempts.Add(1)
-	msg := crashText(point, w.dest.Name())
+	msg := crashText(point, w.dest.Name(), w.dest.Counters().Effects-before)
 	return strings.TrimSuffix(msg, ".") + killed + ".", nil
 }
 
-// crashText explains a crash at point.
-func crashText(point CrashPoint, dest string) string {
+// crashText explains a crash at point; made is how many effects the
+// destination made during the worker's call (an injected fault may have
+// kept it from acting).
+func crashText(point CrashPoint, dest string, made int) string {
 	switch point {
 	case CrashAfterClaim:
 		return "The worker claimed the operation and died before sending anything; its lease will expire."
 	case CrashAfterDispatch:
 		return "The worker marked the dispatch and died before calling: nothing was sent, but the ledger cannot know that."
 	case CrashAfterEffect:
+		if made == 0 {
+			return fmt.Sprintf("The worker called the %s and died before reporting; the %s made nothing, but only the %s knows that.", dest, dest, dest)
+		}
 		return fmt.Sprintf("The %s acted and the worker died before reporting: only the %s knows the effect happened.", dest, dest)
 	case CrashAfterReport:
 		return "The worker reported the outcome and then died: nothing was lost."

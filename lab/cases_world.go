@@ -344,7 +344,7 @@ func (w *world) crash(ctx context.Context, point CrashPoint) (string, error) {
 		return w.crashProcess(ctx, point)
 	}
 	if point == CrashBeforeClaim {
-		return crashText(point, w.dest.Name()), nil
+		return crashText(point, w.dest.Name(), 0), nil
 	}
 	var (
 		c   *opledger.Claim
@@ -368,22 +368,24 @@ func (w *world) crash(ctx context.Context, point CrashPoint) (string, error) {
 		return "", err
 	}
 	if point == CrashAfterClaim {
-		return crashText(point, w.dest.Name()), nil
+		return crashText(point, w.dest.Name(), 0), nil
 	}
 	if _, err := w.ledger.Dispatch(ctx, c.Operation.Key, c.AttemptID, c.FencingToken); err != nil {
 		return "", err
 	}
 	if point == CrashAfterDispatch {
-		return crashText(point, w.dest.Name()), nil
+		return crashText(point, w.dest.Name(), 0), nil
 	}
+	before := w.dest.Counters().Effects
 	res, callErr := w.dest.Call(ctx, opledger.Call{Operation: c.Operation, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected})
+	made := w.dest.Counters().Effects - before
 	if point == CrashAfterEffect {
-		return crashText(point, w.dest.Name()), nil
+		return crashText(point, w.dest.Name(), made), nil
 	}
 	if _, err := w.ledger.Report(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, opledger.ReportOf(res, callErr)); err != nil {
 		return "", err
 	}
-	return crashText(point, w.dest.Name()), nil
+	return crashText(point, w.dest.Name(), made), nil
 }
 
 // restart closes the ledger and opens it again on the same store.

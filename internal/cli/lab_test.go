@@ -423,3 +423,32 @@ func TestLabDestinations(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "destinations.yaml exists already, with other content (another --addr?)")
 }
+
+// TestLabCrashAfterEffectSaysWhatTheDestinationDid: a worker that dies
+// after its call says the destination acted only when it did: with the
+// call timed out before the commit, the CRM made nothing (0 actions), and
+// the step says so, in a worker process as in the runner's.
+func TestLabCrashAfterEffectSaysWhatTheDestinationDid(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	rows := []string{lines[0],
+		"no-effect,production,crm,timeout_before_commit,crash after_effect,1,0,0,0,0,in_progress,t,t,e,e",
+		"effect,production,crm,none,crash after_effect,1,1,0,0,0,in_progress,t,t,e,e"}
+	path := writeFile(t, rows)
+	for _, mode := range [][]string{{"lab", "run", "--json", path}, {"lab", "run", "--json", "--crash-in-process", path}} {
+		out, errOut, code := run(t, mode...)
+		require.Equal(t, 0, code, "%v: %s%s", mode, out, errOut)
+		var said []string
+		for line := range strings.Lines(out) {
+			var r struct {
+				Steps []struct{ Explanation string } `json:"steps"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+			said = append(said, r.Steps[0].Explanation)
+		}
+		require.Len(t, said, 2, "%v", mode)
+		require.NotContains(t, said[0], "acted", "%v: the CRM made nothing", mode)
+		require.Contains(t, said[0], "the lab-crm made nothing", "%v", mode)
+		require.Contains(t, said[1], "The lab-crm acted and the worker died before reporting", "%v", mode)
+	}
+}
