@@ -98,3 +98,16 @@ func TestNarrationSaysWhatHappened(t *testing.T) {
 	r = runOneCase(t, "l,interactive,crm,delayed_visibility,send; verify,1,1,1,0,0,pending,t,t,e,e")
 	require.Contains(t, r.Steps[1].Explanation, "takes the destination at its word that the attempt had no effect")
 }
+
+// TestNarrationNotDueYet: a retry made before the destination's
+// Retry-After has passed is not sent yet, and the step says so and until
+// when, not that opledger refused a second attempt (which it makes once
+// the time has passed).
+func TestNarrationNotDueYet(t *testing.T) {
+	t.Parallel()
+	r := runOneCase(t, "early,interactive,crm,429,send; retry; advance 2s; retry,3,1,0,0,0,succeeded,t,t,e,e")
+	early := r.Steps[1].Explanation
+	require.NotContains(t, early, "refused a second attempt")
+	require.Regexp(t, `^Not sent yet: the operation is pending until \d\d:\d\d:\d\dZ \(2s from now\), when the lab-crm's Retry-After or the retry policy's backoff ends; opledger sent nothing\.$`, early)
+	require.Contains(t, r.Steps[3].Explanation, "opledger sent it again (attempt 2;")
+}

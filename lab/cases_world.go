@@ -237,6 +237,11 @@ func (w *world) explainDo(op *opledger.Operation, err error, calls, made, units 
 	switch {
 	case errors.As(err, &mismatch):
 		return fmt.Sprintf("Refused: %s is already recorded with other content, so the %d-unit request is not a retry; the original is kept and nothing was sent.", OperationKey, units), nil
+	case errors.Is(err, opledger.ErrNotDue) && errors.As(err, &state) && state.Operation != nil && state.Operation.NotBefore != nil:
+		// Pending, not due yet: sent once its time has come.
+		at := state.Operation.NotBefore.UTC()
+		return fmt.Sprintf("Not sent yet: the operation is pending until %s (%s from now), when the %s's Retry-After or the retry policy's backoff ends; opledger sent nothing.",
+			at.Format("15:04:05Z"), at.Sub(w.now()).Round(time.Second), w.dest.Name()), nil
 	case errors.As(err, &state):
 		if state.State == opledger.StateUncertain {
 			return fmt.Sprintf("Held back: the operation is uncertain — the %s may already have acted — so opledger sent nothing; it must be verified first.", w.dest.Name()), nil
