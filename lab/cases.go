@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -332,7 +333,10 @@ func validExpectedState(s string) bool {
 // ParseSteps parses a ";"-separated step list (see StepVerb for the
 // grammar).
 func ParseSteps(s string) ([]Step, error) {
-	var steps []Step
+	var (
+		steps    []Step
+		advanced time.Duration // the advances so far: the lab clock's offset
+	)
 	for i, raw := range strings.Split(s, ";") {
 		text := strings.Join(strings.Fields(raw), " ")
 		if text == "" {
@@ -341,6 +345,14 @@ func ParseSteps(s string) ([]Step, error) {
 		st, err := parseStep(text)
 		if err != nil {
 			return nil, fmt.Errorf("step %d %q: %w", i+1, text, err)
+		}
+		if st.Verb == StepAdvance {
+			// The clock's offset is a duration too: past its range it
+			// would wrap around and run backwards.
+			if st.Duration > math.MaxInt64-advanced {
+				return nil, fmt.Errorf("step %d %q: the advances add up to more than about 2562047h", i+1, text)
+			}
+			advanced += st.Duration
 		}
 		steps = append(steps, st)
 	}

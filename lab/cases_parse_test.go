@@ -27,3 +27,24 @@ func TestParseCasesStateNone(t *testing.T) {
 	require.Contains(t, fe.Msg, `state: "gone" is not a state (`)
 	require.Contains(t, fe.Msg, "failed, none)")
 }
+
+// TestParseCasesAdvancesAddUp: advances that each fit a duration but
+// together do not are refused before anything runs, naming the line and
+// the step; the lab clock would otherwise wrap around and run backwards
+// (a payment key 4,000,000 hours old taken for one still remembered).
+func TestParseCasesAdvancesAddUp(t *testing.T) {
+	t.Parallel()
+	header := strings.Join(lab.CaseColumns, ",")
+	_, err := lab.ParseCases(strings.NewReader(header +
+		"\nfar,interactive,payment,lost_response,send; advance 2000000h; advance 2000000h; verify,1,1,0,0,0,held,t,t,e,e\n"))
+	var fe *lab.FileError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, 2, fe.Line)
+	require.Equal(t, `steps: step 3 "advance 2000000h": the advances add up to more than about 2562047h`, fe.Msg)
+
+	// Up to the limit they are taken.
+	cases, err := lab.ParseCases(strings.NewReader(header +
+		"\nfar,interactive,payment,lost_response,send; advance 1000000h; advance 1000000h; verify,1,1,0,0,0,held,t,t,e,e\n"))
+	require.NoError(t, err)
+	require.Len(t, cases[0].Steps, 4)
+}
