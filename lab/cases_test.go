@@ -111,3 +111,16 @@ func TestNarrationNotDueYet(t *testing.T) {
 	require.Regexp(t, `^Not sent yet: the operation is pending until \d\d:\d\d:\d\dZ \(2s from now\), when the lab-crm's Retry-After or the retry policy's backoff ends; opledger sent nothing\.$`, early)
 	require.Contains(t, r.Steps[3].Explanation, "opledger sent it again (attempt 2;")
 }
+
+// TestNarrationInProgress: a retry while a worker still holds the
+// operation (its lease not yet expired) says so, not that opledger
+// refused a second attempt: once the lease has expired the retry is
+// sent.
+func TestNarrationInProgress(t *testing.T) {
+	t.Parallel()
+	r := runOneCase(t, "held,production,crm,none,crash after_claim; retry; advance 1m; retry,3,1,0,0,0,succeeded,t,t,e,e")
+	busy := r.Steps[1].Explanation
+	require.NotContains(t, busy, "refused a second attempt")
+	require.Equal(t, "Not sent yet: a worker holds the operation (in progress) until it reports or its lease ends; opledger sent nothing.", busy)
+	require.Contains(t, r.Steps[3].Explanation, "opledger sent it again (attempt 2;")
+}

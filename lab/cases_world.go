@@ -249,6 +249,11 @@ func (w *world) explainDo(op *opledger.Operation, err error, calls, made, units 
 		if state.State == opledger.StateHeld {
 			return fmt.Sprintf("Held back: the operation is held for its owner — the %s may already have acted — so opledger sent nothing; a person decides.", w.dest.Name()), nil
 		}
+		if state.State == opledger.StateInProgress {
+			// Another attempt is under way; it ends with its report or
+			// its lease.
+			return "Not sent yet: a worker holds the operation (in progress) until it reports or its lease ends; opledger sent nothing.", nil
+		}
 		return fmt.Sprintf("Not sent: the operation is %s, so opledger refused a second attempt.", state.State), nil
 	case errors.As(err, &attempt):
 		switch attempt.State {
