@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/opledger/opledger"
 )
@@ -18,7 +19,11 @@ const approvedNotice = "approved"
 // approve records an approval given on the operation page. The form names
 // the version and fingerprint the page showed, so the approval is of that
 // content: content revised since is refused (the ledger's MismatchError),
-// and the page is shown again with the operation as it is now. An approval
+// and the page is shown again with the operation as it is now. It names
+// the operation's UpdatedAt as the page showed it too: an operation that
+// awaits approval of that same content but has changed since (cancelled
+// and given a retry) is refused as stale, and a form that does not say is
+// refused. An approval
 // refused for its name, posted from a page drawn before a revision or
 // before the operation left awaiting_approval, is shown refused for that
 // (showOperation), never as a name to correct beside the new version. A recorded
@@ -37,12 +42,28 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 			version: named}, "")
 	}
 	fingerprint := r.PostForm.Get("fingerprint")
-	if err != nil || version < 1 || fingerprint == "" {
+	seen, seenErr := time.Parse(time.RFC3339Nano, r.PostForm.Get("seen"))
+	if err != nil || version < 1 || fingerprint == "" || seenErr != nil || seen.IsZero() {
 		failed(http.StatusBadRequest, "This form does not say which version of the content you approve (it comes from an older page of the console), so nothing was recorded. Look at the operation again before approving.")
 		return
 	}
 	if msg := checkName(strings.TrimSpace(name)); msg != "" {
 		failed(http.StatusBadRequest, msg)
+		return
+	}
+	// The same version and fingerprint are not enough: an operation
+	// cancelled before anyone approved it, then given a retry, awaits an
+	// approval again with the same content, and one from a page drawn
+	// before the cancellation would pass for it. So an operation that
+	// awaits approval of the version the form names must also be as the
+	// page showed it (its UpdatedAt), as a decision's must. The ledger
+	// takes no such field of an approval, so the console reads the
+	// operation first; the ledger still refuses other content, and any
+	// other state, whatever moved between the two.
+	if op, err := s.ledger.Get(r.Context(), key); err == nil && op.State == opledger.StateAwaitingApproval &&
+		op.Version == version && !op.UpdatedAt.Equal(seen) {
+		c.showOperation(w, r, s, &decisionFailure{status: http.StatusConflict, kind: approvedNotice,
+			values: decisionValues{Operator: name}, stale: true, seen: seen, version: named}, "")
 		return
 	}
 	op, replayed, err := s.ledger.Approve(r.Context(), key, opledger.Approval{Version: version, Fingerprint: fingerprint, Approver: operatorName(name)})

@@ -51,3 +51,62 @@ func TestApprovalOfRevisedContentRefusedFirst(t *testing.T) {
 	require.Contains(t, body, "The operation is failed now and awaits no approval: yours was not recorded.")
 	require.NotContains(t, body, "Your name is 300 bytes long")
 }
+
+// An approval posted from a page drawn before the operation was cancelled
+// and then given a retry (which, since nothing had approved it, waits for
+// an approval again) is refused as stale: the same version and
+// fingerprint are not enough, since the operator approving has seen
+// neither the cancellation nor the retry, and the retry asks for an
+// approval given after it.
+func TestApprovalFromPageBeforeCancelAndRetryRefused(t *testing.T) {
+	t.Parallel()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	ctx := context.Background()
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "mail:3", Action: "email.send", Destination: "email", RequiresApproval: true,
+		Payload: json.RawMessage(`{"body":"Hello"}`)})
+	require.NoError(t, err)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+
+	form := approvalOf(t, s.get("/operations/mail:3"))
+	form.Set("approver", "Lea")
+	_, _, err = l.Resolve(ctx, "mail:3", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "the customer withdrew", Operator: "B"})
+	require.NoError(t, err)
+	op, _, err := l.Resolve(ctx, "mail:3", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "send it after all", Operator: "C"})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateAwaitingApproval, op.State, "the retry waits for an approval again")
+
+	code, body := s.post("/operations/mail:3/approve", form)
+	require.Equal(t, http.StatusConflict, code, body)
+	require.Contains(t, body, "Another decision was recorded since you opened this page (operator authorized retry, by C): it is now awaiting_approval. Yours was not recorded.")
+	require.Contains(t, body, `value="Lea"`, "the name typed is kept")
+	op, err = l.Get(ctx, "mail:3")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateAwaitingApproval, op.State, "not approved")
+	require.Empty(t, op.ApprovedBy)
+
+	// From the page as it is now, the approval is recorded.
+	form = approvalOf(t, s.get("/operations/mail:3"))
+	form.Set("approver", "Lea")
+	code, body = s.post("/operations/mail:3/approve", form)
+	require.Equal(t, http.StatusSeeOther, code, body)
+	op, err = l.Get(ctx, "mail:3")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+	require.Equal(t, consoleActor(t, l, token, "Lea"), op.ApprovedBy)
+
+	// A form that does not say which state of the operation it saw (a
+	// page of an older console) is refused, as a decision's is.
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "mail:4", Action: "email.send", Destination: "email", RequiresApproval: true,
+		Payload: json.RawMessage(`{"body":"Hello"}`)})
+	require.NoError(t, err)
+	form = approvalOf(t, s.get("/operations/mail:4"))
+	form.Del("seen")
+	code, body = s.post("/operations/mail:4/approve", form)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "does not say which version")
+	op, err = l.Get(ctx, "mail:4")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateAwaitingApproval, op.State)
+}

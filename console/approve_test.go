@@ -31,7 +31,9 @@ func approvalOf(t *testing.T, page string) url.Values {
 	require.Len(t, v, 2, "the page has an approval form")
 	f := fingerprintField.FindStringSubmatch(page)
 	require.Len(t, f, 2)
-	return url.Values{"csrf": {c[1]}, "version": {v[1]}, "fingerprint": {html.UnescapeString(f[1])}}
+	s := seenField.FindStringSubmatch(page)
+	require.Len(t, s, 2)
+	return url.Values{"csrf": {c[1]}, "version": {v[1]}, "fingerprint": {html.UnescapeString(f[1])}, "seen": {html.UnescapeString(s[1])}}
 }
 
 // An operation awaiting approval is approved on its page, for exactly

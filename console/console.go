@@ -23,7 +23,10 @@
 // A decision form carries the operation's UpdatedAt as the page showed it;
 // the decision is refused (opledger.ErrStaleDecision) when the operation
 // has changed since, so a page left open, or one reached with Back, never
-// reverses a decision taken meanwhile.
+// reverses a decision taken meanwhile. The approval form carries it too,
+// beside the version and fingerprint it approves: an operation cancelled
+// and given a retry awaits approval of the same content again, and a page
+// drawn before that is refused.
 //
 // A session signed in with a token that may not decide (opledger.ReadOnly
 // or opledger.Worker) shows every page, its token's access marked in its
