@@ -72,3 +72,21 @@ rules:
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "two statuses are not one of them, silently")
 	require.False(t, strings.Contains(s.get("/events?status=applied"), "forms/e3"))
 }
+
+// A source with no event is said to have none, not taken for a ledger
+// that has received no event at all: the counts above it are the
+// tenant's, and say otherwise.
+func TestEventsOfSourceWithNone(t *testing.T) {
+	t.Parallel()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	_, err := l.ReceiveEvent(context.Background(), nil, opledger.Event{Source: "forms", EventID: "e1", Type: "accepted",
+		Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+	page := s.get("/events?source=shop")
+	require.Contains(t, page, `<p class="empty">No event from <bdi>shop</bdi>.</p>`)
+	require.NotContains(t, page, "No event received yet")
+	require.Contains(t, s.get("/events?source=forms&status=conflict"), `<p class="empty">No conflict event from <bdi>forms</bdi>.</p>`)
+}
