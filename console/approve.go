@@ -93,6 +93,10 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	case c.missing(w, r, s, key, err):
 		return
+	case errors.Is(err, opledger.ErrStoreBusy):
+		c.logBusy(r, err)
+		failed(http.StatusServiceUnavailable, storeBusyMessage)
+		return
 	case err != nil:
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The approval could not be recorded.", err)
 		return

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/advance"
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // The limits of a decision's fields, in bytes, as the ledger keeps them.
@@ -427,6 +428,10 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	case c.missing(w, r, s, key, err):
 		return
+	case errors.Is(err, opledger.ErrStoreBusy):
+		c.logBusy(r, err)
+		failed(http.StatusServiceUnavailable, "", storeBusyMessage)
+		return
 	case err != nil:
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The decision could not be recorded.", err)
 		return
@@ -441,6 +446,20 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, notice, op.Key), 60))
 	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)
+}
+
+// storeBusyMessage refuses a decision or approval the ledger did not
+// record because another process held the store's lock
+// (opledger.ErrStoreBusy): the page is drawn again with what was typed,
+// to be sent again as it is.
+const storeBusyMessage = "The ledger's store was busy (another process held its lock), so nothing was recorded. Send it again."
+
+// logBusy logs, as a warning, a decision or approval refused with
+// opledger.ErrStoreBusy, as the API logs its store_busy answers: the
+// key of the page's path left out.
+func (c *Console) logBusy(r *http.Request, err error) {
+	c.log.Warn("console: the store was busy; nothing was recorded", "path_pattern", r.Pattern,
+		"error", redact.Keys(r.PathValue("key"), err))
 }
 
 // checkDecision checks a decision form's fields as the ledger would, and
