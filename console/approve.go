@@ -26,7 +26,8 @@ const approvedNotice = "approved"
 // refused. An approval
 // refused for its name, posted from a page drawn before a revision or
 // before the operation left awaiting_approval, is shown refused for that
-// (showOperation), never as a name to correct beside the new version. A recorded
+// (showOperation), and one posted from a page drawn before any other
+// change as stale, never as a name to correct beside the new version. A recorded
 // approval, or one sent twice, sends the browser to the operation's page
 // with its notice (Post/Redirect/Get).
 func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
@@ -37,12 +38,12 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 	if err == nil && version > 0 {
 		named = version
 	}
+	seen, seenErr := time.Parse(time.RFC3339Nano, r.PostForm.Get("seen"))
 	failed := func(status int, msg string) {
 		c.showOperation(w, r, s, &decisionFailure{status: status, kind: approvedNotice, values: decisionValues{Operator: name}, msg: msg,
-			version: named}, "")
+			version: named, seen: seen}, "")
 	}
 	fingerprint := r.PostForm.Get("fingerprint")
-	seen, seenErr := time.Parse(time.RFC3339Nano, r.PostForm.Get("seen"))
 	if err != nil || version < 1 || fingerprint == "" || seenErr != nil || seen.IsZero() {
 		failed(http.StatusBadRequest, "This form does not say which version of the content you approve (it comes from an older page of the console), so nothing was recorded. Look at the operation again before approving.")
 		return

@@ -110,3 +110,38 @@ func TestApprovalFromPageBeforeCancelAndRetryRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateAwaitingApproval, op.State)
 }
+
+// An approval refused for its own field (a name too long), posted from a
+// page drawn before the operation was cancelled and given a retry, is
+// refused as stale, as one posted from a page drawn before a revision is
+// refused as revised: the page drawn again must not offer the approval
+// beside the name's error only, as if the operator had seen what changed.
+func TestApprovalWithBadNameFromStalePageRefusedAsStale(t *testing.T) {
+	t.Parallel()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	ctx := context.Background()
+	_, _, err := l.Record(ctx, opledger.Intent{Key: "mail:5", Action: "email.send", Destination: "email", RequiresApproval: true,
+		Payload: json.RawMessage(`{"body":"Hello"}`)})
+	require.NoError(t, err)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+
+	form := approvalOf(t, s.get("/operations/mail:5"))
+	_, _, err = l.Resolve(ctx, "mail:5", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "the customer withdrew", Operator: "B"})
+	require.NoError(t, err)
+	_, _, err = l.Resolve(ctx, "mail:5", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "send it after all", Operator: "C"})
+	require.NoError(t, err)
+	form.Set("approver", strings.Repeat("é", 150)) // 300 bytes: more than the ledger keeps
+	code, body := s.post("/operations/mail:5/approve", form)
+	require.Equal(t, http.StatusConflict, code, "refused as stale, not for the name")
+	require.Contains(t, body, "Another decision was recorded since you opened this page (operator authorized retry, by C)")
+	require.NotContains(t, body, "Your name is 300 bytes long")
+
+	// From a page as it is now, the name's error is the refusal.
+	form = approvalOf(t, s.get("/operations/mail:5"))
+	form.Set("approver", strings.Repeat("é", 150))
+	code, body = s.post("/operations/mail:5/approve", form)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, "Your name is 300 bytes long")
+}

@@ -121,8 +121,9 @@ type decisionFailure struct {
 	stale bool
 	// seen is the operation's UpdatedAt as the posted page showed it
 	// (zero when the form did not say): a failure for any other reason
-	// is shown as stale when the operation has changed since, so that
-	// the page drawn again never names the new version while the
+	// (an approval's: for any other than a conflict, its revision or its
+	// move) is shown as stale when the operation has changed since, so
+	// that the page drawn again never names the new version while the
 	// operator has not seen what changed.
 	seen time.Time
 	// version is the content version an approval form named (0 for a
@@ -200,15 +201,20 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	canApprove := !op.Tombstoned && op.State == opledger.StateAwaitingApproval
 	status, topError, replaceURL := http.StatusOK, "", ""
 	if f != nil {
-		if !f.seen.IsZero() && !f.seen.Equal(op.UpdatedAt) {
-			f.status, f.stale, f.field = http.StatusConflict, true, ""
-		}
+		// An approval refused for anything but a conflict is refused for
+		// the revision or the move first, which say what changed; then,
+		// as a decision, as stale. One the ledger refused as a conflict
+		// (MismatchError, StateError) keeps that refusal, which says it.
+		approval := f.kind == approvedNotice
 		switch {
-		case f.version == 0 || f.status == http.StatusConflict:
+		case !approval || f.version == 0 || f.status == http.StatusConflict:
 		case op.State != opledger.StateAwaitingApproval:
 			f.status, f.msg = http.StatusConflict, "The operation is "+string(op.State)+" now and awaits no approval: yours was not recorded."
 		case f.version < op.Version:
 			f.status, f.msg = http.StatusConflict, revisedMessage(op.Version)
+		}
+		if !f.seen.IsZero() && !f.seen.Equal(op.UpdatedAt) && (!approval || f.status != http.StatusConflict) {
+			f.status, f.stale, f.field = http.StatusConflict, true, ""
 		}
 		status = f.status
 		if f.stale {
