@@ -5,7 +5,9 @@
 // Sign-in takes an API token and opens a session of its tenant
 // (opledger.Ledger.OpenSession) for SessionDuration; the browser keeps the
 // session's secret, never the token, in an HttpOnly, SameSite=Strict
-// cookie. Signing out closes the session, and revoking the token ends it.
+// cookie. Signing out closes the session, and revoking the token ends it;
+// a form posted after its session ended does nothing, and its answer says
+// so and links to signing in again.
 // Every POST carries a CSRF token derived from the session secret, so a
 // page on another site can neither read the session nor forge a decision,
 // and every POST, sign-in included, must come from the console's own
@@ -54,6 +56,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -360,9 +363,24 @@ func (c *Console) deciding(next sessionHandler) sessionHandler {
 	}
 }
 
+// toLogin sends a request without a session to the sign-in page. A form
+// posted without one (its session ended while the page was open) is not
+// redirected, which would lose it silently: the page says that nothing
+// was done and links to signing in again, back to the operation's page
+// for a decision.
 func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		c.fail(w, r, nil, http.StatusUnauthorized, "Sign in first.", nil)
+		back := "/"
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/operations/") && r.PathValue("key") != "":
+			back = "/operations/" + url.PathEscape(r.PathValue("key"))
+		case strings.HasPrefix(r.URL.Path, "/lab/"):
+			back = "/lab"
+		}
+		c.render(w, http.StatusUnauthorized, "error", map[string]any{"Title": http.StatusText(http.StatusUnauthorized),
+			"Message": "Your session has ended (after " + strconv.Itoa(int(SessionDuration.Hours())) +
+				" hours, on signing out, or when its token was revoked), so nothing was done. Sign in again, and look at the page again before deciding.",
+			"SignIn": "/login?next=" + url.QueryEscape(back)})
 		return
 	}
 	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
