@@ -46,8 +46,9 @@ var (
 	// was made while the lookup ran, so what it saw decides nothing.
 	// Nothing was recorded; look again.
 	ErrStaleFinding = errors.New("the operation has had another attempt since the lookup")
-	// ErrStaleDecision: an operator decision named the operation as it was
-	// seen (Decision.SeenUpdatedAt), and it has changed since: another
+	// ErrStaleDecision: an operator decision or an approval named the
+	// operation as it was seen (Decision.SeenUpdatedAt,
+	// Approval.SeenUpdatedAt), and it has changed since: another
 	// decision, a worker or the reconciler moved it. Nothing was recorded;
 	// look at it again before deciding.
 	ErrStaleDecision = errors.New("the operation has changed since it was seen")

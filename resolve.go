@@ -271,6 +271,18 @@ type Approval struct {
 	Version     int64  `json:"version"`
 	Fingerprint string `json:"fingerprint"`
 	Approver    string `json:"approver"`
+	// SeenUpdatedAt, when set, is the operation's UpdatedAt as the person
+	// approving saw it. The same version and fingerprint are not enough
+	// to tell that they saw the operation as it is: one cancelled before
+	// anyone approved it, then given a retry, awaits approval of the same
+	// content again, and an approval from a page drawn before the cancel
+	// would pass for one of it. An operation that awaits approval of
+	// exactly this content but has changed since is refused with
+	// ErrStaleDecision; other content is still a *MismatchError, and
+	// another state a *StateError. A workflow step not yet recorded (no
+	// operation: ApproveWorkflowStep) has no UpdatedAt, and its approval
+	// is of its content only: the field is not checked there.
+	SeenUpdatedAt time.Time `json:"seen_updated_at,omitzero"`
 }
 
 // validate checks that the approval names a version, a fingerprint and

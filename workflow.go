@@ -1323,6 +1323,9 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 				return refusal
 			}
 		} else {
+			// No operation, no UpdatedAt: the approval is of the step's
+			// content only (Approval.SeenUpdatedAt).
+			a.SeenUpdatedAt = time.Time{}
 			s := &def.Steps[i]
 			if _, err := compileStepPayload(s.Payload, def.Steps, i); err != nil {
 				return err
@@ -1401,6 +1404,10 @@ func (t *txn) approve(a Approval) (replayed bool, err error) {
 	if a.Version != t.op.Version || a.Fingerprint != t.op.Fingerprint {
 		return false, &MismatchError{Key: t.key, Stored: t.op.Fingerprint, Given: a.Fingerprint, State: State(t.op.State),
 			StoredVersion: t.op.Version, GivenVersion: a.Version}
+	}
+	if !a.SeenUpdatedAt.IsZero() && !a.SeenUpdatedAt.Equal(t.op.UpdatedAt) {
+		return false, t.refused(fmt.Errorf("approve %s: %w: it awaits approval of this content, but was updated at %s and seen as updated at %s",
+			t.key, ErrStaleDecision, t.op.UpdatedAt.UTC().Format(time.RFC3339Nano), a.SeenUpdatedAt.UTC().Format(time.RFC3339Nano)))
 	}
 	t.op.ApprovedBy = a.Approver
 	t.move(StatePending, a.Approver, "", approvedEvent, approvalEvidence(a))

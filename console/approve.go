@@ -22,7 +22,8 @@ const approvedNotice = "approved"
 // and the page is shown again with the operation as it is now. It names
 // the operation's UpdatedAt as the page showed it too: an operation that
 // awaits approval of that same content but has changed since (cancelled
-// and given a retry) is refused as stale, and a form that does not say is
+// and given a retry) is refused as stale (Approval.SeenUpdatedAt: the
+// ledger checks it with the approval), and a form that does not say is
 // refused. An approval
 // refused for its name, posted from a page drawn before a revision or
 // before the operation left awaiting_approval, is shown refused for that
@@ -55,24 +56,20 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 	// The same version and fingerprint are not enough: an operation
 	// cancelled before anyone approved it, then given a retry, awaits an
 	// approval again with the same content, and one from a page drawn
-	// before the cancellation would pass for it. So an operation that
-	// awaits approval of the version the form names must also be as the
-	// page showed it (its UpdatedAt), as a decision's must. The ledger
-	// takes no such field of an approval, so the console reads the
-	// operation first; the ledger still refuses other content, and any
-	// other state, whatever moved between the two.
-	if op, err := s.ledger.Get(r.Context(), key); err == nil && op.State == opledger.StateAwaitingApproval &&
-		op.Version == version && !op.UpdatedAt.Equal(seen) {
-		c.showOperation(w, r, s, &decisionFailure{status: http.StatusConflict, kind: approvedNotice,
-			values: decisionValues{Operator: name}, stale: true, seen: seen, version: named}, "")
-		return
-	}
-	op, replayed, err := s.ledger.Approve(r.Context(), key, opledger.Approval{Version: version, Fingerprint: fingerprint, Approver: operatorName(name)})
+	// before the cancellation would pass for it. So the approval names
+	// the operation as the page showed it (its UpdatedAt), and the ledger
+	// refuses it as stale when it has changed since.
+	op, replayed, err := s.ledger.Approve(r.Context(), key, opledger.Approval{Version: version, Fingerprint: fingerprint,
+		Approver: operatorName(name), SeenUpdatedAt: seen})
 	var (
 		me *opledger.MismatchError
 		se *opledger.StateError
 	)
 	switch {
+	case errors.Is(err, opledger.ErrStaleDecision):
+		c.showOperation(w, r, s, &decisionFailure{status: http.StatusConflict, kind: approvedNotice,
+			values: decisionValues{Operator: name}, stale: true, seen: seen, version: named}, "")
+		return
 	case errors.As(err, &me) && me.GivenVersion < me.StoredVersion:
 		failed(http.StatusConflict, revisedMessage(me.StoredVersion))
 		return

@@ -68,3 +68,36 @@ func TestApprovalWaitFigures(t *testing.T) {
 		})
 	}
 }
+
+// TestApproveSeenUpdatedAt: an approval naming the operation as it was
+// seen (seen_updated_at) is refused 409 stale_decision once the
+// operation has been cancelled and given a retry, though it awaits
+// approval of the same content again; seen as it is now, it is taken.
+func TestApproveSeenUpdatedAt(t *testing.T) {
+	t.Parallel()
+	b := startAPI(t, testdb.SQLiteDSN(t), nil)
+	ctx := context.Background()
+	seen, _, err := b.acme.Record(ctx, "refund:1", client.Intent{Action: "payments.refund", Destination: "payments",
+		Payload: json.RawMessage(`{"cents":4900}`), RequiresApproval: true})
+	require.NoError(t, err)
+	b.clock.advance(time.Second)
+	_, _, err = b.acme.Resolve(ctx, "refund:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now", Operator: "ana"})
+	require.NoError(t, err)
+	b.clock.advance(time.Second)
+	again, _, err := b.acme.Resolve(ctx, "refund:1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "now", Operator: "ana"})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateAwaitingApproval, again.State)
+
+	approval := opledger.Approval{Version: seen.Version, Fingerprint: seen.Fingerprint, Approver: "ben", SeenUpdatedAt: seen.UpdatedAt}
+	_, _, err = b.acme.Approve(ctx, "refund:1", approval)
+	require.ErrorIs(t, err, opledger.ErrStaleDecision)
+	var ce *client.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, http.StatusConflict, ce.Status)
+	require.Equal(t, "stale_decision", ce.Kind())
+
+	approval.SeenUpdatedAt = again.UpdatedAt
+	op, _, err := b.acme.Approve(ctx, "refund:1", approval)
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+}

@@ -458,6 +458,40 @@ func testResolve(t *testing.T, h Harness) {
 		require.Equal(t, opledger.StatePending, op.State)
 	})
 
+	// An approval made on the operation as it was seen is refused once it
+	// has changed since, though it awaits approval of the same content
+	// again (cancelled before anyone approved it, then given a retry); the
+	// same approval sent again after it was recorded is still a replay.
+	t.Run("ApprovalSeenUpdatedAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		seen := b.inState(t, "k1", opledger.StateAwaitingApproval)
+		b.clock.Advance(time.Second)
+		_, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not now", Operator: "ana"})
+		require.NoError(t, err)
+		b.clock.Advance(time.Second)
+		again, _, err := b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "now", Operator: "ana"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateAwaitingApproval, again.State)
+		require.Equal(t, seen.Fingerprint, again.Fingerprint)
+		before := b.events(t, "k1")
+		approval := opledger.Approval{Version: seen.Version, Fingerprint: seen.Fingerprint, Approver: "ben", SeenUpdatedAt: seen.UpdatedAt}
+		_, _, err = b.ledger.Approve(b.ctx, "k1", approval)
+		require.ErrorIs(t, err, opledger.ErrStaleDecision)
+		require.Equal(t, opledger.StateAwaitingApproval, opledger.OperationOf(err).State, "the refusal carries the operation as it is")
+		require.Equal(t, before, b.events(t, "k1"), "nothing recorded")
+		b.requireState(t, "k1", opledger.StateAwaitingApproval)
+
+		approval.SeenUpdatedAt = again.UpdatedAt
+		op, replayed, err := b.ledger.Approve(b.ctx, "k1", approval)
+		require.NoError(t, err)
+		require.False(t, replayed)
+		require.Equal(t, opledger.StatePending, op.State)
+		_, replayed, err = b.ledger.Approve(b.ctx, "k1", approval)
+		require.NoError(t, err, "the same approval again (its answer lost) is a replay")
+		require.True(t, replayed)
+	})
+
 	// A decision sent again after its answer was lost is answered as a
 	// replay while nothing has moved the operation since: nothing is
 	// recorded, and the caller can tell it from a refusal.
