@@ -104,8 +104,8 @@ func TestNewerSchemaStopsTheServer(t *testing.T) {
 	}
 	for _, route := range documentedStatuses(t) {
 		pattern, ok := strings.CutSuffix(route, " 503")
-		if !ok || pattern == "GET /readyz" {
-			continue
+		if !ok || strings.HasPrefix(pattern, "GET ") {
+			continue // a read's: TestReadsUnavailableDocumented, TestReadyzUnavailable
 		}
 		body, ok := bodies[pattern]
 		require.True(t, ok, "%s lists a 503: give this test a body for it", pattern)

@@ -103,3 +103,53 @@ func (lw *lockedWriter) Write(p []byte) (int, error) {
 	defer lw.mu.Unlock()
 	return lw.w.Write(p)
 }
+
+// TestReadsUnavailableDocumented: every GET route that reads the store
+// answers 503 unavailable, with Retry-After, when the PostgreSQL server
+// cannot be reached, as the writes do, and the OpenAPI document lists
+// that 503 for each of them (a client generated from it would otherwise
+// have no case for the answer).
+func TestReadsUnavailableDocumented(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, cut := testdb.UnreachablePostgres(t, testdb.PostgresDSN(t), "relay-secret-pw")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	token, _, err := l.CreateToken(ctx, "test", opledger.ReadWrite)
+	require.NoError(t, err)
+	h, err := httpapi.New(l, httpapi.Options{Auth: l, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	cut()
+	testdb.WaitUnreachable(t, l.Ping)
+
+	documented := map[string]bool{}
+	for _, s := range documentedStatuses(t) {
+		documented[s] = true
+	}
+	reads := 0
+	for _, pattern := range httpapi.Routes() {
+		method, path, _ := strings.Cut(pattern, " ")
+		switch {
+		case method != http.MethodGet:
+			continue // TestNewerSchemaStopsTheServer, TestStoreUnreachableProblem
+		case path == "/healthz" || path == "/metrics" || path == "/v1/openapi.json" || path == "/readyz":
+			continue // no store, or its own answer (TestReadyzUnavailable)
+		}
+		reads++
+		req, err := http.NewRequest(method, srv.URL+strings.NewReplacer("{key}", "k1", "{source}", "forms", "{event_id}", "e1").Replace(path), nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s: %s", pattern, body)
+		require.Equal(t, "unavailable", problemKind(t, body), pattern)
+		require.Equal(t, httpapi.StoreUnavailableRetryAfter, resp.Header.Get("Retry-After"), pattern)
+		require.True(t, documented[pattern+" 503"], "%s answers 503: the OpenAPI document must list it", pattern)
+	}
+	require.Equal(t, 7, reads, "the GET routes that read the store")
+}
