@@ -5,7 +5,9 @@
 // problem and matches the opledger sentinels with errors.Is
 // (opledger.ErrFingerprintMismatch, opledger.ErrInProgress, ...). Any
 // answer outside 2xx is an *Error, also one from a proxy or load balancer
-// in front of the server: its Retry-After (Error.RetryAfter) and
+// in front of the server, and a 301, 302 or 303 to a write, which the
+// http.Client would follow with a GET without the body (nothing is
+// written): its Retry-After (Error.RetryAfter) and
 // X-Request-Id (Error.RequestID) are kept, so that a caller can honour the
 // back-off it asks for. Keys, attempt ids and names a path needs are
 // checked before anything is sent: a malformed key matches
@@ -218,6 +220,17 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
+	if sent := resp.Request; sent != nil && sent.Method != method && sent.Response != nil {
+		// A 301, 302 or 303 to a write, which the http.Client followed
+		// with a GET without the body: that GET's answer is another
+		// route's (a PUT's, the operation as recorded; a POST
+		// /v1/events', a page of events), and nothing was written. The
+		// redirect is the answer.
+		e := newError(sent.Response, nil, time.Now())
+		e.Problem.Detail = fmt.Sprintf("the %s was redirected to %s, which the HTTP client follows with a %s without the body: nothing was written (give the client the address the API answers at)",
+			method, sent.URL.Redacted(), sent.Method)
+		return sent.Response.StatusCode, sent.Response.Header, e
+	}
 	// One byte past the limit tells a body at the limit from a longer one.
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	if err != nil {

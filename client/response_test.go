@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -276,4 +278,62 @@ func TestRefusedBeforeSending(t *testing.T) {
 	_, err := c.Get(ctx, "order:1")
 	require.ErrorIs(t, err, opledger.ErrNotFound)
 	require.EqualValues(t, 1, sent.Load(), "a valid key is sent")
+}
+
+// A write (PUT, POST) redirected with 301, 302 or 303, by something in
+// front of the API (an old address, http to https), is followed by the
+// http.Client as a GET without its body, and that GET's answer is another
+// route's: a PUT of other content got the operation as recorded (no 422),
+// and an event posted got a page of events, both taken for success
+// though nothing was written. The redirect is the answer instead, a
+// *client.Error with its status; a read follows a redirect as before, and
+// a 307 or 308, which keeps the method and body, is followed by a write.
+func TestWriteRedirectedIsNoAnswer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	in := client.Intent{Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)}
+	_, _, err := b.client.Record(ctx, "moved:1", in)
+	require.NoError(t, err)
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if rest, ok := strings.CutPrefix(r.URL.Path, "/old"); ok {
+				http.Redirect(w, r, rest, status)
+				return
+			}
+			b.api.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		c := client.New(srv.URL+"/old", b.token, nil)
+
+		// A read follows the redirect.
+		d, err := c.Get(ctx, "moved:1")
+		require.NoError(t, err, "%d", status)
+		require.Equal(t, "moved:1", d.Key)
+
+		other := in
+		other.Payload = json.RawMessage(`{"n":2}`)
+		_, created, err := c.Record(ctx, "moved:1", other)
+		ev := opledger.Event{Source: "forms", EventID: "moved-" + strconv.Itoa(status), Type: "t"}
+		_, evErr := c.ReceiveEvent(ctx, ev)
+		if status == http.StatusTemporaryRedirect || status == http.StatusPermanentRedirect {
+			// The method and body are sent again: the API answers them.
+			require.ErrorIs(t, err, opledger.ErrFingerprintMismatch, "%d", status)
+			require.NoError(t, evErr, "%d", status)
+			_, err = b.ledger.GetEvent(ctx, ev.Source, ev.EventID)
+			require.NoError(t, err, "%d: the event was recorded", status)
+			continue
+		}
+		require.False(t, created)
+		for _, err := range []error{err, evErr} {
+			var e *client.Error
+			require.ErrorAs(t, err, &e, "%d: the redirect is the answer", status)
+			require.Equal(t, status, e.Status)
+			require.Contains(t, e.Error(), "redirected")
+			require.Contains(t, e.Error(), "nothing was written")
+		}
+		_, err = b.ledger.GetEvent(ctx, ev.Source, ev.EventID)
+		require.ErrorIs(t, err, opledger.ErrNotFound, "%d: no event recorded", status)
+	}
 }
