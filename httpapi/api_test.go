@@ -27,10 +27,14 @@ import (
 )
 
 // observer is a slog handler that records which status each route
-// answered, so a test can check every documented status was produced.
+// answered, and with which problem type, so a test can check every
+// documented status was produced and every problem type produced is
+// documented.
 type observer struct {
 	mu   sync.Mutex
 	seen map[string]bool // "METHOD /pattern STATUS"
+	// kinds are the problem types answered: "METHOD /pattern STATUS KIND".
+	kinds map[string]bool
 }
 
 func (o *observer) Enabled(context.Context, slog.Level) bool { return true }
@@ -40,7 +44,7 @@ func (o *observer) Handle(_ context.Context, r slog.Record) error {
 	if r.Message != "request" {
 		return nil
 	}
-	var route string
+	var route, problem string
 	var status int64
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
@@ -48,11 +52,19 @@ func (o *observer) Handle(_ context.Context, r slog.Record) error {
 			route = a.Value.String()
 		case "status":
 			status = a.Value.Int64()
+		case "problem":
+			problem = a.Value.String()
 		}
 		return true
 	})
 	o.mu.Lock()
 	o.seen[route+" "+strconv.FormatInt(status, 10)] = true
+	if problem != "" {
+		if o.kinds == nil {
+			o.kinds = map[string]bool{}
+		}
+		o.kinds[route+" "+strconv.FormatInt(status, 10)+" "+problem] = true
+	}
 	o.mu.Unlock()
 	return nil
 }
@@ -168,6 +180,7 @@ func TestAPI(t *testing.T) {
 			exerciseAPI(t, b)
 			exerciseEventsAndWorkflows(t, b)
 			requireDocumentedStatuses(t, obs)
+			requireDocumentedKinds(t, obs)
 		})
 	}
 }
@@ -616,6 +629,32 @@ func requireDocumentedStatuses(t *testing.T, obs *observer) {
 			continue // every body route's: TestStalledBodyDocumented
 		}
 		require.True(t, obs.seen[want], "documented but never produced: %s", want)
+	}
+}
+
+// requireDocumentedKinds checks that every problem type a route answered
+// with is named in the OpenAPI document's description of that status, so
+// that a caller reading it knows every type to expect.
+func requireDocumentedKinds(t *testing.T, obs *observer) {
+	t.Helper()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Description string `json:"description"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(httpapi.OpenAPI, &doc))
+	require.NotEmpty(t, obs.kinds)
+	for seen := range obs.kinds {
+		if strings.HasPrefix(seen, "/ ") {
+			continue // no route took it (404, 405): the Errors section of api.md
+		}
+		parts := strings.Fields(seen)
+		require.Len(t, parts, 4, seen)
+		method, path, status, kind := parts[0], parts[1], parts[2], parts[3]
+		description := doc.Paths[path][strings.ToLower(method)].Responses[status].Description
+		require.Regexp(t, `\b`+kind+`\b`, description, "%s %s answered %s %s: the OpenAPI document must name it", method, path, status, kind)
 	}
 }
 
