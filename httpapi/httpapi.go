@@ -194,8 +194,9 @@ const (
 	// withToken routes need a token of the tenant; one that writes (PUT,
 	// POST) needs a token that may write (TokenInfo.CanWrite).
 	withToken routeNeeds = iota
-	// decision routes take an operator's decision (resolve, approve): they
-	// need a token that may decide (TokenInfo.CanDecide).
+	// decision routes take an operator's decision (resolve, approve, a
+	// workflow's cancel): they need a token that may decide
+	// (TokenInfo.CanDecide).
 	decision
 	// public routes need no token.
 	public
@@ -339,7 +340,7 @@ func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds) http.Han
 		}
 		if needs == decision && !tok.CanDecide() {
 			writeProblem(w, r, http.StatusForbidden, "forbidden",
-				"the token "+tok.ID+" is a worker token: it may not take an operator's decision (resolve, approve); a read-write token may", nil)
+				"the token "+tok.ID+" is a worker token: it may not take an operator's decision (resolve, approve) nor cancel a workflow; a read-write token may", nil)
 			return
 		}
 		if r.URL.RawQuery != "" && write {

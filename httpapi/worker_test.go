@@ -18,8 +18,9 @@ import (
 // TestWorkerToken: on both stores, a worker token does what an
 // automation does (records, claims, reports, reconciles, puts a
 // workflow, posts an event) but every operator's decision it sends,
-// resolve and approve of an operation or of a workflow step, is refused
-// with 403 forbidden before its body is read, records nothing, and the
+// resolve and approve of an operation or of a workflow step and a
+// workflow's cancel, is refused with 403 forbidden before its body is
+// read, with a detail that names it, records nothing, and the
 // client's error matches ErrForbidden; a read-write token of the same
 // tenant then takes those decisions.
 func TestWorkerToken(t *testing.T) {
@@ -71,7 +72,7 @@ func TestWorkerToken(t *testing.T) {
 			var decisionRoutes int
 			for _, pattern := range httpapi.Routes() {
 				method, path, _ := strings.Cut(pattern, " ")
-				if !strings.HasSuffix(path, "/resolve") && !strings.HasSuffix(path, "/approve") {
+				if !strings.HasSuffix(path, "/resolve") && !strings.HasSuffix(path, "/approve") && !strings.HasSuffix(path, "/cancel") {
 					continue
 				}
 				decisionRoutes++
@@ -81,16 +82,21 @@ func TestWorkerToken(t *testing.T) {
 					status, data := b.raw(t, method, path, secret, []byte(body))
 					require.Equal(t, http.StatusForbidden, status, "%s %s with a worker token: %s", method, path, data)
 					require.Equal(t, "forbidden", problemKind(t, data))
-					require.Contains(t, string(data), "is a worker token: it may not take an operator's decision (resolve, approve); a read-write token may")
+					require.Contains(t, string(data), "is a worker token: it may not take an operator's decision (resolve, approve) nor cancel a workflow; a read-write token may")
 				}
 			}
-			require.Equal(t, 3, decisionRoutes, "resolve, approve, and a workflow step's approve")
+			require.Equal(t, 4, decisionRoutes, "resolve, approve, a workflow step's approve, a workflow's cancel")
 			_, _, err = worker.Resolve(ctx, "order:2", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "crm-2", Reason: "found it"})
 			require.ErrorIs(t, err, opledger.ErrForbidden)
 			_, _, err = worker.Approve(ctx, "order:4", opledger.Approval{Version: 1, Fingerprint: waiting.Fingerprint, Approver: "bot"})
 			require.ErrorIs(t, err, opledger.ErrForbidden)
 			_, _, err = worker.ApproveWorkflowStep(ctx, "wf:1", "a", opledger.Approval{Version: 1, Fingerprint: step.Fingerprint, Approver: "bot"})
 			require.ErrorIs(t, err, opledger.ErrForbidden)
+			_, _, err = worker.CancelWorkflow(ctx, "wf:1", opledger.WorkflowCancel{Reason: "not needed"})
+			require.ErrorIs(t, err, opledger.ErrForbidden)
+			wf, err = b.acme.GetWorkflow(ctx, "wf:1")
+			require.NoError(t, err)
+			require.Nil(t, wf.Cancelled, "nothing recorded")
 			for key, want := range map[string]opledger.State{"order:2": opledger.StateUncertain, "order:4": opledger.StateAwaitingApproval,
 				"wf:1/a": opledger.StateAwaitingApproval} {
 				d, err := b.acme.Get(ctx, key)
