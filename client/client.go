@@ -11,7 +11,9 @@
 // X-Request-Id (Error.RequestID) are kept, so that a caller can honour the
 // back-off it asks for. Keys, attempt ids and names a path needs are
 // checked before anything is sent: a malformed key matches
-// opledger.ErrInvalidKey, an empty id opledger.ErrInvalidInput.
+// opledger.ErrInvalidKey, an empty attempt id, and an event's source or id
+// or a step's name that is empty or outside the key syntax,
+// opledger.ErrInvalidInput.
 //
 // A Client made by New with a nil *http.Client gives up on a request after
 // 30 seconds. Response bodies are read up to MaxResponseBytes (64 MiB); a
@@ -344,6 +346,34 @@ func checkAttempt(key, attemptID string) error {
 	}
 	if attemptID == "" {
 		return invalidInput("attempt id is empty")
+	}
+	return nil
+}
+
+// checkName refuses, before anything is sent, a name a path needs (an
+// event's source or id, a workflow's step) that is empty or outside the
+// key syntax, as the ledger refuses it (opledger.ErrInvalidInput), and
+// without repeating it: sent, it would travel in the URL, through the
+// access log of anything in front of the server, though it may be
+// personal data (an e-mail address).
+func checkName(what, name string) error {
+	if name == "" {
+		return invalidInput(what + " is empty")
+	}
+	if err := opledger.ValidateKey(name); err != nil {
+		return invalidInput(what + " is not in the key syntax: " + strings.TrimPrefix(err.Error(), "invalid key: "))
+	}
+	return nil
+}
+
+// checkStep is checkName for a workflow's step, whose name holds no '/'
+// either (it ends the step's key, <workflow>/<step>).
+func checkStep(step string) error {
+	if err := checkName("step name", step); err != nil {
+		return err
+	}
+	if strings.Contains(step, "/") {
+		return invalidInput("step name must not contain '/'")
 	}
 	return nil
 }
@@ -790,8 +820,11 @@ func (c *Client) ListEvents(ctx context.Context, o opledger.EventListOptions) (*
 
 // GetEvent returns an event with its deliveries and operations.
 func (c *Client) GetEvent(ctx context.Context, source, eventID string) (*opledger.EventDetail, error) {
-	if source == "" || eventID == "" {
-		return nil, invalidInput("an event needs its source and its event id")
+	if err := checkName("event source", source); err != nil {
+		return nil, err
+	}
+	if err := checkName("event id", eventID); err != nil {
+		return nil, err
 	}
 	var d opledger.EventDetail
 	if _, _, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(source)+"/"+url.PathEscape(eventID), nil, &d); err != nil {
@@ -873,8 +906,8 @@ func (c *Client) ResumeWorkflow(ctx context.Context, key string) (*opledger.Work
 // workflow's step. As with opledger.Ledger.ApproveWorkflowStep, an
 // approval given already is answered with replayed true.
 func (c *Client) ApproveWorkflowStep(ctx context.Context, key, step string, a opledger.Approval) (w *opledger.Workflow, replayed bool, err error) {
-	if step == "" {
-		return nil, false, invalidInput("step name is empty")
+	if err := checkStep(step); err != nil {
+		return nil, false, err
 	}
 	w, h, err := c.workflowAnswer(ctx, http.MethodPost, key, a, "steps", step, "approve")
 	if err != nil {
@@ -886,8 +919,8 @@ func (c *Client) ApproveWorkflowStep(ctx context.Context, key, step string, a op
 // ReviseWorkflowStep gives a step not yet dispatched new content. As with
 // Revise, the payload is required (json.RawMessage("null") for none).
 func (c *Client) ReviseWorkflowStep(ctx context.Context, key, step string, r opledger.Revision) (w *opledger.Workflow, replayed bool, err error) {
-	if step == "" {
-		return nil, false, invalidInput("step name is empty")
+	if err := checkStep(step); err != nil {
+		return nil, false, err
 	}
 	if len(r.Payload) == 0 {
 		return nil, false, invalidInput("revise needs the new payload (JSON null for none)")
