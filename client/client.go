@@ -862,8 +862,17 @@ func (c *Client) GetWorkflow(ctx context.Context, key string) (*opledger.Workflo
 }
 
 // ListWorkflows returns a page of the tenant's workflows in key order,
-// each with its status and steps, as opledger.Ledger.ListWorkflows.
+// each with its status and steps, as opledger.Ledger.ListWorkflows. A
+// prefix outside the key syntax is refused before anything is sent
+// (opledger.ErrInvalidKey), as a key is.
 func (c *Client) ListWorkflows(ctx context.Context, o opledger.WorkflowListOptions) (*opledger.WorkflowPage, error) {
+	if o.Prefix != "" {
+		// The start of a key is a key itself: one outside the syntax is
+		// refused before it travels in the URL, as a key is.
+		if err := opledger.ValidateKey(o.Prefix); err != nil {
+			return nil, fmt.Errorf("prefix: %w", err)
+		}
+	}
 	q := url.Values{}
 	for k, v := range map[string]string{"prefix": o.Prefix, "cursor": o.Cursor} {
 		if v != "" {

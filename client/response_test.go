@@ -279,6 +279,10 @@ func TestRefusedBeforeSending(t *testing.T) {
 			_, _, err := c.ReviseWorkflowStep(ctx, "wf:1", "ada@example.com", revision)
 			return err
 		}, opledger.ErrInvalidInput},
+		"workflow prefix personal data": {func() error {
+			_, err := c.ListWorkflows(ctx, opledger.WorkflowListOptions{Prefix: "ada@example.com"})
+			return err
+		}, opledger.ErrInvalidKey},
 		"step holding a slash": {func() error { _, _, err := c.ApproveWorkflowStep(ctx, "wf:1", "a/b", approval); return err }, opledger.ErrInvalidInput},
 	} {
 		err := tc.call()
