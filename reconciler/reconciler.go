@@ -184,7 +184,9 @@ type Pass struct {
 	// Decisions counts what they led to.
 	Decisions map[Decision]int
 	// Errors counts operations that could not be examined (the store
-	// failed); they stay due.
+	// failed). They are examined again on a later pass: at once if the
+	// store failed before the lookup was claimed, otherwise once the
+	// claim's lease (the lookup's timeout plus 30 s) has passed.
 	Errors int
 }
 
