@@ -428,7 +428,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 	case opledger.StateFailed:
 		d = Failed
 	case opledger.StateUncertain:
-		// The ledger's own visibility check kept it uncertain.
+		// The ledger's own visibility check kept it uncertain (an attempt's
+		// call ended later than the attempts read here said), and set the
+		// next check to when absence counts. That time is kept unless a
+		// recheck is due sooner, as for the reconciler's own check above.
+		now, err := tl.Now(ctx)
+		if err != nil {
+			return "", err
+		}
+		if after.NotBefore != nil && after.NotBefore.Sub(now) <= r.cfg.RecheckInterval {
+			log.Debug("reconcile deferred until the visibility delay ends")
+			return Wait, nil
+		}
 		return r.wait(ctx, tl, op, r.cfg.RecheckInterval, "lookup found nothing within the visibility delay")
 	default:
 		d = Skipped

@@ -1,0 +1,97 @@
+package reconciler_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/internal/store/storetest"
+	"github.com/opledger/opledger/internal/testrig"
+	"github.com/opledger/opledger/reconciler"
+)
+
+// lateReporter is a Go destination whose lookup finds nothing, while the
+// attempt whose lease ran out reports late (its call lasted until now):
+// the ledger, not the reconciler, sees the visibility delay still run.
+type lateReporter struct {
+	report func()
+}
+
+func (*lateReporter) Name() string { return "late" }
+func (*lateReporter) Capabilities() destination.Capabilities {
+	return destination.Capabilities{Lookup: &destination.Lookup{Authoritative: true, VisibilityDelay: 30 * time.Second}}
+}
+func (*lateReporter) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	return opledger.Result{}, opledger.Uncertain(errors.New("timeout"))
+}
+func (d *lateReporter) Lookup(context.Context, *opledger.Operation, []string) (destination.LookupResult, error) {
+	d.report()
+	return destination.LookupResult{}, nil
+}
+
+// TestLedgerVisibleAtIsKept: when the ledger itself keeps an operation
+// uncertain because the visibility delay still runs (an attempt's late
+// report moved the end of its call after the reconciler read the
+// attempts), the next check is the ledger's "absence counts only after"
+// time. The reconciler used to put it off by RecheckInterval instead,
+// later than the record could become visible.
+func TestLedgerVisibleAtIsKept(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		ctx := context.Background()
+		clock := &storetest.Clock{}
+		l, err := opledger.Open(ctx, newDSN(t), opledger.Options{Clock: clock.Func, Lease: 10 * time.Second, SQLiteSynchronousNormal: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { l.Close() })
+		key := "intake:LV1:create"
+		_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "create", Destination: "late", Payload: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		c, err := l.Claim(ctx, key, opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = l.Dispatch(ctx, key, c.AttemptID, c.FencingToken)
+		require.NoError(t, err)
+		clock.Advance(11 * time.Second)
+		n, err := l.ExpireLeases(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		clock.Advance(time.Minute) // the visibility delay since the lease's end has passed
+
+		reported := false
+		d := &lateReporter{report: func() {
+			// Kept as evidence, refused as the holder's report.
+			_, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.ErrorContains(t, err, "its report was kept as evidence")
+			reported = true
+		}}
+		set, err := destination.NewSet(d)
+		require.NoError(t, err)
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		rec, err := reconciler.New(l, reconciler.Config{Destinations: set, Logger: quiet, RecheckInterval: 10 * time.Minute})
+		require.NoError(t, err)
+		op, err := l.Get(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+
+		decision, err := rec.Reconcile(ctx, op)
+		require.NoError(t, err)
+		require.True(t, reported)
+		require.Equal(t, reconciler.Wait, decision)
+		op, err = l.Get(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		attempts, err := l.Attempts(ctx, key)
+		require.NoError(t, err)
+		visible := opledger.LastCallEnd(op, attempts).Add(30 * time.Second)
+		require.NotNil(t, op.NotBefore)
+		require.WithinDuration(t, visible, *op.NotBefore, time.Millisecond,
+			"the ledger's visible-at time, not RecheckInterval (10 min) from now")
+	})
+}
