@@ -212,6 +212,8 @@ func TestUnencodableAnswerIsAProblem(t *testing.T) {
 	const key = "intake:alice.smith"
 	_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"n":1}`)})
 	require.NoError(t, err)
+	claim, err := l.Claim(ctx, key, opledger.ClaimOptions{Worker: "w"})
+	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	db, err := sql.Open("sqlite", sqlitestore.FileURI(strings.TrimPrefix(dsn, "sqlite:")))
 	require.NoError(t, err)
@@ -238,5 +240,20 @@ func TestUnencodableAnswerIsAProblem(t *testing.T) {
 	require.Contains(t, logs.String(), "request_id="+p.RequestID)
 	require.Contains(t, logs.String(), "problem=internal")
 	require.Contains(t, logs.String(), "the answer could not be encoded")
+
+	// A report's answer (the operation with stale_report beside it) too.
+	report := fmt.Sprintf(`{"fencing_token":%d,"outcome":"retryable","error":"503"}`, claim.FencingToken)
+	req, err = http.NewRequest(http.MethodPost, srv.URL()+"/v1/operations/"+key+"/attempts/"+claim.AttemptID+"/outcome", strings.NewReader(report))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp2, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp2.Body.Close()
+	require.Equal(t, http.StatusInternalServerError, resp2.StatusCode)
+	require.Equal(t, "application/problem+json", resp2.Header.Get("Content-Type"))
+	var p2 httpapi.Problem
+	require.NoError(t, json.NewDecoder(resp2.Body).Decode(&p2))
+	require.Equal(t, httpapi.ProblemTypeBase+"internal", p2.Type)
+	require.Contains(t, logs.String(), "request_id="+p2.RequestID)
 	require.NotContains(t, logs.String(), "alice")
 }

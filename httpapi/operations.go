@@ -377,7 +377,7 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 	var stale *opledger.StaleError
 	if errors.As(err, &stale) && stale.Recorded {
 		s.advanceWorkflow(r, l, stale.Operation) // a late success may have settled it
-		writeMerged(w, http.StatusOK, stale.Operation, map[string]any{"stale_report": true})
+		s.writeMerged(w, r, http.StatusOK, stale.Operation, map[string]any{"stale_report": true})
 		return
 	}
 	if err != nil {
@@ -385,7 +385,7 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.advanceWorkflow(r, l, op)
-	writeMerged(w, http.StatusOK, op, map[string]any{"stale_report": false})
+	s.writeMerged(w, r, http.StatusOK, op, map[string]any{"stale_report": false})
 }
 
 // advanceWorkflow moves on the workflow whose step op is once op has
@@ -400,10 +400,13 @@ func (s *server) advanceWorkflow(r *http.Request, l *opledger.Ledger, op *opledg
 	advance.WorkflowOf(r.Context(), l, op.Key, s.log.With("request_id", requestID(r.Context())))
 }
 
-func writeMerged(w http.ResponseWriter, status int, op *opledger.Operation, extra map[string]any) {
+// writeMerged answers status with op and the extra members beside its
+// own; an answer that cannot be encoded is an internal failure, as for
+// writeJSON.
+func (s *server) writeMerged(w http.ResponseWriter, r *http.Request, status int, op *opledger.Operation, extra map[string]any) {
 	b, err := opjson.WithFields(op, extra)
 	if err != nil {
-		http.Error(w, "encode response", http.StatusInternalServerError)
+		s.writeError(w, r, fmt.Errorf("the answer could not be encoded: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
