@@ -30,10 +30,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -88,7 +91,9 @@ type Error struct {
 	// Problem is the RFC 9457 problem the API sent. For an answer that is
 	// not a problem with a type (from something in front of the API), it
 	// holds only Detail: the start of the body, at most 512 bytes of
-	// valid UTF-8 (and "…" when cut).
+	// valid UTF-8 (and "…" when cut); for an HTML page, "an HTML page,
+	// not an answer of the opledger API: " and its title (without one,
+	// its text without tags), cut the same way.
 	Problem httpapi.Problem
 	// RetryAfter is the answer's Retry-After header as a delay: its
 	// seconds, or its HTTP date less the answer's Date (less the time it
@@ -291,11 +296,39 @@ func newError(resp *http.Response, body []byte, now time.Time) *Error {
 	} else {
 		// Not the API's problem: something in front of it answered.
 		e.Problem.Detail = detail(body)
+		if page, ok := htmlText(resp.Header.Get("Content-Type"), body); ok {
+			e.Problem.Detail = detail([]byte("an HTML page, not an answer of the opledger API: " + page))
+		}
 	}
 	if e.RequestID == "" {
 		e.RequestID = e.Problem.RequestID
 	}
 	return e
+}
+
+var (
+	htmlTitle = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
+	htmlSkip  = regexp.MustCompile(`(?is)<(script|style|head)[^>]*>.*?</(script|style|head)>|<!--.*?-->`)
+	htmlTag   = regexp.MustCompile(`(?s)<[^>]*>`)
+)
+
+// htmlText is what an HTML page answered in place of the API says, for
+// a person: its title, or without one its text, tags and runs of white
+// space left out. ok is false for a body that is no HTML page (by its
+// Content-Type, or, without one, by its start).
+func htmlText(contentType string, body []byte) (text string, ok bool) {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	start := strings.ToLower(string(bytes.TrimSpace(body[:min(len(body), 64)])))
+	if mt != "text/html" && !(contentType == "" && (strings.HasPrefix(start, "<!doctype html") || strings.HasPrefix(start, "<html"))) {
+		return "", false
+	}
+	page := string(body)
+	if m := htmlTitle.FindStringSubmatch(page); m != nil && strings.TrimSpace(m[1]) != "" {
+		page = m[1]
+	} else {
+		page = htmlTag.ReplaceAllString(htmlSkip.ReplaceAllString(page, " "), " ")
+	}
+	return strings.Join(strings.Fields(html.UnescapeString(page)), " "), true
 }
 
 // detail is the start of a body as text: valid UTF-8 (invalid bytes

@@ -54,6 +54,11 @@ func TestErrorNotProblem(t *testing.T) {
 			on("GET", "/v1/operations/lb:4", 429, map[string]string{"Date": date.Format(http.TimeFormat),
 				"Retry-After": date.Add(90 * time.Second).Format(http.TimeFormat)}, `{"error":"slow down"}`),
 			on("GET", "/v1/operations/lb:5", 503, map[string]string{"Retry-After": "soon"}, ``),
+			// Another web server's page: its title says what answered.
+			on("GET", "/v1/operations/lb:6", 404, map[string]string{"Content-Type": "text/html; charset=utf-8"},
+				"<!DOCTYPE HTML>\n<html><head><title>Error response</title><style>p{}</style></head>\n<body><h1>Error response</h1><p>Error code: 404</p></body></html>"),
+			on("GET", "/v1/operations/lb:7", 502, map[string]string{"Content-Type": "text/html"},
+				"<html><head><script>var x = 1;</script></head><body><h1>502 Bad&nbsp;Gateway</h1>\n<hr><center>nginx</center></body></html>"),
 		} {
 			if answer(w, r) {
 				return true
@@ -73,6 +78,8 @@ func TestErrorNotProblem(t *testing.T) {
 		{key: "lb:3", status: 502, detail: "bad \uFFFD gateway"},
 		{key: "lb:4", status: 429, detail: `{"error":"slow down"}`, retryAfter: 90 * time.Second},
 		{key: "lb:5", status: 503},
+		{key: "lb:6", status: 404, detail: "an HTML page, not an answer of the opledger API: Error response"},
+		{key: "lb:7", status: 502, detail: "an HTML page, not an answer of the opledger API: 502 Bad Gateway nginx"},
 	} {
 		_, err := c.Get(ctx, tc.key)
 		var e *client.Error
@@ -91,7 +98,7 @@ func TestErrorNotProblem(t *testing.T) {
 	require.Equal(t, 503, e.Status)
 	require.Equal(t, 120*time.Second, e.RetryAfter)
 	require.Equal(t, "lb-17", e.RequestID)
-	require.True(t, strings.HasPrefix(e.Problem.Detail, "<html><body>Überlastet"), e.Problem.Detail)
+	require.True(t, strings.HasPrefix(e.Problem.Detail, "an HTML page, not an answer of the opledger API: Überlastet – bitte später. Überlastet"), e.Problem.Detail)
 	require.True(t, strings.HasSuffix(e.Problem.Detail, "…"))
 	require.LessOrEqual(t, len(e.Problem.Detail), 512+len("…"))
 	require.True(t, utf8.ValidString(e.Problem.Detail))
