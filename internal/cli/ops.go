@@ -624,6 +624,15 @@ func newOpsShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Arrays in --json, [] when there are none, as GET
+			// /v1/operations/{key} gives them: either backend may give
+			// nil (no attempt yet, a compacted operation).
+			if d.Attempts == nil {
+				d.Attempts = []*opledger.Attempt{}
+			}
+			if d.Timeline == nil {
+				d.Timeline = []*opledger.TimelineEntry{}
+			}
 			rec := decisionRecord(d, bf.again())
 			out := cmd.OutOrStdout()
 			if asJSON {
