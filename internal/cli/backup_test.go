@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -115,4 +116,50 @@ func TestBackupThroughSymlink(t *testing.T) {
 	for _, side := range []string{path + "-wal", path + "-shm", link + "-wal", link + "-shm"} {
 		require.NoFileExists(t, side)
 	}
+}
+
+// TestBackupReadAsIs: a backup is a ledger in WAL mode, as the ledger
+// itself: the commands that only read (ops list, ops show, tokens list)
+// read it without writing a byte of it. A copy in SQLite's rollback
+// journal mode, as VACUUM INTO writes it, was switched to WAL by the
+// first of them: the backup changed on being looked at, and one its
+// reader may not write (a backup made read-only to keep it as it is)
+// could not be read at all ("attempt to write a readonly database").
+func TestBackupReadAsIs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dsn := "sqlite:" + filepath.Join(dir, "ledger.db")
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme"})
+	require.NoError(t, err)
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "order:1", Action: "create", Destination: "crm"})
+	require.NoError(t, err)
+	_, _, err = l.CreateToken(ctx, "cli-test", opledger.ReadOnly)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	copyPath := filepath.Join(dir, "copy.db")
+	_, errOut, code := run(t, "backup", "--db", dsn, "--to", copyPath)
+	require.Equal(t, 0, code, errOut)
+	before, err := os.ReadFile(copyPath)
+	require.NoError(t, err)
+	// The file header's write and read versions: 2 is WAL.
+	require.Equal(t, []byte{2, 2}, before[18:20], "the copy's journal mode")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ops", "list"}, "order:1"},
+		{[]string{"ops", "show", "order:1"}, "order:1"},
+		{[]string{"tokens", "list"}, "cli-test"},
+	} {
+		out, errOut, code := run(t, append(tc.args, "--db", "sqlite:"+copyPath, "--tenant", "acme")...)
+		require.Equal(t, 0, code, "%v: %s", tc.args, errOut)
+		require.Contains(t, out, tc.want, tc.args)
+	}
+	after, err := os.ReadFile(copyPath)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(before, after), "reading the backup changed it")
+	require.NoFileExists(t, copyPath+"-wal")
+	require.NoFileExists(t, copyPath+"-shm")
 }

@@ -23,8 +23,8 @@ var ErrBackupExists = errors.New("the backup's file exists; a backup never overw
 // write-ahead log too, where copying the file alone loses them), and none
 // half-written. The copy is written under a temporary name beside to
 // (".NAME.partial-*"), synced to disk, then checked: it must hold the
-// ledger, and SQLite's quick_check must find nothing wrong; only then is
-// it given to's name. So a file under that name is always a whole,
+// ledger, and SQLite's quick_check must find nothing wrong; then put in
+// WAL mode, as the ledger is (walMode); only then is it given to's name. So a file under that name is always a whole,
 // checked copy: a backup killed on the way leaves its temporary file, and
 // an error removes it. A path that holds no ledger is refused
 // (store.ErrNotLedger), and so is a destination that exists
@@ -64,6 +64,11 @@ func Backup(ctx context.Context, path, to string) (err error) {
 		return fmt.Errorf("backup to %s: %w", to, err)
 	}
 	if err := checkBackup(ctx, partial); err != nil {
+		return fmt.Errorf("backup to %s: %w", to, err)
+	}
+	// After the check, whose read-only connection would leave the -wal
+	// and -shm files of a database in WAL mode beside the copy.
+	if err := walMode(ctx, partial); err != nil {
 		return fmt.Errorf("backup to %s: %w", to, err)
 	}
 	if backupCopied != nil {
@@ -142,4 +147,26 @@ func checkBackup(ctx context.Context, path string) error {
 		return fmt.Errorf("check the backup %s: quick_check found %s", path, result)
 	}
 	return nil
+}
+
+// walMode puts the database at path, a copy VACUUM INTO wrote in the
+// rollback journal mode, in WAL mode, as the ledger is: otherwise the
+// first process to open the copy (an ops list reading a backup) would
+// switch it, writing to the file, and one that may not write it could not
+// read it at all. SQLite commits the switch durably (synchronous FULL),
+// and the -wal and -shm files it makes go when it closes.
+func walMode(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", FileURI(path)+"?mode=rw&_pragma=synchronous(FULL)")
+	if err != nil {
+		return fmt.Errorf("open the copy %s: %w", path, err)
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode); err != nil {
+		return fmt.Errorf("put the copy %s in WAL mode: %w", path, err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("put the copy %s in WAL mode: SQLite kept it in %s mode", path, mode)
+	}
+	return db.Close()
 }
