@@ -80,15 +80,36 @@ events and their deliveries. --json prints the object GET /v1/stats answers.
 				return err
 			}
 			if asJSON {
-				return writeJSONLines(cmd.OutOrStdout(), []*client.Stats{st})
+				err = writeJSONLines(cmd.OutOrStdout(), []*client.Stats{st})
+			} else {
+				err = writeStats(cmd.OutOrStdout(), st)
 			}
-			return writeStats(cmd.OutOrStdout(), st)
+			if err != nil || allTenants {
+				return err
+			}
+			// All 0 in the wrong tenant would read as a quiet ledger, as
+			// an empty list would: --tenant defaults to "default".
+			if statsEmpty(st) {
+				_, err = fmt.Fprintln(cmd.ErrOrStderr(), "note: "+bf.emptyTenantNote("operation or event", "its figures are all 0"))
+			}
+			return err
 		},
 	}
 	bf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "the object GET /v1/stats answers, on one line")
 	cmd.Flags().BoolVar(&allTenants, "all-tenants", false, "with --db: every tenant's figures together, as /metrics counts them")
 	return cmd
+}
+
+// statsEmpty reports whether the figures count no operation (in any
+// state, compacted ones too) and no event.
+func statsEmpty(st *client.Stats) bool {
+	for _, n := range st.OperationsByState {
+		if n > 0 {
+			return false
+		}
+	}
+	return st.Events.Events == 0
 }
 
 // writeStats writes the figures as a list of named values.

@@ -61,3 +61,42 @@ func TestOpsShowJSONEmptyLists(t *testing.T) {
 		}
 	}
 }
+
+// TestOpsStatsEmptyTenantNote: ops stats of a tenant that has no
+// operation and no event at all says so on stderr, as an empty ops list
+// does: all its figures 0 would read as a quiet ledger, when --tenant
+// (default "default") or the token names the wrong tenant. A tenant with
+// an operation, and --all-tenants, get no note; stdout is the figures
+// alone.
+func TestOpsStatsEmptyTenantNote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "stats.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme"})
+	require.NoError(t, err)
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "order:1", Action: "create", Destination: "crm"})
+	require.NoError(t, err)
+	beta, err := l.WithTenant("beta")
+	require.NoError(t, err)
+	betaToken, _, err := beta.CreateToken(ctx, "cli-test", opledger.ReadOnly)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	url, _ := startServe(t, dsn)
+
+	for _, tc := range []struct {
+		args []string
+		note string
+	}{
+		{[]string{"--db", dsn}, `note: tenant "default" lists no operation or event at all (its figures are all 0): if you meant another tenant, --tenant names it` + "\n"},
+		{[]string{"--db", dsn, "--json"}, `note: tenant "default" lists no operation or event at all (its figures are all 0): if you meant another tenant, --tenant names it` + "\n"},
+		{[]string{"--server", url, "--token", betaToken}, "note: the token's tenant lists no operation or event at all (its figures are all 0): a token of another tenant lists that tenant's\n"},
+		{[]string{"--db", dsn, "--tenant", "acme"}, ""},
+		{[]string{"--db", dsn, "--all-tenants"}, ""},
+	} {
+		args := append([]string{"ops", "stats"}, tc.args...)
+		out, errOut, code := run(t, args...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		require.Equal(t, tc.note, errOut, args)
+		require.NotContains(t, out, "note:", args)
+	}
+}
