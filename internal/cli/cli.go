@@ -272,6 +272,9 @@ func checkCommonFlags(cmd *cobra.Command, _ []string) error {
 		if err := checkDSN(name, f.Value.String()); err != nil {
 			return err
 		}
+		if err := checkNotBeside(name, f.Value.String()); err != nil {
+			return err
+		}
 	}
 	if f := cmd.Flags().Lookup("tenant"); f != nil && f.Value.String() != "" {
 		if err := opledger.ValidateKey(f.Value.String()); err != nil {
@@ -331,6 +334,46 @@ func checkDSN(name, dsn string) error {
 		return usageError{fmt.Errorf("%s %s: for the SQLite file %s give sqlite:%s", name, takes, dsn, dsn)}
 	}
 	return usageError{fmt.Errorf("%s %s (got a %s: DSN)", name, takes, scheme)}
+}
+
+// besideSuffixes name the files SQLite and opledger keep beside a
+// ledger's file: its write-ahead log, shared memory, rollback journal and
+// write lock.
+var besideSuffixes = []string{"-wal", "-shm", "-journal", sqlitestore.WriteLockSuffix}
+
+// checkNotBeside refuses a SQLite DSN naming a file kept beside a ledger
+// (ledger.db-writelock, which is always there and empty; ledger.db-wal),
+// when the file it is kept beside is a SQLite database: a shell
+// completes those names after the ledger's, and the commands that write
+// would make a second ledger inside the ledger's own file.
+func checkNotBeside(name, dsn string) error {
+	path, ok := sqlitestore.DSNPath(dsn)
+	if !ok {
+		return nil
+	}
+	for _, suffix := range besideSuffixes {
+		base, found := strings.CutSuffix(path, suffix)
+		if !found || base == "" {
+			continue
+		}
+		if isSQLiteFile(base) {
+			return usageError{fmt.Errorf("%s names %s, a file SQLite or opledger keeps beside the ledger %s: give sqlite:%s", name, path, base, base)}
+		}
+	}
+	return nil
+}
+
+// isSQLiteFile reports whether the file at path begins as a SQLite
+// database does ("SQLite format 3" and a NUL).
+func isSQLiteFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	header := make([]byte, 16)
+	_, err = io.ReadFull(f, header)
+	return err == nil && string(header) == "SQLite format 3\x00"
 }
 
 // dsnParseReason is why pgx could not parse a DSN, without the DSN: its

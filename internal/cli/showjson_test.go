@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -98,5 +99,43 @@ func TestOpsStatsEmptyTenantNote(t *testing.T) {
 		require.Equal(t, 0, code, "%v: %s", args, errOut)
 		require.Equal(t, tc.note, errOut, args)
 		require.NotContains(t, out, "note:", args)
+	}
+}
+
+// TestDBNamesLedgerSideFile: a --db naming a file kept beside a ledger
+// (its -writelock file, always there and empty, or its -wal, -shm or
+// -journal file; the names a shell completes after the ledger's) is a
+// usage error naming the ledger to give instead. Such a file used to be
+// taken as a new, empty file: migrate, serve or tokens create made a
+// second ledger inside the ledger's lock file.
+func TestDBNamesLedgerSideFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+path)
+	require.Equal(t, 0, code, errOut)
+	lock := path + "-writelock"
+	require.FileExists(t, lock)
+	for _, args := range [][]string{
+		{"migrate", "--db", "sqlite:" + lock},
+		{"tokens", "create", "--db", "sqlite:" + lock, "--tenant", "acme"},
+		{"ops", "list", "--db", "sqlite:" + lock},
+		{"ops", "list", "--db", "sqlite:" + path + "-wal"},
+	} {
+		out, errOut, code := run(t, args...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		require.Empty(t, out, args)
+		require.Contains(t, errOut, "keeps beside the ledger "+path+": give sqlite:"+path, args)
+	}
+	fi, err := os.Stat(lock)
+	require.NoError(t, err)
+	require.Zero(t, fi.Size(), "nothing was written into the lock file")
+	require.NoFileExists(t, lock+"-writelock")
+	// A file of such a name that is no ledger's (no SQLite database
+	// beside it without the suffix) is taken as any other.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes"), []byte("not a database"), 0o600))
+	for _, other := range []string{"notes-wal", "alone-wal"} {
+		_, errOut, code = run(t, "migrate", "--db", "sqlite:"+filepath.Join(dir, other))
+		require.Equal(t, 0, code, "%s: %s", other, errOut)
 	}
 }
