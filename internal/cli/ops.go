@@ -796,7 +796,9 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	if op.LastError != "" {
 		fmt.Fprintf(w, "  last error: %s\n", cell(op.LastError))
 	}
-	if len(op.Response) > 0 {
+	// JSON null is no response: the API gives one so, and the client
+	// keeps it as it came.
+	if len(op.Response) > 0 && string(op.Response) != "null" {
 		// What the destination answered (a refusal says what to repair),
 		// masked as the payload is, and cut short on one line.
 		fmt.Fprintf(w, "  response %s\n", cell(shortened(string(op.Response), shownResponseBytes)))

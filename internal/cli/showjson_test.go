@@ -139,3 +139,39 @@ func TestDBNamesLedgerSideFile(t *testing.T) {
 		require.Equal(t, 0, code, "%s: %s", other, errOut)
 	}
 }
+
+// TestOpsShowSameThroughServer: ops show prints an operation through a
+// server as from the store: one with no saved response has no response
+// line either way (through a server it used to read "response null",
+// the API's JSON null taken for a response).
+func TestOpsShowSameThroughServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "show.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	_, _, err = l.Record(ctx, opledger.Intent{Key: "order:1", Action: "create", Destination: "crm"})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, "order:2", opledger.ClaimOptions{Intent: &opledger.Intent{Key: "order:2", Action: "create", Destination: "crm"}})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "order:2", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded,
+		DestinationRef: "CRM-2", Response: json.RawMessage(`{"id":"CRM-2"}`)})
+	require.NoError(t, err)
+	token, _, err := l.CreateToken(ctx, "cli-test", opledger.ReadOnly)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	url, _ := startServe(t, dsn)
+
+	for key, response := range map[string]string{"order:1": "", "order:2": `  response {"id":"CRM-2"}` + "\n"} {
+		local, errOut, code := run(t, "ops", "show", key, "--db", dsn)
+		require.Equal(t, 0, code, errOut)
+		remote, errOut, code := run(t, "ops", "show", key, "--server", url, "--token", token)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, local, remote, key)
+		if response == "" {
+			require.NotContains(t, remote, "  response ", key)
+		} else {
+			require.Contains(t, remote, response, key)
+		}
+	}
+}
