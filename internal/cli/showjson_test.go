@@ -175,3 +175,37 @@ func TestOpsShowSameThroughServer(t *testing.T) {
 		}
 	}
 }
+
+// TestReviseRepeatAddsSensitiveField: a revision sent again with a
+// --sensitive-field the first lacked records nothing new but masks that
+// field from then on (as a repeated PutWorkflow does), and says so,
+// rather than "nothing changed", which read as if the field were still
+// shown.
+func TestReviseRepeatAddsSensitiveField(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "revise.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	_, _, err = l.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "x", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "y", Destination: "crm", Payload: json.RawMessage(`{"r":"{steps.a.ref}"}`)},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	revise := []string{"workflows", "revise", "wf:1", "b", "--version", "2", "--payload", `{"email":"ana@example.invalid"}`, "--db", dsn}
+	out, errOut, code := run(t, revise...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "revised to version 2")
+	out, errOut, code = run(t, append(revise, "--sensitive-field", "email")...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "wf:1 step b: this revision was already recorded; its --sensitive-field paths are masked from now on, nothing else changed; the workflow is running\n", out)
+	out, errOut, code = run(t, "workflows", "show", "wf:1", "--db", dsn, "--json")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "ana@", "the field is masked")
+	// Without --sensitive-field, a repeat changed nothing.
+	out, errOut, code = run(t, revise...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "wf:1 step b: this revision was already recorded, nothing changed; the workflow is running\n", out)
+}

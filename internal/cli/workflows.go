@@ -507,8 +507,14 @@ content is fixed: a correction is a new operation.`,
 				return refusedInput(b.stepWhere(cmd.Context(), args[0], args[1], err))
 			}
 			if replayed {
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s step %s: this revision was already recorded, nothing changed; the workflow is %s\n",
-					cell(wf.Key), cell(args[1]), cell(string(wf.Status)))
+				// A repeat adds the paths it names to the step's
+				// (ReviseWorkflowStep): that much may have changed.
+				changed := ", nothing changed"
+				if len(rev.SensitiveFields) > 0 {
+					changed = "; its --sensitive-field paths are masked from now on, nothing else changed"
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s step %s: this revision was already recorded%s; the workflow is %s\n",
+					cell(wf.Key), cell(args[1]), changed, cell(string(wf.Status)))
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s step %s: revised to version %d, which needs an approval of exactly that content; the workflow is %s: %s\n",
