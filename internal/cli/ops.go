@@ -973,7 +973,30 @@ func decide(cmd *cobra.Command, bf *backendFlags, key string, d opledger.Decisio
 	}
 	defer b.Close()
 	op, replayed, err := b.Resolve(cmd.Context(), key, d)
-	return decided(cmd, op, replayed, err, "decision", "")
+	return decided(cmd, op, replayed, notRecordedStep(cmd.Context(), b, key, bf.again(), err), "decision", "")
+}
+
+// notRecordedStep is err, or, when err says key was not found and key
+// names a workflow's step not recorded yet, an error that says so and
+// gives the workflows show to run, as ops show does: the tenant hint
+// would send the operator to look elsewhere.
+func notRecordedStep(ctx context.Context, b opsBackend, key, again string, err error) error {
+	if !errors.Is(err, opledger.ErrNotFound) {
+		return err
+	}
+	var getWorkflow getWorkflowFunc
+	switch b := b.(type) {
+	case ledgerBackend:
+		getWorkflow = b.l.GetWorkflow
+	case serverBackend:
+		getWorkflow = b.c.GetWorkflow
+	default:
+		return err
+	}
+	if msg, ok := stepNotRecorded(ctx, getWorkflow, key, again); ok {
+		return keyNotFound(msg)
+	}
+	return err
 }
 
 // decided prints what a decision or approval (what) left the operation
@@ -1018,6 +1041,7 @@ and nothing changes.`,
 			}
 			defer b.Close()
 			op, replayed, err := b.Approve(cmd.Context(), args[0], approval)
+			err = notRecordedStep(cmd.Context(), b, args[0], bf.again(), err)
 			done := ""
 			if err == nil {
 				done = fmt.Sprintf(": version %d approved", op.Version)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,4 +209,42 @@ func TestReviseRepeatAddsSensitiveField(t *testing.T) {
 	out, errOut, code = run(t, revise...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "wf:1 step b: this revision was already recorded, nothing changed; the workflow is running\n", out)
+}
+
+// TestDecisionOnStepNotRecorded: a decision or approval naming a
+// workflow's step that is not recorded yet says so, and which step it
+// waits for, with the workflows show that moves it on (where a waiting
+// step is approved ahead), from the store as through a server, as ops
+// show does: not a hint that the key may be in another tenant.
+func TestDecisionOnStepNotRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "steps.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	_, _, err = l.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "x", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "y", Destination: "crm", Payload: json.RawMessage(`{}`), RequiresApproval: new(true)},
+	}})
+	require.NoError(t, err)
+	token, _, err := l.CreateToken(ctx, "cli-test", opledger.ReadWrite)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	url, _ := startServe(t, dsn)
+
+	for _, where := range [][]string{{"--db", dsn}, {"--server", url, "--token", token}} {
+		for _, decision := range [][]string{
+			{"ops", "approve", "wf:1/b", "--version", "1", "--fingerprint", "sha256:00"},
+			{"ops", "cancel", "wf:1/b", "--reason", "not wanted"},
+			{"ops", "retry", "wf:1/b", "--reason", "again"},
+			{"ops", "resolve", "wf:1/b", "--succeeded", "--ref", "R1", "--reason", "found it"},
+		} {
+			args := append(slices.Clone(decision), where...)
+			out, errOut, code := run(t, args...)
+			require.Equal(t, 1, code, "%v: %s", args, errOut)
+			require.Empty(t, out, args)
+			require.Contains(t, errOut, "wf:1/b is step b of workflow wf:1, not recorded yet (it waits for step a): opledger workflows show wf:1", args)
+			require.NotContains(t, errOut, "another tenant", args)
+		}
+	}
 }
