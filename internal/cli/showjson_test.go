@@ -248,3 +248,39 @@ func TestDecisionOnStepNotRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkflowCommandsOnStepKey: workflows resume, cancel, approve and
+// revise given a step's key (WORKFLOW/STEP, as ops list shows it) for
+// the workflow's say which workflow it is a step of, as workflows show
+// does, rather than that no workflow is found in the tenant.
+func TestWorkflowCommandsOnStepKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "steps.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	_, _, err = l.PutWorkflow(ctx, "wf:1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "x", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "b", Action: "y", Destination: "crm", Payload: json.RawMessage(`{}`)},
+	}})
+	require.NoError(t, err)
+	token, _, err := l.CreateToken(ctx, "cli-test", opledger.ReadWrite)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	url, _ := startServe(t, dsn)
+
+	for _, where := range [][]string{{"--db", dsn}, {"--server", url, "--token", token}} {
+		for _, command := range [][]string{
+			{"workflows", "resume", "wf:1/a"},
+			{"workflows", "cancel", "wf:1/a", "--reason", "not wanted"},
+			{"workflows", "approve", "wf:1/a", "b", "--version", "1", "--fingerprint", "sha256:00"},
+			{"workflows", "revise", "wf:1/a", "b", "--version", "2", "--payload", "{}"},
+		} {
+			args := append(slices.Clone(command), where...)
+			out, errOut, code := run(t, args...)
+			require.Equal(t, 1, code, "%v: %s", args, errOut)
+			require.Empty(t, out, args)
+			require.Contains(t, errOut, "wf:1/a is not a workflow: it names step a of workflow wf:1: opledger workflows show wf:1", args)
+		}
+	}
+}

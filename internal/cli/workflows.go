@@ -66,16 +66,29 @@ func (b *workflowsBackend) where(err error) error {
 	return err
 }
 
+// notFound says, of an error naming workflow key not found, that key
+// names a step of a workflow, when it does (with the commands that show
+// it, with the flags again), as workflows show says; otherwise where.
+func (b *workflowsBackend) notFound(ctx context.Context, key, again string, err error) error {
+	if !errors.Is(err, opledger.ErrNotFound) {
+		return err
+	}
+	if msg, ok := stepNotWorkflow(ctx, b.GetWorkflow, key, again); ok {
+		return keyNotFound(msg)
+	}
+	return b.where(err)
+}
+
 // stepWhere says, of an error naming something not found when a step
 // was decided, whether the workflow lacks the step (naming its steps) or
-// is not there (where).
-func (b *workflowsBackend) stepWhere(ctx context.Context, key, step string, err error) error {
+// is not there (notFound).
+func (b *workflowsBackend) stepWhere(ctx context.Context, key, step, again string, err error) error {
 	if !errors.Is(err, opledger.ErrNotFound) {
 		return err
 	}
 	wf, werr := b.GetWorkflow(ctx, key)
 	if werr != nil {
-		return b.where(err)
+		return b.notFound(ctx, key, again, err)
 	}
 	names := make([]string, len(wf.Steps))
 	for i, s := range wf.Steps {
@@ -403,7 +416,7 @@ then prints it held, with the reason, and exits 0.`,
 				wf, err = b.GetWorkflow(cmd.Context(), args[0])
 			}
 			if err != nil {
-				return refusedInput(b.where(err))
+				return refusedInput(b.notFound(cmd.Context(), args[0], bf.again(), err))
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: %s\n", cell(wf.Key), cell(string(wf.Status)), cell(wf.Reason))
 			return err
@@ -440,7 +453,7 @@ revised since is refused and nothing changes.`,
 			defer b.Close()
 			wf, replayed, err := b.ApproveWorkflowStep(cmd.Context(), args[0], args[1], approval)
 			if err != nil {
-				return refusedInput(b.stepWhere(cmd.Context(), args[0], args[1], err))
+				return refusedInput(b.stepWhere(cmd.Context(), args[0], args[1], bf.again(), err))
 			}
 			out := cmd.OutOrStdout()
 			if replayed {
@@ -504,7 +517,7 @@ content is fixed: a correction is a new operation.`,
 			defer b.Close()
 			wf, replayed, err := b.ReviseWorkflowStep(cmd.Context(), args[0], args[1], rev)
 			if err != nil {
-				return refusedInput(b.stepWhere(cmd.Context(), args[0], args[1], err))
+				return refusedInput(b.stepWhere(cmd.Context(), args[0], args[1], bf.again(), err))
 			}
 			if replayed {
 				// A repeat adds the paths it names to the step's
@@ -558,7 +571,7 @@ The same decision again (same operator and reason) records nothing.`,
 			defer b.Close()
 			wf, replayed, err := b.CancelWorkflow(cmd.Context(), args[0], opledger.WorkflowCancel{Reason: reason, Operator: opName})
 			if err != nil {
-				return refusedInput(b.where(err))
+				return refusedInput(b.notFound(cmd.Context(), args[0], bf.again(), err))
 			}
 			if replayed {
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is %s: this decision was already recorded, nothing changed\n",
