@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -119,6 +120,10 @@ type Verifier struct {
 	now       func() time.Time
 }
 
+// envName is the usual name of an environment variable, which an error
+// may repeat: a signing secret (whsec_…, hex) has lower-case letters.
+var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
 // New builds a Verifier from cfg, reading the secret from the environment.
 // A missing or empty variable is an error: a source configured for
 // signatures must never silently accept unsigned requests.
@@ -128,6 +133,12 @@ func New(cfg Config) (*Verifier, error) {
 	}
 	raw := os.Getenv(cfg.SecretEnv)
 	if strings.TrimSpace(raw) == "" {
+		if !envName.MatchString(cfg.SecretEnv) {
+			// Not a variable's usual name: perhaps the secret itself,
+			// pasted in its place, which an error must not print.
+			return nil, errors.New("webhook config: the environment variable secret_env names is unset or empty " +
+				"(its name is not repeated: it is not in capitals, digits and _, and may be the secret itself; secret_env takes the variable's name)")
+		}
 		return nil, fmt.Errorf("webhook config: environment variable %s is unset or empty", cfg.SecretEnv)
 	}
 	var secrets [][]byte

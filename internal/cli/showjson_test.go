@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -282,5 +283,31 @@ func TestWorkflowCommandsOnStepKey(t *testing.T) {
 			require.Empty(t, out, args)
 			require.Contains(t, errOut, "wf:1/a is not a workflow: it names step a of workflow wf:1: opledger workflows show wf:1", args)
 		}
+	}
+}
+
+// TestServeWebhookSecretEnvNotRepeated: serve --config refuses a webhook
+// source whose secret_env names an unset variable, naming the variable
+// when it reads as one (capitals, digits, _), but not repeating a value
+// that does not, such as the signing secret pasted in its place
+// (whsec_…), which the error would otherwise print.
+func TestServeWebhookSecretEnvNotRepeated(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		secretEnv, want string
+	}{
+		{"OPLEDGER_TEST_UNSET_SECRET", "environment variable OPLEDGER_TEST_UNSET_SECRET is unset or empty"},
+		{"whsec_5Zq8JpT2xVfK9mN3", "the environment variable secret_env names is unset or empty"},
+	} {
+		config := filepath.Join(dir, "c.yaml")
+		require.NoError(t, os.WriteFile(config, []byte("webhooks:\n  stripe:\n    tenant: acme\n    scheme: stripe\n    secret_env: "+tc.secretEnv+"\n"), 0o600))
+		_, errOut, code := run(t, "serve", "--config", config, "--addr", "127.0.0.1:0", "--db", "sqlite:"+filepath.Join(dir, "l.db"))
+		require.Equal(t, 1, code, errOut)
+		require.Contains(t, errOut, tc.want)
+		if !strings.HasPrefix(tc.secretEnv, "OPLEDGER_") {
+			require.NotContains(t, errOut, tc.secretEnv)
+		}
+		require.NoFileExists(t, filepath.Join(dir, "l.db"))
 	}
 }
