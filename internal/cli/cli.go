@@ -111,9 +111,15 @@ const ExitInterrupted = 130
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := stopOnSignal(stderr)
 	defer stop()
-	root := newRoot(stdout, stderr)
+	out := &outputWriter{w: stdout}
+	root := newRoot(out, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
+	if out.err != nil && (err == nil || err == out.err) {
+		// What the command did is done (a decision recorded, a token
+		// revoked): only what it says of it is lost.
+		err = fmt.Errorf("the command ran, but its output could not be written: %w", out.err)
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -129,6 +135,22 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, msg)
 	return ExitError
+}
+
+// outputWriter is a command's standard output, keeping the first write
+// that failed (a full disk, a closed file): a command whose output was
+// lost does not exit 0.
+type outputWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outputWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil && o.err == nil {
+		o.err = err
+	}
+	return n, err
 }
 
 // stopOnSignal returns a context that the first SIGTERM or interrupt

@@ -260,3 +260,30 @@ func TestDemoServes(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "Ctrl-C stops the demo cleanly")
 }
+
+// TestOutputNotWritten: a command whose standard output cannot be
+// written (a full disk: /dev/full) exits 1 saying so, not 0 with its
+// output lost. (tokens create revokes the token it could not show.)
+func TestOutputNotWritten(t *testing.T) {
+	t.Parallel()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	defer full.Close()
+	dsn := testdb.SQLiteDSN(t)
+	_, errOut, code := run(t, "tokens", "create", "--db", dsn, "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	for _, args := range [][]string{{"version"}, {"migrate", "--db", dsn}, {"tokens", "list", "--db", dsn, "--tenant", "acme"}} {
+		cmd := exec.Command(binary, args...)
+		cmd.Stdout = full
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v", args)
+		require.Equal(t, 1, ee.ExitCode(), "%v: %s", args, stderr.String())
+		require.Contains(t, stderr.String(), "opledger: the command ran, but its output could not be written: ", "%v", args)
+		require.Contains(t, stderr.String(), "no space left on device")
+	}
+}
