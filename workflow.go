@@ -81,8 +81,9 @@ const (
 	// step lets the workflow go on.
 	WorkflowFailed WorkflowStatus = "failed"
 	// WorkflowCancelled: an operator gave up on the workflow
-	// (CancelWorkflow) while its current step had no operation; its
-	// remaining steps are never recorded. Cancelled says who, when and why.
+	// (CancelWorkflow) while its current step had no operation or had
+	// failed; its steps not recorded are never recorded. Cancelled says
+	// who, when and why.
 	WorkflowCancelled WorkflowStatus = "cancelled"
 )
 

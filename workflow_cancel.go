@@ -10,8 +10,9 @@ import (
 )
 
 // WorkflowCancel is an operator's decision to give up on a workflow whose
-// current step has no operation: one that is stuck (the step cannot be
-// recorded, see StuckWorkflows) or whose step is due to be recorded.
+// current step has no operation (one that is stuck, the step cannot be
+// recorded, see StuckWorkflows, or whose step is due to be recorded) or
+// whose current step's operation failed.
 type WorkflowCancel struct {
 	// Reason is required: it is what the next person reads.
 	Reason string `json:"reason"`
@@ -25,8 +26,8 @@ type WorkflowCancel struct {
 
 // WorkflowCancellation is the cancellation recorded on a workflow.
 type WorkflowCancellation struct {
-	// Step is the step the workflow was at: it and the steps after it
-	// are never recorded.
+	// Step is the step the workflow was at: it (unless its operation
+	// failed, which it stays) and the steps after it are never recorded.
 	Step     string    `json:"step"`
 	Operator string    `json:"operator"`
 	Reason   string    `json:"reason"`
@@ -50,17 +51,19 @@ func (e *cancelledError) Is(target error) bool { return target == ErrInvalidStat
 
 // CancelWorkflow records an operator's decision to give up on a workflow
 // whose current step has no operation, most often a stuck one (its next
-// step cannot be recorded): the workflow ends, cancelled, at that step;
-// it and the steps after it are never recorded, and the workflow leaves
-// StuckWorkflows (and Stats.StuckWorkflows). Its steps already recorded
-// are not changed. The decision is kept on the workflow
+// step cannot be recorded), or whose current step's operation failed
+// (rejected, exhausted or cancelled): the workflow ends, cancelled, at
+// that step; the steps not recorded yet are never recorded, and the
+// workflow leaves StuckWorkflows (and Stats.StuckWorkflows) and the open
+// workflows. Its steps already recorded are not changed. The decision is kept on the workflow
 // (Workflow.Cancelled: step, operator, reason, time) and its Reason says
 // it.
 //
 // A reason is required (ErrReasonRequired). A workflow whose current step
-// has an operation is refused (ErrInvalidState): decide on that operation
-// instead (Resolve with DecisionCancel), which fails the step and the
-// workflow with it. A workflow changed since SeenUpdatedAt is refused
+// has an operation that has not finished (awaiting approval, pending, in
+// progress, uncertain or held) is refused (ErrInvalidState): cancel or
+// settle that operation first (Resolve with DecisionCancel fails the step
+// and the workflow with it, which can then be cancelled). A workflow changed since SeenUpdatedAt is refused
 // with ErrStaleDecision. Repeating the cancellation that ended the
 // workflow (same operator and reason) records nothing and answers
 // replayed true; another is refused (ErrInvalidState).
@@ -114,8 +117,9 @@ func (l *Ledger) CancelWorkflow(ctx context.Context, key string, c WorkflowCance
 		switch {
 		case cur.Status == WorkflowSucceeded || step == nil:
 			return fmt.Errorf("cancel workflow %s: %w: every step succeeded", key, ErrInvalidState)
-		case step.Operation != nil:
-			return fmt.Errorf("cancel workflow %s: %w: its step %s is recorded (%s); decide on its operation %s instead (cancel it)",
+		case step.Operation != nil && step.Operation.State != StateFailed:
+			return fmt.Errorf("cancel workflow %s: %w: its step %s is %s, not finished; cancel or settle its operation %s first "+
+				"(a cancelled operation fails the workflow, which can then be cancelled)",
 				key, ErrInvalidState, step.Name, step.State, step.Key)
 		}
 		i, err := findStep(key, def, step.Name)

@@ -117,3 +117,117 @@ func TestCancelStuckWorkflow(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelFailedWorkflow: a workflow whose current step's operation
+// failed (rejected, or cancelled by an operator) can be given up on, with
+// the rules of a stuck one; one whose current step's operation has not
+// finished (awaiting approval, pending, uncertain) is refused, and told
+// to cancel or settle that operation first.
+func TestCancelFailedWorkflow(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Tenant: "acme"})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+				{Name: "b", Action: "email.send", Destination: "email", Payload: json.RawMessage(`{}`)},
+			}}
+			approval := true
+			needsApproval := spec
+			needsApproval.Steps = []opledger.WorkflowStep{spec.Steps[0], spec.Steps[1]}
+			needsApproval.Steps[0].RequiresApproval = &approval
+			for _, key := range []string{"wf:rejected", "wf:cancelled", "wf:pending", "wf:uncertain"} {
+				_, _, err := l.PutWorkflow(ctx, key, spec)
+				require.NoError(t, err)
+			}
+			_, _, err = l.PutWorkflow(ctx, "wf:approval", needsApproval)
+			require.NoError(t, err)
+			c, err := l.Claim(ctx, "wf:rejected/a", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:rejected/a", c.AttemptID, c.FencingToken,
+				opledger.Report{Outcome: opledger.OutcomeRejected, Error: "bad input"})
+			require.NoError(t, err)
+			_, _, err = l.Resolve(ctx, "wf:cancelled/a", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "wrong customer", Operator: "bob"})
+			require.NoError(t, err)
+			c, err = l.Claim(ctx, "wf:uncertain/a", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Dispatch(ctx, "wf:uncertain/a", c.AttemptID, c.FencingToken)
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:uncertain/a", c.AttemptID, c.FencingToken,
+				opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+
+			// Not finished: refused, nothing recorded.
+			for key, state := range map[string]string{"wf:pending": "pending", "wf:uncertain": "uncertain", "wf:approval": "awaiting_approval"} {
+				before, err := l.GetWorkflow(ctx, key)
+				require.NoError(t, err)
+				_, _, err = l.CancelWorkflow(ctx, key, opledger.WorkflowCancel{Operator: "ana", Reason: "not needed"})
+				require.ErrorIs(t, err, opledger.ErrInvalidState, key)
+				require.ErrorContains(t, err, "its step a is "+state)
+				require.ErrorContains(t, err, "cancel or settle its operation "+key+"/a first")
+				after, err := l.GetWorkflow(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, before.Status, after.Status, key)
+				require.Nil(t, after.Cancelled, key)
+				require.Equal(t, before.UpdatedAt, after.UpdatedAt, key)
+			}
+
+			for _, key := range []string{"wf:rejected", "wf:cancelled"} {
+				seen, err := l.GetWorkflow(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, opledger.WorkflowFailed, seen.Status, key)
+
+				_, _, err = l.CancelWorkflow(ctx, key, opledger.WorkflowCancel{Operator: "ana"})
+				require.ErrorIs(t, err, opledger.ErrReasonRequired)
+				_, _, err = l.CancelWorkflow(ctx, key, opledger.WorkflowCancel{Operator: "ana", Reason: "customer left",
+					SeenUpdatedAt: seen.UpdatedAt.Add(-1)})
+				require.ErrorIs(t, err, opledger.ErrStaleDecision)
+
+				d := opledger.WorkflowCancel{Operator: "ana", Reason: "customer left", SeenUpdatedAt: seen.UpdatedAt}
+				w, replayed, err := l.CancelWorkflow(ctx, key, d)
+				require.NoError(t, err, key)
+				require.False(t, replayed)
+				require.Equal(t, opledger.WorkflowCancelled, w.Status)
+				require.Equal(t, "a", w.CurrentStep)
+				require.Equal(t, &opledger.WorkflowCancellation{Step: "a", Operator: "ana", Reason: "customer left", At: w.Cancelled.At}, w.Cancelled)
+				require.False(t, w.Cancelled.At.IsZero())
+				require.Contains(t, w.Reason, "cancelled by ana at step a: customer left")
+				require.Equal(t, opledger.StepState(opledger.StateFailed), w.Steps[0].State, "its failed step stays failed")
+
+				again, replayed, err := l.CancelWorkflow(ctx, key, d)
+				require.NoError(t, err)
+				require.True(t, replayed)
+				require.Equal(t, w.UpdatedAt, again.UpdatedAt)
+				_, _, err = l.CancelWorkflow(ctx, key, opledger.WorkflowCancel{Operator: "bob", Reason: "customer left"})
+				require.ErrorIs(t, err, opledger.ErrInvalidState)
+			}
+
+			open, err := l.ListWorkflows(ctx, opledger.WorkflowListOptions{Open: true})
+			require.NoError(t, err)
+			var keys []string
+			for _, w := range open.Items {
+				keys = append(keys, w.Key)
+			}
+			require.Equal(t, []string{"wf:approval", "wf:pending", "wf:uncertain"}, keys, "the cancelled ones are finished")
+
+			// Its step that failed confirmed by hand leads nowhere: the
+			// steps not recorded stay so.
+			_, _, err = l.Resolve(ctx, "wf:rejected/a", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,
+				DestinationRef: "A-1", Reason: "found it done after all"})
+			require.NoError(t, err)
+			_, err = l.AdvanceWorkflowOf(ctx, "wf:rejected/a")
+			require.NoError(t, err)
+			_, err = l.AdvanceWorkflows(ctx)
+			require.NoError(t, err)
+			_, err = l.Get(ctx, "wf:rejected/b")
+			require.ErrorIs(t, err, opledger.ErrNotFound)
+			got, err := l.GetWorkflow(ctx, "wf:rejected")
+			require.NoError(t, err)
+			require.Equal(t, opledger.WorkflowCancelled, got.Status)
+		})
+	}
+}

@@ -16,8 +16,8 @@ import (
 // TestCancelWorkflowRoute: POST /v1/workflows/{key}/cancel gives up on a
 // stuck workflow: the reason is required (400 reason_required), a worker
 // token may not decide (403), a workflow changed since it was seen is
-// refused (409 stale_decision), and one whose step is recorded too (409
-// invalid_state); once cancelled it answers cancelled with who decided,
+// refused (409 stale_decision), and one whose current step's operation
+// has not finished too (409 invalid_state), until it fails; once cancelled it answers cancelled with who decided,
 // leaves stuck_workflows of /v1/stats, and the same decision again is marked
 // replayed.
 func TestCancelWorkflowRoute(t *testing.T) {
@@ -79,6 +79,21 @@ func TestCancelWorkflowRoute(t *testing.T) {
 			status, body = b.raw(t, "POST", "/v1/workflows/wf:2/cancel", b.token, []byte(`{"reason":"gone"}`))
 			require.Equal(t, http.StatusConflict, status, string(body))
 			require.Equal(t, "invalid_state", problemKind(t, body))
+			require.Contains(t, string(body), "its step a is pending, not finished; cancel or settle its operation wf:2/a first")
+
+			// Once that step failed, the workflow can be given up on.
+			_, _, err = b.acme.Resolve(ctx, "wf:2/a", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "wrong customer"})
+			require.NoError(t, err)
+			failed, err := b.acme.GetWorkflow(ctx, "wf:2")
+			require.NoError(t, err)
+			require.Equal(t, opledger.WorkflowFailed, failed.Status)
+			w, replayed, err = b.acme.CancelWorkflow(ctx, "wf:2", opledger.WorkflowCancel{Operator: "ana", Reason: "customer left",
+				SeenUpdatedAt: failed.UpdatedAt})
+			require.NoError(t, err)
+			require.False(t, replayed)
+			require.Equal(t, opledger.WorkflowCancelled, w.Status)
+			require.Equal(t, "a", w.Cancelled.Step)
+			require.Equal(t, opledger.StepState(opledger.StateFailed), w.Steps[0].State)
 		})
 	}
 }

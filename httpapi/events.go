@@ -407,7 +407,7 @@ func (s *server) approveStep(w http.ResponseWriter, r *http.Request) {
 }
 
 // cancelWorkflow records an operator's decision to give up on a workflow
-// whose current step has no operation (a stuck one).
+// whose current step has no operation (a stuck one) or failed.
 func (s *server) cancelWorkflow(w http.ResponseWriter, r *http.Request) {
 	var c opledger.WorkflowCancel
 	l, ok := s.begin(w, r, &c)

@@ -105,7 +105,8 @@ func newWorkflowsCmd() *cobra.Command {
 --token T), as ops does. A workflow's steps are operations keyed WORKFLOW/STEP: 'ops show'
 gives a step's attempts and timeline, and 'ops retry', 'ops resolve' and 'ops cancel'
 decide a held, uncertain or failed step. 'workflows cancel' gives up on a workflow whose
-next step cannot be recorded (a stuck one): its remaining steps are never recorded.`,
+next step cannot be recorded (a stuck one) or whose step failed: its steps not recorded
+yet are never recorded.`,
 		Example: `  opledger workflows list --open
   opledger workflows show onboarding:C-17
   opledger workflows resume onboarding:C-17
@@ -380,8 +381,10 @@ func nextWorkflowCommand(wf *opledger.Workflow, again string) string {
 				wf.Key, cur.Name, cur.Version+1, again, wf.Key, again)
 		}
 		if wf.Status == opledger.WorkflowFailed {
-			// A failed operation can be retried or resolved, not cancelled.
-			return fmt.Sprintf("opledger ops show %s%s (then ops retry or ops resolve it)", cur.Key, again)
+			// A failed operation can be retried or resolved, not
+			// cancelled; the workflow can be given up on.
+			return fmt.Sprintf("opledger ops show %s%s (then ops retry or ops resolve it, or give up: opledger workflows cancel %s --reason TEXT%s)",
+				cur.Key, again, wf.Key, again)
 		}
 		return fmt.Sprintf("opledger ops show %s%s (then ops retry, resolve or cancel it)", cur.Key, again)
 	case opledger.WorkflowRunning:
@@ -550,14 +553,17 @@ func newWorkflowsCancelCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "cancel KEY --reason TEXT",
-		Short: "Give up on a workflow whose next step cannot be recorded",
+		Short: "Give up on a workflow whose next step cannot be recorded, or whose step failed",
 		Long: `cancel ends a workflow whose current step has no operation, most often a stuck one
-(its step cannot be recorded from the earlier steps' results): the workflow is cancelled
-at that step, which with the steps after it is never recorded, and it leaves the stuck
-list and figures. Steps already recorded are not changed. The decision (who, why, when)
-is kept on the workflow and shown by 'workflows show'. A workflow whose current step is
-recorded is refused: decide on that operation instead ('ops cancel KEY/STEP').
-The same decision again (same operator and reason) records nothing.`,
+(its step cannot be recorded from the earlier steps' results), or whose current step's
+operation failed (rejected, exhausted or cancelled): the workflow is cancelled at that
+step, the steps not recorded yet are never recorded, and it leaves the stuck list and
+figures and the open workflows. Steps already recorded are not changed. The decision
+(who, why, when) is kept on the workflow and shown by 'workflows show'. A workflow whose
+current step's operation has not finished (awaiting approval, pending, in progress,
+uncertain, held) is refused: cancel or settle that operation first ('ops cancel KEY/STEP'
+fails it, and the workflow with it). The same decision again (same operator and reason)
+records nothing.`,
 		Example: `  opledger workflows cancel onboarding:C-17 --reason "customer withdrew; nothing more to send"`,
 		Args:    workflowArgs(false),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -82,7 +82,8 @@ func TestWorkflowsCommands(t *testing.T) {
 	require.Contains(t, out, "pay:1  failed\n")
 	// Each command it suggests names the ledger as this one did, so that
 	// it acts there when pasted.
-	require.Contains(t, out, "Next: opledger ops show pay:1/create_task --db "+dsn+" (then ops retry or ops resolve it)\n")
+	require.Contains(t, out, "Next: opledger ops show pay:1/create_task --db "+dsn+" (then ops retry or ops resolve it, "+
+		"or give up: opledger workflows cancel pay:1 --reason TEXT --db "+dsn+")\n")
 
 	// show, then resume as it says.
 	out, errOut, code = run(t, "workflows", "show", "onb:C-1", "--db", dsn)
@@ -255,8 +256,8 @@ func TestWorkflowsShowCompactedStep(t *testing.T) {
 }
 
 // TestWorkflowsCancelCommand: 'workflows cancel' gives up on a stuck
-// workflow: --reason is required, a workflow whose step is recorded is
-// refused, the decision is shown by 'workflows show', the workflow leaves
+// workflow, or one whose step failed: --reason is required, a workflow
+// whose step is recorded and not finished is refused, the decision is shown by 'workflows show', the workflow leaves
 // 'list --stuck' and 'ops stats', and the same decision again exits 0
 // with nothing changed.
 func TestWorkflowsCancelCommand(t *testing.T) {
@@ -283,9 +284,9 @@ func TestWorkflowsCancelCommand(t *testing.T) {
 	_, errOut, code := run(t, "workflows", "cancel", "stuck:1", "--db", dsn)
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--reason is required")
-	_, errOut, code = run(t, "workflows", "cancel", "fine:1", "--reason", "not needed", "--db", dsn)
+	_, errOut1, code := run(t, "workflows", "cancel", "fine:1", "--reason", "not needed", "--db", dsn)
 	require.NotEqual(t, 0, code)
-	require.Contains(t, errOut, "fine:1/a")
+	require.Contains(t, errOut1, "fine:1/a")
 	cancel := []string{"workflows", "cancel", "stuck:1", "--reason", "customer withdrew", "--operator", "ana", "--db", dsn}
 	out, errOut, code := run(t, cancel...)
 	require.Equal(t, 0, code, errOut)
@@ -306,6 +307,15 @@ func TestWorkflowsCancelCommand(t *testing.T) {
 	out, errOut, code = run(t, "ops", "stats", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `(?m)^Workflows that cannot go on: +0`, out)
+
+	// A workflow whose step is recorded and has not finished is refused
+	// until that step fails; then it can be given up on too.
+	require.Contains(t, errOut1, "its step a is pending, not finished; cancel or settle its operation fine:1/a first")
+	_, errOut, code = run(t, "ops", "cancel", "fine:1/a", "--reason", "wrong customer", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code = run(t, "workflows", "cancel", "fine:1", "--reason", "customer withdrew", "--operator", "ana", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^fine:1 is now cancelled: cancelled by ana \(command line on .*\) at step a: customer withdrew`, out)
 }
 
 // TestOpsResolveAdvancesWorkflow: 'ops resolve --succeeded --db' on a
