@@ -88,12 +88,19 @@ const (
 )
 
 // StepState is the state of a workflow step: the state of its operation,
-// or StepWaiting before the operation is recorded.
+// StepWaiting before the operation is recorded, or StepCancelled when it
+// never will be.
 type StepState string
 
-// StepWaiting: the step's operation is not recorded yet; it will be once
-// the step before it has succeeded.
-const StepWaiting StepState = "waiting"
+// The states of a workflow step that has no operation.
+const (
+	// StepWaiting: the step's operation is not recorded yet; it will be
+	// once the step before it has succeeded.
+	StepWaiting StepState = "waiting"
+	// StepCancelled: the workflow was cancelled (CancelWorkflow) before
+	// the step was recorded; it never runs.
+	StepCancelled StepState = "cancelled"
+)
 
 // Workflow is a workflow with the state of each step.
 type Workflow struct {
@@ -138,7 +145,8 @@ type WorkflowStepStatus struct {
 	// Key is the step's operation key, "<workflow>/<step>".
 	Key   string    `json:"key"`
 	State StepState `json:"state"`
-	// WaitingFor names the step that must succeed first, while waiting.
+	// WaitingFor names the step that must succeed first, while waiting
+	// (not once the workflow is cancelled).
 	WaitingFor  string `json:"waiting_for,omitempty"`
 	Action      string `json:"action"`
 	Destination string `json:"destination"`
@@ -981,6 +989,9 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 			}
 		default:
 			st.State = StepWaiting
+			if def.Cancelled != nil {
+				st.State = StepCancelled // never recorded: it waits for nothing
+			}
 			st.Action, st.Destination, st.Version = s.Action, s.Destination, s.Version
 			// Recorded in its turn, it waits for approval when its
 			// destination requires one, whatever the definition says.
@@ -993,7 +1004,7 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 			if payload, ok := knownPayload(row.Key, def, i); ok {
 				st.Fingerprint, _ = Fingerprint(s.Action, s.Destination, payload, s.Version)
 			}
-			if i > 0 {
+			if i > 0 && st.State == StepWaiting {
 				st.WaitingFor = def.Steps[i-1].Name
 			}
 		}

@@ -303,6 +303,8 @@ func (c *Console) stepNotRecorded(w http.ResponseWriter, r *http.Request, s *ses
 		step["Why"] = wf.Reason // due to be recorded, or its content cannot be filled
 	case st.State == opledger.StepState(opledger.StateSucceeded):
 		step["Done"], step["Why"] = true, "It succeeded; retention has removed its record since."
+	case st.State == opledger.StepCancelled:
+		step["Cancelled"], step["Why"] = true, wf.Reason // who cancelled the workflow, and why
 	default:
 		return false
 	}

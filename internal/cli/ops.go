@@ -158,6 +158,8 @@ func stepNotRecorded(ctx context.Context, getWorkflow getWorkflowFunc, key, agai
 		return fmt.Sprintf("%s is step %s of workflow %s, not recorded yet (%s): %s", key, st.Name, wf.Key, wf.Reason, show), true
 	case st.State == opledger.StepState(opledger.StateSucceeded):
 		return fmt.Sprintf("%s is step %s of workflow %s, which succeeded; retention has removed its record since: %s", key, st.Name, wf.Key, show), true
+	case st.State == opledger.StepCancelled:
+		return fmt.Sprintf("%s is step %s of workflow %s, which was cancelled before the step was recorded; it never runs (%s): %s", key, st.Name, wf.Key, wf.Reason, show), true
 	}
 	return "", false
 }

@@ -1,0 +1,48 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+)
+
+// A cancelled workflow's pages: its step never recorded shows cancelled
+// (not waiting, not needing an approval), and the page of that step's key
+// says it never runs.
+func TestCancelledWorkflowPages(t *testing.T) {
+	t.Parallel()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	ctx := context.Background()
+	yes := true
+	_, _, err := l.PutWorkflow(ctx, "onb:X-1", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+		{Name: "create", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+		{Name: "pay", Action: "pay.charge", Destination: "pay", Payload: json.RawMessage(`{"cents":100}`), RequiresApproval: &yes},
+	}})
+	require.NoError(t, err)
+	_, _, err = l.Resolve(ctx, "onb:X-1/create", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "wrong customer", Operator: "bob"})
+	require.NoError(t, err)
+	_, _, err = l.CancelWorkflow(ctx, "onb:X-1", opledger.WorkflowCancel{Operator: "ana", Reason: "customer withdrew"})
+	require.NoError(t, err)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+
+	page := s.get("/workflows/" + url.PathEscape("onb:X-1"))
+	require.Contains(t, page, `<strong><bdi>pay</bdi></strong> <span class="badge ">cancelled</span>`)
+	require.NotContains(t, page, "waiting")
+	require.NotContains(t, page, "needs approval before it runs", "it never runs")
+
+	code, body := s.fetch("/operations/" + url.PathEscape("onb:X-1/pay"))
+	require.Equal(t, http.StatusNotFound, code)
+	require.Contains(t, body, `No operation has this key yet: it is step <bdi>pay</bdi> of workflow `+
+		`<a href="/workflows/onb:X-1">onb:X-1</a>, which was cancelled before it was recorded: it never runs.</p>`)
+	require.Contains(t, body, "customer withdrew")
+	require.NotContains(t, body, "No operation of tenant")
+}
