@@ -34,6 +34,11 @@ type WorkflowCancellation struct {
 	At       time.Time `json:"at"`
 }
 
+// workflowCancelledEvent is the timeline entry CancelWorkflow adds to the
+// failed operation of the step it cancels the workflow at: by the
+// operator, with the reason.
+const workflowCancelledEvent = "workflow cancelled"
+
 // cancelledError refuses a change to a cancelled workflow, or a second
 // cancellation other than the first. It matches ErrInvalidState.
 type cancelledError struct {
@@ -55,18 +60,21 @@ func (e *cancelledError) Is(target error) bool { return target == ErrInvalidStat
 // (rejected, exhausted or cancelled): the workflow ends, cancelled, at
 // that step; the steps not recorded yet are never recorded, and the
 // workflow leaves StuckWorkflows (and Stats.StuckWorkflows) and the open
-// workflows. Its steps already recorded are not changed. The decision is kept on the workflow
-// (Workflow.Cancelled: step, operator, reason, time) and its Reason says
-// it.
+// workflows. Its steps already recorded are not changed. The decision is
+// kept on the workflow (Workflow.Cancelled: step, operator, reason, time)
+// and its Reason says it; the failed operation of that step, if any, has
+// it in its timeline too (event "workflow cancelled", by the operator,
+// with the reason).
 //
 // A reason is required (ErrReasonRequired). A workflow whose current step
 // has an operation that has not finished (awaiting approval, pending, in
 // progress, uncertain or held) is refused (ErrInvalidState): cancel or
 // settle that operation first (Resolve with DecisionCancel fails the step
-// and the workflow with it, which can then be cancelled). A workflow changed since SeenUpdatedAt is refused
-// with ErrStaleDecision. Repeating the cancellation that ended the
-// workflow (same operator and reason) records nothing and answers
-// replayed true; another is refused (ErrInvalidState).
+// and the workflow with it, which can then be cancelled). A workflow
+// changed since SeenUpdatedAt is refused with ErrStaleDecision. Repeating
+// the cancellation that ended the workflow (same operator and reason)
+// records nothing and answers replayed true; another is refused
+// (ErrInvalidState).
 func (l *Ledger) CancelWorkflow(ctx context.Context, key string, c WorkflowCancel) (w *Workflow, replayed bool, err error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, false, err
@@ -129,6 +137,23 @@ func (l *Ledger) CancelWorkflow(ctx context.Context, key string, c WorkflowCance
 		now, err := l.now(ctx, tx)
 		if err != nil {
 			return err
+		}
+		if op := step.Operation; op != nil && !op.Tombstoned {
+			// The failed step's own timeline says that its workflow was
+			// given up on, by whom and why.
+			_, refusal, err := l.decideIn(ctx, tx, l.tenant, step.Key, func(t *txn) error {
+				if t.op == nil || State(t.op.State) != StateFailed {
+					return fmt.Errorf("cancel workflow %s: step %s changed while read: %w", key, step.Name, store.ErrConflict)
+				}
+				t.note(c.Operator, "", workflowCancelledEvent, fmt.Sprintf("workflow %s cancelled at this step: %s", key, c.Reason))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if refusal != nil {
+				return refusal
+			}
 		}
 		def.Cancelled = &WorkflowCancellation{Step: step.Name, Operator: c.Operator, Reason: c.Reason, At: now}
 		row.Done, row.CurrentStep, row.CurrentKey = true, i, step.Key

@@ -122,7 +122,7 @@ func TestCancelStuckWorkflow(t *testing.T) {
 
 // TestCancelFailedWorkflow: a workflow whose current step's operation
 // failed (rejected, or cancelled by an operator) can be given up on, with
-// the rules of a stuck one; one whose current step's operation has not
+// the rules of a stuck one, and the failed operation's timeline says so; one whose current step's operation has not
 // finished (awaiting approval, pending, uncertain) is refused, and told
 // to cancel or settle that operation first.
 func TestCancelFailedWorkflow(t *testing.T) {
@@ -202,12 +202,27 @@ func TestCancelFailedWorkflow(t *testing.T) {
 				require.Equal(t, opledger.StepCancelled, w.Steps[1].State, "it never runs")
 				require.Empty(t, w.Steps[1].WaitingFor)
 
+				// The failed step's timeline says it, once.
+				entry := &opledger.TimelineEntry{At: w.Cancelled.At, Actor: "ana", Event: "workflow cancelled",
+					Evidence: "workflow " + key + " cancelled at this step: customer left"}
+				tl, err := l.Timeline(ctx, key+"/a")
+				require.NoError(t, err)
+				require.Equal(t, entry, tl[len(tl)-1])
+				op, err := l.Get(ctx, key+"/a")
+				require.NoError(t, err)
+				require.Equal(t, opledger.StateFailed, op.State, "the note changes no state")
+				require.Equal(t, w.Cancelled.At, op.UpdatedAt)
+				require.Equal(t, w.Cancelled.At, w.UpdatedAt)
+
 				again, replayed, err := l.CancelWorkflow(ctx, key, d)
 				require.NoError(t, err)
 				require.True(t, replayed)
 				require.Equal(t, w.UpdatedAt, again.UpdatedAt)
 				_, _, err = l.CancelWorkflow(ctx, key, opledger.WorkflowCancel{Operator: "bob", Reason: "customer left"})
 				require.ErrorIs(t, err, opledger.ErrInvalidState)
+				replayedTL, err := l.Timeline(ctx, key+"/a")
+				require.NoError(t, err)
+				require.Equal(t, tl, replayedTL, "a replay or a refusal adds nothing")
 			}
 
 			open, err := l.ListWorkflows(ctx, opledger.WorkflowListOptions{Open: true})

@@ -13,9 +13,10 @@ import (
 	"github.com/opledger/opledger"
 )
 
-// A cancelled workflow's pages: its step never recorded shows cancelled
-// (not waiting, not needing an approval), and the page of that step's key
-// says it never runs.
+// A cancelled workflow's pages: the workflow's says who cancelled it,
+// when and why, and so does the timeline of its failed step; its step
+// never recorded shows cancelled (not waiting, not needing an approval),
+// and the page of that step's key says it never runs.
 func TestCancelledWorkflowPages(t *testing.T) {
 	t.Parallel()
 	l, token, c, _ := shiftedConsole(t, opledger.Options{})
@@ -38,6 +39,10 @@ func TestCancelledWorkflowPages(t *testing.T) {
 	require.Contains(t, page, `<strong><bdi>pay</bdi></strong> <span class="badge ">cancelled</span>`)
 	require.NotContains(t, page, "waiting")
 	require.NotContains(t, page, "needs approval before it runs", "it never runs")
+	require.Regexp(t, `<p class="notice" role="status" id="cancelled">Cancelled by <bdi>ana</bdi>, [^<]*\d\d:\d\d[^<]*, at step <bdi>create</bdi>: <bdi>customer withdrew</bdi></p>`, page)
+	op := s.get("/operations/" + url.PathEscape("onb:X-1/create"))
+	require.Contains(t, op, "workflow cancelled", "the failed step's timeline says it")
+	require.Contains(t, op, "workflow onb:X-1 cancelled at this step: customer withdrew")
 
 	code, body := s.fetch("/operations/" + url.PathEscape("onb:X-1/pay"))
 	require.Equal(t, http.StatusNotFound, code)

@@ -98,6 +98,14 @@ func TestCancelWorkflowRoute(t *testing.T) {
 			require.Equal(t, opledger.WorkflowCancelled, w.Status)
 			require.Equal(t, "a", w.Cancelled.Step)
 			require.Equal(t, opledger.StepState(opledger.StateFailed), w.Steps[0].State)
+			// The failed step's timeline says who gave up on its workflow, when and why.
+			detail, err := b.acme.Get(ctx, "wf:2/a")
+			require.NoError(t, err)
+			last := detail.Timeline[len(detail.Timeline)-1]
+			require.Equal(t, "workflow cancelled", last.Event)
+			require.Equal(t, w.Cancelled.Operator, last.Actor)
+			require.Equal(t, "workflow wf:2 cancelled at this step: customer left", last.Evidence)
+			require.True(t, w.Cancelled.At.Equal(last.At))
 		})
 	}
 }

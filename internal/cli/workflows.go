@@ -297,6 +297,10 @@ func writeWorkflow(w io.Writer, wf *opledger.Workflow, again string) error {
 	}
 	fmt.Fprintf(w, ", created %s, updated %s\n", wf.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"),
 		wf.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
+	if c := wf.Cancelled; c != nil {
+		fmt.Fprintf(w, "  cancelled %s by %s at step %s: %s\n", c.At.UTC().Format("2006-01-02 15:04:05Z"),
+			cell(c.Operator), cell(c.Step), cell(c.Reason))
+	}
 	fmt.Fprintln(w, "\nSteps:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tSTEP\tSTATE\tACTION\tVERSION\tATTEMPTS\tREF\tNOTE")

@@ -300,6 +300,8 @@ func TestWorkflowsCancelCommand(t *testing.T) {
 	out, errOut, code = run(t, "workflows", "show", "stuck:1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `stuck:1  cancelled\n  cancelled by ana \(command line on .*\) at step b: customer withdrew`, out)
+	require.Regexp(t, `(?m)^  cancelled 20\d\d-\d\d-\d\d \d\d:\d\d:\d\dZ by ana \(command line on .*\) at step b: customer withdrew$`, out,
+		"show says when, by whom and why")
 	require.NotContains(t, out, "Next:")
 	require.Regexp(t, `2 +b +cancelled +mail.send → mail +1 +- +- +-\n`, out, "it never runs, and waits for nothing")
 	_, errOut, code = run(t, "ops", "show", "stuck:1/b", "--db", dsn)
@@ -320,6 +322,10 @@ func TestWorkflowsCancelCommand(t *testing.T) {
 	out, errOut, code = run(t, "workflows", "cancel", "fine:1", "--reason", "customer withdrew", "--operator", "ana", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `^fine:1 is now cancelled: cancelled by ana \(command line on .*\) at step a: customer withdrew`, out)
+	out, errOut, code = run(t, "ops", "show", "fine:1/a", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `ana \(command line on .*\) +workflow cancelled: workflow fine:1 cancelled at this step: customer withdrew\n`, out,
+		"the failed step's timeline says it")
 }
 
 // TestOpsResolveAdvancesWorkflow: 'ops resolve --succeeded --db' on a
