@@ -20,7 +20,8 @@ const (
 	// destination (needs the reference). From held, uncertain or failed.
 	DecisionMarkSucceeded DecisionKind = "mark_succeeded"
 	// DecisionAuthorizeRetry: the operator allows one more attempt. From
-	// held, uncertain or failed.
+	// held, uncertain or failed; not for the failed step a workflow was
+	// cancelled at (CancelWorkflow), which stays failed.
 	DecisionAuthorizeRetry DecisionKind = "authorize_retry"
 	// DecisionCancel: the operation will not happen. From held, uncertain,
 	// pending or awaiting_approval.
@@ -69,8 +70,10 @@ var decisionEvents = map[DecisionKind]string{
 
 // Resolve records an operator's decision. Every decision needs a reason
 // (ErrReasonRequired); a decision the current state does not allow is
-// refused with a *StateError. The time from entering uncertain or held to
-// the decision is recorded as the operator recovery time.
+// refused with a *StateError, and authorize_retry of the failed step a
+// workflow was cancelled at (CancelWorkflow) with ErrInvalidState. The
+// time from entering uncertain or held to the decision is recorded as the
+// operator recovery time.
 //
 // A decision that repeats the one that last moved the operation (the same
 // kind, operator, reason and destination_ref, and no change of state
@@ -136,6 +139,16 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Opera
 		if !contains(allowed, from) {
 			return t.refuse(string(d.Kind))
 		}
+		if d.Kind == DecisionAuthorizeRetry && from == StateFailed {
+			c, err := t.workflowCancelledHere()
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				return t.refused(fmt.Errorf("%s %s: %w: its workflow was cancelled at this step by %s at %s, so it is not attempted again; "+
+					"mark it succeeded instead if it took effect after all", d.Kind, t.key, ErrInvalidState, c.Actor, c.At.UTC().Format(time.RFC3339)))
+			}
+		}
 		recovery := ""
 		if !t.op.UnresolvedSince.IsZero() {
 			waited := t.now.Sub(t.op.UnresolvedSince)
@@ -177,6 +190,26 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Opera
 		return nil, false, err
 	}
 	return op, replayed, nil
+}
+
+// workflowCancelledHere returns the timeline entry CancelWorkflow added
+// to this failed operation when it gave up on its workflow at this step,
+// nil if none: no retry of such a step is authorized, since its workflow
+// goes no further.
+func (t *txn) workflowCancelledHere() (*store.TimelineEntry, error) {
+	if _, _, ok := SplitWorkflowStepKey(t.key); !ok {
+		return nil, nil
+	}
+	tl, err := t.listTimeline()
+	if err != nil {
+		return nil, err
+	}
+	for i := len(tl) - 1; i >= 0; i-- {
+		if e := tl[i]; e.Event == workflowCancelledEvent && e.ToState == "" {
+			return e, nil
+		}
+	}
+	return nil, nil
 }
 
 // What a decision's timeline evidence may hold after decisionEvidence.

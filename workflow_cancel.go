@@ -26,8 +26,8 @@ type WorkflowCancel struct {
 
 // WorkflowCancellation is the cancellation recorded on a workflow.
 type WorkflowCancellation struct {
-	// Step is the step the workflow was at: it (unless its operation
-	// failed, which it stays) and the steps after it are never recorded.
+	// Step is the step the workflow was at: it and the steps after it
+	// are never recorded (an operation of it, failed, stays failed).
 	Step     string    `json:"step"`
 	Operator string    `json:"operator"`
 	Reason   string    `json:"reason"`
@@ -64,7 +64,8 @@ func (e *cancelledError) Is(target error) bool { return target == ErrInvalidStat
 // kept on the workflow (Workflow.Cancelled: step, operator, reason, time)
 // and its Reason says it; the failed operation of that step, if any, has
 // it in its timeline too (event "workflow cancelled", by the operator,
-// with the reason).
+// with the reason), and Resolve refuses a retry of it (ErrInvalidState):
+// it is not attempted again.
 //
 // A reason is required (ErrReasonRequired). A workflow whose current step
 // has an operation that has not finished (awaiting approval, pending, in

@@ -233,6 +233,30 @@ func TestCancelFailedWorkflow(t *testing.T) {
 			}
 			require.Equal(t, []string{"wf:approval", "wf:pending", "wf:uncertain"}, keys, "the cancelled ones are finished")
 
+			// Its step that failed is not attempted again: a retry is
+			// refused, and nothing changes.
+			for _, key := range []string{"wf:rejected/a", "wf:cancelled/a"} {
+				before, err := l.Timeline(ctx, key)
+				require.NoError(t, err)
+				_, _, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again", Operator: "bob"})
+				require.ErrorIs(t, err, opledger.ErrInvalidState, key)
+				require.ErrorContains(t, err, "its workflow was cancelled at this step by ana at ")
+				require.NotNil(t, opledger.OperationOf(err), "the refusal carries the operation")
+				op, err := l.Get(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, opledger.StateFailed, op.State, key)
+				after, err := l.Timeline(ctx, key)
+				require.NoError(t, err)
+				require.Equal(t, before, after, key)
+			}
+			// A retry of a failed step of a workflow not cancelled is still
+			// taken.
+			_, _, err = l.Resolve(ctx, "wf:pending/a", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "wrong customer"})
+			require.NoError(t, err)
+			op, _, err := l.Resolve(ctx, "wf:pending/a", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "right customer"})
+			require.NoError(t, err)
+			require.Equal(t, opledger.StatePending, op.State)
+
 			// Its step that failed confirmed by hand leads nowhere: the
 			// steps not recorded stay so.
 			_, _, err = l.Resolve(ctx, "wf:rejected/a", opledger.Decision{Kind: opledger.DecisionMarkSucceeded,

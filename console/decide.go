@@ -199,6 +199,10 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	canSucceed := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StateFailed)
 	canCancel := !op.Tombstoned && (op.State == opledger.StateHeld || op.State == opledger.StateUncertain || op.State == opledger.StatePending || op.State == opledger.StateAwaitingApproval)
 	canApprove := !op.Tombstoned && op.State == opledger.StateAwaitingApproval
+	// The failed step a workflow was given up on at is not attempted
+	// again: the ledger refuses a retry of it.
+	givenUp := op.State == opledger.StateFailed && workflowCancelledAt(timeline) != nil
+	canRetry := canSucceed && !givenUp
 	status, topError, replaceURL := http.StatusOK, "", ""
 	if f != nil {
 		// An approval refused for anything but a conflict is refused for
@@ -227,7 +231,8 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	var forms []decisionForm
 	for _, form := range decisionForms {
-		if form.Kind == opledger.DecisionCancel && !canCancel || form.Kind != opledger.DecisionCancel && !canSucceed {
+		if form.Kind == opledger.DecisionCancel && !canCancel || form.Kind == opledger.DecisionMarkSucceeded && !canSucceed ||
+			form.Kind == opledger.DecisionAuthorizeRetry && !canRetry {
 			continue
 		}
 		if f != nil && f.kind == form.Kind {
@@ -251,12 +256,23 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	c.renderSigned(w, s, status, "operation", map[string]any{"Title": op.Key, "Op": op, "Why": why(op, timeline),
 		"Undecidable": undecidable,
-		"Guidance":    guidance(op),
+		"Guidance":    guidance(op, givenUp),
 		"Payload":     masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
 		"Approval": approval,
 		"Seen":     op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
 		"MaxOperator": maxOperatorBytes, "FormError": topError, "ReplaceURL": replaceURL, "Notice": notice,
 		"Workflow": map[bool]string{true: workflowKey}[isStep]})
+}
+
+// workflowCancelledAt is the timeline entry a workflow's cancellation at
+// this step left on its failed operation, nil if none.
+func workflowCancelledAt(timeline []*opledger.TimelineEntry) *opledger.TimelineEntry {
+	for i := len(timeline) - 1; i >= 0; i-- {
+		if e := timeline[i]; e.Event == "workflow cancelled" && e.To == "" {
+			return e
+		}
+	}
+	return nil
 }
 
 // why is the timeline entry that put an operation needing attention
@@ -330,10 +346,12 @@ func (c *Console) missing(w http.ResponseWriter, r *http.Request, s *session, ke
 
 // guidance says, above the decisions, what an operation in its state asks
 // of a person; "" when the forms say enough.
-func guidance(op *opledger.Operation) string {
+func guidance(op *opledger.Operation, givenUp bool) string {
 	switch {
 	case op.Tombstoned:
 		return ""
+	case givenUp:
+		return "Its workflow was cancelled at this step, so it is not attempted again. Mark it succeeded only if you find the effect at the destination after all."
 	case op.State == opledger.StateUncertain || op.State == opledger.StateHeld:
 		return "Look at the destination first: if the effect is there, mark it succeeded with its reference; if you checked that it is not, authorize a retry; if it should not happen at all, cancel it."
 	case op.FailureKind == opledger.FailureRejected:
@@ -430,6 +448,11 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	case errors.As(err, &se):
 		failed(http.StatusConflict, "", "The operation is "+string(se.State)+" now; that decision no longer applies.")
+		return
+	case errors.Is(err, opledger.ErrInvalidState):
+		// Not a *StateError: a retry of the failed step a workflow was
+		// cancelled at, which the page offers no form for.
+		failed(http.StatusConflict, "", "Its workflow was cancelled at this step, so it is not attempted again: your decision was not recorded.")
 		return
 	case errors.Is(err, opledger.ErrInvalidInput):
 		failed(http.StatusBadRequest, "", consoleWords(strings.TrimPrefix(err.Error(), "invalid input: ")))

@@ -138,10 +138,10 @@ func TestGuidance(t *testing.T) {
 		{State: opledger.StateSucceeded}:                                      "",
 	} {
 		if want == "" {
-			require.Empty(t, guidance(op), op.State)
+			require.Empty(t, guidance(op, false), op.State)
 			continue
 		}
-		require.Contains(t, guidance(op), want, op.State)
+		require.Contains(t, guidance(op, false), want, op.State)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -106,6 +107,12 @@ func TestCancelWorkflowRoute(t *testing.T) {
 			require.Equal(t, w.Cancelled.Operator, last.Actor)
 			require.Equal(t, "workflow wf:2 cancelled at this step: customer left", last.Evidence)
 			require.True(t, w.Cancelled.At.Equal(last.At))
+			// It is not attempted again.
+			status, body = b.raw(t, "POST", "/v1/operations/"+url.PathEscape("wf:2/a")+"/resolve", b.token,
+				[]byte(`{"decision":"authorize_retry","reason":"try again"}`))
+			require.Equal(t, http.StatusConflict, status, string(body))
+			require.Equal(t, "invalid_state", problemKind(t, body))
+			require.Contains(t, string(body), "its workflow was cancelled at this step by ")
 		})
 	}
 }

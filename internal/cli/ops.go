@@ -726,8 +726,21 @@ func decisionRecord(d *opsDetail, again string) replayDecision {
 		r.DuplicateProtected = "as declared by destination " + op.Destination + " (see its configuration); key " + op.IdempotencyKey()
 	}
 	r.NextDecision, r.Reason = nextDecision(op, again)
+	if op.State == opledger.StateFailed && !op.Tombstoned {
+		for _, e := range d.Timeline {
+			if e.Event == workflowCancelledEvent && e.To == "" {
+				// CancelWorkflow gave up on its workflow at this step.
+				r.NextDecision, r.Reason = "none", "its workflow was cancelled at this step by "+e.Actor+
+					", so it is not attempted again (a retry is refused); mark it succeeded with a reference found if it took effect after all"
+			}
+		}
+	}
 	return r
 }
+
+// workflowCancelledEvent is the timeline entry opledger.Ledger.CancelWorkflow
+// adds to the failed operation of the step it gives up on a workflow at.
+const workflowCancelledEvent = "workflow cancelled"
 
 // nextDecision is what comes next for op and why, a command it names
 // with the flags again (backendFlags.again).

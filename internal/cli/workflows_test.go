@@ -326,6 +326,10 @@ func TestWorkflowsCancelCommand(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `ana \(command line on .*\) +workflow cancelled: workflow fine:1 cancelled at this step: customer withdrew\n`, out,
 		"the failed step's timeline says it")
+	require.Contains(t, out, "next decision:          none\n  reason:                 its workflow was cancelled at this step by ana")
+	_, errOut, code = run(t, "ops", "retry", "fine:1/a", "--reason", "try again", "--db", dsn)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "its workflow was cancelled at this step by ana")
 }
 
 // TestOpsResolveAdvancesWorkflow: 'ops resolve --succeeded --db' on a
