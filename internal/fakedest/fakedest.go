@@ -8,7 +8,7 @@
 //
 //	POST /records                  create; body {"external_ref": ..., ...}
 //	                               answer 201 {"id": "R1", "external_ref": ..., ...}
-//	GET  /records?external_ref=X   search; answer {"items": [...]}
+//	GET  /records?external_ref=X   search; answer {"items": [...]} (none for an empty X)
 //	GET  /records/{id}             one record, or 404
 //
 // With Dedup set, a create carrying an Idempotency-Key seen before answers
@@ -392,7 +392,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	}
 	items := []any{}
 	for _, rec := range s.records {
-		if rec.ExternalRef == ext && !rec.hidden {
+		// An empty external_ref names no record: the records created
+		// without one are not "the records whose reference is empty".
+		if ext != "" && rec.ExternalRef == ext && !rec.hidden {
 			items = append(items, rec.encode())
 		}
 	}
