@@ -269,10 +269,12 @@ file is malformed (the message names the line).`,
 				opts.Progress = func(done, _ int) { set(done) }
 				defer finish()
 			}
-			results, err := lab.RunCases(cmd.Context(), cases, opts)
-			if err != nil {
-				return err
+			results, runErr := lab.RunCases(cmd.Context(), cases, opts)
+			if runErr != nil && len(results) == 0 {
+				return runErr
 			}
+			// A run stopped partway (Ctrl-C, a store that could not be
+			// made) still shows the cases that ran before saying why.
 			out := cmd.OutOrStdout()
 			if asJSON {
 				if err := writeJSONLines(out, results); err != nil {
@@ -280,6 +282,9 @@ file is malformed (the message names the line).`,
 				}
 			} else if err := printCaseTable(out, results, explain); err != nil {
 				return err
+			}
+			if runErr != nil {
+				return fmt.Errorf("stopped after %d of %d cases: %w", len(results), len(cases), runErr)
 			}
 			var failed []string
 			for _, r := range results {

@@ -2,7 +2,9 @@ package cli_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 )
 
@@ -451,4 +454,71 @@ func TestLabCrashAfterEffectSaysWhatTheDestinationDid(t *testing.T) {
 		require.Contains(t, said[0], "the lab-crm made nothing", "%v", mode)
 		require.Contains(t, said[1], "The lab-crm acted and the worker died before reporting", "%v", mode)
 	}
+}
+
+// TestLabRunInterruptedPrintsWhatRan: a run stopped partway (Ctrl-C)
+// still prints the table of the cases that ran before it says why it
+// stopped; before, it printed only the error and the results were lost.
+func TestLabRunInterruptedPrintsWhatRan(t *testing.T) {
+	t.Parallel()
+	lines := caseFile(t)
+	normal := lines[1]
+	require.True(t, strings.HasPrefix(normal, "normal,"), normal)
+	const total = 300
+	file := []string{lines[0]}
+	for i := range total {
+		file = append(file, fmt.Sprintf("normal-%d,%s", i, strings.TrimPrefix(normal, "normal,")))
+	}
+	path := writeFile(t, file)
+
+	ptmx, tty, err := pty.Open()
+	require.NoError(t, err)
+	defer ptmx.Close()
+	cmd := exec.Command(binary, "lab", "run", "--crash-in-process", path)
+	cmd.Dir = t.TempDir()
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, tty
+	require.NoError(t, cmd.Start())
+	require.NoError(t, tty.Close())
+	// The progress bar leaves 0% once the first case is done: interrupt
+	// the run then, with most of its cases still to run.
+	drawn := make(chan string, 1)
+	started := make(chan struct{})
+	go func() {
+		var b []byte
+		buf := make([]byte, 4096)
+		moved := regexp.MustCompile(`lab run\s+[1-9][0-9]*%`)
+		signalled := false
+		for {
+			n, err := ptmx.Read(buf)
+			b = append(b, buf[:n]...)
+			if !signalled && moved.Match(b) {
+				signalled = true
+				close(started)
+			}
+			if err != nil { // EIO once the process has gone
+				drawn <- string(b)
+				return
+			}
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("no case finished within a minute")
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	terminal := <-drawn
+
+	out := stdout.String()
+	require.Contains(t, out, "case  ", "the table's header:\n%s", out)
+	ran := regexp.MustCompile(`(?m)^normal-\d+\s+interactive`).FindAllString(out, -1)
+	require.NotEmpty(t, ran, "the cases that ran are printed:\n%s", out)
+	require.Less(t, len(ran), total, "the run stopped partway")
+	require.Contains(t, out, "normal-0  ", "the first case, which finished before the interrupt")
+	require.Regexp(t, fmt.Sprintf(`opledger: stopped after %d of %d cases: context canceled`, len(ran), total), terminal)
 }
