@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +57,30 @@ func TestApprovalWaitNotRestartedByOtherWrites(t *testing.T) {
 // oldest_approval_wait_seconds.
 func openAPIApprovalWait(t *testing.T) string {
 	t.Helper()
+	return openAPIStatsProperties(t)["oldest_approval_wait_seconds"]
+}
+
+// TestOpenAPIRecoveryFigures: the OpenAPI document says what each
+// recovery figure of GET /v1/stats measures, and gives the upper bounds
+// of recovery_buckets (opledger.RecoveryBuckets), without which its
+// counts cannot be read.
+func TestOpenAPIRecoveryFigures(t *testing.T) {
+	t.Parallel()
+	props := openAPIStatsProperties(t)
+	var bounds []string
+	for _, b := range opledger.RecoveryBuckets {
+		bounds = append(bounds, strconv.FormatFloat(b.Seconds(), 'f', -1, 64))
+	}
+	require.Contains(t, props["recovery_buckets"], strings.Join(bounds, ", ")+" seconds")
+	for _, name := range []string{"recoveries", "recovery_mean_seconds", "recovery_p90_seconds", "recovery_total_seconds"} {
+		require.Contains(t, props[name], "uncertain or held", name)
+	}
+}
+
+// openAPIStatsProperties are the descriptions of the OpenAPI document's
+// Stats properties, by name.
+func openAPIStatsProperties(t *testing.T) map[string]string {
+	t.Helper()
 	var doc struct {
 		Components struct {
 			Schemas map[string]struct {
@@ -65,5 +91,9 @@ func openAPIApprovalWait(t *testing.T) string {
 		} `json:"components"`
 	}
 	require.NoError(t, json.Unmarshal(httpapi.OpenAPI, &doc))
-	return doc.Components.Schemas["Stats"].Properties["oldest_approval_wait_seconds"].Description
+	out := map[string]string{}
+	for name, p := range doc.Components.Schemas["Stats"].Properties {
+		out[name] = p.Description
+	}
+	return out
 }
