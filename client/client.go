@@ -107,6 +107,12 @@ type Error struct {
 	// attempt still in progress: the attempt was dispatched
 	// (opledger.ErrAlreadyDispatched).
 	dispatched bool
+	// eventPayload is set by ReceiveEvent on its payload_too_large
+	// refusal of an event whose payload, as sent, is past
+	// opledger.MaxEventPayload: the library refuses that payload too
+	// (opledger.ErrEventPayloadTooLarge), whichever of the server's
+	// limits (its body limit or the event payload limit) refused it.
+	eventPayload bool
 }
 
 // Error describes the error.
@@ -128,7 +134,10 @@ func (e *Error) Kind() string { return strings.TrimPrefix(e.Problem.Type, httpap
 // problem's state as *opledger.StateError does: an invalid_state problem
 // whose state is succeeded matches opledger.ErrAlreadySucceeded, one
 // whose state is in_progress opledger.ErrInProgress (and, from Release,
-// opledger.ErrAlreadyDispatched). A request the store could not take
+// opledger.ErrAlreadyDispatched). A payload_too_large problem matches
+// opledger.ErrInvalidInput, and, from ReceiveEvent for an event whose
+// payload is past opledger.MaxEventPayload,
+// opledger.ErrEventPayloadTooLarge. A request the store could not take
 // matches opledger.ErrStoreBusy (store_busy: send it again),
 // opledger.ErrStoreUnavailable (unavailable: the database could not be
 // reached; send it again), opledger.ErrStoreFull or
@@ -171,8 +180,8 @@ func (e *Error) Is(target error) bool {
 		return target == opledger.ErrDestinationNotServed || target == opledger.ErrInvalidInput
 	case "payload_too_large":
 		// Past the server's body limit, or an event payload past
-		// MaxEventPayload: input it refuses.
-		return target == opledger.ErrInvalidInput
+		// MaxEventPayload (from ReceiveEvent): input it refuses.
+		return target == opledger.ErrInvalidInput || target == opledger.ErrEventPayloadTooLarge && e.eventPayload
 	case "reason_required":
 		return target == opledger.ErrReasonRequired
 	case "unauthorized":
@@ -824,10 +833,20 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 }
 
 // ReceiveEvent posts an inbound event; duplicate is true for a repeated
-// delivery (nothing created).
+// delivery (nothing created). An event whose payload is larger than
+// opledger.MaxEventPayload is refused (413 payload_too_large) with an
+// error matching opledger.ErrEventPayloadTooLarge, as the library's own
+// refusal does; a body past a lower limit of the server's with a payload
+// within MaxEventPayload matches opledger.ErrInvalidInput only.
 func (c *Client) ReceiveEvent(ctx context.Context, ev opledger.Event) (*opledger.EventResult, error) {
 	var res opledger.EventResult
 	if _, _, err := c.do(ctx, http.MethodPost, "/v1/events", ev, &res); err != nil {
+		if e, ok := errors.AsType[*Error](err); ok && e.Kind() == "payload_too_large" {
+			// The payload as it was sent (compacted, as the server
+			// measures it); the problem does not say which limit refused.
+			sent, merr := json.Marshal(ev.Payload)
+			e.eventPayload = merr == nil && len(sent) > opledger.MaxEventPayload
+		}
 		return nil, err
 	}
 	return &res, nil
