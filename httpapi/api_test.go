@@ -137,7 +137,10 @@ func (b *apiBundle) rawWith(t *testing.T, method, path, token string, body []byt
 	return status, data
 }
 
-// rawHeaders is rawWith that also returns the answer's headers.
+// rawHeaders is rawWith that also returns the answer's headers. It
+// checks on every answer the headers the OpenAPI document declares
+// (TestResponseHeadersDocumented): X-Request-Id always, WWW-Authenticate
+// on a 401, Retry-After on a 503 store_busy or unavailable.
 func (b *apiBundle) rawHeaders(t *testing.T, method, path, token string, body []byte, hdr http.Header) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, b.url+path, bytes.NewReader(body))
@@ -153,7 +156,23 @@ func (b *apiBundle) rawHeaders(t *testing.T, method, path, token string, body []
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	requireDeclaredHeaders(t, method+" "+path, resp, data)
 	return resp.StatusCode, resp.Header, data
+}
+
+// requireDeclaredHeaders checks that an answer carries the headers the
+// OpenAPI document declares for its status (TestResponseHeadersDocumented).
+func requireDeclaredHeaders(t *testing.T, request string, resp *http.Response, data []byte) {
+	t.Helper()
+	require.NotEmpty(t, resp.Header.Get("X-Request-Id"), "%s: every answer carries X-Request-Id", request)
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		require.Regexp(t, `^(Bearer|Signature) realm="opledger"`, resp.Header.Get("WWW-Authenticate"), "%s: a 401 carries WWW-Authenticate", request)
+	case http.StatusServiceUnavailable:
+		if kind := problemKind(t, data); kind == "store_busy" || kind == "unavailable" {
+			require.NotEmpty(t, resp.Header.Get("Retry-After"), "%s: %s carries Retry-After", request, kind)
+		}
+	}
 }
 
 func problemKind(t *testing.T, body []byte) string {

@@ -27,11 +27,13 @@ func TestReadyzUnavailable(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
+	var header http.Header
 	get := func(path string) (int, string) {
 		resp, err := http.Get(srv.URL + path)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
+		header = resp.Header
 		return resp.StatusCode, string(body)
 	}
 	status, _ := get("/readyz")
@@ -40,6 +42,8 @@ func TestReadyzUnavailable(t *testing.T) {
 	status, body := get("/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, status)
 	require.Contains(t, body, httpapi.ProblemTypeBase+"unavailable")
+	require.NotEmpty(t, header.Get("X-Request-Id"))
+	require.Empty(t, header.Get("Retry-After"), "the OpenAPI document declares none for /readyz (TestResponseHeadersDocumented)")
 	status, _ = get("/healthz")
 	require.Equal(t, http.StatusOK, status)
 }

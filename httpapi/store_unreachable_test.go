@@ -129,6 +129,7 @@ func TestReadsUnavailableDocumented(t *testing.T) {
 	for _, s := range documentedStatuses(t) {
 		documented[s] = true
 	}
+	headers := documentedHeaders(t)
 	reads := 0
 	for _, pattern := range httpapi.Routes() {
 		method, path, _ := strings.Cut(pattern, " ")
@@ -150,6 +151,8 @@ func TestReadsUnavailableDocumented(t *testing.T) {
 		require.Equal(t, "unavailable", problemKind(t, body), pattern)
 		require.Equal(t, httpapi.StoreUnavailableRetryAfter, resp.Header.Get("Retry-After"), pattern)
 		require.True(t, documented[pattern+" 503"], "%s answers 503: the OpenAPI document must list it", pattern)
+		requireDeclaredHeaders(t, pattern, resp, body)
+		require.Contains(t, headers[pattern+" 503"], "Retry-After", "%s answers 503 with Retry-After: the OpenAPI document must declare it", pattern)
 	}
 	require.Equal(t, 7, reads, "the GET routes that read the store")
 }
