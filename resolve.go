@@ -151,7 +151,10 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Opera
 		}
 		recovery := ""
 		if !t.op.UnresolvedSince.IsZero() {
-			waited := t.now.Sub(t.op.UnresolvedSince)
+			// Not below 0: a clock that reads earlier than when the
+			// operation became unresolved (set back, or a demo's run ahead
+			// and then a real one) would pull the figures below zero.
+			waited := max(t.now.Sub(t.op.UnresolvedSince), 0)
 			recovery = fmt.Sprintf("%s%s)", recoveryTime, waited.Round(time.Second))
 			if err := t.tx.AppendRecovery(t.ctx, &store.Recovery{Tenant: t.tenant, Key: t.key,
 				Decision: string(d.Kind), At: t.now, Waited: waited}); err != nil {
