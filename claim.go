@@ -761,6 +761,13 @@ type Report struct {
 	Error string
 	// RetryAfter is the destination's Retry-After for retryable outcomes.
 	RetryAfter time.Duration
+
+	// uncut and note are set by WithNote (noted): the error text as it
+	// was before WithNote cut it, and the note it added. The ledger masks
+	// the values of sensitive fields in uncut before it cuts it
+	// (keptError), so that a value across the cut is not stored in part.
+	uncut, note string
+	noted       bool
 }
 
 const maxErrorLength = 1000
@@ -768,11 +775,33 @@ const maxErrorLength = 1000
 // WithNote returns r with note added to the end of its error text. When
 // the two are longer than the ledger keeps of an error (1,000 bytes), the
 // text before the note is cut, not the note, which is cut only when it
-// alone is longer.
+// alone is longer. The ledger still masks the values of sensitive fields
+// in the text as it was before the cut, so that none is stored in part.
 func (r Report) WithNote(note string) Report {
 	note = keepableText(note, maxErrorLength)
-	r.Error = keepableText(r.Error, maxErrorLength-len(note)) + note
+	text := r.Error
+	if r.withNote() {
+		text = r.uncut + r.note // the earlier note's text, uncut
+	}
+	r.uncut, r.note, r.noted = text, note, true
+	r.Error = keepableText(text, maxErrorLength-len(note)) + note
 	return r
+}
+
+// withNote reports whether r.Error is as WithNote left it.
+func (r *Report) withNote() bool {
+	return r.noted && r.Error == keepableText(r.uncut, maxErrorLength-len(r.note))+r.note
+}
+
+// keptError is the error text of r that the ledger stores about t's
+// operation: its sensitive values masked before it is cut (txn.keep); of
+// a text WithNote cut, the text before the cut, then its note.
+func (r *Report) keptError(t *txn) string {
+	if !r.withNote() {
+		return t.keep(r.Error, maxErrorLength)
+	}
+	note := t.keep(r.note, maxErrorLength)
+	return t.keep(r.uncut, maxErrorLength-len(note)) + note
 }
 
 // MaxDestinationRefBytes is the length of the longest destination
@@ -880,7 +909,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 			return err
 		}
 		r := r // decided again on a conflict: from the report as given
-		r.Error = t.keep(r.Error, maxErrorLength)
+		r.Error = r.keptError(t)
 		a, current, err := t.checkAttempt(attemptID, token)
 		if err != nil {
 			return err

@@ -241,4 +241,43 @@ func testDo(t *testing.T, h Harness) {
 		op := b.requireState(t, "k1", opledger.StateUncertain)
 		require.Equal(t, "action panicked: boom", op.LastError)
 	})
+
+	// The error of an action longer than the ledger keeps is masked before
+	// it is cut, as Report's is, with or without a note ReportOf adds: a
+	// sensitive value across the cut is not stored in part.
+	t.Run("SensitiveValueAcrossTheCut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		const secret = "ana.maria.silva@example.invalid"
+		for i, answer := range []struct {
+			res opledger.Result
+			err error
+		}{
+			{err: opledger.Uncertain(errors.New(strings.Repeat("d", 980) + " bad to " + secret + " and more"))},
+			// A reference with a retryable error adds a note at the end.
+			{res: opledger.Result{Ref: "R1"}, err: opledger.Retryable(errors.New(strings.Repeat("d", 830)+" bad to "+secret+" and more"), 0)},
+		} {
+			key := fmt.Sprintf("k%d", i)
+			in := intent(key)
+			in.Payload = json.RawMessage(`{"to":"` + secret + `","units":2}`)
+			in.SensitiveFields = []string{"to"}
+			op, err := b.ledger.Do(b.ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+				return answer.res, answer.err
+			})
+			require.Error(t, err)
+			require.Equal(t, opledger.StateUncertain, op.State)
+			attempts, err := b.ledger.Attempts(b.ctx, key)
+			require.NoError(t, err)
+			tl, err := b.ledger.Timeline(b.ctx, key)
+			require.NoError(t, err)
+			texts := []string{op.LastError, attempts[0].Error}
+			for _, e := range tl {
+				texts = append(texts, e.Evidence)
+			}
+			require.Contains(t, op.LastError, "bad to ***", "answer %d", i)
+			for _, text := range texts {
+				require.NotContains(t, text, "ana.m", "answer %d: no part of the value is kept", i)
+			}
+		}
+	})
 }
