@@ -902,8 +902,13 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 		r = r.WithNote(retryableRefNote)
 	}
 	// A copy: the operation returned must not change when the caller
-	// reuses the response's buffer.
+	// reuses the response's buffer. An empty one (the body of a 204 read
+	// whole) is none: kept empty, PostgreSQL would read it back as an
+	// answer no operation could be encoded with, SQLite as none.
 	r.Response = bytes.Clone(r.Response)
+	if len(r.Response) == 0 {
+		r.Response = nil
+	}
 	return l.transition(ctx, key, attemptID, func(t *txn) error {
 		if err := t.need("report"); err != nil {
 			return err

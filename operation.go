@@ -664,11 +664,22 @@ func toOperation(r *store.Operation) *Operation {
 		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), NotBefore: timePtr(r.NotBefore),
 		ReviewBy: timePtr(r.ReviewBy), UnresolvedSince: timePtr(r.UnresolvedSince), StateSince: stateSince(r),
 		Protected: r.Protected, ProtectedUntil: timePtr(r.ProtectedUntil),
-		DestinationRef: r.DestinationRef, Response: json.RawMessage(r.Response),
+		DestinationRef: r.DestinationRef, Response: savedResponse(r.Response),
 		LastError: r.LastError, DuplicateEffects: r.DuplicateEffects,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		earlierPayloads: json.RawMessage(r.EarlierPayloads),
 	}
+}
+
+// savedResponse is a stored response as an operation carries it: nil for
+// none, and for an empty one that PostgreSQL kept as it was reported
+// before reports made it none (json.RawMessage encodes an empty one as
+// no JSON at all, and the operation could not be shown).
+func savedResponse(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
 }
 
 // stateSince is when r entered its state: a row that had succeeded before

@@ -164,6 +164,27 @@ func testClaim(t *testing.T, h Harness) {
 }
 
 func testReport(t *testing.T, h Harness) {
+	// An empty response (a Go worker's io.ReadAll of a 204's body) is no
+	// response, on every store: the operation, as answered and as read
+	// again, encodes as JSON, and a repeat replays it the same way.
+	t.Run("EmptyResponseIsNone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		c := b.dispatched(t, "k1")
+		op := b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H42", Response: json.RawMessage{}})
+		read, err := b.ledger.Get(b.ctx, "k1")
+		require.NoError(t, err)
+		again, created, err := b.ledger.Record(b.ctx, intent("k1"))
+		require.NoError(t, err)
+		require.False(t, created)
+		for _, o := range []*opledger.Operation{op, read, again} {
+			require.Equal(t, opledger.StateSucceeded, o.State)
+			require.Nil(t, o.Response)
+			out, err := json.Marshal(o)
+			require.NoError(t, err)
+			require.Contains(t, string(out), `"response":null`)
+		}
+	})
 	t.Run("Succeeded", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
