@@ -282,7 +282,7 @@ func (l *Ledger) finish(ctx context.Context, key string, claim *Claim, report Re
 			return op, err // kept as a late report: nothing is lost
 		}
 		return op, &ReportError{Key: key, AttemptID: claim.AttemptID, FencingToken: claim.FencingToken,
-			Result: res, Report: report, ActionErr: cause, Err: err}
+			Result: res, Report: report, ActionErr: cause, Err: err, shown: claim.Operation}
 	}
 	if op.State == StateSucceeded {
 		return op, nil
@@ -355,19 +355,29 @@ type ReportError struct {
 	ActionErr error
 	// Err is why the report failed.
 	Err error
+	// shown is the operation as claimed, whose sensitive values Error
+	// masks.
+	shown *Operation
 }
 
-// Error describes the error.
+// Error describes the error, for a log: the values of the operation's
+// sensitive fields in the reference it quotes and in the action's error
+// are masked, as the ledger masks them when it stores such text (the
+// fields keep the real ones).
 func (e *ReportError) Error() string {
+	var st *secretText
+	if e.shown != nil {
+		st = newSecretText(e.shown.Payload, e.shown.earlierPayloads, e.shown.SensitiveFields)
+	}
 	what := string(e.Report.Outcome)
 	if e.Result.Ref != "" {
-		what += ", destination ref " + quoteRef(e.Result.Ref)
+		what += ", destination ref " + quoteRef(st.maskValue(e.Result.Ref))
 	}
 	msg := fmt.Sprintf("%s: the attempt's outcome (%s) was not recorded: %v", e.Key, what, e.Err)
 	if e.ActionErr != nil {
 		msg += fmt.Sprintf("; the action's error: %v", e.ActionErr)
 	}
-	return msg
+	return st.mask(msg)
 }
 
 // Unwrap returns why the report failed and the action's error.

@@ -61,6 +61,39 @@ func TestDoReportFailureKeepsResult(t *testing.T) {
 	require.JSONEq(t, `{"id":"H42"}`, string(op.Response))
 }
 
+// The error Do returns when the store fails after the action ran is
+// meant for a log: it masks the values of the intent's sensitive fields,
+// in the action's error and in the reference it quotes, while its Result
+// and Report keep the real ones to send again.
+func TestDoReportFailureMasksSensitiveValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const secret = "ana.silva@example.invalid"
+	in := doIntent("k1")
+	in.Payload = json.RawMessage(`{"to":"` + secret + `"}`)
+	in.SensitiveFields = []string{"to"}
+	for _, answer := range []struct {
+		res opledger.Result
+		err error
+	}{
+		{res: opledger.Result{Ref: "<m1." + secret + ">"}},
+		{err: opledger.Rejected(errors.New("422 invalid address " + secret))},
+	} {
+		l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+		require.NoError(t, err)
+		_, err = l.Do(ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+			require.NoError(t, l.Close()) // the store goes away while the call runs
+			return answer.res, answer.err
+		})
+		var re *opledger.ReportError
+		require.True(t, errors.As(err, &re), "%v", err)
+		require.NotContains(t, err.Error(), secret)
+		require.Contains(t, err.Error(), "***")
+		require.Equal(t, answer.res.Ref, re.Result.Ref, "the real reference, to send again")
+		require.Equal(t, answer.res.Ref, re.Report.DestinationRef)
+	}
+}
+
 func TestOutcomeOf(t *testing.T) {
 	t.Parallel()
 	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
