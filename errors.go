@@ -130,6 +130,9 @@ func (e *StateError) Error() string {
 	if e.Op == "revise" {
 		// "pending" alone would not say why: it was dispatched before.
 		msg += ": only an operation awaiting approval, or pending and never dispatched, can be revised; "
+		if e.Operation != nil && e.Operation.FirstDispatchedAt != nil {
+			msg += "an attempt of this content may have reached the destination (first_dispatched_at), so it is fixed; "
+		}
 		if e.step {
 			// A workflow waits on its step's key: no other operation
 			// can take the step's place.

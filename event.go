@@ -1055,7 +1055,7 @@ func (c *storedContent) sameContent(in Intent) bool {
 
 // revisable reports whether Revise may still change the content.
 func (c *storedContent) revisable() bool {
-	return !c.tombstone && (c.state == StateAwaitingApproval || (c.state == StatePending && c.neverDispatched))
+	return !c.tombstone && c.neverDispatched && (c.state == StateAwaitingApproval || c.state == StatePending)
 }
 
 // revise is the revise transition of Ledger.Revise, usable inside a larger
@@ -1069,7 +1069,9 @@ func (t *txn) revise(r Revision, why string) (replayed bool, err error) {
 	}
 	t.addSensitiveFields(r.SensitiveFields, r.Actor)
 	payload, version, actor := r.Payload, r.Version, r.Actor
-	if !(State(t.op.State) == StateAwaitingApproval || t.pendingNeverSent()) {
+	if !contentOf(t.op).revisable() {
+		// Awaiting approval too: a retry of content never approved after
+		// an attempt reported late that its call may have acted.
 		return false, t.refuse("revise")
 	}
 	fp, err := Fingerprint(t.op.Action, t.op.Destination, payload, version)

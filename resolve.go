@@ -379,11 +379,13 @@ type Revision struct {
 	SensitiveFields []string `json:"sensitive_fields,omitempty"`
 }
 
-// Revise replaces the content of an operation that is awaiting approval, or
-// pending and never dispatched, with a new, higher version; the operation
+// Revise replaces the content of an operation that is awaiting approval or
+// pending, and never dispatched, with a new, higher version; the operation
 // then awaits approval of that version. After any dispatch the content is
 // fixed (a *StateError): a correction is then a new operation with its own
-// key.
+// key. So it is after an attempt given up before its dispatch mark
+// reported late that its call acted, or may have, even once the
+// operation awaits approval again.
 //
 // The revision's SensitiveFields are added to the operation's before
 // anything is written, so that its new content and the revision's

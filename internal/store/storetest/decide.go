@@ -652,6 +652,36 @@ func testResolve(t *testing.T, h Harness) {
 }
 
 func testApproveRevise(t *testing.T, h Harness) {
+	// An operation whose attempt, given up before its dispatch mark,
+	// reported late that its call may have acted keeps its content, even
+	// once it awaits approval again (a retry of content never approved):
+	// a revision would send other content under a new idempotency key
+	// after a call that may have made the effect.
+	t.Run("NoRevisionAfterALateReport", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		lost := b.abandoned(t, "k1") // pending, nothing sent
+		in := intent("k1")
+		in.RequiresApproval = true
+		op, _, err := b.ledger.Record(b.ctx, in) // a repeat asks for approval
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateAwaitingApproval, op.State)
+		_, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
+		require.NoError(t, err)
+		_, err = b.ledger.Report(b.ctx, "k1", lost.AttemptID, lost.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+		require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
+		op, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "wanted after all"})
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateAwaitingApproval, op.State)
+		require.NotNil(t, op.FirstDispatchedAt, "the late report dated a call that may have acted")
+
+		_, _, err = b.ledger.Revise(b.ctx, "k1", opledger.Revision{Payload: []byte(`{"submission":"S-847","units":3}`), Version: 2})
+		require.ErrorIs(t, err, opledger.ErrInvalidState)
+		require.ErrorContains(t, err, "may have reached the destination")
+		op = b.requireState(t, "k1", opledger.StateAwaitingApproval)
+		require.Equal(t, int64(1), op.Version, "the content stays")
+	})
+
 	t.Run("ApproveExactContent", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
