@@ -674,6 +674,11 @@ func (rd *readiness) check(ctx context.Context, probe func(context.Context) erro
 		go func() {
 			defer cancel()
 			err := probe(pctx)
+			if err != nil && pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+				// The probe's own deadline, heeded once the store let it
+				// go on (a SQLite lock freed): it waited, nothing refused it.
+				err = fmt.Errorf("%w: %w", errProbeTimeout, err)
+			}
 			rd.mu.Lock()
 			rd.err, rd.at, rd.running = err, time.Now(), nil
 			rd.mu.Unlock()

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -117,4 +119,72 @@ func TestReadyzWaitsForLock(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	require.Contains(t, rec.Body.String(), "a write did not commit within 5 s (another process holding its write lock, or a commit that hangs)")
+}
+
+// TestReadyzAfterLockFreed: the probe that outlived its 5 s wait behind
+// another session's lock (SQLite's write lock, a PostgreSQL lock on the
+// readiness row) ends, once the lock is freed, with its own deadline's
+// error. The answers that take its result must say that a write did not
+// commit in time, as the one before did, not that the store refuses
+// writes (a read-only file system or an I/O error), and the next probe is
+// ready. Before, the answers given as the lock was freed named a
+// read-only store.
+func TestReadyzAfterLockFreed(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			dsn := st.NewDSN(t)
+			l, err := opledger.Open(context.Background(), dsn, opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			h, err := httpapi.New(l, httpapi.Options{Auth: l, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			require.NoError(t, err)
+			get := func() *httptest.ResponseRecorder {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+				return rec
+			}
+			const timedOut = "a write did not commit within 5 s"
+			release := holdReadinessLock(t, dsn)
+			rec := get()
+			require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+			require.Contains(t, rec.Body.String(), timedOut)
+			release()
+
+			deadline := time.Now().Add(15 * time.Second)
+			answers := 0
+			for {
+				rec := get()
+				if rec.Code == http.StatusOK {
+					break
+				}
+				answers++
+				require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+				require.Contains(t, rec.Body.String(), timedOut, "answer %d after the lock was freed", answers)
+				require.True(t, time.Now().Before(deadline), "not ready 15 s after the lock was freed")
+			}
+		})
+	}
+}
+
+// holdReadinessLock keeps the readiness probe's write waiting until
+// release: SQLite's write lock, or on PostgreSQL a lock on the readiness
+// table that its UPDATE waits for (reads go on).
+func holdReadinessLock(t *testing.T, dsn string) (release func()) {
+	t.Helper()
+	if strings.HasPrefix(dsn, "sqlite:") {
+		return testdb.HoldLock(t, dsn, "default", "any")
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `LOCK TABLE readiness IN EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	return func() {
+		require.NoError(t, tx.Rollback(ctx))
+		require.NoError(t, conn.Close(ctx))
+	}
 }
