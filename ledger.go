@@ -66,8 +66,11 @@ type Options struct {
 	// workflow, any of its steps) and ReceiveEvent (a *RuleError). An
 	// operation recorded before is not refused: a repeat still gets it,
 	// and the executor, which checks at each attempt, sends nothing. A
-	// destination not named here serves every tenant; a list must name
-	// at least one.
+	// step of a workflow put before is not recorded when its turn comes:
+	// the workflow is held (a *StepError from ResumeWorkflow, matching
+	// ErrDestinationNotServed; see StuckWorkflows) until the destination
+	// serves the tenant again. A destination not named here serves every
+	// tenant; a list must name at least one.
 	DestinationTenants map[string][]string
 	// DestinationsRequiringApproval names the destinations whose every
 	// operation waits for an approval before its first attempt, whatever

@@ -141,9 +141,9 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		return err
 	}
 	if !t.recordingStep {
-		// A workflow's steps were checked when it was put; one recorded
-		// later, after a change of the list, is refused by the executor
-		// with a reason the held workflow shows.
+		// A workflow's steps were checked when it was put, and each is
+		// again when its turn comes (Ledger.unservedStep): one whose
+		// destination stopped serving the tenant holds the workflow.
 		if err := t.served.check(t.tenant, in.Destination); err != nil {
 			return err
 		}

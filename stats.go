@@ -49,7 +49,8 @@ type Stats struct {
 	OldestApprovalWaitSeconds float64 `json:"oldest_approval_wait_seconds"`
 	// StuckWorkflows counts the workflows that cannot go on by
 	// themselves (see Ledger.StuckWorkflows): a step succeeded, and the
-	// next cannot be recorded until a person revises it. They hold no
+	// next cannot be recorded until a person revises it (or has its
+	// destination serve the tenant again). They hold no
 	// operation in any state, so no other figure counts them.
 	StuckWorkflows int `json:"stuck_workflows"`
 	// Attempts counts technical attempts by destination and outcome; the

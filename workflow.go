@@ -170,8 +170,11 @@ type WorkflowStepStatus struct {
 }
 
 // StepError reports a workflow step that cannot be recorded, for example
-// because its payload uses a field an earlier step's response lacks. It
-// matches ErrInvalidInput; it names paths, never values.
+// because its payload uses a field an earlier step's response lacks, or
+// because its destination no longer serves the tenant
+// (Options.DestinationTenants changed after the workflow was put: then
+// it also matches ErrDestinationNotServed). It matches ErrInvalidInput;
+// it names paths, never values.
 type StepError struct {
 	Workflow string
 	Step     string
@@ -763,6 +766,9 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 			continue // succeeded, and its tombstone has passed retention: never recorded again
 		}
 		if op == nil {
+			if err := l.unservedStep(row.Key, s); err != nil {
+				return err
+			}
 			in, fp, err := stepIntent(row, def, i, ops[:i])
 			if err != nil {
 				return err
@@ -812,6 +818,19 @@ func (l *Ledger) advanceIn(ctx context.Context, tx store.Tx, row *store.Workflow
 	}
 	row.Revision, row.UpdatedAt = prevRev+1, now
 	return tx.UpdateWorkflow(ctx, row, prevRev)
+}
+
+// unservedStep refuses, as a *StepError, to record step s of workflow key
+// when its destination does not serve the tenant: every step's was
+// checked when the workflow was put, but Options.DestinationTenants may
+// have changed since. The workflow is then held, as for a step whose
+// content cannot be filled, until the destination serves the tenant
+// again; nil when it does.
+func (l *Ledger) unservedStep(key string, s stepDef) error {
+	if err := l.served.check(l.tenant, s.Destination); err != nil {
+		return &StepError{Workflow: key, Step: s.Name, Err: err}
+	}
+	return nil
 }
 
 // stepSucceededBefore reports whether the workflow row records step i as
@@ -1021,7 +1040,10 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 		w.CurrentStep = s.Name
 		if op == nil {
 			st.WaitingFor = ""
-			if _, _, err := stepIntent(row, def, i, ops[:i]); err != nil {
+			if l.unservedStep(row.Key, s) != nil {
+				w.Status, w.Reason = WorkflowHeld, fmt.Sprintf("step %s cannot be recorded: destination %q does not serve tenant %q "+
+					"(its tenants changed after the workflow was put); serve the tenant from the destination again, then resume the workflow, or give up on it", s.Name, s.Destination, l.tenant)
+			} else if _, _, err := stepIntent(row, def, i, ops[:i]); err != nil {
 				w.Status, w.Reason = WorkflowHeld, fmt.Sprintf("step %s cannot be recorded: %v; revise the step", s.Name, errors.Unwrap(err))
 			} else {
 				w.Status, w.Reason = WorkflowRunning, fmt.Sprintf("step %s is due to be recorded; resume the workflow", s.Name)

@@ -13,9 +13,11 @@ import (
 // workflows that cannot go on by themselves: their current step
 // succeeded, and the next one cannot be recorded (a *StepError: its
 // content reads a reference or response member the earlier step did not
-// give). Such a workflow is held with no operation of its own in any
-// state, so the exception queue, which lists operations, does not show
-// it; a person revises the step (ReviseWorkflowStep). Each is returned
+// give, or its destination no longer serves the tenant). Such a workflow
+// is held with no operation of its own in any state, so the exception
+// queue, which lists operations, does not show it; a person revises the
+// step (ReviseWorkflowStep), or has the destination serve the tenant
+// again (Options.DestinationTenants) and resumes it. Each is returned
 // as GetWorkflow returns it, its Reason saying what is missing, in key
 // order; Stats.StuckWorkflows counts them.
 func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, error) {
