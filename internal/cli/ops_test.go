@@ -583,3 +583,30 @@ func TestServerTokenWithLineEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestOpsStatsPendingNoneDue: with operations pending but none due yet
+// (each waits for its retry time), ops stats says none is due instead of
+// a wait of 0s, which reads as one due right now; the figure of GET
+// /v1/stats stays 0, as documented.
+func TestOpsStatsPendingNoneDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "notdue.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	in := opledger.Intent{Key: "order:1", Action: "create", Destination: "crm", Payload: json.RawMessage(`{}`)}
+	c, err := l.Claim(ctx, in.Key, opledger.ClaimOptions{Intent: &in})
+	require.NoError(t, err)
+	op, err := l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, RetryAfter: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+	st, err := l.Stats(ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.OperationsByState[opledger.StatePending])
+	require.Zero(t, st.OldestDueSeconds, "not due for an hour")
+	require.NoError(t, l.Close())
+
+	out, errOut, code := run(t, "ops", "stats", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^Longest wait for a worker: +- \(none due\)$`, out)
+}

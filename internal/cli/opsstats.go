@@ -121,8 +121,14 @@ func writeStats(w io.Writer, st *client.Stats) error {
 	}
 	fmt.Fprintf(tw, "Unresolved (uncertain + held):\t%d\n", st.Unresolved)
 	fmt.Fprintf(tw, "Held past their review time:\t%d\n", st.ReviewsOverdue)
-	fmt.Fprintf(tw, "Longest wait for a worker:\t%s\n",
-		statsWait(st.OldestDueSeconds, st.OperationsByState[opledger.StatePending], "none pending"))
+	// Pending operations that all wait for their retry time have no
+	// wait (oldest_due_seconds is 0 when none is due): a wait of 0s
+	// would read as one due right now.
+	worker := statsWait(st.OldestDueSeconds, st.OperationsByState[opledger.StatePending], "none pending")
+	if st.OperationsByState[opledger.StatePending] > 0 && st.OldestDueSeconds == 0 {
+		worker = "- (none due)"
+	}
+	fmt.Fprintf(tw, "Longest wait for a worker:\t%s\n", worker)
 	fmt.Fprintf(tw, "Longest wait for an approval:\t%s\n",
 		statsWait(st.OldestApprovalWaitSeconds, st.OperationsByState[opledger.StateAwaitingApproval], "none awaits"))
 	stuck := fmt.Sprint(st.StuckWorkflows)
