@@ -372,6 +372,15 @@ func openSQLite(ctx context.Context, path string, opts Options) (store.Store, er
 		case !holds:
 			return nil, fmt.Errorf("%w: no ledger at %s: the file is not an opledger ledger (it holds no opledger schema_migrations table); it was left as it is", ErrInvalidInput, path)
 		}
+		// Every open switches the file to WAL, which SQLite must write:
+		// it would fail with "attempt to write a readonly database".
+		if rollback, err := sqlitestore.RollbackJournalUnwritable(path); err != nil {
+			return nil, fmt.Errorf("cannot read the ledger at %s: %w", path, err)
+		} else if rollback {
+			return nil, fmt.Errorf("cannot read the ledger at %s: it is in rollback-journal mode (a backup made by an older opledger), "+
+				"which opening it switches to WAL, and this process may not write it: open it once as a user who may write it "+
+				"(opledger migrate --db sqlite:%s), then read it as before", path, path)
+		}
 	}
 	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{SynchronousNormal: opts.SQLiteSynchronousNormal,
 		BusyTimeout: opts.SQLiteBusyTimeout})

@@ -181,3 +181,54 @@ func TestOpenRefusesUnwritableSQLiteSideFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 }
+
+// TestOpenReadOnlyRollbackJournalLedger: a ledger file still in
+// rollback-journal mode (a backup made by an older release), which every
+// open switches to WAL, opened to read it (ExistingOnly) by a process that
+// may not write the file, fails saying so and what to do, instead of
+// SQLite's "attempt to write a readonly database"; the file is left in
+// rollback-journal mode. Once a process that may write it opened it, the
+// same reader opens it. The file is made unwritable with chmod, or, as
+// root (who writes a file of any mode), with chattr +i (skipped where
+// that fails): what it proves is the refusal of a file open(2) will not
+// write, whichever the cause.
+func TestOpenReadOnlyRollbackJournalLedger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	dsn := "sqlite:" + path
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	execLedgerSQL(t, dsn, `PRAGMA journal_mode=DELETE`)
+	header := func() [2]byte {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return [2]byte{b[18], b[19]}
+	}
+	require.Equal(t, [2]byte{1, 1}, header(), "rollback-journal mode")
+	testdb.MakeUnwritable(t, path)
+
+	_, err = opledger.Open(ctx, dsn, opledger.Options{ExistingOnly: true})
+	require.Error(t, err)
+	require.Equal(t, "cannot read the ledger at "+path+": it is in rollback-journal mode (a backup made by an older opledger), "+
+		"which opening it switches to WAL, and this process may not write it: open it once as a user who may write it "+
+		"(opledger migrate --db sqlite:"+path+"), then read it as before", err.Error())
+	require.Equal(t, [2]byte{1, 1}, header(), "left as it was")
+
+	if out, err := exec.Command("chattr", "-i", path).CombinedOutput(); os.Geteuid() == 0 && err != nil {
+		t.Fatalf("chattr -i: %v: %s", err, out)
+	}
+	require.NoError(t, os.Chmod(path, 0o600))
+	l, err = opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.Equal(t, [2]byte{2, 2}, header(), "WAL mode")
+	testdb.MakeUnwritable(t, path)
+	l, err = opledger.Open(ctx, dsn, opledger.Options{ExistingOnly: true})
+	require.NoError(t, err, "a reader of a WAL ledger need not write it")
+	_, err = l.List(ctx, opledger.ListOptions{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+}

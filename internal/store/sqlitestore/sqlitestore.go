@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -162,6 +163,32 @@ func HoldsLedger(ctx context.Context, path string) (bool, error) {
 	}
 	holds, _, err := inspect(ctx, path)
 	return holds, err
+}
+
+// RollbackJournalUnwritable reports whether the SQLite file at path is
+// not in WAL mode (its header's bytes 18 and 19 are not 2: a ledger
+// copied by an older release's backup keeps rollback-journal mode), which
+// Open's journal_mode(WAL) must write to switch, and this process may
+// not open the file for writing. A file too short to have a header is not: SQLite says what it
+// makes of it.
+func RollbackJournalUnwritable(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var h [20]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return false, nil
+	}
+	if h[18] == 2 && h[19] == 2 {
+		return false, nil
+	}
+	w, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return true, nil
+	}
+	return false, w.Close()
 }
 
 // IsNotDatabase reports an error of a file that is not a SQLite database
