@@ -156,7 +156,7 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Opera
 			// and then a real one) would pull the figures below zero.
 			waited := max(t.now.Sub(t.op.UnresolvedSince), 0)
 			recovery = fmt.Sprintf("%s%s)", recoveryTime, waited.Round(time.Second))
-			if err := t.tx.AppendRecovery(t.ctx, &store.Recovery{Tenant: t.tenant, Key: t.key,
+			if err := t.tx.AppendRecovery(t.ctx, &store.Recovery{Tenant: t.tenant,
 				Decision: string(d.Kind), At: t.now, Waited: waited}); err != nil {
 				return err
 			}

@@ -70,7 +70,10 @@ func (r CompactResult) LogValue() slog.Value {
 // EventStats keeps counting what was deleted, so its totals never go
 // down. Workflows whose every step succeeded are deleted once they have
 // been finished for Options.TombstoneRetention; the others are kept.
-// Expired console sessions (OpenSession) are deleted.
+// Expired console sessions (OpenSession) are deleted. Operator
+// recoveries are kept for the recovery figures, which never go down,
+// without an operation key: the key an older release stored with one is
+// cleared once it is older than Options.TombstoneRetention.
 //
 // Each step takes what was past its period when the step began: records
 // that pass it while a run goes on are left to the next run, so that a
@@ -105,6 +108,9 @@ func (l *Ledger) Compact(ctx context.Context) (CompactResult, error) {
 		{"forget event objects", &res.EventObjectsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetEventObjectsBefore},
 		{"forget workflows", &res.WorkflowsForgotten, l.opts.TombstoneRetention, store.Tx.ForgetWorkflowsBefore},
 		{"delete expired sessions", &res.SessionsExpired, 0, store.Tx.DeleteSessionsBefore},
+		// Recoveries are kept for the figures, which never go down; an
+		// older release stored the operation's key with them.
+		{"forget recovery keys", new(int), l.opts.TombstoneRetention, store.Tx.ForgetRecoveryKeysBefore},
 	} {
 		if ctx.Err() != nil {
 			break

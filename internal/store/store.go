@@ -269,10 +269,13 @@ type Session struct {
 	TokenAccess string
 }
 
-// Recovery is one operator decision on an uncertain or held operation.
+// Recovery is one operator decision on an uncertain or held operation,
+// kept for the recovery figures (Stats) after the operation and its
+// tombstone are gone: without the operation's key, which the stores
+// write as "" (an older release wrote it; ForgetRecoveryKeysBefore clears
+// it).
 type Recovery struct {
 	Tenant   string
-	Key      string
 	Decision string
 	At       time.Time
 	Waited   time.Duration
@@ -558,6 +561,10 @@ type Tx interface {
 	// AppendRecovery records an operator decision on an unresolved
 	// operation and how long it had waited.
 	AppendRecovery(ctx context.Context, r *Recovery) error
+	// ForgetRecoveryKeysBefore clears the operation key of up to limit
+	// recoveries decided before t that hold one (written by an older
+	// release), keeping the rows, and returns how many it cleared.
+	ForgetRecoveryKeysBefore(ctx context.Context, t time.Time, limit int) (int, error)
 	// AddCompactedAttempts carries attempt counts of compacted operations
 	// into the running totals, so that totals never go down.
 	AddCompactedAttempts(ctx context.Context, tenant, destination, outcome string, n int) error

@@ -1636,12 +1636,26 @@ func (t *pgTx) DeleteSessionsBefore(ctx context.Context, before time.Time, limit
 
 // AppendRecovery records an operator decision on an unresolved operation.
 func (t *pgTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES ($1, $2, $3, $4, $5)`,
-		rec.Tenant, rec.Key, rec.Decision, ts(rec.At), rec.Waited.Microseconds())
+	// No operation key: the row outlives the operation and its
+	// tombstone, and nothing reads it.
+	_, err := t.q.Exec(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES ($1, '', $2, $3, $4)`,
+		rec.Tenant, rec.Decision, ts(rec.At), rec.Waited.Microseconds())
 	if err != nil {
 		return fmt.Errorf("record recovery: %w", mapErr(err))
 	}
 	return nil
+}
+
+// ForgetRecoveryKeysBefore clears the keys an older release stored with
+// its recoveries. It reads the table through (it has no index by key or
+// time), as often as retention runs: a table of operator decisions.
+func (t *pgTx) ForgetRecoveryKeysBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := t.q.Exec(ctx, `UPDATE recoveries SET key = '' WHERE id IN (
+		SELECT id FROM recoveries WHERE key <> '' AND at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, ts(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("forget recovery keys: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // AddCompactedAttempts carries attempt counts into the running totals.

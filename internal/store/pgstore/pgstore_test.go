@@ -23,7 +23,25 @@ func newSchemaDSN(t *testing.T) string { return testdb.PostgresDSN(t) }
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	testdb.RequirePostgres(t)
-	storetest.Run(t, storetest.Harness{NewDSN: newSchemaDSN})
+	storetest.Run(t, storetest.Harness{NewDSN: newSchemaDSN,
+		LegacyRecovery: func(t *testing.T, dsn, tenant, key string, at time.Time, waited time.Duration) {
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, dsn)
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			_, err = conn.Exec(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES ($1, $2, 'mark_succeeded', $3, $4)`,
+				tenant, key, at, waited.Microseconds())
+			require.NoError(t, err)
+		},
+		RecoveryKeys: func(t *testing.T, dsn string) int {
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, dsn)
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			var n int
+			require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM recoveries WHERE key <> ''`).Scan(&n))
+			return n
+		}})
 }
 
 func TestMigrationVersionsMatchSQLite(t *testing.T) {

@@ -1798,12 +1798,27 @@ func (t *sqlTx) DeleteSessionsBefore(ctx context.Context, before time.Time, limi
 }
 
 func (t *sqlTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES (?, ?, ?, ?, ?)`,
-		rec.Tenant, rec.Key, rec.Decision, toMicros(rec.At), rec.Waited.Microseconds())
+	// No operation key: the row outlives the operation and its
+	// tombstone, and nothing reads it.
+	_, err := t.q.ExecContext(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES (?, '', ?, ?, ?)`,
+		rec.Tenant, rec.Decision, toMicros(rec.At), rec.Waited.Microseconds())
 	if err != nil {
 		return fmt.Errorf("record recovery: %w", err)
 	}
 	return nil
+}
+
+// ForgetRecoveryKeysBefore clears the keys an older release stored with
+// its recoveries. It reads the table through (it has no index by key or
+// time), as often as retention runs: a table of operator decisions.
+func (t *sqlTx) ForgetRecoveryKeysBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	res, err := t.q.ExecContext(ctx, `UPDATE recoveries SET key = '' WHERE id IN (
+		SELECT id FROM recoveries WHERE key <> '' AND at < ? LIMIT ?)`, toMicros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("forget recovery keys: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }
 
 func (t *sqlTx) AddCompactedAttempts(ctx context.Context, tenant, destination, outcome string, n int) error {

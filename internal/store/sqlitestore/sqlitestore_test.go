@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,7 +20,38 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Harness{NewDSN: func(t *testing.T) string {
 		return "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
+	}, LegacyRecovery: func(t *testing.T, dsn, tenant, key string, at time.Time, waited time.Duration) {
+		rawLedgerExec(t, dsn, `INSERT INTO recoveries (tenant, key, decision, at, waited) VALUES (?, ?, 'mark_succeeded', ?, ?)`,
+			tenant, key, at.UnixMicro(), waited.Microseconds())
+	}, RecoveryKeys: func(t *testing.T, dsn string) int {
+		var n int
+		rawLedgerQuery(t, dsn, `SELECT count(*) FROM recoveries WHERE key <> ''`, &n)
+		return n
 	}})
+}
+
+// rawLedgerExec runs q on the SQLite ledger of dsn, outside the store.
+func rawLedgerExec(t *testing.T, dsn, q string, args ...any) {
+	t.Helper()
+	path, ok := sqlitestore.DSNPath(dsn)
+	require.True(t, ok, dsn)
+	db, err := sql.Open("sqlite", sqlitestore.FileURI(path))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(context.Background(), q, args...)
+	require.NoError(t, err, q)
+}
+
+// rawLedgerQuery reads the one row of q on the SQLite ledger of dsn into
+// dest, outside the store.
+func rawLedgerQuery(t *testing.T, dsn, q string, dest ...any) {
+	t.Helper()
+	path, ok := sqlitestore.DSNPath(dsn)
+	require.True(t, ok, dsn)
+	db, err := sql.Open("sqlite", sqlitestore.FileURI(path))
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.QueryRowContext(context.Background(), q).Scan(dest...), q)
 }
 
 // TestOpenTakesPathLiterally opens ledgers whose file names hold the

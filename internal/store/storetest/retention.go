@@ -13,6 +13,56 @@ import (
 // testRetention: what Compact keeps whole, what a tombstone still shows,
 // and that it pages past what it keeps.
 func testRetention(t *testing.T, h Harness) {
+	// The recovery rows keep no operation key: new ones are written
+	// without it, and retention clears the key of those an older release
+	// wrote once they are older than the tombstone retention (when the
+	// operation and its tombstone are gone), while the recovery figures,
+	// which never go down, stay as they were.
+	t.Run("RecoveriesKeepNoKey", func(t *testing.T) {
+		t.Parallel()
+		require.NotNil(t, h.LegacyRecovery, "the harness must give LegacyRecovery")
+		require.NotNil(t, h.RecoveryKeys, "the harness must give RecoveryKeys")
+		b := setupRetention(t, h)
+		b.uncertain(t, "r1")
+		b.clock.Advance(10 * time.Minute)
+		_, _, err := b.ledger.Resolve(b.ctx, "r1", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "H1", Reason: "found it"})
+		require.NoError(t, err)
+		b.uncertain(t, "r2")
+		b.clock.Advance(2 * time.Hour)
+		_, _, err = b.ledger.Resolve(b.ctx, "r2", opledger.Decision{Kind: opledger.DecisionMarkSucceeded, DestinationRef: "H2", Reason: "found it"})
+		require.NoError(t, err)
+		require.Zero(t, h.RecoveryKeys(t, b.dsn), "a decision stores no key with its recovery")
+
+		// Rows an older release wrote, with their keys.
+		now := b.clock.Func(time.Now())
+		h.LegacyRecovery(t, b.dsn, opledger.DefaultTenant, "old:1", now.Add(-time.Hour), 30*time.Second)
+		h.LegacyRecovery(t, b.dsn, opledger.DefaultTenant, "old:2", now.Add(-time.Hour), 3*24*time.Hour)
+		h.LegacyRecovery(t, b.dsn, "other", "old:3", now.Add(-time.Hour), time.Hour)
+		require.Equal(t, 3, h.RecoveryKeys(t, b.dsn))
+		figures := func() []any {
+			t.Helper()
+			st, err := b.ledger.Stats(b.ctx, true)
+			require.NoError(t, err)
+			return []any{st.Recoveries, st.RecoveryMeanSeconds, st.RecoveryP90Seconds, st.RecoveryTotalSeconds, st.RecoveryBuckets}
+		}
+		before := figures()
+		require.Equal(t, 5, before[0])
+
+		// Within the tombstone retention, the operations' tombstones
+		// are kept, and so are the old rows' keys.
+		b.clock.Advance(retention + day)
+		_, err = b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, h.RecoveryKeys(t, b.dsn))
+		require.Equal(t, before, figures())
+
+		b.clock.Advance(tombstoneRetention)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, res.Forgotten, "the tombstones of r1 and r2")
+		require.Zero(t, h.RecoveryKeys(t, b.dsn), "no recovery row keeps a key")
+		require.Equal(t, before, figures(), "the recovery figures never go down")
+	})
 	t.Run("KeepsStepsOfUnfinishedWorkflows", func(t *testing.T) {
 		t.Parallel()
 		b := setupRetention(t, h)

@@ -28,6 +28,14 @@ type Harness struct {
 	// NewDSN returns the DSN of a fresh, empty store owned by t (removed in
 	// t.Cleanup).
 	NewDSN func(t *testing.T) string
+	// LegacyRecovery stores, in the store of dsn, a recovery row (an
+	// operator decision on an unresolved operation, for the recovery
+	// figures) as a release before this one wrote it: with the
+	// operation's key. RecoveryKeys counts the recovery rows of the
+	// store of dsn that hold a key. Both read and write the store's
+	// tables directly, for the check that retention clears those keys.
+	LegacyRecovery func(t *testing.T, dsn, tenant, key string, at time.Time, waited time.Duration)
+	RecoveryKeys   func(t *testing.T, dsn string) int
 }
 
 // Run runs the whole suite.
