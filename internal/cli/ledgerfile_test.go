@@ -185,3 +185,63 @@ func TestServeRefusesUnwritableLedger(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Regexp(t, `^opledger: cannot write the ledger at `+p+`: this process may not write its file, or the -wal and -shm files beside it; nothing was recorded \(.*readonly database.*\)\n$`, errOut)
 }
+
+// TestRollbackJournalLedgerInUnwritableDirectory: a ledger file in
+// rollback-journal mode (a backup made by an older release), which every
+// open switches to WAL, that this process may write but in a directory
+// it may not (where SQLite makes its journal and -wal files), read by a
+// command that only reads, fails (1) saying the file is in
+// rollback-journal mode and what to do, instead of SQLite's "attempt to
+// write a readonly database"; the file is left as it was. As root (who
+// writes everywhere) the binary runs as nobody, and the test is skipped
+// where it cannot.
+func TestRollbackJournalLedgerInUnwritableDirectory(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "opledger-rbdir-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o755); os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "opledger")
+	data, err := os.ReadFile(binary)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	p := filepath.Join(dir, "ledger.db")
+	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+p)
+	require.Equal(t, 0, code, errOut)
+	db, err := sql.Open("sqlite", sqlitestore.FileURI(p))
+	require.NoError(t, err)
+	_, err = db.Exec(`PRAGMA journal_mode=DELETE`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	header := func() []byte {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		return b[18:20]
+	}
+	require.Equal(t, []byte{1, 1}, header(), "rollback-journal mode")
+	require.NoError(t, os.Chmod(p, 0o666))
+	require.NoError(t, os.Chmod(dir, 0o555))
+
+	cmd := exec.Command(bin, "ops", "list", "--db", "sqlite:"+p)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OPLEDGER_DB=")
+	if os.Getuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		if err != nil && os.Getuid() == 0 {
+			t.Skipf("cannot run as nobody here: %v", err)
+		}
+		t.Fatalf("want a failure, got %v: %s", err, out.String())
+	}
+	require.Equal(t, 1, ee.ExitCode(), stderr.String())
+	require.Empty(t, out.String())
+	require.Regexp(t, `^opledger: open sqlite `+p+`: it is in rollback-journal mode \(a backup made by an older opledger\), which opening it switches to WAL, `+
+		`and this process may not write it, or the directory it is in \(attempt to write a readonly database \(\d+\)\): `+
+		`open it once as a user who may \(opledger migrate --db sqlite:`+p+`\), then read it as before\n$`, stderr.String())
+	require.Equal(t, []byte{1, 1}, header(), "left as it was")
+}

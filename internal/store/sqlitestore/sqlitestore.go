@@ -172,6 +172,21 @@ func HoldsLedger(ctx context.Context, path string) (bool, error) {
 // not open the file for writing. A file too short to have a header is not: SQLite says what it
 // makes of it.
 func RollbackJournalUnwritable(path string) (bool, error) {
+	rollback, err := rollbackJournal(path)
+	if err != nil || !rollback {
+		return false, err
+	}
+	w, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return true, nil
+	}
+	return false, w.Close()
+}
+
+// rollbackJournal reports whether the header of the SQLite file at path
+// says it is not in WAL mode (bytes 18 and 19 not 2); a file too short to
+// have a header is not.
+func rollbackJournal(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
@@ -181,14 +196,7 @@ func RollbackJournalUnwritable(path string) (bool, error) {
 	if _, err := io.ReadFull(f, h[:]); err != nil {
 		return false, nil
 	}
-	if h[18] == 2 && h[19] == 2 {
-		return false, nil
-	}
-	w, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return true, nil
-	}
-	return false, w.Close()
+	return h[18] != 2 || h[19] != 2, nil
 }
 
 // IsNotDatabase reports an error of a file that is not a SQLite database
@@ -391,6 +399,16 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		reader.Close()
 		writer.Close()
+		// The connection's journal_mode(WAL) writes a file still in
+		// rollback-journal mode, and makes files beside it.
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY {
+			if rollback, _ := rollbackJournal(path); rollback {
+				return nil, fmt.Errorf("open sqlite %s: it is in rollback-journal mode (a backup made by an older opledger), which opening it switches to WAL, "+
+					"and this process may not write it, or the directory it is in (%w): open it once as a user who may (opledger migrate --db sqlite:%s), "+
+					"then read it as before", path, err, path)
+			}
+		}
 		return nil, classify(fmt.Errorf("open sqlite %s: %w", path, err))
 	}
 	s := &Store{path: path, writer: writer, reader: reader, wconn: wconn, wlock: make(chan struct{}, 1),
