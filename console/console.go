@@ -190,6 +190,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /events/{source}/{id}", c.signedIn(c.event))
 	c.mux.HandleFunc("GET /workflows", c.signedIn(c.workflows))
 	c.mux.HandleFunc("GET /workflows/{key}", c.signedIn(c.workflow))
+	c.mux.HandleFunc("POST /workflows/{key}/cancel", c.signedIn(c.deciding(c.cancelWorkflow)))
 	c.mux.HandleFunc("GET /lab", c.signedIn(c.labPage))
 	c.mux.HandleFunc("GET /lab/{scenario}/reset", c.signedIn(c.labResetPage))
 	c.mux.HandleFunc("POST /lab/{scenario}", c.signedIn(c.labAction))
@@ -374,6 +375,8 @@ func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/operations/") && r.PathValue("key") != "":
 			back = "/operations/" + url.PathEscape(r.PathValue("key"))
+		case strings.HasPrefix(r.URL.Path, "/workflows/") && r.PathValue("key") != "":
+			back = "/workflows/" + url.PathEscape(r.PathValue("key"))
 		case strings.HasPrefix(r.URL.Path, "/lab/"):
 			back = "/lab"
 		}
@@ -901,23 +904,4 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 	c.renderSigned(w, s, http.StatusOK, "event", map[string]any{"Title": visibleText(d.Event.Source + "/" + d.Event.EventID),
 		"D": d, "Deliveries": shorten(d.Deliveries, shownItems), "Duplicates": dupes, "Removed": removed,
 		"Operations": shorten(d.Operations, shownItems)})
-}
-
-func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
-	wf, err := s.ledger.GetWorkflow(r.Context(), r.PathValue("key"))
-	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
-		c.renderSigned(w, s, http.StatusNotFound, "workflows", map[string]any{"Title": "Workflows",
-			"Missing": r.PathValue("key"), "Open": true, "PageSize": c.workflowsPageSize})
-		return
-	}
-	if err != nil {
-		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
-		return
-	}
-	for _, st := range wf.Steps {
-		if st.Operation != nil {
-			st.Operation = st.Operation.Masked() // as the API shows it
-		}
-	}
-	c.renderSigned(w, s, http.StatusOK, "workflow", map[string]any{"Title": wf.Key, "W": wf})
 }

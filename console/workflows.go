@@ -1,11 +1,13 @@
 package console
 
 import (
+	"crypto/hmac"
 	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/opledger/opledger"
 )
@@ -125,4 +127,184 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request, s *session) 
 		data["First"] = href(open, "")
 	}
 	c.renderSigned(w, s, http.StatusOK, "workflows", data)
+}
+
+// workflowCancelledNotice is the notice's name for a workflow cancelled
+// on its page.
+const workflowCancelledNotice = "workflow_cancelled"
+
+// workflowCancelForm is the workflow page's cancel form, shown while the
+// workflow can be cancelled: what was typed, why it was refused and which
+// field ("reason", "operator") the refusal is about, when one was.
+type workflowCancelForm struct {
+	Values       decisionValues
+	Error, Field string
+}
+
+// workflowCancelFailure is a cancellation the console did not record, to
+// show with the workflow as it is now.
+type workflowCancelFailure struct {
+	status int
+	values decisionValues
+	field  string
+	msg    string
+	// seen is the workflow's UpdatedAt as the posted page showed it (zero
+	// when the form did not say): a refusal for any other reason is shown
+	// as stale when the workflow has changed since.
+	seen time.Time
+}
+
+// cancellable reports whether CancelWorkflow takes wf: not finished, and
+// its current step has no operation (stuck, or due to be recorded) or
+// one that failed.
+func cancellable(wf *opledger.Workflow) bool {
+	if wf.Cancelled != nil || wf.Status == opledger.WorkflowSucceeded || wf.Status == opledger.WorkflowCancelled {
+		return false
+	}
+	st := wf.Step(wf.CurrentStep)
+	return st != nil && (st.Operation == nil || st.Operation.State == opledger.StateFailed)
+}
+
+// workflow shows a workflow, with the notice of its cancellation just
+// recorded, if any.
+func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
+	notice := ""
+	if ck, err := r.Cookie(noticeCookie); err == nil {
+		http.SetCookie(w, c.makeWorkflowNoticeCookie(r, "", -1))
+		if kind, _, ok := strings.Cut(ck.Value, "~"); ok &&
+			hmac.Equal([]byte(ck.Value), []byte(noticeValue(s.secret, kind, r.PathValue("key")))) {
+			switch kind {
+			case workflowCancelledNotice:
+				notice = "Recorded: the workflow is cancelled. Its steps not recorded yet are never recorded."
+			case replayedNotice:
+				notice = noticeText(replayedNotice)
+			}
+		}
+	}
+	c.showWorkflow(w, r, s, nil, notice)
+}
+
+// makeWorkflowNoticeCookie is the notice cookie of the workflow pages.
+func (c *Console) makeWorkflowNoticeCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	ck := c.makeNoticeCookie(r, value, maxAge)
+	ck.Path = "/workflows/"
+	return ck
+}
+
+// showWorkflow renders the workflow page: with a refused cancellation f,
+// in f's status, the refusal inside the cancel form (or above the steps
+// when the workflow can no longer be cancelled) and what was typed.
+func (c *Console) showWorkflow(w http.ResponseWriter, r *http.Request, s *session, f *workflowCancelFailure, notice string) {
+	wf, err := s.ledger.GetWorkflow(r.Context(), r.PathValue("key"))
+	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) {
+		c.renderSigned(w, s, http.StatusNotFound, "workflows", map[string]any{"Title": "Workflows",
+			"Missing": r.PathValue("key"), "Open": true, "PageSize": c.workflowsPageSize})
+		return
+	}
+	if err != nil {
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		return
+	}
+	canCancel := cancellable(wf)
+	for _, st := range wf.Steps {
+		if st.Operation != nil {
+			st.Operation = st.Operation.Masked() // as the API shows it
+		}
+	}
+	status, topError, replaceURL := http.StatusOK, "", ""
+	var form *workflowCancelForm
+	if canCancel {
+		form = &workflowCancelForm{}
+	}
+	if f != nil {
+		if !f.seen.IsZero() && !f.seen.Equal(wf.UpdatedAt) {
+			f.status, f.field, f.msg = http.StatusConflict, "", workflowStaleMessage(wf)
+		}
+		status, topError = f.status, f.msg
+		if form != nil {
+			form.Values, form.Error, form.Field, topError = f.values, f.msg, f.field, ""
+		}
+		// The page answers a POST: a reload would post it again, so the
+		// script puts the workflow's own address in the history instead.
+		replaceURL = "/workflows/" + url.PathEscape(wf.Key)
+	}
+	undecidable := !s.canDecide() && form != nil
+	if !s.canDecide() {
+		form = nil
+	}
+	c.renderSigned(w, s, status, "workflow", map[string]any{"Title": wf.Key, "W": wf, "Cancel": form,
+		"Undecidable": undecidable, "Seen": wf.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		"MaxReason": maxReasonBytes, "MaxOperator": maxOperatorBytes, "FormError": topError,
+		"ReplaceURL": replaceURL, "Notice": notice})
+}
+
+// workflowStaleMessage says what became of a workflow since a page
+// showed it.
+func workflowStaleMessage(wf *opledger.Workflow) string {
+	if c := wf.Cancelled; c != nil {
+		return "The workflow was cancelled since you opened this page, by " + c.Operator + " at step " + c.Step +
+			": " + c.Reason + ". Yours was not recorded."
+	}
+	now := string(wf.Status)
+	if wf.CurrentStep != "" {
+		now += ", at step " + wf.CurrentStep
+	}
+	return "The workflow has changed since you opened this page: it is now " + now + ". Yours was not recorded. Look again before deciding."
+}
+
+// cancelWorkflow records the cancellation of a workflow given on its
+// page. The form names the workflow's UpdatedAt as the page showed it: a
+// workflow that has changed since, or a form that does not say, is
+// refused. A recorded cancellation, or one sent twice, sends the browser
+// to the workflow's page with its notice (Post/Redirect/Get); a refused
+// one is shown at once, with the workflow as it is now and what was
+// typed.
+func (c *Console) cancelWorkflow(w http.ResponseWriter, r *http.Request, s *session) {
+	key := r.PathValue("key")
+	v := decisionValues{Reason: r.PostForm.Get("reason"), Operator: r.PostForm.Get("operator")}
+	seen, err := time.Parse(time.RFC3339Nano, r.PostForm.Get("seen"))
+	failed := func(status int, field, msg string) {
+		c.showWorkflow(w, r, s, &workflowCancelFailure{status: status, values: v, field: field, msg: msg, seen: seen}, "")
+	}
+	if err != nil || seen.IsZero() {
+		failed(http.StatusConflict, "", "This form does not say which version of the workflow you saw (it comes from an older page of the console), so nothing was recorded. Look at the workflow again before deciding.")
+		return
+	}
+	if field, msg := checkDecision(opledger.DecisionCancel, v); msg != "" {
+		failed(http.StatusBadRequest, field, msg)
+		return
+	}
+	wf, replayed, err := s.ledger.CancelWorkflow(r.Context(), key, opledger.WorkflowCancel{
+		Reason: strings.TrimSpace(v.Reason), Operator: operatorName(v.Operator), SeenUpdatedAt: seen})
+	switch {
+	case errors.Is(err, opledger.ErrStaleDecision):
+		// Shown as stale: the workflow as it is now differs from seen.
+		failed(http.StatusConflict, "", "The workflow has changed since you opened this page. Yours was not recorded. Look again before deciding.")
+		return
+	case errors.Is(err, opledger.ErrReasonRequired):
+		failed(http.StatusBadRequest, "reason", "Write a reason: what you checked and why this decision is right.")
+		return
+	case errors.Is(err, opledger.ErrInvalidState):
+		failed(http.StatusConflict, "", "This workflow cannot be cancelled now (it is finished, or its current step's operation has not finished: cancel or settle that operation first). Yours was not recorded.")
+		return
+	case errors.Is(err, opledger.ErrInvalidInput):
+		failed(http.StatusBadRequest, "", consoleWords(strings.TrimPrefix(err.Error(), "invalid input: ")))
+		return
+	case errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey):
+		c.showWorkflow(w, r, s, nil, "")
+		return
+	case errors.Is(err, opledger.ErrStoreBusy):
+		c.logBusy(r, err)
+		failed(http.StatusServiceUnavailable, "", storeBusyMessage)
+		return
+	case err != nil:
+		c.fail(w, r, s, http.StatusServiceUnavailable, "The cancellation could not be recorded.", err)
+		return
+	}
+	notice := workflowCancelledNotice
+	if replayed {
+		notice = replayedNotice
+	}
+	http.SetCookie(w, c.makeWorkflowNoticeCookie(r, noticeValue(s.secret, notice, wf.Key), 60))
+	http.Redirect(w, r, "/workflows/"+url.PathEscape(wf.Key), http.StatusSeeOther)
 }
