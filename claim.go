@@ -768,6 +768,14 @@ type Report struct {
 	// (keptError), so that a value across the cut is not stored in part.
 	uncut, note string
 	noted       bool
+
+	// ref and refQuote are set by ReportOf for a success whose destination
+	// reference the ledger cannot store: the reference, and its quote in
+	// the error text (quoteRef, cut). The ledger quotes it again from the
+	// whole reference with the values of sensitive fields masked
+	// (requoted), so that a value across the quote's cut is not stored in
+	// part.
+	ref, refQuote string
 }
 
 const maxErrorLength = 1000
@@ -798,10 +806,21 @@ func (r *Report) withNote() bool {
 // a text WithNote cut, the text before the cut, then its note.
 func (r *Report) keptError(t *txn) string {
 	if !r.withNote() {
-		return t.keep(r.Error, maxErrorLength)
+		return t.keep(r.requoted(t.scrub, r.Error), maxErrorLength)
 	}
 	note := t.keep(r.note, maxErrorLength)
-	return t.keep(r.uncut, maxErrorLength-len(note)) + note
+	return t.keep(r.requoted(t.scrub, r.uncut), maxErrorLength-len(note)) + note
+}
+
+// requoted is text with the quote of the destination reference ReportOf
+// could not store, if it holds it, made again from the whole reference
+// masked by mask: masked before it is cut, no sensitive value is quoted
+// in part.
+func (r *Report) requoted(mask func(string) string, text string) string {
+	if r.refQuote == "" {
+		return text
+	}
+	return strings.Replace(text, r.refQuote, quoteRef(mask(r.ref)), 1)
 }
 
 // MaxDestinationRefBytes is the length of the longest destination

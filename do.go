@@ -213,13 +213,15 @@ func ReportOf(res Result, err error) Report {
 // action's error, or the uncertain one that stands for a success the
 // ledger cannot record as one; nil for a success.
 func reportOf(res Result, actErr error) (Report, error) {
+	quote := "" // of a reference the ledger cannot store, in the error text
 	if actErr == nil {
 		switch err := CheckDestinationRef(res.Ref); {
 		case strings.TrimSpace(res.Ref) == "":
 			actErr = Uncertain(errors.New("the call succeeded without a destination reference"))
 		case err != nil:
+			quote = quoteRef(res.Ref)
 			actErr = Uncertain(fmt.Errorf("the call succeeded, but its destination reference cannot be stored (%s): %s; the destination reported an effect: reconcile it there",
-				InvalidInputDetail(err), quoteRef(res.Ref)))
+				InvalidInputDetail(err), quote))
 		default:
 			return Report{Outcome: OutcomeSucceeded, DestinationRef: res.Ref, Response: savable(res.Response)}, nil
 		}
@@ -242,7 +244,13 @@ func reportOf(res Result, actErr error) (Report, error) {
 		}
 	}
 	r.Error = ErrorText(actErr)
-	return r.WithNote(notes), actErr
+	r = r.WithNote(notes)
+	// The quote was cut before any value was masked: the ledger quotes
+	// the reference again, masked first (Report.keptError).
+	if quote != "" {
+		r.ref, r.refQuote = res.Ref, quote
+	}
+	return r, actErr
 }
 
 // savable is resp if the ledger can save and replay it, else nil: a
@@ -375,7 +383,9 @@ func (e *ReportError) Error() string {
 	}
 	msg := fmt.Sprintf("%s: the attempt's outcome (%s) was not recorded: %v", e.Key, what, e.Err)
 	if e.ActionErr != nil {
-		msg += fmt.Sprintf("; the action's error: %v", e.ActionErr)
+		// The quote of a reference the ledger cannot store is made
+		// again from the whole reference masked, not masked once cut.
+		msg += "; the action's error: " + e.Report.requoted(st.maskValue, e.ActionErr.Error())
 	}
 	return st.mask(msg)
 }

@@ -94,6 +94,33 @@ func TestDoReportFailureMasksSensitiveValues(t *testing.T) {
 	}
 }
 
+// TestDoReportFailureMasksRefQuote: a success whose reference the ledger
+// cannot store, when the store fails too, returns a *ReportError whose
+// text quotes the start of the reference in the action's error: the
+// values of sensitive fields are masked in the whole reference before
+// the quote is cut, so none is logged in part.
+func TestDoReportFailureMasksRefQuote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const secret = "ana.maria.silva@example.invalid"
+	in := doIntent("k1")
+	in.Payload = json.RawMessage(`{"to":"` + secret + `"}`)
+	in.SensitiveFields = []string{"to"}
+	ref := "https://crm.example/contacts/" + strings.Repeat("c", 20) + "?to=" + secret + "&" + strings.Repeat("y", 200)
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	_, err = l.Do(ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+		require.NoError(t, l.Close()) // the store goes away while the call runs
+		return opledger.Result{Ref: ref}, nil
+	})
+	var re *opledger.ReportError
+	require.True(t, errors.As(err, &re), "%v", err)
+	require.Contains(t, err.Error(), "cannot be stored")
+	require.NotContains(t, err.Error(), "ana.m", "no part of the value")
+	require.Contains(t, err.Error(), "?to=***")
+	require.Equal(t, ref, re.Result.Ref, "the real reference, to send again")
+}
+
 func TestOutcomeOf(t *testing.T) {
 	t.Parallel()
 	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}

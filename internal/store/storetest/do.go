@@ -280,4 +280,45 @@ func testDo(t *testing.T, h Harness) {
 			}
 		}
 	})
+
+	// A success whose destination reference the ledger cannot store (too
+	// long, or not text) is recorded uncertain, its error quoting the
+	// start of the reference: the values of sensitive fields are masked
+	// in the whole reference before the quote is cut, so that a value
+	// across the cut is not stored in part.
+	t.Run("SensitiveValueAcrossTheRefQuote", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		const secret = "ana.maria.silva@example.invalid"
+		prefix := "https://crm.example/contacts/" + strings.Repeat("c", 20) + "?to=" // the value starts at byte 53
+		for i, ref := range []string{
+			prefix + secret + "&" + strings.Repeat("y", opledger.MaxDestinationRefBytes), // too long
+			prefix + secret + "&x=\x00", // not text
+			prefix + secret + "&x=\xff",
+		} {
+			require.Error(t, opledger.CheckDestinationRef(ref), "answer %d: the ledger cannot store it", i)
+			key := fmt.Sprintf("k%d", i)
+			in := intent(key)
+			in.Payload = json.RawMessage(`{"to":"` + secret + `","units":2}`)
+			in.SensitiveFields = []string{"to"}
+			op, err := b.ledger.Do(b.ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+				return opledger.Result{Ref: ref}, nil
+			})
+			require.Error(t, err)
+			require.Equal(t, opledger.StateUncertain, op.State)
+			attempts, err := b.ledger.Attempts(b.ctx, key)
+			require.NoError(t, err)
+			tl, err := b.ledger.Timeline(b.ctx, key)
+			require.NoError(t, err)
+			texts := []string{op.LastError, attempts[0].Error}
+			for _, e := range tl {
+				texts = append(texts, e.Evidence)
+			}
+			require.Contains(t, op.LastError, "cannot be stored", "answer %d", i)
+			require.Contains(t, op.LastError, `"`+prefix+"***", "answer %d: the value is masked in the quote", i)
+			for _, text := range texts {
+				require.NotContains(t, text, "ana.m", "answer %d: no part of the value is kept", i)
+			}
+		}
+	})
 }
