@@ -200,7 +200,46 @@ func LoadConfig(path string) (*FileConfig, error) {
 	if err := emptySections(data); err != nil {
 		return nil, fmt.Errorf("proxy config %s: %w", path, err)
 	}
+	if err := checkUpstreamsAt(data, c.Upstreams); err != nil {
+		return nil, fmt.Errorf("proxy config %s: %w", path, err)
+	}
 	return &c, nil
+}
+
+// checkUpstreamsAt reports the first problem New would find with the
+// upstreams (CheckUpstreams), at the line of the entry it is in: each
+// upstream is checked with those before it, so that the first entry
+// refused is the one at fault, a name or prefix used twice included.
+func checkUpstreamsAt(data []byte, us []Upstream) error {
+	for i := range us {
+		routes, err := buildRoutes(us[:i+1], netHTTPTransport)
+		if err != nil {
+			if line := upstreamLine(data, i); line > 0 {
+				return fmt.Errorf("line %d: %w", line, err)
+			}
+			return err
+		}
+		for _, r := range routes {
+			_ = r.dest.Close()
+		}
+	}
+	return nil
+}
+
+// upstreamLine is the line of the i-th entry of the file's upstreams
+// list; 0 when it cannot be found.
+func upstreamLine(data []byte, i int) int {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return 0
+	}
+	doc := root.Content[0]
+	for k := 0; k+1 < len(doc.Content); k += 2 {
+		if doc.Content[k].Value == "upstreams" && doc.Content[k+1].Kind == yaml.SequenceNode && i < len(doc.Content[k+1].Content) {
+			return doc.Content[k+1].Content[i].Line
+		}
+	}
+	return 0
 }
 
 // emptySections refuses the sections of an upstream written without a

@@ -61,10 +61,8 @@ func TestNegativeSettingsRefused(t *testing.T) {
 	// The same rule in a configuration file.
 	path := filepath.Join(t.TempDir(), "proxy.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("upstreams:\n  - name: crm\n    url: "+url+"\n    max_body_bytes: -1\n"), 0o644))
-	fc, err := proxy.LoadConfig(path)
-	require.NoError(t, err)
-	_, err = proxy.RetryPolicies(fc.Upstreams)
-	require.ErrorContains(t, err, "upstream crm: max_body_bytes is -1")
+	_, err = proxy.LoadConfig(path)
+	require.ErrorContains(t, err, "proxy config "+path+": line 2: upstream crm: max_body_bytes is -1")
 	require.NoError(t, os.WriteFile(path, []byte("upstreams:\n  - name: crm\n    url: "+url+"\n    timeout: -5s\n"), 0o644))
 	_, err = proxy.LoadConfig(path)
 	require.ErrorContains(t, err, "negative")
@@ -91,6 +89,15 @@ func TestLoadConfigRefusals(t *testing.T) {
 				"line 5: upstreams.0.unique_reference: has no value"},
 		{"empty idempotency", upstreams + "  - name: pay\n    url: http://127.0.0.1:2\n    idempotency:\n",
 			"line 6: upstreams.1.idempotency: has no value"},
+
+		// An upstream's own settings are checked at load, at its line.
+		{"an upstream url without a scheme", upstreams + "  - name: pay\n    url: pay.example.com\n",
+			"line 4: upstream pay: url must be an absolute http:// or https:// URL"},
+		{"an upstream without a name", upstreams + "  - url: http://127.0.0.1:2\n", "line 4: upstream: name is required"},
+		{"a ref that is no JSON pointer", "upstreams:\n  - name: crm\n    ref: id\n    url: http://127.0.0.1:1\n",
+			"line 2: upstream crm: destination proxy:crm: ref: JSON pointer \"id\" must start with /"},
+		{"a name used twice", upstreams + "  - name: crm\n    prefix: /b/\n    url: http://127.0.0.1:2\n",
+			"line 4: upstream crm: the name is already used by another upstream"},
 
 		// The proxy's timeout of 0 is its default, not refused.
 		{"empty section beside a zero timeout", upstreams + "    timeout: 0s\n    retry:\n", "line 5: upstreams.0.retry: has no value"},

@@ -244,9 +244,9 @@ func TestProxyConfigRefusedBeforeOpening(t *testing.T) {
 		{write("utf16-odd.yaml", "\xff\xfeu\x00p"), "opledger: proxy config " + filepath.Join(dir, "utf16-odd.yaml") + ": the file is not UTF-8 text: it starts with a UTF-16 byte-order mark, but its length is odd: save it as UTF-8\n"},
 		{"/dev/zero", "opledger: read proxy config: /dev/zero: not a regular file"},
 		{write("names.yaml", upstreams+"  - name: crm\n    prefix: /other/\n    url: http://127.0.0.1:2\n"),
-			"opledger: upstream crm: the name is already used by another upstream: each needs its own"},
+			"opledger: proxy config " + filepath.Join(dir, "names.yaml") + ": line 5: upstream crm: the name is already used by another upstream: each needs its own"},
 		{write("prefixes.yaml", upstreams+"  - name: mail\n    prefix: /crm/\n    url: http://127.0.0.1:2\n"),
-			"opledger: upstream mail: prefix /crm/ is already used by upstream crm"},
+			"opledger: proxy config " + filepath.Join(dir, "prefixes.yaml") + ": line 5: upstream mail: prefix /crm/ is already used by upstream crm"},
 	} {
 		path := filepath.Join(t.TempDir(), "ledger.db")
 		out, errOut, code := runGuarded(t, "proxy", "--listen", "127.0.0.1:0", "--db", "sqlite:"+path, "--config", tc.config)
