@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,12 @@ type FileConfig struct {
 	Owners map[string]string `yaml:"owners"`
 
 	dir string
+	// file is the path LoadConfig was given, and lines the line of each
+	// entry of webhooks, owners ("webhooks.NAME", "owners.NAME") and
+	// require_approval ("require_approval.N", from 1), for the errors
+	// about them (at).
+	file  string
+	lines map[string]int
 	// texts are the files the configuration names, by path, as read once:
 	// the text a loader parsed is the text SharedSettings digests.
 	texts map[string][]byte
@@ -89,6 +96,7 @@ func LoadConfig(path string) (*FileConfig, error) {
 		}
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	c.file, c.lines = path, entryLines(data)
 	// Absolute, so that an error about a file it names says where that
 	// file was looked for.
 	if abs, err := filepath.Abs(path); err == nil {
@@ -143,6 +151,44 @@ func fileGivenForConfig(data []byte, path string) string {
 			key.Line, key.Value, what, key.Value, own, guide, key.Value, own)
 	}
 	return ""
+}
+
+// entryLines finds the line of each entry of webhooks, owners and
+// require_approval in the file's text (FileConfig.lines).
+func entryLines(data []byte) map[string]int {
+	lines := map[string]int{}
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return lines
+	}
+	top := root.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		key, value := top[i].Value, top[i+1]
+		switch {
+		case (key == "webhooks" || key == "owners") && value.Kind == yaml.MappingNode:
+			for j := 0; j+1 < len(value.Content); j += 2 {
+				lines[key+"."+value.Content[j].Value] = value.Content[j].Line
+			}
+		case key == "require_approval" && value.Kind == yaml.SequenceNode:
+			for j, entry := range value.Content {
+				lines[key+"."+strconv.Itoa(j+1)] = entry.Line
+			}
+		}
+	}
+	return lines
+}
+
+// at begins an error about the entry named entry ("webhooks.stripe",
+// "require_approval.2"): "config FILE: line N: ", or "config " for a
+// FileConfig LoadConfig did not read.
+func (c *FileConfig) at(entry string) string {
+	if c.file == "" {
+		return "config "
+	}
+	if line := c.lines[entry]; line > 0 {
+		return fmt.Sprintf("config %s: line %d: ", c.file, line)
+	}
+	return fmt.Sprintf("config %s: ", c.file)
 }
 
 func (c *FileConfig) path(p string) string {
@@ -244,7 +290,7 @@ func keyReason(name string) string {
 func (c *FileConfig) ApprovalDestinations() ([]string, error) {
 	for i, name := range c.RequireApproval {
 		if reason := keyReason(name); reason != "" {
-			return nil, fmt.Errorf("config require_approval: entry %d takes a destination name, in the operation key syntax: %s", i+1, reason)
+			return nil, fmt.Errorf("%srequire_approval: entry %d takes a destination name, in the operation key syntax: %s", c.at("require_approval."+strconv.Itoa(i+1)), i+1, reason)
 		}
 	}
 	return slices.Clone(c.RequireApproval), nil
@@ -260,14 +306,14 @@ func (c *FileConfig) DestinationOwners() (map[string]string, error) {
 	names := slices.Sorted(maps.Keys(c.Owners))
 	for _, name := range names {
 		if reason := keyReason(name); reason != "" {
-			return nil, fmt.Errorf("config owners: a destination name takes the operation key syntax: %s", reason)
+			return nil, fmt.Errorf("%sowners: a destination name takes the operation key syntax: %s", c.at("owners."+name), reason)
 		}
 		owner := c.Owners[name]
 		if strings.TrimSpace(owner) == "" {
-			return nil, fmt.Errorf("config owners.%s: names no owner: give a team or an on-call handle, or leave the destination out", name)
+			return nil, fmt.Errorf("%sowners.%s: names no owner: give a team or an on-call handle, or leave the destination out", c.at("owners."+name), name)
 		}
 		if err := opledger.CheckOwner(owner); err != nil {
-			return nil, fmt.Errorf("config owners.%s: %s", name, opledger.InvalidInputDetail(err))
+			return nil, fmt.Errorf("%sowners.%s: %s", c.at("owners."+name), name, opledger.InvalidInputDetail(err))
 		}
 	}
 	return maps.Clone(c.Owners), nil
@@ -301,34 +347,34 @@ func (c *FileConfig) APIOptions() (httpapi.Options, error) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		w := c.Webhooks[name]
+		w, at := c.Webhooks[name], c.at("webhooks."+name)
 		if err := opledger.ValidateKey(name); err != nil {
-			return opts, fmt.Errorf("config webhooks: source name: %w", err)
+			return opts, fmt.Errorf("%swebhooks: source name: %w", at, err)
 		}
 		if w.Tenant == "" {
-			return opts, fmt.Errorf("config webhooks.%s: tenant is required", name)
+			return opts, fmt.Errorf("%swebhooks.%s: tenant is required", at, name)
 		}
 		if reason := keyReason(w.Tenant); reason != "" {
 			// Like a key, the value is not repeated.
-			return opts, fmt.Errorf("config webhooks.%s: tenant takes a name in the operation key syntax: %s", name, reason)
+			return opts, fmt.Errorf("%swebhooks.%s: tenant takes a name in the operation key syntax: %s", at, name, reason)
 		}
 		if w.Header != "" && !destination.ValidHeaderName(w.Header) {
-			return opts, fmt.Errorf("config webhooks.%s: header %q is not an HTTP header name", name, w.Header)
+			return opts, fmt.Errorf("%swebhooks.%s: header %q is not an HTTP header name", at, name, w.Header)
 		}
 		if w.Tolerance != "" && webhook.Scheme(w.Scheme) == webhook.SchemeShopify {
-			return opts, fmt.Errorf("config webhooks.%s: tolerance is for the stripe scheme; a shopify signature carries no timestamp", name)
+			return opts, fmt.Errorf("%swebhooks.%s: tolerance is for the stripe scheme; a shopify signature carries no timestamp", at, name)
 		}
 		var tol time.Duration
 		if w.Tolerance != "" {
 			d, err := time.ParseDuration(w.Tolerance)
 			if err != nil || d <= 0 {
-				return opts, fmt.Errorf("config webhooks.%s: tolerance %q is not a positive duration like 5m", name, w.Tolerance)
+				return opts, fmt.Errorf("%swebhooks.%s: tolerance %q is not a positive duration like 5m", at, name, w.Tolerance)
 			}
 			tol = d
 		}
 		v, err := webhook.New(webhook.Config{Scheme: webhook.Scheme(w.Scheme), SecretEnv: w.SecretEnv, Header: w.Header, Tolerance: tol})
 		if err != nil {
-			return opts, fmt.Errorf("config webhooks.%s: %w", name, err)
+			return opts, fmt.Errorf("%swebhooks.%s: %w", at, name, err)
 		}
 		opts.Webhooks[name] = httpapi.WebhookSource{Tenant: w.Tenant, Verify: v, Scheme: webhook.Scheme(w.Scheme)}
 	}

@@ -32,19 +32,19 @@ func TestAPIOptionsChecksWebhooks(t *testing.T) {
 		name, source, want string
 	}{
 		{"tenant with a space", `{tenant: "bad tenant", scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}`,
-			"config webhooks.src: tenant takes a name in the operation key syntax: key may contain only letters"},
+			"webhooks.src: tenant takes a name in the operation key syntax: key may contain only letters"},
 		{"tenant with a NUL", `{tenant: "a\0b", scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}`,
-			"config webhooks.src: tenant takes a name in the operation key syntax"},
+			"webhooks.src: tenant takes a name in the operation key syntax"},
 		{"tenant too long", `{tenant: ` + strings.Repeat("t", 201) + `, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}`,
-			"config webhooks.src: tenant takes a name in the operation key syntax: key is longer than 200 bytes"},
+			"webhooks.src: tenant takes a name in the operation key syntax: key is longer than 200 bytes"},
 		{"tenant with personal data", `{tenant: "ann@example.com", scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}`,
 			"keys must carry no personal data"},
 		{"header not a token", `{tenant: acme, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET, header: "X Sig"}`,
-			`config webhooks.src: header "X Sig" is not an HTTP header name`},
+			`webhooks.src: header "X Sig" is not an HTTP header name`},
 		{"header with a colon", `{tenant: acme, scheme: shopify, secret_env: TEST_WEBHOOK_SECRET, header: "X-Sig:"}`,
 			`header "X-Sig:" is not an HTTP header name`},
 		{"tolerance for shopify", `{tenant: acme, scheme: shopify, secret_env: TEST_WEBHOOK_SECRET, tolerance: 5m}`,
-			"config webhooks.src: tolerance is for the stripe scheme; a shopify signature carries no timestamp"},
+			"webhooks.src: tolerance is for the stripe scheme; a shopify signature carries no timestamp"},
 		{"stripe", `{tenant: acme, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET, tolerance: 5m, header: X-Stripe-Sig}`, ""},
 		{"shopify", `{tenant: acme, scheme: shopify, secret_env: TEST_WEBHOOK_SECRET, header: X-Shop-Hmac}`, ""},
 	} {
@@ -82,7 +82,7 @@ func TestAPIOptionsReportsFirstSourceByName(t *testing.T) {
 	require.NoError(t, err)
 	for range 50 {
 		_, err := fc.APIOptions()
-		require.EqualError(t, err, "config webhooks.a: tenant is required")
+		require.ErrorContains(t, err, ": line 5: webhooks.a: tenant is required")
 	}
 }
 
@@ -170,7 +170,7 @@ func TestApprovalDestinations(t *testing.T) {
 	fc, err = loadConfig(t, "require_approval:\n  - payments\n  - ann@example.com\n")
 	require.NoError(t, err)
 	_, err = fc.ApprovalDestinations()
-	require.ErrorContains(t, err, "config require_approval: entry 2 takes a destination name, in the operation key syntax: ")
+	require.ErrorContains(t, err, "require_approval: entry 2 takes a destination name, in the operation key syntax: ")
 	require.NotContains(t, err.Error(), "ann@example.com")
 
 	_, err = loadConfig(t, "require_approval: payments\n")
@@ -188,9 +188,9 @@ func TestDestinationOwners(t *testing.T) {
 	require.Equal(t, map[string]string{"payments": "finance", "crm.eu": "sales-ops"}, owners)
 
 	for _, tc := range []struct{ file, want string }{
-		{"owners:\n  \"ann@example.com\": finance\n", "config owners: a destination name takes the operation key syntax: "},
-		{"owners:\n  payments: \"\"\n  crm: \" \"\n", "config owners.crm: names no owner"},
-		{"owners:\n  payments: " + strings.Repeat("f", 201) + "\n", "config owners.payments: owner is at most 200 bytes"},
+		{"owners:\n  \"ann@example.com\": finance\n", "owners: a destination name takes the operation key syntax: "},
+		{"owners:\n  payments: \"\"\n  crm: \" \"\n", "owners.crm: names no owner"},
+		{"owners:\n  payments: " + strings.Repeat("f", 201) + "\n", "owners.payments: owner is at most 200 bytes"},
 	} {
 		fc, err := loadConfig(t, tc.file)
 		require.NoError(t, err)
@@ -299,4 +299,44 @@ func TestConfigFilesReadOnce(t *testing.T) {
 	_, fileErr = opledger.LoadRules(filepath.Join(dir, "gone.yaml"))
 	_, err = fc.APIOptions()
 	require.EqualError(t, err, "config rules: "+fileErr.Error())
+}
+
+// TestConfigRefusalsNameFileAndLine: a webhook source, a require_approval
+// entry and an owner refused after the file decoded are said with the
+// file and the line of the entry, as a value of the wrong kind is: they
+// named neither, leaving a long file to be searched.
+func TestConfigRefusalsNameFileAndLine(t *testing.T) {
+	t.Setenv("TEST_WEBHOOK_SECRET", "whsec_a")
+	path := filepath.Join(t.TempDir(), "opledger.yaml")
+	for _, tc := range []struct {
+		file, want string
+		check      func(*server.FileConfig) error
+	}{
+		{"rules: \"\"\nwebhooks:\n  ok: {tenant: acme, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}\n  src:\n    scheme: stripe\n",
+			"config " + path + ": line 4: webhooks.src: tenant is required",
+			func(c *server.FileConfig) error { _, err := c.APIOptions(); return err }},
+		{"webhooks:\n  src: {tenant: acme, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET, tolerance: 300}\n",
+			"config " + path + `: line 2: webhooks.src: tolerance "300" is not a positive duration like 5m`,
+			func(c *server.FileConfig) error { _, err := c.APIOptions(); return err }},
+		{"webhooks:\n  src: {tenant: acme, scheme: Stripe, secret_env: TEST_WEBHOOK_SECRET}\n",
+			"config " + path + `: line 2: webhooks.src: webhook config: scheme must be "stripe" or "shopify"`,
+			func(c *server.FileConfig) error { _, err := c.APIOptions(); return err }},
+		{"webhooks:\n  \"bad src\": {tenant: acme, scheme: stripe, secret_env: TEST_WEBHOOK_SECRET}\n",
+			"config " + path + ": line 2: webhooks: source name: invalid key: key may contain only letters, digits and . _ : / - (byte 4, ' ', is not one of them)",
+			func(c *server.FileConfig) error { _, err := c.APIOptions(); return err }},
+		{"require_approval:\n  - payments\n  - \"a b\"\n",
+			"config " + path + ": line 3: require_approval: entry 2 takes a destination name, in the operation key syntax: key may contain only letters, digits and . _ : / - (byte 2, ' ', is not one of them)",
+			func(c *server.FileConfig) error { _, err := c.ApprovalDestinations(); return err }},
+		{"owners:\n  payments: finance\n  crm: \" \"\n",
+			"config " + path + ": line 3: owners.crm: names no owner: give a team or an on-call handle, or leave the destination out",
+			func(c *server.FileConfig) error { _, err := c.DestinationOwners(); return err }},
+		{"owners:\n  \"a b\": finance\n",
+			"config " + path + ": line 2: owners: a destination name takes the operation key syntax: key may contain only letters, digits and . _ : / - (byte 2, ' ', is not one of them)",
+			func(c *server.FileConfig) error { _, err := c.DestinationOwners(); return err }},
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o600))
+		fc, err := server.LoadConfig(path)
+		require.NoError(t, err, tc.file)
+		require.EqualError(t, tc.check(fc), tc.want, tc.file)
+	}
 }

@@ -353,10 +353,10 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 	for _, tc := range []struct {
 		config, msg string
 	}{
-		{write("space.yaml", webhook(`"bad tenant"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax: key may contain only letters"},
-		{write("nul.yaml", webhook(`"a\0b"`)), "opledger: config webhooks.stripe: tenant takes a name in the operation key syntax"},
-		{write("approval.yaml", "require_approval: [payments, \"pay ments\"]\n"), "opledger: config require_approval: entry 2 takes a destination name, in the operation key syntax: key may contain only letters"},
-		{write("owners.yaml", "owners: {payments: \" \"}\n"), "opledger: config owners.payments: names no owner"},
+		{write("space.yaml", webhook(`"bad tenant"`)), "opledger: config " + filepath.Join(dir, "space.yaml") + ": line 2: webhooks.stripe: tenant takes a name in the operation key syntax: key may contain only letters"},
+		{write("nul.yaml", webhook(`"a\0b"`)), "opledger: config " + filepath.Join(dir, "nul.yaml") + ": line 2: webhooks.stripe: tenant takes a name in the operation key syntax"},
+		{write("approval.yaml", "require_approval: [payments, \"pay ments\"]\n"), "opledger: config " + filepath.Join(dir, "approval.yaml") + ": line 1: require_approval: entry 2 takes a destination name, in the operation key syntax: key may contain only letters"},
+		{write("owners.yaml", "owners: {payments: \" \"}\n"), "opledger: config " + filepath.Join(dir, "owners.yaml") + ": line 1: owners.payments: names no owner"},
 		{write("two.yaml", "rules: rules.yaml\n---\n"), "opledger: config " + filepath.Join(dir, "two.yaml") + ": only one YAML document is allowed"},
 		{write("misspelt.yaml", "destination: slow.yaml\n"), "opledger: config " + filepath.Join(dir, "misspelt.yaml") + ": yaml: line 1: unknown field destination (did you mean destinations?)"},
 		// Said in plain words, never with Go's type names nor the file's
