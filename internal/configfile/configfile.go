@@ -15,6 +15,8 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"regexp"
+	"strconv"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -92,6 +94,9 @@ func DecodeYAML(data []byte, v any) error {
 				return &kindsError{msg, te}
 			}
 		}
+		if tab := tabIndented(data, err); tab != nil {
+			return tab
+		}
 		return err
 	}
 	var extra yaml.Node
@@ -106,6 +111,35 @@ func DecodeYAML(data []byte, v any) error {
 				return &kindsError{msg, te}
 			}
 			return te
+		}
+	}
+	return nil
+}
+
+// syntaxAtTab matches the decoder's errors for a line indented with a
+// tab: "cannot start any token" names the tab's line, "violates
+// indentation" the line before it, or its own.
+var syntaxAtTab = regexp.MustCompile(`^yaml: line (\d+): (found character that cannot start any token|found a tab character that violates indentation)$`)
+
+// tabIndented says a syntax error caused by a tab in a line's indentation
+// at the tab's line, that YAML indents with spaces; nil when err is not
+// such an error, or no line it may be about is indented with a tab.
+func tabIndented(data []byte, err error) error {
+	m := syntaxAtTab.FindStringSubmatch(err.Error())
+	if m == nil {
+		return nil
+	}
+	line, _ := strconv.Atoi(m[1])
+	last := line
+	if m[2] == "found a tab character that violates indentation" {
+		last++
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	for n := line; n <= last && n <= len(lines); n++ {
+		text := lines[n-1]
+		indent := text[:len(text)-len(bytes.TrimLeft(text, " \t"))]
+		if bytes.IndexByte(indent, '\t') >= 0 {
+			return fmt.Errorf("yaml: line %d: a tab indents this line, and YAML indents with spaces only: replace the tab with spaces", n)
 		}
 	}
 	return nil

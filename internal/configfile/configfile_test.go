@@ -203,3 +203,28 @@ func TestDecodeYAMLKinds(t *testing.T) {
 	require.ErrorContains(t, err, "line 1: cannot unmarshal !!seq into string")
 	require.NotContains(t, err.Error(), "inner.name: takes a whole number")
 }
+
+// TestDecodeYAMLTabs: a line indented with a tab is refused at its own
+// line, saying that YAML indents with spaces: the decoder said "found
+// character that cannot start any token", or named the line before the
+// tab's ("found a tab character that violates indentation" at line 2
+// for a tab on line 3). Tabs elsewhere are left to the decoder.
+func TestDecodeYAMLTabs(t *testing.T) {
+	t.Parallel()
+	const tabbed = ": a tab indents this line, and YAML indents with spaces only: replace the tab with spaces"
+	for _, c := range []struct{ yaml, want string }{
+		{"webhooks:\n\tstripe: x\n", "yaml: line 2" + tabbed},
+		{"a:\n  b: 1\n\tc: 2\n", "yaml: line 3" + tabbed},
+		{"destinations:\n  - name: x\n\t  url: y\n", "yaml: line 3" + tabbed},
+		{"a:\n \tb: 1\n", "yaml: line 2" + tabbed},
+		// Not a tab's doing: said as the decoder says it.
+		{"a: @x\n", "yaml: found character that cannot start any token"},
+		{"a: |\n  x\n  \ty\nb: @x\n", "yaml: line 4: found character that cannot start any token"},
+		{"a: |\n  x\n  \ty\nb:\n  c: 1\n\td: 2\n", "yaml: line 6" + tabbed},
+	} {
+		var v map[string]any
+		require.EqualError(t, configfile.DecodeYAML([]byte(c.yaml), &v), c.want, c.yaml)
+	}
+	var v map[string]any
+	require.NoError(t, configfile.DecodeYAML([]byte("a: 1\t# a tab before a comment\nb: |\n  x\n  \ty\n"), &v))
+}
