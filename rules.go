@@ -332,6 +332,17 @@ func compileRule(r Rule) (*compiledRule, error) {
 	if field, ok := storableText("name", r.Name, "source", r.Source, "type", r.Type); !ok {
 		return nil, fail(field, errUnstorableText)
 	}
+	// An event's source takes the key syntax (Event.validate): a rule
+	// for a source outside it would never apply.
+	if r.Source != "" {
+		if err := ValidateKey(r.Source); err != nil {
+			reason := err.Error()
+			if ke, ok := errors.AsType[*KeyError](err); ok {
+				reason = ke.Reason
+			}
+			return nil, fail("source", fmt.Errorf("takes an event source, in the key syntax (no event could match): %s", reason))
+		}
+	}
 	c := &compiledRule{Rule: r}
 	if o := r.Object; o != nil {
 		c.kind = o.Kind

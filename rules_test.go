@@ -169,7 +169,10 @@ func TestParseRulesRefusesBadRules(t *testing.T) {
 		"same key twice":        {"rules:\n  - name: r\n    type: t\n    operations:\n      - {key: \"k:{data.id}\", action: a, destination: d}\n      - {key: \"k:{data.id}\", action: b, destination: d}", "operations[1].key: is the key of operations[0] too"},
 		"covered by earlier":    {"rules:\n  - name: r\n    type: t" + op + "\n  - name: s\n    source: forms\n    type: t" + op, `rule "s": never applies: rule "r", before it, takes every event of type "t" from any source`},
 		"same source and type":  {"rules:\n  - name: r\n    source: forms\n    type: t" + op + "\n  - name: s\n    source: forms\n    type: t" + op, `from source "forms"`},
-		"bad object kind":       {"rules:\n  - name: r\n    type: t\n    object: {kind: \"a b\", id: data.id, order_by: data.v}" + op, "object.kind"},
+		// No event has such a source (sources take the key syntax): the
+		// rule would never apply.
+		"source outside the key syntax": {"rules:\n  - name: r\n    source: \"shop ify\"\n    type: t" + op, `rule "r": source: takes an event source, in the key syntax (no event could match): key may contain only letters`},
+		"bad object kind":               {"rules:\n  - name: r\n    type: t\n    object: {kind: \"a b\", id: data.id, order_by: data.v}" + op, "object.kind"},
 		// Names recorded with every event and operation the rule produces:
 		// text PostgreSQL cannot store is refused when the rules load.
 		"NUL in a name":                     {"rules:\n  - name: \"r\\0\"\n    type: t" + op, `rule "r\x00": name: must be UTF-8 text without NUL bytes`},
