@@ -18,6 +18,13 @@ import (
 // other configuration errors do, "line 6: destination crm:
 // retry.max_attempts: takes a whole number, not "five"".
 
+// FieldErrors translates a decoding error of another configuration file
+// that holds destination settings (a proxy's upstreams): a duration that
+// is not one, or a value of the wrong kind, said with its line and field
+// ("line 4: upstreams.0.timeout: duration "30" needs a unit, e.g. 30s");
+// nil when err holds no such error or the value cannot be found.
+func FieldErrors(data []byte, err error) error { return kindErrors(data, err) }
+
 // kindErrors translates the decoding error err of the destinations file
 // data: each value of the wrong kind, and a duration that is not one
 // (valueError), named by its field. It returns nil when err holds no such

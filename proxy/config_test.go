@@ -99,6 +99,11 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"a name used twice", upstreams + "  - name: crm\n    prefix: /b/\n    url: http://127.0.0.1:2\n",
 			"line 4: upstream crm: the name is already used by another upstream"},
 
+		// A duration that is not one names its field.
+		{"a timeout without a unit", upstreams + "    timeout: 30\n", `line 4: upstreams.0.timeout: duration "30" needs a unit, e.g. 30s`},
+		{"a retention that is no duration", upstreams + "    idempotency: {header: Idempotency-Key, retention: 1d}\n",
+			`line 4: upstreams.0.idempotency.retention: "1d" is not a duration like 10s or 24h`},
+
 		// The proxy's timeout of 0 is its default, not refused.
 		{"empty section beside a zero timeout", upstreams + "    timeout: 0s\n    retry:\n", "line 5: upstreams.0.retry: has no value"},
 	} {
