@@ -104,11 +104,17 @@ type RuleError struct {
 	Rule  string // the rule's name
 	Field string // e.g. "operations[0].key"
 	Err   error
+	// Line is the line the rule's entry begins on in a rules file
+	// (ParseRules); 0 for rules given in Go.
+	Line int
 }
 
-// Error names the rule, the field and the cause.
+// Error names the line, the rule, the field and the cause.
 func (e *RuleError) Error() string {
 	msg := fmt.Sprintf("rule %q", e.Rule)
+	if e.Line > 0 {
+		msg = fmt.Sprintf("line %d: %s", e.Line, msg)
+	}
 	if e.Field != "" {
 		msg += ": " + e.Field
 	}
@@ -165,8 +171,11 @@ func ParseRules(data []byte) (*Rules, error) {
 		}
 		return nil, invalidInput("rules: %v", err)
 	}
-	r, err := NewRules(doc.Rules...)
+	r, at, err := newRules(doc.Rules)
 	if err != nil {
+		if re, ok := errors.AsType[*RuleError](err); ok {
+			re.Line = ruleLine(data, at)
+		}
 		return nil, err
 	}
 	if err := unquotedPlaceholders(data); err != nil {
@@ -288,31 +297,53 @@ func LoadRules(path string) (*Rules, error) {
 
 // NewRules checks and compiles rules given in Go.
 func NewRules(rules ...Rule) (*Rules, error) {
+	r, _, err := newRules(rules)
+	return r, err
+}
+
+// ruleLine is the line the i-th entry of the rules list of a rules file
+// begins on; 0 when it cannot be found.
+func ruleLine(data []byte, i int) int {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return 0
+	}
+	top := root.Content[0].Content
+	for k := 0; k+1 < len(top); k += 2 {
+		if top[k].Value == "rules" && top[k+1].Kind == yaml.SequenceNode && i < len(top[k+1].Content) {
+			return top[k+1].Content[i].Line
+		}
+	}
+	return 0
+}
+
+// newRules is NewRules, which also returns the index of the rule refused.
+func newRules(rules []Rule) (*Rules, int, error) {
 	out := &Rules{}
 	seen := map[string]bool{}
 	for i, r := range rules {
 		if r.Name == "" {
-			return nil, &RuleError{Rule: fmt.Sprintf("#%d", i+1), Field: "name", Err: errors.New("is required")}
+			return nil, i, &RuleError{Rule: fmt.Sprintf("#%d", i+1), Field: "name", Err: errors.New("is required")}
 		}
 		if seen[r.Name] {
-			return nil, &RuleError{Rule: r.Name, Err: errors.New("name is used by another rule")}
+			return nil, i, &RuleError{Rule: r.Name, Err: errors.New("name is used by another rule")}
 		}
 		seen[r.Name] = true
 		c, err := compileRule(r)
 		if err != nil {
-			return nil, err
+			return nil, i, err
 		}
 		// The first rule for an event's source and type maps it (match):
 		// a later one that an earlier rule covers would never apply.
 		for _, before := range out.list {
 			if before.Type == c.Type && (before.Source == "" || before.Source == c.Source) {
-				return nil, &RuleError{Rule: r.Name, Err: fmt.Errorf("never applies: rule %q, before it, takes every event of type %q%s",
+				return nil, i, &RuleError{Rule: r.Name, Err: fmt.Errorf("never applies: rule %q, before it, takes every event of type %q%s",
 					before.Name, c.Type, map[bool]string{true: " from any source", false: " from source " + strconv.Quote(c.Source)}[before.Source == ""])}
 			}
 		}
 		out.list = append(out.list, c)
 	}
-	return out, nil
+	return out, 0, nil
 }
 
 func compileRule(r Rule) (*compiledRule, error) {

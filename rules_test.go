@@ -363,3 +363,31 @@ func TestMapRefusesUncanonicalizablePayload(t *testing.T) {
 		require.NotContains(t, err.Error(), "1e400", "values never appear in errors")
 	}
 }
+
+// TestParseRulesNamesTheLine: a rule refused when the rules are loaded
+// is named with the line its entry begins on, as the other configuration
+// files' errors are; the rule's name alone left a long file to be
+// searched, and "#2" for a rule without a name said nothing of where.
+func TestParseRulesNamesTheLine(t *testing.T) {
+	t.Parallel()
+	const good = "rules:\n  - name: a\n    type: t\n    operations:\n      - {key: \"k:{data.id}\", action: x, destination: d}\n"
+	for _, tc := range []struct{ yaml, want string }{
+		{good + "  - name: b\n    type: u\n    operations:\n      - {key: \"k:{dat.id}\", action: x, destination: d}\n",
+			`line 6: rule "b": operations[0].key: placeholder {dat.id} must start with data, event`},
+		{good + "  - name: a\n    type: u\n    operations:\n      - {key: \"m:{data.id}\", action: x, destination: d}\n",
+			`line 6: rule "a": name is used by another rule`},
+		{good + "  - type: u\n    operations:\n      - {key: \"m:{data.id}\", action: x, destination: d}\n",
+			`line 6: rule "#2": name: is required`},
+		{good + "  - name: c\n    type: t\n    operations:\n      - {key: \"m:{data.id}\", action: x, destination: d}\n",
+			`line 6: rule "c": never applies: rule "a", before it, takes every event of type "t" from any source`},
+	} {
+		_, err := opledger.ParseRules([]byte(tc.yaml))
+		require.EqualError(t, err, tc.want, tc.yaml)
+		var re *opledger.RuleError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, 6, re.Line)
+	}
+	// Rules given in Go have no line.
+	_, err := opledger.NewRules(opledger.Rule{Type: "t"})
+	require.EqualError(t, err, `rule "#1": name: is required`)
+}
