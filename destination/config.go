@@ -497,8 +497,13 @@ func expandEnv(v string, lookup func(string) (string, bool)) (string, []string, 
 	out := envRef.ReplaceAllStringFunc(v, func(m string) string {
 		name := m[2 : len(m)-1]
 		val, ok := lookup(name)
-		if !ok || val == "" {
+		switch {
+		case !ok:
 			missing = fmt.Errorf("environment variable %s is not set", name)
+		case val == "":
+			// Said apart from unset: the variable is there, and a
+			// search for it would find it.
+			missing = fmt.Errorf("environment variable %s is set but empty", name)
 		}
 		values = append(values, val)
 		return val

@@ -394,7 +394,7 @@ destinations:
 `
 	_, err := destination.Load([]byte(doc), destination.LoadOptions{LookupEnv: env(map[string]string{"CRM_TOKEN": "crm-s3cret", "EMPTY": ""})})
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "environment variable EMPTY is not set")
+	require.Contains(t, err.Error(), "headers.X-Api-Key: environment variable EMPTY is set but empty")
 	require.NotContains(t, err.Error(), "crm-s3cret")
 }
 
