@@ -139,11 +139,13 @@ finish; every write a client got an answer for is already committed.`,
 				return err
 			}
 			cfg.Settings = server.NoSharedSettings()
+			destinationsPath := ""
 			if configPath != "" {
 				fc, err := server.LoadConfig(configPath)
 				if err != nil {
 					return err
 				}
+				destinationsPath = fc.DestinationsPath()
 				// The destinations file and the rules file are both read
 				// before either is refused, so that one refusal names
 				// every problem of the two (oneLine joins them with "; "),
@@ -174,6 +176,10 @@ finish; every write a client got an answer for is already committed.`,
 			// executor's call limit would cut), refused before the ledger
 			// is opened.
 			if err := server.CheckConfig(cfg); err != nil {
+				if destinationsPath != "" && cfg.Destinations != nil {
+					// A destination's timeout: said of the file it is in.
+					return fmt.Errorf("config destinations: %s: %w", destinationsPath, err)
+				}
 				return err
 			}
 			cfg.API.MaxBodyBytes = maxBody
