@@ -319,6 +319,45 @@ func (c *FileConfig) DestinationOwners() (map[string]string, error) {
 	return maps.Clone(c.Owners), nil
 }
 
+// DestinationNameWarnings returns a warning for each require_approval
+// entry and owners name that is not a destination of set (the
+// destinations file's) but only the case or one letter off one that is:
+// the setting then applies only to operations recorded for the name as
+// written, which may be a worker's own destination, and the destination
+// meant runs without it. Nil without a set.
+func (c *FileConfig) DestinationNameWarnings(set *destination.Set) []string {
+	if set == nil {
+		return nil
+	}
+	names := set.Names()
+	var out []string
+	check := func(entry, what, name string) {
+		if slices.Contains(names, name) {
+			return
+		}
+		meant := ""
+		for _, n := range names {
+			if strings.EqualFold(n, name) || configfile.EditDistance(n, name) == 1 {
+				if meant != "" {
+					return // two near: which is meant cannot be told
+				}
+				meant = n
+			}
+		}
+		if meant != "" {
+			out = append(out, fmt.Sprintf("%s%s: %q is not a destination of %s, did you mean %q? As written, it applies only to operations recorded for %q",
+				c.at(entry), what, name, c.DestinationsPath(), meant, name))
+		}
+	}
+	for i, name := range c.RequireApproval {
+		check("require_approval."+strconv.Itoa(i+1), "require_approval", name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Owners)) {
+		check("owners."+name, "owners", name)
+	}
+	return out
+}
+
 // APIOptions builds the rules and webhook verifiers the API needs. It
 // checks everything httpapi.New would (a webhook's tenant too), so that a
 // command can refuse a bad file before it opens, and perhaps creates, the

@@ -340,3 +340,24 @@ func TestConfigRefusalsNameFileAndLine(t *testing.T) {
 		require.EqualError(t, tc.check(fc), tc.want, tc.file)
 	}
 }
+
+// TestDestinationNameWarnings: a require_approval entry or an owners
+// name that is not a destination of the destinations file but one letter
+// (or only the case) off one is warned of, with its line: written so, it
+// gates or names nothing the executor sends, and the destination meant
+// runs without approval or owner. Names far from every destination (a
+// worker's own) and names of the file are not.
+func TestDestinationNameWarnings(t *testing.T) {
+	dir, write := fileWriter(t)
+	write("dests.yaml", "destinations:\n  - name: payments\n    url: http://127.0.0.1:1/p\n    ref: /id\n  - name: crm\n    url: http://127.0.0.1:1/c\n    ref: /id\n")
+	path := write("opledger.yaml", "destinations: dests.yaml\nrequire_approval: [paymnets, crm, shipping]\nowners:\n  CRM: sales\n  payments: finance\n  worker-queue: ops\n")
+	fc, err := server.LoadConfig(path)
+	require.NoError(t, err)
+	set, err := fc.LoadDestinations(destination.LoadOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"config " + path + `: line 2: require_approval: "paymnets" is not a destination of ` + filepath.Join(dir, "dests.yaml") + `, did you mean "payments"? As written, it applies only to operations recorded for "paymnets"`,
+		"config " + path + `: line 4: owners: "CRM" is not a destination of ` + filepath.Join(dir, "dests.yaml") + `, did you mean "crm"? As written, it applies only to operations recorded for "CRM"`,
+	}, fc.DestinationNameWarnings(set))
+	require.Empty(t, (&server.FileConfig{}).DestinationNameWarnings(nil))
+}

@@ -168,6 +168,11 @@ finish; every write a client got an answer for is already committed.`,
 				if cfg.Settings, err = fc.SharedSettings(); err != nil {
 					return err
 				}
+				// A misspelt destination name would leave the destination
+				// meant without its approval or owner: said at start.
+				for _, w := range fc.DestinationNameWarnings(cfg.Destinations) {
+					log.Warn("a destination name of the configuration file is near one of the destinations file", "problem", w)
+				}
 				if len(opts.DestinationsRequiringApproval) > 0 {
 					log.Info("every operation for these destinations waits for approval", "destinations", opts.DestinationsRequiringApproval)
 				}

@@ -111,3 +111,8 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// EditDistance is the optimal string alignment distance between a and b
+// (a swap of neighbours counts once), in bytes: for a loader's own "did
+// you mean".
+func EditDistance(a, b string) int { return editDistance(a, b) }
