@@ -183,7 +183,7 @@ func TestCancelWorkflowRefusals(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "another origin")
 
-	code, body = s.post(path, url.Values{"csrf": {"0000"}, "seen": form["seen"], "reason": {"no token"}})
+	code, _ = s.post(path, url.Values{"csrf": {"0000"}, "seen": form["seen"], "reason": {"no token"}})
 	require.Equal(t, http.StatusForbidden, code, "no CSRF token")
 
 	// Without a session (it ended while the page was open): nothing is
