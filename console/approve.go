@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -103,8 +102,7 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 	if replayed {
 		notice = replayedNotice
 	}
-	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, notice, op.Key), 60))
-	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)
+	c.redirectWithNotice(w, r, s, operationsPage, op.Key, notice)
 }
 
 // revisedMessage refuses an approval of content revised since its page

@@ -139,21 +139,48 @@ type decisionFailure struct {
 // recorded, if any.
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) {
 	notice := ""
-	if ck, err := r.Cookie(noticeCookie); err == nil {
-		http.SetCookie(w, c.makeNoticeCookie(r, "", -1))
-		if kind, _, ok := strings.Cut(ck.Value, "~"); ok &&
-			hmac.Equal([]byte(ck.Value), []byte(noticeValue(s.secret, kind, r.PathValue("key")))) {
-			notice = noticeText(kind)
-		}
+	if kind := c.takeNotice(w, r, s, operationsPage); kind != "" {
+		notice = noticeText(kind)
 	}
 	c.showOperation(w, r, s, nil, notice)
 }
 
-// makeNoticeCookie is the cookie of a notice with value, which lasts maxAge
-// seconds (deleted when negative).
-func (c *Console) makeNoticeCookie(r *http.Request, value string, maxAge int) *http.Cookie {
-	return &http.Cookie{Name: noticeCookie, Value: value, Path: "/operations/", MaxAge: maxAge, HttpOnly: true,
+// The pages a notice cookie is kept for: an operation's, a workflow's.
+const (
+	operationsPage = "/operations/"
+	workflowsPage  = "/workflows/"
+)
+
+// makeNoticeCookie is the cookie of a notice with value for the pages
+// under page (operationsPage, workflowsPage), which lasts maxAge seconds
+// (deleted when negative).
+func (c *Console) makeNoticeCookie(r *http.Request, page, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: noticeCookie, Value: value, Path: page, MaxAge: maxAge, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: c.secure(r)}
+}
+
+// redirectWithNotice ends a decision recorded (or replayed) on the page
+// of key under page: Post/Redirect/Get to that page, which shows notice
+// once (takeNotice).
+func (c *Console) redirectWithNotice(w http.ResponseWriter, r *http.Request, s *session, page, key, notice string) {
+	http.SetCookie(w, c.makeNoticeCookie(r, page, noticeValue(s.secret, notice, key), 60))
+	http.Redirect(w, r, page+url.PathEscape(key), http.StatusSeeOther)
+}
+
+// takeNotice returns the kind of the notice redirectWithNotice left for
+// the page of the request's key under page, and deletes its cookie; ""
+// when there is none, or its cookie was made for another page or session.
+func (c *Console) takeNotice(w http.ResponseWriter, r *http.Request, s *session, page string) string {
+	ck, err := r.Cookie(noticeCookie)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(w, c.makeNoticeCookie(r, page, "", -1))
+	kind, _, ok := strings.Cut(ck.Value, "~")
+	if !ok || !hmac.Equal([]byte(ck.Value), []byte(noticeValue(s.secret, kind, r.PathValue("key")))) {
+		return ""
+	}
+	return kind
 }
 
 // showOperation renders the operation page: with a refused decision f, in
@@ -475,8 +502,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		// after the HTTP API's resolve, not at the next sweep.
 		advance.WorkflowOf(r.Context(), s.ledger, op.Key, c.log)
 	}
-	http.SetCookie(w, c.makeNoticeCookie(r, noticeValue(s.secret, notice, op.Key), 60))
-	http.Redirect(w, r, "/operations/"+url.PathEscape(op.Key), http.StatusSeeOther)
+	c.redirectWithNotice(w, r, s, operationsPage, op.Key, notice)
 }
 
 // storeBusyMessage refuses a decision or approval the ledger did not

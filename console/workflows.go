@@ -1,7 +1,6 @@
 package console
 
 import (
-	"crypto/hmac"
 	"errors"
 	"net/http"
 	"net/url"
@@ -169,26 +168,13 @@ func cancellable(wf *opledger.Workflow) bool {
 // recorded, if any.
 func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
 	notice := ""
-	if ck, err := r.Cookie(noticeCookie); err == nil {
-		http.SetCookie(w, c.makeWorkflowNoticeCookie(r, "", -1))
-		if kind, _, ok := strings.Cut(ck.Value, "~"); ok &&
-			hmac.Equal([]byte(ck.Value), []byte(noticeValue(s.secret, kind, r.PathValue("key")))) {
-			switch kind {
-			case workflowCancelledNotice:
-				notice = "Recorded: the workflow is cancelled. Its steps not recorded yet are never recorded."
-			case replayedNotice:
-				notice = noticeText(replayedNotice)
-			}
-		}
+	switch c.takeNotice(w, r, s, workflowsPage) {
+	case workflowCancelledNotice:
+		notice = "Recorded: the workflow is cancelled. Its steps not recorded yet are never recorded."
+	case replayedNotice:
+		notice = noticeText(replayedNotice)
 	}
 	c.showWorkflow(w, r, s, nil, notice)
-}
-
-// makeWorkflowNoticeCookie is the notice cookie of the workflow pages.
-func (c *Console) makeWorkflowNoticeCookie(r *http.Request, value string, maxAge int) *http.Cookie {
-	ck := c.makeNoticeCookie(r, value, maxAge)
-	ck.Path = "/workflows/"
-	return ck
 }
 
 // showWorkflow renders the workflow page: with a refused cancellation f,
@@ -305,6 +291,5 @@ func (c *Console) cancelWorkflow(w http.ResponseWriter, r *http.Request, s *sess
 	if replayed {
 		notice = replayedNotice
 	}
-	http.SetCookie(w, c.makeWorkflowNoticeCookie(r, noticeValue(s.secret, notice, wf.Key), 60))
-	http.Redirect(w, r, "/workflows/"+url.PathEscape(wf.Key), http.StatusSeeOther)
+	c.redirectWithNotice(w, r, s, workflowsPage, wf.Key, notice)
 }
