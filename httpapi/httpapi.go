@@ -8,7 +8,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -396,17 +395,23 @@ func (s *server) writeRepeatable(w http.ResponseWriter, r *http.Request, status 
 }
 
 // writeJSON answers status with v as JSON. v is encoded before anything
-// is sent: a value that cannot be encoded (a stored payload damaged into
-// text that is no JSON) is an internal failure, logged and answered 500
-// as writeError answers one, never the status with an empty body.
+// is sent (writeEncoded).
 func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+	b, err := json.Marshal(v)
+	s.writeEncoded(w, r, status, b, err)
+}
+
+// writeEncoded answers status with b, an answer encoded as JSON, or, when
+// encoding it failed (err: a stored payload damaged into text that is no
+// JSON), logs that internal failure and answers 500 as writeError answers
+// one, never the status with an empty body.
+func (s *server) writeEncoded(w http.ResponseWriter, r *http.Request, status int, b []byte, err error) {
+	if err != nil {
 		w.Header().Del(HeaderReplayed)
 		s.writeError(w, r, fmt.Errorf("the answer could not be encoded: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(append(b, '\n'))
 }

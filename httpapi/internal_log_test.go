@@ -225,35 +225,29 @@ func TestUnencodableAnswerIsAProblem(t *testing.T) {
 	var logs testrig.LogBuffer
 	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
-	req, err := http.NewRequest(http.MethodGet, srv.URL()+"/v1/operations/"+key, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
-	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
-	var p httpapi.Problem
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
-	require.Equal(t, httpapi.ProblemTypeBase+"internal", p.Type)
-	require.NotEmpty(t, p.RequestID)
-	require.Contains(t, logs.String(), "request_id="+p.RequestID)
-	require.Contains(t, logs.String(), "problem=internal")
-	require.Contains(t, logs.String(), "the answer could not be encoded")
-
+	// answersInternal sends a request whose answer cannot be encoded:
+	// 500, a problem with its request_id, logged under it.
+	answersInternal := func(method, path, body string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL()+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		var p httpapi.Problem
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+		require.Equal(t, httpapi.ProblemTypeBase+"internal", p.Type)
+		require.NotEmpty(t, p.RequestID)
+		require.Contains(t, logs.String(), "request_id="+p.RequestID)
+		require.Contains(t, logs.String(), "problem=internal")
+		require.Contains(t, logs.String(), "the answer could not be encoded")
+	}
+	answersInternal(http.MethodGet, "/v1/operations/"+key, "")
 	// A report's answer (the operation with stale_report beside it) too.
-	report := fmt.Sprintf(`{"fencing_token":%d,"outcome":"retryable","error":"503"}`, claim.FencingToken)
-	req, err = http.NewRequest(http.MethodPost, srv.URL()+"/v1/operations/"+key+"/attempts/"+claim.AttemptID+"/outcome", strings.NewReader(report))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp2, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp2.Body.Close()
-	require.Equal(t, http.StatusInternalServerError, resp2.StatusCode)
-	require.Equal(t, "application/problem+json", resp2.Header.Get("Content-Type"))
-	var p2 httpapi.Problem
-	require.NoError(t, json.NewDecoder(resp2.Body).Decode(&p2))
-	require.Equal(t, httpapi.ProblemTypeBase+"internal", p2.Type)
-	require.Contains(t, logs.String(), "request_id="+p2.RequestID)
+	answersInternal(http.MethodPost, "/v1/operations/"+key+"/attempts/"+claim.AttemptID+"/outcome",
+		fmt.Sprintf(`{"fencing_token":%d,"outcome":"retryable","error":"503"}`, claim.FencingToken))
 	require.NotContains(t, logs.String(), "alice")
 }

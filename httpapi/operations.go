@@ -401,17 +401,10 @@ func (s *server) advanceWorkflow(r *http.Request, l *opledger.Ledger, op *opledg
 }
 
 // writeMerged answers status with op and the extra members beside its
-// own; an answer that cannot be encoded is an internal failure, as for
-// writeJSON.
+// own (writeEncoded).
 func (s *server) writeMerged(w http.ResponseWriter, r *http.Request, status int, op *opledger.Operation, extra map[string]any) {
 	b, err := opjson.WithFields(op, extra)
-	if err != nil {
-		s.writeError(w, r, fmt.Errorf("the answer could not be encoded: %w", err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	s.writeEncoded(w, r, status, b, err)
 }
 
 type reconcileBody struct {
