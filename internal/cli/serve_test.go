@@ -59,7 +59,15 @@ func startedURL(t *testing.T, cmd *exec.Cmd, logs io.Writer) string {
 	for sc.Scan() {
 		_, _ = fmt.Fprintln(logs, sc.Text())
 		if m := urlRe.FindStringSubmatch(sc.Text()); m != nil {
-			go func() { _, _ = io.Copy(logs, stderr) }()
+			// On with the same scanner: lines it has read past this one
+			// (a warning logged just after) are in its buffer, not in
+			// the pipe.
+			go func() {
+				for sc.Scan() {
+					_, _ = fmt.Fprintln(logs, sc.Text())
+				}
+				_, _ = io.Copy(logs, stderr)
+			}()
 			return m[1]
 		}
 	}
