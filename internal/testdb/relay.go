@@ -29,7 +29,10 @@ func UnreachablePostgres(t testing.TB, dsn, password string) (relayed string, cu
 	var (
 		mu    sync.Mutex
 		conns []net.Conn
-		wg    sync.WaitGroup
+		// cutDone: the cut has closed conns; a connection accepted
+		// before it and relayed after is closed at once.
+		cutDone bool
+		wg      sync.WaitGroup
 	)
 	wg.Add(1)
 	go func() {
@@ -45,6 +48,13 @@ func UnreachablePostgres(t testing.TB, dsn, password string) (relayed string, cu
 				continue
 			}
 			mu.Lock()
+			if cutDone {
+				// Accepted just before the cut, which did not see it.
+				mu.Unlock()
+				c.Close()
+				up.Close()
+				continue
+			}
 			conns = append(conns, c, up)
 			mu.Unlock()
 			wg.Add(2)
@@ -57,6 +67,7 @@ func UnreachablePostgres(t testing.TB, dsn, password string) (relayed string, cu
 		once.Do(func() {
 			ln.Close()
 			mu.Lock()
+			cutDone = true
 			for _, c := range conns {
 				c.Close()
 			}
