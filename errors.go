@@ -66,8 +66,10 @@ var (
 	ErrStoreBusy = store.ErrBusy
 	// ErrStoreUnavailable: the PostgreSQL server could not be reached
 	// (it is down, restarting or failing over, or the network to it is
-	// gone): no connection to it could be made, so nothing of the request
-	// was sent or recorded; try it again. The API answers 503
+	// gone): no connection to it could be made, or the one used was lost
+	// before the request's transaction was sent to be committed (the
+	// server rolls that back), so nothing of the request was recorded;
+	// try it again. The API answers 503
 	// unavailable.
 	ErrStoreUnavailable = store.ErrUnavailable
 	// ErrStoreFull: the store's disk is full. The request's transaction

@@ -67,7 +67,10 @@ func TestStoreUnreachableProblem(t *testing.T) {
 		resp := do(rq.method, rq.path, rq.body)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s %s: %s", rq.method, rq.path, body)
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			logMu.Lock()
+			t.Fatalf("%s %s: %d %s\nlog:\n%s", rq.method, rq.path, resp.StatusCode, body, log.String())
+		}
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 		require.NotEmpty(t, resp.Header.Get("Retry-After"), "%s %s", rq.method, rq.path)
 		var p httpapi.Problem

@@ -41,8 +41,9 @@ var ErrBusy = errors.New("the ledger is busy: another process holds its write lo
 
 // ErrUnavailable is returned when the database server could not be
 // reached: a connection to it could not be made (it is down, restarting
-// or failing over, or the network to it is gone). Nothing of the call was
-// sent, so nothing was written; it may be tried again.
+// or failing over, or the network to it is gone), or the connection was
+// lost in a read or before the transaction's COMMIT was sent. Nothing was
+// written; it may be tried again.
 var ErrUnavailable = errors.New("the ledger's store does not answer; nothing was recorded, try again")
 
 // ErrFull is returned when the database's disk (or its size limit) is

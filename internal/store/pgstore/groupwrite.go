@@ -271,7 +271,7 @@ func (g *groupWriter) transaction(ctx context.Context, group []*condRequest) ([]
 	}
 	if err != nil {
 		c.rollback(ctx)
-		return nil, fmt.Errorf("begin: %w", mapErr(err))
+		return nil, fmt.Errorf("begin: %w", lostBeforeCommit(mapErr(err)))
 	}
 	now := fromTS(clock)
 	// The callers decide at now, read before their statements run and

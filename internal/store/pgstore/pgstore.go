@@ -32,10 +32,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -132,7 +135,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return err
 	}
 	if err := s.pool.Ping(ctx); err != nil {
-		return classify(fmt.Errorf("ping postgres: %w", err))
+		return classify(lostBeforeCommit(fmt.Errorf("ping postgres: %w", err)))
 	}
 	return nil
 }
@@ -296,7 +299,7 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, store.Tx) e
 	c := &connTx{conn: conn, newest: s.newest}
 	if err := fn(ctx, &pgTx{reader{q: c, inTx: true, c: c}}); err != nil {
 		c.rollback(context.WithoutCancel(ctx))
-		return err
+		return lostBeforeCommit(err)
 	}
 	// The pending writes and COMMIT go out without ctx's cancellation:
 	// once sent, a cancel reaches the server after them, and a commit
@@ -317,7 +320,7 @@ func (s *Store) View(ctx context.Context, fn func(context.Context, store.Reader)
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	return s.settled(fn(ctx, &reader{q: s.pool}))
+	return s.settled(lostBeforeCommit(fn(ctx, &reader{q: s.pool})))
 }
 
 // ViewSnapshot implements store.Store with a read-only REPEATABLE READ
@@ -326,7 +329,8 @@ func (s *Store) ViewSnapshot(ctx context.Context, fn func(context.Context, store
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	defer func() { err = s.settled(err) }()
+	// Read-only: a connection lost at any point recorded nothing.
+	defer func() { err = s.settled(lostBeforeCommit(err)) }()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("begin snapshot: %w", mapErr(err))
@@ -378,7 +382,8 @@ func mapErr(err error) error {
 // transaction was rolled back. A server that could not be reached (no
 // connection could be made: it is down, or the network to it is gone) is
 // marked store.ErrUnavailable, its text kept as it was: nothing of the
-// call was sent. Errors already marked store.ErrConflict stay as they
+// call was sent (a connection lost before COMMIT is marked so too, by
+// lostBeforeCommit, where the caller knows it). Errors already marked store.ErrConflict stay as they
 // are: a shared transaction's own short lock_timeout (groupLockTimeout) is
 // a conflict its callers decide again after. Every Store method that runs
 // SQL returns its error through it.
@@ -404,9 +409,34 @@ func classify(err error) error {
 	return err
 }
 
+// lostBeforeCommit marks err store.ErrUnavailable when it is the loss of
+// the connection (the server closed or reset it, or the network to it
+// failed) in a read, or in a transaction before its COMMIT was sent: the
+// server rolls back a transaction whose connection is gone, so nothing of
+// it was recorded, as when no connection could be made. The pool hands
+// out a connection idle for less than a second without checking it, so a
+// request just after the server went away meets one that died with it.
+// An error of the COMMIT's round trip never comes here: the server may
+// have committed before the connection was lost.
+func lostBeforeCommit(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		pgconn.Timeout(err) || errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	var ne net.Error
+	if pgconn.SafeToRetry(err) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		(errors.As(err, &ne) && !ne.Timeout()) {
+		return unreachable{err}
+	}
+	return err
+}
+
 // unreachable is an error of a call that could not connect to the
-// server: it reads as the driver's error and matches store.ErrUnavailable
-// too.
+// server, or lost its connection before anything was recorded
+// (lostBeforeCommit): it reads as the driver's error and matches
+// store.ErrUnavailable too.
 type unreachable struct{ err error }
 
 func (e unreachable) Error() string        { return e.err.Error() }
