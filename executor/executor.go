@@ -9,6 +9,11 @@
 // RunOnce makes one attempt synchronously; tests and simulations use it to
 // drive the executor step by step.
 //
+// A destination call that ignores its context is not waited for past its
+// limit (Config.CallTimeout) and a short grace: it is abandoned, its
+// attempt recorded uncertain, and counted (AbandonedCalls) until it
+// returns; see Config.CallTimeout.
+//
 // Logs carry the tenant, destination, attempt id, outcome and state, never
 // operation keys, idempotency keys, payloads or credentials.
 //
@@ -63,6 +68,17 @@ type Config struct {
 	// destination that bounds its calls itself (destination.Timed, e.g.
 	// an HTTP destination's timeout, 10 s by default) must bound them
 	// below it: see CheckConfig.
+	//
+	// A call that ignores its context and has not returned half the
+	// time between CallTimeout and Lease (at most 2 s) after its
+	// deadline, or after Stop cancelled it, is abandoned: the worker
+	// stops waiting and goes on, the attempt is recorded uncertain (it
+	// may have acted) as a call that timed out is, and an ERROR line says
+	// so once. The call's goroutine runs on, counted by AbandonedCalls;
+	// this executor sends its operation nothing more while it runs (a
+	// retry it claims meanwhile is given back, nothing sent), and what
+	// the call returns at last is recorded as a late report (a late
+	// success still settles the operation).
 	CallTimeout time.Duration
 	// PollInterval is how long a worker waits after finding nothing due.
 	// Default 1 s.
@@ -95,6 +111,14 @@ type Executor struct {
 	// calling counts the workers whose destination call is running, so
 	// that a Stop cut off at its deadline says whether it cut off calls.
 	calling atomic.Int64
+	// callGrace is how long a worker waits for a call past its deadline
+	// (or its cancellation by Stop) before it abandons it.
+	callGrace time.Duration
+	// abandonedMu guards abandoned: the calls abandoned and still
+	// running, by operation (tenant, key), so that none is sent again
+	// while one runs. AbandonedCalls counts them.
+	abandonedMu sync.Mutex
+	abandoned   map[operationRef]int
 
 	// stopping is closed when Stop begins.
 	stopping chan struct{}
@@ -105,6 +129,7 @@ type Executor struct {
 	// afterSweep after each lease sweep.
 	beforeDispatch func(stop context.Context)
 	afterSweep     func(settled int, err error)
+	abandonedEnded func()
 }
 
 // New returns an executor for l; it runs nothing until Start or RunOnce.
@@ -125,7 +150,64 @@ func New(l *opledger.Ledger, cfg Config) (*Executor, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Executor{ledger: l, dests: cfg.Destinations, names: cfg.Destinations.Names(), cfg: cfg,
-		log: cfg.Logger.With("component", "executor"), stopping: make(chan struct{})}, nil
+		log: cfg.Logger.With("component", "executor"), stopping: make(chan struct{}),
+		callGrace: min(maxCallGrace, (cfg.Lease-cfg.CallTimeout)/2), abandoned: map[operationRef]int{}}, nil
+}
+
+// maxCallGrace bounds how long a worker waits for a destination call
+// past its deadline before it abandons it: the time left between the
+// call limit and the lease, halved, so that the abandoned attempt's
+// outcome is recorded while the claim still holds, but never more than
+// this.
+const maxCallGrace = 2 * time.Second
+
+// lateReportTimeout bounds the report of what an abandoned call returned.
+const lateReportTimeout = time.Minute
+
+// operationRef names an operation of any tenant.
+type operationRef struct{ tenant, key string }
+
+// AbandonedCalls is the number of destination calls this executor
+// abandoned that are still running: calls that ignored their context
+// and did not return within the call limit (CallTimeout) and a short
+// grace after it (or after Stop cancelled them). Each was recorded
+// uncertain when it was abandoned; its goroutine runs on, and what it
+// returns at last is recorded as a late report. A number that does not
+// come back to 0 means a destination whose calls never return: each
+// holds a goroutine and what the call holds (a connection, memory).
+func (e *Executor) AbandonedCalls() int {
+	e.abandonedMu.Lock()
+	defer e.abandonedMu.Unlock()
+	n := 0
+	for _, c := range e.abandoned {
+		n += c
+	}
+	return n
+}
+
+// stillRunning reports whether a call of op that this executor
+// abandoned is still running.
+func (e *Executor) stillRunning(op *opledger.Operation) bool {
+	e.abandonedMu.Lock()
+	defer e.abandonedMu.Unlock()
+	return e.abandoned[operationRef{op.Tenant, op.Key}] > 0
+}
+
+// countAbandoned adds d to the abandoned calls of op still running and
+// returns how many calls are abandoned and running in all.
+func (e *Executor) countAbandoned(op *opledger.Operation, d int) int {
+	e.abandonedMu.Lock()
+	defer e.abandonedMu.Unlock()
+	ref := operationRef{op.Tenant, op.Key}
+	e.abandoned[ref] += d
+	if e.abandoned[ref] <= 0 {
+		delete(e.abandoned, ref)
+	}
+	n := 0
+	for _, c := range e.abandoned {
+		n += c
+	}
+	return n
 }
 
 // CheckConfig reports the first problem New would find with cfg, without
@@ -263,7 +345,8 @@ const stopGrace = 5 * time.Second
 // makes its attempt: dispatch, call, report. It returns the operation as
 // the report left it, or nil when nothing was due (or the claim was given
 // back because ctx ended before dispatch). Cancelling ctx during the call
-// cancels the call; the outcome is reported regardless. A destination
+// cancels the call; the outcome is reported regardless (a call that
+// ignores the cancel is abandoned, as in Config.CallTimeout). A destination
 // whose Call panics does not panic RunOnce: the attempt is recorded
 // uncertain ("destination panicked: …"), as Start's workers do.
 func (e *Executor) RunOnce(ctx context.Context) (*opledger.Operation, error) {
@@ -321,8 +404,9 @@ func (e *Executor) Start(ctx context.Context) error {
 // store that does not answer within 5 seconds after that (a lock held
 // elsewhere, a partition) has its writes cancelled: an outcome not
 // recorded then leaves its operation to its lease, which makes it
-// uncertain, never lost. Stop returns when every worker goroutine has
-// ended: with an error wrapping ctx's that says what was cut off (calls,
+// uncertain, never lost. A call that ignores the cancel is abandoned as
+// in Config.CallTimeout: Stop does not wait for it. Stop returns when
+// every worker goroutine has ended: with an error wrapping ctx's that says what was cut off (calls,
 // writes to the store), or nil when nothing was.
 //
 // Stop is final: a later Start is refused. A Stop before Start starts
@@ -436,6 +520,18 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed b
 		e.noteSchemaNewer(err)
 		return nil, false, err
 	}
+	if e.stillRunning(c.Operation) {
+		// A call of an earlier attempt, abandoned at its limit, may still
+		// act: nothing is sent beside it. The claim is given back and
+		// the worker pauses, as when nothing is due.
+		tl, err := e.ledger.WithTenant(c.Operation.Tenant)
+		if err != nil {
+			return nil, false, fmt.Errorf("attempt %s: %w", c.AttemptID, err)
+		}
+		log := e.log.With("tenant", c.Operation.Tenant, "destination", c.Operation.Destination, "attempt_id", c.AttemptID)
+		return nil, false, e.release(bg, tl, c, log,
+			"a call of an earlier attempt, abandoned at its time limit, is still running in this executor")
+	}
 	op, err = e.attempt(r, bg, c, claimedAt)
 	e.noteSchemaNewer(err)
 	return op, true, err
@@ -524,14 +620,94 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	// dispatching (a busy store) must not push the call's end past the
 	// lease, which would turn its answer into a late report.
 	callCtx, cancel := context.WithDeadline(r.calls, claimed.Add(e.cfg.CallTimeout))
+	defer cancel()
 	e.calling.Add(1)
-	res, callErr := callDest(callCtx, dest, call, log)
+	done := make(chan callOutcome, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if !returned { // runtime.Goexit in the call
+				done <- callOutcome{err: opledger.Uncertain(errors.New("destination call did not return (runtime.Goexit)"))}
+			}
+		}()
+		res, err := callDest(callCtx, dest, call, log)
+		returned = true
+		done <- callOutcome{res, err}
+	}()
+	out, ok := e.awaitCall(callCtx, done)
 	// Read at once: a Stop whose deadline comes after the call returned
 	// cut nothing.
 	stopCause := context.Cause(r.calls)
 	e.calling.Add(-1)
-	cancel()
-	return e.finish(r, bg, tl, c, reportFor(res, callErr, stopCause), log)
+	if !ok {
+		return e.abandon(r, bg, tl, c, callCtx, done, stopCause, log)
+	}
+	return e.finish(r, bg, tl, c, reportFor(out.res, out.err, stopCause), log)
+}
+
+// callOutcome is what a destination call returned.
+type callOutcome struct {
+	res opledger.Result
+	err error
+}
+
+// awaitCall waits for the call that sends its outcome to done; ok is
+// false when the call did not return within callGrace of the end of its
+// context (its deadline, or Stop's cancel): it ignores its context, and
+// waiting longer could hold the worker for ever.
+func (e *Executor) awaitCall(callCtx context.Context, done <-chan callOutcome) (out callOutcome, ok bool) {
+	select {
+	case out = <-done:
+		return out, true
+	case <-callCtx.Done():
+	}
+	grace := time.NewTimer(e.callGrace)
+	defer grace.Stop()
+	select {
+	case out = <-done:
+		return out, true
+	case <-grace.C:
+		return callOutcome{}, false
+	}
+}
+
+// abandon records the attempt of a call that did not return within its
+// limit and the grace after it as a call that timed out would have been:
+// uncertain (it may have acted), with the cause of its context's end. The
+// worker goes on; the call's goroutine runs on, counted by
+// AbandonedCalls, and the operation is not sent again by this executor
+// while it runs (step). What the call returns at last is reported as a
+// late report: a late success still settles the operation.
+func (e *Executor) abandon(r run, bg context.Context, tl *opledger.Ledger, c *opledger.Claim, callCtx context.Context,
+	done <-chan callOutcome, stopCause error, log *slog.Logger) (*opledger.Operation, error) {
+	op := c.Operation
+	running := e.countAbandoned(op, 1)
+	limit := e.cfg.CallTimeout
+	why := opledger.Uncertain(fmt.Errorf("the destination call did not return within %s of its claim (the executor's call limit) and %s after its context ended: abandoned, still running, it may have acted: %w",
+		limit, e.callGrace, context.Cause(callCtx)))
+	log.Error("destination call abandoned: it ignored its context and did not return in time; the attempt is recorded uncertain, and the operation is not sent again while the call runs",
+		"call_limit", limit, "grace", e.callGrace, "abandoned_calls", running)
+	go func() {
+		out := <-done
+		late := reportFor(out.res, out.err, nil)
+		// Stop may have ended the store's context meanwhile: the late
+		// report is still worth recording while the ledger is open.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(bg), lateReportTimeout)
+		_, err := tl.Report(ctx, op.Key, c.AttemptID, c.FencingToken, late)
+		cancel()
+		running := e.countAbandoned(op, -1)
+		if stale := (*opledger.StaleError)(nil); err != nil && !errors.As(err, &stale) {
+			log.Warn("an abandoned destination call returned, and recording its outcome failed", "outcome", late.Outcome,
+				"abandoned_calls", running, "error", redact.Keys(op.Key, err))
+		} else {
+			log.Info("abandoned destination call returned; its outcome is kept as a late report", "outcome", late.Outcome,
+				"abandoned_calls", running)
+		}
+		if e.abandonedEnded != nil {
+			e.abandonedEnded()
+		}
+	}()
+	return e.finish(r, bg, tl, c, reportFor(opledger.Result{}, why, stopCause), log)
 }
 
 // maxPanicText bounds the text of a recovered panic's value in the

@@ -10,3 +10,7 @@ func (e *Executor) SetAfterSweep(f func(settled int, err error)) { e.afterSweep 
 
 // StopBegun is closed once Stop has stopped the claiming.
 func (e *Executor) StopBegun() <-chan struct{} { return e.stopping }
+
+// SetAbandonedEnded installs a hook that runs when an abandoned call has
+// returned and its late report was made.
+func (e *Executor) SetAbandonedEnded(f func()) { e.abandonedEnded = f }

@@ -64,6 +64,11 @@ type Options struct {
 	// for a destination not among them is logged at warning level, once
 	// per destination name, since nothing here will send it.
 	Destinations []string
+	// AbandonedCalls, when set, counts the destination calls this
+	// process's executor abandoned that are still running
+	// (executor.Executor.AbandonedCalls): /metrics reports it as
+	// opledger_executor_abandoned_calls.
+	AbandonedCalls func() int
 }
 
 // DefaultMetricsMaxAge is the default of Options.MetricsMaxAge.
@@ -129,7 +134,7 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 		opts.MetricsMaxAge = DefaultMetricsMaxAge
 	}
 	s := &server{ledger: l, opts: opts, log: opts.Logger, refusedEvents: newRefusedEvents(opts), refusedWebhooks: newRefusedWebhooks(opts)}
-	s.metrics = metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations, s.refusedEvents, s.refusedWebhooks)
+	s.metrics = metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations, opts.AbandonedCalls, s.refusedEvents, s.refusedWebhooks)
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)

@@ -160,7 +160,7 @@ func TestWriteLockMetricsOnSQLiteOnly(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { l.Close() })
 			rec := httptest.NewRecorder()
-			metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 			require.Equal(t, http.StatusOK, rec.Code)
 			for _, name := range []string{"opledger_sqlite_write_lock_waits_total", "opledger_sqlite_write_lock_timeouts_total", "opledger_sqlite_write_lock_wait_seconds_total"} {
 				if st.Name == "sqlite" {
@@ -171,4 +171,22 @@ func TestWriteLockMetricsOnSQLiteOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAbandonedCallsMetric: /metrics reports the executor's abandoned
+// calls still running when the server runs one, and has no such series
+// otherwise.
+func TestAbandonedCallsMetric(t *testing.T) {
+	t.Parallel()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	scrape := func(abandoned func() int) string {
+		rec := httptest.NewRecorder()
+		metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil, abandoned).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		return rec.Body.String()
+	}
+	require.Contains(t, scrape(func() int { return 2 }), "\nopledger_executor_abandoned_calls 2\n")
+	require.NotContains(t, scrape(nil), "opledger_executor_abandoned_calls")
 }

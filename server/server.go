@@ -196,6 +196,19 @@ func New(l *opledger.Ledger, cfg Config) (srv *Server, err error) {
 	if cfg.API.Logger == nil {
 		cfg.API.Logger = cfg.Logger
 	}
+	var exec *executor.Executor
+	var rec *reconciler.Reconciler
+	if cfg.Destinations != nil && cfg.Destinations.Len() > 0 {
+		// The server settles expired leases itself.
+		if exec, err = executor.New(l, cfg.executorConfig()); err != nil {
+			return nil, err
+		}
+		if rec, err = reconciler.New(l, reconciler.Config{Destinations: cfg.Destinations, Interval: cfg.SweepInterval,
+			Logger: cfg.Logger}); err != nil {
+			return nil, err
+		}
+		cfg.API.AbandonedCalls = exec.AbandonedCalls
+	}
 	api, err := httpapi.New(l, cfg.API)
 	if err != nil {
 		return nil, err
@@ -223,16 +236,7 @@ func New(l *opledger.Ledger, cfg Config) (srv *Server, err error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	srv = &Server{cfg: cfg, ledger: l, http: hs, listener: ln, console: con}
-	if cfg.Destinations != nil && cfg.Destinations.Len() > 0 {
-		// The server settles expired leases itself.
-		if srv.executor, err = executor.New(l, cfg.executorConfig()); err != nil {
-			return nil, err
-		}
-		if srv.reconciler, err = reconciler.New(l, reconciler.Config{Destinations: cfg.Destinations, Interval: cfg.SweepInterval,
-			Logger: cfg.Logger}); err != nil {
-			return nil, err
-		}
-	}
+	srv.executor, srv.reconciler = exec, rec
 	return srv, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,6 +102,14 @@ func TestServeExecutesDestinations(t *testing.T) {
 				events = append(events, e.Event)
 			}
 			require.Contains(t, events, "lookup found the effect")
+
+			// Its executor's abandoned calls are counted on /metrics.
+			resp, err := http.Get(srv.URL() + "/metrics")
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Contains(t, string(body), "\nopledger_executor_abandoned_calls 0\n")
 		})
 	}
 }
