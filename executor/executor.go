@@ -67,7 +67,9 @@ type Config struct {
 	// while the claim still holds. Default two thirds of Lease. Every
 	// destination that bounds its calls itself (destination.Timed, e.g.
 	// an HTTP destination's timeout, 10 s by default) must bound them
-	// below it: see CheckConfig.
+	// below it: see CheckConfig. A dispatch mark that took the whole
+	// CallTimeout (a busy store) leaves no call to make: the call is not
+	// started, and the attempt is recorded retryable, nothing sent.
 	//
 	// A call that ignores its context and has not returned half the
 	// time between CallTimeout and Lease (at most 2 s) after its
@@ -618,9 +620,19 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 
 	// CallTimeout counts from the claim, not from the call: time spent
 	// dispatching (a busy store) must not push the call's end past the
-	// lease, which would turn its answer into a late report.
+	// lease, which would turn its answer into a late report. A dispatch
+	// that took all of it leaves no call to make: the attempt is then
+	// retryable, with nothing sent.
 	callCtx, cancel := context.WithDeadline(r.calls, claimed.Add(e.cfg.CallTimeout))
 	defer cancel()
+	if cause := context.Cause(callCtx); cause != nil {
+		// The dispatch took the call's whole time (or Stop cancelled the
+		// calls meanwhile): a call started now could only fail, and an
+		// error a destination made of its ended context would read as
+		// uncertain. Nothing was sent.
+		return e.finish(r, bg, tl, c, opledger.Report{Outcome: opledger.OutcomeRetryable,
+			Error: "the call was not made: " + cause.Error() + " before it could start (the call limit counts from the claim); nothing was sent"}, log)
+	}
 	e.calling.Add(1)
 	done := make(chan callOutcome, 1)
 	go func() {

@@ -631,3 +631,31 @@ func TestWorkerGoesOnAfterALostClaim(t *testing.T) {
 		require.Len(t, r.Attempts("intake:W1:create"), 2)
 	})
 }
+
+// TestCallNotStartedOnceItsLimitPassed: a dispatch mark that took the
+// whole call limit (a slow store; CallTimeout counts from the claim)
+// leaves no time for the call: the executor does not start it, and
+// records the attempt retryable with nothing sent, as Ledger.Do does for
+// a context that ended before its action. (It used to start the call
+// with a context already ended, and a destination answering with the
+// context's error made the attempt uncertain, though nothing was sent.)
+func TestCallNotStartedOnceItsLimitPassed(t *testing.T) {
+	t.Parallel()
+	s := newSlow()
+	const callTimeout, slowDispatch = 200 * time.Millisecond, 300 * time.Millisecond
+	r := testrig.New(t, testdb.SQLiteDSN, func(o *testrig.Options) {
+		o.Extra = []destination.Destination{s}
+		o.Executor.Lease, o.Executor.CallTimeout = 3*time.Second, callTimeout
+		o.YAML = "destinations:\n  - name: unused\n    url: @URL@/records\n    ref: /id\n    timeout: 100ms\n"
+	})
+	r.Exec.SetBeforeDispatch(func(context.Context) { time.Sleep(slowDispatch) }) // a slow store, not synchronisation
+	r.Record("slow:late-dispatch", "slow", `{}`)
+	op, err := r.Exec.RunOnce(r.Ctx)
+	require.NoError(t, err)
+	require.Zero(t, s.n.Load(), "the call was not started")
+	require.Equal(t, opledger.StatePending, op.State, "nothing was sent: retried")
+	require.Contains(t, op.LastError, "the call was not made")
+	attempts := r.Attempts("slow:late-dispatch")
+	require.Len(t, attempts, 1)
+	require.Equal(t, string(opledger.OutcomeRetryable), attempts[0].Outcome)
+}
