@@ -143,6 +143,7 @@ func TestCompareHeadersRefused(t *testing.T) {
 		{proxy.Upstream{CompareHeaders: []string{"Connection"}}, "compare_headers: Connection is not passed on as the caller sends it"},
 		{proxy.Upstream{CompareHeaders: []string{"X-Forwarded-For"}}, "compare_headers: X-Forwarded-For is not passed on"},
 		{proxy.Upstream{CompareHeaders: []string{"Content-Length"}}, "compare_headers: Content-Length is not passed on"},
+		{proxy.Upstream{CompareHeaders: []string{"expect"}}, "compare_headers: Expect is not passed on"},
 		{proxy.Upstream{CompareHeaders: []string{"host"}}, "compare_headers: Host is not passed on"},
 		{proxy.Upstream{CompareHeaders: []string{"Stripe-Account"}, Lookup: &destination.LookupConfig{URL: "http://127.0.0.1:1/x",
 			Headers: map[string]string{"stripe-account": "acct_platform"}}}, "compare_headers: Stripe-Account is also in lookup.headers"},

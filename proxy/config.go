@@ -99,7 +99,7 @@ type Upstream struct {
 	// be in Lookup.Headers. Names are HTTP field names in any case; a
 	// credential header, the Idempotency-Key and the headers the proxy
 	// does not pass on as sent (hop-by-hop, forwarding, Host,
-	// Content-Length, Accept-Encoding) are refused. Empty by default:
+	// Content-Length, Accept-Encoding, Expect) are refused. Empty by default:
 	// headers are no part of the fingerprint.
 	CompareHeaders []string `yaml:"compare_headers"`
 	// Timeout bounds the time a forwarded request waits for the upstream,
@@ -487,7 +487,7 @@ func (u Upstream) compareHeaderNames() ([]string, error) {
 			return nil, fmt.Errorf("compare_headers: %s is a credential header: it would be stored with every operation (credential_header scopes the keys by it instead)", c)
 		case c == HeaderIdempotencyKey || (u.Idempotency != nil && c == http.CanonicalHeaderKey(u.Idempotency.Header)):
 			return nil, fmt.Errorf("compare_headers: %s carries the idempotency key, which names the operation: it cannot be part of its content", c)
-		case slices.Contains(hopByHop, c) || slices.Contains(forwardingHeaders, c) || slices.Contains([]string{"Host", "Content-Length", "Accept-Encoding"}, c):
+		case slices.Contains(hopByHop, c) || slices.Contains(forwardingHeaders, c) || slices.Contains([]string{"Host", "Content-Length", "Accept-Encoding", "Expect"}, c):
 			return nil, fmt.Errorf("compare_headers: %s is not passed on as the caller sends it, so it says nothing of what the upstream is asked", c)
 		}
 		if u.Lookup != nil {

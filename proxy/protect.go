@@ -1112,8 +1112,8 @@ func dropHopByHop(h http.Header) {
 
 // forwardHeaders sets out's headers to the caller's headers of in as sent
 // upstream: everything but hop-by-hop headers, the caller's
-// Idempotency-Key (which is the proxy's, and may carry personal data) and
-// Accept-Encoding. Authorization passes untouched. The forwarding headers
+// Idempotency-Key (which is the proxy's, and may carry personal data),
+// Accept-Encoding and Expect. Authorization passes untouched. The forwarding headers
 // are set exactly as for a request passed through (see setXForwarded).
 // None of these headers enters the operation's payload or fingerprint.
 func forwardHeaders(out, in *http.Request) {
@@ -1124,6 +1124,12 @@ func forwardHeaders(out, in *http.Request) {
 	// reference is read from, and the answer saved and replayed as, the
 	// decoded body.
 	h.Del("Accept-Encoding")
+	// The proxy has read the whole body, and answered the caller's
+	// "Expect: 100-continue" itself (net/http sends the 100 as the body
+	// is read): passed on, it would only make the transport wait for the
+	// upstream's 100, and an upstream that takes no expectations answers
+	// 417, which would be saved and replayed as the request's decision.
+	h.Del("Expect")
 	out.Header = h
 	setXForwarded(out, in)
 }

@@ -329,3 +329,41 @@ func TestProtectedReforwardRetryableSaysState(t *testing.T) {
 	require.Equal(t, opledger.StateUncertain, op.State)
 	require.Equal(t, string(opledger.StateUncertain), again.header.Get(proxy.HeaderState))
 }
+
+// The proxy reads a protected request's whole body before it forwards
+// it, answering the caller's "Expect: 100-continue" itself: the
+// expectation is met, and is not passed on. An upstream that does not
+// take expectations (answering 417 Expectation Failed, as lighttpd
+// did) would otherwise have its 417 saved as the decided answer and
+// replayed to every repeat, with or without the header, though the
+// request was never refused for what it asked.
+func TestExpectContinueNotForwarded(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Expect"))
+		mu.Unlock()
+		if r.Header.Get("Expect") != "" {
+			w.WriteHeader(http.StatusExpectationFailed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"R1"}`)
+	}))
+	t.Cleanup(up.Close)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.URL})
+	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"key-1"}, "Expect": {"100-continue"}}
+	first := b.sendWith(t, http.MethodPost, "/records", h, body1)
+	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+	h.Del("Expect")
+	again := b.sendWith(t, http.MethodPost, "/records", h, body1)
+	require.Equal(t, http.StatusCreated, again.status, "%s", again.body)
+	require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{""}, seen, "forwarded once, without the caller's Expect")
+}
