@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +99,37 @@ func TestBasePathCredentialHidden(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, a.status)
 	require.Contains(t, logs.String(), "came from another upstream")
 	require.NotContains(t, logs.String(), secret, "log")
+}
+
+// TestOtherServerStatuses pins the rows of docs/proxy.md for the 5xx
+// statuses the table names by kind: 501 and 505 refuse the request before
+// any effect, so they are saved and replayed as a 4xx is; any other 5xx
+// but 503 (507 here) may come after the upstream acted: uncertain.
+func TestOtherServerStatuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status  int
+		decided bool
+	}{{http.StatusNotImplemented, true}, {http.StatusHTTPVersionNotSupported, true}, {http.StatusInsufficientStorage, false}} {
+		var calls atomic.Int32
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			calls.Add(1)
+			w.WriteHeader(tc.status)
+		}))
+		b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.URL})
+		first := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		require.Equal(t, tc.status, first.status)
+		again := b.send(t, http.MethodPost, "/records", "key-1", token, body1)
+		if tc.decided {
+			require.Empty(t, first.header.Get(proxy.HeaderState), "%d", tc.status)
+			require.Equal(t, tc.status, again.status, "%d is replayed", tc.status)
+			require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+		} else {
+			require.Equal(t, string(opledger.StateUncertain), first.header.Get(proxy.HeaderState), "%d", tc.status)
+			require.Equal(t, http.StatusConflict, again.status, "%d: %s", tc.status, again.body)
+		}
+		require.Equal(t, int32(1), calls.Load(), "%d: forwarded once", tc.status)
+		up.Close()
+	}
 }
