@@ -127,7 +127,29 @@ type Workflow struct {
 	// Cancelled is the operator's decision that ended the workflow
 	// (CancelWorkflow), nil unless its status is cancelled.
 	Cancelled *WorkflowCancellation `json:"cancelled,omitempty"`
+	// HoldCause says why a held workflow's current step cannot be
+	// recorded (it has no operation), so that what moves it on can be
+	// told apart; empty otherwise (a held workflow whose current step's
+	// operation is held for its owner has none).
+	HoldCause WorkflowHoldCause `json:"hold_cause,omitempty"`
 }
+
+// WorkflowHoldCause is why a held workflow's current step cannot be
+// recorded.
+type WorkflowHoldCause string
+
+const (
+	// WorkflowHoldUnfillable: the step's content reads a reference or a
+	// response member an earlier step did not give; revising the step
+	// (ReviseWorkflowStep) or cancelling the workflow moves it on.
+	WorkflowHoldUnfillable WorkflowHoldCause = "unfillable"
+	// WorkflowHoldDestinationNotServing: the step's destination no longer
+	// serves the tenant (Options.DestinationTenants changed after the
+	// workflow was put); having it serve the tenant again and resuming
+	// the workflow, or cancelling it, moves it on. A revision does not:
+	// it keeps the step's destination.
+	WorkflowHoldDestinationNotServing WorkflowHoldCause = "destination_not_serving"
+)
 
 // Step returns the step named name, nil when the workflow has none.
 func (w *Workflow) Step(name string) *WorkflowStepStatus {
@@ -1041,10 +1063,10 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 		if op == nil {
 			st.WaitingFor = ""
 			if l.unservedStep(row.Key, s) != nil {
-				w.Status, w.Reason = WorkflowHeld, fmt.Sprintf("step %s cannot be recorded: destination %q does not serve tenant %q "+
+				w.Status, w.HoldCause, w.Reason = WorkflowHeld, WorkflowHoldDestinationNotServing, fmt.Sprintf("step %s cannot be recorded: destination %q does not serve tenant %q "+
 					"(its tenants changed after the workflow was put); serve the tenant from the destination again, then resume the workflow, or give up on it", s.Name, s.Destination, l.tenant)
 			} else if _, _, err := stepIntent(row, def, i, ops[:i]); err != nil {
-				w.Status, w.Reason = WorkflowHeld, fmt.Sprintf("step %s cannot be recorded: %v; revise the step", s.Name, errors.Unwrap(err))
+				w.Status, w.HoldCause, w.Reason = WorkflowHeld, WorkflowHoldUnfillable, fmt.Sprintf("step %s cannot be recorded: %v; revise the step", s.Name, errors.Unwrap(err))
 			} else {
 				w.Status, w.Reason = WorkflowRunning, fmt.Sprintf("step %s is due to be recorded; resume the workflow", s.Name)
 			}
@@ -1056,7 +1078,7 @@ func (l *Ledger) workflowIn(ctx context.Context, r store.Reader, row *store.Work
 		}
 	}
 	if c := def.Cancelled; c != nil {
-		w.Status, w.Cancelled = WorkflowCancelled, c
+		w.Status, w.Cancelled, w.HoldCause = WorkflowCancelled, c, ""
 		w.Reason = fmt.Sprintf("cancelled by %s at step %s: %s; its remaining steps are not recorded", c.Operator, c.Step, c.Reason)
 	}
 	return w, nil

@@ -377,6 +377,13 @@ func nextWorkflowCommand(wf *opledger.Workflow, again string) string {
 	case opledger.WorkflowAwaitingApproval:
 		return approveCommand(wf, cur, again)
 	case opledger.WorkflowHeld, opledger.WorkflowFailed:
+		if cur.Operation == nil && wf.HoldCause == opledger.WorkflowHoldDestinationNotServing {
+			// A revision keeps the step's destination: only serving
+			// the tenant from it again, or giving up, moves it on.
+			return fmt.Sprintf("configure destination %s to serve tenant %s, then: opledger workflows resume %s%s "+
+				"(or give up: opledger workflows cancel %s --reason TEXT%s)",
+				cur.Destination, wf.Tenant, wf.Key, again, wf.Key, again)
+		}
 		if cur.Operation == nil {
 			// Its content cannot be filled: a person revises it, or
 			// gives up on the workflow.
