@@ -83,14 +83,20 @@ type WebhookConfig struct {
 
 // LoadConfig reads and checks a configuration file: a regular file of at
 // most configfile.MaxSize bytes holding one YAML document. Unknown fields
-// are errors with their line.
+// are errors with their line. A file with no settings at all (empty, or
+// only comments) is refused, naming it: given --config, an operator
+// expects its settings to apply, and a truncated or mistaken file would
+// otherwise start a server without them, silently. An empty mapping
+// ({}) is an empty configuration.
 func LoadConfig(path string) (*FileConfig, error) {
 	data, err := configfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	var c FileConfig
-	if err := configfile.DecodeYAML(data, &c); err != nil && !errors.Is(err, io.EOF) {
+	if err := configfile.DecodeYAML(data, &c); errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config %s holds no settings (it is empty or only comments): write its settings, or leave --config out to serve without one", path)
+	} else if err != nil {
 		if hint := fileGivenForConfig(data, path); hint != "" {
 			return nil, fmt.Errorf("config %s: %s", path, hint)
 		}

@@ -87,14 +87,22 @@ func TestAPIOptionsReportsFirstSourceByName(t *testing.T) {
 }
 
 // TestLoadConfigOneDocument: a second YAML document is refused, not
-// ignored; an empty file is an empty configuration.
+// ignored; a file with no document (empty, or only comments) is refused
+// too, naming the file, rather than taken as an empty configuration (a
+// truncated or mistaken file would otherwise start a server without its
+// destinations and webhooks, silently); an empty mapping ({}) is an
+// empty configuration, written so.
 func TestLoadConfigOneDocument(t *testing.T) {
 	t.Parallel()
 	for _, yaml := range []string{"rules: rules.yaml\n---\nwebhooks: {}\n", "rules: rules.yaml\n---\n"} {
 		_, err := loadConfig(t, yaml)
 		require.ErrorContains(t, err, "only one YAML document is allowed", yaml)
 	}
-	fc, err := loadConfig(t, "")
+	for _, yaml := range []string{"", "\n", "# rules: rules.yaml\n"} {
+		_, err := loadConfig(t, yaml)
+		require.ErrorContains(t, err, "opledger.yaml holds no settings (it is empty or only comments): write its settings, or leave --config out to serve without one", "%q", yaml)
+	}
+	fc, err := loadConfig(t, "{}\n")
 	require.NoError(t, err)
 	require.Empty(t, fc.DestinationsPath())
 }

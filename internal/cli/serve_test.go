@@ -378,6 +378,10 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		{write("utf16-nobom.yaml", "h\x00e\x00"), "opledger: config " + filepath.Join(dir, "utf16-nobom.yaml") + ": the file is not UTF-8 text (UTF-16? it holds NUL bytes): save it as UTF-8\n"},
 		{filepath.Join(dir, "big.yaml"), "opledger: read config: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},
 		{"/dev/zero", "opledger: read config: /dev/zero: not a regular file"},
+		// An empty file, or one of comments only, is refused rather than
+		// served as if no --config were given.
+		{write("empty.yaml", ""), "opledger: config " + filepath.Join(dir, "empty.yaml") + " holds no settings (it is empty or only comments): write its settings, or leave --config out to serve without one\n"},
+		{write("comments.yaml", "# destinations: destinations.yaml\n\n"), "opledger: config " + filepath.Join(dir, "comments.yaml") + " holds no settings (it is empty or only comments): write its settings, or leave --config out to serve without one\n"},
 		{write("dests-big.yaml", "destinations: big.yaml\n"), "opledger: config destinations: read destinations: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},
 		{write("rules-zero.yaml", "rules: zero.yaml\n"), "opledger: config rules: read rules: " + filepath.Join(dir, "zero.yaml") + ": not a regular file"},
 		// Both files it names missing: one line names both.
