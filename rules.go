@@ -167,9 +167,9 @@ func ParseRules(data []byte) (*Rules, error) {
 	var doc rulesDocument
 	if err := configfile.DecodeYAML(data, &doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, invalidInput("rules: the document is empty")
+			return nil, &rulesDecodeError{errors.New("the file is empty: it needs a rules list")}
 		}
-		return nil, invalidInput("rules: %v", err)
+		return nil, &rulesDecodeError{err}
 	}
 	r, at, err := newRules(doc.Rules)
 	if err != nil {
@@ -183,6 +183,17 @@ func ParseRules(data []byte) (*Rules, error) {
 	}
 	return r, nil
 }
+
+// rulesDecodeError is a rules document that cannot be decoded (empty, not
+// YAML, an unknown field, a value of the wrong kind): it matches
+// ErrInvalidInput and says the decoder's words with their line, as a
+// RuleError does, without "invalid input: rules:" before them, which
+// the caller's "config rules: FILE:" would repeat.
+type rulesDecodeError struct{ err error }
+
+func (e *rulesDecodeError) Error() string        { return e.err.Error() }
+func (e *rulesDecodeError) Unwrap() error        { return e.err }
+func (e *rulesDecodeError) Is(target error) bool { return target == ErrInvalidInput }
 
 // unquotedPlaceholders refuses a payload in which YAML read a placeholder
 // written without quotes as an object: `order: {data.id}` is the flow

@@ -281,7 +281,10 @@ func Load(data []byte, opts LoadOptions) (*Set, error) {
 		if kinds := kindErrors(data, err); kinds != nil {
 			return nil, kinds
 		}
-		return nil, fmt.Errorf("decode destinations: %w", err)
+		// The caller names the file, and it as the destinations file
+		// ("config destinations: FILE:"): the decoder's words with their
+		// line follow, without saying "destinations" again.
+		return nil, err
 	}
 	if len(cfg.Destinations) == 0 {
 		return nil, errors.New("no destinations: the file needs a non-empty destinations list")

@@ -353,6 +353,9 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 	}
 	const dests = "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    timeout: 25s\n"
 	write("slow.yaml", dests)
+	write("typo-dests.yaml", "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    timout: 5s\n")
+	write("typo-rules.yaml", "rules:\n  - nme: x\n")
+	write("empty-rules.yaml", "# no rules yet\n")
 	write("big.yaml", "# "+strings.Repeat("x", 4<<20)+"\n")
 	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")))
 	webhook := func(tenant string) string {
@@ -384,6 +387,13 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		{write("comments.yaml", "# destinations: destinations.yaml\n\n"), "opledger: config " + filepath.Join(dir, "comments.yaml") + " holds no settings (it is empty or only comments): write its settings, or leave --config out to serve without one\n"},
 		{write("dests-big.yaml", "destinations: big.yaml\n"), "opledger: config destinations: read destinations: " + filepath.Join(dir, "big.yaml") + ": larger than 4 MiB"},
 		{write("rules-zero.yaml", "rules: zero.yaml\n"), "opledger: config rules: read rules: " + filepath.Join(dir, "zero.yaml") + ": not a regular file"},
+		// An unknown field of the destinations or rules file: the file,
+		// the line and the field, each once (the file's kind used to be
+		// said again: "config destinations: …: decode destinations: …",
+		// "config rules: …: invalid input: rules: …").
+		{write("typo-dests-config.yaml", "destinations: typo-dests.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "typo-dests.yaml") + ": yaml: line 5: unknown field timout (did you mean timeout?)\n"},
+		{write("typo-rules-config.yaml", "rules: typo-rules.yaml\n"), "opledger: config rules: " + filepath.Join(dir, "typo-rules.yaml") + ": yaml: line 2: unknown field nme (did you mean name?)\n"},
+		{write("empty-rules-config.yaml", "rules: empty-rules.yaml\n"), "opledger: config rules: " + filepath.Join(dir, "empty-rules.yaml") + ": the file is empty: it needs a rules list\n"},
 		// Both files it names missing: one line names both.
 		{write("both-missing.yaml", "destinations: no-dests.yaml\nrules: no-rules.yaml\n"), "opledger: config destinations: read destinations: stat " + filepath.Join(dir, "no-dests.yaml") +
 			": no such file or directory; config rules: read rules: stat " + filepath.Join(dir, "no-rules.yaml") + ": no such file or directory\n"},
