@@ -9,7 +9,8 @@ import (
 	"github.com/opledger/opledger/internal/store"
 )
 
-// StuckWorkflows lists up to limit (1 to MaxListLimit) of the tenant's
+// StuckWorkflows lists up to limit (1 to MaxWorkflowListLimit, the
+// workflow list's bound: each is read whole) of the tenant's
 // workflows that cannot go on by themselves: their current step
 // succeeded, and the next one cannot be recorded (a *StepError: its
 // content reads a reference or response member the earlier step did not
@@ -21,8 +22,8 @@ import (
 // as GetWorkflow returns it, its Reason saying what is missing, in key
 // order; Stats.StuckWorkflows counts them.
 func (l *Ledger) StuckWorkflows(ctx context.Context, limit int) ([]*Workflow, error) {
-	if limit < 1 || limit > MaxListLimit {
-		return nil, invalidInput("limit is 1 to %d", MaxListLimit)
+	if limit < 1 || limit > MaxWorkflowListLimit {
+		return nil, invalidInput("limit is 1 to %d", MaxWorkflowListLimit)
 	}
 	out := []*Workflow{}
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {

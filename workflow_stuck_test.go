@@ -56,6 +56,12 @@ func TestStuckWorkflows(t *testing.T) {
 
 			_, err = acme.StuckWorkflows(ctx, 0)
 			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			// Its bound is the workflow list's (each is read whole), as
+			// the API's and the CLI's: not MaxListLimit.
+			_, err = acme.StuckWorkflows(ctx, opledger.MaxWorkflowListLimit+1)
+			require.ErrorIs(t, err, opledger.ErrInvalidInput)
+			_, err = acme.StuckWorkflows(ctx, opledger.MaxWorkflowListLimit)
+			require.NoError(t, err)
 			counts := func() (acmes, globexes, all int) {
 				t.Helper()
 				for _, c := range []struct {

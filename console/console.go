@@ -592,10 +592,17 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	})
 	// Workflows that cannot go on have no operation in the queue's
 	// states: their next step was never recorded.
-	stuck, err := s.ledger.StuckWorkflows(r.Context(), c.queueLimit)
+	// At most a page of the workflow list (each is read whole); the page
+	// says when the list may have been cut.
+	stuckLimit := min(c.queueLimit, opledger.MaxWorkflowListLimit)
+	stuck, err := s.ledger.StuckWorkflows(r.Context(), stuckLimit)
 	if err != nil {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
+	}
+	stuckCut := 0
+	if len(stuck) == stuckLimit {
+		stuckCut = stuckLimit
 	}
 	// A pending operation nothing claims is in none of them either: a
 	// destination nothing serves (a misspelt name) leaves it due for ever.
@@ -609,7 +616,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		due = &dueNotice{Operation: op.Masked(), Waited: humanDuration(waited)}
 	}
 	c.renderSigned(w, s, http.StatusOK, "queue", map[string]any{"Title": "Exception queue",
-		"Items": rows, "Summary": sum, "Stuck": stuck, "Due": due})
+		"Items": rows, "Summary": sum, "Stuck": stuck, "StuckCut": stuckCut, "Due": due})
 }
 
 // DueNoticeAfter is how long a pending operation may wait for a worker,

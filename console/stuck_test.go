@@ -51,6 +51,41 @@ func TestQueueShowsStuckWorkflows(t *testing.T) {
 	require.Contains(t, page, "cancelled by ana at step b: customer left")
 }
 
+// The exception queue lists at most a page of the workflows that cannot
+// go on (the workflow list's bound, opledger.MaxWorkflowListLimit, or the
+// queue's limit when lower) and says so when the list may have been cut,
+// naming where the rest are.
+func TestQueueSaysStuckWorkflowsCut(t *testing.T) {
+	t.Parallel()
+	l, token, c, _ := shiftedConsole(t, opledger.Options{})
+	c.SetQueueLimit(2)
+	ctx := context.Background()
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+	stick := func(key string) {
+		t.Helper()
+		_, _, err := l.PutWorkflow(ctx, key, opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+			{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+			{Name: "b", Action: "email.send", Destination: "email", Payload: json.RawMessage(`{"link":"{steps.a.response.url}"}`)},
+		}})
+		require.NoError(t, err)
+		claim, err := l.Claim(ctx, key+"/a", opledger.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = l.Report(ctx, key+"/a", claim.AttemptID, claim.FencingToken,
+			opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "A-1", Response: json.RawMessage(`{"id":1}`)})
+		require.NoError(t, err)
+	}
+	stick("wf:1")
+	require.NotContains(t, s.get("/"), "more may be stuck")
+	stick("wf:2")
+	stick("wf:3")
+	page := s.get("/")
+	require.Contains(t, page, `<a href="/workflows/wf:2">wf:2</a>`)
+	require.NotContains(t, page, `<a href="/workflows/wf:3">wf:3</a>`)
+	require.Contains(t, page, "The first 2 are shown; more may be stuck (the dashboard counts them): revising or giving up on these shows the next.")
+}
+
 // The exception queue names a pending operation that nothing has claimed
 // for longer than console.DueNoticeAfter (a misspelt destination), which
 // is in none of the queue's states; once claimed, the note goes.

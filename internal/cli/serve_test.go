@@ -397,7 +397,7 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		// Both files it names missing: one line names both.
 		{write("both-missing.yaml", "destinations: no-dests.yaml\nrules: no-rules.yaml\n"), "opledger: config destinations: read destinations: stat " + filepath.Join(dir, "no-dests.yaml") +
 			": no such file or directory; config rules: read rules: stat " + filepath.Join(dir, "no-rules.yaml") + ": no such file or directory\n"},
-		{write("slow-config.yaml", "destinations: slow.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "slow.yaml") + ": executor: destination crm: its timeout 25s is not shorter than the executor's call limit 20s " +
+		{write("slow-config.yaml", "destinations: slow.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "slow.yaml") + ": line 5: executor: destination crm: its timeout 25s is not shorter than the executor's call limit 20s " +
 			"(two thirds of the lease 30s), which would cut its calls short and leave them uncertain: raise the lease (serve --lease) to 38s or more"},
 	} {
 		for _, st := range testdb.Stores() {
