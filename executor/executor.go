@@ -283,18 +283,30 @@ func (cfg Config) checked() (Config, error) {
 		if derived {
 			// The smallest whole-second lease whose two thirds exceed t.
 			lease := (t * 3 / 2).Truncate(time.Second) + time.Second
-			return cfg, fmt.Errorf("executor: destination %s: its timeout %s is not shorter than the executor's call limit %s "+
+			return cfg, &DestinationTimeoutError{Destination: name, msg: fmt.Sprintf("executor: destination %s: its timeout %s is not shorter than the executor's call limit %s "+
 				"(two thirds of the lease %s), which would cut its calls short and leave them uncertain: "+
 				"raise the lease (serve --lease) to %s or more, or lower the destination's timeout below %s",
-				name, t, cfg.CallTimeout.Round(time.Millisecond), cfg.Lease, lease, cfg.CallTimeout.Round(time.Millisecond))
+				name, t, cfg.CallTimeout.Round(time.Millisecond), cfg.Lease, lease, cfg.CallTimeout.Round(time.Millisecond))}
 		}
-		return cfg, fmt.Errorf("executor: destination %s: its timeout %s is not shorter than the executor's call limit %s "+
+		return cfg, &DestinationTimeoutError{Destination: name, msg: fmt.Sprintf("executor: destination %s: its timeout %s is not shorter than the executor's call limit %s "+
 			"(CallTimeout; the lease is %s), which would cut its calls short and leave them uncertain: "+
 			"raise the call timeout (and the lease above it) or lower the destination's timeout below %s",
-			name, t, cfg.CallTimeout.Round(time.Millisecond), cfg.Lease, cfg.CallTimeout.Round(time.Millisecond))
+			name, t, cfg.CallTimeout.Round(time.Millisecond), cfg.Lease, cfg.CallTimeout.Round(time.Millisecond))}
 	}
 	return cfg, nil
 }
+
+// DestinationTimeoutError is CheckConfig's refusal of a destination whose
+// timeout is not shorter than the executor's call limit; Destination
+// names it, so that a caller can say where it is configured.
+type DestinationTimeoutError struct {
+	Destination string
+	msg         string
+}
+
+// Error says which destination, its timeout and the call limit, and what
+// to change.
+func (e *DestinationTimeoutError) Error() string { return e.msg }
 
 // run is the pair of contexts one attempt runs under.
 type run struct {

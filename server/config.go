@@ -245,6 +245,45 @@ func (c *FileConfig) LoadDestinations(opts destination.LoadOptions) (*destinatio
 	return set, nil
 }
 
+// DestinationLine is the line of the destinations file the configuration
+// names on which destination name's timeout is written, or its entry
+// begins when it gives none; 0 when it cannot be found (no destinations
+// file, not read yet, or no such entry).
+func (c *FileConfig) DestinationLine(name string) int {
+	b, ok := c.texts[c.DestinationsPath()]
+	if !ok {
+		return 0
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return 0
+	}
+	top := root.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		if top[i].Value != "destinations" || top[i+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, entry := range top[i+1].Content {
+			if entry.Kind != yaml.MappingNode {
+				continue
+			}
+			named, line := false, entry.Line
+			for j := 0; j+1 < len(entry.Content); j += 2 {
+				switch entry.Content[j].Value {
+				case "name":
+					named = entry.Content[j+1].Value == name
+				case "timeout":
+					line = entry.Content[j].Line
+				}
+			}
+			if named {
+				return line
+			}
+		}
+	}
+	return 0
+}
+
 // SharedSettings returns, for Config.Settings, the text of the files the
 // configuration names whose effect every process sharing a store must
 // have (docs/scaling.md): destinations_file and rules_file, empty when

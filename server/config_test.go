@@ -369,3 +369,22 @@ func TestDestinationNameWarnings(t *testing.T) {
 	}, fc.DestinationNameWarnings(set))
 	require.Empty(t, (&server.FileConfig{}).DestinationNameWarnings(nil))
 }
+
+// TestDestinationLine: the line of a destination's timeout in the
+// destinations file, or of its entry when it gives none, for the error
+// that refuses the timeout; 0 before the file is read, or for a name it
+// does not hold.
+func TestDestinationLine(t *testing.T) {
+	t.Parallel()
+	_, write := fileWriter(t)
+	write("dests.yaml", "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/\n    ref: /id\n    timeout: 25s\n"+
+		"  - name: mail\n    url: http://127.0.0.1:1/\n    ref: /id\n")
+	fc, err := server.LoadConfig(write("opledger.yaml", "destinations: dests.yaml\n"))
+	require.NoError(t, err)
+	require.Zero(t, fc.DestinationLine("crm"), "not read yet")
+	_, err = fc.LoadDestinations(destination.LoadOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 5, fc.DestinationLine("crm"))
+	require.Equal(t, 6, fc.DestinationLine("mail"))
+	require.Zero(t, fc.DestinationLine("nope"))
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/executor"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/server"
 )
@@ -140,11 +141,13 @@ finish; every write a client got an answer for is already committed.`,
 			}
 			cfg.Settings = server.NoSharedSettings()
 			destinationsPath := ""
+			var fileConfig *server.FileConfig
 			if configPath != "" {
 				fc, err := server.LoadConfig(configPath)
 				if err != nil {
 					return err
 				}
+				fileConfig = fc
 				destinationsPath = fc.DestinationsPath()
 				// The destinations file and the rules file are both read
 				// before either is refused, so that one refusal names
@@ -182,8 +185,15 @@ finish; every write a client got an answer for is already committed.`,
 			// is opened.
 			if err := server.CheckConfig(cfg); err != nil {
 				if destinationsPath != "" && cfg.Destinations != nil {
-					// A destination's timeout: said of the file it is in.
-					return fmt.Errorf("config destinations: %s: %w", destinationsPath, err)
+					// A destination's timeout: said of the file it is in,
+					// at its line, as the other errors of the file are.
+					at := ""
+					if te, ok := errors.AsType[*executor.DestinationTimeoutError](err); ok && fileConfig != nil {
+						if line := fileConfig.DestinationLine(te.Destination); line > 0 {
+							at = fmt.Sprintf("line %d: ", line)
+						}
+					}
+					return fmt.Errorf("config destinations: %s: %s%w", destinationsPath, at, err)
 				}
 				return err
 			}
