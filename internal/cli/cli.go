@@ -579,7 +579,7 @@ first to upgrade a large ledger at a time of your choosing
 				finishBar    func()
 				barRequested bool
 			)
-			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{MigrationProgress: func(done, total int, name string) {
+			l, err := openLedger(cmd.Context(), dsn, opledger.Options{MigrationProgress: func(done, total int, name string) {
 				if !barRequested {
 					barRequested = true
 					setBar, finishBar = progress(cmd, total, "migrate")
@@ -588,7 +588,7 @@ first to upgrade a large ledger at a time of your choosing
 					setBar(done)
 				}
 				applied = append(applied, name)
-			}})
+			}}, stderrNote(cmd))
 			if finishBar != nil {
 				finishBar()
 			}

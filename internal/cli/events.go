@@ -34,7 +34,7 @@ func (f *backendFlags) openEvents(ctx context.Context) (eventsSource, func() err
 		}
 		return b.(serverBackend).c, b.Close, nil
 	}
-	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant, ExistingOnly: true})
+	l, err := openLedger(ctx, f.dsn, opledger.Options{Tenant: f.tenant, ExistingOnly: true}, stderrNote(f.cmd))
 	if err != nil {
 		return nil, nil, refusedInput(err)
 	}

@@ -245,3 +245,38 @@ func TestRollbackJournalLedgerInUnwritableDirectory(t *testing.T) {
 		`open it once as a user who may \(opledger migrate --db sqlite:`+p+`\), then read it as before\n$`, stderr.String())
 	require.Equal(t, []byte{1, 1}, header(), "left as it was")
 }
+
+// TestRollbackJournalLedgerSwitchSaid: a ledger file in rollback-journal
+// mode (a backup made by an older release), which every open switches to
+// WAL, is switched by a command that opens it, and the command says so
+// on stderr, once: from then on the file has a -wal file beside it while
+// in use, which a copy with cp would leave out. Its output is unchanged.
+func TestRollbackJournalLedgerSwitchSaid(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "ledger.db")
+	_, errOut, code := run(t, "migrate", "--db", "sqlite:"+p)
+	require.Equal(t, 0, code, errOut)
+	db, err := sql.Open("sqlite", sqlitestore.FileURI(p))
+	require.NoError(t, err)
+	_, err = db.Exec(`PRAGMA journal_mode=DELETE`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	header := func() []byte {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		return b[18:20]
+	}
+	require.Equal(t, []byte{1, 1}, header(), "rollback-journal mode")
+
+	out, errOut, code := run(t, "ops", "list", "--db", "sqlite:"+p)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "KEY")
+	require.Contains(t, errOut, "note: "+p+" was in rollback-journal mode (a backup made by an older opledger): opening it switched it to WAL mode, "+
+		"as every ledger runs; copy it with opledger backup from now on, not cp, which would leave out the writes still in its -wal file\n")
+	require.Equal(t, []byte{2, 2}, header(), "WAL mode")
+
+	_, errOut, code = run(t, "ops", "list", "--db", "sqlite:"+p)
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, errOut, "rollback-journal", "said once")
+}

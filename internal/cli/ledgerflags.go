@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/store/sqlitestore"
 )
 
 // ledgerFlags are the ledger's time limits that the long-running commands
@@ -58,4 +60,28 @@ func (f *ledgerFlags) apply(o *opledger.Options) error {
 	}
 	o.HoldReviewAfter, o.Retention, o.TombstoneRetention = f.holdReview, f.retention, f.tombstoneRetention
 	return nil
+}
+
+// openLedger opens the ledger of dsn as opledger.Open does, and, when
+// its SQLite file was in rollback-journal mode (a backup made by an
+// older opledger), which every open switches to WAL, tells note so once
+// it is open: the file then has a -wal file beside it while in use,
+// which a copy with cp would leave out.
+func openLedger(ctx context.Context, dsn string, opts opledger.Options, note func(string)) (*opledger.Ledger, error) {
+	rollback := false
+	if path, ok := sqlitestore.DSNPath(dsn); ok {
+		rollback, _ = sqlitestore.RollbackJournal(path)
+	}
+	l, err := opledger.Open(ctx, dsn, opts)
+	if err == nil && rollback {
+		path, _ := sqlitestore.DSNPath(dsn)
+		note(path + " was in rollback-journal mode (a backup made by an older opledger): opening it switched it to WAL mode, " +
+			"as every ledger runs; copy it with opledger backup from now on, not cp, which would leave out the writes still in its -wal file")
+	}
+	return l, err
+}
+
+// stderrNote prints a note on cmd's stderr, as "note: …".
+func stderrNote(cmd *cobra.Command) func(string) {
+	return func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), "note: "+msg) }
 }

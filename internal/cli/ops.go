@@ -384,7 +384,7 @@ func (f *backendFlags) open(ctx context.Context) (opsBackend, error) {
 		}
 		return serverBackend{client.New(f.server, token, nil), f.again()}, nil
 	}
-	l, err := opledger.Open(ctx, f.dsn, opledger.Options{Tenant: f.tenant, ExistingOnly: true})
+	l, err := openLedger(ctx, f.dsn, opledger.Options{Tenant: f.tenant, ExistingOnly: true}, stderrNote(f.cmd))
 	if err != nil {
 		return nil, refusedInput(err)
 	}

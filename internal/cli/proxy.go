@@ -143,7 +143,7 @@ finish and record their outcome.`,
 				defer adminLn.Close()
 			}
 			opts.MigrationProgress = logMigrations(log)
-			l, err := opledger.Open(cmd.Context(), dsn, opts)
+			l, err := openLedger(cmd.Context(), dsn, opts, func(msg string) { log.Warn(msg) })
 			if err != nil {
 				return refusedDB(err)
 			}

@@ -208,7 +208,7 @@ finish; every write a client got an answer for is already committed.`,
 			}
 			defer cfg.Listener.Close() // Run closes it too; once more is harmless
 			opts.MigrationProgress = logMigrations(log)
-			l, err := opledger.Open(cmd.Context(), dsn, opts)
+			l, err := openLedger(cmd.Context(), dsn, opts, func(msg string) { log.Warn(msg) })
 			if err != nil {
 				return refusedDB(err)
 			}
@@ -273,7 +273,7 @@ A token is read-write unless created with one of two narrower accesses:
 			if readOnly && worker {
 				return usageError{fmt.Errorf("--read-only and --worker are two different accesses: give one, or neither for a read-write token")}
 			}
-			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{Tenant: tenant})
+			l, err := openLedger(cmd.Context(), dsn, opledger.Options{Tenant: tenant}, stderrNote(cmd))
 			if err != nil {
 				return refusedDB(err)
 			}
@@ -323,7 +323,7 @@ A token is read-write unless created with one of two narrower accesses:
 			if err := nonEmptyFlags(cmd, "tenant"); err != nil {
 				return err
 			}
-			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{Tenant: tenant, ExistingOnly: true})
+			l, err := openLedger(cmd.Context(), dsn, opledger.Options{Tenant: tenant, ExistingOnly: true}, stderrNote(cmd))
 			if err != nil {
 				return refusedInput(err)
 			}
@@ -370,7 +370,7 @@ a second: each trusts a token it has found active for that long.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := opledger.Open(cmd.Context(), dsn, opledger.Options{ExistingOnly: true})
+			l, err := openLedger(cmd.Context(), dsn, opledger.Options{ExistingOnly: true}, stderrNote(cmd))
 			if err != nil {
 				return refusedInput(err)
 			}

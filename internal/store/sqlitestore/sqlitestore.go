@@ -183,6 +183,11 @@ func RollbackJournalUnwritable(path string) (bool, error) {
 	return false, w.Close()
 }
 
+// RollbackJournal reports whether the SQLite file at path is in
+// rollback-journal mode (a ledger copied by an older release's backup),
+// which Open switches to WAL; false for a file too short to have a header.
+func RollbackJournal(path string) (bool, error) { return rollbackJournal(path) }
+
 // rollbackJournal reports whether the header of the SQLite file at path
 // says it is not in WAL mode (bytes 18 and 19 not 2); a file too short to
 // have a header is not.
