@@ -183,7 +183,8 @@ func newWorkflowsListCmd() *cobra.Command {
 			if stuck && len(page.Items) == limit {
 				// One page, without a cursor: revising these takes them
 				// off the list.
-				hint := "more may be stuck: 'ops stats' counts them; revise these first"
+				hint := "more may be stuck: 'ops stats' counts them; settle these first ('workflows show KEY' says how: a revision, or, " +
+					"for a destination that no longer serves the tenant, serving it again and a resume)"
 				if limit < opledger.MaxWorkflowListLimit {
 					hint += fmt.Sprintf(", or raise --limit (at most %d)", opledger.MaxWorkflowListLimit)
 				}
@@ -196,7 +197,7 @@ func newWorkflowsListCmd() *cobra.Command {
 	bf.add(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only workflows whose key starts with this, e.g. onboarding:")
 	cmd.Flags().BoolVar(&open, "open", false, "only workflows not finished (some step has not succeeded)")
-	cmd.Flags().BoolVar(&stuck, "stuck", false, "only workflows that cannot go on until a step is revised (its earlier step did not give what it reads); one page")
+	cmd.Flags().BoolVar(&stuck, "stuck", false, "only workflows that cannot go on by themselves (a step reads what its earlier step did not give, or its destination no longer serves the tenant); one page")
 	addLimitFlag(cmd, &limit, opledger.DefaultWorkflowListLimit, opledger.MaxWorkflowListLimit)
 	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts (each workflow as 'workflows show --json' gives it)")

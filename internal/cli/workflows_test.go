@@ -118,7 +118,7 @@ func TestWorkflowsCommands(t *testing.T) {
 	require.Empty(t, errOut, "all of them")
 	_, errOut, code = run(t, "workflows", "list", "--stuck", "--limit", "1", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "more may be stuck: 'ops stats' counts them; revise these first, or raise --limit (at most 200)\n", errOut)
+	require.Equal(t, "more may be stuck: 'ops stats' counts them; settle these first ('workflows show KEY' says how: a revision, or, for a destination that no longer serves the tenant, serving it again and a resume), or raise --limit (at most 200)\n", errOut)
 	out, errOut, code = run(t, "ops", "stats", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `(?m)^Workflows that cannot go on: +1 \(workflows list --stuck names them\)$`, out)
