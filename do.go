@@ -296,7 +296,7 @@ func (l *Ledger) finish(ctx context.Context, key string, claim *Claim, report Re
 		return op, nil
 	}
 	if cause != nil {
-		return op, &AttemptError{Key: key, Outcome: report.Outcome, State: op.State, Err: cause}
+		return op, &AttemptError{Key: key, Outcome: report.Outcome, State: op.State, Err: cause, shown: op, report: report}
 	}
 	return op, nil
 }
@@ -416,17 +416,29 @@ type AttemptError struct {
 	State   State   // the operation's state after the report
 	// Err is the action's error, or why Do did not record its success
 	// (no reference, or one the ledger cannot store) or did not start it
-	// (the context had ended). It is the action's own, as it was: the
-	// ledger records it masked at the intent's sensitive fields, but Err
-	// (and Error) are not masked, so log the operation's LastError
-	// rather than this error when its text may carry such a value.
+	// (the context had ended). It is the action's own, as it was, not
+	// masked: Error masks it.
 	Err error
+	// shown is the operation after the report, whose sensitive values
+	// Error masks; report is what was recorded, whose quote of a
+	// reference the ledger could not store Error makes again, masked.
+	shown  *Operation
+	report Report
 }
 
-// Error describes the error. The action's error is given without the
-// mark that classified it ("uncertain: "), which Outcome already says.
+// Error describes the error, for a log. The action's error is given
+// without the mark that classified it ("uncertain: "), which Outcome
+// already says. The values of the operation's sensitive fields are
+// masked in it, as the ledger masks them when it stores such text: the
+// quote of a reference the ledger could not store is made from the whole
+// reference masked, so that no value is quoted in part.
 func (e *AttemptError) Error() string {
-	return fmt.Sprintf("%s: attempt %s, operation is %s: %s", e.Key, e.Outcome, e.State, ErrorText(e.Err))
+	var st *secretText
+	if e.shown != nil {
+		st = newSecretText(e.shown.Payload, e.shown.earlierPayloads, e.shown.SensitiveFields)
+	}
+	text := e.report.requoted(st.maskValue, ErrorText(e.Err))
+	return st.mask(fmt.Sprintf("%s: attempt %s, operation is %s: %s", e.Key, e.Outcome, e.State, text))
 }
 
 // Unwrap returns the action's error.

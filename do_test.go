@@ -121,6 +121,49 @@ func TestDoReportFailureMasksRefQuote(t *testing.T) {
 	require.Equal(t, ref, re.Result.Ref, "the real reference, to send again")
 }
 
+// TestDoAttemptErrorMasksRefQuote: a success whose reference the ledger
+// cannot store is recorded uncertain, and Do's *AttemptError quotes the
+// start of the reference: its text masks the values of sensitive fields
+// in the whole reference before the quote is cut, as the ledger does, so
+// that a log of the error holds no part of one. Err stays the action's
+// own, and the values of the action's own error text are masked too.
+func TestDoAttemptErrorMasksRefQuote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const secret = "ana.maria.silva@example.invalid"
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	prefix := "https://crm.example/contacts/" + strings.Repeat("c", 20) + "?to=" // the value starts at byte 53
+	for i, ref := range []string{
+		prefix + secret + "&" + strings.Repeat("y", 200), // too long
+		prefix + secret + "&x=\x00",                      // not text
+	} {
+		in := doIntent(fmt.Sprintf("quote:%d", i))
+		in.Payload = json.RawMessage(`{"to":"` + secret + `"}`)
+		in.SensitiveFields = []string{"to"}
+		op, err := l.Do(ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+			return opledger.Result{Ref: ref}, nil
+		})
+		var ae *opledger.AttemptError
+		require.ErrorAs(t, err, &ae, "answer %d", i)
+		require.Equal(t, opledger.StateUncertain, op.State)
+		require.Contains(t, err.Error(), "cannot be stored", "answer %d", i)
+		require.Contains(t, err.Error(), `"`+prefix+"***", "answer %d: the value is masked in the quote", i)
+		require.NotContains(t, err.Error(), "ana.m", "answer %d: no part of the value", i)
+	}
+
+	in := doIntent("quote:own")
+	in.Payload = json.RawMessage(`{"to":"` + secret + `"}`)
+	in.SensitiveFields = []string{"to"}
+	actErr := opledger.Uncertain(errors.New("timeout sending to " + secret))
+	_, err = l.Do(ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+		return opledger.Result{}, actErr
+	})
+	require.EqualError(t, err, "quote:own: attempt uncertain, operation is uncertain: timeout sending to ***")
+	require.ErrorIs(t, err, actErr, "Err is the action's own error")
+}
+
 func TestOutcomeOf(t *testing.T) {
 	t.Parallel()
 	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
