@@ -804,12 +804,39 @@ func (r *Report) withNote() bool {
 // keptError is the error text of r that the ledger stores about t's
 // operation: its sensitive values masked before it is cut (txn.keep); of
 // a text WithNote cut, the text before the cut, then its note.
-func (r *Report) keptError(t *txn) string {
+func (r *Report) keptError(t *txn) string { return r.maskedError(t.scrub) }
+
+// maskedError is the error text of r masked by mask before it is cut to
+// the length the ledger keeps: of a text WithNote cut, the text before
+// the cut, then its note; the quote of a reference ReportOf could not
+// store made again from the whole reference masked (requoted).
+func (r *Report) maskedError(mask func(string) string) string {
+	keep := func(s string, n int) string { return keepableText(mask(s), n) }
 	if !r.withNote() {
-		return t.keep(r.requoted(t.scrub, r.Error), maxErrorLength)
+		return keep(r.requoted(mask, r.Error), maxErrorLength)
 	}
-	note := t.keep(r.note, maxErrorLength)
-	return t.keep(r.requoted(t.scrub, r.uncut), maxErrorLength-len(note)) + note
+	note := keep(r.note, maxErrorLength)
+	return keep(r.requoted(mask, r.uncut), maxErrorLength-len(note)) + note
+}
+
+// MaskedFor returns r with its error text as the ledger keeps it about
+// op: the values of op's sensitive fields (Operation.MaskText) masked in
+// the text before it is cut to the 1,000 bytes the ledger keeps (the
+// text before a note WithNote added, and the quote of a destination
+// reference ReportOf could not store, made again from the whole
+// reference), so that no value is kept in part. A worker that reports
+// through the HTTP API (client.ReportFrom) sends this text: the API
+// carries the cut text only, and a value across the cut would reach the
+// ledger in part, where it can no longer be recognised. The other fields
+// are r's. A nil op, or one without sensitive fields, masks nothing.
+func (r Report) MaskedFor(op *Operation) Report {
+	var st *secretText
+	if op != nil {
+		st = newSecretText(op.Payload, op.earlierPayloads, op.SensitiveFields)
+	}
+	r.Error = r.maskedError(func(s string) string { return scrubText(st, s) })
+	r.uncut, r.note, r.noted, r.ref, r.refQuote = "", "", false, "", ""
+	return r
 }
 
 // requoted is text with the quote of the destination reference ReportOf

@@ -843,8 +843,13 @@ func (t *txn) scrub(s string) string {
 	if s == "" || t.op == nil || len(t.op.SensitiveFields) == 0 {
 		return s
 	}
-	secrets := t.secrets.of(t.op)
-	if secrets == nil {
+	return scrubText(t.secrets.of(t.op), s)
+}
+
+// scrubText is s with the values secrets knows masked, as txn.scrub masks
+// free text about an operation (nil secrets: s as it is).
+func scrubText(secrets *secretText, s string) string {
+	if secrets == nil || s == "" {
 		return s
 	}
 	// The phrases other parts of opledger read back to decide

@@ -694,6 +694,21 @@ type Report struct {
 	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
 }
 
+// ReportFrom is the body that reports r, an outcome of claim's attempt
+// (opledger.ReportOf builds one from a call's result and error, as Do
+// and the executor record it), with claim's fencing token. Its error
+// text is r's masked for claim's operation (opledger.Report.MaskedFor):
+// the values of its sensitive fields are masked before the text is cut
+// to the 1,000 bytes the ledger keeps, as the ledger masks a report made
+// in its own process. The API carries the cut text only: sent as
+// ReportOf cut it, a value across the cut would reach the server in
+// part, where it can no longer be recognised and masked.
+func ReportFrom(claim *opledger.Claim, r opledger.Report) Report {
+	r = r.MaskedFor(claim.Operation)
+	return Report{FencingToken: claim.FencingToken, Outcome: r.Outcome, DestinationRef: r.DestinationRef,
+		Response: r.Response, Error: r.Error, RetryAfterSeconds: r.RetryAfter.Seconds()}
+}
+
 // ReportResult is the operation after a report, and whether the report
 // was stale (kept as evidence only).
 type ReportResult struct {
