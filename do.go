@@ -28,6 +28,16 @@ type Call struct {
 	// Protected is true when this attempt retries an uncertain one under that
 	// key, relying on the destination to deduplicate.
 	Protected bool
+	// ProtectedUntil, on a protected attempt, is when the destination may
+	// forget its idempotency key (Claim.ProtectedUntil): start no call
+	// at or after it, a retry inside the action included, since the key
+	// would no longer keep it from repeating the effect. Return a
+	// Retryable error instead (nothing sent): the operation goes back
+	// to uncertain, and its reconciliation decides again (held once the
+	// retention has ended). The zero time on an attempt that is not
+	// protected. Do checks the window when it claims and when it marks
+	// the dispatch, not during the action.
+	ProtectedUntil time.Time
 }
 
 // Result is what a successful Action returns. An Action that fails may
@@ -179,7 +189,7 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 		}
 	}()
 	res, actErr := action(ctx, Call{Operation: claim.Operation, AttemptID: claim.AttemptID,
-		IdempotencyKey: claim.IdempotencyKey, Protected: claim.Protected})
+		IdempotencyKey: claim.IdempotencyKey, Protected: claim.Protected, ProtectedUntil: claim.ProtectedUntil})
 	returned = true
 	report, actErr := reportOf(res, actErr)
 	return l.finish(ctx, in.Key, claim, report, res, actErr)

@@ -298,3 +298,41 @@ func TestClaimCallTimeoutHoldsLateProtectedRetry(t *testing.T) {
 		})
 	}
 }
+
+// TestDoCallCarriesProtectedUntil: the action of a protected retry run by
+// Do is told when the destination may forget its idempotency key
+// (Call.ProtectedUntil, the claim's), so that it starts no call of its
+// own, a retry inside the action included, at or after it; an action
+// that is not a protected retry gets the zero time.
+func TestDoCallCarriesProtectedUntil(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newManualClock()
+	l, err := opledger.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), opledger.Options{Clock: clock.Map})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+
+	in := opledger.Intent{Key: "charge:1", Action: "payment.charge", Destination: "payment", Payload: json.RawMessage(`{"amount":5}`)}
+	var calls []opledger.Call
+	_, err = l.Do(ctx, in, func(_ context.Context, c opledger.Call) (opledger.Result, error) {
+		calls = append(calls, c)
+		return opledger.Result{}, opledger.Uncertain(nil)
+	})
+	require.Error(t, err)
+	op, err := l.Reconcile(ctx, in.Key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"})
+	require.NoError(t, err)
+	require.True(t, op.Protected)
+	require.NotNil(t, op.ProtectedUntil)
+	op, err = l.Do(ctx, in, func(_ context.Context, c opledger.Call) (opledger.Result, error) {
+		calls = append(calls, c)
+		return opledger.Result{Ref: "CH-1"}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateSucceeded, op.State)
+	require.Len(t, calls, 2)
+	require.False(t, calls[0].Protected)
+	require.True(t, calls[0].ProtectedUntil.IsZero(), "not a protected retry: no window")
+	require.True(t, calls[1].Protected)
+	require.True(t, calls[1].ProtectedUntil.Equal(*calls[1].Operation.ProtectedUntil), "the claim's window: %v", calls[1].ProtectedUntil)
+	require.False(t, calls[1].ProtectedUntil.IsZero())
+}

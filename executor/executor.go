@@ -593,7 +593,8 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 		// here, with nothing sent and no dispatch mark.
 		return e.finish(r, bg, tl, c, unsendable(opledger.Rejected(errors.New("destination "+op.Destination+" does not serve tenant "+op.Tenant))), log)
 	}
-	call := opledger.Call{Operation: op, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected}
+	call := opledger.Call{Operation: op, AttemptID: c.AttemptID, IdempotencyKey: c.IdempotencyKey, Protected: c.Protected,
+		ProtectedUntil: c.ProtectedUntil}
 	if p, ok := dest.(destination.Preparer); ok {
 		if err := prepare(p, call, log); err != nil {
 			// Content the destination cannot be sent: the attempt ends
