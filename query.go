@@ -51,6 +51,8 @@ func (l *Ledger) get(ctx context.Context, r store.Reader, key string) (*Operatio
 
 // Attempts returns the attempts of an operation, oldest first: none for
 // one not yet claimed, or compacted. Unknown keys return ErrNotFound.
+// Their errors are masked at the operation's sensitive fields as they
+// are now, those a repeat added after the error was stored included.
 func (l *Ledger) Attempts(ctx context.Context, key string) ([]*Attempt, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
@@ -65,16 +67,40 @@ func (l *Ledger) Attempts(ctx context.Context, key string) ([]*Attempt, error) {
 			_, err = l.get(ctx, r, key) // none, or no such operation?
 			return err
 		}
+		secrets, err := l.secretsOf(ctx, r, key)
+		if err != nil {
+			return err
+		}
 		for _, a := range rows {
-			out = append(out, toAttempt(a))
+			a := toAttempt(a)
+			a.Error = scrubText(secrets, a.Error)
+			out = append(out, a)
 		}
 		return nil
 	})
 	return out, err
 }
 
+// secretsOf is what masks the text stored about the operation at key
+// with its sensitive fields as they are now (nil: nothing to mask). Text
+// is masked when it is stored; a repeat or a revision that marks a field
+// sensitive later does not rewrite the text stored before it, so
+// Attempts and Timeline mask that text again as they return it.
+func (l *Ledger) secretsOf(ctx context.Context, r store.Reader, key string) (*secretText, error) {
+	row, err := r.GetOperation(ctx, l.tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // compacted: no text is left to mask
+	}
+	if err != nil || len(row.SensitiveFields) == 0 {
+		return nil, err
+	}
+	return newSecretText(row.Payload, row.EarlierPayloads, row.SensitiveFields), nil
+}
+
 // Timeline returns the timeline of an operation, oldest first: none for
-// one compacted. Unknown keys return ErrNotFound.
+// one compacted. Unknown keys return ErrNotFound. Its evidence is masked
+// at the operation's sensitive fields as they are now, those a repeat
+// added after the entry was written included.
 func (l *Ledger) Timeline(ctx context.Context, key string) ([]*TimelineEntry, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
@@ -89,8 +115,14 @@ func (l *Ledger) Timeline(ctx context.Context, key string) ([]*TimelineEntry, er
 			_, err = l.get(ctx, r, key)
 			return err
 		}
+		secrets, err := l.secretsOf(ctx, r, key)
+		if err != nil {
+			return err
+		}
 		for _, e := range rows {
-			out = append(out, toTimelineEntry(e))
+			e := toTimelineEntry(e)
+			e.Evidence = scrubText(secrets, e.Evidence)
+			out = append(out, e)
 		}
 		return nil
 	})
