@@ -36,6 +36,11 @@
 // decision or approval posted anyway is refused (403). Signing out and
 // the lab, which plays on a scratch ledger of its own, stay open to it.
 //
+// An address the console has no page at is answered 404 with the
+// console's own page (with its navigation when signed in, and a link back
+// to the exception queue), one it has no page for the method at 405 with
+// Allow, not with net/http's plain text.
+//
 // Allowed imports: opledger, opledger/lab (the lab page), internal/advance
 // (a step marked succeeded moves its workflow on), internal/redact (keys
 // left out of logged errors), the standard library.
@@ -219,7 +224,63 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusForbidden, msg, nil)
 		return
 	}
+	if h, pattern := c.mux.Handler(r); pattern == "" {
+		// No page here, or none for this method: answered with the
+		// console's own page rather than net/http's plain text.
+		probe := &statusProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusNotFound || probe.status == http.StatusMethodNotAllowed {
+			c.noPage(w, r, probe.status, probe.header.Get("Allow"))
+			return
+		}
+	}
 	c.mux.ServeHTTP(w, r)
+}
+
+// statusProbe is a ResponseWriter that keeps a handler's status and
+// header and drops its body: ServeHTTP asks the mux's handler of a path
+// it has no pattern for whether it answers 404 or 405 (with Allow).
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+
+func (p *statusProbe) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}
+
+func (p *statusProbe) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// noPage answers a request for an address the console has no page at
+// (status 404), or none for its method (405, allow the methods it takes),
+// with the console's error page: its layout, a link back to the exception
+// queue, and for a signed-in session its navigation. The path is not
+// echoed.
+func (c *Console) noPage(w http.ResponseWriter, r *http.Request, status int, allow string) {
+	msg := "The console has no page at this address. The exception queue and the navigation lead to every page it has."
+	if status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", allow)
+		msg = "This address takes no " + r.Method + " request (it takes " + allow + ")."
+		if r.Method == http.MethodGet && strings.Contains(allow, http.MethodPost) {
+			msg = "This address takes a form posted from its page, not a link: nothing was done. Open the page and decide there."
+		}
+	}
+	data := map[string]any{"Title": http.StatusText(status), "Message": msg}
+	s, err := c.readSession(r)
+	if err != nil {
+		// Not signed in, or the session cannot be read: the page
+		// without the navigation.
+		c.render(w, status, "error", data)
+		return
+	}
+	c.renderSigned(w, s, status, "error", data)
 }
 
 // Sample reads the counters of every tenant that has a token, for the
@@ -310,33 +371,19 @@ type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session)
 // and checks the CSRF token of every POST.
 func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cks := r.CookiesNamed(c.sessionCookie(r))
-		if len(cks) != 1 || cks[0].Value == "" {
-			// None, or several: a page that shares the host (another
-			// port) set one of its own beside the console's, and which
-			// is which cannot be told.
+		s, err := c.readSession(r)
+		if errors.Is(err, opledger.ErrUnauthorized) {
 			c.toLogin(w, r)
 			return
 		}
-		ck := cks[0]
-		tok, err := c.ledger.SessionToken(r.Context(), ck.Value)
-		if errors.Is(err, opledger.ErrUnauthorized) {
-			c.toLogin(w, r)
+		if errors.Is(err, errSessionUnusable) {
+			c.fail(w, r, nil, http.StatusInternalServerError, "The session's tenant or token cannot be used.", err)
 			return
 		}
 		if err != nil {
 			c.fail(w, r, nil, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
 		}
-		l, err := c.ledger.WithTenant(tok.Tenant)
-		if err == nil {
-			l, err = l.WithCredential(sessionCredential(tok))
-		}
-		if err != nil {
-			c.fail(w, r, nil, http.StatusInternalServerError, "The session's tenant or token cannot be used.", err)
-			return
-		}
-		s := &session{secret: ck.Value, tenant: tok.Tenant, ledger: l, csrf: csrfToken(ck.Value), access: tok.Access}
 		if r.Method == http.MethodPost {
 			if err := r.ParseForm(); err != nil {
 				c.fail(w, r, s, http.StatusBadRequest, "The form could not be read.", nil)
@@ -349,6 +396,35 @@ func (c *Console) signedIn(next sessionHandler) http.HandlerFunc {
 		}
 		next(w, r, s)
 	}
+}
+
+// errSessionUnusable is readSession's error for a session whose tenant
+// or token the ledger cannot be narrowed to.
+var errSessionUnusable = errors.New("console: the session's tenant or token cannot be used")
+
+// readSession is the session of r's cookie: opledger.ErrUnauthorized
+// when r has none (or several: a page that shares the host, on another
+// port, set one of its own beside the console's, and which is which
+// cannot be told) or it has ended, errSessionUnusable (wrapped) when its
+// tenant or token cannot be used, or the store's error.
+func (c *Console) readSession(r *http.Request) (*session, error) {
+	cks := r.CookiesNamed(c.sessionCookie(r))
+	if len(cks) != 1 || cks[0].Value == "" {
+		return nil, opledger.ErrUnauthorized
+	}
+	ck := cks[0]
+	tok, err := c.ledger.SessionToken(r.Context(), ck.Value)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.ledger.WithTenant(tok.Tenant)
+	if err == nil {
+		l, err = l.WithCredential(sessionCredential(tok))
+	}
+	if err != nil {
+		return nil, errors.Join(errSessionUnusable, err)
+	}
+	return &session{secret: ck.Value, tenant: tok.Tenant, ledger: l, csrf: csrfToken(ck.Value), access: tok.Access}, nil
 }
 
 // deciding refuses the decisions of a session that may not decide (403)

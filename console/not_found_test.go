@@ -1,0 +1,80 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/console"
+	"github.com/opledger/opledger/internal/testdb"
+)
+
+// TestUnknownPathIsAConsolePage: a path the console has no page at, or a
+// method it takes no request of there, is answered with the console's own
+// page (its layout, a link back to the exception queue, and for a
+// signed-in session its navigation) in status 404 (405 with Allow), not
+// the plain text of net/http; on both stores.
+func TestUnknownPathIsAConsolePage(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Tenant: "acme"})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			token, _, err := l.CreateToken(ctx, "console", opledger.ReadWrite)
+			require.NoError(t, err)
+			c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, c.Close()) })
+			srv := httptest.NewServer(c)
+			defer srv.Close()
+
+			check := func(hc *http.Client, method, path string, status int, signedIn bool) {
+				t.Helper()
+				req, err := http.NewRequest(method, srv.URL+path, nil)
+				require.NoError(t, err)
+				resp, err := hc.Do(req)
+				require.NoError(t, err)
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				require.NoError(t, err)
+				page := string(body)
+				require.Equal(t, status, resp.StatusCode, method+" "+path)
+				require.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"), method+" "+path)
+				require.Contains(t, page, `<link rel="stylesheet" href="/static/console.css">`, "the console's layout")
+				require.Contains(t, page, `<a href="/">Back to the exception queue</a>`)
+				require.Contains(t, page, "<h1>")
+				require.NotContains(t, page, "404 page not found")
+				if signedIn {
+					require.Contains(t, page, `<nav aria-label="Main">`, "signed in: the page keeps the navigation")
+					require.Contains(t, page, "tenant <strong>acme</strong>")
+				} else {
+					require.NotContains(t, page, `<nav aria-label="Main">`)
+				}
+				if status == http.StatusMethodNotAllowed {
+					require.NotEmpty(t, resp.Header.Get("Allow"))
+				}
+				require.False(t, strings.Contains(page, "<script>"), "nothing of the path is echoed as markup")
+			}
+			anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			check(anon, http.MethodGet, "/no-such-page", http.StatusNotFound, false)
+			check(anon, http.MethodGet, "/operations/k:1/nothing", http.StatusNotFound, false)
+
+			s := signIn(t, srv.URL, token)
+			check(s.hc, http.MethodGet, "/no-such-page", http.StatusNotFound, true)
+			check(s.hc, http.MethodGet, "/events/only-a-source", http.StatusNotFound, true)
+			check(s.hc, http.MethodGet, "/workflows/wf:1/steps", http.StatusNotFound, true)
+			check(s.hc, http.MethodGet, "/%3Cscript%3E", http.StatusNotFound, true)
+			check(s.hc, http.MethodGet, "/operations/k:1/resolve", http.StatusMethodNotAllowed, true)
+		})
+	}
+}
