@@ -55,14 +55,29 @@ var notices = map[opledger.DecisionKind]string{
 // operation (a form sent twice): the ledger recorded nothing.
 const replayedNotice = "replayed"
 
-// noticeText is the notice named kind: a decision's, approvedNotice's or
-// replayedNotice's.
-func noticeText(kind string) string {
+// retryAwaitsApprovalNotice is the notice's name, in place of
+// authorize_retry's, for a retry authorized of an operation whose content
+// was never approved: the ledger moved it to awaiting_approval, not
+// pending, and nothing is sent until someone approves it.
+const retryAwaitsApprovalNotice = "retry_awaits_approval"
+
+// noticeText is the notice named kind: a decision's, approvedNotice's,
+// replayedNotice's or retryAwaitsApprovalNotice's. op is the operation
+// as the page shows it: retryAwaitsApprovalNotice names its owner, who
+// decides, when it has one.
+func noticeText(kind string, op *opledger.Operation) string {
 	switch kind {
 	case replayedNotice:
 		return "Already recorded: this decision had been made, so nothing changed."
 	case approvedNotice:
 		return "Recorded: approved. A worker sends this content when it is due."
+	case retryAwaitsApprovalNotice:
+		by := ""
+		if op != nil && op.Owner != "" {
+			by = " by its owner, " + visibleText(op.Owner) + ","
+		}
+		return "Recorded: a retry is authorized, but this content was never approved, so nothing is sent yet: it now awaits approval" +
+			by + " before any attempt."
 	}
 	return notices[opledger.DecisionKind(kind)]
 }
@@ -138,11 +153,7 @@ type decisionFailure struct {
 // operation shows an operation, with the notice of the decision just
 // recorded, if any.
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *session) {
-	notice := ""
-	if kind := c.takeNotice(w, r, s, operationsPage); kind != "" {
-		notice = noticeText(kind)
-	}
-	c.showOperation(w, r, s, nil, notice)
+	c.showOperation(w, r, s, nil, c.takeNotice(w, r, s, operationsPage))
 }
 
 // The pages a notice cookie is kept for: an operation's, a workflow's.
@@ -183,10 +194,11 @@ func (c *Console) takeNotice(w http.ResponseWriter, r *http.Request, s *session,
 	return kind
 }
 
-// showOperation renders the operation page: with a refused decision f, in
-// f's status, the refusal inside the form of its decision (or above the
-// forms when the operation no longer offers it) and what was typed.
-func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *session, f *decisionFailure, notice string) {
+// showOperation renders the operation page: with the notice named
+// noticeKind (noticeText), if any; with a refused decision f, in f's
+// status, the refusal inside the form of its decision (or above the forms
+// when the operation no longer offers it) and what was typed.
+func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *session, f *decisionFailure, noticeKind string) {
 	key := r.PathValue("key")
 	op, err := s.ledger.Get(r.Context(), key)
 	if errors.Is(err, opledger.ErrNotFound) && c.stepNotRecorded(w, r, s, key) {
@@ -214,6 +226,10 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	attempts = op.MaskedAttempts(attempts)
 	op = op.Masked()
 	masked := string(op.Payload)
+	notice := ""
+	if noticeKind != "" {
+		notice = noticeText(noticeKind, op)
+	}
 	// A step of a workflow is linked to it; an operation recorded on its
 	// own under a key of the same shape (a name the workflow has no step
 	// of) is not.
@@ -497,6 +513,9 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 	notice := string(kind)
 	if replayed {
 		notice = replayedNotice
+	} else if kind == opledger.DecisionAuthorizeRetry && op.State == opledger.StateAwaitingApproval {
+		// Its content was never approved: the retry waits for that.
+		notice = retryAwaitsApprovalNotice
 	} else if op.State == opledger.StateSucceeded {
 		// A workflow's step that succeeded leads to its next step now, as
 		// after the HTTP API's resolve, not at the next sweep.

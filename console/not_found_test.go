@@ -16,6 +16,25 @@ import (
 	"github.com/opledger/opledger/internal/testdb"
 )
 
+// storeConsole opens a ledger of tenant acme on dsn with opts, a
+// read-write token of it and a console over it, served; all are closed
+// when the test ends.
+func storeConsole(t *testing.T, dsn string, opts opledger.Options) (*opledger.Ledger, string, *httptest.Server) {
+	t.Helper()
+	opts.Tenant = "acme"
+	l, err := opledger.Open(context.Background(), dsn, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	token, _, err := l.CreateToken(context.Background(), "console", opledger.ReadWrite)
+	require.NoError(t, err)
+	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	return l, token, srv
+}
+
 // TestUnknownPathIsAConsolePage: a path the console has no page at, or a
 // method it takes no request of there, is answered with the console's own
 // page (its layout, a link back to the exception queue, and for a
@@ -26,17 +45,7 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 	for _, st := range testdb.Stores() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Tenant: "acme"})
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, l.Close()) })
-			token, _, err := l.CreateToken(ctx, "console", opledger.ReadWrite)
-			require.NoError(t, err)
-			c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, c.Close()) })
-			srv := httptest.NewServer(c)
-			defer srv.Close()
+			_, token, srv := storeConsole(t, st.NewDSN(t), opledger.Options{})
 
 			check := func(hc *http.Client, method, path string, status int, signedIn bool) {
 				t.Helper()

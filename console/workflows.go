@@ -172,7 +172,7 @@ func (c *Console) workflow(w http.ResponseWriter, r *http.Request, s *session) {
 	case workflowCancelledNotice:
 		notice = "Recorded: the workflow is cancelled. Its steps not recorded yet are never recorded."
 	case replayedNotice:
-		notice = noticeText(replayedNotice)
+		notice = noticeText(replayedNotice, nil)
 	}
 	c.showWorkflow(w, r, s, nil, notice)
 }
