@@ -128,6 +128,8 @@ type Console struct {
 	// workflowsPageSize is how many workflows a page of the workflows
 	// list shows.
 	workflowsPageSize int
+	// eventsPageSize is how many events a page of the events list shows.
+	eventsPageSize int
 	// origins refuses POSTs that did not come from the console's own
 	// origin.
 	origins *http.CrossOriginProtection
@@ -160,7 +162,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	}
 	c := &Console{ledger: l, opts: opts, log: opts.Logger, pages: map[string]*template.Template{}, mux: http.NewServeMux(),
 		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}, queueLimit: opledger.MaxListLimit,
-		pageSize: operationsPageSize, workflowsPageSize: workflowsPageSize, origins: http.NewCrossOriginProtection()}
+		pageSize: operationsPageSize, workflowsPageSize: workflowsPageSize, eventsPageSize: opledger.MaxListLimit, origins: http.NewCrossOriginProtection()}
 	funcs := template.FuncMap{
 		"ts":       formatTime,
 		"ago":      ago,
@@ -931,13 +933,15 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusBadRequest, "That status is none of applied, out_of_order, conflict and unmapped.", nil)
 		return
 	}
-	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: opledger.MaxListLimit,
-		Source: source, Status: status, Cursor: r.URL.Query().Get("cursor")})
-	if errors.Is(err, opledger.ErrInvalidInput) {
-		c.fail(w, r, s, http.StatusBadRequest, "That filter is not valid: a source in the key syntax, or a cursor from this list.", nil)
+	cursor := r.URL.Query().Get("cursor")
+	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: c.eventsPageSize,
+		Source: source, Status: status, Cursor: cursor})
+	invalid := errors.Is(err, opledger.ErrInvalidInput)
+	if invalid && cursor == "" {
+		c.fail(w, r, s, http.StatusBadRequest, "That filter is not valid: a source takes the key syntax.", nil)
 		return
 	}
-	if err != nil {
+	if err != nil && !invalid {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
@@ -946,8 +950,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
-	// The filter and the next page keep the source (and the next page the
-	// status). The counts are the tenant's, whatever the source.
+	// The filter and the other pages keep the source (and the first and
+	// next pages the status). The counts are the tenant's, whatever the
+	// source.
 	href := func(st opledger.EventStatus, cursor string) string {
 		return listHref("/events", map[string]string{"source": source, "status": string(st), "cursor": cursor})
 	}
@@ -955,12 +960,23 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	for _, es := range eventStatuses {
 		filters = append(filters, eventFilter{Status: es, Count: st.EventsByStatus[es], Href: href(es, ""), Active: status == es})
 	}
-	next := ""
-	if page.NextCursor != "" {
-		next = href(status, page.NextCursor)
+	data := map[string]any{"Title": "Events", "Source": source, "Status": status, "Filters": filters, "Stats": st}
+	if cursor != "" {
+		// A later page links back to the first.
+		data["First"] = href(status, "")
 	}
-	c.renderSigned(w, s, http.StatusOK, "events", map[string]any{"Title": "Events",
-		"Items": page.Items, "Next": next, "Source": source, "Status": status, "Filters": filters, "Stats": st})
+	if invalid {
+		// The filters were valid without the cursor: the cursor is not
+		// one of this list's.
+		data["Error"] = "That page link does not continue this list: it belongs to other filters, or was not made by the console. Start again from the first page."
+		c.renderSigned(w, s, http.StatusBadRequest, "events", data)
+		return
+	}
+	data["Items"] = page.Items
+	if page.NextCursor != "" {
+		data["Next"] = href(status, page.NextCursor)
+	}
+	c.renderSigned(w, s, http.StatusOK, "events", data)
 }
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {

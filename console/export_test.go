@@ -31,3 +31,7 @@ func (c *Console) SetPageSize(n int) { c.pageSize = n }
 // SetWorkflowsPageSize changes how many workflows a page of the workflows
 // list shows.
 func (c *Console) SetWorkflowsPageSize(n int) { c.workflowsPageSize = n }
+
+// SetEventsPageSize changes how many events a page of the events list
+// shows.
+func (c *Console) SetEventsPageSize(n int) { c.eventsPageSize = n }

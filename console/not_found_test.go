@@ -21,6 +21,19 @@ import (
 // when the test ends.
 func storeConsole(t *testing.T, dsn string, opts opledger.Options) (*opledger.Ledger, string, *httptest.Server) {
 	t.Helper()
+	l, token, srv, _ := storeConsoleWith(t, dsn, opts)
+	return l, token, srv
+}
+
+// storeConsoleOf is storeConsole with default options, and the console.
+func storeConsoleOf(t *testing.T, dsn string) (*opledger.Ledger, string, *httptest.Server, *console.Console) {
+	t.Helper()
+	return storeConsoleWith(t, dsn, opledger.Options{})
+}
+
+// storeConsoleWith is storeConsole, and the console.
+func storeConsoleWith(t *testing.T, dsn string, opts opledger.Options) (*opledger.Ledger, string, *httptest.Server, *console.Console) {
+	t.Helper()
 	opts.Tenant = "acme"
 	l, err := opledger.Open(context.Background(), dsn, opts)
 	require.NoError(t, err)
@@ -32,7 +45,7 @@ func storeConsole(t *testing.T, dsn string, opts opledger.Options) (*opledger.Le
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	return l, token, srv
+	return l, token, srv, c
 }
 
 // TestUnknownPathIsAConsolePage: a path the console has no page at, or a
