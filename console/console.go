@@ -7,7 +7,8 @@
 // session's secret, never the token, in an HttpOnly, SameSite=Strict
 // cookie. Signing out closes the session, and revoking the token ends it;
 // a form posted after its session ended does nothing, and its answer says
-// so and links to signing in again.
+// so and links to signing in again (signing out then clears the cookie
+// and goes to the sign-in page, as it does with a live session).
 // Every POST carries a CSRF token derived from the session secret, so a
 // page on another site can neither read the session nor forge a decision,
 // and every POST, sign-in included, must come from the console's own
@@ -446,8 +447,15 @@ func (c *Console) deciding(next sessionHandler) sessionHandler {
 // posted without one (its session ended while the page was open) is not
 // redirected, which would lose it silently: the page says that nothing
 // was done and links to signing in again, back to the operation's page
-// for a decision.
+// for a decision. Signing out is the exception: its session has ended
+// already, so what was asked is done once the browser's cookie is
+// cleared, as logout clears it.
 func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/logout" {
+		c.clearSessionCookie(w, r)
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
 	if r.Method != http.MethodGet {
 		back := "/"
 		switch {
@@ -579,9 +587,14 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer; you are still signed in.", err)
 		return
 	}
+	c.clearSessionCookie(w, r)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// clearSessionCookie tells the browser to delete its session cookie.
+func (c *Console) clearSessionCookie(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: c.sessionCookie(r), Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: c.secure(r), MaxAge: -1})
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
 // queue is the exception queue: what waits for a person. Held, uncertain
