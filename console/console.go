@@ -272,7 +272,10 @@ func (c *Console) noPage(w http.ResponseWriter, r *http.Request, status int, all
 		w.Header().Set("Allow", allow)
 		msg = "This address takes no " + r.Method + " request (it takes " + allow + ")."
 		if r.Method == http.MethodGet && strings.Contains(allow, http.MethodPost) {
-			msg = "This address takes a form posted from its page, not a link: nothing was done. Open the page and decide there."
+			msg = "This address takes a form posted from a page of the console, not a link: nothing was done."
+			if r.URL.Path == "/logout" {
+				msg = "Signing out takes the Sign out button at the top of every page: you are still signed in."
+			}
 		}
 	}
 	data := map[string]any{"Title": http.StatusText(status), "Message": msg}

@@ -60,7 +60,7 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 			t.Parallel()
 			_, token, srv := storeConsole(t, st.NewDSN(t), opledger.Options{})
 
-			check := func(hc *http.Client, method, path string, status int, signedIn bool) {
+			check := func(hc *http.Client, method, path string, status int, signedIn bool) string {
 				t.Helper()
 				req, err := http.NewRequest(method, srv.URL+path, nil)
 				require.NoError(t, err)
@@ -86,6 +86,7 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 					require.NotEmpty(t, resp.Header.Get("Allow"))
 				}
 				require.False(t, strings.Contains(page, "<script>"), "nothing of the path is echoed as markup")
+				return page
 			}
 			anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 			check(anon, http.MethodGet, "/no-such-page", http.StatusNotFound, false)
@@ -96,7 +97,10 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 			check(s.hc, http.MethodGet, "/events/only-a-source", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/workflows/wf:1/steps", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/%3Cscript%3E", http.StatusNotFound, true)
-			check(s.hc, http.MethodGet, "/operations/k:1/resolve", http.StatusMethodNotAllowed, true)
+			require.Contains(t, check(s.hc, http.MethodGet, "/operations/k:1/resolve", http.StatusMethodNotAllowed, true),
+				"takes a form posted from a page of the console, not a link: nothing was done")
+			require.Contains(t, check(s.hc, http.MethodGet, "/logout", http.StatusMethodNotAllowed, true),
+				"Sign out button", "a sign-out typed as an address is not taken for a decision")
 		})
 	}
 }
