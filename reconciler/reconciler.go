@@ -69,7 +69,9 @@ type Config struct {
 	// LookupTimeout bounds one lookup. Default 30 s. A destination that
 	// bounds its calls and lookups itself (destination.Timed, as an HTTP
 	// destination's timeout does) has its own bound when that is longer:
-	// its timeout says how long one of its lookups may take.
+	// its timeout says how long one of its lookups may take. The lookup's
+	// context ends then; a lookup that does not return within
+	// LookupGrace after that is abandoned (see Reconcile).
 	LookupTimeout time.Duration
 	// LookupBackoff is the wait after the first failed lookup; it doubles
 	// with each further failure up to MaxLookupBackoff. Defaults 10 s and
@@ -105,6 +107,33 @@ type Reconciler struct {
 	dests  *destination.Set
 	cfg    Config
 	log    *slog.Logger
+
+	// abandoned holds the operations (tenant, key) whose lookup was
+	// abandoned after its timeout and is still running.
+	mu        sync.Mutex
+	abandoned map[abandonedKey]struct{}
+}
+
+// abandonedKey names an operation whose lookup was abandoned.
+type abandonedKey struct{ tenant, key string }
+
+// LookupGrace is how long after its timeout the reconciler still waits for
+// a lookup that has not returned (a Go lookup that does not heed its
+// context's end). Then the lookup is abandoned: it counts as a failed
+// lookup, timed out, and the pass goes on; its goroutine is left to end
+// by itself (Reconciler.AbandonedLookups counts it until then), and no
+// other lookup of the operation is started by this reconciler meanwhile.
+const LookupGrace = 2 * time.Second
+
+// AbandonedLookups returns how many lookups this reconciler abandoned
+// (LookupGrace) are still running: each is a goroutine kept by a
+// destination's lookup that ignored its context. It stays above 0 while
+// such a lookup hangs; each of their operations is meanwhile counted as a
+// failed lookup at each of its checks, and held after MaxLookupFailures.
+func (r *Reconciler) AbandonedLookups() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.abandoned)
 }
 
 // New returns a reconciler for l. It refuses a nil l, and a nil or
@@ -150,7 +179,8 @@ func New(l *opledger.Ledger, cfg Config) (*Reconciler, error) {
 			return nil, fmt.Errorf("reconciler: tenant: %w", err)
 		}
 	}
-	return &Reconciler{ledger: l, dests: cfg.Destinations, cfg: cfg, log: cfg.Logger.With("component", "reconciler")}, nil
+	return &Reconciler{ledger: l, dests: cfg.Destinations, cfg: cfg, log: cfg.Logger.With("component", "reconciler"),
+		abandoned: map[abandonedKey]struct{}{}}, nil
 }
 
 // Decision is what one examination of an uncertain operation led to.
@@ -188,6 +218,11 @@ type Pass struct {
 	// store failed before the lookup was claimed, otherwise once the
 	// claim's lease (the lookup's timeout plus 30 s) has passed.
 	Errors int
+	// LookupsAbandoned counts the lookups of this pass that had not
+	// returned LookupGrace after their timeout: each counted as a failed
+	// lookup, and its goroutine is left running
+	// (Reconciler.AbandonedLookups says how many still run).
+	LookupsAbandoned int
 }
 
 // Run reconciles until ctx ends, pausing Interval between passes (none
@@ -244,8 +279,12 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 		go func() {
 			defer wg.Done()
 			for op := range work {
-				d, err := r.Reconcile(ctx, op)
+				abandoned := false
+				d, err := r.reconcile(ctx, op, &abandoned)
 				mu.Lock()
+				if abandoned {
+					pass.LookupsAbandoned++
+				}
 				if err != nil {
 					pass.Errors++
 					if ctx.Err() == nil {
@@ -277,8 +316,19 @@ const maxEvidence = 1000
 // Ledger.ReconcileQueue) and records the decision in the ledger. With
 // Config.Tenant it refuses another tenant's operation; it refuses a nil
 // op. A lookup that panics counts as a failed lookup (logged at ERROR
-// with its stack): backoff, then held; never a resend.
+// with its stack): backoff, then held; never a resend. So does a lookup
+// that has not returned LookupGrace after its timeout, which is
+// abandoned (logged once at WARN, counted by AbandonedLookups while it
+// runs), and, while an abandoned lookup of op still runs, the check of op
+// that finds it so: no second lookup of op is started meanwhile.
 func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Decision, error) {
+	var abandoned bool
+	return r.reconcile(ctx, op, &abandoned)
+}
+
+// reconcile is Reconcile; it sets *abandonedHere when it abandoned op's
+// lookup.
+func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, abandonedHere *bool) (Decision, error) {
 	if op == nil {
 		return "", errors.New("reconciler: no operation to reconcile: Reconcile was given nil")
 	}
@@ -324,6 +374,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 			log.Debug("lookup left to another process, or the operation changed")
 			return Skipped, nil
 		}
+		running := abandonedKey{op.Tenant, op.Key}
+		if r.stillRunning(running) {
+			return r.lookupFailed(ctx, tl, op, fmt.Errorf("the lookup abandoned at an earlier check, after its timeout of %s, is still running: no other lookup was started", timeout))
+		}
 		attempts, err := tl.Attempts(ctx, op.Key)
 		if err != nil {
 			return "", fmt.Errorf("read attempts: %w", err)
@@ -345,8 +399,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 		if f.LookedAt, err = tl.Now(ctx); err != nil {
 			return "", err
 		}
-		lctx, cancel := context.WithTimeout(ctx, timeout)
-		res, err := func() (res destination.LookupResult, err error) {
+		res, abandoned, err := r.lookUp(ctx, log, running, timeout, func(lctx context.Context) (res destination.LookupResult, err error) {
 			// A panicking lookup is a failed one: it must not take the
 			// reconciler down, nor decide anything.
 			defer func() {
@@ -360,8 +413,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 				}
 			}()
 			return dest.(destination.Lookuper).Lookup(lctx, op, refs)
-		}()
-		cancel()
+		})
+		if abandoned {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			*abandonedHere = true
+			return r.lookupFailed(ctx, tl, op, err)
+		}
 		if err == nil && res.Found && res.Matches && strings.TrimSpace(res.Ref) == "" {
 			err = errors.New("the lookup matched a record without a reference")
 		}
@@ -545,6 +604,69 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 		delay = after
 	}
 	return r.wait(ctx, tl, op, delay, why)
+}
+
+// lookUp runs lookup with a context that ends after timeout, and waits for
+// it LookupGrace longer at most. A lookup that has not returned by then
+// (or when ctx ends) is abandoned: abandoned is true, err says it timed
+// out, and until it returns the operation named by running is counted by
+// AbandonedLookups and stillRunning reports it. It is logged once, at
+// WARN, without the operation's key.
+func (r *Reconciler) lookUp(ctx context.Context, log *slog.Logger, running abandonedKey, timeout time.Duration,
+	lookup func(context.Context) (destination.LookupResult, error)) (res destination.LookupResult, abandoned bool, err error) {
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type answer struct {
+		res destination.LookupResult
+		err error
+	}
+	// Run apart, so that a lookup that does not heed its context's end
+	// holds up its own operation only, and only until its grace ends.
+	answered := make(chan answer, 1)
+	var finished, left bool // under r.mu
+	go func() {
+		var a answer
+		a.res, a.err = lookup(lctx)
+		r.mu.Lock()
+		finished = true
+		if left {
+			delete(r.abandoned, running)
+		}
+		r.mu.Unlock()
+		answered <- a
+	}()
+	grace := time.NewTimer(timeout + LookupGrace)
+	defer grace.Stop()
+	select {
+	case a := <-answered:
+		return a.res, false, a.err
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	if finished {
+		// It returned after all, just now.
+		r.mu.Unlock()
+		a := <-answered
+		return a.res, false, a.err
+	}
+	left = true
+	r.abandoned[running] = struct{}{}
+	r.mu.Unlock()
+	if ctx.Err() == nil {
+		log.Warn("lookup abandoned: it did not return within its timeout and grace; it is left running, and counted as a failed lookup",
+			"timeout", timeout, "grace", LookupGrace)
+	}
+	return destination.LookupResult{}, true, fmt.Errorf("the lookup did not return within its timeout of %s and %s of grace (it ignored its context's end): abandoned, nothing was decided from it", timeout, LookupGrace)
+}
+
+// stillRunning reports whether a lookup of the operation named by running,
+// abandoned earlier (lookUp), has not returned yet.
+func (r *Reconciler) stillRunning(running abandonedKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.abandoned[running]
+	return ok
 }
 
 // MaxLookupWait bounds the wait a throttled lookup's Retry-After asks
