@@ -73,7 +73,8 @@ type Finding struct {
 // succeeds it, as a late success would, keeps an attempt that holds it
 // from sending again, and on an operation that succeeded meanwhile with
 // another record counts a duplicate effect; one with other content holds
-// an operation about to be sent again and is noted on the others. Any other state, and any
+// an operation about to be sent again and is noted on the others (a
+// succeeded one too, which stays succeeded). Any other state, and any
 // other finding on a state but uncertain, is refused with a *StateError,
 // and a Finding about fewer attempts than the operation has
 // (Finding.AttemptCount) with ErrStaleFinding, unless it found a record.
@@ -223,7 +224,10 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operati
 // operation that left uncertain while the lookup ran: an operator
 // authorized a retry or cancelled it, or it was held, or a retry was
 // claimed already. handled is false for a finding that says nothing new
-// (a succeeded operation's own record, or one with other content).
+// (the record that confirmed the operation's effect). A record with other
+// content on an operation whose effect is confirmed (succeeded meanwhile)
+// changes nothing but is noted on the timeline ("lookup found other
+// content"): the destination holds a second, different record.
 func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err error) {
 	state := State(t.op.State)
 	found := "the record found" // a lookup need not name it
@@ -240,8 +244,8 @@ func (t *txn) foundAfterDecision(actor string, f Finding) (handled bool, err err
 		// Another record (a retry's): the destination holds two, each
 		// with the intended content.
 		return true, t.duplicateEffectBy(actor, "", f.DestinationRef, join("a lookup found a second record; "+meanwhile, f.Evidence))
-	case confirmed && f.Matches, state == StateSucceeded:
-		return false, nil // nothing new
+	case confirmed && f.Matches:
+		return false, nil // its own record: nothing new
 	case f.Matches && state == StateInProgress:
 		// As a late success while another attempt holds the operation.
 		return true, t.confirmWhileHeld(actor, "", "lookup found the effect while another attempt holds the operation",

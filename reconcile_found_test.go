@@ -240,3 +240,46 @@ func TestWorkerErrorNotTakenForLedgerEnding(t *testing.T) {
 	_, err = l.Dispatch(ctx, "k", c.AttemptID, c.FencingToken)
 	require.ErrorContains(t, err, "it ended before its dispatch")
 }
+
+// TestOtherContentFoundAfterSuccessIsNoted: a lookup begun while the
+// operation was uncertain finds a record with other content, after the
+// operation succeeded meanwhile (a retry's record). It used to be taken
+// for nothing new and refused, leaving no trace that the destination
+// holds a second, different record. It is now noted on the timeline; the
+// operation stays succeeded, with its own reference.
+func TestOtherContentFoundAfterSuccessIsNoted(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			const key = "other-after-success"
+			in := opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"amount":100}`)}
+			c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+			_, _, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "the CRM said nothing", Operator: "maria"})
+			require.NoError(t, err)
+			c, err = l.Claim(ctx, key, opledger.ClaimOptions{Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R2"})
+			require.NoError(t, err)
+
+			op, err := l.Reconcile(ctx, key, opledger.Finding{Found: true, DestinationRef: "R9", AttemptCount: 1, Evidence: "GET /records?ref=k"})
+			require.NoError(t, err, "a record found is never dropped")
+			require.Equal(t, opledger.StateSucceeded, op.State)
+			require.Equal(t, "R2", op.DestinationRef)
+			require.Zero(t, op.DuplicateEffects, "other content is not the intended effect")
+			tl, err := l.Timeline(ctx, key)
+			require.NoError(t, err)
+			last := tl[len(tl)-1]
+			require.Equal(t, "lookup found other content", last.Event)
+			require.Contains(t, last.Evidence, "destination ref R9 does not match the intent; found while the lookup ran, after the operation had become succeeded")
+			require.Contains(t, last.Evidence, "GET /records?ref=k")
+		})
+	}
+}
