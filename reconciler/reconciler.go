@@ -84,7 +84,10 @@ type Config struct {
 	// became uncertain, hold it for a person. Default 8.
 	MaxLookupFailures int
 	// RecheckInterval is how often a lookup that found nothing is repeated
-	// while the destination's visibility delay runs. Default 1 min.
+	// while the destination's visibility delay runs: a lookup begun within
+	// the delay is made again when the delay ends (by the ledger's clock,
+	// however long the lookup took), or after RecheckInterval if that is
+	// sooner. Default 1 min.
 	RecheckInterval time.Duration
 	// UnknownRecheck is how long an operation of a destination that is not
 	// configured here, or does not serve the operation's tenant
@@ -447,9 +450,15 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 			if len(refs) > 0 {
 				f.Evidence = join(f.Evidence, fmt.Sprintf("an attempt had reported reference %s without a success, so the record's absence proves nothing", quoteRefs(refs)))
 			}
-			wait := visibilityWait(attempts, op, lk.VisibilityDelay, f.LookedAt)
-			if wait > 0 {
-				return r.wait(ctx, tl, op, min(wait, r.cfg.RecheckInterval), join(f.Evidence,
+			if visible := visibleAt(attempts, op, lk.VisibilityDelay); f.LookedAt.Before(visible) {
+				// Begun within the delay: nothing proven. Looked up again
+				// when the delay ends (at once if it ended while this
+				// lookup ran), or at the next recheck if that is sooner.
+				now, err := tl.Now(ctx)
+				if err != nil {
+					return "", err
+				}
+				return r.wait(ctx, tl, op, min(max(visible.Sub(now), 0), r.cfg.RecheckInterval), join(f.Evidence,
 					fmt.Sprintf("nothing found, but a record may stay invisible for %s after the last call ended", lk.VisibilityDelay)))
 			}
 		}
@@ -532,16 +541,18 @@ func quoteRefs(refs []string) string {
 	return s
 }
 
-// visibilityWait returns how much of the visibility delay is left,
-// counted from the end of the latest call (opledger.LastCallEnd): a
-// later attempt may have created the record just now, however long ago
-// the first one was, and a destination may finish a request after its
-// caller gave up waiting.
-func visibilityWait(attempts []*opledger.Attempt, op *opledger.Operation, delay time.Duration, lookedAt time.Time) time.Duration {
+// visibleAt returns when the visibility delay ends, counted from the end
+// of the latest call (opledger.LastCallEnd): a later attempt may have
+// created the record just now, however long ago the first one was, and a
+// destination may finish a request after its caller gave up waiting. A
+// lookup begun before then proves no absence, and the next one is worth
+// making then (as the ledger schedules it: Ledger.Reconcile). Zero
+// without a delay.
+func visibleAt(attempts []*opledger.Attempt, op *opledger.Operation, delay time.Duration) time.Time {
 	if delay <= 0 {
-		return 0
+		return time.Time{}
 	}
-	return opledger.LastCallEnd(op, attempts).Add(delay).Sub(lookedAt)
+	return opledger.LastCallEnd(op, attempts).Add(delay)
 }
 
 // lookupFailed backs off after a failed lookup, or holds the operation
