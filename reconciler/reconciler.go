@@ -229,7 +229,9 @@ type Pass struct {
 }
 
 // Run reconciles until ctx ends, pausing Interval between passes (none
-// when a pass found a full batch). It returns nil when ctx ends.
+// when a pass found a full batch). It returns nil when ctx ends, once the
+// lookups in flight have returned (they are given ctx's end), or
+// LookupGrace later for one that does not heed it (abandoned).
 func (r *Reconciler) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -617,9 +619,9 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 	return r.wait(ctx, tl, op, delay, why)
 }
 
-// lookUp runs lookup with a context that ends after timeout, and waits for
-// it LookupGrace longer at most. A lookup that has not returned by then
-// (or when ctx ends) is abandoned: abandoned is true, err says it timed
+// lookUp runs lookup with a context that ends after timeout, or with ctx,
+// and waits for it LookupGrace longer at most. A lookup that has not
+// returned by then is abandoned: abandoned is true, err says it timed
 // out, and until it returns the operation named by running is counted by
 // AbandonedLookups and stillRunning reports it. It is logged once, at
 // WARN, without the operation's key.
@@ -653,6 +655,17 @@ func (r *Reconciler) lookUp(ctx context.Context, log *slog.Logger, running aband
 		return a.res, false, a.err
 	case <-grace.C:
 	case <-ctx.Done():
+		// Stopping: a lookup that heeds its context's end returns now;
+		// it is waited for, LookupGrace at most, as it would be after
+		// its timeout.
+		stop := time.NewTimer(LookupGrace)
+		defer stop.Stop()
+		select {
+		case a := <-answered:
+			return a.res, false, a.err
+		case <-stop.C:
+		case <-grace.C:
+		}
 	}
 	r.mu.Lock()
 	if finished {
