@@ -69,6 +69,11 @@ type Options struct {
 	// (executor.Executor.AbandonedCalls): /metrics reports it as
 	// opledger_executor_abandoned_calls.
 	AbandonedCalls func() int
+	// AbandonedLookups, when set, reports how many lookups this process's
+	// reconciler abandoned are still running
+	// (reconciler.Reconciler.AbandonedLookups): /metrics serves it as
+	// opledger_reconciler_abandoned_lookups.
+	AbandonedLookups func() int
 }
 
 // DefaultMetricsMaxAge is the default of Options.MetricsMaxAge.
@@ -134,7 +139,20 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 		opts.MetricsMaxAge = DefaultMetricsMaxAge
 	}
 	s := &server{ledger: l, opts: opts, log: opts.Logger, refusedEvents: newRefusedEvents(opts), refusedWebhooks: newRefusedWebhooks(opts)}
-	s.metrics = metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations, opts.AbandonedCalls, s.refusedEvents, s.refusedWebhooks)
+	own := []prometheus.Collector{s.refusedEvents, s.refusedWebhooks}
+	if n := opts.AbandonedCalls; n != nil {
+		own = append(own, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "opledger_executor_abandoned_calls",
+			Help: "Destination calls this process's executor abandoned that are still running: they ignored their context past the call limit and a short grace, were recorded uncertain, and have not returned. Not back to 0: a destination whose calls never return.",
+		}, func() float64 { return float64(n()) }))
+	}
+	if n := opts.AbandonedLookups; n != nil {
+		own = append(own, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "opledger_reconciler_abandoned_lookups",
+			Help: "Lookups this process's reconciler abandoned, having waited their timeout and grace (a Go lookup that ignores its context), that are still running.",
+		}, func() float64 { return float64(n()) }))
+	}
+	s.metrics = metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations, own...)
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)

@@ -301,26 +301,20 @@ func newRefusedWebhooks(opts Options) *prometheus.CounterVec {
 }
 
 // metricsHandler serves /metrics: the ledger's figures, read at most once
-// per maxAge (negative: on every scrape), this process's refused events
-// and webhook deliveries, the Go runtime's figures and, on SQLite, the
-// process's waits for the file's write lock.
-func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, destinations []string, abandonedCalls func() int,
-	refused ...*prometheus.CounterVec) http.Handler {
+// per maxAge (negative: on every scrape), this process's own figures
+// (refused events and webhook deliveries, abandoned calls and lookups), the Go
+// runtime's figures and, on SQLite, the process's waits for the file's
+// write lock.
+func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, destinations []string, own ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	lc := newLedgerCollector(l, log, maxAge)
 	lc.destinations = slices.Clone(destinations)
 	reg.MustRegister(lc, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, c := range refused {
+	for _, c := range own {
 		reg.MustRegister(c)
 	}
 	if _, ok := l.WriteLockWaits(); ok {
 		reg.MustRegister(newWriteLockCollector(l))
-	}
-	if abandonedCalls != nil {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "opledger_executor_abandoned_calls",
-			Help: "Destination calls this process's executor abandoned that are still running: they ignored their context past the call limit and a short grace, were recorded uncertain, and have not returned. Not back to 0: a destination whose calls never return.",
-		}, func() float64 { return float64(abandonedCalls()) }))
 	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
 }

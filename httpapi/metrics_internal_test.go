@@ -160,7 +160,7 @@ func TestWriteLockMetricsOnSQLiteOnly(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { l.Close() })
 			rec := httptest.NewRecorder()
-			metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 			require.Equal(t, http.StatusOK, rec.Code)
 			for _, name := range []string{"opledger_sqlite_write_lock_waits_total", "opledger_sqlite_write_lock_timeouts_total", "opledger_sqlite_write_lock_wait_seconds_total"} {
 				if st.Name == "sqlite" {
@@ -181,12 +181,40 @@ func TestAbandonedCallsMetric(t *testing.T) {
 	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	scrape := func(abandoned func() int) string {
+	scrapeAPI := func(opts Options) string {
+		t.Helper()
+		opts.Auth, opts.Logger = l, slog.New(slog.NewTextHandler(io.Discard, nil))
+		h, err := New(l, opts)
+		require.NoError(t, err)
 		rec := httptest.NewRecorder()
-		metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil, abandoned).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		require.Equal(t, http.StatusOK, rec.Code)
 		return rec.Body.String()
 	}
-	require.Contains(t, scrape(func() int { return 2 }), "\nopledger_executor_abandoned_calls 2\n")
-	require.NotContains(t, scrape(nil), "opledger_executor_abandoned_calls")
+	require.Contains(t, scrapeAPI(Options{AbandonedCalls: func() int { return 2 }}), "\nopledger_executor_abandoned_calls 2\n")
+	require.NotContains(t, scrapeAPI(Options{}), "opledger_executor_abandoned_calls")
+}
+
+// TestAbandonedLookupsMetric: /metrics serves the count of lookups the
+// process's reconciler abandoned and that still run
+// (Options.AbandonedLookups), read at each scrape; without a reconciler,
+// no such series.
+func TestAbandonedLookupsMetric(t *testing.T) {
+	t.Parallel()
+	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	scrapeAPI := func(opts Options) string {
+		t.Helper()
+		opts.Auth, opts.Logger = l, slog.New(slog.NewTextHandler(io.Discard, nil))
+		h, err := New(l, opts)
+		require.NoError(t, err)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		return rec.Body.String()
+	}
+	running := 2
+	require.Contains(t, scrapeAPI(Options{AbandonedLookups: func() int { return running }}), "\nopledger_reconciler_abandoned_lookups 2\n")
+	require.NotContains(t, scrapeAPI(Options{}), "opledger_reconciler_abandoned_lookups")
 }

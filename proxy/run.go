@@ -100,7 +100,8 @@ func (p *Proxy) Run(ctx context.Context, ln net.Listener, shutdownTimeout time.D
 // series of the proxy's upstreams from 0. Any other request gets 404.
 // None of them needs a token: serve it on a private address.
 func (p *Proxy) AdminHandler() (http.Handler, error) {
-	api, err := httpapi.New(p.ledger, httpapi.Options{Auth: p.ledger, Logger: p.log, Destinations: p.destinations()})
+	api, err := httpapi.New(p.ledger, httpapi.Options{Auth: p.ledger, Logger: p.log, Destinations: p.destinations(),
+		AbandonedLookups: p.reconciler.AbandonedLookups})
 	if err != nil {
 		return nil, err
 	}

@@ -131,8 +131,10 @@ const LookupGrace = 2 * time.Second
 // AbandonedLookups returns how many lookups this reconciler abandoned
 // (LookupGrace) are still running: each is a goroutine kept by a
 // destination's lookup that ignored its context. It stays above 0 while
-// such a lookup hangs; each of their operations is meanwhile counted as a
-// failed lookup at each of its checks, and held after MaxLookupFailures.
+// such a lookup hangs (opledger serve's and opledger proxy's /metrics
+// serve it as opledger_reconciler_abandoned_lookups); each of their operations is
+// meanwhile counted as a failed lookup at each of its checks, and held
+// after MaxLookupFailures.
 func (r *Reconciler) AbandonedLookups() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -208,6 +208,7 @@ func New(l *opledger.Ledger, cfg Config) (srv *Server, err error) {
 			return nil, err
 		}
 		cfg.API.AbandonedCalls = exec.AbandonedCalls
+		cfg.API.AbandonedLookups = rec.AbandonedLookups
 	}
 	api, err := httpapi.New(l, cfg.API)
 	if err != nil {
