@@ -1113,13 +1113,13 @@ func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op
 		if op.ReviewBy != nil {
 			msg += " (review by " + op.ReviewBy.Format(time.RFC3339) + ")"
 		}
-		tl, err := r.ListTimeline(ctx, l.tenant, op.Key)
+		tl, secrets, err := l.maskedTimeline(ctx, r, op)
 		if err != nil {
 			return "", "", err
 		}
 		for j := len(tl) - 1; j >= 0; j-- {
 			if tl[j].ToState == string(StateHeld) {
-				msg += ": " + join(tl[j].Event, tl[j].Evidence)
+				msg += ": " + join(tl[j].Event, scrubText(secrets, tl[j].Evidence))
 				break
 			}
 		}
@@ -1136,13 +1136,13 @@ func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op
 		// rejection, a retry, then a cancellation); the operator's reason
 		// on the cancellation is. It is the evidence of the latest move
 		// into failed, before any recovery time.
-		tl, err := r.ListTimeline(ctx, l.tenant, op.Key)
+		tl, secrets, err := l.maskedTimeline(ctx, r, op)
 		if err != nil {
 			return "", "", err
 		}
 		for j := len(tl) - 1; j >= 0; j-- {
 			if tl[j].ToState == string(StateFailed) {
-				reason := tl[j].Evidence
+				reason := scrubText(secrets, tl[j].Evidence)
 				if i := strings.LastIndex(reason, recoveryTime); i >= 0 && strings.HasSuffix(reason, ")") {
 					reason = reason[:i]
 				}
@@ -1155,6 +1155,19 @@ func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op
 		return WorkflowFailed, msg, nil
 	}
 	return WorkflowRunning, fmt.Sprintf("step %s is %s", name, op.State), nil
+}
+
+// maskedTimeline is the timeline of op, a workflow step's operation, with
+// what masks its evidence at the operation's sensitive fields as they are
+// now (Timeline's masking: text stored before a repeat of the workflow
+// marked a field sensitive is not rewritten).
+func (l *Ledger) maskedTimeline(ctx context.Context, r store.Reader, op *Operation) ([]*store.TimelineEntry, *secretText, error) {
+	tl, err := r.ListTimeline(ctx, l.tenant, op.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets, err := l.secretsOf(ctx, r, op.Key)
+	return tl, secrets, err
 }
 
 func ownerOrNobody(owner string) string {
