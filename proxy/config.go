@@ -65,7 +65,10 @@ type Upstream struct {
 	// Prefix routes requests whose path starts with it to this upstream and
 	// is removed before forwarding. Default "/". The longest match wins.
 	Prefix string `yaml:"prefix"`
-	// URL is the upstream's base URL; the path after Prefix is appended.
+	// URL is the upstream's base URL; the path after Prefix is appended
+	// with its slash ("/crm/x" is URL + "/x"). A request to the prefix
+	// itself without its slash ("/crm" for "/crm/") goes to URL as
+	// written.
 	URL string `yaml:"url"`
 	// ProtectedMethods go through the ledger. Default POST and PATCH.
 	// Other methods are passed through as a plain reverse proxy; a
@@ -554,10 +557,15 @@ func (r *route) lease() time.Duration { return r.timeout + time.Minute }
 // target is the upstream URL of a request: rest is the escaped path after
 // the route's prefix (as split returns it), appended to the base URL's
 // escaped path exactly as received, so that an escaped slash (%2F) or any
-// other escape reaches the upstream unchanged.
+// other escape reaches the upstream unchanged. An empty rest (the prefix
+// itself, without its slash: /crm for /crm/) is the base URL as written,
+// no slash added.
 func (r *route) target(rest, rawQuery string) *url.URL {
 	u := *r.base
-	esc := strings.TrimSuffix(r.base.EscapedPath(), "/") + "/" + strings.TrimPrefix(rest, "/")
+	esc := r.base.EscapedPath()
+	if rest != "" {
+		esc = strings.TrimSuffix(esc, "/") + "/" + strings.TrimPrefix(rest, "/")
+	}
 	if p, err := url.PathUnescape(esc); err == nil {
 		u.Path, u.RawPath = p, esc
 	} else {
@@ -569,9 +577,11 @@ func (r *route) target(rest, rawQuery string) *url.URL {
 }
 
 // split reports whether the escaped path escPath is under the route's
-// prefix and returns the escaped rest. Segments are compared unescaped,
-// one by one: /crm%2Frecords is one segment, "crm/records", and not under
-// the prefix /crm/.
+// prefix and returns the escaped rest, from the slash that follows the
+// prefix: "/records" for /crm/records, "/" for /crm/, and "" for the
+// prefix alone, /crm. Segments are compared unescaped, one by one:
+// /crm%2Frecords is one segment, "crm/records", and not under the prefix
+// /crm/.
 func (r *route) split(escPath string) (string, bool) {
 	if r.prefix == nil {
 		return escPath, true
@@ -586,5 +596,8 @@ func (r *route) split(escPath string) (string, bool) {
 			return "", false
 		}
 	}
-	return strings.Join(segs[len(r.prefix):], "/"), true
+	if len(segs) == len(r.prefix) {
+		return "", true
+	}
+	return "/" + strings.Join(segs[len(r.prefix):], "/"), true
 }

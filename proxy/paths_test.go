@@ -262,3 +262,40 @@ func TestPassThroughCutOffLoggedByTheProxy(t *testing.T) {
 	require.Equal(t, "proxy", line["component"])
 	require.Equal(t, "WARN", line["level"])
 }
+
+// TestPrefixItselfReachesBase: a request to exactly a route's prefix,
+// without its trailing slash (/crm for the prefix /crm/), reaches the
+// upstream at its base URL as written, not with a slash added; /crm/
+// reaches it with the slash. The operation is the same as before: the
+// key and the fingerprint are the caller's key and the path as received.
+func TestPrefixItselfReachesBase(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	slashed := newRecorder(t)
+	b := proxyFor(t,
+		proxy.Upstream{Name: "crm", Prefix: "/crm/", URL: up.srv.URL + "/v1"},
+		proxy.Upstream{Name: "mail", Prefix: "/mail", URL: slashed.srv.URL + "/v2/"})
+
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/crm", "key-1", token, body1).status)
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/crm/", "key-2", token, body1).status)
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodGet, "/crm?q=1", "", token, "").status)
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/crm/x/", "key-3", token, body1).status)
+	require.Equal(t, []string{"POST /v1", "POST /v1/", "GET /v1?q=1", "POST /v1/x/"}, up.requests())
+
+	// A base URL written with a slash keeps it.
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/mail", "key-4", token, body1).status)
+	require.Equal(t, http.StatusCreated, b.send(t, http.MethodPost, "/mail/", "key-5", token, body1).status)
+	require.Equal(t, []string{"POST /v2/", "POST /v2/"}, slashed.requests())
+
+	// The operation of /crm is the one earlier versions recorded: the same
+	// key, and its path as received, so a repeat is replayed.
+	again := b.send(t, http.MethodPost, "/crm", "key-1", token, body1)
+	require.Equal(t, "true", again.header.Get(proxy.HeaderReplayed))
+	require.Equal(t, earlierKey("crm", token, "key-1"), again.header.Get(proxy.HeaderOperation))
+	op, err := b.ledger.Get(context.Background(), earlierKey("crm", token, "key-1"))
+	require.NoError(t, err)
+	var payload map[string]any
+	require.NoError(t, json.Unmarshal(op.Payload, &payload))
+	require.Equal(t, "/crm", payload["path"])
+	require.Len(t, up.requests(), 4, "nothing forwarded again")
+}
