@@ -311,10 +311,19 @@ func (p *Proxy) ReconcileOnce(ctx context.Context) (reconciler.Pass, error) {
 }
 
 // ServeHTTP routes the request to its upstream: protected methods through
-// the ledger, the others straight through.
+// the ledger, the others straight through, but CONNECT, which is refused
+// with 405 on every route (the proxy does not tunnel).
 // The path is routed and forwarded in its escaped form, as received:
 // /files/a%2Fb reaches the upstream as /files/a%2Fb, not /files/a/b.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		// An upstream that is a forward proxy itself would open a tunnel
+		// through this one, to anywhere, unrecorded.
+		w.Header().Set("Allow", allowedMethods)
+		writeProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed",
+			"the proxy does not tunnel: CONNECT is refused on every route; nothing was forwarded", nil)
+		return
+	}
 	rt, rest := p.route(escapedAsReceived(r.URL))
 	if rt == nil {
 		writeProblem(w, r, http.StatusNotFound, "no_upstream", "no upstream is configured for this path", nil)
@@ -351,6 +360,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.protect(rt, rest, w, r)
 }
+
+// allowedMethods is the Allow header of the 405 that refuses CONNECT: the
+// methods of RFC 9110 and PATCH, which the proxy forwards (a route's
+// protected ones through the ledger).
+const allowedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE"
 
 // methodOverrideHeaders are the headers by which frameworks (Google's
 // APIs, Rails, Laravel, Express's method-override, ASP.NET) let a request

@@ -172,3 +172,36 @@ func TestMethodOverrideRefused(t *testing.T) {
 	require.Equal(t, http.StatusCreated, status, "an override naming the request's own method")
 	require.Equal(t, []string{"POST /records"}, up.requests())
 }
+
+// TestConnectRefused: a CONNECT is refused with 405, problem JSON and an
+// Allow header, on every route, whatever its target (authority form or a
+// path), and never reaches an upstream: one that is a forward proxy
+// itself would open a tunnel through the proxy, unrecorded.
+func TestConnectRefused(t *testing.T) {
+	t.Parallel()
+	root := newRecorder(t)
+	crm := newRecorder(t)
+	b := proxyFor(t,
+		proxy.Upstream{Name: "root", URL: root.srv.URL},
+		proxy.Upstream{Name: "crm", Prefix: "/crm/", URL: crm.srv.URL, ProtectedMethods: []string{"POST", "PUT", "PATCH", "DELETE"}})
+	for _, target := range []string{"example.com:443", "/crm/records", "/records", "/crm"} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+		require.NoError(t, err)
+		require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second))) // a guard, not a wait
+		_, err = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: example.com:443\r\nIdempotency-Key: k\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		c.Close()
+		require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "CONNECT %s: %s", target, body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		require.Equal(t, "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE", resp.Header.Get("Allow"))
+		var p httpapi.Problem
+		require.NoError(t, json.Unmarshal(body, &p))
+		require.Equal(t, httpapi.ProblemTypeBase+"method_not_allowed", p.Type)
+	}
+	require.Empty(t, root.requests(), "nothing forwarded")
+	require.Empty(t, crm.requests(), "nothing forwarded")
+}
