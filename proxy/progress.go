@@ -11,9 +11,11 @@ type connKey struct{}
 
 // ConnContext is an http.Server's ConnContext that lets the proxy see
 // the connection each request came on, so that a caller taking an answer
-// counts as stalled only when it acknowledges less than 1 KiB a second
-// of it for the route's timeout, however much the connection's kernel
-// buffers hold.
+// counts as stalled only when a write to it has waited the route's
+// timeout and it acknowledged less than 1 KiB a second of the answer
+// over the last four timeouts (paceWindows), however much the
+// connection's kernel buffers hold: a caller that reads in bursts and
+// pauses longer than the timeout between them is not cut off.
 // Without it, each write of an answer to the caller must finish within
 // the timeout: a caller reading a large answer slowly but steadily may
 // be cut off while a write waits for megabytes of kernel buffer to
@@ -26,16 +28,27 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // minCallerRate is the slowest a caller may take an answer, in bytes a
-// second: a caller that acknowledges less, on average since its progress
-// last counted, is stalled once the timeout passes. However slowly it
-// may read, a caller that acknowledged one segment per timeout would
-// otherwise hold a handler, an upstream connection and a lease for as
-// long as it liked.
+// second, on average over the last paceWindows timeouts: a caller that
+// acknowledges less is stalled once its write has waited the timeout.
+// However slowly it may read, a caller that acknowledged one segment per
+// timeout would otherwise hold a handler, an upstream connection and a
+// lease for as long as it liked.
 const minCallerRate = 1 << 10
 
+// paceWindows is how many of the route's timeouts the pace of a caller is
+// measured over. A caller that reads in bursts (curl --limit-rate takes
+// megabytes of kernel buffer at once, then pauses to keep its average)
+// acknowledges nothing during a pause; measured over one timeout, a pause
+// longer than it cut the caller off whatever its average. Over four, a
+// caller is kept while its pauses are shorter than four timeouts and it
+// keeps minCallerRate over them, and one that stops for good is cut off
+// about five timeouts after its last acknowledged byte (at most five and
+// an eighth, and a look).
+const paceWindows = 4
+
 // progress moves a connection's write deadline on, to the timeout from
-// now, whenever the peer has acknowledged more bytes since the deadline
-// last moved, at minCallerRate or more, until stopped or its context
+// now, whenever the peer has acknowledged, over the last paceWindows
+// timeouts, bytes at minCallerRate or more, until stopped or its context
 // ends.
 type progress struct {
 	stopped chan struct{}
@@ -48,14 +61,25 @@ func watchProgress(ctx context.Context, c net.Conn, timeout time.Duration) *prog
 	return watchAcked(ctx, c, func() (uint64, bool) { return bytesAcked(c) }, timeout)
 }
 
+// ackSample is the count of acknowledged bytes at a moment.
+type ackSample struct {
+	at time.Time
+	n  uint64
+}
+
 // watchAcked is watchProgress with the count of acknowledged bytes read
 // by acked.
 func watchAcked(ctx context.Context, c net.Conn, acked func() (uint64, bool), timeout time.Duration) *progress {
-	last, ok := acked()
+	first, ok := acked()
 	if !ok {
 		return nil
 	}
-	moved := time.Now() // the relay's last write set the deadline from about now
+	window := paceWindows * timeout
+	// The counts the pace is measured from: the oldest is the newest
+	// taken at or before the window's start (or the first). A count that
+	// moved is kept at most every window/32, so that a long timeout keeps
+	// few; one not kept yet is kept at the next look that may.
+	samples := []ackSample{{time.Now(), first}} // the relay's last write set the deadline from about now
 	p := &progress{stopped: make(chan struct{}), done: make(chan struct{})}
 	every := min(max(timeout/4, 10*time.Millisecond), time.Second)
 	go func() {
@@ -75,9 +99,16 @@ func watchAcked(ctx context.Context, c net.Conn, acked func() (uint64, bool), ti
 				return
 			}
 			now := time.Now()
-			if n > last && keepsPace(n-last, now.Sub(moved)) {
+			for len(samples) > 1 && !samples[1].at.After(now.Add(-window)) {
+				samples = samples[1:]
+			}
+			// The average since base, which is exact: a sample is the
+			// count at its moment.
+			if base := samples[0]; n > base.n && keepsPace(n-base.n, now.Sub(base.at)) {
 				_ = c.SetWriteDeadline(now.Add(timeout))
-				last, moved = n, now
+			}
+			if last := samples[len(samples)-1]; n != last.n && now.Sub(last.at) >= window/32 {
+				samples = append(samples, ackSample{now, n})
 			}
 		}
 	}()
