@@ -386,6 +386,12 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		// ("/a%252Fb/"), never the one it reads as.
 		return nil, fail("prefix %q holds a percent-escape: write its segments as they read decoded", u.Prefix)
 	}
+	if strings.ContainsAny(u.Prefix, "?#") || hasDotDot(u.Prefix) {
+		// A path ends before ? and #, and one with a .. segment is
+		// refused (ServeHTTP): the route would take nothing, and its
+		// requests would go to the upstream of a shorter prefix.
+		return nil, fail("prefix %q holds ?, # or a .. segment: no request path can be under it", u.Prefix)
+	}
 	// 0 is "not set" and takes the default; a negative value is a
 	// mistake, never silently replaced.
 	if u.MaxBodyBytes < 0 {

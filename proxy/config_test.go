@@ -149,3 +149,17 @@ func TestUpstreamURLRefused(t *testing.T) {
 	}
 	require.NoError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "crm", URL: "https://api.example.com/v1"}}))
 }
+
+// TestPrefixNoPathMatchesRefused: a prefix that no request can be under
+// (one holding ? or #, which end a path, or a .. segment, refused in
+// every path) is refused at start: its requests would go, unnoticed, to
+// the upstream of a shorter prefix (/) instead.
+func TestPrefixNoPathMatchesRefused(t *testing.T) {
+	t.Parallel()
+	for _, prefix := range []string{"/crm?v=1/", "/crm#x", "/a/../b/", "/a/..", "/../"} {
+		err := proxy.CheckUpstreams([]proxy.Upstream{{Name: "x", Prefix: prefix, URL: "http://127.0.0.1:1"}})
+		require.Error(t, err, "prefix %q", prefix)
+		require.Contains(t, err.Error(), "no request path can be under it", "prefix %q", prefix)
+	}
+	require.NoError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "x", Prefix: "/a/..b/", URL: "http://127.0.0.1:1"}}), "..b is a name")
+}
