@@ -70,7 +70,8 @@ type Upstream struct {
 	// itself without its slash ("/crm" for "/crm/") goes to URL as
 	// written.
 	URL string `yaml:"url"`
-	// ProtectedMethods go through the ledger. Default POST and PATCH.
+	// ProtectedMethods go through the ledger. Default POST and PATCH; a
+	// list replaces the default whole ([PUT] leaves POST unprotected).
 	// Other methods are passed through as a plain reverse proxy; a
 	// protected method spelled in another case ("post") is refused with
 	// 400.
