@@ -337,7 +337,8 @@ func ParseUpstreamURL(raw string) (*url.URL, error) {
 			return nil, fmt.Errorf("has port %s: a port is a number from 1 to 65535", port)
 		}
 	}
-	if base.RawQuery != "" || base.Fragment != "" {
+	if base.RawQuery != "" || base.ForceQuery || base.Fragment != "" || strings.Contains(raw, "#") {
+		// An empty query ("?") is sent with every forward too.
 		return nil, errors.New("must not carry a query or fragment")
 	}
 	if base.User != nil {

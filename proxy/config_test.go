@@ -138,6 +138,9 @@ func TestUpstreamURLRefused(t *testing.T) {
 		"ftp://127.0.0.1:1":       "upstream crm: url must be an absolute http:// or https:// URL",
 		"http://127.0.0.1:1/?v=2": "upstream crm: url must not carry a query or fragment",
 		"http://127.0.0.1:1/#top": "upstream crm: url must not carry a query or fragment",
+		// Empty, but sent: every forward went to /?.
+		"http://127.0.0.1:1/?": "upstream crm: url must not carry a query or fragment",
+		"http://127.0.0.1:1/#": "upstream crm: url must not carry a query or fragment",
 		// What is wrong, not a scheme that is right already.
 		"http://127.0.0.1:1/a%zz":  `upstream crm: url is not a URL: invalid URL escape "%zz"`,
 		"http://127.0.0.1:abc":     `upstream crm: url is not a URL: invalid port ":abc" after host`,
