@@ -621,17 +621,22 @@ const readyProbeEvery = time.Second
 
 // readiness shares the write probes of GET /readyz (Ledger.Ready, a
 // durable commit; /readyz needs no token): a request runs a probe only
-// when the last one is older than readyProbeEvery, and requests arriving
-// while one runs wait for it and take its result, for readyProbeTimeout
-// at most. One probe runs at a time. A store whose commit does not return
-// (a synchronous standby gone, a SQLite write lock held until the busy
-// timeout) is not ready, and no request waits on it past the timeout.
+// when the last one started more than readyProbeEvery ago, and requests
+// arriving while one runs wait for it and take its result, for
+// readyProbeTimeout at most. One probe runs at a time. A store whose
+// commit does not return (a synchronous standby gone, a SQLite write lock
+// held until the busy timeout) is not ready, and no request waits on it
+// past the timeout. A probe that outlived the timeout says how the store
+// was when it started: its result goes to the requests that waited for
+// it, and the next request runs a probe of its own.
 type readiness struct {
 	every   time.Duration // readyProbeEvery; 0 in a zero readiness means the same
 	timeout time.Duration // readyProbeTimeout; 0 means the same
 	mu      sync.Mutex
-	at      time.Time // when the last probe ended; zero: none yet
-	err     error
+	// at is when the last probe that ended within the timeout started;
+	// zero: none yet, or the last one outlived the timeout (not shared).
+	at  time.Time
+	err error
 	// running is closed when the probe under way ends; nil when none is.
 	running chan struct{}
 }
@@ -644,8 +649,9 @@ const readyProbeTimeout = 5 * time.Second
 // the timeout.
 var errProbeTimeout = errors.New("the readiness write did not commit in time")
 
-// check returns the result of a probe at most readyProbeEvery old,
-// starting probe if there is none and none is running, and waiting for
+// check returns the result of a probe started at most readyProbeEvery
+// ago that ended within readyProbeTimeout, starting probe if there is
+// none and none is running, and waiting for
 // the running one at most readyProbeTimeout (errProbeTimeout). The probe
 // is not cut short by the request that started it going away (others may
 // be waiting for it); its context ends after readyProbeTimeout, which a
@@ -666,6 +672,7 @@ func (rd *readiness) check(ctx context.Context, probe func(context.Context) erro
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		go func() {
 			defer cancel()
+			started := time.Now()
 			err := probe(pctx)
 			if err != nil && pctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 				// The probe's own deadline, heeded once the store let it
@@ -673,7 +680,10 @@ func (rd *readiness) check(ctx context.Context, probe func(context.Context) erro
 				err = fmt.Errorf("%w: %w", errProbeTimeout, err)
 			}
 			rd.mu.Lock()
-			rd.err, rd.at, rd.running = err, time.Now(), nil
+			rd.err, rd.at, rd.running = err, started, nil
+			if time.Since(started) >= timeout {
+				rd.at = time.Time{} // about the store as it was, not as it is
+			}
 			rd.mu.Unlock()
 			close(done)
 		}()

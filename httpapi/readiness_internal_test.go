@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,7 +54,8 @@ func TestReadinessSharesProbes(t *testing.T) {
 // TestReadinessProbeTimeout: a probe whose commit does not return answers
 // errProbeTimeout after the timeout to the request that started it and to
 // those that came meanwhile, which wait for it rather than start another
-// probe or wait on a lock; once it ends, its result is the answer. Before,
+// probe or wait on a lock; once it ends, the next request runs a probe of
+// its own (TestReadinessTimedOutProbeNotShared). Before,
 // every /readyz request waited behind a PostgreSQL COMMIT for up to a
 // minute, and behind SQLite's busy timeout for 10 s.
 func TestReadinessProbeTimeout(t *testing.T) {
@@ -83,7 +85,40 @@ func TestReadinessProbeTimeout(t *testing.T) {
 	close(release)
 	<-ended
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.EqualError(c, rd.check(context.Background(), stuck), "commit failed")
-	}, 10*time.Second, time.Millisecond, "the probe's own result once it ends")
+		assert.EqualError(c, rd.check(context.Background(), func(context.Context) error {
+			probes.Add(1)
+			return errors.New("read-only")
+		}), "read-only")
+	}, 10*time.Second, time.Millisecond, "a new probe's result once it ends")
+	require.Equal(t, int32(2), probes.Load())
+}
+
+// TestReadinessTimedOutProbeNotShared: a probe that outlived its wait (a
+// write lock held elsewhere, then freed) says how the store was when it
+// started, not how it is: the request after it ends runs a probe of its
+// own and answers ready when the store is. Before, the timed-out probe's
+// failure was answered to every request for a second after it ended.
+func TestReadinessTimedOutProbeNotShared(t *testing.T) {
+	t.Parallel()
+	rd := &readiness{every: time.Hour, timeout: 50 * time.Millisecond}
+	release := make(chan struct{})
+	ended := make(chan struct{})
+	stuck := func(ctx context.Context) error {
+		<-release // a commit waiting for a lock, past the timeout
+		defer close(ended)
+		return fmt.Errorf("commit: %w", context.DeadlineExceeded)
+	}
+	require.ErrorIs(t, rd.check(context.Background(), stuck), errProbeTimeout)
+	close(release)
+	<-ended
+	var probes atomic.Int32
+	healthy := func(context.Context) error { probes.Add(1); return nil }
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, rd.check(context.Background(), healthy))
+	}, 10*time.Second, time.Millisecond, "the store as it is now")
+	require.Equal(t, int32(1), probes.Load(), "one probe of its own")
+
+	// A probe that ended in time is shared as before.
+	require.NoError(t, rd.check(context.Background(), healthy))
 	require.Equal(t, int32(1), probes.Load())
 }
