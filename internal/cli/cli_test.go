@@ -102,18 +102,18 @@ func TestMigrate(t *testing.T) {
 	require.Equal(t, 0, code, "migrating twice is fine")
 	require.Equal(t, "sqlite store "+dsn+" is up to date: nothing to apply\n", out, "nothing left to apply")
 
-	// One migration left to apply (027, the newest, undone by hand): the
+	// One migration left to apply (028, the newest, undone by hand): the
 	// count is singular.
 	db, err := sql.Open("sqlite", strings.TrimPrefix(dsn, "sqlite:"))
 	require.NoError(t, err)
-	for _, q := range []string{`ALTER TABLE operations DROP COLUMN earlier_payloads`, `DELETE FROM schema_migrations WHERE version = 27`} {
+	for _, q := range []string{`DROP INDEX recoveries_keyed`, `DELETE FROM schema_migrations WHERE version = 28`} {
 		_, err = db.Exec(q)
 		require.NoError(t, err, q)
 	}
 	require.NoError(t, db.Close())
 	out, errOut, code = run(t, "migrate", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "sqlite store "+dsn+": applied 1 migration (027_earlier_payloads.sql); it is up to date\n", out)
+	require.Equal(t, "sqlite store "+dsn+": applied 1 migration (028_recoveries_keyed.sql); it is up to date\n", out)
 
 	// A PostgreSQL store is named without its password.
 	pg := testdb.PostgresDSN(t)

@@ -1677,8 +1677,9 @@ func (t *pgTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
 }
 
 // ForgetRecoveryKeysBefore clears the keys an older release stored with
-// its recoveries. It reads the table through (it has no index by key or
-// time), as often as retention runs: a table of operator decisions.
+// its recoveries. It reads them through recoveries_keyed (migration 028),
+// which holds only the rows with a key, so a run costs what there is to
+// clear, not a read of every operator decision.
 func (t *pgTx) ForgetRecoveryKeysBefore(ctx context.Context, before time.Time, limit int) (int, error) {
 	tag, err := t.q.Exec(ctx, `UPDATE recoveries SET key = '' WHERE id IN (
 		SELECT id FROM recoveries WHERE key <> '' AND at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, ts(before), limit)

@@ -111,6 +111,14 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "ANALYZE operations")
 	require.NoError(t, err)
+	// Operator decisions: plain ones, as this release writes them, and a
+	// few keyed ones, as a release before 6 December 2026 wrote them.
+	_, err = conn.Exec(ctx, `INSERT INTO recoveries (tenant, key, decision, at, waited)
+		SELECT 'plan', CASE WHEN i <= 50 THEN 'old:' || i ELSE '' END, 'retry', now() - interval '1 hour', 1000
+		FROM generate_series(1, 100000) AS i`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "ANALYZE recoveries")
+	require.NoError(t, err)
 
 	rec := &recorder{q: s.pool}
 	r := &reader{q: rec}
@@ -249,6 +257,13 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		a.Outcome = "succeeded"
 		return w.UpdateAttempt(ctx, a)
 	})
+	txStep("ForgetRecoveryKeysBefore", func() error {
+		n, err := w.ForgetRecoveryKeysBefore(ctx, now, 1000)
+		if err == nil && n != 50 {
+			err = fmt.Errorf("cleared %d keys, not 50", n)
+		}
+		return err
+	})
 	require.NoError(t, tx.Rollback(ctx))
 
 	calls := append(rec.calls, txRec.calls...)
@@ -371,6 +386,9 @@ var wantIndex = map[string][]string{
 	// The operations awaiting approval, sorted by their last change.
 	"OldestAwaitingApproval":     {"operations_not_succeeded", "operations_tenant_state_created"},
 	"OldestAwaitingApproval/all": {"operations_not_succeeded"},
+	// The recoveries an older release stored with their key (migration
+	// 028), not the whole table of decisions.
+	"ForgetRecoveryKeysBefore": {"recoveries_keyed"},
 }
 
 // sortsFew are the statements allowed to sort their matches, because

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -98,6 +99,9 @@ var wantIndex = map[string][]string{
 	"ForgetWorkflowsBefore":    {"workflows_done", "PRIMARY KEY (tenant=? AND key=?)"},
 	"DeleteTombstonesBefore":   {"tombstones_compacted", "workflows_open (tenant=? AND current_key=?)"},
 	"DeleteSessionsBefore":     {"sessions_expires"},
+	// The recoveries an older release stored with their key (migration
+	// 028), not the whole table of decisions.
+	"ForgetRecoveryKeysBefore": {"recoveries_keyed (at<?)"},
 }
 
 // readsTableBy names, for some steps, the index every search of a table
@@ -160,6 +164,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = InsertDue(ctx, path, "busy", "due:", 5000)
 	require.NoError(t, err)
+	insertRecoveries(t, path, 5000, 50)
 	require.NoError(t, Analyze(ctx, path))
 
 	rec := &recorder{q: s.reader}
@@ -272,6 +277,13 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		step(txRec, "ForgetWorkflowsBefore", func() error { _, err := w.ForgetWorkflowsBefore(ctx, now, 1000); return err })
 		step(txRec, "DeleteTombstonesBefore", func() error { _, err := w.DeleteTombstonesBefore(ctx, now, 1000); return err })
 		step(txRec, "DeleteSessionsBefore", func() error { _, err := w.DeleteSessionsBefore(ctx, now, 1000); return err })
+		step(txRec, "ForgetRecoveryKeysBefore", func() error {
+			n, err := w.ForgetRecoveryKeysBefore(ctx, now, 1000)
+			if err == nil && n != 50 {
+				err = fmt.Errorf("cleared %d keys, not 50", n)
+			}
+			return err
+		})
 		txCalls = txRec.calls
 		return errRollback
 	})
@@ -286,6 +298,21 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	for _, c := range calls {
 		checkQueryPlan(t, s.reader, c)
 	}
+}
+
+// insertRecoveries adds operator decisions to the file at path: plain
+// ones without a key, as this release writes them, and keyed ones, as a
+// release before 6 December 2026 wrote them, all an hour old.
+func insertRecoveries(t *testing.T, path string, plain, keyed int) {
+	t.Helper()
+	raw, err := openRawDB(path)
+	require.NoError(t, err)
+	defer raw.Close()
+	at := toMicros(time.Now().Add(-time.Hour))
+	_, err = raw.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO recoveries (tenant, key, decision, at, waited)
+		SELECT 'plan', CASE WHEN i <= ? THEN 'old:' || i ELSE '' END, 'retry', ? + i, 1000 FROM n`, plain+keyed, keyed, at)
+	require.NoError(t, err)
 }
 
 // queryPlan runs EXPLAIN QUERY PLAN on a statement and returns the

@@ -1832,8 +1832,9 @@ func (t *sqlTx) AppendRecovery(ctx context.Context, rec *store.Recovery) error {
 }
 
 // ForgetRecoveryKeysBefore clears the keys an older release stored with
-// its recoveries. It reads the table through (it has no index by key or
-// time), as often as retention runs: a table of operator decisions.
+// its recoveries. It reads them through recoveries_keyed (migration 028),
+// which holds only the rows with a key, so a run costs what there is to
+// clear, not a read of every operator decision.
 func (t *sqlTx) ForgetRecoveryKeysBefore(ctx context.Context, before time.Time, limit int) (int, error) {
 	res, err := t.q.ExecContext(ctx, `UPDATE recoveries SET key = '' WHERE id IN (
 		SELECT id FROM recoveries WHERE key <> '' AND at < ? LIMIT ?)`, toMicros(before), limit)
