@@ -138,9 +138,11 @@ type ListOptions struct {
 	// (Operation.DuplicateEffects > 0): the incidents to look into at
 	// their destinations.
 	DuplicateEffects bool
-	// ExceptCancelled leaves out the failed operations an operator
-	// cancelled (FailureCancelled), which need no repair: the failed ones
-	// the console's exception queue shows.
+	// ExceptCancelled leaves out the failed operations that need no
+	// decision: those an operator cancelled (FailureCancelled), and the
+	// failed step of a workflow an operator cancelled (CancelWorkflow;
+	// its timeline says so), which keeps its state and failure kind. The
+	// rest are the failed ones the console's exception queue shows.
 	ExceptCancelled bool
 	// Order is the order of the list: OrderNewest when empty.
 	Order Order
@@ -302,6 +304,19 @@ func (l *Ledger) CountFailedByKind(ctx context.Context) (map[FailureKind]int, er
 		return err
 	})
 	return out, err
+}
+
+// CountFailedNeedingDecision counts the tenant's failed operations that
+// a list with ListOptions.ExceptCancelled keeps: those of the exception
+// queue.
+func (l *Ledger) CountFailedNeedingDecision(ctx context.Context) (int, error) {
+	var n int
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
+		n, err = r.CountFailedNeedingDecision(ctx, l.tenant)
+		return err
+	})
+	return n, err
 }
 
 // CountByState counts the tenant's operations in each state.

@@ -37,7 +37,9 @@ type WorkflowCancellation struct {
 // workflowCancelledEvent is the timeline entry CancelWorkflow adds to the
 // failed operation of the step it cancels the workflow at: by the
 // operator, with the reason.
-const workflowCancelledEvent = "workflow cancelled"
+// The stores find it to leave that operation out of the exception queue
+// (ListOptions.ExceptCancelled).
+const workflowCancelledEvent = store.EventWorkflowCancelled
 
 // cancelledError refuses a change to a cancelled workflow, or a second
 // cancellation other than the first. It matches ErrInvalidState.

@@ -503,7 +503,8 @@ func (c *Client) Get(ctx context.Context, key string) (*OperationDetail, error) 
 func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
 	if o.ExceptCancelled {
 		return nil, invalidInput("ListOptions.ExceptCancelled cannot be sent over the API; " +
-			"leave it false and skip the failed operations whose FailureKind is opledger.FailureCancelled")
+			"leave it false and skip the failed operations whose FailureKind is opledger.FailureCancelled " +
+			"or whose timeline holds the event \"workflow cancelled\"")
 	}
 	q := url.Values{}
 	var states []string

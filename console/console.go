@@ -601,8 +601,8 @@ func (c *Console) clearSessionCookie(w http.ResponseWriter, r *http.Request) {
 }
 
 // queue is the exception queue: what waits for a person. Held, uncertain
-// and failed operations (but those an operator cancelled, which need no
-// repair), and those awaiting approval, which nothing sends until an
+// and failed operations (but those an operator cancelled, and the failed
+// step of a cancelled workflow, which need no repair), and those awaiting approval, which nothing sends until an
 // approver has looked; the most urgent review first. Each state is read
 // on its own, up to queueLimit operations each, so that a burst of
 // failures never pushes a held or uncertain operation out of the page.
@@ -628,7 +628,8 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		case opledger.StateHeld:
 			o.Order = opledger.OrderReview
 		case opledger.StateFailed:
-			// An operator's cancellation needs no repair.
+			// An operator's cancellation, of the operation or of its
+			// workflow, needs no repair.
 			o.ExceptCancelled = true
 		}
 		page, err := s.ledger.List(r.Context(), o)
@@ -653,12 +654,10 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 			}
 			all := counts[st]
 			if st == opledger.StateFailed {
-				kinds, err := s.ledger.CountFailedByKind(r.Context())
-				if err != nil {
+				if all, err = s.ledger.CountFailedNeedingDecision(r.Context()); err != nil {
 					c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 					return
 				}
-				all -= kinds[opledger.FailureCancelled]
 			}
 			total = max(all, total+1)
 			sum.Capped = append(sum.Capped, stateTotal{State: st, Total: total})

@@ -270,6 +270,12 @@ type Session struct {
 	TokenAccess string
 }
 
+// EventWorkflowCancelled is the timeline event that an operator's
+// cancellation of a workflow adds to the failed operation of the step it
+// cancels the workflow at: that operation needs no decision any more
+// (ListParams.ExceptCancelled).
+const EventWorkflowCancelled = "workflow cancelled"
+
 // Recovery is one operator decision on an uncertain or held operation,
 // kept for the recovery figures (Stats) after the operation and its
 // tombstone are gone: without the operation's key, which the stores
@@ -334,8 +340,10 @@ type ListParams struct {
 	// Duplicates lists only operations with duplicate effects, through
 	// the partial index of those (migration 006).
 	Duplicates bool
-	// ExceptCancelled leaves out the failed operations an operator
-	// cancelled (failure kind "cancelled").
+	// ExceptCancelled leaves out the failed operations that need no
+	// decision: those an operator cancelled (failure kind "cancelled"),
+	// and the failed step of a workflow an operator cancelled (its
+	// timeline holds an entry EventWorkflowCancelled).
 	ExceptCancelled bool
 	// ByReview lists held operations only (States is not read), earliest
 	// review first, from the index of held operations by review time.
@@ -383,6 +391,9 @@ type Reader interface {
 	// CountFailedByKind counts a tenant's failed operations by failure
 	// kind; a kind with none is left out.
 	CountFailedByKind(ctx context.Context, tenant string) (map[string]int, error)
+	// CountFailedNeedingDecision counts a tenant's failed operations that
+	// a list with ExceptCancelled keeps.
+	CountFailedNeedingDecision(ctx context.Context, tenant string) (int, error)
 	// TokenByHash finds an API token by the SHA-256 of its secret.
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 	// ListTokens lists the tokens of a tenant ("" for all), oldest first.

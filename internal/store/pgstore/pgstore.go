@@ -812,7 +812,7 @@ func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*sto
 		where = append(where, "duplicate_effects > 0")
 	}
 	if p.ExceptCancelled {
-		where = append(where, "failure_kind <> 'cancelled'")
+		where = append(where, notCancelled)
 	}
 	if p.Owner != "" {
 		where = append(where, "owner = "+arg(p.Owner))
@@ -1076,6 +1076,28 @@ func (r *reader) CountByState(ctx context.Context, tenant string) (map[string]in
 		return nil, fmt.Errorf("count operations: %w", err)
 	}
 	return out, nil
+}
+
+// notCancelled leaves out the failed operations that need no decision:
+// those an operator cancelled, and the failed step of a cancelled
+// workflow, found in the operation's own timeline (timeline_pkey).
+const notCancelled = "failure_kind <> 'cancelled' AND NOT EXISTS (SELECT 1 FROM timeline t " +
+	"WHERE t.tenant = operations.tenant AND t.key = operations.key AND t.event = '" + store.EventWorkflowCancelled + "')"
+
+// CountFailedNeedingDecision counts a tenant's failed operations but
+// those that need no decision (notCancelled's). It reads each failed
+// operation's timeline by its key, as a subquery the planner keeps so:
+// as NOT EXISTS the count joined the failed operations to a hash of
+// every timeline entry, or read every operation in parallel.
+func (r *reader) CountFailedNeedingDecision(ctx context.Context, tenant string) (int, error) {
+	var n int64
+	if err := r.q.QueryRow(ctx, `SELECT COUNT(*) FROM operations
+		WHERE tenant = $1 AND state = 'failed' AND failure_kind <> 'cancelled' AND (SELECT 1 FROM timeline t
+		WHERE t.tenant = operations.tenant AND t.key = operations.key AND t.event = '`+store.EventWorkflowCancelled+`' LIMIT 1) IS NULL`,
+		tenant).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count failed operations: %w", mapErr(err))
+	}
+	return int(n), nil
 }
 
 // CountFailedByKind counts a tenant's failed operations by failure kind.

@@ -167,6 +167,11 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"succeeded"}, Limit: 50})
 		return err
 	})
+	step("ListOperations/except_cancelled", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"failed"}, ExceptCancelled: true, Limit: 50})
+		return err
+	})
+	step("CountFailedNeedingDecision", func() error { _, err := r.CountFailedNeedingDecision(ctx, tenant); return err })
 	step("ListOperations/duplicates", func() error {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, Duplicates: true, Limit: 50})
 		return err
@@ -376,6 +381,10 @@ var wantIndex = map[string][]string{
 	"ListOperations/state":         {"operations_not_succeeded"},
 	"ListOperations/succeeded":     {"operations_tenant_created"},
 	"ListOperations/duplicates":    {"operations_duplicates"},
+	// The exception queue's failed operations and their count: the
+	// operation's own timeline tells a cancelled workflow's step.
+	"ListOperations/except_cancelled": {"operations_not_succeeded"},
+	"CountFailedNeedingDecision":      {"operations_not_succeeded"},
 	// OldestDue reads the oldest pending operations in order, and only
 	// if more than store.OldestDueScanRows of them wait for a retry, the
 	// due ones (/then).

@@ -78,6 +78,10 @@ var wantIndex = map[string][]string{
 	"ListOperations/states_cursor": {"operations_not_succeeded (state=? AND tenant=? AND created_at<?)"},
 	"CountByState":                 {"operations_not_succeeded", "operations_tenant_created (tenant=?)"},
 	"ListOperations/duplicates":    {"operations_duplicates (tenant=? AND duplicate_effects>?)"},
+	// The exception queue's failed operations and their count: the
+	// operation's own timeline tells a cancelled workflow's step.
+	"ListOperations/except_cancelled": {"operations_not_succeeded (state=? AND tenant=?)"},
+	"CountFailedNeedingDecision":      {"operations_not_succeeded (state=? AND tenant=?)"},
 	// The held operations by review time (migration 014).
 	"ListOperations/review":        {"operations_held_review (tenant=?)"},
 	"ListOperations/review_cursor": {"operations_held_review (tenant=? AND review_by>?)"},
@@ -232,6 +236,11 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, Duplicates: true, Limit: 50})
 		return err
 	})
+	step(rec, "ListOperations/except_cancelled", func() error {
+		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"failed"}, ExceptCancelled: true, Limit: 50})
+		return err
+	})
+	step(rec, "CountFailedNeedingDecision", func() error { _, err := r.CountFailedNeedingDecision(ctx, tenant); return err })
 	step(rec, "ListOperations/review", func() error {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, ByReview: true, Limit: 50})
 		return err
@@ -343,6 +352,9 @@ func checkQueryPlan(t *testing.T, db *sql.DB, c recordedCall) {
 	for _, d := range details {
 		if strings.HasPrefix(d, "SCAN ") && !strings.Contains(d, " USING ") {
 			t.Errorf("%s: scans a table: %q (plan %q)", c.label, d, details)
+		}
+		if strings.HasPrefix(d, "SEARCH t ") && !strings.Contains(d, "PRIMARY KEY (operation_id=?)") {
+			t.Errorf("%s: reads the timeline other than by its operation: %q (plan %q)", c.label, d, details)
 		}
 		for table, ix := range readsTableBy[c.label] {
 			if strings.HasPrefix(d, "SEARCH "+table+" ") && !strings.Contains(d, " INDEX "+ix+" ") {

@@ -1072,8 +1072,11 @@ func listFilters(p store.ListParams, where []string, args []any) (string, []any)
 	return strings.Join(where, " AND "), args
 }
 
-// notCancelled leaves out the operations an operator cancelled.
-const notCancelled = "failure_kind <> 'cancelled'"
+// notCancelled leaves out the failed operations that need no decision:
+// those an operator cancelled, and the failed step of a cancelled
+// workflow, found in the operation's own timeline (its primary key).
+const notCancelled = "failure_kind <> 'cancelled' AND NOT EXISTS (SELECT 1 FROM timeline t " +
+	"WHERE t.operation_id = operations.id AND t.event = '" + store.EventWorkflowCancelled + "')"
 
 // CountFailedByKind counts a tenant's failed operations by failure kind,
 // from operations_not_succeeded (whose condition the statement spells as
@@ -1098,6 +1101,18 @@ func (r *sqlReader) CountFailedByKind(ctx context.Context, tenant string) (map[s
 		return nil, fmt.Errorf("count failed operations: %w", err)
 	}
 	return out, nil
+}
+
+// CountFailedNeedingDecision counts a tenant's failed operations but
+// those that need no decision (notCancelled), from
+// operations_not_succeeded.
+func (r *sqlReader) CountFailedNeedingDecision(ctx context.Context, tenant string) (int, error) {
+	var n int
+	if err := r.q.QueryRowContext(ctx, `SELECT COUNT(*) FROM operations INDEXED BY operations_not_succeeded
+		WHERE tenant = ? AND state = 'failed' AND `+notSucceeded+` AND `+notCancelled, tenant).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count failed operations: %w", err)
+	}
+	return n, nil
 }
 
 // CountOverdueReviews counts the held operations whose review_by has
