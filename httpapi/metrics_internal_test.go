@@ -173,33 +173,12 @@ func TestWriteLockMetricsOnSQLiteOnly(t *testing.T) {
 	}
 }
 
-// TestAbandonedCallsMetric: /metrics reports the executor's abandoned
-// calls still running when the server runs one, and has no such series
-// otherwise.
-func TestAbandonedCallsMetric(t *testing.T) {
-	t.Parallel()
-	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	scrapeAPI := func(opts Options) string {
-		t.Helper()
-		opts.Auth, opts.Logger = l, slog.New(slog.NewTextHandler(io.Discard, nil))
-		h, err := New(l, opts)
-		require.NoError(t, err)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		require.Equal(t, http.StatusOK, rec.Code)
-		return rec.Body.String()
-	}
-	require.Contains(t, scrapeAPI(Options{AbandonedCalls: func() int { return 2 }}), "\nopledger_executor_abandoned_calls 2\n")
-	require.NotContains(t, scrapeAPI(Options{}), "opledger_executor_abandoned_calls")
-}
-
-// TestAbandonedLookupsMetric: /metrics serves the count of lookups the
-// process's reconciler abandoned and that still run
-// (Options.AbandonedLookups), read at each scrape; without a reconciler,
+// TestAbandonedMetrics: /metrics reports the destination calls the
+// process's executor abandoned (Options.AbandonedCalls) and the lookups
+// its reconciler abandoned (Options.AbandonedLookups) that still run,
+// read at each scrape; a server without an executor or a reconciler has
 // no such series.
-func TestAbandonedLookupsMetric(t *testing.T) {
+func TestAbandonedMetrics(t *testing.T) {
 	t.Parallel()
 	l, err := opledger.Open(context.Background(), testdb.SQLiteDSN(t), opledger.Options{})
 	require.NoError(t, err)
@@ -214,7 +193,15 @@ func TestAbandonedLookupsMetric(t *testing.T) {
 		require.Equal(t, http.StatusOK, rec.Code)
 		return rec.Body.String()
 	}
-	running := 2
-	require.Contains(t, scrapeAPI(Options{AbandonedLookups: func() int { return running }}), "\nopledger_reconciler_abandoned_lookups 2\n")
-	require.NotContains(t, scrapeAPI(Options{}), "opledger_reconciler_abandoned_lookups")
+	calls, lookups := 2, 3
+	both := scrapeAPI(Options{AbandonedCalls: func() int { return calls }, AbandonedLookups: func() int { return lookups }})
+	require.Contains(t, both, "\nopledger_executor_abandoned_calls 2\n")
+	require.Contains(t, both, "\nopledger_reconciler_abandoned_lookups 3\n")
+	calls, lookups = 0, 1
+	both = scrapeAPI(Options{AbandonedCalls: func() int { return calls }, AbandonedLookups: func() int { return lookups }})
+	require.Contains(t, both, "\nopledger_executor_abandoned_calls 0\n", "read at the scrape")
+	require.Contains(t, both, "\nopledger_reconciler_abandoned_lookups 1\n")
+	none := scrapeAPI(Options{})
+	require.NotContains(t, none, "opledger_executor_abandoned_calls")
+	require.NotContains(t, none, "opledger_reconciler_abandoned_lookups")
 }
