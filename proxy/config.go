@@ -90,7 +90,9 @@ type Upstream struct {
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// CredentialHeader is the request header whose SHA-256 scopes the
 	// callers' keys. Default Authorization. Requests without it share the
-	// upstream's anonymous scope.
+	// upstream's anonymous scope. A header that names no caller (Host,
+	// Content-Type, a hop-by-hop or forwarding header, the idempotency
+	// key's) is refused: every caller would share one scope.
 	CredentialHeader string `yaml:"credential_header"`
 	// CompareHeaders are request headers that are part of what a repeat
 	// must match, like the method, path, query and body: a header that
@@ -424,6 +426,12 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		// answers.
 		return nil, fail("credential_header %q is not an HTTP header name (RFC 9110 token), so no request could carry it", u.CredentialHeader)
 	}
+	if c := http.CanonicalHeaderKey(u.CredentialHeader); !credentialCarrier(c, u.Idempotency) {
+		// Every caller sends the same value (or the proxy sets it): all
+		// would share one scope, and see each other's saved answers.
+		return nil, fail("credential_header %s carries no caller's credential: every caller would share one key scope and get the others' saved answers; "+
+			"name the header the upstream authenticates callers by (Authorization, Cookie, X-Api-Key, …)", c)
+	}
 	compared, err := u.compareHeaderNames()
 	if err != nil {
 		return nil, fail("%v", err)
@@ -480,6 +488,24 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		r.idemHdr = u.Idempotency.Header
 	}
 	return r, nil
+}
+
+// notCredentials are headers that name no caller: the same for every
+// caller of an upstream (Host, what the body is, what the answer may be,
+// the client program), or set or handled by the proxy itself.
+var notCredentials = []string{"Host", "Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Accept",
+	"Accept-Encoding", "Accept-Language", "Accept-Charset", "User-Agent", "Expect", "Origin", "Referer", HeaderIdempotencyKey}
+
+// credentialCarrier reports whether c, a canonical header name, may be an
+// upstream's credential_header: not one of notCredentials, a hop-by-hop
+// header other than Proxy-Authorization, a forwarding header, or the
+// header carrying the upstream's own idempotency key.
+func credentialCarrier(c string, idem *destination.IdempotencyConfig) bool {
+	if c == "Proxy-Authorization" {
+		return true
+	}
+	return !slices.Contains(notCredentials, c) && !slices.Contains(hopByHop, c) && !slices.Contains(forwardingHeaders, c) &&
+		(idem == nil || c != http.CanonicalHeaderKey(idem.Header))
 }
 
 // compareHeaderNames checks CompareHeaders and returns them canonical,

@@ -772,6 +772,20 @@ func TestPrefixRouting(t *testing.T) {
 	// one scope, where each sees the others' saved answers.
 	_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL(), CredentialHeader: "Bad Header"}}})
 	require.EqualError(t, err, `upstream x: credential_header "Bad Header" is not an HTTP header name (RFC 9110 token), so no request could carry it`)
+	// Nor may it be a header that carries no caller's credential: every
+	// caller sends the same Host or Content-Type, and the proxy itself
+	// handles the key, the connection's and the forwarding headers.
+	for _, h := range []string{"host", "Content-Type", "Content-Length", "Idempotency-Key", "X-Upstream-Key", "Connection", "Transfer-Encoding",
+		"X-Forwarded-For", "Accept", "Accept-Encoding", "User-Agent", "Expect"} {
+		_, err = proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL(), CredentialHeader: h,
+			Idempotency: &destination.IdempotencyConfig{Header: "X-Upstream-Key", Retention: destination.Duration(24 * time.Hour)}}}})
+		require.ErrorContains(t, err, "upstream x: credential_header "+http.CanonicalHeaderKey(h)+" carries no caller's credential", h)
+	}
+	for _, h := range []string{"X-Api-Key", "Cookie", "Proxy-Authorization", "Authorization"} {
+		p, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL(), CredentialHeader: h}}})
+		require.NoError(t, err, h)
+		require.NoError(t, p.Close())
+	}
 	other, err := proxy.New(l, proxy.Config{Upstreams: []proxy.Upstream{{Name: "x", URL: crm.URL(), CredentialHeader: "X-Api-Key"}}})
 	require.NoError(t, err)
 	require.NoError(t, other.Close())
