@@ -91,8 +91,8 @@ type Upstream struct {
 	// CredentialHeader is the request header whose SHA-256 scopes the
 	// callers' keys. Default Authorization. Requests without it share the
 	// upstream's anonymous scope. A header that names no caller (Host,
-	// Content-Type, a hop-by-hop or forwarding header, the idempotency
-	// key's) is refused: every caller would share one scope.
+	// Content-Type, a hop-by-hop or forwarding header, Idempotency-Key)
+	// is refused: every caller would share one scope.
 	CredentialHeader string `yaml:"credential_header"`
 	// CompareHeaders are request headers that are part of what a repeat
 	// must match, like the method, path, query and body: a header that
@@ -426,7 +426,7 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		// answers.
 		return nil, fail("credential_header %q is not an HTTP header name (RFC 9110 token), so no request could carry it", u.CredentialHeader)
 	}
-	if c := http.CanonicalHeaderKey(u.CredentialHeader); !credentialCarrier(c, u.Idempotency) {
+	if c := http.CanonicalHeaderKey(u.CredentialHeader); !credentialCarrier(c) {
 		// Every caller sends the same value (or the proxy sets it): all
 		// would share one scope, and see each other's saved answers.
 		return nil, fail("credential_header %s carries no caller's credential: every caller would share one key scope and get the others' saved answers; "+
@@ -498,14 +498,14 @@ var notCredentials = []string{"Host", "Content-Type", "Content-Length", "Content
 
 // credentialCarrier reports whether c, a canonical header name, may be an
 // upstream's credential_header: not one of notCredentials, a hop-by-hop
-// header other than Proxy-Authorization, a forwarding header, or the
-// header carrying the upstream's own idempotency key.
-func credentialCarrier(c string, idem *destination.IdempotencyConfig) bool {
+// header other than Proxy-Authorization, or a forwarding header. (The
+// header of the upstream's own idempotency key is refused as
+// idempotency.header's mistake: that key would replace the credential.)
+func credentialCarrier(c string) bool {
 	if c == "Proxy-Authorization" {
 		return true
 	}
-	return !slices.Contains(notCredentials, c) && !slices.Contains(hopByHop, c) && !slices.Contains(forwardingHeaders, c) &&
-		(idem == nil || c != http.CanonicalHeaderKey(idem.Header))
+	return !slices.Contains(notCredentials, c) && !slices.Contains(hopByHop, c) && !slices.Contains(forwardingHeaders, c)
 }
 
 // compareHeaderNames checks CompareHeaders and returns them canonical,
