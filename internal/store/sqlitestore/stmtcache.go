@@ -31,6 +31,11 @@ func newStmtCache(p preparer) *stmtCache {
 func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.m == nil {
+		// Closed (the store was closed while a caller, a readiness probe
+		// left running, still wrote): the unprepared call reports it.
+		return nil, false
+	}
 	if st, ok := c.m[query]; ok {
 		return st, true
 	}
