@@ -343,8 +343,14 @@ func TestSecondInterrupt(t *testing.T) {
 	<-arrived
 	stopping(cmd, logs, os.Interrupt)
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	// Read before Wait, which closes the pipe: the line written just
+	// before the exit could otherwise be lost with it.
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), "opledger: interrupted again: stopping at once"); <-poll.C {
+		require.False(t, time.Now().After(deadline), "the proxy never said it stops at once: %s", logs)
+	}
 	require.Equal(t, cli.ExitInterrupted, exited(cmd), "%s", logs)
-	require.Contains(t, logs.String(), "opledger: interrupted again: stopping at once")
 	up.Release()
 
 	cmd, logs, base = start()
