@@ -358,7 +358,7 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 }
 
 // templateFuncs are the functions templates may call besides the
-// text/template built-ins (urlquery among them).
+// text/template built-ins; urlquery replaces the built-in one.
 var templateFuncs = template.FuncMap{
 	// json encodes a value as JSON, e.g. {"email": {{json .Payload.email}}}.
 	"json": func(v any) (string, error) {
@@ -370,14 +370,60 @@ var templateFuncs = template.FuncMap{
 		}
 		return strings.TrimSuffix(b.String(), "\n"), nil
 	},
-	// pathescape escapes a value for one URL path segment.
-	"pathescape": func(v any) string {
-		s, ok := scalarString(v)
-		if !ok {
-			s = fmt.Sprint(v)
+	// pathescape escapes a value for one URL path segment. A value that
+	// is no segment (empty, "." or "..", which a server resolves to
+	// another path) and one no URL carries as it is (urlValue) are
+	// refused.
+	"pathescape": func(v any) (string, error) {
+		s, err := urlValue(v)
+		if err != nil {
+			return "", err
 		}
-		return url.PathEscape(s)
+		switch s {
+		case "":
+			return "", errors.New("the value is empty, which leaves the path segment out")
+		case ".", "..":
+			return "", errors.New("the value is a dot segment, which names another path")
+		}
+		return url.PathEscape(s), nil
 	},
+	// urlquery escapes its arguments, joined as text/template's own
+	// urlquery joins them, for a URL query; a value no URL carries as it
+	// is (urlValue) is refused.
+	"urlquery": func(args ...any) (string, error) {
+		for _, a := range args {
+			if _, err := urlValue(a); err != nil {
+				return "", err
+			}
+		}
+		if len(args) == 1 {
+			if s, ok := args[0].(string); ok {
+				return url.QueryEscape(s), nil
+			}
+		}
+		return url.QueryEscape(fmt.Sprint(args...)), nil
+	},
+}
+
+// urlValue is v as the text a URL carries: a string, a number or a
+// boolean of the payload, or a value written in the template. A null,
+// an object or an array is refused: text/template would write "<no
+// value>", "map[…]" or "[…]", and a lookup would then ask the
+// destination for another record than the operation's (an
+// authoritative "none found" for it would resend the call).
+func urlValue(v any) (string, error) {
+	switch v.(type) {
+	case nil:
+		return "", errors.New("the value is null, which a URL cannot carry")
+	case map[string]any:
+		return "", errors.New("the value is an object, which a URL cannot carry")
+	case []any:
+		return "", errors.New("the value is an array, which a URL cannot carry")
+	}
+	if s, ok := scalarString(v); ok {
+		return s, nil
+	}
+	return fmt.Sprint(v), nil
 }
 
 func newTemplate(name, text string) (*template.Template, error) {

@@ -338,7 +338,10 @@ var quotesNoValue = regexp.MustCompile(`^(?:` +
 	`slice of untyped nil|slice of nil pointer|too many slice indexes: \d+|cannot 3-index slice a string|` +
 	`can't slice item of type .+|invalid slice index: -?\d+ > -?\d+|` +
 	`value has type .+; should be .+|value is nil; should be of type .+|` +
-	`wrong number of args for \S+: got .+` +
+	`wrong number of args for \S+: got .+|` +
+	// pathescape's and urlquery's own (urlValue).
+	`the value is (?:null|an object|an array), which a URL cannot carry|` +
+	`the value is empty, which leaves the path segment out|the value is a dot segment, which names another path` +
 	`))$`)
 
 // valueQuoted are text/template's messages known to quote the value
