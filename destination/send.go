@@ -121,8 +121,11 @@ func (e *SendError) Unwrap() error { return e.Err }
 // any request without a body whose stream the server resets, even with
 // PROTOCOL_ERROR after it acted; over HTTP/2 the empty body costs only an
 // empty DATA frame. A request with a body keeps its Content-Length.
-// Redirects should not be followed for side effects; clients made by this
-// package (NewClient) return 3xx answers as they are. After a 421 answer, closing
+// A redirect is never followed, whatever client's CheckRedirect says: a
+// 3xx answer is returned as it is (uncertain), as clients made by this
+// package (NewClient) return it, since the answer of the request that
+// followed it (a POST answered 302, followed by a GET) would pass for
+// this one's. After a 421 answer, closing
 // resp.Body also closes client's idle connections, the one that answered
 // among them, so that the retry opens a new connection: net/http would
 // otherwise reuse that one. An HTTP/2 connection still carrying other
@@ -148,7 +151,9 @@ func SendHTTP(client *http.Client, req *http.Request, p HTTPPolicy) (*http.Respo
 		req.ContentLength = 0
 	}
 	req.GetBody = nil
-	resp, err := client.Do(req)
+	noRedirect := *client
+	noRedirect.CheckRedirect = useLastResponse
+	resp, err := noRedirect.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -178,11 +183,12 @@ func NewClient(transport http.RoundTripper) *http.Client {
 	if transport == nil {
 		transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
-	return &http.Client{
-		Transport:     transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return &http.Client{Transport: transport, CheckRedirect: useLastResponse}
 }
+
+// useLastResponse is a CheckRedirect that follows no redirect: the 3xx
+// answer is the client's answer.
+func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // closeIdleBody is the body of a 421 answer. Closing it closes the
 // client's idle connections too: once the body is closed, the connection
