@@ -603,6 +603,14 @@ func clientHeader(name, value string) string {
 	return ""
 }
 
+// idempotencyKeyHeader reports whether name is one of the header names
+// APIs read an idempotency key from. Header values are fixed (no
+// templates), so such a header among a destination's headers would carry
+// one key for every operation.
+func idempotencyKeyHeader(name string) bool {
+	return strings.EqualFold(name, "Idempotency-Key") || strings.EqualFold(name, "X-Idempotency-Key")
+}
+
 // resolveHeaders checks and resolves a header map. idem is the idempotency
 // header, which opledger sets itself. It returns the secrets of the
 // credential headers resolved (sensitiveHeader, secretsOf), to be masked
@@ -638,6 +646,11 @@ func resolveHeaders(in map[string]string, idem string, lookup func(string) (stri
 			continue
 		case strings.Contains(raw, "{{"):
 			probs = append(probs, problem{path, "header values are not templates; only ${NAME} environment references are expanded"})
+			continue
+		case idempotencyKeyHeader(name):
+			probs = append(probs, problem{path, "would send one fixed idempotency key with every operation, and a destination " +
+				"that deduplicates by it would answer each later operation with the first one's result (nothing done); " +
+				"declare it as idempotency: {header: " + canonical + ", retention: ...} so that each operation sends its own key"})
 			continue
 		case clientHeader(name, raw) != "":
 			probs = append(probs, problem{path, clientHeader(name, raw)})
