@@ -841,7 +841,7 @@ func (h *HTTP) find(ctx context.Context, op *opledger.Operation) (LookupResult, 
 		}
 	}
 	refV, ok := l.ref.get(record)
-	ref, isScalar := scalarString(refV)
+	ref, isScalar := refString(refV)
 	if !ok || !isScalar || strings.TrimSpace(ref) == "" {
 		return LookupResult{}, fmt.Errorf("lookup %s: the record found has no reference at %q", where, l.ref.String())
 	}
@@ -943,7 +943,7 @@ func (h *HTTP) largeAnswerRef(head []byte, body io.Reader) (string, error) {
 
 // RefOf reads the effect's reference from a 2xx answer of this
 // destination, at the JSON pointer configured as its Ref. It fails when
-// the answer is not JSON or has no scalar there, or one the ledger cannot
+// the answer is not JSON or has no string or number there, or one the ledger cannot
 // store as the answer holds it (opledger.CheckDestinationRef; invalid
 // UTF-8 or a lone surrogate escape, which ScanRef refuses too).
 func (h *HTTP) RefOf(answer []byte) (string, error) { return refAt(answer, h.ref) }
@@ -958,7 +958,7 @@ func refAt(answer []byte, p pointer) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("the answer has no reference at %q", p.String())
 	}
-	s, ok := scalarString(v)
+	s, ok := refString(v)
 	if !ok || strings.TrimSpace(s) == "" {
 		return "", fmt.Errorf("the value at %q is not a reference", p.String())
 	}

@@ -527,3 +527,36 @@ func TestHTTPRefNotAsWritten(t *testing.T) {
 		require.Equal(t, want, res.Ref)
 	}
 }
+
+// TestHTTPBooleanIsNoReference: a boolean at the ref pointer (an answer's
+// {"ok": true} pointed at by mistake) names no effect of its own: every
+// answer of the kind carries the same one. A call so answered is
+// uncertain, as one without a reference is, and a record found by a
+// lookup with one is not trusted.
+func TestHTTPBooleanIsNoReference(t *testing.T) {
+	t.Parallel()
+	for _, b := range []string{"true", "false"} {
+		answer := `{"id": ` + b + `}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/x" {
+				w.WriteHeader(http.StatusCreated)
+			}
+			_, _ = io.WriteString(w, answer)
+		}))
+		t.Cleanup(srv.Close)
+		h := newHTTP(t, destination.HTTPConfig{Name: "crm", URL: srv.URL + "/x", Ref: "/id"})
+		_, err := h.RefOf([]byte(answer))
+		require.ErrorContains(t, err, `the value at "/id" is not a reference`)
+		_, ok := h.ScanRef(strings.NewReader(answer))
+		require.False(t, ok, "the large-answer path takes no boolean either")
+		res, err := h.Call(context.Background(), call(operation("k1", `{}`)))
+		got, _ := opledger.OutcomeOf(err)
+		require.Equal(t, opledger.OutcomeUncertain, got, "%s: %v", b, err)
+		require.Empty(t, res.Ref)
+
+		lookup := destination.LookupConfig{URL: srv.URL + "/find", Match: []destination.MatchConfig{{Record: "/id", Value: b}}}
+		h = newHTTP(t, destination.HTTPConfig{Name: "crm", URL: srv.URL + "/x", Ref: "/id", Lookup: &lookup})
+		_, err = h.Lookup(context.Background(), operation("k1", `{}`), nil)
+		require.ErrorContains(t, err, `the record found has no reference at "/id"`)
+	}
+}

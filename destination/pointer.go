@@ -111,6 +111,17 @@ func scalarString(v any) (string, bool) {
 	return "", false
 }
 
+// refString is v as an effect's reference: a string or a number, as
+// text. A boolean is none: every answer of a kind carries the same one,
+// so it would name no effect of its own (and a lookup by it would find
+// another operation's).
+func refString(v any) (string, bool) {
+	if _, isBool := v.(bool); isBool {
+		return "", false
+	}
+	return scalarString(v)
+}
+
 // jsonEqual compares two decoded JSON values; numbers compare by value, so
 // 2, 2.0 and 2e0 are equal.
 func jsonEqual(a, b any) bool {

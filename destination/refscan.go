@@ -48,7 +48,7 @@ const maxScanDepth = 10000
 
 // ScanRef reads one JSON answer from r, to its end, and returns the
 // reference at the destination's ref pointer as RefOf does for an answer
-// held whole (a string, number or boolean; a later duplicate key replaces
+// held whole (a string or number; a later duplicate key replaces
 // an earlier one). It holds only the bytes of the reference and of the
 // object keys on the pointer's way, never the answer, so an answer of any
 // size can be searched as it streams by. ok is false when the answer is
@@ -58,7 +58,8 @@ const maxScanDepth = 10000
 func (h *HTTP) ScanRef(r io.Reader) (ref string, ok bool) { return scanRef(r, h.ref.tokens) }
 
 // scanRef reads one JSON document from in, to its end, and returns the
-// string, number or boolean at the pointer tokens as RefOf would (a later duplicate key replaces an earlier one). It holds
+// string or number at the pointer tokens as RefOf would (a later
+// duplicate key replaces an earlier one). It holds
 // only the bytes of the reference and of the object keys on the pointer's
 // way, never the document, so an answer of any size can be searched as it
 // streams by. ok is false when the document is not JSON or has no
@@ -138,11 +139,11 @@ func (s *refScanner) value(depth int, onPath bool) error {
 		}
 		return err
 	case c == 't':
-		return s.literal("rue", target, "true")
+		return s.literal("rue") // a boolean is no reference (refString)
 	case c == 'f':
-		return s.literal("alse", target, "false")
+		return s.literal("alse")
 	case c == 'n':
-		return s.literal("ull", false, "")
+		return s.literal("ull")
 	}
 	return errNotJSON
 }
@@ -352,17 +353,14 @@ func (s *refScanner) number(first byte) ([]byte, error) {
 	return raw, nil
 }
 
-// literal reads the rest of true, false or null; a target true or false is
-// the reference as text.
-func (s *refScanner) literal(rest string, target bool, text string) error {
+// literal reads the rest of true, false or null, none of which is a
+// reference.
+func (s *refScanner) literal(rest string) error {
 	for i := 0; i < len(rest); i++ {
 		c, err := s.in.ReadByte()
 		if err != nil || c != rest[i] {
 			return errNotJSON
 		}
-	}
-	if target {
-		s.ref, s.found = text, true
 	}
 	return nil
 }
