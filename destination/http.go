@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 	"time"
 	"unicode/utf8"
 
@@ -431,7 +432,81 @@ func newTemplate(name, text string) (*template.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse template: %w", err)
 	}
+	guardPrinting(t)
 	return t, nil
+}
+
+// printedFunc names the function guardPrinting ends every printing
+// action with. It is added after parsing, so no template can call it.
+const printedFunc = "opledger_printed"
+
+// guardPrinting ends every action of t that prints its value ({{.Payload.name}},
+// not {{$x := …}}) with printedFunc, in every branch and defined template,
+// so that a value text/template would write as no content of the
+// operation (a null as "<no value>", an object as "map[…]", an array as
+// "[…]") fails the rendering instead: the call is then rejected with
+// nothing sent, a lookup not made, as for a missing field, rather than
+// "<no value>" sent in a body or stored as a reference.
+func guardPrinting(t *template.Template) {
+	t.Funcs(template.FuncMap{printedFunc: printed})
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil {
+			guardList(tt.Tree, tt.Tree.Root)
+		}
+	}
+}
+
+// guardList guards the actions of list and of the branches within it.
+func guardList(tree *parse.Tree, list *parse.ListNode) {
+	if list == nil {
+		return
+	}
+	for _, n := range list.Nodes {
+		switch n := n.(type) {
+		case *parse.ActionNode:
+			if len(n.Pipe.Decl) > 0 {
+				continue // {{$x := …}} prints nothing
+			}
+			action := n.String()
+			n.Pipe.Cmds = append(n.Pipe.Cmds, &parse.CommandNode{NodeType: parse.NodeCommand, Pos: n.Pos, Args: []parse.Node{
+				parse.NewIdentifier(printedFunc).SetTree(tree).SetPos(n.Pos),
+				&parse.StringNode{NodeType: parse.NodeString, Pos: n.Pos, Quoted: strconv.Quote(action), Text: action},
+			}})
+		case *parse.IfNode:
+			guardList(tree, n.List)
+			guardList(tree, n.ElseList)
+		case *parse.RangeNode:
+			guardList(tree, n.List)
+			guardList(tree, n.ElseList)
+		case *parse.WithNode:
+			guardList(tree, n.List)
+			guardList(tree, n.ElseList)
+		}
+	}
+}
+
+// printed is v, which the action (as the template writes it) prints,
+// unless text/template would print it as something the operation does
+// not hold (unprintedError).
+func printed(action string, v any) (any, error) {
+	switch v.(type) {
+	case nil:
+		return nil, &unprintedError{action: action, what: "null"}
+	case map[string]any:
+		return nil, &unprintedError{action: action, what: "an object"}
+	case []any:
+		return nil, &unprintedError{action: action, what: "an array"}
+	}
+	return v, nil
+}
+
+// unprintedError is printed's refusal of a value: the action that would
+// have printed it and what the value is, never the value.
+type unprintedError struct{ action, what string }
+
+func (e *unprintedError) Error() string {
+	return "the value is " + e.what + ", which would be written as no content of the operation; " +
+		"write {{json …}} to send it as JSON"
 }
 
 // urlTemplate parses a URL template whose scheme and host are literal, so

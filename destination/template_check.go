@@ -71,6 +71,12 @@ func checkTemplate(t *template.Template, dest string) error {
 	if err == nil {
 		return nil
 	}
+	if _, isUnprinted := errors.AsType[*unprintedError](err); isUnprinted {
+		// A null, object or array printed comes from the sample's empty
+		// payload (a missing field is null here), even where dot holds
+		// it ({{template "t" .Payload}}): the operation's own may fill it.
+		return nil
+	}
 	if action, _, ok := splitExecError(err); ok && readsPayload(action) {
 		return nil
 	}
@@ -247,6 +253,11 @@ func splitExecError(err error) (action, msg string, ok bool) {
 	if !errors.As(err, &ee) {
 		return "", "", false
 	}
+	// A value printed refused (guardPrinting) fails at the action that
+	// prints it, not at the function it appended.
+	if up, isUnprinted := errors.AsType[*unprintedError](err); isUnprinted {
+		return up.action, up.Error(), true
+	}
 	m := execError.FindStringSubmatch(ee.Error())
 	if m == nil {
 		return "", "", false
@@ -331,6 +342,8 @@ var quotesNoValue = regexp.MustCompile(`^(?:` +
 	`can't evaluate field \S+ in type .+|map has no entry for key "[^"]*"|nil pointer evaluating .+|` +
 	`wrong type for value; expected [^;]+; got .+|wrong number of args for \S+: (?:want|got) .+|` +
 	`invalid value; expected .+|` +
+	// printed's own (guardPrinting), which splitExecError unwraps.
+	`the value is (?:null|an object|an array), which would be written as no content of the operation; write \{\{json …\}\} to send it as JSON|` +
 	`error calling \S+: (?:arg \d+: )?(?:` +
 	`incompatible types for comparison: .+ and .+|invalid type for comparison|missing argument for comparison|` +
 	`len of type .+|len of nil pointer|index of untyped nil|index of nil pointer|` +
