@@ -33,6 +33,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/client"
 	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store/pgstore"
 	"github.com/opledger/opledger/internal/store/sqlitestore"
@@ -123,7 +124,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	msg := "opledger: " + oneLine(err.Error())
+	msg := "opledger: " + oneLine(err.Error()) + notTheAPI(cmd, err)
 	var ue usageError
 	if errors.As(err, &ue) {
 		// One line, as every error: where to read the usage is said on it.
@@ -136,6 +137,29 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, msg)
 	return ExitError
 }
+
+// notTheAPI is what an error adds when a command run with --server got
+// an answer that is no problem of the opledger API: another server's
+// plain "404 page not found" at a mistyped --server reads like a key or
+// route that does not exist. Nothing for the API's own problems. The
+// URL is not repeated: it may hold a password.
+func notTheAPI(cmd *cobra.Command, err error) string {
+	var ce *client.Error
+	if cmd == nil || !errors.As(err, &ce) || ce.Kind() != "" {
+		return ""
+	}
+	if f := cmd.Flags().Lookup("server"); f == nil || f.Value.String() == "" {
+		return ""
+	}
+	if strings.Contains(ce.Problem.Detail, notTheAPIPage) {
+		return " (is --server the address of an opledger serve?)"
+	}
+	return " (not an answer of the opledger API: is --server the address of an opledger serve?)"
+}
+
+// notTheAPIPage is how the client names an HTML page answered in place
+// of the API.
+const notTheAPIPage = "not an answer of the opledger API"
 
 // outputWriter is a command's standard output, keeping the first write
 // that failed (a full disk, a closed file): a command whose output was
