@@ -176,9 +176,6 @@ finish; every write a client got an answer for is already committed.`,
 				for _, w := range fc.DestinationNameWarnings(cfg.Destinations) {
 					log.Warn("a destination name of the configuration file is near one of the destinations file", "problem", w)
 				}
-				if len(opts.DestinationsRequiringApproval) > 0 {
-					log.Info("every operation for these destinations waits for approval", "destinations", opts.DestinationsRequiringApproval)
-				}
 			}
 			// What server.New would refuse (a destination timeout the
 			// executor's call limit would cut), refused before the ledger
@@ -213,6 +210,11 @@ finish; every write a client got an answer for is already committed.`,
 				return refusedDB(err)
 			}
 			defer l.Close()
+			// Said once the policy is in force: a server that refuses its
+			// configuration, its address or its store does not announce it.
+			if len(opts.DestinationsRequiringApproval) > 0 {
+				log.Info("every operation for these destinations waits for approval", "destinations", opts.DestinationsRequiringApproval)
+			}
 			srv, err := server.New(l, cfg)
 			if err != nil {
 				return err

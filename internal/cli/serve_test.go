@@ -399,6 +399,9 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 			": no such file or directory; config rules: read rules: stat " + filepath.Join(dir, "no-rules.yaml") + ": no such file or directory\n"},
 		{write("slow-config.yaml", "destinations: slow.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "slow.yaml") + ": line 5: executor: destination crm: its timeout 25s is not shorter than the executor's call limit 20s " +
 			"(two thirds of the lease 30s), which would cut its calls short and leave them uncertain: raise the lease (serve --lease) to 38s or more"},
+		// The approval policy is not announced by a server that then
+		// refuses its configuration: the refusal is the only line.
+		{write("approval-slow-config.yaml", "destinations: slow.yaml\nrequire_approval: [crm]\n"), "opledger: config destinations: " + filepath.Join(dir, "slow.yaml") + ": line 5: executor: destination crm: its timeout 25s is not shorter than the executor's call limit 20s "},
 	} {
 		for _, st := range testdb.Stores() {
 			dsn := st.NewDSN(t)
