@@ -494,18 +494,12 @@ func (c *Client) Get(ctx context.Context, key string) (*OperationDetail, error) 
 
 // List returns a page of operations, filtered and in the order o asks
 // for: newest first, or the held ones by review time
-// (opledger.OrderReview). o.ExceptCancelled cannot be sent over the API,
-// nor a state that is not one of opledger.StateNames: either is refused
-// (opledger.ErrInvalidInput) before anything is sent, never silently
-// dropped. A negative Limit is sent, and refused by the server
-// (opledger.ErrInvalidInput) as the library refuses it; so it is by
-// ListEvents and ListWorkflows.
+// (opledger.OrderReview). A state that is not one of opledger.StateNames
+// cannot be sent over the API: it is refused (opledger.ErrInvalidInput)
+// before anything is sent, never silently dropped. A negative Limit is
+// sent, and refused by the server (opledger.ErrInvalidInput) as the
+// library refuses it; so it is by ListEvents and ListWorkflows.
 func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error) {
-	if o.ExceptCancelled {
-		return nil, invalidInput("ListOptions.ExceptCancelled cannot be sent over the API; " +
-			"leave it false and skip the failed operations whose FailureKind is opledger.FailureCancelled " +
-			"or whose timeline holds the event \"workflow cancelled\"")
-	}
 	q := url.Values{}
 	var states []string
 	for _, s := range o.States {
@@ -529,6 +523,9 @@ func (c *Client) List(ctx context.Context, o opledger.ListOptions) (*opledger.Pa
 	}
 	if o.DuplicateEffects {
 		q.Set("duplicate_effects", "true")
+	}
+	if o.ExceptCancelled {
+		q.Set("except_cancelled", "true")
 	}
 	var page opledger.Page
 	if err := c.getList(ctx, "/v1/operations", q, &page); err != nil {

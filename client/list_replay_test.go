@@ -47,8 +47,8 @@ func TestListOptions(t *testing.T) {
 		return false
 	})
 
-	// Operations to tell the filters apart: owners, destinations, a
-	// cancelled one and a held one.
+	// Operations to tell the filters apart: owners, destinations,
+	// cancelled ones, a held one and a rejected one.
 	record := func(key, owner, dest string) {
 		t.Helper()
 		_, _, err := b.ledger.Record(ctx, opledger.Intent{Key: key, Action: "x.create", Destination: dest, Owner: owner})
@@ -76,6 +76,12 @@ func TestListOptions(t *testing.T) {
 	held, err := b.ledger.Get(ctx, "l:5")
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, held.State)
+	// A failed one no operator cancelled: the exception queue's.
+	record("l:6", "bo", "crm")
+	claim, err = b.ledger.Claim(ctx, "l:6", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = b.ledger.Report(ctx, "l:6", claim.AttemptID, claim.FencingToken, opledger.Report{Outcome: opledger.OutcomeRejected, Error: "invalid"})
+	require.NoError(t, err)
 
 	keys := func(p *opledger.Page) []string {
 		var ks []string
@@ -86,14 +92,15 @@ func TestListOptions(t *testing.T) {
 	}
 	// Every field the API takes gives what the library gives.
 	for name, o := range map[string]opledger.ListOptions{
-		"all":         {},
-		"states":      {States: []opledger.State{opledger.StatePending, opledger.StateHeld}},
-		"owner":       {Owner: "ana"},
-		"destination": {Destination: "mail"},
-		"duplicates":  {DuplicateEffects: true},
-		"review":      {Order: opledger.OrderReview},
-		"newest":      {Order: opledger.OrderNewest, Limit: 2},
-		"failed":      {States: []opledger.State{opledger.StateFailed}, Owner: "ana", Destination: "crm"},
+		"all":              {},
+		"states":           {States: []opledger.State{opledger.StatePending, opledger.StateHeld}},
+		"owner":            {Owner: "ana"},
+		"destination":      {Destination: "mail"},
+		"duplicates":       {DuplicateEffects: true},
+		"except cancelled": {States: []opledger.State{opledger.StateFailed}, ExceptCancelled: true},
+		"review":           {Order: opledger.OrderReview},
+		"newest":           {Order: opledger.OrderNewest, Limit: 2},
+		"failed":           {States: []opledger.State{opledger.StateFailed}, Owner: "ana", Destination: "crm"},
 	} {
 		want, err := b.ledger.List(ctx, o)
 		require.NoError(t, err, name)
@@ -110,8 +117,12 @@ func TestListOptions(t *testing.T) {
 			require.Equal(t, keys(want), keys(got), "%s, next page", name)
 		}
 	}
+	// The failed one that needs a decision, without the cancelled ones.
+	got, err := c.List(ctx, opledger.ListOptions{States: []opledger.State{opledger.StateFailed}, ExceptCancelled: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"l:6"}, keys(got))
 	// The held one, by review time.
-	got, err := c.List(ctx, opledger.ListOptions{Order: opledger.OrderReview})
+	got, err = c.List(ctx, opledger.ListOptions{Order: opledger.OrderReview})
 	require.NoError(t, err)
 	require.Equal(t, []string{"l:5"}, keys(got))
 
@@ -121,8 +132,6 @@ func TestListOptions(t *testing.T) {
 		o    opledger.ListOptions
 		text string
 	}{
-		"except cancelled": {opledger.ListOptions{ExceptCancelled: true, States: []opledger.State{opledger.StateFailed}},
-			"ListOptions.ExceptCancelled cannot be sent over the API"},
 		"two states in one": {opledger.ListOptions{States: []opledger.State{"pending,held"}}, "ListOptions.States: unknown state"},
 		"empty state":       {opledger.ListOptions{States: []opledger.State{opledger.StatePending, ""}}, "ListOptions.States: unknown state"},
 	} {
@@ -131,9 +140,9 @@ func TestListOptions(t *testing.T) {
 		require.ErrorContains(t, err, tc.text, name)
 		var e *client.Error
 		require.False(t, errors.As(err, &e), "%s: refused by the client, not the server: %v", name, err)
-		// The library refuses the same states, and takes ExceptCancelled.
+		// The library refuses the same states.
 		_, libErr := b.ledger.List(ctx, tc.o)
-		require.Equal(t, !tc.o.ExceptCancelled, errors.Is(libErr, opledger.ErrInvalidInput), name)
+		require.ErrorIs(t, libErr, opledger.ErrInvalidInput, name)
 	}
 	require.Equal(t, sentBefore, sent.Load(), "nothing was sent")
 }

@@ -129,7 +129,7 @@ func (s *server) getOperation(w http.ResponseWriter, r *http.Request) {
 }
 
 // listParams are the query parameters of GET /v1/operations.
-var listParams = []string{"state", "owner", "destination", "duplicate_effects", "order", "limit", "cursor"}
+var listParams = []string{"state", "owner", "destination", "duplicate_effects", "except_cancelled", "order", "limit", "cursor"}
 
 func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
@@ -153,6 +153,10 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if opts.DuplicateEffects, err = boolParam("duplicate_effects", q["duplicate_effects"]); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if opts.ExceptCancelled, err = boolParam("except_cancelled", q["except_cancelled"]); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -66,7 +66,7 @@ func TestQueryParameters(t *testing.T) {
 				}
 				return out
 			}
-			const opsTake = "this route takes state, owner, destination, duplicate_effects, order, limit, cursor"
+			const opsTake = "this route takes state, owner, destination, duplicate_effects, except_cancelled, order, limit, cursor"
 			const eventsTake = "this route takes source, status, limit, cursor"
 
 			// Unknown and misspelled parameters.

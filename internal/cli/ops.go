@@ -439,6 +439,7 @@ func newOpsListCmd() *cobra.Command {
 		order, cursor       string
 		limit               int
 		asJSON, duplicates  bool
+		exceptCancelled     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -446,6 +447,7 @@ func newOpsListCmd() *cobra.Command {
 		Example: `  opledger ops list --state held,uncertain,failed
   opledger ops list --order review
   opledger ops list --duplicate-effects
+  opledger ops list --state failed --except-cancelled   # the failed ones still to decide on
   opledger ops list --owner ops-team --json | jq .key
   opledger ops list --state failed --cursor CURSOR   # the next page, as the last one said
   opledger ops list --server http://127.0.0.1:8080 --token $TOKEN --state held`,
@@ -457,7 +459,7 @@ func newOpsListCmd() *cobra.Command {
 				return err
 			}
 			o := opledger.ListOptions{Owner: owner, Destination: dest, Limit: limit, Order: opledger.Order(order),
-				DuplicateEffects: duplicates, Cursor: cursor}
+				DuplicateEffects: duplicates, ExceptCancelled: exceptCancelled, Cursor: cursor}
 			if o.Order != opledger.OrderNewest && o.Order != opledger.OrderReview {
 				return usageError{fmt.Errorf("--order: unknown order %q (orders: %s, %s)", order, opledger.OrderNewest, opledger.OrderReview)}
 			}
@@ -512,6 +514,8 @@ func newOpsListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&order, "order", string(opledger.OrderNewest),
 		"newest: newest first; review: held operations only, earliest review first")
 	cmd.Flags().BoolVar(&duplicates, "duplicate-effects", false, "only operations whose destination acted more than once")
+	cmd.Flags().BoolVar(&exceptCancelled, "except-cancelled", false,
+		"leave out the failed operations an operator cancelled, or whose workflow an operator cancelled: with --state failed, the console's exception queue")
 	addLimitFlag(cmd, &limit, 100, opledger.MaxListLimit)
 	cmd.Flags().StringVar(&cursor, "cursor", "", cursorUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines for scripts")
