@@ -24,12 +24,21 @@ type WebhookSource struct {
 }
 
 func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
-	var ev opledger.Event
-	l, ok := s.begin(w, r, &ev)
+	l, ok := s.begin(w, r, nil)
 	if !ok {
 		return
 	}
-	if res, ok := s.intake(w, r, l, ev, eventsRoute, nil); ok {
+	// A request refused here records nothing: the sender is told, and
+	// this process counts it (opledger_event_requests_refused_total), as
+	// it counts a refused webhook delivery.
+	refuse := func(reason string) { s.refusedEventRequests.WithLabelValues(reason).Inc() }
+	var ev opledger.Event
+	if err := decode(r, s.opts.MaxJSONDepth, &ev); err != nil {
+		refuse(decodeKind(err))
+		s.writeError(w, r, err)
+		return
+	}
+	if res, ok := s.intake(w, r, l, ev, eventsRoute, refuse); ok {
 		s.writeJSON(w, r, intakeStatus(res), res)
 	}
 }

@@ -91,7 +91,11 @@ type server struct {
 	// refused before they became events (a bad signature): they too are
 	// recorded nowhere else.
 	refusedWebhooks *prometheus.CounterVec
-	ready           readiness
+	// refusedEventRequests counts, in this process, the requests to
+	// POST /v1/events refused before they became events (a malformed
+	// body), as refusedWebhooks counts a webhook's.
+	refusedEventRequests *prometheus.CounterVec
+	ready                readiness
 	// unserved holds the destination names noteUnserved has warned of.
 	unserved sync.Map
 }
@@ -138,8 +142,9 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	if opts.MetricsMaxAge == 0 {
 		opts.MetricsMaxAge = DefaultMetricsMaxAge
 	}
-	s := &server{ledger: l, opts: opts, log: opts.Logger, refusedEvents: newRefusedEvents(opts), refusedWebhooks: newRefusedWebhooks(opts)}
-	own := []prometheus.Collector{s.refusedEvents, s.refusedWebhooks}
+	s := &server{ledger: l, opts: opts, log: opts.Logger, refusedEvents: newRefusedEvents(opts), refusedWebhooks: newRefusedWebhooks(opts),
+		refusedEventRequests: newRefusedEventRequests()}
+	own := []prometheus.Collector{s.refusedEvents, s.refusedWebhooks, s.refusedEventRequests}
 	if n := opts.AbandonedCalls; n != nil {
 		own = append(own, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "opledger_executor_abandoned_calls",

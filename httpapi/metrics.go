@@ -300,9 +300,35 @@ func newRefusedWebhooks(opts Options) *prometheus.CounterVec {
 	return c
 }
 
+// refusedEventReasons are the reasons a request to POST /v1/events is
+// refused before it becomes an event: the problem types answered, but
+// invalid_key, counted as invalid_input (as a webhook's event id is).
+var refusedEventReasons = []string{"invalid_json", "invalid_input", "payload_too_large", "unsupported_media", "request_timeout"}
+
+// newRefusedEventRequests returns the counter of requests to
+// POST /v1/events refused before they became events, by reason (the
+// problem type answered, refusedEventReasons): the body of such a request
+// is no event (malformed JSON, an unknown member, no event id or one not
+// in the key syntax), or is too large, compressed or late. Nothing of them
+// is recorded, so it counts this process's refusals since it started; its
+// one label comes from that fixed list, never from the request (a source
+// or event id is the sender's text). Each reason starts at 0, so that a
+// first refusal is an increase to Prometheus.
+func newRefusedEventRequests() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "opledger_event_requests_refused_total",
+		Help: "Requests to POST /v1/events refused before they became events (a body that is no JSON event, no event id or type, a body too large or compressed), by reason: counted by this process since it started; nothing of them is recorded.",
+	}, []string{"reason"})
+	for _, reason := range refusedEventReasons {
+		c.WithLabelValues(reason)
+	}
+	return c
+}
+
 // metricsHandler serves /metrics: the ledger's figures, read at most once
 // per maxAge (negative: on every scrape), this process's own figures
-// (refused events and webhook deliveries, abandoned calls and lookups), the Go
+// (refused events, event requests and webhook deliveries, abandoned calls
+// and lookups), the Go
 // runtime's figures and, on SQLite, the process's waits for the file's
 // write lock.
 func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, destinations []string, own ...prometheus.Collector) http.Handler {
