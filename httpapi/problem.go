@@ -65,6 +65,7 @@ var titles = map[string]string{
 	"no_upstream":              "No upstream for this path",
 	"upstream_conflict":        "The key was recorded for another upstream",
 	"request_timeout":          "The request body did not arrive in time",
+	"key_scope_changed":        "The upstream's key scope differs from the one its operations were recorded under",
 }
 
 // WriteProblem writes an RFC 9457 problem response of the stable kind

@@ -39,7 +39,7 @@ func TestProblemTitles(t *testing.T) {
 		"unsupported_media", "internal", "unavailable", "store_busy", "store_full", "schema_newer", "mapping_failed", "destination_not_served",
 		// The Idempotency-Key proxy's.
 		"idempotency_key_required", "invalid_idempotency_key", "upstream_response_lost",
-		"upstream_unreachable", "upstream_conflict", "no_upstream", "request_timeout",
+		"upstream_unreachable", "upstream_conflict", "no_upstream", "request_timeout", "key_scope_changed",
 	} {
 		rec := httptest.NewRecorder()
 		httpapi.WriteProblem(rec, httptest.NewRequest(http.MethodGet, "/v1/stats", nil), http.StatusConflict, kind, "detail", nil)
