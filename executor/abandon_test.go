@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -16,29 +17,176 @@ import (
 
 // stuck is a Go destination whose calls ignore their context: each waits
 // until the test releases them, however long after its deadline.
+// Its capabilities are caps; a call returns err if set, else a success.
 type stuck struct {
 	started chan struct{}
 	release chan struct{}
 	n       atomic.Int32
+	caps    destination.Capabilities
+	err     error
 }
 
 func (s *stuck) Name() string                           { return "stuck" }
-func (s *stuck) Capabilities() destination.Capabilities { return destination.Capabilities{} }
+func (s *stuck) Capabilities() destination.Capabilities { return s.caps }
 func (s *stuck) Call(_ context.Context, _ opledger.Call) (opledger.Result, error) {
 	n := s.n.Add(1)
 	s.started <- struct{}{}
 	<-s.release
+	if s.err != nil {
+		return opledger.Result{}, s.err
+	}
 	return opledger.Result{Ref: "late-" + strconv.Itoa(int(n))}, nil
+}
+
+// abandonRig is a rig whose only Go destination is s, with a call limit
+// of 200ms, and the DSN of its store in dsn.
+func abandonRig(t *testing.T, newDSN func(testing.TB) string, s *stuck, dsn *string) *testrig.Rig {
+	return testrig.New(t, func(tb testing.TB) string {
+		*dsn = newDSN(tb)
+		return *dsn
+	}, func(o *testrig.Options) {
+		o.Extra = []destination.Destination{s}
+		o.YAML = "destinations:\n  - name: fast\n    url: @URL@/records\n    ref: /id\n    timeout: 100ms\n"
+		o.Executor.Lease = 30 * time.Second
+		o.Executor.CallTimeout = 200 * time.Millisecond
+	})
+}
+
+// protectable is the capability that gives an uncertain operation of the
+// stuck destination a protected retry at once, on reconciliation.
+var protectable = destination.Capabilities{IdempotencyKey: &destination.IdempotencyKey{Header: "Idempotency-Key", Retention: 24 * time.Hour}}
+
+// TestAbandonedCallKeepsItsClaim: while an abandoned call runs, no other
+// process sharing the store may send its operation again. It used to be
+// recorded uncertain at once, known to be running only to its own
+// executor: another process's reconciler gave it a protected retry, and
+// another process's worker claimed and sent it beside the call still
+// running, a second effect. The executor now keeps the claim, extending
+// its lease, until the call returns: a second ledger on the same store,
+// long after the first lease would have run out, can neither settle the
+// lease nor claim the operation; once the call returns, its outcome is
+// reported under the claim and the operation is claimable again.
+func TestAbandonedCallKeepsItsClaim(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		s := &stuck{started: make(chan struct{}, 1), release: make(chan struct{}), caps: protectable,
+			err: opledger.Retryable(errors.New("busy"), time.Minute)}
+		var dsn string
+		r := abandonRig(t, newDSN, s, &dsn)
+		kept := make(chan struct{}, 1)
+		r.Exec.SetLeaseKept(func() {
+			select {
+			case kept <- struct{}{}:
+			default:
+			}
+		})
+		r.Exec.SetLeaseRenewal(10 * time.Millisecond)
+		ended := make(chan struct{}, 1)
+		r.Exec.SetAbandonedEnded(func() { ended <- struct{}{} })
+		released := false
+		defer func() {
+			if !released {
+				close(s.release)
+			}
+		}()
+		other, err := opledger.Open(r.Ctx, dsn, opledger.Options{Worker: "other", Lease: 10 * time.Second, Clock: r.Clock.Func})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, other.Close()) }()
+
+		r.Record("stuck:1", "stuck", `{}`)
+		op := r.Step()
+		require.Equal(t, 1, r.Exec.AbandonedCalls())
+		require.Equal(t, opledger.StateInProgress, op.State, "the claim is kept while the call runs")
+		require.Contains(t, r.Logs(), "destination call abandoned")
+
+		// Twice two thirds of the lease pass by the ledger's clock, each
+		// time until an extension has landed: the first lease has long
+		// run out.
+		for range 2 {
+			r.Clock.Advance(20 * time.Second)
+			now, err := r.Ledger.Now(r.Ctx)
+			require.NoError(t, err)
+			for r.Get("stuck:1").LeaseExpiresAt.Before(now.Add(30 * time.Second).Truncate(time.Microsecond)) {
+				<-kept
+			}
+		}
+		// Another process's sweep, reconciler and worker find nothing to do.
+		settled, err := other.ExpireLeases(r.Ctx)
+		require.NoError(t, err)
+		require.Zero(t, settled, "the lease is kept")
+		r.Reconcile()
+		_, err = other.ClaimNext(r.Ctx, opledger.ClaimNextOptions{AllTenants: true})
+		require.ErrorIs(t, err, opledger.ErrNothingDue, "the operation is not claimed beside the call still running")
+		require.EqualValues(t, 1, s.n.Load())
+		require.Equal(t, opledger.StateInProgress, r.Get("stuck:1").State)
+
+		close(s.release)
+		released = true
+		<-ended
+		require.Zero(t, r.Exec.AbandonedCalls())
+		op = r.Get("stuck:1")
+		require.Equal(t, opledger.StatePending, op.State, "its retryable outcome is reported under the claim")
+		require.Contains(t, op.LastError, "busy")
+		require.Contains(t, r.Logs(), "abandoned destination call returned")
+
+		r.Clock.Advance(time.Hour)
+		c, err := other.ClaimNext(r.Ctx, opledger.ClaimNextOptions{AllTenants: true})
+		require.NoError(t, err, "claimable again once the call has returned")
+		require.Equal(t, 2, c.Operation.AttemptCount)
+		_, err = other.Release(r.Ctx, c.Operation.Key, c.AttemptID, c.FencingToken, "test done")
+		require.NoError(t, err)
+	})
+}
+
+// TestAbandonedCallIsNotReclaimedEveryPoll: while an abandoned call runs,
+// its executor used to claim the operation's due retry (a protected one,
+// given at the reconciliation of the uncertain attempt) and give it back
+// at every poll, each time with an abandoned attempt and two timeline
+// entries. With the claim kept there is nothing due: the timeline and the
+// attempts stay as they were.
+func TestAbandonedCallIsNotReclaimedEveryPoll(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		s := &stuck{started: make(chan struct{}, 1), release: make(chan struct{}), caps: protectable}
+		var dsn string
+		r := abandonRig(t, newDSN, s, &dsn)
+		ended := make(chan struct{}, 1)
+		r.Exec.SetAbandonedEnded(func() { ended <- struct{}{} })
+		released := false
+		defer func() {
+			if !released {
+				close(s.release)
+			}
+		}()
+		r.Record("stuck:1", "stuck", `{}`)
+		r.Step()
+		events, attempts := r.Events("stuck:1"), len(r.Attempts("stuck:1"))
+		for range 3 {
+			r.Reconcile()
+			require.Nil(t, r.Step(), "nothing is due")
+		}
+		require.Equal(t, events, r.Events("stuck:1"), "the timeline does not grow at each poll")
+		require.Len(t, r.Attempts("stuck:1"), attempts)
+		require.EqualValues(t, 1, s.n.Load())
+
+		close(s.release)
+		released = true
+		<-ended
+		op := r.Get("stuck:1")
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, "late-1", op.DestinationRef)
+	})
 }
 
 // TestCallIgnoringItsContextIsAbandoned: a destination call that ignores
 // its context no longer holds its worker for ever. Once its time limit
 // and the grace after it have passed, the executor stops waiting: the
-// attempt is recorded uncertain (it may have acted), the worker goes on
+// claim is kept (the operation stays in progress), the worker goes on
 // with the next operation, the abandoned call is counted while it runs,
 // and the operation is not sent again while it runs. When it returns at
-// last, its outcome is kept as a late report. (The single worker used to
-// wait for the first call for ever and dispatch nothing else.)
+// last, its outcome is reported under the claim it kept meanwhile. (The
+// single worker used to wait for the first call for ever and dispatch
+// nothing else.)
 func TestCallIgnoringItsContextIsAbandoned(t *testing.T) {
 	t.Parallel()
 	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
@@ -77,32 +225,27 @@ func TestCallIgnoringItsContextIsAbandoned(t *testing.T) {
 
 		for _, key := range []string{"stuck:1", "stuck:2"} {
 			op := r.Get(key)
-			require.Equal(t, opledger.StateUncertain, op.State, "the call may have acted")
-			require.Contains(t, op.LastError, "did not return within 200ms of its claim")
-			require.Contains(t, op.LastError, "abandoned, still running")
+			require.Equal(t, opledger.StateInProgress, op.State, "the claim is kept while the call runs")
+			require.True(t, op.Dispatched)
 		}
 		require.Contains(t, r.Logs(), "destination call abandoned")
 		require.Contains(t, r.Logs(), "abandoned_calls=2")
 
-		// Not sent again while the abandoned call runs: an operator's
-		// retry is claimed and given back, nothing sent.
-		_, _, err := r.Ledger.Resolve(r.Ctx, "stuck:1", opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again"})
-		require.NoError(t, err)
-		require.Nil(t, r.Step(), "the claim is given back")
+		// Not sent again while the abandoned call runs: nothing is due.
+		require.Nil(t, r.Step())
 		require.EqualValues(t, 2, s.n.Load(), "nothing was sent again")
-		op := r.Get("stuck:1")
-		require.Equal(t, opledger.StatePending, op.State)
-		require.Contains(t, r.Evidence("stuck:1", "released before dispatch"), "still running")
 
 		close(s.release)
 		released = true
 		<-ended
 		<-ended
 		require.Zero(t, r.Exec.AbandonedCalls())
-		// Its late success settles the operation it left uncertain.
-		op = r.Get("stuck:2")
-		require.Equal(t, opledger.StateSucceeded, op.State, r.Logs())
-		require.Equal(t, "late-2", op.DestinationRef)
+		// What each returned at last is reported under its claim.
+		for _, key := range []string{"stuck:1", "stuck:2"} {
+			op := r.Get(key)
+			require.Equal(t, opledger.StateSucceeded, op.State, r.Logs())
+			require.Contains(t, []string{"late-1", "late-2"}, op.DestinationRef)
+		}
 		require.Contains(t, r.Logs(), "abandoned destination call returned")
 	})
 }

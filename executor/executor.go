@@ -10,9 +10,10 @@
 // drive the executor step by step.
 //
 // A destination call that ignores its context is not waited for past its
-// limit (Config.CallTimeout) and a short grace: it is abandoned, its
-// attempt recorded uncertain, and counted (AbandonedCalls) until it
-// returns; see Config.CallTimeout.
+// limit (Config.CallTimeout) and a short grace: it is abandoned, and
+// counted (AbandonedCalls) until it returns, its claim kept (the lease
+// extended) meanwhile so that no process sends the operation again beside
+// it; see Config.CallTimeout.
 //
 // Logs carry the tenant, destination, attempt id, outcome and state, never
 // operation keys, idempotency keys, payloads or credentials.
@@ -74,13 +75,20 @@ type Config struct {
 	// A call that ignores its context and has not returned half the
 	// time between CallTimeout and Lease (at most 2 s) after its
 	// deadline, or after Stop cancelled it, is abandoned: the worker
-	// stops waiting and goes on, the attempt is recorded uncertain (it
-	// may have acted) as a call that timed out is, and an ERROR line says
-	// so once. The call's goroutine runs on, counted by AbandonedCalls;
-	// this executor sends its operation nothing more while it runs (a
-	// retry it claims meanwhile is given back, nothing sent), and what
-	// the call returns at last is recorded as a late report (a late
-	// success still settles the operation).
+	// stops waiting and goes on, and an ERROR line says so once. The
+	// call's goroutine runs on, counted by AbandonedCalls, and the
+	// attempt keeps its claim: the executor extends its lease (by Lease,
+	// every third of it) until the call returns, so the operation stays
+	// in progress and no worker of any process sharing the store claims
+	// it and sends it again meanwhile, nor does a lease sweep make it
+	// uncertain. What the call returns at last is reported under the
+	// claim, as any outcome. A process that exits meanwhile leaves the
+	// operation to its lease, which makes it uncertain; a store that does
+	// not take the extensions for a whole lease loses the claim the same
+	// way (logged at WARN), and the call's outcome is then kept as a late
+	// report (a late success still settles the operation), while this
+	// executor gives back any retry of it that it claims before the call
+	// returns.
 	CallTimeout time.Duration
 	// PollInterval is how long a worker waits after finding nothing due.
 	// Default 1 s.
@@ -118,7 +126,8 @@ type Executor struct {
 	callGrace time.Duration
 	// abandonedMu guards abandoned: the calls abandoned and still
 	// running, by operation (tenant, key), so that none is sent again
-	// while one runs. AbandonedCalls counts them.
+	// while one runs even when its claim was lost. AbandonedCalls counts
+	// them.
 	abandonedMu sync.Mutex
 	abandoned   map[operationRef]int
 
@@ -132,6 +141,10 @@ type Executor struct {
 	beforeDispatch func(stop context.Context)
 	afterSweep     func(settled int, err error)
 	abandonedEnded func()
+	leaseKept      func()
+	// leaseRenewal is how often the lease of an abandoned call still
+	// running is extended: a third of the lease.
+	leaseRenewal time.Duration
 }
 
 // New returns an executor for l; it runs nothing until Start or RunOnce.
@@ -153,7 +166,7 @@ func New(l *opledger.Ledger, cfg Config) (*Executor, error) {
 	}
 	return &Executor{ledger: l, dests: cfg.Destinations, names: cfg.Destinations.Names(), cfg: cfg,
 		log: cfg.Logger.With("component", "executor"), stopping: make(chan struct{}),
-		callGrace: min(maxCallGrace, (cfg.Lease-cfg.CallTimeout)/2), abandoned: map[operationRef]int{}}, nil
+		callGrace: min(maxCallGrace, (cfg.Lease-cfg.CallTimeout)/2), abandoned: map[operationRef]int{}, leaseRenewal: cfg.Lease / 3}, nil
 }
 
 // maxCallGrace bounds how long a worker waits for a destination call
@@ -163,20 +176,18 @@ func New(l *opledger.Ledger, cfg Config) (*Executor, error) {
 // this.
 const maxCallGrace = 2 * time.Second
 
-// lateReportTimeout bounds the report of what an abandoned call returned.
-const lateReportTimeout = time.Minute
-
 // operationRef names an operation of any tenant.
 type operationRef struct{ tenant, key string }
 
 // AbandonedCalls is the number of destination calls this executor
 // abandoned that are still running: calls that ignored their context
 // and did not return within the call limit (CallTimeout) and a short
-// grace after it (or after Stop cancelled them). Each was recorded
-// uncertain when it was abandoned; its goroutine runs on, and what it
-// returns at last is recorded as a late report. A number that does not
-// come back to 0 means a destination whose calls never return: each
-// holds a goroutine and what the call holds (a connection, memory).
+// grace after it (or after Stop cancelled them). Each keeps its claim,
+// its operation in progress, until it returns; what it returns at last
+// is reported then. A number that does not come back to 0 means a
+// destination whose calls never return: each holds a goroutine, what
+// the call holds (a connection, memory) and its operation, in progress
+// for as long as this process runs.
 func (e *Executor) AbandonedCalls() int {
 	e.abandonedMu.Lock()
 	defer e.abandonedMu.Unlock()
@@ -360,7 +371,9 @@ const stopGrace = 5 * time.Second
 // the report left it, or nil when nothing was due (or the claim was given
 // back because ctx ended before dispatch). Cancelling ctx during the call
 // cancels the call; the outcome is reported regardless (a call that
-// ignores the cancel is abandoned, as in Config.CallTimeout). A destination
+// ignores the cancel is abandoned, as in Config.CallTimeout: RunOnce then
+// returns the operation in progress, its claim kept until the call
+// returns, and its outcome reported then). A destination
 // whose Call panics does not panic RunOnce: the attempt is recorded
 // uncertain ("destination panicked: …"), as Start's workers do.
 func (e *Executor) RunOnce(ctx context.Context) (*opledger.Operation, error) {
@@ -419,7 +432,9 @@ func (e *Executor) Start(ctx context.Context) error {
 // elsewhere, a partition) has its writes cancelled: an outcome not
 // recorded then leaves its operation to its lease, which makes it
 // uncertain, never lost. A call that ignores the cancel is abandoned as
-// in Config.CallTimeout: Stop does not wait for it. Stop returns when
+// in Config.CallTimeout: Stop does not wait for it, and its claim is kept
+// while the ledger stays open (a process that exits leaves it to its
+// lease). Stop returns when
 // every worker goroutine has ended: with an error wrapping ctx's that says what was cut off (calls,
 // writes to the store), or nil when nothing was.
 //
@@ -536,8 +551,9 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed b
 	}
 	if e.stillRunning(c.Operation) {
 		// A call of an earlier attempt, abandoned at its limit, may still
-		// act: nothing is sent beside it. The claim is given back and
-		// the worker pauses, as when nothing is due.
+		// act, and its claim was lost (keepClaim could not extend it):
+		// nothing is sent beside it. The claim is given back and the
+		// worker pauses, as when nothing is due.
 		tl, err := e.ledger.WithTenant(c.Operation.Tenant)
 		if err != nil {
 			return nil, false, fmt.Errorf("attempt %s: %w", c.AttemptID, err)
@@ -605,7 +621,8 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	// A protected retry's call fits in its window: the claim holds one
 	// whose window closes within CallTimeout of the claim (ClaimNext's
 	// CallTimeout), and the call's deadline counts from the claim too.
-	if _, err := tl.Dispatch(bg, op.Key, c.AttemptID, c.FencingToken); err != nil {
+	dispatched, err := tl.Dispatch(bg, op.Key, c.AttemptID, c.FencingToken)
+	if err != nil {
 		if errors.Is(err, opledger.ErrStaleFencingToken) {
 			log.Warn("claim lost before dispatch; nothing was sent")
 			return nil, nil
@@ -665,7 +682,7 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	stopCause := context.Cause(r.calls)
 	e.calling.Add(-1)
 	if !ok {
-		return e.abandon(r, bg, tl, c, callCtx, done, stopCause, log)
+		return e.abandon(bg, tl, c, dispatched, callCtx, done, stopCause, log)
 	}
 	return e.finish(r, bg, tl, c, reportFor(out.res, out.err, stopCause), log)
 }
@@ -696,43 +713,93 @@ func (e *Executor) awaitCall(callCtx context.Context, done <-chan callOutcome) (
 	}
 }
 
-// abandon records the attempt of a call that did not return within its
-// limit and the grace after it as a call that timed out would have been:
-// uncertain (it may have acted), with the cause of its context's end. The
-// worker goes on; the call's goroutine runs on, counted by
-// AbandonedCalls, and the operation is not sent again by this executor
-// while it runs (step). What the call returns at last is reported as a
-// late report: a late success still settles the operation.
-func (e *Executor) abandon(r run, bg context.Context, tl *opledger.Ledger, c *opledger.Claim, callCtx context.Context,
-	done <-chan callOutcome, stopCause error, log *slog.Logger) (*opledger.Operation, error) {
-	op := c.Operation
+// abandon stops waiting for a call that did not return within its limit
+// and the grace after it (it ignores its context), and returns op, the
+// operation as its dispatch mark left it (in progress). The worker goes
+// on; the call's goroutine runs on, counted by AbandonedCalls. The claim
+// is kept while it runs: its lease is extended (keepClaim), so that no
+// worker of any process, sharing the store, claims the operation and
+// sends it again beside the call, and no lease sweep makes it uncertain.
+// What the call returns at last is reported under the claim, as any
+// outcome is; a claim lost meanwhile (a store that did not take the
+// extensions for a whole lease) makes it a late report, and a late
+// success still settles the operation.
+func (e *Executor) abandon(bg context.Context, tl *opledger.Ledger, c *opledger.Claim, op *opledger.Operation,
+	callCtx context.Context, done <-chan callOutcome, stopCause error, log *slog.Logger) (*opledger.Operation, error) {
 	running := e.countAbandoned(op, 1)
-	limit := e.cfg.CallTimeout
-	why := opledger.Uncertain(fmt.Errorf("the destination call did not return within %s of its claim (the executor's call limit) and %s after its context ended: abandoned, still running, it may have acted: %w",
-		limit, e.callGrace, context.Cause(callCtx)))
-	log.Error("destination call abandoned: it ignored its context and did not return in time; the attempt is recorded uncertain, and the operation is not sent again while the call runs",
-		"call_limit", limit, "grace", e.callGrace, "abandoned_calls", running)
+	log.Error("destination call abandoned: it ignored its context and did not return in time; its claim is kept, the lease extended, until it returns, so that the operation is not sent again meanwhile",
+		"call_limit", e.cfg.CallTimeout, "grace", e.callGrace, "abandoned_calls", running, "cause", context.Cause(callCtx))
+	// Stop may end the store's context meanwhile: the claim is still
+	// worth keeping, and the outcome recording, while the ledger is open.
+	store := context.WithoutCancel(bg)
+	stopKeeping := e.keepClaim(store, tl, c, log)
 	go func() {
 		out := <-done
-		late := reportFor(out.res, out.err, nil)
-		// Stop may have ended the store's context meanwhile: the late
-		// report is still worth recording while the ledger is open.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(bg), lateReportTimeout)
-		_, err := tl.Report(ctx, op.Key, c.AttemptID, c.FencingToken, late)
-		cancel()
+		stopKeeping()
+		report := reportFor(out.res, out.err, stopCause)
+		// Tried again, as any outcome is, when the store fails for a moment.
+		after, err := e.report(run{store: store}, store, tl, c, report, log)
 		running := e.countAbandoned(op, -1)
-		if stale := (*opledger.StaleError)(nil); err != nil && !errors.As(err, &stale) {
-			log.Warn("an abandoned destination call returned, and recording its outcome failed", "outcome", late.Outcome,
-				"abandoned_calls", running, "error", redact.Keys(op.Key, err))
-		} else {
-			log.Info("abandoned destination call returned; its outcome is kept as a late report", "outcome", late.Outcome,
-				"abandoned_calls", running)
+		var stale *opledger.StaleError
+		switch {
+		case err == nil:
+			log.Info("abandoned destination call returned; its outcome is reported", "outcome", report.Outcome,
+				"state", after.State, "abandoned_calls", running)
+			advanceWorkflow(store, tl, after, log)
+		case errors.As(err, &stale):
+			log.Warn("abandoned destination call returned after its claim was lost; its outcome is kept as a late report",
+				"outcome", report.Outcome, "state", stale.Operation.State, "abandoned_calls", running)
+			advanceWorkflow(store, tl, stale.Operation, log)
+		default:
+			log.Warn("an abandoned destination call returned, and recording its outcome failed (its lease will make the operation uncertain)",
+				"outcome", report.Outcome, "abandoned_calls", running, "error", redact.Keys(op.Key, err))
 		}
 		if e.abandonedEnded != nil {
 			e.abandonedEnded()
 		}
 	}()
-	return e.finish(r, bg, tl, c, reportFor(opledger.Result{}, why, stopCause), log)
+	return op, nil
+}
+
+// keepClaim extends the lease of c, at once and then every third of the
+// lease, until the returned stop is called: the claim of an abandoned
+// call still running. It gives up when the claim is lost (a *StaleError:
+// the lease ran out before an extension landed) or the ledger closes; a
+// store that failed for a moment is tried again at the next turn.
+func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledger.Claim, log *slog.Logger) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(e.leaseRenewal)
+		defer tick.Stop()
+		for {
+			_, err := tl.ExtendLease(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, e.cfg.Lease)
+			var stale *opledger.StaleError
+			switch {
+			case err == nil:
+				if e.leaseKept != nil {
+					e.leaseKept()
+				}
+			case errors.As(err, &stale), errors.Is(err, opledger.ErrClosed):
+				log.Warn("the claim of an abandoned destination call still running was lost: the operation may be claimed and sent again beside it",
+					"error", redact.Keys(c.Operation.Key, err))
+				return
+			default:
+				log.Warn("extending the lease of an abandoned destination call still running failed; trying again",
+					"error", redact.Keys(c.Operation.Key, err))
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 // maxPanicText bounds the text of a recovered panic's value in the

@@ -1,6 +1,9 @@
 package executor
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // SetBeforeDispatch installs a hook that runs between claim and dispatch.
 func (e *Executor) SetBeforeDispatch(f func(stop context.Context)) { e.beforeDispatch = f }
@@ -14,3 +17,11 @@ func (e *Executor) StopBegun() <-chan struct{} { return e.stopping }
 // SetAbandonedEnded installs a hook that runs when an abandoned call has
 // returned and its late report was made.
 func (e *Executor) SetAbandonedEnded(f func()) { e.abandonedEnded = f }
+
+// SetLeaseKept installs a hook that runs after each extension of the
+// lease of an abandoned call still running.
+func (e *Executor) SetLeaseKept(f func()) { e.leaseKept = f }
+
+// SetLeaseRenewal sets how often the lease of an abandoned call still
+// running is extended.
+func (e *Executor) SetLeaseRenewal(d time.Duration) { e.leaseRenewal = d }
