@@ -36,7 +36,8 @@ type Call struct {
 	// to uncertain, and its reconciliation decides again (held once the
 	// retention has ended). The zero time on an attempt that is not
 	// protected. Do checks the window when it claims and when it marks
-	// the dispatch, not during the action.
+	// the dispatch, and ends the action's context when the window ends
+	// (its cause says so).
 	ProtectedUntil time.Time
 }
 
@@ -125,6 +126,16 @@ type Action func(ctx context.Context, call Call) (Result, error)
 // attempt no longer holds the operation returns that *StaleError or
 // *StateError with the operation as it is.
 //
+// A protected retry (Call.Protected) is bounded by its window, as the
+// executor bounds its calls: the action's context ends at
+// Call.ProtectedUntil (context.DeadlineExceeded, with a cause that says
+// the window ended), so that an action started just before the window
+// closes does not go on past it, when the destination may have
+// forgotten its idempotency key. An action that returns with that
+// context's error is recorded as its error says (uncertain unless it
+// says nothing was sent), and the operation's reconciliation decides
+// again.
+//
 // When the action panics, Do records the attempt uncertain ("action
 // panicked: …": it may have sent the request) and panics again with the
 // same value.
@@ -148,6 +159,7 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 		return nil, invalidInput("an action is required: Do was given a nil action; nothing was recorded")
 	}
 	// Record and claim in one transaction.
+	claimStart := time.Now() // no later than the claim
 	claim, err := l.Claim(ctx, in.Key, ClaimOptions{Intent: &in})
 	var se *StateError
 	if errors.As(err, &se) && se.State == StateSucceeded {
@@ -171,6 +183,8 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 		const why = "context ended before the action started; nothing sent"
 		return l.finish(ctx, in.Key, claim, Report{Outcome: OutcomeRetryable, Error: why}, Result{}, fmt.Errorf("%s: %w", why, err))
 	}
+	actCtx, cancel := l.protectedCallContext(ctx, claim, claimStart)
+	defer cancel()
 	returned := false
 	defer func() {
 		if returned {
@@ -188,11 +202,27 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 			panic(v)
 		}
 	}()
-	res, actErr := action(ctx, Call{Operation: claim.Operation, AttemptID: claim.AttemptID,
+	res, actErr := action(actCtx, Call{Operation: claim.Operation, AttemptID: claim.AttemptID,
 		IdempotencyKey: claim.IdempotencyKey, Protected: claim.Protected, ProtectedUntil: claim.ProtectedUntil})
 	returned = true
 	report, actErr := reportOf(res, actErr)
 	return l.finish(ctx, in.Key, claim, report, res, actErr)
+}
+
+// protectedCallContext is the context of the action of claim, which
+// ClaimOptions made at claimStart or later: ctx, and for a protected retry
+// one that ends when its window does (Claim.ProtectedUntil, by the
+// store's clock, mapped to this machine's from the claim's lease), so
+// that the action, started before the window closes, does not run past
+// it, as the executor bounds its calls. Its cause says so.
+func (l *Ledger) protectedCallContext(ctx context.Context, claim *Claim, claimStart time.Time) (context.Context, context.CancelFunc) {
+	if !claim.Protected || claim.ProtectedUntil.IsZero() {
+		return ctx, func() {}
+	}
+	claimedAt := claim.LeaseExpiresAt.Add(-l.opts.Lease) // by the store's clock
+	return context.WithDeadlineCause(ctx, claimStart.Add(claim.ProtectedUntil.Sub(claimedAt)),
+		fmt.Errorf("%w: the protected retry's window ended at %s (Call.ProtectedUntil): the destination may forget its idempotency key, and a call after it could repeat the effect",
+			context.DeadlineExceeded, claim.ProtectedUntil.Format(time.RFC3339Nano)))
 }
 
 // ReportOf is the Report to record for a call to a destination that

@@ -3,6 +3,7 @@ package opledger_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -335,4 +336,50 @@ func TestDoCallCarriesProtectedUntil(t *testing.T) {
 	require.True(t, calls[1].Protected)
 	require.True(t, calls[1].ProtectedUntil.Equal(*calls[1].Operation.ProtectedUntil), "the claim's window: %v", calls[1].ProtectedUntil)
 	require.False(t, calls[1].ProtectedUntil.IsZero())
+}
+
+// Do bounds the action of a protected retry by its window, as the
+// executor bounds its calls: the action's context ends when the window
+// does. It used to carry no deadline at all, so that an action started
+// just before the window closed could go on past it, when the
+// destination may have forgotten its idempotency key and repeat the
+// effect. On both stores.
+func TestDoBoundsProtectedRetryByItsWindow(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := newManualClock()
+			l, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{Clock: clock.Map})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			in := opledger.Intent{Key: "charge:1", Action: "payment.charge", Destination: "payment", Payload: json.RawMessage(`{"amount":5}`)}
+			_, err = l.Do(ctx, in, func(context.Context, opledger.Call) (opledger.Result, error) {
+				return opledger.Result{}, errors.New("no answer")
+			})
+			require.Error(t, err)
+			op, err := l.Reconcile(ctx, in.Key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"})
+			require.NoError(t, err)
+			require.True(t, op.Protected)
+
+			// The retry is claimed 100ms before its window closes.
+			const left = 100 * time.Millisecond
+			clock.Advance(op.ProtectedUntil.Sub(*op.FirstDispatchedAt) - left)
+			var cause error
+			op, err = l.Do(ctx, in, func(ctx context.Context, call opledger.Call) (opledger.Result, error) {
+				require.True(t, call.Protected)
+				deadline, ok := ctx.Deadline()
+				require.True(t, ok, "the action of a protected retry has a deadline")
+				require.False(t, deadline.After(time.Now().Add(left)), "no later than the window's end")
+				<-ctx.Done()
+				cause = context.Cause(ctx)
+				return opledger.Result{}, ctx.Err()
+			})
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorIs(t, cause, context.DeadlineExceeded)
+			require.ErrorContains(t, cause, "the protected retry's window ended")
+			require.Equal(t, opledger.StateUncertain, op.State, "the action may have acted")
+		})
+	}
 }
