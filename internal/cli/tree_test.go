@@ -11,7 +11,9 @@ import (
 
 // TestEveryParentRefusesUnknownSubcommands walks the whole command tree, so
 // that a parent command added later is held to the same rule: alone it
-// prints its help (0); with an unknown subcommand it is a usage error (2).
+// prints its help (0); with an unknown subcommand it is a usage error (2),
+// said as one, also when flags follow it (opledger ops bogus --db X),
+// which the parent does not have.
 func TestEveryParentRefusesUnknownSubcommands(t *testing.T) {
 	var parents [][]string
 	var walk func(c *cobra.Command, path []string)
@@ -30,11 +32,14 @@ func TestEveryParentRefusesUnknownSubcommands(t *testing.T) {
 		require.Equal(t, ExitOK, Main(path, &stdout, &stderr), "%v alone: %s", path, stderr.String())
 		require.Contains(t, stdout.String(), "Usage:", "%v alone prints its help", path)
 
-		stdout.Reset()
-		stderr.Reset()
-		require.Equal(t, ExitUsage, Main(append(path, "no-such-command"), &stdout, &stderr), "%v no-such-command: %s", path, stdout.String())
 		cmdPath := strings.Join(append([]string{"opledger"}, path...), " ")
 		want := `opledger: unknown command "no-such-command" for "` + cmdPath + `" (see ` + cmdPath + ` --help)` + "\n"
-		require.Equal(t, want, stderr.String())
+		for _, flags := range [][]string{nil, {"--db", "sqlite:x.db"}, {"--limit=x"}, {"-x"}} {
+			stdout.Reset()
+			stderr.Reset()
+			args := append(append(append([]string{}, path...), "no-such-command"), flags...)
+			require.Equal(t, ExitUsage, Main(args, &stdout, &stderr), "%v: %s", args, stdout.String())
+			require.Equal(t, want, stderr.String(), args)
+		}
 	}
 }
