@@ -64,6 +64,8 @@ type Upstream struct {
 	Name string `yaml:"name"`
 	// Prefix routes requests whose path starts with it to this upstream and
 	// is removed before forwarding. Default "/". The longest match wins.
+	// It is written decoded, with single slashes: one with an empty
+	// segment ("/a//"), a percent-escape, ?, # or a .. segment is refused.
 	Prefix string `yaml:"prefix"`
 	// URL is the upstream's base URL; the path after Prefix is appended
 	// with its slash ("/crm/x" is URL + "/x"). A request to the prefix
@@ -396,6 +398,12 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		// requests would go to the upstream of a shorter prefix.
 		return nil, fail("prefix %q holds ?, # or a .. segment: no request path can be under it", u.Prefix)
 	}
+	if strings.Contains(u.Prefix, "//") {
+		// An empty segment: the route takes only paths that repeat the
+		// slash, which clients and the proxies in front collapse, and
+		// the paths it was meant for go to a shorter prefix's upstream.
+		return nil, fail("prefix %q has an empty segment (//): no request path is routed as meant; write it with single slashes, as %q", u.Prefix, singleSlashes(u.Prefix))
+	}
 	// 0 is "not set" and takes the default; a negative value is a
 	// mistake, never silently replaced.
 	if u.MaxBodyBytes < 0 {
@@ -488,6 +496,22 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 		r.idemHdr = u.Idempotency.Header
 	}
 	return r, nil
+}
+
+// singleSlashes is prefix with its empty segments removed: "/a//" is
+// "/a/", "//" is "/".
+func singleSlashes(prefix string) string {
+	var segs []string
+	for _, s := range strings.Split(prefix, "/") {
+		if s != "" {
+			segs = append(segs, s)
+		}
+	}
+	out := "/" + strings.Join(segs, "/")
+	if len(segs) > 0 && strings.HasSuffix(prefix, "/") {
+		out += "/"
+	}
+	return out
 }
 
 // notCredentials are headers that name no caller: the same for every

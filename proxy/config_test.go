@@ -166,3 +166,28 @@ func TestPrefixNoPathMatchesRefused(t *testing.T) {
 	}
 	require.NoError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "x", Prefix: "/a/..b/", URL: "http://127.0.0.1:1"}}), "..b is a name")
 }
+
+// TestPrefixEmptySegmentRefused: a prefix with an empty segment ("//",
+// "/a//") is refused at start, naming the upstream and the prefix, and
+// in a file at the upstream's line: it routes only paths that repeat the
+// slash, which clients and the proxies in front of this one collapse,
+// while the path it was meant for ("/a/x") goes to a shorter prefix's
+// upstream.
+func TestPrefixEmptySegmentRefused(t *testing.T) {
+	t.Parallel()
+	for prefix, want := range map[string]string{
+		"//":      `upstream x: prefix "//" has an empty segment (//): no request path is routed as meant; write it with single slashes, as "/"`,
+		"/a//":    `upstream x: prefix "/a//" has an empty segment (//): no request path is routed as meant; write it with single slashes, as "/a/"`,
+		"//a/":    `upstream x: prefix "//a/" has an empty segment (//): no request path is routed as meant; write it with single slashes, as "/a/"`,
+		"/a///b/": `upstream x: prefix "/a///b/" has an empty segment (//): no request path is routed as meant; write it with single slashes, as "/a/b/"`,
+	} {
+		require.EqualError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "x", Prefix: prefix, URL: "http://127.0.0.1:1"}}), want, prefix)
+	}
+	for _, prefix := range []string{"/", "/a", "/a/", "/a/b/"} {
+		require.NoError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "x", Prefix: prefix, URL: "http://127.0.0.1:1"}}), prefix)
+	}
+	path := filepath.Join(t.TempDir(), "proxy.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("upstreams:\n  - name: crm\n    url: http://127.0.0.1:1\n  - name: pay\n    prefix: /pay//\n    url: http://127.0.0.1:2\n"), 0o644))
+	_, err := proxy.LoadConfig(path)
+	require.EqualError(t, err, "proxy config "+path+`: line 4: upstream pay: prefix "/pay//" has an empty segment (//): no request path is routed as meant; write it with single slashes, as "/pay/"`)
+}
