@@ -30,6 +30,13 @@ const (
 	// DefaultTimeout bounds the wait for the upstream of one forwarded
 	// request (see Upstream.Timeout).
 	DefaultTimeout = 30 * time.Second
+	// MinTimeout is the shortest Upstream.Timeout taken (100 ms, the
+	// floor of the command's other intervals): a shorter one leaves the
+	// upstream no time to answer (the wait counts from the moment the
+	// request is written, and a body must arrive within it too), so that
+	// every forward would end uncertain though the upstream may have
+	// acted. A typo (1ms for 1m, 1ns) is refused rather than run.
+	MinTimeout = 100 * time.Millisecond
 	// DefaultCredentialHeader scopes keys per caller.
 	DefaultCredentialHeader = "Authorization"
 	// DefaultRef is where the effect's reference is read from a 2xx JSON
@@ -119,7 +126,8 @@ type Upstream struct {
 	// (the outcome stays the upstream's). It also bounds the
 	// reading of a protected request's body, before anything is recorded:
 	// a body that does not arrive in time gets 408. 0 means
-	// DefaultTimeout (30 s); negative is refused.
+	// DefaultTimeout (30 s); negative, or below MinTimeout (100 ms), is
+	// refused.
 	Timeout destination.Duration `yaml:"timeout"`
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
 	// answer. Default /id. Answers without one (not JSON, nothing there,
@@ -414,6 +422,11 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	}
 	if u.Timeout < 0 {
 		return nil, fail("timeout is %s: it must be positive (0 or absent means the default, %s)", time.Duration(u.Timeout), DefaultTimeout)
+	}
+	if u.Timeout > 0 && time.Duration(u.Timeout) < MinTimeout {
+		return nil, fail("timeout is %s: it must be at least %s (0 or absent means the default, %s): "+
+			"a shorter one leaves the upstream no time to answer, and every forward would end uncertain (504) though it may have acted",
+			time.Duration(u.Timeout), MinTimeout, DefaultTimeout)
 	}
 	// A forward's claim lasts the timeout and a minute (route.lease).
 	if maxTimeout := opledger.MaxLease - time.Minute; time.Duration(u.Timeout) > maxTimeout {

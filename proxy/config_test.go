@@ -191,3 +191,25 @@ func TestPrefixEmptySegmentRefused(t *testing.T) {
 	_, err := proxy.LoadConfig(path)
 	require.EqualError(t, err, "proxy config "+path+`: line 4: upstream pay: prefix "/pay//" has an empty segment (//): no request path is routed as meant; write it with single slashes, as "/pay/"`)
 }
+
+// TestTimeoutTooShortRefused: a timeout below MinTimeout (1ns, a
+// millisecond written for a minute) leaves the upstream no time to
+// answer, so that every forward would end uncertain: it is refused at
+// start, in Go and in a file, naming the upstream; MinTimeout itself is
+// taken.
+func TestTimeoutTooShortRefused(t *testing.T) {
+	t.Parallel()
+	const url = "http://127.0.0.1:1"
+	for _, d := range []time.Duration{time.Nanosecond, time.Millisecond, proxy.MinTimeout - time.Nanosecond} {
+		err := proxy.CheckUpstreams([]proxy.Upstream{{Name: "crm", URL: url, Timeout: destination.Duration(d)}})
+		require.EqualError(t, err, "upstream crm: timeout is "+d.String()+": it must be at least 100ms (0 or absent means the default, 30s): "+
+			"a shorter one leaves the upstream no time to answer, and every forward would end uncertain (504) though it may have acted", d.String())
+		_, err = proxy.RetryPolicies([]proxy.Upstream{{Name: "crm", URL: url, Timeout: destination.Duration(d)}})
+		require.Error(t, err, d.String())
+	}
+	require.NoError(t, proxy.CheckUpstreams([]proxy.Upstream{{Name: "crm", URL: url, Timeout: destination.Duration(proxy.MinTimeout)}}))
+	path := filepath.Join(t.TempDir(), "proxy.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("upstreams:\n  - name: crm\n    url: "+url+"\n    timeout: 1ns\n"), 0o644))
+	_, err := proxy.LoadConfig(path)
+	require.ErrorContains(t, err, "proxy config "+path+": line 2: upstream crm: timeout is 1ns: it must be at least 100ms")
+}

@@ -71,6 +71,9 @@ finish and record their outcome.`,
 			if err := positiveFlags(cmd, "max-body-bytes", "timeout", "reconcile-interval", "shutdown-timeout"); err != nil {
 				return err
 			}
+			if timeout < proxy.MinTimeout {
+				return usageError{fmt.Errorf("--timeout must be at least %s, got %s", proxy.MinTimeout, timeout)}
+			}
 			if reconcileEvery < MinReconcileInterval {
 				return usageError{fmt.Errorf("--reconcile-interval must be at least %s, got %s", MinReconcileInterval, reconcileEvery)}
 			}
@@ -178,7 +181,7 @@ finish and record their outcome.`,
 	cmd.Flags().StringVar(&name, "name", proxy.DefaultUpstreamName, "with --upstream: the upstream's name, which scopes its keys; proxies sharing a store need different names, and an upstream with operations must keep its name")
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML file with upstreams by path prefix and their capabilities (docs/proxy.md)")
 	cmd.Flags().Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "largest protected request body, in bytes, at least 1 (larger: 413); with --upstream")
-	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for the upstream in all (its answer and each part of a large one; the caller's download does not count), more than 0 (then: uncertain, 504); with --upstream")
+	cmd.Flags().DurationVar(&timeout, "timeout", proxy.DefaultTimeout, "how long a forwarded request may wait for the upstream in all (its answer and each part of a large one; the caller's download does not count) before it is uncertain (504), at least 100ms; with --upstream")
 	cmd.Flags().StringSliceVar(&acceptScopeChange, "accept-scope-change", nil, "upstream NAME whose tenant or credential_header may differ from the ones recorded with its operations: record the new ones, and take every earlier request of it as new (repeatable)")
 	cmd.Flags().DurationVar(&reconcileEvery, "reconcile-interval", 5*time.Second, "how often uncertain operations are reconciled and expired leases settled, at least 100ms")
 	lf.add(cmd)

@@ -150,6 +150,8 @@ func TestUsageErrors(t *testing.T) {
 		{db("serve", "--max-body-bytes", "-1"), "--max-body-bytes must be at least 1, got -1"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--timeout", "0"), "--timeout must be more than 0, got 0s"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--timeout", "-5s"), "--timeout must be more than 0, got -5s"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--timeout", "1ns"), "--timeout must be at least 100ms, got 1ns"},
+		{db("proxy", "--upstream", "http://127.0.0.1:1", "--timeout", "99ms"), "--timeout must be at least 100ms, got 99ms"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--max-body-bytes", "0"), "--max-body-bytes must be at least 1, got 0"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "0"), "--reconcile-interval must be more than 0, got 0s"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--reconcile-interval", "-1s"), "--reconcile-interval must be more than 0, got -1s"},
