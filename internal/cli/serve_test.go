@@ -355,6 +355,7 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 	write("slow.yaml", dests)
 	write("typo-dests.yaml", "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    timout: 5s\n")
 	write("typo-rules.yaml", "rules:\n  - nme: x\n")
+	write("spaced-dests.yaml", "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    time out: 5s\n")
 	write("empty-rules.yaml", "# no rules yet\n")
 	write("big.yaml", "# "+strings.Repeat("x", 4<<20)+"\n")
 	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")))
@@ -393,6 +394,10 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		// "config rules: …: invalid input: rules: …").
 		{write("typo-dests-config.yaml", "destinations: typo-dests.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "typo-dests.yaml") + ": yaml: line 5: unknown field timout (did you mean timeout?)\n"},
 		{write("typo-rules-config.yaml", "rules: typo-rules.yaml\n"), "opledger: config rules: " + filepath.Join(dir, "typo-rules.yaml") + ": yaml: line 2: unknown field nme (did you mean name?)\n"},
+		// A key with a space is said as written, not with Go's type
+		// name after it.
+		{write("spaced-key.yaml", "\"my key\": 1\n"), "opledger: config " + filepath.Join(dir, "spaced-key.yaml") + `: yaml: line 1: unknown field "my key"` + "\n"},
+		{write("spaced-dests-config.yaml", "destinations: spaced-dests.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "spaced-dests.yaml") + `: yaml: line 5: unknown field "time out"` + "\n"},
 		{write("empty-rules-config.yaml", "rules: empty-rules.yaml\n"), "opledger: config rules: " + filepath.Join(dir, "empty-rules.yaml") + ": the file is empty: it needs a rules list\n"},
 		// Both files it names missing: one line names both.
 		{write("both-missing.yaml", "destinations: no-dests.yaml\nrules: no-rules.yaml\n"), "opledger: config destinations: read destinations: stat " + filepath.Join(dir, "no-dests.yaml") +

@@ -16,9 +16,16 @@ import (
 // oneLine makes an error message one line: the lines of multi-line
 // messages (pgx's dial errors, YAML decoding errors) are joined with "; ",
 // tabs and indentation removed. YAML's "field x not found in type T" reads
-// "unknown field x".
+// "unknown field x", and a field that is not one plain word, `unknown
+// field "my key"`.
 func oneLine(msg string) string {
-	msg = yamlUnknownField.ReplaceAllString(msg, "unknown field $1")
+	msg = yamlUnknownField.ReplaceAllStringFunc(msg, func(m string) string {
+		field := yamlUnknownField.FindStringSubmatch(m)[1]
+		if !plainField.MatchString(field) {
+			field = strconv.Quote(field)
+		}
+		return "unknown field " + field
+	})
 	msg = yamlErrorsHeader.ReplaceAllString(msg, "")
 	var b strings.Builder
 	for _, line := range strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }) {
@@ -38,7 +45,10 @@ func oneLine(msg string) string {
 }
 
 var (
-	yamlUnknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
+	// The field is what the file wrote, spaces included ("my key": 1),
+	// up to the type name the line ends with.
+	yamlUnknownField = regexp.MustCompile(`field (.+) not found in type [\w.*\[\]]+`)
+	plainField       = regexp.MustCompile(`^[\w.-]+$`)
 	yamlErrorsHeader = regexp.MustCompile(`unmarshal errors:\n\s*`)
 )
 

@@ -15,6 +15,9 @@ func TestOneLine(t *testing.T) {
 		"failed to connect to `x`:\n\thost a: refused\n\thost b: refused":                                                                                          "failed to connect to `x`: host a: refused; host b: refused",
 		"config c.yaml: yaml: unmarshal errors:\n  line 1: field bogus not found in type server.FileConfig\n  line 3: field x not found in type server.FileConfig": "config c.yaml: yaml: line 1: unknown field bogus; line 3: unknown field x",
 		"a\r\nb\x1b[2J": `a; b\x1b[2J`,
+		// A key with a space is the file's, said as written.
+		"yaml: line 5: field time out not found in type destination.HTTPConfig":                                 `yaml: line 5: unknown field "time out"`,
+		"yaml: unmarshal errors:\n  line 1: field my key not found in type server.FileConfig (did you mean x?)": `yaml: line 1: unknown field "my key" (did you mean x?)`,
 	} {
 		require.Equal(t, want, oneLine(in), "%q", in)
 	}
