@@ -200,7 +200,7 @@ type Duration time.Duration
 // could mean seconds or nanoseconds.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	bad := func(format string, args ...any) error {
-		return &valueError{line: n.Line, column: n.Column, msg: fmt.Sprintf(format, args...)}
+		return configfile.InvalidValue(n, fmt.Sprintf(format, args...))
 	}
 	if n.Kind != yaml.ScalarNode {
 		return bad("a duration like 10s or 24h is expected")
@@ -218,15 +218,6 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	*d = Duration(v)
 	return nil
 }
-
-// valueError is a value of a field that its type refuses (Duration's),
-// at the node's line and column, so that Load can name the field.
-type valueError struct {
-	line, column int
-	msg          string
-}
-
-func (e *valueError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
 
 // MarshalYAML writes the duration with its unit.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }

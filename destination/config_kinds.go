@@ -18,40 +18,30 @@ import (
 // other configuration errors do, "line 6: destination crm:
 // retry.max_attempts: takes a whole number, not "five"".
 
-// FieldErrors translates a decoding error of another configuration file
-// that holds destination settings (a proxy's upstreams): a duration that
-// is not one, or a value of the wrong kind, said with its line and field
-// ("line 4: upstreams.0.timeout: duration "30" needs a unit, e.g. 30s");
-// nil when err holds no such error or the value cannot be found.
-func FieldErrors(data []byte, err error) error { return kindErrors(data, err) }
-
 // kindErrors translates the decoding error err of the destinations file
-// data: each value of the wrong kind, and a duration that is not one
-// (valueError), named by its field. It returns nil when err holds no such
-// error, or when it cannot find the value in the file; the decoder's own
-// messages then stand.
+// data: each value of the wrong kind, and each duration that is not one
+// (configfile.InvalidValue), named by its field; other messages (an
+// unknown field) are kept, each on its line. It returns nil when err
+// holds no such error, or no value of the wrong kind it can find in the
+// file and no refused duration; the decoder's own messages then stand.
 func kindErrors(data []byte, err error) error {
+	te, ok := errors.AsType[*yaml.TypeError](err)
+	if !ok {
+		return nil
+	}
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) != nil {
 		return nil
 	}
 	entries := destinationNodes(&root)
-	if ve, ok := errors.AsType[*valueError](err); ok {
-		at := configfile.ValuesOn(&root, map[int]bool{ve.line: true}).Deepest(ve.line, func(n *yaml.Node) bool { return n.Column == ve.column })
-		if at == nil {
-			return nil
-		}
-		return errors.New(prefix(at, entries) + ve.msg)
-	}
-	te, ok := errors.AsType[*yaml.TypeError](err)
-	if !ok {
-		return nil
-	}
 	kinds := make([]*configfile.WrongKind, len(te.Errors))
+	invalid := make([]*configfile.Invalid, len(te.Errors))
 	lines := map[int]bool{}
 	for i, msg := range te.Errors {
 		if k, ok := configfile.ParseWrongKind(msg); ok {
 			kinds[i], lines[k.Line] = &k, true
+		} else if v, ok := configfile.ParseInvalid(msg); ok {
+			invalid[i], lines[v.Line] = &v, true
 		}
 	}
 	if len(lines) == 0 {
@@ -63,6 +53,13 @@ func kindErrors(data []byte, err error) error {
 	for i, msg := range te.Errors {
 		if e := kindError(found, entries, kinds[i]); e != nil {
 			errs[i], translated = e, true
+		} else if v := invalid[i]; v != nil {
+			if at := v.At(found); at != nil {
+				errs[i] = errors.New(prefix(at, entries) + v.Msg)
+			} else {
+				errs[i] = fmt.Errorf("line %d: %s", v.Line, v.Msg)
+			}
+			translated = true
 		} else {
 			errs[i] = errors.New(msg) // an unknown field, say
 		}

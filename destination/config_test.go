@@ -205,6 +205,14 @@ func TestLoadErrors(t *testing.T) {
 		{"duration without unit", base + "    timeout: 10\n", []string{`line 5: destination crm: timeout: duration "10" needs a unit, e.g. 10s`}},
 		{"bad duration", base + "    timeout: soon\n", []string{`line 5: destination crm: timeout: "soon" is not a duration`}},
 		{"nested duration", base + "    retry: {max_attempts: 3, initial_delay: 10}\n", []string{`line 5: destination crm: retry.initial_delay: duration "10" needs a unit`}},
+		// Every mistake of decoding is said, by line: a duration used to
+		// stop the decoder, leaving an unknown field unsaid.
+		{"duration and unknown field", base + "    timeout: 10\n    retries: 3\n", []string{
+			"line 5: destination crm: timeout: duration \"10\" needs a unit, e.g. 10s\nline 6: field retries not found"}},
+		{"unknown field and duration", base + "    retries: 3\n    retry: {max_attempts: three, initial_delay: 10}\n", []string{
+			"line 5: field retries not found in type destination.HTTPConfig\n" +
+				"line 6: destination crm: retry.max_attempts: takes a whole number, not \"three\"\n" +
+				"line 6: destination crm: retry.initial_delay: duration \"10\" needs a unit, e.g. 10s"}},
 		{"two documents", base + "---\n" + base, []string{"only one YAML document is allowed"}},
 		{"an empty second document", base + "---\n", []string{"only one YAML document is allowed"}},
 		{"missing fields", "destinations:\n  - method: TRACE\n", []string{

@@ -197,13 +197,9 @@ func LoadConfig(path string) (*FileConfig, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("proxy config %s is empty: it needs an upstreams list", path)
 		}
-		// A duration that is not one, named by its field (values of the
-		// wrong kind are said in DecodeYAML's words already).
-		if _, kind := errors.AsType[*yaml.TypeError](err); !kind {
-			if named := destination.FieldErrors(data, err); named != nil {
-				return nil, fmt.Errorf("proxy config %s: %w", path, named)
-			}
-		}
+		// Values of the wrong kind and durations that are not one are
+		// said by their field in DecodeYAML's words already, with the
+		// unknown fields beside them.
 		return nil, fmt.Errorf("proxy config %s: %w", path, err)
 	}
 	if c.Tenant != "" {

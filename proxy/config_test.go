@@ -104,6 +104,15 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"a retention that is no duration", upstreams + "    idempotency: {header: Idempotency-Key, retention: 1d}\n",
 			`line 4: upstreams.0.idempotency.retention: "1d" is not a duration like 10s or 24h`},
 
+		// With an unknown field: both, by line (the unknown field used to
+		// be left unsaid, after or before the duration).
+		{"a timeout without a unit and an unknown field", upstreams + "    timeout: 30\n    bogus: 1\n",
+			"line 4: upstreams.0.timeout: duration \"30\" needs a unit, e.g. 30s\nline 5: field bogus not found in type proxy.Upstream"},
+		{"an unknown field and a retention that is no duration", upstreams + "    bogus: 1\n    idempotency: {header: Idempotency-Key, retention: 1d}\n",
+			"line 4: field bogus not found in type proxy.Upstream\nline 5: upstreams.0.idempotency.retention: \"1d\" is not a duration like 10s or 24h"},
+		{"two durations", upstreams + "    timeout: 30\n    retry: {max_delay: 1d}\n",
+			"line 4: upstreams.0.timeout: duration \"30\" needs a unit, e.g. 30s\nline 5: upstreams.0.retry.max_delay: \"1d\" is not a duration like 10s or 24h"},
+
 		// The proxy's timeout of 0 is its default, not refused.
 		{"empty section beside a zero timeout", upstreams + "    timeout: 0s\n    retry:\n", "line 5: upstreams.0.retry: has no value"},
 	} {

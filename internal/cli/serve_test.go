@@ -356,6 +356,8 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 	write("typo-dests.yaml", "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    timout: 5s\n")
 	write("typo-rules.yaml", "rules:\n  - nme: x\n")
 	write("spaced-dests.yaml", "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    time out: 5s\n")
+	write("two-mistakes.yaml", "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    ref: /id\n    timeout: 10\n    bogus: 1\n")
+	write("mistakes-reversed.yaml", "destinations:\n  - name: crm\n    url: http://127.0.0.1:1/records\n    bogus: 1\n    ref: /id\n    retry: {max_delay: 1d}\n")
 	write("empty-rules.yaml", "# no rules yet\n")
 	write("big.yaml", "# "+strings.Repeat("x", 4<<20)+"\n")
 	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")))
@@ -398,6 +400,12 @@ func TestServeConfigRefusedBeforeOpening(t *testing.T) {
 		// name after it.
 		{write("spaced-key.yaml", "\"my key\": 1\n"), "opledger: config " + filepath.Join(dir, "spaced-key.yaml") + `: yaml: line 1: unknown field "my key"` + "\n"},
 		{write("spaced-dests-config.yaml", "destinations: spaced-dests.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "spaced-dests.yaml") + `: yaml: line 5: unknown field "time out"` + "\n"},
+		// A duration that is not one and an unknown field: both, by line
+		// (the unknown field used to be left unsaid).
+		{write("two-mistakes-config.yaml", "destinations: two-mistakes.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "two-mistakes.yaml") +
+			`: line 5: destination crm: timeout: duration "10" needs a unit, e.g. 10s; line 6: unknown field bogus` + "\n"},
+		{write("mistakes-reversed-config.yaml", "destinations: mistakes-reversed.yaml\n"), "opledger: config destinations: " + filepath.Join(dir, "mistakes-reversed.yaml") +
+			`: line 4: unknown field bogus; line 6: destination crm: retry.max_delay: "1d" is not a duration like 10s or 24h` + "\n"},
 		{write("empty-rules-config.yaml", "rules: empty-rules.yaml\n"), "opledger: config rules: " + filepath.Join(dir, "empty-rules.yaml") + ": the file is empty: it needs a rules list\n"},
 		// Both files it names missing: one line names both.
 		{write("both-missing.yaml", "destinations: no-dests.yaml\nrules: no-rules.yaml\n"), "opledger: config destinations: read destinations: stat " + filepath.Join(dir, "no-dests.yaml") +

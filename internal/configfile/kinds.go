@@ -85,19 +85,23 @@ func (e *kindsError) Unwrap() error { return e.te }
 // decoding data into a value of type root, without Go's type names: a
 // file whose top level is not a mapping, "the file must be a YAML mapping
 // of settings, one "name: value" per line (got a string)"; a field,
-// "line 3: upstreams: takes a list (…), not a string ("crm")". Other
-// messages (an unknown field) are kept, one per line. It returns "" when
-// te holds no value of the wrong kind it can find in data.
+// "line 3: upstreams: takes a list (…), not a string ("crm")"; a value
+// its type refused (InvalidValue), by its field too. Other messages (an
+// unknown field) are kept, one per line. It returns "" when te holds no
+// value of the wrong kind it can find in data, nor a refused value.
 func plainKinds(data []byte, te *yaml.TypeError, root reflect.Type) string {
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) != nil {
 		return ""
 	}
 	kinds := make([]*WrongKind, len(te.Errors))
+	invalid := make([]*Invalid, len(te.Errors))
 	lines := map[int]bool{}
 	for i, msg := range te.Errors {
 		if k, ok := ParseWrongKind(msg); ok {
 			kinds[i], lines[k.Line] = &k, true
+		} else if v, ok := ParseInvalid(msg); ok {
+			invalid[i], lines[v.Line] = &v, true
 		}
 	}
 	found := ValuesOn(&doc, lines)
@@ -108,6 +112,8 @@ func plainKinds(data []byte, te *yaml.TypeError, root reflect.Type) string {
 	for i, msg := range te.Errors {
 		if s := kindError(found, types, kinds[i]); s != "" {
 			msg, translated = s, true
+		} else if invalid[i] != nil {
+			msg, translated = invalid[i].said(found), true
 		}
 		if !slices.Contains(msgs, msg) {
 			msgs = append(msgs, msg)

@@ -1,6 +1,7 @@
 package configfile
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -120,4 +121,53 @@ func (k WrongKind) Matches(n *yaml.Node) bool {
 		return strings.HasPrefix(n.Value, k.Shown[:7])
 	}
 	return n.Value == k.Shown
+}
+
+// InvalidValue is the error an UnmarshalYAML method returns for the value
+// n when its type refuses it (a duration without a unit), msg saying
+// why: a *yaml.TypeError, with which the decoder goes on and reports the
+// file's other mistakes too (an unknown field after it), where any other
+// error would stop it there. DecodeYAML says it by its field ("line 4:
+// upstreams.0.timeout: duration "30" needs a unit, e.g. 30s"); a loader
+// of its own reads it with ParseInvalid. Decoded by yaml alone, it reads
+// "line 4, column 14: duration "30" needs a unit, e.g. 30s".
+func InvalidValue(n *yaml.Node, msg string) error {
+	return &yaml.TypeError{Errors: []string{"line " + strconv.Itoa(n.Line) + ", column " + strconv.Itoa(n.Column) + ": " + msg}}
+}
+
+// Invalid is a message of InvalidValue, read.
+type Invalid struct {
+	Line, Column int
+	// Msg says why the value is refused.
+	Msg string
+}
+
+// invalidValue is InvalidValue's message.
+var invalidValue = regexp.MustCompile(`(?s)^line (\d+), column (\d+): (.*)$`)
+
+// ParseInvalid reads msg, one of a *yaml.TypeError's messages; false for
+// a message of another kind.
+func ParseInvalid(msg string) (Invalid, bool) {
+	m := invalidValue.FindStringSubmatch(msg)
+	if m == nil {
+		return Invalid{}, false
+	}
+	line, _ := strconv.Atoi(m[1])
+	column, _ := strconv.Atoi(m[2])
+	return Invalid{Line: line, Column: column, Msg: m[3]}, true
+}
+
+// At finds the value v is about among found (which holds the values on
+// its line), or nil.
+func (v Invalid) At(found Values) *Located {
+	return found.Deepest(v.Line, func(n *yaml.Node) bool { return n.Column == v.Column })
+}
+
+// said is v by its field, "line 4: upstreams.0.timeout: msg", or by its
+// line when its value is not found.
+func (v Invalid) said(found Values) string {
+	if at := v.At(found); at != nil && len(at.Path) > 0 {
+		return fmt.Sprintf("line %d: %s: %s", at.Line, strings.Join(at.Path, "."), v.Msg)
+	}
+	return fmt.Sprintf("line %d: %s", v.Line, v.Msg)
 }
