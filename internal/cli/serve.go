@@ -74,6 +74,13 @@ const MaxWorkers = 1000
 // sweeps and little else.
 const MinSweepInterval = 100 * time.Millisecond
 
+// MinLease is the shortest --lease taken: a worker through the API names
+// its lease in whole seconds, and the executor's call limit is two
+// thirds of it, so a shorter one (1ns typed for 1m) would let every claim
+// that names none expire before its call could be made, each call cut
+// short and left uncertain.
+const MinLease = time.Second
+
 // MinCompactInterval is the shortest --compact-interval taken: each
 // retention run reads every step of retention over the whole store,
 // and a run that takes longer than the interval is followed by the next
@@ -116,6 +123,9 @@ finish; every write a client got an answer for is already committed.`,
 			}
 			if workers > MaxWorkers {
 				return usageError{fmt.Errorf("--workers takes at most %d (got %d)", MaxWorkers, workers)}
+			}
+			if lease < MinLease {
+				return usageError{fmt.Errorf("--lease must be at least %s, got %s", MinLease, lease)}
 			}
 			if lease > opledger.MaxLease {
 				return usageError{fmt.Errorf("--lease must be at most %s, got %s", opledger.MaxLease, lease)}
@@ -231,7 +241,7 @@ finish; every write a client got an answer for is already committed.`,
 	cmd.Flags().DurationVar(&metricsMaxAge, "metrics-max-age", httpapi.DefaultMetricsMaxAge, "how often /metrics reads the ledger's figures at most, 0 or more; scrapes in between share the last read (0: every scrape)")
 	cmd.Flags().BoolVar(&secureCookie, "secure-cookie", false, "mark the console's session cookie Secure: set it when browsers reach the server over HTTPS")
 	cmd.Flags().IntVar(&workers, "workers", 4, "concurrent attempts of the executor, 1 to 1000 (with destinations in --config)")
-	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claim holds when it names no lease (the executor's, and a worker's through the API), more than 0")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claim holds when it names no lease (the executor's, and a worker's through the API), at least 1s")
 	lf.add(cmd)
 	cmd.Flags().DurationVar(&sweep, "sweep-interval", 5*time.Second, "how often leases are settled, workflows advanced and uncertain operations reconciled, at least 100ms")
 	cmd.Flags().DurationVar(&compactInterval, "compact-interval", opledger.DefaultCompactInterval, "how often retention is applied (and once at start), at least 1m")

@@ -144,6 +144,8 @@ func TestUsageErrors(t *testing.T) {
 		{db("serve", "--workers", "2000000000"), "--workers takes at most 1000 (got 2000000000)"},
 		{db("serve", "--lease", "0"), "--lease must be more than 0, got 0s"},
 		{db("serve", "--lease", "200h"), "--lease must be at most 168h0m0s, got 200h0m0s"},
+		{db("serve", "--lease", "1ns"), "--lease must be at least 1s, got 1ns"},
+		{db("serve", "--lease", "999ms"), "--lease must be at least 1s, got 999ms"},
 		{db("serve", "--sweep-interval", "0"), "--sweep-interval must be more than 0, got 0s"},
 		{db("serve", "--sweep-interval", "-1s"), "--sweep-interval must be more than 0, got -1s"},
 		{db("serve", "--compact-interval", "0"), "--compact-interval must be more than 0, got 0s"},
