@@ -162,6 +162,16 @@ func TestHTTPTimeout(t *testing.T) {
 		require.Equal(t, want, timed.Timeout())
 		require.NoError(t, h.Close())
 	}
+	// A negative timeout, or one shorter than MinTimeout, bounds no call
+	// that could be answered: refused, not taken as the default.
+	for d, want := range map[time.Duration]string{-time.Second: "timeout: is -1s: it must be above 0",
+		time.Nanosecond: "timeout: is 1ns: it must be at least 100ms", destination.MinTimeout - 1: "it must be at least 100ms"} {
+		_, err := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: "http://127.0.0.1:1/x", Ref: "/id", Timeout: destination.Duration(d)}, destination.LoadOptions{})
+		require.ErrorContains(t, err, want)
+	}
+	h, err := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: "http://127.0.0.1:1/x", Ref: "/id", Timeout: destination.Duration(destination.MinTimeout)}, destination.LoadOptions{})
+	require.NoError(t, err)
+	require.NoError(t, h.Close())
 }
 
 // A destination with tenants serves only those; without, every tenant.
@@ -203,6 +213,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown field", base + "    retries: 3\n", []string{"line 5: field retries not found"}},
 		{"unknown nested field", base + "    lookup:\n      url: https://crm.example.com/x\n      authorative: true\n", []string{"line 7: field authorative not found"}},
 		{"duration without unit", base + "    timeout: 10\n", []string{`line 5: destination crm: timeout: duration "10" needs a unit, e.g. 10s`}},
+		{"timeout too short", base + "    timeout: 1ms\n", []string{"line 5: destination crm: timeout: is 1ms: it must be at least 100ms"}},
 		{"bad duration", base + "    timeout: soon\n", []string{`line 5: destination crm: timeout: "soon" is not a duration`}},
 		{"nested duration", base + "    retry: {max_attempts: 3, initial_delay: 10}\n", []string{`line 5: destination crm: retry.initial_delay: duration "10" needs a unit`}},
 		// Every mistake of decoding is said, by line: a duration used to

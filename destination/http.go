@@ -99,6 +99,11 @@ type matchRule struct {
 // configured timeout.
 const DefaultTimeout = 10 * time.Second
 
+// MinTimeout is the shortest timeout a destination takes: a shorter one
+// (1ms typed for 1m, 1ns) leaves the destination no time to answer, so
+// that every call would end uncertain though it may have acted.
+const MinTimeout = 100 * time.Millisecond
+
 // Size limits for answers: what is read, and what is saved as the
 // operation's response.
 const (
@@ -167,7 +172,13 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 			add(err.Error(), "no_content_ref")
 		}
 	}
-	if c.Timeout > 0 {
+	switch {
+	case c.Timeout < 0:
+		add(fmt.Sprintf("is %s: it must be above 0 (leave it out for the default %s)", time.Duration(c.Timeout), DefaultTimeout), "timeout")
+	case c.Timeout > 0 && time.Duration(c.Timeout) < MinTimeout:
+		add(fmt.Sprintf("is %s: it must be at least %s (leave it out for the default %s): no call or lookup is answered "+
+			"in less, so every call would end uncertain though the destination may have acted", time.Duration(c.Timeout), MinTimeout, DefaultTimeout), "timeout")
+	case c.Timeout > 0:
 		h.timeout = time.Duration(c.Timeout)
 	}
 

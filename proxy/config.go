@@ -36,7 +36,7 @@ const (
 	// request is written, and a body must arrive within it too), so that
 	// every forward would end uncertain though the upstream may have
 	// acted. A typo (1ms for 1m, 1ns) is refused rather than run.
-	MinTimeout = 100 * time.Millisecond
+	MinTimeout = destination.MinTimeout
 	// DefaultCredentialHeader scopes keys per caller.
 	DefaultCredentialHeader = "Authorization"
 	// DefaultRef is where the effect's reference is read from a 2xx JSON
