@@ -37,8 +37,8 @@
 // decision or approval posted anyway is refused (403). Signing out and
 // the lab, which plays on a scratch ledger of its own, stay open to it.
 //
-// An address the console has no page at is answered 404 with the
-// console's own page (with its navigation when signed in, and a link back
+// An address the console has no page at, a static file it does not have
+// included, is answered 404 with the console's own page (with its navigation when signed in, and a link back
 // to the exception queue), one it has no page for the method at 405 with
 // Allow, not with net/http's plain text.
 //
@@ -184,7 +184,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	c.mux.Handle("GET /static/", c.staticFiles(static))
 	c.mux.HandleFunc("GET /login", c.loginPage)
 	c.mux.HandleFunc("POST /login", c.login)
 	c.mux.HandleFunc("POST /logout", c.signedIn(c.logout))
@@ -238,6 +238,24 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.mux.ServeHTTP(w, r)
+}
+
+// staticFiles serves the console's static files, which browsers may
+// cache. An address under /static/ that names none of them (a file it
+// does not have, or the folder, which it does not list) is answered 404
+// with the console's own page, not net/http's plain text, and that page
+// is not cached either.
+func (c *Console) staticFiles(files fs.FS) http.Handler {
+	serve := http.StripPrefix("/static/", http.FileServerFS(files))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, err := fs.Stat(files, strings.TrimPrefix(r.URL.Path, "/static/"))
+		if err != nil || st.IsDir() {
+			w.Header().Set("Cache-Control", "no-store")
+			c.noPage(w, r, http.StatusNotFound, "")
+			return
+		}
+		serve.ServeHTTP(w, r)
+	})
 }
 
 // statusProbe is a ResponseWriter that keeps a handler's status and

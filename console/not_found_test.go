@@ -85,6 +85,7 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 				if status == http.StatusMethodNotAllowed {
 					require.NotEmpty(t, resp.Header.Get("Allow"))
 				}
+				require.Equal(t, "no-store", resp.Header.Get("Cache-Control"), "an error page is never cached, under /static/ too")
 				require.False(t, strings.Contains(page, "<script>"), "nothing of the path is echoed as markup")
 				return page
 			}
@@ -96,12 +97,24 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 			anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 			check(anon, http.MethodGet, "/no-such-page", http.StatusNotFound, false)
 			check(anon, http.MethodGet, "/operations/k:1/nothing", http.StatusNotFound, false)
+			// A static file the console does not have, and the folder of
+			// its static files, which it does not list.
+			check(anon, http.MethodGet, "/static/nope.css", http.StatusNotFound, false)
+			check(anon, http.MethodGet, "/static/", http.StatusNotFound, false)
+			resp, err := anon.Get(srv.URL + "/static/console.css")
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, "the console's own static files are served")
+			require.Equal(t, "text/css; charset=utf-8", resp.Header.Get("Content-Type"))
+			require.Empty(t, resp.Header.Get("Cache-Control"), "and may be cached")
 
 			s := signIn(t, srv.URL, token)
 			check(s.hc, http.MethodGet, "/no-such-page", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/events/only-a-source", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/workflows/wf:1/steps", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/%3Cscript%3E", http.StatusNotFound, true)
+			check(s.hc, http.MethodGet, "/static/nope.css", http.StatusNotFound, true)
+			check(s.hc, http.MethodGet, "/static/", http.StatusNotFound, true)
 			require.Contains(t, check(s.hc, http.MethodGet, "/operations/k:1/resolve", http.StatusMethodNotAllowed, true),
 				"takes a form posted from a page of the console, not a link: nothing was done")
 			require.Contains(t, check(s.hc, http.MethodGet, "/logout", http.StatusMethodNotAllowed, true),
