@@ -5,7 +5,9 @@
 // Sign-in takes an API token and opens a session of its tenant
 // (opledger.Ledger.OpenSession) for SessionDuration; the browser keeps the
 // session's secret, never the token, in an HttpOnly, SameSite=Strict
-// cookie. Signing out closes the session, and revoking the token ends it;
+// cookie. Signing out closes the session, and so does signing in again
+// from the same browser (the new session replaces it); revoking the token
+// ends it;
 // a form posted after its session ended does nothing, and its answer says
 // so and links to signing in again (signing out then clears the cookie
 // and goes to the sign-in page, as it does with a live session).
@@ -596,6 +598,24 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		}
 		c.render(w, status, "login", map[string]any{"Title": "Sign in", "Next": next, "Error": msg})
 		return
+	}
+	// Signing in again from a browser signed in already ends the session
+	// its cookie held, which the new cookie replaces: left open, it would
+	// last its hours with no browser left to sign it out. Should that
+	// fail, the new session is closed and the browser keeps the old one.
+	for _, ck := range r.CookiesNamed(c.sessionCookie(r)) {
+		if ck.Value == "" {
+			continue
+		}
+		if err := c.ledger.CloseSession(r.Context(), ck.Value); err != nil {
+			c.log.Error("console: sign in: end the session signed in before", "error", err)
+			if err := c.ledger.CloseSession(context.WithoutCancel(r.Context()), secret); err != nil {
+				c.log.Error("console: sign in: close the new session", "error", err)
+			}
+			c.render(w, http.StatusServiceUnavailable, "login", map[string]any{"Title": "Sign in", "Next": next,
+				"Error": "The ledger's store does not answer."})
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: c.sessionCookie(r), Value: secret, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: c.secure(r), MaxAge: int(SessionDuration / time.Second)})
