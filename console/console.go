@@ -167,8 +167,8 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		samples: map[string][]Sample{}, labs: map[string]*lab.Playground{}, queueLimit: opledger.MaxListLimit,
 		pageSize: operationsPageSize, workflowsPageSize: workflowsPageSize, eventsPageSize: opledger.MaxListLimit, origins: http.NewCrossOriginProtection()}
 	funcs := template.FuncMap{
-		"ts":       formatTime,
-		"ago":      ago,
+		"ts":       timeElement,
+		"ago":      ageElement,
 		"dash":     func(s string) string { return orDash(s) },
 		"stateCSS": func(s opledger.State) string { return "state-" + string(s) },
 		"pathKey":  url.PathEscape,
@@ -791,18 +791,19 @@ type queueRow struct {
 	Overdue bool
 	// Waiting is how long the operation has waited for someone: since it
 	// became uncertain or held, or since it entered its state (failed, or
-	// awaiting approval of its version).
-	Waiting string
+	// awaiting approval of its version), with the exact time
+	// (ageElement).
+	Waiting template.HTML
 }
 
 // waiting is how long op has waited for someone at now: since it last
 // became uncertain or held (UnresolvedSince: a move from uncertain to
 // held does not restart the wait), or else since it entered its state.
-func waiting(now time.Time, op *opledger.Operation) string {
+func waiting(now time.Time, op *opledger.Operation) template.HTML {
 	if op.UnresolvedSince != nil {
-		return ago(now, *op.UnresolvedSince)
+		return ageElement(now, *op.UnresolvedSince)
 	}
-	return ago(now, op.StateSince)
+	return ageElement(now, op.StateSince)
 }
 
 func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, s *session) {
@@ -914,6 +915,34 @@ func readDuplicates(ctx context.Context, l *opledger.Ledger, counted int) (dupli
 		d.Items[i] = op.Masked() // the dashboard shows their references
 	}
 	return d, nil
+}
+
+// timeElement is a time as the pages show it, t a time.Time or a
+// *time.Time: a <time> whose datetime is t in RFC 3339 UTC, which
+// programs and assistive technology read, and whose text is formatTime's;
+// "-" for none.
+func timeElement(t any) template.HTML {
+	var at time.Time
+	switch v := t.(type) {
+	case time.Time:
+		at = v
+	case *time.Time:
+		if v != nil {
+			at = *v
+		}
+	}
+	if at.IsZero() {
+		return "-"
+	}
+	return template.HTML(`<time datetime="` + at.UTC().Format(time.RFC3339) + `">` + formatTime(at) + `</time>`)
+}
+
+// ageElement is how long before now t was (ago), as the pages show it:
+// a <time> whose datetime is t in RFC 3339 UTC and whose title is t
+// exact, so that an age ("3 min") also says when it was.
+func ageElement(now, t time.Time) template.HTML {
+	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `" title="` + formatTime(t) + `">` +
+		ago(now, t) + `</time>`)
 }
 
 func formatTime(t any) string {

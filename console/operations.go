@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -51,10 +52,10 @@ func (f operationsFilter) StateValue() string {
 }
 
 // operationRow is an operation of the operations list, its times as ages
-// by the ledger's clock.
+// by the ledger's clock, with the exact times (ageElement).
 type operationRow struct {
 	*opledger.Operation
-	Age, Updated string
+	Age, Updated template.HTML
 }
 
 // parseOperationsFilter reads the filter of the operations list from the
@@ -127,7 +128,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	rows := make([]operationRow, len(page.Items))
 	for i, op := range page.Items {
-		rows[i] = operationRow{Operation: op, Age: ago(now, op.CreatedAt), Updated: ago(now, op.UpdatedAt)}
+		rows[i] = operationRow{Operation: op, Age: ageElement(now, op.CreatedAt), Updated: ageElement(now, op.UpdatedAt)}
 	}
 	data["Items"] = rows
 	if page.NextCursor != "" {

@@ -608,7 +608,7 @@ func TestWhyAtTheTop(t *testing.T) {
 	s := signIn(t, b.url, b.token)
 	page := s.get("/operations/why:1")
 	require.Regexp(t, `<dt>Why held</dt><dd id="why"><strong>cannot be decided automatically</strong>: <bdi>[^<]*the mailer declares no lookup</bdi>`+
-		` <span class="actor">\(by <bdi>reconciler</bdi>, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)</span></dd>`, page)
+		` <span class="actor">\(by <bdi>reconciler</bdi>, <time datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>\)</span></dd>`, page)
 	require.Less(t, strings.Index(page, `id="why"`), strings.Index(page, "<h2>Payload</h2>"), "above the payload and the forms")
 	require.Contains(t, page, `<p id="guidance">Look at the destination first: if the effect is there, mark it succeeded`)
 

@@ -41,7 +41,7 @@ func TestCancelledWorkflowPages(t *testing.T) {
 	require.Contains(t, page, `<strong><bdi>pay</bdi></strong> <span class="badge ">cancelled</span>`)
 	require.NotContains(t, page, "waiting")
 	require.NotContains(t, page, "needs approval before it runs", "it never runs")
-	require.Regexp(t, `<p class="notice" role="status" id="cancelled">Cancelled by <bdi>ana</bdi>, [^<]*\d\d:\d\d[^<]*, at step <bdi>create</bdi>: <bdi>customer withdrew</bdi></p>`, page)
+	require.Regexp(t, `<p class="notice" role="status" id="cancelled">Cancelled by <bdi>ana</bdi>, <time datetime="[^"]+Z">[^<]*\d\d:\d\d[^<]*</time>, at step <bdi>create</bdi>: <bdi>customer withdrew</bdi></p>`, page)
 	op := s.get("/operations/" + url.PathEscape("onb:X-1/create"))
 	require.Contains(t, op, "workflow cancelled", "the failed step's timeline says it")
 	require.Contains(t, op, "workflow onb:X-1 cancelled at this step: customer withdrew")

@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,8 +27,11 @@ type workflowRow struct {
 	Status              opledger.WorkflowStatus
 	CurrentStep, Reason string
 	// Done counts the steps that succeeded, of Steps.
-	Done, Steps    int
-	Owner, Updated string
+	Done, Steps int
+	Owner       string
+	// Updated is the age of the workflow's last change, with the exact
+	// time (ageElement).
+	Updated template.HTML
 }
 
 // workflows lists the tenant's workflows by key, the open ones unless
@@ -111,7 +115,7 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request, s *session) 
 	rows := make([]workflowRow, len(page.Items))
 	for i, wf := range page.Items {
 		rows[i] = workflowRow{Key: wf.Key, Status: wf.Status, CurrentStep: wf.CurrentStep, Reason: clip(wf.Reason, reasonRunes),
-			Steps: len(wf.Steps), Owner: wf.Owner, Updated: ago(now, wf.UpdatedAt)}
+			Steps: len(wf.Steps), Owner: wf.Owner, Updated: ageElement(now, wf.UpdatedAt)}
 		for _, st := range wf.Steps {
 			if st.State == opledger.StepState(opledger.StateSucceeded) {
 				rows[i].Done++

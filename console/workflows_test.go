@@ -92,7 +92,7 @@ func TestWorkflowsList(t *testing.T) {
 	require.Contains(t, page, `<td data-label="Status"><span class="badge">failed</span></td>`)
 	require.Contains(t, page, `<td data-label="Current step"><bdi>send</bdi></td>`)
 	require.Contains(t, page, `<td data-label="Owner"><bdi>onboarding-team</bdi></td>`)
-	require.Contains(t, page, `<td data-label="Updated">just now</td>`)
+	require.Regexp(t, `<td data-label="Updated"><time datetime="[^"]+Z" title="[^"]+ UTC">just now</time></td>`, page)
 	require.Contains(t, page, `<td data-label="Reason"><bdi>step send failed (rejected): 422 no such mailbox</bdi></td>`)
 	wf, err := l.GetWorkflow(context.Background(), "pay:1")
 	require.NoError(t, err)
