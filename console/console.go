@@ -39,6 +39,9 @@
 // decision or approval posted anyway is refused (403). Signing out and
 // the lab, which plays on a scratch ledger of its own, stay open to it.
 //
+// An operation's or workflow's key holding a "/" (a workflow's step) is
+// put in its page's address with the "/" escaped (%2F), as the API takes
+// it; typed with the "/" as it is, the address is sent there (303).
 // An address the console has no page at, a static file it does not have
 // included, is answered 404 with the console's own page (with its navigation when signed in, and a link back
 // to the exception queue), one it has no page for the method at 405 with
@@ -234,6 +237,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// console's own page rather than net/http's plain text.
 		probe := &statusProbe{header: http.Header{}}
 		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusNotFound {
+			if to := keyPage(r); to != "" {
+				http.Redirect(w, r, to, http.StatusSeeOther)
+				return
+			}
+		}
 		if probe.status == http.StatusNotFound || probe.status == http.StatusMethodNotAllowed {
 			c.noPage(w, r, probe.status, probe.header.Get("Allow"))
 			return
@@ -258,6 +267,26 @@ func (c *Console) staticFiles(files fs.FS) http.Handler {
 		}
 		serve.ServeHTTP(w, r)
 	})
+}
+
+// keyPage is the address of the page of an operation or workflow whose
+// key holds a "/" (a workflow's step, <workflow>/<step>) typed with the
+// "/" as it is, which no route matches: /operations/onb:1/send is the
+// page of operation onb:1/send, at /operations/onb:1%2Fsend, the address
+// the console's links give. "" for a request that is not a GET or HEAD
+// of such an address. An address a route matches is not one: a key
+// typed so that it ends in /resolve, /approve or /cancel names that
+// route, which takes only its form (405), and is reached by its link.
+func keyPage(r *http.Request) string {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return ""
+	}
+	for _, page := range []string{operationsPage, workflowsPage} {
+		if key, ok := strings.CutPrefix(r.URL.Path, page); ok && strings.Contains(key, "/") {
+			return page + url.PathEscape(key)
+		}
+	}
+	return ""
 }
 
 // statusProbe is a ResponseWriter that keeps a handler's status and

@@ -96,12 +96,18 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 
 			anon := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 			check(anon, http.MethodGet, "/no-such-page", http.StatusNotFound, false)
-			check(anon, http.MethodGet, "/operations/k:1/nothing", http.StatusNotFound, false)
+			check(anon, http.MethodGet, "/events/forms/evt:1/nothing", http.StatusNotFound, false)
+			// A key with a "/" typed as it is: the address of its page.
+			resp, err := anon.Get(srv.URL + "/operations/k:1/nothing")
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+			require.Equal(t, "/operations/k:1%2Fnothing", resp.Header.Get("Location"))
 			// A static file the console does not have, and the folder of
 			// its static files, which it does not list.
 			check(anon, http.MethodGet, "/static/nope.css", http.StatusNotFound, false)
 			check(anon, http.MethodGet, "/static/", http.StatusNotFound, false)
-			resp, err := anon.Get(srv.URL + "/static/console.css")
+			resp, err = anon.Get(srv.URL + "/static/console.css")
 			require.NoError(t, err)
 			resp.Body.Close()
 			require.Equal(t, http.StatusOK, resp.StatusCode, "the console's own static files are served")
@@ -111,7 +117,7 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 			s := signIn(t, srv.URL, token)
 			check(s.hc, http.MethodGet, "/no-such-page", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/events/only-a-source", http.StatusNotFound, true)
-			check(s.hc, http.MethodGet, "/workflows/wf:1/steps", http.StatusNotFound, true)
+			check(s.hc, http.MethodGet, "/dashboard/more", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/%3Cscript%3E", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/static/nope.css", http.StatusNotFound, true)
 			check(s.hc, http.MethodGet, "/static/", http.StatusNotFound, true)
