@@ -172,6 +172,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		return err
 	})
 	step("CountFailedNeedingDecision", func() error { _, err := r.CountFailedNeedingDecision(ctx, tenant); return err })
+	step("CountFailedByKind", func() error { _, err := r.CountFailedByKind(ctx, tenant); return err })
 	step("ListOperations/duplicates", func() error {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, Duplicates: true, Limit: 50})
 		return err
@@ -385,6 +386,7 @@ var wantIndex = map[string][]string{
 	// operation's own timeline tells a cancelled workflow's step.
 	"ListOperations/except_cancelled": {"operations_not_succeeded"},
 	"CountFailedNeedingDecision":      {"operations_not_succeeded"},
+	"CountFailedByKind":               {"operations_not_succeeded"},
 	// OldestDue reads the oldest pending operations in order, and only
 	// if more than store.OldestDueScanRows of them wait for a retry, the
 	// due ones (/then).

@@ -82,6 +82,7 @@ var wantIndex = map[string][]string{
 	// operation's own timeline tells a cancelled workflow's step.
 	"ListOperations/except_cancelled": {"operations_not_succeeded (state=? AND tenant=?)"},
 	"CountFailedNeedingDecision":      {"operations_not_succeeded (state=? AND tenant=?)"},
+	"CountFailedByKind":               {"operations_not_succeeded (state=? AND tenant=?)"},
 	// The held operations by review time (migration 014).
 	"ListOperations/review":        {"operations_held_review (tenant=?)"},
 	"ListOperations/review_cursor": {"operations_held_review (tenant=? AND review_by>?)"},
@@ -241,6 +242,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		return err
 	})
 	step(rec, "CountFailedNeedingDecision", func() error { _, err := r.CountFailedNeedingDecision(ctx, tenant); return err })
+	step(rec, "CountFailedByKind", func() error { _, err := r.CountFailedByKind(ctx, tenant); return err })
 	step(rec, "ListOperations/review", func() error {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, ByReview: true, Limit: 50})
 		return err
