@@ -223,7 +223,7 @@ func (l *Ledger) compactBatch(ctx context.Context, ids []store.OperationID, fail
 
 // compactTx reduces each of the operations ids to a tombstone in one
 // transaction, if it is still final and past the retention period, and
-// retention does not keep it for its workflow (keptForItsWorkflow); it
+// retention does not keep it for its workflow (stepsKeptForWorkflow); it
 // returns how many it compacted.
 //
 // The workflows of the batch's steps are read (and locked) first, in the
@@ -243,10 +243,9 @@ func (l *Ledger) compactBatch(ctx context.Context, ids []store.OperationID, fail
 // rows are written; the stores write the tenants' running totals of
 // effects last too.
 func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compacted int, err error) {
-	// Each workflow of the batch's step keys, with the first of its
-	// steps in the batch, read once per workflow.
-	type workflowOf struct{ workflow, step store.OperationID }
-	var workflows []workflowOf
+	// Each workflow the batch's keys may be steps of, read once per
+	// workflow.
+	var workflows []store.OperationID
 	var plain []store.OperationID
 	seen := map[store.OperationID]bool{}
 	for _, id := range ids {
@@ -258,11 +257,11 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 		w := store.OperationID{Tenant: id.Tenant, Key: wk}
 		if !seen[w] {
 			seen[w] = true
-			workflows = append(workflows, workflowOf{w, id})
+			workflows = append(workflows, w)
 		}
 	}
-	slices.SortFunc(workflows, func(a, b workflowOf) int {
-		return cmp.Or(cmp.Compare(a.workflow.Tenant, b.workflow.Tenant), cmp.Compare(a.workflow.Key, b.workflow.Key))
+	slices.SortFunc(workflows, func(a, b store.OperationID) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Key, b.Key))
 	})
 	err = l.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		compacted = 0 // the function runs again after a conflict
@@ -270,18 +269,20 @@ func (l *Ledger) compactTx(ctx context.Context, ids []store.OperationID) (compac
 		if err != nil {
 			return err
 		}
-		// Whether a workflow keeps its steps.
-		kept := map[store.OperationID]bool{}
+		// The steps each workflow keeps whole: a key under the
+		// workflow's that names none of its steps is an ordinary
+		// operation, and is compacted as one.
+		kept := map[store.OperationID]map[string]bool{}
 		for _, w := range workflows {
-			k, err := keptForItsWorkflow(ctx, tx, w.step.Tenant, w.step.Key, now.Add(-l.opts.Retention))
+			steps, err := stepsKeptForWorkflow(ctx, tx, w.Tenant, w.Key, now.Add(-l.opts.Retention))
 			if err != nil {
 				return err
 			}
-			kept[w.workflow] = k
+			kept[w] = steps
 		}
 		lock := slices.Clone(plain)
 		for _, id := range ids {
-			if wk, _, ok := SplitWorkflowStepKey(id.Key); ok && !kept[store.OperationID{Tenant: id.Tenant, Key: wk}] {
+			if wk, step, ok := SplitWorkflowStepKey(id.Key); ok && !kept[store.OperationID{Tenant: id.Tenant, Key: wk}][step] {
 				lock = append(lock, id)
 			}
 		}
@@ -373,37 +374,51 @@ func (l *Ledger) compactBatches(ctx context.Context, period time.Duration, count
 	}
 }
 
-// keptForItsWorkflow reports whether key is a step of a stored workflow
-// that has not finished and may still go on: retention keeps such a step
-// whole, since a later step may read its response. A workflow whose
-// current step failed goes on only by a person's decision on that step,
-// like any failed operation, within the retention period: its steps are
-// kept until that step has been failed since before horizon (now less the
-// retention period), or has been compacted, and are then compacted as any
-// operation.
-func keptForItsWorkflow(ctx context.Context, r store.Reader, tenant, key string, horizon time.Time) (bool, error) {
-	w, _, err := workflowStepOf(ctx, r, tenant, key)
-	if err != nil || w == nil || w.Done {
-		return false, err
+// stepsKeptForWorkflow returns the names of the steps of the stored
+// workflow key that retention keeps whole, because the workflow has not
+// finished and may still go on: a later step may read an earlier one's
+// response. It returns none for a workflow that has finished, or that is
+// not stored. A workflow whose current step failed goes on only by a
+// person's decision on that step, like any failed operation, within the
+// retention period: its steps are kept until that step has been failed
+// since before horizon (now less the retention period), or has been
+// compacted, and are then compacted as any operation.
+func stepsKeptForWorkflow(ctx context.Context, r store.Reader, tenant, key string, horizon time.Time) (map[string]bool, error) {
+	w, err := r.GetWorkflow(ctx, tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil || w.Done {
+		return nil, err
 	}
 	if w.CurrentKey != "" {
 		current, err := r.GetOperation(ctx, tenant, w.CurrentKey)
 		switch {
 		case err == nil && State(current.State) == StateFailed:
-			return !current.UpdatedAt.Before(horizon), nil
+			if current.UpdatedAt.Before(horizon) {
+				return nil, nil
+			}
 		case errors.Is(err, store.ErrNotFound):
 			// A failed step compacted takes no decision: the workflow
 			// cannot go on.
 			t, err := r.GetTombstone(ctx, tenant, w.CurrentKey)
 			switch {
-			case err == nil:
-				return State(t.State) != StateFailed, nil
-			case !errors.Is(err, store.ErrNotFound):
-				return false, err
+			case err == nil && State(t.State) == StateFailed:
+				return nil, nil
+			case err != nil && !errors.Is(err, store.ErrNotFound):
+				return nil, err
 			}
 		case err != nil:
-			return false, err
+			return nil, err
 		}
 	}
-	return true, nil
+	def, err := decodeDef(w)
+	if err != nil {
+		return nil, err
+	}
+	steps := make(map[string]bool, len(def.Steps))
+	for _, s := range def.Steps {
+		steps[s.Name] = true
+	}
+	return steps, nil
 }

@@ -112,6 +112,51 @@ func testRetention(t *testing.T, h Harness) {
 		require.True(t, a.Tombstoned)
 	})
 
+	// A key under a workflow's that names none of its steps is an
+	// ordinary operation (StepKeysBelongToTheWorkflow): compacted as
+	// one, it must not decide for the workflow's steps in its batch.
+	t.Run("KeepsStepsBesideKeysThatNameNoStep", func(t *testing.T) {
+		t.Parallel()
+		b := setupRetention(t, h)
+		yes := true
+		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
+			{Name: "a", Action: "task.create", Destination: "crm", Payload: []byte(`{"n":1}`)},
+			{Name: "b", Action: "mail.send", Destination: "mail", Payload: []byte(`{"n":2}`), RequiresApproval: &yes},
+			{Name: "c", Action: "task.link", Destination: "crm", Payload: []byte(`{"url":"{steps.a.response.url}"}`)},
+		}})
+		require.NoError(t, err)
+		// The ordinary operation finishes first, so that it comes first
+		// in retention's batch.
+		b.inState(t, "wf/notes", opledger.StateSucceeded)
+		b.clock.Advance(time.Minute)
+		b.succeedStep(t, "wf/a", "T-1")
+		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/a")
+		require.NoError(t, err)
+
+		// Step b waits for its approval past the retention period.
+		b.clock.Advance(retention + day)
+		res, err := b.ledger.Compact(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Tombstoned, "the operation that is no step")
+		notes, err := b.ledger.Get(b.ctx, "wf/notes")
+		require.NoError(t, err)
+		require.True(t, notes.Tombstoned)
+		a, err := b.ledger.Get(b.ctx, "wf/a")
+		require.NoError(t, err)
+		require.False(t, a.Tombstoned, "a later step reads its response")
+
+		step, err := b.ledger.Get(b.ctx, "wf/b")
+		require.NoError(t, err)
+		_, _, err = b.ledger.Approve(b.ctx, "wf/b", opledger.Approval{Version: step.Version, Fingerprint: step.Fingerprint, Approver: "boss"})
+		require.NoError(t, err)
+		b.succeedStep(t, "wf/b", "M-1")
+		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/b")
+		require.NoError(t, err, "step c is recorded with step a's response")
+		c, err := b.ledger.Get(b.ctx, "wf/c")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"url":"https://crm.example/tasks/T-1"}`, string(c.Payload))
+	})
+
 	t.Run("TombstoneShowsDuplicateEffectsAndAttempts", func(t *testing.T) {
 		t.Parallel()
 		b := setupRetention(t, h)
