@@ -91,3 +91,74 @@ func TestConnectionLostBeforeCommit(t *testing.T) {
 		require.NotErrorIs(t, err, store.ErrUnavailable, "it may have committed")
 	})
 }
+
+// TestConnectionTerminatedByServer: a pooled connection whose session the
+// server ended (a restart or fast shutdown, a failover,
+// pg_terminate_backend, idle_session_timeout) answers its next statement
+// with the FATAL error it was closed with (57P01 here). A read on it, or a
+// transaction before its COMMIT, recorded nothing and is
+// store.ErrUnavailable (the API's 503, not a 500), as when the connection
+// is cut without a word.
+func TestConnectionTerminatedByServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	s, err := Open(ctx, dsn+"&pool_max_conns=1")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx, nil))
+	require.NoError(t, writeInTime(ctx, s, request("k", "first", 0).decide))
+	admin, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, admin.Close()) })
+	// terminate ends the session of the store's one connection, and
+	// waits until it has ended.
+	terminate := func(t *testing.T) {
+		t.Helper()
+		var pid int
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		var ended bool
+		require.NoError(t, admin.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1, 10000)`, pid).Scan(&ended))
+		require.True(t, ended)
+	}
+	revision := func() int64 {
+		t.Helper()
+		var rev int64
+		require.NoError(t, admin.View(ctx, func(ctx context.Context, r store.Reader) error {
+			op, err := r.GetOperation(ctx, "t", "k")
+			if err == nil {
+				rev = op.Revision
+			}
+			return err
+		}))
+		return rev
+	}
+
+	terminate(t)
+	err = s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		_, err := r.GetOperation(ctx, "t", "k")
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrUnavailable, "a read")
+	require.ErrorContains(t, err, "57P01", "the server's own words are kept")
+
+	terminate(t)
+	err = s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		op, err := tx.GetOperation(ctx, "t", "k")
+		if err != nil {
+			return err
+		}
+		prev := op.Revision
+		op.Revision++
+		return tx.UpdateOperation(ctx, op, prev)
+	})
+	require.ErrorIs(t, err, store.ErrUnavailable, "a transaction before its COMMIT")
+	require.Equal(t, int64(1), revision(), "nothing recorded")
+
+	terminate(t)
+	err = s.ViewSnapshot(ctx, func(ctx context.Context, r store.Reader) error {
+		_, err := r.GetOperation(ctx, "t", "k")
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrUnavailable, "a snapshot")
+}

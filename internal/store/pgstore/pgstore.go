@@ -416,11 +416,18 @@ func classify(err error) error {
 // it was recorded, as when no connection could be made. The pool hands
 // out a connection idle for less than a second without checking it, so a
 // request just after the server went away meets one that died with it.
+// The server ending the session itself counts as its loss too: it
+// answers the next statement on a connection it terminated (a restart or
+// shutdown, pg_terminate_backend, a failover, idle_session_timeout) with
+// the FATAL error it closed it with (terminatedCodes).
 // An error of the COMMIT's round trip never comes here: the server may
 // have committed before the connection was lost.
 func lostBeforeCommit(err error) error {
 	var pe *pgconn.PgError
-	if err == nil || errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+	if errors.As(err, &pe) && terminatedCodes[pe.Code] {
+		return unreachable{err}
+	}
+	if err == nil || pe != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		pgconn.Timeout(err) || errors.Is(err, store.ErrUnavailable) {
 		return err
 	}
@@ -432,6 +439,13 @@ func lostBeforeCommit(err error) error {
 	}
 	return err
 }
+
+// terminatedCodes are the SQLSTATEs of a session the server ended (its
+// FATAL error): admin_shutdown (a fast shutdown or restart, and
+// pg_terminate_backend), crash_shutdown (another backend crashed),
+// cannot_connect_now (starting up, shutting down, in recovery) and
+// idle_session_timeout.
+var terminatedCodes = map[string]bool{"57P01": true, "57P02": true, "57P03": true, "57P05": true}
 
 // unreachable is an error of a call that could not connect to the
 // server, or lost its connection before anything was recorded
