@@ -538,6 +538,11 @@ func (l *Ledger) ClaimLookup(ctx context.Context, seen *Operation, lease time.Du
 // DeferReconcile keeps an uncertain operation uncertain and schedules its
 // next reconciliation after delay, recording why (for example: the lookup
 // failed). The reconciler uses it to back off; it never resends anything.
+// The timeline gets a "reconcile deferred" entry, unless its last entry is
+// already a deferral with the same evidence: an operation put off again
+// and again for one reason (its destination is not served here, checked
+// every 10 minutes) keeps that first entry, and its next check
+// (Operation.NotBefore) moves on all the same.
 func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Duration, evidence string) (*Operation, error) {
 	if delay < 0 {
 		return nil, invalidInput("delay must not be negative")
@@ -551,8 +556,36 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 		}
 		t.op.NotBefore = t.nowPlus(delay)
 		t.dirty = true
-		t.note(ActorReconciler, "", "reconcile deferred",
-			join("next check at "+t.op.NotBefore.Format(time.RFC3339), t.keep(evidence, maxReasonLength)))
+		why := t.keep(evidence, maxReasonLength)
+		entries, err := t.listTimeline()
+		if err != nil {
+			return err
+		}
+		if n := len(entries); n > 0 && sameDeferral(entries[n-1], why) {
+			return nil
+		}
+		t.note(ActorReconciler, "", eventDeferred, join(deferredUntil+t.op.NotBefore.Format(time.RFC3339), why))
 		return nil
 	})
+}
+
+// eventDeferred is the timeline event of DeferReconcile; its evidence is
+// deferredUntil, the next check's time, then why.
+const (
+	eventDeferred = "reconcile deferred"
+	deferredUntil = "next check at "
+)
+
+// sameDeferral reports whether e is a deferral (DeferReconcile's) whose
+// evidence is why, whatever its next check.
+func sameDeferral(e *store.TimelineEntry, why string) bool {
+	if e.Event != eventDeferred || e.Actor != ActorReconciler || e.ToState != "" {
+		return false
+	}
+	rest, ok := strings.CutPrefix(e.Evidence, deferredUntil)
+	if !ok {
+		return false
+	}
+	_, got, _ := strings.Cut(rest, "; ") // an RFC 3339 time has none
+	return got == why
 }

@@ -92,7 +92,8 @@ type Config struct {
 	// UnknownRecheck is how long an operation of a destination that is not
 	// configured here, or does not serve the operation's tenant
 	// (destination.Serves), waits before it is looked at again. Default
-	// 10 min.
+	// 10 min. Its timeline keeps one "reconcile deferred" entry for these
+	// waits (Ledger.DeferReconcile), not one per recheck.
 	UnknownRecheck time.Duration
 	// Tenant limits the reconciler to one tenant's operations, as an
 	// opledger proxy does with its own: its lookups carry its upstream's

@@ -46,5 +46,20 @@ func TestNoLookupForATenantNotServed(t *testing.T) {
 		timeline, err := tl.Timeline(r.Ctx, key)
 		require.NoError(t, err)
 		require.Contains(t, timeline[len(timeline)-1].Evidence, "destination crm does not serve tenant globex")
+
+		// Checked again at each recheck, for as long as it stays so: the
+		// timeline keeps the one entry (it used to get one more at every
+		// recheck, 144 a day), while the next check moves on.
+		for range 3 {
+			r.Clock.Advance(10*time.Minute + time.Second)
+			require.Equal(t, 1, r.Reconcile().Decisions[reconciler.Wait])
+		}
+		again, err := tl.Timeline(r.Ctx, key)
+		require.NoError(t, err)
+		require.Len(t, again, len(timeline), "no new timeline entry")
+		op, err = tl.Get(r.Ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, 10*time.Minute, op.NotBefore.Sub(op.UpdatedAt))
+		require.Zero(t, r.Server.Lookups())
 	})
 }
