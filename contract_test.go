@@ -141,7 +141,7 @@ func TestBlankDestinationRefRefused(t *testing.T) {
 		op, err = l.Report(ctx, in.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateUncertain, op.State)
-		_, err = l.Reconcile(ctx, in.Key, opledger.Finding{Found: true, Matches: true, DestinationRef: "  ", AttemptCount: 1})
+		_, _, err = l.Reconcile(ctx, in.Key, opledger.Finding{Found: true, Matches: true, DestinationRef: "  ", AttemptCount: 1})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		require.ErrorContains(t, err, "needs its destination_ref")
 		op, err = l.Get(ctx, in.Key)

@@ -84,7 +84,7 @@ func ExampleLedger_Reconcile() {
 	fmt.Println(err)
 
 	// The reconciler looked the record up by its external reference.
-	op, err = ledger.Reconcile(ctx, intent.Key, opledger.Finding{Found: true, Matches: true, DestinationRef: "H43"})
+	op, _, err = ledger.Reconcile(ctx, intent.Key, opledger.Finding{Found: true, Matches: true, DestinationRef: "H43"})
 	if err != nil {
 		log.Fatal(err)
 	}

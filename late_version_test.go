@@ -165,7 +165,7 @@ func TestLateReportOnEarlierVersion(t *testing.T) {
 			require.NoError(t, err)
 			report("held-then-found", c1, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R-v1"})
 			held("held-then-found")
-			op, err = l.Reconcile(ctx, "held-then-found", opledger.Finding{Found: true, Matches: true, DestinationRef: "R-v2", Authoritative: true, AttemptCount: 2})
+			op, _, err = l.Reconcile(ctx, "held-then-found", opledger.Finding{Found: true, Matches: true, DestinationRef: "R-v2", Authoritative: true, AttemptCount: 2})
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateSucceeded, op.State)
 			require.Equal(t, "R-v2", op.DestinationRef)

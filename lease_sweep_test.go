@@ -108,11 +108,11 @@ func TestLateReportExtendsTheCall(t *testing.T) {
 	require.True(t, stale.Recorded)
 
 	clock.Advance(15 * time.Second) // 46 s in: 35 s after the lease, 15 s after the call
-	op, err := l.Reconcile(ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: 30 * time.Second, AttemptCount: 1})
+	op, _, err := l.Reconcile(ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: 30 * time.Second, AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateUncertain, op.State, "absence counts only 30 s after the call ended")
 	clock.Advance(16 * time.Second) // 62 s in
-	op, err = l.Reconcile(ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: 30 * time.Second, AttemptCount: 1})
+	op, _, err = l.Reconcile(ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: 30 * time.Second, AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StatePending, op.State)
 }

@@ -50,7 +50,7 @@ func TestRetryableProtectedRetryStaysUncertain(t *testing.T) {
 	// The first attempt's answer is lost: the charge may have been made.
 	_, op := attempt(opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
 	require.Equal(t, opledger.StateUncertain, op.State)
-	op, err = l.Reconcile(ctx, key, retention)
+	op, _, err = l.Reconcile(ctx, key, retention)
 	require.NoError(t, err)
 	require.Equal(t, opledger.StatePending, op.State)
 	require.True(t, op.Protected)
@@ -75,7 +75,7 @@ func TestRetryableProtectedRetryStaysUncertain(t *testing.T) {
 	queue, err = l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, queue, 1)
-	op, err = l.Reconcile(ctx, key, retention)
+	op, _, err = l.Reconcile(ctx, key, retention)
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)
 }
@@ -109,7 +109,7 @@ func TestProtectedRetryWindowIsEnforced(t *testing.T) {
 				require.NotNil(t, op.FirstDispatchedAt, "dispatched")
 				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
 				require.NoError(t, err)
-				op, err = l.Reconcile(ctx, key, retention)
+				op, _, err = l.Reconcile(ctx, key, retention)
 				require.NoError(t, err)
 				require.Equal(t, opledger.StatePending, op.State)
 				require.True(t, op.Protected)
@@ -208,7 +208,7 @@ func TestRejectedProtectedRetryHolds(t *testing.T) {
 	}
 	_, op := attempt(opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
 	require.Equal(t, opledger.StateUncertain, op.State)
-	op, err = l.Reconcile(ctx, key, opledger.Finding{ProtectionRetention: time.Hour})
+	op, _, err = l.Reconcile(ctx, key, opledger.Finding{ProtectionRetention: time.Hour})
 	require.NoError(t, err)
 	require.True(t, op.Protected)
 
@@ -251,7 +251,7 @@ func TestClaimCallTimeoutHoldsLateProtectedRetry(t *testing.T) {
 				require.NoError(t, err)
 				_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
 				require.NoError(t, err)
-				op, err := l.Reconcile(ctx, key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "key kept 10m"})
+				op, _, err := l.Reconcile(ctx, key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "key kept 10m"})
 				require.NoError(t, err)
 				require.True(t, op.Protected)
 			}
@@ -320,7 +320,7 @@ func TestDoCallCarriesProtectedUntil(t *testing.T) {
 		return opledger.Result{}, opledger.Uncertain(nil)
 	})
 	require.Error(t, err)
-	op, err := l.Reconcile(ctx, in.Key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"})
+	op, _, err := l.Reconcile(ctx, in.Key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"})
 	require.NoError(t, err)
 	require.True(t, op.Protected)
 	require.NotNil(t, op.ProtectedUntil)

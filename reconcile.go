@@ -78,146 +78,168 @@ type Finding struct {
 // other finding on a state but uncertain, is refused with a *StateError,
 // and a Finding about fewer attempts than the operation has
 // (Finding.AttemptCount) with ErrStaleFinding, unless it found a record.
-func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (*Operation, error) {
+//
+// decided reports whether the finding moved the operation on: out of
+// uncertain, or, for a record found after a decision meanwhile, out of
+// the state that decision left (to succeeded, or held). It is false when
+// the finding was only recorded and the operation stays as it was:
+// uncertain within the visibility delay, or as someone else decided it
+// while the lookup ran (a record with other content noted on a held,
+// failed or succeeded operation, a second record counted as a duplicate
+// effect, the effect kept for the attempt that holds the operation). A
+// reconciler counts only a finding that decided as its decision.
+func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (op *Operation, decided bool, err error) {
 	if f.Found && f.Matches && strings.TrimSpace(f.DestinationRef) == "" {
-		return nil, invalidInput("a matching record needs its destination_ref (not only spaces)")
+		return nil, false, invalidInput("a matching record needs its destination_ref (not only spaces)")
 	}
 	// A negative delay would let a lookup made while the call still ran
 	// count as proof of absence, and the operation be sent again.
 	if f.VisibilityDelay < 0 {
-		return nil, invalidInput("the visibility delay is %s: it must be 0 or more", f.VisibilityDelay)
+		return nil, false, invalidInput("the visibility delay is %s: it must be 0 or more", f.VisibilityDelay)
 	}
 	if f.ProtectionRetention < 0 {
-		return nil, invalidInput("the protection retention is %s: it must be 0 or more", f.ProtectionRetention)
+		return nil, false, invalidInput("the protection retention is %s: it must be 0 or more", f.ProtectionRetention)
 	}
 	if err := CheckDestinationRef(f.DestinationRef); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// Through the API the finding is the caller's: the timeline names
 	// its token after "reconciler".
 	actor := l.attributed(ActorReconciler)
-	return l.mutate(ctx, key, func(t *txn) error {
+	op, err = l.mutate(ctx, key, func(t *txn) error {
+		decided = false // decided again on a conflict
 		if err := t.need("reconcile"); err != nil {
 			return err
 		}
-		f := f // decided again on a conflict: from the finding as given
-		f.Evidence = t.keep(f.Evidence, maxReasonLength)
-		// A finding tied to the attempts the lookup saw (AttemptCount,
-		// as the reconciler sends it), of an operation a call may have
-		// reached: it was uncertain when the lookup began.
-		if f.Found && f.AttemptCount > 0 && f.AttemptCount <= t.op.AttemptCount && !t.op.FirstDispatchedAt.IsZero() &&
-			State(t.op.State) != StateUncertain {
-			if handled, err := t.foundAfterDecision(actor, f); handled || err != nil {
-				return err
-			}
+		from := t.op.State
+		if err := t.reconcile(l, actor, f); err != nil {
+			return err
 		}
-		if State(t.op.State) != StateUncertain {
-			return t.refuse("reconcile")
+		decided = t.op.State != from
+		return nil
+	})
+	return op, decided && err == nil, err
+}
+
+// reconcile applies f to the operation in the transaction, as
+// Ledger.Reconcile says, actor naming who found it. f is a copy: decided again on a conflict, from the finding as given.
+func (t *txn) reconcile(l *Ledger, actor string, f Finding) error {
+	f.Evidence = t.keep(f.Evidence, maxReasonLength)
+	// A finding tied to the attempts the lookup saw (AttemptCount,
+	// as the reconciler sends it), of an operation a call may have
+	// reached: it was uncertain when the lookup began.
+	if f.Found && f.AttemptCount > 0 && f.AttemptCount <= t.op.AttemptCount && !t.op.FirstDispatchedAt.IsZero() &&
+		State(t.op.State) != StateUncertain {
+		if handled, err := t.foundAfterDecision(actor, f); handled || err != nil {
+			return err
 		}
-		if f.AttemptCount > t.op.AttemptCount {
-			// Not a lookup from before a newer attempt: a count the
-			// operation never had.
-			return invalidInput("reconcile %s: attempt_count %d is more attempts than the operation has had (%d): send the attempt_count the operation showed when the lookup began",
-				t.key, f.AttemptCount, t.op.AttemptCount)
+	}
+	if State(t.op.State) != StateUncertain {
+		return t.refuse("reconcile")
+	}
+	if f.AttemptCount > t.op.AttemptCount {
+		// Not a lookup from before a newer attempt: a count the
+		// operation never had.
+		return invalidInput("reconcile %s: attempt_count %d is more attempts than the operation has had (%d): send the attempt_count the operation showed when the lookup began",
+			t.key, f.AttemptCount, t.op.AttemptCount)
+	}
+	if f.AttemptCount > 0 && t.op.AttemptCount != f.AttemptCount {
+		if !f.Found {
+			return t.refused(fmt.Errorf("reconcile %s: %w (lookup made after attempt %d, the operation is at attempt %d)",
+				t.key, ErrStaleFinding, f.AttemptCount, t.op.AttemptCount))
 		}
-		if f.AttemptCount > 0 && t.op.AttemptCount != f.AttemptCount {
-			if !f.Found {
-				return t.refused(fmt.Errorf("reconcile %s: %w (lookup made after attempt %d, the operation is at attempt %d)",
-					t.key, ErrStaleFinding, f.AttemptCount, t.op.AttemptCount))
-			}
-			// A record found is an effect, whichever attempt made it: it
-			// settles (or, other content, holds) the operation as a late
-			// success would. Only absence needs the newer attempt seen.
-			f.Evidence = join(f.Evidence, fmt.Sprintf("found by a lookup made after attempt %d, before attempt %d", f.AttemptCount, t.op.AttemptCount))
+		// A record found is an effect, whichever attempt made it: it
+		// settles (or, other content, holds) the operation as a late
+		// success would. Only absence needs the newer attempt seen.
+		f.Evidence = join(f.Evidence, fmt.Sprintf("found by a lookup made after attempt %d, before attempt %d", f.AttemptCount, t.op.AttemptCount))
+	}
+	looked := t.now
+	if !f.LookedAt.IsZero() && f.LookedAt.Before(looked) {
+		looked = f.LookedAt
+	}
+	ev := f.Evidence
+	// The key's retention runs from its first use; a new record's
+	// invisibility from the end of the latest call that could have
+	// made it.
+	attempts, err := t.attemptsWritten()
+	if err != nil {
+		return err
+	}
+	firstCall, lastCall := t.callWindow(attempts)
+	// The key was first used by the first call that may have reached
+	// the destination: the first dispatch, or the claim of an earlier
+	// attempt reported uncertain without a dispatch mark. Never a
+	// time that moves (the window would slide along).
+	since := firstCall
+	if since.IsZero() {
+		since = t.op.FirstDispatchedAt
+	}
+	if since.IsZero() {
+		since = t.op.CreatedAt
+	}
+	switch {
+	case f.Found && f.Matches:
+		t.succeed(f.DestinationRef, nil)
+		t.move(StateSucceeded, actor, "", "lookup found the effect",
+			join("destination ref "+f.DestinationRef, ev))
+		return t.countEarlierVersions()
+	case f.Found:
+		found := "the record found" // a lookup need not name it
+		if f.DestinationRef != "" {
+			found = "destination ref " + f.DestinationRef
 		}
-		looked := t.now
-		if !f.LookedAt.IsZero() && f.LookedAt.Before(looked) {
-			looked = f.LookedAt
-		}
-		ev := f.Evidence
-		// The key's retention runs from its first use; a new record's
-		// invisibility from the end of the latest call that could have
-		// made it.
-		attempts, err := t.attemptsWritten()
+		t.hold(actor, "lookup found other content", join(found+" does not match the intent", ev))
+	case f.Authoritative && looked.Before(lastCall.Add(f.VisibilityDelay)):
+		visible := storeTime(lastCall.Add(f.VisibilityDelay))
+		t.op.NotBefore = visible // the next check is worth making then
+		t.dirty = true
+		t.note(actor, "", "lookup empty within visibility delay",
+			join(fmt.Sprintf("absence counts only after %s", visible.Format(time.RFC3339)), ev))
+	case f.Authoritative:
+		// Absence is proven: a plain retry is safe, and the protection
+		// of an earlier protected attempt no longer applies (its end
+		// would otherwise hold the retry). The retry is one of the
+		// destination's attempts like any other: its policy's attempt
+		// limit and deadline apply.
+		t.unprotect()
+		exhausted, tried, err := t.retryLimit(l.retryPolicy(t.op.Destination))
 		if err != nil {
 			return err
 		}
-		firstCall, lastCall := t.callWindow(attempts)
-		// The key was first used by the first call that may have reached
-		// the destination: the first dispatch, or the claim of an earlier
-		// attempt reported uncertain without a dispatch mark. Never a
-		// time that moves (the window would slide along).
-		since := firstCall
-		if since.IsZero() {
-			since = t.op.FirstDispatchedAt
+		if exhausted != "" {
+			t.move(StateFailed, actor, "", "exhausted",
+				join(fmt.Sprintf("authoritative lookup found nothing after the visibility delay; %s after %d attempts", exhausted, tried), ev))
+			t.op.FailureKind = string(FailureExhausted)
+			return nil
 		}
-		if since.IsZero() {
-			since = t.op.CreatedAt
+		t.move(StatePending, actor, "", "lookup proved absence",
+			join("authoritative lookup found nothing after the visibility delay", ev))
+		t.op.NotBefore = t.now
+	case f.ProtectionRetention > 0 && t.now.Before(since.Add(f.ProtectionRetention)):
+		// A protected retry is an attempt too: past the policy's
+		// attempt limit or deadline the operation is held (an earlier
+		// attempt may have taken effect).
+		exhausted, tried, err := t.retryLimit(l.retryPolicy(t.op.Destination))
+		if err != nil {
+			return err
 		}
-		switch {
-		case f.Found && f.Matches:
-			t.succeed(f.DestinationRef, nil)
-			t.move(StateSucceeded, actor, "", "lookup found the effect",
-				join("destination ref "+f.DestinationRef, ev))
-			return t.countEarlierVersions()
-		case f.Found:
-			found := "the record found" // a lookup need not name it
-			if f.DestinationRef != "" {
-				found = "destination ref " + f.DestinationRef
-			}
-			t.hold(actor, "lookup found other content", join(found+" does not match the intent", ev))
-		case f.Authoritative && looked.Before(lastCall.Add(f.VisibilityDelay)):
-			visible := storeTime(lastCall.Add(f.VisibilityDelay))
-			t.op.NotBefore = visible // the next check is worth making then
-			t.dirty = true
-			t.note(actor, "", "lookup empty within visibility delay",
-				join(fmt.Sprintf("absence counts only after %s", visible.Format(time.RFC3339)), ev))
-		case f.Authoritative:
-			// Absence is proven: a plain retry is safe, and the protection
-			// of an earlier protected attempt no longer applies (its end
-			// would otherwise hold the retry). The retry is one of the
-			// destination's attempts like any other: its policy's attempt
-			// limit and deadline apply.
-			t.unprotect()
-			exhausted, tried, err := t.retryLimit(l.retryPolicy(t.op.Destination))
-			if err != nil {
-				return err
-			}
-			if exhausted != "" {
-				t.move(StateFailed, actor, "", "exhausted",
-					join(fmt.Sprintf("authoritative lookup found nothing after the visibility delay; %s after %d attempts", exhausted, tried), ev))
-				t.op.FailureKind = string(FailureExhausted)
-				return nil
-			}
-			t.move(StatePending, actor, "", "lookup proved absence",
-				join("authoritative lookup found nothing after the visibility delay", ev))
-			t.op.NotBefore = t.now
-		case f.ProtectionRetention > 0 && t.now.Before(since.Add(f.ProtectionRetention)):
-			// A protected retry is an attempt too: past the policy's
-			// attempt limit or deadline the operation is held (an earlier
-			// attempt may have taken effect).
-			exhausted, tried, err := t.retryLimit(l.retryPolicy(t.op.Destination))
-			if err != nil {
-				return err
-			}
-			if exhausted != "" {
-				t.hold(actor, "exhausted while uncertain",
-					join(fmt.Sprintf("%s after %d attempts; an earlier attempt may have taken effect", exhausted, tried), ev))
-				return nil
-			}
-			t.op.Protected = true
-			t.op.ProtectedUntil = storeTime(since.Add(f.ProtectionRetention))
-			t.move(StatePending, actor, "", "protected retry",
-				join(fmt.Sprintf("destination idempotency key honoured until %s", since.Add(f.ProtectionRetention).Format(time.RFC3339)), ev))
-			t.op.NotBefore = t.now
-		case f.ProtectionRetention > 0:
-			t.hold(actor, "protection expired",
-				join("the destination idempotency key's retention window has passed; a retry could duplicate the effect", ev))
-		default:
-			t.hold(actor, "cannot be decided automatically", join(t.undecidable(f, attempts), ev))
+		if exhausted != "" {
+			t.hold(actor, "exhausted while uncertain",
+				join(fmt.Sprintf("%s after %d attempts; an earlier attempt may have taken effect", exhausted, tried), ev))
+			return nil
 		}
-		return nil
-	})
+		t.op.Protected = true
+		t.op.ProtectedUntil = storeTime(since.Add(f.ProtectionRetention))
+		t.move(StatePending, actor, "", "protected retry",
+			join(fmt.Sprintf("destination idempotency key honoured until %s", since.Add(f.ProtectionRetention).Format(time.RFC3339)), ev))
+		t.op.NotBefore = t.now
+	case f.ProtectionRetention > 0:
+		t.hold(actor, "protection expired",
+			join("the destination idempotency key's retention window has passed; a retry could duplicate the effect", ev))
+	default:
+		t.hold(actor, "cannot be decided automatically", join(t.undecidable(f, attempts), ev))
+	}
+	return nil
 }
 
 // foundAfterDecision applies f, a finding that a record exists, to an

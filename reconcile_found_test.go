@@ -47,8 +47,9 @@ func TestFindingAfterDecision(t *testing.T) {
 			for _, d := range []opledger.DecisionKind{opledger.DecisionAuthorizeRetry, opledger.DecisionCancel} {
 				key := "found-after-" + string(d)
 				uncertain(key, d)
-				op, err := l.Reconcile(ctx, key, found)
+				op, decided, err := l.Reconcile(ctx, key, found)
 				require.NoError(t, err, d)
+				require.True(t, decided, "the finding moved it on: %s", d)
 				require.Equal(t, opledger.StateSucceeded, op.State, d)
 				require.Equal(t, "R1", op.DestinationRef)
 				tl, err := l.Timeline(ctx, key)
@@ -63,8 +64,9 @@ func TestFindingAfterDecision(t *testing.T) {
 			uncertain("found-while-claimed", opledger.DecisionAuthorizeRetry)
 			c, err := l.Claim(ctx, "found-while-claimed", opledger.ClaimOptions{})
 			require.NoError(t, err)
-			op, err := l.Reconcile(ctx, "found-while-claimed", found)
+			op, decided, err := l.Reconcile(ctx, "found-while-claimed", found)
 			require.NoError(t, err, "a found record is not a stale finding")
+			require.False(t, decided, "kept for the attempt that holds it to settle")
 			require.Equal(t, opledger.StateInProgress, op.State)
 			_, err = l.Dispatch(ctx, "found-while-claimed", c.AttemptID, c.FencingToken)
 			require.Error(t, err)
@@ -77,8 +79,9 @@ func TestFindingAfterDecision(t *testing.T) {
 			uncertain("other-after-retry", opledger.DecisionAuthorizeRetry)
 			other := found
 			other.Matches = false
-			op, err = l.Reconcile(ctx, "other-after-retry", other)
+			op, decided, err = l.Reconcile(ctx, "other-after-retry", other)
 			require.NoError(t, err)
+			require.True(t, decided)
 			require.Equal(t, opledger.StateHeld, op.State)
 
 			// Other content while a retry is claimed, not sent: it is not
@@ -86,7 +89,7 @@ func TestFindingAfterDecision(t *testing.T) {
 			uncertain("other-while-claimed", opledger.DecisionAuthorizeRetry)
 			c, err = l.Claim(ctx, "other-while-claimed", opledger.ClaimOptions{})
 			require.NoError(t, err)
-			op, err = l.Reconcile(ctx, "other-while-claimed", other)
+			op, _, err = l.Reconcile(ctx, "other-while-claimed", other)
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateHeld, op.State)
 			_, err = l.Dispatch(ctx, "other-while-claimed", c.AttemptID, c.FencingToken)
@@ -102,8 +105,9 @@ func TestFindingAfterDecision(t *testing.T) {
 			require.NoError(t, err)
 			_, err = l.Report(ctx, "other-after-confirmed", first[0].ID, first[0].FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R1"})
 			require.ErrorIs(t, err, opledger.ErrStaleFencingToken)
-			op, err = l.Reconcile(ctx, "other-after-confirmed", other)
+			op, decided, err = l.Reconcile(ctx, "other-after-confirmed", other)
 			require.NoError(t, err)
+			require.False(t, decided, "noted only")
 			require.Equal(t, opledger.StateInProgress, op.State)
 			_, err = l.Dispatch(ctx, "other-after-confirmed", c.AttemptID, c.FencingToken)
 			require.ErrorContains(t, err, "operation is succeeded", "the call does not start: the effect exists")
@@ -121,11 +125,11 @@ func TestFindingAfterDecision(t *testing.T) {
 			uncertain("second-while-held", opledger.DecisionAuthorizeRetry)
 			c, err = l.Claim(ctx, "second-while-held", opledger.ClaimOptions{Dispatch: true})
 			require.NoError(t, err)
-			_, err = l.Reconcile(ctx, "second-while-held", found)
+			_, _, err = l.Reconcile(ctx, "second-while-held", found)
 			require.NoError(t, err)
 			third := found
 			third.DestinationRef = "R3"
-			op, err = l.Reconcile(ctx, "second-while-held", third)
+			op, _, err = l.Reconcile(ctx, "second-while-held", third)
 			require.NoError(t, err)
 			require.Equal(t, 1, op.DuplicateEffects)
 			op, err = l.Report(ctx, "second-while-held", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R3"})
@@ -142,14 +146,15 @@ func TestFindingAfterDecision(t *testing.T) {
 			_, err = l.Report(ctx, "second-record", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R2"})
 			require.NoError(t, err)
 			for range 2 {
-				op, err = l.Reconcile(ctx, "second-record", found)
+				op, decided, err = l.Reconcile(ctx, "second-record", found)
 				require.NoError(t, err)
+				require.False(t, decided, "a duplicate effect noted on an operation succeeded meanwhile")
 				require.Equal(t, opledger.StateSucceeded, op.State)
 				require.Equal(t, "R2", op.DestinationRef)
 				require.Equal(t, 1, op.DuplicateEffects, "R1 and R2 both exist; the same finding again counts nothing more")
 			}
 			// Its own record found: nothing new.
-			_, err = l.Reconcile(ctx, "second-record", opledger.Finding{Found: true, Matches: true, DestinationRef: "R2", AttemptCount: 2})
+			_, _, err = l.Reconcile(ctx, "second-record", opledger.Finding{Found: true, Matches: true, DestinationRef: "R2", AttemptCount: 2})
 			require.ErrorIs(t, err, opledger.ErrInvalidState)
 
 			// Uncertain again after a newer attempt: a record the older
@@ -159,16 +164,16 @@ func TestFindingAfterDecision(t *testing.T) {
 			require.NoError(t, err)
 			_, err = l.Report(ctx, "found-after-newer", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 			require.NoError(t, err)
-			op, err = l.Reconcile(ctx, "found-after-newer", found)
+			op, _, err = l.Reconcile(ctx, "found-after-newer", found)
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateSucceeded, op.State)
 			require.Equal(t, "R1", op.DestinationRef)
-			_, err = l.Reconcile(ctx, "found-after-newer", opledger.Finding{Authoritative: true, AttemptCount: 1})
+			_, _, err = l.Reconcile(ctx, "found-after-newer", opledger.Finding{Authoritative: true, AttemptCount: 1})
 			require.ErrorIs(t, err, opledger.ErrInvalidState)
 
 			// Anything but a record found is still refused there.
 			uncertain("absent-after-retry", opledger.DecisionAuthorizeRetry)
-			_, err = l.Reconcile(ctx, "absent-after-retry", opledger.Finding{Authoritative: true, AttemptCount: 1})
+			_, _, err = l.Reconcile(ctx, "absent-after-retry", opledger.Finding{Authoritative: true, AttemptCount: 1})
 			require.ErrorIs(t, err, opledger.ErrInvalidState)
 		})
 	}
@@ -269,7 +274,7 @@ func TestOtherContentFoundAfterSuccessIsNoted(t *testing.T) {
 			_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "R2"})
 			require.NoError(t, err)
 
-			op, err := l.Reconcile(ctx, key, opledger.Finding{Found: true, DestinationRef: "R9", AttemptCount: 1, Evidence: "GET /records?ref=k"})
+			op, _, err := l.Reconcile(ctx, key, opledger.Finding{Found: true, DestinationRef: "R9", AttemptCount: 1, Evidence: "GET /records?ref=k"})
 			require.NoError(t, err, "a record found is never dropped")
 			require.Equal(t, opledger.StateSucceeded, op.State)
 			require.Equal(t, "R2", op.DestinationRef)

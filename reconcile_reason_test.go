@@ -74,7 +74,7 @@ func TestUndecidableReasonSaysWhatHappened(t *testing.T) {
 			if tc.looked {
 				f.LookedAt = clock.Map(time.Time{})
 			}
-			op, err = l.Reconcile(ctx, key, f)
+			op, _, err = l.Reconcile(ctx, key, f)
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateHeld, op.State)
 			tl, err := l.Timeline(ctx, key)
@@ -102,7 +102,7 @@ func TestOtherContentReason(t *testing.T) {
 		c := dispatchedCreate(t, l, key)
 		_, err := l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "no answer"})
 		require.NoError(t, err)
-		op, err := l.Reconcile(ctx, key, opledger.Finding{Found: true, Matches: false, DestinationRef: ref, Evidence: "crm lookup"})
+		op, _, err := l.Reconcile(ctx, key, opledger.Finding{Found: true, Matches: false, DestinationRef: ref, Evidence: "crm lookup"})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateHeld, op.State)
 		tl, err := l.Timeline(ctx, key)
@@ -131,7 +131,7 @@ func TestNegativeFindingDurations(t *testing.T) {
 		{Authoritative: true, VisibilityDelay: -10 * time.Second, LookedAt: lookupBegan, AttemptCount: 1},
 		{ProtectionRetention: -time.Hour},
 	} {
-		_, err = l.Reconcile(ctx, key, f)
+		_, _, err = l.Reconcile(ctx, key, f)
 		require.ErrorIs(t, err, opledger.ErrInvalidInput)
 		require.ErrorContains(t, err, "it must be 0 or more")
 		op, err := l.Get(ctx, key)
@@ -139,7 +139,7 @@ func TestNegativeFindingDurations(t *testing.T) {
 		require.Equal(t, opledger.StateUncertain, op.State, "nothing changed")
 	}
 	// With no delay, the lookup begun during the call proves nothing.
-	op, err := l.Reconcile(ctx, key, opledger.Finding{Authoritative: true, LookedAt: lookupBegan, AttemptCount: 1})
+	op, _, err := l.Reconcile(ctx, key, opledger.Finding{Authoritative: true, LookedAt: lookupBegan, AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateUncertain, op.State)
 }

@@ -71,7 +71,7 @@ func TestListOptions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.ledger.Report(ctx, "l:5", claim.AttemptID, claim.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 	require.NoError(t, err)
-	_, err = b.ledger.Reconcile(ctx, "l:5", opledger.Finding{Found: true, Matches: false, DestinationRef: "M1", Authoritative: true, Evidence: "other content"})
+	_, _, err = b.ledger.Reconcile(ctx, "l:5", opledger.Finding{Found: true, Matches: false, DestinationRef: "M1", Authoritative: true, Evidence: "other content"})
 	require.NoError(t, err)
 	held, err := b.ledger.Get(ctx, "l:5")
 	require.NoError(t, err)

@@ -64,7 +64,7 @@ func (b *bundle) seed(t *testing.T) {
 	c := mk("intake:I17:create", "crm", `{"submission":"847","contact":{"email":"ana@example.invalid"}}`)
 	_, err := b.ledger.Report(ctx, "intake:I17:create", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "read: connection reset after the request was written"})
 	require.NoError(t, err)
-	_, err = b.ledger.Reconcile(ctx, "intake:I17:create", opledger.Finding{Evidence: "the CRM offers no lookup"})
+	_, _, err = b.ledger.Reconcile(ctx, "intake:I17:create", opledger.Finding{Evidence: "the CRM offers no lookup"})
 	require.NoError(t, err)
 	c = mk("mail:welcome:u17", "mailer", `{"template":"welcome"}`)
 	_, err = b.ledger.Report(ctx, "mail:welcome:u17", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after 10 s"})
@@ -492,7 +492,7 @@ func TestQueueShowsEveryState(t *testing.T) {
 	held := func(key string) {
 		t.Helper()
 		report(key, dispatched(key), opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-		_, err := l.Reconcile(ctx, key, opledger.Finding{Evidence: "no lookup"})
+		_, _, err := l.Reconcile(ctx, key, opledger.Finding{Evidence: "no lookup"})
 		require.NoError(t, err)
 	}
 	// The oldest: one held, one uncertain; an hour later two more held,

@@ -59,7 +59,7 @@ func heldOp(t *testing.T, l *opledger.Ledger, in opledger.Intent, lastError, evi
 	require.NoError(t, err)
 	_, err = l.Report(ctx, in.Key, cl.AttemptID, cl.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: lastError})
 	require.NoError(t, err)
-	_, err = l.Reconcile(ctx, in.Key, opledger.Finding{Evidence: evidence})
+	_, _, err = l.Reconcile(ctx, in.Key, opledger.Finding{Evidence: evidence})
 	require.NoError(t, err)
 }
 

@@ -31,7 +31,7 @@ func TestMarkSucceededAdvancesWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Report(ctx, "wf:A-1/task", cl.AttemptID, cl.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 	require.NoError(t, err)
-	_, err = l.Reconcile(ctx, "wf:A-1/task", opledger.Finding{Evidence: "no lookup"})
+	_, _, err = l.Reconcile(ctx, "wf:A-1/task", opledger.Finding{Evidence: "no lookup"})
 	require.NoError(t, err)
 
 	srv := httptest.NewServer(c)

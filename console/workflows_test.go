@@ -44,7 +44,7 @@ func putWorkflow(t *testing.T, l *opledger.Ledger, key string, outcome opledger.
 	_, err = l.Report(ctx, step, cl.AttemptID, cl.FencingToken, rep)
 	require.NoError(t, err)
 	if outcome == opledger.OutcomeUncertain {
-		_, err = l.Reconcile(ctx, step, opledger.Finding{Evidence: evidence})
+		_, _, err = l.Reconcile(ctx, step, opledger.Finding{Evidence: evidence})
 		require.NoError(t, err)
 	}
 }

@@ -472,7 +472,7 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 	if body.LookedAt != nil {
 		f.LookedAt = *body.LookedAt
 	}
-	op, err := l.Reconcile(r.Context(), r.PathValue("key"), f)
+	op, _, err := l.Reconcile(r.Context(), r.PathValue("key"), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -209,7 +209,9 @@ const (
 	// Wait: still uncertain; looked at again later (visibility delay,
 	// failed lookup, unknown destination).
 	Wait Decision = "wait"
-	// Skipped: someone else decided meanwhile.
+	// Skipped: someone else decided meanwhile. A record the lookup
+	// found then is noted on the operation's timeline (Ledger.Reconcile
+	// says it did not decide), and logged as noted, not reconciled.
 	Skipped Decision = "skipped"
 )
 
@@ -476,7 +478,7 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		// sensitive value across the cut would be kept in part.
 		f.Evidence = textcut.Prefix(op.MaskText(f.Evidence), maxEvidence)
 	}
-	after, err := tl.Reconcile(ctx, op.Key, f)
+	after, decided, err := tl.Reconcile(ctx, op.Key, f)
 	switch {
 	case errors.Is(err, opledger.ErrInvalidState), errors.Is(err, opledger.ErrStaleFinding):
 		// Decided or tried again meanwhile: the next pass looks anew.
@@ -485,6 +487,12 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		return r.lookupFailed(ctx, tl, op, err)
 	case err != nil:
 		return "", fmt.Errorf("reconcile: %w", err)
+	case !decided && after.State != opledger.StateUncertain:
+		// Someone else decided it while the lookup ran (a person, a late
+		// report): the record found is on its timeline, but the decision
+		// is not this reconciler's.
+		log.Info("lookup's finding noted; the operation was decided meanwhile", "state", after.State, "capabilities", caps.String())
+		return Skipped, nil
 	}
 	var d Decision
 	switch after.State {

@@ -724,7 +724,7 @@ func (s *soak) reconciler(ctx context.Context, l *opledger.Ledger, rnd *rand.Ran
 				s.check("hold", err, reconcileKinds...)
 				continue
 			}
-			_, err := l.Reconcile(ctx, op.Key, f)
+			_, _, err := l.Reconcile(ctx, op.Key, f)
 			if s.check("reconcile", err, reconcileKinds...) && f.Found {
 				s.observe("success calls")
 			}

@@ -285,7 +285,7 @@ func (w *worker) sweeper(ctx context.Context) {
 				f = opledger.Finding{ProtectionRetention: protectionRetention,
 					Evidence: "the protected destination deduplicates by idempotency key for 24h"}
 			}
-			if _, err := tl.Reconcile(ctx, op.Key, f); err != nil && !errors.Is(err, opledger.ErrInvalidState) {
+			if _, _, err := tl.Reconcile(ctx, op.Key, f); err != nil && !errors.Is(err, opledger.ErrInvalidState) {
 				logf("%s: reconcile %s/%s: %v", w.cfg.name, op.Tenant, op.Key, err)
 			}
 		}

@@ -34,7 +34,7 @@ func testReconcile(t *testing.T, h Harness) {
 			b := setup(t, h)
 			b.inState(t, "k1", opledger.StateUncertain)
 			b.clock.Advance(tc.advance)
-			op, err := b.ledger.Reconcile(b.ctx, "k1", tc.finding)
+			op, _, err := b.ledger.Reconcile(b.ctx, "k1", tc.finding)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, op.State)
 			require.Contains(t, b.events(t, "k1"), tc.event)
@@ -66,13 +66,13 @@ func testReconcile(t *testing.T, h Harness) {
 		before, err := b.ledger.Get(b.ctx, "k1")
 		require.NoError(t, err)
 		b.clock.Advance(2 * time.Minute)
-		_, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour, AttemptCount: before.AttemptCount})
+		_, _, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour, AttemptCount: before.AttemptCount})
 		require.NoError(t, err) // protected retry: pending
 		c := b.claimDispatched(t, "k1")
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 		b.clock.Advance(2 * time.Minute)
 
-		_, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute,
+		_, _, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute,
 			AttemptCount: before.AttemptCount})
 		require.ErrorIs(t, err, opledger.ErrStaleFinding)
 		require.ErrorContains(t, err, "lookup made after attempt 1, the operation is at attempt 2")
@@ -80,7 +80,7 @@ func testReconcile(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateUncertain, op.State, "nothing recorded")
 		require.Equal(t, 2, op.AttemptCount)
-		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, AttemptCount: 2})
+		op, _, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, AttemptCount: 2})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State, "a lookup made for attempt 2 decides")
 	})
@@ -90,7 +90,7 @@ func testReconcile(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateUncertain)
-		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true, DestinationRef: "H1",
+		op, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true, DestinationRef: "H1",
 			Evidence: strings.Repeat("é", 300_000)})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateSucceeded, op.State)
@@ -109,11 +109,11 @@ func testReconcile(t *testing.T, h Harness) {
 		began, err := b.ledger.Now(b.ctx)
 		require.NoError(t, err)
 		b.clock.Advance(2 * time.Minute) // the lookup took that long
-		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, LookedAt: began})
+		op, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, LookedAt: began})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateUncertain, op.State, "looked within the delay: no resend")
 		require.Contains(t, b.events(t, "k1"), "lookup empty within visibility delay")
-		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, LookedAt: began.Add(2 * time.Minute)})
+		op, _, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute, LookedAt: began.Add(2 * time.Minute)})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State, "looked after the delay")
 	})
@@ -125,7 +125,7 @@ func testReconcile(t *testing.T, h Harness) {
 		b.clock.Advance(time.Hour) // the first call was long ago
 		c = b.claimDispatched(t, "k1")
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
-		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
+		op, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateUncertain, op.State, "the latest call may still be invisible: no resend")
 		require.NotNil(t, op.NotBefore)
@@ -136,7 +136,7 @@ func testReconcile(t *testing.T, h Harness) {
 		queue, err = b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, queue, 1)
-		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
+		op, _, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State)
 	})
@@ -154,7 +154,7 @@ func testReconcile(t *testing.T, h Harness) {
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 		b.clock.Advance(2 * time.Second) // 11 s after the dispatch, 2 s after the end
 		f := opledger.Finding{Authoritative: true, VisibilityDelay: 5 * time.Second}
-		op, err := b.ledger.Reconcile(b.ctx, "k1", f)
+		op, _, err := b.ledger.Reconcile(b.ctx, "k1", f)
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateUncertain, op.State, "5 s after the dispatch but 2 s after the call ended: no resend")
 		attempts, err := b.ledger.Attempts(b.ctx, "k1")
@@ -163,13 +163,13 @@ func testReconcile(t *testing.T, h Harness) {
 		require.Equal(t, *attempts[0].FinishedAt, end)
 		require.WithinDuration(t, end.Add(5*time.Second), *op.NotBefore, time.Millisecond, "next check when the delay after the end has passed")
 		b.clock.Advance(4 * time.Second)
-		op, err = b.ledger.Reconcile(b.ctx, "k1", f)
+		op, _, err = b.ledger.Reconcile(b.ctx, "k1", f)
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State, "5 s after the call ended")
 
 		b.uncertain(t, "k2") // the lease (10 s) ran out; the sweep found it 1 s later
 		b.clock.Advance(4 * time.Second)
-		op, err = b.ledger.Reconcile(b.ctx, "k2", f)
+		op, _, err = b.ledger.Reconcile(b.ctx, "k2", f)
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateUncertain, op.State, "15 s after the dispatch, 4 s after the lease was found expired")
 	})
@@ -198,7 +198,7 @@ func testReconcile(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Equal(t, *attempts[0].FinishedAt, opledger.LastCallEnd(op, attempts), "the call ended when it was reported")
 		b.clock.Advance(20 * time.Minute)
-		op, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
+		op, _, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateHeld, op.State, "3 h 20 min after the claim, a 1 h key is forgotten")
 		require.Contains(t, b.events(t, "k1"), "protection expired")
@@ -217,7 +217,7 @@ func testReconcile(t *testing.T, h Harness) {
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 		f := opledger.Finding{ProtectionRetention: 2 * time.Hour}
 		b.clock.Advance(10 * time.Minute)
-		op, err := b.ledger.Reconcile(b.ctx, "k1", f)
+		op, _, err := b.ledger.Reconcile(b.ctx, "k1", f)
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State, "a protected retry")
 		b.clock.Advance(50 * time.Minute)
@@ -225,7 +225,7 @@ func testReconcile(t *testing.T, h Harness) {
 		require.True(t, c.Protected)
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout again"})
 		b.clock.Advance(90 * time.Minute) // 2 h 30 after the first use
-		op, err = b.ledger.Reconcile(b.ctx, "k1", f)
+		op, _, err = b.ledger.Reconcile(b.ctx, "k1", f)
 		require.NoError(t, err)
 		require.Equal(t, opledger.StateHeld, op.State, "the 2 h key, first used 2 h 30 ago, may be forgotten")
 	})
@@ -237,13 +237,13 @@ func testReconcile(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateUncertain)
-		_, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: 10 * time.Minute})
+		_, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: 10 * time.Minute})
 		require.NoError(t, err)
 		c := b.claimDispatched(t, "k1")
 		require.True(t, c.Protected)
 		b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout again"})
 		b.clock.Advance(20 * time.Minute)
-		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
+		op, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Authoritative: true, VisibilityDelay: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, opledger.StatePending, op.State)
 		require.False(t, op.Protected)
@@ -273,12 +273,12 @@ func testReconcile(t *testing.T, h Harness) {
 		} {
 			b := setup(t, h, policy)
 			b.inState(t, "k1", opledger.StateUncertain)
-			op, err := b.ledger.Reconcile(b.ctx, "k1", tc.finding)
+			op, _, err := b.ledger.Reconcile(b.ctx, "k1", tc.finding)
 			require.NoError(t, err)
 			require.Equal(t, opledger.StatePending, op.State, "the first retry is within the policy")
 			c := b.claimDispatched(t, "k1")
 			b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout again"})
-			op, err = b.ledger.Reconcile(b.ctx, "k1", tc.finding)
+			op, _, err = b.ledger.Reconcile(b.ctx, "k1", tc.finding)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, op.State, "two attempts made: no third")
 			require.Contains(t, b.events(t, "k1"), tc.event)
@@ -292,7 +292,7 @@ func testReconcile(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateUncertain)
-		_, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: 10 * time.Minute})
+		_, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: 10 * time.Minute})
 		require.NoError(t, err)
 		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{Lease: time.Hour, Dispatch: true})
 		require.NoError(t, err)
@@ -314,9 +314,9 @@ func testReconcile(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StatePending)
-		_, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true, DestinationRef: "x"})
+		_, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true, DestinationRef: "x"})
 		require.ErrorIs(t, err, opledger.ErrInvalidState)
-		_, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true})
+		_, _, err = b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{Found: true, Matches: true})
 		require.ErrorIs(t, err, opledger.ErrInvalidInput, "a match needs its ref")
 	})
 }
@@ -424,7 +424,7 @@ func testResolve(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateUncertain)
-		op, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
+		op, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
 		require.NoError(t, err)
 		require.True(t, op.Protected)
 		op, _, err = b.ledger.Resolve(b.ctx, "k1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "customer withdrew"})
@@ -860,7 +860,7 @@ func testTransitionTable(t *testing.T, h Harness) {
 			return err
 		}},
 		{"reconcile", []opledger.State{opledger.StateUncertain}, func(b *bundle, key string, _ *opledger.Operation) error {
-			_, err := b.ledger.Reconcile(b.ctx, key, opledger.Finding{Found: true, Matches: true, DestinationRef: "H1"})
+			_, _, err := b.ledger.Reconcile(b.ctx, key, opledger.Finding{Found: true, Matches: true, DestinationRef: "H1"})
 			return err
 		}},
 		{"hold", []opledger.State{opledger.StateUncertain}, func(b *bundle, key string, _ *opledger.Operation) error {

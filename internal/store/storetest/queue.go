@@ -209,7 +209,7 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Len(t, queue, 1)
 	require.Equal(t, "m1", queue[0].Key)
-	_, err = b.ledger.Reconcile(b.ctx, "m1", opledger.Finding{Evidence: "no lookup"})
+	_, _, err = b.ledger.Reconcile(b.ctx, "m1", opledger.Finding{Evidence: "no lookup"})
 	require.NoError(t, err)
 
 	op, err := b.ledger.DeferReconcile(b.ctx, "u1", time.Minute, "lookup: 502 from the CRM")
@@ -227,7 +227,7 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	_, err = b.ledger.DeferReconcile(b.ctx, "p1", time.Minute, "x")
 	require.ErrorIs(t, err, opledger.ErrInvalidState)
 	// Once decided, the next-check time no longer matters.
-	op, err = b.ledger.Reconcile(b.ctx, "u1", opledger.Finding{Found: true, Matches: true, DestinationRef: "H1"})
+	op, _, err = b.ledger.Reconcile(b.ctx, "u1", opledger.Finding{Found: true, Matches: true, DestinationRef: "H1"})
 	require.NoError(t, err)
 	require.Nil(t, op.NotBefore)
 

@@ -72,7 +72,7 @@ func testRelease(t *testing.T, h Harness) {
 		t.Parallel()
 		b := setup(t, h)
 		b.inState(t, "k1", opledger.StateUncertain)
-		_, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
+		_, _, err := b.ledger.Reconcile(b.ctx, "k1", opledger.Finding{ProtectionRetention: time.Hour})
 		require.NoError(t, err)
 		c, err := b.ledger.Claim(b.ctx, "k1", opledger.ClaimOptions{})
 		require.NoError(t, err)

@@ -32,7 +32,7 @@ func testReviews(t *testing.T, h Harness) {
 	}
 	(&bundle{ctx: b.ctx, ledger: acme, clock: b.clock}).inState(t, "x", opledger.StateHeld)
 	for _, key := range []string{"c", "a", "d", "b"} {
-		_, err := b.ledger.Reconcile(b.ctx, key, opledger.Finding{Evidence: "no lookup"})
+		_, _, err := b.ledger.Reconcile(b.ctx, key, opledger.Finding{Evidence: "no lookup"})
 		require.NoError(t, err)
 		b.clock.Advance(time.Hour)
 	}
@@ -67,9 +67,9 @@ func testReviews(t *testing.T, h Harness) {
 	// page boundary between them loses neither.
 	b.inState(t, "e", opledger.StateUncertain)
 	b.inState(t, "g", opledger.StateUncertain)
-	_, err = b.ledger.Reconcile(b.ctx, "g", opledger.Finding{Evidence: "no lookup"})
+	_, _, err = b.ledger.Reconcile(b.ctx, "g", opledger.Finding{Evidence: "no lookup"})
 	require.NoError(t, err)
-	_, err = b.ledger.Reconcile(b.ctx, "e", opledger.Finding{Evidence: "no lookup"})
+	_, _, err = b.ledger.Reconcile(b.ctx, "e", opledger.Finding{Evidence: "no lookup"})
 	require.NoError(t, err)
 	byReview = append(byReview, "e", "g")
 	for limit := 1; limit <= 3; limit++ {

@@ -206,7 +206,7 @@ func (b *bundle) inState(t *testing.T, key string, s opledger.State) *opledger.O
 		return b.report(t, key, c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after write"})
 	case opledger.StateHeld:
 		b.inState(t, key, opledger.StateUncertain)
-		op, err := b.ledger.Reconcile(b.ctx, key, opledger.Finding{Evidence: "no lookup"})
+		op, _, err := b.ledger.Reconcile(b.ctx, key, opledger.Finding{Evidence: "no lookup"})
 		require.NoError(t, err)
 		return op
 	case opledger.StateSucceeded:

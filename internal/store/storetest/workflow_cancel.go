@@ -52,7 +52,7 @@ func testWorkflowCancel(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		c := b.claimDispatched(t, "wf:C-18/create_task")
 		b.report(t, "wf:C-18/create_task", c, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout after write"})
-		_, err = b.ledger.Reconcile(b.ctx, "wf:C-18/create_task", opledger.Finding{Evidence: "CRM offers no lookup"})
+		_, _, err = b.ledger.Reconcile(b.ctx, "wf:C-18/create_task", opledger.Finding{Evidence: "CRM offers no lookup"})
 		require.NoError(t, err)
 		b.clock.Advance(time.Hour)
 		_, _, err = b.ledger.Resolve(b.ctx, "wf:C-18/create_task", opledger.Decision{Kind: opledger.DecisionCancel,

@@ -675,7 +675,7 @@ rules:
 		require.NoError(t, err)
 		require.Equal(t, opledger.WorkflowRunning, w.Status)
 		require.Contains(t, w.Reason, "uncertain")
-		_, err = b.ledger.Reconcile(b.ctx, "wf:C-17/create_task", opledger.Finding{Evidence: "CRM offers no lookup"})
+		_, _, err = b.ledger.Reconcile(b.ctx, "wf:C-17/create_task", opledger.Finding{Evidence: "CRM offers no lookup"})
 		require.NoError(t, err)
 
 		w, err = b.ledger.GetWorkflow(b.ctx, "wf:C-17")
@@ -822,7 +822,7 @@ rules:
 		require.NoError(t, err)
 		require.Zero(t, n, "no e-mail while the task is uncertain")
 		// On restart the reconciler finds the task by lookup: no second task.
-		_, err = b.ledger.Reconcile(b.ctx, "wf:C-17/create_task", opledger.Finding{Found: true, Matches: true, DestinationRef: "T-9"})
+		_, _, err = b.ledger.Reconcile(b.ctx, "wf:C-17/create_task", opledger.Finding{Found: true, Matches: true, DestinationRef: "T-9"})
 		require.NoError(t, err)
 		n, err = b.ledger.AdvanceWorkflows(b.ctx)
 		require.NoError(t, err)
