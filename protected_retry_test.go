@@ -359,7 +359,7 @@ func TestDoBoundsProtectedRetryByItsWindow(t *testing.T) {
 				return opledger.Result{}, errors.New("no answer")
 			})
 			require.Error(t, err)
-			op, err := l.Reconcile(ctx, in.Key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"})
+			op, _, err := l.Reconcile(ctx, in.Key, opledger.Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"})
 			require.NoError(t, err)
 			require.True(t, op.Protected)
 
