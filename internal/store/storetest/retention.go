@@ -66,15 +66,9 @@ func testRetention(t *testing.T, h Harness) {
 	t.Run("KeepsStepsOfUnfinishedWorkflows", func(t *testing.T) {
 		t.Parallel()
 		b := setupRetention(t, h)
-		yes := true
-		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
-			{Name: "a", Action: "task.create", Destination: "crm", Payload: []byte(`{"n":1}`)},
-			{Name: "b", Action: "mail.send", Destination: "mail", Payload: []byte(`{"n":2}`), RequiresApproval: &yes},
-			{Name: "c", Action: "task.link", Destination: "crm", Payload: []byte(`{"url":"{steps.a.response.url}"}`)},
-		}})
-		require.NoError(t, err)
+		b.putReadingWorkflow(t)
 		b.succeedStep(t, "wf/a", "T-1")
-		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/a")
+		_, err := b.ledger.AdvanceWorkflowOf(b.ctx, "wf/a")
 		require.NoError(t, err)
 		b.inState(t, "plain", opledger.StateSucceeded)
 
@@ -87,16 +81,7 @@ func testRetention(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.False(t, a.Tombstoned, "a later step reads its response")
 
-		step, err := b.ledger.Get(b.ctx, "wf/b")
-		require.NoError(t, err)
-		_, _, err = b.ledger.Approve(b.ctx, "wf/b", opledger.Approval{Version: step.Version, Fingerprint: step.Fingerprint, Approver: "boss"})
-		require.NoError(t, err)
-		b.succeedStep(t, "wf/b", "M-1")
-		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/b")
-		require.NoError(t, err, "step c is recorded with step a's response")
-		c, err := b.ledger.Get(b.ctx, "wf/c")
-		require.NoError(t, err)
-		require.JSONEq(t, `{"url":"https://crm.example/tasks/T-1"}`, string(c.Payload))
+		b.approveStepB(t)
 
 		// Once the workflow has finished, its steps go as any operation.
 		b.succeedStep(t, "wf/c", "L-1")
@@ -118,19 +103,13 @@ func testRetention(t *testing.T, h Harness) {
 	t.Run("KeepsStepsBesideKeysThatNameNoStep", func(t *testing.T) {
 		t.Parallel()
 		b := setupRetention(t, h)
-		yes := true
-		_, _, err := b.ledger.PutWorkflow(b.ctx, "wf", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
-			{Name: "a", Action: "task.create", Destination: "crm", Payload: []byte(`{"n":1}`)},
-			{Name: "b", Action: "mail.send", Destination: "mail", Payload: []byte(`{"n":2}`), RequiresApproval: &yes},
-			{Name: "c", Action: "task.link", Destination: "crm", Payload: []byte(`{"url":"{steps.a.response.url}"}`)},
-		}})
-		require.NoError(t, err)
+		b.putReadingWorkflow(t)
 		// The ordinary operation finishes first, so that it comes first
 		// in retention's batch.
 		b.inState(t, "wf/notes", opledger.StateSucceeded)
 		b.clock.Advance(time.Minute)
 		b.succeedStep(t, "wf/a", "T-1")
-		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/a")
+		_, err := b.ledger.AdvanceWorkflowOf(b.ctx, "wf/a")
 		require.NoError(t, err)
 
 		// Step b waits for its approval past the retention period.
@@ -145,16 +124,7 @@ func testRetention(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.False(t, a.Tombstoned, "a later step reads its response")
 
-		step, err := b.ledger.Get(b.ctx, "wf/b")
-		require.NoError(t, err)
-		_, _, err = b.ledger.Approve(b.ctx, "wf/b", opledger.Approval{Version: step.Version, Fingerprint: step.Fingerprint, Approver: "boss"})
-		require.NoError(t, err)
-		b.succeedStep(t, "wf/b", "M-1")
-		_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/b")
-		require.NoError(t, err, "step c is recorded with step a's response")
-		c, err := b.ledger.Get(b.ctx, "wf/c")
-		require.NoError(t, err)
-		require.JSONEq(t, `{"url":"https://crm.example/tasks/T-1"}`, string(c.Payload))
+		b.approveStepB(t)
 	})
 
 	t.Run("TombstoneShowsDuplicateEffectsAndAttempts", func(t *testing.T) {
@@ -215,4 +185,35 @@ func testRetention(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.True(t, op.Tombstoned)
 	})
+}
+
+// putReadingWorkflow records workflow wf of the retention tests: step a,
+// then b, which waits for its approval, then c, which reads a's
+// response.
+func (b *bundle) putReadingWorkflow(t *testing.T) {
+	t.Helper()
+	yes := true
+	_, _, err := b.ledger.PutWorkflow(b.ctx, "wf", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
+		{Name: "a", Action: "task.create", Destination: "crm", Payload: []byte(`{"n":1}`)},
+		{Name: "b", Action: "mail.send", Destination: "mail", Payload: []byte(`{"n":2}`), RequiresApproval: &yes},
+		{Name: "c", Action: "task.link", Destination: "crm", Payload: []byte(`{"url":"{steps.a.response.url}"}`)},
+	}})
+	require.NoError(t, err)
+}
+
+// approveStepB approves and succeeds step b of putReadingWorkflow's
+// workflow, once a succeeded with the reference T-1, and checks that
+// step c is recorded with a's response: a was kept whole for it.
+func (b *bundle) approveStepB(t *testing.T) {
+	t.Helper()
+	step, err := b.ledger.Get(b.ctx, "wf/b")
+	require.NoError(t, err)
+	_, _, err = b.ledger.Approve(b.ctx, "wf/b", opledger.Approval{Version: step.Version, Fingerprint: step.Fingerprint, Approver: "boss"})
+	require.NoError(t, err)
+	b.succeedStep(t, "wf/b", "M-1")
+	_, err = b.ledger.AdvanceWorkflowOf(b.ctx, "wf/b")
+	require.NoError(t, err, "step c is recorded with step a's response")
+	c, err := b.ledger.Get(b.ctx, "wf/c")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"url":"https://crm.example/tasks/T-1"}`, string(c.Payload))
 }
