@@ -146,16 +146,12 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 		refusedEventRequests: newRefusedEventRequests()}
 	own := []prometheus.Collector{s.refusedEvents, s.refusedWebhooks, s.refusedEventRequests}
 	if n := opts.AbandonedCalls; n != nil {
-		own = append(own, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "opledger_executor_abandoned_calls",
-			Help: "Destination calls this process's executor abandoned that are still running: they ignored their context past the call limit and a short grace, were recorded uncertain, and have not returned. Not back to 0: a destination whose calls never return.",
-		}, func() float64 { return float64(n()) }))
+		own = append(own, processGauge("opledger_executor_abandoned_calls",
+			"Destination calls this process's executor abandoned that are still running: they ignored their context past the call limit and a short grace, and have not returned; each keeps its claim, its operation in_progress, until it does. Not back to 0: a destination whose calls never return.", n))
 	}
 	if n := opts.AbandonedLookups; n != nil {
-		own = append(own, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "opledger_reconciler_abandoned_lookups",
-			Help: "Lookups this process's reconciler abandoned, having waited their timeout and grace (a Go lookup that ignores its context), that are still running.",
-		}, func() float64 { return float64(n()) }))
+		own = append(own, processGauge("opledger_reconciler_abandoned_lookups",
+			"Lookups this process's reconciler abandoned, having waited their timeout and grace (a Go lookup that ignores its context), that are still running.", n))
 	}
 	s.metrics = metricsHandler(l, opts.Logger, opts.MetricsMaxAge, opts.Destinations, own...)
 	mux := http.NewServeMux()

@@ -325,6 +325,12 @@ func newRefusedEventRequests() *prometheus.CounterVec {
 	return c
 }
 
+// processGauge is a gauge of this process's own, read from n at each
+// scrape (the executor's abandoned calls, the reconciler's lookups).
+func processGauge(name, help string, n func() int) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(n()) })
+}
+
 // metricsHandler serves /metrics: the ledger's figures, read at most once
 // per maxAge (negative: on every scrape), this process's own figures
 // (refused events, event requests and webhook deliveries, abandoned calls
