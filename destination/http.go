@@ -424,13 +424,8 @@ var templateFuncs = template.FuncMap{
 // destination for another record than the operation's (an
 // authoritative "none found" for it would resend the call).
 func urlValue(v any) (string, error) {
-	switch v.(type) {
-	case nil:
-		return "", errors.New("the value is null, which a URL cannot carry")
-	case map[string]any:
-		return "", errors.New("the value is an object, which a URL cannot carry")
-	case []any:
-		return "", errors.New("the value is an array, which a URL cannot carry")
+	if what := unprintable(v); what != "" {
+		return "", errors.New("the value is " + what + ", which a URL cannot carry")
 	}
 	if s, ok := scalarString(v); ok {
 		return s, nil
@@ -500,15 +495,25 @@ func guardList(tree *parse.Tree, list *parse.ListNode) {
 // unless text/template would print it as something the operation does
 // not hold (unprintedError).
 func printed(action string, v any) (any, error) {
-	switch v.(type) {
-	case nil:
-		return nil, &unprintedError{action: action, what: "null"}
-	case map[string]any:
-		return nil, &unprintedError{action: action, what: "an object"}
-	case []any:
-		return nil, &unprintedError{action: action, what: "an array"}
+	if what := unprintable(v); what != "" {
+		return nil, &unprintedError{action: action, what: what}
 	}
 	return v, nil
+}
+
+// unprintable says what v, a payload's value, is when text/template
+// would write it as none of the payload's text ("<no value>", "map[…]",
+// "[…]"): "null", "an object" or "an array"; "" for any other value.
+func unprintable(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	return ""
 }
 
 // unprintedError is printed's refusal of a value: the action that would
