@@ -198,12 +198,15 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /operations/{key}", c.signedIn(c.operation))
 	c.mux.HandleFunc("POST /operations/{key}/resolve", c.signedIn(c.deciding(c.resolve)))
 	c.mux.HandleFunc("POST /operations/{key}/approve", c.signedIn(c.deciding(c.approve)))
+	c.mux.HandleFunc("GET /operations/{key}/resolve", c.signedIn(c.formAddress(operationsPage, "resolve")))
+	c.mux.HandleFunc("GET /operations/{key}/approve", c.signedIn(c.formAddress(operationsPage, "approve")))
 	c.mux.HandleFunc("GET /dashboard", c.signedIn(c.dashboard))
 	c.mux.HandleFunc("GET /events", c.signedIn(c.events))
 	c.mux.HandleFunc("GET /events/{source}/{id}", c.signedIn(c.event))
 	c.mux.HandleFunc("GET /workflows", c.signedIn(c.workflows))
 	c.mux.HandleFunc("GET /workflows/{key}", c.signedIn(c.workflow))
 	c.mux.HandleFunc("POST /workflows/{key}/cancel", c.signedIn(c.deciding(c.cancelWorkflow)))
+	c.mux.HandleFunc("GET /workflows/{key}/cancel", c.signedIn(c.formAddress(workflowsPage, "cancel")))
 	c.mux.HandleFunc("GET /lab", c.signedIn(c.labPage))
 	c.mux.HandleFunc("GET /lab/{scenario}/reset", c.signedIn(c.labResetPage))
 	c.mux.HandleFunc("POST /lab/{scenario}", c.signedIn(c.labAction))
@@ -275,8 +278,8 @@ func (c *Console) staticFiles(files fs.FS) http.Handler {
 // page of operation onb:1/send, at /operations/onb:1%2Fsend, the address
 // the console's links give. "" for a request that is not a GET or HEAD
 // of such an address. An address a route matches is not one: a key
-// typed so that it ends in /resolve, /approve or /cancel names that
-// route, which takes only its form (405), and is reached by its link.
+// typed so that it ends in /resolve, /approve or /cancel names a form's
+// route, whose GET formAddress answers.
 func keyPage(r *http.Request) string {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return ""
@@ -287,6 +290,33 @@ func keyPage(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// formAddress answers a GET of the address of a form's route (page
+// operationsPage or workflowsPage, the form's name form): the address
+// of the operation or workflow whose key holds a "/" and ends in
+// /form, typed with the "/" as it is (/operations/onb:1/resolve for the
+// step resolve of workflow onb:1), is sent to that key's page (303), as
+// keyPage sends any other; when no operation or workflow has that key,
+// the address is the form's, which takes no GET (405).
+func (c *Console) formAddress(page, form string) sessionHandler {
+	return func(w http.ResponseWriter, r *http.Request, s *session) {
+		key := r.PathValue("key") + "/" + form
+		var err error
+		if page == workflowsPage {
+			_, err = s.ledger.GetWorkflow(r.Context(), key)
+		} else {
+			_, err = s.ledger.Get(r.Context(), key)
+		}
+		switch {
+		case err == nil:
+			http.Redirect(w, r, page+url.PathEscape(key), http.StatusSeeOther)
+		case errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidKey) || errors.Is(err, opledger.ErrInvalidInput):
+			c.noPage(w, r, http.StatusMethodNotAllowed, http.MethodPost)
+		default:
+			c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+		}
+	}
 }
 
 // statusProbe is a ResponseWriter that keeps a handler's status and
