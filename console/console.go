@@ -203,6 +203,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /dashboard", c.signedIn(c.dashboard))
 	c.mux.HandleFunc("GET /events", c.signedIn(c.events))
 	c.mux.HandleFunc("GET /events/{source}/{id}", c.signedIn(c.event))
+	c.mux.HandleFunc("GET /events/{source}/{id}/{rest...}", c.signedIn(c.eventAddress))
 	c.mux.HandleFunc("GET /workflows", c.signedIn(c.workflows))
 	c.mux.HandleFunc("GET /workflows/{key}", c.signedIn(c.workflow))
 	c.mux.HandleFunc("POST /workflows/{key}/cancel", c.signedIn(c.deciding(c.cancelWorkflow)))
@@ -1118,6 +1119,42 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		data["Next"] = href(status, page.NextCursor)
 	}
 	c.renderSigned(w, s, http.StatusOK, "events", data)
+}
+
+// eventAddress answers the address of an event whose source or id holds
+// a "/", typed with the "/" as it is (/events/forms/evt/1 for event evt/1
+// of source forms), which the event route does not match: it is sent
+// (303) to the event's page, at the address its links give, the "/"
+// escaped (/events/forms/evt%2F1), as keyPage sends an operation's. Which
+// "/" ends the source cannot be told from the address, so each is tried,
+// the first first; none that names an event is answered 404.
+func (c *Console) eventAddress(w http.ResponseWriter, r *http.Request, s *session) {
+	segs := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/events/"), "/")
+	for i, seg := range segs {
+		v, err := url.PathUnescape(seg)
+		if err != nil {
+			segs = nil
+			break
+		}
+		segs[i] = v
+	}
+	for i := 1; i < len(segs); i++ {
+		source, id := strings.Join(segs[:i], "/"), strings.Join(segs[i:], "/")
+		if opledger.ValidateKey(source) != nil || opledger.ValidateKey(id) != nil {
+			continue
+		}
+		_, err := s.ledger.GetEvent(r.Context(), source, id)
+		if errors.Is(err, opledger.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			return
+		}
+		http.Redirect(w, r, "/events/"+url.PathEscape(source)+"/"+url.PathEscape(id), http.StatusSeeOther)
+		return
+	}
+	c.fail(w, r, s, http.StatusNotFound, "No event has that source and id.", nil)
 }
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
