@@ -649,33 +649,41 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	next := safeNext(r.PostForm.Get("next"))
-	secret, _, err := c.ledger.OpenSession(r.Context(), token, SessionDuration)
-	if err != nil {
+	refused := func(err error) {
 		status, msg := http.StatusUnauthorized, "That token is unknown or revoked."
 		if !errors.Is(err, opledger.ErrUnauthorized) {
 			status, msg = http.StatusServiceUnavailable, "The ledger's store does not answer."
 			c.log.Error("console: sign in", "error", err)
 		}
 		c.render(w, status, "login", map[string]any{"Title": "Sign in", "Next": next, "Error": msg})
+	}
+	// A token refused leaves the browser's session as it was.
+	if _, err := c.ledger.Authenticate(r.Context(), token); err != nil {
+		refused(err)
 		return
 	}
 	// Signing in again from a browser signed in already ends the session
 	// its cookie held, which the new cookie replaces: left open, it would
-	// last its hours with no browser left to sign it out. Should that
-	// fail, the new session is closed and the browser keeps the old one.
+	// last its hours with no browser left to sign it out. It is ended
+	// before the new one is opened, so that a store that fails to end it
+	// leaves no new session behind either (the browser keeps the old
+	// one), and one that fails to open the new session leaves the browser
+	// signed out.
 	for _, ck := range r.CookiesNamed(c.sessionCookie(r)) {
 		if ck.Value == "" {
 			continue
 		}
 		if err := c.ledger.CloseSession(r.Context(), ck.Value); err != nil {
 			c.log.Error("console: sign in: end the session signed in before", "error", err)
-			if err := c.ledger.CloseSession(context.WithoutCancel(r.Context()), secret); err != nil {
-				c.log.Error("console: sign in: close the new session", "error", err)
-			}
 			c.render(w, http.StatusServiceUnavailable, "login", map[string]any{"Title": "Sign in", "Next": next,
 				"Error": "The ledger's store does not answer."})
 			return
 		}
+	}
+	secret, _, err := c.ledger.OpenSession(r.Context(), token, SessionDuration)
+	if err != nil {
+		refused(err)
+		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: c.sessionCookie(r), Value: secret, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: c.secure(r), MaxAge: int(SessionDuration / time.Second)})

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -66,4 +67,51 @@ func TestSignInAgainEndsOldSession(t *testing.T) {
 			require.ErrorIs(t, err, opledger.ErrUnauthorized, "signing in again with a token ends the session too")
 		})
 	}
+}
+
+// TestSignInAgainOpensNoSessionBeforeTheOldEnds: signing in again ends
+// the session the browser held before it opens the new one, so that a
+// store failing to end it leaves no new session behind, unused until it
+// expires (closing the new one could fail too). The old session's row is
+// locked here, as another transaction would hold it: while the sign-in
+// waits to end it, no new session is stored; once the lock goes, the
+// sign-in completes. On PostgreSQL, whose row locks let the sign-in wait
+// mid-way.
+func TestSignInAgainOpensNoSessionBeforeTheOldEnds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	_, token, srv := storeConsole(t, dsn, opledger.Options{})
+	s := signIn(t, srv.URL, token)
+	first := s.sessionSecret()
+
+	holder, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM sessions FOR UPDATE) s`).Scan(&n))
+	require.Equal(t, 1, n)
+	done := make(chan int)
+	go func() {
+		resp, err := s.hc.PostForm(srv.URL+"/login", url.Values{"token": {token}})
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	testdb.WaitBlockedBy(t, holder, "ending the session signed in before")
+	watcher, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer watcher.Close(ctx)
+	require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM sessions`).Scan(&n))
+	require.Equal(t, 1, n, "no new session while the old one has not ended")
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, http.StatusSeeOther, <-done)
+	require.NotEqual(t, first, s.sessionSecret())
+	require.NoError(t, watcher.QueryRow(ctx, `SELECT count(*) FROM sessions`).Scan(&n))
+	require.Equal(t, 1, n, "the new session only")
 }
