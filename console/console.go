@@ -1101,8 +1101,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	// The filter and the other pages keep the source (and the first and
-	// next pages the status). The counts are the tenant's, whatever the
-	// source.
+	// next pages the status). The counts are the tenant's, of every
+	// source (as /v1/stats gives them): on the page of one source the
+	// filter links show none, which would not count what they list, and
+	// the page says whose its counts are.
 	href := func(st opledger.EventStatus, cursor string) string {
 		return listHref("/events", map[string]string{"source": source, "status": string(st), "cursor": cursor})
 	}
@@ -1110,7 +1112,8 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	for _, es := range eventStatuses {
 		filters = append(filters, eventFilter{Status: es, Count: st.EventsByStatus[es], Href: href(es, ""), Active: status == es})
 	}
-	data := map[string]any{"Title": "Events", "Source": source, "Status": status, "Filters": filters, "Stats": st}
+	data := map[string]any{"Title": "Events", "Source": source, "Status": status, "Filters": filters, "Stats": st,
+		"Counted": source == ""}
 	if cursor != "" {
 		// A later page links back to the first.
 		data["First"] = href(status, "")
