@@ -297,9 +297,10 @@ func keyPage(r *http.Request) string {
 // operationsPage or workflowsPage, the form's name form): the address
 // of the operation or workflow whose key holds a "/" and ends in
 // /form, typed with the "/" as it is (/operations/onb:1/resolve for the
-// step resolve of workflow onb:1), is sent to that key's page (303), as
-// keyPage sends any other; when no operation or workflow has that key,
-// the address is the form's, which takes no GET (405).
+// step resolve of workflow onb:1, recorded or not yet), is sent to that
+// key's page (303), as keyPage sends any other; when no operation,
+// workflow step or workflow has that key, the address is the form's,
+// which takes no GET (405).
 func (c *Console) formAddress(page, form string) sessionHandler {
 	return func(w http.ResponseWriter, r *http.Request, s *session) {
 		key := r.PathValue("key") + "/" + form
@@ -308,6 +309,15 @@ func (c *Console) formAddress(page, form string) sessionHandler {
 			_, err = s.ledger.GetWorkflow(r.Context(), key)
 		} else {
 			_, err = s.ledger.Get(r.Context(), key)
+			if errors.Is(err, opledger.ErrNotFound) {
+				// A workflow's step not recorded yet: its page says
+				// what it waits for (stepNotRecorded).
+				wkey, name, _ := opledger.SplitWorkflowStepKey(key)
+				var wf *opledger.Workflow
+				if wf, err = s.ledger.GetWorkflow(r.Context(), wkey); err == nil && wf.Step(name) == nil {
+					err = opledger.ErrNotFound
+				}
+			}
 		}
 		switch {
 		case err == nil:

@@ -18,7 +18,8 @@ import (
 // address with the "/" as it is, leads to its page (303 to the escaped
 // address) like any other key with a "/", rather than being taken for
 // the form's route and refused (405). A GET of a form's route whose key
-// names nothing is still answered 405. On both stores.
+// names nothing is still answered 405. A workflow's step not recorded
+// yet, whose page says what it waits for, is led to as well. On both stores.
 func TestRawKeyEndingInFormName(t *testing.T) {
 	t.Parallel()
 	for _, st := range testdb.Stores() {
@@ -36,8 +37,16 @@ func TestRawKeyEndingInFormName(t *testing.T) {
 				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
 			}})
 			require.NoError(t, err)
+			// A step not recorded yet has a page too, which says what it
+			// waits for.
+			_, _, err = l.PutWorkflow(ctx, "onb:3", opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{
+				{Name: "a", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+				{Name: "approve", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)},
+			}})
+			require.NoError(t, err)
 			s := signIn(t, srv.URL, token)
 			for raw, page := range map[string]string{
+				"/operations/onb:3/approve":  "/operations/onb:3%2Fapprove",
 				"/operations/onb:1/resolve":  "/operations/onb:1%2Fresolve",
 				"/operations/mail:1/approve": "/operations/mail:1%2Fapprove",
 				"/workflows/wf:2/cancel":     "/workflows/wf:2%2Fcancel",
@@ -47,7 +56,9 @@ func TestRawKeyEndingInFormName(t *testing.T) {
 				resp.Body.Close()
 				require.Equal(t, http.StatusSeeOther, resp.StatusCode, raw)
 				require.Equal(t, page, resp.Header.Get("Location"), raw)
-				require.Contains(t, s.get(page), "<h1>", raw)
+				_, body := s.fetch(page)
+				require.Contains(t, body, "<h1>", raw)
+				require.NotContains(t, body, "no page at this address", raw)
 			}
 			for _, raw := range []string{"/operations/none:1/resolve", "/operations/none:1/approve", "/workflows/none:1/cancel"} {
 				status, body := s.fetch(raw)
