@@ -13,7 +13,7 @@ import (
 // taking POST /records as documented in docs/lab.md, with a small control
 // API beside it:
 //
-//	POST /{name}/faults   ["lost_response", "429"]   the next calls get these faults, one each
+//	POST /{name}/faults   ["lost_response", "429"]   the next calls get these faults, one each: {"queued": 2}
 //	GET  /{name}/counters                            {"attempts": …, "effects": …, "lookups": …}
 //
 // DestinationsYAML writes the destinations file that sends to them.
