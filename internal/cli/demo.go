@@ -94,6 +94,11 @@ walk-through writes anything.`,
 	return cmd
 }
 
+// demoClockMoves is how far the walk-through moves its clock forward in
+// all: a minute past the 503's backoff, a minute past the dead worker's
+// lease.
+const demoClockMoves = 2 * time.Minute
+
 // runDemo runs the walk-through on dsn and, when addr is set, serves the
 // ledger there until ctx ends. It refuses, before writing anything, a dsn
 // that already holds a ledger and an addr it cannot listen on. temporary
@@ -112,7 +117,14 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string, temporary boo
 	if err := refuseLedger(ctx, dsn); err != nil {
 		return err
 	}
-	var offset atomic.Int64 // the demo's clock, moved forward instead of waiting
+	// The demo's clock, moved forward instead of waiting (past a backoff,
+	// past a dead worker's lease): demoClockMoves in all. It starts that
+	// far behind, so that it ends on the real clock: the server started
+	// after the walk-through, and any other process reading the ledger
+	// (ops list's AGE, a later serve on the same --db), see no operation
+	// dated in the future.
+	var offset atomic.Int64
+	offset.Store(-int64(demoClockMoves))
 	ledger, err := opledger.Open(ctx, dsn, opledger.Options{
 		Worker: "demo-worker",
 		Lease:  10 * time.Second,
@@ -208,7 +220,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string, temporary boo
 	say("4. 503, then success")
 	op, err = send(order("DEMO-OP-020", 2), lab.Fault5xxBeforeCommit)
 	show("send", op, err)
-	offset.Add(int64(time.Minute)) // past the backoff
+	offset.Add(int64(time.Minute)) // past the backoff; one of demoClockMoves
 	op, err = send(order("DEMO-OP-020", 2), lab.FaultNone)
 	show("retry", op, err)
 	say("")
@@ -230,7 +242,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string, temporary boo
 			return err
 		}
 		say("   claim, dispatch, the provider accepts the message, the worker dies")
-		offset.Add(int64(time.Minute))
+		offset.Add(int64(time.Minute)) // past the lease; the other of demoClockMoves
 		if _, err := ledger.ExpireLeases(ctx); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -8,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
 )
 
 // TestDemoSaysWhatItCounts: the number of records created at the CRM is
@@ -52,4 +56,32 @@ func TestDemoSaysItRemovesItsLedger(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrNotExist, "removed, as said")
 	_, err = os.Stat(filepath.Dir(first[1]))
 	require.ErrorIs(t, err, fs.ErrNotExist, "its temporary directory too")
+}
+
+// TestDemoLeavesNoOperationInTheFuture: the walk-through moves the
+// ledger's clock forward instead of waiting (past a backoff, past a dead
+// worker's lease), yet what it leaves is dated no later than the real
+// clock after it ends. Otherwise every other reader (ops list's AGE, the
+// console of a server started later on the same --db) would show the
+// last operations as made 0s ago for minutes, and a review time as
+// further off than it is.
+func TestDemoLeavesNoOperationInTheFuture(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
+	_, errOut, code := run(t, "demo", "--db", dsn, "--no-serve")
+	require.Equal(t, 0, code, errOut)
+	after := time.Now()
+
+	ctx := context.Background()
+	ledger, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	defer ledger.Close()
+	page, err := ledger.List(ctx, opledger.ListOptions{Limit: 50})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Items)
+	for _, op := range page.Items {
+		for what, at := range map[string]time.Time{"created": op.CreatedAt, "updated": op.UpdatedAt, "in its state since": op.StateSince} {
+			require.False(t, at.After(after), "%s %s at %s, after the demo ended at %s", op.Key, what, at, after)
+		}
+	}
 }
