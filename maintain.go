@@ -38,7 +38,9 @@ type MaintainOptions struct {
 	// operations for, if it has such a list (AnnounceOptions.Destinations).
 	Destinations []string
 	// Logger gets a line for each run that changed something and for
-	// each error. Nil means slog.Default().
+	// each error, and once, after the first lease sweep, the number of
+	// operations still claimed by leases not yet ended, when there are
+	// any (no keys). Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -89,10 +91,24 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		started := true
 		periodic.Run(ctx, o.LeaseSweep, log, "expire leases", func(ctx context.Context) error {
 			n, err := l.ExpireLeases(ctx)
 			if n > 0 {
 				log.Info("settled expired leases", "count", n)
+			}
+			if started && err == nil {
+				// Once, after the first sweep: a process started after one
+				// that died says that the dead one's claims are still
+				// held, rather than nothing until their leases end.
+				started = false
+				claimed, err := l.countClaimed(ctx)
+				if err != nil {
+					return err
+				}
+				if claimed > 0 {
+					log.Info("operations claimed by leases not yet ended: each is settled when its lease ends, if its worker is gone", "count", claimed)
+				}
 			}
 			return err
 		})
@@ -139,6 +155,25 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 		}
 	})
 	wg.Wait()
+}
+
+// countClaimed counts the in_progress operations of every tenant: those
+// whose leases ExpireLeases found not yet ended (and any claimed since).
+// They are few, one per running worker, and listed through the index the
+// lease sweep reads.
+func (l *Ledger) countClaimed(ctx context.Context) (int, error) {
+	beyondEveryLease := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	err := sweepPages(ctx, l, func(ctx context.Context, r store.Reader, _ time.Time, after store.OperationID) ([]store.OperationID, error) {
+		return r.ExpiredLeases(ctx, beyondEveryLease, after, sweepPage)
+	}, func(store.OperationID) error {
+		n++
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count claimed operations: %w", err)
+	}
+	return n, nil
 }
 
 // sweepPage is how many items a sweep lists at a time.

@@ -148,3 +148,67 @@ func TestMaintainSaysANegativeInterval(t *testing.T) {
 	require.Contains(t, out, "option=MaintainOptions.WorkflowSweep given=-1s used=5s")
 	require.NotContains(t, out, "MaintainOptions.LeaseSweep", "zero is the default, not a mistake")
 }
+
+// TestMaintainSaysWhatIsClaimedAtStart: a process that starts after one
+// that died says once, after its first lease sweep, how many operations
+// are still claimed by leases not yet ended, of every tenant, and names
+// none of them; those whose leases had ended are settled, not counted.
+func TestMaintainSaysWhatIsClaimedAtStart(t *testing.T) {
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := st.NewDSN(t)
+			intent := func(key string) *opledger.Intent {
+				return &opledger.Intent{Key: key, Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)}
+			}
+			// The process that dies: three claims, one of which ends
+			// before the next process starts.
+			dead, err := opledger.Open(ctx, dsn, opledger.Options{})
+			require.NoError(t, err)
+			acme, err := dead.WithTenant("acme")
+			require.NoError(t, err)
+			_, err = dead.Claim(ctx, "k:short", opledger.ClaimOptions{Intent: intent("k:short"), Lease: time.Hour})
+			require.NoError(t, err)
+			_, err = dead.Claim(ctx, "k:long", opledger.ClaimOptions{Intent: intent("k:long"), Lease: 3 * time.Hour, Dispatch: true})
+			require.NoError(t, err)
+			_, err = acme.Claim(ctx, "k:long", opledger.ClaimOptions{Intent: intent("k:long"), Lease: 3 * time.Hour})
+			require.NoError(t, err)
+			require.NoError(t, dead.Close())
+
+			l, err := opledger.Open(ctx, dsn, opledger.Options{
+				Clock: func(now time.Time) time.Time { return now.Add(2 * time.Hour) }}) // k:short's lease is over
+			require.NoError(t, err)
+			defer func() { require.NoError(t, l.Close()) }()
+			var logs testrig.LogBuffer
+			mctx, stop := context.WithCancel(ctx)
+			stopped := make(chan struct{})
+			go func() {
+				l.Maintain(mctx, opledger.MaintainOptions{LeaseSweep: time.Millisecond,
+					Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				close(stopped)
+			}()
+			const said = "operations claimed by leases not yet ended"
+			require.Eventually(t, func() bool { return strings.Contains(logs.String(), said) }, 10*time.Second, time.Millisecond)
+			// A later sweep, which could say it again, settles a claim
+			// of this process's whose lease ends at once.
+			_, err = l.Claim(ctx, "k:later", opledger.ClaimOptions{Intent: intent("k:later"), Lease: time.Millisecond})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return strings.Count(logs.String(), `msg="settled expired leases" count=1`) == 2 },
+				10*time.Second, time.Millisecond, "%s", &logs)
+			stop()
+			<-stopped
+
+			var lines []string
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, said) {
+					lines = append(lines, line)
+				}
+			}
+			require.Len(t, lines, 1, "said once:\n%s", logs.String())
+			require.Contains(t, lines[0], " count=2", "both tenants' running claims, not the one whose lease ended")
+			require.NotContains(t, lines[0], "k:", "no key")
+			require.NotContains(t, logs.String(), "level=ERROR")
+		})
+	}
+}
