@@ -71,6 +71,13 @@ type HTTPConfig struct {
 	Lookup *LookupConfig `yaml:"lookup"`
 	// UniqueReference declares that a duplicate create is refused.
 	UniqueReference *UniqueReferenceConfig `yaml:"unique_reference"`
+	// UncertainStatuses are answer statuses that mean "the call may have
+	// had its effect" for this destination: a call answered with one is
+	// uncertain, whatever the status means otherwise (a gateway's 503
+	// sent after the backend acted). 4xx and 5xx statuses only, each
+	// once, not UniqueReference's conflict status. Lookups are not
+	// affected. See HTTPPolicy.UncertainStatuses.
+	UncertainStatuses []int `yaml:"uncertain_statuses"`
 	// Retry is the destination's retry policy; unset fields take
 	// opledger.DefaultRetryPolicy's values. Without it, the ledger's
 	// default policy (opledger.Options.RetryPolicy) applies.
@@ -364,6 +371,8 @@ var emptyFields = []struct {
 	{[]string{"lookup", "not_found"}, "has no value: it needs field and value, the mark of the destination's own 404; leave it out to take any empty or JSON 404"},
 	{[]string{"unique_reference"}, "has no value: write unique_reference: {} to declare it with the default conflict_status 409, " +
 		"or leave it out if the destination does not refuse a duplicate create"},
+	{[]string{"uncertain_statuses"}, "has no value: list the statuses that may come after the destination acted " +
+		"(uncertain_statuses: [502, 503, 504]), or leave it out"},
 	{[]string{"retry"}, "has no value: write retry: {} for the default policy (5 attempts, 1s, 5m, 24h), or leave it out"},
 	{[]string{"tenants"}, "has no value, which would serve every tenant: list the tenants the destination serves (tenants: [acme]), " +
 		"or leave it out to serve every tenant"},

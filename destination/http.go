@@ -227,6 +227,25 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 		h.policy.ExistsStatus = status
 	}
 
+	if c.UncertainStatuses != nil {
+		if len(c.UncertainStatuses) == 0 {
+			add("lists no status: list the statuses that may come after the destination acted, or leave it out", "uncertain_statuses")
+		}
+		for i, code := range c.UncertainStatuses {
+			at := []string{"uncertain_statuses", strconv.Itoa(i)}
+			switch {
+			case code < 400 || code > 599:
+				add(fmt.Sprintf("%d is not a 4xx or 5xx status: a 2xx is a success, and a 1xx or 3xx is uncertain already", code), at...)
+			case slices.Contains(c.UncertainStatuses[:i], code):
+				add(fmt.Sprintf("%d is listed twice", code), at...)
+			case h.policy.ExistsStatus == code:
+				add(fmt.Sprintf("%d is the unique_reference's conflict_status, which means \"the record exists\" (looked up as such): "+
+					"a status cannot mean both", code), at...)
+			}
+		}
+		h.policy.UncertainStatuses = slices.Clone(c.UncertainStatuses)
+	}
+
 	if l := c.Lookup; l != nil {
 		lk, ls, lp := buildLookup(l, h, opts.LookupEnv)
 		probs = append(probs, lp...)

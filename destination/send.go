@@ -27,6 +27,11 @@ type HTTPPolicy struct {
 	// ErrExists. Zero means the destination has no unique reference, and a
 	// 409 is rejected like any other refusal.
 	ExistsStatus int
+	// UncertainStatuses are statuses that mean "may have happened" for
+	// this destination (a gateway that answers 503 after the backend
+	// acted): an answer with one of them is uncertain, whatever the
+	// status means otherwise. ExistsStatus takes precedence.
+	UncertainStatuses []int
 	// Now is the clock used for a Retry-After date when the response has
 	// no Date header. Default time.Now.
 	Now func() time.Time
@@ -211,6 +216,8 @@ func (b *closeIdleBody) Close() error {
 // ClassifyStatus classifies a destination's answer by its status: nil for
 // 2xx, otherwise a *StatusError marked as
 //
+//   - uncertain for a status of p.UncertainStatuses, whatever it means
+//     otherwise: the destination declared that it may have acted;
 //   - uncertain for p.ExistsStatus (matching ErrExists), for 500, 502, 504
 //     and any other 5xx or unexpected status: the destination may have
 //     acted;
@@ -242,6 +249,9 @@ func ClassifyStatus(resp *http.Response, p HTTPPolicy) error {
 	switch {
 	case p.ExistsStatus != 0 && code == p.ExistsStatus:
 		se.Exists = true
+		return opledger.Uncertain(se)
+	case slices.Contains(p.UncertainStatuses, code):
+		// Declared by the destination: it may have acted.
 		return opledger.Uncertain(se)
 	case retryableStatus(code):
 		now := time.Now
