@@ -175,7 +175,7 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	switch {
 	case c.Timeout < 0:
 		add(fmt.Sprintf("is %s: it must be above 0 (leave it out for the default %s)", time.Duration(c.Timeout), DefaultTimeout), "timeout")
-	case c.Timeout > 0 && time.Duration(c.Timeout) < MinTimeout:
+	case TimeoutTooShort(time.Duration(c.Timeout)):
 		add(fmt.Sprintf("is %s: it must be at least %s (leave it out for the default %s): no call or lookup is answered "+
 			"in less, so every call would end uncertain though the destination may have acted", time.Duration(c.Timeout), MinTimeout, DefaultTimeout), "timeout")
 	case c.Timeout > 0:

@@ -17,3 +17,11 @@ type Timed interface {
 func (h *HTTP) Timeout() time.Duration { return h.timeout }
 
 var _ Timed = (*HTTP)(nil)
+
+// TimeoutTooShort reports whether d, a configured timeout, is set (above
+// zero: zero is unset and takes a default) and shorter than MinTimeout.
+// It is the one floor check of a configured timeout: NewHTTP and a
+// destinations file refuse such a timeout with it, and so does the
+// proxy for an upstream's, each in its own words and with its own
+// default.
+func TimeoutTooShort(d time.Duration) bool { return d > 0 && d < MinTimeout }

@@ -419,7 +419,7 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	if u.Timeout < 0 {
 		return nil, fail("timeout is %s: it must be positive (0 or absent means the default, %s)", time.Duration(u.Timeout), DefaultTimeout)
 	}
-	if u.Timeout > 0 && time.Duration(u.Timeout) < MinTimeout {
+	if destination.TimeoutTooShort(time.Duration(u.Timeout)) {
 		return nil, fail("timeout is %s: it must be at least %s (0 or absent means the default, %s): "+
 			"a shorter one leaves the upstream no time to answer, and every forward would end uncertain (504) though it may have acted",
 			time.Duration(u.Timeout), MinTimeout, DefaultTimeout)

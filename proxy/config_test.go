@@ -222,3 +222,25 @@ func TestTimeoutTooShortRefused(t *testing.T) {
 	_, err := proxy.LoadConfig(path)
 	require.ErrorContains(t, err, "proxy config "+path+": line 2: upstream crm: timeout is 1ns: it must be at least 100ms")
 }
+
+// TestTimeoutFloorShared: the proxy's upstreams and the destinations
+// take the same floor through one check (destination.TimeoutTooShort):
+// a timeout one refuses as too short the other refuses too, each in its
+// own words, and both take MinTimeout and the unset 0.
+func TestTimeoutFloorShared(t *testing.T) {
+	t.Parallel()
+	const url = "http://127.0.0.1:1"
+	for _, d := range []time.Duration{0, time.Nanosecond, proxy.MinTimeout - time.Nanosecond, proxy.MinTimeout, time.Second} {
+		short := destination.TimeoutTooShort(d)
+		require.Equal(t, d > 0 && d < proxy.MinTimeout, short, d.String())
+		err := proxy.CheckUpstreams([]proxy.Upstream{{Name: "crm", URL: url, Timeout: destination.Duration(d)}})
+		_, derr := destination.NewHTTP(destination.HTTPConfig{Name: "crm", URL: url + "/x", Ref: "/id", Timeout: destination.Duration(d)}, destination.LoadOptions{})
+		if short {
+			require.ErrorContains(t, err, "(0 or absent means the default, 30s)", d.String())
+			require.ErrorContains(t, derr, "(leave it out for the default 10s)", d.String())
+		} else {
+			require.NoError(t, err, d.String())
+			require.NoError(t, derr, d.String())
+		}
+	}
+}
