@@ -28,8 +28,9 @@ type Config struct {
 	Destinations []HTTPConfig `yaml:"destinations"`
 }
 
-// HTTPConfig configures one HTTP destination. Only Name, URL and Ref are
-// required; see docs/destinations.md for every field with examples.
+// HTTPConfig configures one HTTP destination. Only Name, URL and Ref (or
+// NoContentRef) are required; see docs/destinations.md for every field
+// with examples.
 type HTTPConfig struct {
 	// Name is what operations carry in Intent.Destination.
 	Name string `yaml:"name"`
@@ -50,7 +51,9 @@ type HTTPConfig struct {
 	// refused: it would be sent as written (secrets go in Headers).
 	Body string `yaml:"body"`
 	// Ref is the RFC 6901 JSON pointer to the effect's reference in a 2xx
-	// answer, e.g. /id.
+	// answer, e.g. /id. It may be left out when NoContentRef is set: a
+	// 2xx answer with a body is then uncertain, and a lookup needs its
+	// own LookupConfig.Ref.
 	Ref string `yaml:"ref"`
 	// NoContentRef is a text/template over the operation whose text is
 	// the reference of a 2xx answer with no body (a DELETE's 204), which
@@ -121,7 +124,7 @@ type LookupConfig struct {
 	// JSON, means "not found".
 	NotFound *NotFoundConfig `yaml:"not_found"`
 	// Ref points at the reference inside a found record. Default: the
-	// destination's Ref.
+	// destination's Ref; required when the destination has none.
 	Ref string `yaml:"ref"`
 	// Authoritative: "not found" proves absence once VisibilityDelay has
 	// passed since the last call ended (opledger.LastCallEnd).

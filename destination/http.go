@@ -36,6 +36,9 @@ type HTTP struct {
 	sendBody bool
 	headers  http.Header
 	ref      pointer
+	// noRef: no ref is declared (a destination with noContentRef
+	// only), so an answer with a body has no reference.
+	noRef bool
 	// noContentRef renders the reference of a 2xx answer without a body
 	// (HTTPConfig.NoContentRef); nil: such a success is uncertain.
 	noContentRef *template.Template
@@ -158,10 +161,17 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 	default:
 		h.sendBody = h.method != http.MethodGet && h.method != http.MethodDelete
 	}
-	if c.Ref == "" {
-		add("is required: the JSON pointer to the effect's reference in the answer, e.g. /id", "ref")
-	} else if h.ref, err = parsePointer(c.Ref); err != nil {
-		add(err.Error(), "ref")
+	switch {
+	case c.Ref == "" && c.NoContentRef == "":
+		add("is required: the JSON pointer to the effect's reference in the answer, e.g. /id "+
+			"(a destination whose successes carry no body declares no_content_ref instead)", "ref")
+	case c.Ref == "":
+		// Only a success without a body has a reference (noContentRef).
+		h.noRef = true
+	default:
+		if h.ref, err = parsePointer(c.Ref); err != nil {
+			add(err.Error(), "ref")
+		}
 	}
 	if c.NoContentRef != "" {
 		if err := envRefInTemplate(c.NoContentRef); err != nil {
@@ -351,10 +361,13 @@ func buildLookup(l *LookupConfig, h *HTTP, lookupEnv func(string) (string, bool)
 			lk.notFound = &notFoundMark{field: p, value: nf.Value}
 		}
 	}
-	if l.Ref != "" {
+	switch {
+	case l.Ref != "":
 		if lk.ref, err = parsePointer(l.Ref); err != nil {
 			add(err.Error(), "ref")
 		}
+	case h.noRef:
+		add("is required: the destination declares no ref for it to default to (the JSON pointer to the reference in a found record, e.g. /id)", "ref")
 	}
 	if len(l.Match) == 0 {
 		add("needs at least one entry: without a comparison, any record found would be trusted blindly", "match")
@@ -744,7 +757,15 @@ func (h *HTTP) call(ctx context.Context, call opledger.Call) (opledger.Result, e
 		}
 		return opledger.Result{Response: savable(answer)}, err
 	}
+	refless := func() error {
+		// No ref declared: only a success without a body has a
+		// reference (noContentRef), and this one has a body.
+		return opledger.Uncertain(fmt.Errorf("%s %s: %s with a body, but %w", req.Method, req.URL.Host, resp.Status, errNoRefDeclared))
+	}
 	if errors.Is(readErr, errAnswerTooLarge) {
+		if h.noRef {
+			return opledger.Result{}, refless()
+		}
 		// A success too large to keep: its reference decides, and the
 		// answer is not saved.
 		ref, err := h.largeAnswerRef(answer, resp.Body)
@@ -761,6 +782,9 @@ func (h *HTTP) call(ctx context.Context, call opledger.Call) (opledger.Result, e
 		// A success without a body: the declared stand-in is its
 		// reference.
 		return opledger.Result{Ref: standIn}, nil
+	}
+	if h.noRef {
+		return opledger.Result{Response: savable(answer)}, refless()
 	}
 	ref, err := refAt(answer, h.ref)
 	if err != nil {
@@ -1056,7 +1080,16 @@ func (h *HTTP) largeAnswerRef(head []byte, body io.Reader) (string, error) {
 // the answer is not JSON or has no string or number there, or one the ledger cannot
 // store as the answer holds it (opledger.CheckDestinationRef; invalid
 // UTF-8 or a lone surrogate escape, which ScanRef refuses too).
-func (h *HTTP) RefOf(answer []byte) (string, error) { return refAt(answer, h.ref) }
+func (h *HTTP) RefOf(answer []byte) (string, error) {
+	if h.noRef {
+		return "", errNoRefDeclared
+	}
+	return refAt(answer, h.ref)
+}
+
+// errNoRefDeclared: a destination without ref (HTTPConfig.Ref) has no
+// reference in an answer with a body.
+var errNoRefDeclared = errors.New("the destination declares no ref to read a reference at (no_content_ref stands only for an answer without a body)")
 
 // refAt extracts the reference at p from a JSON answer.
 func refAt(answer []byte, p pointer) (string, error) {

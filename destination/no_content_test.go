@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -96,4 +97,52 @@ func TestLoadNoContentRefChecked(t *testing.T) {
 		_, err := destination.Load([]byte(base+"    no_content_ref: "+v+"\n"), destination.LoadOptions{})
 		require.ErrorContains(t, err, want, v)
 	}
+}
+
+// TestHTTPCallNoContentRefWithoutRef: a destination whose successes
+// carry no body (a DELETE answered 204) has no reference in any answer,
+// yet ref was required, so its file had to name a pointer no answer
+// holds. With no_content_ref, ref may be left out: a success without a
+// body takes the stand-in, and one with a body, which has no declared
+// place for a reference, is uncertain, as a body without the reference
+// at ref is. A lookup then needs its own ref; without no_content_ref,
+// ref is required as before.
+func TestHTTPCallNoContentRefWithoutRef(t *testing.T) {
+	t.Parallel()
+	c := &capture{status: http.StatusNoContent}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	yaml := "destinations:\n  - name: crm\n    method: DELETE\n    url: " + srv.URL + "/records/{{pathescape .Payload.id}}\n" +
+		"    no_content_ref: 'deleted:{{.Payload.id}}'\n"
+	set, err := destination.Load([]byte(yaml), destination.LoadOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, set.Close()) })
+	crm, _ := set.Get("crm")
+	op := operation("crm:R42:delete", `{"id": "R42"}`)
+
+	res, err := crm.Call(context.Background(), call(op))
+	require.NoError(t, err)
+	require.Equal(t, "deleted:R42", res.Ref)
+
+	c.mu.Lock()
+	c.status, c.answer = http.StatusOK, `"R42"`
+	c.mu.Unlock()
+	res, err = crm.Call(context.Background(), call(op))
+	o, _ := opledger.OutcomeOf(err)
+	require.Equal(t, opledger.OutcomeUncertain, o, "an answer with a body has no declared reference")
+	require.ErrorContains(t, err, "declares no ref")
+	require.Empty(t, res.Ref)
+	_, err = crm.(*destination.HTTP).RefOf([]byte(`"R42"`))
+	require.ErrorContains(t, err, "declares no ref")
+	_, ok := crm.(*destination.HTTP).ScanRef(strings.NewReader(`"R42"`))
+	require.False(t, ok)
+
+	lookup := yaml + "    lookup:\n      url: " + srv.URL + "/records/{{pathescape .Payload.id}}\n      match:\n        - record: /id\n          payload: /id\n"
+	_, err = destination.Load([]byte(lookup), destination.LoadOptions{})
+	require.ErrorContains(t, err, "line 6: destination crm: lookup.ref: is required")
+	_, err = destination.Load([]byte(strings.Replace(lookup, "      match:", "      ref: /id\n      match:", 1)), destination.LoadOptions{})
+	require.NoError(t, err)
+
+	_, err = destination.Load([]byte("destinations:\n  - name: crm\n    method: DELETE\n    url: "+srv.URL+"/x\n"), destination.LoadOptions{})
+	require.ErrorContains(t, err, "ref: is required")
 }

@@ -55,7 +55,14 @@ const maxScanDepth = 10000
 // not one JSON document, or has no reference there of at most
 // maxRefBytes bytes that the ledger can store: a string with a NUL byte
 // (\u0000), invalid UTF-8 or a lone surrogate escape (\ud800) is none.
-func (h *HTTP) ScanRef(r io.Reader) (ref string, ok bool) { return scanRef(r, h.ref.tokens) }
+// A destination that declares no ref (only NoContentRef) has no
+// reference in any answer: ScanRef then reads nothing and returns false.
+func (h *HTTP) ScanRef(r io.Reader) (ref string, ok bool) {
+	if h.noRef {
+		return "", false // no ref declared (HTTPConfig.Ref)
+	}
+	return scanRef(r, h.ref.tokens)
+}
 
 // scanRef reads one JSON document from in, to its end, and returns the
 // string or number at the pointer tokens as RefOf would (a later
