@@ -753,3 +753,43 @@ func TestLoadRetryZeroMeansNone(t *testing.T) {
 	require.Zero(t, p.Deadline)
 	require.Equal(t, 262144*time.Second, p.Ceiling(19), "no cap: 1s doubled 18 times, the wait before the 20th attempt")
 }
+
+// TestLoadIdempotencyKeyReadByAnAction: without idempotency.header, the
+// key must be sent by the url or body template. That was judged by a
+// search for ".IdempotencyKey" in their text, so a comment or literal
+// text naming it passed, and every call (protected retries included)
+// went out without the key. Now only an action that reads the
+// operation's field (.IdempotencyKey where dot is the operation, not a
+// payload's field of that name inside with; $.IdempotencyKey anywhere;
+// in any branch or defined template) counts.
+func TestLoadIdempotencyKeyReadByAnAction(t *testing.T) {
+	t.Parallel()
+	load := func(url, body string) error {
+		yaml := "destinations:\n  - name: crm\n    method: PUT\n    url: '" + url + "'\n    ref: /id\n    idempotency: {retention: 24h}\n"
+		if body != "" {
+			yaml += "    body: '" + body + "'\n"
+		}
+		set, err := destination.Load([]byte(yaml), destination.LoadOptions{})
+		if err == nil {
+			require.NoError(t, set.Close())
+		}
+		return err
+	}
+	const missing = "idempotency.header: is required unless the url or body template sends {{.IdempotencyKey}}"
+	for _, c := range [][2]string{
+		{"https://crm.example.com/x/{{.Key}}", `{"ref": {{json .Key}}}{{/* .IdempotencyKey goes in a header */}}`},
+		{"https://crm.example.com/x/{{.Key}}?note=.IdempotencyKey", ""},
+		{"https://crm.example.com/x/{{.Key}}", `{"note": {{json ".IdempotencyKey"}}}`},
+		{"https://crm.example.com/x/{{.Key}}", `{"key": {{with .Payload}}{{json .IdempotencyKey}}{{end}}}`},
+	} {
+		require.ErrorContains(t, load(c[0], c[1]), missing, c)
+	}
+	for _, c := range [][2]string{
+		{"https://crm.example.com/x/{{.IdempotencyKey}}", ""},
+		{"https://crm.example.com/x/{{urlquery .Key}}?k={{urlquery $.IdempotencyKey}}", ""},
+		{"https://crm.example.com/x", `{"key": {{with .Payload}}{{json $.IdempotencyKey}}{{end}}}`},
+		{"https://crm.example.com/x", `{{define "k"}}{{json .IdempotencyKey}}{{end}}{"key": {{template "k" .}}}`},
+	} {
+		require.NoError(t, load(c[0], c[1]), c)
+	}
+}

@@ -200,9 +200,12 @@ func build(c HTTPConfig, opts LoadOptions) (*HTTP, []problem) {
 			// net/http would send the key in no such header: protected
 			// retries would go out without it.
 			add(clientHeader(k.Header, "")+"; the key needs a header of its own, e.g. Idempotency-Key", "idempotency", "header")
-		case k.Header == "" && !strings.Contains(c.URL, ".IdempotencyKey") && !strings.Contains(c.Body, ".IdempotencyKey"):
+		case k.Header == "" && h.url != nil && (c.Body == "" || h.body != nil) &&
+			!readsField(h.url, "IdempotencyKey") && !readsField(h.body, "IdempotencyKey"):
+			// (A template that did not parse has its own problem.)
 			// Header values are no templates: the key travels in its own
-			// header, or in the URL or the body.
+			// header, or in the URL or the body, read there by an action
+			// (a comment or literal text naming it sends nothing).
 			add("is required unless the url or body template sends {{.IdempotencyKey}}", "idempotency", "header")
 		}
 		if k.Retention <= 0 {

@@ -388,3 +388,71 @@ func safeExecMessage(msg string) string {
 	}
 	return "cannot be rendered from this operation's content " + messageLeftOut
 }
+
+// readsField reports whether an action of t (in any branch, and in its
+// defined templates) reads the operation's field name: .name where dot
+// is the operation (not inside a with or range, where it is another
+// value; a defined template is taken as given the operation), or $.name
+// anywhere. Comments and literal text do not count, however they spell
+// it.
+func readsField(t *template.Template, name string) bool {
+	if t == nil {
+		return false
+	}
+	found := false
+	var walk func(n parse.Node, dotIsOp bool)
+	walk = func(n parse.Node, dotIsOp bool) {
+		if found || n == nil {
+			return
+		}
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Nodes {
+				walk(c, dotIsOp)
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe, dotIsOp)
+		case *parse.IfNode:
+			walk(n.Pipe, dotIsOp)
+			walk(n.List, dotIsOp)
+			walk(n.ElseList, dotIsOp)
+		case *parse.WithNode:
+			walk(n.Pipe, dotIsOp)
+			walk(n.List, false) // dot is the value of the pipeline
+			walk(n.ElseList, dotIsOp)
+		case *parse.RangeNode:
+			walk(n.Pipe, dotIsOp)
+			walk(n.List, false) // dot is each element
+			walk(n.ElseList, dotIsOp)
+		case *parse.TemplateNode:
+			walk(n.Pipe, dotIsOp)
+		case *parse.PipeNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Cmds {
+				for _, a := range c.Args {
+					walk(a, dotIsOp)
+				}
+			}
+		case *parse.ChainNode:
+			walk(n.Node, dotIsOp)
+			if _, onDot := n.Node.(*parse.DotNode); onDot && dotIsOp && len(n.Field) > 0 && n.Field[0] == name {
+				found = true
+			}
+		case *parse.FieldNode:
+			found = dotIsOp && n.Ident[0] == name
+		case *parse.VariableNode:
+			found = len(n.Ident) > 1 && n.Ident[0] == "$" && n.Ident[1] == name
+		}
+	}
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil {
+			walk(tt.Tree.Root, true)
+		}
+	}
+	return found
+}
