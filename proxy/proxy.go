@@ -382,10 +382,12 @@ var pathOverrideHeaders = []string{"X-Original-Url", "X-Rewrite-Url"}
 // none. Such a request is refused: a GET asking to be taken for a POST
 // would pass the proxy unprotected, and a POST taken for another method
 // would be recorded under a fingerprint that does not say what it did.
+// An empty value names no method (no framework takes one for a method)
+// and is passed.
 func methodOverride(r *http.Request) (header, method string) {
 	for _, h := range methodOverrideHeaders {
 		for _, v := range r.Header.Values(h) {
-			if m := strings.TrimSpace(v); m != r.Method {
+			if m := strings.TrimSpace(v); m != "" && m != r.Method {
 				return h, m
 			}
 		}

@@ -205,3 +205,29 @@ func TestConnectRefused(t *testing.T) {
 	require.Empty(t, root.requests(), "nothing forwarded")
 	require.Empty(t, crm.requests(), "nothing forwarded")
 }
+
+// TestMethodOverrideEmptyPasses: an empty method-override header names
+// no method, and no framework that reads one (Rails, Express,
+// ASP.NET, Laravel) takes an empty value for a method: the request is
+// its own method. It used to be refused as asking "for the method
+// instead of POST"; it now passes, forwarded as sent. An empty value
+// beside one naming another method is still refused.
+func TestMethodOverrideEmptyPasses(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.srv.URL})
+	for i, h := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
+		req := "POST /records HTTP/1.1\r\nHost: proxy\r\nIdempotency-Key: k-" + h + "\r\n" + h +
+			": \r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+		status, p := rawAnswer(t, b.url, req)
+		require.Equal(t, http.StatusCreated, status, "%s: %+v", h, p)
+		require.Len(t, up.requests(), 2*i+1)
+		status, p = rawAnswer(t, b.url, "GET /records HTTP/1.1\r\nHost: proxy\r\n"+h+":   \r\nConnection: close\r\n\r\n")
+		require.NotEqual(t, http.StatusBadRequest, status, "%s: %+v", h, p)
+		require.Len(t, up.requests(), 2*i+2)
+	}
+	req := "GET /records HTTP/1.1\r\nHost: proxy\r\nX-HTTP-Method-Override: \r\nX-HTTP-Method-Override: POST\r\nConnection: close\r\n\r\n"
+	status, p := rawAnswer(t, b.url, req)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, p.Detail, "asks for the method POST instead of GET")
+}
