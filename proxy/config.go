@@ -147,6 +147,13 @@ type Upstream struct {
 	// UniqueReference declares that a duplicate create is refused with a
 	// conflict status; it needs a Lookup.
 	UniqueReference *destination.UniqueReferenceConfig `yaml:"unique_reference"`
+	// UncertainStatuses are answer statuses after which the upstream may
+	// have acted (a gateway's 503 sent while the backend went on): such
+	// an answer is uncertain, passed on with Opledger-State: uncertain,
+	// and a repeat is not forwarded again until the reconciler settles
+	// it, whatever the status means otherwise. Checked as a
+	// destination's (destination.HTTPConfig.UncertainStatuses).
+	UncertainStatuses []int `yaml:"uncertain_statuses"`
 	// Owner names who decides this upstream's operations when automation
 	// cannot (Operation.Owner: a team or an on-call handle): its held
 	// operations wait for it in the exception queue, and lists filter by
@@ -494,6 +501,7 @@ func (u Upstream) build(transport http.RoundTripper) (*route, error) {
 	r.dest, err = destination.NewHTTP(destination.HTTPConfig{
 		Name: destinationName(u.Name), URL: u.URL, Ref: u.Ref, Timeout: destination.Duration(r.timeout),
 		Idempotency: u.Idempotency, Lookup: u.Lookup, UniqueReference: u.UniqueReference, Retry: retry,
+		UncertainStatuses: u.UncertainStatuses,
 	}, destination.LoadOptions{Transport: transport, LookupHeaders: r.lookupHeaders})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)

@@ -479,7 +479,7 @@ func (p *Proxy) forward(rt *route, rest string, w http.ResponseWriter, r *http.R
 	if rt.idemHdr != "" {
 		out.Header.Set(rt.idemHdr, claim.IdempotencyKey)
 	}
-	resp, sendErr := destination.SendHTTP(rt.client, out, destination.HTTPPolicy{ExistsStatus: existsStatus(rt)})
+	resp, sendErr := destination.SendHTTP(rt.client, out, destination.HTTPPolicy{ExistsStatus: existsStatus(rt), UncertainStatuses: rt.UncertainStatuses})
 	if resp == nil {
 		p.lost(ctx, w, r, log, claim, sendErr)
 		return
