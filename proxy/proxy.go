@@ -383,11 +383,12 @@ var pathOverrideHeaders = []string{"X-Original-Url", "X-Rewrite-Url"}
 // would pass the proxy unprotected, and a POST taken for another method
 // would be recorded under a fingerprint that does not say what it did.
 // An empty value names no method (no framework takes one for a method)
-// and is passed.
+// and is passed, and so is r's own method in another case ("post" on a
+// POST): the frameworks that honour the header upper-case its value.
 func methodOverride(r *http.Request) (header, method string) {
 	for _, h := range methodOverrideHeaders {
 		for _, v := range r.Header.Values(h) {
-			if m := strings.TrimSpace(v); m != "" && m != r.Method {
+			if m := strings.TrimSpace(v); m != "" && !strings.EqualFold(m, r.Method) {
 				return h, m
 			}
 		}

@@ -231,3 +231,23 @@ func TestMethodOverrideEmptyPasses(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, status)
 	require.Contains(t, p.Detail, "asks for the method POST instead of GET")
 }
+
+// TestMethodOverrideInAnotherCase checks that an override naming the
+// request's own method in another case passes (the frameworks that honour
+// the header upper-case its value, so it names the same method), while
+// one naming another method in any case is still refused.
+func TestMethodOverrideInAnotherCase(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t)
+	b := proxyOn(t, openLedger(t, testdb.Stores()[0]), proxy.Upstream{Name: "crm", URL: up.srv.URL})
+	status, p := rawAnswer(t, b.url, "POST /records HTTP/1.1\r\nHost: proxy\r\nIdempotency-Key: k-case\r\nX-HTTP-Method-Override: post\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+	require.Equal(t, http.StatusCreated, status, "%+v", p)
+	require.Len(t, up.requests(), 1)
+	status, p = rawAnswer(t, b.url, "GET /records HTTP/1.1\r\nHost: proxy\r\nX-HTTP-Method: Get\r\nConnection: close\r\n\r\n")
+	require.NotEqual(t, http.StatusBadRequest, status, "%+v", p)
+	require.Len(t, up.requests(), 2)
+	status, p = rawAnswer(t, b.url, "GET /records HTTP/1.1\r\nHost: proxy\r\nX-Method-Override: post\r\nConnection: close\r\n\r\n")
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, p.Detail, "asks for the method post instead of GET")
+	require.Len(t, up.requests(), 2)
+}
