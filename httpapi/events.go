@@ -23,6 +23,12 @@ type WebhookSource struct {
 	Scheme webhook.Scheme
 }
 
+// refuseEventRequest counts a request to POST /v1/events refused before
+// it became an event, by reason: one of refusedEventReasons.
+func (s *server) refuseEventRequest(reason string) {
+	s.refusedEventRequests.WithLabelValues(reason).Inc()
+}
+
 func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.begin(w, r, nil)
 	if !ok {
@@ -31,7 +37,7 @@ func (s *server) receiveEvent(w http.ResponseWriter, r *http.Request) {
 	// A request refused here records nothing: the sender is told, and
 	// this process counts it (opledger_event_requests_refused_total), as
 	// it counts a refused webhook delivery.
-	refuse := func(reason string) { s.refusedEventRequests.WithLabelValues(reason).Inc() }
+	refuse := s.refuseEventRequest
 	var ev opledger.Event
 	if err := decode(r, s.opts.MaxJSONDepth, &ev); err != nil {
 		refuse(decodeKind(err))
@@ -105,6 +111,9 @@ func (s *server) webhookIn(w http.ResponseWriter, r *http.Request) {
 	source := r.PathValue("source")
 	src, ok := s.opts.Webhooks[source]
 	if !ok {
+		// Counted under a fixed source label, not the path's name: that
+		// is the sender's text.
+		s.refusedWebhooks.WithLabelValues(unknownWebhookSource, "unknown_source").Inc()
 		writeProblem(w, r, http.StatusNotFound, "not_found", "no webhook source with that name is configured", nil)
 		return
 	}

@@ -158,7 +158,13 @@ func New(l *opledger.Ledger, opts Options) (http.Handler, error) {
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.handler)
 		if rt.needs != public {
-			h = s.authenticated(rt.handler, rt.needs)
+			// POST /v1/events counts its refusals, those before the body
+			// is read too (opledger_event_requests_refused_total).
+			var refused func(reason string)
+			if rt.pattern == receiveEventPattern {
+				refused = s.refuseEventRequest
+			}
+			h = s.authenticated(rt.handler, rt.needs, refused)
 		}
 		mux.Handle(rt.pattern, h)
 	}
@@ -323,19 +329,29 @@ func (s *server) logged(next http.Handler) http.Handler {
 
 // authenticated checks the bearer token and scopes the ledger to its
 // tenant; a read-only token may only GET, and a route of a decision needs
-// a token that may decide. It also bounds the request body.
-func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds) http.Handler {
+// a token that may decide. It also bounds the request body. refused, when
+// not nil, is told the problem type of each request it refuses as the
+// request's fault (unauthorized, forbidden, invalid_input), not of one it
+// cannot check (the store unavailable).
+func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds, refused func(reason string)) http.Handler {
+	refuse := func(reason string) {
+		if refused != nil {
+			refused(reason)
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme's name is case-insensitive (RFC 9110, section 11.1).
 		// Two Authorization fields are not one credential: which one a
 		// proxy in between would pass on is anyone's guess.
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if len(r.Header.Values("Authorization")) > 1 {
+			refuse("unauthorized")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="opledger", error="invalid_request"`)
 			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "send one Authorization header, not several", nil)
 			return
 		}
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+			refuse("unauthorized")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="opledger"`)
 			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <token>", nil)
 			return
@@ -343,6 +359,7 @@ func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds) http.Han
 		tok, err := s.opts.Auth.Authenticate(r.Context(), token)
 		if err != nil {
 			if errors.Is(err, opledger.ErrUnauthorized) {
+				refuse("unauthorized")
 				w.Header().Set("WWW-Authenticate", `Bearer realm="opledger", error="invalid_token"`)
 				writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "the token is unknown or revoked", nil)
 				return
@@ -357,11 +374,13 @@ func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds) http.Han
 		if write && !tok.CanWrite() {
 			// Every route that writes takes PUT or POST: a read-only
 			// token is refused before its body is read.
+			refuse("forbidden")
 			writeProblem(w, r, http.StatusForbidden, "forbidden",
 				"the token "+tok.ID+" is read-only: it may use the GET routes only", nil)
 			return
 		}
 		if needs == decision && !tok.CanDecide() {
+			refuse("forbidden")
 			writeProblem(w, r, http.StatusForbidden, "forbidden",
 				"the token "+tok.ID+" is a worker token: it may not take an operator's decision (resolve, approve) nor cancel a workflow; a read-write token may", nil)
 			return
@@ -371,6 +390,7 @@ func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds) http.Han
 			// (?lease_seconds=5) would be ignored unseen, and after a
 			// PUT's key (/v1/operations/a?b) it would cut the key.
 			if _, err := queryParams(r); err != nil {
+				refuse(decodeKind(err))
 				if de, ok := err.(*decodeError); ok {
 					de.msg += "; a write takes its fields in its JSON body"
 				}

@@ -282,34 +282,47 @@ func newRefusedEvents(opts Options) *prometheus.CounterVec {
 	return c
 }
 
+// unknownWebhookSource is the source label of a delivery to a webhook
+// source the server does not configure: not a name in the key syntax, so
+// no configured source's.
+const unknownWebhookSource = "(unknown)"
+
 // newRefusedWebhooks returns the counter of webhook deliveries refused
 // before they became events, by source and reason (the problem type
 // answered: invalid_signature, invalid_input, payload_too_large,
-// unsupported_media, request_timeout). Nothing of them is recorded, so it
-// counts this process's refusals since it started. Each source's
-// invalid_signature starts at 0: a rotated secret refuses every delivery,
-// and the first is an increase to Prometheus.
+// unsupported_media, request_timeout; or unknown_source, under the source
+// unknownWebhookSource, for a delivery to a source not configured).
+// Nothing of them is recorded, so it counts this process's refusals since
+// it started. Each source's invalid_signature starts at 0: a rotated
+// secret refuses every delivery, and the first is an increase to
+// Prometheus; so does unknown_source (a provider pointed at a misspelt or
+// removed endpoint).
 func newRefusedWebhooks(opts Options) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "opledger_webhooks_refused_total",
-		Help: "Webhook deliveries refused before they became events (a bad signature, no event id or type, a body too large or compressed), by source and reason: counted by this process since it started; nothing of them is recorded.",
+		Help: "Webhook deliveries refused before they became events (a bad signature, no event id or type, a body too large or compressed, a source not configured: source \"(unknown)\", reason unknown_source), by source and reason: counted by this process since it started; nothing of them is recorded.",
 	}, []string{"source", "reason"})
 	for source := range opts.Webhooks {
 		c.WithLabelValues(source, "invalid_signature")
 	}
+	c.WithLabelValues(unknownWebhookSource, "unknown_source")
 	return c
 }
 
 // refusedEventReasons are the reasons a request to POST /v1/events is
 // refused before it becomes an event: the problem types answered, but
 // invalid_key, counted as invalid_input (as a webhook's event id is).
-var refusedEventReasons = []string{"invalid_json", "invalid_input", "payload_too_large", "unsupported_media", "request_timeout"}
+// unauthorized and forbidden (and invalid_input for a query parameter)
+// refuse it before its body is read.
+var refusedEventReasons = []string{"invalid_json", "invalid_input", "payload_too_large", "unsupported_media", "request_timeout", "unauthorized", "forbidden"}
 
 // newRefusedEventRequests returns the counter of requests to
 // POST /v1/events refused before they became events, by reason (the
 // problem type answered, refusedEventReasons): the body of such a request
 // is no event (malformed JSON, an unknown member, no event id or one not
-// in the key syntax), or is too large, compressed or late. Nothing of them
+// in the key syntax), or is too large, compressed or late; or the request
+// was refused before its body was read (no token or an unknown one, a
+// read-only token, a query parameter). Nothing of them
 // is recorded, so it counts this process's refusals since it started; its
 // one label comes from that fixed list, never from the request (a source
 // or event id is the sender's text). Each reason starts at 0, so that a
@@ -317,7 +330,7 @@ var refusedEventReasons = []string{"invalid_json", "invalid_input", "payload_too
 func newRefusedEventRequests() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "opledger_event_requests_refused_total",
-		Help: "Requests to POST /v1/events refused before they became events (a body that is no JSON event, no event id or type, a body too large or compressed), by reason: counted by this process since it started; nothing of them is recorded.",
+		Help: "Requests to POST /v1/events refused before they became events (no token or a read-only one, a body that is no JSON event, no event id or type, a body too large or compressed), by reason: counted by this process since it started; nothing of them is recorded.",
 	}, []string{"reason"})
 	for _, reason := range refusedEventReasons {
 		c.WithLabelValues(reason)

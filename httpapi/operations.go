@@ -17,6 +17,10 @@ import (
 	"github.com/opledger/opledger/internal/opjson"
 )
 
+// receiveEventPattern is the route of POST /v1/events, whose refusals
+// are counted (opledger_event_requests_refused_total).
+const receiveEventPattern = "POST /v1/events"
+
 func (s *server) routes() []route {
 	return []route{
 		{"PUT /v1/operations/{key}", s.putOperation, withToken},
@@ -31,7 +35,7 @@ func (s *server) routes() []route {
 		{"POST /v1/operations/{key}/approve", s.approve, decision},
 		{"POST /v1/operations/{key}/revise", s.revise, withToken},
 		{"POST /v1/operations/{key}/resolve", s.resolve, decision},
-		{"POST /v1/events", s.receiveEvent, withToken},
+		{receiveEventPattern, s.receiveEvent, withToken},
 		{"GET /v1/events", s.listEvents, withToken},
 		{"GET /v1/events/{source}/{event_id}", s.getEvent, withToken},
 		{"POST /v1/webhooks/{source}", s.webhookIn, public},
