@@ -152,6 +152,14 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 			opts.States = append(opts.States, opledger.State(st))
 		}
 	}
+	if q["state"] != "" && len(opts.States) == 0 {
+		// state=, (a list built from unset variables) would list every
+		// state, as state left out does.
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input", fmt.Sprintf(
+			"state names no state (got %.20q): give states separated by commas (states: %s), or leave state out to list every state",
+			q["state"], opledger.StateNames()), nil)
+		return
+	}
 	if opts.Limit, err = limitParam(q["limit"], opledger.MaxListLimit); err != nil {
 		s.writeError(w, r, err)
 		return

@@ -206,3 +206,31 @@ func TestQueryParameters(t *testing.T) {
 		})
 	}
 }
+
+// A state list with no state in it (state=, or state=%20,) used to list
+// every state, as if the filter were left out, while the CLI refuses
+// --state ",": a script that builds state=$A,$B from unset variables
+// would page through every operation. It is refused with 400
+// invalid_input; state= (empty, as a form sends it) still means no
+// filter, and an empty entry beside a state is still skipped.
+func TestStateListWithNoStateRefused(t *testing.T) {
+	t.Parallel()
+	b := startAPI(t, testdb.SQLiteDSN(t), nil)
+	ctx := context.Background()
+	_, _, err := b.ledger.Record(ctx, opledger.Intent{Key: "s:1", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	for _, q := range []string{"state=,", "state=,,", "state=%20,%20", "state=%20"} {
+		status, body := b.raw(t, "GET", "/v1/operations?"+q, b.token, nil)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", q, body)
+		var p httpapi.Problem
+		require.NoError(t, json.Unmarshal(body, &p))
+		require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type, q)
+		require.Contains(t, p.Detail, "state names no state", q)
+		require.Contains(t, p.Detail, "leave state out to list every state", q)
+	}
+	for _, q := range []string{"", "state=", "state=pending,", "state=,pending"} {
+		status, body := b.raw(t, "GET", "/v1/operations?"+q, b.token, nil)
+		require.Equal(t, http.StatusOK, status, "%s: %s", q, body)
+		require.Contains(t, string(body), `"key":"s:1"`, q)
+	}
+}
