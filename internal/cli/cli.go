@@ -124,7 +124,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	out := &outputWriter{w: stdout}
 	root := newRoot(out, stderr)
 	root.SetArgs(args)
-	cmd, err := root.ExecuteContextC(ctx)
+	cmd, err := unknownSubcommand(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	if out.err != nil && (err == nil || err == out.err) {
 		// What the command did is done (a decision recorded, a token
 		// revoked): only what it says of it is lost.
@@ -243,6 +246,56 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
 	}
 	return usageError{errors.New(msg)}
+}
+
+// unknownSubcommand refuses, before cobra runs anything, a command with
+// subcommands given a word none of them has, wherever the flags are
+// (noArgs): cobra would otherwise report a flag before the word that the
+// parent does not have (opledger ops --db X bogus: "unknown flag: --db"),
+// or, given --help, print the parent's help and exit 0
+// (opledger ops bogus --help). It returns the parent and the error, or
+// nil and nil when args name a command, or a parent alone.
+func unknownSubcommand(root *cobra.Command, args []string) (*cobra.Command, error) {
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		return nil, nil // a shell's completion request: cobra adds its command as it runs
+	}
+	root.InitDefaultHelpCmd() // as cobra does before it looks
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd == nil || !cmd.HasSubCommands() {
+		return nil, nil
+	}
+	if words := positionalWords(cmd, rest); len(words) > 0 {
+		return cmd, noArgs(cmd, words)
+	}
+	return nil, nil
+}
+
+// positionalWords are the words of args that are neither flags nor a
+// flag's value, up to "--", read as cobra reads them to find a
+// subcommand: a flag cmd does not know as a boolean, given as --name
+// or -n without "=", takes the word after it as its value.
+func positionalWords(cmd *cobra.Command, args []string) []string {
+	cmd.InitDefaultHelpFlag()
+	takesNoValue := func(f *pflag.Flag) bool { return f != nil && f.NoOptDefVal != "" }
+	var words []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return words
+		case strings.HasPrefix(a, "--") && !strings.Contains(a, "="):
+			if !takesNoValue(cmd.Flags().Lookup(a[2:])) && !takesNoValue(cmd.InheritedFlags().Lookup(a[2:])) {
+				i++
+			}
+		case strings.HasPrefix(a, "-") && len(a) == 2:
+			if !takesNoValue(cmd.Flags().ShorthandLookup(a[1:])) && !takesNoValue(cmd.InheritedFlags().ShorthandLookup(a[1:])) {
+				i++
+			}
+		case a != "" && !strings.HasPrefix(a, "-"):
+			words = append(words, a)
+		}
+	}
+	return words
 }
 
 // settleCommandTree gives the whole tree, cobra's completion command
