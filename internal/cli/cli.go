@@ -412,6 +412,13 @@ func checkDSN(name, dsn string) error {
 	if dsn == "sqlite:" || dsn == "sqlite://" {
 		return usageError{fmt.Errorf("%s %s: %s names no file; give sqlite:PATH, e.g. sqlite:opledger.db", name, takes, dsn)}
 	}
+	if path, ok := sqlitestore.DSNPath(dsn); ok && path == ":memory:" {
+		// Open refuses it as invalid input, which the commands that
+		// create a ledger do not take as the caller's mistake (a
+		// configuration's Options may be refused so too): said here, it
+		// is the same usage error for every command.
+		return usageError{fmt.Errorf("%s takes a file: %s is an in-memory database, which opledger does not use: the ledger must outlive the process and be shared by its connections; give sqlite:PATH (in a temporary directory for a throwaway ledger)", name, dsn)}
+	}
 	if strings.HasPrefix(dsn, "sqlite:") {
 		return nil
 	}

@@ -461,3 +461,35 @@ func TestPostgresDSNUsage(t *testing.T) {
 		require.NotContains(t, errOut, "secret")
 	}
 }
+
+// TestInMemoryDBUsageError: --db sqlite::memory: names no store opledger
+// opens. The commands that create a ledger (migrate, serve, proxy, demo,
+// lab, bench) exited 1 on it, as for a store that failed, while those that
+// only read exited 2, and backup said the file ":memory:" did not exist:
+// every command now refuses it the same way, a usage error (2) naming the
+// flag, before it opens anything.
+func TestInMemoryDBUsageError(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"migrate"},
+		{"serve", "--addr", "127.0.0.1:0"},
+		{"proxy", "--upstream", "http://127.0.0.1:1"},
+		{"demo", "--no-serve"},
+		{"lab", "scenario", "normal"},
+		{"bench", "--duration", "1s"},
+		{"backup", "--to", "copy.db"},
+		{"tokens", "create", "--tenant", "acme"},
+		{"tokens", "list"},
+		{"ops", "list"},
+		{"workflows", "list"},
+		{"events", "list"},
+	} {
+		for _, dsn := range []string{"sqlite::memory:", "sqlite://:memory:"} {
+			args := append(append([]string{}, args...), "--db", dsn)
+			out, errOut, code := run(t, args...)
+			require.Equal(t, 2, code, "%v: %s%s", args, out, errOut)
+			require.Empty(t, out, args)
+			require.Contains(t, usageLine(t, errOut), "opledger: --db takes a file: "+dsn+" is an in-memory database", args)
+		}
+	}
+}
