@@ -97,11 +97,11 @@ func newEventsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "",
+			if err := noteEmptyList(cmd, len(page.Items) == 0, cursor, "events",
 				bf.emptyTenantNote("event", ""), func() (bool, error) {
 					some, err := src.ListEvents(cmd.Context(), opledger.EventListOptions{Limit: 1})
 					return err == nil && len(some.Items) > 0, err
-				}); err != nil {
+				}, "source", "status"); err != nil {
 				return err
 			}
 			return morePages(cmd, page.NextCursor)

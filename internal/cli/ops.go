@@ -498,10 +498,14 @@ func newOpsListCmd() *cobra.Command {
 				return err
 			}
 			note := bf.emptyTenantNote("operation", "none recorded, or all compacted by retention")
-			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "", note, func() (bool, error) {
+			filters := []string{"state", "owner", "destination", "duplicate-effects", "except-cancelled"}
+			if o.Order == opledger.OrderReview {
+				filters = append(filters, "order") // the held operations only
+			}
+			if err := noteEmptyList(cmd, len(page.Items) == 0, cursor, "operations", note, func() (bool, error) {
 				some, err := b.List(cmd.Context(), opledger.ListOptions{Limit: 1})
 				return err == nil && len(some.Items) > 0, err
-			}); err != nil {
+			}, filters...); err != nil {
 				return err
 			}
 			return morePages(cmd, page.NextCursor)
@@ -522,19 +526,39 @@ func newOpsListCmd() *cobra.Command {
 	return cmd
 }
 
-// noteEmptyTenant writes note on stderr when a list's first page was
-// empty (emptyFirstPage) and the tenant has nothing of the kind at all
-// (has reports whether it has one): an empty list of the wrong tenant
-// would read as "nothing waits", and --tenant defaults to "default".
-func noteEmptyTenant(cmd *cobra.Command, emptyFirstPage bool, note string, has func() (bool, error)) error {
-	if !emptyFirstPage {
+// noteEmptyList writes on stderr, when a list's page is empty, that it
+// is, so that a header alone does not read as a command that printed
+// nothing yet: on the first page (no cursor), note, the tenant's, when
+// the tenant has nothing of the kind at all (has reports whether it has
+// some: an empty list of the wrong tenant would read as "nothing waits",
+// and --tenant defaults to "default"); otherwise that no plural match
+// the filters given, naming those of filters the command line set; on a
+// later page, that there are no more.
+func noteEmptyList(cmd *cobra.Command, empty bool, cursor, plural, note string, has func() (bool, error), filters ...string) error {
+	if !empty {
 		return nil
 	}
-	some, err := has()
-	if err != nil || some {
-		return err
+	msg := "no more " + plural + ": the page before was the last"
+	if cursor == "" {
+		some, err := has()
+		if err != nil {
+			return err
+		}
+		msg = "note: " + note
+		if some {
+			var given []string
+			for _, name := range filters {
+				if cmd.Flags().Changed(name) {
+					given = append(given, "--"+name)
+				}
+			}
+			msg = "no " + plural + " match the filters given"
+			if len(given) > 0 {
+				msg += " (" + strings.Join(given, ", ") + ")"
+			}
+		}
 	}
-	_, err = fmt.Fprintln(cmd.ErrOrStderr(), "note: "+note)
+	_, err := fmt.Fprintln(cmd.ErrOrStderr(), msg)
 	return err
 }
 

@@ -174,10 +174,10 @@ func newWorkflowsListCmd() *cobra.Command {
 				return err
 			}
 			note := bf.emptyTenantNote("workflow", "")
-			if err := noteEmptyTenant(cmd, len(page.Items) == 0 && cursor == "", note, func() (bool, error) {
+			if err := noteEmptyList(cmd, len(page.Items) == 0, cursor, "workflows", note, func() (bool, error) {
 				some, err := b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Limit: 1})
 				return err == nil && len(some.Items) > 0, err
-			}); err != nil {
+			}, "prefix", "open", "stuck"); err != nil {
 				return err
 			}
 			if stuck && len(page.Items) == limit {
