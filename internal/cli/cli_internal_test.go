@@ -77,3 +77,41 @@ func TestShortened(t *testing.T) {
 	// Never inside a character: "é" is two bytes.
 	require.Equal(t, "a… (5 bytes; --json gives it all)", shortened("aéé", 2))
 }
+
+// ops show prints every time in UTC, marked Z, whatever location the
+// times came in (a server's answer with an offset, a ledger's Clock):
+// the state's since, the timeline and attempts did, but the replay
+// decision record's last step, retry time, lease and review time, and a
+// compacted operation's recorded and finished times, printed the time as
+// it came, with its offset, beside UTC ones. An attempt's times carry
+// their date, as the timeline's do: one claimed days ago is not today's.
+func TestShowTimesInUTC(t *testing.T) {
+	t.Parallel()
+	ist := time.FixedZone("IST", 5*3600+1800)
+	at := time.Date(2026, 12, 4, 15, 30, 0, 0, ist) // 10:00 UTC
+	later := time.Date(2099, 1, 2, 5, 30, 0, 0, ist)
+	at1 := at.Add(24 * time.Hour)
+	show := func(op *opledger.Operation) string {
+		op.Key, op.Payload, op.StateSince, op.CreatedAt, op.UpdatedAt = "k1", json.RawMessage(`{}`), at, at, at
+		d := &opsDetail{Operation: op,
+			Attempts: []*opledger.Attempt{{Number: 1, ID: "a1", Worker: "w", ClaimedAt: at, DispatchedAt: &at}},
+			Timeline: []*opledger.TimelineEntry{{At: at, Actor: "api", Event: "recorded", To: opledger.StatePending}}}
+		var buf bytes.Buffer
+		require.NoError(t, writeShow(&buf, d, decisionRecord(d, "")))
+		out := buf.String()
+		require.NotContains(t, out, "+05:30", out)
+		require.NotContains(t, out, "15:30", out)
+		return out
+	}
+	out := show(&opledger.Operation{State: opledger.StateHeld, Owner: "ops", ReviewBy: &at1})
+	require.Contains(t, out, "held since 2026-12-04T10:00:00Z")
+	require.Contains(t, out, "last confirmed step:    recorded at 2026-12-04T10:00:00Z")
+	require.Contains(t, out, "ops decides by 2026-12-05T10:00:00Z")
+	require.Contains(t, out, "  1  -        a1  w       2026-12-04 10:00:00.000Z  2026-12-04 10:00:00.000Z")
+	out = show(&opledger.Operation{State: opledger.StatePending, NotBefore: &later})
+	require.Contains(t, out, "retry scheduled, not before 2099-01-02T00:00:00Z")
+	out = show(&opledger.Operation{State: opledger.StateInProgress, LeaseExpiresAt: &at1})
+	require.Contains(t, out, "it holds the lease until 2026-12-05T10:00:00Z")
+	out = show(&opledger.Operation{State: opledger.StateSucceeded, Tombstoned: true})
+	require.Contains(t, out, "recorded 2026-12-04T10:00:00Z, finished 2026-12-04T10:00:00Z")
+}

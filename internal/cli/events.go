@@ -90,7 +90,7 @@ func newEventsCmd() *cobra.Command {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "SOURCE\tEVENT\tTYPE\tSTATUS\tOPERATIONS\tRECEIVED")
 				for _, e := range page.Items {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cell(e.Source), cell(e.EventID), cell(e.Type), cell(string(e.Status)), len(e.OperationKeys), e.ReceivedAt.Format(time.RFC3339))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cell(e.Source), cell(e.EventID), cell(e.Type), cell(string(e.Status)), len(e.OperationKeys), utc(e.ReceivedAt))
 				}
 				err = tw.Flush()
 			}
@@ -189,7 +189,7 @@ func writeEvent(w io.Writer, d *opledger.EventDetail) error {
 		if dl.PayloadDiffers {
 			dup += ", payload differs from the first delivery's"
 		}
-		fmt.Fprintf(w, "  %s  %s  %s\n", dl.ReceivedAt.Format(time.RFC3339Nano), cell(dash(dl.DeliveryID)), dup)
+		fmt.Fprintf(w, "  %s  %s  %s\n", dl.ReceivedAt.UTC().Format(time.RFC3339Nano), cell(dash(dl.DeliveryID)), dup)
 	}
 	fmt.Fprintf(w, "\nOperations (%d):\n", len(d.Operations))
 	return writeOpsTable(w, d.Operations)

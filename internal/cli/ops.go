@@ -728,10 +728,10 @@ func decisionRecord(d *opsDetail, again string) replayDecision {
 	}
 	r.LastConfirmedStep = "recorded"
 	if op.Tombstoned {
-		r.LastConfirmedStep = "finished at " + op.UpdatedAt.Format(time.RFC3339) + ", then compacted"
+		r.LastConfirmedStep = "finished at " + utc(op.UpdatedAt) + ", then compacted"
 	}
 	for _, e := range d.Timeline {
-		r.LastConfirmedStep = e.Event + " at " + e.At.Format(time.RFC3339)
+		r.LastConfirmedStep = e.Event + " at " + utc(e.At)
 	}
 	switch op.State {
 	case opledger.StateSucceeded:
@@ -786,13 +786,13 @@ func nextDecision(op *opledger.Operation, again string) (string, string) {
 			op.Version, op.Key, op.Version, op.Fingerprint, again)
 	case opledger.StatePending:
 		if op.NotBefore != nil && op.NotBefore.After(time.Now()) {
-			return "wait", "retry scheduled, not before " + op.NotBefore.Format(time.RFC3339)
+			return "wait", "retry scheduled, not before " + utc(*op.NotBefore)
 		}
 		return "a worker claims it", "it is due now"
 	case opledger.StateInProgress:
 		lease := "-"
 		if op.LeaseExpiresAt != nil {
-			lease = op.LeaseExpiresAt.Format(time.RFC3339)
+			lease = utc(*op.LeaseExpiresAt)
 		}
 		return "wait for the worker", "it holds the lease until " + lease + "; if it vanishes the lease decides"
 	case opledger.StateUncertain:
@@ -800,7 +800,7 @@ func nextDecision(op *opledger.Operation, again string) (string, string) {
 	case opledger.StateHeld:
 		review := ""
 		if op.ReviewBy != nil {
-			review = " by " + op.ReviewBy.Format(time.RFC3339)
+			review = " by " + utc(*op.ReviewBy)
 		}
 		return owner + " decides" + review, "automation cannot tell whether the effect happened: mark succeeded with the reference found, authorize a retry, or cancel"
 	case opledger.StateFailed:
@@ -817,6 +817,16 @@ func nextDecision(op *opledger.Operation, again string) (string, string) {
 	return "-", "-"
 }
 
+// utc is t as ops show prints a time in a sentence: RFC 3339 in UTC, to
+// the second, marked Z, whatever location t came in (a server's answer
+// with an offset, a ledger's Clock), so that no two of its times read in
+// different zones.
+func utc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// utcMillis is t as ops show prints it in its attempts and timeline: the
+// date and the time in UTC to the millisecond, marked Z.
+func utcMillis(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") }
+
 // writeShow prints ops show's text. Every stored value goes through cell,
 // so that one value is one line or table cell whatever it holds.
 func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
@@ -828,7 +838,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	if op.Tombstoned {
 		return writeTombstone(w, op, rec)
 	}
-	fmt.Fprintf(w, " since %s", op.StateSince.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, " since %s", utc(op.StateSince))
 	fmt.Fprintf(w, "\n  action %s → %s, owner %s\n", cell(op.Action), cell(op.Destination), cell(dash(op.Owner)))
 	payload, _ := json.Marshal(op) // masks sensitive fields
 	var masked struct {
@@ -855,7 +865,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 	for _, a := range d.Attempts {
 		disp := "-"
 		if a.DispatchedAt != nil {
-			disp = a.DispatchedAt.UTC().Format("15:04:05.000Z")
+			disp = utcMillis(*a.DispatchedAt)
 		}
 		outcome := dash(a.Outcome)
 		if a.Stale {
@@ -868,7 +878,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		if a.Version > 0 {
 			version = strconv.FormatInt(a.Version, 10)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, version, cell(a.ID), cell(a.Worker), a.ClaimedAt.UTC().Format("15:04:05.000Z"), disp,
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Number, version, cell(a.ID), cell(a.Worker), utcMillis(a.ClaimedAt), disp,
 			cell(outcome), cell(dash(a.DestinationRef)), cell(dash(a.Error)))
 	}
 	tw.Flush()
@@ -885,7 +895,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 			move = fmt.Sprintf(" [%s → %s]", cell(dash(string(e.From))), cell(string(e.To)))
 		}
 		actor := cell(e.Actor)
-		fmt.Fprintf(w, "  %s  %s%s %s%s", e.At.UTC().Format("2006-01-02 15:04:05.000Z"), actor,
+		fmt.Fprintf(w, "  %s  %s%s %s%s", utcMillis(e.At), actor,
 			strings.Repeat(" ", width-utf8.RuneCountInString(actor)), cell(e.Event), move)
 		if e.Evidence != "" {
 			fmt.Fprintf(w, ": %s", cell(e.Evidence))
@@ -909,7 +919,7 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 // operation, after its key and state: what retention kept of it.
 func writeTombstone(w io.Writer, op *opledger.Operation, rec replayDecision) error {
 	fmt.Fprintf(w, ", compacted by retention\n")
-	fmt.Fprintf(w, "  recorded %s, finished %s\n", op.CreatedAt.Format(time.RFC3339), op.UpdatedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "  recorded %s, finished %s\n", utc(op.CreatedAt), utc(op.UpdatedAt))
 	fmt.Fprintf(w, "  version %d, %s\n", op.Version, cell(op.Fingerprint))
 	fmt.Fprintf(w, "  destination reference %s\n", cell(dash(op.DestinationRef)))
 	if op.AttemptCount > 0 {

@@ -353,14 +353,14 @@ A token is read-write unless created with one of two narrower accesses:
 			for _, t := range toks {
 				revoked := "-"
 				if t.RevokedAt != nil {
-					revoked = t.RevokedAt.Format(time.RFC3339)
+					revoked = utc(*t.RevokedAt)
 				}
 				used := "never"
 				if t.LastUsedAt != nil {
-					used = t.LastUsedAt.Format(time.RFC3339)
+					used = utc(*t.LastUsedAt)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Tenant), cell(t.Name), t.Access,
-					t.CreatedAt.Format(time.RFC3339), used, revoked)
+					utc(t.CreatedAt), used, revoked)
 			}
 			return tw.Flush()
 		},
