@@ -66,3 +66,42 @@ func TestEmptyListSaysSo(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, errOut)
 }
+
+// TestEmptyTokensListSaysSo: tokens list of a ledger (or a tenant) with
+// no token printed its header alone; it says on stderr that there is
+// none and how to create one, and prints nothing else on stdout.
+func TestEmptyTokensListSaysSo(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "tokens.db")
+	_, errOut, code := run(t, "migrate", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	for _, tc := range []struct {
+		args []string
+		line string
+	}{
+		{nil, "no tokens: create one with opledger tokens create --tenant NAME --name NAME"},
+		{[]string{"--tenant", "acme"}, "tenant \"acme\" has no tokens: create one with opledger tokens create --tenant acme --name NAME"},
+	} {
+		for _, asJSON := range []bool{false, true} {
+			args := append([]string{"tokens", "list", "--db", dsn}, tc.args...)
+			if asJSON {
+				args = append(args, "--json")
+			}
+			out, errOut, code := run(t, args...)
+			require.Equal(t, 0, code, "%v: %s", args, errOut)
+			require.Equal(t, tc.line+"\n", errOut, args)
+			if asJSON {
+				require.Empty(t, out, args)
+			} else {
+				require.Equal(t, 1, strings.Count(out, "\n"), "the header alone: %v", args)
+			}
+		}
+	}
+	// A ledger with a token says nothing of the kind.
+	_, errOut, code = run(t, "tokens", "create", "--db", dsn, "--tenant", "acme", "--name", "n8n")
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code := run(t, "tokens", "list", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut)
+	require.Contains(t, out, "n8n")
+}

@@ -344,6 +344,15 @@ A token is read-write unless created with one of two narrower accesses:
 			if err != nil {
 				return err
 			}
+			if len(toks) == 0 {
+				// A header alone would read as a command that printed
+				// nothing yet, as the other lists say (noteEmptyList).
+				note := "no tokens: create one with opledger tokens create --tenant NAME --name NAME"
+				if tenant != "" {
+					note = fmt.Sprintf("tenant %q has no tokens: create one with opledger tokens create --tenant %s --name NAME", tenant, tenant)
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), note)
+			}
 			out := cmd.OutOrStdout()
 			if listJSON {
 				return writeJSONLines(out, toks)
