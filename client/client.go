@@ -764,9 +764,24 @@ type Finding struct {
 	LookedAt *time.Time `json:"looked_at,omitempty"`
 }
 
-// Reconcile applies a lookup result to an uncertain operation.
-func (c *Client) Reconcile(ctx context.Context, key string, f Finding) (*opledger.Operation, error) {
-	return c.post(ctx, key, "reconcile", f)
+// Reconcile applies a lookup result to an uncertain operation. As with
+// opledger.Ledger.Reconcile, decided reports whether the finding moved
+// the operation on (the server's "decided"), false when it was only
+// recorded: the operation stays uncertain within the visibility delay,
+// or someone else decided it while the lookup ran and the record found
+// is noted on its timeline.
+func (c *Client) Reconcile(ctx context.Context, key string, f Finding) (op *opledger.Operation, decided bool, err error) {
+	if err := opledger.ValidateKey(key); err != nil {
+		return nil, false, err
+	}
+	var res struct {
+		opledger.Operation
+		Decided bool `json:"decided"`
+	}
+	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "reconcile"), f, &res); err != nil {
+		return nil, false, err
+	}
+	return &res.Operation, res.Decided, nil
 }
 
 // Approve approves exactly one version and fingerprint. As with

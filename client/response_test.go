@@ -261,7 +261,7 @@ func TestRefusedBeforeSending(t *testing.T) {
 			_, err := c.Report(ctx, "order:1", "", client.Report{Outcome: opledger.OutcomeSucceeded})
 			return err
 		}, opledger.ErrInvalidInput},
-		"reconcile empty key": {func() error { _, err := c.Reconcile(ctx, "", client.Finding{}); return err }, opledger.ErrInvalidKey},
+		"reconcile empty key": {func() error { _, _, err := c.Reconcile(ctx, "", client.Finding{}); return err }, opledger.ErrInvalidKey},
 		"approve empty key":   {func() error { _, _, err := c.Approve(ctx, "", approval); return err }, opledger.ErrInvalidKey},
 		"revise empty key":    {func() error { _, _, err := c.Revise(ctx, "", revision); return err }, opledger.ErrInvalidKey},
 		"resolve empty key":   {func() error { _, _, err := c.Resolve(ctx, "", opledger.Decision{Reason: "r"}); return err }, opledger.ErrInvalidKey},

@@ -432,7 +432,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"authoritative":true}`), 400, "invalid_input") // found left out of a lookup
 	expect("POST", "/v1/operations/order:18:prepare/reconcile", []byte(`{"attempt_count":-1}`), 400, "invalid_input")
 	// A count the operation never had is bad input.
-	_, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Authoritative: true, AttemptCount: 7})
+	_, _, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Authoritative: true, AttemptCount: 7})
 	require.ErrorIs(t, err, opledger.ErrInvalidInput)
 	require.ErrorContains(t, err, "attempt_count 7 is more attempts than the operation has had (1)")
 	// A finding made for an earlier attempt than the operation's latest
@@ -448,7 +448,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.NoError(t, err)
 	_, err = b.acme.Report(ctx, "order:18:stale", c.AttemptID, client.Report{FencingToken: c.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 	require.NoError(t, err)
-	_, err = b.acme.Reconcile(ctx, "order:18:stale", client.Finding{Authoritative: true, AttemptCount: 1})
+	_, _, err = b.acme.Reconcile(ctx, "order:18:stale", client.Finding{Authoritative: true, AttemptCount: 1})
 	require.ErrorIs(t, err, opledger.ErrStaleFinding)
 	data = expect("POST", "/v1/operations/order:18:stale/reconcile", []byte(`{"found":false,"authoritative":true,"attempt_count":1}`), 409, "stale_finding")
 	requireProblemState(t, data, opledger.StateUncertain)
@@ -458,7 +458,7 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	protected, err := b.acme.Get(ctx, "order:18:stale")
 	require.NoError(t, err)
 	require.True(t, protected.Protected, "the protection was applied")
-	op, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup", AttemptCount: 1})
+	op, _, err = b.acme.Reconcile(ctx, "order:18:prepare", client.Finding{Evidence: "no lookup", AttemptCount: 1})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)
 	// A finding sent through the API names the token it came with.
@@ -837,7 +837,7 @@ func TestReviewsOverdue(t *testing.T) {
 				require.NoError(t, err)
 			}
 			for _, key := range []string{"soon:1", "later:1"} {
-				_, err := b.acme.Reconcile(ctx, key, client.Finding{Evidence: "no lookup"})
+				_, _, err := b.acme.Reconcile(ctx, key, client.Finding{Evidence: "no lookup"})
 				require.NoError(t, err)
 				b.clock.advance(time.Hour)
 			}

@@ -164,7 +164,7 @@ func TestFiguresScenario(t *testing.T) {
 			// acme: held:1 is uncertain, held at once, and cancelled 30 min
 			// later: 30 min from entering uncertain.
 			send(acme, "held:1", uncertain)
-			_, err = acme.Reconcile(ctx, "held:1", client.Finding{Evidence: "no lookup"})
+			_, _, err = acme.Reconcile(ctx, "held:1", client.Finding{Evidence: "no lookup"})
 			require.NoError(t, err)
 			clock.advance(30 * time.Minute)
 			_, _, err = acme.Resolve(ctx, "held:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
@@ -172,7 +172,7 @@ func TestFiguresScenario(t *testing.T) {
 			// acme: left uncertain, left held, left pending.
 			send(acme, "left:1", uncertain)
 			send(acme, "left:2", uncertain)
-			_, err = acme.Reconcile(ctx, "left:2", client.Finding{Evidence: "no lookup"})
+			_, _, err = acme.Reconcile(ctx, "left:2", client.Finding{Evidence: "no lookup"})
 			require.NoError(t, err)
 			_, _, err = acme.Record(ctx, "left:3", in)
 			require.NoError(t, err)

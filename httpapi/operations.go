@@ -484,13 +484,15 @@ func (s *server) reconcile(w http.ResponseWriter, r *http.Request) {
 	if body.LookedAt != nil {
 		f.LookedAt = *body.LookedAt
 	}
-	op, _, err := l.Reconcile(r.Context(), r.PathValue("key"), f)
+	op, decided, err := l.Reconcile(r.Context(), r.PathValue("key"), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	s.advanceWorkflow(r, l, op)
-	s.writeJSON(w, r, http.StatusOK, op)
+	// decided beside the operation's fields: whether the finding was the
+	// decision, or only recorded (Ledger.Reconcile).
+	s.writeMerged(w, r, http.StatusOK, op, map[string]any{"decided": decided})
 }
 
 func (s *server) approve(w http.ResponseWriter, r *http.Request) {

@@ -52,7 +52,7 @@ func TestWorkerToken(t *testing.T) {
 			lost := client.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"}
 			require.Equal(t, opledger.StateUncertain, run("order:2", 2, lost))
 			require.Equal(t, opledger.StateUncertain, run("order:3", 3, lost))
-			op, err := worker.Reconcile(ctx, "order:3", client.Finding{Found: true, Matches: true, DestinationRef: "crm-3", Authoritative: true})
+			op, _, err := worker.Reconcile(ctx, "order:3", client.Finding{Found: true, Matches: true, DestinationRef: "crm-3", Authoritative: true})
 			require.NoError(t, err)
 			require.Equal(t, opledger.StateSucceeded, op.State, "a lookup's finding is the work of automation")
 			needsApproval := intent(4)

@@ -58,7 +58,7 @@ func TestSuccessThroughTheAPIMovesTheWorkflowOn(t *testing.T) {
 			_, err = b.acme.Report(ctx, "wf:adv/b", c.AttemptID, client.Report{FencingToken: c.FencingToken, Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 			require.NoError(t, err)
 			require.Equal(t, opledger.State(opledger.StepWaiting), next("c"))
-			_, err = b.acme.Reconcile(ctx, "wf:adv/b", client.Finding{Found: true, Matches: true, DestinationRef: "B-1", Authoritative: true, AttemptCount: 1})
+			_, _, err = b.acme.Reconcile(ctx, "wf:adv/b", client.Finding{Found: true, Matches: true, DestinationRef: "B-1", Authoritative: true, AttemptCount: 1})
 			require.NoError(t, err)
 			require.Equal(t, opledger.StatePending, next("c"), "recorded by the finding's request")
 

@@ -295,7 +295,7 @@ func TestServeLedgerFlags(t *testing.T) {
 	_, err = c.Report(ctx, "mail:welcome:u1", claim.AttemptID, client.Report{FencingToken: claim.FencingToken,
 		Outcome: opledger.OutcomeUncertain, Error: "timeout"})
 	require.NoError(t, err)
-	op, err := c.Reconcile(ctx, "mail:welcome:u1", client.Finding{Evidence: "no lookup"})
+	op, _, err := c.Reconcile(ctx, "mail:welcome:u1", client.Finding{Evidence: "no lookup"})
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateHeld, op.State)
 	require.NotNil(t, op.ReviewBy)
