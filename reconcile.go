@@ -81,12 +81,14 @@ type Finding struct {
 //
 // decided reports whether the finding moved the operation on: out of
 // uncertain, or, for a record found after a decision meanwhile, out of
-// the state that decision left (to succeeded, or held). It is false when
-// the finding was only recorded and the operation stays as it was:
-// uncertain within the visibility delay, or as someone else decided it
-// while the lookup ran (a record with other content noted on a held,
-// failed or succeeded operation, a second record counted as a duplicate
-// effect, the effect kept for the attempt that holds the operation). A
+// the state that decision left (to succeeded, or held), or, for a
+// matching record found while a retry holds the operation, to the effect
+// kept for that retry's attempt, which is then not sent and ends the
+// operation succeeded with the record. It is false when the finding was
+// only recorded and the operation stays as it was: uncertain within the
+// visibility delay, or as someone else decided it while the lookup ran
+// (a record with other content noted on a held, failed or succeeded
+// operation, a second record counted as a duplicate effect). A
 // reconciler counts only a finding that decided as its decision.
 func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (op *Operation, decided bool, err error) {
 	if f.Found && f.Matches && strings.TrimSpace(f.DestinationRef) == "" {
@@ -111,11 +113,14 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (op *Oper
 		if err := t.need("reconcile"); err != nil {
 			return err
 		}
-		from := t.op.State
+		from, confirmed := t.op.State, t.confirmedWhileHeld()
 		if err := t.reconcile(l, actor, f); err != nil {
 			return err
 		}
-		decided = t.op.State != from
+		// A record kept while a retry holds the operation (confirmWhileHeld)
+		// decided its outcome too: that retry is not sent, and ends it
+		// succeeded with the record.
+		decided = t.op.State != from || !confirmed && t.confirmedWhileHeld()
 		return nil
 	})
 	return op, decided && err == nil, err

@@ -66,7 +66,7 @@ func TestFindingAfterDecision(t *testing.T) {
 			require.NoError(t, err)
 			op, decided, err := l.Reconcile(ctx, "found-while-claimed", found)
 			require.NoError(t, err, "a found record is not a stale finding")
-			require.False(t, decided, "kept for the attempt that holds it to settle")
+			require.True(t, decided, "the finding decided the outcome: the attempt that holds it is not sent, and settles it succeeded")
 			require.Equal(t, opledger.StateInProgress, op.State)
 			_, err = l.Dispatch(ctx, "found-while-claimed", c.AttemptID, c.FencingToken)
 			require.Error(t, err)

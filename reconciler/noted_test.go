@@ -94,3 +94,51 @@ func TestFindingNotedIsNoDecision(t *testing.T) {
 		}
 	})
 }
+
+// TestFindingWhileRetryClaimedDecides: a lookup finds the intended record
+// while a retry a person authorized is claimed, not yet sent. The record
+// is kept on the operation and the retry is not sent: the operation
+// succeeds with the record found as its holder ends. The finding decided
+// that, as it does when the retry is authorized but not yet claimed; it
+// used to count as someone else's decision (Skipped, logged "lookup's
+// finding noted; the operation was decided meanwhile"). It is the
+// reconciler's Succeeded now.
+func TestFindingWhileRetryClaimedDecides(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		d := &decidedMeanwhile{entered: make(chan struct{}, 1), release: make(chan struct{}),
+			found: destination.LookupResult{Found: true, Matches: true, Ref: "R7", Evidence: "GET /records"}}
+		r := testrig.New(t, newDSN, func(o *testrig.Options) { o.Extra = []destination.Destination{d} })
+		const key = "intake:C1:create"
+		r.Record(key, "meanwhile", `{"units": 2}`)
+		require.Equal(t, opledger.StateUncertain, r.Step().State)
+
+		passed := make(chan reconciler.Pass, 1)
+		go func() {
+			pass, err := r.Rec.RunOnce(r.Ctx)
+			if err != nil || pass.Errors > 0 {
+				pass.Examined = -1
+			}
+			passed <- pass
+		}()
+		<-d.entered // the lookup runs: a retry is authorized and claimed meanwhile
+		_, _, err := r.Ledger.Resolve(r.Ctx, key, opledger.Decision{Kind: opledger.DecisionAuthorizeRetry, Reason: "try again", Operator: "maria"})
+		require.NoError(t, err)
+		c, err := r.Ledger.Claim(r.Ctx, key, opledger.ClaimOptions{Worker: "w2"})
+		require.NoError(t, err)
+		close(d.release)
+		pass := <-passed
+		require.Equal(t, 1, pass.Examined)
+		require.Equal(t, map[reconciler.Decision]int{reconciler.Succeeded: 1}, pass.Decisions)
+		logs := r.Logs()
+		require.Contains(t, logs, "msg=reconciled")
+		require.NotContains(t, logs, "lookup's finding noted")
+
+		// The retry is not sent; the operation succeeds with the record found.
+		_, err = r.Ledger.Dispatch(r.Ctx, key, c.AttemptID, c.FencingToken)
+		require.Error(t, err)
+		op := r.Get(key)
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, "R7", op.DestinationRef)
+	})
+}

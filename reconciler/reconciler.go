@@ -194,7 +194,10 @@ type Decision string
 
 // The decisions.
 const (
-	// Succeeded: a lookup found the intended record.
+	// Succeeded: a lookup found the intended record. The operation
+	// succeeded; or, when a retry was claimed while the lookup ran, the
+	// record is kept for it, and it ends the operation succeeded
+	// without sending.
 	Succeeded Decision = "succeeded"
 	// Held: a person must decide (other content, no means of deciding,
 	// retention passed, lookups kept failing).
@@ -508,6 +511,11 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		d = Retry
 	case opledger.StateFailed:
 		d = Failed
+	case opledger.StateInProgress:
+		// The record found is kept for the retry that holds the operation
+		// (Ledger.Reconcile decided): that retry is not sent, and ends
+		// the operation succeeded with the record.
+		d = Succeeded
 	case opledger.StateUncertain:
 		// The ledger's own visibility check kept it uncertain (an attempt's
 		// call ended later than the attempts read here said), and set the
