@@ -565,8 +565,10 @@ func (l *Ledger) ClaimLookup(ctx context.Context, seen *Operation, lease time.Du
 // DeferReconcile keeps an uncertain operation uncertain and schedules its
 // next reconciliation after delay, recording why (for example: the lookup
 // failed). The reconciler uses it to back off; it never resends anything.
-// The timeline gets a "reconcile deferred" entry, unless its last entry is
-// already a deferral with the same evidence: an operation put off again
+// The timeline gets a "reconcile deferred" entry by the reconciler, named
+// as Reconcile and Hold name it (with the Ledger's credential, if any),
+// unless its last entry is already such a deferral with the same
+// evidence: an operation put off again
 // and again for one reason (its destination is not served here, checked
 // every 10 minutes) keeps that first entry, and its next check
 // (Operation.NotBefore) moves on all the same.
@@ -574,6 +576,8 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 	if delay < 0 {
 		return nil, invalidInput("delay must not be negative")
 	}
+	// The reconciler's entry, as its findings and holds are.
+	actor := l.attributed(ActorReconciler)
 	return l.mutate(ctx, key, func(t *txn) error {
 		if err := t.need("defer reconcile"); err != nil {
 			return err
@@ -588,10 +592,10 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 		if err != nil {
 			return err
 		}
-		if n := len(entries); n > 0 && sameDeferral(entries[n-1], why) {
+		if n := len(entries); n > 0 && sameDeferral(entries[n-1], actor, why) {
 			return nil
 		}
-		t.note(ActorReconciler, "", eventDeferred, join(deferredUntil+t.op.NotBefore.Format(time.RFC3339), why))
+		t.note(actor, "", eventDeferred, join(deferredUntil+t.op.NotBefore.Format(time.RFC3339), why))
 		return nil
 	})
 }
@@ -603,10 +607,10 @@ const (
 	deferredUntil = "next check at "
 )
 
-// sameDeferral reports whether e is a deferral (DeferReconcile's) whose
-// evidence is why, whatever its next check.
-func sameDeferral(e *store.TimelineEntry, why string) bool {
-	if e.Event != eventDeferred || e.Actor != ActorReconciler || e.ToState != "" {
+// sameDeferral reports whether e is a deferral (DeferReconcile's) by
+// actor whose evidence is why, whatever its next check.
+func sameDeferral(e *store.TimelineEntry, actor, why string) bool {
+	if e.Event != eventDeferred || e.Actor != actor || e.ToState != "" {
 		return false
 	}
 	rest, ok := strings.CutPrefix(e.Evidence, deferredUntil)

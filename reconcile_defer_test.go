@@ -73,3 +73,49 @@ func TestRepeatedDeferralWrittenOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestDeferralAttributed: a deferral is the reconciler's entry like its
+// findings and holds, and names the credential of the Ledger it came
+// through as they do ("reconciler (token …)"). It was written by the
+// bare "reconciler" whatever the credential, so a deferral through one
+// credential could not be told from another's. The same deferral right
+// after itself is still written once.
+func TestDeferralAttributed(t *testing.T) {
+	t.Parallel()
+	for _, st := range testdb.Stores() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			base, err := opledger.Open(ctx, st.NewDSN(t), opledger.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, base.Close()) })
+			l, err := base.WithCredential("token lookups, tok_1")
+			require.NoError(t, err)
+			const key = "defer:A1"
+			in := opledger.Intent{Key: key, Action: "create", Destination: "legacy", Payload: json.RawMessage(`{}`)}
+			c, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &in, Dispatch: true})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+
+			for range 2 {
+				_, err = l.DeferReconcile(ctx, key, time.Minute, "lookup failed: 503")
+				require.NoError(t, err)
+			}
+			_, err = l.Hold(ctx, key, "lookups keep failing")
+			require.NoError(t, err)
+			tl, err := l.Timeline(ctx, key)
+			require.NoError(t, err)
+			var actors []string
+			for _, e := range tl {
+				if e.Event == "reconcile deferred" || e.Event == "held" {
+					actors = append(actors, e.Event+" by "+e.Actor)
+				}
+			}
+			require.Equal(t, []string{
+				"reconcile deferred by reconciler (token lookups, tok_1)",
+				"held by reconciler (token lookups, tok_1)",
+			}, actors)
+		})
+	}
+}
