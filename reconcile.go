@@ -588,11 +588,11 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 		t.op.NotBefore = t.nowPlus(delay)
 		t.dirty = true
 		why := t.keep(evidence, maxReasonLength)
-		entries, err := t.listTimeline()
+		last, err := t.lastTimelineEntry()
 		if err != nil {
 			return err
 		}
-		if n := len(entries); n > 0 && sameDeferral(entries[n-1], actor, why) {
+		if last != nil && sameDeferral(last, actor, why) {
 			return nil
 		}
 		t.note(actor, "", eventDeferred, join(deferredUntil+t.op.NotBefore.Format(time.RFC3339), why))

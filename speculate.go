@@ -93,6 +93,27 @@ func (t *txn) listTimeline() ([]*store.TimelineEntry, error) {
 	return t.stored, nil
 }
 
+// lastTimelineEntry reads the operation's newest timeline entry as
+// stored (listTimeline's last, never in a speculation): that row alone,
+// unless the timeline has been read in this transaction already. nil
+// for an operation without entries.
+func (t *txn) lastTimelineEntry() (*store.TimelineEntry, error) {
+	if t.spec != nil {
+		return nil, errNotSpeculable
+	}
+	if t.stored != nil {
+		if n := len(t.stored); n > 0 {
+			return t.stored[n-1], nil
+		}
+		return nil, nil
+	}
+	e, err := t.tx.LastTimelineEntry(t.ctx, t.tenant, t.key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return e, err
+}
+
 // updateAttempt writes an attempt row.
 func (t *txn) updateAttempt(a *store.Attempt) error {
 	return t.writeAll([]store.Write{{UpdateAttempt: a}})

@@ -369,6 +369,10 @@ type Reader interface {
 	ListOperations(ctx context.Context, p ListParams) ([]*Operation, error)
 	ListAttempts(ctx context.Context, tenant, key string) ([]*Attempt, error)
 	ListTimeline(ctx context.Context, tenant, key string) ([]*TimelineEntry, error)
+	// LastTimelineEntry returns the operation's newest timeline entry
+	// (the last ListTimeline lists), reading that one row only;
+	// ErrNotFound when the operation has none.
+	LastTimelineEntry(ctx context.Context, tenant, key string) (*TimelineEntry, error)
 	// ExpiredLeases lists in_progress operations whose lease ended before
 	// now, in the order of (tenant, key), after the operation after (the
 	// zero OperationID for the first page): a sweep pages past the

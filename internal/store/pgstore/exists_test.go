@@ -40,3 +40,11 @@ func TestClosedInFlight(t *testing.T) {
 	s, _ := openStore(t)
 	storecheck.ClosedInFlight(t, s)
 }
+
+// TestLastTimelineEntry: an operation's newest timeline entry, read
+// alone (storecheck).
+func TestLastTimelineEntry(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	storecheck.LastTimelineEntry(t, s)
+}

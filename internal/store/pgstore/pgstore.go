@@ -794,6 +794,23 @@ func (r *reader) ListTimeline(ctx context.Context, tenant, key string) ([]*store
 	return out, nil
 }
 
+// LastTimelineEntry returns the newest timeline entry of an operation.
+func (r *reader) LastTimelineEntry(ctx context.Context, tenant, key string) (*store.TimelineEntry, error) {
+	var e store.TimelineEntry
+	var at pgtype.Timestamptz
+	err := r.q.QueryRow(ctx, `SELECT id, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence
+		FROM timeline WHERE tenant = $1 AND key = $2 ORDER BY id DESC LIMIT 1`, tenant, key).
+		Scan(&e.ID, &e.Tenant, &e.Key, &at, &e.Actor, &e.AttemptID, &e.Event, &e.FromState, &e.ToState, &e.Evidence)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last timeline entry: %w", mapErr(err))
+	}
+	e.At = fromTS(at)
+	return &e, nil
+}
+
 // ListOperations lists a tenant's operations newest first, filtered and
 // paged by (created_at, key), or its held operations by (review_by, key).
 func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*store.Operation, error) {

@@ -31,3 +31,10 @@ func TestClosedInFlight(t *testing.T) {
 	t.Parallel()
 	storecheck.ClosedInFlight(t, openTestStore(t))
 }
+
+// TestLastTimelineEntry: an operation's newest timeline entry, read
+// alone (storecheck).
+func TestLastTimelineEntry(t *testing.T) {
+	t.Parallel()
+	storecheck.LastTimelineEntry(t, openTestStore(t))
+}

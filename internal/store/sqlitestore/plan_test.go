@@ -59,6 +59,7 @@ var wantIndex = map[string][]string{
 	"GetAttempt":                 {"PRIMARY KEY (operation_id=? AND id=?)"},
 	"ListAttempts":               {"PRIMARY KEY (operation_id=?)"},
 	"ListTimeline":               {"PRIMARY KEY (operation_id=?)"},
+	"LastTimelineEntry":          {"PRIMARY KEY (operation_id=?)"},
 	"DueOperations/tenant":       {"operations_due"},
 	"DueOperations/destinations": {"operations_due"},
 	"LockDue/tenant":             {"operations_due"},
@@ -185,6 +186,13 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	step(rec, "GetAttempt", func() error { _, err := r.GetAttempt(ctx, tenant, "bulk:00004242", "bulk-00004242"); return err })
 	step(rec, "ListAttempts", func() error { _, err := r.ListAttempts(ctx, tenant, "bulk:00004242"); return err })
 	step(rec, "ListTimeline", func() error { _, err := r.ListTimeline(ctx, tenant, "bulk:00004242"); return err })
+	step(rec, "LastTimelineEntry", func() error {
+		// The plan is the same whether the operation has an entry.
+		if _, err := r.LastTimelineEntry(ctx, tenant, "bulk:00004242"); !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
 	step(rec, "DueOperations/tenant", func() error {
 		_, err := r.DueOperations(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})
 		return err

@@ -972,6 +972,23 @@ func (r *sqlReader) ListTimeline(ctx context.Context, tenant, key string) ([]*st
 	return out, rows.Err()
 }
 
+// LastTimelineEntry returns the newest timeline entry of an operation.
+func (r *sqlReader) LastTimelineEntry(ctx context.Context, tenant, key string) (*store.TimelineEntry, error) {
+	var e store.TimelineEntry
+	var at int64
+	err := r.q.QueryRowContext(ctx, `SELECT seq, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence
+		FROM timeline WHERE operation_id = (`+operationID+`) ORDER BY seq DESC LIMIT 1`, tenant, key).
+		Scan(&e.ID, &e.Tenant, &e.Key, &at, &e.Actor, &e.AttemptID, &e.Event, &e.FromState, &e.ToState, &e.Evidence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last timeline entry: %w", err)
+	}
+	e.At = fromMicros(at)
+	return &e, nil
+}
+
 func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*store.Operation, error) {
 	query, args := listQuery(p)
 	rows, err := r.q.QueryContext(ctx, query, args...)

@@ -216,6 +216,21 @@ func testReconcileQueue(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateUncertain, op.State)
 	require.Contains(t, b.events(t, "u1"), "reconcile deferred")
+	// The same deferral right after itself is not written again (the
+	// store's last timeline entry says it is there); another reason is.
+	deferrals := func() (n int) {
+		for _, e := range b.events(t, "u1") {
+			if e == "reconcile deferred" {
+				n++
+			}
+		}
+		return n
+	}
+	for _, why := range []string{"lookup: 502 from the CRM", "lookup: timeout"} {
+		_, err = b.ledger.DeferReconcile(b.ctx, "u1", time.Minute, why)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, deferrals(), "the repeat kept out, the other reason written")
 	queue, err = b.ledger.ReconcileQueue(b.ctx, opledger.ReconcileQueueOptions{Limit: 10, AllTenants: true})
 	require.NoError(t, err)
 	require.Len(t, queue, 2, "u1 waits for its next check")
