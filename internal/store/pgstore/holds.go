@@ -43,14 +43,31 @@ const holdsLedgerQuery = `SELECT COALESCE(current_schema(), ''), current_setting
 	ARRAY(SELECT c.relname::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1 LIMIT 6)`
 
-// FirstSchema is the first schema the search_path names, for a hint to
-// create it ("$user", the user's own schema, is left to the reader).
+// FirstSchema is the first schema the search_path names, as written
+// there (a quoted identifier keeps its quotes, commas and doubled quotes
+// in it included), for a hint to create it ("$user", the user's own
+// schema, is left to the reader).
 func (c LedgerCheck) FirstSchema() string {
-	first, _, _ := strings.Cut(c.SearchPath, ",")
-	if first = strings.TrimSpace(first); first == "" || first == `"$user"` {
+	first := firstPathElement(strings.TrimSpace(c.SearchPath))
+	if first == "" || first == `"$user"` {
 		return "<schema>"
 	}
 	return first
+}
+
+// firstPathElement is path up to its first comma outside a double-quoted
+// identifier (in which "" stands for one quote), trimmed.
+func firstPathElement(path string) string {
+	quoted := false
+	for i := 0; i < len(path); i++ {
+		switch {
+		case path[i] == '"':
+			quoted = !quoted // "" inside an identifier closes and reopens it
+		case path[i] == ',' && !quoted:
+			return strings.TrimSpace(path[:i])
+		}
+	}
+	return path
 }
 
 type queryRower interface {

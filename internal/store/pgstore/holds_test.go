@@ -103,3 +103,29 @@ func TestMigrateRefusesAnotherApplicationsSchema(t *testing.T) {
 		})
 	}
 }
+
+// FirstSchema names the search_path's first schema as the server
+// reports it, ready for CREATE SCHEMA: a quoted identifier is one
+// schema whatever commas or doubled quotes it holds.
+func TestFirstSchemaReadsQuotedIdentifiers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgstore.HoldsLedger(ctx, testdb.WithSearchPath(t, testdb.PostgresBase(), `"opltest_no,such", opltest_other`))
+	require.NoError(t, err)
+	require.Empty(t, c.Schema)
+	require.Equal(t, `"opltest_no,such"`, c.FirstSchema())
+
+	for path, want := range map[string]string{
+		`"a,b", public`:     `"a,b"`,
+		`"a""b,c", public`:  `"a""b,c"`,
+		`"a"",""b"`:         `"a"",""b"`,
+		`plain, "x,y"`:      `plain`,
+		` spaced ,public`:   `spaced`,
+		`"$user", public`:   `<schema>`,
+		``:                  `<schema>`,
+		`"unterminated,x`:   `"unterminated,x`,
+		`"$user,x", public`: `"$user,x"`,
+	} {
+		require.Equal(t, want, pgstore.LedgerCheck{SearchPath: path}.FirstSchema(), "search_path %s", path)
+	}
+}
