@@ -162,3 +162,44 @@ func TestConnectionTerminatedByServer(t *testing.T) {
 	})
 	require.ErrorIs(t, err, store.ErrUnavailable, "a snapshot")
 }
+
+// TestMigrationLosesConnection: the migrations share one transaction. A
+// connection lost before its COMMIT is sent recorded nothing, and Migrate
+// says so as every write transaction does (store.ErrUnavailable, the
+// API's 503); lost in the COMMIT's round trip, it may have committed, and
+// is not.
+func TestMigrationLosesConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, at := range map[string]func(done, total int) bool{
+		"BeforeCommit": func(done, total int) bool { return done == 1 },
+		"AtCommit":     func(done, total int) bool { return done == total },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			direct := testdb.PostgresDSN(t)
+			dsn, cut := testdb.UnreachablePostgres(t, direct+"&pool_max_conns=1", "relay-pw")
+			s, err := Open(ctx, dsn)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, s.Close()) })
+			err = s.Migrate(ctx, func(done, total int, _ string) {
+				if at(done, total) {
+					cut()
+				}
+			})
+			require.Error(t, err)
+			check, oerr := Open(ctx, direct)
+			require.NoError(t, oerr)
+			t.Cleanup(func() { require.NoError(t, check.Close()) })
+			current, _, verr := check.SchemaVersion(ctx)
+			require.NoError(t, verr)
+			if name == "BeforeCommit" {
+				require.ErrorIs(t, err, store.ErrUnavailable)
+				require.Zero(t, current, "nothing recorded")
+				return
+			}
+			require.ErrorContains(t, err, "commit migration: ")
+			require.NotErrorIs(t, err, store.ErrUnavailable, "it may have committed")
+		})
+	}
+}

@@ -160,7 +160,7 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) (err err
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	defer func() { err = classify(err) }()
+	defer func() { err = s.settled(err) }()
 	migs, err := migrate.Load(migrationsFS, "migrations")
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) (err err
 	if c, err := holdsLedger(ctx, s.pool); err == nil && c.Holds {
 		var current int
 		if err := s.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-			return fmt.Errorf("read schema version: %w", err)
+			return lostBeforeCommit(fmt.Errorf("read schema version: %w", err))
 		}
 		if pending, err := migrate.Pending(migs, current); err != nil || len(pending) == 0 {
 			return err
@@ -197,7 +197,17 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) (err err
 	}
 }
 
-func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration, progress migrate.Progress) error {
+// migrateOnce applies the pending migrations in one transaction. A
+// connection lost before its COMMIT was sent recorded nothing
+// (lostBeforeCommit), as for every write transaction; an error of the
+// COMMIT's round trip is left as it is: it may have committed.
+func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration, progress migrate.Progress) (err error) {
+	committing := false
+	defer func() {
+		if !committing {
+			err = lostBeforeCommit(err)
+		}
+	}()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return fmt.Errorf("begin migration: %w", err)
@@ -239,6 +249,7 @@ func (s *Store) migrateOnce(ctx context.Context, migs []migrate.Migration, progr
 		}
 		progress.Report(i+1, len(pending), m.Name)
 	}
+	committing = true
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit migration: %w", err)
 	}
