@@ -606,13 +606,14 @@ func (s *Store) schemaVersion(ctx context.Context) (version int, ok bool, err er
 	return version, true, nil
 }
 
-// SchemaVersion implements store.Store, through the readers.
+// SchemaVersion implements store.Store, through the readers; its errors
+// are classified as every read's (settled).
 func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, 0, err
 	}
 	if current, _, err = s.schemaVersion(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, s.settled(err)
 	}
 	return current, s.newest, nil
 }
