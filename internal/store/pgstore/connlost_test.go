@@ -98,7 +98,7 @@ func TestConnectionLostBeforeCommit(t *testing.T) {
 // with the FATAL error it was closed with (57P01 here). A read on it, or a
 // transaction before its COMMIT, recorded nothing and is
 // store.ErrUnavailable (the API's 503, not a 500), as when the connection
-// is cut without a word.
+// is cut without a word; so is the schema version GET /readyz reads.
 func TestConnectionTerminatedByServer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -161,6 +161,10 @@ func TestConnectionTerminatedByServer(t *testing.T) {
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrUnavailable, "a snapshot")
+
+	terminate(t)
+	_, _, err = s.SchemaVersion(ctx)
+	require.ErrorIs(t, err, store.ErrUnavailable, "the schema version (Ledger.Ping)")
 }
 
 // TestMigrationLosesConnection: the migrations share one transaction. A

@@ -264,11 +264,12 @@ func isCatalogRace(err error) bool {
 
 // SchemaVersion implements store.Store: a schema without a
 // schema_migrations table (of the search_path's first existing schema)
-// is at version 0.
+// is at version 0. Its errors are classified as every read's.
 func (s *Store) SchemaVersion(ctx context.Context) (current, newest int, err error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, 0, err
 	}
+	defer func() { err = s.settled(lostBeforeCommit(err)) }()
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL, false)`).Scan(&exists); err != nil {
 		return 0, 0, fmt.Errorf("read schema version: %w", err)
