@@ -2,6 +2,7 @@ package opledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -313,6 +314,18 @@ type ClaimNextOptions struct {
 	// closes before a call claimed now could end is held, and the next
 	// due operation taken.
 	CallTimeout time.Duration
+	// Skip names operations not to claim, due or not: those the caller
+	// is still calling in a call it stopped waiting for (the executor's
+	// abandoned calls, whose claim may have been lost), so that they are
+	// not claimed only to be given back. A Tenant of "" is the Ledger's
+	// own.
+	Skip []OperationRef
+}
+
+// OperationRef names an operation of any tenant.
+type OperationRef struct {
+	Tenant string
+	Key    string
 }
 
 // ClaimNext claims the pending operation that has been due longest: the
@@ -347,6 +360,10 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 	if opts.AllTenants {
 		tenant = ""
 	}
+	var skip []store.OperationID
+	for _, ref := range opts.Skip {
+		skip = append(skip, store.OperationID{Tenant: cmp.Or(ref.Tenant, l.tenant), Key: ref.Key})
+	}
 	// movedOnly is set when a transaction moved as many due operations
 	// as it may and claimed none: another looks on, so that a backlog of
 	// operations that turn out unclaimable (recorded before their
@@ -368,7 +385,7 @@ func (l *Ledger) ClaimNext(ctx context.Context, opts ClaimNextOptions) (*Claim, 
 			// keep that and take the next one.
 			moved := false
 			for range maxConflictRetries {
-				ids, err := tx.LockDue(ctx, store.DueParams{Tenant: tenant, Destinations: opts.Destinations, Now: now, Limit: 1})
+				ids, err := tx.LockDue(ctx, store.DueParams{Tenant: tenant, Destinations: opts.Destinations, Skip: skip, Now: now, Limit: 1})
 				if err != nil {
 					return err
 				}

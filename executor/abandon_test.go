@@ -249,3 +249,66 @@ func TestCallIgnoringItsContextIsAbandoned(t *testing.T) {
 		require.Contains(t, r.Logs(), "abandoned destination call returned")
 	})
 }
+
+// TestAbandonedCallWhoseClaimWasLostIsNotReclaimed: a store that does
+// not take the lease extensions of an abandoned call for a whole lease
+// loses its claim; the lease sweep then makes the operation uncertain and
+// the reconciliation gives it a protected retry. While the call still
+// runs, its executor used to claim that retry at every poll, only to give
+// it back: two timeline entries and an abandoned attempt each time. It
+// no longer claims it: the timeline and the attempts stay as they were.
+func TestAbandonedCallWhoseClaimWasLostIsNotReclaimed(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		s := &stuck{started: make(chan struct{}, 1), release: make(chan struct{}), caps: protectable}
+		var dsn string
+		r := abandonRig(t, newDSN, s, &dsn)
+		kept := make(chan struct{}, 1)
+		r.Exec.SetLeaseKept(func() {
+			select {
+			case kept <- struct{}{}:
+			default:
+			}
+		})
+		// The first extension lands at once, the next only after an hour:
+		// the lease runs out between them, as when the store refuses them.
+		r.Exec.SetLeaseRenewal(time.Hour)
+		ended := make(chan struct{}, 1)
+		r.Exec.SetAbandonedEnded(func() { ended <- struct{}{} })
+		released := false
+		defer func() {
+			if !released {
+				close(s.release)
+			}
+		}()
+		other, err := opledger.Open(r.Ctx, dsn, opledger.Options{Worker: "other", Lease: 10 * time.Second, Clock: r.Clock.Func})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, other.Close()) }()
+
+		r.Record("stuck:1", "stuck", `{}`)
+		r.Step()
+		<-kept
+		r.Clock.Advance(31 * time.Second)
+		settled, err := other.ExpireLeases(r.Ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, settled, "the claim is lost")
+		r.Reconcile()
+		require.Equal(t, opledger.StatePending, r.Get("stuck:1").State, "a protected retry is due")
+
+		events, attempts := r.Events("stuck:1"), len(r.Attempts("stuck:1"))
+		for range 3 {
+			require.Nil(t, r.Step(), "nothing is claimed")
+		}
+		require.Equal(t, events, r.Events("stuck:1"), "the timeline does not grow at each poll")
+		require.Len(t, r.Attempts("stuck:1"), attempts)
+		require.EqualValues(t, 1, s.n.Load())
+
+		close(s.release)
+		released = true
+		<-ended
+		require.Zero(t, r.Exec.AbandonedCalls())
+		op := r.Get("stuck:1")
+		require.Equal(t, opledger.StateSucceeded, op.State, "the late success settles the operation")
+		require.Equal(t, "late-1", op.DestinationRef)
+	})
+}

@@ -87,8 +87,8 @@ type Config struct {
 	// not take the extensions for a whole lease loses the claim the same
 	// way (logged at WARN), and the call's outcome is then kept as a late
 	// report (a late success still settles the operation), while this
-	// executor gives back any retry of it that it claims before the call
-	// returns.
+	// executor does not claim any retry of it before the call returns
+	// (ClaimNextOptions.Skip).
 	CallTimeout time.Duration
 	// PollInterval is how long a worker waits after finding nothing due.
 	// Default 1 s.
@@ -204,6 +204,24 @@ func (e *Executor) stillRunning(op *opledger.Operation) bool {
 	e.abandonedMu.Lock()
 	defer e.abandonedMu.Unlock()
 	return e.abandoned[operationRef{op.Tenant, op.Key}] > 0
+}
+
+// stillCalling lists the operations of the calls this executor abandoned
+// that are still running, for ClaimNext to skip: a claim lost meanwhile
+// (a store that did not take keepClaim's extensions for a whole lease)
+// lets the operation come due again, and it must not be sent beside the
+// call, nor claimed at every poll only to be given back.
+func (e *Executor) stillCalling() []opledger.OperationRef {
+	e.abandonedMu.Lock()
+	defer e.abandonedMu.Unlock()
+	if len(e.abandoned) == 0 {
+		return nil
+	}
+	refs := make([]opledger.OperationRef, 0, len(e.abandoned))
+	for ref := range e.abandoned {
+		refs = append(refs, opledger.OperationRef{Tenant: ref.tenant, Key: ref.key})
+	}
+	return refs
 }
 
 // countAbandoned adds d to the abandoned calls of op still running and
@@ -538,9 +556,11 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed b
 	bg := r.store
 	claimedAt := time.Now() // no later than the lease's start
 	// A protected retry whose window closes before a call claimed now
-	// could end is held by the claim, not claimed only to be refused.
+	// could end is held by the claim, not claimed only to be refused; an
+	// operation whose abandoned call still runs here is not claimed.
 	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
-		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true, CallTimeout: e.cfg.CallTimeout})
+		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true, CallTimeout: e.cfg.CallTimeout,
+		Skip: e.stillCalling()})
 	if errors.Is(err, opledger.ErrNothingDue) {
 		return nil, false, nil
 	}
@@ -550,10 +570,10 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed b
 		return nil, false, err
 	}
 	if e.stillRunning(c.Operation) {
-		// A call of an earlier attempt, abandoned at its limit, may still
-		// act, and its claim was lost (keepClaim could not extend it):
-		// nothing is sent beside it. The claim is given back and the
-		// worker pauses, as when nothing is due.
+		// A call of an earlier attempt, abandoned at its limit just after
+		// the claim skipped what still ran, may still act: nothing is
+		// sent beside it. The claim is given back and the worker pauses,
+		// as when nothing is due.
 		tl, err := e.ledger.WithTenant(c.Operation.Tenant)
 		if err != nil {
 			return nil, false, fmt.Errorf("attempt %s: %w", c.AttemptID, err)

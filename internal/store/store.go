@@ -230,8 +230,12 @@ type DueParams struct {
 	Tenant string
 	// Destinations limits the search; empty means all.
 	Destinations []string
-	Now          time.Time
-	Limit        int
+	// Skip leaves these operations out, due or not (the operations a
+	// process is still calling in a call it stopped waiting for); empty
+	// leaves none out.
+	Skip  []OperationID
+	Now   time.Time
+	Limit int
 }
 
 // Token is an API bearer token; only the SHA-256 of its secret is stored.

@@ -1037,8 +1037,9 @@ func (r *reader) ExpiredLeases(ctx context.Context, now time.Time, after store.O
 const notSucceeded = "state <> 'succeeded'"
 
 // dueQuery selects operations in state (a constant, never input) whose
-// not_before has passed (or is unset), oldest first; the COALESCE
-// expression is the one the due and uncertain indexes cover.
+// not_before has passed (or is unset), oldest first, but those of
+// p.Skip; the COALESCE expression is the one the due and uncertain
+// indexes cover.
 func dueQuery(state string, p store.DueParams) (string, []any) {
 	q := `SELECT tenant, key FROM operations WHERE state = '` + state + `'
 		AND COALESCE(not_before, '-infinity'::timestamptz) <= $1`
@@ -1050,6 +1051,11 @@ func dueQuery(state string, p store.DueParams) (string, []any) {
 	if len(p.Destinations) > 0 {
 		args = append(args, p.Destinations)
 		q += ` AND destination = ANY($` + strconv.Itoa(len(args)) + `)`
+	}
+	if len(p.Skip) > 0 {
+		tenants, keys := idColumns(p.Skip)
+		args = append(args, tenants, keys)
+		q += ` AND (tenant, key) NOT IN (SELECT * FROM unnest($` + strconv.Itoa(len(args)-1) + `::text[], $` + strconv.Itoa(len(args)) + `::text[]))`
 	}
 	args = append(args, p.Limit)
 	q += ` ORDER BY COALESCE(not_before, '-infinity'::timestamptz) LIMIT $` + strconv.Itoa(len(args))

@@ -1241,7 +1241,7 @@ func (r *sqlReader) ExpiredLeases(ctx context.Context, now time.Time, after stor
 }
 
 // dueQuery selects operations in state (a constant, never input) whose
-// not_before has passed, oldest first.
+// not_before has passed, oldest first, but those of p.Skip.
 func dueQuery(state string, p store.DueParams) (string, []any) {
 	q := `SELECT tenant, key FROM operations WHERE state = '` + state + `' AND not_before <= ?`
 	args := []any{toMicros(p.Now)}
@@ -1254,6 +1254,16 @@ func dueQuery(state string, p store.DueParams) (string, []any) {
 		for _, d := range p.Destinations {
 			args = append(args, d)
 		}
+	}
+	if len(p.Skip) > 0 {
+		// One parameter however many: a JSON array of [tenant, key].
+		skip := make([][2]string, len(p.Skip))
+		for i, id := range p.Skip {
+			skip[i] = [2]string{id.Tenant, id.Key}
+		}
+		b, _ := json.Marshal(skip) // strings only: cannot fail
+		q += ` AND (tenant, key) NOT IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
+		args = append(args, string(b))
 	}
 	q += ` ORDER BY not_before LIMIT ?`
 	return q, append(args, p.Limit)

@@ -119,6 +119,33 @@ func testClaimNext(t *testing.T, h Harness) {
 		b.requireState(t, "next", opledger.StateUncertain)
 	})
 
+	// Skip leaves the operations it names out, of the Ledger's tenant
+	// ("") or another, and takes the next due one.
+	t.Run("Skip", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		for _, key := range []string{"s0", "s1", "s2"} {
+			_, _, err := b.ledger.Record(b.ctx, intent(key))
+			require.NoError(t, err)
+			b.clock.Advance(time.Millisecond)
+		}
+		acme, err := b.ledger.WithTenant("acme")
+		require.NoError(t, err)
+		_, _, err = acme.Record(b.ctx, intent("s0"))
+		require.NoError(t, err)
+		skip := []opledger.OperationRef{{Key: "s0"}, {Tenant: "acme", Key: "s0"}, {Key: "s2"}}
+		c, err := b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{AllTenants: true, Skip: skip})
+		require.NoError(t, err)
+		require.Equal(t, "s1", c.Operation.Key, "the oldest due not skipped")
+		_, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{AllTenants: true, Skip: skip})
+		require.ErrorIs(t, err, opledger.ErrNothingDue, "the rest are skipped")
+		b.requireState(t, "s0", opledger.StatePending)
+		b.requireState(t, "s2", opledger.StatePending)
+		c, err = b.ledger.ClaimNext(b.ctx, opledger.ClaimNextOptions{AllTenants: true, Skip: []opledger.OperationRef{skip[0], skip[2]}})
+		require.NoError(t, err)
+		require.Equal(t, opledger.OperationRef{Tenant: "acme", Key: "s0"}, opledger.OperationRef{Tenant: c.Operation.Tenant, Key: c.Operation.Key})
+	})
+
 	t.Run("ConcurrentWorkers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, h)
