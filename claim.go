@@ -739,6 +739,43 @@ func (l *Ledger) ExtendLease(ctx context.Context, key, attemptID string, token i
 	})
 }
 
+// NoteCallAbandoned records on the operation's timeline that the call of
+// the attempt that holds it (attemptID, with its token) was abandoned by
+// its worker and still runs: it ignored its context past its limit, and
+// the worker stopped waiting for it, keeping its claim (ExtendLease)
+// until it returns. An operation that stays in progress for as long as
+// such a call runs then says why to whoever looks at it (the console,
+// the API), not only in its worker's log. evidence says what happened;
+// it is masked and cut as a reason is. The note is made once per
+// attempt: a second one (its answer lost, sent again) records nothing.
+// The state does not change. A stale token, or a lease that has already
+// run out, is refused with a *StaleError, as by ExtendLease.
+func (l *Ledger) NoteCallAbandoned(ctx context.Context, key, attemptID string, token int64, evidence string) (*Operation, error) {
+	if strings.TrimSpace(evidence) == "" {
+		return nil, invalidInput("the note of an abandoned call needs evidence: what happened to the call")
+	}
+	return l.transition(ctx, key, attemptID, func(t *txn) error {
+		a, err := t.heldClaim("note the abandoned call of", attemptID, token)
+		if a == nil {
+			return err
+		}
+		entries, err := t.listTimeline()
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Event == eventCallAbandoned && e.AttemptID == a.ID {
+				return nil
+			}
+		}
+		t.note(a.Worker, a.ID, eventCallAbandoned, t.keep(evidence, maxReasonLength))
+		return nil
+	})
+}
+
+// eventCallAbandoned is the timeline event of NoteCallAbandoned.
+const eventCallAbandoned = "call abandoned, still running"
+
 // markDispatched records that the external call of a, the current
 // attempt, may start.
 func (t *txn) markDispatched(a *store.Attempt) {

@@ -39,7 +39,7 @@ func (s *stuck) Call(_ context.Context, _ opledger.Call) (opledger.Result, error
 }
 
 // abandonRig is a rig whose only Go destination is s, with a call limit
-// of 200ms, and the DSN of its store in dsn.
+// of 1s (a dispatch mark slowed by a busy machine must leave the call its time), and the DSN of its store in dsn.
 func abandonRig(t *testing.T, newDSN func(testing.TB) string, s *stuck, dsn *string) *testrig.Rig {
 	return testrig.New(t, func(tb testing.TB) string {
 		*dsn = newDSN(tb)
@@ -48,7 +48,7 @@ func abandonRig(t *testing.T, newDSN func(testing.TB) string, s *stuck, dsn *str
 		o.Extra = []destination.Destination{s}
 		o.YAML = "destinations:\n  - name: fast\n    url: @URL@/records\n    ref: /id\n    timeout: 100ms\n"
 		o.Executor.Lease = 30 * time.Second
-		o.Executor.CallTimeout = 200 * time.Millisecond
+		o.Executor.CallTimeout = time.Second
 	})
 }
 
@@ -150,6 +150,13 @@ func TestAbandonedCallIsNotReclaimedEveryPoll(t *testing.T) {
 		s := &stuck{started: make(chan struct{}, 1), release: make(chan struct{}), caps: protectable}
 		var dsn string
 		r := abandonRig(t, newDSN, s, &dsn)
+		kept := make(chan struct{}, 1)
+		r.Exec.SetLeaseKept(func() {
+			select {
+			case kept <- struct{}{}:
+			default:
+			}
+		})
 		ended := make(chan struct{}, 1)
 		r.Exec.SetAbandonedEnded(func() { ended <- struct{}{} })
 		released := false
@@ -160,6 +167,7 @@ func TestAbandonedCallIsNotReclaimedEveryPoll(t *testing.T) {
 		}()
 		r.Record("stuck:1", "stuck", `{}`)
 		r.Step()
+		<-kept // the timeline's note of the abandoned call is made before
 		events, attempts := r.Events("stuck:1"), len(r.Attempts("stuck:1"))
 		for range 3 {
 			r.Reconcile()
@@ -311,4 +319,68 @@ func TestAbandonedCallWhoseClaimWasLostIsNotReclaimed(t *testing.T) {
 		require.Equal(t, opledger.StateSucceeded, op.State, "the late success settles the operation")
 		require.Equal(t, "late-1", op.DestinationRef)
 	})
+}
+
+// TestAbandonedCallIsOnItsTimeline: an abandoned call that never returns
+// keeps its operation in progress for as long as the process runs. That
+// used to show only in the executor's log and its gauge: the operation's
+// timeline, which the console and the API show, said it was dispatched
+// and nothing more. The timeline now says, once, that the call was
+// abandoned and still runs.
+func TestAbandonedCallIsOnItsTimeline(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		s := &stuck{started: make(chan struct{}, 1), release: make(chan struct{})}
+		var dsn string
+		r := abandonRig(t, newDSN, s, &dsn)
+		kept := make(chan struct{}, 1)
+		r.Exec.SetLeaseKept(func() {
+			select {
+			case kept <- struct{}{}:
+			default:
+			}
+		})
+		r.Exec.SetLeaseRenewal(time.Millisecond)
+		ended := make(chan struct{}, 1)
+		r.Exec.SetAbandonedEnded(func() { ended <- struct{}{} })
+		released := false
+		defer func() {
+			if !released {
+				close(s.release)
+			}
+		}()
+		r.Record("stuck:1", "stuck", `{}`)
+		r.Step()
+		for range 3 { // three extensions: the note is made once
+			<-kept
+		}
+		events := r.Events("stuck:1")
+		require.Equal(t, []string{"recorded", "claimed", "dispatched", "call abandoned, still running"}, events)
+		why := r.Evidence("stuck:1", "call abandoned, still running")
+		require.Contains(t, why, "did not return")
+		require.Contains(t, why, "the call limit is 1s")
+		require.Equal(t, r.Attempts("stuck:1")[0].ID, timelineAttempt(t, r, "call abandoned, still running"))
+
+		close(s.release)
+		released = true
+		<-ended
+		op := r.Get("stuck:1")
+		require.Equal(t, opledger.StateSucceeded, op.State)
+		require.Equal(t, []string{"recorded", "claimed", "dispatched", "call abandoned, still running", "succeeded"}, r.Events("stuck:1"))
+	})
+}
+
+// timelineAttempt is the attempt id of the last timeline entry of
+// stuck:1 with event.
+func timelineAttempt(t *testing.T, r *testrig.Rig, event string) string {
+	t.Helper()
+	tl, err := r.Ledger.Timeline(r.Ctx, "stuck:1")
+	require.NoError(t, err)
+	for i := len(tl) - 1; i >= 0; i-- {
+		if tl[i].Event == event {
+			return tl[i].AttemptID
+		}
+	}
+	t.Fatalf("no %q in the timeline", event)
+	return ""
 }

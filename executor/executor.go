@@ -75,7 +75,8 @@ type Config struct {
 	// A call that ignores its context and has not returned half the
 	// time between CallTimeout and Lease (at most 2 s) after its
 	// deadline, or after Stop cancelled it, is abandoned: the worker
-	// stops waiting and goes on, and an ERROR line says so once. The
+	// stops waiting and goes on, an ERROR line says so once, and so
+	// does the operation's timeline (opledger.Ledger.NoteCallAbandoned). The
 	// call's goroutine runs on, counted by AbandonedCalls, and the
 	// attempt keeps its claim: the executor extends its lease (by Lease,
 	// every third of it) until the call returns, so the operation stays
@@ -752,7 +753,10 @@ func (e *Executor) abandon(bg context.Context, tl *opledger.Ledger, c *opledger.
 	// Stop may end the store's context meanwhile: the claim is still
 	// worth keeping, and the outcome recording, while the ledger is open.
 	store := context.WithoutCancel(bg)
-	stopKeeping := e.keepClaim(store, tl, c, log)
+	stopKeeping := e.keepClaim(store, tl, c, fmt.Sprintf("the destination call ignored its context and did not return within %s of its end "+
+		"(the call limit is %s, counted from the claim; or the executor's stop cancelled it): its worker stopped waiting, and it still runs; "+
+		"its claim is kept, the lease extended, until it returns, and what it returns is reported then",
+		e.callGrace, e.cfg.CallTimeout), log)
 	go func() {
 		out := <-done
 		stopKeeping()
@@ -783,17 +787,31 @@ func (e *Executor) abandon(bg context.Context, tl *opledger.Ledger, c *opledger.
 
 // keepClaim extends the lease of c, at once and then every third of the
 // lease, until the returned stop is called: the claim of an abandoned
-// call still running. It gives up when the claim is lost (a *StaleError:
-// the lease ran out before an extension landed) or the ledger closes; a
-// store that failed for a moment is tried again at the next turn.
-func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledger.Claim, log *slog.Logger) (stop func()) {
+// call still running. First it notes on the operation's timeline, with
+// why, that the call was abandoned and still runs, so that the console
+// and the API show why the operation stays in progress. It gives up when
+// the claim is lost (a *StaleError: the lease ran out before an
+// extension landed) or the ledger closes; a store that failed for a
+// moment is tried again at the next turn, the note too.
+func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledger.Claim, why string, log *slog.Logger) (stop func()) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
 		tick := time.NewTicker(e.leaseRenewal)
 		defer tick.Stop()
+		noted := false
 		for {
+			if !noted {
+				// A lost claim or a closed ledger refuses the note as the
+				// extension below does: that says so.
+				_, err := tl.NoteCallAbandoned(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, why)
+				noted = err == nil
+				if err != nil && !errors.Is(err, opledger.ErrStaleFencingToken) && !errors.Is(err, opledger.ErrClosed) {
+					log.Warn("noting the abandoned destination call on its operation's timeline failed; trying again",
+						"error", redact.Keys(c.Operation.Key, err))
+				}
+			}
 			_, err := tl.ExtendLease(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, e.cfg.Lease)
 			var stale *opledger.StaleError
 			switch {
