@@ -384,3 +384,41 @@ func timelineAttempt(t *testing.T, r *testrig.Rig, event string) string {
 	t.Fatalf("no %q in the timeline", event)
 	return ""
 }
+
+// TestAbandonedCallAfterLedgerClose: once the ledger is closed, the
+// claim of an abandoned call still running is no longer kept. The log
+// used to say the claim was lost, as if the store had not taken the
+// extensions, and the call's outcome, when it returned, was tried again
+// for two minutes against a ledger that refuses everything. The log now
+// says the ledger closed, and the outcome is given up at once.
+func TestAbandonedCallAfterLedgerClose(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		s := &stuck{started: make(chan struct{}, 1), release: make(chan struct{})}
+		var dsn string
+		r := abandonRig(t, newDSN, s, &dsn)
+		r.Exec.SetLeaseRenewal(time.Millisecond)
+		notKept := make(chan struct{}, 1)
+		r.Exec.SetClaimNotKept(func() { notKept <- struct{}{} })
+		ended := make(chan struct{}, 1)
+		r.Exec.SetAbandonedEnded(func() { ended <- struct{}{} })
+		released := false
+		defer func() {
+			if !released {
+				close(s.release)
+			}
+		}()
+		r.Record("stuck:1", "stuck", `{}`)
+		r.Step()
+		require.NoError(t, r.Ledger.Close())
+		<-notKept
+		require.Contains(t, r.Logs(), "the ledger closed")
+		require.NotContains(t, r.Logs(), "was lost")
+
+		close(s.release)
+		released = true
+		<-ended
+		require.Contains(t, r.Logs(), "returned after the ledger closed")
+		require.NotContains(t, r.Logs(), "recording the outcome failed; trying again")
+	})
+}

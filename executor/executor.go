@@ -83,8 +83,9 @@ type Config struct {
 	// in progress and no worker of any process sharing the store claims
 	// it and sends it again meanwhile, nor does a lease sweep make it
 	// uncertain. What the call returns at last is reported under the
-	// claim, as any outcome. A process that exits meanwhile leaves the
-	// operation to its lease, which makes it uncertain; a store that does
+	// claim, as any outcome. A process that exits (or closes its ledger)
+	// meanwhile leaves the operation to its lease, which makes it
+	// uncertain (a closed ledger is logged at WARN); a store that does
 	// not take the extensions for a whole lease loses the claim the same
 	// way (logged at WARN), and the call's outcome is then kept as a late
 	// report (a late success still settles the operation), while this
@@ -143,6 +144,7 @@ type Executor struct {
 	afterSweep     func(settled int, err error)
 	abandonedEnded func()
 	leaseKept      func()
+	claimNotKept   func()
 	// leaseRenewal is how often the lease of an abandoned call still
 	// running is extended: a third of the lease.
 	leaseRenewal time.Duration
@@ -774,6 +776,9 @@ func (e *Executor) abandon(bg context.Context, tl *opledger.Ledger, c *opledger.
 			log.Warn("abandoned destination call returned after its claim was lost; its outcome is kept as a late report",
 				"outcome", report.Outcome, "state", stale.Operation.State, "abandoned_calls", running)
 			advanceWorkflow(store, tl, stale.Operation, log)
+		case errors.Is(err, opledger.ErrClosed):
+			log.Warn("an abandoned destination call returned after the ledger closed; its outcome was not recorded (its lease will make the operation uncertain)",
+				"outcome", report.Outcome, "abandoned_calls", running)
 		default:
 			log.Warn("an abandoned destination call returned, and recording its outcome failed (its lease will make the operation uncertain)",
 				"outcome", report.Outcome, "abandoned_calls", running, "error", redact.Keys(op.Key, err))
@@ -819,9 +824,15 @@ func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledg
 				if e.leaseKept != nil {
 					e.leaseKept()
 				}
-			case errors.As(err, &stale), errors.Is(err, opledger.ErrClosed):
+			case errors.Is(err, opledger.ErrClosed):
+				log.Warn("the ledger closed: the claim of an abandoned destination call still running is no longer kept; " +
+					"its lease will make the operation uncertain, unless another process's ledger receives its outcome")
+				e.claimNotKeptHook()
+				return
+			case errors.As(err, &stale):
 				log.Warn("the claim of an abandoned destination call still running was lost: the operation may be claimed and sent again beside it",
 					"error", redact.Keys(c.Operation.Key, err))
+				e.claimNotKeptHook()
 				return
 			default:
 				log.Warn("extending the lease of an abandoned destination call still running failed; trying again",
@@ -837,6 +848,13 @@ func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledg
 	return func() {
 		close(done)
 		<-ended
+	}
+}
+
+// claimNotKeptHook runs the test hook claimNotKept, if set.
+func (e *Executor) claimNotKeptHook() {
+	if e.claimNotKept != nil {
+		e.claimNotKept()
 	}
 }
 
@@ -948,16 +966,19 @@ const (
 // executor stops (until Stop gives up on the store): past the lease it is
 // still kept, as a late report, and a late success still settles the
 // operation. A refusal the ledger decided (a stale claim, a bad report)
-// is returned at once, and so is opledger.ErrSchemaNewer: once a newer
+// is returned at once, and so are opledger.ErrSchemaNewer (once a newer
 // release has migrated the schema, the store refuses every write of this
-// process for good, so trying again would only delay the error.
+// process for good) and opledger.ErrClosed (the ledger was closed, an
+// abandoned call returning after it): trying again would only delay the
+// error.
 func (e *Executor) report(r run, bg context.Context, tl *opledger.Ledger, c *opledger.Claim, report opledger.Report,
 	log *slog.Logger) (*opledger.Operation, error) {
 	deadline := time.Now().Add(reportRetryBudget)
 	wait := reportBackoff
 	for try := 1; ; try++ {
 		after, err := tl.Report(bg, c.Operation.Key, c.AttemptID, c.FencingToken, report)
-		if err == nil || ledgerDecided(err) || errors.Is(err, opledger.ErrSchemaNewer) || time.Now().Add(wait).After(deadline) {
+		if err == nil || ledgerDecided(err) || errors.Is(err, opledger.ErrSchemaNewer) || errors.Is(err, opledger.ErrClosed) ||
+			time.Now().Add(wait).After(deadline) {
 			return after, err
 		}
 		log.Warn("recording the outcome failed; trying again", "outcome", report.Outcome, "try", try,

@@ -25,3 +25,8 @@ func (e *Executor) SetLeaseKept(f func()) { e.leaseKept = f }
 // SetLeaseRenewal sets how often the lease of an abandoned call still
 // running is extended.
 func (e *Executor) SetLeaseRenewal(d time.Duration) { e.leaseRenewal = d }
+
+// SetClaimNotKept installs a hook that runs when the executor stops
+// keeping the claim of an abandoned call still running (lost, or the
+// ledger closed).
+func (e *Executor) SetClaimNotKept(f func()) { e.claimNotKept = f }
