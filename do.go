@@ -134,7 +134,17 @@ type Action func(ctx context.Context, call Call) (Result, error)
 // forgotten its idempotency key. An action that returns with that
 // context's error is recorded as its error says (uncertain unless it
 // says nothing was sent), and the operation's reconciliation decides
-// again.
+// again. A window that has closed by the time the action would start
+// (after the dispatch mark, which checks it too) starts no action: the
+// attempt is recorded retryable, nothing sent, with an error that says
+// the window ended before the action could start; the operation is
+// uncertain again, for its reconciliation to decide, and Do returns an
+// *AttemptError that matches context.DeadlineExceeded. Do claims a
+// protected retry at any time before its window closes, however little
+// of it is left (Do does not know how long its action takes: an action
+// that cannot finish in the time left should return a Retryable error,
+// nothing sent); the executor, which does, holds one whose window
+// closes before its call limit (ClaimNextOptions.CallTimeout).
 //
 // When the action panics, Do records the attempt uncertain ("action
 // panicked: …": it may have sent the request) and panics again with the
@@ -178,13 +188,24 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 		return l.dispatchFailed(ctx, in.Key, claim, op, err)
 	}
 	doStep(in.Key, "dispatched")
+	actCtx, cancel := l.protectedCallContext(ctx, claim, claimStart)
+	defer cancel()
 	if err := ctx.Err(); err != nil {
 		// The caller gave up before the call: nothing was sent.
 		const why = "context ended before the action started; nothing sent"
 		return l.finish(ctx, in.Key, claim, Report{Outcome: OutcomeRetryable, Error: why}, Result{}, fmt.Errorf("%s: %w", why, err))
 	}
-	actCtx, cancel := l.protectedCallContext(ctx, claim, claimStart)
-	defer cancel()
+	if actCtx.Err() != nil {
+		// A protected retry's window closed after the dispatch mark and
+		// before the call: a call now could repeat the effect. Nothing
+		// was sent, which a retryable report says; a protected retry
+		// answered retryable is uncertain again, for its reconciliation
+		// to decide (held once the retention has ended).
+		why := fmt.Sprintf("the action was not started: the protected retry's window ended at %s (Call.ProtectedUntil), after the dispatch mark and before the action could start; nothing was sent",
+			claim.ProtectedUntil.Format(time.RFC3339Nano))
+		return l.finish(ctx, in.Key, claim, Report{Outcome: OutcomeRetryable, Error: why}, Result{},
+			fmt.Errorf("%s: %w", why, context.Cause(actCtx)))
+	}
 	returned := false
 	defer func() {
 		if returned {

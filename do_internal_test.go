@@ -160,3 +160,44 @@ func TestReportOfExists(t *testing.T) {
 		t.Fatalf("report %+v", r)
 	}
 }
+
+// A protected retry whose window closes between the dispatch mark and
+// the action's start: the action used to be started all the same, with a
+// context already ended, and its error recorded as it said (uncertain,
+// or whatever the action made of it). It is not started now: the attempt
+// is recorded retryable, nothing sent, and the error says the window
+// closed before the action could start; the operation is uncertain again
+// for its reconciliation to decide.
+func TestDoProtectedWindowClosesBeforeAction(t *testing.T) {
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var offset atomic.Int64
+	l, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), Options{
+		Worker: "test-worker", Lease: 10 * time.Second,
+		Clock: func(time.Time) time.Time { return base.Add(time.Duration(offset.Load())) },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	ctx := context.Background()
+	in := doTestIntent("k1")
+	_, err = l.Do(ctx, in, func(context.Context, Call) (Result, error) { return Result{}, errors.New("no answer") })
+	require.Error(t, err)
+	op, _, err := l.Reconcile(ctx, in.Key, Finding{ProtectionRetention: 10 * time.Minute, Evidence: "idempotency key kept 10m"})
+	require.NoError(t, err)
+	require.True(t, op.Protected)
+
+	// Claimed and marked dispatched 5ms before the window closes (the
+	// ledger's clock stands still); the window has closed, by this
+	// machine's clock, when the action would start.
+	const left = 5 * time.Millisecond
+	offset.Add(int64(op.ProtectedUntil.Sub(*op.FirstDispatchedAt) - left))
+	onDoStep(t, "k1", "dispatched", func() { <-time.After(left) })
+	op, err = l.Do(ctx, in, neverCalled(t))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "window")
+	var ae *AttemptError
+	require.True(t, errors.As(err, &ae), "%v", err)
+	require.Equal(t, OutcomeRetryable, ae.Outcome)
+	require.Equal(t, StateUncertain, op.State, "its reconciliation decides again")
+	require.Contains(t, op.LastError, "nothing was sent")
+	require.Contains(t, op.LastError, "before the action could start")
+}

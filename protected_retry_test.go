@@ -364,7 +364,7 @@ func TestDoBoundsProtectedRetryByItsWindow(t *testing.T) {
 			require.True(t, op.Protected)
 
 			// The retry is claimed 100ms before its window closes.
-			const left = 100 * time.Millisecond
+			const left = time.Second
 			clock.Advance(op.ProtectedUntil.Sub(*op.FirstDispatchedAt) - left)
 			var cause error
 			op, err = l.Do(ctx, in, func(ctx context.Context, call opledger.Call) (opledger.Result, error) {
