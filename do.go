@@ -118,13 +118,18 @@ type Action func(ctx context.Context, call Call) (Result, error)
 // context.WithoutCancel). When ctx has ended after the dispatch mark but
 // before the action would start, Do does not start it: it records the
 // attempt retryable (nothing was sent) and returns an *AttemptError that
-// matches ctx.Err(). When the dispatch mark itself cannot be written (ctx
-// ended, the store failed), Do does not start the action either; it gives
-// the claim back (Release, best effort, also after ctx ended) so that the
-// operation is pending again at once instead of when its lease runs out,
-// and returns the error of Dispatch. A Dispatch refused because the
-// attempt no longer holds the operation returns that *StaleError or
-// *StateError with the operation as it is.
+// matches ctx.Err(). That attempt counts toward the destination's attempt
+// limit (RetryPolicy.MaxAttempts) and is spaced by its backoff, as any
+// retryable report is (and as the HTTP API's workers are told): a
+// dispatch mark cannot be given back, and the ledger does not tell a
+// call not made from one answered "try later". When the dispatch mark
+// itself cannot be written (ctx ended, the store failed), Do does not
+// start the action either; it gives the claim back (Release, best
+// effort, also after ctx ended) so that the operation is pending again
+// at once instead of when its lease runs out, and returns the error of
+// Dispatch; an attempt given back so uses none of the attempt limit. A
+// Dispatch refused because the attempt no longer holds the operation
+// returns that *StaleError or *StateError with the operation as it is.
 //
 // A protected retry (Call.Protected) is bounded by its window, as the
 // executor bounds its calls: the action's context ends at

@@ -201,3 +201,29 @@ func TestDoProtectedWindowClosesBeforeAction(t *testing.T) {
 	require.Contains(t, op.LastError, "nothing was sent")
 	require.Contains(t, op.LastError, "before the action could start")
 }
+
+// What a context ending after the claim costs against the destination's
+// attempt limit: before the dispatch mark, nothing (the claim is given
+// back, its attempt abandoned); after it, one attempt, as any retryable
+// report (the mark cannot be given back), so that with an attempt limit
+// of 1 the operation is exhausted.
+func TestDoContextEndsCountTowardAttemptLimit(t *testing.T) {
+	l, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"), Options{
+		Worker: "test-worker", RetryPolicy: &RetryPolicy{MaxAttempts: 1, InitialDelay: time.Second, MaxDelay: time.Minute}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	for _, step := range []string{"claimed", "dispatched"} {
+		key := "k-" + step
+		ctx, cancel := context.WithCancel(context.Background())
+		onDoStep(t, key, step, cancel)
+		op, err := l.Do(ctx, doTestIntent(key), neverCalled(t))
+		cancel()
+		require.ErrorIs(t, err, context.Canceled)
+		if step == "claimed" {
+			require.Equal(t, StatePending, op.State, "given back: no attempt used")
+			continue
+		}
+		require.Equal(t, StateFailed, op.State, "the dispatched attempt counts")
+		require.Equal(t, FailureExhausted, op.FailureKind)
+	}
+}
