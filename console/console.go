@@ -597,10 +597,23 @@ func (c *Console) render(w http.ResponseWriter, status int, page string, data ma
 // renderFailed is the message of a page that could not be rendered.
 const renderFailed = "This page could not be shown: the server's log says why."
 
+// statusBrowserGone is the status of a page whose browser went away
+// before it (nginx's 499, "client closed request"), as the API's
+// httpapi.StatusCallerGone; no browser sees it.
+const statusBrowserGone = 499
+
 // fail renders an error page; err, if any, goes to the log only.
 // s is the signed-in session, if any: the page then keeps the navigation
 // and the sign-out.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string, err error) {
+	if gone := r.Context().Err(); gone != nil && err != nil && errors.Is(err, gone) {
+		// The browser went away (the operator left the page, or closed
+		// it) while the ledger worked for it: nobody sees the page, and
+		// nothing failed that the operator could mend.
+		c.log.Info("page ended: the browser went away before it", "path_pattern", r.Pattern)
+		w.WriteHeader(statusBrowserGone)
+		return
+	}
 	if err != nil {
 		// The key of the page's path is left out, as the API leaves it
 		// out of its logs: keys may carry personal data, and the ledger's

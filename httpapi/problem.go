@@ -150,6 +150,11 @@ func RetryAfterSeconds(now, at time.Time) int {
 	return max(1, int(math.Ceil(at.Sub(now).Seconds())))
 }
 
+// StatusCallerGone is the status of the request log line of a request
+// whose caller went away before its answer (nginx's 499, "client closed
+// request"); no caller sees it.
+const StatusCallerGone = 499
+
 // writeError maps a ledger error to its status and problem type. Errors it
 // does not know are 500s, logged with the request id and never shown.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -169,6 +174,18 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// request id, and the caller cannot act on.
 		text string
 	)
+	if gone := r.Context().Err(); gone != nil && errors.Is(err, gone) {
+		// The caller went away (a request's context ends so, or when its
+		// handler returns) while the ledger worked for it: nobody reads an
+		// answer, and nothing failed that the operator could mend. What
+		// the request did is what the ledger recorded; the caller's
+		// repeat of it finds out. The request line says 499, as proxies
+		// log a request whose client closed it.
+		s.log.InfoContext(r.Context(), "request ended: the caller went away before its answer",
+			"request_id", requestID(r.Context()), "method", r.Method, "route", r.Pattern)
+		w.WriteHeader(StatusCallerGone)
+		return
+	}
 	switch {
 	case errors.As(err, &de):
 		status, kind = de.status, de.kind

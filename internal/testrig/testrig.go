@@ -356,3 +356,56 @@ func Serve(t testing.TB, l *opledger.Ledger, cfg server.Config) *server.Server {
 	})
 	return srv
 }
+
+// RecordSink is a slog handler that keeps every record for a test to
+// read (Drain), and hands each record whose message is Wait's to a
+// channel, so a test can wait for a line a server writes as it ends a
+// request.
+type RecordSink struct {
+	records chan slog.Record
+	waited  chan slog.Record
+	wait    string
+}
+
+// NewRecordSink returns a sink whose Waited channel gets each record of
+// message wait; it keeps up to 1000 records.
+func NewRecordSink(wait string) *RecordSink {
+	return &RecordSink{records: make(chan slog.Record, 1000), waited: make(chan slog.Record, 10), wait: wait}
+}
+
+func (s *RecordSink) Enabled(context.Context, slog.Level) bool { return true }
+func (s *RecordSink) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *RecordSink) WithGroup(string) slog.Handler            { return s }
+func (s *RecordSink) Handle(_ context.Context, r slog.Record) error {
+	s.records <- r.Clone()
+	if r.Message == s.wait {
+		s.waited <- r.Clone()
+	}
+	return nil
+}
+
+// Waited returns the next record of the sink's wait message, failing t
+// after a minute without one.
+func (s *RecordSink) Waited(t testing.TB) slog.Record {
+	t.Helper()
+	select {
+	case r := <-s.waited:
+		return r
+	case <-time.After(time.Minute):
+		t.Fatalf("no %q line was logged", s.wait)
+		return slog.Record{}
+	}
+}
+
+// Drain returns the records kept so far.
+func (s *RecordSink) Drain() []slog.Record {
+	var out []slog.Record
+	for {
+		select {
+		case r := <-s.records:
+			out = append(out, r)
+		default:
+			return out
+		}
+	}
+}
