@@ -71,6 +71,29 @@ func decode(r *http.Request, maxDepth int, v any) error {
 		return &decodeError{http.StatusBadRequest, "invalid_input",
 			fmt.Sprintf("the request body holds text that is not UTF-8 (a byte of another encoding, or a lone surrogate escape such as \\ud800) in %q: JSON text is UTF-8, and the text would be changed, not recorded as sent", member)}
 	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON decodes the JSON object body, which holds no text that
+// decode refuses, into v, a pointer, as decodeStrict does. A body whose
+// members are all plainly the fields they set (plainMembers), as nearly
+// every one is, is decoded with one json.Unmarshal: decodeStrict's checks
+// would find nothing in it. Any other body, or one that fails to decode
+// so, takes decodeStrict, which says what is wrong.
+func decodeJSON(body []byte, v any) error {
+	if end, ok := plainMembers(body, reflect.TypeOf(v)); ok && len(bytes.TrimSpace(body[end:])) == 0 {
+		if json.Unmarshal(body[:end], v) == nil {
+			return nil
+		}
+		reflect.ValueOf(v).Elem().SetZero()
+	}
+	return decodeStrict(body, v)
+}
+
+// decodeStrict decodes body into v strictly: unknown fields (and names
+// that differ from a field's only in case, or given twice: checkMembers),
+// trailing data and malformed JSON are refused with their position.
+func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -149,3 +149,224 @@ func indirect(t reflect.Type) reflect.Type {
 	}
 	return t
 }
+
+// plainMembers reports whether body starts with one JSON value, decoded
+// into t, in which every object that decodes into a struct names each of
+// its members exactly as a field, once, written without escapes, and
+// nothing decodes into a map that could hold a struct: a body that
+// checkMembers passes and in which encoding/json finds no unknown field,
+// as nearly every request is. It returns where that value ends. It reads
+// the bytes once, without allocating, and does not validate the JSON
+// (json.Unmarshal does): anything else, malformed text included, is !ok,
+// and decode takes its full path, which says what is wrong.
+func plainMembers(body []byte, t reflect.Type) (end int, ok bool) {
+	p := plainScan{b: body}
+	if !p.value(t) {
+		return 0, false
+	}
+	return p.i, true
+}
+
+// plainScan is plainMembers' position in its body.
+type plainScan struct {
+	b []byte
+	i int
+}
+
+func (p *plainScan) space() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// value passes one value decoded into t, as walkMembers walks it.
+func (p *plainScan) value(t reflect.Type) bool {
+	p.space()
+	if p.i >= len(p.b) {
+		return false
+	}
+	t = indirect(t)
+	opaque := reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType)
+	c := p.b[p.i]
+	switch {
+	case opaque:
+	case t.Kind() == reflect.Struct:
+		if c == '{' {
+			return p.object(t)
+		}
+		if c == '[' {
+			return false
+		}
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		if c == '[' {
+			return p.array(t.Elem())
+		}
+		if c == '{' {
+			return false
+		}
+	case !holdsNoStruct(t):
+		// A map of structs: encoding/json would look for unknown fields
+		// in them, which walkMembers does not.
+		return false
+	}
+	return p.skip()
+}
+
+// object passes an object decoded into the struct type t.
+func (p *plainScan) object(t reflect.Type) bool {
+	p.i++ // '{'
+	fields := fieldsOf(t)
+	var seenBuf [16][]byte
+	seen := seenBuf[:0]
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return true
+	}
+	for {
+		p.space()
+		start := p.i
+		if !p.text() {
+			return false
+		}
+		name := p.b[start+1 : p.i-1]
+		ft, ok := fields[string(name)]
+		if !ok || bytes.IndexByte(name, '\\') >= 0 {
+			return false
+		}
+		for _, s := range seen {
+			if bytes.Equal(s, name) {
+				return false
+			}
+		}
+		seen = append(seen, name)
+		p.space()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return false
+		}
+		p.i++
+		if !p.value(ft) {
+			return false
+		}
+		p.space()
+		if p.i >= len(p.b) {
+			return false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// array passes an array whose elements decode into elem.
+func (p *plainScan) array(elem reflect.Type) bool {
+	p.i++ // '['
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return true
+	}
+	for {
+		if !p.value(elem) {
+			return false
+		}
+		p.space()
+		if p.i >= len(p.b) {
+			return false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// text passes a string.
+func (p *plainScan) text() bool {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return false
+	}
+	for p.i++; p.i < len(p.b); p.i++ {
+		switch p.b[p.i] {
+		case '\\':
+			p.i++
+		case '"':
+			p.i++
+			return true
+		}
+	}
+	return false
+}
+
+// skip passes a value that is not looked into: its brackets are matched
+// outside strings, and a literal or number runs to the next delimiter.
+func (p *plainScan) skip() bool {
+	switch p.b[p.i] {
+	case '"':
+		return p.text()
+	case '{', '[':
+		d := 0
+		for p.i < len(p.b) {
+			switch p.b[p.i] {
+			case '"':
+				if !p.text() {
+					return false
+				}
+				continue
+			case '{', '[':
+				d++
+			case '}', ']':
+				d--
+				if d == 0 {
+					p.i++
+					return true
+				}
+			}
+			p.i++
+		}
+		return false
+	}
+	start := p.i
+	for p.i < len(p.b) && literalByte(p.b[p.i]) {
+		p.i++
+	}
+	return p.i > start
+}
+
+// literalByte reports whether c may be part of a JSON literal or number.
+func literalByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'E'
+}
+
+// holdsNoStruct reports whether no value of type t decodes into a struct
+// (through a map, a slice, an array or a pointer) other than one that
+// decodes itself (json.Unmarshaler, encoding.TextUnmarshaler).
+func holdsNoStruct(t reflect.Type) bool {
+	t = indirect(t)
+	if reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return false
+	case reflect.Map, reflect.Slice, reflect.Array:
+		return holdsNoStruct(t.Elem())
+	}
+	return true
+}
