@@ -402,9 +402,17 @@ func position(body []byte, offset int64) (line, col int) {
 // way out) must be able to record.
 type replacer interface{ replaced() []string }
 
-func (*outcomeBody) replaced() []string   { return []string{"error"} }
-func (*reconcileBody) replaced() []string { return []string{"evidence"} }
-func (*releaseBody) replaced() []string   { return []string{"reason"} }
+// The members replaced, made once: replacedMembers is asked of every
+// outcome.
+var (
+	replacedError    = []string{"error"}
+	replacedEvidence = []string{"evidence"}
+	replacedReason   = []string{"reason"}
+)
+
+func (*outcomeBody) replaced() []string   { return replacedError }
+func (*reconcileBody) replaced() []string { return replacedEvidence }
+func (*releaseBody) replaced() []string   { return replacedReason }
 
 // replacedMembers are the members of the body v decodes into whose text
 // is replaced rather than refused; none for most bodies.

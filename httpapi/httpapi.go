@@ -252,11 +252,26 @@ const HeaderReplayed = "Idempotent-Replayed"
 
 type ctxKey int
 
-const (
-	ctxRequestID ctxKey = iota
-	ctxToken
-	ctxNotes
-)
+// ctxRequest holds the request's *requestState.
+const ctxRequest ctxKey = 0
+
+// requestState is what the middleware learns of a request, held in its
+// context under ctxRequest, set by withRequestID: one value, so that the
+// request is copied with a new context once, not at each step.
+type requestState struct {
+	id    string
+	notes requestNotes
+	// rec is the ResponseWriter logged gives the handlers.
+	rec statusRecorder
+	// token is the request's token, once authenticated.
+	token *opledger.TokenInfo
+}
+
+// stateOf returns the request's state, or nil outside withRequestID.
+func stateOf(ctx context.Context) *requestState {
+	st, _ := ctx.Value(ctxRequest).(*requestState)
+	return st
+}
 
 // requestNotes is what the handlers tell the request's log line (logged):
 // the tenant of the request's token, once authenticated, and the type of
@@ -268,13 +283,17 @@ type requestNotes struct {
 
 // notes returns the request's notes, or nil outside logged.
 func notes(ctx context.Context) *requestNotes {
-	n, _ := ctx.Value(ctxNotes).(*requestNotes)
-	return n
+	if st := stateOf(ctx); st != nil {
+		return &st.notes
+	}
+	return nil
 }
 
 func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(ctxRequestID).(string)
-	return id
+	if st := stateOf(ctx); st != nil {
+		return st.id
+	}
+	return ""
 }
 
 // withRequestID gives each request an id (the caller's X-Request-Id if it is
@@ -288,7 +307,7 @@ func (s *server) withRequestID(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequest, &requestState{id: id})))
 	})
 }
 
@@ -310,20 +329,32 @@ func (s *statusRecorder) WriteHeader(code int) {
 func (s *server) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		n := &requestNotes{}
+		st := stateOf(r.Context())
+		if st == nil { // not under withRequestID
+			st = &requestState{}
+			r = r.WithContext(context.WithValue(r.Context(), ctxRequest, st))
+		}
+		rec := &st.rec
+		*rec = statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		// The mux sets the route's pattern on the request it is given.
-		r = r.WithContext(context.WithValue(r.Context(), ctxNotes, n))
 		next.ServeHTTP(rec, r)
-		attrs := []any{"request_id", requestID(r.Context()), "method", r.Method,
-			"route", r.Pattern, "status", rec.status, "duration_ms", time.Since(start).Milliseconds()}
+		ctx := r.Context()
+		if !s.log.Enabled(ctx, slog.LevelInfo) {
+			return
+		}
+		n := &st.notes
+		attrs := [7]slog.Attr{slog.String("request_id", st.id), slog.String("method", r.Method),
+			slog.String("route", r.Pattern), slog.Int("status", rec.status), slog.Int64("duration_ms", time.Since(start).Milliseconds())}
+		k := 5
 		if n.tenant != "" {
-			attrs = append(attrs, "tenant", n.tenant)
+			attrs[k] = slog.String("tenant", n.tenant)
+			k++
 		}
 		if n.problem != "" {
-			attrs = append(attrs, "problem", n.problem)
+			attrs[k] = slog.String("problem", n.problem)
+			k++
 		}
-		s.log.InfoContext(r.Context(), "request", attrs...)
+		s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs[:k]...)
 	})
 }
 
@@ -401,7 +432,12 @@ func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds, refused 
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), ctxToken, tok)))
+		if st := stateOf(r.Context()); st != nil {
+			st.token = tok
+			next(w, r)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), ctxRequest, &requestState{token: tok})))
 	})
 }
 
@@ -410,7 +446,10 @@ func (s *server) authenticated(next http.HandlerFunc, needs routeNeeds, refused 
 // decodes the request body into it. On failure it has written the problem
 // response and returns false.
 func (s *server) begin(w http.ResponseWriter, r *http.Request, body any) (*opledger.Ledger, bool) {
-	tok, _ := r.Context().Value(ctxToken).(*opledger.TokenInfo)
+	var tok *opledger.TokenInfo
+	if st := stateOf(r.Context()); st != nil {
+		tok = st.token
+	}
 	if tok == nil {
 		s.writeError(w, r, errors.New("request reached a route without its token"))
 		return nil, false

@@ -413,6 +413,9 @@ func (s *server) advanceWorkflow(r *http.Request, l *opledger.Ledger, op *opledg
 	if op == nil || op.State != opledger.StateSucceeded {
 		return
 	}
+	if _, _, step := opledger.SplitWorkflowStepKey(op.Key); !step {
+		return // no workflow's step (AdvanceWorkflowOf would do nothing): no logger to make
+	}
 	advance.WorkflowOf(r.Context(), l, op.Key, s.log.With("request_id", requestID(r.Context())))
 }
 
