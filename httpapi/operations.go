@@ -393,7 +393,7 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 	var stale *opledger.StaleError
 	if errors.As(err, &stale) && stale.Recorded {
 		s.advanceWorkflow(r, l, stale.Operation) // a late success may have settled it
-		s.writeMerged(w, r, http.StatusOK, stale.Operation, map[string]any{"stale_report": true})
+		s.writeMerged(w, r, http.StatusOK, stale.Operation, staleReport)
 		return
 	}
 	if err != nil {
@@ -401,7 +401,7 @@ func (s *server) outcome(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.advanceWorkflow(r, l, op)
-	s.writeMerged(w, r, http.StatusOK, op, map[string]any{"stale_report": false})
+	s.writeMerged(w, r, http.StatusOK, op, currentReport)
 }
 
 // advanceWorkflow moves on the workflow whose step op is once op has
@@ -418,6 +418,12 @@ func (s *server) advanceWorkflow(r *http.Request, l *opledger.Ledger, op *opledg
 	}
 	advance.WorkflowOf(r.Context(), l, op.Key, s.log.With("request_id", requestID(r.Context())))
 }
+
+// The members an outcome's answer adds, made once (writeMerged reads them).
+var (
+	staleReport   = map[string]any{"stale_report": true}
+	currentReport = map[string]any{"stale_report": false}
+)
 
 // writeMerged answers status with op and the extra members beside its
 // own (writeEncoded).

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	"github.com/opledger/opledger"
 )
@@ -18,7 +19,7 @@ import (
 // operation's encoding is extended in place rather than decoded and
 // encoded again: an outcome's answer is on the hot path of the API.
 func WithFields(op *opledger.Operation, extra map[string]any) ([]byte, error) {
-	b, err := json.Marshal(op)
+	b, err := encode(op)
 	if err != nil {
 		return nil, err
 	}
@@ -27,9 +28,14 @@ func WithFields(op *opledger.Operation, extra map[string]any) ([]byte, error) {
 	}
 	out := b[:len(b)-1]
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		raw, err := json.Marshal(extra[k])
-		if err != nil {
-			return nil, err
+		var raw []byte
+		switch v := extra[k].(type) {
+		case bool: // stale_report, on every outcome's answer
+			raw = strconv.AppendBool(nil, v)
+		default:
+			if raw, err = json.Marshal(v); err != nil {
+				return nil, err
+			}
 		}
 		name, err := json.Marshal(k)
 		if err != nil {
@@ -41,4 +47,18 @@ func WithFields(op *opledger.Operation, extra map[string]any) ([]byte, error) {
 		out = append(append(append(out, name...), ':'), raw...)
 	}
 	return append(out, '}'), nil
+}
+
+// encode is json.Marshal(op), without its second pass: json.Marshal
+// compacts what Operation.MarshalJSON returns, which is already compact
+// (itself the output of json.Marshal, with its HTML-safe escaping), and
+// copies it twice. An error, or a nil op, takes json.Marshal, which says
+// what it says.
+func encode(op *opledger.Operation) ([]byte, error) {
+	if op != nil {
+		if b, err := op.MarshalJSON(); err == nil {
+			return b, nil
+		}
+	}
+	return json.Marshal(op)
 }
