@@ -101,11 +101,10 @@ type reconciled struct {
 // protect handles a request of a protected method; rest is the escaped
 // path after the route's prefix.
 func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.Request) {
-	log := p.log.With("upstream", rt.Name, "method", r.Method)
 	values := r.Header.Values(HeaderIdempotencyKey)
 	if len(values) == 0 {
 		if rt.AllowMissingKey {
-			log.Info("no Idempotency-Key: passed through unprotected")
+			p.log.Info("no Idempotency-Key: passed through unprotected", "upstream", rt.Name, "method", r.Method)
 			p.passThrough(rt, rest, w, r)
 			return
 		}
@@ -119,7 +118,8 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		return
 	}
 	key := rt.operationKey(rt.scopeDigest(r), callerKey)
-	log = log.With("operation", key)
+	// One logger with all three: each With copies the handler.
+	log := p.log.With("upstream", rt.Name, "method", r.Method, "operation", key)
 	// Every answer from here on names the operation, refusals of the
 	// request included, so that whoever holds a 502, a 409, a 413 or a
 	// replay can find it in the ledger (if anything was recorded under
