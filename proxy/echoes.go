@@ -110,28 +110,29 @@ func (s *saved) maskEchoes(secrets []string) {
 		names = append(names, name)
 	}
 	slices.Sort(names) // the same answer is saved the same way
+	// Each value is masked as redact.Secrets masks it, letters compared in
+	// any case and masks side by side shown as one, with the secrets
+	// folded once, not for each value.
+	folds := redact.Folds(secrets)
 	for _, name := range names {
 		if http.CanonicalHeaderKey(name) == "Set-Cookie" {
 			continue
 		}
 		values := s.Header[name]
-		shown := make([]string, len(values))
-		echoes := false
+		var shown []string // made at the first value that echoes
 		for i, v := range values {
-			shown[i] = maskFold(v, secrets)
-			echoes = echoes || shown[i] != v
+			if m := redact.SecretsFolded(v, folds, opledger.Mask); m != v && shown == nil {
+				shown = make([]string, len(values))
+				copy(shown, values[:i])
+				shown[i] = m
+			} else if shown != nil {
+				shown[i] = m
+			}
 		}
-		if !echoes {
+		if shown == nil {
 			continue
 		}
 		s.HeaderMasked = append(s.HeaderMasked, maskedHeader{Name: name, Shown: shown, Values: values})
 		delete(s.Header, name)
 	}
-}
-
-// maskFold replaces in v every occurrence of each of secrets, in turn, by
-// opledger.Mask, letters compared in any case (redact.Secrets); masks that
-// end up side by side are shown as one.
-func maskFold(v string, secrets []string) string {
-	return redact.Secrets(v, secrets, opledger.Mask)
 }

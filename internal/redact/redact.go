@@ -393,6 +393,34 @@ func Secrets(s string, secrets []string, mask string) string {
 			masked = NewFold(secret).Replace(masked, mask)
 		}
 	}
+	return joinMasks(s, masked, mask)
+}
+
+// Folds returns the Folds of secrets, empty ones skipped, for
+// SecretsFolded.
+func Folds(secrets []string) []*Fold {
+	out := make([]*Fold, 0, len(secrets))
+	for _, secret := range secrets {
+		if secret != "" {
+			out = append(out, NewFold(secret))
+		}
+	}
+	return out
+}
+
+// SecretsFolded is Secrets(s, secrets, mask) for folds = Folds(secrets):
+// for many texts masked with the same secrets, which are folded once.
+func SecretsFolded(s string, folds []*Fold, mask string) string {
+	masked := s
+	for _, f := range folds {
+		masked = f.Replace(masked, mask)
+	}
+	return joinMasks(s, masked, mask)
+}
+
+// joinMasks is masked, s with its secrets masked, with masks that ended
+// up side by side written as one; s itself when nothing was masked.
+func joinMasks(s, masked, mask string) string {
 	if masked == s {
 		return s
 	}
