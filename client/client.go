@@ -264,11 +264,38 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
 			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s response: got %s, not a JSON object", method, path, describeBody(trimmed))
 		}
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s response: %w", method, path, err)
+		if t, ok := out.(*answerText); ok {
+			*t = data // decoded by the caller, once (answerText)
+		} else if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, resp.Header, answerError(method, path, err)
 		}
 	}
 	return resp.StatusCode, resp.Header, nil
+}
+
+// answerError is do's error for an answer that did not decode.
+func answerError(method, path string, err error) error {
+	return fmt.Errorf("decode %s %s response: %w", method, path, err)
+}
+
+// answerText, given to do as out, receives the answer, a JSON object by
+// its first byte, as it came, not yet checked to be JSON: its caller
+// decodes it once into what the status says it is, where decoding into a
+// json.RawMessage first would read it twice. A *json.SyntaxError of
+// that decoding is do's error (answerError), as it would have been.
+type answerText []byte
+
+// decode decodes the answer t to method path into v; what names v
+// in the error of an answer that is JSON but does not decode into it.
+func (t answerText) decode(method, path, what string, v any) error {
+	err := json.Unmarshal(t, v)
+	if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
+		return answerError(method, path, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // noAnswerError is a request that got no answer: the server could not be
@@ -591,8 +618,9 @@ func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledg
 	if err := opledger.ValidateKey(key); err != nil {
 		return nil, err
 	}
-	var raw json.RawMessage
-	status, _, err := c.do(ctx, http.MethodPost, opPath(key, "claim"), r, &raw)
+	var raw answerText
+	path := opPath(key, "claim")
+	status, _, err := c.do(ctx, http.MethodPost, path, r, &raw)
 	if err != nil {
 		return nil, err
 	}
@@ -601,8 +629,8 @@ func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledg
 			Replayed  bool                `json:"replayed"`
 			Operation *opledger.Operation `json:"operation"`
 		}
-		if err := json.Unmarshal(raw, &replay); err != nil {
-			return nil, fmt.Errorf("decode replay: %w", err)
+		if err := raw.decode(http.MethodPost, path, "decode replay", &replay); err != nil {
+			return nil, err
 		}
 		// Anything else answering 200 is not the API's replay, and no
 		// saved result says that nothing must be sent.
@@ -612,8 +640,8 @@ func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledg
 		return nil, &ReplayError{Operation: replay.Operation}
 	}
 	var cl opledger.Claim
-	if err := json.Unmarshal(raw, &cl); err != nil {
-		return nil, fmt.Errorf("decode claim: %w", err)
+	if err := raw.decode(http.MethodPost, path, "decode claim", &cl); err != nil {
+		return nil, err
 	}
 	return &cl, nil
 }

@@ -364,3 +364,38 @@ func TestWriteRedirectedIsNoAnswer(t *testing.T) {
 		require.ErrorIs(t, err, opledger.ErrNotFound, "%d: no event recorded", status)
 	}
 }
+
+// A claim's answer that is no JSON is refused as do refuses any answer
+// that is no JSON; one that is JSON but not a claim (or not a replay) is
+// refused as a claim (or a replay) that did not decode.
+func TestClaimAnswerDoesNotDecode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	c := b.front(t, func(w http.ResponseWriter, r *http.Request) bool {
+		for _, answer := range []func(http.ResponseWriter, *http.Request) bool{
+			on("POST", "/v1/operations/cl:1/claim", 201, nil, `{"attempt_id":"a",}`),
+			on("POST", "/v1/operations/cl:2/claim", 201, nil, `{"attempt_id":1}`),
+			on("POST", "/v1/operations/cl:3/claim", 200, nil, "{\"replayed\":true\n"),
+			on("POST", "/v1/operations/cl:4/claim", 200, nil, `{"replayed":"yes"}`),
+			on("POST", "/v1/operations/cl:5/claim", 201, nil, " {\"attempt_id\":\"a\",\"fencing_token\":7}\n"),
+		} {
+			if answer(w, r) {
+				return true
+			}
+		}
+		return false
+	})
+	_, err := c.Claim(ctx, "cl:1", client.ClaimRequest{})
+	require.EqualError(t, err, "decode POST /v1/operations/cl:1/claim response: invalid character '}' looking for beginning of object key string")
+	_, err = c.Claim(ctx, "cl:2", client.ClaimRequest{})
+	require.EqualError(t, err, "decode claim: json: cannot unmarshal number into Go struct field Claim.attempt_id of type string")
+	_, err = c.Claim(ctx, "cl:3", client.ClaimRequest{})
+	require.EqualError(t, err, "decode POST /v1/operations/cl:3/claim response: unexpected end of JSON input")
+	_, err = c.Claim(ctx, "cl:4", client.ClaimRequest{})
+	require.EqualError(t, err, `decode replay: json: cannot unmarshal string into Go struct field .replayed of type bool`)
+	cl, err := c.Claim(ctx, "cl:5", client.ClaimRequest{})
+	require.NoError(t, err)
+	require.Equal(t, "a", cl.AttemptID)
+	require.Equal(t, int64(7), cl.FencingToken)
+}
