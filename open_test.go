@@ -63,6 +63,13 @@ func TestOpenExistingOnly(t *testing.T) {
 	require.ErrorContains(t, err, "no ledger at "+path)
 	_, statErr := os.Stat(path)
 	require.ErrorIs(t, statErr, fs.ErrNotExist, "nothing created")
+	require.ErrorContains(t, err, "the file does not exist (a command that writes, such as serve or migrate, creates it)")
+	// In a directory that does not exist, a command that writes would
+	// not create the file either: the error says the directory is missing.
+	inMissing := filepath.Join(t.TempDir(), "missing", "ledger.db")
+	_, err = opledger.Open(ctx, "sqlite:"+inMissing, opledger.Options{ExistingOnly: true})
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.ErrorContains(t, err, "no ledger at "+inMissing+": neither the file nor its directory "+filepath.Dir(inMissing)+" exists")
 
 	// A file that is not a ledger is refused and left as it was: empty,
 	// another application's database, not a database at all.
