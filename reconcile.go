@@ -600,6 +600,31 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 	})
 }
 
+// LookupFailures counts the failed lookups recorded for the operation at
+// key since it last became uncertain: its "reconcile deferred" entries
+// (DeferReconcile) whose evidence carries a failed lookup, as a
+// reconciler words it ("lookup failed: …"), after its newest entry into
+// uncertain. A reconciler holds the operation once they reach its limit
+// (reconciler.Config.MaxLookupFailures). It reads those entries alone,
+// not the whole timeline of an operation uncertain and retried many
+// times. Unknown keys return ErrNotFound; a compacted operation has none.
+func (l *Ledger) LookupFailures(ctx context.Context, key string) (int, error) {
+	if err := ValidateKey(key); err != nil {
+		return 0, err
+	}
+	var n int
+	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+		var err error
+		n, err = r.CountTimeline(ctx, store.TimelineCount{Tenant: l.tenant, Key: key, SinceState: string(StateUncertain),
+			Event: eventDeferred, Containing: marker.LookupFailed})
+		if err == nil && n == 0 {
+			_, err = l.get(ctx, r, key)
+		}
+		return err
+	})
+	return n, err
+}
+
 // eventDeferred is the timeline event of DeferReconcile; its evidence is
 // deferredUntil, the next check's time, then why.
 const (

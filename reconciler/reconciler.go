@@ -81,7 +81,8 @@ type Config struct {
 	// MaxLookupWait.
 	LookupBackoff, MaxLookupBackoff time.Duration
 	// MaxLookupFailures is how many failed lookups, since the operation
-	// became uncertain, hold it for a person. Default 8.
+	// became uncertain (Ledger.LookupFailures), hold it for a person.
+	// Default 8.
 	MaxLookupFailures int
 	// RecheckInterval is how often a lookup that found nothing is repeated
 	// while the destination's visibility delay runs: a lookup begun within
@@ -589,9 +590,11 @@ func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *
 		// Masked first, as for the evidence (Reconcile's).
 		text = textcut.Prefix(op.MaskText(text), 300)
 	}
-	failures, err := r.lookupFailures(ctx, tl, op)
+	// Counted from the entries since the operation became uncertain,
+	// not its whole timeline.
+	failures, err := tl.LookupFailures(ctx, op.Key)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("count failed lookups: %w", err)
 	}
 	failures++
 	// A lookup that cannot be made for this operation (its content does
@@ -716,26 +719,6 @@ func (r *Reconciler) stillRunning(running abandonedKey) bool {
 // for: a longer one is taken as a day, and the lookup, made again then,
 // counts towards MaxLookupFailures if it is throttled again.
 const MaxLookupWait = 24 * time.Hour
-
-// lookupFailures counts the failed lookups recorded since the operation
-// last became uncertain.
-func (r *Reconciler) lookupFailures(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation) (int, error) {
-	timeline, err := tl.Timeline(ctx, op.Key)
-	if err != nil {
-		return 0, fmt.Errorf("read timeline: %w", err)
-	}
-	n := 0
-	for i := len(timeline) - 1; i >= 0; i-- {
-		e := timeline[i]
-		if e.To == opledger.StateUncertain {
-			break
-		}
-		if e.Event == "reconcile deferred" && strings.Contains(e.Evidence, marker.LookupFailed) {
-			n++
-		}
-	}
-	return n, nil
-}
 
 // wait keeps the operation uncertain and schedules its next examination.
 func (r *Reconciler) wait(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, delay time.Duration, evidence string) (Decision, error) {

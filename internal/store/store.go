@@ -224,6 +224,20 @@ type Compaction struct {
 	Revision int64
 }
 
+// TimelineCount selects, for Reader.CountTimeline, entries of one
+// operation's timeline.
+type TimelineCount struct {
+	Tenant, Key string
+	// SinceState: only the entries after the operation's newest entry
+	// into this state (its ToState) count; all of them when it has none.
+	SinceState string
+	// Event is the event of the entries that count.
+	Event string
+	// Containing is text the evidence of the entries that count contains
+	// (compared byte for byte); "" leaves the evidence out.
+	Containing string
+}
+
 // DueParams selects pending operations that may be claimed now.
 type DueParams struct {
 	// Tenant limits the search; "" searches all tenants.
@@ -377,6 +391,11 @@ type Reader interface {
 	// (the last ListTimeline lists), reading that one row only;
 	// ErrNotFound when the operation has none.
 	LastTimelineEntry(ctx context.Context, tenant, key string) (*TimelineEntry, error)
+	// CountTimeline counts the entries of an operation's timeline that p
+	// selects, reading only the entries after its newest entry into
+	// p.SinceState (from the newest back), not those of its earlier
+	// spells in that state; 0 for an operation without entries.
+	CountTimeline(ctx context.Context, p TimelineCount) (int, error)
 	// ExpiredLeases lists in_progress operations whose lease ended before
 	// now, in the order of (tenant, key), after the operation after (the
 	// zero OperationID for the first page): a sweep pages past the

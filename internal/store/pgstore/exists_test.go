@@ -48,3 +48,11 @@ func TestLastTimelineEntry(t *testing.T) {
 	s, _ := openStore(t)
 	storecheck.LastTimelineEntry(t, s)
 }
+
+// TestCountTimeline: the entries of an operation's timeline after its
+// newest into a state, counted (storecheck).
+func TestCountTimeline(t *testing.T) {
+	t.Parallel()
+	s, _ := openStore(t)
+	storecheck.CountTimeline(t, s)
+}

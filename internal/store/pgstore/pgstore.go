@@ -823,6 +823,21 @@ func (r *reader) LastTimelineEntry(ctx context.Context, tenant, key string) (*st
 	return &e, nil
 }
 
+// CountTimeline counts the entries of an operation's timeline that p
+// selects: by its primary key, back from the newest entry to the newest
+// into p.SinceState, then forward from that one.
+func (r *reader) CountTimeline(ctx context.Context, p store.TimelineCount) (int, error) {
+	var n int
+	err := r.q.QueryRow(ctx, `SELECT count(*) FROM timeline
+		WHERE tenant = $1 AND key = $2 AND event = $4 AND strpos(evidence, $5) > 0
+		AND id > COALESCE((SELECT id FROM timeline WHERE tenant = $1 AND key = $2 AND to_state = $3 ORDER BY id DESC LIMIT 1), 0)`,
+		p.Tenant, p.Key, p.SinceState, p.Event, p.Containing).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count timeline: %w", mapErr(err))
+	}
+	return n, nil
+}
+
 // ListOperations lists a tenant's operations newest first, filtered and
 // paged by (created_at, key), or its held operations by (review_by, key).
 func (r *reader) ListOperations(ctx context.Context, p store.ListParams) ([]*store.Operation, error) {

@@ -135,6 +135,11 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	step("GetAttempt", func() error { _, err := r.GetAttempt(ctx, tenant, "bulk:00004242", "bulk-00004242"); return err })
 	step("ListTimeline", func() error { _, err := r.ListTimeline(ctx, tenant, "bulk:00004242"); return err })
 	step("LastTimelineEntry", func() error { return found(r.LastTimelineEntry(ctx, tenant, "bulk:00004242")) })
+	step("CountTimeline", func() error {
+		_, err := r.CountTimeline(ctx, store.TimelineCount{Tenant: tenant, Key: "bulk:00004242", SinceState: "uncertain",
+			Event: "reconcile deferred", Containing: "lookup failed: "})
+		return err
+	})
 	step("DueOperations/tenant", func() error {
 		_, err := r.DueOperations(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})
 		return err
@@ -367,6 +372,7 @@ var wantIndex = map[string][]string{
 	"GetAttempt":                   {"attempts_pkey"},
 	"ListTimeline":                 {"timeline_pkey"},
 	"LastTimelineEntry":            {"timeline_pkey"},
+	"CountTimeline":                {"timeline_pkey"},
 	"UpdateAttempt":                {"attempts_pkey"},
 	"DueOperations/tenant":         {"operations_due"},
 	"DueOperations/destinations":   {"operations_due"},

@@ -38,3 +38,10 @@ func TestLastTimelineEntry(t *testing.T) {
 	t.Parallel()
 	storecheck.LastTimelineEntry(t, openTestStore(t))
 }
+
+// TestCountTimeline: the entries of an operation's timeline after its
+// newest into a state, counted (storecheck).
+func TestCountTimeline(t *testing.T) {
+	t.Parallel()
+	storecheck.CountTimeline(t, openTestStore(t))
+}

@@ -53,13 +53,16 @@ func (r *recorder) QueryRowContext(ctx context.Context, query string, args ...an
 // 002, 005, 007 and 008); its plan must search the table through one of
 // them.
 var wantIndex = map[string][]string{
-	"GetOperation":               {"operations_key"},
-	"GetOperation/in_tx":         {"operations_key"},
-	"UpdateOperation":            {"operations_key"},
-	"GetAttempt":                 {"PRIMARY KEY (operation_id=? AND id=?)"},
-	"ListAttempts":               {"PRIMARY KEY (operation_id=?)"},
-	"ListTimeline":               {"PRIMARY KEY (operation_id=?)"},
-	"LastTimelineEntry":          {"PRIMARY KEY (operation_id=?)"},
+	"GetOperation":       {"operations_key"},
+	"GetOperation/in_tx": {"operations_key"},
+	"UpdateOperation":    {"operations_key"},
+	"GetAttempt":         {"PRIMARY KEY (operation_id=? AND id=?)"},
+	"ListAttempts":       {"PRIMARY KEY (operation_id=?)"},
+	"ListTimeline":       {"PRIMARY KEY (operation_id=?)"},
+	"LastTimelineEntry":  {"PRIMARY KEY (operation_id=?)"},
+	// The entries after the newest into a state: that one found back
+	// from the newest, the count read on from it.
+	"CountTimeline":              {"PRIMARY KEY (operation_id=? AND seq>?)"},
 	"DueOperations/tenant":       {"operations_due"},
 	"DueOperations/destinations": {"operations_due"},
 	"LockDue/tenant":             {"operations_due"},
@@ -192,6 +195,11 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 			return err
 		}
 		return nil
+	})
+	step(rec, "CountTimeline", func() error {
+		_, err := r.CountTimeline(ctx, store.TimelineCount{Tenant: tenant, Key: "bulk:00004242", SinceState: "uncertain",
+			Event: "reconcile deferred", Containing: "lookup failed: "})
+		return err
 	})
 	step(rec, "DueOperations/tenant", func() error {
 		_, err := r.DueOperations(ctx, store.DueParams{Tenant: tenant, Now: now, Limit: 1})

@@ -990,6 +990,22 @@ func (r *sqlReader) LastTimelineEntry(ctx context.Context, tenant, key string) (
 	return &e, nil
 }
 
+// CountTimeline counts the entries of an operation's timeline that p
+// selects: by its primary key, back from the newest entry to the newest
+// into p.SinceState, then forward from that one.
+func (r *sqlReader) CountTimeline(ctx context.Context, p store.TimelineCount) (int, error) {
+	var n int
+	err := r.q.QueryRowContext(ctx, `WITH op(id) AS (`+operationID+`)
+		SELECT count(*) FROM timeline
+		WHERE operation_id = (SELECT id FROM op) AND event = ? AND instr(evidence, ?) > 0
+		AND seq > COALESCE((SELECT seq FROM timeline WHERE operation_id = (SELECT id FROM op) AND to_state = ? ORDER BY seq DESC LIMIT 1), 0)`,
+		p.Tenant, p.Key, p.Event, p.Containing, p.SinceState).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count timeline: %w", err)
+	}
+	return n, nil
+}
+
 func (r *sqlReader) ListOperations(ctx context.Context, p store.ListParams) ([]*store.Operation, error) {
 	query, args := listQuery(p)
 	rows, err := r.q.QueryContext(ctx, query, args...)

@@ -66,3 +66,72 @@ func LastTimelineEntry(t *testing.T, s store.Store) {
 		return nil
 	}))
 }
+
+// CountTimeline checks store.Reader.CountTimeline on s, a migrated,
+// empty store: it counts the entries of the event whose evidence contains
+// the text, after the operation's newest entry into the state (all of
+// them when it has none), in the transaction that appended them and
+// after; the text is matched as it is (no pattern), and the entries of
+// other operations, tenants and events never count.
+func CountTimeline(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	const deferred, failed = "reconcile deferred", "lookup failed: "
+	entries := []store.TimelineEntry{
+		{Event: "recorded", ToState: "pending"},
+		{Event: "claimed", FromState: "pending", ToState: "in_progress"},
+		{Event: "reported", FromState: "in_progress", ToState: "uncertain"},
+		{Event: deferred, Evidence: "next check at x; " + failed + "503"},
+		{Event: deferred, Evidence: "next check at x; destination not configured"},
+		{Event: "lookup proved absence", FromState: "uncertain", ToState: "pending", Evidence: failed + "not a deferral"},
+		{Event: "claimed", FromState: "pending", ToState: "in_progress"},
+		{Event: "reported", FromState: "in_progress", ToState: "uncertain"},
+		{Event: deferred, Evidence: "next check at x; " + failed + "timeout"},
+		{Event: "lookup empty within visibility delay", Evidence: failed + "another event"},
+		{Event: deferred, Evidence: "next check at x; " + failed + "50% of _ done"},
+	}
+	count := func(r store.Reader, tenant, key, containing string) int {
+		t.Helper()
+		n, err := r.CountTimeline(ctx, store.TimelineCount{Tenant: tenant, Key: key, SinceState: "uncertain", Event: deferred, Containing: containing})
+		require.NoError(t, err)
+		return n
+	}
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		for _, k := range [][2]string{{"t", "op"}, {"t", "bare"}, {"t", "never"}, {"u", "op"}} {
+			if err := tx.InsertOperation(ctx, &store.Operation{Tenant: k[0], Key: k[1], Action: "a", Destination: "crm",
+				Version: 1, Fingerprint: "fp", State: "uncertain", Revision: 1, CreatedAt: at, UpdatedAt: at}); err != nil {
+				return err
+			}
+		}
+		want := []int{0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 2}
+		for i, e := range entries {
+			e.Tenant, e.Key, e.At = "t", "op", at.Add(time.Duration(i)*time.Second)
+			if err := tx.AppendTimeline(ctx, &e); err != nil {
+				return err
+			}
+			require.Equal(t, want[i], count(tx, "t", "op", failed), "in the transaction, after entry %d (%s)", i, e.Event)
+		}
+		// Another tenant's operation of the same key, and one never
+		// uncertain: all of its entries count.
+		for i, ev := range []string{"next check at x; " + failed + "1", "next check at x; " + failed + "2", "next check at x; " + failed + "3"} {
+			if err := tx.AppendTimeline(ctx, &store.TimelineEntry{Tenant: "u", Key: "op", At: at.Add(time.Duration(i) * time.Second),
+				Event: deferred, Evidence: ev}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
+		require.Equal(t, 2, count(r, "t", "op", failed), "this spell's failures, not the earlier spell's")
+		require.Equal(t, 2, count(r, "t", "op", ""), "every deferral of this spell")
+		require.Equal(t, 1, count(r, "t", "op", "50% of _"), "the text as it is")
+		require.Equal(t, 0, count(r, "t", "op", "50%_of"), "no pattern")
+		require.Equal(t, 0, count(r, "t", "op", "LOOKUP FAILED"), "byte for byte")
+		require.Equal(t, 3, count(r, "u", "op", failed), "no entry into the state: all of them")
+		for _, k := range [][2]string{{"t", "bare"}, {"t", "never"}, {"t", "gone"}, {"v", "op"}} {
+			require.Zero(t, count(r, k[0], k[1], failed), "%s/%s", k[0], k[1])
+		}
+		return nil
+	}))
+}
