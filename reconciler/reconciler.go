@@ -530,7 +530,20 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 			log.Debug("reconcile deferred until the visibility delay ends")
 			return Wait, nil
 		}
-		return r.wait(ctx, tl, op, r.cfg.RecheckInterval, "lookup found nothing within the visibility delay")
+		// The recheck is sooner. The ledger's "lookup empty within
+		// visibility delay" is this check's timeline entry: the next
+		// check is moved to the recheck as a lookup is taken
+		// (ClaimLookup, if the operation is still as the ledger left
+		// it), which writes none, not with DeferReconcile's second one.
+		taken, err := tl.ClaimLookup(ctx, after, r.cfg.RecheckInterval)
+		if err != nil {
+			return "", fmt.Errorf("schedule the recheck: %w", err)
+		}
+		if !taken {
+			return Skipped, nil // changed meanwhile: the next pass looks anew
+		}
+		log.Debug("reconcile deferred until the next recheck, within the visibility delay", "delay", r.cfg.RecheckInterval)
+		return Wait, nil
 	default:
 		d = Skipped
 	}
