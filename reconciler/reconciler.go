@@ -590,13 +590,15 @@ func visibleAt(attempts []*opledger.Attempt, op *opledger.Operation, delay time.
 	return opledger.LastCallEnd(op, attempts).Add(delay)
 }
 
-// lookupFailed backs off after a failed lookup, or holds the operation
-// once lookups have failed MaxLookupFailures times.
 // errUnstorableRef: a lookup found the record, but with a reference the
 // ledger cannot store (opledger.CheckDestinationRef). Every lookup would
 // find the same, so the operation is held at once.
 var errUnstorableRef = errors.New("the lookup found the record, but its reference is not one the ledger can store")
 
+// lookupFailed backs off after a failed lookup, or holds the operation
+// once lookups have failed MaxLookupFailures times since it became
+// uncertain (at once for a lookup that cannot be made for it, or a
+// reference the ledger cannot store).
 func (r *Reconciler) lookupFailed(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, lookupErr error) (Decision, error) {
 	text := opledger.ErrorText(lookupErr)
 	if len(text) > 300 {
