@@ -1344,10 +1344,16 @@ func decodeEventCursor(c, scope string) (time.Time, string, string, error) {
 
 // EventStats are the event figures of DESIGN.md section 10.
 type EventStats struct {
-	// Events counts distinct events received.
+	// Events counts distinct events received, those retention has
+	// forgotten (TombstoneRetention) included: it never goes down.
 	Events int `json:"events"`
-	// EventsByStatus counts events by status (all statuses present).
+	// EventsByStatus counts Events by status (all statuses present).
 	EventsByStatus map[EventStatus]int `json:"events_by_status"`
+	// Kept counts the events still in the ledger, those ListEvents can
+	// list: Events less those retention has forgotten.
+	Kept int `json:"kept"`
+	// KeptByStatus counts Kept by status (all statuses present).
+	KeptByStatus map[EventStatus]int `json:"kept_by_status"`
 	// Deliveries counts every arrival, the first ones included.
 	Deliveries int `json:"deliveries"`
 	// DuplicateDeliveries counts arrivals of an event already received.
@@ -1372,12 +1378,17 @@ func (l *Ledger) EventStats(ctx context.Context, allTenants bool) (*EventStats, 
 	if err != nil {
 		return nil, fmt.Errorf("event stats: %w", err)
 	}
-	out := &EventStats{EventsByStatus: map[EventStatus]int{}, Deliveries: c.Deliveries, DuplicateDeliveries: c.DuplicateDeliveries}
+	out := &EventStats{EventsByStatus: map[EventStatus]int{}, KeptByStatus: map[EventStatus]int{},
+		Deliveries: c.Deliveries, DuplicateDeliveries: c.DuplicateDeliveries}
 	for _, s := range []EventStatus{EventApplied, EventOutOfOrder, EventConflict, EventUnmapped} {
 		out.EventsByStatus[s] = c.ByStatus[string(s)]
+		out.KeptByStatus[s] = c.KeptByStatus[string(s)]
 	}
 	for _, n := range c.ByStatus {
 		out.Events += n
+	}
+	for _, n := range c.KeptByStatus {
+		out.Kept += n
 	}
 	return out, nil
 }

@@ -1127,13 +1127,14 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	// next pages the status). The counts are the tenant's, of every
 	// source (as /v1/stats gives them): on the page of one source the
 	// filter links show none, which would not count what they list, and
-	// the page says whose its counts are.
+	// the page says whose its counts are. The links count the events
+	// kept, those they list, not those retention has forgotten.
 	href := func(st opledger.EventStatus, cursor string) string {
 		return listHref("/events", map[string]string{"source": source, "status": string(st), "cursor": cursor})
 	}
-	filters := []eventFilter{{Count: st.Events, Href: href("", ""), Active: status == ""}}
+	filters := []eventFilter{{Count: st.Kept, Href: href("", ""), Active: status == ""}}
 	for _, es := range eventStatuses {
-		filters = append(filters, eventFilter{Status: es, Count: st.EventsByStatus[es], Href: href(es, ""), Active: status == es})
+		filters = append(filters, eventFilter{Status: es, Count: st.KeptByStatus[es], Href: href(es, ""), Active: status == es})
 	}
 	data := map[string]any{"Title": "Events", "Source": source, "Status": status, "Filters": filters, "Stats": st,
 		"Counted": source == ""}

@@ -46,3 +46,37 @@ func TestEventDeliveriesRemovedOnRetention(t *testing.T) {
 	require.Contains(t, s.get("/events/forms/evt-3"), `<p id="deliveries-summary">1 delivery, 0 of them duplicates (recorded, never acted on again).`, "all kept: counted as they are")
 	require.Contains(t, s.get("/events"), "3 events, 5 deliveries, 2 of them duplicates", "the events page counts them all")
 }
+
+// TestEventsCountsAfterForgetting: once retention has forgotten events
+// (TombstoneRetention after they were received), the events page's status
+// links count the events it still lists, not those forgotten: two of three
+// events forgotten, "all" is "all (1)" with the one event listed, and the
+// page still says how many were received in all.
+func TestEventsCountsAfterForgetting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, token, c, offset := shiftedConsole(t, opledger.Options{Retention: time.Hour, TombstoneRetention: 2 * time.Hour})
+	receive := func(id string) {
+		t.Helper()
+		_, err := l.ReceiveEvent(ctx, nil, opledger.Event{Source: "forms", EventID: id, Type: "t", Payload: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+	}
+	receive("evt-1")
+	receive("evt-2")
+	offset.Add(int64(3 * time.Hour))
+	receive("evt-3")
+	res, err := l.Compact(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.EventsForgotten)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	s := signIn(t, srv.URL, token)
+
+	page := s.get("/events")
+	require.Contains(t, page, "forms/evt-3")
+	require.NotContains(t, page, "forms/evt-1")
+	require.Contains(t, page, `<a href="/events" aria-current="page">all (1)</a>`, "the events listed")
+	require.Contains(t, page, `<a href="/events?status=unmapped">unmapped (1)</a>`)
+	require.Contains(t, page, "1 event kept. Received in all, those forgotten on retention included: 3 events, 3 deliveries")
+	require.Contains(t, s.get("/dashboard"), `<span class="n">3</span><span class="l">events received (1 kept)</span>`)
+}

@@ -39,7 +39,7 @@ func TestEventsCountsOfOneSource(t *testing.T) {
 			require.NotContains(t, page, "forms/e1")
 			require.Contains(t, page, `<a href="/events?source=shop" aria-current="page">all</a>`, "no count of every source on the link to shop's")
 			require.Contains(t, page, `<a href="/events?source=shop&amp;status=unmapped">unmapped</a>`)
-			require.Contains(t, page, "Of every source: 3 events, 3 deliveries", "the page says whose its counts are")
+			require.Contains(t, page, "Of every source: 3 events kept. Received in all, those forgotten on retention included: 3 events, 3 deliveries", "the page says whose its counts are")
 		})
 	}
 }

@@ -625,7 +625,7 @@ func TestDashboardEvents(t *testing.T) {
 	b := start(t)
 	b.seed(t)
 	page := signIn(t, b.url, b.token).get("/dashboard")
-	require.Contains(t, page, `<span class="n">1</span><span class="l">events received</span>`)
+	require.Contains(t, page, `<span class="n">1</span><span class="l">events received (1 kept)</span>`)
 	require.Contains(t, page, `<span class="n">1</span><span class="l">duplicate deliveries (of 2)</span>`)
 }
 

@@ -115,8 +115,11 @@ type WorkflowListParams struct {
 
 // EventCounts are the event figures of DESIGN.md section 10.
 type EventCounts struct {
-	// ByStatus counts events by status.
+	// ByStatus counts events by status, those retention forgot included.
 	ByStatus map[string]int
+	// KeptByStatus counts by status the events still stored (those the
+	// event list can show).
+	KeptByStatus map[string]int
 	// Deliveries counts every arrival, the first ones included.
 	Deliveries int
 	// DuplicateDeliveries counts arrivals of an event already received.

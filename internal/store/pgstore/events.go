@@ -130,9 +130,10 @@ func (r *reader) GetEventObject(ctx context.Context, tenant, source, objectKey s
 	return &o, nil
 }
 
-// EventCounts counts events by status and deliveries ("" for all tenants).
+// EventCounts counts events by status (all received, and those still
+// stored) and deliveries ("" for all tenants).
 func (r *reader) EventCounts(ctx context.Context, tenant string) (*store.EventCounts, error) {
-	out := &store.EventCounts{ByStatus: map[string]int{}}
+	out := &store.EventCounts{ByStatus: map[string]int{}, KeptByStatus: map[string]int{}}
 	rows, err := r.q.Query(ctx, `SELECT status, COUNT(*) FROM events WHERE ($1 = '' OR tenant = $1) GROUP BY status`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("count events: %w", mapErr(err))
@@ -144,7 +145,7 @@ func (r *reader) EventCounts(ctx context.Context, tenant string) (*store.EventCo
 			rows.Close()
 			return nil, fmt.Errorf("count events: %w", err)
 		}
-		out.ByStatus[s] = int(n)
+		out.ByStatus[s], out.KeptByStatus[s] = int(n), int(n)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

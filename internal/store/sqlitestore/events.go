@@ -122,9 +122,10 @@ func (r *sqlReader) GetEventObject(ctx context.Context, tenant, source, objectKe
 	return &o, nil
 }
 
-// EventCounts counts events by status and deliveries ("" for all tenants).
+// EventCounts counts events by status (all received, and those still
+// stored) and deliveries ("" for all tenants).
 func (r *sqlReader) EventCounts(ctx context.Context, tenant string) (*store.EventCounts, error) {
-	out := &store.EventCounts{ByStatus: map[string]int{}}
+	out := &store.EventCounts{ByStatus: map[string]int{}, KeptByStatus: map[string]int{}}
 	cond, args := tenantFilter("tenant", tenant)
 	rows, err := r.q.QueryContext(ctx, `SELECT status, COUNT(*) FROM events WHERE `+cond+` GROUP BY status`, args...)
 	if err != nil {
@@ -137,7 +138,7 @@ func (r *sqlReader) EventCounts(ctx context.Context, tenant string) (*store.Even
 			rows.Close()
 			return nil, fmt.Errorf("count events: %w", err)
 		}
-		out.ByStatus[s] = n
+		out.ByStatus[s], out.KeptByStatus[s] = n, n
 	}
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("count events: %w", err)

@@ -29,8 +29,9 @@ func setupRetention(t *testing.T, h Harness) *bundle {
 
 // testEventRetention: Compact deletes deliveries after the retention
 // period and events and tracked objects after the tombstone retention,
-// while EventStats keeps counting them; an event keeps being recognised
-// until it is forgotten. Compactions running at once count nothing twice.
+// while EventStats keeps counting them (and counts apart, in Kept, the
+// events still listed); an event keeps being recognised until it is
+// forgotten. Compactions running at once count nothing twice.
 func testEventRetention(t *testing.T, h Harness) {
 	t.Run("Periods", func(t *testing.T) {
 		t.Parallel()
@@ -57,7 +58,23 @@ func testEventRetention(t *testing.T, h Harness) {
 		figures := func(applied, unmapped, deliveries, duplicates int) opledger.EventStats {
 			return opledger.EventStats{Events: applied + unmapped, Deliveries: deliveries, DuplicateDeliveries: duplicates,
 				EventsByStatus: map[opledger.EventStatus]int{opledger.EventApplied: applied, opledger.EventUnmapped: unmapped,
+					opledger.EventOutOfOrder: 0, opledger.EventConflict: 0},
+				Kept: applied + unmapped,
+				KeptByStatus: map[opledger.EventStatus]int{opledger.EventApplied: applied, opledger.EventUnmapped: unmapped,
 					opledger.EventOutOfOrder: 0, opledger.EventConflict: 0}}
+		}
+		// listed counts the events ListEvents gives, as Kept should.
+		listed := func() int {
+			t.Helper()
+			n := 0
+			for cursor := ""; ; {
+				page, err := b.ledger.ListEvents(b.ctx, opledger.EventListOptions{Cursor: cursor})
+				require.NoError(t, err)
+				n += len(page.Items)
+				if cursor = page.NextCursor; cursor == "" {
+					return n
+				}
+			}
 		}
 		deliveryIDs := func(source, id string) []string {
 			t.Helper()
@@ -95,6 +112,12 @@ func testEventRetention(t *testing.T, h Harness) {
 		_, err := b.ledger.GetEvent(b.ctx, "forms", "evt-1")
 		require.ErrorIs(t, err, opledger.ErrNotFound)
 		require.Equal(t, []string{}, deliveryIDs("shop", "ord-v2"), "an event younger than the tombstone retention stays")
+		st := stats()
+		require.Equal(t, 5, st.Events, "received, the forgotten included")
+		require.Equal(t, 2, st.Kept, "kept: the two order events of day 31")
+		require.Equal(t, map[opledger.EventStatus]int{opledger.EventApplied: 1, opledger.EventOutOfOrder: 1,
+			opledger.EventConflict: 0, opledger.EventUnmapped: 0}, st.KeptByStatus)
+		require.Equal(t, st.Kept, listed(), "Kept counts what the list shows")
 
 		b.clock.Advance(31 * day) // day 447
 		res = compact()
@@ -103,7 +126,11 @@ func testEventRetention(t *testing.T, h Harness) {
 		all := figures(3, 1, 7, 2)
 		all.EventsByStatus[opledger.EventOutOfOrder] = 1
 		all.Events++
-		require.Equal(t, all, stats(), "totals never go down")
+		all.Kept = 0
+		all.KeptByStatus = map[opledger.EventStatus]int{opledger.EventApplied: 0, opledger.EventUnmapped: 0,
+			opledger.EventOutOfOrder: 0, opledger.EventConflict: 0}
+		require.Equal(t, all, stats(), "totals never go down; none is kept")
+		require.Zero(t, listed())
 
 		// A forgotten event is new again; the operation it maps to is still
 		// there, with the same content.
@@ -158,7 +185,14 @@ func testEventRetention(t *testing.T, h Harness) {
 			}
 			after, err := b.ledger.EventStats(b.ctx, false)
 			require.NoError(t, err)
-			require.Equal(t, before, after, "totals unchanged")
+			require.Equal(t, before.EventsByStatus, after.EventsByStatus, "totals unchanged")
+			require.Equal(t, [3]int{before.Events, before.Deliveries, before.DuplicateDeliveries},
+				[3]int{after.Events, after.Deliveries, after.DuplicateDeliveries}, "totals unchanged")
+			if step == tombstoneRetention {
+				require.Zero(t, after.Kept, "none kept")
+			} else {
+				require.Equal(t, events, after.Kept, "every event kept")
+			}
 		}
 	})
 }
