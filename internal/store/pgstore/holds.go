@@ -106,9 +106,14 @@ func checkLedger(c LedgerCheck) error {
 // HoldsLedger reports whether the schema the store's connections create
 // in (the first existing schema of their search_path) holds an opledger
 // ledger, reading the catalog without writing anything. Open and Migrate
-// would make an empty schema a ledger.
+// would make an empty schema a ledger. Its errors are those of the
+// store's other reads (store.ErrClosed once Close has been called).
 func (s *Store) HoldsLedger(ctx context.Context) (LedgerCheck, error) {
-	return holdsLedger(ctx, s.pool)
+	if err := s.checkOpen(); err != nil {
+		return LedgerCheck{}, err
+	}
+	c, err := holdsLedger(ctx, s.pool)
+	return c, s.settled(lostBeforeCommit(err))
 }
 
 // HoldsLedger is Store.HoldsLedger on one connection of its own to the

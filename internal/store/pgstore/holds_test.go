@@ -129,3 +129,17 @@ func TestFirstSchemaReadsQuotedIdentifiers(t *testing.T) {
 		require.Equal(t, want, pgstore.LedgerCheck{SearchPath: path}.FirstSchema(), "search_path %s", path)
 	}
 }
+
+// TestHoldsLedgerAfterClose: HoldsLedger on a closed store is
+// store.ErrClosed, as the store's other reads are, not the pool's own
+// "closed pool" error.
+func TestHoldsLedgerAfterClose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, testdb.PostgresDSN(t))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = s.HoldsLedger(ctx)
+	require.ErrorIs(t, err, store.ErrClosed)
+	require.ErrorIs(t, s.Ping(ctx), store.ErrClosed)
+}

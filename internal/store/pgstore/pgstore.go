@@ -135,7 +135,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return err
 	}
 	if err := s.pool.Ping(ctx); err != nil {
-		return classify(lostBeforeCommit(fmt.Errorf("ping postgres: %w", err)))
+		return s.settled(lostBeforeCommit(fmt.Errorf("ping postgres: %w", err)))
 	}
 	return nil
 }

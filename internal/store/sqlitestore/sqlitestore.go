@@ -523,7 +523,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return err
 	}
 	if err := s.reader.PingContext(ctx); err != nil {
-		return classify(fmt.Errorf("ping sqlite %s: %w", s.path, err))
+		return s.settled(fmt.Errorf("ping sqlite %s: %w", s.path, err))
 	}
 	return nil
 }
@@ -552,14 +552,14 @@ func (s *Store) Migrate(ctx context.Context, progress migrate.Progress) error {
 		return err
 	}
 	if current, ok, err := s.schemaVersion(ctx); err != nil {
-		return classify(err)
+		return s.settled(err)
 	} else if ok {
 		pending, err := migrate.Pending(migs, current)
 		if err != nil || len(pending) == 0 {
 			return err
 		}
 	}
-	return classify(s.submit(&writeReq{ctx: ctx, migration: true, done: make(chan writeResult, 1), fn: func(ctx context.Context, tx store.Tx) error {
+	return s.settled(s.submit(&writeReq{ctx: ctx, migration: true, done: make(chan writeResult, 1), fn: func(ctx context.Context, tx store.Tx) error {
 		t := tx.(*sqlTx)
 		if _, err := t.q.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {

@@ -226,3 +226,25 @@ func TestHoldsLedgerLeavesNoFiles(t *testing.T) {
 	require.FileExists(t, path+"-shm")
 	require.NoError(t, s.Migrate(ctx, nil))
 }
+
+// TestMigrateUnwritableSaysWhy: Migrate with a migration to apply, on a
+// file this process may not write (opened as a reader opens it, without
+// the writability check), says why its write failed, as every other write
+// of the store does, not which statement failed ("attempt to write a
+// readonly database").
+func TestMigrateUnwritableSaysWhy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	testdb.MakeUnwritable(t, path) // every migration to apply
+
+	s, err = sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	err = s.Migrate(ctx, nil)
+	require.Error(t, err)
+	require.Regexp(t, `^cannot write the ledger at `+path+`: this process may not write its file, or the -wal and -shm files beside it; nothing was recorded \(.*readonly database.*\)$`, err.Error())
+}
