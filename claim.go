@@ -241,7 +241,7 @@ func claimDecision(worker, recorder string, lease, callTimeout time.Duration, in
 		t.op.FencingToken = a.FencingToken
 		t.op.CurrentAttemptID = a.ID
 		t.op.Dispatched = false
-		evidence := fmt.Sprintf("attempt %d, fencing token %d, lease until %s", a.Number, a.FencingToken, a.LeaseExpiresAt.Format(time.RFC3339Nano))
+		evidence := fmt.Sprintf("attempt %d, fencing token %d, lease until %s", a.Number, a.FencingToken, textTime(a.LeaseExpiresAt))
 		if a.Protected {
 			evidence += ", protected retry under the destination idempotency key"
 		}
@@ -1120,7 +1120,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 					return nil
 				}
 				t.move(StateUncertain, a.Worker, a.ID, "protected retry not done",
-					fmt.Sprintf("%s; an earlier attempt may have taken effect; reconcile again not before %s", r.Error, notBefore.Format(time.RFC3339Nano)))
+					fmt.Sprintf("%s; an earlier attempt may have taken effect; reconcile again not before %s", r.Error, textTime(notBefore)))
 				t.op.NotBefore = notBefore
 				return nil
 			}
@@ -1132,7 +1132,7 @@ func (l *Ledger) Report(ctx context.Context, key, attemptID string, token int64,
 			}
 			t.unprotect()
 			t.move(StatePending, a.Worker, a.ID, "retryable",
-				fmt.Sprintf("%s; next attempt not before %s", r.Error, notBefore.Format(time.RFC3339Nano)))
+				fmt.Sprintf("%s; next attempt not before %s", r.Error, textTime(notBefore)))
 			t.op.NotBefore = notBefore
 		case OutcomeUncertain:
 			t.op.LastError = r.Error

@@ -207,7 +207,7 @@ func (l *Ledger) Do(ctx context.Context, in Intent, action Action) (*Operation, 
 		// answered retryable is uncertain again, for its reconciliation
 		// to decide (held once the retention has ended).
 		why := fmt.Sprintf("the action was not started: the protected retry's window ended at %s (Call.ProtectedUntil), after the dispatch mark and before the action could start; nothing was sent",
-			claim.ProtectedUntil.Format(time.RFC3339Nano))
+			textTime(claim.ProtectedUntil))
 		return l.finish(ctx, in.Key, claim, Report{Outcome: OutcomeRetryable, Error: why}, Result{},
 			fmt.Errorf("%s: %w", why, context.Cause(actCtx)))
 	}
@@ -248,7 +248,7 @@ func (l *Ledger) protectedCallContext(ctx context.Context, claim *Claim, claimSt
 	claimedAt := claim.LeaseExpiresAt.Add(-l.opts.Lease) // by the store's clock
 	return context.WithDeadlineCause(ctx, claimStart.Add(claim.ProtectedUntil.Sub(claimedAt)),
 		fmt.Errorf("%w: the protected retry's window ended at %s (Call.ProtectedUntil): the destination may forget its idempotency key, and a call after it could repeat the effect",
-			context.DeadlineExceeded, claim.ProtectedUntil.Format(time.RFC3339Nano)))
+			context.DeadlineExceeded, textTime(claim.ProtectedUntil)))
 }
 
 // ReportOf is the Report to record for a call to a destination that

@@ -113,7 +113,7 @@ func (e *StateError) Error() string {
 	// Its not_before is why a claim was refused (ErrNotDue); to anything
 	// else a pending operation's not_before is beside the point.
 	if e.Op == "claim" && e.State == StatePending && e.Operation != nil && e.Operation.NotBefore != nil {
-		msg += " until " + e.Operation.NotBefore.Format("2006-01-02T15:04:05.000Z07:00")
+		msg += " until " + textTime(*e.Operation.NotBefore)
 	}
 	if from, ok := decisionFrom[DecisionKind(e.Op)]; ok {
 		// Which states it applies to says what to do instead.

@@ -3,6 +3,7 @@ package opledger
 import (
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/opledger/opledger/internal/textcut"
@@ -70,3 +71,10 @@ func checkWorker(worker string) error {
 	}
 	return checkText("worker", worker)
 }
+
+// textTime writes a time that a text the ledger records gives (a
+// timeline entry's evidence, a reported error): in UTC, to the
+// millisecond (2026-12-07T07:10:03.326Z), which an operator reads at a
+// glance and which keeps more precision than a lease or a backoff needs;
+// the operation's own fields keep the store's microseconds.
+func textTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
