@@ -105,7 +105,7 @@ func (l *Ledger) Claim(ctx context.Context, key string, opts ClaimOptions) (*Cla
 			return nil, invalidInput("intent key differs from the claimed key")
 		}
 		var err error
-		if fp, err = in.normalize(); err != nil {
+		if fp, err = in.normalizeKnown(ctx); err != nil {
 			return nil, err
 		}
 		opts.Intent = &in

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/opledger/opledger/internal/knownfp"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -45,37 +46,55 @@ func checkOwnerAndSource(owner, sourceEvent string) error {
 
 // normalize checks an intent and returns its fingerprint.
 func (in *Intent) normalize() (string, error) {
-	if err := ValidateKey(in.Key); err != nil {
+	return in.normalizeKnown(context.Background())
+}
+
+// normalizeKnown is normalize taking the fingerprint ctx carries for
+// exactly this intent (internal/knownfp: the proxy computed it already)
+// instead of computing it again.
+func (in *Intent) normalizeKnown(ctx context.Context) (string, error) {
+	if err := in.check(); err != nil {
 		return "", err
+	}
+	if fp, ok := knownfp.Lookup(ctx, in.Action, in.Destination, in.Payload, in.Version); ok {
+		return fp, nil
+	}
+	return Fingerprint(in.Action, in.Destination, in.Payload, in.Version)
+}
+
+// check checks an intent, defaulting its version and payload.
+func (in *Intent) check() error {
+	if err := ValidateKey(in.Key); err != nil {
+		return err
 	}
 	if err := checkRequiredName("action", in.Action); err != nil {
-		return "", err
+		return err
 	}
 	if err := checkRequiredName("destination", in.Destination); err != nil {
-		return "", err
+		return err
 	}
 	if err := checkOwnerAndSource(in.Owner, in.SourceEvent); err != nil {
-		return "", err
+		return err
 	}
 	if in.Version == 0 {
 		in.Version = 1
 	}
 	if in.Version < 0 {
-		return "", invalidInput("version must be positive")
+		return invalidInput("version must be positive")
 	}
 	if len(in.Payload) == 0 {
 		in.Payload = json.RawMessage("null")
 	}
 	if err := checkSensitiveFields(in.SensitiveFields); err != nil {
-		return "", err
+		return err
 	}
 	if err := checkText("action", in.Action, "destination", in.Destination); err != nil {
-		return "", err
+		return err
 	}
 	if err := checkDestinationName(in.Destination); err != nil {
-		return "", err
+		return err
 	}
-	return Fingerprint(in.Action, in.Destination, in.Payload, in.Version)
+	return nil
 }
 
 // Record records an intent. A new key is recorded as pending, or as

@@ -26,6 +26,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
+	"github.com/opledger/opledger/internal/knownfp"
 	"github.com/opledger/opledger/internal/readerr"
 )
 
@@ -163,12 +164,13 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		}
 		return
 	}
-	payload, err := requestPayload(r, compared, body)
+	dest := destinationName(rt.Name)
+	payload, fp, err := requestPayload(r, compared, body, dest)
 	if err != nil {
 		p.internal(w, r, log, err)
 		return
 	}
-	in := opledger.Intent{Key: key, Action: Action, Destination: destinationName(rt.Name), Payload: payload, Owner: rt.Owner,
+	in := opledger.Intent{Key: key, Action: Action, Destination: dest, Payload: payload, Owner: rt.Owner,
 		SensitiveFields: sensitiveFields}
 	// The claim carries the dispatch mark: forward sends at once, so
 	// from the claim on an interrupted request is uncertain, never re-sent
@@ -181,7 +183,11 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		p.keyScopeRefused(w, r, err)
 		return
 	}
-	claim, err := p.ledger.Claim(context.WithoutCancel(r.Context()), key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
+	claimCtx := context.WithoutCancel(r.Context())
+	if fp != "" {
+		claimCtx = knownfp.With(claimCtx, in.Action, in.Destination, in.Payload, 1, fp)
+	}
+	claim, err := p.ledger.Claim(claimCtx, key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
 		Lease: rt.lease(), Dispatch: true, CallTimeout: rt.timeout})
 	if err != nil {
 		p.refused(rt, w, r, log, err)
@@ -231,19 +237,43 @@ func comparedHeaders(rt *route, r *http.Request) map[string][]string {
 }
 
 // requestPayload builds the operation's payload from a request, with the
-// values of the headers its route compares (comparedHeaders).
-func requestPayload(r *http.Request, compared map[string][]string, body []byte) (json.RawMessage, error) {
+// digest of its body, and the payload's fingerprint for destination (""
+// when it cannot be computed: the claim then refuses the payload as it
+// would have). The fingerprint is handed to the claim (knownfp), which
+// then does not canonicalize the payload a second time.
+func requestPayload(r *http.Request, compared map[string][]string, body []byte, destination string) (json.RawMessage, string, error) {
 	sum := sha256.Sum256(body)
 	req := request{Method: r.Method, Path: fingerprintPath(r.URL), Query: r.URL.RawQuery,
 		BodySHA256: hex.EncodeToString(sum[:]), BodyBytes: len(body), Headers: compared}
 	// A JSON body is kept for lookup templates when the fingerprint can
 	// canonicalize it; the digest above covers the body either way.
 	if len(body) > 0 && json.Valid(body) {
-		if _, err := opledger.Fingerprint(Action, "body", body, 1); err == nil {
-			req.Body = body
+		req.Body = body
+		payload, err := json.Marshal(req)
+		if err != nil {
+			return nil, "", err
 		}
+		if fp, err := opledger.Fingerprint(Action, destination, payload, 1); err == nil {
+			return payload, fp, nil
+		}
+		// Only the body can keep the payload from being canonicalized:
+		// the rest is strings checked to be UTF-8, a digest and a length.
+		// A body that can be canonicalized on its own is kept, as it
+		// always was, and the claim reports why the payload cannot.
+		if _, err := opledger.Fingerprint(Action, "body", body, 1); err == nil {
+			return payload, "", nil
+		}
+		req.Body = nil
 	}
-	return json.Marshal(req)
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return nil, "", err
+	}
+	fp, err := opledger.Fingerprint(Action, destination, payload, 1)
+	if err != nil {
+		return payload, "", nil
+	}
+	return payload, fp, nil
 }
 
 // fingerprintPath is the path recorded in the operation's payload, and so

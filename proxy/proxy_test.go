@@ -1163,3 +1163,21 @@ func TestRunShutdownTimeout(t *testing.T) {
 	require.Error(t, <-sent, "the caller was cut off")
 	b.up.Release()
 }
+
+// The fingerprint the proxy hands to the claim (internal/knownfp) is the
+// one the ledger computes for the payload it stores, whether the body is
+// kept in the payload or, unable to be canonicalized, left out.
+func TestHandedFingerprintIsTheLedgers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testdb.Stores()[0], fakedest.Options{}, nil)
+	for i, body := range []string{body1, `{"external_ref":"x","n":1e400}`, `not json`} {
+		key := "key-" + strconv.Itoa(i)
+		a := b.send(t, http.MethodPost, "/records", key, token, body)
+		require.Contains(t, []int{http.StatusCreated, http.StatusBadRequest}, a.status, "forwarded: %s", a.body)
+		op, err := b.ledger.Get(context.Background(), a.header.Get(proxy.HeaderOperation))
+		require.NoError(t, err)
+		want, err := opledger.Fingerprint(op.Action, op.Destination, op.Payload, op.Version)
+		require.NoError(t, err)
+		require.Equal(t, want, op.Fingerprint, "body %q", body)
+	}
+}
