@@ -18,3 +18,19 @@ func TestSecretsFoldedAsSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldsAllocations checks that folding secrets costs a fixed number
+// of allocations, not several for each secret (Folds is built for every
+// answer the proxy saves), and that a secret whose first character
+// folds with three others (U+0345, ι, Ι, ι) still finds each.
+func TestFoldsAllocations(t *testing.T) {
+	secrets := []string{"tok_SECRET_of_account_A", "/records", "records", "\u0345abc", "lower-case-only"}
+	if n := testing.AllocsPerRun(100, func() { _ = Folds(secrets) }); n > 3 {
+		t.Errorf("Folds of %d secrets: %v allocations, want at most 3", len(secrets), n)
+	}
+	for _, s := range []string{"\u0345ABC", "\u03b9abc", "\u0399Abc", "\u1fbeabc"} {
+		if got := SecretsFolded(s, Folds(secrets), "***"); got != "***" {
+			t.Errorf("SecretsFolded(%q) = %q", s, got)
+		}
+	}
+}

@@ -263,6 +263,9 @@ func alnum(c byte) bool {
 // of the same length, so that a position in one is the same position in
 // the other (strings.ToLower may change the length of other text).
 func ASCIILower(s string) string {
+	if !hasASCIIUpper(s) {
+		return s
+	}
 	b := []byte(s)
 	for i, c := range b {
 		if 'A' <= c && c <= 'Z' {
@@ -270,6 +273,16 @@ func ASCIILower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// hasASCIIUpper reports whether s holds an ASCII upper-case letter.
+func hasASCIIUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 // Fold is a text to find in any case, as strings.EqualFold compares:
@@ -280,7 +293,10 @@ func ASCIILower(s string) string {
 type Fold struct {
 	text  string
 	first []rune // the characters that fold to text's first
-	least int    // the fewest bytes a match can have
+	// firstBuf holds first unless text's first character folds with more
+	// than four (none does today): no allocation of its own.
+	firstBuf [4]rune
+	least    int // the fewest bytes a match can have
 	// anchor is the longest run of text's ASCII characters but k and s
 	// (which fold with U+212A, the Kelvin sign, and ſ), in lower case: those
 	// fold with ASCII only, so a match holds the run, whatever the case
@@ -290,8 +306,16 @@ type Fold struct {
 
 // NewFold returns the Fold of text, which must not be empty.
 func NewFold(text string) *Fold {
+	f := new(Fold)
+	f.init(text)
+	return f
+}
+
+// init makes f the Fold of text.
+func (f *Fold) init(text string) {
 	r, _ := utf8.DecodeRuneInString(text)
-	f := &Fold{text: text, first: []rune{r}}
+	*f = Fold{text: text}
+	f.first = append(f.firstBuf[:0], r)
 	for c := unicode.SimpleFold(r); c != r; c = unicode.SimpleFold(c) {
 		f.first = append(f.first, c)
 	}
@@ -314,7 +338,6 @@ func NewFold(text string) *Fold {
 		}
 	}
 	f.anchor = ASCIILower(f.anchor)
-	return f
 }
 
 // Least is the fewest bytes a match can have: shorter text holds none.
@@ -400,9 +423,11 @@ func Secrets(s string, secrets []string, mask string) string {
 // SecretsFolded.
 func Folds(secrets []string) []*Fold {
 	out := make([]*Fold, 0, len(secrets))
-	for _, secret := range secrets {
+	folds := make([]Fold, len(secrets)) // one allocation for all
+	for i, secret := range secrets {
 		if secret != "" {
-			out = append(out, NewFold(secret))
+			folds[i].init(secret)
+			out = append(out, &folds[i])
 		}
 	}
 	return out
