@@ -859,8 +859,10 @@ func scrubText(secrets *secretText, s string) string {
 	}
 	// The phrases other parts of opledger read back to decide
 	// (marker.Phrases) are kept whole: a secret inside one is masked
-	// everywhere but there.
+	// everywhere but there. Text in which nothing is masked is returned
+	// as it is, without a copy.
 	var b strings.Builder
+	whole, done, masked := s, 0, false // whole[:done] is in b once masked
 	for s != "" {
 		at, phrase := len(s), ""
 		for _, p := range marker.Phrases {
@@ -868,10 +870,17 @@ func scrubText(secrets *secretText, s string) string {
 				at, phrase = i, p
 			}
 		}
-		b.WriteString(secrets.mask(s[:at]))
-		b.WriteString(phrase)
+		if m := secrets.mask(s[:at]); m != s[:at] {
+			b.WriteString(whole[done : len(whole)-len(s)])
+			b.WriteString(m)
+			done, masked = len(whole)-len(s)+at, true
+		}
 		s = s[at+len(phrase):]
 	}
+	if !masked {
+		return whole
+	}
+	b.WriteString(whole[done:])
 	return b.String()
 }
 

@@ -48,10 +48,19 @@ type secretText struct {
 // in ASCII lower case and matched whatever the case of its ASCII letters
 // when fold).
 type maskStage struct {
-	exact   *strings.Replacer
+	exact   *exactRun
 	folded  *redact.Fold
 	escaped string
 	fold    bool
+}
+
+// exactRun is a run of spellings matched as written.
+type exactRun struct {
+	replacer *strings.Replacer
+	// olds are the spellings replacer replaces: text holding none of
+	// them is left as it is without running replacer, which copies the
+	// text whatever it finds (and is built on first use).
+	olds []string
 }
 
 // spelling is one way text may spell a sensitive value.
@@ -152,17 +161,18 @@ func secretTextAtLeast(payload, earlier json.RawMessage, paths []string, min int
 		return strings.Compare(a.text, b.text)
 	})
 	st.shortest = -1
-	var run []string // old, new pairs of the current run of exact spellings
+	var run, olds []string // old, new pairs of the current run of exact spellings; its olds
 	flush := func() {
 		if len(run) > 0 {
-			st.stages = append(st.stages, maskStage{exact: strings.NewReplacer(run...)}) // argument order: longest first
-			run = nil
+			st.stages = append(st.stages, maskStage{exact: &exactRun{replacer: strings.NewReplacer(run...), olds: olds}}) // argument order: longest first
+			run, olds = nil, nil
 		}
 	}
 	for _, sp := range st.spellings {
 		least := len(sp.text)
 		if !sp.fold {
 			run = append(run, sp.text, Mask)
+			olds = append(olds, sp.text)
 		} else {
 			flush()
 			f := redact.NewFold(sp.text)
@@ -192,7 +202,10 @@ func (st *secretText) mask(s string) string {
 	lower := "" // s in ASCII lower case, once a folded stage needs it
 	for _, stage := range st.stages {
 		if stage.exact != nil {
-			if m := stage.exact.Replace(s); m != s {
+			if !containsAny(s, stage.exact.olds) {
+				continue
+			}
+			if m := stage.exact.replacer.Replace(s); m != s {
 				s, lower = m, ""
 			}
 			continue
@@ -217,6 +230,16 @@ func (st *secretText) mask(s string) string {
 		}
 	}
 	return s
+}
+
+// containsAny reports whether s holds one of subs.
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // replaceEscaped replaces by Mask every spelling of v in s that

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger/internal/marker"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -58,4 +59,28 @@ func TestAppendEarlierPayloadOnce(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, `[{"to":"a@example.com","note":"<b>"},{"to":"b@example.com"}]`, string(earlier))
+}
+
+// TestScrubTextWithoutSecretCopiesNothing checks that free text holding
+// no sensitive value is kept as it is, without a copy or a run of the
+// replacers (every timeline entry of an operation with sensitive fields
+// is scrubbed), and that text holding one is still masked, a marker
+// phrase kept whole.
+func TestScrubTextWithoutSecretCopiesNothing(t *testing.T) {
+	st := newSecretText(json.RawMessage(`{"card":"4111 1111 1111 1111","email":"ana@example.invalid","query":"api_key=s3cr3t"}`), nil,
+		[]string{"card", "email", "query"})
+	require.NotNil(t, st)
+	for s, want := range map[string]string{
+		"card 4111 1111 1111 1111 refused":                                 "card *** refused",
+		"to ANA@example.invalid, " + marker.Exists:                         "to ***, " + marker.Exists,
+		"GET /?api_key=s3cr3t: " + marker.LookupFailed + " api_key=s3cr3t": "GET /?***: " + marker.LookupFailed + " ***",
+	} {
+		require.Equal(t, want, scrubText(st, s))
+	}
+	for _, s := range []string{"claimed by proxy-1, dispatched", "HTTP 201 from the upstream", "x " + marker.Exists + " y"} {
+		require.Equal(t, s, scrubText(st, s))
+		// At most the text in ASCII lower case, for the e-mail address,
+		// matched in any case, when the text has upper-case letters.
+		require.LessOrEqual(t, testing.AllocsPerRun(50, func() { _ = scrubText(st, s) }), 1.0, "%q", s)
+	}
 }
