@@ -485,6 +485,7 @@ func TestOpsStats(t *testing.T) {
 	require.Regexp(t, `(?m)^Technical attempts: +`+strconv.Itoa(want.AttemptsTotal)+`$`, out)
 	require.Regexp(t, `(?m)^Confirmed effects: +`+strconv.Itoa(want.ConfirmedEffects)+`$`, out)
 	require.Regexp(t, `(?m)^Events received: +`+strconv.Itoa(events.Events)+`$`, out)
+	require.Regexp(t, `(?m)^Events kept \(not yet forgotten by retention\): +`+strconv.Itoa(events.Kept)+`$`, out)
 	require.Regexp(t, `(?m)^Longest wait for an approval: +[0-9][0-9hms]*$`, out, "one waits, so the wait is a duration")
 	empty := "sqlite:" + filepath.Join(t.TempDir(), "empty.db")
 	_, errOut, code = run(t, "migrate", "--db", empty)

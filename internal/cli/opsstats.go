@@ -151,6 +151,7 @@ func writeStats(w io.Writer, st *client.Stats) error {
 	for _, s := range []opledger.EventStatus{opledger.EventApplied, opledger.EventOutOfOrder, opledger.EventConflict, opledger.EventUnmapped} {
 		fmt.Fprintf(tw, "  %s\t%d\n", s, st.Events.EventsByStatus[s])
 	}
+	fmt.Fprintf(tw, "Events kept (not yet forgotten by retention):\t%d\n", st.Events.Kept)
 	fmt.Fprintf(tw, "Deliveries:\t%d (%d duplicate)\n", st.Events.Deliveries, st.Events.DuplicateDeliveries)
 	return tw.Flush()
 }
