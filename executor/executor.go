@@ -145,6 +145,7 @@ type Executor struct {
 	abandonedEnded func()
 	leaseKept      func()
 	claimNotKept   func()
+	keepStopped    func()
 	// leaseRenewal is how often the lease of an abandoned call still
 	// running is extended: a third of the lease.
 	leaseRenewal time.Duration
@@ -798,7 +799,14 @@ func (e *Executor) abandon(bg context.Context, tl *opledger.Ledger, c *opledger.
 // the claim is lost (a *StaleError: the lease ran out before an
 // extension landed) or the ledger closes; a store that failed for a
 // moment is tried again at the next turn, the note too.
+//
+// Each store call is bounded by the renewal interval: one that hangs (a
+// connection that stopped answering, a lock held elsewhere) is given up
+// in time for the next turn to try again, on another connection. stop
+// cancels the store call in flight, if any: the call has returned, and
+// its outcome's report must not wait behind an extension of its claim.
 func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledger.Claim, why string, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
@@ -810,14 +818,24 @@ func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledg
 			if !noted {
 				// A lost claim or a closed ledger refuses the note as the
 				// extension below does: that says so.
-				_, err := tl.NoteCallAbandoned(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, why)
+				callCtx, cancelCall := context.WithTimeout(ctx, e.leaseRenewal)
+				_, err := tl.NoteCallAbandoned(callCtx, c.Operation.Key, c.AttemptID, c.FencingToken, why)
+				cancelCall()
+				if ctx.Err() != nil {
+					return // stopped: the call returned
+				}
 				noted = err == nil
 				if err != nil && !errors.Is(err, opledger.ErrStaleFencingToken) && !errors.Is(err, opledger.ErrClosed) {
 					log.Warn("noting the abandoned destination call on its operation's timeline failed; trying again",
 						"error", redact.Keys(c.Operation.Key, err))
 				}
 			}
-			_, err := tl.ExtendLease(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, e.cfg.Lease)
+			callCtx, cancelCall := context.WithTimeout(ctx, e.leaseRenewal)
+			_, err := tl.ExtendLease(callCtx, c.Operation.Key, c.AttemptID, c.FencingToken, e.cfg.Lease)
+			cancelCall()
+			if ctx.Err() != nil {
+				return // stopped: the call returned
+			}
 			var stale *opledger.StaleError
 			switch {
 			case err == nil:
@@ -847,7 +865,11 @@ func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledg
 	}()
 	return func() {
 		close(done)
+		cancel()
 		<-ended
+		if e.keepStopped != nil {
+			e.keepStopped()
+		}
 	}
 }
 

@@ -30,3 +30,8 @@ func (e *Executor) SetLeaseRenewal(d time.Duration) { e.leaseRenewal = d }
 // keeping the claim of an abandoned call still running (lost, or the
 // ledger closed).
 func (e *Executor) SetClaimNotKept(f func()) { e.claimNotKept = f }
+
+// SetKeepStopped installs a hook that runs when an abandoned call has
+// returned and its claim is no longer being kept, before its outcome is
+// reported.
+func (e *Executor) SetKeepStopped(f func()) { e.keepStopped = f }
