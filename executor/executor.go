@@ -90,7 +90,12 @@ type Config struct {
 	// way (logged at WARN), and the call's outcome is then kept as a late
 	// report (a late success still settles the operation), while this
 	// executor does not claim any retry of it before the call returns
-	// (ClaimNextOptions.Skip).
+	// (ClaimNextOptions.Skip). A destination with 16 abandoned calls
+	// still running has none of its operations claimed by this executor
+	// until one returns (they stay pending; other destinations' are
+	// claimed as before): each holds a goroutine, what the call holds and
+	// a lease to extend, and a destination whose calls never return
+	// would otherwise add one every call limit and grace, per worker.
 	CallTimeout time.Duration
 	// PollInterval is how long a worker waits after finding nothing due.
 	// Default 1 s.
@@ -132,6 +137,11 @@ type Executor struct {
 	// them.
 	abandonedMu sync.Mutex
 	abandoned   map[operationRef]int
+	// abandonedByDest counts the same calls by destination: one with
+	// maxAbandoned of them still running is not claimed for (claimable).
+	abandonedByDest map[string]int
+	// maxAbandoned is maxAbandonedPerDestination but in tests.
+	maxAbandoned int
 
 	// stopping is closed when Stop begins.
 	stopping chan struct{}
@@ -170,7 +180,8 @@ func New(l *opledger.Ledger, cfg Config) (*Executor, error) {
 	}
 	return &Executor{ledger: l, dests: cfg.Destinations, names: cfg.Destinations.Names(), cfg: cfg,
 		log: cfg.Logger.With("component", "executor"), stopping: make(chan struct{}),
-		callGrace: min(maxCallGrace, (cfg.Lease-cfg.CallTimeout)/2), abandoned: map[operationRef]int{}, leaseRenewal: cfg.Lease / 3}, nil
+		callGrace: min(maxCallGrace, (cfg.Lease-cfg.CallTimeout)/2), abandoned: map[operationRef]int{}, abandonedByDest: map[string]int{},
+		maxAbandoned: maxAbandonedPerDestination, leaseRenewal: cfg.Lease / 3}, nil
 }
 
 // maxCallGrace bounds how long a worker waits for a destination call
@@ -179,6 +190,15 @@ func New(l *opledger.Ledger, cfg Config) (*Executor, error) {
 // outcome is recorded while the claim still holds, but never more than
 // this.
 const maxCallGrace = 2 * time.Second
+
+// maxAbandonedPerDestination bounds the abandoned calls still running of
+// one destination: while it has that many, the executor claims none of
+// its operations (they stay pending, due), so that a destination whose
+// calls never return does not pile up goroutines, calls, and claims to
+// keep (a lease extension each, every third of the lease) without end,
+// one more every call limit and grace per worker. Its other destinations
+// are claimed for as before.
+const maxAbandonedPerDestination = 16
 
 // operationRef names an operation of any tenant.
 type operationRef struct{ tenant, key string }
@@ -228,6 +248,24 @@ func (e *Executor) stillCalling() []opledger.OperationRef {
 	return refs
 }
 
+// claimable lists the destinations whose operations may be claimed: the
+// configured ones but those with maxAbandoned abandoned calls still
+// running. Empty when none may.
+func (e *Executor) claimable() []string {
+	e.abandonedMu.Lock()
+	defer e.abandonedMu.Unlock()
+	if len(e.abandonedByDest) == 0 {
+		return e.names
+	}
+	names := make([]string, 0, len(e.names))
+	for _, n := range e.names {
+		if e.abandonedByDest[n] < e.maxAbandoned {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // countAbandoned adds d to the abandoned calls of op still running and
 // returns how many calls are abandoned and running in all.
 func (e *Executor) countAbandoned(op *opledger.Operation, d int) int {
@@ -238,11 +276,22 @@ func (e *Executor) countAbandoned(op *opledger.Operation, d int) int {
 	if e.abandoned[ref] <= 0 {
 		delete(e.abandoned, ref)
 	}
+	e.abandonedByDest[op.Destination] += d
+	if e.abandonedByDest[op.Destination] <= 0 {
+		delete(e.abandonedByDest, op.Destination)
+	}
 	n := 0
 	for _, c := range e.abandoned {
 		n += c
 	}
 	return n
+}
+
+// abandonedOf is the number of abandoned calls of dest still running.
+func (e *Executor) abandonedOf(dest string) int {
+	e.abandonedMu.Lock()
+	defer e.abandonedMu.Unlock()
+	return e.abandonedByDest[dest]
 }
 
 // CheckConfig reports the first problem New would find with cfg, without
@@ -561,9 +610,14 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed b
 	claimedAt := time.Now() // no later than the lease's start
 	// A protected retry whose window closes before a call claimed now
 	// could end is held by the claim, not claimed only to be refused; an
-	// operation whose abandoned call still runs here is not claimed.
+	// operation whose abandoned call still runs here is not claimed, nor
+	// one of a destination with maxAbandoned of them.
+	dests := e.claimable()
+	if len(dests) == 0 {
+		return nil, false, nil // as if nothing were due: the calls may yet return
+	}
 	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
-		Worker: worker, Lease: e.cfg.Lease, Destinations: e.names, AllTenants: true, CallTimeout: e.cfg.CallTimeout,
+		Worker: worker, Lease: e.cfg.Lease, Destinations: dests, AllTenants: true, CallTimeout: e.cfg.CallTimeout,
 		Skip: e.stillCalling()})
 	if errors.Is(err, opledger.ErrNothingDue) {
 		return nil, false, nil
@@ -753,6 +807,10 @@ func (e *Executor) abandon(bg context.Context, tl *opledger.Ledger, c *opledger.
 	running := e.countAbandoned(op, 1)
 	log.Error("destination call abandoned: it ignored its context and did not return in time; its claim is kept, the lease extended, until it returns, so that the operation is not sent again meanwhile",
 		"call_limit", e.cfg.CallTimeout, "grace", e.callGrace, "abandoned_calls", running, "cause", context.Cause(callCtx))
+	if e.abandonedOf(op.Destination) >= e.maxAbandoned {
+		log.Error("this destination has as many abandoned calls still running as the executor allows: none of its operations is claimed until one of them returns; its calls ignore their context: fix the destination",
+			"abandoned_calls_of_destination", e.maxAbandoned)
+	}
 	// Stop may end the store's context meanwhile: the claim is still
 	// worth keeping, and the outcome recording, while the ledger is open.
 	store := context.WithoutCancel(bg)

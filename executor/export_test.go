@@ -35,3 +35,7 @@ func (e *Executor) SetClaimNotKept(f func()) { e.claimNotKept = f }
 // returned and its claim is no longer being kept, before its outcome is
 // reported.
 func (e *Executor) SetKeepStopped(f func()) { e.keepStopped = f }
+
+// SetMaxAbandoned sets how many abandoned calls of one destination may
+// run before its operations are no longer claimed.
+func (e *Executor) SetMaxAbandoned(n int) { e.maxAbandoned = n }
