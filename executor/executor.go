@@ -858,13 +858,15 @@ func (e *Executor) abandon(bg context.Context, tl *opledger.Ledger, c *opledger.
 // extension landed) or the ledger closes; a store that failed for a
 // moment is tried again at the next turn, the note too.
 //
-// Each store call is bounded by the renewal interval: one that hangs (a
+// Each store call is bounded by a third of the lease (the renewal
+// interval, which tests shorten; the bound stays): one that hangs (a
 // connection that stopped answering, a lock held elsewhere) is given up
 // in time for the next turn to try again, on another connection. stop
 // cancels the store call in flight, if any: the call has returned, and
 // its outcome's report must not wait behind an extension of its claim.
 func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledger.Claim, why string, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
+	bound := e.cfg.Lease / 3
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
@@ -876,7 +878,7 @@ func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledg
 			if !noted {
 				// A lost claim or a closed ledger refuses the note as the
 				// extension below does: that says so.
-				callCtx, cancelCall := context.WithTimeout(ctx, e.leaseRenewal)
+				callCtx, cancelCall := context.WithTimeout(ctx, bound)
 				_, err := tl.NoteCallAbandoned(callCtx, c.Operation.Key, c.AttemptID, c.FencingToken, why)
 				cancelCall()
 				if ctx.Err() != nil {
@@ -888,7 +890,7 @@ func (e *Executor) keepClaim(ctx context.Context, tl *opledger.Ledger, c *opledg
 						"error", redact.Keys(c.Operation.Key, err))
 				}
 			}
-			callCtx, cancelCall := context.WithTimeout(ctx, e.leaseRenewal)
+			callCtx, cancelCall := context.WithTimeout(ctx, bound)
 			_, err := tl.ExtendLease(callCtx, c.Operation.Key, c.AttemptID, c.FencingToken, e.cfg.Lease)
 			cancelCall()
 			if ctx.Err() != nil {
