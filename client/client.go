@@ -859,17 +859,6 @@ func (c *Client) decide(ctx context.Context, key, action string, body any) (*opl
 	return &op, h.Get(httpapi.HeaderReplayed) == "true", nil
 }
 
-func (c *Client) post(ctx context.Context, key, action string, body any) (*opledger.Operation, error) {
-	if err := opledger.ValidateKey(key); err != nil {
-		return nil, err
-	}
-	var op opledger.Operation
-	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, action), body, &op); err != nil {
-		return nil, err
-	}
-	return &op, nil
-}
-
 // Stats is GET /v1/stats: the tenant's operation figures and its event
 // figures. It encodes with encoding/json as the API sends it.
 type Stats struct {
