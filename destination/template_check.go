@@ -117,20 +117,31 @@ func readsPayload(action string) bool {
 
 // checkTemplateFields checks every field read from the operation in t:
 // at the top level and in if branches (where dot is the operation), and
-// through $ anywhere.
+// through $ anywhere. Its defined templates are not checked: one may be
+// given another value than the operation ({{template "x" .Payload}}).
 func checkTemplateFields(t *template.Template) error {
 	if t.Tree == nil {
 		return nil
 	}
 	var found error
+	operationFieldReads(t.Tree.Root, func(ident []string) bool {
+		found = checkFieldPath(ident)
+		return found != nil
+	})
+	return found
+}
+
+// operationFieldReads walks the actions under root and calls visit with
+// the path of each field they read from the operation (["Kee"] for .Kee,
+// ["Key", "x"] for .Key.x or $.Key.x), until visit returns true: .name
+// where dot is the operation (not inside a with or range, where it is
+// another value), and $.name anywhere. Comments and
+// literal text read nothing, however they spell a field.
+func operationFieldReads(root parse.Node, visit func(ident []string) (stop bool)) {
+	stopped := false
 	var walk func(n parse.Node, dotIsOp bool)
-	pipe := func(p *parse.PipeNode, dotIsOp bool) {
-		if p != nil {
-			walk(p, dotIsOp)
-		}
-	}
 	walk = func(n parse.Node, dotIsOp bool) {
-		if found != nil || n == nil {
+		if stopped || n == nil {
 			return
 		}
 		switch n := n.(type) {
@@ -142,22 +153,25 @@ func checkTemplateFields(t *template.Template) error {
 				walk(c, dotIsOp)
 			}
 		case *parse.ActionNode:
-			pipe(n.Pipe, dotIsOp)
+			walk(n.Pipe, dotIsOp)
 		case *parse.IfNode:
-			pipe(n.Pipe, dotIsOp)
+			walk(n.Pipe, dotIsOp)
 			walk(n.List, dotIsOp)
 			walk(n.ElseList, dotIsOp)
 		case *parse.WithNode:
-			pipe(n.Pipe, dotIsOp)
+			walk(n.Pipe, dotIsOp)
 			walk(n.List, false) // dot is the value of the pipeline
 			walk(n.ElseList, dotIsOp)
 		case *parse.RangeNode:
-			pipe(n.Pipe, dotIsOp)
+			walk(n.Pipe, dotIsOp)
 			walk(n.List, false) // dot is each element
 			walk(n.ElseList, dotIsOp)
 		case *parse.TemplateNode:
-			pipe(n.Pipe, dotIsOp)
+			walk(n.Pipe, dotIsOp)
 		case *parse.PipeNode:
+			if n == nil {
+				return
+			}
 			for _, c := range n.Cmds {
 				for _, a := range c.Args {
 					walk(a, dotIsOp)
@@ -165,18 +179,20 @@ func checkTemplateFields(t *template.Template) error {
 			}
 		case *parse.ChainNode:
 			walk(n.Node, dotIsOp)
+			if _, onDot := n.Node.(*parse.DotNode); onDot && dotIsOp && len(n.Field) > 0 && !stopped {
+				stopped = visit(n.Field)
+			}
 		case *parse.FieldNode:
 			if dotIsOp {
-				found = checkFieldPath(n.Ident)
+				stopped = visit(n.Ident)
 			}
 		case *parse.VariableNode:
 			if n.Ident[0] == "$" && len(n.Ident) > 1 {
-				found = checkFieldPath(n.Ident[1:])
+				stopped = visit(n.Ident[1:])
 			}
 		}
 	}
-	walk(t.Tree.Root, true)
-	return found
+	walk(root, true)
 }
 
 // checkFieldPath checks a chain of fields read from the operation
@@ -390,68 +406,19 @@ func safeExecMessage(msg string) string {
 }
 
 // readsField reports whether an action of t (in any branch, and in its
-// defined templates) reads the operation's field name: .name where dot
-// is the operation (not inside a with or range, where it is another
-// value; a defined template is taken as given the operation), or $.name
-// anywhere. Comments and literal text do not count, however they spell
-// it.
+// defined templates, each taken as given the operation) reads the
+// operation's field name (operationFieldReads).
 func readsField(t *template.Template, name string) bool {
 	if t == nil {
 		return false
 	}
 	found := false
-	var walk func(n parse.Node, dotIsOp bool)
-	walk = func(n parse.Node, dotIsOp bool) {
-		if found || n == nil {
-			return
-		}
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n == nil {
-				return
-			}
-			for _, c := range n.Nodes {
-				walk(c, dotIsOp)
-			}
-		case *parse.ActionNode:
-			walk(n.Pipe, dotIsOp)
-		case *parse.IfNode:
-			walk(n.Pipe, dotIsOp)
-			walk(n.List, dotIsOp)
-			walk(n.ElseList, dotIsOp)
-		case *parse.WithNode:
-			walk(n.Pipe, dotIsOp)
-			walk(n.List, false) // dot is the value of the pipeline
-			walk(n.ElseList, dotIsOp)
-		case *parse.RangeNode:
-			walk(n.Pipe, dotIsOp)
-			walk(n.List, false) // dot is each element
-			walk(n.ElseList, dotIsOp)
-		case *parse.TemplateNode:
-			walk(n.Pipe, dotIsOp)
-		case *parse.PipeNode:
-			if n == nil {
-				return
-			}
-			for _, c := range n.Cmds {
-				for _, a := range c.Args {
-					walk(a, dotIsOp)
-				}
-			}
-		case *parse.ChainNode:
-			walk(n.Node, dotIsOp)
-			if _, onDot := n.Node.(*parse.DotNode); onDot && dotIsOp && len(n.Field) > 0 && n.Field[0] == name {
-				found = true
-			}
-		case *parse.FieldNode:
-			found = dotIsOp && n.Ident[0] == name
-		case *parse.VariableNode:
-			found = len(n.Ident) > 1 && n.Ident[0] == "$" && n.Ident[1] == name
-		}
-	}
 	for _, tt := range t.Templates() {
-		if tt.Tree != nil {
-			walk(tt.Tree.Root, true)
+		if tt.Tree != nil && !found {
+			operationFieldReads(tt.Tree.Root, func(ident []string) bool {
+				found = ident[0] == name
+				return found
+			})
 		}
 	}
 	return found
