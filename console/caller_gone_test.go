@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -38,31 +37,20 @@ func TestBrowserGoneIsNoError(t *testing.T) {
 	defer srv.Close()
 	s := signIn(t, srv.URL, token)
 
-	holder, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { holder.Close(ctx) })
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `LOCK TABLE operations IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
-
-	reqCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, srv.URL+"/", nil)
-	require.NoError(t, err)
-	answered := make(chan error, 1)
-	go func() {
+	err, release := testdb.GoneWhileLocked(t, dsn, "operations", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/", nil)
+		if err != nil {
+			return err
+		}
 		resp, err := s.hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
 		}
-		answered <- err
-	}()
-	testdb.WaitBlockedBy(t, holder, "the queue page")
-	cancel()
-	require.ErrorIs(t, <-answered, context.Canceled)
+		return err
+	})
+	require.ErrorIs(t, err, context.Canceled)
 	sink.Waited(t)
-	require.NoError(t, tx.Rollback(ctx))
+	release()
 	for _, r := range sink.Drain() {
 		require.Less(t, r.Level, slog.LevelError, "%s", r.Message)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -33,32 +32,21 @@ func TestCallerGoneIsNoInternalError(t *testing.T) {
 	sink := testrig.NewRecordSink("request")
 	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(sink), SweepInterval: time.Hour})
 
-	holder, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { holder.Close(ctx) })
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `LOCK TABLE operations IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
-
-	reqCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, srv.URL()+"/v1/operations", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	answered := make(chan error, 1)
-	go func() {
+	err, release := testdb.GoneWhileLocked(t, dsn, "operations", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL()+"/v1/operations", nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 		}
-		answered <- err
-	}()
-	testdb.WaitBlockedBy(t, holder, "the list of operations")
-	cancel()
-	require.ErrorIs(t, <-answered, context.Canceled)
+		return err
+	})
+	require.ErrorIs(t, err, context.Canceled)
 	line := sink.Waited(t)
-	require.NoError(t, tx.Rollback(ctx))
+	release()
 
 	var status int64
 	line.Attrs(func(a slog.Attr) bool {

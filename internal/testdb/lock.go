@@ -45,3 +45,30 @@ func HoldLock(t testing.TB, dsn, tenant, key string) (release func()) {
 		require.NoError(t, conn.Close(ctx))
 	}
 }
+
+// GoneWhileLocked is a caller that goes away while its request waits on
+// the store: it locks table of the PostgreSQL store at dsn (ACCESS
+// EXCLUSIVE, from a session of its own), runs send in a goroutine with a
+// context, waits until some session waits for the lock, cancels that
+// context, and returns send's error once it has returned, and the lock's
+// release: keep it until the server has ended the request, or the
+// released query may finish before the cancellation reaches it.
+func GoneWhileLocked(t testing.TB, dsn, table string, send func(ctx context.Context) error) (sendErr error, release func()) {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `LOCK TABLE `+pgx.Identifier{table}.Sanitize()+` IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	sendCtx, cancel := context.WithCancel(ctx)
+	sent := make(chan error, 1)
+	go func() { sent <- send(sendCtx) }()
+	WaitBlockedBy(t, holder, "the request")
+	cancel()
+	return <-sent, func() {
+		require.NoError(t, tx.Rollback(ctx))
+		require.NoError(t, holder.Close(ctx))
+	}
+}
