@@ -87,6 +87,9 @@ var wantIndex = map[string][]string{
 	"ListOperations/except_cancelled": {"operations_not_succeeded (state=? AND tenant=?)"},
 	"CountFailedNeedingDecision":      {"operations_not_succeeded (state=? AND tenant=?)"},
 	"CountFailedByKind":               {"operations_not_succeeded (state=? AND tenant=?)"},
+	// The events page's and the dashboard's counts, at each load: each
+	// table searched by tenant, never scanned.
+	"EventCounts": {"events_status (tenant=?)", "deliveries_tenant (tenant=?)", "PRIMARY KEY (tenant=?)"},
 	// The held operations by review time (migration 014).
 	"ListOperations/review":        {"operations_held_review (tenant=?)"},
 	"ListOperations/review_cursor": {"operations_held_review (tenant=? AND review_by>?)"},
@@ -259,6 +262,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	})
 	step(rec, "CountFailedNeedingDecision", func() error { _, err := r.CountFailedNeedingDecision(ctx, tenant); return err })
 	step(rec, "CountFailedByKind", func() error { _, err := r.CountFailedByKind(ctx, tenant); return err })
+	step(rec, "EventCounts", func() error { _, err := r.EventCounts(ctx, tenant); return err })
 	step(rec, "ListOperations/review", func() error {
 		_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, ByReview: true, Limit: 50})
 		return err
