@@ -36,12 +36,20 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
+// decodesItself reports whether a value of type t (not a pointer)
+// decodes itself from JSON (json.Unmarshaler, encoding.TextUnmarshaler):
+// its members are its own business, not looked into.
+func decodesItself(t reflect.Type) bool {
+	pt := reflect.PointerTo(t)
+	return pt.Implements(unmarshalerType) || pt.Implements(textUnmarshalerType)
+}
+
 // walkMembers reads one value from dec, decoded into t; path names it.
 func walkMembers(dec *json.Decoder, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
+	if decodesItself(t) {
 		var skip json.RawMessage
 		return dec.Decode(&skip)
 	}
@@ -191,10 +199,9 @@ func (p *plainScan) value(t reflect.Type) bool {
 		return false
 	}
 	t = indirect(t)
-	opaque := reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType)
 	c := p.b[p.i]
 	switch {
-	case opaque:
+	case decodesItself(t):
 	case t.Kind() == reflect.Struct:
 		if c == '{' {
 			return p.object(t)
@@ -253,18 +260,8 @@ func (p *plainScan) object(t reflect.Type) bool {
 		if !p.value(ft) {
 			return false
 		}
-		p.space()
-		if p.i >= len(p.b) {
-			return false
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return true
-		default:
-			return false
+		if more, ok := p.after('}'); !ok || !more {
+			return ok
 		}
 	}
 }
@@ -281,20 +278,29 @@ func (p *plainScan) array(elem reflect.Type) bool {
 		if !p.value(elem) {
 			return false
 		}
-		p.space()
-		if p.i >= len(p.b) {
-			return false
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return true
-		default:
-			return false
+		if more, ok := p.after(']'); !ok || !more {
+			return ok
 		}
 	}
+}
+
+// after passes what follows a member or an element: a comma, with more
+// to come, or close, which ends the object or array (more false); ok is
+// false for anything else.
+func (p *plainScan) after(close byte) (more, ok bool) {
+	p.space()
+	if p.i >= len(p.b) {
+		return false, false
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return true, true
+	case close:
+		p.i++
+		return false, true
+	}
+	return false, false
 }
 
 // text passes a string.
@@ -359,7 +365,7 @@ func literalByte(c byte) bool {
 // decodes itself (json.Unmarshaler, encoding.TextUnmarshaler).
 func holdsNoStruct(t reflect.Type) bool {
 	t = indirect(t)
-	if reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
+	if decodesItself(t) {
 		return true
 	}
 	switch t.Kind() {
