@@ -365,7 +365,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (store.Store, er
 		holds, err := sqlitestore.HoldsLedger(ctx, path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			if dir := filepath.Dir(path); dirMissing(dir) {
+			if dir := filepath.Dir(path); !sqlitestore.DirExists(dir) {
 				// A writing command would not create it either.
 				return nil, fmt.Errorf("%w: no ledger at %s: neither the file nor its directory %s exists (a command that writes, such as serve or migrate, creates the file once the directory exists)", ErrInvalidInput, path, dir)
 			}
@@ -915,10 +915,3 @@ const (
 	ActorSystem     = "system"
 	ActorReconciler = "reconciler"
 )
-
-// dirMissing reports whether dir does not exist (a file of that name is
-// no directory either).
-func dirMissing(dir string) bool {
-	fi, err := os.Stat(dir)
-	return errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.IsDir())
-}

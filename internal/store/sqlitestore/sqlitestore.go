@@ -318,9 +318,10 @@ func checkLedger(ctx context.Context, q querier) (holds bool, others []string, e
 	return false, others, rows.Err()
 }
 
-// dirExists reports whether dir is a directory; a path that cannot be
-// examined counts as one, and SQLite says what it makes of it.
-func dirExists(dir string) bool {
+// DirExists reports whether dir is a directory; a path that cannot be
+// examined counts as one, and SQLite says what it makes of it. Open
+// refuses a file in a directory that does not exist.
+func DirExists(dir string) bool {
 	fi, err := os.Stat(dir)
 	return err != nil && !errors.Is(err, fs.ErrNotExist) || err == nil && fi.IsDir()
 }
@@ -339,7 +340,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, &fs.PathError{Op: "open sqlite", Path: path, Err: syscall.EISDIR}
 	} else if errors.Is(err, fs.ErrNotExist) {
 		// SQLite says only "unable to open database file".
-		if dir := filepath.Dir(path); !dirExists(dir) {
+		if dir := filepath.Dir(path); !DirExists(dir) {
 			return nil, fmt.Errorf("open sqlite %s: the directory %s does not exist: create it, or name a file in another", path, dir)
 		}
 		if err := createPrivate(path); err != nil {
