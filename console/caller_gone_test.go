@@ -37,7 +37,7 @@ func TestBrowserGoneIsNoError(t *testing.T) {
 	defer srv.Close()
 	s := signIn(t, srv.URL, token)
 
-	err, release := testdb.GoneWhileLocked(t, dsn, "operations", func(ctx context.Context) error {
+	release, err := testdb.GoneWhileLocked(t, dsn, "operations", func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/", nil)
 		if err != nil {
 			return err

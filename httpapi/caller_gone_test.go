@@ -32,7 +32,7 @@ func TestCallerGoneIsNoInternalError(t *testing.T) {
 	sink := testrig.NewRecordSink("request")
 	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(sink), SweepInterval: time.Hour})
 
-	err, release := testdb.GoneWhileLocked(t, dsn, "operations", func(ctx context.Context) error {
+	release, err := testdb.GoneWhileLocked(t, dsn, "operations", func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL()+"/v1/operations", nil)
 		if err != nil {
 			return err

@@ -50,10 +50,10 @@ func HoldLock(t testing.TB, dsn, tenant, key string) (release func()) {
 // the store: it locks table of the PostgreSQL store at dsn (ACCESS
 // EXCLUSIVE, from a session of its own), runs send in a goroutine with a
 // context, waits until some session waits for the lock, cancels that
-// context, and returns send's error once it has returned, and the lock's
-// release: keep it until the server has ended the request, or the
+// context, and returns the lock's release and send's error once send has
+// returned: keep the lock until the server has ended the request, or the
 // released query may finish before the cancellation reaches it.
-func GoneWhileLocked(t testing.TB, dsn, table string, send func(ctx context.Context) error) (sendErr error, release func()) {
+func GoneWhileLocked(t testing.TB, dsn, table string, send func(ctx context.Context) error) (release func(), sendErr error) {
 	t.Helper()
 	ctx := context.Background()
 	holder, err := pgx.Connect(ctx, dsn)
@@ -67,8 +67,9 @@ func GoneWhileLocked(t testing.TB, dsn, table string, send func(ctx context.Cont
 	go func() { sent <- send(sendCtx) }()
 	WaitBlockedBy(t, holder, "the request")
 	cancel()
-	return <-sent, func() {
+	sendErr = <-sent
+	return func() {
 		require.NoError(t, tx.Rollback(ctx))
 		require.NoError(t, holder.Close(ctx))
-	}
+	}, sendErr
 }
