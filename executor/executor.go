@@ -1053,12 +1053,25 @@ const (
 // process for good) and opledger.ErrClosed (the ledger was closed, an
 // abandoned call returning after it): trying again would only delay the
 // error.
+//
+// Each try is bounded by the lease (and by what is left of the budget):
+// a write that hangs (a PostgreSQL connection that stopped answering, a
+// row lock another session holds while the DSN sets no lock_timeout)
+// would otherwise hold the worker, and the claim, for as long as it
+// hangs; past the lease another worker may claim the operation anyway.
+// It is then tried again, on another connection, as any failed write is.
 func (e *Executor) report(r run, bg context.Context, tl *opledger.Ledger, c *opledger.Claim, report opledger.Report,
 	log *slog.Logger) (*opledger.Operation, error) {
 	deadline := time.Now().Add(reportRetryBudget)
 	wait := reportBackoff
 	for try := 1; ; try++ {
-		after, err := tl.Report(bg, c.Operation.Key, c.AttemptID, c.FencingToken, report)
+		tryEnd := time.Now().Add(e.cfg.Lease)
+		if tryEnd.After(deadline) {
+			tryEnd = deadline
+		}
+		tryCtx, cancel := context.WithDeadline(bg, tryEnd)
+		after, err := tl.Report(tryCtx, c.Operation.Key, c.AttemptID, c.FencingToken, report)
+		cancel()
 		if err == nil || ledgerDecided(err) || errors.Is(err, opledger.ErrSchemaNewer) || errors.Is(err, opledger.ErrClosed) ||
 			time.Now().Add(wait).After(deadline) {
 			return after, err

@@ -1,0 +1,70 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/destination"
+	"github.com/opledger/opledger/executor"
+	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
+)
+
+// TestReportBoundedOnHungStore: the write of an attempt's outcome had no
+// deadline of its own. On PostgreSQL, with the operation's row locked by
+// another session (a client's long transaction; the DSN sets no
+// lock_timeout), or a connection that stopped answering, the worker
+// waited for it for ever, holding the claim: no retry on another
+// connection, and no worker to spare. Each try is now bounded by the
+// lease (past it, another worker may claim the operation) and tried
+// again, as any failed outcome write is: once the lock is gone, the
+// outcome lands.
+func TestReportBoundedOnHungStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	s := newSlow()
+	set, err := destination.NewSet(s)
+	require.NoError(t, err)
+	sink := testrig.NewRecordSink("recording the outcome failed; trying again")
+	ex, err := executor.New(l, executor.Config{Destinations: set, Workers: 1, Lease: time.Second, CallTimeout: 500 * time.Millisecond,
+		SweepInterval: -1, Logger: slog.New(sink)})
+	require.NoError(t, err)
+	op, _, err := l.Record(ctx, opledger.Intent{Key: "hung:1", Action: "create", Destination: "slow", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+
+	type result struct {
+		op  *opledger.Operation
+		err error
+	}
+	stepped := make(chan result, 1)
+	go func() {
+		got, err := ex.RunOnce(ctx)
+		stepped <- result{got, err}
+	}()
+	<-s.started
+	var unlockOnce sync.Once
+	unlock := testdb.HoldLock(t, dsn, op.Tenant, "hung:1")
+	defer unlockOnce.Do(unlock)
+	close(s.release) // the call returns; its report waits for the row lock
+
+	// Without a bound of its own the write waits for the lock for ever,
+	// and this line never comes (Waited fails after a minute).
+	rec := sink.Waited(t)
+	require.Equal(t, slog.LevelWarn, rec.Level)
+	unlockOnce.Do(unlock)
+	res := <-stepped
+	require.NoError(t, res.err)
+	require.Equal(t, opledger.StateSucceeded, res.op.State)
+	require.Equal(t, "S1", res.op.DestinationRef)
+}
