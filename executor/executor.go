@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -98,7 +99,15 @@ type Config struct {
 	// would otherwise add one every call limit and grace, per worker.
 	CallTimeout time.Duration
 	// PollInterval is how long a worker waits after finding nothing due.
-	// Default 1 s.
+	// Default 1 s. After a claim the store could not take
+	// (opledger.ErrStoreUnavailable, opledger.ErrStoreBusy) a worker
+	// waits longer: PollInterval, doubled at each such failure in a row,
+	// up to 30 s (or PollInterval, if longer), less up to a quarter at
+	// random; its first claim the store answers brings it back to
+	// PollInterval. The log says so at WARN ("store unavailable, backing
+	// off") at the first failure and as their count doubles, and at INFO
+	// ("store reachable again") when the store answers, rather than an
+	// ERROR at every poll.
 	PollInterval time.Duration
 	// SweepInterval is how often expired leases are settled, the first
 	// time when the executor starts. Default 5 s; negative disables the
@@ -156,9 +165,27 @@ type Executor struct {
 	leaseKept      func()
 	claimNotKept   func()
 	keepStopped    func()
+	// pause, when set, replaces a worker's wait between polls: it is
+	// given the pause and returns when the worker may go on (or stop has
+	// ended).
+	pause func(stop context.Context, d time.Duration)
+
+	// outageMu guards outage: the store's failures, across workers,
+	// since it last answered (storeFailed, storeAnswered).
+	outageMu sync.Mutex
+	outage   storeOutage
 	// leaseRenewal is how often the lease of an abandoned call still
 	// running is extended: a third of the lease.
 	leaseRenewal time.Duration
+}
+
+// storeOutage is a run of store failures (storeDown) with no answer of
+// the store between them.
+type storeOutage struct {
+	// failures counts them; 0 when the store answers.
+	failures int
+	// since is when the first of them came.
+	since time.Time
 }
 
 // New returns an executor for l; it runs nothing until Start or RunOnce.
@@ -556,16 +583,36 @@ func (e *Executor) Stop(ctx context.Context) error {
 }
 
 // work is one worker goroutine: attempts until nothing is due, then a
-// pause, until stopped.
+// pause, until stopped. While the store is unavailable or busy
+// (storeDown) the pause doubles at each consecutive failure of the
+// worker, up to maxStoreBackoff, and the log says so as the failures
+// add up rather than at each (storeFailed); the first answer of the
+// store ends it (storeAnswered).
 func (e *Executor) work(r run, worker string) {
 	defer e.wg.Done()
 	timer := time.NewTimer(e.cfg.PollInterval)
 	defer timer.Stop()
+	failures := 0 // this worker's consecutive store failures
 	for {
+		pause := e.cfg.PollInterval
 		for r.stop.Err() == nil {
 			_, claimed, err := e.step(r, worker)
-			if err != nil {
+			down := storeDown(err)
+			if err != nil && (claimed || !down) {
+				// An attempt that lost its dispatch or its outcome to the
+				// store is said as before: it is one of its own, not one
+				// more failed claim.
 				e.log.Error("attempt failed", "worker", worker, "error", err)
+			}
+			if down {
+				failures++
+				pause = e.storeBackoff(failures)
+				e.storeFailed(worker, failures, pause, err)
+				break
+			}
+			if err == nil {
+				failures = 0
+				e.storeAnswered()
 			}
 			if !claimed || err != nil {
 				// Nothing due, or a problem: pause before the next try.
@@ -574,13 +621,94 @@ func (e *Executor) work(r run, worker string) {
 				break
 			}
 		}
-		timer.Reset(e.cfg.PollInterval)
-		select {
-		case <-r.stop.Done():
+		if !e.wait(r.stop, timer, pause) {
 			return
-		case <-timer.C:
 		}
 	}
+}
+
+// wait pauses a worker for d; it returns false, at once, when stop ends.
+func (e *Executor) wait(stop context.Context, timer *time.Timer, d time.Duration) bool {
+	if e.pause != nil {
+		e.pause(stop, d)
+		return stop.Err() == nil
+	}
+	timer.Reset(d)
+	select {
+	case <-stop.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// maxStoreBackoff bounds a worker's pause while the store is unavailable
+// (or the poll interval, if longer).
+const maxStoreBackoff = 30 * time.Second
+
+// storeDown reports an error of a store that could not be reached
+// (opledger.ErrStoreUnavailable) or held a lock past its wait
+// (opledger.ErrStoreBusy): nothing was recorded, and the next try soon
+// after would most likely fail the same way.
+func storeDown(err error) bool {
+	return errors.Is(err, opledger.ErrStoreUnavailable) || errors.Is(err, opledger.ErrStoreBusy)
+}
+
+// storeBackoff is a worker's pause after its nth consecutive store
+// failure: the poll interval, doubled at each failure after the first,
+// up to maxStoreBackoff (or the poll interval, if longer), less up to a
+// quarter at random so that workers, and processes, do not come back
+// all at once.
+func (e *Executor) storeBackoff(n int) time.Duration {
+	limit := max(maxStoreBackoff, e.cfg.PollInterval)
+	d := e.cfg.PollInterval
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d - rand.N(d/4+1)
+}
+
+// storeFailed counts a store failure (storeDown) of worker, its nth in a
+// row, after which it pauses for pause. The executor's first failure
+// since the store last answered is logged at WARN, and so is each count
+// of failures (of all its workers) that doubles past the number of
+// workers (a pool failing together says it once, not once per worker);
+// the others at DEBUG.
+func (e *Executor) storeFailed(worker string, n int, pause time.Duration, err error) {
+	e.outageMu.Lock()
+	if e.outage.failures == 0 {
+		e.outage = storeOutage{since: time.Now()}
+	}
+	e.outage.failures++
+	total, since := e.outage.failures, e.outage.since
+	e.outageMu.Unlock()
+	problem := "unavailable"
+	if errors.Is(err, opledger.ErrStoreBusy) {
+		problem = "store_busy"
+	}
+	level := slog.LevelDebug
+	if total == 1 || (total > e.cfg.Workers && total&(total-1) == 0) {
+		level = slog.LevelWarn
+	}
+	e.log.Log(context.Background(), level, "store unavailable, backing off", "problem", problem, "failures", total,
+		"outage", time.Since(since).Round(time.Millisecond), "worker", worker, "worker_failures", n, "pause", pause.Round(time.Millisecond),
+		"error", err)
+}
+
+// storeAnswered ends the outage under way, if any: the store answered.
+// It logs, at INFO, how many failures and how long the outage lasted.
+// The other workers still pausing go on at the end of their pause, each
+// back to the poll interval at its first success.
+func (e *Executor) storeAnswered() {
+	e.outageMu.Lock()
+	o := e.outage
+	e.outage = storeOutage{}
+	e.outageMu.Unlock()
+	if o.failures == 0 {
+		return
+	}
+	e.log.Info("store reachable again", "failures", o.failures, "outage", time.Since(o.since).Round(time.Millisecond))
 }
 
 // sweep settles expired leases at once and then periodically.

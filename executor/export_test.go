@@ -39,3 +39,7 @@ func (e *Executor) SetKeepStopped(f func()) { e.keepStopped = f }
 // SetMaxAbandoned sets how many abandoned calls of one destination may
 // run before its operations are no longer claimed.
 func (e *Executor) SetMaxAbandoned(n int) { e.maxAbandoned = n }
+
+// SetPause installs a hook that replaces a worker's wait between polls:
+// it is given the pause, and the worker goes on when it returns.
+func (e *Executor) SetPause(f func(stop context.Context, d time.Duration)) { e.pause = f }
