@@ -324,6 +324,26 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	return min(d, opledger.MaxRetryAfter)
 }
 
+// RequestTrace tells whether a request that failed may have reached its
+// destination, by the rule SendHTTP applies (a connection obtained for
+// it, but for the refusals that say nothing was read), for a request sent
+// by other means than SendHTTP: a reverse proxy's. Put ClientTrace on the
+// request's context before it is sent; then MayHaveReached answers for
+// the error it failed with. A handshake that failed (a certificate not
+// trusted) or a dial that did not connect sent nothing, which the error
+// alone does not always say.
+type RequestTrace struct{ w writeTrace }
+
+// ClientTrace returns the hooks that record the connections net/http
+// obtains for the request.
+func (t *RequestTrace) ClientTrace() *httptrace.ClientTrace { return t.w.clientTrace() }
+
+// MayHaveReached reports whether the request, sent through client's
+// transport, may have reached the destination before it failed with err.
+func (t *RequestTrace) MayHaveReached(client *http.Client, err error) bool {
+	return t.w.mayHaveReached(tracesConnections(client), err)
+}
+
 // writeTrace records how far a request got: whether net/http obtained a
 // connection for it (it may try more than one).
 type writeTrace struct {

@@ -3,16 +3,19 @@ package proxy_test
 import (
 	"context"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/fakedest"
@@ -166,4 +169,43 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// TestPassThroughTLSHandshakeFailed: an upstream whose TLS handshake
+// fails (a certificate the proxy does not trust, a plain-HTTP port named
+// https) was never sent the request. A passed-through request is then
+// answered as a protected one is, 502 upstream_unreachable, "nothing was
+// sent": before, it got upstream_response_lost, "the connection to the
+// upstream broke after the request was sent, so it may or may not have
+// acted", and the log said "pass-through failed: no answer from the
+// upstream".
+func TestPassThroughTLSHandshakeFailed(t *testing.T) {
+	t.Parallel()
+	var reached atomic.Int32
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	up.Config.ErrorLog = log.New(io.Discard, "", 0) // its "TLS handshake error" lines
+	t.Cleanup(up.Close)
+	b := setup(t, testdb.Store{Name: "sqlite", NewDSN: testdb.SQLiteDSN}, fakedest.Options{}, func(u *proxy.Upstream, _ *fakedest.Server) {
+		u.AllowMissingKey = true
+		u.URL = up.URL // a certificate the proxy's transport does not trust
+	})
+	for _, tc := range []struct{ method, key string }{
+		{http.MethodGet, ""},
+		{http.MethodPost, ""}, // allow_missing_key: passed through
+		{http.MethodPost, "tls-1"},
+	} {
+		a := b.send(t, tc.method, "/records", tc.key, token, body1)
+		require.Equal(t, http.StatusBadGateway, a.status, "%s %q: %s", tc.method, tc.key, a.body)
+		p := a.problem(t)
+		require.Equal(t, httpapi.ProblemTypeBase+"upstream_unreachable", p.Type, "%s %q: %s", tc.method, tc.key, p.Detail)
+		require.Contains(t, p.Detail, "nothing was sent")
+	}
+	require.Zero(t, reached.Load(), "no request reached the upstream")
+	require.NotContains(t, b.logs.String(), "pass-through failed: no answer from the upstream")
+	require.Contains(t, b.logs.String(), "pass-through failed: the upstream could not be reached")
+	op := b.only(t)
+	require.Equal(t, opledger.StatePending, op.State, "the protected request was not sent either")
 }

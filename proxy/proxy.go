@@ -455,6 +455,10 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 			upload.stop()
 		}
 	}
+	// Whether the request may have reached the upstream, by the rule of
+	// a protected request's SendHTTP: a failed TLS handshake sent nothing.
+	var sent destination.RequestTrace
+	ctx = httptrace.WithClientTrace(ctx, sent.ClientTrace())
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
 		written()
 		clock.resume()
@@ -482,7 +486,7 @@ func (p *Proxy) passThrough(rt *route, rest string, w http.ResponseWriter, r *ht
 			return context.Cause(ctx)
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			p.passThroughFailed(rt, w, r, err, context.Cause(ctx))
+			p.passThroughFailed(rt, w, r, err, context.Cause(ctx), sent.MayHaveReached(rt.client, err))
 		},
 	}
 	rp.ServeHTTP(w, out)
@@ -547,18 +551,19 @@ func (u *uploadWatch) stop() {
 const unprotectedNote = "The request was passed through unprotected (without an Idempotency-Key, or by a method the proxy does not protect): nothing was recorded"
 
 // passThroughFailed answers a passed-through request that got no answer
-// from the upstream: as for a protected one, a failure to connect is told
-// apart from a connection lost, an answer not given within the route's
-// timeout, or a body the upstream stopped taking for that long (cause
-// says which ended it), after the request or part of it was sent, when
-// the upstream may have acted.
-func (p *Proxy) passThroughFailed(rt *route, w http.ResponseWriter, r *http.Request, err, cause error) {
+// from the upstream: as for a protected one, a failure to connect (reached
+// false: no connection was made for it, or the upstream refused its TLS
+// handshake) is told apart from a connection lost, an answer not given
+// within the route's timeout, or a body the upstream stopped taking for
+// that long (cause says which ended it), after the request or part of it
+// was sent, when the upstream may have acted.
+func (p *Proxy) passThroughFailed(rt *route, w http.ResponseWriter, r *http.Request, err, cause error, reached bool) {
 	if r.Context().Err() != nil {
 		p.log.Info("pass-through ended: the caller went away", "upstream", rt.Name, "method", r.Method)
 		return
 	}
 	timedOut, stalled := errors.Is(cause, context.DeadlineExceeded), errors.Is(cause, errUpstreamNotReading)
-	if outcome, _ := opledger.OutcomeOf(err); !timedOut && !stalled && outcome == opledger.OutcomeRetryable {
+	if !reached {
 		p.log.Warn("pass-through failed: the upstream could not be reached", "upstream", rt.Name, "method", r.Method, "error", opledger.ErrorText(err))
 		writeProblem(w, r, http.StatusBadGateway, "upstream_unreachable",
 			"the upstream could not be reached; nothing was sent, so sending the request again is safe. "+unprotectedNote, nil)
