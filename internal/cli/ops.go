@@ -19,6 +19,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/client"
 	"github.com/opledger/opledger/internal/redact"
+	"github.com/opledger/opledger/proxy"
 )
 
 // opsBackend is where the ops commands read and decide: a store opened
@@ -785,6 +786,16 @@ func nextDecision(op *opledger.Operation, again string) (string, string) {
 		return "approve or revise", fmt.Sprintf("version %d must be approved before any attempt: opledger ops approve %s --version %d --fingerprint %s%s",
 			op.Version, op.Key, op.Version, op.Fingerprint, again)
 	case opledger.StatePending:
+		if proxied(op) {
+			// The proxy forwards a request only when a caller sends it
+			// (docs/proxy.md): no worker claims its operations.
+			when := ""
+			if op.NotBefore != nil && op.NotBefore.After(time.Now()) {
+				when = ", not before " + utc(*op.NotBefore)
+			}
+			return "the caller's repeat", "the proxy forwards it again only when its caller repeats the request (the same Idempotency-Key and credential)" +
+				when + "; nothing else sends it. If the caller gave up: opledger ops cancel " + op.Key + " --reason TEXT" + again
+		}
 		if op.NotBefore != nil && op.NotBefore.After(time.Now()) {
 			return "wait", "retry scheduled, not before " + utc(*op.NotBefore)
 		}
@@ -815,6 +826,12 @@ func nextDecision(op *opledger.Operation, again string) (string, string) {
 		return "none", "effect confirmed; repeats replay reference " + op.DestinationRef
 	}
 	return "-", "-"
+}
+
+// proxied reports whether op was recorded by opledger proxy: its action
+// is the proxy's, and its destination an upstream's (proxy:NAME).
+func proxied(op *opledger.Operation) bool {
+	return op.Action == proxy.Action && strings.HasPrefix(op.Destination, "proxy:")
 }
 
 // utc is t as ops show prints a time in a sentence: RFC 3339 in UTC, to

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/proxy"
 )
 
 func TestOneLine(t *testing.T) {
@@ -67,6 +69,28 @@ func TestNextDecisionOfFinishedOperations(t *testing.T) {
 	next, reason = nextDecision(&opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled}, "")
 	require.Equal(t, "none", next)
 	require.Contains(t, reason, "authorize a retry")
+}
+
+// TestNextDecisionOfProxyOperations: a pending operation of the proxy is
+// sent again only by its caller's repeat, never by a worker, so ops show
+// says so and how to end one whose caller gave up; before, it said "a
+// worker claims it, it is due now", and nothing ever did.
+func TestNextDecisionOfProxyOperations(t *testing.T) {
+	op := &opledger.Operation{Key: "proxy:crm:3f9a", Action: proxy.Action, Destination: "proxy:crm", State: opledger.StatePending}
+	next, reason := nextDecision(op, " --db sqlite:proxy.db")
+	require.Equal(t, "the caller's repeat", next)
+	require.Contains(t, reason, "only when its caller repeats the request")
+	require.Contains(t, reason, "opledger ops cancel proxy:crm:3f9a --reason TEXT --db sqlite:proxy.db")
+	later := time.Now().Add(time.Hour)
+	op.NotBefore = &later
+	next, reason = nextDecision(op, "")
+	require.Equal(t, "the caller's repeat", next)
+	require.Contains(t, reason, "not before "+utc(later))
+
+	// Any other operation is claimed by a worker, as before.
+	op = &opledger.Operation{Key: "ord:1", Action: proxy.Action, Destination: "crm", State: opledger.StatePending}
+	next, _ = nextDecision(op, "")
+	require.Equal(t, "a worker claims it", next)
 }
 
 // TestAgain: the flags a suggested command repeats name the ledger as the
