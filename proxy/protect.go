@@ -204,8 +204,15 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 // connection's next one; after an error it stays, so that nothing more
 // is waited for on a connection that is closed after the answer. A
 // ResponseWriter without deadlines (http.ErrNotSupported) reads without a
-// bound.
+// bound. A body whose Content-Length is over the limit is refused unread.
 func readBody(w http.ResponseWriter, r *http.Request, rt *route) ([]byte, error) {
+	if r.ContentLength > rt.MaxBodyBytes {
+		// Refused before the body is asked for: a client that sent
+		// "Expect: 100-continue" is not told to send it (net/http sends
+		// 100 Continue at the body's first read), and the connection,
+		// whose body is left unread, is closed after the answer.
+		return nil, &http.MaxBytesError{Limit: rt.MaxBodyBytes}
+	}
 	rc := http.NewResponseController(w)
 	bounded := rc.SetReadDeadline(time.Now().Add(rt.timeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes))
