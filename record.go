@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/opledger/opledger/internal/knownfp"
+	"github.com/opledger/opledger/internal/maskonly"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -190,6 +191,16 @@ func (t *txn) record(in *Intent, fp, actor string) error {
 		Version: in.Version, Fingerprint: fp, Payload: bytes.Clone(in.Payload),
 		SensitiveFields: slices.Clone(in.SensitiveFields), Owner: owner, SourceEvent: in.SourceEvent,
 		RequiresApproval: state == StateAwaitingApproval,
+	}
+	if extra, ok := t.maskOnly(); ok && len(in.SensitiveFields) > 0 {
+		// Content the payload does not hold (the proxy's query values,
+		// a body it keeps only as a digest): masked as the payload's
+		// sensitive fields are, never shown.
+		earlier, err := appendEarlierPayload(nil, extra)
+		if err != nil {
+			return err
+		}
+		t.op.EarlierPayloads = earlier
 	}
 	t.inserted = true
 	t.move(state, actor, "", "recorded", evidence)
@@ -482,4 +493,13 @@ func (s servedTenants) check(tenant, destination string) error {
 		return &notServedError{destination: destination, tenant: tenant}
 	}
 	return nil
+}
+
+// maskOnly is the content, for masking only, that the transaction's
+// context carries for its key (internal/maskonly).
+func (t *txn) maskOnly() ([]byte, bool) {
+	if t.ctx == nil {
+		return nil, false
+	}
+	return maskonly.Lookup(t.ctx, t.key)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
 	"github.com/opledger/opledger/internal/knownfp"
+	"github.com/opledger/opledger/internal/maskonly"
 	"github.com/opledger/opledger/internal/readerr"
 )
 
@@ -165,7 +166,7 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 		return
 	}
 	dest := destinationName(rt.Name)
-	payload, fp, err := requestPayload(r, compared, body, dest)
+	payload, fp, bodyKept, err := requestPayload(r, compared, body, dest)
 	if err != nil {
 		p.internal(w, r, log, err)
 		return
@@ -186,6 +187,9 @@ func (p *Proxy) protect(rt *route, rest string, w http.ResponseWriter, r *http.R
 	claimCtx := context.WithoutCancel(r.Context())
 	if fp != "" {
 		claimCtx = knownfp.With(claimCtx, in.Action, in.Destination, in.Payload, 1, fp)
+	}
+	if extra := unstoredContent(r, body, bodyKept); extra != nil {
+		claimCtx = maskonly.With(claimCtx, key, extra)
 	}
 	claim, err := p.ledger.Claim(claimCtx, key, opledger.ClaimOptions{Intent: &in, Worker: p.cfg.Worker,
 		Lease: rt.lease(), Dispatch: true, CallTimeout: rt.timeout})
@@ -247,8 +251,9 @@ func comparedHeaders(rt *route, r *http.Request) map[string][]string {
 // digest of its body, and the payload's fingerprint for destination (""
 // when it cannot be computed: the claim then refuses the payload as it
 // would have). The fingerprint is handed to the claim (knownfp), which
-// then does not canonicalize the payload a second time.
-func requestPayload(r *http.Request, compared map[string][]string, body []byte, destination string) (json.RawMessage, string, error) {
+// then does not canonicalize the payload a second time. bodyKept says
+// whether the payload holds the body itself.
+func requestPayload(r *http.Request, compared map[string][]string, body []byte, destination string) (payload json.RawMessage, fp string, bodyKept bool, err error) {
 	sum := sha256.Sum256(body)
 	req := request{Method: r.Method, Path: fingerprintPath(r.URL), Query: r.URL.RawQuery,
 		BodySHA256: hex.EncodeToString(sum[:]), BodyBytes: len(body), Headers: compared}
@@ -258,29 +263,29 @@ func requestPayload(r *http.Request, compared map[string][]string, body []byte, 
 		req.Body = body
 		payload, err := json.Marshal(req)
 		if err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
 		if fp, err := opledger.Fingerprint(Action, destination, payload, 1); err == nil {
-			return payload, fp, nil
+			return payload, fp, true, nil
 		}
 		// Only the body can keep the payload from being canonicalized:
 		// the rest is strings checked to be UTF-8, a digest and a length.
 		// A body that can be canonicalized on its own is kept, as it
 		// always was, and the claim reports why the payload cannot.
 		if _, err := opledger.Fingerprint(Action, "body", body, 1); err == nil {
-			return payload, "", nil
+			return payload, "", true, nil
 		}
 		req.Body = nil
 	}
-	payload, err := json.Marshal(req)
+	payload, err = json.Marshal(req)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
-	fp, err := opledger.Fingerprint(Action, destination, payload, 1)
+	fp, err = opledger.Fingerprint(Action, destination, payload, 1)
 	if err != nil {
-		return payload, "", nil
+		return payload, "", false, nil
 	}
-	return payload, fp, nil
+	return payload, fp, false, nil
 }
 
 // fingerprintPath is the path recorded in the operation's payload, and so
