@@ -227,9 +227,15 @@ type StaleError struct {
 
 // Error describes the error.
 func (e *StaleError) Error() string {
+	// A StaleError the ledger returns carries the operation; one a
+	// program made itself (a fake of the ledger) may not.
+	state := ""
+	if e.Operation != nil {
+		state = fmt.Sprintf(" (state %s)", e.Operation.State)
+	}
 	if e.AttemptToken != 0 && e.FencingToken != e.AttemptToken {
-		return fmt.Sprintf("%s: fencing token %d is not attempt %s's (it was issued token %d); nothing was recorded (state %s)",
-			e.Key, e.FencingToken, e.AttemptID, e.AttemptToken, e.Operation.State)
+		return fmt.Sprintf("%s: fencing token %d is not attempt %s's (it was issued token %d); nothing was recorded%s",
+			e.Key, e.FencingToken, e.AttemptID, e.AttemptToken, state)
 	}
 	why := fmt.Sprintf("a newer claim holds token %d", e.Current)
 	if e.Current == e.FencingToken { // nothing claimed the operation since
@@ -252,8 +258,8 @@ func (e *StaleError) Error() string {
 	if e.Recorded {
 		kept = "its report was kept as evidence"
 	}
-	return fmt.Sprintf("%s: attempt %s with fencing token %d no longer holds the operation (%s); %s (state %s)",
-		e.Key, e.AttemptID, e.FencingToken, why, kept, e.Operation.State)
+	return fmt.Sprintf("%s: attempt %s with fencing token %d no longer holds the operation (%s); %s%s",
+		e.Key, e.AttemptID, e.FencingToken, why, kept, state)
 }
 
 // Is matches ErrStaleFencingToken.

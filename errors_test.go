@@ -37,3 +37,34 @@ func TestInvalidInputDetail(t *testing.T) {
 	require.NotContains(t, opledger.InvalidInputDetail(err), "invalid input")
 	require.Equal(t, "store down", opledger.InvalidInputDetail(errors.New("store down")))
 }
+
+// The ledger's error types are exported, so a program builds them too: a
+// fake of the ledger in its own tests, or a wrapper that refuses before
+// calling it. Describing one that lacks a field the ledger always fills
+// (the operation, the recorded scope, the cause) gives what it has,
+// never a nil-pointer panic in the middle of logging an error.
+func TestErrorTypesDescribeThemselvesWithMissingFields(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"StaleError without Operation", &opledger.StaleError{Key: "k", AttemptID: "a1", FencingToken: 2, Current: 3},
+			"k: attempt a1 with fencing token 2 no longer holds the operation (a newer claim holds token 3); nothing was recorded"},
+		{"StaleError of another token without Operation", &opledger.StaleError{Key: "k", AttemptID: "a1", FencingToken: 2, AttemptToken: 1},
+			"k: fencing token 2 is not attempt a1's (it was issued token 1); nothing was recorded"},
+		{"zero StaleError", &opledger.StaleError{}, ""},
+		{"KeyScopeChangedError without Recorded", &opledger.KeyScopeChangedError{Settings: map[string]string{"tenant": "b"}, Changed: []string{"tenant"}},
+			"its operation keys were derived with tenant (not set), now \"b\""},
+		{"zero KeyScopeChangedError", &opledger.KeyScopeChangedError{}, ""},
+		{"RuleError without Err", &opledger.RuleError{Rule: "intake", Field: "operations[0].key"}, `rule "intake": operations[0].key`},
+		{"zero RuleError", &opledger.RuleError{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var msg string
+			require.NotPanics(t, func() { msg = tc.err.Error() })
+			require.Contains(t, msg, tc.want)
+		})
+	}
+}

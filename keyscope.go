@@ -45,12 +45,21 @@ type KeyScopeChangedError struct {
 
 // Error names each changed setting with its recorded and its new value.
 func (e *KeyScopeChangedError) Error() string {
+	// PinKeyScope always sets Recorded; one a program made itself (a fake
+	// of the ledger) may lack it.
+	recorded := e.Recorded
+	if recorded == nil {
+		recorded = &KeyScope{}
+	}
 	parts := make([]string, len(e.Changed))
 	for i, name := range e.Changed {
-		parts[i] = fmt.Sprintf("%s %s, now %s", name, settingValue(e.Recorded.Settings, name), settingValue(e.Settings, name))
+		parts[i] = fmt.Sprintf("%s %s, now %s", name, settingValue(recorded.Settings, name), settingValue(e.Settings, name))
 	}
-	return fmt.Sprintf("destination %s: its operation keys were derived with %s (recorded %s)",
-		e.Recorded.Destination, strings.Join(parts, "; "), e.Recorded.RecordedAt.UTC().Format(time.RFC3339))
+	msg := fmt.Sprintf("destination %s: its operation keys were derived with %s", recorded.Destination, strings.Join(parts, "; "))
+	if recorded.RecordedAt.IsZero() {
+		return msg
+	}
+	return msg + " (recorded " + recorded.RecordedAt.UTC().Format(time.RFC3339) + ")"
 }
 
 // Is matches ErrKeyScopeChanged.

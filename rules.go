@@ -118,6 +118,9 @@ func (e *RuleError) Error() string {
 	if e.Field != "" {
 		msg += ": " + e.Field
 	}
+	if e.Err == nil { // a RuleError a program made itself, without a cause
+		return msg
+	}
 	return msg + ": " + e.Err.Error()
 }
 
