@@ -77,7 +77,13 @@ func ExampleLedger_Reconcile() {
 		// The CRM created H43, but the connection dropped before the answer.
 		return opledger.Result{}, opledger.Uncertain(errors.New("read: connection reset after request was written"))
 	})
-	fmt.Println(op.State, errors.Is(err, opledger.ErrInvalidState))
+	// Not a refusal: the attempt ran, and its outcome is uncertain.
+	var attemptErr *opledger.AttemptError
+	if errors.As(err, &attemptErr) {
+		fmt.Println(op.State, attemptErr.Outcome, errors.Is(err, opledger.ErrInvalidState))
+	} else {
+		fmt.Println(op.State, "and no *AttemptError:", err)
+	}
 
 	// Retrying now is refused: nobody knows whether H43 exists.
 	_, err = ledger.Claim(ctx, intent.Key, opledger.ClaimOptions{})
@@ -90,7 +96,7 @@ func ExampleLedger_Reconcile() {
 	}
 	fmt.Println(op.State, op.DestinationRef)
 	// Output:
-	// uncertain false
+	// uncertain uncertain false
 	// claim intake:I18:create: operation is uncertain
 	// succeeded H43
 }
