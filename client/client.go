@@ -752,7 +752,14 @@ func (r ReportResult) MarshalJSON() ([]byte, error) {
 	return opjson.WithFields(&r.Operation, map[string]any{"stale_report": r.StaleReport})
 }
 
-// Report reports an attempt's outcome.
+// Report reports an attempt's outcome. A report from an attempt that no
+// longer holds the operation (its lease ran out, it gave the claim back,
+// another attempt holds it now), sent with its own fencing token, is not
+// an error, unlike Ledger.Report's *StaleError: the server keeps it as
+// evidence and answers with ReportResult.StaleReport true, and a late
+// success still settles the operation; check StaleReport before taking
+// the answer for the attempt's own. A token that is not the attempt's own
+// is refused (matching opledger.ErrStaleFencingToken), nothing recorded.
 func (c *Client) Report(ctx context.Context, key, attemptID string, r Report) (*ReportResult, error) {
 	if err := checkAttempt(key, attemptID); err != nil {
 		return nil, err

@@ -368,3 +368,29 @@ func TestInvalidJSONRefused(t *testing.T) {
 	_, err = c.Get(ctx, "order:5:create")
 	require.ErrorIs(t, err, opledger.ErrNotFound, "nothing was sent")
 }
+
+// A report from an attempt that no longer holds the operation, with its
+// own token, is kept as evidence: the client answers it with StaleReport
+// set and no error, where Ledger.Report returns a *StaleError; only a
+// token that is not the attempt's own is an error, as Client.Report says.
+func TestReportStaleIsNoError(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := context.Background()
+	key := "order:10:create"
+	first, err := c.Claim(ctx, key, client.ClaimRequest{Worker: "w1", Intent: &client.Intent{Action: "crm.create", Destination: "crm",
+		Payload: json.RawMessage(`{"n":10}`)}})
+	require.NoError(t, err)
+	_, err = c.Release(ctx, key, first.AttemptID, first.FencingToken, "shutting down")
+	require.NoError(t, err)
+	_, err = c.Claim(ctx, key, client.ClaimRequest{Worker: "w2"})
+	require.NoError(t, err)
+
+	res, err := c.Report(ctx, key, first.AttemptID, client.Report{FencingToken: first.FencingToken, Outcome: opledger.OutcomeRetryable})
+	require.NoError(t, err, "a stale report is kept, not refused")
+	require.True(t, res.StaleReport)
+	require.Equal(t, opledger.StateInProgress, res.State, "it moved nothing")
+
+	_, err = c.Report(ctx, key, first.AttemptID, client.Report{FencingToken: first.FencingToken + 1, Outcome: opledger.OutcomeRetryable})
+	require.ErrorIs(t, err, opledger.ErrStaleFencingToken, "another attempt's token is refused")
+}
