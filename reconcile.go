@@ -429,7 +429,9 @@ func callEnd(start, finished, leaseExpires time.Time) time.Time {
 }
 
 // Hold moves an uncertain operation to held for its owner, with the reason
-// automation gave up (for example: lookups keep failing).
+// automation gave up (for example: lookups keep failing). The reason is
+// required: an empty one, or spaces only, is refused with
+// ErrReasonRequired; an operation in another state, with a *StateError.
 func (l *Ledger) Hold(ctx context.Context, key, reason string) (*Operation, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {

@@ -125,7 +125,11 @@ func hashToken(secret string) string {
 // CreateToken creates an API token for the Ledger's tenant, with the
 // access given, and returns the secret, which is shown once: only its
 // SHA-256 is stored. The access of a token never changes: revoke it and
-// create another.
+// create another. The name says what the token is for (it appears in
+// the timeline of the decisions taken with it: TokenInfo.Credential); an
+// empty one is "token". A name longer than 200 bytes, or one that is not
+// UTF-8 text without NUL bytes, is refused (ErrInvalidInput), and so is
+// an access other than ReadWrite, ReadOnly and Worker.
 func (l *Ledger) CreateToken(ctx context.Context, name string, access TokenAccess) (secret string, info *TokenInfo, err error) {
 	if !access.known() {
 		return "", nil, invalidInput("token access must be ReadWrite, ReadOnly or Worker, not %d", int(access))
