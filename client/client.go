@@ -52,19 +52,62 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	// baseErr is why base cannot be used (checkBaseURL), returned by
+	// every call before anything is sent.
+	baseErr error
 }
 
 // New returns a client for the server at baseURL (e.g.
-// "http://127.0.0.1:8080") using the bearer token. A nil httpClient means
+// "http://127.0.0.1:8080", or with the path prefix a reverse proxy serves
+// the API under) using the bearer token. A nil httpClient means
 // one with a 30 s timeout that keeps up to 64 idle connections to the
 // server, so that many goroutines can share one Client.
+//
+// A baseURL the client cannot use as given (without http:// or https://,
+// without a host, with a port out of range, a user, a query or a
+// fragment) makes every call fail, before anything is sent, with an error
+// matching opledger.ErrInvalidInput that says what is wrong without
+// quoting it (a URL may hold a password).
 func New(baseURL, token string, httpClient *http.Client) *Client {
 	if httpClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 64
 		httpClient = &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: httpClient, baseErr: checkBaseURL(baseURL)}
+}
+
+// checkBaseURL refuses a base URL that names no server the client can
+// reach as given, as the CLI refuses such a --server: without it, a
+// missing scheme failed each call with net/url's "first path segment in
+// URL cannot contain colon", a query made every path part of the query,
+// and a user was silently replaced by the bearer token. It repeats no part
+// of the value.
+func checkBaseURL(base string) error {
+	const takes = "client.New needs a base URL of the form http:// or https:// and a host, such as http://127.0.0.1:8080"
+	if !strings.Contains(base, "://") {
+		return fmt.Errorf("%w: %s: it has no http:// or https:// before the host", opledger.ErrInvalidInput, takes)
+	}
+	u, err := url.Parse(base)
+	switch {
+	case err != nil:
+		// Not the parser's words: they quote part of the value.
+		return fmt.Errorf("%w: %s: it cannot be parsed as a URL", opledger.ErrInvalidInput, takes)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%w: %s: its scheme is %s, not http or https", opledger.ErrInvalidInput, takes, u.Scheme)
+	case u.Hostname() == "":
+		return fmt.Errorf("%w: %s: it names no host", opledger.ErrInvalidInput, takes)
+	case u.User != nil:
+		return fmt.Errorf("%w: %s: it must not carry a user or password (the token is New's second argument)", opledger.ErrInvalidInput, takes)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(base, "#"):
+		return fmt.Errorf("%w: %s: it must not carry a query or fragment", opledger.ErrInvalidInput, takes)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: %s: its port is not from 1 to 65535", opledger.ErrInvalidInput, takes)
+		}
+	}
+	return nil
 }
 
 // Close closes the connections the client keeps open to the server
@@ -205,6 +248,9 @@ func (e *Error) Is(target error) bool {
 // and the answer's headers.
 // Any status outside 2xx is an *Error.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, http.Header, error) {
+	if c.baseErr != nil {
+		return 0, nil, c.baseErr
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)

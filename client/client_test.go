@@ -394,3 +394,39 @@ func TestReportStaleIsNoError(t *testing.T) {
 	_, err = c.Report(ctx, key, first.AttemptID, client.Report{FencingToken: first.FencingToken + 1, Outcome: opledger.OutcomeRetryable})
 	require.ErrorIs(t, err, opledger.ErrStaleFencingToken, "another attempt's token is refused")
 }
+
+// A base URL the client cannot use as given (no scheme, another scheme, no
+// host, a query, a user) is refused at the first call, before anything is
+// sent, with an error matching opledger.ErrInvalidInput that says what is
+// wrong and quotes none of it (a URL may hold a password), as the CLI's
+// --server is refused, not with net/url's or net/http's words about a
+// colon in a path segment or an unsupported protocol scheme "".
+func TestNewRefusesBaseURLItCannotUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for base, want := range map[string]string{
+		"127.0.0.1:8080":             "no http:// or https:// before the host",
+		"":                           "no http:// or https:// before the host",
+		"ftp://127.0.0.1":            "its scheme is ftp",
+		"http://":                    "it names no host",
+		"http://127.0.0.1:8080?x=1":  "a query or fragment",
+		"http://127.0.0.1:8080/#top": "a query or fragment",
+		"http://admin:s3cret@h:8080": "a user or password",
+		"http://[::1":                "cannot be parsed as a URL",
+	} {
+		c := client.New(base, "opl_x", nil)
+		_, err := c.List(ctx, opledger.ListOptions{})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, base)
+		require.ErrorContains(t, err, want, base)
+		require.NotContains(t, err.Error(), "s3cret", base)
+	}
+	// Usable ones go on to send: here with a context already ended, so
+	// that nothing is sent anywhere.
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, base := range []string{"http://127.0.0.1:8080", "https://ledger.example/", "http://127.0.0.1:8080/opledger", "HTTP://127.0.0.1:8080"} {
+		_, err := client.New(base, "opl_x", nil).List(ended, opledger.ListOptions{})
+		require.ErrorIs(t, err, context.Canceled, base)
+		require.NotErrorIs(t, err, opledger.ErrInvalidInput, base)
+	}
+}
