@@ -10,12 +10,21 @@ import (
 // RetryPolicy decides when a retryable outcome is tried again and when the
 // operation is exhausted. Only OutcomeRetryable is ever retried
 // automatically.
+//
+// A field left zero is not taken from DefaultRetryPolicy (unlike a
+// destinations file's retry, whose unset fields are): a policy given as
+// RetryPolicy{MaxAttempts: 10} retries at once, with no backoff at all,
+// and without a deadline. Start from DefaultRetryPolicy and change the
+// fields that differ.
 type RetryPolicy struct {
-	// MaxAttempts is the most attempts an operation gets, counting the first.
+	// MaxAttempts is the most attempts an operation gets, counting the
+	// first: at least 1 (Open refuses a policy with less).
 	MaxAttempts int
-	// InitialDelay is the backoff ceiling after the first attempt.
+	// InitialDelay is the backoff ceiling after the first attempt. Zero
+	// means no backoff: every retry is due at once (a destination's
+	// Retry-After still applies).
 	InitialDelay time.Duration
-	// MaxDelay caps the backoff ceiling.
+	// MaxDelay caps the backoff ceiling. Zero means no cap.
 	MaxDelay time.Duration
 	// Deadline bounds the whole life of the operation from its recording: no
 	// attempt is scheduled after created_at + Deadline. Zero means none.

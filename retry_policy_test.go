@@ -54,3 +54,18 @@ func TestBackoffLargestDelay(t *testing.T) {
 	d := p.Backoff(1, 0)
 	require.GreaterOrEqual(t, d, time.Duration(0))
 }
+
+// A policy's zero fields mean what RetryPolicy's doc says, not
+// DefaultRetryPolicy's values: no initial delay is no backoff at all, and
+// no MaxDelay is no cap.
+func TestRetryPolicyZeroFields(t *testing.T) {
+	t.Parallel()
+	p := opledger.RetryPolicy{MaxAttempts: 10}
+	for n := 1; n <= 5; n++ {
+		require.Zero(t, p.Ceiling(n))
+		require.Zero(t, p.Backoff(n, 0))
+	}
+	require.Equal(t, 3*time.Second, p.Backoff(1, 3*time.Second), "a Retry-After still applies")
+	uncapped := opledger.RetryPolicy{MaxAttempts: 10, InitialDelay: time.Second}
+	require.Equal(t, 1024*time.Second, uncapped.Ceiling(11))
+}
