@@ -636,13 +636,26 @@ type Attempt struct {
 
 // TimelineEntry is one step in an operation's history.
 type TimelineEntry struct {
-	At        time.Time `json:"at"`
-	Actor     string    `json:"actor"`
-	AttemptID string    `json:"attempt_id,omitempty"`
-	Event     string    `json:"event"`
-	From      State     `json:"from,omitempty"`
-	To        State     `json:"to,omitempty"`
-	Evidence  string    `json:"evidence,omitempty"`
+	// At is when it happened, by the ledger's clock (Ledger.Now).
+	At time.Time `json:"at"`
+	// Actor is who did it: a worker's name, an operator's (followed by
+	// the credential of WithCredential, if any), ActorReconciler,
+	// ActorSystem, or ActorEvent's "event:<source>:<event_id>".
+	Actor string `json:"actor"`
+	// AttemptID is the attempt the entry is about, if any.
+	AttemptID string `json:"attempt_id,omitempty"`
+	// Event says what happened, in a few words for a person ("claimed",
+	// "dispatched", "operator cancelled"). Compare From and To, not
+	// Event, in code.
+	Event string `json:"event"`
+	// From and To are the state before and after; both are empty for an
+	// entry that changed no state (a dispatch mark, a note), and From for
+	// the one that recorded the operation.
+	From State `json:"from,omitempty"`
+	To   State `json:"to,omitempty"`
+	// Evidence is what the change rests on (a reference, an error, an
+	// operator's reason), masked at the operation's sensitive fields.
+	Evidence string `json:"evidence,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -131,8 +131,15 @@ func (l *Ledger) Timeline(ctx context.Context, key string) ([]*TimelineEntry, er
 
 // ListOptions filter a list of operations.
 type ListOptions struct {
-	States      []State
-	Owner       string
+	// States lists only the operations in any of these states; empty,
+	// every state. A name that is not a State is refused
+	// (ErrInvalidInput).
+	States []State
+	// Owner lists only the operations of this owner (Operation.Owner,
+	// compared exactly); empty, any owner.
+	Owner string
+	// Destination lists only the operations for this destination,
+	// compared exactly; empty, any destination.
 	Destination string
 	// DuplicateEffects lists only operations with duplicate effects
 	// (Operation.DuplicateEffects > 0): the incidents to look into at
