@@ -604,9 +604,10 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 
 // LookupFailures counts the failed lookups recorded for the operation at
 // key since it last became uncertain: its "reconcile deferred" entries
-// (DeferReconcile) whose evidence carries a failed lookup, as a
-// reconciler words it ("lookup failed: …"), after its newest entry into
-// uncertain. A reconciler holds the operation once they reach its limit
+// (DeferReconcile) whose reason starts with the mark of a failed lookup,
+// as a reconciler words it ("lookup failed: …"), after its newest entry
+// into uncertain. A deferral whose reason only mentions the phrase
+// further on (a lookup's own evidence, say) is no failed lookup. A reconciler holds the operation once they reach its limit
 // (reconciler.Config.MaxLookupFailures). It reads those entries alone,
 // not the whole timeline of an operation uncertain and retried many
 // times. Unknown keys return ErrNotFound; a compacted operation has none.
@@ -618,7 +619,7 @@ func (l *Ledger) LookupFailures(ctx context.Context, key string) (int, error) {
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		var err error
 		n, err = r.CountTimeline(ctx, store.TimelineCount{Tenant: l.tenant, Key: key, SinceState: string(StateUncertain),
-			Event: eventDeferred, Containing: marker.LookupFailed})
+			Event: eventDeferred, ReasonPrefix: marker.LookupFailed})
 		if err == nil && n == 0 {
 			_, err = l.get(ctx, r, key)
 		}

@@ -20,7 +20,8 @@ import (
 const Exists = "the destination reports that the record already exists"
 
 // LookupFailed starts the evidence of a reconciliation deferred after a
-// failed lookup.
+// failed lookup; only a deferral whose reason starts with it is counted
+// as one (Ledger.LookupFailures).
 const LookupFailed = "lookup failed: "
 
 // Phrases are all the markers.

@@ -233,9 +233,12 @@ type TimelineCount struct {
 	SinceState string
 	// Event is the event of the entries that count.
 	Event string
-	// Containing is text the evidence of the entries that count contains
-	// (compared byte for byte); "" leaves the evidence out.
-	Containing string
+	// ReasonPrefix is text that the reason of the entries that count
+	// starts with (compared byte for byte, no pattern): the reason is
+	// their evidence after its first "; ", as a deferral writes it (its
+	// next check, then why it was put off); an evidence without "; " has
+	// none. "" leaves the evidence out.
+	ReasonPrefix string
 }
 
 // DueParams selects pending operations that may be claimed now.

@@ -829,9 +829,10 @@ func (r *reader) LastTimelineEntry(ctx context.Context, tenant, key string) (*st
 func (r *reader) CountTimeline(ctx context.Context, p store.TimelineCount) (int, error) {
 	var n int
 	err := r.q.QueryRow(ctx, `SELECT count(*) FROM timeline
-		WHERE tenant = $1 AND key = $2 AND event = $4 AND strpos(evidence, $5) > 0
+		WHERE tenant = $1 AND key = $2 AND event = $4
+		AND ($5::text = '' OR (strpos(evidence, '; ') > 0 AND substr(evidence, strpos(evidence, '; ') + 2, length($5::text)) = $5::text))
 		AND id > COALESCE((SELECT id FROM timeline WHERE tenant = $1 AND key = $2 AND to_state = $3 ORDER BY id DESC LIMIT 1), 0)`,
-		p.Tenant, p.Key, p.SinceState, p.Event, p.Containing).Scan(&n)
+		p.Tenant, p.Key, p.SinceState, p.Event, p.ReasonPrefix).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count timeline: %w", mapErr(err))
 	}

@@ -137,7 +137,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	step("LastTimelineEntry", func() error { return found(r.LastTimelineEntry(ctx, tenant, "bulk:00004242")) })
 	step("CountTimeline", func() error {
 		_, err := r.CountTimeline(ctx, store.TimelineCount{Tenant: tenant, Key: "bulk:00004242", SinceState: "uncertain",
-			Event: "reconcile deferred", Containing: "lookup failed: "})
+			Event: "reconcile deferred", ReasonPrefix: "lookup failed: "})
 		return err
 	})
 	step("DueOperations/tenant", func() error {

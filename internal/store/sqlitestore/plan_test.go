@@ -201,7 +201,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 	})
 	step(rec, "CountTimeline", func() error {
 		_, err := r.CountTimeline(ctx, store.TimelineCount{Tenant: tenant, Key: "bulk:00004242", SinceState: "uncertain",
-			Event: "reconcile deferred", Containing: "lookup failed: "})
+			Event: "reconcile deferred", ReasonPrefix: "lookup failed: "})
 		return err
 	})
 	step(rec, "DueOperations/tenant", func() error {

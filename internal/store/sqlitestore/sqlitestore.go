@@ -998,9 +998,10 @@ func (r *sqlReader) CountTimeline(ctx context.Context, p store.TimelineCount) (i
 	var n int
 	err := r.q.QueryRowContext(ctx, `WITH op(id) AS (`+operationID+`)
 		SELECT count(*) FROM timeline
-		WHERE operation_id = (SELECT id FROM op) AND event = ? AND instr(evidence, ?) > 0
+		WHERE operation_id = (SELECT id FROM op) AND event = ?
+		AND (? = '' OR (instr(evidence, '; ') > 0 AND substr(evidence, instr(evidence, '; ') + 2, length(?)) = ?))
 		AND seq > COALESCE((SELECT seq FROM timeline WHERE operation_id = (SELECT id FROM op) AND to_state = ? ORDER BY seq DESC LIMIT 1), 0)`,
-		p.Tenant, p.Key, p.Event, p.Containing, p.SinceState).Scan(&n)
+		p.Tenant, p.Key, p.Event, p.ReasonPrefix, p.ReasonPrefix, p.ReasonPrefix, p.SinceState).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count timeline: %w", err)
 	}

@@ -68,10 +68,12 @@ func LastTimelineEntry(t *testing.T, s store.Store) {
 }
 
 // CountTimeline checks store.Reader.CountTimeline on s, a migrated,
-// empty store: it counts the entries of the event whose evidence contains
-// the text, after the operation's newest entry into the state (all of
-// them when it has none), in the transaction that appended them and
-// after; the text is matched as it is (no pattern), and the entries of
+// empty store: it counts the entries of the event whose reason (the
+// evidence after its first "; ") starts with the text, after the
+// operation's newest entry into the state (all of them when it has none),
+// in the transaction that appended them and after; the text is matched as
+// it is (no pattern), at the reason's start only (the phrase further on,
+// or in an evidence without "; ", does not count), and the entries of
 // other operations, tenants and events never count.
 func CountTimeline(t *testing.T, s store.Store) {
 	t.Helper()
@@ -89,11 +91,14 @@ func CountTimeline(t *testing.T, s store.Store) {
 		{Event: "reported", FromState: "in_progress", ToState: "uncertain"},
 		{Event: deferred, Evidence: "next check at x; " + failed + "timeout"},
 		{Event: "lookup empty within visibility delay", Evidence: failed + "another event"},
+		{Event: deferred, Evidence: "next check at x; nothing found, its log says " + failed + "index rebuilding"},
+		{Event: deferred, Evidence: "next check at x; nothing found; " + failed + "a later reason"},
+		{Event: deferred, Evidence: failed + "no next check before it"},
 		{Event: deferred, Evidence: "next check at x; " + failed + "50% of _ done"},
 	}
-	count := func(r store.Reader, tenant, key, containing string) int {
+	count := func(r store.Reader, tenant, key, reason string) int {
 		t.Helper()
-		n, err := r.CountTimeline(ctx, store.TimelineCount{Tenant: tenant, Key: key, SinceState: "uncertain", Event: deferred, Containing: containing})
+		n, err := r.CountTimeline(ctx, store.TimelineCount{Tenant: tenant, Key: key, SinceState: "uncertain", Event: deferred, ReasonPrefix: reason})
 		require.NoError(t, err)
 		return n
 	}
@@ -104,7 +109,7 @@ func CountTimeline(t *testing.T, s store.Store) {
 				return err
 			}
 		}
-		want := []int{0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 2}
+		want := []int{0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 2}
 		for i, e := range entries {
 			e.Tenant, e.Key, e.At = "t", "op", at.Add(time.Duration(i)*time.Second)
 			if err := tx.AppendTimeline(ctx, &e); err != nil {
@@ -124,9 +129,11 @@ func CountTimeline(t *testing.T, s store.Store) {
 	}))
 	require.NoError(t, s.View(ctx, func(ctx context.Context, r store.Reader) error {
 		require.Equal(t, 2, count(r, "t", "op", failed), "this spell's failures, not the earlier spell's")
-		require.Equal(t, 2, count(r, "t", "op", ""), "every deferral of this spell")
-		require.Equal(t, 1, count(r, "t", "op", "50% of _"), "the text as it is")
-		require.Equal(t, 0, count(r, "t", "op", "50%_of"), "no pattern")
+		require.Equal(t, 5, count(r, "t", "op", ""), "every deferral of this spell")
+		require.Equal(t, 1, count(r, "t", "op", failed+"50% of _"), "the text as it is")
+		require.Equal(t, 0, count(r, "t", "op", failed+"50%_of"), "no pattern")
+		require.Equal(t, 0, count(r, "t", "op", "50% of _"), "at the start of the reason only")
+		require.Equal(t, 1, count(r, "t", "op", "nothing found, its log"), "the reason starts after the first \"; \"")
 		require.Equal(t, 0, count(r, "t", "op", "LOOKUP FAILED"), "byte for byte")
 		require.Equal(t, 3, count(r, "u", "op", failed), "no entry into the state: all of them")
 		for _, k := range [][2]string{{"t", "bare"}, {"t", "never"}, {"t", "gone"}, {"v", "op"}} {

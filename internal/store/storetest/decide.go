@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/marker"
 )
 
 func testReconcile(t *testing.T, h Harness) {
@@ -308,6 +309,37 @@ func testReconcile(t *testing.T, h Harness) {
 		require.NotContains(t, b.events(t, "k1"), "protection expired")
 		op = b.report(t, "k1", c, opledger.Report{Outcome: opledger.OutcomeSucceeded, DestinationRef: "H7"})
 		require.Equal(t, opledger.StateSucceeded, op.State)
+	})
+
+	// A failed lookup is a deferral whose reason starts with the
+	// reconciler's marker; a deferral whose free text merely mentions the
+	// phrase (a lookup's own evidence, an operator tool's note) is no
+	// failed lookup, and must not bring the hold closer.
+	t.Run("LookupFailuresCountTheMarkerOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, h)
+		b.uncertain(t, "k1")
+		failures := func() int {
+			t.Helper()
+			n, err := b.ledger.LookupFailures(b.ctx, "k1")
+			require.NoError(t, err)
+			return n
+		}
+		for _, why := range []string{
+			"CRM search: 0 records (its log says: lookup failed: index rebuilding)",
+			"nothing found; " + marker.LookupFailed + "said the lookup's evidence",
+			" " + marker.LookupFailed + "503",
+		} {
+			_, err := b.ledger.DeferReconcile(b.ctx, "k1", time.Minute, why)
+			require.NoError(t, err)
+		}
+		require.Zero(t, failures(), "no deferral starts with the marker")
+		_, err := b.ledger.DeferReconcile(b.ctx, "k1", time.Minute, marker.LookupFailed+"503 (failure 1 of 8)")
+		require.NoError(t, err)
+		require.Equal(t, 1, failures())
+		_, err = b.ledger.DeferReconcile(b.ctx, "k1", time.Minute, "x; "+marker.LookupFailed+"503")
+		require.NoError(t, err)
+		require.Equal(t, 1, failures(), "the marker after another reason's text")
 	})
 
 	t.Run("OnlyUncertain", func(t *testing.T) {
