@@ -278,12 +278,12 @@ func (t *txn) expireProtection(step string, callTimeout time.Duration) {
 	if t.now.Before(until) {
 		t.hold(ActorSystem, "protection expired",
 			fmt.Sprintf("the destination idempotency key's retention ends at %s, before a call %s now could end (it may take %s); nothing was sent, and a retry could duplicate the effect",
-				until.Format(time.RFC3339), step, callTimeout))
+				textTime(until), step, callTimeout))
 		return
 	}
 	t.hold(ActorSystem, "protection expired",
 		fmt.Sprintf("the destination idempotency key's retention ended at %s before the protected retry was %s; nothing was sent, and a retry could duplicate the effect",
-			until.Format(time.RFC3339), step))
+			textTime(until), step))
 }
 
 // unprotect ends the protection of the next attempt.

@@ -199,7 +199,7 @@ func (t *txn) reconcile(l *Ledger, actor string, f Finding) error {
 		t.op.NotBefore = visible // the next check is worth making then
 		t.dirty = true
 		t.note(actor, "", "lookup empty within visibility delay",
-			join(fmt.Sprintf("absence counts only after %s", visible.Format(time.RFC3339)), ev))
+			join("absence counts only after "+textTime(visible), ev))
 	case f.Authoritative:
 		// Absence is proven: a plain retry is safe, and the protection
 		// of an earlier protected attempt no longer applies (its end
@@ -236,7 +236,7 @@ func (t *txn) reconcile(l *Ledger, actor string, f Finding) error {
 		t.op.Protected = true
 		t.op.ProtectedUntil = storeTime(since.Add(f.ProtectionRetention))
 		t.move(StatePending, actor, "", "protected retry",
-			join(fmt.Sprintf("destination idempotency key honoured until %s", since.Add(f.ProtectionRetention).Format(time.RFC3339)), ev))
+			join("destination idempotency key honoured until "+textTime(t.op.ProtectedUntil), ev))
 		t.op.NotBefore = t.now
 	case f.ProtectionRetention > 0:
 		t.hold(actor, "protection expired",
@@ -597,7 +597,7 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 		if last != nil && sameDeferral(last, actor, why) {
 			return nil
 		}
-		t.note(actor, "", eventDeferred, join(deferredUntil+t.op.NotBefore.Format(time.RFC3339), why))
+		t.note(actor, "", eventDeferred, join(deferredUntil+textTime(t.op.NotBefore), why))
 		return nil
 	})
 }
@@ -645,6 +645,6 @@ func sameDeferral(e *store.TimelineEntry, actor, why string) bool {
 	if !ok {
 		return false
 	}
-	_, got, _ := strings.Cut(rest, "; ") // an RFC 3339 time has none
+	_, got, _ := strings.Cut(rest, "; ") // a time (textTime, RFC 3339) has none
 	return got == why
 }
