@@ -2,8 +2,12 @@ package lab
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+
+	"github.com/opledger/opledger/httpapi"
 )
 
 // Served is the lab's three simulated destinations served over HTTP at
@@ -38,23 +42,37 @@ type injectable interface {
 	Counters() Counters
 }
 
-// Handler serves the destinations and their control API.
+// maxFaultsBytes bounds a request body of POST /{name}/faults.
+const maxFaultsBytes = 1 << 16
+
+// Handler serves the destinations and their control API. The control
+// API's refusals (a body that is not a list of fault names, an unknown
+// fault, a body too large, a method a control route does not take, a path
+// under no destination) are RFC 9457 problems, as on opledger's own HTTP
+// API; the destinations' own routes answer as the simulated services do.
 func (s *Served) Handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, d := range []injectable{s.CRM, s.Email, s.Payment} {
+	ds := []injectable{s.CRM, s.Email, s.Payment}
+	for _, d := range ds {
 		prefix := "/" + d.Name()
 		mux.Handle(prefix+"/", http.StripPrefix(prefix, d.Handler()))
 		mux.HandleFunc("POST "+prefix+"/faults", func(w http.ResponseWriter, r *http.Request) {
 			var names []string
-			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&names); err != nil {
-				http.Error(w, `the body is a JSON list of faults, e.g. ["lost_response"]; faults: `+joinNames(Faults), http.StatusBadRequest)
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxFaultsBytes)).Decode(&names); err != nil {
+				if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+					httpapi.WriteProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large",
+						fmt.Sprintf("the body is larger than %d bytes", maxFaultsBytes), nil)
+					return
+				}
+				httpapi.WriteProblem(w, r, http.StatusBadRequest, "invalid_json",
+					`the body is a JSON list of faults, e.g. ["lost_response"]; faults: `+joinNames(Faults), nil)
 				return
 			}
 			faults := make([]Fault, 0, len(names))
 			for _, n := range names {
 				f, err := ParseFault(n)
 				if err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
+					httpapi.WriteProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
 					return
 				}
 				faults = append(faults, f)
@@ -67,8 +85,32 @@ func (s *Served) Handler() http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(d.Counters())
 		})
+		// The control routes' other methods would otherwise reach the
+		// destination, which knows no such route.
+		mux.HandleFunc(prefix+"/faults", methodNotAllowed(prefix+"/faults", http.MethodPost))
+		mux.HandleFunc(prefix+"/counters", methodNotAllowed(prefix+"/counters", http.MethodGet, http.MethodHead))
 	}
+	prefixes := make([]string, len(ds))
+	for i, d := range ds {
+		prefixes[i] = "/" + d.Name() + "/"
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// The detail does not repeat the path, which may be anything;
+		// the problem's instance has it when it is safe to show.
+		httpapi.WriteProblem(w, r, http.StatusNotFound, "not_found",
+			"no destination is served at this path; the destinations are under "+strings.Join(prefixes, ", "), nil)
+	})
 	return mux
+}
+
+// methodNotAllowed refuses a request to the control route path of a
+// method other than allowed (the first is the one named).
+func methodNotAllowed(path string, allowed ...string) http.HandlerFunc {
+	allow := strings.Join(allowed, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		httpapi.WriteProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", path+" takes "+allowed[0], nil)
+	}
 }
 
 // DestinationsYAML is a destinations file (docs/destinations.md) for the

@@ -129,3 +129,70 @@ func TestServedDocsShowTheCRMEntry(t *testing.T) {
 	require.NotNil(t, shown, "docs/lab.md shows no crm entry")
 	require.Contains(t, lab.NewServed().DestinationsYAML("http://127.0.0.1:9100"), string(shown[1]))
 }
+
+// Every refusal of the control API (faults, counters, and a path that is
+// no destination's) is an RFC 9457 problem, as on the project's other
+// HTTP surfaces, naming what was wrong; nothing is queued by a refused
+// request. The simulated destinations' own routes keep answering as the
+// simulated API would (a JSON {"error"} body).
+func TestServedControlProblems(t *testing.T) {
+	t.Parallel()
+	s := lab.NewServed()
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		kind, detail, allow      string
+	}{
+		{"not a list", http.MethodPost, "/crm/faults", `{"fault": "429"}`, http.StatusBadRequest, "invalid_json",
+			`the body is a JSON list of faults, e.g. ["lost_response"]; faults: lost_response`, ""},
+		{"empty body", http.MethodPost, "/email/faults", ``, http.StatusBadRequest, "invalid_json",
+			`the body is a JSON list of faults`, ""},
+		{"unknown fault", http.MethodPost, "/payment/faults", `["429", "jump"]`, http.StatusBadRequest, "invalid_input",
+			`unknown fault "jump" (want none, lost_response`, ""},
+		{"too large", http.MethodPost, "/crm/faults", `["` + strings.Repeat("x", 1<<16) + `"]`, http.StatusRequestEntityTooLarge,
+			"payload_too_large", "the body is larger than 65536 bytes", ""},
+		{"faults read", http.MethodGet, "/crm/faults", ``, http.StatusMethodNotAllowed, "method_not_allowed",
+			"/crm/faults takes POST", http.MethodPost},
+		{"counters written", http.MethodPost, "/payment/counters", `[]`, http.StatusMethodNotAllowed, "method_not_allowed",
+			"/payment/counters takes GET", "GET, HEAD"},
+		{"no destination", http.MethodGet, "/billing/counters", ``, http.StatusNotFound, "not_found",
+			"no destination is served at this path; the destinations are under /crm/, /email/, /payment/", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, tc.status, resp.StatusCode)
+			require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+			require.Equal(t, tc.allow, resp.Header.Get("Allow"))
+			var p struct {
+				Type   string `json:"type"`
+				Title  string `json:"title"`
+				Status int    `json:"status"`
+				Detail string `json:"detail"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+			require.Equal(t, "https://opledger.dev/problems/"+tc.kind, p.Type)
+			require.NotEmpty(t, p.Title)
+			require.Equal(t, tc.status, p.Status)
+			require.Contains(t, p.Detail, tc.detail)
+		})
+	}
+	for _, d := range []interface{ PendingFaults() int }{s.CRM, s.Email, s.Payment} {
+		require.Zero(t, d.PendingFaults(), "a refused request queued faults")
+	}
+
+	// The CRM's own refusal is the simulated CRM's, not the control API's.
+	resp, err := http.Post(srv.URL+"/crm/records", "application/json", strings.NewReader(`[`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	var body map[string]string
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	require.Equal(t, "the body is not a JSON object", body["error"])
+}
