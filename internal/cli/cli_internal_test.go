@@ -57,7 +57,7 @@ func TestShowTimelineColumns(t *testing.T) {
 		},
 	}
 	var buf bytes.Buffer
-	require.NoError(t, writeShow(&buf, d, decisionRecord(d, "")))
+	require.NoError(t, writeShow(&buf, d, decisionRecord(d, "", false)))
 	var columns []int
 	for _, event := range []string{"recorded", "operator marked succeeded", "claimed"} {
 		for line := range strings.SplitSeq(buf.String(), "\n") {
@@ -97,7 +97,7 @@ func TestShowTimesInUTC(t *testing.T) {
 			Attempts: []*opledger.Attempt{{Number: 1, ID: "a1", Worker: "w", ClaimedAt: at, DispatchedAt: &at}},
 			Timeline: []*opledger.TimelineEntry{{At: at, Actor: "api", Event: "recorded", To: opledger.StatePending}}}
 		var buf bytes.Buffer
-		require.NoError(t, writeShow(&buf, d, decisionRecord(d, "")))
+		require.NoError(t, writeShow(&buf, d, decisionRecord(d, "", false)))
 		out := buf.String()
 		require.NotContains(t, out, "+05:30", out)
 		require.NotContains(t, out, "15:30", out)

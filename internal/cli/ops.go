@@ -664,7 +664,7 @@ func newOpsShowCmd() *cobra.Command {
 			if d.Timeline == nil {
 				d.Timeline = []*opledger.TimelineEntry{}
 			}
-			rec := decisionRecord(d, bf.again())
+			rec := decisionRecord(d, bf.again(), bf.server != "")
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -695,18 +695,26 @@ func exactlyOneKey(_ *cobra.Command, args []string) error {
 // replayDecision is the record an operator needs before replaying
 // anything: what was intended, what is known, what may happen next.
 type replayDecision struct {
-	OperationKey       string `json:"operation_key"`
-	ApprovedVersion    string `json:"approved_version"`
-	CurrentAttempt     string `json:"current_attempt"`
-	LastConfirmedStep  string `json:"last_confirmed_step"`
-	DestinationRef     string `json:"destination_reference"`
-	Result             string `json:"result"`
-	DuplicateProtected string `json:"deduplication_support"`
+	OperationKey      string `json:"operation_key"`
+	ApprovedVersion   string `json:"approved_version"`
+	CurrentAttempt    string `json:"current_attempt"`
+	LastConfirmedStep string `json:"last_confirmed_step"`
+	DestinationRef    string `json:"destination_reference"`
+	Result            string `json:"result"`
+	// DuplicateProtected is "" (left out) through a server when the next
+	// attempt is not a protected retry: see decisionRecord.
+	DuplicateProtected string `json:"deduplication_support,omitempty"`
 	NextDecision       string `json:"next_decision"`
 	Reason             string `json:"reason"`
 }
 
-func decisionRecord(d *opsDetail, again string) replayDecision {
+// decisionRecord is the replay decision record of d; again is the flags
+// that name its ledger (backendFlags.again). viaServer is true when d came
+// through a server's API: then the record says of deduplication only what
+// the operation records (a protected retry, or none needed), since what
+// its destination declares is in the server's configuration, which the
+// command never sees; on the store it points at that configuration.
+func decisionRecord(d *opsDetail, again string, viaServer bool) replayDecision {
 	op := d.Operation
 	r := replayDecision{OperationKey: op.Key, DestinationRef: dash(op.DestinationRef)}
 	r.ApprovedVersion = fmt.Sprintf("version %d, %s", op.Version, op.Fingerprint)
@@ -751,7 +759,7 @@ func decisionRecord(d *opsDetail, again string) replayDecision {
 		r.DuplicateProtected = "none needed: no attempt will follow"
 	} else if op.Protected {
 		r.DuplicateProtected = "idempotency key " + op.IdempotencyKey() + " (next attempt is a protected retry)"
-	} else {
+	} else if !viaServer {
 		r.DuplicateProtected = "as declared by destination " + op.Destination + " (see its configuration); key " + op.IdempotencyKey()
 	}
 	r.NextDecision, r.Reason = nextDecision(op, again)
@@ -927,6 +935,9 @@ func writeShow(w io.Writer, d *opsDetail, rec replayDecision) error {
 		{"destination reference", rec.DestinationRef}, {"result", rec.Result},
 		{"deduplication support", rec.DuplicateProtected}, {"next decision", rec.NextDecision}, {"reason", rec.Reason},
 	} {
+		if row[1] == "" && row[0] == "deduplication support" {
+			continue // through a server, nothing known of it
+		}
 		fmt.Fprintf(tw, "  %s:\t%s\n", row[0], cell(row[1]))
 	}
 	return tw.Flush()
