@@ -147,10 +147,21 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := opledger.ListOptions{Owner: q["owner"], Destination: q["destination"], Cursor: q["cursor"],
 		Order: opledger.Order(q["order"])}
-	for _, st := range strings.Split(q["state"], ",") {
+	empty := 0 // the first empty entry of the state list, counting from 1
+	for i, st := range strings.Split(q["state"], ",") {
 		if st = strings.TrimSpace(st); st != "" {
 			opts.States = append(opts.States, opledger.State(st))
+		} else if empty == 0 {
+			empty = i + 1
 		}
+	}
+	if len(opts.States) > 0 && empty > 0 {
+		// state=held, (a list built from a variable left unset) would
+		// list fewer states than meant; the CLI refuses --state "held,".
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input", fmt.Sprintf(
+			"entry %d of state %.40q is empty: give states separated by commas, with no empty entry (states: %s)",
+			empty, q["state"], opledger.StateNames()), nil)
+		return
 	}
 	if q["state"] != "" && len(opts.States) == 0 {
 		// state=, (a list built from unset variables) would list every

@@ -212,7 +212,7 @@ func TestQueryParameters(t *testing.T) {
 // --state ",": a script that builds state=$A,$B from unset variables
 // would page through every operation. It is refused with 400
 // invalid_input; state= (empty, as a form sends it) still means no
-// filter, and an empty entry beside a state is still skipped.
+// filter.
 func TestStateListWithNoStateRefused(t *testing.T) {
 	t.Parallel()
 	b := startAPI(t, testdb.SQLiteDSN(t), nil)
@@ -228,9 +228,37 @@ func TestStateListWithNoStateRefused(t *testing.T) {
 		require.Contains(t, p.Detail, "state names no state", q)
 		require.Contains(t, p.Detail, "leave state out to list every state", q)
 	}
-	for _, q := range []string{"", "state=", "state=pending,", "state=,pending"} {
+	for _, q := range []string{"", "state=", "state=pending", "state=pending,held"} {
 		status, body := b.raw(t, "GET", "/v1/operations?"+q, b.token, nil)
 		require.Equal(t, http.StatusOK, status, "%s: %s", q, body)
 		require.Contains(t, string(body), `"key":"s:1"`, q)
+	}
+}
+
+// An empty entry beside a state (state=held, as state=held,$B gives when
+// B is unset) used to be skipped, while the CLI refuses --state "held,":
+// the list then held fewer states than the caller meant. It is refused
+// with 400 invalid_input naming the empty entry, before the store is
+// read; the other list filters take one value each, and none of them
+// has entries.
+func TestStateListEmptyEntryRefused(t *testing.T) {
+	t.Parallel()
+	b := startAPI(t, testdb.SQLiteDSN(t), nil)
+	for q, detail := range map[string]string{
+		"state=pending,":                   `entry 2 of state "pending," is empty`,
+		"state=,pending":                   `entry 1 of state ",pending" is empty`,
+		"state=held,,uncertain":            `entry 2 of state "held,,uncertain" is empty`,
+		"state=held,%20":                   `entry 2 of state "held, " is empty`,
+		"state=held,uncertain,failed,,":    `entry 4 of state "held,uncertain,failed,," is empty`,
+		"state=done,&owner=ops":            `entry 2 of state "done," is empty`,
+		"state=held,&order=review&limit=5": `entry 2 of state "held," is empty`,
+	} {
+		status, body := b.raw(t, "GET", "/v1/operations?"+q, b.token, nil)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", q, body)
+		var p httpapi.Problem
+		require.NoError(t, json.Unmarshal(body, &p))
+		require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type, q)
+		require.Contains(t, p.Detail, detail, q)
+		require.Contains(t, p.Detail, "give states separated by commas, with no empty entry (states: awaiting_approval, pending,", q)
 	}
 }
