@@ -242,7 +242,8 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	if cmd.SuggestionsMinimumDistance <= 0 {
 		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which only its own check sets
 	}
-	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+	// An empty word is a prefix of every name: no suggestion for it.
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 && args[0] != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
 	}
 	return usageError{errors.New(msg)}
@@ -273,7 +274,8 @@ func unknownSubcommand(root *cobra.Command, args []string) (*cobra.Command, erro
 // positionalWords are the words of args that are neither flags nor a
 // flag's value, up to "--", read as cobra reads them to find a
 // subcommand: a flag cmd does not know as a boolean, given as --name
-// or -n without "=", takes the word after it as its value.
+// or -n without "=", takes the word after it as its value. A lone "-"
+// and an empty word are words, as pflag reads them.
 func positionalWords(cmd *cobra.Command, args []string) []string {
 	cmd.InitDefaultHelpFlag()
 	takesNoValue := func(f *pflag.Flag) bool { return f != nil && f.NoOptDefVal != "" }
@@ -291,7 +293,9 @@ func positionalWords(cmd *cobra.Command, args []string) []string {
 			if !takesNoValue(cmd.Flags().ShorthandLookup(a[1:])) && !takesNoValue(cmd.InheritedFlags().ShorthandLookup(a[1:])) {
 				i++
 			}
-		case a != "" && !strings.HasPrefix(a, "-"):
+		case len(a) <= 1 || !strings.HasPrefix(a, "-"):
+			// A word, "-" or "" alike: pflag takes them all as
+			// arguments, not flags.
 			words = append(words, a)
 		}
 	}

@@ -80,6 +80,12 @@ func TestUnknownSubcommand(t *testing.T) {
 		{[]string{"completion", "nope"}, `unknown command "nope" for "opledger completion"`},
 		{[]string{"completion", "bash", "extra"}, `unknown command "extra" for "opledger completion bash"`},
 		{[]string{"serv"}, `unknown command "serv" for "opledger" (did you mean "serve"?)`},
+		// A lone "-" and an empty word are words to the flag parser too,
+		// not flags: refused alike with --help (not the group's help and
+		// 0) or an unknown flag after them (not that flag).
+		{[]string{"ops", "-", "--help"}, `unknown command "-" for "opledger ops"`},
+		{[]string{"tokens", "", "--help"}, `unknown command "" for "opledger tokens"`},
+		{[]string{"ops", "-", "--db", "x", "--bogus"}, `unknown command "-" for "opledger ops"`},
 		{[]string{"help", "bogus"}, `no help topic "bogus": 'opledger help' lists the commands`},
 		{[]string{"help", "tokens", "revok"}, `no help topic "tokens revok": 'opledger help' lists the commands`},
 	} {
