@@ -70,17 +70,10 @@ func (e usageError) Unwrap() error { return e.err }
 // flagError is the usage error of a flag value pflag could not take: what
 // the flag takes and the value given (--limit takes a whole number from 1
 // to 500 (got "x")), rather than strconv's words. Other errors of flags
-// (an unknown flag, one without its value) are pflag's own, but on a
-// command with subcommands that was given a word no subcommand has
-// (opledger ops bogus --db X): cobra parses the flags that follow it as
-// the parent's, and the unknown subcommand is the mistake to say
-// (noArgs), not the flag the parent does not have.
+// (an unknown flag, one without its value) are pflag's own. A command
+// with subcommands given a word none of them has (opledger ops bogus
+// --db X) never gets here: unknownSubcommand refuses the word first.
 func flagError(cmd *cobra.Command, err error) error {
-	if cmd.HasSubCommands() {
-		if args := cmd.Flags().Args(); len(args) > 0 {
-			return noArgs(cmd, args)
-		}
-	}
 	var ive *pflag.InvalidValueError
 	if errors.As(err, &ive) {
 		f := ive.GetFlag()
