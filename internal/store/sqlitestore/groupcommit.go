@@ -79,6 +79,39 @@ func (g *groupCommit) withdraw(r *writeReq) bool {
 	return false
 }
 
+// handBack ends the wait of a batch whose leader's context ended while it
+// waited for the write lock (lockBudget.leaderGone): the leader's own
+// request, in the batch or still queued, gets err (nothing of it was
+// run); so does every other whose context has ended too, which its
+// caller may be waiting for alone; the rest of the batch goes back to
+// the head of the queue, in its order, for a caller of its own to lead
+// once the leader gives the writer back. Checking each context under
+// the queue's lock leaves none stranded: a caller whose context ends
+// after it finds its request queued again (withdraw).
+func (g *groupCommit) handBack(leader *writeReq, batch []*writeReq, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	keep := make([]*writeReq, 0, len(batch)+len(g.queue))
+	for _, r := range batch {
+		switch {
+		case r == leader:
+			r.done <- writeResult{err: err}
+		case r.ctx.Err() != nil:
+			r.done <- writeResult{err: fmt.Errorf("begin: %w", r.ctx.Err())}
+		default:
+			keep = append(keep, r)
+		}
+	}
+	for _, r := range g.queue {
+		if r == leader {
+			r.done <- writeResult{err: err}
+			continue
+		}
+		keep = append(keep, r)
+	}
+	g.queue = keep
+}
+
 // take removes up to maxBatch queued requests.
 func (g *groupCommit) take() []*writeReq {
 	g.mu.Lock()
@@ -129,7 +162,10 @@ func (s *Store) submit(r *writeReq) error {
 
 // lead commits what is queued, batch after batch, until r has its outcome
 // (r is among them, unless an earlier leader already answered it). The
-// caller has taken wlock; lead gives it back, even when it panics.
+// caller has taken wlock; lead gives it back, even when it panics. Its
+// waits for the write lock last no longer than r's context: once that
+// ends, r gets its error, and the batch goes back to the queue for
+// another caller to lead (handBack).
 func (s *Store) lead(r *writeReq) error {
 	defer func() { <-s.wlock }()
 	for {
@@ -144,7 +180,7 @@ func (s *Store) lead(r *writeReq) error {
 			// function) can have taken r without answering it.
 			return errors.New("begin: write request lost by a failed group commit")
 		}
-		s.runBatch(batch)
+		s.runBatch(r, batch)
 	}
 }
 
@@ -158,11 +194,17 @@ func (res writeResult) unwrap() error {
 // runBatch runs batch in one transaction and answers every request,
 // holding the file's write lock (writeLock) for that transaction and for
 // any that runs the batch again (commitBatch). The waits for that lock
-// and for SQLite's share one busy timeout (lockBudget). The caller holds
-// wlock.
-func (s *Store) runBatch(batch []*writeReq) {
+// and for SQLite's share one busy timeout (lockBudget), and end when the
+// context of leader, the caller leading the batch, ends. The caller
+// holds wlock.
+func (s *Store) runBatch(leader *writeReq, batch []*writeReq) {
 	start := time.Now()
-	held, err := s.fileLock.lock(s.busy)
+	budget := &lockBudget{leader: leader}
+	held, err := s.fileLock.lock(leader.ctx, s.busy)
+	if budget.leaderGone(err) {
+		s.group.handBack(leader, batch, fmt.Errorf("begin: %w", leader.ctx.Err()))
+		return
+	}
 	if err != nil {
 		for _, r := range batch {
 			r.done <- writeResult{err: fmt.Errorf("begin: %w", err)}
@@ -172,7 +214,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 	if held {
 		defer s.fileLock.unlock()
 	}
-	budget := &lockBudget{deadline: start.Add(s.busy), queued: time.Since(start)}
+	budget.deadline, budget.queued = start.Add(s.busy), time.Since(start)
 	// A failure leaves wbusy as it is, and the next BEGIN sets it again.
 	defer func() { _ = s.setBusyTimeout(s.busy) }()
 	s.commitBatch(batch, false, budget)
@@ -184,9 +226,20 @@ func (s *Store) runBatch(batch []*writeReq) {
 // Without it, a write that queued behind other processes and then found
 // SQLite's lock held by a writer that does not queue (a sqlite3 shell)
 // would wait a second busy timeout for it.
+//
+// The waits end, too, when the context of the caller leading the batch
+// ends: that caller has gone, and the others go back to the queue
+// (handBack), where the next leader's wait has a budget of its own.
 type lockBudget struct {
 	deadline time.Time
 	queued   time.Duration // the wait for the file's lock
+	leader   *writeReq
+}
+
+// leaderGone reports whether a wait for the write lock that failed with
+// err ended because the leader's context did.
+func (b *lockBudget) leaderGone(err error) bool {
+	return err != nil && b.leader.ctx.Err() != nil
 }
 
 // beginTimeout is the busy_timeout of the batch's next BEGIN IMMEDIATE:
@@ -220,14 +273,19 @@ func (s *Store) setBusyTimeout(d time.Duration) error {
 }
 
 // begin runs the batch's BEGIN IMMEDIATE, waiting for SQLite's lock only
-// as long as budget has left. A wait cut short that runs out says so,
-// wrapping SQLite's SQLITE_BUSY, which classify makes store.ErrBusy.
-func (s *Store) begin(q *cachedQuerier, budget *lockBudget) error {
+// as long as budget has left, and as long as the leader's context lasts
+// (the driver's busy handler gives up once it ends). A wait cut short
+// that runs out says so, wrapping SQLite's SQLITE_BUSY, which classify
+// makes store.ErrBusy.
+func (s *Store) begin(budget *lockBudget) error {
 	d, cut := budget.beginTimeout(s.busy)
 	if err := s.setBusyTimeout(d); err != nil {
 		return err
 	}
-	_, err := q.ExecContext(context.Background(), `BEGIN IMMEDIATE`)
+	// Not detached, unlike the batch's other statements: BEGIN runs
+	// nothing of any caller's that an interruption could undo.
+	q := &cachedQuerier{cache: s.writeStmts, plain: s.wconn}
+	_, err := q.ExecContext(budget.leader.ctx, `BEGIN IMMEDIATE`)
 	if err != nil && cut && isBusy(err) {
 		queued := ""
 		if budget.queued >= time.Millisecond {
@@ -264,7 +322,11 @@ func (s *Store) commitBatch(batch []*writeReq, careful bool, budget *lockBudget)
 	// that was prepared on a Conn all over again, on every call, so the
 	// statement cache only works outside sql.Tx.
 	q := &cachedQuerier{cache: s.writeStmts, plain: s.wconn, detach: true}
-	if err := s.begin(q, budget); err != nil {
+	if err := s.begin(budget); err != nil {
+		if budget.leaderGone(err) {
+			s.group.handBack(budget.leader, batch, fmt.Errorf("begin: %w", budget.leader.ctx.Err()))
+			return
+		}
 		for _, r := range batch {
 			r.done <- writeResult{err: fmt.Errorf("begin: %w", err)}
 		}

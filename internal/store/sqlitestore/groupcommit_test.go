@@ -245,3 +245,76 @@ func TestTemporaryStorage(t *testing.T) {
 	require.Equal(t, 2, writer, "writer: MEMORY")
 	require.NotEqual(t, 2, reader, "readers: not MEMORY")
 }
+
+// TestGroupCommitLeaderGoneWhileLocked: the caller leading a group commit
+// stops waiting for the file's write lock once its context ends, whether
+// it waits in the file's queue (another process's writeLock) or for
+// SQLite's lock (a connection of its own in BEGIN IMMEDIATE, as a sqlite3
+// shell would hold it). It gets its context's error while the lock is
+// still held; the callers batched with it are not lost: one whose context
+// ended too gets its error, the others are written by the next leader
+// once the lock is free, and nothing of the two cancelled writes is.
+func TestGroupCommitLeaderGoneWhileLocked(t *testing.T) {
+	skipWithoutFlock(t)
+	for _, held := range []string{"SQLite's lock", "the file's queue"} {
+		t.Run(held, func(t *testing.T) {
+			// The busy timeout outlasts the test: a write that waited
+			// for it would fail with store.ErrBusy, not be served.
+			s, path := openBusyStore(t, time.Minute)
+			var release func()
+			if held == "SQLite's lock" {
+				release = holdSQLiteLock(t, path)
+			} else {
+				other := newWriteLock(path)
+				t.Cleanup(func() { other.close() })
+				mustLock(t, other)
+				release = other.unlock
+			}
+
+			const n = 4
+			s.wlock <- struct{}{} // hold the writer: the followers queue
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					errs[i] = s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+						return insertToken(ctx, tx, fmt.Sprintf("f%d", i), fmt.Sprintf("h-f%d", i))
+					})
+				})
+			}
+			gone, goneCancel := context.WithCancel(context.Background())
+			goneErr := make(chan error, 1)
+			go func() {
+				goneErr <- s.Update(gone, func(ctx context.Context, tx store.Tx) error { return insertToken(ctx, tx, "gone", "h-gone") })
+			}()
+			waitQueued(t, s, n+1)
+
+			// The leader: what submit does once it has the writer, which
+			// the test hands it.
+			lctx, lcancel := context.WithCancel(context.Background())
+			r := &writeReq{ctx: lctx, done: make(chan writeResult, 1), fn: func(ctx context.Context, tx store.Tx) error {
+				return insertToken(ctx, tx, "leader", "h-leader")
+			}}
+			s.group.enqueue(r)
+			leaderErr := make(chan error, 1)
+			go func() { leaderErr <- s.settled(s.lead(r)) }()
+			if held == "SQLite's lock" {
+				waitHeldOn(t, path+WriteLockSuffix) // past the file's queue, in BEGIN
+			} else {
+				waitBlockedOn(t, path+WriteLockSuffix, 1)
+			}
+			goneCancel()
+			lcancel()
+
+			// Both return while the lock is still held.
+			require.ErrorIs(t, <-leaderErr, context.Canceled)
+			require.ErrorIs(t, <-goneErr, context.Canceled)
+			release()
+			wg.Wait()
+			for i, err := range errs {
+				require.NoError(t, err, "follower %d", i)
+			}
+			require.Equal(t, map[string]bool{"f0": true, "f1": true, "f2": true, "f3": true}, tokenIDs(t, s))
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -84,12 +85,12 @@ func newWriteLock(dbPath string) *writeLock {
 	return &writeLock{db: dbPath, path: dbPath + WriteLockSuffix}
 }
 
-// lock takes the lock, waiting at most timeout; held is false when the
-// process writes without it (unavailable). Past timeout it fails with a
-// queueTimeoutError, which classify makes store.ErrBusy. The caller is
-// the one writer of its Store: lock and unlock are never called
-// concurrently.
-func (l *writeLock) lock(timeout time.Duration) (held bool, err error) {
+// lock takes the lock, waiting at most timeout, and no longer than ctx
+// lasts; held is false when the process writes without it (unavailable).
+// Past timeout it fails with a queueTimeoutError, which classify makes
+// store.ErrBusy; once ctx ends, with ctx's error. The caller is the one
+// writer of its Store: lock and unlock are never called concurrently.
+func (l *writeLock) lock(ctx context.Context, timeout time.Duration) (held bool, err error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -132,21 +133,33 @@ func (l *writeLock) lock(timeout time.Duration) (held bool, err error) {
 	select {
 	case <-w.done:
 	case <-timer.C:
-		l.mu.Lock()
-		select {
-		case <-w.done: // it returned meanwhile
-		default:
-			w.abandoned = true
-			l.mu.Unlock()
+		if l.abandon(w) {
 			l.timedOut.Add(1)
 			return false, &queueTimeoutError{path: l.path, timeout: timeout}
 		}
-		l.mu.Unlock()
+	case <-ctx.Done():
+		if l.abandon(w) {
+			return false, fmt.Errorf("wait for %s: %w", l.path, ctx.Err())
+		}
 	}
 	if w.err != nil {
 		return false, fmt.Errorf("lock %s: %w", l.path, w.err)
 	}
 	return true, nil
+}
+
+// abandon gives up waiting for w, unless its flock call has returned
+// meanwhile (false: the lock is the writer's, or w.err says why not).
+func (l *writeLock) abandon(w *lockWait) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-w.done:
+		return false
+	default:
+		w.abandoned = true
+		return true
+	}
 }
 
 // counts returns what the waits counters hold.

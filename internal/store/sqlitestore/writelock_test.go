@@ -28,7 +28,7 @@ func TestWriteLockExcludesOthers(t *testing.T) {
 	t.Cleanup(func() { a.close(); b.close() })
 
 	mustLock(t, a)
-	_, err := b.lock(10 * time.Millisecond)
+	_, err := b.lock(context.Background(), 10*time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError))
 	require.ErrorContains(t, err, "another process held "+db+WriteLockSuffix+" for longer than the busy timeout, 10ms")
 
@@ -51,7 +51,7 @@ func TestWriteLockAdoptsTheWaitItGaveUp(t *testing.T) {
 	t.Cleanup(func() { a.close(); b.close(); c.close() })
 
 	mustLock(t, a)
-	_, err := b.lock(10 * time.Millisecond)
+	_, err := b.lock(context.Background(), 10*time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError))
 	b.mu.Lock()
 	first := b.waiting
@@ -60,7 +60,7 @@ func TestWriteLockAdoptsTheWaitItGaveUp(t *testing.T) {
 
 	got := make(chan error, 1)
 	go func() {
-		held, err := b.lock(time.Minute)
+		held, err := b.lock(context.Background(), time.Minute)
 		if err == nil && !held {
 			err = fmt.Errorf("not held")
 		}
@@ -80,7 +80,7 @@ func TestWriteLockAdoptsTheWaitItGaveUp(t *testing.T) {
 	a.unlock()
 	require.NoError(t, <-got)
 
-	_, err = c.lock(10 * time.Millisecond)
+	_, err = c.lock(context.Background(), 10*time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError), "b holds the lock it adopted")
 	b.unlock()
 	mustLock(t, c)
@@ -95,10 +95,10 @@ func TestWriteLockClosedWhileWaiting(t *testing.T) {
 	t.Cleanup(func() { a.close(); c.close() })
 
 	mustLock(t, a)
-	_, err := b.lock(10 * time.Millisecond)
+	_, err := b.lock(context.Background(), 10*time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError))
 	require.NoError(t, b.close())
-	_, err = b.lock(time.Minute)
+	_, err = b.lock(context.Background(), time.Minute)
 	require.ErrorContains(t, err, "closed")
 
 	a.unlock()
@@ -119,7 +119,7 @@ func TestWriteLockBesideTheLinkedFile(t *testing.T) {
 	t.Cleanup(func() { direct.close(); linked.close() })
 
 	mustLock(t, direct)
-	_, err := linked.lock(10 * time.Millisecond)
+	_, err := linked.lock(context.Background(), 10*time.Millisecond)
 	require.ErrorAs(t, err, new(*queueTimeoutError), "the same lock")
 	direct.unlock()
 	fi, err := os.Stat(db + WriteLockSuffix)
@@ -131,7 +131,7 @@ func TestWriteLockBesideTheLinkedFile(t *testing.T) {
 // opened, writes go without it.
 func TestWriteLockUnavailable(t *testing.T) {
 	l := newWriteLock(filepath.Join(t.TempDir(), "missing", "ledger.db"))
-	held, err := l.lock(time.Minute)
+	held, err := l.lock(context.Background(), time.Minute)
 	require.NoError(t, err)
 	require.False(t, held)
 	require.NoError(t, l.close())
@@ -177,7 +177,7 @@ func TestWriteQueuesForTheFileLock(t *testing.T) {
 // mustLock takes l's lock, which must be free or soon released.
 func mustLock(t *testing.T, l *writeLock) {
 	t.Helper()
-	held, err := l.lock(time.Minute)
+	held, err := l.lock(context.Background(), time.Minute)
 	require.NoError(t, err)
 	require.True(t, held)
 }
