@@ -134,7 +134,8 @@ func (r *reader) GetEventObject(ctx context.Context, tenant, source, objectKey s
 // stored) and deliveries ("" for all tenants).
 func (r *reader) EventCounts(ctx context.Context, tenant string) (*store.EventCounts, error) {
 	out := &store.EventCounts{ByStatus: map[string]int{}, KeptByStatus: map[string]int{}}
-	rows, err := r.q.Query(ctx, `SELECT status, COUNT(*) FROM events WHERE ($1 = '' OR tenant = $1) GROUP BY status`, tenant)
+	cond := tenantIs(tenant)
+	rows, err := r.q.Query(ctx, `SELECT status, COUNT(*) FROM events WHERE `+cond+` GROUP BY status`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("count events: %w", mapErr(err))
 	}
@@ -153,13 +154,13 @@ func (r *reader) EventCounts(ctx context.Context, tenant string) (*store.EventCo
 	}
 	var total, dup int64
 	if err := r.q.QueryRow(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE duplicate) FROM deliveries
-		WHERE ($1 = '' OR tenant = $1)`, tenant).Scan(&total, &dup); err != nil {
+		WHERE `+cond, tenant).Scan(&total, &dup); err != nil {
 		return nil, fmt.Errorf("count deliveries: %w", mapErr(err))
 	}
 	out.Deliveries, out.DuplicateDeliveries = int(total), int(dup)
 	// What retention deleted (ForgetEventsBefore, CompactDeliveriesBefore).
 	rows, err = r.q.Query(ctx, `SELECT status, SUM(events)::bigint, SUM(deliveries)::bigint, SUM(duplicate_deliveries)::bigint
-		FROM compacted_events WHERE ($1 = '' OR tenant = $1) GROUP BY status`, tenant)
+		FROM compacted_events WHERE `+cond+` GROUP BY status`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("count compacted events: %w", mapErr(err))
 	}

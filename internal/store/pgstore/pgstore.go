@@ -1188,15 +1188,26 @@ func (r *reader) CountFailedByKind(ctx context.Context, tenant string) (map[stri
 	return out, nil
 }
 
+// tenantIs is the condition of a read for one tenant (tenant = $1) or,
+// for an empty tenant, for every tenant (a $1 compared with the empty
+// string, always true), chosen here rather than in the statement: one
+// condition that covers both cases (an OR of the two) keeps a prepared
+// statement's generic plan (plan_cache_mode, or PostgreSQL's own choice
+// after five executions) from searching an index by tenant, so that one
+// tenant's read scans the whole table. Both forms keep $1.
+func tenantIs(tenant string) string {
+	if tenant == "" {
+		return "$1 = ''"
+	}
+	return "tenant = $1"
+}
+
 // countByState counts a tenant's operations ("" for all tenants) by state:
 // all but the succeeded ones from operations_not_succeeded, then, in the
 // same statement (the same snapshot), all of them; the succeeded ones are
 // the rest. A state with no operation is left out.
 func (r *reader) countByState(ctx context.Context, tenant string) (map[string]int, error) {
-	cond := "tenant = $1"
-	if tenant == "" {
-		cond = "$1 = ''"
-	}
+	cond := tenantIs(tenant)
 	rows, err := r.q.Query(ctx, `SELECT state, COUNT(*) FROM operations WHERE `+cond+` AND `+notSucceeded+` GROUP BY state
 		UNION ALL SELECT NULL, COUNT(*) FROM operations WHERE `+cond, tenant)
 	if err != nil {
@@ -1795,10 +1806,10 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	st := &store.Stats{ByState: byState, ConfirmedEffects: byState[store.StateSucceeded]}
-	// $1 = '' selects every tenant.
+	cond := tenantIs(tenant)
 	var dup int64
 	if err := r.q.QueryRow(ctx, `SELECT COALESCE(SUM(duplicate_effects), 0)::bigint FROM operations
-		WHERE ($1 = '' OR tenant = $1) AND duplicate_effects > 0`, tenant).Scan(&dup); err != nil {
+		WHERE `+cond+` AND duplicate_effects > 0`, tenant).Scan(&dup); err != nil {
 		return nil, fmt.Errorf("stats: %w", mapErr(err))
 	}
 	st.DuplicateEffects += int(dup)
@@ -1806,9 +1817,9 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 	// counted in them yet (migration 015).
 	var compactedConfirmed, compactedDup int64
 	if err := r.q.QueryRow(ctx, `SELECT COALESCE(SUM(confirmed), 0)::bigint, COALESCE(SUM(duplicates), 0)::bigint FROM (
-			SELECT confirmed, duplicates FROM compacted_effects WHERE ($1 = '' OR tenant = $1)
+			SELECT confirmed, duplicates FROM compacted_effects WHERE `+cond+`
 			UNION ALL
-			SELECT (state = 'succeeded')::int, duplicate_effects FROM tombstones WHERE ($1 = '' OR tenant = $1) AND NOT counted
+			SELECT (state = 'succeeded')::int, duplicate_effects FROM tombstones WHERE `+cond+` AND NOT counted
 		) c`, tenant).Scan(&compactedConfirmed, &compactedDup); err != nil {
 		return nil, fmt.Errorf("stats: %w", mapErr(err))
 	}
@@ -1817,9 +1828,9 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 
 	rows, err := r.q.Query(ctx, `SELECT destination, outcome, SUM(n)::bigint FROM (
 			SELECT destination, outcome, COUNT(*) AS n
-			FROM attempts WHERE ($1 = '' OR tenant = $1) GROUP BY destination, outcome
+			FROM attempts WHERE `+cond+` GROUP BY destination, outcome
 			UNION ALL
-			SELECT destination, outcome, count AS n FROM compacted_attempts WHERE ($1 = '' OR tenant = $1)
+			SELECT destination, outcome, count AS n FROM compacted_attempts WHERE `+cond+`
 		) t GROUP BY destination, outcome ORDER BY destination, outcome`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", mapErr(err))
@@ -1837,7 +1848,7 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 	rows.Close()
 
 	var count, total int64
-	if err := r.q.QueryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(waited), 0)::bigint FROM recoveries WHERE ($1 = '' OR tenant = $1)`,
+	if err := r.q.QueryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(waited), 0)::bigint FROM recoveries WHERE `+cond,
 		tenant).Scan(&count, &total); err != nil {
 		return nil, fmt.Errorf("stats: %w", mapErr(err))
 	}
@@ -1845,7 +1856,7 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 	st.RecoveryTotal = time.Duration(total) * time.Microsecond
 	if count > 0 {
 		var p90 int64
-		if err := r.q.QueryRow(ctx, `SELECT waited FROM recoveries WHERE ($1 = '' OR tenant = $1)
+		if err := r.q.QueryRow(ctx, `SELECT waited FROM recoveries WHERE `+cond+`
 			ORDER BY waited LIMIT 1 OFFSET $2`, tenant, (count*9+9)/10-1).Scan(&p90); err != nil {
 			return nil, fmt.Errorf("stats: %w", mapErr(err))
 		}
@@ -1854,7 +1865,7 @@ func (r *reader) Stats(ctx context.Context, tenant string, buckets []time.Durati
 	st.RecoveryBuckets = make([]int, len(buckets))
 	for i, b := range buckets {
 		var n int64
-		if err := r.q.QueryRow(ctx, `SELECT COUNT(*) FROM recoveries WHERE ($1 = '' OR tenant = $1) AND waited <= $2`,
+		if err := r.q.QueryRow(ctx, `SELECT COUNT(*) FROM recoveries WHERE `+cond+` AND waited <= $2`,
 			tenant, b.Microseconds()).Scan(&n); err != nil {
 			return nil, fmt.Errorf("stats: %w", mapErr(err))
 		}

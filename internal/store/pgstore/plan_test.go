@@ -288,20 +288,7 @@ func TestClaimPathUsesIndexes(t *testing.T) {
 		if !strings.HasPrefix(strings.TrimSpace(c.sql), "SELECT") {
 			continue
 		}
-		// The generic plan, as a prepared statement reused many times
-		// may get it.
-		name := fmt.Sprintf("plan_check_%d", i)
-		_, err := conn.Exec(ctx, "PREPARE "+name+" AS "+c.sql)
-		require.NoError(t, err, c.label)
-		_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-		require.NoError(t, err)
-		execute := "EXECUTE " + name
-		if len(c.args) > 0 { // a statement without parameters takes no parentheses
-			execute += "(" + executeLiterals(t, c.args) + ")"
-		}
-		generic := explainPlan(t, conn, "EXPLAIN (FORMAT JSON) "+execute)
-		_, err = conn.Exec(ctx, "RESET plan_cache_mode")
-		require.NoError(t, err)
+		generic := explainGeneric(t, conn, fmt.Sprintf("plan_check_%d", i), c)
 		checkPlan(t, c.label+" (generic plan)", generic, ordered, wantIndex[c.label])
 	}
 }
@@ -346,6 +333,25 @@ func TestListByStateEstimates(t *testing.T) {
 	// name is refused, never quoted.
 	_, err := r.ListOperations(ctx, store.ListParams{Tenant: tenant, States: []string{"held", "x' OR '1'='1"}, Limit: 5})
 	require.ErrorContains(t, err, `"x' OR '1'='1" is not a state name`)
+}
+
+// explainGeneric explains the generic plan of c's statement, prepared as
+// name, as a prepared statement reused many times may get it.
+func explainGeneric(t *testing.T, conn *pgx.Conn, name string, c recordedCall) planNode {
+	t.Helper()
+	ctx := context.Background()
+	_, err := conn.Exec(ctx, "PREPARE "+name+" AS "+c.sql)
+	require.NoError(t, err, c.label)
+	_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	execute := "EXECUTE " + name
+	if len(c.args) > 0 { // a statement without parameters takes no parentheses
+		execute += "(" + executeLiterals(t, c.args) + ")"
+	}
+	generic := explainPlan(t, conn, "EXPLAIN (FORMAT JSON) "+execute)
+	_, err = conn.Exec(ctx, "RESET plan_cache_mode")
+	require.NoError(t, err)
+	return generic
 }
 
 func explainPlan(t *testing.T, conn *pgx.Conn, sql string, args ...any) planNode {
@@ -458,7 +464,7 @@ func executeLiterals(t *testing.T, args []any) string {
 		switch v := a.(type) {
 		case string:
 			out[i] = quoteLiteral(v)
-		case int:
+		case int, int64:
 			out[i] = fmt.Sprint(v)
 		case []string:
 			q := make([]string, len(v))
