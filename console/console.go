@@ -177,6 +177,7 @@ func New(l *opledger.Ledger, opts Options) (*Console, error) {
 		"pathKey":  url.PathEscape,
 		"free":     freeText,
 		"visible":  visibleText,
+		"long":     longKey,
 	}
 	for _, page := range []string{"login", "queue", "operation", "operations", "dashboard", "error", "events", "event", "workflow", "workflows", "lab", "labreset"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
@@ -839,6 +840,22 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	c.renderSigned(w, s, http.StatusOK, "queue", map[string]any{"Title": "Exception queue",
 		"Items": rows, "Summary": sum, "Stuck": stuck, "StuckCut": stuckCut, "Due": due})
+}
+
+// longKeyBytes is the length past which a list's key may wrap within
+// its column on a desktop screen, where shorter ones stay on one line.
+const longKeyBytes = 40
+
+// longKey reports whether the key made of parts is longer than
+// longKeyBytes: one of the longest a key may be, unbroken, would widen
+// its list to twice the screen and push every row's other columns out of
+// view.
+func longKey(parts ...string) bool {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n > longKeyBytes
 }
 
 // DueNoticeAfter is how long a pending operation may wait for a worker,
