@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/opledger/opledger"
@@ -19,7 +20,11 @@ const operationsPageSize = 100
 type operationsFilter struct {
 	States             []opledger.State
 	Owner, Destination string
-	Cursor             string
+	// ExceptCancelled leaves out the failed operations that need no
+	// decision (opledger.ListOptions.ExceptCancelled): the exception
+	// queue's link to every failed one it counts asks for it.
+	ExceptCancelled bool
+	Cursor          string
 }
 
 // query is the filter as a query string, with cursor in place of its own
@@ -34,6 +39,9 @@ func (f operationsFilter) query(cursor string) string {
 	}
 	if f.Destination != "" {
 		v.Set("destination", f.Destination)
+	}
+	if f.ExceptCancelled {
+		v.Set("except_cancelled", "true")
 	}
 	if cursor != "" {
 		v.Set("cursor", cursor)
@@ -60,10 +68,17 @@ type operationRow struct {
 
 // parseOperationsFilter reads the filter of the operations list from the
 // query: state (one or several, repeated or comma-separated), owner,
-// destination, cursor. It returns the message to show when the query
+// destination, except_cancelled, cursor. It returns the message to show when the query
 // asks for something the list cannot give.
 func parseOperationsFilter(q url.Values) (operationsFilter, string) {
 	f := operationsFilter{Owner: q.Get("owner"), Destination: q.Get("destination"), Cursor: q.Get("cursor")}
+	if v := q.Get("except_cancelled"); v != "" {
+		except, err := strconv.ParseBool(v)
+		if err != nil {
+			return f, "except_cancelled is true or false, not “" + visibleText(v) + "”."
+		}
+		f.ExceptCancelled = except
+	}
 	seen := map[opledger.State]bool{}
 	for _, v := range q["state"] {
 		for name := range strings.SplitSeq(v, ",") {
@@ -111,7 +126,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	page, err := s.ledger.List(r.Context(), opledger.ListOptions{States: f.States, Owner: f.Owner, Destination: f.Destination,
-		Limit: c.pageSize, Cursor: f.Cursor})
+		ExceptCancelled: f.ExceptCancelled, Limit: c.pageSize, Cursor: f.Cursor})
 	if errors.Is(err, opledger.ErrInvalidInput) {
 		// The filters were checked above: what is left is the cursor.
 		data["Error"] = "That page link does not continue this list: it belongs to other filters, or was not made by the console. Start again from the first page."
@@ -144,6 +159,12 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 		if err != nil {
 			c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 			return
+		}
+		if f.ExceptCancelled {
+			if counts[opledger.StateFailed], err = s.ledger.CountFailedNeedingDecision(r.Context()); err != nil {
+				c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+				return
+			}
 		}
 		total := 0
 		for _, st := range opledger.States {
