@@ -78,36 +78,49 @@ func New(baseURL, token string, httpClient *http.Client) *Client {
 }
 
 // checkBaseURL refuses a base URL that names no server the client can
-// reach as given, as the CLI refuses such a --server: without it, a
-// missing scheme failed each call with net/url's "first path segment in
-// URL cannot contain colon", a query made every path part of the query,
-// and a user was silently replaced by the bearer token. It repeats no part
-// of the value.
+// reach as given (BaseURLProblem): without it, a missing scheme failed
+// each call with net/url's "first path segment in URL cannot contain
+// colon", a query made every path part of the query, and a user was
+// silently replaced by the bearer token.
 func checkBaseURL(base string) error {
-	const takes = "client.New needs a base URL of the form http:// or https:// and a host, such as http://127.0.0.1:8080"
+	if problem := BaseURLProblem(base); problem != "" {
+		return fmt.Errorf("%w: client.New needs a base URL of the form http:// or https:// and a host, such as http://127.0.0.1:8080: %s",
+			opledger.ErrInvalidInput, problem)
+	}
+	return nil
+}
+
+// BaseURLProblem says why base cannot be the base URL of a Client (New),
+// or of the CLI's --server: it is not a URL, its scheme is not http or
+// https, it names no host, its port is not from 1 to 65535, or it carries
+// a user, a query or a fragment, which the client would not use as
+// given. It returns "" for a base the client can use. Its words repeat no
+// part of base, which may hold a password.
+func BaseURLProblem(base string) string {
 	if !strings.Contains(base, "://") {
-		return fmt.Errorf("%w: %s: it has no http:// or https:// before the host", opledger.ErrInvalidInput, takes)
+		return "it has no http:// or https:// before the host"
 	}
 	u, err := url.Parse(base)
 	switch {
 	case err != nil:
-		// Not the parser's words: they quote part of the value.
-		return fmt.Errorf("%w: %s: it cannot be parsed as a URL", opledger.ErrInvalidInput, takes)
+		// Not the parser's words: they quote part of the value, which
+		// may be part of a password (http://admin:pa/ss@host).
+		return "it cannot be parsed as a URL (a host, then an optional :port; an IPv6 host in [ ])"
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%w: %s: its scheme is %s, not http or https", opledger.ErrInvalidInput, takes, u.Scheme)
+		return "its scheme is " + u.Scheme + ", not http or https"
 	case u.Hostname() == "":
-		return fmt.Errorf("%w: %s: it names no host", opledger.ErrInvalidInput, takes)
+		return "it names no host"
 	case u.User != nil:
-		return fmt.Errorf("%w: %s: it must not carry a user or password (the token is New's second argument)", opledger.ErrInvalidInput, takes)
+		return "it must not carry a user or password (the API token is given apart from it)"
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(base, "#"):
-		return fmt.Errorf("%w: %s: it must not carry a query or fragment", opledger.ErrInvalidInput, takes)
+		return "it must not carry a query or fragment"
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("%w: %s: its port is not from 1 to 65535", opledger.ErrInvalidInput, takes)
+			return "its port " + strconv.Quote(p) + " is not a number from 1 to 65535"
 		}
 	}
-	return nil
+	return ""
 }
 
 // Close closes the connections the client keeps open to the server

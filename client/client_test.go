@@ -413,6 +413,8 @@ func TestNewRefusesBaseURLItCannotUse(t *testing.T) {
 		"http://127.0.0.1:8080/#top": "a query or fragment",
 		"http://admin:s3cret@h:8080": "a user or password",
 		"http://[::1":                "cannot be parsed as a URL",
+		"http://127.0.0.1:99999":     `its port "99999" is not a number from 1 to 65535`,
+		"http://127.0.0.1:0":         `its port "0" is not a number from 1 to 65535`,
 	} {
 		c := client.New(base, "opl_x", nil)
 		_, err := c.List(ctx, opledger.ListOptions{})

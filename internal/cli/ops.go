@@ -312,33 +312,12 @@ func (f *backendFlags) check() error {
 	return nil
 }
 
-// checkServerURL refuses, before any request, a --server that names no
-// server the client can reach: not a URL, a scheme other than http or
-// https, no host, a port out of range, or a user, query or fragment, which
-// the client would not use as given. It repeats no part of the value: a
-// URL may hold a password.
+// checkServerURL refuses, before any request, a --server the client
+// could not use as given (client.BaseURLProblem): its words repeat no
+// part of the value, since a URL may hold a password.
 func checkServerURL(server string) error {
-	const takes = "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080"
-	if !strings.Contains(server, "://") {
-		return usageError{fmt.Errorf("%s: it has no http:// or https:// before the host", takes)}
-	}
-	u, err := url.Parse(server)
-	switch {
-	case err != nil:
-		// Not the parser's words: they quote part of the value, which
-		// may be part of a password (http://admin:pa/ss@host).
-		return usageError{fmt.Errorf("%s: it cannot be parsed as a URL (a host, then an optional :port; an IPv6 host in [ ])", takes)}
-	case u.Scheme != "http" && u.Scheme != "https":
-		return usageError{fmt.Errorf("%s: its scheme is %s, not http or https", takes, u.Scheme)}
-	case u.Hostname() == "":
-		return usageError{fmt.Errorf("%s: it names no host", takes)}
-	case u.User != nil:
-		return usageError{fmt.Errorf("%s: it must not carry a user or password (the API token goes in --token)", takes)}
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(server, "#"):
-		return usageError{fmt.Errorf("%s: it must not carry a query or fragment", takes)}
-	}
-	if err := checkPort(u.Port()); err != nil {
-		return usageError{fmt.Errorf("%s: %w", takes, err)}
+	if problem := client.BaseURLProblem(server); problem != "" {
+		return usageError{fmt.Errorf("--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: %s", problem)}
 	}
 	return nil
 }

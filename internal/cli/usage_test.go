@@ -199,9 +199,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ops", "show", "k1", "--server", "ftp://x", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: its scheme is ftp, not http or https"},
 		{[]string{"ops", "cancel", "k1", "--reason", "r", "--server", "127.0.0.1:8080", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it has no http:// or https:// before the host"},
 		{[]string{"ops", "approve", "k1", "--version", "1", "--fingerprint", "sha256:x", "--server", "http://", "--token", "t"}, "--server must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080: it names no host"},
-		{[]string{"events", "list", "--server", "http://u:secret@h", "--token", "t"}, "it must not carry a user or password (the API token goes in --token)"},
+		{[]string{"events", "list", "--server", "http://u:secret@h", "--token", "t"}, "it must not carry a user or password (the API token is given apart from it)"},
 		{[]string{"events", "show", "forms", "evt-1", "--server", "http://h/?x=1", "--token", "t"}, "it must not carry a query or fragment"},
-		{[]string{"workflows", "list", "--server", "http://h:99999", "--token", "t"}, `port "99999" is not a number from 0 to 65535`},
+		{[]string{"workflows", "list", "--server", "http://h:99999", "--token", "t"}, `its port "99999" is not a number from 1 to 65535`},
 		{[]string{"workflows", "show", "wf:1", "--server", "mailto:x", "--token", "t"}, "it has no http:// or https:// before the host"},
 		// An approval names a version ops show gave: 1 or more.
 		{db("ops", "approve", "k1", "--version", "-1", "--fingerprint", "sha256:x"), "--version must be 1 or more, the version 'ops show' gave, got -1"},
