@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/store"
 )
 
@@ -474,7 +475,7 @@ func maskNames(obj map[string]any, st *secretText) bool {
 
 // sensitiveValues returns the strings and numbers found at the paths of
 // payload, as their JSON text, and apart the member names inside them
-// that read as data (dataName); none when payload is not JSON.
+// that read as data (redact.DataName); none when payload is not JSON.
 func sensitiveValues(payload json.RawMessage, paths []string) (values, names map[string]bool) {
 	p, err := decodeJSON(payload) // numbers exact: see numberText
 	if err != nil || p == nil {
@@ -492,7 +493,7 @@ func sensitiveValues(payload json.RawMessage, paths []string) (values, names map
 // compares it and as it was written (1.5e3 and 1500), so that text
 // quoting it as the payload has it is masked too. The member names of
 // an object inside a sensitive field are its content too (recipients
-// keyed by address), except those that read as field names (dataName):
+// keyed by address), except those that read as field names (redact.DataName):
 // they go to names, masked inside text (and as member names) but never
 // compared with a whole value, which a short name ("1") would match all
 // too often.
@@ -500,7 +501,7 @@ func collectLeaves(v any, values, names map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for name, el := range x {
-			if dataName(name) {
+			if redact.DataName(name) {
 				names[name] = true
 			}
 			collectLeaves(el, values, names)
@@ -527,24 +528,6 @@ func collectLeaves(v any, values, names map[string]bool) {
 // isNumber reports whether s, valid JSON, is a number.
 func isNumber(s string) bool {
 	return s != "" && (s[0] == '-' || s[0] >= '0' && s[0] <= '9')
-}
-
-// dataName reports whether a member name inside a sensitive field is
-// data (an address, a phone number, a date, a name with a space) rather
-// than a field name: a field name is an identifier, an ASCII letter or
-// '_' and then letters, digits, '_' and '-' ("city", "line2",
-// "first_name"), and masking it would mask that word in every text about
-// the operation ("invalid city" read "invalid ***").
-func dataName(name string) bool {
-	for i, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
-		case i > 0 && (r >= '0' && r <= '9' || r == '-'):
-		default:
-			return true
-		}
-	}
-	return false
 }
 
 // Mask is the value that replaces a sensitive field.

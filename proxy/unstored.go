@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/opledger/opledger/internal/redact"
 )
 
 // maxUnstoredText bounds a body kept whole for masking (a text body): a
@@ -48,15 +50,16 @@ func unstoredContent(r *http.Request, body []byte, bodyKept bool) json.RawMessag
 	return out
 }
 
-// pathSegments are the decoded segments of a path as an object's member
-// names: the ledger masks those that read as data (an address, a number,
-// a token: kim@example.com, 12345, bot123:AbC) and not those that read as
-// field names (customers, sendMessage), which would mask those words in
-// every error about the operation; nil when there are none.
+// pathSegments are the decoded segments of a path that read as data (an
+// address, a number, a token: kim@example.com, 12345, bot123:AbC), as an
+// object's member names, which the ledger masks; not those that read as
+// field names (customers, sendMessage), which it would not mask either
+// (redact.DataName, its rule), so that a path of words alone adds nothing
+// to the operation; nil when there are none.
 func pathSegments(path string) map[string]any {
 	var out map[string]any
 	for seg := range strings.SplitSeq(path, "/") {
-		if seg == "" {
+		if seg == "" || !redact.DataName(seg) {
 			continue
 		}
 		if out == nil {

@@ -468,3 +468,21 @@ func leastFold(r rune) rune {
 	}
 	return least
 }
+
+// DataName reports whether a member name inside a sensitive field (or a
+// path segment) is data (an address, a phone number, a date, a name with
+// a space) rather than a field name: a field name is an identifier, an
+// ASCII letter or '_' and then letters, digits, '_' and '-' ("city",
+// "line2", "first_name"), and masking it would mask that word in every
+// text about the operation ("invalid city" read "invalid ***").
+func DataName(name string) bool {
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		case i > 0 && (r >= '0' && r <= '9' || r == '-'):
+		default:
+			return true
+		}
+	}
+	return false
+}

@@ -255,3 +255,18 @@ func check(t *testing.T, ok bool, format string, args ...any) {
 		t.Errorf(format, args...)
 	}
 }
+
+// DataName tells data (masked as a member name or path segment) from an
+// identifier that names a field (never masked, or every text naming the
+// field would read "***").
+func TestDataName(t *testing.T) {
+	t.Parallel()
+	for name, data := range map[string]bool{
+		"city": false, "line2": false, "first_name": false, "_x": false, "sendMessage": false, "x-y": false,
+		"kim@example.com": true, "12345": true, "2026-12-07": true, "Kim Lee": true, "bot123:AbC": true, "-x": true, "Zoë": true,
+	} {
+		if got := DataName(name); got != data {
+			t.Errorf("DataName(%q) = %v, want %v", name, got, data)
+		}
+	}
+}
