@@ -112,6 +112,17 @@ func (g *groupCommit) handBack(leader *writeReq, batch []*writeReq, err error) {
 	g.queue = keep
 }
 
+// failQueued answers every queued request with err, none of which has
+// run: the store is closed.
+func (g *groupCommit) failQueued(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.queue {
+		r.done <- writeResult{err: err}
+	}
+	g.queue = g.queue[:0]
+}
+
 // take removes up to maxBatch queued requests.
 func (g *groupCommit) take() []*writeReq {
 	g.mu.Lock()
@@ -173,6 +184,12 @@ func (s *Store) lead(r *writeReq) error {
 		case res := <-r.done:
 			return res.unwrap()
 		default:
+		}
+		if s.closed.Load() {
+			// Close has come (or comes now): its statements and
+			// connection are closed, or about to be; nothing queued runs.
+			s.group.failQueued(fmt.Errorf("begin: %w", store.ErrClosed))
+			continue
 		}
 		batch := s.group.take()
 		if len(batch) == 0 {

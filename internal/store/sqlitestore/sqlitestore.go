@@ -533,9 +533,19 @@ func (s *Store) Ping(ctx context.Context) error {
 // it after a checkpoint (PRAGMA journal_size_limit).
 const walSizeLimit = 64 << 20
 
-// Close closes both connection pools and the write lock's file.
+// Close closes both connection pools and the write lock's file, once
+// the write under way, if any, has ended; writes queued behind it fail
+// with store.ErrClosed, none of them run.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	// Wait for the writer (wlock): a batch under way runs the write
+	// statements on the write connection, and closing them under it
+	// would free what SQLite is using (a fault that kills the process).
+	// Requests still queued have not run: they get ErrClosed, and so
+	// does any that a leader takes after (lead).
+	s.wlock <- struct{}{}
+	defer func() { <-s.wlock }()
+	s.group.failQueued(fmt.Errorf("begin: %w", store.ErrClosed))
 	return errors.Join(s.readStmts.close(), s.writeStmts.close(), s.wconn.Close(), s.reader.Close(), s.writer.Close(), s.fileLock.close())
 }
 
