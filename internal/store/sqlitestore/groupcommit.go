@@ -189,7 +189,12 @@ func (s *Store) lead(r *writeReq) error {
 			// Close has come (or comes now): its statements and
 			// connection are closed, or about to be; nothing queued runs.
 			s.group.failQueued(fmt.Errorf("begin: %w", store.ErrClosed))
-			continue
+			select {
+			case res := <-r.done:
+				return res.unwrap()
+			default:
+				return errors.New("begin: write request lost by a failed group commit")
+			}
 		}
 		batch := s.group.take()
 		if len(batch) == 0 {
