@@ -48,6 +48,33 @@ func (s State) Valid() bool {
 	return false
 }
 
+// ParseStates reads a comma-separated list of state names, as the API's
+// state parameter and the CLI's --state flag take it ("held,uncertain";
+// spaces around a name are ignored). An empty list is no states (nil:
+// every state, to ListOptions). A list with an empty entry ("held,", as
+// a list built from a variable left unset reads) or a name that is no
+// State is refused with an error matching ErrInvalidInput that names
+// the entry: listing fewer states, or every state, than meant would go
+// unnoticed.
+func ParseStates(list string) ([]State, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var states []State
+	for i, name := range strings.Split(list, ",") {
+		switch st := State(strings.TrimSpace(name)); {
+		case st == "":
+			return nil, invalidInput("entry %d of %.40q is empty: give states separated by commas, with no empty entry (states: %s)",
+				i+1, list, StateNames())
+		case !st.Valid():
+			return nil, invalidInput("unknown state %.40q (states: %s)", string(st), StateNames())
+		default:
+			states = append(states, st)
+		}
+	}
+	return states, nil
+}
+
 // StateNames is the names of the states, in the order of States,
 // separated by ", ": for messages that list what a state may be.
 func StateNames() string {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -147,28 +146,10 @@ func (s *server) listOperations(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := opledger.ListOptions{Owner: q["owner"], Destination: q["destination"], Cursor: q["cursor"],
 		Order: opledger.Order(q["order"])}
-	empty := 0 // the first empty entry of the state list, counting from 1
-	for i, st := range strings.Split(q["state"], ",") {
-		if st = strings.TrimSpace(st); st != "" {
-			opts.States = append(opts.States, opledger.State(st))
-		} else if empty == 0 {
-			empty = i + 1
-		}
-	}
-	if len(opts.States) > 0 && empty > 0 {
-		// state=held, (a list built from a variable left unset) would
-		// list fewer states than meant; the CLI refuses --state "held,".
-		writeProblem(w, r, http.StatusBadRequest, "invalid_input", fmt.Sprintf(
-			"entry %d of state %.40q is empty: give states separated by commas, with no empty entry (states: %s)",
-			empty, q["state"], opledger.StateNames()), nil)
-		return
-	}
-	if q["state"] != "" && len(opts.States) == 0 {
-		// state=, (a list built from unset variables) would list every
-		// state, as state left out does.
-		writeProblem(w, r, http.StatusBadRequest, "invalid_input", fmt.Sprintf(
-			"state names no state (got %.20q): give states separated by commas (states: %s), or leave state out to list every state",
-			q["state"], opledger.StateNames()), nil)
+	// state=held, (a list built from a variable left unset) would list
+	// fewer states than meant, and state=, every state.
+	if opts.States, err = opledger.ParseStates(q["state"]); err != nil {
+		writeProblem(w, r, http.StatusBadRequest, "invalid_input", "state: "+opledger.InvalidInputDetail(err), nil)
 		return
 	}
 	if opts.Limit, err = limitParam(q["limit"], opledger.MaxListLimit); err != nil {

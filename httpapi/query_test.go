@@ -225,8 +225,8 @@ func TestStateListWithNoStateRefused(t *testing.T) {
 		var p httpapi.Problem
 		require.NoError(t, json.Unmarshal(body, &p))
 		require.Equal(t, httpapi.ProblemTypeBase+"invalid_input", p.Type, q)
-		require.Contains(t, p.Detail, "state names no state", q)
-		require.Contains(t, p.Detail, "leave state out to list every state", q)
+		require.Contains(t, p.Detail, "state: entry 1 of ", q)
+		require.Contains(t, p.Detail, " is empty: give states separated by commas", q)
 	}
 	for _, q := range []string{"", "state=", "state=pending", "state=pending,held"} {
 		status, body := b.raw(t, "GET", "/v1/operations?"+q, b.token, nil)
@@ -245,13 +245,13 @@ func TestStateListEmptyEntryRefused(t *testing.T) {
 	t.Parallel()
 	b := startAPI(t, testdb.SQLiteDSN(t), nil)
 	for q, detail := range map[string]string{
-		"state=pending,":                   `entry 2 of state "pending," is empty`,
-		"state=,pending":                   `entry 1 of state ",pending" is empty`,
-		"state=held,,uncertain":            `entry 2 of state "held,,uncertain" is empty`,
-		"state=held,%20":                   `entry 2 of state "held, " is empty`,
-		"state=held,uncertain,failed,,":    `entry 4 of state "held,uncertain,failed,," is empty`,
-		"state=done,&owner=ops":            `entry 2 of state "done," is empty`,
-		"state=held,&order=review&limit=5": `entry 2 of state "held," is empty`,
+		"state=pending,":                   `state: entry 2 of "pending," is empty`,
+		"state=,pending":                   `state: entry 1 of ",pending" is empty`,
+		"state=held,,uncertain":            `state: entry 2 of "held,,uncertain" is empty`,
+		"state=held,%20":                   `state: entry 2 of "held, " is empty`,
+		"state=held,uncertain,failed,,":    `state: entry 4 of "held,uncertain,failed,," is empty`,
+		"state=pending,,done&owner=ops":    `state: entry 2 of "pending,,done" is empty`,
+		"state=held,&order=review&limit=5": `state: entry 2 of "held," is empty`,
 	} {
 		status, body := b.raw(t, "GET", "/v1/operations?"+q, b.token, nil)
 		require.Equal(t, http.StatusBadRequest, status, "%s: %s", q, body)

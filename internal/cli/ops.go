@@ -443,18 +443,11 @@ func newOpsListCmd() *cobra.Command {
 			if o.Order != opledger.OrderNewest && o.Order != opledger.OrderReview {
 				return usageError{fmt.Errorf("--order: unknown order %q (orders: %s, %s)", order, opledger.OrderNewest, opledger.OrderReview)}
 			}
-			if states != "" {
-				for _, s := range strings.Split(states, ",") {
-					switch s = strings.TrimSpace(s); {
-					case s == "":
-						// "--state held," would list what "--state held"
-						// does, and "--state ," every state.
-						return usageError{fmt.Errorf("--state %q has an empty entry: give states separated by commas (states: %s)", states, opledger.StateNames())}
-					case !opledger.State(s).Valid():
-						return usageError{fmt.Errorf("--state: unknown state %q (states: %s)", s, opledger.StateNames())}
-					}
-					o.States = append(o.States, opledger.State(s))
-				}
+			// "--state held," would list what "--state held" does, and
+			// "--state ," every state.
+			var err error
+			if o.States, err = opledger.ParseStates(states); err != nil {
+				return usageError{errors.New("--state: " + opledger.InvalidInputDetail(err))}
 			}
 			if err := checkLimit(limit, opledger.MaxListLimit); err != nil {
 				return err

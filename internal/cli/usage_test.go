@@ -130,8 +130,8 @@ func TestUsageErrors(t *testing.T) {
 		{db("ops", "list", "--destination="), "--destination is empty: give a destination, or leave the flag out"},
 		{db("ops", "list", "--state", ""), "--state is empty: give states, comma-separated, or leave the flag out"},
 		{db("ops", "list", "--cursor", ""), "--cursor is empty: give the next_cursor of the page before, or leave the flag out"},
-		{db("ops", "list", "--state", ","), `--state "," has an empty entry: give states separated by commas`}, // not every state
-		{db("ops", "list", "--state", "held,"), `--state "held," has an empty entry`},
+		{db("ops", "list", "--state", ","), `--state: entry 1 of "," is empty: give states separated by commas`}, // not every state
+		{db("ops", "list", "--state", "held,"), `--state: entry 2 of "held," is empty`},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--owner", ""), "--owner is empty: give an owner, or leave the flag out"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--accept-scope-change", ""), "--accept-scope-change is empty: give an upstream's name, or leave the flag out"},
 		{db("proxy", "--upstream", "http://127.0.0.1:1", "--accept-scope-change", "a,,b"), "--accept-scope-change has an empty entry: give an upstream's name in each, comma-separated"},
