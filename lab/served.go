@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -52,18 +53,22 @@ const maxFaultsBytes = 1 << 16
 // API; the destinations' own routes answer as the simulated services do.
 func (s *Served) Handler() http.Handler {
 	mux := http.NewServeMux()
-	ds := []injectable{s.CRM, s.Email, s.Payment}
-	for _, d := range ds {
+	var prefixes []string
+	for _, d := range []injectable{s.CRM, s.Email, s.Payment} {
 		prefix := "/" + d.Name()
+		prefixes = append(prefixes, prefix+"/")
 		mux.Handle(prefix+"/", http.StripPrefix(prefix, d.Handler()))
 		mux.HandleFunc("POST "+prefix+"/faults", func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFaultsBytes))
+			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+				httpapi.WriteProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large",
+					fmt.Sprintf("the body is larger than %d bytes", maxFaultsBytes), nil)
+				return
+			}
+			// One JSON list, nothing after it: ["429"] ["validation"]
+			// would otherwise queue the first list alone, and null none.
 			var names []string
-			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxFaultsBytes)).Decode(&names); err != nil {
-				if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-					httpapi.WriteProblem(w, r, http.StatusRequestEntityTooLarge, "payload_too_large",
-						fmt.Sprintf("the body is larger than %d bytes", maxFaultsBytes), nil)
-					return
-				}
+			if err != nil || json.Unmarshal(body, &names) != nil || names == nil {
 				httpapi.WriteProblem(w, r, http.StatusBadRequest, "invalid_json",
 					`the body is a JSON list of faults, e.g. ["lost_response"]; faults: `+joinNames(Faults), nil)
 				return
@@ -89,10 +94,6 @@ func (s *Served) Handler() http.Handler {
 		// destination, which knows no such route.
 		mux.HandleFunc(prefix+"/faults", methodNotAllowed(prefix+"/faults", http.MethodPost))
 		mux.HandleFunc(prefix+"/counters", methodNotAllowed(prefix+"/counters", http.MethodGet, http.MethodHead))
-	}
-	prefixes := make([]string, len(ds))
-	for i, d := range ds {
-		prefixes[i] = "/" + d.Name() + "/"
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// The detail does not repeat the path, which may be anything;
