@@ -127,7 +127,8 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, f Finding) (op *Oper
 }
 
 // reconcile applies f to the operation in the transaction, as
-// Ledger.Reconcile says, actor naming who found it. f is a copy: decided again on a conflict, from the finding as given.
+// Ledger.Reconcile says, actor naming who found it. f is a copy: decided
+// again on a conflict, from the finding as given.
 func (t *txn) reconcile(l *Ledger, actor string, f Finding) error {
 	f.Evidence = t.keep(f.Evidence, maxReasonLength)
 	// A finding tied to the attempts the lookup saw (AttemptCount,
@@ -606,11 +607,12 @@ func (l *Ledger) DeferReconcile(ctx context.Context, key string, delay time.Dura
 // key since it last became uncertain: its "reconcile deferred" entries
 // (DeferReconcile) whose reason starts with the mark of a failed lookup,
 // as a reconciler words it ("lookup failed: …"), after its newest entry
-// into uncertain. A deferral whose reason only mentions the phrase
-// further on (a lookup's own evidence, say) is no failed lookup. A reconciler holds the operation once they reach its limit
-// (reconciler.Config.MaxLookupFailures). It reads those entries alone,
-// not the whole timeline of an operation uncertain and retried many
-// times. Unknown keys return ErrNotFound; a compacted operation has none.
+// into uncertain. A deferral whose reason only mentions the phrase further
+// on (a lookup's own evidence, say) is no failed lookup. A reconciler
+// holds the operation once they reach its limit
+// (reconciler.Config.MaxLookupFailures). It reads those entries alone, not
+// the whole timeline of an operation uncertain and retried many times.
+// Unknown keys return ErrNotFound; a compacted operation has none.
 func (l *Ledger) LookupFailures(ctx context.Context, key string) (int, error) {
 	if err := ValidateKey(key); err != nil {
 		return 0, err

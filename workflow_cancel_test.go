@@ -122,9 +122,10 @@ func TestCancelStuckWorkflow(t *testing.T) {
 
 // TestCancelFailedWorkflow: a workflow whose current step's operation
 // failed (rejected, or cancelled by an operator) can be given up on, with
-// the rules of a stuck one, and the failed operation's timeline says so; one whose current step's operation has not
-// finished (awaiting approval, pending, uncertain) is refused, and told
-// to cancel or settle that operation first.
+// the rules of a stuck one, and the failed operation's timeline says so;
+// one whose current step's operation has not finished (awaiting approval,
+// pending, uncertain) is refused, and told to cancel or settle that
+// operation first.
 func TestCancelFailedWorkflow(t *testing.T) {
 	t.Parallel()
 	for _, st := range testdb.Stores() {

@@ -1105,9 +1105,9 @@ func (c *Client) ReviseWorkflowStep(ctx context.Context, key, step string, r opl
 }
 
 // CancelWorkflow gives up on a workflow whose current step has no
-// operation (a stuck one) or whose current step's operation failed. As with opledger.Ledger.CancelWorkflow, the
-// reason is required and the same decision again is answered with
-// replayed true.
+// operation (a stuck one) or whose current step's operation failed. As
+// with opledger.Ledger.CancelWorkflow, the reason is required and the same
+// decision again is answered with replayed true.
 func (c *Client) CancelWorkflow(ctx context.Context, key string, d opledger.WorkflowCancel) (w *opledger.Workflow, replayed bool, err error) {
 	w, h, err := c.workflowAnswer(ctx, http.MethodPost, key, d, "cancel")
 	if err != nil {

@@ -732,16 +732,16 @@ func (c *Console) clearSessionCookie(w http.ResponseWriter, r *http.Request) {
 
 // queue is the exception queue: what waits for a person. Held, uncertain
 // and failed operations (but those an operator cancelled, and the failed
-// step of a cancelled workflow, which need no repair), and those awaiting approval, which nothing sends until an
-// approver has looked; the most urgent review first. Each state is read
-// on its own, up to queueLimit operations each, so that a burst of
-// failures never pushes a held or uncertain operation out of the page.
-// The held ones are read by review time, so that those shown are the
-// ones due first; the others newest first (by creation), so that those
-// shown are the newest. The page shows the held ones earliest review
-// first, then the uncertain, those awaiting approval and the failed
-// ones, each group oldest first (by creation).
-// Its caption counts every operation that needs attention, not only those
+// step of a cancelled workflow, which need no repair), and those awaiting
+// approval, which nothing sends until an approver has looked; the most
+// urgent review first. Each state is read on its own, up to queueLimit
+// operations each, so that a burst of failures never pushes a held or
+// uncertain operation out of the page. The held ones are read by review
+// time, so that those shown are the ones due first; the others newest
+// first (by creation), so that those shown are the newest. The page shows
+// the held ones earliest review first, then the uncertain, those awaiting
+// approval and the failed ones, each group oldest first (by creation). Its
+// caption counts every operation that needs attention, not only those
 // shown, and says which states have more than the page shows.
 func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	now, err := s.ledger.Now(r.Context())

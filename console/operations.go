@@ -68,8 +68,8 @@ type operationRow struct {
 
 // parseOperationsFilter reads the filter of the operations list from the
 // query: state (one or several, repeated or comma-separated), owner,
-// destination, except_cancelled, cursor. It returns the message to show when the query
-// asks for something the list cannot give.
+// destination, except_cancelled, cursor. It returns the message to show
+// when the query asks for something the list cannot give.
 func parseOperationsFilter(q url.Values) (operationsFilter, string) {
 	f := operationsFilter{Owner: q.Get("owner"), Destination: q.Get("destination"), Cursor: q.Get("cursor")}
 	if v := q.Get("except_cancelled"); v != "" {

@@ -38,8 +38,9 @@ func (s *stuck) Call(_ context.Context, _ opledger.Call) (opledger.Result, error
 	return opledger.Result{Ref: "late-" + strconv.Itoa(int(n))}, nil
 }
 
-// abandonRig is a rig whose only Go destination is s, with a call limit
-// of 1s (a dispatch mark slowed by a busy machine must leave the call its time), and the DSN of its store in dsn.
+// abandonRig is a rig whose only Go destination is s, with a call limit of
+// 1s (a dispatch mark slowed by a busy machine must leave the call its
+// time), and the DSN of its store in dsn.
 func abandonRig(t *testing.T, newDSN func(testing.TB) string, s *stuck, dsn *string) *testrig.Rig {
 	return testrig.New(t, func(tb testing.TB) string {
 		*dsn = newDSN(tb)

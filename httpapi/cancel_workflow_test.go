@@ -17,10 +17,10 @@ import (
 // TestCancelWorkflowRoute: POST /v1/workflows/{key}/cancel gives up on a
 // stuck workflow: the reason is required (400 reason_required), a worker
 // token may not decide (403), a workflow changed since it was seen is
-// refused (409 stale_decision), and one whose current step's operation
-// has not finished too (409 invalid_state), until it fails; once cancelled it answers cancelled with who decided,
-// leaves stuck_workflows of /v1/stats, and the same decision again is marked
-// replayed.
+// refused (409 stale_decision), and one whose current step's operation has
+// not finished too (409 invalid_state), until it fails; once cancelled it
+// answers cancelled with who decided, leaves stuck_workflows of /v1/stats,
+// and the same decision again is marked replayed.
 func TestCancelWorkflowRoute(t *testing.T) {
 	t.Parallel()
 	for _, st := range testdb.Stores() {

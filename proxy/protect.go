@@ -711,9 +711,10 @@ func leaseRenewal(lease time.Duration) time.Duration {
 var leaseRenewalForTests atomic.Int64
 
 // keepLease extends claim's lease to lease from now, at once and then
-// every leaseRenewal, until the returned stop (which may be called again) is called. It gives up once the ledger refuses
-// (the lease ran out meanwhile: the operation is uncertain, and the
-// report that follows is kept as a late one).
+// every leaseRenewal, until the returned stop (which may be called again)
+// is called. It gives up once the ledger refuses (the lease ran out
+// meanwhile: the operation is uncertain, and the report that follows is
+// kept as a late one).
 func (p *Proxy) keepLease(ctx context.Context, log *slog.Logger, claim *opledger.Claim, lease time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup

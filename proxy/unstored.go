@@ -20,13 +20,14 @@ const maxUnstoredText = 4 << 10
 // unstoredContent is, for the ledger to mask as the payload's sensitive
 // fields are but never show (internal/maskonly), what of a request the
 // payload does not hold value by value: the path's segments that read as
-// data and the query's values (the payload keeps each as one text) and, when the body is not kept (it is not
-// JSON the fingerprint can canonicalize), its values: those of a form, the
-// strings and numbers of JSON, or a text body whole. An upstream may
-// make its reference of any of them (a customer record named after the
-// address the form sent), and the reference is shown wherever the
-// operation is. They go under "path", "query" and "body", the payload's
-// sensitive fields of the same names; nil when there is nothing to add.
+// data and the query's values (the payload keeps each as one text) and,
+// when the body is not kept (it is not JSON the fingerprint can
+// canonicalize), its values: those of a form, the strings and numbers of
+// JSON, or a text body whole. An upstream may make its reference of any of
+// them (a customer record named after the address the form sent), and the
+// reference is shown wherever the operation is. They go under "path",
+// "query" and "body", the payload's sensitive fields of the same names;
+// nil when there is nothing to add.
 func unstoredContent(r *http.Request, body []byte, bodyKept bool) json.RawMessage {
 	doc := map[string]any{}
 	if segs := pathSegments(r.URL.Path); segs != nil {

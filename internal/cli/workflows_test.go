@@ -257,9 +257,9 @@ func TestWorkflowsShowCompactedStep(t *testing.T) {
 
 // TestWorkflowsCancelCommand: 'workflows cancel' gives up on a stuck
 // workflow, or one whose step failed: --reason is required, a workflow
-// whose step is recorded and not finished is refused, the decision is shown by 'workflows show', the workflow leaves
-// 'list --stuck' and 'ops stats', and the same decision again exits 0
-// with nothing changed.
+// whose step is recorded and not finished is refused, the decision is
+// shown by 'workflows show', the workflow leaves 'list --stuck' and 'ops
+// stats', and the same decision again exits 0 with nothing changed.
 func TestWorkflowsCancelCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -24,11 +24,12 @@ var ErrBackupExists = errors.New("the backup's file exists; a backup never overw
 // half-written. The copy is written under a temporary name beside to
 // (".NAME.partial-*"), synced to disk, then checked: it must hold the
 // ledger, and SQLite's quick_check must find nothing wrong; then put in
-// WAL mode, as the ledger is (walMode); only then is it given to's name. So a file under that name is always a whole,
-// checked copy: a backup killed on the way leaves its temporary file, and
-// an error removes it. A path that holds no ledger is refused
-// (store.ErrNotLedger), and so is a destination that exists
-// (ErrBackupExists), also one another process makes meanwhile.
+// WAL mode, as the ledger is (walMode); only then is it given to's name.
+// So a file under that name is always a whole, checked copy: a backup
+// killed on the way leaves its temporary file, and an error removes it. A
+// path that holds no ledger is refused (store.ErrNotLedger), and so is a
+// destination that exists (ErrBackupExists), also one another process
+// makes meanwhile.
 func Backup(ctx context.Context, path, to string) (err error) {
 	defer leaveAsFound(ctx, path)()
 	holds, err := HoldsLedger(ctx, path)
