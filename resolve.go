@@ -146,7 +146,7 @@ func (l *Ledger) Resolve(ctx context.Context, key string, d Decision) (op *Opera
 			}
 			if c != nil {
 				return t.refused(fmt.Errorf("%s %s: %w: its workflow was cancelled at this step by %s at %s, so it is not attempted again; "+
-					"mark it succeeded instead if it took effect after all", d.Kind, t.key, ErrInvalidState, c.Actor, c.At.UTC().Format(time.RFC3339)))
+					"mark it succeeded instead if it took effect after all", d.Kind, t.key, ErrInvalidState, c.Actor, textTime(c.At)))
 			}
 		}
 		recovery := ""

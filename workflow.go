@@ -1100,7 +1100,7 @@ func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op
 				return "", "", err
 			}
 			if op.NotBefore.After(now) {
-				msg += " (not before " + op.NotBefore.Format(time.RFC3339) + ")"
+				msg += " (not before " + textTime(*op.NotBefore) + ")"
 			}
 		}
 		return WorkflowRunning, msg, nil
@@ -1111,7 +1111,7 @@ func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op
 	case StateHeld:
 		msg := fmt.Sprintf("step %s is held for %s", name, ownerOrNobody(op.Owner))
 		if op.ReviewBy != nil {
-			msg += " (review by " + op.ReviewBy.Format(time.RFC3339) + ")"
+			msg += " (review by " + textTime(*op.ReviewBy) + ")"
 		}
 		tl, secrets, err := l.maskedTimeline(ctx, r, op)
 		if err != nil {

@@ -50,7 +50,7 @@ type cancelledError struct {
 
 func (e *cancelledError) Error() string {
 	return fmt.Sprintf("workflow %s was cancelled by %s at step %s (%s): it takes no other change",
-		e.workflow, e.c.Operator, e.c.Step, e.c.At.UTC().Format(time.RFC3339))
+		e.workflow, e.c.Operator, e.c.Step, textTime(e.c.At))
 }
 
 // Is matches ErrInvalidState.

@@ -112,6 +112,11 @@ func TestWorkflowPendingReason(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "step charge is pending", w.Reason)
 
+			// Times in reasons are UTC to the millisecond, as in the
+			// timeline's text: to the second, two retries a few hundred
+			// milliseconds apart would read alike.
+			const millis = "2006-01-02T15:04:05.000Z07:00"
+			clock.Advance(250 * time.Millisecond)
 			c, err := l.Claim(ctx, "wf:P-1/charge", opledger.ClaimOptions{})
 			require.NoError(t, err)
 			_, err = l.Report(ctx, "wf:P-1/charge", c.AttemptID, c.FencingToken,
@@ -120,13 +125,27 @@ func TestWorkflowPendingReason(t *testing.T) {
 			op, err := l.Get(ctx, "wf:P-1/charge")
 			require.NoError(t, err)
 			require.NotNil(t, op.NotBefore)
+			require.NotZero(t, op.NotBefore.Nanosecond(), "the test needs a time with milliseconds")
 			w, err = l.GetWorkflow(ctx, "wf:P-1")
 			require.NoError(t, err)
-			require.Equal(t, "step charge is pending (not before "+op.NotBefore.Format(time.RFC3339)+")", w.Reason, "a retry still to come")
+			require.Equal(t, "step charge is pending (not before "+op.NotBefore.UTC().Format(millis)+")", w.Reason, "a retry still to come")
 			clock.Advance(2 * time.Hour)
 			w, err = l.GetWorkflow(ctx, "wf:P-1")
 			require.NoError(t, err)
 			require.Equal(t, "step charge is pending", w.Reason, "a retry time passed")
+
+			c, err = l.Claim(ctx, "wf:P-1/charge", opledger.ClaimOptions{})
+			require.NoError(t, err)
+			_, err = l.Report(ctx, "wf:P-1/charge", c.AttemptID, c.FencingToken,
+				opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+			require.NoError(t, err)
+			op, err = l.Hold(ctx, "wf:P-1/charge", "lookups keep failing")
+			require.NoError(t, err)
+			require.NotNil(t, op.ReviewBy)
+			require.NotZero(t, op.ReviewBy.Nanosecond(), "the test needs a time with milliseconds")
+			w, err = l.GetWorkflow(ctx, "wf:P-1")
+			require.NoError(t, err)
+			require.Contains(t, w.Reason, "(review by "+op.ReviewBy.UTC().Format(millis)+")", "a held step")
 		})
 	}
 }
