@@ -80,7 +80,7 @@ func (g *groupCommit) withdraw(r *writeReq) bool {
 }
 
 // handBack ends the wait of a batch whose leader's context ended while it
-// waited for the write lock (lockBudget.leaderGone): the leader's own
+// waited for the write lock (beginFailed): the leader's own
 // request, in the batch or still queued, gets err (nothing of it was
 // run); so does every other whose context has ended too, which its
 // caller may be waiting for alone; the rest of the batch goes back to
@@ -117,10 +117,15 @@ func (g *groupCommit) handBack(leader *writeReq, batch []*writeReq, err error) {
 func (g *groupCommit) failQueued(err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, r := range g.queue {
+	answerAll(g.queue, err)
+	g.queue = g.queue[:0]
+}
+
+// answerAll answers every request of reqs with err.
+func answerAll(reqs []*writeReq, err error) {
+	for _, r := range reqs {
 		r.done <- writeResult{err: err}
 	}
-	g.queue = g.queue[:0]
 }
 
 // take removes up to maxBatch queued requests.
@@ -223,14 +228,8 @@ func (s *Store) runBatch(leader *writeReq, batch []*writeReq) {
 	start := time.Now()
 	budget := &lockBudget{leader: leader}
 	held, err := s.fileLock.lock(leader.ctx, s.busy)
-	if budget.leaderGone(err) {
-		s.group.handBack(leader, batch, fmt.Errorf("begin: %w", leader.ctx.Err()))
-		return
-	}
 	if err != nil {
-		for _, r := range batch {
-			r.done <- writeResult{err: fmt.Errorf("begin: %w", err)}
-		}
+		s.beginFailed(budget, batch, err)
 		return
 	}
 	if held {
@@ -258,10 +257,16 @@ type lockBudget struct {
 	leader   *writeReq
 }
 
-// leaderGone reports whether a wait for the write lock that failed with
-// err ended because the leader's context did.
-func (b *lockBudget) leaderGone(err error) bool {
-	return err != nil && b.leader.ctx.Err() != nil
+// beginFailed answers a batch whose wait for the write lock (the file's
+// or SQLite's) failed with err: when it ended because the leader's
+// context did, the batch goes back to the queue (handBack); otherwise
+// every request gets err.
+func (s *Store) beginFailed(budget *lockBudget, batch []*writeReq, err error) {
+	if ctxErr := budget.leader.ctx.Err(); ctxErr != nil {
+		s.group.handBack(budget.leader, batch, fmt.Errorf("begin: %w", ctxErr))
+		return
+	}
+	answerAll(batch, fmt.Errorf("begin: %w", err))
 }
 
 // beginTimeout is the busy_timeout of the batch's next BEGIN IMMEDIATE:
@@ -345,22 +350,14 @@ func (s *Store) commitBatch(batch []*writeReq, careful bool, budget *lockBudget)
 	// statement cache only works outside sql.Tx.
 	q := &cachedQuerier{cache: s.writeStmts, plain: s.wconn, detach: true}
 	if err := s.begin(budget); err != nil {
-		if budget.leaderGone(err) {
-			s.group.handBack(budget.leader, batch, fmt.Errorf("begin: %w", budget.leader.ctx.Err()))
-			return
-		}
-		for _, r := range batch {
-			r.done <- writeResult{err: fmt.Errorf("begin: %w", err)}
-		}
+		s.beginFailed(budget, batch, err)
 		return
 	}
 	tx := rawTx{q}
 	if slices.ContainsFunc(batch, func(r *writeReq) bool { return !r.migration }) {
 		if err := s.checkSchema(bctx, q); err != nil {
 			_ = tx.Rollback()
-			for _, r := range batch {
-				r.done <- writeResult{err: err}
-			}
+			answerAll(batch, err)
 			return
 		}
 	}
