@@ -325,7 +325,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 // raw path, which holds keys), status, duration, request id, and, when
 // known, the tenant of the request's token (tenant names carry no
 // personal data, as keys) and the type of the problem answered (such as
-// mapping_failed), which says why a 4xx or 5xx was answered.
+// mapping_failed), which says why a 4xx or 5xx was answered. It is at
+// INFO, but for a probe's or a scrape's that succeeded (probeRoutes),
+// at DEBUG.
 func (s *server) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -339,7 +341,13 @@ func (s *server) logged(next http.Handler) http.Handler {
 		// The mux sets the route's pattern on the request it is given.
 		next.ServeHTTP(rec, r)
 		ctx := r.Context()
-		if !s.log.Enabled(ctx, slog.LevelInfo) {
+		level := slog.LevelInfo
+		if probeRoutes[r.Pattern] && rec.status < 300 {
+			// A probe or scrape every few seconds would bury the lines
+			// that matter; one that fails stays at INFO.
+			level = slog.LevelDebug
+		}
+		if !s.log.Enabled(ctx, level) {
 			return
 		}
 		n := &st.notes
@@ -354,9 +362,13 @@ func (s *server) logged(next http.Handler) http.Handler {
 			attrs[k] = slog.String("problem", n.problem)
 			k++
 		}
-		s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs[:k]...)
+		s.log.LogAttrs(ctx, level, "request", attrs[:k]...)
 	})
 }
+
+// probeRoutes are the routes of liveness and readiness probes and of
+// metrics scrapes, whose answers that succeed are logged at DEBUG.
+var probeRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /metrics": true}
 
 // authenticated checks the bearer token and scopes the ledger to its
 // tenant; a read-only token may only GET, and a route of a decision needs

@@ -56,3 +56,43 @@ func TestRequestLogNamesTenantAndProblem(t *testing.T) {
 	require.Contains(t, requests[1], "problem=not_found")
 	require.NotContains(t, logs.String(), "alice")
 }
+
+// TestProbeRequestsLogAtDebug: a liveness or readiness probe and a
+// metrics scrape that succeed, every few seconds each, are logged at
+// DEBUG, so that they do not bury the lines that matter at INFO; a probe
+// that fails (the store closed) is logged at INFO, as any request.
+func TestProbeRequestsLogAtDebug(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := opledger.Open(ctx, testdb.SQLiteDSN(t), opledger.Options{})
+	require.NoError(t, err)
+	var logs testrig.LogBuffer
+	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	get := func(path string) int {
+		resp, err := http.Get(srv.URL() + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		require.Equal(t, http.StatusOK, get(path), path)
+	}
+	require.NoError(t, l.Close())
+	require.Equal(t, http.StatusServiceUnavailable, get("/readyz"))
+	levels := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if !strings.Contains(line, "msg=request ") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "level=")
+		level, _, _ := strings.Cut(rest, " ")
+		_, route, _ := strings.Cut(line, `route="`)
+		route, _, _ = strings.Cut(route, `"`)
+		levels[route] = append(levels[route], level)
+	}
+	require.Equal(t, map[string][]string{
+		"GET /healthz": {"DEBUG"},
+		"GET /readyz":  {"DEBUG", "INFO"},
+		"GET /metrics": {"DEBUG"},
+	}, levels, logs.String())
+}
