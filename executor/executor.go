@@ -71,7 +71,12 @@ type Config struct {
 	// an HTTP destination's timeout, 10 s by default) must bound them
 	// below it: see CheckConfig. A dispatch mark that took the whole
 	// CallTimeout (a busy store) leaves no call to make: the call is not
-	// started, and the attempt is recorded retryable, nothing sent.
+	// started, and the attempt is recorded retryable, nothing sent. A
+	// mark that has not landed by the end of the lease (a store that
+	// hangs: a row lock another session holds while the PostgreSQL DSN
+	// sets no lock_timeout) is given up, as is a release or report
+	// after it that takes a lease: nothing is sent, and the claim is
+	// left to its lease.
 	//
 	// A call that ignores its context and has not returned half the
 	// time between CallTimeout and Lease (at most 2 s) after its
@@ -827,7 +832,17 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 	// A protected retry's call fits in its window: the claim holds one
 	// whose window closes within CallTimeout of the claim (ClaimNext's
 	// CallTimeout), and the call's deadline counts from the claim too.
-	dispatched, err := tl.Dispatch(bg, op.Key, c.AttemptID, c.FencingToken)
+	//
+	// The mark is bounded by the claim's lease: one that hangs (a
+	// PostgreSQL connection that stopped answering, a row lock another
+	// session holds while the DSN sets no lock_timeout) would otherwise
+	// hold the worker, and the claim, for as long as it hangs, and past
+	// the lease another worker may claim the operation anyway. A mark
+	// that lands after the call's deadline still leaves no call to make
+	// (below).
+	markCtx, cancelMark := context.WithDeadline(bg, claimed.Add(e.cfg.Lease))
+	dispatched, err := tl.Dispatch(markCtx, op.Key, c.AttemptID, c.FencingToken)
+	cancelMark()
 	if err != nil {
 		if errors.Is(err, opledger.ErrStaleFencingToken) {
 			log.Warn("claim lost before dispatch; nothing was sent")
@@ -841,12 +856,18 @@ func (e *Executor) attempt(r run, bg context.Context, c *opledger.Claim, claimed
 			return nil, nil
 		}
 		// Nothing was sent. Whether the mark landed is unknown: give the
-		// claim back, or, if it did land, report that nothing went out.
+		// claim back, or, if it did land, report that nothing went out,
+		// each bounded by a lease as the mark is (a store that hangs
+		// leaves the claim to its lease).
 		err = fmt.Errorf("dispatch attempt %s: %w", c.AttemptID, err)
-		_, rerr := tl.Release(bg, op.Key, c.AttemptID, c.FencingToken, "dispatch mark failed; nothing was sent")
+		relCtx, cancelRel := context.WithTimeout(bg, e.cfg.Lease)
+		_, rerr := tl.Release(relCtx, op.Key, c.AttemptID, c.FencingToken, "dispatch mark failed; nothing was sent")
+		cancelRel()
 		if errors.Is(rerr, opledger.ErrAlreadyDispatched) {
-			_, rerr = tl.Report(bg, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
+			repCtx, cancelRep := context.WithTimeout(bg, e.cfg.Lease)
+			_, rerr = tl.Report(repCtx, op.Key, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable,
 				Error: "the call was not made: recording the dispatch failed"})
+			cancelRep()
 		}
 		if rerr != nil && !errors.Is(rerr, opledger.ErrStaleFencingToken) {
 			err = errors.Join(err, fmt.Errorf("settle attempt %s: %w", c.AttemptID, rerr))
@@ -1147,9 +1168,14 @@ func advanceWorkflow(ctx context.Context, tl *opledger.Ledger, op *opledger.Oper
 	advance.WorkflowOf(ctx, tl, op.Key, log)
 }
 
-// release gives back a claim that was not dispatched.
+// release gives back a claim that was not dispatched. The write is
+// bounded by a lease, as the dispatch mark is: one that hangs (a row
+// lock another session holds while the DSN sets no lock_timeout) leaves
+// the claim to its lease rather than hold the worker for ever.
 func (e *Executor) release(bg context.Context, tl *opledger.Ledger, c *opledger.Claim, log *slog.Logger, reason string) error {
-	if _, err := tl.Release(bg, c.Operation.Key, c.AttemptID, c.FencingToken, reason); err != nil {
+	ctx, cancel := context.WithTimeout(bg, e.cfg.Lease)
+	defer cancel()
+	if _, err := tl.Release(ctx, c.Operation.Key, c.AttemptID, c.FencingToken, reason); err != nil {
 		if errors.Is(err, opledger.ErrStaleFencingToken) {
 			return nil // the lease already ran out and was settled
 		}
