@@ -480,7 +480,7 @@ const stopGrace = 5 * time.Second
 // whose Call panics does not panic RunOnce: the attempt is recorded
 // uncertain ("destination panicked: …"), as Start's workers do.
 func (e *Executor) RunOnce(ctx context.Context) (*opledger.Operation, error) {
-	op, _, err := e.step(run{stop: ctx, calls: ctx, store: context.WithoutCancel(ctx)}, e.cfg.Worker)
+	op, _, _, err := e.step(run{stop: ctx, calls: ctx, store: context.WithoutCancel(ctx)}, e.cfg.Worker)
 	return op, err
 }
 
@@ -601,7 +601,7 @@ func (e *Executor) work(r run, worker string) {
 	for {
 		pause := e.cfg.PollInterval
 		for r.stop.Err() == nil {
-			_, claimed, err := e.step(r, worker)
+			_, claimed, answered, err := e.step(r, worker)
 			down := storeDown(err)
 			if err != nil && (claimed || !down) {
 				// An attempt that lost its dispatch or its outcome to the
@@ -615,7 +615,10 @@ func (e *Executor) work(r run, worker string) {
 				e.storeFailed(worker, failures, pause, err)
 				break
 			}
-			if err == nil {
+			if err == nil && answered {
+				// Only a step that asked the store: one that found
+				// nothing it may claim asked nothing, and says nothing
+				// of the store.
 				failures = 0
 				e.storeAnswered()
 			}
@@ -701,8 +704,9 @@ func (e *Executor) storeFailed(worker string, n int, pause time.Duration, err er
 		"error", err)
 }
 
-// storeAnswered ends the outage under way, if any: the store answered.
-// It logs, at INFO, how many failures and how long the outage lasted.
+// storeAnswered ends the outage under way, if any: the store answered
+// a worker's claim (never called for a step that asked it nothing). It
+// logs, at INFO, how many failures and how long the outage lasted.
 // The other workers still pausing go on at the end of their pause, each
 // back to the poll interval at its first success.
 func (e *Executor) storeAnswered() {
@@ -734,9 +738,12 @@ func (e *Executor) sweep(stop context.Context) {
 // step claims one operation and makes its attempt. claimed says whether
 // it claimed one; op is nil when that claim ended with no attempt to
 // show (lost before its dispatch mark, given back, held at its dispatch).
-func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed bool, err error) {
+// answered says whether the store answered its claim (with an operation,
+// or with nothing due): false when it failed, and when the step asked
+// the store nothing (stopping, or no destination it may claim for).
+func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed, answered bool, err error) {
 	if r.stop.Err() != nil {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	// Store writes run to completion even when stopping (run.store).
 	bg := r.store
@@ -747,18 +754,18 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed b
 	// one of a destination with maxAbandoned of them.
 	dests := e.claimable()
 	if len(dests) == 0 {
-		return nil, false, nil // as if nothing were due: the calls may yet return
+		return nil, false, false, nil // as if nothing were due: the calls may yet return
 	}
 	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
 		Worker: worker, Lease: e.cfg.Lease, Destinations: dests, AllTenants: true, CallTimeout: e.cfg.CallTimeout,
 		Skip: e.stillCalling()})
 	if errors.Is(err, opledger.ErrNothingDue) {
-		return nil, false, nil
+		return nil, false, true, nil
 	}
 	if err != nil {
 		err = fmt.Errorf("claim next: %w", err)
 		e.noteSchemaNewer(err)
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if e.stillRunning(c.Operation) {
 		// A call of an earlier attempt, abandoned at its limit just after
@@ -767,15 +774,15 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed b
 		// as when nothing is due.
 		tl, err := e.ledger.WithTenant(c.Operation.Tenant)
 		if err != nil {
-			return nil, false, fmt.Errorf("attempt %s: %w", c.AttemptID, err)
+			return nil, false, true, fmt.Errorf("attempt %s: %w", c.AttemptID, err)
 		}
 		log := e.log.With("tenant", c.Operation.Tenant, "destination", c.Operation.Destination, "attempt_id", c.AttemptID)
-		return nil, false, e.release(bg, tl, c, log,
+		return nil, false, true, e.release(bg, tl, c, log,
 			"a call of an earlier attempt, abandoned at its time limit, is still running in this executor")
 	}
 	op, err = e.attempt(r, bg, c, claimedAt)
 	e.noteSchemaNewer(err)
-	return op, true, err
+	return op, true, true, err
 }
 
 // noteSchemaNewer logs at ERROR, once per executor, when err says that a
