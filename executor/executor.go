@@ -179,6 +179,10 @@ type Executor struct {
 	// since it last answered (storeFailed, storeAnswered).
 	outageMu sync.Mutex
 	outage   storeOutage
+	// inOutage is whether outage counts failures; written under outageMu,
+	// read without it by storeAnswered, which every successful step
+	// calls: with no outage under way it takes no lock.
+	inOutage atomic.Bool
 	// leaseRenewal is how often the lease of an abandoned call still
 	// running is extended: a third of the lease.
 	leaseRenewal time.Duration
@@ -689,6 +693,7 @@ func (e *Executor) storeFailed(worker string, n int, pause time.Duration, err er
 		e.outage = storeOutage{since: time.Now()}
 	}
 	e.outage.failures++
+	e.inOutage.Store(true)
 	total, since := e.outage.failures, e.outage.since
 	e.outageMu.Unlock()
 	problem := "unavailable"
@@ -710,9 +715,13 @@ func (e *Executor) storeFailed(worker string, n int, pause time.Duration, err er
 // The other workers still pausing go on at the end of their pause, each
 // back to the poll interval at its first success.
 func (e *Executor) storeAnswered() {
+	if !e.inOutage.Load() {
+		return // the common case, on every step: no lock
+	}
 	e.outageMu.Lock()
 	o := e.outage
 	e.outage = storeOutage{}
+	e.inOutage.Store(false)
 	e.outageMu.Unlock()
 	if o.failures == 0 {
 		return
