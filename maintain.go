@@ -38,7 +38,10 @@ type MaintainOptions struct {
 	// operations for, if it has such a list (AnnounceOptions.Destinations).
 	Destinations []string
 	// Logger gets a line for each run that changed something and for
-	// each error, and once, after the first lease sweep, the number of
+	// each error (a job the store could not take, ErrStoreUnavailable or
+	// ErrStoreBusy, is logged at WARN at the first failure and as their
+	// count doubles, at DEBUG between, and at INFO when the store answers
+	// again, rather than at ERROR at each turn), and once, after the first lease sweep, the number of
 	// operations still claimed by leases not yet ended, when there are
 	// any (no keys). Nil means slog.Default().
 	Logger *slog.Logger
@@ -53,8 +56,10 @@ type MaintainOptions struct {
 // process that maintains the store runs with other settings, and
 // removing its announcement when it ends. Each job runs at once and then
 // at its interval; an error is logged and the job runs again at its next
-// turn. Maintain returns when ctx has ended or Close was called, and
-// every job has stopped; Close waits for that before it closes the store.
+// turn (a store outage is logged as it grows, not at each turn: see
+// MaintainOptions.Logger). Maintain returns when ctx has ended or Close
+// was called, and every job has stopped; Close waits for that before it
+// closes the store.
 //
 // An interval of zero is its default; a negative one, a mistake, is
 // logged as an error and replaced by the default.

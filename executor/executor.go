@@ -661,9 +661,10 @@ const maxStoreBackoff = 30 * time.Second
 // storeDown reports an error of a store that could not be reached
 // (opledger.ErrStoreUnavailable) or held a lock past its wait
 // (opledger.ErrStoreBusy): nothing was recorded, and the next try soon
-// after would most likely fail the same way.
+// after would most likely fail the same way. periodic.StoreProblem
+// names them, for every loop of the process alike.
 func storeDown(err error) bool {
-	return errors.Is(err, opledger.ErrStoreUnavailable) || errors.Is(err, opledger.ErrStoreBusy)
+	return periodic.StoreProblem(err) != ""
 }
 
 // storeBackoff is a worker's pause after its nth consecutive store
@@ -696,10 +697,7 @@ func (e *Executor) storeFailed(worker string, n int, pause time.Duration, err er
 	e.inOutage.Store(true)
 	total, since := e.outage.failures, e.outage.since
 	e.outageMu.Unlock()
-	problem := "unavailable"
-	if errors.Is(err, opledger.ErrStoreBusy) {
-		problem = "store_busy"
-	}
+	problem := periodic.StoreProblem(err)
 	level := slog.LevelDebug
 	if total == 1 || (total > e.cfg.Workers && total&(total-1) == 0) {
 		level = slog.LevelWarn

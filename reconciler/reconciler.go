@@ -28,8 +28,8 @@
 // process looks an operation up at a time.
 //
 // Allowed imports: opledger, opledger/destination, internal/advance,
-// internal/marker, internal/redact, internal/textcut, the standard
-// library.
+// internal/marker, internal/periodic (the rule for logging a store
+// outage), internal/redact, internal/textcut, the standard library.
 package reconciler
 
 import (
@@ -48,6 +48,7 @@ import (
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/advance"
 	"github.com/opledger/opledger/internal/marker"
+	"github.com/opledger/opledger/internal/periodic"
 	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/internal/textcut"
 )
@@ -241,9 +242,17 @@ type Pass struct {
 // when a pass found a full batch). It returns nil when ctx ends, once the
 // lookups in flight have returned (they are given ctx's end), or
 // LookupGrace later for one that does not heed it (abandoned).
+//
+// A pass that fails is logged at ERROR ("reconcile pass"), but one the
+// store could not take (opledger.ErrStoreUnavailable, ErrStoreBusy) is
+// logged as every loop of the process logs a store outage
+// (periodic.Outage): at WARN at the first and as their count doubles, at
+// DEBUG between, and once at INFO ("reconcile pass: store reachable
+// again") at the first pass after them.
 func (r *Reconciler) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var outage periodic.Outage
 	for {
 		select {
 		case <-ctx.Done():
@@ -254,9 +263,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
-			r.log.Error("reconcile pass", "error", err)
-		}
+		outage.Log(r.log, "reconcile pass", err, false)
 		if err == nil && pass.Errors == 0 && pass.Examined == r.cfg.BatchSize {
 			timer.Reset(0) // more are waiting
 			continue

@@ -1,27 +1,107 @@
 // Package periodic runs the background jobs of opledger's processes: the
 // ledger's maintenance, the executor's lease sweep and the server's loops.
+// It also holds the rule by which every loop of those processes logs a
+// store outage (StoreProblem, Outage), so that an outage reads the same
+// in each.
+//
+// Allowed imports: internal/store (its errors), the standard library.
 package periodic
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/opledger/opledger/internal/store"
 )
 
 // Run runs fn at once and then every interval until ctx ends, logging its
 // errors (but not those after ctx ended) as what. fn is never run twice at
 // the same time: a run that takes longer than interval delays the next.
+//
+// A run that failed because the store could not take it (StoreProblem)
+// is logged by the Outage rule rather than at ERROR: at WARN at the first
+// such failure and as their count doubles, at DEBUG between, and once at
+// INFO ("what: store reachable again") at the first run that succeeds
+// after them. Any other error is logged at ERROR, every time.
 func Run(ctx context.Context, interval time.Duration, log *slog.Logger, what string, fn func(context.Context) error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var outage Outage
 	for {
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			log.Error(what, "error", err)
-		}
+		outage.Log(log, what, fn(ctx), ctx.Err() != nil)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// StoreProblem names the failure of a store that could not take a
+// request for a reason of its own, which the next try soon after would
+// most likely meet again: "unavailable" (the server could not be
+// reached, store.ErrUnavailable, opledger.ErrStoreUnavailable) or
+// "store_busy" (a lock held elsewhere past the store's wait,
+// store.ErrBusy, opledger.ErrStoreBusy). These are the problem names of
+// the HTTP API and the logs. It is "" for any other error, and for nil.
+func StoreProblem(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, store.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, store.ErrBusy):
+		return "store_busy"
+	}
+	return ""
+}
+
+// Outage is a run of one loop's store failures (StoreProblem) with no
+// success between them, and the rule by which the loop logs them: the
+// first at WARN, then each one whose count is a power of two (2, 4, 8,
+// …) at WARN and the others at DEBUG, and, at the first success after
+// them, one INFO line with their count and how long the outage lasted.
+// A loop that fails at every turn during a long outage thus says so in
+// a few lines, rarer as it goes on, rather than an ERROR at each turn.
+// The zero value is no outage. An Outage is not safe for concurrent use:
+// each loop has its own.
+type Outage struct {
+	// failures counts the store failures; 0 when there is no outage.
+	failures int
+	// since is when the first of them came.
+	since time.Time
+}
+
+// Log logs the result of one turn of a loop that does what: err nil is a
+// success (which ends an outage), a store failure (StoreProblem) is
+// counted and logged by the rule, and any other error is logged at ERROR
+// as what, with the error. ended says that the loop's context has ended:
+// an error then is the cancellation's, and is not logged.
+func (o *Outage) Log(log *slog.Logger, what string, err error, ended bool) {
+	switch {
+	case err == nil:
+		if o.failures > 0 {
+			log.Info(what+": store reachable again", "failures", o.failures, "outage", time.Since(o.since).Round(time.Millisecond))
+			*o = Outage{}
+		}
+	case ended:
+	default:
+		problem := StoreProblem(err)
+		if problem == "" {
+			log.Error(what, "error", err)
+			return
+		}
+		if o.failures == 0 {
+			o.since = time.Now()
+		}
+		o.failures++
+		level := slog.LevelDebug
+		if o.failures&(o.failures-1) == 0 { // 1, 2, 4, 8, …
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, what, "problem", problem, "failures", o.failures,
+			"outage", time.Since(o.since).Round(time.Millisecond), "error", err)
 	}
 }
