@@ -38,8 +38,8 @@ type MaintainOptions struct {
 	// operations for, if it has such a list (AnnounceOptions.Destinations).
 	Destinations []string
 	// Logger gets a line for each run that changed something and for
-	// each error (a job the store could not take, ErrStoreUnavailable or
-	// ErrStoreBusy, is logged at WARN at the first failure and as their
+	// each error (a job the store could not take, ErrStoreUnavailable,
+	// ErrStoreBusy or ErrStoreFull, is logged at WARN at the first failure and as their
 	// count doubles, at DEBUG between, and at INFO when the store answers
 	// again, rather than at ERROR at each turn), and once, after the first lease sweep, the number of
 	// operations still claimed by leases not yet ended, when there are

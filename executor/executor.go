@@ -105,14 +105,16 @@ type Config struct {
 	CallTimeout time.Duration
 	// PollInterval is how long a worker waits after finding nothing due.
 	// Default 1 s. After a claim the store could not take
-	// (opledger.ErrStoreUnavailable, opledger.ErrStoreBusy) a worker
-	// waits longer: PollInterval, doubled at each such failure in a row,
-	// up to 30 s (or PollInterval, if longer), less up to a quarter at
-	// random; its first claim the store answers brings it back to
-	// PollInterval. The log says so at WARN ("store unavailable, backing
-	// off") at the first failure and as their count doubles, and at INFO
-	// ("store reachable again") when the store answers, rather than an
-	// ERROR at every poll.
+	// (opledger.ErrStoreUnavailable, opledger.ErrStoreBusy,
+	// opledger.ErrStoreFull) a worker waits longer: PollInterval,
+	// doubled at each such failure in a row, up to 30 s (or
+	// PollInterval, if longer), less up to a quarter at random; its
+	// first claim the store answers brings it back to PollInterval. The
+	// log says so at WARN ("store unavailable, backing off", with
+	// problem=unavailable, store_busy or store_full) at the first
+	// failure and as their count doubles, and at INFO ("store reachable
+	// again") when the store answers, rather than an ERROR at every
+	// poll.
 	PollInterval time.Duration
 	// SweepInterval is how often expired leases are settled, the first
 	// time when the executor starts. Default 5 s; negative disables the
@@ -592,7 +594,7 @@ func (e *Executor) Stop(ctx context.Context) error {
 }
 
 // work is one worker goroutine: attempts until nothing is due, then a
-// pause, until stopped. While the store is unavailable or busy
+// pause, until stopped. While the store is unavailable, busy or full
 // (storeDown) the pause doubles at each consecutive failure of the
 // worker, up to maxStoreBackoff, and the log says so as the failures
 // add up rather than at each (storeFailed); the first answer of the
@@ -659,10 +661,11 @@ func (e *Executor) wait(stop context.Context, timer *time.Timer, d time.Duration
 const maxStoreBackoff = 30 * time.Second
 
 // storeDown reports an error of a store that could not be reached
-// (opledger.ErrStoreUnavailable) or held a lock past its wait
-// (opledger.ErrStoreBusy): nothing was recorded, and the next try soon
-// after would most likely fail the same way. periodic.StoreProblem
-// names them, for every loop of the process alike.
+// (opledger.ErrStoreUnavailable), held a lock past its wait
+// (opledger.ErrStoreBusy) or has a full disk (opledger.ErrStoreFull):
+// nothing was recorded, and the next try soon after would most likely
+// fail the same way. periodic.StoreProblem names them, for every loop
+// of the process alike.
 func storeDown(err error) bool {
 	return periodic.StoreProblem(err) != ""
 }

@@ -244,11 +244,11 @@ type Pass struct {
 // LookupGrace later for one that does not heed it (abandoned).
 //
 // A pass that fails is logged at ERROR ("reconcile pass"), but one the
-// store could not take (opledger.ErrStoreUnavailable, ErrStoreBusy) is
-// logged as every loop of the process logs a store outage
-// (periodic.Outage): at WARN at the first and as their count doubles, at
-// DEBUG between, and once at INFO ("reconcile pass: store reachable
-// again") at the first pass after them.
+// store could not take (opledger.ErrStoreUnavailable, ErrStoreBusy,
+// ErrStoreFull) is logged as every loop of the process logs a store
+// outage (periodic.Outage): at WARN at the first and as their count
+// doubles, at DEBUG between, and once at INFO ("reconcile pass: store
+// reachable again") at the first pass after them.
 func (r *Reconciler) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()

@@ -2,6 +2,8 @@ package periodic_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -118,4 +120,24 @@ func TestRunLogsAStoreOutageAsItGrows(t *testing.T) {
 	}
 	cancel()
 	<-returned
+}
+
+// TestStoreProblem: the ledger's errors for a store that could not take
+// a request, however wrapped, are named as the API names them; any other
+// error is not a store problem.
+func TestStoreProblem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("claim next: %w", opledger.ErrStoreUnavailable), "unavailable"},
+		{fmt.Errorf("expire leases: %w", opledger.ErrStoreBusy), "store_busy"},
+		{fmt.Errorf("claim next: %w", opledger.ErrStoreFull), "store_full"},
+		{fmt.Errorf("claim next: %w", opledger.ErrSchemaNewer), ""},
+		{errors.New("disk full"), ""},
+		{nil, ""},
+	} {
+		require.Equal(t, tc.want, periodic.StoreProblem(tc.err), "%v", tc.err)
+	}
 }

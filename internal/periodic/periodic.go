@@ -42,10 +42,12 @@ func Run(ctx context.Context, interval time.Duration, log *slog.Logger, what str
 // StoreProblem names the failure of a store that could not take a
 // request for a reason of its own, which the next try soon after would
 // most likely meet again: "unavailable" (the server could not be
-// reached, store.ErrUnavailable, opledger.ErrStoreUnavailable) or
+// reached, store.ErrUnavailable, opledger.ErrStoreUnavailable),
 // "store_busy" (a lock held elsewhere past the store's wait,
-// store.ErrBusy, opledger.ErrStoreBusy). These are the problem names of
-// the HTTP API and the logs. It is "" for any other error, and for nil.
+// store.ErrBusy, opledger.ErrStoreBusy) or "store_full" (its disk is
+// full, store.ErrFull, opledger.ErrStoreFull: writes fail until space is
+// freed). These are the problem names of the HTTP API and the logs. It
+// is "" for any other error, and for nil.
 func StoreProblem(err error) string {
 	switch {
 	case err == nil:
@@ -54,6 +56,8 @@ func StoreProblem(err error) string {
 		return "unavailable"
 	case errors.Is(err, store.ErrBusy):
 		return "store_busy"
+	case errors.Is(err, store.ErrFull):
+		return "store_full"
 	}
 	return ""
 }
