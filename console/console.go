@@ -116,6 +116,20 @@ type Options struct {
 	SecureCookie bool
 	// Logger receives errors. Default slog.Default().
 	Logger *slog.Logger
+	// Reconciled reports whether a reconciler of the process serving the
+	// console examines the uncertain operations of destination for
+	// tenant (looks them up, retries them under a declared protection,
+	// or holds them for a person). The page of an uncertain operation
+	// says so; for one it reports false, that nothing here will look it
+	// up, and that it stays uncertain until a person decides (or a
+	// reconciler of another process sharing the store examines it).
+	// opledger serve (package server) sets it from its destinations:
+	// those it configures that serve the tenant, none when it has no
+	// destinations and runs no reconciler. Default nil: the console does
+	// not know, and the page says an uncertain operation waits for a
+	// reconciler that serves its destination, or, without one, for a
+	// person.
+	Reconciled func(tenant, destination string) bool
 }
 
 // Console serves the operator pages.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
@@ -299,7 +300,7 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	c.renderSigned(w, s, status, "operation", map[string]any{"Title": op.Key, "Op": op, "Why": why(op, timeline),
 		"Undecidable": undecidable,
-		"Guidance":    guidance(op, givenUp),
+		"Guidance":    guidance(op, givenUp, c.reconciled(s, op)),
 		"Payload":     masked, "Attempts": shorten(attempts, shownItems), "Timeline": shorten(timeline, shownItems), "Forms": forms,
 		"Approval": approval,
 		"Seen":     op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
@@ -387,16 +388,55 @@ func (c *Console) missing(w http.ResponseWriter, r *http.Request, s *session, ke
 	return true
 }
 
+// reconcilerKnows is what the console knows of a reconciler for an
+// operation's destination and tenant (Options.Reconciled).
+type reconcilerKnows int
+
+const (
+	// reconcilerUnknown: the console was not told (Options.Reconciled nil).
+	reconcilerUnknown reconcilerKnows = iota
+	// reconcilerServes: a reconciler of this process examines it.
+	reconcilerServes
+	// reconcilerNone: no reconciler of this process examines it.
+	reconcilerNone
+)
+
+// reconciled is what the console knows of a reconciler of this process
+// for op's destination and the session's tenant.
+func (c *Console) reconciled(s *session, op *opledger.Operation) reconcilerKnows {
+	switch {
+	case c.opts.Reconciled == nil:
+		return reconcilerUnknown
+	case c.opts.Reconciled(s.tenant, op.Destination):
+		return reconcilerServes
+	}
+	return reconcilerNone
+}
+
+// decideAfterLooking is the advice of an operation a person may settle
+// by what the destination shows.
+const decideAfterLooking = "if the effect is there, mark it succeeded with its reference; if you checked that it is not, authorize a retry; if it should not happen at all, cancel it."
+
 // guidance says, above the decisions, what an operation in its state asks
-// of a person; "" when the forms say enough.
-func guidance(op *opledger.Operation, givenUp bool) string {
+// of a person; "" when the forms say enough. An uncertain one's says who
+// else may settle it, by what rec says of this process's reconciler:
+// only a person, when none examines it.
+func guidance(op *opledger.Operation, givenUp bool, rec reconcilerKnows) template.HTML {
 	switch {
 	case op.Tombstoned:
 		return ""
 	case givenUp:
 		return "Its workflow was cancelled at this step, so it is not attempted again. Mark it succeeded only if you find the effect at the destination after all."
-	case op.State == opledger.StateUncertain || op.State == opledger.StateHeld:
-		return "Look at the destination first: if the effect is there, mark it succeeded with its reference; if you checked that it is not, authorize a retry; if it should not happen at all, cancel it."
+	case op.State == opledger.StateUncertain && rec == reconcilerServes:
+		return "This server’s reconciler examines it: it looks it up at the destination, or retries it under a protection the destination declares, and holds it for a person when it can do neither. You need not wait if you know what happened: " + decideAfterLooking
+	case op.State == opledger.StateUncertain && rec == reconcilerNone:
+		return "Nothing here will look it up: no reconciler of this server serves destination " + freeText(op.Destination) +
+			" for this tenant (the server runs none, its destinations file leaves the destination out, or the destination serves other tenants only). " +
+			"It stays uncertain until a person decides, unless a reconciler of another process sharing this store serves the destination. Look at the destination: " + decideAfterLooking
+	case op.State == opledger.StateUncertain:
+		return "A reconciler that serves its destination looks it up, or retries it under a protection the destination declares, and holds it for a person when it can do neither; without one it stays uncertain until a person decides. Look at the destination first: " + decideAfterLooking
+	case op.State == opledger.StateHeld:
+		return "Look at the destination first: " + decideAfterLooking
 	case op.FailureKind == opledger.FailureRejected:
 		return "The destination refused this content, so nothing happened there. Sent again as it is, it will most likely be refused again: authorize a retry only once the cause is repaired at the destination or in its configuration. Content that was wrong is corrected by a new operation with its own key: sent content is never changed."
 	case op.FailureKind == opledger.FailureExhausted:

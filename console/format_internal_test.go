@@ -138,10 +138,16 @@ func TestGuidance(t *testing.T) {
 		{State: opledger.StateSucceeded}:                                      "",
 	} {
 		if want == "" {
-			require.Empty(t, guidance(op, false), op.State)
+			require.Empty(t, guidance(op, false, reconcilerUnknown), op.State)
 			continue
 		}
-		require.Contains(t, guidance(op, false), want, op.State)
+		require.Contains(t, string(guidance(op, false, reconcilerUnknown)), want, op.State)
+		if op.State != opledger.StateUncertain {
+			// What a reconciler does is no matter for the others.
+			for _, rec := range []reconcilerKnows{reconcilerServes, reconcilerNone} {
+				require.Equal(t, guidance(op, false, reconcilerUnknown), guidance(op, false, rec), op.State)
+			}
+		}
 	}
 }
 

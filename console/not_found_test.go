@@ -34,13 +34,23 @@ func storeConsoleOf(t *testing.T, dsn string) (*opledger.Ledger, string, *httpte
 // storeConsoleWith is storeConsole, and the console.
 func storeConsoleWith(t *testing.T, dsn string, opts opledger.Options) (*opledger.Ledger, string, *httptest.Server, *console.Console) {
 	t.Helper()
+	return storeConsoleOptions(t, dsn, opts, console.Options{})
+}
+
+// storeConsoleOptions is storeConsoleWith with the console's options
+// copts (its logger discards everything unless copts names one).
+func storeConsoleOptions(t *testing.T, dsn string, opts opledger.Options, copts console.Options) (*opledger.Ledger, string, *httptest.Server, *console.Console) {
+	t.Helper()
 	opts.Tenant = "acme"
 	l, err := opledger.Open(context.Background(), dsn, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
 	token, _, err := l.CreateToken(context.Background(), "console", opledger.ReadWrite)
 	require.NoError(t, err)
-	c, err := console.New(l, console.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if copts.Logger == nil {
+		copts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c, err := console.New(l, copts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	srv := httptest.NewServer(c)

@@ -565,10 +565,12 @@ func TestPhoneLayout(t *testing.T) {
 	long := strings.Repeat("x", 1500)
 	heldOp(t, b.ledger, opledger.Intent{Key: "long:1", Owner: strings.Repeat("o", 150), Destination: strings.Repeat("d", 150)},
 		"E"+long, "no lookup at "+long)
+	// Uncertain, and no reconciler here: its advice names the destination.
+	uncertainOp(t, b.ledger, "long:2", strings.Repeat("d", 150))
 	ctx := browser(t)
 	browserSignIn(t, ctx, b.url, b.token)
 	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844)))
-	for _, path := range []string{"/", "/operations/long:1", "/operations/intake:I17:create", "/operations/order:16:prepare", "/dashboard", "/operations"} {
+	for _, path := range []string{"/", "/operations/long:1", "/operations/long:2", "/operations/intake:I17:create", "/operations/order:16:prepare", "/dashboard", "/operations"} {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.url+path), chromedp.WaitVisible(`h1`)))
 		width := eval[int](t, ctx, `document.documentElement.scrollWidth`)
 		require.LessOrEqual(t, width, 391, "%s is %d px wide on a 390 px screen", path, width)

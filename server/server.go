@@ -214,7 +214,18 @@ func New(l *opledger.Ledger, cfg Config) (srv *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	con, err = console.New(l, console.Options{Logger: cfg.Logger, SecureCookie: cfg.SecureCookie})
+	// The console tells an uncertain operation that this server's
+	// reconciler examines from one it never will: a destination the
+	// server does not configure, one that serves other tenants, any when
+	// it runs no reconciler.
+	reconciled := func(tenant, name string) bool {
+		if rec == nil {
+			return false
+		}
+		d, ok := cfg.Destinations.Get(name)
+		return ok && destination.Serves(d, tenant)
+	}
+	con, err = console.New(l, console.Options{Logger: cfg.Logger, SecureCookie: cfg.SecureCookie, Reconciled: reconciled})
 	if err != nil {
 		return nil, err
 	}
