@@ -1126,28 +1126,50 @@ type eventFilter struct {
 	Active bool
 }
 
+// events lists the tenant's events, newest first, filtered by source and
+// status, a page at a time. A filter it cannot give (an unknown status,
+// two statuses or sources, a source no event can have) is answered 400
+// with the page itself, saying what is wrong, its status filter leading
+// to lists it can give, as the operations list answers its own.
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
-	source := r.URL.Query().Get("source")
-	status := opledger.EventStatus(r.URL.Query().Get("status"))
-	if len(r.URL.Query()["status"]) > 1 || len(r.URL.Query()["source"]) > 1 {
-		c.fail(w, r, s, http.StatusBadRequest, "Give one status and one source at most.", nil)
-		return
+	q := r.URL.Query()
+	source, status, cursor := q.Get("source"), opledger.EventStatus(q.Get("status")), q.Get("cursor")
+	msg := ""
+	switch {
+	case len(q["status"]) > 1 || len(q["source"]) > 1:
+		msg = "Give one status and one source at most."
+	case status != "" && !slices.Contains(eventStatuses, status):
+		msg = "There is no status “" + visibleText(string(status)) + "”. The statuses are applied, out_of_order, conflict and unmapped."
+	case !storable(source):
+		msg = "The source holds characters the ledger cannot store (a NUL byte or invalid UTF-8), so no event has it."
 	}
-	if status != "" && !slices.Contains(eventStatuses, status) {
-		c.fail(w, r, s, http.StatusBadRequest, "That status is none of applied, out_of_order, conflict and unmapped.", nil)
-		return
+	// The filter's links keep what was valid of it.
+	if len(q["source"]) > 1 || !storable(source) {
+		source = ""
 	}
-	cursor := r.URL.Query().Get("cursor")
-	page, err := s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: c.eventsPageSize,
-		Source: source, Status: status, Cursor: cursor})
-	invalid := errors.Is(err, opledger.ErrInvalidInput)
-	if invalid && cursor == "" {
-		c.fail(w, r, s, http.StatusBadRequest, "That filter is not valid: a source takes the key syntax.", nil)
-		return
+	if len(q["status"]) > 1 || !slices.Contains(eventStatuses, status) {
+		status = ""
 	}
-	if err != nil && !invalid {
-		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
-		return
+	var page *opledger.EventPage
+	invalid := false
+	if msg == "" {
+		var err error
+		page, err = s.ledger.ListEvents(r.Context(), opledger.EventListOptions{Limit: c.eventsPageSize,
+			Source: source, Status: status, Cursor: cursor})
+		invalid = errors.Is(err, opledger.ErrInvalidInput)
+		switch {
+		case invalid && cursor == "":
+			// The filter was checked above; this is what the ledger
+			// refuses besides.
+			msg = consoleWords(strings.TrimPrefix(err.Error(), "invalid input: "))
+		case invalid:
+			// The filters were valid without the cursor: the cursor is
+			// not one of this list's.
+			msg = "That page link does not continue this list: it belongs to other filters, or was not made by the console. Start again from the first page."
+		case err != nil:
+			c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
+			return
+		}
 	}
 	st, err := s.ledger.EventStats(r.Context(), false)
 	if err != nil {
@@ -1163,20 +1185,19 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	href := func(st opledger.EventStatus, cursor string) string {
 		return listHref("/events", map[string]string{"source": source, "status": string(st), "cursor": cursor})
 	}
-	filters := []eventFilter{{Count: st.Kept, Href: href("", ""), Active: status == ""}}
+	filters := []eventFilter{{Count: st.Kept, Href: href("", ""), Active: msg == "" && status == ""}}
 	for _, es := range eventStatuses {
-		filters = append(filters, eventFilter{Status: es, Count: st.KeptByStatus[es], Href: href(es, ""), Active: status == es})
+		filters = append(filters, eventFilter{Status: es, Count: st.KeptByStatus[es], Href: href(es, ""), Active: msg == "" && status == es})
 	}
 	data := map[string]any{"Title": "Events", "Source": source, "Status": status, "Filters": filters, "Stats": st,
 		"Counted": source == ""}
-	if cursor != "" {
-		// A later page links back to the first.
+	if cursor != "" && (msg == "" || invalid) {
+		// A later page, or a page link that does not continue the list,
+		// links back to the first.
 		data["First"] = href(status, "")
 	}
-	if invalid {
-		// The filters were valid without the cursor: the cursor is not
-		// one of this list's.
-		data["Error"] = "That page link does not continue this list: it belongs to other filters, or was not made by the console. Start again from the first page."
+	if msg != "" {
+		data["Error"] = msg
 		c.renderSigned(w, s, http.StatusBadRequest, "events", data)
 		return
 	}

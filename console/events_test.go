@@ -64,7 +64,7 @@ rules:
 	resp.Body.Close()
 	require.NoError(t, err)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.Contains(t, string(body), "That status is none of applied, out_of_order, conflict and unmapped.")
+	require.Contains(t, string(body), "There is no status “lost”. The statuses are applied, out_of_order, conflict and unmapped.")
 	require.Contains(t, s.get("/events"), `<td data-label="Operations">`, "on a phone each value says what it is")
 	resp, err = s.hc.Get(srv.URL + "/events?status=applied&status=unmapped")
 	require.NoError(t, err)
