@@ -45,7 +45,8 @@
 // An address the console has no page at, a static file it does not have
 // included, is answered 404 with the console's own page (with its navigation when signed in, and a link back
 // to the exception queue), one it has no page for the method at 405 with
-// Allow, not with net/http's plain text.
+// Allow, not with net/http's plain text. An event that is not there is
+// answered 404 with a link back to the events list too.
 //
 // Allowed imports: opledger, opledger/lab (the lab page), internal/advance
 // (a step marked succeeded moves its workflow on), internal/redact (keys
@@ -621,6 +622,18 @@ const statusBrowserGone = 499
 // s is the signed-in session, if any: the page then keeps the navigation
 // and the sign-out.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string, err error) {
+	c.failBack(w, r, s, status, msg, err, nil)
+}
+
+// backLink is a link an error page offers before the one back to the
+// exception queue: to the list the missing thing would be in.
+type backLink struct{ Href, Text string }
+
+// eventsBack leads from an event that is not there to the events list.
+var eventsBack = &backLink{Href: "/events", Text: "Back to the events"}
+
+// failBack is fail, the page offering back first, if not nil.
+func (c *Console) failBack(w http.ResponseWriter, r *http.Request, s *session, status int, msg string, err error, back *backLink) {
 	if gone := r.Context().Err(); gone != nil && err != nil && errors.Is(err, gone) {
 		// The browser went away (the operator left the page, or closed
 		// it) while the ledger worked for it: nobody sees the page, and
@@ -635,7 +648,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, statu
 		// errors name the key they are about.
 		c.log.Error("console", "path_pattern", r.Pattern, "error", redact.Keys(r.PathValue("key"), err))
 	}
-	data := map[string]any{"Title": http.StatusText(status), "Message": msg}
+	data := map[string]any{"Title": http.StatusText(status), "Message": msg, "Back": back}
 	if s == nil {
 		c.render(w, status, "error", data)
 		return
@@ -1241,13 +1254,13 @@ func (c *Console) eventAddress(w http.ResponseWriter, r *http.Request, s *sessio
 		http.Redirect(w, r, "/events/"+url.PathEscape(source)+"/"+url.PathEscape(id), http.StatusSeeOther)
 		return
 	}
-	c.fail(w, r, s, http.StatusNotFound, "No event has that source and id.", nil)
+	c.failBack(w, r, s, http.StatusNotFound, "No event has that source and id.", nil, eventsBack)
 }
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) {
 	d, err := s.ledger.GetEvent(r.Context(), r.PathValue("source"), r.PathValue("id"))
 	if errors.Is(err, opledger.ErrNotFound) || errors.Is(err, opledger.ErrInvalidInput) || errors.Is(err, opledger.ErrInvalidKey) {
-		c.fail(w, r, s, http.StatusNotFound, "No event has that source and id.", nil)
+		c.failBack(w, r, s, http.StatusNotFound, "No event has that source and id.", nil, eventsBack)
 		return
 	}
 	if err != nil {
