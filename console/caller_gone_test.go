@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,19 +21,9 @@ import (
 // chase. It is now an INFO line saying the browser went away.
 func TestBrowserGoneIsNoError(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	dsn := testdb.PostgresDSN(t)
-	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme"})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
-	token, _, err := l.CreateToken(ctx, "console", opledger.ReadWrite)
-	require.NoError(t, err)
 	sink := testrig.NewRecordSink("page ended: the browser went away before it")
-	c, err := console.New(l, console.Options{Logger: slog.New(sink)})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Close()) })
-	srv := httptest.NewServer(c)
-	defer srv.Close()
+	_, token, srv, _ := storeConsoleOptions(t, dsn, opledger.Options{}, console.Options{Logger: slog.New(sink)})
 	s := signIn(t, srv.URL, token)
 
 	release, err := testdb.GoneWhileLocked(t, dsn, "operations", func(ctx context.Context) error {

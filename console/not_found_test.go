@@ -2,10 +2,12 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -56,6 +58,27 @@ func storeConsoleOptions(t *testing.T, dsn string, opts opledger.Options, copts 
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
 	return l, token, srv, c
+}
+
+// pagedConsole opens a console over a new SQLite ledger
+// (storeConsoleOf) whose operations, workflows and events lists show
+// pageSize items a page, and signs in to it.
+func pagedConsole(t *testing.T, pageSize int) (*opledger.Ledger, *consoleSession) {
+	t.Helper()
+	l, token, srv, c := storeConsoleOf(t, testdb.SQLiteDSN(t))
+	c.SetPageSize(pageSize)
+	c.SetWorkflowsPageSize(pageSize)
+	c.SetEventsPageSize(pageSize)
+	return l, signIn(t, srv.URL, token)
+}
+
+// nextPageLink is the address of the list page's link to its next page,
+// which it must have, with its cursor.
+func nextPageLink(t *testing.T, page string) string {
+	t.Helper()
+	next := regexp.MustCompile(`href="([^"]*cursor=[^"]+)" id="next-page"`).FindStringSubmatch(page)
+	require.Len(t, next, 2, "a link to the next page")
+	return html.UnescapeString(next[1])
 }
 
 // TestUnknownPathIsAConsolePage: a path the console has no page at, or a

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/internal/testdb"
 )
 
 // TestQueueFailedLinkLeavesOutCancelled: the exception queue's link to
@@ -22,8 +21,7 @@ import (
 func TestQueueFailedLinkLeavesOutCancelled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l, token, srv, c := storeConsoleOf(t, testdb.SQLiteDSN(t))
-	c.SetPageSize(1)
+	l, s := pagedConsole(t, 1)
 	for _, key := range []string{"rej:1", "rej:2"} {
 		in := opledger.Intent{Key: key, Action: "a", Destination: "crm", Payload: json.RawMessage(`{}`)}
 		cl, err := l.Claim(ctx, key, opledger.ClaimOptions{Intent: &in})
@@ -36,7 +34,6 @@ func TestQueueFailedLinkLeavesOutCancelled(t *testing.T) {
 	_, _, err = l.Resolve(ctx, "gone:1", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "not wanted"})
 	require.NoError(t, err)
 
-	s := signIn(t, srv.URL, token)
 	queue := s.get("/")
 	require.Contains(t, queue, "2 operations need attention")
 	link := regexp.MustCompile(`<a href="([^"]*)">all failed</a>`).FindStringSubmatch(queue)
@@ -44,9 +41,7 @@ func TestQueueFailedLinkLeavesOutCancelled(t *testing.T) {
 	list := s.get(html.UnescapeString(link[1]))
 	require.Contains(t, list, "2 operations match", "the queue's two, not the cancelled one")
 	require.Regexp(t, `<input[^>]*name="except_cancelled"[^>]*checked`, list, "the filter shows it")
-	next := regexp.MustCompile(`href="([^"]*cursor=[^"]+)" id="next-page"`).FindStringSubmatch(list)
-	require.Len(t, next, 2)
-	later := s.get(html.UnescapeString(next[1]))
+	later := s.get(nextPageLink(t, list))
 	require.Contains(t, later, "rej:1")
 	require.NotContains(t, later, "gone:1", "the next page keeps the filter")
 
