@@ -128,6 +128,9 @@ func TestDashboardDuplicates(t *testing.T) {
 	require.Equal(t, "old:first", rows[0][1], "the latest incident first, though its operation is the oldest")
 	require.Equal(t, "dup:19", rows[1][1])
 	require.NotContains(t, table, "dup:00", "the earliest incident is the one left out")
+	// On a phone the header row is hidden: each value says what it is.
+	require.Equal(t, strings.Count(table, "<td"), strings.Count(table, `<td data-label="`), "every cell labelled")
+	require.Contains(t, table, `<td data-label="Confirmed reference"><bdi>second-old:first</bdi></td>`)
 	require.Contains(t, page, "The 20 most recently updated of 21 are shown")
 	require.Contains(t, page, `<p id="duplicates-compacted">1 more duplicate effect on compacted operations: still counted, but compaction removed their records, so they are listed nowhere.</p>`)
 }
