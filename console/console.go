@@ -45,8 +45,9 @@
 // An address the console has no page at, a static file it does not have
 // included, is answered 404 with the console's own page (with its navigation when signed in, and a link back
 // to the exception queue), one it has no page for the method at 405 with
-// Allow, not with net/http's plain text. An event that is not there is
-// answered 404 with a link back to the events list too.
+// Allow, not with net/http's plain text. An event or operation that is
+// not there is answered 404 with a link back to the events or operations
+// list too.
 //
 // Allowed imports: opledger, opledger/lab (the lab page), internal/advance
 // (a step marked succeeded moves its workflow on), internal/redact (keys
@@ -629,8 +630,12 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, statu
 // exception queue: to the list the missing thing would be in.
 type backLink struct{ Href, Text string }
 
-// eventsBack leads from an event that is not there to the events list.
-var eventsBack = &backLink{Href: "/events", Text: "Back to the events"}
+// eventsBack leads from an event that is not there to the events list,
+// operationsBack from an operation to the operations list.
+var (
+	eventsBack     = &backLink{Href: "/events", Text: "Back to the events"}
+	operationsBack = &backLink{Href: "/operations", Text: "Back to the operations"}
+)
 
 // failBack is fail, the page offering back first, if not nil.
 func (c *Console) failBack(w http.ResponseWriter, r *http.Request, s *session, status int, msg string, err error, back *backLink) {

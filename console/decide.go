@@ -375,13 +375,14 @@ func (c *Console) stepNotRecorded(w http.ResponseWriter, r *http.Request, s *ses
 // missing answers 404 when err says the operation of key is not there,
 // and reports whether it did. Keys are per tenant: one recorded under
 // another token's tenant is not found here, so the page names the tenant.
-// A key refused for its syntax is not echoed.
+// A key refused for its syntax is not echoed. The page links to the
+// operations list, whose "Open by key" takes another try.
 func (c *Console) missing(w http.ResponseWriter, r *http.Request, s *session, key string, err error) bool {
 	switch {
 	case errors.Is(err, opledger.ErrNotFound):
-		c.fail(w, r, s, http.StatusNotFound, "No operation of tenant "+s.tenant+" has the key "+key+".", nil)
+		c.failBack(w, r, s, http.StatusNotFound, "No operation of tenant "+s.tenant+" has the key "+key+".", nil, operationsBack)
 	case errors.Is(err, opledger.ErrInvalidKey):
-		c.fail(w, r, s, http.StatusNotFound, "No operation has that key.", nil)
+		c.failBack(w, r, s, http.StatusNotFound, "No operation has that key.", nil, operationsBack)
 	default:
 		return false
 	}

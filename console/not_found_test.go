@@ -161,3 +161,19 @@ func TestUnknownPathIsAConsolePage(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownOperationLinksToOperations: the page of an operation that is
+// not there (a mistyped key, or one of another tenant) linked only to
+// the exception queue: it links to the operations list too, whose "Open
+// by key" form takes another try.
+func TestUnknownOperationLinksToOperations(t *testing.T) {
+	t.Parallel()
+	_, token, srv, _ := storeConsoleOf(t, testdb.SQLiteDSN(t))
+	s := signIn(t, srv.URL, token)
+	for _, path := range []string{"/operations/nope:1", "/operations/a%20b"} {
+		status, page := s.fetch(path)
+		require.Equal(t, http.StatusNotFound, status, path)
+		require.Contains(t, page, `<a href="/operations">Back to the operations</a>`, path)
+		require.Contains(t, page, `<a href="/">Back to the exception queue</a>`, path)
+	}
+}
