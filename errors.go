@@ -39,8 +39,11 @@ var (
 	// serves other tenants only (Options.DestinationTenants). Nothing was
 	// recorded. It matches ErrInvalidInput too.
 	ErrDestinationNotServed = errors.New("the destination does not serve this tenant")
-	// ErrReasonRequired: an operator decision came without a reason.
-	ErrReasonRequired = errors.New("a reason is required")
+	// ErrReasonRequired: an operator decision came without a reason
+	// (or with one of spaces only). A missing reason is a missing field,
+	// so it matches ErrInvalidInput too; the HTTP API still answers it
+	// with its own problem type, 400 reason_required.
+	ErrReasonRequired error = reasonRequired{}
 	// ErrStaleFinding: Reconcile was given a Finding about other attempts
 	// than the operation now has (Finding.AttemptCount): another attempt
 	// was made while the lookup ran, so what it saw decides nothing.
@@ -321,6 +324,16 @@ func invalidInput(format string, args ...any) error {
 func InvalidInputDetail(err error) string {
 	return strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": ")
 }
+
+// reasonRequired is ErrReasonRequired: a sentinel of its own that also
+// matches ErrInvalidInput.
+type reasonRequired struct{}
+
+func (reasonRequired) Error() string { return "a reason is required" }
+
+// Is matches ErrInvalidInput (ErrReasonRequired itself matches by
+// equality).
+func (reasonRequired) Is(target error) bool { return target == ErrInvalidInput }
 
 // notServedError refuses a new operation for a destination that serves
 // other tenants only. It names neither those tenants nor the operation's

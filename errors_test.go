@@ -68,3 +68,23 @@ func TestErrorTypesDescribeThemselvesWithMissingFields(t *testing.T) {
 		})
 	}
 }
+
+// TestReasonRequiredIsInvalidInput: a decision without a reason is a
+// request with a field missing, so its refusal matches ErrInvalidInput as
+// well as ErrReasonRequired: code that treats every refused input alike
+// (a CLI's usage error, a form shown again) treats it so too. The sentinel
+// itself matches, and so does the error Resolve returns.
+func TestReasonRequiredIsInvalidInput(t *testing.T) {
+	t.Parallel()
+	require.ErrorIs(t, opledger.ErrReasonRequired, opledger.ErrInvalidInput)
+	require.NotErrorIs(t, opledger.ErrInvalidInput, opledger.ErrReasonRequired, "not every invalid input is a missing reason")
+	l := openSQLiteLedger(t)
+	ctx := t.Context()
+	const key = "intake:R1:create"
+	_, _, err := l.Record(ctx, opledger.Intent{Key: key, Action: "crm.create", Destination: "crm"})
+	require.NoError(t, err)
+	_, _, err = l.Resolve(ctx, key, opledger.Decision{Kind: opledger.DecisionCancel, Reason: "  ", Operator: "Maria"})
+	require.ErrorIs(t, err, opledger.ErrReasonRequired)
+	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	require.EqualError(t, err, "cancel: a reason is required", "its text is unchanged")
+}

@@ -190,7 +190,9 @@ func (e *Error) Kind() string { return strings.TrimPrefix(e.Problem.Type, httpap
 // problem's state as *opledger.StateError does: an invalid_state problem
 // whose state is succeeded matches opledger.ErrAlreadySucceeded, one
 // whose state is in_progress opledger.ErrInProgress (and, from Release,
-// opledger.ErrAlreadyDispatched). A payload_too_large problem matches
+// opledger.ErrAlreadyDispatched). A reason_required problem matches
+// opledger.ErrReasonRequired and opledger.ErrInvalidInput, as the
+// library's error does. A payload_too_large problem matches
 // opledger.ErrInvalidInput, and, from ReceiveEvent for an event whose
 // payload is past opledger.MaxEventPayload,
 // opledger.ErrEventPayloadTooLarge. A request the store could not take
@@ -239,7 +241,9 @@ func (e *Error) Is(target error) bool {
 		// MaxEventPayload (from ReceiveEvent): input it refuses.
 		return target == opledger.ErrInvalidInput || target == opledger.ErrEventPayloadTooLarge && e.eventPayload
 	case "reason_required":
-		return target == opledger.ErrReasonRequired
+		// A missing field, as in the library, where ErrReasonRequired
+		// matches ErrInvalidInput too.
+		return target == opledger.ErrReasonRequired || target == opledger.ErrInvalidInput
 	case "unauthorized":
 		return target == opledger.ErrUnauthorized
 	case "forbidden":
