@@ -281,8 +281,9 @@ func (e *refusal) Unwrap() error { return e.err }
 // OperationOf returns the operation a refusal of the ledger concerns, as
 // it was when the call was refused: that of a *StateError or a
 // *StaleError, or of a refusal with ErrStaleDecision, ErrStaleFinding or
-// ErrAlreadyDispatched. It returns nil for any other error. The HTTP API
-// gives its state and the operation in the problem of each.
+// ErrAlreadyDispatched. It returns nil for any other error; the methods
+// of *Operation take that nil (OperationOf(err).Masked() is nil). The
+// HTTP API gives its state and the operation in the problem of each.
 func OperationOf(err error) *Operation {
 	var (
 		se    *StateError

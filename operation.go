@@ -171,6 +171,13 @@ type Intent struct {
 }
 
 // Operation is an operation as the ledger knows it.
+//
+// Its methods take a nil *Operation too, as OperationOf returns for an
+// error that carries none, so that a chain such as
+// OperationOf(err).Masked() never panics: Masked and ForClaimant return
+// nil, IdempotencyKey "", MaskText its text as it is and MaskedAttempts
+// its attempts as they are (an operation that is not there has no
+// sensitive values), and json.Marshal encodes it as null.
 type Operation struct {
 	Tenant           string          `json:"tenant"`
 	Key              string          `json:"key"`
@@ -250,8 +257,11 @@ type Operation struct {
 }
 
 // IdempotencyKey is the destination idempotency key of the operation's
-// current version.
+// current version; "" for a nil o.
 func (o *Operation) IdempotencyKey() string {
+	if o == nil {
+		return ""
+	}
 	return DestinationIdempotencyKey(o.Tenant, o.Key, o.Version)
 }
 
@@ -280,7 +290,11 @@ func (o Operation) MarshalJSON() ([]byte, error) {
 // its e-mail address).
 // The operation itself keeps the real values: Do's answer to a repeat
 // and the proxy's replay give the caller its saved result from them.
+// A nil o gives nil.
 func (o *Operation) Masked() *Operation {
+	if o == nil {
+		return nil
+	}
 	m := *o
 	m.forClaimant = false
 	if o.shown {
@@ -304,8 +318,12 @@ func (o *Operation) Masked() *Operation {
 // MaskText returns s with every sensitive value of o (of three bytes or
 // more), in any of the spellings Masked finds in a response, replaced by
 // "***": as the ledger stores free text about o (errors, reasons). For
-// text about o that goes elsewhere, a log line say.
+// text about o that goes elsewhere, a log line say. A nil o masks
+// nothing.
 func (o *Operation) MaskText(s string) string {
+	if o == nil {
+		return s
+	}
 	return newSecretText(o.Payload, o.earlierPayloads, o.SensitiveFields).mask(s)
 }
 
@@ -314,8 +332,11 @@ func (o *Operation) MaskText(s string) string {
 // except the payload, which the claimant sends to the destination as it
 // was recorded. Masked of the copy masks it all, as of any operation, so
 // nothing else shows the real payload by way of it. The HTTP API answers
-// a claim with it.
+// a claim with it. A nil o gives nil.
 func (o *Operation) ForClaimant() *Operation {
+	if o == nil {
+		return nil
+	}
 	m := *o
 	m.forClaimant = true
 	return &m
@@ -324,8 +345,11 @@ func (o *Operation) ForClaimant() *Operation {
 // MaskedAttempts returns attempts, which are o's, as they are shown
 // beside it: copies whose destination references are masked as Masked
 // masks o's (their errors were masked when they were stored). Without
-// sensitive fields they are returned as they are.
+// sensitive fields (or with a nil o) they are returned as they are.
 func (o *Operation) MaskedAttempts(attempts []*Attempt) []*Attempt {
+	if o == nil {
+		return attempts
+	}
 	st := newSecretText(o.Payload, o.earlierPayloads, o.SensitiveFields)
 	if st == nil {
 		return attempts
