@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"time"
 
 	"github.com/opledger/opledger"
 )
@@ -220,22 +223,82 @@ func ExampleReportOf() {
 // program that embeds the library without opledger serve or opledger
 // proxy, until its context ends or the ledger is closed.
 func ExampleLedger_Maintain() {
-	ledger, done := openExample()
-	defer done()
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "opledger-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	// The example moves the ledger's clock on by late, rather than
+	// waiting for a lease to run out.
+	var late atomic.Int64
+	ledger, err := opledger.Open(ctx, "sqlite:"+filepath.Join(dir, "ledger.db"), opledger.Options{
+		Clock: func(store time.Time) time.Time { return store.Add(time.Duration(late.Load())) }})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ledger.Close()
 
-	ctx, stop := context.WithCancel(context.Background())
+	// A worker claimed an operation, started its call, and died.
+	const key = "intake:I19:create"
+	_, err = ledger.Claim(ctx, key, opledger.ClaimOptions{Worker: "worker-7", Lease: time.Minute, Dispatch: true,
+		Intent: &opledger.Intent{Key: key, Action: "crm.create_inquiry", Destination: "crm"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	late.Store(int64(time.Hour)) // its lease has run out
+	op, err := ledger.Get(ctx, key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("before Maintain:", op.State)
+
+	// Maintain logs what each of its runs changed.
+	lines := make(logLines, 16)
+	logger := slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{ReplaceAttr: withoutTime}))
+	maintained, stop := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	go func() {
-		ledger.Maintain(ctx, opledger.MaintainOptions{}) // every 5 s and every hour
+		ledger.Maintain(maintained, opledger.MaintainOptions{Logger: logger}) // every 5 s and every hour
 		close(stopped)
 	}()
+	fmt.Print(<-lines) // its first lease sweep, at once
 
 	// ... the program's own work ...
 
 	stop()
 	<-stopped
-	fmt.Println("maintenance stopped")
-	// Output: maintenance stopped
+	timeline, err := ledger.Timeline(ctx, key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	last := timeline[len(timeline)-1]
+	fmt.Printf("after Maintain: %s, by %s: %s (%s)\n", last.To, last.Actor, last.Event, last.Evidence)
+	// Output:
+	// before Maintain: in_progress
+	// level=INFO msg="settled expired leases" count=1
+	// after Maintain: uncertain, by system: lease expired after dispatch (the call may have reached the destination; worker worker-7 never reported)
+}
+
+// logLines is an io.Writer that hands each line a slog handler writes to
+// a reader of the channel; lines nobody reads in time are dropped.
+type logLines chan string
+
+func (c logLines) Write(p []byte) (int, error) {
+	select {
+	case c <- string(p):
+	default:
+	}
+	return len(p), nil
+}
+
+// withoutTime leaves out the time of a log line, so that it reads the
+// same on every run.
+func withoutTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		return slog.Attr{}
+	}
+	return a
 }
 
 // WithCredential makes the decisions of a handle name what its caller
