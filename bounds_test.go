@@ -44,7 +44,10 @@ func TestLeaseBounded(t *testing.T) {
 }
 
 // TestPageLimitChecked: a negative Limit is refused like one above the
-// most, never taken for the default; 0 is the default.
+// most, never taken for the default; 0 is the default. ReconcileQueue's
+// Limit is bounded by MaxListLimit too, as a list's page is: without a
+// bound, one call read and decoded every uncertain operation of the store
+// in one read transaction.
 func TestPageLimitChecked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -60,8 +63,13 @@ func TestPageLimitChecked(t *testing.T) {
 	}
 	_, err = l.ListWorkflows(ctx, opledger.WorkflowListOptions{Limit: -1})
 	require.ErrorContains(t, err, "it must be from 1 to 200 (0 means 50)")
-	_, err = l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: -1})
-	require.ErrorIs(t, err, opledger.ErrInvalidInput)
+	for _, limit := range []int{-1, opledger.MaxListLimit + 1} {
+		_, err = l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: limit})
+		require.ErrorIs(t, err, opledger.ErrInvalidInput, "ReconcileQueue %d", limit)
+		require.ErrorContains(t, err, "it must be from 1 to 500 (0 means 100)")
+	}
+	_, err = l.ReconcileQueue(ctx, opledger.ReconcileQueueOptions{Limit: opledger.MaxListLimit})
+	require.NoError(t, err, "the most is a limit too")
 	_, err = l.List(ctx, opledger.ListOptions{})
 	require.NoError(t, err, "0 is the default")
 }

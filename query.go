@@ -180,7 +180,8 @@ type Page struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-// MaxListLimit is the largest page List returns.
+// MaxListLimit is the largest page List and ListEvents return, and the
+// most operations ReconcileQueue returns at once.
 const MaxListLimit = 500
 
 // pageLimit is the page size a Limit option asks for: def when 0, refused

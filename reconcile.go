@@ -470,8 +470,10 @@ func join(a, b string) string {
 
 // ReconcileQueueOptions select what ReconcileQueue returns.
 type ReconcileQueueOptions struct {
-	// Limit is how many operations at most: 0 for 100; a negative one
-	// is refused.
+	// Limit is how many operations at most: 0 for 100, at most
+	// MaxListLimit, as a list's page is; a negative one or one above
+	// MaxListLimit is refused (ErrInvalidInput). A reconciler that has
+	// more to do calls again once it has worked through a batch.
 	Limit int
 	// Destinations limits the queue to these destinations; empty means
 	// any. Reconcilers that know different destinations (an opledger
@@ -486,20 +488,18 @@ type ReconcileQueueOptions struct {
 // reconciliation is due (see DeferReconcile), longest waiting first: the
 // Ledger's own tenant's, or every tenant's with AllTenants.
 func (l *Ledger) ReconcileQueue(ctx context.Context, opts ReconcileQueueOptions) ([]*Operation, error) {
-	// No upper bound: a reconciler takes what it can work through.
-	limit := opts.Limit
-	if limit < 0 {
-		return nil, invalidInput("limit is %d: it must be 0 (100) or more", limit)
-	}
-	if limit == 0 {
-		limit = 100
+	// Bounded as a list's page: the whole batch is read, and each
+	// operation of it decoded, in one read transaction.
+	limit, err := pageLimit(opts.Limit, 100, MaxListLimit)
+	if err != nil {
+		return nil, err
 	}
 	tenant := l.tenant
 	if opts.AllTenants {
 		tenant = ""
 	}
 	var out []*Operation
-	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
+	err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		now, err := l.now(ctx, r)
 		if err != nil {
 			return err

@@ -63,7 +63,9 @@ type Config struct {
 	Destinations *destination.Set
 	// Interval is the pause between passes over the queue. Default 5 s.
 	Interval time.Duration
-	// BatchSize is how many operations one pass takes. Default 100.
+	// BatchSize is how many operations one pass takes. Default 100; at
+	// most opledger.MaxListLimit (the most ReconcileQueue returns), New
+	// refuses more.
 	BatchSize int
 	// Concurrency is how many operations are examined at once. Default 4.
 	Concurrency int
@@ -144,8 +146,9 @@ func (r *Reconciler) AbandonedLookups() int {
 	return len(r.abandoned)
 }
 
-// New returns a reconciler for l. It refuses a nil l, and a nil or
-// empty Config.Destinations.
+// New returns a reconciler for l. It refuses a nil l, a nil or empty
+// Config.Destinations, and a Config.BatchSize above
+// opledger.MaxListLimit (opledger.ErrInvalidInput).
 func New(l *opledger.Ledger, cfg Config) (*Reconciler, error) {
 	if cfg.Destinations == nil {
 		return nil, errors.New("reconciler: no destinations configured")
@@ -172,6 +175,11 @@ func New(l *opledger.Ledger, cfg Config) (*Reconciler, error) {
 	def(&cfg.UnknownRecheck, 10*time.Minute)
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 100
+	}
+	if cfg.BatchSize > opledger.MaxListLimit {
+		// ReconcileQueue would refuse every pass's batch.
+		return nil, fmt.Errorf("reconciler: %w: BatchSize is %d: it must be at most %d (opledger.MaxListLimit)",
+			opledger.ErrInvalidInput, cfg.BatchSize, opledger.MaxListLimit)
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 4
