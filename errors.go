@@ -278,17 +278,30 @@ type refusal struct {
 func (e *refusal) Error() string { return e.err.Error() }
 func (e *refusal) Unwrap() error { return e.err }
 
+// operationCarrier is an error of another package that carries the
+// operation a refusal concerns: the *client.Error of a problem of the
+// HTTP API, which gives it where OperationOf would.
+type operationCarrier interface {
+	error
+	Operation() *Operation
+}
+
 // OperationOf returns the operation a refusal of the ledger concerns, as
 // it was when the call was refused: that of a *StateError or a
 // *StaleError, or of a refusal with ErrStaleDecision, ErrStaleFinding or
-// ErrAlreadyDispatched. It returns nil for any other error; the methods
-// of *Operation take that nil (OperationOf(err).Masked() is nil). The
-// HTTP API gives its state and the operation in the problem of each.
+// ErrAlreadyDispatched. The HTTP API gives its state and the operation
+// in the problem of each, and OperationOf returns that operation for the
+// error of package client too (its Operation method; masked at its
+// sensitive fields, as the API shows it), so that code written against
+// the library works on the client. It returns nil for any other error;
+// the methods of *Operation take that nil (OperationOf(err).Masked() is
+// nil).
 func OperationOf(err error) *Operation {
 	var (
-		se    *StateError
-		stale *StaleError
-		r     *refusal
+		se      *StateError
+		stale   *StaleError
+		r       *refusal
+		carrier operationCarrier
 	)
 	switch {
 	case errors.As(err, &se):
@@ -297,6 +310,8 @@ func OperationOf(err error) *Operation {
 		return stale.Operation
 	case errors.As(err, &r):
 		return r.op
+	case errors.As(err, &carrier):
+		return carrier.Operation()
 	}
 	return nil
 }

@@ -15,6 +15,14 @@
 // or a step's name that is empty or outside the key syntax,
 // opledger.ErrInvalidInput.
 //
+// A program moved from the library to the client keeps what it relied
+// on of the library's errors where the problem carries it:
+// opledger.OperationOf gives the operation a refusal concerns (Error's
+// Operation), and errors.As finds in an *Error the *opledger.StateError
+// or *opledger.StaleError the library would have returned (Error.As);
+// a *ReplayError is the *opledger.StateError of a claim of a succeeded
+// operation.
+//
 // A Client made by New with a nil *http.Client gives up on a request after
 // 30 seconds. Response bodies are read up to MaxResponseBytes (64 MiB); a
 // larger one is an error, never cut short and decoded.
@@ -141,6 +149,21 @@ const maxDetailBytes = 512
 
 // Error is an answer outside 2xx: a problem the API answered with, or
 // whatever a proxy or load balancer in front of it sent.
+//
+// It stands for the library's error where its problem carries what that
+// error holds, so that code written against the library works on it:
+// errors.Is matches the sentinels (Is), opledger.OperationOf returns the
+// operation of a refusal that carries one (Operation), and errors.As
+// finds a *opledger.StateError or a *opledger.StaleError (As). The
+// other typed errors of the library are not found in it: a
+// *opledger.MismatchError (the problem of a fingerprint_mismatch carries
+// the stored operation's state, but neither fingerprint nor version:
+// Problem.Detail names them), a *opledger.RuleError (mapping_failed: the
+// rule and field are in Problem.Detail only), and the errors of Do and
+// workflows (*opledger.AttemptError, *opledger.ReportError,
+// *opledger.StepError), which no request of the client returns. A
+// malformed key is refused before anything is sent with the library's
+// own *opledger.KeyError.
 type Error struct {
 	// Status is the answer's HTTP status code.
 	Status int
@@ -163,6 +186,14 @@ type Error struct {
 	// attempt still in progress: the attempt was dispatched
 	// (opledger.ErrAlreadyDispatched).
 	dispatched bool
+	// call, key, attemptID and token describe the request refused, as
+	// the library names them in its errors (As): call is what was
+	// attempted ("claim", "dispatch", "approve", a decision's kind, ...),
+	// set by the methods whose library counterpart refuses with a
+	// *opledger.StateError or *opledger.StaleError, with the key; the
+	// attempt and the fencing token sent are set by those that send them.
+	call, key, attemptID string
+	token                int64
 	// eventPayload is set by ReceiveEvent on its payload_too_large
 	// refusal of an event whose payload, as sent, is past
 	// opledger.MaxEventPayload: the library refuses that payload too
@@ -181,6 +212,87 @@ func (e *Error) Error() string {
 		msg += ": " + e.Problem.Detail
 	}
 	return msg
+}
+
+// Operation returns the operation the refusal concerns, as the API
+// showed it in the problem (masked at its sensitive fields, as every
+// answer shows it), or nil: the API gives it with the refusals of which
+// the library's opledger.OperationOf returns it (in_progress, not_due,
+// invalid_state, stale_fencing_token, stale_finding, stale_decision),
+// and opledger.OperationOf returns it for an *Error too. A problem from
+// something in front of the API has none.
+func (e *Error) Operation() *opledger.Operation { return e.Problem.Operation }
+
+// As makes errors.As find in e the library's error its problem stands
+// for, where the problem carries what that error holds (see Error):
+//
+//   - *opledger.StateError, for an invalid_state, in_progress or not_due
+//     problem that carries the operation, refusing Claim, Dispatch,
+//     Release, ExtendLease, Report, Reconcile, Approve, Revise or
+//     Resolve: Op is what the library calls the request ("claim",
+//     "dispatch", "release", "extend the lease of", "report",
+//     "reconcile", "approve", "revise", or the decision's kind), Key the
+//     key, State and Operation the problem's. Not for the refusals the
+//     library makes without one (Release after the dispatch,
+//     opledger.ErrAlreadyDispatched; Resolve's authorize_retry of the
+//     failed step a workflow was cancelled at), nor for the workflow
+//     methods.
+//   - *opledger.StaleError, for a stale_fencing_token problem refusing
+//     Dispatch, Release, ExtendLease or Report: Key, AttemptID and
+//     FencingToken as sent; Current and Operation from the problem's
+//     operation; Recorded false (a report the server kept as evidence
+//     is no error: ReportResult.StaleReport). AttemptToken, the token
+//     the attempt was issued, is the operation's when the attempt is
+//     its current one (Operation.CurrentAttemptID); the problem does not
+//     carry that of an earlier attempt, which is then 0.
+//
+// The operation is as the API shows it, masked at its sensitive fields.
+// The error built so describes itself from its fields: Problem.Detail
+// has the server's own words, which may say more.
+func (e *Error) As(target any) bool {
+	op := e.Problem.Operation
+	if op == nil || e.call == "" {
+		return false
+	}
+	switch t := target.(type) {
+	case **opledger.StateError:
+		switch e.Kind() {
+		case "invalid_state", "in_progress", "not_due":
+		default:
+			return false
+		}
+		if e.dispatched || e.call == string(opledger.DecisionAuthorizeRetry) && op.State == opledger.StateFailed && !op.Tombstoned {
+			// Refusals the library makes without a *StateError: a
+			// release after the dispatch, and a retry of the failed step
+			// a workflow was cancelled at (failed is a state
+			// authorize_retry applies to).
+			return false
+		}
+		*t = &opledger.StateError{Op: e.call, Key: e.key, State: op.State, Operation: op}
+		return true
+	case **opledger.StaleError:
+		if e.Kind() != "stale_fencing_token" || e.attemptID == "" {
+			return false
+		}
+		stale := &opledger.StaleError{Key: e.key, AttemptID: e.attemptID, FencingToken: e.token, Current: op.FencingToken, Operation: op}
+		if op.CurrentAttemptID == e.attemptID {
+			// The operation's token is its current attempt's.
+			stale.AttemptToken = op.FencingToken
+		}
+		*t = stale
+		return true
+	}
+	return false
+}
+
+// refused notes on err, if it is an *Error, the request it refused as
+// the library describes it in its errors (Error.As): what was attempted,
+// the key, and the attempt and fencing token sent ("" and 0 for none).
+func refused(err error, call, key, attemptID string, token int64) error {
+	if e, ok := errors.AsType[*Error](err); ok {
+		e.call, e.key, e.attemptID, e.token = call, key, attemptID, token
+	}
+	return err
 }
 
 // Kind is the stable suffix of the problem type, e.g. "in_progress".
@@ -673,6 +785,18 @@ func (e *ReplayError) Is(target error) bool {
 	return target == opledger.ErrAlreadySucceeded || target == opledger.ErrInvalidState
 }
 
+// As makes errors.As find in e the *opledger.StateError the library's
+// Claim returns for a succeeded operation (Op "claim", its key, state
+// and Operation), and so opledger.OperationOf return its Operation.
+func (e *ReplayError) As(target any) bool {
+	t, ok := target.(**opledger.StateError)
+	if !ok || e.Operation == nil {
+		return false
+	}
+	*t = &opledger.StateError{Op: "claim", Key: e.Operation.Key, State: e.Operation.State, Operation: e.Operation}
+	return true
+}
+
 // Claim claims an operation. A succeeded operation gives a *ReplayError
 // with the saved result. The claim's Operation carries the real payload,
 // sensitive fields included, since the claimant is about to send it
@@ -685,7 +809,7 @@ func (c *Client) Claim(ctx context.Context, key string, r ClaimRequest) (*opledg
 	path := opPath(key, "claim")
 	status, _, err := c.do(ctx, http.MethodPost, path, r, &raw)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, "claim", key, "", 0)
 	}
 	if status == http.StatusOK {
 		var replay struct {
@@ -717,7 +841,7 @@ func (c *Client) Dispatch(ctx context.Context, key, attemptID string, token int6
 	var op opledger.Operation
 	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "dispatch"),
 		map[string]int64{"fencing_token": token}, &op); err != nil {
-		return nil, err
+		return nil, refused(err, "dispatch", key, attemptID, token)
 	}
 	return &op, nil
 }
@@ -744,7 +868,7 @@ func (c *Client) Release(ctx context.Context, key, attemptID string, token int64
 		if e := (*Error)(nil); errors.As(err, &e) && e.Kind() == "invalid_state" && e.Problem.State == opledger.StateInProgress {
 			e.dispatched = true
 		}
-		return nil, err
+		return nil, refused(err, "release", key, attemptID, token)
 	}
 	return &op, nil
 }
@@ -760,7 +884,7 @@ func (c *Client) ExtendLease(ctx context.Context, key, attemptID string, token i
 	var op opledger.Operation
 	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "lease"),
 		map[string]any{"fencing_token": token, "lease_seconds": lease.Seconds()}, &op); err != nil {
-		return nil, err
+		return nil, refused(err, "extend the lease of", key, attemptID, token)
 	}
 	return &op, nil
 }
@@ -829,7 +953,7 @@ func (c *Client) Report(ctx context.Context, key, attemptID string, r Report) (*
 	}
 	var res ReportResult
 	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "attempts", attemptID, "outcome"), r, &res); err != nil {
-		return nil, err
+		return nil, refused(err, "report", key, attemptID, r.FencingToken)
 	}
 	return &res, nil
 }
@@ -877,7 +1001,7 @@ func (c *Client) Reconcile(ctx context.Context, key string, f Finding) (op *ople
 		Decided bool `json:"decided"`
 	}
 	if _, _, err := c.do(ctx, http.MethodPost, opPath(key, "reconcile"), f, &res); err != nil {
-		return nil, false, err
+		return nil, false, refused(err, "reconcile", key, "", 0)
 	}
 	return &res.Operation, res.Decided, nil
 }
@@ -887,7 +1011,7 @@ func (c *Client) Reconcile(ctx context.Context, key string, f Finding) (op *ople
 // moved the operation records nothing and is answered with replayed true
 // (the server's Idempotent-Replayed header).
 func (c *Client) Approve(ctx context.Context, key string, a opledger.Approval) (op *opledger.Operation, replayed bool, err error) {
-	return c.decide(ctx, key, "approve", a)
+	return c.decide(ctx, key, "approve", "approve", a)
 }
 
 // Revise replaces the content of a never-dispatched operation. The
@@ -902,7 +1026,7 @@ func (c *Client) Revise(ctx context.Context, key string, r opledger.Revision) (o
 	if len(r.Payload) == 0 {
 		return nil, false, invalidInput("revise needs the new payload (JSON null for none)")
 	}
-	return c.decide(ctx, key, "revise", r)
+	return c.decide(ctx, key, "revise", "revise", r)
 }
 
 // Resolve records an operator decision; the reason is required. As with
@@ -911,20 +1035,21 @@ func (c *Client) Revise(ctx context.Context, key string, r opledger.Revision) (o
 // server's Idempotent-Replayed header): a caller that lost an answer may
 // send the same decision again.
 func (c *Client) Resolve(ctx context.Context, key string, d opledger.Decision) (op *opledger.Operation, replayed bool, err error) {
-	return c.decide(ctx, key, "resolve", d)
+	return c.decide(ctx, key, "resolve", string(d.Kind), d)
 }
 
 // decide sends a person's decision about key (action is resolve,
-// approve or revise) and reads whether the server answered it as a
-// replay.
-func (c *Client) decide(ctx context.Context, key, action string, body any) (*opledger.Operation, bool, error) {
+// approve or revise; call what the library calls it in its errors: the
+// action, or a decision's kind) and reads whether the server answered
+// it as a replay.
+func (c *Client) decide(ctx context.Context, key, action, call string, body any) (*opledger.Operation, bool, error) {
 	if err := opledger.ValidateKey(key); err != nil {
 		return nil, false, err
 	}
 	var op opledger.Operation
 	_, h, err := c.do(ctx, http.MethodPost, opPath(key, action), body, &op)
 	if err != nil {
-		return nil, false, err
+		return nil, false, refused(err, call, key, "", 0)
 	}
 	return &op, h.Get(httpapi.HeaderReplayed) == "true", nil
 }
