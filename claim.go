@@ -297,9 +297,11 @@ var ErrNothingDue = errors.New("no operation is due")
 
 // ClaimNextOptions select what ClaimNext may claim.
 type ClaimNextOptions struct {
-	// Worker and Lease as in ClaimOptions.
+	// Worker as in ClaimOptions: who claims; default Options.Worker.
 	Worker string
-	Lease  time.Duration
+	// Lease as in ClaimOptions: how long the claim holds; default
+	// Options.Lease.
+	Lease time.Duration
 	// Destinations limits the claim to these destinations; empty means any.
 	Destinations []string
 	// AllTenants claims across every tenant instead of the Ledger's own.
@@ -324,8 +326,10 @@ type ClaimNextOptions struct {
 
 // OperationRef names an operation of any tenant.
 type OperationRef struct {
+	// Tenant is the operation's tenant.
 	Tenant string
-	Key    string
+	// Key is its key.
+	Key string
 }
 
 // ClaimNext claims the pending operation that has been due longest: the
@@ -804,6 +808,8 @@ func (t *txn) mayHaveCalled(a *store.Attempt, outcome Outcome) {
 
 // Report is what an attempt learned from its external call.
 type Report struct {
+	// Outcome is what the call did: OutcomeSucceeded, OutcomeRejected,
+	// OutcomeRetryable or OutcomeUncertain.
 	Outcome Outcome
 	// DestinationRef identifies the effect at the destination; required
 	// with OutcomeSucceeded.

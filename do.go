@@ -415,8 +415,11 @@ func (l *Ledger) dispatchFailed(ctx context.Context, key string, claim *Claim, o
 // returned, so that nothing is lost: send Report again with
 // Ledger.Report(ctx, Key, AttemptID, FencingToken, Report).
 type ReportError struct {
-	Key          string
-	AttemptID    string
+	// Key is the operation's key.
+	Key string
+	// AttemptID is the attempt whose outcome was not recorded.
+	AttemptID string
+	// FencingToken is the attempt's token, to send the report again with.
 	FencingToken int64
 	// Result is what the action returned (a success's reference and
 	// response).
@@ -477,6 +480,7 @@ func doStep(key, step string) {
 
 // AttemptError reports an attempt of Do that did not succeed.
 type AttemptError struct {
+	// Key is the operation's key.
 	Key     string
 	Outcome Outcome // how the action's error was classified
 	State   State   // the operation's state after the report

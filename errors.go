@@ -168,6 +168,7 @@ func (e *StateError) Is(target error) bool {
 
 // MismatchError reports a key recorded with a different fingerprint.
 type MismatchError struct {
+	// Key is the operation's key.
 	Key        string
 	Stored     string // fingerprint on record
 	Given      string // fingerprint of the refused request
@@ -211,7 +212,9 @@ func (e *MismatchError) Is(target error) bool { return target == ErrFingerprintM
 // attempt's. An outcome from the attempt itself (its own token) has been
 // recorded as evidence (Recorded); anything else was refused unrecorded.
 type StaleError struct {
-	Key          string
+	// Key is the operation's key.
+	Key string
+	// AttemptID is the attempt the call named.
 	AttemptID    string
 	FencingToken int64      // the token the caller sent
 	AttemptToken int64      // the token the attempt was issued
@@ -319,6 +322,7 @@ func OperationOf(err error) *Operation {
 // KeyError explains why a key was refused. It never repeats the key, which
 // may be exactly the personal data the check keeps out of logs.
 type KeyError struct {
+	// Reason says what is wrong with the key, without quoting it.
 	Reason string
 }
 

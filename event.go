@@ -58,10 +58,18 @@ const (
 
 // EventRecord is an event as the ledger recorded it.
 type EventRecord struct {
-	Tenant     string     `json:"tenant"`
-	Source     string     `json:"source"`
-	EventID    string     `json:"event_id"`
-	Type       string     `json:"type"`
+	// Tenant is the tenant that received the event.
+	Tenant string `json:"tenant"`
+	// Source names the sender (Event.Source).
+	Source string `json:"source"`
+	// EventID is the sender's id of the event (Event.EventID): with
+	// Source, what identifies it.
+	EventID string `json:"event_id"`
+	// Type is the event's type, as its first delivery gave it
+	// (Event.Type).
+	Type string `json:"type"`
+	// OccurredAt is when the sender says the event happened, as its first
+	// delivery gave it; nil when it gave none.
 	OccurredAt *time.Time `json:"occurred_at"`
 	// PayloadSHA256 is the hex SHA-256 of the first delivery's payload in
 	// canonical JSON (RFC 8785 with exact numbers, as Fingerprint has it),
@@ -72,7 +80,9 @@ type EventRecord struct {
 	// is not kept.
 	PayloadSHA256 string `json:"payload_sha256"`
 	// Rule is the matching rule's name, empty when none matched.
-	Rule   string      `json:"rule"`
+	Rule string `json:"rule"`
+	// Status is what became of the event: applied, out_of_order,
+	// conflict or unmapped.
 	Status EventStatus `json:"status"`
 	// OutOfOrder is Status == EventOutOfOrder.
 	OutOfOrder bool `json:"out_of_order"`
@@ -81,11 +91,15 @@ type EventRecord struct {
 	Reason string `json:"reason,omitempty"`
 	// ObjectKey and OrderValue are the object and its ordering value, when
 	// the rule declares them.
-	ObjectKey  string `json:"object_key,omitempty"`
+	ObjectKey string `json:"object_key,omitempty"`
+	// OrderValue is the event's ordering value of its object, by which
+	// an older event is told from a newer one (EventOutOfOrder).
 	OrderValue string `json:"order_value,omitempty"`
 	// OperationKeys are the operations the event produced or matched.
-	OperationKeys []string  `json:"operation_keys"`
-	ReceivedAt    time.Time `json:"received_at"`
+	OperationKeys []string `json:"operation_keys"`
+	// ReceivedAt is when its first delivery arrived, by the ledger's
+	// clock: events are listed newest first by it.
+	ReceivedAt time.Time `json:"received_at"`
 }
 
 // Delivery is one arrival of an event.
@@ -94,8 +108,11 @@ type Delivery struct {
 	// deliveries, so it is not shown by the HTTP API (a tenant would read
 	// from two of its own how many others received in between): a
 	// Delivery read through the API has 0.
-	ID         int64     `json:"-"`
-	DeliveryID string    `json:"delivery_id,omitempty"`
+	ID int64 `json:"-"`
+	// DeliveryID is the sender's id of this arrival (Event.DeliveryID);
+	// empty when it gave none.
+	DeliveryID string `json:"delivery_id,omitempty"`
+	// ReceivedAt is when it arrived, by the ledger's clock.
 	ReceivedAt time.Time `json:"received_at"`
 	// Duplicate is true for every arrival after the first.
 	Duplicate bool `json:"duplicate"`
@@ -112,9 +129,11 @@ type EventResult struct {
 	// delivery was recorded, nothing else changed.
 	Duplicate bool `json:"duplicate"`
 	// OutOfOrder is true when the event was flagged, not applied.
-	OutOfOrder bool        `json:"out_of_order"`
-	Status     EventStatus `json:"status"`
-	Reason     string      `json:"reason,omitempty"`
+	OutOfOrder bool `json:"out_of_order"`
+	// Status is the recorded event's status (EventRecord.Status).
+	Status EventStatus `json:"status"`
+	// Reason explains any status but applied (EventRecord.Reason).
+	Reason string `json:"reason,omitempty"`
 	// Event is the recorded event.
 	Event *EventRecord `json:"event"`
 	// Delivery is this arrival.
@@ -1215,8 +1234,12 @@ func toDelivery(d *store.Delivery, firstDigest string) *Delivery {
 
 // EventDetail is an event with its deliveries and operations.
 type EventDetail struct {
-	Event      *EventRecord `json:"event"`
-	Deliveries []*Delivery  `json:"deliveries"`
+	// Event is the recorded event.
+	Event *EventRecord `json:"event"`
+	// Deliveries are its arrivals, oldest first.
+	Deliveries []*Delivery `json:"deliveries"`
+	// Operations are the operations it produced or matched, as they are
+	// now.
 	Operations []*Operation `json:"operations"`
 }
 
@@ -1254,7 +1277,9 @@ func (l *Ledger) GetEvent(ctx context.Context, source, eventID string) (*EventDe
 
 // EventListOptions filter a list of events.
 type EventListOptions struct {
+	// Source lists only the events of this sender; empty means any.
 	Source string
+	// Status lists only the events with this status; empty means any.
 	Status EventStatus
 	// Limit is the page size: 0 for 50, at most MaxListLimit; a negative
 	// one is refused.
@@ -1265,8 +1290,10 @@ type EventListOptions struct {
 
 // EventPage is one page of events, newest first.
 type EventPage struct {
-	Items      []*EventRecord `json:"items"`
-	NextCursor string         `json:"next_cursor"`
+	// Items are the page's events, newest first.
+	Items []*EventRecord `json:"items"`
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string `json:"next_cursor"`
 }
 
 // ListEvents returns recorded events newest first, filtered and paged.

@@ -19,6 +19,8 @@ import (
 // settings, under which every earlier request would get another key and be
 // taken as new, is refused instead of forwarding repeats again.
 type KeyScope struct {
+	// Destination is the destination whose operation keys are derived
+	// from Settings (PinKeyScope's destination).
 	Destination string `json:"destination"`
 	// Settings are the settings' values by name, stored in clear: header
 	// names, a tenant, never a secret.

@@ -179,20 +179,50 @@ type Intent struct {
 // its attempts as they are (an operation that is not there has no
 // sensitive values), and json.Marshal encodes it as null.
 type Operation struct {
-	Tenant           string          `json:"tenant"`
-	Key              string          `json:"key"`
-	Action           string          `json:"action"`
-	Destination      string          `json:"destination"`
-	Version          int64           `json:"version"`
-	Fingerprint      string          `json:"fingerprint"`
-	Payload          json.RawMessage `json:"payload"`
-	SensitiveFields  []string        `json:"sensitive_fields"`
-	Owner            string          `json:"owner"`
-	SourceEvent      string          `json:"source_event"`
-	RequiresApproval bool            `json:"requires_approval"`
-	ApprovedBy       string          `json:"approved_by"`
+	// Tenant is the tenant that owns the operation (Options.Tenant, or
+	// WithTenant's).
+	Tenant string `json:"tenant"`
+	// Key identifies the operation within its tenant (Intent.Key).
+	Key string `json:"key"`
+	// Action names the change, as recorded (Intent.Action).
+	Action string `json:"action"`
+	// Destination names the external system, as recorded
+	// (Intent.Destination).
+	Destination string `json:"destination"`
+	// Version is the version of the current content: the intent's (1
+	// when it gave none), raised by each revision (Revise).
+	Version int64 `json:"version"`
+	// Fingerprint is the current content's (see Fingerprint): "sha256:"
+	// and the hex digest of its action, destination, payload and
+	// version.
+	Fingerprint string `json:"fingerprint"`
+	// Payload is the current content, as recorded or revised, with the
+	// real values of its sensitive fields; Masked and MarshalJSON mask
+	// them.
+	Payload json.RawMessage `json:"payload"`
+	// SensitiveFields are the payload paths whose values are never shown
+	// (Intent.SensitiveFields): those of the intent, and those a repeat
+	// or a revision added; none is ever removed.
+	SensitiveFields []string `json:"sensitive_fields"`
+	// Owner is who decides when automation cannot (Intent.Owner); empty
+	// when none was named.
+	Owner string `json:"owner"`
+	// SourceEvent is the event that produced the operation
+	// (Intent.SourceEvent); empty when none did.
+	SourceEvent string `json:"source_event"`
+	// RequiresApproval is true when the operation was recorded to await
+	// approval of its exact content (Intent.RequiresApproval).
+	RequiresApproval bool `json:"requires_approval"`
+	// ApprovedBy names who approved the current version (Approval.Approver,
+	// or the approver of a workflow step approved before it was
+	// recorded); empty until then, and again after a revision.
+	ApprovedBy string `json:"approved_by"`
 
-	State       State       `json:"state"`
+	// State is where the operation is in its life: awaiting_approval,
+	// pending, in_progress, uncertain, held, succeeded or failed.
+	State State `json:"state"`
+	// FailureKind says why a failed operation failed (FailureRejected,
+	// FailureExhausted, FailureCancelled); empty in any other state.
 	FailureKind FailureKind `json:"failure_kind"`
 	// Dispatched is true once the current (or last) attempt may have
 	// started its external call.
@@ -203,10 +233,22 @@ type Operation struct {
 	// it is set, the operation was never sent, and its content may still
 	// be revised.
 	FirstDispatchedAt *time.Time `json:"first_dispatched_at"`
-	AttemptCount      int        `json:"attempt_count"`
-	FencingToken      int64      `json:"fencing_token"`
-	CurrentAttemptID  string     `json:"current_attempt_id"`
-	LeaseExpiresAt    *time.Time `json:"lease_expires_at"`
+	// AttemptCount is how many attempts have been claimed, those given
+	// back or abandoned before their dispatch included; 0 before the
+	// first claim.
+	AttemptCount int `json:"attempt_count"`
+	// FencingToken is the token of the latest claim (that of the attempt
+	// CurrentAttemptID): each claim takes the next one, so the token of
+	// an earlier claim no longer holds the operation (*StaleError). 0
+	// before the first claim.
+	FencingToken int64 `json:"fencing_token"`
+	// CurrentAttemptID is the ID of the latest attempt, kept after it has
+	// ended; empty before the first claim.
+	CurrentAttemptID string `json:"current_attempt_id"`
+	// LeaseExpiresAt is when the claim of the attempt in progress lapses,
+	// by the store's clock (ExtendLease moves it on); nil in any state
+	// but in_progress.
+	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
 	// NotBefore is when a pending operation may be claimed (a backoff, or
 	// the wait a destination asked for with Retry-After), or since when
 	// it may: its recording, an approval, a claim given back. For an
@@ -215,7 +257,10 @@ type Operation struct {
 	// awaiting approval keeps the wait it had, which its approval does
 	// not lift.
 	NotBefore *time.Time `json:"not_before"`
-	ReviewBy  *time.Time `json:"review_by"`
+	// ReviewBy is when the owner of a held operation should have decided
+	// it: Options.HoldReviewAfter after it became held (Stats counts
+	// those past it as ReviewsOverdue); nil in any state but held.
+	ReviewBy *time.Time `json:"review_by"`
 	// UnresolvedSince is when the operation last entered uncertain or held.
 	UnresolvedSince *time.Time `json:"unresolved_since"`
 	// StateSince is when the operation entered its state; awaiting
@@ -232,16 +277,36 @@ type Operation struct {
 	// claimed nor dispatched after it (the operation is held instead).
 	ProtectedUntil *time.Time `json:"protected_until,omitempty"`
 
-	DestinationRef string          `json:"destination_ref"`
-	Response       json.RawMessage `json:"response"`
-	LastError      string          `json:"last_error"`
+	// DestinationRef is the destination's reference of the confirmed
+	// effect, set when the effect is confirmed (a success reported, a
+	// lookup that found the record, an operator's mark_succeeded): the
+	// operation is then succeeded, or succeeds as soon as the attempt
+	// that held it at the time is settled. Empty until then. Masked shows
+	// it masked where it holds a sensitive value.
+	DestinationRef string `json:"destination_ref"`
+	// Response is the destination's answer saved with the success, which
+	// Do and the proxy replay to a repeat; or, for an operation failed
+	// by a rejection, the answer that said why (a retry authorized after
+	// it clears it). Nil when none was saved.
+	Response json.RawMessage `json:"response"`
+	// LastError is the error text of the latest attempt that reported a
+	// failure (rejected, retryable, uncertain), masked at the sensitive
+	// fields and cut to 1,000 bytes; empty before any such report, and
+	// again once the operation succeeded. A lease that ran out without a
+	// report leaves it as it was: the timeline says what happened.
+	LastError string `json:"last_error"`
 	// DuplicateEffects counts late successes whose reference differed from
 	// the confirmed one: each is a second effect at the destination.
 	DuplicateEffects int `json:"duplicate_effects"`
 	// Tombstoned is true when only the compacted record is left.
 	Tombstoned bool `json:"tombstoned,omitempty"`
 
+	// CreatedAt is when the operation was recorded, by the ledger's
+	// clock (Ledger.Now).
 	CreatedAt time.Time `json:"created_at"`
+	// UpdatedAt is when its record last changed, by any write (a claim,
+	// a dispatch mark, a report, a decision, a lease extended): what
+	// Decision.SeenUpdatedAt and Approval.SeenUpdatedAt name.
 	UpdatedAt time.Time `json:"updated_at"`
 
 	// shown marks a copy Masked made: masking it again changes nothing,
@@ -636,14 +701,27 @@ func atPath(node any, path []string, fn func(obj map[string]any, key string)) {
 
 // Attempt is one technical try at an operation.
 type Attempt struct {
-	ID             string     `json:"id"`
-	Number         int        `json:"number"`
-	FencingToken   int64      `json:"fencing_token"`
-	Worker         string     `json:"worker"`
-	Protected      bool       `json:"protected"`
-	ClaimedAt      time.Time  `json:"claimed_at"`
-	LeaseExpiresAt time.Time  `json:"lease_expires_at"`
-	DispatchedAt   *time.Time `json:"dispatched_at"`
+	// ID identifies the attempt (a ULID): Claim.AttemptID.
+	ID string `json:"id"`
+	// Number is the attempt's place among the operation's attempts,
+	// from 1.
+	Number int `json:"number"`
+	// FencingToken is the token its claim was issued (Claim.FencingToken).
+	FencingToken int64 `json:"fencing_token"`
+	// Worker names who claimed it (ClaimOptions.Worker, or the ledger's
+	// Options.Worker when the claim named none).
+	Worker string `json:"worker"`
+	// Protected is true when the attempt retried an uncertain one under
+	// the destination's idempotency key (Claim.Protected).
+	Protected bool `json:"protected"`
+	// ClaimedAt is when it was claimed, by the ledger's clock.
+	ClaimedAt time.Time `json:"claimed_at"`
+	// LeaseExpiresAt is when its claim lapses or lapsed: the claim's
+	// lease end, moved on by ExtendLease.
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// DispatchedAt is when its dispatch mark was written (Dispatch, or a
+	// claim with Dispatch); nil for an attempt never marked.
+	DispatchedAt *time.Time `json:"dispatched_at"`
 	// FinishedAt is when the attempt ended: its report, its lease found
 	// expired or its claim given back; a late report after that moves it
 	// to the report's time, since the call lasted until then.
@@ -651,9 +729,15 @@ type Attempt struct {
 	// Outcome is what the attempt ended with: the reported Outcome, or
 	// AttemptAbandoned or AttemptLeaseExpired; empty while it is open. It
 	// does not change once set.
-	Outcome        string `json:"outcome"`
+	Outcome string `json:"outcome"`
+	// DestinationRef is the reference the attempt reported: that of its
+	// success, or one a destination gave with a failure (kept as
+	// evidence); empty when it reported none.
 	DestinationRef string `json:"destination_ref"`
-	Error          string `json:"error"`
+	// Error is the error text it reported, or why the ledger ended it
+	// (given back, never sent), masked at the operation's sensitive
+	// fields and cut to 1,000 bytes; empty for a success.
+	Error string `json:"error"`
 	// Stale is true when the report arrived after the attempt lost the
 	// operation; it was kept as evidence.
 	Stale bool `json:"stale"`

@@ -23,12 +23,16 @@ import (
 // from this ledger's own.
 type Process struct {
 	// ID names the process's announcements; it is new at every start.
-	ID   string `json:"id"`
+	ID string `json:"id"`
+	// Host is the name of the machine it runs on (os.Hostname).
 	Host string `json:"host"`
-	PID  int    `json:"pid"`
+	// PID is its process id on that machine.
+	PID int `json:"pid"`
 	// StartedAt is its first announcement, SeenAt its latest.
 	StartedAt time.Time `json:"started_at"`
-	SeenAt    time.Time `json:"seen_at"`
+	// SeenAt is its latest announcement: a process not seen for a minute
+	// counts as gone.
+	SeenAt time.Time `json:"seen_at"`
 	// Self is true for this ledger's own process.
 	Self bool `json:"self"`
 	// OtherSettings names, in order, the settings this process runs with

@@ -175,6 +175,7 @@ const (
 
 // Page is one page of operations, in the order asked for.
 type Page struct {
+	// Items are the page's operations, in the order asked for.
 	Items []*Operation `json:"items"`
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string `json:"next_cursor"`

@@ -39,6 +39,8 @@ const (
 
 // Decision is an operator's decision with its reason.
 type Decision struct {
+	// Kind is the decision: DecisionMarkSucceeded, DecisionAuthorizeRetry
+	// or DecisionCancel.
 	Kind DecisionKind `json:"decision"`
 	// DestinationRef is required with DecisionMarkSucceeded.
 	DestinationRef string `json:"destination_ref,omitempty"`
@@ -304,9 +306,16 @@ func contains(states []State, s State) bool {
 
 // Approval approves exactly one version of an operation's content.
 type Approval struct {
-	Version     int64  `json:"version"`
+	// Version is the version approved, required: the operation's version
+	// awaiting approval (another is refused with a *MismatchError).
+	Version int64 `json:"version"`
+	// Fingerprint is the fingerprint of the content approved, required:
+	// the operation's (Operation.Fingerprint), or the approval is refused
+	// with a *MismatchError.
 	Fingerprint string `json:"fingerprint"`
-	Approver    string `json:"approver"`
+	// Approver names the person who approves, required; the operation's
+	// ApprovedBy from then on.
+	Approver string `json:"approver"`
 	// SeenUpdatedAt, when set, is the operation's UpdatedAt as the person
 	// approving saw it. The same version and fingerprint are not enough
 	// to tell that they saw the operation as it is: one cancelled before
@@ -370,7 +379,9 @@ type Revision struct {
 	// Payload is the new content, required: JSON null says "no payload"
 	// explicitly, an absent one is refused rather than taken for null.
 	Payload json.RawMessage `json:"payload"`
-	Version int64           `json:"version"`
+	// Version is the new content's version: above the operation's
+	// current one (the same version and content again is a replay).
+	Version int64 `json:"version"`
 	// Actor names who revised it. Default "operator".
 	Actor string `json:"actor,omitempty"`
 	// SensitiveFields are payload paths to mask from now on, as

@@ -59,10 +59,15 @@ type ObjectRule struct {
 type OperationRule struct {
 	// Key is the operation key template, e.g. "intake:{data.submission_id}:create".
 	// The produced key must satisfy ValidateKey.
-	Key         string `yaml:"key" json:"key"`
-	Action      string `yaml:"action" json:"action"`
+	Key string `yaml:"key" json:"key"`
+	// Action is the action of the operations it records (Intent.Action),
+	// as written: required.
+	Action string `yaml:"action" json:"action"`
+	// Destination is their destination (Intent.Destination), as written:
+	// required.
 	Destination string `yaml:"destination" json:"destination"`
-	Owner       string `yaml:"owner,omitempty" json:"owner,omitempty"`
+	// Owner is their owner (Intent.Owner), as written; empty for none.
+	Owner string `yaml:"owner,omitempty" json:"owner,omitempty"`
 	// RequiresApproval records the operation as awaiting_approval.
 	RequiresApproval bool `yaml:"requires_approval,omitempty" json:"requires_approval,omitempty"`
 	// Payload is the payload template: any YAML value whose strings may
@@ -103,7 +108,9 @@ type Rules struct {
 type RuleError struct {
 	Rule  string // the rule's name
 	Field string // e.g. "operations[0].key"
-	Err   error
+	// Err is what is wrong with the field (or the rule), in words that
+	// name paths, never the event's values.
+	Err error
 	// Line is the line the rule's entry begins on in a rules file
 	// (ParseRules); 0 for rules given in Go.
 	Line int

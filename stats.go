@@ -16,9 +16,13 @@ var RecoveryBuckets = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Mi
 // AttemptCount counts the attempts of one destination that ended with one
 // outcome (AttemptOpen for attempts still running).
 type AttemptCount struct {
+	// Destination is the attempts' destination.
 	Destination string `json:"destination"`
-	Outcome     string `json:"outcome"`
-	Count       int    `json:"count"`
+	// Outcome is what they ended with: a reported Outcome,
+	// AttemptAbandoned or AttemptLeaseExpired, or AttemptOpen.
+	Outcome string `json:"outcome"`
+	// Count is how many attempts did.
+	Count int `json:"count"`
 }
 
 // Stats are the figures of DESIGN.md section 10. Each answers a different
@@ -55,8 +59,9 @@ type Stats struct {
 	StuckWorkflows int `json:"stuck_workflows"`
 	// Attempts counts technical attempts by destination and outcome; the
 	// attempts of compacted operations are included.
-	Attempts      []AttemptCount `json:"attempts"`
-	AttemptsTotal int            `json:"attempts_total"`
+	Attempts []AttemptCount `json:"attempts"`
+	// AttemptsTotal is the sum of the Attempts' counts.
+	AttemptsTotal int `json:"attempts_total"`
 	// ConfirmedEffects counts operations whose effect is confirmed
 	// (succeeded), including compacted ones, even after their tombstones
 	// are forgotten: it never goes down. It counts operations, not
@@ -71,8 +76,10 @@ type Stats struct {
 	Recoveries int `json:"recoveries"`
 	// RecoveryMeanSeconds and RecoveryP90Seconds summarise operator recovery
 	// time: from entering uncertain or held to the decision.
-	RecoveryMeanSeconds  float64 `json:"recovery_mean_seconds"`
-	RecoveryP90Seconds   float64 `json:"recovery_p90_seconds"`
+	RecoveryMeanSeconds float64 `json:"recovery_mean_seconds"`
+	RecoveryP90Seconds  float64 `json:"recovery_p90_seconds"`
+	// RecoveryTotalSeconds is the sum of every recovery's time (a
+	// histogram's sum, beside RecoveryBuckets).
 	RecoveryTotalSeconds float64 `json:"recovery_total_seconds"`
 	// RecoveryBuckets[i] counts recoveries that took at most
 	// RecoveryBuckets[i] (cumulative, as in a Prometheus histogram).

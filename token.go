@@ -91,13 +91,21 @@ func (a *TokenAccess) UnmarshalText(b []byte) error {
 
 // TokenInfo describes an API token; the secret itself is never stored.
 type TokenInfo struct {
-	ID     string      `json:"id"`
-	Tenant string      `json:"tenant"`
-	Name   string      `json:"name"`
+	// ID identifies the token ("tok_" and hex digits): what RevokeToken
+	// takes and the timeline names; not a secret.
+	ID string `json:"id"`
+	// Tenant is the one tenant the token acts for.
+	Tenant string `json:"tenant"`
+	// Name says what the token is for (CreateToken's name; "token" when
+	// it was given none).
+	Name string `json:"name"`
+	// Access is what the token may do: ReadWrite, ReadOnly or Worker. It
+	// never changes.
 	Access TokenAccess `json:"access"`
 	// CreatedAt is zero for a token read through a console session
 	// (Ledger.SessionToken).
-	CreatedAt time.Time  `json:"created_at"`
+	CreatedAt time.Time `json:"created_at"`
+	// RevokedAt is when the token was revoked; nil while it is valid.
 	RevokedAt *time.Time `json:"revoked_at"`
 	// LastUsedAt is when the token was last used (an API request, or a
 	// console sign-in), to within TokenUseResolution; nil if never.

@@ -30,8 +30,11 @@ const MaxWorkflowSteps = 100
 // WorkflowStep is one step of a workflow as submitted.
 type WorkflowStep struct {
 	// Name is unique within the workflow: letters, digits and . _ : -.
-	Name        string `json:"name"`
-	Action      string `json:"action"`
+	Name string `json:"name"`
+	// Action names the change the step's operation makes (Intent.Action).
+	Action string `json:"action"`
+	// Destination names the external system of the step's operation
+	// (Intent.Destination).
 	Destination string `json:"destination"`
 	// Payload is the step's content, any JSON. Strings may use the results
 	// of earlier steps: "{steps.<name>.ref}" (the destination reference),
@@ -51,6 +54,7 @@ type WorkflowStep struct {
 
 // WorkflowSpec is a workflow as submitted to PutWorkflow.
 type WorkflowSpec struct {
+	// Steps are the steps in the order they run, 1 to MaxWorkflowSteps.
 	Steps []WorkflowStep `json:"steps"`
 	// Owner decides for every step when automation cannot.
 	Owner string `json:"owner,omitempty"`
@@ -104,20 +108,31 @@ const (
 
 // Workflow is a workflow with the state of each step.
 type Workflow struct {
+	// Tenant is the tenant that owns the workflow.
 	Tenant string `json:"tenant"`
-	Key    string `json:"key"`
+	// Key identifies the workflow within its tenant; its steps'
+	// operations are keyed "<key>/<step>".
+	Key string `json:"key"`
 	// Fingerprint is of the steps as first submitted: a PutWorkflow with
 	// other steps is refused. Revisions of a step do not change it.
-	Fingerprint string         `json:"fingerprint"`
-	Status      WorkflowStatus `json:"status"`
+	Fingerprint string `json:"fingerprint"`
+	// Status is where the workflow is: running, awaiting_approval, held,
+	// succeeded, failed or cancelled, from its current step.
+	Status WorkflowStatus `json:"status"`
 	// Reason explains the status in a sentence an operator can act on.
 	Reason string `json:"reason"`
 	// CurrentStep is the first step that has not succeeded.
-	CurrentStep string                `json:"current_step,omitempty"`
-	Owner       string                `json:"owner"`
-	SourceEvent string                `json:"source_event,omitempty"`
-	Steps       []*WorkflowStepStatus `json:"steps"`
-	CreatedAt   time.Time             `json:"created_at"`
+	CurrentStep string `json:"current_step,omitempty"`
+	// Owner is the workflow's owner (WorkflowSpec.Owner), who decides for
+	// its steps that name none; empty when none was named.
+	Owner string `json:"owner"`
+	// SourceEvent is the event that started the workflow
+	// (WorkflowSpec.SourceEvent); empty when none did.
+	SourceEvent string `json:"source_event,omitempty"`
+	// Steps are the steps in order, each as it is now.
+	Steps []*WorkflowStepStatus `json:"steps"`
+	// CreatedAt is when the workflow was first put, by the ledger's clock.
+	CreatedAt time.Time `json:"created_at"`
 	// UpdatedAt is when the workflow last changed: the latest of its own
 	// changes (a step recorded, a waiting step revised or approved ahead
 	// of its turn, sensitive fields added) and of the UpdatedAt of its
@@ -163,24 +178,33 @@ func (w *Workflow) Step(name string) *WorkflowStepStatus {
 
 // WorkflowStepStatus is one step of a workflow as it is now.
 type WorkflowStepStatus struct {
+	// Name is the step's name (WorkflowStep.Name).
 	Name string `json:"name"`
 	// Key is the step's operation key, "<workflow>/<step>".
-	Key   string    `json:"key"`
+	Key string `json:"key"`
+	// State is its operation's state once recorded, else StepWaiting or
+	// StepCancelled.
 	State StepState `json:"state"`
 	// WaitingFor names the step that must succeed first, while waiting
 	// (not once the workflow is cancelled).
-	WaitingFor  string `json:"waiting_for,omitempty"`
+	WaitingFor string `json:"waiting_for,omitempty"`
+	// Action and Destination are the step's (WorkflowStep).
 	Action      string `json:"action"`
 	Destination string `json:"destination"`
-	Version     int64  `json:"version"`
+	// Version is the operation's content version, or the waiting step's
+	// (a revision of the waiting step raises it).
+	Version int64 `json:"version"`
 	// Fingerprint is the operation's, or for a waiting step that reads no
 	// earlier step's result (no placeholder but {workflow.key}) the one it
 	// will have (which ApproveWorkflowStep may name).
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// Payload is the operation's payload, or the waiting step's template;
 	// sensitive fields masked.
-	Payload          json.RawMessage `json:"payload"`
-	RequiresApproval bool            `json:"requires_approval"`
+	Payload json.RawMessage `json:"payload"`
+	// RequiresApproval is the recorded operation's RequiresApproval; for
+	// a step not recorded yet, whether it will await approval: by its own
+	// setting or the workflow's, or because its destination requires one.
+	RequiresApproval bool `json:"requires_approval"`
 	// PreApprovedBy names who approved a waiting step's exact content.
 	PreApprovedBy string `json:"pre_approved_by,omitempty"`
 	// RevisedBy names who revised a waiting step's content.
@@ -198,9 +222,15 @@ type WorkflowStepStatus struct {
 // it also matches ErrDestinationNotServed). It matches ErrInvalidInput;
 // it names paths, never values.
 type StepError struct {
+	// Workflow is the workflow's key.
 	Workflow string
-	Step     string
-	Err      error
+	// Step is the name of the step that cannot be recorded.
+	Step string
+	// Err is why: its payload cannot be filled in (a placeholder reads a
+	// result an earlier step did not give), its intent is refused as
+	// Record would refuse it, or its destination does not serve the
+	// tenant.
+	Err error
 }
 
 // Error names the workflow, the step and the cause.

@@ -28,10 +28,15 @@ type WorkflowCancel struct {
 type WorkflowCancellation struct {
 	// Step is the step the workflow was at: it and the steps after it
 	// are never recorded (an operation of it, failed, stays failed).
-	Step     string    `json:"step"`
-	Operator string    `json:"operator"`
-	Reason   string    `json:"reason"`
-	At       time.Time `json:"at"`
+	Step string `json:"step"`
+	// Operator names who cancelled it: WorkflowCancel.Operator
+	// ("operator" when it named none), followed by the credential of
+	// WithCredential, if any.
+	Operator string `json:"operator"`
+	// Reason is the reason they gave (WorkflowCancel.Reason).
+	Reason string `json:"reason"`
+	// At is when it was cancelled, by the ledger's clock.
+	At time.Time `json:"at"`
 }
 
 // workflowCancelledEvent is the timeline entry CancelWorkflow adds to the

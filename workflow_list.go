@@ -31,6 +31,7 @@ type WorkflowListOptions struct {
 
 // WorkflowPage is one page of workflows, by key.
 type WorkflowPage struct {
+	// Items are the page's workflows, by key.
 	Items []*Workflow `json:"items"`
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string `json:"next_cursor"`
