@@ -76,15 +76,22 @@ type cachedQuerier struct {
 	detach bool
 }
 
+// context is the context a statement runs under: ctx, detached from its
+// cancellation when q detaches. A context that can never be cancelled
+// (its Done is nil: context.Background, or one detached already, as the
+// batch's own statements and the proxy's claims run under) has nothing
+// to detach from and is used as it is, rather than wrapped again on
+// every statement.
 func (q *cachedQuerier) context(ctx context.Context) context.Context {
-	if q.detach {
+	if q.detach && ctx.Done() != nil {
 		return context.WithoutCancel(ctx)
 	}
 	return ctx
 }
 
+// stmt is the cached statement of query, prepared under ctx (already
+// q.context's) when it is new.
 func (q *cachedQuerier) stmt(ctx context.Context, query string) (*sql.Stmt, bool) {
-	ctx = q.context(ctx)
 	st, ok := q.cache.get(ctx, query)
 	if !ok {
 		return nil, false
@@ -93,22 +100,25 @@ func (q *cachedQuerier) stmt(ctx context.Context, query string) (*sql.Stmt, bool
 }
 
 func (q *cachedQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = q.context(ctx)
 	if st, ok := q.stmt(ctx, query); ok {
-		return st.ExecContext(q.context(ctx), args...)
+		return st.ExecContext(ctx, args...)
 	}
-	return q.plain.ExecContext(q.context(ctx), query, args...)
+	return q.plain.ExecContext(ctx, query, args...)
 }
 
 func (q *cachedQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = q.context(ctx)
 	if st, ok := q.stmt(ctx, query); ok {
-		return st.QueryContext(q.context(ctx), args...)
+		return st.QueryContext(ctx, args...)
 	}
-	return q.plain.QueryContext(q.context(ctx), query, args...)
+	return q.plain.QueryContext(ctx, query, args...)
 }
 
 func (q *cachedQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = q.context(ctx)
 	if st, ok := q.stmt(ctx, query); ok {
-		return st.QueryRowContext(q.context(ctx), args...)
+		return st.QueryRowContext(ctx, args...)
 	}
-	return q.plain.QueryRowContext(q.context(ctx), query, args...)
+	return q.plain.QueryRowContext(ctx, query, args...)
 }
