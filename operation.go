@@ -460,7 +460,7 @@ func maskResponse(doc json.RawMessage, paths []string, st *secretText) json.RawM
 	}
 	changed := false
 	for _, path := range paths {
-		atPath(d, strings.Split(path, "."), func(obj map[string]any, key string) { obj[key], changed = Mask, true })
+		atPath(d, path, func(obj map[string]any, key string) { obj[key], changed = Mask, true })
 	}
 	if st != nil {
 		var walk func(v any) any
@@ -599,7 +599,7 @@ func sensitiveValues(payload json.RawMessage, paths []string) (values, names map
 	}
 	values, names = map[string]bool{}, map[string]bool{}
 	for _, path := range paths {
-		atPath(p, strings.Split(path, "."), func(obj map[string]any, key string) { collectLeaves(obj[key], values, names) })
+		atPath(p, path, func(obj map[string]any, key string) { collectLeaves(obj[key], values, names) })
 	}
 	return values, names
 }
@@ -664,7 +664,7 @@ func MaskPayload(payload json.RawMessage, paths []string) json.RawMessage {
 		return payload
 	}
 	for _, p := range paths {
-		atPath(doc, strings.Split(p, "."), func(obj map[string]any, key string) { obj[key] = Mask })
+		atPath(doc, p, func(obj map[string]any, key string) { obj[key] = Mask })
 	}
 	out, err := json.Marshal(doc)
 	if err != nil {
@@ -674,26 +674,30 @@ func MaskPayload(payload json.RawMessage, paths []string) json.RawMessage {
 }
 
 // atPath calls fn with the object and member name of every value in node
-// that path (a dotted path, split) names. An array on the way stands for
-// each of its elements, at the top as below it, and a member whose own
-// name contains dots ("customer.email") matches the steps it spells, as
-// well as nested members do.
-func atPath(node any, path []string, fn func(obj map[string]any, key string)) {
+// that path (a dotted path) names. An array on the way stands for each
+// of its elements, at the top as below it, and a member whose own name
+// contains dots ("customer.email") matches the steps it spells, as well
+// as nested members do. The member names tried are the prefixes of path
+// that end before a dot or at its end, shortest first: substrings of
+// path, so that no name is built.
+func atPath(node any, path string, fn func(obj map[string]any, key string)) {
 	switch x := node.(type) {
 	case []any:
 		for _, el := range x {
 			atPath(el, path, fn)
 		}
 	case map[string]any:
-		for i := 1; i <= len(path); i++ {
-			key := strings.Join(path[:i], ".")
-			v, ok := x[key]
-			switch {
-			case !ok:
-			case i == len(path):
-				fn(x, key)
-			default:
-				atPath(v, path[i:], fn)
+		for end := 0; ; end++ {
+			dot := strings.IndexByte(path[end:], '.')
+			if dot < 0 {
+				if _, ok := x[path]; ok {
+					fn(x, path)
+				}
+				return
+			}
+			end += dot
+			if v, ok := x[path[:end]]; ok {
+				atPath(v, path[end+1:], fn)
 			}
 		}
 	}
