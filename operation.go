@@ -787,23 +787,43 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
+// operationTimes is an Operation allocated together with the times its
+// pointers point at: one allocation where each time of its own would be
+// one more. Each pointer has its own element, as timePtr's copies are
+// each their own.
+type operationTimes struct {
+	op    Operation
+	times [6]time.Time
+}
+
 func toOperation(r *store.Operation) *Operation {
-	return &Operation{
+	o := new(operationTimes)
+	used := 0
+	at := func(t time.Time) *time.Time { // timePtr, in o.times
+		if t.IsZero() {
+			return nil
+		}
+		o.times[used] = t
+		used++
+		return &o.times[used-1]
+	}
+	o.op = Operation{
 		Tenant: r.Tenant, Key: r.Key, Action: r.Action, Destination: r.Destination,
 		Version: r.Version, Fingerprint: r.Fingerprint, Payload: json.RawMessage(r.Payload),
 		SensitiveFields: r.SensitiveFields, Owner: r.Owner, SourceEvent: r.SourceEvent,
 		RequiresApproval: r.RequiresApproval, ApprovedBy: r.ApprovedBy,
 		State: State(r.State), FailureKind: FailureKind(r.FailureKind), Dispatched: r.Dispatched,
-		FirstDispatchedAt: timePtr(r.FirstDispatchedAt), AttemptCount: r.AttemptCount,
+		FirstDispatchedAt: at(r.FirstDispatchedAt), AttemptCount: r.AttemptCount,
 		FencingToken: r.FencingToken, CurrentAttemptID: r.CurrentAttemptID,
-		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), NotBefore: timePtr(r.NotBefore),
-		ReviewBy: timePtr(r.ReviewBy), UnresolvedSince: timePtr(r.UnresolvedSince), StateSince: stateSince(r),
-		Protected: r.Protected, ProtectedUntil: timePtr(r.ProtectedUntil),
+		LeaseExpiresAt: at(r.LeaseExpiresAt), NotBefore: at(r.NotBefore),
+		ReviewBy: at(r.ReviewBy), UnresolvedSince: at(r.UnresolvedSince), StateSince: stateSince(r),
+		Protected: r.Protected, ProtectedUntil: at(r.ProtectedUntil),
 		DestinationRef: r.DestinationRef, Response: savedResponse(r.Response),
 		LastError: r.LastError, DuplicateEffects: r.DuplicateEffects,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		earlierPayloads: json.RawMessage(r.EarlierPayloads),
 	}
+	return &o.op
 }
 
 // savedResponse is a stored response as an operation carries it: nil for
