@@ -1631,9 +1631,32 @@ func (t *sqlTx) deleteOperation(ctx context.Context, tenant, key string, revisio
 	return nil
 }
 
+// The statements of InsertAttempt and UpdateAttempt, by the form of the
+// operation's row id (operationRef): the id itself, or its lookup.
+const (
+	insertAttemptSQL   = `INSERT INTO attempts (operation_id, ` + attemptColumns + `) VALUES (`
+	insertAttemptByID  = insertAttemptSQL + `?, ?` + attemptValues + `)`
+	insertAttemptByKey = insertAttemptSQL + `(` + operationID + `), ?` + attemptValues + `)`
+	attemptValues      = `, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?` // 18 more: 19 in all
+	updateAttemptSQL   = `UPDATE attempts SET dispatched_at = ?, finished_at = ?, outcome = ?,
+		destination_ref = ?, response = ?, error = ?, stale = ?, lease_expires_at = ?, late_outcome = ? WHERE operation_id = `
+	updateAttemptByID  = updateAttemptSQL + `? AND id = ?`
+	updateAttemptByKey = updateAttemptSQL + `(` + operationID + `) AND id = ?`
+)
+
+// appendOperationRef appends to args the arguments of the operation's
+// row id (operationRef's), and returns byID or byKey, the statement
+// that takes them.
+func (t *sqlTx) appendOperationRef(args []any, tenant, key, byID, byKey string) (string, []any) {
+	if s := t.written(tenant, key); s != nil {
+		return byID, append(args, s.id)
+	}
+	return byKey, append(args, tenant, key)
+}
+
 func (t *sqlTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
-	ref, args := t.operationRef(a.Tenant, a.Key)
-	_, err := t.q.ExecContext(ctx, `INSERT INTO attempts (operation_id, `+attemptColumns+`) VALUES (`+ref+`, `+placeholders(19)+`)`,
+	query, args := t.appendOperationRef(make([]any, 0, 21), a.Tenant, a.Key, insertAttemptByID, insertAttemptByKey)
+	_, err := t.q.ExecContext(ctx, query,
 		append(args, a.ID, a.Tenant, a.Key, a.Number, a.FencingToken, a.Worker, boolInt(a.Protected), toMicros(a.ClaimedAt),
 			toMicros(a.LeaseExpiresAt), toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome,
 			a.DestinationRef, a.Response, a.Error, boolInt(a.Stale), a.Destination, a.LateOutcome, a.Version)...)
@@ -1644,11 +1667,10 @@ func (t *sqlTx) InsertAttempt(ctx context.Context, a *store.Attempt) error {
 }
 
 func (t *sqlTx) UpdateAttempt(ctx context.Context, a *store.Attempt) error {
-	ref, args := t.operationRef(a.Tenant, a.Key)
-	res, err := t.q.ExecContext(ctx, `UPDATE attempts SET dispatched_at = ?, finished_at = ?, outcome = ?,
-		destination_ref = ?, response = ?, error = ?, stale = ?, lease_expires_at = ?, late_outcome = ? WHERE operation_id = `+ref+` AND id = ?`,
-		append([]any{toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
-			boolInt(a.Stale), toMicros(a.LeaseExpiresAt), a.LateOutcome}, append(args, a.ID)...)...)
+	args := append(make([]any, 0, 12), toMicros(a.DispatchedAt), toMicros(a.FinishedAt), a.Outcome, a.DestinationRef, a.Response, a.Error,
+		boolInt(a.Stale), toMicros(a.LeaseExpiresAt), a.LateOutcome)
+	query, args := t.appendOperationRef(args, a.Tenant, a.Key, updateAttemptByID, updateAttemptByKey)
+	res, err := t.q.ExecContext(ctx, query, append(args, a.ID)...)
 	if err != nil {
 		return fmt.Errorf("update attempt: %w", err)
 	}
@@ -1670,6 +1692,15 @@ func (t *sqlTx) AppendTimeline(ctx context.Context, e *store.TimelineEntry) erro
 // being written (0 when it has none), for RETURNING.
 const lastSeq = `SELECT COALESCE(MAX(seq), 0) FROM timeline WHERE operation_id = operations.id`
 
+// The parts of appendTimelineSQL's INSERT: the statement's start, each
+// row's operation id and seq (known, or looked up), and its other values.
+const (
+	insertTimelineSQL = `INSERT INTO timeline (operation_id, seq, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence) VALUES `
+	timelineRefByID   = "(?, ?, "
+	timelineRefByKey  = "((" + operationID + "), (SELECT COALESCE(MAX(seq), 0) + ? FROM timeline WHERE operation_id = (" + operationID + ")), "
+	timelineValues    = "?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
 // appendTimelineSQL is the INSERT of entries, one row each, and its
 // arguments. An entry's seq follows the largest of its operation's: known
 // when this transaction wrote the operation (its rowRef, advanced here),
@@ -1678,15 +1709,18 @@ const lastSeq = `SELECT COALESCE(MAX(seq), 0) FROM timeline WHERE operation_id =
 // however SQLite orders the lookups and the inserts.
 func (t *sqlTx) appendTimelineSQL(entries []*store.TimelineEntry) (string, []any) {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO timeline (operation_id, seq, tenant, key, at, actor, attempt_id, event, from_state, to_state, evidence) VALUES `)
-	args := make([]any, 0, 13*len(entries))
+	// Room for the longest form of every entry: the text is built in one
+	// allocation, then taken as it is (Builder.String).
+	b.Grow(len(insertTimelineSQL) + len(entries)*(len(", ")+len(timelineRefByKey)+len(timelineValues)))
+	b.WriteString(insertTimelineSQL)
+	args := make([]any, 0, 14*len(entries))
 	for i, e := range entries {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		if s := t.written(e.Tenant, e.Key); s != nil {
 			s.lastSeq++
-			b.WriteString("(?, ?, ")
+			b.WriteString(timelineRefByID)
 			args = append(args, s.id, s.lastSeq)
 		} else {
 			n := 1
@@ -1695,10 +1729,10 @@ func (t *sqlTx) appendTimelineSQL(entries []*store.TimelineEntry) (string, []any
 					n++
 				}
 			}
-			b.WriteString("((" + operationID + "), (SELECT COALESCE(MAX(seq), 0) + ? FROM timeline WHERE operation_id = (" + operationID + ")), ")
+			b.WriteString(timelineRefByKey)
 			args = append(args, e.Tenant, e.Key, n, e.Tenant, e.Key)
 		}
-		b.WriteString("?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString(timelineValues)
 		args = append(args, e.Tenant, e.Key, toMicros(e.At), e.Actor, e.AttemptID, e.Event, e.FromState, e.ToState, e.Evidence)
 	}
 	return b.String(), args
