@@ -23,7 +23,6 @@
 package sqlitestore
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -839,15 +838,7 @@ func scanOperation(sc scanner) (*store.Operation, error) {
 	return &op, nil
 }
 
-// opArgs are op's values in the order of opColumns, as they are stored.
-func opArgs(op *store.Operation) ([]any, error) { return opArgsFrom(op, nil) }
-
-// opArgsFrom is opArgs(op), with each value that stores the same as
-// prev's (opArgs of the row as stored before, nil when not known) taken
-// from prev, where it is boxed already: a value put in an interface is
-// an allocation (a string, a []byte, most numbers), and an update
-// changes a few columns of the row's 34.
-func opArgsFrom(op *store.Operation, prev []any) ([]any, error) {
+func opArgs(op *store.Operation) ([]any, error) {
 	sensitive := op.SensitiveFields
 	if sensitive == nil {
 		sensitive = []string{}
@@ -860,99 +851,14 @@ func opArgsFrom(op *store.Operation, prev []any) ([]any, error) {
 	if payload == nil {
 		payload = []byte("null")
 	}
-	a := argList{prev: prev, args: make([]any, 0, len(opColumnNames))}
-	a.str(op.Tenant)
-	a.str(op.Key)
-	a.str(op.Action)
-	a.str(op.Destination)
-	a.int64(op.Version)
-	a.str(op.Fingerprint)
-	a.blob(payload)
-	a.text(sb)
-	a.str(op.Owner)
-	a.str(op.SourceEvent)
-	a.int(boolInt(op.RequiresApproval))
-	a.str(op.ApprovedBy)
-	a.str(op.State)
-	a.str(op.FailureKind)
-	a.int(boolInt(op.Dispatched))
-	a.int64(toMicros(op.FirstDispatchedAt))
-	a.int(op.AttemptCount)
-	a.int64(op.FencingToken)
-	a.str(op.CurrentAttemptID)
-	a.int64(toMicros(op.LeaseExpiresAt))
-	a.int64(toMicros(op.NotBefore))
-	a.int64(toMicros(op.ReviewBy))
-	a.int64(toMicros(op.UnresolvedSince))
-	a.int(boolInt(op.Protected))
-	a.str(op.DestinationRef)
-	a.blob(op.Response)
-	a.str(op.LastError)
-	a.int(op.DuplicateEffects)
-	a.int64(op.Revision)
-	a.int64(toMicros(op.CreatedAt))
-	a.int64(toMicros(op.UpdatedAt))
-	a.int64(toMicros(op.ProtectedUntil))
-	a.int64(toMicros(op.StateSince))
-	a.blob(op.EarlierPayloads)
-	return a.args, nil
-}
-
-// argList builds the values of a row, in order, taking each one that
-// stores the same as the one at its place in prev (sameStored) from prev.
-type argList struct {
-	prev, args []any
-}
-
-// earlier is the value in prev at the place of the next value, nil when
-// there is none.
-func (a *argList) earlier() any {
-	if i := len(a.args); i < len(a.prev) {
-		return a.prev[i]
-	}
-	return nil
-}
-
-func (a *argList) str(v string) {
-	if p, ok := a.earlier().(string); ok && p == v {
-		a.args = append(a.args, a.earlier())
-		return
-	}
-	a.args = append(a.args, v)
-}
-
-// text adds b as a string.
-func (a *argList) text(b []byte) {
-	if p, ok := a.earlier().(string); ok && p == string(b) {
-		a.args = append(a.args, a.earlier())
-		return
-	}
-	a.args = append(a.args, string(b))
-}
-
-func (a *argList) int64(v int64) {
-	if p, ok := a.earlier().(int64); ok && p == v {
-		a.args = append(a.args, a.earlier())
-		return
-	}
-	a.args = append(a.args, v)
-}
-
-func (a *argList) int(v int) {
-	if p, ok := a.earlier().(int); ok && p == v {
-		a.args = append(a.args, a.earlier())
-		return
-	}
-	a.args = append(a.args, v)
-}
-
-// blob adds v, a BLOB: nil (NULL) differs from an empty one.
-func (a *argList) blob(v []byte) {
-	if p, ok := a.earlier().([]byte); ok && (p == nil) == (v == nil) && bytes.Equal(p, v) {
-		a.args = append(a.args, a.earlier())
-		return
-	}
-	a.args = append(a.args, v)
+	return []any{op.Tenant, op.Key, op.Action, op.Destination, op.Version, op.Fingerprint,
+		payload, string(sb), op.Owner, op.SourceEvent, boolInt(op.RequiresApproval), op.ApprovedBy,
+		op.State, op.FailureKind, boolInt(op.Dispatched), toMicros(op.FirstDispatchedAt),
+		op.AttemptCount, op.FencingToken, op.CurrentAttemptID, toMicros(op.LeaseExpiresAt),
+		toMicros(op.NotBefore), toMicros(op.ReviewBy), toMicros(op.UnresolvedSince),
+		boolInt(op.Protected), op.DestinationRef, op.Response, op.LastError, op.DuplicateEffects,
+		op.Revision, toMicros(op.CreatedAt), toMicros(op.UpdatedAt), toMicros(op.ProtectedUntil), toMicros(op.StateSince),
+		op.EarlierPayloads}, nil
 }
 
 func (r *sqlReader) GetOperation(ctx context.Context, tenant, key string) (*store.Operation, error) {
@@ -1520,17 +1426,12 @@ func placeholders(n int) string {
 // revision check in the WHERE clause still guards the write. Without a copy
 // (an update of a row this transaction never read) every column is set.
 func (t *sqlTx) UpdateOperation(ctx context.Context, op *store.Operation, prevRevision int64) error {
-	prev := t.find(op.Tenant, op.Key, prevRevision)
-	var prevArgs []any
-	if prev != nil {
-		prevArgs = prev.args
-	}
-	args, err := opArgsFrom(op, prevArgs)
+	args, err := opArgs(op)
 	if err != nil {
 		return err
 	}
 	stored := args
-	query, args := updateOperationSQL(prev, op, args, prevRevision)
+	query, args := updateOperationSQL(t.find(op.Tenant, op.Key, prevRevision), op, args, prevRevision)
 	var ref rowRef
 	err = t.q.QueryRowContext(ctx, query+` RETURNING id, (`+lastSeq+`)`, args...).Scan(&ref.id, &ref.lastSeq)
 	if errors.Is(err, sql.ErrNoRows) {

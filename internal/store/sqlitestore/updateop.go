@@ -37,36 +37,25 @@ type rowRef struct {
 
 // keep records the row now stored for op, args being opArgs(op), and ref
 // (a zero ref when the caller does not know it: a ref kept before for the
-// same operation stays). args becomes the kept row's: every caller passes
-// a slice of its own, built for the call. The byte slices are copied (the
-// caller goes on changing op), but for those taken from the row kept
-// before (opArgsFrom), which that row owns already.
+// same operation stays). The byte slices are copied: the caller goes on
+// changing op.
 func (t *sqlTx) keep(op *store.Operation, args []any, ref rowRef) {
-	c := &storedOp{tenant: op.Tenant, key: op.Key, revision: op.Revision, args: args, rowRef: ref}
-	at := slices.IndexFunc(t.stored, func(s *storedOp) bool { return s.tenant == op.Tenant && s.key == op.Key })
+	c := &storedOp{tenant: op.Tenant, key: op.Key, revision: op.Revision, args: slices.Clone(args), rowRef: ref}
 	for i, v := range c.args {
-		if b, ok := v.([]byte); ok && !(at >= 0 && keptBlob(t.stored[at].args, i, b)) {
+		if b, ok := v.([]byte); ok {
 			c.args[i] = bytes.Clone(b)
 		}
 	}
-	if at >= 0 {
-		if c.id == 0 {
-			c.rowRef = t.stored[at].rowRef
+	for i, s := range t.stored {
+		if s.tenant == op.Tenant && s.key == op.Key {
+			if c.id == 0 {
+				c.rowRef = s.rowRef
+			}
+			t.stored[i] = c
+			return
 		}
-		t.stored[at] = c
-		return
 	}
 	t.stored = append(t.stored, c)
-}
-
-// keptBlob reports whether b is the very byte slice at i in args (a kept
-// row's), which that row owns: the same array, the same length.
-func keptBlob(args []any, i int, b []byte) bool {
-	if i >= len(args) {
-		return false
-	}
-	k, ok := args[i].([]byte)
-	return ok && len(k) == len(b) && cap(k) == cap(b) && (len(b) == 0 || &k[0] == &b[0])
 }
 
 // written returns the kept row of an operation whose row id this
