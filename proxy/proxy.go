@@ -590,28 +590,19 @@ func (rt *route) scopeDigest(r *http.Request) string {
 		return "anonymous"
 	}
 	sum := sha256.Sum256([]byte(strings.Join(cred, "\n")))
-	var digest [2 * sha256.Size]byte
-	hex.Encode(digest[:], sum[:])
-	return string(digest[:])
+	return hex.EncodeToString(sum[:])
 }
 
 // operationKey is the ledger key of a caller's Idempotency-Key: scoped by
 // upstream and credential, and a digest, so that neither the caller's key
 // (which may carry personal data) nor the credential is stored.
 func (rt *route) operationKey(scope, callerKey string) string {
-	const prefix = "opledger-proxy\x00"
-	in := make([]byte, 0, len(prefix)+len(scope)+1+len(callerKey))
-	in = append(append(append(append(in, prefix...), scope...), 0), callerKey...)
-	sum := sha256.Sum256(in)
-	var key strings.Builder // built in one allocation
-	key.Grow(len("proxy:") + len(rt.Name) + len(":") + hex.EncodedLen(24))
-	key.WriteString("proxy:")
-	key.WriteString(rt.Name)
-	key.WriteString(":")
-	var digest [2 * 24]byte
-	hex.Encode(digest[:], sum[:24])
-	key.Write(digest[:])
-	return key.String()
+	h := sha256.New()
+	h.Write([]byte("opledger-proxy\x00"))
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(callerKey))
+	return "proxy:" + rt.Name + ":" + hex.EncodeToString(h.Sum(nil)[:24])
 }
 
 // parseKey reads the Idempotency-Key header, given as its field lines.
