@@ -12,6 +12,7 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 	"github.com/opledger/opledger/reconciler"
 )
 
@@ -30,41 +31,6 @@ func (lookupDest) Lookup(context.Context, *opledger.Operation, []string) (destin
 	return destination.LookupResult{}, nil
 }
 
-// recordChan is a slog handler that hands each record to the test (the
-// loop that logs waits for the test to take it), and drops them once
-// done is closed.
-type recordChan struct {
-	records chan slog.Record
-	done    chan struct{}
-}
-
-func (h recordChan) Enabled(context.Context, slog.Level) bool { return true }
-func (h recordChan) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h recordChan) WithGroup(string) slog.Handler            { return h }
-func (h recordChan) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case h.records <- r.Clone():
-	case <-h.done:
-	}
-	return nil
-}
-
-// attr returns the attribute key of rec.
-func attr(t *testing.T, rec slog.Record, key string) slog.Value {
-	t.Helper()
-	var v slog.Value
-	found := false
-	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == key {
-			v, found = a.Value, true
-			return false
-		}
-		return true
-	})
-	require.True(t, found, "%s has no %s", rec.Message, key)
-	return v
-}
-
 // TestRunLogsAStoreOutageAsItGrows: a pass whose queue the store could
 // not read (here PostgreSQL, another session holding the operations
 // table past the DSN's lock_timeout: busy) was logged at ERROR, every
@@ -81,8 +47,8 @@ func TestRunLogsAStoreOutageAsItGrows(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
 	set, err := destination.NewSet(lookupDest{})
 	require.NoError(t, err)
-	h := recordChan{records: make(chan slog.Record), done: make(chan struct{})}
-	defer close(h.done)
+	h := testrig.NewRecordChan()
+	defer close(h.Done)
 	rec, err := reconciler.New(l, reconciler.Config{Destinations: set, Interval: time.Millisecond, Logger: slog.New(h)})
 	require.NoError(t, err)
 	holder, err := pgx.Connect(ctx, dsn)
@@ -102,16 +68,16 @@ func TestRunLogsAStoreOutageAsItGrows(t *testing.T) {
 	// by the same rule.
 	failures := 0
 	for {
-		r := <-h.records
+		r := <-h.Records
 		if r.Level == slog.LevelInfo {
 			require.Equal(t, "reconcile pass: store reachable again", r.Message)
-			require.EqualValues(t, failures, attr(t, r, "failures").Int64())
+			require.EqualValues(t, failures, testrig.Attr(t, r, "failures").Int64())
 			break
 		}
 		failures++
 		require.Equal(t, "reconcile pass", r.Message)
-		require.EqualValues(t, failures, attr(t, r, "failures").Int64())
-		require.Equal(t, "store_busy", attr(t, r, "problem").String())
+		require.EqualValues(t, failures, testrig.Attr(t, r, "failures").Int64())
+		require.Equal(t, "store_busy", testrig.Attr(t, r, "problem").String())
 		if failures&(failures-1) == 0 {
 			require.Equal(t, slog.LevelWarn, r.Level, "failure %d: the first, or the count doubled", failures)
 		} else {

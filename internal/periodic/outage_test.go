@@ -14,41 +14,8 @@ import (
 	"github.com/opledger/opledger"
 	"github.com/opledger/opledger/internal/periodic"
 	"github.com/opledger/opledger/internal/testdb"
+	"github.com/opledger/opledger/internal/testrig"
 )
-
-// recordChan is a slog handler that hands each record to the test, and
-// drops them once done is closed.
-type recordChan struct {
-	records chan slog.Record
-	done    chan struct{}
-}
-
-func (h recordChan) Enabled(context.Context, slog.Level) bool { return true }
-func (h recordChan) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h recordChan) WithGroup(string) slog.Handler            { return h }
-func (h recordChan) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case h.records <- r.Clone():
-	case <-h.done:
-	}
-	return nil
-}
-
-// attr returns the attribute key of rec.
-func attr(t *testing.T, rec slog.Record, key string) slog.Value {
-	t.Helper()
-	var v slog.Value
-	found := false
-	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == key {
-			v, found = a.Value, true
-			return false
-		}
-		return true
-	})
-	require.True(t, found, "%s has no %s", rec.Message, key)
-	return v
-}
 
 // TestRunLogsAStoreOutageAsItGrows: a job whose store could not take it
 // (here PostgreSQL, another session holding the operations table past
@@ -73,8 +40,8 @@ func TestRunLogsAStoreOutageAsItGrows(t *testing.T) {
 	_, err = tx.Exec(ctx, "LOCK TABLE operations IN ACCESS EXCLUSIVE MODE")
 	require.NoError(t, err)
 
-	h := recordChan{records: make(chan slog.Record), done: make(chan struct{})}
-	defer close(h.done)
+	h := testrig.NewRecordChan()
+	defer close(h.Done)
 	turn := make(chan struct{})
 	jobCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -97,11 +64,11 @@ func TestRunLogsAStoreOutageAsItGrows(t *testing.T) {
 	var levels []slog.Level
 	for n := 1; n <= failed; n++ {
 		turn <- struct{}{}
-		rec := <-h.records
+		rec := <-h.Records
 		require.Equal(t, "expire leases", rec.Message)
-		require.EqualValues(t, n, attr(t, rec, "failures").Int64())
-		require.Equal(t, "store_busy", attr(t, rec, "problem").String())
-		err, _ := attr(t, rec, "error").Any().(error)
+		require.EqualValues(t, n, testrig.Attr(t, rec, "failures").Int64())
+		require.Equal(t, "store_busy", testrig.Attr(t, rec, "problem").String())
+		err, _ := testrig.Attr(t, rec, "error").Any().(error)
 		require.ErrorIs(t, err, opledger.ErrStoreBusy)
 		levels = append(levels, rec.Level)
 	}
@@ -110,10 +77,10 @@ func TestRunLogsAStoreOutageAsItGrows(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 	turn <- struct{}{}
 	select {
-	case rec := <-h.records:
+	case rec := <-h.Records:
 		require.Equal(t, slog.LevelInfo, rec.Level)
 		require.Equal(t, "expire leases: store reachable again", rec.Message)
-		require.EqualValues(t, failed, attr(t, rec, "failures").Int64())
+		require.EqualValues(t, failed, testrig.Attr(t, rec, "failures").Int64())
 	case <-time.After(time.Minute):
 		// A failure guard only: the line comes as the run ends.
 		t.Fatal("no line when the store answered again")

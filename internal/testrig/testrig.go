@@ -409,3 +409,46 @@ func (s *RecordSink) Drain() []slog.Record {
 		}
 	}
 }
+
+// RecordChan is a slog handler that hands each record to the test, one
+// at a time: the goroutine that logs waits until the test takes it from
+// Records, or until Done is closed, after which records are dropped.
+// A test that reads every line a loop logs, in order, waits for it so.
+type RecordChan struct {
+	Records chan slog.Record
+	Done    chan struct{}
+}
+
+// NewRecordChan returns a RecordChan; close its Done when the test no
+// longer reads Records.
+func NewRecordChan() RecordChan {
+	return RecordChan{Records: make(chan slog.Record), Done: make(chan struct{})}
+}
+
+func (h RecordChan) Enabled(context.Context, slog.Level) bool { return true }
+func (h RecordChan) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h RecordChan) WithGroup(string) slog.Handler            { return h }
+func (h RecordChan) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.Records <- r.Clone():
+	case <-h.Done:
+	}
+	return nil
+}
+
+// Attr returns the value of rec's attribute key, failing t when rec has
+// none.
+func Attr(t testing.TB, rec slog.Record, key string) slog.Value {
+	t.Helper()
+	var v slog.Value
+	found := false
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v, found = a.Value, true
+			return false
+		}
+		return true
+	})
+	require.True(t, found, "%s has no %s", rec.Message, key)
+	return v
+}
