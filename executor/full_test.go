@@ -64,18 +64,7 @@ func TestFullDiskBacksOff(t *testing.T) {
 	ex, err := executor.New(l, executor.Config{Destinations: set, Workers: 1, PollInterval: time.Second,
 		SweepInterval: -1, Logger: slog.New(sink)})
 	require.NoError(t, err)
-	pauses, next := make(chan time.Duration), make(chan struct{})
-	ex.SetPause(func(stop context.Context, d time.Duration) {
-		select {
-		case pauses <- d:
-		case <-stop.Done():
-			return
-		}
-		select {
-		case <-next:
-		case <-stop.Done():
-		}
-	})
+	pauses, next := gatePauses(ex)
 	// An operation is due: each claim writes its attempt.
 	_, _, err = l.Record(ctx, opledger.Intent{Key: "full:1", Action: "create", Destination: "crm", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)

@@ -40,6 +40,25 @@ func lockStore(t *testing.T, dsn string) (release func()) {
 	}
 }
 
+// gatePauses makes each pause of ex's workers a gate the test opens: the
+// worker sends the pause it would take on pauses and goes on once the
+// test sends on next (or the executor stops).
+func gatePauses(ex *executor.Executor) (pauses <-chan time.Duration, next chan<- struct{}) {
+	p, n := make(chan time.Duration), make(chan struct{})
+	ex.SetPause(func(stop context.Context, d time.Duration) {
+		select {
+		case p <- d:
+		case <-stop.Done():
+			return
+		}
+		select {
+		case <-n:
+		case <-stop.Done():
+		}
+	})
+	return p, n
+}
+
 // attrOf returns the value of rec's attribute key.
 func attrOf(rec slog.Record, key string) (v slog.Value, ok bool) {
 	rec.Attrs(func(a slog.Attr) bool {
@@ -78,19 +97,7 @@ func TestStoreOutageBacksOff(t *testing.T) {
 		ex, err := executor.New(l, executor.Config{Destinations: set, Workers: 1, PollInterval: time.Second,
 			SweepInterval: -1, Logger: slog.New(sink)})
 		require.NoError(t, err)
-		// The worker tells each pause and goes on when the test says.
-		pauses, next := make(chan time.Duration), make(chan struct{})
-		ex.SetPause(func(stop context.Context, d time.Duration) {
-			select {
-			case pauses <- d:
-			case <-stop.Done():
-				return
-			}
-			select {
-			case <-next:
-			case <-stop.Done():
-			}
-		})
+		pauses, next := gatePauses(ex)
 
 		var unlock, stop sync.Once
 		release := lockStore(t, dsn)

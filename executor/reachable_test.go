@@ -43,19 +43,7 @@ func TestReachableOnlyWhenTheStoreAnswered(t *testing.T) {
 	ex.SetAbandonedEnded(func() { ended <- struct{}{} })
 	var releaseCall sync.Once
 	defer releaseCall.Do(func() { close(s.release) })
-	// The worker tells each pause and goes on when the test says.
-	pauses, next := make(chan time.Duration), make(chan struct{})
-	ex.SetPause(func(stop context.Context, d time.Duration) {
-		select {
-		case pauses <- d:
-		case <-stop.Done():
-			return
-		}
-		select {
-		case <-next:
-		case <-stop.Done():
-		}
-	})
+	pauses, next := gatePauses(ex)
 	_, _, err = l.Record(ctx, opledger.Intent{Key: "stuck:1", Action: "create", Destination: "stuck", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
