@@ -12,7 +12,10 @@
 //
 // Modes: library (the ledger in process), http (the HTTP API on loopback),
 // proxy (the Idempotency-Key proxy on loopback in front of a trivial
-// upstream).
+// upstream). In the http and proxy modes every round also measures the
+// library mode's protected operations on the same ledger, next to the
+// mode's own, so that a mode is compared with the library at the speed
+// the machine had in that round.
 //
 // Allowed imports: opledger and its public packages, the SQL drivers, the
 // synthetic loaders of internal/store/sqlitestore and pgstore, and
@@ -154,6 +157,13 @@ type Cell struct {
 	BatchedReferenceOpsPerSec float64 `json:"batched_reference_ops_per_sec,omitempty"`
 	BatchedReferenceP99ms     float64 `json:"batched_reference_p99_ms,omitempty"`
 	RatioToBatchedReference   float64 `json:"ratio_to_batched_reference,omitempty"`
+	// The library (http and proxy modes only): the library mode's
+	// protected operations, measured in each round on the same ledger
+	// right before or right after the mode's own (the order alternates
+	// by round), from the same number of callers.
+	LibraryOpsPerSec float64 `json:"library_ops_per_sec,omitempty"`
+	LibraryP99ms     float64 `json:"library_p99_ms,omitempty"`
+	RatioToLibrary   float64 `json:"ratio_to_library,omitempty"`
 	// UpstreamRequests (proxy mode) is how many requests the upstream
 	// received while the protected operations were measured: exactly Ops,
 	// or the run fails (a request forwarded twice, or not at all).
@@ -177,6 +187,10 @@ type Cell struct {
 	// RatioToFloorRounds are the rounds' own ratios to the floor, in the
 	// order they ran, when there was more than one.
 	RatioToFloorRounds []float64 `json:"ratio_to_floor_rounds,omitempty"`
+	// RatioToLibraryRounds are the rounds' own ratios to the library, in
+	// the order they ran, when there was more than one (http and proxy
+	// modes only).
+	RatioToLibraryRounds []float64 `json:"ratio_to_library_rounds,omitempty"`
 }
 
 // Run measures every concurrency of cfg and returns one cell each.
@@ -239,6 +253,14 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		return nil, err
 	}
 	defer stop()
+	// library is the library mode's protected operation, the yardstick of
+	// the other modes; nil in the library mode itself.
+	var library func(context.Context, int, int64) error
+	if cfg.Mode != ModeLibrary {
+		if library, _, err = protectedOp(ctx, l, ModeLibrary, cfg.Keys, 0, nil); err != nil {
+			return nil, err
+		}
+	}
 	var warmed int64
 	if cfg.Preload == 0 && !strings.HasPrefix(dsn, "sqlite:") {
 		if warmed, err = warmUp(ctx, dsn, op); err != nil {
@@ -246,7 +268,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		}
 	}
 
-	total := time.Duration(len(cfg.Concurrency)*cfg.Rounds*phases(cfg.DSN)) * cfg.Duration
+	total := time.Duration(len(cfg.Concurrency)*cfg.Rounds*phases(cfg.DSN, cfg.Mode)) * cfg.Duration
 	var elapsed time.Duration
 	measure := func(c int, fn func(context.Context, int, int64) error) (int64, []time.Duration, error) {
 		n, lat, err := loop(ctx, c, cfg.Duration, fn, func(d time.Duration) {
@@ -258,8 +280,10 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		return n, lat, err
 	}
 	var referenceRows int64 // the reference operations of the run so far, one row each
-	// round measures every phase of concurrency c once.
-	round := func(c int) (Cell, error) {
+	// round measures every phase of concurrency c once; the n-th round of
+	// a concurrency measures the library (in the other modes) before the
+	// mode's protected operations when n is even, after them when odd.
+	round := func(c, n int) (Cell, error) {
 		var floor, batchedFloor, reference, batchedReference measurement
 		for _, phase := range []struct {
 			name string
@@ -288,6 +312,23 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		if rows != referenceRows || done != referenceRows {
 			return Cell{}, fmt.Errorf("reference at c=%d: bench_reference holds %d rows, %d of them done, for %d reference operations", c, rows, done, referenceRows)
 		}
+		var libraryOps measurement
+		measureLibrary := func() error {
+			if library == nil {
+				return nil
+			}
+			ops, lat, err := measure(c, library)
+			if err != nil {
+				return fmt.Errorf("library at c=%d: %w", c, err)
+			}
+			libraryOps = measurement{ops: ops, lat: lat}
+			return nil
+		}
+		if n%2 == 0 {
+			if err := measureLibrary(); err != nil {
+				return Cell{}, err
+			}
+		}
 		var forwarded int64
 		if up != nil {
 			forwarded = up.requests.Load()
@@ -300,6 +341,11 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			forwarded = up.requests.Load() - forwarded
 			if forwarded != ops {
 				return Cell{}, fmt.Errorf("proxy at c=%d: the upstream received %d requests for %d protected operations", c, forwarded, ops)
+			}
+		}
+		if n%2 == 1 {
+			if err := measureLibrary(); err != nil {
+				return Cell{}, err
 			}
 		}
 		secs := cfg.Duration.Seconds()
@@ -318,13 +364,18 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			cell.BatchedReferenceP99ms = Quantile(batchedReference.lat, 0.99)
 			cell.RatioToBatchedReference = ratio(ops, batchedReference.ops)
 		}
+		if library != nil {
+			cell.LibraryOpsPerSec = float64(libraryOps.ops) / secs
+			cell.LibraryP99ms = Quantile(libraryOps.lat, 0.99)
+			cell.RatioToLibrary = ratio(ops, libraryOps.ops)
+		}
 		return cell, nil
 	}
 	var cells []Cell
 	for _, c := range cfg.Concurrency {
 		rounds := make([]Cell, 0, cfg.Rounds)
-		for range cfg.Rounds {
-			cell, err := round(c)
+		for n := range cfg.Rounds {
+			cell, err := round(c, n)
 			if err != nil {
 				return nil, err
 			}
@@ -349,6 +400,9 @@ func medianCell(rounds []Cell) Cell {
 		cell.UpstreamRequests += r.UpstreamRequests
 		cell.MeasuredSeconds += r.MeasuredSeconds
 		cell.RatioToFloorRounds = append(cell.RatioToFloorRounds, r.RatioToFloor)
+		if r.LibraryOpsPerSec > 0 {
+			cell.RatioToLibraryRounds = append(cell.RatioToLibraryRounds, r.RatioToLibrary)
+		}
 	}
 	for _, f := range []func(*Cell) *float64{
 		func(c *Cell) *float64 { return &c.OpsPerSec },
@@ -366,6 +420,9 @@ func medianCell(rounds []Cell) Cell {
 		func(c *Cell) *float64 { return &c.BatchedReferenceOpsPerSec },
 		func(c *Cell) *float64 { return &c.BatchedReferenceP99ms },
 		func(c *Cell) *float64 { return &c.RatioToBatchedReference },
+		func(c *Cell) *float64 { return &c.LibraryOpsPerSec },
+		func(c *Cell) *float64 { return &c.LibraryP99ms },
+		func(c *Cell) *float64 { return &c.RatioToLibrary },
 	} {
 		values := make([]float64, len(rounds))
 		for i := range rounds {
@@ -403,14 +460,19 @@ func ratio(ops, baselineOps int64) float64 {
 	return float64(ops) / float64(baselineOps)
 }
 
-// phases is how many measurements each concurrency takes on the store named
-// by dsn: the floor, the reference and the protected operations, and on
-// SQLite the batched floor and the batched reference too.
-func phases(dsn string) int {
+// phases is how many measurements each round takes on the store named by
+// dsn in mode: the floor, the reference and the protected operations, on
+// SQLite the batched floor and the batched reference too, and outside the
+// library mode the library's protected operations.
+func phases(dsn string, mode Mode) int {
+	n := 3
 	if dsn == "" || strings.HasPrefix(dsn, "sqlite:") {
-		return 5
+		n += 2
 	}
-	return 3
+	if mode != ModeLibrary {
+		n++
+	}
+	return n
 }
 
 // preload fills the ledger at dsn with n operations of the default tenant,

@@ -43,6 +43,55 @@ func TestProxyMode(t *testing.T) {
 		require.Positive(t, c.Ops, "c=%d", c.Concurrency)
 		require.Equal(t, c.Ops, c.UpstreamRequests, "c=%d: one upstream request per protected operation", c.Concurrency)
 		require.Positive(t, c.FloorOps)
+		requireMeasuredAgainstLibrary(t, c)
+	}
+}
+
+// TestHTTPModeAgainstLibrary: in the http mode every round measures the
+// library too, and the cell divides the mode's throughput by it within
+// each round (the median of those ratios, each round's listed); the
+// library mode measures no library of its own.
+func TestHTTPModeAgainstLibrary(t *testing.T) {
+	t.Parallel()
+	cells, err := Run(context.Background(), Config{
+		DSN:         "sqlite:" + filepath.Join(t.TempDir(), "bench.db"),
+		Concurrency: []int{2},
+		Duration:    200 * time.Millisecond,
+		Mode:        ModeHTTP,
+		Rounds:      2,
+	})
+	require.NoError(t, err)
+	require.Len(t, cells, 1)
+	c := cells[0]
+	require.Equal(t, ModeHTTP, c.Mode)
+	require.Positive(t, c.Ops)
+	requireMeasuredAgainstLibrary(t, c)
+	require.Len(t, c.RatioToLibraryRounds, 2, "one ratio per round")
+	require.InDelta(t, (c.RatioToLibraryRounds[0]+c.RatioToLibraryRounds[1])/2, c.RatioToLibrary, 1e-12, "the median of the rounds' ratios")
+
+	library, err := Run(context.Background(), Config{
+		DSN:         "sqlite:" + filepath.Join(t.TempDir(), "bench.db"),
+		Concurrency: []int{2},
+		Duration:    100 * time.Millisecond,
+		Rounds:      2,
+	})
+	require.NoError(t, err)
+	require.Zero(t, library[0].LibraryOpsPerSec)
+	require.Zero(t, library[0].RatioToLibrary)
+	require.Empty(t, library[0].RatioToLibraryRounds)
+}
+
+// requireMeasuredAgainstLibrary checks the library figures of a cell of
+// the http or proxy mode measured in one round, or the consistency of
+// their medians in several: the library completed operations, and the
+// ratio is the mode's throughput over the library's.
+func requireMeasuredAgainstLibrary(t *testing.T, c Cell) {
+	t.Helper()
+	require.Positive(t, c.LibraryOpsPerSec, "c=%d: the library was measured", c.Concurrency)
+	require.Positive(t, c.LibraryP99ms, "c=%d", c.Concurrency)
+	require.Positive(t, c.RatioToLibrary, "c=%d", c.Concurrency)
+	if c.Rounds == 1 {
+		require.InDelta(t, c.OpsPerSec/c.LibraryOpsPerSec, c.RatioToLibrary, 1e-9, "c=%d: the mode's throughput over the library's", c.Concurrency)
 	}
 }
 
@@ -300,7 +349,8 @@ func TestMedianCell(t *testing.T) {
 	t.Parallel()
 	round := func(ops int64, opsPerSec, ratio, p99, rss float64) Cell {
 		return Cell{Mode: ModeLibrary, Store: "sqlite", Concurrency: 8, Ops: ops, OpsPerSec: opsPerSec, P99ms: p99,
-			FloorOps: 2 * ops, RatioToFloor: ratio, ReferenceOpsPerSec: opsPerSec / 2, RSSMB: rss, Rounds: 1, UpstreamRequests: ops}
+			FloorOps: 2 * ops, RatioToFloor: ratio, ReferenceOpsPerSec: opsPerSec / 2, RSSMB: rss, Rounds: 1, UpstreamRequests: ops,
+			LibraryOpsPerSec: 2 * opsPerSec, RatioToLibrary: ratio + 0.1}
 	}
 	got := medianCell([]Cell{round(100, 1000, 0.5, 9, 30), round(300, 3000, 0.2, 3, 31), round(200, 2000, 0.4, 5, 32)})
 	require.Equal(t, 3, got.Rounds)
@@ -312,6 +362,9 @@ func TestMedianCell(t *testing.T) {
 	require.Equal(t, 5.0, got.P99ms)
 	require.Equal(t, 1000.0, got.ReferenceOpsPerSec)
 	require.Equal(t, []float64{0.5, 0.2, 0.4}, got.RatioToFloorRounds)
+	require.Equal(t, 4000.0, got.LibraryOpsPerSec)
+	require.Equal(t, 0.5, got.RatioToLibrary)
+	require.Equal(t, []float64{0.6, 0.30000000000000004, 0.5}, got.RatioToLibraryRounds)
 	require.Equal(t, 32.0, got.RSSMB, "read after the last round")
 	require.Equal(t, 8, got.Concurrency)
 

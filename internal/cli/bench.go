@@ -70,7 +70,9 @@ in process: claim with the intent inline, then report), http (the HTTP API on
 loopback, the same two calls) or proxy (one POST with a fresh Idempotency-Key
 through the Idempotency-Key proxy on loopback, in front of a loopback upstream
 that answers at once; the run fails unless the upstream received exactly one
-request per protected operation).
+request per protected operation). In the http and proxy modes every round
+also measures the library mode on the same ledger, right before or after the
+mode's own operations, and divides by it (JSON ratio_to_library).
 
 --serve-rss N (with --mode http) measures the memory of the server instead:
 it starts 'opledger serve' (this executable) as a child process on a fresh
@@ -225,6 +227,7 @@ func writeBenchTable(w io.Writer, cells []bench.Cell) error {
 		row("batched floor", c.BatchedFloorOpsPerSec, c.BatchedFloorP99ms, c.RatioToBatchedFloor)
 		row(reference, c.ReferenceOpsPerSec, c.ReferenceP99ms, c.RatioToReference)
 		row("batched reference", c.BatchedReferenceOpsPerSec, c.BatchedReferenceP99ms, c.RatioToBatchedReference)
+		row("library: the same operations in process", c.LibraryOpsPerSec, c.LibraryP99ms, c.RatioToLibrary)
 	}
 	return nil
 }

@@ -307,6 +307,22 @@ func TestBench(t *testing.T) {
 	for i, name := range []string{"floor: one plain INSERT", "batched floor", "reference: claim \\+ complete, single writer", "batched reference"} {
 		require.Regexp(t, `^\s+2\s+`+name+`\s+\d+\s+\d+\.\d\d\s+\d+\.\d\d$`, lines[4+i])
 	}
+
+	// The http mode adds the library, measured in the same round, to the
+	// workloads it is compared with.
+	out, errOut, code = run(t, "bench", "--mode", "http", "--duration", "200ms", "--concurrency", "2")
+	require.Equal(t, 0, code, errOut)
+	lines = strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Equal(t, "opledger bench: http mode, sqlite store, sequential keys, an empty ledger", lines[0])
+	require.Len(t, lines, 9, "the header, five workloads and the library at c=2:\n%s", out)
+	require.Regexp(t, `^\s+2\s+library: the same operations in process\s+\d+\s+\d+\.\d\d\s+\d+\.\d\d$`, lines[8])
+	out, errOut, code = run(t, "bench", "--mode", "http", "--duration", "200ms", "--concurrency", "2", "--json")
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &cell))
+	for _, field := range []string{"library_ops_per_sec", "library_p99_ms", "ratio_to_library"} {
+		require.Positive(t, cell[field], field)
+	}
+
 	data, err := os.ReadFile(profile)
 	require.NoError(t, err)
 	require.Greater(t, len(data), 2)
