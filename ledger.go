@@ -508,6 +508,37 @@ func (l *Ledger) WriteLockWaits() (w WriteLockWaits, ok bool) {
 	return WriteLockWaits{Waits: sw.Waits, TimedOut: sw.TimedOut, Waited: sw.Waited}, true
 }
 
+// WriterWork counts, since a Ledger was opened, the work of the one writer
+// its process has on a SQLite file, which runs the writes of concurrent
+// callers in shared transactions (group commit): Busy over the time
+// elapsed is the share of that time the writer had work, and near 1 it is
+// what limits the process's writes (docs/operations.md, "Is SQLite's
+// writer the limit?"); Writes over Batches is how many writes a commit
+// carried on average.
+type WriterWork struct {
+	// Batches counts the shared write transactions the writer ran.
+	Batches int64
+	// Writes counts the write calls those transactions carried, the
+	// failed ones too.
+	Writes int64
+	// Busy is how long the writer spent on them in all, from taking a
+	// batch to answering its callers: waits for other processes' locks
+	// (also in WriteLockWaits), the statements and the COMMIT.
+	Busy time.Duration
+}
+
+// WriterWork returns the counts of the ledger's SQLite writer, shared with
+// every tenant's view of it (WithTenant); ok is false on PostgreSQL,
+// whose writes run on a pool of connections.
+func (l *Ledger) WriterWork() (w WriterWork, ok bool) {
+	c, ok := l.store.(store.WriterWorkCounter)
+	if !ok {
+		return WriterWork{}, false
+	}
+	sw := c.WriterWork()
+	return WriterWork{Batches: sw.Batches, Writes: sw.Writes, Busy: sw.Busy}, true
+}
+
 // Ping checks that the store is reachable, and that no newer release has
 // migrated its schema past the newest this one knows (ErrSchemaNewer:
 // this process's writes are refused from then on, so it is not ready).

@@ -217,17 +217,25 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 var attemptOutcomes = []string{string(opledger.OutcomeSucceeded), string(opledger.OutcomeRejected),
 	string(opledger.OutcomeRetryable), string(opledger.OutcomeUncertain), opledger.AttemptAbandoned, opledger.AttemptLeaseExpired}
 
-// writeLockCollector reports this process's waits for other processes'
-// writes to its SQLite file (Ledger.WriteLockWaits): unlike the ledger's
-// figures, counts of this process alone, as the Go runtime's are.
-type writeLockCollector struct {
+// sqliteCollector reports the work of this process's SQLite writer
+// (Ledger.WriterWork) and its waits for other processes' writes to the
+// file (Ledger.WriteLockWaits): unlike the ledger's figures, counts of
+// this process alone, as the Go runtime's are.
+type sqliteCollector struct {
 	ledger                  *opledger.Ledger
 	waits, timedOut, waited *prometheus.Desc
+	batches, writes, busy   *prometheus.Desc
 }
 
-func newWriteLockCollector(l *opledger.Ledger) *writeLockCollector {
-	return &writeLockCollector{
+func newSQLiteCollector(l *opledger.Ledger) *sqliteCollector {
+	return &sqliteCollector{
 		ledger: l,
+		batches: prometheus.NewDesc("opledger_sqlite_write_batches_total",
+			"Shared write transactions this process's SQLite writer ran (group commit).", nil, nil),
+		writes: prometheus.NewDesc("opledger_sqlite_writes_total",
+			"Write calls those transactions carried, failed ones too.", nil, nil),
+		busy: prometheus.NewDesc("opledger_sqlite_writer_busy_seconds_total",
+			"Time this process's SQLite writer spent on its batches, from taking one to answering its callers; a rate near 1 means the writer limits the process's writes.", nil, nil),
 		waits: prometheus.NewDesc("opledger_sqlite_write_lock_waits_total",
 			"Write transactions of this process that queued for another process's write lock on the SQLite file.", nil, nil),
 		timedOut: prometheus.NewDesc("opledger_sqlite_write_lock_timeouts_total",
@@ -238,18 +246,25 @@ func newWriteLockCollector(l *opledger.Ledger) *writeLockCollector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *writeLockCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *sqliteCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.waits
 	ch <- c.timedOut
 	ch <- c.waited
+	ch <- c.batches
+	ch <- c.writes
+	ch <- c.busy
 }
 
 // Collect implements prometheus.Collector.
-func (c *writeLockCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *sqliteCollector) Collect(ch chan<- prometheus.Metric) {
 	w, _ := c.ledger.WriteLockWaits()
 	ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(w.Waits))
 	ch <- prometheus.MustNewConstMetric(c.timedOut, prometheus.CounterValue, float64(w.TimedOut))
 	ch <- prometheus.MustNewConstMetric(c.waited, prometheus.CounterValue, w.Waited.Seconds())
+	work, _ := c.ledger.WriterWork()
+	ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(work.Batches))
+	ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(work.Writes))
+	ch <- prometheus.MustNewConstMetric(c.busy, prometheus.CounterValue, work.Busy.Seconds())
 }
 
 // eventsRoute is the route label of events posted to POST /v1/events;
@@ -359,7 +374,7 @@ func metricsHandler(l *opledger.Ledger, log *slog.Logger, maxAge time.Duration, 
 		reg.MustRegister(c)
 	}
 	if _, ok := l.WriteLockWaits(); ok {
-		reg.MustRegister(newWriteLockCollector(l))
+		reg.MustRegister(newSQLiteCollector(l))
 	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,10 +149,12 @@ func TestMetricsFailedReadNotKept(t *testing.T) {
 	require.Equal(t, 3, c.reads, "a failed read is tried again at the next scrape")
 }
 
-// TestWriteLockMetricsOnSQLiteOnly: /metrics of a SQLite ledger counts the
+// TestSQLiteMetricsOnSQLiteOnly: /metrics of a SQLite ledger counts the
 // process's waits for the file's write lock (Ledger.WriteLockWaits, whose
-// counting TestWriteLockWaits checks); PostgreSQL's has no such series.
-func TestWriteLockMetricsOnSQLiteOnly(t *testing.T) {
+// counting TestWriteLockWaits checks) and its writer's work
+// (Ledger.WriterWork, checked by TestWriterWork): the figures the ledger
+// gives at the scrape; PostgreSQL's has no such series.
+func TestSQLiteMetricsOnSQLiteOnly(t *testing.T) {
 	t.Parallel()
 	for _, st := range testdb.Stores() {
 		t.Run(st.Name, func(t *testing.T) {
@@ -159,15 +162,29 @@ func TestWriteLockMetricsOnSQLiteOnly(t *testing.T) {
 			l, err := opledger.Open(context.Background(), st.NewDSN(t), opledger.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { l.Close() })
+			claimNew(t, l, "metrics:writer")
 			rec := httptest.NewRecorder()
 			metricsHandler(l, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 			require.Equal(t, http.StatusOK, rec.Code)
-			for _, name := range []string{"opledger_sqlite_write_lock_waits_total", "opledger_sqlite_write_lock_timeouts_total", "opledger_sqlite_write_lock_wait_seconds_total"} {
+			body := rec.Body.String()
+			work, _ := l.WriterWork()
+			for name, want := range map[string]string{
+				"opledger_sqlite_write_lock_waits_total":        "0",
+				"opledger_sqlite_write_lock_timeouts_total":     "0",
+				"opledger_sqlite_write_lock_wait_seconds_total": "0",
+				"opledger_sqlite_write_batches_total":           strconv.FormatInt(work.Batches, 10),
+				"opledger_sqlite_writes_total":                  strconv.FormatInt(work.Writes, 10),
+				"opledger_sqlite_writer_busy_seconds_total":     strconv.FormatFloat(work.Busy.Seconds(), 'g', -1, 64),
+			} {
 				if st.Name == "sqlite" {
-					require.Contains(t, rec.Body.String(), "\n"+name+" 0\n")
+					require.Contains(t, body, "\n"+name+" "+want+"\n")
 				} else {
-					require.NotContains(t, rec.Body.String(), name)
+					require.NotContains(t, body, name)
 				}
+			}
+			if st.Name == "sqlite" {
+				require.Positive(t, work.Writes, "the claim's write at least")
+				require.Positive(t, work.Busy)
 			}
 		})
 	}

@@ -164,6 +164,13 @@ type Cell struct {
 	LibraryOpsPerSec float64 `json:"library_ops_per_sec,omitempty"`
 	LibraryP99ms     float64 `json:"library_p99_ms,omitempty"`
 	RatioToLibrary   float64 `json:"ratio_to_library,omitempty"`
+	// WriterBusy (SQLite only) is the share of the protected operations'
+	// measured time that the ledger's writer was busy with their writes
+	// (opledger.Ledger.WriterWork), and WritesPerBatch how many writes
+	// each of its shared transactions carried on average: near 1, the
+	// writer is what limits the protected operations.
+	WriterBusy     float64 `json:"writer_busy,omitempty"`
+	WritesPerBatch float64 `json:"writes_per_batch,omitempty"`
 	// UpstreamRequests (proxy mode) is how many requests the upstream
 	// received while the protected operations were measured: exactly Ops,
 	// or the run fails (a request forwarded twice, or not at all).
@@ -333,10 +340,13 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 		if up != nil {
 			forwarded = up.requests.Load()
 		}
+		work, _ := l.WriterWork()
+		start := time.Now()
 		ops, lat, err := measure(c, op)
 		if err != nil {
 			return Cell{}, fmt.Errorf("protected operations at c=%d: %w", c, err)
 		}
+		writerBusy, writesPerBatch := writerShare(l, work, time.Since(start))
 		if up != nil {
 			forwarded = up.requests.Load() - forwarded
 			if forwarded != ops {
@@ -353,6 +363,7 @@ func Run(ctx context.Context, cfg Config) ([]Cell, error) {
 			P50ms: Quantile(lat, 0.50), P99ms: Quantile(lat, 0.99), FloorOps: floor.ops, FloorOpsPerSec: float64(floor.ops) / secs,
 			FloorP99ms: Quantile(floor.lat, 0.99), RatioToFloor: ratio(ops, floor.ops),
 			ReferenceOpsPerSec: float64(reference.ops) / secs, ReferenceP99ms: Quantile(reference.lat, 0.99), RatioToReference: ratio(ops, reference.ops),
+			WriterBusy: writerBusy, WritesPerBatch: writesPerBatch,
 			UpstreamRequests: forwarded, Preload: cfg.Preload, WarmUpOps: warmed, RSSMB: rssMB(), DurationSeconds: secs, MeasuredSeconds: secs, Rounds: 1}
 		if base.batchedFloor != nil {
 			cell.BatchedFloorOpsPerSec = float64(batchedFloor.ops) / secs
@@ -423,6 +434,8 @@ func medianCell(rounds []Cell) Cell {
 		func(c *Cell) *float64 { return &c.LibraryOpsPerSec },
 		func(c *Cell) *float64 { return &c.LibraryP99ms },
 		func(c *Cell) *float64 { return &c.RatioToLibrary },
+		func(c *Cell) *float64 { return &c.WriterBusy },
+		func(c *Cell) *float64 { return &c.WritesPerBatch },
 	} {
 		values := make([]float64, len(rounds))
 		for i := range rounds {
@@ -431,6 +444,18 @@ func medianCell(rounds []Cell) Cell {
 		*f(&cell) = median(values)
 	}
 	return cell
+}
+
+// writerShare is the share of elapsed that l's SQLite writer spent on
+// batches since it counted before, and the writes per batch; zeros on
+// PostgreSQL or when no batch ran.
+func writerShare(l *opledger.Ledger, before opledger.WriterWork, elapsed time.Duration) (busy, writesPerBatch float64) {
+	after, ok := l.WriterWork()
+	if !ok || after.Batches == before.Batches || elapsed <= 0 {
+		return 0, 0
+	}
+	return (after.Busy - before.Busy).Seconds() / elapsed.Seconds(),
+		float64(after.Writes-before.Writes) / float64(after.Batches-before.Batches)
 }
 
 // median is the middle of values, or the mean of the two middle ones when

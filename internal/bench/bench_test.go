@@ -202,9 +202,16 @@ func TestRunMeasuresReferences(t *testing.T) {
 				require.Positive(t, c.BatchedReferenceOpsPerSec)
 				require.Positive(t, c.BatchedReferenceP99ms)
 				require.InDelta(t, c.OpsPerSec/c.BatchedReferenceOpsPerSec, c.RatioToBatchedReference, 1e-9)
+				// The writer's work during the protected operations: a
+				// share of their time, and at least one write a batch.
+				require.Positive(t, c.WriterBusy)
+				require.LessOrEqual(t, c.WriterBusy, 1.0)
+				require.GreaterOrEqual(t, c.WritesPerBatch, 1.0)
 			} else {
 				require.Zero(t, c.BatchedReferenceOpsPerSec, "no batched reference on PostgreSQL")
 				require.Zero(t, c.RatioToBatchedReference)
+				require.Zero(t, c.WriterBusy, "no one writer on PostgreSQL")
+				require.Zero(t, c.WritesPerBatch)
 			}
 		})
 	}

@@ -229,7 +229,7 @@ func TestBench(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(line), &cell))
 		for _, field := range []string{"mode", "keys", "store", "concurrency", "ops", "ops_per_sec", "p50_ms", "p99_ms", "floor_ops_per_sec", "ratio_to_floor",
 			"batched_floor_ops_per_sec", "reference_ops_per_sec", "reference_p99_ms", "ratio_to_reference",
-			"batched_reference_ops_per_sec", "batched_reference_p99_ms", "ratio_to_batched_reference", "rss_mb"} {
+			"batched_reference_ops_per_sec", "batched_reference_p99_ms", "ratio_to_batched_reference", "writer_busy", "writes_per_batch", "rss_mb"} {
 			require.Contains(t, cell, field)
 		}
 		require.EqualValues(t, []int{1, 2}[i], cell["concurrency"])

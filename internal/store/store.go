@@ -624,6 +624,28 @@ type WriteLockWaits struct {
 	Waited time.Duration
 }
 
+// WriterWork counts, since a store was opened, the work of its one writer
+// (SQLite): the shared transactions it ran for this process's writes and
+// how long it was busy with them.
+type WriterWork struct {
+	// Batches counts the shared write transactions run; Writes the write
+	// calls they carried, failed ones too (a batch given back to the
+	// queue because its leader's caller went away while it waited for
+	// another process's lock counts again when it runs).
+	Batches, Writes int64
+	// Busy is how long the writer spent on them in all, from taking a
+	// batch to answering its callers: waits for other processes' locks,
+	// the statements and the COMMIT.
+	Busy time.Duration
+}
+
+// WriterWorkCounter is implemented by a store with one writer per process
+// that shares its transactions among concurrent callers (SQLite).
+type WriterWorkCounter interface {
+	// WriterWork returns the counts since the store was opened.
+	WriterWork() WriterWork
+}
+
 // WriteLockWaitCounter is implemented by a store whose processes queue for
 // one write lock (SQLite).
 type WriteLockWaitCounter interface {

@@ -57,6 +57,10 @@ type groupCommit struct {
 	queue []*writeReq
 	// commits counts shared transactions begun, for tests and profiling.
 	commits atomic.Int64
+	// batches, writes and busyNs are what Store.WriterWork reports: the
+	// batches run, the write requests they held, and the nanoseconds
+	// spent on them (runBatch, from start to end).
+	batches, writes, busyNs atomic.Int64
 }
 
 // enqueue adds r to the next batch.
@@ -226,6 +230,11 @@ func (res writeResult) unwrap() error {
 // holds wlock.
 func (s *Store) runBatch(leader *writeReq, batch []*writeReq) {
 	start := time.Now()
+	defer func() {
+		s.group.batches.Add(1)
+		s.group.writes.Add(int64(len(batch)))
+		s.group.busyNs.Add(int64(time.Since(start)))
+	}()
 	budget := &lockBudget{leader: leader}
 	held, err := s.fileLock.lock(leader.ctx, s.busy)
 	if err != nil {

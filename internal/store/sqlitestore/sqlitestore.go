@@ -56,6 +56,7 @@ var migrationsFS embed.FS
 var (
 	_ store.Store                = (*Store)(nil)
 	_ store.WriteLockWaitCounter = (*Store)(nil)
+	_ store.WriterWorkCounter    = (*Store)(nil)
 )
 
 // Options tune the SQLite store.
@@ -511,6 +512,12 @@ func (s *Store) checkWritable(ctx context.Context) error {
 // WriteLockWaits counts the write transactions of this store that waited
 // for another process's write lock on the file (writeLock).
 func (s *Store) WriteLockWaits() store.WriteLockWaits { return s.fileLock.counts() }
+
+// WriterWork counts the batches the writer ran for this store's writes
+// and how long it was busy with them (groupCommit).
+func (s *Store) WriterWork() store.WriterWork {
+	return store.WriterWork{Batches: s.group.batches.Load(), Writes: s.group.writes.Load(), Busy: time.Duration(s.group.busyNs.Load())}
+}
 
 // Name returns "sqlite".
 func (s *Store) Name() string { return "sqlite" }
