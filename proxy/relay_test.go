@@ -179,21 +179,26 @@ func TestSlowCallerLargeAnswer(t *testing.T) {
 func TestStalledCallerLargeAnswer(t *testing.T) {
 	t.Parallel()
 	const size = 4 << 20
-	b, client, recorded := slowRelaySetup(t, size, 500*time.Millisecond)
+	// The route's timeout bounds the caller's stall and, as well, the
+	// time spent waiting for the upstream's 4 MiB, which under -race on
+	// a loaded machine took over half a second (the operation then ended
+	// uncertain, its answer cut by the timeout), as in
+	// TestStalledCallerReplay.
+	b, client, recorded := slowRelaySetup(t, size, 10*time.Second)
 	resp := postLarge(t, b, client, "key-1")
 	defer resp.Body.Close()
 	// The caller reads nothing until the proxy has recorded the outcome,
 	// which it can only do once it gave up on the caller.
 	select {
 	case <-recorded:
-	case <-time.After(20 * time.Second): // a guard: without a write deadline it never comes
+	case <-time.After(time.Minute): // a guard: without a write deadline it never comes
 		t.Fatal("the proxy is still held by a caller that takes nothing")
 	}
 	n, err := io.Copy(io.Discard, resp.Body)
 	require.Error(t, err, "the caller's answer is broken off after %d bytes", n)
 	require.Less(t, n, int64(size))
 	op := b.only(t)
-	require.Equal(t, opledger.StateSucceeded, op.State, "the upstream's 2xx decided the outcome")
+	require.Equal(t, opledger.StateSucceeded, op.State, "the upstream's 2xx decided the outcome: %s", op.LastError)
 	require.Equal(t, "BIG-1", op.DestinationRef)
 
 	again := b.send(t, http.MethodPost, "/records", "key-1", "", body1)
