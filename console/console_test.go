@@ -183,6 +183,23 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// shown waits until sel, an element of the page a click or a submit
+// leads to, is visible, and then until that page has loaded. A page's
+// nodes found while it is still being parsed do not outlive the parse:
+// once it ends (DOMContentLoaded, after the deferred console.js, slow to
+// come on a loaded machine) the browser numbers the document's nodes
+// again, and a node found before then is unknown when it is clicked or
+// read ("Could not find node with given id").
+func shown(sel string) chromedp.Action[chromedp.Void] {
+	loaded := chromedp.Poll[chromedp.Void](`document.readyState === "complete"`, chromedp.WithPollingTimeout(0))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		if _, err := chromedp.WaitVisible(sel)(ctx, t); err != nil {
+			return chromedp.Void{}, err
+		}
+		return loaded(ctx, t)
+	}
+}
+
 // screenshot saves a PNG of the page: into docs/img when
 // OPLEDGER_SCREENSHOTS=1, else into the test's temporary directory.
 func screenshot(t *testing.T, ctx context.Context, name string) {
@@ -591,8 +608,8 @@ func TestConsoleLab(t *testing.T) {
 	}
 
 	do(chromedp.Navigate(b.url+"/login"), chromedp.WaitVisible(`#token`),
-		chromedp.SetValue(`#token`, b.token), chromedp.Submit(`#token`), chromedp.WaitVisible(`table.queue, p.empty`))
-	do(chromedp.Click(`nav a[href="/lab"]`), chromedp.WaitVisible(`#lost-response`))
+		chromedp.SetValue(`#token`, b.token), chromedp.Submit(`#token`), shown(`table.queue, p.empty`))
+	do(chromedp.Click(`nav a[href="/lab"]`), shown(`#lost-response`))
 	require.Equal(t, [4]string{"0", "0", "0", "not recorded yet"}, counters())
 	require.Contains(t, text(`main`), "every send, repeat and retry counts", "the page says what an attempt is")
 	requireAccessible(t, ctx)
@@ -608,7 +625,7 @@ func TestConsoleLab(t *testing.T) {
 		{"retry", [4]string{"3", "1", "1", "succeeded"}, "Answered from the ledger"},
 	} {
 		n := strconv.Itoa(i + 1)
-		do(chromedp.Click(`#lost-response-`+tc.button), chromedp.WaitVisible(`#lost-response-steps li:nth-child(`+n+`)`))
+		do(chromedp.Click(`#lost-response-`+tc.button), shown(`#lost-response-steps li:nth-child(`+n+`)`))
 		require.Equal(t, tc.want, counters(), "after step %s (%s)", n, tc.button)
 		require.Contains(t, text(`#lost-response-steps li:nth-child(`+n+`)`), tc.says)
 	}
@@ -628,15 +645,15 @@ func TestConsoleLab(t *testing.T) {
 
 	// Reset asks first, without a script: "Keep it" keeps the run, and
 	// only "Reset the scenario" resets it.
-	do(chromedp.Click(`#lost-response-reset`), chromedp.WaitVisible(`#reset-confirm`))
+	do(chromedp.Click(`#lost-response-reset`), shown(`#reset-confirm`))
 	require.Contains(t, text(`#reset-loses`), "discards the 4 steps")
 	requireAccessible(t, ctx)
-	do(chromedp.Click(`#reset-keep`), chromedp.WaitVisible(`#lost-response-steps li:nth-child(4)`))
+	do(chromedp.Click(`#reset-keep`), shown(`#lost-response-steps li:nth-child(4)`))
 	require.Equal(t, [4]string{"3", "1", "1", "succeeded"}, counters(), "kept")
-	do(chromedp.Click(`#lost-response-reset`), chromedp.WaitVisible(`#reset-confirm`),
-		chromedp.Click(`#reset-confirm`), chromedp.WaitVisible(`#lost-response p.empty`))
+	do(chromedp.Click(`#lost-response-reset`), shown(`#reset-confirm`),
+		chromedp.Click(`#reset-confirm`), shown(`#lost-response p.empty`))
 	require.Equal(t, [4]string{"0", "0", "0", "not recorded yet"}, counters())
-	do(chromedp.Click(`#lost-response-replay`), chromedp.WaitVisible(`#lost-response-steps li:nth-child(4)`))
+	do(chromedp.Click(`#lost-response-replay`), shown(`#lost-response-steps li:nth-child(4)`))
 	require.Equal(t, [4]string{"3", "1", "1", "succeeded"}, counters())
 }
 
