@@ -322,6 +322,14 @@ func (s *Store) begin(budget *lockBudget) error {
 	// nothing of any caller's that an interruption could undo.
 	q := &cachedQuerier{cache: s.writeStmts, plain: s.wconn}
 	_, err := q.ExecContext(budget.leader.ctx, `BEGIN IMMEDIATE`)
+	if err != nil {
+		// The driver answers with the context's error when the context
+		// ends as the statement completes, a BEGIN that did begin among
+		// them: left open, its transaction would fail every later BEGIN
+		// of this writer and hold SQLite's lock against every other
+		// process. A ROLLBACK without one fails harmlessly.
+		_ = rawTx{q}.Rollback()
+	}
 	if err != nil && cut && isBusy(err) {
 		queued := ""
 		if budget.queued >= time.Millisecond {
