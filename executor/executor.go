@@ -114,7 +114,11 @@ type Config struct {
 	// problem=unavailable, store_busy or store_full) at the first
 	// failure and as their count doubles, and at INFO ("store reachable
 	// again") when the store answers, rather than an ERROR at every
-	// poll.
+	// poll. A claim the store has not answered within Lease (a LOCK
+	// TABLE held elsewhere while the PostgreSQL DSN sets no lock_timeout,
+	// a connection that stopped answering) is given up and counts as
+	// such a failure (opledger.ErrStoreBusy, problem=store_busy): a claim
+	// answered later would have expired already.
 	PollInterval time.Duration
 	// SweepInterval is how often expired leases are settled, the first
 	// time when the executor starts. Default 5 s; negative disables the
@@ -766,14 +770,30 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed, 
 	if len(dests) == 0 {
 		return nil, false, false, nil // as if nothing were due: the calls may yet return
 	}
-	c, err := e.ledger.ClaimNext(bg, opledger.ClaimNextOptions{
+	// The claim is bounded by the lease: one answered later would have
+	// expired already, and one that hangs (a LOCK TABLE held elsewhere
+	// while the DSN sets no lock_timeout, a connection that stopped
+	// answering) would hold the worker, and Stop, for as long as it
+	// hangs. A claim that landed unseen is left to its lease (it was not
+	// dispatched: the sweep makes it pending again).
+	claimCtx, cancelClaim := context.WithDeadline(bg, claimedAt.Add(e.cfg.Lease))
+	c, err := e.ledger.ClaimNext(claimCtx, opledger.ClaimNextOptions{
 		Worker: worker, Lease: e.cfg.Lease, Destinations: dests, AllTenants: true, CallTimeout: e.cfg.CallTimeout,
 		Skip: e.stillCalling()})
+	hung := bg.Err() == nil && errors.Is(context.Cause(claimCtx), context.DeadlineExceeded)
+	cancelClaim()
 	if errors.Is(err, opledger.ErrNothingDue) {
 		return nil, false, true, nil
 	}
-	if err != nil {
+	if err != nil && hung {
+		// A store that held the claim a whole lease is busy: a lock the
+		// claim needs is held elsewhere past the executor's wait. The
+		// worker backs off and logs it as a store outage.
+		err = fmt.Errorf("claim next: no answer within the lease (%s): %w: %w", e.cfg.Lease, opledger.ErrStoreBusy, err)
+	} else if err != nil {
 		err = fmt.Errorf("claim next: %w", err)
+	}
+	if err != nil {
 		e.noteSchemaNewer(err)
 		return nil, false, false, err
 	}

@@ -33,14 +33,53 @@ func HoldLock(t testing.TB, dsn, tenant, key string) (release func()) {
 			require.NoError(t, db.Close())
 		}
 	}
+	return HoldRowLock(t, dsn, "operations", tenant, key)
+}
+
+// HoldRowLock takes, from a session of its own, the lock of the row of
+// table (operations, workflows: a table keyed by tenant and key) of the
+// PostgreSQL store at dsn, as a client's long transaction would (SELECT
+// … FOR UPDATE), and returns its release. The row must exist.
+func HoldRowLock(t testing.TB, dsn, table, tenant, key string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, tx := beginHolder(t, dsn)
+	var one int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM `+pgx.Identifier{table}.Sanitize()+` WHERE tenant = $1 AND key = $2 FOR UPDATE`,
+		tenant, key).Scan(&one))
+	return endHolder(t, conn, tx)
+}
+
+// HoldTableLock locks table of the PostgreSQL store at dsn (LOCK TABLE
+// … IN ACCESS EXCLUSIVE MODE, as an operator's migration or maintenance
+// would), from a session of its own, and returns the session and the
+// lock's release: every statement that reads or writes the table waits
+// for it, for as long as the DSN sets no lock_timeout.
+func HoldTableLock(t testing.TB, dsn, table string) (holder *pgx.Conn, release func()) {
+	t.Helper()
+	conn, tx := beginHolder(t, dsn)
+	_, err := tx.Exec(context.Background(), `LOCK TABLE `+pgx.Identifier{table}.Sanitize()+` IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	return conn, endHolder(t, conn, tx)
+}
+
+// beginHolder opens a session to dsn and begins the transaction that
+// holds a lock in it.
+func beginHolder(t testing.TB, dsn string) (*pgx.Conn, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	tx, err := conn.Begin(ctx)
 	require.NoError(t, err)
-	var one int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT 1 FROM operations WHERE tenant = $1 AND key = $2 FOR UPDATE`,
-		tenant, key).Scan(&one))
+	return conn, tx
+}
+
+// endHolder is the release of a lock beginHolder's transaction holds:
+// it rolls the transaction back and closes the session.
+func endHolder(t testing.TB, conn *pgx.Conn, tx pgx.Tx) func() {
 	return func() {
+		ctx := context.Background()
 		require.NoError(t, tx.Rollback(ctx))
 		require.NoError(t, conn.Close(ctx))
 	}
@@ -55,21 +94,12 @@ func HoldLock(t testing.TB, dsn, tenant, key string) (release func()) {
 // released query may finish before the cancellation reaches it.
 func GoneWhileLocked(t testing.TB, dsn, table string, send func(ctx context.Context) error) (release func(), sendErr error) {
 	t.Helper()
-	ctx := context.Background()
-	holder, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `LOCK TABLE `+pgx.Identifier{table}.Sanitize()+` IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
-	sendCtx, cancel := context.WithCancel(ctx)
+	holder, release := HoldTableLock(t, dsn, table)
+	sendCtx, cancel := context.WithCancel(context.Background())
 	sent := make(chan error, 1)
 	go func() { sent <- send(sendCtx) }()
 	WaitBlockedBy(t, holder, "the request")
 	cancel()
 	sendErr = <-sent
-	return func() {
-		require.NoError(t, tx.Rollback(ctx))
-		require.NoError(t, holder.Close(ctx))
-	}, sendErr
+	return release, sendErr
 }
