@@ -1016,11 +1016,11 @@ func (e *Executor) abandon(bg context.Context, tl *opledger.Ledger, c *opledger.
 		case err == nil:
 			log.Info("abandoned destination call returned; its outcome is reported", "outcome", report.Outcome,
 				"state", after.State, "abandoned_calls", running)
-			advanceWorkflow(store, tl, after, log)
+			e.advanceWorkflow(store, tl, after, log)
 		case errors.As(err, &stale):
 			log.Warn("abandoned destination call returned after its claim was lost; its outcome is kept as a late report",
 				"outcome", report.Outcome, "state", stale.Operation.State, "abandoned_calls", running)
-			advanceWorkflow(store, tl, stale.Operation, log)
+			e.advanceWorkflow(store, tl, stale.Operation, log)
 		case errors.Is(err, opledger.ErrClosed):
 			log.Warn("an abandoned destination call returned after the ledger closed; its outcome was not recorded (its lease will make the operation uncertain)",
 				"outcome", report.Outcome, "abandoned_calls", running)
@@ -1183,7 +1183,7 @@ func (e *Executor) finish(r run, bg context.Context, tl *opledger.Ledger, c *opl
 	var stale *opledger.StaleError
 	if errors.As(err, &stale) {
 		log.Warn("late report kept as evidence", "outcome", report.Outcome, "state", stale.Operation.State)
-		advanceWorkflow(bg, tl, stale.Operation, log)
+		e.advanceWorkflow(bg, tl, stale.Operation, log)
 		return stale.Operation, nil
 	}
 	if err != nil {
@@ -1191,17 +1191,23 @@ func (e *Executor) finish(r run, bg context.Context, tl *opledger.Ledger, c *opl
 	}
 	log.Info("attempt reported", "outcome", report.Outcome, "state", after.State, "protected", c.Protected,
 		"attempt", after.AttemptCount)
-	advanceWorkflow(bg, tl, after, log)
+	e.advanceWorkflow(bg, tl, after, log)
 	return after, nil
 }
 
 // advanceWorkflow records the next step of the workflow op is a step of,
 // once op has succeeded, rather than leaving it to the server's periodic
-// sweep. A failure is logged: the sweep still advances the workflow.
-func advanceWorkflow(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, log *slog.Logger) {
+// sweep. A failure is logged: the sweep still advances the workflow. The
+// write is bounded by a lease, as the executor's other writes are: one
+// that hangs (a lock on the workflow another session holds while the
+// DSN sets no lock_timeout) is given up, logged at WARN, rather than
+// hold the worker for as long as it hangs.
+func (e *Executor) advanceWorkflow(ctx context.Context, tl *opledger.Ledger, op *opledger.Operation, log *slog.Logger) {
 	if op.State != opledger.StateSucceeded {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Lease)
+	defer cancel()
 	advance.WorkflowOf(ctx, tl, op.Key, log)
 }
 
