@@ -120,6 +120,12 @@ type Reconciler struct {
 	// abandoned after its timeout and is still running.
 	mu        sync.Mutex
 	abandoned map[abandonedKey]struct{}
+
+	// outageMu guards outage: the operations of the passes (of RunOnce,
+	// across passes) that the store could not take since it last took
+	// one, logged by the outage rule (logOperation).
+	outageMu sync.Mutex
+	outage   periodic.Outage
 }
 
 // abandonedKey names an operation whose lookup was abandoned.
@@ -256,7 +262,12 @@ type Pass struct {
 // ErrStoreFull) is logged as every loop of the process logs a store
 // outage (periodic.Outage): at WARN at the first and as their count
 // doubles, at DEBUG between, and once at INFO ("reconcile pass: store
-// reachable again") at the first pass after them.
+// reachable again") at the first pass after them. An operation of a pass
+// (RunOnce) that fails is logged by the same rules as "reconcile", its
+// store failures counted apart, across passes: an outage that starts
+// mid-pass, or a store that reads the queue but takes no write, says so
+// in a few lines ("reconcile: store reachable again" at its end) rather
+// than an ERROR per operation of every batch.
 func (r *Reconciler) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -316,13 +327,11 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 				}
 				if err != nil {
 					pass.Errors++
-					if ctx.Err() == nil {
-						r.log.Error("reconcile", "tenant", op.Tenant, "destination", op.Destination, "error", redact.Keys(op.Key, err))
-					}
 				} else {
 					pass.Decisions[d]++
 				}
 				mu.Unlock()
+				r.logOperation(ctx, op, err)
 			}
 		}()
 	}
@@ -332,6 +341,26 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 	close(work)
 	wg.Wait()
 	return pass, nil
+}
+
+// logOperation logs the outcome, err, of one operation of a pass by the
+// outage rule (periodic.Outage), its count kept across passes: an
+// operation the store could not take (unavailable, busy, full) at WARN
+// at the first and as their count doubles, at DEBUG between, and once at
+// INFO ("reconcile: store reachable again") at the next operation it
+// takes; any other error at ERROR, every time. An outage that starts
+// mid-pass, or a store that reads the queue but takes no write (a full
+// disk), is thus said in a few lines rather than an ERROR per operation
+// of every batch. Nothing is logged once ctx has ended.
+func (r *Reconciler) logOperation(ctx context.Context, op *opledger.Operation, err error) {
+	log := r.log
+	if err != nil {
+		log = log.With("tenant", op.Tenant, "destination", op.Destination)
+		err = redact.Keys(op.Key, err)
+	}
+	r.outageMu.Lock()
+	defer r.outageMu.Unlock()
+	r.outage.Log(log, "reconcile", err, ctx.Err() != nil)
 }
 
 // lookupLeaseMargin is how much longer than its lookup's timeout an operation
