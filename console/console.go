@@ -50,8 +50,9 @@
 // list too.
 //
 // Allowed imports: opledger, opledger/lab (the lab page), internal/advance
-// (a step marked succeeded moves its workflow on), internal/redact (keys
-// left out of logged errors), the standard library.
+// (a step marked succeeded moves its workflow on), internal/periodic (the
+// rule by which a store outage is logged), internal/redact (keys left out
+// of logged errors), the standard library.
 package console
 
 import (
@@ -62,6 +63,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -76,6 +78,7 @@ import (
 	"unicode"
 
 	"github.com/opledger/opledger"
+	"github.com/opledger/opledger/internal/periodic"
 	"github.com/opledger/opledger/internal/redact"
 	"github.com/opledger/opledger/lab"
 )
@@ -398,9 +401,13 @@ func (c *Console) noPage(w http.ResponseWriter, r *http.Request, status int, all
 
 // Sample reads the counters of every tenant that has a token, for the
 // dashboard chart. The server calls it once a minute. A tenant whose
-// counters cannot be read is logged and left out of this sample; the
-// others are still sampled. The error is that of listing the tenants, or
-// of ctx.
+// counters cannot be read is logged (at ERROR) and left out of this
+// sample; the others are still sampled. A store that could not take the
+// read (unavailable, busy or full: periodic.StoreProblem) ends the sample
+// instead, with that error: the other tenants would most likely meet it
+// too, and the caller's loop logs it by the outage rule (periodic.Run)
+// rather than an ERROR per tenant per sample. The error is that, that of
+// listing the tenants, or ctx's.
 func (c *Console) Sample(ctx context.Context) error {
 	toks, err := c.ledger.Tokens(ctx, true)
 	if err != nil {
@@ -415,6 +422,9 @@ func (c *Console) Sample(ctx context.Context) error {
 		if err := c.sampleTenant(ctx, t.Tenant); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if periodic.StoreProblem(err) != "" {
+				return fmt.Errorf("read the counters of tenant %s: %w", t.Tenant, err)
 			}
 			c.log.Error("console: sample counters", "tenant", t.Tenant, "error", err)
 		}
