@@ -42,6 +42,10 @@ const (
 	DestWebhook DestinationKind = "webhook"
 )
 
+// looksUp reports whether the destination of the kind looks records up
+// (a CRM, also behind a webhook), so that a lookup fault can be taken.
+func (k DestinationKind) looksUp() bool { return k == DestCRM || k == DestWebhook }
+
 // Tally is what the lab counts. The columns of the case file and the
 // counters of the interactive scenarios are defined here, once.
 type Tally struct {
@@ -72,7 +76,8 @@ type Case struct {
 	// Destination is the simulated destination.
 	Destination DestinationKind `json:"destination"`
 	// Faults are injected into the destination before the first step; each
-	// call to it consumes the next one.
+	// call to it consumes the next one, each lookup the next lookup fault
+	// (FaultLookupError), which only a destination with lookups takes.
 	Faults []Fault `json:"faults"`
 	// Steps are played in order.
 	Steps []Step `json:"steps"`
@@ -289,6 +294,9 @@ func parseCase(line int, rec []string) (Case, error) {
 				return c, bad("faults", "%v", err)
 			}
 			c.Faults = append(c.Faults, fault)
+		}
+		if err := checkLookupFaults(string(c.Destination), c.Destination.looksUp(), c.Faults); err != nil {
+			return c, bad("faults", "%v", err)
 		}
 	}
 	steps, err := ParseSteps(rec[4])

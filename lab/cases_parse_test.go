@@ -48,3 +48,24 @@ func TestParseCasesAdvancesAddUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cases[0].Steps, 4)
 }
+
+// TestParseCasesLookupFault: lookup_error is taken by a lookup, so only a
+// case whose destination looks records up (the CRM, also behind a
+// webhook) may inject it; an e-mail or payment case that does is refused
+// before anything runs, naming the line.
+func TestParseCasesLookupFault(t *testing.T) {
+	t.Parallel()
+	header := strings.Join(lab.CaseColumns, ",")
+	for _, dest := range []string{"crm", "webhook"} {
+		cases, err := lab.ParseCases(strings.NewReader(header + "\nl," + "interactive," + dest + ",lost_response;lookup_error,send; verify,1,1,1,0,0,uncertain,t,t,e,e\n"))
+		require.NoError(t, err, dest)
+		require.Equal(t, []lab.Fault{lab.FaultLostResponse, lab.FaultLookupError}, cases[0].Faults)
+	}
+	for _, dest := range []string{"email", "payment"} {
+		_, err := lab.ParseCases(strings.NewReader(header + "\nl,interactive," + dest + ",lost_response;lookup_error,send; verify,1,1,0,0,0,held,t,t,e,e\n"))
+		var fe *lab.FileError
+		require.ErrorAs(t, err, &fe, dest)
+		require.Equal(t, 2, fe.Line)
+		require.Equal(t, "faults: fault lookup_error fails a lookup, and "+dest+" offers none (only the crm looks records up)", fe.Msg)
+	}
+}

@@ -22,7 +22,8 @@ type Counters struct {
 	// Effects counts the effects made: records created, emails sent,
 	// charges made. A replayed or refused call makes none.
 	Effects int `json:"effects"`
-	// Lookups counts the lookups served.
+	// Lookups counts the lookups received, a failed one
+	// (FaultLookupError) too.
 	Lookups int `json:"lookups"`
 }
 
@@ -55,6 +56,9 @@ type base struct {
 
 	mu     sync.Mutex
 	faults []Fault
+	// lookupFaults are the faults queued for the next lookups
+	// (Fault.OnLookup).
+	lookupFaults []Fault
 	// current is the fault of the call being served, for commit.
 	current  Fault
 	counters Counters
@@ -78,18 +82,28 @@ func newBase(name, def string, now func() time.Time) base {
 func (b *base) Name() string { return b.name }
 
 // Inject queues faults: the next calls get them, one each, in order; later
-// calls are served normally.
+// calls are served normally. A fault taken by a lookup (FaultLookupError)
+// is queued for the next lookups instead, in the same way, and calls do
+// not see it; at a destination without lookups it waits for ever (the
+// case file and the served control API refuse it there).
 func (b *base) Inject(faults ...Fault) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.faults = append(b.faults, faults...)
+	for _, f := range faults {
+		if f.OnLookup() {
+			b.lookupFaults = append(b.lookupFaults, f)
+		} else {
+			b.faults = append(b.faults, f)
+		}
+	}
 }
 
-// PendingFaults is how many injected faults no call has taken yet.
+// PendingFaults is how many injected faults no call or lookup has taken
+// yet.
 func (b *base) PendingFaults() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.faults)
+	return len(b.faults) + len(b.lookupFaults)
 }
 
 // Counters returns the counters so far.
@@ -117,6 +131,7 @@ func (b *base) RefsFor(key string) []string {
 // resetLocked clears the common state; the caller holds mu.
 func (b *base) resetLocked() {
 	b.faults = nil
+	b.lookupFaults = nil
 	b.counters = Counters{}
 	b.effects = map[string]int{}
 	b.refs = map[string][]string{}
@@ -156,6 +171,17 @@ func (b *base) mux(serve func(request) answer) *http.ServeMux {
 		writeAnswer(w, b.do(r, err, serve))
 	})
 	return mux
+}
+
+// lookupFailed counts one lookup and takes the next lookup fault, if any:
+// true when the lookup is to fail. The caller holds mu.
+func (b *base) lookupFailed() bool {
+	b.counters.Lookups++
+	if len(b.lookupFaults) == 0 {
+		return false
+	}
+	b.lookupFaults = b.lookupFaults[1:]
+	return true
 }
 
 // serve counts the call, applies the next fault around commit, and returns
@@ -212,16 +238,7 @@ func (b *base) result(a answer, policy destination.HTTPPolicy) (opledger.Result,
 		return opledger.Result{}, opledger.Uncertain(&destination.SendError{
 			Method: http.MethodPost, Host: b.name, Written: true, Err: errNoAnswer})
 	}
-	h := http.Header{}
-	if a.retryAfter != "" {
-		h.Set("Retry-After", a.retryAfter)
-	}
-	resp := &http.Response{StatusCode: a.status, Status: strconv.Itoa(a.status) + " " + http.StatusText(a.status),
-		Header: h, Request: &http.Request{Method: http.MethodPost, URL: &url.URL{Host: b.name}}}
-	if policy.Now == nil {
-		policy.Now = b.now
-	}
-	if err := destination.ClassifyStatus(resp, policy); err != nil {
+	if err := b.classify(a, http.MethodPost, policy); err != nil {
 		return opledger.Result{Response: a.body}, err
 	}
 	var rec struct {
@@ -231,6 +248,22 @@ func (b *base) result(a answer, policy destination.HTTPPolicy) (opledger.Result,
 		return opledger.Result{Response: a.body}, opledger.Uncertain(errors.New(b.name + ": answer without a reference"))
 	}
 	return opledger.Result{Ref: rec.ID, Response: a.body}, nil
+}
+
+// classify classifies an answer to a method request as
+// destination.ClassifyStatus classifies the same answer over HTTP: nil
+// for a 2xx.
+func (b *base) classify(a answer, method string, policy destination.HTTPPolicy) error {
+	h := http.Header{}
+	if a.retryAfter != "" {
+		h.Set("Retry-After", a.retryAfter)
+	}
+	resp := &http.Response{StatusCode: a.status, Status: strconv.Itoa(a.status) + " " + http.StatusText(a.status),
+		Header: h, Request: &http.Request{Method: method, URL: &url.URL{Host: b.name}}}
+	if policy.Now == nil {
+		policy.Now = b.now
+	}
+	return destination.ClassifyStatus(resp, policy)
 }
 
 // callRequest builds the model's request from an in-process call.

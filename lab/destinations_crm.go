@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -89,20 +90,27 @@ func (c *CRM) create(r request) answer {
 	})
 }
 
-// find returns the record visible now under ref; the caller holds mu.
-func (c *CRM) find(ref string) *crmRecord {
-	c.counters.Lookups++
+// find serves one lookup of ref: the record visible now under ref (nil
+// when none is), or, when the lookup fails (FaultLookupError), the
+// non-2xx answer its search gets. The caller holds mu.
+func (c *CRM) find(ref string) (*crmRecord, *answer) {
+	if c.lookupFailed() {
+		a := errorAnswer(http.StatusServiceUnavailable, "injected: the lookup service is unavailable, nothing was searched")
+		return nil, &a
+	}
 	rec, ok := c.records[ref]
 	if !ok || c.now().Before(rec.visibleAt) {
-		return nil
+		return nil, nil
 	}
-	return rec
+	return rec, nil
 }
 
 // Lookup searches the record of op by its external reference and compares
 // its payload with op's. A record created less than VisibilityDelay ago is
 // not found. It searches as the CRM's HTTP lookup does, so refs are not
-// read: the CRM's calls report a reference only with a success.
+// read: the CRM's calls report a reference only with a success. A lookup
+// that takes FaultLookupError searches nothing and fails with the error
+// destination.HTTP's lookup returns for the same answer (503).
 func (c *CRM) Lookup(_ context.Context, op *opledger.Operation, _ []string) (destination.LookupResult, error) {
 	p, err := canonical(op.Payload)
 	if err != nil {
@@ -113,8 +121,12 @@ func (c *CRM) Lookup(_ context.Context, op *opledger.Operation, _ []string) (des
 		ref = op.Key
 	}
 	c.mu.Lock()
-	rec := c.find(ref)
+	rec, failed := c.find(ref)
 	c.mu.Unlock()
+	if failed != nil {
+		// What destination.HTTP's lookup says of the same answer.
+		return destination.LookupResult{}, fmt.Errorf("lookup: %s", opledger.ErrorText(c.classify(*failed, http.MethodGet, c.policy())))
+	}
 	if rec == nil {
 		return destination.LookupResult{Evidence: c.name + " lookup: no record"}, nil
 	}
@@ -135,16 +147,22 @@ func (c *CRM) Reset() {
 }
 
 // Handler serves the CRM over HTTP: POST /records creates, GET
-// /records?external_ref=X searches the visible records.
+// /records?external_ref=X searches the visible records (503 Service
+// Unavailable for a search that takes FaultLookupError).
 func (c *CRM) Handler() http.Handler {
 	mux := c.mux(c.create)
 	mux.HandleFunc("GET /records", func(w http.ResponseWriter, req *http.Request) {
 		c.mu.Lock()
-		items := []*crmRecord{}
-		if rec := c.find(req.URL.Query().Get("external_ref")); rec != nil {
-			items = append(items, rec)
+		rec, failed := c.find(req.URL.Query().Get("external_ref"))
+		var a answer
+		switch {
+		case failed != nil:
+			a = *failed
+		case rec != nil:
+			a = jsonAnswer(http.StatusOK, map[string]any{"items": []*crmRecord{rec}})
+		default:
+			a = jsonAnswer(http.StatusOK, map[string]any{"items": []*crmRecord{}})
 		}
-		a := jsonAnswer(http.StatusOK, map[string]any{"items": items})
 		c.mu.Unlock()
 		writeAnswer(w, a)
 	})

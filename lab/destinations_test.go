@@ -281,6 +281,49 @@ func TestCRMDelayedVisibility(t *testing.T) {
 	}
 }
 
+// FaultLookupError is taken by the CRM's next lookup, not by its next
+// call: a call queued after it gets the fault queued for it, and the
+// lookup fails (the CRM answers 503) without telling found from not
+// found, in process and over HTTP alike. The failed lookup is counted;
+// the lookup after it is served normally.
+func TestCRMLookupError(t *testing.T) {
+	t.Parallel()
+	for _, via := range []string{"in-process", "http"} {
+		t.Run(via, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clk := newClock()
+			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now})
+			var d interface {
+				destination.Destination
+				destination.Lookuper
+			} = crm
+			if via == "http" {
+				d = serveHTTP(t, crm, clk.Now)
+			}
+			op := operation("crm", "lead:9", `{"amount": 5}`)
+			crm.Inject(lab.FaultLookupError, lab.FaultLostResponse)
+			_, err := d.Call(ctx, call(op))
+			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err), "the call takes lost_response, not the lookup's fault")
+			require.Equal(t, 1, crm.EffectsFor("lead:9"))
+			require.Equal(t, 1, crm.PendingFaults(), "the lookup's fault waits for a lookup")
+
+			found, err := d.Lookup(ctx, op, nil)
+			require.ErrorContains(t, err, "503")
+			require.False(t, found.Found)
+			_, after := opledger.OutcomeOf(err)
+			require.Zero(t, after, "no Retry-After: the reconciler's own backoff applies")
+			require.Zero(t, crm.PendingFaults())
+
+			found, err = d.Lookup(ctx, op, nil)
+			require.NoError(t, err)
+			require.True(t, found.Found)
+			require.True(t, found.Matches)
+			require.Equal(t, lab.Counters{Attempts: 1, Effects: 1, Lookups: 2}, crm.Counters())
+		})
+	}
+}
+
 // The payment replays a known key with the same parameters, refuses it with
 // other ones, and forgets it after the retention: a resend is then a second
 // charge.

@@ -27,9 +27,10 @@
 //
 // # Faults
 //
-// Inject queues faults for the next calls, one per call (see Fault). Each
-// destination counts the attempts it received, the effects it made and the
-// lookups it served (Counters), and the effects made per operation key
+// Inject queues faults for the next calls, one per call (see Fault), and
+// a lookup fault (FaultLookupError) for the CRM's next lookups, one per
+// lookup. Each destination counts the attempts it received, the effects
+// it made and the lookups it received (Counters), and the effects made per operation key
 // (EffectsFor), so that tests and the simulation can check invariants
 // against what really happened at the destination.
 //

@@ -43,6 +43,15 @@ const (
 	// unique reference, which refuses the resend. Elsewhere it is
 	// FaultLostResponse.
 	FaultDelayedVisibility Fault = "delayed_visibility"
+	// FaultLookupError is taken by the destination's next lookup, not by
+	// its next call: the lookup service answers 503 Service Unavailable
+	// and searches nothing, so the lookup tells neither that the record
+	// exists nor that it does not. Calls are served as if it were not
+	// queued. The reconciler counts it as a failed lookup: it backs off,
+	// never resends, and holds the operation for its owner once lookups
+	// have failed reconciler.Config.MaxLookupFailures times. Only a
+	// destination that looks records up (the CRM) takes it.
+	FaultLookupError Fault = "lookup_error"
 )
 
 // LaggingVisibility is how long a record made under FaultDelayedVisibility
@@ -52,9 +61,14 @@ const LaggingVisibility = 5 * time.Minute
 // RetryAfterSeconds is the Retry-After a Fault429 answer carries.
 const RetryAfterSeconds = 2
 
-// Faults lists every fault but FaultNone.
-var Faults = []Fault{FaultLostResponse, FaultTimeoutBeforeCommit, Fault5xxBeforeCommit,
+// CallFaults lists the faults a call takes: every fault but FaultNone and
+// FaultLookupError.
+var CallFaults = []Fault{FaultLostResponse, FaultTimeoutBeforeCommit, Fault5xxBeforeCommit,
 	Fault5xxAfterCommit, Fault429, FaultValidation, FaultDelayedVisibility}
+
+// Faults lists every fault but FaultNone: CallFaults, then
+// FaultLookupError.
+var Faults = append(append([]Fault(nil), CallFaults...), FaultLookupError)
 
 // ParseFault reads a fault name as written in the constants ("none" and
 // "" are FaultNone).
@@ -63,6 +77,21 @@ func ParseFault(s string) (Fault, error) { return parseName("fault", s, Faults) 
 // Commits reports whether the fault lets the effect happen.
 func (f Fault) Commits() bool {
 	return f == FaultNone || f == FaultLostResponse || f == Fault5xxAfterCommit || f == FaultDelayedVisibility
+}
+
+// OnLookup reports whether the fault is taken by a lookup rather than by
+// a call.
+func (f Fault) OnLookup() bool { return f == FaultLookupError }
+
+// checkLookupFaults refuses faults taken by a lookup for the destination
+// named dest when it offers no lookup: nothing would ever take them.
+func checkLookupFaults(dest string, looksUp bool, faults []Fault) error {
+	for _, f := range faults {
+		if f.OnLookup() && !looksUp {
+			return fmt.Errorf("fault %s fails a lookup, and %s offers none (only the crm looks records up)", f, dest)
+		}
+	}
+	return nil
 }
 
 // String is the fault's name, "none" for FaultNone.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
 )
 
@@ -19,6 +20,7 @@ import (
 // API beside it:
 //
 //	POST /{name}/faults   ["lost_response", "429"]   the next calls get these faults, one each: {"queued": 2}
+//	                                                 (lookup_error: the next lookup, at the CRM only)
 //	GET  /{name}/counters                            {"attempts": …, "effects": …, "lookups": …}
 //
 // DestinationsYAML writes the destinations file that sends to them.
@@ -48,7 +50,8 @@ const maxFaultsBytes = 1 << 16
 
 // Handler serves the destinations and their control API. The control
 // API's refusals (a body that is not a list of fault names, an unknown
-// fault, a body too large, a method a control route does not take, a path
+// fault, a lookup fault for a destination without lookups, a body too
+// large, a method a control route does not take, a path
 // under no destination) are RFC 9457 problems, as on opledger's own HTTP
 // API; the destinations' own routes answer as the simulated services do.
 func (s *Served) Handler() http.Handler {
@@ -81,6 +84,11 @@ func (s *Served) Handler() http.Handler {
 					return
 				}
 				faults = append(faults, f)
+			}
+			_, looksUp := d.(destination.Lookuper)
+			if err := checkLookupFaults(d.Name(), looksUp, faults); err != nil {
+				httpapi.WriteProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
+				return
 			}
 			d.Inject(faults...)
 			w.Header().Set("Content-Type", "application/json")

@@ -119,6 +119,39 @@ func TestServedTenantsShareAKey(t *testing.T) {
 	}
 }
 
+// TestServedLookupError: a lookup_error queued through the control API
+// fails the CRM's next search (503, JSON {"error"}), not its next create;
+// the failed search is counted, and the one after it is served.
+func TestServedLookupError(t *testing.T) {
+	t.Parallel()
+	s := lab.NewServed()
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	status, body := do(http.MethodPost, "/crm/faults", `["lookup_error"]`)
+	require.Equal(t, http.StatusOK, status, body)
+	require.JSONEq(t, `{"queued": 1}`, body)
+	status, body = do(http.MethodPost, "/crm/records", `{"key": "k:1", "payload": {}}`)
+	require.Equal(t, http.StatusCreated, status, "the create is not the lookup: %s", body)
+	status, body = do(http.MethodGet, "/crm/records?external_ref=k:1", "")
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Contains(t, body, `"error"`)
+	status, body = do(http.MethodGet, "/crm/records?external_ref=k:1", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `"k:1"`)
+	require.Equal(t, lab.Counters{Attempts: 1, Effects: 1, Lookups: 2}, s.CRM.Counters())
+}
+
 // docs/lab.md shows the CRM's entry of the file Served writes, for the
 // default address, as it is written.
 func TestServedDocsShowTheCRMEntry(t *testing.T) {
@@ -155,6 +188,10 @@ func TestServedControlProblems(t *testing.T) {
 			`the body is a JSON list of faults`, ""},
 		{"unknown fault", http.MethodPost, "/payment/faults", `["429", "jump"]`, http.StatusBadRequest, "invalid_input",
 			`unknown fault "jump" (want none, lost_response`, ""},
+		{"no lookup to fail", http.MethodPost, "/email/faults", `["lost_response", "lookup_error"]`, http.StatusBadRequest, "invalid_input",
+			`fault lookup_error fails a lookup, and email offers none`, ""},
+		{"no lookup to fail either", http.MethodPost, "/payment/faults", `["lookup_error"]`, http.StatusBadRequest, "invalid_input",
+			`fault lookup_error fails a lookup, and payment offers none`, ""},
 		{"too large", http.MethodPost, "/crm/faults", `["` + strings.Repeat("x", 1<<16) + `"]`, http.StatusRequestEntityTooLarge,
 			"payload_too_large", "the body is larger than 65536 bytes", ""},
 		{"faults read", http.MethodGet, "/crm/faults", ``, http.StatusMethodNotAllowed, "method_not_allowed",

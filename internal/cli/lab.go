@@ -57,8 +57,9 @@ into --config-dir a destinations.yaml that sends to them, and an opledger.yaml
 naming it, so that 'opledger serve --config DIR/opledger.yaml' runs its executor
 and reconciler against them. POST /NAME/faults with a JSON list of faults makes
 the next calls to that destination misbehave (a lost response, a 429, a 5xx
-after the effect, …); GET /NAME/counters says how many calls it received and
-how many effects it made. Files in --config-dir are never overwritten: a run on
+after the effect, …), or, with lookup_error, the CRM's next lookups fail;
+GET /NAME/counters says how many calls and lookups it received and how many
+effects it made. Files in --config-dir are never overwritten: a run on
 the same --addr keeps those an earlier one wrote, another address needs another
 directory.`,
 		Example: `  opledger lab destinations --config-dir /tmp/lab --addr 127.0.0.1:9100 &

@@ -114,7 +114,7 @@ func TestSim(t *testing.T) {
 	if len(seeds) < minCoverageSeeds {
 		t.Logf("%d seeds: fewer than %d, so not checked for every fault and crash point", len(seeds), minCoverageSeeds)
 	} else {
-		for _, f := range lab.Faults {
+		for _, f := range lab.CallFaults {
 			require.Positive(t, faults[f.String()], "no seed injected fault %s", f)
 		}
 		for _, c := range lab.CrashPoints {

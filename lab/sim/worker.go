@@ -106,7 +106,7 @@ func (w *world) step(ctx context.Context, wk *worker, faults bool) error {
 		d := w.dests[c.Operation.Destination]
 		fault := lab.FaultNone
 		if faults && w.rng.Float64() < w.cfg.FaultRate {
-			fault = lab.Faults[w.rng.IntN(len(lab.Faults))]
+			fault = lab.CallFaults[w.rng.IntN(len(lab.CallFaults))]
 			// A validation error is about the content, which every
 			// attempt carries unchanged: a destination that may have
 			// accepted it once does not refuse it later.
