@@ -71,6 +71,32 @@ func TestVerifyTellsTheLedgersReason(t *testing.T) {
 	require.NotContains(t, last, "no longer remembered")
 }
 
+// TestVerifyTellsFailedLookups: a verify whose lookup fails says so, and
+// that the operation stays uncertain with nothing sent, not that the CRM
+// does not show the record yet (which a lookup that answered would have
+// said); the verify whose failed lookup reaches the reconciler's limit
+// says the operation is held for its owner because the lookups failed,
+// not because the CRM has other content.
+func TestVerifyTellsFailedLookups(t *testing.T) {
+	t.Parallel()
+	r := runOneCase(t, "lookups-fail,interactive,crm,lost_response;lookup_error;lookup_error,send; verify; advance 10s; verify,1,1,2,0,0,uncertain,t,t,e,e")
+	for i, want := range map[int]string{1: "1 since the operation became uncertain)", 3: "2 since the operation became uncertain)"} {
+		got := r.Steps[i].Explanation
+		require.Contains(t, got, "The lookup at the lab-crm failed (failed lookup "+want)
+		require.Contains(t, got, "the operation stays uncertain")
+		require.NotContains(t, got, "visibility delay")
+	}
+	// The reconciler's backoff: 10 s after the first failure, doubling.
+	require.Contains(t, r.Steps[1].Explanation, "looks again in 10s.")
+	require.Contains(t, r.Steps[3].Explanation, "looks again in 20s.")
+	r = runOneCase(t, "lookups-keep-failing,interactive,crm,lost_response"+strings.Repeat(";lookup_error", 8)+
+		",send; verify; advance 10s; verify; advance 20s; verify; advance 40s; verify; advance 80s; verify; advance 160s; verify; advance 320s; verify; advance 640s; verify,1,1,8,0,0,held,t,t,e,e")
+	last := r.Steps[len(r.Steps)-1].Explanation
+	require.Contains(t, last, "The lookup at the lab-crm failed again (failed lookup 8 since the operation became uncertain)")
+	require.Contains(t, last, "held for its owner")
+	require.NotContains(t, last, "other content")
+}
+
 // runOneCase runs the case of one CSV row (without the header) on a fresh
 // SQLite store and requires it to pass.
 func runOneCase(t *testing.T, row string) lab.CaseResult {

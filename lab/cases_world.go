@@ -296,6 +296,10 @@ func (w *world) verify(ctx context.Context) (string, error) {
 	var parts []string
 	for _, op := range page.Items {
 		before := w.dest.Counters().Lookups
+		failedBefore, err := w.ledger.LookupFailures(ctx, op.Key)
+		if err != nil {
+			return "", err
+		}
 		d, err := w.rec.Reconcile(ctx, op)
 		if err != nil {
 			return "", err
@@ -309,15 +313,47 @@ func (w *world) verify(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		parts = append(parts, explainVerify(w.dest.Name(), w.dest.Capabilities(), d, looked, after, tl[len(tl)-1].Event))
+		event := tl[len(tl)-1].Event
+		// The reconciler records a failed lookup as a deferral it counts
+		// (Ledger.LookupFailures), and the one that reaches its limit as
+		// its hold ("held"), which nothing else in the lab makes.
+		var failed *lookupFailure
+		switch {
+		case looked && d == reconciler.Wait:
+			n, err := w.ledger.LookupFailures(ctx, op.Key)
+			if err != nil {
+				return "", err
+			}
+			if n > failedBefore && after.NotBefore != nil {
+				failed = &lookupFailure{count: n, retryIn: after.NotBefore.Sub(w.now())}
+			}
+		case looked && d == reconciler.Held && event == "held":
+			failed = &lookupFailure{count: failedBefore + 1}
+		}
+		parts = append(parts, explainVerify(w.dest.Name(), w.dest.Capabilities(), d, looked, failed, after, event))
 	}
 	return strings.Join(parts, " "), nil
 }
 
+// lookupFailure is a check whose lookup failed.
+type lookupFailure struct {
+	// count is how many lookups failed since the operation became
+	// uncertain, this one included.
+	count int
+	// retryIn is how long until the reconciler looks again; 0 when the
+	// operation was held.
+	retryIn time.Duration
+}
+
 // explainVerify tells what a reconciliation decided (d) and why; event is
-// the operation's latest timeline event, the ledger's own reason.
-func explainVerify(dest string, caps destination.Capabilities, d reconciler.Decision, looked bool, op *opledger.Operation, event string) string {
+// the operation's latest timeline event, the ledger's own reason, and
+// failed is set when the check's lookup failed.
+func explainVerify(dest string, caps destination.Capabilities, d reconciler.Decision, looked bool, failed *lookupFailure, op *opledger.Operation, event string) string {
 	switch {
+	case failed != nil && d == reconciler.Held:
+		return fmt.Sprintf("The lookup at the %s failed again (failed lookup %d since the operation became uncertain): the reconciler has tried as often as it may, so rather than guess or resend, the operation is held for its owner; nothing was sent.", dest, failed.count)
+	case failed != nil:
+		return fmt.Sprintf("The lookup at the %s failed (failed lookup %d since the operation became uncertain): it proves neither that the record exists nor that it does not, so the operation stays uncertain, nothing is sent, and the reconciler looks again in %s.", dest, failed.count, failed.retryIn)
 	case d == reconciler.Succeeded:
 		return fmt.Sprintf("A lookup at the %s found record %s with the intended content: the operation is confirmed succeeded, nothing was sent.", dest, op.DestinationRef)
 	case d == reconciler.Retry && op.Protected:
