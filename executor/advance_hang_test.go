@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/destination"
-	"github.com/opledger/opledger/executor"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
 )
@@ -29,18 +27,8 @@ import (
 func TestAdvanceBoundedOnHungStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	l, err := opledger.Open(ctx, dsn, opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
-	s := newSlow()
-	set, err := destination.NewSet(s)
-	require.NoError(t, err)
-	sink := testrig.NewRecordSink("advance workflow")
-	ex, err := executor.New(l, executor.Config{Destinations: set, Workers: 1, Lease: time.Second,
-		CallTimeout: 500 * time.Millisecond, SweepInterval: -1, Logger: slog.New(sink)})
-	require.NoError(t, err)
-	_, _, err = l.PutWorkflow(ctx, "wf:W1", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
+	dsn, l, s, sink, ex := hungStoreExecutor(t, "advance workflow")
+	_, _, err := l.PutWorkflow(ctx, "wf:W1", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
 		{Name: "one", Action: "send", Destination: "slow", Payload: json.RawMessage(`{"n":1}`)},
 		{Name: "two", Action: "send", Destination: "slow", Payload: json.RawMessage(`{"n":2}`)},
 	}})

@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/destination"
-	"github.com/opledger/opledger/executor"
 	"github.com/opledger/opledger/internal/testdb"
 	"github.com/opledger/opledger/internal/testrig"
 )
@@ -30,23 +28,14 @@ import (
 func TestClaimBoundedOnHungStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	l, err := opledger.Open(ctx, dsn, opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
-	s := newSlow()
-	set, err := destination.NewSet(s)
-	require.NoError(t, err)
-	sink := testrig.NewRecordSink("store unavailable, backing off")
-	ex, err := executor.New(l, executor.Config{Destinations: set, Workers: 1, Lease: time.Second,
-		CallTimeout: 500 * time.Millisecond, SweepInterval: -1, Logger: slog.New(sink)})
-	require.NoError(t, err)
+	dsn, _, s, sink, ex := hungStoreExecutor(t, "store unavailable, backing off")
 
 	_, release := testdb.HoldTableLock(t, dsn, "operations")
 	var unlockOnce sync.Once
 	unlock := func() { unlockOnce.Do(release) }
 	defer unlock()
 
+	var err error
 	stepped := make(chan error, 1)
 	go func() {
 		_, err := ex.RunOnce(ctx)

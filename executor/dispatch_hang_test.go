@@ -17,6 +17,27 @@ import (
 	"github.com/opledger/opledger/internal/testrig"
 )
 
+// hungStoreExecutor is what the tests of a hung store share: a ledger on
+// a fresh PostgreSQL schema (at dsn), the slow destination, and an
+// executor of one worker with a 1 s lease and a 500 ms call timeout,
+// without the lease sweep, whose log goes to sink (which waits for
+// message: testrig.NewRecordSink).
+func hungStoreExecutor(t *testing.T, message string) (dsn string, l *opledger.Ledger, s *slow, sink *testrig.RecordSink, ex *executor.Executor) {
+	t.Helper()
+	dsn = testdb.PostgresDSN(t)
+	l, err := opledger.Open(context.Background(), dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	s = newSlow()
+	set, err := destination.NewSet(s)
+	require.NoError(t, err)
+	sink = testrig.NewRecordSink(message)
+	ex, err = executor.New(l, executor.Config{Destinations: set, Workers: 1, Lease: time.Second,
+		CallTimeout: 500 * time.Millisecond, SweepInterval: -1, Logger: slog.New(sink)})
+	require.NoError(t, err)
+	return dsn, l, s, sink, ex
+}
+
 // TestDispatchBoundedOnHungStore: the dispatch mark, the release or
 // report that settles a claim whose mark failed, and the release of a
 // claim given back before dispatch had no deadline of their own. On
@@ -43,16 +64,7 @@ func TestDispatchBoundedOnHungStore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			dsn := testdb.PostgresDSN(t)
-			l, err := opledger.Open(ctx, dsn, opledger.Options{})
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, l.Close()) })
-			s := newSlow()
-			set, err := destination.NewSet(s)
-			require.NoError(t, err)
-			ex, err := executor.New(l, executor.Config{Destinations: set, Workers: 1, Lease: time.Second,
-				CallTimeout: 500 * time.Millisecond, SweepInterval: -1, Logger: slog.New(testrig.NewRecordSink(""))})
-			require.NoError(t, err)
+			dsn, l, s, _, ex := hungStoreExecutor(t, "")
 			op, _, err := l.Record(ctx, opledger.Intent{Key: "hung:1", Action: "create", Destination: "slow", Payload: json.RawMessage(`{}`)})
 			require.NoError(t, err)
 

@@ -6,15 +6,11 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
-	"github.com/opledger/opledger/destination"
-	"github.com/opledger/opledger/executor"
 	"github.com/opledger/opledger/internal/testdb"
-	"github.com/opledger/opledger/internal/testrig"
 )
 
 // TestReportBoundedOnHungStore: the write of an attempt's outcome had no
@@ -29,17 +25,7 @@ import (
 func TestReportBoundedOnHungStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.PostgresDSN(t)
-	l, err := opledger.Open(ctx, dsn, opledger.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, l.Close()) })
-	s := newSlow()
-	set, err := destination.NewSet(s)
-	require.NoError(t, err)
-	sink := testrig.NewRecordSink("recording the outcome failed; trying again")
-	ex, err := executor.New(l, executor.Config{Destinations: set, Workers: 1, Lease: time.Second, CallTimeout: 500 * time.Millisecond,
-		SweepInterval: -1, Logger: slog.New(sink)})
-	require.NoError(t, err)
+	dsn, l, s, sink, ex := hungStoreExecutor(t, "recording the outcome failed; trying again")
 	op, _, err := l.Record(ctx, opledger.Intent{Key: "hung:1", Action: "create", Destination: "slow", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
