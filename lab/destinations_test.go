@@ -92,6 +92,19 @@ func serveHTTP(t *testing.T, d simulated, now func() time.Time) *destination.HTT
 	return h
 }
 
+// crmVia is crm as the ledger reaches it: crm itself when via is
+// "in-process", its HTTP service through destination.HTTP when "http".
+func crmVia(t *testing.T, via string, crm *lab.CRM, now func() time.Time) interface {
+	destination.Destination
+	destination.Lookuper
+} {
+	t.Helper()
+	if via == "http" {
+		return serveHTTP(t, crm, now)
+	}
+	return crm
+}
+
 type destCase struct {
 	name string
 	make func(now func() time.Time) simulated
@@ -193,13 +206,7 @@ func TestCRMUniqueReferenceAndLookup(t *testing.T) {
 			ctx := context.Background()
 			clk := newClock()
 			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now, VisibilityDelay: time.Minute})
-			var d interface {
-				destination.Destination
-				destination.Lookuper
-			} = crm
-			if via == "http" {
-				d = serveHTTP(t, crm, clk.Now)
-			}
+			d := crmVia(t, via, crm, clk.Now)
 			caps := crm.Capabilities()
 			require.True(t, caps.Lookup.Authoritative)
 			require.Equal(t, time.Minute, caps.Lookup.VisibilityDelay)
@@ -251,13 +258,7 @@ func TestCRMDelayedVisibility(t *testing.T) {
 			ctx := context.Background()
 			clk := newClock()
 			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now}) // declares no delay
-			var d interface {
-				destination.Destination
-				destination.Lookuper
-			} = crm
-			if via == "http" {
-				d = serveHTTP(t, crm, clk.Now)
-			}
+			d := crmVia(t, via, crm, clk.Now)
 			op := operation("crm", "lead:8", `{"amount": 5}`)
 			crm.Inject(lab.FaultDelayedVisibility)
 			_, err := d.Call(ctx, call(op))
@@ -294,13 +295,7 @@ func TestCRMLookupError(t *testing.T) {
 			ctx := context.Background()
 			clk := newClock()
 			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now})
-			var d interface {
-				destination.Destination
-				destination.Lookuper
-			} = crm
-			if via == "http" {
-				d = serveHTTP(t, crm, clk.Now)
-			}
+			d := crmVia(t, via, crm, clk.Now)
 			op := operation("crm", "lead:9", `{"amount": 5}`)
 			crm.Inject(lab.FaultLookupError, lab.FaultLostResponse)
 			_, err := d.Call(ctx, call(op))
@@ -461,13 +456,7 @@ func TestDestinationsKeepNumbersExact(t *testing.T) {
 			ctx := context.Background()
 			clk := newClock()
 			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now})
-			var d interface {
-				destination.Destination
-				destination.Lookuper
-			} = crm
-			if via == "http" {
-				d = serveHTTP(t, crm, clk.Now)
-			}
+			d := crmVia(t, via, crm, clk.Now)
 			op := operation("crm", "lead:big", sent)
 			crm.Inject(lab.FaultLostResponse)
 			_, err := d.Call(ctx, call(op))
