@@ -233,7 +233,7 @@ func newSQLiteCollector(l *opledger.Ledger) *sqliteCollector {
 		batches: prometheus.NewDesc("opledger_sqlite_write_batches_total",
 			"Shared write transactions this process's SQLite writer ran (group commit).", nil, nil),
 		writes: prometheus.NewDesc("opledger_sqlite_writes_total",
-			"Write calls those transactions carried, failed ones too.", nil, nil),
+			"Write calls this process's SQLite writer ran in its shared transactions, failed ones too.", nil, nil),
 		busy: prometheus.NewDesc("opledger_sqlite_writer_busy_seconds_total",
 			"Time this process's SQLite writer spent on its batches, from taking one to answering its callers; a rate near 1 means the writer limits the process's writes.", nil, nil),
 		waits: prometheus.NewDesc("opledger_sqlite_write_lock_waits_total",
