@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,23 +33,13 @@ func TestAdvanceBoundedOnHungStore(t *testing.T) {
 	}})
 	require.NoError(t, err)
 
-	type result struct {
-		op  *opledger.Operation
-		err error
-	}
-	stepped := make(chan result, 1)
-	go func() {
-		got, err := ex.RunOnce(ctx)
-		stepped <- result{got, err}
-	}()
+	stepped := runOnceAside(ctx, ex)
 	<-s.started
-	_, release := testdb.HoldTableLock(t, dsn, "workflows")
-	var unlockOnce sync.Once
-	unlock := func() { unlockOnce.Do(release) }
+	_, unlock := testdb.HoldTableLock(t, dsn, "workflows")
 	defer unlock()
 	close(s.release) // the call succeeds; the workflow's next step waits for the table lock
 
-	var res result
+	var res stepResult
 	select {
 	case res = <-stepped:
 	case <-time.After(time.Minute):

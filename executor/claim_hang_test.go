@@ -3,7 +3,6 @@ package executor_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,19 +29,14 @@ func TestClaimBoundedOnHungStore(t *testing.T) {
 	ctx := context.Background()
 	dsn, _, s, sink, ex := hungStoreExecutor(t, "store unavailable, backing off")
 
-	_, release := testdb.HoldTableLock(t, dsn, "operations")
-	var unlockOnce sync.Once
-	unlock := func() { unlockOnce.Do(release) }
+	_, unlock := testdb.HoldTableLock(t, dsn, "operations")
 	defer unlock()
 
+	stepped := runOnceAside(ctx, ex)
 	var err error
-	stepped := make(chan error, 1)
-	go func() {
-		_, err := ex.RunOnce(ctx)
-		stepped <- err
-	}()
 	select {
-	case err = <-stepped:
+	case res := <-stepped:
+		err = res.err
 	case <-time.After(time.Minute):
 		// A failure guard only: with the bound the step returns within
 		// a lease, without it never.

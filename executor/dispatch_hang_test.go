@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,19 +79,15 @@ func TestDispatchBoundedOnHungStore(t *testing.T) {
 					cancel()
 				}
 			})
-			stepped := make(chan error, 1)
-			go func() {
-				_, err := ex.RunOnce(stepCtx)
-				stepped <- err
-			}()
+			stepped := runOnceAside(stepCtx, ex)
 			<-atDispatch
-			var unlockOnce sync.Once
 			unlock := testdb.HoldLock(t, dsn, op.Tenant, "hung:1")
-			defer unlockOnce.Do(unlock)
+			defer unlock()
 			close(locked)
 
 			select {
-			case err = <-stepped:
+			case res := <-stepped:
+				err = res.err
 			case <-time.After(time.Minute):
 				// A failure guard only: with the bounds the step returns
 				// within two leases, without them never.
@@ -101,7 +96,7 @@ func TestDispatchBoundedOnHungStore(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.NotContains(t, err.Error(), "hung:1", "no operation key in the error")
-			unlockOnce.Do(unlock)
+			unlock()
 			require.Zero(t, s.n.Load(), "nothing was sent")
 			got, err := l.Get(ctx, "hung:1")
 			require.NoError(t, err)

@@ -22,6 +22,23 @@ import (
 	"github.com/opledger/opledger/internal/testrig"
 )
 
+// stepResult is what one RunOnce returned.
+type stepResult struct {
+	op  *opledger.Operation
+	err error
+}
+
+// runOnceAside runs ex.RunOnce(ctx) in a goroutine of its own, for a test
+// that acts while the step runs; its result comes on the channel.
+func runOnceAside(ctx context.Context, ex *executor.Executor) <-chan stepResult {
+	stepped := make(chan stepResult, 1)
+	go func() {
+		op, err := ex.RunOnce(ctx)
+		stepped <- stepResult{op, err}
+	}()
+	return stepped
+}
+
 // slow is a Go destination whose calls wait until released or cancelled.
 type slow struct {
 	started chan struct{}

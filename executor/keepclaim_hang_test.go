@@ -38,16 +38,11 @@ func TestAbandonedCallReportNotHeldByHungStore(t *testing.T) {
 		// The store stops answering the operation's writes while the call
 		// runs: the claim's note and extensions, once it is abandoned,
 		// wait for the lock.
-		stepped := make(chan error, 1)
-		go func() {
-			_, err := r.Exec.RunOnce(r.Ctx)
-			stepped <- err
-		}()
+		stepped := runOnceAside(r.Ctx, r.Exec)
 		<-s.started
-		var releaseLock sync.Once
 		unlock := testdb.HoldLock(t, dsn, op.Tenant, "stuck:1")
-		defer releaseLock.Do(unlock)
-		require.NoError(t, <-stepped)
+		defer unlock()
+		require.NoError(t, (<-stepped).err)
 		require.Equal(t, 1, r.Exec.AbandonedCalls())
 
 		releaseCall.Do(func() { close(s.release) })
@@ -58,7 +53,7 @@ func TestAbandonedCallReportNotHeldByHungStore(t *testing.T) {
 			// renewal interval, without it never.
 			t.Fatal("the call returned, and its report still waits behind a store call keeping its claim")
 		}
-		releaseLock.Do(unlock)
+		unlock()
 		<-ended
 		require.Zero(t, r.Exec.AbandonedCalls())
 		got := r.Get("stuck:1")

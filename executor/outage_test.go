@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger"
@@ -27,17 +26,8 @@ func lockStore(t *testing.T, dsn string) (release func()) {
 	if strings.HasPrefix(dsn, "sqlite:") {
 		return testdb.HoldLock(t, dsn, "", "")
 	}
-	ctx := context.Background()
-	holder, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	tx, err := holder.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, "LOCK TABLE operations IN ACCESS EXCLUSIVE MODE")
-	require.NoError(t, err)
-	return func() {
-		require.NoError(t, tx.Rollback(ctx))
-		require.NoError(t, holder.Close(ctx))
-	}
+	_, release = testdb.HoldTableLock(t, dsn, "operations")
+	return release
 }
 
 // gatePauses makes each pause of ex's workers a gate the test opens: the

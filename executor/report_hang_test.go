@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,26 +28,17 @@ func TestReportBoundedOnHungStore(t *testing.T) {
 	op, _, err := l.Record(ctx, opledger.Intent{Key: "hung:1", Action: "create", Destination: "slow", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
-	type result struct {
-		op  *opledger.Operation
-		err error
-	}
-	stepped := make(chan result, 1)
-	go func() {
-		got, err := ex.RunOnce(ctx)
-		stepped <- result{got, err}
-	}()
+	stepped := runOnceAside(ctx, ex)
 	<-s.started
-	var unlockOnce sync.Once
 	unlock := testdb.HoldLock(t, dsn, op.Tenant, "hung:1")
-	defer unlockOnce.Do(unlock)
+	defer unlock()
 	close(s.release) // the call returns; its report waits for the row lock
 
 	// Without a bound of its own the write waits for the lock for ever,
 	// and this line never comes (Waited fails after a minute).
 	rec := sink.Waited(t)
 	require.Equal(t, slog.LevelWarn, rec.Level)
-	unlockOnce.Do(unlock)
+	unlock()
 	res := <-stepped
 	require.NoError(t, res.err)
 	require.Equal(t, opledger.StateSucceeded, res.op.State)

@@ -68,16 +68,8 @@ func TestSchemaNewerReportNotRetried(t *testing.T) {
 		u.migrate = func() { migrateUnder(t, dsn) }
 		r.Record("upgrade:1", "upgrader", `{}`)
 
-		type result struct {
-			op  *opledger.Operation
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			op, err := r.Exec.RunOnce(r.Ctx)
-			done <- result{op, err}
-		}()
-		var res result
+		done := runOnceAside(r.Ctx, r.Exec)
+		var res stepResult
 		select {
 		case res = <-done:
 		case <-time.After(30 * time.Second):

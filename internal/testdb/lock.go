@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -15,7 +16,9 @@ import (
 // tenant's operation key needs in the store at dsn, as another process
 // would, and returns its release: on SQLite the file's write lock (BEGIN
 // IMMEDIATE, held as a VACUUM or a migration holds it), on PostgreSQL the
-// operation row's lock (the operation must exist).
+// operation row's lock (the operation must exist). Like every release of
+// this file's locks, release may be called again: only its first call
+// releases, so that a test may release early and defer it too.
 func HoldLock(t testing.TB, dsn, tenant, key string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
@@ -26,12 +29,12 @@ func HoldLock(t testing.TB, dsn, tenant, key string) (release func()) {
 		require.NoError(t, err)
 		_, err = conn.ExecContext(ctx, `BEGIN IMMEDIATE`)
 		require.NoError(t, err)
-		return func() {
+		return sync.OnceFunc(func() {
 			_, err := conn.ExecContext(ctx, `ROLLBACK`)
 			require.NoError(t, err)
 			require.NoError(t, conn.Close())
 			require.NoError(t, db.Close())
-		}
+		})
 	}
 	return HoldRowLock(t, dsn, "operations", tenant, key)
 }
@@ -76,13 +79,14 @@ func beginHolder(t testing.TB, dsn string) (*pgx.Conn, pgx.Tx) {
 }
 
 // endHolder is the release of a lock beginHolder's transaction holds:
-// it rolls the transaction back and closes the session.
+// it rolls the transaction back and closes the session, at its first
+// call only.
 func endHolder(t testing.TB, conn *pgx.Conn, tx pgx.Tx) func() {
-	return func() {
+	return sync.OnceFunc(func() {
 		ctx := context.Background()
 		require.NoError(t, tx.Rollback(ctx))
 		require.NoError(t, conn.Close(ctx))
-	}
+	})
 }
 
 // GoneWhileLocked is a caller that goes away while its request waits on
