@@ -242,9 +242,9 @@ func (e *Error) Operation() *opledger.Operation { return e.Problem.Operation }
 //     FencingToken as sent; Current and Operation from the problem's
 //     operation; Recorded false (a report the server kept as evidence
 //     is no error: ReportResult.StaleReport). AttemptToken, the token
-//     the attempt was issued, is the operation's when the attempt is
-//     its current one (Operation.CurrentAttemptID); the problem does not
-//     carry that of an earlier attempt, which is then 0.
+//     the attempt was issued, is the problem's attempt_token; from a
+//     server that does not send it, the operation's when the attempt is
+//     its current one (Operation.CurrentAttemptID), else 0.
 //
 // The operation is as the API shows it, masked at its sensitive fields.
 // The error built so describes itself from its fields: Problem.Detail
@@ -274,9 +274,11 @@ func (e *Error) As(target any) bool {
 		if e.Kind() != "stale_fencing_token" || e.attemptID == "" {
 			return false
 		}
-		stale := &opledger.StaleError{Key: e.key, AttemptID: e.attemptID, FencingToken: e.token, Current: op.FencingToken, Operation: op}
-		if op.CurrentAttemptID == e.attemptID {
-			// The operation's token is its current attempt's.
+		stale := &opledger.StaleError{Key: e.key, AttemptID: e.attemptID, FencingToken: e.token, Current: op.FencingToken, Operation: op,
+			AttemptToken: e.Problem.AttemptToken}
+		if stale.AttemptToken == 0 && op.CurrentAttemptID == e.attemptID {
+			// A server before attempt_token: the operation's token is its
+			// current attempt's.
 			stale.AttemptToken = op.FencingToken
 		}
 		*t = stale

@@ -152,9 +152,9 @@ func TestErrorsAsInTheLibrary(t *testing.T) {
 		}
 	})
 	t.Run("stale fencing token of an earlier attempt", func(t *testing.T) {
-		// The problem does not carry the token an earlier attempt was
-		// issued: AttemptToken is 0, and the error still says what the
-		// library's says.
+		// The problem carries the token the earlier attempt was issued
+		// (attempt_token): AttemptToken is the library's, and the error
+		// says what the library's says.
 		const retried = "order:A4:create"
 		first, err := c.Claim(ctx, retried, client.ClaimRequest{Worker: "w1", Dispatch: true, Intent: &client.Intent{
 			Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"name":"Cy"}`)}})
@@ -171,7 +171,7 @@ func TestErrorsAsInTheLibrary(t *testing.T) {
 		require.ErrorAs(t, libErr, &lib)
 		require.ErrorAs(t, cliErr, &cli)
 		require.Equal(t, first.FencingToken, lib.AttemptToken)
-		require.Zero(t, cli.AttemptToken, "not in the problem")
+		require.Equal(t, lib.AttemptToken, cli.AttemptToken, "from the problem's attempt_token")
 		require.Equal(t, lib.Current, cli.Current)
 		require.Equal(t, lib.Error(), cli.Error())
 	})

@@ -337,7 +337,11 @@ func exerciseAPI(t *testing.T, b *apiBundle) {
 	require.ErrorIs(t, err, opledger.ErrFingerprintMismatch)
 
 	attemptPath := "/v1/operations/order:17:prepare/attempts/" + c.AttemptID
-	expect("POST", attemptPath+"/dispatch", []byte(`{"fencing_token":99}`), 409, "stale_fencing_token")
+	data = expect("POST", attemptPath+"/dispatch", []byte(`{"fencing_token":99}`), 409, "stale_fencing_token")
+	var staleProblem httpapi.Problem
+	require.NoError(t, json.Unmarshal(data, &staleProblem))
+	require.Equal(t, c.FencingToken, staleProblem.AttemptToken, "the token the attempt was issued")
+	require.Equal(t, c.FencingToken, staleProblem.Operation.FencingToken)
 	expect("POST", "/v1/operations/order:17:prepare/attempts/01J000000000000000000000AA/dispatch", []byte(`{"fencing_token":1}`), 404, "not_found")
 	expect("POST", attemptPath+"/dispatch", []byte(`{"fencing_token":"one"}`), 400, "invalid_json")
 	data = expect("POST", attemptPath+"/dispatch", []byte(`{}`), 400, "invalid_input")

@@ -29,6 +29,10 @@ type Problem struct {
 	RequestID string         `json:"request_id,omitempty"`
 	// Operation is the operation as it is now, where the refusal concerns one.
 	Operation *opledger.Operation `json:"operation,omitempty"`
+	// AttemptToken is, in a stale_fencing_token problem, the fencing token
+	// the attempt named in the request was issued (opledger.StaleError's
+	// AttemptToken); absent where the ledger does not know it.
+	AttemptToken int64 `json:"attempt_token,omitempty"`
 }
 
 var titles = map[string]string{
@@ -199,6 +203,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		p.State = me.State
 	case errors.As(err, &stale):
 		status, kind = http.StatusConflict, "stale_fencing_token"
+		p.AttemptToken = stale.AttemptToken
 	case errors.As(err, &se):
 		status, kind = http.StatusConflict, "invalid_state"
 		switch {
