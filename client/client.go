@@ -237,6 +237,7 @@ func (e *Error) Operation() *opledger.Operation { return e.Problem.Operation }
 //     opledger.ErrAlreadyDispatched; Resolve's authorize_retry of the
 //     failed step a workflow was cancelled at), nor for the workflow
 //     methods.
+//
 //   - *opledger.StaleError, for a stale_fencing_token problem refusing
 //     Dispatch, Release, ExtendLease or Report: Key, AttemptID and
 //     FencingToken as sent; Current and Operation from the problem's
@@ -246,10 +247,23 @@ func (e *Error) Operation() *opledger.Operation { return e.Problem.Operation }
 //     server that does not send it, the operation's when the attempt is
 //     its current one (Operation.CurrentAttemptID), else 0.
 //
+//   - *opledger.MismatchError, for a fingerprint_mismatch problem that
+//     carries its mismatch (a server before it sent none), whatever the
+//     call: from the problem's mismatch and state.
+//
 // The operation is as the API shows it, masked at its sensitive fields.
 // The error built so describes itself from its fields: Problem.Detail
 // has the server's own words, which may say more.
 func (e *Error) As(target any) bool {
+	if t, ok := target.(**opledger.MismatchError); ok {
+		m := e.Problem.Mismatch
+		if e.Kind() != "fingerprint_mismatch" || m == nil {
+			return false
+		}
+		*t = &opledger.MismatchError{Key: m.Key, Stored: m.StoredFingerprint, Given: m.GivenFingerprint, State: e.Problem.State,
+			Tombstoned: m.Tombstoned, StoredVersion: m.StoredVersion, GivenVersion: m.GivenVersion, RevisedTo: m.RevisedTo}
+		return true
+	}
 	op := e.Problem.Operation
 	if op == nil || e.call == "" {
 		return false

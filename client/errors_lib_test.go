@@ -218,11 +218,56 @@ func TestErrorsAsInTheLibrary(t *testing.T) {
 			require.Equal(t, opledger.StateFailed, opledger.OperationOf(err).State)
 		}
 	})
+	t.Run("mismatch", func(t *testing.T) {
+		// The problem of a fingerprint_mismatch carries what the
+		// library's *MismatchError holds (mismatch): errors.As builds the
+		// same one, for a plain intent, an approval of another version,
+		// an intent older than a revision, and a workflow's steps.
+		other := json.RawMessage(`{"name":"Other"}`)
+		const approve, revised = "order:A7:create", "order:A8:create"
+		_, _, err := c.Record(ctx, approve, client.Intent{Action: "crm.create", Destination: "crm", RequiresApproval: true,
+			Payload: json.RawMessage(`{"name":"Ed"}`)})
+		require.NoError(t, err)
+		_, _, err = c.Record(ctx, revised, client.Intent{Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"name":"Flo"}`)})
+		require.NoError(t, err)
+		_, _, err = c.Revise(ctx, revised, opledger.Revision{Version: 2, Payload: json.RawMessage(`{"name":"Flo B."}`), Actor: "Maria"})
+		require.NoError(t, err)
+		wrongVersion := opledger.Approval{Version: 2, Fingerprint: "sha256:0", Approver: "Maria"}
+		for name, call := range map[string]func() (error, error){
+			"intent": func() (error, error) {
+				_, _, libErr := l.Record(ctx, opledger.Intent{Key: uncertain, Action: "crm.create", Destination: "crm", Payload: other})
+				_, _, cliErr := c.Record(ctx, uncertain, client.Intent{Action: "crm.create", Destination: "crm", Payload: other})
+				return libErr, cliErr
+			},
+			"approval": func() (error, error) {
+				_, _, libErr := l.Approve(ctx, approve, wrongVersion)
+				_, _, cliErr := c.Approve(ctx, approve, wrongVersion)
+				return libErr, cliErr
+			},
+			"revised since": func() (error, error) {
+				_, _, libErr := l.Record(ctx, opledger.Intent{Key: revised, Action: "crm.create", Destination: "crm", Payload: other})
+				_, _, cliErr := c.Record(ctx, revised, client.Intent{Action: "crm.create", Destination: "crm", Payload: other})
+				return libErr, cliErr
+			},
+			"workflow": func() (error, error) {
+				spec := opledger.WorkflowSpec{Steps: []opledger.WorkflowStep{{Name: "a", Action: "crm.create", Destination: "crm", Payload: other}}}
+				_, _, libErr := l.PutWorkflow(ctx, "wf:A5", spec)
+				_, _, cliErr := c.PutWorkflow(ctx, "wf:A5", spec)
+				return libErr, cliErr
+			},
+		} {
+			t.Run(name, func(t *testing.T) {
+				libErr, cliErr := call()
+				var lib, cli *opledger.MismatchError
+				require.ErrorAs(t, libErr, &lib)
+				require.ErrorAs(t, cliErr, &cli, "%v", cliErr)
+				require.Equal(t, *lib, *cli)
+				require.Equal(t, lib.Error(), cli.Error())
+				require.ErrorIs(t, cliErr, opledger.ErrFingerprintMismatch)
+			})
+		}
+	})
 	t.Run("not built", func(t *testing.T) {
-		// The problem of a mismatch carries neither fingerprint.
-		_, _, cliErr := c.Record(ctx, uncertain, client.Intent{Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"name":"Other"}`)})
-		require.ErrorIs(t, cliErr, opledger.ErrFingerprintMismatch)
-		require.False(t, errors.As(cliErr, new(*opledger.MismatchError)))
 		// A release after the dispatch: no *StateError in the library
 		// either, but the operation.
 		const sent = "order:A6:create"
@@ -230,7 +275,7 @@ func TestErrorsAsInTheLibrary(t *testing.T) {
 			Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{"name":"Di"}`)}})
 		require.NoError(t, err)
 		_, libErr := l.Release(ctx, sent, cl.AttemptID, cl.FencingToken, "")
-		_, cliErr = c.Release(ctx, sent, cl.AttemptID, cl.FencingToken, "")
+		_, cliErr := c.Release(ctx, sent, cl.AttemptID, cl.FencingToken, "")
 		for _, err := range []error{libErr, cliErr} {
 			require.ErrorIs(t, err, opledger.ErrAlreadyDispatched)
 			require.False(t, errors.As(err, new(*opledger.StateError)), "%v", err)

@@ -517,7 +517,7 @@ func (s *server) approved(w http.ResponseWriter, r *http.Request, err error) boo
 	case errors.As(err, &me):
 		// Approving content the operation does not have is a conflict with
 		// its current content, not a new intent.
-		writeProblem(w, r, http.StatusConflict, "fingerprint_mismatch", err.Error(), &Problem{State: me.State})
+		writeProblem(w, r, http.StatusConflict, "fingerprint_mismatch", err.Error(), mismatchProblem(me))
 		return false
 	case err != nil:
 		s.writeError(w, r, err)

@@ -33,6 +33,38 @@ type Problem struct {
 	// the attempt named in the request was issued (opledger.StaleError's
 	// AttemptToken); absent where the ledger does not know it.
 	AttemptToken int64 `json:"attempt_token,omitempty"`
+	// Mismatch is, in a fingerprint_mismatch problem, what the request
+	// was refused against (opledger.MismatchError's fields).
+	Mismatch *Mismatch `json:"mismatch,omitempty"`
+}
+
+// mismatchProblem is the problem of a fingerprint_mismatch: its state and
+// mismatch, from the library's error.
+func mismatchProblem(me *opledger.MismatchError) *Problem {
+	return &Problem{State: me.State, Mismatch: &Mismatch{Key: me.Key, StoredFingerprint: me.Stored, GivenFingerprint: me.Given,
+		Tombstoned: me.Tombstoned, StoredVersion: me.StoredVersion, GivenVersion: me.GivenVersion, RevisedTo: me.RevisedTo}}
+}
+
+// Mismatch is what a fingerprint_mismatch problem was refused against:
+// the fields of the library's *opledger.MismatchError but its state,
+// which is the problem's.
+type Mismatch struct {
+	// Key is the key of the operation, or of the workflow, on record.
+	Key string `json:"key"`
+	// StoredFingerprint is the fingerprint on record, GivenFingerprint
+	// the refused request's.
+	StoredFingerprint string `json:"stored_fingerprint"`
+	GivenFingerprint  string `json:"given_fingerprint"`
+	// Tombstoned tells that the record is the tombstone of a compacted
+	// operation.
+	Tombstoned bool `json:"tombstoned,omitempty"`
+	// StoredVersion and GivenVersion are an approval's: the version on
+	// record and the one approved.
+	StoredVersion int64 `json:"stored_version,omitempty"`
+	GivenVersion  int64 `json:"given_version,omitempty"`
+	// RevisedTo is the version the operation was revised to, when an
+	// intent met it at a higher version than the intent's.
+	RevisedTo int64 `json:"revised_to,omitempty"`
 }
 
 var titles = map[string]string{
@@ -200,7 +232,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	case errors.As(err, &me):
 		status, kind = http.StatusUnprocessableEntity, "fingerprint_mismatch"
-		p.State = me.State
+		p = mismatchProblem(me)
 	case errors.As(err, &stale):
 		status, kind = http.StatusConflict, "stale_fencing_token"
 		p.AttemptToken = stale.AttemptToken
