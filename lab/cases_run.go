@@ -115,7 +115,9 @@ func RunCase(ctx context.Context, dsn string, c Case, o RunOptions) CaseResult {
 	w.ledger = l
 	defer func() { _ = w.ledger.Close() }()
 	d := newDestination(c.Destination, w.now)
-	d.Inject(c.Faults...)
+	if err := d.Inject(c.Faults...); err != nil {
+		return fail(err)
+	}
 	if err := w.setDestination(d); err != nil {
 		return fail(err)
 	}

@@ -35,7 +35,7 @@ const (
 // simDestination is what the runner needs of a simulated destination.
 type simDestination interface {
 	destination.Destination
-	Inject(faults ...Fault)
+	Inject(faults ...Fault) error
 	Counters() Counters
 	EffectsFor(key string) int
 }

@@ -53,6 +53,9 @@ var errNoAnswer = errors.New("connection closed without an answer")
 type base struct {
 	name string
 	now  func() time.Time
+	// looksUp: the destination offers a lookup, so lookup faults
+	// (Fault.OnLookup) can be taken (the CRM).
+	looksUp bool
 
 	mu     sync.Mutex
 	faults []Fault
@@ -84,9 +87,14 @@ func (b *base) Name() string { return b.name }
 // Inject queues faults: the next calls get them, one each, in order; later
 // calls are served normally. A fault taken by a lookup (FaultLookupError)
 // is queued for the next lookups instead, in the same way, and calls do
-// not see it; at a destination without lookups it waits for ever (the
-// case file and the served control API refuse it there).
-func (b *base) Inject(faults ...Fault) {
+// not see it. A destination without lookups (the email, the payment)
+// refuses a lookup fault, which nothing would ever take: Inject then
+// returns an error naming it and queues none of faults. The served
+// control API (POST /NAME/faults) answers that error as a 400.
+func (b *base) Inject(faults ...Fault) error {
+	if err := checkLookupFaults(b.name, b.looksUp, faults); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, f := range faults {
@@ -96,6 +104,7 @@ func (b *base) Inject(faults ...Fault) {
 			b.faults = append(b.faults, f)
 		}
 	}
+	return nil
 }
 
 // PendingFaults is how many injected faults no call or lookup has taken

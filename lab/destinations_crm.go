@@ -47,7 +47,9 @@ type crmRecord struct {
 
 // NewCRM returns an empty CRM.
 func NewCRM(o CRMOptions) *CRM {
-	return &CRM{base: newBase(o.Name, "crm", o.Now), delay: o.VisibilityDelay, records: map[string]*crmRecord{}}
+	c := &CRM{base: newBase(o.Name, "crm", o.Now), delay: o.VisibilityDelay, records: map[string]*crmRecord{}}
+	c.looksUp = true
+	return c
 }
 
 // Capabilities: an authoritative lookup with the visibility delay, and a

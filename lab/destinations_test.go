@@ -41,7 +41,7 @@ func (c *clock) Add(d time.Duration) {
 // simulated is what the three destinations have in common.
 type simulated interface {
 	destination.Destination
-	Inject(...lab.Fault)
+	Inject(...lab.Fault) error
 	Counters() lab.Counters
 	EffectsFor(key string) int
 	Reset()
@@ -147,7 +147,7 @@ func TestFaultsInProcessAndOverHTTP(t *testing.T) {
 						caller = serveHTTP(t, d, clk.Now)
 					}
 					op := operation(d.Name(), "k:1", `{"amount": 5}`)
-					d.Inject(fc.fault)
+					require.NoError(t, d.Inject(fc.fault))
 					res, err := caller.Call(context.Background(), call(op))
 					if fc.outcome == opledger.OutcomeSucceeded {
 						require.NoError(t, err)
@@ -177,7 +177,7 @@ func TestFaultsInProcessAndOverHTTP(t *testing.T) {
 func TestInjectQueuesFaults(t *testing.T) {
 	t.Parallel()
 	e := lab.NewEmail(lab.EmailOptions{})
-	e.Inject(lab.Fault429, lab.FaultValidation)
+	require.NoError(t, e.Inject(lab.Fault429, lab.FaultValidation))
 	ctx := context.Background()
 	var outcomes []opledger.Outcome
 	for i := range 3 {
@@ -193,6 +193,28 @@ func TestInjectQueuesFaults(t *testing.T) {
 	e.Reset()
 	require.Equal(t, lab.Counters{}, e.Counters())
 	require.Zero(t, e.EffectsFor("m:c"))
+}
+
+// A lookup fault injected in Go at a destination that looks nothing up
+// (the email, the payment) is refused, as POST /NAME/faults refuses it:
+// nothing would ever take it. Inject then queues none of the faults it was
+// given, the call faults beside it neither; the CRM takes it.
+func TestInjectRefusesLookupFaultWithoutLookup(t *testing.T) {
+	t.Parallel()
+	for _, d := range []interface {
+		Name() string
+		Inject(...lab.Fault) error
+		PendingFaults() int
+	}{lab.NewEmail(lab.EmailOptions{}), lab.NewPayment(lab.PaymentOptions{})} {
+		err := d.Inject(lab.FaultLostResponse, lab.FaultLookupError)
+		require.EqualError(t, err, "fault lookup_error fails a lookup, and "+d.Name()+" offers none (only the crm looks records up)")
+		require.Zero(t, d.PendingFaults(), "%s queued faults from a refused Inject", d.Name())
+		require.NoError(t, d.Inject(lab.FaultLostResponse))
+		require.Equal(t, 1, d.PendingFaults())
+	}
+	crm := lab.NewCRM(lab.CRMOptions{})
+	require.NoError(t, crm.Inject(lab.FaultLostResponse, lab.FaultLookupError))
+	require.Equal(t, 2, crm.PendingFaults())
 }
 
 // The CRM refuses a duplicate create as "exists", hides new records for
@@ -213,7 +235,7 @@ func TestCRMUniqueReferenceAndLookup(t *testing.T) {
 			require.Equal(t, http.StatusConflict, caps.UniqueReference.ConflictStatus)
 
 			op := operation("crm", "lead:7", `{"amount": 5}`)
-			crm.Inject(lab.FaultLostResponse)
+			require.NoError(t, crm.Inject(lab.FaultLostResponse))
 			_, err := d.Call(ctx, call(op))
 			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err))
 
@@ -260,7 +282,7 @@ func TestCRMDelayedVisibility(t *testing.T) {
 			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now}) // declares no delay
 			d := crmVia(t, via, crm, clk.Now)
 			op := operation("crm", "lead:8", `{"amount": 5}`)
-			crm.Inject(lab.FaultDelayedVisibility)
+			require.NoError(t, crm.Inject(lab.FaultDelayedVisibility))
 			_, err := d.Call(ctx, call(op))
 			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err), "the answer is lost")
 			require.Equal(t, 1, crm.EffectsFor("lead:8"), "the record was made")
@@ -297,7 +319,7 @@ func TestCRMLookupError(t *testing.T) {
 			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now})
 			d := crmVia(t, via, crm, clk.Now)
 			op := operation("crm", "lead:9", `{"amount": 5}`)
-			crm.Inject(lab.FaultLookupError, lab.FaultLostResponse)
+			require.NoError(t, crm.Inject(lab.FaultLookupError, lab.FaultLostResponse))
 			_, err := d.Call(ctx, call(op))
 			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err), "the call takes lost_response, not the lookup's fault")
 			require.Equal(t, 1, crm.EffectsFor("lead:9"))
@@ -337,7 +359,7 @@ func TestPaymentIdempotencyKey(t *testing.T) {
 			require.Equal(t, &destination.IdempotencyKey{Header: "Idempotency-Key", Retention: time.Hour}, pay.Capabilities().IdempotencyKey)
 
 			op := operation("payment", "charge:1", `{"amount": 5}`)
-			pay.Inject(lab.FaultLostResponse)
+			require.NoError(t, pay.Inject(lab.FaultLostResponse))
 			_, err := d.Call(ctx, call(op))
 			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err))
 
@@ -380,7 +402,7 @@ func TestEmailHasNoProtection(t *testing.T) {
 	require.True(t, e.Capabilities().None())
 	require.Equal(t, "mail", e.Name())
 	op := operation("mail", "notify:1", `{"to": "x"}`)
-	e.Inject(lab.FaultLostResponse)
+	require.NoError(t, e.Inject(lab.FaultLostResponse))
 	_, err := e.Call(context.Background(), call(op))
 	require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err))
 	_, err = e.Call(context.Background(), call(op))
@@ -458,7 +480,7 @@ func TestDestinationsKeepNumbersExact(t *testing.T) {
 			crm := lab.NewCRM(lab.CRMOptions{Now: clk.Now})
 			d := crmVia(t, via, crm, clk.Now)
 			op := operation("crm", "lead:big", sent)
-			crm.Inject(lab.FaultLostResponse)
+			require.NoError(t, crm.Inject(lab.FaultLostResponse))
 			_, err := d.Call(ctx, call(op))
 			require.Equal(t, opledger.OutcomeUncertain, outcomeOf(err))
 

@@ -29,7 +29,8 @@
 //
 // Inject queues faults for the next calls, one per call (see Fault), and
 // a lookup fault (FaultLookupError) for the CRM's next lookups, one per
-// lookup. Each destination counts the attempts it received, the effects
+// lookup; the email and the payment, which look nothing up, refuse a
+// lookup fault with an error and queue nothing. Each destination counts the attempts it received, the effects
 // it made and the lookups it received (Counters), and the effects made per operation key
 // (EffectsFor), so that tests and the simulation can check invariants
 // against what really happened at the destination.

@@ -84,7 +84,9 @@ func (f Fault) Commits() bool {
 func (f Fault) OnLookup() bool { return f == FaultLookupError }
 
 // checkLookupFaults refuses faults taken by a lookup for the destination
-// named dest when it offers no lookup: nothing would ever take them.
+// named dest when it offers no lookup: nothing would ever take them. It is
+// the one rule behind Inject's refusal (and so the served control API's)
+// and the case file's.
 func checkLookupFaults(dest string, looksUp bool, faults []Fault) error {
 	for _, f := range faults {
 		if f.OnLookup() && !looksUp {

@@ -166,7 +166,9 @@ func (p *Playground) start(_ context.Context) error {
 	}
 	w := &world{tenant: tenant, ledger: tl, start: labStart(), offset: new(atomic.Int64)}
 	d := NewCRM(CRMOptions{Name: "lab-crm", Now: w.now})
-	d.Inject(p.scenario.Faults...)
+	if err := d.Inject(p.scenario.Faults...); err != nil {
+		return err
+	}
 	if err := w.setDestination(d); err != nil {
 		return err
 	}

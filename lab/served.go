@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/opledger/opledger/destination"
 	"github.com/opledger/opledger/httpapi"
 )
 
@@ -41,7 +40,7 @@ func NewServed() *Served {
 type injectable interface {
 	Name() string
 	Handler() http.Handler
-	Inject(faults ...Fault)
+	Inject(faults ...Fault) error
 	Counters() Counters
 }
 
@@ -85,12 +84,12 @@ func (s *Served) Handler() http.Handler {
 				}
 				faults = append(faults, f)
 			}
-			_, looksUp := d.(destination.Lookuper)
-			if err := checkLookupFaults(d.Name(), looksUp, faults); err != nil {
+			// Inject refuses a lookup fault where nothing looks up, and
+			// then queues none.
+			if err := d.Inject(faults...); err != nil {
 				httpapi.WriteProblem(w, r, http.StatusBadRequest, "invalid_input", err.Error(), nil)
 				return
 			}
-			d.Inject(faults...)
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(map[string]int{"queued": len(faults)})
 		})

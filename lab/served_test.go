@@ -105,7 +105,7 @@ func TestServedTenantsShareAKey(t *testing.T) {
 			require.Equal(t, opledger.StateSucceeded, acme.State)
 			// Beta's create is made but its answer lost: the reconciler
 			// looks it up and must find beta's record, not acme's.
-			s.CRM.Inject(lab.FaultLostResponse)
+			require.NoError(t, s.CRM.Inject(lab.FaultLostResponse))
 			beta := send("beta", "B-7")
 			require.Equal(t, opledger.StateSucceeded, beta.State, beta.LastError)
 			// Gamma's create is answered: no duplicate of acme's.

@@ -158,7 +158,9 @@ func runDemo(ctx context.Context, out io.Writer, dsn, addr string, temporary boo
 	}
 	send := func(in opledger.Intent, fault lab.Fault) (*opledger.Operation, error) {
 		if fault != lab.FaultNone {
-			crm.Inject(fault)
+			if err := crm.Inject(fault); err != nil {
+				return nil, err
+			}
 		}
 		return ledger.Do(ctx, in, crm.Call)
 	}

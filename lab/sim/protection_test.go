@@ -45,7 +45,7 @@ func TestProtectedRetryPastRetention(t *testing.T) {
 	const key = "charge:1"
 	_, _, err = l.Record(ctx, opledger.Intent{Key: key, Action: "charge", Destination: "payment", Payload: json.RawMessage(`{"amount":5}`)})
 	require.NoError(t, err)
-	pay.Inject(lab.FaultLostResponse)
+	require.NoError(t, pay.Inject(lab.FaultLostResponse))
 	c, err := l.Claim(ctx, key, opledger.ClaimOptions{})
 	require.NoError(t, err)
 	_, err = l.Dispatch(ctx, key, c.AttemptID, c.FencingToken)

@@ -98,7 +98,7 @@ type world struct {
 // simDest is what the simulation needs of a lab destination.
 type simDest interface {
 	destination.Destination
-	Inject(...lab.Fault)
+	Inject(...lab.Fault) error
 	Counters() lab.Counters
 	EffectsFor(key string) int
 	RefsFor(key string) []string

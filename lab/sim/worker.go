@@ -115,7 +115,9 @@ func (w *world) step(ctx context.Context, wk *worker, faults bool) error {
 			}
 		}
 		if fault != lab.FaultNone {
-			d.Inject(fault)
+			if err := d.Inject(fault); err != nil {
+				return fmt.Errorf("%s: inject %s: %w", wk.id(), fault, err)
+			}
 			w.report.Faults[fault.String()]++
 		}
 		before := d.EffectsFor(c.Operation.Key)
