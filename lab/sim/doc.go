@@ -2,7 +2,8 @@
 // the real reconciler and the lab's simulated destinations (CRM, email,
 // payment) run against the real ledger and a real store, on a simulated
 // clock, while faults are injected at random: every lab.Fault at the
-// destinations, every lab.CrashPoint in the workers, duplicate and
+// destinations (lab.FaultLookupError at the CRM's lookups, the others at
+// calls), every lab.CrashPoint in the workers, duplicate and
 // reordered webhook deliveries, and jumps of the clock past leases,
 // visibility delays and the payment's key retention.
 //
@@ -12,7 +13,7 @@
 // generator seeded with Config.Seed, chooses every step: which worker
 // moves one step of its attempt (claim, dispatch, call, report), when the
 // reconciler or the lease sweep passes, when a webhook delivery arrives,
-// which fault the next call gets, and how far the clock jumps. The ledger
+// which fault the next call or CRM lookup gets, and how far the clock jumps. The ledger
 // reads that clock through opledger.Options.Clock and the destinations
 // through their Now. So a seed replays exactly: Report.Digest is the
 // SHA-256 of the event trace, and two runs of a seed give the same digest.

@@ -64,6 +64,12 @@ const (
 	// destinations made = the sum of per-operation effects; (4) confirmed
 	// effects (succeeded operations) ≤ effects made.
 	CounterMismatch Invariant = "counter_mismatch"
+	// DecidedOnFailedLookup: a reconciler pass in which an operation's
+	// lookup failed (lab.FaultLookupError) left it other than uncertain
+	// or held: the failure, which proves neither that the record exists
+	// nor that it does not, was taken for an answer (resent, confirmed or
+	// failed).
+	DecidedOnFailedLookup Invariant = "decided_on_failed_lookup"
 	// FiguresWentDown: a total of Stats or EventStats (attempts that
 	// ended, by destination and outcome; confirmed and duplicate effects;
 	// operator recoveries; events by status, deliveries, duplicate
@@ -82,7 +88,8 @@ var KnownBugs = map[Invariant]string{}
 
 // Invariants lists every invariant.
 var Invariants = []Invariant{DuplicateEffect, UnprotectedResend, ResendWithoutReconciliation, ProtectionExpired,
-	SucceededWithoutRef, SucceededWithoutEffect, FailedWithEffect, Unsettled, EventMismatch, CounterMismatch, FiguresWentDown}
+	SucceededWithoutRef, SucceededWithoutEffect, FailedWithEffect, Unsettled, EventMismatch, CounterMismatch,
+	DecidedOnFailedLookup, FiguresWentDown}
 
 // Error names the invariant.
 func (i Invariant) Error() string { return "invariant " + string(i) + " violated" }
@@ -293,6 +300,23 @@ func (w *world) checkTimeline(key, dest string, timeline []*opledger.TimelineEnt
 			unresolved = false
 		}
 	}
+}
+
+// checkFailedLookups reports an operation whose lookup failed in the
+// reconciler's last pass and that the pass did not leave uncertain or
+// held (DecidedOnFailedLookup). Nothing else runs during a pass, so the
+// operation's state is the pass's decision.
+func (w *world) checkFailedLookups(ctx context.Context) error {
+	for _, key := range w.failedLookups {
+		op, err := w.ledger.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if op.State != opledger.StateUncertain && op.State != opledger.StateHeld {
+			w.violate(DecidedOnFailedLookup, key, "its lookup failed, yet the reconciler's pass left it %s", op.State)
+		}
+	}
+	return nil
 }
 
 // checkTotals reads the totals that must never go down and reports any

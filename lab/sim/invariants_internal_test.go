@@ -75,3 +75,30 @@ func TestFiguresWentDownDeterministic(t *testing.T) {
 		require.Equal(t, first.Digest, run().Digest, "same seed, same digest")
 	}
 }
+
+// An operation decided in the pass in which its lookup failed is caught:
+// here every operation that ended succeeded is made to look as if its
+// lookup had failed in the reconciler's last pass. The runs themselves
+// fail lookups and keep the invariant.
+func TestDecidedOnFailedLookupIsCaught(t *testing.T) {
+	var succeeded []string
+	testHookBeforeCheck = func(ctx context.Context, w *world) {
+		require.Positive(t, w.report.FailedLookups, "seed 3 fails no lookup")
+		require.False(t, errors.Is(w.report.Err(), DecidedOnFailedLookup), "%s", w.report)
+		for _, key := range w.order {
+			op, err := w.ledger.Get(ctx, key)
+			require.NoError(t, err)
+			if op.State == opledger.StateSucceeded {
+				succeeded = append(succeeded, key)
+			}
+		}
+		w.failedLookups = succeeded
+		require.NoError(t, w.checkFailedLookups(ctx))
+	}
+	defer func() { testHookBeforeCheck = nil }()
+	rep, err := Run(context.Background(), Config{Seed: 3, Operations: 12, Dir: t.TempDir()})
+	require.NoError(t, err)
+	require.NotEmpty(t, succeeded)
+	require.True(t, errors.Is(rep.Err(), DecidedOnFailedLookup), "not reported:\n%s", rep)
+	require.Contains(t, rep.String(), "its lookup failed, yet the reconciler's pass left it succeeded")
+}

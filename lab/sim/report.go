@@ -46,6 +46,10 @@ type Report struct {
 	// dispatch mark and the call, or skipped the call because the claim's
 	// protection window (Claim.ProtectedUntil) had closed.
 	DispatchedNotCalled int `json:"dispatched_not_called"`
+	// FailedLookups are the CRM's lookups that failed
+	// (lab.FaultLookupError): each left its operation uncertain or held
+	// (DecidedOnFailedLookup).
+	FailedLookups int `json:"failed_lookups"`
 	// StaleReports are reports refused for a stale fencing token (kept as
 	// evidence).
 	StaleReports int `json:"stale_reports"`
@@ -116,8 +120,8 @@ func (r *Report) String() string {
 		r.Seed, verdict, r.Workers, r.Operations, r.Store, r.SimulatedTime, r.Digest)
 	fmt.Fprintf(&b, "  states: %s\n", counts(r.States))
 	fmt.Fprintf(&b, "  faults: %s; crashes: %s\n", counts(r.Faults), counts(r.Crashes))
-	fmt.Fprintf(&b, "  calls %d (%d after their lease), dispatched attempts %d (%d crashed before the call), stale reports %d\n",
-		r.Calls, r.LateCalls, r.DispatchedAttempts, r.DispatchedNotCalled, r.StaleReports)
+	fmt.Fprintf(&b, "  calls %d (%d after their lease), dispatched attempts %d (%d crashed before the call), stale reports %d, failed lookups %d\n",
+		r.Calls, r.LateCalls, r.DispatchedAttempts, r.DispatchedNotCalled, r.StaleReports, r.FailedLookups)
 	fmt.Fprintf(&b, "  effects %d, confirmed %d, duplicates detected by the ledger %d\n", r.Effects, r.ConfirmedEffects, r.DuplicatesDetected)
 	fmt.Fprintf(&b, "  events %d, deliveries %d (%d duplicates)\n", r.Events, r.Deliveries, r.DuplicateDeliveries)
 	for _, v := range r.Violations {

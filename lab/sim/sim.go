@@ -93,6 +93,12 @@ type world struct {
 	callAt map[string]time.Time
 	// totals are the figures of the last checkTotals.
 	totals map[string]int
+	// faulting: the fault phase is running, so the CRM's lookups may fail
+	// (lookupCRM); the drain injects nothing.
+	faulting bool
+	// failedLookups are the keys whose lookup failed in the reconciler's
+	// pass running, for checkFailedLookups.
+	failedLookups []string
 }
 
 // simDest is what the simulation needs of a lab destination.
@@ -169,7 +175,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	pay := lab.NewPayment(lab.PaymentOptions{Now: now, Retention: PaymentRetention})
 	w.dests = map[string]simDest{"crm": crm, "email": email, "payment": pay}
 	w.names = []string{"crm", "email", "payment"}
-	set, err := destination.NewSet(crm, email, pay)
+	// The reconciler looks the CRM up through lookupCRM, which may fail
+	// the lookup; the workers call the CRM itself.
+	set, err := destination.NewSet(lookupCRM{CRM: crm, w: w}, email, pay)
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +272,8 @@ var clockJumps = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second,
 
 // faultPhase runs the random steps.
 func (w *world) faultPhase(ctx context.Context) error {
+	w.faulting = true
+	defer func() { w.faulting = false }()
 	for range w.cfg.Steps {
 		r := w.rng.IntN(20)
 		switch {
@@ -321,11 +331,16 @@ func (w *world) deliver(ctx context.Context) error {
 	return nil
 }
 
-// reconcile runs one reconciler pass.
+// reconcile runs one reconciler pass, then checks that no lookup that
+// failed in it decided anything (checkFailedLookups).
 func (w *world) reconcile(ctx context.Context) error {
+	w.failedLookups = w.failedLookups[:0]
 	pass, err := w.recon.RunOnce(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
+	}
+	if err := w.checkFailedLookups(ctx); err != nil {
+		return err
 	}
 	if pass.Errors > 0 {
 		return fmt.Errorf("reconcile: %d operations could not be examined", pass.Errors)
@@ -413,6 +428,40 @@ func (w *world) drain(ctx context.Context) error {
 		}
 		w.advance(time.Minute)
 	}
+}
+
+// lookupCRM is the CRM as the reconciler sees it. In the fault phase a
+// lookup gets lab.FaultLookupError at the fault rate, injected into the
+// CRM just before the lookup that takes it, as a call's fault is just
+// before its call: the CRM's lookup then answers 503 and searches
+// nothing. Every failed lookup is noted for checkFailedLookups.
+type lookupCRM struct {
+	*lab.CRM
+	w *world
+}
+
+// Lookup looks op up at the CRM, failing the lookup at the fault rate in
+// the fault phase. The reconciler runs it on a goroutine of its own, but
+// waits for it: the world is never used by two goroutines at once.
+func (c lookupCRM) Lookup(ctx context.Context, op *opledger.Operation, refs []string) (destination.LookupResult, error) {
+	w := c.w
+	fault := lab.FaultNone
+	if w.faulting && w.rng.Float64() < w.cfg.FaultRate {
+		fault = lab.FaultLookupError
+		if err := c.CRM.Inject(fault); err != nil {
+			return destination.LookupResult{}, err
+		}
+		w.report.Faults[fault.String()]++
+	}
+	res, err := c.CRM.Lookup(ctx, op, refs)
+	if err != nil {
+		w.failedLookups = append(w.failedLookups, op.Key)
+		w.report.FailedLookups++
+		w.log("reconciler looked %s up: fault=%s failed: %v", op.Key, fault, err)
+	} else {
+		w.log("reconciler looked %s up: fault=%s found=%t matches=%t", op.Key, fault, res.Found, res.Matches)
+	}
+	return res, err
 }
 
 // digest hashes the trace line by line.

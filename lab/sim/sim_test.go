@@ -28,7 +28,7 @@ var (
 )
 
 // minCoverageSeeds is the smallest sweep that TestSim requires to have
-// injected every fault and crashed a worker at every crash point (as the
+// injected every fault (a failing lookup at the CRM too) and crashed a worker at every crash point (as the
 // -short sweep of 50 seeds and the full one of 200 must); a replay of one
 // seed, or a sweep narrowed with -seeds, is not held to it.
 const minCoverageSeeds = 50
@@ -80,7 +80,7 @@ func TestSim(t *testing.T) {
 	knownSeeds := 0
 	// What the seeds injected, summed: a sweep that injects nothing proves
 	// nothing.
-	faults, crashes, lateCalls := map[string]int{}, map[string]int{}, 0
+	faults, crashes, lateCalls, failedLookups := map[string]int{}, map[string]int{}, 0, 0
 	for i, rep := range reports {
 		require.NoError(t, errs[i], "seed %d", seeds[i])
 		for k, n := range rep.Faults {
@@ -90,6 +90,7 @@ func TestSim(t *testing.T) {
 			crashes[k] += n
 		}
 		lateCalls += rep.LateCalls
+		failedLookups += rep.FailedLookups
 		if *traceFlag {
 			t.Log("\n" + strings.Join(rep.Trace, "\n"))
 		}
@@ -110,17 +111,20 @@ func TestSim(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds, %d failed, in %s", len(seeds), failed, time.Since(start).Round(time.Millisecond))
-	t.Logf("injected: faults %v; crashes %v; %d calls after their lease", faults, crashes, lateCalls)
+	t.Logf("injected: faults %v; crashes %v; %d calls after their lease; %d failed lookups", faults, crashes, lateCalls, failedLookups)
 	if len(seeds) < minCoverageSeeds {
 		t.Logf("%d seeds: fewer than %d, so not checked for every fault and crash point", len(seeds), minCoverageSeeds)
 	} else {
-		for _, f := range lab.CallFaults {
+		for _, f := range lab.Faults {
 			require.Positive(t, faults[f.String()], "no seed injected fault %s", f)
 		}
 		for _, c := range lab.CrashPoints {
 			require.Positive(t, crashes[c.String()], "no seed crashed a worker %s", c)
 		}
 		require.Positive(t, lateCalls, "no seed made a call after its lease had expired")
+		// A lookup_error injected is one taken: it is injected just
+		// before the lookup that takes it.
+		require.Equal(t, faults[lab.FaultLookupError.String()], failedLookups, "lookup faults injected and lookups failed")
 	}
 	if knownSeeds > 0 {
 		var names []string
