@@ -126,6 +126,9 @@ type Reconciler struct {
 	// one, logged by the outage rule (logOperation).
 	outageMu sync.Mutex
 	outage   periodic.Outage
+
+	// leaseMargin is lookupLeaseMargin (tests shorten it).
+	leaseMargin time.Duration
 }
 
 // abandonedKey names an operation whose lookup was abandoned.
@@ -202,7 +205,7 @@ func New(l *opledger.Ledger, cfg Config) (*Reconciler, error) {
 		}
 	}
 	return &Reconciler{ledger: l, dests: cfg.Destinations, cfg: cfg, log: cfg.Logger.With("component", "reconciler"),
-		abandoned: map[abandonedKey]struct{}{}}, nil
+		abandoned: map[abandonedKey]struct{}{}, leaseMargin: lookupLeaseMargin}, nil
 }
 
 // Decision is what one examination of an uncertain operation led to.
@@ -379,6 +382,13 @@ const maxEvidence = 1000
 // abandoned (logged once at WARN, counted by AbandonedLookups while it
 // runs), and, while an abandoned lookup of op still runs, the check of op
 // that finds it so: no second lookup of op is started meanwhile.
+//
+// The store calls of a lookup (taking op for it, Ledger.ClaimLookup, and
+// recording what it found) are bounded by the lookup's lease, its
+// timeout plus 30 s: one the store has not answered by then fails with
+// an error matching opledger.ErrStoreBusy and context.DeadlineExceeded,
+// and leaves op uncertain, to be looked up again once the lease has
+// passed.
 func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Decision, error) {
 	var abandoned bool
 	return r.reconcile(ctx, op, &abandoned)
@@ -386,7 +396,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Dec
 
 // reconcile is Reconcile; it sets *abandonedHere when it abandoned op's
 // lookup.
-func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, abandonedHere *bool) (Decision, error) {
+func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, abandonedHere *bool) (_ Decision, err error) {
 	if op == nil {
 		return "", errors.New("reconciler: no operation to reconcile: Reconcile was given nil")
 	}
@@ -408,6 +418,8 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 			"destination "+op.Destination+" does not serve tenant "+op.Tenant+" in this reconciler; nothing was looked up")
 	}
 	caps := dest.Capabilities()
+	// sctx is the context of the store calls of op's turn.
+	sctx := ctx
 	// The finding is about the attempts op has: if another is made while
 	// the lookup runs, the ledger refuses it (ErrStaleFinding).
 	f := opledger.Finding{AttemptCount: op.AttemptCount}
@@ -424,7 +436,30 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		// each would count its failure against the operation's limit.
 		// The lease outlasts the lookup; its finding or deferral sets the
 		// next check.
-		taken, err := tl.ClaimLookup(ctx, op, timeout+lookupLeaseMargin)
+		//
+		// The claim, and every store call after it (the reads the lookup
+		// needs, and the writes of what it found: the finding, a
+		// deferral, a hold), are bounded by the lease, counted from
+		// before the claim was asked for, so no later than the lease's
+		// start: one that hangs (a row or table lock another session
+		// holds while the DSN sets no lock_timeout, a SQLite busy timeout
+		// longer than a writer outside opledger holds the file) would
+		// hold the pass for as long as it hangs, and a finding recorded
+		// after the lease could meet another process's lookup of op,
+		// taken once the lease ran out. The reconcile interval would be
+		// no bound: it may be shorter than a busy store's answer (a
+		// proxy's is any positive duration), and giving up then would
+		// call a store busy that is only slow. A call cut at the lease
+		// counts as ErrStoreBusy (logged by the outage rule: logOperation),
+		// as the executor's claim cut at its lease does, and leaves op as
+		// it was: uncertain, taken until the lease ends (if the claim
+		// landed), then looked up again.
+		lease := timeout + r.leaseMargin
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(ctx, lease)
+		defer cancel()
+		defer func() { err = storeCut(ctx, sctx, fmt.Sprintf("the lookup's lease (%s)", lease), err) }()
+		taken, err := tl.ClaimLookup(sctx, op, lease)
 		if err != nil {
 			return "", fmt.Errorf("claim the lookup: %w", err)
 		}
@@ -434,9 +469,9 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		}
 		running := abandonedKey{op.Tenant, op.Key}
 		if r.stillRunning(running) {
-			return r.lookupFailed(ctx, tl, op, fmt.Errorf("the lookup abandoned at an earlier check, after its timeout of %s, is still running: no other lookup was started", timeout))
+			return r.lookupFailed(sctx, tl, op, fmt.Errorf("the lookup abandoned at an earlier check, after its timeout of %s, is still running: no other lookup was started", timeout))
 		}
-		attempts, err := tl.Attempts(ctx, op.Key)
+		attempts, err := tl.Attempts(sctx, op.Key)
 		if err != nil {
 			return "", fmt.Errorf("read attempts: %w", err)
 		}
@@ -454,7 +489,7 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		refs := reportedRefs(attempts)
 		// Absence is judged by when the lookup began, not when it ended:
 		// a slow lookup begun within the visibility delay proves nothing.
-		if f.LookedAt, err = tl.Now(ctx); err != nil {
+		if f.LookedAt, err = tl.Now(sctx); err != nil {
 			return "", err
 		}
 		res, abandoned, err := r.lookUp(ctx, log, running, timeout, func(lctx context.Context) (res destination.LookupResult, err error) {
@@ -477,7 +512,7 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 				return "", ctx.Err()
 			}
 			*abandonedHere = true
-			return r.lookupFailed(ctx, tl, op, err)
+			return r.lookupFailed(sctx, tl, op, err)
 		}
 		if err == nil && res.Found && res.Matches && strings.TrimSpace(res.Ref) == "" {
 			err = errors.New("the lookup matched a record without a reference")
@@ -493,7 +528,7 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
-			return r.lookupFailed(ctx, tl, op, err)
+			return r.lookupFailed(sctx, tl, op, err)
 		}
 		f.Found, f.Matches, f.DestinationRef, f.Evidence = res.Found, res.Matches, res.Ref, res.Evidence
 		if !res.Found {
@@ -509,11 +544,11 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 				// Begun within the delay: nothing proven. Looked up again
 				// when the delay ends (at once if it ended while this
 				// lookup ran), or at the next recheck if that is sooner.
-				now, err := tl.Now(ctx)
+				now, err := tl.Now(sctx)
 				if err != nil {
 					return "", err
 				}
-				return r.wait(ctx, tl, op, min(max(visible.Sub(now), 0), r.cfg.RecheckInterval), join(f.Evidence,
+				return r.wait(sctx, tl, op, min(max(visible.Sub(now), 0), r.cfg.RecheckInterval), join(f.Evidence,
 					fmt.Sprintf("nothing found, but a record may stay invisible for %s after the last call ended", lk.VisibilityDelay)))
 			}
 		}
@@ -526,13 +561,13 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		// sensitive value across the cut would be kept in part.
 		f.Evidence = textcut.Prefix(op.MaskText(f.Evidence), maxEvidence)
 	}
-	after, decided, err := tl.Reconcile(ctx, op.Key, f)
+	after, decided, err := tl.Reconcile(sctx, op.Key, f)
 	switch {
 	case errors.Is(err, opledger.ErrInvalidState), errors.Is(err, opledger.ErrStaleFinding):
 		// Decided or tried again meanwhile: the next pass looks anew.
 		return Skipped, nil
 	case errors.Is(err, opledger.ErrInvalidInput):
-		return r.lookupFailed(ctx, tl, op, err)
+		return r.lookupFailed(sctx, tl, op, err)
 	case err != nil:
 		return "", fmt.Errorf("reconcile: %w", err)
 	case !decided && after.State != opledger.StateUncertain:
@@ -566,7 +601,7 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		// call ended later than the attempts read here said), and set the
 		// next check to when absence counts. That time is kept unless a
 		// recheck is due sooner, as for the reconciler's own check above.
-		now, err := tl.Now(ctx)
+		now, err := tl.Now(sctx)
 		if err != nil {
 			return "", err
 		}
@@ -579,7 +614,7 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		// check is moved to the recheck as a lookup is taken
 		// (ClaimLookup, if the operation is still as the ledger left
 		// it), which writes none, not with DeferReconcile's second one.
-		taken, err := tl.ClaimLookup(ctx, after, r.cfg.RecheckInterval)
+		taken, err := tl.ClaimLookup(sctx, after, r.cfg.RecheckInterval)
 		if err != nil {
 			return "", fmt.Errorf("schedule the recheck: %w", err)
 		}
@@ -593,6 +628,20 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 	}
 	log.Info("reconciled", "decision", d, "state", after.State, "protected", after.Protected, "capabilities", caps.String())
 	return d, nil
+}
+
+// storeCut returns err, the failure of a store call made with bounded (a
+// context under parent with a deadline of its own, bound naming it),
+// marked opledger.ErrStoreBusy when that deadline ended the call while
+// parent had not: a store that held the call that long is busy (a lock
+// it needs held elsewhere past the caller's wait), a store outage that
+// RunOnce logs by the outage rule (logOperation), as the executor's
+// claim cut at its lease is. Any other err, and nil, is returned as is.
+func storeCut(parent, bounded context.Context, bound string, err error) error {
+	if err == nil || parent.Err() != nil || !errors.Is(context.Cause(bounded), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("no answer from the store within %s: %w: %w", bound, opledger.ErrStoreBusy, err)
 }
 
 // reportedRefs returns the references the attempts reported without a
