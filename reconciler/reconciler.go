@@ -368,6 +368,7 @@ func (r *Reconciler) logOperation(ctx context.Context, op *opledger.Operation, e
 
 // lookupLeaseMargin is how much longer than its lookup's timeout an operation
 // is taken for a lookup (ClaimLookup): the time to record what it found.
+// It bounds the store calls of an examination without a lookup too.
 const lookupLeaseMargin = 30 * time.Second
 
 // maxEvidence bounds the evidence a lookup adds to the timeline.
@@ -385,10 +386,11 @@ const maxEvidence = 1000
 //
 // The store calls of a lookup (taking op for it, Ledger.ClaimLookup, and
 // recording what it found) are bounded by the lookup's lease, its
-// timeout plus 30 s: one the store has not answered by then fails with
-// an error matching opledger.ErrStoreBusy and context.DeadlineExceeded,
-// and leaves op uncertain, to be looked up again once the lease has
-// passed.
+// timeout plus 30 s, and those of an examination without a lookup (a
+// decision, a deferral) by 30 s: one the store has not answered by then
+// fails with an error matching opledger.ErrStoreBusy and
+// context.DeadlineExceeded, and leaves op uncertain, to be examined
+// again (once the lease has passed, if it was taken for a lookup).
 func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Decision, error) {
 	var abandoned bool
 	return r.reconcile(ctx, op, &abandoned)
@@ -409,17 +411,50 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 	}
 	log := r.log.With("tenant", op.Tenant, "destination", op.Destination)
 	dest, ok := r.dests.Get(op.Destination)
+	served := ok && destination.Serves(dest, op.Tenant)
+	var caps destination.Capabilities
+	if served {
+		caps = dest.Capabilities()
+	}
+	timeout := r.cfg.LookupTimeout
+	if td, ok := dest.(destination.Timed); ok && td.Timeout() > timeout {
+		timeout = td.Timeout()
+	}
+	// Every store call of op's turn but the lookup (which has its own
+	// timeout) is made with sctx, bounded, from before the first of them,
+	// by the lookup's lease (timeout + leaseMargin) when op is looked up,
+	// and otherwise by leaseMargin, the time that lease gives to record
+	// what a lookup found: one that hangs (a row or table lock another
+	// session holds while the DSN sets no lock_timeout, a SQLite busy
+	// timeout longer than a writer outside opledger holds the file) would
+	// hold the pass for as long as it hangs. The lookup's claim, and the
+	// reads and writes after it (the finding, a deferral, a hold), are
+	// bounded by the claim's own lease, counted no later than its start:
+	// a finding recorded after it could meet another process's lookup of
+	// op, taken once the lease ran out. The reconcile interval would be
+	// no bound: it may be shorter than a busy store's answer (a proxy's
+	// is any positive duration), and giving up then would call a store
+	// busy that is only slow. A call cut at its bound counts as
+	// ErrStoreBusy (storeCut; logged by the outage rule: logOperation),
+	// as the executor's claim cut at its lease does, and leaves op as it
+	// was: uncertain, taken until the lease ends (if the claim landed),
+	// then examined again.
+	lease := timeout + r.leaseMargin
+	bound, boundName := r.leaseMargin, r.leaseMargin.String()
+	if caps.Lookup != nil {
+		bound, boundName = lease, fmt.Sprintf("the lookup's lease (%s)", lease)
+	}
+	sctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	defer func() { err = storeCut(ctx, sctx, boundName, err) }()
 	if !ok {
-		return r.wait(ctx, tl, op, r.cfg.UnknownRecheck,
+		return r.wait(sctx, tl, op, r.cfg.UnknownRecheck,
 			"destination "+op.Destination+" is not configured in this reconciler; it declares nothing here")
 	}
-	if !destination.Serves(dest, op.Tenant) {
-		return r.wait(ctx, tl, op, r.cfg.UnknownRecheck,
+	if !served {
+		return r.wait(sctx, tl, op, r.cfg.UnknownRecheck,
 			"destination "+op.Destination+" does not serve tenant "+op.Tenant+" in this reconciler; nothing was looked up")
 	}
-	caps := dest.Capabilities()
-	// sctx is the context of the store calls of op's turn.
-	sctx := ctx
 	// The finding is about the attempts op has: if another is made while
 	// the lookup runs, the ledger refuses it (ErrStaleFinding).
 	f := opledger.Finding{AttemptCount: op.AttemptCount}
@@ -428,37 +463,10 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 	}
 
 	if lk := caps.Lookup; lk != nil {
-		timeout := r.cfg.LookupTimeout
-		if td, ok := dest.(destination.Timed); ok && td.Timeout() > timeout {
-			timeout = td.Timeout()
-		}
 		// One lookup at a time across the processes sharing the store:
 		// each would count its failure against the operation's limit.
 		// The lease outlasts the lookup; its finding or deferral sets the
 		// next check.
-		//
-		// The claim, and every store call after it (the reads the lookup
-		// needs, and the writes of what it found: the finding, a
-		// deferral, a hold), are bounded by the lease, counted from
-		// before the claim was asked for, so no later than the lease's
-		// start: one that hangs (a row or table lock another session
-		// holds while the DSN sets no lock_timeout, a SQLite busy timeout
-		// longer than a writer outside opledger holds the file) would
-		// hold the pass for as long as it hangs, and a finding recorded
-		// after the lease could meet another process's lookup of op,
-		// taken once the lease ran out. The reconcile interval would be
-		// no bound: it may be shorter than a busy store's answer (a
-		// proxy's is any positive duration), and giving up then would
-		// call a store busy that is only slow. A call cut at the lease
-		// counts as ErrStoreBusy (logged by the outage rule: logOperation),
-		// as the executor's claim cut at its lease does, and leaves op as
-		// it was: uncertain, taken until the lease ends (if the claim
-		// landed), then looked up again.
-		lease := timeout + r.leaseMargin
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(ctx, lease)
-		defer cancel()
-		defer func() { err = storeCut(ctx, sctx, fmt.Sprintf("the lookup's lease (%s)", lease), err) }()
 		taken, err := tl.ClaimLookup(sctx, op, lease)
 		if err != nil {
 			return "", fmt.Errorf("claim the lookup: %w", err)

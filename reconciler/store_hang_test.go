@@ -244,3 +244,102 @@ func TestFindingBoundedOnHungStore(t *testing.T) {
 		c.settled(t, 2)
 	})
 }
+
+// keyedNoLookup is a Go destination without a lookup whose idempotency
+// key it keeps an hour; its calls end uncertain.
+type keyedNoLookup struct{}
+
+func (keyedNoLookup) Name() string { return "keyed" }
+func (keyedNoLookup) Capabilities() destination.Capabilities {
+	return destination.Capabilities{IdempotencyKey: &destination.IdempotencyKey{Header: "Idempotency-Key", Retention: time.Hour}}
+}
+func (keyedNoLookup) Call(context.Context, opledger.Call) (opledger.Result, error) {
+	return opledger.Result{}, opledger.Uncertain(errors.New("timeout"))
+}
+
+// TestWritesWithoutLookupBoundedOnHungStore: an operation decided without
+// a lookup (its destination's idempotency key still kept: a protected
+// retry) and one of a destination this reconciler does not know (put off
+// with a deferral) were written with no deadline either: a lock on the
+// operation held the pass, or the Reconcile call, as long as it was held.
+// Each write is now bounded by the time a lookup's lease gives to record
+// a finding (30 s), logged by the outage rule as a store_busy failure,
+// and the operation is left uncertain, decided at the next pass.
+func TestWritesWithoutLookupBoundedOnHungStore(t *testing.T) {
+	t.Parallel()
+	testrig.ForEachStore(t, func(t *testing.T, newDSN func(testing.TB) string) {
+		ctx := context.Background()
+		dsn := newDSN(t)
+		l, err := opledger.Open(ctx, dsn, opledger.Options{SQLiteBusyTimeout: time.Hour})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, l.Close()) })
+		set, err := destination.NewSet(keyedNoLookup{})
+		require.NoError(t, err)
+		keyed, err := l.Do(ctx, opledger.Intent{Key: "intake:K1:create", Action: "create", Destination: "keyed", Payload: json.RawMessage(`{}`)},
+			keyedNoLookup{}.Call)
+		require.Error(t, err)
+		require.Equal(t, opledger.StateUncertain, keyed.State)
+		unknown, err := l.Do(ctx, opledger.Intent{Key: "intake:U1:create", Action: "create", Destination: "elsewhere", Payload: json.RawMessage(`{}`)},
+			keyedNoLookup{}.Call)
+		require.Error(t, err)
+		require.Equal(t, opledger.StateUncertain, unknown.State)
+		sink := testrig.NewRecordSink("reconcile")
+		rec, err := reconciler.New(l, reconciler.Config{Destinations: set, Logger: slog.New(sink)})
+		require.NoError(t, err)
+		rec.SetLeaseMargin(time.Second)
+
+		// SQLite's write lock is the file's; PostgreSQL's, each row's.
+		unlocks := []func(){testdb.HoldLock(t, dsn, opledger.DefaultTenant, keyed.Key)}
+		if !strings.HasPrefix(dsn, "sqlite:") {
+			unlocks = append(unlocks, testdb.HoldRowLock(t, dsn, "operations", opledger.DefaultTenant, unknown.Key))
+		}
+		unlock := func() {
+			for _, u := range unlocks {
+				u()
+			}
+		}
+		defer unlock()
+
+		done := make(chan passResult, 1)
+		go func() {
+			pass, err := rec.RunOnce(ctx)
+			done <- passResult{pass, err}
+		}()
+		pass := ended(t, done, "the pass still waits for the lock to record the protected retry")
+		require.Equal(t, 1, pass.Examined, "the queue holds this reconciler's destinations only")
+		require.Equal(t, 1, pass.Errors)
+		logged := sink.Waited(t)
+		require.Equal(t, slog.LevelWarn, logged.Level)
+		require.Equal(t, "store_busy", testrig.Attr(t, logged, "problem").String())
+
+		decided := make(chan error, 1)
+		go func() {
+			_, err := rec.Reconcile(ctx, unknown)
+			decided <- err
+		}()
+		select {
+		case err = <-decided:
+		case <-time.After(time.Minute):
+			t.Fatal("Reconcile still waits for the lock to put the operation off")
+		}
+		require.ErrorIs(t, err, opledger.ErrStoreBusy)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorContains(t, err, "defer reconcile")
+		unlock()
+
+		// The store free, both are decided as before.
+		pass, err = rec.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, pass.Decisions[reconciler.Retry], "%+v", pass)
+		got, err := l.Get(ctx, keyed.Key)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StatePending, got.State)
+		require.True(t, got.Protected)
+		d, err := rec.Reconcile(ctx, unknown)
+		require.NoError(t, err)
+		require.Equal(t, reconciler.Wait, d)
+		got, err = l.Get(ctx, unknown.Key)
+		require.NoError(t, err)
+		require.Equal(t, opledger.StateUncertain, got.State)
+	})
+}
