@@ -391,6 +391,9 @@ const maxEvidence = 1000
 // fails with an error matching opledger.ErrStoreBusy and
 // context.DeadlineExceeded, and leaves op uncertain, to be examined
 // again (once the lease has passed, if it was taken for a lookup).
+// Recording the next step of a workflow whose step op settled is
+// bounded alike, afresh; one given up is logged at WARN ("advance
+// workflow"), and the workflow sweep records the step later.
 func (r *Reconciler) Reconcile(ctx context.Context, op *opledger.Operation) (Decision, error) {
 	var abandoned bool
 	return r.reconcile(ctx, op, &abandoned)
@@ -591,8 +594,14 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 		d = Succeeded
 		// The next step of a workflow, if this is one, now rather than
 		// at the server's next sweep (which still advances it if this
-		// fails).
-		advance.WorkflowOf(ctx, tl, op.Key, log)
+		// fails). Bounded as the turn's other store calls are, afresh
+		// (the operation is decided: the lease no longer matters), as
+		// the executor bounds its advance by a lease: one that hangs (a
+		// lock on the workflows table held elsewhere) is given up and
+		// logged at WARN rather than hold the pass.
+		actx, cancelAdvance := context.WithTimeout(ctx, bound)
+		advance.WorkflowOf(actx, tl, op.Key, log)
+		cancelAdvance()
 	case opledger.StateHeld:
 		d = Held
 	case opledger.StatePending:

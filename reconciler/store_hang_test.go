@@ -343,3 +343,63 @@ func TestWritesWithoutLookupBoundedOnHungStore(t *testing.T) {
 		require.Equal(t, opledger.StateUncertain, got.State)
 	})
 }
+
+// TestAdvanceBoundedOnHungStore: recording a workflow's next step once a
+// lookup settled its step had no deadline of its own. On PostgreSQL, with
+// the workflows table locked by another session (a LOCK TABLE; the DSN
+// sets no lock_timeout), the pass waited for it for as long as the lock
+// was held, the step's success recorded. It is now bounded by the
+// lookup's lease, as the executor's advance is by its own, and logged at
+// WARN ("advance workflow"): the pass ends, the step succeeded, while the
+// lock is still held, and the server's workflow sweep advances the
+// workflow later.
+func TestAdvanceBoundedOnHungStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	d := &foundLookup{gate: true, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	set, err := destination.NewSet(d)
+	require.NoError(t, err)
+	_, _, err = l.PutWorkflow(ctx, "wf:W1", opledger.WorkflowSpec{Owner: "ops", Steps: []opledger.WorkflowStep{
+		{Name: "one", Action: "create", Destination: "found", Payload: json.RawMessage(`{"n":1}`)},
+		{Name: "two", Action: "create", Destination: "found", Payload: json.RawMessage(`{"n":2}`)},
+	}})
+	require.NoError(t, err)
+	const step = "wf:W1/one"
+	c, err := l.Claim(ctx, step, opledger.ClaimOptions{Lease: time.Minute})
+	require.NoError(t, err)
+	_, err = l.Dispatch(ctx, step, c.AttemptID, c.FencingToken)
+	require.NoError(t, err)
+	op, err := l.Report(ctx, step, c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeUncertain, Error: "timeout"})
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateUncertain, op.State)
+	sink := testrig.NewRecordSink("advance workflow")
+	rec, err := reconciler.New(l, reconciler.Config{Destinations: set, LookupTimeout: 3 * time.Second, Logger: slog.New(sink)})
+	require.NoError(t, err)
+	rec.SetLeaseMargin(time.Second)
+
+	done := make(chan passResult, 1)
+	go func() {
+		pass, err := rec.RunOnce(ctx)
+		done <- passResult{pass, err}
+	}()
+	<-d.entered
+	_, unlock := testdb.HoldTableLock(t, dsn, "workflows")
+	defer unlock()
+	close(d.release) // R1 found: the step succeeds; its workflow's next step waits for the table
+
+	pass := ended(t, done, "the pass still waits for the workflows table")
+	require.Equal(t, 1, pass.Decisions[reconciler.Succeeded], "%+v", pass)
+	require.Zero(t, pass.Errors)
+	logged := sink.Waited(t)
+	require.Equal(t, slog.LevelWarn, logged.Level)
+	require.ErrorIs(t, testrig.Attr(t, logged, "error").Any().(error), context.DeadlineExceeded)
+	unlock()
+	got, err := l.Get(ctx, step)
+	require.NoError(t, err)
+	require.Equal(t, opledger.StateSucceeded, got.State)
+	require.Equal(t, "R1", got.DestinationRef)
+}
