@@ -295,7 +295,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 }
 
 // RunOnce examines the uncertain operations that are due, at most
-// BatchSize, and returns what became of them.
+// BatchSize, and returns what became of them. A queue the store has not
+// read within 30 s fails the pass with an error matching
+// opledger.ErrStoreBusy and context.DeadlineExceeded.
 func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 	pass := Pass{Decisions: map[Decision]int{}}
 	// Only the destinations this reconciler knows: another process (an
@@ -309,7 +311,14 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 		}
 		queue.AllTenants = false
 	}
-	ops, err := l.ReconcileQueue(ctx, queue)
+	// The read is bounded as an examination's writes are (leaseMargin):
+	// one that hangs (a LOCK TABLE held elsewhere while the DSN sets no
+	// lock_timeout) would hold Run for as long as it hangs. Cut there,
+	// it is a store_busy failure, which Run logs by the outage rule.
+	qctx, cancel := context.WithTimeout(ctx, r.leaseMargin)
+	ops, err := l.ReconcileQueue(qctx, queue)
+	err = storeCut(ctx, qctx, r.leaseMargin.String(), err)
+	cancel()
 	if err != nil {
 		return pass, fmt.Errorf("read reconcile queue: %w", err)
 	}

@@ -403,3 +403,52 @@ func TestAdvanceBoundedOnHungStore(t *testing.T) {
 	require.Equal(t, opledger.StateSucceeded, got.State)
 	require.Equal(t, "R1", got.DestinationRef)
 }
+
+// TestQueueReadBoundedOnHungStore: a pass's read of its queue
+// (Ledger.ReconcileQueue) had no deadline of its own. On PostgreSQL, with
+// the operations table locked by another session (a LOCK TABLE of an
+// operator's migration or maintenance; the DSN sets no lock_timeout), Run
+// waited for it for as long as the lock was held, logging nothing. The
+// read is now bounded (30 s): the pass fails with a store_busy error,
+// which Run logs by the outage rule ("reconcile pass"), and the next pass
+// reads the queue again.
+func TestQueueReadBoundedOnHungStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.PostgresDSN(t)
+	l, err := opledger.Open(ctx, dsn, opledger.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	d := &foundLookup{}
+	set, err := destination.NewSet(d)
+	require.NoError(t, err)
+	op, err := l.Do(ctx, opledger.Intent{Key: hangKey, Action: "create", Destination: "found", Payload: json.RawMessage(`{}`)}, d.Call)
+	require.Error(t, err)
+	require.Equal(t, opledger.StateUncertain, op.State)
+	rec, err := reconciler.New(l, reconciler.Config{Destinations: set, Logger: slog.New(testrig.NewRecordSink(""))})
+	require.NoError(t, err)
+	rec.SetLeaseMargin(time.Second)
+
+	_, unlock := testdb.HoldTableLock(t, dsn, "operations")
+	defer unlock()
+	done := make(chan passResult, 1)
+	go func() {
+		pass, err := rec.RunOnce(ctx)
+		done <- passResult{pass, err}
+	}()
+	var res passResult
+	select {
+	case res = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the pass still waits for the table lock to read its queue")
+	}
+	require.ErrorIs(t, res.err, opledger.ErrStoreBusy)
+	require.ErrorIs(t, res.err, context.DeadlineExceeded)
+	require.ErrorContains(t, res.err, "read reconcile queue")
+	require.Zero(t, res.pass.Examined)
+	unlock()
+
+	pass, err := rec.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, pass.Decisions[reconciler.Succeeded])
+}
