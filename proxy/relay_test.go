@@ -158,13 +158,23 @@ func postLarge(t *testing.T, b *bundle, client *http.Client, key string) *http.R
 func TestSlowCallerLargeAnswer(t *testing.T) {
 	t.Parallel()
 	const size = 4 << 20
-	b, client, _ := slowRelaySetup(t, size, time.Second)
+	// The route's timeout bounds the time spent waiting for the
+	// upstream's 4 MiB (its clock runs while a read of the answer
+	// waits) and each write to the caller (this server has no
+	// ConnContext); not the caller's whole download. With 1 s, under
+	// -race on a loaded machine, the upstream's reads used it up once
+	// in 16 runs and the answer broke off. With 5 s they use under
+	// 0.5 s and a write waits at most about 1 s.
+	const timeout = 5 * time.Second
+	b, client, _ := slowRelaySetup(t, size, timeout)
 	resp := postLarge(t, b, client, "key-1")
 	defer resp.Body.Close()
-	// The caller takes at most 16 KiB every 10 ms: the relay takes over
-	// 2.5 s, more than twice the upstream's timeout, but never holds a
-	// write for long.
-	n, err := readPaced(resp.Body, 10*time.Millisecond, 16<<10)
+	// The caller takes at most 4 KiB every 2 timeouts/1024 (a ticker
+	// never runs ahead; load only slows it): the whole answer takes it
+	// over twice the timeout, and the relay, which ends once the rest
+	// fits in the kernel buffers (about 1 MiB), over 1.5 times.
+	const chunk = 4 << 10
+	n, err := readPaced(resp.Body, 2*timeout/(size/chunk), chunk)
 	require.Equal(t, io.EOF, err, "the answer ended, not broke off")
 	require.Equal(t, largeAnswerSize(size), n, "the caller got the whole answer")
 	op := b.only(t)
