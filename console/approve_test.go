@@ -142,7 +142,7 @@ func TestApproveInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, opledger.StateAwaitingApproval, op.State)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
-		chromedp.SendKeys(`#approver`, "Lea"), chromedp.Click(`#approve`), chromedp.WaitVisible(`p.notice`)))
+		chromedp.SendKeys(`#approver`, "Lea"), chromedp.Click(`#approve`), shown(`p.notice`)))
 	require.Contains(t, pageText(t, ctx, `p.notice`), "Recorded: approved")
 	require.Contains(t, pageText(t, ctx, `h1`), "pending")
 	require.Contains(t, pageText(t, ctx, `#timeline`), "approved")

@@ -236,10 +236,10 @@ func TestConsole(t *testing.T) {
 	screenshot(t, ctx, "login")
 
 	// A wrong token is refused.
-	do(chromedp.SendKeys(`#token`, "opl_wrong"), chromedp.Submit(`#token`), chromedp.WaitVisible(`p.error`))
+	do(chromedp.SendKeys(`#token`, "opl_wrong"), chromedp.Submit(`#token`), shown(`p.error`))
 	require.Contains(t, text(`p.error`), "unknown or revoked")
 
-	do(chromedp.SetValue(`#token`, b.token), chromedp.Submit(`#token`), chromedp.WaitVisible(`table.queue`))
+	do(chromedp.SetValue(`#token`, b.token), chromedp.Submit(`#token`), shown(`table.queue`))
 	body := text(`table.queue`)
 	require.Contains(t, body, "intake:I17:create")
 	require.Contains(t, body, "mail:welcome:u17")
@@ -251,7 +251,7 @@ func TestConsole(t *testing.T) {
 	screenshot(t, ctx, "queue")
 
 	// Open the held operation.
-	do(chromedp.Click(`a[href="/operations/intake:I17:create"]`), chromedp.WaitVisible(`#timeline`))
+	do(chromedp.Click(`a[href="/operations/intake:I17:create"]`), shown(`#timeline`))
 	payload := text(`pre.payload`)
 	require.Contains(t, payload, `"***"`)
 	require.NotContains(t, payload, "ana@example.invalid", "sensitive fields masked")
@@ -266,7 +266,7 @@ func TestConsole(t *testing.T) {
 		chromedp.SendKeys(`#reason-s`, "Found inquiry H42 in the CRM, matching submission 847"),
 		chromedp.SendKeys(`#op-s`, "Maria"),
 		chromedp.Click(`#decide-succeeded`),
-		chromedp.WaitVisible(`p.notice`))
+		shown(`p.notice`))
 	require.Contains(t, text(`p.notice`), "Recorded: succeeded")
 	timelineAfter := text(`#timeline`)
 	require.Contains(t, timelineAfter, "operator marked succeeded")
@@ -287,7 +287,7 @@ func TestConsole(t *testing.T) {
 	screenshot(t, ctx, "dashboard")
 
 	// Each count of the state table opens the list of its operations.
-	do(chromedp.Click(`table.states a[href="/operations?state=succeeded"]`), chromedp.WaitVisible(`#operations`))
+	do(chromedp.Click(`table.states a[href="/operations?state=succeeded"]`), shown(`#operations`))
 	list := text(`#operations`)
 	require.Contains(t, list, "intake:I17:create")
 	require.Contains(t, list, "order:16:prepare")
@@ -300,14 +300,14 @@ func TestConsole(t *testing.T) {
 	// Events with their deliveries; workflows with their steps.
 	do(chromedp.Navigate(b.url+"/events"), chromedp.WaitVisible(`table.queue`))
 	require.Contains(t, text(`main`), "2 deliveries, 1 of them duplicates")
-	do(chromedp.Click(`a[href="/events/forms/evt-847"]`), chromedp.WaitVisible(`h2`))
+	do(chromedp.Click(`a[href="/events/forms/evt-847"]`), shown(`h2`))
 	require.Contains(t, text(`main`), "duplicate")
 	requireAccessible(t, ctx)
 	do(chromedp.Navigate(b.url+"/workflows"), chromedp.WaitVisible(`#workflows`))
 	require.Contains(t, text(`#workflows`), "wf-17", "the workflows page lists the open ones")
 	requireAccessible(t, ctx)
 	do(chromedp.SendKeys(`#wfkey`, "wf-17"),
-		chromedp.Submit(`#wfkey`), chromedp.WaitVisible(`ol.steps`))
+		chromedp.Submit(`#wfkey`), shown(`ol.steps`))
 	steps := text(`ol.steps`)
 	require.Contains(t, steps, "task")
 	require.Contains(t, steps, "waits for task")

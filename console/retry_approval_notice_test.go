@@ -39,7 +39,7 @@ func TestRetryAwaitingApprovalNotice(t *testing.T) {
 				require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/operations/"+key), chromedp.WaitVisible(`#decide-retry`),
 					chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
 					chromedp.SendKeys(`#reason-r`, "the amount was right after all"), chromedp.Click(`#decide-retry`),
-					chromedp.WaitVisible(`p.notice`)))
+					shown(`p.notice`)))
 				op, err := l.Get(ctx, key)
 				require.NoError(t, err)
 				require.Equal(t, opledger.StateAwaitingApproval, op.State)

@@ -67,7 +67,7 @@ func heldOp(t *testing.T, l *opledger.Ledger, in opledger.Intent, lastError, evi
 func browserSignIn(t *testing.T, ctx context.Context, base, token string) {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`#token`),
-		chromedp.SetValue(`#token`, token), chromedp.Submit(`#token`), chromedp.WaitVisible(`table.queue, p.empty`)))
+		chromedp.SetValue(`#token`, token), chromedp.Submit(`#token`), shown(`table.queue, p.empty`)))
 }
 
 // eval evaluates js in the page of ctx.
@@ -134,7 +134,7 @@ func TestStaleDecision(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(a, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
 		chromedp.SendKeys(`#reason-c`, "the customer withdrew the order"), chromedp.SendKeys(`#op-c`, "Ana"),
-		chromedp.Click(`#decide-cancel`), chromedp.WaitVisible(`p.notice`)))
+		chromedp.Click(`#decide-cancel`), shown(`p.notice`)))
 	require.Equal(t, "Recorded: cancelled.", pageText(t, a, `p.notice`))
 
 	require.NoError(t, chromedp.Do(b, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
@@ -192,17 +192,17 @@ func TestBackAfterDecision(t *testing.T) {
 		require.NoError(t, chromedp.Do(bctx, chromedp.NavigateBack(), chromedp.WaitVisible(`h1`)), "Back loads the page again")
 	}
 
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(`a[href="/operations/back:1"]`), chromedp.WaitVisible(`#decide-cancel`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(`a[href="/operations/back:1"]`), shown(`#decide-cancel`)))
 	require.Contains(t, pageText(t, ctx, `h1`), "held")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
-		chromedp.SendKeys(`#reason-c`, "withdrawn"), chromedp.Click(`#decide-cancel`), chromedp.WaitVisible(`p.notice`)))
+		chromedp.SendKeys(`#reason-c`, "withdrawn"), chromedp.Click(`#decide-cancel`), shown(`p.notice`)))
 	back()
 	require.Equal(t, "/operations/back:1", eval[string](t, ctx, `location.pathname`))
 	require.Contains(t, pageText(t, ctx, `h1`), "failed (cancelled)", "Back shows the operation as it is now")
 	require.False(t, eval[bool](t, ctx, `!!document.querySelector('#decide-cancel')`), "no form of the state it had")
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.url+"/operations/back:2"), chromedp.WaitVisible(`#decide-cancel`),
-		chromedp.Click(`nav a[href="/"]`), chromedp.WaitVisible(`table.queue`)))
+		chromedp.Click(`nav a[href="/"]`), shown(`table.queue`)))
 	_, _, err := l.Resolve(context.Background(), "back:2", opledger.Decision{Kind: opledger.DecisionCancel, Reason: "withdrawn", Operator: "ana"})
 	require.NoError(t, err)
 	back()
@@ -273,7 +273,7 @@ func TestSignOutBack(t *testing.T) {
 	ctx := browser(t)
 	browserSignIn(t, ctx, srv.url, token)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.url+"/operations/out:1"), chromedp.WaitVisible(`pre.payload`),
-		chromedp.Click(`form.logout button`), chromedp.WaitVisible(`#token`)))
+		chromedp.Click(`form.logout button`), shown(`#token`)))
 	require.NoError(t, chromedp.Do(ctx, chromedp.NavigateBack(), chromedp.WaitVisible(`#token`)))
 	require.Equal(t, "/login", eval[string](t, ctx, `location.pathname`))
 	require.NotContains(t, pageText(t, ctx, `body`), "confidential")
@@ -305,7 +305,7 @@ func TestSameSiteSignIn(t *testing.T) {
 	nav, err := chromedp.RunResponse(bctx, chromedp.Navigate(attacker.URL))
 	require.NoError(t, err)
 	require.EqualValues(t, http.StatusOK, nav.Status)
-	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(`p.error, .tenant strong`)))
+	require.NoError(t, chromedp.Do(bctx, shown(`p.error, .tenant strong`)))
 	require.Equal(t, "Sign in from the console's own page.", pageText(t, bctx, `p.error`))
 	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(b.url+"/"), chromedp.WaitVisible(`.tenant strong`)))
 	require.Equal(t, "acme", pageText(t, bctx, `.tenant strong`), "still the visitor's own tenant")
@@ -471,7 +471,7 @@ func TestFailedDecisionForm(t *testing.T) {
 	// Fixed, it is recorded, under the name typed, marked as the console's.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
 		chromedp.SendKeys(`#ref`, "H42"), chromedp.SendKeys(`#reason-s`, "found H42"), chromedp.SendKeys(`#op-s`, "Maria"),
-		chromedp.Click(`#decide-succeeded`), chromedp.WaitVisible(`p.notice`)))
+		chromedp.Click(`#decide-succeeded`), shown(`p.notice`)))
 	require.EqualValues(t, 2, srv.posts.Load())
 	require.Contains(t, pageText(t, ctx, `#timeline li:last-child`), "by "+consoleActor(t, l, token, "Maria"))
 }

@@ -92,7 +92,7 @@ func TestCancelWorkflowInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(a, chromedp.Navigate(srv.URL+"/workflows/wf:stuck"), chromedp.WaitVisible(`#cancel-workflow`),
 		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
 		chromedp.SendKeys(`#reason-wc`, "the customer withdrew"), chromedp.SendKeys(`#op-wc`, "Ana"),
-		chromedp.Click(`#cancel-workflow`), chromedp.WaitVisible(`#workflow-notice`)))
+		chromedp.Click(`#cancel-workflow`), shown(`#workflow-notice`)))
 	require.Equal(t, "Recorded: the workflow is cancelled. Its steps not recorded yet are never recorded.", pageText(t, a, `#workflow-notice`))
 	require.Equal(t, "/workflows/wf:stuck", eval[string](t, a, `location.pathname`))
 	require.False(t, eval[bool](t, a, `!!document.querySelector('#cancel-workflow')`), "a cancelled workflow offers no cancellation")
@@ -134,7 +134,7 @@ func TestCancelWorkflowInBrowser(t *testing.T) {
 		eval[string](t, b, `document.querySelector('form:has(#cancel-workflow) input[name=seen]').value`), "the form now names the workflow as shown")
 	// Sent again from the page as it is now, it is recorded.
 	require.NoError(t, chromedp.Do(b, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
-		chromedp.Click(`#cancel-workflow`), chromedp.WaitVisible(`#workflow-notice`)))
+		chromedp.Click(`#cancel-workflow`), shown(`#workflow-notice`)))
 	wf, err = l.GetWorkflow(ctx, "wf:failed")
 	require.NoError(t, err)
 	require.Equal(t, opledger.WorkflowCancelled, wf.Status)

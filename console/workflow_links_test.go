@@ -23,9 +23,9 @@ func TestWorkflowPageLinksBack(t *testing.T) {
 	browserSignIn(t, ctx, srv.URL, token)
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/workflows"), chromedp.WaitVisible(`a[href="/workflows/onb:1"]`),
-		chromedp.Click(`a[href="/workflows/onb:1"]`), chromedp.WaitVisible(`ol.steps`)))
+		chromedp.Click(`a[href="/workflows/onb:1"]`), shown(`ol.steps`)))
 	require.Equal(t, "← Workflows", eval[string](t, ctx, `document.querySelector('#back-to-workflows')?.textContent ?? "no link back"`))
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(`#back-to-workflows`), chromedp.WaitVisible(`#open-by-key`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(`#back-to-workflows`), shown(`#open-by-key`)))
 	require.Equal(t, srv.URL+"/workflows", eval[string](t, ctx, `location.href`))
 	require.Equal(t, "Workflows", pageText(t, ctx, `h1`))
 }
@@ -51,7 +51,7 @@ func TestStepKeyWithSlash(t *testing.T) {
 	}
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/workflows/onb:1"), chromedp.WaitVisible(`ol.steps`),
-		chromedp.Click(`a[href="/operations/onb:1%2Fsend"]`), chromedp.WaitVisible(`#timeline`)))
+		chromedp.Click(`a[href="/operations/onb:1%2Fsend"]`), shown(`#timeline`)))
 	require.Equal(t, "onb:1/send", heading(), "the step's link opens its page")
 
 	for _, tc := range []struct{ typed, want, wait string }{
