@@ -39,7 +39,8 @@ type MaintainOptions struct {
 	Destinations []string
 	// Logger gets a line for each run that changed something and for
 	// each error (a job the store could not take, ErrStoreUnavailable,
-	// ErrStoreBusy or ErrStoreFull, is logged at WARN at the first failure and as their
+	// ErrStoreBusy (a turn not answered by its deadline among them) or
+	// ErrStoreFull, is logged at WARN at the first failure and as their
 	// count doubles, at DEBUG between, and at INFO when the store answers
 	// again, rather than at ERROR at each turn), and once, after the first lease sweep, the number of
 	// operations still claimed by leases not yet ended, when there are
@@ -57,9 +58,14 @@ type MaintainOptions struct {
 // removing its announcement when it ends. Each job runs at once and then
 // at its interval; an error is logged and the job runs again at its next
 // turn (a store outage is logged as it grows, not at each turn: see
-// MaintainOptions.Logger). Maintain returns when ctx has ended or Close
-// was called, and every job has stopped; Close waits for that before it
-// closes the store.
+// MaintainOptions.Logger). Each turn has a deadline: its job's interval
+// (twice CompactInterval for retention), at least 5 seconds; a turn the
+// store has not answered by then (a lock held elsewhere, a server that
+// stopped answering) is given up, with nothing of its current
+// transaction recorded, and fails with ErrStoreBusy, so that a store
+// that holds a job does not stall it in silence. Maintain returns when
+// ctx has ended or Close was called, and every job has stopped; Close
+// waits for that before it closes the store.
 //
 // An interval of zero is its default; a negative one, a mistake, is
 // logged as an error and replaced by the default.
@@ -94,10 +100,17 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 			*iv.d = iv.def
 		}
 	}
+	// Each turn of a job is bounded (periodic.Bounded), so that a store
+	// that holds it (a PostgreSQL LOCK TABLE while the DSN sets no
+	// lock_timeout, a SQLite lock held past a long SQLiteBusyTimeout, a
+	// server that stopped answering) ends the turn as store_busy, logged
+	// by the outage rule, rather than stalling the job in silence:
+	// turnBound for the sweeps and the announcement, compactBound for
+	// compaction.
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		started := true
-		periodic.Run(ctx, o.LeaseSweep, log, "expire leases", func(ctx context.Context) error {
+		periodic.Run(ctx, o.LeaseSweep, log, "expire leases", periodic.Bounded(turnBound(o.LeaseSweep), func(ctx context.Context) error {
 			n, err := l.ExpireLeases(ctx)
 			if n > 0 {
 				log.Info("settled expired leases", "count", n)
@@ -116,19 +129,19 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 				}
 			}
 			return err
-		})
+		}))
 	})
 	wg.Go(func() {
-		periodic.Run(ctx, o.WorkflowSweep, log, "advance workflows", func(ctx context.Context) error {
+		periodic.Run(ctx, o.WorkflowSweep, log, "advance workflows", periodic.Bounded(turnBound(o.WorkflowSweep), func(ctx context.Context) error {
 			n, err := l.AdvanceWorkflows(ctx)
 			if n > 0 {
 				log.Info("advanced workflows", "count", n)
 			}
 			return err
-		})
+		}))
 	})
 	wg.Go(func() {
-		periodic.Run(ctx, o.CompactInterval, log, "compact", func(ctx context.Context) error {
+		periodic.Run(ctx, o.CompactInterval, log, "compact", periodic.Bounded(compactBound(o.CompactInterval), func(ctx context.Context) error {
 			res, err := l.Compact(ctx)
 			if res != (CompactResult{}) {
 				// The periods this process applied: they are its own
@@ -137,10 +150,10 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 				log.Info("retention", "compacted", res, "retention", l.opts.Retention, "tombstone_retention", l.opts.TombstoneRetention)
 			}
 			return err
-		})
+		}))
 	})
 	wg.Go(func() {
-		periodic.Run(ctx, announceInterval, log, "announce the process", func(ctx context.Context) error {
+		periodic.Run(ctx, announceInterval, log, "announce the process", periodic.Bounded(turnBound(announceInterval), func(ctx context.Context) error {
 			ps, err := l.Announce(ctx, AnnounceOptions{Settings: o.Settings, Destinations: o.Destinations})
 			if err != nil {
 				return err
@@ -150,7 +163,7 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 					"settings", p.names, "process_host", p.Host, "process_pid", p.PID, "process_started", p.StartedAt)
 			}
 			return nil
-		})
+		}))
 		// Gone at once rather than after a minute; the store is still
 		// open, as Close waits for Maintain.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -161,6 +174,31 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 	})
 	wg.Wait()
 }
+
+// turnBound is the deadline of a turn of a sweep or of the announcement
+// every interval: the interval, and at least minTurnBound. A turn still
+// running then has missed its next one, and its work is small
+// transactions whose progress is kept: a sweep cut short by a store that
+// answered slowly goes on at its next turn, due at once.
+func turnBound(interval time.Duration) time.Duration { return max(interval, minTurnBound) }
+
+// compactBound is the deadline of a turn of compaction every interval:
+// twice the interval, and at least minTurnBound. Compaction works in
+// batches, a transaction each, and its first run over a large backlog
+// (retention shortened, or compaction long stopped) may legitimately take
+// longer than one interval; its next turn then starts at once, and
+// nothing is lost. A turn that has run for two intervals has missed one
+// whole turn: a store that holds it that long is busy, and is said to
+// be. The batches it committed before the deadline are kept, the rest
+// left to the next turn.
+func compactBound(interval time.Duration) time.Duration { return max(2*interval, minTurnBound) }
+
+// minTurnBound is the shortest deadline of a turn of Maintain's jobs,
+// whatever their interval: one of a few milliseconds (tests, a lab) is
+// shorter than a sweep takes on a loaded machine whose store answers.
+// It is the default lease sweep's interval, longer than a page of any
+// sweep takes on a store that answers.
+const minTurnBound = DefaultLeaseSweep
 
 // countClaimed counts the in_progress operations of every tenant: those
 // whose leases ExpireLeases found not yet ended (and any claimed since).

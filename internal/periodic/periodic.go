@@ -10,6 +10,7 @@ package periodic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -38,6 +39,38 @@ func Run(ctx context.Context, interval time.Duration, log *slog.Logger, what str
 		}
 	}
 }
+
+// Bounded returns fn with each of its runs bounded by bound: a run gets
+// a context that ends bound after it starts, and one that fails once
+// that deadline has passed (its context's own not ended) failed because
+// the store did not answer in time: a lock it needed held elsewhere past
+// every wait the store sets (a PostgreSQL LOCK TABLE while the DSN sets
+// no lock_timeout, a long SQLiteBusyTimeout), or a server that stopped
+// answering. Its error then wraps store.ErrBusy (opledger.ErrStoreBusy,
+// problem store_busy), so that Run logs it by the Outage rule, as well
+// as fn's own error. A loop whose runs have no deadline would wait,
+// silent, for as long as the store holds it, and skip every turn
+// meanwhile.
+//
+// The store is left as the store leaves any request whose context ends:
+// a PostgreSQL transaction cancelled mid-way is rolled back, a SQLite
+// write that waited for the lock is withdrawn, and what earlier
+// transactions of the run committed stays.
+func Bounded(bound time.Duration, fn func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		turn, cancel := context.WithTimeoutCause(ctx, bound, errTurnDeadline)
+		defer cancel()
+		err := fn(turn)
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(turn), errTurnDeadline) {
+			return fmt.Errorf("no answer within the turn's deadline (%s): %w: %w", bound, store.ErrBusy, err)
+		}
+		return err
+	}
+}
+
+// errTurnDeadline is the cause of the end of a run's context at its
+// deadline (Bounded).
+var errTurnDeadline = errors.New("the turn's deadline passed")
 
 // StoreProblem names the failure of a store that could not take a
 // request for a reason of its own, which the next try soon after would

@@ -3,6 +3,7 @@ package periodic_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger/internal/periodic"
+	"github.com/opledger/opledger/internal/store"
 	"github.com/opledger/opledger/internal/testrig"
 )
 
@@ -70,4 +72,31 @@ func TestRunQuietAfterCancel(t *testing.T) {
 		return ctx.Err()
 	})
 	require.Empty(t, logs.String())
+}
+
+// TestBounded: a run that fails at its deadline is a store_busy failure
+// that still wraps its own error; one that fails because its caller's
+// context ended, or for a reason of its own before the deadline, is
+// left as it is, and a run that succeeds is not touched.
+func TestBounded(t *testing.T) {
+	t.Parallel()
+	waits := func(ctx context.Context) error {
+		<-ctx.Done()
+		return fmt.Errorf("sweep: %w", ctx.Err())
+	}
+	err := periodic.Bounded(time.Millisecond, waits)(context.Background())
+	require.ErrorIs(t, err, store.ErrBusy)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, "store_busy", periodic.StoreProblem(err))
+	require.ErrorContains(t, err, "no answer within the turn's deadline (1ms)")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = periodic.Bounded(time.Hour, waits)(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, store.ErrBusy, "the caller's end is no store problem")
+
+	own := errors.New("refused")
+	require.Equal(t, own, periodic.Bounded(time.Hour, func(context.Context) error { return own })(context.Background()))
+	require.NoError(t, periodic.Bounded(time.Hour, func(context.Context) error { return nil })(context.Background()))
 }
