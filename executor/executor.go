@@ -122,7 +122,10 @@ type Config struct {
 	PollInterval time.Duration
 	// SweepInterval is how often expired leases are settled, the first
 	// time when the executor starts. Default 5 s; negative disables the
-	// sweep (when something else runs Ledger.ExpireLeases).
+	// sweep (when something else runs Ledger.ExpireLeases). A turn of
+	// the sweep the store has not answered within the interval (5 s at
+	// least) is given up as store_busy and logged by the outage rule,
+	// as Ledger.Maintain's lease sweep is.
 	SweepInterval time.Duration
 	// Logger receives one line per attempt and per problem. Default
 	// slog.Default().
@@ -734,20 +737,38 @@ func (e *Executor) storeAnswered() {
 	e.log.Info("store reachable again", "failures", o.failures, "outage", time.Since(o.since).Round(time.Millisecond))
 }
 
-// sweep settles expired leases at once and then periodically.
+// sweep settles expired leases at once and then periodically. Each turn
+// is bounded as Maintain's lease sweep is (sweepBound), so that a store
+// that holds it (a LOCK TABLE held elsewhere while the PostgreSQL DSN
+// sets no lock_timeout, a SQLite lock held past a long
+// SQLiteBusyTimeout) ends the turn as store_busy, logged by the outage
+// rule, rather than stalling the sweep in silence.
 func (e *Executor) sweep(stop context.Context) {
 	defer e.wg.Done()
-	periodic.Run(stop, e.cfg.SweepInterval, e.log, "expire leases", func(ctx context.Context) error {
-		n, err := e.ledger.ExpireLeases(ctx)
+	var n int
+	turn := periodic.Bounded(sweepBound(e.cfg.SweepInterval), func(ctx context.Context) error {
+		var err error
+		n, err = e.ledger.ExpireLeases(ctx)
 		if n > 0 {
 			e.log.Info("settled expired leases", "count", n)
 		}
+		return err
+	})
+	periodic.Run(stop, e.cfg.SweepInterval, e.log, "expire leases", func(ctx context.Context) error {
+		err := turn(ctx)
 		if e.afterSweep != nil {
 			e.afterSweep(n, err)
 		}
 		return err
 	})
 }
+
+// sweepBound is the deadline of a turn of the lease sweep every
+// interval, as in Maintain: the interval (a turn still running then has
+// missed its next one; the leases it settled stay settled, and the next
+// turn, due at once, goes on), and at least 5 s, so that a sweep every
+// few milliseconds is not cut short on a store that answers.
+func sweepBound(interval time.Duration) time.Duration { return max(interval, 5*time.Second) }
 
 // step claims one operation and makes its attempt. claimed says whether
 // it claimed one; op is nil when that claim ended with no attempt to
