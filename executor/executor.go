@@ -801,17 +801,15 @@ func (e *Executor) step(r run, worker string) (op *opledger.Operation, claimed, 
 	c, err := e.ledger.ClaimNext(claimCtx, opledger.ClaimNextOptions{
 		Worker: worker, Lease: e.cfg.Lease, Destinations: dests, AllTenants: true, CallTimeout: e.cfg.CallTimeout,
 		Skip: e.stillCalling()})
-	hung := bg.Err() == nil && errors.Is(context.Cause(claimCtx), context.DeadlineExceeded)
+	// A store that held the claim a whole lease is busy: a lock the claim
+	// needs is held elsewhere past the executor's wait. The worker backs
+	// off and logs it as a store outage.
+	err = periodic.Cut(bg, claimCtx, "the lease ("+e.cfg.Lease.String()+")", err)
 	cancelClaim()
 	if errors.Is(err, opledger.ErrNothingDue) {
 		return nil, false, true, nil
 	}
-	if err != nil && hung {
-		// A store that held the claim a whole lease is busy: a lock the
-		// claim needs is held elsewhere past the executor's wait. The
-		// worker backs off and logs it as a store outage.
-		err = fmt.Errorf("claim next: no answer within the lease (%s): %w: %w", e.cfg.Lease, opledger.ErrStoreBusy, err)
-	} else if err != nil {
+	if err != nil {
 		err = fmt.Errorf("claim next: %w", err)
 	}
 	if err != nil {

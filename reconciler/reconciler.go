@@ -317,7 +317,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Pass, error) {
 	// it is a store_busy failure, which Run logs by the outage rule.
 	qctx, cancel := context.WithTimeout(ctx, r.leaseMargin)
 	ops, err := l.ReconcileQueue(qctx, queue)
-	err = storeCut(ctx, qctx, r.leaseMargin.String(), err)
+	err = periodic.Cut(ctx, qctx, r.leaseMargin.String(), err)
 	cancel()
 	if err != nil {
 		return pass, fmt.Errorf("read reconcile queue: %w", err)
@@ -447,7 +447,7 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 	// no bound: it may be shorter than a busy store's answer (a proxy's
 	// is any positive duration), and giving up then would call a store
 	// busy that is only slow. A call cut at its bound counts as
-	// ErrStoreBusy (storeCut; logged by the outage rule: logOperation),
+	// ErrStoreBusy (periodic.Cut; logged by the outage rule: logOperation),
 	// as the executor's claim cut at its lease does, and leaves op as it
 	// was: uncertain, taken until the lease ends (if the claim landed),
 	// then examined again.
@@ -458,7 +458,7 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 	}
 	sctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	defer func() { err = storeCut(ctx, sctx, boundName, err) }()
+	defer func() { err = periodic.Cut(ctx, sctx, boundName, err) }()
 	if !ok {
 		return r.wait(sctx, tl, op, r.cfg.UnknownRecheck,
 			"destination "+op.Destination+" is not configured in this reconciler; it declares nothing here")
@@ -654,20 +654,6 @@ func (r *Reconciler) reconcile(ctx context.Context, op *opledger.Operation, aban
 	}
 	log.Info("reconciled", "decision", d, "state", after.State, "protected", after.Protected, "capabilities", caps.String())
 	return d, nil
-}
-
-// storeCut returns err, the failure of a store call made with bounded (a
-// context under parent with a deadline of its own, bound naming it),
-// marked opledger.ErrStoreBusy when that deadline ended the call while
-// parent had not: a store that held the call that long is busy (a lock
-// it needs held elsewhere past the caller's wait), a store outage that
-// RunOnce logs by the outage rule (logOperation), as the executor's
-// claim cut at its lease is. Any other err, and nil, is returned as is.
-func storeCut(parent, bounded context.Context, bound string, err error) error {
-	if err == nil || parent.Err() != nil || !errors.Is(context.Cause(bounded), context.DeadlineExceeded) {
-		return err
-	}
-	return fmt.Errorf("no answer from the store within %s: %w: %w", bound, opledger.ErrStoreBusy, err)
 }
 
 // reportedRefs returns the references the attempts reported without a

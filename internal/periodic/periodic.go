@@ -58,19 +58,27 @@ func Run(ctx context.Context, interval time.Duration, log *slog.Logger, what str
 // transactions of the run committed stays.
 func Bounded(bound time.Duration, fn func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
-		turn, cancel := context.WithTimeoutCause(ctx, bound, errTurnDeadline)
+		turn, cancel := context.WithTimeout(ctx, bound)
 		defer cancel()
-		err := fn(turn)
-		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(turn), errTurnDeadline) {
-			return fmt.Errorf("no answer within the turn's deadline (%s): %w: %w", bound, store.ErrBusy, err)
-		}
-		return err
+		return Cut(ctx, turn, bound.String(), fn(turn))
 	}
 }
 
-// errTurnDeadline is the cause of the end of a run's context at its
-// deadline (Bounded).
-var errTurnDeadline = errors.New("the turn's deadline passed")
+// Cut returns err, the failure of a store call made with bounded (a
+// context under parent with a deadline of its own, bound naming it),
+// marked store.ErrBusy (opledger.ErrStoreBusy, problem store_busy) when
+// that deadline ended the call while parent had not: a store that held
+// the call that long is busy (a lock it needs held elsewhere past every
+// wait the store sets, or a server that stopped answering), an outage
+// its caller logs by the Outage rule. Any other err, and nil, is
+// returned as it is. Bounded, the executor's claim bounded by its lease
+// and the reconciler's store calls bounded by a lookup's lease use it.
+func Cut(parent, bounded context.Context, bound string, err error) error {
+	if err == nil || parent.Err() != nil || !errors.Is(context.Cause(bounded), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("no answer from the store within %s: %w: %w", bound, store.ErrBusy, err)
+}
 
 // StoreProblem names the failure of a store that could not take a
 // request for a reason of its own, which the next try soon after would

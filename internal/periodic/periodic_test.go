@@ -88,7 +88,7 @@ func TestBounded(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrBusy)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Equal(t, "store_busy", periodic.StoreProblem(err))
-	require.ErrorContains(t, err, "no answer within the turn's deadline (1ms)")
+	require.ErrorContains(t, err, "no answer from the store within 1ms")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
