@@ -105,12 +105,12 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 	// lock_timeout, a SQLite lock held past a long SQLiteBusyTimeout, a
 	// server that stopped answering) ends the turn as store_busy, logged
 	// by the outage rule, rather than stalling the job in silence:
-	// turnBound for the sweeps and the announcement, compactBound for
+	// periodic.TurnBound for the sweeps and the announcement, compactBound for
 	// compaction.
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		started := true
-		periodic.Run(ctx, o.LeaseSweep, log, "expire leases", periodic.Bounded(turnBound(o.LeaseSweep), func(ctx context.Context) error {
+		periodic.Run(ctx, o.LeaseSweep, log, "expire leases", periodic.Bounded(periodic.TurnBound(o.LeaseSweep), func(ctx context.Context) error {
 			n, err := l.ExpireLeases(ctx)
 			if n > 0 {
 				log.Info("settled expired leases", "count", n)
@@ -132,7 +132,7 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 		}))
 	})
 	wg.Go(func() {
-		periodic.Run(ctx, o.WorkflowSweep, log, "advance workflows", periodic.Bounded(turnBound(o.WorkflowSweep), func(ctx context.Context) error {
+		periodic.Run(ctx, o.WorkflowSweep, log, "advance workflows", periodic.Bounded(periodic.TurnBound(o.WorkflowSweep), func(ctx context.Context) error {
 			n, err := l.AdvanceWorkflows(ctx)
 			if n > 0 {
 				log.Info("advanced workflows", "count", n)
@@ -153,7 +153,7 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 		}))
 	})
 	wg.Go(func() {
-		periodic.Run(ctx, announceInterval, log, "announce the process", periodic.Bounded(turnBound(announceInterval), func(ctx context.Context) error {
+		periodic.Run(ctx, announceInterval, log, "announce the process", periodic.Bounded(periodic.TurnBound(announceInterval), func(ctx context.Context) error {
 			ps, err := l.Announce(ctx, AnnounceOptions{Settings: o.Settings, Destinations: o.Destinations})
 			if err != nil {
 				return err
@@ -175,15 +175,8 @@ func (l *Ledger) Maintain(ctx context.Context, o MaintainOptions) {
 	wg.Wait()
 }
 
-// turnBound is the deadline of a turn of a sweep or of the announcement
-// every interval: the interval, and at least minTurnBound. A turn still
-// running then has missed its next one, and its work is small
-// transactions whose progress is kept: a sweep cut short by a store that
-// answered slowly goes on at its next turn, due at once.
-func turnBound(interval time.Duration) time.Duration { return max(interval, minTurnBound) }
-
 // compactBound is the deadline of a turn of compaction every interval:
-// twice the interval, and at least minTurnBound. Compaction works in
+// twice the interval, and at least periodic.MinTurn. Compaction works in
 // batches, a transaction each, and its first run over a large backlog
 // (retention shortened, or compaction long stopped) may legitimately take
 // longer than one interval; its next turn then starts at once, and
@@ -191,14 +184,7 @@ func turnBound(interval time.Duration) time.Duration { return max(interval, minT
 // whole turn: a store that holds it that long is busy, and is said to
 // be. The batches it committed before the deadline are kept, the rest
 // left to the next turn.
-func compactBound(interval time.Duration) time.Duration { return max(2*interval, minTurnBound) }
-
-// minTurnBound is the shortest deadline of a turn of Maintain's jobs,
-// whatever their interval: one of a few milliseconds (tests, a lab) is
-// shorter than a sweep takes on a loaded machine whose store answers.
-// It is the default lease sweep's interval, longer than a page of any
-// sweep takes on a store that answers.
-const minTurnBound = DefaultLeaseSweep
+func compactBound(interval time.Duration) time.Duration { return periodic.TurnBound(2 * interval) }
 
 // countClaimed counts the in_progress operations of every tenant: those
 // whose leases ExpireLeases found not yet ended (and any claimed since).

@@ -738,7 +738,7 @@ func (e *Executor) storeAnswered() {
 }
 
 // sweep settles expired leases at once and then periodically. Each turn
-// is bounded as Maintain's lease sweep is (sweepBound), so that a store
+// is bounded as Maintain's lease sweep is (periodic.TurnBound), so that a store
 // that holds it (a LOCK TABLE held elsewhere while the PostgreSQL DSN
 // sets no lock_timeout, a SQLite lock held past a long
 // SQLiteBusyTimeout) ends the turn as store_busy, logged by the outage
@@ -746,7 +746,7 @@ func (e *Executor) storeAnswered() {
 func (e *Executor) sweep(stop context.Context) {
 	defer e.wg.Done()
 	var n int
-	turn := periodic.Bounded(sweepBound(e.cfg.SweepInterval), func(ctx context.Context) error {
+	turn := periodic.Bounded(periodic.TurnBound(e.cfg.SweepInterval), func(ctx context.Context) error {
 		var err error
 		n, err = e.ledger.ExpireLeases(ctx)
 		if n > 0 {
@@ -762,13 +762,6 @@ func (e *Executor) sweep(stop context.Context) {
 		return err
 	})
 }
-
-// sweepBound is the deadline of a turn of the lease sweep every
-// interval, as in Maintain: the interval (a turn still running then has
-// missed its next one; the leases it settled stay settled, and the next
-// turn, due at once, goes on), and at least 5 s, so that a sweep every
-// few milliseconds is not cut short on a store that answers.
-func sweepBound(interval time.Duration) time.Duration { return max(interval, 5*time.Second) }
 
 // step claims one operation and makes its attempt. claimed says whether
 // it claimed one; op is nil when that claim ended with no attempt to

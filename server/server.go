@@ -68,7 +68,9 @@ type Config struct {
 	// negative is refused.
 	Lease time.Duration
 	// SampleInterval is how often the console's chart samples the
-	// counters. 0 means 1 min; negative is refused.
+	// counters. 0 means 1 min; negative is refused. A sample the store
+	// has not answered within the interval (at least 5 s) is given up
+	// as store_busy, logged by the outage rule.
 	SampleInterval time.Duration
 	// SecureCookie marks the console's session cookie Secure (behind HTTPS).
 	SecureCookie bool
@@ -270,7 +272,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		periodic.Run(loops, s.cfg.SampleInterval, log, "sample counters", s.console.Sample)
+		periodic.Run(loops, s.cfg.SampleInterval, log, "sample counters", periodic.Bounded(periodic.TurnBound(s.cfg.SampleInterval), s.console.Sample))
 	}()
 	if s.reconciler != nil {
 		wg.Add(1)

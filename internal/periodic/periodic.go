@@ -64,6 +64,19 @@ func Bounded(bound time.Duration, fn func(context.Context) error) func(context.C
 	}
 }
 
+// TurnBound is the deadline of a turn of a job run every interval
+// (Bounded): the interval, and at least MinTurn. A turn still running
+// then has missed its next one; the jobs' work is small transactions
+// whose progress is kept, so one cut short by a store that answered
+// slowly goes on at its next turn, due at once.
+func TurnBound(interval time.Duration) time.Duration { return max(interval, MinTurn) }
+
+// MinTurn is the shortest deadline of a bounded turn, whatever its
+// interval: one of a few milliseconds (tests, a lab) is shorter than a
+// sweep takes on a loaded machine whose store answers, and 5 s is longer
+// than a page of any sweep takes on a store that answers.
+const MinTurn = 5 * time.Second
+
 // Cut returns err, the failure of a store call made with bounded (a
 // context under parent with a deadline of its own, bound naming it),
 // marked store.ErrBusy (opledger.ErrStoreBusy, problem store_busy) when
