@@ -63,12 +63,7 @@ func TestMaintainBoundedOnHungStore(t *testing.T) {
 				require.NoError(t, err)
 				offset.Add(int64(2 * time.Hour)) // k:lost's lease and k:done's retention are over
 
-				var release func()
-				if st.Name == "sqlite" {
-					release = testdb.HoldLock(t, dsn, "", "")
-				} else {
-					_, release = testdb.HoldTableLock(t, dsn, "operations")
-				}
+				release := testdb.HoldWrites(t, dsn)
 				defer release()
 
 				var logs testrig.LogBuffer

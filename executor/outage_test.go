@@ -17,19 +17,6 @@ import (
 	"github.com/opledger/opledger/internal/testrig"
 )
 
-// lockStore makes every claim of the ledger at dsn fail as busy until
-// the returned release: on SQLite another connection holds the file's
-// write lock (the ledger's busy timeout is short), on PostgreSQL another
-// session holds the operations table (the DSN's lock_timeout is short).
-func lockStore(t *testing.T, dsn string) (release func()) {
-	t.Helper()
-	if strings.HasPrefix(dsn, "sqlite:") {
-		return testdb.HoldLock(t, dsn, "", "")
-	}
-	_, release = testdb.HoldTableLock(t, dsn, "operations")
-	return release
-}
-
 // gatePauses makes each pause of ex's workers a gate the test opens: the
 // worker sends the pause it would take on pauses and goes on once the
 // test sends on next (or the executor stops).
@@ -90,7 +77,7 @@ func TestStoreOutageBacksOff(t *testing.T) {
 		pauses, next := gatePauses(ex)
 
 		var unlock, stop sync.Once
-		release := lockStore(t, dsn)
+		release := testdb.HoldWrites(t, dsn)
 		defer unlock.Do(release)
 		require.NoError(t, ex.Start(ctx))
 		defer stop.Do(func() { require.NoError(t, ex.Stop(ctx)) })

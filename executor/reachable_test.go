@@ -48,7 +48,7 @@ func TestReachableOnlyWhenTheStoreAnswered(t *testing.T) {
 	require.NoError(t, err)
 
 	var unlock, stop sync.Once
-	release := lockStore(t, dsn)
+	release := testdb.HoldWrites(t, dsn)
 	defer unlock.Do(release)
 	require.NoError(t, ex.Start(ctx))
 	defer stop.Do(func() { require.NoError(t, ex.Stop(ctx)) })

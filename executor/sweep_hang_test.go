@@ -47,12 +47,7 @@ func TestSweepBoundedOnHungStore(t *testing.T) {
 			require.NoError(t, err)
 			offset.Add(int64(time.Hour)) // k:lost's lease is over
 
-			var release func()
-			if st.Name == "sqlite" {
-				release = testdb.HoldLock(t, dsn, "", "")
-			} else {
-				_, release = testdb.HoldTableLock(t, dsn, "operations")
-			}
+			release := testdb.HoldWrites(t, dsn)
 			defer release()
 
 			set, err := destination.NewSet(newSlow())

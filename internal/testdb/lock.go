@@ -12,6 +12,20 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver of database/sql
 )
 
+// HoldWrites holds, from a connection of its own, what every write of
+// the ledger at dsn needs, as another process would, and returns its
+// release: on SQLite the file's write lock (HoldLock), on PostgreSQL
+// the operations table (HoldTableLock). A write then waits for as long
+// as the ledger's busy timeout or the DSN's lock_timeout lets it.
+func HoldWrites(t testing.TB, dsn string) (release func()) {
+	t.Helper()
+	if strings.HasPrefix(dsn, "sqlite:") {
+		return HoldLock(t, dsn, "", "")
+	}
+	_, release = HoldTableLock(t, dsn, "operations")
+	return release
+}
+
 // HoldLock takes, from a connection of its own, the lock that a write of
 // tenant's operation key needs in the store at dsn, as another process
 // would, and returns its release: on SQLite the file's write lock (BEGIN
