@@ -154,11 +154,9 @@ const maxDetailBytes = 512
 // error holds, so that code written against the library works on it:
 // errors.Is matches the sentinels (Is), opledger.OperationOf returns the
 // operation of a refusal that carries one (Operation), and errors.As
-// finds a *opledger.StateError or a *opledger.StaleError (As). The
-// other typed errors of the library are not found in it: a
-// *opledger.MismatchError (the problem of a fingerprint_mismatch carries
-// the stored operation's state, but neither fingerprint nor version:
-// Problem.Detail names them), a *opledger.RuleError (mapping_failed: the
+// finds a *opledger.StateError, a *opledger.StaleError or a
+// *opledger.MismatchError (As). The other typed errors of the library
+// are not found in it: a *opledger.RuleError (mapping_failed: the
 // rule and field are in Problem.Detail only), and the errors of Do and
 // workflows (*opledger.AttemptError, *opledger.ReportError,
 // *opledger.StepError), which no request of the client returns. A
