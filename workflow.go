@@ -1207,6 +1207,30 @@ func ownerOrNobody(owner string) string {
 	return owner
 }
 
+// stepToChange reads, in tx, what a person's change to step of workflow
+// key (a revision, an approval) works on: the workflow's row and
+// definition, the step's index in it, and its operation (nil while the
+// step waits). It refuses a workflow that is cancelled, and a step the
+// workflow does not have.
+func (l *Ledger) stepToChange(ctx context.Context, tx store.Tx, key, step string) (*store.Workflow, *workflowDef, int, *Operation, error) {
+	row, def, err := l.getWorkflowRow(ctx, tx, key)
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	if def.Cancelled != nil {
+		return nil, nil, 0, nil, &cancelledError{workflow: key, c: def.Cancelled}
+	}
+	i, err := findStep(key, def, step)
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	op, err := l.stepOperation(ctx, tx, WorkflowStepKey(key, step))
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	return row, def, i, op, nil
+}
+
 // findStep returns the index of a step by name.
 func findStep(key string, def *workflowDef, step string) (int, error) {
 	i := slices.IndexFunc(def.Steps, func(s stepDef) bool { return s.Name == step })
@@ -1245,22 +1269,11 @@ func (l *Ledger) ReviseWorkflowStep(ctx context.Context, key, step string, r Rev
 	r.Actor = l.attributed(r.Actor)
 	err = l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
 		replayed = false // a conflict runs this again
-		row, def, err := l.getWorkflowRow(ctx, tx, key)
-		if err != nil {
-			return err
-		}
-		if def.Cancelled != nil {
-			return &cancelledError{workflow: key, c: def.Cancelled}
-		}
-		i, err := findStep(key, def, step)
+		row, def, i, op, err := l.stepToChange(ctx, tx, key, step)
 		if err != nil {
 			return err
 		}
 		opKey := WorkflowStepKey(key, step)
-		op, err := l.stepOperation(ctx, tx, opKey)
-		if err != nil {
-			return err
-		}
 		if s := &def.Steps[i]; op != nil && op.AttemptCount == 0 && notDispatched(op) && op.Version == r.Version &&
 			s.Version == r.Version && s.RevisedBy == r.Actor && sameContent(s, r.Payload) {
 			// This revision was made while the step waited, and the step
@@ -1393,22 +1406,11 @@ func (l *Ledger) ApproveWorkflowStep(ctx context.Context, key, step string, a Ap
 	a.Approver = l.attributed(a.Approver)
 	err = l.workflowTxn(ctx, key, func(ctx context.Context, tx store.Tx) error {
 		replayed = false // a conflict runs this again
-		row, def, err := l.getWorkflowRow(ctx, tx, key)
-		if err != nil {
-			return err
-		}
-		if def.Cancelled != nil {
-			return &cancelledError{workflow: key, c: def.Cancelled}
-		}
-		i, err := findStep(key, def, step)
+		row, def, i, op, err := l.stepToChange(ctx, tx, key, step)
 		if err != nil {
 			return err
 		}
 		opKey := WorkflowStepKey(key, step)
-		op, err := l.stepOperation(ctx, tx, opKey)
-		if err != nil {
-			return err
-		}
 		if op != nil {
 			_, refusal, err := l.decideIn(ctx, tx, l.tenant, opKey, func(t *txn) error {
 				var err error
