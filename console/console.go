@@ -127,13 +127,16 @@ type Options struct {
 	// or holds them for a person). The page of an uncertain operation
 	// says so; for one it reports false, that nothing here will look it
 	// up, and that it stays uncertain until a person decides (or a
-	// reconciler of another process sharing the store examines it).
-	// opledger serve (package server) sets it from its destinations:
-	// those it configures that serve the tenant, none when it has no
-	// destinations and runs no reconciler. Default nil: the console does
-	// not know, and the page says an uncertain operation waits for a
+	// reconciler of another process sharing the store examines it); the
+	// exception queue and the operations list mark each such row "no
+	// reconciler here: needs a person", and the queue's caption counts
+	// them. It is asked of uncertain operations only, once a row: keep
+	// it quick. opledger serve (package server) sets it from its
+	// destinations: those it configures that serve the tenant, none when
+	// it has no destinations and runs no reconciler. Default nil: the console does
+	// not know, the page says an uncertain operation waits for a
 	// reconciler that serves its destination, or, without one, for a
-	// person.
+	// person, and no row is marked.
 	Reconciled func(tenant, destination string) bool
 }
 
@@ -810,7 +813,12 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 		for _, op := range page.Items {
-			rows = append(rows, queueRow{Operation: op, Overdue: op.ReviewBy != nil && op.ReviewBy.Before(now), Waiting: waiting(now, op)})
+			row := queueRow{Operation: op, Overdue: op.ReviewBy != nil && op.ReviewBy.Before(now), Waiting: waiting(now, op),
+				Unreconciled: c.unreconciled(s, op)}
+			if row.Unreconciled {
+				sum.Unreconciled++
+			}
+			rows = append(rows, row)
 		}
 		// A state read whole counts what was read; one with more than
 		// the page counts from CountByState (a count of every operation,
@@ -926,6 +934,10 @@ type queueSummary struct {
 	Capped []stateTotal
 	// States are the queue's states, each linked to its whole list.
 	States []opledger.State
+	// Unreconciled counts the uncertain operations shown that no
+	// reconciler of this process examines (queueRow.Unreconciled): of
+	// those shown only, as the queue reads no more of them.
+	Unreconciled int
 }
 
 // stateTotal is how many operations are in a state.
@@ -944,6 +956,10 @@ type queueRow struct {
 	// awaiting approval of its version), with the exact time
 	// (ageElement).
 	Waiting template.HTML
+	// Unreconciled is true for an uncertain operation that no reconciler
+	// of this process examines (Console.unreconciled): nothing here will
+	// look it up, and the row says it needs a person.
+	Unreconciled bool
 }
 
 // waiting is how long op has waited for someone at now: since it last

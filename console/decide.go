@@ -305,7 +305,7 @@ func (c *Console) showOperation(w http.ResponseWriter, r *http.Request, s *sessi
 		"Approval": approval,
 		"Seen":     op.UpdatedAt.UTC().Format(time.RFC3339Nano), "MaxReason": maxReasonBytes, "MaxRef": maxRefBytes,
 		"MaxOperator": maxOperatorBytes, "FormError": topError, "ReplaceURL": replaceURL, "Notice": notice,
-		"Workflow": map[bool]string{true: workflowKey}[isStep]})
+		"Workflow": map[bool]string{true: workflowKey}[isStep], "Unreconciled": c.unreconciled(s, op)})
 }
 
 // workflowCancelledAt is the timeline entry a workflow's cancellation at
@@ -412,6 +412,15 @@ func (c *Console) reconciled(s *session, op *opledger.Operation) reconcilerKnows
 		return reconcilerServes
 	}
 	return reconcilerNone
+}
+
+// unreconciled reports whether op is uncertain and the console knows
+// that no reconciler of this process examines it (reconcilerNone):
+// nothing here will look it up. The exception queue, the operations list
+// and its page mark it (the "unreconciled" template). Options.Reconciled
+// is asked of uncertain operations only.
+func (c *Console) unreconciled(s *session, op *opledger.Operation) bool {
+	return op.State == opledger.StateUncertain && !op.Tombstoned && c.reconciled(s, op) == reconcilerNone
 }
 
 // decideAfterLooking is the advice of an operation a person may settle

@@ -64,6 +64,9 @@ func (f operationsFilter) StateValue() string {
 type operationRow struct {
 	*opledger.Operation
 	Age, Updated template.HTML
+	// Unreconciled marks an uncertain operation that no reconciler of
+	// this process examines, as the exception queue does.
+	Unreconciled bool
 }
 
 // parseOperationsFilter reads the filter of the operations list from the
@@ -142,10 +145,13 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	rows := make([]operationRow, len(page.Items))
+	unreconciled := false
 	for i, op := range page.Items {
-		rows[i] = operationRow{Operation: op, Age: ageElement(now, op.CreatedAt), Updated: ageElement(now, op.UpdatedAt)}
+		rows[i] = operationRow{Operation: op, Age: ageElement(now, op.CreatedAt), Updated: ageElement(now, op.UpdatedAt),
+			Unreconciled: c.unreconciled(s, op)}
+		unreconciled = unreconciled || rows[i].Unreconciled
 	}
-	data["Items"] = rows
+	data["Items"], data["Unreconciled"] = rows, unreconciled
 	if page.NextCursor != "" {
 		data["Next"] = "/operations?" + f.query(page.NextCursor)
 	}
