@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"ApproveRevise", testApproveRevise},
 		{"TransitionTable", testTransitionTable},
 		{"ConcurrentClaims", testConcurrentClaims},
+		{"ContentRace", testContentRace},
 		{"Tombstones", testTombstones},
 		{"CompactionsAtOnce", testCompactionsAtOnce},
 		{"Retention", testRetention},
