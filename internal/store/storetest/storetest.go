@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"TransitionTable", testTransitionTable},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"ContentRace", testContentRace},
+		{"FencingRace", testFencingRace},
 		{"Tombstones", testTombstones},
 		{"CompactionsAtOnce", testCompactionsAtOnce},
 		{"Retention", testRetention},
