@@ -1137,7 +1137,7 @@ func (l *Ledger) stepStatus(ctx context.Context, r store.Reader, name string, op
 	case StateInProgress:
 		return WorkflowRunning, fmt.Sprintf("step %s is in progress (attempt %d)", name, op.AttemptCount), nil
 	case StateUncertain:
-		return WorkflowRunning, fmt.Sprintf("step %s is uncertain: the reconciler is checking whether it took effect", name), nil
+		return WorkflowRunning, fmt.Sprintf("step %s is uncertain: whether it took effect is not known yet; a reconciler that serves %s looks it up, or a person decides", name, op.Destination), nil
 	case StateHeld:
 		msg := fmt.Sprintf("step %s is held for %s", name, ownerOrNobody(op.Owner))
 		if op.ReviewBy != nil {

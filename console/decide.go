@@ -416,8 +416,8 @@ func (c *Console) reconciled(s *session, op *opledger.Operation) reconcilerKnows
 
 // unreconciled reports whether op is uncertain and the console knows
 // that no reconciler of this process examines it (reconcilerNone):
-// nothing here will look it up. The exception queue, the operations list
-// and its page mark it (the "unreconciled" template). Options.Reconciled
+// nothing here will look it up. The exception queue, the operations list,
+// its page and its workflow's page mark it (the "unreconciled" template). Options.Reconciled
 // is asked of uncertain operations only.
 func (c *Console) unreconciled(s *session, op *opledger.Operation) bool {
 	return op.State == opledger.StateUncertain && !op.Tombstoned && c.reconciled(s, op) == reconcilerNone

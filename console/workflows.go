@@ -196,9 +196,11 @@ func (c *Console) showWorkflow(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	canCancel := cancellable(wf)
+	unreconciled := map[string]bool{} // by step key, as the exception queue marks them
 	for _, st := range wf.Steps {
 		if st.Operation != nil {
 			st.Operation = st.Operation.Masked() // as the API shows it
+			unreconciled[st.Key] = c.unreconciled(s, st.Operation)
 		}
 	}
 	status, topError, replaceURL := http.StatusOK, "", ""
@@ -225,7 +227,7 @@ func (c *Console) showWorkflow(w http.ResponseWriter, r *http.Request, s *sessio
 	c.renderSigned(w, s, status, "workflow", map[string]any{"Title": wf.Key, "W": wf, "Cancel": form,
 		"Undecidable": undecidable, "Seen": wf.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		"MaxReason": maxReasonBytes, "MaxOperator": maxOperatorBytes, "FormError": topError,
-		"ReplaceURL": replaceURL, "Notice": notice})
+		"ReplaceURL": replaceURL, "Notice": notice, "Unreconciled": unreconciled})
 }
 
 // workflowStaleMessage says what became of a workflow since a page
