@@ -179,6 +179,12 @@ type Page struct {
 	Items []*Operation `json:"items"`
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string `json:"next_cursor"`
+	// Now is the ledger's clock (Ledger.Now) when the page was read, in
+	// the same read: what the ages of its operations (CreatedAt and the
+	// other times, which that clock stamped) are measured against, rather
+	// than the clock of the machine that shows them. Zero in a page from
+	// a server older than this field.
+	Now time.Time `json:"now"`
 }
 
 // MaxListLimit is the largest page List and ListEvents return, and the
@@ -239,6 +245,9 @@ func (l *Ledger) List(ctx context.Context, o ListOptions) (*Page, error) {
 	err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		rows, err := r.ListOperations(ctx, p)
 		if err != nil {
+			return err
+		}
+		if page.Now, err = l.now(ctx, r); err != nil {
 			return err
 		}
 		for i, row := range rows {

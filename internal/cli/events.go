@@ -192,5 +192,5 @@ func writeEvent(w io.Writer, d *opledger.EventDetail) error {
 		fmt.Fprintf(w, "  %s  %s  %s\n", dl.ReceivedAt.UTC().Format(time.RFC3339Nano), cell(dash(dl.DeliveryID)), dup)
 	}
 	fmt.Fprintf(w, "\nOperations (%d):\n", len(d.Operations))
-	return writeOpsTable(w, d.Operations)
+	return writeOpsTable(w, d.Operations, time.Time{})
 }

@@ -465,7 +465,7 @@ func newOpsListCmd() *cobra.Command {
 			if asJSON {
 				err = writeJSONLines(out, page.Items)
 			} else {
-				err = writeOpsTable(out, page.Items)
+				err = writeOpsTable(out, page.Items, page.Now)
 			}
 			if err != nil {
 				return err
@@ -572,11 +572,17 @@ func checkLimit(limit, max int) error {
 // writeOpsTable prints operations as ops list does, each as the API shows
 // it (Masked: a reference made of a sensitive value masked), whoever read
 // them: ops list's backend, or events show's store, which gives the
-// operations as they are stored.
-func writeOpsTable(w io.Writer, ops []*opledger.Operation) error {
+// operations as they are stored. AGE is measured against now, the
+// ledger's clock when they were read (opledger.Page.Now, which stamped
+// their times), not this machine's, which may be off: this machine's
+// only when now is zero (a server older than Page.Now, an answer that
+// carries no time).
+func writeOpsTable(w io.Writer, ops []*opledger.Operation, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSTATE\tDESTINATION\tATTEMPTS\tOWNER\tREVIEW BY\tAGE\tREF")
-	now := time.Now()
+	if now.IsZero() {
+		now = time.Now()
+	}
 	for _, op := range ops {
 		op = op.Masked() // as it is, when it was masked already
 		state := string(op.State)
