@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/opledger/opledger/internal/store"
 )
@@ -35,6 +36,10 @@ type WorkflowPage struct {
 	Items []*Workflow `json:"items"`
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string `json:"next_cursor"`
+	// Now is the ledger's clock (Ledger.Now) when the page was read, as
+	// Page.Now: what the workflows' times are measured against. Zero in a
+	// page from a server older than this field.
+	Now time.Time `json:"now"`
 }
 
 // MaxWorkflowListLimit is the largest page ListWorkflows returns. It is
@@ -74,6 +79,9 @@ func (l *Ledger) ListWorkflows(ctx context.Context, o WorkflowListOptions) (*Wor
 	err = l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
 		rows, err := r.ListWorkflows(ctx, p)
 		if err != nil {
+			return err
+		}
+		if page.Now, err = l.now(ctx, r); err != nil {
 			return err
 		}
 		for i, row := range rows {

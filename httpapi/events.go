@@ -376,7 +376,12 @@ func (s *server) listStuckWorkflows(w http.ResponseWriter, r *http.Request, l *o
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, opledger.WorkflowPage{Items: items})
+	now, err := l.Now(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, opledger.WorkflowPage{Items: items, Now: now})
 }
 
 func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,9 +46,24 @@ func TestStuckWorkflowFigures(t *testing.T) {
 			none, err := b.other.StuckWorkflows(ctx, 10)
 			require.NoError(t, err)
 			require.Empty(t, none)
+			before, err := b.ledger.Now(ctx)
+			require.NoError(t, err)
 			status, body := b.raw(t, "GET", "/v1/workflows?stuck=true", b.otherToken, nil)
 			require.Equal(t, http.StatusOK, status)
-			require.JSONEq(t, `{"items":[],"next_cursor":""}`, string(body))
+			after, err := b.ledger.Now(ctx)
+			require.NoError(t, err)
+			var page struct {
+				Items      []json.RawMessage `json:"items"`
+				NextCursor *string           `json:"next_cursor"`
+				Now        time.Time         `json:"now"`
+			}
+			require.NoError(t, json.Unmarshal(body, &page), string(body))
+			require.NotNil(t, page.Items, "[] rather than null: %s", body)
+			require.Empty(t, page.Items)
+			require.NotNil(t, page.NextCursor)
+			require.Empty(t, *page.NextCursor)
+			// The ledger's clock as the list was read.
+			require.False(t, page.Now.Before(before) || page.Now.After(after), "now %s is the ledger's clock, from %s to %s", page.Now, before, after)
 			for _, q := range []string{"stuck=true&open=true", "stuck=true&prefix=wf:", "stuck=true&cursor=x", "stuck=yes", "stuck=true&limit=201"} {
 				status, body = b.raw(t, "GET", "/v1/workflows?"+q, b.token, nil)
 				require.Equal(t, http.StatusBadRequest, status, q)

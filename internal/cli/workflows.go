@@ -158,6 +158,15 @@ func newWorkflowsListCmd() *cobra.Command {
 			if stuck {
 				page = &opledger.WorkflowPage{}
 				page.Items, err = b.StuckWorkflows(cmd.Context(), limit)
+				if err == nil {
+					// The stuck list carries no time the client
+					// gives: the ledger's clock is read from a
+					// list's first page.
+					var first *opledger.WorkflowPage
+					if first, err = b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Limit: 1}); err == nil {
+						page.Now = first.Now
+					}
+				}
 			} else {
 				page, err = b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Prefix: prefix, Open: open, Limit: limit, Cursor: cursor})
 			}
@@ -168,7 +177,7 @@ func newWorkflowsListCmd() *cobra.Command {
 			if asJSON {
 				err = writeJSONLines(out, page.Items)
 			} else {
-				err = writeWorkflowsTable(out, page.Items)
+				err = writeWorkflowsTable(out, page.Items, page.Now)
 			}
 			if err != nil {
 				return err
@@ -208,10 +217,15 @@ func newWorkflowsListCmd() *cobra.Command {
 // prints; show prints it all.
 const shownReasonRunes = 80
 
-func writeWorkflowsTable(w io.Writer, wfs []*opledger.Workflow) error {
+// writeWorkflowsTable prints workflows as workflows list does. UPDATED
+// is measured against now, the ledger's clock when they were read
+// (opledger.WorkflowPage.Now), as ops list's AGE is (writeOpsTable).
+func writeWorkflowsTable(w io.Writer, wfs []*opledger.Workflow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSTATUS\tCURRENT STEP\tDONE\tOWNER\tUPDATED\tREASON")
-	now := time.Now()
+	if now.IsZero() {
+		now = time.Now()
+	}
 	for _, wf := range wfs {
 		done := 0
 		for _, st := range wf.Steps {
