@@ -83,3 +83,53 @@ func putWorkflow(t *testing.T, l *opledger.Ledger, key string) {
 	}})
 	require.NoError(t, err)
 }
+
+// TestShowByServerClock: ops show's next decision (a retry not due yet)
+// and events show's AGE are measured against the ledger's clock, not
+// this machine's. The server's ledger clock is six hours behind: a
+// retry scheduled an hour after its last attempt is five hours in the
+// past by this machine's clock, and still to wait for by the ledger's.
+func TestShowByServerClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "show.db")
+	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme",
+		RetryPolicy: &opledger.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, MaxDelay: time.Hour},
+		Clock:       func(now time.Time) time.Time { return now.Add(-6 * time.Hour) }})
+	require.NoError(t, err)
+	rules, err := opledger.ParseRules([]byte(`
+rules:
+  - name: intake
+    source: forms
+    type: submission.accepted
+    operations:
+      - key: "intake:{data.id}:mail"
+        action: mail.send
+        destination: mail
+        payload: {id: "{data.id}"}
+`))
+	require.NoError(t, err)
+	_, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "forms", EventID: "evt-1", DeliveryID: "d1", Type: "submission.accepted",
+		Payload: json.RawMessage(`{"id":"S1"}`)})
+	require.NoError(t, err)
+	c, err := l.Claim(ctx, "intake:S1:mail", opledger.ClaimOptions{})
+	require.NoError(t, err)
+	_, err = l.Report(ctx, "intake:S1:mail", c.AttemptID, c.FencingToken, opledger.Report{Outcome: opledger.OutcomeRetryable, Error: "503"})
+	require.NoError(t, err)
+	op, err := l.Get(ctx, "intake:S1:mail")
+	require.NoError(t, err)
+	require.Equal(t, opledger.StatePending, op.State)
+	require.NotNil(t, op.NotBefore)
+	token, _, err := l.CreateToken(ctx, "cli-test", opledger.ReadOnly)
+	require.NoError(t, err)
+	srv := testrig.Serve(t, l, server.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: time.Hour})
+
+	out, errOut, code := run(t, "ops", "show", "intake:S1:mail", "--server", srv.URL(), "--token", token)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `next decision:\s+wait\n`, out)
+	require.Contains(t, out, "retry scheduled, not before "+op.NotBefore.UTC().Format(time.RFC3339))
+
+	out, errOut, code = run(t, "events", "show", "forms", "evt-1", "--server", srv.URL(), "--token", token)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, regexp.MustCompile(`(?m)^intake:S1:mail\s+pending\s+mail\s+1\s+-\s+-\s+[0-9]+s\s+-$`), out)
+}

@@ -21,6 +21,7 @@ import (
 type eventsSource interface {
 	ListEvents(ctx context.Context, o opledger.EventListOptions) (*opledger.EventPage, error)
 	GetEvent(ctx context.Context, source, eventID string) (*opledger.EventDetail, error)
+	pageLister // the ledger's clock (ledgerNow)
 }
 
 func (f *backendFlags) openEvents(ctx context.Context) (eventsSource, func() error, error) {
@@ -151,7 +152,11 @@ func newEventsCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(d) // masks the operations' sensitive fields, as the API does
 			}
-			return writeEvent(cmd.OutOrStdout(), d)
+			var now time.Time
+			if len(d.Operations) > 0 {
+				now = ledgerNow(cmd.Context(), src) // their AGE
+			}
+			return writeEvent(cmd.OutOrStdout(), d, now)
 		},
 	}
 	sbf.add(show)
@@ -171,7 +176,9 @@ func eventStatusNames() string {
 	return strings.Join(out, ", ")
 }
 
-func writeEvent(w io.Writer, d *opledger.EventDetail) error {
+// writeEvent prints events show's text; its operations' AGE is measured
+// against now (writeOpsTable).
+func writeEvent(w io.Writer, d *opledger.EventDetail, now time.Time) error {
 	e := d.Event
 	fmt.Fprintf(w, "%s/%s  %s  %s\n", cell(e.Source), cell(e.EventID), cell(e.Type), cell(string(e.Status)))
 	if e.OutOfOrder {
@@ -192,5 +199,5 @@ func writeEvent(w io.Writer, d *opledger.EventDetail) error {
 		fmt.Fprintf(w, "  %s  %s  %s\n", dl.ReceivedAt.UTC().Format(time.RFC3339Nano), cell(dash(dl.DeliveryID)), dup)
 	}
 	fmt.Fprintf(w, "\nOperations (%d):\n", len(d.Operations))
-	return writeOpsTable(w, d.Operations, time.Time{})
+	return writeOpsTable(w, d.Operations, now)
 }

@@ -37,6 +37,28 @@ type opsDetail struct {
 	Operation *opledger.Operation       `json:"operation"`
 	Attempts  []*opledger.Attempt       `json:"attempts"`
 	Timeline  []*opledger.TimelineEntry `json:"timeline"`
+	// now is the ledger's clock (ledgerNow), read only when the next
+	// decision depends on it (a retry's not_before): zero otherwise, and
+	// then this machine's clock is used.
+	now time.Time
+}
+
+// pageLister is what lists operations: a Ledger, a Client, an opsBackend.
+type pageLister interface {
+	List(ctx context.Context, o opledger.ListOptions) (*opledger.Page, error)
+}
+
+// ledgerNow is the ledger's clock, the one that stamps every time it
+// keeps, read through a list of one operation (opledger.Page.Now): on the
+// store as through a server, whose answer to an operation or an event
+// carries no time of its own. This machine's clock, which may be off,
+// only when that list fails or carries no time (a server older than
+// Page.Now): it is what the times would have been measured against.
+func ledgerNow(ctx context.Context, l pageLister) time.Time {
+	if page, err := l.List(ctx, opledger.ListOptions{Limit: 1}); err == nil && !page.Now.IsZero() {
+		return page.Now
+	}
+	return time.Now()
 }
 
 // ledgerBackend acts on the store. again is the command's flags that name
@@ -642,6 +664,9 @@ func newOpsShowCmd() *cobra.Command {
 			if d.Timeline == nil {
 				d.Timeline = []*opledger.TimelineEntry{}
 			}
+			if op := d.Operation; op.State == opledger.StatePending && op.NotBefore != nil {
+				d.now = ledgerNow(cmd.Context(), b) // whether it is due
+			}
 			rec := decisionRecord(d, bf.again(), bf.server != "")
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -740,7 +765,7 @@ func decisionRecord(d *opsDetail, again string, viaServer bool) replayDecision {
 	} else if !viaServer {
 		r.DuplicateProtected = "as declared by destination " + op.Destination + " (see its configuration); key " + op.IdempotencyKey()
 	}
-	r.NextDecision, r.Reason = nextDecision(op, again)
+	r.NextDecision, r.Reason = nextDecision(op, again, d.now)
 	if op.State == opledger.StateFailed && !op.Tombstoned {
 		for _, e := range d.Timeline {
 			if e.Event == workflowCancelledEvent && e.To == "" {
@@ -758,8 +783,12 @@ func decisionRecord(d *opsDetail, again string, viaServer bool) replayDecision {
 const workflowCancelledEvent = "workflow cancelled"
 
 // nextDecision is what comes next for op and why, a command it names
-// with the flags again (backendFlags.again).
-func nextDecision(op *opledger.Operation, again string) (string, string) {
+// with the flags again (backendFlags.again); whether a retry is due is
+// told by now, the ledger's clock (this machine's when zero).
+func nextDecision(op *opledger.Operation, again string, now time.Time) (string, string) {
+	if now.IsZero() {
+		now = time.Now()
+	}
 	owner := op.Owner
 	if owner == "" {
 		owner = "the operator"
@@ -776,13 +805,13 @@ func nextDecision(op *opledger.Operation, again string) (string, string) {
 			// The proxy forwards a request only when a caller sends it
 			// (docs/proxy.md): no worker claims its operations.
 			when := ""
-			if op.NotBefore != nil && op.NotBefore.After(time.Now()) {
+			if op.NotBefore != nil && op.NotBefore.After(now) {
 				when = ", not before " + utc(*op.NotBefore)
 			}
 			return "the caller's repeat", "the proxy forwards it again only when its caller repeats the request (the same Idempotency-Key and credential)" +
 				when + "; nothing else sends it. If the caller gave up: opledger ops cancel " + op.Key + " --reason TEXT" + again
 		}
-		if op.NotBefore != nil && op.NotBefore.After(time.Now()) {
+		if op.NotBefore != nil && op.NotBefore.After(now) {
 			return "wait", "retry scheduled, not before " + utc(*op.NotBefore)
 		}
 		return "a worker claims it", "it is due now"

@@ -60,13 +60,13 @@ func TestRedactedDSN(t *testing.T) {
 // decision; a cancelled one says what an operator may still decide.
 func TestNextDecisionOfFinishedOperations(t *testing.T) {
 	failed := &opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureRejected, LastError: "400"}
-	next, _ := nextDecision(failed, "")
+	next, _ := nextDecision(failed, "", time.Time{})
 	require.Equal(t, "the operator decides", next)
 	failed.Tombstoned = true
-	next, reason := nextDecision(failed, "")
+	next, reason := nextDecision(failed, "", time.Time{})
 	require.Equal(t, "none", next)
 	require.Contains(t, reason, "compacted")
-	next, reason = nextDecision(&opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled}, "")
+	next, reason = nextDecision(&opledger.Operation{State: opledger.StateFailed, FailureKind: opledger.FailureCancelled}, "", time.Time{})
 	require.Equal(t, "none", next)
 	require.Contains(t, reason, "authorize a retry")
 }
@@ -77,19 +77,19 @@ func TestNextDecisionOfFinishedOperations(t *testing.T) {
 // worker claims it, it is due now", and nothing ever did.
 func TestNextDecisionOfProxyOperations(t *testing.T) {
 	op := &opledger.Operation{Key: "proxy:crm:3f9a", Action: proxy.Action, Destination: "proxy:crm", State: opledger.StatePending}
-	next, reason := nextDecision(op, " --db sqlite:proxy.db")
+	next, reason := nextDecision(op, " --db sqlite:proxy.db", time.Time{})
 	require.Equal(t, "the caller's repeat", next)
 	require.Contains(t, reason, "only when its caller repeats the request")
 	require.Contains(t, reason, "opledger ops cancel proxy:crm:3f9a --reason TEXT --db sqlite:proxy.db")
 	later := time.Now().Add(time.Hour)
 	op.NotBefore = &later
-	next, reason = nextDecision(op, "")
+	next, reason = nextDecision(op, "", time.Time{})
 	require.Equal(t, "the caller's repeat", next)
 	require.Contains(t, reason, "not before "+utc(later))
 
 	// Any other operation is claimed by a worker, as before.
 	op = &opledger.Operation{Key: "ord:1", Action: proxy.Action, Destination: "crm", State: opledger.StatePending}
-	next, _ = nextDecision(op, "")
+	next, _ = nextDecision(op, "", time.Time{})
 	require.Equal(t, "a worker claims it", next)
 }
 
