@@ -527,6 +527,9 @@ func nonEmptyFlags(cmd *cobra.Command, names ...string) error {
 		if !ok {
 			what = "a value"
 		}
+		if _, ok := f.Annotations[postgresOnly]; ok {
+			what = "a postgres:// URL" // lab run's --db: no SQLite file
+		}
 		empty := f.Value.String() == ""
 		if list, ok := f.Value.(pflag.SliceValue); ok {
 			// A list flag given "" holds nothing; "a,,b" holds an empty

@@ -310,6 +310,8 @@ func TestEmptyFlagValues(t *testing.T) {
 		{[]string{"events", "list", "--db", ""}, "--db is empty"},
 		{[]string{"demo", "--no-serve", "--db", ""}, "--db is empty"},
 		{[]string{"bench", "--concurrency", "1", "--duration", "10ms", "--db", ""}, "--db is empty"},
+		// lab run's --db takes a PostgreSQL server only: not "sqlite:PATH".
+		{[]string{"lab", "run", "cases.csv", "--db", ""}, "--db is empty: give a postgres:// URL, or leave the flag out"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--config", ""}, "--config is empty: give a file, or leave the flag out"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--config", ""}, "--config is empty: give a file, or leave the flag out"},
 		{[]string{"proxy", "--config", "proxy.yaml", "--upstream", ""}, "--upstream is empty: give a URL, or leave the flag out"},
