@@ -158,15 +158,6 @@ func newWorkflowsListCmd() *cobra.Command {
 			if stuck {
 				page = &opledger.WorkflowPage{}
 				page.Items, err = b.StuckWorkflows(cmd.Context(), limit)
-				if err == nil {
-					// The stuck list carries no time the client
-					// gives: the ledger's clock is read from a
-					// list's first page.
-					var first *opledger.WorkflowPage
-					if first, err = b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Limit: 1}); err == nil {
-						page.Now = first.Now
-					}
-				}
 			} else {
 				page, err = b.ListWorkflows(cmd.Context(), opledger.WorkflowListOptions{Prefix: prefix, Open: open, Limit: limit, Cursor: cursor})
 			}
@@ -177,6 +168,11 @@ func newWorkflowsListCmd() *cobra.Command {
 			if asJSON {
 				err = writeJSONLines(out, page.Items)
 			} else {
+				if stuck && len(page.Items) > 0 {
+					// The client gives the stuck list's items alone:
+					// their UPDATED needs the ledger's clock read apart.
+					page.Now = ledgerNow(cmd.Context(), b.ops)
+				}
 				err = writeWorkflowsTable(out, page.Items, page.Now)
 			}
 			if err != nil {
