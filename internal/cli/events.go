@@ -128,6 +128,16 @@ func newEventsCmd() *cobra.Command {
 			if len(args) != 2 {
 				return usageError{fmt.Errorf("give the source and the event id")}
 			}
+			// Which of the two is wrong, and why, as the client says it:
+			// the ledger's refusal names neither.
+			for i, what := range []string{"event source", "event id"} {
+				if args[i] == "" {
+					return usageError{fmt.Errorf("%s is empty", what)}
+				}
+				if err := opledger.ValidateKey(args[i]); err != nil {
+					return usageError{fmt.Errorf("%s is not in the key syntax: %s", what, strings.TrimPrefix(err.Error(), "invalid key: "))}
+				}
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {

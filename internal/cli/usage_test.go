@@ -175,7 +175,11 @@ func TestUsageErrors(t *testing.T) {
 		{db("proxy", "--config", "proxy.yaml", "--timeout", "1s"), "--timeout is the --upstream's; with --config, set timeout for each upstream in the file"},
 		{db("proxy", "--config", "proxy.yaml", "--max-body-bytes", "5"), "--max-body-bytes is the --upstream's; with --config, set max_body_bytes for each upstream in the file"},
 		// Refused by the ledger: still the caller's wrong use.
-		{db("events", "show", "a b", "evt"), "source and event_id must satisfy the key syntax"},
+		// An event's source and id: which is wrong, and why, before any
+		// store or server is asked (this one would not answer).
+		{db("events", "show", "a b", "evt"), "event source is not in the key syntax: key may contain only letters, digits and . _ : / - (byte 2, ' ', is not one of them)"},
+		{db("events", "show", "forms", ""), "event id is empty"},
+		{[]string{"events", "show", "forms", "evt?1", "--server", "http://127.0.0.1:1", "--token", "t"}, "event id is not in the key syntax: key may contain only letters, digits and . _ : / - (byte 4, '?', is not one of them)"},
 		{db("tokens", "create", "--tenant", "acme", "--name", strings.Repeat("n", 300)), "token name is 300 bytes long; at most 200 are allowed"},
 		// A --db that names no store, with what to give instead; a
 		// password is never repeated.
