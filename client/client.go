@@ -522,7 +522,7 @@ func newError(resp *http.Response, body []byte, now time.Time) *Error {
 		// Not the API's problem: something in front of it answered.
 		e.Problem.Detail = detail(body)
 		if page, ok := htmlText(resp.Header.Get("Content-Type"), body); ok {
-			e.Problem.Detail = detail([]byte("an HTML page, not an answer of the opledger API: " + page))
+			e.Problem.Detail = detail([]byte("an HTML page, " + notTheAPI + ": " + page))
 		}
 	}
 	if e.RequestID == "" {
@@ -705,6 +705,9 @@ func (c *Client) Get(ctx context.Context, key string) (*OperationDetail, error) 
 	if _, _, err := c.do(ctx, http.MethodGet, opPath(key), nil, &d); err != nil {
 		return nil, err
 	}
+	if d.Key != key {
+		return nil, otherAnswer(http.MethodGet, opPath(key), "the operation asked for")
+	}
 	return &d, nil
 }
 
@@ -756,9 +759,36 @@ func (c *Client) getList(ctx context.Context, path string, q url.Values, page an
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	_, _, err := c.do(ctx, http.MethodGet, path, nil, page)
-	return err
+	var answer answerText
+	if _, _, err := c.do(ctx, http.MethodGet, path, nil, &answer); err != nil {
+		return err
+	}
+	// Every page of the API has its items, [] when there are none: an
+	// object without them is another server's, not an empty page.
+	var items struct {
+		Items json.RawMessage `json:"items"`
+	}
+	if err := answer.decode(http.MethodGet, path, "list page", &items); err != nil {
+		return err
+	}
+	if items.Items == nil {
+		return otherAnswer(http.MethodGet, path, "a page of a list (it has no items)")
+	}
+	return answer.decode(http.MethodGet, path, "list page", page)
 }
+
+// otherAnswer is the error of a 2xx answer that is a JSON object but not
+// the one the API gives to method path (what it is not): another
+// server's, at a wrong address (a proxy's that forwards the request to
+// its upstream, another service's), never to be taken for an empty
+// answer of the API.
+func otherAnswer(method, path, what string) error {
+	return fmt.Errorf("%s %s: the answer is not %s: %s", method, path, what, notTheAPI)
+}
+
+// notTheAPI is in the error of an answer that is not the opledger API's:
+// an HTML page, or a JSON object that is not what the route answers.
+const notTheAPI = "not an answer of the opledger API"
 
 // ClaimRequest is the body of a claim.
 type ClaimRequest struct {
@@ -1083,6 +1113,9 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	if _, _, err := c.do(ctx, http.MethodGet, "/v1/stats", nil, &st); err != nil {
 		return nil, err
 	}
+	if st.OperationsByState == nil {
+		return nil, otherAnswer(http.MethodGet, "/v1/stats", "the tenant's figures (it has no operations_by_state)")
+	}
 	return &st, nil
 }
 
@@ -1133,8 +1166,12 @@ func (c *Client) GetEvent(ctx context.Context, source, eventID string) (*opledge
 		return nil, err
 	}
 	var d opledger.EventDetail
-	if _, _, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(source)+"/"+url.PathEscape(eventID), nil, &d); err != nil {
+	path := "/v1/events/" + url.PathEscape(source) + "/" + url.PathEscape(eventID)
+	if _, _, err := c.do(ctx, http.MethodGet, path, nil, &d); err != nil {
 		return nil, err
+	}
+	if d.Event == nil || d.Event.Source != source || d.Event.EventID != eventID {
+		return nil, otherAnswer(http.MethodGet, path, "the event asked for")
 	}
 	return &d, nil
 }
@@ -1164,7 +1201,11 @@ func (c *Client) PutWorkflow(ctx context.Context, key string, spec opledger.Work
 
 // GetWorkflow returns a workflow with the state of each step.
 func (c *Client) GetWorkflow(ctx context.Context, key string) (*opledger.Workflow, error) {
-	return c.workflow(ctx, http.MethodGet, key, nil)
+	w, err := c.workflow(ctx, http.MethodGet, key, nil)
+	if err == nil && w.Key != key {
+		return nil, otherAnswer(http.MethodGet, workflowPath(key), "the workflow asked for")
+	}
+	return w, err
 }
 
 // ListWorkflows returns a page of the tenant's workflows in key order,

@@ -149,11 +149,22 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // route that does not exist. Nothing for the API's own problems. The
 // URL is not repeated: it may hold a password.
 func notTheAPI(cmd *cobra.Command, err error) string {
-	var ce *client.Error
-	if cmd == nil || !errors.As(err, &ce) || ce.Kind() != "" {
+	if cmd == nil {
 		return ""
 	}
 	if f := cmd.Flags().Lookup("server"); f == nil || f.Value.String() == "" {
+		return ""
+	}
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		// A 2xx answer that is JSON but not what the route answers
+		// (another JSON API at that address), which the client names so.
+		if strings.Contains(err.Error(), notTheAPIPage) {
+			return " (is --server the address of an opledger serve?)"
+		}
+		return ""
+	}
+	if ce.Kind() != "" {
 		return ""
 	}
 	if strings.Contains(ce.Problem.Detail, notTheAPIPage) {
@@ -162,8 +173,8 @@ func notTheAPI(cmd *cobra.Command, err error) string {
 	return " (not an answer of the opledger API: is --server the address of an opledger serve?)"
 }
 
-// notTheAPIPage is how the client names an HTML page answered in place
-// of the API.
+// notTheAPIPage is how the client names an answer that is not the API's:
+// an HTML page, or a JSON object that is not what the route answers.
 const notTheAPIPage = "not an answer of the opledger API"
 
 // outputWriter is a command's standard output, keeping the first write
