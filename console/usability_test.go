@@ -172,10 +172,16 @@ func TestLabResetConfirms(t *testing.T) {
 	status, _ := s.post("/lab/normal", url.Values{"step": {"send"}, "csrf": {csrf}})
 	require.Equal(t, http.StatusSeeOther, status)
 	require.Equal(t, "1", labAttempts(t, s))
+	// The first counter is the automation's requests to opledger, not the
+	// ledger's attempts (calls to the CRM), which the page names apart.
+	lab := s.get("/lab")
+	require.Contains(t, lab, `<span class="l">requests to opledger</span>`)
+	require.Contains(t, lab, `<span class="tag">requests 1 · actions 1 · verifications 0</span>`)
+	require.NotContains(t, lab, "attempts sent")
 
 	confirm := s.get("/lab/normal/reset")
 	require.Contains(t, confirm, "<h1 id=\"reset-title\">Reset “Normal”?</h1>")
-	require.Contains(t, confirm, "discards the 1 step played in this scenario and its counters (1 attempts sent")
+	require.Contains(t, confirm, "discards the 1 step played in this scenario and its counters (1 request to opledger, 1 action at the CRM, 0 verifications)")
 	require.Regexp(t, `<form method="post" action="/lab/normal" class="confirm">\s*<input type="hidden" name="csrf" value="`+csrf+`">\s*`+
 		`<input type="hidden" name="do" value="reset">\s*<input type="hidden" name="confirm" value="yes">`, confirm)
 	require.Contains(t, confirm, `<a class="button" href="/lab#normal" id="reset-keep">Keep it</a>`)

@@ -94,7 +94,10 @@ var ErrUnknownAction = errors.New("unknown scenario action")
 // ScenarioCounters are the three counters of an interactive scenario.
 type ScenarioCounters struct {
 	// Attempts: requests the automation sent to opledger (each send,
-	// repeat and retry counts, even when the ledger answers it).
+	// repeat and retry counts, even when the ledger answers it), shown
+	// as "requests". They are not the operation's attempts
+	// (Ledger.Attempts: opledger's calls to the CRM): a request held back
+	// or answered from the ledger makes none.
 	Attempts int `json:"attempts"`
 	// Actions: effects at the CRM (records created).
 	Actions int `json:"actions"`

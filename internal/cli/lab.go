@@ -144,10 +144,11 @@ units of DEMO-ORDER-017" (operation key DEMO-OP-017), sent to a simulated CRM:
   lost-response  the CRM acts but its answer is lost: retry (held back),
                  verify (a lookup finds the record), retry (the confirmed result)
 
-After each step it prints the three counters — attempts (requests the
-automation sent to opledger, answered from the ledger or not), actions (records
-the CRM created) and verifications (lookups at the CRM) — the operation's state
-and one sentence on what happened.
+After each step it prints the three counters — requests (the automation's
+requests to opledger, answered from the ledger or not: not the operation's
+attempts, which are opledger's calls to the CRM), actions (records the CRM
+created) and verifications (lookups at the CRM) — the operation's state and
+one sentence on what happened.
 
 Without --db the steps run on a fresh SQLite file in a temporary directory,
 removed afterwards. With --db they run on the ledger it names, under a
@@ -196,7 +197,7 @@ operations, but they stay in that ledger and count in its metrics.`,
 			s := p.Scenario()
 			fmt.Fprintf(out, "%s — %s\n%s\n(operation %s in tenant %s)\n\n", s.Title, s.Name, s.Summary, lab.OperationKey, p.Tenant())
 			for _, r := range steps {
-				fmt.Fprintf(out, "%d. %s\n   attempts %d · actions %d · verifications %d · state %s\n   %s\n",
+				fmt.Fprintf(out, "%d. %s\n   requests %d · actions %d · verifications %d · state %s\n   %s\n",
 					r.N, r.Label, r.Counters.Attempts, r.Counters.Actions, r.Counters.Verifications, r.State, r.Explanation)
 			}
 			return err
