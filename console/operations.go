@@ -123,11 +123,6 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 		c.renderSigned(w, s, http.StatusBadRequest, "operations", data)
 		return
 	}
-	now, err := s.ledger.Now(r.Context())
-	if err != nil {
-		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
-		return
-	}
 	page, err := s.ledger.List(r.Context(), opledger.ListOptions{States: f.States, Owner: f.Owner, Destination: f.Destination,
 		ExceptCancelled: f.ExceptCancelled, Limit: c.pageSize, Cursor: f.Cursor})
 	if errors.Is(err, opledger.ErrInvalidInput) {
@@ -144,6 +139,9 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, s *session)
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
+	// Their ages are measured against the ledger's clock as the page was
+	// read, in the same read (opledger.Page.Now).
+	now := page.Now
 	rows := make([]operationRow, len(page.Items))
 	unreconciled := false
 	for i, op := range page.Items {

@@ -107,11 +107,7 @@ func (c *Console) workflows(w http.ResponseWriter, r *http.Request, s *session) 
 		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
 		return
 	}
-	now, err := s.ledger.Now(r.Context())
-	if err != nil {
-		c.fail(w, r, s, http.StatusServiceUnavailable, "The ledger's store does not answer.", err)
-		return
-	}
+	now := page.Now // the ledger's clock as the page was read (opledger.WorkflowPage.Now)
 	rows := make([]workflowRow, len(page.Items))
 	for i, wf := range page.Items {
 		rows[i] = workflowRow{Key: wf.Key, Status: wf.Status, CurrentStep: wf.CurrentStep, Reason: clip(wf.Reason, reasonRunes),
