@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,16 +39,7 @@ func TestWorkflowMarksStepNothingReconciles(t *testing.T) {
 		require.NoError(t, err)
 	}
 	s := signIn(t, srv.URL, token)
-	page := func(wf string) string {
-		t.Helper()
-		resp, err := s.hc.Get(srv.URL + "/workflows/" + wf)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return string(body)
-	}
+	page := func(wf string) string { return s.get("/workflows/" + wf) }
 	require.Contains(t, page("onb:unserved"), "step first is uncertain: whether it took effect is not known yet; a reconciler that serves mailer looks it up, or a person decides",
 		"the workflow's reason claims no reconciler it cannot know of")
 	const mark = `<span class="unreconciled">` + unreconciledMark + `</span>`
