@@ -522,7 +522,7 @@ func newError(resp *http.Response, body []byte, now time.Time) *Error {
 		// Not the API's problem: something in front of it answered.
 		e.Problem.Detail = detail(body)
 		if page, ok := htmlText(resp.Header.Get("Content-Type"), body); ok {
-			e.Problem.Detail = detail([]byte("an HTML page, " + notTheAPI + ": " + page))
+			e.Problem.Detail = detail([]byte("an HTML page, " + ErrNotTheAPI.Error() + ": " + page))
 		}
 	}
 	if e.RequestID == "" {
@@ -783,12 +783,16 @@ func (c *Client) getList(ctx context.Context, path string, q url.Values, page an
 // its upstream, another service's), never to be taken for an empty
 // answer of the API.
 func otherAnswer(method, path, what string) error {
-	return fmt.Errorf("%s %s: the answer is not %s: %s", method, path, what, notTheAPI)
+	return fmt.Errorf("%s %s: the answer is not %s: %w", method, path, what, ErrNotTheAPI)
 }
 
-// notTheAPI is in the error of an answer that is not the opledger API's:
-// an HTML page, or a JSON object that is not what the route answers.
-const notTheAPI = "not an answer of the opledger API"
+// ErrNotTheAPI is matched (errors.Is) by the error of a 2xx answer that
+// is not what the route answers: a JSON object of another service at the
+// client's base URL (a mistyped address, a proxy forwarding the request
+// to its upstream), never taken for an empty answer of the API. Its text
+// is also in the Problem.Detail of an *Error whose answer was an HTML
+// page.
+var ErrNotTheAPI = errors.New("not an answer of the opledger API")
 
 // ClaimRequest is the body of a claim.
 type ClaimRequest struct {

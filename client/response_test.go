@@ -399,3 +399,23 @@ func TestClaimAnswerDoesNotDecode(t *testing.T) {
 	require.Equal(t, "a", cl.AttemptID)
 	require.Equal(t, int64(7), cl.FencingToken)
 }
+
+// TestOtherJSONIsNotTheAPI: a 2xx JSON answer that is not what the route
+// answers (another service at the base URL) fails with an error that
+// matches client.ErrNotTheAPI, for a program to tell it apart from the
+// API's own refusals, rather than by the words of its message.
+func TestOtherJSONIsNotTheAPI(t *testing.T) {
+	t.Parallel()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"count":0}`))
+	}))
+	t.Cleanup(other.Close)
+	c := client.New(other.URL, "opl_x", nil)
+	ctx := context.Background()
+	_, err := c.List(ctx, opledger.ListOptions{})
+	require.ErrorIs(t, err, client.ErrNotTheAPI)
+	_, err = c.Get(ctx, "intake:I17:create")
+	require.ErrorIs(t, err, client.ErrNotTheAPI)
+	require.NotErrorIs(t, err, opledger.ErrNotFound)
+}

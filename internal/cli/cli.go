@@ -159,7 +159,7 @@ func notTheAPI(cmd *cobra.Command, err error) string {
 	if !errors.As(err, &ce) {
 		// A 2xx answer that is JSON but not what the route answers
 		// (another JSON API at that address), which the client names so.
-		if strings.Contains(err.Error(), notTheAPIPage) {
+		if errors.Is(err, client.ErrNotTheAPI) {
 			return " (is --server the address of an opledger serve?)"
 		}
 		return ""
@@ -167,15 +167,11 @@ func notTheAPI(cmd *cobra.Command, err error) string {
 	if ce.Kind() != "" {
 		return ""
 	}
-	if strings.Contains(ce.Problem.Detail, notTheAPIPage) {
+	if strings.Contains(ce.Problem.Detail, client.ErrNotTheAPI.Error()) {
 		return " (is --server the address of an opledger serve?)"
 	}
-	return " (not an answer of the opledger API: is --server the address of an opledger serve?)"
+	return " (" + client.ErrNotTheAPI.Error() + ": is --server the address of an opledger serve?)"
 }
-
-// notTheAPIPage is how the client names an answer that is not the API's:
-// an HTML page, or a JSON object that is not what the route answers.
-const notTheAPIPage = "not an answer of the opledger API"
 
 // outputWriter is a command's standard output, keeping the first write
 // that failed (a full disk, a closed file): a command whose output was
