@@ -185,9 +185,10 @@ destinations:
 `, "@CRM@", crm.URL())), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "opledger.yaml"), []byte("destinations: destinations.yaml\n"), 0o644))
 	dsn := "sqlite:" + filepath.Join(dir, "l.db")
-	// Long enough for the restart to come before its end; the test
-	// waits for it.
-	const lease = 10 * time.Second
+	// Long enough for the restart, and its first sweep, to come before
+	// its end on a machine loaded by the whole test suite (10 s left
+	// little margin); the test waits for it to end.
+	const lease = 30 * time.Second
 	serve := func() (*exec.Cmd, *testrig.LogBuffer) {
 		logs := &testrig.LogBuffer{}
 		cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--config", filepath.Join(dir, "opledger.yaml"),
