@@ -1246,8 +1246,13 @@ type EventDetail struct {
 // GetEvent returns a recorded event with every delivery and the operations
 // it produced, as they are now. Unknown events return ErrNotFound.
 func (l *Ledger) GetEvent(ctx context.Context, source, eventID string) (*EventDetail, error) {
-	if ValidateKey(source) != nil || ValidateKey(eventID) != nil {
-		return nil, invalidInput("source and event_id must satisfy the key syntax")
+	for _, name := range [...]struct{ what, v string }{{"source", source}, {"event_id", eventID}} {
+		if name.v == "" {
+			return nil, invalidInput("%s is empty", name.what)
+		}
+		if ke := (*KeyError)(nil); errors.As(ValidateKey(name.v), &ke) {
+			return nil, invalidInput("%s is not in the key syntax: %s", name.what, ke.Reason)
+		}
 	}
 	var out *EventDetail
 	err := l.store.View(ctx, func(ctx context.Context, r store.Reader) error {
