@@ -1,13 +1,10 @@
 package pgstore_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,31 +34,7 @@ func TestKilledInsideTransaction(t *testing.T) {
 	before, _, err := l.Record(ctx, opledger.Intent{Key: "k", Action: "crm.create", Destination: "crm", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
-	child := exec.Command(os.Args[0], "-test.run=^TestKilledInsideTransactionChild$", "-test.count=1")
-	child.Env = append(os.Environ(), "OPLEDGER_PG_TX_KILL_DSN="+dsn)
-	stdin, err := child.StdinPipe() // the child blocks reading it until killed
-	require.NoError(t, err)
-	defer stdin.Close()
-	stdout, err := child.StdoutPipe()
-	require.NoError(t, err)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	killed := false
-	defer func() {
-		if !killed {
-			_ = child.Process.Kill()
-			_ = child.Wait()
-		}
-	}()
-	sc := bufio.NewScanner(stdout)
-	inside := false
-	for sc.Scan() {
-		if sc.Text() == "INSIDE" {
-			inside = true
-			break
-		}
-	}
-	require.True(t, inside, "the child never reported its transaction")
+	kill := testdb.StartInside(t, "TestKilledInsideTransactionChild", "OPLEDGER_PG_TX_KILL_DSN="+dsn)
 
 	waiter, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
@@ -88,12 +61,7 @@ func TestKilledInsideTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"operations", "tokens"}, written, "the child has written to both tables")
 
-	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
-	killed = true
-	err = child.Wait()
-	require.Error(t, err)
-	ws := child.ProcessState.Sys().(syscall.WaitStatus)
-	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the child died of SIGKILL: %v", err)
+	kill()
 	select {
 	case err := <-got:
 		require.NoError(t, err, "the row is free once the server finds the client gone")
@@ -147,7 +115,7 @@ func TestKilledInsideTransactionChild(t *testing.T) {
 		if _, err := tx.GetOperation(ctx, "default", "k"); err != nil {
 			return err
 		}
-		fmt.Println("INSIDE")
+		fmt.Println(testdb.InsideLine)
 		_, _ = os.Stdin.Read(make([]byte, 1))
 		return fmt.Errorf("the child was not killed")
 	})

@@ -1,19 +1,17 @@
 package sqlitestore
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/opledger/opledger/internal/store"
+	"github.com/opledger/opledger/internal/testdb"
 )
 
 // TestKilledInsideWriteTransaction kills (SIGKILL) a process in the middle
@@ -34,31 +32,7 @@ func TestKilledInsideWriteTransaction(t *testing.T) {
 	require.NoError(t, s.Migrate(ctx, nil))
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx store.Tx) error { return insertToken(ctx, tx, "before", "h-before") }))
 
-	child := exec.Command(os.Args[0], "-test.run=^TestKilledInsideWriteTransactionChild$", "-test.count=1")
-	child.Env = append(os.Environ(), "OPLEDGER_TX_KILL_PATH="+path)
-	stdin, err := child.StdinPipe() // the child blocks reading it until killed
-	require.NoError(t, err)
-	defer stdin.Close()
-	stdout, err := child.StdoutPipe()
-	require.NoError(t, err)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	killed := false
-	defer func() {
-		if !killed {
-			_ = child.Process.Kill()
-			_ = child.Wait()
-		}
-	}()
-	sc := bufio.NewScanner(stdout)
-	inside := false
-	for sc.Scan() {
-		if sc.Text() == "INSIDE" {
-			inside = true
-			break
-		}
-	}
-	require.True(t, inside, "the child never reported its transaction")
+	kill := testdb.StartInside(t, "TestKilledInsideWriteTransactionChild", "OPLEDGER_TX_KILL_PATH="+path)
 	waitHeldOn(t, path+WriteLockSuffix)
 
 	waitsBefore := s.WriteLockWaits().Waits
@@ -68,12 +42,7 @@ func TestKilledInsideWriteTransaction(t *testing.T) {
 	}()
 	waitBlockedOn(t, path+WriteLockSuffix, 1) // queued behind the child
 
-	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
-	killed = true
-	err = child.Wait()
-	require.Error(t, err)
-	ws := child.ProcessState.Sys().(syscall.WaitStatus)
-	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the child died of SIGKILL: %v", err)
+	kill()
 
 	require.NoError(t, <-done, "the queued write is made once the killed process's lock is gone")
 	require.Equal(t, waitsBefore+1, s.WriteLockWaits().Waits, "it waited in the queue")
@@ -105,7 +74,7 @@ func TestKilledInsideWriteTransactionChild(t *testing.T) {
 		if err := insertToken(ctx, tx, "uncommitted", "h-uncommitted"); err != nil {
 			return err
 		}
-		fmt.Println("INSIDE")
+		fmt.Println(testdb.InsideLine)
 		_, _ = os.Stdin.Read(make([]byte, 1))
 		return fmt.Errorf("the child was not killed")
 	})
