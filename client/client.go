@@ -443,7 +443,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// A 3xx the http.Client did not follow is no answer either.
-		return resp.StatusCode, resp.Header, newError(resp, data, time.Now())
+		return resp.StatusCode, resp.Header, newError(resp, c.withoutToken(data), time.Now())
 	}
 	if len(data) > MaxResponseBytes {
 		return resp.StatusCode, resp.Header, fmt.Errorf("%s %s: response larger than %d bytes", method, path, MaxResponseBytes)
@@ -451,7 +451,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	if out != nil {
 		// null (or nothing) would decode into out as nothing at all.
 		if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
-			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s response: got %s, not a JSON object", method, path, describeBody(trimmed))
+			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s response: got %s, not a JSON object", method, path, describeBody(c.withoutToken(trimmed)))
 		}
 		if t, ok := out.(*answerText); ok {
 			*t = data // decoded by the caller, once (answerText)
@@ -460,6 +460,22 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		}
 	}
 	return resp.StatusCode, resp.Header, nil
+}
+
+// minMaskedToken is the shortest token withoutToken masks: a shorter
+// one would mask letters of ordinary words.
+const minMaskedToken = 4
+
+// withoutToken is body with the client's token masked wherever it is
+// written as sent: the part of an answer an error quotes (Error's
+// Detail, describeBody) may be another server's, one that echoes the
+// request it got, Authorization header included, and such errors are
+// printed and logged.
+func (c *Client) withoutToken(body []byte) []byte {
+	if len(c.token) < minMaskedToken || !bytes.Contains(body, []byte(c.token)) {
+		return body
+	}
+	return bytes.ReplaceAll(body, []byte(c.token), []byte("[token]"))
 }
 
 // answerError is do's error for an answer that did not decode.

@@ -419,3 +419,39 @@ func TestOtherJSONIsNotTheAPI(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrNotTheAPI)
 	require.NotErrorIs(t, err, opledger.ErrNotFound)
 }
+
+// TestOtherServerEchoingTheToken: a server that is not the API (a
+// mistyped --server, a debugging server that dumps the request it got)
+// may answer with the request's headers in its body. The error quotes
+// the start of such a body, and is printed by the CLI and logged by
+// programs: the client's own token is never in it, whatever the status.
+func TestOtherServerEchoingTheToken(t *testing.T) {
+	t.Parallel()
+	const token = "opl_3f9a1c0e7b5d4a2f8e6c1b0a9d7e5f3c"
+	for _, tc := range []struct {
+		status      int
+		contentType string
+		body        string
+	}{
+		{http.StatusBadRequest, "text/plain", "bad request\nAuthorization: Bearer " + token + "\nAccept: */*"},
+		{http.StatusNotFound, "text/html", "<html><body><h1>Not found</h1><pre>Authorization: Bearer " + token + "</pre></body></html>"},
+		{http.StatusInternalServerError, "application/problem+json", `{"type":"about:blank","title":"error","detail":"token ` + token + ` refused"}`},
+		{http.StatusOK, "text/plain", token + " is the token you sent"},
+	} {
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", tc.contentType)
+			w.WriteHeader(tc.status)
+			_, _ = w.Write([]byte(tc.body))
+		}))
+		c := client.New(other.URL, token, nil)
+		_, err := c.List(context.Background(), opledger.ListOptions{})
+		other.Close()
+		require.Error(t, err, tc.body)
+		require.NotContains(t, err.Error(), token, tc.body)
+		require.NotContains(t, err.Error(), token[:12], tc.body)
+		var ce *client.Error
+		if errors.As(err, &ce) {
+			require.NotContains(t, ce.Problem.Detail, token, tc.body)
+		}
+	}
+}
