@@ -480,8 +480,21 @@ func (c *Client) withoutToken(body []byte) []byte {
 
 // answerError is do's error for an answer that did not decode.
 func answerError(method, path string, err error) error {
-	return fmt.Errorf("decode %s %s response: %w", method, path, err)
+	return &decodeError{prefix: "decode " + method + " " + path + " response", err: err}
 }
+
+// decodeError is an answer that did not decode into what was asked: its
+// text is the decoder's cut to maxDetailBytes, as the decoder quotes a
+// number it cannot hold whole, and another server's number may be most
+// of MaxResponseBytes long. It unwraps to the decoder's error.
+type decodeError struct {
+	prefix string
+	err    error
+}
+
+func (e *decodeError) Error() string { return e.prefix + ": " + detail([]byte(e.err.Error())) }
+
+func (e *decodeError) Unwrap() error { return e.err }
 
 // answerText, given to do as out, receives the answer, a JSON object by
 // its first byte, as it came, not yet checked to be JSON: its caller
@@ -498,7 +511,7 @@ func (t answerText) decode(method, path, what string, v any) error {
 		return answerError(method, path, err)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return &decodeError{prefix: what, err: err}
 	}
 	return nil
 }

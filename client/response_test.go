@@ -455,3 +455,25 @@ func TestOtherServerEchoingTheToken(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherJSONErrorIsShort: an answer that is JSON but does not decode
+// (another server's, with a number no field can hold) fails with an
+// error of a line or so, as the CLI prints it and programs log it: not
+// one quoting the body's number whole, which may be most of a megabyte.
+func TestOtherJSONErrorIsShort(t *testing.T) {
+	t.Parallel()
+	huge := "1" + strings.Repeat("0", 100000)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"items":[{"key":"a","attempt_count":` + huge + `}],"next_cursor":""}`))
+	}))
+	t.Cleanup(other.Close)
+	c := client.New(other.URL, "opl_x", nil)
+	ctx := context.Background()
+	_, err := c.List(ctx, opledger.ListOptions{})
+	require.Error(t, err)
+	require.Less(t, len(err.Error()), 1024, err.Error()[:min(len(err.Error()), 300)])
+	_, err = c.Get(ctx, "a")
+	require.Error(t, err)
+	require.Less(t, len(err.Error()), 1024, err.Error()[:min(len(err.Error()), 300)])
+}
