@@ -92,25 +92,10 @@ func putWorkflow(t *testing.T, l *opledger.Ledger, key string) {
 func TestShowByServerClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := "sqlite:" + filepath.Join(t.TempDir(), "show.db")
-	l, err := opledger.Open(ctx, dsn, opledger.Options{Tenant: "acme",
+	_, l, rules, ev := intakeLedger(t, opledger.Options{
 		RetryPolicy: &opledger.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, MaxDelay: time.Hour},
 		Clock:       func(now time.Time) time.Time { return now.Add(-6 * time.Hour) }})
-	require.NoError(t, err)
-	rules, err := opledger.ParseRules([]byte(`
-rules:
-  - name: intake
-    source: forms
-    type: submission.accepted
-    operations:
-      - key: "intake:{data.id}:mail"
-        action: mail.send
-        destination: mail
-        payload: {id: "{data.id}"}
-`))
-	require.NoError(t, err)
-	_, err = l.ReceiveEvent(ctx, rules, opledger.Event{Source: "forms", EventID: "evt-1", DeliveryID: "d1", Type: "submission.accepted",
-		Payload: json.RawMessage(`{"id":"S1"}`)})
+	_, err := l.ReceiveEvent(ctx, rules, ev)
 	require.NoError(t, err)
 	c, err := l.Claim(ctx, "intake:S1:mail", opledger.ClaimOptions{})
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ import (
 func TestEventsShowJSON(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, l, rules, ev := intakeLedger(t)
+	dsn, l, rules, ev := intakeLedger(t, opledger.Options{})
 	_, err := l.ReceiveEvent(ctx, rules, ev)
 	require.NoError(t, err)
 	ev.DeliveryID = "d2"
@@ -57,10 +57,11 @@ func TestEventsShowJSON(t *testing.T) {
 // intake maps a forms submission.accepted event to a mail operation with
 // the address sensitive, and returns it with its DSN, the rules and such
 // an event (evt-1, first delivery d1), not yet received.
-func intakeLedger(t *testing.T) (string, *opledger.Ledger, *opledger.Rules, opledger.Event) {
+func intakeLedger(t *testing.T, opts opledger.Options) (string, *opledger.Ledger, *opledger.Rules, opledger.Event) {
 	t.Helper()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "ev.db")
-	l, err := opledger.Open(context.Background(), dsn, opledger.Options{Tenant: "acme"})
+	opts.Tenant = "acme"
+	l, err := opledger.Open(context.Background(), dsn, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	rules, err := opledger.ParseRules([]byte(`

@@ -49,7 +49,7 @@ func TestOpsMaskSensitiveRefsAndResponses(t *testing.T) {
 func TestEventsShowMasksSensitiveRefs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, l, rules, ev := intakeLedger(t)
+	dsn, l, rules, ev := intakeLedger(t, opledger.Options{})
 	_, err := l.ReceiveEvent(ctx, rules, ev)
 	require.NoError(t, err)
 	c, err := l.Claim(ctx, "intake:S1:mail", opledger.ClaimOptions{})
