@@ -128,8 +128,9 @@ func newEventsCmd() *cobra.Command {
 			if len(args) != 2 {
 				return usageError{fmt.Errorf("give the source and the event id")}
 			}
-			// Which of the two is wrong, and why, as the client says it:
-			// the ledger's refusal names neither.
+			// Which of the two is wrong, and why, as the client and the
+			// ledger say it, but as a usage error (exit 2) before any
+			// store or server is asked.
 			for i, what := range []string{"event source", "event id"} {
 				if args[i] == "" {
 					return usageError{fmt.Errorf("%s is empty", what)}
